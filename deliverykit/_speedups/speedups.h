@@ -1,0 +1,20 @@
+/* Shared declarations for the deliverykit._speedups C module.
+ *
+ * The module is one extension built from several files: module.c owns the
+ * module object and concatenates the method tables that each file exports.
+ * Every function here has a pure-Python twin (see deliverykit/fastpath.py and
+ * each package's _fast.py); tests prove both give identical results.
+ */
+#ifndef DELIVERYKIT_SPEEDUPS_H
+#define DELIVERYKIT_SPEEDUPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* One table per file, each terminated by a {NULL} sentinel. */
+extern PyMethodDef dk_core_methods[];      /* core.c: xor, recvmmsg/sendmmsg */
+extern PyMethodDef dk_corecast_methods[];  /* corecast.c */
+extern PyMethodDef dk_m2c_methods[];       /* m2c.c */
+extern PyMethodDef dk_swift_methods[];     /* swift.c */
+
+#endif
