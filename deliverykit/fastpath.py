@@ -60,6 +60,8 @@ def load(name: str, twin: F) -> F:
 
 def py_xor_into(dst: bytearray | memoryview, src: bytes | bytearray | memoryview) -> None:
     """dst[i] ^= src[i] in place; lengths must match."""
+    if memoryview(dst).readonly:
+        raise BufferError("xor_into: dst is read-only")
     if len(dst) != len(src):
         raise ValueError(f"xor_into: length mismatch ({len(dst)} != {len(src)})")
     n = len(dst)

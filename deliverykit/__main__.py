@@ -1,0 +1,5 @@
+import sys
+
+from deliverykit.cli import main
+
+sys.exit(main())
