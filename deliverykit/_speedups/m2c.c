@@ -1,6 +1,269 @@
-/* C fast paths owned by the m2c package (twins in m2c/_fast.py). */
+/* C fast paths owned by the m2c package (twins in m2c/_fast.py).
+ *
+ *   m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols)
+ *       RFC 5170 Section 6.2 left_matrix_init() with the Section 5.7 PRNG,
+ *       as CSR (native uint32 arrays as bytes), rows in insertion order.
+ *   m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes
+ *       RFC 5170 Section 6.3 staircase encoding of the k source symbols
+ *       concatenated in src: p_0 = sum(row 0), p_i = sum(row i) ^ p_{i-1}.
+ */
 #include "speedups.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Park-Miller "minimal standard" PRNG, RFC 5170 Section 5.7 ---------- */
+
+typedef struct { uint32_t state; } pmms_t;
+
+static uint32_t
+pmms_raw(pmms_t *p)
+{
+    p->state = (uint32_t)(((uint64_t)p->state * 16807u) % 2147483647u);
+    return p->state;
+}
+
+static uint32_t
+pmms_rand(pmms_t *p, uint32_t maxv)
+{
+    uint32_t raw = pmms_raw(p);
+    return (uint32_t)((double)maxv * (double)raw / (double)0x7FFFFFFF);
+}
+
+/* ---- growable uint32 vector --------------------------------------------- */
+
+typedef struct { uint32_t *v; uint32_t n, cap; } vec_t;
+
+static int
+vec_push(vec_t *a, uint32_t x)
+{
+    if (a->n == a->cap) {
+        uint32_t cap = a->cap ? a->cap * 2 : 4;
+        uint32_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static int
+in_list(const uint32_t *v, uint32_t n, uint32_t x)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+static PyObject *
+m2c_ldpc_matrix(PyObject *self, PyObject *args)
+{
+    long long k, m, n1, seed;
+    if (!PyArg_ParseTuple(args, "LLLL:m2c_ldpc_matrix", &k, &m, &n1, &seed))
+        return NULL;
+    if (!(k >= 1 && n1 >= 1 && n1 <= m && seed >= 1 && seed <= 0x7FFFFFFE
+          && k <= (1 << 20) && m <= (1 << 20))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "m2c_ldpc_matrix: need k >= 1, 1 <= N1 <= n-k, 1 <= seed <= 2^31-2");
+        return NULL;
+    }
+    pmms_t prng = {(uint32_t)seed};
+    uint64_t total = (uint64_t)n1 * (uint64_t)k;
+    uint32_t *u = malloc(total * sizeof *u);
+    vec_t *rows = calloc((size_t)m, sizeof *rows);
+    uint32_t col[16];
+    PyObject *result = NULL;
+    if (!u || !rows || n1 > 16) {
+        if (n1 > 16)
+            PyErr_SetString(PyExc_ValueError, "m2c_ldpc_matrix: N1 <= 16");
+        else
+            PyErr_NoMemory();
+        goto out;
+    }
+    for (uint64_t h = 0; h < total; h++)
+        u[h] = (uint32_t)(h % (uint64_t)m);
+    uint64_t t = 0;
+    for (uint32_t j = 0; j < (uint32_t)k; j++) {
+        uint32_t nc = 0;
+        for (long long h = 0; h < n1; h++) {
+            uint64_t i = t;
+            uint32_t r;
+            while (i < total && in_list(col, nc, u[i]))
+                i++;
+            if (i < total) {
+                do {
+                    i = t + pmms_rand(&prng, (uint32_t)(total - t));
+                } while (in_list(col, nc, u[i]));
+                r = u[i];
+                u[i] = u[t];
+                t++;
+            } else {
+                do {
+                    r = pmms_rand(&prng, (uint32_t)m);
+                } while (in_list(col, nc, r));
+            }
+            col[nc++] = r;
+            if (vec_push(&rows[r], j) < 0) {
+                PyErr_NoMemory();
+                goto out;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < (uint32_t)m; i++) {
+        vec_t *row = &rows[i];
+        if (row->n == 0 && vec_push(row, pmms_rand(&prng, (uint32_t)k)) < 0) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (row->n == 1 && k > 1) {
+            uint32_t j;
+            do {
+                j = pmms_rand(&prng, (uint32_t)k);
+            } while (j == row->v[0]);
+            if (vec_push(row, j) < 0) {
+                PyErr_NoMemory();
+                goto out;
+            }
+        }
+    }
+    {
+        uint64_t nnz = 0;
+        for (uint32_t i = 0; i < (uint32_t)m; i++)
+            nnz += rows[i].n;
+        PyObject *rp = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((m + 1) * 4));
+        PyObject *cs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nnz * 4));
+        if (!rp || !cs) {
+            Py_XDECREF(rp);
+            Py_XDECREF(cs);
+            goto out;
+        }
+        uint32_t *rpv = (uint32_t *)PyBytes_AsString(rp);
+        uint32_t *csv = (uint32_t *)PyBytes_AsString(cs);
+        uint32_t pos = 0;
+        rpv[0] = 0;
+        for (uint32_t i = 0; i < (uint32_t)m; i++) {
+            if (rows[i].n)
+                memcpy(csv + pos, rows[i].v, rows[i].n * sizeof(uint32_t));
+            pos += rows[i].n;
+            rpv[i + 1] = pos;
+        }
+        result = PyTuple_New(2);
+        if (!result) {
+            Py_DECREF(rp);
+            Py_DECREF(cs);
+            goto out;
+        }
+        PyTuple_SetItem(result, 0, rp);
+        PyTuple_SetItem(result, 1, cs);
+    }
+out:
+    if (rows) {
+        for (long long i = 0; i < m; i++)
+            free(rows[i].v);
+        free(rows);
+    }
+    free(u);
+    return result;
+}
+
+static inline void
+xor_block(uint8_t *restrict d, const uint8_t *restrict s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, d + i, 8);
+        memcpy(&b, s + i, 8);
+        a ^= b;
+        memcpy(d + i, &a, 8);
+    }
+    for (; i < n; i++)
+        d[i] ^= s[i];
+}
+
+static PyObject *
+m2c_ldpc_encode(PyObject *self, PyObject *args)
+{
+    PyObject *src_o, *rp_o, *cs_o;
+    Py_ssize_t E;
+    if (!PyArg_ParseTuple(args, "OnOO:m2c_ldpc_encode", &src_o, &E, &rp_o, &cs_o))
+        return NULL;
+    Py_buffer src, rp, cs;
+    if (PyObject_GetBuffer(src_o, &src, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(rp_o, &rp, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(cs_o, &cs, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&src);
+        PyBuffer_Release(&rp);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (E <= 0 || src.len % E) {
+        PyErr_SetString(PyExc_ValueError,
+                        "m2c_ldpc_encode: len(src) must be a multiple of symbol_size > 0");
+        goto done;
+    }
+    Py_ssize_t k = src.len / E;
+    if (rp.len < 4 || rp.len % 4 || cs.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_encode: malformed matrix for this k");
+        goto done;
+    }
+    Py_ssize_t m = rp.len / 4 - 1, nnz = cs.len / 4;
+    uint32_t *rpv = malloc((size_t)(m + 1) * 4), *csv = malloc((size_t)(nnz ? nnz : 1) * 4);
+    if (!rpv || !csv) {
+        free(rpv);
+        free(csv);
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(rpv, rp.buf, (size_t)rp.len);
+    if (nnz)
+        memcpy(csv, cs.buf, (size_t)cs.len);
+    int bad = rpv[m] != (uint32_t)nnz;
+    for (Py_ssize_t i = 0; i < m && !bad; i++)
+        bad = rpv[i + 1] < rpv[i];
+    for (Py_ssize_t i = 0; i < nnz && !bad; i++)
+        bad = csv[i] >= (uint32_t)k;
+    if (bad) {
+        free(rpv);
+        free(csv);
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_encode: malformed matrix for this k");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, m * E);
+    if (out) {
+        uint8_t *o = (uint8_t *)PyBytes_AsString(out);
+        const uint8_t *s = src.buf;
+        if (m > 0)
+            memset(o, 0, (size_t)E);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            uint8_t *p = o + i * E;
+            if (i > 0)
+                memcpy(p, p - E, (size_t)E);
+            for (uint32_t x = rpv[i]; x < rpv[i + 1]; x++)
+                xor_block(p, s + (Py_ssize_t)csv[x] * E, E);
+        }
+    }
+    free(rpv);
+    free(csv);
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&rp);
+    PyBuffer_Release(&cs);
+    return out;
+}
+
 PyMethodDef dk_m2c_methods[] = {
+    {"m2c_ldpc_matrix", m2c_ldpc_matrix, METH_VARARGS,
+     "m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols): RFC 5170 left matrix (CSR)."},
+    {"m2c_ldpc_encode", m2c_ldpc_encode, METH_VARARGS,
+     "m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes: staircase repair symbols."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,110 @@
+"""Pure-Python twins of m2c's C fast paths (deliverykit/_speedups/m2c.c).
+
+Each function here has the same signature and results as the C function of
+the same name; ``deliverykit.fastpath.load`` picks the C one unless
+``DELIVERYKIT_PURE=1``.  tests/m2c/test_m2c_fast.py proves equality with
+hypothesis.
+
+- ``m2c_ldpc_matrix(k, m, n1, seed)``: the left side of the RFC 5170 LDPC
+  parity check matrix (Section 6.2 ``left_matrix_init``) in CSR form:
+  ``(row_ptr, cols)``, both native uint32 arrays as bytes; row ``i`` holds
+  the source columns ``cols[row_ptr[i]:row_ptr[i+1]]`` in insertion order.
+- ``m2c_ldpc_encode(src, symbol_size, row_ptr, cols)``: the ``m`` staircase
+  repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
+  concatenated in ``src``.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+PMMS_A = 16807  # 7**5, RFC 5170 Section 5.7
+PMMS_M = 0x7FFFFFFF  # 2**31 - 1
+
+
+def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int) -> tuple[bytes, bytes]:
+    """RFC 5170 Section 6.2 ``left_matrix_init(k, n, N1)`` after seeding the PRNG.
+
+    The PRNG is Park-Miller "minimal standard" scaled as in Section 5.7:
+    ``floor(maxv * raw / 0x7FFFFFFF)`` in IEEE doubles, exactly the C casts.
+    """
+    if not (1 <= k <= 1 << 20 and 1 <= n1 <= m <= 1 << 20 and 1 <= seed <= 0x7FFFFFFE):
+        raise ValueError("m2c_ldpc_matrix: need k >= 1, 1 <= N1 <= n-k, 1 <= seed <= 2^31-2")
+    if n1 > 16:
+        raise ValueError("m2c_ldpc_matrix: N1 <= 16")
+    state = seed
+
+    def rand(maxv: int) -> int:
+        nonlocal state
+        state = (state * PMMS_A) % PMMS_M
+        return int(float(maxv) * float(state) / 2147483647.0)
+
+    rows: list[list[int]] = [[] for _ in range(m)]
+    total = n1 * k
+    u = [h % m for h in range(total)]
+    t = 0
+    for j in range(k):
+        col: list[int] = []  # rows already holding a 1 in column j
+        for _ in range(n1):
+            i = t
+            while i < total and u[i] in col:
+                i += 1
+            if i < total:
+                while True:
+                    i = t + rand(total - t)
+                    if u[i] not in col:
+                        break
+                r = u[i]
+                u[i] = u[t]
+                t += 1
+            else:
+                while True:
+                    r = rand(m)
+                    if r not in col:
+                        break
+            col.append(r)
+            rows[r].append(j)
+    # rows with fewer than two 1s get extra ones (code rates below 2/(2+N1))
+    for i in range(m):
+        row = rows[i]
+        if not row:
+            row.append(rand(k))
+        if len(row) == 1 and k > 1:
+            while True:
+                j = rand(k)
+                if j != row[0]:
+                    break
+            row.append(j)
+    row_ptr = array("I", [0])
+    cols = array("I")
+    for row in rows:
+        cols.extend(row)
+        row_ptr.append(len(cols))
+    return row_ptr.tobytes(), cols.tobytes()
+
+
+def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -> bytes:
+    """Repair symbols: p_0 = sum(row 0); p_i = sum(row i) ^ p_{i-1} (RFC 5170 6.3)."""
+    if symbol_size <= 0 or len(src) % symbol_size:
+        raise ValueError("m2c_ldpc_encode: len(src) must be a multiple of symbol_size > 0")
+    k = len(src) // symbol_size
+    rp = array("I")
+    rp.frombytes(row_ptr)
+    cs = array("I")
+    cs.frombytes(cols)
+    if len(rp) < 1 or rp[-1] != len(cs) or any(c >= k for c in cs):
+        raise ValueError("m2c_ldpc_encode: malformed matrix for this k")
+    m = len(rp) - 1
+    E = symbol_size
+    mv = memoryview(src)
+    s = [int.from_bytes(mv[i * E:(i + 1) * E], "little") for i in range(k)]
+    out = bytearray(m * E)
+    acc = 0
+    for i in range(m):
+        a, b = rp[i], rp[i + 1]
+        if b < a:
+            raise ValueError("m2c_ldpc_encode: malformed matrix for this k")
+        for c in cs[a:b]:
+            acc ^= s[c]
+        out[i * E:(i + 1) * E] = acc.to_bytes(E, "little")
+    return bytes(out)

@@ -1,0 +1,410 @@
+"""LDPC-Staircase, RFC 5170 (FEC Encoding ID 3), bit-exact.
+
+Reading of the RFC (what "exact" means here):
+
+- PRNG (Section 5.7): Park-Miller "minimal standard", ``I' = 16807 * I mod
+  (2^31 - 1)``, seeded with the FEC OTI seed (1 .. 2^31-2); each call first
+  advances the state and then scales it with
+  ``floor((double)maxv * (double)raw / (double)0x7FFFFFFF)``.  With seed 1 the
+  10,000th raw value is 1043618065 (the RFC's validation value; tested).
+- The PRNG is seeded once per source block, immediately before
+  ``left_matrix_init`` (Section 6.2); no other call may happen in between.
+  When G > 1, ``initialize_tables`` (Section 5.6) continues the same PRNG
+  stream right after the matrix is built.
+- ``left_matrix_init(k, n, N1)`` is followed literally, including the
+  ``u[]`` table ``u[h] = h % (n-k)``, the "no choice left" branch and the
+  extra 1s for rows of degree 0 or 1.  (The RFC's degree-1 loop cannot end
+  when k == 1; like OpenFEC we skip it then.)
+- The staircase (right side): row 0 holds repair symbol k; row i > 0 holds
+  repair symbols k+i and k+i-1.  Encoding (Section 6.3): repair ``p_i`` is
+  the XOR of the source symbols of row i, XOR ``p_{i-1}`` for i > 0.
+
+Decoding (Section 6.4 leaves it to the implementer): an iterative (peeling,
+Zyablov-Pinsker) decoder fed one symbol at a time, plus a maximum-likelihood
+fallback by Gaussian elimination with inactivation (the hybrid of [CR08]):
+when peeling stalls, a few unknowns are made symbolic ("inactivated") so that
+peeling can continue; the small dense system left over those unknowns is
+solved by Gauss-Jordan over GF(2) with bit-packed rows (Python ints).  A
+source symbol is returned only when the received symbols determine it.
+"""
+
+from __future__ import annotations
+
+import functools
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from deliverykit.fastpath import load
+
+from m2c import _fast
+from m2c.fec.errors import FECError
+
+__all__ = [
+    "PMMSRandom", "LDPCParams", "StaircaseMatrix", "staircase_matrix",
+    "encode", "LDPCDecoder", "decode", "esi_tables",
+]
+
+FEC_ENCODING_ID = 3  # RFC 5170 Section 4.2.1
+
+ldpc_matrix = load("m2c_ldpc_matrix", _fast.m2c_ldpc_matrix)
+ldpc_encode = load("m2c_ldpc_encode", _fast.m2c_ldpc_encode)
+
+
+class PMMSRandom:
+    """Park-Miller minimal standard PRNG with RFC 5170 Section 5.7 scaling."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, seed: int) -> None:
+        if not 1 <= seed <= 0x7FFFFFFE:
+            raise FECError("PRNG seed must be in 1 .. 0x7FFFFFFE (RFC 5170 4.2.3)")
+        self.state = seed
+
+    def raw(self) -> int:
+        """Next raw value in 1 .. 2^31-2."""
+        self.state = (self.state * 16807) % 0x7FFFFFFF
+        return self.state
+
+    def rand(self, maxv: int) -> int:
+        """pmms_rand(maxv): an integer in 0 .. maxv-1."""
+        return int(float(maxv) * float(self.raw()) / 2147483647.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LDPCParams:
+    """Parameters of one LDPC-Staircase source block (RFC 5170 Section 4.2)."""
+
+    k: int
+    """source symbols in the block"""
+    n: int
+    """encoding symbols (source + repair); default n = 2k (code rate 1/2)"""
+    symbol_size: int
+    """E, bytes per symbol"""
+    n1: int = 3
+    """N1: ones per source column (N1m3 + 3, 3..10)"""
+    seed: int = 1
+    """PRNG seed, 1 .. 2^31-2"""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.k < self.n <= 1 << 20:
+            raise FECError(f"need 1 <= k < n <= 2^20, got k={self.k} n={self.n}")
+        if not 3 <= self.n1 <= 10:
+            raise FECError("N1 must be 3..10 (N1m3 is a 3-bit field)")
+        if self.n - self.k < self.n1:
+            raise FECError("n - k must be at least N1")
+        if not 1 <= self.seed <= 0x7FFFFFFE:
+            raise FECError("PRNG seed must be in 1 .. 0x7FFFFFFE")
+        if not 1 <= self.symbol_size <= 0xFFFF:
+            raise FECError("symbol size must be 1 .. 65535 bytes")
+
+    @property
+    def m(self) -> int:
+        """Number of repair symbols, n - k (= rows of H)."""
+        return self.n - self.k
+
+
+@dataclass(frozen=True, slots=True)
+class StaircaseMatrix:
+    """H = [left | staircase]: row i holds ``left_row(i)`` plus repair k+i (and k+i-1)."""
+
+    k: int
+    m: int
+    row_ptr: bytes
+    cols: bytes
+
+    def left_rows(self) -> list[list[int]]:
+        rp = array("I")
+        rp.frombytes(self.row_ptr)
+        cs = array("I")
+        cs.frombytes(self.cols)
+        return [cs[rp[i]:rp[i + 1]].tolist() for i in range(self.m)]
+
+    def rows(self) -> list[list[int]]:
+        """Every equation as ESIs (sources then repairs)."""
+        out = self.left_rows()
+        k = self.k
+        for i, row in enumerate(out):
+            row.append(k + i)
+            if i:
+                row.append(k + i - 1)
+        return out
+
+
+@functools.lru_cache(maxsize=32)
+def staircase_matrix(k: int, n: int, n1: int, seed: int) -> StaircaseMatrix:
+    """The RFC 5170 parity check matrix for (k, n, N1, seed), cached."""
+    rp, cs = ldpc_matrix(k, n - k, n1, seed)
+    return StaircaseMatrix(k, n - k, rp, cs)
+
+
+def encode(params: LDPCParams, source: bytes | bytearray | memoryview) -> bytes:
+    """The n-k repair symbols (ESIs k..n-1, concatenated) of ``source`` (k*E bytes)."""
+    if len(source) != params.k * params.symbol_size:
+        raise FECError(f"source must be k*E = {params.k * params.symbol_size} bytes")
+    mat = staircase_matrix(params.k, params.n, params.n1, params.seed)
+    return ldpc_encode(source, params.symbol_size, mat.row_ptr, mat.cols)
+
+
+def esi_tables(params: LDPCParams) -> tuple[list[int], list[int]]:
+    """(txseqToID, IDtoTxseq) of RFC 5170 Section 5.6, for G > 1.
+
+    The PRNG continues right after the matrix creation, so we replay it.
+    """
+    m = params.m
+    prng = PMMSRandom(params.seed)
+    _replay_matrix_prng(params, prng)
+    id_to_tx = list(range(m))
+    tx_to_id = list(range(m))
+    for i in range(m):
+        r = prng.rand(m)
+        id_to_tx[i], id_to_tx[r] = id_to_tx[r], id_to_tx[i]
+        tx_to_id[id_to_tx[i]] = i
+        tx_to_id[id_to_tx[r]] = r
+    return tx_to_id, id_to_tx
+
+
+def _replay_matrix_prng(params: LDPCParams, prng: PMMSRandom) -> None:
+    """Advance ``prng`` exactly as left_matrix_init does (same loop as _fast)."""
+    k, m, n1 = params.k, params.m, params.n1
+    rows: list[list[int]] = [[] for _ in range(m)]
+    total = n1 * k
+    u = [h % m for h in range(total)]
+    t = 0
+    for j in range(k):
+        col: list[int] = []
+        for _ in range(n1):
+            i = t
+            while i < total and u[i] in col:
+                i += 1
+            if i < total:
+                while True:
+                    i = t + prng.rand(total - t)
+                    if u[i] not in col:
+                        break
+                r = u[i]
+                u[i] = u[t]
+                t += 1
+            else:
+                while True:
+                    r = prng.rand(m)
+                    if r not in col:
+                        break
+            col.append(r)
+            rows[r].append(j)
+    for row in rows:
+        if not row:
+            row.append(prng.rand(k))
+        if len(row) == 1 and k > 1:
+            while True:
+                j = prng.rand(k)
+                if j != row[0]:
+                    break
+            row.append(j)
+
+
+class LDPCDecoder:
+    """Iterative decoder (RFC 5170 Appendix A) with an ML fallback.
+
+    Feed symbols with :meth:`add`; it returns True once every source symbol is
+    known.  When the iterative decoder stalls, :meth:`solve` runs Gaussian
+    elimination (with inactivation) over what is left.
+    """
+
+    def __init__(self, params: LDPCParams) -> None:
+        self.params = params
+        k, n = params.k, params.n
+        mat = staircase_matrix(k, n, params.n1, params.seed)
+        self._eq_vars = mat.rows()
+        self._var_eqs: list[list[int]] = [[] for _ in range(n)]
+        for e, row in enumerate(self._eq_vars):
+            for v in row:
+                self._var_eqs[v].append(e)
+        self._unknown = [len(r) for r in self._eq_vars]
+        self._partial = [0] * len(self._eq_vars)
+        self._val: list[int | None] = [None] * n
+        self.source_known = 0
+        self.received = 0
+        """distinct symbols received"""
+        self.duplicates = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.source_known == self.params.k
+
+    def has(self, esi: int) -> bool:
+        return self._val[esi] is not None
+
+    def add(self, esi: int, symbol: bytes | bytearray | memoryview) -> bool:
+        """Add encoding symbol ``esi``; True when the block is decoded."""
+        p = self.params
+        if not 0 <= esi < p.n:
+            raise FECError(f"ESI {esi} out of range for n={p.n}")
+        if len(symbol) != p.symbol_size:
+            raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
+        if self._val[esi] is not None:
+            self.duplicates += 1
+            return self.complete
+        self.received += 1
+        if self.complete:
+            return True
+        self._learn(esi, int.from_bytes(symbol, "little"))
+        return self.complete
+
+    def _learn(self, var: int, value: int) -> None:
+        k = self.params.k
+        val, unknown, partial = self._val, self._unknown, self._partial
+        eq_vars, var_eqs = self._eq_vars, self._var_eqs
+        stack = [(var, value)]
+        while stack:
+            v, x = stack.pop()
+            if val[v] is not None:
+                continue
+            val[v] = x
+            if v < k:
+                self.source_known += 1
+                if self.source_known == k:
+                    return
+            for e in var_eqs[v]:
+                c = unknown[e] - 1
+                unknown[e] = c
+                partial[e] ^= x
+                if c == 1:
+                    for u in eq_vars[e]:
+                        if val[u] is None:
+                            stack.append((u, partial[e]))
+                            break
+
+    def solve(self) -> bool:
+        """Maximum-likelihood step: Gaussian elimination with inactivation.
+
+        Recovers every source symbol that the received symbols determine;
+        returns True when the block is complete.
+        """
+        if self.complete:
+            return True
+        k, n = self.params.k, self.params.n
+        val = self._val
+        eq_vars = self._eq_vars
+        # working system over the unknowns: per equation its unknown set,
+        # right-hand side (symbol int) and inactive-combination mask
+        eqs = [e for e in range(len(eq_vars)) if self._unknown[e] > 0]
+        unk: dict[int, set[int]] = {e: {v for v in eq_vars[e] if val[v] is None} for e in eqs}
+        rhs = {e: self._partial[e] for e in eqs}
+        mask = dict.fromkeys(eqs, 0)
+        var_eqs: dict[int, set[int]] = {}
+        for e in eqs:
+            for v in unk[e]:
+                var_eqs.setdefault(v, set()).add(e)
+        expr: dict[int, tuple[int, int]] = {}  # var -> (rhs, mask)
+        inactive: list[int] = []
+        constraints: list[tuple[int, int]] = []
+        ready = [e for e in eqs if len(unk[e]) == 1]
+        unresolved = {v for v in range(n) if val[v] is None}
+
+        def resolve(v: int, r: int, mk: int) -> None:
+            expr[v] = (r, mk)
+            unresolved.discard(v)
+            for e2 in var_eqs.pop(v, ()):
+                s = unk[e2]
+                s.discard(v)
+                rhs[e2] ^= r
+                mask[e2] ^= mk
+                if len(s) == 1:
+                    ready.append(e2)
+                elif not s:
+                    constraints.append((mask[e2], rhs[e2]))
+                    del unk[e2]
+
+        while unresolved:
+            while ready:
+                e = ready.pop()
+                s = unk.get(e)
+                if not s or len(s) != 1:
+                    continue
+                (v,) = s
+                # the equation is consumed: drop it before substituting
+                var_eqs[v].discard(e)
+                del unk[e]
+                resolve(v, rhs[e], mask[e])
+            if not unresolved:
+                break
+            # stalled: inactivate the unknown of highest degree in a lightest equation
+            if unk:
+                e = min(unk, key=lambda x: len(unk[x]))
+                v = max(unk[e], key=lambda x: len(var_eqs.get(x, ())))
+            else:
+                v = next(iter(unresolved))
+            idx = len(inactive)
+            inactive.append(v)
+            resolve(v, 0, 1 << idx)
+        # dense system over the inactive unknowns: Gauss-Jordan, rows as ints
+        n_in = len(inactive)
+        rows = [(mk, r) for mk, r in constraints if mk]
+        pivots: dict[int, tuple[int, int]] = {}  # column -> (row mask, rhs)
+        for mk, r in rows:
+            for c, (pm, pr) in pivots.items():
+                if mk >> c & 1:
+                    mk ^= pm
+                    r ^= pr
+            if not mk:
+                continue
+            c = (mk & -mk).bit_length() - 1
+            for c2, (pm, pr) in list(pivots.items()):
+                if pm >> c & 1:
+                    pivots[c2] = (pm ^ mk, pr ^ r)
+            pivots[c] = (mk, r)
+        free = 0
+        for c in range(n_in):
+            if c not in pivots:
+                free |= 1 << c
+        xval = [0] * n_in
+        free_dep = [0] * n_in  # for pivot columns: their dependence on free columns
+        for c, (pm, pr) in pivots.items():
+            xval[c] = pr
+            free_dep[c] = pm & free
+        for c in range(n_in):
+            if free >> c & 1:
+                free_dep[c] = 1 << c
+        for v in range(k):
+            if val[v] is not None:
+                continue
+            r, mk = expr[v]
+            dep = 0
+            acc = r
+            while mk:
+                low = mk & -mk
+                c = low.bit_length() - 1
+                acc ^= xval[c]
+                dep ^= free_dep[c]
+                mk ^= low
+            if dep == 0:
+                val[v] = acc
+                self.source_known += 1
+        return self.complete
+
+    def source_block(self) -> bytes:
+        """The k source symbols concatenated (only once complete)."""
+        if not self.complete:
+            raise FECError("block not decoded yet")
+        E = self.params.symbol_size
+        return b"".join(v.to_bytes(E, "little") for v in self._val[: self.params.k])  # type: ignore[union-attr]
+
+    def known_source(self) -> dict[int, bytes]:
+        """Source symbols known so far, by ESI."""
+        E = self.params.symbol_size
+        return {i: v.to_bytes(E, "little") for i, v in enumerate(self._val[: self.params.k])
+                if v is not None}
+
+
+def decode(params: LDPCParams, symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]],
+           ml: bool = True) -> bytes | None:
+    """Decode a block from (ESI, symbol) pairs; None if not enough."""
+    dec = LDPCDecoder(params)
+    items = symbols.items() if isinstance(symbols, Mapping) else symbols
+    for esi, sym in items:
+        if dec.add(esi, sym):
+            return dec.source_block()
+    if ml and dec.solve():
+        return dec.source_block()
+    return None
