@@ -1,0 +1,292 @@
+"""Binmap: a binary tree of bitmap cells (Grishchenko & Pouwelse, "Binmaps").
+
+Report section 2: a binmap is a binary tree of 32-bit cells, each made of two
+16-bit halves.  A half of a cell at layer L is either a *leaf* bitmap whose
+every bit stands for an aligned ``2**L``-chunk range, or a pointer to a child
+cell at layer L-1.  Data is always aggregated to the highest layer possible:
+when a child cell's two halves are bitmaps whose bits pair up (bits 2i and
+2i+1 equal), the child is folded back into its parent's half.  A uniform
+range is therefore one bit at a high layer, and a patchy one degrades to
+plain bitmaps with at most 2x overhead (report section 3).
+
+Cells live in flat Python lists (the report's "vector of integers"); freed
+cells are recycled.  Positions beyond the root's span read as empty, and
+setting one grows the tree upward.  Public operations take chunk ranges
+``[lo, hi)`` or bin numbers (RFC 7574 section 4.2).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from swift.core import bins as B
+
+_FULL = 0xFFFF
+
+# 8 bits -> 16 bits (each bit doubled) and 16 bits -> 8 bits (even bits)
+_EXPAND = [0] * 256
+for _v in range(256):
+    _x = 0
+    for _i in range(8):
+        if _v >> _i & 1:
+            _x |= 3 << (2 * _i)
+    _EXPAND[_v] = _x
+_SQUEEZE = {}
+for _v in range(256):
+    _SQUEEZE[_EXPAND[_v]] = _v
+
+
+def _squeeze32(x: int) -> int | None:
+    """32 bits at layer L-1 -> 16 bits at layer L, or None if bits don't pair."""
+    if (x ^ (x >> 1)) & 0x55555555:
+        return None
+    return (_SQUEEZE[x & 0xFFFF] | (_SQUEEZE[(x >> 16) & 0xFFFF] << 8))
+
+
+def _mask(i: int, j: int) -> int:
+    """Bits i..j inclusive."""
+    return ((1 << (j + 1)) - 1) ^ ((1 << i) - 1)
+
+
+class Binmap:
+    """Set of chunks stored as a binmap; see the module docstring."""
+
+    __slots__ = ("_h", "_deep", "_free", "root", "root_layer")
+
+    def __init__(self) -> None:
+        # cell c has halves _h[2c], _h[2c+1]; _deep[k] says half k points to a cell
+        self._h: list[int] = [0, 0]
+        self._deep: list[bool] = [False, False]
+        self._free: list[int] = []
+        self.root = 0
+        self.root_layer = 0
+
+    # -- storage ------------------------------------------------------------
+
+    def _alloc(self, left: int, right: int) -> int:
+        if self._free:
+            c = self._free.pop()
+            self._h[2 * c] = left
+            self._h[2 * c + 1] = right
+            self._deep[2 * c] = self._deep[2 * c + 1] = False
+            return c
+        self._h += (left, right)
+        self._deep += (False, False)
+        return len(self._h) // 2 - 1
+
+    def _release(self, c: int) -> None:
+        for k in (2 * c, 2 * c + 1):
+            if self._deep[k]:
+                self._release(self._h[k])
+                self._deep[k] = False
+        self._free.append(c)
+
+    @property
+    def cells(self) -> int:
+        """Cells in use (footprint, report section 3)."""
+        return len(self._h) // 2 - len(self._free)
+
+    @property
+    def span(self) -> int:
+        """Chunks addressable without growing."""
+        return 32 << self.root_layer
+
+    def _grow(self, hi: int) -> None:
+        while hi > self.span:
+            old = self.root
+            new = self._alloc(0, 0)
+            self._h[2 * new] = old
+            self._deep[2 * new] = True
+            self.root = new
+            self.root_layer += 1
+            self._pack(new, 0)
+
+    def _pack(self, c: int, side: int) -> None:
+        """Fold the child of half (c, side) into it when possible."""
+        k = 2 * c + side
+        if not self._deep[k]:
+            return
+        ch = self._h[k]
+        if self._deep[2 * ch] or self._deep[2 * ch + 1]:
+            return
+        v = _squeeze32(self._h[2 * ch] | (self._h[2 * ch + 1] << 16))
+        if v is None:
+            return
+        self._free.append(ch)
+        self._deep[k] = False
+        self._h[k] = v
+
+    # -- update -----------------------------------------------------------------
+
+    def _set(self, c: int, lay: int, start: int, lo: int, hi: int, val: bool) -> None:
+        hw = 16 << lay
+        h = self._h
+        deep = self._deep
+        for side in (0, 1):
+            hs = start + side * hw
+            he = hs + hw
+            a = lo if lo > hs else hs
+            b = hi if hi < he else he
+            if a >= b:
+                continue
+            k = 2 * c + side
+            if a == hs and b == he:
+                if deep[k]:
+                    self._release(h[k])
+                    deep[k] = False
+                h[k] = _FULL if val else 0
+                continue
+            if not deep[k]:
+                unit = 1 << lay
+                if not ((a - hs) & (unit - 1)) and not ((b - hs) & (unit - 1)):
+                    m = _mask((a - hs) >> lay, ((b - hs) >> lay) - 1)
+                    h[k] = (h[k] | m) if val else (h[k] & ~m)
+                    continue
+                bm = h[k]
+                if val and (bm | _mask((a - hs) >> lay, (b - 1 - hs) >> lay)) == bm:
+                    continue  # already all set
+                if not val and not (bm & _mask((a - hs) >> lay, (b - 1 - hs) >> lay)):
+                    continue
+                ch = self._alloc(_EXPAND[bm & 0xFF], _EXPAND[bm >> 8])
+                h[k] = ch
+                deep[k] = True
+            self._set(h[k], lay - 1, hs, a, b, val)
+            self._pack(c, side)
+
+    def set_range(self, lo: int, hi: int) -> None:
+        """Mark chunks ``[lo, hi)`` filled."""
+        if lo >= hi:
+            return
+        if lo < 0:
+            raise ValueError("negative chunk index")
+        self._grow(hi)
+        self._set(self.root, self.root_layer, 0, lo, hi, True)
+
+    def reset_range(self, lo: int, hi: int) -> None:
+        """Mark chunks ``[lo, hi)`` empty."""
+        hi = min(hi, self.span)
+        if lo >= hi:
+            return
+        self._set(self.root, self.root_layer, 0, lo, hi, False)
+
+    def set(self, b: int) -> None:
+        """Mark every chunk of bin ``b`` filled."""
+        self.set_range(*B.base_range(b))
+
+    def reset(self, b: int) -> None:
+        """Mark every chunk of bin ``b`` empty."""
+        self.reset_range(*B.base_range(b))
+
+    def clear(self) -> None:
+        """Empty the binmap."""
+        self.__init__()  # type: ignore[misc]
+
+    # -- queries ----------------------------------------------------------------
+
+    def _find(self, c: int, lay: int, start: int, lo: int, hi: int, val: bool) -> int | None:
+        hw = 16 << lay
+        h = self._h
+        for side in (0, 1):
+            hs = start + side * hw
+            he = hs + hw
+            a = lo if lo > hs else hs
+            b = hi if hi < he else he
+            if a >= b:
+                continue
+            k = 2 * c + side
+            if self._deep[k]:
+                r = self._find(h[k], lay - 1, hs, a, b, val)
+                if r is not None:
+                    return r
+                continue
+            x = h[k] if val else (~h[k] & _FULL)
+            x &= _mask((a - hs) >> lay, (b - 1 - hs) >> lay)
+            if x:
+                pos = hs + (((x & -x).bit_length() - 1) << lay)
+                return pos if pos > a else a
+        return None
+
+    def find_filled(self, lo: int = 0, hi: int | None = None) -> int | None:
+        """First filled chunk in ``[lo, hi)``, or None."""
+        hi = self.span if hi is None else min(hi, self.span)
+        if lo >= hi:
+            return None
+        return self._find(self.root, self.root_layer, 0, lo, hi, True)
+
+    def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
+        """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""
+        if hi is None:
+            hi = max(self.span, lo + 1)
+        if lo >= hi:
+            return None
+        if lo >= self.span:
+            return lo
+        r = self._find(self.root, self.root_layer, 0, lo, min(hi, self.span), False)
+        if r is None and hi > self.span:
+            return self.span
+        return r
+
+    def is_filled_range(self, lo: int, hi: int) -> bool:
+        """True when every chunk of ``[lo, hi)`` is filled."""
+        return lo >= hi or (hi <= self.span and self.find_empty(lo, hi) is None)
+
+    def is_empty_range(self, lo: int, hi: int) -> bool:
+        """True when no chunk of ``[lo, hi)`` is filled."""
+        return self.find_filled(lo, hi) is None
+
+    def is_filled(self, b: int) -> bool:
+        """True when every chunk of bin ``b`` is filled."""
+        return self.is_filled_range(*B.base_range(b))
+
+    def is_empty(self, b: int) -> bool:
+        """True when no chunk of bin ``b`` is filled."""
+        return self.is_empty_range(*B.base_range(b))
+
+    def __contains__(self, i: int) -> bool:
+        return self.find_filled(i, i + 1) is not None
+
+    def _runs(self, c: int, lay: int, start: int) -> Iterator[tuple[int, int]]:
+        hw = 16 << lay
+        for side in (0, 1):
+            hs = start + side * hw
+            k = 2 * c + side
+            if self._deep[k]:
+                yield from self._runs(self._h[k], lay - 1, hs)
+                continue
+            x = self._h[k]
+            while x:
+                i = (x & -x).bit_length() - 1
+                y = (x >> i) + 1  # run of ones starting at i
+                n = (y & -y).bit_length() - 1
+                yield hs + (i << lay), hs + ((i + n) << lay)
+                x &= ~_mask(i, i + n - 1)
+
+    def ranges(self) -> Iterator[tuple[int, int]]:
+        """Maximal filled runs ``[lo, hi)`` in order."""
+        cur = None
+        for a, b in self._runs(self.root, self.root_layer, 0):
+            if cur is not None and cur[1] == a:
+                cur = (cur[0], b)
+                continue
+            if cur is not None:
+                yield cur
+            cur = (a, b)
+        if cur is not None:
+            yield cur
+
+    def filled_bins(self) -> Iterator[int]:
+        """The filled set as the fewest aligned bins, in order (for HAVE)."""
+        for a, b in self.ranges():
+            yield from B.from_range(a, b - 1)
+
+    def count(self) -> int:
+        """Number of filled chunks."""
+        return sum(b - a for a, b in self.ranges())
+
+    def cover(self, b: int) -> int:
+        """Largest filled bin that contains bin ``b`` (``b`` must be filled)."""
+        while True:
+            p = B.parent(b)
+            if not self.is_filled(p):
+                return b
+            b = p
