@@ -1,0 +1,1 @@
+"""asyncio drivers: the proxy, a paced test origin and the upstream HTTP/1.1 client (h11)."""

@@ -1,0 +1,262 @@
+"""A small paced HTTP/1.1 origin (h11) with deterministic bodies, for tests, the demo and replay.
+
+The paper "used the logs to generate random bytes up to the length of each
+request" (sec. 3.3). Here a body is a function of its path: byte ``i`` of
+``/p?size=N`` is ``pattern(p)[i % 65521]`` (a prime period, so a misplaced
+chunk never lines up by luck), so any client can check what it received with
+:func:`expected` without storing the object.
+
+Query parameters (all optional, the body depends only on the path and size):
+
+``size=N``       body length (default 1 MiB)
+``rate=R``       pace this response at R bytes/s (default: the origin's ``rate``; 0 = unpaced)
+``fail_at=N``    abort the connection once N bytes of the representation have been sent
+``cc=V``         Cache-Control value (e.g. ``no-store``, ``private``)
+``vary=F``       Vary value
+``etag=V``       entity-tag opaque part (changes the validator, not the body); ``weak=1`` for W/
+``nolm=1``       no Last-Modified; ``noetag=1`` no ETag
+``chunked=1``    no Content-Length (chunked framing)
+``cookie=1``     add Set-Cookie
+
+Range (one range; several are coalesced, else ignored) and If-Range are
+supported, so the origin can patch prefixes for the proxy. ``GET /_origin/stats``
+returns JSON counters (requests, body bytes, ranges).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs
+
+import h11
+
+from vmc.core import policy, ranges
+from vmc.core.errors import RangeError, UnsatisfiableRange
+
+PERIOD = 65521
+LAST_MODIFIED = b"Sat, 01 Jan 2000 00:00:00 GMT"
+
+
+@functools.lru_cache(maxsize=256)
+def pattern(path: str) -> bytes:
+    """The period-65521 block for ``path``, doubled so any slice of <= PERIOD is contiguous."""
+    block = hashlib.shake_256(path.encode("utf-8", "surrogateescape")).digest(PERIOD)
+    return block + block
+
+
+def body_slice(path: str, first: int, end: int) -> bytes:
+    """Bytes ``[first, end)`` of the body of ``path``."""
+    pat = pattern(path)
+    out = bytearray()
+    pos = first
+    while pos < end:
+        o = pos % PERIOD
+        n = min(end - pos, PERIOD)
+        out += pat[o : o + n]
+        pos += n
+    return bytes(out)
+
+
+def expected(path: str, size: int) -> bytes:
+    """The whole body of ``path`` with ``size`` bytes."""
+    return body_slice(path, 0, size)
+
+
+@functools.lru_cache(maxsize=64)
+def digest(path: str, size: int) -> bytes:
+    """``Repr-Digest`` value (RFC 9530) of the whole representation."""
+    h = hashlib.sha256()
+    step = 1 << 20
+    for a in range(0, size, step):
+        h.update(body_slice(path, a, min(size, a + step)))
+    return b"sha-256=:" + base64.b64encode(h.digest()) + b":"
+
+
+@dataclass
+class OriginStats:
+    """What the origin served (body bytes count what left the origin)."""
+
+    requests: int = 0
+    range_requests: int = 0
+    body_bytes: int = 0
+    per_path: dict = field(default_factory=dict)
+
+
+class Origin:
+    """``await Origin(rate=...).start()``; ``.address``; ``await .close()``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, rate: float = 0.0, chunk: int = 16384,
+                 digest_limit: int = 64 << 20) -> None:
+        self.host, self.port, self.rate, self.chunk = host, port, rate, chunk
+        self.digest_limit = digest_limit
+        self.stats = OriginStats()
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> Origin:
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port)
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[:2]
+
+    @property
+    def authority(self) -> str:
+        h, p = self.address
+        return f"{h}:{p}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                ev = conn.next_event()
+                if ev is h11.NEED_DATA:
+                    data = await asyncio.wait_for(reader.read(65536), 60)
+                    conn.receive_data(data)
+                    continue
+                if isinstance(ev, h11.Request):
+                    keep = await self._respond(conn, writer, ev)
+                    if not keep:
+                        break
+                    while conn.their_state is not h11.DONE:
+                        ev2 = conn.next_event()
+                        if ev2 is h11.NEED_DATA:
+                            conn.receive_data(await asyncio.wait_for(reader.read(65536), 60))
+                        elif isinstance(ev2, (h11.ConnectionClosed,)):
+                            break
+                    if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                        conn.start_next_cycle()
+                        continue
+                break
+        except (h11.ProtocolError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            if not writer.is_closing():
+                writer.close()
+
+    async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, ev: h11.Event) -> None:
+        data = conn.send(ev)
+        if data:
+            writer.write(data)
+            await writer.drain()
+
+    async def _respond(self, conn: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request) -> bool:
+        target = req.target.decode("ascii", "surrogateescape")
+        path, _, query = target.partition("?")
+        q = {k: v[-1] for k, v in parse_qs(query).items()}
+        headers = [(k.lower(), v) for k, v in req.headers]
+        self.stats.requests += 1
+        if path == "/_origin/stats":
+            body = json.dumps(self.stats.__dict__).encode()
+            await self._send(conn, writer, h11.Response(status_code=200, headers=[
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]))
+            await self._send(conn, writer, h11.Data(data=body))
+            await self._send(conn, writer, h11.EndOfMessage())
+            return True
+        if req.method not in (b"GET", b"HEAD"):
+            await self._send(conn, writer, h11.Response(status_code=405, headers=[(b"content-length", b"0"), (b"allow", b"GET, HEAD")]))
+            await self._send(conn, writer, h11.EndOfMessage())
+            return True
+        try:
+            size = int(q.get("size", 1 << 20))
+            rate = float(q.get("rate", self.rate))
+            fail_at = int(q["fail_at"]) if "fail_at" in q else None
+        except ValueError:
+            await self._send(conn, writer, h11.Response(status_code=400, headers=[(b"content-length", b"0")]))
+            await self._send(conn, writer, h11.EndOfMessage())
+            return True
+        etag_core = q.get("etag") or hashlib.md5(f"{path}:{size}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
+        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else LAST_MODIFIED, size)
+        hdrs: list[tuple[bytes, bytes]] = [(b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
+        if v.etag:
+            hdrs.append((b"etag", v.etag))
+        if v.last_modified:
+            hdrs.append((b"last-modified", v.last_modified))
+        if "cc" in q:
+            hdrs.append((b"cache-control", q["cc"].encode("ascii", "replace")))
+        if "vary" in q:
+            hdrs.append((b"vary", q["vary"].encode("ascii", "replace")))
+        if q.get("cookie"):
+            hdrs.append((b"set-cookie", b"session=1"))
+        if size <= self.digest_limit:
+            hdrs.append((b"repr-digest", digest(path, size)))
+        first, end, status = 0, size, 200
+        rng = policy.get(headers, b"range")
+        if_range = policy.get(headers, b"if-range")
+        if rng is not None and req.method == b"GET" and (if_range is None or policy.if_range_matches(if_range, v)):
+            try:
+                specs = ranges.parse_range(rng)
+                spans = ranges.coalesce(ranges.resolve(specs, size)) if specs is not None else []
+            except RangeError:
+                spans = []
+            except UnsatisfiableRange:
+                await self._send(conn, writer, h11.Response(status_code=416, headers=hdrs + [
+                    (b"content-range", ranges.format_unsatisfied(size).encode()), (b"content-length", b"0")]))
+                await self._send(conn, writer, h11.EndOfMessage())
+                return True
+            if len(spans) == 1:
+                first, end, status = spans[0][0], spans[0][1] + 1, 206
+                self.stats.range_requests += 1
+                hdrs.append((b"content-range", ranges.format_content_range(first, end - 1, size).encode()))
+        if not q.get("chunked"):
+            hdrs.append((b"content-length", str(end - first).encode()))
+        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs))
+        if req.method == b"HEAD":
+            await self._send(conn, writer, h11.EndOfMessage())
+            return True
+        t0 = time.monotonic()
+        pos = first
+        while pos < end:
+            n = min(self.chunk, end - pos)
+            if fail_at is not None and pos + n > fail_at:
+                n = max(0, fail_at - pos)
+                if n:
+                    await self._send(conn, writer, h11.Data(data=body_slice(path, pos, pos + n)))
+                    self._count(path, n)
+                writer.transport.abort()
+                return False
+            await self._send(conn, writer, h11.Data(data=body_slice(path, pos, pos + n)))
+            self._count(path, n)
+            pos += n
+            if rate > 0:
+                delay = t0 + (pos - first) / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+        await self._send(conn, writer, h11.EndOfMessage())
+        return True
+
+    def _count(self, path: str, n: int) -> None:
+        self.stats.body_bytes += n
+        self.stats.per_path[path] = self.stats.per_path.get(path, 0) + n
+
+
+async def serve(host: str, port: int, rate: float) -> None:
+    """Run an origin until cancelled (CLI entry)."""
+    origin = await Origin(host, port, rate).start()
+    print(f"vmc origin on http://{origin.authority}/ (rate {rate or 'unpaced'} B/s)", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await origin.close()

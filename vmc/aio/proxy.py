@@ -1,0 +1,640 @@
+"""The VMC proxy: HTTP/1.1 (h11) on both sides, sharing in-flight GETs (paper sec. 2, 3.2).
+
+For each request the proxy computes the key (MD5 of the normalised absolute
+URI) and, when :mod:`vmc.core.policy` allows, either starts a
+:class:`~vmc.aio.session.Session` (first request: the origin body streams to
+the client through the session buffer) or joins the live one:
+
+- a VMC-aware client (request header ``VMC: 1``) that asks for the whole object
+  gets ``206 Partial Content`` with ``Content-Range: bytes N-(len-1)/len`` where
+  N is the live edge, and the live stream; it fetches ``bytes=0-(N-1)`` itself
+  (served from the buffer, or from the origin by Range when the window no
+  longer holds it: the paper's "request for data they missed");
+- any other client gets ``200 OK`` with the whole body: the proxy patches the
+  prefix itself (buffer, else origin Range with If-Range) and then hands over to
+  the live stream (the paper's "proxy caches could be used to hide this extra
+  step from the clients", sec. 5);
+- a Range request on a live object gets 206 with exactly the bytes asked (one
+  range; several ranges are coalesced, and if still several the Range is
+  ignored, which RFC 9110 sec. 14.2 allows), or 416.
+
+Everything else is passed through unshared. Responses never claim more than
+they deliver: if the origin fails mid-stream, each client's connection is
+closed before its Content-Length is satisfied (RFC 9112 sec. 6.3 rule 6), after
+one attempt to complete by Range from the origin when validators permit.
+
+Not an open proxy: only configured upstreams are reached. Statistics are JSON at
+``GET /_vmc/status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import h11
+
+from vmc.aio import upstream as up
+from vmc.aio.session import DONE, FAILED, PENDING, STREAMING, Session
+from vmc.core import policy, ranges
+from vmc.core.errors import RangeError, UnsatisfiableRange, URIError
+from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
+from vmc.core.stats import RequestRecord, Stats
+
+VMC_HEADER = b"vmc"
+CHUNK = 65536
+
+
+@dataclass
+class ProxyConfig:
+    """Proxy settings (all sizes in bytes, times in seconds)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    #: Upstreams that may be contacted, as "host:port" (absolute-form or Host must name one).
+    upstreams: list[str] = field(default_factory=list)
+    #: Upstream for origin-form requests whose Host is not an allowed upstream (reverse-proxy mode).
+    default_upstream: str | None = None
+    #: Bytes of each session's stream kept for late joiners (paper: the router's buffer).
+    window: int = 8 << 20
+    #: Per-client live queue bound; a client that falls this far behind is detached.
+    queue_limit: int = 1 << 20
+    max_connections: int = 512
+    max_header_bytes: int = 16384
+    max_request_body: int = 1 << 20
+    #: Idle time allowed while waiting for a request head.
+    idle_timeout: float = 30.0
+    upstream_timeout: float = 30.0
+    #: How long a joiner waits for a pending session's response head.
+    join_wait: float = 10.0
+    #: Complete a failed stream from the origin by Range (validators permitting).
+    retry_by_range: bool = True
+    #: Sharing off: every request goes upstream (the "Normal" column of Table 2).
+    sharing: bool = True
+    status_path: str = "/_vmc/status"
+    #: Transport write-buffer high-water mark per client (bounds kernel-side backlog).
+    write_high_water: int = 256 << 10
+
+
+class ClientGone(Exception):
+    """The client connection broke while we were writing to it."""
+
+
+class StreamFailed(Exception):
+    """The bytes promised to a client cannot be delivered (origin failure, mismatch)."""
+
+
+class _Client:
+    """One downstream connection: h11 state plus the asyncio streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cfg: ProxyConfig) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
+        writer.transport.set_write_buffer_limits(high=cfg.write_high_water)
+
+    async def send(self, event: h11.Event) -> None:
+        try:
+            data = self.conn.send(event)
+            if data:
+                self.writer.write(data)
+                await self.writer.drain()
+        except (OSError, RuntimeError) as exc:
+            raise ClientGone(repr(exc)) from exc
+
+    def abort(self) -> None:
+        if not self.writer.is_closing():
+            self.writer.transport.abort()
+
+
+class Proxy:
+    """Run with ``await Proxy(cfg).start()``; stop with ``await proxy.close()``."""
+
+    def __init__(self, cfg: ProxyConfig, clock=time.monotonic) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.stats = Stats()
+        self.sessions: dict[str, Session] = {}
+        self.allowed: set[tuple[str, int]] = {split_authority(u) for u in cfg.upstreams}
+        self.default = split_authority(cfg.default_upstream) if cfg.default_upstream else None
+        if self.default:
+            self.allowed.add(self.default)
+        self.connections = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> Proxy:
+        self._server = await asyncio.start_server(self._on_connect, self.cfg.host, self.cfg.port)
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[:2]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.sessions.values()):
+            if s.pump_task:
+                s.pump_task.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def snapshot(self, recent: int = 100) -> dict:
+        snap = self.stats.snapshot(recent)
+        snap["live_sessions"] = len(self.sessions)
+        snap["connections"] = self.connections
+        snap["window"] = self.cfg.window
+        snap["queue_limit"] = self.cfg.queue_limit
+        return snap
+
+    # ------------------------------------------------------------------ connections
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        client = _Client(reader, writer, self.cfg)
+        try:
+            await self._serve_connection(client)
+        except (ClientGone, ConnectionError, asyncio.TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.connections -= 1
+            self._tasks.discard(task)
+            if client.conn.our_state is h11.ERROR:
+                client.abort()
+            if not writer.is_closing():
+                writer.close()
+
+    async def _next_event(self, client: _Client) -> h11.Event:
+        while True:
+            ev = client.conn.next_event()
+            if ev is not h11.NEED_DATA:
+                return ev
+            data = await asyncio.wait_for(client.reader.read(CHUNK), self.cfg.idle_timeout)
+            client.conn.receive_data(data)
+
+    async def _error(self, client: _Client, status: int, why: str, close: bool = True) -> None:
+        self.stats.refused[why] += 1
+        body = f"{status} {why}\n".encode()
+        hdrs = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        if close:
+            hdrs.append((b"connection", b"close"))
+        if client.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            await client.send(h11.Response(status_code=status, headers=hdrs))
+            await client.send(h11.Data(data=body))
+            await client.send(h11.EndOfMessage())
+
+    async def _serve_connection(self, client: _Client) -> None:
+        over_limit = self.connections > self.cfg.max_connections
+        while True:
+            try:
+                ev = await self._next_event(client)
+            except h11.RemoteProtocolError as exc:
+                await self._error(client, exc.error_status_hint or 400, "malformed")
+                return
+            if isinstance(ev, h11.ConnectionClosed):
+                return
+            if not isinstance(ev, h11.Request):
+                return
+            if over_limit:
+                await self._error(client, 503, "connection-limit")
+                return
+            # Request smuggling (RFC 9112 sec. 6.3 rule 3, sec. 11.2): h11 lets
+            # Transfer-Encoding win over Content-Length; we refuse the message.
+            names = [k.lower() for k, _ in ev.headers]
+            if b"transfer-encoding" in names and b"content-length" in names:
+                await self._error(client, 400, "smuggling")
+                return
+            if names.count(b"host") > 1:
+                await self._error(client, 400, "duplicate-host")
+                return
+            body = b""
+            try:
+                while True:
+                    bev = await self._next_event(client)
+                    if isinstance(bev, h11.Data):
+                        body += bev.data
+                        if len(body) > self.cfg.max_request_body:
+                            await self._error(client, 413, "body-too-large")
+                            return
+                    elif isinstance(bev, h11.EndOfMessage):
+                        break
+                    else:
+                        return
+            except h11.RemoteProtocolError:
+                await self._error(client, 400, "malformed")
+                return
+            keep = await self._serve_request(client, ev, body)
+            if not keep or client.conn.our_state is not h11.DONE or client.conn.their_state is not h11.DONE:
+                return
+            try:
+                client.conn.start_next_cycle()
+            except h11.LocalProtocolError:
+                return
+
+    # ------------------------------------------------------------------ routing
+    def _route(self, req: h11.Request) -> tuple[tuple[str, int], str, bytes] | None:
+        """(upstream, normalised URI, origin-form target) or None when not allowed."""
+        target = req.target.decode("ascii", "surrogateescape")
+        headers = [(k.lower(), v) for k, v in req.headers]
+        host_hdr = policy.get(headers, b"host")
+        host = host_hdr.decode("ascii", "surrogateescape") if host_hdr else None
+        if target.lower().startswith(("http://", "https://")):
+            if target.lower().startswith("https://"):
+                return None
+            uri = normalise_uri(target)
+            auth = uri.split("://", 1)[1].split("/", 1)[0]
+            upstream = split_authority(auth)
+            if upstream not in self.allowed:
+                return None
+        else:
+            upstream = None
+            if host:
+                try:
+                    h = split_authority(host)
+                    if h in self.allowed:
+                        upstream = h
+                except URIError:
+                    pass
+            if upstream is None:
+                upstream = self.default
+            if upstream is None:
+                return None
+            uri = normalise_uri(target, format_authority(*upstream))
+        path = "/" + uri.split("://", 1)[1].split("/", 1)[1] if "/" in uri.split("://", 1)[1] else "/"
+        return upstream, uri, path.encode("ascii", "surrogateescape")
+
+    def _upstream_headers(self, req_headers: list[tuple[bytes, bytes]], upstream: tuple[str, int]) -> list[tuple[bytes, bytes]]:
+        hdrs = up.end_to_end(req_headers, drop=(b"host", b"range", b"if-range", VMC_HEADER, b"expect"))
+        hdrs.insert(0, (b"host", format_authority(*upstream).encode()))
+        hdrs.append((b"via", b"1.1 vmc"))
+        return hdrs
+
+    async def _serve_request(self, client: _Client, req: h11.Request, body: bytes) -> bool:
+        """Answer one request; False when the connection must close."""
+        now = self.clock()
+        target = req.target.decode("ascii", "surrogateescape")
+        if target.split("?", 1)[0] == self.cfg.status_path:
+            return await self._status(client, target)
+        try:
+            routed = self._route(req)
+        except URIError:
+            routed = None
+            await self._error(client, 400, "bad-target")
+            return False
+        if routed is None:
+            await self._error(client, 403, "upstream-not-allowed", close=False)
+            return True
+        upstream, uri, path = routed
+        headers = [(k.lower(), v) for k, v in req.headers]
+        rec = self.stats.new_request(req.method.decode("ascii", "replace"), uri, now)
+        try:
+            await self._dispatch(client, req.method, headers, body, upstream, uri, path, rec)
+        except StreamFailed as exc:
+            rec.error = str(exc)
+            client.abort()
+            return False
+        except ClientGone as exc:
+            rec.error = "client gone: " + str(exc)
+            client.abort()
+            return False
+        return True
+
+    async def _status(self, client: _Client, target: str) -> bool:
+        recent = 100
+        if "recent=" in target:
+            try:
+                recent = max(0, min(2000, int(target.split("recent=", 1)[1].split("&", 1)[0])))
+            except ValueError:
+                pass
+        body = json.dumps(self.snapshot(recent), indent=1, default=str).encode()
+        await client.send(
+            h11.Response(
+                status_code=200,
+                headers=[(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                         (b"cache-control", b"no-store")],
+            )
+        )
+        await client.send(h11.Data(data=body))
+        await client.send(h11.EndOfMessage())
+        return True
+
+    async def _dispatch(
+        self,
+        client: _Client,
+        method: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        upstream: tuple[str, int],
+        uri: str,
+        path: bytes,
+        rec: RequestRecord,
+    ) -> None:
+        key = request_key(uri)
+        verdict = policy.request_verdict(method, headers)
+        if not self.cfg.sharing:
+            verdict = policy.Verdict(False, "sharing-off")
+        if not verdict:
+            self.stats.not_shared[verdict.reason] += 1
+            await self._passthrough(client, method, headers, body, upstream, path, rec)
+            return
+        session = self.sessions.get(key)
+        if session is not None and session.state == PENDING:
+            try:
+                await asyncio.wait_for(session.ready.wait(), self.cfg.join_wait)
+            except asyncio.TimeoutError:
+                pass
+        if session is not None and self._joinable(session, headers):
+            await self._join(client, session, method, headers, rec)
+            return
+        if method == b"HEAD" or policy.get(headers, b"range") is not None:
+            await self._passthrough(client, method, headers, body, upstream, path, rec)
+            return
+        await self._start_session(client, key, uri, upstream, path, headers, rec)
+
+    def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]]) -> bool:
+        if self.sessions.get(s.key) is not s or s.state != STREAMING:
+            return False
+        if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
+            self.stats.not_shared["vary-mismatch"] += 1
+            return False
+        return True
+
+    # ------------------------------------------------------------------ sessions
+    async def _start_session(
+        self,
+        client: _Client,
+        key: str,
+        uri: str,
+        upstream: tuple[str, int],
+        path: bytes,
+        headers: list[tuple[bytes, bytes]],
+        rec: RequestRecord,
+    ) -> None:
+        up_headers = self._upstream_headers(headers, upstream)
+        s = Session(key, uri, upstream, path, up_headers, self.cfg.window)
+        self.sessions[key] = s
+        try:
+            self.stats.origin_requests += 1
+            resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout)
+        except BaseException as exc:
+            s.state = FAILED
+            s.ready.set()
+            self._drop(s)
+            if not isinstance(exc, up.UpstreamError):
+                raise
+            rec.mode, rec.error = "error", str(exc)
+            await self._error(client, 502, "upstream-unreachable", close=False)
+            return
+        verdict = policy.response_verdict(resp.status, resp.headers)
+        if not verdict:
+            s.state = FAILED
+            s.verdict = verdict
+            s.ready.set()
+            self._drop(s)
+            self.stats.not_shared[verdict.reason] += 1
+            await self._relay(client, b"GET", resp, rec)
+            return
+        s.status = resp.status
+        s.headers = up.end_to_end(resp.headers, drop=(b"accept-ranges", b"content-range", VMC_HEADER))
+        s.validators = policy.validators_of(resp.status, resp.headers)
+        s.length = s.validators.length or 0
+        s.vary_fields = policy.vary_fields(resp.headers)
+        s.vary_sig = policy.vary_signature(s.vary_fields, headers)
+        s.verdict = verdict
+        s.state = STREAMING
+        self.stats.sessions += 1
+        rec.mode = "origin"
+        s.readers += 1
+        s.pump_task = asyncio.create_task(s.pump(resp, self.stats, self._drop))
+        s.ready.set()
+        try:
+            await self._respond_shared(client, s, b"GET", 200, 0, s.length, rec, b"first")
+        finally:
+            self._release(s)
+
+    def _drop(self, s: Session) -> None:
+        if self.sessions.get(s.key) is s:
+            del self.sessions[s.key]
+
+    def _release(self, s: Session) -> None:
+        s.readers -= 1
+        if s.readers <= 0 and s.state == STREAMING and s.pump_task is not None:
+            s.pump_task.cancel()
+        if s.readers <= 0 and s.state != STREAMING:
+            s.buffer.clear()
+
+    async def _join(
+        self, client: _Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
+    ) -> None:
+        self.stats.joins += 1
+        s.readers += 1
+        try:
+            length = s.length
+            rng = policy.get(headers, b"range")
+            if_range = policy.get(headers, b"if-range")
+            if rng is not None and method == b"GET" and (if_range is None or policy.if_range_matches(if_range, s.validators)):
+                try:
+                    specs = ranges.parse_range(rng)
+                    spans = ranges.coalesce(ranges.resolve(specs, length)) if specs is not None else None
+                except RangeError:
+                    spans = None
+                except UnsatisfiableRange:
+                    rec.mode, rec.status = "range", 416
+                    hdrs = [(b"content-range", ranges.format_unsatisfied(length).encode()), (b"content-length", b"0")]
+                    await client.send(h11.Response(status_code=416, headers=hdrs))
+                    await client.send(h11.EndOfMessage())
+                    return
+                if spans is not None and len(spans) == 1:
+                    a, b = spans[0]
+                    rec.mode = "range"
+                    await self._respond_shared(client, s, method, 206, a, b + 1, rec, b"range")
+                    return
+            vmc_aware = (policy.get(headers, VMC_HEADER) or b"").strip() not in (b"", b"0")
+            edge = s.buffer.received
+            if vmc_aware and method == b"GET" and 0 < edge < length:
+                rec.mode = "joined-vmc"
+                rec.offset = edge
+                await self._respond_shared(client, s, method, 206, edge, length, rec, b"joined")
+                return
+            rec.mode = "joined"
+            rec.offset = edge
+            await self._respond_shared(client, s, method, 200, 0, length, rec, b"patched")
+        finally:
+            self._release(s)
+
+    async def _respond_shared(
+        self, client: _Client, s: Session, method: bytes, status: int, first: int, end: int,
+        rec: RequestRecord, how: bytes,
+    ) -> None:
+        """Send a 200 (whole) or 206 (``[first, end)``) built from the session, then the bytes."""
+        hdrs = list(s.headers)
+        hdrs.append((b"content-length", str(end - first).encode()))
+        hdrs.append((b"accept-ranges", b"bytes"))
+        if status == 206:
+            hdrs.append((b"content-range", ranges.format_content_range(first, end - 1, s.length).encode()))
+        hdrs.append((b"via", b"1.1 vmc"))
+        hdrs.append((VMC_HEADER, b"%s; offset=%d" % (how, s.buffer.received)))
+        rec.status = status
+        await client.send(h11.Response(status_code=status, headers=hdrs))
+        if method == b"HEAD":
+            await client.send(h11.EndOfMessage())
+            self.stats.done(rec, self.clock())
+            return
+        await self._serve_span(client, s, first, end, rec)
+        await client.send(h11.EndOfMessage())
+        self.stats.done(rec, self.clock())
+
+    async def _write(self, client: _Client, data: bytes, rec: RequestRecord) -> None:
+        await client.send(h11.Data(data=data))
+        self.stats.client(rec, len(data), self.clock())
+
+    async def _serve_span(self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord) -> None:
+        """Write stream bytes ``[pos, end)``: buffer, origin Range patch, then the live stream."""
+        retried = False
+        while pos < end:
+            buf = s.buffer
+            if pos < buf.received:
+                if buf.holds(pos):
+                    data = buf.read(pos, min(end, pos + 4 * CHUNK))
+                    await self._write(client, data, rec)
+                    pos += len(data)
+                else:
+                    pos = await self._patch(client, s, pos, end, rec)
+                continue
+            if s.state == STREAMING:
+                sub = s.subscribe(pos, self.cfg.queue_limit)
+                try:
+                    pos = await self._follow(client, s, sub, pos, end, rec)
+                finally:
+                    s.unsubscribe(sub)
+                continue
+            # The stream ended (FAILED: the origin broke) before reaching pos.
+            if s.state == FAILED and self.cfg.retry_by_range and not retried:
+                retried = True
+                pos = await self._patch(client, s, pos, end, rec)
+                continue
+            raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
+
+    async def _follow(self, client: _Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
+        q = sub.queue
+        while pos < end:
+            chunk = q.pop()
+            if chunk is None:
+                if q.detached:
+                    rec.detached = True
+                    return pos
+                if q.closed:
+                    return pos
+                sub.wake.clear()
+                await sub.wake.wait()
+                continue
+            if len(chunk) > end - pos:
+                chunk = chunk[: end - pos]
+            await self._write(client, chunk, rec)
+            pos += len(chunk)
+        return pos
+
+    async def _patch(self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord) -> int:
+        """Fetch ``[pos, end)`` from the origin by Range and write it, until the buffer covers pos again."""
+        if not s.validators.can_patch_from_origin():
+            raise StreamFailed("bytes no longer buffered and no strong validator to patch by Range")
+        hdrs = list(s.upstream_headers)
+        hdrs.append((b"range", ranges.format_range(pos, end - 1).encode()))
+        hdrs.append((b"if-range", s.validators.if_range() or b""))
+        self.stats.origin_requests += 1
+        try:
+            resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout)
+        except up.UpstreamError as exc:
+            raise StreamFailed(f"range patch failed: {exc}") from exc
+        try:
+            try:
+                cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
+            except RangeError:
+                cr = None
+            got = policy.validators_of(resp.status, resp.headers)
+            if resp.status != 206 or cr is None or cr.first != pos or not policy.same_representation(s.validators, got):
+                raise StreamFailed(f"origin range answer does not match the stream (status {resp.status})")
+            start = pos
+            async for chunk in resp.chunks():
+                self.stats.origin(len(chunk), rec)
+                if len(chunk) > end - pos:
+                    chunk = chunk[: end - pos]
+                await self._write(client, chunk, rec)
+                pos += len(chunk)
+                if pos >= end or (s.live and s.buffer.holds(pos)):
+                    break
+            if pos == start:
+                raise StreamFailed("origin range answer was empty")
+            return pos
+        except up.UpstreamError as exc:
+            raise StreamFailed(f"range patch broke: {exc}") from exc
+        finally:
+            resp.close()
+
+    # ------------------------------------------------------------------ pass-through
+    async def _passthrough(
+        self,
+        client: _Client,
+        method: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        upstream: tuple[str, int],
+        path: bytes,
+        rec: RequestRecord,
+    ) -> None:
+        hdrs = up.end_to_end(headers, drop=(b"host", VMC_HEADER, b"expect"))
+        hdrs.insert(0, (b"host", format_authority(*upstream).encode()))
+        hdrs.append((b"via", b"1.1 vmc"))
+        self.stats.origin_requests += 1
+        try:
+            resp = await up.request(*upstream, method, path, hdrs, body, timeout=self.cfg.upstream_timeout)
+        except up.UpstreamError as exc:
+            rec.mode, rec.error = "error", str(exc)
+            await self._error(client, 502, "upstream-unreachable", close=False)
+            return
+        await self._relay(client, method, resp, rec)
+
+    async def _relay(self, client: _Client, method: bytes, resp: up.UpstreamResponse, rec: RequestRecord) -> None:
+        """Forward an unshared origin response; the framing is h11's (CL kept when known)."""
+        rec.mode = "passthrough"
+        rec.status = resp.status
+        hdrs = up.end_to_end(resp.headers)
+        cl = resp.header(b"content-length")
+        if cl is not None and resp.header(b"transfer-encoding") is None:
+            hdrs.append((b"content-length", cl))
+        hdrs.append((b"via", b"1.1 vmc"))
+        try:
+            await client.send(h11.Response(status_code=resp.status, headers=hdrs, reason=resp.reason))
+            if method != b"HEAD":
+                async for chunk in resp.chunks():
+                    self.stats.origin(len(chunk), rec)
+                    await self._write(client, chunk, rec)
+            await client.send(h11.EndOfMessage())
+            self.stats.done(rec, self.clock())
+        except up.UpstreamError as exc:
+            raise StreamFailed(str(exc)) from exc
+        finally:
+            resp.close()
+
+
+async def serve(cfg: ProxyConfig) -> None:
+    """Run a proxy until cancelled (CLI entry)."""
+    proxy = await Proxy(cfg).start()
+    host, port = proxy.address
+    print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); upstreams {sorted(proxy.allowed)}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await proxy.close()

@@ -1,0 +1,121 @@
+"""One shared origin fetch: its buffer, subscribers and the pump task (paper sec. 2, 3.2).
+
+A :class:`Session` exists while one whole-object GET for a URI key is in
+flight. The pump reads the origin body, appends it to the bounded
+:class:`~vmc.core.buffer.SessionBuffer` and offers each chunk to every
+subscriber's bounded :class:`~vmc.core.queue.ClientQueue`; it never waits for a
+client, so a slow client cannot stall the others (its queue overflows and it is
+detached). When the stream ends, fails, or nobody reads it any more, the
+session leaves the registry: VMC shares in-flight data only, it is not a cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from vmc.aio.upstream import UpstreamError, UpstreamResponse
+from vmc.core.buffer import SessionBuffer
+from vmc.core.policy import Validators, Verdict
+from vmc.core.queue import ClientQueue
+from vmc.core.stats import Stats
+
+PENDING, STREAMING, DONE, FAILED = "pending", "streaming", "done", "failed"
+
+
+class Subscriber:
+    """A client taking the live stream from ``queue.next_offset``."""
+
+    __slots__ = ("queue", "wake")
+
+    def __init__(self, offset: int, limit: int) -> None:
+        self.queue = ClientQueue(offset, limit)
+        self.wake = asyncio.Event()
+
+
+class Session:
+    """In-flight shared fetch of one representation."""
+
+    def __init__(
+        self,
+        key: str,
+        uri: str,
+        upstream: tuple[str, int],
+        target: bytes,
+        upstream_headers: list[tuple[bytes, bytes]],
+        window: int,
+    ) -> None:
+        self.key = key
+        self.uri = uri
+        self.upstream = upstream
+        self.target = target
+        #: Request headers sent upstream (Host included); reused for Range patches.
+        self.upstream_headers = upstream_headers
+        self.state = PENDING
+        self.ready = asyncio.Event()
+        self.verdict: Verdict | None = None
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.validators = Validators(None, None, None)
+        self.length = 0
+        self.vary_fields: tuple[bytes, ...] = ()
+        self.vary_sig: tuple[bytes | None, ...] = ()
+        self.buffer = SessionBuffer(window)
+        self.subscribers: set[Subscriber] = set()
+        self.readers = 0
+        self.error = ""
+        self.pump_task: asyncio.Task | None = None
+
+    @property
+    def live(self) -> bool:
+        """True while the origin body is still flowing."""
+        return self.state == STREAMING
+
+    def subscribe(self, offset: int, limit: int) -> Subscriber:
+        """Take the live stream from ``offset`` (must be the current live edge)."""
+        assert offset == self.buffer.received and self.live
+        sub = Subscriber(offset, limit)
+        self.subscribers.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        """Stop feeding ``sub``."""
+        self.subscribers.discard(sub)
+
+    def _finish(self, state: str, error: str = "") -> None:
+        self.state = state
+        self.error = error
+        for sub in self.subscribers:
+            sub.queue.close()
+            sub.wake.set()
+        self.subscribers.clear()
+
+    async def pump(self, resp: UpstreamResponse, stats: Stats, on_end: Callable[[Session], None]) -> None:
+        """Read the origin body into the buffer and the subscriber queues until it ends."""
+        try:
+            async for chunk in resp.chunks():
+                stats.origin(len(chunk))
+                off = self.buffer.received
+                if off + len(chunk) > self.length:
+                    raise UpstreamError("origin sent more than Content-Length")
+                self.buffer.append(chunk)
+                if self.buffer.memory > stats.peak_buffer_bytes:
+                    stats.peak_buffer_bytes = self.buffer.memory
+                for sub in list(self.subscribers):
+                    if not sub.queue.push(off, chunk):
+                        self.subscribers.discard(sub)
+                        stats.detached += 1
+                    elif sub.queue.queued > stats.peak_queue_bytes:
+                        stats.peak_queue_bytes = sub.queue.queued
+                    sub.wake.set()
+            if self.buffer.received != self.length:
+                raise UpstreamError("origin body shorter than Content-Length")
+            self._finish(DONE)
+        except UpstreamError as exc:
+            self._finish(FAILED, str(exc))
+        except asyncio.CancelledError:
+            self._finish(FAILED, "abandoned: no readers left")
+            raise
+        finally:
+            resp.close()
+            on_end(self)

@@ -1,0 +1,201 @@
+"""When is sharing a stream safe? (RFC 9110 sec. 8.8, 12.5.5, 13; RFC 9111 sec. 5.2; RFC 9112 sec. 6.3)
+
+The paper's router shares any two requests with the same URI hash. A real
+proxy must not hand one user's response to another unless it would be the
+same representation for both. We share only when every rule here holds:
+
+Request side (:func:`request_verdict`):
+- method GET or HEAD (sec. 9.2.1: safe; no other method has cacheable semantics here);
+- no ``Authorization`` or ``Cookie`` (per-user responses, RFC 9111 sec. 3.5);
+- no conditional fields other than ``If-Range`` (a 304 is per-request, sec. 13.1);
+- no request ``Cache-Control: no-store`` / ``no-cache`` (the client asked for a fresh fetch);
+- no request body.
+
+Response side (:func:`response_verdict`):
+- status 200 (a 206 from the origin answers one client's range only);
+- a known length: ``Content-Length`` and no ``Transfer-Encoding`` (sec. 6.3);
+- no ``Cache-Control: no-store`` or ``private`` (RFC 9111 sec. 5.2.2.5, 5.2.2.7),
+  no ``Set-Cookie``;
+- ``Vary`` not ``*``; the listed request fields must match for a joiner (sec. 12.5.5);
+- no ``Content-Encoding`` other than identity unless the joiner's
+  ``Accept-Encoding`` selected the same (covered by Vary when the origin sets it).
+
+Same representation (:func:`same_representation`): a range fetched from the origin
+to patch a prefix must carry the same validators (strong ETag, Last-Modified)
+and the same complete length, or it is never stitched onto the stream.
+
+Header lists are h11's: ``[(lowercase name bytes, value bytes), ...]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vmc.core.errors import RangeError
+from vmc.core.ranges import parse_content_range
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+_CONDITIONALS = (b"if-match", b"if-none-match", b"if-modified-since", b"if-unmodified-since")
+
+
+def get(headers: Headers, name: bytes) -> bytes | None:
+    """First value of ``name`` (lower-case), or None."""
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
+def get_all(headers: Headers, name: bytes) -> list[bytes]:
+    """All comma-separated elements of every ``name`` field, stripped and lower-cased."""
+    out: list[bytes] = []
+    for k, v in headers:
+        if k == name:
+            out.extend(e.strip().lower() for e in v.split(b",") if e.strip())
+    return out
+
+
+def cache_directives(headers: Headers) -> set[bytes]:
+    """Cache-Control directive names (arguments dropped), lower-case (RFC 9111 sec. 5.2)."""
+    return {d.split(b"=", 1)[0].strip() for d in get_all(headers, b"cache-control")}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a request or response may take part in sharing, and why not."""
+
+    ok: bool
+    """True when sharing is allowed."""
+    reason: str
+    """Short reason, recorded in the statistics ("shareable" when ok)."""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+SHAREABLE = Verdict(True, "shareable")
+
+
+def request_verdict(method: bytes, headers: Headers) -> Verdict:
+    """May this request join or start a shared session?"""
+    if method not in (b"GET", b"HEAD"):
+        return Verdict(False, "method")
+    if get(headers, b"authorization") is not None:
+        return Verdict(False, "authorization")
+    if get(headers, b"cookie") is not None:
+        return Verdict(False, "cookie")
+    if any(get(headers, c) is not None for c in _CONDITIONALS):
+        return Verdict(False, "conditional")
+    cc = cache_directives(headers)
+    if b"no-store" in cc or b"no-cache" in cc:
+        return Verdict(False, "request-no-store")
+    if get(headers, b"content-length") not in (None, b"0") or get(headers, b"transfer-encoding"):
+        return Verdict(False, "request-body")
+    return SHAREABLE
+
+
+def response_verdict(status: int, headers: Headers) -> Verdict:
+    """May this origin response be shared with later requests for the same URI?"""
+    if status != 200:
+        return Verdict(False, f"status-{status}")
+    if get(headers, b"transfer-encoding") is not None:
+        return Verdict(False, "unknown-length")
+    cl = get(headers, b"content-length")
+    if cl is None or not cl.isdigit():
+        return Verdict(False, "unknown-length")
+    cc = cache_directives(headers)
+    if b"no-store" in cc:
+        return Verdict(False, "no-store")
+    if b"private" in cc:
+        return Verdict(False, "private")
+    if get(headers, b"set-cookie") is not None:
+        return Verdict(False, "set-cookie")
+    if b"*" in get_all(headers, b"vary"):
+        return Verdict(False, "vary-star")
+    return SHAREABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What identifies one representation: entity tag, Last-Modified, length (RFC 9110 sec. 8.8)."""
+
+    etag: bytes | None
+    """ETag field value as sent (with quotes, ``W/`` when weak)."""
+    last_modified: bytes | None
+    """Last-Modified field value as sent."""
+    length: int | None
+    """Complete length of the representation."""
+
+    @property
+    def strong_etag(self) -> bytes | None:
+        """The ETag when it is strong (range patching needs strong comparison, sec. 8.8.3.2)."""
+        return self.etag if self.etag and not self.etag.startswith(b"W/") else None
+
+    def if_range(self) -> bytes | None:
+        """The If-Range value to send when patching from the origin (sec. 13.1.5), or None."""
+        return self.strong_etag or self.last_modified
+
+    def can_patch_from_origin(self) -> bool:
+        """Range patching from the origin is safe only with a strong validator and a length."""
+        return self.length is not None and self.if_range() is not None
+
+
+def validators_of(status: int, headers: Headers) -> Validators:
+    """Validators of a 200 or 206 response; the length comes from Content-Range on a 206."""
+    length: int | None = None
+    if status == 206:
+        cr = get(headers, b"content-range")
+        if cr is not None:
+            try:
+                length = parse_content_range(cr).length
+            except RangeError:
+                length = None
+    else:
+        cl = get(headers, b"content-length")
+        length = int(cl) if cl is not None and cl.isdigit() else None
+    return Validators(get(headers, b"etag"), get(headers, b"last-modified"), length)
+
+
+def same_representation(a: Validators, b: Validators) -> bool:
+    """Strong comparison of two responses' validators (RFC 9110 sec. 8.8.3.2, 13.1.5).
+
+    Every validator present on either side must be present and equal on the other,
+    at least one of ETag (strong) / Last-Modified must be present, and lengths must match.
+    """
+    if a.length is None or a.length != b.length:
+        return False
+    if a.etag is None and a.last_modified is None:
+        return False
+    if a.etag != b.etag or a.last_modified != b.last_modified:
+        return False
+    return a.etag is None or a.strong_etag is not None
+
+
+def vary_fields(headers: Headers) -> tuple[bytes, ...]:
+    """Request field names the response varies on (lower-case, sorted)."""
+    return tuple(sorted(set(get_all(headers, b"vary"))))
+
+
+def vary_signature(fields: Sequence[bytes], request_headers: Headers) -> tuple[bytes | None, ...]:
+    """Values of the Vary-listed request fields; joiners must produce an equal tuple (sec. 12.5.5).
+
+    Values are compared after joining repeated fields with commas and collapsing
+    whitespace, which RFC 9111 sec. 4.1 allows as normalisation.
+    """
+    out: list[bytes | None] = []
+    for f in fields:
+        vals = [v for k, v in request_headers if k == f]
+        out.append(b",".join(b" ".join(v.split()) for v in vals) if vals else None)
+    return tuple(out)
+
+
+def if_range_matches(if_range: bytes, v: Validators) -> bool:
+    """Does a request's If-Range hold for the session's representation (sec. 13.1.5)?"""
+    if_range = if_range.strip()
+    if if_range.startswith(b'"'):
+        return v.strong_etag is not None and if_range == v.strong_etag
+    if if_range.startswith(b"W/"):
+        return False
+    return v.last_modified is not None and if_range == v.last_modified
