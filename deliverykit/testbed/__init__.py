@@ -1,0 +1,20 @@
+"""Network-namespace testbed: see docs/testbed.md.
+
+    from deliverykit.testbed import Testbed, Netem, Tbf
+    with Testbed() as tb:
+        a, b = tb.host("a"), tb.host("b")
+        link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
+        tb.shape(link.a, netem=Netem(delay_ms=20))
+        print(tb.exec(a, ["ping", "-c1", "10.0.1.2"]).stdout)
+"""
+
+from .capture import Capture
+from .core import Bridge, End, Host, Link, Testbed, cleanup_stale, have_root
+from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
+from .nsexec import Task
+from .shaping import Netem, Tbf
+
+__all__ = [
+    "Bridge", "Capture", "End", "Host", "Link", "Netem", "RemoteError", "RemoteTraceback",
+    "Task", "Tbf", "Testbed", "TestbedError", "TestbedTimeout", "cleanup_stale", "have_root",
+]

@@ -1,0 +1,92 @@
+"""pcap capture of one interface inside a namespace, with tcpdump.
+
+``Capture.start`` returns only once tcpdump has reported "listening on"
+(the pcap handle is active), so traffic sent by the ``with`` body is
+captured; ``stop`` sends SIGINT so tcpdump flushes the file and prints its
+counters. Packets are written unbuffered (``-U``) and delivered without
+batching (``--immediate-mode``); ``-Z root`` keeps tcpdump from dropping to
+its own user before opening the output path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .errors import TestbedError
+
+
+class Capture:
+    """A running (or finished) tcpdump; see ``Testbed.capture``."""
+
+    def __init__(self, ns: str, ifname: str, path: str | os.PathLike[str],
+                 filter: str | None = None, snaplen: int = 262144) -> None:
+        self.ns = ns
+        self.ifname = ifname
+        self.path = Path(path)
+        self.filter = filter
+        self.snaplen = snaplen
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr = ""
+        #: packets tcpdump reported captured (after ``stop``), else None
+        self.captured: int | None = None
+        self.dropped: int | None = None
+
+    def start(self, timeout: float = 10.0) -> "Capture":
+        if shutil.which("tcpdump") is None:
+            raise TestbedError("capture needs tcpdump (Debian package tcpdump)")
+        argv = ["ip", "netns", "exec", self.ns, "tcpdump", "-i", self.ifname, "-w", str(self.path),
+                "-U", "-n", "-s", str(self.snaplen), "--immediate-mode", "-Z", "root"]
+        if self.filter:
+            argv.append(self.filter)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while b"listening on" not in buf:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(0.0, left))
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:
+                self.stderr = buf.decode(errors="replace")
+                self.stop()
+                why = "exited" if ready else f"not listening after {timeout} s"
+                raise TestbedError(f"tcpdump on {self.ifname} in {self.ns} {why}: {self.stderr}")
+            buf += chunk
+        self.stderr = buf.decode(errors="replace")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop tcpdump (SIGINT, then SIGKILL) and read its counters. Idempotent."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+        self.stderr += err.decode(errors="replace")
+        m = re.search(r"(\d+) packets? captured", self.stderr)
+        self.captured = int(m.group(1)) if m else None
+        m = re.search(r"(\d+) packets? dropped by kernel", self.stderr)
+        self.dropped = int(m.group(1)) if m else None
+
+    def __enter__(self) -> "Capture":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

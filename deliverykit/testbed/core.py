@@ -1,0 +1,515 @@
+"""Testbed: hosts (network namespaces), veth links, bridges, routes, shaping, execution.
+
+Everything lives inside namespaces named ``<run_id>-<host>`` with
+``run_id = <prefix>-<pid>-<4 hex>``: nothing is created in the root namespace,
+so parallel runs cannot clash, and deleting a run's namespaces deletes every
+veth and bridge it made. See docs/testbed.md for the API and a multicast recipe.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from pyroute2 import IPRoute
+from pyroute2 import netns as _netns
+
+from . import shaping
+from .capture import Capture
+from .errors import TestbedError, TestbedTimeout
+from .nsexec import Task, spawn_in_netns, write_sysctls
+from .shaping import Netem, Tbf
+
+NETNS_DIR = "/var/run/netns"
+_HOST_NAME = re.compile(r"^[a-z0-9_]{1,11}$")
+_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+
+_LIVE: "weakref.WeakSet[Testbed]" = weakref.WeakSet()
+
+
+def have_root() -> bool:
+    """True when this process may create namespaces (effective uid 0)."""
+    return os.geteuid() == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """One network namespace: ``name`` as given to ``Testbed.host``, ``ns`` its netns name."""
+
+    name: str
+    ns: str
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """One end of a link: the interface ``ifname`` in ``host``, with ``addr`` (CIDR) or None."""
+
+    host: Host
+    ifname: str
+    addr: str | None = None
+
+    @property
+    def ip(self) -> str | None:
+        """The address without its prefix length."""
+        return None if self.addr is None else str(ipaddress.ip_interface(self.addr).ip)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A veth pair; for ``Testbed.attach`` ``a`` is the host's end and ``b`` the bridge port."""
+
+    a: End
+    b: End
+
+    def end(self, host: Host) -> End:
+        """The end that lives in ``host``."""
+        for end in (self.a, self.b):
+            if end.host == host:
+                return end
+        raise TestbedError(f"link {self.a.ifname}<->{self.b.ifname} has no end in {host.name}")
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """A Linux bridge device ``ifname`` inside ``host``."""
+
+    name: str
+    host: Host
+    ifname: str
+
+
+Dev = End | str
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_netns(name: str) -> None:
+    try:
+        _netns.remove(name)
+    except FileNotFoundError:
+        pass
+
+
+def cleanup_stale(prefix: str = "dk") -> list[str]:
+    """Delete namespaces of runs with this prefix whose owning process is gone.
+
+    Safe while other testbeds run: a namespace is removed only when the pid
+    in its name (``<prefix>-<pid>-<hex>-<host>``) no longer exists.
+    """
+    if not _PREFIX.match(prefix):
+        raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
+    pattern = re.compile(rf"^{prefix}-(\d+)-[0-9a-f]{{4}}-")
+    removed = []
+    for name in sorted(_netns.listnetns()):
+        m = pattern.match(name)
+        if m and not _alive(int(m.group(1))):
+            _remove_netns(name)
+            removed.append(name)
+    return removed
+
+
+class Testbed:
+    """A set of namespaces with links between them, all removed by ``close()``.
+
+    Use as a context manager; cleanup also runs at interpreter exit and, while
+    inside ``with`` in the main thread, SIGTERM raises ``SystemExit(143)`` so
+    the block unwinds. Raises ``TestbedError`` when not root.
+    """
+
+    def __init__(self, prefix: str = "dk") -> None:
+        if not have_root():
+            raise TestbedError(
+                "needs root: network namespaces, veth links and tc need CAP_SYS_ADMIN/CAP_NET_ADMIN"
+                " (run as root, e.g. `sudo make test`)"
+            )
+        if not _PREFIX.match(prefix or ""):
+            raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
+        if shutil.which("ip") is None:
+            raise TestbedError("the testbed needs `ip` (Debian package iproute2)")
+        self.prefix = prefix
+        self.run_id = f"{prefix}-{os.getpid()}-{secrets.token_hex(2)}"
+        self._owner = os.getpid()
+        self._hosts: dict[str, Host] = {}
+        self._ns_made: list[str] = []
+        self._ipr: dict[str, IPRoute] = {}
+        self._ifnames: dict[str, set[str]] = {}
+        self._tasks: list[Task] = []
+        self._procs: list[subprocess.Popen[Any]] = []
+        self._captures: list[Capture] = []
+        self._impairers: dict[tuple[str, str], tuple[subprocess.Popen[str], str]] = {}
+        self._closed = False
+        self._old_sigterm: Any = None
+        _LIVE.add(self)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> "Testbed":
+        if threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_exit)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.close()
+        finally:
+            if self._old_sigterm is not None and os.getpid() == self._owner:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+                self._old_sigterm = None
+
+    def close(self) -> None:
+        """Stop captures, kill tasks and processes, delete every namespace. Idempotent."""
+        if self._closed or os.getpid() != self._owner:
+            return
+        self._closed = True
+        errors: list[str] = []
+        for cap in self._captures:
+            try:
+                cap.stop(timeout=5)
+            except Exception as exc:  # noqa: BLE001 - keep cleaning
+                errors.append(f"capture: {exc}")
+        for task in self._tasks:
+            task.kill()
+        for proc, _ in self._impairers.values():
+            try:
+                shaping.stop_impairer(proc, timeout=3)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"impairer: {exc}")
+        self._impairers.clear()
+        for proc in self._procs:
+            _stop_process(proc)
+        for ipr in self._ipr.values():
+            try:
+                ipr.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._ipr.clear()
+        for ns in reversed(self._ns_made):
+            try:
+                _remove_netns(ns)
+            except OSError as exc:
+                errors.append(f"netns {ns}: {exc}")
+        _LIVE.discard(self)
+        if errors:
+            raise TestbedError("cleanup incomplete: " + "; ".join(errors))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TestbedError(f"testbed {self.run_id} is closed")
+
+    # -- topology --------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> dict[str, Host]:
+        return dict(self._hosts)
+
+    def host(self, name: str, forwarding: bool = False) -> Host:
+        """A new namespace with ``lo`` up; ``forwarding`` turns on IPv4 and IPv6 forwarding."""
+        self._check_open()
+        if not _HOST_NAME.match(name):
+            raise TestbedError(f"bad host name {name!r}: [a-z0-9_]{{1,11}}")
+        if name in self._hosts:
+            raise TestbedError(f"host {name!r} exists already in this testbed")
+        ns = f"{self.run_id}-{name}"
+        self._ns_made.append(ns)
+        _netns.create(ns)
+        host = Host(name, ns)
+        self._hosts[name] = host
+        self._ifnames[ns] = {"lo"}
+        ipr = self._ipr[ns] = IPRoute(netns=ns)
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        settings = {
+            "net.ipv6.conf.all.accept_dad": "0",
+            "net.ipv6.conf.default.accept_dad": "0",
+            "net.ipv4.conf.all.rp_filter": "0",
+            "net.ipv4.conf.default.rp_filter": "0",
+        }
+        if forwarding:
+            settings["net.ipv4.ip_forward"] = "1"
+            settings["net.ipv6.conf.all.forwarding"] = "1"
+        self.sysctl(host, settings)
+        return host
+
+    def _own(self, host: Host) -> Host:
+        if self._hosts.get(host.name) != host:
+            raise TestbedError(f"{host!r} does not belong to testbed {self.run_id}")
+        return host
+
+    def _ifname(self, host: Host, wanted: str | None, stem: str) -> str:
+        used = self._ifnames[host.ns]
+        if wanted is not None:
+            if not _IFNAME.match(wanted) or wanted in used:
+                raise TestbedError(f"interface name {wanted!r} is invalid or taken in {host.name}")
+            name = wanted
+        else:
+            name, n = stem, 0
+            while name in used:
+                n += 1
+                name = f"{stem}{n}"
+        used.add(name)
+        return name
+
+    def _index(self, host: Host, dev: Dev) -> int:
+        ifname = dev.ifname if isinstance(dev, End) else dev
+        found = self._ipr[host.ns].link_lookup(ifname=ifname)
+        if not found:
+            raise TestbedError(f"no interface {ifname!r} in host {host.name}")
+        return found[0]
+
+    def _veth(self, h1: Host, n1: str, h2: Host, n2: str, mtu: int | None) -> None:
+        ipr1 = self._ipr[h1.ns]
+        peer: dict[str, Any] = {"ifname": n2}
+        fd = None
+        if h2.ns != h1.ns:
+            fd = os.open(os.path.join(NETNS_DIR, h2.ns), os.O_RDONLY)
+            peer["net_ns_fd"] = fd
+        try:
+            ipr1.link("add", ifname=n1, kind="veth", peer=peer)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        for host, name in ((h1, n1), (h2, n2)):
+            extra = {"mtu": mtu} if mtu else {}
+            self._ipr[host.ns].link("set", index=self._index(host, name), state="up", **extra)
+
+    def address(self, host: Host, dev: Dev, addr: str) -> None:
+        """Add ``addr`` (IPv4 or IPv6 CIDR, e.g. "10.0.1.1/24") to ``dev`` in ``host``."""
+        iface = ipaddress.ip_interface(addr)
+        self._ipr[host.ns].addr("add", index=self._index(host, dev), address=str(iface.ip),
+                                prefixlen=iface.network.prefixlen)
+
+    def link(self, h1: Host, h2: Host, addr1: str | None = None, addr2: str | None = None, *,
+             ifname_a: str | None = None, ifname_b: str | None = None,
+             mtu: int | None = None) -> Link:
+        """A veth pair between two hosts, both ends up, with optional addresses."""
+        self._check_open()
+        self._own(h1), self._own(h2)
+        if h1 == h2:
+            raise TestbedError("a link needs two different hosts")
+        n1 = self._ifname(h1, ifname_a, f"to-{h2.name}")
+        n2 = self._ifname(h2, ifname_b, f"to-{h1.name}")
+        self._veth(h1, n1, h2, n2, mtu)
+        for host, name, addr in ((h1, n1, addr1), (h2, n2, addr2)):
+            if addr:
+                self.address(host, name, addr)
+        return Link(End(h1, n1, addr1), End(h2, n2, addr2))
+
+    def bridge(self, name: str, host: Host | None = None, *, snooping: bool = True,
+               querier: bool = True, igmp_version: int = 2) -> Bridge:
+        """A Linux bridge, up, with IGMP/MLD snooping and the bridge's own querier.
+
+        Without ``host`` it gets its own namespace named ``name`` and is called
+        ``br0`` there; in a given host the device is called ``name``. IGMP
+        version 2 queries make hosts answer with v2 reports and leaves, which
+        fast leave turns into an immediate prune.
+        """
+        self._check_open()
+        if host is None:
+            host = self.host(name)
+            ifname = self._ifname(host, "br0", "br0")
+        else:
+            self._own(host)
+            ifname = self._ifname(host, name, name)
+        ipr = self._ipr[host.ns]
+        ipr.link("add", ifname=ifname, kind="bridge", br_mcast_snooping=int(snooping),
+                 br_mcast_querier=int(querier), br_mcast_igmp_version=igmp_version)
+        ipr.link("set", index=self._index(host, ifname), state="up")
+        return Bridge(name, host, ifname)
+
+    def attach(self, host: Host, br: Bridge, addr: str | None = None, *, fastleave: bool = True,
+               ifname: str | None = None) -> Link:
+        """A veth from ``host`` to a new port of ``br`` (fast leave on that port)."""
+        self._check_open()
+        self._own(host), self._own(br.host)
+        port = self._ifname(br.host, None, f"p-{host.name}")
+        name = self._ifname(host, ifname, f"to-{br.name}")
+        self._veth(br.host, port, host, name, None)
+        ipr = self._ipr[br.host.ns]
+        index = self._index(br.host, port)
+        ipr.link("set", index=index, master=self._index(br.host, br.ifname))
+        ipr.brport("set", index=index, fast_leave=int(fastleave))
+        if addr:
+            self.address(host, name, addr)
+        return Link(End(host, name, addr), End(br.host, port, None))
+
+    def route(self, host: Host, dst: str, via: str | None = None, dev: Dev | None = None) -> None:
+        """Add a unicast route (``dst`` a CIDR or "default") through ``via`` and/or ``dev``."""
+        if via is None and dev is None:
+            raise TestbedError("route needs via= or dev=")
+        spec: dict[str, Any] = {}
+        v6 = ":" in dst or (via is not None and ":" in via)
+        if dst == "default":
+            spec["dst"] = "::/0" if v6 else "0.0.0.0/0"
+        else:
+            spec["dst"] = str(ipaddress.ip_network(dst, strict=False))
+        if via is not None:
+            spec["gateway"] = via
+        if dev is not None:
+            spec["oif"] = self._index(host, dev)
+        self._ipr[self._own(host).ns].route("add", **spec)
+
+    def mroute(self, host: Host, dev: Dev, group: str = "224.0.0.0/4") -> None:
+        """Route multicast ``group`` out of ``dev``, so sockets without IP_MULTICAST_IF use it."""
+        self.route(host, group, dev=dev)
+
+    def shape(self, end: End, netem: Netem | None = None, tbf: Tbf | None = None) -> None:
+        """Shape the egress of ``end`` (one direction); replaces any earlier shaping.
+
+        netem runs in the kernel when it has sch_netem, else in a userspace
+        impairer process (see ``deliverykit.testbed.shaping``); tbf always in the kernel.
+        """
+        self._check_open()
+        host = self._own(end.host)
+        self.unshape(end)
+        tap = self._ifname(host, None, f"nm-{end.ifname}"[:13])
+        try:
+            proc = shaping.apply(self._ipr[host.ns], host.ns, end.ifname, netem, tbf, tap)
+        except BaseException:
+            self._ifnames[host.ns].discard(tap)
+            raise
+        if proc is None:
+            self._ifnames[host.ns].discard(tap)
+        else:
+            self._impairers[(host.ns, end.ifname)] = (proc, tap)
+
+    def unshape(self, end: End) -> dict[str, int] | None:
+        """Remove shaping from ``end``'s egress; returns the userspace impairer's counters, if any."""
+        host = self._own(end.host)
+        shaping.clear(self._ipr[host.ns], self._index(host, end))
+        found = self._impairers.pop((host.ns, end.ifname), None)
+        if found is None:
+            return None
+        proc, tap = found
+        self._ifnames[host.ns].discard(tap)
+        return shaping.stop_impairer(proc)
+
+    @staticmethod
+    def netem_backend() -> str:
+        """"kernel", "userspace" or "unknown" (before the first netem shape)."""
+        return shaping.netem_backend()
+
+    # -- inspection --------------------------------------------------------------------
+
+    def ifaces(self, host: Host) -> list[str]:
+        """Interface names in ``host`` (as the kernel reports them)."""
+        return sorted(m.get("ifname") for m in self._ipr[self._own(host).ns].get_links())
+
+    def counters(self, host: Host, dev: Dev) -> dict[str, int]:
+        """Interface statistics (``rx_packets``, ``tx_packets``, ``rx_bytes``, ``tx_bytes``, ...)."""
+        (msg,) = self._ipr[host.ns].get_links(self._index(host, dev))
+        stats = msg.get("IFLA_STATS64") or msg.get("IFLA_STATS")
+        return {k: int(v) for k, v in dict(stats).items() if isinstance(v, int)}
+
+    def sysctl(self, host: Host, key: str | dict[str, str], value: str | int | None = None) -> None:
+        """Write sysctls inside ``host``: ``sysctl(h, "net.ipv4.ip_forward", 1)`` or a dict."""
+        settings = key if isinstance(key, dict) else {key: str(value)}
+        self.run(host, write_sysctls, settings, timeout=30)
+
+    # -- running code --------------------------------------------------------------------
+
+    def spawn(self, host: Host, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Task:
+        """Start ``fn(*args, **kwargs)`` in a forked child inside ``host``; see ``Task``."""
+        self._check_open()
+        task = spawn_in_netns(self._own(host).ns, fn, args, kwargs,
+                              label=f"{getattr(fn, '__qualname__', fn)} in host {host.name}")
+        self._tasks.append(task)
+        return task
+
+    def run(self, host: Host, fn: Callable[..., Any], *args: Any, timeout: float | None = 30.0,
+            **kwargs: Any) -> Any:
+        """Call ``fn`` inside ``host`` and return its result (or raise its exception)."""
+        task = self.spawn(host, fn, *args, **kwargs)
+        try:
+            return task.result(timeout)
+        finally:
+            self._tasks.remove(task)
+            task.kill()
+
+    def _argv(self, host: Host, argv: Sequence[str]) -> list[str]:
+        if isinstance(argv, str):
+            raise TypeError("argv must be a sequence of strings, not one string")
+        return ["ip", "netns", "exec", self._own(host).ns, *map(str, argv)]
+
+    def popen(self, host: Host, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``argv`` inside ``host`` (own session); terminated and reaped on close."""
+        self._check_open()
+        kwargs.setdefault("start_new_session", True)
+        proc = subprocess.Popen(self._argv(host, argv), **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def exec(self, host: Host, argv: Sequence[str], timeout: float = 30.0, check: bool = False,
+             **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` inside ``host`` to completion; text output captured."""
+        self._check_open()
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        try:
+            return subprocess.run(self._argv(host, argv), timeout=timeout, check=check, **kwargs)
+        except subprocess.TimeoutExpired as exc:
+            raise TestbedTimeout(f"{argv!r} in host {host.name} ran over {timeout} s") from exc
+
+    @contextmanager
+    def capture(self, host: Host, dev: Dev, path: str | os.PathLike[str], filter: str | None = None,
+                snaplen: int = 262144) -> Iterator[Capture]:
+        """tcpdump ``dev`` in ``host`` into pcap ``path`` for the duration of the block."""
+        self._check_open()
+        ifname = dev.ifname if isinstance(dev, End) else dev
+        cap = Capture(self._own(host).ns, ifname, path, filter, snaplen)
+        self._captures.append(cap)
+        cap.start()
+        try:
+            yield cap
+        finally:
+            cap.stop()
+
+
+def _stop_process(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _sigterm_to_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+@atexit.register
+def _close_all() -> None:
+    for tb in list(_LIVE):
+        try:
+            tb.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass

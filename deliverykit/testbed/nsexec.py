@@ -1,0 +1,186 @@
+"""Run Python code inside a network namespace: a forked child that calls setns(2).
+
+The child is forked from the calling process (so ``fn`` and its arguments need
+not be picklable, only the result), switches its network namespace with
+``setns(CLONE_NEWNET)`` through pyroute2, runs the callable (a coroutine
+function or a returned coroutine is run with ``asyncio.run``), and sends back
+a pickled ``("ok", value)`` or ``("err", exception, traceback_text)`` over a
+pipe. Only sockets and ``/proc/sys/net`` follow the new namespace; ``/sys``
+still shows the parent's (use ``Testbed.exec`` for tools that read it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+from pyroute2 import netns as _netns
+
+from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
+
+_PENDING = object()
+
+
+def enter_netns(ns: str) -> None:
+    """Move the calling (single-threaded) process into netns ``ns``; never creates one."""
+    _netns.setns(ns, flags=0)
+
+
+def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.run(fn(*args, **kwargs))
+    value = fn(*args, **kwargs)
+    if inspect.iscoroutine(value):
+        return asyncio.run(value)
+    return value
+
+
+def _child_main(ns: str, fn: Callable[..., Any], args: tuple, kwargs: dict, wfd: int) -> None:
+    """Body of the forked child; never returns (``os._exit``)."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            enter_netns(ns)
+            payload = pickle.dumps(("ok", _call(fn, args, kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            text = traceback.format_exc()
+            try:
+                payload = pickle.dumps(("err", exc, text))
+                pickle.loads(payload)  # an exception that pickles but cannot be rebuilt
+            except Exception:  # noqa: BLE001
+                payload = pickle.dumps(("err", RemoteError(f"{type(exc).__name__}: {exc}"), text))
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(wfd, view) :]
+    except BaseException:  # noqa: BLE001 - a broken pipe: the parent gave up on us
+        pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(0)
+
+
+class Task:
+    """A callable running in a namespace child; ``result()`` waits for it.
+
+    ``result`` returns the callable's value, or re-raises its exception (with
+    the child's traceback as ``__cause__``), or raises ``TestbedTimeout``
+    after killing a child that ran out of time.
+    """
+
+    def __init__(self, pid: int, rfd: int, label: str) -> None:
+        self.pid = pid
+        self.label = label
+        self._rfd: int | None = rfd
+        self._buf = bytearray()
+        self._status: int | None = None
+        self._outcome: Any = _PENDING
+
+    @property
+    def alive(self) -> bool:
+        """True while the child has not exited."""
+        if self._status is not None:
+            return False
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return True
+        self._status = status
+        return False
+
+    def _read_until_eof(self, deadline: float | None) -> bool:
+        while self._rfd is not None:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._rfd], [], [], wait)
+            if not ready:
+                return False
+            chunk = os.read(self._rfd, 1 << 16)
+            if not chunk:
+                os.close(self._rfd)
+                self._rfd = None
+            else:
+                self._buf += chunk
+        return True
+
+    def _reap(self) -> None:
+        if self._status is None:
+            _, self._status = os.waitpid(self.pid, 0)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait up to ``timeout`` seconds (None: forever) and return or raise the outcome."""
+        if self._outcome is _PENDING:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._read_until_eof(deadline):
+                self.kill()
+                raise TestbedTimeout(f"{self.label} did not finish within {timeout} s (killed)")
+            self._reap()
+            if not self._buf:
+                self._outcome = ("died", self._status)
+            else:
+                self._outcome = pickle.loads(bytes(self._buf))
+            self._buf = bytearray()
+        kind = self._outcome[0]
+        if kind == "ok":
+            return self._outcome[1]
+        if kind == "died":
+            status = self._outcome[1]
+            how = (
+                f"signal {os.WTERMSIG(status)}"
+                if status is not None and os.WIFSIGNALED(status)
+                else f"status {status}"
+            )
+            raise TestbedError(f"{self.label} died without a result ({how})")
+        _, exc, text = self._outcome
+        raise exc from RemoteTraceback(text)
+
+    def kill(self) -> None:
+        """Kill the child (if still running), reap it and close the pipe. Idempotent."""
+        if self._status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._reap()
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+        if self._outcome is _PENDING:
+            self._outcome = ("died", self._status)
+
+
+def spawn_in_netns(
+    ns: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, label: str = ""
+) -> Task:
+    """Fork a child that enters ``ns`` and runs ``fn(*args, **kwargs)``; return its ``Task``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(rfd)
+        _child_main(ns, fn, args, kwargs or {}, wfd)
+    os.close(wfd)
+    return Task(pid, rfd, label or f"{getattr(fn, '__qualname__', fn)!s} in netns {ns}")
+
+
+def write_sysctls(settings: dict[str, str]) -> None:
+    """Write ``net.ipv4.ip_forward``-style keys under /proc/sys (call inside the namespace)."""
+    for key, value in settings.items():
+        with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
+            fh.write(str(value))
