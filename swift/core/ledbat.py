@@ -1,0 +1,140 @@
+"""LEDBAT congestion control (RFC 6817 section 2.4.2), one per channel.
+
+Sans-IO: every method takes ``now`` (seconds, float).  Delays are in
+seconds.  The RTT estimator and congestion timeout follow RFC 6298 as
+section 2.4.2 suggests (update_CTO).  An optional slow start (off by
+default) doubles cwnd per RTT until the queuing delay passes TARGET/2 or a
+loss, as libswift's SLOW_START_CONTROL did; RFC 6817 section 2.4.2 lets
+implementations be no more aggressive than TCP, which slow start is not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+class Ledbat:
+    """Sender-side LEDBAT state for one channel."""
+
+    TARGET = 0.100  # s, section 3.2.2 (MUST be <= 100 ms)
+    GAIN = 1.0
+    BASE_HISTORY = 10
+    CURRENT_FILTER = 4
+    INIT_CWND = 2
+    MIN_CWND = 2
+    ALLOWED_INCREASE = 1
+
+    def __init__(self, mss: int = 1024, target: float | None = None,
+                 slow_start: bool = False, init_cwnd: int | None = None) -> None:
+        self.mss = mss
+        if target is not None:
+            self.TARGET = target
+        self.cwnd = float((init_cwnd or self.INIT_CWND) * mss)
+        self.flightsize = 0
+        self.current_delays: deque[float] = deque(maxlen=self.CURRENT_FILTER)
+        self.base_delays: deque[float] = deque([math.inf] * self.BASE_HISTORY,
+                                               maxlen=self.BASE_HISTORY)
+        self.last_rollover = -math.inf
+        self.cto = 1.0
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.last_ack = None  # type: float | None
+        self.last_loss = -math.inf
+        self.slow_start = slow_start
+        self.losses = 0
+        self.acks = 0
+        #: largest flightsize in the last RTT: the "flightsize" of the cwnd cap,
+        #: so a window acknowledged in a burst is not mistaken for idleness
+        self.peak_flight = 0
+        self.peak_time = 0.0
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _update_base_delay(self, delay: float, now: float) -> None:
+        if int(now // 60) != int(self.last_rollover // 60) if self.last_rollover != -math.inf else True:
+            self.last_rollover = now
+            self.base_delays.append(delay)
+        elif delay < self.base_delays[-1]:
+            self.base_delays[-1] = delay
+
+    @property
+    def base_delay(self) -> float:
+        """Minimum one-way delay over BASE_HISTORY minutes."""
+        return min(self.base_delays)
+
+    @property
+    def queuing_delay(self) -> float:
+        """FILTER(current_delays) - MIN(base_delays); FILTER is MIN over 4 samples."""
+        if not self.current_delays:
+            return 0.0
+        return min(self.current_delays) - self.base_delay
+
+    def _update_cto(self, rtt: float) -> None:
+        # RFC 6298 section 2
+        if self.srtt is None:
+            self.srtt = rtt
+            self.rttvar = rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.cto = max(0.2, self.srtt + 4 * self.rttvar)
+
+    # -- events -----------------------------------------------------------------
+
+    def can_send(self, nbytes: int) -> bool:
+        """True when ``nbytes`` more fit in the congestion window."""
+        return self.flightsize + nbytes <= self.cwnd or self.flightsize == 0
+
+    def on_send(self, nbytes: int, now: float) -> None:
+        """Account a DATA datagram put in flight."""
+        if self.flightsize == 0:
+            self.last_ack = now  # the congestion timer starts with data in flight
+        self.flightsize += nbytes
+        if self.flightsize >= self.peak_flight:
+            self.peak_flight = self.flightsize
+            self.peak_time = now
+
+    def on_ack(self, delay: float, bytes_acked: int, now: float, rtt: float | None = None) -> None:
+        """Section 2.4.2 "on acknowledgement" with one delay sample."""
+        self.acks += 1
+        self._update_base_delay(delay, now)
+        self.current_delays.append(delay)
+        qd = self.queuing_delay
+        off_target = (self.TARGET - qd) / self.TARGET
+        flight = self.flightsize
+        if now - self.peak_time > (self.srtt or 1.0):
+            self.peak_flight = flight
+            self.peak_time = now
+        cap_flight = max(flight, self.peak_flight)
+        if self.slow_start and qd < self.TARGET / 2:
+            self.cwnd += bytes_acked
+        else:
+            self.slow_start = False
+            self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
+        self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
+        self.cwnd = max(self.cwnd, float(self.MIN_CWND * self.mss))
+        self.flightsize = max(0, flight - bytes_acked)
+        if rtt is not None:
+            self._update_cto(rtt)
+        self.last_ack = now
+
+    def on_loss(self, nbytes: int, now: float) -> None:
+        """Section 2.4.2 "on data loss" (at most once per RTT); data not resent."""
+        self.losses += 1
+        self.slow_start = False
+        rtt = self.srtt if self.srtt is not None else 1.0
+        if now - self.last_loss >= rtt:
+            self.cwnd = min(self.cwnd, max(self.cwnd / 2, float(self.MIN_CWND * self.mss)))
+            self.last_loss = now
+        self.flightsize = max(0, self.flightsize - nbytes)
+
+    def check_timeout(self, now: float) -> bool:
+        """"No ACKs within a CTO": cwnd = 1 MSS, CTO doubles.  True if fired."""
+        if self.flightsize > 0 and self.last_ack is not None and now - self.last_ack > self.cto:
+            self.cwnd = float(self.mss)
+            self.cto = min(60.0, 2 * self.cto)
+            self.last_ack = now
+            self.flightsize = 0
+            return True
+        return False

@@ -1,0 +1,61 @@
+"""LEDBAT (RFC 6817 section 2.4.2) driven by a fake clock."""
+
+from swift.core.ledbat import Ledbat
+
+
+def _run(l: Ledbat, delay: float, rounds: int, t0: float = 0.0) -> float:
+    now = t0
+    for _ in range(rounds):
+        n = max(1, int(l.cwnd // l.mss))
+        for _ in range(n):
+            l.on_send(l.mss, now)
+        now += 0.05
+        for _ in range(n):
+            l.on_ack(delay, l.mss, now, rtt=0.05)
+    return now
+
+
+def test_grows_without_queuing_and_shrinks_over_target() -> None:
+    l = Ledbat(mss=1000)
+    now = _run(l, 0.010, 50)
+    big = l.cwnd
+    assert big > 20 * 1000  # ~1 MSS per RTT of growth
+    # queuing delay 150 ms > TARGET: off_target < 0, cwnd falls
+    _run(l, 0.160, 30, now)
+    assert l.cwnd < big
+    assert l.queuing_delay > l.TARGET
+
+
+def test_cwnd_bounded_by_flightsize_and_min() -> None:
+    l = Ledbat(mss=1000)
+    for _ in range(100):  # acks without data in flight cannot inflate cwnd
+        l.on_ack(0.01, 1000, 1.0)
+    assert l.cwnd <= 2 * 1000 + 1000
+    l.on_send(1000, 1.0)
+    l.on_loss(1000, 2.0)
+    assert l.cwnd >= l.MIN_CWND * l.mss
+
+
+def test_loss_halves_once_per_rtt_and_timeout_resets() -> None:
+    l = Ledbat(mss=1000)
+    _run(l, 0.01, 40)
+    c = l.cwnd
+    l.on_loss(0, 100.0)
+    assert abs(l.cwnd - c / 2) < 1
+    l.on_loss(0, 100.001)  # same RTT: no second halving
+    assert abs(l.cwnd - c / 2) < 1
+    l.on_send(1000, 200.0)
+    assert not l.check_timeout(200.0)
+    assert l.check_timeout(200.0 + l.cto + 0.01)
+    assert l.cwnd == 1000
+
+
+def test_base_delay_rolls_over_minutes() -> None:
+    l = Ledbat()
+    l.on_send(1024, 0)
+    l.on_ack(0.5, 1024, 1.0)
+    assert l.base_delay == 0.5
+    for m in range(1, 12):  # after BASE_HISTORY minutes the old minimum expires
+        l.on_send(1024, m * 60.0)
+        l.on_ack(0.8, 1024, m * 60.0 + 1)
+    assert l.base_delay == 0.8
