@@ -11,6 +11,7 @@ Query parameters (all optional, the body depends only on the path and size):
 ``size=N``       body length (default 1 MiB)
 ``rate=R``       pace this response at R bytes/s (default: the origin's ``rate``; 0 = unpaced)
 ``fail_at=N``    abort the connection once N bytes of the representation have been sent
+``fail_once=1``  with fail_at: only the first response for this path fails (a transient fault)
 ``cc=V``         Cache-Control value (e.g. ``no-store``, ``private``)
 ``vary=F``       Vary value
 ``etag=V``       entity-tag opaque part (changes the validator, not the body); ``weak=1`` for W/
@@ -98,6 +99,7 @@ class Origin:
         self.stats = OriginStats()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._failed: set[str] = set()
 
     async def start(self) -> Origin:
         self._server = await asyncio.start_server(self._on_connect, self.host, self.port)
@@ -182,6 +184,8 @@ class Origin:
             size = int(q.get("size", 1 << 20))
             rate = float(q.get("rate", self.rate))
             fail_at = int(q["fail_at"]) if "fail_at" in q else None
+            if fail_at is not None and q.get("fail_once") and path in self._failed:
+                fail_at = None
         except ValueError:
             await self._send(conn, writer, h11.Response(status_code=400, headers=[(b"content-length", b"0")]))
             await self._send(conn, writer, h11.EndOfMessage())
@@ -235,6 +239,7 @@ class Origin:
                 if n:
                     await self._send(conn, writer, h11.Data(data=body_slice(path, pos, pos + n)))
                     self._count(path, n)
+                self._failed.add(path)
                 writer.transport.abort()
                 return False
             await self._send(conn, writer, h11.Data(data=body_slice(path, pos, pos + n)))

@@ -72,8 +72,8 @@ class Session:
         return self.state == STREAMING
 
     def subscribe(self, offset: int, limit: int) -> Subscriber:
-        """Take the live stream from ``offset`` (must be the current live edge)."""
-        assert offset == self.buffer.received and self.live
+        """Take the live stream from ``offset`` >= the live edge (earlier bytes are skipped)."""
+        assert offset >= self.buffer.received and self.live
         sub = Subscriber(offset, limit)
         self.subscribers.add(sub)
         return sub
