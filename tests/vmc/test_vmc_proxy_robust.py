@@ -1,0 +1,204 @@
+"""Reliability of the proxy: origin failure, slow and vanishing clients, smuggling, limits, fuzzing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vmc.aio.origin import expected
+from vmc.client import FetchError, fetch
+
+from test_vmc_proxy_sharing import curl, finish, records, wait_live  # noqa: E402  (same directory)
+
+
+def curl_result(p) -> tuple[int, int, int]:
+    out, _ = p.communicate(timeout=60)
+    code, n = out.decode().split()
+    return p.returncode, int(code), int(n)
+
+
+@pytest.mark.tool("curl")
+def test_origin_failure_mid_stream_is_never_a_complete_200(make_stack, tmp_path: Path) -> None:
+    st = make_stack(rate=1_000_000)
+    size, fail = 800_000, 300_000
+    path = f"/fail.bin?size={size}&fail_at={fail}"
+    a = curl(st, path, tmp_path / "a")
+    wait_live(st, "/fail.bin", 100_000)
+    b = curl(st, path, tmp_path / "b")
+    for p, out in ((a, tmp_path / "a"), (b, tmp_path / "b")):
+        rc, code, n = curl_result(p)
+        assert rc == 18  # CURLE_PARTIAL_FILE: curl saw the body end before Content-Length
+        assert code == 200 and n < size
+        assert out.read_bytes() == expected("/fail.bin", size)[:n]  # what came is right
+    with pytest.raises(FetchError):
+        asyncio.run(fetch(st.url(path), proxy=st.proxy_addr))
+    recs = records(st, "/fail.bin")
+    assert all(r["completion"] is None and r["error"] for r in recs)
+    # The proxy is still healthy.
+    rc = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", st.reverse_url("/ok?size=1000")],
+                        capture_output=True, text=True, timeout=30)
+    assert rc.stdout == "200"
+
+
+@pytest.mark.tool("curl")
+def test_transient_origin_failure_completed_by_range(make_stack, tmp_path: Path) -> None:
+    """With retry_by_range the sharers get the whole, correct object after a one-off fault."""
+    st = make_stack(rate=1_000_000)
+    size = 600_000
+    path = f"/flaky.bin?size={size}&fail_at=200000&fail_once=1"
+    a = curl(st, path, tmp_path / "a")
+    wait_live(st, "/flaky.bin", 50_000)
+    b = curl(st, path, tmp_path / "b")
+    assert finish(a) == (0, 200, size) and finish(b) == (0, 200, size)
+    body = expected("/flaky.bin", size)
+    assert (tmp_path / "a").read_bytes() == body == (tmp_path / "b").read_bytes()
+    assert st.origin.stats.range_requests >= 1
+
+
+def _slow_reader(addr: tuple[str, int], target: bytes, host: bytes) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(addr)
+    s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+    return s
+
+
+def _read_response(s: socket.socket, timeout: float = 60.0) -> tuple[bytes, bytes]:
+    s.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+    while len(body) < length:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        body += chunk
+    return head, body
+
+
+@pytest.mark.tool("curl")
+def test_slow_client_detached_without_stalling_others(make_stack, tmp_path: Path) -> None:
+    st = make_stack(rate=4_000_000, window=256 << 10, queue_limit=64 << 10, write_high_water=16 << 10)
+    size = 6_000_000
+    path = f"/slow.bin?size={size}"
+    fast1 = curl(st, path, tmp_path / "f1")
+    wait_live(st, "/slow.bin", 100_000)
+    slow = _slow_reader(st.proxy.address, path.encode(), st.origin.authority.encode())
+    wait_live(st, "/slow.bin", 400_000)
+    fast2 = curl(st, path, tmp_path / "f2")
+    # The fast clients finish while the slow one has read nothing at all.
+    assert finish(fast1) == (0, 200, size) and finish(fast2) == (0, 200, size)
+    body = expected("/slow.bin", size)
+    assert (tmp_path / "f1").read_bytes() == body == (tmp_path / "f2").read_bytes()
+    snap = st.status()
+    assert snap["detached"] >= 1
+    assert snap["peak_queue_bytes"] <= (64 << 10) + 65536
+    # The detached client still gets the whole, correct object (its own origin fetch).
+    head, got = _read_response(slow)
+    slow.close()
+    assert head.startswith(b"HTTP/1.1 200") and got == body
+    rec = [r for r in records(st, "/slow.bin") if r["detached"]]
+    assert rec and rec[0]["origin_bytes"] > 0
+
+
+def test_client_disconnect_abandons_unread_session(make_stack) -> None:
+    st = make_stack(rate=1_000_000)
+    size = 2_000_000
+    s = _slow_reader(st.proxy.address, f"/gone.bin?size={size}".encode(), st.origin.authority.encode())
+    s.settimeout(10)
+    got = s.recv(65536)
+    assert got.startswith(b"HTTP/1.1 200")
+    s.close()
+    deadline = time.monotonic() + 10
+    while st.proxy.sessions and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not st.proxy.sessions  # no reader left: the origin fetch was dropped
+    time.sleep(0.2)
+    assert st.origin.stats.per_path["/gone.bin"] < size
+    rec = records(st, "/gone.bin")[0]
+    assert rec["completion"] is None and rec["error"].startswith("client gone")
+
+
+BAD_REQUESTS = [
+    ("cl-te", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("te-cl", b"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400),
+    ("cl-cl", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400),
+    ("te-gzip", b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
+    ("bad-cl", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400),
+    ("no-host", b"GET /x HTTP/1.1\r\n\r\n", 400),
+    ("two-hosts", b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ("garbage", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400),
+    ("space-in-name", b"GET /x HTTP/1.1\r\nHost : h\r\n\r\n", 400),
+    ("huge-header", b"GET /x HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 20000 + b"\r\n\r\n", 431),
+]
+
+
+@pytest.mark.parametrize("name, raw, status", BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS])
+def test_malformed_and_smuggling_refused(make_stack, name: str, raw: bytes, status: int) -> None:
+    st = make_stack(max_header_bytes=8192)
+    out = st.raw(raw)
+    assert out.startswith(b"HTTP/1.1 %d" % status), out[:80]
+    assert st.origin.stats.requests == 0  # nothing reached the origin
+
+
+def test_not_an_open_proxy(make_stack) -> None:
+    st = make_stack(default_upstream=None)
+    out = st.raw(b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: 127.0.0.1:9\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 403")
+    out = st.raw(b"GET /x HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 403")
+    out = st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: " + st.origin.authority.encode() + b"\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200")
+
+
+def test_connection_limit(make_stack) -> None:
+    st = make_stack(max_connections=2)
+    idle = [socket.create_connection(st.proxy.address) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 5
+        while st.proxy.connections < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out = st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: h\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 503")
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 5
+    while st.proxy.connections > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 200")
+
+
+_fuzz_stack = {}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.builds(
+            lambda m, t, hs, tail: m + b" " + t + b" HTTP/1.1\r\n" + b"".join(hs) + b"\r\n" + tail,
+            st.sampled_from([b"GET", b"HEAD", b"POST", b"G\x00T", b""]),
+            st.sampled_from([b"/x?size=10", b"http://127.0.0.1:1/", b"*", b"/_vmc/status", b"//", b"/\xff"]),
+            st.lists(st.binary(max_size=40).map(lambda b: b + b"\r\n"), max_size=5),
+            st.binary(max_size=40),
+        ),
+    )
+)
+def test_fuzz_request_front(make_stack, data: bytes) -> None:
+    """Any bytes on the proxy socket: no crash, and the next request is served normally."""
+    if "st" not in _fuzz_stack or _fuzz_stack["owner"] is not make_stack:
+        _fuzz_stack.update(st=make_stack(idle_timeout=1.0), owner=make_stack)
+    stk = _fuzz_stack["st"]
+    stk.raw(data, timeout=3.0)
+    ok = stk.raw(b"GET /ok?size=100 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert ok.startswith(b"HTTP/1.1 200") and ok.endswith(expected("/ok", 100))
