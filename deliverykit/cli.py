@@ -1,4 +1,4 @@
-"""``deliverykit``: the shared tools (demo, fast-path status, stale testbed cleanup)."""
+"""``deliverykit``: the shared tools (demo, capture analysis, fast-path status, testbed cleanup)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("demo", help="run every system's loopback demo").add_argument("rest", nargs=argparse.REMAINDER)
     sub.add_parser("info", help="which fast paths are in use")
+    sub.add_parser("analyse", help="summarise a pcap per protocol", add_help=False).add_argument(
+        "rest", nargs=argparse.REMAINDER)
     cl = sub.add_parser("cleanup", help="remove testbed namespaces left by a killed run (root)")
     cl.add_argument("--prefix", default=None, help="only namespaces with this prefix")
     args = ap.parse_args(argv)
@@ -18,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         from deliverykit.demo import main as demo_main
 
         return demo_main(args.rest)
+    if args.cmd == "analyse":
+        from deliverykit.analyse import main as analyse_main
+
+        return analyse_main(args.rest)
     if args.cmd == "info":
         from deliverykit import fastpath
 

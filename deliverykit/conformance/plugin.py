@@ -97,10 +97,10 @@ def _explicit_args(config: pytest.Config) -> bool:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "impl" not in metafunc.fixturenames:
-        return
     mark = metafunc.definition.get_closest_marker("conformance")
-    protocol = mark.kwargs.get("protocol") if mark else None
+    if mark is None or "impl" not in metafunc.fixturenames:
+        return  # only conformance cases are ours; other tests may use the name freely
+    protocol = mark.kwargs.get("protocol")
     impls = [i for i in metafunc.config.stash[_SELECTED] if protocol is None or i.protocol == protocol]
     if impls:
         metafunc.parametrize("impl", impls, ids=[i.name for i in impls], indirect=True)
