@@ -8,13 +8,14 @@
         print(tb.exec(a, ["ping", "-c1", "10.0.1.2"]).stdout)
 """
 
-from .capture import Capture
+from .capture import Capture, read_pcap
 from .core import Bridge, End, Host, Link, Testbed, cleanup_stale, have_root
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
-from .nsexec import Task
+from .nsexec import Event, Task
 from .shaping import Netem, Tbf
 
 __all__ = [
-    "Bridge", "Capture", "End", "Host", "Link", "Netem", "RemoteError", "RemoteTraceback",
+    "Bridge", "Capture", "Event", "End", "Host", "Link", "Netem", "RemoteError", "RemoteTraceback",
     "Task", "Tbf", "Testbed", "TestbedError", "TestbedTimeout", "cleanup_stale", "have_root",
+    "read_pcap",
 ]

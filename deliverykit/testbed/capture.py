@@ -15,6 +15,7 @@ import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -90,3 +91,23 @@ class Capture:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def read_pcap(path: str | os.PathLike[str]) -> list[tuple[float, bytes]]:
+    """(timestamp, frame) for every record of a classic pcap file (as tcpdump -w writes)."""
+    data = Path(path).read_bytes()
+    if len(data) < 24:
+        raise TestbedError(f"{path}: not a pcap file (too short)")
+    magic = data[:4]
+    order = {b"\xd4\xc3\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">",
+             b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\x3c\x4d": ">"}.get(magic)
+    if order is None:
+        raise TestbedError(f"{path}: not a classic pcap file (magic {magic.hex()})")
+    frac = 1e-9 if magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1e-6
+    out, pos = [], 24
+    while pos + 16 <= len(data):
+        sec, sub, incl, _ = struct.unpack_from(order + "IIII", data, pos)
+        pos += 16
+        out.append((sec + sub * frac, data[pos : pos + incl]))
+        pos += incl
+    return out

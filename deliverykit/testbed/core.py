@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pyroute2 import netns as _netns
 from . import shaping
 from .capture import Capture
 from .errors import TestbedError, TestbedTimeout
-from .nsexec import Task, spawn_in_netns, write_sysctls
+from .nsexec import Event, Task, spawn_in_netns, write_sysctls
 from .shaping import Netem, Tbf
 
 NETNS_DIR = "/var/run/netns"
@@ -88,6 +89,8 @@ class Bridge:
     name: str
     host: Host
     ifname: str
+    #: time.monotonic() after which snooping forwards by membership only
+    ready_at: float = 0.0
 
 
 Dev = End | str
@@ -136,6 +139,8 @@ class Testbed:
     the block unwinds. Raises ``TestbedError`` when not root.
     """
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, prefix: str = "dk") -> None:
         if not have_root():
             raise TestbedError(
@@ -156,6 +161,7 @@ class Testbed:
         self._tasks: list[Task] = []
         self._procs: list[subprocess.Popen[Any]] = []
         self._captures: list[Capture] = []
+        self._events: list[Event] = []
         self._impairers: dict[tuple[str, str], tuple[subprocess.Popen[str], str]] = {}
         self._closed = False
         self._old_sigterm: Any = None
@@ -166,6 +172,8 @@ class Testbed:
     def __enter__(self) -> "Testbed":
         if threading.current_thread() is threading.main_thread():
             if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                global _SIGTERM_OWNER
+                _SIGTERM_OWNER = os.getpid()
                 self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_exit)
         return self
 
@@ -198,6 +206,8 @@ class Testbed:
         self._impairers.clear()
         for proc in self._procs:
             _stop_process(proc)
+        for ev in self._events:
+            ev.close()
         for ipr in self._ipr.values():
             try:
                 ipr.close()
@@ -315,13 +325,21 @@ class Testbed:
         return Link(End(h1, n1, addr1), End(h2, n2, addr2))
 
     def bridge(self, name: str, host: Host | None = None, *, snooping: bool = True,
-               querier: bool = True, igmp_version: int = 2) -> Bridge:
+               querier: bool = True, igmp_version: int = 3, mld_version: int = 2,
+               query_response_s: float = 1.0) -> Bridge:
         """A Linux bridge, up, with IGMP/MLD snooping and the bridge's own querier.
 
         Without ``host`` it gets its own namespace named ``name`` and is called
-        ``br0`` there; in a given host the device is called ``name``. IGMP
-        version 2 queries make hosts answer with v2 reports and leaves, which
-        fast leave turns into an immediate prune.
+        ``br0`` there; in a given host the device is called ``name``.
+
+        IGMPv3 (and MLDv2) queries by default: v3 hosts never suppress their
+        reports, so the bridge learns every member even while it still floods
+        reports (with v2 queries, hosts that hear another member's report stay
+        silent and their port is never registered). A v3 leave (TO_IN {}) on a
+        fast-leave port prunes it at once. ``query_response_s`` is the max
+        response time of the bridge's queries (kernel default 10 s); for that
+        long after creation the bridge has no querier yet and floods every
+        group: ``settle(br)`` waits it out (``br.ready_at``).
         """
         self._check_open()
         if host is None:
@@ -331,10 +349,21 @@ class Testbed:
             self._own(host)
             ifname = self._ifname(host, name, name)
         ipr = self._ipr[host.ns]
+        # The querier is switched on in a second request, after the response interval is
+        # set: enabling it starts a "querier delay" of one response interval (default 10 s)
+        # during which the bridge still floods every group.
         ipr.link("add", ifname=ifname, kind="bridge", br_mcast_snooping=int(snooping),
-                 br_mcast_querier=int(querier), br_mcast_igmp_version=igmp_version)
-        ipr.link("set", index=self._index(host, ifname), state="up")
-        return Bridge(name, host, ifname)
+                 br_mcast_igmp_version=igmp_version, br_mcast_mld_version=mld_version,
+                 br_mcast_query_response_intvl=int(query_response_s * 100))
+        index = self._index(host, ifname)
+        if querier:
+            ipr.link("set", index=index, kind="bridge", br_mcast_querier=1)
+        ipr.link("set", index=index, state="up")
+        return Bridge(name, host, ifname, time.monotonic() + query_response_s + 0.1)
+
+    def settle(self, br: Bridge) -> None:
+        """Sleep until ``br``'s querier counts as present (no more flooding of unknown groups)."""
+        time.sleep(max(0.0, br.ready_at - time.monotonic()))
 
     def attach(self, host: Host, br: Bridge, addr: str | None = None, *, fastleave: bool = True,
                ifname: str | None = None) -> Link:
@@ -435,6 +464,12 @@ class Testbed:
         self._tasks.append(task)
         return task
 
+    def event(self) -> Event:
+        """A flag a spawned child can set (``ev.set()``) and the caller can wait on; closed on exit."""
+        ev = Event()
+        self._events.append(ev)
+        return ev
+
     def run(self, host: Host, fn: Callable[..., Any], *args: Any, timeout: float | None = 30.0,
             **kwargs: Any) -> Any:
         """Call ``fn`` inside ``host`` and return its result (or raise its exception)."""
@@ -502,7 +537,15 @@ def _stop_process(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
             continue
 
 
+_SIGTERM_OWNER = os.getpid()
+
+
 def _sigterm_to_exit(signum: int, frame: Any) -> None:
+    """SIGTERM -> SystemExit in the process that installed it; default action in forked children."""
+    if os.getpid() != _SIGTERM_OWNER:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise SystemExit(128 + signum)
 
 

@@ -184,3 +184,36 @@ def write_sysctls(settings: dict[str, str]) -> None:
     for key, value in settings.items():
         with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
             fh.write(str(value))
+
+
+class Event:
+    """A one-shot flag that forked children can set and the parent (or other children) wait on.
+
+    Create it before ``spawn`` so the child inherits it: the child calls
+    ``ev.set()`` when ready (e.g. after binding its socket); the parent calls
+    ``ev.wait(timeout)``. Backed by a pipe, so it works across namespaces.
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+        self._set = False
+
+    def set(self) -> None:
+        try:
+            os.write(self._w, b"!")
+        except BlockingIOError:  # the pipe is full of earlier sets: it is set
+            pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self._set:
+            ready, _, _ = select.select([self._r], [], [], timeout)
+            self._set = bool(ready)
+        return self._set
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
