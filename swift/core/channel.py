@@ -1,0 +1,141 @@
+"""Per-channel state (RFC 7574 section 3.11): one remote peer in one swarm."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from swift.core.binmap import Binmap
+from swift.core.ledbat import Ledbat
+
+
+class RangeQueue:
+    """FIFO of chunk ranges ``[lo, hi)`` (REQUESTs received, section 3.7).
+
+    Kept as ranges so a REQUEST for a whole file costs one entry; bounded in
+    chunks so a peer cannot make us hold unbounded state (section 12.6.6).
+    """
+
+    __slots__ = ("q", "size", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.q: deque[list[int]] = deque()
+        self.size = 0
+        self.limit = limit
+
+    def push(self, lo: int, hi: int) -> None:
+        hi = min(hi, lo + max(0, self.limit - self.size))
+        if lo < hi:
+            self.q.append([lo, hi])
+            self.size += hi - lo
+
+    def pop(self) -> int | None:
+        while self.q:
+            r = self.q[0]
+            if r[0] < r[1]:
+                c = r[0]
+                r[0] += 1
+                self.size -= 1
+                if r[0] >= r[1]:
+                    self.q.popleft()
+                return c
+            self.q.popleft()
+        return None
+
+    def remove(self, lo: int, hi: int) -> None:
+        """Drop chunks ``[lo, hi)`` (CANCEL, or HAVE as implicit cancel, 3.8)."""
+        out: deque[list[int]] = deque()
+        size = 0
+        for a, b in self.q:
+            for x, y in ((a, min(b, lo)), (max(a, hi), b)):
+                if x < y:
+                    out.append([x, y])
+                    size += y - x
+        self.q = out
+        self.size = size
+
+    def clear(self) -> None:
+        self.q.clear()
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class Channel:
+    """State of one channel; the Peer drives it."""
+
+    def __init__(self, local_id: int, addr: Any, initiator: bool, now: float,
+                 mss: int, queue_limit: int, slow_start: bool) -> None:
+        self.local_id = local_id
+        self.remote_id = 0
+        self.addr = addr
+        self.initiator = initiator
+        #: "init" (we sent HANDSHAKE), "reply" (we answered), "est", "closed"
+        self.state = "init" if initiator else "reply"
+        self.opened_at = now
+        self.need_hs = True
+        self.hs_sent = -1.0
+        self.hs_tries = 0
+        self.peer_options: Any = None
+        # remote availability (HAVE and ACK), section 3.2 / 4.3
+        self.peer_have = Binmap()
+        #: what we announced to this peer with HAVE
+        self.announced = Binmap()
+        self.have_version = -1
+        # upload side
+        self.upload = RangeQueue(queue_limit)
+        self.choking = False  # we choke them
+        self.send_choke: bool | None = None
+        self.data_out: dict[int, tuple[float, int]] = {}
+        self.ledbat = Ledbat(mss=mss, slow_start=slow_start, init_cwnd=4 if slow_start else None)
+        self.served = 0.0  # WFQ: bytes served
+        # download side
+        self.choked = False  # they choke us
+        self.requests: dict[int, float] = {}
+        self.last_progress = now
+        self.pending_hashes: dict[int, bytes] = {}
+        self.hash_order: list[tuple[int, bytes]] = []
+        self.acks: list[tuple[int, int]] = []
+        self.cancels: list[tuple[int, int]] = []
+        self.bad = 0
+        self.distrusted = False
+        # measurements for ranking (paper III-A)
+        self.rtt = 0.5
+        self.rtt_var = 0.0
+        self.dip = 0.1
+        self.dip_var = 0.0
+        self.last_data_in: float | None = None
+        self.received = 0
+        self.lost = 0
+        self.k = 1.0
+        # liveness (section 3.12)
+        self.last_recv = now
+        self.last_send = now
+        self.sent_since_recv = 0
+        self.pex_out: list[Any] = []
+        self.pex_requested = False
+
+    @property
+    def established(self) -> bool:
+        return self.state == "est"
+
+    def note_data(self, now: float, rtt: float | None) -> None:
+        """Update DIP and RTT averages on a DATA arrival (eq. 1 inputs)."""
+        if self.last_data_in is not None:
+            d = now - self.last_data_in
+            self.dip_var = 0.75 * self.dip_var + 0.25 * abs(d - self.dip)
+            self.dip = 0.75 * self.dip + 0.25 * d
+        self.last_data_in = now
+        if rtt is not None:
+            self.rtt_var = 0.75 * self.rtt_var + 0.25 * abs(rtt - self.rtt)
+            self.rtt = 0.875 * self.rtt + 0.125 * rtt
+        self.received += 1
+        # k grows for unstable links: big variation of RTT or DIP (paper III-A)
+        unstable = self.rtt_var > self.rtt or self.dip_var > 2 * self.dip
+        self.k = min(8.0, self.k + 0.01) if unstable else max(1.0, self.k - 0.01)
+
+    @property
+    def loss_ratio(self) -> float:
+        """Lost / received packets (paper III-A, L_r)."""
+        return self.lost / max(1, self.received)

@@ -1,0 +1,92 @@
+"""Content of one swarm: Merkle tree, verified-chunk binmap and storage.
+
+Storage is injected (anything with ``read(offset, n)``/``write(offset, data)``):
+the sans-IO core never opens files itself; :mod:`swift.aio.storage` gives a
+file-backed one that never buffers the whole content in RAM.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from swift.core import bins as B
+from swift.core.binmap import Binmap
+from swift.core.merkle import MerkleTree
+
+
+class Storage(Protocol):
+    """Byte-addressed content store."""
+
+    def read(self, offset: int, n: int) -> bytes: ...
+
+    def write(self, offset: int, data: bytes) -> None: ...
+
+
+class MemoryStorage:
+    """Storage in a bytearray (tests and small demos)."""
+
+    def __init__(self, data: bytes = b"") -> None:
+        self.buf = bytearray(data)
+
+    def read(self, offset: int, n: int) -> bytes:
+        return bytes(self.buf[offset:offset + n])
+
+    def write(self, offset: int, data: bytes) -> None:
+        end = offset + len(data)
+        if end > len(self.buf):
+            self.buf.extend(bytes(end - len(self.buf)))
+        self.buf[offset:end] = data
+
+
+class Content:
+    """What a peer knows and holds of one swarm's content."""
+
+    def __init__(self, tree: MerkleTree, storage: Storage) -> None:
+        self.tree = tree
+        self.storage = storage
+        self.chunk_size = tree.chunk_size
+        #: verified chunks on storage (local availability, section 3.2)
+        self.have = Binmap()
+
+    @classmethod
+    def seeded(cls, tree: MerkleTree, storage: Storage) -> "Content":
+        """A complete copy (seeder)."""
+        c = cls(tree, storage)
+        c.have.set_range(0, tree.n_chunks or 0)
+        return c
+
+    @property
+    def n_chunks(self) -> int | None:
+        """Number of chunks once known."""
+        return self.tree.n_chunks
+
+    @property
+    def complete(self) -> bool:
+        """True when every chunk is verified and stored."""
+        n = self.tree.n_chunks
+        return n is not None and self.have.is_filled_range(0, n)
+
+    def read_chunk(self, i: int) -> bytes:
+        """Chunk ``i`` from storage."""
+        return self.storage.read(i * self.chunk_size, self.chunk_size)
+
+    def store_chunk(self, i: int, data: bytes) -> None:
+        """Write a verified chunk and mark it present."""
+        self.storage.write(i * self.chunk_size, data)
+        self.have.set(B.chunk(i))
+
+    def resume(self) -> int:
+        """Mark chunks already on storage whose leaf hash is trusted; returns count."""
+        n = self.tree.n_chunks
+        if n is None:
+            return 0
+        got = 0
+        for i in range(n):
+            if self.tree.known(B.chunk(i)):
+                data = self.read_chunk(i)
+                if i == n - 1 and self.tree.size is not None:
+                    data = data[:self.tree.size - i * self.chunk_size]
+                if data and self.tree.leaf_ok(i, data):
+                    self.have.set(B.chunk(i))
+                    got += 1
+        return got

@@ -1,0 +1,72 @@
+"""Events a sans-IO :class:`swift.core.peer.Peer` reports (frozen, slotted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOpened:
+    """Three-way handshake complete (RFC 7574 section 3.1.1)."""
+
+    #: remote transport address
+    addr: Any
+    #: our channel ID
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelClosed:
+    """A channel ended."""
+
+    #: remote transport address
+    addr: Any
+    #: our channel ID
+    channel: int
+    #: "closed by peer", "dead", "corrupt data", "refused", "local"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkVerified:
+    """A chunk passed the Merkle check (section 5.2) and was stored."""
+
+    #: chunk index
+    index: int
+    #: address of the peer that sent it
+    addr: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRejected:
+    """A chunk failed verification and was dropped."""
+
+    #: chunk index
+    index: int
+    #: address of the peer that sent it
+    addr: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SizeKnown:
+    """Peak hashes checked against the root: the chunk count is known (5.6)."""
+
+    #: number of chunks
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadComplete:
+    """Every chunk is verified and stored."""
+
+    #: content size in bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeerDiscovered:
+    """A PEX_RES address (section 3.10)."""
+
+    #: (host, port)
+    addr: Any

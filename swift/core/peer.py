@@ -1,0 +1,763 @@
+"""Sans-IO PPSPP peer for one swarm (RFC 7574), aioquic-style.
+
+Theory of operation.  The driver feeds datagrams with
+:meth:`Peer.datagram_received(data, addr, now)`, calls
+:meth:`Peer.handle_timer(now)` when :meth:`Peer.get_timer` fires, sends what
+:meth:`Peer.datagrams_to_send(now)` returns and reads :meth:`Peer.next_event`.
+Time is always passed in (seconds, float); the core never reads a clock or
+touches a socket.  Content storage is injected (:mod:`swift.core.content`).
+
+Per channel (section 3.11) the life cycle is::
+
+    initiator:  init --HANDSHAKE reply with our channel--> est
+    responder:  reply --any datagram with our channel--> est
+    either:     est --closing HANDSHAKE / dead / corrupt data--> closed
+
+A bad first HANDSHAKE gets no answer at all (3.1.1 step 2).  Heavy payload
+(DATA) only flows on ``est`` channels.  Every chunk is checked against the
+Merkle tree before it is stored, acknowledged, announced or served (5.2);
+DATA we did not request is ignored; a peer whose chunks fail is choked and,
+after ``max_bad_chunks``, dropped and not contacted again (12.7).
+
+Profiles: ``rfc`` speaks RFC 7574; ``libswift`` speaks draft-10 as the
+libswift reference implementation does (docs/swift-libswift-compat.md): no
+Chunk Size or Supported Messages options (libswift rejects the first and
+mis-parses the second), SHA-1, single-chunk ACKs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from swift.core import bins as B
+from swift.core import events as ev
+from swift.core.binmap import Binmap
+from swift.core.channel import Channel
+from swift.core.content import Content
+from swift.core.picker import PICKERS, Availability, PickState, expected_bandwidth, fast_set
+from swift.wire import codec as C
+from swift.wire.constants import (
+    HASH_SIZES,
+    ChunkAddressing,
+    HashFunc,
+    IntegrityMethod,
+    MsgType,
+    Version,
+)
+
+MAX_DGRAM = 1400
+
+
+@dataclass
+class PeerConfig:
+    """Swarm metadata (section 3.1 a-f) and local policy."""
+
+    chunk_size: int = 1024
+    hash_func: HashFunc = HashFunc.SHA256
+    addressing: ChunkAddressing = ChunkAddressing.CHUNK32
+    #: "rfc" (RFC 7574) or "libswift" (draft-10 as libswift implements it)
+    profile: str = "rfc"
+    picker: str = "linear"
+    #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
+    high_window: int = 64
+    mid_window: int = 256
+    bitrate: float = 125_000.0
+    fast_factor: float = 1.5
+    max_channels: int = 64
+    queue_limit: int = 65536
+    max_outstanding: int = 4096
+    max_bad_chunks: int = 3
+    keepalive: float = 20.0
+    dead_after: float = 180.0
+    request_timeout: float = 2.0
+    upload_rate: float | None = None
+    slow_start: bool = True
+    pex_connect: bool = False
+    seed: int | None = None
+
+    @staticmethod
+    def libswift(**kw: Any) -> "PeerConfig":
+        """The libswift compatibility profile (SHA-1, 32-bit chunk ranges)."""
+        kw.setdefault("hash_func", HashFunc.SHA1)
+        kw.setdefault("addressing", ChunkAddressing.CHUNK32)
+        return PeerConfig(profile="libswift", **kw)
+
+
+def _is_private(host: str) -> bool:
+    try:
+        a = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
+
+
+class Peer:
+    """One swarm's protocol engine; see the module docstring."""
+
+    def __init__(self, content: Content, config: PeerConfig | None = None) -> None:
+        self.config = cfg = config or PeerConfig()
+        self.content = content
+        tree = content.tree
+        if tree.chunk_size != cfg.chunk_size or tree.func != cfg.hash_func:
+            raise ValueError("content tree does not match the swarm metadata")
+        self.swarm_id = tree.root_hash
+        self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], 64, cfg.chunk_size)
+        self.rng = random.Random(cfg.seed)
+        self.channels: dict[int, Channel] = {}
+        self.by_remote: dict[tuple[Any, int], Channel] = {}
+        self.blacklist: set[Any] = set()
+        self.events: deque = deque()
+        self.availability = Availability()
+        self.inflight = Binmap()
+        self._pending_close: list[tuple[bytes, Any]] = []
+        self.picker = PICKERS[cfg.picker]()
+        self.playpos = 0
+        self.fast: set[int] = set()
+        self.next_rank = 0.0
+        self.have_version = 0
+        self.tokens = 0.0
+        self.last_tokens = None  # type: float | None
+        self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
+                      "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
+        self._complete_reported = content.complete
+
+    # -- public API -----------------------------------------------------------------
+
+    def connect(self, addr: Any, now: float) -> int:
+        """Open a channel to ``addr`` (we initiate the handshake)."""
+        ch = self._new_channel(addr, True, now)
+        return ch.local_id
+
+    def next_event(self) -> Any:
+        """Oldest pending event or None."""
+        return self.events.popleft() if self.events else None
+
+    def set_playpos(self, chunk: int) -> None:
+        """Playback position for the VoD pickers (paper III-C)."""
+        self.playpos = max(0, chunk)
+
+    def close(self, now: float) -> list[tuple[bytes, Any]]:
+        """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
+        out = []
+        for ch in list(self.channels.values()):
+            if ch.state != "closed" and ch.remote_id:
+                out.append((self._close_dgram(ch), ch.addr))
+            self._drop(ch, "local", notify=True)
+        return out
+
+    @property
+    def established(self) -> list[Channel]:
+        return [c for c in self.channels.values() if c.state == "est"]
+
+    # -- channel management -----------------------------------------------------------
+
+    def _new_channel(self, addr: Any, initiator: bool, now: float) -> Channel:
+        while True:
+            cid = self.rng.getrandbits(32)
+            if cid and cid not in self.channels:
+                break
+        ch = Channel(cid, addr, initiator, now, self.config.chunk_size + 64,
+                     self.config.queue_limit, self.config.slow_start)
+        self.channels[cid] = ch
+        return ch
+
+    def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
+        if ch.state == "closed":
+            return
+        ch.state = "closed"
+        for c in ch.requests:
+            self.inflight.reset(B.chunk(c))
+        ch.requests.clear()
+        for lo, hi in ch.peer_have.ranges():
+            self.availability.add_range(lo, hi, -1)
+        self.channels.pop(ch.local_id, None)
+        self.by_remote.pop((ch.addr, ch.remote_id), None)
+        self.fast.discard(ch.local_id)
+        if notify:
+            self.events.append(ev.ChannelClosed(ch.addr, ch.local_id, reason))
+
+    def _close_dgram(self, ch: Channel) -> bytes:
+        return C.encode_datagram(self.ctx, ch.remote_id, [C.Handshake(0)])
+
+    # -- handshake (sections 3.1, 7, 8.4) -----------------------------------------------
+
+    def _our_options(self, initiator: bool) -> C.HandshakeOptions:
+        cfg = self.config
+        lib = cfg.profile == "libswift"
+        return C.HandshakeOptions(
+            version=Version.V1, min_version=Version.V1,
+            swarm_id=self.swarm_id if initiator else None,
+            integrity=IntegrityMethod.MERKLE, hash_func=cfg.hash_func,
+            addressing=cfg.addressing,
+            chunk_size=None if lib else cfg.chunk_size,
+        )
+
+    def _options_ok(self, o: C.HandshakeOptions, initiator_side: bool) -> bool:
+        """Check a peer's options against our swarm metadata (refuse on mismatch)."""
+        cfg = self.config
+        if o.version is not None and o.version < Version.V1:
+            return False
+        if o.min_version is not None and o.min_version > Version.V1:
+            return False
+        if o.version is None and cfg.profile == "rfc":
+            return False
+        if initiator_side and o.swarm_id is None:
+            return False
+        if o.swarm_id is not None and o.swarm_id != self.swarm_id:
+            return False
+        if o.integrity is not None and o.integrity != IntegrityMethod.MERKLE:
+            return False
+        default_hf = HashFunc.SHA1 if cfg.profile == "libswift" else HashFunc.SHA256
+        if (o.hash_func if o.hash_func is not None else default_hf) != cfg.hash_func:
+            return False
+        if (o.addressing if o.addressing is not None else ChunkAddressing.CHUNK32) != cfg.addressing:
+            return False
+        if o.chunk_size is not None and o.chunk_size != cfg.chunk_size:
+            return False
+        return True
+
+    def _on_initiation(self, data: bytes, addr: Any, now: float) -> None:
+        try:
+            dec = C.decode_datagram(data, self.ctx)
+        except C.DecodeError:
+            self.stats["malformed"] += 1
+            return
+        msgs = dec.messages
+        if dec.error:
+            self.stats["malformed"] += 1
+        if not msgs or msgs[0].type != MsgType.HANDSHAKE or msgs[0].channel == 0:
+            self.stats["refused"] += 1
+            return
+        hs = msgs[0]
+        if addr in self.blacklist or not self._options_ok(hs.options, True):
+            self.stats["refused"] += 1  # no reply: it may be spoofed (3.1.1 step 2)
+            return
+        old = self.by_remote.get((addr, hs.channel))
+        if old is not None:
+            old.need_hs = True  # duplicate: answer again (8.2)
+            return
+        if len(self.channels) >= self.config.max_channels:
+            self.stats["refused"] += 1
+            return
+        ch = self._new_channel(addr, False, now)
+        ch.remote_id = hs.channel
+        ch.peer_options = hs.options
+        self.by_remote[(addr, ch.remote_id)] = ch
+        ch.last_recv = now
+        self._dispatch(ch, msgs[1:], now)
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def datagram_received(self, data: bytes, addr: Any, now: float) -> None:
+        """Process one UDP datagram from ``addr``."""
+        if len(data) < 4:
+            self.stats["malformed"] += 1
+            return
+        cid = int.from_bytes(data[:4], "big")
+        if cid == 0:
+            self._on_initiation(data, addr, now)
+            return
+        ch = self.channels.get(cid)
+        if ch is None or ch.addr != addr:
+            self.stats["unknown_channel"] += 1  # 3.1.1 steps 3 and 7
+            return
+        dec = C.decode_datagram(data, self.ctx)
+        if dec.error:
+            self.stats["malformed"] += 1
+        ch.last_recv = now
+        ch.sent_since_recv = 0
+        msgs = dec.messages
+        if ch.state == "init":
+            if not msgs or msgs[0].type != MsgType.HANDSHAKE:
+                return
+            hs = msgs[0]
+            if hs.channel == 0 or not self._options_ok(hs.options, False):
+                if hs.channel:
+                    ch.remote_id = hs.channel
+                    self._pending_close.append((self._close_dgram(ch), addr))
+                self._drop(ch, "refused")
+                return
+            ch.remote_id = hs.channel
+            ch.peer_options = hs.options
+            self.by_remote[(addr, ch.remote_id)] = ch
+            ch.state = "est"
+            self.events.append(ev.ChannelOpened(addr, ch.local_id))
+            msgs = msgs[1:]
+        elif ch.state == "reply":
+            ch.state = "est"
+            self.events.append(ev.ChannelOpened(addr, ch.local_id))
+        self._dispatch(ch, msgs, now)
+
+    def _to_chunks(self, m: Any) -> tuple[int, int]:
+        """Wire chunk spec -> chunks ``[lo, hi)``."""
+        a = self.config.addressing
+        if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
+            if m.start in (B.NONE32, B.NONE64):
+                return 0, 0
+            return B.base_range(m.start)
+        if a == ChunkAddressing.BYTE64:
+            cs = self.config.chunk_size
+            return m.start // cs, m.end // cs + 1
+        return m.start, m.end + 1
+
+    def _specs(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Chunks ``[lo, hi)`` -> wire (start, end) pairs."""
+        a = self.config.addressing
+        if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
+            return [(b, b) for b in B.from_range(lo, hi - 1)]
+        if a == ChunkAddressing.BYTE64:
+            cs = self.config.chunk_size
+            end = hi * cs
+            if self.content.tree.size is not None:
+                end = min(end, self.content.tree.size)
+            return [(lo * cs, end - 1)]
+        return [(lo, hi - 1)]
+
+    def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
+        limit = self.content.n_chunks or (1 << 40)
+        for m in msgs:
+            if ch.state == "closed":
+                return
+            t = m.type
+            if t == MsgType.DATA:
+                self._on_data(ch, m, now)
+            elif t == MsgType.ACK:
+                lo, hi = self._to_chunks(m)
+                self._peer_has(ch, lo, min(hi, limit))
+                self._on_ack(ch, lo, hi, m.delay, now)
+            elif t == MsgType.HAVE:
+                lo, hi = self._to_chunks(m)
+                self._peer_has(ch, lo, min(hi, limit))
+                ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
+            elif t == MsgType.INTEGRITY:
+                lo, hi = self._to_chunks(m)
+                w = hi - lo
+                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_hashes) < 4096:
+                    b = B.make(w.bit_length() - 1, lo // w)
+                    ch.pending_hashes[b] = m.hash
+                    ch.hash_order.append((b, m.hash))
+            elif t == MsgType.REQUEST:
+                if not ch.choking:
+                    lo, hi = self._to_chunks(m)
+                    n = self.content.n_chunks
+                    if n is not None:
+                        ch.upload.push(max(0, lo), min(hi, n))
+            elif t == MsgType.CANCEL:
+                ch.upload.remove(*self._to_chunks(m))
+            elif t == MsgType.CHOKE:
+                ch.choked = True
+                self._release_requests(ch, lost=False)
+            elif t == MsgType.UNCHOKE:
+                ch.choked = False
+            elif t == MsgType.HANDSHAKE:
+                if m.channel == 0:
+                    self._drop(ch, "closed by peer")
+                    return
+            elif t == MsgType.PEX_REQ:
+                ch.pex_requested = True
+            elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6):
+                addr = (m.ip, m.port)
+                self.events.append(ev.PeerDiscovered(addr))
+                if self.config.pex_connect and addr not in self.blacklist and not any(
+                        c.addr == addr for c in self.channels.values()):
+                    if len(self.channels) < self.config.max_channels:
+                        self.connect(addr, now)
+            # SIGNED_INTEGRITY, PEX_REScert: not used by static swarms
+
+    def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
+        pos = lo
+        ph = ch.peer_have
+        while pos < hi:  # count only newly announced chunks (availability tree)
+            a = ph.find_empty(pos, hi)
+            if a is None:
+                break
+            b = ph.find_filled(a, hi)
+            b = hi if b is None else b
+            self.availability.add_range(a, b, 1)
+            pos = b
+        ph.set_range(lo, hi)
+
+    def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
+        if delay_us >= 1 << 63:
+            delay_us -= 1 << 64  # libswift clocks may run behind: signed sample
+        acked = 0
+        rtt = None
+        do = ch.data_out
+        if hi - lo <= len(do):
+            for c in range(lo, hi):
+                x = do.pop(c, None)
+                if x is not None:
+                    acked += x[1]
+                    rtt = now - x[0]
+        else:
+            for c in [c for c in do if lo <= c < hi]:
+                x = do.pop(c)
+                acked += x[1]
+                rtt = now - x[0]
+        if acked:
+            ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
+
+    def _release_requests(self, ch: Channel, lost: bool) -> None:
+        for c in ch.requests:
+            self.inflight.reset(B.chunk(c))
+        if lost:
+            ch.lost += len(ch.requests)
+        ch.requests.clear()
+
+    def _try_peaks(self, ch: Channel) -> None:
+        tree = self.content.tree
+        if tree.n_chunks is not None or not ch.hash_order:
+            return
+        peaks = []
+        first = 0
+        last_w = 1 << 62
+        for b, h in ch.hash_order:
+            lo, hi = B.base_range(b)
+            if lo != first or hi - lo >= last_w:
+                break
+            peaks.append((b, h))
+            first, last_w = hi, hi - lo
+        if peaks and tree.offer_peaks(peaks):
+            self.events.append(ev.SizeKnown(tree.n_chunks))  # type: ignore[arg-type]
+
+    def _on_data(self, ch: Channel, m: C.Data, now: float) -> None:
+        lo, hi = self._to_chunks(m)
+        i = lo
+        sent_at = ch.requests.pop(i, None)
+        if sent_at is None or hi != lo + 1:
+            self.stats["unsolicited"] += 1  # not requested from this peer: ignore
+            ch.pending_hashes.clear()
+            ch.hash_order.clear()
+            return
+        self.inflight.reset(B.chunk(i))
+        tree = self.content.tree
+        self._try_peaks(ch)
+        ok = (i not in self.content.have) and ch.state == "est" and tree.verify(
+            i, m.payload, ch.pending_hashes)
+        ch.pending_hashes.clear()
+        ch.hash_order.clear()
+        ch.last_progress = now
+        if not ok:
+            if i in self.content.have:
+                self.stats["dup"] += 1
+                return
+            self.stats["rejected"] += 1
+            self.events.append(ev.ChunkRejected(i, ch.addr))
+            ch.bad += 1
+            ch.distrusted = True
+            if not ch.choking:
+                ch.choking = True
+                ch.send_choke = True
+                ch.upload.clear()
+            if ch.bad >= self.config.max_bad_chunks:
+                self._pending_close.append((self._close_dgram(ch), ch.addr))
+                self.blacklist.add(ch.addr)
+                self._drop(ch, "corrupt data")
+            return
+        self.content.store_chunk(i, m.payload)
+        self.have_version += 1
+        self.stats["verified"] += 1
+        ch.note_data(now, now - sent_at)
+        delay = int(now * 1e6) - m.timestamp
+        ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+        self.events.append(ev.ChunkVerified(i, ch.addr))
+        if not self._complete_reported and self.content.complete:
+            self._complete_reported = True
+            self.events.append(ev.DownloadComplete(tree.size or 0))
+            for c in self.channels.values():  # stop asking anyone
+                self._release_requests(c, lost=False)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _have_msgs(self, ch: Channel, room: int) -> list:
+        """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1)."""
+        if ch.have_version == self.have_version:
+            return []
+        have, ann = self.content.have, ch.announced
+        out = []
+        pos = 0
+        while len(out) < room:
+            a = have.find_filled(pos)
+            if a is None:
+                break
+            b = ann.find_empty(a)
+            if b is None:
+                break
+            if b != a:
+                pos = b
+                continue
+            e1 = have.find_empty(a)
+            e2 = ann.find_filled(a)
+            e = e1 if e2 is None else min(e1, e2)
+            for s, t in self._specs(a, e):
+                out.append(C.Have(s, t))
+            ann.set_range(a, e)
+            pos = e
+        else:
+            return out
+        ch.have_version = self.have_version
+        return out
+
+    def _ack_msgs(self, ch: Channel) -> list:
+        if not ch.acks:
+            return []
+        out = []
+        lib = self.config.profile == "libswift"
+        acks = sorted(ch.acks)
+        ch.acks.clear()
+        lo, d = acks[0]
+        hi = lo + 1
+        for c, dl in acks[1:] + [(-1, 0)]:
+            if c == hi and not lib:
+                hi += 1
+                d = dl
+                continue
+            for s, t in self._specs(lo, hi):
+                out.append(C.Ack(s, t, d))
+            lo, hi, d = c, c + 1, dl
+        return out
+
+    def _request_msgs(self, ch: Channel, now: float) -> list:
+        cfg = self.config
+        content = self.content
+        if ch.choked or ch.distrusted or self._complete_reported:
+            return []
+        n = content.n_chunks
+        if n is None:
+            # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
+            if ch.peer_have.find_filled(0, 1) is None or any(
+                    c.requests for c in self.channels.values()):
+                return []
+            ch.requests[0] = now
+            self.inflight.set(0)
+            return [C.Request(s, t) for s, t in self._specs(0, 1)]
+        plan = max(1.0, 4 * ch.rtt)
+        window = int(min(cfg.max_outstanding, max(8, plan / max(ch.dip, 1e-6))))
+        want = window - len(ch.requests)
+        if want < max(1, min(16, window // 4)):
+            return []
+        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng)
+        picks: list[int] = []
+        fast = ch.local_id in self.fast or not self.fast
+        while len(picks) < want:
+            got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
+            if not got:
+                break
+            for c in got:
+                self.inflight.set(B.chunk(c))
+            picks.extend(got)
+        if not picks:
+            return []
+        picks.sort()
+        out = []
+        lo = picks[0]
+        hi = lo + 1
+        for c in picks[1:] + [-1]:
+            if c == hi:
+                hi += 1
+                continue
+            for s, t in self._specs(lo, hi):
+                out.append(C.Request(s, t))
+            lo, hi = c, c + 1
+        for c in picks:
+            ch.requests[c] = now
+        ch.last_progress = min(ch.last_progress, now) if ch.requests else now
+        return out
+
+    def _pex_msgs(self, ch: Channel, now: float) -> list:
+        if not ch.pex_requested:
+            return []
+        ch.pex_requested = False
+        out = []
+        private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
+        for c in self.channels.values():
+            if c is ch or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
+                continue
+            host, port = c.addr[0], c.addr[1]
+            if _is_private(host) and not private_ok:
+                continue  # 8.13: no private addresses to public peers
+            try:
+                v = ipaddress.ip_address(host)
+            except ValueError:
+                continue
+            out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
+            if len(out) >= 8:
+                break
+        return out
+
+    def _pack(self, ch: Channel, dest: int, msgs: list) -> list[bytes]:
+        """Messages -> datagrams of at most MAX_DGRAM bytes."""
+        out = []
+        cur = bytearray(dest.to_bytes(4, "big"))
+        for m in msgs:
+            e = C.encode_message(self.ctx, m)
+            if len(cur) + len(e) > MAX_DGRAM and len(cur) > 4:
+                out.append(bytes(cur))
+                cur = bytearray(dest.to_bytes(4, "big"))
+            cur += e
+        if len(cur) > 4:
+            out.append(bytes(cur))
+        return out
+
+    def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
+        tree = self.content.tree
+        ctx = self.ctx
+        parts = [ch.remote_id.to_bytes(4, "big")]
+        if ch.peer_have.find_filled(0) is None:  # cold peer: peaks first (5.6.2)
+            for b, h in tree.peaks():
+                lo, hi = B.base_range(b)
+                for s, t in self._specs(lo, hi):
+                    parts.append(C.encode_message(ctx, C.Integrity(s, t, h)))
+        for b, h in tree.uncles(i, ch.peer_have):
+            lo, hi = B.base_range(b)
+            s, t = self._specs(lo, hi)[0]
+            parts.append(b"\x04" + C.encode_spec(ctx, s, t) + h)
+        data = self.content.read_chunk(i)
+        if i == (tree.n_chunks or 0) - 1 and tree.size is not None:
+            data = data[:tree.size - i * self.config.chunk_size]
+        s, t = self._specs(i, i + 1)[0]
+        parts.append(C.encode_data(ctx, s, t, int(now * 1e6) & 0xFFFFFFFFFFFFFFFF, data))
+        return b"".join(parts)
+
+    def _next_upload(self, now: float) -> Channel | None:
+        """WFQ (paper III-B): weight = outstanding requests; least served per weight."""
+        best = None
+        best_v = 0.0
+        for ch in self.channels.values():
+            if ch.state != "est" or ch.choking or not len(ch.upload):
+                continue
+            if not ch.ledbat.can_send(self.config.chunk_size):
+                continue
+            v = ch.served / len(ch.upload)
+            if best is None or v < best_v:
+                best, best_v = ch, v
+        return best
+
+    def datagrams_to_send(self, now: float, budget: int = 256) -> list[tuple[bytes, Any]]:
+        """Datagrams due now (at most ``budget`` DATA datagrams)."""
+        out: list[tuple[bytes, Any]] = list(self._pending_close)
+        self._pending_close.clear()
+        for ch in list(self.channels.values()):
+            if ch.state == "closed":
+                continue
+            msgs: list = []
+            dest = ch.remote_id
+            if ch.need_hs and (ch.state != "init" or now - ch.hs_sent >= min(8.0, 2 ** ch.hs_tries)):
+                msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator)))
+                ch.need_hs = ch.state == "init"
+                ch.hs_sent = now
+                ch.hs_tries += 1
+                if ch.state == "init":
+                    dest = 0
+                msgs += self._have_msgs(ch, 60)
+            elif ch.state == "init":
+                continue
+            if ch.state == "est":
+                if ch.send_choke is not None:
+                    msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
+                    ch.send_choke = None
+                msgs += self._have_msgs(ch, 60)
+                msgs += self._ack_msgs(ch)
+                for lo, hi in ch.cancels:
+                    msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
+                ch.cancels.clear()
+                msgs += self._request_msgs(ch, now)
+                msgs += self._pex_msgs(ch, now)
+            if msgs:
+                for d in self._pack(ch, dest, msgs):
+                    out.append((d, ch.addr))
+                ch.last_send = now
+                ch.sent_since_recv += 1
+        # uploads
+        cap = self.config.upload_rate
+        if cap is not None:
+            if self.last_tokens is not None:
+                self.tokens = min(cap * 0.1 + self.config.chunk_size,
+                                  self.tokens + cap * (now - self.last_tokens))
+            self.last_tokens = now
+        sent = 0
+        have = self.content.have
+        while sent < budget:
+            if cap is not None and self.tokens < self.config.chunk_size:
+                break
+            ch = self._next_upload(now)
+            if ch is None:
+                break
+            i = ch.upload.pop()
+            if i is None or i not in have or ch.peer_have.find_filled(i, i + 1) is not None:
+                continue
+            d = self._data_dgram(ch, i, now)
+            out.append((d, ch.addr))
+            ch.data_out[i] = (now, len(d))
+            ch.ledbat.on_send(len(d), now)
+            ch.served += len(d)
+            ch.last_send = now
+            ch.sent_since_recv += 1
+            self.stats["sent_data"] += 1
+            if cap is not None:
+                self.tokens -= len(d)
+            sent += 1
+        return out
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def get_timer(self, now: float) -> float:
+        """When :meth:`handle_timer` should run next."""
+        busy = any(c.requests or len(c.upload) or c.data_out or c.state == "init"
+                   for c in self.channels.values())
+        return now + (0.05 if busy else 1.0)
+
+    def handle_timer(self, now: float) -> None:
+        """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
+        cfg = self.config
+        for ch in list(self.channels.values()):
+            if ch.state == "init":
+                if ch.hs_tries >= 6 and now - ch.hs_sent > 8:
+                    self._drop(ch, "no reply")
+                continue
+            if now - ch.last_recv > cfg.dead_after and ch.sent_since_recv >= 3:
+                self._drop(ch, "dead")
+                continue
+            if ch.state == "est" and now - ch.last_send > cfg.keepalive:
+                self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
+                ch.last_send = now
+                ch.sent_since_recv += 1
+            # requests: no progress for a while -> give them back, CANCEL, re-pick
+            tmo = max(cfg.request_timeout, 4 * ch.rtt)
+            if ch.requests and now - ch.last_progress > tmo:
+                self.stats["timeouts"] += 1
+                lo = min(ch.requests)
+                hi = max(ch.requests) + 1
+                ch.cancels.append((lo, hi))
+                self._release_requests(ch, lost=True)
+                ch.last_progress = now
+            # sender side: DATA never acknowledged counts as lost (LEDBAT)
+            if ch.data_out:
+                horizon = now - max(1.0, 2 * ch.ledbat.cto)
+                old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
+                for c in old:
+                    _, nb = ch.data_out.pop(c)
+                    ch.ledbat.on_loss(nb, now)
+            if ch.ledbat.check_timeout(now):
+                ch.data_out.clear()
+        if now >= self.next_rank:
+            self._rank(now)
+
+    def _rank(self, now: float) -> None:
+        """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
+        self.next_rank = now + 1.0
+        ranked = []
+        for ch in self.established:
+            if ch.received < 2 or ch.distrusted:
+                continue
+            r = expected_bandwidth(self.config.chunk_size, ch.rtt, ch.dip, ch.loss_ratio, ch.k)
+            ranked.append((r, ch.local_id))
+        self.fast = set(fast_set(ranked, self.config.bitrate, self.config.fast_factor))  # type: ignore[arg-type]
+
+    def note_stall(self) -> None:
+        """A player stall makes the fast set larger (x in eq. 2 grows)."""
+        self.config.fast_factor += 0.5

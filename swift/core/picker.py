@@ -1,0 +1,262 @@
+"""Chunk pickers (RFC 7574 section 9.1) and the paper's download algorithm.
+
+* ``linear``: in order from the playback position (paper IV-A baseline).
+* ``rarest``: rarest first over the whole content.
+* ``std-vod``: high-priority window in order, mid and low sets rarest first,
+  requests to any peer (paper IV-A baseline).
+* ``vod``: the paper's algorithm (III-C): like std-vod, but the high-priority
+  window is requested only from the *fast peers* chosen by eq. 1-2.
+
+Availability (paper III-C): a tree with the shape of a fully expanded binmap
+holding per-bin counters; a HAVE for bin ``b`` adds 1 at ``b`` only, so the
+number of neighbours holding chunk ``i`` is the sum of the counters on the
+path from leaf ``2i`` to the root.  Updates are O(log N) per HAVE bin.
+Rarest-first draws up to ``SAMPLE`` candidate chunks (wanted, offered by the
+peer, not in flight) from a random start in the set and takes the least
+replicated one.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+from swift.core import bins as B
+from swift.core.binmap import Binmap
+
+
+class Availability:
+    """Per-bin counters of how many neighbours announced each range."""
+
+    def __init__(self) -> None:
+        self.tags: dict[int, int] = {}
+
+    def add_bin(self, b: int, delta: int = 1) -> None:
+        """Count one more (or less) neighbour holding bin ``b``."""
+        v = self.tags.get(b, 0) + delta
+        if v:
+            self.tags[b] = v
+        else:
+            self.tags.pop(b, None)
+
+    def add_range(self, lo: int, hi: int, delta: int = 1) -> None:
+        """Same for chunks ``[lo, hi)``."""
+        if lo < hi:
+            for b in B.from_range(lo, hi - 1):
+                self.add_bin(b, delta)
+
+    def count(self, chunk: int, top_layer: int = 40) -> int:
+        """Neighbours known to hold ``chunk``."""
+        tags = self.tags
+        if not tags:
+            return 0
+        b = chunk << 1
+        n = tags.get(b, 0)
+        for lay in range(1, top_layer):
+            b = B.make(lay, chunk >> lay)
+            n += tags.get(b, 0)
+        return n
+
+
+@dataclass
+class PickState:
+    """What a picker may read (owned by the Peer)."""
+
+    have: Binmap
+    inflight: Binmap
+    availability: Availability
+    n_chunks: int
+    #: playback position in chunks (VoD)
+    playpos: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+def next_wanted(st: PickState, peer: Binmap, pos: int, hi: int) -> int | None:
+    """First chunk in ``[pos, hi)`` we lack, not in flight, that ``peer`` has."""
+    have, infl = st.have, st.inflight
+    while pos < hi:
+        c = have.find_empty(pos, hi)
+        if c is None:
+            return None
+        d = infl.find_empty(c, hi)
+        if d is None:
+            return None
+        if d != c:
+            pos = d
+            continue
+        e = peer.find_filled(c, hi)
+        if e is None:
+            return None
+        if e != c:
+            pos = e
+            continue
+        return c
+    return None
+
+
+def in_order(st: PickState, peer: Binmap, lo: int, hi: int, want: int) -> list[int]:
+    """Up to ``want`` wanted chunks from ``lo`` upward."""
+    out: list[int] = []
+    pos = lo
+    while len(out) < want:
+        c = next_wanted(st, peer, pos, hi)
+        if c is None:
+            break
+        # extend to the whole run that is wanted, free and offered
+        e = min(hi, c + want - len(out))
+        for x in (st.have.find_filled(c, e), st.inflight.find_filled(c, e), peer.find_empty(c, e)):
+            if x is not None and x < e:
+                e = x
+        out.extend(range(c, e))
+        pos = e
+    return out
+
+
+SAMPLE = 32
+
+
+def rarest(st: PickState, peer: Binmap, lo: int, hi: int, want: int) -> list[int]:
+    """Up to ``want`` of the least replicated wanted chunks in ``[lo, hi)``.
+
+    Picks one rare chunk and extends it with its in-order successors so that
+    requests stay contiguous ranges (one REQUEST message, section 3.7).
+    """
+    if lo >= hi or want <= 0:
+        return []
+    start = st.rng.randrange(lo, hi)
+    cands: list[int] = []
+    for a, b in ((start, hi), (lo, start)):
+        pos = a
+        while len(cands) < SAMPLE:
+            c = next_wanted(st, peer, pos, b)
+            if c is None:
+                break
+            cands.append(c)
+            pos = c + 1 + st.rng.randrange(0, 4)
+    if not cands:
+        return []
+    best = min(cands, key=lambda c: (st.availability.count(c), st.rng.random()))
+    out = [best]
+    c = best + 1
+    while len(out) < want and c < hi and next_wanted(st, peer, c, c + 1) == c:
+        out.append(c)
+        c += 1
+    return out
+
+
+class Picker:
+    """Base: ``pick`` returns chunk indices to request from one peer."""
+
+    name = "base"
+
+    def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
+        raise NotImplementedError
+
+
+class LinearPicker(Picker):
+    """In order from the playback position, then from the start."""
+
+    name = "linear"
+
+    def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
+        out = in_order(st, peer, st.playpos, st.n_chunks, want)
+        if len(out) < want and st.playpos:
+            out += in_order(st, peer, 0, st.playpos, want - len(out))
+        return out
+
+
+class RarestPicker(Picker):
+    """Rarest first over the whole content."""
+
+    name = "rarest"
+
+    def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
+        return rarest(st, peer, 0, st.n_chunks, want)
+
+
+class VodPicker(Picker):
+    """Three priority sets (paper III-C, after Give-to-Get [16]).
+
+    ``high`` and ``mid`` are window sizes in chunks.  With
+    ``fast_only_high`` (the paper's algorithm) only fast peers are asked for
+    high-priority chunks; std-vod asks anyone.
+    """
+
+    def __init__(self, high: int = 64, mid: int = 256, fast_only_high: bool = True) -> None:
+        self.high = high
+        self.mid = mid
+        self.fast_only_high = fast_only_high
+        self.name = "vod" if fast_only_high else "std-vod"
+
+    def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
+        n = st.n_chunks
+        p = st.playpos
+        h_end = min(n, p + self.high)
+        m_end = min(n, h_end + self.mid)
+        out: list[int] = []
+        if fast or not self.fast_only_high:
+            out = in_order(st, peer, p, h_end, want)
+            if out:
+                return out
+        out = rarest(st, peer, h_end, m_end, want)
+        if out:
+            return out
+        out = rarest(st, peer, m_end, n, want)
+        if out:
+            return out
+        if p:
+            out = rarest(st, peer, 0, p, want)
+        if not out and not fast and self.fast_only_high:
+            # nothing else to do: a slow peer may still help the high window
+            # once it is not urgent (the paper's deadline re-request covers it)
+            out = in_order(st, peer, p, h_end, min(want, 1))
+        return out
+
+
+PICKERS: dict[str, Callable[[], Picker]] = {
+    "linear": LinearPicker,
+    "rarest": RarestPicker,
+    "std-vod": lambda: VodPicker(fast_only_high=False),
+    "vod": lambda: VodPicker(fast_only_high=True),
+}
+
+
+def register_picker(name: str, factory: Callable[[], Picker]) -> None:
+    """Add a picker by name (registry as aioquic's congestion controls)."""
+    PICKERS[name] = factory
+
+
+# --- paper section III-A: peer ranking ---------------------------------------
+
+
+def expected_bandwidth(p: int, rtt: float, dip: float, loss: float, k: float = 1.0) -> float:
+    """Eq. 1: R_i = S_i - k S_i L_r, S_i = P (1 - RTT_i) / DIP_i  (bytes/s).
+
+    RTT and DIP in seconds; as in the paper the (1 - RTT) factor penalises
+    long round trips and is clamped at 0 for RTT >= 1 s.
+    """
+    if dip <= 0:
+        return 0.0
+    s = p * max(0.0, 1.0 - rtt) / dip
+    return max(0.0, s - k * s * loss)
+
+
+def fast_set(ranked: list[tuple[float, object]], bitrate: float, x: float) -> list[object]:
+    """Eq. 2: the first n peers by decreasing R_i with sum R_i >= x * BR_v.
+
+    ``bitrate`` in bytes/s.  If all peers together fall short, all are fast.
+    """
+    out = []
+    total = 0.0
+    for r, who in sorted(ranked, key=lambda t: -t[0]):
+        out.append(who)
+        total += r
+        if total >= x * bitrate:
+            break
+    return out
+
+
+def request_size(w_ledbat: float, high: int, n_fast: int) -> int:
+    """Eq. 3: min(W_ledbat / 2, H / F) chunks, at least 1."""
+    return max(1, int(min(w_ledbat / 2, high / max(1, n_fast))))
