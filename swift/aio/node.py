@@ -1,0 +1,290 @@
+"""Asyncio UDP driver for a sans-IO :class:`~swift.core.peer.Peer`.
+
+The only place that reads a clock or touches a socket.  One non-blocking UDP
+socket read with ``loop.add_reader`` in batches (``recvmmsg`` through
+``deliverykit.fastpath.recv_batch``), sends in batches (``sendmmsg``), and one
+timer re-armed from :meth:`Peer.get_timer` (the aioquic pattern).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from deliverykit.fastpath import load, py_recv_batch, py_send_batch
+
+from swift.aio.storage import FileStorage
+from swift.core import events as ev
+from swift.core.content import Content
+from swift.core.merkle import MerkleTree
+from swift.core.peer import Peer, PeerConfig
+from swift.wire.constants import HashFunc
+
+recv_batch = load("recv_batch", py_recv_batch)
+send_batch = load("send_batch", py_send_batch)
+
+
+class SwiftNode:
+    """A Peer bound to a UDP socket; use as an async context manager."""
+
+    def __init__(self, peer: Peer, host: str = "127.0.0.1", port: int = 0,
+                 on_event: Callable[[Any], None] | None = None) -> None:
+        self.peer = peer
+        self.host = host
+        self.port = port
+        self.on_event = on_event
+        self.sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._backlog: list[tuple[bytes, Any]] = []
+        self._complete = asyncio.Event()
+        self.closed_reasons: list[str] = []
+        self.storage: FileStorage | None = None
+        self.state_path: str | None = None
+        self._last_save = 0.0
+        if peer.content.complete:
+            self._complete.set()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def __aenter__(self) -> "SwiftNode":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        fam = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        s.bind((self.host, self.port))
+        s.setblocking(False)
+        self.sock = s
+        self.port = s.getsockname()[1]
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(s.fileno(), self._on_readable)
+        self._arm()
+
+    async def aclose(self) -> None:
+        if self.sock is None:
+            return
+        try:
+            self._send(self.peer.close(time.monotonic()))
+        except OSError:
+            pass
+        self._save_state(force=True)
+        assert self._loop is not None
+        self._loop.remove_reader(self.sock.fileno())
+        if self._backlog:
+            self._loop.remove_writer(self.sock.fileno())
+        if self._timer:
+            self._timer.cancel()
+        self.sock.close()
+        self.sock = None
+        if self.storage is not None:
+            self.storage.close()
+
+    @property
+    def addr(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+    def connect(self, addr: tuple[str, int]) -> None:
+        """Start a handshake with ``addr``."""
+        self.peer.connect(addr, time.monotonic())
+        self._flush()
+
+    async def wait_complete(self, timeout: float | None = None) -> bool:
+        """Wait until every chunk is verified and stored."""
+        try:
+            await asyncio.wait_for(self._complete.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    @property
+    def progress(self) -> tuple[int, int | None]:
+        """(verified chunks, total chunks or None)."""
+        c = self.peer.content
+        return c.have.count(), c.n_chunks
+
+    # -- pump ------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        s = self.sock
+        if s is None:
+            return
+        peer = self.peer
+        for _ in range(8):
+            try:
+                batch = recv_batch(s, 64, 65536)
+            except OSError:
+                break
+            if not batch:
+                break
+            now = time.monotonic()
+            for data, addr in batch:
+                peer.datagram_received(data, addr[:2], now)
+            if len(batch) < 64:
+                break
+        self._flush()
+
+    def _send(self, items: list[tuple[bytes, Any]]) -> None:
+        if not items or self.sock is None:
+            return
+        if self._backlog:
+            self._backlog.extend(items)
+            return
+        try:
+            n = send_batch(self.sock, items)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            n = len(items)  # e.g. ICMP unreachable: a lost datagram
+        if n < len(items):
+            self._backlog = list(items[n:])
+            assert self._loop is not None
+            self._loop.add_writer(self.sock.fileno(), self._on_writable)
+
+    def _on_writable(self) -> None:
+        if self.sock is None:
+            return
+        items, self._backlog = self._backlog, []
+        try:
+            n = send_batch(self.sock, items)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            n = len(items)
+        if n < len(items):
+            self._backlog = items[n:]
+            return
+        assert self._loop is not None
+        self._loop.remove_writer(self.sock.fileno())
+        self._flush()
+
+    def _flush(self) -> None:
+        peer = self.peer
+        for _ in range(64):
+            if self._backlog:
+                break
+            now = time.monotonic()
+            out = peer.datagrams_to_send(now, budget=64)
+            if not out:
+                break
+            self._send(out)
+        self._events()
+        self._arm()
+
+    def _events(self) -> None:
+        while True:
+            e = self.peer.next_event()
+            if e is None:
+                break
+            if isinstance(e, ev.DownloadComplete):
+                if self.storage is not None and e.size:
+                    self.storage.truncate(e.size)
+                self._save_state(force=True)
+                self._complete.set()
+            elif isinstance(e, ev.ChannelClosed):
+                self.closed_reasons.append(e.reason)
+            if self.on_event is not None:
+                self.on_event(e)
+        self._save_state()
+
+    def _arm(self) -> None:
+        if self._loop is None or self.sock is None:
+            return
+        now = time.monotonic()
+        when = self.peer.get_timer(now)
+        if self._timer is not None:
+            if abs(self._timer.when() - when) < 0.005:
+                return
+            self._timer.cancel()
+        self._timer = self._loop.call_at(self._loop.time() + max(0.0, when - now), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.peer.handle_timer(time.monotonic())
+        self._flush()
+
+    def _save_state(self, force: bool = False) -> None:
+        """Persist verified hashes now and then so a restart resumes (5.3)."""
+        if self.state_path is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_save < 1.0:
+            return
+        self._last_save = now
+        if self.peer.content.tree.n_chunks is not None:
+            self.peer.content.tree.save(self.state_path)
+
+
+# --- convenience constructors (the Python API) ------------------------------------
+
+
+def tree_for_file(path: str, hash_func: HashFunc = HashFunc.SHA256, chunk_size: int = 1024,
+                  cache: bool = True) -> MerkleTree:
+    """Merkle tree of a file, from ``path.mhash`` when it is current (no rehash)."""
+    mh = path + ".mhash"
+    st = os.stat(path)
+    stamp = f"{st.st_size}:{st.st_mtime_ns}"
+    if cache and os.path.exists(mh + ".json") and os.path.exists(mh + ".stamp"):
+        try:
+            with open(mh + ".stamp") as f:
+                ok = f.read() == stamp
+            if ok:
+                t = MerkleTree.load(mh)
+                if t.func == hash_func and t.chunk_size == chunk_size and t.size == st.st_size:
+                    return t
+        except (OSError, ValueError, KeyError):
+            pass
+    with open(path, "rb") as f:
+        t = MerkleTree.from_file(f, hash_func, chunk_size)
+    if cache:
+        try:
+            t.save(mh)
+            with open(mh + ".stamp", "w") as f:
+                f.write(stamp)
+        except OSError:
+            pass
+    return t
+
+
+def seeder(path: str, config: PeerConfig | None = None, host: str = "127.0.0.1",
+           port: int = 0, **kw: Any) -> SwiftNode:
+    """A node seeding ``path`` (``async with seeder(...) as node``)."""
+    config = config or PeerConfig()
+    tree = tree_for_file(path, config.hash_func, config.chunk_size)
+    storage = FileStorage(path)
+    node = SwiftNode(Peer(Content.seeded(tree, storage), config), host, port, **kw)
+    node.storage = storage
+    return node
+
+
+def downloader(root_hash: bytes, out: str, config: PeerConfig | None = None,
+               host: str = "127.0.0.1", port: int = 0, **kw: Any) -> SwiftNode:
+    """A node downloading into ``out``; resumes from ``out.mhash`` if present."""
+    config = config or PeerConfig()
+    state = out + ".mhash"
+    tree = None
+    if os.path.exists(state + ".json") and os.path.exists(out):
+        try:
+            t = MerkleTree.load(state)
+            if t.root_hash == root_hash and t.chunk_size == config.chunk_size:
+                tree = t
+        except (OSError, ValueError, KeyError):
+            tree = None
+    if tree is None:
+        tree = MerkleTree.for_root(root_hash, config.hash_func, config.chunk_size)
+    storage = FileStorage(out, writable=True)
+    content = Content(tree, storage)
+    content.resume()
+    node = SwiftNode(Peer(content, config), host, port, **kw)
+    node.storage = storage
+    node.state_path = state
+    return node
