@@ -1,0 +1,104 @@
+"""CoreCast client: receives the stream and reports order, loss, jitter, bytes.
+
+Chunks are RTP packets (RFC 3550 section 5.1).  Loss follows RFC 3550
+appendix A.3 (expected = highest extended sequence - first + 1); jitter is the
+interarrival jitter estimator of section 6.4.1 / appendix A.8, in RTP clock
+units and milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass, field
+
+from corecast.core.source import RTP_CLOCK, RTP_HEADER_LEN
+
+
+class ChunkError(ValueError):
+    """A datagram that is not an RTP chunk."""
+
+
+@dataclass(slots=True)
+class Client:
+    clock: int = RTP_CLOCK
+    keep_digests: bool = True
+    received: int = 0
+    bytes: int = 0
+    duplicates: int = 0
+    reordered: int = 0
+    malformed: int = 0
+    first_seq: int | None = None
+    max_ext: int = -1
+    jitter: float = 0.0
+    _last_transit: float | None = None
+    seen: set[int] = field(default_factory=set)
+    digests: dict[int, bytes] = field(default_factory=dict)
+    first_at: float | None = None
+    last_at: float | None = None
+
+    @staticmethod
+    def parse(data: bytes) -> tuple[int, int, int, bytes]:
+        """(seq, timestamp, ssrc, media) of an RTP chunk."""
+        if len(data) < RTP_HEADER_LEN or data[0] >> 6 != 2:
+            raise ChunkError("not an RTP packet")
+        _b0, _pt, seq, ts, ssrc = struct.unpack_from("!BBHII", data, 0)
+        return seq, ts, ssrc, data[RTP_HEADER_LEN:]
+
+    def _extend(self, seq16: int) -> int:
+        if self.max_ext < 0:
+            return seq16
+        base = self.max_ext & ~0xFFFF
+        cand = base | seq16
+        if cand - self.max_ext > 0x8000:
+            cand -= 0x10000
+        elif self.max_ext - cand > 0x8000:
+            cand += 0x10000
+        return cand
+
+    def handle(self, data: bytes, now: float) -> int | None:
+        """Account one datagram; returns its extended sequence number."""
+        try:
+            seq16, ts, _ssrc, _media = self.parse(data)
+        except ChunkError:
+            self.malformed += 1
+            return None
+        ext = self._extend(seq16)
+        if ext in self.seen:
+            self.duplicates += 1
+            return ext
+        self.seen.add(ext)
+        self.received += 1
+        self.bytes += len(data)
+        if self.first_seq is None or ext < self.first_seq:
+            self.first_seq = ext
+        if ext < self.max_ext:
+            self.reordered += 1
+        else:
+            self.max_ext = ext
+        if self.keep_digests:
+            self.digests[ext] = hashlib.sha1(data).digest()
+        transit = now * self.clock - ts
+        if self._last_transit is not None:
+            d = abs(transit - self._last_transit)
+            self.jitter += (d - self.jitter) / 16.0
+        self._last_transit = transit
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+        return ext
+
+    def stats(self) -> dict:
+        expected = 0 if self.first_seq is None else self.max_ext - self.first_seq + 1
+        return {
+            "received": self.received,
+            "bytes": self.bytes,
+            "expected": expected,
+            "lost": max(0, expected - self.received),
+            "duplicates": self.duplicates,
+            "reordered": self.reordered,
+            "malformed": self.malformed,
+            "jitter_ms": round(self.jitter / self.clock * 1000.0, 3),
+            "first_seq": self.first_seq,
+            "last_seq": None if self.max_ext < 0 else self.max_ext,
+        }

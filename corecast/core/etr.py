@@ -1,0 +1,163 @@
+"""CoreCast egress tunnel router: Algorithm 2 of the paper, plus plain LISP decap.
+
+Sans-IO: :meth:`Etr.handle_data` takes one UDP/4341 payload (LISP header +
+inner IP packet) and returns datagrams ``(udp_payload, (host, port))``.
+
+Algorithm 2 (paper section 3.5):
+
+* payload PDU: if the hash matches, store it in the channel's payloadBuffer
+  entry (one payload per channel); otherwise drop.
+* header PDU: if its hash is the stored payload's hash, send a unicast UDP
+  packet carrying the payload to the client EID at the port the header names;
+  otherwise drop.
+
+Option (section 3.5): a channel mapped to an intra-domain IP multicast group
+sends each payload once to the group (on the first header that asks for it)
+instead of one unicast copy per header; later headers for the same payload are
+counted as covered by the group.
+
+Inner packets not addressed to the reserved CoreCast range are decapsulated and
+delivered natively; on the UDP (no-root) drivers that means the inner UDP
+payload is sent to the inner destination address and port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corecast.core.mapcache import ntop
+from corecast.wire.codec import DecodeError, decode_cc, decode_ip, decode_udp, CCHeader
+from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
+
+Datagram = tuple[bytes, tuple[str, int]]
+
+DROP_REASONS = (
+    "malformed",  # bad LISP/IP/CoreCast bytes
+    "bad_hash",  # payload whose hash does not match
+    "unknown_hash",  # header for a payload we do not hold
+    "unknown_channel",  # over max_channels, or not a configured channel
+    "not_corecast",  # to the reserved range but not a CoreCast PDU
+    "not_deliverable",  # plain inner packet that is not UDP (needs a raw driver)
+)
+
+
+@dataclass(slots=True)
+class StoredPayload:
+    """One ETR payloadBuffer entry."""
+
+    hash: bytes
+    seq: int
+    payload: bytes
+    group_sent: bool = False
+
+
+class Etr:
+    """Sans-IO ETR with CoreCast demultiplexing (Algorithm 2)."""
+
+    def __init__(
+        self,
+        corecast_prefixes: list[tuple[bytes, int]],
+        channels: list[bytes] | None = None,
+        max_channels: int = 1024,
+        multicast: dict[bytes, tuple[str, int]] | None = None,
+    ) -> None:
+        self._cc: list[tuple[int, int, int]] = []
+        for net, plen in corecast_prefixes:
+            bits = len(net) * 8
+            mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
+            self._cc.append((len(net), mask, int.from_bytes(net, "big") & mask))
+        self.allowed = set(channels) if channels is not None else None
+        self.max_channels = max_channels
+        self.multicast = dict(multicast or {})
+        self.buffers: dict[bytes, StoredPayload] = {}
+        self.counters: dict[str, int] = {
+            "in_packets": 0, "cc_payloads": 0, "cc_headers": 0, "unicast_out": 0,
+            "multicast_out": 0, "multicast_covered": 0, "plain_delivered": 0,
+        }
+        for r in DROP_REASONS:
+            self.counters["drop_" + r] = 0
+
+    def is_corecast(self, dst: bytes) -> bool:
+        v = int.from_bytes(dst, "big")
+        n = len(dst)
+        return any(ln == n and v & m == net for ln, m, net in self._cc)
+
+    def _drop(self, reason: str) -> list[Datagram]:
+        self.counters["drop_" + reason] += 1
+        return []
+
+    def handle_data(self, data: bytes, now: float = 0.0) -> list[Datagram]:
+        """A LISP-encapsulated packet (UDP/4341 payload)."""
+        self.counters["in_packets"] += 1
+        if len(data) < 8:
+            return self._drop("malformed")
+        return self.handle_inner(memoryview(data)[8:])
+
+    def handle_inner(self, inner: bytes | memoryview) -> list[Datagram]:
+        try:
+            ip = decode_ip(inner)
+        except DecodeError:
+            return self._drop("malformed")
+        if self.is_corecast(ip.dst):
+            if ip.proto == IPPROTO_CORECAST:
+                body = ip.payload
+            elif ip.proto == 17:
+                try:
+                    _s, dport, body = decode_udp(ip.payload)
+                except DecodeError:
+                    return self._drop("malformed")
+                if dport != CORECAST_UDP_PORT:
+                    return self._drop("not_corecast")
+            else:
+                return self._drop("not_corecast")
+            try:
+                pdu = decode_cc(body)
+            except DecodeError:
+                return self._drop("malformed")
+            return self._corecast(ip.dst, pdu)
+        if ip.proto != 17:
+            return self._drop("not_deliverable")
+        try:
+            _s, dport, body = decode_udp(ip.payload)
+        except DecodeError:
+            return self._drop("malformed")
+        self.counters["plain_delivered"] += 1
+        return [(bytes(body), (ntop(ip.dst), dport))]
+
+    def _corecast(self, chan: bytes, pdu) -> list[Datagram]:
+        if not isinstance(pdu, CCHeader):
+            self.counters["cc_payloads"] += 1
+            if chan not in self.buffers and (
+                (self.allowed is not None and chan not in self.allowed)
+                or len(self.buffers) >= self.max_channels
+            ):
+                return self._drop("unknown_channel")
+            if not pdu.verify():
+                return self._drop("bad_hash")
+            self.buffers[chan] = StoredPayload(pdu.hash, pdu.seq, pdu.payload)
+            return []
+        self.counters["cc_headers"] += 1
+        stored = self.buffers.get(chan)
+        if stored is None or stored.hash != pdu.hash:
+            return self._drop("unknown_hash")
+        group = self.multicast.get(chan)
+        if group is not None:
+            if stored.group_sent:
+                self.counters["multicast_covered"] += 1
+                return []
+            stored.group_sent = True
+            self.counters["multicast_out"] += 1
+            return [(stored.payload, group)]
+        self.counters["unicast_out"] += 1
+        return [(stored.payload, (ntop(pdu.eid), pdu.port))]
+
+    def state_size(self) -> dict[str, int]:
+        """payloadBuffer bytes (paper section 3.5: depends only on the channel count)."""
+        b = sum(len(s.payload) + len(s.hash) for s in self.buffers.values())
+        return {"channels": len(self.buffers), "payload_buffer_bytes": b, "total_bytes": b}
+
+    def drops(self) -> dict[str, int]:
+        return {k[5:]: v for k, v in self.counters.items() if k.startswith("drop_")}
+
+
+__all__ = ["Etr", "StoredPayload", "DROP_REASONS"]

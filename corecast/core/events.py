@@ -1,0 +1,61 @@
+"""Events the sans-IO cores report to their drivers (frozen, slotted dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MappingInstalled:
+    """A Map-Reply (or static entry) was put in the map-cache."""
+
+    prefix: str  #: EID prefix, e.g. '10.1.0.0/16'
+    rlocs: tuple[str, ...]  #: locators in preference order (empty: negative entry)
+    ttl: float  #: seconds the entry stays valid
+    action: int  #: RFC 9301 ACT for negative entries, 0 otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationAccepted:
+    """The map-server accepted an authenticated Map-Register."""
+
+    site: str  #: configured site name
+    prefixes: tuple[str, ...]  #: EID prefixes registered
+    rlocs: tuple[str, ...]  #: locators registered
+    source: str  #: address the Map-Register came from
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationRefused:
+    """The map-server dropped a Map-Register."""
+
+    reason: str  #: 'auth', 'no_site', 'replay', 'algorithm', 'malformed'
+    source: str  #: address the Map-Register came from
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """An ETR's registration was acknowledged by an authenticated Map-Notify."""
+
+    map_server: str  #: map-server address
+    nonce: int  #: nonce of the acknowledged Map-Register
+
+
+@dataclass(frozen=True, slots=True)
+class ClientJoined:
+    """A client joined a channel on the source."""
+
+    channel: str  #: channel EID
+    eid: str  #: client EID
+    port: int  #: client UDP port
+    corecast: bool  #: True when the client's domain has a CoreCast ETR
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLeft:
+    """A client left a channel (explicitly or by missing heartbeats)."""
+
+    channel: str  #: channel EID
+    eid: str  #: client EID
+    port: int  #: client UDP port
+    reason: str  #: 'leave' or 'timeout'

@@ -1,0 +1,366 @@
+"""CoreCast ingress tunnel router: Algorithm 1 of the paper, plus plain LISP.
+
+Sans-IO: :meth:`Itr.handle_inner` takes one inner IP packet (as it arrives on
+the ITR's inside interface) and ``now``, and returns datagrams to send as
+``(udp_payload, (host, port))``; the LISP data header is part of the payload
+and the driver's socket (or raw-socket driver) adds the outer IP/UDP header
+(RFC 9300 section 5.1).
+
+Which path a packet takes (paper section 3.3): only packets whose destination
+EID is in the reserved CoreCast range enter Algorithm 1; every other packet is
+plain LISP-encapsulated to the RLOC of its destination EID.
+
+Algorithm 1 (section 3.4), exactly:
+
+* payload PDU: identify the channel by the destination EID; if the hash matches
+  the locally computed hash, overwrite the channel's ``payloadBuffer`` entry
+  (hash, payload packet) and allocate a fresh, empty ``servedRLOC`` set;
+  otherwise drop.  Nothing is sent.
+* header PDU: if its hash is the hash in ``payloadBuffer`` (else drop), look up
+  the client EID's RLOC in the map-cache (longest-prefix match in a trie); if
+  the RLOC is not in ``servedRLOC`` send the payload to it and add it; then
+  send the header, both LISP-encapsulated.
+
+Option (section 3.4, last paragraph): ``extra_payload_every = n`` re-sends the
+payload after every ``n`` headers to the same ETR so a lost payload packet
+affects fewer clients.
+
+A header whose client EID is not in the map-cache waits (bounded) for a
+Map-Request/Map-Reply round trip; when it resolves, Algorithm 1 runs again on
+it (so a payload that changed meanwhile makes it an unknown-hash drop).
+
+Every drop has a counter; state is bounded (channels, RLOCs per channel,
+pending packets) and :meth:`Itr.state_size` reports it.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import dataclass
+
+from corecast.core.events import MappingInstalled
+from corecast.core.mapcache import MapCache, ntop
+from corecast.wire.codec import (
+    DecodeError,
+    MapReply,
+    MapRequest,
+    decode_control,
+    decode_ip,
+    digest,
+    ecm_wrap,
+    encode_lisp_data,
+    encode_map_request,
+    make_lisp_data,
+)
+from corecast.wire.constants import (
+    CORECAST_UDP_PORT,
+    CORECAST_VERSION,
+    HASH_LEN,
+    IPPROTO_CORECAST,
+    LISP_CONTROL_PORT,
+    LISP_DATA_PORT,
+    CoreCastType,
+)
+
+Datagram = tuple[bytes, tuple[str, int]]
+
+#: Drop reasons, each with its own counter.
+DROP_REASONS = (
+    "malformed",  # not an IP packet, or a CoreCast PDU that does not parse
+    "not_corecast",  # addressed to the reserved range but not a CoreCast PDU
+    "bad_hash",  # payload PDU whose hash does not match its payload
+    "unknown_hash",  # header PDU whose hash is not the channel's current payload
+    "unknown_channel",  # channel not configured / over max_channels
+    "served_limit",  # servedRLOC set for the payload is full
+    "negative_mapping",  # map-cache says drop / no locator for the EID
+    "pending",  # could not queue while resolving (counted by the map-cache too)
+)
+
+
+@dataclass(slots=True)
+class ChannelBuffer:
+    """One ``payloadBuffer`` entry (paper Fig. 3)."""
+
+    eid: bytes
+    hash: bytes = b""
+    seq: int = -1
+    packet: bytes = b""  #: the payload packet as received, sent on to each ETR
+    served: dict | None = None  #: servedRLOC: rloc -> headers sent since its payload copy
+
+
+def _cc_offset(pkt: bytes, dst_is_v4: bool) -> int:
+    """Offset of the CoreCast PDU in an inner packet, or -1."""
+    if dst_is_v4:
+        ihl = (pkt[0] & 0x0F) * 4
+        proto = pkt[9]
+    else:
+        ihl = 40
+        proto = pkt[6]
+    if proto == IPPROTO_CORECAST:
+        return ihl
+    if proto == 17 and len(pkt) >= ihl + 8 and (pkt[ihl + 2] << 8 | pkt[ihl + 3]) == CORECAST_UDP_PORT:
+        return ihl + 8
+    return -1
+
+
+class Itr:
+    """Sans-IO ITR with CoreCast demultiplexing (Algorithm 1)."""
+
+    def __init__(
+        self,
+        rloc: str | bytes,
+        corecast_prefixes: list[tuple[bytes, int]],
+        mapcache: MapCache | None = None,
+        map_resolver: tuple[str, int] | None = None,
+        control_port: int = LISP_CONTROL_PORT,
+        data_port: int = LISP_DATA_PORT,
+        extra_payload_every: int = 0,
+        channels: list[bytes] | None = None,
+        max_channels: int = 1024,
+        max_served: int = 65536,
+        instance_id: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        import ipaddress
+
+        self.rloc = rloc if isinstance(rloc, bytes) else ipaddress.ip_address(rloc).packed
+        self.mapcache = mapcache or MapCache()
+        self.map_resolver = map_resolver
+        self.control_port = control_port
+        self.data_port = data_port
+        self.extra_payload_every = extra_payload_every
+        self.max_channels = max_channels
+        self.max_served = max_served
+        self.allowed = set(channels) if channels is not None else None
+        self.buffers: dict[bytes, ChannelBuffer] = {}
+        self._rng = random.Random(seed)
+        self.lisp_header = encode_lisp_data(make_lisp_data(instance_id=instance_id))
+        # reserved range as (len, mask, net) integers per family: a cheap test
+        self._cc4: list[tuple[int, int]] = []
+        self._cc6: list[tuple[int, int]] = []
+        for net, plen in corecast_prefixes:
+            bits = len(net) * 8
+            mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
+            (self._cc4 if len(net) == 4 else self._cc6).append(
+                (mask, int.from_bytes(net, "big") & mask))
+        self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
+        self.events: list[MappingInstalled] = []
+        self.counters: dict[str, int] = {
+            "in_packets": 0, "plain_encap": 0, "cc_payloads": 0, "cc_headers": 0,
+            "payload_copies": 0, "extra_payload_copies": 0, "header_copies": 0,
+            "released": 0, "map_replies": 0, "map_requests_sent": 0,
+        }
+        for r in DROP_REASONS:
+            self.counters["drop_" + r] = 0
+
+    # ----------------------------------------------------------------- helpers
+
+    def is_corecast(self, dst: bytes) -> bool:
+        v = int.from_bytes(dst, "big")
+        for mask, net in self._cc4 if len(dst) == 4 else self._cc6:
+            if v & mask == net:
+                return True
+        return False
+
+    def _drop(self, reason: str) -> list[Datagram]:
+        self.counters["drop_" + reason] += 1
+        return []
+
+    def _resolve(self, eid: bytes, packet: bytes, now: float, out: list[Datagram]) -> None:
+        """Queue ``packet`` until ``eid`` resolves and ask the map-resolver."""
+        if not self.mapcache.enqueue(eid, packet, now):
+            self.counters["drop_pending"] += 1
+            return
+        if self.map_resolver is not None and self.mapcache.should_request(eid, now):
+            out.append(self._map_request(eid))
+
+    def _map_request(self, eid: bytes) -> Datagram:
+        import ipaddress
+
+        nonce = self._rng.getrandbits(64)
+        self._requests[nonce] = eid
+        if len(self._requests) > 4 * self.mapcache.max_pending_eids:
+            self._requests.pop(next(iter(self._requests)))
+        addr = ipaddress.ip_address(eid)
+        req = MapRequest(
+            nonce, (ipaddress.ip_address(self.rloc),),
+            (ipaddress.ip_network(f"{addr}/{addr.max_prefixlen}"),), source_eid=None,
+        )
+        msg = encode_map_request(req)
+        src = self.rloc if len(self.rloc) == len(eid) else (b"\x00" * len(eid))
+        self.counters["map_requests_sent"] += 1
+        assert self.map_resolver is not None
+        return ecm_wrap(msg, src, eid, self.control_port), self.map_resolver
+
+    # ----------------------------------------------------------------- data path
+
+    def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
+        """One inner IP packet from the inside interface -> datagrams to send."""
+        self.counters["in_packets"] += 1
+        n = len(pkt)
+        if n < 20:
+            return self._drop("malformed")
+        v = pkt[0] >> 4
+        if v == 4:
+            dst = pkt[16:20]
+        elif v == 6 and n >= 40:
+            dst = pkt[24:40]
+        else:
+            return self._drop("malformed")
+        if self.is_corecast(dst):
+            off = _cc_offset(pkt, v == 4)
+            if off < 0:
+                return self._drop("not_corecast")
+            return self._corecast(pkt, dst, off, now)
+        return self._plain(pkt, dst, now)
+
+    def _plain(self, pkt: bytes, dst: bytes, now: float) -> list[Datagram]:
+        entry = self.mapcache.lookup(dst, now)
+        if entry is None:
+            out: list[Datagram] = []
+            self._resolve(dst, pkt, now, out)
+            return out
+        if entry.negative:
+            return self._drop("negative_mapping")
+        _r, rs = entry.select(dst)
+        self.counters["plain_encap"] += 1
+        return [(self.lisp_header + pkt, (rs, self.data_port))]
+
+    def _corecast(self, pkt: bytes, chan: bytes, off: int, now: float) -> list[Datagram]:
+        # common part: Version|Type, Hash ID, Hash Len, Flags, Sequence (8 bytes)
+        if len(pkt) < off + 12:
+            return self._drop("malformed")
+        vt = pkt[off]
+        hash_id = pkt[off + 1]
+        hlen = pkt[off + 2]
+        if vt >> 4 != CORECAST_VERSION or HASH_LEN.get(hash_id) != hlen:  # type: ignore[call-overload]
+            return self._drop("malformed")
+        typ = vt & 0x0F
+        h0 = off + 12
+        if typ == CoreCastType.PAYLOAD:
+            (plen,) = struct.unpack_from("!H", pkt, off + 8)
+            if h0 + hlen + plen != len(pkt):
+                return self._drop("malformed")
+            return self._cc_payload(pkt, chan, hash_id, pkt[h0 : h0 + hlen], h0 + hlen, off)
+        if typ == CoreCastType.HEADER:
+            afi = pkt[off + 10] << 8 | pkt[off + 11]
+            elen = 4 if afi == 1 else 16 if afi == 2 else 0
+            if not elen or h0 + hlen + elen != len(pkt):
+                return self._drop("malformed")
+            return self._cc_header(pkt, chan, pkt[h0 : h0 + hlen], pkt[h0 + hlen :], now)
+        return self._drop("malformed")
+
+    def _cc_payload(self, pkt: bytes, chan: bytes, hash_id: int, h: bytes, p0: int,
+                    off: int) -> list[Datagram]:
+        self.counters["cc_payloads"] += 1
+        buf = self.buffers.get(chan)
+        if buf is None:
+            if (self.allowed is not None and chan not in self.allowed) or len(
+                    self.buffers) >= self.max_channels:
+                return self._drop("unknown_channel")
+            buf = self.buffers[chan] = ChannelBuffer(chan)
+        if digest(hash_id, memoryview(pkt)[p0:]) != h:
+            return self._drop("bad_hash")
+        buf.hash = h
+        buf.seq = struct.unpack_from("!I", pkt, off + 4)[0]
+        buf.packet = pkt
+        buf.served = {}  # a fresh servedRLOC for every new payload
+        return []
+
+    def _cc_header(self, pkt: bytes, chan: bytes, h: bytes, eid: bytes, now: float
+                   ) -> list[Datagram]:
+        self.counters["cc_headers"] += 1
+        buf = self.buffers.get(chan)
+        if buf is None:
+            return self._drop("unknown_hash" if self.allowed is None or chan in self.allowed
+                              else "unknown_channel")
+        if buf.hash != h:
+            return self._drop("unknown_hash")
+        entry = self.mapcache.lookup(eid, now)
+        if entry is None:
+            out: list[Datagram] = []
+            self._resolve(eid, pkt, now, out)
+            return out
+        if entry.negative:
+            return self._drop("negative_mapping")
+        rloc, rs = entry.select(eid)
+        served = buf.served
+        assert served is not None
+        dest = (rs, self.data_port)
+        lh = self.lisp_header
+        count = served.get(rloc)
+        if count is None:
+            if len(served) >= self.max_served:
+                return self._drop("served_limit")
+            served[rloc] = 1
+            self.counters["payload_copies"] += 1
+            self.counters["header_copies"] += 1
+            return [(lh + buf.packet, dest), (lh + pkt, dest)]
+        n = self.extra_payload_every
+        if n and count >= n:
+            served[rloc] = 1
+            self.counters["extra_payload_copies"] += 1
+            self.counters["header_copies"] += 1
+            return [(lh + buf.packet, dest), (lh + pkt, dest)]
+        served[rloc] = count + 1
+        self.counters["header_copies"] += 1
+        return [(lh + pkt, dest)]
+
+    # ----------------------------------------------------------------- control
+
+    def handle_control(self, data: bytes, now: float) -> list[Datagram]:
+        """A UDP/4342 message for the ITR (Map-Reply); returns released traffic."""
+        try:
+            msg = decode_control(data)
+        except DecodeError:
+            self.counters["drop_malformed"] += 1
+            return []
+        if not isinstance(msg, MapReply) or msg.nonce not in self._requests:
+            self.counters["drop_malformed"] += 1
+            return []
+        del self._requests[msg.nonce]
+        self.counters["map_replies"] += 1
+        events, released = self.mapcache.install_records(msg.records, now)
+        self.events.extend(events)
+        out: list[Datagram] = []
+        for _eid, pkts in released:
+            for p in pkts:
+                self.counters["released"] += 1
+                self.counters["in_packets"] -= 1  # not a new arrival
+                out.extend(self.handle_inner(p, now))
+        return out
+
+    def tick(self, now: float) -> list[Datagram]:
+        """Retransmit Map-Requests for EIDs still unresolved (1/s, RFC 9301 5.3)."""
+        if self.map_resolver is None:
+            return []
+        return [self._map_request(eid) for eid in self.mapcache.due_requests(now)]
+
+    # ----------------------------------------------------------------- state
+
+    def state_size(self) -> dict[str, int]:
+        """Bytes of CoreCast state, counted as the paper's section 3.5 model does:
+        per channel the payload and its hash, plus one RLOC per servedRLOC entry."""
+        payload_bytes = sum(len(b.packet) + len(b.hash) for b in self.buffers.values())
+        served = sum(len(b.served or ()) for b in self.buffers.values())
+        rloc_len = len(self.rloc)
+        return {
+            "channels": len(self.buffers),
+            "payload_buffer_bytes": payload_bytes,
+            "served_rlocs": served,
+            "served_rloc_bytes": served * rloc_len,
+            "total_bytes": payload_bytes + served * rloc_len,
+            "mapcache_entries": len(self.mapcache.trie),
+            "pending_packets": self.mapcache.pending_packets(),
+        }
+
+    def drops(self) -> dict[str, int]:
+        return {k[5:]: v for k, v in self.counters.items() if k.startswith("drop_")}
+
+
+def host_of(addr: bytes) -> str:
+    return ntop(addr)
+
+
+__all__ = ["Itr", "ChannelBuffer", "Datagram", "DROP_REASONS"]

@@ -1,0 +1,225 @@
+"""EID-to-RLOC map-cache of an ITR (RFC 9300 section 6, RFC 9301 sections 5.3-5.5).
+
+* Entries live in a :class:`~corecast.core.maptrie.PrefixTrie` (longest-prefix
+  match, IPv4 and IPv6) with an expiry time from the Map-Reply Record TTL.
+* Negative entries (empty locator set) carry the RFC 9301 action.
+* Packets for an unresolved EID wait in a bounded queue per EID; overflow,
+  too many waiting EIDs, and give-ups are counted drops.
+* Map-Requests are rate limited to 1 per second per EID and given up after
+  10 retries (RFC 9301 section 5.3), then the EID is held down for 30 s.
+* A static map-cache file (one ``prefix rloc[,rloc...] [ttl_seconds]`` per
+  line, ``#`` comments) is accepted as in the paper's section 6.1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+
+from corecast.core.events import MappingInstalled
+from corecast.core.maptrie import PrefixTrie, parse_prefix
+from corecast.wire.codec import EidRecord
+
+FOREVER = float("inf")
+
+
+def ntop(addr: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET if len(addr) == 4 else socket.AF_INET6, addr)
+
+
+@dataclass(slots=True)
+class MapEntry:
+    """One cached mapping."""
+
+    prefix: bytes
+    plen: int
+    rlocs: tuple[bytes, ...]  #: usable locators, best priority first
+    rloc_strs: tuple[str, ...]
+    weights: tuple[int, ...]
+    expires: float
+    action: int = 0
+
+    @property
+    def negative(self) -> bool:
+        return not self.rlocs
+
+    def select(self, eid: bytes) -> tuple[bytes, str]:
+        """Pick a locator for ``eid``: weighted among the best priority (RFC 9300 s. 12)."""
+        n = len(self.rlocs)
+        if n == 1:
+            return self.rlocs[0], self.rloc_strs[0]
+        total = sum(self.weights)
+        h = int.from_bytes(eid[-4:], "big") * 2654435761
+        if total == 0:
+            i = h % n
+            return self.rlocs[i], self.rloc_strs[i]
+        h %= total
+        acc = 0
+        for i in range(n):
+            acc += self.weights[i]
+            if h < acc:
+                return self.rlocs[i], self.rloc_strs[i]
+        return self.rlocs[-1], self.rloc_strs[-1]  # pragma: no cover
+
+
+@dataclass(slots=True)
+class _Pending:
+    packets: deque = field(default_factory=deque)
+    last_request: float = -FOREVER
+    retries: int = 0
+    holddown_until: float = -FOREVER
+
+
+class MapCache:
+    """Bounded map-cache with pending queues and Map-Request pacing."""
+
+    def __init__(
+        self,
+        max_entries: int = 100_000,
+        pending_per_eid: int = 64,
+        max_pending_eids: int = 4096,
+        request_interval: float = 1.0,
+        max_retries: int = 10,
+        holddown: float = 30.0,
+    ) -> None:
+        self.trie: PrefixTrie[MapEntry] = PrefixTrie()
+        self.max_entries = max_entries
+        self.pending_per_eid = pending_per_eid
+        self.max_pending_eids = max_pending_eids
+        self.request_interval = request_interval
+        self.max_retries = max_retries
+        self.holddown = holddown
+        self.pending: dict[bytes, _Pending] = {}
+        self.counters: dict[str, int] = {
+            "hits": 0, "misses": 0, "expired": 0, "installed": 0, "queued": 0,
+            "drop_queue_full": 0, "drop_too_many_pending": 0, "drop_gave_up": 0,
+            "drop_cache_full": 0, "map_requests": 0,
+        }
+
+    # ---------------------------------------------------------------- lookup
+
+    def lookup(self, eid: bytes, now: float) -> MapEntry | None:
+        hit = self.trie.lookup(eid)
+        if hit is None:
+            self.counters["misses"] += 1
+            return None
+        entry = hit[1]
+        if entry.expires <= now:
+            self.trie.remove(entry.prefix, entry.plen)
+            self.counters["expired"] += 1
+            self.counters["misses"] += 1
+            return self.lookup(eid, now) if self.trie.lookup(eid) else None
+        self.counters["hits"] += 1
+        return entry
+
+    # ---------------------------------------------------------------- install
+
+    def add(self, prefix: bytes, plen: int, rlocs: list[tuple[bytes, int, int]], expires: float,
+            action: int = 0) -> MapEntry | None:
+        """``rlocs``: (packed locator, priority, weight); priority 255 is unusable."""
+        usable = [r for r in rlocs if r[1] < 255]
+        usable.sort(key=lambda r: (r[1], r[0]))
+        if usable:
+            best = usable[0][1]
+            usable = [r for r in usable if r[1] == best]
+        if len(self.trie) >= self.max_entries and self.trie.get(prefix, plen) is None:
+            self.counters["drop_cache_full"] += 1
+            return None
+        entry = MapEntry(
+            prefix, plen, tuple(r[0] for r in usable), tuple(ntop(r[0]) for r in usable),
+            tuple(r[2] for r in usable), expires, action,
+        )
+        self.trie.insert(prefix, plen, entry)
+        self.counters["installed"] += 1
+        return entry
+
+    def install_records(self, records: tuple[EidRecord, ...] | list[EidRecord], now: float
+                        ) -> tuple[list[MappingInstalled], list[tuple[bytes, list[bytes]]]]:
+        """Install Map-Reply records; returns events and released (eid, packets)."""
+        events = []
+        for rec in records:
+            if rec.ttl == 0:
+                self.trie.remove(rec.prefix.network_address.packed, rec.prefix.prefixlen)
+                continue
+            ttl = FOREVER if rec.ttl == 0xFFFFFFFF else rec.ttl * 60.0
+            locs = [(loc.locator.packed, loc.priority, loc.weight) for loc in rec.locators]
+            e = self.add(rec.prefix.network_address.packed, rec.prefix.prefixlen, locs,
+                         now + ttl, rec.action)
+            if e is not None:
+                events.append(MappingInstalled(str(rec.prefix), e.rloc_strs, ttl, rec.action))
+        released = []
+        for eid in list(self.pending):
+            if self.trie.lookup(eid) is not None:
+                p = self.pending.pop(eid)
+                released.append((eid, list(p.packets)))
+        return events, released
+
+    def load_static(self, text: str, now: float = 0.0) -> int:
+        """Static map-cache lines: ``prefix rloc[,rloc...] [ttl_seconds]``."""
+        n = 0
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            pfx, plen = parse_prefix(parts[0])
+            rlocs = [] if parts[1] in ("-", "negative") else [
+                (ipaddress.ip_address(r).packed, 1, 100) for r in parts[1].split(",")]
+            ttl = float(parts[2]) if len(parts) > 2 else FOREVER
+            self.add(pfx, plen, rlocs, now + ttl, 0 if rlocs else 1)
+            n += 1
+        return n
+
+    # ---------------------------------------------------------------- pending
+
+    def enqueue(self, eid: bytes, packet: bytes, now: float) -> bool:
+        """Queue ``packet`` until ``eid`` resolves; False (and counted) when dropped."""
+        p = self.pending.get(eid)
+        if p is None:
+            if len(self.pending) >= self.max_pending_eids:
+                self.counters["drop_too_many_pending"] += 1
+                return False
+            p = self.pending[eid] = _Pending()
+        if p.holddown_until > now:
+            self.counters["drop_gave_up"] += 1
+            return False
+        if len(p.packets) >= self.pending_per_eid:
+            self.counters["drop_queue_full"] += 1
+            return False
+        p.packets.append(packet)
+        self.counters["queued"] += 1
+        return True
+
+    def should_request(self, eid: bytes, now: float) -> bool:
+        """True when a Map-Request for ``eid`` may be sent now (rate limit, retries)."""
+        p = self.pending.get(eid)
+        if p is None or p.holddown_until > now:
+            return False
+        if now - p.last_request < self.request_interval:
+            return False
+        if p.retries > self.max_retries:
+            self.counters["drop_gave_up"] += len(p.packets)
+            p.packets.clear()
+            p.holddown_until = now + self.holddown
+            p.retries = 0
+            return False
+        p.last_request = now
+        p.retries += 1
+        self.counters["map_requests"] += 1
+        return True
+
+    def due_requests(self, now: float) -> list[bytes]:
+        """EIDs whose Map-Request should be (re)sent now; forgets idle held-down EIDs."""
+        out = []
+        for eid, p in list(self.pending.items()):
+            if not p.packets and p.holddown_until <= now and p.retries == 0:
+                del self.pending[eid]
+                continue
+            if p.packets and self.should_request(eid, now):
+                out.append(eid)
+        return out
+
+    def pending_packets(self) -> int:
+        return sum(len(p.packets) for p in self.pending.values())

@@ -1,0 +1,263 @@
+"""CoreCast source node S (paper section 3.3).
+
+* Channels, each with a reserved EID and a ``chanDstList`` of subscribers
+  ``(client EID, UDP port, domain has a CoreCast ETR?)``, maintained by the
+  out-of-band subscription service (join, leave, heartbeat; a subscriber that
+  misses heartbeats for ``heartbeat_timeout`` seconds is removed).
+* Chunking: each chunk (``chunk_size`` bytes, the paper's D) is an RTP packet
+  (RFC 3550 header + media) so clients can measure order, loss and jitter; the
+  chunk size is checked against the path MTU after every header CoreCast and
+  LISP add (:func:`max_chunk_size`).
+* Pacing at the channel bit rate: one chunk every ``chunk_size * 8 / bitrate``
+  seconds (384 kb/s with 1,200-byte chunks is one every 25 ms).
+* For each chunk: one payload packet to the channel EID, then one header packet
+  per CoreCast subscriber; subscribers whose domain has no CoreCast ETR get the
+  chunk by plain unicast.
+* Source-as-ITR mode (section 3.4): with ``itr=`` the source runs Algorithm 1
+  itself and emits LISP-encapsulated payloads and headers directly.
+
+Inner packets are ``IP(src=source EID, dst=channel EID)`` followed by either
+``UDP(54341 -> 54341)`` (no-root default) or nothing with IP protocol 253
+(RFC 3692 experimental, raw sockets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from corecast.core.events import ClientJoined, ClientLeft
+from corecast.core.mapcache import ntop
+from corecast.wire.codec import (
+    build_ip,
+    build_udp,
+    cc_payload_overhead,
+    digest,
+    encode_cc_header,
+    encode_cc_payload,
+)
+from corecast.wire.constants import (
+    CORECAST_UDP_PORT,
+    IPPROTO_CORECAST,
+    LISP_DATA_HEADER_LEN,
+    UDP_HEADER_LEN,
+    HashId,
+)
+
+Datagram = tuple[bytes, tuple[str, int]]
+Media = Callable[[int, int], "bytes | None"]
+
+RTP_HEADER_LEN = 12
+RTP_CLOCK = 90_000  # RFC 3551 video clock; any fixed rate works for jitter
+
+
+def pattern_media(seed: str = "corecast") -> Media:
+    """Deterministic media: chunk ``seq`` is SHAKE-128(seed:seq) (checkable at clients)."""
+
+    def media(seq: int, n: int) -> bytes:
+        return hashlib.shake_128(f"{seed}:{seq}".encode()).digest(n)
+
+    return media
+
+
+def rtp_packet(seq: int, ts: int, ssrc: int, media: bytes, pt: int = 96) -> bytes:
+    """RFC 3550 section 5.1 fixed header (V=2, no CSRC) + media."""
+    return struct.pack("!BBHII", 0x80, pt & 0x7F, seq & 0xFFFF, ts & 0xFFFFFFFF, ssrc) + media
+
+
+def max_chunk_size(mtu: int = 1500, transport: str = "udp", ipv6_outer: bool = False,
+                   ipv6_inner: bool = False, hash_id: int = HashId.SHA1) -> int:
+    """Largest chunk D whose LISP-encapsulated payload packet fits ``mtu``."""
+    outer = (40 if ipv6_outer else 20) + UDP_HEADER_LEN + LISP_DATA_HEADER_LEN
+    inner = (40 if ipv6_inner else 20) + (UDP_HEADER_LEN if transport == "udp" else 0)
+    return mtu - outer - inner - cc_payload_overhead(hash_id)
+
+
+@dataclass(slots=True)
+class Subscriber:
+    eid: bytes
+    port: int
+    corecast: bool
+    last_seen: float
+
+
+@dataclass(slots=True)
+class Channel:
+    """One channel: reserved EID, rate, chunk size and its chanDstList."""
+
+    eid: bytes
+    bitrate: float
+    chunk_size: int
+    media: Media
+    ssrc: int
+    next_due: float
+    seq: int = 0
+    finished: bool = False
+    dst: dict[tuple[bytes, int], Subscriber] = field(default_factory=dict)
+    sent_digests: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def interval(self) -> float:
+        return self.chunk_size * 8 / self.bitrate
+
+
+class Source:
+    """Sans-IO CoreCast source."""
+
+    def __init__(
+        self,
+        eid: str,
+        itr_inside: tuple[str, int] | None = None,
+        transport: str = "udp",
+        hash_id: int = HashId.SHA1,
+        itr=None,
+        heartbeat_timeout: float = 300.0,
+        mtu: int = 1500,
+        keep_digests: int = 100_000,
+    ) -> None:
+        if transport not in ("udp", "raw"):
+            raise ValueError("transport is 'udp' or 'raw'")
+        if itr is None and itr_inside is None:
+            raise ValueError("give the ITR's inside address, or an Itr for source-as-ITR mode")
+        self.eid = ipaddress.ip_address(eid).packed
+        self.itr_inside = itr_inside
+        self.transport = transport
+        self.hash_id = hash_id
+        self.itr = itr
+        self.heartbeat_timeout = heartbeat_timeout
+        self.mtu = mtu
+        self.keep_digests = keep_digests
+        self.channels: dict[bytes, Channel] = {}
+        self.events: list = []
+        self.counters = {"chunks": 0, "payload_packets": 0, "header_packets": 0,
+                         "unicast_packets": 0, "bytes_to_itr": 0, "bytes_unicast": 0}
+
+    # ------------------------------------------------------------- channels
+
+    def add_channel(self, eid: str, bitrate: float = 384_000, chunk_size: int = 1200,
+                    media: Media | None = None, start: float = 0.0, ssrc: int | None = None
+                    ) -> Channel:
+        e = ipaddress.ip_address(eid)
+        if e.version != (4 if len(self.eid) == 4 else 6):
+            raise ValueError("channel EID and source EID must be the same family")
+        limit = max_chunk_size(self.mtu, self.transport, False, e.version == 6, self.hash_id)
+        if not RTP_HEADER_LEN < chunk_size <= limit:
+            raise ValueError(f"chunk size must be {RTP_HEADER_LEN + 1}..{limit} for MTU {self.mtu}")
+        ch = Channel(e.packed, float(bitrate), chunk_size, media or pattern_media(str(e)),
+                     ssrc if ssrc is not None else int.from_bytes(e.packed[-4:], "big"), start)
+        self.channels[e.packed] = ch
+        return ch
+
+    def _chan(self, channel: str | bytes) -> Channel:
+        key = channel if isinstance(channel, bytes) else ipaddress.ip_address(channel).packed
+        ch = self.channels.get(key)
+        if ch is None:
+            raise KeyError(f"no channel {channel!r}")
+        return ch
+
+    # ------------------------------------------------------------- subscriptions
+
+    def join(self, channel: str | bytes, eid: str, port: int, corecast: bool, now: float
+             ) -> ClientJoined:
+        ch = self._chan(channel)
+        a = ipaddress.ip_address(eid)
+        if len(a.packed) != len(ch.eid):
+            raise ValueError("client EID family differs from the channel's")
+        if not 0 < port < 65536:
+            raise ValueError("bad port")
+        ch.dst[(a.packed, port)] = Subscriber(a.packed, port, corecast, now)
+        ev = ClientJoined(ntop(ch.eid), str(a), port, corecast)
+        self.events.append(ev)
+        return ev
+
+    def heartbeat(self, channel: str | bytes, eid: str, port: int, now: float) -> bool:
+        ch = self._chan(channel)
+        sub = ch.dst.get((ipaddress.ip_address(eid).packed, port))
+        if sub is None:
+            return False
+        sub.last_seen = now
+        return True
+
+    def leave(self, channel: str | bytes, eid: str, port: int) -> bool:
+        ch = self._chan(channel)
+        sub = ch.dst.pop((ipaddress.ip_address(eid).packed, port), None)
+        if sub is not None:
+            self.events.append(ClientLeft(ntop(ch.eid), eid, port, "leave"))
+        return sub is not None
+
+    def expire(self, now: float) -> list[ClientLeft]:
+        out = []
+        for ch in self.channels.values():
+            for key, sub in list(ch.dst.items()):
+                if now - sub.last_seen > self.heartbeat_timeout:
+                    del ch.dst[key]
+                    out.append(ClientLeft(ntop(ch.eid), ntop(sub.eid), sub.port, "timeout"))
+        self.events.extend(out)
+        return out
+
+    # ------------------------------------------------------------- data
+
+    def _inner(self, ch: Channel, pdu: bytes) -> bytes:
+        if self.transport == "udp":
+            return build_ip(self.eid, ch.eid, 17, build_udp(CORECAST_UDP_PORT, CORECAST_UDP_PORT, pdu))
+        return build_ip(self.eid, ch.eid, IPPROTO_CORECAST, pdu)
+
+    def _to_itr(self, pkt: bytes, now: float, out: list[Datagram]) -> None:
+        self.counters["bytes_to_itr"] += len(pkt)
+        if self.itr is not None:
+            out.extend(self.itr.handle_inner(pkt, now))
+        else:
+            assert self.itr_inside is not None
+            out.append((pkt, self.itr_inside))
+
+    def emit_chunk(self, ch: Channel, now: float) -> list[Datagram]:
+        """One chunk: payload packet, then a header per CoreCast subscriber,
+        and plain unicast to the others."""
+        media = ch.media(ch.seq, ch.chunk_size - RTP_HEADER_LEN)
+        if media is None:
+            ch.finished = True
+            return []
+        ts = round(ch.seq * ch.interval * RTP_CLOCK)
+        chunk = rtp_packet(ch.seq, ts, ch.ssrc, media)
+        h = digest(self.hash_id, chunk)
+        if self.keep_digests:
+            ch.sent_digests[ch.seq] = h
+            if len(ch.sent_digests) > self.keep_digests:
+                ch.sent_digests.pop(next(iter(ch.sent_digests)))
+        out: list[Datagram] = []
+        cc_subs = [s for s in ch.dst.values() if s.corecast]
+        if cc_subs:
+            self._to_itr(self._inner(ch, encode_cc_payload(ch.seq, chunk, self.hash_id, h)), now, out)
+            self.counters["payload_packets"] += 1
+            for s in cc_subs:
+                self._to_itr(self._inner(ch, encode_cc_header(ch.seq, h, s.eid, s.port,
+                                                              self.hash_id)), now, out)
+            self.counters["header_packets"] += len(cc_subs)
+        for s in ch.dst.values():
+            if not s.corecast:
+                out.append((chunk, (ntop(s.eid), s.port)))
+                self.counters["unicast_packets"] += 1
+                self.counters["bytes_unicast"] += len(chunk)
+        ch.seq += 1
+        self.counters["chunks"] += 1
+        return out
+
+    def tick(self, now: float) -> list[Datagram]:
+        """Emit every chunk that is due (pacing at each channel's bit rate)."""
+        out: list[Datagram] = []
+        for ch in self.channels.values():
+            if ch.finished:
+                continue
+            if now - ch.next_due > 10 * ch.interval:  # far behind: do not burst
+                ch.next_due = now
+            while ch.next_due <= now and not ch.finished:
+                out.extend(self.emit_chunk(ch, now))
+                ch.next_due += ch.interval
+        return out
+
+    def next_deadline(self) -> float | None:
+        due = [c.next_due for c in self.channels.values() if not c.finished]
+        return min(due) if due else None
