@@ -9,6 +9,7 @@ timer re-armed from :meth:`Peer.get_timer` (the aioquic pattern).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import time
@@ -23,6 +24,7 @@ from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.wire.constants import HashFunc
 
+log = logging.getLogger("swift")
 recv_batch = load("recv_batch", py_recv_batch)
 send_batch = load("send_batch", py_send_batch)
 
@@ -128,7 +130,11 @@ class SwiftNode:
                 break
             now = time.monotonic()
             for data, addr in batch:
-                peer.datagram_received(data, addr[:2], now)
+                try:
+                    peer.datagram_received(data, addr[:2], now)
+                except Exception:  # no datagram may take the node down
+                    peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
+                    log.exception("PPSPP datagram from %s", addr)
             if len(batch) < 64:
                 break
         self._flush()

@@ -215,6 +215,7 @@ class Binmap:
 
     def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""
+        unbounded = hi is None
         if hi is None:
             hi = max(self.span, lo + 1)
         if lo >= hi:
@@ -222,8 +223,8 @@ class Binmap:
         if lo >= self.span:
             return lo
         r = self._find(self.root, self.root_layer, 0, lo, min(hi, self.span), False)
-        if r is None and hi > self.span:
-            return self.span
+        if r is None and (unbounded or hi > self.span):
+            return self.span  # everything past the span is empty
         return r
 
     def is_filled_range(self, lo: int, hi: int) -> bool:

@@ -109,6 +109,9 @@ class Channel:
         self.received = 0
         self.lost = 0
         self.k = 1.0
+        #: chunks/s received from this peer (EWMA, updated once a second)
+        self.rate = 0.0
+        self.rate_mark = (now, 0)
         # liveness (section 3.12)
         self.last_recv = now
         self.last_send = now

@@ -535,8 +535,11 @@ class Peer:
             ch.requests[0] = now
             self.inflight.set(0)
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
-        plan = max(1.0, 4 * ch.rtt)
-        window = int(min(cfg.max_outstanding, max(8, plan / max(ch.dip, 1e-6))))
+        # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
+        # libswift's HINT planning, from a once-a-second rate measurement
+        plan = max(0.5, 4 * ch.rtt)
+        rate = ch.rate if ch.rate > 0 else 32 / plan
+        window = int(min(cfg.max_outstanding, max(8, plan * rate * 2)))
         want = window - len(ch.requests)
         if want < max(1, min(16, window // 4)):
             return []
@@ -749,7 +752,13 @@ class Peer:
 
     def _rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
-        self.next_rank = now + 1.0
+        self.next_rank = now + 0.5
+        for ch in self.channels.values():
+            t0, n0 = ch.rate_mark
+            if now > t0:
+                r = (ch.received - n0) / (now - t0)
+                ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
+            ch.rate_mark = (now, ch.received)
         ranked = []
         for ch in self.established:
             if ch.received < 2 or ch.distrusted:
