@@ -20,7 +20,10 @@ Query parameters (all optional, the body depends only on the path and size):
 ``cookie=1``     add Set-Cookie
 
 Range (one range; several are coalesced, else ignored) and If-Range are
-supported, so the origin can patch prefixes for the proxy. ``GET /_origin/stats``
+supported, so the origin can patch prefixes for the proxy. ``link_rate`` emulates
+the origin's access link (the paper's "link approximating the speed of the
+university's link"): all responses share it, so duplicated traffic delays
+everyone, which is where VMC's latency gain comes from (paper sec. 3.4). ``GET /_origin/stats``
 returns JSON counters (requests, body bytes, ranges).
 """
 
@@ -93,8 +96,11 @@ class Origin:
     """``await Origin(rate=...).start()``; ``.address``; ``await .close()``."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, rate: float = 0.0, chunk: int = 16384,
-                 digest_limit: int = 64 << 20) -> None:
+                 digest_limit: int = 64 << 20, link_rate: float = 0.0) -> None:
         self.host, self.port, self.rate, self.chunk = host, port, rate, chunk
+        #: Aggregate bytes/s of the origin's (emulated) access link, shared by all responses (0 = none).
+        self.link_rate = link_rate
+        self._link_free = 0.0
         self.digest_limit = digest_limit
         self.stats = OriginStats()
         self._server: asyncio.AbstractServer | None = None
@@ -242,6 +248,12 @@ class Origin:
                 self._failed.add(path)
                 writer.transport.abort()
                 return False
+            if self.link_rate > 0:
+                # One shared link: each chunk books n/link_rate seconds of it, first come first served.
+                now = time.monotonic()
+                self._link_free = max(self._link_free, now) + n / self.link_rate
+                if self._link_free - now > 0.001:
+                    await asyncio.sleep(self._link_free - now)
             await self._send(conn, writer, h11.Data(data=body_slice(path, pos, pos + n)))
             self._count(path, n)
             pos += n

@@ -1,0 +1,1 @@
+"""Runnable reproductions of the paper's tables and figures (each with --quick)."""
