@@ -1,0 +1,320 @@
+"""asyncio UDP drivers for every CoreCast role (the only code that reads a clock
+or touches a socket).  Each node pumps datagrams into its sans-IO core and sends
+what the core returns; outputs are routed by destination port (LISP data 4341
+vs control 4342).  Per-destination counters record what went on each link, in
+bytes on the wire (UDP payload + IPv4/UDP headers), for the paper's
+equations 3 and 5.
+
+No root needed: the ITR's inside interface is a UDP socket that receives whole
+inner IP packets as datagram payloads (a TUN device in spirit); LISP data and
+control use ordinary UDP sockets on ports 4341/4342 of each node's own
+127.x address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+from collections import defaultdict
+from collections.abc import Callable
+
+from corecast.core.client import Client
+from corecast.core.etr import Etr
+from corecast.core.itr import Itr
+from corecast.core.mapserver import MapServer
+from corecast.core.register import Registrar
+from corecast.core.source import Source
+from corecast.aio.http import request, serve
+
+Datagram = tuple[bytes, tuple[str, int]]
+
+
+def wire_overhead(host: str) -> int:
+    """IP + UDP header bytes the kernel adds to a datagram sent to ``host``."""
+    return 28 if ipaddress.ip_address(host).version == 4 else 48
+
+
+class LinkCounters:
+    """Packets and bytes on the wire per destination host."""
+
+    def __init__(self) -> None:
+        self.packets: dict[str, int] = defaultdict(int)
+        self.bytes: dict[str, int] = defaultdict(int)
+
+    def add(self, host: str, payload_len: int) -> None:
+        self.packets[host] += 1
+        self.bytes[host] += payload_len + wire_overhead(host)
+
+    def snapshot(self) -> dict[str, tuple[int, int]]:
+        return {h: (self.packets[h], self.bytes[h]) for h in self.packets}
+
+
+class _Proto(asyncio.DatagramProtocol):
+    def __init__(self, cb: Callable[[bytes, tuple], None]) -> None:
+        self.cb = cb
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:  # noqa: D401
+        self.cb(data, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        pass  # ICMP errors (e.g. port unreachable on loopback) are not fatal
+
+
+async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]
+               ) -> asyncio.DatagramTransport:
+    loop = asyncio.get_running_loop()
+    fam = 2 if ipaddress.ip_address(host).version == 4 else 10
+    tr, _ = await loop.create_datagram_endpoint(lambda: _Proto(cb), local_addr=(host, port),
+                                                family=fam)
+    return tr  # type: ignore[return-value]
+
+
+class Node:
+    """Base: owned transports, periodic tasks, clean close."""
+
+    def __init__(self) -> None:
+        self.transports: list[asyncio.DatagramTransport] = []
+        self.tasks: list[asyncio.Task] = []
+        self.links = LinkCounters()
+        self.send_errors = 0
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def every(self, period: float, fn: Callable[[float], None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(period)
+                fn(self.now())
+
+        self.tasks.append(asyncio.create_task(loop()))
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        for tr in self.transports:
+            tr.close()
+        self.tasks.clear()
+        self.transports.clear()
+
+    def _sendto(self, tr: asyncio.DatagramTransport, data: bytes, dst: tuple[str, int],
+                count: bool) -> None:
+        try:
+            tr.sendto(data, dst)
+        except OSError:
+            self.send_errors += 1
+            return
+        if count:
+            self.links.add(dst[0], len(data))
+
+
+class ItrNode(Node):
+    """ITR: inside UDP socket (inner IP packets), LISP data and control sockets."""
+
+    def __init__(self, itr: Itr, inside: tuple[str, int], tick: float = 0.25) -> None:
+        super().__init__()
+        self.itr = itr
+        self.inside = inside
+        self.tick = tick
+        self.rloc = str(ipaddress.ip_address(itr.rloc))
+
+    async def start(self) -> None:
+        self.t_inside = await bind(*self.inside, lambda d, a: self._route(
+            self.itr.handle_inner(d, self.now())))
+        self.t_data = await bind(self.rloc, 0, lambda d, a: None)
+        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
+            self.itr.handle_control(d, self.now())))
+        self.transports += [self.t_inside, self.t_data, self.t_ctl]
+        self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
+
+    def _route(self, out: list[Datagram]) -> None:
+        dp = self.itr.data_port
+        for data, dst in out:
+            if dst[1] == dp:
+                self._sendto(self.t_data, data, dst, True)
+            else:
+                self._sendto(self.t_ctl, data, dst, False)
+
+
+class EtrNode(Node):
+    """ETR: LISP data socket (4341), control socket (4342) for Map-Notify, and
+    an output socket for the unicast packets to clients."""
+
+    def __init__(self, etr: Etr, rloc: str, registrar: Registrar | None = None,
+                 data_port: int = 4341, control_port: int = 4342, tick: float = 0.1) -> None:
+        super().__init__()
+        self.etr = etr
+        self.rloc = rloc
+        self.registrar = registrar
+        self.data_port = data_port
+        self.control_port = control_port
+        self.tick = tick
+        self.received = LinkCounters()
+
+    async def start(self) -> None:
+        self.t_out = await bind(self.rloc, 0, lambda d, a: None)
+        self.t_data = await bind(self.rloc, self.data_port, self._on_data)
+        self.transports += [self.t_out, self.t_data]
+        if self.registrar is not None:
+            reg = self.registrar
+            self.t_ctl = await bind(self.rloc, self.control_port,
+                                    lambda d, a: reg.handle_control(d, self.now()))
+            self.transports.append(self.t_ctl)
+
+            def tick(now: float) -> None:
+                for data, dst in reg.tick(now):
+                    self._sendto(self.t_ctl, data, dst, False)
+
+            tick(self.now())
+            self.every(self.tick, tick)
+
+    def _on_data(self, data: bytes, addr: tuple) -> None:
+        self.received.add(addr[0], len(data))
+        for payload, dst in self.etr.handle_data(data, self.now()):
+            self._sendto(self.t_out, payload, dst, True)
+
+
+class MapServerNode(Node):
+    def __init__(self, ms: MapServer, addr: str, port: int = 4342) -> None:
+        super().__init__()
+        self.ms = ms
+        self.addr = addr
+        self.port = port
+
+    async def start(self) -> None:
+        self.t = await bind(self.addr, self.port, self._on)
+        self.transports.append(self.t)
+
+    def _on(self, data: bytes, addr: tuple) -> None:
+        for out, dst in self.ms.handle(data, (addr[0], addr[1]), self.now()):
+            self._sendto(self.t, out, dst, False)
+
+
+class SourceNode(Node):
+    """Source: paced sending, HTTP subscription service, heartbeat expiry.
+    In source-as-ITR mode (``source.itr`` set) it also owns a LISP control socket."""
+
+    def __init__(self, source: Source, addr: str, http_port: int = 0,
+                 expire_every: float = 1.0) -> None:
+        super().__init__()
+        self.source = source
+        self.addr = addr
+        self.http_port = http_port
+        self.expire_every = expire_every
+        self.server: asyncio.AbstractServer | None = None
+        self.running = asyncio.Event()
+
+    async def start(self, stream: bool = True) -> None:
+        self.t = await bind(self.addr, 0, lambda d, a: None)
+        self.transports.append(self.t)
+        itr = self.source.itr
+        if itr is not None:
+            self.t_ctl = await bind(self.addr, itr.control_port, lambda d, a: self._route(
+                itr.handle_control(d, self.now())))
+            self.transports.append(self.t_ctl)
+            self.every(0.25, lambda now: self._route(itr.tick(now)))
+        self.server = await serve(self.addr, self.http_port, self._http)
+        self.http_port = self.server.sockets[0].getsockname()[1]
+        self.every(self.expire_every, self.source.expire)
+        if stream:
+            self.start_streaming()
+
+    def start_streaming(self) -> None:
+        now = self.now()
+        for ch in self.source.channels.values():
+            ch.next_due = max(ch.next_due, now)
+        self.tasks.append(asyncio.create_task(self._pace()))
+
+    async def _pace(self) -> None:
+        while True:
+            nxt = self.source.next_deadline()
+            if nxt is None:
+                self.running.set()
+                return
+            delay = nxt - self.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._route(self.source.tick(self.now()))
+
+    def _route(self, out: list[Datagram]) -> None:
+        itr = self.source.itr
+        for data, dst in out:
+            if itr is not None and dst[1] != itr.data_port and dst[1] == 4342:
+                self._sendto(self.t_ctl, data, dst, False)
+            else:
+                self._sendto(self.t, data, dst, True)
+
+    async def _http(self, method: str, path: str, body: dict) -> tuple[int, dict]:
+        if method == "GET" and path == "/channels":
+            return 200, {"channels": [
+                {"eid": str(ipaddress.ip_address(c.eid)), "bitrate": c.bitrate,
+                 "chunk_size": c.chunk_size, "subscribers": len(c.dst), "seq": c.seq}
+                for c in self.source.channels.values()]}
+        if method != "POST" or path not in ("/join", "/leave", "/heartbeat"):
+            return 404, {"error": "unknown endpoint"}
+        try:
+            chan, eid, port = str(body["channel"]), str(body["eid"]), int(body["port"])
+            now = self.now()
+            if path == "/join":
+                self.source.join(chan, eid, port, bool(body.get("corecast", True)), now)
+                return 200, {"ok": True, "heartbeat_timeout": self.source.heartbeat_timeout}
+            if path == "/heartbeat":
+                ok = self.source.heartbeat(chan, eid, port, now)
+                return (200 if ok else 404), {"ok": ok}
+            ok = self.source.leave(chan, eid, port)
+            return (200 if ok else 404), {"ok": ok}
+        except (KeyError, ValueError, TypeError) as exc:
+            return 400, {"error": str(exc)}
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+        await super().close()
+
+
+class ClientNode(Node):
+    """Client: UDP receive socket plus the HTTP join/heartbeat/leave calls."""
+
+    def __init__(self, eid: str, port: int, client: Client | None = None) -> None:
+        super().__init__()
+        self.eid = eid
+        self.port = port
+        self.client = client or Client()
+        self.joined: tuple | None = None
+
+    async def start(self) -> None:
+        self.t = await bind(self.eid, self.port, lambda d, a: self.client.handle(d, self.now()))
+        self.transports.append(self.t)
+        self.port = self.t.get_extra_info("sockname")[1]
+
+    async def join(self, source: tuple[str, int], channel: str, corecast: bool = True,
+                   heartbeat: float | None = None) -> dict:
+        status, body = await request(*source, "POST", "/join", {
+            "channel": channel, "eid": self.eid, "port": self.port, "corecast": corecast})
+        if status != 200:
+            raise RuntimeError(f"join refused: {status} {body}")
+        self.joined = (source, channel)
+        if heartbeat:
+            async def beat() -> None:
+                while True:
+                    await asyncio.sleep(heartbeat)
+                    with contextlib.suppress(OSError, asyncio.TimeoutError):
+                        await request(*source, "POST", "/heartbeat", {
+                            "channel": channel, "eid": self.eid, "port": self.port})
+
+            self.tasks.append(asyncio.create_task(beat()))
+        return body
+
+    async def leave(self) -> bool:
+        if self.joined is None:
+            return False
+        source, channel = self.joined
+        status, _ = await request(*source, "POST", "/leave", {
+            "channel": channel, "eid": self.eid, "port": self.port})
+        self.joined = None
+        return status == 200
