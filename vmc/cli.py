@@ -1,0 +1,201 @@
+"""``vmc`` command line: proxy, origin, get, replay, workload, demo.
+
+Examples::
+
+    vmc origin --listen 127.0.0.1:9000 --rate 5e6
+    vmc proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000 --default 127.0.0.1:9000 --window 64MiB
+    vmc get http://127.0.0.1:9000/f?size=10000000 --proxy 127.0.0.1:8080 -o f.bin
+    curl -x http://127.0.0.1:8080 http://127.0.0.1:9000/f?size=10000000 -o g.bin
+    curl http://127.0.0.1:8080/_vmc/status
+    vmc workload --scenario high-high -n 500 -o high.log
+    vmc workload --table
+    vmc replay high.log --speed 2 --link-rate 4e6
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
+          "g": 10**9, "gb": 10**9, "gib": 1 << 30}
+
+
+def size(text: str) -> int:
+    """Parse "8MiB", "64k", "1e6", "1000" into bytes."""
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _hostport(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected host:port, got {text!r}")
+    return host, int(port)
+
+
+def _proxy(a: argparse.Namespace) -> int:
+    from vmc.aio.proxy import ProxyConfig, serve
+
+    host, port = _hostport(a.listen)
+    cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
+                      window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
+                      max_header_bytes=a.max_header, sharing=not a.no_share)
+    if not cfg.upstreams and not cfg.default_upstream:
+        print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(cfg))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _origin(a: argparse.Namespace) -> int:
+    from vmc.aio.origin import serve
+
+    host, port = _hostport(a.listen)
+    try:
+        asyncio.run(serve(host, port, a.rate))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _get(a: argparse.Namespace) -> int:
+    from vmc.client import FetchError, fetch
+
+    try:
+        r = asyncio.run(fetch(a.url, proxy=a.proxy, out=a.output, vmc=not a.no_vmc, timeout=a.timeout))
+    except FetchError as exc:
+        print(f"vmc get: {exc}", file=sys.stderr)
+        return 1
+    info = {"url": r.url, "status": r.status, "length": r.length, "parts": r.parts, "digest_ok": r.digest_ok,
+            "ttfb_s": round(r.ttfb, 4), "elapsed_s": round(r.elapsed, 4), "vmc": r.vmc}
+    if a.output is None and r.body is not None and not a.quiet:
+        sys.stdout.buffer.write(r.body)
+        print(json.dumps(info), file=sys.stderr)
+    else:
+        print(json.dumps(info))
+    return 0
+
+
+def _workload(a: argparse.Namespace) -> int:
+    from vmc.workload.synth import PAPER_TABLE1, SCENARIOS, calculated_saving, generate
+
+    if a.table:
+        print("| load | overlap | files/hour | calc. latency saving % | paper files/hour | paper calc. % |")
+        print("|---|---|---|---|---|---|")
+        for name, sc in SCENARIOS.items():
+            c = calculated_saving(generate(sc, a.n, seed=a.seed))
+            p = PAPER_TABLE1[name]
+            print(f"| {sc.load} | {sc.overlap} | {c.files_per_hour:.2f} | {c.latency_saving:.2f} | {p[0]} | {p[1]} |")
+        return 0
+    entries = generate(SCENARIOS[a.scenario], a.n, seed=a.seed)
+    text = "\n".join(e.format() for e in entries) + "\n"
+    if a.output:
+        Path(a.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _replay(a: argparse.Namespace) -> int:
+    from vmc.workload.replay import compare, replay
+    from vmc.workload.squid import clean, read_log
+
+    with open(a.log, encoding="utf-8", errors="surrogateescape") as fh:
+        entries = clean(read_log(fh))
+    if a.limit:
+        entries = entries[: a.limit]
+    if not entries:
+        print("vmc replay: no usable entries", file=sys.stderr)
+        return 1
+    if a.origin:
+        res = asyncio.run(replay(entries, a.origin, a.proxy, speed=a.speed, vmc=not a.no_vmc))
+        lat = [r.latency for r in res if r.latency is not None]
+        print(json.dumps({"requests": len(res), "failed": sum(r.latency is None for r in res),
+                          "latency_sum_s": sum(lat), "mean_latency_s": sum(lat) / len(lat) if lat else None}))
+        return 0
+    row = asyncio.run(compare(entries, speed=a.speed, link_rate=a.link_rate, window=a.window))
+    print(json.dumps({k: v for k, v in row.items() if not k.endswith("latencies")}, indent=1))
+    return 0
+
+
+def _demo(a: argparse.Namespace) -> int:
+    from vmc.demo import run
+
+    for row in run(quick=not a.full):
+        print(f"{row['what']:45s} {row['result']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vmc", description="VMC: stream-sharing HTTP proxy (virtual multicasting)",
+                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("proxy", help="run the sharing proxy")
+    p.add_argument("--listen", default="127.0.0.1:8080")
+    p.add_argument("--upstream", action="append", help="allowed upstream host:port (repeatable)")
+    p.add_argument("--default", help="upstream for origin-form requests (reverse-proxy mode)")
+    p.add_argument("--window", type=size, default=8 << 20, help="per-session buffer window (default 8MiB)")
+    p.add_argument("--queue", type=size, default=1 << 20, help="per-client live queue bound (default 1MiB)")
+    p.add_argument("--max-connections", type=int, default=512)
+    p.add_argument("--max-header", type=size, default=16384)
+    p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
+    p.set_defaults(fn=_proxy)
+
+    p = sub.add_parser("origin", help="run the paced deterministic test origin")
+    p.add_argument("--listen", default="127.0.0.1:9000")
+    p.add_argument("--rate", type=float, default=0.0, help="bytes/s per response (0 = unpaced)")
+    p.set_defaults(fn=_origin)
+
+    p = sub.add_parser("get", help="VMC-aware GET: accepts 206 from a live stream, fetches the rest")
+    p.add_argument("url")
+    p.add_argument("--proxy", help="host:port of a VMC proxy")
+    p.add_argument("-o", "--output")
+    p.add_argument("--no-vmc", action="store_true", help="behave as an unmodified client")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not write the body to stdout")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.set_defaults(fn=_get)
+
+    p = sub.add_parser("replay", help="replay a Squid native access.log (Normal vs VMC unless --origin)")
+    p.add_argument("log")
+    p.add_argument("--origin", help="existing origin host:port serving /o/<hash>?size=N (our origin)")
+    p.add_argument("--proxy", help="existing proxy host:port (with --origin)")
+    p.add_argument("--no-vmc", action="store_true")
+    p.add_argument("--speed", type=float, default=1.0, help="time compression factor")
+    p.add_argument("--link-rate", type=float, default=4e6, help="emulated origin link, bytes/s")
+    p.add_argument("--window", type=size, default=8 << 20)
+    p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
+    p.set_defaults(fn=_replay)
+
+    p = sub.add_parser("workload", help="write a synthetic Squid log for a paper scenario, or print Table 1")
+    p.add_argument("--scenario", default="high-high", choices=["low-low", "high-high", "high-low", "low-high",
+                                                                 "high-vhigh", "low-none"])
+    p.add_argument("-n", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("-o", "--output")
+    p.add_argument("--table", action="store_true", help="print Table 1 (calculated savings) for all scenarios")
+    p.set_defaults(fn=_workload)
+
+    p = sub.add_parser("demo", help="origin + proxy + staggered clients on loopback")
+    p.add_argument("--full", action="store_true")
+    p.set_defaults(fn=_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
