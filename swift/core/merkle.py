@@ -74,10 +74,13 @@ class MerkleTree:
               chunk_size: int = 1024) -> "MerkleTree":
         """Hash every chunk and every node (seeder side, section 5.1)."""
         h = hasher(func)
-        leaves = [h(c).digest() for c in chunks]
+        leaves = []
+        size = 0
+        for c in chunks:
+            leaves.append(h(c).digest())
+            size += len(c)
         if not leaves:
             raise ValueError("empty content has no Merkle tree")
-        size = None
         return cls._from_leaves(leaves, func, chunk_size, size)
 
     @classmethod

@@ -304,15 +304,19 @@ class Peer:
             return m.start // cs, m.end // cs + 1
         return m.start, m.end + 1
 
-    def _specs(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """Chunks ``[lo, hi)`` -> wire (start, end) pairs."""
+    def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
+        """Chunks ``[lo, hi)`` -> wire (start, end) pairs.
+
+        Byte ranges end at the content size (``clip``) except for Merkle
+        nodes, whose range is the whole subtree (section 5.4).
+        """
         a = self.config.addressing
         if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
             return [(b, b) for b in B.from_range(lo, hi - 1)]
         if a == ChunkAddressing.BYTE64:
             cs = self.config.chunk_size
             end = hi * cs
-            if self.content.tree.size is not None:
+            if clip and self.content.tree.size is not None:
                 end = min(end, self.content.tree.size)
             return [(lo * cs, end - 1)]
         return [(lo, hi - 1)]
@@ -524,8 +528,10 @@ class Peer:
     def _request_msgs(self, ch: Channel, now: float) -> list:
         cfg = self.config
         content = self.content
-        if ch.choked or ch.distrusted or self._complete_reported:
+        if ch.choked or self._complete_reported:
             return []
+        if ch.distrusted and ch.requests:
+            return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
         if n is None:
             # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
@@ -540,6 +546,8 @@ class Peer:
         plan = max(0.5, 4 * ch.rtt)
         rate = ch.rate if ch.rate > 0 else 32 / plan
         window = int(min(cfg.max_outstanding, max(8, plan * rate * 2)))
+        if ch.distrusted:
+            window = 1
         want = window - len(ch.requests)
         if want < max(1, min(16, window // 4)):
             return []
@@ -613,11 +621,11 @@ class Peer:
         if ch.peer_have.find_filled(0) is None:  # cold peer: peaks first (5.6.2)
             for b, h in tree.peaks():
                 lo, hi = B.base_range(b)
-                for s, t in self._specs(lo, hi):
+                for s, t in self._specs(lo, hi, clip=False):
                     parts.append(C.encode_message(ctx, C.Integrity(s, t, h)))
         for b, h in tree.uncles(i, ch.peer_have):
             lo, hi = B.base_range(b)
-            s, t = self._specs(lo, hi)[0]
+            s, t = self._specs(lo, hi, clip=False)[0]
             parts.append(b"\x04" + C.encode_spec(ctx, s, t) + h)
         data = self.content.read_chunk(i)
         if i == (tree.n_chunks or 0) - 1 and tree.size is not None:

@@ -1,0 +1,278 @@
+"""Sans-IO peer driven in memory (no sockets): handshake, transfer, misbehaviour."""
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swift.core import events as ev
+from swift.core.content import Content, MemoryStorage
+from swift.core.merkle import MerkleTree
+from swift.core.peer import Peer, PeerConfig
+from swift.wire import codec as C
+from swift.wire.constants import ChunkAddressing, HashFunc
+
+SEED, LEECH, EVIL = ("10.0.0.1", 6778), ("10.0.0.2", 6778), ("10.0.0.3", 6778)
+
+
+def make_tree(data: bytes, cfg: PeerConfig) -> MerkleTree:
+    cs = cfg.chunk_size
+    return MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
+
+
+def seeder(data: bytes, cfg: PeerConfig) -> Peer:
+    return Peer(Content.seeded(make_tree(data, cfg), MemoryStorage(data)), cfg)
+
+
+def leecher(root: bytes, cfg: PeerConfig) -> Peer:
+    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
+
+
+class CorruptStorage(MemoryStorage):
+    def read(self, offset: int, n: int) -> bytes:
+        b = bytearray(super().read(offset, n))
+        if b:
+            b[0] ^= 0xFF
+        return bytes(b)
+
+
+def pump(nodes: dict, steps: int = 4000, until=None, dt: float = 0.002) -> float:
+    """Move datagrams between in-memory peers; returns the fake clock."""
+    now = 0.0
+    for step in range(steps):
+        now += dt
+        for addr, p in nodes.items():
+            for d, dst in p.datagrams_to_send(now):
+                if dst in nodes:
+                    nodes[dst].datagram_received(d, addr, now)
+        if step % 10 == 0:
+            for p in nodes.values():
+                p.handle_timer(now)
+        if until is not None and until():
+            break
+    return now
+
+
+def events(p: Peer) -> list:
+    out = []
+    while (e := p.next_event()) is not None:
+        out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("cam", list(ChunkAddressing))
+@pytest.mark.parametrize("hf", [HashFunc.SHA1, HashFunc.SHA256])
+def test_transfer_every_addressing(cam, hf) -> None:
+    data = os.urandom(150_000 + cam)
+    cfg = PeerConfig(addressing=cam, hash_func=hf, seed=1)
+    s = seeder(data, cfg)
+    l = leecher(s.swarm_id, PeerConfig(addressing=cam, hash_func=hf, seed=2))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    assert l.content.complete and l.content.tree.size == len(data)
+    assert bytes(l.content.storage.buf[:len(data)]) == data
+    kinds = {type(e) for e in events(l)}
+    assert {ev.ChannelOpened, ev.SizeKnown, ev.ChunkVerified, ev.DownloadComplete} <= kinds
+    assert l.stats["rejected"] == 0 and s.stats["malformed"] == 0
+
+
+def _first_dgram(p: Peer) -> bytes:
+    out = p.datagrams_to_send(0.0)
+    assert len(out) == 1
+    return out[0][0]
+
+
+@pytest.mark.parametrize("opts,ok", [
+    (dict(version=1, min_version=1), True),
+    (dict(version=1, min_version=2), False),   # needs a version we lack
+    (dict(version=0, min_version=0), False),   # reserved version
+    (dict(version=1, min_version=1, hash_func=HashFunc.SHA1), False),
+    (dict(version=1, min_version=1, chunk_size=4096), False),
+    (dict(version=1, min_version=1, addressing=ChunkAddressing.BIN32), False),
+    (dict(version=1, min_version=1, integrity=0), False),
+])
+def test_handshake_checks(opts, ok) -> None:
+    data = os.urandom(5000)
+    s = seeder(data, PeerConfig(seed=1))
+    hs = C.Handshake(0x1234, C.HandshakeOptions(swarm_id=s.swarm_id, **opts))
+    s.datagram_received(C.encode_datagram(s.ctx, 0, [hs]), LEECH, 0.0)
+    out = s.datagrams_to_send(0.0)
+    if ok:
+        assert out and out[0][0][:4] == (0x1234).to_bytes(4, "big")
+        assert C.decode_datagram(out[0][0], s.ctx).messages[0].type == 0
+    else:
+        assert out == [] and s.stats["refused"] == 1  # no reply at all (3.1.1)
+
+
+def test_wrong_swarm_and_missing_swarm_get_no_reply() -> None:
+    s = seeder(os.urandom(5000), PeerConfig(seed=1))
+    for sid in (bytes(32), None):
+        hs = C.Handshake(7, C.HandshakeOptions(version=1, min_version=1, swarm_id=sid))
+        s.datagram_received(C.encode_datagram(s.ctx, 0, [hs]), LEECH, 0.0)
+    assert s.datagrams_to_send(0.0) == [] and s.stats["refused"] == 2
+
+
+def test_libswift_profile_handshake_bytes() -> None:
+    # draft-10 as libswift sends it: v, min v, swarm id, CIPM, MHF=SHA-1, CAM, end;
+    # no Chunk Size (libswift rejects unknown option 9) and no Supported Messages
+    data = os.urandom(3000)
+    cfg = PeerConfig.libswift(seed=3)
+    root = make_tree(data, cfg).root_hash
+    l = leecher(root, cfg)
+    l.connect(SEED, 0.0)
+    d = _first_dgram(l)
+    cid = d[5:9].hex()
+    assert d.hex() == ("00000000" "00" + cid + "0001" "0101" "020014" + root.hex()
+                       + "0301" "0400" "0602" "ff")
+
+
+def test_corrupt_seeder_is_choked_then_dropped_and_good_one_completes() -> None:
+    data = os.urandom(64 * 1024)
+    cfg = PeerConfig(seed=1, picker="linear")
+    good = seeder(data, cfg)
+    tree = make_tree(data, cfg)
+    evil = Peer(Content.seeded(tree, CorruptStorage(data)), PeerConfig(seed=4))
+    l = leecher(good.swarm_id, PeerConfig(seed=2, max_bad_chunks=3))
+    l.connect(EVIL, 0.0)
+    pump({EVIL: evil, LEECH: l}, steps=300)
+    assert l.stats["rejected"] >= 1 and l.content.have.count() == 0
+    evs = events(l)
+    assert any(isinstance(e, ev.ChunkRejected) for e in evs)
+    # the evil peer was told CHOKE and then the channel closed
+    closed = [e for e in evs if isinstance(e, ev.ChannelClosed)]
+    assert closed and closed[0].reason == "corrupt data"
+    assert EVIL in l.blacklist
+    # a blacklisted peer cannot come back
+    l.connect(SEED, 1.0)
+    pump({SEED: good, LEECH: l, EVIL: evil}, until=lambda: l.content.complete)
+    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+    assert not any(c.addr == EVIL for c in l.channels.values())
+
+
+def test_corrupt_peer_gets_choke_message() -> None:
+    data = os.urandom(16 * 1024)
+    tree = make_tree(data, PeerConfig())
+    evil = Peer(Content.seeded(tree, CorruptStorage(data)), PeerConfig(seed=4))
+    l = leecher(tree.root_hash, PeerConfig(seed=2, max_bad_chunks=1000))
+    seen = []
+    orig = evil.datagram_received
+
+    def spy(d, a, now):
+        try:
+            seen.extend(m.type for m in C.decode_datagram(d, evil.ctx).messages)
+        except C.DecodeError:
+            pass
+        orig(d, a, now)
+
+    evil.datagram_received = spy  # type: ignore[method-assign]
+    l.connect(EVIL, 0.0)
+    pump({EVIL: evil, LEECH: l}, steps=200)
+    assert 10 in seen  # CHOKE (8.12)
+    assert l.content.have.count() == 0
+
+
+def test_unsolicited_data_is_ignored() -> None:
+    data = os.urandom(20 * 1024)
+    cfg = PeerConfig(seed=1)
+    s = seeder(data, cfg)
+    l = leecher(s.swarm_id, PeerConfig(seed=2, picker="linear"))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, steps=3)
+    ch = next(iter(l.channels.values()))
+    assert ch.established
+    # chunk 19 with correct hashes, but never requested from this peer
+    tree = s.content.tree
+    msgs = [C.Integrity(b_lo, b_hi - 1, h) for b, h in tree.uncles(19)
+            for b_lo, b_hi in [__import__("swift.core.bins", fromlist=["x"]).base_range(b)]]
+    msgs.append(C.Data(19, 19, 0, data[19 * 1024:20 * 1024]))
+    for c in list(ch.requests):  # pretend nothing is outstanding
+        ch.requests.pop(c)
+    l.datagram_received(C.encode_datagram(l.ctx, ch.local_id, msgs), SEED, 0.01)
+    assert 19 not in l.content.have and l.stats["unsolicited"] >= 1
+
+
+def test_cancel_and_choke() -> None:
+    data = os.urandom(40 * 1024)
+    s = seeder(data, PeerConfig(seed=1))
+    l = leecher(s.swarm_id, PeerConfig(seed=2))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, steps=2)
+    sch = next(iter(s.channels.values()))
+    lch = next(iter(l.channels.values()))
+    sch.upload.push(0, 40)
+    s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Cancel(0, 39)]), LEECH, 0.1)
+    assert len(sch.upload) == 0
+    l.datagram_received(C.encode_datagram(l.ctx, lch.local_id, [C.Choke()]), SEED, 0.1)
+    assert lch.choked and not lch.requests
+    assert all(m.type != 8 for d, _ in l.datagrams_to_send(0.2)
+               for m in C.decode_datagram(d, l.ctx).messages)  # no REQUEST while choked
+    l.datagram_received(C.encode_datagram(l.ctx, lch.local_id, [C.Unchoke()]), SEED, 0.3)
+    pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    assert l.content.complete
+
+
+def test_closing_handshake_and_spoofed_channel() -> None:
+    s = seeder(os.urandom(5000), PeerConfig(seed=1))
+    l = leecher(s.swarm_id, PeerConfig(seed=2))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, steps=3)
+    sch = next(iter(s.channels.values()))
+    # right channel, wrong source address: discarded (3.1.1 step 7)
+    s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Handshake(0)]), EVIL, 1.0)
+    assert sch.state == "est"
+    for d, _ in l.close(1.0):
+        s.datagram_received(d, LEECH, 1.0)
+    assert not s.channels
+    assert any(isinstance(e, ev.ChannelClosed) and e.reason == "closed by peer" for e in events(s))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 2))
+def test_no_datagram_crashes_the_peer(raw, where) -> None:
+    s = seeder(b"x" * 5000, PeerConfig(seed=1))
+    l = leecher(s.swarm_id, PeerConfig(seed=2))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, steps=2)
+    target = [s, l][where % 2]
+    if where == 2 and target.channels:
+        raw = next(iter(target.channels)).to_bytes(4, "big") + raw
+    target.datagram_received(raw, LEECH if target is s else SEED, 0.5)
+    target.handle_timer(0.6)
+    target.datagrams_to_send(0.6)
+
+
+def test_vod_picker_prefers_playback_window() -> None:
+    data = os.urandom(300 * 1024)
+    s = seeder(data, PeerConfig(seed=1))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod", high_window=16, mid_window=32))
+    l.set_playpos(100)
+    l.connect(SEED, 0.0)
+    order = []
+    pump({SEED: s, LEECH: l}, steps=40)
+    for e in events(l):
+        if isinstance(e, ev.ChunkVerified):
+            order.append(e.index)
+    # after the size is known, the first chunks come from [100, 116) in order
+    hw = [i for i in order if 100 <= i < 116]
+    assert hw[:5] == sorted(hw[:5]) and order.index(hw[0]) <= 2
+
+
+def test_availability_tree_counts() -> None:
+    from swift.core.picker import Availability
+    a = Availability()
+    a.add_range(0, 100)
+    a.add_range(50, 60)
+    a.add_range(55, 56, -1)
+    assert [a.count(i) for i in (0, 49, 50, 55, 59, 60, 99, 100)] == [1, 1, 2, 1, 2, 1, 1, 0]
+    rnd = random.Random(5)
+    b = Availability()
+    m2 = [0] * 300
+    for _ in range(100):
+        lo = rnd.randrange(300)
+        hi = rnd.randrange(lo, 301)
+        b.add_range(lo, hi)
+        for i in range(lo, hi):
+            m2[i] += 1
+    assert [b.count(i) for i in range(300)] == m2
