@@ -1,0 +1,377 @@
+"""Receiver-driven congestion control (paper section 3.2; RFC 3738 section 3.2).
+
+The receiver joins cumulatively (level l only after levels 0..l-1), never
+leaves a group before it goes quiescent (leave by waiting), measures loss
+from the per-group sequence numbers and the multicast round-trip time from
+join latencies as WEBRC does, and asks a pluggable *rate controller* for its
+target rate.  At each epoch it joins the next level if the cumulative rate
+after the join stays within the target.
+
+Rate controllers (registry :data:`CONTROLLERS`):
+
+``webrc``  RFC 3738's equation-based controller: LOSSP from the two-filter
+           W/X/Y/Z estimator (3.2.2.1), ARTT (3.2.2.2), REQN (3.2.2.3), slow
+           start with SSR_P / TRR_P (3.2.2.6), TRATE (3.2.2.7).
+``m2c``    M2C's TCP-like window (Lucas et al., Global Internet 2009), as far
+           as we could reconstruct it without the M2C paper itself: a
+           congestion window in packets grows by one per received packet in
+           slow start and by 1/cwnd in congestion avoidance, halves once per
+           loss event (one per ARTT), and gives the target rate cwnd / ARTT.
+           *Fast start*: the window starts at the rate already received on
+           the base group times the RTT (not at 1 packet), so a late receiver
+           ramps up from where the session is.  Not reconstructed: M2C's exact
+           fairness constants, its RTT filter (we use WEBRC's) and any join
+           timing rule beyond "one join per epoch, none during a loss event or
+           a pending join".
+
+Sender clock: PSNs are the sender's schedule indices, so every packet tells
+the sender time at which it was due (``schedule.time_of``); the receiver keeps
+the minimum of ``now - due`` as its clock offset (one-way delay included).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from m2c.core.events import Join, Leave
+from m2c.core.groups import RateSchedule
+
+__all__ = ["LossTracker", "RttEstimator", "WebrcController", "M2CWindowController",
+           "ReceiverCC", "CONTROLLERS", "make_controller", "reqn"]
+
+REORDER = 3  # a gap is a loss once a packet 3 PSNs later arrived (simple misordering)
+
+
+class LossTracker:
+    """Per-channel PSN accounting: received, lost, duplicated, reordered."""
+
+    def __init__(self, max_pending: int = 4096) -> None:
+        self.expected: dict[int, int] = {}
+        self.pending: dict[int, set[int]] = {}
+        self.received = 0
+        self.lost = 0
+        self.duplicates = 0
+        self.reordered = 0
+        self.late = 0
+        """packets that arrived after being declared lost (they stay counted as lost)"""
+        self.max_pending = max_pending
+        self._lost_recent: dict[int, set[int]] = {}
+
+    def reset(self, ch: int) -> None:
+        """Forget a channel (after a leave)."""
+        self.expected.pop(ch, None)
+        self.pending.pop(ch, None)
+        self._lost_recent.pop(ch, None)
+
+    def on_packet(self, ch: int, psn: int) -> int:
+        """Register a packet; returns the number of packets newly declared lost."""
+        exp = self.expected.get(ch)
+        pend = self.pending.setdefault(ch, set())
+        if exp is None:
+            self.expected[ch] = psn + 1
+            self.received += 1
+            return 0
+        if psn < exp:
+            gone = self._lost_recent.get(ch)
+            if psn in pend:
+                pend.discard(psn)
+                self.reordered += 1
+                self.received += 1
+            elif gone is not None and psn in gone:
+                gone.discard(psn)
+                self.late += 1
+                self.received += 1
+            else:
+                self.duplicates += 1
+            return 0
+        self.received += 1
+        if psn > exp:
+            gap = psn - exp
+            if gap > self.max_pending:
+                self.lost += gap
+                self.expected[ch] = psn + 1
+                return gap
+            pend.update(range(exp, psn))
+        self.expected[ch] = psn + 1
+        newly = [m for m in pend if psn - m >= REORDER]
+        if newly:
+            gone = self._lost_recent.setdefault(ch, set())
+            for m in newly:
+                pend.discard(m)
+                gone.add(m)
+            if len(gone) > self.max_pending:
+                horizon = psn - self.max_pending
+                self._lost_recent[ch] = {m for m in gone if m > horizon}
+        self.lost += len(newly)
+        return len(newly)
+
+
+class RttEstimator:
+    """WEBRC's ARTT (RFC 3738 3.2.2.2) from join-to-first-packet latencies."""
+
+    ALPHA = 0.25
+
+    def __init__(self, p: float = 0.75, initial: float = 0.5, floor: float = 0.0) -> None:
+        self.p = p
+        self.artt = initial
+        self.v = initial * initial
+        self.k = 0
+        self.floor = floor
+
+    def on_first_packet(self, join_time: float, first_time: float, expected_wait: float,
+                        base: bool) -> float:
+        """Update with one join latency; returns the MRTT sample."""
+        if base or self.k == 0:
+            mrtt = max(first_time - join_time, 1e-6)
+            self.artt, self.v = mrtt, mrtt * mrtt
+            self.k = 1
+            return mrtt
+        mrtt = (first_time - join_time) - expected_wait
+        omega = self.ALPHA * self.artt * self.artt / self.v if self.v > 0 else self.ALPHA
+        omega = min(omega, 1.0)
+        rho = omega / (1 - (1 - omega) ** (self.k + 1))
+        self.v = (1 - rho) * self.v + rho * mrtt * mrtt
+        self.artt = max(self.p * self.artt, (1 - rho) * self.artt + rho * mrtt)
+        self.k += 1
+        return mrtt
+
+    @property
+    def rtt(self) -> float:
+        return max(self.artt, self.floor)
+
+
+def reqn(artt: float, lossp: float) -> float:
+    """RFC 3738 3.2.2.3 (TFRC's equation), packets per second."""
+    return 1.0 / (artt * math.sqrt(lossp) * (0.816 + 7.35 * lossp * (1 + 32 * lossp ** 2)))
+
+
+class WebrcController:
+    """RFC 3738 equation-based target rate."""
+
+    name = "webrc"
+    NU = DELTA = 0.3
+
+    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
+                 p: float = 0.75) -> None:
+        self.p = p
+        self.el, self.tsd = epoch, schedule.tsd
+        self.g = self.NU * epoch / schedule.tsd
+        self.w = self.x = self.y = 0.0
+        self.z = 0.0
+        self.lossp: float | None = None
+        self.ssr = math.inf
+        self.trr: float | None = None
+        self.mrr = max_rate
+        self.ssminr = schedule.min_rate * (1 + 1 / p + 1 / p ** 2)
+
+    def _reset_loss_to(self, rate: float, artt: float) -> None:
+        # choose LOSSP so that REQN(artt, LOSSP) == rate (bisection), RFC 3738 3.2.2.6
+        lo, hi = 1e-9, 1.0
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            if reqn(artt, mid) > rate:
+                lo = mid
+            else:
+                hi = mid
+        self.lossp = hi
+        self.w = self.x = self.y = 0.0
+        self.z = 1 / hi
+
+    def on_packet_events(self, n: int) -> None:
+        self.w += n
+
+    def on_loss_event(self, now: float, artt: float) -> None:
+        if self.ssr == math.inf:
+            self.ssr = max(self.ssminr, self.p * (self.trr or 0.0))
+            self._reset_loss_to(max(self.trr or self.ssminr, 1e-3), artt)
+        else:
+            self.ssr = max(self.ssminr, self.p * (self.trr or 0.0))
+        self.x += self.w
+        self.w = 0.0
+        self.y += 1
+
+    def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
+        zeta = (math.sqrt(self.p) / (1 + math.sqrt(self.p)) if self.ssr == math.inf
+                else 2 * self.el / (4 + self.tsd))
+        self.trr = rr if self.trr is None else (1 - zeta) * self.trr + zeta * rr
+        if self.lossp is not None:
+            d, g = self.DELTA, self.g
+            self.z = self.z * (1 - d) ** (g * self.y) + g * self.x / (g * self.y + 1) * (
+                1 - (1 - d) ** (g * self.y + 1))
+            self.x *= 1 - g
+            self.y *= 1 - g
+            z1 = self.z * (1 - d) ** self.y + self.x / (self.y + 1) * (1 - (1 - d) ** (self.y + 1))
+            z2 = self.z * (1 - d) ** (self.y + 1) + (self.x + self.w + 1) / (self.y + 2) * (
+                1 - (1 - d) ** (self.y + 2))
+            self.lossp = 1 / max(z1, z2, 1.0)
+
+    def target(self, artt: float) -> float:
+        if self.ssr == math.inf:
+            return min(4 * (self.trr or self.ssminr), self.mrr)
+        eq = reqn(artt, self.lossp) if self.lossp else math.inf
+        return min(max(self.ssr, eq), self.mrr)
+
+
+class M2CWindowController:
+    """M2C-style TCP-like window turned into a target rate (see module docstring)."""
+
+    name = "m2c"
+
+    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
+                 p: float = 0.75) -> None:
+        self.cwnd: float | None = None
+        self.ssthresh = math.inf
+        self.mrr = max_rate
+        self.min_rate = schedule.min_rate
+        self.last_rr = 0.0
+        self.phase = "fast-start"
+
+    def on_packet_events(self, n: int) -> None:
+        if self.cwnd is None:
+            return
+        if self.cwnd < self.ssthresh:
+            self.cwnd += n
+        else:
+            self.phase = "congestion-avoidance"
+            self.cwnd += n / self.cwnd
+
+    def on_loss_event(self, now: float, artt: float) -> None:
+        if self.cwnd is None:
+            self.cwnd = max(2.0, self.last_rr * artt)
+        self.ssthresh = max(2.0, self.cwnd / 2)
+        self.cwnd = self.ssthresh
+        self.phase = "congestion-avoidance"
+
+    def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
+        self.last_rr = rr
+        if self.cwnd is None and rr > 0:
+            self.cwnd = max(2.0, rr * artt)  # fast start from the received rate
+
+    def target(self, artt: float) -> float:
+        if self.cwnd is None:
+            return self.min_rate
+        return min(self.cwnd / artt, self.mrr)
+
+
+CONTROLLERS: dict[str, Callable[..., WebrcController | M2CWindowController]] = {
+    "webrc": WebrcController, "m2c": M2CWindowController,
+}
+
+
+def make_controller(name: str, schedule: RateSchedule, epoch: float, max_rate: float = math.inf):
+    try:
+        return CONTROLLERS[name](schedule, epoch, max_rate)
+    except KeyError:
+        raise ValueError(f"unknown controller {name!r}; have {sorted(CONTROLLERS)}") from None
+
+
+class ReceiverCC:
+    """Sans-IO receiver congestion control: feed packets and timers, get Join/Leave."""
+
+    def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
+                 max_rate: float = math.inf, rtt_floor: float = 0.01) -> None:
+        self.schedule = schedule
+        self.epoch = epoch if epoch is not None else schedule.tsd / 20
+        self.ctl = make_controller(controller, schedule, self.epoch, max_rate)
+        self.rtt = RttEstimator(floor=rtt_floor)
+        self.loss = LossTracker()
+        self.joined: set[int] = set()
+        self.offset: float | None = None
+        self.joining: tuple[int, float] | None = None
+        self._join_timeout = 1.0
+        self.loss_event_until = -math.inf
+        self.loss_events = 0
+        self.next_epoch: float | None = None
+        self._rx = self._ev = 0
+        self.started = False
+
+    def sender_time(self, now: float) -> float | None:
+        return None if self.offset is None else now - self.offset
+
+    def start(self, now: float) -> list[Join | Leave]:
+        """Enter the session: join the base group."""
+        self.started = True
+        self.joined.add(0)
+        self.joining = (0, now)
+        self.next_epoch = now + self.epoch
+        return [Join(0)]
+
+    def on_packet(self, now: float, channel: int, psn: int) -> list[Join | Leave]:
+        """A verified packet of this session arrived on ``channel``."""
+        if channel not in self.joined:
+            return []
+        sched = self.schedule
+        due = sched.time_of(channel, psn)
+        off = now - due
+        if self.offset is None or off < self.offset:
+            self.offset = off
+        if self.joining is not None and self.joining[0] == channel:
+            ts = now - self.offset
+            r = sched.rate(channel, ts)
+            self.rtt.on_first_packet(self.joining[1], now, 0.5 / r if r > 0 else 0.0,
+                                     channel == 0)
+            self.joining = None
+        lost = self.loss.on_packet(channel, psn)
+        self._rx += 1
+        self._ev += 1 + lost
+        self.ctl.on_packet_events(1)
+        if lost:
+            self._ev += 0
+            if now >= self.loss_event_until:
+                self.loss_events += 1
+                self.loss_event_until = now + self.rtt.rtt
+                self.ctl.on_loss_event(now, self.rtt.rtt)
+        return []
+
+    def level(self, sender_now: float) -> int:
+        """Highest level l with levels 0..l all joined."""
+        lvl = 0
+        sched = self.schedule
+        while lvl < sched.levels and sched.channel_of_level(lvl + 1, sender_now) in self.joined:
+            lvl += 1
+        return lvl
+
+    def target_rate(self) -> float:
+        return self.ctl.target(self.rtt.rtt)
+
+    def next_timer(self) -> float | None:
+        return self.next_epoch
+
+    def on_timer(self, now: float) -> list[Join | Leave]:
+        """Epoch processing: leaves of quiescent groups, then at most one join."""
+        out: list[Join | Leave] = []
+        if self.next_epoch is None or now < self.next_epoch:
+            return out
+        el = self.epoch
+        rr = self._rx / el
+        irr = self._ev / el
+        self._rx = self._ev = 0
+        self.next_epoch = max(self.next_epoch + el, now)
+        self.ctl.on_epoch(now, rr, irr, self.rtt.rtt)
+        ts = self.sender_time(now)
+        if ts is None:
+            return out
+        sched = self.schedule
+        for ch in sorted(self.joined):
+            if ch and sched.level_of_channel(ch, ts) is None:
+                self.joined.discard(ch)
+                self.loss.reset(ch)
+                if self.joining and self.joining[0] == ch:
+                    self.joining = None
+                out.append(Leave(ch))
+        if self.joining is not None and now - self.joining[1] > self._join_timeout:
+            self.joined.discard(self.joining[0])  # join timeout (RFC 3738 3.2.3.7)
+            out.append(Leave(self.joining[0]))
+            self.joining = None
+        if self.joining is None and now >= self.loss_event_until:
+            lvl = self.level(ts)
+            if lvl < sched.levels and sched.cum_rate(lvl + 1, ts) <= self.target_rate():
+                ch = sched.channel_of_level(lvl + 1, ts)
+                r = sched.rate(ch, ts)
+                # join timeout (RFC 3738 3.2.3.7), long enough for a slow group's first packet
+                self._join_timeout = max(10 * self.rtt.rtt, 4 * el, 4 / r if r > 0 else 1.0)
+                self.joined.add(ch)
+                self.joining = (ch, now)
+                out.append(Join(ch))
+        return out
