@@ -169,13 +169,68 @@ class Binmap:
             return
         self._set(self.root, self.root_layer, 0, lo, hi, False)
 
+    def _one(self, i: int, val: bool) -> None:
+        """Set or clear one chunk: iterative descent, then fold back up."""
+        if val:
+            self._grow(i + 1)
+        elif i >= self.span:
+            return
+        h, deep = self._h, self._deep
+        c = self.root
+        lay = self.root_layer
+        path = []
+        while True:
+            side = (i >> (lay + 4)) & 1
+            k = 2 * c + side
+            if deep[k]:
+                path.append((c, side))
+                c = h[k]
+                lay -= 1
+                continue
+            bit = 1 << ((i >> lay) & 15)
+            cur = h[k] & bit
+            if (cur != 0) == val:
+                return
+            if lay == 0:
+                h[k] ^= bit
+                break
+            bm = h[k]  # split the leaf half down one layer and retry
+            ch = self._alloc(_EXPAND[bm & 0xFF], _EXPAND[bm >> 8])
+            h[k] = ch
+            deep[k] = True
+        # fold: the changed half may now pair up with its sibling
+        while path:
+            pc, ps = path.pop()
+            self._pack(pc, ps)
+
     def set(self, b: int) -> None:
         """Mark every chunk of bin ``b`` filled."""
-        self.set_range(*B.base_range(b))
+        if not b & 1:
+            self._one(b >> 1, True)
+        else:
+            self.set_range(*B.base_range(b))
 
     def reset(self, b: int) -> None:
         """Mark every chunk of bin ``b`` empty."""
-        self.reset_range(*B.base_range(b))
+        if not b & 1:
+            self._one(b >> 1, False)
+        else:
+            self.reset_range(*B.base_range(b))
+
+    def has(self, i: int) -> bool:
+        """True when chunk ``i`` is filled (iterative lookup)."""
+        if i >= self.span or i < 0:
+            return False
+        h, deep = self._h, self._deep
+        c = self.root
+        lay = self.root_layer
+        while True:
+            k = 2 * c + ((i >> (lay + 4)) & 1)
+            if deep[k]:
+                c = h[k]
+                lay -= 1
+                continue
+            return bool(h[k] >> ((i >> lay) & 15) & 1)
 
     def clear(self) -> None:
         """Empty the binmap."""
@@ -244,7 +299,7 @@ class Binmap:
         return self.is_empty_range(*B.base_range(b))
 
     def __contains__(self, i: int) -> bool:
-        return self.find_filled(i, i + 1) is not None
+        return self.has(i)
 
     def _runs(self, c: int, lay: int, start: int) -> Iterator[tuple[int, int]]:
         hw = 16 << lay

@@ -80,6 +80,7 @@ class Channel:
         self.peer_options: Any = None
         # remote availability (HAVE and ACK), section 3.2 / 4.3
         self.peer_have = Binmap()
+        self.peer_any = False
         #: what we announced to this peer with HAVE
         self.announced = Binmap()
         self.have_version = -1

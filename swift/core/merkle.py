@@ -261,14 +261,23 @@ class MerkleTree:
         """
         b = B.chunk(chunk)
         peak = self.peak_for(chunk)
+        top = B.layer(peak)
+        stop = top  # first layer whose node the peer already covers
+        if peer_has is not None:
+            # binary search: "peer has a chunk under the ancestor" is monotone
+            lo, hi = 1, top
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                a = (chunk >> mid) << mid
+                if peer_has.find_filled(a, a + (1 << mid)) is not None:
+                    stop, hi = mid, mid - 1
+                else:
+                    lo = mid + 1
         out = []
-        while b != peak:
-            p = B.parent(b)
-            if peer_has is not None and not peer_has.is_empty(p):
-                break
+        for lay in range(stop):
             s = B.sibling(b)
             out.append((s, self.hash(s)))
-            b = p
+            b = B.parent(b)
         out.reverse()
         return out
 

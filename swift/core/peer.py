@@ -384,6 +384,8 @@ class Peer:
             self.availability.add_range(a, b, 1)
             pos = b
         ph.set_range(lo, hi)
+        if lo < hi:
+            ch.peer_any = True
 
     def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
         if delay_us >= 1 << 63:
@@ -618,7 +620,7 @@ class Peer:
         tree = self.content.tree
         ctx = self.ctx
         parts = [ch.remote_id.to_bytes(4, "big")]
-        if ch.peer_have.find_filled(0) is None:  # cold peer: peaks first (5.6.2)
+        if not ch.peer_any and ch.peer_have.find_filled(0) is None:  # cold: peaks first (5.6.2)
             for b, h in tree.peaks():
                 lo, hi = B.base_range(b)
                 for s, t in self._specs(lo, hi, clip=False):
@@ -699,7 +701,7 @@ class Peer:
             if ch is None:
                 break
             i = ch.upload.pop()
-            if i is None or i not in have or ch.peer_have.find_filled(i, i + 1) is not None:
+            if i is None or not have.has(i) or ch.peer_have.has(i):
                 continue
             d = self._data_dgram(ch, i, now)
             out.append((d, ch.addr))

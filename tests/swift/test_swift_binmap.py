@@ -84,3 +84,23 @@ def test_binmap_aggregates_uniform_ranges() -> None:
     m.set(B.chunk(5))
     assert m.cells <= 2
     assert m.cover(B.chunk(5)) == B.make(20, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 5000)), max_size=300))
+def test_single_chunk_paths_match_set(opl) -> None:
+    m, model = Binmap(), set()
+    for val, i in opl:
+        if val:
+            m.set(B.chunk(i))
+            model.add(i)
+        else:
+            m.reset(B.chunk(i))
+            model.discard(i)
+    for i in range(0, 5100, 7):
+        assert m.has(i) == (i in model) == (i in m)
+    assert m.count() == len(model)
+    m2 = Binmap()
+    for i in model:
+        m2.set_range(i, i + 1)
+    assert list(m.ranges()) == list(m2.ranges())
