@@ -71,6 +71,7 @@ class RateSchedule:
         w = max(1, round(math.log(ratio) / math.log(per_slot_factor)) - 1)
         q = ratio ** (1.0 / (k * (w + 1)))
         self.p = _Params(min_rate, max_rate, tsd, k, quiet, w, q)
+        self.per_slot_factor = per_slot_factor
         self.min_rate, self.max_rate, self.tsd, self.k = min_rate, max_rate, tsd, k
         self.levels = k * w
         """N: active dynamic levels"""
@@ -244,6 +245,7 @@ class RateSchedule:
         """Parameters for the session description."""
         return {"schedule": self.name, "min_rate": self.min_rate, "max_rate": self.max_rate,
                 "tsd": self.tsd, "k": self.k, "quiet": self.p.quiet, "w": self.p.w,
+                "per_slot_factor": self.per_slot_factor,
                 "q": self.q, "levels": self.levels, "channels": self.channels}
 
 

@@ -366,6 +366,7 @@ class LDPCDecoder:
         for c in range(n_in):
             if free >> c & 1:
                 free_dep[c] = 1 << c
+        found: list[tuple[int, int]] = []
         for v in range(k):
             if val[v] is not None:
                 continue
@@ -379,8 +380,12 @@ class LDPCDecoder:
                 dep ^= free_dep[c]
                 mk ^= low
             if dep == 0:
-                val[v] = acc
-                self.source_known += 1
+                found.append((v, acc))
+        # feed them through the iterative decoder so its partial sums stay exact
+        for v, x in found:
+            if self.complete:
+                break
+            self._learn(v, x)
         return self.complete
 
     def source_block(self) -> bytes:

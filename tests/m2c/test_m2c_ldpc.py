@@ -265,3 +265,22 @@ def test_esi_tables_are_permutations():
     tx, idt = esi_tables(LDPCParams(100, 200, 8))
     assert sorted(tx) == list(range(100)) and sorted(idt) == list(range(100))
     assert all(tx[idt[i]] == i for i in range(100))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(8, 80), st.integers(1, 10**6))
+def test_interleaved_ml_and_iterative_steps_stay_exact(k, seed):
+    """solve() after every few symbols, then more symbols: the partial sums stay right."""
+    p = LDPCParams(k, 2 * k, 4, n1=3, seed=seed)
+    rng = random.Random(seed)
+    src = rng.randbytes(k * 4)
+    syms = symbols_of(p, src)
+    order = list(range(p.n))
+    rng.shuffle(order)
+    dec = LDPCDecoder(p)
+    for c, esi in enumerate(order):
+        if dec.add(esi, syms[esi]):
+            break
+        if c >= k // 2 and c % 3 == 0 and dec.solve():
+            break
+    assert dec.complete and dec.source_block() == src
