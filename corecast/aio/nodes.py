@@ -286,9 +286,15 @@ class ClientNode(Node):
         self.port = port
         self.client = client or Client()
         self.joined: tuple | None = None
+        self.on_receive: Callable[[], None] | None = None
+
+    def _on(self, data: bytes, addr: tuple) -> None:
+        self.client.handle(data, self.now())
+        if self.on_receive is not None:
+            self.on_receive()
 
     async def start(self) -> None:
-        self.t = await bind(self.eid, self.port, lambda d, a: self.client.handle(d, self.now()))
+        self.t = await bind(self.eid, self.port, self._on)
         self.transports.append(self.t)
         self.port = self.t.get_extra_info("sockname")[1]
 

@@ -213,7 +213,11 @@ class MapServer:
                              for loc in r.locators)
                 records.append(EidRecord(r.prefix, locs, r.ttl, 0, False, r.map_version))
             else:
-                records.append(EidRecord(self._negative_prefix(eid), (), self.negative_ttl_minutes,
+                # section 8.3: inside a configured site prefix but nothing registered -> 1 min
+                site_pfx = next((p for s in self.sites for p in s.prefixes
+                                 if eid.version == p.version and eid.subnet_of(p)), None)
+                ttl = 1 if site_pfx is not None else self.negative_ttl_minutes
+                records.append(EidRecord(site_pfx or self._negative_prefix(eid), (), ttl,
                                          Action.NATIVELY_FORWARD, False))
                 self.counters["negative_replies"] += 1
         self.counters["replies"] += 1

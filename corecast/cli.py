@@ -1,0 +1,476 @@
+"""`corecast` command line: one subcommand per role, plus `plan` and `deploy`.
+
+    corecast mapserver --addr A --site NAME:PREFIX[,PREFIX]:KEYID:PSK ...
+    corecast etr       --rloc A --prefix P --map-server A[:PORT] --key-id N --psk S --cc-range R
+    corecast itr       --rloc A --inside A:PORT --cc-range R (--map-resolver A[:PORT] | --map-cache F)
+    corecast source    --eid A --channel EID [--bitrate B --chunk-size D] (--itr A:PORT | --as-itr)
+    corecast client    --eid A --port N --join A:PORT --channel EID [--chunks N]
+    corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
+    corecast deploy    [--chunks 40] [--transport udp|raw] [--json]
+
+Every role runs until ``--duration`` seconds pass, its work is done
+(``--chunks``), or SIGINT/SIGTERM; then prints its counters as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from corecast.wire.constants import LISP_CONTROL_PORT
+
+
+def _hostport(text: str, default_port: int | None = None) -> tuple[str, int]:
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.lstrip(":")
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host, port = text, ""
+    if not port:
+        if default_port is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT")
+        return host, default_port
+    return host, int(port)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, bytes):
+        return obj.hex()
+    if hasattr(obj, "__dataclass_fields__"):
+        return _jsonable({f: getattr(obj, f) for f in obj.__dataclass_fields__})
+    return obj
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(_jsonable(obj), indent=2, sort_keys=True))
+    sys.stdout.flush()
+
+
+async def _run_until(duration: float | None, done: asyncio.Event | None = None) -> None:
+    """Wait for duration, ``done``, or a signal."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    waits = [asyncio.create_task(stop.wait())]
+    if done is not None:
+        waits.append(asyncio.create_task(done.wait()))
+    await asyncio.wait(waits, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
+
+
+def _ranges(texts: list[str]) -> list[tuple[bytes, int]]:
+    from corecast.core.maptrie import parse_prefix
+
+    return [parse_prefix(t) for t in texts]
+
+
+# ------------------------------------------------------------------- roles
+
+
+async def _mapserver(a: argparse.Namespace) -> dict:
+    from corecast.aio.nodes import MapServerNode
+    from corecast.core.mapserver import MapServer, Site
+
+    sites = []
+    for spec in a.site:
+        name, prefixes, key_id, psk = spec.split(":", 3)
+        sites.append(Site(name, {int(key_id): psk.encode()},
+                          tuple(ipaddress.ip_network(p) for p in prefixes.split(","))))
+    ms = MapServer(sites)
+    node = MapServerNode(ms, a.addr, a.port)
+    await node.start()
+    print(json.dumps({"role": "mapserver", "ready": True}), flush=True)
+    try:
+        await _run_until(a.duration)
+    finally:
+        await node.close()
+    return {"role": "mapserver", "counters": ms.counters,
+            "registrations": ms.registrations(node.now())}
+
+
+async def _etr(a: argparse.Namespace) -> dict:
+    from corecast.aio.nodes import EtrNode
+    from corecast.core.etr import Etr
+    from corecast.core.register import Registrar, RegistrarConfig
+
+    mc = {}
+    for spec in a.multicast or []:
+        chan, group = spec.split("=")
+        mc[ipaddress.ip_address(chan).packed] = _hostport(group)
+    etr = Etr(_ranges(a.cc_range), multicast=mc)
+    reg = None
+    if a.map_server:
+        reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,),
+                                        _hostport(a.map_server, LISP_CONTROL_PORT),
+                                        a.psk.encode(), a.key_id, a.algorithm_id))
+    node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
+    await node.start()
+
+    async def announce() -> None:
+        while reg is not None and not reg.registered:
+            await asyncio.sleep(0.02)
+        print(json.dumps({"role": "etr", "registered": reg is not None}), flush=True)
+
+    node.tasks.append(asyncio.create_task(announce()))
+    try:
+        await _run_until(a.duration)
+    finally:
+        await node.close()
+    return {"role": "etr", "counters": etr.counters, "state": etr.state_size(),
+            "registered": bool(reg and reg.registered),
+            "out_links": node.links.snapshot()}
+
+
+def _make_itr(a: argparse.Namespace, rloc: str):
+    from corecast.core.itr import Itr
+    from corecast.core.mapcache import MapCache
+
+    mc = MapCache()
+    if a.map_cache:
+        with open(a.map_cache) as f:
+            mc.load_static(f.read())
+    resolver = _hostport(a.map_resolver, LISP_CONTROL_PORT) if a.map_resolver else None
+    return Itr(rloc, _ranges(a.cc_range), mc, resolver, a.control_port,
+               extra_payload_every=a.extra_payload_every, max_channels=a.max_channels)
+
+
+async def _itr(a: argparse.Namespace) -> dict:
+    from corecast.aio.nodes import ItrNode
+
+    itr = _make_itr(a, a.rloc)
+    node = ItrNode(itr, _hostport(a.inside))
+    await node.start()
+    print(json.dumps({"role": "itr", "ready": True}), flush=True)
+    try:
+        await _run_until(a.duration)
+    finally:
+        await node.close()
+    return {"role": "itr", "counters": itr.counters, "drops": itr.drops(),
+            "state": itr.state_size(), "links": node.links.snapshot()}
+
+
+async def _source(a: argparse.Namespace) -> dict:
+    from corecast.aio.nodes import SourceNode
+    from corecast.core.source import Source
+
+    itr = _make_itr(a, a.eid) if a.as_itr else None
+    src = Source(a.eid, None if a.as_itr else _hostport(a.itr), a.transport, itr=itr,
+                 heartbeat_timeout=a.heartbeat_timeout, mtu=a.mtu)
+    limit = a.chunks
+
+    for eid in a.channel:
+        media = None
+        if a.input:
+            media = _file_media(a.input)
+        elif limit is not None:
+            from corecast.core.source import pattern_media
+
+            base = pattern_media(eid)
+
+            def media(seq: int, n: int, base=base):  # type: ignore[misc]
+                return base(seq, n) if seq < limit else None
+        src.add_channel(eid, a.bitrate, a.chunk_size, media)
+    node = SourceNode(src, a.eid, a.http_port)
+    await node.start(stream=False)
+    print(json.dumps({"role": "source", "http_port": node.http_port}), flush=True)
+    await _wait_subscribers(src, a.wait_subscribers, a.duration)
+    node.start_streaming()
+    try:
+        await _run_until(a.duration, node.running)
+        await asyncio.sleep(a.linger)
+    finally:
+        await node.close()
+    return {"role": "source", "counters": src.counters,
+            "channels": {str(ipaddress.ip_address(c.eid)): {"seq": c.seq,
+                                                             "subscribers": len(c.dst)}
+                         for c in src.channels.values()},
+            "itr": itr.counters if itr else None}
+
+
+async def _wait_subscribers(src, n: int, timeout: float | None) -> None:
+    if n <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    end = loop.time() + (timeout or 3600)
+    while sum(len(c.dst) for c in src.channels.values()) < n and loop.time() < end:
+        await asyncio.sleep(0.02)
+
+
+def _file_media(path: str):
+    f = open(path, "rb")  # noqa: SIM115 - closed at end of stream
+
+    def media(seq: int, n: int) -> bytes | None:
+        data = f.read(n)
+        if not data:
+            f.close()
+            return None
+        return data
+
+    return media
+
+
+async def _client(a: argparse.Namespace) -> dict:
+    from corecast.aio.nodes import ClientNode
+
+    node = ClientNode(a.eid, a.port)
+    await node.start()
+    done = asyncio.Event()
+    if a.chunks:
+        node.on_receive = lambda: done.set() if node.client.received >= a.chunks else None
+    try:
+        if a.join:
+            await node.join(_hostport(a.join), a.channel, not a.no_corecast, a.heartbeat)
+        print(json.dumps({"role": "client", "port": node.port}), flush=True)
+        await _run_until(a.duration, done)
+        if a.join and a.leave:
+            with contextlib.suppress(OSError, RuntimeError, asyncio.TimeoutError):
+                await node.leave()
+    finally:
+        await node.close()
+    st = node.client.stats()
+    st["role"] = "client"
+    st["eid"] = a.eid
+    return st
+
+
+# ------------------------------------------------------------------- plan/deploy
+
+
+def _plan(a: argparse.Namespace) -> int:
+    from corecast import plan as model
+
+    r = model.plan(a.C, a.BW, a.D, a.j, a.k, a.i, a.transport, a.ipv6_eid, a.ipv6_rloc,
+                   a.channels, a.ases)
+    if a.measure:
+        r["measured_itr_state"] = model.measure_itr_state(a.measure_channels, a.measure_ases,
+                                                          a.D)
+    if a.json:
+        _print_json(r)
+        return 0
+    paper, ours = r["rows"]
+    fig = r["paper_figures"]
+    print(f"CoreCast plan: C={a.C:g} b/s, BW={a.BW:g} b/s, D={a.D} B, j={a.j} ASes, k={a.k} "
+          f"clients, T={paper['T_s'] * 1000:g} ms\n")
+    print(f"{'quantity':44} {'paper sizes':>14} {'our sizes':>14} {'paper text':>12}")
+    lines = [
+        ("H_L (LISP encapsulation) [B]", paper["sizes"]["h_l"], ours["sizes"]["h_l"], "20"),
+        ("H_CC (header packet) [B]", paper["sizes"]["h_cc"], ours["sizes"]["h_cc"], "60"),
+        ("P_CC (payload packet) [B]", paper["P_CC"], ours["P_CC"], "1200"),
+        ("P = H_L + P_CC [B]", paper["P"], ours["P"], "1220"),
+        ("H = H_L + H_CC [B]", paper["H"], ours["H"], "80"),
+        ("payload packet overhead [% of D]", f"{paper['payload_overhead_pct']:.2f}",
+         f"{ours['payload_overhead_pct']:.2f}", "-"),
+        ("eq.1 max clients CC = (C/BW)(P/H)", f"{paper['eq1_max_clients_cc']:,}",
+         f"{ours['eq1_max_clients_cc']:,}", f"{fig['max_clients_cc'][0]:,}"),
+        ("eq.1 left form C*T/(8H)", f"{paper['eq1_time_form']:,}",
+         f"{ours['eq1_time_form']:,}", "-"),
+        ("eq.1 exact (C*T/8 - P)/H", f"{paper['eq1_exact']:,}", f"{ours['eq1_exact']:,}", "-"),
+        ("eq.2 max clients unicast C/BW", f"{paper['eq2_max_clients_uc']:,}",
+         f"{ours['eq2_max_clients_uc']:,}", f"{fig['max_clients_uc'][0]:,}"),
+        ("eq.3 TT_CC per payload [B]", paper["eq3_transit_bytes"], ours["eq3_transit_bytes"], "-"),
+        ("eq.4 BW_transit [kb/s]", f"{paper['eq4_bw_transit_bps'] / 1e3:.1f}",
+         f"{ours['eq4_bw_transit_bps'] / 1e3:.1f}", "-"),
+        ("eq.5 LT_CC per payload [B]", paper["eq5_local_bytes"], ours["eq5_local_bytes"], "-"),
+        ("eq.6 BW_local [kb/s]", f"{paper['eq6_bw_local_bps'] / 1e3:.1f}",
+         f"{ours['eq6_bw_local_bps'] / 1e3:.1f}", "-"),
+        (f"eq.7 TT_P2P, i={a.i if a.i is not None else a.k} arcs [B]",
+         paper["eq7_transit_p2p_bytes"], ours["eq7_transit_p2p_bytes"], "-"),
+        ("eq.8 CoreCast transit <= P2P", paper["eq8_corecast_wins"], ours["eq8_corecast_wins"],
+         "-"),
+        (f"eq.9 alpha threshold, P_CC from D={a.D}", f"{paper['eq9_alpha']:.4f}",
+         f"{ours['eq9_alpha']:.4f}", f"{fig['alpha_1200'][0]}" if a.D == 1200 else "-"),
+        ("eq.9 alpha threshold, D=400", f"{paper['eq9_alpha_400']:.4f}",
+         f"{ours['eq9_alpha_400']:.4f}", f"{fig['alpha_400'][0]}"),
+    ]
+    for name, p, o, t in lines:
+        print(f"{name:44} {p!s:>14} {o!s:>14} {t!s:>12}")
+    m = r["memory"]
+    print(f"\nMemory model, {a.channels:,} channels x {a.ases:,} ASes (paper section 3.5):")
+    print(f"  ETR payloadBuffer     paper {m['paper_etr']:>12,} B   ours {m['ours_etr']:>12,} B"
+          f"   (paper text: 'just over 1 MB')")
+    print(f"  ITR servedRLOC IPv6   paper {m['paper_itr']['served_rloc']:>12,} B   ours "
+          f"{m['ours_itr_v6']['served_rloc']:>12,} B   (paper text: '16 MB')")
+    print(f"  ITR servedRLOC IPv4                          ours "
+          f"{m['ours_itr_v4']['served_rloc']:>12,} B")
+    print(f"  ITR total IPv6        paper {m['paper_itr']['total']:>12,} B   ours "
+          f"{m['ours_itr_v6']['total']:>12,} B")
+    if "measured_itr_state" in r:
+        s = r["measured_itr_state"]
+        model_b = model.itr_memory(a.measure_channels, a.measure_ases, ours["P_CC"], 4)
+        print(f"\nRunning ITR core, {a.measure_channels} channels x {a.measure_ases} ETRs: "
+              f"state {s['total_bytes']:,} B (model {model_b['total']:,} B); "
+              f"Python heap {s['python_heap_bytes']:,} B")
+    print("\nWhere the paper's text and formulas disagree:")
+    for line in model.explain():
+        print("  - " + line)
+    return 0
+
+
+def _deploy(a: argparse.Namespace) -> int:
+    from corecast.deploy import check, run_fig2
+
+    r = run_fig2(a.chunks, transport=a.transport, extra_payload_every=a.extra_payload_every)
+    bad = check(r)
+    if a.json:
+        r["failed_checks"] = bad
+        _print_json(r)
+    else:
+        lay = r["layout"]
+        print(f"Fig. 2 on loopback: source {lay['source']}, ITR {lay['itr']}, map-server "
+              f"{lay['ms']}, ETRs {', '.join(lay['etrs'])}, {r['clients']} clients, "
+              f"{r['chunks']} chunks in {r['elapsed_s']:.2f} s")
+        for eid, s in r["client_stats"].items():
+            print(f"  client {eid:16} received {s['received']:4} lost {s['lost']} dup "
+                  f"{s['duplicates']} reordered {s['reordered']} jitter {s['jitter_ms']} ms")
+        print(f"  transit ITR->ETRs  {r['transit_bytes']:>10} B   eq. 3: {r['eq3_bytes']:>10} B")
+        for h, v in r["transit_per_link"].items():
+            print(f"    link to {h:14} {v:>10} B   eq. 3: {r['eq3_per_link'][h]:>10} B")
+        print(f"  local ETRs->clients {r['local_bytes']:>9} B   eq. 5: {r['eq5_bytes']:>10} B")
+        print("  checks: " + ("all pass" if not bad else "; ".join(bad)))
+    return 0 if not bad else 1
+
+
+# ------------------------------------------------------------------- parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--duration", type=float, default=None, help="seconds to run (default: forever)")
+
+
+def _itr_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cc-range", action="append", required=True,
+                   help="reserved CoreCast EID range (repeatable)")
+    p.add_argument("--map-resolver", help="HOST[:PORT] for Map-Requests")
+    p.add_argument("--map-cache", help="static map-cache file: 'prefix rloc[,rloc] [ttl]' lines")
+    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
+    p.add_argument("--extra-payload-every", type=int, default=0)
+    p.add_argument("--max-channels", type=int, default=1024)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="corecast", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("mapserver", help="LISP map-server / map-resolver")
+    p.add_argument("--addr", required=True)
+    p.add_argument("--port", type=int, default=LISP_CONTROL_PORT)
+    p.add_argument("--site", action="append", required=True,
+                   help="NAME:PREFIX[,PREFIX]:KEYID:PSK (repeatable)")
+    _common(p)
+
+    p = sub.add_parser("etr", help="CoreCast ETR (Algorithm 2)")
+    p.add_argument("--rloc", required=True)
+    p.add_argument("--prefix", action="append", default=[], help="EID prefix to register")
+    p.add_argument("--map-server")
+    p.add_argument("--key-id", type=int, default=0)
+    p.add_argument("--algorithm-id", type=int, default=2)
+    p.add_argument("--psk", default="")
+    p.add_argument("--cc-range", action="append", required=True)
+    p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
+    p.add_argument("--data-port", type=int, default=4341)
+    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
+    _common(p)
+
+    p = sub.add_parser("itr", help="CoreCast ITR (Algorithm 1)")
+    p.add_argument("--rloc", required=True)
+    p.add_argument("--inside", required=True, help="HOST:PORT receiving inner IP packets")
+    _itr_args(p)
+    _common(p)
+
+    p = sub.add_parser("source", help="CoreCast source")
+    p.add_argument("--eid", required=True)
+    p.add_argument("--channel", action="append", required=True, help="channel EID (repeatable)")
+    p.add_argument("--bitrate", type=float, default=384_000.0, help="b/s per channel")
+    p.add_argument("--chunk-size", type=int, default=1200, help="chunk D in bytes")
+    p.add_argument("--itr", help="HOST:PORT of the ITR's inside interface")
+    p.add_argument("--as-itr", action="store_true", help="perform the ITR function (sec. 3.4)")
+    p.add_argument("--cc-range", action="append", default=[])
+    p.add_argument("--map-resolver")
+    p.add_argument("--map-cache")
+    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
+    p.add_argument("--extra-payload-every", type=int, default=0)
+    p.add_argument("--max-channels", type=int, default=1024)
+    p.add_argument("--transport", choices=["udp", "raw"], default="udp")
+    p.add_argument("--http-port", type=int, default=0)
+    p.add_argument("--heartbeat-timeout", type=float, default=300.0)
+    p.add_argument("--mtu", type=int, default=1500)
+    p.add_argument("--chunks", type=int, help="stop after this many chunks")
+    p.add_argument("--input", help="media file to stream instead of a test pattern")
+    p.add_argument("--wait-subscribers", type=int, default=0,
+                   help="start streaming once this many clients joined")
+    p.add_argument("--linger", type=float, default=0.2)
+    _common(p)
+
+    p = sub.add_parser("client", help="CoreCast client")
+    p.add_argument("--eid", required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--join", help="HOST:PORT of the source's subscription service")
+    p.add_argument("--channel")
+    p.add_argument("--no-corecast", action="store_true", help="my domain has no CoreCast ETR")
+    p.add_argument("--heartbeat", type=float, default=None)
+    p.add_argument("--leave", action="store_true", help="send leave before exiting")
+    p.add_argument("--chunks", type=int, help="exit after receiving this many chunks")
+    _common(p)
+
+    p = sub.add_parser("plan", help="equations 1-9 and the memory model")
+    p.add_argument("--C", type=float, default=10e9, help="line rate, b/s")
+    p.add_argument("--BW", type=float, default=384e3, help="stream rate, b/s")
+    p.add_argument("--D", type=int, default=1200, help="chunk size, bytes")
+    p.add_argument("--j", type=int, default=3, help="ASes with clients (RLOCs)")
+    p.add_argument("--k", type=int, default=7, help="clients")
+    p.add_argument("--i", type=int, default=None, help="P2P inter-domain arcs (eq. 7)")
+    p.add_argument("--transport", choices=["udp", "raw"], default="udp")
+    p.add_argument("--ipv6-eid", action="store_true")
+    p.add_argument("--ipv6-rloc", action="store_true")
+    p.add_argument("--channels", type=int, default=1000)
+    p.add_argument("--ases", type=int, default=1000)
+    p.add_argument("--measure", action="store_true", help="also measure our ITR core's state")
+    p.add_argument("--measure-channels", type=int, default=20)
+    p.add_argument("--measure-ases", type=int, default=100)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
+    p.add_argument("--chunks", type=int, default=40)
+    p.add_argument("--transport", choices=["udp", "raw"], default="udp")
+    p.add_argument("--extra-payload-every", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    return ap
+
+
+ROLES = {"mapserver": _mapserver, "etr": _etr, "itr": _itr, "source": _source,
+         "client": _client}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.cmd == "plan":
+        return _plan(a)
+    if a.cmd == "deploy":
+        return _deploy(a)
+    if a.cmd == "source" and not a.as_itr and not a.itr:
+        build_parser().error("source needs --itr HOST:PORT or --as-itr")
+    if a.cmd == "source" and a.as_itr and not a.cc_range:
+        build_parser().error("--as-itr needs --cc-range")
+    result = asyncio.run(ROLES[a.cmd](a))
+    _print_json(result)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

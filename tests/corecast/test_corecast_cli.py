@@ -1,0 +1,113 @@
+"""The `corecast` CLI as real subprocesses on loopback, and `plan`'s figures."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from corecast.cli import main
+
+PY = [sys.executable, "-m", "corecast"]
+
+
+def _spawn(args):
+    return subprocess.Popen(PY + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _first_json(p) -> dict:
+    return json.loads(p.stdout.readline())
+
+
+def _final(p, timeout=30) -> dict:
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err
+    return json.loads(out[out.index("\n{") + 1:] if not out.startswith("{\n") else out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_itr", [False, True])
+def test_roles_as_processes_stream_to_clients(tmp_path, as_itr):
+    b = random.randint(100, 250)
+    pre = f"127.{b}"
+    cc = f"{pre}.255.0/24"
+    procs = []
+    try:
+        ms = _spawn(["mapserver", "--addr", f"{pre}.0.3", "--duration", "25",
+                     "--site", f"as1:{pre}.11.0/24:1:k1", "--site", f"as2:{pre}.12.0/24:1:k2"])
+        procs.append(ms)
+        assert _first_json(ms)["ready"]
+        etrs = []
+        for i in (1, 2):
+            e = _spawn(["etr", "--rloc", f"{pre}.1.{i}", "--prefix", f"{pre}.1{i}.0/24",
+                        "--map-server", f"{pre}.0.3", "--key-id", "1", "--psk", f"k{i}",
+                        "--cc-range", cc, "--duration", "25"])
+            procs.append(e)
+            etrs.append(e)
+        src_args = ["source", "--eid", f"{pre}.0.1", "--channel", f"{pre}.255.1", "--chunks",
+                    "20", "--wait-subscribers", "3", "--duration", "25", "--cc-range", cc]
+        if as_itr:
+            mc = tmp_path / "map-cache"
+            mc.write_text(f"{pre}.11.0/24 {pre}.1.1\n{pre}.12.0/24 {pre}.1.2\n")
+            src_args += ["--as-itr", "--map-cache", str(mc), "--control-port", "0"]
+        else:
+            itr = _spawn(["itr", "--rloc", f"{pre}.0.2", "--inside", f"{pre}.0.2:9341",
+                          "--cc-range", cc, "--map-resolver", f"{pre}.0.3", "--duration", "25"])
+            procs.append(itr)
+            src_args += ["--itr", f"{pre}.0.2:9341"]
+            assert _first_json(itr)["ready"]
+        for e in etrs:  # each ETR prints a line once its Map-Notify arrived
+            assert _first_json(e)["registered"]
+        src = _spawn(src_args)
+        procs.append(src)
+        port = _first_json(src)["http_port"]
+        clients = []
+        for eid, cc_flag in ((f"{pre}.11.1", []), (f"{pre}.12.1", []),
+                             (f"{pre}.13.1", ["--no-corecast"])):
+            c = _spawn(["client", "--eid", eid, "--join", f"{pre}.0.1:{port}", "--channel",
+                        f"{pre}.255.1", "--chunks", "20", "--duration", "20"] + cc_flag)
+            procs.append(c)
+            clients.append(c)
+        for c in clients:
+            _first_json(c)
+        stats = [_final(c) for c in clients]
+        for s in stats:
+            assert s["received"] == 20 and s["lost"] == 0, s
+        s = _final(src)
+        assert s["counters"]["chunks"] == 20 and s["counters"]["unicast_packets"] == 20
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        e1 = _final(etrs[0])
+        assert e1["registered"] and e1["counters"]["cc_payloads"] == 20
+        assert e1["counters"]["unicast_out"] == 20
+        m = _final(ms)
+        assert m["counters"]["accepted"] >= 2 and m["counters"]["refused_auth"] == 0
+        if not as_itr:
+            i = _final(itr)
+            assert i["counters"]["payload_copies"] == 40 and i["drops"]["unknown_hash"] == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=5)
+
+
+def test_plan_prints_paper_and_our_figures(capsys):
+    assert main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "397,135" in out and "26,041" in out and "337,500" in out
+    assert "0.0656" in out and "0.1905" in out and "0.16" in out
+    assert main(["plan", "--json", "--transport", "raw"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    paper, ours = r["rows"]
+    assert paper["eq1_max_clients_cc"] == 397_135  # the README's check on eq. 1
+    assert ours["sizes"]["h_cc"] == 56 and ours["sizes"]["h_l"] == 36
+
+
+def test_deploy_command_exit_code(capsys):
+    assert main(["deploy", "--chunks", "5"]) == 0
+    assert "checks: all pass" in capsys.readouterr().out
