@@ -9,9 +9,10 @@
 """
 
 from .capture import Capture, read_pcap
-from .core import Bridge, End, Host, Link, Testbed, cleanup_stale, have_root
+from .core import Testbed, cleanup_stale, have_root
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
 from .nsexec import Event, Task
+from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
 
 __all__ = [

@@ -20,7 +20,6 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from pyroute2 import IPRoute
@@ -30,6 +29,7 @@ from . import shaping
 from .capture import Capture
 from .errors import TestbedError, TestbedTimeout
 from .nsexec import Event, Task, spawn_in_netns, write_sysctls
+from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
 
 NETNS_DIR = "/var/run/netns"
@@ -43,54 +43,6 @@ _LIVE: "weakref.WeakSet[Testbed]" = weakref.WeakSet()
 def have_root() -> bool:
     """True when this process may create namespaces (effective uid 0)."""
     return os.geteuid() == 0
-
-
-@dataclass(frozen=True, slots=True)
-class Host:
-    """One network namespace: ``name`` as given to ``Testbed.host``, ``ns`` its netns name."""
-
-    name: str
-    ns: str
-
-
-@dataclass(frozen=True, slots=True)
-class End:
-    """One end of a link: the interface ``ifname`` in ``host``, with ``addr`` (CIDR) or None."""
-
-    host: Host
-    ifname: str
-    addr: str | None = None
-
-    @property
-    def ip(self) -> str | None:
-        """The address without its prefix length."""
-        return None if self.addr is None else str(ipaddress.ip_interface(self.addr).ip)
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A veth pair; for ``Testbed.attach`` ``a`` is the host's end and ``b`` the bridge port."""
-
-    a: End
-    b: End
-
-    def end(self, host: Host) -> End:
-        """The end that lives in ``host``."""
-        for end in (self.a, self.b):
-            if end.host == host:
-                return end
-        raise TestbedError(f"link {self.a.ifname}<->{self.b.ifname} has no end in {host.name}")
-
-
-@dataclass(frozen=True, slots=True)
-class Bridge:
-    """A Linux bridge device ``ifname`` inside ``host``."""
-
-    name: str
-    host: Host
-    ifname: str
-    #: time.monotonic() after which snooping forwards by membership only
-    ready_at: float = 0.0
 
 
 Dev = End | str

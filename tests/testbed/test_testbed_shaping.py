@@ -69,9 +69,10 @@ def pair(tb: Testbed):
     return a, b, link
 
 
-def measure(tb, src, dst_host, dst_ip, count, interval, size=200):
+def measure(tb, src, dst_host, dst_ip, count, interval, size=200, expect=None):
+    """Send ``count`` datagrams from src; receive up to ``expect`` (default ``count``)."""
     ready = tb.event()
-    rx = tb.spawn(dst_host, receive, ready, count)
+    rx = tb.spawn(dst_host, receive, ready, expect or count)
     assert ready.wait(10)
     tb.run(src, send, dst_ip, count, interval, size, timeout=120)
     return rx.result(timeout=60)
@@ -226,3 +227,19 @@ def test_gilbert_elliott_stationary_loss() -> None:
     ge, rng = GilbertElliott(5, 40, 100, 0), random.Random(3)
     losses = sum(ge.lose(rng) for _ in range(100_000))
     assert abs(losses / 100_000 - 5 / 45) < 0.01
+
+
+@pytest.mark.root
+def test_netem_duplicate_and_reorder() -> None:
+    n = 400
+    with Testbed() as tb:
+        a, b, link = pair(tb)
+        tb.shape(link.a, netem=Netem(delay_ms=20, duplicate_pct=50, reorder_pct=25, seed=5))
+        got = measure(tb, a, b, "10.0.1.2", n, 0.002, expect=2 * n)
+    seqs = [seq for seq, _, _ in got]
+    dups = len(seqs) - len(set(seqs))
+    # binomial sd at p=0.5, n=400 is 10: +-60 is six of them
+    assert 140 <= dups <= 260, dups
+    out_of_order = sum(1 for x, y in zip(seqs, seqs[1:]) if y < x)
+    undelayed = sum(1 for _, d, _ in got if d < 0.015)
+    assert out_of_order > 20 and undelayed > 50, (out_of_order, undelayed)
