@@ -60,14 +60,15 @@ class LogEntry:
         return self.time - self.elapsed_ms / 1000.0
 
     def object_path(self) -> str:
-        """Origin path for this entry's body: a stable name for the URL, the logged size.
+        """Origin path for this entry's body: a stable name for (URL, logged size).
 
         The paper "used the logs to generate random bytes up to the length of
         each request": our origin generates them from the path, so the same URL
-        and size always give the same object (and the same proxy key).
+        and size always give the same object (and the same proxy key). The path
+        without the query is also a file name for a static origin (nginx).
         """
         h = hashlib.md5(self.url.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-        return f"/o/{h}?size={self.bytes}"
+        return f"/o/{h}-{self.bytes}?size={self.bytes}"
 
     def format(self) -> str:
         """The native log line."""
