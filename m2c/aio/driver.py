@@ -1,0 +1,236 @@
+"""Sender and receiver drivers: real multicast sockets, the loop's clock.
+
+Works as an ordinary user on loopback: the sender sets IP_MULTICAST_IF to
+the interface address (127.0.0.1 by default) and the receiver joins with
+IP_ADD_MEMBERSHIP on the same address; each channel has its own group
+address and port (see ``make_session``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import secrets
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
+
+from m2c.core.events import Join, Leave
+from m2c.core.filetx import FileReceiver, FileSender, Metrics, SessionDescription, default_fec
+from m2c.core.groups import make_schedule
+from m2c.core.receiver_cc import ReceiverCC
+from m2c.fec.errors import DecodeError
+from m2c.wire import codec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["make_session", "MulticastSender", "MulticastReceiver"]
+
+
+def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
+                 interface: str = "127.0.0.1", min_rate: float = 20.0,
+                 max_rate: float = 2000.0, tsd: float = 1.0, k: int = 2,
+                 schedule: str = "wave", fec: str = "ldpc", symbol_size: int = 1400,
+                 max_block_length: int | None = None, seed: int | None = None,
+                 session: int | None = None) -> SessionDescription:
+    """Session description for sending ``path`` (rates in packets per second)."""
+    size = os.path.getsize(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    sched = make_schedule(schedule, min_rate=min_rate, max_rate=max_rate, tsd=tsd, k=k)
+    a, b, c, d = (int(x) for x in group.split("."))
+    base = a << 24 | b << 16 | c << 8 | d
+    groups = []
+    for ch in range(sched.channels + 1):
+        g = base + ch
+        groups.append([f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", port + ch])
+    fec_d = default_fec(size, fec, symbol_size, max_block_length,
+                        seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD))
+    return SessionDescription(session if session is not None else secrets.randbits(32), 1,
+                              os.path.basename(path), size, h.hexdigest(), fec_d,
+                              sched.describe(), groups, interface)
+
+
+def _mcast_sender_socket(interface: str) -> socket.socket:
+    sock = make_udp_socket((interface, 0))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1 if interface.startswith("127.") else 8)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+    return sock
+
+
+class MulticastSender:
+    """Carousel sender: sends each PDU at its due time, for ever or ``duration`` s."""
+
+    LOOKAHEAD = 0.2
+
+    def __init__(self, sd: SessionDescription, path: str) -> None:
+        self.sd = sd
+        self.path = path
+        self._f = open(path, "rb")  # noqa: SIM115 - closed in run()
+        self.core = FileSender(sd, self._read)
+        self.sent = 0
+        self.bytes = 0
+
+    def _read(self, off: int, n: int) -> bytes:
+        return os.pread(self._f.fileno(), n, off)
+
+    async def run(self, duration: float | None = None, stop: asyncio.Event | None = None) -> dict:
+        loop = asyncio.get_running_loop()
+        ep = BatchedUDPEndpoint(_mcast_sender_socket(self.sd.interface), lambda b, t: None)
+        addrs = [(g, int(p)) for g, p in self.sd.groups]
+        t0 = loop.time()
+        queue: deque[tuple[float, bytes, Any]] = deque()
+        horizon = 0.0
+        try:
+            while True:
+                now = loop.time() - t0
+                if duration is not None and now >= duration:
+                    break
+                if stop is not None and stop.is_set():
+                    break
+                while horizon < now + self.LOOKAHEAD:
+                    pdus = self.core.next_pdus()
+                    for pdu, pkt in pdus:
+                        queue.append((pdu.due, codec.encode(pkt), addrs[pdu.g]))
+                    horizon = self.core.seq.next_start
+                batch = []
+                while queue and queue[0][0] <= now:
+                    _, wire, addr = queue.popleft()
+                    batch.append((wire, addr))
+                if batch:
+                    ep.send_many(batch)
+                    self.sent += len(batch)
+                    self.bytes += sum(len(w) for w, _ in batch)
+                wait = (queue[0][0] - (loop.time() - t0)) if queue else 0.001
+                await asyncio.sleep(min(max(wait, 0.0005), 0.02))
+        finally:
+            ep.close()
+            self._f.close()
+        return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.next_buffer,
+                "tx_dropped": ep.stats["tx_dropped"]}
+
+
+class MulticastReceiver:
+    """Joins the session, runs congestion control, decodes, verifies and writes."""
+
+    def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
+                 max_active: int = 64, max_rate: float = float("inf"),
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
+        self.sd = sd
+        self.out_path = out_path
+        self.schedule = sd.schedule()
+        self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
+        self.file = FileReceiver(sd, max_active=max_active)
+        self.on_progress = on_progress
+        self.eps: dict[int, BatchedUDPEndpoint] = {}
+        self.rejected = 0
+        self.wrong_group = 0
+        self.joins = self.leaves = 0
+        self._done = asyncio.Event()
+        self._t_last = 0.0
+        self._fd = -1
+
+    # --- sockets -----------------------------------------------------------
+    def _mreq(self, ch: int) -> bytes:
+        return socket.inet_aton(self.sd.groups[ch][0]) + socket.inet_aton(self.sd.interface)
+
+    def _join(self, ch: int) -> None:
+        if ch in self.eps:
+            return
+        g, port = self.sd.groups[ch]
+        sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
+        self.eps[ch] = BatchedUDPEndpoint(sock, lambda batch, now, ch=ch: self._on_batch(ch, batch, now))
+        self.joins += 1
+
+    def _leave(self, ch: int) -> None:
+        ep = self.eps.pop(ch, None)
+        if ep is None:
+            return
+        try:
+            ep.sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, self._mreq(ch))
+        except OSError:
+            pass
+        ep.close()
+        self.leaves += 1
+
+    def _apply(self, events: list[Join | Leave]) -> None:
+        for ev in events:
+            if isinstance(ev, Join):
+                self._join(ev.channel)
+            else:
+                self._leave(ev.channel)
+
+    # --- packets -----------------------------------------------------------
+    def _on_batch(self, ch: int, batch: list, now: float) -> None:
+        if self._done.is_set():
+            return
+        for data, _addr in batch:
+            try:
+                pkt = codec.decode(data, session=self.sd.session)
+            except DecodeError:
+                self.rejected += 1
+                continue
+            if pkt.group != ch:
+                self.wrong_group += 1
+                continue
+            self._apply(self.cc.on_packet(now, ch, pkt.psn))
+            t_arrival = now
+            for off, blk in self.file.feed(pkt, len(data)):
+                os.pwrite(self._fd, blk, off)
+                self._t_last = t_arrival
+                if self.on_progress:
+                    self.on_progress(len(self.file.done), self.file.pt.blocks)
+            if self.file.complete:
+                self._done.set()
+                return
+
+    async def _timers(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._done.is_set():
+            nxt = self.cc.next_timer()
+            await asyncio.sleep(max(0.0, (nxt or loop.time() + 0.05) - loop.time()))
+            self._apply(self.cc.on_timer(loop.time()))
+
+    async def run(self, timeout: float = 60.0) -> dict:
+        """Receive until the file is recovered and verified (or ``timeout``)."""
+        loop = asyncio.get_running_loop()
+        self._fd = os.open(self.out_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.ftruncate(self._fd, self.sd.size)
+        t0 = loop.time()
+        self._apply(self.cc.start(t0))
+        timers = asyncio.create_task(self._timers())
+        ok = False
+        try:
+            if self.sd.size == 0:
+                self._done.set()
+            await asyncio.wait_for(self._done.wait(), timeout)
+            os.fsync(self._fd)
+            h = hashlib.sha256()
+            with open(self.out_path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            ok = h.hexdigest() == self.sd.sha256
+        except asyncio.TimeoutError:
+            ok = False
+        finally:
+            timers.cancel()
+            for ch in list(self.eps):
+                self._leave(ch)
+            os.close(self._fd)
+        t_end = loop.time()
+        lt = self.cc.loss
+        m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
+                                       lt.received)
+        return {"ok": ok, "complete": self.file.complete, "metrics": m,
+                "rejected": self.rejected, "wrong_group": self.wrong_group,
+                "joins": self.joins, "leaves": self.leaves, "loss_events": self.cc.loss_events,
+                "duplicates": lt.duplicates}

@@ -1,0 +1,142 @@
+"""Command line: ``m2c send FILE`` and ``m2c receive SDP -o FILE``.
+
+Rates are given in kbit/s and converted to packets per second with the
+symbol size.  The session description (JSON) is written by ``send`` (``--sdp``)
+and read by ``receive`` from a path or an http(s) URL; ``send --serve-sdp
+PORT`` also serves it over HTTP on the interface address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import urllib.request
+from dataclasses import asdict
+
+from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
+from m2c.core.filetx import SessionDescription
+from m2c.core.groups import SCHEDULES
+from m2c.core.receiver_cc import CONTROLLERS
+
+PACKET_OVERHEAD = 48 + 28  # ALC/LCT + FPI, IPv4 + UDP
+
+
+def _pps(kbps: float, symbol: int) -> float:
+    return kbps * 1000 / 8 / (symbol + PACKET_OVERHEAD)
+
+
+def load_sdp(src: str) -> SessionDescription:
+    """Session description from a file path or an http(s) URL."""
+    if src.startswith(("http://", "https://")):
+        with urllib.request.urlopen(src, timeout=10) as r:  # noqa: S310 - user-given URL
+            return SessionDescription.from_json(r.read().decode())
+    with open(src, encoding="utf-8") as f:
+        return SessionDescription.from_json(f.read())
+
+
+async def _serve_sdp(text: str, host: str, port: int) -> asyncio.AbstractServer:
+    body = text.encode()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port)
+
+
+def cmd_send(a: argparse.Namespace) -> int:
+    sd = make_session(a.file, group=a.group, port=a.port, interface=a.interface,
+                      min_rate=_pps(a.min_rate, a.symbol_size),
+                      max_rate=_pps(a.max_rate, a.symbol_size), tsd=a.tsd, k=a.k,
+                      schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size)
+    text = sd.to_json()
+    if a.sdp:
+        with open(a.sdp, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"session description: {a.sdp}", file=sys.stderr)
+    else:
+        print(text)
+
+    async def main() -> dict:
+        server = None
+        if a.serve_sdp:
+            server = await _serve_sdp(text, a.interface, a.serve_sdp)
+            print(f"serving it at http://{a.interface}:{a.serve_sdp}/", file=sys.stderr)
+        try:
+            return await MulticastSender(sd, a.file).run(duration=a.duration)
+        finally:
+            if server is not None:
+                server.close()
+
+    try:
+        stats = asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130
+    print(json.dumps(stats), file=sys.stderr)
+    return 0
+
+
+def cmd_receive(a: argparse.Namespace) -> int:
+    try:
+        sd = load_sdp(a.sdp)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"m2c receive: cannot read the session description {a.sdp!r}: {exc}",
+              file=sys.stderr)
+        return 2
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} blocks"), TimeElapsedColumn(),
+                  disable=a.quiet or not sys.stderr.isatty(), transient=False) as prog:
+        task = prog.add_task(sd.name, total=sd.partition().blocks or 1)
+        rx = MulticastReceiver(sd, a.output, controller=a.controller,
+                               on_progress=lambda done, total: prog.update(task, completed=done))
+        res = asyncio.run(rx.run(timeout=a.timeout))
+    m = res["metrics"]
+    out = {k: v for k, v in res.items() if k != "metrics"}
+    out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
+    print(json.dumps(out, indent=None if a.quiet else 1))
+    return 0 if res["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="m2c", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("send", help="send a file by carousel over multicast")
+    s.add_argument("file")
+    s.add_argument("--sdp", help="write the session description here (default: stdout)")
+    s.add_argument("--serve-sdp", type=int, metavar="PORT", help="also serve it over HTTP")
+    s.add_argument("--group", default="239.192.77.1", help="first multicast group (base)")
+    s.add_argument("--port", type=int, default=47000, help="first UDP port (base)")
+    s.add_argument("--interface", default="127.0.0.1")
+    s.add_argument("--min-rate", type=float, default=256.0, help="kbit/s (base group)")
+    s.add_argument("--max-rate", type=float, default=20000.0, help="kbit/s (all groups)")
+    s.add_argument("--tsd", type=float, default=1.0, help="time slot duration, s")
+    s.add_argument("--k", type=int, default=2, help="groups renewed per time slot")
+    s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave")
+    s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc")
+    s.add_argument("--symbol-size", type=int, default=1400)
+    s.add_argument("--duration", type=float, help="stop after this many seconds")
+    s.set_defaults(fn=cmd_send)
+    r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
+    r.add_argument("sdp")
+    r.add_argument("-o", "--output", required=True)
+    r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c")
+    r.add_argument("--timeout", type=float, default=600.0)
+    r.add_argument("-q", "--quiet", action="store_true")
+    r.set_defaults(fn=cmd_receive)
+    a = ap.parse_args(argv)
+    return int(a.fn(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
