@@ -36,9 +36,9 @@ pending packets) and :meth:`Itr.state_size` reports it.
 from __future__ import annotations
 
 import random
-import struct
 from dataclasses import dataclass
 
+from corecast import _fast
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
 from corecast.wire.codec import (
@@ -46,7 +46,6 @@ from corecast.wire.codec import (
     MapReply,
     MapRequest,
     decode_control,
-    decode_ip,
     digest,
     ecm_wrap,
     encode_lisp_data,
@@ -54,13 +53,8 @@ from corecast.wire.codec import (
     make_lisp_data,
 )
 from corecast.wire.constants import (
-    CORECAST_UDP_PORT,
-    CORECAST_VERSION,
-    HASH_LEN,
-    IPPROTO_CORECAST,
     LISP_CONTROL_PORT,
     LISP_DATA_PORT,
-    CoreCastType,
 )
 
 Datagram = tuple[bytes, tuple[str, int]]
@@ -89,21 +83,6 @@ class ChannelBuffer:
     served: dict | None = None  #: servedRLOC: rloc -> headers sent since its payload copy
 
 
-def _cc_offset(pkt: bytes, dst_is_v4: bool) -> int:
-    """Offset of the CoreCast PDU in an inner packet, or -1."""
-    if dst_is_v4:
-        ihl = (pkt[0] & 0x0F) * 4
-        proto = pkt[9]
-    else:
-        ihl = 40
-        proto = pkt[6]
-    if proto == IPPROTO_CORECAST:
-        return ihl
-    if proto == 17 and len(pkt) >= ihl + 8 and (pkt[ihl + 2] << 8 | pkt[ihl + 3]) == CORECAST_UDP_PORT:
-        return ihl + 8
-    return -1
-
-
 class Itr:
     """Sans-IO ITR with CoreCast demultiplexing (Algorithm 1)."""
 
@@ -121,6 +100,7 @@ class Itr:
         max_served: int = 65536,
         instance_id: int | None = None,
         seed: int | None = None,
+        fast: bool | None = None,
     ) -> None:
         import ipaddress
 
@@ -136,14 +116,27 @@ class Itr:
         self.buffers: dict[bytes, ChannelBuffer] = {}
         self._rng = random.Random(seed)
         self.lisp_header = encode_lisp_data(make_lisp_data(instance_id=instance_id))
-        # reserved range as (len, mask, net) integers per family: a cheap test
-        self._cc4: list[tuple[int, int]] = []
-        self._cc6: list[tuple[int, int]] = []
+        # reserved range as (network, mask) byte pairs for the classifier
+        ranges = []
         for net, plen in corecast_prefixes:
             bits = len(net) * 8
             mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
-            (self._cc4 if len(net) == 4 else self._cc6).append(
-                (mask, int.from_bytes(net, "big") & mask))
+            m = mask.to_bytes(len(net), "big")
+            ranges.append((bytes(a & b for a, b in zip(net, m)), m))
+        self._ranges = tuple(ranges)
+        # C fast path or pure twin (fast=None: whatever deliverykit.fastpath picked)
+        if fast is None:
+            self._parse = _fast.cc_parse
+        elif fast:
+            from deliverykit.fastpath import speedups
+
+            if speedups is None or not hasattr(speedups, "cc_parse"):
+                raise RuntimeError("the C fast path is not built")
+            self._parse = speedups.cc_parse
+            self.mapcache.trie.walk = speedups.cc_trie_lookup
+        else:
+            self._parse = _fast.py_cc_parse
+            self.mapcache.trie.walk = _fast.py_cc_trie_lookup
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
         self.events: list[MappingInstalled] = []
         self.counters: dict[str, int] = {
@@ -157,11 +150,8 @@ class Itr:
     # ----------------------------------------------------------------- helpers
 
     def is_corecast(self, dst: bytes) -> bool:
-        v = int.from_bytes(dst, "big")
-        for mask, net in self._cc4 if len(dst) == 4 else self._cc6:
-            if v & mask == net:
-                return True
-        return False
+        return any(len(n) == len(dst) and all(d & mm == nn for d, mm, nn in zip(dst, m, n))
+                   for n, m in self._ranges)
 
     def _drop(self, reason: str) -> list[Datagram]:
         self.counters["drop_" + reason] += 1
@@ -198,22 +188,15 @@ class Itr:
     def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
         """One inner IP packet from the inside interface -> datagrams to send."""
         self.counters["in_packets"] += 1
-        n = len(pkt)
-        if n < 20:
-            return self._drop("malformed")
-        v = pkt[0] >> 4
-        if v == 4:
-            dst = pkt[16:20]
-        elif v == 6 and n >= 40:
-            dst = pkt[24:40]
-        else:
-            return self._drop("malformed")
-        if self.is_corecast(dst):
-            off = _cc_offset(pkt, v == 4)
-            if off < 0:
-                return self._drop("not_corecast")
-            return self._corecast(pkt, dst, off, now)
-        return self._plain(pkt, dst, now)
+        r = self._parse(pkt, self._ranges)
+        kind = r[0]
+        if kind == 2:
+            return self._cc_header(pkt, r[1], r[2], r[3], now)
+        if kind == 0:
+            return self._plain(pkt, r[1], now)
+        if kind == 1:
+            return self._cc_payload(pkt, r[1], r[2], r[3], r[4], r[5])
+        return self._drop("malformed" if r[1] == 1 else "not_corecast")
 
     def _plain(self, pkt: bytes, dst: bytes, now: float) -> list[Datagram]:
         entry = self.mapcache.lookup(dst, now)
@@ -227,32 +210,8 @@ class Itr:
         self.counters["plain_encap"] += 1
         return [(self.lisp_header + pkt, (rs, self.data_port))]
 
-    def _corecast(self, pkt: bytes, chan: bytes, off: int, now: float) -> list[Datagram]:
-        # common part: Version|Type, Hash ID, Hash Len, Flags, Sequence (8 bytes)
-        if len(pkt) < off + 12:
-            return self._drop("malformed")
-        vt = pkt[off]
-        hash_id = pkt[off + 1]
-        hlen = pkt[off + 2]
-        if vt >> 4 != CORECAST_VERSION or HASH_LEN.get(hash_id) != hlen:  # type: ignore[call-overload]
-            return self._drop("malformed")
-        typ = vt & 0x0F
-        h0 = off + 12
-        if typ == CoreCastType.PAYLOAD:
-            (plen,) = struct.unpack_from("!H", pkt, off + 8)
-            if h0 + hlen + plen != len(pkt):
-                return self._drop("malformed")
-            return self._cc_payload(pkt, chan, hash_id, pkt[h0 : h0 + hlen], h0 + hlen, off)
-        if typ == CoreCastType.HEADER:
-            afi = pkt[off + 10] << 8 | pkt[off + 11]
-            elen = 4 if afi == 1 else 16 if afi == 2 else 0
-            if not elen or h0 + hlen + elen != len(pkt):
-                return self._drop("malformed")
-            return self._cc_header(pkt, chan, pkt[h0 : h0 + hlen], pkt[h0 + hlen :], now)
-        return self._drop("malformed")
-
     def _cc_payload(self, pkt: bytes, chan: bytes, hash_id: int, h: bytes, p0: int,
-                    off: int) -> list[Datagram]:
+                    seq: int) -> list[Datagram]:
         self.counters["cc_payloads"] += 1
         buf = self.buffers.get(chan)
         if buf is None:
@@ -263,7 +222,7 @@ class Itr:
         if digest(hash_id, memoryview(pkt)[p0:]) != h:
             return self._drop("bad_hash")
         buf.hash = h
-        buf.seq = struct.unpack_from("!I", pkt, off + 4)[0]
+        buf.seq = seq
         buf.packet = pkt
         buf.served = {}  # a fresh servedRLOC for every new payload
         return []

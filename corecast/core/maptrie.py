@@ -13,6 +13,8 @@ import ipaddress
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
+from corecast import _fast
+
 V = TypeVar("V")
 
 _CHILD0, _CHILD1, _VALUE, _HAS = 0, 1, 2, 3
@@ -25,11 +27,13 @@ def _new() -> list:
 class PrefixTrie(Generic[V]):
     """Binary trie mapping prefixes to values, with longest-prefix lookup."""
 
-    __slots__ = ("_roots", "_count")
+    __slots__ = ("_roots", "_count", "walk")
 
-    def __init__(self) -> None:
+    def __init__(self, walk=None) -> None:
         self._roots: dict[int, list] = {4: _new(), 16: _new()}
         self._count = 0
+        #: the longest-prefix walk: C fast path or its pure twin (corecast._fast)
+        self.walk = walk or _fast.cc_trie_lookup
 
     def __len__(self) -> int:
         return self._count
@@ -85,23 +89,10 @@ class PrefixTrie(Generic[V]):
 
     def lookup(self, addr: bytes) -> tuple[int, V] | None:
         """(prefix length, value) of the longest prefix covering ``addr``."""
-        n = len(addr)
-        node = self._roots.get(n)
-        if node is None:
+        root = self._roots.get(len(addr))
+        if root is None:
             return None
-        key = int.from_bytes(addr, "big")
-        best = (0, node[_VALUE]) if node[_HAS] else None
-        shift = n * 8 - 1
-        depth = 0
-        while shift >= 0:
-            node = node[(key >> shift) & 1]
-            if node is None:
-                break
-            depth += 1
-            if node[_HAS]:
-                best = (depth, node[_VALUE])
-            shift -= 1
-        return best
+        return self.walk(root, addr)
 
     def get(self, addr: bytes, plen: int) -> V | None:
         """Exact-match lookup."""
