@@ -117,7 +117,7 @@ async def _curl(url: str, proxy: str | None, delay: float) -> tuple[float, float
 async def _ours(url: str, proxy: str, delay: float) -> tuple[float, float, bool, int]:
     await asyncio.sleep(delay)
     try:
-        r = await fetch(url, proxy=proxy, vmc=True, timeout=300)
+        r = await fetch(url, proxy=proxy, vmc=True, timeout=300, discard=True)
         return r.ttfb, r.elapsed, True, r.length
     except Exception:  # noqa: BLE001 - a failed client is reported as not ok
         return 0.0, 0.0, False, 0

@@ -70,11 +70,14 @@ def _target(url: str, via_proxy: bool) -> tuple[str, int, bytes, bytes]:
 class _Sink:
     """Where body bytes go: a file (sparse writes at offsets) or a bytearray."""
 
-    def __init__(self, length: int, out: Path | None) -> None:
+    def __init__(self, length: int, out: Path | None, discard: bool = False) -> None:
         self.length = length
         self.out = out
+        self.discard = discard
         self.have: list[tuple[int, int]] = []  # coalesced inclusive spans received
-        if out is None:
+        if discard:
+            self.mem, self.fh = None, None
+        elif out is None:
             self.mem: bytearray | None = bytearray(length)
             self.fh = None
         else:
@@ -87,8 +90,7 @@ class _Sink:
             raise FetchError("server sent bytes past the complete length")
         if self.mem is not None:
             self.mem[off : off + len(data)] = data
-        else:
-            assert self.fh is not None
+        elif self.fh is not None:
             self.fh.seek(off)
             self.fh.write(data)
         if data:
@@ -104,7 +106,9 @@ class _Sink:
             out.append((pos, self.length))
         return out
 
-    def sha256(self) -> bytes:
+    def sha256(self) -> bytes | None:
+        if self.discard:
+            return None
         if self.mem is not None:
             return hashlib.sha256(self.mem).digest()
         assert self.fh is not None
@@ -141,10 +145,13 @@ async def fetch(
     vmc: bool = True,
     timeout: float = 60.0,
     extra_headers: list[tuple[bytes, bytes]] | None = None,
+    discard: bool = False,
 ) -> FetchResult:
     """GET ``url`` (through ``proxy`` "host:port" if given), patching a partial answer.
 
     Raises :class:`FetchError` on any inconsistency; never returns a short body.
+    ``discard=True`` keeps no bytes (load generation): coverage and length are
+    still checked, the digest is not.
     """
     t0 = time.monotonic()
     via = proxy is not None
@@ -170,12 +177,12 @@ async def fetch(
             if cl is None or not cl.isdigit():
                 body = await resp.read_all()
                 length = len(body)
-                sink = _Sink(length, Path(out) if out else None)
+                sink = _Sink(length, Path(out) if out else None, discard)
                 sink.write(0, body)
                 mark()
             else:
                 length = int(cl)
-                sink = _Sink(length, Path(out) if out else None)
+                sink = _Sink(length, Path(out) if out else None, discard)
                 await _drain(resp, sink, 0, length, mark)
             result.parts.append((0, length, 200))
         elif resp.status == 206:
@@ -187,7 +194,7 @@ async def fetch(
                 raise FetchError("206 without a complete length")
             length = cr.length
             v = policy.validators_of(206, resp.headers)
-            sink = _Sink(length, Path(out) if out else None)
+            sink = _Sink(length, Path(out) if out else None, discard)
             live = asyncio.create_task(_drain(resp, sink, cr.first, cr.last + 1, mark))
             try:
                 await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout,
@@ -208,8 +215,9 @@ async def fetch(
         if dg:
             for item in dg.split(b","):
                 name, _, val = item.strip().partition(b"=")
-                if name.lower() == b"sha-256" and val.startswith(b":") and val.endswith(b":"):
-                    result.digest_ok = base64.b64decode(val[1:-1]) == sink.sha256()
+                mine = sink.sha256()
+                if name.lower() == b"sha-256" and val.startswith(b":") and val.endswith(b":") and mine is not None:
+                    result.digest_ok = base64.b64decode(val[1:-1]) == mine
             if result.digest_ok is False:
                 raise FetchError("Repr-Digest mismatch")
         if out is None and sink.mem is not None:

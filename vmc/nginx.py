@@ -10,6 +10,7 @@ the same expected bytes apply whichever origin served them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -58,7 +59,7 @@ http {{
 
 ORIGIN_HTTP = """
   server {{
-    listen 127.0.0.1:{port};
+    listen {listen};
     root {root};
     location / {{ {limit} }}
   }}
@@ -86,22 +87,27 @@ LOCK_PROXY_HTTP = """
 class Nginx:
     """A foreground nginx; use as a context manager. ``port`` is where it listens."""
 
-    def __init__(self, http_block: str, port: int | None = None, **fmt: object) -> None:
+    def __init__(self, http_block: str, port: int | None = None, listen: str | None = None, **fmt: object) -> None:
         if shutil.which("nginx") is None:
             raise FileNotFoundError("nginx is not installed (Debian package nginx-light)")
         self.prefix = Path(tempfile.mkdtemp(prefix="vmc-nginx-"))
         (self.prefix / "tmp").mkdir()
         self.port = port or free_port()
-        http = http_block.format(prefix=self.prefix, port=self.port, **fmt)
+        self.listen = listen or f"127.0.0.1:{self.port}"
+        http = http_block.format(prefix=self.prefix, port=self.port, listen=self.listen, **fmt)
         self.conf = self.prefix / "nginx.conf"
         self.conf.write_text(_COMMON.format(prefix=self.prefix, http=http))
         self.proc: subprocess.Popen | None = None
 
     @classmethod
-    def origin(cls, root: Path, rate: str | None = None) -> Nginx:
-        """Static files from ``root``; ``rate`` e.g. "5m" sets limit_rate (bursty: see the issue)."""
+    def origin(cls, root: Path, rate: str | None = None, listen: str | None = None) -> Nginx:
+        """Static files from ``root``; ``rate`` e.g. "5m" sets limit_rate (bursty: see the issue).
+
+        ``listen`` e.g. "0.0.0.0:80" for a testbed host (then port is 80 and start() needs popen/probe).
+        """
         limit = f"limit_rate {rate};" if rate else ""
-        return cls(ORIGIN_HTTP, root=root, limit=limit)
+        port = int(listen.rsplit(":", 1)[1]) if listen else None
+        return cls(ORIGIN_HTTP, port=port, listen=listen, root=root, limit=limit)
 
     @classmethod
     def cache_lock_proxy(cls, upstream: str) -> Nginx:
@@ -112,19 +118,37 @@ class Nginx:
     def authority(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> Nginx:
-        argv = ["nginx", "-p", str(self.prefix), "-c", str(self.conf), "-e", str(self.prefix / "error.log")]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    @property
+    def argv(self) -> list[str]:
+        return ["nginx", "-p", str(self.prefix), "-c", str(self.conf), "-e", str(self.prefix / "error.log")]
+
+    def start(self, timeout: float = 10.0, popen=None, probe=None) -> Nginx:
+        """Start and wait until it accepts connections.
+
+        ``popen(argv, **kw)`` starts it elsewhere (e.g. ``Testbed.popen`` bound to a host) and
+        ``probe() -> bool`` tells when it listens there; by default a local subprocess and a
+        connect to 127.0.0.1:port.
+        """
+        if popen is None:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        else:
+            self.proc = popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+        def local_probe() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            except OSError:
+                return False
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
                 raise RuntimeError(f"nginx exited: {err} {self.error_log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if (probe or local_probe)():
+                return self
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError("nginx did not start listening")
 
@@ -135,6 +159,15 @@ class Nginx:
     def access_log(self) -> list[str]:
         p = self.prefix / "access.log"
         return p.read_text().splitlines() if p.exists() else []
+
+    def body_bytes(self) -> int:
+        """Sum of $body_bytes_sent over the access log (nginx's default "combined" format)."""
+        total = 0
+        for line in self.access_log():
+            m = re.search(r'" (\d{3}) (\d+) ', line)
+            if m:
+                total += int(m.group(2))
+        return total
 
     def rss(self) -> int:
         """Resident memory of the nginx process in bytes (0 if unknown)."""

@@ -61,7 +61,8 @@ async def replay(
         async with sem:
             started = time.monotonic() - t0
             try:
-                r = await fetch(f"http://{origin}{e.object_path()}", proxy=proxy, vmc=vmc, timeout=timeout)
+                r = await fetch(f"http://{origin}{e.object_path()}", proxy=proxy, vmc=vmc, timeout=timeout,
+                                discard=True)
                 return Replayed(i, started, e.bytes, r.ttfb, r.elapsed)
             except FetchError as exc:
                 return Replayed(i, started, e.bytes, None, None, str(exc))
