@@ -14,8 +14,11 @@ from deliverykit.testbed import Testbed, read_pcap
 GROUP, PORT = "239.1.2.3", 5000
 
 
-def member(ready, my_ip: str, leave_after: int | None, duration: float) -> tuple[int, float | None]:
-    """Join GROUP on my_ip; after ``leave_after`` datagrams drop membership (socket stays open)."""
+def member(ready, done, my_ip: str, leave_after: int | None) -> tuple[int, float | None]:
+    """Join GROUP on my_ip; after ``leave_after`` datagrams drop membership (socket stays open).
+
+    Runs until the ``done`` event is set (at most 30 s).
+    """
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("", PORT))
@@ -24,8 +27,8 @@ def member(ready, my_ip: str, leave_after: int | None, duration: float) -> tuple
     ready.set()
     s.settimeout(0.1)
     n, left_at = 0, None
-    end = time.monotonic() + duration
-    while time.monotonic() < end:
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not done.wait(0):
         if left_at is not None:
             time.sleep(0.1)
             continue
@@ -57,6 +60,7 @@ def group_times(path) -> list[float]:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 @pytest.mark.tool("tcpdump")
 def test_leave_prunes_bridge_port_within_a_second(tmp_path) -> None:
     with Testbed() as tb:
@@ -72,17 +76,19 @@ def test_leave_prunes_bridge_port_within_a_second(tmp_path) -> None:
             for name in ("r1", "r2", "r3"):
                 stack.enter_context(tb.capture(hosts[name], ends[name], tmp_path / f"{name}.pcap",
                                                filter=f"udp and dst host {GROUP}"))
-            ready1, ready2 = tb.event(), tb.event()
-            r1 = tb.spawn(hosts["r1"], member, ready1, "10.0.3.2", None, 4.5)
-            r2 = tb.spawn(hosts["r2"], member, ready2, "10.0.3.3", 30, 4.5)
+            ready1, ready2, done = tb.event(), tb.event(), tb.event()
+            r1 = tb.spawn(hosts["r1"], member, ready1, done, "10.0.3.2", None)
+            r2 = tb.spawn(hosts["r2"], member, ready2, done, "10.0.3.3", 30)
             assert ready1.wait(10) and ready2.wait(10)
-            send_end = tb.run(hosts["s"], sender, 300, 0.01, timeout=60)
+            send_end = tb.run(hosts["s"], sender, 200, 0.01, timeout=60)
+            time.sleep(0.2)  # let the last datagrams arrive
+            done.set()
             n1, _ = r1.result(timeout=30)
             n2, left_at = r2.result(timeout=30)
         at_r1 = group_times(tmp_path / "r1.pcap")
         at_r2 = group_times(tmp_path / "r2.pcap")
         at_r3 = group_times(tmp_path / "r3.pcap")
-    assert n1 >= 250 and len(at_r1) >= 250  # the member that stayed got the stream
+    assert n1 >= 170 and len(at_r1) >= 170  # the member that stayed got the stream
     assert n2 == 30 and left_at is not None
     assert send_end > left_at + 1.5  # the group kept flowing well after the leave
     # r2's port carried the group before the leave and nothing a second after it

@@ -22,7 +22,7 @@ PORT = 7100
 STAMP = struct.Struct("!Id")  # sequence number, time.monotonic() at send
 
 
-def receive(ready, count: int, idle: float = 1.5) -> list[tuple[int, float, float]]:
+def receive(ready, count: int, idle: float = 1.0) -> list[tuple[int, float, float]]:
     """(seq, one-way delay, arrival time) per datagram, until ``count`` arrived or ``idle`` s of silence."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -109,6 +109,7 @@ def test_netem_loss_rate() -> None:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_gilbert_elliott_loss_is_bursty() -> None:
     n = 3000
     with Testbed() as tb:
