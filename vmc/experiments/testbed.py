@@ -1,0 +1,168 @@
+"""The paper's setup (Fig. 1) in network namespaces: clients -> VMC router -> origin (needs root).
+
+::
+
+    c (clients) --- r (router: forwarding; VMC proxy + nftables REDIRECT) ---tbf--- o (nginx)
+
+The origin's link (o -> r) is shaped with tc tbf, the paper's "link
+approximating the speed of the university's link". nginx serves the generated
+files of a workload. The clients replay the workload straight at the origin's
+address; in the VMC arm an nftables ``redirect`` rule on r (prerouting, from
+the client side, tcp/80) hands those connections to the proxy, as the paper's
+router did with netfilter's ``IP_REDIRECT`` (sec. 3.2): the clients are
+unmodified and unaware. In the Normal arm r only routes.
+
+Measured per arm: bytes sent by the origin (its link's tx counter and nginx's
+$body_bytes_sent), summed and mean request latency. Table 2's bandwidth and
+latency saving are computed from those.
+
+Run: ``sudo python -m vmc.experiments.testbed --quick [--scenario high-high]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vmc.nginx import Nginx, write_object
+from vmc.workload.synth import PAPER_TABLE2, SCENARIOS, calculated_saving, generate
+
+C_IP, R_C_IP, R_O_IP, O_IP = "10.61.1.1", "10.61.1.2", "10.61.2.1", "10.61.2.2"
+PROXY_PORT = 3128
+NFT_RULES = f"""
+table ip vmc {{
+  chain pre {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "to-c" tcp dport 80 redirect to :{PROXY_PORT}
+  }}
+}}
+"""
+
+
+def _replay_in_host(entries, origin: str, speed: float) -> list:
+    """Runs inside host c (forked): replay straight at the origin's address."""
+    import asyncio
+
+    from vmc.workload.replay import replay
+
+    res = asyncio.run(replay(entries, origin, None, speed=speed, vmc=False))
+    return [(r.latency, r.ttfb, r.error) for r in res]
+
+
+def _probe(tb, host, url: str) -> bool:
+    cp = tb.exec(host, ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", url], timeout=5)
+    return cp.stdout.strip() not in ("", "000")
+
+
+def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, link_mbit: float = 20.0,
+        window: int = 8 << 20, seed: int = 1) -> dict:
+    from deliverykit.testbed import Tbf, Testbed
+
+    n = n or (120 if quick else 1000)
+    sc = SCENARIOS[scenario]
+    entries = generate(sc, n, seed=seed)
+    span = max(entries[-1].start - entries[0].start, 1e-3)
+    link_bps = link_mbit * 1e6
+    offered = sum(e.bytes for e in entries) / span  # bytes/s at the logged pace
+    speed = max(0.05, sc.utilisation * link_bps / 8 / offered)
+    root = Path(tempfile.mkdtemp(prefix="vmc-www-"))
+    seen = set()
+    for e in entries:
+        name = e.object_path().split("?", 1)[0].lstrip("/")
+        if name not in seen:
+            seen.add(name)
+            write_object(root, name, e.bytes)
+    out: dict = {"scenario": scenario, "requests": n, "link_mbit": link_mbit, "speed": round(speed, 3),
+                 "replay_s": round(span / speed, 1)}
+    with Testbed(prefix="vmc") as tb:
+        c, r, o = tb.host("c"), tb.host("r", forwarding=True), tb.host("o")
+        tb.link(c, r, f"{C_IP}/24", f"{R_C_IP}/24")
+        l2 = tb.link(r, o, f"{R_O_IP}/24", f"{O_IP}/24")
+        tb.route(c, "default", via=R_C_IP)
+        tb.route(o, "default", via=R_O_IP)
+        tb.shape(l2.b, tbf=Tbf(rate_bps=int(link_bps)))  # origin -> router: the shared upstream link
+        ng = Nginx.origin(root, listen=f"{O_IP}:80")
+        ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw), probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
+        try:
+            for arm in ("normal", "vmc"):
+                proxy = None
+                if arm == "vmc":
+                    proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
+                                         "--upstream", f"{O_IP}:80", "--window", str(window)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    proxy.stdout.readline()  # listening
+                    cp = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES)
+                    if cp.returncode != 0:
+                        raise RuntimeError(f"nft failed: {cp.stderr}")
+                tx0 = tb.counters(o, l2.b)["tx_bytes"]
+                body0 = ng.body_bytes()
+                t0 = time.monotonic()
+                res = tb.run(c, _replay_in_host, entries, f"{O_IP}:80", speed, timeout=600)
+                wall = time.monotonic() - t0
+                time.sleep(0.3)
+                lat = [x[0] for x in res if x[0] is not None]
+                status = None
+                if arm == "vmc":
+                    cp = tb.exec(c, ["curl", "-s", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=0"], timeout=10)
+                    try:
+                        status = json.loads(cp.stdout)
+                    except ValueError:
+                        status = None
+                    tb.exec(r, ["nft", "delete", "table", "ip", "vmc"])
+                    proxy.terminate()
+                    proxy.wait(5)
+                out[arm] = {
+                    "origin_link_MB": (tb.counters(o, l2.b)["tx_bytes"] - tx0) / 1e6,
+                    "origin_body_MB": (ng.body_bytes() - body0) / 1e6,
+                    "latency_sum_s": sum(lat),
+                    "mean_latency_s": sum(lat) / len(lat) if lat else None,
+                    "failed": sum(1 for x in res if x[0] is None),
+                    "wall_s": wall,
+                    "latencies": [x[0] for x in res],
+                    "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared")}
+                    if status else None,
+                }
+        finally:
+            ng.stop()
+    nm, vm = out["normal"], out["vmc"]
+    calc = calculated_saving(entries, window)
+    p = PAPER_TABLE2[scenario]
+    out["table2"] = {
+        "load": sc.load, "overlap": sc.overlap,
+        "Normal MB": round(nm["origin_body_MB"], 2), "VMC MB": round(vm["origin_body_MB"], 2),
+        "bandwidth %": round(100 * (1 - vm["origin_link_MB"] / nm["origin_link_MB"]), 2) if nm["origin_link_MB"] else None,
+        "latency %": round(100 * (1 - vm["latency_sum_s"] / nm["latency_sum_s"]), 2) if nm["latency_sum_s"] else None,
+        "calc. latency %": round(calc.latency_saving, 2),
+        "paper bandwidth %": p[2], "paper latency %": p[3],
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    ap.add_argument("-n", type=int, default=None)
+    ap.add_argument("--link-mbit", type=float, default=20.0)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    results = []
+    for sc in a.scenario or ["high-high"]:
+        res = run(a.quick, sc, a.n, a.link_mbit)
+        results.append(res)
+        print(json.dumps(res["table2"]), flush=True)
+        for arm in ("normal", "vmc"):
+            print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items() if k != "latencies"}), flush=True)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "testbed.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
