@@ -123,7 +123,7 @@ class SwiftNode:
         peer = self.peer
         for _ in range(8):
             try:
-                batch = recv_batch(s, 64, 65536)
+                batch = recv_batch(s, 32, 65536)
             except OSError:
                 break
             if not batch:
@@ -135,9 +135,9 @@ class SwiftNode:
                 except Exception:  # no datagram may take the node down
                     peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
                     log.exception("PPSPP datagram from %s", addr)
-            if len(batch) < 64:
+            self._flush()  # ACK promptly: batching delays ACKs and inflates RTT
+            if len(batch) < 32:
                 break
-        self._flush()
 
     def _send(self, items: list[tuple[bytes, Any]]) -> None:
         if not items or self.sock is None:
@@ -208,8 +208,8 @@ class SwiftNode:
         now = time.monotonic()
         when = self.peer.get_timer(now)
         if self._timer is not None:
-            if abs(self._timer.when() - when) < 0.005:
-                return
+            if self._timer.when() <= self._loop.time() + max(0.0, when - now) + 0.001:
+                return  # the armed timer fires first anyway
             self._timer.cancel()
         self._timer = self._loop.call_at(self._loop.time() + max(0.0, when - now), self._on_timer)
 

@@ -124,12 +124,14 @@ class Peer:
         self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
         self._complete_reported = content.complete
+        self._next_tick: float | None = None
 
     # -- public API -----------------------------------------------------------------
 
     def connect(self, addr: Any, now: float) -> int:
         """Open a channel to ``addr`` (we initiate the handshake)."""
         ch = self._new_channel(addr, True, now)
+        self._next_tick = now
         return ch.local_id
 
     def next_event(self) -> Any:
@@ -719,13 +721,17 @@ class Peer:
     # -- timers -----------------------------------------------------------------------------
 
     def get_timer(self, now: float) -> float:
-        """When :meth:`handle_timer` should run next."""
-        busy = any(c.requests or len(c.upload) or c.data_out or c.state == "init"
-                   for c in self.channels.values())
-        return now + (0.05 if busy else 1.0)
+        """When :meth:`handle_timer` should run next (a fixed deadline, not
+        pushed back by traffic, so housekeeping runs while busy)."""
+        if self._next_tick is None:
+            self._next_tick = now
+        return self._next_tick
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
+        busy = any(c.requests or len(c.upload) or c.data_out or c.state == "init"
+                   for c in self.channels.values())
+        self._next_tick = now + (0.05 if busy else 0.5)
         cfg = self.config
         for ch in list(self.channels.values()):
             if ch.state == "init":
