@@ -265,3 +265,25 @@ def test_without_root_one_clear_error() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert message.startswith("needs root")
+
+
+@pytest.mark.root
+def test_cleanup_cli_removes_only_dead_runs() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"dkc-{dead.pid}-cafe-a"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        with Testbed(prefix="dkc") as tb:
+            tb.host("a")
+            cli = [sys.executable, "-m", "deliverykit.testbed"]
+            listed = subprocess.run(cli + ["list", "--prefix", "dkc"], capture_output=True,
+                                    text=True, check=True).stdout.split()
+            assert stale in listed and f"{tb.run_id}-a" in listed
+            out = subprocess.run(cli + ["cleanup", "--prefix", "dkc"], capture_output=True,
+                                 text=True, check=True).stdout
+            assert out.split() == ["removed", stale]
+            assert namespaces(tb.run_id) == [f"{tb.run_id}-a"]
+    finally:
+        if namespaces(stale):
+            subprocess.run(["ip", "netns", "del", stale])

@@ -1,0 +1,42 @@
+"""``python -m deliverykit.testbed {list,cleanup} [--prefix dk]``: find or remove leftover namespaces.
+
+A testbed removes its namespaces on exit, Ctrl-C and SIGTERM; only a SIGKILL
+(or a crash of the interpreter) leaves them behind. ``cleanup`` removes the
+namespaces whose owning process is gone and never touches a live run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from pyroute2 import netns
+
+from .core import cleanup_stale
+from .errors import TestbedError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m deliverykit.testbed", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=("list", "cleanup"))
+    p.add_argument("--prefix", default="dk", help="run-id prefix (default: dk)")
+    a = p.parse_args(argv)
+    try:
+        if a.command == "list":
+            pattern = re.compile(rf"^{re.escape(a.prefix)}-\d+-[0-9a-f]{{4}}-")
+            for name in sorted(netns.listnetns()):
+                if pattern.match(name):
+                    print(name)
+        else:
+            for name in cleanup_stale(a.prefix):
+                print(f"removed {name}")
+    except (TestbedError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
