@@ -27,6 +27,19 @@ _CC_PORT = 54341
 _PROTO = 253
 
 
+_RANGES: dict[tuple, tuple] = {}
+
+
+def _int_ranges(ranges: tuple) -> tuple:
+    """(length, mask, net) integers for a ranges tuple, memoised."""
+    r = _RANGES.get(ranges)
+    if r is None:
+        r = tuple((len(n), int.from_bytes(m, "big"), int.from_bytes(n, "big")) for n, m in ranges)
+        if len(_RANGES) < 64:
+            _RANGES[ranges] = r
+    return r
+
+
 def py_cc_parse(pkt: bytes, ranges: tuple) -> tuple:
     n = len(pkt)
     if n < 20:
@@ -45,8 +58,9 @@ def py_cc_parse(pkt: bytes, ranges: tuple) -> tuple:
     else:
         return (-1, 1)
     ld = len(dst)
-    for net, mask in ranges:
-        if len(net) == ld and all((dst[i] & mask[i]) == net[i] for i in range(ld)):
+    d = int.from_bytes(dst, "big")
+    for ln, mask, net in _int_ranges(ranges):
+        if ln == ld and d & mask == net:
             break
     else:
         return (0, dst)

@@ -229,42 +229,39 @@ class Itr:
 
     def _cc_header(self, pkt: bytes, chan: bytes, h: bytes, eid: bytes, now: float
                    ) -> list[Datagram]:
-        self.counters["cc_headers"] += 1
+        c = self.counters
+        c["cc_headers"] += 1
         buf = self.buffers.get(chan)
-        if buf is None:
-            return self._drop("unknown_hash" if self.allowed is None or chan in self.allowed
-                              else "unknown_channel")
-        if buf.hash != h:
+        if buf is None or buf.hash != h:
+            if buf is None and self.allowed is not None and chan not in self.allowed:
+                return self._drop("unknown_channel")
             return self._drop("unknown_hash")
         entry = self.mapcache.lookup(eid, now)
         if entry is None:
             out: list[Datagram] = []
             self._resolve(eid, pkt, now, out)
             return out
-        if entry.negative:
+        if not entry.rlocs:
             return self._drop("negative_mapping")
         rloc, rs = entry.select(eid)
         served = buf.served
-        assert served is not None
-        dest = (rs, self.data_port)
+        count = served.get(rloc)  # type: ignore[union-attr]
+        if count is not None:
+            n = self.extra_payload_every
+            if not n or count < n:
+                served[rloc] = count + 1  # type: ignore[index]
+                c["header_copies"] += 1
+                return [(self.lisp_header + pkt, (rs, self.data_port))]
+            c["extra_payload_copies"] += 1
+        elif len(served) >= self.max_served:  # type: ignore[arg-type]
+            return self._drop("served_limit")
+        else:
+            c["payload_copies"] += 1
+        served[rloc] = 1  # type: ignore[index]
+        c["header_copies"] += 1
         lh = self.lisp_header
-        count = served.get(rloc)
-        if count is None:
-            if len(served) >= self.max_served:
-                return self._drop("served_limit")
-            served[rloc] = 1
-            self.counters["payload_copies"] += 1
-            self.counters["header_copies"] += 1
-            return [(lh + buf.packet, dest), (lh + pkt, dest)]
-        n = self.extra_payload_every
-        if n and count >= n:
-            served[rloc] = 1
-            self.counters["extra_payload_copies"] += 1
-            self.counters["header_copies"] += 1
-            return [(lh + buf.packet, dest), (lh + pkt, dest)]
-        served[rloc] = count + 1
-        self.counters["header_copies"] += 1
-        return [(lh + pkt, dest)]
+        dest = (rs, self.data_port)
+        return [(lh + buf.packet, dest), (lh + pkt, dest)]
 
     # ----------------------------------------------------------------- control
 
