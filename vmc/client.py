@@ -123,6 +123,22 @@ class _Sink:
             self.fh.close()
 
 
+def _offered_sha256(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """SHA-256 of the whole representation if offered: ``Repr-Digest: sha-256=:b64:`` (RFC 9530)
+    or the obsolete ``Digest: SHA-256=b64`` (RFC 3230)."""
+    for k, v in headers:
+        for item in v.split(b","):
+            name, _, val = item.strip().partition(b"=")
+            try:
+                if k == b"repr-digest" and name.lower() == b"sha-256" and val[:1] == val[-1:] == b":":
+                    return base64.b64decode(val[1:-1], validate=True)
+                if k == b"digest" and name.lower() == b"sha-256":
+                    return base64.b64decode(val, validate=True)
+            except ValueError:
+                return None
+    return None
+
+
 async def _drain(resp: up.UpstreamResponse, sink: _Sink, first: int, end: int, on_byte=None) -> int:
     pos = first
     async for chunk in resp.chunks():
@@ -211,15 +227,13 @@ async def fetch(
         if sink.holes():
             raise FetchError(f"missing bytes {sink.holes()[:3]}")
         result.length = length
-        dg = resp.header(b"repr-digest")
-        if dg:
-            for item in dg.split(b","):
-                name, _, val = item.strip().partition(b"=")
-                mine = sink.sha256()
-                if name.lower() == b"sha-256" and val.startswith(b":") and val.endswith(b":") and mine is not None:
-                    result.digest_ok = base64.b64decode(val[1:-1]) == mine
+        want = _offered_sha256(resp.headers)
+        if want is not None:
+            mine = sink.sha256()
+            if mine is not None:
+                result.digest_ok = want == mine
             if result.digest_ok is False:
-                raise FetchError("Repr-Digest mismatch")
+                raise FetchError("digest mismatch")
         if out is None and sink.mem is not None:
             result.body = bytes(sink.mem)
     except up.UpstreamError as exc:

@@ -150,6 +150,8 @@ class Proxy:
     def snapshot(self, recent: int = 100) -> dict:
         snap = self.stats.snapshot(recent)
         snap["live_sessions"] = len(self.sessions)
+        snap["buffer_bytes"] = sum(s.buffer.memory for s in self.sessions.values())
+        snap["queued_bytes"] = sum(sub.queue.queued for s in self.sessions.values() for sub in s.subscribers)
         snap["connections"] = self.connections
         snap["window"] = self.cfg.window
         snap["queue_limit"] = self.cfg.queue_limit
@@ -225,6 +227,8 @@ class Proxy:
                 await self._error(client, 400, "duplicate-host")
                 return
             body = b""
+            if client.conn.they_are_waiting_for_100_continue:
+                await client.send(h11.InformationalResponse(status_code=100, headers=[]))
             try:
                 while True:
                     bev = await self._next_event(client)

@@ -116,6 +116,8 @@ class Session:
         except asyncio.CancelledError:
             self._finish(FAILED, "abandoned: no readers left")
             raise
+        except Exception as exc:  # noqa: BLE001 - never leave subscribers waiting on a dead pump
+            self._finish(FAILED, f"pump error: {exc!r}")
         finally:
             resp.close()
             on_end(self)
