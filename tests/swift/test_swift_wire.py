@@ -1,5 +1,7 @@
 """Codec vs scapy layers (RFC 7574 section 8) and decoder fuzzing."""
 
+import socket
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,7 +39,8 @@ def _msgs(ctx: C.WireContext):
         spec(C.SignedIntegrity, u64, st.binary(min_size=64, max_size=64)),
         st.just(C.Choke()), st.just(C.Unchoke()), st.just(C.PexReq()),
         st.builds(C.PexResV4, st.ip_addresses(v=4).map(str), st.integers(0, 65535)),
-        st.builds(C.PexResV6, st.ip_addresses(v=6).map(str), st.integers(0, 65535)),
+        st.builds(C.PexResV6, st.ip_addresses(v=6).map(lambda a: socket.inet_ntop(socket.AF_INET6, a.packed)),
+                  st.integers(0, 65535)),
         st.builds(C.PexResCert, st.binary(max_size=300)),
     )
     if ctx.addressing == ChunkAddressing.BYTE64:
