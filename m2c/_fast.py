@@ -108,3 +108,74 @@ def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -
             acc ^= s[c]
         out[i * E:(i + 1) * E] = acc.to_bytes(E, "little")
     return bytes(out)
+
+
+def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
+                 values, known, esi: int, symbol) -> int:
+    """One step of the iterative decoder (RFC 5170 Appendix A) on caller-owned state.
+
+    ``eq_ptr/eq_vars`` and ``var_ptr/var_eqs`` are the equation->variable and
+    variable->equation CSR tables (uint32); ``unknown`` (uint32 per equation,
+    writable) counts unknowns; ``partial`` (m*E) holds each equation's partial
+    sum; ``values`` (n*E) and ``known`` (n bytes) the symbols.  Variables are
+    marked known when pushed, so each is processed once; returns how many
+    source symbols (ESI < k) became known.
+    """
+    def u32(buf, writable=False):
+        mv = memoryview(buf)
+        if writable and mv.readonly:
+            raise TypeError("m2c_ldpc_add: buffer is not writable")
+        if mv.nbytes % 4:
+            raise ValueError("m2c_ldpc_add: bad uint32 buffer")
+        return mv.cast("B").cast("I")
+
+    EP, EV, VP, VE = u32(eq_ptr), u32(eq_vars), u32(var_ptr), u32(var_eqs)
+    if len(EP) < 1 or len(VP) < 1:
+        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
+    U = u32(unknown, True)
+    P = memoryview(partial).cast("B")
+    V = memoryview(values).cast("B")
+    K = memoryview(known).cast("B")
+    if P.readonly or V.readonly or K.readonly:
+        raise TypeError("m2c_ldpc_add: buffer is not writable")
+    S = memoryview(symbol).cast("B")
+    m, n = len(EP) - 1, len(VP) - 1
+    nev, nve = len(EV), len(VE)
+    if (E <= 0 or k < 0 or k > n or n < 1 or len(U) != m or len(P) != m * E
+            or len(V) != n * E or len(K) != n or len(S) != E or esi < 0 or esi >= n):
+        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+    if K[esi]:
+        return 0
+    newly = 0
+    V[esi * E:(esi + 1) * E] = S
+    K[esi] = 1
+    if esi < k:
+        newly += 1
+    stack = [esi]
+    while stack:
+        v = stack.pop()
+        if VP[v] > VP[v + 1] or VP[v + 1] > nve:
+            raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+        for x in range(VP[v], VP[v + 1]):
+            e = VE[x]
+            if e >= m or EP[e] > EP[e + 1] or EP[e + 1] > nev:
+                raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+            if U[e] == 0:
+                continue
+            a = int.from_bytes(P[e * E:(e + 1) * E], "little")
+            b = int.from_bytes(V[v * E:(v + 1) * E], "little")
+            P[e * E:(e + 1) * E] = (a ^ b).to_bytes(E, "little")
+            U[e] -= 1
+            if U[e] == 1:
+                for y in range(EP[e], EP[e + 1]):
+                    u = EV[y]
+                    if u >= n:
+                        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+                    if not K[u]:
+                        V[u * E:(u + 1) * E] = P[e * E:(e + 1) * E]
+                        K[u] = 1
+                        if u < k:
+                            newly += 1
+                        stack.append(u)
+                        break
+    return newly

@@ -6,6 +6,11 @@
  *   m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes
  *       RFC 5170 Section 6.3 staircase encoding of the k source symbols
  *       concatenated in src: p_0 = sum(row 0), p_i = sum(row i) ^ p_{i-1}.
+ *   m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
+ *                values, known, esi, symbol) -> int
+ *       One step of the iterative (peeling) decoder, RFC 5170 Appendix A, on
+ *       state held in caller-owned buffers; returns how many source symbols
+ *       became known.
  */
 #include "speedups.h"
 
@@ -260,10 +265,143 @@ done:
     return out;
 }
 
+typedef struct {
+    Py_buffer b;
+    int held;
+} buf_t;
+
+static int
+get_u32(PyObject *o, buf_t *x, int writable, Py_ssize_t min_items)
+{
+    if (PyObject_GetBuffer(o, &x->b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    x->held = 1;
+    if (x->b.len % 4 || x->b.len / 4 < min_items) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: bad uint32 buffer");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+m2c_ldpc_add(PyObject *self, PyObject *args)
+{
+    Py_ssize_t k, E, esi;
+    PyObject *o[9];
+    if (!PyArg_ParseTuple(args, "nnOOOOOOOOnO:m2c_ldpc_add", &k, &E, &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &esi, &o[8]))
+        return NULL;
+    buf_t eqp = {0}, eqv = {0}, vp = {0}, ve = {0}, unk = {0}, part = {0}, val = {0}, kn = {0},
+          sym = {0};
+    PyObject *ret = NULL;
+    /* the GIL is held throughout: one reusable stack for every call */
+    static uint32_t *stack = NULL;
+    static size_t stack_cap = 0;
+    if (get_u32(o[0], &eqp, 0, 1) < 0 || get_u32(o[1], &eqv, 0, 0) < 0
+        || get_u32(o[2], &vp, 0, 1) < 0 || get_u32(o[3], &ve, 0, 0) < 0
+        || get_u32(o[4], &unk, 1, 0) < 0)
+        goto done;
+    if (PyObject_GetBuffer(o[5], &part.b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    part.held = 1;
+    if (PyObject_GetBuffer(o[6], &val.b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    val.held = 1;
+    if (PyObject_GetBuffer(o[7], &kn.b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    kn.held = 1;
+    if (PyObject_GetBuffer(o[8], &sym.b, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    sym.held = 1;
+    Py_ssize_t m = eqp.b.len / 4 - 1, n = vp.b.len / 4 - 1;
+    const uint32_t *EP = eqp.b.buf, *EV = eqv.b.buf, *VP = vp.b.buf, *VE = ve.b.buf;
+    uint32_t *U = unk.b.buf;
+    uint8_t *P = part.b.buf, *V = val.b.buf, *K = kn.b.buf;
+    /* O(1) size checks here; indices are checked as they are used, so a
+     * malformed structure raises ValueError instead of crashing */
+    Py_ssize_t nev = eqv.b.len / 4, nve = ve.b.len / 4;
+    if (E <= 0 || k < 0 || k > n || m < 0 || n < 1 || unk.b.len / 4 != m
+        || part.b.len != m * E || val.b.len != n * E || kn.b.len != n || sym.b.len != E
+        || esi < 0 || esi >= n) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
+        goto done;
+    }
+    int bad = 0;
+    long newly = 0;
+    if (!K[esi]) {
+        if (stack_cap < (size_t)n + 1) {
+            uint32_t *ns = realloc(stack, ((size_t)n + 1) * sizeof *stack);
+            if (!ns) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            stack = ns;
+            stack_cap = (size_t)n + 1;
+        }
+        Py_ssize_t top = 0;
+        memcpy(V + esi * E, sym.b.buf, (size_t)E);
+        K[esi] = 1;
+        if (esi < k)
+            newly++;
+        stack[top++] = (uint32_t)esi;
+        while (top > 0 && !bad) {
+            uint32_t v = stack[--top];
+            if (VP[v] > VP[v + 1] || VP[v + 1] > (uint32_t)nve) {
+                bad = 1;
+                break;
+            }
+            for (uint32_t x = VP[v]; x < VP[v + 1]; x++) {
+                uint32_t e = VE[x];
+                if (e >= (uint32_t)m || EP[e] > EP[e + 1] || EP[e + 1] > (uint32_t)nev) {
+                    bad = 1;
+                    break;
+                }
+                if (U[e] == 0)
+                    continue;
+                xor_block(P + (Py_ssize_t)e * E, V + (Py_ssize_t)v * E, E);
+                U[e]--;
+                if (U[e] == 1) {
+                    for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+                        uint32_t u = EV[y];
+                        if (u >= (uint32_t)n) {
+                            bad = 1;
+                            break;
+                        }
+                        if (!K[u]) {
+                            memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
+                            K[u] = 1;
+                            if ((Py_ssize_t)u < k)
+                                newly++;
+                            stack[top++] = u;
+                            break;
+                        }
+                    }
+                    if (bad)
+                        break;
+                }
+            }
+        }
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
+        goto done;
+    }
+    ret = PyLong_FromLong(newly);
+done:;
+    buf_t *all[] = {&eqp, &eqv, &vp, &ve, &unk, &part, &val, &kn, &sym};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->held)
+            PyBuffer_Release(&all[i]->b);
+    return ret;
+}
+
 PyMethodDef dk_m2c_methods[] = {
     {"m2c_ldpc_matrix", m2c_ldpc_matrix, METH_VARARGS,
      "m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols): RFC 5170 left matrix (CSR)."},
     {"m2c_ldpc_encode", m2c_ldpc_encode, METH_VARARGS,
      "m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes: staircase repair symbols."},
+    {"m2c_ldpc_add", m2c_ldpc_add, METH_VARARGS,
+     "m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known, "
+     "esi, symbol) -> int: one iterative decoding step."},
     {NULL, NULL, 0, NULL},
 };

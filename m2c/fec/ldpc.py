@@ -203,26 +203,57 @@ def _replay_matrix_prng(params: LDPCParams, prng: PMMSRandom) -> None:
             row.append(j)
 
 
+@dataclass(frozen=True, slots=True)
+class _Graph:
+    """Tanner graph of H as two CSR tables (uint32 bytes) plus row degrees."""
+
+    eq_ptr: bytes
+    eq_vars: bytes
+    var_ptr: bytes
+    var_eqs: bytes
+    degrees: bytes
+
+
+@functools.lru_cache(maxsize=32)
+def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
+    rows = staircase_matrix(k, n, n1, seed).rows()
+    eq_ptr, eq_vars = array("I", [0]), array("I")
+    var_lists: list[list[int]] = [[] for _ in range(n)]
+    for e, row in enumerate(rows):
+        eq_vars.extend(row)
+        eq_ptr.append(len(eq_vars))
+        for v in row:
+            var_lists[v].append(e)
+    var_ptr, var_eqs = array("I", [0]), array("I")
+    for lst in var_lists:
+        var_eqs.extend(lst)
+        var_ptr.append(len(var_eqs))
+    deg = array("I", (len(r) for r in rows))
+    return _Graph(eq_ptr.tobytes(), eq_vars.tobytes(), var_ptr.tobytes(), var_eqs.tobytes(),
+                  deg.tobytes())
+
+
+ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)
+
+
 class LDPCDecoder:
     """Iterative decoder (RFC 5170 Appendix A) with an ML fallback.
 
     Feed symbols with :meth:`add`; it returns True once every source symbol is
-    known.  When the iterative decoder stalls, :meth:`solve` runs Gaussian
-    elimination (with inactivation) over what is left.
+    known.  The iterative step runs in C (``m2c_ldpc_add``) on state held here
+    in bytearrays.  When it stalls, :meth:`solve` runs Gaussian elimination
+    (with inactivation) over what is left and feeds what it finds back in.
     """
 
     def __init__(self, params: LDPCParams) -> None:
         self.params = params
-        k, n = params.k, params.n
-        mat = staircase_matrix(k, n, params.n1, params.seed)
-        self._eq_vars = mat.rows()
-        self._var_eqs: list[list[int]] = [[] for _ in range(n)]
-        for e, row in enumerate(self._eq_vars):
-            for v in row:
-                self._var_eqs[v].append(e)
-        self._unknown = [len(r) for r in self._eq_vars]
-        self._partial = [0] * len(self._eq_vars)
-        self._val: list[int | None] = [None] * n
+        k, n, E = params.k, params.n, params.symbol_size
+        g = _graph(k, n, params.n1, params.seed)
+        self._g = g
+        self._unknown = bytearray(g.degrees)
+        self._partial = bytearray(params.m * E)
+        self._values = bytearray(n * E)
+        self._known = bytearray(n)
         self.source_known = 0
         self.received = 0
         """distinct symbols received"""
@@ -233,7 +264,7 @@ class LDPCDecoder:
         return self.source_known == self.params.k
 
     def has(self, esi: int) -> bool:
-        return self._val[esi] is not None
+        return bool(self._known[esi])
 
     def add(self, esi: int, symbol: bytes | bytearray | memoryview) -> bool:
         """Add encoding symbol ``esi``; True when the block is decoded."""
@@ -242,38 +273,20 @@ class LDPCDecoder:
             raise FECError(f"ESI {esi} out of range for n={p.n}")
         if len(symbol) != p.symbol_size:
             raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
-        if self._val[esi] is not None:
+        if self._known[esi]:
             self.duplicates += 1
             return self.complete
         self.received += 1
         if self.complete:
             return True
-        self._learn(esi, int.from_bytes(symbol, "little"))
+        self._learn(esi, symbol)
         return self.complete
 
-    def _learn(self, var: int, value: int) -> None:
-        k = self.params.k
-        val, unknown, partial = self._val, self._unknown, self._partial
-        eq_vars, var_eqs = self._eq_vars, self._var_eqs
-        stack = [(var, value)]
-        while stack:
-            v, x = stack.pop()
-            if val[v] is not None:
-                continue
-            val[v] = x
-            if v < k:
-                self.source_known += 1
-                if self.source_known == k:
-                    return
-            for e in var_eqs[v]:
-                c = unknown[e] - 1
-                unknown[e] = c
-                partial[e] ^= x
-                if c == 1:
-                    for u in eq_vars[e]:
-                        if val[u] is None:
-                            stack.append((u, partial[e]))
-                            break
+    def _learn(self, esi: int, symbol: bytes | bytearray | memoryview) -> None:
+        g, p = self._g, self.params
+        self.source_known += ldpc_add(p.k, p.symbol_size, g.eq_ptr, g.eq_vars, g.var_ptr,
+                                      g.var_eqs, self._unknown, self._partial, self._values,
+                                      self._known, esi, symbol)
 
     def solve(self) -> bool:
         """Maximum-likelihood step: Gaussian elimination with inactivation.
@@ -283,14 +296,17 @@ class LDPCDecoder:
         """
         if self.complete:
             return True
-        k, n = self.params.k, self.params.n
-        val = self._val
-        eq_vars = self._eq_vars
+        k, n, E = self.params.k, self.params.n, self.params.symbol_size
+        known = self._known
+        rows = staircase_matrix(k, n, self.params.n1, self.params.seed).rows()
+        unknown = array("I")
+        unknown.frombytes(bytes(self._unknown))
+        pmv = memoryview(self._partial)
         # working system over the unknowns: per equation its unknown set,
         # right-hand side (symbol int) and inactive-combination mask
-        eqs = [e for e in range(len(eq_vars)) if self._unknown[e] > 0]
-        unk: dict[int, set[int]] = {e: {v for v in eq_vars[e] if val[v] is None} for e in eqs}
-        rhs = {e: self._partial[e] for e in eqs}
+        eqs = [e for e in range(len(rows)) if unknown[e] > 0]
+        unk: dict[int, set[int]] = {e: {v for v in rows[e] if not known[v]} for e in eqs}
+        rhs = {e: int.from_bytes(pmv[e * E:(e + 1) * E], "little") for e in eqs}
         mask = dict.fromkeys(eqs, 0)
         var_eqs: dict[int, set[int]] = {}
         for e in eqs:
@@ -300,7 +316,7 @@ class LDPCDecoder:
         inactive: list[int] = []
         constraints: list[tuple[int, int]] = []
         ready = [e for e in eqs if len(unk[e]) == 1]
-        unresolved = {v for v in range(n) if val[v] is None}
+        unresolved = {v for v in range(n) if not known[v]}
 
         def resolve(v: int, r: int, mk: int) -> None:
             expr[v] = (r, mk)
@@ -368,7 +384,7 @@ class LDPCDecoder:
                 free_dep[c] = 1 << c
         found: list[tuple[int, int]] = []
         for v in range(k):
-            if val[v] is not None:
+            if known[v]:
                 continue
             r, mk = expr[v]
             dep = 0
@@ -385,21 +401,20 @@ class LDPCDecoder:
         for v, x in found:
             if self.complete:
                 break
-            self._learn(v, x)
+            self._learn(v, x.to_bytes(E, "little"))
         return self.complete
 
     def source_block(self) -> bytes:
         """The k source symbols concatenated (only once complete)."""
         if not self.complete:
             raise FECError("block not decoded yet")
-        E = self.params.symbol_size
-        return b"".join(v.to_bytes(E, "little") for v in self._val[: self.params.k])  # type: ignore[union-attr]
+        return bytes(self._values[: self.params.k * self.params.symbol_size])
 
     def known_source(self) -> dict[int, bytes]:
         """Source symbols known so far, by ESI."""
         E = self.params.symbol_size
-        return {i: v.to_bytes(E, "little") for i, v in enumerate(self._val[: self.params.k])
-                if v is not None}
+        v = self._values
+        return {i: bytes(v[i * E:(i + 1) * E]) for i in range(self.params.k) if self._known[i]}
 
 
 def decode(params: LDPCParams, symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]],

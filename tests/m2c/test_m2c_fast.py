@@ -53,3 +53,45 @@ def test_encode_c_equals_twin(k, m, E, seed, rnd):
 def test_encode_on_garbage_both_agree(src, E, rp, cs):
     rc, rpy = both("m2c_ldpc_encode", src, E, rp, cs)
     assert rc == rpy
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 9), st.integers(1, 10**6), st.data())
+def test_ldpc_add_c_equals_twin(k, E, seed, data):
+    from m2c.fec.ldpc import _graph
+
+    n = 2 * k + 3
+    g = _graph(k, n, 3, seed)
+    rnd = data.draw(st.randoms(use_true_random=False))
+    states = []
+    for _ in range(2):
+        states.append([bytearray(g.degrees), bytearray((n - k) * E), bytearray(n * E),
+                       bytearray(n)])
+    order = data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n))
+    for esi in order:
+        sym = rnd.randbytes(E)
+        rets = []
+        for fn, st_ in ((speedups.m2c_ldpc_add, states[0]), (_fast.m2c_ldpc_add, states[1])):
+            rets.append(fn(k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, *st_, esi, sym))
+        assert rets[0] == rets[1]
+        assert states[0] == states[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-1, 5), st.integers(-1, 4),
+       st.lists(st.binary(max_size=24), min_size=9, max_size=9), st.integers(-1, 6))
+def test_ldpc_add_garbage_both_agree(k, E, bufs, esi):
+    args_c = [bytes(b) for b in bufs[:4]] + [bytearray(b) for b in bufs[4:8]]
+    args_p = [bytes(b) for b in bufs[:4]] + [bytearray(b) for b in bufs[4:8]]
+    rc, rp = both_add(k, E, args_c, args_p, esi, bufs[8])
+    assert rc == rp
+
+
+def both_add(k, E, args_c, args_p, esi, sym):
+    out = []
+    for fn, args in ((speedups.m2c_ldpc_add, args_c), (_fast.m2c_ldpc_add, args_p)):
+        try:
+            out.append(("ok", fn(k, E, *args, esi, sym)))
+        except (ValueError, TypeError) as exc:
+            out.append((type(exc).__name__, None))
+    return out[0], out[1]
