@@ -345,3 +345,56 @@ def test_stats_ratio_and_times() -> None:
 def test_errors_share_a_base() -> None:
     for e in (RangeError, UnsatisfiableRange, URIError, BufferGone):
         assert issubclass(e, VMCError)
+
+
+# ---------------------------------------------------------------- join plans
+
+
+from vmc.core.plan import Plan, content_range, plan_join  # noqa: E402
+
+V = policy.Validators(b'"e"', b"T", 1000)
+
+
+@pytest.mark.parametrize(
+    "method, headers, edge, want",
+    [
+        (b"GET", [], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"vmc", b"1")], 400, Plan(206, 400, 1000, "joined-vmc")),
+        (b"GET", [(b"vmc", b"0")], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"vmc", b"1")], 0, Plan(200, 0, 1000, "joined")),  # nothing missed yet
+        (b"HEAD", [(b"vmc", b"1")], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"range", b"bytes=10-19")], 400, Plan(206, 10, 20, "range")),
+        (b"GET", [(b"range", b"bytes=900-")], 400, Plan(206, 900, 1000, "range")),  # past the edge: waits
+        (b"GET", [(b"range", b"bytes=-10"), (b"vmc", b"1")], 400, Plan(206, 990, 1000, "range")),
+        (b"GET", [(b"range", b"bytes=1000-")], 400, Plan(416, 0, 0, "range")),
+        (b"GET", [(b"range", b"bytes=0-1,5-6")], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"range", b"bytes=9-1")], 400, Plan(200, 0, 1000, "joined")),  # invalid: ignored
+        (b"GET", [(b"range", b"items=0-1")], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"range", b"bytes=0-9"), (b"if-range", b'"e"')], 400, Plan(206, 0, 10, "range")),
+        (b"GET", [(b"range", b"bytes=0-9"), (b"if-range", b'"x"')], 400, Plan(200, 0, 1000, "joined")),
+        (b"HEAD", [(b"range", b"bytes=0-9")], 400, Plan(200, 0, 1000, "joined")),
+    ],
+)
+def test_plan_join(method, headers, edge, want) -> None:
+    assert plan_join(method, headers, 1000, edge, V) == want
+
+
+def test_plan_content_range() -> None:
+    assert content_range(Plan(206, 10, 20, "range"), 1000) == "bytes 10-19/1000"
+    assert content_range(Plan(416, 0, 0, "range"), 1000) == "bytes */1000"
+    assert content_range(Plan(200, 0, 1000, "joined"), 1000) is None
+
+
+@given(st.binary(max_size=40), st.booleans(), st.integers(0, 2000), st.integers(0, 2000))
+def test_plan_is_always_within_the_representation(rng: bytes, aware: bool, length: int, edge: int) -> None:
+    edge = min(edge, length)
+    hdrs = [(b"range", rng)] + ([(b"vmc", b"1")] if aware else [])
+    p = plan_join(b"GET", hdrs, length, edge, policy.Validators(b'"e"', None, length))
+    assert p.status in (200, 206, 416)
+    assert 0 <= p.first <= p.end <= length
+    if p.status == 200:
+        assert (p.first, p.end) == (0, length)
+    if p.status == 206:
+        assert p.first < p.end
+        cr = ranges.parse_content_range(content_range(p, length))
+        assert (cr.first, cr.last + 1, cr.length) == (p.first, p.end, length)

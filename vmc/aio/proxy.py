@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 import h11
 
 from vmc.aio import upstream as up
-from vmc.aio.session import DONE, FAILED, PENDING, STREAMING, Session
+from vmc.aio.session import FAILED, PENDING, STREAMING, Session
 from vmc.core import policy, ranges
-from vmc.core.errors import RangeError, UnsatisfiableRange, URIError
+from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
+from vmc.core.plan import VMC_HEADER, content_range, plan_join
 from vmc.core.stats import RequestRecord, Stats
 
-VMC_HEADER = b"vmc"
 CHUNK = 65536
 
 
@@ -450,36 +450,18 @@ class Proxy:
         self.stats.joins += 1
         s.readers += 1
         try:
-            length = s.length
-            rng = policy.get(headers, b"range")
-            if_range = policy.get(headers, b"if-range")
-            if rng is not None and method == b"GET" and (if_range is None or policy.if_range_matches(if_range, s.validators)):
-                try:
-                    specs = ranges.parse_range(rng)
-                    spans = ranges.coalesce(ranges.resolve(specs, length)) if specs is not None else None
-                except RangeError:
-                    spans = None
-                except UnsatisfiableRange:
-                    rec.mode, rec.status = "range", 416
-                    hdrs = [(b"content-range", ranges.format_unsatisfied(length).encode()), (b"content-length", b"0")]
-                    await client.send(h11.Response(status_code=416, headers=hdrs))
-                    await client.send(h11.EndOfMessage())
-                    return
-                if spans is not None and len(spans) == 1:
-                    a, b = spans[0]
-                    rec.mode = "range"
-                    await self._respond_shared(client, s, method, 206, a, b + 1, rec, b"range")
-                    return
-            vmc_aware = (policy.get(headers, VMC_HEADER) or b"").strip() not in (b"", b"0")
-            edge = s.buffer.received
-            if vmc_aware and method == b"GET" and 0 < edge < length:
-                rec.mode = "joined-vmc"
-                rec.offset = edge
-                await self._respond_shared(client, s, method, 206, edge, length, rec, b"joined")
+            p = plan_join(method, headers, s.length, s.buffer.received, s.validators)
+            rec.mode = p.mode
+            rec.offset = s.buffer.received
+            if p.status == 416:
+                rec.status = 416
+                cr = content_range(p, s.length) or ""
+                hdrs = [(b"content-range", cr.encode()), (b"content-length", b"0")]
+                await client.send(h11.Response(status_code=416, headers=hdrs))
+                await client.send(h11.EndOfMessage())
                 return
-            rec.mode = "joined"
-            rec.offset = edge
-            await self._respond_shared(client, s, method, 200, 0, length, rec, b"patched")
+            how = {"range": b"range", "joined-vmc": b"joined", "joined": b"patched"}[p.mode]
+            await self._respond_shared(client, s, method, p.status, p.first, p.end, rec, how)
         finally:
             self._release(s)
 
