@@ -9,7 +9,8 @@
 """
 
 from .capture import Capture, read_pcap
-from .core import Testbed, cleanup_stale, have_root
+from .core import Testbed
+from .lifecycle import cleanup_stale, have_root
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
 from .nsexec import Event, Task
 from .objects import Bridge, End, Host, Link

@@ -13,7 +13,7 @@ import sys
 
 from pyroute2 import netns
 
-from .core import cleanup_stale
+from .lifecycle import cleanup_stale
 from .errors import TestbedError
 
 

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+import warnings
 import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
@@ -28,59 +29,18 @@ from pyroute2 import netns as _netns
 from . import shaping
 from .capture import Capture
 from .errors import TestbedError, TestbedTimeout
+from .lifecycle import NETNS_DIR, PREFIX, have_root, remove_netns, stop_process
 from .nsexec import Event, Task, spawn_in_netns, write_sysctls
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
 
-NETNS_DIR = "/var/run/netns"
 _HOST_NAME = re.compile(r"^[a-z0-9_]{1,11}$")
-_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 _LIVE: "weakref.WeakSet[Testbed]" = weakref.WeakSet()
 
 
-def have_root() -> bool:
-    """True when this process may create namespaces (effective uid 0)."""
-    return os.geteuid() == 0
-
-
 Dev = End | str
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_netns(name: str) -> None:
-    try:
-        _netns.remove(name)
-    except FileNotFoundError:
-        pass
-
-
-def cleanup_stale(prefix: str = "dk") -> list[str]:
-    """Delete namespaces of runs with this prefix whose owning process is gone.
-
-    Safe while other testbeds run: a namespace is removed only when the pid
-    in its name (``<prefix>-<pid>-<hex>-<host>``) no longer exists.
-    """
-    if not _PREFIX.match(prefix):
-        raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
-    pattern = re.compile(rf"^{prefix}-(\d+)-[0-9a-f]{{4}}-")
-    removed = []
-    for name in sorted(_netns.listnetns()):
-        m = pattern.match(name)
-        if m and not _alive(int(m.group(1))):
-            _remove_netns(name)
-            removed.append(name)
-    return removed
 
 
 class Testbed:
@@ -99,7 +59,7 @@ class Testbed:
                 "needs root: network namespaces, veth links and tc need CAP_SYS_ADMIN/CAP_NET_ADMIN"
                 " (run as root, e.g. `sudo make test`)"
             )
-        if not _PREFIX.match(prefix or ""):
+        if not PREFIX.match(prefix or ""):
             raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
         if shutil.which("ip") is None:
             raise TestbedError("the testbed needs `ip` (Debian package iproute2)")
@@ -116,6 +76,7 @@ class Testbed:
         self._events: list[Event] = []
         self._impairers: dict[tuple[str, str], tuple[subprocess.Popen[str], str]] = {}
         self._closed = False
+        self._closing = False
         self._old_sigterm: Any = None
         _LIVE.add(self)
 
@@ -129,49 +90,63 @@ class Testbed:
                 self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_exit)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.close()
+        except TestbedError as err:
+            if exc_type is None:
+                raise
+            # do not hide the exception that ended the block behind a cleanup problem
+            warnings.warn(f"{err} (while handling {exc_type.__name__})", RuntimeWarning, stacklevel=2)
         finally:
             if self._old_sigterm is not None and os.getpid() == self._owner:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
                 self._old_sigterm = None
 
     def close(self) -> None:
-        """Stop captures, kill tasks and processes, delete every namespace. Idempotent."""
-        if self._closed or os.getpid() != self._owner:
+        """Stop captures, kill tasks and processes, delete every namespace. Idempotent.
+
+        Interrupted (a second Ctrl-C), it can be called again and finishes the
+        job; the atexit hook does that.
+        """
+        if self._closed or self._closing or os.getpid() != self._owner:
             return
-        self._closed = True
+        self._closing = True
         errors: list[str] = []
-        for cap in self._captures:
-            try:
-                cap.stop(timeout=5)
-            except Exception as exc:  # noqa: BLE001 - keep cleaning
-                errors.append(f"capture: {exc}")
-        for task in self._tasks:
-            task.kill()
-        for proc, _ in self._impairers.values():
-            try:
-                shaping.stop_impairer(proc, timeout=3)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"impairer: {exc}")
-        self._impairers.clear()
-        for proc in self._procs:
-            _stop_process(proc)
-        for ev in self._events:
-            ev.close()
-        for ipr in self._ipr.values():
-            try:
-                ipr.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._ipr.clear()
-        for ns in reversed(self._ns_made):
-            try:
-                _remove_netns(ns)
-            except OSError as exc:
-                errors.append(f"netns {ns}: {exc}")
-        _LIVE.discard(self)
+        try:
+            while self._captures:
+                try:
+                    self._captures.pop().stop(timeout=5)
+                except Exception as exc:  # noqa: BLE001 - keep cleaning
+                    errors.append(f"capture: {exc}")
+            while self._tasks:
+                self._tasks.pop().kill()
+            while self._impairers:
+                proc, _ = self._impairers.popitem()[1]
+                try:
+                    shaping.stop_impairer(proc, timeout=3)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(f"impairer: {exc}")
+            while self._procs:
+                stop_process(self._procs.pop())
+            while self._events:
+                self._events.pop().close()
+            while self._ipr:
+                try:
+                    self._ipr.popitem()[1].close()
+                except Exception:  # noqa: BLE001
+                    pass
+            while self._ns_made:
+                ns = self._ns_made[-1]
+                try:
+                    remove_netns(ns)
+                except OSError as exc:
+                    errors.append(f"netns {ns}: {exc}")
+                self._ns_made.pop()
+            self._closed = True
+            _LIVE.discard(self)
+        finally:
+            self._closing = False
         if errors:
             raise TestbedError("cleanup incomplete: " + "; ".join(errors))
 
@@ -429,7 +404,8 @@ class Testbed:
         try:
             return task.result(timeout)
         finally:
-            self._tasks.remove(task)
+            if task in self._tasks:
+                self._tasks.remove(task)
             task.kill()
 
     def _argv(self, host: Host, argv: Sequence[str]) -> list[str]:
@@ -469,24 +445,6 @@ class Testbed:
             yield cap
         finally:
             cap.stop()
-
-
-def _stop_process(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
-    if proc.poll() is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 _SIGTERM_OWNER = os.getpid()

@@ -212,8 +212,8 @@ class Event:
         return self._set
 
     def close(self) -> None:
-        for fd in (self._r, self._w):
-            try:
+        """Release the pipe (idempotent); the parent's testbed does it on exit."""
+        fds, self._r, self._w = (self._r, self._w), -1, -1
+        for fd in fds:
+            if fd >= 0:
                 os.close(fd)
-            except OSError:
-                pass
