@@ -13,7 +13,7 @@ SOURCES := pyproject.toml setup.py $(wildcard deliverykit/_speedups/*.c delivery
 
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q --upgrade pip "setuptools>=77"
 	@echo "installing the toolkit and its C extension into $(VENV)..."
 	@$(PY) -m pip install -q -e '.[test,fast,bench]'
 	@$(PY) -m deliverykit info
