@@ -5,13 +5,13 @@
         a, b = tb.host("a"), tb.host("b")
         link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
         tb.shape(link.a, netem=Netem(delay_ms=20))
-        print(tb.exec(a, ["ping", "-c1", "10.0.1.2"]).stdout)
+        print(tb.exec(a, ["ip", "route"]).stdout)
 """
 
 from .capture import Capture, read_pcap
 from .core import Testbed
-from .lifecycle import cleanup_stale, have_root
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
+from .lifecycle import cleanup_stale, have_root
 from .nsexec import Event, Task
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf

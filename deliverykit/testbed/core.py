@@ -21,10 +21,7 @@ import time
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
-
-from pyroute2 import IPRoute
-from pyroute2 import netns as _netns
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from . import shaping
 from .capture import Capture
@@ -33,6 +30,9 @@ from .lifecycle import NETNS_DIR, PREFIX, have_root, remove_netns, stop_process
 from .nsexec import Event, Task, spawn_in_netns, write_sysctls
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
+
+if TYPE_CHECKING:  # pyroute2 takes ~0.5 s to import: only when a testbed is used
+    from pyroute2 import IPRoute
 
 _HOST_NAME = re.compile(r"^[a-z0-9_]{1,11}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -169,6 +169,9 @@ class Testbed:
             raise TestbedError(f"host {name!r} exists already in this testbed")
         ns = f"{self.run_id}-{name}"
         self._ns_made.append(ns)
+        from pyroute2 import IPRoute
+        from pyroute2 import netns as _netns
+
         _netns.create(ns)
         host = Host(name, ns)
         self._hosts[name] = host

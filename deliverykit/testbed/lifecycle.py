@@ -8,8 +8,6 @@ import signal
 import subprocess
 from typing import Any
 
-from pyroute2 import netns as _netns
-
 from .errors import TestbedError
 
 NETNS_DIR = "/var/run/netns"
@@ -32,6 +30,8 @@ def _alive(pid: int) -> bool:
 
 
 def remove_netns(name: str) -> None:
+    from pyroute2 import netns as _netns
+
     try:
         _netns.remove(name)
     except FileNotFoundError:
@@ -48,6 +48,8 @@ def cleanup_stale(prefix: str = "dk") -> list[str]:
         raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
     pattern = re.compile(rf"^{prefix}-(\d+)-[0-9a-f]{{4}}-")
     removed = []
+    from pyroute2 import netns as _netns
+
     for name in sorted(_netns.listnetns()):
         m = pattern.match(name)
         if m and not _alive(int(m.group(1))):

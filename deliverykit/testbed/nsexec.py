@@ -22,8 +22,6 @@ import time
 import traceback
 from typing import Any, Callable
 
-from pyroute2 import netns as _netns
-
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
 
 _PENDING = object()
@@ -31,6 +29,8 @@ _PENDING = object()
 
 def enter_netns(ns: str) -> None:
     """Move the calling (single-threaded) process into netns ``ns``; never creates one."""
+    from pyroute2 import netns as _netns  # already imported by spawn_in_netns before the fork
+
     _netns.setns(ns, flags=0)
 
 
@@ -165,6 +165,7 @@ def spawn_in_netns(
     """Fork a child that enters ``ns`` and runs ``fn(*args, **kwargs)``; return its ``Task``."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
+    import pyroute2.netns  # noqa: F401 - import once here, not in every forked child
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
