@@ -1,0 +1,133 @@
+"""Raw-socket drivers (root; for the namespace testbed), IPv4.
+
+* :class:`RawInside`: the ITR's inside interface as an ``AF_PACKET`` socket.
+  Every IPv4/IPv6 frame arriving on the interface that is not addressed to one
+  of the ITR's own addresses is handed to the ITR core (paper section 3.3: the
+  border router sees all packets; the reserved CoreCast range picks the
+  CoreCast path).  The host must not forward them itself (forwarding off).
+* :class:`RawSender`: ``IPPROTO_RAW`` (header included) socket for the
+  source's inner packets, so CoreCast PDUs can ride IP protocol 253
+  (RFC 3692) straight to the channel EID, routed to the ITR by the kernel.
+* :class:`RawItrNode` / :class:`RawSourceNode`: the UDP nodes with those
+  sockets swapped in.  LISP data/control stay on ordinary UDP sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+
+from corecast.aio.nodes import ItrNode, SourceNode
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+
+
+class RawInside:
+    """AF_PACKET reader on one interface; calls ``cb(ip_packet)`` per frame."""
+
+    def __init__(self, ifname: str, cb: Callable[[bytes], None], ignore: set[bytes]) -> None:
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.bind((ifname, 0))
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.cb = cb
+        self.ignore = ignore
+        self.counters = {"frames": 0, "ip": 0, "to_self": 0}
+        asyncio.get_running_loop().add_reader(self.sock.fileno(), self._drain)
+
+    def _drain(self) -> None:
+        for _ in range(256):
+            try:
+                frame, addr = self.sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            self.counters["frames"] += 1
+            etype = frame[12] << 8 | frame[13] if len(frame) >= 14 else 0
+            if etype == 0x0800 and len(frame) >= 34:
+                dst = frame[30:34]
+            elif etype == 0x86DD and len(frame) >= 54:
+                dst = frame[38:54]
+            else:
+                continue
+            if dst in self.ignore or dst[0] >= 224 and len(dst) == 4 or (
+                    len(dst) == 16 and dst[0] == 0xFF):
+                self.counters["to_self"] += 1
+                continue
+            self.counters["ip"] += 1
+            self.cb(frame[14:])
+
+    def close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+class RawSender:
+    """Send complete IPv4 packets (header included) to their own destination."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        self.sock.setblocking(False)
+        self.errors = 0
+
+    def send(self, pkt: bytes) -> bool:
+        try:
+            self.sock.sendto(pkt, (socket.inet_ntoa(pkt[16:20]), 0))
+            return True
+        except (BlockingIOError, OSError):
+            self.errors += 1
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class RawItrNode(ItrNode):
+    """ITR whose inside interface is an AF_PACKET socket on ``ifname``."""
+
+    def __init__(self, itr, ifname: str, own: list[str], tick: float = 0.25) -> None:
+        super().__init__(itr, ("0.0.0.0", 0), tick)
+        self.ifname = ifname
+        self.own = {socket.inet_aton(a) for a in own}
+        self.raw: RawInside | None = None
+
+    async def start(self) -> None:
+        from corecast.aio.nodes import bind
+
+        self.t_data = await bind(self.rloc, 0, lambda d, a: None)
+        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
+            self.itr.handle_control(d, self.now())))
+        self.transports += [self.t_data, self.t_ctl]
+        self.raw = RawInside(self.ifname, lambda p: self._route(
+            self.itr.handle_inner(p, self.now())), self.own)
+        self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
+
+    async def close(self) -> None:
+        if self.raw is not None:
+            self.raw.close()
+            self.raw = None
+        await super().close()
+
+
+class RawSourceNode(SourceNode):
+    """Source that sends its inner packets with a raw socket (routed to the ITR)."""
+
+    def __init__(self, source, addr: str, http_port: int = 0) -> None:
+        super().__init__(source, addr, http_port)
+        self.sender = RawSender()
+
+    def _route(self, out) -> None:
+        inside = self.source.itr_inside
+        for data, dst in out:
+            if dst == inside:
+                if self.sender.send(data):
+                    self.links.add(socket.inet_ntoa(data[16:20]), len(data) - 28)
+            else:
+                self._sendto(self.t, data, dst, True)
+
+    async def close(self) -> None:
+        self.sender.close()
+        await super().close()

@@ -1,0 +1,250 @@
+"""The paper's Fig. 2 in network namespaces, with raw sockets (root).
+
+Topology (deliverykit.testbed; every box is a namespace)::
+
+    s --- itr --- core --- etr1 --- c11, c12          (AS1, EIDs 10.1.0.0/16)
+    10.0.0.0/24   |   \\--- etr2 --- c21, c22, c23     (AS2, EIDs 10.2.0.0/16)
+                  |    \\-- etr3 --- c31, c32          (AS3, EIDs 10.3.0.0/16)
+            100.64.0.0/24 (RLOCs 100.64.i.1; map-server on core 100.64.0.254)
+
+The source sends inner IP packets (CoreCast over IP protocol 253 by default)
+with a raw socket to the channel EID 10.255.0.1; the kernel routes them to the
+ITR, whose AF_PACKET inside socket hands them to Algorithm 1 (the ITR host does
+not forward).  ETRs register with HMAC-authenticated Map-Registers to the
+map-server; the ITR resolves client EIDs with ECM Map-Requests.  Clients are
+subscribed by the source's configuration (the HTTP service is exercised on
+loopback; here clients could not reach S through a non-forwarding ITR).
+
+Measured: tcpdump on the ITR->core link counts the LISP data bytes (UDP 4341,
+IP header included) and interface counters on each ETR->client link count the
+local bytes; both are compared with equations 3 and 5 for our raw sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+
+from corecast import plan
+
+CHANNEL = "10.255.0.1"
+FIG2 = (2, 3, 2)
+
+
+# ------------------------------------------------------------------ children
+
+
+async def _ms_main(ready, seconds: float) -> dict:
+    import ipaddress
+
+    from corecast.aio.nodes import MapServerNode
+    from corecast.core.mapserver import MapServer, Site
+
+    ms = MapServer([Site(f"AS{i}", {1: f"key{i}".encode()},
+                         (ipaddress.ip_network(f"10.{i}.0.0/16"),)) for i in (1, 2, 3)])
+    node = MapServerNode(ms, "100.64.0.254")
+    await node.start()
+    ready.set()
+    await asyncio.sleep(seconds)
+    await node.close()
+    return dict(ms.counters)
+
+
+async def _etr_main(i: int, ready, seconds: float) -> dict:
+    from corecast.aio.nodes import EtrNode
+    from corecast.core.etr import Etr
+    from corecast.core.maptrie import parse_prefix
+    from corecast.core.register import Registrar, RegistrarConfig
+
+    reg = Registrar(RegistrarConfig((f"10.{i}.0.0/16",), (f"100.64.{i}.1",),
+                                    ("100.64.0.254", 4342), f"key{i}".encode(), key_id=1))
+    node = EtrNode(Etr([parse_prefix("10.255.0.0/16")]), f"100.64.{i}.1", reg)
+    await node.start()
+    while not reg.registered:
+        await asyncio.sleep(0.02)
+    ready.set()
+    await asyncio.sleep(seconds)
+    await node.close()
+    return {"counters": dict(node.etr.counters), "registered": reg.registered}
+
+
+async def _itr_main(ready, seconds: float, corecast: bool = True) -> dict:
+    import resource
+
+    from corecast.aio.raw import RawItrNode
+    from corecast.core.itr import Itr
+    from corecast.core.mapcache import MapCache
+    from corecast.core.maptrie import parse_prefix
+
+    itr = Itr("100.64.0.1", [parse_prefix("10.255.0.0/16")] if corecast else [], MapCache(),
+              map_resolver=("100.64.0.254", 4342))
+    node = RawItrNode(itr, "to-s", ["10.0.0.2", "100.64.0.1"])
+    await node.start()
+    ready.set()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    await asyncio.sleep(seconds)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    await node.close()
+    return {"counters": dict(itr.counters), "drops": itr.drops(), "state": itr.state_size(),
+            "cpu_s": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+            "raw": node.raw.counters if node.raw else None}
+
+
+async def _client_main(eid: str, port: int, chunks: int, ready, timeout: float) -> dict:
+    from corecast.aio.nodes import ClientNode
+
+    node = ClientNode(eid, port)
+    await node.start()
+    ready.set()
+    end = time.monotonic() + timeout
+    while node.client.received < chunks and time.monotonic() < end:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
+    await node.close()
+    st = node.client.stats()
+    st["digests"] = {k: v.hex() for k, v in node.client.digests.items()}
+    st["warmup"] = node.client.malformed
+    return st
+
+
+async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: str,
+                       go) -> dict:
+    import ipaddress
+
+    from corecast.aio.raw import RawSender, RawSourceNode
+    from corecast.core.source import Source
+    from corecast.wire.codec import build_ip, build_udp
+
+    def media(seq: int, n: int) -> bytes | None:
+        return hashlib.shake_128(f"fig2:{seq}".encode()).digest(n) if seq < chunks else None
+
+    src = Source("10.0.0.1", ("10.0.0.2", 0), transport=transport)
+    src.add_channel(CHANNEL, 384_000, 1200, media)
+    for eid, port in clients:
+        src.join(CHANNEL, eid, port, True, 0)
+    # warm-up: one plain packet per client resolves the ITR's map-cache
+    snd = RawSender()
+    for eid, port in clients:
+        snd.send(build_ip(ipaddress.ip_address("10.0.0.1").packed,
+                          ipaddress.ip_address(eid).packed, 17, build_udp(40000, port, b"warm")))
+    snd.close()
+    await asyncio.sleep(0.5)
+    go.wait(10)  # the parent snapshots its counters, then lets us stream
+    node = RawSourceNode(src, "10.0.0.1")
+    await node.start(stream=True)
+    await asyncio.wait_for(node.running.wait(), chunks * 0.025 + 10)
+    await asyncio.sleep(0.3)
+    await node.close()
+    ch = next(iter(src.channels.values()))
+    return {"counters": dict(src.counters),
+            "digests": {k: v.hex() for k, v in ch.sent_digests.items()}}
+
+
+# ------------------------------------------------------------------ parent
+
+
+def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -> dict:
+    from deliverykit.testbed import Testbed, read_pcap
+
+    chunks = chunks or (40 if quick else 400)
+    budget = chunks * 0.025 + 20
+    with Testbed(prefix="ccfig2") as tb:
+        s, itr, core = tb.host("s"), tb.host("itr"), tb.host("core", forwarding=True)
+        tb.link(s, itr, "10.0.0.1/24", "10.0.0.2/24")
+        l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
+        tb.route(s, "default", via="10.0.0.2")
+        tb.route(itr, "default", via="100.64.0.254")
+        etrs, clients, access = [], [], []
+        for i, n in enumerate(FIG2, start=1):
+            e = tb.host(f"etr{i}")
+            tb.link(core, e, f"100.64.{i}.254/24", f"100.64.{i}.1/24")
+            tb.route(e, "default", via=f"100.64.{i}.254")
+            etrs.append(e)
+            for j in range(1, n + 1):
+                c = tb.host(f"c{i}{j}")
+                link = tb.link(e, c, f"10.{i}.{j}.1/24", f"10.{i}.{j}.2/24")
+                tb.route(c, "default", via=f"10.{i}.{j}.1")
+                clients.append((c, f"10.{i}.{j}.2", 5000 + j))
+                access.append((e, link.a))
+        ev = tb.event()
+        ms_t = tb.spawn(core, _ms_main, ev, budget)
+        assert ev.wait(10), "map-server did not start"
+        etr_t = []
+        for i, e in enumerate(etrs, start=1):
+            ev = tb.event()
+            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1))
+            assert ev.wait(15), f"ETR {i} did not register"
+        ev = tb.event()
+        itr_t = tb.spawn(itr, _itr_main, ev, budget - 2)
+        assert ev.wait(10), "ITR did not start"
+        cl_t = []
+        for c, eid, port in clients:
+            ev = tb.event()
+            cl_t.append(tb.spawn(c, _client_main, eid, port, chunks, ev, budget - 4))
+            assert ev.wait(10)
+        go = tb.event()
+        pcap = os.path.join(tempfile.mkdtemp(prefix="corecast-fig2-"), "transit.pcap")
+        src_t = tb.spawn(s, _source_main, [(e, p) for _, e, p in clients], chunks, transport, go)
+        time.sleep(1.0)  # warm-up packets resolved through Map-Request/Map-Reply
+        before = [tb.counters(h, dev) for h, dev in access]
+        with contextlib.ExitStack() as stack:
+            cap = stack.enter_context(tb.capture(itr, l_itr.a, pcap, filter="udp dst port 4341"))
+            local_caps = [stack.enter_context(tb.capture(h, dev, f"{pcap}.local{n}",
+                                                         filter="udp"))
+                          for n, (h, dev) in enumerate(access)]
+            go.set()
+            src_res = src_t.result(timeout=budget)
+            time.sleep(0.3)
+        after = [tb.counters(h, dev) for h, dev in access]
+        cl_res = [t.result(timeout=budget) for t in cl_t]
+        itr_res = itr_t.result(timeout=budget)
+        etr_res = [t.result(timeout=budget) for t in etr_t]
+        ms_res = ms_t.result(timeout=budget)
+        frames = read_pcap(pcap)
+        local_frames = [f for c in local_caps for _, f in read_pcap(c.path)]
+        captured = {"captured": cap.captured, "dropped": cap.dropped,
+                    "local_dropped": sum(c.dropped or 0 for c in local_caps)}
+    transit = sum(len(f) - 14 for _, f in frames)
+    local = sum(len(f) - 14 for f in local_frames)
+    # interface counters (all frames, Ethernet headers removed): a cross-check
+    local_counters = sum((a["tx_bytes"] - b["tx_bytes"]) - 14 * (a["tx_packets"] - b["tx_packets"])
+                         for a, b in zip(after, before))
+    sizes = plan.our_sizes(transport)
+    k, j = len(clients), len(FIG2)
+    sent = src_res["digests"]
+    intact = all(c["digests"] == {int(q): v for q, v in sent.items()} or c["digests"] == sent
+                 for c in cl_res)
+    return {
+        "chunks": chunks, "transport": transport, "clients": k, "ases": j,
+        "intact": intact,
+        "received": [c["received"] for c in cl_res],
+        "transit_bytes": transit, "eq3_bytes": plan.eq3_transit(sizes, 1200, j, k) * chunks,
+        "local_bytes": local, "eq5_bytes": plan.eq5_local(sizes, 1200, k) * chunks,
+        "local_bytes_if_counters": local_counters,
+        "capture": captured, "itr": itr_res, "etrs": etr_res, "ms": ms_res,
+        "source": src_res["counters"], "sizes": sizes.__dict__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--chunks", type=int)
+    ap.add_argument("--transport", choices=["raw", "udp"], default="raw")
+    a = ap.parse_args(argv)
+    r = run(a.quick, a.chunks, a.transport)
+    print(json.dumps({k: v for k, v in r.items() if k not in ("itr", "etrs")}, indent=2,
+                     default=str))
+    ok = r["intact"] and r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r[
+        "eq5_bytes"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
