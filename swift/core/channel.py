@@ -81,6 +81,9 @@ class Channel:
         # remote availability (HAVE and ACK), section 3.2 / 4.3
         self.peer_have = Binmap()
         self.peer_any = False
+        self.peer_max = 0
+        self.sent_munros: set[int] = set()
+        self.pending_sigs: dict[int, tuple[int, bytes]] = {}
         #: what we announced to this peer with HAVE
         self.announced = Binmap()
         self.have_version = -1

@@ -41,6 +41,8 @@ class MemoryStorage:
 class Content:
     """What a peer knows and holds of one swarm's content."""
 
+    live = False
+
     def __init__(self, tree: MerkleTree, storage: Storage) -> None:
         self.tree = tree
         self.storage = storage
@@ -90,3 +92,35 @@ class Content:
                     self.have.set(B.chunk(i))
                     got += 1
         return got
+
+    def chunk_bytes(self, i: int) -> bytes:
+        """Chunk ``i`` trimmed to the content size."""
+        data = self.read_chunk(i)
+        t = self.tree
+        if i == (t.n_chunks or 0) - 1 and t.size is not None:
+            data = data[:t.size - i * self.chunk_size]
+        return data
+
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set) -> list:
+        """Items ("h", bin, hash) to put before DATA i: peaks for a cold peer
+        (5.6.2), then uncle hashes by height descending (5.4)."""
+        hs = list(self.tree.peaks()) if cold else []
+        hs.extend(self.tree.uncles(i, peer_have))
+        return [("h", b, h) for b, h in hs]
+
+    def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
+        """Learn the size from peak hashes if needed, then check chunk ``i``."""
+        t = self.tree
+        if t.n_chunks is None and hashes:
+            peaks = []
+            first = 0
+            last_w = 1 << 62
+            for b, h in hashes:
+                lo, hi = B.base_range(b)
+                if lo != first or hi - lo >= last_w:
+                    break
+                peaks.append((b, h))
+                first, last_w = hi, hi - lo
+            if not peaks or not t.offer_peaks(peaks):
+                return False
+        return t.verify(i, data, dict(hashes))

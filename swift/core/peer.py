@@ -46,6 +46,7 @@ from swift.wire.constants import (
     HashFunc,
     IntegrityMethod,
     MsgType,
+    SigAlg,
     Version,
 )
 
@@ -77,6 +78,8 @@ class PeerConfig:
     upload_rate: float | None = None
     slow_start: bool = True
     pex_connect: bool = False
+    #: live: start this many chunks behind the newest one announced (6.1.2.4)
+    live_prebuffer: int = 16
     seed: int | None = None
 
     @staticmethod
@@ -104,7 +107,9 @@ class Peer:
         tree = content.tree
         if tree.chunk_size != cfg.chunk_size or tree.func != cfg.hash_func:
             raise ValueError("content tree does not match the swarm metadata")
-        self.swarm_id = tree.root_hash
+        self.live = bool(getattr(content, "live", False))
+        self.swarm_id = tree.swarm_id if self.live else tree.root_hash
+        self.live_start: int | None = None
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], 64, cfg.chunk_size)
         self.rng = random.Random(cfg.seed)
         self.channels: dict[int, Channel] = {}
@@ -190,11 +195,15 @@ class Peer:
     def _our_options(self, initiator: bool) -> C.HandshakeOptions:
         cfg = self.config
         lib = cfg.profile == "libswift"
+        live = self.live
         return C.HandshakeOptions(
             version=Version.V1, min_version=Version.V1,
             swarm_id=self.swarm_id if initiator else None,
-            integrity=IntegrityMethod.MERKLE, hash_func=cfg.hash_func,
+            integrity=IntegrityMethod.UNIFIED_MERKLE if live else IntegrityMethod.MERKLE,
+            hash_func=cfg.hash_func,
+            sig_alg=SigAlg.ECDSAP256SHA256 if live else None,
             addressing=cfg.addressing,
+            discard_window=self.content.window if live else None,  # type: ignore[attr-defined]
             chunk_size=None if lib else cfg.chunk_size,
         )
 
@@ -211,7 +220,10 @@ class Peer:
             return False
         if o.swarm_id is not None and o.swarm_id != self.swarm_id:
             return False
-        if o.integrity is not None and o.integrity != IntegrityMethod.MERKLE:
+        want = IntegrityMethod.UNIFIED_MERKLE if self.live else IntegrityMethod.MERKLE
+        if o.integrity is not None and o.integrity != want:
+            return False
+        if self.live and o.sig_alg is not None and o.sig_alg != SigAlg.ECDSAP256SHA256:
             return False
         default_hf = HashFunc.SHA1 if cfg.profile == "libswift" else HashFunc.SHA256
         if (o.hash_func if o.hash_func is not None else default_hf) != cfg.hash_func:
@@ -337,8 +349,13 @@ class Peer:
                 self._on_ack(ch, lo, hi, m.delay, now)
             elif t == MsgType.HAVE:
                 lo, hi = self._to_chunks(m)
-                self._peer_has(ch, lo, min(hi, limit))
+                self._peer_has(ch, lo, hi if self.live else min(hi, limit))
                 ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
+            elif t == MsgType.SIGNED_INTEGRITY:
+                lo, hi = self._to_chunks(m)
+                w = hi - lo
+                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_sigs) < 64:
+                    ch.pending_sigs[B.make(w.bit_length() - 1, lo // w)] = (m.timestamp, m.signature)
             elif t == MsgType.INTEGRITY:
                 lo, hi = self._to_chunks(m)
                 w = hi - lo
@@ -388,6 +405,11 @@ class Peer:
         ph.set_range(lo, hi)
         if lo < hi:
             ch.peer_any = True
+            if hi > ch.peer_max:
+                ch.peer_max = hi
+                win = getattr(ch.peer_options, "discard_window", None)
+                if self.live and win is not None and win < B.NONE32 and hi > win:
+                    ph.reset_range(0, hi - win)  # sliding discard window (6.2)
 
     def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
         if delay_us >= 1 << 63:
@@ -416,22 +438,6 @@ class Peer:
             ch.lost += len(ch.requests)
         ch.requests.clear()
 
-    def _try_peaks(self, ch: Channel) -> None:
-        tree = self.content.tree
-        if tree.n_chunks is not None or not ch.hash_order:
-            return
-        peaks = []
-        first = 0
-        last_w = 1 << 62
-        for b, h in ch.hash_order:
-            lo, hi = B.base_range(b)
-            if lo != first or hi - lo >= last_w:
-                break
-            peaks.append((b, h))
-            first, last_w = hi, hi - lo
-        if peaks and tree.offer_peaks(peaks):
-            self.events.append(ev.SizeKnown(tree.n_chunks))  # type: ignore[arg-type]
-
     def _on_data(self, ch: Channel, m: C.Data, now: float) -> None:
         lo, hi = self._to_chunks(m)
         i = lo
@@ -443,14 +449,17 @@ class Peer:
             return
         self.inflight.reset(B.chunk(i))
         tree = self.content.tree
-        self._try_peaks(ch)
-        ok = (i not in self.content.have) and ch.state == "est" and tree.verify(
-            i, m.payload, ch.pending_hashes)
+        n_before = self.content.n_chunks
+        ok = (not self.content.have.has(i)) and ch.state == "est" and self.content.verify(
+            i, m.payload, ch.hash_order, ch.pending_sigs, now)
+        if n_before is None and self.content.n_chunks is not None and not self.live:
+            self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()
         ch.hash_order.clear()
+        ch.pending_sigs.clear()
         ch.last_progress = now
         if not ok:
-            if i in self.content.have:
+            if self.content.have.has(i):
                 self.stats["dup"] += 1
                 return
             self.stats["rejected"] += 1
@@ -475,7 +484,7 @@ class Peer:
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self._complete_reported and self.content.complete:
             self._complete_reported = True
-            self.events.append(ev.DownloadComplete(tree.size or 0))
+            self.events.append(ev.DownloadComplete(getattr(tree, "size", 0) or 0))
             for c in self.channels.values():  # stop asking anyone
                 self._release_requests(c, lost=False)
 
@@ -537,6 +546,8 @@ class Peer:
         if ch.distrusted and ch.requests:
             return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
+        if self.live:
+            return self._live_requests(ch, now)
         if n is None:
             # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
             if ch.peer_have.find_filled(0, 1) is None or any(
@@ -583,6 +594,38 @@ class Peer:
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
         return out
 
+    def _live_requests(self, ch: Channel, now: float) -> list:
+        """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
+        if self.content.is_source or not ch.peer_max:  # type: ignore[attr-defined]
+            return []
+        if self.live_start is None:
+            self.live_start = max(0, ch.peer_max - self.config.live_prebuffer)
+        want = 64 - len(ch.requests)
+        if want < 8:
+            return []
+        st = PickState(self.content.have, self.inflight, self.availability, ch.peer_max,
+                       self.live_start, self.rng)
+        from swift.core.picker import in_order
+        lo = max(self.live_start, ch.peer_max - self.content.window)  # type: ignore[attr-defined]
+        picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
+        out = []
+        for c in picks:
+            self.inflight.set(B.chunk(c))
+            ch.requests[c] = now
+        if picks:
+            for s, t in self._specs(picks[0], picks[-1] + 1):
+                out.append(C.Request(s, t))
+            if len(ch.requests) == len(picks):
+                ch.last_progress = now
+        return out
+
+    def live_append(self, payload: bytes, now: float) -> list[int]:
+        """Live source: add stream bytes; signed chunks get announced with HAVE."""
+        got = self.content.append(payload, now)  # type: ignore[attr-defined]
+        if got:
+            self.have_version += 1
+        return got
+
     def _pex_msgs(self, ch: Channel, now: float) -> list:
         if not ch.pex_requested:
             return []
@@ -619,21 +662,17 @@ class Peer:
         return out
 
     def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
-        tree = self.content.tree
         ctx = self.ctx
         parts = [ch.remote_id.to_bytes(4, "big")]
-        if not ch.peer_any and ch.peer_have.find_filled(0) is None:  # cold: peaks first (5.6.2)
-            for b, h in tree.peaks():
-                lo, hi = B.base_range(b)
-                for s, t in self._specs(lo, hi, clip=False):
-                    parts.append(C.encode_message(ctx, C.Integrity(s, t, h)))
-        for b, h in tree.uncles(i, ch.peer_have):
-            lo, hi = B.base_range(b)
+        cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
+        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros):
+            lo, hi = B.base_range(item[1])
             s, t = self._specs(lo, hi, clip=False)[0]
-            parts.append(b"\x04" + C.encode_spec(ctx, s, t) + h)
-        data = self.content.read_chunk(i)
-        if i == (tree.n_chunks or 0) - 1 and tree.size is not None:
-            data = data[:tree.size - i * self.config.chunk_size]
+            if item[0] == "h":  # INTEGRITY (8.8)
+                parts.append(b"\x04" + C.encode_spec(ctx, s, t) + item[2])
+            else:  # SIGNED_INTEGRITY (8.9)
+                parts.append(b"\x07" + C.encode_spec(ctx, s, t) + item[2].to_bytes(8, "big") + item[3])
+        data = self.content.chunk_bytes(i)
         s, t = self._specs(i, i + 1)[0]
         parts.append(C.encode_data(ctx, s, t, int(now * 1e6) & 0xFFFFFFFFFFFFFFFF, data))
         return b"".join(parts)

@@ -1,0 +1,293 @@
+"""Live streaming with the Unified Merkle Tree (RFC 7574 section 6.1.2).
+
+The injector adds chunks to a growing hash tree; every ``per_sig``
+(NCHUNKS_PER_SIG, a power of 2 >= 2) chunks it signs the hash of the new
+subtree's root, the *munro* (6.1.2.1), with ECDSA P-256 (DNSSEC algorithm 13,
+the RFC's default, 7.7).  The swarm ID is the public key as a DNSKEY without
+Base64: algorithm octet then the 64-byte X||Y point (6.1, RFC 6605 section 4).
+The signature covers the munro's on-the-wire chunk spec, a 64-bit NTP
+timestamp and the munro hash (6.1.2.2); it is sent as r||s (64 bytes, 8.9).
+
+Receivers trust a munro once its signature verifies and its timestamp is
+not too old (6.1.2.4), then check each chunk against it with uncle hashes
+inside the munro subtree (5.2).  Peers forget chunks behind the live discard
+window (6.2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import (
+    decode_dss_signature,
+    encode_dss_signature,
+)
+
+from swift.core import bins as B
+from swift.core.binmap import Binmap
+from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc, SigAlg
+
+NTP_EPOCH_OFFSET = 2208988800  # seconds from 1900-01-01 to 1970-01-01
+
+
+def ntp64(unix: float) -> int:
+    """64-bit NTP timestamp (RFC 5905) for a Unix time."""
+    sec = int(unix) + NTP_EPOCH_OFFSET
+    frac = int((unix - int(unix)) * (1 << 32)) & 0xFFFFFFFF
+    return ((sec & 0xFFFFFFFF) << 32) | frac
+
+
+def ntp_to_unix(ts: int) -> float:
+    """Inverse of :func:`ntp64` (era 0)."""
+    return (ts >> 32) - NTP_EPOCH_OFFSET + (ts & 0xFFFFFFFF) / (1 << 32)
+
+
+def swarm_id_for(pub: ec.EllipticCurvePublicKey) -> bytes:
+    """DNSKEY-style swarm ID: algorithm 13 then X||Y (6.1)."""
+    n = pub.public_numbers()
+    return bytes([SigAlg.ECDSAP256SHA256]) + n.x.to_bytes(32, "big") + n.y.to_bytes(32, "big")
+
+
+def key_from_swarm_id(sid: bytes) -> ec.EllipticCurvePublicKey:
+    """Public key from a swarm ID (ValueError if malformed)."""
+    if len(sid) != 65 or sid[0] != SigAlg.ECDSAP256SHA256:
+        raise ValueError("not an ECDSA P-256 swarm ID")
+    x = int.from_bytes(sid[1:33], "big")
+    y = int.from_bytes(sid[33:], "big")
+    return ec.EllipticCurvePublicNumbers(x, y, ec.SECP256R1()).public_key()
+
+
+def munro_of(chunk: int, per_sig: int) -> int:
+    """Bin of the munro covering ``chunk``."""
+    lay = per_sig.bit_length() - 1
+    return B.make(lay, chunk >> lay)
+
+
+class LiveTree:
+    """Growing hash tree with signed munros (source and receiver side)."""
+
+    def __init__(self, swarm_id: bytes, per_sig: int = 4, chunk_size: int = 1024,
+                 func: HashFunc = HashFunc.SHA256,
+                 spec_bytes: Callable[[int, int], bytes] | None = None,
+                 private_key: ec.EllipticCurvePrivateKey | None = None) -> None:
+        if per_sig < 2 or per_sig & (per_sig - 1):
+            raise ValueError("NCHUNKS_PER_SIG must be a power of 2 >= 2 (6.1.2.1)")
+        self.swarm_id = swarm_id
+        self.pub = key_from_swarm_id(swarm_id)
+        self.key = private_key
+        self.per_sig = per_sig
+        self.chunk_size = chunk_size
+        self.func = HashFunc(func)
+        self.hash_size = HASH_SIZES[self.func]
+        self._h = getattr(hashlib, HASH_NAMES[self.func])
+        self.spec_bytes = spec_bytes or (lambda lo, hi: lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big"))
+        self.hashes: dict[int, bytes] = {}
+        #: munro bin -> (hash, NTP timestamp, signature) for verified munros
+        self.signed: dict[int, tuple[bytes, int, bytes]] = {}
+        #: one past the last chunk covered by a trusted munro
+        self.frontier = 0
+
+    # -- source --------------------------------------------------------------
+
+    @classmethod
+    def source(cls, per_sig: int = 4, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
+               key: ec.EllipticCurvePrivateKey | None = None, **kw) -> "LiveTree":
+        """A new injector with a fresh (or given) ECDSA P-256 key."""
+        key = key or ec.generate_private_key(ec.SECP256R1())
+        return cls(swarm_id_for(key.public_key()), per_sig, chunk_size, func, private_key=key, **kw)
+
+    def sign_group(self, first: int, chunks: list[bytes], unix_now: float) -> int:
+        """Hash ``per_sig`` new chunks from ``first``, sign their munro; returns its bin."""
+        if self.key is None:
+            raise ValueError("only the injector signs")
+        if len(chunks) != self.per_sig or first % self.per_sig:
+            raise ValueError("a munro covers exactly NCHUNKS_PER_SIG aligned chunks")
+        level = [self._h(c).digest() for c in chunks]
+        for j, d in enumerate(level):
+            self.hashes[B.chunk(first + j)] = d
+        lay = 0
+        while len(level) > 1:
+            lay += 1
+            level = [self._h(level[k] + level[k + 1]).digest() for k in range(0, len(level), 2)]
+            for j, d in enumerate(level):
+                self.hashes[B.make(lay, (first >> lay) + j)] = d
+        m = munro_of(first, self.per_sig)
+        ts = ntp64(unix_now)
+        der = self.key.sign(self._signed_text(m, ts, level[0]), ec.ECDSA(hashes.SHA256()))
+        r, s = decode_dss_signature(der)
+        self.signed[m] = (level[0], ts, r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+        self.frontier = max(self.frontier, first + self.per_sig)
+        return m
+
+    def _signed_text(self, m: int, ts: int, h: bytes) -> bytes:
+        lo, hi = B.base_range(m)
+        return self.spec_bytes(lo, hi) + ts.to_bytes(8, "big") + h
+
+    # -- receiver ------------------------------------------------------------
+
+    def offer_munro(self, m: int, h: bytes, ts: int, sig: bytes, unix_now: float,
+                    max_age: float = 60.0) -> bool:
+        """Check a signed munro (6.1.2.3-4); on success trust its hash."""
+        if m in self.signed:
+            return self.signed[m][0] == h
+        if B.layer(m) != self.per_sig.bit_length() - 1 or len(sig) != 64 or len(h) != self.hash_size:
+            return False
+        if unix_now - ntp_to_unix(ts) > max_age:
+            return False  # too old: MUST discard (6.1.2.4)
+        der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
+        try:
+            self.pub.verify(der, self._signed_text(m, ts, h), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return False
+        self.signed[m] = (h, ts, sig)
+        self.hashes[m] = h
+        self.frontier = max(self.frontier, B.base_range(m)[1])
+        return True
+
+    def verify(self, chunk: int, data: bytes, offered: dict[int, bytes]) -> bool:
+        """Check a chunk against its trusted munro with uncle hashes (5.2)."""
+        m = munro_of(chunk, self.per_sig)
+        if m not in self.signed or not data or len(data) > self.chunk_size:
+            return False
+        b = B.chunk(chunk)
+        d = self._h(data).digest()
+        path = []
+        while b != m and b not in self.hashes:
+            s = B.sibling(b)
+            sd = self.hashes.get(s) or offered.get(s)
+            if sd is None:
+                return False
+            path.append((s, sd))
+            path.append((b, d))
+            d = self._h(d + sd).digest() if B.is_left(b) else self._h(sd + d).digest()
+            b = B.parent(b)
+        if self.hashes.get(b) != d:
+            return False
+        for pb, pd in path:
+            self.hashes[pb] = pd
+        return True
+
+    def uncles(self, chunk: int, peer_has: Binmap | None) -> list[tuple[int, bytes]]:
+        """Hashes a receiver needs for ``chunk`` below its munro, height descending."""
+        m = munro_of(chunk, self.per_sig)
+        b = B.chunk(chunk)
+        out = []
+        while b != m:
+            p = B.parent(b)
+            if peer_has is not None and not peer_has.is_empty(p):
+                break
+            s = B.sibling(b)
+            out.append((s, self.hashes[s]))
+            b = p
+        out.reverse()
+        return out
+
+    def forget_before(self, chunk: int) -> None:
+        """Drop hashes and munros wholly before ``chunk`` (discard window, 6.2)."""
+        for b in [b for b in self.hashes if B.base_range(b)[1] <= chunk]:
+            del self.hashes[b]
+        for m in [m for m in self.signed if B.base_range(m)[1] <= chunk]:
+            del self.signed[m]
+
+
+class LiveContent:
+    """Live counterpart of :class:`swift.core.content.Content` (kept in RAM).
+
+    Holds at most ``window`` chunks (the live discard window, 6.2): older
+    chunks, their hashes and munros are forgotten as the stream advances.
+    """
+
+    live = True
+
+    def __init__(self, tree: LiveTree, window: int = 4096) -> None:
+        self.tree = tree
+        self.chunk_size = tree.chunk_size
+        self.window = window
+        self.have = Binmap()
+        self.data: dict[int, bytes] = {}
+        self._pending: list[bytes] = []
+        self.next_chunk = 0
+        self.complete = False
+
+    @property
+    def n_chunks(self) -> int | None:
+        """One past the newest chunk covered by a trusted munro (None before any)."""
+        return self.tree.frontier or None
+
+    @property
+    def is_source(self) -> bool:
+        return self.tree.key is not None
+
+    def read_chunk(self, i: int) -> bytes:
+        return self.data[i]
+
+    def chunk_bytes(self, i: int) -> bytes:
+        return self.data[i]
+
+    def store_chunk(self, i: int, data: bytes) -> None:
+        self.data[i] = data
+        self.have.set(B.chunk(i))
+        self._forget()
+
+    def _forget(self) -> None:
+        top = max(self.data) + 1 if self.data else 0
+        low = top - self.window
+        if low > 0:
+            for c in [c for c in self.data if c < low]:
+                del self.data[c]
+            self.have.reset_range(0, low)
+            # keep the munro covering the window start so late peers verify
+            m = munro_of(low, self.tree.per_sig)
+            self.tree.forget_before(B.base_range(m)[0])
+
+    def append(self, payload: bytes, unix_now: float) -> list[int]:
+        """Source: add stream bytes; returns chunk indices newly signed (6.1.2.3)."""
+        cs = self.chunk_size
+        buf = b"".join(self._pending) + payload
+        self._pending = []
+        full = [buf[i:i + cs] for i in range(0, len(buf) - len(buf) % cs, cs)]
+        rest = buf[len(full) * cs:]
+        if rest:
+            self._pending = [rest]
+        self._queue = getattr(self, "_queue", []) + full
+        out = []
+        per = self.tree.per_sig
+        while len(self._queue) >= per:
+            group, self._queue = self._queue[:per], self._queue[per:]
+            first = self.next_chunk
+            self.tree.sign_group(first, group, unix_now)
+            for j, c in enumerate(group):
+                self.data[first + j] = c
+            self.have.set_range(first, first + per)
+            self.next_chunk += per
+            out.extend(range(first, first + per))
+        self._forget()
+        return out
+
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set) -> list:
+        """Items to put before DATA i, in order (6.1.2.3): ("h", bin, hash),
+        ("s", bin, ts, sig): the signed munro unless the peer has a chunk under
+        it, then the uncles below the munro."""
+        t = self.tree
+        m = munro_of(i, t.per_sig)
+        out: list = []
+        lo, hi = B.base_range(m)
+        if m not in sent_munros and peer_have.is_empty_range(lo, hi):
+            h, ts, sig = t.signed[m]
+            out += [("h", m, h), ("s", m, ts, sig)]
+            sent_munros.add(m)
+        out += [("h", b, h) for b, h in t.uncles(i, peer_have)]
+        return out
+
+    def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
+        """Trust offered signed munros, then check chunk ``i`` (6.1.2.1)."""
+        t = self.tree
+        offered = dict(hashes)
+        for m, (ts, sig) in sigs.items():
+            if m in offered:
+                t.offer_munro(m, offered[m], ts, sig, now)
+        return t.verify(i, data, offered)
