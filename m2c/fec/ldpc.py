@@ -254,10 +254,12 @@ class LDPCDecoder:
         self._partial = bytearray(params.m * E)
         self._values = bytearray(n * E)
         self._known = bytearray(n)
+        self._got = bytearray(n)
         self.source_known = 0
         self.received = 0
-        """distinct symbols received"""
+        """distinct symbols received (decoded ones received later count too)"""
         self.duplicates = 0
+        """symbols received more than once"""
 
     @property
     def complete(self) -> bool:
@@ -273,12 +275,13 @@ class LDPCDecoder:
             raise FECError(f"ESI {esi} out of range for n={p.n}")
         if len(symbol) != p.symbol_size:
             raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
-        if self._known[esi]:
+        if self._got[esi]:
             self.duplicates += 1
             return self.complete
+        self._got[esi] = 1
         self.received += 1
-        if self.complete:
-            return True
+        if self.complete or self._known[esi]:
+            return self.complete
         self._learn(esi, symbol)
         return self.complete
 
