@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from deliverykit.testbed import Testbed, read_pcap
+from deliverykit.testbed import Tbf, Testbed, read_pcap
 
 GROUP, PORT = "239.1.2.3", 5000
 
@@ -98,3 +98,68 @@ def test_leave_prunes_bridge_port_within_a_second(tmp_path) -> None:
     assert late == [], f"{len(late)} group frames reached r2 more than 1 s after its leave"
     # snooping: a host that never joined never saw the group
     assert at_r3 == []
+
+
+def count_group(ready, done, my_ip: str, port: int) -> tuple[int, float]:
+    """Join GROUP:port and count payload bytes until ``done``; returns (bytes, seconds first->last)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind(("", port))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                 struct.pack("4s4s", socket.inet_aton(GROUP), socket.inet_aton(my_ip)))
+    ready.set()
+    s.settimeout(0.1)
+    total, first, last = 0, None, 0.0
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not done.wait(0):
+        try:
+            data = s.recv(4096)
+        except TimeoutError:
+            continue
+        last = time.monotonic()
+        if first is None:
+            first = last
+        else:
+            total += len(data)  # bytes after the first datagram, over first->last
+    return total, last - (first or last)
+
+
+def blast_group(port: int, rate_bps: float, seconds: float, size: int = 1000) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+    interval = size * 8 / rate_bps
+    start = time.monotonic()
+    for i in range(int(seconds / interval)):
+        if i % 10 == 0:
+            wait = start + i * interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        s.sendto(bytes(size), (GROUP, port))
+
+
+@pytest.mark.root
+def test_tbf_on_a_bridge_port_shapes_only_that_receiver() -> None:
+    rate = 2_000_000
+    with Testbed() as tb:
+        lan = tb.bridge("lan")
+        s, r1, r2 = tb.host("s"), tb.host("r1"), tb.host("r2")
+        ps = tb.attach(s, lan, "10.0.3.1/24")
+        p1 = tb.attach(r1, lan, "10.0.3.2/24")
+        tb.attach(r2, lan, "10.0.3.3/24")
+        tb.mroute(s, ps.a)
+        tb.shape(p1.b, tbf=Tbf(rate_bps=rate, limit_pkts=20))  # bridge -> r1 only
+        tb.settle(lan)
+        ready1, ready2, done = tb.event(), tb.event(), tb.event()
+        t1 = tb.spawn(r1, count_group, ready1, done, "10.0.3.2", 5001)
+        t2 = tb.spawn(r2, count_group, ready2, done, "10.0.3.3", 5001)
+        assert ready1.wait(10) and ready2.wait(10)
+        tb.run(s, blast_group, 5001, 2 * rate, 2.0, timeout=60)
+        time.sleep(0.2)
+        done.set()
+        (b1, s1), (b2, s2) = t1.result(30), t2.result(30)
+    # wire bytes = payload + 42 (UDP, IP, Ethernet headers) per 1000-byte datagram
+    r1_rate = b1 * 8 * 1042 / 1000 / s1
+    r2_rate = b2 * 8 * 1042 / 1000 / s2
+    assert abs(r1_rate - rate) / rate < 0.15, r1_rate
+    assert r2_rate > 1.6 * rate, r2_rate  # the unshaped receiver gets the offered 2x
