@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 
@@ -51,6 +52,53 @@ async def _seed(a: argparse.Namespace) -> int:
     return 0
 
 
+async def _live_source(a: argparse.Namespace) -> int:
+    from swift.aio.node import live_source
+    node = live_source(_config(a), a.host, a.port, per_sig=a.per_sig, window=a.window)
+    async with node:
+        print(node.peer.swarm_id.hex(), flush=True)
+        print(f"live source on {node.host}:{node.port}", file=sys.stderr, flush=True)
+        loop = asyncio.get_running_loop()
+        src = open(a.input, "rb") if a.input != "-" else sys.stdin.buffer
+        rate = a.rate
+        t0 = time.time()
+        sent = 0
+        while True:
+            block = await loop.run_in_executor(None, src.read, a.chunk_size * 8)
+            if not block:
+                break
+            node.peer.live_append(block, time.time())
+            node._flush()
+            sent += len(block)
+            if rate:  # pace a file as if it were a live feed
+                await asyncio.sleep(max(0.0, t0 + sent / rate - time.time()))
+            else:
+                await asyncio.sleep(0)
+        await asyncio.sleep(a.linger)
+    return 0
+
+
+async def _live_view(a: argparse.Namespace) -> int:
+    from swift.aio.node import InOrderReader, live_viewer
+    node = live_viewer(bytes.fromhex(a.swarm), _config(a), a.host, a.port, per_sig=a.per_sig,
+                       window=a.window)
+    out = open(a.output, "wb") if a.output != "-" else sys.stdout.buffer
+    got = 0
+    async with node:
+        for p in a.peer:
+            node.connect(p)
+        rd = InOrderReader(node)
+        end = time.time() + a.duration
+        while time.time() < end and (not a.bytes or got < a.bytes):
+            for c in rd.ready():
+                out.write(c)
+                got += len(c)
+            out.flush()
+            await asyncio.sleep(0.05)
+    print(f"live: {got} bytes from chunk {node.peer.live_start}", file=sys.stderr)
+    return 0 if got else 1
+
+
 async def _download(a: argparse.Namespace) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
@@ -61,6 +109,13 @@ async def _download(a: argparse.Namespace) -> int:
         print("ROOTHASH must be hex", file=sys.stderr)
         return 2
     cfg = _config(a, picker=a.picker)
+    stream = a.output == "-"
+    if stream:  # play while downloading: verified bytes to stdout in order
+        import tempfile
+        a.output = tempfile.mktemp(prefix="ppspp-")
+        a.quiet = True
+        if a.picker == "linear":
+            cfg.picker = "vod"
     node = downloader(root, a.output, cfg, a.host, a.port)
     async with node:
         for p in a.peer:
@@ -70,17 +125,32 @@ async def _download(a: argparse.Namespace) -> int:
                       TransferSpeedColumn(), transient=a.quiet, disable=a.quiet) as prog:
             task = prog.add_task("ppspp", total=None)
             end = time.monotonic() + a.timeout
+            from swift.aio.node import InOrderReader
+            rd = InOrderReader(node) if stream else None
             while time.monotonic() < end:
+                if rd is not None:
+                    for c in rd.ready():
+                        sys.stdout.buffer.write(c)
+                    sys.stdout.buffer.flush()
                 got, total = node.progress
                 prog.update(task, completed=got * cs, total=total * cs if total else None)
                 if await node.wait_complete(0.2):
                     size = node.peer.content.tree.size or 0
                     prog.update(task, completed=size, total=size)
+                    if rd is not None:
+                        for c in rd.ready():
+                            sys.stdout.buffer.write(c)
+                        sys.stdout.buffer.flush()
                     break
         if not node.peer.content.complete:
             print("download incomplete (timeout)", file=sys.stderr)
             return 1
-    print(f"{a.output}: {node.peer.content.tree.size} bytes verified", file=sys.stderr)
+    print(f"{'stdout' if stream else a.output}: {node.peer.content.tree.size} bytes verified",
+          file=sys.stderr)
+    if stream:
+        for p in (a.output, a.output + ".mhash", a.output + ".mhash.json"):
+            if os.path.exists(p):
+                os.unlink(p)
     return 0
 
 
@@ -104,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("download", help="download by root hash from peers")
     d.add_argument("root", metavar="ROOTHASH")
     d.add_argument("--peer", type=_hostport, action="append", required=True)
-    d.add_argument("-o", "--output", required=True)
+    d.add_argument("-o", "--output", required=True, help="file, or - to stream to stdout in order")
     d.add_argument("--host", default="0.0.0.0")
     d.add_argument("--port", type=int, default=0)
     d.add_argument("--picker", choices=sorted(PICKERS), default="linear")
@@ -115,6 +185,26 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("file")
     h.add_argument("--no-cache", action="store_true", help="do not write FILE.mhash")
     _common(h)
+    ls = sub.add_parser("live-source", help="inject a live stream (stdin or a file)")
+    ls.add_argument("--input", default="-", help="file to stream, - for stdin")
+    ls.add_argument("--rate", type=float, default=0.0, help="bytes/s pacing (0 = as read)")
+    ls.add_argument("--host", default="0.0.0.0")
+    ls.add_argument("--port", type=int, default=6778)
+    ls.add_argument("--per-sig", type=int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
+    ls.add_argument("--window", type=int, default=4096, help="live discard window in chunks")
+    ls.add_argument("--linger", type=float, default=5.0, help="seconds to keep serving at EOF")
+    _common(ls)
+    lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
+    lv.add_argument("swarm", metavar="SWARMID", help="the source's public key (hex)")
+    lv.add_argument("--peer", type=_hostport, action="append", required=True)
+    lv.add_argument("-o", "--output", default="-")
+    lv.add_argument("--host", default="0.0.0.0")
+    lv.add_argument("--port", type=int, default=0)
+    lv.add_argument("--per-sig", type=int, default=4)
+    lv.add_argument("--window", type=int, default=4096)
+    lv.add_argument("--duration", type=float, default=3600.0)
+    lv.add_argument("--bytes", type=int, default=0, help="stop after this many bytes")
+    _common(lv)
     sub.add_parser("demo", help="seeder and leechers on loopback")
     a = ap.parse_args(argv)
     try:
@@ -124,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_download(a))
         if a.cmd == "hash":
             return _hash(a)
+        if a.cmd == "live-source":
+            return asyncio.run(_live_source(a))
+        if a.cmd == "live-view":
+            return asyncio.run(_live_view(a))
         from swift.demo import run
         for row in run(quick=True):
             print(row)

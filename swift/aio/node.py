@@ -76,7 +76,7 @@ class SwiftNode:
         if self.sock is None:
             return
         try:
-            self._send(self.peer.close(time.monotonic()))
+            self._send(self.peer.close(time.time()))
         except OSError:
             pass
         self._save_state(force=True)
@@ -97,7 +97,7 @@ class SwiftNode:
 
     def connect(self, addr: tuple[str, int]) -> None:
         """Start a handshake with ``addr``."""
-        self.peer.connect(addr, time.monotonic())
+        self.peer.connect(addr, time.time())
         self._flush()
 
     async def wait_complete(self, timeout: float | None = None) -> bool:
@@ -128,7 +128,7 @@ class SwiftNode:
                 break
             if not batch:
                 break
-            now = time.monotonic()
+            now = time.time()
             for data, addr in batch:
                 try:
                     peer.datagram_received(data, addr[:2], now)
@@ -178,7 +178,7 @@ class SwiftNode:
         for _ in range(64):
             if self._backlog:
                 break
-            now = time.monotonic()
+            now = time.time()
             out = peer.datagrams_to_send(now, budget=64)
             if not out:
                 break
@@ -205,7 +205,7 @@ class SwiftNode:
     def _arm(self) -> None:
         if self._loop is None or self.sock is None:
             return
-        now = time.monotonic()
+        now = time.time()
         when = self.peer.get_timer(now)
         if self._timer is not None:
             if self._timer.when() <= self._loop.time() + max(0.0, when - now) + 0.001:
@@ -215,14 +215,14 @@ class SwiftNode:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.peer.handle_timer(time.monotonic())
+        self.peer.handle_timer(time.time())
         self._flush()
 
     def _save_state(self, force: bool = False) -> None:
         """Persist verified hashes now and then so a restart resumes (5.3)."""
         if self.state_path is None:
             return
-        now = time.monotonic()
+        now = time.time()
         if not force and now - self._last_save < 1.0:
             return
         self._last_save = now
@@ -294,3 +294,48 @@ def downloader(root_hash: bytes, out: str, config: PeerConfig | None = None,
     node.storage = storage
     node.state_path = state
     return node
+
+
+def live_source(config: PeerConfig | None = None, host: str = "127.0.0.1", port: int = 0,
+                per_sig: int = 4, window: int = 4096, **kw: Any) -> SwiftNode:
+    """A live injector (RFC 7574 6.1.2); feed it with ``node.peer.live_append``."""
+    from swift.core.live import LiveContent, LiveTree
+    config = config or PeerConfig()
+    tree = LiveTree.source(per_sig, config.chunk_size, config.hash_func)
+    return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
+
+
+def live_viewer(swarm_id: bytes, config: PeerConfig | None = None, host: str = "127.0.0.1",
+                port: int = 0, per_sig: int = 4, window: int = 4096, **kw: Any) -> SwiftNode:
+    """A live viewer/relay for the stream whose swarm ID is the source's public key."""
+    from swift.core.live import LiveContent, LiveTree
+    config = config or PeerConfig()
+    tree = LiveTree(swarm_id, per_sig, config.chunk_size, config.hash_func)
+    return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
+
+
+class InOrderReader:
+    """Yields verified content bytes in order as they arrive (play while downloading).
+
+    Advances the peer's playback position so the VoD pickers fetch what comes
+    next first (paper III-C).
+    """
+
+    def __init__(self, node: SwiftNode, start_chunk: int = 0) -> None:
+        self.node = node
+        self.cursor = start_chunk
+
+    def ready(self) -> list[bytes]:
+        """Chunks from the cursor that are verified and stored, in order."""
+        c = self.node.peer.content
+        out = []
+        if getattr(c, "live", False) and self.node.peer.live_start is not None:
+            self.cursor = max(self.cursor, self.node.peer.live_start)
+            low = c.have.find_filled(0)
+            if low is not None and low > self.cursor:
+                self.cursor = low  # fell behind the discard window: skip ahead
+        while c.have.has(self.cursor):
+            out.append(c.chunk_bytes(self.cursor))
+            self.cursor += 1
+        self.node.peer.set_playpos(self.cursor)
+        return out

@@ -135,3 +135,52 @@ def test_demo_runs() -> None:
     from swift.demo import run
     rows = run(quick=True)
     assert all(r["result"] != "FAILED" for r in rows) and len(rows) == 4
+
+
+def test_cli_download_streams_to_stdout(tmp_path) -> None:
+    src = _file(tmp_path, 150 * 1024 + 9)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src, "--host", "127.0.0.1",
+                             "--port", "0", "--duration", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        root = seed.stdout.readline().strip()
+        port = int(seed.stderr.readline().strip().rsplit(":", 1)[1])
+        r = subprocess.run([sys.executable, "-m", "swift", "download", root, "--peer",
+                            f"127.0.0.1:{port}", "-o", "-", "--timeout", "30"],
+                           capture_output=True, timeout=50, env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == open(src, "rb").read()
+    finally:
+        seed.terminate()
+        seed.wait(10)
+        seed.stdout.close()
+        seed.stderr.close()
+
+
+def test_cli_live_source_and_viewer(tmp_path) -> None:
+    data = os.urandom(300 * 1024)
+    inp = tmp_path / "feed.bin"
+    inp.write_bytes(data)
+    out = tmp_path / "view.bin"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    src = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", str(inp),
+                            "--rate", "150000", "--host", "127.0.0.1", "--port", "0", "--linger", "4"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        sid = src.stdout.readline().strip()
+        port = int(src.stderr.readline().strip().rsplit(":", 1)[1])
+        assert len(bytes.fromhex(sid)) == 65  # DNSKEY-style ECDSA P-256 public key
+        r = subprocess.run([sys.executable, "-m", "swift", "live-view", sid, "--peer",
+                            f"127.0.0.1:{port}", "-o", str(out), "--duration", "5"],
+                           capture_output=True, text=True, timeout=30, env=env)
+        assert r.returncode == 0, r.stderr
+        got = out.read_bytes()
+        assert len(got) >= 16 * 1024
+        at = data.find(got[:1024])
+        assert at >= 0 and at % 1024 == 0 and data[at:at + len(got)] == got
+    finally:
+        src.terminate()
+        src.wait(10)
+        src.stdout.close()
+        src.stderr.close()
