@@ -52,8 +52,8 @@ def skewed(n_clients: int = 1429, n_ases: int = 600, seed: int = 1, scale: int =
     for a in base:
         i = index[a]
         for _ in range(scale):
-            n = counts[i]
             counts[i] += 1
+            n = counts[i]  # host numbers start at 1: never the prefix's network address
             # AS i owns 10.0.0.0/8 slice: 16 bits of host space per AS
             clients.append((f"10.{i >> 2 & 255}.{(i & 3) << 6 | (n >> 8) & 63}.{n & 255}", i))
     prefixes = tuple(f"10.{i >> 2 & 255}.{(i & 3) << 6}.0/18" for i in range(len(used)))

@@ -19,3 +19,35 @@ def test_fig2_in_namespaces_raw_sockets_bytes_equal_eq3_eq5():
     assert r["itr"]["counters"]["payload_copies"] == 20 * 3
     assert sum(r["itr"]["drops"].values()) == 0
     assert all(e["registered"] for e in r["etrs"]) and r["ms"]["refused_auth"] == 0
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_overhead_experiment_measures_both_modes(tmp_path):
+    from corecast.experiments.overhead import run
+
+    r = run(quick=True, scales=(1,), reps=1, chunks=1, out_dir=str(tmp_path))
+    modes = {row["mode"]: row for row in r["rows"]}
+    assert set(modes) == {"plain", "corecast"}
+    assert modes["corecast"]["sent"] == 1 + 1429 and modes["plain"]["sent"] == 1429
+    for row in modes.values():
+        assert row["itr_in"] > 0 and row["itr_cpu_s"] > 0 and row["cap_rx"] >= row["itr_out"] > 0
+    assert (tmp_path / "overhead.png").stat().st_size > 0
+    assert r["summary"][0]["corecast_over_plain"] > 0
+
+
+def test_workload_is_skewed_like_the_paper():
+    import ipaddress
+
+    from corecast.workload import skewed
+
+    p = skewed()
+    sizes = p.sizes()
+    assert sum(sizes) == 1429 and 150 <= len(sizes) <= 250
+    assert 0.4 <= sum(1 for s in sizes if s == 1) / len(sizes) <= 0.6 and max(sizes) > 300
+    p7 = skewed(scale=7)
+    assert len(p7.clients) == 10003 and len({e for e, _ in p7.clients}) == 10003
+    assert p7.sizes() == [7 * s for s in sizes]
+    for eid, a in p7.clients[::97]:
+        net = ipaddress.ip_network(p7.prefixes[a])
+        assert ipaddress.ip_address(eid) in net and ipaddress.ip_address(eid) != net[0]
