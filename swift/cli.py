@@ -118,6 +118,12 @@ async def _download(a: argparse.Namespace) -> int:
             cfg.picker = "vod"
     node = downloader(root, a.output, cfg, a.host, a.port)
     async with node:
+        http = None
+        if a.http is not None:
+            from swift.aio.http import HttpStream
+            http = HttpStream(node, "127.0.0.1", a.http)
+            await http.__aenter__()
+            print(f"playing at http://127.0.0.1:{http.port}/", file=sys.stderr, flush=True)
         for p in a.peer:
             node.connect(p)
         cs = cfg.chunk_size
@@ -142,6 +148,9 @@ async def _download(a: argparse.Namespace) -> int:
                             sys.stdout.buffer.write(c)
                         sys.stdout.buffer.flush()
                     break
+        if http is not None:
+            await asyncio.sleep(a.http_linger)
+            await http.__aexit__(None, None, None)
         if not node.peer.content.complete:
             print("download incomplete (timeout)", file=sys.stderr)
             return 1
@@ -178,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--host", default="0.0.0.0")
     d.add_argument("--port", type=int, default=0)
     d.add_argument("--picker", choices=sorted(PICKERS), default="linear")
+    d.add_argument("--http", type=int, default=None, metavar="PORT",
+                   help="also serve the content on http://127.0.0.1:PORT/ while downloading")
+    d.add_argument("--http-linger", type=float, default=0.0,
+                   help="keep serving HTTP this long after completion")
     d.add_argument("--timeout", type=float, default=3600.0)
     d.add_argument("-q", "--quiet", action="store_true")
     _common(d)

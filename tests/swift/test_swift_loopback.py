@@ -184,3 +184,22 @@ def test_cli_live_source_and_viewer(tmp_path) -> None:
         src.wait(10)
         src.stdout.close()
         src.stderr.close()
+
+
+@pytest.mark.tool("curl")
+async def test_http_endpoint_plays_while_downloading(tmp_path) -> None:
+    from swift.aio.http import HttpStream
+    src = _file(tmp_path, 600 * 1024 + 3)
+    data = open(src, "rb").read()
+    async with seeder(src, PeerConfig(upload_rate=500e3)) as s:
+        async with downloader(s.peer.swarm_id, str(tmp_path / "o.bin"), PeerConfig(picker="vod")) as l:
+            async with HttpStream(l) as http:
+                l.connect(s.addr)
+                url = f"http://127.0.0.1:{http.port}/"
+                p = await asyncio.create_subprocess_exec(
+                    "curl", "-s", "-r", "1000-300999", url, stdout=asyncio.subprocess.PIPE)
+                part, _ = await asyncio.wait_for(p.communicate(), 30)
+                assert part == data[1000:301000]
+                p = await asyncio.create_subprocess_exec("curl", "-s", url, stdout=asyncio.subprocess.PIPE)
+                whole, _ = await asyncio.wait_for(p.communicate(), 30)
+                assert whole == data
