@@ -8,6 +8,7 @@ veth and bridge it made. See docs/testbed.md for the API and a multicast recipe.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import ipaddress
 import os
@@ -21,18 +22,16 @@ import time
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from . import shaping
 from .capture import Capture
 from .errors import TestbedError, TestbedTimeout
 from .lifecycle import NETNS_DIR, PREFIX, have_root, remove_netns, stop_process
+from .netlink import IPRouteProxy, NetlinkWorker
 from .nsexec import Event, Task, spawn_in_netns, write_sysctls
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
-
-if TYPE_CHECKING:  # pyroute2 takes ~0.5 s to import: only when a testbed is used
-    from pyroute2 import IPRoute
 
 _HOST_NAME = re.compile(r"^[a-z0-9_]{1,11}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -68,7 +67,8 @@ class Testbed:
         self._owner = os.getpid()
         self._hosts: dict[str, Host] = {}
         self._ns_made: list[str] = []
-        self._ipr: dict[str, IPRoute] = {}
+        self._nl = NetlinkWorker()  # pyroute2 is imported (~0.5 s) only when a host is made
+        self._ipr: dict[str, IPRouteProxy] = {}
         self._ifnames: dict[str, set[str]] = {}
         self._tasks: list[Task] = []
         self._procs: list[subprocess.Popen[Any]] = []
@@ -134,8 +134,9 @@ class Testbed:
             while self._ipr:
                 try:
                     self._ipr.popitem()[1].close()
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - at interpreter exit the worker is gone
                     pass
+            self._nl.shutdown()
             while self._ns_made:
                 ns = self._ns_made[-1]
                 try:
@@ -169,14 +170,11 @@ class Testbed:
             raise TestbedError(f"host {name!r} exists already in this testbed")
         ns = f"{self.run_id}-{name}"
         self._ns_made.append(ns)
-        from pyroute2 import IPRoute
-        from pyroute2 import netns as _netns
-
-        _netns.create(ns)
+        self._nl.create_netns(ns)
         host = Host(name, ns)
         self._hosts[name] = host
         self._ifnames[ns] = {"lo"}
-        ipr = self._ipr[ns] = IPRoute(netns=ns)
+        ipr = self._ipr[ns] = self._nl.iproute(ns)
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         settings = {
             "net.ipv6.conf.all.accept_dad": "0",
@@ -406,6 +404,17 @@ class Testbed:
         task = self.spawn(host, fn, *args, **kwargs)
         try:
             return task.result(timeout)
+        finally:
+            if task in self._tasks:
+                self._tasks.remove(task)
+            task.kill()
+
+    async def arun(self, host: Host, fn: Callable[..., Any], *args: Any,
+                   timeout: float | None = 30.0, **kwargs: Any) -> Any:
+        """``run`` for async callers: the event loop keeps running while the child works."""
+        task = self.spawn(host, fn, *args, **kwargs)
+        try:
+            return await asyncio.to_thread(task.result, timeout)
         finally:
             if task in self._tasks:
                 self._tasks.remove(task)

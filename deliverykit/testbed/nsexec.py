@@ -49,6 +49,9 @@ def _child_main(ns: str, fn: Callable[..., Any], args: tuple, kwargs: dict, wfd:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
+            # a fork from inside a running event loop (an async test) inherits the
+            # "running loop" marker, which would make asyncio.run() refuse to start
+            asyncio.events._set_running_loop(None)
             enter_netns(ns)
             payload = pickle.dumps(("ok", _call(fn, args, kwargs)))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

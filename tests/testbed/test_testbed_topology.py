@@ -287,3 +287,24 @@ def test_cleanup_cli_removes_only_dead_runs() -> None:
     finally:
         if namespaces(stale):
             subprocess.run(["ip", "netns", "del", stale])
+
+
+@pytest.mark.root
+async def test_arun_from_async_code_and_coroutines_in_children() -> None:
+    """An async test (running loop) can run callables and coroutine functions in a host."""
+    with Testbed() as tb:
+        a = tb.host("a")
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        bg = asyncio.create_task(ticker())
+        assert await tb.arun(a, async_double, 4) == 8
+        assert tb.run(a, async_double, 5) == 10  # the blocking form works too
+        assert await tb.arun(a, time.sleep, 0.3) is None
+        bg.cancel()
+        assert ticks >= 10  # the loop kept running while arun waited
