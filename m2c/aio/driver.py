@@ -123,8 +123,11 @@ class MulticastReceiver:
 
     def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
                  max_active: int = 64, max_rate: float = float("inf"),
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 interface: str | None = None) -> None:
         self.sd = sd
+        self.interface = interface or sd.interface
+        """local address joins are made on (the session's by default)"""
         self.out_path = out_path
         self.schedule = sd.schedule()
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
@@ -140,7 +143,7 @@ class MulticastReceiver:
 
     # --- sockets -----------------------------------------------------------
     def _mreq(self, ch: int) -> bytes:
-        return socket.inet_aton(self.sd.groups[ch][0]) + socket.inet_aton(self.sd.interface)
+        return socket.inet_aton(self.sd.groups[ch][0]) + socket.inet_aton(self.interface)
 
     def _join(self, ch: int) -> None:
         if ch in self.eps:

@@ -1,0 +1,1 @@
+"""Runnable reproductions on the deliverykit testbed (root); each has --quick."""

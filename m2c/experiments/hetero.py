@@ -1,0 +1,119 @@
+"""Heterogeneous receivers: one M2C sender, receivers behind 4 Mb/s and 1 Mb/s
+at once (issue 5; paper sections 3.2 and 7).
+
+Topology (deliverykit.testbed): sender s and receivers r1, r2 on one bridge
+with IGMP snooping, a querier and fast leave; the bridge ports toward r1 and
+r2 are shaped with tbf (4 and 1 Mb/s, 25-packet queues, as in paper 7.1).
+Each receiver runs its own congestion control and joins only what its link
+carries; the result is each receiver's time against its link-ideal time
+(file bits / link rate), with the issue's measured anchors printed beside.
+
+    sudo .venv/bin/python -m m2c.experiments.hetero [--quick] [--controller m2c|webrc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+
+# issue 5's anchors for a 4 MiB file (ideal 8.4 s and 33.6 s)
+ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8.75, 35.0)}
+LINKS_BPS = (4_000_000, 1_000_000)
+
+
+def _receiver(sd_json: str, out: str, iface: str, controller: str, timeout: float) -> dict:
+    import asyncio
+
+    from m2c.aio.driver import MulticastReceiver
+    from m2c.core.filetx import SessionDescription
+
+    sd = SessionDescription.from_json(sd_json)
+    res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
+                      .run(timeout=timeout))
+    res["metrics"] = asdict(res["metrics"])
+    return res
+
+
+def _sender(sd_json: str, path: str, duration: float) -> dict:
+    import asyncio
+
+    from m2c.aio.driver import MulticastSender
+    from m2c.core.filetx import SessionDescription
+
+    return asyncio.run(MulticastSender(SessionDescription.from_json(sd_json), path)
+                       .run(duration=duration))
+
+
+def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
+        fec: str = "ldpc") -> list[dict]:
+    from deliverykit.testbed import Tbf, Testbed
+
+    from m2c.aio.driver import make_session
+
+    size = size or ((1 << 20) if quick else (4 << 20))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="m2c-het-") as d, Testbed(prefix="m2chet") as tb:
+        src = os.path.join(d, "file.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(size))
+        lan = tb.bridge("lan")
+        s, r1, r2 = tb.host("s"), tb.host("r1"), tb.host("r2")
+        ps = tb.attach(s, lan, "10.0.3.1/24")
+        p1 = tb.attach(r1, lan, "10.0.3.11/24")
+        p2 = tb.attach(r2, lan, "10.0.3.12/24")
+        for h, p in ((s, ps), (r1, p1), (r2, p2)):
+            tb.mroute(h, p.a)
+        for port, bps in ((p1, LINKS_BPS[0]), (p2, LINKS_BPS[1])):
+            tb.shape(port.b, tbf=Tbf(rate_bps=bps, limit_pkts=25))
+        tb.settle(lan)
+        symbol = 1424  # 1500-byte IP packets
+        pkt = symbol + 48 + 28
+        sd = make_session(src, group="239.195.1.1", port=46000, interface="10.0.3.1",
+                          min_rate=64_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt, tsd=2.0,
+                          k=2, fec=fec, symbol_size=symbol)
+        sdj = sd.to_json()
+        ideal = [size * 8 / bps for bps in LINKS_BPS]
+        budget = 3 * ideal[1] + 30
+        sender = tb.spawn(s, _sender, sdj, src, budget + 5)
+        time.sleep(0.5)
+        t1 = tb.spawn(r1, _receiver, sdj, os.path.join(d, "out1"), "10.0.3.11", controller, budget)
+        t2 = tb.spawn(r2, _receiver, sdj, os.path.join(d, "out2"), "10.0.3.12", controller, budget)
+        res = [t1.result(timeout=budget + 20), t2.result(timeout=budget + 20)]
+        sender.kill()
+        for i, (r, bps, ide) in enumerate(zip(res, LINKS_BPS, ideal)):
+            m = r["metrics"]
+            rows.append({
+                "receiver": f"r{i + 1} behind {bps // 1_000_000} Mb/s", "controller": controller,
+                "ok": r["ok"], "time_s": round(m["time"], 2), "ideal_s": round(ide, 2),
+                "time/ideal": round(m["time"] / ide, 3), "gput_kbps": round(m["gput"]),
+                "tput_kbps": round(m["tput"]), "loss_pct": round(m["loss"], 2),
+                "dup_pct": round(m["dup"], 2), "sym_pct": round(m["sym"], 2),
+                "net_pct": round(m["net"], 2), "comp_pct": round(m["comp"], 2),
+                "anchors_4MiB_s": {k: v[i] for k, v in ANCHORS.items()},
+            })
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1 MiB instead of 4 MiB")
+    ap.add_argument("--controller", default="m2c", choices=["m2c", "webrc"])
+    ap.add_argument("--fec", default="ldpc", choices=["ldpc", "rs"])
+    ap.add_argument("--json", help="write the rows here")
+    a = ap.parse_args(argv)
+    rows = run(quick=a.quick, controller=a.controller, fec=a.fec)
+    for r in rows:
+        print(json.dumps(r))
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
