@@ -308,3 +308,23 @@ async def test_arun_from_async_code_and_coroutines_in_children() -> None:
         assert await tb.arun(a, time.sleep, 0.3) is None
         bg.cancel()
         assert ticks >= 10  # the loop kept running while arun waited
+
+
+@pytest.mark.root
+def test_bridge_inside_an_existing_host() -> None:
+    """A router host holding the LAN bridge, with its address on the bridge device."""
+    with Testbed() as tb:
+        r, a, b = tb.host("r", forwarding=True), tb.host("a"), tb.host("b")
+        br = tb.bridge("lan0", host=r)
+        assert (br.host, br.ifname) == (r, "lan0")
+        tb.address(r, br.ifname, "10.0.3.254/24")
+        tb.attach(a, br, "10.0.3.1/24")
+        tb.attach(b, br, "10.0.3.2/24")
+        assert tb.ifaces(r) == ["lan0", "lo", "p-a", "p-b"]
+        for dst in ("10.0.3.2", "10.0.3.254"):
+            ready = tb.event()
+            host = b if dst == "10.0.3.2" else r
+            echo = tb.spawn(host, udp_echo, ready, 7002, 3)
+            assert ready.wait(10)
+            assert tb.run(a, udp_ping, dst, 7002, 3) == 3
+            assert echo.result(10) == 3
