@@ -7,6 +7,7 @@
     corecast client    --eid A --port N --join A:PORT --channel EID [--chunks N]
     corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
     corecast deploy    [--chunks 40] [--transport udp|raw] [--json]
+    corecast experiment fig2-testbed|overhead|trace [--quick] [...]   (see each --help)
 
 Every role runs until ``--duration`` seconds pass, its work is done
 (``--chunks``), or SIGINT/SIGTERM; then prints its counters as JSON on stdout.
@@ -316,6 +317,13 @@ def _plan(a: argparse.Namespace) -> int:
         print(f"\nRunning ITR core, {a.measure_channels} channels x {a.measure_ases} ETRs: "
               f"state {s['total_bytes']:,} B (model {model_b['total']:,} B); "
               f"Python heap {s['python_heap_bytes']:,} B")
+    t1 = model.table1_corecast_row()
+    print(f"\nTable 1 CoreCast row from the paper's counts (k=1,853, j=202, 2:45 h, "
+          f"N={t1['payloads']:,.0f} payloads):")
+    for key in ("paper", ours["sizes"]["name"]):
+        print(f"  {key + ' sizes':18} TT {t1[key]['TT_GB']:8.1f} GB   LT {t1[key]['LT_GB']:8.1f} GB")
+    print(f"  {'paper text':18} TT {t1['paper_text']['TT_GB']:8.1f} GB   "
+          f"LT {t1['paper_text']['LT_GB']:8.1f} GB")
     print("\nWhere the paper's text and formulas disagree:")
     for line in model.explain():
         print("  - " + line)
@@ -445,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measure-ases", type=int, default=100)
     p.add_argument("--json", action="store_true")
 
+    sub.add_parser("experiment", help="fig2-testbed | overhead | trace (each has --quick)")
+
     p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
     p.add_argument("--chunks", type=int, default=40)
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
@@ -453,11 +463,26 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+EXPERIMENTS = {
+    "fig2-testbed": "corecast.experiments.fig2_testbed",
+    "overhead": "corecast.experiments.overhead",
+    "trace": "corecast.experiments.trace",
+}
+
 ROLES = {"mapserver": _mapserver, "etr": _etr, "itr": _itr, "source": _source,
          "client": _client}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["experiment"]:
+        import importlib
+
+        if len(argv) < 2 or argv[1] not in EXPERIMENTS:
+            print(f"usage: corecast experiment {{{','.join(EXPERIMENTS)}}} [--quick] ...",
+                  file=sys.stderr)
+            return 2
+        return int(importlib.import_module(EXPERIMENTS[argv[1]]).main(argv[2:]))
     a = build_parser().parse_args(argv)
     if a.cmd == "plan":
         return _plan(a)

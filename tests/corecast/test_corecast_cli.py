@@ -111,3 +111,9 @@ def test_plan_prints_paper_and_our_figures(capsys):
 def test_deploy_command_exit_code(capsys):
     assert main(["deploy", "--chunks", "5"]) == 0
     assert "checks: all pass" in capsys.readouterr().out
+
+
+def test_experiment_dispatch(capsys):
+    assert main(["experiment", "trace", "--synthetic", "--quick"]) == 0
+    assert "peers in" in capsys.readouterr().out
+    assert main(["experiment", "nope"]) == 2
