@@ -123,7 +123,8 @@ class Impairer:
         return out
 
 
-def open_tap(name: str) -> int:
+def open_tap(name: str, like: str) -> int:
+    """Create tap ``name`` with the MTU of interface ``like``, IPv6 off, up; return its fd."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
     fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TAP | IFF_NO_PI))
     with open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as fh:
@@ -131,6 +132,9 @@ def open_tap(name: str) -> int:
     # bring it up (SIOCSIFFLAGS) without pulling in pyroute2
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
+        mtu = struct.unpack("16si20x", fcntl.ioctl(  # SIOCGIFMTU of the shaped interface
+            s, 0x8921, struct.pack("16si20x", like.encode(), 0)))[1]
+        fcntl.ioctl(s, 0x8922, struct.pack("16si20x", name.encode(), mtu))  # SIOCSIFMTU
         ifreq = fcntl.ioctl(s, 0x8913, struct.pack("16sh22x", name.encode(), 0))  # SIOCGIFFLAGS
         flags = struct.unpack("16sh22x", ifreq)[1] | 0x1  # IFF_UP
         fcntl.ioctl(s, 0x8914, struct.pack("16sh22x", name.encode(), flags))  # SIOCSIFFLAGS
@@ -161,7 +165,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     imp = Impairer(a)
-    tap = open_tap(a.tap)
+    tap = open_tap(a.tap, a.dev)
     out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     out.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, a.mark)
     out.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)

@@ -244,3 +244,13 @@ def test_netem_duplicate_and_reorder() -> None:
     out_of_order = sum(1 for x, y in zip(seqs, seqs[1:]) if y < x)
     undelayed = sum(1 for _, d, _ in got if d < 0.015)
     assert out_of_order > 20 and undelayed > 50, (out_of_order, undelayed)
+
+
+@pytest.mark.root
+def test_netem_on_a_jumbo_link_keeps_big_frames() -> None:
+    with Testbed() as tb:
+        a, b = tb.host("a"), tb.host("b")
+        link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24", mtu=9000)
+        tb.shape(link.a, netem=Netem(delay_ms=5))
+        got = measure(tb, a, b, "10.0.1.2", 20, 0.005, size=8000)
+    assert len(got) == 20 and min(d for _, d, _ in got) >= 0.0045
