@@ -78,3 +78,16 @@ def test_calculated_saving_by_hand() -> None:
     assert c.overlaps == 1 and c.shared_bytes == 1000 and c.bandwidth_saving == pytest.approx(100 / 3)
     w = calculated_saving(log, window=100)  # joiner at offset 500: 400 bytes of prefix from the origin
     assert w.shared_bytes == 600
+
+
+@pytest.mark.slow
+def test_tables_experiment_quick() -> None:
+    """Tables 1 and 2 on loopback for one scenario: both arms complete, paper values beside ours."""
+    from vmc.experiments.tables import run
+
+    res = run(quick=True, n=40, scenarios=["high-vhigh"])
+    (t1,), (t2,) = res["table1"], res["table2"]
+    assert t1["paper calc. %"] == 23.05 and t2["paper latency %"] == 71.21
+    assert t2["failed"] == 0
+    assert t2["VMC MB"] < t2["Normal MB"]  # the 1 MB file every fifth download is shared
+    assert len(res["latencies"]["high-vhigh"]["vmc"]) == 40
