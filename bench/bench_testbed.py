@@ -116,7 +116,8 @@ def run(quick: bool) -> dict:
         tb.shape(link.a, tbf=Tbf(rate_bps=rate, limit_pkts=25))
         n, span, _ = _flow(tb, a, b, int((1.5 if quick else 5.0) / interval), interval, size)
     measured = (n - 1) * (size + 42) * 8 / span
-    rows.append({"subject": "tbf 4 Mbit/s under 2x load", "value": round(measured), "unit": "bit/s"})
+    rows.append({"subject": "tbf 4 Mbit/s under 2x load", "value": round(measured),
+                 "unit": "bit/s"})
     result["ratios"]["tbf measured/configured"] = round(measured / rate, 4)
     result["targets"]["tbf measured/configured"] = "within 0.85..1.15 (the test's bound)"
     result["notes"].append("figures swing 2-3x between runs on a shared 2-core VM")

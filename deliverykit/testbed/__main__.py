@@ -1,4 +1,4 @@
-"""``python -m deliverykit.testbed {list,cleanup} [--prefix dk]``: find or remove leftover namespaces.
+"""``python -m deliverykit.testbed {list,cleanup} [--prefix dk]``: leftover namespaces.
 
 A testbed removes its namespaces on exit, Ctrl-C and SIGTERM; only a SIGKILL
 (or a crash of the interpreter) leaves them behind. ``cleanup`` removes the

@@ -97,7 +97,8 @@ class Testbed:
             if exc_type is None:
                 raise
             # do not hide the exception that ended the block behind a cleanup problem
-            warnings.warn(f"{err} (while handling {exc_type.__name__})", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{err} (while handling {exc_type.__name__})", RuntimeWarning,
+                          stacklevel=2)
         finally:
             if self._old_sigterm is not None and os.getpid() == self._owner:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
@@ -350,7 +351,7 @@ class Testbed:
             self._impairers[(host.ns, end.ifname)] = (proc, tap)
 
     def unshape(self, end: End) -> dict[str, int] | None:
-        """Remove shaping from ``end``'s egress; returns the userspace impairer's counters, if any."""
+        """Remove shaping from ``end``'s egress; returns the userspace impairer's counters."""
         host = self._own(end.host)
         shaping.clear(self._ipr[host.ns], self._index(host, end))
         found = self._impairers.pop((host.ns, end.ifname), None)
@@ -372,7 +373,7 @@ class Testbed:
         return sorted(m.get("ifname") for m in self._ipr[self._own(host).ns].get_links())
 
     def counters(self, host: Host, dev: Dev) -> dict[str, int]:
-        """Interface statistics (``rx_packets``, ``tx_packets``, ``rx_bytes``, ``tx_bytes``, ...)."""
+        """Interface statistics (``rx_packets``, ``tx_packets``, ``rx_bytes``, ``tx_bytes``...)."""
         (msg,) = self._ipr[host.ns].get_links(self._index(host, dev))
         stats = msg.get("IFLA_STATS64") or msg.get("IFLA_STATS")
         return {k: int(v) for k, v in dict(stats).items() if isinstance(v, int)}
@@ -393,7 +394,7 @@ class Testbed:
         return task
 
     def event(self) -> Event:
-        """A flag a spawned child can set (``ev.set()``) and the caller can wait on; closed on exit."""
+        """A flag a spawned child sets (``ev.set()``) and the caller waits on; closed on exit."""
         ev = Event()
         self._events.append(ev)
         return ev

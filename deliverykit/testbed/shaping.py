@@ -162,15 +162,28 @@ _kernel_netem: bool | None = None
 
 
 def netem_backend() -> str:
-    """"kernel", "userspace" or "unknown" (not probed yet); env DELIVERYKIT_NETEM=userspace forces it."""
+    """"kernel", "userspace" or "unknown" (not probed yet).
+
+    The environment variable DELIVERYKIT_NETEM=userspace forces the userspace impairer.
+    """
     if os.environ.get("DELIVERYKIT_NETEM", "").lower() in ("user", "userspace"):
         return "userspace"
     return {None: "unknown", True: "kernel", False: "userspace"}[_kernel_netem]
 
 
 def _tc_batch(ns: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", ns, "tc", "-batch", "-"], input="\n".join(lines) + "\n",
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(["ip", "netns", "exec", ns, "tc", "-batch", "-"],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=30)
+
+
+def _abort(proc: subprocess.Popen[str]) -> str:
+    """Kill an impairer that failed to start or to be wired in; return its stderr."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _, err = proc.communicate(timeout=10)
+    return (err or "").strip()
 
 
 def _unknown_kind(text: str) -> bool:
@@ -186,11 +199,13 @@ def clear(ipr: Any, index: int) -> None:
             raise
 
 
-def _kernel_apply(ipr: Any, ns: str, ifname: str, index: int, netem: Netem, tbf: Tbf | None) -> bool:
+def _kernel_apply(ipr: Any, ns: str, ifname: str, index: int, netem: Netem,
+                  tbf: Tbf | None) -> bool:
     """netem root (+ tbf child) in the kernel; False when the kernel has no netem."""
     global _kernel_netem
     if netem.gemodel is not None:
-        cp = _tc_batch(ns, [f"qdisc add dev {ifname} root handle 1: netem {' '.join(netem.tc_args())}"])
+        args = " ".join(netem.tc_args())
+        cp = _tc_batch(ns, [f"qdisc add dev {ifname} root handle 1: netem {args}"])
         if cp.returncode != 0:
             if _unknown_kind(cp.stderr):
                 _kernel_netem = False
@@ -238,22 +253,23 @@ def _userspace_apply(ns: str, ifname: str, tap: str, netem: Netem,
     ready, _, _ = select.select([proc.stdout], [], [], 15.0)
     line = proc.stdout.readline() if ready else ""
     if line.strip() != "ready":
-        stop_impairer(proc)
-        raise TestbedError(f"userspace netem on {ifname} in {ns} did not start: "
-                           f"{line!r} {proc.stderr.read() if proc.stderr else ''}")
+        raise TestbedError(f"userspace netem on {ifname} in {ns} did not start: {line!r} "
+                           f"{_abort(proc)}")
     lines = [f"qdisc add dev {ifname} root handle 1: htb default 1",
              f"class add dev {ifname} parent 1: classid 1:1 htb rate 10gbit quantum 200000"]
     if tbf is not None:
         lines.append(f"qdisc add dev {ifname} parent 1:1 handle 2: tbf rate {tbf.rate_bps}bit"
                      f" burst {tbf.burst} limit {tbf.limit_bytes}")
-    # classic BPF: A = skb->mark (SKF_AD_OFF + SKF_AD_MARK); if A == IMPAIR_MARK return 0 (no match) else return -1 (match)
+    # classic BPF: A = skb->mark (ancillary SKF_AD_OFF + SKF_AD_MARK);
+    # A == IMPAIR_MARK: return 0 (no match, on to class 1:1); else return -1 (match: redirect)
     bpf = f"4,32 0 0 {0xFFFFF000 + 20},21 1 0 {IMPAIR_MARK},6 0 0 {0xFFFFFFFF},6 0 0 0"
     lines.append(f'filter add dev {ifname} parent 1: prio 1 protocol all bpf bytecode "{bpf}"'
                  f" action mirred egress redirect dev {tap}")
     cp = _tc_batch(ns, lines)
     if cp.returncode != 0:
-        stop_impairer(proc)
-        raise TestbedError(f"userspace netem qdiscs on {ifname} in {ns} failed: {cp.stderr.strip()}")
+        _abort(proc)
+        raise TestbedError(f"userspace netem qdiscs on {ifname} in {ns} failed: "
+                           f"{cp.stderr.strip()}")
     return proc
 
 

@@ -101,7 +101,7 @@ def test_leave_prunes_bridge_port_within_a_second(tmp_path) -> None:
 
 
 def count_group(ready, done, my_ip: str, port: int) -> tuple[int, float]:
-    """Join GROUP:port and count payload bytes until ``done``; returns (bytes, seconds first->last)."""
+    """Join GROUP:port, count payload bytes until ``done``: (bytes, seconds first->last)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)

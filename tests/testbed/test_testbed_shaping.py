@@ -23,7 +23,7 @@ STAMP = struct.Struct("!Id")  # sequence number, time.monotonic() at send
 
 
 def receive(ready, count: int, idle: float = 1.0) -> list[tuple[int, float, float]]:
-    """(seq, one-way delay, arrival time) per datagram, until ``count`` arrived or ``idle`` s of silence."""
+    """(seq, one-way delay, arrival time) per datagram, until ``count`` or ``idle`` s of silence."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind(("0.0.0.0", PORT))

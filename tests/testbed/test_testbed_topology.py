@@ -107,7 +107,8 @@ def test_interface_names_and_ends() -> None:
         a, b = tb.host("a"), tb.host("b")
         l1 = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
         l2 = tb.link(a, b)
-        assert (l1.a.ifname, l1.b.ifname, l2.a.ifname, l2.b.ifname) == ("to-b", "to-a", "to-b1", "to-a1")
+        names = (l1.a.ifname, l1.b.ifname, l2.a.ifname, l2.b.ifname)
+        assert names == ("to-b", "to-a", "to-b1", "to-a1")
         assert l1.end(b) == l1.b and l1.a.ip == "10.0.1.1"
         assert tb.ifaces(a) == ["lo", "to-b", "to-b1"]
         # run() really executes inside the namespace: the child sees a's interfaces
