@@ -201,10 +201,10 @@ class Testbed:
                 raise TestbedError(f"interface name {wanted!r} is invalid or taken in {host.name}")
             name = wanted
         else:
-            name, n = stem, 0
-            while name in used:
+            name, n = stem[:15], 0
+            while name in used:  # to-r, to-r1, to-r2, ... within IFNAMSIZ (15 characters)
                 n += 1
-                name = f"{stem}{n}"
+                name = f"{stem[:15 - len(str(n))]}{n}"
         used.add(name)
         return name
 
