@@ -108,6 +108,8 @@ def read_pcap(path: str | os.PathLike[str]) -> list[tuple[float, bytes]]:
     while pos + 16 <= len(data):
         sec, sub, incl, _ = struct.unpack_from(order + "IIII", data, pos)
         pos += 16
+        if pos + incl > len(data):
+            break  # a record cut short (the writer was killed): keep the complete ones
         out.append((sec + sub * frac, data[pos : pos + incl]))
         pos += incl
     return out

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deliverykit.testbed import Testbed, TestbedError, read_pcap
 
@@ -38,3 +41,24 @@ def test_read_pcap_rejects_other_files(tmp_path) -> None:
     bad.write_bytes(b"\x00" * 40)
     with pytest.raises(TestbedError):
         read_pcap(bad)
+
+
+@given(st.binary(max_size=300))
+def test_read_pcap_fuzz(tmp_path_factory, blob: bytes) -> None:
+    """Arbitrary bytes, with or without a pcap magic in front: records or TestbedError."""
+    path = tmp_path_factory.mktemp("fuzz") / "x.pcap"
+    for data in (blob, b"\xd4\xc3\xb2\xa1" + blob, b"\xa1\xb2\x3c\x4d" + blob):
+        path.write_bytes(data)
+        try:
+            records = read_pcap(path)
+        except TestbedError:
+            continue
+        assert all(isinstance(ts, float) and isinstance(f, bytes) for ts, f in records)
+        assert sum(16 + len(f) for _, f in records) <= len(data) - 24
+
+
+def test_read_pcap_known_file(tmp_path) -> None:
+    header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    rec = struct.pack("<IIII", 10, 500000, 3, 3) + b"abc"
+    (tmp_path / "k.pcap").write_bytes(header + rec + rec[:10])  # last record cut short
+    assert read_pcap(tmp_path / "k.pcap") == [(10.5, b"abc")]
