@@ -6,7 +6,7 @@ import socket
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deliverykit.testbed import Testbed, TestbedError, read_pcap
@@ -28,7 +28,7 @@ def test_capture_holds_every_frame_sent_in_the_body(tmp_path) -> None:
         link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
         with tb.capture(b, link.b, path, filter="udp port 7200") as cap:
             tb.run(a, blast, "10.0.1.2", 7200, 25)  # the very first frame must be in the file
-        assert cap.captured == 25
+        assert cap.captured == 25, cap.stderr
         frames = read_pcap(path)
         assert [f[42:48] for _, f in frames] == [b"dk" + i.to_bytes(4, "big") for i in range(25)]
         with pytest.raises(TestbedError, match="tcpdump"):
@@ -43,6 +43,7 @@ def test_read_pcap_rejects_other_files(tmp_path) -> None:
         read_pcap(bad)
 
 
+@settings(deadline=None)  # file writes on a loaded VM can exceed the default 200 ms
 @given(st.binary(max_size=300))
 def test_read_pcap_fuzz(tmp_path_factory, blob: bytes) -> None:
     """Arbitrary bytes, with or without a pcap magic in front: records or TestbedError."""
