@@ -137,6 +137,8 @@ class MulticastReceiver:
         self.rejected = 0
         self.wrong_group = 0
         self.joins = self.leaves = 0
+        self.trace: list[tuple[float, int, float, float, int, int]] = []
+        """per epoch: (t, level, cumulative rate, target rate, lost, received)"""
         self._done = asyncio.Event()
         self._t_last = 0.0
         self._fd = -1
@@ -201,7 +203,14 @@ class MulticastReceiver:
         while not self._done.is_set():
             nxt = self.cc.next_timer()
             await asyncio.sleep(max(0.0, (nxt or loop.time() + 0.05) - loop.time()))
-            self._apply(self.cc.on_timer(loop.time()))
+            now = loop.time()
+            self._apply(self.cc.on_timer(now))
+            ts = self.cc.sender_time(now)
+            if ts is not None:
+                lvl = self.cc.level(ts)
+                self.trace.append((now, lvl, self.schedule.cum_rate(lvl, ts),
+                                   self.cc.target_rate(), self.cc.loss.lost,
+                                   self.cc.loss.received))
 
     async def run(self, timeout: float = 60.0) -> dict:
         """Receive until the file is recovered and verified (or ``timeout``)."""
@@ -236,4 +245,4 @@ class MulticastReceiver:
         return {"ok": ok, "complete": self.file.complete, "metrics": m,
                 "rejected": self.rejected, "wrong_group": self.wrong_group,
                 "joins": self.joins, "leaves": self.leaves, "loss_events": self.cc.loss_events,
-                "duplicates": lt.duplicates}
+                "duplicates": lt.duplicates, "trace": self.trace}

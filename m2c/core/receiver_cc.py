@@ -191,6 +191,12 @@ class WebrcController:
         self.w = 0.0
         self.y += 1
 
+    def on_lag(self, now: float, rr: float, artt: float) -> None:
+        """The received rate lags the joined rate: leave start-up (RFC 3738 3.2.2.6)."""
+        if self.ssr == math.inf:
+            self.ssr = max(self.ssminr, self.trr or rr)
+            self._reset_loss_to(max(self.trr or rr, 1e-3), artt)
+
     def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
         zeta = (math.sqrt(self.p) / (1 + math.sqrt(self.p)) if self.ssr == math.inf
                 else 2 * self.el / (4 + self.tsd))
@@ -243,6 +249,13 @@ class M2CWindowController:
         self.cwnd = self.ssthresh
         self.phase = "congestion-avoidance"
 
+    def on_lag(self, now: float, rr: float, artt: float) -> None:
+        """The path is full before any loss: end slow start at what is received."""
+        if self.cwnd is None or self.cwnd < self.ssthresh:
+            self.cwnd = max(2.0, rr * artt)
+            self.ssthresh = self.cwnd
+            self.phase = "congestion-avoidance"
+
     def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
         self.last_rr = rr
         if self.cwnd is None and rr > 0:
@@ -269,6 +282,10 @@ def make_controller(name: str, schedule: RateSchedule, epoch: float, max_rate: f
 class ReceiverCC:
     """Sans-IO receiver congestion control: feed packets and timers, get Join/Leave."""
 
+    STARTUP_JOINS = 3
+    """levels joined per epoch before the first loss or rate lag (ours, to shorten the
+    climb from the base group; one per epoch afterwards, as in RFC 3738)"""
+
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
                  max_rate: float = math.inf, rtt_floor: float = 0.01) -> None:
         self.schedule = schedule
@@ -278,8 +295,12 @@ class ReceiverCC:
         self.loss = LossTracker()
         self.joined: set[int] = set()
         self.offset: float | None = None
-        self.joining: tuple[int, float] | None = None
-        self._join_timeout = 1.0
+        self.pending: dict[int, tuple[float, float]] = {}
+        """joins without a first packet yet: channel -> (join time, timeout)"""
+        self._rr_avg = 0.0
+        self._cum_avg = 0.0
+        self.lag_holds = 0
+        """epochs a join was refused because the received rate lagged the joined rate"""
         self.loss_event_until = -math.inf
         self.loss_events = 0
         self.next_epoch: float | None = None
@@ -293,7 +314,7 @@ class ReceiverCC:
         """Enter the session: join the base group."""
         self.started = True
         self.joined.add(0)
-        self.joining = (0, now)
+        self.pending[0] = (now, 10.0)
         self.next_epoch = now + self.epoch
         return [Join(0)]
 
@@ -306,12 +327,11 @@ class ReceiverCC:
         off = now - due
         if self.offset is None or off < self.offset:
             self.offset = off
-        if self.joining is not None and self.joining[0] == channel:
+        pend = self.pending.pop(channel, None)
+        if pend is not None:
             ts = now - self.offset
             r = sched.rate(channel, ts)
-            self.rtt.on_first_packet(self.joining[1], now, 0.5 / r if r > 0 else 0.0,
-                                     channel == 0)
-            self.joining = None
+            self.rtt.on_first_packet(pend[0], now, 0.5 / r if r > 0 else 0.0, channel == 0)
         lost = self.loss.on_packet(channel, psn)
         self._rx += 1
         self._ev += 1 + lost
@@ -357,21 +377,40 @@ class ReceiverCC:
             if ch and sched.level_of_channel(ch, ts) is None:
                 self.joined.discard(ch)
                 self.loss.reset(ch)
-                if self.joining and self.joining[0] == ch:
-                    self.joining = None
+                self.pending.pop(ch, None)
                 out.append(Leave(ch))
-        if self.joining is not None and now - self.joining[1] > self._join_timeout:
-            self.joined.discard(self.joining[0])  # join timeout (RFC 3738 3.2.3.7)
-            out.append(Leave(self.joining[0]))
-            self.joining = None
-        if self.joining is None and now >= self.loss_event_until:
-            lvl = self.level(ts)
-            if lvl < sched.levels and sched.cum_rate(lvl + 1, ts) <= self.target_rate():
+        for ch, (t_join, limit) in list(self.pending.items()):
+            if ch and now - t_join > limit:
+                # join timeout (RFC 3738 3.2.3.7): nothing ever came, cancel the join
+                del self.pending[ch]
+                self.joined.discard(ch)
+                out.append(Leave(ch))
+        lvl = self.level(ts)
+        # received rate versus the rate of the joined levels (RFC 3738 3.2.2.6: TRR
+        # greatly below ARR means the path is full: do not join, leave slow start)
+        cum = sched.cum_rate(lvl, ts)
+        a = 0.3
+        self._rr_avg = (1 - a) * self._rr_avg + a * rr
+        self._cum_avg = (1 - a) * self._cum_avg + a * cum
+        lagging = (self._cum_avg * el >= 8 and self._rr_avg < 0.8 * self._cum_avg)
+        hold = max(2 * self.rtt.rtt, el)
+        recent = any(now - t < hold for c, (t, _) in self.pending.items() if c)
+        if lagging:
+            self.lag_holds += 1
+            self.ctl.on_lag(now, rr, self.rtt.rtt)
+        elif not recent and now >= self.loss_event_until:
+            # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
+            n_max = self.STARTUP_JOINS if self.loss_events == 0 and not self.lag_holds else 1
+            target = self.target_rate()
+            for _ in range(n_max):
+                if lvl >= sched.levels or sched.cum_rate(lvl + 1, ts) > target:
+                    break
                 ch = sched.channel_of_level(lvl + 1, ts)
                 r = sched.rate(ch, ts)
-                # join timeout (RFC 3738 3.2.3.7), long enough for a slow group's first packet
-                self._join_timeout = max(10 * self.rtt.rtt, 4 * el, 4 / r if r > 0 else 1.0)
+                # long enough for a slow group's first packet
+                limit = max(10 * self.rtt.rtt, 4 * el, 4 / r if r > 0 else 1.0)
                 self.joined.add(ch)
-                self.joining = (ch, now)
+                self.pending[ch] = (now, limit)
                 out.append(Join(ch))
+                lvl += 1
         return out

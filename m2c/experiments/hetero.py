@@ -36,6 +36,9 @@ def _receiver(sd_json: str, out: str, iface: str, controller: str, timeout: floa
     res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
                       .run(timeout=timeout))
     res["metrics"] = asdict(res["metrics"])
+    t0 = res["trace"][0][0] if res["trace"] else 0.0
+    res["trace"] = [(round(t - t0, 2), lvl, round(c, 1), round(min(tr, 1e6), 1), lo, rx)
+                    for t, lvl, c, tr, lo, rx in res["trace"]]
     return res
 
 
@@ -95,6 +98,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
                 "dup_pct": round(m["dup"], 2), "sym_pct": round(m["sym"], 2),
                 "net_pct": round(m["net"], 2), "comp_pct": round(m["comp"], 2),
                 "anchors_4MiB_s": {k: v[i] for k, v in ANCHORS.items()},
+                "trace": r["trace"],
             })
     return rows
 
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = run(quick=a.quick, controller=a.controller, fec=a.fec)
     for r in rows:
-        print(json.dumps(r))
+        print(json.dumps({k: v for k, v in r.items() if k != "trace"}))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=1)
