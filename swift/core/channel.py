@@ -122,6 +122,7 @@ class Channel:
         self.sent_since_recv = 0
         self.pex_out: list[Any] = []
         self.pex_requested = False
+        self.next_pex = 0.0
 
     @property
     def established(self) -> bool:

@@ -112,11 +112,20 @@ class Ledbat:
         else:
             self.slow_start = False
             self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
-        self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
+        if self.slow_start:  # slow start may double the window per RTT
+            self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
+        else:
+            self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
         self.cwnd = max(self.cwnd, float(self.MIN_CWND * self.mss))
         self.flightsize = max(0, flight - bytes_acked)
         if rtt is not None:
             self._update_cto(rtt)
+        self.last_ack = now
+
+    def on_delivered(self, nbytes: int, now: float) -> None:
+        """Data known delivered without a delay sample (a HAVE covering it,
+        its ACK lost): leaves flight, no window change."""
+        self.flightsize = max(0, self.flightsize - nbytes)
         self.last_ack = now
 
     def on_loss(self, nbytes: int, now: float) -> None:

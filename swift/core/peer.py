@@ -351,6 +351,10 @@ class Peer:
                 lo, hi = self._to_chunks(m)
                 self._peer_has(ch, lo, hi if self.live else min(hi, limit))
                 ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
+                if ch.data_out:  # delivered even if its ACK was lost
+                    old = now - 1.5 * (ch.ledbat.srtt or 0.5)
+                    for c in [c for c, (t, _) in ch.data_out.items() if lo <= c < hi and t < old]:
+                        ch.ledbat.on_delivered(ch.data_out.pop(c)[1], now)
             elif t == MsgType.SIGNED_INTEGRITY:
                 lo, hi = self._to_chunks(m)
                 w = hi - lo
@@ -441,6 +445,19 @@ class Peer:
     def _on_data(self, ch: Channel, m: C.Data, now: float) -> None:
         lo, hi = self._to_chunks(m)
         i = lo
+        if i in ch.requests and next(iter(ch.requests)) != i:
+            # requests are served in order: ones older than this chunk by more
+            # than a small reordering margin were lost; ask again (as libswift
+            # drops "likely snubbed" hints)
+            older = []
+            for c in ch.requests:
+                if c == i:
+                    break
+                older.append(c)
+            for c in older[:-3]:
+                del ch.requests[c]
+                self.inflight.reset(B.chunk(c))
+                ch.lost += 1
         sent_at = ch.requests.pop(i, None)
         if sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
@@ -714,13 +731,17 @@ class Peer:
                 if ch.send_choke is not None:
                     msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
                     ch.send_choke = None
+                msgs += self._ack_msgs(ch)  # before HAVE: the delay sample must count
                 msgs += self._have_msgs(ch, 60)
-                msgs += self._ack_msgs(ch)
                 for lo, hi in ch.cancels:
                     msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                 ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
                 msgs += self._pex_msgs(ch, now)
+                if (self.config.pex_connect and not self._complete_reported
+                        and now >= ch.next_pex and len(self.channels) < self.config.max_channels):
+                    msgs.append(C.PexReq())  # ask for more peers (3.10.1)
+                    ch.next_pex = now + 5.0
             if msgs:
                 for d in self._pack(ch, dest, msgs):
                     out.append((d, ch.addr))

@@ -276,3 +276,19 @@ def test_availability_tree_counts() -> None:
         for i in range(lo, hi):
             m2[i] += 1
     assert [b.count(i) for i in range(300)] == m2
+
+
+def test_pex_introduces_leechers() -> None:
+    data = os.urandom(30 * 1024)
+    s = seeder(data, PeerConfig(seed=1))
+    a = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True))
+    b = leecher(s.swarm_id, PeerConfig(seed=3, pex_connect=True))
+    a.connect(SEED, 0.0)
+    b.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: a, EVIL: b}, steps=200, dt=0.03)
+    evs = events(a) + events(b)
+    found = {e.addr for e in evs if isinstance(e, ev.PeerDiscovered)}
+    assert LEECH in found or EVIL in found
+    # the leechers opened a channel to each other from the PEX_RES address
+    assert any(c.addr == EVIL for c in a.channels.values()) or any(
+        c.addr == LEECH for c in b.channels.values())

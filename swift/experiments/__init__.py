@@ -1,0 +1,1 @@
+"""Runnable reproductions of the paper's experiments (each with --quick)."""
