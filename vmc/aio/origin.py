@@ -34,6 +34,7 @@ import base64
 import functools
 import hashlib
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
@@ -50,7 +51,8 @@ LAST_MODIFIED = b"Sat, 01 Jan 2000 00:00:00 GMT"
 @functools.lru_cache(maxsize=256)
 def pattern(path: str) -> bytes:
     """The period-65521 block for ``path``, doubled so any slice of <= PERIOD is contiguous."""
-    block = hashlib.shake_256(path.encode("utf-8", "surrogateescape")).digest(PERIOD)
+    seed = int.from_bytes(hashlib.md5(path.encode("utf-8", "surrogateescape")).digest(), "big")
+    block = random.Random(seed).randbytes(PERIOD)
     return block + block
 
 
