@@ -140,7 +140,7 @@ class Itr:
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
         self.events: list[MappingInstalled] = []
         self.counters: dict[str, int] = {
-            "in_packets": 0, "plain_encap": 0, "cc_payloads": 0, "cc_headers": 0,
+            "in_packets": 0, "plain_encap": 0, "cc_payloads": 0,
             "payload_copies": 0, "extra_payload_copies": 0, "header_copies": 0,
             "released": 0, "map_replies": 0, "map_requests_sent": 0,
         }
@@ -229,8 +229,6 @@ class Itr:
 
     def _cc_header(self, pkt: bytes, chan: bytes, h: bytes, eid: bytes, now: float
                    ) -> list[Datagram]:
-        c = self.counters
-        c["cc_headers"] += 1
         buf = self.buffers.get(chan)
         if buf is None or buf.hash != h:
             if buf is None and self.allowed is not None and chan not in self.allowed:
@@ -245,11 +243,13 @@ class Itr:
             return self._drop("negative_mapping")
         rloc, rs = entry.select(eid)
         served = buf.served
-        count = served.get(rloc)  # type: ignore[union-attr]
-        if count is not None:
-            n = self.extra_payload_every
+        c = self.counters
+        n = self.extra_payload_every
+        if rloc in served:  # type: ignore[operator]
+            count = served[rloc]  # type: ignore[index]
             if not n or count < n:
-                served[rloc] = count + 1  # type: ignore[index]
+                if n:
+                    served[rloc] = count + 1  # type: ignore[index]
                 c["header_copies"] += 1
                 return [(self.lisp_header + pkt, (rs, self.data_port))]
             c["extra_payload_copies"] += 1

@@ -297,3 +297,19 @@ def test_client_order_loss_duplicates_jitter():
     for i, seq in enumerate((65534, 65535, 0, 1)):
         w.handle(rtp_packet(seq, i, 1, b""), i * 0.01)
     assert w.stats()["expected"] == 4 and w.stats()["lost"] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzz_control_handlers_and_client_never_raise(b):
+    from corecast.core.register import Registrar, RegistrarConfig
+
+    r = Itr("192.0.2.100", CC, MapCache(), map_resolver=("192.0.2.200", 4342))
+    assert r.handle_control(b, 0) == []
+    reg = Registrar(RegistrarConfig(("10.1.0.0/16",), ("192.0.2.1",), ("192.0.2.9", 4342), b"k"))
+    reg.tick(0)
+    assert reg.handle_control(b, 0) is False
+    cl = Client()
+    cl.handle(b, 0.0)
+    st_ = cl.stats()
+    assert st_["received"] + st_["malformed"] == 1
