@@ -46,7 +46,7 @@ def _proxy(a: argparse.Namespace) -> int:
     host, port = _hostport(a.listen)
     cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
                       window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
-                      max_header_bytes=a.max_header, sharing=not a.no_share)
+                      max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent)
     if not cfg.upstreams and not cfg.default_upstream:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", type=int, default=512)
     p.add_argument("--max-header", type=size, default=16384)
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
+    p.add_argument("--transparent", action="store_true",
+                   help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)
 
     p = sub.add_parser("origin", help="run the paced deterministic test origin")

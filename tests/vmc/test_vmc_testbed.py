@@ -22,3 +22,43 @@ def test_transparent_vmc_router_saves_origin_bytes() -> None:
     assert vmc["origin_body_MB"] < normal["origin_body_MB"]
     assert vmc["origin_link_MB"] < normal["origin_link_MB"]
     assert res["table2"]["bandwidth %"] > 0
+    assert vmc["proxy"]["transparent"] >= 40  # every request was routed by its original destination
+
+
+@pytest.mark.root
+@pytest.mark.tool("nft")
+@pytest.mark.tool("curl")
+def test_transparent_mode_goes_only_to_the_original_destination() -> None:
+    """A REDIRECTed connection is served from its original destination; Host cannot steer it elsewhere."""
+    import subprocess
+    import sys
+
+    from deliverykit.testbed import Testbed
+
+    from vmc.aio.origin import expected
+    from vmc.experiments.testbed import C_IP, NFT_RULES, O_IP, PROXY_PORT, R_C_IP, R_O_IP
+
+    with Testbed(prefix="vmct") as tb:
+        c, r, o = tb.host("c"), tb.host("r", forwarding=True), tb.host("o")
+        tb.link(c, r, f"{C_IP}/24", f"{R_C_IP}/24")
+        tb.link(r, o, f"{R_O_IP}/24", f"{O_IP}/24")
+        tb.route(c, "default", via=R_C_IP)
+        tb.route(o, "default", via=R_O_IP)
+        origin = tb.popen(o, [sys.executable, "-m", "vmc", "origin", "--listen", f"{O_IP}:80"],
+                          stdout=subprocess.PIPE, text=True)
+        assert "vmc origin" in origin.stdout.readline()
+        proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
+                             "--upstream", f"{O_IP}:80", "--transparent"], stdout=subprocess.PIPE, text=True)
+        assert "vmc proxy" in proxy.stdout.readline()
+        assert tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES).returncode == 0
+        ok = tb.exec(c, ["curl", "-sS", "-D", "-", "-o", "/dev/null", f"http://{O_IP}/t.bin?size=5000"])
+        assert ok.returncode == 0 and ok.stdout.startswith("HTTP/1.1 200") and "1.1 vmc" in ok.stdout.lower()
+        body = subprocess.run(["ip", "netns", "exec", c.ns, "curl", "-sS", f"http://{O_IP}/t.bin?size=5000"],
+                              capture_output=True, timeout=30).stdout
+        assert body == expected("/t.bin", 5000)
+        # Aimed at the router itself (port 80, redirected too) with an allowed Host: refused.
+        bad = tb.exec(c, ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {O_IP}",
+                          f"http://{R_C_IP}/t.bin?size=5000"])
+        assert bad.stdout == "403"
+        st = tb.exec(c, ["curl", "-sS", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status"])
+        assert '"transparent": 3' in st.stdout

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -73,9 +75,45 @@ class ProxyConfig:
     retry_by_range: bool = True
     #: Sharing off: every request goes upstream (the "Normal" column of Table 2).
     sharing: bool = True
+    #: Transparent interception (nftables/iptables REDIRECT, the paper's IP_REDIRECT): a redirected
+    #: connection goes to its original destination (SO_ORIGINAL_DST), which must be allowed;
+    #: the client's Host is kept for the key and sent upstream.
+    transparent: bool = False
     status_path: str = "/_vmc/status"
     #: Transport write-buffer high-water mark per client (bounds kernel-side backlog).
     write_high_water: int = 256 << 10
+
+
+SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h
+
+
+def original_dst(sock) -> tuple[str, int] | None:
+    """Where a REDIRECTed IPv4 connection was going (None when it was not redirected)."""
+    if sock is None or sock.family != socket.AF_INET:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    except OSError:
+        return None
+    port = struct.unpack_from("!H", raw, 2)[0]
+    addr = socket.inet_ntoa(raw[4:8])
+    if (addr, port) == tuple(sock.getsockname()[:2]):
+        return None
+    return addr, port
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where one request goes."""
+
+    upstream: tuple[str, int]
+    """Origin address (allowed by configuration)."""
+    uri: str
+    """Normalised absolute URI (its MD5 is the session key)."""
+    path: bytes
+    """Origin-form target sent upstream."""
+    host: bytes
+    """Host field sent upstream."""
 
 
 class ClientGone(Exception):
@@ -94,6 +132,7 @@ class _Client:
         self.writer = writer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
         writer.transport.set_write_buffer_limits(high=cfg.write_high_water)
+        self.original_dst = original_dst(writer.get_extra_info("socket")) if cfg.transparent else None
 
     async def send(self, event: h11.Event) -> None:
         try:
@@ -253,8 +292,8 @@ class Proxy:
                 return
 
     # ------------------------------------------------------------------ routing
-    def _route(self, req: h11.Request) -> tuple[tuple[str, int], str, bytes] | None:
-        """(upstream, normalised URI, origin-form target) or None when not allowed."""
+    def _route(self, req: h11.Request, client: _Client) -> Route | None:
+        """Where the request goes, or None when that upstream is not allowed."""
         target = req.target.decode("ascii", "surrogateescape")
         headers = [(k.lower(), v) for k, v in req.headers]
         host_hdr = policy.get(headers, b"host")
@@ -267,6 +306,14 @@ class Proxy:
             upstream = split_authority(auth)
             if upstream not in self.allowed:
                 return None
+            send_host = auth
+        elif client.original_dst is not None:
+            upstream = client.original_dst
+            self.stats.transparent += 1
+            if upstream not in self.allowed:
+                return None
+            send_host = host or format_authority(*upstream)
+            uri = normalise_uri(target, send_host)
         else:
             upstream = None
             if host:
@@ -280,13 +327,15 @@ class Proxy:
                 upstream = self.default
             if upstream is None:
                 return None
-            uri = normalise_uri(target, format_authority(*upstream))
-        path = "/" + uri.split("://", 1)[1].split("/", 1)[1] if "/" in uri.split("://", 1)[1] else "/"
-        return upstream, uri, path.encode("ascii", "surrogateescape")
+            send_host = format_authority(*upstream)
+            uri = normalise_uri(target, send_host)
+        rest = uri.split("://", 1)[1]
+        path = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+        return Route(upstream, uri, path.encode("ascii", "surrogateescape"), send_host.encode("ascii", "surrogateescape"))
 
-    def _upstream_headers(self, req_headers: list[tuple[bytes, bytes]], upstream: tuple[str, int]) -> list[tuple[bytes, bytes]]:
+    def _upstream_headers(self, req_headers: list[tuple[bytes, bytes]], send_host: bytes) -> list[tuple[bytes, bytes]]:
         hdrs = up.end_to_end(req_headers, drop=(b"host", b"range", b"if-range", VMC_HEADER, b"expect"))
-        hdrs.insert(0, (b"host", format_authority(*upstream).encode()))
+        hdrs.insert(0, (b"host", send_host))
         hdrs.append((b"via", b"1.1 vmc"))
         return hdrs
 
@@ -297,7 +346,7 @@ class Proxy:
         if target.split("?", 1)[0] == self.cfg.status_path:
             return await self._status(client, target)
         try:
-            routed = self._route(req)
+            routed = self._route(req, client)
         except URIError:
             routed = None
             await self._error(client, 400, "bad-target")
@@ -305,11 +354,10 @@ class Proxy:
         if routed is None:
             await self._error(client, 403, "upstream-not-allowed", close=False)
             return True
-        upstream, uri, path = routed
         headers = [(k.lower(), v) for k, v in req.headers]
-        rec = self.stats.new_request(req.method.decode("ascii", "replace"), uri, now)
+        rec = self.stats.new_request(req.method.decode("ascii", "replace"), routed.uri, now)
         try:
-            await self._dispatch(client, req.method, headers, body, upstream, uri, path, rec)
+            await self._dispatch(client, req.method, headers, body, routed, rec)
         except StreamFailed as exc:
             rec.error = str(exc)
             client.abort()
@@ -345,18 +393,16 @@ class Proxy:
         method: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        upstream: tuple[str, int],
-        uri: str,
-        path: bytes,
+        route: Route,
         rec: RequestRecord,
     ) -> None:
-        key = request_key(uri)
+        key = request_key(route.uri)
         verdict = policy.request_verdict(method, headers)
         if not self.cfg.sharing:
             verdict = policy.Verdict(False, "sharing-off")
         if not verdict:
             self.stats.not_shared[verdict.reason] += 1
-            await self._passthrough(client, method, headers, body, upstream, path, rec)
+            await self._passthrough(client, method, headers, body, route, rec)
             return
         session = self.sessions.get(key)
         if session is not None and session.state == PENDING:
@@ -364,17 +410,19 @@ class Proxy:
                 await asyncio.wait_for(session.ready.wait(), self.cfg.join_wait)
             except asyncio.TimeoutError:
                 pass
-        if session is not None and self._joinable(session, headers):
+        if session is not None and self._joinable(session, headers, route):
             await self._join(client, session, method, headers, rec)
             return
         if method == b"HEAD" or policy.get(headers, b"range") is not None:
-            await self._passthrough(client, method, headers, body, upstream, path, rec)
+            await self._passthrough(client, method, headers, body, route, rec)
             return
-        await self._start_session(client, key, uri, upstream, path, headers, rec)
+        await self._start_session(client, key, route, headers, rec)
 
-    def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]]) -> bool:
+    def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]], route: Route) -> bool:
         if self.sessions.get(s.key) is not s or s.state != STREAMING:
             return False
+        if s.upstream != route.upstream or s.upstream_headers[0][1] != route.host:
+            return False  # same URI via another origin address (transparent mode): never mixed
         if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
             self.stats.not_shared["vary-mismatch"] += 1
             return False
@@ -385,14 +433,13 @@ class Proxy:
         self,
         client: _Client,
         key: str,
-        uri: str,
-        upstream: tuple[str, int],
-        path: bytes,
+        route: Route,
         headers: list[tuple[bytes, bytes]],
         rec: RequestRecord,
     ) -> None:
-        up_headers = self._upstream_headers(headers, upstream)
-        s = Session(key, uri, upstream, path, up_headers, self.cfg.window)
+        up_headers = self._upstream_headers(headers, route.host)
+        upstream, path = route.upstream, route.path
+        s = Session(key, route.uri, upstream, path, up_headers, self.cfg.window)
         self.sessions[key] = s
         try:
             self.stats.origin_requests += 1
@@ -581,12 +628,12 @@ class Proxy:
         method: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        upstream: tuple[str, int],
-        path: bytes,
+        route: Route,
         rec: RequestRecord,
     ) -> None:
+        upstream, path = route.upstream, route.path
         hdrs = up.end_to_end(headers, drop=(b"host", VMC_HEADER, b"expect"))
-        hdrs.insert(0, (b"host", format_authority(*upstream).encode()))
+        hdrs.insert(0, (b"host", route.host))
         hdrs.append((b"via", b"1.1 vmc"))
         self.stats.origin_requests += 1
         try:

@@ -61,6 +61,7 @@ class Stats:
     sessions: int = 0
     joins: int = 0
     detached: int = 0
+    transparent: int = 0
     refused: Counter = field(default_factory=Counter)
     not_shared: Counter = field(default_factory=Counter)
     peak_buffer_bytes: int = 0
@@ -124,6 +125,7 @@ class Stats:
             "sessions": self.sessions,
             "joins": self.joins,
             "detached": self.detached,
+            "transparent": self.transparent,
             "refused": dict(self.refused),
             "not_shared": dict(self.not_shared),
             "peak_buffer_bytes": self.peak_buffer_bytes,

@@ -93,7 +93,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 proxy = None
                 if arm == "vmc":
                     proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                                         "--upstream", f"{O_IP}:80", "--window", str(window)],
+                                         "--upstream", f"{O_IP}:80", "--window", str(window),
+                                         "--transparent"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                     proxy.stdout.readline()  # listening
                     cp = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES)
@@ -124,7 +125,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     "failed": sum(1 for x in res if x[0] is None),
                     "wall_s": wall,
                     "latencies": [x[0] for x in res],
-                    "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared")}
+                    "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared",
+                                                       "transparent")}
                     if status else None,
                 }
         finally:
