@@ -282,7 +282,7 @@ def make_controller(name: str, schedule: RateSchedule, epoch: float, max_rate: f
 class ReceiverCC:
     """Sans-IO receiver congestion control: feed packets and timers, get Join/Leave."""
 
-    STARTUP_JOINS = 3
+    STARTUP_JOINS = 4
     """levels joined per epoch before the first loss or rate lag (ours, to shorten the
     climb from the base group; one per epoch afterwards, as in RFC 3738)"""
 

@@ -77,7 +77,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
         symbol = 1424  # 1500-byte IP packets
         pkt = symbol + 48 + 28
         sd = make_session(src, group="239.195.1.1", port=46000, interface="10.0.3.1",
-                          min_rate=64_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt, tsd=2.0,
+                          min_rate=256_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt, tsd=2.0,
                           k=2, fec=fec, symbol_size=symbol)
         sdj = sd.to_json()
         ideal = [size * 8 / bps for bps in LINKS_BPS]
