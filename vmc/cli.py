@@ -51,10 +51,24 @@ def _proxy(a: argparse.Namespace) -> int:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(cfg))
+        _run(serve(cfg), a.loop)
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _run(coro, loop: str = "auto") -> None:
+    """asyncio.run, on uvloop when installed (``loop="auto"``) or asked for."""
+    if loop in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                raise
+        else:
+            uvloop.run(coro)
+            return
+    asyncio.run(coro)
 
 
 def _origin(a: argparse.Namespace) -> int:
@@ -62,7 +76,7 @@ def _origin(a: argparse.Namespace) -> int:
 
     host, port = _hostport(a.listen)
     try:
-        asyncio.run(serve(host, port, a.rate))
+        _run(serve(host, port, a.rate), a.loop)
     except KeyboardInterrupt:
         pass
     return 0
@@ -150,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", type=int, default=512)
     p.add_argument("--max-header", type=size, default=16384)
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
+    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)
@@ -157,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("origin", help="run the paced deterministic test origin")
     p.add_argument("--listen", default="127.0.0.1:9000")
     p.add_argument("--rate", type=float, default=0.0, help="bytes/s per response (0 = unpaced)")
+    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.set_defaults(fn=_origin)
 
     p = sub.add_parser("get", help="VMC-aware GET: accepts 206 from a live stream, fetches the rest")
