@@ -54,6 +54,21 @@ def _replay_in_host(entries, origin: str, speed: float) -> list:
     return [(r.latency, r.ttfb, r.error) for r in res]
 
 
+def saved_per_request(status: dict) -> list[int]:
+    """Origin bytes each request did not cost, in arrival order, from the proxy's request log.
+
+    A request that started a session or was passed through cost its own bytes; a
+    joiner cost only what was fetched from the origin on its behalf (patches).
+    """
+    out = []
+    for r in status.get("recent", []):
+        if r["mode"] in ("origin", "passthrough", "error", "pending"):
+            out.append(0)
+        else:
+            out.append(max(0, r["client_bytes"] - r["origin_bytes"]))
+    return out
+
+
 def _probe(tb, host, url: str) -> bool:
     cp = tb.exec(host, ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", url], timeout=5)
     return cp.stdout.strip() not in ("", "000")
@@ -109,7 +124,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 lat = [x[0] for x in res if x[0] is not None]
                 status = None
                 if arm == "vmc":
-                    cp = tb.exec(c, ["curl", "-s", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=0"], timeout=10)
+                    cp = tb.exec(c, ["curl", "-s", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=2000"],
+                                 timeout=10)
                     try:
                         status = json.loads(cp.stdout)
                     except ValueError:
@@ -125,6 +141,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     "failed": sum(1 for x in res if x[0] is None),
                     "wall_s": wall,
                     "latencies": [x[0] for x in res],
+                    "saved_bytes": saved_per_request(status) if status else [],
                     "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared",
                                                        "transparent")}
                     if status else None,
@@ -159,11 +176,52 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         print(json.dumps(res["table2"]), flush=True)
         for arm in ("normal", "vmc"):
-            print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items() if k != "latencies"}), flush=True)
+            print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items()
+                                             if k not in ("latencies", "saved_bytes")}), flush=True)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "testbed.json").write_text(json.dumps(results, indent=1))
+        for p in plot(results, a.out):
+            print("wrote", p)
     return 0
+
+
+def plot(results: list[dict], out: Path) -> list[Path]:
+    """Per scenario, Figs. 2-6 style: (a) cumulative bandwidth saved, (b) cumulative latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def cum(xs):
+        acc, ys = 0.0, []
+        for x in xs:
+            acc += x or 0.0
+            ys.append(acc)
+        return ys
+
+    paths = []
+    for res in results:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2))
+        saved = cum(b / 1e6 for b in res["vmc"].get("saved_bytes", []))
+        ax1.plot(range(1, len(saved) + 1), saved)
+        ax1.set_xlabel("files downloaded")
+        ax1.set_ylabel("bandwidth saved (MB)")
+        ax1.set_title("(a) saving")
+        for label, arm in (("normal", "normal"), ("VMC", "vmc")):
+            ys = cum(res[arm]["latencies"])
+            ax2.plot(range(1, len(ys) + 1), ys, label=label)
+        ax2.set_xlabel("files downloaded")
+        ax2.set_ylabel("cumulative latency (s)")
+        ax2.set_title("(b) latency")
+        ax2.legend()
+        fig.suptitle(f"{res['scenario']}: testbed, tbf {res['link_mbit']:g} Mbit/s")
+        fig.tight_layout()
+        p = out / f"vmc_testbed_{res['scenario']}.png"
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        paths.append(p)
+    return paths
 
 
 if __name__ == "__main__":
