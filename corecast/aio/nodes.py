@@ -50,31 +50,43 @@ class LinkCounters:
         return {h: (self.packets[h], self.bytes[h]) for h in self.packets}
 
 
-class _Proto(asyncio.DatagramProtocol):
-    def __init__(self, cb: Callable[[bytes, tuple], None]) -> None:
-        self.cb = cb
+class Endpoint:
+    """A UDP socket pumped with recvmmsg/sendmmsg (deliverykit.aio), with the
+    small transport-like surface the nodes use."""
 
-    def datagram_received(self, data: bytes, addr: tuple) -> None:  # noqa: D401
-        self.cb(data, addr)
+    def __init__(self, ep) -> None:
+        self.ep = ep
 
-    def error_received(self, exc: Exception) -> None:
-        pass  # ICMP errors (e.g. port unreachable on loopback) are not fatal
+    def sendto(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.ep.sendto(data, addr)
+
+    def close(self) -> None:
+        self.ep.close()
+
+    def get_extra_info(self, key: str):
+        return self.ep.local_addr if key == "sockname" else None
+
+    @property
+    def stats(self) -> dict:
+        return self.ep.stats
 
 
-async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]
-               ) -> asyncio.DatagramTransport:
-    loop = asyncio.get_running_loop()
-    fam = 2 if ipaddress.ip_address(host).version == 4 else 10
-    tr, _ = await loop.create_datagram_endpoint(lambda: _Proto(cb), local_addr=(host, port),
-                                                family=fam)
-    return tr  # type: ignore[return-value]
+async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]) -> Endpoint:
+    """Bind ``host:port`` and call ``cb(data, addr)`` for every datagram."""
+    from deliverykit.aio import open_udp
+
+    def on_batch(items: list, now: float) -> None:
+        for data, addr in items:
+            cb(data, addr)
+
+    return Endpoint(open_udp((host, port), on_batch))
 
 
 class Node:
     """Base: owned transports, periodic tasks, clean close."""
 
     def __init__(self) -> None:
-        self.transports: list[asyncio.DatagramTransport] = []
+        self.transports: list[Endpoint] = []
         self.tasks: list[asyncio.Task] = []
         self.links = LinkCounters()
         self.send_errors = 0
@@ -101,7 +113,7 @@ class Node:
         self.tasks.clear()
         self.transports.clear()
 
-    def _sendto(self, tr: asyncio.DatagramTransport, data: bytes, dst: tuple[str, int],
+    def _sendto(self, tr: Endpoint, data: bytes, dst: tuple[str, int],
                 count: bool) -> None:
         try:
             tr.sendto(data, dst)
