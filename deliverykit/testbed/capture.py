@@ -65,12 +65,35 @@ class Capture:
         self.stderr = buf.decode(errors="replace")
         return self
 
+    def _drain(self, timeout: float) -> None:
+        """Wait until tcpdump has written everything it received.
+
+        SIGINT makes tcpdump drop what is still in its ring ("25 packets
+        received by filter", "1 packet captured" on a loaded machine), so stop
+        only once it sleeps (in poll: its ring is empty) and the file has
+        stopped growing for two looks in a row, or after ``timeout``.
+        """
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        last, calm = -1, 0
+        while time.monotonic() < deadline and calm < 2:
+            try:
+                with open(f"/proc/{self.proc.pid}/stat") as fh:
+                    state = fh.read().rsplit(")", 1)[1].split()[0]
+                size = self.path.stat().st_size
+            except (OSError, IndexError):
+                return
+            calm = calm + 1 if (state == "S" and size == last) else 0
+            last = size
+            time.sleep(0.05)
+
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop tcpdump (SIGINT, then SIGKILL) and read its counters. Idempotent."""
+        """Let tcpdump drain, stop it (SIGINT, then SIGKILL), read its counters. Idempotent."""
         proc = self.proc
         if proc is None or proc.returncode is not None:
             return
         if proc.poll() is None:
+            self._drain(min(timeout, 3.0))
             try:
                 os.killpg(proc.pid, signal.SIGINT)
             except ProcessLookupError:
