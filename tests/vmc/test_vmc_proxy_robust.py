@@ -202,3 +202,20 @@ def test_fuzz_request_front(make_stack, data: bytes) -> None:
     stk.raw(data, timeout=3.0)
     ok = stk.raw(b"GET /ok?size=100 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert ok.startswith(b"HTTP/1.1 200") and ok.endswith(expected("/ok", 100))
+
+
+def test_upstream_keepalive_reuse_and_origin_restart(make_stack) -> None:
+    from vmc.aio.origin import Origin
+
+    st = make_stack()
+    get = b"GET /ka%d?size=3000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    for i in range(3):
+        assert st.raw(get % i).endswith(expected("/ka%d" % i, 3000))
+    snap = st.status()
+    assert snap["upstream_connections_opened"] == 1 and snap["upstream_connections_reused"] == 2
+    # The origin goes away and comes back on the same port: the dead pooled connection is not used.
+    port = st.origin.address[1]
+    st.call(st.origin.close())
+    st.origin = st.call(Origin(port=port).start())
+    out = st.raw(get % 9)
+    assert out.startswith(b"HTTP/1.1 200") and out.endswith(expected("/ka9", 3000))
