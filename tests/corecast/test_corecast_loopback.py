@@ -88,3 +88,63 @@ async def test_subscription_service_join_heartbeat_timeout_leave():
             await n.close()
     finally:
         await node.close()
+
+
+async def test_itr_and_etr_sockets_survive_garbage_and_count_it():
+    """Malformed, truncated, wrong-hash and unknown-channel packets on real sockets are
+    counted and dropped; valid traffic keeps flowing."""
+    from corecast.aio.nodes import EtrNode, ItrNode, bind
+    from corecast.core.etr import Etr
+    from corecast.core.itr import Itr
+    from corecast.core.mapcache import MapCache
+    from corecast.core.maptrie import parse_prefix
+    from corecast.wire import codec as c
+
+    b = random.randint(100, 250)
+    cc = [parse_prefix(f"127.{b}.255.0/24")]
+    mc = MapCache()
+    mc.load_static(f"127.{b}.11.0/24 127.{b}.1.1\n")
+    itr = Itr(f"127.{b}.0.2", cc, mc, channels=[ipaddress.ip_address(f"127.{b}.255.1").packed])
+    itrn = ItrNode(itr, (f"127.{b}.0.2", 9341))
+    etrn = EtrNode(Etr(cc), f"127.{b}.1.1")
+    got = []
+    for n in (itrn, etrn):
+        await n.start()
+    rx = await bind(f"127.{b}.11.1", 0, lambda d, a: got.append(d))
+    tx = await bind(f"127.{b}.0.1", 0, lambda d, a: None)
+    port = rx.get_extra_info("sockname")[1]
+    try:
+        src = ipaddress.ip_address(f"127.{b}.0.1").packed
+        chan = ipaddress.ip_address(f"127.{b}.255.1").packed
+        other = ipaddress.ip_address(f"127.{b}.255.9").packed
+        eid = ipaddress.ip_address(f"127.{b}.11.1").packed
+
+        def cc_pkt(pdu: bytes, dst: bytes = chan) -> bytes:
+            return c.build_ip(src, dst, 17, c.build_udp(54341, 54341, pdu))
+
+        inside = (f"127.{b}.0.2", 9341)
+        bad = [b"", b"\x45", b"\x60" + b"\x00" * 10, cc_pkt(b"\x12\x01\x14")[:-1],
+               cc_pkt(c.encode_cc_payload(0, b"x", 1, b"\x00" * 20)),  # wrong hash
+               cc_pkt(c.encode_cc_payload(0, b"x"), other),  # unknown channel
+               cc_pkt(c.encode_cc_header(0, b"\x01" * 20, eid, port))]  # unknown hash
+        for p in bad:
+            tx.sendto(p, inside)
+        etr_data = (f"127.{b}.1.1", 4341)
+        for p in (b"", b"\x00" * 8, b"\x00" * 8 + b"\x45" * 30):
+            tx.sendto(p, etr_data)
+        tx.sendto(cc_pkt(c.encode_cc_payload(1, b"good")), inside)
+        tx.sendto(cc_pkt(c.encode_cc_header(1, c.digest(1, b"good"), eid, port)), inside)
+        for _ in range(200):
+            if got:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [b"good"]
+        d = itr.drops()
+        assert d["malformed"] >= 3 and d["bad_hash"] == 1 and d["unknown_channel"] == 1
+        assert d["unknown_hash"] == 1
+        assert etrn.etr.drops()["malformed"] >= 2
+    finally:
+        rx.close()
+        tx.close()
+        for n in (itrn, etrn):
+            await n.close()
