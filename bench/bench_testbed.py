@@ -81,6 +81,19 @@ def run(quick: bool) -> dict:
         tb.link(r, b, "10.0.2.1/24", "10.0.2.2/24")
     rows.append({"subject": "setup+teardown, 3-host line", "value": round(time.monotonic() - t0, 3),
                  "unit": "s"})
+    with Testbed() as tb:
+        a, b = tb.host("a"), tb.host("b")
+        link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
+        n = 10 if quick else 50
+        t0 = time.monotonic()
+        for _ in range(n):
+            tb.run(a, int)
+        rows.append({"subject": "tb.run() round trip (fork, setns, pickle)",
+                     "value": round((time.monotonic() - t0) / n * 1000, 1), "unit": "ms"})
+        t0 = time.monotonic()
+        tb.shape(link.a, netem=Netem(delay_ms=1))
+        rows.append({"subject": f"tb.shape() with netem [{tb.netem_backend()}]",
+                     "value": round((time.monotonic() - t0) * 1000), "unit": "ms"})
 
     flood = 20_000 if quick else 200_000
     for label, netem in (("plain veth (kernel)", None), ("userspace netem, delay 0", Netem()),
