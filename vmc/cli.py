@@ -51,7 +51,7 @@ def _proxy(a: argparse.Namespace) -> int:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
     try:
-        _run(serve(cfg), a.loop)
+        _run(serve(cfg, a.stats_out, a.stats_every), a.loop)
     except KeyboardInterrupt:
         pass
     return 0
@@ -165,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-header", type=size, default=16384)
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
+    p.add_argument("--stats-out", help="write the status JSON to this file on exit (and every --stats-every s)")
+    p.add_argument("--stats-every", type=float, default=0.0)
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)

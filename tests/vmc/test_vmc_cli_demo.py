@@ -47,7 +47,9 @@ def test_size_units() -> None:
 def test_cli_origin_proxy_get(tmp_path: Path) -> None:
     origin, oaddr = _start(["origin", "--listen", "127.0.0.1:0", "--rate", "2e6"])
     try:
-        proxy, paddr = _start(["proxy", "--listen", "127.0.0.1:0", "--upstream", oaddr, "--window", "4MiB"])
+        stats_file = tmp_path / "stats.json"
+        proxy, paddr = _start(["proxy", "--listen", "127.0.0.1:0", "--upstream", oaddr, "--window", "4MiB",
+                               "--stats-out", str(stats_file)])
         try:
             url = f"http://{oaddr}/cli.bin?size=300000"
             out = tmp_path / "x"
@@ -67,6 +69,8 @@ def test_cli_origin_proxy_get(tmp_path: Path) -> None:
             assert bad.returncode == 1 and "403" in bad.stderr
         finally:
             _stop(proxy)
+        exported = json.loads(stats_file.read_text())  # written on SIGTERM
+        assert exported["client_bytes"] == 600000 and exported["refused"] == {"upstream-not-allowed": 1}
     finally:
         _stop(origin)
 

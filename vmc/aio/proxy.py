@@ -674,12 +674,38 @@ class Proxy:
             resp.close()
 
 
-async def serve(cfg: ProxyConfig) -> None:
-    """Run a proxy until cancelled (CLI entry)."""
+async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0) -> None:
+    """Run a proxy until cancelled, SIGINT or SIGTERM (CLI entry).
+
+    ``stats_out``: write the status JSON there every ``stats_every`` s (if > 0) and on exit.
+    """
+    import signal
+
     proxy = await Proxy(cfg).start()
     host, port = proxy.address
     print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); upstreams {sorted(proxy.allowed)}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    def dump() -> None:
+        if stats_out:
+            with open(stats_out + ".tmp", "w") as fh:
+                json.dump(proxy.snapshot(recent=proxy.stats.keep), fh, indent=1, default=str)
+            import os
+
+            os.replace(stats_out + ".tmp", stats_out)
+
     try:
-        await asyncio.Event().wait()
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), stats_every if stats_every > 0 else None)
+            except asyncio.TimeoutError:
+                dump()
     finally:
+        dump()
         await proxy.close()
