@@ -37,8 +37,12 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                  max_rate: float = 2000.0, tsd: float = 1.0, k: int = 2,
                  schedule: str = "wave", fec: str = "ldpc", symbol_size: int = 1400,
                  max_block_length: int | None = None, seed: int | None = None,
-                 session: int | None = None) -> SessionDescription:
-    """Session description for sending ``path`` (rates in packets per second)."""
+                 session: int | None = None, memory: int = 256 << 20) -> SessionDescription:
+    """Session description for sending ``path`` (rates in packets per second).
+
+    Files whose encoded size exceeds ``memory`` bytes are carouselled by
+    windows of source blocks that fit in it (sender and receiver memory bound).
+    """
     size = os.path.getsize(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -53,9 +57,13 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
         groups.append([f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", port + ch])
     fec_d = default_fec(size, fec, symbol_size, max_block_length,
                         seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD))
-    return SessionDescription(session if session is not None else secrets.randbits(32), 1,
-                              os.path.basename(path), size, h.hexdigest(), fec_d,
-                              sched.describe(), groups, interface)
+    sd = SessionDescription(session if session is not None else secrets.randbits(32), 1,
+                            os.path.basename(path), size, h.hexdigest(), fec_d,
+                            sched.describe(), groups, interface)
+    per_block = 2 * fec_d["max_block_length"] * symbol_size
+    if 2 * size > memory:
+        sd.window_blocks = max(1, memory // per_block)
+    return sd
 
 
 def _mcast_sender_socket(interface: str) -> socket.socket:
@@ -131,7 +139,7 @@ class MulticastReceiver:
         self.out_path = out_path
         self.schedule = sd.schedule()
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
-        self.file = FileReceiver(sd, max_active=max_active)
+        self.file = FileReceiver(sd, max_active=max(max_active, sd.window_blocks))
         self.on_progress = on_progress
         self.eps: dict[int, BatchedUDPEndpoint] = {}
         self.rejected = 0

@@ -66,6 +66,8 @@ class SessionDescription:
     interface: str = "127.0.0.1"
     levels: int = 0
     """application scheduler levels N"""
+    window_blocks: int = 0
+    """source blocks carouselled together (0: all); bounds sender and receiver memory"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -117,10 +119,11 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
             "max_n": 2 * B, "n1": n1, "seed": seed}
 
 
-def _order(pt: Partition, sd: SessionDescription) -> list[tuple[int, int]]:
-    """Interleaved carousel order of every (sbn, esi) of the file."""
+def _order(pt: Partition, sd: SessionDescription,
+           blocks: range | None = None) -> list[tuple[int, int]]:
+    """Interleaved carousel order of every (sbn, esi) of ``blocks`` (default: the file)."""
     keyed = []
-    for b in range(pt.blocks):
+    for b in blocks if blocks is not None else range(pt.blocks):
         n = sd.block_n(pt.block_length(b))
         perm = list(range(n))
         random.Random(sd.session * 1000003 + b).shuffle(perm)
@@ -140,15 +143,35 @@ class FileSender:
         self.schedule = sd.schedule()
         self.E = sd.fec["symbol_size"]
         self._blocks: dict[int, tuple[bytes, bytes]] = {}
-        self.order = _order(self.pt, sd)
-        B = len(self.order)
         levels = sd.levels or max(1, math.ceil(self.schedule.max_rate / self.schedule.min_rate) + 1)
-        self.levels = min(levels, B)
-        self.app = AppScheduler(B, self.levels)
+        self.max_levels = levels
         self.seq = Sequencer(self.schedule, self.E, start=start)
         self.buffer_time = 1.0 / self.schedule.min_rate
         self.next_buffer = 0
         self.packets = 0
+        # window of source blocks carouselled together (whole file unless the
+        # session bounds it): memory holds only the window's encoded blocks
+        self.window = sd.window_blocks or max(1, self.pt.blocks)
+        self.n_windows = max(1, -(-self.pt.blocks // self.window))
+        self._win = -1
+        self._win_buffer = 0
+        self._win_buffers = 0
+        self._enter_window(0)
+
+    def _enter_window(self, w: int) -> None:
+        if w == self._win:
+            return
+        self._win = w
+        first = w * self.window
+        blocks = range(first, min(self.pt.blocks, first + self.window))
+        self._blocks = {b: v for b, v in self._blocks.items() if b in blocks}
+        self.order = _order(self.pt, self.sd, blocks)
+        B = max(1, len(self.order))
+        self.levels = min(self.max_levels, B)
+        self.app = AppScheduler(B, self.levels)
+        self._win_buffer = 0
+        # one pass of the application scheduler at the top rate per visit
+        self._win_buffers = -(-B // self.levels)
 
     def _block(self, sbn: int) -> tuple[bytes, bytes]:
         got = self._blocks.get(sbn)
@@ -176,8 +199,14 @@ class FileSender:
 
     def next_pdus(self) -> list[tuple[Pdu, AlcPacket]]:
         """Sequence the next application buffer; returns (PDU, packet) by due time."""
-        b = self.next_buffer
+        if self.n_windows > 1 and self._win_buffer >= self._win_buffers:
+            self._enter_window((self._win + 1) % self.n_windows)
+        b = self._win_buffer if self.n_windows > 1 else self.next_buffer
+        self._win_buffer += 1
         self.next_buffer += 1
+        if not self.pt.blocks:  # empty file: keep the clock moving, send nothing
+            self.seq.send(b"", self.buffer_time)
+            return []
         cap = self.seq.capacity(self.buffer_time)
         blocks = self.app.buffer(b)[:cap]
         ids = [self.order[x] for x in blocks]

@@ -141,3 +141,21 @@ def test_demo_rows():
     rows = run(quick=True)
     assert len(rows) == 3 and all(r["ok"] for r in rows)
     assert all(r["system"] == "m2c" for r in rows)
+
+
+async def test_session_description_over_http(tmp_path):
+    from m2c.cli import _serve_sdp, load_sdp
+
+    src = make_file(tmp_path, 1000)
+    group, port = fresh_net()
+    sd = make_session(src, group=group, port=port)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        http_port = probe.getsockname()[1]
+    server = await _serve_sdp(sd.to_json(), "127.0.0.1", http_port)
+    try:
+        got = await asyncio.to_thread(load_sdp, f"http://127.0.0.1:{http_port}/")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert got == sd and got.schedule().describe() == sd.schedule().describe()
