@@ -92,6 +92,8 @@ class Channel:
         self.choking = False  # we choke them
         self.send_choke: bool | None = None
         self.data_out: dict[int, tuple[float, int]] = {}
+        #: chunks sent to this peer (their hashes need not be repeated, 5.3)
+        self.sent = Binmap()
         self.ledbat = Ledbat(mss=mss, slow_start=slow_start, init_cwnd=4 if slow_start else None)
         self.served = 0.0  # WFQ: bytes served
         # download side

@@ -38,6 +38,23 @@ class MemoryStorage:
         self.buf[offset:end] = data
 
 
+class _Either:
+    """Union view of two binmaps for :meth:`MerkleTree.uncles`."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Binmap, b: Binmap) -> None:
+        self.a, self.b = a, b
+
+    def find_filled(self, lo: int, hi: int) -> int | None:
+        x = self.a.find_filled(lo, hi)
+        y = self.b.find_filled(lo, hi if x is None else x)
+        return y if y is not None else x
+
+    def is_empty(self, b: int) -> bool:
+        return self.a.is_empty(b) and self.b.is_empty(b)
+
+
 class Content:
     """What a peer knows and holds of one swarm's content."""
 
@@ -101,11 +118,20 @@ class Content:
             data = data[:t.size - i * self.chunk_size]
         return data
 
-    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set) -> list:
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set,
+                      sent: Binmap | None = None) -> list:
         """Items ("h", bin, hash) to put before DATA i: peaks for a cold peer
-        (5.6.2), then uncle hashes by height descending (5.4)."""
+        (5.6.2), then uncle hashes by height descending (5.4).
+
+        ``sent`` (chunks already sent, not yet acknowledged) lets us skip
+        hashes those datagrams carried, the optimisation of section 5.3; a
+        chunk sent before is a retransmission and gets its full uncle list.
+        """
         hs = list(self.tree.peaks()) if cold else []
-        hs.extend(self.tree.uncles(i, peer_have))
+        known: Binmap | _Either = peer_have
+        if sent is not None and not sent.has(i):
+            known = _Either(peer_have, sent)
+        hs.extend(self.tree.uncles(i, known))  # type: ignore[arg-type]
         return [("h", b, h) for b, h in hs]
 
     def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:

@@ -268,7 +268,8 @@ class LiveContent:
         self._forget()
         return out
 
-    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set) -> list:
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set,
+                      sent: Binmap | None = None) -> list:
         """Items to put before DATA i, in order (6.1.2.3): ("h", bin, hash),
         ("s", bin, ts, sig): the signed munro unless the peer has a chunk under
         it, then the uncles below the munro."""

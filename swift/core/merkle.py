@@ -57,6 +57,7 @@ class MerkleTree:
         #: exact content size in bytes once the last chunk is verified
         self.size: int | None = None
         self.root_bin: int | None = None
+        self.last_missing = False
         self._hashes = bytearray()
         self._known = bytearray()
 
@@ -289,7 +290,10 @@ class MerkleTree:
         changes.
         """
         n = self.n_chunks
+        #: True when the last failed verify lacked a hash (not a mismatch)
+        self.last_missing = False
         if n is None or not 0 <= chunk < n:
+            self.last_missing = n is None
             return False
         cs = self.chunk_size
         if chunk < n - 1 and len(data) != cs:
@@ -308,6 +312,7 @@ class MerkleTree:
             else:
                 sd = offered.get(s)
                 if sd is None or len(sd) != self.hash_size:
+                    self.last_missing = sd is None
                     return False
                 path.append((s, sd))
             path.append((b, d))

@@ -479,6 +479,11 @@ class Peer:
             if self.content.have.has(i):
                 self.stats["dup"] += 1
                 return
+            if getattr(tree, "last_missing", False):
+                # hashes lost with an earlier datagram (5.3): not the peer's
+                # fault; ask again, the sender then resends the full uncles
+                self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
+                return
             self.stats["rejected"] += 1
             self.events.append(ev.ChunkRejected(i, ch.addr))
             ch.bad += 1
@@ -682,7 +687,7 @@ class Peer:
         ctx = self.ctx
         parts = [ch.remote_id.to_bytes(4, "big")]
         cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
-        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros):
+        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros, ch.sent):
             lo, hi = B.base_range(item[1])
             s, t = self._specs(lo, hi, clip=False)[0]
             if item[0] == "h":  # INTEGRITY (8.8)
@@ -766,6 +771,7 @@ class Peer:
             if i is None or not have.has(i) or ch.peer_have.has(i):
                 continue
             d = self._data_dgram(ch, i, now)
+            ch.sent.set(B.chunk(i))
             out.append((d, ch.addr))
             ch.data_out[i] = (now, len(d))
             ch.ledbat.on_send(len(d), now)
