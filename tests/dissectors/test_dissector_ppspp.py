@@ -12,14 +12,12 @@ what makes the sizes come out right.
 
 from __future__ import annotations
 
-import ipaddress
 import random
 import socket
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from scapy.fields import ConditionalField, PacketListField
 from scapy.layers.inet import UDP
 from scapy.packet import Raw
 from scapy.utils import wrpcap
@@ -27,6 +25,7 @@ from wslua_support import (
     UdpPair,
     as_list,
     capture,
+    compare_scapy,
     jbytes,
     jint,
     malformed,
@@ -68,6 +67,10 @@ from swift.wire.constants import (
 
 LUA = ["ppspp.lua"]
 SPEC_TYPES = {1, 2, 3, 4, 7, 8, 9}
+
+#: every example is a real capture and tshark runs: report the failing
+#: example as generated instead of shrinking it through dozens of captures
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 # ---------------------------------------------------------------------------
 # strategies
@@ -185,34 +188,9 @@ def conversation(draw, cam: int):
 # comparison: scapy's decode vs the dissector's JSON, field by field
 
 
-def _norm_ip(v: str) -> str:
-    return str(ipaddress.ip_address(v))
-
-
 def compare(pkt, node: dict, where: str) -> None:
     """Every scapy field of ``pkt`` equals ``node['ppspp.<name>']``."""
-    for fld in pkt.fields_desc:
-        if isinstance(fld, ConditionalField):
-            if not fld._evalcond(pkt):
-                continue
-            fld = fld.fld
-        key = f"ppspp.{fld.name}"
-        val = pkt.getfieldval(fld.name)
-        if isinstance(fld, PacketListField):
-            items = as_list(node.get(key))
-            assert len(items) == len(val), f"{where}: {key} {len(items)} != {len(val)}"
-            for i, (sub, j) in enumerate(zip(val, items)):
-                compare(sub, j, f"{where}/{key}[{i}]")
-            continue
-        assert key in node, f"{where}: {key} missing in {sorted(node)}"
-        got = node[key]
-        assert not isinstance(got, list), f"{where}: {key} repeated: {got}"
-        if isinstance(val, bytes):
-            assert jbytes(got) == val, f"{where}: {key}"
-        elif isinstance(val, str):
-            assert _norm_ip(got) == _norm_ip(val), f"{where}: {key}"
-        else:
-            assert jint(got) == int(val), f"{where}: {key} {got} != {val}"
+    compare_scapy(pkt, node, "ppspp", where)
 
 
 def check_bins(ctx: WireContext, msgs: list, node: dict, where: str) -> None:
@@ -266,7 +244,7 @@ def captured_payloads(pcap) -> list[bytes]:
 @pytest.mark.root
 @pytest.mark.tool("tshark", "tcpdump")
 @pytest.mark.slow
-@settings(max_examples=3, deadline=None, derandomize=False,
+@settings(max_examples=3, deadline=None, phases=NO_SHRINK, derandomize=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large, HealthCheck.too_slow])
 @given(convs=st.tuples(*[conversation(cam) for cam in range(5)]), seed=st.integers(0, 2**16))
@@ -330,7 +308,7 @@ def _bad_datagrams() -> list[tuple[WireContext, bytes]]:
 
 @pytest.mark.root
 @pytest.mark.tool("tshark", "tcpdump")
-@settings(max_examples=2, deadline=None,
+@settings(max_examples=2, deadline=None, phases=NO_SHRINK,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(base=conversation(int(ChunkAddressing.CHUNK32)),
        cuts=st.lists(st.floats(0, 1, exclude_max=True), min_size=30, max_size=30),

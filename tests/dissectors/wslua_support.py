@@ -168,3 +168,38 @@ def jbytes(v: str) -> bytes:
 def jint(v: str) -> int:
     """tshark's decimal or 0x-hex integer string -> int."""
     return int(v, 0)
+
+
+def compare_scapy(pkt, node: dict, prefix: str, where: str) -> None:
+    """Every field of the scapy packet ``pkt`` equals ``node['<prefix>.<name>']``.
+
+    Conditional fields count only when present; packet lists map to repeated
+    subtrees of the same name.  Call inside any context the layer's conditions
+    read (e.g. swift.wire.layers.use_context).
+    """
+    import ipaddress
+
+    from scapy.fields import ConditionalField, PacketListField
+
+    for fld in pkt.fields_desc:
+        if isinstance(fld, ConditionalField):
+            if not fld._evalcond(pkt):
+                continue
+            fld = fld.fld
+        key = f"{prefix}.{fld.name}"
+        val = pkt.getfieldval(fld.name)
+        if isinstance(fld, PacketListField):
+            items = as_list(node.get(key))
+            assert len(items) == len(val), f"{where}: {key} {len(items)} != {len(val)}"
+            for i, (sub, j) in enumerate(zip(val, items)):
+                compare_scapy(sub, j, prefix, f"{where}/{key}[{i}]")
+            continue
+        assert key in node, f"{where}: {key} missing in {sorted(node)}"
+        got = node[key]
+        assert not isinstance(got, list), f"{where}: {key} repeated: {got}"
+        if isinstance(val, bytes):
+            assert jbytes(got) == val, f"{where}: {key}"
+        elif isinstance(val, str):
+            assert ipaddress.ip_address(got) == ipaddress.ip_address(val), f"{where}: {key}"
+        else:
+            assert jint(got) == int(val), f"{where}: {key} {got} != {val}"
