@@ -164,6 +164,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    try:
+        # a link emulator should not wait behind the experiment it delays: like the
+        # kernel's netem (softirq), get ahead of ordinary processes, without real-time
+        # priority (a flood must not starve the machine)
+        os.nice(-10)
+    except OSError:
+        pass
     imp = Impairer(a)
     tap = open_tap(a.tap, a.dev)
     out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
