@@ -213,7 +213,12 @@ class FileSender:
         buf = b"".join(self.symbol(sbn, esi) for sbn, esi in ids)
         out = []
         cp = self.sd.codepoint
-        for p in self.seq.send(buf, self.buffer_time):
+        for p in self.seq.send(buf, self.buffer_time, fill_empty=True):
+            if p.j < 0:  # nothing for this slot (tiny file): a data-less packet
+                out.append((p, AlcPacket(self.sd.session, self.sd.toi, cp, p.slot, p.g,
+                                         p.index & 0xFFFFFFFF, p.buffer_id, 0, 0, 0,
+                                         data_less=True)))
+                continue
             sbn, esi = ids[p.j]
             k = self.pt.block_length(sbn)
             out.append((p, AlcPacket(self.sd.session, self.sd.toi, cp, p.slot, p.g,
@@ -294,6 +299,8 @@ class FileReceiver:
         self.packets += 1
         self.link_bytes += wire_len + IP_UDP_OVERHEAD
         self.app_bytes += len(pkt.payload)
+        if pkt.data_less:
+            return []
         if pkt.toi != self.sd.toi or pkt.codepoint != self.sd.codepoint:
             return []
         if not 0 <= pkt.sbn < self.pt.blocks or len(pkt.payload) != self.E:

@@ -83,10 +83,13 @@ class Sequencer:
         return sum(t.count for t in tiles_for_window(self.schedule, t0, t0 + buffer_time))
 
     def send(self, buffer: bytes | bytearray | memoryview, buffer_time: float,
-             buffer_length: int | None = None) -> list[Pdu]:
+             buffer_length: int | None = None, fill_empty: bool = False) -> list[Pdu]:
         """Sequence one buffer over the next ``buffer_time`` seconds (paper 5.1 API).
 
-        Returns its PDUs sorted by send time.
+        Returns its PDUs sorted by send time.  With ``fill_empty`` the slots left
+        empty by a short buffer come back as PDUs with ``j = -1`` and no data, for
+        the sender to fill with data-less packets (keeps each group's PSN
+        sequence and rate, so receivers do not count them as losses).
         """
         if buffer_time <= 0:
             raise FECError("buffer_time must be > 0")
@@ -105,10 +108,16 @@ class Sequencer:
         out: list[Pdu] = []
         j = 0
         for tile in tiles_for_window(sched, t0, t1):
-            if j >= n_pdu:
+            if j >= n_pdu and not fill_empty:
                 break
-            used = min(tile.count, n_pdu - j)
+            used = max(0, min(tile.count, n_pdu - j))
             s0 = tile.first - sched.index(tile.channel, t0)
+            if fill_empty:
+                for pos in range(tile.count - used):
+                    idx = tile.first + pos
+                    due = sched.time_of(tile.channel, idx)
+                    out.append(Pdu(-1, tile.channel, s0 + pos, idx, due, sched.slot(due), bid,
+                                   0, b""))
             for r in range(used):
                 pos = tile.count - 1 - r  # most important PDU on the last packet
                 idx = tile.first + pos

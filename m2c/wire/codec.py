@@ -59,6 +59,9 @@ class AlcPacket:
     """EXT_FTI, when carried"""
     close_session: bool = False
     close_object: bool = False
+    data_less: bool = False
+    """no FEC Payload ID and no symbol (RFC 5775 4.1): keeps a group's PSN
+    sequence and rate when the sequencer has nothing for a slot"""
 
 
 def encode(p: AlcPacket) -> bytes:
@@ -75,7 +78,13 @@ def encode(p: AlcPacket) -> bytes:
     w0 = (LCT_VERSION << 28 | 0 << 26 | 0 << 24 | 1 << 23 | 1 << 21 | 0 << 20
           | int(p.close_session) << 17 | int(p.close_object) << 16 | hdr_len << 8 | p.codepoint)
     cci = (p.slot & 0xFF) << 24 | (p.group & 0xFF) << 16 | (p.psn & 0xFFFF)
-    if p.codepoint == Codepoint.LDPC_STAIRCASE:
+    if p.data_less:
+        if p.payload or p.sbn or p.esi or p.sbl:
+            raise FECError("a data-less packet carries no FEC Payload ID nor payload")
+        if p.codepoint not in (Codepoint.LDPC_STAIRCASE, Codepoint.SMALL_BLOCK_SYSTEMATIC):
+            raise FECError(f"unsupported codepoint {p.codepoint}")
+        fpi = b""
+    elif p.codepoint == Codepoint.LDPC_STAIRCASE:
         if not (0 <= p.sbn < 1 << 12 and 0 <= p.esi < 1 << 20):
             raise FECError("LDPC FPI: SBN < 2^12, ESI < 2^20")
         fpi = _U32.pack(p.sbn << 20 | p.esi)
@@ -161,6 +170,11 @@ def decode(data: bytes | bytearray | memoryview, session: int | None = None) -> 
         (cci,) = _U32.unpack_from(data, 4)
         if cci != ((slot & 0xFF) << 24 | (group & 0xFF) << 16 | (psn & 0xFFFF)):
             raise DecodeError("CCI disagrees with EXT_M2C")
+    if cp not in (Codepoint.LDPC_STAIRCASE, Codepoint.SMALL_BLOCK_SYSTEMATIC):
+        raise DecodeError(f"unsupported codepoint {cp}")
+    if n == hdr_len:  # data-less (RFC 5775 4.1)
+        return AlcPacket(tsi, toi, cp, slot, group, psn, buffer_id, offset, 0, 0, b"", 0, fti,
+                         bool(w0 >> 17 & 1), bool(w0 >> 16 & 1), True)
     if cp == Codepoint.LDPC_STAIRCASE:
         if n < hdr_len + 4:
             raise DecodeError("missing FEC Payload ID")

@@ -159,3 +159,15 @@ async def test_session_description_over_http(tmp_path):
         server.close()
         await server.wait_closed()
     assert got == sd and got.schedule().describe() == sd.schedule().describe()
+
+
+async def test_tiny_file_no_false_losses(tmp_path):
+    """A file smaller than one buffer: empty slots go out as data-less packets,
+    so the receivers' PSN accounting sees no loss."""
+    src = make_file(tmp_path, 3000)
+    sd, res, _ = await transfer(src, str(tmp_path), controllers=("m2c",))
+    assert res[0]["ok"] and res[0]["metrics"].loss == 0.0
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    sd, res, _ = await transfer(str(empty), str(tmp_path), controllers=("m2c",))
+    assert res[0]["ok"]

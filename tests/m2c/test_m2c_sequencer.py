@@ -248,3 +248,19 @@ def test_windowed_carousel_bounds_memory_and_still_completes(drop):
             break
     assert rcv.complete and bytes(out) == data
     assert held <= 3
+
+
+def test_fill_empty_keeps_every_slot_of_the_window():
+    s = WaveSchedule(20.0, 2000.0, tsd=1.0, k=2)
+    cap = Sequencer(s, pdu_size=10, start=0.5).capacity(1.0)
+    pdus = Sequencer(s, pdu_size=10, start=0.5).send(b"y" * 333, 1.0, fill_empty=True)
+    assert len(pdus) == cap
+    data = [p for p in pdus if p.j >= 0]
+    assert sorted(p.j for p in data) == list(range(34))
+    # every (group, index) slot of the window appears once, in due-time order
+    assert len({(p.g, p.index) for p in pdus}) == cap
+    assert [p.due for p in pdus] == sorted(p.due for p in pdus)
+    for ch in range(s.channels + 1):
+        idx = sorted(p.index for p in pdus if p.g == ch)
+        if idx:
+            assert idx == list(range(idx[0], idx[0] + len(idx)))

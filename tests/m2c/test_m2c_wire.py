@@ -34,10 +34,13 @@ def packets(draw):
     else:
         sbn, esi, sbl = draw(U32), draw(st.integers(0, 65535)), draw(st.integers(0, 65535))
         fti = None
+    data_less = draw(st.booleans()) and draw(st.booleans())
+    if data_less:
+        sbn = esi = sbl = 0
     return codec.AlcPacket(draw(U32), draw(U32), cp, draw(U32), draw(st.integers(0, 65535)),
                            draw(U32), draw(U32), draw(U32), sbn, esi,
-                           draw(st.binary(max_size=64)), sbl, fti, draw(st.booleans()),
-                           draw(st.booleans()))
+                           b"" if data_less else draw(st.binary(max_size=64)), sbl, fti,
+                           draw(st.booleans()), draw(st.booleans()), data_less)
 
 
 def to_scapy(p: codec.AlcPacket):
@@ -51,6 +54,8 @@ def to_scapy(p: codec.AlcPacket):
                    offset=p.offset), ExtM2CCRC()]
     lct = LCT(tsi=p.session, toi=p.toi, codepoint=p.codepoint, a=int(p.close_session),
               b=int(p.close_object), ext=ext)
+    if p.data_less:
+        return lct
     fpi = ALC_FPI3(sbn=p.sbn, esi=p.esi) if p.codepoint == 3 else ALC_FPI129(
         sbn=p.sbn, sbl=p.sbl, esi=p.esi)
     return lct / fpi / Raw(p.payload)
@@ -69,8 +74,9 @@ def test_codec_and_scapy_same_bytes(p):
     m = d[ExtM2C]
     assert (d.tsi, d.toi, d.codepoint, m.group, m.slot, m.psn, m.buffer_id, m.offset) == (
         p.session, p.toi, p.codepoint, p.group, p.slot, p.psn, p.buffer_id, p.offset)
-    fpi = d[ALC_FPI3] if p.codepoint == 3 else d[ALC_FPI129]
-    assert (fpi.sbn, fpi.esi) == (p.sbn, p.esi)
+    if not p.data_less:
+        fpi = d[ALC_FPI3] if p.codepoint == 3 else d[ALC_FPI129]
+        assert (fpi.sbn, fpi.esi) == (p.sbn, p.esi)
     assert bytes(d) == wire
 
 
