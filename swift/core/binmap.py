@@ -17,8 +17,10 @@ setting one grows the tree upward.  Public operations take chunk ranges
 
 from __future__ import annotations
 
+from array import array
 from typing import Iterator
 
+from swift._fast import binmap_find
 from swift.core import bins as B
 
 _FULL = 0xFFFF
@@ -55,8 +57,8 @@ class Binmap:
 
     def __init__(self) -> None:
         # cell c has halves _h[2c], _h[2c+1]; _deep[k] says half k points to a cell
-        self._h: list[int] = [0, 0]
-        self._deep: list[bool] = [False, False]
+        self._h = array("I", (0, 0))
+        self._deep = bytearray(2)
         self._free: list[int] = []
         self.root = 0
         self.root_layer = 0
@@ -68,17 +70,17 @@ class Binmap:
             c = self._free.pop()
             self._h[2 * c] = left
             self._h[2 * c + 1] = right
-            self._deep[2 * c] = self._deep[2 * c + 1] = False
+            self._deep[2 * c] = self._deep[2 * c + 1] = 0
             return c
-        self._h += (left, right)
-        self._deep += (False, False)
+        self._h.extend((left, right))
+        self._deep.extend(b"\0\0")
         return len(self._h) // 2 - 1
 
     def _release(self, c: int) -> None:
         for k in (2 * c, 2 * c + 1):
             if self._deep[k]:
                 self._release(self._h[k])
-                self._deep[k] = False
+                self._deep[k] = 0
         self._free.append(c)
 
     @property
@@ -96,7 +98,7 @@ class Binmap:
             old = self.root
             new = self._alloc(0, 0)
             self._h[2 * new] = old
-            self._deep[2 * new] = True
+            self._deep[2 * new] = 1
             self.root = new
             self.root_layer += 1
             self._pack(new, 0)
@@ -113,7 +115,7 @@ class Binmap:
         if v is None:
             return
         self._free.append(ch)
-        self._deep[k] = False
+        self._deep[k] = 0
         self._h[k] = v
 
     # -- update -----------------------------------------------------------------
@@ -133,7 +135,7 @@ class Binmap:
             if a == hs and b == he:
                 if deep[k]:
                     self._release(h[k])
-                    deep[k] = False
+                    deep[k] = 0
                 h[k] = _FULL if val else 0
                 continue
             if not deep[k]:
@@ -148,8 +150,9 @@ class Binmap:
                 if not val and not (bm & _mask((a - hs) >> lay, (b - 1 - hs) >> lay)):
                     continue
                 ch = self._alloc(_EXPAND[bm & 0xFF], _EXPAND[bm >> 8])
+                h = self._h
                 h[k] = ch
-                deep[k] = True
+                deep[k] = 1
             self._set(h[k], lay - 1, hs, a, b, val)
             self._pack(c, side)
 
@@ -196,8 +199,9 @@ class Binmap:
                 break
             bm = h[k]  # split the leaf half down one layer and retry
             ch = self._alloc(_EXPAND[bm & 0xFF], _EXPAND[bm >> 8])
+            h, deep = self._h, self._deep
             h[k] = ch
-            deep[k] = True
+            deep[k] = 1
         # fold: the changed half may now pair up with its sibling
         while path:
             pc, ps = path.pop()
@@ -266,7 +270,8 @@ class Binmap:
         hi = self.span if hi is None else min(hi, self.span)
         if lo >= hi:
             return None
-        return self._find(self.root, self.root_layer, 0, lo, hi, True)
+        r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, True)
+        return None if r < 0 else r
 
     def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""
@@ -277,7 +282,9 @@ class Binmap:
             return None
         if lo >= self.span:
             return lo
-        r = self._find(self.root, self.root_layer, 0, lo, min(hi, self.span), False)
+        r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, min(hi, self.span), False)
+        if r < 0:
+            r = None
         if r is None and (unbounded or hi > self.span):
             return self.span  # everything past the span is empty
         return r
