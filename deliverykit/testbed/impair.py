@@ -41,6 +41,7 @@ TUNSETIFF = 0x400454CA
 IFF_TAP = 0x0002
 IFF_NO_PI = 0x1000
 ETH_HLEN = 14
+TAP_QUEUE = 10_000  # frames the tap holds before the impairer reads them
 
 
 class GilbertElliott:
@@ -135,6 +136,8 @@ def open_tap(name: str, like: str) -> int:
         mtu = struct.unpack("16si20x", fcntl.ioctl(  # SIOCGIFMTU of the shaped interface
             s, 0x8921, struct.pack("16si20x", like.encode(), 0)))[1]
         fcntl.ioctl(s, 0x8922, struct.pack("16si20x", name.encode(), mtu))  # SIOCSIFMTU
+        # a deep queue (SIOCSIFTXQLEN) so a burst survives the impairer waiting for a CPU
+        fcntl.ioctl(s, 0x8943, struct.pack("16si20x", name.encode(), TAP_QUEUE))
         ifreq = fcntl.ioctl(s, 0x8913, struct.pack("16sh22x", name.encode(), 0))  # SIOCGIFFLAGS
         flags = struct.unpack("16sh22x", ifreq)[1] | 0x1  # IFF_UP
         fcntl.ioctl(s, 0x8914, struct.pack("16sh22x", name.encode(), flags))  # SIOCSIFFLAGS
