@@ -202,10 +202,14 @@ class Binmap:
             h, deep = self._h, self._deep
             h[k] = ch
             deep[k] = 1
-        # fold: the changed half may now pair up with its sibling
+        # fold: the changed half may now pair up with its sibling; once a
+        # level stays deep, no level above it can fold either
+        deep = self._deep
         while path:
             pc, ps = path.pop()
             self._pack(pc, ps)
+            if deep[2 * pc + ps]:
+                break
 
     def set(self, b: int) -> None:
         """Mark every chunk of bin ``b`` filled."""
