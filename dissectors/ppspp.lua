@@ -220,8 +220,9 @@ local function bin_range(b, wide)
             lay = lay + 1
             x = x:rshift(1)
         end
-        if lay >= 63 then return nil end
-        local first = b:rshift(lay + 1):lshift(lay)
+        if lay >= 64 then return nil end
+        local first = UInt64(0)  -- layer 63: the whole 64-bit space (no 64-bit shift)
+        if lay < 63 then first = b:rshift(lay + 1):lshift(lay) end
         return first, first + one:lshift(lay) - one, lay
     end
     local lay = 0
