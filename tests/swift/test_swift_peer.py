@@ -292,3 +292,25 @@ def test_pex_introduces_leechers() -> None:
     # the leechers opened a channel to each other from the PEX_RES address
     assert any(c.addr == EVIL for c in a.channels.values()) or any(
         c.addr == LEECH for c in b.channels.values())
+
+
+def test_state_per_peer_is_bounded() -> None:
+    data = os.urandom(64 * 1024)
+    s = seeder(data, PeerConfig(seed=1, queue_limit=100, max_channels=4))
+    l = leecher(s.swarm_id, PeerConfig(seed=2))
+    l.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: l}, steps=2)
+    sch = next(iter(s.channels.values()))
+    for _ in range(50):
+        s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Request(0, 0xFFFFFFF0)] * 20),
+                            LEECH, 0.1)
+    assert len(sch.upload) <= 100
+    for k in range(160):  # 5920 INTEGRITY messages without a DATA
+        msgs = [C.Integrity(2 * i, 2 * i + 1, bytes(32)) for i in range(k * 37, (k + 1) * 37)]
+        s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, msgs), LEECH, 0.1)
+    assert len(sch.pending_hashes) <= 4096 and len(sch.hash_order) <= 4096
+    # handshakes from many addresses: channels capped, no replies past the cap
+    for i in range(20):
+        hs = C.Handshake(1000 + i, C.HandshakeOptions(version=1, min_version=1, swarm_id=s.swarm_id))
+        s.datagram_received(C.encode_datagram(s.ctx, 0, [hs]), ("10.9.9.9", 1000 + i), 0.2)
+    assert len(s.channels) <= 4 and s.stats["refused"] >= 16
