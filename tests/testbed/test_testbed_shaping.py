@@ -22,13 +22,14 @@ PORT = 7100
 STAMP = struct.Struct("!Id")  # sequence number, time.monotonic() at send
 
 
-def receive(ready, count: int, idle: float = 1.0) -> list[tuple[int, float, float]]:
+def receive(ready, count: int, idle: float = 1.0,
+            first: float = 10.0) -> list[tuple[int, float, float]]:
     """(seq, one-way delay, arrival time) per datagram, until ``count`` or ``idle`` s of silence."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind(("0.0.0.0", PORT))
     ready.set()
-    s.settimeout(10.0)  # the first datagram
+    s.settimeout(first)  # the first datagram
     out: list[tuple[int, float, float]] = []
     try:
         while len(out) < count:
@@ -69,10 +70,10 @@ def pair(tb: Testbed):
     return a, b, link
 
 
-def measure(tb, src, dst_host, dst_ip, count, interval, size=200, expect=None):
+def measure(tb, src, dst_host, dst_ip, count, interval, size=200, expect=None, first=10.0):
     """Send ``count`` datagrams from src; receive up to ``expect`` (default ``count``)."""
     ready = tb.event()
-    rx = tb.spawn(dst_host, receive, ready, expect or count)
+    rx = tb.spawn(dst_host, receive, ready, expect or count, 1.0, first)
     assert ready.wait(10)
     tb.run(src, send, dst_ip, count, interval, size, timeout=120)
     return rx.result(timeout=60)
@@ -254,3 +255,16 @@ def test_netem_on_a_jumbo_link_keeps_big_frames() -> None:
         tb.shape(link.a, netem=Netem(delay_ms=5))
         got = measure(tb, a, b, "10.0.1.2", 20, 0.005, size=8000)
     assert len(got) == 20 and min(d for _, d, _ in got) >= 0.0045
+
+
+@pytest.mark.root
+def test_netem_corrupt_frames_fail_their_checksums() -> None:
+    with Testbed() as tb:
+        a, b, link = pair(tb)
+        measure(tb, a, b, "10.0.1.2", 3, 0.01)  # resolve ARP before corrupting everything
+        tb.shape(link.a, netem=Netem(corrupt_pct=100))
+        got = measure(tb, a, b, "10.0.1.2", 20, 0.01, first=1.5)
+        stats = tb.unshape(link.a)
+    assert got == []  # each frame had one bit flipped past its Ethernet header
+    if stats is not None:  # userspace impairer: it did send them
+        assert stats["corrupted"] >= 20 and stats["sent"] >= 20
