@@ -37,6 +37,10 @@ class Link:
     a: End
     b: End
 
+    @property
+    def ends(self) -> tuple[End, End]:
+        return (self.a, self.b)
+
     def end(self, host: Host) -> End:
         """The end that lives in ``host``."""
         for end in (self.a, self.b):

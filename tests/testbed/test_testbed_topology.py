@@ -109,7 +109,7 @@ def test_interface_names_and_ends() -> None:
         l2 = tb.link(a, b)
         names = (l1.a.ifname, l1.b.ifname, l2.a.ifname, l2.b.ifname)
         assert names == ("to-b", "to-a", "to-b1", "to-a1")
-        assert l1.end(b) == l1.b and l1.a.ip == "10.0.1.1"
+        assert l1.end(b) == l1.b and l1.ends == (l1.a, l1.b) and l1.a.ip == "10.0.1.1"
         assert tb.ifaces(a) == ["lo", "to-b", "to-b1"]
         # run() really executes inside the namespace: the child sees a's interfaces
         names = tb.run(a, lambda: sorted(n for _, n in socket.if_nameindex()))
