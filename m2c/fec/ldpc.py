@@ -31,6 +31,7 @@ source symbol is returned only when the received symbols determine it.
 from __future__ import annotations
 
 import functools
+import heapq
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -320,6 +321,8 @@ class LDPCDecoder:
         constraints: list[tuple[int, int]] = []
         ready = [e for e in eqs if len(unk[e]) == 1]
         unresolved = {v for v in range(n) if not known[v]}
+        lightest = [(len(unk[e]), e) for e in eqs]  # lazy min-heap of equation degrees
+        heapq.heapify(lightest)
 
         def resolve(v: int, r: int, mk: int) -> None:
             expr[v] = (r, mk)
@@ -331,6 +334,8 @@ class LDPCDecoder:
                 mask[e2] ^= mk
                 if len(s) == 1:
                     ready.append(e2)
+                elif s:
+                    heapq.heappush(lightest, (len(s), e2))
                 elif not s:
                     constraints.append((mask[e2], rhs[e2]))
                     del unk[e2]
@@ -349,8 +354,14 @@ class LDPCDecoder:
             if not unresolved:
                 break
             # stalled: inactivate the unknown of highest degree in a lightest equation
-            if unk:
-                e = min(unk, key=lambda x: len(unk[x]))
+            e = -1
+            while lightest:
+                deg, cand = heapq.heappop(lightest)
+                if cand in unk and len(unk[cand]) == deg and deg >= 2:
+                    e = cand
+                    heapq.heappush(lightest, (deg, cand))
+                    break
+            if e >= 0:
                 v = max(unk[e], key=lambda x: len(var_eqs.get(x, ())))
             else:
                 v = next(iter(unresolved))
