@@ -37,7 +37,7 @@ def _hostport(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected host:port, got {text!r}")
-    return host, int(port)
+    return host.strip("[]"), int(port)
 
 
 def _proxy(a: argparse.Namespace) -> int:

@@ -219,3 +219,41 @@ def test_upstream_keepalive_reuse_and_origin_restart(make_stack) -> None:
     st.origin = st.call(Origin(port=port).start())
     out = st.raw(get % 9)
     assert out.startswith(b"HTTP/1.1 200") and out.endswith(expected("/ka9", 3000))
+
+
+def test_http10_and_pipelined_requests(make_stack) -> None:
+    st = make_stack()
+    out = st.raw(b"GET /h10?size=500 HTTP/1.0\r\n\r\n")  # HTTP/1.0, no Host: reverse-proxy default
+    assert out.startswith(b"HTTP/1.1 200") and out.endswith(expected("/h10", 500))
+    two = (b"GET /p1?size=300 HTTP/1.1\r\nHost: h\r\n\r\n"
+           b"GET /p2?size=400 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    out = st.raw(two)
+    first, _, rest = out.partition(expected("/p1", 300))
+    assert first.startswith(b"HTTP/1.1 200") and rest.startswith(b"HTTP/1.1 200")
+    assert rest.endswith(expected("/p2", 400))
+
+
+@pytest.mark.tool("curl")
+def test_ipv6_loopback(tmp_path: Path) -> None:
+    import asyncio as aio
+
+    from vmc.aio.origin import Origin
+    from vmc.aio.proxy import Proxy, ProxyConfig
+
+    async def main():
+        o = await Origin(host="::1").start()
+        p = await Proxy(ProxyConfig(host="::1", upstreams=[o.authority])).start()
+        try:
+            px = "[%s]:%d" % p.address[:2]
+            r = await fetch(f"http://{o.authority}/v6?size=1000", proxy=px)
+            c = await aio.create_subprocess_exec(
+                "curl", "-sS", "-g", "-o", str(tmp_path / "v6"), "-x", f"http://{px}",
+                f"http://{o.authority}/v6?size=1000")
+            return r, await c.wait()
+        finally:
+            await p.close()
+            await o.close()
+
+    r, rc = asyncio.run(main())
+    assert r.status == 200 and r.body == expected("/v6", 1000)
+    assert rc == 0 and (tmp_path / "v6").read_bytes() == expected("/v6", 1000)

@@ -121,7 +121,7 @@ class Origin:
     @property
     def authority(self) -> str:
         h, p = self.address
-        return f"{h}:{p}"
+        return f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
 
     async def close(self) -> None:
         if self._server is not None:

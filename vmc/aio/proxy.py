@@ -683,6 +683,7 @@ async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: flo
 
     proxy = await Proxy(cfg).start()
     host, port = proxy.address
+    host = f"[{host}]" if ":" in host else host
     print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); upstreams {sorted(proxy.allowed)}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
