@@ -167,8 +167,9 @@ def _summarise(rows: list[dict]) -> list[dict]:
     for scale in sorted({r["scale"] for r in rows}):
         per = {}
         for mode in ("plain", "corecast"):
-            rs = [r for r in rows if r["scale"] == scale and r["mode"] == mode]
-            per[mode] = sum(r["cpu_us_per_pkt"] for r in rs) / len(rs)
+            rs = sorted(r["cpu_us_per_pkt"] for r in rows
+                        if r["scale"] == scale and r["mode"] == mode)
+            per[mode] = rs[len(rs) // 2]  # median: the machine is shared
         out.append({"scale": scale, "clients": next(r["clients"] for r in rows
                                                      if r["scale"] == scale),
                     "plain_us_per_pkt": round(per["plain"], 3),
