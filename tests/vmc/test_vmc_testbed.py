@@ -38,18 +38,33 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
     from vmc.aio.origin import expected
     from vmc.experiments.testbed import C_IP, NFT_RULES, O_IP, PROXY_PORT, R_C_IP, R_O_IP
 
+    O6 = "fd61:2::2"
     with Testbed(prefix="vmct") as tb:
         c, r, o = tb.host("c"), tb.host("r", forwarding=True), tb.host("o")
-        tb.link(c, r, f"{C_IP}/24", f"{R_C_IP}/24")
-        tb.link(r, o, f"{R_O_IP}/24", f"{O_IP}/24")
+        l1 = tb.link(c, r, f"{C_IP}/24", f"{R_C_IP}/24")
+        l2 = tb.link(r, o, f"{R_O_IP}/24", f"{O_IP}/24")
         tb.route(c, "default", via=R_C_IP)
         tb.route(o, "default", via=R_O_IP)
+        tb.address(c, l1.a, "fd61:1::1/64")
+        tb.address(r, l1.b, "fd61:1::2/64")
+        tb.address(r, l2.a, "fd61:2::1/64")
+        tb.address(o, l2.b, f"{O6}/64")
+        tb.route(c, "default", via="fd61:1::2")
+        tb.route(o, "default", via="fd61:2::1")
+        tb.sysctl(r, "net.ipv6.conf.all.forwarding", "1")
         origin = tb.popen(o, [sys.executable, "-m", "vmc", "origin", "--listen", f"{O_IP}:80"],
                           stdout=subprocess.PIPE, text=True)
         assert "vmc origin" in origin.stdout.readline()
+        origin6 = tb.popen(o, [sys.executable, "-m", "vmc", "origin", "--listen", f"[{O6}]:80"],
+                           stdout=subprocess.PIPE, text=True)
+        assert "vmc origin" in origin6.stdout.readline()
         proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                             "--upstream", f"{O_IP}:80", "--transparent"], stdout=subprocess.PIPE, text=True)
+                             "--upstream", f"{O_IP}:80", "--upstream", f"[{O6}]:80", "--transparent"],
+                         stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy.stdout.readline()
+        proxy6 = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"[::]:{PROXY_PORT}",
+                              "--upstream", f"[{O6}]:80", "--transparent"], stdout=subprocess.PIPE, text=True)
+        assert "vmc proxy" in proxy6.stdout.readline()
         assert tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES).returncode == 0
         ok = tb.exec(c, ["curl", "-sS", "-D", "-", "-o", "/dev/null", f"http://{O_IP}/t.bin?size=5000"])
         assert ok.returncode == 0 and ok.stdout.startswith("HTTP/1.1 200") and "1.1 vmc" in ok.stdout.lower()
@@ -62,3 +77,11 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
         assert bad.stdout == "403"
         st = tb.exec(c, ["curl", "-sS", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status"])
         assert '"transparent": 3' in st.stdout
+        # The same over IPv6 (IP6T_SO_ORIGINAL_DST): an ip6 nat table and v6 addresses.
+        ok6 = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES.replace("table ip vmc", "table ip6 vmc6"))
+        assert ok6.returncode == 0, ok6.stderr
+        v6 = tb.exec(c, ["curl", "-sS", "-g", "-o", "/dev/null", "-w", "%{http_code}",
+                         f"http://[{O6}]/t6.bin?size=700"])
+        assert v6.stdout == "200", v6.stderr
+        st = tb.exec(c, ["curl", "-sS", "-g", f"http://[fd61:1::2]:{PROXY_PORT}/_vmc/status?recent=1"])
+        assert '"transparent": 1' in st.stdout and f"http://[{O6}]/t6.bin" in st.stdout

@@ -90,15 +90,26 @@ SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h
 
 
 def original_dst(sock) -> tuple[str, int] | None:
-    """Where a REDIRECTed IPv4 connection was going (None when it was not redirected)."""
-    if sock is None or sock.family != socket.AF_INET:
+    """Where a REDIRECTed connection was going (None when it was not redirected).
+
+    IPv4: ``SO_ORIGINAL_DST`` at SOL_IP (a sockaddr_in); IPv6: ``IP6T_SO_ORIGINAL_DST``
+    (same number) at SOL_IPV6 (a sockaddr_in6).
+    """
+    if sock is None:
         return None
     try:
-        raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+        if sock.family == socket.AF_INET:
+            raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+            port = struct.unpack_from("!H", raw, 2)[0]
+            addr = socket.inet_ntop(socket.AF_INET, raw[4:8])
+        elif sock.family == socket.AF_INET6:
+            raw = sock.getsockopt(socket.IPPROTO_IPV6, SO_ORIGINAL_DST, 28)
+            port = struct.unpack_from("!H", raw, 2)[0]
+            addr = socket.inet_ntop(socket.AF_INET6, raw[8:24])
+        else:
+            return None
     except OSError:
         return None
-    port = struct.unpack_from("!H", raw, 2)[0]
-    addr = socket.inet_ntoa(raw[4:8])
     if (addr, port) == tuple(sock.getsockname()[:2]):
         return None
     return addr, port
