@@ -99,7 +99,37 @@ local f = {
     supported_type = ProtoField.uint8("ppspp.supported_type", "Supported message type",
                                       base.DEC, MSG_NAMES),
     undecoded = ProtoField.bytes("ppspp.undecoded", "Discarded bytes"),
+    -- typed aliases for display filters: scapy's vocabulary gives ppspp.value and
+    -- ppspp.ip two types each, and Wireshark 4.0 filters only one type per name.
+    -- Named after swift.wire.codec.HandshakeOptions and PexResV4/V6.
+    opt_version = ProtoField.uint8("ppspp.opt.version", "Version"),
+    opt_min_version = ProtoField.uint8("ppspp.opt.min_version", "Minimum version"),
+    opt_swarm_id = ProtoField.bytes("ppspp.opt.swarm_id", "Swarm identifier"),
+    opt_integrity = ProtoField.uint8("ppspp.opt.integrity", "Content integrity method",
+                                     base.DEC, INTEGRITY_NAMES),
+    opt_hash_func = ProtoField.uint8("ppspp.opt.hash_func", "Merkle hash function", base.DEC,
+                                     HASH_NAMES),
+    opt_sig_alg = ProtoField.uint8("ppspp.opt.sig_alg", "Live signature algorithm", base.DEC,
+                                   SIG_NAMES),
+    opt_addressing = ProtoField.uint8("ppspp.opt.addressing", "Chunk addressing method",
+                                      base.DEC, CAM_NAMES),
+    opt_discard_window = ProtoField.uint64("ppspp.opt.discard_window", "Live discard window"),
+    opt_supported = ProtoField.bytes("ppspp.opt.supported", "Supported messages bitmap"),
+    opt_chunk_size = ProtoField.uint32("ppspp.opt.chunk_size", "Chunk size"),
+    ipv4 = ProtoField.ipv4("ppspp.ipv4", "Peer IPv4 address"),
+    ipv6 = ProtoField.ipv6("ppspp.ipv6", "Peer IPv6 address"),
 }
+local OPT_ALIAS = { [0] = f.opt_version, [1] = f.opt_min_version, [2] = f.opt_swarm_id,
+                    [3] = f.opt_integrity, [4] = f.opt_hash_func, [5] = f.opt_sig_alg,
+                    [6] = f.opt_addressing, [7] = f.opt_discard_window,
+                    [8] = f.opt_supported, [9] = f.opt_chunk_size }
+
+-- the typed alias of an option value (generated, for display filters)
+local function alias(ot, code, range)
+    if ot ~= nil and OPT_ALIAS[code] ~= nil then
+        ot:add(OPT_ALIAS[code], range):set_generated()
+    end
+end
 ppspp.fields = f
 
 local e = {
@@ -275,6 +305,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
             end
             local v = tvb(pos, 1):uint()
             local vi = add(ot, f.value, tvb(pos, 1))
+            alias(ot, code, tvb(pos, 1))
             seen[code] = v
             if code == 0 or code == 1 then
                 if vi and v ~= 1 then vi:add_proto_expert_info(e.out_of_spec,
@@ -313,8 +344,12 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
                        .. " exceeds the datagram")
                 return nil
             end
-            if ln > 0 then add(ot, f.value_bytes, tvb(pos, ln))
-            elseif ot then ot:add(f.value_bytes, tvb(pos - 2, 0), "") end
+            if ln > 0 then
+                add(ot, f.value_bytes, tvb(pos, ln))
+                alias(ot, code, tvb(pos, ln))
+            elseif ot then
+                ot:add(f.value_bytes, tvb(pos - 2, 0), "")
+            end
             if ot and ln > 0 then ot:append_text(": " .. tvb(pos, ln):bytes():tohex()) end
             pos = pos + ln
         elseif code == 7 then
@@ -327,6 +362,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
                 return nil
             end
             add(ot, f.value, tvb(pos, w))
+            alias(ot, code, tvb(pos, w))
             if ot then
                 local v = w == 8 and tvb(pos, 8):uint64() or tvb(pos, 4):uint()
                 local txt = tostring(v)
@@ -351,6 +387,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
             end
             if ln > 0 then
                 local vi = add(ot, f.value_bytes, tvb(pos, ln))
+                alias(ot, code, tvb(pos, ln))
                 if vi then
                     local names = {}
                     for i = 0, ln - 1 do
@@ -377,6 +414,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
             end
             local v = tvb(pos, 4):uint()
             local vi = add(ot, f.value, tvb(pos, 4))
+            alias(ot, code, tvb(pos, 4))
             if v == 0 then
                 if vi then vi:add_proto_expert_info(e.out_of_spec, "Chunk size 0 (7.11)") end
             else
@@ -532,14 +570,16 @@ local function parse_datagram(tvb, pinfo, t, ctx)
             p = p2
         elseif mtype == 5 then
             if p + 6 > n then return trunc("address") end
-            add(mt, f.ip4, tvb(p, 4))
+            local ii = add(mt, f.ip4, tvb(p, 4))
+            if ii then ii:add(f.ipv4, tvb(p, 4)):set_generated() end
             add(mt, f.port, tvb(p + 4, 2))
             if mt then mt:append_text(": " .. tostring(tvb(p, 4):ipv4()) .. ":"
                                       .. tvb(p + 4, 2):uint()) end
             p = p + 6
         elseif mtype == 12 then
             if p + 18 > n then return trunc("address") end
-            add(mt, f.ip6, tvb(p, 16))
+            local ii = add(mt, f.ip6, tvb(p, 16))
+            if ii then ii:add(f.ipv6, tvb(p, 16)):set_generated() end
             add(mt, f.port, tvb(p + 16, 2))
             p = p + 18
         elseif mtype == 13 then

@@ -207,6 +207,23 @@ def check_bins(ctx: WireContext, msgs: list, node: dict, where: str) -> None:
         assert jint(j["ppspp.last_chunk"]) == end - 1, f"{where}[{i}]"
 
 
+_OPT_ALIAS = ["version", "min_version", "swarm_id", "integrity", "hash_func", "sig_alg",
+              "addressing", "discard_window", "supported", "chunk_size"]
+
+
+def check_aliases(node: dict, where: str) -> None:
+    """Typed filter aliases (ppspp.opt.<HandshakeOptions name>, ppspp.ipv4/ipv6)
+    repeat the scapy-named values they stand for."""
+    for m in as_list(node.get("ppspp.messages")):
+        for o in as_list(m.get("ppspp.options")):
+            code = jint(o["ppspp.code"])
+            if code < len(_OPT_ALIAS):
+                assert o[f"ppspp.opt.{_OPT_ALIAS[code]}"] == o["ppspp.value"], where
+        if "ppspp.ip" in m:
+            tree = m["ppspp.ip_tree"]
+            assert (tree.get("ppspp.ipv4") or tree.get("ppspp.ipv6")) == m["ppspp.ip"], where
+
+
 def send_and_capture(tmp_path, convs: list, seed: int):
     """Send the conversations interleaved over real UDP; return (pcap, sent rows)."""
     pairs = [UdpPair() for _ in convs]
@@ -273,6 +290,7 @@ def _check_conversations(tmp_path, convs, seed) -> None:
             assert len(pkt.messages) == len(msgs), where
             compare(pkt, node, where)
         check_bins(ctx, msgs, node, where)
+        check_aliases(node, where)
         if i in seen_conv:  # after its handshake, the conversation's method is used
             assert jint(node["ppspp.addressing"]) == int(ctx.addressing), where
         seen_conv.add(i)
