@@ -108,6 +108,9 @@ class Channel:
         self.distrusted = False
         # measurements for ranking (paper III-A)
         self.rtt = 0.5
+        #: smallest request->DATA time seen: the path RTT without our own
+        #: requests queued at the sender (like LEDBAT's base delay)
+        self.min_rtt = 0.5
         self.rtt_var = 0.0
         self.dip = 0.1
         self.dip_var = 0.0
@@ -138,6 +141,8 @@ class Channel:
             self.dip = 0.75 * self.dip + 0.25 * d
         self.last_data_in = now
         if rtt is not None:
+            if rtt < self.min_rtt:
+                self.min_rtt = rtt
             self.rtt_var = 0.75 * self.rtt_var + 0.25 * abs(rtt - self.rtt)
             self.rtt = 0.875 * self.rtt + 0.125 * rtt
         self.received += 1

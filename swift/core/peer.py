@@ -74,7 +74,7 @@ class PeerConfig:
     max_bad_chunks: int = 3
     keepalive: float = 20.0
     dead_after: float = 180.0
-    request_timeout: float = 2.0
+    request_timeout: float = 0.5
     upload_rate: float | None = None
     slow_start: bool = True
     pex_connect: bool = False
@@ -580,9 +580,12 @@ class Peer:
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
         # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
         # libswift's HINT planning, from a once-a-second rate measurement
-        plan = max(0.5, 4 * ch.rtt)
+        # the plan horizon uses the path RTT without queueing (min RTT): the
+        # smoothed RTT includes our own requests waiting at the sender, and
+        # planning on it would keep growing that queue
+        plan = max(0.25, 4 * ch.min_rtt)
         rate = ch.rate if ch.rate > 0 else 32 / plan
-        window = int(min(cfg.max_outstanding, max(8, plan * rate * 2)))
+        window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
         if ch.distrusted:
             window = 1
         want = window - len(ch.requests)
@@ -812,7 +815,7 @@ class Peer:
                 ch.last_send = now
                 ch.sent_since_recv += 1
             # requests: no progress for a while -> give them back, CANCEL, re-pick
-            tmo = max(cfg.request_timeout, 4 * ch.rtt)
+            tmo = max(cfg.request_timeout, 3 * ch.rtt)
             if ch.requests and now - ch.last_progress > tmo:
                 self.stats["timeouts"] += 1
                 lo = min(ch.requests)
