@@ -1,0 +1,89 @@
+"""Our FEC implementation behind the conformance contract (see ``m2c.conformance``).
+
+    python -m m2c.conformance.adapter encode ldpc K N N1 SEED E  < source > repair
+    python -m m2c.conformance.adapter decode rs K N E            < records > source
+    python -m m2c.conformance.adapter export-vectors DIR
+
+Exit 0 done, 1 undecodable, 2 bad usage or parameters, 127 unsupported.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+USAGE = __doc__ or ""
+
+
+def _read_records(data: bytes, e: int) -> list[tuple[int, bytes]]:
+    rec = 4 + e
+    if len(data) % rec:
+        raise ValueError(f"stdin is {len(data)} bytes, not a whole number of {rec}-byte records")
+    return [(struct.unpack_from(">I", data, i)[0], data[i + 4:i + rec]) for i in range(0, len(data), rec)]
+
+
+def _params(code: str, nums: list[int]):
+    from m2c.fec import ldpc, rs
+
+    if code == "ldpc":
+        k, n, n1, seed, e = nums
+        return ldpc, ldpc.LDPCParams(k=k, n=n, symbol_size=e, n1=n1, seed=seed), e
+    k, n, e = nums
+    return rs, rs.RSParams(k, n, e), e
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        sys.stderr.write(USAGE)
+        return 2
+    role = args[0]
+    if role == "export-vectors" and len(args) == 2:
+        from m2c.conformance.vectors import export
+
+        for p in export(args[1]):
+            print(p)
+        return 0
+    if role not in ("encode", "decode"):
+        return 127
+    if len(args) < 2 or args[1] not in ("ldpc", "rs"):
+        return 127  # a code we do not implement
+    code = args[1]
+    want = 5 if code == "ldpc" else 3
+    try:
+        nums = [int(a) for a in args[2:]]
+        if len(nums) != want:
+            raise ValueError(f"{code} takes {want} numbers")
+        from m2c.fec.errors import FECError
+
+        mod, params, e = _params(code, nums)
+    except (ValueError, FECError) as exc:  # FECError is a ValueError too
+        print(f"adapter: {exc}", file=sys.stderr)
+        return 2
+    data = sys.stdin.buffer.read()
+    try:
+        if role == "encode":
+            out = mod.encode(params, data)
+        else:
+            pairs = _read_records(data, e)
+            for esi, _ in pairs:
+                if not 0 <= esi < params.n:
+                    raise ValueError(f"ESI {esi} out of range")
+            # duplicates are allowed by the contract: keep the first copy
+            seen: dict[int, bytes] = {}
+            for esi, sym in pairs:
+                seen.setdefault(esi, sym)
+            out = mod.decode(params, seen)
+            if out is None:
+                print("adapter: not enough symbols to decode", file=sys.stderr)
+                return 1
+    except ValueError as exc:
+        print(f"adapter: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
