@@ -511,3 +511,65 @@ def _check_default_port(tmp_path, IP) -> None:
     assert [jint(m["ppspp.type"]) for m in msgs] == [3, 11]
     text = tshark_text(tmp_path / "p.pcap", LUA, "-V")
     assert "HAVE (8.5): chunks 0..7" in text
+
+
+# ---------------------------------------------------------------------------
+# a real run of our peer
+
+
+async def _swarm_run(cam: ChunkAddressing, tmp, pcap) -> bool:
+    """A seeder and a downloader of swift.aio.node exchange a 40 KiB file."""
+    import os
+
+    from swift.aio.node import downloader, seeder
+    from swift.core.peer import PeerConfig
+
+    src = tmp / "f.bin"
+    src.write_bytes(os.urandom(40 * 1024 + 333))
+    async with seeder(str(src), PeerConfig(addressing=cam)) as s:
+        with capture(pcap, f"udp and host 127.0.0.1 and port {s.addr[1]}"):
+            node = downloader(s.peer.swarm_id, str(tmp / "out.bin"), PeerConfig(addressing=cam))
+            await node.start()
+            node.connect(s.addr)
+            try:
+                ok = await node.wait_complete(15)
+            finally:
+                await node.aclose()
+    return ok
+
+
+@pytest.mark.root
+@pytest.mark.tool("tshark", "tcpdump")
+@pytest.mark.slow
+@pytest.mark.parametrize("cam", list(ChunkAddressing), ids=lambda c: c.name)
+def test_real_swarm_run_matches_scapy(cam):
+    """swift.aio.node's peers on loopback, found by the heuristic alone (ephemeral
+    ports): every datagram dissected, no error, every field equal to scapy's."""
+    import asyncio
+
+    from swift.core.peer import PeerConfig
+
+    cfg = PeerConfig(addressing=cam)
+    ctx = WireContext.make(cam, cfg.hash_func, SigAlg.ECDSAP256SHA256, cfg.chunk_size)
+    with scratch() as tmp:
+        pcap = tmp / "swarm.pcap"
+        assert asyncio.run(_swarm_run(cam, tmp, pcap))
+        frames = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", proto="ppspp")
+        caught = [f.payload for f in Reader(pcap)]
+    assert len(frames) == len(caught) > 10
+    kinds: set[int] = set()
+    for k, (fr, data) in enumerate(zip(frames, caught)):
+        where = f"frame {k + 1} ({cam.name})"
+        node = fr.get("ppspp")
+        assert isinstance(node, dict), f"{where}: not dissected as PPSPP"
+        assert not malformed(node), f"{where}: {node}"
+        dec = codec.decode_datagram(data, ctx)
+        assert dec.error is None, where
+        kinds |= {int(m.type) for m in dec.messages}
+        with layers.use_context(ctx):
+            pkt = layers.PPSPP(data)
+            assert Raw not in pkt, where
+            compare(pkt, node, where)
+        check_bins(ctx, dec.messages, node, where)
+    # handshake, data, ack, have, integrity and request at least
+    assert {0, 1, 2, 3, 4, 8} <= kinds, kinds
