@@ -27,7 +27,6 @@ mis-parses the second), SHA-1, single-chunk ACKs.
 
 from __future__ import annotations
 
-import ipaddress
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -38,7 +37,8 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.content import Content
-from swift.core.picker import PICKERS, Availability, PickState, expected_bandwidth, fast_set
+from swift.core.picker import PICKERS, Availability, expected_bandwidth, fast_set
+from swift.core.requests import RequestPlanner
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
@@ -90,15 +90,7 @@ class PeerConfig:
         return PeerConfig(profile="libswift", **kw)
 
 
-def _is_private(host: str) -> bool:
-    try:
-        a = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
-
-
-class Peer:
+class Peer(RequestPlanner):
     """One swarm's protocol engine; see the module docstring."""
 
     def __init__(self, content: Content, config: PeerConfig | None = None) -> None:
@@ -560,117 +552,12 @@ class Peer:
             lo, hi, d = c, c + 1, dl
         return out
 
-    def _request_msgs(self, ch: Channel, now: float) -> list:
-        cfg = self.config
-        content = self.content
-        if ch.choked or self._complete_reported:
-            return []
-        if ch.distrusted and ch.requests:
-            return []  # probation: one request at a time until max_bad_chunks
-        n = content.n_chunks
-        if self.live:
-            return self._live_requests(ch, now)
-        if n is None:
-            # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
-            if ch.peer_have.find_filled(0, 1) is None or any(
-                    c.requests for c in self.channels.values()):
-                return []
-            ch.requests[0] = now
-            self.inflight.set(0)
-            return [C.Request(s, t) for s, t in self._specs(0, 1)]
-        # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
-        # libswift's HINT planning, from a once-a-second rate measurement
-        # the plan horizon uses the path RTT without queueing (min RTT): the
-        # smoothed RTT includes our own requests waiting at the sender, and
-        # planning on it would keep growing that queue
-        plan = max(0.25, 4 * ch.min_rtt)
-        rate = ch.rate if ch.rate > 0 else 32 / plan
-        window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
-        if ch.distrusted:
-            window = 1
-        want = window - len(ch.requests)
-        if want < max(1, min(16, window // 4)):
-            return []
-        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng)
-        picks: list[int] = []
-        fast = ch.local_id in self.fast or not self.fast
-        while len(picks) < want:
-            got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
-            if not got:
-                break
-            for c in got:
-                self.inflight.set(B.chunk(c))
-            picks.extend(got)
-        if not picks:
-            return []
-        picks.sort()
-        out = []
-        lo = picks[0]
-        hi = lo + 1
-        for c in picks[1:] + [-1]:
-            if c == hi:
-                hi += 1
-                continue
-            for s, t in self._specs(lo, hi):
-                out.append(C.Request(s, t))
-            lo, hi = c, c + 1
-        for c in picks:
-            ch.requests[c] = now
-        ch.last_progress = min(ch.last_progress, now) if ch.requests else now
-        return out
-
-    def _live_requests(self, ch: Channel, now: float) -> list:
-        """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
-        if self.content.is_source or not ch.peer_max:  # type: ignore[attr-defined]
-            return []
-        if self.live_start is None:
-            self.live_start = max(0, ch.peer_max - self.config.live_prebuffer)
-        want = 64 - len(ch.requests)
-        if want < 8:
-            return []
-        st = PickState(self.content.have, self.inflight, self.availability, ch.peer_max,
-                       self.live_start, self.rng)
-        from swift.core.picker import in_order
-        lo = max(self.live_start, ch.peer_max - self.content.window)  # type: ignore[attr-defined]
-        picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
-        out = []
-        for c in picks:
-            self.inflight.set(B.chunk(c))
-            ch.requests[c] = now
-        if picks:
-            for s, t in self._specs(picks[0], picks[-1] + 1):
-                out.append(C.Request(s, t))
-            if len(ch.requests) == len(picks):
-                ch.last_progress = now
-        return out
-
     def live_append(self, payload: bytes, now: float) -> list[int]:
         """Live source: add stream bytes; signed chunks get announced with HAVE."""
         got = self.content.append(payload, now)  # type: ignore[attr-defined]
         if got:
             self.have_version += 1
         return got
-
-    def _pex_msgs(self, ch: Channel, now: float) -> list:
-        if not ch.pex_requested:
-            return []
-        ch.pex_requested = False
-        out = []
-        private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
-        for c in self.channels.values():
-            if c is ch or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
-                continue
-            host, port = c.addr[0], c.addr[1]
-            if _is_private(host) and not private_ok:
-                continue  # 8.13: no private addresses to public peers
-            try:
-                v = ipaddress.ip_address(host)
-            except ValueError:
-                continue
-            out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
-            if len(out) >= 8:
-                break
-        return out
 
     def _pack(self, ch: Channel, dest: int, msgs: list) -> list[bytes]:
         """Messages -> datagrams of at most MAX_DGRAM bytes."""

@@ -1,0 +1,149 @@
+"""Download-side request planning and PEX answers for :class:`swift.core.peer.Peer`.
+
+Split from peer.py (one concern per module): what to REQUEST from a peer
+(RFC 7574 section 3.7, paper III-C) and which peers to offer in PEX_RES
+(section 3.10, 8.13).  A mixin: it reads the Peer's state.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from swift.core import bins as B
+from swift.core.channel import Channel
+from swift.core.picker import PickState, in_order
+from swift.wire import codec as C
+
+
+def _is_private(host: str) -> bool:
+    try:
+        a = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
+
+
+class RequestPlanner:
+    """Mixin: REQUEST planning (static and live) and PEX answers."""
+
+    config: Any
+    content: Any
+    channels: dict
+    inflight: Any
+    availability: Any
+    picker: Any
+    playpos: int
+    rng: Any
+    fast: set
+    live: bool
+    live_start: int | None
+    _complete_reported: bool
+
+    def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+    def _request_msgs(self, ch: Channel, now: float) -> list:
+        cfg = self.config
+        content = self.content
+        if ch.choked or self._complete_reported:
+            return []
+        if ch.distrusted and ch.requests:
+            return []  # probation: one request at a time until max_bad_chunks
+        n = content.n_chunks
+        if self.live:
+            return self._live_requests(ch, now)
+        if n is None:
+            # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
+            if ch.peer_have.find_filled(0, 1) is None or any(
+                    c.requests for c in self.channels.values()):
+                return []
+            ch.requests[0] = now
+            self.inflight.set(0)
+            return [C.Request(s, t) for s, t in self._specs(0, 1)]
+        # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
+        # libswift's HINT planning, from a once-a-second rate measurement
+        # the plan horizon uses the path RTT without queueing (min RTT): the
+        # smoothed RTT includes our own requests waiting at the sender, and
+        # planning on it would keep growing that queue
+        plan = max(0.25, 4 * ch.min_rtt)
+        rate = ch.rate if ch.rate > 0 else 32 / plan
+        window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
+        if ch.distrusted:
+            window = 1
+        want = window - len(ch.requests)
+        if want < max(1, min(16, window // 4)):
+            return []
+        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng)
+        picks: list[int] = []
+        fast = ch.local_id in self.fast or not self.fast
+        while len(picks) < want:
+            got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
+            if not got:
+                break
+            for c in got:
+                self.inflight.set(B.chunk(c))
+            picks.extend(got)
+        if not picks:
+            return []
+        picks.sort()
+        out = []
+        lo = picks[0]
+        hi = lo + 1
+        for c in picks[1:] + [-1]:
+            if c == hi:
+                hi += 1
+                continue
+            for s, t in self._specs(lo, hi):
+                out.append(C.Request(s, t))
+            lo, hi = c, c + 1
+        for c in picks:
+            ch.requests[c] = now
+        ch.last_progress = min(ch.last_progress, now) if ch.requests else now
+        return out
+
+    def _live_requests(self, ch: Channel, now: float) -> list:
+        """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
+        if self.content.is_source or not ch.peer_max:  # type: ignore[attr-defined]
+            return []
+        if self.live_start is None:
+            self.live_start = max(0, ch.peer_max - self.config.live_prebuffer)
+        want = 64 - len(ch.requests)
+        if want < 8:
+            return []
+        st = PickState(self.content.have, self.inflight, self.availability, ch.peer_max,
+                       self.live_start, self.rng)
+        lo = max(self.live_start, ch.peer_max - self.content.window)  # type: ignore[attr-defined]
+        picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
+        out = []
+        for c in picks:
+            self.inflight.set(B.chunk(c))
+            ch.requests[c] = now
+        if picks:
+            for s, t in self._specs(picks[0], picks[-1] + 1):
+                out.append(C.Request(s, t))
+            if len(ch.requests) == len(picks):
+                ch.last_progress = now
+        return out
+
+    def _pex_msgs(self, ch: Channel, now: float) -> list:
+        if not ch.pex_requested:
+            return []
+        ch.pex_requested = False
+        out = []
+        private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
+        for c in self.channels.values():
+            if c is ch or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
+                continue
+            host, port = c.addr[0], c.addr[1]
+            if _is_private(host) and not private_ok:
+                continue  # 8.13: no private addresses to public peers
+            try:
+                v = ipaddress.ip_address(host)
+            except ValueError:
+                continue
+            out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
+            if len(out) >= 8:
+                break
+        return out
+
