@@ -517,18 +517,17 @@ def _check_default_port(tmp_path, IP) -> None:
 # a real run of our peer
 
 
-async def _swarm_run(cam: ChunkAddressing, tmp, pcap) -> bool:
+async def _swarm_run(cfg, tmp, pcap) -> bool:
     """A seeder and a downloader of swift.aio.node exchange a 40 KiB file."""
     import os
 
     from swift.aio.node import downloader, seeder
-    from swift.core.peer import PeerConfig
 
     src = tmp / "f.bin"
     src.write_bytes(os.urandom(40 * 1024 + 333))
-    async with seeder(str(src), PeerConfig(addressing=cam)) as s:
+    async with seeder(str(src), cfg) as s:
         with capture(pcap, f"udp and host 127.0.0.1 and port {s.addr[1]}"):
-            node = downloader(s.peer.swarm_id, str(tmp / "out.bin"), PeerConfig(addressing=cam))
+            node = downloader(s.peer.swarm_id, str(tmp / "out.bin"), cfg)
             await node.start()
             node.connect(s.addr)
             try:
@@ -541,19 +540,22 @@ async def _swarm_run(cam: ChunkAddressing, tmp, pcap) -> bool:
 @pytest.mark.root
 @pytest.mark.tool("tshark", "tcpdump")
 @pytest.mark.slow
-@pytest.mark.parametrize("cam", list(ChunkAddressing), ids=lambda c: c.name)
-def test_real_swarm_run_matches_scapy(cam):
+@pytest.mark.parametrize("profile,cam", [("rfc", c) for c in ChunkAddressing]
+                         + [("libswift", ChunkAddressing.CHUNK32)],
+                         ids=lambda v: getattr(v, "name", v))
+def test_real_swarm_run_matches_scapy(profile, cam):
     """swift.aio.node's peers on loopback, found by the heuristic alone (ephemeral
-    ports): every datagram dissected, no error, every field equal to scapy's."""
+    ports): every datagram dissected, no error, every field equal to scapy's.
+    The libswift profile (draft-10 subset, SHA-1) too."""
     import asyncio
 
     from swift.core.peer import PeerConfig
 
-    cfg = PeerConfig(addressing=cam)
+    cfg = PeerConfig(addressing=cam) if profile == "rfc" else PeerConfig.libswift()
     ctx = WireContext.make(cam, cfg.hash_func, SigAlg.ECDSAP256SHA256, cfg.chunk_size)
     with scratch() as tmp:
         pcap = tmp / "swarm.pcap"
-        assert asyncio.run(_swarm_run(cam, tmp, pcap))
+        assert asyncio.run(_swarm_run(cfg, tmp, pcap))
         frames = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", proto="ppspp")
         caught = [f.payload for f in Reader(pcap)]
     assert len(frames) == len(caught) > 10
