@@ -75,6 +75,14 @@ corecast.prefs.udp_port = Pref.uint("UDP port", 54341,
 corecast.prefs.ip_proto = Pref.uint("IP protocol number", 253,
     "IP protocol decoded as CoreCast (corecast.wire.constants.IPPROTO_CORECAST)")
 
+-- What the payload PDU carries: a dissector table keyed by PDU type (only type 1
+-- has a payload), so Decode As can change it; by default RTP, since our source
+-- cuts the stream into RTP packets (docs/wire-corecast.md, "The chunk").
+local payload_table = DissectorTable.new("corecast.payload", "CoreCast payload",
+                                         ftypes.UINT8, base.DEC, corecast)
+local rtp = Dissector.get("rtp")
+if rtp ~= nil then payload_table:add(1, rtp) end
+
 local cur_port, cur_proto = nil, nil
 local function register()
     local udp = DissectorTable.get("udp.port")
@@ -169,6 +177,14 @@ local function dissect(tvb, pinfo, tree)
         if dl > 0 then t:add(f.data, tvb(pos, dl))
         else t:add(f.data, tvb(0, 0), "") end
         if typ == 1 then pinfo.cols.info:append(" len=" .. plen) end
+        if typ == 1 and dl > 0 and dl == plen and pos + plen == n then
+            -- a malformed payload makes the called dissector throw after marking
+            -- the tree; keep that from surfacing as a Lua error.  Our columns stay.
+            local info = tostring(pinfo.cols.info)
+            pcall(function() payload_table:try(typ, tvb(pos, dl):tvb(), pinfo, tree) end)
+            pinfo.cols.protocol = "CoreCast"
+            pinfo.cols.info = info
+        end
         if dl < plen then
             t:add_proto_expert_info(e.bad_length, "Payload length " .. plen .. " but "
                                     .. dl .. " bytes follow")

@@ -26,6 +26,7 @@ from wslua_support import (
     UdpPair,
     capture,
     compare_scapy,
+    jint,
     malformed,
     scratch,
     tshark_json,
@@ -113,7 +114,7 @@ def test_fig2_run_inside_lisp_matches_scapy(transport):
         with capture(pcap, f"udp port 4341 and net 127.{base}.0.0/16"):
             r = run_fig2(8, transport=transport, base=base)
         assert check(r) == [], check(r)
-        frames = tshark_json(pcap, LUA, proto="lisp-data corecast")
+        frames = tshark_json(pcap, LUA, proto="lisp-data corecast rtp")
         raw = [(f.src, f.payload) for f in Reader(pcap)]
     assert len(frames) == len(raw)
     n_cc = 0
@@ -131,6 +132,10 @@ def test_fig2_run_inside_lisp_matches_scapy(transport):
         node = layers_["corecast"]
         assert not malformed(node), f"frame {k + 1}: {node}"
         compare_scapy(cc, node, "corecast", f"frame {k + 1}")
+        if isinstance(cc, layers.CoreCastPayload):  # the chunk is RTP (corecast.payload table)
+            rtp = layers_.get("rtp")
+            assert isinstance(rtp, dict), f"frame {k + 1}: payload not handed to RTP"
+            assert jint(rtp["rtp.seq"]) == int.from_bytes(bytes(cc.data)[2:4], "big")
     # one payload per ETR per chunk, one header per client per chunk (Fig. 2)
     assert n_pay == 8 * r["ases"] and n_hdr == 8 * r["clients"], (n_pay, n_hdr)
     assert n_cc == n_pay + n_hdr
