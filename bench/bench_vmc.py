@@ -123,12 +123,32 @@ async def _ours(url: str, proxy: str, delay: float) -> tuple[float, float, bool,
         return 0.0, 0.0, False, 0
 
 
-def _clients(url: str, proxy: str | None, n: int, stagger: float, aware: bool) -> list[tuple[float, float, bool, int]]:
+async def _range_probe(url: str, proxy: str | None, delay: float) -> str:
+    """A Range request on the object while it is in flight: "206 ok" when exactly those bytes came."""
+    await asyncio.sleep(delay)
+    argv = ["curl", "-sS", "-o", "/dev/null", "-r", "1000-1999", "-w", "%{http_code} %{size_download}"]
+    if proxy:
+        argv += ["-x", f"http://{proxy}"]
+    p = await asyncio.create_subprocess_exec(*argv, url, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await p.communicate()
+    f = out.decode().split()
+    if len(f) != 2:
+        return "failed"
+    code, n = f
+    return f"{code} " + ("ok" if (code, n) == ("206", "1000") else f"{n} bytes")
+
+
+def _clients(url: str, proxy: str | None, n: int, stagger: float, aware: bool):
+    """Run the staggered clients; returns (per-client results, in-flight Range probe outcome)."""
     async def main():
+        probe = asyncio.create_task(_range_probe(url, proxy, 2.5 * stagger)) if shutil.which("curl") else None
         if aware:
             assert proxy is not None
-            return await asyncio.gather(*(_ours(url, proxy, i * stagger) for i in range(n)))
-        return await asyncio.gather(*(_curl(url, proxy, i * stagger) for i in range(n)))
+            res = await asyncio.gather(*(_ours(url, proxy, i * stagger) for i in range(n)))
+        else:
+            res = await asyncio.gather(*(_curl(url, proxy, i * stagger) for i in range(n)))
+        return res, (await probe if probe else "no curl")
 
     return asyncio.run(main())
 
@@ -141,7 +161,7 @@ def _p95(xs: list[float]) -> float:
 def _row(subject: str, origin: str, size: int, runner, pid: int | None, n: int) -> dict:
     before = _origin_bytes(origin)
     with _RssSampler(pid) as rss:
-        res = runner()
+        res, probe = runner()
     time.sleep(0.2)
     ob = _origin_bytes(origin) - before
     ok = [r for r in res if r[2] and r[3] == size]
@@ -156,6 +176,7 @@ def _row(subject: str, origin: str, size: int, runner, pid: int | None, n: int) 
         "mean TTFB ms": round(1000 * sum(r[0] for r in ok) / len(ok), 1) if ok else None,
         "proxy peak RSS MB": round(rss.peak / 1e6, 1) if pid else None,
         "proxy RSS growth MB": round(max(0, rss.peak - rss.base) / 1e6, 1) if pid else None,
+        "in-flight Range": probe,
     }
 
 

@@ -14,7 +14,9 @@ unmodified and unaware. In the Normal arm r only routes.
 
 Measured per arm: bytes sent by the origin (its link's tx counter and nginx's
 $body_bytes_sent), summed and mean request latency. Table 2's bandwidth and
-latency saving are computed from those.
+latency saving are computed from those. A third arm runs the same proxy with
+sharing off: proxying alone changes latency (split TCP connections, upstream
+keep-alive), so "latency % vs proxy-only" is the part due to sharing.
 
 Run: ``sudo python -m vmc.experiments.testbed --quick [--scenario high-high]``.
 """
@@ -34,6 +36,9 @@ from vmc.workload.synth import PAPER_TABLE2, SCENARIOS, calculated_saving, gener
 
 C_IP, R_C_IP, R_O_IP, O_IP = "10.61.1.1", "10.61.1.2", "10.61.2.1", "10.61.2.2"
 PROXY_PORT = 3128
+#: normal: routing only; proxy: the same proxy with sharing off (isolates the split-TCP effect of
+#: proxying from the effect of sharing); vmc: sharing on.
+ARMS = ("normal", "proxy", "vmc")
 NFT_RULES = f"""
 table ip vmc {{
   chain pre {{
@@ -75,7 +80,8 @@ def _probe(tb, host, url: str) -> bool:
 
 
 def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, link_mbit: float = 20.0,
-        window: int = 8 << 20, seed: int = 1) -> dict:
+        window: int = 8 << 20, seed: int = 1, queue_ms: float | None = None) -> dict:
+    """One Normal arm and one VMC arm on a fresh testbed; ``queue_ms`` is the tbf queue (default 50 ms)."""
     from deliverykit.testbed import Tbf, Testbed
 
     n = n or (120 if quick else 1000)
@@ -93,6 +99,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
             seen.add(name)
             write_object(root, name, e.bytes)
     out: dict = {"scenario": scenario, "requests": n, "link_mbit": link_mbit, "speed": round(speed, 3),
+                 "seed": seed, "queue_ms": queue_ms,
                  "replay_s": round(span / speed, 1)}
     with Testbed(prefix="vmc") as tb:
         c, r, o = tb.host("c"), tb.host("r", forwarding=True), tb.host("o")
@@ -100,16 +107,17 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         l2 = tb.link(r, o, f"{R_O_IP}/24", f"{O_IP}/24")
         tb.route(c, "default", via=R_C_IP)
         tb.route(o, "default", via=R_O_IP)
-        tb.shape(l2.b, tbf=Tbf(rate_bps=int(link_bps)))  # origin -> router: the shared upstream link
+        # origin -> router: the shared upstream link
+        tb.shape(l2.b, tbf=Tbf(rate_bps=int(link_bps), latency_ms=queue_ms))
         ng = Nginx.origin(root, listen=f"{O_IP}:80")
         ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw), probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
         try:
-            for arm in ("normal", "vmc"):
+            for arm in ARMS:
                 proxy = None
-                if arm == "vmc":
+                if arm != "normal":
                     proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
                                          "--upstream", f"{O_IP}:80", "--window", str(window),
-                                         "--transparent"],
+                                         "--transparent"] + (["--no-share"] if arm == "proxy" else []),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                     proxy.stdout.readline()  # listening
                     cp = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES)
@@ -123,7 +131,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 time.sleep(0.3)
                 lat = [x[0] for x in res if x[0] is not None]
                 status = None
-                if arm == "vmc":
+                if arm != "normal":
                     cp = tb.exec(c, ["curl", "-s", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=2000"],
                                  timeout=10)
                     try:
@@ -148,7 +156,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 }
         finally:
             ng.stop()
-    nm, vm = out["normal"], out["vmc"]
+    nm, pm, vm = out["normal"], out["proxy"], out["vmc"]
     calc = calculated_saving(entries, window)
     p = PAPER_TABLE2[scenario]
     out["table2"] = {
@@ -156,6 +164,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         "Normal MB": round(nm["origin_body_MB"], 2), "VMC MB": round(vm["origin_body_MB"], 2),
         "bandwidth %": round(100 * (1 - vm["origin_link_MB"] / nm["origin_link_MB"]), 2) if nm["origin_link_MB"] else None,
         "latency %": round(100 * (1 - vm["latency_sum_s"] / nm["latency_sum_s"]), 2) if nm["latency_sum_s"] else None,
+        "latency % vs proxy-only": round(100 * (1 - vm["latency_sum_s"] / pm["latency_sum_s"]), 2)
+        if pm["latency_sum_s"] else None,
         "calc. latency %": round(calc.latency_saving, 2),
         "paper bandwidth %": p[2], "paper latency %": p[3],
     }
@@ -168,22 +178,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS))
     ap.add_argument("-n", type=int, default=None)
     ap.add_argument("--link-mbit", type=float, default=20.0)
+    ap.add_argument("--queue-ms", type=float, default=None, help="tbf queue in ms (default 50)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per scenario (seeds 1..N): mean and spread")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     results = []
     for sc in a.scenario or ["high-high"]:
-        res = run(a.quick, sc, a.n, a.link_mbit)
-        results.append(res)
-        print(json.dumps(res["table2"]), flush=True)
-        for arm in ("normal", "vmc"):
-            print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items()
-                                             if k not in ("latencies", "saved_bytes")}), flush=True)
+        runs = []
+        for seed in range(1, a.repeat + 1):
+            res = run(a.quick, sc, a.n, a.link_mbit, seed=seed, queue_ms=a.queue_ms)
+            results.append(res)
+            runs.append(res)
+            print(json.dumps(res["table2"] | {"seed": seed}), flush=True)
+            for arm in ARMS:
+                print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items()
+                                                 if k not in ("latencies", "saved_bytes")}), flush=True)
+        if a.repeat > 1:
+            print(json.dumps(summarise(runs)), flush=True)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "testbed.json").write_text(json.dumps(results, indent=1))
         for p in plot(results, a.out):
             print("wrote", p)
     return 0
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Mean and min..max of the savings over repeated runs of one scenario."""
+    out: dict = {"scenario": runs[0]["scenario"], "runs": len(runs)}
+    for key in ("bandwidth %", "latency %", "latency % vs proxy-only"):
+        xs = [r["table2"][key] for r in runs if r["table2"][key] is not None]
+        if xs:
+            out[key] = {"mean": round(sum(xs) / len(xs), 2), "min": min(xs), "max": max(xs)}
+    return out
 
 
 def plot(results: list[dict], out: Path) -> list[Path]:
@@ -208,7 +235,7 @@ def plot(results: list[dict], out: Path) -> list[Path]:
         ax1.set_xlabel("files downloaded")
         ax1.set_ylabel("bandwidth saved (MB)")
         ax1.set_title("(a) saving")
-        for label, arm in (("normal", "normal"), ("VMC", "vmc")):
+        for label, arm in (("normal", "normal"), ("proxy, no sharing", "proxy"), ("VMC", "vmc")):
             ys = cum(res[arm]["latencies"])
             ax2.plot(range(1, len(ys) + 1), ys, label=label)
         ax2.set_xlabel("files downloaded")
@@ -217,7 +244,7 @@ def plot(results: list[dict], out: Path) -> list[Path]:
         ax2.legend()
         fig.suptitle(f"{res['scenario']}: testbed, tbf {res['link_mbit']:g} Mbit/s")
         fig.tight_layout()
-        p = out / f"vmc_testbed_{res['scenario']}.png"
+        p = out / f"vmc_testbed_{res['scenario']}_s{res['seed']}.png"
         fig.savefig(p, dpi=100)
         plt.close(fig)
         paths.append(p)

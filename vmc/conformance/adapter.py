@@ -1,0 +1,48 @@
+"""Our HTTP proxy behind the conformance contract (see ``vmc.conformance``).
+
+    python -m vmc.conformance.adapter proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
+
+Runs VMC's sharing proxy in reverse-proxy mode (origin-form requests go to the
+upstream), prints ``READY HOST:PORT`` once listening, stops on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+
+async def _serve(listen: str, upstream: str) -> None:
+    from vmc.aio.proxy import Proxy, ProxyConfig
+
+    host, _, port = listen.rpartition(":")
+    proxy = await Proxy(ProxyConfig(host=host, port=int(port), upstreams=[upstream],
+                                    default_upstream=upstream)).start()
+    h, p = proxy.address[:2]
+    print(f"READY {h}:{p}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await proxy.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "proxy":
+        return 127
+    ap = argparse.ArgumentParser(prog="vmc.conformance.adapter proxy")
+    ap.add_argument("--listen", required=True)
+    ap.add_argument("--upstream", required=True)
+    a = ap.parse_args(args[1:])
+    asyncio.run(_serve(a.listen, a.upstream))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Test-side pieces for the HTTP proxy cases: our origin as a process and a strict HTTP/1.1 client.
+
+The client is h11 over a plain socket, so it can tell a complete response
+(framing satisfied: Content-Length reached or the last chunk seen) from one cut
+short (connection closed first): RFC 9112 sec. 6.3, 7.1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import h11
+
+from vmc.aio.origin import body_slice, expected
+
+__all__ = ["Fetched", "Origin", "body_slice", "expected", "fetch", "free_port", "origin", "start_fetch"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Fetched:
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    complete: bool = False
+    """The framing said the message ended (EndOfMessage), not a cut connection."""
+    error: str | None = None
+    received: int = 0
+    """body bytes received so far (grows while the fetch runs)"""
+    t_head: float | None = None
+    t_first_byte: float | None = None
+    t_done: float | None = None
+
+    @property
+    def content_length(self) -> int | None:
+        v = self.headers.get("content-length")
+        return int(v) if v is not None and v.isdigit() else None
+
+
+def fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | None = None,
+          timeout: float = 30.0, progress: threading.Event | None = None, into: Fetched | None = None) -> Fetched:
+    """GET ``target`` from ``addr``; never raises for network trouble (see ``error``)."""
+    r = into if into is not None else Fetched()
+    conn = h11.Connection(h11.CLIENT)
+    hdrs = [("host", f"{addr[0]}:{addr[1]}"), ("user-agent", "deliverykit-conformance"), *(headers or [])]
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    try:
+        with socket.create_connection(addr, timeout=timeout) as s:
+            s.sendall(conn.send(h11.Request(method="GET", target=target, headers=hdrs)))
+            s.sendall(conn.send(h11.EndOfMessage()))
+            while True:
+                ev = conn.next_event()
+                if ev is h11.NEED_DATA:
+                    s.settimeout(max(0.1, deadline - time.monotonic()))
+                    data = s.recv(65536)
+                    conn.receive_data(data)
+                    continue
+                if isinstance(ev, h11.Response):
+                    r.status = ev.status_code
+                    r.headers = {k.decode().lower(): v.decode("latin-1") for k, v in ev.headers}
+                    r.t_head = time.monotonic()
+                elif isinstance(ev, h11.InformationalResponse):
+                    continue
+                elif isinstance(ev, h11.Data):
+                    if r.t_first_byte is None:
+                        r.t_first_byte = time.monotonic()
+                    chunks.append(bytes(ev.data))
+                    r.received += len(ev.data)
+                    if progress is not None:
+                        progress.set()
+                elif isinstance(ev, h11.EndOfMessage):
+                    r.complete = True
+                    break
+                elif isinstance(ev, h11.ConnectionClosed):
+                    break
+            r.body = b"".join(chunks)
+    except h11.RemoteProtocolError as exc:
+        r.error = f"connection ended early: {exc}"
+        r.body = b"".join(chunks)
+    except OSError as exc:
+        r.error = f"{type(exc).__name__}: {exc}"
+        r.body = b"".join(chunks)
+    r.t_done = time.monotonic()
+    return r
+
+
+def start_fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | None = None,
+                timeout: float = 30.0) -> tuple[threading.Thread, Fetched, threading.Event]:
+    """``fetch`` in a thread: (thread, result filled on completion, event set at the first body byte)."""
+    res, ev = Fetched(), threading.Event()
+    th = threading.Thread(target=fetch, args=(addr, target, headers, timeout, ev, res), daemon=True)
+    th.start()
+    return th, res, ev
+
+
+class Origin:
+    """Our paced origin (``python -m vmc origin``) as a subprocess."""
+
+    def __init__(self, proc: subprocess.Popen, addr: tuple[str, int]) -> None:
+        self.proc, self.addr = proc, addr
+        self._stats_calls = 0
+
+    @property
+    def authority(self) -> str:
+        return f"{self.addr[0]}:{self.addr[1]}"
+
+    def stats(self) -> dict:
+        """The origin's counters; our own stats requests are subtracted from ``requests``."""
+        self._stats_calls += 1
+        r = fetch(self.addr, "/_origin/stats", timeout=10)
+        assert r.status == 200 and r.complete, f"origin stats: {r.status} {r.error}"
+        d = json.loads(r.body)
+        d["requests"] -= self._stats_calls
+        return d
+
+
+@contextmanager
+def origin(rate: float = 0.0) -> Iterator[Origin]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "vmc", "origin", "--listen", f"127.0.0.1:{port}",
+                             "--rate", str(rate), "--loop", "asyncio"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        if "vmc origin on" not in line:
+            raise RuntimeError(f"origin did not start: {line!r} {proc.stderr.read(2000) if proc.stderr else ''}")
+        yield Origin(proc, ("127.0.0.1", port))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        for s in (proc.stdout, proc.stderr):
+            if s is not None:
+                s.close()

@@ -1,0 +1,290 @@
+"""HTTP proxy conformance cases: an external proxy in front of our origin.
+
+Each case starts our origin (a subprocess, deterministic paced bodies) and the
+implementation's ``proxy`` role in front of it (see :mod:`vmc.conformance`),
+then talks to the proxy with real clients: curl where a real client's view
+matters, and a strict h11 client that tells complete messages from cut ones.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deliverykit.testing import require_tool
+from vmc.conformance.harness import Origin, body_slice, expected, fetch, free_port, origin, start_fetch
+
+SIZE = 1_000_000
+RATE = 800_000  # bytes/s: the first response stays in flight for ~1.2 s
+
+
+@dataclass
+class Rig:
+    origin: Origin
+    proxy: tuple[str, int]
+
+    def url(self, target: str) -> str:
+        return f"http://{self.proxy[0]}:{self.proxy[1]}{target}"
+
+
+@pytest.fixture
+def rig(impl) -> Iterator[Rig]:
+    with origin() as o:
+        port = free_port()
+        with impl.start("proxy", "--listen", f"127.0.0.1:{port}", "--upstream", o.authority,
+                        ready_line="READY", ready_timeout=20):
+            yield Rig(o, ("127.0.0.1", port))
+
+
+def curl(url: str, out: Path, *args: str, timeout: float = 30) -> tuple[int, int | None, dict[str, str]]:
+    """(curl exit status, final status code, response header fields) for a GET to ``url``."""
+    require_tool("curl")
+    cp = subprocess.run(["curl", "-s", "--noproxy", "*", "-D", "-", "-o", str(out), "--max-time", str(timeout),
+                         *args, url], capture_output=True, timeout=timeout + 10)
+    status, headers = None, {}
+    for line in cp.stdout.decode("latin-1").splitlines():
+        if line.startswith("HTTP/"):
+            parts = line.split()
+            status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+            headers = {}
+        elif ":" in line:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+    return cp.returncode, status, headers
+
+
+def _wait_in_flight(ev, res, what: str) -> None:
+    assert ev.wait(15), f"{what}: no body byte within 15 s (status {res.status}, {res.error})"
+
+
+def _full_requests(st: dict) -> int:
+    return st["requests"] - st["range_requests"]
+
+
+# ------------------------------------------------------------------------------- basics
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 7.6, 8.6", role="proxy")
+@pytest.mark.tool("curl")
+def test_forwards_a_complete_response(impl, rig, tmp_path):
+    """A plain GET through the proxy: 200, Content-Length and the origin's exact body (curl)."""
+    target = "/basic/object.bin?size=300000"
+    rc, status, hdrs = curl(rig.url(target), tmp_path / "b")
+    assert rc == 0, f"curl exit {rc}"
+    assert status == 200
+    body = (tmp_path / "b").read_bytes()
+    assert body == expected("/basic/object.bin", 300000)
+    if "content-length" in hdrs:
+        assert int(hdrs["content-length"]) == 300000
+
+
+# ------------------------------------------------------------------------------- ranges
+
+RANGES = [("1000-1999", 1000, 1999), ("0-0", 0, 0), ("-100", SIZE - 100, SIZE - 1),
+          ("700000-700099", 700000, 700099), (f"{SIZE - 5000}-", SIZE - 5000, SIZE - 1),
+          (f"990000-{SIZE + 500}", 990000, SIZE - 1)]
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.4, 15.3.7", role="proxy")
+@pytest.mark.tool("curl")
+def test_range_on_an_in_flight_object(impl, rig, tmp_path, record_property):
+    """Range requests while the object is still streaming to a first client.
+
+    A 206 must carry ``Content-Range: bytes first-last/complete`` matching
+    exactly the bytes sent (sec. 14.4, 15.3.7), whether the proxy serves them
+    from the live stream, its buffer or the origin. Ignoring Range and sending
+    the whole 200 is allowed (sec. 14.2) and noted as a property.
+    """
+    path = "/range/live.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    th, first, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, first, "first client")
+    ignored = []
+    for i, (spec, a, b) in enumerate(RANGES):
+        out = tmp_path / f"r{i}"
+        rc, status, hdrs = curl(rig.url(target), out, "-H", f"Range: bytes={spec}")
+        assert rc == 0, f"bytes={spec}: curl exit {rc}"
+        body = out.read_bytes()
+        if status == 200:
+            ignored.append(spec)
+            assert body == expected(path, SIZE), f"bytes={spec}: 200 without the complete representation"
+            continue
+        assert status == 206, f"bytes={spec}: status {status}"
+        assert hdrs.get("content-range") == f"bytes {a}-{b}/{SIZE}", f"bytes={spec}: {hdrs.get('content-range')}"
+        if "content-length" in hdrs:
+            assert int(hdrs["content-length"]) == b - a + 1
+        assert body == body_slice(path, a, b + 1), f"bytes={spec}: wrong bytes"
+    th.join(60)
+    assert first.complete and first.status == 200 and first.body == expected(path, SIZE)
+    record_property("ranges_ignored", ",".join(ignored) or "none")
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 15.5.17", role="proxy")
+def test_unsatisfiable_range_on_an_in_flight_object(impl, rig, record_property):
+    """A range wholly past the end: 416 with ``Content-Range: bytes */length``, or the whole 200."""
+    path = "/range/unsat.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    th, first, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, first, "first client")
+    r = fetch(rig.proxy, target, [("range", f"bytes={SIZE + 10}-{SIZE + 20}")], timeout=30)
+    assert r.complete, r.error
+    if r.status == 200:
+        record_property("unsatisfiable_range", "ignored (200)")
+        assert r.body == expected(path, SIZE)
+    else:
+        assert r.status == 416, f"status {r.status}"
+        assert r.headers.get("content-range") == f"bytes */{SIZE}"
+        record_property("unsatisfiable_range", "416")
+    th.join(60)
+    assert first.complete and first.body == expected(path, SIZE)
+
+
+# ---------------------------------------------------------------------- truncated responses
+
+def _check_not_presented_complete(r, path: str, who: str) -> str:
+    """A response cut by the origin's death must not look complete; returns how it ended."""
+    if r.status is None:
+        return "no response"
+    if r.complete:
+        if r.status == 200:
+            assert r.body == expected(path, SIZE), (
+                f"{who}: a 200 whose framing says complete but carries {len(r.body)} of {SIZE} bytes"
+                " (truncated response presented as complete)")
+            return "completed (recovered)"
+        assert r.status >= 500 or r.status == 206, f"{who}: status {r.status}"
+        if r.status == 206:
+            a, b = map(int, r.headers["content-range"].split()[1].split("/")[0].split("-"))
+            assert r.body == body_slice(path, a, b + 1), f"{who}: 206 with wrong bytes"
+        return f"status {r.status}"
+    cl = r.content_length
+    assert cl is None or len(r.body) < cl
+    # what did arrive must still be the right bytes
+    assert r.body == body_slice(path, 0, len(r.body)) or r.status == 206, f"{who}: wrong bytes before the cut"
+    return f"cut at {len(r.body)} bytes (status {r.status})"
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6", role="proxy")
+def test_origin_death_is_never_a_complete_200(impl, rig, record_property):
+    """The origin aborts mid-body; every client (first and joiner) sees an incomplete message.
+
+    Content-Length not satisfied before close (or a chunked body without its
+    last chunk, or a 5xx): never a 200 whose framing says complete with fewer
+    bytes.
+    """
+    path = "/die/object.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}&fail_at={SIZE * 6 // 10}"
+    th1, a, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, a, "first client")
+    th2, b, _ = start_fetch(rig.proxy, target, timeout=60)
+    th1.join(60)
+    th2.join(60)
+    ends = [_check_not_presented_complete(a, path, "first client"),
+            _check_not_presented_complete(b, path, "joiner")]
+    record_property("ends", "; ".join(ends))
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6", role="proxy")
+@pytest.mark.tool("curl")
+def test_origin_death_seen_by_curl(impl, rig, tmp_path):
+    """curl must report a failed transfer (e.g. exit 18 partial file), never exit 0 with a short file."""
+    path = "/die/curl.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}&fail_at={SIZE // 2}"
+    rc, status, _ = curl(rig.url(target), tmp_path / "c")
+    body = (tmp_path / "c").read_bytes() if (tmp_path / "c").exists() else b""
+    if rc == 0 and status == 200:
+        assert body == expected(path, SIZE), f"curl exit 0 with {len(body)} of {SIZE} bytes"
+    else:
+        assert rc != 0 or (status or 0) >= 500, f"curl exit {rc}, status {status}"
+
+
+# ----------------------------------------------------------------------- no sharing across users
+
+CREDS = [("authorization", "Basic YWxpY2U6c2VjcmV0"), ("authorization", "Basic Ym9iOmh1bnRlcjI=")]
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 3.5", role="proxy")
+def test_authorization_requests_each_reach_the_origin(impl, rig):
+    """Two users with Authorization and one without, concurrently: three full origin requests.
+
+    A shared cache must not satisfy a request with a response to a request
+    that carried Authorization (nor the other way round) unless the response
+    explicitly allows it; our origin's response does not.
+    """
+    path = "/auth/object.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    before = rig.origin.stats()
+    th1, a, ev = start_fetch(rig.proxy, target, [CREDS[0]], timeout=60)
+    _wait_in_flight(ev, a, "alice")
+    th2, b, _ = start_fetch(rig.proxy, target, [CREDS[1]], timeout=60)
+    th3, c, _ = start_fetch(rig.proxy, target, [], timeout=60)
+    for th in (th1, th2, th3):
+        th.join(60)
+    for who, r in (("alice", a), ("bob", b), ("anonymous", c)):
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+    after = rig.origin.stats()
+    full = _full_requests(after) - _full_requests(before)
+    assert full >= 3, f"only {full} full origin request(s) for 3 requests with different credentials"
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 5.2.2.5, 5.2.2.7", role="proxy")
+@pytest.mark.parametrize("cc", ["private", "no-store"])
+def test_private_and_no_store_responses_are_not_shared(impl, rig, cc):
+    """Responses marked private / no-store (with Set-Cookie) are never given to another request.
+
+    Two clients with different cookies ask for the same URL concurrently: each
+    must reach the origin.
+    """
+    path = f"/cookie/{cc}.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}&cc={cc}&cookie=1"
+    before = rig.origin.stats()
+    th1, a, ev = start_fetch(rig.proxy, target, [("cookie", "user=alice")], timeout=60)
+    _wait_in_flight(ev, a, "alice")
+    th2, b, _ = start_fetch(rig.proxy, target, [("cookie", "user=bob")], timeout=60)
+    th1.join(60)
+    th2.join(60)
+    for who, r in (("alice", a), ("bob", b)):
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+    full = _full_requests(rig.origin.stats()) - _full_requests(before)
+    assert full >= 2, f"{full} full origin request(s): a Cache-Control: {cc} response was shared"
+
+
+# ----------------------------------------------------------------------------- findings
+
+def _classify(first, late, full: int, ranges: int) -> str:
+    if full >= 2:
+        return "refetches (a second full request to the origin)"
+    if late.t_head is not None and first.t_done is not None and late.t_head >= first.t_done - 0.05:
+        return "waits (one origin request; the joiner is answered after the first response ends)"
+    extra = f"; prefix by {ranges} origin range request(s)" if ranges else ""
+    return f"shares the in-flight response (one origin request{extra})"
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4 (finding)", role="proxy")
+def test_late_joiner_semantics_finding(impl, rig, record_property):
+    """A second plain client joins at ~40% of a streaming response: a finding, not a verdict.
+
+    Both must get the exact complete body (that part is pass/fail); whether the
+    proxy waits, shares or refetches is recorded as the ``late_joiner`` property.
+    """
+    path = "/late/object.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    before = rig.origin.stats()
+    th1, a, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, a, "first client")
+    deadline = time.monotonic() + 15
+    while a.received < SIZE * 4 // 10 and time.monotonic() < deadline and th1.is_alive():
+        time.sleep(0.02)
+    th2, b, _ = start_fetch(rig.proxy, target, timeout=60)
+    th1.join(60)
+    th2.join(60)
+    for who, r in (("first", a), ("late", b)):
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+    after = rig.origin.stats()
+    finding = _classify(a, b, _full_requests(after) - _full_requests(before),
+                        after["range_requests"] - before["range_requests"])
+    record_property("late_joiner", finding)
+    print(f"finding: late joiner {finding}")
