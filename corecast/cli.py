@@ -120,7 +120,7 @@ async def _etr(a: argparse.Namespace) -> dict:
         reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,),
                                         _hostport(a.map_server, LISP_CONTROL_PORT),
                                         a.psk.encode(), a.key_id, a.algorithm_id))
-    node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
+    node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
     await node.start()
 
     async def announce() -> None:
@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--psk", default="")
     p.add_argument("--cc-range", action="append", required=True)
     p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
+    p.add_argument("--multicast-if", help="local address of the intra-domain interface")
     p.add_argument("--data-port", type=int, default=4341)
     p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
     _common(p)

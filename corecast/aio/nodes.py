@@ -157,8 +157,14 @@ class EtrNode(Node):
     an output socket for the unicast packets to clients."""
 
     def __init__(self, etr: Etr, rloc: str, registrar: Registrar | None = None,
-                 data_port: int = 4341, control_port: int = 4342, tick: float = 0.1) -> None:
+                 data_port: int = 4341, control_port: int = 4342, tick: float = 0.1,
+                 mcast_if: str | None = None) -> None:
         super().__init__()
+        #: local address on the intra-domain side for multicast delivery: Linux sends
+        #: multicast out of the interface owning a socket's bound source address, so
+        #: the group traffic needs its own socket with IP_MULTICAST_IF
+        self.mcast_if = mcast_if
+        self.t_mc: Endpoint | None = None
         self.etr = etr
         self.rloc = rloc
         self.registrar = registrar
@@ -171,6 +177,13 @@ class EtrNode(Node):
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
         self.t_data = await bind(self.rloc, self.data_port, self._on_data)
         self.transports += [self.t_out, self.t_data]
+        if self.mcast_if is not None:
+            import socket
+
+            self.t_mc = await bind(self.mcast_if, 0, lambda d, a: None)
+            self.t_mc.ep.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                                         socket.inet_aton(self.mcast_if))
+            self.transports.append(self.t_mc)
         if self.registrar is not None:
             reg = self.registrar
             self.t_ctl = await bind(self.rloc, self.control_port,
@@ -187,7 +200,8 @@ class EtrNode(Node):
     def _on_data(self, data: bytes, addr: tuple) -> None:
         self.received.add(addr[0], len(data))
         for payload, dst in self.etr.handle_data(data, self.now()):
-            self._sendto(self.t_out, payload, dst, True)
+            mc = self.t_mc is not None and ipaddress.ip_address(dst[0]).is_multicast
+            self._sendto(self.t_mc if mc else self.t_out, payload, dst, True)  # type: ignore[arg-type]
 
 
 class MapServerNode(Node):

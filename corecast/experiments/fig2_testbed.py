@@ -56,7 +56,7 @@ async def _ms_main(ready, seconds: float) -> dict:
     return dict(ms.counters)
 
 
-async def _etr_main(i: int, ready, seconds: float) -> dict:
+async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None = None) -> dict:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
     from corecast.core.maptrie import parse_prefix
@@ -64,14 +64,19 @@ async def _etr_main(i: int, ready, seconds: float) -> dict:
 
     reg = Registrar(RegistrarConfig((f"10.{i}.0.0/16",), (f"100.64.{i}.1",),
                                     ("100.64.0.254", 4342), f"key{i}".encode(), key_id=1))
-    node = EtrNode(Etr([parse_prefix("10.255.0.0/16")]), f"100.64.{i}.1", reg)
+    import ipaddress
+
+    mc = {ipaddress.ip_address(CHANNEL).packed: group} if group else None
+    node = EtrNode(Etr([parse_prefix("10.255.0.0/16")], multicast=mc), f"100.64.{i}.1", reg,
+                   mcast_if=f"10.{i}.0.1" if group else None)
     await node.start()
     while not reg.registered:
         await asyncio.sleep(0.02)
     ready.set()
     await asyncio.sleep(seconds)
     await node.close()
-    return {"counters": dict(node.etr.counters), "registered": reg.registered}
+    return {"counters": dict(node.etr.counters), "registered": reg.registered,
+            "out_links": node.links.snapshot(), "out_socket": dict(node.t_out.stats)}
 
 
 async def _itr_main(ready, seconds: float, corecast: bool = True) -> dict:
@@ -113,6 +118,43 @@ async def _client_main(eid: str, port: int, chunks: int, ready, timeout: float) 
     return st
 
 
+async def _mc_client_main(eid: str, group: str, port: int, chunks: int, ready,
+                          timeout: float) -> dict:
+    """A client of an AS that delivers the channel on an intra-domain multicast group."""
+    import socket
+
+    from corecast.core.client import Client
+
+    cl = Client()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((group, port))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                    socket.inet_aton(group) + socket.inet_aton(eid))
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+
+    def readable() -> None:
+        while True:
+            try:
+                data = sock.recv(65535)
+            except BlockingIOError:
+                return
+            cl.handle(data, loop.time())
+
+    loop.add_reader(sock.fileno(), readable)
+    ready.set()
+    end = time.monotonic() + timeout
+    while cl.received < chunks and time.monotonic() < end:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
+    loop.remove_reader(sock.fileno())
+    sock.close()
+    st = cl.stats()
+    st["digests"] = {k: v.hex() for k, v in cl.digests.items()}
+    return st
+
+
 async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: str,
                        go) -> dict:
     import ipaddress
@@ -149,7 +191,13 @@ async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: s
 # ------------------------------------------------------------------ parent
 
 
-def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -> dict:
+GROUP = ("239.1.1.1", 5004)
+
+
+def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
+        multicast: bool = False) -> dict:
+    """``multicast``: each AS is a bridged LAN and its ETR delivers the channel once per
+    payload to an IGMP-snooped group (paper section 3.5) instead of per client."""
     from deliverykit.testbed import Testbed, read_pcap
 
     chunks = chunks or (40 if quick else 400)
@@ -160,14 +208,26 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -
         l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
         tb.route(s, "default", via="10.0.0.2")
         tb.route(itr, "default", via="100.64.0.254")
-        etrs, clients, access = [], [], []
+        etrs, clients, access, lans = [], [], [], []
         for i, n in enumerate(FIG2, start=1):
             e = tb.host(f"etr{i}")
             tb.link(core, e, f"100.64.{i}.254/24", f"100.64.{i}.1/24")
             tb.route(e, "default", via=f"100.64.{i}.254")
             etrs.append(e)
+            if multicast:
+                lan = tb.bridge(f"lan{i}")
+                pe = tb.attach(e, lan, f"10.{i}.0.1/24")
+                tb.mroute(e, pe.a)
+                access.append((e, pe.a))
+                lans.append(lan)
             for j in range(1, n + 1):
                 c = tb.host(f"c{i}{j}")
+                if multicast:
+                    pc = tb.attach(c, lan, f"10.{i}.0.{j + 1}/24")
+                    tb.mroute(c, pc.a)
+                    tb.route(c, "default", via=f"10.{i}.0.1")
+                    clients.append((c, f"10.{i}.0.{j + 1}", GROUP[1]))
+                    continue
                 link = tb.link(e, c, f"10.{i}.{j}.1/24", f"10.{i}.{j}.2/24")
                 tb.route(c, "default", via=f"10.{i}.{j}.1")
                 clients.append((c, f"10.{i}.{j}.2", 5000 + j))
@@ -178,7 +238,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -
         etr_t = []
         for i, e in enumerate(etrs, start=1):
             ev = tb.event()
-            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1))
+            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1, GROUP if multicast else None))
             assert ev.wait(15), f"ETR {i} did not register"
         ev = tb.event()
         itr_t = tb.spawn(itr, _itr_main, ev, budget - 2)
@@ -186,8 +246,14 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -
         cl_t = []
         for c, eid, port in clients:
             ev = tb.event()
-            cl_t.append(tb.spawn(c, _client_main, eid, port, chunks, ev, budget - 4))
+            if multicast:
+                cl_t.append(tb.spawn(c, _mc_client_main, eid, GROUP[0], port, chunks, ev,
+                                     budget - 4))
+            else:
+                cl_t.append(tb.spawn(c, _client_main, eid, port, chunks, ev, budget - 4))
             assert ev.wait(10)
+        for lan in lans:
+            tb.settle(lan)
         go = tb.event()
         pcap = os.path.join(tempfile.mkdtemp(prefix="corecast-fig2-"), "transit.pcap")
         src_t = tb.spawn(s, _source_main, [(e, p) for _, e, p in clients], chunks, transport, go)
@@ -225,7 +291,10 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw") -
         "intact": intact,
         "received": [c["received"] for c in cl_res],
         "transit_bytes": transit, "eq3_bytes": plan.eq3_transit(sizes, 1200, j, k) * chunks,
-        "local_bytes": local, "eq5_bytes": plan.eq5_local(sizes, 1200, k) * chunks,
+        "local_bytes": local,
+        # with intra-domain multicast each AS carries one copy per payload: eq. 5 with k -> j
+        "eq5_bytes": plan.eq5_local(sizes, 1200, j if multicast else k) * chunks,
+        "multicast": multicast,
         "local_bytes_if_counters": local_counters,
         "capture": captured, "itr": itr_res, "etrs": etr_res, "ms": ms_res,
         "source": src_res["counters"], "sizes": sizes.__dict__,
@@ -237,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--chunks", type=int)
     ap.add_argument("--transport", choices=["raw", "udp"], default="raw")
+    ap.add_argument("--multicast", action="store_true",
+                    help="ETRs deliver on an intra-domain multicast group (IGMP-snooped LANs)")
     a = ap.parse_args(argv)
-    r = run(a.quick, a.chunks, a.transport)
+    r = run(a.quick, a.chunks, a.transport, a.multicast)
     print(json.dumps({k: v for k, v in r.items() if k not in ("itr", "etrs")}, indent=2,
                      default=str))
     ok = r["intact"] and r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r[

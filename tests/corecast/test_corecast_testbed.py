@@ -51,3 +51,18 @@ def test_workload_is_skewed_like_the_paper():
     for eid, a in p7.clients[::97]:
         net = ipaddress.ip_network(p7.prefixes[a])
         assert ipaddress.ip_address(eid) in net and ipaddress.ip_address(eid) != net[0]
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+@pytest.mark.slow
+def test_fig2_with_intra_domain_multicast_one_copy_per_as():
+    """Section 3.5's option: ETRs deliver on an IGMP-snooped group, so local traffic
+    falls from (H_I + D) k to (H_I + D) j per payload; every client still gets everything."""
+    from corecast.experiments.fig2_testbed import run
+
+    r = run(quick=True, chunks=10, multicast=True)
+    assert r["intact"] and r["received"] == [10] * 7
+    assert r["transit_bytes"] == r["eq3_bytes"]
+    assert r["local_bytes"] == r["eq5_bytes"] == 10 * 3 * (28 + 1200)
+    assert all(e["counters"]["multicast_out"] == 10 for e in r["etrs"])
