@@ -125,9 +125,10 @@ local OPT_ALIAS = { [0] = f.opt_version, [1] = f.opt_min_version, [2] = f.opt_sw
                     [8] = f.opt_supported, [9] = f.opt_chunk_size }
 
 -- the typed alias of an option value (generated, for display filters)
-local function alias(ot, code, range)
+local function alias(ot, code, range, value)
     if ot ~= nil and OPT_ALIAS[code] ~= nil then
-        ot:add(OPT_ALIAS[code], range):set_generated()
+        if value ~= nil then ot:add(OPT_ALIAS[code], range, value):set_generated()
+        else ot:add(OPT_ALIAS[code], range):set_generated() end
     end
 end
 ppspp.fields = f
@@ -349,6 +350,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
                 alias(ot, code, tvb(pos, ln))
             elseif ot then
                 ot:add(f.value_bytes, tvb(pos - 2, 0), "")
+                alias(ot, code, tvb(pos - 2, 0), "")
             end
             if ot and ln > 0 then ot:append_text(": " .. tvb(pos, ln):bytes():tohex()) end
             pos = pos + ln
@@ -405,6 +407,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
                 end
             elseif ot then
                 ot:add(f.value_bytes, tvb(pos - 1, 0), "")
+                alias(ot, code, tvb(pos - 1, 0), "")
             end
             pos = pos + ln
         elseif code == 9 then
