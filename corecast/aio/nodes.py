@@ -158,8 +158,11 @@ class EtrNode(Node):
 
     def __init__(self, etr: Etr, rloc: str, registrar: Registrar | None = None,
                  data_port: int = 4341, control_port: int = 4342, tick: float = 0.1,
-                 mcast_if: str | None = None) -> None:
+                 mcast_if: str | None = None, out6: str | None = None) -> None:
         super().__init__()
+        #: local IPv6 address to deliver to IPv6 client EIDs from (RLOC may be IPv4)
+        self.out6 = out6
+        self.t_out6: Endpoint | None = None
         #: local address on the intra-domain side for multicast delivery: Linux sends
         #: multicast out of the interface owning a socket's bound source address, so
         #: the group traffic needs its own socket with IP_MULTICAST_IF
@@ -177,6 +180,9 @@ class EtrNode(Node):
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
         self.t_data = await bind(self.rloc, self.data_port, self._on_data)
         self.transports += [self.t_out, self.t_data]
+        if self.out6 is not None:
+            self.t_out6 = await bind(self.out6, 0, lambda d, a: None)
+            self.transports.append(self.t_out6)
         if self.mcast_if is not None:
             import socket
 
@@ -200,8 +206,14 @@ class EtrNode(Node):
     def _on_data(self, data: bytes, addr: tuple) -> None:
         self.received.add(addr[0], len(data))
         for payload, dst in self.etr.handle_data(data, self.now()):
-            mc = self.t_mc is not None and ipaddress.ip_address(dst[0]).is_multicast
-            self._sendto(self.t_mc if mc else self.t_out, payload, dst, True)  # type: ignore[arg-type]
+            a = ipaddress.ip_address(dst[0])
+            if self.t_mc is not None and a.is_multicast:
+                tr = self.t_mc
+            elif a.version == 6 and self.t_out6 is not None:
+                tr = self.t_out6
+            else:
+                tr = self.t_out
+            self._sendto(tr, payload, dst, True)
 
 
 class MapServerNode(Node):

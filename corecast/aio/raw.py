@@ -54,7 +54,7 @@ class RawInside:
             else:
                 continue
             if dst in self.ignore or dst[0] >= 224 and len(dst) == 4 or (
-                    len(dst) == 16 and dst[0] == 0xFF):
+                    len(dst) == 16 and (dst[0] == 0xFF or (dst[0] == 0xFE and dst[1] & 0xC0 == 0x80))):
                 self.counters["to_self"] += 1
                 continue
             self.counters["ip"] += 1
@@ -65,17 +65,32 @@ class RawInside:
         self.sock.close()
 
 
+IPV6_HDRINCL = 36  # linux/in6.h (not exported by the socket module)
+
+
 class RawSender:
-    """Send complete IPv4 packets (header included) to their own destination."""
+    """Send complete IPv4 or IPv6 packets (header included) to their own destination."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
         self.sock.setblocking(False)
+        self.sock6: socket.socket | None = None
         self.errors = 0
+
+    def _v6(self) -> socket.socket:
+        if self.sock6 is None:
+            s6 = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+            s6.setsockopt(socket.IPPROTO_IPV6, IPV6_HDRINCL, 1)
+            s6.setblocking(False)
+            self.sock6 = s6
+        return self.sock6
 
     def send(self, pkt: bytes) -> bool:
         try:
-            self.sock.sendto(pkt, (socket.inet_ntoa(pkt[16:20]), 0))
+            if pkt[0] >> 4 == 6:
+                self._v6().sendto(pkt, (socket.inet_ntop(socket.AF_INET6, pkt[24:40]), 0))
+            else:
+                self.sock.sendto(pkt, (socket.inet_ntoa(pkt[16:20]), 0))
             return True
         except (BlockingIOError, OSError):
             self.errors += 1
@@ -83,6 +98,8 @@ class RawSender:
 
     def close(self) -> None:
         self.sock.close()
+        if self.sock6 is not None:
+            self.sock6.close()
 
 
 class RawItrNode(ItrNode):
@@ -91,7 +108,8 @@ class RawItrNode(ItrNode):
     def __init__(self, itr, ifname: str, own: list[str], tick: float = 0.25) -> None:
         super().__init__(itr, ("0.0.0.0", 0), tick)
         self.ifname = ifname
-        self.own = {socket.inet_aton(a) for a in own}
+        self.own = {socket.inet_pton(socket.AF_INET6 if ":" in a else socket.AF_INET, a)
+                    for a in own}
         self.raw: RawInside | None = None
 
     async def start(self) -> None:
@@ -124,7 +142,10 @@ class RawSourceNode(SourceNode):
         for data, dst in out:
             if dst == inside:
                 if self.sender.send(data):
-                    self.links.add(socket.inet_ntoa(data[16:20]), len(data) - 28)
+                    v6 = data[0] >> 4 == 6
+                    host = socket.inet_ntop(socket.AF_INET6, data[24:40]) if v6 else \
+                        socket.inet_ntoa(data[16:20])
+                    self.links.add(host, len(data) - (48 if v6 else 28))
             else:
                 self._sendto(self.t, data, dst, True)
 

@@ -34,20 +34,27 @@ import time
 from corecast import plan
 
 CHANNEL = "10.255.0.1"
+CHANNEL6 = "fd00:cc::1"
+CC_RANGE = "10.255.0.0/16"
+CC_RANGE6 = "fd00:cc::/32"
 FIG2 = (2, 3, 2)
 
 
 # ------------------------------------------------------------------ children
 
 
-async def _ms_main(ready, seconds: float) -> dict:
+def _eid_prefix(i: int, ipv6: bool) -> str:
+    return f"fd00:{i}::/32" if ipv6 else f"10.{i}.0.0/16"
+
+
+async def _ms_main(ready, seconds: float, ipv6: bool = False) -> dict:
     import ipaddress
 
     from corecast.aio.nodes import MapServerNode
     from corecast.core.mapserver import MapServer, Site
 
     ms = MapServer([Site(f"AS{i}", {1: f"key{i}".encode()},
-                         (ipaddress.ip_network(f"10.{i}.0.0/16"),)) for i in (1, 2, 3)])
+                         (ipaddress.ip_network(_eid_prefix(i, ipv6)),)) for i in (1, 2, 3)])
     node = MapServerNode(ms, "100.64.0.254")
     await node.start()
     ready.set()
@@ -56,19 +63,21 @@ async def _ms_main(ready, seconds: float) -> dict:
     return dict(ms.counters)
 
 
-async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None = None) -> dict:
+async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None = None,
+                    ipv6: bool = False) -> dict:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
     from corecast.core.maptrie import parse_prefix
     from corecast.core.register import Registrar, RegistrarConfig
 
-    reg = Registrar(RegistrarConfig((f"10.{i}.0.0/16",), (f"100.64.{i}.1",),
+    reg = Registrar(RegistrarConfig((_eid_prefix(i, ipv6),), (f"100.64.{i}.1",),
                                     ("100.64.0.254", 4342), f"key{i}".encode(), key_id=1))
     import ipaddress
 
     mc = {ipaddress.ip_address(CHANNEL).packed: group} if group else None
-    node = EtrNode(Etr([parse_prefix("10.255.0.0/16")], multicast=mc), f"100.64.{i}.1", reg,
-                   mcast_if=f"10.{i}.0.1" if group else None)
+    node = EtrNode(Etr([parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)], multicast=mc),
+                   f"100.64.{i}.1", reg, mcast_if=f"10.{i}.0.1" if group else None,
+                   out6=f"fd00:{i}:1::1" if ipv6 else None)
     await node.start()
     while not reg.registered:
         await asyncio.sleep(0.02)
@@ -79,7 +88,7 @@ async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None
             "out_links": node.links.snapshot(), "out_socket": dict(node.t_out.stats)}
 
 
-async def _itr_main(ready, seconds: float, corecast: bool = True) -> dict:
+async def _itr_main(ready, seconds: float, corecast: bool = True, ipv6: bool = False) -> dict:
     import resource
 
     from corecast.aio.raw import RawItrNode
@@ -87,9 +96,9 @@ async def _itr_main(ready, seconds: float, corecast: bool = True) -> dict:
     from corecast.core.mapcache import MapCache
     from corecast.core.maptrie import parse_prefix
 
-    itr = Itr("100.64.0.1", [parse_prefix("10.255.0.0/16")] if corecast else [], MapCache(),
-              map_resolver=("100.64.0.254", 4342))
-    node = RawItrNode(itr, "to-s", ["10.0.0.2", "100.64.0.1"])
+    itr = Itr("100.64.0.1", [parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)] if corecast else [],
+              MapCache(), map_resolver=("100.64.0.254", 4342))
+    node = RawItrNode(itr, "to-s", ["10.0.0.2", "100.64.0.1", "fd00::2"])
     await node.start()
     ready.set()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -156,7 +165,7 @@ async def _mc_client_main(eid: str, group: str, port: int, chunks: int, ready,
 
 
 async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: str,
-                       go) -> dict:
+                       go, ipv6: bool = False) -> dict:
     import ipaddress
 
     from corecast.aio.raw import RawSender, RawSourceNode
@@ -166,19 +175,20 @@ async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: s
     def media(seq: int, n: int) -> bytes | None:
         return hashlib.shake_128(f"fig2:{seq}".encode()).digest(n) if seq < chunks else None
 
-    src = Source("10.0.0.1", ("10.0.0.2", 0), transport=transport)
-    src.add_channel(CHANNEL, 384_000, 1200, media)
+    me, chan = ("fd00::1", CHANNEL6) if ipv6 else ("10.0.0.1", CHANNEL)
+    src = Source(me, ("10.0.0.2", 0), transport=transport)
+    src.add_channel(chan, 384_000, 1200, media)
     for eid, port in clients:
-        src.join(CHANNEL, eid, port, True, 0)
+        src.join(chan, eid, port, True, 0)
     # warm-up: one plain packet per client resolves the ITR's map-cache
     snd = RawSender()
     for eid, port in clients:
-        snd.send(build_ip(ipaddress.ip_address("10.0.0.1").packed,
+        snd.send(build_ip(ipaddress.ip_address(me).packed,
                           ipaddress.ip_address(eid).packed, 17, build_udp(40000, port, b"warm")))
     snd.close()
     await asyncio.sleep(0.5)
     go.wait(10)  # the parent snapshots its counters, then lets us stream
-    node = RawSourceNode(src, "10.0.0.1")
+    node = RawSourceNode(src, me)
     await node.start(stream=True)
     await asyncio.wait_for(node.running.wait(), chunks * 0.025 + 10)
     await asyncio.sleep(0.3)
@@ -195,7 +205,7 @@ GROUP = ("239.1.1.1", 5004)
 
 
 def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
-        multicast: bool = False) -> dict:
+        multicast: bool = False, ipv6: bool = False) -> dict:
     """``multicast``: each AS is a bridged LAN and its ETR delivers the channel once per
     payload to an IGMP-snooped group (paper section 3.5) instead of per client."""
     from deliverykit.testbed import Testbed, read_pcap
@@ -205,6 +215,10 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
     with Testbed(prefix="ccfig2") as tb:
         s, itr, core = tb.host("s"), tb.host("itr"), tb.host("core", forwarding=True)
         tb.link(s, itr, "10.0.0.1/24", "10.0.0.2/24")
+        if ipv6:
+            tb.address(s, "to-itr", "fd00::1/64")
+            tb.address(itr, "to-s", "fd00::2/64")
+            tb.route(s, "default", via="fd00::2")
         l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
         tb.route(s, "default", via="10.0.0.2")
         tb.route(itr, "default", via="100.64.0.254")
@@ -228,20 +242,26 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
                     tb.route(c, "default", via=f"10.{i}.0.1")
                     clients.append((c, f"10.{i}.0.{j + 1}", GROUP[1]))
                     continue
-                link = tb.link(e, c, f"10.{i}.{j}.1/24", f"10.{i}.{j}.2/24")
-                tb.route(c, "default", via=f"10.{i}.{j}.1")
-                clients.append((c, f"10.{i}.{j}.2", 5000 + j))
+                if ipv6:
+                    link = tb.link(e, c, f"fd00:{i}:{j}::1/64", f"fd00:{i}:{j}::2/64")
+                    tb.route(c, "default", via=f"fd00:{i}:{j}::1")
+                    clients.append((c, f"fd00:{i}:{j}::2", 5000 + j))
+                else:
+                    link = tb.link(e, c, f"10.{i}.{j}.1/24", f"10.{i}.{j}.2/24")
+                    tb.route(c, "default", via=f"10.{i}.{j}.1")
+                    clients.append((c, f"10.{i}.{j}.2", 5000 + j))
                 access.append((e, link.a))
         ev = tb.event()
-        ms_t = tb.spawn(core, _ms_main, ev, budget)
+        ms_t = tb.spawn(core, _ms_main, ev, budget, ipv6)
         assert ev.wait(10), "map-server did not start"
         etr_t = []
         for i, e in enumerate(etrs, start=1):
             ev = tb.event()
-            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1, GROUP if multicast else None))
+            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1, GROUP if multicast else None,
+                                  ipv6))
             assert ev.wait(15), f"ETR {i} did not register"
         ev = tb.event()
-        itr_t = tb.spawn(itr, _itr_main, ev, budget - 2)
+        itr_t = tb.spawn(itr, _itr_main, ev, budget - 2, True, ipv6)
         assert ev.wait(10), "ITR did not start"
         cl_t = []
         for c, eid, port in clients:
@@ -256,7 +276,8 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
             tb.settle(lan)
         go = tb.event()
         pcap = os.path.join(tempfile.mkdtemp(prefix="corecast-fig2-"), "transit.pcap")
-        src_t = tb.spawn(s, _source_main, [(e, p) for _, e, p in clients], chunks, transport, go)
+        src_t = tb.spawn(s, _source_main, [(e, p) for _, e, p in clients], chunks, transport, go,
+                         ipv6)
         time.sleep(1.0)  # warm-up packets resolved through Map-Request/Map-Reply
         before = [tb.counters(h, dev) for h, dev in access]
         with contextlib.ExitStack() as stack:
@@ -277,11 +298,12 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
         captured = {"captured": cap.captured, "dropped": cap.dropped,
                     "local_dropped": sum(c.dropped or 0 for c in local_caps)}
     transit = sum(len(f) - 14 for _, f in frames)
+    # the local links carry IPv6 too (ND, MLD): count only UDP frames (tcpdump filter)
     local = sum(len(f) - 14 for f in local_frames)
     # interface counters (all frames, Ethernet headers removed): a cross-check
     local_counters = sum((a["tx_bytes"] - b["tx_bytes"]) - 14 * (a["tx_packets"] - b["tx_packets"])
                          for a, b in zip(after, before))
-    sizes = plan.our_sizes(transport)
+    sizes = plan.our_sizes(transport, ipv6_eid=ipv6)
     k, j = len(clients), len(FIG2)
     sent = src_res["digests"]
     intact = all(c["digests"] == {int(q): v for q, v in sent.items()} or c["digests"] == sent
@@ -294,7 +316,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
         "local_bytes": local,
         # with intra-domain multicast each AS carries one copy per payload: eq. 5 with k -> j
         "eq5_bytes": plan.eq5_local(sizes, 1200, j if multicast else k) * chunks,
-        "multicast": multicast,
+        "multicast": multicast, "ipv6": ipv6,
         "local_bytes_if_counters": local_counters,
         "capture": captured, "itr": itr_res, "etrs": etr_res, "ms": ms_res,
         "source": src_res["counters"], "sizes": sizes.__dict__,
@@ -308,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transport", choices=["raw", "udp"], default="raw")
     ap.add_argument("--multicast", action="store_true",
                     help="ETRs deliver on an intra-domain multicast group (IGMP-snooped LANs)")
+    ap.add_argument("--ipv6", action="store_true", help="IPv6 EIDs over the IPv4 RLOC core")
     a = ap.parse_args(argv)
-    r = run(a.quick, a.chunks, a.transport, a.multicast)
+    r = run(a.quick, a.chunks, a.transport, a.multicast, a.ipv6)
     print(json.dumps({k: v for k, v in r.items() if k not in ("itr", "etrs")}, indent=2,
                      default=str))
     ok = r["intact"] and r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r[

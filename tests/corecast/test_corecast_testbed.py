@@ -66,3 +66,17 @@ def test_fig2_with_intra_domain_multicast_one_copy_per_as():
     assert r["transit_bytes"] == r["eq3_bytes"]
     assert r["local_bytes"] == r["eq5_bytes"] == 10 * 3 * (28 + 1200)
     assert all(e["counters"]["multicast_out"] == 10 for e in r["etrs"])
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+@pytest.mark.slow
+def test_fig2_ipv6_eids_over_ipv4_rlocs():
+    """IPv6 source, channel and client EIDs, CoreCast in IPv6 next header 253, LISP over
+    the IPv4 core: bytes equal eqs. 3 and 5 with the IPv6 sizes (H_CC = 40 + 48)."""
+    from corecast.experiments.fig2_testbed import run
+
+    r = run(quick=True, chunks=10, ipv6=True)
+    assert r["intact"] and r["received"] == [10] * 7
+    assert r["sizes"]["h_cc"] == 88 and r["sizes"]["h_i"] == 48
+    assert r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r["eq5_bytes"]
