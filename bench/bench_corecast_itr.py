@@ -150,7 +150,7 @@ def run(quick: bool) -> dict:
     notes_k = "kernel forwarding yardstick: needs root (namespace testbed); not measured"
     if kern is not None:
         rows.append({"subject": "Linux kernel forwarding (namespaces)", "packets in": kern["sent"],
-                     "packets out": kern["forwarded"], "drops": kern["sent"] - kern["forwarded"],
+                     "packets out": kern["forwarded"], "drops": max(0, kern["sent"] - kern["forwarded"]),
                      "kpps": kern["pps"] / 1e3})
         if ("C", "corecast") in res:
             ratios["C corecast / kernel"] = res[("C", "corecast")] / kern["pps"]
