@@ -46,6 +46,10 @@ async def serve(host: str, port: int, size: int | None, ready=None, stats: dict 
             pass
         finally:
             writer.close()
+            try:  # let the transport flush what drain() left buffered before we exit
+                await writer.wait_closed()
+            except ConnectionError:
+                pass
             served += 1
             if served >= connections:
                 done.set()
