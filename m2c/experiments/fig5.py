@@ -166,7 +166,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             for i, r in enumerate(res):
                 fl = flows[i] if i < len(flows) else {}
                 mss_pkts = max(1, size // 1448)
-                link = size + 52 * mss_pkts + 14 * mss_pkts  # TCP/IP + Ethernet headers
+                link = size + 52 * mss_pkts  # IPv4 + TCP (timestamps) headers, like M2C's IP level
                 rows.append({"flow": "TCP_ft", "receiver": i + 1, "ok": r["bytes"] == size,
                              "bytes": r["bytes"],
                              "time": r["time"], "gput": size * 8 / r["time"] / 1000,
