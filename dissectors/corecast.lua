@@ -249,4 +249,5 @@ local function heuristic(tvb, pinfo, tree)
 end
 
 corecast:register_heuristic("udp", heuristic)
+DissectorTable.get("udp.port"):add_for_decode_as(corecast)  -- Analyze > Decode As
 register()

@@ -262,6 +262,7 @@ local function heuristic(tvb, pinfo, tree)
 end
 
 m2c:register_heuristic("udp", heuristic)
+DissectorTable.get("udp.port"):add_for_decode_as(m2c)  -- Analyze > Decode As
 
 local cur_ports = nil
 local function register_ports()

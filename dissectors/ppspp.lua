@@ -667,4 +667,5 @@ local function heuristic(tvb, pinfo, tree)
 end
 
 ppspp:register_heuristic("udp", heuristic)
+DissectorTable.get("udp.port"):add_for_decode_as(ppspp)  -- Analyze > Decode As
 register_port()
