@@ -48,3 +48,31 @@ def test_personal_plugins_folder_install():
     assert protos[0].endswith(":ppspp")
     assert ":corecast" in protos[1]  # (then the corecast.payload table: rtp/data)
     assert ":alc" in protos[2] and "m2c" in protos[2]
+
+
+@pytest.mark.tool("tshark")
+def test_decode_as_on_any_port():
+    """`-d udp.port==N,<proto>` (Analyze > Decode As) with the heuristics off."""
+    pkts = [
+        IP(src="127.0.0.1", dst="127.0.0.1") / UDP(sport=50001, dport=50000)
+        / Raw(pp_codec.encode_datagram(pp_codec.WireContext(), 5, [pp_codec.Unchoke()])),
+        IP(src="127.0.0.1", dst="127.0.0.1") / UDP(sport=50002, dport=50003)
+        / Raw(cc_codec.encode_cc_header(1, bytes(20), bytes(4), 80)),
+        IP(src="127.0.0.1", dst="239.1.2.3") / UDP(sport=50004, dport=50005)
+        / Raw(m2c_codec.encode(m2c_codec.AlcPacket(1, 1, 3, 2, 0, 7, 0, 0, 0, 0, b"s"))),
+    ]
+    argv = ["tshark"]
+    for f in ("ppspp.lua", "corecast.lua", "m2c.lua"):
+        argv += ["-X", f"lua_script:{DISSECTORS / f}"]
+    for h in ("ppspp_udp", "corecast_udp", "m2c_udp"):
+        argv += ["--disable-heuristic", h]
+    argv += ["-d", "udp.port==50000,ppspp", "-d", "udp.port==50003,corecast",
+             "-d", "udp.port==50005,m2c", "-T", "fields", "-e", "frame.protocols"]
+    with scratch() as d:
+        wrpcap(str(d / "c.pcap"), pkts)
+        out = subprocess.run([*argv, "-r", str(d / "c.pcap")], capture_output=True, text=True,
+                             timeout=60, check=True)
+    assert "Lua Error" not in out.stdout + out.stderr
+    protos = out.stdout.split()
+    assert protos[0].endswith(":ppspp") and protos[1].endswith(":corecast")
+    assert ":m2c:alc" in protos[2]

@@ -339,6 +339,12 @@ def test_every_method_hash_and_signature_deterministic():
         convs.append((ctx, dgrams))
     with scratch() as tmp_path:
         _check_conversations(tmp_path, convs, 1)
+        # two passes (-2): the second pass is a redissection with pinfo.visited set,
+        # as in Wireshark's GUI; the per-frame memory must give the same tree
+        pcap = tmp_path / "ppspp.pcap"
+        one = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", proto="ppspp")
+        two = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", "-2", proto="ppspp")
+    assert [f.get("ppspp") for f in one] == [f.get("ppspp") for f in two]
 
 
 def _bad_datagrams() -> list[tuple[WireContext, bytes]]:
