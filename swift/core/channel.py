@@ -99,6 +99,9 @@ class Channel:
         # download side
         self.choked = False  # they choke us
         self.requests: dict[int, float] = {}
+        #: order in which requests were sent (served in that order, 3.7)
+        self.req_seq: dict[int, int] = {}
+        self.next_seq = 0
         self.last_progress = now
         self.pending_hashes: dict[int, bytes] = {}
         self.hash_order: list[tuple[int, bytes]] = []

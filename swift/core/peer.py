@@ -171,6 +171,7 @@ class Peer(RequestPlanner):
         for c in ch.requests:
             self.inflight.reset(B.chunk(c))
         ch.requests.clear()
+        ch.req_seq.clear()
         for lo, hi in ch.peer_have.ranges():
             self.availability.add_range(lo, hi, -1)
         self.channels.pop(ch.local_id, None)
@@ -433,21 +434,25 @@ class Peer(RequestPlanner):
         if lost:
             ch.lost += len(ch.requests)
         ch.requests.clear()
+        ch.req_seq.clear()
 
     def _on_data(self, ch: Channel, m: C.Data, now: float) -> None:
         lo, hi = self._to_chunks(m)
         i = lo
-        if i in ch.requests and next(iter(ch.requests)) != i:
-            # requests are served in order: ones older than this chunk by more
-            # than a small reordering margin were lost; ask again (as libswift
-            # drops "likely snubbed" hints)
+        seq_i = ch.req_seq.pop(i, None)
+        if seq_i is not None and next(iter(ch.requests)) != i:
+            # requests are served in order: ones asked for before this chunk
+            # (beyond a reordering margin of one) were lost or skipped; ask
+            # again (as libswift drops "likely snubbed" hints)
             older = []
             for c in ch.requests:
                 if c == i:
                     break
-                older.append(c)
-            for c in older[:-3]:
+                if seq_i - ch.req_seq.get(c, seq_i) > 1:
+                    older.append(c)
+            for c in older:
                 del ch.requests[c]
+                ch.req_seq.pop(c, None)
                 self.inflight.reset(B.chunk(c))
                 ch.lost += 1
         sent_at = ch.requests.pop(i, None)
@@ -701,6 +706,22 @@ class Peer(RequestPlanner):
                 self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1
+            # single requests far older than the smoothed request->DATA time
+            # were lost even if others keep arriving: re-pick them
+            if ch.requests:
+                limit = now - max(4 * ch.rtt, cfg.request_timeout)
+                stale = []
+                for c, t in ch.requests.items():  # insertion order: oldest first
+                    if t >= limit:
+                        break
+                    stale.append(c)
+                if stale and len(stale) < len(ch.requests):
+                    for c in stale:
+                        del ch.requests[c]
+                        ch.req_seq.pop(c, None)
+                        self.inflight.reset(B.chunk(c))
+                    ch.lost += len(stale)
+                    ch.cancels.append((min(stale), max(stale) + 1))
             # requests: no progress for a while -> give them back, CANCEL, re-pick
             tmo = max(cfg.request_timeout, 3 * ch.rtt)
             if ch.requests and now - ch.last_progress > tmo:
@@ -735,7 +756,10 @@ class Peer(RequestPlanner):
         for ch in self.established:
             if ch.received < 2 or ch.distrusted:
                 continue
-            r = expected_bandwidth(self.config.chunk_size, ch.rtt, ch.dip, ch.loss_ratio, ch.k)
+            # DIP: mean inter-arrival over the last rate sample (the EWMA of
+            # single gaps underestimates it for bursty senders)
+            dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
+            r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
             ranked.append((r, ch.local_id))
         self.fast = set(fast_set(ranked, self.config.bitrate, self.config.fast_factor))  # type: ignore[arg-type]
 

@@ -70,6 +70,8 @@ class PickState:
     #: playback position in chunks (VoD)
     playpos: int = 0
     rng: random.Random = field(default_factory=random.Random)
+    #: availability of the current fast peers (paper III-A), for the VoD picker
+    fast_haves: list = field(default_factory=list)
 
 
 def next_wanted(st: PickState, peer: Binmap, pos: int, hi: int) -> int | None:
@@ -197,6 +199,18 @@ class VodPicker(Picker):
         out: list[int] = []
         if fast or not self.fast_only_high:
             out = in_order(st, peer, p, h_end, want)
+            if out:
+                return out
+        else:
+            # urgent chunks no fast peer can provide may come from anyone
+            pos = p
+            while len(out) < want:
+                c = next_wanted(st, peer, pos, h_end)
+                if c is None:
+                    break
+                if not any(fh.has(c) for fh in st.fast_haves):
+                    out.append(c)
+                pos = c + 1
             if out:
                 return out
         out = rarest(st, peer, h_end, m_end, want)

@@ -59,6 +59,8 @@ class RequestPlanner:
                     c.requests for c in self.channels.values()):
                 return []
             ch.requests[0] = now
+            ch.req_seq[0] = ch.next_seq
+            ch.next_seq += 1
             self.inflight.set(0)
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
         # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
@@ -74,7 +76,9 @@ class RequestPlanner:
         want = window - len(ch.requests)
         if want < max(1, min(16, window // 4)):
             return []
-        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng)
+        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng,
+                       [c.peer_have for c in self.channels.values()
+                        if c.local_id in self.fast and c is not ch])
         picks: list[int] = []
         fast = ch.local_id in self.fast or not self.fast
         while len(picks) < want:
@@ -99,6 +103,8 @@ class RequestPlanner:
             lo, hi = c, c + 1
         for c in picks:
             ch.requests[c] = now
+            ch.req_seq[c] = ch.next_seq
+            ch.next_seq += 1
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
         return out
 
@@ -119,6 +125,8 @@ class RequestPlanner:
         for c in picks:
             self.inflight.set(B.chunk(c))
             ch.requests[c] = now
+            ch.req_seq[c] = ch.next_seq
+            ch.next_seq += 1
         if picks:
             for s, t in self._specs(picks[0], picks[-1] + 1):
                 out.append(C.Request(s, t))
