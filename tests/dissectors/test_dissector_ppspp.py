@@ -226,13 +226,15 @@ def check_aliases(node: dict, where: str) -> None:
 
 def send_and_capture(tmp_path, convs: list, seed: int):
     """Send the conversations interleaved over real UDP; return (pcap, sent rows)."""
-    pairs = [UdpPair() for _ in convs]
+    # every other conversation over IPv6 (the conversation key is address-neutral)
+    pairs = [UdpPair("::1" if i % 2 else "127.0.0.1") for i in range(len(convs))]
     rng = random.Random(seed)
     queues = [list(d) for _, d in convs]
     sent = []  # (conversation index, a_to_b, payload, messages)
     pcap = tmp_path / "ppspp.pcap"
     ports = [p for pr in pairs for p in (pr.port_a, pr.port_b)]
-    bpf = "udp and host 127.0.0.1 and (" + " or ".join(f"port {p}" for p in ports) + ")"
+    bpf = ("udp and (host 127.0.0.1 or host ::1) and ("
+           + " or ".join(f"port {p}" for p in ports) + ")")
     try:
         with capture(pcap, bpf):
             while any(queues):
