@@ -81,3 +81,113 @@ def test_fec_suite_catches_a_broken_implementation(tmp_path):
     assert cp.returncode == 1
     props = {(p.get("name"), p.get("value")) for p in junit.iter("property")}
     assert ("implementation", "mutant") in props
+
+
+def _findings(junit: ET.ElementTree, name: str) -> dict[str, str]:
+    """implementation -> value of property ``name`` from the JUnit XML."""
+    out = {}
+    for case in junit.iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if name in props:
+            out[props.get("implementation", "?")] = props[name]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.tool("curl")
+def test_http_proxy_suite_passes_on_ours(tmp_path):
+    cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy", "--impl", "ours-http-proxy")
+    _assert_all_pass(cp, res)
+    assert res["counts"]["pass"] >= 9
+    # VMC is a sharing proxy: the late joiner is served from the live stream (a finding, recorded)
+    assert _findings(junit, "late_joiner")["ours-http-proxy"].startswith("shares")
+
+
+@pytest.mark.slow
+@pytest.mark.tool("curl", "nginx")
+def test_http_proxy_suite_against_nginx(tmp_path):
+    """Someone else's proxy through the example wrapper: nginx plain and with proxy_cache_lock.
+
+    nginx's proxy_cache does not look at Authorization unless configured to
+    (proxy_no_cache/proxy_cache_bypass $http_authorization), so the cache-lock
+    configuration serves one user's response to another: the RFC 9111 sec. 3.5
+    case must catch exactly that, and nothing else fails.
+    """
+    cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy",
+                               "--impl", "nginx-plain", "--impl", "nginx-cache-lock")
+    failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"])
+              for r in res["results"] if r["result"] != "pass"}
+    assert failed == {("test_authorization_requests_each_reach_the_origin", "nginx-cache-lock")}, cp.stdout[-3000:]
+    late = _findings(junit, "late_joiner")
+    assert late["nginx-plain"].startswith("refetches")
+    assert late["nginx-cache-lock"].startswith("waits")
+
+
+TRUNCATING_PROXY = textwrap.dedent('''
+    """A naive proxy: drops Content-Length and relays until the origin closes (close-delimited)."""
+    import socket, sys, threading
+    args = sys.argv[1:]
+    if args[0] != "proxy":
+        sys.exit(127)
+    listen = args[args.index("--listen") + 1].rsplit(":", 1)
+    up = args[args.index("--upstream") + 1].rsplit(":", 1)
+
+    def handle(c):
+        with c:
+            data = b""
+            while b"\\r\\n\\r\\n" not in data:
+                more = c.recv(65536)
+                if not more:
+                    return
+                data += more
+            head = data.split(b"\\r\\n\\r\\n", 1)[0].split(b"\\r\\n")
+            lines = [head[0]] + [h for h in head[1:] if not h.lower().startswith((b"connection:", b"host:"))]
+            lines += [b"Host: " + up[0].encode() + b":" + up[1].encode(), b"Connection: close"]
+            with socket.create_connection((up[0], int(up[1]))) as u:
+                u.sendall(b"\\r\\n".join(lines) + b"\\r\\n\\r\\n")
+                resp = b""
+                while b"\\r\\n\\r\\n" not in resp:
+                    more = u.recv(65536)
+                    if not more:
+                        return
+                    resp += more
+                rhead, rest = resp.split(b"\\r\\n\\r\\n", 1)
+                rl = rhead.split(b"\\r\\n")
+                keep = [rl[0]] + [h for h in rl[1:] if not h.lower().startswith((b"content-length:", b"connection:"))]
+                c.sendall(b"\\r\\n".join(keep + [b"Connection: close"]) + b"\\r\\n\\r\\n" + rest)
+                cl = [int(h.split(b":")[1]) for h in rl[1:] if h.lower().startswith(b"content-length:")]
+                left = (cl[0] if cl else 1 << 62) - len(rest)
+                while left > 0:
+                    try:
+                        more = u.recv(65536)
+                    except OSError:
+                        break
+                    if not more:
+                        break
+                    c.sendall(more)
+                    left -= len(more)
+
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((listen[0], int(listen[1])))
+    s.listen(64)
+    print("READY", flush=True)
+    while True:
+        conn, _ = s.accept()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.tool("curl")
+def test_http_proxy_suite_catches_a_truncating_proxy(tmp_path):
+    """A proxy that turns a cut response into a close-delimited "complete" 200 fails both death cases."""
+    script = tmp_path / "truncating_proxy.py"
+    script.write_text(TRUNCATING_PROXY)
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "http-proxy", "--impl-name", "truncating",
+                           "-k", "origin_death or forwards")
+    by = {r["case"].split("::")[1].split("[")[0]: r["result"] for r in res["results"]}
+    assert by == {"test_forwards_a_complete_response": "pass",
+                  "test_origin_death_is_never_a_complete_200": "fail",
+                  "test_origin_death_seen_by_curl": "fail"}, cp.stdout[-3000:]
