@@ -116,6 +116,18 @@ def _kernel_pps(pkts: list[bytes], seconds: float) -> dict | None:
     return {"sent": sent, "forwarded": got, "pps": got / seconds, "wall_s": dt}
 
 
+def _itr_end_to_end(quick: bool) -> dict | None:
+    """Packets per CPU-second of our whole ITR process (socket I/O included), from the
+    section 6 experiment's CoreCast run at x1 (paced so nothing is lost)."""
+    from corecast.experiments.overhead import run as overhead
+
+    r = overhead(quick=True, scales=(1,), reps=1, chunks=1 if quick else 3)
+    row = next(x for x in r["rows"] if x["mode"] == "corecast")
+    if not row["itr_cpu_s"]:
+        return None
+    return {"in": row["itr_in"], "out": row["itr_out"], "pps": row["itr_in"] / row["itr_cpu_s"]}
+
+
 def run(quick: bool) -> dict:
     scale, chunks, repeat = (1, 2, 2) if quick else (1, 20, 9)
     cc_pkts, uc_pkts, pop = _traffic(scale, chunks)
@@ -147,6 +159,7 @@ def run(quick: bool) -> dict:
         ratios["C/pure (corecast)"] = res[("C", "corecast")] / res[("pure", "corecast")]
         ratios["C/pure (plain)"] = res[("C", "plain")] / res[("pure", "plain")]
     kern = _kernel_pps(uc_pkts, 0.5 if quick else 3.0)
+    e2e = _itr_end_to_end(quick) if kern is not None else None
     notes_k = "kernel forwarding yardstick: needs root (namespace testbed); not measured"
     if kern is not None:
         rows.append({"subject": "Linux kernel forwarding (namespaces)", "packets in": kern["sent"],
@@ -155,9 +168,15 @@ def run(quick: bool) -> dict:
         if ("C", "corecast") in res:
             ratios["C corecast / kernel"] = res[("C", "corecast")] / kern["pps"]
             targets["C corecast / kernel"] = ">= 0.5"
+        if e2e is not None:
+            rows.append({"subject": "our ITR end to end (namespaces, AF_PACKET in, UDP out)",
+                         "packets in": e2e["in"], "packets out": e2e["out"], "drops": 0,
+                         "kpps": e2e["pps"] / 1e3})
+            ratios["ITR end to end (CoreCast) / kernel"] = e2e["pps"] / kern["pps"]
         notes_k = ("kernel: unicast packets offered by a Python sendmmsg raw sender for "
                    f"{kern['wall_s']:.1f} s, counted at cap (a lower bound: the sender limits it); "
-                   "ours: sans-IO core without socket I/O (an upper bound for a real ITR)")
+                   "'ITR corecast (C)' is the sans-IO core without socket I/O; 'end to end' is "
+                   "our ITR process in namespaces per CPU-second (AF_PACKET + asyncio + sendmmsg)")
     sizes = pop.sizes()
     return {
         "title": "CoreCast ITR: plain LISP vs CoreCast demultiplexing (packets/s, one core)",
