@@ -440,7 +440,7 @@ class Peer(RequestPlanner):
         lo, hi = self._to_chunks(m)
         i = lo
         seq_i = ch.req_seq.pop(i, None)
-        if seq_i is not None and next(iter(ch.requests)) != i:
+        if seq_i is not None and i in ch.requests and next(iter(ch.requests)) != i:
             # requests are served in order: ones asked for before this chunk
             # (beyond a reordering margin of one) were lost or skipped; ask
             # again (as libswift drops "likely snubbed" hints)

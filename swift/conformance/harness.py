@@ -1,0 +1,288 @@
+"""Test-side PPSPP pieces: our peer as processes, a raw test peer, a tampering UDP relay.
+
+Everything talks UDP on 127.0.0.1. The raw peer and the relay parse and build
+datagrams with :mod:`swift.wire.codec` (RFC 7574 sec. 8), so a case reads the
+messages by the same field names as our dissectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from swift.wire import codec as C
+from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, MsgType, Version
+
+CAMS = {"bin32": ChunkAddressing.BIN32, "byte64": ChunkAddressing.BYTE64, "chunk32": ChunkAddressing.CHUNK32,
+        "bin64": ChunkAddressing.BIN64, "chunk64": ChunkAddressing.CHUNK64}
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def make_content(path: str, size: int, seed: int = 1) -> bytes:
+    import random
+
+    data = random.Random(seed).randbytes(size)
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def ctx_for(addressing: str, chunk_size: int = 1024) -> C.WireContext:
+    return C.WireContext.make(CAMS[addressing], HashFunc.SHA256, chunk_size=chunk_size)
+
+
+def to_chunks(ctx: C.WireContext, start: int, end: int) -> tuple[int, int]:
+    """A message's chunk spec as the half-open chunk range [lo, hi) (sec. 4)."""
+    if ctx.is_bin:
+        b = start
+        layer = 0
+        while b & 1:
+            b >>= 1
+            layer += 1
+        width = 1 << layer
+        lo = (start >> (layer + 1)) * width if layer else start >> 1
+        return lo, lo + width
+    if ctx.addressing == ChunkAddressing.BYTE64:
+        return start // ctx.chunk_size, end // ctx.chunk_size + 1
+    return start, end + 1
+
+
+def spec_for(ctx: C.WireContext, lo: int, hi: int) -> tuple[int, int]:
+    """(start, end) wire values for chunks [lo, hi); bins need an aligned power of two."""
+    if ctx.is_bin:
+        w = hi - lo
+        layer = w.bit_length() - 1
+        assert w == 1 << layer and lo % w == 0, "bin specs need aligned power-of-two ranges"
+        b = ((lo >> layer) << (layer + 1)) + (1 << layer) - 1
+        return b, b
+    if ctx.addressing == ChunkAddressing.BYTE64:
+        return lo * ctx.chunk_size, hi * ctx.chunk_size - 1
+    return lo, hi - 1
+
+
+@contextmanager
+def our_seeder(path: str, addressing: str, chunk_size: int = 1024) -> Iterator[tuple[tuple[str, int], str]]:
+    """Our peer seeding ``path`` (``python -m swift seed``): yields (address, root hash hex)."""
+    port = free_udp_port()
+    proc = subprocess.Popen([sys.executable, "-m", "swift", "seed", path, "--host", "127.0.0.1", "--port", str(port),
+                             "--addressing", addressing, "--chunk-size", str(chunk_size), "--hash", "sha256"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        root = proc.stdout.readline().decode().strip()
+        if len(root) != 64:
+            raise RuntimeError(f"our seeder did not start: {root!r}")
+        yield ("127.0.0.1", port), root
+    finally:
+        _stop(proc)
+
+
+def our_leech(root: str, peer: tuple[str, int], out: str, addressing: str, chunk_size: int = 1024,
+              timeout: float = 20) -> subprocess.CompletedProcess:
+    """Our peer downloading (``python -m swift download``); exit 0 = complete and verified."""
+    return subprocess.run([sys.executable, "-m", "swift", "download", root, "--peer", f"{peer[0]}:{peer[1]}",
+                           "-o", out, "--host", "127.0.0.1", "--addressing", addressing, "--chunk-size",
+                           str(chunk_size), "--hash", "sha256", "--timeout", str(timeout), "-q"],
+                          capture_output=True, timeout=timeout + 20)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    for s in (proc.stdout, proc.stderr):
+        if s is not None:
+            s.close()
+
+
+# ------------------------------------------------------------------ raw test peer
+
+class RawPeer:
+    """A UDP socket speaking PPSPP message by message (no state machine)."""
+
+    def __init__(self, ctx: C.WireContext, channel: int = 0x1234ABCD) -> None:
+        self.ctx, self.channel = ctx, channel
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.remote_channel: int | None = None
+        self.received: list[tuple[float, C.Decoded]] = []
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def options(self, swarm: bytes | None, **over) -> C.HandshakeOptions:
+        base = dict(version=Version.V1, min_version=Version.V1, swarm_id=swarm, integrity=IntegrityMethod.MERKLE,
+                    hash_func=HashFunc.SHA256, addressing=self.ctx.addressing, chunk_size=self.ctx.chunk_size)
+        base.update(over)
+        return C.HandshakeOptions(**base)
+
+    def send(self, addr: tuple[str, int], dest: int, msgs: list) -> None:
+        self.sock.sendto(C.encode_datagram(self.ctx, dest, msgs), addr)
+
+    def send_raw(self, addr: tuple[str, int], data: bytes) -> None:
+        self.sock.sendto(data, addr)
+
+    def handshake(self, addr: tuple[str, int], opts: C.HandshakeOptions, extra: list | None = None) -> None:
+        self.send(addr, 0, [C.Handshake(self.channel, opts), *(extra or [])])
+
+    def recv(self, timeout: float, until: Callable[[C.Decoded], bool] | None = None,
+             max_datagrams: int = 100000) -> list[C.Decoded]:
+        """Datagrams received within ``timeout`` s (stops early when ``until`` is true)."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < max_datagrams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.sock.settimeout(left)
+            try:
+                data, _ = self.sock.recvfrom(65536)
+            except (TimeoutError, socket.timeout):
+                break
+            try:
+                d = C.decode_datagram(data, self.ctx)
+            except C.DecodeError:
+                continue
+            self.received.append((time.monotonic(), d))
+            out.append(d)
+            for m in d.messages:
+                if m.type == MsgType.HANDSHAKE and m.channel and self.remote_channel is None:
+                    self.remote_channel = m.channel
+            if until is not None and until(d):
+                break
+        return out
+
+
+def messages(dgrams: list[C.Decoded], t: MsgType) -> list:
+    return [m for d in dgrams for m in d.messages if m.type == t]
+
+
+# ------------------------------------------------------------------ tampering relay
+
+@dataclass
+class Relay:
+    """UDP relay between one client (the implementation) and a server (our peer).
+
+    ``tamper(decoded, from_server) -> list of messages | None``: return a
+    replacement message list to re-encode, or None to forward the bytes as
+    they are. Every decoded datagram is logged per direction.
+    """
+
+    server: tuple[str, int]
+    ctx: C.WireContext
+    tamper: Callable[[C.Decoded, bool], list | None] | None = None
+    to_server: list[tuple[float, C.Decoded]] = field(default_factory=list)
+    to_client: list[tuple[float, C.Decoded]] = field(default_factory=list)
+    client: tuple[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front.bind(("127.0.0.1", 0))
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back.bind(("127.0.0.1", 0))
+        self.back.connect(self.server)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.front.getsockname()
+
+    def inject_to_client(self, channel: int, msgs: list) -> None:
+        if self.client is not None:
+            self.front.sendto(C.encode_datagram(self.ctx, channel, msgs), self.client)
+
+    def _run(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.front, selectors.EVENT_READ, False)
+            sel.register(self.back, selectors.EVENT_READ, True)
+            while not self._stop.is_set():
+                for key, _ in sel.select(0.1):
+                    from_server = key.data
+                    try:
+                        data, addr = key.fileobj.recvfrom(65536)
+                    except OSError:
+                        continue
+                    if not from_server:
+                        self.client = addr
+                    out = data
+                    try:
+                        d = C.decode_datagram(data, self.ctx)
+                    except C.DecodeError:
+                        d = None
+                    if d is not None:
+                        with self._lock:
+                            (self.to_client if from_server else self.to_server).append((time.monotonic(), d))
+                        if self.tamper is not None:
+                            new = self.tamper(d, from_server)
+                            if new is not None:
+                                if not new:
+                                    continue  # dropped
+                                out = C.encode_datagram(self.ctx, d.channel, new)
+                    try:
+                        if from_server:
+                            if self.client is not None:
+                                self.front.sendto(out, self.client)
+                        else:
+                            self.back.send(out)
+                    except OSError:
+                        pass
+
+    def __enter__(self) -> Relay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.front.close()
+        self.back.close()
+
+    def log(self, from_server: bool) -> list[C.Decoded]:
+        with self._lock:
+            return [d for _, d in (self.to_client if from_server else self.to_server)]
+
+
+def chunk_of_file(data: bytes, i: int, chunk_size: int = 1024) -> bytes:
+    return data[i * chunk_size:(i + 1) * chunk_size]
+
+
+def corrupt(payload: bytes) -> bytes:
+    return bytes(b ^ 0xA5 for b in payload)
+
+
+def exists_nonempty(path: str) -> bool:
+    return os.path.exists(path) and os.path.getsize(path) > 0
