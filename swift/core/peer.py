@@ -243,6 +243,11 @@ class Peer(RequestPlanner):
         if addr in self.blacklist or not self._options_ok(hs.options, True):
             self.stats["refused"] += 1  # no reply: it may be spoofed (3.1.1 step 2)
             return
+        mine = self.channels.get(hs.channel)
+        if mine is not None and mine.state == "init" and mine.addr == addr:
+            self._drop(mine, "self")  # our own handshake came back: a self-connection
+            self.stats["refused"] += 1
+            return
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
             old.need_hs = True  # duplicate: answer again (8.2)

@@ -140,9 +140,11 @@ class RequestPlanner:
         ch.pex_requested = False
         out = []
         private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
+        seen = {ch.addr}
         for c in self.channels.values():
-            if c is ch or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
+            if c.addr in seen or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
                 continue
+            seen.add(c.addr)
             host, port = c.addr[0], c.addr[1]
             if _is_private(host) and not private_ok:
                 continue  # 8.13: no private addresses to public peers

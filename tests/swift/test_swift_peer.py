@@ -314,3 +314,11 @@ def test_state_per_peer_is_bounded() -> None:
         hs = C.Handshake(1000 + i, C.HandshakeOptions(version=1, min_version=1, swarm_id=s.swarm_id))
         s.datagram_received(C.encode_datagram(s.ctx, 0, [hs]), ("10.9.9.9", 1000 + i), 0.2)
     assert len(s.channels) <= 4 and s.stats["refused"] >= 16
+
+
+def test_self_connection_is_dropped() -> None:
+    s = seeder(os.urandom(4096), PeerConfig(seed=1))
+    s.connect(SEED, 0.0)  # e.g. our own address learned through PEX
+    pump({SEED: s}, steps=3)
+    assert not s.channels and s.stats["refused"] == 1
+    assert any(isinstance(e, ev.ChannelClosed) and e.reason == "self" for e in events(s))
