@@ -374,7 +374,8 @@ class ReceiverCC:
             return out
         sched = self.schedule
         for ch in sorted(self.joined):
-            if ch and sched.level_of_channel(ch, ts) is None:
+            if ch and sched.level_of_channel(ch, ts) is None and not (
+                    ch in self.pending and self.pending[ch][0] > now):
                 self.joined.discard(ch)
                 self.loss.reset(ch)
                 self.pending.pop(ch, None)
@@ -388,16 +389,33 @@ class ReceiverCC:
         lvl = self.level(ts)
         # received rate versus the rate of the joined levels (RFC 3738 3.2.2.6: TRR
         # greatly below ARR means the path is full: do not join, leave slow start)
-        cum = sched.cum_rate(lvl, ts)
+        # what the confirmed joined channels were due to deliver during the epoch
+        due = sum(sched.count(ch, ts) - sched.count(ch, ts - el) for ch in self.joined
+                  if ch not in self.pending) / el
         a = 0.3
         self._rr_avg = (1 - a) * self._rr_avg + a * rr
-        self._cum_avg = (1 - a) * self._cum_avg + a * cum
+        self._cum_avg = (1 - a) * self._cum_avg + a * due
         lagging = (self._cum_avg * el >= 8 and self._rr_avg < 0.8 * self._cum_avg)
         hold = max(2 * self.rtt.rtt, el)
         recent = any(now - t < hold for c, (t, _) in self.pending.items() if c)
         if lagging:
             self.lag_holds += 1
             self.ctl.on_lag(now, rr, self.rtt.rtt)
+        if (lvl == sched.levels and not lagging and now >= self.loss_event_until
+                and self.target_rate() >= sched.max_rate):
+            # at the top: join the K waves of the next slot just before they start (they
+            # are quiescent until then), so their first packets are not missed
+            t_next = (sched.slot(ts) + 1) * sched.tsd
+            if t_next - ts <= 2 * el + self.rtt.rtt:
+                for lv in range(sched.levels - sched.k + 1, sched.levels + 1):
+                    ch = sched.channel_of_level(lv, t_next + 1e-9)
+                    if ch not in self.joined:
+                        start_local = now + (t_next - ts)
+                        r = sched.rate(ch, t_next + 1e-9)
+                        self.joined.add(ch)
+                        self.pending[ch] = (start_local, (t_next - ts)
+                                            + max(10 * self.rtt.rtt, 4 * el, 4 / r))
+                        out.append(Join(ch))
         elif not recent and now >= self.loss_event_until:
             # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
             n_max = self.STARTUP_JOINS if self.loss_events == 0 and not self.lag_holds else 1

@@ -171,3 +171,51 @@ async def test_tiny_file_no_false_losses(tmp_path):
     empty.write_bytes(b"")
     sd, res, _ = await transfer(str(empty), str(tmp_path), controllers=("m2c",))
     assert res[0]["ok"]
+
+
+async def test_sequencer_api_over_multicast_receivers_get_prefixes():
+    """Paper 4-5 over real sockets: buffers sent with send(buffer, buffer_time); an
+    unconstrained receiver ends up with whole buffers, one capped at ~30 % of the
+    top rate gets ~ the first part of each buffer, as a contiguous prefix."""
+    from m2c.aio.stream import StreamReceiver, StreamSender
+    from m2c.core.groups import WaveSchedule
+
+    group, port = fresh_net()
+    s = WaveSchedule(30.0, 1500.0, tsd=0.5, k=2)
+    a, b, c, d = (int(x) for x in group.split("."))
+    groups = [(f"{a}.{b}.{c}.{d + i}", port + i) for i in range(s.channels + 1)]
+    got: dict[str, list] = {"full": [], "capped": []}
+    rx_full = StreamReceiver(s, groups, 77, got["full"].append)
+    rx_cap = StreamReceiver(s, groups, 77, got["capped"].append, max_rate=0.3 * s.max_rate)
+    tx = StreamSender(s, groups, 77, pdu_size=100)
+    rx_full.start()
+    rx_cap.start()
+    try:
+        for i in range(14):
+            cap = tx.seq.capacity(0.5) if tx.seq else Sequencer_capacity(s, 0.5)
+            buf = bytes([i]) * (cap * 100)
+            await tx.send(buf, 0.5)
+    finally:
+        tx.close()
+        await asyncio.sleep(0.1)
+        rx_full.close()
+        rx_cap.close()
+    full = [r for r in got["full"] if r.buffer_id >= 8]
+    capped = [r for r in got["capped"] if r.buffer_id >= 8]
+    assert full and capped
+    for r in full:
+        total = sum(len(p) for _, p in r.parts)
+        assert len(r.prefix) >= 0.9 * total > 0
+    shares = []
+    for r in capped:
+        total = sum(len(p) for _, p in r.parts)
+        assert total > 0 and len(r.prefix) >= 0.6 * total  # mostly contiguous from 0
+        shares.append(total)
+    full_size = max(sum(len(p) for _, p in r.parts) for r in full)
+    assert sum(shares) / len(shares) < 0.6 * full_size  # the capped one got a part only
+
+
+def Sequencer_capacity(s, bt):
+    from m2c.core.sequencer import Sequencer
+
+    return Sequencer(s, 100).capacity(bt)
