@@ -44,6 +44,8 @@ async def _seed(a: argparse.Namespace) -> int:
     from swift.aio.node import seeder
     node = seeder(a.file, _config(a), a.host, a.port)
     async with node:
+        for t in a.tracker or []:
+            node.connect(t)  # register: the tracker hands our address out by PEX
         print(node.peer.swarm_id.hex(), flush=True)
         print(f"seeding {a.file} on {node.host}:{node.port}", file=sys.stderr, flush=True)
         end = time.monotonic() + a.duration if a.duration else None
@@ -108,7 +110,11 @@ async def _download(a: argparse.Namespace) -> int:
     except ValueError:
         print("ROOTHASH must be hex", file=sys.stderr)
         return 2
-    cfg = _config(a, picker=a.picker)
+    cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
+    a.peer = list(a.peer or []) + list(a.tracker or [])
+    if not a.peer:
+        print("give --peer or --tracker", file=sys.stderr)
+        return 2
     stream = a.output == "-"
     if stream:  # play while downloading: verified bytes to stdout in order
         import tempfile
@@ -163,6 +169,22 @@ async def _download(a: argparse.Namespace) -> int:
     return 0
 
 
+async def _tracker(a: argparse.Namespace) -> int:
+    from swift.aio.node import SwiftNode
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer
+    cfg = _config(a, tracker=True, max_channels=a.max_peers)
+    tree = MerkleTree.for_root(bytes.fromhex(a.root), cfg.hash_func, cfg.chunk_size)
+    node = SwiftNode(Peer(Content(tree, MemoryStorage()), cfg), a.host, a.port)
+    async with node:
+        print(f"tracker for {a.root} on {node.host}:{node.port}", file=sys.stderr, flush=True)
+        end = time.monotonic() + a.duration if a.duration else None
+        while end is None or time.monotonic() < end:
+            await asyncio.sleep(0.5)
+    return 0
+
+
 def _hash(a: argparse.Namespace) -> int:
     from swift.aio.node import tree_for_file
     cfg = _config(a)
@@ -179,10 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host", default="0.0.0.0")
     s.add_argument("--port", type=int, default=6778)
     s.add_argument("--duration", type=float, default=0.0, help="seconds (0 = forever)")
+    s.add_argument("--tracker", type=_hostport, action="append", help="register with a tracker peer")
     _common(s)
     d = sub.add_parser("download", help="download by root hash from peers")
     d.add_argument("root", metavar="ROOTHASH")
-    d.add_argument("--peer", type=_hostport, action="append", required=True)
+    d.add_argument("--peer", type=_hostport, action="append")
+    d.add_argument("--tracker", type=_hostport, action="append",
+                   help="a PPSPP tracker peer: peers are learnt from it by PEX")
+    d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
     d.add_argument("-o", "--output", required=True, help="file, or - to stream to stdout in order")
     d.add_argument("--host", default="0.0.0.0")
     d.add_argument("--port", type=int, default=0)
@@ -194,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--timeout", type=float, default=3600.0)
     d.add_argument("-q", "--quiet", action="store_true")
     _common(d)
+    t = sub.add_parser("tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 3.10.1)")
+    t.add_argument("root", metavar="ROOTHASH")
+    t.add_argument("--host", default="0.0.0.0")
+    t.add_argument("--port", type=int, default=6779)
+    t.add_argument("--duration", type=float, default=0.0)
+    t.add_argument("--max-peers", type=int, default=256)
+    _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file")
     h.add_argument("file")
     h.add_argument("--no-cache", action="store_true", help="do not write FILE.mhash")
@@ -227,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_download(a))
         if a.cmd == "hash":
             return _hash(a)
+        if a.cmd == "tracker":
+            return asyncio.run(_tracker(a))
         if a.cmd == "live-source":
             return asyncio.run(_live_source(a))
         if a.cmd == "live-view":

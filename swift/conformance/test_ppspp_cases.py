@@ -42,19 +42,13 @@ def impl_seeder(impl, tmp_path):
         port = free_udp_port()
         cm = impl.start("seed", path, "--port", port, "--addressing", addressing, "--chunk-size", CS,
                         ready_line="READY")
-        proc = cm.__enter__()
+        cm.__enter__()  # the READY line (with the root hash) is consumed by the plugin
         started.append(cm)
-        root = _ready_root(proc)
-        return ("127.0.0.1", port), root, data, path
+        return ("127.0.0.1", port), _root_of(data), data, path
 
     yield start
     for cm in reversed(started):
         cm.__exit__(None, None, None)
-
-
-def _ready_root(proc) -> str:
-    # the READY line was consumed by the plugin; the root hash is recomputed from the file instead
-    return ""
 
 
 def _root_of(data: bytes) -> str:
@@ -189,15 +183,15 @@ def test_request_gets_data_with_correct_integrity(impl, impl_seeder, addressing)
         p.send(addr, remote, [C.Request(*spec_for(ctx, 0, 8))])
         seen: dict[int, bytes] = {}
 
-        def done(_d) -> bool:
-            for m in messages([x for _, x in p.received], MsgType.DATA):
-                lo, _ = to_chunks(ctx, m.start, m.end)
+        def done(d) -> bool:
+            for m in messages([d], MsgType.DATA):
+                lo, hi = to_chunks(ctx, m.start, m.end)
                 seen[lo] = m.payload
+                p.send(addr, remote, [C.Ack(m.start, m.end, 1000)])  # as a leecher would (sec. 3.4)
             return all(i in seen for i in range(8))
 
         p.recv(5.0, until=done)
         dgrams = [x for _, x in p.received]
-        done(None)
         assert all(i in seen for i in range(8)), f"DATA for chunks {sorted(seen)} of 0-7 within 5 s"
         for i in range(8):
             assert seen[i] == chunk_of_file(data, i, CS), f"chunk {i}: wrong payload"
@@ -208,7 +202,6 @@ def test_request_gets_data_with_correct_integrity(impl, impl_seeder, addressing)
             w = hi - lo
             assert w > 0 and not (w & (w - 1)) and lo % w == 0, f"INTEGRITY for a non-bin range {lo}-{hi}"
             assert m.hash == tree.hash(B.make(w.bit_length() - 1, lo // w)), f"wrong hash for chunks {lo}-{hi - 1}"
-        p.send(addr, remote, [C.Ack(*spec_for(ctx, 0, 8), 1000)])
 
 
 @pytest.mark.conformance(protocol="ppspp", section="RFC 7574 sec. 3.11, 8.14", role="seeder")

@@ -78,6 +78,10 @@ class PeerConfig:
     upload_rate: float | None = None
     slow_start: bool = True
     pex_connect: bool = False
+    #: tracker: keep channels and answer PEX_REQ only, never request data
+    #: (RFC 7574 3.10.1: "PEX messages can be used to construct a dedicated
+    #: tracker peer")
+    tracker: bool = False
     #: live: start this many chunks behind the newest one announced (6.1.2.4)
     live_prebuffer: int = 16
     seed: int | None = None

@@ -46,7 +46,7 @@ class RequestPlanner:
     def _request_msgs(self, ch: Channel, now: float) -> list:
         cfg = self.config
         content = self.content
-        if ch.choked or self._complete_reported:
+        if ch.choked or self._complete_reported or cfg.tracker:
             return []
         if ch.distrusted and ch.requests:
             return []  # probation: one request at a time until max_bad_chunks

@@ -203,3 +203,34 @@ async def test_http_endpoint_plays_while_downloading(tmp_path) -> None:
                 p = await asyncio.create_subprocess_exec("curl", "-s", url, stdout=asyncio.subprocess.PIPE)
                 whole, _ = await asyncio.wait_for(p.communicate(), 30)
                 assert whole == data
+
+
+def test_cli_tracker(tmp_path) -> None:
+    src = _file(tmp_path, 100 * 1024)
+    out = str(tmp_path / "via-tracker.bin")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    root = subprocess.run([sys.executable, "-m", "swift", "hash", src], capture_output=True,
+                          text=True, timeout=30).stdout.strip()
+    procs = []
+    try:
+        trk = subprocess.Popen([sys.executable, "-m", "swift", "tracker", root, "--host", "127.0.0.1",
+                                "--port", "0", "--duration", "40"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        procs.append(trk)
+        tport = int(trk.stderr.readline().strip().rsplit(":", 1)[1])
+        seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src, "--host", "127.0.0.1",
+                                 "--port", "0", "--duration", "40", "--tracker", f"127.0.0.1:{tport}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        procs.append(seed)
+        assert seed.stdout.readline().strip() == root
+        r = subprocess.run([sys.executable, "-m", "swift", "download", root, "--tracker",
+                            f"127.0.0.1:{tport}", "-o", out, "-q", "--timeout", "30"],
+                           capture_output=True, text=True, timeout=50, env=env)
+        assert r.returncode == 0, r.stderr
+        assert _sha(out) == _sha(src)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+            p.stdout.close()
+            p.stderr.close()

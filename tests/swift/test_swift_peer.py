@@ -322,3 +322,17 @@ def test_self_connection_is_dropped() -> None:
     pump({SEED: s}, steps=3)
     assert not s.channels and s.stats["refused"] == 1
     assert any(isinstance(e, ev.ChannelClosed) and e.reason == "self" for e in events(s))
+
+
+def test_tracker_peer_introduces_seeder() -> None:
+    data = os.urandom(20 * 1024)
+    s = seeder(data, PeerConfig(seed=1, pex_connect=True))
+    trk = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True))
+    TRK = ("10.0.0.9", 6778)
+    s.connect(TRK, 0.0)  # the seeder registers with the tracker
+    pump({SEED: s, TRK: trk}, steps=20, dt=0.01)
+    l.connect(TRK, 0.3)  # the leecher only knows the tracker
+    pump({SEED: s, TRK: trk, LEECH: l}, steps=3000, dt=0.01, until=lambda: l.content.complete)
+    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+    assert trk.content.have.count() == 0 and trk.stats["verified"] == 0
