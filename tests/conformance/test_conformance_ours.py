@@ -191,3 +191,14 @@ def test_http_proxy_suite_catches_a_truncating_proxy(tmp_path):
     assert by == {"test_forwards_a_complete_response": "pass",
                   "test_origin_death_is_never_a_complete_200": "fail",
                   "test_origin_death_seen_by_curl": "fail"}, cp.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_ppspp_suite_passes_on_ours(tmp_path):
+    cp, res, junit = run_suite(tmp_path, "--conformance", "ppspp", "--impl", "ours-ppspp")
+    _assert_all_pass(cp, res)
+    cases = {r["case"].split("::")[1].split("[")[0] for r in res["results"]}
+    assert {"test_download_from_our_seeder", "test_seed_to_our_leecher", "test_refuses_unsupported_versions",
+            "test_corrupt_chunks_are_rejected_and_refetched", "test_wrong_uncle_hashes_are_not_trusted",
+            "test_choke_stops_requests_until_unchoke"} <= cases
+    assert "ours-ppspp" in _findings(junit, "after_cancel")
