@@ -138,6 +138,9 @@ def test_unconstrained_receiver_climbs_to_the_top(controller):
     assert violations == 0
     assert max(lvl for _, lvl, _ in levels) >= rx.schedule.levels - 2
     assert rx.loss.lost == 0
+    # once at the top it stays there across slot changes (it pre-joins the new waves)
+    late = [lvl for t, lvl, _ in levels if t > 10.0]
+    assert sum(lvl == rx.schedule.levels for lvl in late) >= 0.9 * len(late)
 
 
 @pytest.mark.slow
