@@ -401,3 +401,22 @@ def test_choke_stops_requests_until_unchoke(impl, tmp_path, record_property):
     assert not reqs, f"{len(reqs)} REQUEST(s) sent to a choking peer"
     assert cp.returncode == 0, f"did not complete after UNCHOKE: {cp.stderr[-1500:]!r}"
     assert sha256_file(out) == sha256_file(path)
+
+
+@pytest.mark.conformance(protocol="ppspp", section="RFC 7574 sec. 8.2-8.14", role="leecher")
+@pytest.mark.parametrize("addressing", ["bin32", "byte64", "chunk64"])
+def test_every_datagram_it_sends_parses(impl, tmp_path, addressing, record_property):
+    """Through our relay, every datagram the implementation sends during a download parses completely
+    with our codec under the negotiated addressing (no truncated or unknown message)."""
+    path, data = _content(tmp_path, n_chunks=40)
+    out = str(tmp_path / "out.bin")
+    ctx = ctx_for(addressing, CS)
+    with our_seeder(path, addressing, CS) as (addr, root), Relay(addr, ctx) as relay:
+        cp = _leech(impl, root, relay.address, out, addressing, timeout=20)
+        up = relay.log(from_server=False)
+    assert cp.returncode == 0 and sha256_file(out) == sha256_file(path)
+    bad = [d.error for d in up if d.error]
+    assert not bad, f"{len(bad)} malformed datagram(s): {bad[:3]}"
+    kinds = sorted({MsgType(m.type).name for d in up for m in d.messages})
+    assert "HANDSHAKE" in kinds and "REQUEST" in kinds
+    record_property("messages_sent", ",".join(kinds))

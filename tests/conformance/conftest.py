@@ -21,3 +21,21 @@ def fec_vector(request) -> dict:
     v = parse(request.param.read_text())
     v["path"] = request.param
     return v
+
+
+def _ppspp_params() -> list:
+    from swift.conformance.vectors import parse
+
+    out = []
+    for p in sorted((VECTORS / "ppspp").glob("*.vec")):
+        v = parse(p.read_text())
+        out += [pytest.param((p, v, name), id=f"{p.stem}-{name}") for name in v["vectors"]]
+    return out
+
+
+@pytest.fixture(params=_ppspp_params())
+def ppspp_vector(request) -> dict:
+    """One stored PPSPP datagram: {"file", "addressing", "name", "bytes", "comments"}."""
+    path, v, name = request.param
+    return {"file": path, "addressing": v["addressing"], "name": name, "bytes": v["vectors"][name],
+            "comments": v["comments"]}
