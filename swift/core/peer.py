@@ -505,6 +505,11 @@ class Peer(RequestPlanner):
             return
         self.content.store_chunk(i, m.payload)
         self.have_version += 1
+        for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
+            if other is not ch and i in other.requests:
+                del other.requests[i]
+                other.req_seq.pop(i, None)
+                other.cancels.append((i, i + 1))
         self.stats["verified"] += 1
         ch.note_data(now, now - sent_at)
         delay = int(now * 1e6) - m.timestamp

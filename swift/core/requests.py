@@ -89,7 +89,9 @@ class RequestPlanner:
                 self.inflight.set(B.chunk(c))
             picks.extend(got)
         if not picks:
-            return []
+            picks = self._endgame(ch, want)
+            if not picks:
+                return []
         picks.sort()
         out = []
         lo = picks[0]
@@ -106,6 +108,22 @@ class RequestPlanner:
             ch.req_seq[c] = ch.next_seq
             ch.next_seq += 1
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
+        return out
+
+    def _endgame(self, ch: Channel, want: int) -> list[int]:
+        """End game: the last missing chunks are all requested elsewhere; ask
+        this peer too (the first copy wins, the others get a CANCEL, 3.8)."""
+        content = self.content
+        n = content.n_chunks
+        have = content.have
+        out: list[int] = []
+        pos = have.find_empty(0, n)
+        budget = 256
+        while pos is not None and pos < n and len(out) < min(want, 32) and budget:
+            budget -= 1
+            if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)):
+                out.append(pos)
+            pos = have.find_empty(pos + 1, n)
         return out
 
     def _live_requests(self, ch: Channel, now: float) -> list:
