@@ -111,3 +111,14 @@ def test_post_passes_through_unshared_with_expect_100(make_stack, tmp_path: Path
                        capture_output=True, text=True, timeout=30)
     assert r.stdout == "405"  # the origin's answer, relayed
     assert st.status()["not_shared"].get("method") == 1
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.tuples(st.sampled_from([b"repr-digest", b"digest", b"x"]), st.binary(max_size=60)), max_size=4))
+def test_fuzz_offered_digest(headers) -> None:
+    """Any digest header values: a 32-byte-or-other bytes value or None, never an exception."""
+    out = _offered_sha256(headers)
+    assert out is None or isinstance(out, bytes)

@@ -91,3 +91,20 @@ def test_tables_experiment_quick() -> None:
     assert t2["failed"] == 0
     assert t2["VMC MB"] < t2["Normal MB"]  # the 1 MB file every fifth download is shared
     assert len(res["latencies"]["high-vhigh"]["vmc"]) == 40
+
+
+def test_testbed_helpers() -> None:
+    from vmc.experiments.testbed import saved_per_request, summarise
+
+    status = {"recent": [
+        {"mode": "origin", "client_bytes": 100, "origin_bytes": 0},
+        {"mode": "joined", "client_bytes": 100, "origin_bytes": 30},
+        {"mode": "range", "client_bytes": 10, "origin_bytes": 0},
+        {"mode": "passthrough", "client_bytes": 50, "origin_bytes": 50},
+    ]}
+    assert saved_per_request(status) == [0, 70, 10, 0]
+    runs = [{"scenario": "x", "table2": {"bandwidth %": b, "latency %": l, "latency % vs proxy-only": None}}
+            for b, l in ((1.0, -5.0), (3.0, 15.0))]
+    s = summarise(runs)
+    assert s["runs"] == 2 and s["bandwidth %"] == {"mean": 2.0, "min": 1.0, "max": 3.0}
+    assert s["latency %"]["mean"] == 5.0 and "latency % vs proxy-only" not in s

@@ -56,11 +56,12 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list
                    "Normal MB": round(row["normal_MB"], 2), "VMC MB": round(row["vmc_MB"], 2),
                    "bandwidth %": round(row["bandwidth_saving_%"], 2),
                    "latency %": round(row["latency_saving_%"], 2),
+                   "latency % vs proxy-only": round(row["latency_saving_vs_proxy_%"], 2),
                    "calc. latency %": round(row["calculated_latency_saving_%"], 2),
                    "paper Normal MB": p2[0], "paper VMC MB": p2[1], "paper bandwidth %": p2[2],
                    "paper latency %": p2[3], "failed": row["failed"], "link MB/s": round(link / 1e6, 2),
                    "speed": round(speed, 1)})
-        raw[name] = {"normal": row["normal_latencies"], "vmc": row["vmc_latencies"]}
+        raw[name] = {"normal": row["normal_latencies"], "proxy": row["proxy_latencies"], "vmc": row["vmc_latencies"]}
     return {"table1": t1, "table2": t2, "latencies": raw, "n": n, "seed": seed, "quick": quick}
 
 
@@ -83,7 +84,7 @@ def plot(result: dict, out: Path) -> list[Path]:
     paths = []
     for name, lat in result["latencies"].items():
         fig, ax = plt.subplots(figsize=(5, 3.2))
-        for label, xs in (("normal", lat["normal"]), ("VMC", lat["vmc"])):
+        for label, xs in (("normal", lat["normal"]), ("proxy, no sharing", lat["proxy"]), ("VMC", lat["vmc"])):
             acc, ys = 0.0, []
             for x in xs:
                 acc += x or 0.0
