@@ -140,6 +140,7 @@ class ItrNode(Node):
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
         self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
             self.itr.handle_control(d, self.now())))
+        self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]  # if 0 was asked
         self.transports += [self.t_inside, self.t_data, self.t_ctl]
         self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
 
@@ -253,6 +254,7 @@ class SourceNode(Node):
         if itr is not None:
             self.t_ctl = await bind(self.addr, itr.control_port, lambda d, a: self._route(
                 itr.handle_control(d, self.now())))
+            itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
             self.transports.append(self.t_ctl)
             self.every(0.25, lambda now: self._route(itr.tick(now)))
         self.server = await serve(self.addr, self.http_port, self._http)
@@ -281,7 +283,7 @@ class SourceNode(Node):
     def _route(self, out: list[Datagram]) -> None:
         itr = self.source.itr
         for data, dst in out:
-            if itr is not None and dst[1] != itr.data_port and dst[1] == 4342:
+            if itr is not None and itr.map_resolver is not None and dst == itr.map_resolver:
                 self._sendto(self.t_ctl, data, dst, False)
             else:
                 self._sendto(self.t, data, dst, True)

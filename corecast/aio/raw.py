@@ -137,6 +137,7 @@ class RawItrNode(ItrNode):
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
         self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
             self.itr.handle_control(d, self.now())))
+        self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
         self.transports += [self.t_data, self.t_ctl]
         self.raw = RawInside(self.ifname, self._on_batch, self.own)
         self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
