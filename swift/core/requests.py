@@ -58,6 +58,11 @@ class RequestPlanner:
             if ch.peer_have.find_filled(0, 1) is None or any(
                     c.requests for c in self.channels.values()):
                 return []
+            # the peer with the fewest failed requests (a silent one is skipped)
+            cands = [c for c in self.channels.values()
+                     if c.state == "est" and not c.choked and c.peer_have.has(0)]
+            if min(cands, key=lambda c: (c.lost, c.local_id)) is not ch:
+                return []
             ch.requests[0] = now
             ch.req_seq[0] = ch.next_seq
             ch.next_seq += 1

@@ -336,3 +336,54 @@ def test_tracker_peer_introduces_seeder() -> None:
     pump({SEED: s, TRK: trk, LEECH: l}, steps=3000, dt=0.01, until=lambda: l.content.complete)
     assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
     assert trk.content.have.count() == 0 and trk.stats["verified"] == 0
+
+
+def test_keepalive_and_dead_peer() -> None:
+    s = seeder(os.urandom(4096), PeerConfig(seed=1, keepalive=5.0, dead_after=30.0))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, keepalive=5.0, dead_after=30.0))
+    l.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    sch = next(iter(s.channels.values()))
+    # idle: after the keep-alive interval a bare channel ID goes out (8.14)
+    s.handle_timer(now + 6)
+    out = s.datagrams_to_send(now + 6)
+    assert (sch.remote_id.to_bytes(4, "big"), LEECH) in out
+    # the leecher goes silent: after dead_after and 3 unanswered datagrams, closed (3.12)
+    t = now + 6
+    for _ in range(5):
+        t += 10
+        s.handle_timer(t)
+        s.datagrams_to_send(t)
+    assert not s.channels
+    assert any(isinstance(e, ev.ChannelClosed) and e.reason == "dead" for e in events(s))
+
+
+def test_silent_seeder_requests_time_out_and_go_elsewhere() -> None:
+    data = os.urandom(40 * 1024)
+    cfg = PeerConfig(seed=1)
+    good = seeder(data, cfg)
+    mute = seeder(data, PeerConfig(seed=7))
+    l = leecher(good.swarm_id, PeerConfig(seed=2, picker="linear"))
+    l.connect(EVIL, 0.0)
+
+    class Drop:
+        """Deliver the mute seeder's handshakes and HAVEs, never its DATA."""
+
+        def __init__(self, p):
+            self.p = p
+
+        def datagram_received(self, d, a, now):
+            self.p.datagram_received(d, a, now)
+
+        def datagrams_to_send(self, now):
+            return [(d, a) for d, a in self.p.datagrams_to_send(now)
+                    if not any(m.type == 1 for m in C.decode_datagram(d, self.p.ctx).messages)]
+
+        def handle_timer(self, now):
+            self.p.handle_timer(now)
+
+    pump({EVIL: Drop(mute), LEECH: l}, steps=300, dt=0.01)  # 3 s of silence
+    assert l.stats["timeouts"] >= 1 and l.content.have.count() == 0
+    l.connect(SEED, 0.0)
+    pump({SEED: good, EVIL: Drop(mute), LEECH: l}, until=lambda: l.content.complete, dt=0.01)
+    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
