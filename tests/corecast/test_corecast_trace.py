@@ -11,6 +11,11 @@ from corecast import plan
 from corecast.experiments import trace
 
 
+def ETH():
+    """Fixed MACs: scapy would otherwise ARP for every destination while building."""
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+
+
 def test_matrix_invariants_and_corecast_per_as():
     peers = trace.load_csv("ip,asn,bytes\n10.0.0.1,1,100\n10.0.0.2,1,200\n10.0.1.1,2,300\n"
                            "10.0.2.1,3,400\n")
@@ -36,10 +41,10 @@ def test_matrix_invariants_and_corecast_per_as():
 
 def test_pcap_input_with_prefix_to_as_table(tmp_path):
     mon = "192.0.2.10"
-    pk = [Ether() / IP(src="198.51.100.1", dst=mon) / UDP() / (b"x" * 100),
-          Ether() / IP(src="198.51.100.1", dst=mon) / UDP() / (b"x" * 50),
-          Ether() / IP(src="203.0.113.5", dst=mon) / UDP() / (b"x" * 10),
-          Ether() / IP(src=mon, dst="203.0.113.5") / UDP() / (b"x" * 999)]
+    pk = [ETH() / IP(src="198.51.100.1", dst=mon) / UDP() / (b"x" * 100),
+          ETH() / IP(src="198.51.100.1", dst=mon) / UDP() / (b"x" * 50),
+          ETH() / IP(src="203.0.113.5", dst=mon) / UDP() / (b"x" * 10),
+          ETH() / IP(src=mon, dst="203.0.113.5") / UDP() / (b"x" * 999)]
     path = tmp_path / "t.pcap"
     wrpcap(str(path), pk)
     peers = {p.ip: p for p in trace.load_pcap(str(path), mon,

@@ -19,7 +19,12 @@ from corecast.wire import codec as c
 A = ipaddress.ip_address
 N = ipaddress.ip_network
 
-pytestmark = [pytest.mark.tool("tshark"), pytest.mark.slow]
+pytestmark = pytest.mark.tool("tshark")
+
+
+def ETH():
+    """Fixed MACs: scapy would otherwise ARP for every destination while building."""
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
 
 
 def fields(pcap, frame: int, names: list[str]) -> dict[str, list[str]]:
@@ -34,7 +39,7 @@ def fields(pcap, frame: int, names: list[str]) -> dict[str, list[str]]:
 
 
 def _ctl(b: bytes, sport: int = 61001, dport: int = 4342):
-    return Ether() / IP(src="192.0.2.1", dst="192.0.2.9") / UDP(sport=sport, dport=dport) / b
+    return ETH() / IP(src="192.0.2.1", dst="192.0.2.9") / UDP(sport=sport, dport=dport) / b
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +59,9 @@ def pcap(tmp_path_factory):
     signed_reg = c.sign(reg, b"k")
     signed_notify = c.sign(notify, b"k")
     pk = [
-        Ether() / IP(src="192.0.2.1", dst="192.0.2.2") / UDP(sport=61000, dport=4341) / (
+        ETH() / IP(src="192.0.2.1", dst="192.0.2.2") / UDP(sport=61000, dport=4341) / (
             c.encode_lisp_data(c.make_lisp_data(nonce=0xABCDEF, instance_id=77, lsb=3)) + inner),
-        Ether() / IP(src="192.0.2.2", dst="192.0.2.1") / UDP(sport=4341, dport=61000) / (
+        ETH() / IP(src="192.0.2.2", dst="192.0.2.1") / UDP(sport=4341, dport=61000) / (
             c.encode_lisp_data(c.make_lisp_data(map_versions=(5, 4000), lsb=0x80000001)) + inner),
         _ctl(c.encode_map_request(mr)),
         _ctl(c.encode_map_reply(c.MapReply(0x1122334455667788, (rec, neg), probe=True)),
