@@ -298,6 +298,16 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
         captured = {"captured": cap.captured, "dropped": cap.dropped,
                     "local_dropped": sum(c.dropped or 0 for c in local_caps)}
     transit = sum(len(f) - 14 for _, f in frames)
+    # what the capture itself says went on each inter-domain link (corecast.analysis)
+    from corecast.analysis import Analyser
+    from deliverykit.pcap import Reader
+
+    an = Analyser({})
+    for fr in Reader(pcap):
+        if an.accepts(fr):
+            an.feed(fr)
+    per_link = {r["rloc"]: {"payloads": r["payload_packets"], "headers": r["header_packets"]}
+                for r in an.tables()["corecast_links"]}
     # the local links carry IPv6 too (ND, MLD): count only UDP frames (tcpdump filter)
     local = sum(len(f) - 14 for f in local_frames)
     # interface counters (all frames, Ethernet headers removed): a cross-check
@@ -316,7 +326,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
         "local_bytes": local,
         # with intra-domain multicast each AS carries one copy per payload: eq. 5 with k -> j
         "eq5_bytes": plan.eq5_local(sizes, 1200, j if multicast else k) * chunks,
-        "multicast": multicast, "ipv6": ipv6,
+        "multicast": multicast, "ipv6": ipv6, "transit_per_link": per_link,
         "local_bytes_if_counters": local_counters,
         "capture": captured, "itr": itr_res, "etrs": etr_res, "ms": ms_res,
         "source": src_res["counters"], "sizes": sizes.__dict__,

@@ -17,6 +17,10 @@ def test_fig2_in_namespaces_raw_sockets_bytes_equal_eq3_eq5():
     assert r["transit_bytes"] == r["eq3_bytes"]
     assert r["local_bytes"] == r["eq5_bytes"]
     assert r["itr"]["counters"]["payload_copies"] == 20 * 3
+    # from the capture: every inter-domain link carried each payload exactly once
+    assert r["transit_per_link"] == {"100.64.1.1": {"payloads": 20, "headers": 40},
+                                     "100.64.2.1": {"payloads": 20, "headers": 60},
+                                     "100.64.3.1": {"payloads": 20, "headers": 40}}
     assert sum(r["itr"]["drops"].values()) == 0
     assert all(e["registered"] for e in r["etrs"]) and r["ms"]["refused_auth"] == 0
 
