@@ -117,3 +117,22 @@ def test_experiment_dispatch(capsys):
     assert main(["experiment", "trace", "--synthetic", "--quick"]) == 0
     assert "peers in" in capsys.readouterr().out
     assert main(["experiment", "nope"]) == 2
+
+
+def test_source_streams_a_file_in_chunks(tmp_path):
+    from corecast.cli import _file_media
+    from corecast.core.source import RTP_HEADER_LEN, Source
+
+    data = bytes(range(256)) * 20  # 5,120 bytes
+    f = tmp_path / "media.bin"
+    f.write_bytes(data)
+    s = Source("10.0.0.1", ("192.0.2.1", 9))
+    ch = s.add_channel("10.255.0.1", chunk_size=1200, media=_file_media(str(f)))
+    s.join("10.255.0.1", "10.1.0.1", 5000, False, 0)
+    got = b""
+    t = 0.0
+    while not ch.finished and t < 10:
+        for pkt, _ in s.tick(t):
+            got += pkt[RTP_HEADER_LEN:]
+        t += 0.025
+    assert got == data and ch.finished
