@@ -202,3 +202,24 @@ def test_ppspp_suite_passes_on_ours(tmp_path):
             "test_corrupt_chunks_are_rejected_and_refetched", "test_wrong_uncle_hashes_are_not_trusted",
             "test_choke_stops_requests_until_unchoke"} <= cases
     assert "ours-ppspp" in _findings(junit, "after_cancel")
+
+
+def test_lisp_suite_passes_on_ours(tmp_path):
+    cp, res, junit = run_suite(tmp_path, "--conformance", "lisp", "--impl", "ours-lisp")
+    _assert_all_pass(cp, res)
+    assert res["counts"]["pass"] >= 8
+    assert "ours-lisp" in _findings(junit, "want_map_notify")
+
+
+@pytest.mark.slow
+def test_unclaimed_roles_are_unsupported(tmp_path):
+    """A registry entry claiming only some roles: the other roles' cases are unsupported, not failures."""
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps({"implementations": [
+        {"name": "ms-only", "protocol": "lisp", "roles": ["mapserver"],
+         "command": "{python} -m corecast.conformance.adapter"}]}))
+    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp", "--impl-registry", str(reg), "--impl", "ms-only")
+    by = {r["case"].split("::")[1].split("[")[0]: r["result"] for r in res["results"]}
+    assert by["test_etr_map_register_is_authenticated"] == "unsupported"
+    assert by["test_authenticated_register_then_map_reply"] == "pass"
+    assert cp.returncode == 0

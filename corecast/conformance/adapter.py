@@ -1,0 +1,86 @@
+"""Our LISP map-server and ETR behind the conformance contract (see ``corecast.conformance``).
+
+    python -m corecast.conformance.adapter mapserver --addr 127.0.0.1 --port P --site NAME:PREFIX:KEYID:PSK
+    python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P --key-id N --psk S \
+        --control-port C --data-port D
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import signal
+import sys
+
+
+async def _until_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _mapserver(a: argparse.Namespace) -> int:
+    from corecast.aio.nodes import MapServerNode
+    from corecast.core.mapserver import MapServer, Site
+
+    sites = []
+    for spec in a.site:
+        name, prefixes, key_id, psk = spec.split(":", 3)
+        sites.append(Site(name, {int(key_id): psk.encode()},
+                          tuple(ipaddress.ip_network(p) for p in prefixes.split(","))))
+    node = MapServerNode(MapServer(sites), a.addr, a.port)
+    await node.start()
+    print("READY", flush=True)
+    try:
+        await _until_signal()
+    finally:
+        await node.close()
+    return 0
+
+
+async def _etr(a: argparse.Namespace) -> int:
+    from corecast.aio.nodes import EtrNode
+    from corecast.core.etr import Etr
+    from corecast.core.maptrie import parse_prefix
+    from corecast.core.register import Registrar, RegistrarConfig
+
+    host, _, port = a.map_server.rpartition(":")
+    reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id))
+    etr = Etr([parse_prefix("232.0.0.0/8")])
+    node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
+    await node.start()
+    print("READY", flush=True)
+    try:
+        await _until_signal()
+    finally:
+        await node.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in ("mapserver", "etr"):
+        return 127
+    ap = argparse.ArgumentParser(prog=f"corecast.conformance.adapter {args[0]}")
+    if args[0] == "mapserver":
+        ap.add_argument("--addr", required=True)
+        ap.add_argument("--port", type=int, required=True)
+        ap.add_argument("--site", action="append", required=True)
+        a = ap.parse_args(args[1:])
+        return asyncio.run(_mapserver(a))
+    ap.add_argument("--rloc", required=True)
+    ap.add_argument("--prefix", action="append", required=True)
+    ap.add_argument("--map-server", required=True)
+    ap.add_argument("--key-id", type=int, default=1)
+    ap.add_argument("--psk", required=True)
+    ap.add_argument("--control-port", type=int, required=True)
+    ap.add_argument("--data-port", type=int, required=True)
+    a = ap.parse_args(args[1:])
+    return asyncio.run(_etr(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
