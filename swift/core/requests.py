@@ -90,8 +90,12 @@ class RequestPlanner:
             got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
             if not got:
                 break
-            for c in got:
-                self.inflight.set(B.chunk(c))
+            lo = prev = got[0]  # mark in flight run by run, not chunk by chunk
+            for c in got[1:] + [-1]:
+                if c != prev + 1:
+                    self.inflight.set_range(lo, prev + 1)
+                    lo = c
+                prev = c
             picks.extend(got)
         if not picks:
             picks = self._endgame(ch, want)
