@@ -238,8 +238,6 @@ local function expert(t, ex, text)
     if t ~= nil then t:add_proto_expert_info(ex, text) end
 end
 
-local function u64str(v) return tostring(v) end
-
 -- Bin number (section 4.2) -> first chunk, last chunk, layer.  ``wide`` selects
 -- UInt64 arithmetic; 32-bit values stay Lua numbers.
 local function bin_range(b, wide)
@@ -274,7 +272,6 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
     local n = tvb:len()
     local last = -1
     local cam = nil
-    local seen = {}
     while true do
         if pos >= n then
             expert(t, e.bad_option, "HANDSHAKE without end option (7.1)")
@@ -290,7 +287,7 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
         end
         if code == 255 then
             if ot then ot:set_len(1) end
-            return pos + 1, seen
+            return pos + 1
         end
         if code <= last then
             expert(ot, e.bad_option, "Options not sorted by code or repeated (7)")
@@ -307,7 +304,6 @@ local function parse_options(tvb, pos, t, ctx, pinfo)
             local v = tvb(pos, 1):uint()
             local vi = add(ot, f.value, tvb(pos, 1))
             alias(ot, code, tvb(pos, 1))
-            seen[code] = v
             if code == 0 or code == 1 then
                 if vi and v ~= 1 then vi:add_proto_expert_info(e.out_of_spec,
                     "Only version 1 is defined (7.2)") end
@@ -554,7 +550,7 @@ local function parse_datagram(tvb, pinfo, t, ctx)
             local src = tvb(p, 4):uint()
             add(mt, f.channel, tvb(p, 4))
             local newctx = copy_ctx(ctx)
-            local p2, seen = parse_options(tvb, p + 4, mt, newctx, pinfo)
+            local p2 = parse_options(tvb, p + 4, mt, newctx, pinfo)
             if p2 == nil then
                 if t and p + 4 < n then t:add(f.undecoded, tvb(pos, n - pos)) end
                 return false, names
@@ -658,7 +654,7 @@ local function heuristic(tvb, pinfo, tree)
     if conv_state[key] == nil then
         if n < 11 or tvb(4, 1):uint() ~= 0 then return false end
         local probe = default_ctx()
-        local ok, names = parse_datagram(tvb, pinfo, nil, probe)
+        local ok = parse_datagram(tvb, pinfo, nil, probe)
         if not ok or not probe.announced then return false end
     end
     pinfo.conversation = ppspp

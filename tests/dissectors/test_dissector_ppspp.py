@@ -24,6 +24,7 @@ from scapy.utils import wrpcap
 from wslua_support import (
     UdpPair,
     as_list,
+    bind_free,
     capture,
     compare_scapy,
     jbytes,
@@ -427,15 +428,14 @@ SENDER_PORT: list[int] = []
 def send_one_to_many(pcap, payloads: list[bytes]) -> None:
     """One sender socket, one receiver per payload; sets SENDER_PORT[0]."""
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    tx.bind(("127.0.0.1", 0))
-    SENDER_PORT[:] = [tx.getsockname()[1]]
+    SENDER_PORT[:] = [bind_free(tx, "127.0.0.1")]
     rxs = []
     try:
         with capture(pcap, f"udp and host 127.0.0.1 and src port {SENDER_PORT[0]}"):
             for data in payloads:
                 rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 rxs.append(rx)
-                rx.bind(("127.0.0.1", 0))
+                bind_free(rx, "127.0.0.1")
                 rx.settimeout(5)
                 tx.sendto(data, rx.getsockname())
                 assert rx.recv(70000) == data
@@ -567,7 +567,10 @@ def test_real_swarm_run_matches_scapy(profile, cam):
     with scratch() as tmp:
         pcap = tmp / "swarm.pcap"
         assert asyncio.run(_swarm_run(cfg, tmp, pcap))
-        frames = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", proto="ppspp")
+        # the peers' ephemeral ports may be one Wireshark knows (e.g. 44818):
+        # let our heuristic run before port-registered dissectors
+        frames = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0",
+                             "-o", "udp.try_heuristic_first:TRUE", proto="ppspp")
         caught = [f.payload for f in Reader(pcap)]
     assert len(frames) == len(caught) > 10
     kinds: set[int] = set()

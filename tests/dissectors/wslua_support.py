@@ -77,6 +77,42 @@ def wait_packets(path: Path, count: int, timeout: float = 10.0) -> int:
     return n
 
 
+_TAKEN: set[int] = set()
+
+
+def wireshark_udp_ports() -> set[int]:
+    """UDP ports Wireshark already gives to a dissector (ours included): an
+    ephemeral port among them (e.g. 44818, EtherNet/IP) is claimed by that
+    dissector before any heuristic runs, which made tests flaky."""
+    if not _TAKEN:
+        out = subprocess.run(["tshark", "-G", "decodes"], capture_output=True, text=True,
+                             timeout=120)
+        for line in out.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 2 and parts[0] == "udp.port" and parts[1].isdigit():
+                _TAKEN.add(int(parts[1]))
+        _TAKEN.update({6778, 54341, 4341, 4342, *range(47000, 47016)})
+    return _TAKEN
+
+
+def bind_free(sock: socket.socket, host: str) -> int:
+    """Bind ``sock`` to an ephemeral port no Wireshark dissector is registered on."""
+    taken = wireshark_udp_ports()
+    for _ in range(100):
+        probe = socket.socket(sock.family, sock.type)
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        if port in taken:
+            continue
+        try:
+            sock.bind((host, port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free UDP port outside Wireshark's registered ones")
+
+
 class UdpPair:
     """Two UDP sockets on 127.0.0.1 (ephemeral ports) that exchange datagrams."""
 
@@ -85,7 +121,7 @@ class UdpPair:
         self.a = socket.socket(fam, socket.SOCK_DGRAM)
         self.b = socket.socket(fam, socket.SOCK_DGRAM)
         for s in (self.a, self.b):
-            s.bind((host, 0))
+            bind_free(s, host)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
             s.settimeout(5)
         self.host = host
