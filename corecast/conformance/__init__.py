@@ -11,15 +11,24 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     the request's ITR-RLOC at the request's source port. Print ``READY``
     once it accepts datagrams; run until SIGTERM.
 
-``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S --control-port C --data-port D``
+``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S --control-port C --data-port D [--cc-range R]``
     An ETR that registers PREFIX with RLOC ``--rloc`` at the map-server
     (signed Map-Registers, sec. 5.6, 8.2), sending them from
     ``--rloc``:C. Print ``READY`` once started; run until SIGTERM.
+    Data plane (RFC 9300 sec. 5.3): LISP-encapsulated packets arriving on
+    UDP ``--rloc``:D are decapsulated; an inner IPv4/UDP packet is delivered
+    natively, which on loopback means its UDP payload is sent to the inner
+    destination address and port.
+    Role ``corecast-etr`` (the same command): inner packets to a channel EID
+    in a ``--cc-range`` carry CoreCast PDUs (IP protocol 253, our layout in
+    docs/wire-corecast.md) and follow the paper's Algorithm 2: a payload PDU
+    whose hash matches is stored per channel; a header PDU naming the stored
+    hash makes the ETR send the payload to the header's client EID and port.
 
 Exit 127 for a role not supported. Our implementation (``ours-lisp``) is
 ``python -m corecast.conformance.adapter``. The cases play the other side
 with raw UDP sockets and :mod:`corecast.wire.codec`.
 
-Not covered yet: the data plane (encapsulation flags, nonce echo, instance
-ID, RFC 9300 sec. 5) and CoreCast ITR/ETR semantics (Algorithms 1 and 2).
+Not covered yet: the ITR side (encapsulation flags, nonce echo, instance ID
+as sent, RFC 9300 sec. 5.3) and CoreCast Algorithm 1 (ITR).
 """

@@ -2,7 +2,7 @@
 
     python -m corecast.conformance.adapter mapserver --addr 127.0.0.1 --port P --site NAME:PREFIX:KEYID:PSK
     python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P --key-id N --psk S \
-        --control-port C --data-port D
+        --control-port C --data-port D [--cc-range 232.0.0.0/8]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def _etr(a: argparse.Namespace) -> int:
 
     host, _, port = a.map_server.rpartition(":")
     reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id))
-    etr = Etr([parse_prefix("232.0.0.0/8")])
+    etr = Etr([parse_prefix(r) for r in a.cc_range])
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
     await node.start()
     print("READY", flush=True)
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--psk", required=True)
     ap.add_argument("--control-port", type=int, required=True)
     ap.add_argument("--data-port", type=int, required=True)
+    ap.add_argument("--cc-range", action="append", default=[], help="CoreCast channel EID range (repeatable)")
     a = ap.parse_args(args[1:])
     return asyncio.run(_etr(a))
 

@@ -1,4 +1,5 @@
-"""LISP control-plane conformance cases (RFC 9301): a map-server/map-resolver and an ETR, black box.
+"""LISP conformance cases: map-server/map-resolver and ETR control plane (RFC 9301), ETR data plane
+(RFC 9300) and CoreCast's ETR (Algorithm 2), black box.
 
 The cases play the xTR (against a map-server) or the map-server (against an
 ETR) with raw UDP sockets on 127.0.0.1 and :mod:`corecast.wire.codec`.
@@ -14,10 +15,11 @@ import time
 import pytest
 
 from corecast.wire.codec import (
-    DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, decode_control,
-    encode_map_register, encode_map_request, sign, verify_auth,
+    DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, build_ip, build_udp, decode_control,
+    digest, encode_cc_header, encode_cc_payload, encode_lisp_data, encode_map_register, encode_map_request,
+    make_lisp_data, sign, verify_auth,
 )
-from corecast.wire.constants import AlgorithmId, LispType
+from corecast.wire.constants import IPPROTO_CORECAST, AlgorithmId, HashId, LispType
 
 SITE_PREFIX = "10.0.0.0/8"
 KEY_ID, PSK = 7, "conformance-psk"
@@ -188,3 +190,130 @@ def test_etr_map_register_is_authenticated(impl, record_property):
             record_property("retransmit_nonce", "same" if regs[0][0].nonce == regs[1][0].nonce else "fresh")
     finally:
         ms.close()
+
+
+# ------------------------------------------------------------------ ETR data plane (RFC 9300) and Algorithm 2
+
+CC_RANGE = "232.0.0.0/8"
+
+
+class EtrRig:
+    """The implementation's ETR with a silent map-server socket, a sender and a client socket."""
+
+    def __init__(self, impl, cc: bool) -> None:
+        self.impl = impl
+        self.ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.ms.bind(("127.0.0.1", 0))
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.tx.bind(("127.0.0.1", 0))
+        self.client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.client.bind(("127.0.0.1", 0))
+        self.client_port = self.client.getsockname()[1]
+        self.data_port = _free_udp_port()
+        args = ["--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16", "--map-server",
+                f"127.0.0.1:{self.ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
+                "--control-port", _free_udp_port(), "--data-port", self.data_port]
+        if cc:
+            args += ["--cc-range", CC_RANGE]
+        self.cm = impl.start("etr", *args, ready_line="READY")
+
+    def __enter__(self) -> EtrRig:
+        self.cm.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cm.__exit__(*exc)
+        for s in (self.ms, self.tx, self.client):
+            s.close()
+
+    def send(self, lisp_header: bytes, inner: bytes) -> None:
+        self.tx.sendto(lisp_header + inner, ("127.0.0.1", self.data_port))
+
+    def received(self, timeout: float = 1.0, want: int = 1) -> list[bytes]:
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < want:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.client.settimeout(left)
+            try:
+                out.append(self.client.recvfrom(65536)[0])
+            except (TimeoutError, socket.timeout):
+                break
+        return out
+
+    def plain(self, payload: bytes) -> bytes:
+        """An inner IPv4/UDP packet from an EID to our client socket."""
+        return build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address("127.0.0.1").packed, 17,
+                        build_udp(40000, self.client_port, payload))
+
+
+HEADERS = {
+    "nonce": dict(nonce=0xABCDEF),
+    "nonce-echo": dict(nonce=0x123456, echo=True),
+    "lsb": dict(lsb=0x00000001),
+    "instance-id-0": dict(instance_id=0, lsb=1),
+    "map-versions": dict(map_versions=(5, 7)),
+    "no-flags": {},
+}
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3", role="etr")
+def test_etr_decapsulates_every_header_variant(impl):
+    """LISP data packets with each flag combination (N, N+E, L, I with IID 0, V, none) are decapsulated
+    and the inner UDP payload delivered intact, once each."""
+    with EtrRig(impl, cc=False) as rig:
+        for name, kw in HEADERS.items():
+            payload = f"inner payload via {name}".encode() * 3
+            rig.send(encode_lisp_data(make_lisp_data(**kw)), rig.plain(payload))
+            got = rig.received(2.0)
+            assert got == [payload], f"{name}: delivered {got!r}"
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3", role="etr")
+def test_etr_survives_malformed_packets(impl):
+    """Truncated headers, inner packets that are not IP, and garbage are dropped without delivering
+    anything; a good packet afterwards is still delivered."""
+    with EtrRig(impl, cc=False) as rig:
+        hdr = encode_lisp_data(make_lisp_data(nonce=1))
+        for junk in (b"", b"\x80\x00", hdr, hdr + b"\x00" * 10, hdr + b"\x45" + b"\xff" * 40,
+                     hdr + rig.plain(b"x")[:25], bytes(random.Random(5).randbytes(200))):
+            rig.tx.sendto(junk, ("127.0.0.1", rig.data_port))
+        assert rig.received(0.5) == [], "something was delivered from malformed input"
+        rig.send(hdr, rig.plain(b"still alive"))
+        assert rig.received(2.0) == [b"still alive"]
+
+
+def _cc(rig: EtrRig, chan: str, pdu: bytes) -> None:
+    inner = build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address(chan).packed,
+                     IPPROTO_CORECAST, pdu)
+    rig.send(encode_lisp_data(make_lisp_data(nonce=0x42)), inner)
+
+
+@pytest.mark.conformance(protocol="lisp", section="CoreCast paper sec. 3.5, Algorithm 2", role="corecast-etr")
+def test_corecast_etr_algorithm_2(impl):
+    """Payload PDU then header PDUs: one unicast copy per header to the named client EID and port; a
+    header for an unknown hash, and a payload whose hash does not match, deliver nothing."""
+    with EtrRig(impl, cc=True) as rig:
+        eid = ipaddress.ip_address("127.0.0.1").packed
+        data = b"chunk-1 " * 50
+        h = digest(HashId.SHA1, data)
+        _cc(rig, "232.1.1.1", encode_cc_payload(1, data))
+        time.sleep(0.1)
+        _cc(rig, "232.1.1.1", encode_cc_header(1, h, eid, rig.client_port))
+        _cc(rig, "232.1.1.1", encode_cc_header(1, h, eid, rig.client_port))
+        assert rig.received(2.0, want=2) == [data, data], "a stored payload must go out once per header"
+        _cc(rig, "232.1.1.1", encode_cc_header(2, digest(HashId.SHA1, b"never sent"), eid, rig.client_port))
+        bad = b"chunk-2 " * 50
+        _cc(rig, "232.1.1.2", encode_cc_payload(2, bad, hash_=digest(HashId.SHA1, b"something else")))
+        time.sleep(0.1)
+        _cc(rig, "232.1.1.2", encode_cc_header(2, digest(HashId.SHA1, b"something else"), eid, rig.client_port))
+        _cc(rig, "232.1.1.2", encode_cc_header(2, digest(HashId.SHA1, bad), eid, rig.client_port))
+        assert rig.received(0.7) == [], "delivered for an unknown hash or an unverified payload"
+        # a newer payload replaces the channel's stored one (one payload per channel)
+        newer = b"chunk-3 " * 50
+        _cc(rig, "232.1.1.1", encode_cc_payload(3, newer))
+        time.sleep(0.1)
+        _cc(rig, "232.1.1.1", encode_cc_header(3, digest(HashId.SHA1, newer), eid, rig.client_port))
+        assert rig.received(2.0) == [newer]
