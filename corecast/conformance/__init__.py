@@ -25,10 +25,22 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     whose hash matches is stored per channel; a header PDU naming the stored
     hash makes the ETR send the payload to the header's client EID and port.
 
+``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE [--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
+    An ITR: inner IP packets arrive as UDP payloads on the inside address P
+    (the loopback stand-in for its inside interface); each is
+    LISP-encapsulated (RFC 9300 sec. 5) and sent to UDP port 4341 of the RLOC
+    that FILE (lines ``prefix rloc[,rloc] [ttl_seconds]``) maps its
+    destination EID to. With ``--map-resolver``, an EID not in the map-cache
+    is resolved by a Map-Request (plain or in an ECM, RFC 9301 sec. 5.2,
+    5.8) whose Map-Reply goes to the request's ITR-RLOC and source port.
+    Role ``corecast-itr`` (same command, with ``--cc-range``): CoreCast PDUs
+    to a channel EID follow the paper's Algorithm 1 (payload stored per
+    channel, sent once per ETR RLOC before the first header for that RLOC).
+
 Exit 127 for a role not supported. Our implementation (``ours-lisp``) is
 ``python -m corecast.conformance.adapter``. The cases play the other side
 with raw UDP sockets and :mod:`corecast.wire.codec`.
 
-Not covered yet: the ITR side (encapsulation flags, nonce echo, instance ID
-as sent, RFC 9300 sec. 5.3) and CoreCast Algorithm 1 (ITR).
+Not covered yet: echo-nonce (RFC 9300 sec. 10.1), instance IDs other than
+none/0, Map-Notify (RFC 9301 sec. 5.7), SMR, IPv6 EIDs and RLOCs.
 """

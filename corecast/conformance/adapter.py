@@ -3,6 +3,8 @@
     python -m corecast.conformance.adapter mapserver --addr 127.0.0.1 --port P --site NAME:PREFIX:KEYID:PSK
     python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P --key-id N --psk S \
         --control-port C --data-port D [--cc-range 232.0.0.0/8]
+    python -m corecast.conformance.adapter itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE \
+        [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8]
 """
 
 from __future__ import annotations
@@ -60,10 +62,45 @@ async def _etr(a: argparse.Namespace) -> int:
     return 0
 
 
+async def _itr(a: argparse.Namespace) -> int:
+    from corecast.aio.nodes import ItrNode
+    from corecast.core.itr import Itr
+    from corecast.core.mapcache import MapCache
+    from corecast.core.maptrie import parse_prefix
+
+    mc = MapCache()
+    if a.map_cache:
+        with open(a.map_cache) as f:
+            mc.load_static(f.read())
+    resolver = None
+    if a.map_resolver:
+        host, _, port = a.map_resolver.rpartition(":")
+        resolver = (host, int(port))
+    itr = Itr(a.rloc, [parse_prefix(r) for r in a.cc_range], mc, resolver, a.control_port)
+    host, _, port = a.inside.rpartition(":")
+    node = ItrNode(itr, (host, int(port)))
+    await node.start()
+    print("READY", flush=True)
+    try:
+        await _until_signal()
+    finally:
+        await node.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] not in ("mapserver", "etr"):
+    if not args or args[0] not in ("mapserver", "etr", "itr"):
         return 127
+    if args[0] == "itr":
+        ap = argparse.ArgumentParser(prog="corecast.conformance.adapter itr")
+        ap.add_argument("--rloc", required=True)
+        ap.add_argument("--inside", required=True)
+        ap.add_argument("--map-cache")
+        ap.add_argument("--map-resolver")
+        ap.add_argument("--control-port", type=int, default=0)
+        ap.add_argument("--cc-range", action="append", default=[])
+        return asyncio.run(_itr(ap.parse_args(args[1:])))
     ap = argparse.ArgumentParser(prog=f"corecast.conformance.adapter {args[0]}")
     if args[0] == "mapserver":
         ap.add_argument("--addr", required=True)

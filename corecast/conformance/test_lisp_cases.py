@@ -15,9 +15,9 @@ import time
 import pytest
 
 from corecast.wire.codec import (
-    DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, build_ip, build_udp, decode_control,
-    digest, encode_cc_header, encode_cc_payload, encode_lisp_data, encode_map_register, encode_map_request,
-    make_lisp_data, sign, verify_auth,
+    DecodeError, Ecm, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, build_ip, build_udp,
+    decode_control, decode_lisp_data, digest, ecm_unwrap, encode_cc_header, encode_cc_payload, encode_lisp_data,
+    encode_map_register, encode_map_reply, encode_map_request, make_lisp_data, sign, verify_auth,
 )
 from corecast.wire.constants import IPPROTO_CORECAST, AlgorithmId, HashId, LispType
 
@@ -317,3 +317,173 @@ def test_corecast_etr_algorithm_2(impl):
         time.sleep(0.1)
         _cc(rig, "232.1.1.1", encode_cc_header(3, digest(HashId.SHA1, newer), eid, rig.client_port))
         assert rig.received(2.0) == [newer]
+
+
+# ------------------------------------------------------------------ ITR (RFC 9300 encapsulation, RFC 9301 resolution)
+
+FLAG_N, FLAG_L, FLAG_E, FLAG_V, FLAG_I, FLAG_R, FLAG_KK = 0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x03
+
+
+class ItrRig:
+    """The implementation's ITR, with two ETR RLOCs (127.77.x.1/2 port 4341) and a map-resolver socket."""
+
+    def __init__(self, impl, tmp_path, cc: bool = False, resolver: bool = False) -> None:
+        x = random.Random().randrange(1, 250)
+        self.rlocs = [f"127.77.{x}.1", f"127.77.{x}.2", f"127.77.{x}.3"]
+        self.etrs = []
+        for r in self.rlocs:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((r, 4341))
+            self.etrs.append(s)
+        self.mr = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.mr.bind(("127.0.0.1", 0))
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.inside = ("127.0.0.1", _free_udp_port())
+        mc = tmp_path / "map-cache.txt"
+        mc.write_text(f"10.5.0.0/16 {self.rlocs[0]}\n10.6.0.0/16 {self.rlocs[1]}\n")
+        args = ["--rloc", "127.0.0.1", "--inside", f"{self.inside[0]}:{self.inside[1]}", "--map-cache", mc]
+        if resolver:
+            args += ["--map-resolver", f"127.0.0.1:{self.mr.getsockname()[1]}"]
+        if cc:
+            args += ["--cc-range", CC_RANGE]
+        self.cm = impl.start("itr", *args, ready_line="READY")
+
+    def __enter__(self) -> ItrRig:
+        self.cm.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cm.__exit__(*exc)
+        for s in (*self.etrs, self.mr, self.tx):
+            s.close()
+
+    def inner(self, dst: str, payload: bytes, proto: int = 17) -> bytes:
+        body = build_udp(40000, 9999, payload) if proto == 17 else payload
+        return build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address(dst).packed, proto, body)
+
+    def send(self, pkt: bytes) -> None:
+        self.tx.sendto(pkt, self.inside)
+
+    def at(self, i: int, timeout: float = 1.0, want: int = 1) -> list[bytes]:
+        s, out = self.etrs[i], []
+        deadline = time.monotonic() + timeout
+        while len(out) < want:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            s.settimeout(left)
+            try:
+                out.append(s.recvfrom(65536)[0])
+            except (TimeoutError, socket.timeout):
+                break
+        return out
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.1, 5.3", role="itr")
+def test_itr_encapsulates_to_the_mapped_rloc(impl, tmp_path, record_property):
+    """Inner packets to two mapped prefixes arrive at the right RLOC's UDP 4341, behind an 8-byte LISP
+    header, byte for byte; the header's reserved bit and key bits are 0 and N and V are not both set."""
+    with ItrRig(impl, tmp_path) as rig:
+        pkts = [(0, rig.inner("10.5.1.1", b"to site five " * 4)), (1, rig.inner("10.6.7.7", b"to site six " * 4))]
+        headers = []
+        for _ in range(5):
+            for i, pkt in pkts:
+                rig.send(pkt)
+                got = rig.at(i, 2.0)
+                assert got, f"nothing arrived at RLOC {rig.rlocs[i]}:4341"
+                h, inner = decode_lisp_data(got[0])
+                assert bytes(inner) == pkt, "inner packet changed"
+                headers.append(h)
+        assert rig.at(2, 0.2) == [], "sent to an RLOC no mapping names"
+    for h in headers:
+        assert not h.flags & FLAG_R, "reserved flag bit set"
+        assert not h.flags & FLAG_KK, "key bits set without a configured key (RFC 8061)"
+        assert not (h.flags & FLAG_N and h.flags & FLAG_V), "N and V both set"
+    nonces = {h.nonce for h in headers if h.flags & FLAG_N}
+    record_property("lisp_header", f"flags {sorted({h.flags for h in headers})}, "
+                                   f"{len(nonces)} distinct nonces in {len(headers)} packets")
+
+
+def _recv_map_request(mr: socket.socket, timeout: float) -> tuple[MapRequest, int, tuple] | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        mr.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            data, src = mr.recvfrom(65536)
+        except (TimeoutError, socket.timeout):
+            return None
+        try:
+            msg = decode_control(data)
+            sport = src[1]
+            if isinstance(msg, Ecm):
+                _ip, sport, _dport, inner = ecm_unwrap(msg)
+                msg = decode_control(inner)
+        except DecodeError:
+            continue
+        if isinstance(msg, MapRequest):
+            return msg, sport, src
+    return None
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9301 sec. 5.2, 5.4, 5.8, 8.3", role="itr")
+def test_itr_resolves_unknown_eids_and_checks_nonces(impl, tmp_path):
+    """An EID missing from the map-cache makes the ITR send a Map-Request (plain or ECM) for it with its
+    ITR-RLOC. A Map-Reply with another nonce is ignored; the one with the request's nonce installs the
+    mapping, and traffic then goes to that RLOC."""
+    with ItrRig(impl, tmp_path, resolver=True) as rig:
+        rig.send(rig.inner("10.7.1.1", b"first"))
+        got = _recv_map_request(rig.mr, 3.0)
+        assert got is not None, "no Map-Request within 3 s"
+        req, sport, _src = got
+        assert any(ipaddress.ip_address("10.7.1.1") in p for p in req.eid_prefixes), req.eid_prefixes
+        assert req.itr_rlocs, "no ITR-RLOC"
+        itr_rloc = str(req.itr_rlocs[0])
+
+        def reply(nonce: int, rloc: str) -> None:
+            rec = EidRecord(ipaddress.ip_network("10.7.0.0/16"),
+                            (LocatorRecord(ipaddress.ip_address(rloc), 1, 100, 255, 0, False, False, True),), 5)
+            rig.mr.sendto(encode_map_reply(MapReply(nonce, (rec,))), (itr_rloc, sport))
+
+        reply(req.nonce ^ 0x5555, rig.rlocs[2])  # forged: wrong nonce
+        time.sleep(0.3)
+        rig.send(rig.inner("10.7.1.1", b"after forged reply"))
+        assert rig.at(2, 0.7) == [], "a Map-Reply with a nonce it never sent installed a mapping"
+        later = _recv_map_request(rig.mr, 3.0)  # possibly a retransmission; answer the newest nonce
+        nonce = later[0].nonce if later is not None else req.nonce
+        reply(nonce, rig.rlocs[1])
+        if later is not None and later[0].nonce != req.nonce:
+            reply(req.nonce, rig.rlocs[1])
+        time.sleep(0.3)
+        rig.send(rig.inner("10.7.1.1", b"after the real reply"))
+        got = [bytes(decode_lisp_data(d)[1]) for d in rig.at(1, 2.0, want=3)]
+        assert rig.inner("10.7.1.1", b"after the real reply") in got, "traffic did not follow the Map-Reply"
+
+
+@pytest.mark.conformance(protocol="lisp", section="CoreCast paper sec. 3.4, Algorithm 1", role="corecast-itr")
+def test_corecast_itr_algorithm_1(impl, tmp_path):
+    """Payload PDU then headers for clients behind two ETRs: each ETR gets the payload once, before its
+    first header, then every header for its clients; a payload whose hash does not match is dropped and
+    headers naming it are not forwarded."""
+    with ItrRig(impl, tmp_path, cc=True) as rig:
+        data = b"media chunk " * 60
+        h = digest(HashId.SHA1, data)
+        chan = "232.9.9.9"
+        rig.send(rig.inner(chan, encode_cc_payload(1, data), IPPROTO_CORECAST))
+        time.sleep(0.1)
+        for eid in ("10.5.0.1", "10.5.0.2", "10.6.0.1"):
+            rig.send(rig.inner(chan, encode_cc_header(1, h, ipaddress.ip_address(eid).packed, 5000),
+                               IPPROTO_CORECAST))
+        at0 = [bytes(decode_lisp_data(d)[1]) for d in rig.at(0, 2.0, want=3)]
+        at1 = [bytes(decode_lisp_data(d)[1]) for d in rig.at(1, 2.0, want=2)]
+        payload_pkt = rig.inner(chan, encode_cc_payload(1, data), IPPROTO_CORECAST)
+        assert at0 and at0[0] == payload_pkt and at0.count(payload_pkt) == 1, "ETR 1: payload not once, first"
+        assert len(at0) == 3 and all(p != payload_pkt for p in at0[1:]), f"ETR 1 got {len(at0)} packets"
+        assert at1 and at1[0] == payload_pkt and len(at1) == 2, f"ETR 2 got {len(at1)} packets"
+        bad = b"forged " * 60
+        rig.send(rig.inner("232.9.9.8", encode_cc_payload(2, bad, hash_=digest(HashId.SHA1, b"x")),
+                           IPPROTO_CORECAST))
+        time.sleep(0.1)
+        rig.send(rig.inner("232.9.9.8", encode_cc_header(2, digest(HashId.SHA1, b"x"),
+                                                         ipaddress.ip_address("10.5.0.1").packed, 5000),
+                           IPPROTO_CORECAST))
+        assert rig.at(0, 0.7) == [], "forwarded a header for a payload whose hash did not match"
