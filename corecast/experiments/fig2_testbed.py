@@ -47,7 +47,12 @@ def _eid_prefix(i: int, ipv6: bool) -> str:
     return f"fd00:{i}::/32" if ipv6 else f"10.{i}.0.0/16"
 
 
-async def _ms_main(ready, seconds: float, ipv6: bool = False) -> dict:
+async def _until(stop, seconds: float) -> None:
+    """Run the node until the parent sets ``stop`` (at most ``seconds``)."""
+    await asyncio.get_running_loop().run_in_executor(None, stop.wait, seconds)
+
+
+async def _ms_main(ready, stop, seconds: float, ipv6: bool = False) -> dict:
     import ipaddress
 
     from corecast.aio.nodes import MapServerNode
@@ -58,12 +63,12 @@ async def _ms_main(ready, seconds: float, ipv6: bool = False) -> dict:
     node = MapServerNode(ms, "100.64.0.254")
     await node.start()
     ready.set()
-    await asyncio.sleep(seconds)
+    await _until(stop, seconds)
     await node.close()
     return dict(ms.counters)
 
 
-async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None = None,
+async def _etr_main(i: int, ready, stop, seconds: float, group: tuple[str, int] | None = None,
                     ipv6: bool = False) -> dict:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
@@ -82,13 +87,14 @@ async def _etr_main(i: int, ready, seconds: float, group: tuple[str, int] | None
     while not reg.registered:
         await asyncio.sleep(0.02)
     ready.set()
-    await asyncio.sleep(seconds)
+    await _until(stop, seconds)
     await node.close()
     return {"counters": dict(node.etr.counters), "registered": reg.registered,
             "out_links": node.links.snapshot(), "out_socket": dict(node.t_out.stats)}
 
 
-async def _itr_main(ready, seconds: float, corecast: bool = True, ipv6: bool = False) -> dict:
+async def _itr_main(ready, stop, seconds: float, corecast: bool = True,
+                    ipv6: bool = False) -> dict:
     import resource
 
     from corecast.aio.raw import RawItrNode
@@ -102,7 +108,7 @@ async def _itr_main(ready, seconds: float, corecast: bool = True, ipv6: bool = F
     await node.start()
     ready.set()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    await asyncio.sleep(seconds)
+    await _until(stop, seconds)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     await node.close()
     return {"counters": dict(itr.counters), "drops": itr.drops(), "state": itr.state_size(),
@@ -251,17 +257,18 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
                     tb.route(c, "default", via=f"10.{i}.{j}.1")
                     clients.append((c, f"10.{i}.{j}.2", 5000 + j))
                 access.append((e, link.a))
+        stop = tb.event()
         ev = tb.event()
-        ms_t = tb.spawn(core, _ms_main, ev, budget, ipv6)
+        ms_t = tb.spawn(core, _ms_main, ev, stop, budget, ipv6)
         assert ev.wait(10), "map-server did not start"
         etr_t = []
         for i, e in enumerate(etrs, start=1):
             ev = tb.event()
-            etr_t.append(tb.spawn(e, _etr_main, i, ev, budget - 1, GROUP if multicast else None,
-                                  ipv6))
+            etr_t.append(tb.spawn(e, _etr_main, i, ev, stop, budget - 1,
+                                  GROUP if multicast else None, ipv6))
             assert ev.wait(15), f"ETR {i} did not register"
         ev = tb.event()
-        itr_t = tb.spawn(itr, _itr_main, ev, budget - 2, True, ipv6)
+        itr_t = tb.spawn(itr, _itr_main, ev, stop, budget - 2, True, ipv6)
         assert ev.wait(10), "ITR did not start"
         cl_t = []
         for c, eid, port in clients:
@@ -290,6 +297,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
             time.sleep(0.3)
         after = [tb.counters(h, dev) for h, dev in access]
         cl_res = [t.result(timeout=budget) for t in cl_t]
+        stop.set()
         itr_res = itr_t.result(timeout=budget)
         etr_res = [t.result(timeout=budget) for t in etr_t]
         ms_res = ms_t.result(timeout=budget)
