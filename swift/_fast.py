@@ -48,4 +48,75 @@ def py_binmap_find(halves, deep, root: int, root_layer: int, lo: int, hi: int, v
     return -1
 
 
+_EXPAND = [0] * 256
+for _v in range(256):
+    _x = 0
+    for _i in range(8):
+        if _v >> _i & 1:
+            _x |= 3 << (2 * _i)
+    _EXPAND[_v] = _x
+_SQUEEZE = {x: v for v, x in enumerate(_EXPAND)}
+
+
+def py_binmap_set1(halves, deep, free, st, root: int, root_layer: int, i: int, val: bool) -> int:
+    """Set (val) or clear chunk ``i``; returns 1 if changed, 0 if it already was.
+
+    Splits leaf halves on the way down with cells popped from the ``free``
+    stack (depth ``st[0]``), flips the bit, then folds uniform cells back up,
+    pushing freed cells.  Layout as in :func:`py_binmap_find`.
+    """
+    h = halves
+    nh = len(h)
+    if root < 0 or 2 * root + 1 >= nh or root_layer < 0 or root_layer > 58 or i < 0 \
+            or i >= (32 << root_layer) or len(deep) < nh or len(st) < 1 \
+            or not 0 <= st[0] <= len(free):
+        raise ValueError("binmap_set1: bad binmap buffers")
+    c, lay = root, root_layer
+    path = []
+    while True:
+        side = (i >> (lay + 4)) & 1
+        k = 2 * c + side
+        if deep[k]:
+            if lay == 0 or 2 * h[k] + 1 >= nh or len(path) >= 64:
+                raise ValueError("binmap_set1: corrupt tree")
+            path.append(k)
+            c = h[k]
+            lay -= 1
+            continue
+        bit = 1 << ((i >> lay) & 15)
+        if bool(h[k] & bit) == bool(val):
+            return 0
+        if lay == 0:
+            h[k] ^= bit
+            break
+        if st[0] <= 0:
+            raise ValueError("binmap_set1: no free cell")
+        st[0] -= 1
+        ch = free[st[0]]
+        if 2 * ch + 1 >= nh:
+            raise ValueError("binmap_set1: corrupt free list")
+        bm = h[k]
+        h[2 * ch] = _EXPAND[bm & 0xFF]
+        h[2 * ch + 1] = _EXPAND[(bm >> 8) & 0xFF]
+        deep[2 * ch] = deep[2 * ch + 1] = 0
+        h[k] = ch
+        deep[k] = 1
+    while path:
+        k = path.pop()
+        ch = h[k]
+        if deep[2 * ch] or deep[2 * ch + 1]:
+            break
+        x = (h[2 * ch] & 0xFFFF) | ((h[2 * ch + 1] << 16) & 0xFFFFFFFF)
+        if (x ^ (x >> 1)) & 0x55555555:
+            break
+        if st[0] >= len(free):
+            raise ValueError("binmap_set1: free stack full")
+        free[st[0]] = ch
+        st[0] += 1
+        deep[k] = 0
+        h[k] = _SQUEEZE[x & 0xFFFF] | (_SQUEEZE[(x >> 16) & 0xFFFF] << 8)
+    return 1
+
+
 binmap_find = load("binmap_find", py_binmap_find)
+binmap_set1 = load("binmap_set1", py_binmap_set1)

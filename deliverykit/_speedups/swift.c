@@ -68,8 +68,119 @@ done:
     return res;
 }
 
+static uint32_t expand8(uint32_t v)
+{
+    uint32_t x = 0;
+    for (int i = 0; i < 8; i++)
+        if (v >> i & 1)
+            x |= 3u << (2 * i);
+    return x;
+}
+
+static uint32_t squeeze32(uint32_t x)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 16; i++)
+        if (x >> (2 * i) & 1)
+            v |= 1u << i;
+    return v;
+}
+
+/* binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 changed / 0
+ * Set or clear chunk i: descend splitting leaf halves with cells popped from
+ * the free stack free[0:st[0]], flip the bit, fold uniform cells back up
+ * pushing freed cells.  All buffers are modified in place. */
+static PyObject *
+binmap_set1(PyObject *self, PyObject *args)
+{
+    Py_buffer hb, db, fb, sb;
+    long long root, root_layer, i;
+    int val;
+    if (!PyArg_ParseTuple(args, "w*w*w*w*LLLp", &hb, &db, &fb, &sb, &root, &root_layer, &i, &val))
+        return NULL;
+    PyObject *res = NULL;
+    uint32_t *h = (uint32_t *)hb.buf;
+    unsigned char *deep = (unsigned char *)db.buf;
+    uint32_t *fr = (uint32_t *)fb.buf;
+    long long *st = (long long *)sb.buf;
+    Py_ssize_t nh = hb.len / 4, nf = fb.len / 4;
+    if (hb.len % 4 || fb.len % 4 || sb.len < 8 || db.len < nh || root < 0 || 2 * root + 1 >= nh
+            || root_layer < 0 || root_layer > 58 || i < 0 || i >= (32LL << root_layer)
+            || st[0] < 0 || st[0] > nf) {
+        PyErr_SetString(PyExc_ValueError, "binmap_set1: bad binmap buffers");
+        goto done;
+    }
+    Py_ssize_t path[64];
+    int np = 0;
+    long long c = root, lay = root_layer;
+    for (;;) {
+        int side = (int)((i >> (lay + 4)) & 1);
+        Py_ssize_t k = (Py_ssize_t)(2 * c + side);
+        if (deep[k]) {
+            if (lay == 0 || 2 * (Py_ssize_t)h[k] + 1 >= nh || np >= 64) {
+                PyErr_SetString(PyExc_ValueError, "binmap_set1: corrupt tree");
+                goto done;
+            }
+            path[np++] = k;
+            c = h[k];
+            lay--;
+            continue;
+        }
+        uint32_t bit = 1u << ((i >> lay) & 15);
+        if (((h[k] & bit) != 0) == (val != 0)) {
+            res = PyLong_FromLong(0);
+            goto done;
+        }
+        if (lay == 0) {
+            h[k] ^= bit;
+            break;
+        }
+        if (st[0] <= 0) {
+            PyErr_SetString(PyExc_ValueError, "binmap_set1: no free cell");
+            goto done;
+        }
+        st[0]--;
+        uint32_t ch = fr[st[0]];
+        if (2 * (Py_ssize_t)ch + 1 >= nh) {
+            PyErr_SetString(PyExc_ValueError, "binmap_set1: corrupt free list");
+            goto done;
+        }
+        uint32_t bm = h[k];
+        h[2 * ch] = expand8(bm & 0xFF);
+        h[2 * ch + 1] = expand8((bm >> 8) & 0xFF);
+        deep[2 * ch] = deep[2 * ch + 1] = 0;
+        h[k] = ch;
+        deep[k] = 1;
+    }
+    while (np > 0) {
+        Py_ssize_t k = path[--np];
+        uint32_t ch = h[k];
+        if (deep[2 * ch] || deep[2 * ch + 1])
+            break;
+        uint32_t x = (h[2 * ch] & 0xFFFFu) | (h[2 * ch + 1] << 16);
+        if ((x ^ (x >> 1)) & 0x55555555u)
+            break;
+        if (st[0] >= nf) {
+            PyErr_SetString(PyExc_ValueError, "binmap_set1: free stack full");
+            goto done;
+        }
+        fr[st[0]++] = ch;
+        deep[k] = 0;
+        h[k] = squeeze32(x);
+    }
+    res = PyLong_FromLong(1);
+done:
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&sb);
+    return res;
+}
+
 PyMethodDef dk_swift_methods[] = {
     {"binmap_find", binmap_find, METH_VARARGS,
      "binmap_find(halves, deep, root, root_layer, lo, hi, val) -> first chunk or -1"},
+    {"binmap_set1", binmap_set1, METH_VARARGS,
+     "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},
 };

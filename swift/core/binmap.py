@@ -20,7 +20,7 @@ from __future__ import annotations
 from array import array
 from typing import Iterator
 
-from swift._fast import binmap_find
+from swift._fast import binmap_find, binmap_set1
 from swift.core import bins as B
 
 _FULL = 0xFFFF
@@ -53,40 +53,59 @@ def _mask(i: int, j: int) -> int:
 class Binmap:
     """Set of chunks stored as a binmap; see the module docstring."""
 
-    __slots__ = ("_h", "_deep", "_free", "root", "root_layer")
+    __slots__ = ("_h", "_deep", "_free", "_st", "root", "root_layer")
 
     def __init__(self) -> None:
         # cell c has halves _h[2c], _h[2c+1]; _deep[k] says half k points to a cell
         self._h = array("I", (0, 0))
         self._deep = bytearray(2)
-        self._free: list[int] = []
+        # free cells: a stack in ``_free`` (capacity = cells) whose depth is
+        # ``_st[0]``, so the C fast path can allocate and free in place
+        self._free = array("I", (0,))
+        self._st = array("q", (0,))
         self.root = 0
         self.root_layer = 0
 
     # -- storage ------------------------------------------------------------
 
     def _alloc(self, left: int, right: int) -> int:
-        if self._free:
-            c = self._free.pop()
+        st = self._st
+        if st[0]:
+            st[0] -= 1
+            c = self._free[st[0]]
             self._h[2 * c] = left
             self._h[2 * c + 1] = right
             self._deep[2 * c] = self._deep[2 * c + 1] = 0
             return c
         self._h.extend((left, right))
         self._deep.extend(b"\0\0")
+        self._free.append(0)  # keep stack capacity = number of cells
         return len(self._h) // 2 - 1
+
+    def _push_free(self, c: int) -> None:
+        self._free[self._st[0]] = c
+        self._st[0] += 1
+
+    def _reserve(self, n: int) -> None:
+        """Make sure ``n`` free cells exist (the C path allocates from them)."""
+        while self._st[0] < n:
+            c = len(self._h) // 2
+            self._h.extend((0, 0))
+            self._deep.extend(b"\0\0")
+            self._free.append(0)
+            self._push_free(c)
 
     def _release(self, c: int) -> None:
         for k in (2 * c, 2 * c + 1):
             if self._deep[k]:
                 self._release(self._h[k])
                 self._deep[k] = 0
-        self._free.append(c)
+        self._push_free(c)
 
     @property
     def cells(self) -> int:
         """Cells in use (footprint, report section 3)."""
-        return len(self._h) // 2 - len(self._free)
+        return len(self._h) // 2 - self._st[0]
 
     @property
     def span(self) -> int:
@@ -114,7 +133,7 @@ class Binmap:
         v = _squeeze32(self._h[2 * ch] | (self._h[2 * ch + 1] << 16))
         if v is None:
             return
-        self._free.append(ch)
+        self._push_free(ch)
         self._deep[k] = 0
         self._h[k] = v
 
@@ -173,43 +192,18 @@ class Binmap:
         self._set(self.root, self.root_layer, 0, lo, hi, False)
 
     def _one(self, i: int, val: bool) -> None:
-        """Set or clear one chunk: iterative descent, then fold back up."""
+        """Set or clear one chunk: descend (splitting leaves), flip, fold back up.
+
+        ``binmap_set1`` (C, or its twin in swift/_fast.py) does the work in the
+        buffers; it allocates from the free stack, so enough cells are
+        reserved first (at most one split per layer).
+        """
         if val:
             self._grow(i + 1)
         elif i >= self.span:
             return
-        h, deep = self._h, self._deep
-        c = self.root
-        lay = self.root_layer
-        path = []
-        while True:
-            side = (i >> (lay + 4)) & 1
-            k = 2 * c + side
-            if deep[k]:
-                path.append((c, side))
-                c = h[k]
-                lay -= 1
-                continue
-            bit = 1 << ((i >> lay) & 15)
-            cur = h[k] & bit
-            if (cur != 0) == val:
-                return
-            if lay == 0:
-                h[k] ^= bit
-                break
-            bm = h[k]  # split the leaf half down one layer and retry
-            ch = self._alloc(_EXPAND[bm & 0xFF], _EXPAND[bm >> 8])
-            h, deep = self._h, self._deep
-            h[k] = ch
-            deep[k] = 1
-        # fold: the changed half may now pair up with its sibling; once a
-        # level stays deep, no level above it can fold either
-        deep = self._deep
-        while path:
-            pc, ps = path.pop()
-            self._pack(pc, ps)
-            if deep[2 * pc + ps]:
-                break
+        self._reserve(self.root_layer + 1)
+        binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, val)
 
     def set(self, b: int) -> None:
         """Mark every chunk of bin ``b`` filled."""
