@@ -333,7 +333,8 @@ def _plan(a: argparse.Namespace) -> int:
 def _deploy(a: argparse.Namespace) -> int:
     from corecast.deploy import check, run_fig2
 
-    r = run_fig2(a.chunks, transport=a.transport, extra_payload_every=a.extra_payload_every)
+    r = run_fig2(10 if a.quick else a.chunks, transport=a.transport,
+                 extra_payload_every=a.extra_payload_every)
     bad = check(r)
     if a.json:
         r["failed_checks"] = bad
@@ -458,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
     p.add_argument("--chunks", type=int, default=40)
+    p.add_argument("--quick", action="store_true", help="10 chunks")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
     p.add_argument("--extra-payload-every", type=int, default=0)
     p.add_argument("--json", action="store_true")
