@@ -113,6 +113,7 @@ def test_fig2_run_inside_lisp_matches_scapy(transport):
         pcap = tmp / "fig2.pcap"
         with capture(pcap, f"udp port 4341 and net 127.{base}.0.0/16"):
             r = run_fig2(8, transport=transport, base=base)
+            wait_packets(pcap, 8 * (r["ases"] + r["clients"]))
         assert check(r) == [], check(r)
         frames = tshark_json(pcap, LUA, proto="lisp-data corecast rtp")
         raw = [(f.src, f.payload) for f in Reader(pcap)]

@@ -473,26 +473,25 @@ def test_port_preference_and_strict_heuristic():
     conv_msgs = [(True, 0, [Handshake(9, opts)]), (False, 9, [Handshake(7, opts)]),
                  (True, 7, [Request(0, 3)]), (False, 9, [Data(0, 0, 1, b"abcd")]),
                  (True, 7, [Ack(0, 0, 5)]), (True, 7, [])]
-    tmp = scratch()
-    pcap = tmp.__enter__() / "heur.pcap"
     ports = [p for pr in (plain, decoy, conv) for p in (pr.port_a, pr.port_b)]
-    try:
-        with capture(pcap, "udp and host 127.0.0.1 and ("
-                     + " or ".join(f"port {p}" for p in ports) + ")"):
-            for i in range(4):
-                plain.send(True, codec.encode_datagram(ctx, 3, [Have(i, i), Choke()]))
-            for _ in range(40):
-                decoy.send(True, rng.randbytes(rng.randint(4, 60)))
-            for a2b, ch, m in conv_msgs:
-                conv.send(a2b, codec.encode_datagram(WireContext(chunk_size=4), ch, m))
-            wait_packets(pcap, 4 + 40 + len(conv_msgs))
+    with scratch() as tmp:
+        pcap = tmp / "heur.pcap"
+        try:
+            with capture(pcap, "udp and host 127.0.0.1 and ("
+                         + " or ".join(f"port {p}" for p in ports) + ")"):
+                for i in range(4):
+                    plain.send(True, codec.encode_datagram(ctx, 3, [Have(i, i), Choke()]))
+                for _ in range(40):
+                    decoy.send(True, rng.randbytes(rng.randint(4, 60)))
+                for a2b, ch, m in conv_msgs:
+                    conv.send(a2b, codec.encode_datagram(WireContext(chunk_size=4), ch, m))
+                wait_packets(pcap, 4 + 40 + len(conv_msgs))
+        finally:
+            for pr in (plain, decoy, conv):
+                pr.close()
         heur = tshark_json(pcap, LUA, "-o", "ppspp.udp_port:0", proto="ppspp")
         by_port = tshark_json(pcap, LUA, "-o", f"ppspp.udp_port:{plain.port_b}",
                               "--disable-heuristic", "ppspp_udp", proto="ppspp")
-    finally:
-        for pr in (plain, decoy, conv):
-            pr.close()
-        tmp.__exit__(None, None, None)
     assert len(heur) == len(by_port) == 4 + 40 + len(conv_msgs)
     assert all("ppspp" not in f for f in heur[:44])
     assert all("ppspp" in f for f in heur[44:])
@@ -506,13 +505,13 @@ def test_port_preference_and_strict_heuristic():
 @pytest.mark.tool("tshark")
 def test_default_port_is_the_swift_package_port():
     """Port 6778 (swift.wire.layers.PPSPP_PORT) is decoded without options."""
+    with scratch() as tmp_path:
+        _check_default_port(tmp_path)
+
+
+def _check_default_port(tmp_path) -> None:
     from scapy.layers.inet import IP
 
-    with scratch() as tmp_path:
-        _check_default_port(tmp_path, IP)
-
-
-def _check_default_port(tmp_path, IP) -> None:
     pkt = (IP(src="127.0.0.1", dst="127.0.0.1") / UDP(sport=50000, dport=layers.PPSPP_PORT)
            / Raw(codec.encode_datagram(WireContext(), 1, [Have(0, 7), Unchoke()])))
     wrpcap(str(tmp_path / "p.pcap"), [pkt])
