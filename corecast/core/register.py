@@ -3,8 +3,14 @@
 The registrar sends a signed Map-Register for its EID prefixes every
 ``interval`` seconds (60 s by RFC 9301 section 8.2) with the M-bit (want
 Map-Notify) and P-bit (proxy Map-Reply) set.  Until an authenticated Map-Notify
-with the same nonce arrives it retransmits after 1 s, doubling up to 60 s
-(section 5.7).  Nonces increase (section 5.6, replay protection).
+arrives it retransmits after 1 s, doubling up to 60 s (section 5.7).
+
+Every transmission, retransmissions included, carries a new, larger nonce:
+section 5.6 says the nonce "is incremented each time a Map-Register message is
+sent" and map-servers drop non-increasing nonces as replays, so re-sending the
+same nonce after a lost Map-Notify would be refused forever.  A Map-Notify for
+any nonce sent since the last acknowledgement is accepted (a late ack of an
+earlier copy still proves the registration).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class Registrar:
         self.next_send = 0.0
         self.backoff = 1.0
         self.outstanding: int | None = None
+        self.unacked: set[int] = set()  # nonces sent since the last Map-Notify
         self.registered = False
         self.events: list[Registered] = []
         self.counters = {"sent": 0, "notified": 0, "bad_notify": 0}
@@ -72,11 +79,14 @@ class Registrar:
         if now < self.next_send:
             return []
         if self.outstanding is None:
-            self.nonce += 1
             self.backoff = 1.0
         else:
             self.backoff = min(self.backoff * 2, 60.0)
+        self.nonce += 1  # a new nonce for every transmission (section 5.6)
         self.outstanding = self.nonce
+        self.unacked.add(self.nonce)
+        if len(self.unacked) > 64:
+            self.unacked.discard(min(self.unacked))
         self.counters["sent"] += 1
         self.next_send = now + (self.cfg.interval if self.registered and self.outstanding is None
                                 else self.backoff)
@@ -94,10 +104,11 @@ class Registrar:
             return False
         if not isinstance(msg, MapRegister) or msg.msg_type != LispType.MAP_NOTIFY:
             return False
-        if msg.nonce != self.outstanding or not verify_auth(msg, self.cfg.psk):
+        if msg.nonce not in self.unacked or not verify_auth(msg, self.cfg.psk):
             self.counters["bad_notify"] += 1
             return False
         self.outstanding = None
+        self.unacked.clear()
         self.registered = True
         self.counters["notified"] += 1
         self.next_send = now + self.cfg.interval

@@ -258,7 +258,8 @@ def test_registrar_retransmits_with_backoff_then_refreshes():
         t += 0.25
     times = [s[0] for s in sent]
     assert times[:4] == [0.0, 1.0, 3.0, 7.0]  # after 1 s, then doubling (RFC 9301 5.7)
-    assert all(n == 1 for _, n in sent)  # same Map-Register until acknowledged
+    nonces = [n for _, n in sent]
+    assert nonces == sorted(set(nonces))  # a new, larger nonce every time (RFC 9301 5.6)
     ms = _ms()
     (m, _), = reg.tick(100.0)
     (notify, _), = ms.handle(m, ("192.0.2.1", 1), 100.0)
@@ -268,4 +269,25 @@ def test_registrar_retransmits_with_backoff_then_refreshes():
     assert reg.handle_control(notify, 100.0)
     assert reg.tick(150.0) == []
     (refresh, _), = reg.tick(160.0)
-    assert c.decode_control(refresh).nonce == 2  # a new, larger nonce for the refresh
+    assert c.decode_control(refresh).nonce > c.decode_control(m).nonce
+
+
+def test_registration_survives_a_lost_map_notify():
+    """The first Map-Notify is lost: the retransmission (new nonce) is accepted by the
+    map-server, which refuses exact repeats as replays, and its Map-Notify registers."""
+    ms = _ms()
+    reg = Registrar(RegistrarConfig(("10.1.0.0/16",), ("192.0.2.1",), ("192.0.2.100", 4342),
+                                    b"psk-1"))
+    (m1, _), = reg.tick(0.0)
+    assert len(ms.handle(m1, ("192.0.2.1", 61000), 0.0)) == 1  # its Map-Notify is lost
+    assert ms.handle(m1, ("192.0.2.1", 61000), 0.5) == []  # a replay of it is refused
+    (m2, _), = reg.tick(1.0)
+    (notify, _), = ms.handle(m2, ("192.0.2.1", 61000), 1.0)
+    assert reg.handle_control(notify, 1.1) and reg.registered
+    # a late Map-Notify for the first copy is also accepted as proof
+    reg2 = Registrar(RegistrarConfig(("10.1.0.0/16",), ("192.0.2.1",), ("192.0.2.100", 4342),
+                                     b"psk-1"), first_nonce=100)
+    (a, _), = reg2.tick(0.0)
+    (b, _), = reg2.tick(1.0)
+    (late, _), = _ms().handle(a, ("192.0.2.1", 1), 1.5)
+    assert reg2.handle_control(late, 1.6) and reg2.registered
