@@ -19,14 +19,16 @@
 --
 -- Vocabulary: fields are m2c.<scapy field name> of m2c/wire/layers.py (ExtM2C:
 -- het, hel, group, slot, psn, buffer_id, offset; ExtM2CCRC: het, hel, reserved,
--- crc); each extension is one m2c.ext subtree (LCT.ext in scapy).  Generated:
+-- crc; ExtFTI with FEC Encoding ID 3: transfer_length, symbol_size, n1m3, g,
+-- max_block_length, max_n, seed); each extension is one m2c.ext subtree (LCT.ext
+-- in scapy).  Generated:
 -- m2c.crc_computed.  Malformed input gives expert info, never a Lua error.
 --
 -- Usage: tshark -X lua_script:dissectors/m2c.lua -r capture.pcap
 
 local m2c = Proto("m2c", "M2C LCT extensions (EXT_M2C, EXT_M2C_CRC)")
 
-local HET_EXT_M2C, HET_EXT_M2C_CRC = 120, 121
+local HET_EXT_M2C, HET_EXT_M2C_CRC, HET_EXT_FTI = 120, 121, 64
 local HET_NAMES = { [0] = "EXT_NOP", [1] = "EXT_AUTH", [2] = "EXT_TIME", [64] = "EXT_FTI",
                     [120] = "EXT_M2C", [121] = "EXT_M2C_CRC" }
 
@@ -43,6 +45,19 @@ local f = {
     reserved = ProtoField.uint16("m2c.reserved", "Reserved", base.HEX),
     crc = ProtoField.uint32("m2c.crc", "CRC-32", base.HEX),
     crc_computed = ProtoField.uint32("m2c.crc_computed", "Computed CRC-32", base.HEX),
+    -- EXT_FTI (HET 64) with FEC Encoding ID 3's OTI (RFC 5775 4.2, RFC 5170 Figure 2):
+    -- Wireshark 4.0 reads it with the generic RFC 5052 layout, so we add the
+    -- LDPC-Staircase reading (scapy's ExtFTI)
+    transfer_length = ProtoField.uint64("m2c.transfer_length", "Transfer length (L, bytes)"),
+    symbol_size = ProtoField.uint16("m2c.symbol_size", "Encoding symbol length (E, bytes)"),
+    n1m3 = ProtoField.uint8("m2c.n1m3", "N1 minus 3", base.DEC, nil, 0xE0),
+    g = ProtoField.uint8("m2c.g", "G (symbols per packet)", base.DEC, nil, 0x1F),
+    max_block_length = ProtoField.uint24("m2c.max_block_length",
+                                         "Maximum source block length (B)", base.DEC, nil,
+                                         0xFFFFF0),
+    max_n = ProtoField.uint24("m2c.max_n", "Maximum number of encoding symbols", base.DEC,
+                              nil, 0x0FFFFF),
+    seed = ProtoField.uint32("m2c.seed", "PRNG seed", base.DEC),
 }
 m2c.fields = f
 
@@ -108,7 +123,8 @@ local function walk(tvb)
     local h = bit32.band(bit32.rshift(w0, 20), 1)
     local hdr_len = bit32.band(bit32.rshift(w0, 8), 0xFF) * 4
     local pos = 4 + 4 * (c + 1) + (4 * s + 2 * h) + (4 * o + 2 * h)
-    local info = { c = c, hdr_len = hdr_len, exts = {}, truncated = false }
+    local info = { c = c, cp = bit32.band(w0, 0xFF), hdr_len = hdr_len, exts = {},
+                   truncated = false }
     if hdr_len > n then
         info.truncated = true
         hdr_len = n
@@ -152,6 +168,21 @@ local function dissect_ext(tvb, pinfo, tree)
     local summary = {}
     local vals = {}
     for i, x in ipairs(info.exts) do
+        if x.het == HET_EXT_FTI and x.hel == 5 and info.cp == 3 and x.off + 20 <= n then
+            local st = t:add(f.ext, tvb(x.off, 20))
+            st:set_text("EXT_FTI (HET 64), FEC Encoding ID 3 (RFC 5170 OTI)")
+            st:add(f.het, tvb(x.off, 1))
+            st:add(f.hel, tvb(x.off + 1, 1))
+            st:add(f.transfer_length, tvb(x.off + 2, 6))
+            st:add(f.symbol_size, tvb(x.off + 8, 2))
+            st:add(f.n1m3, tvb(x.off + 10, 1))
+            st:add(f.g, tvb(x.off + 10, 1))
+            st:add(f.max_block_length, tvb(x.off + 11, 3))
+            st:add(f.max_n, tvb(x.off + 13, 3))
+            st:add(f.seed, tvb(x.off + 16, 4))
+            st:append_text(": L " .. tostring(tvb(x.off + 2, 6):uint64()) .. ", E "
+                           .. tvb(x.off + 8, 2):uint())
+        end
         if x.het == HET_EXT_M2C or x.het == HET_EXT_M2C_CRC then
             local avail = math.min(x.len, n - x.off)
             local st = t:add(f.ext, tvb(x.off, avail))

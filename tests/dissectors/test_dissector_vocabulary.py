@@ -27,7 +27,7 @@ CASES = {
     "ppspp": (["ppspp.lua"], [pp_layers.PPSPP, *pp_layers._MSGS.values(),
                               *pp_layers._OPTS.values()]),
     "corecast": (["corecast.lua"], [cc_layers.CoreCastPayload, cc_layers.CoreCastHeader]),
-    "m2c": (["m2c.lua"], [m2c_layers.ExtM2C, m2c_layers.ExtM2CCRC]),
+    "m2c": (["m2c.lua"], [m2c_layers.ExtM2C, m2c_layers.ExtM2CCRC, m2c_layers.ExtFTI]),
 }
 
 
