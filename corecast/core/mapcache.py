@@ -106,11 +106,14 @@ class MapCache:
             self.counters["misses"] += 1
             return None
         entry = hit[1]
-        if entry.expires <= now:
+        while entry.expires <= now:  # drop expired entries, fall back to shorter prefixes
             self.trie.remove(entry.prefix, entry.plen)
             self.counters["expired"] += 1
-            self.counters["misses"] += 1
-            return self.lookup(eid, now) if self.trie.lookup(eid) else None
+            hit = self.trie.lookup(eid)
+            if hit is None:
+                self.counters["misses"] += 1
+                return None
+            entry = hit[1]
         self.counters["hits"] += 1
         return entry
 

@@ -84,6 +84,7 @@ class MapServer:
     sites: list[Site]
     negative_ttl_minutes: int = 15
     notify_port: int | None = LISP_CONTROL_PORT  # None: reply to the source port
+    max_nonce_keys: int = 100_000
     regs: PrefixTrie[Registration] = field(default_factory=PrefixTrie)
     last_nonce: dict[tuple, int] = field(default_factory=dict)
     events: list = field(default_factory=list)
@@ -148,6 +149,8 @@ class MapServer:
             if self.last_nonce.get(key) == msg.nonce:
                 return self._refuse("replay", src)
         self.last_nonce[key] = msg.nonce
+        if len(self.last_nonce) > self.max_nonce_keys:  # bounded: forget the oldest source
+            self.last_nonce.pop(next(iter(self.last_nonce)))
         life = REGISTRATION_TIMEOUT
         for rec in msg.records:
             if msg.use_ttl:
