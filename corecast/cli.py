@@ -317,7 +317,7 @@ def _plan(a: argparse.Namespace) -> int:
         print(f"\nRunning ITR core, {a.measure_channels} channels x {a.measure_ases} ETRs: "
               f"state {s['total_bytes']:,} B (model {model_b['total']:,} B); "
               f"Python heap {s['python_heap_bytes']:,} B")
-    t1 = model.table1_corecast_row()
+    t1 = model.table1_corecast_row(ours=model.our_sizes(a.transport, a.ipv6_rloc, a.ipv6_eid))
     print(f"\nTable 1 CoreCast row from the paper's counts (k=1,853, j=202, 2:45 h, "
           f"N={t1['payloads']:,.0f} payloads):")
     for key in ("paper", ours["sizes"]["name"]):

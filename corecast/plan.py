@@ -245,12 +245,12 @@ def plan(c: float = 10e9, bw: float = 384e3, d: int = 1200, j: int = 3, k: int =
 
 
 def table1_corecast_row(k: int = 1853, j: int = 202, duration_s: float = 2 * 3600 + 45 * 60,
-                        bw: float = 384e3, d: int = 1200) -> dict:
+                        bw: float = 384e3, d: int = 1200, ours: Sizes | None = None) -> dict:
     """Table 1's CoreCast row recomputed from the paper's own counts (1,853 IPs in
     202 ASes, 2:45 h traces, 384 kb/s in 1,200-byte payloads) with eqs. 3 and 5."""
     n = duration_s / period(d, bw)
     out = {"payloads": n}
-    for s in (PAPER, our_sizes("udp")):
+    for s in (PAPER, ours or our_sizes("udp")):
         out[s.name] = {"TT_GB": n * eq3_transit(s, d, j, k) / 1e9,
                        "LT_GB": n * eq5_local(s, d, k) / 1e9}
     out["paper_text"] = {"TT_GB": 131, "LT_GB": 895}

@@ -101,6 +101,9 @@ def test_plan_prints_paper_and_our_figures(capsys):
     out = capsys.readouterr().out
     assert "397,135" in out and "26,041" in out and "337,500" in out
     assert "0.0656" in out and "0.1905" in out and "0.16" in out
+    for extra in (["--transport", "raw"], ["--ipv6-eid", "--ipv6-rloc"], ["--measure"]):
+        assert main(["plan"] + extra) == 0
+        assert "Table 1 CoreCast row" in capsys.readouterr().out
     assert main(["plan", "--json", "--transport", "raw"]) == 0
     r = json.loads(capsys.readouterr().out)
     paper, ours = r["rows"]
