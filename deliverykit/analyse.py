@@ -77,7 +77,12 @@ def load_analysers(names: Iterable[str] | None, options: dict) -> list:
         if name == "flows":
             out.append(FlowAnalyser(options))
         elif name in found:
-            out.append(found[name].load()(options))
+            try:
+                cls = found[name].load()
+            except ImportError as exc:  # registered but not importable: say so, run the rest
+                print(f"deliverykit analyse: analyser {name} unavailable ({exc})", file=sys.stderr)
+                continue
+            out.append(cls(options))
         else:
             raise SystemExit(f"unknown analyser {name!r}; known: flows, {', '.join(sorted(found))}")
     return out
