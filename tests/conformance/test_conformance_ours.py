@@ -223,3 +223,53 @@ def test_unclaimed_roles_are_unsupported(tmp_path):
     assert by["test_etr_map_register_is_authenticated"] == "unsupported"
     assert by["test_authenticated_register_then_map_reply"] == "pass"
     assert cp.returncode == 0
+
+
+NO_VERIFY_PEER = textwrap.dedent('''
+    """Our PPSPP peer that ignores a failed chunk verification: writes whatever arrives."""
+    import sys
+    from swift.core import content
+    _verify = content.Content.verify
+    def lax_verify(self, *a, **k):
+        _verify(self, *a, **k)  # still learns the tree (size, peaks) from the hashes
+        return True
+    content.Content.verify = lax_verify
+    from swift.conformance import adapter
+    sys.exit(adapter.main())
+''')
+
+LAX_MAPSERVER = textwrap.dedent('''
+    """Our map-server accepting any MAC."""
+    import sys
+    from corecast.core import mapserver
+    mapserver.verify_auth = lambda m, psk: True
+    from corecast.conformance import adapter
+    sys.exit(adapter.main())
+''')
+
+
+@pytest.mark.slow
+def test_ppspp_suite_catches_a_peer_that_does_not_verify(tmp_path):
+    script = tmp_path / "no_verify.py"
+    script.write_text(NO_VERIFY_PEER)
+    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp", "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "ppspp", "--impl-roles", "leecher", "--impl-name", "no-verify",
+                           "-k", "corrupt or uncle or download_from_our_seeder and chunk32")
+    by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
+    assert by["test_corrupt_chunks_are_rejected_and_refetched[no-verify]"] == "fail", cp.stdout[-3000:]
+    assert by["test_always_corrupt_peer_never_gives_a_complete_file[no-verify]"] == "fail"
+    assert by["test_wrong_uncle_hashes_are_not_trusted[no-verify]"] == "fail"
+    assert by["test_download_from_our_seeder[no-verify-chunk32]"] == "pass"
+
+
+def test_lisp_suite_catches_a_map_server_that_skips_authentication(tmp_path):
+    script = tmp_path / "lax.py"
+    script.write_text(LAX_MAPSERVER)
+    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp", "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "lisp", "--impl-roles", "mapserver", "--impl-name", "lax",
+                           "-k", "register")
+    by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
+    for how in ("bad-hmac", "wrong-psk"):
+        assert by[f"test_unauthenticated_register_is_refused[lax-{how}]"] == "fail", cp.stdout[-3000:]
+    assert by["test_authenticated_register_then_map_reply[lax]"] == "pass"
+    assert by["test_unauthenticated_register_is_refused[lax-outside-site]"] == "pass"
