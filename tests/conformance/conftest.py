@@ -39,3 +39,21 @@ def ppspp_vector(request) -> dict:
     path, v, name = request.param
     return {"file": path, "addressing": v["addressing"], "name": name, "bytes": v["vectors"][name],
             "comments": v["comments"]}
+
+
+def _lisp_params() -> list:
+    from corecast.conformance.vectors import parse
+
+    p = VECTORS / "lisp" / "lisp.vec"
+    if not p.exists():
+        return []
+    v = parse(p.read_text())
+    return [pytest.param((kind, name, b, v["psk"], v["comments"]), id=f"{kind}-{name}")
+            for kind, name, b in v["vectors"]]
+
+
+@pytest.fixture(params=_lisp_params())
+def lisp_vector(request) -> dict:
+    """One stored LISP/CoreCast vector: {"kind", "name", "bytes", "psk", "comments"}."""
+    kind, name, b, psk, comments = request.param
+    return {"kind": kind, "name": name, "bytes": b, "psk": psk, "comments": comments}
