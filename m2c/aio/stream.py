@@ -107,7 +107,7 @@ class StreamReceiver:
         self.on_buffer = on_buffer
         self.interface = interface
         self.cc = ReceiverCC(schedule, controller=controller, max_rate=max_rate)
-        self.rx = SequencerReceiver()
+        self.rx = SequencerReceiver(hold=1)
         self.eps: dict[int, BatchedUDPEndpoint] = {}
         self.rejected = 0
         self._task: asyncio.Task | None = None
@@ -164,6 +164,5 @@ class StreamReceiver:
         if self._task is not None:
             self._task.cancel()
         self._apply([Leave(ch) for ch in list(self.eps)])
-        ready = self.rx.flush()
-        if ready is not None:
+        while (ready := self.rx.flush()) is not None:
             self.on_buffer(ready)

@@ -373,8 +373,12 @@ class ReceiverCC:
         if ts is None:
             return out
         sched = self.schedule
+        # leave a group only once it has surely gone quiescent: our sender clock is
+        # an estimate (minimum one-way delay) and the sender may be a little late
+        grace = 2 * el + self.rtt.rtt
         for ch in sorted(self.joined):
-            if ch and sched.level_of_channel(ch, ts) is None and not (
+            if ch and sched.level_of_channel(ch, ts) is None and sched.level_of_channel(
+                    ch, ts - grace) is None and not (
                     ch in self.pending and self.pending[ch][0] > now):
                 self.joined.discard(ch)
                 self.loss.reset(ch)

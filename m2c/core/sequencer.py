@@ -131,56 +131,65 @@ class Sequencer:
 
 
 class SequencerReceiver:
-    """Receiver side (paper 5.4): reassemble by buffer id, bounded memory."""
+    """Receiver side (paper 5.4): reassemble by buffer id, bounded memory.
 
-    def __init__(self, max_buffer: int = 64 << 20) -> None:
+    ``hold = 0`` is the paper's rule: a buffer is handed over as soon as a
+    datagram of a newer buffer arrives.  Datagrams of different groups arrive
+    on different sockets, so around a buffer boundary they can interleave;
+    ``hold = 1`` keeps the previous buffer open until a datagram of the one
+    after arrives (one buffer_time of extra delay, no boundary losses).
+    """
+
+    def __init__(self, max_buffer: int = 64 << 20, hold: int = 0) -> None:
         self.max_buffer = max_buffer
-        self.current: int | None = None
-        self._parts: dict[int, bytes] = {}
+        self.hold = hold
+        self._bufs: dict[int, dict[int, bytes]] = {}  # open buffers, oldest first
         self._bytes = 0
+        self._newest: int | None = None
         self.late = 0
         """datagrams of an already finished buffer (dropped)"""
         self.overflow = 0
-        """datagrams dropped because the buffer exceeded max_buffer"""
+        """datagrams dropped because the open buffers exceeded max_buffer"""
+
+    @property
+    def current(self) -> int | None:
+        return self._newest
 
     def feed(self, buffer_id: int, offset: int, data: bytes) -> list[BufferReady]:
-        """Store one datagram; returns the previous buffer if this one is newer."""
+        """Store one datagram; returns the buffers it closes (oldest first)."""
         out: list[BufferReady] = []
-        if self.current is None:
-            self.current = buffer_id
-        elif buffer_id != self.current:
-            if (buffer_id - self.current) & 0xFFFFFFFF >= 1 << 31:
-                self.late += 1  # older buffer (modulo 2^32)
+        if buffer_id not in self._bufs:
+            if self._newest is not None and (buffer_id - self._newest) & 0xFFFFFFFF >= 1 << 31:
+                self.late += 1  # older than every open buffer (modulo 2^32)
                 return out
-            ready = self.flush()
-            if ready is not None:
-                out.append(ready)
-            self.current = buffer_id
-        if offset not in self._parts:
+            self._bufs[buffer_id] = {}
+            self._newest = buffer_id
+            while len(self._bufs) > self.hold + 1:
+                oldest = next(iter(self._bufs))
+                out.append(self._close(oldest))
+        parts = self._bufs[buffer_id]
+        if offset not in parts:
             if self._bytes + len(data) > self.max_buffer:
                 self.overflow += 1
                 return out
-            self._parts[offset] = bytes(data)
+            parts[offset] = bytes(data)
             self._bytes += len(data)
         return out
 
-    def flush(self) -> BufferReady | None:
-        """Hand over the current buffer (if any) and start afresh."""
-        if self.current is None:
-            return None
-        parts = tuple(sorted(self._parts.items()))
+    def _close(self, bid: int) -> BufferReady:
+        parts_d = self._bufs.pop(bid)
+        self._bytes -= sum(len(d) for d in parts_d.values())
+        parts = tuple(sorted(parts_d.items()))
         prefix = bytearray()
         for off, data in parts:
-            if off != len(prefix):
-                if off < len(prefix) and off + len(data) > len(prefix):
-                    prefix += data[len(prefix) - off:]
-                    continue
-                if off > len(prefix):
-                    break
-                continue
-            prefix += data
-        ready = BufferReady(self.current, parts, bytes(prefix))
-        self.current = None
-        self._parts = {}
-        self._bytes = 0
-        return ready
+            if off > len(prefix):
+                break
+            if off + len(data) > len(prefix):
+                prefix += data[len(prefix) - off:]
+        return BufferReady(bid, parts, bytes(prefix))
+
+    def flush(self) -> BufferReady | None:
+        """Hand over the oldest open buffer (if any)."""
+        if not self._bufs:
+            return None
+        return self._close(next(iter(self._bufs)))

@@ -316,3 +316,14 @@ def test_bursty_loss_duplicates_and_reordering(scheme):
     measured = lt.lost / max(1, lt.lost + lt.received)
     assert 0.04 < dropped / sent < 0.16
     assert abs(measured - dropped / sent) < 0.04
+
+
+def test_sequencer_receiver_hold_one_tolerates_boundary_interleaving():
+    r = SequencerReceiver(hold=1)
+    assert r.feed(1, 0, b"ab") == []
+    assert r.feed(2, 0, b"cd") == []  # buffer 1 stays open
+    assert r.feed(1, 2, b"ef") == []  # a late datagram of buffer 1 still counts
+    out = r.feed(3, 0, b"gh")
+    assert [b.buffer_id for b in out] == [1] and out[0].prefix == b"abef"
+    assert r.feed(1, 4, b"zz") == [] and r.late == 1
+    assert r.flush().buffer_id == 2 and r.flush().buffer_id == 3 and r.flush() is None
