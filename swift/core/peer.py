@@ -116,7 +116,12 @@ class Peer(RequestPlanner):
         self.inflight = Binmap()
         self._pending_close: list[tuple[bytes, Any]] = []
         self.picker = PICKERS[cfg.picker]()
+        if hasattr(self.picker, "high"):  # VoD windows from the config (paper III-C)
+            self.picker.high = cfg.high_window
+            self.picker.mid = cfg.mid_window
         self.playpos = 0
+        #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
+        self.buffering = True
         self.fast: set[int] = set()
         self.next_rank = 0.0
         self.have_version = 0
@@ -139,9 +144,13 @@ class Peer(RequestPlanner):
         """Oldest pending event or None."""
         return self.events.popleft() if self.events else None
 
-    def set_playpos(self, chunk: int) -> None:
-        """Playback position for the VoD pickers (paper III-C)."""
+    def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
+        """Playback position for the VoD pickers (paper III-C); ``buffering``
+        tells whether the player is filling its buffer (then every peer, not
+        only the fast set, is asked for the high-priority window)."""
         self.playpos = max(0, chunk)
+        if buffering is not None:
+            self.buffering = buffering
 
     def close(self, now: float) -> list[tuple[bytes, Any]]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""

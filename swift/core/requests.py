@@ -38,6 +38,7 @@ class RequestPlanner:
     fast: set
     live: bool
     live_start: int | None
+    buffering: bool
     _complete_reported: bool
 
     def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
@@ -85,7 +86,9 @@ class RequestPlanner:
                        [c.peer_have for c in self.channels.values()
                         if c.local_id in self.fast and c is not ch])
         picks: list[int] = []
-        fast = ch.local_id in self.fast or not self.fast
+        # while the player fills its start-up buffer, the urgent window is asked
+        # of every peer ("requested ... in an aggressive way", paper IV-A)
+        fast = self.buffering or ch.local_id in self.fast or not self.fast
         while len(picks) < want:
             got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
             if not got:

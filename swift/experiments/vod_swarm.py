@@ -56,7 +56,8 @@ async def _leecher_main(root_hex: str, seeder_ip: str, picker: str, bitrate: flo
         while time.time() - start < limit:
             await asyncio.sleep(0.05)
             now = time.time()
-            node.peer.set_playpos(player.tick(now, node.peer.content.have))
+            pos = player.tick(now, node.peer.content.have)
+            node.peer.set_playpos(pos, buffering=player.state == "buffering")
             if node.peer.content.complete and done_at is None:
                 done_at = now - start
             if player.done and done_at is not None:
