@@ -66,7 +66,7 @@ async def _wait(pred, timeout: float, what: str) -> None:
 
 async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 1200,
                transport: str = "udp", base: int | None = None, algorithm_id: int = 2,
-               extra_payload_every: int = 0) -> dict:
+               extra_payload_every: int = 0, proxy_reply: bool = True) -> dict:
     """Run the deployment; returns measurements and checks (see module doc)."""
     base = base if base is not None else random.randint(100, 250)
     lay = layout(base)
@@ -82,7 +82,8 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
         etr_nodes = []
         for i, rloc in enumerate(lay["etrs"]):
             reg = Registrar(RegistrarConfig((lay["prefixes"][i],), (rloc,), (lay["ms"], 4342),
-                                            keys[i], key_id=1, algorithm_id=algorithm_id))
+                                            keys[i], key_id=1, algorithm_id=algorithm_id,
+                                            proxy_reply=proxy_reply))
             n = EtrNode(Etr(cc), rloc, reg)
             await n.start()
             nodes.append(n)

@@ -193,8 +193,14 @@ class EtrNode(Node):
             self.transports.append(self.t_mc)
         if self.registrar is not None:
             reg = self.registrar
-            self.t_ctl = await bind(self.rloc, self.control_port,
-                                    lambda d, a: reg.handle_control(d, self.now()))
+
+            def on_control(d: bytes, a: tuple) -> None:
+                now = self.now()
+                if not reg.handle_control(d, now):  # not our Map-Notify: a Map-Request?
+                    for out, dst in reg.answer(d, now, a[1]):
+                        self._sendto(self.t_ctl, out, dst, False)
+
+            self.t_ctl = await bind(self.rloc, self.control_port, on_control)
             self.transports.append(self.t_ctl)
 
             def tick(now: float) -> None:

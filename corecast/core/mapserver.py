@@ -17,8 +17,10 @@
   (sections 8.3, 8.4).  Replies go to the first ITR-RLOC of the request's
   family, at the request's source port.  Probes (P-bit) are dropped.
 
-Deviation: we always proxy-reply, even for registrations without the P-bit,
-instead of forwarding the Map-Request to the ETR (section 8.3).
+Registrations without the P-bit (section 8.3): a single-EID Map-Request is
+forwarded as an ECM to the first registered locator's port 4342 and the ETR
+answers the ITR itself (:meth:`corecast.core.register.Registrar.answer`);
+multi-EID requests are answered by proxy.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ from corecast.wire.codec import (
     MapRequest,
     decode_control,
     ecm_unwrap,
+    ecm_wrap,
+    encode_ecm,
     encode_map_reply,
+    encode_map_request,
     sign,
     verify_auth,
 )
@@ -77,6 +82,7 @@ class Registration:
     site: str
     expires: float
     source: str
+    proxy: bool = True  #: the ETR asked for proxy Map-Replies (P-bit)
 
 
 @dataclass(slots=True)
@@ -92,7 +98,7 @@ class MapServer:
         "registers": 0, "accepted": 0, "refused_auth": 0, "refused_no_site": 0,
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
         "requests": 0, "replies": 0, "negative_replies": 0, "dropped_probe": 0,
-        "unexpected": 0,
+        "unexpected": 0, "forwarded": 0,
     })
 
     # ------------------------------------------------------------------ entry
@@ -102,11 +108,12 @@ class MapServer:
             msg = decode_control(data)
             if isinstance(msg, Ecm):
                 _ip, sport, _dport, inner = ecm_unwrap(msg)
+                ecm = msg
                 msg = decode_control(inner)
                 if not isinstance(msg, MapRequest):
                     self.counters["unexpected"] += 1
                     return []
-                return self._request(msg, sport, now)
+                return self._request(msg, sport, now, ecm)
         except DecodeError:
             self.counters["malformed"] += 1
             if data[:1] and data[0] >> 4 == LispType.MAP_REGISTER:
@@ -160,7 +167,7 @@ class MapServer:
                 self.regs.remove(p.network_address.packed, p.prefixlen)
                 continue
             self.regs.insert(p.network_address.packed, p.prefixlen,
-                             Registration(rec, site.name, now + life, src[0]))
+                             Registration(rec, site.name, now + life, src[0], msg.proxy_reply))
         self.counters["accepted"] += 1
         rlocs = tuple(sorted({str(loc.locator) for r in msg.records for loc in r.locators}))
         self.events.append(RegistrationAccepted(site.name, tuple(str(r.prefix) for r in msg.records),
@@ -198,7 +205,8 @@ class MapServer:
                 return cand
         return eid
 
-    def _request(self, msg: MapRequest, sport: int, now: float) -> list[Datagram]:
+    def _request(self, msg: MapRequest, sport: int, now: float, ecm: Ecm | None = None
+                 ) -> list[Datagram]:
         self.counters["requests"] += 1
         if msg.probe:
             self.counters["dropped_probe"] += 1
@@ -206,6 +214,21 @@ class MapServer:
         if not msg.itr_rlocs or not msg.eid_prefixes:
             self.counters["malformed"] += 1
             return []
+        fam = msg.eid_prefixes[0].version
+        itr = next((r for r in msg.itr_rlocs if r.version == fam), msg.itr_rlocs[0])
+        if len(msg.eid_prefixes) == 1:
+            # section 8.3: no proxy service asked -> forward the ECM to a registered ETR,
+            # which answers the ITR itself
+            reg = self._lookup(msg.eid_prefixes[0].network_address.packed, now)
+            if reg is not None and not reg.proxy and reg.record.locators:
+                eid = msg.eid_prefixes[0].network_address
+                if ecm is None:
+                    src = itr.packed if itr.version == eid.version else b"\x00" * len(eid.packed)
+                    body = ecm_wrap(encode_map_request(msg), src, eid.packed, sport)
+                else:
+                    body = encode_ecm(ecm)
+                self.counters["forwarded"] += 1
+                return [(body, (str(reg.record.locators[0].locator), LISP_CONTROL_PORT))]
         records = []
         for eid in msg.eid_prefixes:
             reg = self._lookup(eid.network_address.packed, now)
@@ -225,9 +248,7 @@ class MapServer:
                 self.counters["negative_replies"] += 1
         self.counters["replies"] += 1
         reply = encode_map_reply(MapReply(msg.nonce, tuple(records)))
-        fam = msg.eid_prefixes[0].version
-        dst = next((r for r in msg.itr_rlocs if r.version == fam), msg.itr_rlocs[0])
-        return [(reply, (str(dst), sport))]
+        return [(reply, (str(itr), sport))]
 
     def registrations(self, now: float) -> list[dict]:
         return [{"prefix": str(r.record.prefix), "site": r.site, "source": r.source,

@@ -21,10 +21,15 @@ from dataclasses import dataclass
 from corecast.core.events import Registered
 from corecast.wire.codec import (
     DecodeError,
+    Ecm,
     EidRecord,
     LocatorRecord,
     MapRegister,
+    MapReply,
+    MapRequest,
     decode_control,
+    ecm_unwrap,
+    encode_map_reply,
     sign,
     verify_auth,
 )
@@ -47,6 +52,7 @@ class RegistrarConfig:
     interval: float = MAP_REGISTER_INTERVAL
     xtr_id: bytes | None = None  #: 16 bytes; sets the I-bit with site_id
     site_id: bytes = b"\x00" * 8
+    proxy_reply: bool = True  #: P-bit: the map-server answers Map-Requests for us
 
 
 class Registrar:
@@ -61,7 +67,8 @@ class Registrar:
         self.unacked: set[int] = set()  # nonces sent since the last Map-Notify
         self.registered = False
         self.events: list[Registered] = []
-        self.counters = {"sent": 0, "notified": 0, "bad_notify": 0}
+        self.counters = {"sent": 0, "notified": 0, "bad_notify": 0, "map_replies": 0,
+                         "requests_not_ours": 0}
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
         self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes)
@@ -70,7 +77,7 @@ class Registrar:
     def message(self) -> MapRegister:
         return MapRegister(
             self.nonce, self.records, self.cfg.key_id, self.cfg.algorithm_id,
-            msg_type=LispType.MAP_REGISTER, proxy_reply=True, want_map_notify=True,
+            msg_type=LispType.MAP_REGISTER, proxy_reply=self.cfg.proxy_reply, want_map_notify=True,
             use_ttl=True, xtr_id=self.cfg.xtr_id,
             site_id=self.cfg.site_id if self.cfg.xtr_id is not None else None,
         )
@@ -115,3 +122,34 @@ class Registrar:
         self.events.append(Registered(f"{self.cfg.map_server[0]}:{self.cfg.map_server[1]}",
                                       msg.nonce))
         return True
+
+    def answer(self, data: bytes, now: float, src_port: int = 4342) -> list[Datagram]:
+        """Answer a Map-Request (plain or ECM, e.g. forwarded by a map-server, or an
+        RLOC probe) for our EID prefixes with an authoritative Map-Reply to the
+        requester's ITR-RLOC, at the inner source port of an ECM or ``src_port`` of a
+        plain request (RFC 9301 sections 5.4, 5.5, 7.1, 8.3)."""
+        try:
+            msg = decode_control(data)
+            sport = None
+            if isinstance(msg, Ecm):
+                _ip, sport, _d, inner = ecm_unwrap(msg)
+                msg = decode_control(inner)
+        except DecodeError:
+            return []
+        if not isinstance(msg, MapRequest) or not msg.itr_rlocs or not msg.eid_prefixes:
+            return []
+        recs = []
+        for eid in msg.eid_prefixes:
+            mine = [r for r in self.records if r.prefix.version == eid.version
+                    and eid.subnet_of(r.prefix)]  # type: ignore[arg-type]
+            if mine:
+                r = max(mine, key=lambda x: x.prefix.prefixlen)
+                recs.append(EidRecord(r.prefix, r.locators, r.ttl, 0, True, r.map_version))
+        if not recs:
+            self.counters["requests_not_ours"] += 1
+            return []
+        fam = msg.eid_prefixes[0].version
+        itr = next((a for a in msg.itr_rlocs if a.version == fam), msg.itr_rlocs[0])
+        self.counters["map_replies"] += 1
+        reply = encode_map_reply(MapReply(msg.nonce, tuple(recs), probe=msg.probe))
+        return [(reply, (str(itr), sport if sport is not None else src_port))]

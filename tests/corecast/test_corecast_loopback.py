@@ -35,6 +35,15 @@ async def test_fig2_raw_transport_sizes_and_extra_payloads():
     assert r2["intact"] and r2["itr_counters"]["extra_payload_copies"] == 4 * (7 - 3)
 
 
+async def test_fig2_with_map_requests_answered_by_the_etrs():
+    """ETRs register without the P-bit: the map-server forwards each Map-Request to the
+    ETR, whose authoritative Map-Reply reaches the ITR; the stream is unchanged."""
+    r = await fig2(chunks=5, proxy_reply=False)
+    assert check(r) == []
+    assert r["ms_counters"]["forwarded"] >= 3 and r["ms_counters"]["replies"] == 0
+    assert r["itr_counters"]["map_replies"] >= 3
+
+
 def test_demo_rows():
     rows = run(quick=True)
     assert all(set(r) == {"system", "what", "result"} for r in rows)

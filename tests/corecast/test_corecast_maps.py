@@ -291,3 +291,34 @@ def test_registration_survives_a_lost_map_notify():
     (b, _), = reg2.tick(1.0)
     (late, _), = _ms().handle(a, ("192.0.2.1", 1), 1.5)
     assert reg2.handle_control(late, 1.6) and reg2.registered
+
+
+def test_without_proxy_bit_the_map_request_is_forwarded_and_the_etr_answers():
+    """RFC 9301 8.3: no P-bit -> the map-server forwards the ECM to the ETR, which sends an
+    authoritative Map-Reply to the ITR-RLOC at the inner source port."""
+    ms = _ms()
+    reg = Registrar(RegistrarConfig(("10.1.0.0/16",), ("192.0.2.1",), ("192.0.2.100", 4342),
+                                    b"psk-1", proxy_reply=False))
+    (m, _), = reg.tick(0.0)
+    (notify, _), = ms.handle(m, ("192.0.2.1", 61000), 0.0)
+    assert reg.handle_control(notify, 0.0)
+    mr = c.MapRequest(99, (A("192.0.2.50"),), (N("10.1.3.4/32"),))
+    ecm = c.ecm_wrap(c.encode_map_request(mr), A("192.0.2.50").packed, A("10.1.3.4").packed, 40000)
+    (fwd, dst), = ms.handle(ecm, ("192.0.2.50", 40000), 1.0)
+    assert dst == ("192.0.2.1", 4342) and ms.counters["forwarded"] == 1
+    (rep, rdst), = reg.answer(fwd, 1.0)
+    assert rdst == ("192.0.2.50", 40000)
+    r = c.decode_control(rep)
+    assert r.nonce == 99 and r.records[0].authoritative
+    assert r.records[0].prefix == N("10.1.0.0/16")
+    # a plain Map-Request is wrapped into an ECM by the map-server
+    (fwd2, _), = ms.handle(c.encode_map_request(mr), ("192.0.2.50", 40001), 1.0)
+    (rep2, rdst2), = reg.answer(fwd2, 1.0)
+    assert rdst2 == ("192.0.2.50", 40001)
+    # an RLOC probe straight to the ETR gets a probe reply; EIDs not ours get nothing
+    probe = c.MapRequest(7, (A("192.0.2.50"),), (N("10.1.0.1/32"),), probe=True)
+    (pr, pdst), = reg.answer(c.encode_map_request(probe), 1.0, 50000)
+    assert c.decode_control(pr).probe and pdst == ("192.0.2.50", 50000)
+    other = c.MapRequest(8, (A("192.0.2.50"),), (N("10.2.0.1/32"),))
+    assert reg.answer(c.encode_map_request(other), 1.0) == []
+    assert reg.answer(b"garbage", 1.0) == []
