@@ -1,0 +1,126 @@
+"""``deliverykit analyse --only ppspp`` on a captured seed + download on loopback.
+
+The numbers are checked against what the run itself produced: the file the
+downloader verified has ceil(size / chunk size) chunks, each chunk received
+once more than the duplicates, all of them ACKed (the downloader verified
+them), and the conversation's addressing method is the one the CLI asked for
+(remembered from the handshake: bins and byte ranges would be miscounted
+otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+
+import pytest
+from analysis_support import PY, analyse, free_udp_port, tcpdump
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deliverykit.pcap import Frame
+from swift.analysis import Analyser
+
+
+def _peer(rows: list[dict], ep: str) -> dict:
+    return next(r for r in rows if r["peer"] == ep)
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+@pytest.mark.parametrize("addressing", ["chunk32", "bin32", "byte64"])
+def test_seed_download_capture(tmp_path, procs, addressing):
+    size = 200 * 1024 + 123
+    src = tmp_path / "content.bin"
+    src.write_bytes(os.urandom(size))
+    port = free_udp_port()
+    cap = tmp_path / "ppspp.pcap"
+    common = ["--addressing", addressing, "--chunk-size", "1024"]
+    with tcpdump(cap, f"udp and port {port}"):
+        seed = subprocess.Popen([PY, "-m", "swift", "seed", str(src), "--host", "127.0.0.1",
+                                 "--port", str(port), "--duration", "60", *common],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(seed)
+        root = seed.stdout.readline().strip()
+        assert len(root) == 64, root
+        out = tmp_path / "out.bin"
+        dl = subprocess.run([PY, "-m", "swift", "download", root, "--peer", f"127.0.0.1:{port}",
+                             "-o", str(out), "-q", "--host", "127.0.0.1", "--timeout", "30",
+                             *common], capture_output=True, text=True, timeout=60)
+        assert dl.returncode == 0, dl.stderr
+        seed.terminate()
+        seed.wait(5)
+    assert out.read_bytes() == src.read_bytes()
+
+    res = analyse(cap, tmp_path, "--only", "ppspp", "--opt", f"ppspp-port={port}")["results"]["ppspp"]
+    seeder = f"127.0.0.1:{port}"
+    convs = res["ppspp_conversations"]
+    assert len(convs) == 1 and convs[0]["addressing"] == addressing
+    assert convs[0]["swarm"] == root
+    leecher = convs[0]["a"] if convs[0]["b"] == seeder else convs[0]["b"]
+    lrow, srow = _peer(res["ppspp_peers"], leecher), _peer(res["ppspp_peers"], seeder)
+    chunks = math.ceil(size / 1024)
+    assert lrow["chunks_received"] == chunks
+    assert srow["sent_data"] == lrow["chunks_received"] + lrow["duplicate_chunks"]
+    assert lrow["data_payload_bytes"] == size + 1024 * lrow["duplicate_chunks"] or \
+        lrow["duplicate_chunks"] > 0
+    assert lrow["unacked_chunks"] == 0
+    assert lrow["sent_request"] > 0 and srow["sent_handshake"] >= 1 and lrow["sent_handshake"] >= 1
+    assert srow["chunks_received"] == 0
+    kinds = {r["what"]: r for r in res["ppspp_latency"] if r["receiver"] == leecher}
+    assert kinds["request_to_data"]["observed"] > 0
+    assert kinds["data_to_ack_rtt"]["observed"] >= chunks - lrow["duplicate_chunks"] - 1
+    assert kinds["request_to_data"]["min_ms"] >= 0
+    tput = [r for r in res["ppspp_throughput"] if r["receiver"] == leecher]
+    assert sum(r["bytes"] for r in tput) == lrow["data_payload_bytes"]
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+def test_plots_written(tmp_path, procs):
+    """--plots writes the throughput and latency figures (a real run, chunk32)."""
+    size = 64 * 1024
+    src = tmp_path / "c.bin"
+    src.write_bytes(os.urandom(size))
+    port = free_udp_port()
+    cap = tmp_path / "p.pcap"
+    with tcpdump(cap, f"udp and port {port}"):
+        seed = subprocess.Popen([PY, "-m", "swift", "seed", str(src), "--host", "127.0.0.1",
+                                 "--port", str(port), "--duration", "60"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(seed)
+        root = seed.stdout.readline().strip()
+        dl = subprocess.run([PY, "-m", "swift", "download", root, "--peer", f"127.0.0.1:{port}",
+                             "-o", str(tmp_path / "o.bin"), "-q", "--host", "127.0.0.1",
+                             "--timeout", "30"], capture_output=True, text=True, timeout=60)
+        assert dl.returncode == 0, dl.stderr
+    r = subprocess.run([PY, "-m", "deliverykit", "analyse", str(cap), "--no-progress", "--only",
+                        "ppspp", "--opt", f"ppspp-port={port}", "--plots", str(tmp_path / "plots")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for name in ("ppspp-throughput.png", "ppspp-latency.png"):
+        p = tmp_path / "plots" / name
+        assert p.stat().st_size > 1000 and p.read_bytes()[:4] == b"\x89PNG"
+
+
+_frames = st.builds(
+    Frame, ts=st.floats(0, 1e6), src=st.sampled_from(["10.0.0.1", "10.0.0.2", "::1"]),
+    dst=st.sampled_from(["10.0.0.1", "10.0.0.2"]), proto=st.just(17),
+    sport=st.sampled_from([6778, 5000]), dport=st.sampled_from([6778, 5000]),
+    payload=st.one_of(st.binary(max_size=200),
+                      st.binary(max_size=100).map(lambda b: b"\0\0\0\0\0" + b),
+                      st.binary(max_size=100).map(lambda b: b"\0\0\0\1" + b)),
+    length=st.integers(0, 70000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_frames, max_size=30), st.sampled_from(["chunk32", "bin64", "byte64"]))
+def test_fuzz_feed_never_raises(frames, addressing):
+    a = Analyser({"addressing": addressing, "max-state": "50", "max-chunks": "4096"})
+    for f in frames:
+        if a.accepts(f):
+            a.feed(f)
+    tables = a.tables()
+    assert set(tables) >= {"ppspp_peers", "ppspp_latency", "ppspp_errors"}
+    assert a.state <= 50
