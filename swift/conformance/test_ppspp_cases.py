@@ -193,6 +193,8 @@ def test_request_gets_data_with_correct_integrity(impl, impl_seeder, addressing)
         p.recv(5.0, until=done)
         dgrams = [x for _, x in p.received]
         assert all(i in seen for i in range(8)), f"DATA for chunks {sorted(seen)} of 0-7 within 5 s"
+        bad = [d.error for d in dgrams if d.error]
+        assert not bad, f"malformed datagrams from the seeder (sec. 8): {bad[:3]}"
         for i in range(8):
             assert seen[i] == chunk_of_file(data, i, CS), f"chunk {i}: wrong payload"
         integ = messages(dgrams, MsgType.INTEGRITY)
