@@ -107,14 +107,14 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
 
     LDPC: N1 = 5 (N1m3 = 2) because our receivers finish with Gaussian
     elimination (RFC 5170 4.2.3 suggests N1m3 > 0 then): ~1.01 k symbols instead
-    of ~1.07 k with N1 = 3 (bench m2c_fec); blocks of at most 5,000 source
+    of ~1.07 k with N1 = 3 (bench m2c_fec); blocks of at most 2,000 source
     symbols keep each elimination well under a second in Python.
     """
     if scheme == "rs":
         B = max_block_length or 128
         return {"scheme": "rs", "symbol_size": symbol_size, "max_block_length": B,
                 "max_n": 2 * B, "n1": 0, "seed": 0}
-    B = max_block_length or 5000
+    B = max_block_length or 2000
     return {"scheme": "ldpc", "symbol_size": symbol_size, "max_block_length": B,
             "max_n": 2 * B, "n1": n1, "seed": seed}
 
