@@ -1,0 +1,446 @@
+"""VMC (HTTP/1.1) analyser for ``deliverykit analyse CAPTURE`` (entry point ``vmc``).
+
+Reassembles every TCP connection per direction from sequence numbers
+(RFC 9293 section 3.4; bounded out-of-order buffer), and parses both
+directions with h11 (RFC 9112 message framing; no hand-written HTTP parsing):
+the client's bytes through an h11 server-role connection, the server's bytes
+through an h11 client-role connection, each kept in step by mirroring the
+other side's request/response head into it (so HEAD, 204/304, keep-alive and
+pipelining follow the real framing rules).
+
+Connections are classified by their server endpoint:
+
+* ``client`` side: connections to the VMC proxy (``--opt proxy=HOST:PORT``,
+  or ``PORT``; if not given: a server whose responses carry ``Via`` or
+  ``VMC`` headers, or that receives absolute-form request targets);
+* ``origin`` side: connections to an origin (``--opt origin=HOST:PORT``, or
+  every other server when inferring).
+
+Tables:
+
+* ``vmc_summary``: origin bytes (response bodies read from origins), client
+  bytes (response bodies written to clients), sharing ratio = client/origin
+  and bandwidth saving = 1 - origin/client, as the proxy's own status
+  endpoint defines them (``vmc/core/stats.py``), requests and 200/206
+  responses per side, TCP reassembly counters;
+* ``vmc_uris``: per URI (Host + target), requests and body bytes per side,
+  joins (requests served from a live stream, as the proxy counts them: its
+  ``VMC`` response header says ``joined`` for a VMC-aware joiner, ``patched``
+  for an unmodified one, ``range`` for a Range request, ``first`` for the
+  request that started the stream), 206 responses per side;
+* ``vmc_requests``: every exchange: side, client, server, method, target,
+  status, Content-Range, Content-Length, body bytes, complete, times;
+* ``vmc_patches``: every 206: side, URI, Content-Range, bytes.
+
+Requests to the proxy's status path (``status-path=/_vmc/status``) are
+listed but not counted as content.  Bounded: ``max-connections``
+open connections, ``max-requests`` stored rows, ``max-ooo`` bytes of
+out-of-order data per direction (beyond that the direction is marked as
+having a gap and its HTTP parsing stops); everything dropped is counted.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from pathlib import Path
+
+import h11
+
+_TCP = struct.Struct("!HHIIBB")
+FIN, SYN, RST = 0x01, 0x02, 0x04
+_M32 = 0xFFFFFFFF
+
+
+def _ep(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def _endpoint_opt(v: str | None) -> tuple[str | None, int] | None:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``PORT`` -> (normalised host or None, port)."""
+    if not v:
+        return None
+    host, sep, port = str(v).rpartition(":")
+    if not sep:
+        return None, int(v)
+    host = host.strip("[]")
+    try:
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        pass  # a name: compared as given
+    return host or None, int(port)
+
+
+class _Exchange:
+    __slots__ = ("side", "client", "server", "saddr", "method", "target", "host", "status",
+                 "crange", "clen", "body", "complete", "t_req", "t_resp", "t_end", "vmc", "via")
+
+    def __init__(self, conn: "_Conn", req: h11.Request, ts: float) -> None:
+        self.side, self.client, self.server, self.saddr = "unknown", conn.cep, conn.sep, conn.server
+        self.method = req.method.decode("latin-1")
+        self.target = req.target.decode("latin-1")
+        self.host = ""
+        for k, v in req.headers:
+            if k == b"host":
+                self.host = v.decode("latin-1")
+        self.status: int | None = None
+        self.crange = self.clen = self.vmc = self.via = None
+        self.body = 0
+        self.complete = False
+        self.t_req, self.t_resp, self.t_end = ts, None, None
+
+    @property
+    def uri(self) -> str:
+        if self.target.startswith(("http://", "https://")):
+            return self.target
+        return f"http://{self.host}{self.target}"
+
+
+class _Dir:
+    """One direction's reassembly state."""
+
+    __slots__ = ("next", "ooo", "ooo_bytes", "gap", "fin")
+
+    def __init__(self) -> None:
+        self.next: int | None = None
+        self.ooo: dict[int, bytes] = {}
+        self.ooo_bytes = 0
+        self.gap = False
+        self.fin = False
+
+
+class _Conn:
+    __slots__ = ("client", "server", "cep", "sep", "up", "down", "req_p", "resp_p",
+                 "pending", "broken", "last")
+
+    def __init__(self, client: tuple, server: tuple) -> None:
+        self.client, self.server = client, server
+        self.cep, self.sep = _ep(*client), _ep(*server)
+        self.up, self.down = _Dir(), _Dir()
+        self.req_p = h11.Connection(h11.SERVER, max_incomplete_event_size=65536)
+        self.resp_p = h11.Connection(h11.CLIENT, max_incomplete_event_size=65536)
+        self.pending: list[_Exchange] = []
+        self.broken: str | None = None
+        self.last = 0.0
+
+
+class Analyser:
+    """Shared vs origin bytes and 206 patches from a capture of a VMC proxy."""
+
+    name = "vmc"
+
+    def __init__(self, options: dict | None = None) -> None:
+        o = options or {}
+        self.proxy = _endpoint_opt(o.get("proxy"))
+        self.origin = _endpoint_opt(o.get("origin"))
+        ports = {p for p in (self.proxy, self.origin) if p}
+        self.ports = {p[1] for p in ports}
+        self.status_path = str(o.get("status-path", "/_vmc/status"))
+        self.max_conns = int(o.get("max-connections", 20_000))
+        self.max_requests = int(o.get("max-requests", 200_000))
+        self.max_ooo = int(o.get("max-ooo", 4 << 20))
+        self.conns: dict[tuple, _Conn] = {}
+        self.sides: dict[str, dict] = {}
+        self.uris: dict[str, dict] = {}
+        self.rows: list[dict] = []
+        self.patches: list[dict] = []
+        self.proxies: set[tuple] = set()  # inferred proxy server endpoints
+        self.c = {"segments": 0, "payload_bytes": 0, "retransmitted_bytes": 0,
+                  "out_of_order_segments": 0, "gaps": 0, "malformed_segments": 0,
+                  "http_errors": 0, "connections": 0, "dropped_connections": 0,
+                  "dropped_request_rows": 0, "unanswered_responses": 0}
+
+    # ------------------------------------------------------------------
+    def accepts(self, f) -> bool:
+        if f.proto != 6:
+            return False
+        if not self.ports:
+            return True
+        p = f.payload
+        if len(p) < 4:
+            return True  # let feed count it
+        return ((p[0] << 8) | p[1]) in self.ports or ((p[2] << 8) | p[3]) in self.ports
+
+    def _classify(self, server: tuple) -> str:
+        for opt, side in ((self.proxy, "client"), (self.origin, "origin")):
+            if opt and opt[1] == server[1] and (opt[0] is None or opt[0] == server[0]):
+                return side
+        if self.proxy and self.origin:
+            return "other"
+        if self.proxy:
+            return "origin"
+        if self.origin:
+            return "client"
+        return "client" if server in self.proxies else "origin"
+
+    def feed(self, f) -> None:
+        try:
+            self._feed(f)
+        except (ValueError, IndexError, struct.error, h11.ProtocolError) as exc:
+            self.c["malformed_segments" if not isinstance(exc, h11.ProtocolError)
+                   else "http_errors"] += 1
+
+    def _feed(self, f) -> None:
+        t = f.payload
+        if len(t) < 20:
+            self.c["malformed_segments"] += 1
+            return
+        sport, dport, seq, _ack, off, flags = _TCP.unpack_from(t, 0)
+        hl = (off >> 4) * 4
+        if hl < 20 or hl > len(t):
+            self.c["malformed_segments"] += 1
+            return
+        data = t[hl:]
+        self.c["segments"] += 1
+        a, b = (f.src, sport), (f.dst, dport)
+        key = (a, b) if a <= b else (b, a)
+        conn = self.conns.get(key)
+        if conn is None:
+            if flags & RST or (not data and not flags & SYN):
+                return
+            if flags & SYN:
+                client, server = (b, a) if flags & 0x10 else (a, b)
+            elif data[:5] == b"HTTP/":
+                client, server = b, a
+            else:
+                client, server = a, b
+            if len(self.conns) >= self.max_conns:
+                self._evict()
+            conn = self.conns[key] = _Conn(client, server)
+            self.c["connections"] += 1
+        conn.last = f.ts
+        up = a == conn.client
+        d = conn.up if up else conn.down
+        if flags & SYN:
+            if d.next is None:  # a late or repeated SYN never rewinds the stream
+                d.next = (seq + 1) & _M32
+            return
+        if d.next is None:
+            d.next = seq
+        if data:
+            self.c["payload_bytes"] += len(data)
+            self._segment(conn, d, up, seq, data, f.ts)
+        if flags & (FIN | RST):
+            if flags & RST or ((seq + len(data)) & _M32) == d.next:
+                d.fin = True
+                if not d.gap and conn.broken is None:
+                    self._deliver(conn, up, b"", f.ts)
+            if flags & RST or (conn.up.fin and conn.down.fin):
+                self._close(key)
+
+    def _segment(self, conn: _Conn, d: _Dir, up: bool, seq: int, data: bytes, ts: float) -> None:
+        diff = (seq - d.next) & _M32
+        if diff >= 1 << 31:  # starts before what we have: retransmission, maybe with new tail
+            behind = (1 << 32) - diff
+            if behind >= len(data):
+                self.c["retransmitted_bytes"] += len(data)
+                return
+            self.c["retransmitted_bytes"] += behind
+            data, diff = data[behind:], 0
+        if diff:
+            self.c["out_of_order_segments"] += 1
+            s = (seq) & _M32
+            if s not in d.ooo:
+                d.ooo[s] = data
+                d.ooo_bytes += len(data)
+            if d.ooo_bytes > self.max_ooo:  # give up on the hole: jump to the next held byte
+                self.c["gaps"] += 1
+                d.gap = True
+                first = min(d.ooo, key=lambda k: (k - d.next) & _M32)
+                d.next = first
+            else:
+                return
+        else:
+            self._advance(conn, d, up, data, ts)
+        while d.ooo:
+            nxt = d.ooo.pop(d.next, None)
+            if nxt is None:
+                # drop stored segments now entirely behind next
+                stale = [k for k in d.ooo if ((k - d.next) & _M32) >= 1 << 31]
+                progressed = False
+                for k in stale:
+                    seg = d.ooo.pop(k)
+                    d.ooo_bytes -= len(seg)
+                    behind = (d.next - k) & _M32
+                    if behind < len(seg):
+                        self._advance(conn, d, up, seg[behind:], ts)
+                        progressed = True
+                if not progressed:
+                    break
+                continue
+            d.ooo_bytes -= len(nxt)
+            self._advance(conn, d, up, nxt, ts)
+
+    def _advance(self, conn: _Conn, d: _Dir, up: bool, data: bytes, ts: float) -> None:
+        d.next = (d.next + len(data)) & _M32
+        if not d.gap and conn.broken is None:
+            self._deliver(conn, up, data, ts)
+
+    # ------------------------------------------------------------------
+    def _deliver(self, conn: _Conn, up: bool, data: bytes, ts: float) -> None:
+        try:
+            (conn.req_p if up else conn.resp_p).receive_data(data)
+            self._pump(conn, ts)
+        except h11.ProtocolError as exc:
+            conn.broken = f"{type(exc).__name__}: {exc}"
+            self.c["http_errors"] += 1
+
+    def _pump(self, conn: _Conn, ts: float) -> None:
+        rq, rs = conn.req_p, conn.resp_p
+        progressed = True
+        while progressed:
+            progressed = False
+            if rq.their_state in (h11.IDLE, h11.SEND_BODY):
+                ev = rq.next_event()
+                if isinstance(ev, h11.Request):
+                    progressed = True
+                    self._request(conn, ev, ts)
+                elif isinstance(ev, h11.Data):
+                    progressed = True
+                elif isinstance(ev, h11.EndOfMessage):
+                    progressed = True
+            if rs.their_state in (h11.SEND_RESPONSE, h11.SEND_BODY):
+                ev = rs.next_event()
+                ex = conn.pending[0] if conn.pending else None
+                if isinstance(ev, h11.InformationalResponse):
+                    progressed = True
+                    if ev.status_code == 101:
+                        conn.broken = "protocol switched"
+                        return
+                    rq.send(h11.InformationalResponse(status_code=ev.status_code, headers=[]))
+                elif isinstance(ev, h11.Response):
+                    progressed = True
+                    self._response(conn, ex, ev, ts)
+                elif isinstance(ev, h11.Data):
+                    progressed = True
+                    if ex is not None:
+                        ex.body += len(ev.data)
+                elif isinstance(ev, h11.EndOfMessage):
+                    progressed = True
+                    if ex is not None:
+                        ex.complete, ex.t_end = True, ts
+                        self._finish(conn.pending.pop(0))
+                    rq.send(h11.EndOfMessage())
+            if (rq.our_state is h11.DONE and rq.their_state is h11.DONE
+                    and rs.our_state is h11.DONE and rs.their_state is h11.DONE):
+                rq.start_next_cycle()
+                rs.start_next_cycle()
+                progressed = True
+
+    def _request(self, conn: _Conn, ev: h11.Request, ts: float) -> None:
+        if ev.target.startswith((b"http://", b"https://")) and not self.proxy:
+            self.proxies.add(conn.server)
+        ex = _Exchange(conn, ev, ts)
+        if ex.target.startswith(self.status_path):
+            ex.side = "status"
+        conn.pending.append(ex)
+        host = [(b"host", v) for k, v in ev.headers if k == b"host"] or [(b"host", b"unknown")]
+        keep = [(k, v) for k, v in ev.headers if k == b"connection"]
+        conn.resp_p.send(h11.Request(method=ev.method, target=ev.target, headers=host + keep,
+                                     http_version=ev.http_version))
+        conn.resp_p.send(h11.EndOfMessage())
+
+    def _response(self, conn: _Conn, ex: _Exchange | None, ev: h11.Response, ts: float) -> None:
+        if ex is None:
+            self.c["unanswered_responses"] += 1
+        else:
+            ex.status, ex.t_resp = ev.status_code, ts
+            for k, v in ev.headers:
+                if k == b"content-range":
+                    ex.crange = v.decode("latin-1")
+                elif k == b"content-length":
+                    ex.clen = int(v)
+                elif k == b"vmc":
+                    ex.vmc = v.decode("latin-1")
+                elif k == b"via":
+                    ex.via = v.decode("latin-1")
+            if (ex.via or ex.vmc) and not self.proxy:
+                self.proxies.add(conn.server)
+        hdrs = [(k, v) for k, v in ev.headers if k == b"connection"]
+        if ev.status_code not in (204, 304) and (ex is None or ex.method != "HEAD"):
+            hdrs.append((b"content-length", b"0"))
+        conn.req_p.send(h11.Response(status_code=ev.status_code, headers=hdrs,
+                                     http_version=ev.http_version))
+
+    def _close(self, key: tuple) -> None:
+        conn = self.conns.pop(key, None)
+        if conn is not None:
+            for ex in conn.pending:
+                self._finish(ex)
+            conn.pending.clear()
+
+    def _evict(self) -> None:
+        """Make room: forget the connection idle the longest (counted)."""
+        key = min(self.conns, key=lambda k: self.conns[k].last)
+        self._close(key)
+        self.c["dropped_connections"] += 1
+
+    # ------------------------------------------------------------------
+    def _finish(self, ex: _Exchange) -> None:
+        """Account one exchange (complete, or cut by the end of its connection)."""
+        if ex.side == "unknown":
+            ex.side = self._classify(ex.saddr)
+        s = self.sides.setdefault(ex.side, {"requests": 0, "200": 0, "206": 0, "other_status": 0,
+                                            "body_bytes": 0, "incomplete": 0})
+        s["requests"] += 1
+        s["body_bytes"] += ex.body
+        if ex.status in (200, 206):
+            s[str(ex.status)] += 1
+        elif ex.status is not None:
+            s["other_status"] += 1
+        if not ex.complete:
+            s["incomplete"] += 1
+        if ex.side in ("client", "origin"):
+            u = self.uris.get(ex.uri)
+            if u is None and len(self.uris) < self.max_requests:
+                u = self.uris[ex.uri] = {"uri": ex.uri, "client_requests": 0, "client_bytes": 0,
+                                         "origin_requests": 0, "origin_bytes": 0, "joins": 0,
+                                         "client_206": 0, "origin_206": 0}
+            if u is not None:
+                u[ex.side + "_requests"] += 1
+                u[ex.side + "_bytes"] += ex.body
+                if ex.vmc and ex.side == "client" and not ex.vmc.startswith("first"):
+                    u["joins"] += 1  # served from a live stream: joined | patched | range
+                if ex.status == 206:
+                    u[ex.side + "_206"] += 1
+        if len(self.rows) >= self.max_requests:
+            self.c["dropped_request_rows"] += 1
+            return
+        if ex.status == 206:
+            self.patches.append({"side": ex.side, "uri": ex.uri, "client": ex.client,
+                                 "server": ex.server, "content_range": ex.crange,
+                                 "bytes": ex.body, "vmc": ex.vmc})
+        self.rows.append({
+            "side": ex.side, "client": ex.client, "server": ex.server, "method": ex.method,
+            "target": ex.target, "status": ex.status, "content_range": ex.crange,
+            "content_length": ex.clen, "body_bytes": ex.body, "complete": ex.complete,
+            "vmc": ex.vmc, "t_request": ex.t_req,
+            "ttfb_ms": round((ex.t_resp - ex.t_req) * 1e3, 3) if ex.t_resp else None,
+            "duration_ms": round((ex.t_end - ex.t_req) * 1e3, 3) if ex.t_end else None})
+
+    def tables(self) -> dict[str, list[dict]]:
+        broken = sum(1 for c in self.conns.values() if c.broken)
+        still_open = len(self.conns)
+        for key in list(self.conns):  # the capture ended: account what is in flight
+            self._close(key)
+        sides = self.sides
+        ob = sides.get("origin", {}).get("body_bytes", 0)
+        cb = sides.get("client", {}).get("body_bytes", 0)
+        summary = [{"what": "origin_bytes", "value": ob}, {"what": "client_bytes", "value": cb},
+                   {"what": "sharing_ratio", "value": round(cb / ob, 4) if ob else None},
+                   {"what": "bandwidth_saving", "value": round(1 - ob / cb, 4) if cb else None}]
+        for side, s in sorted(sides.items()):
+            for k, v in s.items():
+                summary.append({"what": f"{side}_{k}" if k[0].isalpha() else f"{side}_status_{k}",
+                                "value": v})
+        summary.append({"what": "proxies", "value": " ".join(sorted(_ep(*p) for p in self.proxies))
+                        or (_ep(self.proxy[0] or "*", self.proxy[1]) if self.proxy else "")})
+        summary += [{"what": k, "value": v} for k, v in self.c.items()]
+        summary.append({"what": "open_connections_at_end", "value": still_open})
+        summary.append({"what": "open_connections_unparseable", "value": broken})
+        return {"vmc_summary": summary,
+                "vmc_uris": sorted(self.uris.values(), key=lambda u: u["uri"]),
+                "vmc_requests": self.rows, "vmc_patches": self.patches}
+
+    def plots(self, outdir: Path) -> list[Path]:
+        return []
