@@ -21,7 +21,8 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["Fetched", "Origin", "body_slice", "expected", "fetch", "free_port", "origin", "start_fetch"]
+__all__ = ["Fetched", "Origin", "body_slice", "expected", "fetch", "free_port", "multipart_parts", "origin",
+           "start_fetch"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -105,6 +106,24 @@ def start_fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str
     th = threading.Thread(target=fetch, args=(addr, target, headers, timeout, ev, res), daemon=True)
     th.start()
     return th, res, ev
+
+
+def multipart_parts(r: Fetched) -> list[tuple[int, int, int, bytes]]:
+    """(first, last, complete, bytes) of each part of a multipart/byteranges body (RFC 9110 sec. 14.6)."""
+    ctype = r.headers.get("content-type", "")
+    boundary = ctype.split("boundary=", 1)[1].strip().strip('"').encode()
+    parts = []
+    for chunk in r.body.split(b"--" + boundary)[1:]:
+        if chunk.startswith(b"--"):
+            break
+        head, _, body = chunk.lstrip(b"\r\n").partition(b"\r\n\r\n")
+        hdrs = {k.strip().lower(): v.strip() for k, _, v in
+                (line.decode("latin-1").partition(":") for line in head.split(b"\r\n"))}
+        spec = hdrs["content-range"].split()[1]
+        rng, complete = spec.split("/")
+        a, b = map(int, rng.split("-"))
+        parts.append((a, b, int(complete), body[:b - a + 1]))
+    return parts
 
 
 class Origin:

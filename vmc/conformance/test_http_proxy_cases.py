@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from deliverykit.testing import require_tool
-from vmc.conformance.harness import Origin, body_slice, expected, fetch, free_port, origin, start_fetch
+from vmc.conformance.harness import (
+    Origin, body_slice, expected, fetch, free_port, multipart_parts, origin, start_fetch,
+)
 
 SIZE = 1_000_000
 RATE = 800_000  # bytes/s: the first response stays in flight for ~1.2 s
@@ -139,6 +141,60 @@ def test_unsatisfiable_range_on_an_in_flight_object(impl, rig, record_property):
         assert r.status == 416, f"status {r.status}"
         assert r.headers.get("content-range") == f"bytes */{SIZE}"
         record_property("unsatisfiable_range", "416")
+    th.join(60)
+    assert first.complete and first.body == expected(path, SIZE)
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.6, 15.3.7", role="proxy")
+def test_multiple_ranges_on_an_in_flight_object(impl, rig, record_property):
+    """``bytes=0-9,5000-5099`` while the object streams: a 206 multipart/byteranges whose parts are
+    exact, a single 206 covering both, or the whole 200 (sec. 14.2 lets a server ignore Range)."""
+    path = "/range/multi.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    th, first, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, first, "first client")
+    r = fetch(rig.proxy, target, [("range", "bytes=0-9,5000-5099")], timeout=30)
+    assert r.complete, r.error
+    if r.status == 200:
+        assert r.body == expected(path, SIZE)
+        record_property("multiple_ranges", "ignored (200)")
+    else:
+        assert r.status == 206, f"status {r.status}"
+        if r.headers.get("content-type", "").startswith("multipart/byteranges"):
+            parts = multipart_parts(r)
+            assert [(a, b) for a, b, _, _ in parts] == [(0, 9), (5000, 5099)], parts
+            for a, b, complete, body in parts:
+                assert complete == SIZE and body == body_slice(path, a, b + 1)
+            record_property("multiple_ranges", "multipart/byteranges")
+        else:
+            a, b = map(int, r.headers["content-range"].split()[1].split("/")[0].split("-"))
+            assert a <= 0 and b >= 5099, f"a single range {a}-{b} that does not cover both asked"
+            assert r.body == body_slice(path, a, b + 1)
+            record_property("multiple_ranges", f"coalesced to {a}-{b}")
+    th.join(60)
+    assert first.complete and first.body == expected(path, SIZE)
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 13.1.5, 14.2", role="proxy")
+def test_if_range_on_an_in_flight_object(impl, rig):
+    """If-Range with the object's current ETag may give 206 (or the whole 200); with another entity-tag
+    the Range MUST be ignored: the whole representation, 200."""
+    path = "/range/ifrange.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}"
+    th, first, ev = start_fetch(rig.proxy, target, timeout=60)
+    _wait_in_flight(ev, first, "first client")
+    etag = first.headers.get("etag")
+    assert etag and not etag.startswith("W/"), f"origin sent ETag {etag!r}"
+    r = fetch(rig.proxy, target, [("range", "bytes=100-199"), ("if-range", etag)], timeout=30)
+    assert r.complete and r.status in (200, 206), f"{r.status} {r.error}"
+    if r.status == 206:
+        assert r.headers.get("content-range") == f"bytes 100-199/{SIZE}"
+        assert r.body == body_slice(path, 100, 200)
+    else:
+        assert r.body == expected(path, SIZE)
+    r = fetch(rig.proxy, target, [("range", "bytes=100-199"), ("if-range", '"not-the-etag"')], timeout=30)
+    assert r.complete and r.status == 200, f"If-Range mismatch gave {r.status}: the Range must be ignored"
+    assert r.body == expected(path, SIZE)
     th.join(60)
     assert first.complete and first.body == expected(path, SIZE)
 
