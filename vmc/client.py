@@ -220,7 +220,8 @@ async def fetch(
                 live.cancel()
             result.parts.insert(0, (cr.first, cr.last + 1, 206))
             if sink.holes():
-                await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout, extra=extra_headers)
+                await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout,
+                                  extra=extra_headers)
         else:
             raise FetchError(f"status {resp.status}")
         assert sink is not None
@@ -269,7 +270,8 @@ async def _fill_holes(
         resp = await up.request(host, port, b"GET", target, hdrs, timeout=timeout)
         try:
             if resp.status != 206:
-                raise FetchError(f"range request answered {resp.status}: representation changed or ranges unsupported")
+                raise FetchError(f"range request answered {resp.status}: "
+                                 "representation changed or ranges unsupported")
             cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
             got = policy.validators_of(206, resp.headers)
             if cr.first is None or cr.last is None or cr.length != sink.length or (

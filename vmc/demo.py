@@ -75,7 +75,8 @@ async def _run(quick: bool) -> list[dict]:
         shutil.rmtree(tmp, ignore_errors=True)
     for r in results:
         rows.append({"system": "vmc", "what": f"client {r['client']} ({r['kind']})",
-                     "result": f"{r['status']} ok={r['ok']} ttfb={r['ttfb_s']}s done={r['done_s']}s parts={r['parts']}"})
+                     "result": f"{r['status']} ok={r['ok']} ttfb={r['ttfb_s']}s done={r['done_s']}s "
+                               f"parts={r['parts']}"})
     mb = 1e6
     rows.append({"system": "vmc", "what": "origin bytes (VMC) vs without sharing",
                  "result": f"{snap['origin_bytes'] / mb:.1f} MB vs {n_clients * size / mb:.1f} MB"})

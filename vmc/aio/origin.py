@@ -185,7 +185,8 @@ class Origin:
             await self._send(conn, writer, h11.EndOfMessage())
             return True
         if req.method not in (b"GET", b"HEAD"):
-            await self._send(conn, writer, h11.Response(status_code=405, headers=[(b"content-length", b"0"), (b"allow", b"GET, HEAD")]))
+            await self._send(conn, writer, h11.Response(
+                status_code=405, headers=[(b"content-length", b"0"), (b"allow", b"GET, HEAD")]))
             await self._send(conn, writer, h11.EndOfMessage())
             return True
         try:
@@ -201,7 +202,8 @@ class Origin:
         etag_core = q.get("etag") or hashlib.md5(f"{path}:{size}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
         etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
         v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else LAST_MODIFIED, size)
-        hdrs: list[tuple[bytes, bytes]] = [(b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
+        hdrs: list[tuple[bytes, bytes]] = [
+            (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
         if v.etag:
             hdrs.append((b"etag", v.etag))
         if v.last_modified:

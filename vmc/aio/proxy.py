@@ -350,9 +350,10 @@ class Proxy:
             uri = normalise_uri(target, send_host)
         rest = uri.split("://", 1)[1]
         path = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
-        return Route(upstream, uri, path.encode("ascii", "surrogateescape"), send_host.encode("ascii", "surrogateescape"))
+        enc = "surrogateescape"
+        return Route(upstream, uri, path.encode("ascii", enc), send_host.encode("ascii", enc))
 
-    def _upstream_headers(self, req_headers: list[tuple[bytes, bytes]], send_host: bytes) -> list[tuple[bytes, bytes]]:
+    def _upstream_headers(self, req_headers: policy.Headers, send_host: bytes) -> list[tuple[bytes, bytes]]:
         hdrs = up.end_to_end(req_headers, drop=(b"host", b"range", b"if-range", VMC_HEADER, b"expect"))
         hdrs.insert(0, (b"host", send_host))
         hdrs.append((b"via", b"1.1 vmc"))
@@ -462,7 +463,8 @@ class Proxy:
         self.sessions[key] = s
         try:
             self.stats.origin_requests += 1
-            resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout, pool=self.pool)
+            resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
+                                    pool=self.pool)
         except BaseException as exc:
             s.state = FAILED
             s.ready.set()
@@ -612,7 +614,8 @@ class Proxy:
         hdrs.append((b"if-range", s.validators.if_range() or b""))
         self.stats.origin_requests += 1
         try:
-            resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout, pool=self.pool)
+            resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout,
+                                    pool=self.pool)
         except up.UpstreamError as exc:
             raise StreamFailed(f"range patch failed: {exc}") from exc
         try:
@@ -621,7 +624,8 @@ class Proxy:
             except RangeError:
                 cr = None
             got = policy.validators_of(resp.status, resp.headers)
-            if resp.status != 206 or cr is None or cr.first != pos or not policy.same_representation(s.validators, got):
+            same = policy.same_representation(s.validators, got)
+            if resp.status != 206 or cr is None or cr.first != pos or not same:
                 raise StreamFailed(f"origin range answer does not match the stream (status {resp.status})")
             start = pos
             async for chunk in resp.chunks():
@@ -656,7 +660,8 @@ class Proxy:
         hdrs.append((b"via", b"1.1 vmc"))
         self.stats.origin_requests += 1
         try:
-            resp = await up.request(*upstream, method, path, hdrs, body, timeout=self.cfg.upstream_timeout, pool=self.pool)
+            resp = await up.request(*upstream, method, path, hdrs, body, timeout=self.cfg.upstream_timeout,
+                                    pool=self.pool)
         except up.UpstreamError as exc:
             rec.mode, rec.error = "error", str(exc)
             await self._error(client, 502, "upstream-unreachable", close=False)
@@ -695,7 +700,8 @@ async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: flo
     proxy = await Proxy(cfg).start()
     host, port = proxy.address
     host = f"[{host}]" if ":" in host else host
-    print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); upstreams {sorted(proxy.allowed)}", flush=True)
+    print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); "
+          f"upstreams {sorted(proxy.allowed)}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

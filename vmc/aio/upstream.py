@@ -132,6 +132,9 @@ class UpstreamResponse:
             self._writer.transport.abort()
 
 
+_Idle = tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]
+
+
 class Pool:
     """Idle keep-alive connections per upstream (host, port), at most ``per_host`` each.
 
@@ -143,7 +146,7 @@ class Pool:
     def __init__(self, per_host: int = 16, idle_timeout: float = 20.0) -> None:
         self.per_host = per_host
         self.idle_timeout = idle_timeout
-        self._idle: dict[tuple[str, int], list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]]] = {}
+        self._idle: dict[tuple[str, int], list[_Idle]] = {}
         self.reused = 0
         self.opened = 0
 

@@ -308,6 +308,47 @@ def test_private_and_no_store_responses_are_not_shared(impl, rig, cc):
     assert full >= 2, f"{full} full origin request(s): a Cache-Control: {cc} response was shared"
 
 
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4.1", role="proxy")
+def test_vary_mismatch_is_not_shared(impl, rig):
+    """``Vary: Accept-Language``: a client asking in French is not given the stream fetched for English;
+    both requests reach the origin."""
+    path = "/vary/object.bin"
+    target = f"{path}?size={SIZE}&rate={RATE}&vary=Accept-Language"
+    before = rig.origin.stats()
+    th1, a, ev = start_fetch(rig.proxy, target, [("accept-language", "en")], timeout=60)
+    _wait_in_flight(ev, a, "english")
+    th2, b, _ = start_fetch(rig.proxy, target, [("accept-language", "fr")], timeout=60)
+    th1.join(60)
+    th2.join(60)
+    for who, r in (("en", a), ("fr", b)):
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+    full = _full_requests(rig.origin.stats()) - _full_requests(before)
+    assert full >= 2, "a response that varies on Accept-Language was shared across languages"
+
+
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 3, 3.5 (finding)", role="proxy")
+def test_cookie_sharing_finding(impl, rig, record_property):
+    """Two users with different Cookie headers, concurrently, on a response without Cache-Control, then on
+    one that sets a cookie: both bodies must be exact; whether the proxy shared is a finding (RFC 9111
+    does not forbid storing either; sharing them is a privacy risk)."""
+    found = {}
+    for name, q in (("cookie_request", ""), ("set_cookie_response", "&cookie=1")):
+        path = f"/cookie-finding/{name}.bin"
+        target = f"{path}?size={SIZE}&rate={RATE}{q}"
+        before = rig.origin.stats()
+        th1, a, ev = start_fetch(rig.proxy, target, [("cookie", "user=alice")], timeout=60)
+        _wait_in_flight(ev, a, "alice")
+        th2, b, _ = start_fetch(rig.proxy, target, [("cookie", "user=bob")], timeout=60)
+        th1.join(60)
+        th2.join(60)
+        for who, r in (("alice", a), ("bob", b)):
+            assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{name} {who}: {r.status}"
+        full = _full_requests(rig.origin.stats()) - _full_requests(before)
+        found[name] = "not shared" if full >= 2 else "shared"
+        record_property(name, found[name])
+    print(f"finding: cookies {found}")
+
+
 # ----------------------------------------------------------------------------- findings
 
 def _classify(first, late, full: int, ranges: int) -> str:

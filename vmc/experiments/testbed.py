@@ -162,7 +162,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
     out["table2"] = {
         "load": sc.load, "overlap": sc.overlap,
         "Normal MB": round(nm["origin_body_MB"], 2), "VMC MB": round(vm["origin_body_MB"], 2),
-        "bandwidth %": round(100 * (1 - vm["origin_link_MB"] / nm["origin_link_MB"]), 2) if nm["origin_link_MB"] else None,
+        "bandwidth %": round(100 * (1 - vm["origin_link_MB"] / nm["origin_link_MB"]), 2)
+        if nm["origin_link_MB"] else None,
         "latency %": round(100 * (1 - vm["latency_sum_s"] / nm["latency_sum_s"]), 2) if nm["latency_sum_s"] else None,
         "latency % vs proxy-only": round(100 * (1 - vm["latency_sum_s"] / pm["latency_sum_s"]), 2)
         if pm["latency_sum_s"] else None,
