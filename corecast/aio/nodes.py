@@ -161,9 +161,10 @@ class EtrNode(Node):
                  data_port: int = 4341, control_port: int = 4342, tick: float = 0.1,
                  mcast_if: str | None = None, out6: str | None = None) -> None:
         super().__init__()
-        #: local IPv6 address to deliver to IPv6 client EIDs from (RLOC may be IPv4)
+        #: local address to deliver to client EIDs of the other family than the RLOC's
+        #: (default: the wildcard of that family, when the host has it)
         self.out6 = out6
-        self.t_out6: Endpoint | None = None
+        self.t_other: Endpoint | None = None
         #: local address on the intra-domain side for multicast delivery: Linux sends
         #: multicast out of the interface owning a socket's bound source address, so
         #: the group traffic needs its own socket with IP_MULTICAST_IF
@@ -181,9 +182,13 @@ class EtrNode(Node):
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
         self.t_data = await bind(self.rloc, self.data_port, self._on_data)
         self.transports += [self.t_out, self.t_data]
-        if self.out6 is not None:
-            self.t_out6 = await bind(self.out6, 0, lambda d, a: None)
-            self.transports.append(self.t_out6)
+        rloc_v6 = ipaddress.ip_address(self.rloc).version == 6
+        other = "0.0.0.0" if rloc_v6 else (self.out6 or "::")
+        try:
+            self.t_other = await bind(other, 0, lambda d, a: None)
+            self.transports.append(self.t_other)
+        except OSError:  # that family is disabled on this host
+            self.t_other = None
         if self.mcast_if is not None:
             import socket
 
@@ -216,8 +221,8 @@ class EtrNode(Node):
             a = ipaddress.ip_address(dst[0])
             if self.t_mc is not None and a.is_multicast:
                 tr = self.t_mc
-            elif a.version == 6 and self.t_out6 is not None:
-                tr = self.t_out6
+            elif (a.version == 6) != (":" in self.rloc) and self.t_other is not None:
+                tr = self.t_other
             else:
                 tr = self.t_out
             self._sendto(tr, payload, dst, True)

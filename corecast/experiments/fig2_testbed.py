@@ -43,6 +43,15 @@ FIG2 = (2, 3, 2)
 # ------------------------------------------------------------------ children
 
 
+def _rloc(i: int, v6: bool) -> str:
+    """RLOC of the ITR (i = 0) or of ETR i, on the IPv4 or IPv6 core."""
+    return f"fd01:{i}::1" if v6 else f"100.64.{i}.1"
+
+
+def _ms_addr(v6: bool) -> str:
+    return "fd01::fe" if v6 else "100.64.0.254"
+
+
 def _eid_prefix(i: int, ipv6: bool) -> str:
     return f"fd00:{i}::/32" if ipv6 else f"10.{i}.0.0/16"
 
@@ -52,7 +61,7 @@ async def _until(stop, seconds: float) -> None:
     await asyncio.get_running_loop().run_in_executor(None, stop.wait, seconds)
 
 
-async def _ms_main(ready, stop, seconds: float, ipv6: bool = False) -> dict:
+async def _ms_main(ready, stop, seconds: float, ipv6: bool = False, rloc6: bool = False) -> dict:
     import ipaddress
 
     from corecast.aio.nodes import MapServerNode
@@ -60,7 +69,7 @@ async def _ms_main(ready, stop, seconds: float, ipv6: bool = False) -> dict:
 
     ms = MapServer([Site(f"AS{i}", {1: f"key{i}".encode()},
                          (ipaddress.ip_network(_eid_prefix(i, ipv6)),)) for i in (1, 2, 3)])
-    node = MapServerNode(ms, "100.64.0.254")
+    node = MapServerNode(ms, _ms_addr(rloc6))
     await node.start()
     ready.set()
     await _until(stop, seconds)
@@ -69,19 +78,19 @@ async def _ms_main(ready, stop, seconds: float, ipv6: bool = False) -> dict:
 
 
 async def _etr_main(i: int, ready, stop, seconds: float, group: tuple[str, int] | None = None,
-                    ipv6: bool = False) -> dict:
+                    ipv6: bool = False, rloc6: bool = False) -> dict:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
     from corecast.core.maptrie import parse_prefix
     from corecast.core.register import Registrar, RegistrarConfig
 
-    reg = Registrar(RegistrarConfig((_eid_prefix(i, ipv6),), (f"100.64.{i}.1",),
-                                    ("100.64.0.254", 4342), f"key{i}".encode(), key_id=1))
+    reg = Registrar(RegistrarConfig((_eid_prefix(i, ipv6),), (_rloc(i, rloc6),),
+                                    (_ms_addr(rloc6), 4342), f"key{i}".encode(), key_id=1))
     import ipaddress
 
     mc = {ipaddress.ip_address(CHANNEL).packed: group} if group else None
     node = EtrNode(Etr([parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)], multicast=mc),
-                   f"100.64.{i}.1", reg, mcast_if=f"10.{i}.0.1" if group else None,
+                   _rloc(i, rloc6), reg, mcast_if=f"10.{i}.0.1" if group else None,
                    out6=f"fd00:{i}:1::1" if ipv6 else None)
     await node.start()
     while not reg.registered:
@@ -94,7 +103,7 @@ async def _etr_main(i: int, ready, stop, seconds: float, group: tuple[str, int] 
 
 
 async def _itr_main(ready, stop, seconds: float, corecast: bool = True,
-                    ipv6: bool = False) -> dict:
+                    ipv6: bool = False, rloc6: bool = False) -> dict:
     import resource
 
     from corecast.aio.raw import RawItrNode
@@ -102,9 +111,9 @@ async def _itr_main(ready, stop, seconds: float, corecast: bool = True,
     from corecast.core.mapcache import MapCache
     from corecast.core.maptrie import parse_prefix
 
-    itr = Itr("100.64.0.1", [parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)] if corecast else [],
-              MapCache(), map_resolver=("100.64.0.254", 4342))
-    node = RawItrNode(itr, "to-s", ["10.0.0.2", "100.64.0.1", "fd00::2"])
+    itr = Itr(_rloc(0, rloc6), [parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)] if corecast else [],
+              MapCache(), map_resolver=(_ms_addr(rloc6), 4342))
+    node = RawItrNode(itr, "to-s", ["10.0.0.2", "fd00::2", _rloc(0, rloc6)])
     await node.start()
     ready.set()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -211,7 +220,7 @@ GROUP = ("239.1.1.1", 5004)
 
 
 def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
-        multicast: bool = False, ipv6: bool = False) -> dict:
+        multicast: bool = False, ipv6: bool = False, rloc6: bool = False) -> dict:
     """``multicast``: each AS is a bridged LAN and its ETR delivers the channel once per
     payload to an IGMP-snooped group (paper section 3.5) instead of per client."""
     from deliverykit.testbed import Testbed, read_pcap
@@ -225,14 +234,23 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
             tb.address(s, "to-itr", "fd00::1/64")
             tb.address(itr, "to-s", "fd00::2/64")
             tb.route(s, "default", via="fd00::2")
-        l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
+        if rloc6:
+            l_itr = tb.link(itr, core, "fd01::1/64", "fd01::fe/64")
+            tb.route(itr, "::/0", via="fd01::fe")
+        else:
+            l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
         tb.route(s, "default", via="10.0.0.2")
-        tb.route(itr, "default", via="100.64.0.254")
+        if not rloc6:
+            tb.route(itr, "default", via="100.64.0.254")
         etrs, clients, access, lans = [], [], [], []
         for i, n in enumerate(FIG2, start=1):
             e = tb.host(f"etr{i}")
-            tb.link(core, e, f"100.64.{i}.254/24", f"100.64.{i}.1/24")
-            tb.route(e, "default", via=f"100.64.{i}.254")
+            if rloc6:
+                tb.link(core, e, f"fd01:{i}::fe/64", f"fd01:{i}::1/64")
+                tb.route(e, "::/0", via=f"fd01:{i}::fe")
+            else:
+                tb.link(core, e, f"100.64.{i}.254/24", f"100.64.{i}.1/24")
+                tb.route(e, "default", via=f"100.64.{i}.254")
             etrs.append(e)
             if multicast:
                 lan = tb.bridge(f"lan{i}")
@@ -259,16 +277,16 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
                 access.append((e, link.a))
         stop = tb.event()
         ev = tb.event()
-        ms_t = tb.spawn(core, _ms_main, ev, stop, budget, ipv6)
+        ms_t = tb.spawn(core, _ms_main, ev, stop, budget, ipv6, rloc6)
         assert ev.wait(10), "map-server did not start"
         etr_t = []
         for i, e in enumerate(etrs, start=1):
             ev = tb.event()
             etr_t.append(tb.spawn(e, _etr_main, i, ev, stop, budget - 1,
-                                  GROUP if multicast else None, ipv6))
+                                  GROUP if multicast else None, ipv6, rloc6))
             assert ev.wait(15), f"ETR {i} did not register"
         ev = tb.event()
-        itr_t = tb.spawn(itr, _itr_main, ev, stop, budget - 2, True, ipv6)
+        itr_t = tb.spawn(itr, _itr_main, ev, stop, budget - 2, True, ipv6, rloc6)
         assert ev.wait(10), "ITR did not start"
         cl_t = []
         for c, eid, port in clients:
@@ -321,7 +339,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
     # interface counters (all frames, Ethernet headers removed): a cross-check
     local_counters = sum((a["tx_bytes"] - b["tx_bytes"]) - 14 * (a["tx_packets"] - b["tx_packets"])
                          for a, b in zip(after, before))
-    sizes = plan.our_sizes(transport, ipv6_eid=ipv6)
+    sizes = plan.our_sizes(transport, ipv6_rloc=rloc6, ipv6_eid=ipv6)
     k, j = len(clients), len(FIG2)
     sent = src_res["digests"]
     intact = all(c["digests"] == {int(q): v for q, v in sent.items()} or c["digests"] == sent
@@ -334,7 +352,7 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
         "local_bytes": local,
         # with intra-domain multicast each AS carries one copy per payload: eq. 5 with k -> j
         "eq5_bytes": plan.eq5_local(sizes, 1200, j if multicast else k) * chunks,
-        "multicast": multicast, "ipv6": ipv6, "transit_per_link": per_link,
+        "multicast": multicast, "ipv6": ipv6, "rloc6": rloc6, "transit_per_link": per_link,
         "local_bytes_if_counters": local_counters,
         "capture": captured, "itr": itr_res, "etrs": etr_res, "ms": ms_res,
         "source": src_res["counters"], "sizes": sizes.__dict__,
@@ -348,9 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transport", choices=["raw", "udp"], default="raw")
     ap.add_argument("--multicast", action="store_true",
                     help="ETRs deliver on an intra-domain multicast group (IGMP-snooped LANs)")
-    ap.add_argument("--ipv6", action="store_true", help="IPv6 EIDs over the IPv4 RLOC core")
+    ap.add_argument("--ipv6", action="store_true", help="IPv6 EIDs")
+    ap.add_argument("--rloc6", action="store_true", help="IPv6 RLOC core (LISP over IPv6)")
     a = ap.parse_args(argv)
-    r = run(a.quick, a.chunks, a.transport, a.multicast, a.ipv6)
+    r = run(a.quick, a.chunks, a.transport, a.multicast, a.ipv6, a.rloc6)
     print(json.dumps({k: v for k, v in r.items() if k not in ("itr", "etrs")}, indent=2,
                      default=str))
     ok = r["intact"] and r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r[

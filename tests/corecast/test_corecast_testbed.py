@@ -75,12 +75,16 @@ def test_fig2_with_intra_domain_multicast_one_copy_per_as():
 @pytest.mark.root
 @pytest.mark.tool("tcpdump")
 @pytest.mark.slow
-def test_fig2_ipv6_eids_over_ipv4_rlocs():
-    """IPv6 source, channel and client EIDs, CoreCast in IPv6 next header 253, LISP over
-    the IPv4 core: bytes equal eqs. 3 and 5 with the IPv6 sizes (H_CC = 40 + 48)."""
+@pytest.mark.parametrize("eid6,rloc6", [(True, False), (False, True), (True, True)],
+                         ids=["v6-in-v4", "v4-in-v6", "v6-in-v6"])
+def test_fig2_every_eid_rloc_family_combination(eid6, rloc6):
+    """RFC 9300 section 5: all four EID/RLOC family combinations (v4-in-v4 is the test
+    above).  CoreCast rides IPv6 next header 253 for IPv6 EIDs; bytes equal eqs. 3 and 5
+    with the matching sizes (IPv6 EIDs: H_CC = 40 + 48, H_I = 48; IPv6 RLOCs: H_L = 56)."""
     from corecast.experiments.fig2_testbed import run
 
-    r = run(quick=True, chunks=10, ipv6=True)
+    r = run(quick=True, chunks=10, ipv6=eid6, rloc6=rloc6)
     assert r["intact"] and r["received"] == [10] * 7
-    assert r["sizes"]["h_cc"] == 88 and r["sizes"]["h_i"] == 48
+    assert r["sizes"]["h_cc"] == (88 if eid6 else 56) and r["sizes"]["h_l"] == (56 if rloc6 else 36)
     assert r["transit_bytes"] == r["eq3_bytes"] and r["local_bytes"] == r["eq5_bytes"]
+    assert all(v["payloads"] == 10 for v in r["transit_per_link"].values())
