@@ -101,6 +101,7 @@ def test_http_proxy_suite_passes_on_ours(tmp_path):
     assert res["counts"]["pass"] >= 9
     # VMC is a sharing proxy: the late joiner is served from the live stream (a finding, recorded)
     assert _findings(junit, "late_joiner")["ours-http-proxy"].startswith("shares")
+    assert _findings(junit, "cookie_request")["ours-http-proxy"] == "not shared"  # vmc.core.policy
 
 
 @pytest.mark.slow
@@ -121,6 +122,7 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     late = _findings(junit, "late_joiner")
     assert late["nginx-plain"].startswith("refetches")
     assert late["nginx-cache-lock"].startswith("waits")
+    assert _findings(junit, "cookie_request") == {"nginx-plain": "not shared", "nginx-cache-lock": "shared"}
 
 
 TRUNCATING_PROXY = textwrap.dedent('''
