@@ -107,6 +107,8 @@ class Channel:
         self.hash_order: list[tuple[int, bytes]] = []
         self.acks: list[tuple[int, int]] = []
         self.cancels: list[tuple[int, int]] = []
+        #: chunks whose deadline this peer missed: asked elsewhere (bounded)
+        self.missed: set[int] = set()
         self.bad = 0
         self.distrusted = False
         # measurements for ranking (paper III-A)

@@ -75,6 +75,9 @@ class PeerConfig:
     keepalive: float = 20.0
     dead_after: float = 180.0
     request_timeout: float = 0.5
+    #: seconds of playback before a high-priority chunk is due: a request
+    #: still unanswered then goes to another peer (paper III-C)
+    deadline_margin: float = 1.0
     upload_rate: float | None = None
     slow_start: bool = True
     pex_connect: bool = False
@@ -763,8 +766,30 @@ class Peer(RequestPlanner):
                     ch.ledbat.on_loss(nb, now)
             if ch.ledbat.check_timeout(now):
                 ch.data_out.clear()
+        if not self.buffering and hasattr(self.picker, "high"):
+            self._deadlines(now)
         if now >= self.next_rank:
             self._rank(now)
+
+    def _deadlines(self, now: float) -> None:
+        """Paper III-C: high-priority requests have a deadline (the playback
+        time minus a safety margin); a request that misses it is cancelled and
+        asked of another peer."""
+        cfg = self.config
+        p, cs = self.playpos, cfg.chunk_size
+        h_end = p + cfg.high_window
+        for ch in self.channels.values():
+            late = [c for c, t in ch.requests.items()
+                    if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
+                    and now - t > max(0.2, 2 * ch.min_rtt)]
+            for c in late:
+                del ch.requests[c]
+                ch.req_seq.pop(c, None)
+                self.inflight.reset(B.chunk(c))
+                ch.cancels.append((c, c + 1))
+                ch.missed.add(c)
+                ch.lost += 1
+                self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
 
     def _rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""

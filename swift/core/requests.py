@@ -100,6 +100,14 @@ class RequestPlanner:
                     lo = c
                 prev = c
             picks.extend(got)
+        if ch.missed:
+            keep = [c for c in picks if c not in ch.missed]
+            for c in picks:
+                if c in ch.missed:
+                    self.inflight.reset(B.chunk(c))  # leave it to another peer
+            picks = keep
+            if len(ch.missed) > 4096:
+                ch.missed.clear()
         if not picks:
             picks = self._endgame(ch, want)
             if not picks:

@@ -388,3 +388,35 @@ def test_silent_seeder_requests_time_out_and_go_elsewhere() -> None:
     l.connect(SEED, 0.0)
     pump({SEED: good, EVIL: Drop(mute), LEECH: l}, until=lambda: l.content.complete, dt=0.01)
     assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+
+
+def test_missed_deadline_goes_to_another_peer() -> None:
+    data = os.urandom(2048 * 1024)  # big enough that the end game does not start
+    good = seeder(data, PeerConfig(seed=1))
+    mute = seeder(data, PeerConfig(seed=7))
+    l = leecher(good.swarm_id, PeerConfig(seed=2, picker="vod", high_window=32, bitrate=16 * 1024,
+                                          deadline_margin=2.0, request_timeout=30.0))
+
+    class NoData:
+        def __init__(self, p):
+            self.p = p
+
+        def datagram_received(self, d, a, now):
+            self.p.datagram_received(d, a, now)
+
+        def datagrams_to_send(self, now):
+            return [(d, a) for d, a in self.p.datagrams_to_send(now)
+                    if not any(m.type == 1 for m in C.decode_datagram(d, self.p.ctx).messages)
+                    or 0 in [m.start for m in C.decode_datagram(d, self.p.ctx).messages if m.type == 1]]
+
+        def handle_timer(self, now):
+            self.p.handle_timer(now)
+
+    l.connect(EVIL, 0.0)  # the mute peer delivers chunk 0 (size), then nothing
+    pump({EVIL: NoData(mute), LEECH: l}, steps=50, dt=0.01)
+    l.set_playpos(1, buffering=False)  # playing: deadlines apply
+    l.connect(SEED, 0.5)
+    pump({SEED: good, EVIL: NoData(mute), LEECH: l}, steps=400, dt=0.01,
+         until=lambda: l.content.have.is_filled_range(1, 33))
+    assert l.content.have.is_filled_range(1, 33)
+    assert l.stats.get("deadline_missed", 0) >= 1
