@@ -178,8 +178,9 @@ class WebrcController:
         self.w = self.x = self.y = 0.0
         self.z = 1 / hi
 
-    def on_packet_events(self, n: int) -> None:
-        self.w += n
+    def on_packet_events(self, received: int, lost: int = 0) -> None:
+        """RFC 3738 3.2.2.1: W counts every packet event, received or lost."""
+        self.w += received + lost
 
     def on_loss_event(self, now: float, artt: float) -> None:
         if self.ssr == math.inf:
@@ -233,14 +234,15 @@ class M2CWindowController:
         self.last_rr = 0.0
         self.phase = "fast-start"
 
-    def on_packet_events(self, n: int) -> None:
+    def on_packet_events(self, received: int, lost: int = 0) -> None:
+        """Window growth per received packet (TCP-like)."""
         if self.cwnd is None:
             return
         if self.cwnd < self.ssthresh:
-            self.cwnd += n
+            self.cwnd += received
         else:
             self.phase = "congestion-avoidance"
-            self.cwnd += n / self.cwnd
+            self.cwnd += received / self.cwnd
 
     def on_loss_event(self, now: float, artt: float) -> None:
         if self.cwnd is None:
@@ -335,13 +337,14 @@ class ReceiverCC:
         lost = self.loss.on_packet(channel, psn)
         self._rx += 1
         self._ev += 1 + lost
-        self.ctl.on_packet_events(1)
-        if lost:
-            self._ev += 0
-            if now >= self.loss_event_until:
-                self.loss_events += 1
-                self.loss_event_until = now + self.rtt.rtt
-                self.ctl.on_loss_event(now, self.rtt.rtt)
+        if lost and now >= self.loss_event_until:
+            # the loss event starts before the packet events are counted (3.2.3.4)
+            self.loss_events += 1
+            self.loss_event_until = now + self.rtt.rtt
+            self.ctl.on_loss_event(now, self.rtt.rtt)
+            self.ctl.on_packet_events(1, lost)
+            return []
+        self.ctl.on_packet_events(1, lost)
         return []
 
     def level(self, sender_now: float) -> int:
