@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import ExitStack
 
 import pytest
 
@@ -34,21 +35,18 @@ def _content(tmp_path, n_chunks: int = N_CHUNKS, seed: int = 7) -> tuple[str, by
 
 @pytest.fixture
 def impl_seeder(impl, tmp_path):
-    """The implementation seeding our content: yields (address, root hex, data, path)."""
-    started = []
+    """Start the implementation seeding our content: ``start(addressing, n_chunks)`` returns
+    (address, root hex, data, path); every seeder started is stopped at the end."""
+    with ExitStack() as stack:
+        def start(addressing: str = "chunk32", n_chunks: int = N_CHUNKS):
+            path, data = _content(tmp_path, n_chunks)
+            port = free_udp_port()
+            # the READY line (with the root hash) is consumed by the plugin; we recompute the root
+            stack.enter_context(impl.start("seed", path, "--port", port, "--addressing", addressing,
+                                           "--chunk-size", CS, ready_line="READY"))
+            return ("127.0.0.1", port), _root_of(data), data, path
 
-    def start(addressing: str = "chunk32", n_chunks: int = N_CHUNKS):
-        path, data = _content(tmp_path, n_chunks)
-        port = free_udp_port()
-        cm = impl.start("seed", path, "--port", port, "--addressing", addressing, "--chunk-size", CS,
-                        ready_line="READY")
-        cm.__enter__()  # the READY line (with the root hash) is consumed by the plugin
-        started.append(cm)
-        return ("127.0.0.1", port), _root_of(data), data, path
-
-    yield start
-    for cm in reversed(started):
-        cm.__exit__(None, None, None)
+        yield start
 
 
 def _root_of(data: bytes) -> str:
@@ -106,9 +104,12 @@ def test_handshake_reply_options_and_have(impl, impl_seeder):
     ctx = ctx_for("chunk32", CS)
     with RawPeer(ctx) as p:
         p.handshake(addr, p.options(bytes.fromhex(_root_of(data))))
-        got = p.recv(3.0, until=lambda d: _have_covers(ctx, [d], n) and bool(_accepting_handshakes([d], p.channel))
-                     or (_have_covers(ctx, [x for _, x in p.received], n)
-                         and bool(_accepting_handshakes([x for _, x in p.received], p.channel))))
+
+        def enough(_d) -> bool:
+            seen = [x for _, x in p.received]
+            return _have_covers(ctx, seen, n) and bool(_accepting_handshakes(seen, p.channel))
+
+        got = p.recv(3.0, until=enough)
         allg = [x for _, x in p.received]
         hs = _accepting_handshakes(allg, p.channel)
         assert hs, f"no HANDSHAKE reply to channel {p.channel:#x} within 3 s ({len(got)} datagrams)"
