@@ -230,3 +230,21 @@ def test_head_and_keepalive(make_stack, tmp_path: Path) -> None:
         capture_output=True, timeout=30, text=True,
     )
     assert two.returncode == 0 and two.stdout.split("\n")[:2] == ["200 1", "200 0"]
+
+
+@pytest.mark.tool("curl")
+def test_weak_etag_prefix_out_of_window_is_fetched_alone(make_stack, tmp_path: Path) -> None:
+    """No strong validator + prefix gone from the window: the joiner is not joined (a mixed body
+    could not be proven consistent), it gets its own complete 200."""
+    st = make_stack(rate=1_000_000, window=32 << 10)
+    size = 600_000
+    path = f"/weak.bin?size={size}&weak=1&nolm=1"
+    first = curl(st, path, tmp_path / "a")
+    wait_live(st, "/weak.bin", 200_000)
+    second = curl(st, path, tmp_path / "b")
+    assert finish(first) == (0, 200, size) and finish(second) == (0, 200, size)
+    body = expected("/weak.bin", size)
+    assert (tmp_path / "a").read_bytes() == body == (tmp_path / "b").read_bytes()
+    snap = st.status()
+    assert snap["not_shared"].get("prefix-unpatchable") == 1 and snap["joins"] == 0
+    assert st.origin.stats.range_requests == 0

@@ -431,6 +431,13 @@ class Proxy:
             except asyncio.TimeoutError:
                 pass
         if session is not None and self._joinable(session, headers, route):
+            p = plan_join(method, headers, session.length, session.buffer.received, session.validators)
+            if p.first < session.buffer.base and p.end > p.first and not session.validators.can_patch_from_origin():
+                # The bytes this answer starts with have left the window and, without a strong
+                # validator, cannot be patched from the origin safely: fetch on its own instead.
+                self.stats.not_shared["prefix-unpatchable"] += 1
+                await self._passthrough(client, method, headers, body, route, rec)
+                return
             await self._join(client, session, method, headers, rec)
             return
         if method == b"HEAD" or policy.get(headers, b"range") is not None:
