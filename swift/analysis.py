@@ -42,12 +42,10 @@ from pathlib import Path
 from swift.wire.codec import (
     Ack,
     Cancel,
-    Choke,
     Data,
     DecodeError,
     Handshake,
     Request,
-    Unchoke,
     WireContext,
     decode_datagram,
 )
