@@ -110,17 +110,8 @@ def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -
     return bytes(out)
 
 
-def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
-                 values, known, esi: int, symbol) -> int:
-    """One step of the iterative decoder (RFC 5170 Appendix A) on caller-owned state.
-
-    ``eq_ptr/eq_vars`` and ``var_ptr/var_eqs`` are the equation->variable and
-    variable->equation CSR tables (uint32); ``unknown`` (uint32 per equation,
-    writable) counts unknowns; ``partial`` (m*E) holds each equation's partial
-    sum; ``values`` (n*E) and ``known`` (n bytes) the symbols.  Variables are
-    marked known when pushed, so each is processed once; returns how many
-    source symbols (ESI < k) became known.
-    """
+def _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known):
+    """Views on the decoder state with m2c_ldpc_add's O(1) checks (same order as C)."""
     def u32(buf, writable=False):
         mv = memoryview(buf)
         if writable and mv.readonly:
@@ -138,11 +129,28 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, par
     K = memoryview(known).cast("B")
     if P.readonly or V.readonly or K.readonly:
         raise TypeError("m2c_ldpc_add: buffer is not writable")
-    S = memoryview(symbol).cast("B")
     m, n = len(EP) - 1, len(VP) - 1
-    nev, nve = len(EV), len(VE)
     if (E <= 0 or k < 0 or k > n or n < 1 or len(U) != m or len(P) != m * E
-            or len(V) != n * E or len(K) != n or len(S) != E or esi < 0 or esi >= n):
+            or len(V) != n * E or len(K) != n):
+        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+    return EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE)
+
+
+def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
+                 values, known, esi: int, symbol) -> int:
+    """One step of the iterative decoder (RFC 5170 Appendix A) on caller-owned state.
+
+    ``eq_ptr/eq_vars`` and ``var_ptr/var_eqs`` are the equation->variable and
+    variable->equation CSR tables (uint32); ``unknown`` (uint32 per equation,
+    writable) counts unknowns; ``partial`` (m*E) holds each equation's partial
+    sum; ``values`` (n*E) and ``known`` (n bytes) the symbols.  Variables are
+    marked known when pushed, so each is processed once; returns how many
+    source symbols (ESI < k) became known.
+    """
+    EP, EV, VP, VE, U, P, V, K, m, n, nev, nve = _ldpc_state(
+        k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known)
+    S = memoryview(symbol).cast("B")
+    if len(S) != E or esi < 0 or esi >= n:
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
     if K[esi]:
         return 0
@@ -179,3 +187,23 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, par
                         stack.append(u)
                         break
     return newly
+
+
+def m2c_ldpc_add_many(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
+                      values, known, esis, symbols) -> int:
+    """``m2c_ldpc_add`` for each (uint32 ESI in ``esis``, E-byte slice of ``symbols``)."""
+    mv = memoryview(esis)
+    if mv.nbytes % 4:
+        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
+    es = mv.cast("B").cast("I")
+    sym = memoryview(symbols).cast("B")
+    n = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known)[9]
+    if len(sym) != len(es) * E:
+        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+    total = 0
+    for i, esi in enumerate(es):
+        if esi >= n:
+            raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+        total += m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values,
+                              known, esi, sym[i * E:(i + 1) * E])
+    return total

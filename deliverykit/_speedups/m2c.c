@@ -11,6 +11,9 @@
  *       One step of the iterative (peeling) decoder, RFC 5170 Appendix A, on
  *       state held in caller-owned buffers; returns how many source symbols
  *       became known.
+ *   m2c_ldpc_add_many(..., known, esis, symbols) -> int
+ *       The same for a batch: esis is a uint32 array, symbols their
+ *       concatenation (one call per received batch instead of per symbol).
  */
 #include "speedups.h"
 
@@ -283,23 +286,100 @@ get_u32(PyObject *o, buf_t *x, int writable, Py_ssize_t min_items)
     return 0;
 }
 
-static PyObject *
-m2c_ldpc_add(PyObject *self, PyObject *args)
+/* the GIL is held throughout: one reusable stack for every call */
+static uint32_t *peel_stack = NULL;
+static size_t peel_cap = 0;
+
+typedef struct {
+    Py_ssize_t k, E, m, n, nev, nve;
+    const uint32_t *EP, *EV, *VP, *VE;
+    uint32_t *U;
+    uint8_t *P, *V, *K;
+} peel_t;
+
+/* One symbol into the iterative decoder: returns the number of source
+ * symbols that became known, -1 on a malformed structure (ValueError set),
+ * -2 on memory exhaustion (MemoryError set). */
+static long
+peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
 {
-    Py_ssize_t k, E, esi;
-    PyObject *o[9];
-    if (!PyArg_ParseTuple(args, "nnOOOOOOOOnO:m2c_ldpc_add", &k, &E, &o[0], &o[1], &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &esi, &o[8]))
+    Py_ssize_t k = d->k, E = d->E, m = d->m, n = d->n;
+    const uint32_t *EP = d->EP, *EV = d->EV, *VP = d->VP, *VE = d->VE;
+    uint32_t *U = d->U;
+    uint8_t *P = d->P, *V = d->V, *K = d->K;
+    if (K[esi])
+        return 0;
+    if (peel_cap < (size_t)n + 1) {
+        uint32_t *ns = realloc(peel_stack, ((size_t)n + 1) * sizeof *ns);
+        if (!ns) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        peel_stack = ns;
+        peel_cap = (size_t)n + 1;
+    }
+    uint32_t *stack = peel_stack;
+    long newly = 0;
+    Py_ssize_t top = 0;
+    memcpy(V + esi * E, symbol, (size_t)E);
+    K[esi] = 1;
+    if (esi < k)
+        newly++;
+    stack[top++] = (uint32_t)esi;
+    while (top > 0) {
+        uint32_t v = stack[--top];
+        if (VP[v] > VP[v + 1] || VP[v + 1] > (uint32_t)d->nve)
+            goto bad;
+        for (uint32_t x = VP[v]; x < VP[v + 1]; x++) {
+            uint32_t e = VE[x];
+            if (e >= (uint32_t)m || EP[e] > EP[e + 1] || EP[e + 1] > (uint32_t)d->nev)
+                goto bad;
+            if (U[e] == 0)
+                continue;
+            xor_block(P + (Py_ssize_t)e * E, V + (Py_ssize_t)v * E, E);
+            U[e]--;
+            if (U[e] == 1) {
+                for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+                    uint32_t u = EV[y];
+                    if (u >= (uint32_t)n)
+                        goto bad;
+                    if (!K[u]) {
+                        memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
+                        K[u] = 1;
+                        if ((Py_ssize_t)u < k)
+                            newly++;
+                        stack[top++] = u;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    return newly;
+bad:
+    PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
+    return -1;
+}
+
+/* Shared argument handling of m2c_ldpc_add and m2c_ldpc_add_many. */
+static PyObject *
+ldpc_add_impl(PyObject *args, int many)
+{
+    Py_ssize_t k, E, esi = 0;
+    PyObject *o[10];
+    int ok = many
+        ? PyArg_ParseTuple(args, "nnOOOOOOOOOO:m2c_ldpc_add_many", &k, &E, &o[0], &o[1], &o[2],
+                           &o[3], &o[4], &o[5], &o[6], &o[7], &o[9], &o[8])
+        : PyArg_ParseTuple(args, "nnOOOOOOOOnO:m2c_ldpc_add", &k, &E, &o[0], &o[1], &o[2], &o[3],
+                           &o[4], &o[5], &o[6], &o[7], &esi, &o[8]);
+    if (!ok)
         return NULL;
     buf_t eqp = {0}, eqv = {0}, vp = {0}, ve = {0}, unk = {0}, part = {0}, val = {0}, kn = {0},
-          sym = {0};
+          sym = {0}, es = {0};
     PyObject *ret = NULL;
-    /* the GIL is held throughout: one reusable stack for every call */
-    static uint32_t *stack = NULL;
-    static size_t stack_cap = 0;
     if (get_u32(o[0], &eqp, 0, 1) < 0 || get_u32(o[1], &eqv, 0, 0) < 0
         || get_u32(o[2], &vp, 0, 1) < 0 || get_u32(o[3], &ve, 0, 0) < 0
-        || get_u32(o[4], &unk, 1, 0) < 0)
+        || get_u32(o[4], &unk, 1, 0) < 0 || (many && get_u32(o[9], &es, 0, 0) < 0))
         goto done;
     if (PyObject_GetBuffer(o[5], &part.b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
         goto done;
@@ -313,86 +393,62 @@ m2c_ldpc_add(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(o[8], &sym.b, PyBUF_C_CONTIGUOUS) < 0)
         goto done;
     sym.held = 1;
-    Py_ssize_t m = eqp.b.len / 4 - 1, n = vp.b.len / 4 - 1;
-    const uint32_t *EP = eqp.b.buf, *EV = eqv.b.buf, *VP = vp.b.buf, *VE = ve.b.buf;
-    uint32_t *U = unk.b.buf;
-    uint8_t *P = part.b.buf, *V = val.b.buf, *K = kn.b.buf;
+    peel_t d;
+    d.k = k;
+    d.E = E;
+    d.m = eqp.b.len / 4 - 1;
+    d.n = vp.b.len / 4 - 1;
+    d.nev = eqv.b.len / 4;
+    d.nve = ve.b.len / 4;
+    d.EP = eqp.b.buf;
+    d.EV = eqv.b.buf;
+    d.VP = vp.b.buf;
+    d.VE = ve.b.buf;
+    d.U = unk.b.buf;
+    d.P = part.b.buf;
+    d.V = val.b.buf;
+    d.K = kn.b.buf;
+    Py_ssize_t count = many ? es.b.len / 4 : 1;
     /* O(1) size checks here; indices are checked as they are used, so a
      * malformed structure raises ValueError instead of crashing */
-    Py_ssize_t nev = eqv.b.len / 4, nve = ve.b.len / 4;
-    if (E <= 0 || k < 0 || k > n || m < 0 || n < 1 || unk.b.len / 4 != m
-        || part.b.len != m * E || val.b.len != n * E || kn.b.len != n || sym.b.len != E
-        || esi < 0 || esi >= n) {
+    if (E <= 0 || k < 0 || k > d.n || d.m < 0 || d.n < 1 || unk.b.len / 4 != d.m
+        || part.b.len != d.m * E || val.b.len != d.n * E || kn.b.len != d.n
+        || sym.b.len != count * E || (!many && (esi < 0 || esi >= d.n))) {
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
         goto done;
     }
-    int bad = 0;
-    long newly = 0;
-    if (!K[esi]) {
-        if (stack_cap < (size_t)n + 1) {
-            uint32_t *ns = realloc(stack, ((size_t)n + 1) * sizeof *stack);
-            if (!ns) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            stack = ns;
-            stack_cap = (size_t)n + 1;
+    long total = 0;
+    const uint8_t *S = sym.b.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t e_i = many ? (Py_ssize_t)((const uint32_t *)es.b.buf)[i] : esi;
+        if (e_i >= d.n) {
+            PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
+            goto done;
         }
-        Py_ssize_t top = 0;
-        memcpy(V + esi * E, sym.b.buf, (size_t)E);
-        K[esi] = 1;
-        if (esi < k)
-            newly++;
-        stack[top++] = (uint32_t)esi;
-        while (top > 0 && !bad) {
-            uint32_t v = stack[--top];
-            if (VP[v] > VP[v + 1] || VP[v + 1] > (uint32_t)nve) {
-                bad = 1;
-                break;
-            }
-            for (uint32_t x = VP[v]; x < VP[v + 1]; x++) {
-                uint32_t e = VE[x];
-                if (e >= (uint32_t)m || EP[e] > EP[e + 1] || EP[e + 1] > (uint32_t)nev) {
-                    bad = 1;
-                    break;
-                }
-                if (U[e] == 0)
-                    continue;
-                xor_block(P + (Py_ssize_t)e * E, V + (Py_ssize_t)v * E, E);
-                U[e]--;
-                if (U[e] == 1) {
-                    for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
-                        uint32_t u = EV[y];
-                        if (u >= (uint32_t)n) {
-                            bad = 1;
-                            break;
-                        }
-                        if (!K[u]) {
-                            memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
-                            K[u] = 1;
-                            if ((Py_ssize_t)u < k)
-                                newly++;
-                            stack[top++] = u;
-                            break;
-                        }
-                    }
-                    if (bad)
-                        break;
-                }
-            }
-        }
+        long r = peel_one(&d, e_i, S + i * E);
+        if (r < 0)
+            goto done;
+        total += r;
     }
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
-        goto done;
-    }
-    ret = PyLong_FromLong(newly);
+    ret = PyLong_FromLong(total);
 done:;
-    buf_t *all[] = {&eqp, &eqv, &vp, &ve, &unk, &part, &val, &kn, &sym};
+    buf_t *all[] = {&eqp, &eqv, &vp, &ve, &unk, &part, &val, &kn, &sym, &es};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->held)
             PyBuffer_Release(&all[i]->b);
     return ret;
+}
+
+static PyObject *
+m2c_ldpc_add(PyObject *self, PyObject *args)
+{
+    return ldpc_add_impl(args, 0);
+}
+
+static PyObject *
+m2c_ldpc_add_many(PyObject *self, PyObject *args)
+{
+    return ldpc_add_impl(args, 1);
 }
 
 PyMethodDef dk_m2c_methods[] = {
@@ -400,6 +456,9 @@ PyMethodDef dk_m2c_methods[] = {
      "m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols): RFC 5170 left matrix (CSR)."},
     {"m2c_ldpc_encode", m2c_ldpc_encode, METH_VARARGS,
      "m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes: staircase repair symbols."},
+    {"m2c_ldpc_add_many", m2c_ldpc_add_many, METH_VARARGS,
+     "m2c_ldpc_add_many(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, "
+     "known, esis, symbols) -> int: m2c_ldpc_add for each (uint32 ESI, E-byte symbol)."},
     {"m2c_ldpc_add", m2c_ldpc_add, METH_VARARGS,
      "m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known, "
      "esi, symbol) -> int: one iterative decoding step."},

@@ -235,6 +235,7 @@ def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
 
 
 ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)
+ldpc_add_many = load("m2c_ldpc_add_many", _fast.m2c_ldpc_add_many)
 
 
 class LDPCDecoder:
@@ -284,6 +285,32 @@ class LDPCDecoder:
         if self.complete or self._known[esi]:
             return self.complete
         self._learn(esi, symbol)
+        return self.complete
+
+    def add_many(self, items: Iterable[tuple[int, bytes | bytearray | memoryview]]) -> bool:
+        """Add a batch of (ESI, symbol) in one C call; True when the block is decoded."""
+        p = self.params
+        esis = array("I")
+        parts: list[bytes | bytearray | memoryview] = []
+        got = self._got
+        for esi, symbol in items:
+            if not 0 <= esi < p.n:
+                raise FECError(f"ESI {esi} out of range for n={p.n}")
+            if len(symbol) != p.symbol_size:
+                raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
+            if got[esi]:
+                self.duplicates += 1
+                continue
+            got[esi] = 1
+            self.received += 1
+            if not self._known[esi]:
+                esis.append(esi)
+                parts.append(symbol)
+        if esis and not self.complete:
+            g = self._g
+            self.source_known += ldpc_add_many(
+                p.k, p.symbol_size, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
+                self._partial, self._values, self._known, esis.tobytes(), b"".join(parts))
         return self.complete
 
     def _learn(self, esi: int, symbol: bytes | bytearray | memoryview) -> None:

@@ -95,3 +95,42 @@ def both_add(k, E, args_c, args_p, esi, sym):
         except (ValueError, TypeError) as exc:
             out.append((type(exc).__name__, None))
     return out[0], out[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 6), st.integers(1, 10**6), st.data())
+def test_ldpc_add_many_c_equals_twin_and_single_steps(k, E, seed, data):
+    from array import array
+
+    from m2c.fec.ldpc import _graph
+
+    n = 2 * k + 3
+    g = _graph(k, n, 3, seed)
+    rnd = data.draw(st.randoms(use_true_random=False))
+    esis = data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n))
+    syms = [rnd.randbytes(E) for _ in esis]
+    states = [[bytearray(g.degrees), bytearray((n - k) * E), bytearray(n * E), bytearray(n)]
+              for _ in range(3)]
+    args = (array("I", esis).tobytes(), b"".join(syms))
+    r_c = speedups.m2c_ldpc_add_many(k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs,
+                                     *states[0], *args)
+    r_p = _fast.m2c_ldpc_add_many(k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs,
+                                  *states[1], *args)
+    r_1 = sum(speedups.m2c_ldpc_add(k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs,
+                                    *states[2], e, s) for e, s in zip(esis, syms))
+    assert r_c == r_p == r_1
+    assert states[0] == states[1] == states[2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-1, 5), st.integers(-1, 4),
+       st.lists(st.binary(max_size=24), min_size=10, max_size=10))
+def test_ldpc_add_many_garbage_both_agree(k, E, bufs):
+    out = []
+    for fn in (speedups.m2c_ldpc_add_many, _fast.m2c_ldpc_add_many):
+        args = [bytes(b) for b in bufs[:4]] + [bytearray(b) for b in bufs[4:8]] + bufs[8:]
+        try:
+            out.append(("ok", fn(k, E, *args)))
+        except (ValueError, TypeError) as exc:
+            out.append((type(exc).__name__, None))
+    assert out[0] == out[1]

@@ -284,3 +284,20 @@ def test_interleaved_ml_and_iterative_steps_stay_exact(k, seed):
         if c >= k // 2 and c % 3 == 0 and dec.solve():
             break
     assert dec.complete and dec.source_block() == src
+
+
+def test_add_many_decodes_like_add():
+    p = LDPCParams(300, 600, 16, n1=3, seed=8)
+    rng = random.Random(8)
+    src = rng.randbytes(p.k * p.symbol_size)
+    syms = symbols_of(p, src)
+    order = list(range(p.n))
+    rng.shuffle(order)
+    d = LDPCDecoder(p)
+    for i in range(0, len(order), 37):
+        batch = [(e, syms[e]) for e in order[i:i + 37]]
+        batch.append(batch[0])  # a duplicate inside the batch
+        if d.add_many(batch):
+            break
+    assert d.complete and d.source_block() == src
+    assert d.duplicates >= 1
