@@ -110,6 +110,8 @@ class Ledbat:
         if self.slow_start and qd < self.TARGET / 2:
             self.cwnd += bytes_acked
         else:
+            if self.slow_start:  # leaving slow start: undo its last doubling
+                self.cwnd = max(self.cwnd / 2, float(self.MIN_CWND * self.mss))
             self.slow_start = False
             self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
         if self.slow_start:  # slow start may double the window per RTT

@@ -71,10 +71,11 @@ class RequestPlanner:
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
         # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
         # libswift's HINT planning, from a once-a-second rate measurement
-        # the plan horizon uses the path RTT without queueing (min RTT): the
-        # smoothed RTT includes our own requests waiting at the sender, and
-        # planning on it would keep growing that queue
-        plan = max(0.25, 4 * ch.min_rtt)
+        # the plan horizon: 4 x the path RTT without queueing (min RTT), or the
+        # smoothed RTT (which includes data queued on the path) capped at 1 s:
+        # the smoothed RTT also counts our own requests waiting at the sender,
+        # so uncapped it would grow that queue without bound
+        plan = max(0.25, 4 * ch.min_rtt, min(1.0, ch.rtt))
         rate = ch.rate if ch.rate > 0 else 32 / plan
         window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
         if ch.distrusted:
