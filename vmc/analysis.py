@@ -141,6 +141,9 @@ class Analyser:
         self.max_ooo = int(o.get("max-ooo", 4 << 20))
         self.conns: dict[tuple, _Conn] = {}
         self.sides: dict[str, dict] = {}
+        self.interval = float(o.get("interval", 0.5))
+        self.rates: dict[tuple, dict[int, int]] = {}  # server -> slot -> body bytes
+        self.t0: float | None = None
         self.uris: dict[str, dict] = {}
         self.rows: list[dict] = []
         self.patches: list[dict] = []
@@ -148,7 +151,8 @@ class Analyser:
         self.c = {"segments": 0, "payload_bytes": 0, "retransmitted_bytes": 0,
                   "out_of_order_segments": 0, "gaps": 0, "malformed_segments": 0,
                   "http_errors": 0, "connections": 0, "dropped_connections": 0,
-                  "dropped_request_rows": 0, "unanswered_responses": 0}
+                  "dropped_request_rows": 0, "unanswered_responses": 0,
+                  "dropped_rate_servers": 0}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
@@ -315,6 +319,8 @@ class Analyser:
                     progressed = True
                     if ex is not None:
                         ex.body += len(ev.data)
+                        if not ex.target.startswith(self.status_path):
+                            self._rate(conn.server, ts, len(ev.data))
                 elif isinstance(ev, h11.EndOfMessage):
                     progressed = True
                     if ex is not None:
@@ -361,6 +367,27 @@ class Analyser:
             hdrs.append((b"content-length", b"0"))
         conn.req_p.send(h11.Response(status_code=ev.status_code, headers=hdrs,
                                      http_version=ev.http_version))
+
+    def _rate(self, server: tuple, ts: float, n: int) -> None:
+        if self.t0 is None:
+            self.t0 = ts
+        per = self.rates.get(server)
+        if per is None:
+            if len(self.rates) >= 1024:
+                self.c["dropped_rate_servers"] += 1
+                return
+            per = self.rates[server] = {}
+        slot = int((ts - self.t0) / self.interval)
+        if slot in per or len(per) < self.max_requests:
+            per[slot] = per.get(slot, 0) + n
+
+    def _side_rates(self) -> dict[str, dict[int, int]]:
+        out: dict[str, dict[int, int]] = {}
+        for server, per in self.rates.items():
+            acc = out.setdefault(self._classify(server), {})
+            for k, v in per.items():
+                acc[k] = acc.get(k, 0) + v
+        return out
 
     def _close(self, key: tuple) -> None:
         conn = self.conns.pop(key, None)
@@ -438,9 +465,37 @@ class Analyser:
         summary += [{"what": k, "value": v} for k, v in self.c.items()]
         summary.append({"what": "open_connections_at_end", "value": still_open})
         summary.append({"what": "open_connections_unparseable", "value": broken})
+        rates = []
+        for side, per in sorted(self._side_rates().items()):
+            for slot in range(min(per), max(per) + 1):
+                by = per.get(slot, 0)
+                rates.append({"side": side, "t": round(slot * self.interval, 3), "body_bytes": by,
+                              "kbit/s": round(8 * by / self.interval / 1e3, 3)})
         return {"vmc_summary": summary,
                 "vmc_uris": sorted(self.uris.values(), key=lambda u: u["uri"]),
-                "vmc_requests": self.rows, "vmc_patches": self.patches}
+                "vmc_requests": self.rows, "vmc_patches": self.patches, "vmc_rates": rates}
 
     def plots(self, outdir: Path) -> list[Path]:
-        return []
+        sides = self._side_rates()
+        if not sides:
+            return []
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for side, per in sorted(sides.items()):
+            xs = list(range(0, max(per) + 1))
+            total, ys = 0, []
+            for x in xs:
+                total += per.get(x, 0)
+                ys.append(total / 1e6)
+            ax.step([x * self.interval for x in xs], ys, where="post", label=f"{side} side")
+        ax.set_xlabel("time since the first response body byte (s)")
+        ax.set_ylabel("response body bytes, cumulative (MB)")
+        ax.set_title("VMC: bytes written to clients vs read from origins")
+        ax.legend()
+        p = Path(outdir) / "vmc-bytes.png"
+        fig.savefig(p, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        return [p]

@@ -74,6 +74,12 @@ def test_seed_download_capture(tmp_path, procs, addressing):
     assert kinds["request_to_data"]["min_ms"] >= 0
     tput = [r for r in res["ppspp_throughput"] if r["receiver"] == leecher]
     assert sum(r["bytes"] for r in tput) == lrow["data_payload_bytes"]
+    if addressing == "chunk32":  # every analyser on the same capture: the others find nothing
+        every = analyse(cap, tmp_path, "--csv", str(tmp_path / "csv"))["results"]
+        assert every["ppspp"]["ppspp_peers"] == res["ppspp_peers"]
+        assert not every["corecast"]["corecast_channels"] and not every["m2c"]["m2c_groups"]
+        assert not every["vmc"]["vmc_requests"]
+        assert (tmp_path / "csv" / "ppspp-ppspp_peers.csv").read_text().count("\n") == 3
 
 
 @pytest.mark.root

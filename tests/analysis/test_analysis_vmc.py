@@ -74,7 +74,8 @@ def test_proxy_origin_capture(tmp_path, procs, infer):
     for n in "abc":
         assert (tmp_path / n).stat().st_size == SIZE
     opts = [] if infer else ["--opt", f"proxy=127.0.0.1:{pp}", "--opt", f"origin=127.0.0.1:{op}"]
-    res = analyse(cap, tmp_path, "--only", "vmc", *opts)["results"]["vmc"]
+    res = analyse(cap, tmp_path, "--only", "vmc", "--plots", str(tmp_path / "plots"),
+                  *opts)["results"]["vmc"]
     s = _summary(res)
     assert s["origin_bytes"] == status["origin_bytes"]
     assert s["client_bytes"] == status["client_bytes"] == 3 * SIZE
@@ -93,6 +94,9 @@ def test_proxy_origin_capture(tmp_path, procs, infer):
         assert p["bytes"] == int(last_b) - int(first_b) + 1
     assert any(r["side"] == "status" for r in res["vmc_requests"])
     assert s["origin_bytes"] < s["client_bytes"]  # the stream was shared
+    for side, key in (("client", "client_bytes"), ("origin", "origin_bytes")):
+        assert sum(r["body_bytes"] for r in res["vmc_rates"] if r["side"] == side) == s[key]
+    assert (tmp_path / "plots" / "vmc-bytes.png").read_bytes()[:4] == b"\x89PNG"
 
 
 _tcp = st.builds(
