@@ -206,6 +206,7 @@ def test_ppspp_suite_passes_on_ours(tmp_path):
     assert "ours-ppspp" in _findings(junit, "after_cancel")
 
 
+@pytest.mark.slow
 def test_lisp_suite_passes_on_ours(tmp_path):
     cp, res, junit = run_suite(tmp_path, "--conformance", "lisp", "--impl", "ours-lisp")
     _assert_all_pass(cp, res)
@@ -264,6 +265,7 @@ def test_ppspp_suite_catches_a_peer_that_does_not_verify(tmp_path):
     assert by["test_download_from_our_seeder[no-verify-chunk32]"] == "pass"
 
 
+@pytest.mark.slow
 def test_lisp_suite_catches_a_map_server_that_skips_authentication(tmp_path):
     script = tmp_path / "lax.py"
     script.write_text(LAX_MAPSERVER)
