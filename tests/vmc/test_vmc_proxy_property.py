@@ -85,3 +85,67 @@ async def _scenario(window: int, queue: int, size: int, clients) -> None:
 )
 def test_every_client_gets_exact_bytes(window: int, queue: int, size: int, clients) -> None:
     asyncio.run(_scenario(window, queue, size, clients))
+
+
+async def _failing(window: int, size: int, fail_frac: float, once: bool, clients) -> None:
+    from vmc.client import FetchError
+
+    origin = await Origin(rate=2_000_000).start()
+    proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=64 << 10,
+                                    write_high_water=16 << 10)).start()
+    px = "%s:%d" % proxy.address
+    fail_at = max(1, int(size * fail_frac))
+    path = f"/pf.bin?size={size}&fail_at={fail_at}" + ("&fail_once=1" if once else "")
+    url = f"http://{origin.authority}{path}"
+    body = expected("/pf.bin", size)
+
+    async def one(kind: str, delay: float, a_seed: int, n: int) -> None:
+        await asyncio.sleep(delay)
+        if kind in ("plain", "vmc"):
+            try:
+                r = await fetch(url, proxy=px, vmc=kind == "vmc", timeout=30)
+            except FetchError:
+                return  # a clean error is allowed; wrong bytes are not
+            assert r.body == body
+        elif kind == "range":
+            a = a_seed % size
+            b = min(size - 1, a + n - 1)
+            h, p = proxy.address
+            try:
+                resp = await up.request(h, p, b"GET", url.encode(),
+                                        [(b"host", origin.authority.encode()), (b"range", b"bytes=%d-%d" % (a, b))])
+                got = b""
+                async for c in resp.chunks():
+                    got += c
+                resp.close()
+            except up.UpstreamError:
+                return
+            assert resp.status in (206, 200)
+            want = body[a : b + 1] if resp.status == 206 else body
+            assert got == want
+        else:
+            raw = await _slow(proxy.address, url.encode(), origin.authority.encode())
+            head, _, got = raw.partition(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                assert head.startswith(b"HTTP/1.1 502") or not head
+                return
+            cl = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+            assert cl == size and got == body[: len(got)]  # a short body is a visible failure, never wrong bytes
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(one(*c) for c in clients)), 60)
+    finally:
+        await proxy.close()
+        await origin.close()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([0, 16 << 10, 4 << 20]),
+    st.integers(50_000, 400_000),
+    st.floats(0.05, 0.95),
+    st.booleans(),
+    st.lists(CLIENT, min_size=2, max_size=5),
+)
+def test_origin_failure_never_gives_wrong_bytes(window: int, size: int, frac: float, once: bool, clients) -> None:
+    asyncio.run(_failing(window, size, frac, once, clients))
