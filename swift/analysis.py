@@ -39,12 +39,15 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from swift.core import bins as B
+from swift.core.merkle import MerkleTree
 from swift.wire.codec import (
     Ack,
     Cancel,
     Data,
     DecodeError,
     Handshake,
+    Integrity,
     Request,
     WireContext,
     decode_datagram,
@@ -55,6 +58,7 @@ from swift.wire.constants import (
     VARIABLE_CHUNK_SIZE,
     ChunkAddressing,
     HashFunc,
+    IntegrityMethod,
     MsgType,
     SigAlg,
 )
@@ -81,22 +85,25 @@ def _summary(samples: list[float]) -> dict:
 class _Conv:
     """What one conversation agreed in its handshakes (section 7)."""
 
-    __slots__ = ("ctx", "swarm", "handshaken")
+    __slots__ = ("ctx", "swarm", "handshaken", "hash_func", "integrity")
 
     def __init__(self, ctx: WireContext) -> None:
         self.ctx = ctx
         self.swarm = b""
         self.handshaken = False
+        self.hash_func = HashFunc.SHA256  # the RFC 7574 7.6 default
+        self.integrity = IntegrityMethod.MERKLE  # 7.5 default
 
 
 class _Peer:
     __slots__ = ("dgrams_out", "bytes_out", "dgrams_in", "bytes_in", "msgs", "chunks",
-                 "dups", "data_bytes", "after_choke")
+                 "dups", "data_bytes", "after_choke", "verify")
 
     def __init__(self) -> None:
         self.dgrams_out = self.bytes_out = self.dgrams_in = self.bytes_in = 0
         self.msgs: dict[str, int] = {}
         self.chunks = self.dups = self.data_bytes = self.after_choke = 0
+        self.verify = {"verified": 0, "rejected": 0, "unverifiable": 0}
 
 
 class _Series:
@@ -126,6 +133,11 @@ class Analyser:
         self.max_chunks = int(o.get("max-chunks", 1 << 26))
         self.max_samples = int(o.get("max-samples", 200_000))
         self.interval = float(o.get("interval", 1.0))
+        self.max_trees = int(o.get("max-trees", 64))
+        self.max_tree_chunks = int(o.get("max-tree-chunks", 1 << 22))
+        self.verify_on = str(o.get("verify", "1")) not in ("0", "no", "false")
+        self.trees: dict[tuple[str, bytes], MerkleTree | None] = {}
+        self.hashes: dict[tuple[str, str], list[tuple[int, bytes]]] = {}  # (tx, rx) INTEGRITY
         self.endpoints: set[tuple[str, int]] = set()
         self.convs: dict[tuple, _Conv] = {}
         self.peers: dict[str, _Peer] = {}
@@ -139,7 +151,7 @@ class Analyser:
         self.t0: float | None = None
         self.errors: dict[str, int] = {}
         self.dropped = {"peers": 0, "state": 0, "chunks_beyond_bitmap": 0, "samples": 0,
-                        "range_expansion": 0}
+                        "range_expansion": 0, "trees": 0}
         self.datagrams = 0
 
     # ------------------------------------------------------------------
@@ -232,8 +244,13 @@ class Analyser:
                     return
                 conv = self.convs[key] = _Conv(ctx)
             new = self._ctx_from(msgs[0], conv.ctx)
-            if msgs[0].options.swarm_id:
-                conv.swarm = msgs[0].options.swarm_id
+            o = msgs[0].options
+            if o.swarm_id:
+                conv.swarm = o.swarm_id
+            if o.hash_func is not None:
+                conv.hash_func = o.hash_func
+            if o.integrity is not None:
+                conv.integrity = o.integrity
             conv.handshaken = True
             if new != ctx:
                 conv.ctx = ctx = new
@@ -262,6 +279,8 @@ class Analyser:
                 ps.msgs[n] = ps.msgs.get(n, 0) + 1
             if t == 1:
                 self._data(ts, src, dst, pd, conv, ctx, m)
+            elif t == 4 and self.verify_on:
+                self._integrity(src, dst, ctx, m)
             elif t == 2:
                 self._ack(ts, src, dst, ctx, m)
             elif t == 8:
@@ -292,6 +311,9 @@ class Analyser:
             if tp is not None:
                 tp[slot] = tp.get(slot, 0) + n
         swarm = conv.swarm if conv is not None else b""
+        hashes = self.hashes.pop((src, dst), None) if self.verify_on else None
+        if pd is not None and self.verify_on and c0 == c1 and conv is not None:
+            pd.verify[self._verify(dst, conv, c0, m.payload, hashes or [])] += 1
         bm = self.have.get((dst, swarm))
         if bm is None:
             bm = self.have[(dst, swarm)] = bytearray()
@@ -325,6 +347,56 @@ class Analyser:
                 self.state += 1
             else:
                 self.dropped["state"] += 1
+
+    def _integrity(self, src: str, dst: str, ctx, m: Integrity) -> None:
+        """Remember an uncle/peak hash until the next DATA on this path (5.3)."""
+        c0, c1 = self._chunks(ctx, m.start, m.end)
+        w = c1 - c0 + 1
+        if w <= 0 or w & (w - 1) or c0 % w:
+            return  # not a tree node
+        lst = self.hashes.setdefault((src, dst), [])
+        if len(lst) < 128:
+            lst.append((B.make(w.bit_length() - 1, c0 // w), bytes(m.hash)))
+
+    def _verify(self, rx: str, conv: _Conv, chunk: int, data: bytes,
+                hashes: list[tuple[int, bytes]]) -> str:
+        """Check a chunk as the receiver must (RFC 7574 5.2-5.6): against the swarm's root
+        hash with the INTEGRITY hashes sent before it; the receiver's own view is rebuilt
+        from the capture with swift's MerkleTree."""
+        if conv.integrity != IntegrityMethod.MERKLE or not conv.swarm:
+            return "unverifiable"
+        key = (rx, conv.swarm)
+        tree = self.trees.get(key, False)
+        if tree is False:
+            if len(self.trees) >= self.max_trees:
+                self.dropped["trees"] += 1
+                return "unverifiable"
+            try:
+                tree = MerkleTree(conv.swarm, HashFunc(conv.hash_func), conv.ctx.chunk_size)
+            except (ValueError, KeyError):
+                tree = None
+            self.trees[key] = tree
+        if tree is None:
+            return "unverifiable"
+        if tree.n_chunks is None:  # size from the peak hashes (5.6)
+            peaks, first, last_w = [], 0, 1 << 62
+            for b, h in hashes:
+                lo, hi = B.base_range(b)
+                if lo != first or hi - lo >= last_w:
+                    break
+                peaks.append((b, h))
+                first, last_w = hi, hi - lo
+            if first > self.max_tree_chunks:
+                self.trees[key] = None
+                self.dropped["trees"] += 1
+                return "unverifiable"
+            if not peaks or not tree.offer_peaks(peaks):
+                return "unverifiable"
+        if tree.known(B.chunk(chunk)):  # verified before: compare with the trusted leaf
+            return "verified" if tree.leaf_ok(chunk, data) else "rejected"
+        if tree.verify(chunk, data, dict(hashes)):
+            return "verified"
+        return "unverifiable" if getattr(tree, "last_missing", False) else "rejected"
 
     def _ack(self, ts: float, src: str, dst: str, ctx, m: Ack) -> None:
         ser = self._series(src, dst)
@@ -393,6 +465,9 @@ class Analyser:
                 row["sent_" + t.name.lower()] = p.msgs.get(t.name.lower(), 0)
             row.update({"chunks_received": p.chunks, "duplicate_chunks": p.dups,
                         "unacked_chunks": unacked.get(ep, 0), "data_after_choke": p.after_choke,
+                        "verified_chunks": p.verify["verified"],
+                        "rejected_chunks": p.verify["rejected"],
+                        "unverifiable_chunks": p.verify["unverifiable"],
                         "data_payload_bytes": p.data_bytes,
                         "request_to_data_median_ms": _m(ep, "req"),
                         "data_to_ack_rtt_median_ms": _m(ep, "rtt"),
