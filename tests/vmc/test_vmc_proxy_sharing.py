@@ -248,3 +248,24 @@ def test_weak_etag_prefix_out_of_window_is_fetched_alone(make_stack, tmp_path: P
     snap = st.status()
     assert snap["not_shared"].get("prefix-unpatchable") == 1 and snap["joins"] == 0
     assert st.origin.stats.range_requests == 0
+
+
+@pytest.mark.tool("curl")
+@pytest.mark.parametrize("budget", [0, 4 << 20], ids=["chase", "parallel"])
+def test_prefix_patch_modes(make_stack, tmp_path: Path, budget: int) -> None:
+    """Prefix out of the window: chasing the live edge by Range costs about the rest of the object;
+    taking the live stream at once (bounded queue) while patching costs only the prefix."""
+    st = make_stack(rate=1_000_000, window=32 << 10, patch_budget=budget)
+    size = 1_000_000
+    path = f"/pm.bin?size={size}"
+    first = curl(st, path, tmp_path / "a")
+    edge = wait_live(st, "/pm.bin", 400_000)
+    second = curl(st, path, tmp_path / "b")
+    assert finish(first) == (0, 200, size) and finish(second) == (0, 200, size)
+    assert (tmp_path / "b").read_bytes() == expected("/pm.bin", size)
+    joiner = records(st, "/pm.bin")[1]
+    if budget:
+        assert joiner["origin_bytes"] <= edge + 200_000  # about the prefix
+        assert st.status()["peak_queue_bytes"] <= budget + 65536
+    else:
+        assert joiner["origin_bytes"] > edge + (size - edge) // 2  # the chase ran far past the join point

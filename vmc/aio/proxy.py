@@ -71,6 +71,10 @@ class ProxyConfig:
     upstream_timeout: float = 30.0
     #: How long a joiner waits for a pending session's response head.
     join_wait: float = 10.0
+    #: Queue bound for a joiner whose prefix left the window: it takes the live stream at once
+    #: while the prefix comes from the origin by Range (0: chase the live edge with the Range
+    #: fetch instead, which costs the origin about the rest of the object).
+    patch_budget: int = 4 << 20
     #: Keep upstream connections alive and reuse them (saves a handshake per request).
     upstream_keepalive: bool = True
     #: Complete a failed stream from the origin by Range (validators permitting).
@@ -577,7 +581,20 @@ class Proxy:
                     await self._write(client, data, rec)
                     pos += len(data)
                 else:
-                    pos = await self._patch(client, s, pos, end, rec)
+                    edge = buf.received
+                    if s.live and self.cfg.patch_budget > 0 and edge < end and not rec.detached:
+                        # Take the live stream from the edge now (bounded queue) while the gap
+                        # [pos, edge) comes from the origin by Range; then drain the queue. If the
+                        # queue overflows first, the client continues from where it stopped.
+                        sub = s.subscribe(edge, self.cfg.patch_budget)
+                        try:
+                            while pos < edge:
+                                pos = await self._patch(client, s, pos, edge, rec, rejoin=False)
+                            pos = await self._follow(client, s, sub, pos, end, rec)
+                        finally:
+                            s.unsubscribe(sub)
+                    else:
+                        pos = await self._patch(client, s, pos, end, rec)
                 continue
             if s.state == STREAMING:
                 sub = s.subscribe(pos, self.cfg.queue_limit)
@@ -612,8 +629,11 @@ class Proxy:
             pos += len(chunk)
         return pos
 
-    async def _patch(self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord) -> int:
-        """Fetch ``[pos, end)`` from the origin by Range and write it, until the buffer covers pos again."""
+    async def _patch(
+        self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord, rejoin: bool = True
+    ) -> int:
+        """Fetch ``[pos, end)`` from the origin by Range and write it; with ``rejoin``, stop as soon
+        as the buffer covers pos again."""
         if not s.validators.can_patch_from_origin():
             raise StreamFailed("bytes no longer buffered and no strong validator to patch by Range")
         hdrs = list(s.upstream_headers)
@@ -641,7 +661,7 @@ class Proxy:
                     chunk = chunk[: end - pos]
                 await self._write(client, chunk, rec)
                 pos += len(chunk)
-                if pos >= end or (s.live and s.buffer.holds(pos)):
+                if pos >= end or (rejoin and s.live and s.buffer.holds(pos)):
                     break
             if pos == start:
                 raise StreamFailed("origin range answer was empty")
