@@ -285,4 +285,38 @@ class Analyser:
         return out
 
     def plots(self, outdir) -> list:
-        return []
+        """``corecast-as.png``: per AS, CoreCast transit vs its unicast equivalent (and local
+        deliveries); without an AS table, ``corecast-channels.png`` per channel."""
+        if self.as_table is not None:
+            rows = [(str(a), r) for a, r in self.ases.items()
+                    if r["transit_in_corecast_bytes"] or r["local_corecast_delivery_bytes"]]
+            bars = (("transit_in_corecast_bytes", "CoreCast transit in (eq. 3)"),
+                    ("unicast_equivalent_transit_in_bytes", "unicast equivalent transit in"),
+                    ("local_corecast_delivery_bytes", "local deliveries (eq. 5)"))
+            name, title = "corecast-as.png", "CoreCast vs unicast per AS"
+        else:
+            rows = [(c, {"cc": s["cc_bytes"], "uc": s["unicast"]})
+                    for c, s in self.channels.items() if s["cc_bytes"]]
+            bars = (("cc", "CoreCast IP bytes"), ("uc", "equivalent unicast bytes"))
+            name, title = "corecast-channels.png", "CoreCast vs unicast per channel"
+        if not rows:
+            return []
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        rows = sorted(rows)[:40]
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows) * len(bars)), 4))
+        w = 0.8 / len(bars)
+        for i, (key, label) in enumerate(bars):
+            ax.bar([x + i * w for x in range(len(rows))], [r[key] / 1e3 for _, r in rows], w,
+                   label=label)
+        ax.set_xticks([x + 0.4 - w / 2 for x in range(len(rows))], [k for k, _ in rows],
+                      rotation=30)
+        ax.set_ylabel("kB in the capture")
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+        p = Path(outdir) / name
+        fig.savefig(p, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        return [p]

@@ -264,7 +264,8 @@ class Analyser:
         xs = [s * self.interval for s in range(last + 1)]
         ys = [[8 * g.slots.get(s, 0) / self.interval / 1e3 for s in range(last + 1)] for g in gs]
         fig, ax = plt.subplots(figsize=(9, 4.5))
-        ax.stackplot(xs, ys, labels=[f"g{g.group}" for g in gs], step="post")
+        colours = [plt.cm.viridis(i / max(1, len(gs) - 1)) for i in range(len(gs))]
+        ax.stackplot(xs, ys, labels=[f"g{g.group}" for g in gs], colors=colours, step="post")
         ax.set_xlabel("time since first M2C packet (s)")
         ax.set_ylabel("rate (kbit/s), stacked by group")
         ax.set_title("M2C groups over time (the sender's dynamic layers)")

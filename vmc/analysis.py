@@ -133,8 +133,8 @@ class Analyser:
         o = options or {}
         self.proxy = _endpoint_opt(o.get("proxy"))
         self.origin = _endpoint_opt(o.get("origin"))
-        ports = {p for p in (self.proxy, self.origin) if p}
-        self.ports = {p[1] for p in ports}
+        # with both given, other TCP traffic is not looked at; with one, the rest is the other side
+        self.ports = {self.proxy[1], self.origin[1]} if self.proxy and self.origin else set()
         self.status_path = str(o.get("status-path", "/_vmc/status"))
         self.max_conns = int(o.get("max-connections", 20_000))
         self.max_requests = int(o.get("max-requests", 200_000))

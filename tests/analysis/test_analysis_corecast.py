@@ -40,7 +40,9 @@ def test_deploy_capture(tmp_path):
     for i, (etr, pfx) in enumerate(zip(lay["etrs"], lay["prefixes"])):
         rows += [f"{etr}/32,{201 + i}", f"{pfx},{201 + i}"]
     table.write_text("\n".join(rows) + "\n")
-    res = analyse(cap, tmp_path, "--only", "corecast", "--opt", f"as-table={table}")
+    res = analyse(cap, tmp_path, "--only", "corecast", "--opt", f"as-table={table}",
+                  "--plots", str(tmp_path / "plots"))
+    assert (tmp_path / "plots" / "corecast-as.png").read_bytes()[:4] == b"\x89PNG"
     res = res["results"]["corecast"]
 
     links = {r["rloc"]: r for r in res["corecast_links"]}

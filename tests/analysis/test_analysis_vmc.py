@@ -43,8 +43,7 @@ def _summary(res: dict) -> dict:
 @pytest.mark.root
 @pytest.mark.tool("tcpdump", "curl")
 @pytest.mark.slow
-@pytest.mark.parametrize("infer", [False, True])
-def test_proxy_origin_capture(tmp_path, procs, infer):
+def test_proxy_origin_capture(tmp_path, procs):
     op, pp = free_tcp_port(), free_tcp_port()
     cap = tmp_path / "vmc.pcap"
     with tcpdump(cap, f"tcp and (port {op} or port {pp})"):
@@ -73,14 +72,20 @@ def test_proxy_origin_capture(tmp_path, procs, infer):
             text=True, timeout=10, check=True).stdout)
     for n in "abc":
         assert (tmp_path / n).stat().st_size == SIZE
-    opts = [] if infer else ["--opt", f"proxy=127.0.0.1:{pp}", "--opt", f"origin=127.0.0.1:{op}"]
+    for infer, opts in (
+            ("both", ["--opt", f"proxy=127.0.0.1:{pp}", "--opt", f"origin=127.0.0.1:{op}"]),
+            ("proxy-only", ["--opt", f"proxy={pp}"]), ("inferred", [])):
+        _check(tmp_path, cap, infer, opts, op, pp, status)
+
+
+def _check(tmp_path, cap, infer: str, opts: list[str], op: int, pp: int, status: dict) -> None:
     res = analyse(cap, tmp_path, "--only", "vmc", "--plots", str(tmp_path / "plots"),
                   *opts)["results"]["vmc"]
     s = _summary(res)
     assert s["origin_bytes"] == status["origin_bytes"]
     assert s["client_bytes"] == status["client_bytes"] == 3 * SIZE
     assert s["client_incomplete"] == 0 and s["gaps"] == 0 and s["http_errors"] == 0
-    assert s["proxies"] == f"127.0.0.1:{pp}"
+    assert s["proxies"] == (f"*:{pp}" if infer == "proxy-only" else f"127.0.0.1:{pp}")
     uri = f"http://127.0.0.1:{op}/movie.bin?size={SIZE}&rate=150000"
     (u,) = [r for r in res["vmc_uris"] if r["uri"] == uri]
     assert u["client_bytes"] == 3 * SIZE and u["origin_bytes"] == status["origin_bytes"]
