@@ -12,7 +12,7 @@ from typing import Any
 
 from swift.core import bins as B
 from swift.core.channel import Channel
-from swift.core.picker import PickState, in_order
+from swift.core.picker import PickState, in_order, request_size
 from swift.wire import codec as C
 
 
@@ -83,6 +83,11 @@ class RequestPlanner:
         want = window - len(ch.requests)
         if want < max(1, min(16, window // 4)):
             return []
+        high = getattr(self.picker, "high", 0) if getattr(self.picker, "fast_only_high", False) else 0
+        if high and not content.have.is_filled_range(self.playpos, min(n, self.playpos + high)):
+            # eq. 3: while the high-priority window is open, ask at most
+            # min(W_ledbat / 2, H / F) chunks at a time (W: this peer's window)
+            want = min(want, request_size(window, high, max(1, len(self.fast))))
         st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng,
                        [c.peer_have for c in self.channels.values()
                         if c.local_id in self.fast and c is not ch])
