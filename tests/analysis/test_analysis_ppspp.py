@@ -157,3 +157,46 @@ def test_fuzz_feed_never_raises(frames, addressing):
     tables = a.tables()
     assert set(tables) >= {"ppspp_peers", "ppspp_latency", "ppspp_errors"}
     assert a.state <= 50
+
+
+@st.composite
+def _conversation(draw):
+    """A handshake with real options, then messages under that context, some damaged."""
+    from swift.wire.codec import (Data, Handshake, HandshakeOptions, Integrity, Request,
+                                  WireContext, encode_datagram)
+    from swift.wire.constants import ChunkAddressing, HashFunc
+    cam = draw(st.sampled_from(list(ChunkAddressing)))
+    hf = draw(st.sampled_from([HashFunc.SHA1, HashFunc.SHA256]))
+    cs = draw(st.sampled_from([16, 1024]))
+    ctx = WireContext.make(cam, hf, chunk_size=cs)
+    swarm = draw(st.binary(min_size=ctx.hash_size, max_size=ctx.hash_size))
+    hs = Handshake(9, HandshakeOptions(version=1, swarm_id=swarm, integrity=1, hash_func=hf,
+                                       addressing=cam, chunk_size=cs))
+    out = [Frame(0.0, "10.0.0.2", "10.0.0.1", 17, 5000, 6778, encode_datagram(ctx, 0, [hs]), 100)]
+    for i in range(draw(st.integers(0, 8))):
+        c = draw(st.integers(0, 40))
+        spec = (2 * c, 2 * c) if ctx.is_bin else ((c * cs, c * cs + cs - 1)
+                                                   if cam == ChunkAddressing.BYTE64 else (c, c))
+        msgs = [Integrity(*spec, draw(st.binary(min_size=ctx.hash_size, max_size=ctx.hash_size))),
+                Data(*spec, 0, draw(st.binary(min_size=cs, max_size=cs)))]
+        if draw(st.booleans()):
+            msgs.insert(0, Request(*spec))
+        raw = encode_datagram(ctx, 9, msgs)
+        cut = draw(st.integers(4, len(raw)))
+        src, dst = ("10.0.0.1", "10.0.0.2") if i % 3 else ("10.0.0.2", "10.0.0.1")
+        out.append(Frame(float(i), src, dst, 17, 6778 if src == "10.0.0.1" else 5000,
+                         5000 if src == "10.0.0.1" else 6778, raw[:cut], 100))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(_conversation())
+def test_fuzz_conversations_never_raise(frames):
+    a = Analyser({})
+    for f in frames:
+        if a.accepts(f):
+            a.feed(f)
+    t = a.tables()
+    for r in t["ppspp_peers"]:
+        assert r["verified_chunks"] + r["rejected_chunks"] + r["unverifiable_chunks"] <= \
+            r["chunks_received"] + r["duplicate_chunks"]
