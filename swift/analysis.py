@@ -28,7 +28,9 @@ Options: ``ppspp-port=6778[,PORT...]`` (besides, any endpoint seen in a
 channel-0 HANDSHAKE is followed), ``addressing=chunk32`` and
 ``chunk-size=1024`` for conversations whose handshake was not captured,
 ``max-peers``, ``max-state`` (pending requests/DATA awaiting ACK),
-``max-chunks`` (per-receiver bitmap size), ``max-samples`` (latency samples
+``max-chunks`` (highest chunk number tracked), ``max-bitmap-bytes`` (all
+receivers' chunk bitmaps together), ``max-trees``, ``max-tree-chunks``,
+``verify=0``, ``max-samples`` (latency samples
 kept per series), ``interval``.  Memory is bounded by these caps; whatever a
 cap refused is counted in ``ppspp_errors``.  Malformed datagrams are counted,
 never raised.
@@ -131,6 +133,9 @@ class Analyser:
         self.max_peers = int(o.get("max-peers", 10_000))
         self.max_state = int(o.get("max-state", 2_000_000))
         self.max_chunks = int(o.get("max-chunks", 1 << 26))
+        self.max_bitmap_bytes = int(o.get("max-bitmap-bytes", 256 << 20))
+        self.bitmap_bytes = 0
+        self._spare = _Series()
         self.max_samples = int(o.get("max-samples", 200_000))
         self.interval = float(o.get("interval", 1.0))
         self.max_trees = int(o.get("max-trees", 64))
@@ -212,6 +217,9 @@ class Analyser:
     def _series(self, rx: str, tx: str) -> _Series:
         s = self.series.get((rx, tx))
         if s is None:
+            if len(self.series) >= 4 * self.max_peers:
+                self.dropped["peers"] += 1
+                return self._spare  # counted nowhere: a hostile number of pairs
             s = self.series[(rx, tx)] = _Series()
         return s
 
@@ -256,8 +264,11 @@ class Analyser:
                 conv.ctx = ctx = new
                 dec = decode_datagram(data, ctx)
                 msgs = dec.messages
-            self.endpoints.add(a)
-            self.endpoints.add(b)
+            if len(self.endpoints) < 2 * self.max_peers:
+                self.endpoints.add(a)
+                self.endpoints.add(b)
+            else:
+                self.dropped["peers"] += 1
         elif conv is None and dec.channel == 0 and not (f.sport in self.ports or f.dport in self.ports):
             self._err("channel 0 without HANDSHAKE")
             return
@@ -308,7 +319,7 @@ class Analyser:
                     tp = None
                 else:
                     tp = self.tput[dst] = {}
-            if tp is not None:
+            if tp is not None and (slot in tp or len(tp) < self.max_samples):
                 tp[slot] = tp.get(slot, 0) + n
         swarm = conv.swarm if conv is not None else b""
         hashes = self.hashes.pop((src, dst), None) if self.verify_on else None
@@ -316,19 +327,19 @@ class Analyser:
             pd.verify[self._verify(dst, conv, c0, m.payload, hashes or [])] += 1
         bm = self.have.get((dst, swarm))
         if bm is None:
-            bm = self.have[(dst, swarm)] = bytearray()
+            if len(self.have) >= 4 * self.max_peers:
+                self.dropped["peers"] += 1
+                bm = bytearray()  # not kept: duplicates of this receiver are not tracked
+            else:
+                bm = self.have[(dst, swarm)] = bytearray()
         req = self.pending_req.get((dst, src))
-        pa = self.pending_ack.get((src, dst))
-        if pa is None:
-            pa = self.pending_ack[(src, dst)] = {}
+        pa = self._pair(self.pending_ack, (src, dst))  # None over the cap: no ACK awaited
         ser = self._series(dst, src)
         for c in range(c0, min(c1, c0 + _MAX_EXPAND - 1) + 1):
-            if c < 0 or c >= self.max_chunks:
+            byte, bit = c >> 3, 1 << (c & 7)
+            if c < 0 or c >= self.max_chunks or not self._room(bm, byte):
                 self.dropped["chunks_beyond_bitmap"] += 1
             else:
-                byte, bit = c >> 3, 1 << (c & 7)
-                if byte >= len(bm):
-                    bm.extend(bytes(byte + 1 - len(bm) + 64))
                 if pd is not None:
                     if bm[byte] & bit:
                         pd.dups += 1
@@ -340,7 +351,9 @@ class Analyser:
                 if t_req is not None:
                     self.state -= 1
                     self._sample(ser.req, ser.seen, 0, ts, ts - t_req)
-            if c in pa:
+            if pa is None:
+                pass
+            elif c in pa:
                 pa[c] = None  # retransmission: no RTT sample (Karn)
             elif self.state < self.max_state:
                 pa[c] = ts
@@ -398,6 +411,27 @@ class Analyser:
             return "verified"
         return "unverifiable" if getattr(tree, "last_missing", False) else "rejected"
 
+    def _room(self, bm: bytearray, byte: int) -> bool:
+        """Grow a receiver's chunk bitmap within the global budget."""
+        if byte < len(bm):
+            return True
+        grow = byte + 1 - len(bm) + 64
+        if self.bitmap_bytes + grow > self.max_bitmap_bytes:
+            return False
+        bm.extend(bytes(grow))
+        self.bitmap_bytes += grow
+        return True
+
+    def _pair(self, table: dict, key: tuple) -> dict | None:
+        """Per-(peer, peer) state, at most 4 x max-peers pairs."""
+        d = table.get(key)
+        if d is None:
+            if len(table) >= 4 * self.max_peers:
+                self.dropped["peers"] += 1
+                return None
+            d = table[key] = {}
+        return d
+
     def _ack(self, ts: float, src: str, dst: str, ctx, m: Ack) -> None:
         ser = self._series(src, dst)
         self._sample(ser.delay, ser.seen, 2, ts, m.delay / 1e6)
@@ -420,9 +454,9 @@ class Analyser:
         if c1 - c0 >= _MAX_EXPAND:
             self.dropped["range_expansion"] += c1 - c0 + 1 - _MAX_EXPAND
             c1 = c0 + _MAX_EXPAND - 1
-        req = self.pending_req.get((src, dst))
+        req = self._pair(self.pending_req, (src, dst))
         if req is None:
-            req = self.pending_req[(src, dst)] = {}
+            return
         for c in range(c0, c1 + 1):
             if c in req:
                 continue  # re-request: keep the first time

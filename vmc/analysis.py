@@ -152,7 +152,8 @@ class Analyser:
                   "out_of_order_segments": 0, "gaps": 0, "malformed_segments": 0,
                   "http_errors": 0, "connections": 0, "dropped_connections": 0,
                   "dropped_request_rows": 0, "unanswered_responses": 0,
-                  "dropped_rate_servers": 0}
+                  "dropped_rate_servers": 0, "http_backlog_dropped": 0,
+                  "data_after_fin_bytes": 0}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
@@ -225,7 +226,7 @@ class Analyser:
             self.c["payload_bytes"] += len(data)
             self._segment(conn, d, up, seq, data, f.ts)
         if flags & (FIN | RST):
-            if flags & RST or ((seq + len(data)) & _M32) == d.next:
+            if not d.fin and (flags & RST or ((seq + len(data)) & _M32) == d.next):
                 d.fin = True
                 if not d.gap and conn.broken is None:
                     self._deliver(conn, up, b"", f.ts)
@@ -277,17 +278,26 @@ class Analyser:
 
     def _advance(self, conn: _Conn, d: _Dir, up: bool, data: bytes, ts: float) -> None:
         d.next = (d.next + len(data)) & _M32
-        if not d.gap and conn.broken is None:
+        if d.fin:  # bytes after the end of the stream: not delivered
+            self.c["data_after_fin_bytes"] += len(data)
+        elif not d.gap and conn.broken is None:
             self._deliver(conn, up, data, ts)
 
     # ------------------------------------------------------------------
     def _deliver(self, conn: _Conn, up: bool, data: bytes, ts: float) -> None:
+        parser = conn.req_p if up else conn.resp_p
         try:
-            (conn.req_p if up else conn.resp_p).receive_data(data)
+            parser.receive_data(data)
             self._pump(conn, ts)
-        except h11.ProtocolError as exc:
+        except (h11.ProtocolError, RuntimeError) as exc:  # RuntimeError: h11's misuse guard
             conn.broken = f"{type(exc).__name__}: {exc}"
             self.c["http_errors"] += 1
+            return
+        if data and parser.their_state not in (h11.IDLE, h11.SEND_BODY, h11.SEND_RESPONSE):
+            # paused (e.g. pipelined requests waiting for their answers): h11 holds the bytes
+            if len(parser.trailing_data[0]) > self.max_ooo:
+                conn.broken = "unparsed backlog over max-ooo"
+                self.c["http_backlog_dropped"] += 1
 
     def _pump(self, conn: _Conn, ts: float) -> None:
         rq, rs = conn.req_p, conn.resp_p

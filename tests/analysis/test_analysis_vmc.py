@@ -172,3 +172,34 @@ def test_reassembly_survives_reordering_and_retransmission(tmp_path, procs):
                                    ("/x?size=5000", 206, 1000)])
     (patch,) = again["vmc_patches"]
     assert patch["content_range"] == "bytes 100-1099/5000" and patch["side"] == "origin"
+
+
+def _seg(sport: int, dport: int, seq: int, flags: int, data: bytes = b"") -> bytes:
+    return (sport.to_bytes(2, "big") + dport.to_bytes(2, "big") + seq.to_bytes(4, "big")
+            + b"\0\0\0\0" + bytes([0x50, flags]) + b"\xff\xff\0\0\0\0" + data)
+
+
+def test_bounded_state():
+    """Connections over max-connections are forgotten (counted); a client pipelining requests
+    nobody answers stops being parsed once h11's backlog passes max-ooo."""
+    a = Analyser({"max-connections": "3", "max-ooo": "2000"})
+    for i in range(10):  # ten connections, each with one answered request
+        cport = 40000 + i
+        req = b"GET /%d HTTP/1.1\r\nHost: o\r\n\r\n" % i
+        resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        for src, dst, seg in (("10.0.0.2", "10.0.0.1", _seg(cport, 80, 100, 0x02)),
+                              ("10.0.0.2", "10.0.0.1", _seg(cport, 80, 101, 0x18, req)),
+                              ("10.0.0.1", "10.0.0.2", _seg(80, cport, 500, 0x18, resp))):
+            a.feed(Frame(float(i), src, dst, 6, None, None, seg, 40 + len(seg)))
+    assert len(a.conns) <= 3
+    seq = 101
+    a.feed(Frame(20.0, "10.0.0.3", "10.0.0.1", 6, None, None, _seg(50000, 80, 100, 0x02), 40))
+    for i in range(200):  # pipelined, never answered
+        req = b"GET /p%d HTTP/1.1\r\nHost: o\r\n\r\n" % i
+        a.feed(Frame(21.0, "10.0.0.3", "10.0.0.1", 6, None, None, _seg(50000, 80, seq, 0x18, req),
+                     40 + len(req)))
+        seq += len(req)
+    s = {r["what"]: r["value"] for r in a.tables()["vmc_summary"]}
+    assert s["dropped_connections"] == 10 + 1 - 3
+    assert s["http_backlog_dropped"] == 1
+    assert s["origin_requests"] == 10 + 1 and s["origin_bytes"] == 20
