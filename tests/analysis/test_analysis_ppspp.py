@@ -200,3 +200,24 @@ def test_fuzz_conversations_never_raise(frames):
     for r in t["ppspp_peers"]:
         assert r["verified_chunks"] + r["rejected_chunks"] + r["unverifiable_chunks"] <= \
             r["chunks_received"] + r["duplicate_chunks"]
+
+
+def test_bounded_state():
+    """Peers over max-peers and pending state over max-state are dropped and counted."""
+    from swift.wire.codec import (Data, Handshake, HandshakeOptions, Request, WireContext,
+                                  encode_datagram)
+    ctx = WireContext()
+    a = Analyser({"max-peers": "4", "max-state": "100"})
+    for i in range(20):
+        leech = f"10.0.1.{i + 1}"
+        hs = Handshake(i + 1, HandshakeOptions(version=1, swarm_id=bytes(32)))
+        a.feed(Frame(0.0, leech, "10.0.0.1", 17, 5000, 6778, encode_datagram(ctx, 0, [hs]), 60))
+        a.feed(Frame(0.1, leech, "10.0.0.1", 17, 5000, 6778,
+                     encode_datagram(ctx, 7, [Request(0, 999)]), 40))
+        a.feed(Frame(0.2, "10.0.0.1", leech, 17, 6778, 5000,
+                     encode_datagram(ctx, i + 1, [Data(0, 0, 0, bytes(1024))]), 1100))
+    t = a.tables()
+    errs = {r["what"]: r["count"] for r in t["ppspp_errors"]}
+    assert len(t["ppspp_peers"]) <= 4 and len(a.convs) <= 4
+    assert errs["dropped: peers"] > 0 and errs["dropped: state"] > 0
+    assert a.state <= 100
