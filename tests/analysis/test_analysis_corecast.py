@@ -26,11 +26,13 @@ CHUNKS = 12
 @pytest.mark.root
 @pytest.mark.tool("tcpdump")
 @pytest.mark.slow
-def test_deploy_capture(tmp_path):
+@pytest.mark.parametrize("transport", ["udp", "raw"])
+def test_deploy_capture(tmp_path, transport):
+    """``raw``: CoreCast PDUs straight over IP protocol 253 inside the tunnels, not UDP 54341."""
     cap = tmp_path / "cc.pcap"
     with tcpdump(cap, "udp"):
-        r = subprocess.run([PY, "-m", "corecast", "deploy", "--chunks", str(CHUNKS), "--json"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run([PY, "-m", "corecast", "deploy", "--chunks", str(CHUNKS), "--json",
+                            "--transport", transport], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     dep = json.loads(r.stdout)
     lay = dep["layout"]
@@ -100,3 +102,22 @@ def test_fuzz_feed_never_raises(tmp_path_factory, frames, with_table):
             a.feed(f)
     t = a.tables()
     assert "corecast_channels" in t and ("corecast_as" in t) == with_table
+
+
+def test_direct_pdus_raw_ip_and_udp():
+    """A source's PDUs straight on the wire: IP protocol 253 and UDP port 54341."""
+    from corecast.wire.codec import decode_cc, encode_cc_header, encode_cc_payload
+    a = Analyser({})
+    for i in range(3):
+        pl = encode_cc_payload(i, bytes([i]) * 500)
+        h = decode_cc(pl).hash
+        a.feed(Frame(float(i), "10.0.0.1", "10.255.0.1", 253, None, None, pl, 20 + len(pl)))
+        for k in range(2):
+            hd = encode_cc_header(i, h, bytes([10, 1, 0, k + 1]), 5000)
+            f = Frame(float(i), "10.0.0.1", "10.255.0.1", 17, 40000, 54341, hd, 28 + len(hd))
+            assert a.accepts(f)
+            a.feed(f)
+    (ch,) = a.tables()["corecast_channels"]
+    assert (ch["payload_packets"], ch["distinct_payloads"], ch["header_packets"]) == (3, 3, 6)
+    assert ch["unicast_equivalent_bytes"] == 6 * (28 + 500)
+    assert ch["headers_without_known_payload"] == 0
