@@ -4,7 +4,8 @@ Decodes every ALC/LCT datagram that carries our EXT_M2C and a valid
 EXT_M2C_CRC (:func:`m2c.wire.codec.decode`, RFC 5651/5775 with the M2C
 header extensions of docs/wire-m2c.md), and the IGMP membership reports in
 the capture (IP protocol 2: IGMPv1/v2 reports and leaves, RFC 2236; IGMPv3
-group records, RFC 3376 section 4.2).  Tables:
+group records, RFC 3376 section 4.2; and for IPv6 MLDv1/MLDv2, RFC 2710 and
+RFC 3810 section 5.2).  Tables:
 
 * ``m2c_groups``: per session (LCT TSI) and group (EXT_M2C group index, with
   its destination address and port): packets, data-less packets, IP bytes,
@@ -37,6 +38,8 @@ from pathlib import Path
 from m2c.wire.codec import DecodeError, decode
 
 IPPROTO_IGMP = 2
+IPPROTO_ICMPV6 = 58
+_MLD = {130: "mld query", 131: "mldv1 report", 132: "mldv1 done", 143: "mldv2 report"}
 _IGMP_NAMES = {0x11: "query", 0x12: "v1 report", 0x16: "v2 report", 0x17: "v2 leave",
                0x22: "v3 report"}
 # RFC 3376 4.2.12 record types
@@ -96,6 +99,8 @@ class Analyser:
     def accepts(self, f) -> bool:
         if f.proto == IPPROTO_IGMP:
             return True
+        if f.proto == IPPROTO_ICMPV6:
+            return bool(f.payload) and f.payload[0] in _MLD
         if f.proto != 17 or f.dport is None:
             return False
         if self.ports:
@@ -108,10 +113,12 @@ class Analyser:
         try:
             if f.proto == IPPROTO_IGMP:
                 self._igmp(f)
+            elif f.proto == IPPROTO_ICMPV6:
+                self._mld(f)
             else:
                 self._alc(f)
         except (DecodeError, ValueError, IndexError):
-            self.c["undecodable" if f.proto != IPPROTO_IGMP else "igmp_malformed"] += 1
+            self.c["undecodable" if f.proto == 17 else "igmp_malformed"] += 1
 
     def _alc(self, f) -> None:
         try:
@@ -180,24 +187,44 @@ class Analyser:
         elif t == 0x17:
             self._member(f.ts, f.src, str(ipaddress.IPv4Address(d[4:8])), False)
         elif t == 0x22:
-            n = int.from_bytes(d[6:8], "big")
-            pos = 8
-            for _ in range(n):
-                if pos + 8 > len(d):
-                    self.c["igmp_malformed"] += 1
-                    return
-                rtype, aux, nsrc = d[pos], d[pos + 1], int.from_bytes(d[pos + 2:pos + 4], "big")
-                group = str(ipaddress.IPv4Address(d[pos + 4:pos + 8]))
-                pos += 8 + 4 * nsrc + 4 * aux
-                if pos > len(d):
-                    self.c["igmp_malformed"] += 1
-                    return
-                if rtype in (_MODE_IS_EXCLUDE, _TO_EXCLUDE) or (rtype in (_ALLOW, _MODE_IS_INCLUDE)
-                                                                and nsrc):
-                    self._member(f.ts, f.src, group, True)
-                elif rtype == _TO_INCLUDE and nsrc == 0:
-                    self._member(f.ts, f.src, group, False)
-                # BLOCK_OLD_SOURCES / TO_INCLUDE with sources: source filters, membership stays
+            self._records(f, d, int.from_bytes(d[6:8], "big"), 4)
+
+    def _mld(self, f) -> None:
+        """MLDv1 (RFC 2710) report/done and MLDv2 (RFC 3810 5.2) records: IPv6 joins."""
+        d = f.payload
+        t = d[0]
+        self.igmp[_MLD[t]] = self.igmp.get(_MLD[t], 0) + 1
+        if t in (131, 132):
+            if len(d) < 24:
+                self.c["igmp_malformed"] += 1
+                return
+            self._member(f.ts, f.src, str(ipaddress.IPv6Address(d[8:24])), t == 131)
+        elif t == 143:
+            if len(d) < 8:
+                self.c["igmp_malformed"] += 1
+                return
+            self._records(f, d, int.from_bytes(d[6:8], "big"), 16)
+
+    def _records(self, f, d: bytes, n: int, alen: int) -> None:
+        """IGMPv3 / MLDv2 group records from offset 8 (same layout, address length apart)."""
+        pos = 8
+        for _ in range(n):
+            if pos + 4 + alen > len(d):
+                self.c["igmp_malformed"] += 1
+                return
+            rtype, aux, nsrc = d[pos], d[pos + 1], int.from_bytes(d[pos + 2:pos + 4], "big")
+            raw = d[pos + 4:pos + 4 + alen]
+            group = str(ipaddress.IPv4Address(raw) if alen == 4 else ipaddress.IPv6Address(raw))
+            pos += 4 + alen + alen * nsrc + 4 * aux
+            if pos > len(d):
+                self.c["igmp_malformed"] += 1
+                return
+            if rtype in (_MODE_IS_EXCLUDE, _TO_EXCLUDE) or (rtype in (_ALLOW, _MODE_IS_INCLUDE)
+                                                            and nsrc):
+                self._member(f.ts, f.src, group, True)
+            elif rtype == _TO_INCLUDE and nsrc == 0:
+                self._member(f.ts, f.src, group, False)
+            # BLOCK_OLD_SOURCES / TO_INCLUDE with sources: source filters, membership stays
 
     def _member(self, ts: float, who: str, group: str, join: bool) -> None:
         r = self._receiver(who)

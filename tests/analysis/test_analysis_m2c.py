@@ -108,12 +108,36 @@ def test_igmp_membership_changes_counted_once():
     assert (r["10.0.0.6"]["joins"], r["10.0.0.6"]["leaves"]) == (1, 1)
 
 
+def test_mld_membership_changes():
+    """IPv6: MLDv2 records (RFC 3810) and MLDv1 report/done (RFC 2710)."""
+    import ipaddress
+    g1, g2 = ipaddress.IPv6Address("ff0e::1234").packed, ipaddress.IPv6Address("ff0e::99").packed
+
+    def v2(rtype: int, group: bytes) -> bytes:
+        return b"\x8f\0\0\0\0\0\0\1" + bytes([rtype, 0, 0, 0]) + group
+
+    a = Analyser({})
+    msgs = [v2(4, g1), v2(4, g1), v2(3, g1), b"\x83\0\0\0\0\0\0\0" + g2,
+            b"\x84\0\0\0\0\0\0\0" + g2, b"\x8f\0\0\0\0\0\0\5\4"]
+    for i, m in enumerate(msgs):
+        f = Frame(float(i), "fe80::1", "ff02::16", 58, None, None, m, 40 + len(m))
+        assert a.accepts(f)
+        a.feed(f)
+    t = a.tables()
+    (r,) = t["m2c_receivers"]
+    assert (r["joins"], r["leaves"], r["groups"]) == (2, 2, 2)
+    errs = {e["what"]: e["count"] for e in t["m2c_errors"]}
+    assert errs["igmp_malformed"] == 1 and errs["igmp mldv2 report"] == 4
+
+
 _frames = st.builds(
     Frame, ts=st.floats(0, 100), src=st.sampled_from(["10.0.0.1", "0.0.0.0"]),
-    dst=st.sampled_from(["239.1.1.1", "10.0.0.2", "224.0.0.22"]), proto=st.sampled_from([17, 2]),
+    dst=st.sampled_from(["239.1.1.1", "10.0.0.2", "224.0.0.22"]),
+    proto=st.sampled_from([17, 2, 58]),
     sport=st.just(5000), dport=st.just(47000),
     payload=st.one_of(st.binary(max_size=120), st.binary(max_size=100).map(lambda b: b"\x10\xa0" + b),
-                      st.binary(max_size=60).map(lambda b: b"\x22\0\0\0\0\0\0\3" + b)),
+                      st.binary(max_size=60).map(lambda b: b"\x22\0\0\0\0\0\0\3" + b),
+                      st.binary(max_size=90).map(lambda b: b"\x8f\0\0\0\0\0\0\3" + b)),
     length=st.integers(0, 2000))
 
 
