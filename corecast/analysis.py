@@ -114,6 +114,7 @@ class Analyser:
         self.hash_ids: set[int] = set()
         self.ases: dict = {}
         self._as_cache: dict[str, int | None] = {}
+        self._names: dict[bytes, str] = {}  # channel EID bytes -> text
 
     def accepts(self, frame) -> bool:
         if self.as_table is not None:
@@ -141,7 +142,11 @@ class Analyser:
 
     def _channel(self, chan: bytes, pdu, pkt_bytes: int, outer: int) -> int:
         """Account one PDU; returns its unicast-equivalent bytes through the same tunnel."""
-        key = str(ipaddress.ip_address(chan))
+        key = self._names.get(chan)
+        if key is None:
+            key = str(ipaddress.ip_address(chan))
+            if len(self._names) < self.max_channels:
+                self._names[chan] = key
         st = self.channels.get(key)
         if st is None:
             if len(self.channels) >= self.max_channels:
