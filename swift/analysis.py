@@ -7,12 +7,13 @@ chunk size, hash and signature sizes are taken from the HANDSHAKE options
 endpoints), so bins, 32/64-bit chunk ranges and byte ranges are all turned
 into chunk numbers.  Tables:
 
-* ``ppspp_peers``: per UDP endpoint, datagrams/bytes sent and received,
-  messages sent by type, chunks received, duplicate chunks (a chunk a peer
+* ``ppspp_peers``: per UDP endpoint, datagrams/bytes/messages sent and
+  received, chunks received, duplicate chunks (a chunk a peer
   already received, from any sender, in the same swarm), unacknowledged
   chunks (DATA the receiver never ACKed: RFC 7574 section 3.4 says a peer
   ACKs a chunk only after it verified it, so these are the chunks it
   rejected or lost), DATA after a CHOKE (section 3.9), and median latencies;
+* ``ppspp_messages``: per endpoint and message type, sent and received;
 * ``ppspp_latency``: per (receiver, sender): REQUEST -> DATA latency,
   DATA -> ACK round-trip time (seen at the capture point; retransmitted
   chunks are skipped, Karn's rule) and the one-way delay samples the ACKs
@@ -98,12 +99,13 @@ class _Conv:
 
 
 class _Peer:
-    __slots__ = ("dgrams_out", "bytes_out", "dgrams_in", "bytes_in", "msgs", "chunks",
+    __slots__ = ("dgrams_out", "bytes_out", "dgrams_in", "bytes_in", "msgs", "msgs_in", "chunks",
                  "dups", "data_bytes", "after_choke", "verify")
 
     def __init__(self) -> None:
         self.dgrams_out = self.bytes_out = self.dgrams_in = self.bytes_in = 0
         self.msgs: dict[str, int] = {}
+        self.msgs_in: dict[str, int] = {}
         self.chunks = self.dups = self.data_bytes = self.after_choke = 0
         self.verify = {"verified": 0, "rejected": 0, "unverifiable": 0}
 
@@ -285,9 +287,11 @@ class Analyser:
         ts = f.ts
         for m in msgs:
             t = int(m.type)
+            n = _TYPE_NAMES.get(t, str(t))
             if ps is not None:
-                n = _TYPE_NAMES.get(t, str(t))
                 ps.msgs[n] = ps.msgs.get(n, 0) + 1
+            if pd is not None:
+                pd.msgs_in[n] = pd.msgs_in.get(n, 0) + 1
             if t == 1:
                 self._data(ts, src, dst, pd, conv, ctx, m)
             elif t == 4 and self.verify_on:
@@ -491,12 +495,15 @@ class Analyser:
             v = med.get(rx, {}).get(k)
             return round(statistics.median(v) * 1e3, 3) if v else None
 
-        peers = []
+        peers: list[dict] = []
+        messages: list[dict] = []
         for ep, p in sorted(self.peers.items(), key=lambda kv: -kv[1].bytes_in):
             row = {"peer": ep, "datagrams_sent": p.dgrams_out, "bytes_sent": p.bytes_out,
-                   "datagrams_received": p.dgrams_in, "bytes_received": p.bytes_in}
-            for t in MsgType:
-                row["sent_" + t.name.lower()] = p.msgs.get(t.name.lower(), 0)
+                   "datagrams_received": p.dgrams_in, "bytes_received": p.bytes_in,
+                   "messages_sent": sum(p.msgs.values())}
+            for t in sorted(set(p.msgs) | set(p.msgs_in)):
+                messages.append({"peer": ep, "type": t, "sent": p.msgs.get(t, 0),
+                                 "received": p.msgs_in.get(t, 0)})
             row.update({"chunks_received": p.chunks, "duplicate_chunks": p.dups,
                         "unacked_chunks": unacked.get(ep, 0), "data_after_choke": p.after_choke,
                         "verified_chunks": p.verify["verified"],
@@ -529,7 +536,7 @@ class Analyser:
         errs = [{"what": f"undecodable: {k}", "count": v} for k, v in sorted(self.errors.items())]
         errs += [{"what": f"dropped: {k}", "count": v} for k, v in self.dropped.items() if v]
         errs.append({"what": "datagrams analysed", "count": self.datagrams})
-        return {"ppspp_peers": peers, "ppspp_latency": lat, "ppspp_conversations": convs,
+        return {"ppspp_peers": peers, "ppspp_messages": messages, "ppspp_latency": lat, "ppspp_conversations": convs,
                 "ppspp_throughput": tput, "ppspp_errors": errs}
 
     def plots(self, outdir: Path) -> list[Path]:

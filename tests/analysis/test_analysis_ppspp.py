@@ -65,7 +65,12 @@ def test_seed_download_capture(tmp_path, procs, addressing):
     assert len(convs) == 1 and convs[0]["addressing"] == addressing
     assert convs[0]["swarm"] == root
     leecher = convs[0]["a"] if convs[0]["b"] == seeder else convs[0]["b"]
-    lrow, srow = _peer(res["ppspp_peers"], leecher), _peer(res["ppspp_peers"], seeder)
+    lrow, srow = dict(_peer(res["ppspp_peers"], leecher)), dict(_peer(res["ppspp_peers"], seeder))
+    for row in (lrow, srow):  # message counts by type, from the long table
+        for m in res["ppspp_messages"]:
+            if m["peer"] == row["peer"]:
+                row["sent_" + m["type"]] = m["sent"]
+                row["received_" + m["type"]] = m["received"]
     chunks = math.ceil(size / 1024)
     assert lrow["chunks_received"] == chunks
     assert srow["sent_data"] == lrow["chunks_received"] + lrow["duplicate_chunks"]
@@ -76,6 +81,7 @@ def test_seed_download_capture(tmp_path, procs, addressing):
     assert lrow["verified_chunks"] == srow["sent_data"]
     assert lrow["rejected_chunks"] == lrow["unverifiable_chunks"] == 0
     assert lrow["sent_request"] > 0 and srow["sent_handshake"] >= 1 and lrow["sent_handshake"] >= 1
+    assert lrow["received_data"] == srow["sent_data"] and srow["received_ack"] == lrow["sent_ack"]
     assert srow["chunks_received"] == 0
     kinds = {r["what"]: r for r in res["ppspp_latency"] if r["receiver"] == leecher}
     assert kinds["request_to_data"]["observed"] > 0
