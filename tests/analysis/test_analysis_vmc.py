@@ -203,3 +203,33 @@ def test_bounded_state():
     assert s["dropped_connections"] == 10 + 1 - 3
     assert s["http_backlog_dropped"] == 1
     assert s["origin_requests"] == 10 + 1 and s["origin_bytes"] == 20
+
+
+def test_keepalive_head_chunked_and_pipelining():
+    """Framing comes from h11: HEAD has no body, chunked bodies count their data, two
+    pipelined requests on one keep-alive connection are paired with their answers in order."""
+    a = Analyser({"origin": "80"})
+    reqs = (b"HEAD /h HTTP/1.1\r\nHost: o\r\n\r\n"
+            b"GET /c HTTP/1.1\r\nHost: o\r\n\r\nGET /r HTTP/1.1\r\nHost: o\r\nRange: bytes=2-5\r\n\r\n")
+    resps = (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"
+             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"
+             b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 2-5/10\r\nContent-Length: 4\r\n"
+             b"\r\n2345")
+    frames = [("10.0.0.2", "10.0.0.1", _seg(40000, 80, 100, 0x02)),
+              ("10.0.0.1", "10.0.0.2", _seg(80, 40000, 700, 0x12))]
+    for i in range(0, len(reqs), 20):  # small segments, sent in a burst
+        frames.append(("10.0.0.2", "10.0.0.1", _seg(40000, 80, 101 + i, 0x18, reqs[i:i + 20])))
+    for i in range(0, len(resps), 30):
+        frames.append(("10.0.0.1", "10.0.0.2", _seg(80, 40000, 701 + i, 0x18, resps[i:i + 30])))
+    frames.append(("10.0.0.1", "10.0.0.2", _seg(80, 40000, 701 + len(resps), 0x11)))
+    frames.append(("10.0.0.2", "10.0.0.1", _seg(40000, 80, 101 + len(reqs), 0x11)))
+    for i, (src, dst, seg) in enumerate(frames):
+        a.feed(Frame(float(i), src, dst, 6, None, None, seg, 40 + len(seg)))
+    t = a.tables()
+    rows = [(r["method"], r["target"], r["status"], r["body_bytes"], r["complete"])
+            for r in t["vmc_requests"]]
+    assert rows == [("HEAD", "/h", 200, 0, True), ("GET", "/c", 200, 8, True),
+                    ("GET", "/r", 206, 4, True)]
+    assert t["vmc_patches"][0]["content_range"] == "bytes 2-5/10"
+    s = {r["what"]: r["value"] for r in t["vmc_summary"]}
+    assert s["origin_bytes"] == 12 and s["http_errors"] == 0 and s["open_connections_at_end"] == 0
