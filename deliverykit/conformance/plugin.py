@@ -20,6 +20,7 @@ implementation; ``--conformance-json FILE`` writes it as JSON, and pytest's own
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from importlib.util import find_spec
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from deliverykit.conformance.registry import Implementation, Unsupported, load_registry
+from deliverykit.testing import require_root, require_tool
 
 GROUP = "deliverykit.conformance"
 _SELECTED = pytest.StashKey[list]()
@@ -47,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--impl-registry", action="append", default=[], metavar="FILE",
                 help="extra registry JSON file(s)")
     g.addoption("--conformance-json", default=None, metavar="FILE", help="write the result table as JSON")
+    g.addoption("--conformance-vectors", default=None, metavar="DIR",
+                help="test-vector corpus (default: $DELIVERYKIT_VECTORS, else the source tree's tests/vectors)")
 
 
 def registered_cases() -> dict[str, str]:
@@ -73,7 +77,11 @@ def _case_paths(wanted: str) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "conformance(protocol, section, role=None): a conformance case and the spec section it checks")
+    config.addinivalue_line("markers", "root: needs root (skips with a reason; fails under CI=true)")
+    config.addinivalue_line("markers", "tool(name, ...): needs a Debian tool (skips with a reason; fails under CI=true)")
     opt = config.option
+    if opt.conformance_vectors:
+        os.environ["DELIVERYKIT_VECTORS"] = str(Path(opt.conformance_vectors).resolve())
     registry = load_registry(opt.impl_registry)
     selected: list[Implementation] = []
     for name in opt.impl:
@@ -133,6 +141,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     mark = item.get_closest_marker("conformance")
     if mark is None:
         return
+    # Cases live in installed packages, out of reach of a repository conftest:
+    # apply the same root / tool policy here.
+    if item.get_closest_marker("root") is not None:
+        require_root()
+    for tool in item.iter_markers("tool"):
+        require_tool(*tool.args)
     item.user_properties.append(("section", mark.kwargs.get("section", "")))
     callspec = getattr(item, "callspec", None)
     chosen = callspec.params.get("impl") if callspec else None
@@ -161,8 +175,12 @@ class _Recorder:
             result = "unsupported" if "unsupported:" in reason else "skip"
         else:
             result = "fail"
-        self.rows.append({"case": report.nodeid, "section": props["section"],
-                          "implementation": props.get("implementation", "-"), "result": result})
+        extra = {k: v for k, v in report.user_properties if k not in ("section", "implementation")}
+        row = {"case": report.nodeid, "section": props["section"],
+               "implementation": props.get("implementation", "-"), "result": result}
+        if extra:
+            row["properties"] = extra  # findings recorded by the case (record_property)
+        self.rows.append(row)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         rows = self.rows

@@ -88,7 +88,8 @@ class Implementation:
         """A long-running role (a seeder, a proxy, a map-server) for the body of a with.
 
         With ``ready_line``, waits until the process prints a stdout line
-        starting with it (the contract's readiness signal). Always terminated,
+        starting with it (the contract's readiness signal) and keeps that line
+        as ``proc.ready_line`` (e.g. ``READY <root hash>``). Always terminated,
         then killed, and reaped on exit.
         """
         proc = subprocess.Popen(
@@ -96,32 +97,39 @@ class Implementation:
             stderr=subprocess.PIPE, env=self._env(env), start_new_session=True,
         )
         try:
+            proc.ready_line = None  # type: ignore[attr-defined]
             if ready_line is not None:
-                _wait_ready(proc, ready_line, ready_timeout, self.name)
+                proc.ready_line = _wait_ready(proc, ready_line, ready_timeout, self.name)  # type: ignore[attr-defined]
             yield proc
         finally:
             _stop(proc)
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], prefix: str, timeout: float, name: str) -> None:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    os.set_blocking(proc.stdout.fileno(), True)
+def _wait_ready(proc: subprocess.Popen[bytes], prefix: str, timeout: float, name: str) -> str:
+    """Read stdout (raw, so no line hides in a buffer select cannot see) up to the ready line."""
     import selectors
 
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    pending = b""
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         while time.monotonic() < deadline:
             if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
                 break
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 code = proc.wait(timeout=5)
                 if code == UNSUPPORTED_EXIT:
                     raise Unsupported(f"{name} does not support this role")
                 raise RuntimeError(f"{name} exited with {code} before it was ready")
-            if line.decode(errors="replace").startswith(prefix):
-                return
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                text = line.decode(errors="replace").rstrip("\r")
+                if text.startswith(prefix):
+                    return text
     raise TimeoutError(f"{name} did not print {prefix!r} within {timeout} s")
 
 

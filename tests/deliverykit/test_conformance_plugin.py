@@ -24,7 +24,8 @@ IMPL = textwrap.dedent('''
     elif role == "lower":
         sys.stdout.buffer.write(data)          # a bug: does not lower-case
     elif role == "serve":
-        print("READY", flush=True)
+        print("starting", flush=True)
+        print("READY 42", flush=True)
         time.sleep(60)
     else:
         sys.exit(127)                          # unsupported
@@ -46,9 +47,11 @@ CASES = textwrap.dedent('''
         impl.run("reverse", input=b"abc")
 
     @pytest.mark.conformance(protocol="toy", section="TOY sec. 4")
-    def test_serve(impl):
+    def test_serve(impl, record_property):
         with impl.start("serve", ready_line="READY") as proc:
             assert proc.poll() is None
+            assert proc.ready_line == "READY 42"
+            record_property("finding", "serves")
         assert proc.returncode is not None   # stopped and reaped
 
     @pytest.mark.conformance(protocol="toy", section="TOY sec. 5", role="relay")
@@ -75,6 +78,7 @@ def test_pass_fail_unsupported_and_reports(pytester, toy):
     res.stdout.fnmatch_lines(["*conformance results*", "*test_reverse*TOY sec. 3*toy1*UNSUPPORTED*",
                               "conformance: 2 pass, 1 fail, 2 unsupported, 0 skip"])
     rows = json.loads((pytester.path / "out.json").read_text())["results"]
+    assert [r.get("properties") for r in rows if "test_serve" in r["case"]] == [{"finding": "serves"}]
     assert {r["case"].split("::")[1].split("[")[0]: r["result"] for r in rows} == {
         "test_upper": "pass", "test_lower": "fail", "test_reverse": "unsupported",
         "test_serve": "pass", "test_role_not_claimed": "unsupported"}
