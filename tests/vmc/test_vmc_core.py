@@ -350,7 +350,7 @@ def test_errors_share_a_base() -> None:
 # ---------------------------------------------------------------- join plans
 
 
-from vmc.core.plan import Plan, content_range, plan_join  # noqa: E402
+from vmc.core.plan import Plan, content_range, multipart_layout, plan_join  # noqa: E402
 
 V = policy.Validators(b'"e"', b"T", 1000)
 
@@ -367,7 +367,9 @@ V = policy.Validators(b'"e"', b"T", 1000)
         (b"GET", [(b"range", b"bytes=900-")], 400, Plan(206, 900, 1000, "range")),  # past the edge: waits
         (b"GET", [(b"range", b"bytes=-10"), (b"vmc", b"1")], 400, Plan(206, 990, 1000, "range")),
         (b"GET", [(b"range", b"bytes=1000-")], 400, Plan(416, 0, 0, "range")),
-        (b"GET", [(b"range", b"bytes=0-1,5-6")], 400, Plan(200, 0, 1000, "joined")),
+        (b"GET", [(b"range", b"bytes=0-1,5-6")], 400, Plan(206, 0, 7, "range", ((0, 2), (5, 7)))),
+        (b"GET", [(b"range", b"bytes=" + b",".join(b"%d-%d" % (i, i) for i in range(0, 40, 2)))], 400,
+         Plan(200, 0, 1000, "joined")),  # 20 disjoint ranges: ignored
         (b"GET", [(b"range", b"bytes=9-1")], 400, Plan(200, 0, 1000, "joined")),  # invalid: ignored
         (b"GET", [(b"range", b"items=0-1")], 400, Plan(200, 0, 1000, "joined")),
         (b"GET", [(b"range", b"bytes=0-9"), (b"if-range", b'"e"')], 400, Plan(206, 0, 10, "range")),
@@ -394,7 +396,24 @@ def test_plan_is_always_within_the_representation(rng: bytes, aware: bool, lengt
     assert 0 <= p.first <= p.end <= length
     if p.status == 200:
         assert (p.first, p.end) == (0, length)
-    if p.status == 206:
+    if p.status == 206 and p.parts:
+        assert content_range(p, length) is None and 1 < len(p.parts)
+        assert all(a < e for a, e in p.parts) and all(e1 < a2 for (_, e1), (a2, _) in zip(p.parts, p.parts[1:]))
+        assert (p.first, p.end) == (p.parts[0][0], p.parts[-1][1])
+    elif p.status == 206:
         assert p.first < p.end
         cr = ranges.parse_content_range(content_range(p, length))
         assert (cr.first, cr.last + 1, cr.length) == (p.first, p.end, length)
+
+
+def test_multipart_layout_frames_the_parts() -> None:
+    data = bytes(range(256)) * 4
+    parts, tail, total = multipart_layout(((0, 3), (10, 12), (1000, 1024)), len(data), b"application/x", b"XYZ")
+    body = b"".join(h + data[a:e] for h, a, e in parts) + tail
+    assert len(body) == total and body.endswith(b"\r\n--XYZ--\r\n")
+    chunks = body.split(b"--XYZ")
+    assert chunks[0] == b"" and chunks[-1] == b"--\r\n"
+    for (a, e), chunk in zip(((0, 3), (10, 12), (1000, 1024)), chunks[1:-1]):
+        head, _, payload = chunk.partition(b"\r\n\r\n")
+        assert f"Content-Range: bytes {a}-{e - 1}/{len(data)}".encode() in head
+        assert payload.removesuffix(b"\r\n") == data[a:e]

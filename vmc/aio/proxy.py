@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import socket
 import struct
 import time
@@ -43,7 +44,7 @@ from vmc.aio.session import FAILED, PENDING, STREAMING, Session
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
-from vmc.core.plan import VMC_HEADER, content_range, plan_join
+from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
 from vmc.core.stats import RequestRecord, Stats
 
 CHUNK = 65536
@@ -539,6 +540,9 @@ class Proxy:
                 await client.send(h11.Response(status_code=416, headers=hdrs))
                 await client.send(h11.EndOfMessage())
                 return
+            if p.parts:
+                await self._respond_multipart(client, s, p.parts, rec)
+                return
             how = {"range": b"range", "joined-vmc": b"joined", "joined": b"patched"}[p.mode]
             await self._respond_shared(client, s, method, p.status, p.first, p.end, rec, how)
         finally:
@@ -563,6 +567,30 @@ class Proxy:
             self.stats.done(rec, self.clock())
             return
         await self._serve_span(client, s, first, end, rec)
+        await client.send(h11.EndOfMessage())
+        self.stats.done(rec, self.clock())
+
+    async def _respond_multipart(
+        self, client: _Client, s: Session, parts: tuple[tuple[int, int], ...], rec: RequestRecord
+    ) -> None:
+        """206 multipart/byteranges, one part per disjoint range (RFC 9110 sec. 14.6)."""
+        boundary = secrets.token_hex(12).encode()
+        ctype = policy.get(s.headers, b"content-type") or b""
+        layout, tail, total = multipart_layout(parts, s.length, ctype, boundary)
+        hdrs = [(k, v) for k, v in s.headers if k != b"content-type"]
+        hdrs += [
+            (b"content-type", b"multipart/byteranges; boundary=" + boundary),
+            (b"content-length", str(total).encode()),
+            (b"accept-ranges", b"bytes"),
+            (b"via", b"1.1 vmc"),
+            (VMC_HEADER, b"range; offset=%d" % s.buffer.received),
+        ]
+        rec.status = 206
+        await client.send(h11.Response(status_code=206, headers=hdrs))
+        for head, a, e in layout:
+            await self._write(client, head, rec)
+            await self._serve_span(client, s, a, e, rec)
+        await self._write(client, tail, rec)
         await client.send(h11.EndOfMessage())
         self.stats.done(rec, self.clock())
 
