@@ -47,6 +47,8 @@ def _proxy(a: argparse.Namespace) -> int:
     cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
                       window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
                       max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent)
+    if a.status_allow:
+        cfg.status_allow = a.status_allow
     if not cfg.upstreams and not cfg.default_upstream:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
@@ -167,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.add_argument("--stats-out", help="write the status JSON to this file on exit (and every --stats-every s)")
     p.add_argument("--stats-every", type=float, default=0.0)
+    p.add_argument("--status-allow", action="append", metavar="CIDR",
+                   help="networks that may read /_vmc/status (default loopback only; repeatable)")
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)

@@ -258,3 +258,12 @@ def test_ipv6_loopback(tmp_path: Path) -> None:
     r, rc = asyncio.run(main())
     assert r.status == 200 and r.body == expected("/v6", 1000)
     assert rc == 0 and (tmp_path / "v6").read_bytes() == expected("/v6", 1000)
+
+
+def test_status_endpoint_only_for_allowed_networks(make_stack) -> None:
+    st = make_stack(status_allow=["10.0.0.0/8"])  # loopback not included
+    out = st.raw(b"GET /_vmc/status HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 403")
+    st2 = make_stack()  # default: loopback
+    out = st2.raw(b"GET /_vmc/status HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200") and b'"origin_bytes"' in out

@@ -59,11 +59,12 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
                            stdout=subprocess.PIPE, text=True)
         assert "vmc origin" in origin6.stdout.readline()
         proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                             "--upstream", f"{O_IP}:80", "--upstream", f"[{O6}]:80", "--transparent"],
+                             "--upstream", f"{O_IP}:80", "--transparent", "--status-allow", "10.61.0.0/16"],
                          stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy.stdout.readline()
         proxy6 = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"[::]:{PROXY_PORT}",
-                              "--upstream", f"[{O6}]:80", "--transparent"], stdout=subprocess.PIPE, text=True)
+                              "--upstream", f"[{O6}]:80", "--transparent", "--status-allow", "fd61::/16"],
+                          stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy6.stdout.readline()
         assert tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES).returncode == 0
         ok = tb.exec(c, ["curl", "-sS", "-D", "-", "-o", "/dev/null", f"http://{O_IP}/t.bin?size=5000"])

@@ -30,6 +30,7 @@ Not an open proxy: only configured upstreams are reached. Statistics are JSON at
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import secrets
 import socket
@@ -87,6 +88,8 @@ class ProxyConfig:
     #: the client's Host is kept for the key and sent upstream.
     transparent: bool = False
     status_path: str = "/_vmc/status"
+    #: Client networks that may read the status endpoint (it lists recent URIs).
+    status_allow: list[str] = field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
     #: Transport write-buffer high-water mark per client (bounds kernel-side backlog).
     write_high_water: int = 256 << 10
 
@@ -180,6 +183,7 @@ class Proxy:
             self.allowed.add(self.default)
         self.connections = 0
         self.pool = up.Pool() if cfg.upstream_keepalive else None
+        self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -369,6 +373,9 @@ class Proxy:
         now = self.clock()
         target = req.target.decode("ascii", "surrogateescape")
         if target.split("?", 1)[0] == self.cfg.status_path:
+            if not self._status_allowed(client):
+                await self._error(client, 403, "status-not-allowed", close=False)
+                return True
             return await self._status(client, target)
         try:
             routed = self._route(req, client)
@@ -392,6 +399,18 @@ class Proxy:
             client.abort()
             return False
         return True
+
+    def _status_allowed(self, client: _Client) -> bool:
+        peer = client.writer.get_extra_info("peername")
+        if not peer:
+            return False
+        try:
+            addr = ipaddress.ip_address(peer[0])
+        except ValueError:
+            return False
+        if getattr(addr, "ipv4_mapped", None):
+            addr = addr.ipv4_mapped
+        return any(addr in net for net in self._status_nets)
 
     async def _status(self, client: _Client, target: str) -> bool:
         recent = 100

@@ -117,7 +117,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 if arm != "normal":
                     proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
                                          "--upstream", f"{O_IP}:80", "--window", str(window),
-                                         "--transparent"] + (["--no-share"] if arm == "proxy" else []),
+                                         "--transparent", "--status-allow", "10.61.0.0/16"]
+                                     + (["--no-share"] if arm == "proxy" else []),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                     proxy.stdout.readline()  # listening
                     cp = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES)
