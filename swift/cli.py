@@ -42,12 +42,21 @@ def _config(a: argparse.Namespace, **kw) -> PeerConfig:
 
 async def _seed(a: argparse.Namespace) -> int:
     from swift.aio.node import seeder
-    node = seeder(a.file, _config(a), a.host, a.port)
+    from swift.aio.storage import FileStorage
+    from swift.aio.node import tree_for_file
+    from swift.core.content import Content
+    from swift.core.peer import Peer
+    cfg = _config(a)
+    node = seeder(a.file[0], cfg, a.host, a.port)
     async with node:
+        for extra in a.file[1:]:  # more swarms on the same port (RFC 7574 figure 1)
+            t = tree_for_file(extra, cfg.hash_func, cfg.chunk_size)
+            node.add_swarm(Peer(Content.seeded(t, FileStorage(extra)), _config(a)))
         for t in a.tracker or []:
             node.connect(t)  # register: the tracker hands our address out by PEX
-        print(node.peer.swarm_id.hex(), flush=True)
-        print(f"seeding {a.file} on {node.host}:{node.port}", file=sys.stderr, flush=True)
+        for p in node.peers:
+            print(p.swarm_id.hex(), flush=True)
+        print(f"seeding {' '.join(a.file)} on {node.host}:{node.port}", file=sys.stderr, flush=True)
         end = time.monotonic() + a.duration if a.duration else None
         while end is None or time.monotonic() < end:
             await asyncio.sleep(0.5)
@@ -197,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ppspp", description="PPSPP (RFC 7574) peer")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("seed", help="seed a file; prints its root hash (swarm ID)")
-    s.add_argument("file")
+    s.add_argument("file", nargs="+", help="one swarm per file, all on one UDP port")
     s.add_argument("--host", default="0.0.0.0")
     s.add_argument("--port", type=int, default=6778)
     s.add_argument("--duration", type=float, default=0.0, help="seconds (0 = forever)")

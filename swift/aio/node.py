@@ -22,6 +22,7 @@ from swift.core import events as ev
 from swift.core.content import Content
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
+from swift.wire import codec as C
 from swift.wire.constants import HashFunc
 
 log = logging.getLogger("swift")
@@ -35,6 +36,8 @@ class SwiftNode:
     def __init__(self, peer: Peer, host: str = "127.0.0.1", port: int = 0,
                  on_event: Callable[[Any], None] | None = None) -> None:
         self.peer = peer
+        #: every swarm served on this socket; channels demultiplex them (3.11)
+        self.peers: list[Peer] = [peer]
         self.host = host
         self.port = port
         self.on_event = on_event
@@ -76,7 +79,8 @@ class SwiftNode:
         if self.sock is None:
             return
         try:
-            self._send(self.peer.close(time.time()))
+            for p in self.peers:
+                self._send(p.close(time.time()))
         except OSError:
             pass
         self._save_state(force=True)
@@ -94,6 +98,35 @@ class SwiftNode:
     @property
     def addr(self) -> tuple[str, int]:
         return (self.host, self.port)
+
+    def add_swarm(self, peer: Peer) -> None:
+        """Serve one more swarm on the same UDP port (RFC 7574 figure 1):
+        handshakes are routed by swarm ID, later datagrams by channel ID."""
+        self.peers.append(peer)
+        self._flush()
+
+    def _route(self, data: bytes) -> Peer | None:
+        if len(self.peers) == 1:
+            return self.peer
+        if len(data) < 4:
+            return None
+        cid = int.from_bytes(data[:4], "big")
+        if cid:
+            for p in self.peers:
+                if cid in p.channels:
+                    return p
+            return None
+        try:
+            msgs = C.decode_datagram(data, self.peer.ctx).messages
+        except C.DecodeError:
+            return None
+        if not msgs or msgs[0].type != 0 or msgs[0].options.swarm_id is None:
+            return None
+        sid = msgs[0].options.swarm_id
+        for p in self.peers:
+            if p.swarm_id == sid:
+                return p
+        return None
 
     def connect(self, addr: tuple[str, int]) -> None:
         """Start a handshake with ``addr``."""
@@ -120,7 +153,6 @@ class SwiftNode:
         s = self.sock
         if s is None:
             return
-        peer = self.peer
         for _ in range(8):
             try:
                 batch = recv_batch(s, 32, 65536)
@@ -130,6 +162,9 @@ class SwiftNode:
                 break
             now = time.time()
             for data, addr in batch:
+                peer = self._route(data)
+                if peer is None:
+                    continue
                 try:
                     peer.datagram_received(data, addr[:2], now)
                 except Exception:  # no datagram may take the node down
@@ -174,12 +209,13 @@ class SwiftNode:
         self._flush()
 
     def _flush(self) -> None:
-        peer = self.peer
         for _ in range(64):
             if self._backlog:
                 break
             now = time.time()
-            out = peer.datagrams_to_send(now, budget=64)
+            out = []
+            for peer in self.peers:
+                out += peer.datagrams_to_send(now, budget=64)
             if not out:
                 break
             self._send(out)
@@ -187,6 +223,10 @@ class SwiftNode:
         self._arm()
 
     def _events(self) -> None:
+        for extra in self.peers[1:]:
+            while (e := extra.next_event()) is not None:
+                if self.on_event is not None:
+                    self.on_event(e)
         while True:
             e = self.peer.next_event()
             if e is None:
@@ -206,7 +246,7 @@ class SwiftNode:
         if self._loop is None or self.sock is None:
             return
         now = time.time()
-        when = self.peer.get_timer(now)
+        when = min(p.get_timer(now) for p in self.peers)
         if self._timer is not None:
             if self._timer.when() <= self._loop.time() + max(0.0, when - now) + 0.001:
                 return  # the armed timer fires first anyway
@@ -215,7 +255,8 @@ class SwiftNode:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.peer.handle_timer(time.time())
+        for p in self.peers:
+            p.handle_timer(time.time())
         self._flush()
 
     def _save_state(self, force: bool = False) -> None:

@@ -234,3 +234,23 @@ def test_cli_tracker(tmp_path) -> None:
             p.wait(10)
             p.stdout.close()
             p.stderr.close()
+
+
+async def test_two_swarms_share_one_udp_port(tmp_path) -> None:
+    """RFC 7574 figure 1: channels let several swarms use one transport address."""
+    from swift.core.content import Content
+    a = _file(tmp_path, 120 * 1024, "a.bin")
+    b = _file(tmp_path, 90 * 1024 + 5, "b.bin")
+    cfg = PeerConfig()
+    async with seeder(a, cfg) as node:
+        tb = tree_for_file(b)
+        node.add_swarm(Peer(Content.seeded(tb, FileStorage(b)), PeerConfig()))
+        outs = []
+        for src, root in ((a, node.peer.swarm_id), (b, tb.root_hash)):
+            out = str(tmp_path / (os.path.basename(src) + ".out"))
+            async with downloader(root, out, PeerConfig()) as l:
+                l.connect(node.addr)  # same host:port for both swarms
+                assert await l.wait_complete(20)
+            outs.append((src, out))
+    for src, out in outs:
+        assert _sha(src) == _sha(out)
