@@ -200,7 +200,9 @@ def test_never_shared(make_stack, tmp_path: Path, name: str, query: str, extras)
     size = 400_000
     path = f"/ns-{name}.bin?size={size}{query}"
     first = curl(st, path, tmp_path / "a", *extras[0])
-    time.sleep(0.15)  # the first stream is under way (it lasts ~0.4 s)
+    deadline = time.monotonic() + 20
+    while st.origin.stats.per_path.get(f"/ns-{name}.bin", 0) < 50_000 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the first response is flowing (it lasts ~0.4 s in all)
     second = curl(st, path, tmp_path / "b", *extras[1])
     assert finish(first) == (0, 200, size)
     assert finish(second) == (0, 200, size)
