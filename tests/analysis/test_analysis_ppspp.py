@@ -227,3 +227,43 @@ def test_bounded_state():
     assert len(t["ppspp_peers"]) <= 4 and len(a.convs) <= 4
     assert errs["dropped: peers"] > 0 and errs["dropped: state"] > 0
     assert a.state <= 100
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+def test_two_seeders_one_swarm(tmp_path, procs):
+    """One leecher, two seeders of the same file: chunks are counted per swarm (a chunk from
+    the second seeder that the first already gave is a duplicate), DATA per sender adds up."""
+    size = 150 * 1024
+    src = tmp_path / "c.bin"
+    src.write_bytes(os.urandom(size))
+    ports = [free_udp_port(), free_udp_port()]
+    cap = tmp_path / "two.pcap"
+    with tcpdump(cap, f"udp and (port {ports[0]} or port {ports[1]})"):
+        roots = set()
+        for p in ports:
+            seed = subprocess.Popen([PY, "-m", "swift", "seed", str(src), "--host", "127.0.0.1",
+                                     "--port", str(p), "--duration", "60"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            procs.append(seed)
+            roots.add(seed.stdout.readline().strip())
+        (root,) = roots
+        dl = subprocess.run([PY, "-m", "swift", "download", root, "-o", str(tmp_path / "o.bin"),
+                             "-q", "--host", "127.0.0.1", "--timeout", "30",
+                             *[a for p in ports for a in ("--peer", f"127.0.0.1:{p}")]],
+                            capture_output=True, text=True, timeout=60)
+        assert dl.returncode == 0, dl.stderr
+    assert (tmp_path / "o.bin").read_bytes() == src.read_bytes()
+    res = analyse(cap, tmp_path, "--only", "ppspp", "--opt",
+                  f"ppspp-port={ports[0]},{ports[1]}")["results"]["ppspp"]
+    assert len(res["ppspp_conversations"]) == 2
+    assert {c["swarm"] for c in res["ppspp_conversations"]} == {root}
+    seeders = {f"127.0.0.1:{p}" for p in ports}
+    (leech,) = [r for r in res["ppspp_peers"] if r["peer"] not in seeders]
+    sent = sum(m["sent"] for m in res["ppspp_messages"]
+               if m["peer"] in seeders and m["type"] == "data")
+    assert leech["chunks_received"] == math.ceil(size / 1024)
+    assert sent == leech["chunks_received"] + leech["duplicate_chunks"]
+    assert leech["verified_chunks"] == sent and leech["rejected_chunks"] == 0
+    senders = {r["sender"] for r in res["ppspp_latency"] if r["what"] == "request_to_data"}
+    assert senders <= seeders and senders
