@@ -53,6 +53,8 @@ def run(quick: bool) -> dict:
         t_flows = timed(lambda: analyse(path, [FlowAnalyser()]))
         rows.append({"subject": "deliverykit Reader (frames)", "MB/s": mb / t_reader, "s per GB": 1000 / (mb / t_reader)})
         rows.append({"subject": "deliverykit analyse (flows)", "MB/s": mb / t_flows, "s per GB": 1000 / (mb / t_flows)})
+        import scapy.layers.inet  # noqa: F401 - so scapy decodes Ether/IP/UDP, as an analyser would need
+        import scapy.layers.l2  # noqa: F401
         from scapy.utils import PcapReader
 
         n_scapy = min(packets, 2_000 if quick else 20_000)

@@ -65,6 +65,10 @@ def _flow(tb, a, b, count, interval, size):
     return rx.result(timeout=60)
 
 
+#: What the harness test must have before running this benchmark (see tests/test_bench_quick.py).
+REQUIRES = {"root": True}
+
+
 def run(quick: bool) -> dict:
     from deliverykit.testbed import Netem, Tbf, Testbed, have_root
 

@@ -11,6 +11,9 @@ A benchmark is a module ``bench/bench_<name>.py`` with::
             "notes": ["..."],
         }
 
+A module may also declare ``REQUIRES = {"root": True, "tools": [...]}`` for
+what it cannot measure without (the quick-mode test skips it otherwise).
+
 ``python -m bench.harness [--quick] [name ...]`` runs them (all by default),
 writes ``bench/results/<name>.json`` (machine, commit, figures) and prints one
 markdown table per benchmark. ``--quick`` shrinks every size so CI can prove the

@@ -14,7 +14,7 @@ IPv4 fragments after the first carry no UDP header and are reported with
 
 from __future__ import annotations
 
-import ipaddress
+import socket
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,8 +49,17 @@ class Frame:
     length: int        #: original IP packet length in bytes (as on the wire)
 
 
+_ADDR_CACHE: dict[bytes, str] = {}
+
+
 def _ip(raw: bytes) -> str:
-    return str(ipaddress.ip_address(raw))
+    """Address bytes to text, cached: a capture has few distinct addresses."""
+    text = _ADDR_CACHE.get(raw)
+    if text is None:
+        if len(_ADDR_CACHE) >= 65536:  # bounded on hostile captures
+            _ADDR_CACHE.clear()
+        text = _ADDR_CACHE[raw] = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+    return text
 
 
 class Reader:

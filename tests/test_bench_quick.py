@@ -1,5 +1,8 @@
 """Every benchmark runs in --quick mode and writes its JSON, so none can rot.
 
+A benchmark module may declare ``REQUIRES = {"root": True, "tools": ["nginx"]}``;
+without them the case skips with a reason (a failure under CI=true).
+
 Figures are not checked here (speed is never asserted in a test); only that the
 benchmark ran, measured something, and wrote a well-formed result.
 """
@@ -16,11 +19,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.harness import RESULTS, available  # noqa: E402
+from deliverykit.testing import require_root, require_tool  # noqa: E402
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", available())
 def test_benchmark_quick_mode_runs(name):
+    import importlib
+
+    needs = getattr(importlib.import_module(f"bench.bench_{name}"), "REQUIRES", {})
+    if needs.get("root"):
+        require_root()
+    require_tool(*needs.get("tools", ()))
     out = subprocess.run(
         [sys.executable, "-m", "bench.harness", "--quick", name],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
