@@ -11,7 +11,6 @@ export DIR``.
 from __future__ import annotations
 
 import ipaddress
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from corecast.wire.codec import (
     encode_lisp_data, encode_map_reply, encode_map_request, make_lisp_data, sign,
 )
 from corecast.wire.constants import Action, AlgorithmId, HashId, LispType
+from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
 PSK = b"vector-psk"
 
@@ -99,11 +99,8 @@ def parse(text: str) -> dict:
 
 
 def vectors_dir() -> Path | None:
-    env = os.environ.get("DELIVERYKIT_VECTORS")
-    for c in ([Path(env) / "lisp"] if env else []) + [Path(__file__).resolve().parents[2] / "tests" / "vectors" / "lisp"]:
-        if c.is_dir():
-            return c
-    return None
+    """The lisp vector folder (see deliverykit.conformance.vectors_dir)."""
+    return shared_vectors_dir("lisp")
 
 
 if __name__ == "__main__":

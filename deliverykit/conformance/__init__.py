@@ -13,6 +13,6 @@ registered under the entry-point group ``deliverykit.conformance``;
 ``--conformance`` (all protocols) or ``--conformance ppspp,fec`` collects them.
 """
 
-from deliverykit.conformance.registry import Implementation, Unsupported, load_registry
+from deliverykit.conformance.registry import Implementation, Unsupported, load_registry, vectors_dir
 
-__all__ = ["Implementation", "Unsupported", "load_registry"]
+__all__ = ["Implementation", "Unsupported", "load_registry", "vectors_dir"]

@@ -149,6 +149,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
+def vectors_dir(protocol: str) -> Path | None:
+    """The test-vector folder for ``protocol``: ``$DELIVERYKIT_VECTORS/<protocol>``
+    (set by ``--conformance-vectors``), else the source tree's ``tests/vectors/<protocol>``."""
+    env = os.environ.get("DELIVERYKIT_VECTORS")
+    candidates = [Path(env) / protocol] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "tests" / "vectors" / protocol)
+    return next((c for c in candidates if c.is_dir()), None)
+
+
 def load_registry(extra: Sequence[str | Path] = ()) -> dict[str, Implementation]:
     """The packaged registry plus any extra JSON files (later entries win)."""
     texts = [resources.files(__package__).joinpath("implementations.json").read_text()]

@@ -8,10 +8,10 @@ first ones name the source of the vector), then ``key value`` lines:
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 from pathlib import Path
+from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
 #: (code, k, n, n1, seed, E): small enough to read, varied enough to catch a
 #: PRNG or matrix slip (N1 3..10, seeds near both ends of the range, k=1).
@@ -124,14 +124,8 @@ def parse(text: str) -> dict:
 
 
 def vectors_dir() -> Path | None:
-    """``$DELIVERYKIT_VECTORS/fec`` or the repository's tests/vectors/fec, if present."""
-    env = os.environ.get("DELIVERYKIT_VECTORS")
-    cands = [Path(env) / "fec"] if env else []
-    cands.append(Path(__file__).resolve().parents[2] / "tests" / "vectors" / "fec")
-    for c in cands:
-        if c.is_dir():
-            return c
-    return None
+    """The fec vector folder (see deliverykit.conformance.vectors_dir)."""
+    return shared_vectors_dir("fec")
 
 
 def load_all(directory: Path | None = None) -> list[tuple[str, dict]]:

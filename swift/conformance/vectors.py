@@ -10,13 +10,13 @@ with their own ``# source:`` line.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, SigAlg, Version
+from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
 ADDRESSINGS = {"bin32": ChunkAddressing.BIN32, "byte64": ChunkAddressing.BYTE64,
                "chunk32": ChunkAddressing.CHUNK32, "bin64": ChunkAddressing.BIN64,
@@ -111,11 +111,8 @@ def parse(text: str) -> dict:
 
 
 def vectors_dir() -> Path | None:
-    env = os.environ.get("DELIVERYKIT_VECTORS")
-    for c in ([Path(env) / "ppspp"] if env else []) + [Path(__file__).resolve().parents[2] / "tests" / "vectors" / "ppspp"]:
-        if c.is_dir():
-            return c
-    return None
+    """The ppspp vector folder (see deliverykit.conformance.vectors_dir)."""
+    return shared_vectors_dir("ppspp")
 
 
 def load_all(directory: Path | None = None) -> list[tuple[str, dict]]:
