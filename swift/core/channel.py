@@ -107,6 +107,7 @@ class Channel:
         self.hash_order: list[tuple[int, bytes]] = []
         self.acks: list[tuple[int, int]] = []
         self.cancels: list[tuple[int, int]] = []
+        self.extra_have: list[int] = []
         #: chunks whose deadline this peer missed: asked elsewhere (bounded)
         self.missed: set[int] = set()
         self.bad = 0

@@ -122,6 +122,8 @@ class Ledbat:
         self.flightsize = max(0, flight - bytes_acked)
         if rtt is not None:
             self._update_cto(rtt)
+        elif self.srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
+            self.cto = max(0.2, self.srtt + 4 * self.rttvar)
         self.last_ack = now
 
     def on_delivered(self, nbytes: int, now: float) -> None:
@@ -129,6 +131,8 @@ class Ledbat:
         its ACK lost): leaves flight, no window change."""
         self.flightsize = max(0, self.flightsize - nbytes)
         self.last_ack = now
+        if self.srtt is not None:
+            self.cto = max(0.2, self.srtt + 4 * self.rttvar)
 
     def on_loss(self, nbytes: int, now: float) -> None:
         """Section 2.4.2 "on data loss" (at most once per RTT); data not resent."""

@@ -97,6 +97,17 @@ class PeerConfig:
         return PeerConfig(profile="libswift", **kw)
 
 
+def _runs(chunks) -> list[tuple[int, int]]:
+    """Sorted chunk indices -> contiguous ``[lo, hi)`` runs (for CANCEL)."""
+    out: list[tuple[int, int]] = []
+    for c in sorted(chunks):
+        if out and out[-1][1] == c:
+            out[-1] = (out[-1][0], c + 1)
+        else:
+            out.append((c, c + 1))
+    return out
+
+
 class Peer(RequestPlanner):
     """One swarm's protocol engine; see the module docstring."""
 
@@ -264,6 +275,14 @@ class Peer(RequestPlanner):
             self._drop(mine, "self")  # our own handshake came back: a self-connection
             self.stats["refused"] += 1
             return
+        # both sides connected at once (e.g. after PEX): keep one channel, the
+        # one initiated with the larger channel ID (both ends decide alike)
+        for c in list(self.channels.values()):
+            if c.initiator and c.state == "init" and c.addr == addr:
+                if c.local_id > hs.channel:
+                    self.stats["duplicate"] = self.stats.get("duplicate", 0) + 1
+                    return
+                self._drop(c, "duplicate", notify=False)
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
             old.need_hs = True  # duplicate: answer again (8.2)
@@ -476,11 +495,17 @@ class Peer(RequestPlanner):
                 ch.req_seq.pop(c, None)
                 self.inflight.reset(B.chunk(c))
                 ch.lost += 1
+            # if they were only delayed, the sender must not send them later
+            ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)
         if sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
             ch.pending_hashes.clear()
             ch.hash_order.clear()
+            if hi == lo + 1 and self.content.have.has(i):
+                ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
+            elif hi == lo + 1 and len(ch.cancels) < 256:
+                ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
         self.inflight.reset(B.chunk(i))
         tree = self.content.tree
@@ -658,6 +683,9 @@ class Peer(RequestPlanner):
                     msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
                     ch.send_choke = None
                 msgs += self._ack_msgs(ch)  # before HAVE: the delay sample must count
+                for c in ch.extra_have[:64]:
+                    msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
+                ch.extra_have.clear()
                 msgs += self._have_msgs(ch, 60)
                 for lo, hi in ch.cancels:
                     msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
@@ -747,14 +775,12 @@ class Peer(RequestPlanner):
                         ch.req_seq.pop(c, None)
                         self.inflight.reset(B.chunk(c))
                     ch.lost += len(stale)
-                    ch.cancels.append((min(stale), max(stale) + 1))
+                    ch.cancels.extend(_runs(stale))
             # requests: no progress for a while -> give them back, CANCEL, re-pick
             tmo = max(cfg.request_timeout, 3 * ch.rtt)
             if ch.requests and now - ch.last_progress > tmo:
                 self.stats["timeouts"] += 1
-                lo = min(ch.requests)
-                hi = max(ch.requests) + 1
-                ch.cancels.append((lo, hi))
+                ch.cancels.extend(_runs(ch.requests))  # exactly what we drop
                 self._release_requests(ch, lost=True)
                 ch.last_progress = now
             # sender side: DATA never acknowledged counts as lost (LEDBAT)

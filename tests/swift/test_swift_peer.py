@@ -420,3 +420,22 @@ def test_missed_deadline_goes_to_another_peer() -> None:
          until=lambda: l.content.have.is_filled_range(1, 33))
     assert l.content.have.is_filled_range(1, 33)
     assert l.stats.get("deadline_missed", 0) >= 1
+
+
+def test_simultaneous_connects_keep_one_channel() -> None:
+    data = os.urandom(8 * 1024)
+    a = seeder(data, PeerConfig(seed=1))
+    b = leecher(a.swarm_id, PeerConfig(seed=2))
+    a.connect(LEECH, 0.0)
+    b.connect(SEED, 0.0)  # both initiate before hearing from the other
+    now = 0.0
+    for _ in range(3):  # deliver both first datagrams "at once"
+        now += 0.01
+        da, db = a.datagrams_to_send(now), b.datagrams_to_send(now)
+        for d, _ in da:
+            b.datagram_received(d, SEED, now)
+        for d, _ in db:
+            a.datagram_received(d, LEECH, now)
+    pump({SEED: a, LEECH: b}, until=lambda: b.content.complete)
+    assert b.content.complete
+    assert len(a.channels) == 1 and len(b.channels) == 1
