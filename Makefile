@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-SOURCES := pyproject.toml setup.py $(wildcard deliverykit/_speedups/*.c deliverykit/_speedups/*.h)
+SOURCES := pyproject.toml setup.py $(wildcard deliverykit/csrc/*.c deliverykit/csrc/*.h)
 
 .PHONY: venv demo test tools bench bench-quick clean
 

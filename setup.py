@@ -36,8 +36,8 @@ class OptionalBuildExt(build_ext):
 
 ext = Extension(
     "deliverykit._speedups",
-    sources=sorted(glob.glob("deliverykit/_speedups/*.c")),
-    depends=glob.glob("deliverykit/_speedups/*.h"),
+    sources=sorted(glob.glob("deliverykit/csrc/*.c")),
+    depends=glob.glob("deliverykit/csrc/*.h"),
     extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-parameter"],
     define_macros=[("Py_LIMITED_API", "0x030B0000")] if LIMITED else [],
     py_limited_api=LIMITED,

@@ -1,4 +1,4 @@
-"""Pure-Python twins of the C fast paths in deliverykit/_speedups/corecast.c.
+"""Pure-Python twins of the C fast paths in deliverykit/csrc/corecast.c.
 
 ``cc_parse(pkt, ranges)`` classifies one inner IP packet at the ITR (paper
 section 3.3: only the reserved CoreCast range leaves the fast path) and

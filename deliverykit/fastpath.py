@@ -28,6 +28,9 @@ def _import_speedups():
         return None
     try:
         from deliverykit import _speedups  # type: ignore[attr-defined]
+
+        if not hasattr(_speedups, "xor_into"):  # not the extension (e.g. a stray folder of that name)
+            raise ImportError("deliverykit._speedups is not the compiled extension")
     except ImportError:
         warnings.warn(
             "deliverykit._speedups is not built; using the pure-Python twins (slower)",

@@ -1,4 +1,4 @@
-"""Pure-Python twins of m2c's C fast paths (deliverykit/_speedups/m2c.c).
+"""Pure-Python twins of m2c's C fast paths (deliverykit/csrc/m2c.c).
 
 Each function here has the same signature and results as the C function of
 the same name; ``deliverykit.fastpath.load`` picks the C one unless

@@ -1,4 +1,4 @@
-"""Pure-Python twins of the swift C fast paths (deliverykit/_speedups/swift.c).
+"""Pure-Python twins of the swift C fast paths (deliverykit/csrc/swift.c).
 
 ``deliverykit.fastpath.load`` picks the C version unless DELIVERYKIT_PURE=1;
 tests/swift/test_swift_fast.py proves both agree.

@@ -1,4 +1,4 @@
-"""C fast paths (deliverykit/_speedups/corecast.c) vs their pure twins (corecast/_fast.py)."""
+"""C fast paths (deliverykit/csrc/corecast.c) vs their pure twins (corecast/_fast.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""C fast paths (deliverykit/_speedups/m2c.c) vs their twins (m2c/_fast.py)."""
+"""C fast paths (deliverykit/csrc/m2c.c) vs their twins (m2c/_fast.py)."""
 
 from __future__ import annotations
 

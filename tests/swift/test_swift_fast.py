@@ -1,4 +1,4 @@
-"""C fast paths (deliverykit/_speedups/swift.c) against their Python twins."""
+"""C fast paths (deliverykit/csrc/swift.c) against their Python twins."""
 
 import pytest
 from hypothesis import given, settings
