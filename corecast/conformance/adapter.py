@@ -24,6 +24,17 @@ async def _until_signal() -> None:
     await stop.wait()
 
 
+async def _serve(node) -> int:
+    """Start a role's node, announce READY (the contract's readiness line), run until a signal."""
+    await node.start()
+    print("READY", flush=True)
+    try:
+        await _until_signal()
+    finally:
+        await node.close()
+    return 0
+
+
 async def _mapserver(a: argparse.Namespace) -> int:
     from corecast.aio.nodes import MapServerNode
     from corecast.core.mapserver import MapServer, Site
@@ -34,13 +45,7 @@ async def _mapserver(a: argparse.Namespace) -> int:
         sites.append(Site(name, {int(key_id): psk.encode()},
                           tuple(ipaddress.ip_network(p) for p in prefixes.split(","))))
     node = MapServerNode(MapServer(sites), a.addr, a.port)
-    await node.start()
-    print("READY", flush=True)
-    try:
-        await _until_signal()
-    finally:
-        await node.close()
-    return 0
+    return await _serve(node)
 
 
 async def _etr(a: argparse.Namespace) -> int:
@@ -53,13 +58,7 @@ async def _etr(a: argparse.Namespace) -> int:
     reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id))
     etr = Etr([parse_prefix(r) for r in a.cc_range])
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
-    await node.start()
-    print("READY", flush=True)
-    try:
-        await _until_signal()
-    finally:
-        await node.close()
-    return 0
+    return await _serve(node)
 
 
 async def _itr(a: argparse.Namespace) -> int:
@@ -79,13 +78,7 @@ async def _itr(a: argparse.Namespace) -> int:
     itr = Itr(a.rloc, [parse_prefix(r) for r in a.cc_range], mc, resolver, a.control_port)
     host, _, port = a.inside.rpartition(":")
     node = ItrNode(itr, (host, int(port)))
-    await node.start()
-    print("READY", flush=True)
-    try:
-        await _until_signal()
-    finally:
-        await node.close()
-    return 0
+    return await _serve(node)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,6 +70,21 @@ def _full_requests(st: dict) -> int:
 
 # ------------------------------------------------------------------------------- basics
 
+def _two_concurrent(rig, path, target, first, second, label=""):
+    """Fetch ``target`` as two clients with different headers, the second while the first
+    is in flight; both bodies must be exact. Returns how many full origin requests it took."""
+    (name_a, hdrs_a), (name_b, hdrs_b) = first, second
+    before = rig.origin.stats()
+    th1, a, ev = start_fetch(rig.proxy, target, hdrs_a, timeout=60)
+    _wait_in_flight(ev, a, name_a)
+    th2, b, _ = start_fetch(rig.proxy, target, hdrs_b, timeout=60)
+    th1.join(60)
+    th2.join(60)
+    for who, r in ((name_a, a), (name_b, b)):
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{label}{who}: {r.status} {r.error}"
+    return _full_requests(rig.origin.stats()) - _full_requests(before)
+
+
 @pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 7.6, 8.6", role="proxy")
 @pytest.mark.tool("curl")
 def test_forwards_a_complete_response(impl, rig, tmp_path):
@@ -296,15 +311,8 @@ def test_private_and_no_store_responses_are_not_shared(impl, rig, cc):
     """
     path = f"/cookie/{cc}.bin"
     target = f"{path}?size={SIZE}&rate={RATE}&cc={cc}&cookie=1"
-    before = rig.origin.stats()
-    th1, a, ev = start_fetch(rig.proxy, target, [("cookie", "user=alice")], timeout=60)
-    _wait_in_flight(ev, a, "alice")
-    th2, b, _ = start_fetch(rig.proxy, target, [("cookie", "user=bob")], timeout=60)
-    th1.join(60)
-    th2.join(60)
-    for who, r in (("alice", a), ("bob", b)):
-        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
-    full = _full_requests(rig.origin.stats()) - _full_requests(before)
+    full = _two_concurrent(rig, path, target, ("alice", [("cookie", "user=alice")]),
+                           ("bob", [("cookie", "user=bob")]))
     assert full >= 2, f"{full} full origin request(s): a Cache-Control: {cc} response was shared"
 
 
@@ -314,15 +322,8 @@ def test_vary_mismatch_is_not_shared(impl, rig):
     both requests reach the origin."""
     path = "/vary/object.bin"
     target = f"{path}?size={SIZE}&rate={RATE}&vary=Accept-Language"
-    before = rig.origin.stats()
-    th1, a, ev = start_fetch(rig.proxy, target, [("accept-language", "en")], timeout=60)
-    _wait_in_flight(ev, a, "english")
-    th2, b, _ = start_fetch(rig.proxy, target, [("accept-language", "fr")], timeout=60)
-    th1.join(60)
-    th2.join(60)
-    for who, r in (("en", a), ("fr", b)):
-        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
-    full = _full_requests(rig.origin.stats()) - _full_requests(before)
+    full = _two_concurrent(rig, path, target, ("en", [("accept-language", "en")]),
+                           ("fr", [("accept-language", "fr")]))
     assert full >= 2, "a response that varies on Accept-Language was shared across languages"
 
 
@@ -335,15 +336,8 @@ def test_cookie_sharing_finding(impl, rig, record_property):
     for name, q in (("cookie_request", ""), ("set_cookie_response", "&cookie=1")):
         path = f"/cookie-finding/{name}.bin"
         target = f"{path}?size={SIZE}&rate={RATE}{q}"
-        before = rig.origin.stats()
-        th1, a, ev = start_fetch(rig.proxy, target, [("cookie", "user=alice")], timeout=60)
-        _wait_in_flight(ev, a, "alice")
-        th2, b, _ = start_fetch(rig.proxy, target, [("cookie", "user=bob")], timeout=60)
-        th1.join(60)
-        th2.join(60)
-        for who, r in (("alice", a), ("bob", b)):
-            assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{name} {who}: {r.status}"
-        full = _full_requests(rig.origin.stats()) - _full_requests(before)
+        full = _two_concurrent(rig, path, target, ("alice", [("cookie", "user=alice")]),
+                               ("bob", [("cookie", "user=bob")]), label=f"{name} ")
         found[name] = "not shared" if full >= 2 else "shared"
         record_property(name, found[name])
     print(f"finding: cookies {found}")
