@@ -155,6 +155,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                 comp.append(tb.spawn(h, _bg_clients, "10.0.5.1", BG_PORT, timeout + 30, 7 + i))
         time.sleep(2.0)  # let the competing traffic settle
         before = [tb.counters(h, p.a) for h, p in rs]
+        t_before = time.monotonic()
         if kind == "TCP_ft":
             ev2 = tb.event()
             stats: dict = {}
@@ -191,8 +192,11 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                     k: m[k] for k in ("time", "gput", "tput", "loss", "net", "dup", "sym",
                                       "comp")}})
         after = [tb.counters(h, p.a) for h, p in rs]
+        # The counters span the whole window (lead-in, joins, competing traffic), which is
+        # longer than a receiver's transfer time: divide by the window, not by row["time"].
+        window = time.monotonic() - t_before
         for row, b, a in zip(rows, before, after):
-            row["link_rx_kbps_all_flows"] = (a["rx_bytes"] - b["rx_bytes"]) * 8 / row["time"] / 1000
+            row["link_rx_kbps_all_flows"] = (a["rx_bytes"] - b["rx_bytes"]) * 8 / window / 1000
         for t in comp:
             t.kill()
     for r in rows:
