@@ -22,6 +22,8 @@ TOOL_PACKAGES = {
     "curl": "curl",
     "nft": "nftables",
     "iptables": "iptables",
+    "varnishd": "varnish",
+    "squid": "squid",
 }
 
 

@@ -4,7 +4,8 @@
 # the tests that need it skip with a reason naming the tool (under CI=true they fail).
 set -u
 declare -A PKG=([tshark]=tshark [tcpdump]=tcpdump [ip]=iproute2 [tc]=iproute2
-                [nginx]=nginx-light [curl]=curl [nft]=nftables [iptables]=iptables)
+                [nginx]=nginx-light [curl]=curl [nft]=nftables [iptables]=iptables
+                [varnishd]=varnish [squid]=squid)
 missing=()
 for tool in "${!PKG[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("${PKG[$tool]}")
@@ -27,4 +28,10 @@ apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${miss
 # nginx-light starts a system nginx on port 80; our tests run their own instances.
 command -v systemctl >/dev/null && systemctl disable --now nginx >/dev/null 2>&1 || true
 pkill -x nginx >/dev/null 2>&1 || true
+# varnish and squid likewise: the benchmark starts its own instances on loopback.
+for svc in varnish squid; do
+    command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
+done
+pkill -x varnishd >/dev/null 2>&1 || true
+pkill -x squid >/dev/null 2>&1 || true
 exit 0
