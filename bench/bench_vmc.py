@@ -30,6 +30,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from vmc.caches import CacheError, Squid, Varnish
 from vmc.client import fetch
 from vmc.nginx import Nginx, free_port, vm_rss
 
@@ -74,30 +75,50 @@ class _Proc:
             self.p.stdout.close()
 
 
+def _family(pid: int) -> list[int]:
+    """``pid`` and its descendants (varnishd's manager forks the cache process that holds the objects)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
 class _RssSampler:
+    """Peak resident memory of a process and its descendants, sampled every 20 ms."""
+
     def __init__(self, pid: int | None) -> None:
-        self.pid, self.peak, self.base = pid, 0, vm_rss(pid) if pid else 0
+        self.pids = _family(pid) if pid else []
+        self.peak, self.base = 0, self._now()
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
+    def _now(self) -> int:
+        return sum(vm_rss(p) for p in self.pids)
+
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, vm_rss(self.pid))
+            self.peak = max(self.peak, self._now())
 
     def __enter__(self) -> _RssSampler:
-        if self.pid:
+        if self.pids:
             self._t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self.pid:
+        if self.pids:
             self._t.join(2)
 
 
-def _origin_bytes(origin: str) -> int:
+def _origin_stats(origin: str) -> dict:
     with urllib.request.urlopen(f"http://{origin}/_origin/stats", timeout=10) as r:
-        return json.loads(r.read())["body_bytes"]
+        return json.loads(r.read())
 
 
 async def _curl(url: str, proxy: str | None, delay: float) -> tuple[float, float, bool, int]:
@@ -159,17 +180,20 @@ def _p95(xs: list[float]) -> float:
 
 
 def _row(subject: str, origin: str, size: int, runner, pid: int | None, n: int) -> dict:
-    before = _origin_bytes(origin)
+    before = _origin_stats(origin)
     with _RssSampler(pid) as rss:
         res, probe = runner()
     time.sleep(0.2)
-    ob = _origin_bytes(origin) - before
+    after = _origin_stats(origin)
+    ob = after["body_bytes"] - before["body_bytes"]
+    ranged = after["range_requests"] - before["range_requests"]
     ok = [r for r in res if r[2] and r[3] == size]
     done = [r[1] for r in ok]
     return {
         "subject": subject,
         "origin MB": round(ob / 1e6, 2),
         "copies": round(ob / size, 2),
+        "origin GETs (Range)": f"{after['requests'] - before['requests'] - 1 - ranged} ({ranged})",
         "clients ok": f"{len(ok)}/{n}",
         "mean completion s": round(sum(done) / len(done), 3) if done else None,
         "p95 completion s": round(_p95(done), 3) if done else None,
@@ -178,34 +202,6 @@ def _row(subject: str, origin: str, size: int, runner, pid: int | None, n: int) 
         "proxy RSS growth MB": round(max(0, rss.peak - rss.base) / 1e6, 1) if pid else None,
         "in-flight Range": probe,
     }
-
-
-def _varnish(origin: str) -> tuple[_Proc, Path] | None:
-    if shutil.which("varnishd") is None:
-        return None
-    port = free_port()
-    work = Path(tempfile.mkdtemp(prefix="vmc-varnish-"))
-    proc = _Proc(["varnishd", "-F", "-a", f"127.0.0.1:{port}", "-b", origin, "-n", str(work),
-                  "-s", "malloc,1g"], wait_port=port)
-    return proc, work
-
-
-def _squid(origin: str) -> tuple[_Proc, Path] | None:
-    if shutil.which("squid") is None:
-        return None
-    port = free_port()
-    work = Path(tempfile.mkdtemp(prefix="vmc-squid-"))
-    host, oport = origin.split(":")
-    (work / "squid.conf").write_text(
-        f"http_port 127.0.0.1:{port} accel defaultsite={origin} no-vhost\n"
-        f"cache_peer {host} parent {oport} 0 no-query originserver name=o\n"
-        "cache_peer_access o allow all\nhttp_access allow all\ncollapsed_forwarding on\n"
-        "cache_mem 1024 MB\nmaximum_object_size_in_memory 1024 MB\nmaximum_object_size 1024 MB\n"
-        f"pid_filename {work}/squid.pid\naccess_log none\ncache_log {work}/cache.log\n"
-        "refresh_pattern . 1 100% 10\n"
-    )
-    proc = _Proc(["squid", "-N", "-f", str(work / "squid.conf")], wait_port=port)
-    return proc, work
 
 
 def run(quick: bool) -> dict:
@@ -240,19 +236,24 @@ def run(quick: bool) -> dict:
                 nurl = f"http://{ng.authority}{path}"
                 rows.append(_row("nginx proxy_cache_lock", origin.authority, size,
                                  lambda: _clients(nurl, None, n, stagger, False), ng.proc.pid, n))
-        for name, starter in (("varnish", _varnish), ("squid collapsed_forwarding", _squid)):
-            started = starter(origin.authority)
-            if started is None:
-                notes.append(f"{name}: not installed, arm skipped (Debian package {name.split()[0]})")
-                continue
-            proc, work = started
+        for name, make in (("varnish", lambda: Varnish.accelerator(origin.authority)),
+                           ("squid collapsed_forwarding", lambda: Squid.accelerator(origin.authority))):
             try:
+                cache = make()
+            except FileNotFoundError as exc:
+                notes.append(f"{name}: arm skipped ({exc})")
+                continue
+            try:
+                cache.start()
+            except CacheError as exc:
+                notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
+                continue
+            try:
+                curl_url = f"http://{cache.authority}{path}"
                 rows.append(_row(name, origin.authority, size,
-                                 lambda: _clients(f"http://{proc.authority}{path}", None, n, stagger, False),
-                                 proc.pid, n))
+                                 lambda: _clients(curl_url, None, n, stagger, False), cache.pid, n))
             finally:
-                proc.stop()
-                shutil.rmtree(work, ignore_errors=True)
+                cache.stop()
         # Origin bytes as a function of the window. Unmodified clients whose prefix left the
         # window cost a Range fetch that chases the live edge; VMC-aware ones only their prefix.
         for frac in ((0, 0.25) if quick else (0, 0.125, 0.5)):
