@@ -113,3 +113,204 @@ def py_cc_trie_lookup(root: list, addr: bytes) -> tuple | None:
 
 cc_parse = load("cc_parse", py_cc_parse)
 cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
+
+
+# ---------------------------------------------------------------- ITR batch
+
+#: ``ctr`` slots of :func:`py_cc_itr_batch` (and the C version)
+CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
+             "extra_payload_copies", "drop_unknown_hash", "mapcache_hits", "l2_to_self", "l2_ip")
+
+
+def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, out: list,
+                    ctr: list) -> int:
+    """The ITR data path for a batch (paper section 3.4 Algorithm 1, header step;
+    plain LISP encapsulation, RFC 9300 section 5).
+
+    ``frames``: inner IP packets (``l2 == 0``) or Ethernet frames from AF_PACKET
+    (``l2 == 14``; non-IP frames skipped, frames to ``own`` addresses or multicast
+    counted in ``l2_to_self`` and skipped), each bytes or a ``(bytes, addr)`` pair.
+    ``ctx = (ranges, root4, root6, buffers, lisp_header, data_port, extra_every,
+    max_served, own, headers_by_rloc)``: the reserved ranges as for cc_parse, the
+    map-cache trie roots, ``{channel EID: ChannelBuffer}``, the default LISP
+    header, the port, Algorithm 1's options, the ITR's own addresses and per-RLOC
+    LISP headers that replace the default (echo-nonce, RFC 9300 10.1).
+
+    Handles, in order from ``start``: plain packets and CoreCast header PDUs whose
+    EID hits a live single-locator map-cache entry (appending ``(lisp_header +
+    packet, (rloc, port))`` to ``out``, with the channel's payload first when the
+    RLOC is not yet in ``servedRLOC``), and header PDUs with an unknown hash
+    (dropped, counted).  Returns the index of the first packet it leaves to the
+    Python core (payload PDUs, misses, expired/negative/multi-locator entries,
+    unknown channels, a full servedRLOC, malformed packets), or ``len(frames)``.
+    ``ctr`` (9 ints, :data:`CTR_NAMES`) is incremented.
+    """
+    ranges, root4, root6, buffers, lh, port, extra, max_served, own, hdrs = ctx
+    if l2 not in (0, 14):
+        raise ValueError("cc_itr_batch: l2 must be 0 or 14")
+    if len(ctr) != 9:
+        raise ValueError("cc_itr_batch: ctr must be a list of 9 ints")
+    rg = _int_ranges(ranges)
+    c_in = c_plain = c_hdr = c_pay = c_extra = c_uh = c_hits = c_skip = c_ip = 0
+    nf = len(frames)
+    i = max(start, 0)
+    append = out.append
+    while i < nf:
+        item = frames[i]
+        p = item[0] if type(item) is tuple else item
+        if l2:
+            n = len(p)
+            et = (p[12] << 8 | p[13]) if n >= 14 else 0
+            if et == 0x0800 and n >= 34:
+                dst = p[30:34]
+                if dst[0] >= 224 or dst in own:
+                    c_skip += 1
+                    i += 1
+                    continue
+            elif et == 0x86DD and n >= 54:
+                dst = p[38:54]
+                if dst[0] == 0xFF or (dst[0] == 0xFE and dst[1] & 0xC0 == 0x80) or dst in own:
+                    c_skip += 1
+                    i += 1
+                    continue
+            else:
+                i += 1
+                continue
+            c_ip += 1
+            p = p[14:]
+        n = len(p)
+        if n < 20:
+            break
+        v = p[0] >> 4
+        if v == 4:
+            ihl = (p[0] & 0x0F) * 4
+            if ihl < 20 or ihl > n:
+                break
+            dst = p[16:20]
+            proto = p[9]
+        elif v == 6 and n >= 40:
+            ihl = 40
+            dst = p[24:40]
+            proto = p[6]
+        else:
+            break
+        d = int.from_bytes(dst, "big")
+        ld = len(dst)
+        for ln, mask, net in rg:
+            if ln == ld and d & mask == net:
+                break
+        else:  # plain LISP
+            entry = _walk(root4 if ld == 4 else root6, d, ld)
+            if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
+                break
+            hdr = hdrs.get(entry.rlocs[0], lh) if hdrs else lh
+            append((hdr + p, (entry.rloc_strs[0], port)))
+            c_in += 1
+            c_hits += 1
+            c_plain += 1
+            i += 1
+            continue
+        if proto == _PROTO:
+            off = ihl
+        elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
+            off = ihl + 8
+        else:
+            break
+        if n < off + 12 or p[off] != 0x12:
+            break
+        hlen = p[off + 2]
+        if _HASH_LEN.get(p[off + 1]) != hlen:
+            break
+        afi = p[off + 10] << 8 | p[off + 11]
+        elen = 4 if afi == 1 else 16 if afi == 2 else 0
+        h0 = off + 12
+        if not elen or h0 + hlen + elen != n:
+            break
+        buf = buffers.get(dst)
+        if buf is None:
+            break
+        if buf.hash != p[h0:h0 + hlen]:
+            c_in += 1
+            c_uh += 1
+            i += 1
+            continue
+        entry = _walk(root4 if elen == 4 else root6, int.from_bytes(p[h0 + hlen:], "big"), elen)
+        if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
+            break
+        rloc = entry.rlocs[0]
+        hdr = hdrs.get(rloc, lh) if hdrs else lh
+        dest = (entry.rloc_strs[0], port)
+        served = buf.served
+        count = served.get(rloc)
+        if count is not None:
+            if not extra or count < extra:
+                if extra:
+                    served[rloc] = count + 1
+            else:
+                served[rloc] = 1
+                append((hdr + buf.packet, dest))
+                c_extra += 1
+        elif len(served) >= max_served:
+            break
+        else:
+            served[rloc] = 1
+            append((hdr + buf.packet, dest))
+            c_pay += 1
+        append((hdr + p, dest))
+        c_in += 1
+        c_hits += 1
+        c_hdr += 1
+        i += 1
+    for k, v in enumerate((c_in, c_plain, c_hdr, c_pay, c_extra, c_uh, c_hits, c_skip, c_ip)):
+        if v:
+            ctr[k] += v
+    return i
+
+
+def _walk(root: list, key: int, nbytes: int):
+    """Longest-prefix walk returning only the value (None on a miss)."""
+    node = root
+    best = node[2] if node[3] else None
+    shift = nbytes * 8 - 1
+    while shift >= 0:
+        node = node[(key >> shift) & 1]
+        if node is None:
+            break
+        if node[3]:
+            best = node[2]
+        shift -= 1
+    return best
+
+
+def py_cc_blast(sock, items: list, count: int, seconds: float) -> int:
+    """Benchmark sender: send prebuilt ``(data, (host, port))`` items, cycling,
+    until ``count`` went or ``seconds`` passed (checked after every batch of up
+    to 1,024); returns how many went.  A full socket buffer is retried."""
+    import time
+
+    from deliverykit.fastpath import send_batch
+
+    n_items = len(items)
+    if not n_items or count <= 0:
+        return 0
+    sent = pos = 0
+    t_end = time.monotonic() + seconds
+    while sent < count:
+        want = min(1024, n_items - pos, count - sent)
+        try:
+            rc = send_batch(sock, items[pos:pos + want])
+        except (BlockingIOError, InterruptedError):
+            rc = 0
+        except OSError as exc:
+            if exc.errno != 105:  # ENOBUFS
+                raise
+            rc = 0
+        sent += rc
+        pos = (pos + rc) % n_items
+        if time.monotonic() >= t_end:
+            break
+    return sent
+
+
+cc_itr_batch = load("cc_itr_batch", py_cc_itr_batch)
+cc_blast = load("cc_blast", py_cc_blast)

@@ -127,16 +127,25 @@ class Itr:
         # C fast path or pure twin (fast=None: whatever deliverykit.fastpath picked)
         if fast is None:
             self._parse = _fast.cc_parse
+            self._batch = _fast.cc_itr_batch
         elif fast:
             from deliverykit.fastpath import speedups
 
-            if speedups is None or not hasattr(speedups, "cc_parse"):
+            if speedups is None or not hasattr(speedups, "cc_itr_batch"):
                 raise RuntimeError("the C fast path is not built")
             self._parse = speedups.cc_parse
+            self._batch = speedups.cc_itr_batch
             self.mapcache.trie.walk = speedups.cc_trie_lookup
         else:
             self._parse = _fast.py_cc_parse
+            self._batch = _fast.py_cc_itr_batch
             self.mapcache.trie.walk = _fast.py_cc_trie_lookup
+        #: LISP data headers that replace ``lisp_header`` toward one RLOC (bytes key)
+        self.headers_by_rloc: dict[bytes, bytes] = {}
+        #: the ITR's own addresses (AF_PACKET frames to them are not forwarded)
+        self.own: tuple[bytes, ...] = (self.rloc,)
+        #: AF_PACKET frames seen by :meth:`handle_batch` with ``l2=14``
+        self.frame_counters = {"ip": 0, "to_self": 0}
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
         self.events: list[MappingInstalled] = []
         self.counters: dict[str, int] = {
@@ -198,6 +207,44 @@ class Itr:
             return self._cc_payload(pkt, r[1], r[2], r[3], r[4], r[5])
         return self._drop("malformed" if r[1] == 1 else "not_corecast")
 
+    def handle_batch(self, frames: list, now: float, l2: int = 0) -> list[Datagram]:
+        """A batch of inner IP packets (``l2=0``) or AF_PACKET Ethernet frames
+        (``l2=14``), each bytes or a ``(bytes, addr)`` pair as recv_batch returns
+        them -> datagrams to send, in order.  Same results and counters as
+        :meth:`handle_inner` per packet: the fast path (``cc_itr_batch``, C or its
+        twin) takes plain packets and header PDUs that hit the map-cache, and hands
+        every other packet (payload PDUs, misses, drops) to :meth:`handle_inner`."""
+        trie = self.mapcache.trie
+        ctx = (self._ranges, trie._roots[4], trie._roots[16], self.buffers, self.lisp_header,
+               self.data_port, self.extra_payload_every, self.max_served, self.own,
+               self.headers_by_rloc)
+        out: list[Datagram] = []
+        ctr = [0] * 9
+        n = len(frames)
+        batch = self._batch
+        i = batch(frames, 0, l2, ctx, now, out, ctr)
+        while i < n:
+            item = frames[i]
+            p = item[0] if type(item) is tuple else item
+            out += self.handle_inner(p[l2:] if l2 else p, now)
+            i = batch(frames, i + 1, l2, ctx, now, out, ctr)
+        c = self.counters
+        if ctr[0]:
+            c["in_packets"] += ctr[0]
+            c["plain_encap"] += ctr[1]
+            c["header_copies"] += ctr[2]
+            c["payload_copies"] += ctr[3]
+            c["extra_payload_copies"] += ctr[4]
+            c["drop_unknown_hash"] += ctr[5]
+            self.mapcache.counters["hits"] += ctr[6]
+        if l2:
+            self.frame_counters["to_self"] += ctr[7]
+            self.frame_counters["ip"] += ctr[8]
+        return out
+
+    def _lisp_header_for(self, rloc: bytes) -> bytes:
+        return self.headers_by_rloc.get(rloc, self.lisp_header)
+
     def _plain(self, pkt: bytes, dst: bytes, now: float) -> list[Datagram]:
         entry = self.mapcache.lookup(dst, now)
         if entry is None:
@@ -206,9 +253,11 @@ class Itr:
             return out
         if entry.negative:
             return self._drop("negative_mapping")
-        _r, rs = entry.select(dst)
+        r, rs = entry.select(dst)
         self.counters["plain_encap"] += 1
-        return [(self.lisp_header + pkt, (rs, self.data_port))]
+        lh = self.headers_by_rloc.get(r, self.lisp_header) if self.headers_by_rloc \
+            else self.lisp_header
+        return [(lh + pkt, (rs, self.data_port))]
 
     def _cc_payload(self, pkt: bytes, chan: bytes, hash_id: int, h: bytes, p0: int,
                     seq: int) -> list[Datagram]:
@@ -245,13 +294,15 @@ class Itr:
         served = buf.served
         c = self.counters
         n = self.extra_payload_every
+        lh = self.headers_by_rloc.get(rloc, self.lisp_header) if self.headers_by_rloc \
+            else self.lisp_header
         if rloc in served:  # type: ignore[operator]
             count = served[rloc]  # type: ignore[index]
             if not n or count < n:
                 if n:
                     served[rloc] = count + 1  # type: ignore[index]
                 c["header_copies"] += 1
-                return [(self.lisp_header + pkt, (rs, self.data_port))]
+                return [(lh + pkt, (rs, self.data_port))]
             c["extra_payload_copies"] += 1
         elif len(served) >= self.max_served:  # type: ignore[arg-type]
             return self._drop("served_limit")
@@ -259,7 +310,6 @@ class Itr:
             c["payload_copies"] += 1
         served[rloc] = 1  # type: ignore[index]
         c["header_copies"] += 1
-        lh = self.lisp_header
         dest = (rs, self.data_port)
         return [(lh + buf.packet, dest), (lh + pkt, dest)]
 

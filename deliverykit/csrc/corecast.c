@@ -7,11 +7,23 @@
  *   cc_trie_lookup(root, addr) -> (prefix_len, value) | None
  *       Longest-prefix walk over corecast.core.maptrie node lists
  *       [child0, child1, value, has_value].
+ *   cc_itr_batch(frames, start, l2, ctx, now, out, ctr) -> next index
+ *       The ITR's data path for a batch (paper section 3.4, Algorithm 1's
+ *       header step, and plain LISP encapsulation, RFC 9300 section 5); stops
+ *       at the first packet that needs the Python core (see corecast/_fast.py).
+ *   cc_blast(sock, items, count, seconds) -> sent
+ *       A benchmark sender: sendmmsg of prebuilt (data, (host, port)) items,
+ *       cycling, until `count` are sent or `seconds` have passed.
  */
 #include "speedups.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #define CC_UDP_PORT 54341
 #define CC_PROTO 253
@@ -170,10 +182,478 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ ITR batch */
+
+#define CC_MAX_RANGES 16
+#define CC_NCTR 9
+
+struct cc_range {
+    Py_ssize_t len;
+    unsigned char net[16], mask[16];
+};
+
+static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires;
+
+static int
+intern_names(void)
+{
+    if (s_hash)
+        return 0;
+    s_hash = PyUnicode_InternFromString("hash");
+    s_packet = PyUnicode_InternFromString("packet");
+    s_served = PyUnicode_InternFromString("served");
+    s_rlocs = PyUnicode_InternFromString("rlocs");
+    s_rloc_strs = PyUnicode_InternFromString("rloc_strs");
+    s_expires = PyUnicode_InternFromString("expires");
+    if (!s_hash || !s_packet || !s_served || !s_rlocs || !s_rloc_strs || !s_expires) {
+        s_hash = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int
+load_ranges(PyObject *ranges, struct cc_range *r, int *nr)
+{
+    Py_ssize_t n = PyTuple_Size(ranges);
+    if (n < 0)
+        return -1;
+    if (n > CC_MAX_RANGES) {
+        PyErr_SetString(PyExc_ValueError, "cc_itr_batch: at most 16 reserved ranges");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(ranges, i);
+        PyObject *net, *mask;
+        if (!item || !PyTuple_Check(item) || PyTuple_Size(item) != 2
+            || !PyBytes_Check(net = PyTuple_GetItem(item, 0))
+            || !PyBytes_Check(mask = PyTuple_GetItem(item, 1))
+            || PyBytes_Size(net) != PyBytes_Size(mask)
+            || (PyBytes_Size(net) != 4 && PyBytes_Size(net) != 16)) {
+            PyErr_SetString(PyExc_TypeError, "ranges: tuple of (net, mask) bytes pairs");
+            return -1;
+        }
+        r[i].len = PyBytes_Size(net);
+        memcpy(r[i].net, PyBytes_AsString(net), (size_t)r[i].len);
+        memcpy(r[i].mask, PyBytes_AsString(mask), (size_t)r[i].len);
+    }
+    *nr = (int)n;
+    return 0;
+}
+
+/* Longest-prefix walk; returns the value (borrowed) or NULL with no error set
+ * when nothing matches; NULL with an error set on a malformed trie. */
+static PyObject *
+walk(PyObject *root, const unsigned char *a, Py_ssize_t nbytes)
+{
+    PyObject *node = root, *best = NULL;
+    if (!PyList_Check(node) || PyList_Size(node) < 4) {
+        PyErr_SetString(PyExc_TypeError, "trie node must be a list [c0, c1, value, has]");
+        return NULL;
+    }
+    if (PyList_GetItem(node, 3) == Py_True)
+        best = PyList_GetItem(node, 2);
+    for (Py_ssize_t i = 0; i < nbytes * 8; i++) {
+        PyObject *child = PyList_GetItem(node, (a[i >> 3] >> (7 - (i & 7))) & 1);
+        if (child == Py_None)
+            break;
+        if (!PyList_Check(child) || PyList_Size(child) < 4) {
+            PyErr_SetString(PyExc_TypeError, "trie node must be a list [c0, c1, value, has]");
+            return NULL;
+        }
+        node = child;
+        if (PyList_GetItem(node, 3) == Py_True)
+            best = PyList_GetItem(node, 2);
+    }
+    return best;
+}
+
+/* (rloc bytes, rloc str) of a usable single-locator, unexpired entry (borrowed
+ * through rloc and rs, references held by the entry's tuples); 0 = not for the fast path,
+ * -1 = error. */
+static int
+entry_rloc(PyObject *entry, double now, PyObject **rloc, PyObject **rs)
+{
+    PyObject *exp = PyObject_GetAttr(entry, s_expires);
+    if (!exp)
+        return -1;
+    double e = PyFloat_AsDouble(exp);
+    Py_DECREF(exp);
+    if (e == -1.0 && PyErr_Occurred())
+        return -1;
+    if (e <= now)
+        return 0;
+    PyObject *rl = PyObject_GetAttr(entry, s_rlocs);
+    if (!rl)
+        return -1;
+    PyObject *st = PyObject_GetAttr(entry, s_rloc_strs);
+    if (!st) {
+        Py_DECREF(rl);
+        return -1;
+    }
+    int ok = PyTuple_Check(rl) && PyTuple_Size(rl) == 1 && PyTuple_Check(st)
+             && PyTuple_Size(st) == 1 && PyBytes_Check(PyTuple_GetItem(rl, 0));
+    if (ok) {
+        *rloc = PyTuple_GetItem(rl, 0);
+        *rs = PyTuple_GetItem(st, 0);
+    }
+    /* the entry keeps both tuples alive while we use them (it is in the trie) */
+    Py_DECREF(rl);
+    Py_DECREF(st);
+    return ok;
+}
+
+/* append (hdr + body, (rs, port)) to out */
+static int
+emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
+     PyObject *rs, PyObject *port)
+{
+    Py_ssize_t hl = PyBytes_Size(hdr);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, hl + blen);
+    if (!data)
+        return -1;
+    char *d = PyBytes_AsString(data);
+    memcpy(d, PyBytes_AsString(hdr), (size_t)hl);
+    memcpy(d + hl, body, (size_t)blen);
+    PyObject *dest = PyTuple_Pack(2, rs, port);
+    PyObject *item = dest ? PyTuple_Pack(2, data, dest) : NULL;
+    Py_DECREF(data);
+    Py_XDECREF(dest);
+    if (!item)
+        return -1;
+    int rc = PyList_Append(out, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+enum { C_IN, C_PLAIN, C_HDR, C_PAYLOAD, C_EXTRA, C_UNKNOWN_HASH, C_HITS, C_L2_SKIP, C_L2_IP };
+
+static PyObject *
+cc_itr_batch(PyObject *self, PyObject *args)
+{
+    PyObject *frames, *ctx, *out, *ctr;
+    Py_ssize_t start, l2;
+    double now;
+    if (!PyArg_ParseTuple(args, "O!nnO!dO!O!:cc_itr_batch", &PyList_Type, &frames, &start, &l2,
+                          &PyTuple_Type, &ctx, &now, &PyList_Type, &out, &PyList_Type, &ctr))
+        return NULL;
+    if (intern_names() < 0)
+        return NULL;
+    PyObject *ranges, *root4, *root6, *buffers, *lh, *port, *own, *hdrs;
+    Py_ssize_t extra, max_served;
+    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!:cc_itr_batch ctx", &PyTuple_Type, &ranges,
+                          &root4, &root6, &PyDict_Type, &buffers, &lh, &port, &extra,
+                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs))
+        return NULL;
+    if (PyList_Size(ctr) != CC_NCTR) {
+        PyErr_SetString(PyExc_ValueError, "cc_itr_batch: ctr must be a list of 9 ints");
+        return NULL;
+    }
+    if (l2 != 0 && l2 != 14) {
+        PyErr_SetString(PyExc_ValueError, "cc_itr_batch: l2 must be 0 or 14");
+        return NULL;
+    }
+    struct cc_range rg[CC_MAX_RANGES];
+    int nr = 0;
+    if (load_ranges(ranges, rg, &nr) < 0)
+        return NULL;
+    long long c[CC_NCTR] = {0};
+    Py_ssize_t nf = PyList_Size(frames), i = start < 0 ? 0 : start;
+    int has_hdrs = PyDict_Size(hdrs) > 0, failed = 0;
+
+    for (; i < nf; i++) {
+        PyObject *item = PyList_GetItem(frames, i), *data = item;
+        if (PyTuple_Check(item) && PyTuple_Size(item) >= 1)
+            data = PyTuple_GetItem(item, 0);
+        if (!PyBytes_Check(data)) {
+            PyErr_SetString(PyExc_TypeError, "cc_itr_batch: frames are bytes or (bytes, addr)");
+            failed = 1;
+            break;
+        }
+        const unsigned char *p = (const unsigned char *)PyBytes_AsString(data);
+        Py_ssize_t n = PyBytes_Size(data);
+        if (l2) {  /* Ethernet frame from AF_PACKET: IP to someone else only */
+            unsigned et = n >= 14 ? (unsigned)(p[12] << 8 | p[13]) : 0;
+            const unsigned char *dst;
+            Py_ssize_t dl;
+            if (et == 0x0800 && n >= 34) {
+                dst = p + 30; dl = 4;
+                if (dst[0] >= 224) { c[C_L2_SKIP]++; continue; }
+            } else if (et == 0x86DD && n >= 54) {
+                dst = p + 38; dl = 16;
+                if (dst[0] == 0xFF || (dst[0] == 0xFE && (dst[1] & 0xC0) == 0x80)) {
+                    c[C_L2_SKIP]++; continue;
+                }
+            } else
+                continue; /* not IP: not counted, as the Python reader does */
+            int self_addr = 0;
+            for (Py_ssize_t k = 0; k < PyTuple_Size(own) && !self_addr; k++) {
+                PyObject *o = PyTuple_GetItem(own, k);
+                self_addr = PyBytes_Check(o) && PyBytes_Size(o) == dl
+                            && memcmp(PyBytes_AsString(o), dst, (size_t)dl) == 0;
+            }
+            if (self_addr) { c[C_L2_SKIP]++; continue; }
+            c[C_L2_IP]++;
+            p += 14;
+            n -= 14;
+        }
+        /* classify (same rules as cc_parse) */
+        if (n < 20) break;
+        Py_ssize_t ihl, ld;
+        const unsigned char *dst;
+        unsigned proto, v = p[0] >> 4;
+        if (v == 4) {
+            ihl = (Py_ssize_t)(p[0] & 0x0F) * 4;
+            if (ihl < 20 || ihl > n) break;
+            dst = p + 16; ld = 4; proto = p[9];
+        } else if (v == 6 && n >= 40) {
+            ihl = 40; dst = p + 24; ld = 16; proto = p[6];
+        } else
+            break;
+        int in = 0;
+        for (int r = 0; r < nr && !in; r++) {
+            if (rg[r].len != ld)
+                continue;
+            Py_ssize_t k = 0;
+            while (k < ld && (dst[k] & rg[r].mask[k]) == rg[r].net[k])
+                k++;
+            in = k == ld;
+        }
+        const unsigned char *key = dst, *h = NULL;
+        Py_ssize_t hlen = 0;
+        PyObject *buf = NULL;
+        if (in) {
+            Py_ssize_t off;
+            if (proto == CC_PROTO)
+                off = ihl;
+            else if (proto == 17 && n >= ihl + 8 && ((p[ihl + 2] << 8) | p[ihl + 3]) == CC_UDP_PORT)
+                off = ihl + 8;
+            else
+                break;
+            if (n < off + 12 || (p[off] >> 4) != 1 || (p[off] & 0x0F) != 2)
+                break; /* malformed or a payload PDU: the Python core */
+            hlen = p[off + 2];
+            if (hash_len(p[off + 1]) != (int)hlen)
+                break;
+            unsigned afi = (p[off + 10] << 8) | p[off + 11];
+            Py_ssize_t elen = afi == 1 ? 4 : afi == 2 ? 16 : 0;
+            if (!elen || off + 12 + hlen + elen != n)
+                break;
+            h = p + off + 12;
+            key = h + hlen;
+            ld = elen;
+            PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, dst == p + 16 ? 4 : 16);
+            if (!chan) { failed = 1; break; }
+            buf = PyDict_GetItem(buffers, chan); /* borrowed */
+            Py_DECREF(chan);
+            if (buf == NULL)
+                break; /* unknown channel: the Python core decides and counts */
+            PyObject *bh = PyObject_GetAttr(buf, s_hash);
+            if (!bh) { failed = 1; break; }
+            int same = PyBytes_Check(bh) && PyBytes_Size(bh) == hlen
+                       && memcmp(PyBytes_AsString(bh), h, (size_t)hlen) == 0;
+            Py_DECREF(bh);
+            if (!same) {  /* Algorithm 1: a header whose hash is unknown is dropped */
+                c[C_IN]++;
+                c[C_UNKNOWN_HASH]++;
+                continue;
+            }
+        }
+        PyObject *entry = walk(ld == 4 ? root4 : root6, key, ld);
+        if (!entry) {
+            if (PyErr_Occurred())
+                failed = 1;
+            break; /* miss: the Python core queues and resolves */
+        }
+        PyObject *rloc = NULL, *rs = NULL;
+        int ok = entry_rloc(entry, now, &rloc, &rs);
+        if (ok < 0) { failed = 1; break; }
+        if (!ok)
+            break; /* expired, negative or several locators: the Python core */
+        PyObject *hdr = lh;
+        if (has_hdrs) {
+            PyObject *o = PyDict_GetItem(hdrs, rloc);
+            if (o && PyBytes_Check(o))
+                hdr = o;
+        }
+        if (!in) {
+            if (emit(out, hdr, p, n, rs, port) < 0) { failed = 1; break; }
+            c[C_IN]++; c[C_HITS]++; c[C_PLAIN]++;
+            continue;
+        }
+        PyObject *served = PyObject_GetAttr(buf, s_served);
+        if (!served) { failed = 1; break; }
+        if (!PyDict_Check(served)) { Py_DECREF(served); break; }
+        PyObject *cnt = PyDict_GetItem(served, rloc);
+        int send_payload = 1, extra_copy = 0;
+        if (cnt) {
+            long count = PyLong_AsLong(cnt);
+            if (count == -1 && PyErr_Occurred()) { Py_DECREF(served); failed = 1; break; }
+            if (!extra || count < extra) {
+                send_payload = 0;
+                if (extra) {
+                    PyObject *nc = PyLong_FromLong(count + 1);
+                    if (!nc || PyDict_SetItem(served, rloc, nc) < 0) {
+                        Py_XDECREF(nc); Py_DECREF(served); failed = 1; break;
+                    }
+                    Py_DECREF(nc);
+                }
+            } else
+                extra_copy = 1;
+        } else if (PyDict_Size(served) >= max_served) {
+            Py_DECREF(served);
+            break; /* served_limit: the Python core drops and counts */
+        }
+        if (send_payload) {
+            PyObject *pk = PyObject_GetAttr(buf, s_packet);
+            PyObject *one = pk ? PyLong_FromLong(1) : NULL;
+            int bad = !pk || !one || !PyBytes_Check(pk) || PyDict_SetItem(served, rloc, one) < 0
+                      || emit(out, hdr, (const unsigned char *)PyBytes_AsString(pk),
+                              PyBytes_Size(pk), rs, port) < 0;
+            Py_XDECREF(pk);
+            Py_XDECREF(one);
+            if (bad) {
+                Py_DECREF(served);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "cc_itr_batch: bad payloadBuffer entry");
+                failed = 1;
+                break;
+            }
+            c[extra_copy ? C_EXTRA : C_PAYLOAD]++;
+        }
+        Py_DECREF(served);
+        if (emit(out, hdr, p, n, rs, port) < 0) { failed = 1; break; }
+        c[C_IN]++; c[C_HITS]++; c[C_HDR]++;
+    }
+    /* with l2, the frame we stop at was counted as IP above; the Python core takes it */
+    for (int k = 0; k < CC_NCTR; k++) {
+        if (!c[k])
+            continue;
+        PyObject *old = PyList_GetItem(ctr, k);
+        long long o = old ? PyLong_AsLongLong(old) : 0;
+        PyObject *nv = PyLong_FromLongLong(o + c[k]);
+        if (!nv || PyList_SetItem(ctr, k, nv) < 0)
+            return NULL;
+    }
+    if (failed)
+        return NULL;
+    return PyLong_FromSsize_t(i);
+}
+
+/* ------------------------------------------------------------------ sender */
+
+static PyObject *
+cc_blast(PyObject *self, PyObject *args)
+{
+    PyObject *sock, *items;
+    Py_ssize_t count;
+    double seconds;
+    if (!PyArg_ParseTuple(args, "OO!nd:cc_blast", &sock, &PyList_Type, &items, &count, &seconds))
+        return NULL;
+    int fd = PyObject_AsFileDescriptor(sock);
+    if (fd < 0)
+        return NULL;
+    Py_ssize_t L = PyList_Size(items);
+    if (L == 0 || count <= 0)
+        return PyLong_FromLong(0);
+    int family = AF_INET;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+            family = ss.ss_family;
+    }
+    struct mmsghdr *msgs = PyMem_Calloc((size_t)L, sizeof *msgs);
+    struct iovec *iov = PyMem_Calloc((size_t)L, sizeof *iov);
+    struct sockaddr_storage *addrs = PyMem_Calloc((size_t)L, sizeof *addrs);
+    PyObject *res = NULL;
+    if (!msgs || !iov || !addrs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < L; k++) {
+        PyObject *it = PyList_GetItem(items, k), *data, *addr;
+        const char *host;
+        int port;
+        if (!PyTuple_Check(it) || PyTuple_Size(it) != 2 || !PyBytes_Check(data = PyTuple_GetItem(it, 0))
+            || !PyArg_ParseTuple(addr = PyTuple_GetItem(it, 1), "si", &host, &port)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "cc_blast: items are (bytes, (host, port))");
+            goto done;
+        }
+        (void)addr;
+        iov[k].iov_base = PyBytes_AsString(data); /* the list keeps it alive */
+        iov[k].iov_len = (size_t)PyBytes_Size(data);
+        msgs[k].msg_hdr.msg_iov = &iov[k];
+        msgs[k].msg_hdr.msg_iovlen = 1;
+        msgs[k].msg_hdr.msg_name = &addrs[k];
+        if (family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&addrs[k];
+            a->sin6_family = AF_INET6;
+            a->sin6_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) {
+                PyErr_Format(PyExc_ValueError, "cc_blast: not an IPv6 address: %s", host);
+                goto done;
+            }
+            msgs[k].msg_hdr.msg_namelen = sizeof *a;
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&addrs[k];
+            a->sin_family = AF_INET;
+            a->sin_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+                PyErr_Format(PyExc_ValueError, "cc_blast: not an IPv4 address: %s", host);
+                goto done;
+            }
+            msgs[k].msg_hdr.msg_namelen = sizeof *a;
+        }
+    }
+    Py_ssize_t sent = 0, pos = 0;
+    int err = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    Py_BEGIN_ALLOW_THREADS
+    while (sent < count) {
+        Py_ssize_t want = L - pos;
+        if (want > 1024) want = 1024;
+        if (want > count - sent) want = count - sent;
+        int rc = sendmmsg(fd, msgs + pos, (unsigned int)want, 0);
+        if (rc < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+                rc = 0;
+            else {
+                err = errno;
+                break;
+            }
+        }
+        sent += rc;
+        pos = (pos + rc) % L;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) >= seconds)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    res = PyLong_FromSsize_t(sent);
+done:
+    PyMem_Free(msgs);
+    PyMem_Free(iov);
+    PyMem_Free(addrs);
+    return res;
+}
+
 PyMethodDef dk_corecast_methods[] = {
     {"cc_parse", cc_parse, METH_VARARGS,
      "cc_parse(pkt, ranges) -> tuple: classify an inner packet at the CoreCast ITR."},
     {"cc_trie_lookup", cc_trie_lookup, METH_VARARGS,
      "cc_trie_lookup(root, addr) -> (prefix_len, value) | None: longest-prefix walk."},
+    {"cc_itr_batch", cc_itr_batch, METH_VARARGS,
+     "cc_itr_batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left "
+     "to the Python core."},
+    {"cc_blast", cc_blast, METH_VARARGS,
+     "cc_blast(sock, items, count, seconds) -> sent: sendmmsg prebuilt items, cycling."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,192 @@
+"""The ITR's batch data path (cc_itr_batch in deliverykit/csrc/corecast.c and its twin
+corecast._fast.py_cc_itr_batch): same datagrams, same state and the same counters as
+Algorithm 1 run packet by packet (paper section 3.4; RFC 9300 section 5)."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corecast import _fast
+from corecast.core.itr import Itr
+from corecast.core.mapcache import MapCache
+from corecast.core.maptrie import parse_prefix
+from corecast.wire import codec as c
+from deliverykit.fastpath import speedups
+
+C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_batch"),
+                       reason="deliverykit._speedups not built (setup.py build_ext --inplace)")
+A = ipaddress.ip_address
+CC = [parse_prefix("10.255.0.0/16"), parse_prefix("fd00:cc::/32")]
+CHANS = [A("10.255.0.1").packed, A("10.255.0.2").packed, A("fd00:cc::1").packed]
+SRC4, SRC6 = A("10.0.0.1").packed, A("fd00::1").packed
+STATIC = """
+10.1.0.0/16 192.0.2.1
+10.2.0.0/16 192.0.2.2
+10.3.0.0/24 192.0.2.3 5
+10.4.0.0/16 192.0.2.4,192.0.2.5
+10.5.0.0/16 -
+fd00:2::/48 192.0.2.2
+"""
+EIDS = ["10.1.0.1", "10.1.0.2", "10.2.0.1", "10.3.0.1", "10.4.0.1", "10.5.0.1", "10.9.0.1",
+        "fd00:2::1", "fd00:3::1"]
+DATA = [b"chunk-a", b"chunk-b", b"chunk-c" * 20]
+OWN = A("192.0.2.100").packed
+
+
+def make(fast, **kw) -> Itr:
+    mc = MapCache()
+    mc.load_static(STATIC)
+    return Itr("192.0.2.100", CC, mc, fast=fast, **kw)
+
+
+def _ip(src: bytes, dst: bytes, proto: int, body: bytes) -> bytes:
+    return c.build_ip(src, dst, proto, body)
+
+
+@st.composite
+def packets(draw):
+    """A mix of payload PDUs, header PDUs (good, stale and unknown hashes), plain
+    packets, truncated packets and things that are not IP at all."""
+    kind = draw(st.sampled_from(["payload", "header", "header", "header", "plain", "junk"]))
+    chan = draw(st.sampled_from(CHANS))
+    src = SRC4 if len(chan) == 4 else SRC6
+    udp = draw(st.booleans())
+    data = draw(st.sampled_from(DATA))
+    seq = draw(st.integers(0, 3))
+    if kind == "payload":
+        pdu = c.encode_cc_payload(seq, data, 1)
+    elif kind == "header":
+        pdu = c.encode_cc_header(seq, c.digest(1, data), A(draw(st.sampled_from(EIDS))).packed,
+                                 draw(st.sampled_from([5000, 5001])))
+    elif kind == "plain":
+        dst = A(draw(st.sampled_from(EIDS))).packed
+        return _ip(SRC4 if len(dst) == 4 else SRC6, dst, 17, c.build_udp(1, 2, data))
+    else:
+        return draw(st.binary(max_size=60))
+    pkt = _ip(src, chan, 17 if udp else 253, c.build_udp(54341, 54341, pdu) if udp else pdu)
+    if draw(st.integers(0, 9)) == 0:
+        pkt = pkt[: draw(st.integers(0, len(pkt)))]
+    return pkt
+
+
+def ether(pkt: bytes) -> bytes:
+    et = b"\x86\xdd" if pkt[:1] and pkt[0] >> 4 == 6 else b"\x08\x00"
+    return b"\x02" * 6 + b"\x04" * 6 + et + pkt
+
+
+def state(itr: Itr) -> dict:
+    return {k: (b.hash, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()}
+
+
+@C
+@settings(max_examples=250, deadline=None)
+@given(st.lists(packets(), max_size=40), st.lists(st.integers(1, 8), min_size=1, max_size=8),
+       st.sampled_from([0, 2]), st.floats(0, 10))
+def test_batch_c_twin_and_per_packet_agree(pkts, cuts, extra, now):
+    """C batch == pure batch == handle_inner one packet at a time: outputs, counters,
+    payloadBuffer/servedRLOC state, map-cache counters."""
+    a, b, ref = (make(f, extra_payload_every=extra) for f in (True, False, False))
+    ref_out = []
+    for p in pkts:
+        ref_out += ref.handle_inner(p, now)
+    for itr in (a, b):
+        out, i, k = [], 0, 0
+        while i < len(pkts):  # batches of varying size
+            n = cuts[k % len(cuts)]
+            out += itr.handle_batch(pkts[i:i + n], now)
+            i, k = i + n, k + 1
+        assert out == ref_out
+        assert itr.counters == ref.counters
+        assert state(itr) == state(ref)
+        assert itr.mapcache.counters == ref.mapcache.counters
+
+
+@C
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(packets(), st.binary(max_size=40)), max_size=30))
+def test_batch_on_ethernet_frames(pkts):
+    """l2=14: AF_PACKET frames; non-IP skipped, frames to the ITR itself or to
+    multicast counted and skipped, the rest as inner packets."""
+    frames = []
+    for p in pkts:
+        frames.append((ether(p), ("to-s", 2048)) if len(p) > 20 else (p, ("to-s", 0)))
+    frames.append((ether(_ip(SRC4, OWN, 17, c.build_udp(1, 4342, b"x"))), ("to-s", 2048)))
+    frames.append((ether(_ip(SRC4, A("224.0.0.5").packed, 89, b"ospf")), ("to-s", 2048)))
+    a, b, ref = make(True), make(False), make(False)
+    ref_out = []
+    for f, _ in frames:
+        if len(f) >= 34 and f[12:14] == b"\x08\x00" and f[30:34] != OWN and f[30] < 224:
+            ref_out += ref.handle_inner(f[14:], 1.0)
+        elif len(f) >= 54 and f[12:14] == b"\x86\xdd" and f[38] != 0xFF:
+            ref_out += ref.handle_inner(f[14:], 1.0)
+    for itr in (a, b):
+        assert itr.handle_batch(frames, 1.0, l2=14) == ref_out
+        assert itr.counters == ref.counters
+        assert itr.frame_counters["to_self"] == 2
+    assert a.frame_counters == b.frame_counters
+
+
+@C
+@settings(max_examples=200, deadline=None)
+@given(st.lists(packets(), max_size=30), st.integers(0, 30))
+def test_cc_itr_batch_c_equals_twin_directly(pkts, start):
+    """The two functions on identical copies of one ITR's state, from any start."""
+    warm = make(False)
+    for p in pkts[: len(pkts) // 2]:
+        warm.handle_inner(p, 0.0)
+    trie = warm.mapcache.trie
+    results = []
+    for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
+        buffers = copy.deepcopy(warm.buffers)
+        ctx = (warm._ranges, trie._roots[4], trie._roots[16], buffers, warm.lisp_header, 4341,
+               0, 65536, (OWN,), {A("192.0.2.1").packed: b"\x80" + b"\x00" * 7})
+        out, ctr = [], [0] * 9
+        i = fn(pkts, start, 0, ctx, 0.0, out, ctr)
+        results.append((i, out, ctr, {k: dict(v.served) for k, v in buffers.items()}))
+    assert results[0] == results[1]
+
+
+@C
+def test_cc_itr_batch_rejects_bad_arguments():
+    itr = make(True)
+    trie = itr.mapcache.trie
+    ctx = (itr._ranges, trie._roots[4], trie._roots[16], {}, b"\x00" * 8, 4341, 0, 10, (), {})
+    for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
+        with pytest.raises(ValueError):
+            fn([], 0, 3, ctx, 0.0, [], [0] * 9)
+        with pytest.raises(ValueError):
+            fn([], 0, 0, ctx, 0.0, [], [0] * 3)
+    with pytest.raises(TypeError):
+        speedups.cc_itr_batch(["text"], 0, 0, ctx, 0.0, [], [0] * 9)
+    with pytest.raises(TypeError):
+        speedups.cc_itr_batch([], 0, 0, ctx[:5], 0.0, [], [0] * 9)
+
+
+@C
+@pytest.mark.parametrize("fn", ["C", "pure"])
+def test_cc_blast_sends_items_in_order_cycling(fn):
+    """The benchmark sender: exactly ``count`` datagrams, the items in order,
+    wrapping around (C and twin send the same sequence)."""
+    blast = speedups.cc_blast if fn == "C" else _fast.py_cc_blast
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        rx.bind(("127.0.0.1", 0))
+        rx.settimeout(5)
+        port = rx.getsockname()[1]
+        items = [(bytes([i]) * (i + 1), ("127.0.0.1", port)) for i in range(5)]
+        assert blast(tx, items, 12, 30.0) == 12
+        got = [rx.recv(100) for _ in range(12)]
+        assert got == [items[i % 5][0] for i in range(12)]
+        assert blast(tx, [], 5, 1.0) == 0
+        with pytest.raises((TypeError, ValueError)):
+            blast(tx, [(b"x", ("not-an-address", 1))], 1, 1.0)
+    finally:
+        rx.close()
+        tx.close()
