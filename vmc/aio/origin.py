@@ -12,6 +12,8 @@ Query parameters (all optional, the body depends only on the path and size):
 ``rate=R``       pace this response at R bytes/s (default: the origin's ``rate``; 0 = unpaced)
 ``fail_at=N``    abort the connection once N bytes of the representation have been sent
 ``fail_once=1``  with fail_at: only the first response for this path fails (a transient fault)
+``change=1``     once a response for this path has failed, its ETag and Last-Modified change
+                 (a new version was published meanwhile: If-Range no longer matches)
 ``cc=V``         Cache-Control value (e.g. ``no-store``, ``private``)
 ``vary=F``       Vary value
 ``etag=V``       entity-tag opaque part (changes the validator, not the body); ``weak=1`` for W/
@@ -46,6 +48,7 @@ from vmc.core.errors import RangeError, UnsatisfiableRange
 
 PERIOD = 65521
 LAST_MODIFIED = b"Sat, 01 Jan 2000 00:00:00 GMT"
+LAST_MODIFIED_2 = b"Sun, 02 Jan 2000 00:00:00 GMT"
 
 
 @functools.lru_cache(maxsize=256)
@@ -200,8 +203,12 @@ class Origin:
             await self._send(conn, writer, h11.EndOfMessage())
             return True
         etag_core = q.get("etag") or hashlib.md5(f"{path}:{size}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        changed = bool(q.get("change")) and path in self._failed
+        if changed:
+            etag_core += "-v2"
         etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
-        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else LAST_MODIFIED, size)
+        lm = LAST_MODIFIED_2 if changed else LAST_MODIFIED
+        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm, size)
         hdrs: list[tuple[bytes, bytes]] = [
             (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
         if v.etag:

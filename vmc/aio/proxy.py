@@ -19,9 +19,11 @@ the client through the session buffer) or joins the live one:
   ignored, which RFC 9110 sec. 14.2 allows), or 416.
 
 Everything else is passed through unshared. Responses never claim more than
-they deliver: if the origin fails mid-stream, each client's connection is
-closed before its Content-Length is satisfied (RFC 9112 sec. 6.3 rule 6), after
-one attempt to complete by Range from the origin when validators permit.
+they deliver: if the origin fails mid-stream, the session resumes the stream
+from its live edge by Range + If-Range for all sharers at once (bounded
+attempts, strong validator required); if the origin's answer is another
+representation or attempts run out, each client's connection is closed before
+its Content-Length is satisfied (RFC 9112 sec. 6.3 rule 6).
 
 Not an open proxy: only configured upstreams are reached. Statistics are JSON at
 ``GET /_vmc/status``.
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 import h11
 
 from vmc.aio import upstream as up
-from vmc.aio.session import FAILED, PENDING, STREAMING, Session
+from vmc.aio.session import FAILED, PENDING, STREAMING, RepresentationChanged, Session
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
@@ -79,8 +81,13 @@ class ProxyConfig:
     patch_budget: int = 4 << 20
     #: Keep upstream connections alive and reuse them (saves a handshake per request).
     upstream_keepalive: bool = True
-    #: Complete a failed stream from the origin by Range (validators permitting).
+    #: Resume a shared stream that broke off, from its live edge by Range + If-Range, for all its
+    #: sharers at once (needs a strong validator; never across a changed representation).
     retry_by_range: bool = True
+    #: Resume attempts per session before every sharer gets a clean (short) failure.
+    resume_attempts: int = 3
+    #: Wait ``resume_backoff * n`` s before the n-th resume attempt.
+    resume_backoff: float = 0.1
     #: Sharing off: every request goes upstream (the "Normal" column of Table 2).
     sharing: bool = True
     #: Transparent interception (nftables/iptables REDIRECT, the paper's IP_REDIRECT): a redirected
@@ -525,7 +532,10 @@ class Proxy:
         self.stats.sessions += 1
         rec.mode = "origin"
         s.readers += 1
-        s.pump_task = asyncio.create_task(s.pump(resp, self.stats, self._drop))
+        resumable = self.cfg.retry_by_range and s.validators.can_patch_from_origin()
+        s.pump_task = asyncio.create_task(s.pump(
+            resp, self.stats, self._drop, refetch=(lambda off: self._refetch(s, off)) if resumable else None,
+            attempts=self.cfg.resume_attempts, backoff=self.cfg.resume_backoff))
         s.ready.set()
         try:
             await self._respond_shared(client, s, b"GET", 200, 0, s.length, rec, b"first")
@@ -619,7 +629,6 @@ class Proxy:
 
     async def _serve_span(self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord) -> None:
         """Write stream bytes ``[pos, end)``: buffer, origin Range patch, then the live stream."""
-        retried = False
         while pos < end:
             buf = s.buffer
             if pos < buf.received:
@@ -650,11 +659,8 @@ class Proxy:
                 finally:
                     s.unsubscribe(sub)
                 continue
-            # The stream ended (FAILED: the origin broke) before reaching pos.
-            if s.state == FAILED and self.cfg.retry_by_range and not retried:
-                retried = True
-                pos = await self._patch(client, s, pos, end, rec)
-                continue
+            # The stream failed before reaching pos, and the session's own resume attempts
+            # (shared by every sharer) are spent or were refused: a clean error.
             raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
 
     async def _follow(self, client: _Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
@@ -675,6 +681,34 @@ class Proxy:
             await self._write(client, chunk, rec)
             pos += len(chunk)
         return pos
+
+    async def _refetch(self, s: Session, offset: int) -> up.UpstreamResponse:
+        """The rest of the session's representation, ``[offset, length)``, by Range + If-Range.
+
+        RepresentationChanged when the origin answers with anything but exactly that (a 200
+        means If-Range did not match: a new representation); UpstreamError otherwise.
+        """
+        hdrs = list(s.upstream_headers)
+        hdrs.append((b"range", b"bytes=%d-" % offset))
+        hdrs.append((b"if-range", s.validators.if_range() or b""))
+        self.stats.origin_requests += 1
+        resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout,
+                                pool=self.pool)
+        if resp.status != 206:
+            resp.close()
+            if resp.status == 200 or 400 <= resp.status < 500:
+                raise RepresentationChanged(f"origin answered the resume with {resp.status}")
+            raise up.UpstreamError(f"origin answered the resume with {resp.status}")
+        try:
+            cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
+        except RangeError:
+            cr = None
+        got = policy.validators_of(resp.status, resp.headers)
+        if (cr is None or cr.first != offset or cr.last != s.length - 1 or cr.length != s.length
+                or not policy.same_representation(s.validators, got)):
+            resp.close()
+            raise RepresentationChanged("origin's resume is not the rest of the same representation")
+        return resp
 
     async def _patch(
         self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord, rejoin: bool = True

@@ -7,12 +7,21 @@ subscriber's bounded :class:`~vmc.core.queue.ClientQueue`; it never waits for a
 client, so a slow client cannot stall the others (its queue overflows and it is
 detached). When the stream ends, fails, or nobody reads it any more, the
 session leaves the registry: VMC shares in-flight data only, it is not a cache.
+
+Origin failure mid-stream (issue 6, "Reliability"): when the origin body breaks
+off, the pump itself asks the origin for the rest by Range, from the live edge,
+with If-Range (the session's strong validator), and carries on feeding the same
+buffer and queues: one retry serves every sharer at once, and they never see
+the break. The retry is bounded (``attempts``); when the origin's answer shows a
+different representation (a full 200 because If-Range failed, or other
+validators) or attempts run out, the session fails and every sharer's response
+is cut short, a clean error (RFC 9112 sec. 6.3: an incomplete message).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from vmc.aio.upstream import UpstreamError, UpstreamResponse
 from vmc.core.buffer import SessionBuffer
@@ -21,6 +30,14 @@ from vmc.core.queue import ClientQueue
 from vmc.core.stats import Stats
 
 PENDING, STREAMING, DONE, FAILED = "pending", "streaming", "done", "failed"
+
+
+class RepresentationChanged(UpstreamError):
+    """The origin's answer to a resume is not the rest of the same representation: never retried."""
+
+
+#: ``refetch(offset)`` -> the origin's response for bytes ``[offset, length)`` of the same representation.
+Refetch = Callable[[int], Awaitable[UpstreamResponse]]
 
 
 class Subscriber:
@@ -64,6 +81,8 @@ class Session:
         self.subscribers: set[Subscriber] = set()
         self.readers = 0
         self.error = ""
+        #: Times the origin stream was resumed by Range after breaking off.
+        self.resumes = 0
         self.pump_task: asyncio.Task | None = None
 
     @property
@@ -90,34 +109,76 @@ class Session:
             sub.wake.set()
         self.subscribers.clear()
 
-    async def pump(self, resp: UpstreamResponse, stats: Stats, on_end: Callable[[Session], None]) -> None:
-        """Read the origin body into the buffer and the subscriber queues until it ends."""
+    async def pump(
+        self,
+        resp: UpstreamResponse,
+        stats: Stats,
+        on_end: Callable[[Session], None],
+        refetch: Refetch | None = None,
+        attempts: int = 0,
+        backoff: float = 0.0,
+    ) -> None:
+        """Read the origin body into the buffer and the subscriber queues until it ends.
+
+        If the body breaks off and ``refetch`` is given, resume from the live edge with
+        ``refetch(received)`` up to ``attempts`` times (waiting ``backoff * n`` s before the
+        n-th), for all subscribers at once.
+        """
+        cur: UpstreamResponse | None = resp
+        tries = 0
         try:
-            async for chunk in resp.chunks():
-                stats.origin(len(chunk))
-                off = self.buffer.received
-                if off + len(chunk) > self.length:
-                    raise UpstreamError("origin sent more than Content-Length")
-                self.buffer.append(chunk)
-                if self.buffer.memory > stats.peak_buffer_bytes:
-                    stats.peak_buffer_bytes = self.buffer.memory
-                for sub in list(self.subscribers):
-                    if not sub.queue.push(off, chunk):
-                        self.subscribers.discard(sub)
-                        stats.detached += 1
-                    elif sub.queue.queued > stats.peak_queue_bytes:
-                        stats.peak_queue_bytes = sub.queue.queued
-                    sub.wake.set()
-            if self.buffer.received != self.length:
-                raise UpstreamError("origin body shorter than Content-Length")
-            self._finish(DONE)
-        except UpstreamError as exc:
-            self._finish(FAILED, str(exc))
+            while True:
+                try:
+                    if cur is None:
+                        cur = await refetch(self.buffer.received)  # type: ignore[misc]
+                    await self._drain(cur, stats)
+                    if tries:
+                        stats.stream_resumed += 1
+                    self._finish(DONE)
+                    return
+                except RepresentationChanged as exc:
+                    stats.stream_failures += 1
+                    self._finish(FAILED, f"not resumed: {exc}")
+                    return
+                except UpstreamError as exc:
+                    if cur is not None:
+                        cur.close()
+                        cur = None
+                    if refetch is None or tries >= attempts:
+                        stats.stream_failures += 1
+                        self._finish(FAILED, f"{exc} (after {tries} resume attempts)")
+                        return
+                    tries += 1
+                    self.resumes = tries
+                    stats.stream_retries += 1
+                    if backoff > 0:
+                        await asyncio.sleep(backoff * tries)
         except asyncio.CancelledError:
             self._finish(FAILED, "abandoned: no readers left")
             raise
         except Exception as exc:  # noqa: BLE001 - never leave subscribers waiting on a dead pump
             self._finish(FAILED, f"pump error: {exc!r}")
         finally:
-            resp.close()
+            if cur is not None:
+                cur.close()
             on_end(self)
+
+    async def _drain(self, resp: UpstreamResponse, stats: Stats) -> None:
+        """Append one origin response's body (whole, or the rest by Range) to the stream."""
+        async for chunk in resp.chunks():
+            stats.origin(len(chunk))
+            off = self.buffer.received
+            if off + len(chunk) > self.length:
+                raise RepresentationChanged("origin sent more than Content-Length")
+            self.buffer.append(chunk)
+            if self.buffer.memory > stats.peak_buffer_bytes:
+                stats.peak_buffer_bytes = self.buffer.memory
+            for sub in list(self.subscribers):
+                if not sub.queue.push(off, chunk):
+                    self.subscribers.discard(sub)
+                    stats.detached += 1
+                elif sub.queue.queued > stats.peak_queue_bytes:
+                    stats.peak_queue_bytes = sub.queue.queued
+                sub.wake.set()
+        if self.buffer.received != self.length:
+            raise UpstreamError("origin body shorter than Content-Length")

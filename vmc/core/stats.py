@@ -62,6 +62,10 @@ class Stats:
     joins: int = 0
     detached: int = 0
     transparent: int = 0
+    #: Shared streams that broke off and were resumed by Range (attempts, successes, final failures).
+    stream_retries: int = 0
+    stream_resumed: int = 0
+    stream_failures: int = 0
     refused: Counter = field(default_factory=Counter)
     not_shared: Counter = field(default_factory=Counter)
     peak_buffer_bytes: int = 0
@@ -126,6 +130,9 @@ class Stats:
             "joins": self.joins,
             "detached": self.detached,
             "transparent": self.transparent,
+            "stream_retries": self.stream_retries,
+            "stream_resumed": self.stream_resumed,
+            "stream_failures": self.stream_failures,
             "refused": dict(self.refused),
             "not_shared": dict(self.not_shared),
             "peak_buffer_bytes": self.peak_buffer_bytes,
