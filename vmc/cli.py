@@ -46,7 +46,9 @@ def _proxy(a: argparse.Namespace) -> int:
     host, port = _hostport(a.listen)
     cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
                       window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
-                      max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent)
+                      max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent,
+                      max_upstream=a.max_upstream, upstream_queue_wait=a.upstream_queue_wait,
+                      resume_attempts=a.resume_attempts)
     if a.status_allow:
         cfg.status_allow = a.status_allow
     if not cfg.upstreams and not cfg.default_upstream:
@@ -165,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", type=size, default=1 << 20, help="per-client live queue bound (default 1MiB)")
     p.add_argument("--max-connections", type=int, default=512)
     p.add_argument("--max-header", type=size, default=16384)
+    p.add_argument("--max-upstream", type=int, default=0,
+                   help="cap on upstream connections open at once (0 = none); past it requests queue")
+    p.add_argument("--upstream-queue-wait", type=float, default=10.0,
+                   help="seconds a request may wait for an upstream slot before 503 + Retry-After")
+    p.add_argument("--resume-attempts", type=int, default=3,
+                   help="Range resumes of a broken shared origin stream before clients get a clean error")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.add_argument("--stats-out", help="write the status JSON to this file on exit (and every --stats-every s)")

@@ -68,6 +68,13 @@ class ProxyConfig:
     #: Per-client live queue bound; a client that falls this far behind is detached.
     queue_limit: int = 1 << 20
     max_connections: int = 512
+    #: Cap on upstream connections open at once (in use or idle; 0 = no cap). Past it a request
+    #: waits up to ``upstream_queue_wait`` s for one, then gets 503 + Retry-After. Joiners of a
+    #: live session need no upstream connection and are never held back by the cap.
+    max_upstream: int = 0
+    upstream_queue_wait: float = 10.0
+    #: Retry-After (seconds) sent with a 503 for a full upstream cap.
+    retry_after: int = 2
     max_header_bytes: int = 16384
     max_request_body: int = 1 << 20
     #: Idle time allowed while waiting for a request head.
@@ -189,7 +196,8 @@ class Proxy:
         if self.default:
             self.allowed.add(self.default)
         self.connections = 0
-        self.pool = up.Pool() if cfg.upstream_keepalive else None
+        self.limiter = up.Limiter(cfg.max_upstream, cfg.upstream_queue_wait) if cfg.max_upstream > 0 else None
+        self.pool = up.Pool(limiter=self.limiter) if cfg.upstream_keepalive else None
         self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -227,6 +235,10 @@ class Proxy:
         if self.pool is not None:
             snap["upstream_connections_opened"] = self.pool.opened
             snap["upstream_connections_reused"] = self.pool.reused
+        if self.limiter is not None:
+            lim = self.limiter
+            snap["upstream_limit"] = {"max": lim.limit, "open": lim.open, "peak": lim.peak,
+                                      "waiting": lim.waiting, "queued": lim.queued, "refused": lim.refused}
         snap["window"] = self.cfg.window
         snap["queue_limit"] = self.cfg.queue_limit
         return snap
@@ -260,10 +272,12 @@ class Proxy:
             data = await asyncio.wait_for(client.reader.read(CHUNK), self.cfg.idle_timeout)
             client.conn.receive_data(data)
 
-    async def _error(self, client: _Client, status: int, why: str, close: bool = True) -> None:
+    async def _error(self, client: _Client, status: int, why: str, close: bool = True,
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
         self.stats.refused[why] += 1
         body = f"{status} {why}\n".encode()
         hdrs = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        hdrs += extra or []
         if close:
             hdrs.append((b"connection", b"close"))
         if client.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
@@ -502,7 +516,7 @@ class Proxy:
         try:
             self.stats.origin_requests += 1
             resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
-                                    pool=self.pool)
+                                    pool=self.pool, limiter=self.limiter)
         except BaseException as exc:
             s.state = FAILED
             s.ready.set()
@@ -510,7 +524,7 @@ class Proxy:
             if not isinstance(exc, up.UpstreamError):
                 raise
             rec.mode, rec.error = "error", str(exc)
-            await self._error(client, 502, "upstream-unreachable", close=False)
+            await self._upstream_error(client, exc, rec)
             return
         verdict = policy.response_verdict(resp.status, resp.headers)
         if not verdict:
@@ -693,7 +707,7 @@ class Proxy:
         hdrs.append((b"if-range", s.validators.if_range() or b""))
         self.stats.origin_requests += 1
         resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout,
-                                pool=self.pool)
+                                pool=self.pool, limiter=self.limiter)
         if resp.status != 206:
             resp.close()
             if resp.status == 200 or 400 <= resp.status < 500:
@@ -723,7 +737,7 @@ class Proxy:
         self.stats.origin_requests += 1
         try:
             resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout,
-                                    pool=self.pool)
+                                    pool=self.pool, limiter=self.limiter)
         except up.UpstreamError as exc:
             raise StreamFailed(f"range patch failed: {exc}") from exc
         try:
@@ -769,12 +783,22 @@ class Proxy:
         self.stats.origin_requests += 1
         try:
             resp = await up.request(*upstream, method, path, hdrs, body, timeout=self.cfg.upstream_timeout,
-                                    pool=self.pool)
+                                    pool=self.pool, limiter=self.limiter)
         except up.UpstreamError as exc:
             rec.mode, rec.error = "error", str(exc)
-            await self._error(client, 502, "upstream-unreachable", close=False)
+            await self._upstream_error(client, exc, rec)
             return
         await self._relay(client, method, resp, rec)
+
+    async def _upstream_error(self, client: _Client, exc: up.UpstreamError, rec: RequestRecord) -> None:
+        """502 for an unreachable upstream; 503 + Retry-After when the upstream cap is full."""
+        if isinstance(exc, up.UpstreamBusy):
+            rec.status = 503
+            await self._error(client, 503, "upstream-busy", close=False,
+                              extra=[(b"retry-after", str(self.cfg.retry_after).encode())])
+        else:
+            rec.status = 502
+            await self._error(client, 502, "upstream-unreachable", close=False)
 
     async def _relay(self, client: _Client, method: bytes, resp: up.UpstreamResponse, rec: RequestRecord) -> None:
         """Forward an unshared origin response; the framing is h11's (CL kept when known)."""

@@ -7,12 +7,18 @@ alive and reused. An unfinished fetch is aborted by closing its socket.
 
 A body that ends before its declared length raises :class:`UpstreamError`
 (RFC 9112 sec. 6.3 rule 6: the message is incomplete), never a short success.
+
+A :class:`Limiter` caps the upstream connections open at once (in use or idle
+in the pool): a request that needs a new connection at the cap first closes an
+idle pooled one, else queues (FIFO) for a slot up to the limiter's ``wait``,
+then fails with :class:`UpstreamBusy` (the proxy answers 503 + Retry-After).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
 import h11
@@ -37,6 +43,83 @@ HOP_BY_HOP = frozenset(
 
 class UpstreamError(Exception):
     """Connecting to, or reading from, an upstream failed, or its response was malformed."""
+
+
+class UpstreamBusy(UpstreamError):
+    """No upstream connection slot became free within the limiter's wait (the cap is reached)."""
+
+
+class Slot:
+    """The right to hold one upstream connection open; :meth:`release` exactly once (idempotent)."""
+
+    __slots__ = ("_lim",)
+
+    def __init__(self, lim: Limiter | None) -> None:
+        self._lim = lim
+
+    def release(self) -> None:
+        lim, self._lim = self._lim, None
+        if lim is not None:
+            lim._release()
+
+
+NO_SLOT = Slot(None)
+
+
+class Limiter:
+    """At most ``limit`` upstream connections open at once; waiters queue FIFO up to ``wait`` s."""
+
+    def __init__(self, limit: int, wait: float = 10.0) -> None:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        self.limit = limit
+        self.wait = wait
+        self.open = 0
+        self.peak = 0
+        #: Requests that had to queue for a slot, and those that gave up (UpstreamBusy).
+        self.queued = 0
+        self.refused = 0
+        self._waiters: deque[asyncio.Future] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for f in self._waiters if not f.done())
+
+    def _take(self) -> Slot:
+        self.open += 1
+        self.peak = max(self.peak, self.open)
+        return Slot(self)
+
+    def _release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the slot passes to the oldest waiter: open is unchanged
+                return
+        self.open -= 1
+
+    async def acquire(self, pool: Pool | None = None) -> Slot:
+        """A slot for a new connection: free, freed by closing an idle pooled one, or waited for."""
+        if self.open >= self.limit and pool is not None:
+            pool.evict_idle()
+        if self.open < self.limit and not self.waiting:
+            return self._take()
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        self.queued += 1
+        try:
+            await asyncio.wait({fut}, timeout=self.wait)
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                Slot(self).release()  # handed to us just now: pass it on
+            else:
+                fut.cancel()
+            raise
+        if fut.done() and not fut.cancelled():
+            return Slot(self)
+        fut.cancel()
+        self.refused += 1
+        raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}); waited {self.wait} s")
 
 
 def end_to_end(headers: Sequence[tuple[bytes, bytes]], drop: Sequence[bytes] = ()) -> list[tuple[bytes, bytes]]:
@@ -70,6 +153,7 @@ class UpstreamResponse:
         self.complete = False
         self._pool: Pool | None = None
         self._key: tuple[str, int] = ("", 0)
+        self._slot: Slot = NO_SLOT
 
     def header(self, name: bytes) -> bytes | None:
         """First value of a (lower-case) header."""
@@ -115,6 +199,7 @@ class UpstreamResponse:
     def close(self) -> None:
         """Release the connection: back to the pool when reusable, else closed (aborted if unfinished)."""
         if self._writer.is_closing():
+            self._slot.release()
             return
         if (
             self.complete
@@ -123,16 +208,18 @@ class UpstreamResponse:
             and self._conn.their_state is h11.DONE
         ):
             self._conn.start_next_cycle()
-            self._pool.put(self._key, self._reader, self._writer, self._conn)
+            self._pool.put(self._key, self._reader, self._writer, self._conn, self._slot)
             self._pool = None
+            self._slot = NO_SLOT
             return
         if self.complete:
             self._writer.close()
         else:
             self._writer.transport.abort()
+        self._slot.release()
 
 
-_Idle = tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]
+_Idle = tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection, Slot]
 
 
 class Pool:
@@ -143,35 +230,55 @@ class Pool:
     use and the request retried once on a fresh connection (GET/HEAD only).
     """
 
-    def __init__(self, per_host: int = 16, idle_timeout: float = 20.0) -> None:
+    def __init__(self, per_host: int = 16, idle_timeout: float = 20.0, limiter: Limiter | None = None) -> None:
         self.per_host = per_host
+        #: When set, idle connections hold their slot; none is pooled while requests wait for one.
+        self.limiter = limiter
         self.idle_timeout = idle_timeout
         self._idle: dict[tuple[str, int], list[_Idle]] = {}
         self.reused = 0
         self.opened = 0
 
-    def get(self, key: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection] | None:
+    def get(
+        self, key: tuple[str, int]
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection, Slot] | None:
         now = time.monotonic()
         stack = self._idle.get(key, [])
         while stack:
-            t, reader, writer, conn = stack.pop()
+            t, reader, writer, conn, slot = stack.pop()
             if now - t < self.idle_timeout and not writer.is_closing() and not reader.at_eof():
-                return reader, writer, conn
+                return reader, writer, conn, slot
             writer.transport.abort()
+            slot.release()
         return None
 
     def put(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-            conn: h11.Connection) -> None:
+            conn: h11.Connection, slot: Slot = NO_SLOT) -> None:
         stack = self._idle.setdefault(key, [])
-        if len(stack) >= self.per_host:
+        if len(stack) >= self.per_host or (self.limiter is not None and self.limiter.waiting):
             writer.close()
+            slot.release()
             return
-        stack.append((time.monotonic(), reader, writer, conn))
+        stack.append((time.monotonic(), reader, writer, conn, slot))
+
+    def evict_idle(self) -> bool:
+        """Close the oldest idle connection (any upstream), releasing its slot; False if none."""
+        oldest: list[_Idle] | None = None
+        for stack in self._idle.values():
+            if stack and (oldest is None or stack[0][0] < oldest[0][0]):
+                oldest = stack
+        if oldest is None:
+            return False
+        _, _, writer, _, slot = oldest.pop(0)
+        writer.transport.abort()
+        slot.release()
+        return True
 
     def close(self) -> None:
         for stack in self._idle.values():
-            for _, _, writer, _ in stack:
+            for _, _, writer, _, slot in stack:
                 writer.transport.abort()
+                slot.release()
         self._idle.clear()
 
 
@@ -184,12 +291,14 @@ async def request(
     body: bytes = b"",
     timeout: float = 30.0,
     pool: Pool | None = None,
+    limiter: Limiter | None = None,
 ) -> UpstreamResponse:
     """Send one request and return once the response head is in. UpstreamError on failure.
 
     ``headers`` must include Host; Content-Length is set for ``body``. Without a
     ``pool`` the request says ``Connection: close``; with one, a kept-alive
-    connection is reused when available.
+    connection is reused when available. With a ``limiter``, a new connection
+    needs a slot (UpstreamBusy when none frees up in time).
     """
     key = (host, port)
     if pool is not None:
@@ -197,19 +306,24 @@ async def request(
         if pooled is not None:
             pool.reused += 1
             try:
-                return await _exchange(*pooled, method, target, headers, body, timeout, pool, key)
+                return await _exchange(*pooled[:3], method, target, headers, body, timeout, pool, key, pooled[3])
             except UpstreamError:
                 if method not in (b"GET", b"HEAD"):
                     raise
                 # A stale keep-alive connection: retry once on a fresh one.
+    slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
+        slot.release()
         raise UpstreamError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+    except BaseException:
+        slot.release()
+        raise
     if pool is not None:
         pool.opened += 1
     return await _exchange(reader, writer, h11.Connection(h11.CLIENT), method, target, headers, body, timeout,
-                           pool, key)
+                           pool, key, slot)
 
 
 async def _exchange(
@@ -223,6 +337,7 @@ async def _exchange(
     timeout: float,
     pool: Pool | None,
     key: tuple[str, int],
+    slot: Slot = NO_SLOT,
 ) -> UpstreamResponse:
     hdrs = [(k, v) for k, v in headers if k.lower() not in (b"connection", b"content-length", b"transfer-encoding")]
     if pool is None:
@@ -246,12 +361,14 @@ async def _exchange(
                 continue
             if isinstance(ev, h11.Response):
                 resp = UpstreamResponse(conn, reader, writer, ev, timeout)
-                resp._pool, resp._key = pool, key
+                resp._pool, resp._key, resp._slot = pool, key, slot
                 return resp
             raise UpstreamError(f"unexpected event before response: {type(ev).__name__}")
     except (OSError, asyncio.TimeoutError, h11.ProtocolError) as exc:
         writer.transport.abort()
+        slot.release()
         raise UpstreamError(f"upstream request failed: {exc!r}") from exc
     except BaseException:
         writer.transport.abort()
+        slot.release()
         raise

@@ -1,0 +1,125 @@
+"""A cap on upstream connections (issue 6, "limits on ... connections"): queue, then 503 + Retry-After.
+
+The cap is checked from outside the proxy too: a sampler counts established TCP
+connections to the origin's port in /proc/net/tcp while curl clients run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from vmc.aio import upstream as up
+from vmc.aio.origin import expected
+
+from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
+
+
+class _ConnSampler:
+    """Peak number of ESTABLISHED TCP connections to 127.0.0.1:port (IPv4), sampled every 5 ms."""
+
+    def __init__(self, port: int) -> None:
+        self.port = f"{port:04X}"
+        self.peak = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def count(self) -> int:
+        n = 0
+        with open("/proc/net/tcp") as fh:
+            next(fh)
+            for line in fh:
+                f = line.split()
+                if f[3] == "01" and f[2].endswith(":" + self.port):  # remote = origin, state ESTABLISHED
+                    n += 1
+        return n
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self.count())
+
+    def __enter__(self) -> _ConnSampler:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(2)
+
+
+@pytest.mark.tool("curl")
+def test_requests_past_the_cap_queue_and_complete(make_stack, tmp_path: Path) -> None:
+    st = make_stack(rate=600_000, max_upstream=2, upstream_queue_wait=30)
+    size = 400_000
+    with _ConnSampler(st.origin.address[1]) as conns:
+        procs = [curl(st, f"/cap{i}.bin?size={size}", tmp_path / f"c{i}") for i in range(4)]
+        results = [finish(p) for p in procs]
+    assert results == [(0, 200, size)] * 4
+    for i in range(4):
+        assert (tmp_path / f"c{i}").read_bytes() == expected(f"/cap{i}.bin", size)
+    lim = st.status()["upstream_limit"]
+    assert lim["max"] == 2 and lim["peak"] == 2 and lim["queued"] >= 2 and lim["refused"] == 0
+    assert 1 <= conns.peak <= 2  # seen from the kernel, not from the proxy's own counter
+
+
+@pytest.mark.tool("curl")
+def test_full_cap_gives_503_with_retry_after_but_joiners_still_share(make_stack, tmp_path: Path) -> None:
+    st = make_stack(rate=500_000, max_upstream=1, upstream_queue_wait=0.3, retry_after=7)
+    size = 1_000_000
+    first = curl(st, f"/big.bin?size={size}", tmp_path / "a")
+    wait_live(st, "/big.bin", 100_000)
+    other = curl(st, "/other.bin?size=1000", tmp_path / "o", headers=tmp_path / "o.h")
+    joiner = curl(st, f"/big.bin?size={size}", tmp_path / "j")  # shares the live stream: no slot needed
+    assert finish(other)[:2] == (0, 503)
+    head = (tmp_path / "o.h").read_text().lower()
+    assert "retry-after: 7" in head
+    assert finish(first) == (0, 200, size) and finish(joiner) == (0, 200, size)
+    assert (tmp_path / "j").read_bytes() == expected("/big.bin", size)
+    snap = st.status()
+    assert snap["refused"].get("upstream-busy") == 1 and snap["joins"] == 1
+    assert snap["upstream_limit"]["peak"] == 1
+    # Once the stream is done the slot is free again (the idle connection is reused or evicted).
+    again = curl(st, "/other.bin?size=1000", tmp_path / "o2")
+    assert finish(again) == (0, 200, 1000)
+
+
+async def test_limiter_fifo_handoff_and_cancellation() -> None:
+    lim = up.Limiter(1, wait=5)
+    a = await lim.acquire()
+    order: list[str] = []
+
+    async def want(name: str) -> up.Slot:
+        s = await lim.acquire()
+        order.append(name)
+        return s
+
+    tb = asyncio.create_task(want("b"))
+    tc = asyncio.create_task(want("c"))
+    td = asyncio.create_task(want("d"))
+    await asyncio.sleep(0.01)
+    assert lim.waiting == 3
+    tc.cancel()  # a waiter that gives up never takes a slot
+    await asyncio.sleep(0.01)
+    a.release()
+    b = await tb
+    a.release()  # releasing twice is harmless
+    assert lim.open == 1
+    b.release()
+    d = await td
+    assert order == ["b", "d"] and lim.open == 1 and lim.peak == 1
+    d.release()
+    assert lim.open == 0 and lim.queued == 3
+
+
+async def test_limiter_times_out_with_upstream_busy() -> None:
+    lim = up.Limiter(1, wait=0.05)
+    s = await lim.acquire()
+    with pytest.raises(up.UpstreamBusy):
+        await lim.acquire()
+    assert lim.refused == 1 and lim.open == 1
+    s.release()
+    (await lim.acquire()).release()
+    assert lim.open == 0
