@@ -13,7 +13,8 @@ role=...)`` that takes the ``impl`` fixture::
 It runs once per selected implementation of that protocol. A case whose
 implementation exits 127 (:class:`Unsupported`) is reported as *unsupported*.
 At the end a table shows pass / fail / unsupported / skip per case and
-implementation; ``--conformance-json FILE`` writes it as JSON, and pytest's own
+implementation; ``--conformance-json FILE`` writes it as JSON (with the findings
+a case recorded and, for a failure, the assertion's message), and pytest's own
 ``--junitxml`` carries the section and implementation as properties.
 """
 
@@ -154,6 +155,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.user_properties.append(("implementation", chosen.name))
 
 
+def _crash_message(report: pytest.TestReport, limit: int = 1000) -> str:
+    """The failing assertion's message (first lines), so the JSON report says *why* a case failed."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 class _Recorder:
     """Collects one row per (case, implementation) and prints the table at the end."""
 
@@ -180,6 +188,8 @@ class _Recorder:
                "implementation": props.get("implementation", "-"), "result": result}
         if extra:
             row["properties"] = extra  # findings recorded by the case (record_property)
+        if result == "fail":
+            row["message"] = _crash_message(report)
         self.rows.append(row)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -125,6 +125,31 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     assert _findings(junit, "cookie_request") == {"nginx-plain": "not shared", "nginx-cache-lock": "shared"}
 
 
+@pytest.mark.slow
+@pytest.mark.tool("curl", "varnishd", "squid")
+def test_http_proxy_findings_on_varnish_and_squid(tmp_path):
+    """Two cases against Varnish and Squid through the registry's example wrappers: whatever the
+    verdict (a proxy failing a case is a finding, see docs/conformance.md), the JSON report holds
+    one row per case and proxy, the findings the cases recorded, and why a failure failed."""
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl", "varnish", "--impl", "squid-collapsed",
+                           "-k", "test_range_on_an_in_flight_object or late_joiner")
+    rows = {(r["case"].split("::")[1].split("[")[0], r["implementation"]): r for r in res["results"]}
+    cases = ("test_range_on_an_in_flight_object", "test_late_joiner_semantics_finding")
+    assert set(rows) == {(c, i) for c in cases for i in ("varnish", "squid-collapsed")}, cp.stdout[-3000:]
+    for (case, name), row in rows.items():
+        assert row["result"] in ("pass", "fail"), f"{case} on {name} did not run: {row}"
+        props = row.get("properties", {})
+        if case == "test_range_on_an_in_flight_object":
+            assert "ranges_ignored" in props, row  # recorded before the verdict
+            if row["result"] == "fail":
+                assert props.get("range_problems") and row["message"].startswith("AssertionError: bytes="), row
+        elif row["result"] == "pass":
+            assert props["late_joiner"].startswith(("waits", "shares", "refetches")), row
+        else:
+            assert row["message"], row
+    assert cp.returncode == (1 if any(r["result"] == "fail" for r in rows.values()) else 0)
+
+
 TRUNCATING_PROXY = textwrap.dedent('''
     """A naive proxy: drops Content-Length and relays until the origin closes (close-delimited)."""
     import socket, sys, threading

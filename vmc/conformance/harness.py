@@ -21,7 +21,7 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["Fetched", "Origin", "body_slice", "expected", "fetch", "free_port", "multipart_parts", "origin",
+__all__ = ["Fetched", "Origin", "body_slice", "describe_body", "expected", "fetch", "free_port", "multipart_parts", "origin",
            "start_fetch"]
 
 
@@ -169,3 +169,26 @@ def origin(rate: float = 0.0) -> Iterator[Origin]:
         for s in (proc.stdout, proc.stderr):
             if s is not None:
                 s.close()
+
+
+def describe_body(path: str, size: int, body: bytes, probe: int = 64) -> str:
+    """Where ``body`` came from, as runs of the representation of ``path``: for a failure message.
+
+    E.g. ``1000000 bytes: [0,3096)=repr[1000,4096) [3096,1000000)=repr[3096,1000000)``, or ``?`` for
+    bytes found nowhere. Offsets are the smallest that match (the pattern repeats every 65521 bytes).
+    """
+    full = expected(path, size)
+    runs, i = [], 0
+    while i < len(body) and len(runs) < 8:
+        k = full.find(body[i:i + probe])
+        if k < 0:
+            runs.append(f"[{i},{min(i + probe, len(body))})=?")
+            i += probe
+            continue
+        n = 0
+        while i + n < len(body) and k + n < size and body[i + n] == full[k + n]:
+            n += 1
+        runs.append(f"[{i},{i + n})=repr[{k},{k + n})")
+        i += n
+    more = " ..." if i < len(body) else ""
+    return f"{len(body)} bytes: {' '.join(runs)}{more}"

@@ -5,22 +5,19 @@
 Writes an nginx.conf in a temporary prefix (reverse proxy to the upstream; with
 ``--cache``, ``proxy_cache`` + ``proxy_cache_lock``, the usual way to collapse
 concurrent misses), runs nginx in the foreground, prints READY once the port
-accepts connections, and stops nginx on SIGTERM. Registry names
+accepts connections, and stops nginx on SIGTERM (:func:`vmc.conformance.wrapping.serve`). Registry names
 ``nginx-plain`` and ``nginx-cache-lock``. A wrapper for any other proxy has
 the same shape: configure, start, wait for the port, print READY, wait.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from vmc.conformance.wrapping import UNSUPPORTED, parse, serve
 
 CONF = """
 daemon off;
@@ -56,38 +53,17 @@ CACHE = """proxy_cache conformance;
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="nginx_wrapper")
-    ap.add_argument("--cache", action="store_true", help="proxy_cache with proxy_cache_lock")
-    ap.add_argument("role")
-    ap.add_argument("--listen", required=True)
-    ap.add_argument("--upstream", required=True)
-    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    a = parse("nginx_wrapper", argv, [("--cache", "proxy_cache with proxy_cache_lock")])
     if a.role != "proxy" or shutil.which("nginx") is None:
-        return 127
+        return UNSUPPORTED
     prefix = Path(tempfile.mkdtemp(prefix="conformance-nginx-"))
     cache_path = (f"proxy_cache_path {prefix}/cache keys_zone=conformance:1m use_temp_path=off;"
                   if a.cache else "")
     conf = prefix / "nginx.conf"
     conf.write_text(CONF.format(prefix=prefix, listen=a.listen, upstream=a.upstream,
                                 cache_path=cache_path, cache=CACHE if a.cache else ""))
-    proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")])
-    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-    try:
-        host, _, port = a.listen.rpartition(":")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                socket.create_connection((host, int(port)), timeout=0.2).close()
-                print("READY", flush=True)
-                break
-            except OSError:
-                time.sleep(0.05)
-        return proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(prefix, ignore_errors=True)
+    return serve(["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")], a.listen,
+                 prefix, log=prefix / "error.log")
 
 
 if __name__ == "__main__":
