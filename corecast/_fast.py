@@ -151,10 +151,19 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     if len(ctr) != 9:
         raise ValueError("cc_itr_batch: ctr must be a list of 9 ints")
     rg = _int_ranges(ranges)
-    c_in = c_plain = c_hdr = c_pay = c_extra = c_uh = c_hits = c_skip = c_ip = 0
+    c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = 0
+    last_hlen = -1
     nf = len(frames)
     i = max(start, 0)
     append = out.append
+    memo4 = root4[4] if len(root4) > 4 else {}
+    memo6 = root6[4] if len(root6) > 4 else {}
+    miss = _MISS
+    # nothing in this loop replaces a payloadBuffer entry or a map-cache entry:
+    # remember the last channel and the last entry (as the C version does)
+    last_chan = last_buf = last_hash = last_served = None
+    last_entry: object = miss
+    last_rloc = last_dest = last_hdr = None
     while i < nf:
         item = frames[i]
         p = item[0] if type(item) is tuple else item
@@ -194,22 +203,30 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
             proto = p[6]
         else:
             break
-        d = int.from_bytes(dst, "big")
-        ld = len(dst)
-        for ln, mask, net in rg:
-            if ln == ld and d & mask == net:
-                break
-        else:  # plain LISP
-            entry = _walk(root4 if ld == 4 else root6, d, ld)
-            if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
-                break
-            hdr = hdrs.get(entry.rlocs[0], lh) if hdrs else lh
-            append((hdr + p, (entry.rloc_strs[0], port)))
-            c_in += 1
-            c_hits += 1
-            c_plain += 1
-            i += 1
-            continue
+        if dst == last_chan:  # the channel of the previous header: in the range
+            pass
+        else:
+            d = int.from_bytes(dst, "big")
+            ld = len(dst)
+            for ln, mask, net in rg:
+                if ln == ld and d & mask == net:
+                    break
+            else:  # plain LISP
+                memo = memo4 if ld == 4 else memo6
+                entry = memo.get(dst, miss)
+                if entry is miss:
+                    entry = _walk(root4 if ld == 4 else root6, d, ld)
+                if entry is not last_entry:
+                    if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
+                        break
+                    last_entry = entry
+                    last_rloc = entry.rlocs[0]
+                    last_dest = (entry.rloc_strs[0], port)
+                    last_hdr = hdrs.get(last_rloc, lh) if hdrs else lh
+                append((last_hdr + p, last_dest))
+                c_plain += 1
+                i += 1
+                continue
         if proto == _PROTO:
             off = ihl
         elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
@@ -226,49 +243,73 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
         h0 = off + 12
         if not elen or h0 + hlen + elen != n:
             break
-        buf = buffers.get(dst)
-        if buf is None:
-            break
-        if buf.hash != p[h0:h0 + hlen]:
-            c_in += 1
+        if dst != last_chan:
+            buf = buffers.get(dst)
+            if buf is None:
+                break
+            last_chan, last_buf, last_hash, last_served = dst, buf, buf.hash, buf.served
+            last_hlen = len(last_hash)
+        if last_hlen != hlen or not p.startswith(last_hash, h0):
             c_uh += 1
             i += 1
             continue
-        entry = _walk(root4 if elen == 4 else root6, int.from_bytes(p[h0 + hlen:], "big"), elen)
-        if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
+        key = p[h0 + hlen:]
+        memo = memo4 if elen == 4 else memo6
+        entry = memo.get(key, miss)
+        if entry is miss:
+            entry = _walk(root4 if elen == 4 else root6, int.from_bytes(key, "big"), elen)
+        if entry is not last_entry:
+            if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
+                break
+            last_entry = entry
+            last_rloc = entry.rlocs[0]
+            last_dest = (entry.rloc_strs[0], port)
+            last_hdr = hdrs.get(last_rloc, lh) if hdrs else lh
+        served = last_served
+        if type(served) is not dict:
             break
-        rloc = entry.rlocs[0]
-        hdr = hdrs.get(rloc, lh) if hdrs else lh
-        dest = (entry.rloc_strs[0], port)
-        served = buf.served
-        count = served.get(rloc)
+        if not extra and last_rloc in served:  # the common case: header only
+            append((last_hdr + p, last_dest))
+            c_hdr += 1
+            i += 1
+            continue
+        count = served.get(last_rloc)
         if count is not None:
             if not extra or count < extra:
                 if extra:
-                    served[rloc] = count + 1
+                    served[last_rloc] = count + 1
             else:
-                served[rloc] = 1
-                append((hdr + buf.packet, dest))
+                served[last_rloc] = 1
+                append((last_hdr + last_buf.packet, last_dest))
                 c_extra += 1
         elif len(served) >= max_served:
             break
         else:
-            served[rloc] = 1
-            append((hdr + buf.packet, dest))
+            served[last_rloc] = 1
+            append((last_hdr + last_buf.packet, last_dest))
             c_pay += 1
-        append((hdr + p, dest))
-        c_in += 1
-        c_hits += 1
+        append((last_hdr + p, last_dest))
         c_hdr += 1
         i += 1
+    c_in = c_plain + c_hdr + c_uh
+    c_hits = c_plain + c_hdr
     for k, v in enumerate((c_in, c_plain, c_hdr, c_pay, c_extra, c_uh, c_hits, c_skip, c_ip)):
         if v:
             ctr[k] += v
     return i
 
 
+_MISS = object()
+_MEMO_MAX = 1 << 16
+
+
 def _walk(root: list, key: int, nbytes: int):
-    """Longest-prefix walk returning only the value (None on a miss)."""
+    """Longest-prefix walk returning only the value (None on a miss).
+
+    A trie root made by :class:`corecast.core.maptrie.PrefixTrie` has a memo
+    dict in slot 4 (cleared on every insert/remove): a hit costs one dict lookup
+    instead of up to 32/128 Python steps."""
+    memo = root[4] if len(root) > 4 else None
     node = root
     best = node[2] if node[3] else None
     shift = nbytes * 8 - 1
@@ -279,6 +320,10 @@ def _walk(root: list, key: int, nbytes: int):
         if node[3]:
             best = node[2]
         shift -= 1
+    if memo is not None:
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key.to_bytes(nbytes, "big")] = best
     return best
 
 

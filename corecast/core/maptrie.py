@@ -17,11 +17,18 @@ from corecast import _fast
 
 V = TypeVar("V")
 
-_CHILD0, _CHILD1, _VALUE, _HAS = 0, 1, 2, 3
+_CHILD0, _CHILD1, _VALUE, _HAS, _MEMO = 0, 1, 2, 3, 4
 
 
 def _new() -> list:
     return [None, None, None, False]
+
+
+def _new_root() -> list:
+    """A root node carries a fifth slot: a memo {packed address: value} that the pure
+    batch walk (corecast._fast.py_cc_itr_batch) fills and every insert/remove
+    clears, so it never outlives a change of the trie.  The C walk ignores it."""
+    return [None, None, None, False, {}]
 
 
 class PrefixTrie(Generic[V]):
@@ -30,7 +37,7 @@ class PrefixTrie(Generic[V]):
     __slots__ = ("_roots", "_count", "walk")
 
     def __init__(self, walk=None) -> None:
-        self._roots: dict[int, list] = {4: _new(), 16: _new()}
+        self._roots: dict[int, list] = {4: _new_root(), 16: _new_root()}
         self._count = 0
         #: the longest-prefix walk: C fast path or its pure twin (corecast._fast)
         self.walk = walk or _fast.cc_trie_lookup
@@ -48,6 +55,7 @@ class PrefixTrie(Generic[V]):
     def insert(self, addr: bytes, plen: int, value: V) -> None:
         self._check(addr, plen)
         node = self._roots[len(addr)]
+        node[_MEMO].clear()
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         for i in range(plen):
@@ -65,6 +73,7 @@ class PrefixTrie(Generic[V]):
         """Remove an exact prefix; True if it was present.  Prunes empty branches."""
         self._check(addr, plen)
         node = self._roots[len(addr)]
+        node[_MEMO].clear()
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         path = []

@@ -360,6 +360,17 @@ cc_itr_batch(PyObject *self, PyObject *args)
     long long c[CC_NCTR] = {0};
     Py_ssize_t nf = PyList_Size(frames), i = start < 0 ? 0 : start;
     int has_hdrs = PyDict_Size(hdrs) > 0, failed = 0;
+    /* Within one call nothing but this loop touches the ITR's state, and this
+     * loop never replaces a payloadBuffer entry or a map-cache entry: remember
+     * the last channel (its buffer, hash and servedRLOC) and the last map-cache
+     * entry (its locator) instead of looking them up again for every packet. */
+    unsigned char last_chan[16];
+    Py_ssize_t last_chan_len = 0;
+    PyObject *last_buf = NULL, *last_served = NULL;
+    const unsigned char *last_hash = NULL;
+    Py_ssize_t last_hlen = -1;
+    PyObject *last_hash_obj = NULL;
+    PyObject *last_entry = NULL, *last_rloc = NULL, *last_rs = NULL;
 
     for (; i < nf; i++) {
         PyObject *item = PyList_GetItem(frames, i), *data = item;
@@ -441,18 +452,35 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 break;
             h = p + off + 12;
             key = h + hlen;
+            Py_ssize_t cl = ld;
             ld = elen;
-            PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, dst == p + 16 ? 4 : 16);
-            if (!chan) { failed = 1; break; }
-            buf = PyDict_GetItem(buffers, chan); /* borrowed */
-            Py_DECREF(chan);
-            if (buf == NULL)
-                break; /* unknown channel: the Python core decides and counts */
-            PyObject *bh = PyObject_GetAttr(buf, s_hash);
-            if (!bh) { failed = 1; break; }
-            int same = PyBytes_Check(bh) && PyBytes_Size(bh) == hlen
-                       && memcmp(PyBytes_AsString(bh), h, (size_t)hlen) == 0;
-            Py_DECREF(bh);
+            if (!(last_buf && last_chan_len == cl && memcmp(last_chan, dst, (size_t)cl) == 0)) {
+                PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, cl);
+                if (!chan) { failed = 1; break; }
+                buf = PyDict_GetItem(buffers, chan); /* borrowed */
+                Py_DECREF(chan);
+                if (buf == NULL)
+                    break; /* unknown channel: the Python core decides and counts */
+                PyObject *bh = PyObject_GetAttr(buf, s_hash);
+                if (!bh) { failed = 1; break; }
+                PyObject *sv = PyObject_GetAttr(buf, s_served);
+                if (!sv) { Py_DECREF(bh); failed = 1; break; }
+                if (!PyBytes_Check(bh)) {
+                    Py_DECREF(bh); Py_DECREF(sv);
+                    break;
+                }
+                Py_XDECREF(last_buf); Py_XDECREF(last_served); Py_XDECREF(last_hash_obj);
+                Py_INCREF(buf);
+                last_buf = buf;
+                last_served = sv;
+                last_hash_obj = bh;
+                last_hash = (const unsigned char *)PyBytes_AsString(bh);
+                last_hlen = PyBytes_Size(bh);
+                memcpy(last_chan, dst, (size_t)cl);
+                last_chan_len = cl;
+            }
+            buf = last_buf;
+            int same = last_hlen == hlen && memcmp(last_hash, h, (size_t)hlen) == 0;
             if (!same) {  /* Algorithm 1: a header whose hash is unknown is dropped */
                 c[C_IN]++;
                 c[C_UNKNOWN_HASH]++;
@@ -466,10 +494,18 @@ cc_itr_batch(PyObject *self, PyObject *args)
             break; /* miss: the Python core queues and resolves */
         }
         PyObject *rloc = NULL, *rs = NULL;
-        int ok = entry_rloc(entry, now, &rloc, &rs);
-        if (ok < 0) { failed = 1; break; }
-        if (!ok)
-            break; /* expired, negative or several locators: the Python core */
+        if (entry == last_entry) {
+            rloc = last_rloc;
+            rs = last_rs;
+        } else {
+            int ok = entry_rloc(entry, now, &rloc, &rs);
+            if (ok < 0) { failed = 1; break; }
+            if (!ok)
+                break; /* expired, negative or several locators: the Python core */
+            last_entry = entry; /* borrowed: the trie holds it for the whole call */
+            last_rloc = rloc;
+            last_rs = rs;
+        }
         PyObject *hdr = lh;
         if (has_hdrs) {
             PyObject *o = PyDict_GetItem(hdrs, rloc);
@@ -481,9 +517,10 @@ cc_itr_batch(PyObject *self, PyObject *args)
             c[C_IN]++; c[C_HITS]++; c[C_PLAIN]++;
             continue;
         }
-        PyObject *served = PyObject_GetAttr(buf, s_served);
-        if (!served) { failed = 1; break; }
-        if (!PyDict_Check(served)) { Py_DECREF(served); break; }
+        PyObject *served = last_served;
+        if (!PyDict_Check(served))
+            break; /* no servedRLOC (cannot happen with a valid hash): the Python core */
+        Py_INCREF(served);
         PyObject *cnt = PyDict_GetItem(served, rloc);
         int send_payload = 1, extra_copy = 0;
         if (cnt) {
@@ -526,6 +563,9 @@ cc_itr_batch(PyObject *self, PyObject *args)
         c[C_IN]++; c[C_HITS]++; c[C_HDR]++;
     }
     /* with l2, the frame we stop at was counted as IP above; the Python core takes it */
+    Py_XDECREF(last_buf);
+    Py_XDECREF(last_served);
+    Py_XDECREF(last_hash_obj);
     for (int k = 0; k < CC_NCTR; k++) {
         if (!c[k])
             continue;
