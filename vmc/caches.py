@@ -16,7 +16,8 @@ terminates, kills if needed, reaps the process and removes the directory, so a
   ``collapsed_forwarding on`` and a memory cache large enough for the object.
 - :meth:`Squid.forward`: a forward proxy for ``http://`` URLs of an allowed
   origin that writes the native access log (``logformat squid``) the replay
-  reads (:mod:`vmc.workload.squid`).
+  reads (:mod:`vmc.workload.squid`); it does not cache, so every request is a
+  ``TCP_MISS`` that reaches the origin (a plain "Normal" trace).
 
 When run as root the caches drop privileges to their own users (``varnish``,
 ``proxy``), so the directory is made readable and (for Squid) owned by that user.
@@ -200,7 +201,7 @@ acl origin_dst dst {ohost}
 acl origin_port port {oport}
 http_access allow localhost origin_dst origin_port
 http_access deny all
-collapsed_forwarding on
+cache deny all
 strip_query_terms off
 refresh_pattern . 0 0% 0
 access_log stdio:{dir}/access.log squid
