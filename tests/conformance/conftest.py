@@ -57,3 +57,21 @@ def lisp_vector(request) -> dict:
     """One stored LISP/CoreCast vector: {"kind", "name", "bytes", "psk", "comments"}."""
     kind, name, b, psk, comments = request.param
     return {"kind": kind, "name": name, "bytes": b, "psk": psk, "comments": comments}
+
+
+def _http_params() -> list:
+    from vmc.conformance.vectors import SETS, parse
+
+    out = []
+    for name in SETS:
+        p = VECTORS / "http" / f"{name}.vec"
+        if p.exists():
+            out += [pytest.param((name, v), id=f"{name}-{v['name']}") for v in parse(p.read_text())["vectors"]]
+    return out
+
+
+@pytest.fixture(params=_http_params())
+def http_vector(request) -> dict:
+    """One stored HTTP vector: {"set", plus the vector's own keys (name, source, expect, ...)}."""
+    name, v = request.param
+    return {"set": name, **v}

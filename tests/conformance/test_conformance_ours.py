@@ -208,16 +208,21 @@ TRUNCATING_PROXY = textwrap.dedent('''
 @pytest.mark.slow
 @pytest.mark.tool("curl")
 def test_http_proxy_suite_catches_a_truncating_proxy(tmp_path):
-    """A proxy that turns a cut response into a close-delimited "complete" 200 fails both death cases."""
+    """A proxy that turns a cut response into a close-delimited "complete" 200 fails both death cases;
+    one that forwards request heads as they are fails the CL.TE smuggling vector."""
     script = tmp_path / "truncating_proxy.py"
     script.write_text(TRUNCATING_PROXY)
     cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl-cmd", f"{sys.executable} {script}",
                            "--impl-protocol", "http-proxy", "--impl-name", "truncating",
-                           "-k", "origin_death or forwards")
+                           "-k", "origin_death or forwards or smuggling_vector and cl-te")
     by = {r["case"].split("::")[1].split("[")[0]: r["result"] for r in res["results"]}
     assert by == {"test_forwards_a_complete_response": "pass",
                   "test_origin_death_is_never_a_complete_200": "fail",
-                  "test_origin_death_seen_by_curl": "fail"}, cp.stdout[-3000:]
+                  "test_origin_death_seen_by_curl": "fail",
+                  "test_smuggling_vector": "fail"}, cp.stdout[-3000:]
+    # it passes Content-Length and Transfer-Encoding on together: the request smuggling vector catches it
+    smuggling = next(r for r in res["results"] if "smuggling_vector" in r["case"])
+    assert "both Content-Length and Transfer-Encoding" in smuggling["message"], smuggling
 
 
 @pytest.mark.slow

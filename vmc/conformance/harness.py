@@ -21,8 +21,8 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["Fetched", "Origin", "body_slice", "describe_body", "expected", "fetch", "free_port", "multipart_parts", "origin",
-           "start_fetch"]
+__all__ = ["Fetched", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
+           "free_port", "multipart_parts", "origin", "raw_exchange", "start_fetch"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -192,3 +192,123 @@ def describe_body(path: str, size: int, body: bytes, probe: int = 64) -> str:
         i += n
     more = " ..." if i < len(body) else ""
     return f"{len(body)} bytes: {' '.join(runs)}{more}"
+
+
+class RecordingUpstream:
+    """A loopback HTTP/1.1 upstream that records every request a proxy forwards and answers ``200 ok``.
+
+    Each connection is read with h11 (RFC 9112 framing; Transfer-Encoding
+    beats Content-Length, as sec. 6.3 says), so ``requests`` holds what the
+    upstream would have acted on: ``(target, header fields, body so far)``,
+    recorded as soon as the head is read. Bytes that
+    do not parse end the connection and are noted in ``errors``.
+    """
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.addr: tuple[str, int] = self.sock.getsockname()
+        self.requests: list[tuple[str, list[tuple[str, str]], bytearray]] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def authority(self) -> str:
+        return f"{self.addr[0]}:{self.addr[1]}"
+
+    def __enter__(self) -> RecordingUpstream:
+        self._acceptor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._acceptor.join(5)
+        for th in self._threads:
+            th.join(5)
+        self.sock.close()
+
+    def snapshot(self) -> tuple[list, list[str]]:
+        with self._lock:
+            return list(self.requests), list(self.errors)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            th = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            self._threads.append(th)
+            th.start()
+
+    def _serve(self, c: socket.socket) -> None:
+        conn = h11.Connection(h11.SERVER)
+        c.settimeout(0.5)
+        req, body = None, bytearray()
+        with c:
+            while not self._stop.is_set():
+                try:
+                    ev = conn.next_event()
+                except h11.RemoteProtocolError as exc:
+                    with self._lock:
+                        self.errors.append(f"unparseable bytes from the proxy: {exc}")
+                    return
+                if ev is h11.NEED_DATA:
+                    try:
+                        data = c.recv(65536)
+                    except (TimeoutError, socket.timeout):
+                        continue
+                    except OSError:
+                        return
+                    conn.receive_data(data)
+                    if not data:
+                        return
+                elif isinstance(ev, h11.Request):
+                    req, body = ev, bytearray()
+                    with self._lock:  # recorded at its head: what was forwarded, even if the body never comes
+                        self.requests.append((req.target.decode("latin-1"),
+                                              [(k.decode(), v.decode("latin-1")) for k, v in req.headers], body))
+                elif isinstance(ev, h11.Data):
+                    body += ev.data
+                elif isinstance(ev, h11.EndOfMessage) and req is not None:
+                    try:
+                        c.sendall(conn.send(h11.Response(status_code=200, headers=[
+                            ("content-length", "2"), ("content-type", "text/plain")])))
+                        c.sendall(conn.send(h11.Data(data=b"ok")) + conn.send(h11.EndOfMessage()))
+                    except (OSError, h11.LocalProtocolError):
+                        return
+                    if conn.our_state is h11.MUST_CLOSE:
+                        return
+                    conn.start_next_cycle()
+                elif isinstance(ev, h11.ConnectionClosed):
+                    return
+
+
+def raw_exchange(addr: tuple[str, int], data: bytes, timeout: float = 4.0) -> tuple[bytes, bool]:
+    """Send ``data`` as is, read until the peer closes or ``timeout`` passes: (bytes, closed by peer)."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.sendall(data)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return out, False
+            s.settimeout(left)
+            try:
+                more = s.recv(65536)
+            except (TimeoutError, socket.timeout):
+                return out, False
+            except ConnectionResetError:
+                return out, True
+            if not more:
+                return out, True
+            out += more
