@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from deliverykit.fastpath import load, py_recv_batch, py_send_batch
@@ -33,6 +34,9 @@ send_batch = load("send_batch", py_send_batch)
 class SwiftNode:
     """A Peer bound to a UDP socket; use as an async context manager."""
 
+    #: seconds between background saves of the verified hashes (resume state)
+    SAVE_EVERY = 2.0
+
     def __init__(self, peer: Peer, host: str = "127.0.0.1", port: int = 0,
                  on_event: Callable[[Any], None] | None = None) -> None:
         self.peer = peer
@@ -50,6 +54,8 @@ class SwiftNode:
         self.storage: FileStorage | None = None
         self.state_path: str | None = None
         self._last_save = 0.0
+        self._saving: Future | None = None
+        self._pool: ThreadPoolExecutor | None = None
         if peer.content.complete:
             self._complete.set()
 
@@ -84,6 +90,10 @@ class SwiftNode:
         except OSError:
             pass
         self._save_state(force=True)
+        self._wait_saving()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         assert self._loop is not None
         self._loop.remove_reader(self.sock.fileno())
         if self._backlog:
@@ -260,15 +270,40 @@ class SwiftNode:
         self._flush()
 
     def _save_state(self, force: bool = False) -> None:
-        """Persist verified hashes now and then so a restart resumes (5.3)."""
+        """Persist verified hashes now and then so a restart resumes (5.3).
+
+        Periodic saves (every ``SAVE_EVERY`` s) write in a worker thread, one
+        at a time: rewriting the hash file on the event loop stalled it for
+        up to ~0.2 s on a busy disk, and every datagram waiting meanwhile
+        counted as queuing delay for LEDBAT at the sender.  The final save
+        (complete, close) is synchronous."""
         if self.state_path is None:
             return
+        tree = self.peer.content.tree
+        if tree.n_chunks is None:
+            return
         now = time.time()
-        if not force and now - self._last_save < 1.0:
+        if force:
+            self._wait_saving()  # an older background snapshot must not land last
+            self._last_save = now
+            tree.save(self.state_path)
+            return
+        if now - self._last_save < self.SAVE_EVERY:
+            return
+        if self._saving is not None and not self._saving.done():
             return
         self._last_save = now
-        if self.peer.content.tree.n_chunks is not None:
-            self.peer.content.tree.save(self.state_path)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="swift-save")
+        self._saving = self._pool.submit(tree.write_snapshot, self.state_path, tree.snapshot())
+
+    def _wait_saving(self) -> None:
+        if self._saving is not None:
+            try:
+                self._saving.result()
+            except OSError:
+                log.exception("saving %s", self.state_path)
+            self._saving = None
 
 
 # --- convenience constructors (the Python API) ------------------------------------

@@ -87,6 +87,9 @@ class Channel:
         #: what we announced to this peer with HAVE
         self.announced = Binmap()
         self.have_version = -1
+        #: position in the peer's have log up to which HAVEs were sent; -1:
+        #: not yet scanned (the first HAVEs come from the whole binmap)
+        self.have_pos = -1
         # upload side
         self.upload = RangeQueue(queue_limit)
         self.choking = False  # we choke them

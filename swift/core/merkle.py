@@ -337,13 +337,24 @@ class MerkleTree:
 
     def save(self, path: str) -> None:
         """Write ``path`` (hashes by bin, like libswift's .mhash) and ``path.json``."""
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(self._hashes)
-        os.replace(tmp, path)
+        self.write_snapshot(path, self.snapshot())
+
+    def snapshot(self) -> tuple[bytes, dict]:
+        """Hashes and metadata as they are now; :meth:`write_snapshot` can then
+        run in another thread (no file I/O on a download's event loop)."""
         meta = {"version": 1, "root_hash": self.root_hash.hex(), "hash_func": int(self.func),
                 "chunk_size": self.chunk_size, "n_chunks": self.n_chunks, "size": self.size,
                 "known": bytes(self._known).hex() if not all(self._known) else None}
+        return bytes(self._hashes), meta
+
+    @staticmethod
+    def write_snapshot(path: str, snap: tuple[bytes, dict]) -> None:
+        """Write a :meth:`snapshot` to ``path`` and ``path.json`` (atomic renames)."""
+        raw, meta = snap
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
         with open(path + ".json.tmp", "w") as f:
             json.dump(meta, f)
         os.replace(path + ".json.tmp", path + ".json")

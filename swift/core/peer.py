@@ -139,6 +139,12 @@ class Peer(RequestPlanner):
         self.fast: set[int] = set()
         self.next_rank = 0.0
         self.have_version = 0
+        #: chunks verified since the start, in order (``have_log_base`` is the
+        #: global index of its first entry): each channel announces only what
+        #: is new since its last HAVE instead of rescanning the whole binmap,
+        #: which with rarest-first holes cost O(runs) per verified chunk
+        self.have_log: list[int] = []
+        self.have_log_base = 0
         self.tokens = 0.0
         self.last_tokens = None  # type: float | None
         self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
@@ -541,7 +547,7 @@ class Peer(RequestPlanner):
                 self._drop(ch, "corrupt data")
             return
         self.content.store_chunk(i, m.payload)
-        self.have_version += 1
+        self._log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
             if other is not ch and i in other.requests:
                 del other.requests[i]
@@ -561,10 +567,28 @@ class Peer(RequestPlanner):
     # -- sending ----------------------------------------------------------------------------
 
     def _have_msgs(self, ch: Channel, room: int) -> list:
-        """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1)."""
+        """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1).
+
+        A new channel gets one scan of the whole binmap (``room`` messages at
+        a time); after that only the chunks verified since (``have_log``),
+        merged into runs: O(new chunks) per call, so HAVEs go out with every
+        flush without costing more as the content fills up.
+        """
         if ch.have_version == self.have_version:
             return []
-        have, ann = self.content.have, ch.announced
+        end = self.have_log_base + len(self.have_log)
+        ann = ch.announced
+        if ch.have_pos >= self.have_log_base:
+            new = self.have_log[ch.have_pos - self.have_log_base:]
+            ch.have_pos = end
+            ch.have_version = self.have_version
+            out = []
+            for a, e in _runs(c for c in new if not ann.has(c)):
+                for s, t in self._specs(a, e):
+                    out.append(C.Have(s, t))
+                ann.set_range(a, e)
+            return out
+        have = self.content.have
         out = []
         pos = 0
         while len(out) < room:
@@ -587,6 +611,7 @@ class Peer(RequestPlanner):
         else:
             return out
         ch.have_version = self.have_version
+        ch.have_pos = end
         return out
 
     def _ack_msgs(self, ch: Channel) -> list:
@@ -612,8 +637,16 @@ class Peer(RequestPlanner):
         """Live source: add stream bytes; signed chunks get announced with HAVE."""
         got = self.content.append(payload, now)  # type: ignore[attr-defined]
         if got:
-            self.have_version += 1
+            self._log_have(got)
         return got
+
+    def _log_have(self, chunks: list[int]) -> None:
+        self.have_version += 1
+        log = self.have_log
+        log.extend(chunks)
+        if len(log) > 1 << 16:  # bounded: channels behind fall back to one full scan
+            self.have_log_base += len(log)
+            log.clear()
 
     def _pack(self, ch: Channel, dest: int, msgs: list) -> list[bytes]:
         """Messages -> datagrams of at most MAX_DGRAM bytes."""

@@ -31,9 +31,14 @@ class Availability:
 
     def __init__(self) -> None:
         self.tags: dict[int, int] = {}
+        #: one above the highest layer ever tagged: ``count`` stops there
+        self.top = 1
 
     def add_bin(self, b: int, delta: int = 1) -> None:
         """Count one more (or less) neighbour holding bin ``b``."""
+        lay = B.layer(b) + 1
+        if lay > self.top:
+            self.top = lay
         v = self.tags.get(b, 0) + delta
         if v:
             self.tags[b] = v
@@ -51,11 +56,11 @@ class Availability:
         tags = self.tags
         if not tags:
             return 0
-        b = chunk << 1
-        n = tags.get(b, 0)
-        for lay in range(1, top_layer):
-            b = B.make(lay, chunk >> lay)
-            n += tags.get(b, 0)
+        get = tags.get
+        n = get(chunk << 1, 0)
+        for lay in range(1, min(top_layer, self.top)):
+            # B.make(lay, chunk >> lay), inlined: this runs for every candidate
+            n += get(((chunk >> lay) << (lay + 1)) | ((1 << lay) - 1), 0)
         return n
 
 
