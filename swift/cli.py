@@ -10,9 +10,10 @@ import time
 
 from swift.core.peer import PeerConfig
 from swift.core.picker import PICKERS
-from swift.wire.constants import ChunkAddressing, HashFunc
+from swift.wire.constants import ChunkAddressing, HashFunc, SigAlg
 
 _HASHES = {"sha1": HashFunc.SHA1, "sha256": HashFunc.SHA256}
+_SIG_ALGS = {"ecdsa": SigAlg.ECDSAP256SHA256, "rsa": SigAlg.RSASHA256}
 _CAMS = {"chunk32": ChunkAddressing.CHUNK32, "chunk64": ChunkAddressing.CHUNK64,
          "bin32": ChunkAddressing.BIN32, "bin64": ChunkAddressing.BIN64,
          "byte64": ChunkAddressing.BYTE64}
@@ -65,7 +66,8 @@ async def _seed(a: argparse.Namespace) -> int:
 
 async def _live_source(a: argparse.Namespace) -> int:
     from swift.aio.node import live_source
-    node = live_source(_config(a), a.host, a.port, per_sig=a.per_sig, window=a.window)
+    node = live_source(_config(a), a.host, a.port, per_sig=a.per_sig, window=a.window,
+                       method=a.live_method, sig_alg=_SIG_ALGS[a.sig_alg])
     async with node:
         print(node.peer.swarm_id.hex(), flush=True)
         print(f"live source on {node.host}:{node.port}", file=sys.stderr, flush=True)
@@ -92,7 +94,7 @@ async def _live_source(a: argparse.Namespace) -> int:
 async def _live_view(a: argparse.Namespace) -> int:
     from swift.aio.node import InOrderReader, live_viewer
     node = live_viewer(bytes.fromhex(a.swarm), _config(a), a.host, a.port, per_sig=a.per_sig,
-                       window=a.window)
+                       window=a.window, method=a.live_method)
     out = open(a.output, "wb") if a.output != "-" else sys.stdout.buffer
     got = 0
     async with node:
@@ -248,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--per-sig", type=int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
     ls.add_argument("--window", type=int, default=4096, help="live discard window in chunks")
     ls.add_argument("--linger", type=float, default=5.0, help="seconds to keep serving at EOF")
+    ls.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
+                    help="Unified Merkle Tree (6.1.2) or Sign All (6.1.1)")
+    ls.add_argument("--sig-alg", choices=sorted(_SIG_ALGS), default="ecdsa",
+                    help="live signature algorithm (7.7): ECDSAP256SHA256 or RSASHA256")
     _common(ls)
     lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
     lv.add_argument("swarm", metavar="SWARMID", help="the source's public key (hex)")
@@ -259,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     lv.add_argument("--window", type=int, default=4096)
     lv.add_argument("--duration", type=float, default=3600.0)
     lv.add_argument("--bytes", type=int, default=0, help="stop after this many bytes")
+    lv.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
+                    help="as the source (the algorithm comes from the swarm ID)")
     _common(lv)
     sub.add_parser("demo", help="seeder and leechers on loopback")
     a = ap.parse_args(argv)

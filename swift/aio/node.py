@@ -24,7 +24,7 @@ from swift.core.content import Content
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
-from swift.wire.constants import HashFunc
+from swift.wire.constants import HashFunc, SigAlg
 
 log = logging.getLogger("swift")
 recv_batch = load("recv_batch", py_recv_batch)
@@ -372,21 +372,44 @@ def downloader(root_hash: bytes, out: str, config: PeerConfig | None = None,
     return node
 
 
+#: live integrity methods by CLI name (RFC 7574 6.1.1, 6.1.2)
+LIVE_METHODS = ("umt", "sign-all")
+
+
 def live_source(config: PeerConfig | None = None, host: str = "127.0.0.1", port: int = 0,
-                per_sig: int = 4, window: int = 4096, **kw: Any) -> SwiftNode:
-    """A live injector (RFC 7574 6.1.2); feed it with ``node.peer.live_append``."""
-    from swift.core.live import LiveContent, LiveTree
+                per_sig: int = 4, window: int = 4096, method: str = "umt",
+                sig_alg: SigAlg = SigAlg.ECDSAP256SHA256, key: Any = None,
+                **kw: Any) -> SwiftNode:
+    """A live injector (RFC 7574 6.1); feed it with ``node.peer.live_append``.
+
+    ``method``: "umt" (Unified Merkle Tree, 6.1.2, munros of ``per_sig``
+    chunks) or "sign-all" (every chunk signed, 6.1.1); ``sig_alg``:
+    ECDSAP256SHA256 or RSASHA256 (7.7), or pass an existing private ``key``.
+    """
+    from swift.core.live import LiveContent, LiveTree, SignAllTree
     config = config or PeerConfig()
-    tree = LiveTree.source(per_sig, config.chunk_size, config.hash_func)
+    if method == "sign-all":
+        tree: Any = SignAllTree.source(config.chunk_size, config.hash_func, key=key, alg=sig_alg)
+    elif method == "umt":
+        tree = LiveTree.source(per_sig, config.chunk_size, config.hash_func, key=key, alg=sig_alg)
+    else:
+        raise ValueError(f"live method must be one of {LIVE_METHODS}")
     return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
 
 
 def live_viewer(swarm_id: bytes, config: PeerConfig | None = None, host: str = "127.0.0.1",
-                port: int = 0, per_sig: int = 4, window: int = 4096, **kw: Any) -> SwiftNode:
-    """A live viewer/relay for the stream whose swarm ID is the source's public key."""
-    from swift.core.live import LiveContent, LiveTree
+                port: int = 0, per_sig: int = 4, window: int = 4096, method: str = "umt",
+                **kw: Any) -> SwiftNode:
+    """A live viewer/relay for the stream whose swarm ID is the source's public
+    key (its first octet names the signature algorithm, 6.1)."""
+    from swift.core.live import LiveContent, LiveTree, SignAllTree
     config = config or PeerConfig()
-    tree = LiveTree(swarm_id, per_sig, config.chunk_size, config.hash_func)
+    if method == "sign-all":
+        tree: Any = SignAllTree(swarm_id, config.chunk_size, config.hash_func)
+    elif method == "umt":
+        tree = LiveTree(swarm_id, per_sig, config.chunk_size, config.hash_func)
+    else:
+        raise ValueError(f"live method must be one of {LIVE_METHODS}")
     return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
 
 

@@ -19,17 +19,12 @@ from __future__ import annotations
 import hashlib
 from typing import Callable
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import (
-    decode_dss_signature,
-    encode_dss_signature,
-)
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
-from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc, SigAlg
+from swift.core.livesig import LiveSigner
+from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc, IntegrityMethod, SigAlg
 
 NTP_EPOCH_OFFSET = 2208988800  # seconds from 1900-01-01 to 1970-01-01
 
@@ -70,15 +65,21 @@ def munro_of(chunk: int, per_sig: int) -> int:
 class LiveTree:
     """Growing hash tree with signed munros (source and receiver side)."""
 
+    method = IntegrityMethod.UNIFIED_MERKLE
+
     def __init__(self, swarm_id: bytes, per_sig: int = 4, chunk_size: int = 1024,
                  func: HashFunc = HashFunc.SHA256,
                  spec_bytes: Callable[[int, int], bytes] | None = None,
-                 private_key: ec.EllipticCurvePrivateKey | None = None) -> None:
+                 private_key=None, signer: LiveSigner | None = None) -> None:
         if per_sig < 2 or per_sig & (per_sig - 1):
             raise ValueError("NCHUNKS_PER_SIG must be a power of 2 >= 2 (6.1.2.1)")
+        if signer is None:
+            signer = (LiveSigner.from_key(private_key) if private_key is not None
+                      else LiveSigner.from_swarm_id(swarm_id))
+        self.signer = signer
         self.swarm_id = swarm_id
-        self.pub = key_from_swarm_id(swarm_id)
-        self.key = private_key
+        self.pub = signer.pub
+        self.key = signer.key
         self.per_sig = per_sig
         self.chunk_size = chunk_size
         self.func = HashFunc(func)
@@ -95,10 +96,10 @@ class LiveTree:
 
     @classmethod
     def source(cls, per_sig: int = 4, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
-               key: ec.EllipticCurvePrivateKey | None = None, **kw) -> "LiveTree":
-        """A new injector with a fresh (or given) ECDSA P-256 key."""
-        key = key or ec.generate_private_key(ec.SECP256R1())
-        return cls(swarm_id_for(key.public_key()), per_sig, chunk_size, func, private_key=key, **kw)
+               key=None, alg: SigAlg = SigAlg.ECDSAP256SHA256, **kw) -> "LiveTree":
+        """A new injector with a fresh (or given) key: ECDSA P-256 or RSASHA256 (7.7)."""
+        signer = LiveSigner.from_key(key) if key is not None else LiveSigner.generate(alg)
+        return cls(signer.swarm_id, per_sig, chunk_size, func, signer=signer, **kw)
 
     def sign_group(self, first: int, chunks: list[bytes], unix_now: float) -> int:
         """Hash ``per_sig`` new chunks from ``first``, sign their munro; returns its bin."""
@@ -117,9 +118,7 @@ class LiveTree:
                 self.hashes[B.make(lay, (first >> lay) + j)] = d
         m = munro_of(first, self.per_sig)
         ts = ntp64(unix_now)
-        der = self.key.sign(self._signed_text(m, ts, level[0]), ec.ECDSA(hashes.SHA256()))
-        r, s = decode_dss_signature(der)
-        self.signed[m] = (level[0], ts, r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+        self.signed[m] = (level[0], ts, self.signer.sign(self._signed_text(m, ts, level[0])))
         self.frontier = max(self.frontier, first + self.per_sig)
         return m
 
@@ -134,14 +133,11 @@ class LiveTree:
         """Check a signed munro (6.1.2.3-4); on success trust its hash."""
         if m in self.signed:
             return self.signed[m][0] == h
-        if B.layer(m) != self.per_sig.bit_length() - 1 or len(sig) != 64 or len(h) != self.hash_size:
+        if B.layer(m) != self.per_sig.bit_length() - 1 or len(h) != self.hash_size:
             return False
         if unix_now - ntp_to_unix(ts) > max_age:
             return False  # too old: MUST discard (6.1.2.4)
-        der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
-        try:
-            self.pub.verify(der, self._signed_text(m, ts, h), ec.ECDSA(hashes.SHA256()))
-        except InvalidSignature:
+        if not self.signer.verify(sig, self._signed_text(m, ts, h)):
             return False
         self.signed[m] = (h, ts, sig)
         self.hashes[m] = h
@@ -192,6 +188,67 @@ class LiveTree:
             del self.hashes[b]
         for m in [m for m in self.signed if B.base_range(m)[1] <= chunk]:
             del self.signed[m]
+
+
+class SignAllTree:
+    """RFC 7574 section 6.1.1 "Sign All": the injector signs every chunk.
+
+    The signature covers the chunk's on-the-wire chunk specification, a
+    64-bit NTP timestamp and the chunk itself, in that order; a sender puts
+    SIGNED_INTEGRITY for the chunk right before its DATA.  No hash tree: one
+    signature check per chunk (hence the RFC recommends the Unified Merkle
+    Tree on the Internet).  Same interface as :class:`LiveTree` for
+    :class:`LiveContent` (``per_sig`` is 1: each chunk is its own "munro").
+    """
+
+    method = IntegrityMethod.SIGN_ALL
+    per_sig = 1
+
+    def __init__(self, swarm_id: bytes, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
+                 spec_bytes: Callable[[int, int], bytes] | None = None,
+                 signer: LiveSigner | None = None) -> None:
+        self.signer = signer or LiveSigner.from_swarm_id(swarm_id)
+        self.swarm_id = swarm_id
+        self.key = self.signer.key
+        self.chunk_size = chunk_size
+        self.func = HashFunc(func)
+        self.hash_size = HASH_SIZES[self.func]
+        self.spec_bytes = spec_bytes or (lambda lo, hi: lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big"))
+        #: chunk -> (NTP timestamp, signature), for chunks in the window
+        self.signed: dict[int, tuple[int, bytes]] = {}
+        self.frontier = 0
+
+    @classmethod
+    def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key=None,
+               alg: SigAlg = SigAlg.ECDSAP256SHA256, **kw) -> "SignAllTree":
+        signer = LiveSigner.from_key(key) if key is not None else LiveSigner.generate(alg)
+        return cls(signer.swarm_id, chunk_size, func, signer=signer, **kw)
+
+    def _text(self, i: int, ts: int, data: bytes) -> bytes:
+        return self.spec_bytes(i, i + 1) + ts.to_bytes(8, "big") + data
+
+    def sign_group(self, first: int, chunks: list[bytes], unix_now: float) -> int:
+        """Sign each chunk from ``first`` (the injector); returns the last bin."""
+        ts = ntp64(unix_now)
+        for j, c in enumerate(chunks):
+            self.signed[first + j] = (ts, self.signer.sign(self._text(first + j, ts, c)))
+        self.frontier = max(self.frontier, first + len(chunks))
+        return B.chunk(first + len(chunks) - 1)
+
+    def offer(self, i: int, data: bytes, ts: int, sig: bytes, unix_now: float,
+              max_age: float = 60.0) -> bool:
+        """Check chunk ``i`` against its signature (6.1.1); too old is refused."""
+        if not data or len(data) > self.chunk_size or unix_now - ntp_to_unix(ts) > max_age:
+            return False
+        if not self.signer.verify(sig, self._text(i, ts, data)):
+            return False
+        self.signed[i] = (ts, sig)
+        self.frontier = max(self.frontier, i + 1)
+        return True
+
+    def forget_before(self, chunk: int) -> None:
+        for c in [c for c in self.signed if c < chunk]:
+            del self.signed[c]
 
 
 class LiveContent:
@@ -274,6 +331,9 @@ class LiveContent:
         ("s", bin, ts, sig): the signed munro unless the peer has a chunk under
         it, then the uncles below the munro."""
         t = self.tree
+        if isinstance(t, SignAllTree):  # 6.1.1: SIGNED_INTEGRITY before every DATA
+            ts, sig = t.signed[i]
+            return [("s", B.chunk(i), ts, sig)]
         m = munro_of(i, t.per_sig)
         out: list = []
         lo, hi = B.base_range(m)
@@ -287,6 +347,9 @@ class LiveContent:
     def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
         """Trust offered signed munros, then check chunk ``i`` (6.1.2.1)."""
         t = self.tree
+        if isinstance(t, SignAllTree):
+            got = sigs.get(B.chunk(i))
+            return got is not None and t.offer(i, data, got[0], got[1], now)
         offered = dict(hashes)
         for m, (ts, sig) in sigs.items():
             if m in offered:

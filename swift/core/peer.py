@@ -120,7 +120,13 @@ class Peer(RequestPlanner):
         self.live = bool(getattr(content, "live", False))
         self.swarm_id = tree.swarm_id if self.live else tree.root_hash
         self.live_start: int | None = None
-        self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], 64, cfg.chunk_size)
+        #: live: integrity method (6.1.1 Sign All or 6.1.2 Unified Merkle Tree)
+        #: and signature algorithm (7.7), both fixed by the source's key
+        self.live_method = getattr(tree, "method", IntegrityMethod.UNIFIED_MERKLE)
+        signer = getattr(tree, "signer", None)
+        self.sig_alg = signer.alg if signer is not None else SigAlg.ECDSAP256SHA256
+        sig_size = signer.sig_size if signer is not None else 64
+        self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
         self.rng = random.Random(cfg.seed)
         self.channels: dict[int, Channel] = {}
         self.by_remote: dict[tuple[Any, int], Channel] = {}
@@ -225,9 +231,9 @@ class Peer(RequestPlanner):
         return C.HandshakeOptions(
             version=Version.V1, min_version=Version.V1,
             swarm_id=self.swarm_id if initiator else None,
-            integrity=IntegrityMethod.UNIFIED_MERKLE if live else IntegrityMethod.MERKLE,
+            integrity=self.live_method if live else IntegrityMethod.MERKLE,
             hash_func=cfg.hash_func,
-            sig_alg=SigAlg.ECDSAP256SHA256 if live else None,
+            sig_alg=self.sig_alg if live else None,
             addressing=cfg.addressing,
             discard_window=self.content.window if live else None,  # type: ignore[attr-defined]
             chunk_size=None if lib else cfg.chunk_size,
@@ -246,10 +252,10 @@ class Peer(RequestPlanner):
             return False
         if o.swarm_id is not None and o.swarm_id != self.swarm_id:
             return False
-        want = IntegrityMethod.UNIFIED_MERKLE if self.live else IntegrityMethod.MERKLE
+        want = self.live_method if self.live else IntegrityMethod.MERKLE
         if o.integrity is not None and o.integrity != want:
             return False
-        if self.live and o.sig_alg is not None and o.sig_alg != SigAlg.ECDSAP256SHA256:
+        if self.live and o.sig_alg is not None and o.sig_alg != self.sig_alg:
             return False
         default_hf = HashFunc.SHA1 if cfg.profile == "libswift" else HashFunc.SHA256
         if (o.hash_func if o.hash_func is not None else default_hf) != cfg.hash_func:

@@ -158,21 +158,27 @@ def test_cli_download_streams_to_stdout(tmp_path) -> None:
         seed.stderr.close()
 
 
-def test_cli_live_source_and_viewer(tmp_path) -> None:
+@pytest.mark.parametrize("extra", [[], ["--live-method", "sign-all", "--sig-alg", "rsa"]],
+                         ids=["umt-ecdsa", "signall-rsa"])
+def test_cli_live_source_and_viewer(tmp_path, extra) -> None:
     data = os.urandom(300 * 1024)
     inp = tmp_path / "feed.bin"
     inp.write_bytes(data)
     out = tmp_path / "view.bin"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     src = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", str(inp),
-                            "--rate", "150000", "--host", "127.0.0.1", "--port", "0", "--linger", "4"],
+                            "--rate", "150000", "--host", "127.0.0.1", "--port", "0", "--linger", "4",
+                            *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         sid = src.stdout.readline().strip()
         port = int(src.stderr.readline().strip().rsplit(":", 1)[1])
-        assert len(bytes.fromhex(sid)) == 65  # DNSKEY-style ECDSA P-256 public key
+        if extra:  # RSASHA256: algorithm 8, RFC 3110 key (2048-bit modulus)
+            assert bytes.fromhex(sid)[0] == 8 and len(bytes.fromhex(sid)) == 1 + 1 + 3 + 256
+        else:
+            assert len(bytes.fromhex(sid)) == 65  # DNSKEY-style ECDSA P-256 public key
         r = subprocess.run([sys.executable, "-m", "swift", "live-view", sid, "--peer",
-                            f"127.0.0.1:{port}", "-o", str(out), "--duration", "5"],
+                            f"127.0.0.1:{port}", "-o", str(out), "--duration", "5", *extra[:2]],
                            capture_output=True, text=True, timeout=30, env=env)
         assert r.returncode == 0, r.stderr
         got = out.read_bytes()
