@@ -38,6 +38,7 @@ DROP_REASONS = (
     "unknown_channel",  # over max_channels, or not a configured channel
     "not_corecast",  # to the reserved range but not a CoreCast PDU
     "not_deliverable",  # plain inner packet that is not UDP (needs a raw driver)
+    "wrong_instance",  # LISP header's Instance ID is not this ETR's (RFC 9300 section 8)
 )
 
 
@@ -60,7 +61,12 @@ class Etr:
         channels: list[bytes] | None = None,
         max_channels: int = 1024,
         multicast: dict[bytes, tuple[str, int]] | None = None,
+        instance_id: int | None = None,
     ) -> None:
+        #: RFC 9300 section 8: with an Instance ID configured, only packets of that
+        #: instance are decapsulated (I-bit set with this IID, or I clear for IID 0);
+        #: None accepts every packet (a single-instance ETR)
+        self.instance_id = instance_id
         self._cc: list[tuple[int, int, int]] = []
         for net, plen in corecast_prefixes:
             bits = len(net) * 8
@@ -91,6 +97,13 @@ class Etr:
         self.counters["in_packets"] += 1
         if len(data) < 8:
             return self._drop("malformed")
+        if self.instance_id is not None:
+            if data[0] & 0x08:  # I-bit: the 24-bit Instance ID in the second word
+                iid = int.from_bytes(data[4:7], "big")
+            else:
+                iid = 0
+            if iid != self.instance_id & 0xFFFFFF:
+                return self._drop("wrong_instance")
         return self.handle_inner(memoryview(data)[8:])
 
     def handle_inner(self, inner: bytes | memoryview) -> list[Datagram]:

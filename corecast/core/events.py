@@ -59,3 +59,29 @@ class ClientLeft:
     eid: str  #: client EID
     port: int  #: client UDP port
     reason: str  #: 'leave' or 'timeout'
+
+
+@dataclass(frozen=True, slots=True)
+class EchoNonceVerified:
+    """RFC 9300 section 10.1: the nonce we asked an RLOC to echo came back (path up)."""
+
+    rloc: str  #: the remote xTR's locator
+    nonce: int  #: the 24-bit nonce
+    rtt: float  #: seconds from the first request packet to the echo
+
+
+@dataclass(frozen=True, slots=True)
+class RlocUnreachable:
+    """RFC 9300 section 10.1: packets kept arriving from an RLOC in the Echo-Nonce-request
+    state, but the nonce was not echoed before the timeout."""
+
+    rloc: str
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class LocatorStatusChanged:
+    """RFC 9300 sections 5.3 and 10: Locator-Status-Bits from a site changed."""
+
+    prefix: str  #: the map-cache entry of the inner source EID
+    down: tuple[str, ...]  #: its locators now marked down

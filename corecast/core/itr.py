@@ -105,7 +105,13 @@ class Itr:
         import ipaddress
 
         self.rloc = rloc if isinstance(rloc, bytes) else ipaddress.ip_address(rloc).packed
-        self.mapcache = mapcache or MapCache()
+        #: Instance ID (RFC 9300 section 8): the I-bit and 24-bit IID in every data
+        #: header, the map-cache holds this instance's mappings, and Map-Requests name
+        #: it in an LCAF Instance ID address (RFC 8060 section 4.1)
+        self.instance_id = instance_id or 0
+        self.mapcache = mapcache or MapCache(iid=self.instance_id)
+        if self.mapcache.iid != self.instance_id:
+            raise ValueError("the map-cache belongs to another instance")
         self.map_resolver = map_resolver
         self.control_port = control_port
         self.data_port = data_port
@@ -185,6 +191,7 @@ class Itr:
         req = MapRequest(
             nonce, (ipaddress.ip_address(self.rloc),),
             (ipaddress.ip_network(f"{addr}/{addr.max_prefixlen}"),), source_eid=None,
+            eid_iids=(self.instance_id,) if self.instance_id else (),
         )
         msg = encode_map_request(req)
         src = self.rloc if len(self.rloc) == len(eid) else (b"\x00" * len(eid))

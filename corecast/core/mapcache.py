@@ -9,6 +9,11 @@
   10 retries (RFC 9301 section 5.3), then the EID is held down for 30 s.
 * A static map-cache file (one ``prefix rloc[,rloc...] [ttl_seconds]`` per
   line, ``#`` comments) is accepted as in the paper's section 6.1.
+* Instance IDs (RFC 9300 section 8): a map-cache holds the mappings of one
+  instance (``iid``; an xTR with several instances has one map-cache, and one
+  ITR core, per instance, so equal EID prefixes of different instances never
+  meet).  Map-Reply records of another instance are not installed (counted in
+  ``other_instance``).
 """
 
 from __future__ import annotations
@@ -40,13 +45,24 @@ class MapEntry:
     weights: tuple[int, ...]
     expires: float
     action: int = 0
+    #: every locator in Map-Reply order: ordinal i is Locator-Status-Bit i (RFC 9300 5.3)
+    ordinals: tuple[bytes, ...] = ()
+    #: locators a Locator-Status-Bit (or echo-nonce) said are down; avoided while
+    #: another usable one is up (RFC 9300 section 10)
+    down: frozenset = frozenset()
 
     @property
     def negative(self) -> bool:
         return not self.rlocs
 
     def select(self, eid: bytes) -> tuple[bytes, str]:
-        """Pick a locator for ``eid``: weighted among the best priority (RFC 9300 s. 12)."""
+        """Pick a locator for ``eid``: weighted among the best priority (RFC 9300 s. 12),
+        skipping locators marked down while another one is up."""
+        if self.down and len(self.rlocs) > 1:
+            up = [i for i, r in enumerate(self.rlocs) if r not in self.down]
+            if up and len(up) < len(self.rlocs):
+                i = up[int.from_bytes(eid[-4:], "big") % len(up)]
+                return self.rlocs[i], self.rloc_strs[i]
         n = len(self.rlocs)
         if n == 1:
             return self.rlocs[0], self.rloc_strs[0]
@@ -83,7 +99,9 @@ class MapCache:
         request_interval: float = 1.0,
         max_retries: int = 10,
         holddown: float = 30.0,
+        iid: int = 0,
     ) -> None:
+        self.iid = iid
         self.trie: PrefixTrie[MapEntry] = PrefixTrie()
         self.max_entries = max_entries
         self.pending_per_eid = pending_per_eid
@@ -95,7 +113,7 @@ class MapCache:
         self.counters: dict[str, int] = {
             "hits": 0, "misses": 0, "expired": 0, "installed": 0, "queued": 0,
             "drop_queue_full": 0, "drop_too_many_pending": 0, "drop_gave_up": 0,
-            "drop_cache_full": 0, "map_requests": 0,
+            "drop_cache_full": 0, "map_requests": 0, "other_instance": 0,
         }
 
     # ---------------------------------------------------------------- lookup
@@ -132,7 +150,7 @@ class MapCache:
             return None
         entry = MapEntry(
             prefix, plen, tuple(r[0] for r in usable), tuple(ntop(r[0]) for r in usable),
-            tuple(r[2] for r in usable), expires, action,
+            tuple(r[2] for r in usable), expires, action, tuple(r[0] for r in rlocs),
         )
         self.trie.insert(prefix, plen, entry)
         self.counters["installed"] += 1
@@ -143,6 +161,9 @@ class MapCache:
         """Install Map-Reply records; returns events and released (eid, packets)."""
         events = []
         for rec in records:
+            if rec.iid != self.iid:
+                self.counters["other_instance"] += 1
+                continue
             if rec.ttl == 0:
                 self.trie.remove(rec.prefix.network_address.packed, rec.prefix.prefixlen)
                 continue

@@ -17,16 +17,24 @@
   (sections 8.3, 8.4).  Replies go to the first ITR-RLOC of the request's
   family, at the request's source port.  Probes (P-bit) are dropped.
 
-Registrations without the P-bit (section 8.3): a single-EID Map-Request is
-forwarded as an ECM to the first registered locator's port 4342 and the ETR
-answers the ITR itself (:meth:`corecast.core.register.Registrar.answer`);
-multi-EID requests are answered by proxy.
+Registrations without the P-bit (section 8.3): the Map-Request is forwarded as
+an ECM to the first registered locator's port 4342 and the ETR answers the ITR
+itself (:meth:`corecast.core.register.Registrar.answer`).  A Map-Request with
+several EID records is answered record by record: each record whose
+registration asked for no proxy service goes to its ETR in its own
+single-record Map-Request (same nonce), and the other records are answered
+together in one proxy Map-Reply.
+
+Instance IDs (RFC 9300 section 8, RFC 8060 section 4.1): registrations are
+keyed by (Instance ID, prefix), one trie per instance, and Map-Request EIDs
+are looked up in the trie of their own instance; a site may register only the
+instances it is configured for (``Site.iids``; refused as ``no_site``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from corecast.core.events import RegistrationAccepted, RegistrationRefused
 from corecast.core.maptrie import PrefixTrie
@@ -70,10 +78,12 @@ class Site:
     algorithms: frozenset[int] = frozenset(
         {AlgorithmId.HMAC_SHA_1_96, AlgorithmId.HMAC_SHA_256_128,
          AlgorithmId.HMAC_SHA_256_128_HKDF_SHA256})
+    iids: frozenset[int] = frozenset({0})  #: Instance IDs the site may register
 
-    def covers(self, prefix: Network) -> bool:
-        return any(prefix.version == p.version and prefix.subnet_of(p)  # type: ignore[arg-type]
-                   for p in self.prefixes)
+    def covers(self, prefix: Network, iid: int = 0) -> bool:
+        return iid in self.iids and any(
+            prefix.version == p.version and prefix.subnet_of(p)  # type: ignore[arg-type]
+            for p in self.prefixes)
 
 
 @dataclass(slots=True)
@@ -91,7 +101,10 @@ class MapServer:
     negative_ttl_minutes: int = 15
     notify_port: int | None = LISP_CONTROL_PORT  # None: reply to the source port
     max_nonce_keys: int = 100_000
-    regs: PrefixTrie[Registration] = field(default_factory=PrefixTrie)
+    regs: PrefixTrie[Registration] = field(default_factory=PrefixTrie)  #: instance 0
+    #: registrations of non-zero Instance IDs, one trie per instance
+    iid_regs: dict[int, PrefixTrie] = field(default_factory=dict)
+    max_instances: int = 4096
     last_nonce: dict[tuple, int] = field(default_factory=dict)
     events: list = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
@@ -138,7 +151,10 @@ class MapServer:
         if not msg.records:
             return self._refuse("no_site", src)
         site = next((s for s in self.sites
-                     if all(s.covers(r.prefix) for r in msg.records)), None)
+                     if all(s.covers(r.prefix, r.iid) for r in msg.records)), None)
+        if site is not None and any(r.iid and r.iid not in self.iid_regs for r in msg.records) \
+                and len(self.iid_regs) >= self.max_instances:
+            site = None  # bounded state: no room for another instance
         if site is None:
             return self._refuse("no_site", src)
         psk = site.keys.get(msg.key_id)
@@ -163,11 +179,14 @@ class MapServer:
             if msg.use_ttl:
                 life = rec.ttl * 60.0
             p = rec.prefix
-            if life <= 0:
-                self.regs.remove(p.network_address.packed, p.prefixlen)
+            trie = self._trie(rec.iid, create=life > 0)
+            if trie is None:
                 continue
-            self.regs.insert(p.network_address.packed, p.prefixlen,
-                             Registration(rec, site.name, now + life, src[0], msg.proxy_reply))
+            if life <= 0:
+                trie.remove(p.network_address.packed, p.prefixlen)
+                continue
+            trie.insert(p.network_address.packed, p.prefixlen,
+                        Registration(rec, site.name, now + life, src[0], msg.proxy_reply))
         self.counters["accepted"] += 1
         rlocs = tuple(sorted({str(loc.locator) for r in msg.records for loc in r.locators}))
         self.events.append(RegistrationAccepted(site.name, tuple(str(r.prefix) for r in msg.records),
@@ -184,20 +203,32 @@ class MapServer:
 
     # ------------------------------------------------------------------ resolve
 
-    def _lookup(self, addr: bytes, now: float) -> Registration | None:
+    def _trie(self, iid: int, create: bool = False) -> PrefixTrie | None:
+        if not iid:
+            return self.regs
+        t = self.iid_regs.get(iid)
+        if t is None and create:
+            t = self.iid_regs[iid] = PrefixTrie()
+        return t
+
+    def _lookup(self, addr: bytes, now: float, iid: int = 0) -> Registration | None:
+        trie = self._trie(iid)
+        if trie is None:
+            return None
         while True:
-            hit = self.regs.lookup(addr)
+            hit = trie.lookup(addr)
             if hit is None:
                 return None
             reg = hit[1]
             if reg.expires > now:
                 return reg
             p = reg.record.prefix
-            self.regs.remove(p.network_address.packed, p.prefixlen)
+            trie.remove(p.network_address.packed, p.prefixlen)
 
-    def _negative_prefix(self, eid: Network) -> Network:
+    def _negative_prefix(self, eid: Network, iid: int = 0) -> Network:
         """Least-specific prefix covering the EID and overlapping no registration."""
-        regs = [ipaddress.ip_network((a, p)) for a, p, _ in self.regs.items()
+        trie = self._trie(iid)
+        regs = [ipaddress.ip_network((a, p)) for a, p, _ in (trie.items() if trie else ())
                 if len(a) == len(eid.network_address.packed)]
         for plen in range(0, eid.max_prefixlen + 1):
             cand = eid.supernet(new_prefix=plen) if plen < eid.prefixlen else eid
@@ -216,42 +247,49 @@ class MapServer:
             return []
         fam = msg.eid_prefixes[0].version
         itr = next((r for r in msg.itr_rlocs if r.version == fam), msg.itr_rlocs[0])
-        if len(msg.eid_prefixes) == 1:
-            # section 8.3: no proxy service asked -> forward the ECM to a registered ETR,
-            # which answers the ITR itself
-            reg = self._lookup(msg.eid_prefixes[0].network_address.packed, now)
-            if reg is not None and not reg.proxy and reg.record.locators:
-                eid = msg.eid_prefixes[0].network_address
-                if ecm is None:
-                    src = itr.packed if itr.version == eid.version else b"\x00" * len(eid.packed)
-                    body = ecm_wrap(encode_map_request(msg), src, eid.packed, sport)
-                else:
-                    body = encode_ecm(ecm)
-                self.counters["forwarded"] += 1
-                return [(body, (str(reg.record.locators[0].locator), LISP_CONTROL_PORT))]
+        iids = msg.eid_iids or (0,) * len(msg.eid_prefixes)
+        out: list[Datagram] = []
         records = []
-        for eid in msg.eid_prefixes:
-            reg = self._lookup(eid.network_address.packed, now)
+        for eid, iid in zip(msg.eid_prefixes, iids):  # record by record
+            reg = self._lookup(eid.network_address.packed, now, iid)
+            if reg is not None and not reg.proxy and reg.record.locators:
+                # section 8.3: no proxy service asked -> forward to a registered ETR
+                # (this record alone), which answers the ITR itself
+                addr = eid.network_address
+                if ecm is not None and len(msg.eid_prefixes) == 1:
+                    body = encode_ecm(ecm)
+                else:
+                    one = replace(msg, eid_prefixes=(eid,), eid_iids=(iid,) if iid else ())
+                    src = itr.packed if itr.version == addr.version else b"\x00" * len(addr.packed)
+                    body = ecm_wrap(encode_map_request(one), src, addr.packed, sport)
+                self.counters["forwarded"] += 1
+                out.append((body, (str(reg.record.locators[0].locator), LISP_CONTROL_PORT)))
+                continue
             if reg is not None:
                 r = reg.record
                 locs = tuple(type(loc)(loc.locator, loc.priority, loc.weight, loc.m_priority,
                                        loc.m_weight, False, False, loc.reachable)
                              for loc in r.locators)
-                records.append(EidRecord(r.prefix, locs, r.ttl, 0, False, r.map_version))
+                records.append(EidRecord(r.prefix, locs, r.ttl, 0, False, r.map_version, iid))
             else:
                 # section 8.3: inside a configured site prefix but nothing registered -> 1 min
                 site_pfx = next((p for s in self.sites for p in s.prefixes
-                                 if eid.version == p.version and eid.subnet_of(p)), None)
+                                 if iid in s.iids and eid.version == p.version
+                                 and eid.subnet_of(p)), None)
                 ttl = 1 if site_pfx is not None else self.negative_ttl_minutes
-                records.append(EidRecord(site_pfx or self._negative_prefix(eid), (), ttl,
-                                         Action.NATIVELY_FORWARD, False))
+                records.append(EidRecord(site_pfx or self._negative_prefix(eid, iid), (), ttl,
+                                         Action.NATIVELY_FORWARD, False, 0, iid))
                 self.counters["negative_replies"] += 1
-        self.counters["replies"] += 1
-        reply = encode_map_reply(MapReply(msg.nonce, tuple(records)))
-        return [(reply, (str(itr), sport))]
+        if records:
+            self.counters["replies"] += 1
+            reply = encode_map_reply(MapReply(msg.nonce, tuple(records)))
+            out.append((reply, (str(itr), sport)))
+        return out
 
     def registrations(self, now: float) -> list[dict]:
+        tries = [self.regs] + list(self.iid_regs.values())
         return [{"prefix": str(r.record.prefix), "site": r.site, "source": r.source,
                  "rlocs": [str(loc.locator) for loc in r.record.locators],
-                 "expires_in": round(r.expires - now, 1)}
-                for _a, _p, r in self.regs.items() if r.expires > now]
+                 "expires_in": round(r.expires - now, 1)} | (
+                     {"iid": r.record.iid} if r.record.iid else {})
+                for t in tries for _a, _p, r in t.items() if r.expires > now]

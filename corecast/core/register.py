@@ -53,6 +53,9 @@ class RegistrarConfig:
     xtr_id: bytes | None = None  #: 16 bytes; sets the I-bit with site_id
     site_id: bytes = b"\x00" * 8
     proxy_reply: bool = True  #: P-bit: the map-server answers Map-Requests for us
+    #: Instance ID of the prefixes (RFC 9300 section 8); non-zero goes in an LCAF
+    #: Instance ID address (RFC 8060 section 4.1) in every EID record
+    iid: int = 0
 
 
 class Registrar:
@@ -71,8 +74,8 @@ class Registrar:
                          "requests_not_ours": 0}
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
-        self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes)
-                             for p in cfg.prefixes)
+        self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes,
+                                       iid=cfg.iid) for p in cfg.prefixes)
 
     def message(self) -> MapRegister:
         return MapRegister(
@@ -139,12 +142,14 @@ class Registrar:
         if not isinstance(msg, MapRequest) or not msg.itr_rlocs or not msg.eid_prefixes:
             return []
         recs = []
-        for eid in msg.eid_prefixes:
-            mine = [r for r in self.records if r.prefix.version == eid.version
+        for i, eid in enumerate(msg.eid_prefixes):  # record by record (RFC 9301 5.2)
+            iid = msg.eid_iids[i] if msg.eid_iids else 0
+            mine = [r for r in self.records if r.prefix.version == eid.version and r.iid == iid
                     and eid.subnet_of(r.prefix)]  # type: ignore[arg-type]
             if mine:
                 r = max(mine, key=lambda x: x.prefix.prefixlen)
-                recs.append(EidRecord(r.prefix, r.locators, r.ttl, 0, True, r.map_version))
+                recs.append(EidRecord(r.prefix, r.locators, r.ttl, 0, True, r.map_version,
+                                      r.iid))
         if not recs:
             self.counters["requests_not_ours"] += 1
             return []

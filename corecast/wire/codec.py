@@ -20,6 +20,8 @@ from typing import Union
 
 from corecast.wire.constants import (
     AFI_ADDR_LEN,
+    AFI_LCAF,
+    LCAF_INSTANCE_ID,
     CORECAST_VERSION,
     HASH_LEN,
     Afi,
@@ -67,6 +69,37 @@ def decode_afi_addr(buf: bytes | memoryview, off: int) -> tuple[IPAddress | None
     raw = bytes(buf[off : off + n])
     addr: IPAddress = ipaddress.IPv4Address(raw) if n == 4 else ipaddress.IPv6Address(raw)
     return addr, off + n
+
+
+def encode_eid_addr(addr: IPAddress | None, iid: int = 0) -> bytes:
+    """An EID address: plain AFI for instance 0, else LCAF type 2 (RFC 8060 section
+    4.1): AFI 16387, Rsvd1, Flags, Type 2, IID mask-len 0, Length, Instance ID,
+    then the AFI-encoded address."""
+    if not iid:
+        return encode_afi_addr(addr)
+    inner = encode_afi_addr(addr)
+    return struct.pack("!HBBBBHI", AFI_LCAF, 0, 0, LCAF_INSTANCE_ID, 0, 4 + len(inner),
+                       iid & 0xFFFFFFFF) + inner
+
+
+def decode_eid_addr(buf: bytes | memoryview, off: int) -> tuple[IPAddress | None, int, int]:
+    """(address, Instance ID (0 for a plain AFI), new offset); LCAF types other
+    than Instance ID, nested LCAFs and inconsistent lengths are DecodeErrors."""
+    if off + 2 > len(buf):
+        raise DecodeError("truncated AFI")
+    (afi,) = struct.unpack_from("!H", buf, off)
+    if afi != AFI_LCAF:
+        a, off = decode_afi_addr(buf, off)
+        return a, 0, off
+    if off + 12 > len(buf):
+        raise DecodeError("truncated LCAF")
+    _afi, _r, _f, typ, _ml, length, iid = struct.unpack_from("!HBBBBHI", buf, off)
+    if typ != LCAF_INSTANCE_ID:
+        raise DecodeError(f"unsupported LCAF type {typ}")
+    a, end = decode_afi_addr(buf, off + 12)
+    if end - (off + 8) != length:
+        raise DecodeError("LCAF length does not match its address")
+    return a, iid, end
 
 
 def _addr_from_raw(raw: bytes) -> IPAddress:

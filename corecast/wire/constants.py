@@ -77,6 +77,11 @@ class Afi(IntEnum):
 
 AFI_ADDR_LEN = {Afi.NONE: 0, Afi.IPV4: 4, Afi.IPV6: 16}
 
+#: LISP Canonical Address Format (RFC 8060 section 3): AFI 16387; type 2 = Instance ID
+#: (section 4.1): an EID qualified by a 32-bit Instance ID (24 bits go in the data header)
+AFI_LCAF = int(Afi.LCAF)
+LCAF_INSTANCE_ID = 2
+
 
 class Action(IntEnum):
     """RFC 9301 section 5.4 / 12.3: Negative Map-Reply actions (ACT)."""

@@ -90,15 +90,37 @@ bind_layers(UDP, LISPData, sport=LISP_DATA_PORT)
 # ------------------------------------------------------------------ addresses
 
 
+def _lcaf(p) -> bool:
+    return p.afi == 16387
+
+
 class LISPAddr(Packet):
-    """An AFI-encoded address (RFC 9301 section 5.1): AFI 0, 1 (IPv4) or 2 (IPv6)."""
+    """An AFI-encoded address (RFC 9301 section 5.1): AFI 0, 1 (IPv4) or 2 (IPv6),
+    or an LCAF Instance ID address (RFC 8060 section 4.1: AFI 16387, type 2) for
+    EIDs of a non-default instance: Rsvd1, Flags, Type = 2, IID mask-len, Length
+    (bytes after it), a 32-bit Instance ID, then the AFI-encoded address."""
 
     name = "LISP address"
     fields_desc = [
         ShortEnumField("afi", 1, _AFI),
         ConditionalField(IPField("ipv4", "0.0.0.0"), lambda p: p.afi == 1),
         ConditionalField(IP6Field("ipv6", "::"), lambda p: p.afi == 2),
+        ConditionalField(ByteField("lcaf_rsvd1", 0), _lcaf),
+        ConditionalField(ByteField("lcaf_flags", 0), _lcaf),
+        ConditionalField(ByteEnumField("lcaf_type", 2, {2: "Instance ID"}), _lcaf),
+        ConditionalField(ByteField("iid_mask_len", 0), _lcaf),
+        ConditionalField(ShortField("lcaf_length", None), _lcaf),
+        ConditionalField(IntField("instance_id", 0), _lcaf),
+        ConditionalField(ShortEnumField("inner_afi", 1, _AFI), _lcaf),
+        ConditionalField(IPField("inner_ipv4", "0.0.0.0"),
+                         lambda p: _lcaf(p) and p.inner_afi == 1),
+        ConditionalField(IP6Field("inner_ipv6", "::"), lambda p: _lcaf(p) and p.inner_afi == 2),
     ]
+
+    def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        if self.afi == 16387 and self.lcaf_length is None:
+            pkt = pkt[:6] + (len(pkt) - 8).to_bytes(2, "big") + pkt[8:]
+        return pkt + pay
 
     def extract_padding(self, s: bytes):
         return b"", s

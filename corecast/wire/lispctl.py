@@ -22,9 +22,11 @@ from corecast.wire.codec import (
     build_ip,
     build_udp,
     decode_afi_addr,
+    decode_eid_addr,
     decode_ip,
     decode_udp,
     encode_afi_addr,
+    encode_eid_addr,
 )
 from corecast.wire.constants import KDF_SALT, AlgorithmId, LispType
 
@@ -57,6 +59,9 @@ class EidRecord:
     action: int = 0
     authoritative: bool = False
     map_version: int = 0
+    #: Instance ID (RFC 9300 section 8): non-zero is encoded as an LCAF Instance ID
+    #: address (RFC 8060 section 4.1); 0 is the default instance, a plain AFI address
+    iid: int = 0
 
 
 def _encode_locator(loc: LocatorRecord) -> bytes:
@@ -72,7 +77,7 @@ def encode_eid_record(rec: EidRecord) -> bytes:
     w = (rec.action & 7) << 13 | (0x1000 if rec.authoritative else 0)
     out = struct.pack(
         "!IBBHH", rec.ttl & 0xFFFFFFFF, len(rec.locators), net.prefixlen, w, rec.map_version & 0xFFF
-    ) + encode_afi_addr(net.network_address)
+    ) + encode_eid_addr(net.network_address, rec.iid)
     return out + b"".join(_encode_locator(loc) for loc in rec.locators)
 
 
@@ -80,7 +85,7 @@ def decode_eid_record(buf: bytes | memoryview, off: int) -> tuple[EidRecord, int
     if off + 10 > len(buf):
         raise DecodeError("EID record truncated")
     ttl, nloc, mlen, w, mv = struct.unpack_from("!IBBHH", buf, off)
-    addr, off = decode_afi_addr(buf, off + 10)
+    addr, iid, off = decode_eid_addr(buf, off + 10)
     if addr is None:
         raise DecodeError("EID record without prefix")
     if mlen > addr.max_prefixlen:
@@ -98,7 +103,7 @@ def decode_eid_record(buf: bytes | memoryview, off: int) -> tuple[EidRecord, int
         if la is None:
             raise DecodeError("locator without address")
         locs.append(LocatorRecord(la, pr, we, mp, mw, bool(fl & 4), bool(fl & 2), bool(fl & 1)))
-    rec = EidRecord(prefix, tuple(locs), ttl, w >> 13, bool(w & 0x1000), mv & 0xFFF)
+    rec = EidRecord(prefix, tuple(locs), ttl, w >> 13, bool(w & 0x1000), mv & 0xFFF, iid)
     return rec, off
 
 
@@ -119,6 +124,8 @@ class MapRequest:
     local_xtr: bool = False
     dont_map_reply: bool = False
     map_reply_record: EidRecord | None = None
+    #: Instance ID of each EID prefix (RFC 8060 LCAF type 2), or () when all are 0
+    eid_iids: tuple[int, ...] = ()
 
 
 def encode_map_request(m: MapRequest) -> bytes:
@@ -142,8 +149,11 @@ def encode_map_request(m: MapRequest) -> bytes:
     )
     out = [struct.pack("!IQ", w0, m.nonce), encode_afi_addr(m.source_eid)]
     out += [encode_afi_addr(r) for r in m.itr_rlocs]
-    for p in m.eid_prefixes:
-        out.append(struct.pack("!BB", 0, p.prefixlen) + encode_afi_addr(p.network_address))
+    if m.eid_iids and len(m.eid_iids) != len(m.eid_prefixes):
+        raise ValueError("Map-Request: one Instance ID per EID prefix")
+    for i, p in enumerate(m.eid_prefixes):
+        iid = m.eid_iids[i] if m.eid_iids else 0
+        out.append(struct.pack("!BB", 0, p.prefixlen) + encode_eid_addr(p.network_address, iid))
     if m.map_reply_record is not None:
         out.append(encode_eid_record(m.map_reply_record))
     return b"".join(out)
@@ -163,14 +173,16 @@ def _decode_map_request(buf: bytes | memoryview) -> MapRequest:
             raise DecodeError("ITR-RLOC with AFI 0")
         rlocs.append(r)
     prefixes = []
+    iids = []
     for _ in range(count):
         if off + 2 > len(buf):
             raise DecodeError("Map-Request record truncated")
         mlen = buf[off + 1]
-        a, off = decode_afi_addr(buf, off + 2)
+        a, iid, off = decode_eid_addr(buf, off + 2)
         if a is None or mlen > a.max_prefixlen:
             raise DecodeError("bad Map-Request EID prefix")
         prefixes.append(ipaddress.ip_network(f"{a}/{mlen}", strict=False))
+        iids.append(iid)
     fl = (w0 >> 16) & 0xFFF
     rec = None
     if fl & 0x400:
@@ -189,6 +201,7 @@ def _decode_map_request(buf: bytes | memoryview) -> MapRequest:
         bool(w0 & 0x4000),
         bool(w0 & 0x2000),
         rec,
+        tuple(iids) if any(iids) else (),
     )
 
 

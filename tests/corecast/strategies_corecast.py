@@ -33,6 +33,8 @@ locator = st.builds(
     st.booleans(),
 )
 
+iid = st.one_of(st.just(0), st.integers(1, 2**32 - 1))
+
 eid_record = st.builds(
     c.EidRecord,
     network(),
@@ -41,6 +43,7 @@ eid_record = st.builds(
     st.integers(0, 7),
     st.booleans(),
     st.integers(0, 4095),
+    iid,
 )
 
 map_request = st.builds(
@@ -58,7 +61,11 @@ map_request = st.builds(
     st.booleans(),
     st.booleans(),
     st.one_of(st.none(), eid_record),
-).map(lambda m: dataclasses.replace(m, map_data_present=m.map_reply_record is not None))
+    st.lists(iid, max_size=3).map(tuple),
+).map(lambda m: dataclasses.replace(
+    m, map_data_present=m.map_reply_record is not None,
+    eid_iids=(m.eid_iids + (0,) * 3)[:len(m.eid_prefixes)] if any(
+        m.eid_iids[:len(m.eid_prefixes)]) else ()))
 
 map_reply = st.builds(
     c.MapReply,

@@ -17,7 +17,10 @@ from strategies_corecast import cc_header, cc_payload, map_register, map_reply, 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def s_addr(a):
+def s_addr(a, iid=0):
+    if iid:
+        kw = {"inner_ipv4": str(a)} if a.version == 4 else {"inner_afi": 2, "inner_ipv6": str(a)}
+        return L.LISPAddr(afi=16387, instance_id=iid, **kw)
     if a is None:
         return L.LISPAddr(afi=0)
     if a.version == 4:
@@ -34,7 +37,7 @@ def s_loc(loc: c.LocatorRecord):
 def s_rec(r: c.EidRecord):
     return L.LISPEidRecord(ttl=r.ttl, eid_mask_len=r.prefix.prefixlen, act=r.action,
                            A=int(r.authoritative), map_version=r.map_version,
-                           eid_prefix=s_addr(r.prefix.network_address),
+                           eid_prefix=s_addr(r.prefix.network_address, r.iid),
                            locators=[s_loc(x) for x in r.locators])
 
 
@@ -48,8 +51,9 @@ def s_request(m: c.MapRequest):
         flags=fl, L=int(m.local_xtr), D=int(m.dont_map_reply), nonce=m.nonce,
         source_eid=s_addr(m.source_eid), itr_rlocs=[s_addr(a) for a in m.itr_rlocs],
         records=[L.LISPMapRequestPrefix(eid_mask_len=p.prefixlen,
-                                        eid_prefix=s_addr(p.network_address))
-                 for p in m.eid_prefixes], **kw)
+                                        eid_prefix=s_addr(p.network_address,
+                                                          m.eid_iids[i] if m.eid_iids else 0))
+                 for i, p in enumerate(m.eid_prefixes)], **kw)
 
 
 def s_reply(m: c.MapReply):

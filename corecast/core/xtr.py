@@ -1,0 +1,268 @@
+"""An xTR: ITR and ETR in one process, with the data-plane reachability
+mechanisms of RFC 9300 that need both (sans-IO).
+
+* **Echo-nonce** (RFC 9300 section 10.1).  To check a path, the ITR side sets
+  N and E with a 24-bit random nonce on every packet it sends to that RLOC
+  while in the Echo-Nonce-request state.  The ETR side, on a packet with N
+  and E set, remembers the nonce; the next packet our ITR side sends to that
+  RLOC carries it back with N set and E clear.  An echoed nonce that matches
+  ours ends the request state (:class:`EchoNonceVerified`); if packets from
+  that RLOC keep arriving but the nonce does not come back before
+  ``echo_timeout``, the RLOC is reported unreachable (:class:`RlocUnreachable`)
+  and marked down in map-cache entries that have another locator.  An xTR
+  that receives an echo request while requesting itself suspends its own
+  request for ``echo_suspend`` seconds (the 'Echo-Nonce-request-state' timer)
+  and echoes.  Only when enabled (the RFC allows it in closed deployments
+  only); a random nonce is never sent with E clear otherwise.
+* **Instance IDs** (RFC 9300 section 8): the ITR core puts the I-bit and IID
+  in every header, the ETR core decapsulates only its own instance; both
+  come from ``instance_id``.
+* **Locator-Status-Bits** (RFC 9300 sections 5.3, 10): with ``local_rlocs``
+  given (this site's locators in the order of its mapping), every header
+  carries the L-bit and one bit per local locator (all up: the site does not
+  monitor its own links further).  Received LSBs are applied to the
+  map-cache entry of the inner source EID: a locator whose bit is 0 is
+  marked down and avoided while another is up (:class:`LocatorStatusChanged`).
+
+Headers toward one RLOC are changed through ``Itr.headers_by_rloc``, which
+the batch fast path (C and pure) honours; datagrams come and go as in
+:class:`corecast.core.itr.Itr` and :class:`corecast.core.etr.Etr`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from dataclasses import dataclass
+
+from corecast.core.etr import Etr
+from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
+from corecast.core.itr import Itr
+from corecast.wire.codec import (
+    FLAG_E,
+    FLAG_I,
+    FLAG_L,
+    FLAG_N,
+    DecodeError,
+    decode_ip,
+    encode_lisp_data,
+    make_lisp_data,
+)
+
+Datagram = tuple[bytes, tuple[str, int]]
+
+
+@dataclass(slots=True)
+class _Peer:
+    """Echo-nonce state toward one remote RLOC."""
+
+    req_nonce: int | None = None  #: our nonce while in the Echo-Nonce-request state
+    req_started: float = 0.0
+    req_deadline: float = 0.0
+    rx_during_req: int = 0  #: packets received from it since the request started
+    suspended_until: float = 0.0
+    echo_back: int | None = None  #: their nonce, to echo on our next packet
+    last_tx: float = -1.0
+    verified_at: float = float("-inf")
+
+
+class Xtr:
+    """ITR + ETR with echo-nonce, instance IDs and Locator-Status-Bits."""
+
+    def __init__(
+        self,
+        itr: Itr,
+        etr: Etr,
+        echo_nonce: bool = False,
+        echo_interval: float = 10.0,
+        echo_timeout: float = 3.0,
+        echo_suspend: float = 1.0,
+        local_rlocs: tuple[str, ...] = (),
+        max_peers: int = 4096,
+        seed: int | None = None,
+    ) -> None:
+        if etr.instance_id is None:
+            etr.instance_id = itr.instance_id
+        elif etr.instance_id != itr.instance_id:
+            raise ValueError("ITR and ETR of one xTR must be in the same instance")
+        self.itr = itr
+        self.etr = etr
+        self.iid = itr.instance_id
+        self.echo_nonce = echo_nonce
+        self.echo_interval = echo_interval
+        self.echo_timeout = echo_timeout
+        self.echo_suspend = echo_suspend
+        self.max_peers = max_peers
+        self._rng = random.Random(seed)
+        self.lsb = (1 << len(local_rlocs)) - 1 if local_rlocs else None
+        if local_rlocs and len(local_rlocs) > (8 if self.iid else 32):
+            raise ValueError("more local locators than Locator-Status-Bits")
+        self.peers: dict[bytes, _Peer] = {}
+        self.remote_lsb: dict[bytes, int] = {}  #: last LSBs seen per source RLOC
+        self.events: list = []
+        self.counters = {"echo_requests_started": 0, "echo_requests_received": 0,
+                         "echoes_sent": 0, "echoes_verified": 0, "echo_mismatch": 0,
+                         "unreachable": 0, "lsb_changes": 0, "dropped_peers": 0}
+        itr.lisp_header = self._header()
+
+    # ----------------------------------------------------------------- headers
+
+    def _header(self, nonce: int | None = None, echo: bool = False) -> bytes:
+        return encode_lisp_data(make_lisp_data(
+            nonce=nonce, echo=echo, instance_id=self.iid or None, lsb=self.lsb))
+
+    def _refresh(self, rloc: bytes, p: _Peer, now: float) -> None:
+        hdrs = self.itr.headers_by_rloc
+        if p.echo_back is not None:
+            hdrs[rloc] = self._header(p.echo_back, echo=False)
+        elif p.req_nonce is not None and now >= p.suspended_until:
+            hdrs[rloc] = self._header(p.req_nonce, echo=True)
+        else:
+            hdrs.pop(rloc, None)
+
+    def _peer(self, rloc: bytes) -> _Peer | None:
+        p = self.peers.get(rloc)
+        if p is None:
+            if len(self.peers) >= self.max_peers:
+                self.counters["dropped_peers"] += 1
+                return None
+            p = self.peers[rloc] = _Peer()
+        return p
+
+    # ----------------------------------------------------------------- ITR side
+
+    def _sent(self, out: list[Datagram], now: float) -> list[Datagram]:
+        if not self.echo_nonce or not out:
+            return out
+        dp = self.itr.data_port
+        seen: set[str] = {dst[0] for _d, dst in out if dst[1] == dp}
+        for host in seen:
+            rloc = ipaddress.ip_address(host).packed
+            p = self._peer(rloc)
+            if p is None:
+                continue
+            p.last_tx = now
+            if p.echo_back is not None:
+                p.echo_back = None  # echoed on the packets just sent
+                self.counters["echoes_sent"] += 1
+                self._refresh(rloc, p, now)
+        return out
+
+    def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
+        return self._sent(self.itr.handle_inner(pkt, now), now)
+
+    def handle_batch(self, frames: list, now: float, l2: int = 0) -> list[Datagram]:
+        return self._sent(self.itr.handle_batch(frames, now, l2), now)
+
+    def handle_control(self, data: bytes, now: float) -> list[Datagram]:
+        return self._sent(self.itr.handle_control(data, now), now)
+
+    def request_echo(self, rloc: str, now: float) -> None:
+        """Enter the Echo-Nonce-request state toward ``rloc`` now."""
+        r = ipaddress.ip_address(rloc).packed
+        p = self._peer(r)
+        if p is None:
+            return
+        p.req_nonce = self._rng.getrandbits(24) or 1
+        p.req_started = now
+        p.req_deadline = now + self.echo_timeout
+        p.rx_during_req = 0
+        self.counters["echo_requests_started"] += 1
+        self._refresh(r, p, now)
+
+    def tick(self, now: float) -> list[Datagram]:
+        """Map-Request retransmissions, plus echo-nonce timers: start a request toward
+        RLOCs we send to whose path was not verified for ``echo_interval``; give up
+        (unreachable) after ``echo_timeout``; resume suspended requests."""
+        out = self.itr.tick(now)
+        if not self.echo_nonce:
+            return out
+        for rloc, p in list(self.peers.items()):
+            if p.req_nonce is None:
+                if p.last_tx >= 0 and now - p.verified_at >= self.echo_interval \
+                        and now - p.last_tx < self.echo_interval:
+                    self.request_echo(str(ipaddress.ip_address(rloc)), now)
+                continue
+            if now >= p.req_deadline:
+                if p.rx_during_req:
+                    self.counters["unreachable"] += 1
+                    self.events.append(RlocUnreachable(str(ipaddress.ip_address(rloc)),
+                                                       p.req_nonce))
+                    self._mark_down(rloc)
+                p.req_nonce = None
+                p.verified_at = now  # not again before echo_interval
+            self._refresh(rloc, p, now)
+        return out
+
+    def _mark_down(self, rloc: bytes) -> None:
+        for _a, _l, entry in self.itr.mapcache.trie.items():
+            if rloc in entry.rlocs and len(entry.rlocs) > 1:
+                entry.down = entry.down | {rloc}
+
+    # ----------------------------------------------------------------- ETR side
+
+    def handle_data(self, data: bytes, src: tuple[str, int] | str, now: float
+                    ) -> list[Datagram]:
+        """A UDP/4341 payload from ``src`` (the outer source RLOC): reachability
+        bits first, then the ETR core decapsulates and delivers."""
+        host = src if isinstance(src, str) else src[0]
+        if len(data) >= 8:
+            flags = data[0]
+            if self.echo_nonce and self.peers:
+                p = self.peers.get(ipaddress.ip_address(host).packed)
+                if p is not None and p.req_nonce is not None:
+                    p.rx_during_req += 1  # traffic from it while we wait for the echo
+            if flags & FLAG_N:
+                self._on_nonce(host, flags, int.from_bytes(data[1:4], "big"), now)
+            if flags & FLAG_L:
+                bits = data[7] if flags & FLAG_I else int.from_bytes(data[4:8], "big")
+                self._on_lsb(host, bits, data[8:])
+        return self.etr.handle_data(data, now)
+
+    def _on_nonce(self, host: str, flags: int, nonce: int, now: float) -> None:
+        if not self.echo_nonce:
+            return
+        rloc = ipaddress.ip_address(host).packed
+        p = self._peer(rloc)
+        if p is None:
+            return
+        if flags & FLAG_E:  # a request: echo it on our next packet to them
+            self.counters["echo_requests_received"] += 1
+            p.echo_back = nonce
+            if p.req_nonce is not None:  # both requesting: suspend ours a while
+                p.suspended_until = now + self.echo_suspend
+        elif p.req_nonce is not None:
+            if nonce == p.req_nonce:
+                self.counters["echoes_verified"] += 1
+                self.events.append(EchoNonceVerified(host, nonce, now - p.req_started))
+                p.req_nonce = None
+                p.verified_at = now
+            else:
+                self.counters["echo_mismatch"] += 1
+        self._refresh(rloc, p, now)
+
+    def _on_lsb(self, host: str, bits: int, inner: bytes) -> None:
+        rloc = ipaddress.ip_address(host).packed
+        if self.remote_lsb.get(rloc) == bits:
+            return
+        if len(self.remote_lsb) >= self.max_peers and rloc not in self.remote_lsb:
+            self.remote_lsb.pop(next(iter(self.remote_lsb)))
+        self.remote_lsb[rloc] = bits
+        try:
+            ip = decode_ip(inner)
+        except DecodeError:
+            return
+        hit = self.itr.mapcache.trie.lookup(ip.src)  # the mapping of the source EID
+        if hit is None:
+            return
+        entry = hit[1]
+        down = frozenset(r for i, r in enumerate(entry.ordinals) if not bits >> i & 1)
+        if down != entry.down:
+            entry.down = down
+            self.counters["lsb_changes"] += 1
+            self.events.append(LocatorStatusChanged(
+                f"{ipaddress.ip_address(entry.prefix)}/{entry.plen}",
+                tuple(sorted(str(ipaddress.ip_address(r)) for r in down))))
+
+
+__all__ = ["Xtr"]
