@@ -24,7 +24,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from vmc.caches import CacheError, Squid, Varnish
 from vmc.client import fetch
-from vmc.nginx import Nginx, free_port, vm_rss
+from vmc.nginx import Nginx, vm_rss
 
 PY = [sys.executable, "-m", "vmc"]
 
