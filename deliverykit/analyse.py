@@ -103,14 +103,20 @@ def _print(results: dict, stats: dict, limit: int) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped or logged: do not squeeze tables into 80 columns
+        console = Console(width=200)
     for aname, tables in results.items():
         for tname, rows in tables.items():
+            if not rows:  # an analyser that saw none of its traffic: one line, not an empty table
+                console.print(f"{aname}: {tname}: no rows")
+                continue
             table = Table(title=f"{aname}: {tname} ({len(rows)} rows)")
             cols: list[str] = []
             for r in rows[:limit]:
                 cols.extend(c for c in r if c not in cols)
-            for c in cols:
-                table.add_column(c)
+            for i, c in enumerate(cols):  # the first column names the row: never cut it
+                table.add_column(c, no_wrap=i == 0, min_width=None if i else min(24, max(
+                    len(c), *(len(str(r.get(c, ""))) for r in rows[:limit]))))
             for r in rows[:limit]:
                 table.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in cols))
             console.print(table)
@@ -129,8 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=20, help="rows per table on the terminal")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    options = dict(o.split("=", 1) if "=" in o else (o, "1") for o in args.opt)
-    analysers = load_analysers(args.only, options)
+    bad = [o for o in args.opt if "=" not in o or not o.split("=", 1)[0]]
+    if bad:
+        ap.error(f"--opt takes KEY=VALUE, got {bad[0]!r}")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        ap.error(f"--json: no such directory: {Path(args.json).parent}")
+    options = dict(o.split("=", 1) for o in args.opt)
+    try:
+        analysers = load_analysers(args.only, options)
+    except (ValueError, OSError) as exc:  # an analyser rejected its --opt values
+        ap.error(f"--opt: {exc}")
     try:
         if args.no_progress or not sys.stderr.isatty():
             results, stats = analyse(args.capture, analysers)
@@ -167,3 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 for p in a.plots(Path(args.plots)):
                     print(f"wrote {p}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

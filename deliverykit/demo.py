@@ -26,10 +26,14 @@ def discover() -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m deliverykit.demo", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="deliverykit demo", description=__doc__.splitlines()[0])
     ap.add_argument("systems", nargs="*", help="only these systems (default: all registered)")
     ap.add_argument("--full", action="store_true", help="longer runs instead of the quick ones")
     args = ap.parse_args(argv)
+    known = [ep.name for ep in discover()]
+    unknown = [s for s in args.systems if s not in known]
+    if unknown:
+        ap.error(f"unknown system {unknown[0]!r}; known: {', '.join(known)}")
     console = Console()
     if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
         console = Console(width=140)
