@@ -33,10 +33,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32")
     p.add_argument("--profile", choices=["rfc", "libswift"], default="rfc",
                    help="libswift: draft-10 as the libswift C++ peer speaks it")
+    p.add_argument("--pex-ca", metavar="FILE", default=None,
+                   help="certified PEX (PEX_REScert, 8.13): the tracker CA's public key file")
 
 
 def _config(a: argparse.Namespace, **kw) -> PeerConfig:
     hf = _HASHES[a.hash] if a.hash else (HashFunc.SHA1 if a.profile == "libswift" else HashFunc.SHA256)
+    if getattr(a, "pex_ca", None):
+        from swift.core.pexcert import load_ca_public
+        kw.setdefault("pex_ca", load_ca_public(a.pex_ca))
     return PeerConfig(chunk_size=a.chunk_size, hash_func=hf, addressing=_CAMS[a.addressing],
                       profile=a.profile, **kw)
 
@@ -185,7 +190,11 @@ async def _tracker(a: argparse.Namespace) -> int:
     from swift.core.content import Content, MemoryStorage
     from swift.core.merkle import MerkleTree
     from swift.core.peer import Peer
-    cfg = _config(a, tracker=True, max_channels=a.max_peers)
+    ca = None
+    if a.ca_key:
+        from swift.core.pexcert import load_or_create_ca
+        ca = load_or_create_ca(a.ca_key)  # also writes CA_KEY.pub for --pex-ca
+    cfg = _config(a, tracker=True, max_channels=a.max_peers, pex_ca_key=ca)
     tree = MerkleTree.for_root(bytes.fromhex(a.root), cfg.hash_func, cfg.chunk_size)
     node = SwiftNode(Peer(Content(tree, MemoryStorage()), cfg), a.host, a.port)
     async with node:
@@ -237,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--port", type=int, default=6779)
     t.add_argument("--duration", type=float, default=0.0)
     t.add_argument("--max-peers", type=int, default=256)
+    t.add_argument("--ca-key", metavar="PEM", default=None,
+                   help="act as certification authority: hand out PEX_REScert membership "
+                        "certificates signed with this key (created if missing; PEM.pub for --pex-ca)")
     _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file")
     h.add_argument("file")

@@ -136,6 +136,8 @@ class Channel:
         self.sent_since_recv = 0
         self.pex_out: list[Any] = []
         self.pex_requested = False
+        #: defective PEX_REScert certificates received (then the rest are ignored)
+        self.bad_certs = 0
         self.next_pex = 0.0
 
     @property

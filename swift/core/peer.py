@@ -85,6 +85,15 @@ class PeerConfig:
     #: (RFC 7574 3.10.1: "PEX messages can be used to construct a dedicated
     #: tracker peer")
     tracker: bool = False
+    #: PEX with swarm-membership certificates (8.13, 12.2.2): the CA
+    #: (tracker) public key as DER SubjectPublicKeyInfo, part of the swarm
+    #: metadata.  When set, PEX answers carry PEX_REScert only and plain
+    #: PEX_RESv4/v6 are ignored; a certificate is checked before its
+    #: address is contacted or passed on.
+    pex_ca: bytes | None = None
+    #: the tracker's CA private key: it certifies the peers it handshook with
+    pex_ca_key: Any = None
+    pex_cert_lifetime: float = 3600.0
     #: live: start this many chunks behind the newest one announced (6.1.2.4)
     live_prebuffer: int = 16
     seed: int | None = None
@@ -157,6 +166,11 @@ class Peer(RequestPlanner):
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
         self._complete_reported = content.complete
         self._next_tick: float | None = None
+        if cfg.pex_ca_key is not None and cfg.pex_ca is None:
+            from swift.core.pexcert import ca_public_bytes
+            cfg.pex_ca = ca_public_bytes(cfg.pex_ca_key)
+        #: address -> membership certificate that passed the check (bounded)
+        self.certs: dict[Any, bytes] = {}
 
     # -- public API -----------------------------------------------------------------
 
@@ -432,13 +446,40 @@ class Peer(RequestPlanner):
             elif t == MsgType.PEX_REQ:
                 ch.pex_requested = True
             elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6):
-                addr = (m.ip, m.port)
-                self.events.append(ev.PeerDiscovered(addr))
-                if self.config.pex_connect and addr not in self.blacklist and not any(
-                        c.addr == addr for c in self.channels.values()):
-                    if len(self.channels) < self.config.max_channels:
-                        self.connect(addr, now)
-            # SIGNED_INTEGRITY, PEX_REScert: not used by static swarms
+                if self.config.pex_ca is not None:
+                    self.stats["pex_uncertified"] = self.stats.get("pex_uncertified", 0) + 1
+                    continue  # this swarm gossips certified addresses only
+                self._discovered(ch, (m.ip, m.port), now)
+            elif t == MsgType.PEX_REScert:
+                self._on_cert(ch, m.cert, now)
+
+    def _discovered(self, ch: Channel, addr: Any, now: float) -> None:
+        self.events.append(ev.PeerDiscovered(addr))
+        if self.config.pex_connect and addr not in self.blacklist and not any(
+                c.addr == addr for c in self.channels.values()):
+            if len(self.channels) < self.config.max_channels:
+                self.connect(addr, now)
+
+    def _on_cert(self, ch: Channel, der: bytes, now: float) -> None:
+        """PEX_REScert (8.13, 12.2.1): check the membership certificate
+        (CA signature, swarm, validity, SAN URI) before using its address;
+        a sender of defective certificates gets the rest of its ignored
+        ("check a few ... and discard the rest if they are defective")."""
+        from swift.core.pexcert import CertError, check
+        if self.config.pex_ca is None or ch.bad_certs >= 2:
+            self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
+            return
+        try:
+            addr = check(der, self.config.pex_ca, self.swarm_id, now)
+        except CertError:
+            ch.bad_certs += 1
+            self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1
+            return
+        self.stats["good_cert"] = self.stats.get("good_cert", 0) + 1
+        if addr not in self.certs and len(self.certs) >= 256:
+            self.certs.pop(next(iter(self.certs)))
+        self.certs[addr] = der
+        self._discovered(ch, addr, now)
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
         pos = lo

@@ -39,6 +39,8 @@ class RequestPlanner:
     live: bool
     live_start: int | None
     buffering: bool
+    certs: dict
+    swarm_id: bytes
     _complete_reported: bool
 
     def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
@@ -182,7 +184,8 @@ class RequestPlanner:
         if not ch.pex_requested:
             return []
         ch.pex_requested = False
-        out = []
+        cfg = self.config
+        out: list = []
         private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
         seen = {ch.addr}
         for c in self.channels.values():
@@ -195,6 +198,18 @@ class RequestPlanner:
             try:
                 v = ipaddress.ip_address(host)
             except ValueError:
+                continue
+            if cfg.pex_ca is not None:  # certified PEX only (8.13, 12.2.2)
+                cert = self.certs.get(c.addr)
+                if cert is None and cfg.pex_ca_key is not None:  # we are the CA
+                    from swift.core.pexcert import issue
+                    cert = issue(cfg.pex_ca_key, self.swarm_id, host, port, now,
+                                 cfg.pex_cert_lifetime)
+                    self.certs[c.addr] = cert
+                if cert is not None:
+                    out.append(C.PexResCert(cert))
+                    if len(out) >= 8:
+                        break
                 continue
             out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
             if len(out) >= 8:

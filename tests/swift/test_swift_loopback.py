@@ -211,26 +211,32 @@ async def test_http_endpoint_plays_while_downloading(tmp_path) -> None:
                 assert whole == data
 
 
-def test_cli_tracker(tmp_path) -> None:
+@pytest.mark.parametrize("certified", [False, True], ids=["plain-pex", "pex-rescert"])
+def test_cli_tracker(tmp_path, certified) -> None:
     src = _file(tmp_path, 100 * 1024)
     out = str(tmp_path / "via-tracker.bin")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     root = subprocess.run([sys.executable, "-m", "swift", "hash", src], capture_output=True,
                           text=True, timeout=30).stdout.strip()
+    ca = str(tmp_path / "ca.pem")
+    # certified: the tracker is the CA (RFC 7574 12.2.2), peers get its public key
+    trk_extra = ["--ca-key", ca] if certified else []
+    extra = ["--pex-ca", ca + ".pub"] if certified else []
     procs = []
     try:
         trk = subprocess.Popen([sys.executable, "-m", "swift", "tracker", root, "--host", "127.0.0.1",
-                                "--port", "0", "--duration", "40"],
+                                "--port", "0", "--duration", "40", *trk_extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(trk)
         tport = int(trk.stderr.readline().strip().rsplit(":", 1)[1])
         seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src, "--host", "127.0.0.1",
-                                 "--port", "0", "--duration", "40", "--tracker", f"127.0.0.1:{tport}"],
+                                 "--port", "0", "--duration", "40", "--tracker", f"127.0.0.1:{tport}",
+                                 *extra],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(seed)
         assert seed.stdout.readline().strip() == root
         r = subprocess.run([sys.executable, "-m", "swift", "download", root, "--tracker",
-                            f"127.0.0.1:{tport}", "-o", out, "-q", "--timeout", "30"],
+                            f"127.0.0.1:{tport}", "-o", out, "-q", "--timeout", "30", *extra],
                            capture_output=True, text=True, timeout=50, env=env)
         assert r.returncode == 0, r.stderr
         assert _sha(out) == _sha(src)
