@@ -7,19 +7,30 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+FULL := $(VENV)/.installed-full
 SOURCES := pyproject.toml setup.py $(wildcard deliverykit/csrc/*.c deliverykit/csrc/*.h)
+# setuptools warns on every editable install about same-named folders in the
+# working directory; here the working directory is the source tree, by design.
+PIP := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip
 
 .PHONY: venv demo test tools bench bench-quick clean
 
+# The demo needs the toolkit and its C extension; tests and benchmarks add
+# pytest, hypothesis and the comparison tools (libtorrent, raptorq).
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip "setuptools>=77"
+	@$(PIP) install -q --upgrade pip "setuptools>=77"
 	@echo "installing the toolkit and its C extension into $(VENV)..."
-	@$(PY) -m pip install -q -e '.[test,fast,bench]'
+	@$(PIP) install -q -e '.[fast]'
 	@$(PY) -m deliverykit info
 	@touch $@
 
-venv: $(STAMP)
+$(FULL): $(STAMP)
+	@echo "installing the test and benchmark dependencies into $(VENV)..."
+	@$(PIP) install -q -e '.[test,fast,bench]'
+	@touch $@
+
+venv: $(FULL)
 
 demo: $(STAMP)
 	$(PY) -m deliverykit.demo
@@ -27,13 +38,13 @@ demo: $(STAMP)
 tools:
 	@bash scripts/install-tools.sh
 
-test: $(STAMP) tools
+test: $(FULL) tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(FULL)
 	$(PY) -m bench.harness
 
-bench-quick: $(STAMP)
+bench-quick: $(FULL)
 	$(PY) -m bench.harness --quick
 
 clean:

@@ -2,10 +2,15 @@
 # Install the Debian tools the test suite drives for real, when we can.
 # As root: apt-get installs whatever is missing. As a user: say what is missing;
 # the tests that need it skip with a reason naming the tool (under CI=true they fail).
+# Servers installed here (nginx, varnish, squid) are stopped and disabled right after
+# their install, because the tests start their own instances on loopback; a server
+# that was already on the machine is never touched.
 set -u
 declare -A PKG=([tshark]=tshark [tcpdump]=tcpdump [ip]=iproute2 [tc]=iproute2
                 [nginx]=nginx-light [curl]=curl [nft]=nftables [iptables]=iptables
-                [varnishd]=varnish [squid]=squid)
+                [varnishd]=varnish [squid]=squid [ping]=iputils-ping)
+declare -A SERVICE=([nginx-light]=nginx [varnish]=varnish [squid]=squid)
+declare -A DAEMON=([nginx-light]=nginx [varnish]=varnishd [squid]=squid)
 missing=()
 for tool in "${!PKG[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("${PKG[$tool]}")
@@ -23,15 +28,19 @@ fi
 echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-apt-get update -q -o DPkg::Lock::Timeout=600 >/dev/null
-apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
-# nginx-light starts a system nginx on port 80; our tests run their own instances.
-command -v systemctl >/dev/null && systemctl disable --now nginx >/dev/null 2>&1 || true
-pkill -x nginx >/dev/null 2>&1 || true
-# varnish and squid likewise: the benchmark starts its own instances on loopback.
-for svc in varnish squid; do
+log=$(mktemp)
+if ! { apt-get update -q -o DPkg::Lock::Timeout=600 &&
+       apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"; } \
+       >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "apt-get failed installing ${missing[*]} (full log: $log)" >&2
+    exit 1
+fi
+rm -f "$log"
+for pkg in "${missing[@]}"; do
+    svc=${SERVICE[$pkg]:-}
+    [ -n "$svc" ] || continue
     command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    pkill -x "${DAEMON[$pkg]}" >/dev/null 2>&1 || true
 done
-pkill -x varnishd >/dev/null 2>&1 || true
-pkill -x squid >/dev/null 2>&1 || true
 exit 0
