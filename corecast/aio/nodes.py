@@ -161,6 +161,37 @@ class ItrNode(Node):
                 self._sendto(self.t_ctl, data, dst, False)
 
 
+class XtrNode(ItrNode):
+    """xTR (:class:`corecast.core.xtr.Xtr`): the ITR's sockets plus a LISP data
+    socket on ``rloc:data_port`` whose packets the ETR side decapsulates (and reads
+    echo-nonce / Locator-Status-Bits from); its encapsulated packets leave from
+    that socket too.  Inner packets are delivered natively (UDP payload to the
+    inner destination address and port)."""
+
+    def __init__(self, xtr, inside: tuple[str, int], data_port: int, tick: float = 0.25) -> None:
+        super().__init__(xtr.itr, inside, tick)
+        self.xtr = xtr
+        self.data_port = data_port
+
+    async def start(self) -> None:
+        from deliverykit.aio import open_udp
+
+        xtr = self.xtr
+        self.t_inside = Endpoint(open_udp(self.inside, lambda items, now: self._route(
+            xtr.handle_batch(items, now))))
+        self.t_data = await bind(self.rloc, self.data_port, self._on_data)
+        self.t_out = await bind(self.rloc, 0, lambda d, a: None)
+        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
+            xtr.handle_control(d, self.now())))
+        self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
+        self.transports += [self.t_inside, self.t_data, self.t_out, self.t_ctl]
+        self.every(self.tick, lambda now: self._route(xtr.tick(now)))
+
+    def _on_data(self, data: bytes, addr: tuple) -> None:
+        for payload, dst in self.xtr.handle_data(data, addr, self.now()):
+            self._sendto(self.t_out, payload, dst, True)
+
+
 class EtrNode(Node):
     """ETR: LISP data socket (4341), control socket (4342) for Map-Notify, and
     an output socket for the unicast packets to clients."""

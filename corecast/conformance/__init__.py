@@ -37,10 +37,32 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     to a channel EID follow the paper's Algorithm 1 (payload stored per
     channel, sent once per ETR RLOC before the first header for that RLOC).
 
+Options beyond plain LISP (exit 127 if not supported):
+
+``... itr ... --data-port D [--echo-nonce]``
+    Also an ETR (an xTR): LISP packets arriving on UDP ``--rloc``:D are
+    decapsulated and delivered natively, and its own encapsulated packets
+    leave from that port.  With ``--echo-nonce`` (RFC 9300 sec. 10.1) it
+    echoes a nonce received with N+E set on its next packet to that RLOC (N
+    set, E clear), and requests echoes itself: N+E with one nonce for the
+    whole request state, which ends when the nonce comes back.
+``... itr ... --instance-id N`` / ``... etr ... --instance-id N``
+    RFC 9300 sec. 5.3, 8: the ITR sets the I-bit and the 24-bit Instance ID
+    in every header (its map-cache FILE is instance N's); the ETR
+    decapsulates only packets of instance N (I-bit clear counts as 0) and
+    registers its prefix in instance N (LCAF Instance ID, RFC 8060 sec. 4.1).
+``... mapserver ... --instance-id N`` (repeatable)
+    The sites may also register instance N: registrations are keyed by
+    (Instance ID, prefix), Map-Requests name the instance in an LCAF
+    Instance ID address and are answered from that instance only.
+
+Cases marked root start the implementation inside a network namespace
+(``Implementation.start(..., netns=...)``, i.e. ``ip netns exec NS ADAPTER ...``).
+
 Exit 127 for a role not supported. Our implementation (``ours-lisp``) is
 ``python -m corecast.conformance.adapter``. The cases play the other side
 with raw UDP sockets and :mod:`corecast.wire.codec`.
 
-Not covered yet: echo-nonce (RFC 9300 sec. 10.1), instance IDs other than
-none/0, Map-Notify (RFC 9301 sec. 5.7), SMR, IPv6 EIDs and RLOCs.
+Not covered yet: Map-Notify (RFC 9301 sec. 5.7), SMR, map-versioning
+(RFC 9302), Locator-Status-Bits reactions, IPv6 EIDs and RLOCs.
 """

@@ -4,7 +4,11 @@
     python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P --key-id N --psk S \
         --control-port C --data-port D [--cc-range 232.0.0.0/8]
     python -m corecast.conformance.adapter itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE \
-        [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8]
+        [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8] \
+        [--data-port D [--echo-nonce]] [--instance-id N]
+
+``etr`` and ``mapserver`` also take ``--instance-id N`` (for the map-server:
+repeatable, instances the site may register besides 0).
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ async def _mapserver(a: argparse.Namespace) -> int:
     from corecast.core.mapserver import MapServer, Site
 
     sites = []
+    iids = frozenset({0, *a.instance_id})
     for spec in a.site:
         name, prefixes, key_id, psk = spec.split(":", 3)
         sites.append(Site(name, {int(key_id): psk.encode()},
-                          tuple(ipaddress.ip_network(p) for p in prefixes.split(","))))
+                          tuple(ipaddress.ip_network(p) for p in prefixes.split(",")),
+                          iids=iids))
     node = MapServerNode(MapServer(sites), a.addr, a.port)
     return await _serve(node)
 
@@ -55,8 +61,9 @@ async def _etr(a: argparse.Namespace) -> int:
     from corecast.core.register import Registrar, RegistrarConfig
 
     host, _, port = a.map_server.rpartition(":")
-    reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id))
-    etr = Etr([parse_prefix(r) for r in a.cc_range])
+    reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id,
+                                    iid=a.instance_id or 0))
+    etr = Etr([parse_prefix(r) for r in a.cc_range], instance_id=a.instance_id)
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
     return await _serve(node)
 
@@ -67,7 +74,7 @@ async def _itr(a: argparse.Namespace) -> int:
     from corecast.core.mapcache import MapCache
     from corecast.core.maptrie import parse_prefix
 
-    mc = MapCache()
+    mc = MapCache(iid=a.instance_id or 0)
     if a.map_cache:
         with open(a.map_cache) as f:
             mc.load_static(f.read())
@@ -75,10 +82,20 @@ async def _itr(a: argparse.Namespace) -> int:
     if a.map_resolver:
         host, _, port = a.map_resolver.rpartition(":")
         resolver = (host, int(port))
-    itr = Itr(a.rloc, [parse_prefix(r) for r in a.cc_range], mc, resolver, a.control_port)
+    itr = Itr(a.rloc, [parse_prefix(r) for r in a.cc_range], mc, resolver, a.control_port,
+              instance_id=a.instance_id)
     host, _, port = a.inside.rpartition(":")
-    node = ItrNode(itr, (host, int(port)))
-    return await _serve(node)
+    if a.data_port is None:
+        if a.echo_nonce:
+            return 127  # echo-nonce needs the ETR half (RFC 9300 sec. 10.1)
+        return await _serve(ItrNode(itr, (host, int(port))))
+    from corecast.aio.nodes import XtrNode
+    from corecast.core.etr import Etr
+    from corecast.core.xtr import Xtr
+
+    xtr = Xtr(itr, Etr([parse_prefix(r) for r in a.cc_range]), echo_nonce=a.echo_nonce,
+              echo_interval=a.echo_interval, echo_timeout=a.echo_timeout)
+    return await _serve(XtrNode(xtr, (host, int(port)), a.data_port))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +110,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--map-resolver")
         ap.add_argument("--control-port", type=int, default=0)
         ap.add_argument("--cc-range", action="append", default=[])
+        ap.add_argument("--data-port", type=int, default=None,
+                        help="also an ETR: decapsulate LISP arriving on RLOC:D (an xTR)")
+        ap.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1")
+        ap.add_argument("--echo-interval", type=float, default=10.0)
+        ap.add_argument("--echo-timeout", type=float, default=3.0)
+        ap.add_argument("--instance-id", type=int, default=None)
         return asyncio.run(_itr(ap.parse_args(args[1:])))
     ap = argparse.ArgumentParser(prog=f"corecast.conformance.adapter {args[0]}")
     if args[0] == "mapserver":
         ap.add_argument("--addr", required=True)
         ap.add_argument("--port", type=int, required=True)
         ap.add_argument("--site", action="append", required=True)
+        ap.add_argument("--instance-id", type=int, action="append", default=[])
         a = ap.parse_args(args[1:])
         return asyncio.run(_mapserver(a))
     ap.add_argument("--rloc", required=True)
@@ -109,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control-port", type=int, required=True)
     ap.add_argument("--data-port", type=int, required=True)
     ap.add_argument("--cc-range", action="append", default=[], help="CoreCast channel EID range (repeatable)")
+    ap.add_argument("--instance-id", type=int, default=None)
     a = ap.parse_args(args[1:])
     return asyncio.run(_etr(a))
 

@@ -200,7 +200,7 @@ CC_RANGE = "232.0.0.0/8"
 class EtrRig:
     """The implementation's ETR with a silent map-server socket, a sender and a client socket."""
 
-    def __init__(self, impl, cc: bool) -> None:
+    def __init__(self, impl, cc: bool, extra: tuple = ()) -> None:
         self.impl = impl
         self.ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.ms.bind(("127.0.0.1", 0))
@@ -215,7 +215,7 @@ class EtrRig:
                 "--control-port", _free_udp_port(), "--data-port", self.data_port]
         if cc:
             args += ["--cc-range", CC_RANGE]
-        self.cm = impl.start("etr", *args, ready_line="READY")
+        self.cm = impl.start("etr", *args, *extra, ready_line="READY")
 
     def __enter__(self) -> EtrRig:
         self.cm.__enter__()
@@ -327,7 +327,8 @@ FLAG_N, FLAG_L, FLAG_E, FLAG_V, FLAG_I, FLAG_R, FLAG_KK = 0x80, 0x40, 0x20, 0x10
 class ItrRig:
     """The implementation's ITR, with two ETR RLOCs (127.77.x.1/2 port 4341) and a map-resolver socket."""
 
-    def __init__(self, impl, tmp_path, cc: bool = False, resolver: bool = False) -> None:
+    def __init__(self, impl, tmp_path, cc: bool = False, resolver: bool = False,
+                 extra: tuple = ()) -> None:
         x = random.Random().randrange(1, 250)
         self.rlocs = [f"127.77.{x}.1", f"127.77.{x}.2", f"127.77.{x}.3"]
         self.etrs = []
@@ -346,7 +347,7 @@ class ItrRig:
             args += ["--map-resolver", f"127.0.0.1:{self.mr.getsockname()[1]}"]
         if cc:
             args += ["--cc-range", CC_RANGE]
-        self.cm = impl.start("itr", *args, ready_line="READY")
+        self.cm = impl.start("itr", *args, *extra, ready_line="READY")
 
     def __enter__(self) -> ItrRig:
         self.cm.__enter__()
