@@ -12,7 +12,8 @@ due times) -> carousel (the application scheduler cycles for ever).
   random-looking subset of every source block (RFC 5170 5.1 advises against
   sending parity symbols in sequence).
 - Each buffer of the application scheduler (N levels = N symbols) is given to
-  the sequencer with buffer_time = one packet at the minimal rate (paper 5.1).
+  the sequencer with buffer_time = the first level at the minimal rate (paper
+  5.1), our first level being ``first_level`` symbols (default 4).
 
 Receivers decode block by block: a source block is written out (and its
 decoder freed) as soon as it decodes, and at most ``max_active`` partially
@@ -45,6 +46,12 @@ __all__ = ["SessionDescription", "FileSender", "FileReceiver", "Metrics", "IP_UD
            "default_fec", "sha256_file"]
 
 IP_UDP_OVERHEAD = 28  # IPv4 + UDP header bytes counted in the paper's link-level figures
+FIRST_LEVEL = 4
+"""Default symbols per first level (see :class:`FileSender`).  With 1, a receiver's share
+of a 1/min_rate buffer swings between ~0.2x and 2x its mean from buffer to buffer, and the
+Birk-Crupnicoff offsets of the deeper levels it holds now and then repeat symbols before it
+has k + eps of them; 4 makes each buffer's prefix longer and steadier, which cuts those
+repeats (``python -m m2c.experiments.dupsim``; figures in docs/m2c-results.md)."""
 
 
 @dataclass
@@ -68,6 +75,9 @@ class SessionDescription:
     """application scheduler levels N"""
     window_blocks: int = 0
     """source blocks carouselled together (0: all); bounds sender and receiver memory"""
+    first_level: int = FIRST_LEVEL
+    """symbols of the hierarchy's first level: buffer_time = first_level / min_rate
+    (paper 5.1); the sender's application scheduler has one level per symbol"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -143,10 +153,13 @@ class FileSender:
         self.schedule = sd.schedule()
         self.E = sd.fec["symbol_size"]
         self._blocks: dict[int, tuple[bytes, bytes]] = {}
-        levels = sd.levels or max(1, math.ceil(self.schedule.max_rate / self.schedule.min_rate) + 1)
+        # paper 5.1: buffer_time is the time the first level takes at the minimal rate;
+        # our first level is ``first_level`` symbols, one application level per symbol
+        m = max(1, int(sd.first_level))
+        levels = sd.levels or m * max(1, math.ceil(self.schedule.max_rate / self.schedule.min_rate) + 1)
         self.max_levels = levels
         self.seq = Sequencer(self.schedule, self.E, start=start)
-        self.buffer_time = 1.0 / self.schedule.min_rate
+        self.buffer_time = m / self.schedule.min_rate
         self.next_buffer = 0
         self.packets = 0
         # window of source blocks carouselled together (whole file unless the
@@ -271,7 +284,14 @@ class FileReceiver:
         self.link_bytes = 0
         self.packets = 0
         self.app_bytes = 0
-        self._since_ml: dict[int, int] = {}
+        self.after_done = 0
+        """symbols of blocks already decoded (part of ``dup``)"""
+        self.repeats = 0
+        """symbols received twice (part of ``dup``)"""
+        self.eliminations = 0
+        """ML decoding attempts (Gaussian eliminations), each stalls the receiver a little"""
+        self._ml_wait: dict[int, int] = {}
+        """per partial LDPC block: new symbols to wait for before the next elimination"""
 
     @property
     def complete(self) -> bool:
@@ -308,6 +328,7 @@ class FileReceiver:
         self.symbols += 1
         sbn = pkt.sbn
         if sbn in self.done:
+            self.after_done += 1
             return []
         dec = self._decoder(sbn)
         if dec is None:
@@ -316,20 +337,29 @@ class FileReceiver:
         k = self.pt.block_length(sbn)
         if pkt.esi >= self.sd.block_n(k):
             return []
+        before = dec.received
         ok = dec.add(pkt.esi, pkt.payload)
-        if not ok and dec.received >= k and isinstance(dec, ldpc.LDPCDecoder):
-            # ML fallback, tried every ~2 % of k new symbols once peeling stalls
-            c = self._since_ml.get(sbn, 0) + 1
-            self._since_ml[sbn] = c
-            if c >= max(4, k // 50):
-                self._since_ml[sbn] = 0
+        if dec.received == before:
+            self.repeats += 1
+        if not ok and dec.received > before and dec.received >= k and isinstance(
+                dec, ldpc.LDPCDecoder):
+            # ML fallback once peeling stalls with >= k symbols; a failed elimination
+            # tells how many equations are still missing (its rank deficiency), so the
+            # next one waits for that many new symbols: the block decodes on the very
+            # symbol that makes it solvable, with a handful of eliminations per block
+            # (the first waits for k + 0.5 %: LDPC-Staircase N1 = 5 needs ~1-1.3 % more)
+            c = self._ml_wait.get(sbn, k // 200 + 1) - 1
+            self._ml_wait[sbn] = c
+            if c <= 0:
                 ok = dec.solve()
+                self.eliminations += 1
+                self._ml_wait[sbn] = max(1, dec.ml_deficit)
         if not ok:
             return []
         self.needed += dec.received
         data = dec.source_block()
         del self.active[sbn]
-        self._since_ml.pop(sbn, None)
+        self._ml_wait.pop(sbn, None)
         self.done.add(sbn)
         off, ln = self.pt.block_bytes(sbn)
         return [(off, data[:ln])]
@@ -349,7 +379,8 @@ class FileReceiver:
         m.comp = (time / network_time - 1) * 100 if network_time > 0 else 0.0
         m.raw = {"packets": self.packets, "symbols": self.symbols, "needed": self.needed,
                  "k": k_total, "link_bytes": self.link_bytes, "lost": lost,
-                 "dropped_inactive": self.dropped_inactive}
+                 "dropped_inactive": self.dropped_inactive, "eliminations": self.eliminations,
+                 "repeats": self.repeats, "after_done": self.after_done}
         return m
 
 

@@ -13,12 +13,20 @@ paper: NewReno with SACK).
 
     sudo .venv/bin/python -m m2c.experiments.fig5 [--quick] [--bottleneck 1e6 4e6]
          [--competing stream|background] [--receivers 1 2] [--size BYTES]
+         [--repeats N] [--out DIR]
+
+With ``--repeats N`` every configuration runs N times and the output gives
+per metric the mean +- the 95 % confidence half-width (Student t, N - 1
+degrees of freedom, over runs) beside the paper's mean +- its interval
+(Fig. 5(c)); ``--out DIR`` writes the per-run rows and the summary as CSV
+and everything with its metadata (command, commit, times, load) as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import math
 import os
@@ -30,17 +38,24 @@ from dataclasses import asdict
 
 from m2c.experiments.tcpflows import download, serve
 
-# What the paper prints (text of section 7.3/7.4 and Fig. 5(c), 48 MB, 5 receivers)
+# What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
+# its runs and the 95 % interval, as (mean, +-); 5(a) and 5(b) are plots, their text in "text"
 PAPER = {
-    "5(c) 1 Mb/s": {"TCP_ft": {"time": 2055, "gput": 192, "tput": 199, "loss": 5.86, "net": 3.71},
-                    "M2C_ft": {"time": 495, "gput": 801, "tput": 921, "loss": 9.86, "net": 11.64,
-                               "dup": 0.51, "sym": 6.49, "comp": 3.04}},
-    "5(c) 4 Mb/s": {"TCP_ft": {"time": 512, "gput": 770, "tput": 799, "loss": 4.03, "net": 3.68},
-                    "M2C_ft": {"time": 146, "gput": 2733, "tput": 3360, "loss": 8.17,
-                               "net": 11.38, "dup": 0.21, "sym": 6.06, "comp": 10.17}},
+    "5(c) 1 Mb/s": {"TCP_ft": {"time": (2055, 30), "gput": (192, 3), "tput": (199, 3),
+                               "loss": (5.86, 1.85), "net": (3.71, 0.06)},
+                    "M2C_ft": {"time": (495, 65), "gput": (801, 97), "tput": (921, 129),
+                               "loss": (9.86, 9.5), "net": (11.64, 7.27), "dup": (0.51, 1.29),
+                               "sym": (6.49, 1.79), "comp": (3.04, 2.67)}},
+    "5(c) 4 Mb/s": {"TCP_ft": {"time": (512, 8), "gput": (770, 13), "tput": (799, 13),
+                               "loss": (4.03, 0.11), "net": (3.68, 0.26)},
+                    "M2C_ft": {"time": (146, 28), "gput": (2733, 467), "tput": (3360, 754),
+                               "loss": (8.17, 3.36), "net": (11.38, 1.41), "dup": (0.21, 1.08),
+                               "sym": (6.06, 0.93), "comp": (10.17, 7.61)}},
     "text": "5(a), 99 MB: M2C_ft net ~10 % (sym >= 5.66 %, head 4.6 %); 4 MB: net 13-16 %, "
             "sym ~8 %; TCP net < 5 %.",
 }
+METRICS = ("time", "gput", "tput", "loss", "net", "dup", "sym", "comp")
+KEYS = ("bottleneck_mbps", "competing", "receivers", "size", "flow")
 LONG_PORT, FT_PORT, BG_PORT = 5001, 5002, 5003
 
 
@@ -206,16 +221,100 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
 
 
 def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers=(1,),
-        size: int | None = None) -> list[dict]:
+        size: int | None = None, repeats: int = 1) -> list[dict]:
+    """Every configuration ``repeats`` times (TCP_ft and M2C_ft alternate within a
+    repeat, so slow drifts of the shared machine hit both); rows carry ``run``."""
     size = size or ((1 << 20) if quick else 4_000_000)
     rows = []
-    for bn in bottlenecks:
-        for comp in competing:
-            for n in receivers:
-                timeout = 10 * size * 8 / bn + 60
-                for kind in ("TCP_ft", "M2C_ft"):
-                    rows.extend(one_run(kind, bn, size, n, comp, timeout))
+    for rep in range(repeats):
+        for bn in bottlenecks:
+            for comp in competing:
+                for n in receivers:
+                    timeout = 10 * size * 8 / bn + 60
+                    for kind in ("TCP_ft", "M2C_ft"):
+                        for r in one_run(kind, bn, size, n, comp, timeout):
+                            r["run"] = rep
+                            rows.append(r)
     return rows
+
+
+def paper_for(row: dict) -> dict | None:
+    """The paper's Fig. 5(c) figures when ``row`` is that configuration (background
+    traffic, 5 receivers; the paper's file is 48 MB)."""
+    if row.get("competing") != "background" or row.get("receivers") != 5:
+        return None
+    return PAPER.get(f"5(c) {row['bottleneck_mbps']:g} Mb/s", {}).get(row["flow"])
+
+
+def summary(rows: list[dict], level: float = 0.95) -> list[dict]:
+    """Mean and t-distribution CI per configuration and metric (over runs; the
+    receivers of one run are averaged first), with the paper's value beside."""
+    from m2c.experiments.stats import summarise
+
+    out = summarise(rows, KEYS, METRICS, level)
+    for r in out:
+        vals = [x for x in rows if all(x.get(k) == r[k] for k in KEYS)]
+        r["ok_runs"] = sum(1 for run in {x["run"] for x in vals}
+                           if all(x["ok"] for x in vals if x["run"] == run))
+        p = paper_for(r)
+        for m in METRICS:
+            if p and m in p:
+                r[m + "_paper"], r[m + "_paper_ci"] = p[m]
+    return out
+
+
+def _fmt(v: float | None, ci: float | None) -> str:
+    if v is None:
+        return ""
+    return f"{v:.2f}" if ci is None else f"{v:.2f} +- {ci:.2f}"
+
+
+def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) -> list[str]:
+    """fig5-runs.csv (one row per receiver and run), fig5-summary.csv (mean, CI and
+    the paper's mean and interval per metric) and fig5.json (all of it + metadata)."""
+    import csv
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    run_cols = ["run", "flow", "bottleneck_mbps", "competing", "receivers", "size", "receiver",
+                "ok", *METRICS, "link_rx_kbps_all_flows"]
+    p = os.path.join(out_dir, "fig5-runs.csv")
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, run_cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    paths.append(p)
+    sum_cols = [*KEYS, "runs", "ok_runs"] + [c for m in METRICS for c in
+                                             (m, m + "_ci", m + "_paper", m + "_paper_ci")]
+    p = os.path.join(out_dir, "fig5-summary.csv")
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, sum_cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(summ)
+    paths.append(p)
+    p = os.path.join(out_dir, "fig5.json")
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "summary": summ, "rows": rows, "paper": PAPER}, f, indent=1)
+    paths.append(p)
+    return paths
+
+
+def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
+    import platform
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)),
+                                timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"experiment": "m2c.experiments.fig5", "argv": sys.argv[1:] if argv is None else argv,
+            "args": vars(a), "commit": commit, "confidence": 0.95,
+            "interval": "two-sided Student t over runs (receivers of a run averaged first)",
+            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "host": platform.node(), "python": platform.python_version(),
+            "load_average": os.getloadavg(), "cpus": os.cpu_count()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,20 +324,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--competing", nargs="+", default=["stream"], choices=["stream", "background"])
     ap.add_argument("--receivers", type=int, nargs="+", default=[1])
     ap.add_argument("--size", type=int)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per configuration; >= 2 gives 95 %% t-intervals")
+    ap.add_argument("--out", help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
-    rows = run(a.quick, tuple(a.bottleneck), tuple(a.competing), tuple(a.receivers), a.size)
-    cols = ["flow", "bottleneck_mbps", "competing", "receivers", "receiver", "ok", "time", "gput",
-            "tput", "loss", "net", "dup", "sym", "comp"]
+    if a.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    meta = _meta(argv, a)
+    rows = run(a.quick, tuple(a.bottleneck), tuple(a.competing), tuple(a.receivers), a.size,
+               a.repeats)
+    cols = ["run", "flow", "bottleneck_mbps", "competing", "receivers", "receiver", "ok", "time",
+            "gput", "tput", "loss", "net", "dup", "sym", "comp"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r.get(c), float) else str(r.get(c, ""))
                                 for c in cols) + " |")
-    print("paper:", json.dumps(PAPER))
+    summ = summary(rows)
+    print()
+    print("mean +- 95 % CI (Student t) over runs; paper: mean +- its 95 % interval "
+          "(Fig. 5(c) only: background traffic, 5 receivers, 48 MB)")
+    for r in summ:
+        print(f"{r['flow']} {r['bottleneck_mbps']:g} Mb/s, {r['competing']}, "
+              f"{r['receivers']} receiver(s), {r['size']} B: {r['runs']} runs ({r['ok_runs']} ok)")
+        for m in METRICS:
+            if m not in r:
+                continue
+            ours = _fmt(r[m], r[m + "_ci"])
+            paper = _fmt(r.get(m + "_paper"), r.get(m + "_paper_ci")) or "n/a"
+            print(f"  {m:5s} ours {ours:>22s}   paper {paper}")
+    print("paper text:", PAPER["text"])
+    meta["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    if a.out:
+        for p in write_outputs(a.out, rows, summ, meta):
+            print("wrote", p)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({"rows": rows, "paper": PAPER}, f, indent=1)
+            json.dump({"meta": meta, "rows": rows, "summary": summ, "paper": PAPER}, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -262,6 +262,9 @@ class LDPCDecoder:
         """distinct symbols received (decoded ones received later count too)"""
         self.duplicates = 0
         """symbols received more than once"""
+        self.ml_deficit = 0
+        """after a failed :meth:`solve`: rank deficiency of the remaining system, i.e. at
+        least this many more distinct symbols are needed (each adds one equation)"""
 
     @property
     def complete(self) -> bool:
@@ -415,6 +418,8 @@ class LDPCDecoder:
         for c in range(n_in):
             if c not in pivots:
                 free |= 1 << c
+        # each received symbol adds one equation: at least this many more are needed
+        self.ml_deficit = n_in - len(pivots)
         xval = [0] * n_in
         free_dep = [0] * n_in  # for pivot columns: their dependence on free columns
         for c, (pm, pr) in pivots.items():
