@@ -53,4 +53,9 @@ def dispatch(prog: str, experiments: Mapping[str, str], argv: Sequence[str]) -> 
         print(usage(prog, experiments), file=sys.stderr)
         return 2
     module = importlib.import_module(experiments[name])
-    return int(module.main(rest) or 0)
+    saved = sys.argv[0]
+    sys.argv[0] = f"{prog} experiment {name}"  # argparse's default prog: usage lines name the real command
+    try:
+        return int(module.main(rest) or 0)
+    finally:
+        sys.argv[0] = saved

@@ -1,4 +1,4 @@
-"""Command line: ``m2c send FILE`` and ``m2c receive SDP -o FILE``.
+"""Command line: ``m2c send FILE``, ``m2c receive SDP -o FILE`` and ``m2c experiment NAME``.
 
 Rates are given in kbit/s and converted to packets per second with the
 symbol size.  The session description (JSON) is written by ``send`` (``--sdp``)
@@ -15,12 +15,35 @@ import sys
 import urllib.request
 from dataclasses import asdict
 
+from deliverykit import cliutil
+from deliverykit.experiments import dispatch
+
 from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES
 from m2c.core.receiver_cc import CONTROLLERS
+from m2c.fec.errors import FECError
 
 PACKET_OVERHEAD = 48 + 28  # ALC/LCT + FPI, IPv4 + UDP
+
+EXPERIMENTS = {
+    "hetero": "m2c.experiments.hetero",
+    "fig5": "m2c.experiments.fig5",
+}
+
+
+def _multicast_group(text: str) -> str:
+    addr = cliutil.ip_address(text)
+    if addr.version != 4 or not addr.is_multicast:
+        raise argparse.ArgumentTypeError(f"{text} is not an IPv4 multicast address (224.0.0.0/4)")
+    return str(addr)
+
+
+def _symbol_size(text: str) -> int:
+    size = cliutil.positive_int(text)
+    if size > 65_000:
+        raise argparse.ArgumentTypeError(f"{size} bytes does not fit in one UDP datagram")
+    return size
 
 
 def _pps(kbps: float, symbol: int) -> float:
@@ -54,10 +77,19 @@ async def _serve_sdp(text: str, host: str, port: int) -> asyncio.AbstractServer:
 
 
 def cmd_send(a: argparse.Namespace) -> int:
+    if a.min_rate >= a.max_rate:
+        print(f"m2c send: error: --min-rate {a.min_rate:g} must be below --max-rate {a.max_rate:g}",
+              file=sys.stderr)
+        return 2
     sd = make_session(a.file, group=a.group, port=a.port, interface=a.interface,
                       min_rate=_pps(a.min_rate, a.symbol_size),
                       max_rate=_pps(a.max_rate, a.symbol_size), tsd=a.tsd, k=a.k,
                       schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size)
+    ports = [int(p) for _, p in sd.groups]  # one port per channel, counting up from --port
+    if max(ports) > 65535:
+        print(f"m2c send: error: --port {a.port} leaves no room for {len(ports)} groups' ports "
+              f"(the last would be {max(ports)})", file=sys.stderr)
+        return 2
     text = sd.to_json()
     if a.sdp:
         with open(a.sdp, "w", encoding="utf-8") as f:
@@ -82,6 +114,11 @@ def cmd_send(a: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     print(json.dumps(stats), file=sys.stderr)
+    sent, dropped = stats.get("packets", 0), stats.get("tx_dropped", 0)
+    if sent and dropped >= sent:
+        print(f"m2c send: error: every one of {sent} packets was dropped by the socket "
+              f"(is {a.interface} an interface that can send to {a.group}?)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -105,35 +142,48 @@ def cmd_receive(a: argparse.Namespace) -> int:
     out = {k: v for k, v in res.items() if k != "metrics"}
     out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
     print(json.dumps(out, indent=None if a.quiet else 1))
+    mm = out["metrics"]
+    verdict = "ok, SHA-256 verified" if res["ok"] else "FAILED"
+    print(f"m2c receive: {sd.name}: {verdict}; " + ", ".join(
+        f"{k} {mm[k]}" for k in ("time", "gput", "loss", "dup", "sym") if k in mm), file=sys.stderr)
     return 0 if res["ok"] else 1
 
 
+@cliutil.cli_main("m2c", expected=(FECError,))
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["experiment"]:
+        return dispatch("m2c", EXPERIMENTS, argv[1:])
     ap = argparse.ArgumentParser(prog="m2c", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("send", help="send a file by carousel over multicast")
-    s.add_argument("file")
-    s.add_argument("--sdp", help="write the session description here (default: stdout)")
-    s.add_argument("--serve-sdp", type=int, metavar="PORT", help="also serve it over HTTP")
-    s.add_argument("--group", default="239.192.77.1", help="first multicast group (base)")
-    s.add_argument("--port", type=int, default=47000, help="first UDP port (base)")
-    s.add_argument("--interface", default="127.0.0.1")
-    s.add_argument("--min-rate", type=float, default=256.0, help="kbit/s (base group)")
-    s.add_argument("--max-rate", type=float, default=20000.0, help="kbit/s (all groups)")
-    s.add_argument("--tsd", type=float, default=1.0, help="time slot duration, s")
-    s.add_argument("--k", type=int, default=2, help="groups renewed per time slot")
+    s.add_argument("file", type=cliutil.existing_file)
+    s.add_argument("--sdp", type=cliutil.output_path,
+                   help="write the session description here (default: stdout)")
+    s.add_argument("--serve-sdp", type=cliutil.port, metavar="PORT", help="also serve it over HTTP")
+    s.add_argument("--group", type=_multicast_group, default="239.192.77.1",
+                   help="first multicast group (base)")
+    s.add_argument("--port", type=cliutil.port, default=47000, help="first UDP port (base)")
+    s.add_argument("--interface", type=lambda t: str(cliutil.ip_address(t)), default="127.0.0.1",
+                   help="address of the interface to send from")
+    s.add_argument("--min-rate", type=cliutil.positive_float, default=256.0, help="kbit/s (base group)")
+    s.add_argument("--max-rate", type=cliutil.positive_float, default=20000.0, help="kbit/s (all groups)")
+    s.add_argument("--tsd", type=cliutil.positive_float, default=1.0, help="time slot duration, s")
+    s.add_argument("--k", type=cliutil.positive_int, default=2, help="groups renewed per time slot")
     s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave")
     s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc")
-    s.add_argument("--symbol-size", type=int, default=1400)
-    s.add_argument("--duration", type=float, help="stop after this many seconds")
+    s.add_argument("--symbol-size", type=_symbol_size, default=1400, help="bytes per FEC symbol")
+    s.add_argument("--duration", type=cliutil.positive_float, help="stop after this many seconds")
     s.set_defaults(fn=cmd_send)
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
     r.add_argument("sdp")
-    r.add_argument("-o", "--output", required=True)
+    r.add_argument("-o", "--output", required=True, type=cliutil.output_path)
     r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c")
-    r.add_argument("--timeout", type=float, default=600.0)
+    r.add_argument("--timeout", type=cliutil.positive_float, default=600.0)
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(fn=cmd_receive)
+    sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
+                                      "(each has --quick; m2c experiment for the list)")
     a = ap.parse_args(argv)
     return int(a.fn(a))
 
