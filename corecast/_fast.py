@@ -24,6 +24,7 @@ from deliverykit.fastpath import load
 
 _HASH_LEN = {1: 20, 2: 32}
 _CC_PORT = 54341
+_CC_PORT_BYTES = _CC_PORT.to_bytes(2, "big")
 _PROTO = 253
 
 
@@ -163,6 +164,11 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     # remember the last channel and the last entry (as the C version does)
     last_chan = last_buf = last_hash = last_served = None
     last_entry: object = miss
+    t_n = -1  # layout of the last valid header of last_chan (see below)
+    t_b0 = t_pp = t_proto = t_off = t_udp = t_k = t_elen = 0
+    t_a = t_b = b""
+    t_memo: dict = {}
+    t_root = root4
     last_rloc = last_dest = last_hdr = None
     while i < nf:
         item = frames[i]
@@ -204,7 +210,19 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
         else:
             break
         if dst == last_chan:  # the channel of the previous header: in the range
-            pass
+            # a header laid out like the last one (same length, IP header, transport,
+            # version/type/hash id/length, EID AFI and the buffered hash): the checks
+            # below would all pass, so go straight to the lookup
+            if n == t_n and p[0] == t_b0 and p[t_pp] == t_proto and p.startswith(t_a, t_off) \
+                    and p.startswith(t_b, t_off + 10) and (
+                        not t_udp or p.startswith(_CC_PORT_BYTES, t_udp)):
+                key = p[t_k:]
+                memo = t_memo
+                elen = t_elen
+                entry = memo.get(key, miss)
+                if entry is miss:
+                    entry = _walk(t_root, int.from_bytes(key, "big"), elen)
+                proto = -1  # skip the full parse below
         else:
             d = int.from_bytes(dst, "big")
             ld = len(dst)
@@ -227,37 +245,44 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
                 c_plain += 1
                 i += 1
                 continue
-        if proto == _PROTO:
-            off = ihl
-        elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
-            off = ihl + 8
-        else:
-            break
-        if n < off + 12 or p[off] != 0x12:
-            break
-        hlen = p[off + 2]
-        if _HASH_LEN.get(p[off + 1]) != hlen:
-            break
-        afi = p[off + 10] << 8 | p[off + 11]
-        elen = 4 if afi == 1 else 16 if afi == 2 else 0
-        h0 = off + 12
-        if not elen or h0 + hlen + elen != n:
-            break
-        if dst != last_chan:
-            buf = buffers.get(dst)
-            if buf is None:
+        if proto >= 0:
+            if proto == _PROTO:
+                off = ihl
+            elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
+                off = ihl + 8
+            else:
                 break
-            last_chan, last_buf, last_hash, last_served = dst, buf, buf.hash, buf.served
-            last_hlen = len(last_hash)
-        if last_hlen != hlen or not p.startswith(last_hash, h0):
-            c_uh += 1
-            i += 1
-            continue
-        key = p[h0 + hlen:]
-        memo = memo4 if elen == 4 else memo6
-        entry = memo.get(key, miss)
-        if entry is miss:
-            entry = _walk(root4 if elen == 4 else root6, int.from_bytes(key, "big"), elen)
+            if n < off + 12 or p[off] != 0x12:
+                break
+            hlen = p[off + 2]
+            if _HASH_LEN.get(p[off + 1]) != hlen:
+                break
+            afi = p[off + 10] << 8 | p[off + 11]
+            elen = 4 if afi == 1 else 16 if afi == 2 else 0
+            h0 = off + 12
+            if not elen or h0 + hlen + elen != n:
+                break
+            if dst != last_chan:
+                buf = buffers.get(dst)
+                if buf is None:
+                    break
+                last_chan, last_buf, last_hash, last_served = dst, buf, buf.hash, buf.served
+                last_hlen = len(last_hash)
+                t_n = -1
+            if last_hlen != hlen or not p.startswith(last_hash, h0):
+                c_uh += 1
+                i += 1
+                continue
+            key = p[h0 + hlen:]
+            memo = memo4 if elen == 4 else memo6
+            t_root = root4 if elen == 4 else root6
+            # remember this header's layout for the next ones of the channel
+            t_n, t_b0, t_pp, t_proto, t_off = n, p[0], 9 if len(dst) == 4 else 6, proto, off
+            t_a, t_b, t_udp = p[off:off + 3], p[off + 10:h0 + hlen], ihl + 2 if proto == 17 else 0
+            t_k, t_memo, t_elen = h0 + hlen, memo, elen
+            entry = memo.get(key, miss)
+            if entry is miss:
+                entry = _walk(t_root, int.from_bytes(key, "big"), elen)
         if entry is not last_entry:
             if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
                 break
