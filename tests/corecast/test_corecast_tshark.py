@@ -201,3 +201,26 @@ def test_ecm_wraps_map_request(pcap):
     assert f["ip.dst"] == ["192.0.2.9", "10.2.0.7"]
     assert f["udp.dstport"] == ["4342", "4342"]
     assert f["lisp.mreq.record.prefix.ipv4"] == ["10.2.0.7"]
+
+
+def test_lcaf_instance_id_in_register_and_request(tmp_path):
+    """RFC 8060 sec. 4.1: EID records and Map-Request prefixes of instance 0xABCDE (and an
+    IPv6 EID of instance 7) as LCAF Instance ID addresses; tshark reads type 2, the
+    length, the Instance ID and the address we wrote."""
+    rec = c.EidRecord(N("10.7.0.0/16"), (c.LocatorRecord(A("192.0.2.2")),), 3, iid=0xABCDE)
+    rec6 = c.EidRecord(N("2001:db8:7::/48"), (c.LocatorRecord(A("192.0.2.3")),), 3, iid=7)
+    reg = c.sign(c.MapRegister(9, (rec, rec6), 1, 2, proxy_reply=True), b"k")
+    mr = c.MapRequest(5, (A("192.0.2.1"),), (N("10.7.1.1/32"),), eid_iids=(0xABCDE,))
+    path = tmp_path / "lcaf.pcap"
+    wrpcap(str(path), [_ctl(reg), _ctl(c.encode_map_request(mr))])
+    names = ["lisp.lcaf.type", "lisp.lcaf.length", "lisp.lcaf.iid", "lisp.lcaf.iid.afi",
+             "lisp.lcaf.iid.ipv4", "lisp.lcaf.iid.ipv6"]
+    f = fields(path, 1, names)
+    assert f["lisp.lcaf.type"] == ["2", "2"]
+    assert f["lisp.lcaf.length"] == ["10", "22"]
+    assert [int(x, 0) for x in f["lisp.lcaf.iid"]] == [0xABCDE, 7]
+    assert f["lisp.lcaf.iid.afi"] == ["1", "2"]
+    assert f["lisp.lcaf.iid.ipv4"] == ["10.7.0.0"] and f["lisp.lcaf.iid.ipv6"] == ["2001:db8:7::"]
+    g = fields(path, 2, names)
+    assert [int(x, 0) for x in g["lisp.lcaf.iid"]] == [0xABCDE]
+    assert g["lisp.lcaf.iid.ipv4"] == ["10.7.1.1"]
