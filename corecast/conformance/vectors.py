@@ -53,9 +53,17 @@ def vectors() -> list[tuple[str, str, bytes]]:
     x = MapRegister(99, (rec,), 7, AlgorithmId.HMAC_SHA_256_128, b"", LispType.MAP_REGISTER,
                     xtr_id=bytes(range(16)), site_id=bytes(range(8)))
     out.append(("control", "map-register-xtr-id", sign(x, PSK)))
+    # RFC 8060 sec. 4.1: EIDs of instance 0xABCDE as LCAF Instance ID addresses
+    rec_iid = EidRecord(ipaddress.ip_network("10.1.0.0/16"), (loc,), 3, iid=0xABCDE)
+    out.append(("control", "map-register-lcaf-iid", sign(MapRegister(
+        0x1122334455667789, (rec_iid,), 7, AlgorithmId.HMAC_SHA_256_128, b"", LispType.MAP_REGISTER,
+        proxy_reply=True), PSK)))
+    out.append(("control", "map-request-lcaf-iid", encode_map_request(MapRequest(
+        8, (ip("192.0.2.9"),), (ipaddress.ip_network("10.1.2.3/32"),), eid_iids=(0xABCDE,)))))
     for name, kw in (("nonce", dict(nonce=0xABCDEF)), ("nonce-echo", dict(nonce=0x123456, echo=True)),
                      ("lsb", dict(lsb=0x80000001)), ("instance-id", dict(instance_id=0xABCDE, lsb=3)),
-                     ("map-versions", dict(map_versions=(5, 7))), ("no-flags", {})):
+                     ("map-versions", dict(map_versions=(5, 7))), ("no-flags", {}),
+                     ("echo-nonce-iid-lsb", dict(nonce=0x5A5A5A, echo=True, instance_id=7, lsb=1))):
         out.append(("data", name, encode_lisp_data(make_lisp_data(**kw))))
     payload = bytes(range(256)) * 2
     out += [
