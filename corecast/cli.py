@@ -3,6 +3,7 @@
     corecast mapserver --addr A --site NAME:PREFIX[,PREFIX]:KEYID:PSK ...
     corecast etr       --rloc A --prefix P --map-server A[:PORT] --key-id N --psk S --cc-range R
     corecast itr       --rloc A --inside A:PORT --cc-range R (--map-resolver A[:PORT] | --map-cache F)
+                       [--instance-id N] [--data-port D [--echo-nonce] [--local-rloc R ...]]
     corecast source    --eid A --channel EID [--bitrate B --chunk-size D] (--itr A:PORT | --as-itr)
     corecast client    --eid A --port N --join A:PORT --channel EID [--chunks N]
     corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
@@ -92,7 +93,8 @@ async def _mapserver(a: argparse.Namespace) -> dict:
     for spec in a.site:
         name, prefixes, key_id, psk = spec.split(":", 3)
         sites.append(Site(name, {int(key_id): psk.encode()},
-                          tuple(ipaddress.ip_network(p) for p in prefixes.split(","))))
+                          tuple(ipaddress.ip_network(p) for p in prefixes.split(",")),
+                          iids=frozenset({0, *a.instance_id})))
     ms = MapServer(sites)
     node = MapServerNode(ms, a.addr, a.port)
     await node.start()
@@ -114,12 +116,13 @@ async def _etr(a: argparse.Namespace) -> dict:
     for spec in a.multicast or []:
         chan, group = spec.split("=")
         mc[ipaddress.ip_address(chan).packed] = _hostport(group)
-    etr = Etr(_ranges(a.cc_range), multicast=mc)
+    etr = Etr(_ranges(a.cc_range), multicast=mc, instance_id=a.instance_id)
     reg = None
     if a.map_server:
         reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,),
                                         _hostport(a.map_server, LISP_CONTROL_PORT),
-                                        a.psk.encode(), a.key_id, a.algorithm_id))
+                                        a.psk.encode(), a.key_id, a.algorithm_id,
+                                        iid=a.instance_id or 0))
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
     await node.start()
 
@@ -142,28 +145,48 @@ def _make_itr(a: argparse.Namespace, rloc: str):
     from corecast.core.itr import Itr
     from corecast.core.mapcache import MapCache
 
-    mc = MapCache()
+    iid = getattr(a, "instance_id", None)
+    mc = MapCache(iid=iid or 0)
     if a.map_cache:
         with open(a.map_cache) as f:
             mc.load_static(f.read())
     resolver = _hostport(a.map_resolver, LISP_CONTROL_PORT) if a.map_resolver else None
     return Itr(rloc, _ranges(a.cc_range), mc, resolver, a.control_port,
-               extra_payload_every=a.extra_payload_every, max_channels=a.max_channels)
+               extra_payload_every=a.extra_payload_every, max_channels=a.max_channels,
+               instance_id=iid)
 
 
 async def _itr(a: argparse.Namespace) -> dict:
     from corecast.aio.nodes import ItrNode
 
     itr = _make_itr(a, a.rloc)
-    node = ItrNode(itr, _hostport(a.inside))
+    xtr = None
+    if a.data_port is not None:  # ITR + ETR in one process (RFC 9300 sec. 10.1 needs both)
+        from corecast.aio.nodes import XtrNode
+        from corecast.core.etr import Etr
+        from corecast.core.xtr import Xtr
+
+        xtr = Xtr(itr, Etr(_ranges(a.cc_range)), echo_nonce=a.echo_nonce,
+                  local_rlocs=tuple(a.local_rloc))
+        node: ItrNode = XtrNode(xtr, _hostport(a.inside), a.data_port)
+    elif a.echo_nonce or a.local_rloc:
+        raise SystemExit("--echo-nonce and --local-rloc need --data-port (an xTR)")
+    else:
+        node = ItrNode(itr, _hostport(a.inside))
     await node.start()
     print(json.dumps({"role": "itr", "ready": True}), flush=True)
     try:
         await _run_until(a.duration)
     finally:
         await node.close()
-    return {"role": "itr", "counters": itr.counters, "drops": itr.drops(),
-            "state": itr.state_size(), "links": node.links.snapshot()}
+    out = {"role": "itr", "counters": itr.counters, "drops": itr.drops(),
+           "state": itr.state_size(), "links": node.links.snapshot()}
+    if xtr is not None:
+        out["xtr"] = xtr.counters
+        out["etr"] = xtr.etr.counters
+        out["events"] = [type(e).__name__ + str(tuple(getattr(e, f) for f in e.__slots__))
+                         for e in xtr.events[-20:]]
+    return out
 
 
 async def _source(a: argparse.Namespace) -> dict:
@@ -381,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=LISP_CONTROL_PORT)
     p.add_argument("--site", action="append", required=True,
                    help="NAME:PREFIX[,PREFIX]:KEYID:PSK (repeatable)")
+    p.add_argument("--instance-id", type=int, action="append", default=[],
+                   help="an Instance ID the sites may register besides 0 (repeatable)")
     _common(p)
 
     p = sub.add_parser("etr", help="CoreCast ETR (Algorithm 2)")
@@ -395,12 +420,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--multicast-if", help="local address of the intra-domain interface")
     p.add_argument("--data-port", type=int, default=4341)
     p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
+    p.add_argument("--instance-id", type=int, default=None,
+                   help="decapsulate and register only this instance (RFC 9300 sec. 8)")
     _common(p)
 
     p = sub.add_parser("itr", help="CoreCast ITR (Algorithm 1)")
     p.add_argument("--rloc", required=True)
     p.add_argument("--inside", required=True, help="HOST:PORT receiving inner IP packets")
     _itr_args(p)
+    p.add_argument("--instance-id", type=int, default=None,
+                   help="I-bit + IID in every header; map-cache and Map-Requests of this instance")
+    p.add_argument("--data-port", type=int, default=None,
+                   help="also an ETR on RLOC:PORT (an xTR: reverse traffic, echo-nonce)")
+    p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
+    p.add_argument("--local-rloc", action="append", default=[],
+                   help="this site's locators in mapping order: Locator-Status-Bits (xTR)")
     _common(p)
 
     p = sub.add_parser("source", help="CoreCast source")

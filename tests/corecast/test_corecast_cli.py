@@ -139,3 +139,69 @@ def test_source_streams_a_file_in_chunks(tmp_path):
             got += pkt[RTP_HEADER_LEN:]
         t += 0.025
     assert got == data and ch.finished
+
+
+@pytest.mark.slow
+def test_two_xtrs_as_processes_echo_nonces_both_ways(tmp_path):
+    """`corecast itr --data-port D --echo-nonce`: ITR + ETR in one process (RFC 9300
+    sec. 10.1 needs both), instance 7.  Two such xTRs with traffic both ways verify
+    each other's echoed nonces, and every inner packet is delivered by the other side."""
+    import socket
+    import time
+
+    from corecast.wire.codec import build_ip, build_udp
+
+    b = random.randint(100, 250)
+    ra, rb = f"127.{b}.0.1", f"127.{b}.0.2"
+    eid_a, eid_b = f"127.{b}.1.9", f"127.{b}.2.9"  # a host behind each xTR
+    (tmp_path / "a").write_text(f"127.{b}.2.0/24 {rb}\n")
+    (tmp_path / "b").write_text(f"127.{b}.1.0/24 {ra}\n")
+    hosts = []
+    procs = []
+    try:
+        for me, mc, eid in ((ra, "a", eid_a), (rb, "b", eid_b)):
+            p = _spawn(["itr", "--rloc", me, "--inside", f"{me}:9341", "--cc-range", "10.255.0.0/16",
+                        "--map-cache", str(tmp_path / mc), "--control-port", "0",
+                        "--data-port", "4341", "--echo-nonce", "--instance-id", "7",
+                        "--duration", "4"])
+            procs.append(p)
+            assert _first_json(p)["ready"]
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((eid, 0))
+            hosts.append(s)
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for k in range(40):  # 2 s of traffic both ways: host A <-> host B
+            for inside, src, dst in ((ra, hosts[0], hosts[1]), (rb, hosts[1], hosts[0])):
+                sa, da = src.getsockname(), dst.getsockname()
+                inner = build_ip(socket.inet_aton(sa[0]), socket.inet_aton(da[0]), 17,
+                                 build_udp(sa[1], da[1], b"x%d" % k))
+                tx.sendto(inner, (inside, 9341))
+            time.sleep(0.05)
+        tx.close()
+        got = []
+        for h in hosts:
+            h.settimeout(0.5)
+            n = 0
+            try:
+                while True:
+                    h.recv(100)
+                    n += 1
+            except (TimeoutError, socket.timeout):
+                pass
+            got.append(n)
+        finals = [_final(p, 30) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=5)
+        for s in hosts:
+            s.close()
+    assert got == [40, 40]
+    for f in finals:
+        assert f["xtr"]["echo_requests_started"] >= 1, f["xtr"]
+        assert f["xtr"]["echoes_verified"] >= 1, f["xtr"]
+        assert f["xtr"]["echoes_sent"] >= 1
+        assert f["xtr"]["unreachable"] == 0
+        assert f["etr"]["plain_delivered"] == 40 and f["etr"]["drop_wrong_instance"] == 0
+        assert f["counters"]["plain_encap"] == 40
