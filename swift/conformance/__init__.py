@@ -1,6 +1,7 @@
 """PPSPP conformance cases (protocol ``ppspp``, RFC 7574 over UDP).
 
-Contract (roles ``seeder``, ``leecher``); ADAPTER is the registry command:
+Contract (roles ``seeder``, ``leecher``, ``live-source``, ``live-viewer``);
+ADAPTER is the registry command:
 
 ``ADAPTER seed FILE --port P [--addressing A] [--chunk-size C]``
     Seed FILE on UDP 127.0.0.1:P (static content, Merkle hash tree
@@ -13,6 +14,21 @@ Contract (roles ``seeder``, ``leecher``); ADAPTER is the registry command:
     into FILE; exit 0 only once every chunk is verified and written; exit 1
     if that did not happen within T seconds (default 30). A chunk that fails
     verification must never be written as content.
+
+``ADAPTER live-source FILE --port P [--per-sig N] [--window W] [--rate R] [--chunk-size C]``
+    Inject FILE as a live stream (sec. 6.1: swarm ID = the source's public
+    key; Unified Merkle Tree with a SIGNED_INTEGRITY for every N chunks,
+    sec. 6.1.2; ECDSA P-256 / SHA-256, sec. 7.7; live discard window of W
+    chunks, sec. 6.2, 7.9) at R bytes/s on UDP 127.0.0.1:P. Print
+    ``READY <swarm ID in hex>`` once datagrams are accepted; after the end of
+    FILE keep serving until SIGTERM. Defaults N=4, W=4096, R=200000.
+
+``ADAPTER live-view SWARMID HOST:PORT -o FILE [--per-sig N] [--window W] [--bytes B] [--timeout T]``
+    Join the live stream at HOST:PORT and write the chunks it has verified
+    (signature, then hashes) to FILE in order, starting wherever it joins;
+    exit 0 once B bytes are written, 1 if that did not happen within T
+    seconds. A chunk whose munro signature does not verify must never be
+    written.
 
 A is one of ``bin32``, ``byte64``, ``chunk32``, ``bin64``, ``chunk64`` (sec.
 7.8; default chunk32), C the chunk size in bytes (sec. 7.11; default 1024).

@@ -286,3 +286,53 @@ def corrupt(payload: bytes) -> bytes:
 
 def exists_nonempty(path: str) -> bool:
     return os.path.exists(path) and os.path.getsize(path) > 0
+
+
+# ------------------------------------------------------------------ live streaming (sec. 6)
+
+def live_ctx(chunk_size: int = 1024) -> C.WireContext:
+    """Wire context of a live swarm as the cases run it: chunk32, SHA-256, ECDSA P-256 signatures (7.7)."""
+    from swift.wire.constants import SigAlg
+
+    return C.WireContext.make(ChunkAddressing.CHUNK32, HashFunc.SHA256, SigAlg.ECDSAP256SHA256, chunk_size)
+
+
+@contextmanager
+def our_live_source(path: str, rate: float, per_sig: int = 4, window: int = 4096,
+                    chunk_size: int = 1024) -> Iterator[tuple[tuple[str, int], str]]:
+    """Our live injector (``python -m swift live-source``) paced at ``rate``: yields (address, swarm ID hex)."""
+    port = free_udp_port()
+    proc = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", path, "--rate", str(rate),
+                             "--host", "127.0.0.1", "--port", str(port), "--per-sig", str(per_sig),
+                             "--window", str(window), "--chunk-size", str(chunk_size), "--linger", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        swarm = proc.stdout.readline().decode().strip()
+        if not swarm or any(ch not in "0123456789abcdef" for ch in swarm):
+            raise RuntimeError(f"our live source did not start: {swarm!r}")
+        yield ("127.0.0.1", port), swarm
+    finally:
+        _stop(proc)
+
+
+def our_live_view(swarm: str, peer: tuple[str, int], out: str, nbytes: int, per_sig: int = 4,
+                  duration: float = 10.0) -> subprocess.CompletedProcess:
+    """Our live viewer (verifies every signed munro and chunk): exit 0 once ``nbytes`` are written in order."""
+    return subprocess.run([sys.executable, "-m", "swift", "live-view", swarm, "--peer", f"{peer[0]}:{peer[1]}",
+                           "-o", out, "--host", "127.0.0.1", "--per-sig", str(per_sig), "--bytes", str(nbytes),
+                           "--duration", str(duration)], capture_output=True, timeout=duration + 20)
+
+
+def in_stream_at_chunk(data: bytes, got: bytes, chunk_size: int = 1024) -> bool:
+    """``got`` is a run of whole chunks of ``data``, starting on a chunk boundary (where a viewer joined)."""
+    if not got:
+        return False
+    start = 0
+    while True:
+        i = data.find(got, start)
+        if i < 0:
+            return False
+        if i % chunk_size == 0:
+            return True
+        start = i + 1

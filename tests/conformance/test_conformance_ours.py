@@ -295,6 +295,75 @@ def test_ppspp_suite_catches_a_peer_that_does_not_verify(tmp_path):
     assert by["test_download_from_our_seeder[no-verify-chunk32]"] == "pass"
 
 
+BROKEN_LIVE_PEER = textwrap.dedent('''
+    """Our PPSPP peer with one of two sets of faults, chosen by $MUTANT.
+
+    lax: a viewer that trusts any munro signature, a source that ignores its discard
+    window, a peer that sends PEX_RES nobody asked for. badsig: a source whose every
+    munro signature is wrong.
+    """
+    import os, sys
+    from swift.core import bins, live, requests
+
+    if os.environ["MUTANT"] == "lax":
+        def lax_offer(self, m, h, ts, sig, unix_now, max_age=60.0):
+            if m in self.signed:
+                return self.signed[m][0] == h
+            self.signed[m] = (h, ts, sig)
+            self.hashes[m] = h
+            self.frontier = max(self.frontier, bins.base_range(m)[1])
+            return True
+        live.LiveTree.offer_munro = lax_offer
+        _init = live.LiveContent.__init__
+        live.LiveContent.__init__ = lambda self, tree, window=4096: _init(self, tree, 1 << 30)
+        _pex = requests.RequestPlanner._pex_msgs
+        def chatty(self, ch, now):
+            ch.pex_requested = True
+            return _pex(self, ch, now)
+        requests.RequestPlanner._pex_msgs = chatty
+    else:
+        _sign = live.LiveTree.sign_group
+        def bad_sign(self, first, chunks, unix_now):
+            m = _sign(self, first, chunks, unix_now)
+            h, ts, sig = self.signed[m]
+            self.signed[m] = (h, ts, bytes(b ^ 1 for b in sig))
+            return m
+        live.LiveTree.sign_group = bad_sign
+    from swift.conformance import adapter
+    sys.exit(adapter.main())
+''')
+
+
+@pytest.mark.slow
+def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
+    """The live and PEX cases fail on a peer with exactly the faults they are about (and only those)."""
+    script = tmp_path / "broken_live.py"
+    script.write_text(BROKEN_LIVE_PEER)
+    roles = ["seeder", "leecher", "live-source", "live-viewer"]
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps({"implementations": [
+        {"name": n, "protocol": "ppspp", "roles": roles, "command": f"{sys.executable} {script}",
+         "env": {"MUTANT": n}} for n in ("lax", "badsig")]}))
+    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp", "--impl-registry", str(reg), "--impl", "lax",
+                           "--impl", "badsig", "-k", "live_stream or live_signed or live_viewer or pex")
+    by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
+    assert by == {
+        "test_pex_req_is_answered_with_known_peers[lax]": "pass",
+        "test_no_pex_res_unless_requested[lax]": "fail",
+        "test_live_stream_plays_at_our_viewer[lax]": "pass",
+        "test_live_signed_integrity_and_discard_window[lax]": "fail",
+        "test_live_viewer_refuses_chunks_with_a_bad_signature[lax]": "fail",
+        "test_pex_req_is_answered_with_known_peers[badsig]": "pass",
+        "test_no_pex_res_unless_requested[badsig]": "pass",
+        "test_live_stream_plays_at_our_viewer[badsig]": "fail",
+        "test_live_signed_integrity_and_discard_window[badsig]": "fail",
+        "test_live_viewer_refuses_chunks_with_a_bad_signature[badsig]": "pass",
+    }, cp.stdout[-3000:]
+    msg = {r["case"].split("::")[1]: r.get("message", "") for r in res["results"]}
+    assert "discard window" in msg["test_live_signed_integrity_and_discard_window[lax]"]
+    assert "SIGNED_INTEGRITY" in msg["test_live_signed_integrity_and_discard_window[badsig]"]
+
+
 @pytest.mark.slow
 def test_lisp_suite_catches_a_map_server_that_skips_authentication(tmp_path):
     script = tmp_path / "lax.py"
