@@ -62,6 +62,10 @@ def test_cache_shares_one_in_flight_fetch(origin, tmp_path: Path, kind: str) -> 
         procs.append(_curl(url, tmp_path / "c2"))
         results = [_done(p) for p in procs]
         rng_rc, rng_out = _done(rng)
+        # It really caches the object: once the fetch is over, a new request costs the origin nothing.
+        fetched = origin.stats.body_bytes
+        assert _done(_curl(url, tmp_path / "c3")) == (0, f"200 {size}")
+        assert origin.stats.body_bytes == fetched
         pid = cache.pid
     assert results == [(0, f"200 {size}")] * 3
     body = expected("/anchor.bin", size)
