@@ -12,7 +12,13 @@ favours libtorrent).  libtorrent runs with DHT, LSD, UPnP and NAT-PMP off,
 ut_pex on, TCP only, and learns about other leechers through the seeder's
 PEX like our peer.
 
-    python -m swift.experiments.flashcrowd --quick [--arrivals poisson]
+    python -m swift.experiments.flashcrowd --quick [--arrivals poisson] [--out DIR]
+
+Output (``--out``, default ``swift-results``): ``flashcrowd-<arrivals>-<n>x<MiB>.csv``
+(one row per leecher and system: arrival, start-up, completion, bytes
+uploaded), the same name ``.json`` (parameters, versions, git commit, date,
+host load, summary rows) and ``...-completion.png`` / ``...-startup.png``
+(CDFs as in the paper's Figs. 7-11).
 """
 
 from __future__ import annotations
@@ -62,8 +68,10 @@ async def _swift_leech(root_hex: str, seed_ip: str, delay: float, startup_bytes:
                 break
         chans = [(c.addr[0], len(c.requests), c.received, c.lost, round(c.rtt, 3), round(c.rate))
                  for c in node.peer.channels.values()]
+        from_seeder = sum(c.received for c in node.peer.channels.values() if c.addr[0] == seed_ip)
     return {"startup_s": startup, "completion_s": done, "stats": dict(node.peer.stats),
-            "channels": chans}
+            "channels": chans, "uploaded_bytes": node.peer.stats["sent_data"] * 1024,
+            "from_seeder_bytes": from_seeder * 1024}
 
 
 def _lt_settings(lt):
@@ -101,7 +109,9 @@ def _lt_leech(torrent: bytes, seed_ip: str, delay: float, startup_bytes: int, li
             break
         if st.num_peers == 0:
             h.connect_peer((seed_ip, PORT))
-    return {"startup_s": startup, "completion_s": done}
+    st = h.status()
+    return {"startup_s": startup, "completion_s": done, "uploaded_bytes": st.total_payload_upload,
+            "from_seeder_bytes": None}
 
 
 def _summary(xs: list) -> dict:
@@ -115,9 +125,13 @@ def _summary(xs: list) -> dict:
 def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash",
         size_mb: float | None = None, startup_s: float = 10.0, bitrate_bps: float = 1e6,
         leecher_up_bps: int = 4_000_000, systems: tuple[str, ...] = ("swift", "libtorrent"),
-        seed: int = 1) -> list[dict]:
+        seed: int = 1, out: str | None = None) -> list[dict]:
+    """One run per system; summary rows.  With ``out``, also the per-leecher
+    CSV, JSON metadata and CDF plots (see the module docstring)."""
     from deliverykit.testbed import Tbf, Testbed
 
+    started, load0 = time.time(), os.getloadavg()
+    per_leecher: list[dict] = []
     n = leechers or (4 if quick else 10)
     size = int((size_mb or (4 if quick else 24)) * 1024 * 1024)
     startup_bytes = int(startup_s * bitrate_bps / 8)
@@ -172,13 +186,53 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                                               startup_bytes, limit, save))
                 res = [t.result(timeout=limit + max(delays) + 60) for t in tasks]
                 st.kill()
+            for i, r in enumerate(res):
+                c = r["completion_s"]
+                per_leecher.append({
+                    "system": system, "arrivals": arrivals, "leecher": i,
+                    "arrival_s": round(delays[i], 3), "startup_s": r["startup_s"], "completion_s": c,
+                    "uploaded_bytes": r.get("uploaded_bytes"),
+                    "from_seeder_bytes": r.get("from_seeder_bytes"),
+                    "upload_mbps": round(r["uploaded_bytes"] * 8 / c / 1e6, 3)
+                    if c and r.get("uploaded_bytes") is not None else None})
             rows.append({
                 "system": system, "what": f"{arrivals} arrivals, {n} leechers, {size / 2**20:.0f} MiB",
                 "completed": f"{sum(r['completion_s'] is not None for r in res)}/{n}",
                 "completion s": _summary([r["completion_s"] for r in res]),
                 "start-up s": _summary([r["startup_s"] for r in res]),
+                "mean leecher upload Mb/s": round(statistics.mean(
+                    [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None] or [0]), 2),
             })
+    if out:
+        params = {"leechers": n, "size_bytes": size, "arrivals": arrivals, "startup_s": startup_s,
+                  "bitrate_bps": bitrate_bps, "seeder_up_bps": 20_000_000,
+                  "leecher_up_bps": leecher_up_bps, "systems": list(systems), "seed": seed,
+                  "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024}
+        _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB", params, rows, per_leecher,
+               started, load0)
     return rows
+
+
+PAPER = ("paper (Figs. 7-11, 4-208 leechers, 1 GB file): libswift completes between uTorrent "
+         "and libtorrent; libswift start-up within 15 s for all peers, a few libtorrent peers "
+         "need more than a minute")
+
+
+def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, started: float,
+           load0: tuple) -> None:
+    from swift.experiments import output as O
+    os.makedirs(out, exist_ok=True)
+    O.write_csv(os.path.join(out, base + ".csv"), per_leecher)
+    meta = O.metadata("swift.experiments.flashcrowd", params, load0, started)
+    meta["summary"] = rows
+    meta["paper"] = PAPER
+    O.write_json(os.path.join(out, base + ".json"), meta)
+    systems = sorted({r["system"] for r in per_leecher})
+    for col, label in (("completion_s", "completion time (s)"), ("startup_s", "start-up time (s)")):
+        O.cdf_plot(os.path.join(out, f"{base}-{col.split('_')[0]}.png"),
+                   {s: [r[col] for r in per_leecher if r["system"] == s] for s in systems},
+                   label, f"{params['arrivals']} arrivals, {params['leechers']} leechers, "
+                   f"{params['size_bytes'] / 2**20:g} MiB (ours)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,12 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arrivals", choices=["flash", "poisson"], default="flash")
     ap.add_argument("--size-mb", type=float)
     ap.add_argument("--systems", default="swift,libtorrent")
+    ap.add_argument("--out", default="swift-results", help="directory for CSV, JSON and PNG files")
     a = ap.parse_args(argv)
-    for r in run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=tuple(a.systems.split(","))):
+    rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=tuple(a.systems.split(",")),
+               out=a.out)
+    for r in rows:
         print(json.dumps(r))
-    print("paper (Figs. 7-11, 4-208 leechers, 1 GB): libswift between uTorrent and libtorrent "
-          "in completion time; libswift start-up within 15 s, a few libtorrent peers > 1 min",
-          file=sys.stderr)
+    print("ours vs paper:")
+    for r in rows:
+        c, s = r["completion s"], r["start-up s"]
+        print(f"  {r['system']:<10} completion mean {c.get('mean')} s (max {max(c.get('cdf') or [0])}), "
+              f"start-up mean {s.get('mean')} s (max {max(s.get('cdf') or [0])})")
+    print("  " + PAPER)
+    print(f"files in {a.out}/", file=sys.stderr)
     return 0
 
 

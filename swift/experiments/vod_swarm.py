@@ -12,7 +12,22 @@ below are our assumption, printed with the results.  The paper ran 32-208
 leechers on DAS-4; two shared cores hold far fewer, so the swarm is small
 and the numbers are not the paper's.
 
-    python -m swift.experiments.vod_swarm --quick
+Seeder link, scaled to the swarm: in the paper even the smallest swarm (32
+leechers of a 1 Mb/s video on a 20 Mb/s seeder) could not be served by the
+seeder alone (supply 0.625 x demand), so leecher upload and the choice of
+peers decide who stalls.  With 20 Mb/s and the 4-12 leechers that fit here
+the seeder alone oversupplies the swarm and the algorithms cannot be told
+apart.  By default the seeder link is therefore ``SUPPLY`` x leechers x
+bit rate (at least 2x the bit rate); ``--seeder-mbps 20`` restores the
+paper's absolute value.
+
+    python -m swift.experiments.vod_swarm --quick [--out DIR]
+
+Output (``--out``, default ``swift-results``): ``vod_swarm-<n>.csv`` (one row
+per leecher and algorithm: group, stalls, stall time, start-up, completion,
+upload), ``vod_swarm-<n>.json`` (parameters, versions, git commit, date,
+host load, summary) and ``vod_swarm-<n>-fig6.png`` (stalls per algorithm and
+group, the paper's Fig. 6 at our swarm size).
 """
 
 from __future__ import annotations
@@ -29,6 +44,11 @@ import time
 #: group -> (one-way delay ms, loss %) (assumed values, see module docstring)
 GROUPS = {"A": (10, 0.0), "B": (25, 0.5), "C": (50, 1.0), "D": (100, 2.0)}
 SEEDER_PORT = 6778
+#: seeder supply / aggregate video rate in the paper's smallest swarm (20 Mb/s, 32 x 1 Mb/s)
+SUPPLY = 20 / 32
+PAPER = ("paper Fig. 6 (32-208 leechers, seeder 20 Mb/s, leecher upload 1.2 Mb/s): linear "
+         "stalls most, std-vod fewer above 96 leechers, the three-priority vod algorithm "
+         "fewest; start-up 3-7 s for all three")
 
 
 async def _seeder_main(path: str, cs: int, ready, duration: float) -> str:
@@ -70,15 +90,19 @@ async def _leecher_main(root_hex: str, seeder_ip: str, picker: str, bitrate: flo
 
 def run(quick: bool = True, leechers: int | None = None, video_s: float | None = None,
         algorithms: tuple[str, ...] = ("linear", "std-vod", "vod"), bitrate_bps: float = 1e6,
-        chunk_size: int = 1024) -> list[dict]:
-    """One flash-crowd run per algorithm; rows with stalls and start-up times."""
+        chunk_size: int = 1024, seeder_bps: float | None = None, out: str | None = None) -> list[dict]:
+    """One flash-crowd run per algorithm; rows with stalls and start-up times.
+    With ``out`` also the per-leecher CSV, JSON metadata and the Fig. 6 plot."""
     from deliverykit.testbed import Netem, Tbf, Testbed
 
+    started, load0 = time.time(), os.getloadavg()
     n = leechers or (4 if quick else 12)
     secs = video_s or (15.0 if quick else 60.0)
     bitrate = bitrate_bps / 8
     size = int(secs * bitrate)
+    seed_bps = int(seeder_bps or max(2 * bitrate_bps, SUPPLY * n * bitrate_bps))
     rows = []
+    per_leecher: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="swift-vod-") as d:
         path = os.path.join(d, "video.bin")
         with open(path, "wb") as f:
@@ -88,7 +112,7 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
                 lan = tb.bridge("lan", snooping=False, querier=False)
                 sh = tb.host("seed")
                 sp = tb.attach(sh, lan, "10.77.0.1/24")
-                tb.shape(sp.a, netem=Netem(delay_ms=5), tbf=Tbf(rate_bps=20_000_000))
+                tb.shape(sp.a, netem=Netem(delay_ms=5), tbf=Tbf(rate_bps=seed_bps))
                 hosts = []
                 for i in range(n):
                     g = "ABCD"[i % 4]
@@ -108,6 +132,12 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
                          for h, g in hosts]
                 res = [(g, t.result(timeout=limit + 30)) for g, t in tasks]
                 st.kill()
+            for i, (g, r) in enumerate(res):
+                per_leecher.append({"algorithm": algo, "leecher": i, "group": g,
+                                    "delay_ms": GROUPS[g][0], "loss_pct": GROUPS[g][1],
+                                    "stalls": r["stalls"], "stall_s": round(r["stall_s"], 3),
+                                    "startup_s": r["startup_s"], "completion_s": r["completion_s"],
+                                    "uploaded_chunks": r["uploaded"], "rejected": r["rejected"]})
             stalls = [r["stalls"] for _, r in res]
             starts = [r["startup_s"] for _, r in res if r["startup_s"] is not None]
             comps = [r["completion_s"] for _, r in res if r["completion_s"] is not None]
@@ -120,8 +150,48 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
                 "per group stalls": {g: [r["stalls"] for gg, r in res if gg == g] for g in "ABCD"},
                 "rejected chunks": sum(r["rejected"] for _, r in res),
                 "groups (delay ms, loss %)": GROUPS,
+                "seeder Mb/s": round(seed_bps / 1e6, 2),
+                "leecher upload chunks": sum(r["uploaded"] for _, r in res),
             })
+    if out:
+        params = {"leechers": n, "video_s": secs, "bitrate_bps": bitrate_bps, "size_bytes": size,
+                  "chunk_size": chunk_size, "algorithms": list(algorithms),
+                  "seeder_up_bps": seed_bps, "seeder_supply_ratio": round(seed_bps / (n * bitrate_bps), 3),
+                  "leecher_up_bps": 1_200_000, "groups_delay_ms_loss_pct": GROUPS, "quick": quick}
+        _write(out, f"vod_swarm-{n}", params, rows, per_leecher, started, load0)
     return rows
+
+
+def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, started: float,
+           load0: tuple) -> None:
+    from swift.experiments import output as O
+    os.makedirs(out, exist_ok=True)
+    O.write_csv(os.path.join(out, base + ".csv"), per_leecher)
+    meta = O.metadata("swift.experiments.vod_swarm", params, load0, started)
+    meta["summary"] = rows
+    meta["paper"] = PAPER
+    O.write_json(os.path.join(out, base + ".json"), meta)
+    plt = O.pyplot()
+    algos = list(dict.fromkeys(r["algorithm"] for r in per_leecher))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.5))
+    w = 0.8 / max(1, len(algos))
+    for k, algo in enumerate(algos):
+        mine = [r for r in per_leecher if r["algorithm"] == algo]
+        by_g = [statistics.mean([r["stalls"] for r in mine if r["group"] == g] or [0]) for g in "ABCD"]
+        a1.bar([x + k * w for x in range(4)], by_g, w, label=algo)
+        a2.bar([k], [statistics.mean(r["stall_s"] for r in mine)], 0.6, label=algo)
+    a1.set_xticks([x + w * (len(algos) - 1) / 2 for x in range(4)],
+                  [f"{g}\n{GROUPS[g][0]} ms, {GROUPS[g][1]} %" for g in "ABCD"], fontsize=7)
+    a1.set_ylabel("mean stalls per peer")
+    a1.legend(fontsize=7)
+    a2.set_xticks(range(len(algos)), algos)
+    a2.set_ylabel("mean stall time per peer (s)")
+    fig.suptitle(f"Fig. 6 at our scale: {params['leechers']} leechers, seeder "
+                 f"{params['seeder_up_bps'] / 1e6:.1f} Mb/s (supply {params['seeder_supply_ratio']} x demand)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, base + "-fig6.png"), dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,12 +200,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leechers", type=int)
     ap.add_argument("--video-s", type=float)
     ap.add_argument("--algorithms", default="linear,std-vod,vod")
+    ap.add_argument("--seeder-mbps", type=float, default=None,
+                    help=f"seeder link (default {SUPPLY:.3f} x leechers x bit rate, see the docstring)")
+    ap.add_argument("--out", default="swift-results", help="directory for CSV, JSON and PNG files")
     a = ap.parse_args(argv)
-    rows = run(a.quick, a.leechers, a.video_s, tuple(a.algorithms.split(",")))
+    rows = run(a.quick, a.leechers, a.video_s, tuple(a.algorithms.split(",")),
+               seeder_bps=a.seeder_mbps * 1e6 if a.seeder_mbps else None, out=a.out)
     for r in rows:
         print(json.dumps(r))
-    print("paper Fig. 6 (32-208 leechers): linear stalls most, std-vod fewer above 96 leechers, "
-          "vod fewest; start-up 3-7 s for all three", file=sys.stderr)
+    print(f"ours (seeder {rows[0]['seeder Mb/s']} Mb/s for {rows[0]['what'].split()[2]} leechers; "
+          "the paper's supply ratio, not its 20 Mb/s):")
+    for r in rows:
+        print(f"  {r['what'].rsplit(', ', 1)[1]:<8} mean stalls {r['mean stalls']}, stall time "
+              f"{r['mean stall s']} s, start-up {r['mean start-up s']} s, completed {r['completed']}")
+    print("  " + PAPER)
+    print(f"files in {a.out}/", file=sys.stderr)
     return 0
 
 
