@@ -59,6 +59,35 @@ def _replay_in_host(entries, origin: str, speed: float) -> list:
     return [(r.latency, r.ttfb, r.error) for r in res]
 
 
+#: TCP counters that explain latency noise: a lost SYN or SYN-ACK costs a 1 s timeout.
+TCP_KEYS = ("Tcp.RetransSegs", "TcpExt.TCPSynRetrans", "TcpExt.TCPTimeouts")
+
+
+def _tcp_counters() -> dict[str, int]:
+    """Runs inside a host (forked): its namespace's TCP counters from /proc/net/{snmp,netstat}."""
+    got: dict[str, int] = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+        for head, vals in zip(lines[0::2], lines[1::2]):
+            proto = head.split(":", 1)[0]
+            for name, v in zip(head.split()[1:], vals.split()[1:]):
+                if v.lstrip("-").isdigit():
+                    got[f"{proto}.{name}"] = int(v)
+    return {k: got.get(k, 0) for k in TCP_KEYS}
+
+
+def _tbf_drops(tb, host, ifname: str) -> int:
+    """Packets the tbf queue on ``ifname`` dropped so far (``tc -s qdisc``)."""
+    cp = tb.exec(host, ["tc", "-s", "qdisc", "show", "dev", ifname], timeout=10)
+    total = 0
+    for part in cp.stdout.split("dropped ")[1:]:
+        num = part.split(",", 1)[0].strip()
+        if num.isdigit():
+            total += int(num)
+    return total
+
+
 def saved_per_request(status: dict) -> list[int]:
     """Origin bytes each request did not cost, in arrival order, from the proxy's request log.
 
@@ -126,10 +155,15 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                         raise RuntimeError(f"nft failed: {cp.stderr}")
                 tx0 = tb.counters(o, l2.b)["tx_bytes"]
                 body0 = ng.body_bytes()
+                tcp0 = {h.name: tb.run(h, _tcp_counters) for h in (c, r, o)}
+                drops0 = _tbf_drops(tb, o, l2.b.ifname)
                 t0 = time.monotonic()
                 res = tb.run(c, _replay_in_host, entries, f"{O_IP}:80", speed, timeout=600)
                 wall = time.monotonic() - t0
                 time.sleep(0.3)
+                tcp1 = {h.name: tb.run(h, _tcp_counters) for h in (c, r, o)}
+                tcp = {h: {k: tcp1[h][k] - tcp0[h][k] for k in TCP_KEYS} for h in tcp1}
+                drops = _tbf_drops(tb, o, l2.b.ifname) - drops0
                 lat = [x[0] for x in res if x[0] is not None]
                 status = None
                 if arm != "normal":
@@ -151,6 +185,12 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     "wall_s": wall,
                     "latencies": [x[0] for x in res],
                     "saved_bytes": saved_per_request(status) if status else [],
+                    # SYNs retransmitted by the clients (c) and the proxy's upstream side (r); data
+                    # segments the origin (o) retransmitted; packets the tbf queue dropped.
+                    "syn_retrans": tcp["c"]["TcpExt.TCPSynRetrans"] + tcp["r"]["TcpExt.TCPSynRetrans"],
+                    "origin_retrans_segs": tcp["o"]["Tcp.RetransSegs"],
+                    "rto_timeouts": sum(t["TcpExt.TCPTimeouts"] for t in tcp.values()),
+                    "tbf_drops": drops,
                     "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared",
                                                        "transparent")}
                     if status else None,
