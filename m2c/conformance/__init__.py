@@ -30,6 +30,16 @@ Roles (``--impl-roles``): ``encoder``, ``decoder``.
     matrix). Same stdin/stdout framing as for ``ldpc``; any K distinct
     symbols must decode (MDS property, RFC 5510 sec. 8), fewer must exit 1.
 
+``ADAPTER groups ldpc K N N1 SEED G`` (optional; role ``encoder``)
+    G > 1 symbols per packet (RFC 5170 sec. 5.6): one text line per
+    encoding symbol group, its G ESIs separated by spaces: first the source
+    packets (ESIs g*G .. g*G+G-1), then the repair packets in transmission
+    order, each holding the repair symbols at G consecutive positions of
+    the txseqToID table (``initialize_tables``, whose PRNG continues the
+    stream right after the parity check matrix was built, sec. 5.7). K and
+    N-K are multiples of G (exit 2 otherwise). Decoding needs no new
+    command: a packet's symbols are decoder records like any other.
+
 Any other exit status is a failure. Exit 127 for a code or role the
 implementation does not support (the case is then reported *unsupported*);
 exit 2 for parameters it rejects.

@@ -2,6 +2,7 @@
 
     python -m m2c.conformance.adapter encode ldpc K N N1 SEED E  < source > repair
     python -m m2c.conformance.adapter decode rs K N E            < records > source
+    python -m m2c.conformance.adapter groups ldpc K N N1 SEED G  > one line of ESIs per packet
     python -m m2c.conformance.adapter export-vectors DIR
 
 Exit 0 done, 1 undecodable, 2 bad usage or parameters, 127 unsupported.
@@ -32,6 +33,35 @@ def _params(code: str, nums: list[int]):
     return rs, rs.RSParams(k, n, e), e
 
 
+def groups(k: int, n: int, n1: int, seed: int, g: int) -> list[list[int]]:
+    """The encoding symbol groups of one block with G symbols per packet (RFC 5170 sec. 5.6, as we read it):
+    source packets hold consecutive ESIs; repair packets hold G repair symbols consecutive in the
+    transmission order of the txseqToID table, whose PRNG continues right after the matrix (sec. 5.7)."""
+    from m2c.fec import ldpc
+
+    if g < 1 or k % g or (n - k) % g:
+        raise ValueError(f"K={k} and N-K={n - k} must be multiples of G={g}")
+    tx_to_id, _ = ldpc.esi_tables(ldpc.LDPCParams(k=k, n=n, symbol_size=1, n1=n1, seed=seed))
+    out = [list(range(s, s + g)) for s in range(0, k, g)]
+    out += [[k + tx_to_id[t + j] for j in range(g)] for t in range(0, n - k, g)]
+    return out
+
+
+def _groups(args: list[str]) -> int:
+    if not args or args[0] != "ldpc":
+        return 127
+    try:
+        nums = [int(a) for a in args[1:]]
+        if len(nums) != 5:
+            raise ValueError("groups ldpc takes K N N1 SEED G")
+        lines = groups(*nums)
+    except ValueError as exc:
+        print(f"adapter: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write("".join(" ".join(map(str, line)) + "\n" for line in lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args:
@@ -44,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in export(args[1]):
             print(p)
         return 0
+    if role == "groups":
+        return _groups(args[1:])
     if role not in ("encode", "decode"):
         return 127
     if len(args) < 2 or args[1] not in ("ldpc", "rs"):

@@ -91,25 +91,29 @@ def test_ldpc_decode_random_erasures(impl, record_property, k, n, n1, seed, e):
     for trial in range(8):
         size = rng.randint(k + (n - k) // 4, n) if trial % 2 == 0 else rng.randint(k, k + (n - k) // 4)
         esis = rng.sample(range(n), size)
-        pairs = [(i, syms[i]) for i in esis]
-        peel = ldpc.decode(p, pairs, ml=False) is not None
-        ml = peel or ldpc.decode(p, pairs, ml=True) is not None
-        kind = "peel" if peel else "ml" if ml else "none"
+        kind, gave_up = _check_subset(impl, p, src, syms, esis, rng)
         outcomes[kind] += 1
-        cp = _decode(impl, "ldpc", [k, n, n1, seed, e], pairs, rng)
-        assert cp.returncode in (0, 1), f"exit {cp.returncode}: {cp.stderr.decode(errors='replace')}"
-        if cp.returncode == 0:
-            assert cp.stdout == src, f"wrong source block from {size} symbols ({kind})"
-        elif kind == "peel":
-            pytest.fail(f"gave up on {size} symbols that iterative decoding (RFC 5170 App. A) solves")
-        elif kind == "ml":
-            ml_only_gave_up += 1
-        else:
-            assert cp.stdout == b"", "exit 1 but wrote data"
-        if kind == "none":
-            assert cp.returncode == 1, "decoded a block its symbols do not determine"
+        ml_only_gave_up += gave_up
     record_property("subsets", str(outcomes))
     record_property("ml_only_subsets_given_up", ml_only_gave_up)
+
+
+def _check_subset(impl, p, src: bytes, syms: list[bytes], esis: list[int], rng: random.Random) -> tuple[str, int]:
+    """Decode the symbols ``esis`` with the implementation and judge it against what the symbols determine:
+    (kind of subset: peel / ml / none, 1 if an ML-only subset was given up)."""
+    pairs = [(i, syms[i]) for i in esis]
+    peel = ldpc.decode(p, pairs, ml=False) is not None
+    ml = peel or ldpc.decode(p, pairs, ml=True) is not None
+    kind = "peel" if peel else "ml" if ml else "none"
+    cp = _decode(impl, "ldpc", [p.k, p.n, p.n1, p.seed, p.symbol_size], pairs, rng)
+    assert cp.returncode in (0, 1), f"exit {cp.returncode}: {cp.stderr.decode(errors='replace')}"
+    if cp.returncode == 0:
+        assert cp.stdout == src, f"wrong source block from {len(esis)} symbols ({kind})"
+        return kind, 0
+    assert cp.stdout == b"", "exit 1 but wrote data"
+    if kind == "peel":
+        pytest.fail(f"gave up on {len(esis)} symbols that iterative decoding (RFC 5170 App. A) solves")
+    return kind, int(kind == "ml")
 
 
 @pytest.mark.conformance(protocol="fec", section=LDPC_DEC, role="decoder")
@@ -152,6 +156,70 @@ def test_ldpc_decode_source_only_and_repair_heavy(impl):
     cp = _decode(impl, "ldpc", [k, n, n1, seed, e], pairs, rng)
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
     assert cp.stdout == src
+
+
+# --- G > 1 symbols per packet, larger blocks -----------------------------------------------
+
+G_SETS = [(32, 48, 3, 5, 2), (64, 96, 3, 2026, 4), (64, 96, 3, 2026, 8), (200, 300, 5, 424242, 4)]
+G_SEC = "RFC 5170 sec. 5.6, 5.7"
+
+
+@pytest.mark.conformance(protocol="fec", section=G_SEC, role="encoder")
+@pytest.mark.parametrize("k,n,n1,seed,g", G_SETS, ids=[f"k{k}-n{n}-N1_{n1}-seed{s}-G{g}" for k, n, n1, s, g in G_SETS])
+def test_ldpc_symbol_groups_match_ours(impl, k, n, n1, seed, g):
+    """With G symbols per packet, the symbols of each packet (the txseqToID / IDtoTxseq tables, their PRNG
+    continuing after the matrix) equal ours: a receiver must know which ESIs a packet's payload holds.
+    Optional command (``groups``): exit 127 makes it unsupported."""
+    from m2c.conformance.adapter import groups
+
+    cp = impl.run("groups", "ldpc", k, n, n1, seed, g)
+    assert cp.returncode == 0, cp.stderr.decode(errors="replace")
+    got = [[int(x) for x in line.split()] for line in cp.stdout.decode().splitlines() if line.strip()]
+    want = groups(k, n, n1, seed, g)
+    assert len(got) == len(want), f"{len(got)} packets, want {n // g}"
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not bad, f"packets differ from #{bad[0]}: {got[bad[0]]} != {want[bad[0]]}"
+
+
+@pytest.mark.conformance(protocol="fec", section="RFC 5170 sec. 5.6, 6.4, App. A", role="decoder")
+@pytest.mark.parametrize("g", [4, 8])
+def test_ldpc_decode_lost_packets_of_g_symbols(impl, record_property, g):
+    """Packets of G symbols (source packets of consecutive ESIs, repair packets in the sec. 5.6 order) are
+    lost whole, 10-35 % of them: the surviving symbols, shuffled, must decode wherever iterative decoding
+    can, never when they do not determine the block, exactly when they do."""
+    from m2c.conformance.adapter import groups
+
+    k, n, n1, seed, e = 256, 384, 3, 777, 8
+    p = ldpc.LDPCParams(k=k, n=n, symbol_size=e, n1=n1, seed=seed)
+    rng = random.Random(f"groups-{g}")
+    src = rng.randbytes(k * e)
+    syms = _symbols(src, ldpc.encode(p, src), e)
+    packets = groups(k, n, n1, seed, g)
+    outcomes = {"peel": 0, "ml": 0, "none": 0}
+    for loss in (0.10, 0.20, 0.30, 0.35):
+        kept = rng.sample(packets, round(len(packets) * (1 - loss)))
+        kind, _ = _check_subset(impl, p, src, syms, [i for pkt in kept for i in pkt], rng)
+        outcomes[kind] += 1
+    record_property("subsets", str(outcomes))
+
+
+@pytest.mark.conformance(protocol="fec", section=LDPC_DEC, role="decoder")
+def test_ldpc_decode_arbitrary_subsets_at_large_k(impl, record_property):
+    """k = 5000, n = 7500: random subsets from k+5 % up, and a subset missing a run of 1000 consecutive
+    ESIs (a burst), judged as in the random erasure case."""
+    k, n, n1, seed, e = 5000, 7500, 3, 31337, 4
+    p = ldpc.LDPCParams(k=k, n=n, symbol_size=e, n1=n1, seed=seed)
+    rng = random.Random("large-k")
+    src = rng.randbytes(k * e)
+    syms = _symbols(src, ldpc.encode(p, src), e)
+    outcomes = {"peel": 0, "ml": 0, "none": 0}
+    subsets = [rng.sample(range(n), round(k * f)) for f in (1.05, 1.15, 1.3)]
+    burst = rng.randrange(0, n - 1000)
+    subsets.append([i for i in range(n) if not burst <= i < burst + 1000])
+    for esis in subsets:
+        kind, _ = _check_subset(impl, p, src, syms, esis, rng)
+        outcomes[kind] += 1
+    record_property("subsets", str(outcomes))
 
 
 # --- Reed-Solomon (zfec-compatible) ----------------------------------------------------

@@ -54,6 +54,10 @@ MUTANT = textwrap.dedent('''
     cp = subprocess.run([sys.executable, "-m", "m2c.conformance.adapter", *args],
                         input=sys.stdin.buffer.read(), capture_output=True)
     out = bytearray(cp.stdout)
+    if args[0] == "groups":
+        lines = out.decode().splitlines()
+        lines[-2:] = lines[-1:-3:-1]                # the last two repair packets swapped
+        out = bytearray(("\\n".join(lines) + "\\n").encode())
     if args[0] == "encode" and len(out) > 3:
         out[-1] ^= 0x01                             # a bit slip in the last repair symbol
     if args[0] == "decode" and cp.returncode == 1:
@@ -70,12 +74,13 @@ def test_fec_suite_catches_a_broken_implementation(tmp_path):
     script.write_text(MUTANT)
     cp, res, junit = run_suite(tmp_path, "--conformance", "fec", "--impl-cmd", f"{sys.executable} {script}",
                                "--impl-protocol", "fec", "--impl-name", "mutant",
-                               "-k", "repair_symbols_bit_identical or too_few or rs_any or rs_repair")
+                               "-k", "repair_symbols_bit_identical or too_few or rs_any or rs_repair or symbol_groups")
     by = {}
     for r in res["results"]:
         by.setdefault(r["case"].split("::")[1].split("[")[0], set()).add(r["result"])
     assert by["test_ldpc_repair_symbols_bit_identical"] == {"fail"}
     assert by["test_ldpc_too_few_symbols_fails_cleanly"] == {"fail"}
+    assert by["test_ldpc_symbol_groups_match_ours"] == {"fail"}
     assert by["test_rs_repair_matches_zfec"] == {"unsupported"}
     assert by["test_rs_any_k_symbols_decode"] == {"unsupported"}
     assert cp.returncode == 1
