@@ -145,8 +145,9 @@ class MulticastReceiver:
         self.rejected = 0
         self.wrong_group = 0
         self.joins = self.leaves = 0
-        self.trace: list[tuple[float, int, float, float, int, int]] = []
-        """per epoch: (t, level, cumulative rate, target rate, lost, received)"""
+        self.trace: list[tuple[float, int, float, float, int, int, float, int]] = []
+        """per epoch: (t, level, cumulative rate, target rate, lost, received, ARTT,
+        loss events)"""
         self._done = asyncio.Event()
         self._t_last = 0.0
         self._fd = -1
@@ -218,7 +219,8 @@ class MulticastReceiver:
                 lvl = self.cc.level(ts)
                 self.trace.append((now, lvl, self.schedule.cum_rate(lvl, ts),
                                    self.cc.target_rate(), self.cc.loss.lost,
-                                   self.cc.loss.received))
+                                   self.cc.loss.received, self.cc.rtt.rtt,
+                                   self.cc.loss_events))
 
     async def run(self, timeout: float = 60.0) -> dict:
         """Receive until the file is recovered and verified (or ``timeout``)."""

@@ -351,7 +351,7 @@ class FileReceiver:
             c = self._ml_wait.get(sbn, k // 200 + 1) - 1
             self._ml_wait[sbn] = c
             if c <= 0:
-                ok = dec.solve()
+                ok = dec.solve(partial=False)
                 self.eliminations += 1
                 self._ml_wait[sbn] = max(1, dec.ml_deficit)
         if not ok:

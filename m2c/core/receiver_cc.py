@@ -16,7 +16,10 @@ Rate controllers (registry :data:`CONTROLLERS`):
            as we could reconstruct it without the M2C paper itself: a
            congestion window in packets grows by one per received packet in
            slow start and by 1/cwnd in congestion avoidance, halves once per
-           loss event (one per ARTT), and gives the target rate cwnd / ARTT.
+           loss event (one per ARTT, and none while the joined rate is still
+           above the target, i.e. the previous reduction has not taken effect,
+           for up to one sub_TSI: about one reduction per congestion episode, as
+           TCP's one per window of data), and gives the target rate cwnd / ARTT.
            *Fast start*: the window starts at the rate already received on
            the base group times the RTT (not at 1 packet), so a late receiver
            ramps up from where the session is.  Not reconstructed: M2C's exact
@@ -192,6 +195,9 @@ class WebrcController:
         self.w = 0.0
         self.y += 1
 
+    def on_joined_rate(self, rate: float) -> None:
+        """Cumulative rate of the joined levels (unused: the equation needs only loss and RTT)."""
+
     def on_lag(self, now: float, rr: float, artt: float) -> None:
         """The received rate lags the joined rate: leave start-up (RFC 3738 3.2.2.6)."""
         if self.ssr == math.inf:
@@ -233,6 +239,18 @@ class M2CWindowController:
         self.min_rate = schedule.min_rate
         self.last_rr = 0.0
         self.phase = "fast-start"
+        self.joined_rate = 0.0
+        self.episode = schedule.tsd / schedule.k
+        """longest congestion episode answered by one reduction: one sub_TSI, the
+        period at which every group's rate has decayed by the level factor Q"""
+        self.last_reduction = -math.inf
+        self.reductions = 0
+        self.ignored_events = 0
+        """loss events while the joined rate was still above the target (not reductions)"""
+
+    def on_joined_rate(self, rate: float) -> None:
+        """Cumulative rate of the joined levels (see :meth:`on_loss_event`)."""
+        self.joined_rate = rate
 
     def on_packet_events(self, received: int, lost: int = 0) -> None:
         """Window growth per received packet (TCP-like)."""
@@ -245,11 +263,30 @@ class M2CWindowController:
             self.cwnd += received / self.cwnd
 
     def on_loss_event(self, now: float, artt: float) -> None:
+        """Halve the window, once per congestion episode.
+
+        A TCP sender reduces once per window of data (RFC 5681 3.2, RFC 6582):
+        losses of packets sent before the reduction took effect are not new
+        congestion.  Our reduction takes effect only as the joined groups decay
+        (leave by waiting, seconds), so a loss event while the joined rate is
+        still above the target belongs to the episode already answered, for at
+        most one sub_TSI (losses that outlast it halve again: the overshoot left
+        by waiting would otherwise take the share of competing TCP flows).
+        Without this, a smooth multicast flow sharing a drop-tail queue with TCP
+        halves several times per TCP cycle and gets far less than its share
+        (docs/m2c-results.md).
+        """
+        if (self.cwnd is not None and self.joined_rate > self.target(artt)
+                and now - self.last_reduction < self.episode):
+            self.ignored_events += 1
+            return
         if self.cwnd is None:
             self.cwnd = max(2.0, self.last_rr * artt)
         self.ssthresh = max(2.0, self.cwnd / 2)
         self.cwnd = self.ssthresh
         self.phase = "congestion-avoidance"
+        self.reductions += 1
+        self.last_reduction = now
 
     def on_lag(self, now: float, rr: float, artt: float) -> None:
         """The path is full before any loss: end slow start at what is received."""
@@ -341,6 +378,8 @@ class ReceiverCC:
             # the loss event starts before the packet events are counted (3.2.3.4)
             self.loss_events += 1
             self.loss_event_until = now + self.rtt.rtt
+            ts = now - self.offset
+            self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
             self.ctl.on_packet_events(1, lost)
             return []
@@ -394,6 +433,7 @@ class ReceiverCC:
                 self.joined.discard(ch)
                 out.append(Leave(ch))
         lvl = self.level(ts)
+        self.ctl.on_joined_rate(sched.cum_rate(lvl, ts))
         # received rate versus the rate of the joined levels (RFC 3738 3.2.2.6: TRR
         # greatly below ARR means the path is full: do not join, leave slow start)
         # what the confirmed joined channels were due to deliver during the epoch

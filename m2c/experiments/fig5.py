@@ -36,6 +36,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
+from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
@@ -113,7 +114,7 @@ def _m2c_receiver(sd_json: str, out: str, iface: str, timeout: float) -> dict:
     sd = SessionDescription.from_json(sd_json)
     res = asyncio.run(MulticastReceiver(sd, out, interface=iface).run(timeout=timeout))
     res["metrics"] = asdict(res["metrics"])
-    res.pop("trace", None)
+    res["trace"] = compact_trace(res["trace"])
     return res
 
 
@@ -205,7 +206,8 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                 m = r["metrics"]
                 rows.append({"flow": "M2C_ft", "receiver": i + 1, "ok": r["ok"], **{
                     k: m[k] for k in ("time", "gput", "tput", "loss", "net", "dup", "sym",
-                                      "comp")}})
+                                      "comp")}, "loss_events": r["loss_events"],
+                    "trace": r["trace"]})
         after = [tb.counters(h, p.a) for h, p in rs]
         # The counters span the whole window (lead-in, joins, competing traffic), which is
         # longer than a receiver's transfer time: divide by the window, not by row["time"].

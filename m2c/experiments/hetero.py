@@ -30,6 +30,14 @@ ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8
 LINKS_BPS = (4_000_000, 1_000_000)
 
 
+def compact_trace(trace: list) -> list:
+    """The receiver's per-epoch trace, times from its first entry, rounded:
+    (t, level, cumulative rate, target rate, lost, received, ARTT, loss events)."""
+    t0 = trace[0][0] if trace else 0.0
+    return [(round(t - t0, 2), lvl, round(c, 1), round(min(tr, 1e6), 1), lo, rx, round(artt, 4),
+             ev) for t, lvl, c, tr, lo, rx, artt, ev in trace]
+
+
 def _receiver(sd_json: str, out: str, iface: str, controller: str, timeout: float) -> dict:
     import asyncio
 
@@ -40,9 +48,7 @@ def _receiver(sd_json: str, out: str, iface: str, controller: str, timeout: floa
     res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
                       .run(timeout=timeout))
     res["metrics"] = asdict(res["metrics"])
-    t0 = res["trace"][0][0] if res["trace"] else 0.0
-    res["trace"] = [(round(t - t0, 2), lvl, round(c, 1), round(min(tr, 1e6), 1), lo, rx)
-                    for t, lvl, c, tr, lo, rx in res["trace"]]
+    res["trace"] = compact_trace(res["trace"])
     return res
 
 

@@ -322,14 +322,25 @@ class LDPCDecoder:
                                       g.var_eqs, self._unknown, self._partial, self._values,
                                       self._known, esi, symbol)
 
-    def solve(self) -> bool:
+    def solve(self, partial: bool = True) -> bool:
         """Maximum-likelihood step: Gaussian elimination with inactivation.
 
         Recovers every source symbol that the received symbols determine;
-        returns True when the block is complete.
+        returns True when the block is complete.  With ``partial=False`` it first
+        eliminates on the structure alone (no symbol values: a fraction of the
+        cost) and computes values only when the whole block is determined, so a
+        failed attempt recovers nothing but costs less (``ml_deficit`` is set
+        either way).
         """
         if self.complete:
             return True
+        if not partial and not self._eliminate(values=False):
+            return False
+        self._eliminate(values=True)
+        return self.complete
+
+    def _eliminate(self, values: bool) -> bool:
+        """One elimination; without ``values``: True when every source symbol is determined."""
         k, n, E = self.params.k, self.params.n, self.params.symbol_size
         known = self._known
         rows = staircase_matrix(k, n, self.params.n1, self.params.seed).rows()
@@ -340,7 +351,8 @@ class LDPCDecoder:
         # right-hand side (symbol int) and inactive-combination mask
         eqs = [e for e in range(len(rows)) if unknown[e] > 0]
         unk: dict[int, set[int]] = {e: {v for v in rows[e] if not known[v]} for e in eqs}
-        rhs = {e: int.from_bytes(pmv[e * E:(e + 1) * E], "little") for e in eqs}
+        rhs = ({e: int.from_bytes(pmv[e * E:(e + 1) * E], "little") for e in eqs} if values
+               else dict.fromkeys(eqs, 0))
         mask = dict.fromkeys(eqs, 0)
         var_eqs: dict[int, set[int]] = {}
         for e in eqs:
@@ -443,6 +455,10 @@ class LDPCDecoder:
                 mk ^= low
             if dep == 0:
                 found.append((v, acc))
+            elif not values:
+                return False
+        if not values:
+            return True
         # feed them through the iterative decoder so its partial sums stay exact
         for v, x in found:
             if self.complete:

@@ -161,3 +161,32 @@ def test_late_receiver_joins_any_time():
     rx, got, levels, violations = simulate("m2c", None, duration=15.0, sched=s, start=123.4)
     assert violations == 0 and got > 1000
     assert max(lvl for _, lvl, _ in levels) >= s.levels - 2
+
+
+def test_m2c_window_reduces_once_per_congestion_episode():
+    """Loss events while the joined groups still run above the (already reduced)
+    target are the same congestion episode (leave by waiting: the reduction
+    takes seconds to show); the window halves again only once the joined rate
+    is back under the target (TCP: one reduction per window of data)."""
+    from m2c.core.receiver_cc import M2CWindowController
+
+    s = WaveSchedule(10.0, 1000.0, tsd=1.0, k=2)
+    c = M2CWindowController(s, 0.05)
+    c.on_epoch(0.0, 100.0, 100.0, 0.1)  # fast start: cwnd = 100/s * 0.1 s
+    assert c.target(0.1) == pytest.approx(100.0)
+    c.on_joined_rate(90.0)
+    c.on_loss_event(1.0, 0.1)
+    assert c.reductions == 1 and c.target(0.1) == pytest.approx(50.0)
+    c.on_joined_rate(80.0)  # still decaying toward 50
+    for t in (1.1, 1.2, 1.4):
+        c.on_loss_event(t, 0.1)
+    assert c.reductions == 1 and c.ignored_events == 3 and c.target(0.1) == pytest.approx(50.0)
+    c.on_joined_rate(45.0)  # the reduction took effect: a new loss is new congestion
+    c.on_loss_event(3.0, 0.1)
+    assert c.reductions == 2 and c.target(0.1) == pytest.approx(25.0)
+    # an episode that outlasts one sub_TSI (TSD/K = 0.5 s here) halves again
+    c.on_joined_rate(40.0)
+    c.on_loss_event(3.2, 0.1)
+    assert c.reductions == 2
+    c.on_loss_event(3.0 + s.tsd / s.k + 0.01, 0.1)
+    assert c.reductions == 3
