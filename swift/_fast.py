@@ -120,3 +120,33 @@ def py_binmap_set1(halves, deep, free, st, root: int, root_layer: int, i: int, v
 
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
+
+
+#: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)
+SO_TIMESTAMPNS = 35
+
+
+def py_recv_batch_ts(sock, max_count: int, size: int) -> list:
+    """Up to ``max_count`` datagrams without blocking, each as ``(data, addr,
+    t)`` with ``t`` its kernel arrival time (SO_TIMESTAMPNS), -1.0 if none."""
+    import socket
+    import struct
+    if not 1 <= max_count <= 256 or not 1 <= size <= 65536:
+        raise ValueError("recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536")
+    out = []
+    flags = socket.MSG_DONTWAIT
+    while len(out) < max_count:
+        try:
+            data, anc, _, addr = sock.recvmsg(size, socket.CMSG_SPACE(16) + socket.CMSG_SPACE(64), flags)
+        except (BlockingIOError, InterruptedError):
+            break
+        t = -1.0
+        for level, typ, raw in anc:
+            if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack("qq", raw[:16])
+                t = sec + nsec * 1e-9
+        out.append((data, addr, t))
+    return out
+
+
+recv_batch_ts = load("recv_batch_ts", py_recv_batch_ts)

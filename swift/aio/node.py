@@ -2,7 +2,7 @@
 
 The only place that reads a clock or touches a socket.  One non-blocking UDP
 socket read with ``loop.add_reader`` in batches (``recvmmsg`` through
-``deliverykit.fastpath.recv_batch``), sends in batches (``sendmmsg``), and one
+``swift._fast.recv_batch_ts``, with kernel arrival times), sends in batches (``sendmmsg``), and one
 timer re-armed from :meth:`Peer.get_timer` (the aioquic pattern).
 """
 
@@ -16,8 +16,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
-from deliverykit.fastpath import load, py_recv_batch, py_send_batch
+from deliverykit.fastpath import load, py_send_batch
 
+from swift._fast import SO_TIMESTAMPNS, recv_batch_ts
 from swift.aio.storage import FileStorage
 from swift.core import events as ev
 from swift.core.content import Content
@@ -27,7 +28,6 @@ from swift.wire import codec as C
 from swift.wire.constants import HashFunc, SigAlg
 
 log = logging.getLogger("swift")
-recv_batch = load("recv_batch", py_recv_batch)
 send_batch = load("send_batch", py_send_batch)
 
 
@@ -73,6 +73,10 @@ class SwiftNode:
         s = socket.socket(fam, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        try:  # kernel arrival times for the ACK delay samples (see _on_readable)
+            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass
         s.bind((self.host, self.port))
         s.setblocking(False)
         self.sock = s
@@ -165,18 +169,18 @@ class SwiftNode:
             return
         for _ in range(8):
             try:
-                batch = recv_batch(s, 32, 65536)
+                batch = recv_batch_ts(s, 32, 65536)
             except OSError:
                 break
             if not batch:
                 break
             now = time.time()
-            for data, addr in batch:
+            for data, addr, arrived in batch:
                 peer = self._route(data)
                 if peer is None:
                     continue
                 try:
-                    peer.datagram_received(data, addr[:2], now)
+                    peer.datagram_received(data, addr[:2], now, arrived)
                 except Exception:  # no datagram may take the node down
                     peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
                     log.exception("PPSPP datagram from %s", addr)

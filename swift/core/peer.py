@@ -166,6 +166,7 @@ class Peer(RequestPlanner):
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
         self._complete_reported = content.complete
         self._next_tick: float | None = None
+        self._arrived = 0.0
         if cfg.pex_ca_key is not None and cfg.pex_ca is None:
             from swift.core.pexcert import ca_public_bytes
             cfg.pex_ca = ca_public_bytes(cfg.pex_ca_key)
@@ -325,8 +326,13 @@ class Peer(RequestPlanner):
 
     # -- receiving ------------------------------------------------------------------------
 
-    def datagram_received(self, data: bytes, addr: Any, now: float) -> None:
-        """Process one UDP datagram from ``addr``."""
+    def datagram_received(self, data: bytes, addr: Any, now: float,
+                          arrived: float | None = None) -> None:
+        """Process one UDP datagram from ``addr``.  ``arrived``: when the
+        kernel received it (SO_TIMESTAMPNS), for the one-way delay in ACK
+        (8.7): the wait for our event loop is not network queuing and must
+        not make the sender's LEDBAT back off."""
+        self._arrived = arrived if arrived is not None and 0 < arrived <= now else now
         if len(data) < 4:
             self.stats["malformed"] += 1
             return
@@ -602,7 +608,7 @@ class Peer(RequestPlanner):
                 other.cancels.append((i, i + 1))
         self.stats["verified"] += 1
         ch.note_data(now, now - sent_at)
-        delay = int(now * 1e6) - m.timestamp
+        delay = int(self._arrived * 1e6) - m.timestamp
         ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self._complete_reported and self.content.complete:

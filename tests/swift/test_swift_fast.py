@@ -88,3 +88,69 @@ def test_binmap_set1_garbage_same_outcome(h, d, f, nfree, root, lay, i, val) -> 
         return r, bytes(hh), bytes(dd), bytes(ff), ss[0]
 
     assert outcome(c_set1) == outcome(py_binmap_set1)
+
+
+c_recv_ts = getattr(fastpath.speedups, "recv_batch_ts", None)
+
+
+def _ts_pair():
+    import socket
+
+    from swift._fast import SO_TIMESTAMPNS
+    socks = []
+    for _ in range(2):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    return socks, tx
+
+
+@pytest.mark.skipif(c_recv_ts is None, reason="C speedups not built")
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=1500), max_size=40), st.integers(1, 64))
+def test_recv_batch_ts_c_equals_python(payloads, max_count) -> None:
+    """Same datagrams, addresses and count from recvmmsg (C) and recvmsg
+    (twin); both carry kernel arrival times between send and receive."""
+    import time
+
+    from swift._fast import py_recv_batch_ts
+    (a, b), tx = _ts_pair()
+    try:
+        t0 = time.time()
+        for p in payloads:
+            tx.sendto(p, a.getsockname())
+            tx.sendto(p, b.getsockname())
+        time.sleep(0.01)
+        t1 = time.time()
+        got_c = c_recv_ts(a, max_count, 2048)
+        got_py = py_recv_batch_ts(b, max_count, 2048)
+        assert [(d, ad) for d, ad, _ in got_c] == [(d, ad) for d, ad, _ in got_py]
+        assert [d for d, _, _ in got_c] == payloads[:max_count]
+        for _, ad, t in got_c + got_py:
+            assert ad == tx.getsockname()
+            assert t0 - 0.01 <= t <= t1 + 0.01
+        # drained: both return an empty list rather than blocking
+        while c_recv_ts(a, 64, 2048):
+            pass
+        while py_recv_batch_ts(b, 64, 2048):
+            pass
+        assert c_recv_ts(a, 4, 2048) == [] and py_recv_batch_ts(b, 4, 2048) == []
+    finally:
+        for s in (a, b, tx):
+            s.close()
+
+
+def test_recv_batch_ts_rejects_bad_arguments() -> None:
+    from swift._fast import py_recv_batch_ts, recv_batch_ts
+    (a, b), tx = _ts_pair()
+    try:
+        for fn in {py_recv_batch_ts, recv_batch_ts}:
+            for mc, size in ((0, 10), (257, 10), (1, 0), (1, 65537)):
+                with pytest.raises(ValueError):
+                    fn(a, mc, size)
+    finally:
+        for s in (a, b, tx):
+            s.close()

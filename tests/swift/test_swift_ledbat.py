@@ -59,3 +59,39 @@ def test_base_delay_rolls_over_minutes() -> None:
         l.on_send(1024, m * 60.0)
         l.on_ack(0.8, 1024, m * 60.0 + 1)
     assert l.base_delay == 0.8
+
+
+def test_ack_delay_uses_kernel_arrival_time() -> None:
+    """RFC 7574 8.7: the one-way delay in an ACK is measured when the DATA
+    arrived (SO_TIMESTAMPNS), not when our event loop got to it."""
+    import os
+
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer, PeerConfig
+    from swift.wire import codec as C
+    from swift.wire.constants import MsgType
+
+    data = os.urandom(8 * 1024)
+    t = MerkleTree.build([data[i:i + 1024] for i in range(0, len(data), 1024)], PeerConfig().hash_func)
+    s = Peer(Content.seeded(t, MemoryStorage(data)), PeerConfig(seed=1))
+    lp = Peer(Content(MerkleTree.for_root(t.root_hash), MemoryStorage()), PeerConfig(seed=2))
+    S, L = ("10.0.0.1", 1), ("10.0.0.2", 2)
+    lp.connect(S, 100.0)
+    now = 100.0
+    acks = []
+    for _ in range(200):
+        now += 0.01
+        for d, _ in s.datagrams_to_send(now):
+            msgs = C.decode_datagram(d, lp.ctx).messages
+            if any(m.type == MsgType.DATA for m in msgs):
+                lp.datagram_received(d, S, now + 0.5, arrived=now + 0.1)  # loop was 0.4 s late
+            else:
+                lp.datagram_received(d, S, now)
+        for d, _ in lp.datagrams_to_send(now + 0.5):
+            acks += [m for m in C.decode_datagram(d, s.ctx).messages if m.type == MsgType.ACK]
+            s.datagram_received(d, L, now + 0.5)
+        if acks:
+            break
+    assert acks
+    assert all(abs(a.delay - 100_000) < 2_000 for a in acks), [a.delay for a in acks]
