@@ -5,6 +5,7 @@
     python -m swift.conformance.adapter live-source FILE --port P [--per-sig N] [--window W] [--rate R]
     python -m swift.conformance.adapter live-view SWARMID HOST:PORT -o FILE [--per-sig N] [--window W]
                                                   [--bytes B] [--timeout T]
+    python -m swift.conformance.adapter --profile libswift seed|leech ...   (draft-10, SHA-1 trees)
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ from swift.conformance import ADDRESSING
 ROLES = ("seed", "leech", "live-source", "live-view")
 
 
+PROFILE = "rfc"
+"""``--profile libswift`` before the role: our peer in its libswift (draft-10, SHA-1) profile."""
+
+
 def _config(a: argparse.Namespace):
     from swift.cli import _CAMS
     from swift.core.peer import PeerConfig
     from swift.wire.constants import HashFunc
 
+    if PROFILE == "libswift":
+        return PeerConfig.libswift(chunk_size=a.chunk_size, addressing=_CAMS[a.addressing])
     return PeerConfig(chunk_size=a.chunk_size, hash_func=HashFunc.SHA256, addressing=_CAMS[a.addressing])
 
 
@@ -100,9 +107,14 @@ async def _live_view(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] not in ROLES:
+    global PROFILE
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--profile"] and len(args) > 1:
+        PROFILE, args = args[1], args[2:]
+    if not args or args[0] not in ROLES or PROFILE not in ("rfc", "libswift"):
         return 127
+    if PROFILE == "libswift" and args[0].startswith("live"):
+        return 127  # live streaming is not in our libswift profile
     role = args[0]
     ap = argparse.ArgumentParser(prog=f"swift.conformance.adapter {role}")
     if role in ("seed", "live-source"):

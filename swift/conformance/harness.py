@@ -22,6 +22,42 @@ from dataclasses import dataclass, field
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, MsgType, Version
 
+@dataclass(frozen=True)
+class Profile:
+    """The PPSPP dialect the implementation under test speaks (its registry ``env`` ``PPSPP_PROFILE``).
+
+    ``rfc`` (default): RFC 7574 with SHA-256 Merkle trees. ``libswift``: draft-10 as the libswift C++
+    peer speaks it (docs/swift-libswift-compat.md): SHA-1 trees, no Chunk Size option; our peers then
+    run with ``--profile libswift``.
+    """
+
+    name: str = "rfc"
+
+    @property
+    def hash_func(self) -> HashFunc:
+        return HashFunc.SHA1 if self.name == "libswift" else HashFunc.SHA256
+
+    @property
+    def hash_name(self) -> str:
+        return "sha1" if self.name == "libswift" else "sha256"
+
+    @property
+    def cli(self) -> list[str]:
+        return ["--hash", self.hash_name, "--profile", self.name]
+
+
+PROFILE = Profile()
+"""The profile of the case running now (set per case by the PPSPP cases' autouse fixture)."""
+
+
+def set_profile(name: str) -> Profile:
+    global PROFILE
+    if name not in ("rfc", "libswift"):
+        raise ValueError(f"unknown PPSPP_PROFILE {name!r} (rfc or libswift)")
+    PROFILE = Profile(name)
+    return PROFILE
+
+
 CAMS = {"bin32": ChunkAddressing.BIN32, "byte64": ChunkAddressing.BYTE64, "chunk32": ChunkAddressing.CHUNK32,
         "bin64": ChunkAddressing.BIN64, "chunk64": ChunkAddressing.CHUNK64}
 
@@ -50,7 +86,7 @@ def make_content(path: str, size: int, seed: int = 1) -> bytes:
 
 
 def ctx_for(addressing: str, chunk_size: int = 1024) -> C.WireContext:
-    return C.WireContext.make(CAMS[addressing], HashFunc.SHA256, chunk_size=chunk_size)
+    return C.WireContext.make(CAMS[addressing], PROFILE.hash_func, chunk_size=chunk_size)
 
 
 def to_chunks(ctx: C.WireContext, start: int, end: int) -> tuple[int, int]:
@@ -87,12 +123,12 @@ def our_seeder(path: str, addressing: str, chunk_size: int = 1024) -> Iterator[t
     """Our peer seeding ``path`` (``python -m swift seed``): yields (address, root hash hex)."""
     port = free_udp_port()
     proc = subprocess.Popen([sys.executable, "-m", "swift", "seed", path, "--host", "127.0.0.1", "--port", str(port),
-                             "--addressing", addressing, "--chunk-size", str(chunk_size), "--hash", "sha256"],
+                             "--addressing", addressing, "--chunk-size", str(chunk_size), *PROFILE.cli],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert proc.stdout is not None
         root = proc.stdout.readline().decode().strip()
-        if len(root) != 64:
+        if len(root) not in (40, 64):
             raise RuntimeError(f"our seeder did not start: {root!r}")
         yield ("127.0.0.1", port), root
     finally:
@@ -104,7 +140,7 @@ def our_leech(root: str, peer: tuple[str, int], out: str, addressing: str, chunk
     """Our peer downloading (``python -m swift download``); exit 0 = complete and verified."""
     return subprocess.run([sys.executable, "-m", "swift", "download", root, "--peer", f"{peer[0]}:{peer[1]}",
                            "-o", out, "--host", "127.0.0.1", "--addressing", addressing, "--chunk-size",
-                           str(chunk_size), "--hash", "sha256", "--timeout", str(timeout), "-q"],
+                           str(chunk_size), *PROFILE.cli, "--timeout", str(timeout), "-q"],
                           capture_output=True, timeout=timeout + 20)
 
 
@@ -144,7 +180,8 @@ class RawPeer:
 
     def options(self, swarm: bytes | None, **over) -> C.HandshakeOptions:
         base = dict(version=Version.V1, min_version=Version.V1, swarm_id=swarm, integrity=IntegrityMethod.MERKLE,
-                    hash_func=HashFunc.SHA256, addressing=self.ctx.addressing, chunk_size=self.ctx.chunk_size)
+                    hash_func=PROFILE.hash_func, addressing=self.ctx.addressing,
+                    chunk_size=None if PROFILE.name == "libswift" else self.ctx.chunk_size)
         base.update(over)
         return C.HandshakeOptions(**base)
 

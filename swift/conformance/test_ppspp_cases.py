@@ -15,6 +15,7 @@ from contextlib import ExitStack
 import pytest
 
 from swift.conformance import ADDRESSING
+from swift.conformance import harness as H
 from swift.conformance.harness import (
     RawPeer, Relay, chunk_of_file, corrupt, ctx_for, free_udp_port, make_content, messages, our_leech,
     our_seeder, sha256_file, spec_for, to_chunks,
@@ -26,6 +27,16 @@ from swift.wire.constants import HashFunc, MsgType
 
 CS = 1024
 N_CHUNKS = 100
+
+
+@pytest.fixture(autouse=True)
+def _ppspp_profile(request):
+    """The dialect of the implementation under test (registry ``env`` ``PPSPP_PROFILE``: rfc or libswift),
+    for the helpers below and in :mod:`swift.conformance.harness`; back to rfc after the case."""
+    chosen = getattr(getattr(request.node, "callspec", None), "params", {}).get("impl")
+    H.set_profile(getattr(chosen, "env", {}).get("PPSPP_PROFILE", "rfc"))
+    yield H.PROFILE
+    H.set_profile("rfc")
 
 
 def _content(tmp_path, n_chunks: int = N_CHUNKS, seed: int = 7) -> tuple[str, bytes]:
@@ -50,11 +61,12 @@ def impl_seeder(impl, tmp_path):
 
 
 def _root_of(data: bytes) -> str:
-    return MerkleTree.build([data[i:i + CS] for i in range(0, len(data), CS)], HashFunc.SHA256, CS).root_hash.hex()
+    return MerkleTree.build([data[i:i + CS] for i in range(0, len(data), CS)], H.PROFILE.hash_func,
+                            CS).root_hash.hex()
 
 
 def _tree(data: bytes) -> MerkleTree:
-    return MerkleTree.build([data[i:i + CS] for i in range(0, len(data), CS)], HashFunc.SHA256, CS)
+    return MerkleTree.build([data[i:i + CS] for i in range(0, len(data), CS)], H.PROFILE.hash_func, CS)
 
 
 def _leech(impl, root: str, addr, out: str, addressing: str, timeout: float = 20):
@@ -116,7 +128,7 @@ def test_handshake_reply_options_and_have(impl, impl_seeder):
         o = hs[0].options
         assert o.version in (None, 1), f"version {o.version}"
         assert o.addressing in (None, ctx.addressing)
-        assert o.hash_func in (None, HashFunc.SHA256)
+        assert o.hash_func in (None, H.PROFILE.hash_func)
         assert o.integrity in (None, 1), "Merkle hash tree (7.5 value 1) expected for static content"
         assert _have_covers(ctx, allg, n), "no HAVE covering every chunk within 3 s"
 
@@ -153,7 +165,7 @@ def test_refuses_unknown_swarm_and_mismatched_options(impl, impl_seeder):
     addr, _, data, _ = impl_seeder("chunk32")
     ctx = ctx_for("chunk32", CS)
     swarm = bytes.fromhex(_root_of(data))
-    for i, opts in enumerate([dict(swarm=os.urandom(32)), dict(swarm=swarm, chunk_size=CS * 2),
+    for i, opts in enumerate([dict(swarm=os.urandom(len(swarm))), dict(swarm=swarm, chunk_size=CS * 2),
                               dict(swarm=swarm, hash_func=HashFunc.SHA512)]):
         with RawPeer(ctx, channel=0x100 + i) as p:
             sw = opts.pop("swarm")

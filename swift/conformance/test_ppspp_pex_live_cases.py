@@ -19,7 +19,9 @@ from swift.conformance.harness import (
     RawPeer, Relay, ctx_for, free_udp_port, in_stream_at_chunk, live_ctx, make_content, messages, our_live_source,
     our_live_view, spec_for, to_chunks,
 )
-from swift.conformance.test_ppspp_cases import CS, _open, _root_of, impl_seeder  # noqa: F401 (fixture)
+from swift.conformance.test_ppspp_cases import (  # noqa: F401 (fixtures)
+    CS, _open, _ppspp_profile, _root_of, impl_seeder,
+)
 from swift.core import bins as B
 from swift.core.live import LiveTree
 from swift.wire import codec as C

@@ -369,6 +369,46 @@ def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
     assert "SIGNED_INTEGRITY" in msg["test_live_signed_integrity_and_discard_window[badsig]"]
 
 
+FAKE_LIBSWIFT = textwrap.dedent('''
+    """A stand-in for the libswift binary: its command line, our peer in the libswift profile behind it."""
+    import os, sys
+    a = sys.argv[1:]
+    opt = {a[i]: a[i + 1] for i in range(0, len(a) - 1, 2)}
+    py = [sys.executable, "-m", "swift"]
+    if "-f" in opt:
+        host, port = opt["-l"].rsplit(":", 1)
+        argv = py + ["seed", opt["-f"], "--host", host, "--port", port]
+    else:
+        argv = py + ["download", opt["-h"], "--peer", opt["-t"], "-o", opt["-o"], "--host", "127.0.0.1",
+                     "--timeout", "20", "-q"]
+    os.execv(sys.executable, argv + ["--chunk-size", opt["-z"], "--profile", "libswift"])
+''')
+
+
+@pytest.mark.slow
+def test_ppspp_cases_in_the_libswift_dialect(tmp_path, monkeypatch):
+    """The ``libswift`` registry entry (its wrapper, its command templates, PPSPP_PROFILE=libswift): with no
+    binary every case is unsupported; with a stand-in binary that runs our peer in its libswift profile
+    (draft-10, SHA-1 trees) behind libswift's command line, the chunk32 cases pass and the other
+    addressing methods are unsupported. libswift itself is not built here (see docs/conformance.md)."""
+    monkeypatch.setenv("LIBSWIFT_BIN", str(tmp_path / "no-such-swift"))
+    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp", "--impl", "libswift", "-k", "handshake_reply")
+    assert [r["result"] for r in res["results"]] == ["unsupported"], cp.stdout[-2000:]
+    fake = tmp_path / "swift"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'fake_libswift.py'} \"$@\"\n")
+    fake.chmod(0o755)
+    (tmp_path / "fake_libswift.py").write_text(FAKE_LIBSWIFT)
+    monkeypatch.setenv("LIBSWIFT_BIN", str(fake))
+    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp", "--impl", "libswift", "-k",
+                           "download_from_our_seeder or seed_to_our_leecher or handshake_reply or corrupt_chunks_are")
+    by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
+    for case in ("test_download_from_our_seeder", "test_seed_to_our_leecher"):
+        assert by[f"{case}[libswift-chunk32]"] == "pass", cp.stdout[-3000:]
+        assert by[f"{case}[libswift-bin32]"] == "unsupported"
+    assert by["test_handshake_reply_options_and_have[libswift]"] == "pass", cp.stdout[-3000:]
+    assert by["test_corrupt_chunks_are_rejected_and_refetched[libswift]"] == "pass", cp.stdout[-3000:]
+
+
 @pytest.mark.slow
 def test_lisp_suite_catches_a_map_server_that_skips_authentication(tmp_path):
     script = tmp_path / "lax.py"
