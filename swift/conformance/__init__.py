@@ -35,6 +35,12 @@ A is one of ``bin32``, ``byte64``, ``chunk32``, ``bin64``, ``chunk64`` (sec.
 Exit 127 for an addressing method or role not supported (the case is then
 *unsupported*).
 
+Dialect: an implementation of draft-10 as libswift speaks it declares
+``"env": {"PPSPP_PROFILE": "libswift"}`` in its registry entry; the cases
+then use SHA-1 Merkle trees (so ``READY`` and ROOTHASH are 40 hex digits),
+send no Chunk Size option and run our own peer with ``--profile libswift``
+(docs/swift-libswift-compat.md). The default is ``rfc`` (RFC 7574, SHA-256).
+
 Our peer is ``python -m swift.conformance.adapter`` (registry name
 ``ours-ppspp``). The cases use our own peer (``python -m swift``) as the
 other end, a raw test peer built on :mod:`swift.wire.codec` for handshakes
