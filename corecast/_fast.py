@@ -135,7 +135,9 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     max_served, own, headers_by_rloc)``: the reserved ranges as for cc_parse, the
     map-cache trie roots, ``{channel EID: ChannelBuffer}``, the default LISP
     header, the port, Algorithm 1's options, the ITR's own addresses and per-RLOC
-    LISP headers that replace the default (echo-nonce, RFC 9300 10.1).
+    LISP headers that replace the default (echo-nonce, RFC 9300 10.1).  A
+    map-cache entry's own ``lisp_header`` (map-versioning, RFC 9302), when it
+    is bytes, replaces the default for its EIDs; a per-RLOC header wins over it.
 
     Handles, in order from ``start``: plain packets and CoreCast header PDUs whose
     EID hits a live single-locator map-cache entry (appending ``(lisp_header +
@@ -240,7 +242,8 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
                     last_entry = entry
                     last_rloc = entry.rlocs[0]
                     last_dest = (entry.rloc_strs[0], port)
-                    last_hdr = hdrs.get(last_rloc, lh) if hdrs else lh
+                    eh = entry.lisp_header if type(entry.lisp_header) is bytes else lh
+                    last_hdr = hdrs.get(last_rloc, eh) if hdrs else eh
                 append((last_hdr + p, last_dest))
                 c_plain += 1
                 i += 1
@@ -289,7 +292,8 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
             last_entry = entry
             last_rloc = entry.rlocs[0]
             last_dest = (entry.rloc_strs[0], port)
-            last_hdr = hdrs.get(last_rloc, lh) if hdrs else lh
+            eh = entry.lisp_header if type(entry.lisp_header) is bytes else lh
+            last_hdr = hdrs.get(last_rloc, eh) if hdrs else eh
         served = last_served
         if type(served) is not dict:
             break

@@ -3,7 +3,8 @@
     corecast mapserver --addr A --site NAME:PREFIX[,PREFIX]:KEYID:PSK ...
     corecast etr       --rloc A --prefix P --map-server A[:PORT] --key-id N --psk S --cc-range R
     corecast itr       --rloc A --inside A:PORT --cc-range R (--map-resolver A[:PORT] | --map-cache F)
-                       [--instance-id N] [--data-port D [--echo-nonce] [--local-rloc R ...]]
+                       [--instance-id N] [--data-port D [--echo-nonce] [--local-rloc R ...]
+                       [--map-version V]]
     corecast source    --eid A --channel EID [--bitrate B --chunk-size D] (--itr A:PORT | --as-itr)
     corecast client    --eid A --port N --join A:PORT --channel EID [--chunks N]
     corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
@@ -167,10 +168,11 @@ async def _itr(a: argparse.Namespace) -> dict:
         from corecast.core.xtr import Xtr
 
         xtr = Xtr(itr, Etr(_ranges(a.cc_range)), echo_nonce=a.echo_nonce,
-                  local_rlocs=tuple(a.local_rloc))
+                  local_rlocs=tuple(a.local_rloc), map_versioning=a.map_version is not None,
+                  map_version=a.map_version or 0)
         node: ItrNode = XtrNode(xtr, _hostport(a.inside), a.data_port)
-    elif a.echo_nonce or a.local_rloc:
-        raise SystemExit("--echo-nonce and --local-rloc need --data-port (an xTR)")
+    elif a.echo_nonce or a.local_rloc or a.map_version is not None:
+        raise SystemExit("--echo-nonce, --local-rloc and --map-version need --data-port (an xTR)")
     else:
         node = ItrNode(itr, _hostport(a.inside))
     await node.start()
@@ -435,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
     p.add_argument("--local-rloc", action="append", default=[],
                    help="this site's locators in mapping order: Locator-Status-Bits (xTR)")
+    p.add_argument("--map-version", type=int, default=None,
+                   help="this site's Map-Version: map-versioning on (RFC 9302; xTR)")
     _common(p)
 
     p = sub.add_parser("source", help="CoreCast source")

@@ -157,7 +157,7 @@ class Itr:
         self.counters: dict[str, int] = {
             "in_packets": 0, "plain_encap": 0, "cc_payloads": 0,
             "payload_copies": 0, "extra_payload_copies": 0, "header_copies": 0,
-            "released": 0, "map_replies": 0, "map_requests_sent": 0,
+            "released": 0, "map_replies": 0, "map_requests_sent": 0, "smr_received": 0,
         }
         for r in DROP_REASONS:
             self.counters["drop_" + r] = 0
@@ -262,8 +262,9 @@ class Itr:
             return self._drop("negative_mapping")
         r, rs = entry.select(dst)
         self.counters["plain_encap"] += 1
-        lh = self.headers_by_rloc.get(r, self.lisp_header) if self.headers_by_rloc \
-            else self.lisp_header
+        lh = entry.lisp_header if entry.lisp_header is not None else self.lisp_header
+        if self.headers_by_rloc:
+            lh = self.headers_by_rloc.get(r, lh)
         return [(lh + pkt, (rs, self.data_port))]
 
     def _cc_payload(self, pkt: bytes, chan: bytes, hash_id: int, h: bytes, p0: int,
@@ -301,8 +302,9 @@ class Itr:
         served = buf.served
         c = self.counters
         n = self.extra_payload_every
-        lh = self.headers_by_rloc.get(rloc, self.lisp_header) if self.headers_by_rloc \
-            else self.lisp_header
+        lh = entry.lisp_header if entry.lisp_header is not None else self.lisp_header
+        if self.headers_by_rloc:
+            lh = self.headers_by_rloc.get(rloc, lh)
         if rloc in served:  # type: ignore[operator]
             count = served[rloc]  # type: ignore[index]
             if not n or count < n:
@@ -329,6 +331,8 @@ class Itr:
         except DecodeError:
             self.counters["drop_malformed"] += 1
             return []
+        if isinstance(msg, MapRequest) and msg.smr:
+            return self._smr(msg, now)
         if not isinstance(msg, MapReply) or msg.nonce not in self._requests:
             self.counters["drop_malformed"] += 1
             return []
@@ -343,6 +347,23 @@ class Itr:
                 self.counters["in_packets"] -= 1  # not a new arrival
                 out.extend(self.handle_inner(p, now))
         return out
+
+    def _smr(self, msg: MapRequest, now: float) -> list[Datagram]:
+        """A Solicit-Map-Request (RFC 9301 section 6.1; RFC 9302 section 7.1 sends
+        one when our Dest Map-Version is stale): the cached mappings covering its
+        EID records expire now, so the next packet to them asks the map-resolver
+        again (an SMR-invoked Map-Request)."""
+        self.counters["smr_received"] += 1
+        if self.map_resolver is None:  # a static mapping has nowhere to be refreshed from
+            return []
+        for i, p in enumerate(msg.eid_prefixes):
+            iid = msg.eid_iids[i] if msg.eid_iids else 0
+            if iid != self.instance_id:
+                continue
+            hit = self.mapcache.trie.lookup(p.network_address.packed)
+            if hit is not None and hit[1].expires > now:
+                hit[1].expires = now
+        return []
 
     def tick(self, now: float) -> list[Datagram]:
         """Retransmit Map-Requests for EIDs still unresolved (1/s, RFC 9301 5.3)."""

@@ -50,6 +50,11 @@ class MapEntry:
     #: locators a Locator-Status-Bit (or echo-nonce) said are down; avoided while
     #: another usable one is up (RFC 9300 section 10)
     down: frozenset = frozenset()
+    #: the mapping's Map-Version from its Map-Reply record (RFC 9302; 0 = null)
+    map_version: int = 0
+    #: a LISP data header for this entry's EIDs instead of the ITR's default
+    #: (map-versioning: V-bit with the source and this destination version)
+    lisp_header: bytes | None = None
 
     @property
     def negative(self) -> bool:
@@ -137,8 +142,12 @@ class MapCache:
 
     # ---------------------------------------------------------------- install
 
+    #: called with every new entry, returns its ``lisp_header`` (or None): how an
+    #: xTR doing map-versioning gives each mapping its header
+    header_for = None
+
     def add(self, prefix: bytes, plen: int, rlocs: list[tuple[bytes, int, int]], expires: float,
-            action: int = 0) -> MapEntry | None:
+            action: int = 0, map_version: int = 0) -> MapEntry | None:
         """``rlocs``: (packed locator, priority, weight); priority 255 is unusable."""
         usable = [r for r in rlocs if r[1] < 255]
         usable.sort(key=lambda r: (r[1], r[0]))
@@ -151,7 +160,10 @@ class MapCache:
         entry = MapEntry(
             prefix, plen, tuple(r[0] for r in usable), tuple(ntop(r[0]) for r in usable),
             tuple(r[2] for r in usable), expires, action, tuple(r[0] for r in rlocs),
+            map_version=map_version & 0xFFF,
         )
+        if self.header_for is not None:
+            entry.lisp_header = self.header_for(entry)
         self.trie.insert(prefix, plen, entry)
         self.counters["installed"] += 1
         return entry
@@ -170,7 +182,7 @@ class MapCache:
             ttl = FOREVER if rec.ttl == 0xFFFFFFFF else rec.ttl * 60.0
             locs = [(loc.locator.packed, loc.priority, loc.weight) for loc in rec.locators]
             e = self.add(rec.prefix.network_address.packed, rec.prefix.prefixlen, locs,
-                         now + ttl, rec.action)
+                         now + ttl, rec.action, rec.map_version)
             if e is not None:
                 events.append(MappingInstalled(str(rec.prefix), e.rloc_strs, ttl, rec.action))
         released = []

@@ -14,6 +14,16 @@ mechanisms of RFC 9300 that need both (sans-IO).
   request for ``echo_suspend`` seconds (the 'Echo-Nonce-request-state' timer)
   and echoes.  Only when enabled (the RFC allows it in closed deployments
   only); a random nonce is never sent with E clear otherwise.
+* **Map-versioning** (RFC 9302, ``map_versioning=True``, ``map_version`` =
+  this site's mapping version): packets to an EID whose cached mapping has a
+  Map-Version carry the V-bit, our version as Source and theirs as Dest
+  Map-Version (never for a Null Map-Version mapping, section 6.1).  Received:
+  a Dest Map-Version newer than ours, the Null one, or any V-bit packet when
+  our own version is Null is dropped (sections 6.1, 7.1); an older one is
+  delivered and the sending ITR gets a Solicit-Map-Request (at most one per
+  second per RLOC) naming the destination EID; a Source Map-Version newer
+  than our cached mapping of the source EID expires that mapping so it is
+  requested again, an older one drops the packet (section 7.2).
 * **Instance IDs** (RFC 9300 section 8): the ITR core puts the I-bit and IID
   in every header, the ETR core decapsulates only its own instance; both
   come from ``instance_id``.
@@ -43,9 +53,12 @@ from corecast.wire.codec import (
     FLAG_I,
     FLAG_L,
     FLAG_N,
+    FLAG_V,
     DecodeError,
+    MapRequest,
     decode_ip,
     encode_lisp_data,
+    encode_map_request,
     make_lisp_data,
 )
 
@@ -80,6 +93,9 @@ class Xtr:
         local_rlocs: tuple[str, ...] = (),
         max_peers: int = 4096,
         seed: int | None = None,
+        map_versioning: bool = False,
+        map_version: int = 0,
+        smr_port: int = 4342,
     ) -> None:
         if etr.instance_id is None:
             etr.instance_id = itr.instance_id
@@ -102,14 +118,35 @@ class Xtr:
         self.events: list = []
         self.counters = {"echo_requests_started": 0, "echo_requests_received": 0,
                          "echoes_sent": 0, "echoes_verified": 0, "echo_mismatch": 0,
-                         "unreachable": 0, "lsb_changes": 0, "dropped_peers": 0}
+                         "unreachable": 0, "lsb_changes": 0, "dropped_peers": 0,
+                         "v_dropped_dest_newer": 0, "v_dropped_dest_null": 0,
+                         "v_dropped_null_mapping": 0, "v_dest_stale": 0, "smr_sent": 0,
+                         "v_source_newer": 0, "v_dropped_source_older": 0}
         itr.lisp_header = self._header()
+        self.map_versioning = map_versioning
+        self.map_version = map_version & 0xFFF
+        self.smr_port = smr_port
+        self._smr_sent: dict[bytes, float] = {}
+        if map_versioning:
+            mc = itr.mapcache
+            mc.header_for = self._entry_header
+            for _a, _l, entry in mc.trie.items():
+                entry.lisp_header = self._entry_header(entry)
 
     # ----------------------------------------------------------------- headers
 
     def _header(self, nonce: int | None = None, echo: bool = False) -> bytes:
         return encode_lisp_data(make_lisp_data(
             nonce=nonce, echo=echo, instance_id=self.iid or None, lsb=self.lsb))
+
+    def _entry_header(self, entry) -> bytes | None:
+        """RFC 9302 section 4: V-bit, Source Map-Version (ours) and Dest Map-Version
+        (the cached mapping's); none for a Null Map-Version mapping (section 6.1)."""
+        if not entry.map_version:
+            return None
+        return encode_lisp_data(make_lisp_data(
+            map_versions=(self.map_version, entry.map_version), instance_id=self.iid or None,
+            lsb=self.lsb))
 
     def _refresh(self, rloc: bytes, p: _Peer, now: float) -> None:
         hdrs = self.itr.headers_by_rloc
@@ -217,7 +254,58 @@ class Xtr:
             if flags & FLAG_L:
                 bits = data[7] if flags & FLAG_I else int.from_bytes(data[4:8], "big")
                 self._on_lsb(host, bits, data[8:])
+            if self.map_versioning and flags & FLAG_V and not flags & FLAG_N:
+                w = int.from_bytes(data[1:4], "big")
+                ok, extra = self._on_versions(host, w >> 12, w & 0xFFF, data[8:], now)
+                if not ok:
+                    return extra
+                return extra + self.etr.handle_data(data, now)
         return self.etr.handle_data(data, now)
+
+    def _on_versions(self, host: str, src_v: int, dst_v: int, inner: bytes, now: float
+                     ) -> tuple[bool, list[Datagram]]:
+        """RFC 9302 sections 6.1, 7.1, 7.2: (deliver?, datagrams to send)."""
+        c = self.counters
+        if not self.map_version:
+            c["v_dropped_null_mapping"] += 1
+            return False, []
+        if not dst_v:
+            c["v_dropped_dest_null"] += 1
+            return False, []
+        try:
+            ip = decode_ip(inner)
+        except DecodeError:
+            return True, []  # the ETR core counts it
+        out: list[Datagram] = []
+        if dst_v != self.map_version:
+            if newer(dst_v, self.map_version):
+                c["v_dropped_dest_newer"] += 1
+                return False, []
+            c["v_dest_stale"] += 1  # their mapping of us is old: solicit a new Map-Request
+            rloc = ipaddress.ip_address(host).packed
+            if now - self._smr_sent.get(rloc, float("-inf")) >= 1.0:
+                if len(self._smr_sent) >= self.max_peers and rloc not in self._smr_sent:
+                    self._smr_sent.pop(next(iter(self._smr_sent)))
+                self._smr_sent[rloc] = now
+                c["smr_sent"] += 1
+                dst = ipaddress.ip_address(ip.dst)
+                smr = MapRequest(self._rng.getrandbits(64), (ipaddress.ip_address(self.itr.rloc),),
+                                 (ipaddress.ip_network(f"{dst}/{dst.max_prefixlen}"),),
+                                 source_eid=dst, smr=True,
+                                 eid_iids=(self.iid,) if self.iid else ())
+                out.append((encode_map_request(smr), (host, self.smr_port)))
+        if src_v:
+            hit = self.itr.mapcache.trie.lookup(ip.src)
+            if hit is not None and hit[1].map_version and src_v != hit[1].map_version:
+                entry = hit[1]
+                if newer(src_v, entry.map_version):
+                    c["v_source_newer"] += 1  # ours is stale: have it requested again
+                    if self.itr.map_resolver is not None and entry.expires > now:
+                        entry.expires = now
+                else:
+                    c["v_dropped_source_older"] += 1
+                    return False, out
+        return True, out
 
     def _on_nonce(self, host: str, flags: int, nonce: int, now: float) -> None:
         if not self.echo_nonce:
@@ -265,4 +353,10 @@ class Xtr:
                 tuple(sorted(str(ipaddress.ip_address(r)) for r in down))))
 
 
-__all__ = ["Xtr"]
+def newer(v2: int, v1: int) -> bool:
+    """RFC 9302 section 6: is Map-Version ``v2`` newer than ``v1`` (12-bit serial
+    numbers, RFC 1982 arithmetic; both non-null)?"""
+    return (v2 > v1 and v2 - v1 <= 2048) or (v1 > v2 and v1 - v2 > 2048)
+
+
+__all__ = ["Xtr", "newer"]

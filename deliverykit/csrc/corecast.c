@@ -192,7 +192,7 @@ struct cc_range {
     unsigned char net[16], mask[16];
 };
 
-static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires;
+static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires, *s_lisp_header;
 
 static int
 intern_names(void)
@@ -205,7 +205,9 @@ intern_names(void)
     s_rlocs = PyUnicode_InternFromString("rlocs");
     s_rloc_strs = PyUnicode_InternFromString("rloc_strs");
     s_expires = PyUnicode_InternFromString("expires");
-    if (!s_hash || !s_packet || !s_served || !s_rlocs || !s_rloc_strs || !s_expires) {
+    s_lisp_header = PyUnicode_InternFromString("lisp_header");
+    if (!s_hash || !s_packet || !s_served || !s_rlocs || !s_rloc_strs || !s_expires
+        || !s_lisp_header) {
         s_hash = NULL;
         return -1;
     }
@@ -370,7 +372,7 @@ cc_itr_batch(PyObject *self, PyObject *args)
     const unsigned char *last_hash = NULL;
     Py_ssize_t last_hlen = -1;
     PyObject *last_hash_obj = NULL;
-    PyObject *last_entry = NULL, *last_rloc = NULL, *last_rs = NULL;
+    PyObject *last_entry = NULL, *last_rloc = NULL, *last_rs = NULL, *last_ehdr = NULL;
 
     for (; i < nf; i++) {
         PyObject *item = PyList_GetItem(frames, i), *data = item;
@@ -502,11 +504,17 @@ cc_itr_batch(PyObject *self, PyObject *args)
             if (ok < 0) { failed = 1; break; }
             if (!ok)
                 break; /* expired, negative or several locators: the Python core */
+            /* the entry's own LISP header (map-versioning, RFC 9302), if it has one */
+            PyObject *eh = PyObject_GetAttr(entry, s_lisp_header);
+            if (!eh)
+                PyErr_Clear();
+            last_ehdr = eh && PyBytes_Check(eh) ? eh : NULL; /* the entry keeps it alive */
+            Py_XDECREF(eh);
             last_entry = entry; /* borrowed: the trie holds it for the whole call */
             last_rloc = rloc;
             last_rs = rs;
         }
-        PyObject *hdr = lh;
+        PyObject *hdr = last_ehdr ? last_ehdr : lh;
         if (has_hdrs) {
             PyObject *o = PyDict_GetItem(hdrs, rloc);
             if (o && PyBytes_Check(o))

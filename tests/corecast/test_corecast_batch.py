@@ -141,6 +141,9 @@ def test_cc_itr_batch_c_equals_twin_directly(pkts, start):
     for p in pkts[: len(pkts) // 2]:
         warm.handle_inner(p, 0.0)
     trie = warm.mapcache.trie
+    # one mapping with its own header (map-versioning, RFC 9302): it replaces the default
+    trie.lookup(A("10.2.0.1").packed)[1].lisp_header = c.encode_lisp_data(
+        c.make_lisp_data(map_versions=(3, 9)))
     results = []
     for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
         buffers = copy.deepcopy(warm.buffers)

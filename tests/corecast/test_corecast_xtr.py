@@ -245,3 +245,101 @@ def test_lisp_data_header_with_nonce_iid_and_lsb_decodes_with_scapy():
     assert s.flags.N and s.flags.E and s.flags.I and s.flags.L
     assert s.instance_id == 0xABCDE and s.lsb8 == 1 and s.nonce == hdr(d).nonce
     assert LispType.MAP_REQUEST == 1
+
+
+def test_map_version_serial_order():
+    """RFC 9302 sec. 6: 12-bit serial arithmetic around 69."""
+    from corecast.core.xtr import newer
+
+    assert newer(70, 69) and newer(69 + 2048, 69) and not newer((69 + 2049) % 4096, 69)
+    assert newer(1, 4095) and not newer(4095, 1) and not newer(69, 69)
+
+
+def versioned_pair():
+    """A (version 3) and B (version 10); each has the other's mapping with its version."""
+    def one(rloc, peer_prefix, peer_rloc, mine, theirs):
+        mc = MapCache()
+        mc.add(A(peer_prefix.split("/")[0]).packed, 16, [(A(peer_rloc).packed, 1, 1)],
+               float("inf"), map_version=theirs)
+        mc.add(A("10.9.0.0").packed, 16, [(A("192.0.2.9").packed, 1, 1)], float("inf"))  # null
+        itr = Itr(rloc, [], mc, map_resolver=("192.0.2.99", 4342), fast=False)
+        return Xtr(itr, Etr([]), map_versioning=True, map_version=mine, seed=5)
+    return one(RA, "10.2.0.0/16", RB, 3, 10), one(RB, "10.1.0.0/16", RA, 10, 3)
+
+
+@pytest.mark.parametrize("path", ["inner", "batch-pure", "batch-C"])
+def test_map_versions_in_headers(path):
+    """RFC 9302 sec. 4, 6.1: V-bit with our Source and the mapping's Dest Map-Version;
+    no V-bit toward a mapping with the Null Map-Version.  The batch paths (C and
+    pure) use the entry's header exactly as the per-packet path does."""
+    from corecast import _fast
+    from deliverykit.fastpath import speedups
+
+    a, _b = versioned_pair()
+    if path == "batch-C":
+        if speedups is None:
+            pytest.skip("C fast path not built")
+        a.itr._batch = speedups.cc_itr_batch
+    elif path == "batch-pure":
+        a.itr._batch = _fast.py_cc_itr_batch
+    send = a.handle_inner if path == "inner" else (lambda p, now: a.handle_batch([p], now))
+    (d,) = send(pkt(HOST_A, HOST_B), 0.0)
+    h = hdr(d)
+    assert h.flags & c.FLAG_V and not h.flags & c.FLAG_N and h.map_versions == (3, 10)
+    (d0,) = send(pkt(HOST_A, "10.9.0.1"), 0.0)
+    assert not hdr(d0).flags & c.FLAG_V
+
+
+def test_etr_checks_dest_map_version_and_solicits_stale_itrs():
+    """RFC 9302 sec. 7.1: same version delivered; newer or Null dropped; older
+    delivered and the ITR gets one Solicit-Map-Request per second naming the EID."""
+    a, b = versioned_pair()  # b's own version is 10
+    inner = pkt(HOST_A, HOST_B)
+
+    def with_versions(src_v, dst_v):
+        return c.encode_lisp_data(c.make_lisp_data(map_versions=(src_v, dst_v))) + inner
+
+    assert b.handle_data(with_versions(3, 10), RA, 0.0) == [(b"hi", (HOST_B, 2000))]
+    assert b.handle_data(with_versions(3, 11), RA, 0.0) == []
+    assert b.handle_data(with_versions(3, 0), RA, 0.0) == []
+    out = b.handle_data(with_versions(3, 9), RA, 0.0)
+    assert (b"hi", (HOST_B, 2000)) in out
+    (smr_dgram,) = [d for d in out if d[1] == (RA, 4342)]
+    smr = c.decode_control(smr_dgram[0])
+    assert smr.smr and smr.eid_prefixes == (N(f"{HOST_B}/32"),)
+    assert len(b.handle_data(with_versions(3, 9), RA, 0.5)) == 1  # rate limited: no SMR
+    assert len(b.handle_data(with_versions(3, 9), RA, 1.5)) == 2
+    assert b.counters["v_dropped_dest_newer"] == 1 and b.counters["v_dropped_dest_null"] == 1
+    assert b.counters["smr_sent"] == 2
+    # the ITR that gets the SMR lets its mapping go, so the next packet asks again
+    a.handle_control(smr_dgram[0], 2.0)
+    out = a.handle_inner(pkt(HOST_A, HOST_B), 2.0)
+    assert a.itr.counters["smr_received"] == 1 and a.itr.counters["map_requests_sent"] == 1
+    assert [dst for _d, dst in out] == [("192.0.2.99", 4342)]
+
+
+def test_etr_checks_source_map_version():
+    """RFC 9302 sec. 7.2: a newer Source Map-Version makes our cached mapping of the
+    source EID stale (requested again); an older one drops the packet; a Null one
+    is not compared."""
+    _a, b = versioned_pair()  # b caches 10.1.0.0/16 (A) at version 3
+    inner = pkt(HOST_A, HOST_B)
+
+    def with_versions(src_v):
+        return c.encode_lisp_data(c.make_lisp_data(map_versions=(src_v, 10))) + inner
+
+    assert b.handle_data(with_versions(0), RA, 0.0)
+    assert b.handle_data(with_versions(2), RA, 0.0) == []
+    assert b.counters["v_dropped_source_older"] == 1
+    assert b.handle_data(with_versions(4), RA, 1.0)
+    assert b.counters["v_source_newer"] == 1
+    assert b.itr.mapcache.lookup(A(HOST_A).packed, 1.0) is None  # expired: ask again
+
+
+def test_null_mapping_drops_versioned_packets():
+    """RFC 9302 sec. 6.1: our mapping has the Null Map-Version, so V-bit packets are
+    silently dropped."""
+    x = make_xtr(RB, "10.1.0.0/16", RA)
+    x.map_versioning = True  # versioning on, our version Null
+    data = c.encode_lisp_data(c.make_lisp_data(map_versions=(1, 1))) + pkt(HOST_A, HOST_B)
+    assert x.handle_data(data, RA, 0) == [] and x.counters["v_dropped_null_mapping"] == 1
