@@ -46,6 +46,13 @@ Options beyond plain LISP (exit 127 if not supported):
     echoes a nonce received with N+E set on its next packet to that RLOC (N
     set, E clear), and requests echoes itself: N+E with one nonce for the
     whole request state, which ends when the nonce comes back.
+``... itr ... --data-port D --map-version V``
+    Map-versioning (RFC 9302) with V as its own mapping's version: packets
+    to an EID whose mapping (from a Map-Reply record) has a Map-Version carry
+    the V-bit with Source = V and Dest = that version; received packets whose
+    Dest Map-Version is newer than V are dropped, older ones delivered and
+    answered with a Solicit-Map-Request (Map-Request, S-bit) to UDP 4342 of
+    the sender's RLOC (sec. 7.1).
 ``... itr ... --instance-id N`` / ``... etr ... --instance-id N``
     RFC 9300 sec. 5.3, 8: the ITR sets the I-bit and the 24-bit Instance ID
     in every header (its map-cache FILE is instance N's); the ETR
@@ -63,6 +70,6 @@ Exit 127 for a role not supported. Our implementation (``ours-lisp``) is
 ``python -m corecast.conformance.adapter``. The cases play the other side
 with raw UDP sockets and :mod:`corecast.wire.codec`.
 
-Not covered yet: Map-Notify (RFC 9301 sec. 5.7), SMR, map-versioning
-(RFC 9302), Locator-Status-Bits reactions, IPv6 EIDs and RLOCs.
+Not covered yet: Map-Notify (RFC 9301 sec. 5.7), SMR handling by the ITR,
+Source Map-Version checks, Locator-Status-Bits reactions, IPv6 EIDs and RLOCs.
 """

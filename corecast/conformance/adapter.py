@@ -5,7 +5,7 @@
         --control-port C --data-port D [--cc-range 232.0.0.0/8]
     python -m corecast.conformance.adapter itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE \
         [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8] \
-        [--data-port D [--echo-nonce]] [--instance-id N]
+        [--data-port D [--echo-nonce] [--map-version V]] [--instance-id N]
 
 ``etr`` and ``mapserver`` also take ``--instance-id N`` (for the map-server:
 repeatable, instances the site may register besides 0).
@@ -86,15 +86,16 @@ async def _itr(a: argparse.Namespace) -> int:
               instance_id=a.instance_id)
     host, _, port = a.inside.rpartition(":")
     if a.data_port is None:
-        if a.echo_nonce:
-            return 127  # echo-nonce needs the ETR half (RFC 9300 sec. 10.1)
+        if a.echo_nonce or a.map_version is not None:
+            return 127  # echo-nonce / map-versioning need the ETR half
         return await _serve(ItrNode(itr, (host, int(port))))
     from corecast.aio.nodes import XtrNode
     from corecast.core.etr import Etr
     from corecast.core.xtr import Xtr
 
     xtr = Xtr(itr, Etr([parse_prefix(r) for r in a.cc_range]), echo_nonce=a.echo_nonce,
-              echo_interval=a.echo_interval, echo_timeout=a.echo_timeout)
+              echo_interval=a.echo_interval, echo_timeout=a.echo_timeout,
+              map_versioning=a.map_version is not None, map_version=a.map_version or 0)
     return await _serve(XtrNode(xtr, (host, int(port)), a.data_port))
 
 
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--echo-interval", type=float, default=10.0)
         ap.add_argument("--echo-timeout", type=float, default=3.0)
         ap.add_argument("--instance-id", type=int, default=None)
+        ap.add_argument("--map-version", type=int, default=None, help="RFC 9302 (with --data-port)")
         return asyncio.run(_itr(ap.parse_args(args[1:])))
     ap = argparse.ArgumentParser(prog=f"corecast.conformance.adapter {args[0]}")
     if args[0] == "mapserver":

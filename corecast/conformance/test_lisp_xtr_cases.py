@@ -15,11 +15,13 @@ import time
 
 import pytest
 
-from corecast.conformance.test_lisp_cases import KEY_ID, PSK, EtrRig, ItrRig, _free_udp_port
+from corecast.conformance.test_lisp_cases import (
+    KEY_ID, PSK, EtrRig, ItrRig, _free_udp_port, _recv_map_request,
+)
 from corecast.wire.codec import (
-    FLAG_E, FLAG_I, FLAG_N, DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply,
+    FLAG_E, FLAG_I, FLAG_N, FLAG_V, DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply,
     MapRequest, build_ip, build_udp, decode_control, decode_lisp_data, encode_lisp_data,
-    encode_map_request, make_lisp_data, sign,
+    encode_map_reply, encode_map_request, make_lisp_data, sign,
 )
 from corecast.wire.constants import AlgorithmId, LispType
 
@@ -115,9 +117,10 @@ def _judge_echo(seen: dict) -> None:
 class XtrRig(ItrRig):
     """ItrRig whose implementation is also an ETR on ``--data-port`` (an xTR)."""
 
-    def __init__(self, impl, tmp_path, extra: tuple = ()) -> None:
+    def __init__(self, impl, tmp_path, extra: tuple = (), resolver: bool = False) -> None:
         self.data_port = _free_udp_port()
-        super().__init__(impl, tmp_path, extra=("--data-port", self.data_port, *extra))
+        super().__init__(impl, tmp_path, resolver=resolver,
+                         extra=("--data-port", self.data_port, *extra))
 
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 10.1, 5.3", role="itr")
@@ -132,6 +135,68 @@ def test_xtr_echo_nonce(impl, tmp_path):
         seen = echo_exchange("127.0.0.1", rig.inside, rig.data_port, rig.rlocs[0], "10.5.1.1")
         rig.etrs = []
     _judge_echo(seen)
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9302 sec. 4, 6, 7.1", role="itr")
+def test_xtr_map_versioning(impl, tmp_path):
+    """An xTR with Map-Version 10 learns a mapping with Map-Version 9 from a Map-Reply:
+    its packets there carry V with Source 10 and Dest 9.  Packets to it with a Dest
+    Map-Version newer than 10 are dropped; with 10 delivered; with an older one
+    delivered and the sender's RLOC gets a Solicit-Map-Request."""
+    rig = XtrRig(impl, tmp_path, extra=("--map-version", 10), resolver=True)
+    peer = rig.rlocs[2]
+    smr_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        smr_sock.bind((peer, 4342))
+        client.bind((peer, 0))
+        with rig:
+            rig.send(rig.inner("10.8.1.1", b"first"))
+            got = _recv_map_request(rig.mr, 3.0)
+            assert got is not None, "no Map-Request for an unmapped EID"
+            req, sport, _src = got
+            rec = EidRecord(ipaddress.ip_network("10.8.0.0/16"),
+                            (LocatorRecord(A(peer), 1, 100, 255, 0, False, False, True),), 5, 0,
+                            False, 9)
+            rig.mr.sendto(encode_map_reply(MapReply(req.nonce, (rec,))), (str(req.itr_rlocs[0]), sport))
+            heads = []
+            for k in range(10):
+                rig.send(rig.inner("10.8.1.1", b"v%d" % k))
+                heads += [decode_lisp_data(d)[0] for d in rig.at(2, 0.3)]
+                if heads:
+                    break
+            assert heads, "no traffic to the mapped RLOC after the Map-Reply"
+            h = heads[-1]
+            assert h.flags & FLAG_V and not h.flags & FLAG_N, f"flags {h.flags:#x}"
+            assert h.map_versions == (10, 9), h.map_versions
+
+            cport = client.getsockname()[1]
+
+            def to_xtr(dst_v: int, tag: bytes) -> bytes | None:
+                inner = build_ip(A("10.8.1.1").packed, A(peer).packed, 17, build_udp(40000, cport, tag))
+                hdr = encode_lisp_data(make_lisp_data(map_versions=(9, dst_v)))
+                rig.etrs[2].sendto(hdr + inner, ("127.0.0.1", rig.data_port))
+                return _recv(client, 0.7)
+
+            assert to_xtr(11, b"newer") is None, "a Dest Map-Version newer than ours was delivered"
+            assert to_xtr(10, b"same") == b"same"
+            assert to_xtr(9, b"older") == b"older", "a stale Dest Map-Version must still be delivered"
+            smr = None
+            deadline = time.monotonic() + 2.0
+            while smr is None and time.monotonic() < deadline:
+                data = _recv(smr_sock, deadline - time.monotonic())
+                if data is None:
+                    break
+                try:
+                    m = decode_control(data)
+                except DecodeError:
+                    continue
+                if isinstance(m, MapRequest) and m.smr:
+                    smr = m
+            assert smr is not None, "no Solicit-Map-Request to the ITR with the stale version"
+    finally:
+        smr_sock.close()
+        client.close()
 
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3, 8", role="itr")
