@@ -150,6 +150,8 @@ class MulticastReceiver:
         loss events)"""
         self._done = asyncio.Event()
         self._t_last = 0.0
+        self._t_batch = 0.0
+        self._flush_pending = False
         self._fd = -1
 
     # --- sockets -----------------------------------------------------------
@@ -197,15 +199,31 @@ class MulticastReceiver:
                 self.wrong_group += 1
                 continue
             self._apply(self.cc.on_packet(now, ch, pkt.psn))
-            t_arrival = now
-            for off, blk in self.file.feed(pkt, len(data)):
-                os.pwrite(self._fd, blk, off)
-                self._t_last = t_arrival
-                if self.on_progress:
-                    self.on_progress(len(self.file.done), self.file.pt.blocks)
+            self._write(self.file.feed(pkt, len(data), defer=True), now)
             if self.file.complete:
                 self._done.set()
                 return
+        # eliminations once all ready sockets are read (FileReceiver.feed): the
+        # callback runs after the other readers the loop found ready with this one
+        self._t_batch = now
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self._done.is_set():
+            return
+        self._write(self.file.flush(), self._t_batch)
+        if self.file.complete:
+            self._done.set()
+
+    def _write(self, blocks: list[tuple[int, bytes]], t_arrival: float) -> None:
+        for off, blk in blocks:
+            os.pwrite(self._fd, blk, off)
+            self._t_last = t_arrival
+            if self.on_progress:
+                self.on_progress(len(self.file.done), self.file.pt.blocks)
 
     async def _timers(self) -> None:
         loop = asyncio.get_running_loop()

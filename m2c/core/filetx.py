@@ -291,6 +291,7 @@ class FileReceiver:
         self.eliminations = 0
         """ML decoding attempts (Gaussian eliminations), each stalls the receiver a little"""
         self._ml_wait: dict[int, int] = {}
+        self._ml_due: set[int] = set()
         """per partial LDPC block: new symbols to wait for before the next elimination"""
 
     @property
@@ -312,8 +313,14 @@ class FileReceiver:
             self.active[sbn] = dec
         return dec
 
-    def feed(self, pkt: AlcPacket, wire_len: int) -> list[tuple[int, bytes]]:
-        """One verified packet; returns [(file offset, bytes)] of newly decoded blocks."""
+    def feed(self, pkt: AlcPacket, wire_len: int, defer: bool = False) -> list[tuple[int, bytes]]:
+        """One verified packet; returns [(file offset, bytes)] of newly decoded blocks.
+
+        With ``defer`` an elimination that falls due is only noted; :meth:`flush`
+        runs it.  A driver feeds a whole recvmmsg batch, then flushes: after a stall
+        the backlog arrives as one batch and costs one elimination per block, not one
+        every few symbols (which made the backlog grow at the end of a transfer).
+        """
         if self.complete:
             return []
         self.packets += 1
@@ -351,11 +358,31 @@ class FileReceiver:
             c = self._ml_wait.get(sbn, k // 200 + 1) - 1
             self._ml_wait[sbn] = c
             if c <= 0:
-                ok = dec.solve(partial=False)
-                self.eliminations += 1
-                self._ml_wait[sbn] = max(1, dec.ml_deficit)
+                if defer:
+                    self._ml_due.add(sbn)
+                    return []
+                ok = self._eliminate(sbn, dec)
         if not ok:
             return []
+        return self._finish(sbn, dec)
+
+    def _eliminate(self, sbn: int, dec: ldpc.LDPCDecoder) -> bool:
+        ok = dec.solve(partial=False)
+        self.eliminations += 1
+        self._ml_wait[sbn] = max(1, dec.ml_deficit)
+        return ok
+
+    def flush(self) -> list[tuple[int, bytes]]:
+        """Run the eliminations :meth:`feed` deferred; returns newly decoded blocks."""
+        out: list[tuple[int, bytes]] = []
+        due, self._ml_due = self._ml_due, set()
+        for sbn in sorted(due):
+            dec = self.active.get(sbn)
+            if dec is not None and self._eliminate(sbn, dec):
+                out.extend(self._finish(sbn, dec))
+        return out
+
+    def _finish(self, sbn: int, dec) -> list[tuple[int, bytes]]:
         self.needed += dec.received
         data = dec.source_block()
         del self.active[sbn]
