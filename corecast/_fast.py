@@ -120,7 +120,8 @@ cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
 
 #: ``ctr`` slots of :func:`py_cc_itr_batch` (and the C version)
 CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
-             "extra_payload_copies", "drop_unknown_hash", "mapcache_hits", "l2_to_self", "l2_ip")
+             "extra_payload_copies", "drop_unknown_hash", "mapcache_hits", "l2_to_self", "l2_ip",
+             "cc_payloads", "drop_bad_hash")
 
 
 def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, out: list,
@@ -132,29 +133,33 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     (``l2 == 14``; non-IP frames skipped, frames to ``own`` addresses or multicast
     counted in ``l2_to_self`` and skipped), each bytes or a ``(bytes, addr)`` pair.
     ``ctx = (ranges, root4, root6, buffers, lisp_header, data_port, extra_every,
-    max_served, own, headers_by_rloc)``: the reserved ranges as for cc_parse, the
+    max_served, own, headers_by_rloc, digest)``: the reserved ranges as for cc_parse, the
     map-cache trie roots, ``{channel EID: ChannelBuffer}``, the default LISP
     header, the port, Algorithm 1's options, the ITR's own addresses and per-RLOC
     LISP headers that replace the default (echo-nonce, RFC 9300 10.1).  A
     map-cache entry's own ``lisp_header`` (map-versioning, RFC 9302), when it
     is bytes, replaces the default for its EIDs; a per-RLOC header wins over it.
 
-    Handles, in order from ``start``: plain packets and CoreCast header PDUs whose
+    Handles, in order from ``start``: payload PDUs of a known channel (hash checked
+    with ``digest(hash_id, payload)``; a match overwrites the channel's
+    ``ChannelBuffer`` with a fresh servedRLOC, a mismatch is a counted drop),
+    plain packets and CoreCast header PDUs whose
     EID hits a live single-locator map-cache entry (appending ``(lisp_header +
     packet, (rloc, port))`` to ``out``, with the channel's payload first when the
     RLOC is not yet in ``servedRLOC``), and header PDUs with an unknown hash
     (dropped, counted).  Returns the index of the first packet it leaves to the
-    Python core (payload PDUs, misses, expired/negative/multi-locator entries,
-    unknown channels, a full servedRLOC, malformed packets), or ``len(frames)``.
-    ``ctr`` (9 ints, :data:`CTR_NAMES`) is incremented.
+    Python core (the first payload of a new channel, misses,
+    expired/negative/multi-locator entries, unknown channels, a full servedRLOC,
+    malformed packets), or ``len(frames)``.
+    ``ctr`` (11 ints, :data:`CTR_NAMES`) is incremented.
     """
-    ranges, root4, root6, buffers, lh, port, extra, max_served, own, hdrs = ctx
+    ranges, root4, root6, buffers, lh, port, extra, max_served, own, hdrs, digest = ctx
     if l2 not in (0, 14):
         raise ValueError("cc_itr_batch: l2 must be 0 or 14")
-    if len(ctr) != 9:
-        raise ValueError("cc_itr_batch: ctr must be a list of 9 ints")
+    if len(ctr) != 11:
+        raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
     rg = _int_ranges(ranges)
-    c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = 0
+    c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = c_ccp = c_bad = 0
     last_hlen = -1
     nf = len(frames)
     i = max(start, 0)
@@ -255,6 +260,30 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
                 off = ihl + 8
             else:
                 break
+            if n >= off + 12 and p[off] == 0x11:
+                # payload PDU (Algorithm 1): hash checked, then the channel's single
+                # payloadBuffer entry overwritten with a fresh servedRLOC; nothing sent
+                ph = p[off + 2]
+                h0 = off + 12
+                if _HASH_LEN.get(p[off + 1]) != ph or h0 + ph + (p[off + 8] << 8 | p[off + 9]) != n:
+                    break
+                pb = buffers.get(dst)
+                if pb is None:
+                    break  # a new channel: the Python core applies its bounds
+                c_ccp += 1
+                if digest(p[off + 1], p[h0 + ph:]) != p[h0:h0 + ph]:
+                    c_bad += 1
+                    i += 1
+                    continue
+                pb.hash = p[h0:h0 + ph]
+                pb.seq = int.from_bytes(p[off + 4:off + 8], "big")
+                pb.packet = p
+                pb.served = {}
+                last_chan = last_buf = last_hash = last_served = None  # stale now
+                last_hlen = -1
+                t_n = -1
+                i += 1
+                continue
             if n < off + 12 or p[off] != 0x12:
                 break
             hlen = p[off + 2]
@@ -320,9 +349,10 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
         append((last_hdr + p, last_dest))
         c_hdr += 1
         i += 1
-    c_in = c_plain + c_hdr + c_uh
+    c_in = c_plain + c_hdr + c_uh + c_ccp
     c_hits = c_plain + c_hdr
-    for k, v in enumerate((c_in, c_plain, c_hdr, c_pay, c_extra, c_uh, c_hits, c_skip, c_ip)):
+    for k, v in enumerate((c_in, c_plain, c_hdr, c_pay, c_extra, c_uh, c_hits, c_skip, c_ip,
+                           c_ccp, c_bad)):
         if v:
             ctr[k] += v
     return i

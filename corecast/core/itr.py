@@ -219,14 +219,15 @@ class Itr:
         (``l2=14``), each bytes or a ``(bytes, addr)`` pair as recv_batch returns
         them -> datagrams to send, in order.  Same results and counters as
         :meth:`handle_inner` per packet: the fast path (``cc_itr_batch``, C or its
-        twin) takes plain packets and header PDUs that hit the map-cache, and hands
-        every other packet (payload PDUs, misses, drops) to :meth:`handle_inner`."""
+        twin) takes payload PDUs of known channels, plain packets and header PDUs
+        that hit the map-cache, and hands every other packet (a new channel's
+        first payload, misses, most drops) to :meth:`handle_inner`."""
         trie = self.mapcache.trie
         ctx = (self._ranges, trie._roots[4], trie._roots[16], self.buffers, self.lisp_header,
                self.data_port, self.extra_payload_every, self.max_served, self.own,
-               self.headers_by_rloc)
+               self.headers_by_rloc, digest)
         out: list[Datagram] = []
-        ctr = [0] * 9
+        ctr = [0] * 11
         n = len(frames)
         batch = self._batch
         i = batch(frames, 0, l2, ctx, now, out, ctr)
@@ -243,6 +244,8 @@ class Itr:
             c["payload_copies"] += ctr[3]
             c["extra_payload_copies"] += ctr[4]
             c["drop_unknown_hash"] += ctr[5]
+            c["cc_payloads"] += ctr[9]
+            c["drop_bad_hash"] += ctr[10]
             self.mapcache.counters["hits"] += ctr[6]
         if l2:
             self.frame_counters["to_self"] += ctr[7]

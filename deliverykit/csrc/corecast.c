@@ -185,14 +185,15 @@ fail:
 /* ------------------------------------------------------------------ ITR batch */
 
 #define CC_MAX_RANGES 16
-#define CC_NCTR 9
+#define CC_NCTR 11
 
 struct cc_range {
     Py_ssize_t len;
     unsigned char net[16], mask[16];
 };
 
-static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires, *s_lisp_header;
+static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires, *s_lisp_header,
+    *s_seq;
 
 static int
 intern_names(void)
@@ -206,8 +207,9 @@ intern_names(void)
     s_rloc_strs = PyUnicode_InternFromString("rloc_strs");
     s_expires = PyUnicode_InternFromString("expires");
     s_lisp_header = PyUnicode_InternFromString("lisp_header");
+    s_seq = PyUnicode_InternFromString("seq");
     if (!s_hash || !s_packet || !s_served || !s_rlocs || !s_rloc_strs || !s_expires
-        || !s_lisp_header) {
+        || !s_lisp_header || !s_seq) {
         s_hash = NULL;
         return -1;
     }
@@ -328,7 +330,8 @@ emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
     return rc;
 }
 
-enum { C_IN, C_PLAIN, C_HDR, C_PAYLOAD, C_EXTRA, C_UNKNOWN_HASH, C_HITS, C_L2_SKIP, C_L2_IP };
+enum { C_IN, C_PLAIN, C_HDR, C_PAYLOAD, C_EXTRA, C_UNKNOWN_HASH, C_HITS, C_L2_SKIP, C_L2_IP,
+       C_CC_PAYLOADS, C_BAD_HASH };
 
 static PyObject *
 cc_itr_batch(PyObject *self, PyObject *args)
@@ -341,14 +344,14 @@ cc_itr_batch(PyObject *self, PyObject *args)
         return NULL;
     if (intern_names() < 0)
         return NULL;
-    PyObject *ranges, *root4, *root6, *buffers, *lh, *port, *own, *hdrs;
+    PyObject *ranges, *root4, *root6, *buffers, *lh, *port, *own, *hdrs, *digest;
     Py_ssize_t extra, max_served;
-    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!:cc_itr_batch ctx", &PyTuple_Type, &ranges,
+    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!O:cc_itr_batch ctx", &PyTuple_Type, &ranges,
                           &root4, &root6, &PyDict_Type, &buffers, &lh, &port, &extra,
-                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs))
+                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs, &digest))
         return NULL;
     if (PyList_Size(ctr) != CC_NCTR) {
-        PyErr_SetString(PyExc_ValueError, "cc_itr_batch: ctr must be a list of 9 ints");
+        PyErr_SetString(PyExc_ValueError, "cc_itr_batch: ctr must be a list of 11 ints");
         return NULL;
     }
     if (l2 != 0 && l2 != 14) {
@@ -443,8 +446,48 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 off = ihl + 8;
             else
                 break;
+            if (n >= off + 12 && p[off] == 0x11) {
+                /* payload PDU (Algorithm 1): hash checked, then the channel's single
+                 * payloadBuffer entry overwritten with a fresh servedRLOC; nothing sent */
+                Py_ssize_t ph = p[off + 2], plen = (p[off + 8] << 8) | p[off + 9];
+                if (hash_len(p[off + 1]) != (int)ph || off + 12 + ph + plen != n)
+                    break; /* malformed: the Python core counts it */
+                PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, ld);
+                if (!chan) { failed = 1; break; }
+                PyObject *pb = PyDict_GetItem(buffers, chan); /* borrowed */
+                Py_DECREF(chan);
+                if (pb == NULL)
+                    break; /* a new channel: the Python core applies its bounds */
+                PyObject *d = PyObject_CallFunction(digest, "iy#", (int)p[off + 1],
+                                                    (const char *)p + off + 12 + ph, plen);
+                if (!d) { failed = 1; break; }
+                int good = PyBytes_Check(d) && PyBytes_Size(d) == ph
+                           && memcmp(PyBytes_AsString(d), p + off + 12, (size_t)ph) == 0;
+                Py_DECREF(d);
+                c[C_IN]++;
+                c[C_CC_PAYLOADS]++;
+                if (!good) { c[C_BAD_HASH]++; continue; }
+                unsigned long sq = ((unsigned long)p[off + 4] << 24) | ((unsigned long)p[off + 5] << 16)
+                                   | ((unsigned long)p[off + 6] << 8) | p[off + 7];
+                PyObject *nh = PyBytes_FromStringAndSize((const char *)p + off + 12, ph);
+                PyObject *ns = PyLong_FromUnsignedLong(sq);
+                PyObject *np;
+                if (l2 == 0) { np = data; Py_INCREF(np); }
+                else np = PyBytes_FromStringAndSize((const char *)p, n);
+                PyObject *nd = PyDict_New();
+                int bad = !nh || !ns || !np || !nd || PyObject_SetAttr(pb, s_hash, nh) < 0
+                          || PyObject_SetAttr(pb, s_seq, ns) < 0
+                          || PyObject_SetAttr(pb, s_packet, np) < 0
+                          || PyObject_SetAttr(pb, s_served, nd) < 0;
+                Py_XDECREF(nh); Py_XDECREF(ns); Py_XDECREF(np); Py_XDECREF(nd);
+                if (bad) { failed = 1; break; }
+                /* the remembered channel state is stale now */
+                Py_CLEAR(last_buf); Py_CLEAR(last_served); Py_CLEAR(last_hash_obj);
+                last_chan_len = 0;
+                continue;
+            }
             if (n < off + 12 || (p[off] >> 4) != 1 || (p[off] & 0x0F) != 2)
-                break; /* malformed or a payload PDU: the Python core */
+                break; /* malformed: the Python core */
             hlen = p[off + 2];
             if (hash_len(p[off + 1]) != (int)hlen)
                 break;

@@ -53,17 +53,21 @@ def _ip(src: bytes, dst: bytes, proto: int, body: bytes) -> bytes:
 def packets(draw):
     """A mix of payload PDUs, header PDUs (good, stale and unknown hashes), plain
     packets, truncated packets and things that are not IP at all."""
-    kind = draw(st.sampled_from(["payload", "header", "header", "header", "plain", "junk"]))
+    kind = draw(st.sampled_from(["payload", "payload", "bad-payload", "header", "header",
+                                 "header", "header", "plain", "junk"]))
     chan = draw(st.sampled_from(CHANS))
     src = SRC4 if len(chan) == 4 else SRC6
     udp = draw(st.booleans())
     data = draw(st.sampled_from(DATA))
     seq = draw(st.integers(0, 3))
+    hid = draw(st.sampled_from([1, 1, 2]))  # SHA-1 mostly, SHA-256 too
     if kind == "payload":
-        pdu = c.encode_cc_payload(seq, data, 1)
+        pdu = c.encode_cc_payload(seq, data, hid)
+    elif kind == "bad-payload":
+        pdu = c.encode_cc_payload(seq, data, hid, c.digest(hid, b"not the payload"))
     elif kind == "header":
-        pdu = c.encode_cc_header(seq, c.digest(1, data), A(draw(st.sampled_from(EIDS))).packed,
-                                 draw(st.sampled_from([5000, 5001])))
+        pdu = c.encode_cc_header(seq, c.digest(hid, data), A(draw(st.sampled_from(EIDS))).packed,
+                                 draw(st.sampled_from([5000, 5001])), hid)
     elif kind == "plain":
         dst = A(draw(st.sampled_from(EIDS))).packed
         return _ip(SRC4 if len(dst) == 4 else SRC6, dst, 17, c.build_udp(1, 2, data))
@@ -81,7 +85,7 @@ def ether(pkt: bytes) -> bytes:
 
 
 def state(itr: Itr) -> dict:
-    return {k: (b.hash, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()}
+    return {k: (b.hash, b.seq, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()}
 
 
 @C
@@ -148,10 +152,11 @@ def test_cc_itr_batch_c_equals_twin_directly(pkts, start):
     for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
         buffers = copy.deepcopy(warm.buffers)
         ctx = (warm._ranges, trie._roots[4], trie._roots[16], buffers, warm.lisp_header, 4341,
-               0, 65536, (OWN,), {A("192.0.2.1").packed: b"\x80" + b"\x00" * 7})
-        out, ctr = [], [0] * 9
+               0, 65536, (OWN,), {A("192.0.2.1").packed: b"\x80" + b"\x00" * 7}, c.digest)
+        out, ctr = [], [0] * 11
         i = fn(pkts, start, 0, ctx, 0.0, out, ctr)
-        results.append((i, out, ctr, {k: dict(v.served) for k, v in buffers.items()}))
+        results.append((i, out, ctr, {k: (v.hash, v.seq, v.packet, dict(v.served or {}))
+                                      for k, v in buffers.items()}))
     assert results[0] == results[1]
 
 
@@ -159,16 +164,17 @@ def test_cc_itr_batch_c_equals_twin_directly(pkts, start):
 def test_cc_itr_batch_rejects_bad_arguments():
     itr = make(True)
     trie = itr.mapcache.trie
-    ctx = (itr._ranges, trie._roots[4], trie._roots[16], {}, b"\x00" * 8, 4341, 0, 10, (), {})
+    ctx = (itr._ranges, trie._roots[4], trie._roots[16], {}, b"\x00" * 8, 4341, 0, 10, (), {},
+           c.digest)
     for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
         with pytest.raises(ValueError):
-            fn([], 0, 3, ctx, 0.0, [], [0] * 9)
+            fn([], 0, 3, ctx, 0.0, [], [0] * 11)
         with pytest.raises(ValueError):
             fn([], 0, 0, ctx, 0.0, [], [0] * 3)
     with pytest.raises(TypeError):
-        speedups.cc_itr_batch(["text"], 0, 0, ctx, 0.0, [], [0] * 9)
+        speedups.cc_itr_batch(["text"], 0, 0, ctx, 0.0, [], [0] * 11)
     with pytest.raises(TypeError):
-        speedups.cc_itr_batch([], 0, 0, ctx[:5], 0.0, [], [0] * 9)
+        speedups.cc_itr_batch([], 0, 0, ctx[:5], 0.0, [], [0] * 11)
 
 
 @C
