@@ -105,7 +105,6 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop) -> 
     """In ``x``: our ITR (AF_PACKET inside, batch path), until ``stop``."""
     import asyncio
     import resource
-    import socket
     import struct
 
     from corecast.aio.raw import RawItrNode
@@ -113,7 +112,6 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop) -> 
     itr = _itr(map_cache, corecast, fast)
     node = RawItrNode(itr, "to-s", [X_IN, X_OUT], count_links=False)
     await node.start()
-    # warm the trie memo / neighbour entries are warmed by the caller
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     ready.set()
     await asyncio.get_running_loop().run_in_executor(None, stop.wait, 120)
@@ -126,7 +124,6 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop) -> 
         r1.ru_stime - r0.ru_stime), "user_s": r1.ru_utime - r0.ru_utime, "socket_drops": drops, "itr_drops": sum(itr.drops().values()),
         "tx": node.t_data.stats["tx_packets"], "tx_dropped": node.t_data.stats["tx_dropped"]}
     await node.close()
-    del socket
     return out
 
 

@@ -252,9 +252,6 @@ class Itr:
             self.frame_counters["ip"] += ctr[8]
         return out
 
-    def _lisp_header_for(self, rloc: bytes) -> bytes:
-        return self.headers_by_rloc.get(rloc, self.lisp_header)
-
     def _plain(self, pkt: bytes, dst: bytes, now: float) -> list[Datagram]:
         entry = self.mapcache.lookup(dst, now)
         if entry is None:
