@@ -1,4 +1,4 @@
-"""``vmc`` command line: proxy, origin, get, replay, workload, demo.
+"""``vmc`` command line: proxy, origin, get, replay, workload, demo, experiment.
 
 Examples::
 
@@ -10,6 +10,7 @@ Examples::
     vmc workload --scenario high-high -n 500 -o high.log
     vmc workload --table
     vmc replay high.log --speed 2 --link-rate 4e6
+    vmc experiment tables --quick --out results --plot
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ import json
 import re
 import sys
 from pathlib import Path
+
+from deliverykit import cliutil
+from deliverykit.experiments import dispatch
+from vmc.core.errors import VMCError
+
+EXPERIMENTS = {
+    "tables": "vmc.experiments.tables",
+    "testbed": "vmc.experiments.testbed",
+}
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
           "g": 10**9, "gb": 10**9, "gib": 1 << 30}
@@ -34,16 +44,25 @@ def size(text: str) -> int:
 
 
 def _hostport(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected host:port, got {text!r}")
-    return host.strip("[]"), int(port)
+    """``HOST:PORT`` checked while parsing (port 0-65535)."""
+    return cliutil.hostport(text)
+
+
+def _address(text: str) -> str:
+    """``HOST:PORT`` checked while parsing, kept as written for the proxy's allow-list."""
+    cliutil.hostport(text)
+    return text
+
+
+def _network(text: str) -> str:
+    cliutil.ip_network(text)
+    return text
 
 
 def _proxy(a: argparse.Namespace) -> int:
     from vmc.aio.proxy import ProxyConfig, serve
 
-    host, port = _hostport(a.listen)
+    host, port = a.listen
     cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
                       window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
                       max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent,
@@ -78,7 +97,7 @@ def _run(coro, loop: str = "auto") -> None:
 def _origin(a: argparse.Namespace) -> int:
     from vmc.aio.origin import serve
 
-    host, port = _hostport(a.listen)
+    host, port = a.listen
     try:
         _run(serve(host, port, a.rate), a.loop)
     except KeyboardInterrupt:
@@ -160,71 +179,99 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("proxy", help="run the sharing proxy")
-    p.add_argument("--listen", default="127.0.0.1:8080")
-    p.add_argument("--upstream", action="append", help="allowed upstream host:port (repeatable)")
-    p.add_argument("--default", help="upstream for origin-form requests (reverse-proxy mode)")
+    p.add_argument("--listen", type=_hostport, default="127.0.0.1:8080", help="address to serve on")
+    p.add_argument("--upstream", action="append", type=_address,
+                   help="allowed upstream host:port (repeatable)")
+    p.add_argument("--default", type=_address,
+                   help="upstream for origin-form requests (reverse-proxy mode)")
     p.add_argument("--window", type=size, default=8 << 20, help="per-session buffer window (default 8MiB)")
     p.add_argument("--queue", type=size, default=1 << 20, help="per-client live queue bound (default 1MiB)")
-    p.add_argument("--max-connections", type=int, default=512)
+    p.add_argument("--max-connections", type=cliutil.positive_int, default=512,
+                   help="client connections at once")
     p.add_argument("--max-header", type=size, default=16384)
-    p.add_argument("--max-upstream", type=int, default=0,
+    p.add_argument("--max-upstream", type=cliutil.nonnegative_int, default=0,
                    help="cap on upstream connections open at once (0 = none); past it requests queue")
-    p.add_argument("--upstream-queue-wait", type=float, default=10.0,
+    p.add_argument("--upstream-queue-wait", type=cliutil.positive_float, default=10.0,
                    help="seconds a request may wait for an upstream slot before 503 + Retry-After")
-    p.add_argument("--resume-attempts", type=int, default=3,
+    p.add_argument("--resume-attempts", type=cliutil.nonnegative_int, default=3,
                    help="Range resumes of a broken shared origin stream before clients get a clean error")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
-    p.add_argument("--stats-out", help="write the status JSON to this file on exit (and every --stats-every s)")
+    p.add_argument("--stats-out", type=_output,
+                   help="write the status JSON to this file on exit (and every --stats-every s)")
     p.add_argument("--stats-every", type=float, default=0.0)
-    p.add_argument("--status-allow", action="append", metavar="CIDR",
+    p.add_argument("--status-allow", action="append", metavar="CIDR", type=_network,
                    help="networks that may read /_vmc/status (default loopback only; repeatable)")
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)
 
     p = sub.add_parser("origin", help="run the paced deterministic test origin")
-    p.add_argument("--listen", default="127.0.0.1:9000")
-    p.add_argument("--rate", type=float, default=0.0, help="bytes/s per response (0 = unpaced)")
+    p.add_argument("--listen", type=_hostport, default="127.0.0.1:9000", help="address to serve on")
+    p.add_argument("--rate", type=_rate, default=0.0, help="bytes/s per response (0 = unpaced)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.set_defaults(fn=_origin)
 
     p = sub.add_parser("get", help="VMC-aware GET: accepts 206 from a live stream, fetches the rest")
     p.add_argument("url")
-    p.add_argument("--proxy", help="host:port of a VMC proxy")
-    p.add_argument("-o", "--output")
+    p.add_argument("--proxy", type=_address, help="host:port of a VMC proxy")
+    p.add_argument("-o", "--output", type=_output, help="write the body here (default: stdout)")
     p.add_argument("--no-vmc", action="store_true", help="behave as an unmodified client")
     p.add_argument("-q", "--quiet", action="store_true", help="do not write the body to stdout")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=cliutil.positive_float, default=60.0)
     p.set_defaults(fn=_get)
 
     p = sub.add_parser("replay", help="replay a Squid native access.log (Normal vs VMC unless --origin)")
-    p.add_argument("log")
-    p.add_argument("--origin", help="existing origin host:port serving /o/<hash>?size=N (our origin)")
-    p.add_argument("--proxy", help="existing proxy host:port (with --origin)")
+    p.add_argument("log", type=cliutil.existing_file)
+    p.add_argument("--origin", type=_address,
+                   help="existing origin host:port serving /o/<hash>?size=N (our origin)")
+    p.add_argument("--proxy", type=_address, help="existing proxy host:port (with --origin)")
     p.add_argument("--no-vmc", action="store_true")
-    p.add_argument("--speed", type=float, default=1.0, help="time compression factor")
-    p.add_argument("--link-rate", type=float, default=4e6, help="emulated origin link, bytes/s")
+    p.add_argument("--speed", type=cliutil.positive_float, default=1.0, help="time compression factor")
+    p.add_argument("--link-rate", type=cliutil.positive_float, default=4e6,
+                   help="emulated origin link, bytes/s")
     p.add_argument("--window", type=size, default=8 << 20)
-    p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
+    p.add_argument("--limit", type=cliutil.nonnegative_int, default=0,
+                   help="replay only the first N entries")
     p.set_defaults(fn=_replay)
 
     p = sub.add_parser("workload", help="write a synthetic Squid log for a paper scenario, or print Table 1")
     p.add_argument("--scenario", default="high-high", choices=["low-low", "high-high", "high-low", "low-high",
                                                                  "high-vhigh", "low-none"])
-    p.add_argument("-n", type=int, default=1000)
+    p.add_argument("-n", type=cliutil.positive_int, default=1000, help="requests to generate")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("-o", "--output")
+    p.add_argument("-o", "--output", type=_output, help="write the log here (default: stdout)")
     p.add_argument("--table", action="store_true", help="print Table 1 (calculated savings) for all scenarios")
     p.set_defaults(fn=_workload)
 
     p = sub.add_parser("demo", help="origin + proxy + staggered clients on loopback")
     p.add_argument("--full", action="store_true")
     p.set_defaults(fn=_demo)
+
+    sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
+                                      "(each has --quick; vmc experiment for the list)")
     return ap
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be zero or a positive number")
+    return value
+
+
+def _output(text: str) -> str:
+    return str(cliutil.output_path(text))
+
+
+@cliutil.cli_main("vmc", expected=(VMCError,))
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["experiment"]:
+        return dispatch("vmc", EXPERIMENTS, argv[1:])
     a = build_parser().parse_args(argv)
     return a.fn(a)
 
