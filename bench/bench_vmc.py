@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import socket
@@ -245,6 +246,8 @@ def run(quick: bool) -> dict:
             try:
                 cache.start()
             except CacheError as exc:
+                if os.environ.get("CI") == "true":
+                    raise  # installed but broken: CI must see it, not a quietly skipped arm
                 notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
                 continue
             try:
