@@ -1,4 +1,5 @@
-"""``ppspp`` command line: seed, download, hash, demo (also ``python -m swift``)."""
+"""``ppspp`` command line: seed, download, tracker, hash, live-source, live-view, demo,
+experiment (also ``python -m swift``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import sys
 import time
 
+from deliverykit import cliutil
+from deliverykit.experiments import dispatch
 from swift.core.peer import PeerConfig
 from swift.core.picker import PICKERS
 from swift.wire.constants import ChunkAddressing, HashFunc, SigAlg
@@ -19,21 +22,54 @@ _CAMS = {"chunk32": ChunkAddressing.CHUNK32, "chunk64": ChunkAddressing.CHUNK64,
          "byte64": ChunkAddressing.BYTE64}
 
 
+EXPERIMENTS = {
+    "vod-swarm": "swift.experiments.vod_swarm",
+    "flashcrowd": "swift.experiments.flashcrowd",
+}
+NO_DATA_HINT_S = 10.0  # say so when nothing has arrived from any peer after this long
+
+
 def _hostport(s: str) -> tuple[str, int]:
-    host, _, port = s.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
-    return host.strip("[]"), int(port)
+    return cliutil.hostport(s)
+
+
+def _file(text: str) -> str:
+    return str(cliutil.existing_file(text))
+
+
+def _output(text: str) -> str:
+    return str(cliutil.output_path(text))
+
+
+def _hex(text: str) -> str:
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not hexadecimal") from None
+    if not raw:
+        raise argparse.ArgumentTypeError("empty swarm ID")
+    return text
+
+
+def _seconds(text: str) -> float:
+    """A duration in seconds; 0 means "no limit" where the option says so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be zero or a positive number of seconds")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chunk-size", type=int, default=1024)
+    p.add_argument("--chunk-size", type=cliutil.positive_int, default=1024, help="bytes per chunk")
     p.add_argument("--hash", choices=sorted(_HASHES), default=None,
                    help="Merkle hash (default sha256; sha1 with --profile libswift)")
     p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32")
     p.add_argument("--profile", choices=["rfc", "libswift"], default="rfc",
                    help="libswift: draft-10 as the libswift C++ peer speaks it")
-    p.add_argument("--pex-ca", metavar="FILE", default=None,
+    p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
                    help="certified PEX (PEX_REScert, 8.13): the tracker CA's public key file")
 
 
@@ -109,8 +145,12 @@ async def _live_view(a: argparse.Namespace) -> int:
         end = time.time() + a.duration
         while time.time() < end and (not a.bytes or got < a.bytes):
             for c in rd.ready():
+                if a.bytes:
+                    c = c[: a.bytes - got]
                 out.write(c)
                 got += len(c)
+                if a.bytes and got >= a.bytes:
+                    break
             out.flush()
             await asyncio.sleep(0.05)
     print(f"live: {got} bytes from chunk {node.peer.live_start}", file=sys.stderr)
@@ -152,7 +192,9 @@ async def _download(a: argparse.Namespace) -> int:
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                       TransferSpeedColumn(), transient=a.quiet, disable=a.quiet) as prog:
             task = prog.add_task("ppspp", total=None)
-            end = time.monotonic() + a.timeout
+            start = time.monotonic()
+            end = start + a.timeout
+            hinted = False
             from swift.aio.node import InOrderReader
             rd = InOrderReader(node) if stream else None
             while time.monotonic() < end:
@@ -162,6 +204,11 @@ async def _download(a: argparse.Namespace) -> int:
                     sys.stdout.buffer.flush()
                 got, total = node.progress
                 prog.update(task, completed=got * cs, total=total * cs if total else None)
+                if not got and not hinted and time.monotonic() - start > NO_DATA_HINT_S:
+                    hinted = True
+                    print(f"ppspp download: nothing from {', '.join(f'{h}:{p}' for h, p in a.peer)} "
+                          f"after {NO_DATA_HINT_S:.0f} s: is the peer up, and is {a.root[:16]}... "
+                          "its swarm ID (same --hash and --chunk-size)?", file=sys.stderr, flush=True)
                 if await node.wait_complete(0.2):
                     size = node.peer.content.tree.size or 0
                     prog.update(task, completed=size, total=size)
@@ -212,75 +259,85 @@ def _hash(a: argparse.Namespace) -> int:
     return 0
 
 
+@cliutil.cli_main("ppspp")
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``ppspp``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["experiment"]:
+        return dispatch("ppspp", EXPERIMENTS, argv[1:])
     ap = argparse.ArgumentParser(prog="ppspp", description="PPSPP (RFC 7574) peer")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("seed", help="seed a file; prints its root hash (swarm ID)")
-    s.add_argument("file", nargs="+", help="one swarm per file, all on one UDP port")
-    s.add_argument("--host", default="0.0.0.0")
-    s.add_argument("--port", type=int, default=6778)
-    s.add_argument("--duration", type=float, default=0.0, help="seconds (0 = forever)")
+    s.add_argument("file", nargs="+", type=_file, help="one swarm per file, all on one UDP port")
+    s.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    s.add_argument("--port", type=cliutil.port, default=6778)
+    s.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
     s.add_argument("--tracker", type=_hostport, action="append", help="register with a tracker peer")
     _common(s)
     d = sub.add_parser("download", help="download by root hash from peers")
-    d.add_argument("root", metavar="ROOTHASH")
+    d.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex), as `seed` prints it")
     d.add_argument("--peer", type=_hostport, action="append")
     d.add_argument("--tracker", type=_hostport, action="append",
                    help="a PPSPP tracker peer: peers are learnt from it by PEX")
     d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
-    d.add_argument("-o", "--output", required=True, help="file, or - to stream to stdout in order")
-    d.add_argument("--host", default="0.0.0.0")
-    d.add_argument("--port", type=int, default=0)
+    d.add_argument("-o", "--output", required=True, type=_output,
+                   help="file, or - to stream to stdout in order")
+    d.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    d.add_argument("--port", type=cliutil.port, default=0)
     d.add_argument("--picker", choices=sorted(PICKERS), default="linear")
-    d.add_argument("--http", type=int, default=None, metavar="PORT",
+    d.add_argument("--http", type=cliutil.port, default=None, metavar="PORT",
                    help="also serve the content on http://127.0.0.1:PORT/ while downloading")
-    d.add_argument("--http-linger", type=float, default=0.0,
-                   help="keep serving HTTP this long after completion")
-    d.add_argument("--timeout", type=float, default=3600.0)
+    d.add_argument("--http-linger", type=_seconds, default=0.0,
+                   help="keep serving HTTP this long after completion (a player still reading)")
+    d.add_argument("--timeout", type=cliutil.positive_float, default=3600.0,
+                   help="give up after this many seconds")
     d.add_argument("-q", "--quiet", action="store_true")
     _common(d)
     t = sub.add_parser("tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 3.10.1)")
-    t.add_argument("root", metavar="ROOTHASH")
-    t.add_argument("--host", default="0.0.0.0")
-    t.add_argument("--port", type=int, default=6779)
-    t.add_argument("--duration", type=float, default=0.0)
-    t.add_argument("--max-peers", type=int, default=256)
+    t.add_argument("root", metavar="ROOTHASH", type=_hex)
+    t.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    t.add_argument("--port", type=cliutil.port, default=6779)
+    t.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
+    t.add_argument("--max-peers", type=cliutil.positive_int, default=256)
     t.add_argument("--ca-key", metavar="PEM", default=None,
                    help="act as certification authority: hand out PEX_REScert membership "
                         "certificates signed with this key (created if missing; PEM.pub for --pex-ca)")
     _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file")
-    h.add_argument("file")
+    h.add_argument("file", type=_file)
     h.add_argument("--no-cache", action="store_true", help="do not write FILE.mhash")
     _common(h)
     ls = sub.add_parser("live-source", help="inject a live stream (stdin or a file)")
     ls.add_argument("--input", default="-", help="file to stream, - for stdin")
-    ls.add_argument("--rate", type=float, default=0.0, help="bytes/s pacing (0 = as read)")
-    ls.add_argument("--host", default="0.0.0.0")
-    ls.add_argument("--port", type=int, default=6778)
-    ls.add_argument("--per-sig", type=int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
-    ls.add_argument("--window", type=int, default=4096, help="live discard window in chunks")
-    ls.add_argument("--linger", type=float, default=5.0, help="seconds to keep serving at EOF")
+    ls.add_argument("--rate", type=_seconds, default=0.0, help="bytes/s pacing (0 = as read)")
+    ls.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    ls.add_argument("--port", type=cliutil.port, default=6778)
+    ls.add_argument("--per-sig", type=cliutil.positive_int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
+    ls.add_argument("--window", type=cliutil.positive_int, default=4096,
+                    help="live discard window in chunks")
+    ls.add_argument("--linger", type=_seconds, default=5.0, help="seconds to keep serving at EOF")
     ls.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
                     help="Unified Merkle Tree (6.1.2) or Sign All (6.1.1)")
     ls.add_argument("--sig-alg", choices=sorted(_SIG_ALGS), default="ecdsa",
                     help="live signature algorithm (7.7): ECDSAP256SHA256 or RSASHA256")
     _common(ls)
     lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
-    lv.add_argument("swarm", metavar="SWARMID", help="the source's public key (hex)")
+    lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")
     lv.add_argument("--peer", type=_hostport, action="append", required=True)
-    lv.add_argument("-o", "--output", default="-")
-    lv.add_argument("--host", default="0.0.0.0")
-    lv.add_argument("--port", type=int, default=0)
-    lv.add_argument("--per-sig", type=int, default=4)
-    lv.add_argument("--window", type=int, default=4096)
-    lv.add_argument("--duration", type=float, default=3600.0)
-    lv.add_argument("--bytes", type=int, default=0, help="stop after this many bytes")
+    lv.add_argument("-o", "--output", default="-", type=_output, help="file, or - for stdout")
+    lv.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    lv.add_argument("--port", type=cliutil.port, default=0)
+    lv.add_argument("--per-sig", type=cliutil.positive_int, default=4)
+    lv.add_argument("--window", type=cliutil.positive_int, default=4096)
+    lv.add_argument("--duration", type=cliutil.positive_float, default=3600.0)
+    lv.add_argument("--bytes", type=cliutil.nonnegative_int, default=0,
+                    help="stop after exactly this many bytes (0 = no limit)")
     lv.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
                     help="as the source (the algorithm comes from the swarm ID)")
     _common(lv)
     sub.add_parser("demo", help="seeder and leechers on loopback")
+    sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
+                                      "(each has --quick; ppspp experiment for the list)")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "seed":
