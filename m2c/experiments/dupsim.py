@@ -17,6 +17,7 @@ The symbol size is 64 bytes (the count of symbols per block is that of the
 1424-byte experiment), so a run takes seconds, not minutes.
 
     .venv/bin/python -m m2c.experiments.dupsim [--quick] [--first-level 1 4] [--seeds 4]
+    .venv/bin/python -m m2c.experiments.dupsim --offsets-model
 """
 
 from __future__ import annotations
@@ -100,6 +101,37 @@ def one(first_level: int, shape: str, rate: float, loss: float, seed: int,
             "sym": (rcv.needed / k - 1) * 100, "eliminations": rcv.eliminations}
 
 
+def offsets_model(n_blocks: int = 2 * SYMBOLS, n_levels: int = 33, need: float = 0.51,
+                  losses=(0.0, 0.1, 0.2), seed: int = 1) -> list[dict]:
+    """The application scheduler's offsets alone: a receiver of the first L levels of
+    every buffer (L = 1..n_levels), losing each symbol with probability p, until it
+    holds ``need`` of the blocks; dup % per L for Birk-Crupnicoff and, for comparison,
+    a golden-ratio (Kronecker) offset sequence."""
+    from m2c.core.scheduler import level_offsets
+
+    phi = (5 ** 0.5 - 1) / 2
+    seqs = {"birk-crupnicoff": level_offsets(n_blocks, n_levels),
+            "golden-ratio": [round(i * phi * n_blocks) % n_blocks for i in range(n_levels)]}
+    rows = []
+    for p in losses:
+        for name, xs in seqs.items():
+            dups = []
+            for L in range(1, n_levels + 1):
+                rng = random.Random(seed)
+                seen: set[int] = set()
+                rx = b = 0
+                while len(seen) < need * n_blocks:
+                    for x in xs[:L]:
+                        if rng.random() >= p:
+                            rx += 1
+                            seen.add((b + x) % n_blocks)
+                    b += 1
+                dups.append(100 * (rx / len(seen) - 1))
+            rows.append({"offsets": name, "loss": p, "mean_dup": round(statistics.fmean(dups), 2),
+                         "max_dup": round(max(dups), 2)})
+    return rows
+
+
 def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None) -> list[dict]:
     seeds = seeds or (1 if quick else 4)
     scen = dict(list(SCENARIOS.items())[:1]) if quick else SCENARIOS
@@ -119,8 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one scenario, one seed, 600 symbols")
     ap.add_argument("--first-level", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--seeds", type=int)
+    ap.add_argument("--offsets-model", action="store_true",
+                    help="only the scheduler's offsets (fixed level counts), BC vs golden ratio")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
+    if a.offsets_model:
+        for r in offsets_model():
+            print(json.dumps(r))
+        return 0
     rows = run(a.quick, tuple(a.first_level), a.seeds)
     cols = ["scenario", "first_level", "seeds", "received/k", "dup", "sym", "eliminations", "repeats",
             "done_block"]

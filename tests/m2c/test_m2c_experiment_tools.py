@@ -229,3 +229,13 @@ def test_deferred_eliminations_run_once_per_batch(tmp_path):
     batched, r2 = recover(25)
     assert single == batched == data
     assert 0 < r2.eliminations <= r1.eliminations
+
+
+def test_offsets_model_birk_crupnicoff_never_repeats_before_half_without_loss():
+    """Paper 6.2: with n = 2k a receiver of any fixed level count gets no repeated
+    block before it holds the ~51 % it needs, when nothing is lost."""
+    from m2c.experiments.dupsim import offsets_model
+
+    rows = {(r["offsets"], r["loss"]): r for r in offsets_model(1000, 20, losses=(0.0, 0.2))}
+    assert rows[("birk-crupnicoff", 0.0)]["max_dup"] == 0.0
+    assert rows[("birk-crupnicoff", 0.2)]["mean_dup"] <= rows[("golden-ratio", 0.2)]["mean_dup"]
