@@ -25,7 +25,7 @@ def _version(mod: str) -> str | None:
 
 def git_commit() -> str | None:
     """Commit of the source tree the experiment ran from (None outside git)."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the swift package
     try:
         r = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
                            timeout=10)
