@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from corecast.wire.constants import LISP_CONTROL_PORT
+from deliverykit import cliutil
+from deliverykit.experiments import dispatch
 
 
 def _hostport(text: str, default_port: int | None = None) -> tuple[str, int]:
@@ -42,7 +44,24 @@ def _hostport(text: str, default_port: int | None = None) -> tuple[str, int]:
         if default_port is None:
             raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT")
         return host, default_port
-    return host, int(port)
+    return host, cliutil.port(port)
+
+
+def _file(text: str) -> str:
+    return str(cliutil.existing_file(text))
+
+
+def _site(text: str) -> str:
+    """``NAME:PREFIX[,PREFIX]:KEYID:PSK``, checked while parsing.  The fields are split on the
+    first three colons, so prefixes here are IPv4 and the PSK may itself contain colons."""
+    parts = text.split(":", 3)
+    if len(parts) != 4 or not parts[0] or not parts[3]:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:PREFIX[,PREFIX]:KEYID:PSK")
+    for prefix in parts[1].split(","):
+        cliutil.ip_network(prefix)
+    if not parts[2].isdigit() or int(parts[2]) > 0xFFFF:
+        raise argparse.ArgumentTypeError(f"{text!r}: KEYID must be 0-65535")
+    return text
 
 
 def _jsonable(obj: Any) -> Any:
@@ -384,17 +403,17 @@ def _deploy(a: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--duration", type=float, default=None, help="seconds to run (default: forever)")
+    p.add_argument("--duration", type=cliutil.positive_float, default=None, help="seconds to run (default: forever)")
 
 
 def _itr_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cc-range", action="append", required=True,
                    help="reserved CoreCast EID range (repeatable)")
     p.add_argument("--map-resolver", help="HOST[:PORT] for Map-Requests")
-    p.add_argument("--map-cache", help="static map-cache file: 'prefix rloc[,rloc] [ttl]' lines")
-    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
-    p.add_argument("--extra-payload-every", type=int, default=0)
-    p.add_argument("--max-channels", type=int, default=1024)
+    p.add_argument("--map-cache", type=_file, help="static map-cache file: 'prefix rloc[,rloc] [ttl]' lines")
+    p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT)
+    p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0)
+    p.add_argument("--max-channels", type=cliutil.positive_int, default=1024)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -403,8 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mapserver", help="LISP map-server / map-resolver")
     p.add_argument("--addr", required=True)
-    p.add_argument("--port", type=int, default=LISP_CONTROL_PORT)
-    p.add_argument("--site", action="append", required=True,
+    p.add_argument("--port", type=cliutil.port, default=LISP_CONTROL_PORT)
+    p.add_argument("--site", action="append", required=True, type=_site,
                    help="NAME:PREFIX[,PREFIX]:KEYID:PSK (repeatable)")
     p.add_argument("--instance-id", type=int, action="append", default=[],
                    help="an Instance ID the sites may register besides 0 (repeatable)")
@@ -420,8 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cc-range", action="append", required=True)
     p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
     p.add_argument("--multicast-if", help="local address of the intra-domain interface")
-    p.add_argument("--data-port", type=int, default=4341)
-    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
+    p.add_argument("--data-port", type=cliutil.port, default=4341)
+    p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT)
     p.add_argument("--instance-id", type=int, default=None,
                    help="decapsulate and register only this instance (RFC 9300 sec. 8)")
     _common(p)
@@ -432,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     _itr_args(p)
     p.add_argument("--instance-id", type=int, default=None,
                    help="I-bit + IID in every header; map-cache and Map-Requests of this instance")
-    p.add_argument("--data-port", type=int, default=None,
+    p.add_argument("--data-port", type=cliutil.port, default=None,
                    help="also an ETR on RLOC:PORT (an xTR: reverse traffic, echo-nonce)")
     p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
     p.add_argument("--local-rloc", action="append", default=[],
@@ -444,62 +463,62 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("source", help="CoreCast source")
     p.add_argument("--eid", required=True)
     p.add_argument("--channel", action="append", required=True, help="channel EID (repeatable)")
-    p.add_argument("--bitrate", type=float, default=384_000.0, help="b/s per channel")
-    p.add_argument("--chunk-size", type=int, default=1200, help="chunk D in bytes")
+    p.add_argument("--bitrate", type=cliutil.positive_float, default=384_000.0, help="b/s per channel")
+    p.add_argument("--chunk-size", type=cliutil.positive_int, default=1200, help="chunk D in bytes")
     p.add_argument("--itr", help="HOST:PORT of the ITR's inside interface")
     p.add_argument("--as-itr", action="store_true", help="perform the ITR function (sec. 3.4)")
     p.add_argument("--cc-range", action="append", default=[])
     p.add_argument("--map-resolver")
-    p.add_argument("--map-cache")
-    p.add_argument("--control-port", type=int, default=LISP_CONTROL_PORT)
-    p.add_argument("--extra-payload-every", type=int, default=0)
-    p.add_argument("--max-channels", type=int, default=1024)
+    p.add_argument("--map-cache", type=_file)
+    p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT)
+    p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0)
+    p.add_argument("--max-channels", type=cliutil.positive_int, default=1024)
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
-    p.add_argument("--http-port", type=int, default=0)
-    p.add_argument("--heartbeat-timeout", type=float, default=300.0)
-    p.add_argument("--mtu", type=int, default=1500)
-    p.add_argument("--chunks", type=int, help="stop after this many chunks")
-    p.add_argument("--input", help="media file to stream instead of a test pattern")
-    p.add_argument("--wait-subscribers", type=int, default=0,
+    p.add_argument("--http-port", type=cliutil.port, default=0)
+    p.add_argument("--heartbeat-timeout", type=cliutil.positive_float, default=300.0)
+    p.add_argument("--mtu", type=cliutil.positive_int, default=1500)
+    p.add_argument("--chunks", type=cliutil.positive_int, help="stop after this many chunks")
+    p.add_argument("--input", type=_file, help="media file to stream instead of a test pattern")
+    p.add_argument("--wait-subscribers", type=cliutil.nonnegative_int, default=0,
                    help="start streaming once this many clients joined")
     p.add_argument("--linger", type=float, default=0.2)
     _common(p)
 
     p = sub.add_parser("client", help="CoreCast client")
     p.add_argument("--eid", required=True)
-    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port", type=cliutil.port, default=0)
     p.add_argument("--join", help="HOST:PORT of the source's subscription service")
     p.add_argument("--channel")
     p.add_argument("--no-corecast", action="store_true", help="my domain has no CoreCast ETR")
     p.add_argument("--heartbeat", type=float, default=None)
     p.add_argument("--leave", action="store_true", help="send leave before exiting")
-    p.add_argument("--chunks", type=int, help="exit after receiving this many chunks")
+    p.add_argument("--chunks", type=cliutil.positive_int, help="exit after receiving this many chunks")
     _common(p)
 
     p = sub.add_parser("plan", help="equations 1-9 and the memory model")
-    p.add_argument("--C", type=float, default=10e9, help="line rate, b/s")
-    p.add_argument("--BW", type=float, default=384e3, help="stream rate, b/s")
-    p.add_argument("--D", type=int, default=1200, help="chunk size, bytes")
-    p.add_argument("--j", type=int, default=3, help="ASes with clients (RLOCs)")
-    p.add_argument("--k", type=int, default=7, help="clients")
+    p.add_argument("--C", type=cliutil.positive_float, default=10e9, help="line rate, b/s")
+    p.add_argument("--BW", type=cliutil.positive_float, default=384e3, help="stream rate, b/s")
+    p.add_argument("--D", type=cliutil.positive_int, default=1200, help="chunk size, bytes")
+    p.add_argument("--j", type=cliutil.positive_int, default=3, help="ASes with clients (RLOCs)")
+    p.add_argument("--k", type=cliutil.positive_int, default=7, help="clients")
     p.add_argument("--i", type=int, default=None, help="P2P inter-domain arcs (eq. 7)")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
     p.add_argument("--ipv6-eid", action="store_true")
     p.add_argument("--ipv6-rloc", action="store_true")
-    p.add_argument("--channels", type=int, default=1000)
-    p.add_argument("--ases", type=int, default=1000)
+    p.add_argument("--channels", type=cliutil.positive_int, default=1000)
+    p.add_argument("--ases", type=cliutil.positive_int, default=1000)
     p.add_argument("--measure", action="store_true", help="also measure our ITR core's state")
-    p.add_argument("--measure-channels", type=int, default=20)
-    p.add_argument("--measure-ases", type=int, default=100)
+    p.add_argument("--measure-channels", type=cliutil.positive_int, default=20)
+    p.add_argument("--measure-ases", type=cliutil.positive_int, default=100)
     p.add_argument("--json", action="store_true")
 
     sub.add_parser("experiment", help="fig2-testbed | overhead | trace (each has --quick)")
 
     p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
-    p.add_argument("--chunks", type=int, default=40)
+    p.add_argument("--chunks", type=cliutil.positive_int, default=40)
     p.add_argument("--quick", action="store_true", help="10 chunks")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
-    p.add_argument("--extra-payload-every", type=int, default=0)
+    p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0)
     p.add_argument("--json", action="store_true")
     return ap
 
@@ -514,16 +533,11 @@ ROLES = {"mapserver": _mapserver, "etr": _etr, "itr": _itr, "source": _source,
          "client": _client}
 
 
+@cliutil.cli_main("corecast", expected=(argparse.ArgumentTypeError,))
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["experiment"]:
-        import importlib
-
-        if len(argv) < 2 or argv[1] not in EXPERIMENTS:
-            print(f"usage: corecast experiment {{{','.join(EXPERIMENTS)}}} [--quick] ...",
-                  file=sys.stderr)
-            return 2
-        return int(importlib.import_module(EXPERIMENTS[argv[1]]).main(argv[2:]))
+        return dispatch("corecast", EXPERIMENTS, argv[1:])
     a = build_parser().parse_args(argv)
     if a.cmd == "plan":
         return _plan(a)
