@@ -11,6 +11,7 @@ Examples::
     vmc workload --table
     vmc replay high.log --speed 2 --link-rate 4e6
     vmc experiment tables --quick --out results --plot
+    vmc experiment squidlog --quick --log-out access.log   # a real squid's log, replayed
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from vmc.core.errors import VMCError
 EXPERIMENTS = {
     "tables": "vmc.experiments.tables",
     "testbed": "vmc.experiments.testbed",
+    "squidlog": "vmc.experiments.squidlog",
 }
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
