@@ -120,7 +120,8 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     case must catch exactly that, and nothing else fails.
     """
     cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy",
-                               "--impl", "nginx-plain", "--impl", "nginx-cache-lock")
+                               "--impl", "nginx-plain", "--impl", "nginx-cache-lock",
+                               "-k", "not (_vector and cache)")  # the vector sets once, on nginx-plain (CI time)
     failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"])
               for r in res["results"] if r["result"] != "pass"}
     assert failed == {("test_authorization_requests_each_reach_the_origin", "nginx-cache-lock")}, cp.stdout[-3000:]
