@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import expected
@@ -123,3 +125,43 @@ async def test_limiter_times_out_with_upstream_busy() -> None:
     s.release()
     (await lim.acquire()).release()
     assert lim.open == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(hst.integers(1, 4), hst.lists(hst.sampled_from(["acquire", "release", "cancel", "tick"]), max_size=40))
+def test_limiter_never_over_the_cap_and_never_leaks(limit: int, ops: list[str]) -> None:
+    """Any interleaving of acquires, releases and cancelled waiters: open <= limit, open equals
+    the slots actually held, and everything returns to zero."""
+
+    async def main() -> None:
+        lim = up.Limiter(limit, wait=30)
+        held: list[up.Slot] = []
+        waiting: list[asyncio.Task] = []
+
+        def check() -> None:
+            for t in [t for t in waiting if t.done()]:
+                waiting.remove(t)
+                if not t.cancelled():
+                    held.append(t.result())
+            assert lim.open <= limit and lim.open == len(held)
+
+        for op in ops:
+            if op == "acquire":
+                waiting.append(asyncio.create_task(lim.acquire()))
+            elif op == "release" and held:
+                held.pop(0).release()
+            elif op == "cancel" and waiting:
+                waiting[-1].cancel()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            check()
+        while waiting or held:
+            for s in held:
+                s.release()
+            held.clear()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            check()
+        assert lim.open == 0 and lim.waiting == 0
+
+    asyncio.run(main())
