@@ -418,3 +418,45 @@ def py_cc_blast(sock, items: list, count: int, seconds: float) -> int:
 
 cc_itr_batch = load("cc_itr_batch", py_cc_itr_batch)
 cc_blast = load("cc_blast", py_cc_blast)
+
+
+# ---------------------------------------------------------------- AF_PACKET RX ring
+
+_TP_STATUS_USER = 1
+
+
+def py_cc_ring_read(ring, frame_size: int, frame_nr: int, start: int, max_frames: int
+                    ) -> tuple[list[bytes], int, int]:
+    """Frames the kernel handed to user space in a TPACKET_V2 RX ring (packet(7)):
+    from slot ``start``, every slot whose ``tp_status`` has TP_STATUS_USER is
+    copied out (``tp_snaplen`` bytes at ``tp_mac``) and given back to the kernel
+    (status 0), up to ``max_frames``.  A frame cut short (``tp_snaplen < tp_len``)
+    is given back without being returned.  -> (frames, next slot, truncated)."""
+    import struct
+
+    if frame_size < 32 or frame_nr < 1 or not 0 <= start < frame_nr or max_frames < 0:
+        raise ValueError("cc_ring_read: bad frame size, count or start")
+    mv = memoryview(ring)
+    if mv.readonly:
+        raise BufferError("cc_ring_read: the ring must be writable")
+    if len(mv) < frame_size * frame_nr:
+        raise ValueError("cc_ring_read: ring smaller than frame_size * frame_nr")
+    out: list[bytes] = []
+    idx = start
+    truncated = 0
+    for _ in range(max_frames):
+        o = idx * frame_size
+        status, tp_len, snaplen, mac = struct.unpack_from("=IIIH", mv, o)
+        if not status & _TP_STATUS_USER:
+            break
+        if mac + snaplen > frame_size or snaplen < tp_len:
+            truncated += 1
+        else:
+            out.append(bytes(mv[o + mac:o + mac + snaplen]))
+        struct.pack_into("=I", mv, o, 0)
+        idx = (idx + 1) % frame_nr
+    mv.release()
+    return out, idx, truncated
+
+
+cc_ring_read = load("cc_ring_read", py_cc_ring_read)

@@ -14,11 +14,15 @@
  *   cc_blast(sock, items, count, seconds) -> sent
  *       A benchmark sender: sendmmsg of prebuilt (data, (host, port)) items,
  *       cycling, until `count` are sent or `seconds` have passed.
+ *   cc_ring_read(ring, frame_size, frame_nr, start, max) -> (frames, next, truncated)
+ *       Frames the kernel handed to user space in an AF_PACKET TPACKET_V2 RX
+ *       ring (packet(7), PACKET_RX_RING), from slot `start`, each given back.
  */
 #include "speedups.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
@@ -736,6 +740,64 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------ RX ring */
+
+static PyObject *
+cc_ring_read(PyObject *self, PyObject *args)
+{
+    PyObject *ring;
+    Py_ssize_t fsize, fnr, start, maxn;
+    if (!PyArg_ParseTuple(args, "Onnnn:cc_ring_read", &ring, &fsize, &fnr, &start, &maxn))
+        return NULL;
+    if (fsize < (Py_ssize_t)sizeof(struct tpacket2_hdr) || fnr < 1 || start < 0 || start >= fnr
+        || maxn < 0) {
+        PyErr_SetString(PyExc_ValueError, "cc_ring_read: bad frame size, count or start");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(ring, &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (view.len < fsize * fnr) {
+        PyErr_SetString(PyExc_ValueError, "cc_ring_read: ring smaller than frame_size * frame_nr");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (!out)
+        goto done;
+    Py_ssize_t idx = start, n = 0, truncated = 0;
+    unsigned char *base = (unsigned char *)view.buf;
+    while (n < maxn) {
+        unsigned char *slot = base + idx * fsize;
+        struct tpacket2_hdr *h = (struct tpacket2_hdr *)slot;
+        if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
+            break;
+        Py_ssize_t off = h->tp_mac, len = h->tp_snaplen;
+        if (off + len > fsize || h->tp_snaplen < h->tp_len) {
+            truncated++; /* never hand on a cut frame */
+        } else {
+            PyObject *b = PyBytes_FromStringAndSize((const char *)slot + off, len);
+            if (!b || PyList_Append(out, b) < 0) {
+                Py_XDECREF(b);
+                Py_CLEAR(out);
+                goto done;
+            }
+            Py_DECREF(b);
+        }
+        __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+        idx = (idx + 1) % fnr;
+        n++;
+    }
+    {
+        PyObject *res = Py_BuildValue("(Onn)", out, idx, truncated);
+        Py_DECREF(out);
+        out = res;
+    }
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 PyMethodDef dk_corecast_methods[] = {
     {"cc_parse", cc_parse, METH_VARARGS,
      "cc_parse(pkt, ranges) -> tuple: classify an inner packet at the CoreCast ITR."},
@@ -744,6 +806,8 @@ PyMethodDef dk_corecast_methods[] = {
     {"cc_itr_batch", cc_itr_batch, METH_VARARGS,
      "cc_itr_batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left "
      "to the Python core."},
+    {"cc_ring_read", cc_ring_read, METH_VARARGS,
+     "cc_ring_read(ring, frame_size, frame_nr, start, max) -> (frames, next, truncated)."},
     {"cc_blast", cc_blast, METH_VARARGS,
      "cc_blast(sock, items, count, seconds) -> sent: sendmmsg prebuilt items, cycling."},
     {NULL, NULL, 0, NULL},

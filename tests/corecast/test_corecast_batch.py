@@ -199,3 +199,43 @@ def test_cc_blast_sends_items_in_order_cycling(fn):
     finally:
         rx.close()
         tx.close()
+
+
+@st.composite
+def rings(draw):
+    """A fake TPACKET_V2 ring: slots owned by the kernel or by user space, some frames
+    cut short (snaplen < len) or pointing past their slot."""
+    import struct
+
+    fs, nr = draw(st.sampled_from([(64, 4), (128, 6), (256, 3)]))
+    ring = bytearray(fs * nr)
+    for i in range(nr):
+        if not draw(st.booleans()):
+            continue  # kernel-owned (status 0)
+        mac = draw(st.sampled_from([32, 48, 66]))
+        data = draw(st.binary(max_size=fs))
+        snap = len(data)
+        tp_len = snap + draw(st.sampled_from([0, 0, 0, 5]))
+        o = i * fs
+        struct.pack_into("=IIIH", ring, o, draw(st.sampled_from([1, 1, 3])), tp_len, snap, mac)
+        room = max(0, fs - mac)
+        ring[o + mac:o + mac + min(snap, room)] = data[:room]
+    return ring, fs, nr
+
+
+@C
+@settings(max_examples=300, deadline=None)
+@given(rings(), st.integers(0, 5), st.integers(0, 8))
+def test_cc_ring_read_c_equals_twin(r, start, most):
+    """packet(7) TPACKET_V2 RX ring reader: same frames, next slot, truncated count and
+    the same slots given back to the kernel."""
+    ring, fs, nr = r
+    start %= nr
+    a, b = bytearray(ring), bytearray(ring)
+    got_c = speedups.cc_ring_read(a, fs, nr, start, most)
+    got_p = _fast.py_cc_ring_read(b, fs, nr, start, most)
+    assert got_c == got_p and a == b
+    with pytest.raises(ValueError):
+        speedups.cc_ring_read(a, fs, nr + 1, 0, 1)
+    with pytest.raises(ValueError):
+        _fast.py_cc_ring_read(b, fs, nr + 1, 0, 1)
