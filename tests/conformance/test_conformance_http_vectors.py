@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vmc.conformance import vectors as V
 from vmc.conformance.harness import Fetched, multipart_parts
@@ -66,3 +68,26 @@ def test_exporter_reproduces_the_corpus(tmp_path):
     assert cp.returncode == 0, cp.stderr
     for p in CORPUS.glob("*.vec"):
         assert (tmp_path / p.name).read_text() == p.read_text(), p.name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_vector_file_parser_fuzz(text):
+    """Any text: a parsed corpus or ValueError (json.JSONDecodeError is one), nothing else."""
+    try:
+        v = V.parse(text)
+    except ValueError:
+        return
+    assert isinstance(v["vectors"], list) and isinstance(v["comments"], list)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.lists(st.sampled_from([
+    b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 400 Bad\r\n", b"Content-Length: 2\r\n", b"content-length: 99999\r\n",
+    b"\r\n", b"ok", b"HTTP/1.1 100 Continue\r\n"]), max_size=12).map(b"".join))
+def test_response_counter_fuzz(reply):
+    """The smuggling case's response counter takes any bytes and returns status codes, never raises."""
+    from vmc.conformance.test_http_vector_cases import _statuses
+
+    out = _statuses(reply)
+    assert all(100 <= s <= 999 for s in out) and len(out) <= len(reply) // 16
