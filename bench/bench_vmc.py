@@ -25,11 +25,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
+from vmc.aio.origin import body_slice, expected
 from vmc.caches import CacheError, Squid, Varnish
 from vmc.client import fetch
 from vmc.nginx import Nginx, vm_rss
@@ -144,26 +146,55 @@ async def _ours(url: str, proxy: str, delay: float) -> tuple[float, float, bool,
         return 0.0, 0.0, False, 0
 
 
-async def _range_probe(url: str, proxy: str | None, delay: float) -> str:
-    """A Range request on the object while it is in flight: "206 ok" when exactly those bytes came."""
+def _diff_span(a: bytes, b: bytes, step: int = 65536) -> tuple[int, int]:
+    """First and last index where ``a`` and ``b`` differ (same length assumed; compared by blocks)."""
+    n = min(len(a), len(b))
+    first = next((i for i in range(0, n, step) if a[i:i + step] != b[i:i + step]), n)
+    first = next((i for i in range(first, min(n, first + step)) if a[i] != b[i]), first)
+    last = next((i for i in range((n - 1) // step * step, -1, -step) if a[i:i + step] != b[i:i + step]), 0)
+    last = next((i for i in range(min(n, last + step) - 1, last - 1, -1) if a[i] != b[i]), last)
+    return first, last
+
+
+async def _range_probe(url: str, proxy: str | None, delay: float, path: str, size: int) -> str:
+    """A Range request on the object while it is in flight, with its body checked.
+
+    "206 ok" when exactly bytes 1000-1999 came; a 200 is checked against the whole object
+    (Squid 5.7 sends a 200 of the whole length whose first ~3 KB are the object's bytes
+    from 1000 on: a corrupt body presented as complete).
+    """
     await asyncio.sleep(delay)
-    argv = ["curl", "-sS", "-o", "/dev/null", "-r", "1000-1999", "-w", "%{http_code} %{size_download}"]
-    if proxy:
-        argv += ["-x", f"http://{proxy}"]
-    p = await asyncio.create_subprocess_exec(*argv, url, stdout=asyncio.subprocess.PIPE,
-                                             stderr=asyncio.subprocess.DEVNULL)
-    out, _ = await p.communicate()
-    f = out.decode().split()
+    with tempfile.NamedTemporaryFile(prefix="vmc-range-") as out:
+        argv = ["curl", "-sS", "-o", out.name, "-r", "1000-1999", "-w", "%{http_code} %{size_download}"]
+        if proxy:
+            argv += ["-x", f"http://{proxy}"]
+        p = await asyncio.create_subprocess_exec(*argv, url, stdout=asyncio.subprocess.PIPE,
+                                                 stderr=asyncio.subprocess.DEVNULL)
+        res, _ = await p.communicate()
+        got = Path(out.name).read_bytes()
+    f = res.decode().split()
     if len(f) != 2:
         return "failed"
-    code, n = f
-    return f"{code} " + ("ok" if (code, n) == ("206", "1000") else f"{n} bytes")
+    code = f[0]
+    name = path.split("?", 1)[0]
+    if code == "206":
+        return "206 ok" if got == body_slice(name, 1000, 2000) else f"206, wrong bytes ({len(got)})"
+    if code == "200":
+        if got == expected(name, size):
+            return "200, whole object (correct)"
+        whole = expected(name, size)
+        span = _diff_span(got, whole)
+        shifted = got[:64] == whole[1000:1064]
+        return (f"200, {len(got)} bytes, WRONG body: bytes {span[0]}-{span[1]} differ"
+                + (" (it starts with the object's byte 1000)" if shifted else ""))
+    return f"{code} {len(got)} bytes"
 
 
-def _clients(url: str, proxy: str | None, n: int, stagger: float, aware: bool):
+def _clients(url: str, proxy: str | None, n: int, stagger: float, aware: bool, path: str, size: int):
     """Run the staggered clients; returns (per-client results, in-flight Range probe outcome)."""
     async def main():
-        probe = asyncio.create_task(_range_probe(url, proxy, 2.5 * stagger)) if shutil.which("curl") else None
+        probe = (asyncio.create_task(_range_probe(url, proxy, 2.5 * stagger, path, size))
+                 if shutil.which("curl") else None)
         if aware:
             assert proxy is not None
             res = await asyncio.gather(*(_ours(url, proxy, i * stagger) for i in range(n)))
@@ -219,23 +250,23 @@ def run(quick: bool) -> dict:
         # Warm the origin's Repr-Digest cache so no arm pays for hashing the object.
         urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60).close()
         if have_curl:
-            rows.append(_row("no proxy", origin.authority, size, lambda: _clients(url, None, n, stagger, False),
-                             None, n))
+            rows.append(_row("no proxy", origin.authority, size,
+                             lambda: _clients(url, None, n, stagger, False, path, size), None, n))
         window = size + (1 << 20)
         px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin.authority, "--window", str(window)])
         try:
             if have_curl:
                 rows.append(_row("vmc, curl clients", origin.authority, size,
-                                 lambda: _clients(url, px.authority, n, stagger, False), px.pid, n))
+                                 lambda: _clients(url, px.authority, n, stagger, False, path, size), px.pid, n))
             rows.append(_row("vmc, VMC-aware clients", origin.authority, size,
-                             lambda: _clients(url, px.authority, n, stagger, True), px.pid, n))
+                             lambda: _clients(url, px.authority, n, stagger, True, path, size), px.pid, n))
         finally:
             px.stop()
         if shutil.which("nginx") and have_curl:
             with Nginx.cache_lock_proxy(origin.authority) as ng:
                 nurl = f"http://{ng.authority}{path}"
                 rows.append(_row("nginx proxy_cache_lock", origin.authority, size,
-                                 lambda: _clients(nurl, None, n, stagger, False), ng.proc.pid, n))
+                                 lambda: _clients(nurl, None, n, stagger, False, path, size), ng.proc.pid, n))
         for name, make in (("varnish", lambda: Varnish.accelerator(origin.authority)),
                            ("squid collapsed_forwarding", lambda: Squid.accelerator(origin.authority))):
             try:
@@ -253,7 +284,7 @@ def run(quick: bool) -> dict:
             try:
                 curl_url = f"http://{cache.authority}{path}"
                 rows.append(_row(name, origin.authority, size,
-                                 lambda: _clients(curl_url, None, n, stagger, False), cache.pid, n))
+                                 lambda: _clients(curl_url, None, n, stagger, False, path, size), cache.pid, n))
             finally:
                 cache.stop()
         # Origin bytes as a function of the window. Unmodified clients whose prefix left the
@@ -264,9 +295,9 @@ def run(quick: bool) -> dict:
             try:
                 if have_curl:
                     rows.append(_row(f"vmc, curl clients, window {frac:g}x object", origin.authority, size,
-                                     lambda: _clients(url, px.authority, n, stagger, False), px.pid, n))
+                                     lambda: _clients(url, px.authority, n, stagger, False, path, size), px.pid, n))
                 rows.append(_row(f"vmc, VMC-aware clients, window {frac:g}x object", origin.authority, size,
-                                 lambda: _clients(url, px.authority, n, stagger, True), px.pid, n))
+                                 lambda: _clients(url, px.authority, n, stagger, True, path, size), px.pid, n))
             finally:
                 px.stop()
     finally:

@@ -75,7 +75,10 @@ def test_cache_shares_one_in_flight_fetch(origin, tmp_path: Path, kind: str) -> 
     assert rng_rc == 0
     if kind == "varnish":
         assert rng_out == "206 1000" and (tmp_path / "r").read_bytes() == body[1000:2000]
-    else:  # Squid 5 answers a Range on an object still being fetched with the whole 200
+    else:
+        # Squid 5.7 answers a Range on an object still being fetched with a 200 of the whole
+        # length whose body starts at the range's first byte (a corrupt 200: the bench and
+        # docs/vmc.md report it); a correct 206 would do too.
         assert rng_out in (f"200 {size}", "206 1000")
     assert pid is not None and not os.path.exists(f"/proc/{pid}")  # stopped and reaped
     assert not cache.dir.exists()
