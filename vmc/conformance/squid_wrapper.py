@@ -22,7 +22,7 @@ from vmc.conformance.wrapping import UNSUPPORTED, parse, serve, split
 
 CONF = """\
 http_port {listen} accel defaultsite={upstream} no-vhost
-cache_peer {uhost} parent {uport} 0 no-query originserver name=origin
+cache_peer {uhost} parent {uport} 0 no-query no-digest originserver name=origin
 cache_peer_access origin allow all
 http_access allow all
 collapsed_forwarding on
