@@ -111,7 +111,8 @@ def _get(a: argparse.Namespace) -> int:
     from vmc.client import FetchError, fetch
 
     try:
-        r = asyncio.run(fetch(a.url, proxy=a.proxy, out=a.output, vmc=not a.no_vmc, timeout=a.timeout))
+        r = asyncio.run(fetch(a.url, proxy=a.proxy, out=a.output, vmc=not a.no_vmc, timeout=a.timeout,
+                              busy_retries=a.busy_retries))
     except FetchError as exc:
         print(f"vmc get: {exc}", file=sys.stderr)
         return 1
@@ -221,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-vmc", action="store_true", help="behave as an unmodified client")
     p.add_argument("-q", "--quiet", action="store_true", help="do not write the body to stdout")
     p.add_argument("--timeout", type=cliutil.positive_float, default=60.0)
+    p.add_argument("--busy-retries", type=cliutil.nonnegative_int, default=1,
+                   help="retry a 503 after its Retry-After (the proxy's upstream cap is full) up to N times")
     p.set_defaults(fn=_get)
 
     p = sub.add_parser("replay", help="replay a Squid native access.log (Normal vs VMC unless --origin)")

@@ -33,6 +33,21 @@ class FetchError(VMCError):
     """The object could not be fetched completely and consistently."""
 
 
+class BusyError(FetchError):
+    """503 Service Unavailable; ``retry_after`` seconds from its Retry-After (RFC 9110 sec. 10.2.3), if any."""
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__(f"status 503 (Retry-After: {retry_after})")
+        self.retry_after = retry_after
+
+
+def _retry_after(value: bytes | None) -> float | None:
+    """Delay-seconds form of Retry-After (the HTTP-date form is not used by our proxy: None)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())
+
+
 @dataclass
 class FetchResult:
     """Outcome of :func:`fetch`."""
@@ -162,13 +177,37 @@ async def fetch(
     timeout: float = 60.0,
     extra_headers: list[tuple[bytes, bytes]] | None = None,
     discard: bool = False,
+    busy_retries: int = 0,
+    max_retry_after: float = 30.0,
 ) -> FetchResult:
     """GET ``url`` (through ``proxy`` "host:port" if given), patching a partial answer.
 
     Raises :class:`FetchError` on any inconsistency; never returns a short body.
     ``discard=True`` keeps no bytes (load generation): coverage and length are
-    still checked, the digest is not.
+    still checked, the digest is not. A ``503`` with ``Retry-After`` (the proxy's
+    upstream cap is full) is retried after that delay up to ``busy_retries``
+    times, if the delay is at most ``max_retry_after`` s; else :class:`BusyError`.
     """
+    for attempt in range(busy_retries + 1):
+        try:
+            return await _fetch_once(url, proxy, out, vmc, timeout, extra_headers, discard)
+        except BusyError as exc:
+            wait = exc.retry_after
+            if attempt >= busy_retries or wait is None or wait > max_retry_after:
+                raise
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+async def _fetch_once(
+    url: str,
+    proxy: str | None,
+    out: str | Path | None,
+    vmc: bool,
+    timeout: float,
+    extra_headers: list[tuple[bytes, bytes]] | None,
+    discard: bool,
+) -> FetchResult:
     t0 = time.monotonic()
     via = proxy is not None
     host, port, target, authority = _target(url, via)
@@ -222,6 +261,8 @@ async def fetch(
             if sink.holes():
                 await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout,
                                   extra=extra_headers)
+        elif resp.status == 503:
+            raise BusyError(_retry_after(resp.header(b"retry-after")))
         else:
             raise FetchError(f"status {resp.status}")
         assert sink is not None

@@ -7,6 +7,8 @@ connections to the origin's port in /proc/net/tcp while curl clients run.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from hypothesis import strategies as hst
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import expected
+from vmc.client import BusyError, fetch
 
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
@@ -165,3 +168,23 @@ def test_limiter_never_over_the_cap_and_never_leaks(limit: int, ops: list[str]) 
         assert lim.open == 0 and lim.waiting == 0
 
     asyncio.run(main())
+
+
+@pytest.mark.tool("curl")
+def test_client_waits_out_retry_after(make_stack, tmp_path: Path) -> None:
+    """``vmc get`` without retries reports the 503; with retries the client waits and completes."""
+    st = make_stack(rate=1_000_000, max_upstream=1, upstream_queue_wait=0.1, retry_after=1)
+    size = 4_000_000  # holds the only upstream slot for ~4 s
+    first = curl(st, f"/hold.bin?size={size}", tmp_path / "a")
+    wait_live(st, "/hold.bin", 50_000)
+    cmd = [sys.executable, "-m", "vmc", "get", st.url("/later.bin?size=5000"), "--proxy", st.proxy_addr,
+           "-o", str(tmp_path / "l"), "--busy-retries", "0"]
+    busy = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 1 and "503" in busy.stderr
+    assert st.status()["refused"]["upstream-busy"] == 1
+    with pytest.raises(BusyError):
+        asyncio.run(fetch(st.url("/later.bin?size=5000"), proxy=st.proxy_addr, timeout=30))
+    r = asyncio.run(fetch(st.url("/later.bin?size=5000"), proxy=st.proxy_addr, timeout=30, busy_retries=10))
+    assert r.body == expected("/later.bin", 5000)
+    assert st.status()["refused"]["upstream-busy"] >= 3  # this one was refused at least once first
+    assert finish(first) == (0, 200, size)
