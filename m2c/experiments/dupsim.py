@@ -52,7 +52,7 @@ def _rate_fn(shape: str, rate: float) -> Callable[[float], float]:
 
 
 def one(first_level: int, shape: str, rate: float, loss: float, seed: int,
-        symbol: int = 64, symbols: int = SYMBOLS) -> dict:
+        symbol: int = 64, symbols: int = SYMBOLS, max_block_length: int | None = None) -> dict:
     """One receiver joining at a seed-dependent time; counts until it decodes."""
     with tempfile.TemporaryDirectory(prefix="m2c-dupsim-") as d:
         path = os.path.join(d, "f")
@@ -60,7 +60,7 @@ def one(first_level: int, shape: str, rate: float, loss: float, seed: int,
             f.write(random.Random(seed).randbytes(symbols * symbol))
         sd = make_session(path, interface="127.0.0.1", min_rate=256_000 / 8 / PKT,
                           max_rate=8_000_000 / 8 / PKT, tsd=2.0, k=2, symbol_size=symbol,
-                          seed=seed, session=seed)
+                          max_block_length=max_block_length, seed=seed, session=seed)
     sd.first_level = first_level
     data = random.Random(seed).randbytes(symbols * symbol)
     snd = FileSender(sd, lambda o, n: data[o:o + n])
@@ -94,7 +94,7 @@ def one(first_level: int, shape: str, rate: float, loss: float, seed: int,
         if t - start > 20 * symbols / rate:
             raise RuntimeError("receiver never completed")
     k = rcv.pt.total_symbols
-    return {"first_level": first_level, "seed": seed, "time": t - start,
+    return {"first_level": first_level, "seed": seed, "blocks": rcv.pt.blocks, "time": t - start,
             "received": rcv.symbols, "needed": rcv.needed, "k": k,
             "repeats": repeats, "done_block": done_block,
             "received/k": rcv.symbols / k, "dup": (rcv.symbols / rcv.needed - 1) * 100,
@@ -132,15 +132,17 @@ def offsets_model(n_blocks: int = 2 * SYMBOLS, n_levels: int = 33, need: float =
     return rows
 
 
-def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None) -> list[dict]:
+def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None,
+        max_block_length: int | None = None) -> list[dict]:
     seeds = seeds or (1 if quick else 4)
     scen = dict(list(SCENARIOS.items())[:1]) if quick else SCENARIOS
     rows = []
     for name, (shape, rate, loss) in scen.items():
         for fl in first_levels:
-            rs = [one(fl, shape, rate, loss, s, symbols=600 if quick else SYMBOLS)
-                  for s in range(1, seeds + 1)]
+            rs = [one(fl, shape, rate, loss, s, symbols=600 if quick else SYMBOLS,
+                      max_block_length=max_block_length) for s in range(1, seeds + 1)]
             rows.append({"scenario": name, "first_level": fl, "seeds": seeds,
+                         "blocks": rs[0]["blocks"],
                          **{m: round(statistics.fmean(r[m] for r in rs), 4)
                             for m in ("received/k", "dup", "sym", "repeats", "done_block", "eliminations")}})
     return rows
@@ -151,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one scenario, one seed, 600 symbols")
     ap.add_argument("--first-level", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--seeds", type=int)
+    ap.add_argument("--max-block-length", type=int,
+                    help="LDPC source symbols per block (default: the session default)")
     ap.add_argument("--offsets-model", action="store_true",
                     help="only the scheduler's offsets (fixed level counts), BC vs golden ratio")
     ap.add_argument("--json", help="write the rows here")
@@ -159,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in offsets_model():
             print(json.dumps(r))
         return 0
-    rows = run(a.quick, tuple(a.first_level), a.seeds)
-    cols = ["scenario", "first_level", "seeds", "received/k", "dup", "sym", "eliminations", "repeats",
+    rows = run(a.quick, tuple(a.first_level), a.seeds, a.max_block_length)
+    cols = ["scenario", "first_level", "blocks", "seeds", "received/k", "dup", "sym", "eliminations", "repeats",
             "done_block"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
