@@ -79,6 +79,12 @@ class PeerConfig:
     #: still unanswered then goes to another peer (paper III-C)
     deadline_margin: float = 1.0
     upload_rate: float | None = None
+    #: ACK delay from the kernel arrival time (SO_TIMESTAMPNS) instead of
+    #: the time our loop handled the DATA.  Off by default: the wait in our
+    #: receive buffer is a queue the sender should slow down for (on
+    #: loopback the kernel time cost 15-20 % more CPU and lower MB/s, and it
+    #: did not measurably help the loaded flash crowd; docs/swift.md)
+    delay_from_kernel: bool = False
     slow_start: bool = True
     pex_connect: bool = False
     #: tracker: keep channels and answer PEX_REQ only, never request data
@@ -329,10 +335,11 @@ class Peer(RequestPlanner):
     def datagram_received(self, data: bytes, addr: Any, now: float,
                           arrived: float | None = None) -> None:
         """Process one UDP datagram from ``addr``.  ``arrived``: when the
-        kernel received it (SO_TIMESTAMPNS), for the one-way delay in ACK
-        (8.7): the wait for our event loop is not network queuing and must
-        not make the sender's LEDBAT back off."""
-        self._arrived = arrived if arrived is not None and 0 < arrived <= now else now
+        kernel received it (SO_TIMESTAMPNS); with ``delay_from_kernel`` the
+        one-way delay in ACK (8.7) is measured from it, leaving out the
+        time the datagram waited for our event loop."""
+        self._arrived = (arrived if self.config.delay_from_kernel and arrived is not None
+                         and 0 < arrived <= now else now)
         if len(data) < 4:
             self.stats["malformed"] += 1
             return
