@@ -31,6 +31,10 @@ _PROTO = 253
 _RANGES: dict[tuple, tuple] = {}
 
 
+#: reserved ranges the batch fast path takes (CC_MAX_RANGES in corecast.c)
+MAX_RANGES = 16
+
+
 def _int_ranges(ranges: tuple) -> tuple:
     """(length, mask, net) integers for a ranges tuple, memoised."""
     r = _RANGES.get(ranges)
@@ -154,10 +158,12 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     ``ctr`` (11 ints, :data:`CTR_NAMES`) is incremented.
     """
     ranges, root4, root6, buffers, lh, port, extra, max_served, own, hdrs, digest = ctx
+    if len(ctr) != 11:  # the checks in the C function's order
+        raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
     if l2 not in (0, 14):
         raise ValueError("cc_itr_batch: l2 must be 0 or 14")
-    if len(ctr) != 11:
-        raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
+    if len(ranges) > MAX_RANGES:
+        raise ValueError("cc_itr_batch: at most 16 reserved ranges")
     rg = _int_ranges(ranges)
     c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = c_ccp = c_bad = 0
     last_hlen = -1

@@ -206,7 +206,7 @@ async def _itr(a: argparse.Namespace) -> dict:
         out["xtr"] = xtr.counters
         out["etr"] = xtr.etr.counters
         out["events"] = [type(e).__name__ + str(tuple(getattr(e, f) for f in e.__slots__))
-                         for e in xtr.events[-20:]]
+                         for e in list(xtr.events)[-20:]]
     return out
 
 

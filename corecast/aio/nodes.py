@@ -36,17 +36,23 @@ def wire_overhead(host: str) -> int:
 
 
 class LinkCounters:
-    """Packets and bytes on the wire per destination host."""
+    """Packets and bytes on the wire per destination host; at most ``max_hosts``
+    hosts get their own row, later ones are summed under ``"other"``."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_hosts: int = 4096) -> None:
         self.packets: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
         self._overhead: dict[str, int] = {}
+        self.max_hosts = max_hosts
 
     def add(self, host: str, payload_len: int) -> None:
         oh = self._overhead.get(host)
         if oh is None:
-            oh = self._overhead[host] = wire_overhead(host)
+            oh = wire_overhead(host)
+            if len(self._overhead) < self.max_hosts:
+                self._overhead[host] = oh
+            else:
+                host = "other"
         self.packets[host] += 1
         self.bytes[host] += payload_len + oh
 
@@ -172,6 +178,7 @@ class XtrNode(ItrNode):
         super().__init__(xtr.itr, inside, tick)
         self.xtr = xtr
         self.data_port = data_port
+        self.delivered = [0, 0]
 
     async def start(self) -> None:
         from deliverykit.aio import open_udp
@@ -188,8 +195,17 @@ class XtrNode(ItrNode):
         self.every(self.tick, lambda now: self._route(xtr.tick(now)))
 
     def _on_data(self, data: bytes, addr: tuple) -> None:
+        # delivered packets go to inner (sender-chosen) addresses: summed in
+        # ``delivered`` [packets, wire bytes], never a LinkCounters row per address
+        # (LinkCounters rows are the LISP links to RLOCs)
         for payload, dst in self.xtr.handle_data(data, addr, self.now()):
-            self._sendto(self.t_out, payload, dst, True)
+            try:
+                self.t_out.sendto(payload, dst)
+            except OSError:
+                self.send_errors += 1
+                continue
+            self.delivered[0] += 1
+            self.delivered[1] += len(payload) + wire_overhead(dst[0])
 
 
 class EtrNode(Node):

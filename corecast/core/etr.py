@@ -92,18 +92,20 @@ class Etr:
         self.counters["drop_" + reason] += 1
         return []
 
+    def instance_ok(self, data: bytes) -> bool:
+        """Is this LISP data header (>= 8 bytes) of our instance (RFC 9300 sec. 8)?"""
+        if self.instance_id is None:
+            return True
+        iid = int.from_bytes(data[4:7], "big") if data[0] & 0x08 else 0
+        return iid == self.instance_id & 0xFFFFFF
+
     def handle_data(self, data: bytes, now: float = 0.0) -> list[Datagram]:
         """A LISP-encapsulated packet (UDP/4341 payload)."""
         self.counters["in_packets"] += 1
         if len(data) < 8:
             return self._drop("malformed")
-        if self.instance_id is not None:
-            if data[0] & 0x08:  # I-bit: the 24-bit Instance ID in the second word
-                iid = int.from_bytes(data[4:7], "big")
-            else:
-                iid = 0
-            if iid != self.instance_id & 0xFFFFFF:
-                return self._drop("wrong_instance")
+        if not self.instance_ok(data):  # I-bit: the 24-bit Instance ID in word 2
+            return self._drop("wrong_instance")
         return self.handle_inner(memoryview(data)[8:])
 
     def handle_inner(self, inner: bytes | memoryview) -> list[Datagram]:

@@ -36,6 +36,7 @@ pending packets) and :meth:`Itr.state_size` reports it.
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
 
 from corecast import _fast
@@ -101,6 +102,8 @@ class Itr:
         instance_id: int | None = None,
         seed: int | None = None,
         fast: bool | None = None,
+        max_events: int = 1024,
+        smr_interval: float = 3.0,
     ) -> None:
         import ipaddress
 
@@ -120,8 +123,10 @@ class Itr:
         self.max_served = max_served
         self.allowed = set(channels) if channels is not None else None
         self.buffers: dict[bytes, ChannelBuffer] = {}
-        self._rng = random.Random(seed)
-        self.lisp_header = encode_lisp_data(make_lisp_data(instance_id=instance_id))
+        #: nonces: reproducible with a seed, else from the OS CSPRNG (RFC 9301 sec. 5.2)
+        self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
+        # the I-bit only for a non-zero instance (no I-bit means instance 0; the Xtr agrees)
+        self.lisp_header = encode_lisp_data(make_lisp_data(instance_id=self.instance_id or None))
         # reserved range as (network, mask) byte pairs for the classifier
         ranges = []
         for net, plen in corecast_prefixes:
@@ -129,6 +134,8 @@ class Itr:
             mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
             m = mask.to_bytes(len(net), "big")
             ranges.append((bytes(a & b for a, b in zip(net, m)), m))
+        if len(ranges) > _fast.MAX_RANGES:  # what the batch fast path (C and twin) takes
+            raise ValueError(f"at most {_fast.MAX_RANGES} reserved CoreCast ranges")
         self._ranges = tuple(ranges)
         # C fast path or pure twin (fast=None: whatever deliverykit.fastpath picked)
         if fast is None:
@@ -153,11 +160,17 @@ class Itr:
         #: AF_PACKET frames seen by :meth:`handle_batch` with ``l2=14``
         self.frame_counters = {"ip": 0, "to_self": 0}
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
-        self.events: list[MappingInstalled] = []
+        #: bounded: remote Map-Replies drive it; the oldest are dropped
+        self.events: deque[MappingInstalled] = deque(maxlen=max_events)
+        #: RFC 9301 sec. 6.1: at most one SMR-invoked Map-Request per EID-Prefix per
+        #: ``smr_interval`` (bounded, oldest forgotten)
+        self.smr_interval = smr_interval
+        self._smr_last: dict[tuple[bytes, int], float] = {}
         self.counters: dict[str, int] = {
             "in_packets": 0, "plain_encap": 0, "cc_payloads": 0,
             "payload_copies": 0, "extra_payload_copies": 0, "header_copies": 0,
             "released": 0, "map_replies": 0, "map_requests_sent": 0, "smr_received": 0,
+            "smr_rate_limited": 0, "smr_no_mapping": 0, "smr_invoked_requests": 0,
         }
         for r in DROP_REASONS:
             self.counters["drop_" + r] = 0
@@ -180,7 +193,7 @@ class Itr:
         if self.map_resolver is not None and self.mapcache.should_request(eid, now):
             out.append(self._map_request(eid))
 
-    def _map_request(self, eid: bytes) -> Datagram:
+    def _map_request(self, eid: bytes, smr_invoked: bool = False) -> Datagram:
         import ipaddress
 
         nonce = self._rng.getrandbits(64)
@@ -191,7 +204,7 @@ class Itr:
         req = MapRequest(
             nonce, (ipaddress.ip_address(self.rloc),),
             (ipaddress.ip_network(f"{addr}/{addr.max_prefixlen}"),), source_eid=None,
-            eid_iids=(self.instance_id,) if self.instance_id else (),
+            eid_iids=(self.instance_id,) if self.instance_id else (), smr_invoked=smr_invoked,
         )
         msg = encode_map_request(req)
         src = self.rloc if len(self.rloc) == len(eid) else (b"\x00" * len(eid))
@@ -338,7 +351,7 @@ class Itr:
             return []
         del self._requests[msg.nonce]
         self.counters["map_replies"] += 1
-        events, released = self.mapcache.install_records(msg.records, now)
+        events, released = self.mapcache.install_records(msg.records, now, msg.echo_nonce)
         self.events.extend(events)
         out: list[Datagram] = []
         for _eid, pkts in released:
@@ -350,20 +363,36 @@ class Itr:
 
     def _smr(self, msg: MapRequest, now: float) -> list[Datagram]:
         """A Solicit-Map-Request (RFC 9301 section 6.1; RFC 9302 section 7.1 sends
-        one when our Dest Map-Version is stale): the cached mappings covering its
-        EID records expire now, so the next packet to them asks the map-resolver
-        again (an SMR-invoked Map-Request)."""
+        one when our Dest Map-Version is stale).  SMRs are not authenticated, so the
+        cached mapping stays in use: for each EID record we hold a live mapping of,
+        an SMR-invoked Map-Request (s-bit) goes through the mapping system (the
+        map-resolver), at most once per EID-Prefix every ``smr_interval`` (3 s, the
+        RFC's recommendation); its Map-Reply replaces the mapping.  No mapping: no
+        Map-Request (SHOULD NOT)."""
         self.counters["smr_received"] += 1
         if self.map_resolver is None:  # a static mapping has nowhere to be refreshed from
             return []
+        out: list[Datagram] = []
         for i, p in enumerate(msg.eid_prefixes):
             iid = msg.eid_iids[i] if msg.eid_iids else 0
             if iid != self.instance_id:
                 continue
-            hit = self.mapcache.trie.lookup(p.network_address.packed)
-            if hit is not None and hit[1].expires > now:
-                hit[1].expires = now
-        return []
+            eid = p.network_address.packed
+            hit = self.mapcache.trie.lookup(eid)
+            if hit is None or hit[1].expires <= now:
+                self.counters["smr_no_mapping"] += 1
+                continue
+            key = (hit[1].prefix, hit[1].plen)
+            if now - self._smr_last.get(key, float("-inf")) < self.smr_interval:
+                self.counters["smr_rate_limited"] += 1
+                continue
+            self._smr_last.pop(key, None)
+            self._smr_last[key] = now
+            if len(self._smr_last) > 4 * self.mapcache.max_pending_eids:
+                self._smr_last.pop(next(iter(self._smr_last)))
+            self.counters["smr_invoked_requests"] += 1
+            out.append(self._map_request(eid, smr_invoked=True))
+        return out
 
     def tick(self, now: float) -> list[Datagram]:
         """Retransmit Map-Requests for EIDs still unresolved (1/s, RFC 9301 5.3)."""

@@ -7,8 +7,11 @@
   too many waiting EIDs, and give-ups are counted drops.
 * Map-Requests are rate limited to 1 per second per EID and given up after
   10 retries (RFC 9301 section 5.3), then the EID is held down for 30 s.
-* A static map-cache file (one ``prefix rloc[,rloc...] [ttl_seconds]`` per
-  line, ``#`` comments) is accepted as in the paper's section 6.1.
+* A static map-cache file (one ``prefix rloc[,rloc...] [ttl_seconds] [echo]``
+  per line, ``#`` comments) is accepted as in the paper's section 6.1.
+* Every usable locator is kept; :meth:`MapEntry.select` picks among the best
+  priority still up, by weight (RFC 9301 section 5.4), so a locator marked down
+  fails over to the next priority.
 * Instance IDs (RFC 9300 section 8): a map-cache holds the mappings of one
   instance (``iid``; an xTR with several instances has one map-cache, and one
   ITR core, per instance, so equal EID prefixes of different instances never
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from corecast.core.events import MappingInstalled
@@ -40,7 +43,7 @@ class MapEntry:
 
     prefix: bytes
     plen: int
-    rlocs: tuple[bytes, ...]  #: usable locators, best priority first
+    rlocs: tuple[bytes, ...]  #: usable locators (priority < 255), best priority first
     rloc_strs: tuple[str, ...]
     weights: tuple[int, ...]
     expires: float
@@ -55,34 +58,46 @@ class MapEntry:
     #: a LISP data header for this entry's EIDs instead of the ITR's default
     #: (map-versioning: V-bit with the source and this destination version)
     lisp_header: bytes | None = None
+    #: priority of each of ``rlocs`` (RFC 9301 section 5.4; lower is preferred)
+    priorities: tuple[int, ...] = ()
+    #: the Map-Reply had the E-bit: its ETRs do echo-noncing (RFC 9300 section 10.1)
+    echo: bool = False
 
     @property
     def negative(self) -> bool:
         return not self.rlocs
 
     def select(self, eid: bytes) -> tuple[bytes, str]:
-        """Pick a locator for ``eid``: weighted among the best priority (RFC 9300 s. 12),
-        skipping locators marked down while another one is up."""
-        if self.down and len(self.rlocs) > 1:
-            up = [i for i, r in enumerate(self.rlocs) if r not in self.down]
-            if up and len(up) < len(self.rlocs):
-                i = up[int.from_bytes(eid[-4:], "big") % len(up)]
-                return self.rlocs[i], self.rloc_strs[i]
+        """Pick a locator for ``eid`` (RFC 9301 section 5.4 Priority and Weight): among
+        the best-priority locators not marked down, weighted; when every locator of
+        a priority is down the next priority is used; all down: the best priority."""
         n = len(self.rlocs)
         if n == 1:
             return self.rlocs[0], self.rloc_strs[0]
-        total = sum(self.weights)
+        prios = self.priorities or (0,) * n
+        cand = None
+        if self.down:
+            up = [i for i in range(n) if self.rlocs[i] not in self.down]
+            if up:
+                best = min(prios[i] for i in up)
+                cand = [i for i in up if prios[i] == best]
+        if cand is None:
+            cand = [i for i in range(n) if prios[i] == prios[0]]
         h = int.from_bytes(eid[-4:], "big") * 2654435761
+        if len(cand) == 1:
+            i = cand[0]
+            return self.rlocs[i], self.rloc_strs[i]
+        total = sum(self.weights[i] for i in cand)
         if total == 0:
-            i = h % n
+            i = cand[h % len(cand)]
             return self.rlocs[i], self.rloc_strs[i]
         h %= total
         acc = 0
-        for i in range(n):
+        for i in cand:
             acc += self.weights[i]
             if h < acc:
                 return self.rlocs[i], self.rloc_strs[i]
-        return self.rlocs[-1], self.rloc_strs[-1]  # pragma: no cover
+        return self.rlocs[cand[-1]], self.rloc_strs[cand[-1]]  # pragma: no cover
 
 
 @dataclass(slots=True)
@@ -115,6 +130,9 @@ class MapCache:
         self.max_retries = max_retries
         self.holddown = holddown
         self.pending: dict[bytes, _Pending] = {}
+        #: locators of mappings whose Map-Reply had the E-bit (or static ``echo``):
+        #: ETRs known to do echo-noncing (RFC 9300 section 10.1); bounded, LRU
+        self.echo_rlocs: OrderedDict[bytes, None] = OrderedDict()
         self.counters: dict[str, int] = {
             "hits": 0, "misses": 0, "expired": 0, "installed": 0, "queued": 0,
             "drop_queue_full": 0, "drop_too_many_pending": 0, "drop_gave_up": 0,
@@ -147,30 +165,37 @@ class MapCache:
     header_for = None
 
     def add(self, prefix: bytes, plen: int, rlocs: list[tuple[bytes, int, int]], expires: float,
-            action: int = 0, map_version: int = 0) -> MapEntry | None:
-        """``rlocs``: (packed locator, priority, weight); priority 255 is unusable."""
+            action: int = 0, map_version: int = 0, echo: bool = False) -> MapEntry | None:
+        """``rlocs``: (packed locator, priority, weight); priority 255 is unusable.
+        Every usable locator is kept (best priority first) so traffic fails over to
+        the next priority when the best ones are down."""
         usable = [r for r in rlocs if r[1] < 255]
         usable.sort(key=lambda r: (r[1], r[0]))
-        if usable:
-            best = usable[0][1]
-            usable = [r for r in usable if r[1] == best]
         if len(self.trie) >= self.max_entries and self.trie.get(prefix, plen) is None:
             self.counters["drop_cache_full"] += 1
             return None
         entry = MapEntry(
             prefix, plen, tuple(r[0] for r in usable), tuple(ntop(r[0]) for r in usable),
             tuple(r[2] for r in usable), expires, action, tuple(r[0] for r in rlocs),
-            map_version=map_version & 0xFFF,
+            map_version=map_version & 0xFFF, priorities=tuple(r[1] for r in usable), echo=echo,
         )
+        if echo:
+            for r in entry.rlocs:
+                self.echo_rlocs[r] = None
+                self.echo_rlocs.move_to_end(r)
+            while len(self.echo_rlocs) > self.max_entries:
+                self.echo_rlocs.popitem(last=False)
         if self.header_for is not None:
             entry.lisp_header = self.header_for(entry)
         self.trie.insert(prefix, plen, entry)
         self.counters["installed"] += 1
         return entry
 
-    def install_records(self, records: tuple[EidRecord, ...] | list[EidRecord], now: float
+    def install_records(self, records: tuple[EidRecord, ...] | list[EidRecord], now: float,
+                        echo: bool = False
                         ) -> tuple[list[MappingInstalled], list[tuple[bytes, list[bytes]]]]:
-        """Install Map-Reply records; returns events and released (eid, packets)."""
+        """Install Map-Reply records (``echo``: the Map-Reply's E-bit); returns events
+        and released (eid, packets)."""
         events = []
         for rec in records:
             if rec.iid != self.iid:
@@ -182,7 +207,7 @@ class MapCache:
             ttl = FOREVER if rec.ttl == 0xFFFFFFFF else rec.ttl * 60.0
             locs = [(loc.locator.packed, loc.priority, loc.weight) for loc in rec.locators]
             e = self.add(rec.prefix.network_address.packed, rec.prefix.prefixlen, locs,
-                         now + ttl, rec.action, rec.map_version)
+                         now + ttl, rec.action, rec.map_version, echo)
             if e is not None:
                 events.append(MappingInstalled(str(rec.prefix), e.rloc_strs, ttl, rec.action))
         released = []
@@ -193,18 +218,21 @@ class MapCache:
         return events, released
 
     def load_static(self, text: str, now: float = 0.0) -> int:
-        """Static map-cache lines: ``prefix rloc[,rloc...] [ttl_seconds]``."""
+        """Static map-cache lines: ``prefix rloc[,rloc...] [ttl_seconds] [echo]``
+        (``echo``: the ETRs do echo-noncing, as a Map-Reply E-bit would say)."""
         n = 0
         for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue
             parts = line.split()
+            echo = "echo" in parts[2:]
+            parts = [p for p in parts[:2]] + [p for p in parts[2:] if p != "echo"]
             pfx, plen = parse_prefix(parts[0])
             rlocs = [] if parts[1] in ("-", "negative") else [
                 (ipaddress.ip_address(r).packed, 1, 100) for r in parts[1].split(",")]
             ttl = float(parts[2]) if len(parts) > 2 else FOREVER
-            self.add(pfx, plen, rlocs, now + ttl, 0 if rlocs else 1)
+            self.add(pfx, plen, rlocs, now + ttl, 0 if rlocs else 1, echo=echo)
             n += 1
         return n
 

@@ -111,7 +111,7 @@ class MapServer:
         "registers": 0, "accepted": 0, "refused_auth": 0, "refused_no_site": 0,
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
         "requests": 0, "replies": 0, "negative_replies": 0, "dropped_probe": 0,
-        "unexpected": 0, "forwarded": 0,
+        "unexpected": 0, "forwarded": 0, "dropped_old_version": 0,
     })
 
     # ------------------------------------------------------------------ entry
@@ -171,6 +171,11 @@ class MapServer:
             key = ("src", src[0], site.name, msg.key_id)
             if self.last_nonce.get(key) == msg.nonce:
                 return self._refuse("replay", src)
+        if self._older_version(msg, now):
+            # RFC 9302 sec. 5: "A Map-Server receiving a message with an unexpected
+            # Map-Version number, for instance an old one, MUST silently drop the message."
+            self.counters["dropped_old_version"] += 1
+            return []
         self.last_nonce[key] = msg.nonce
         if len(self.last_nonce) > self.max_nonce_keys:  # bounded: forget the oldest source
             self.last_nonce.pop(next(iter(self.last_nonce)))
@@ -202,6 +207,24 @@ class MapServer:
         return [(body, (src[0], port))]
 
     # ------------------------------------------------------------------ resolve
+
+    def _older_version(self, msg, now: float) -> bool:
+        """Does a record carry a Map-Version older than the live registration of its
+        prefix (both non-null; RFC 9302 sec. 5, 6)?"""
+        from corecast.core.xtr import newer
+
+        for rec in msg.records:
+            if not rec.map_version:
+                continue
+            trie = self._trie(rec.iid)
+            if trie is None:
+                continue
+            reg = trie.get(rec.prefix.network_address.packed, rec.prefix.prefixlen)
+            if reg is None or reg.expires <= now or not reg.record.map_version:
+                continue
+            if newer(reg.record.map_version, rec.map_version & 0xFFF):
+                return True
+        return False
 
     def _trie(self, iid: int, create: bool = False) -> PrefixTrie | None:
         if not iid:

@@ -56,6 +56,8 @@ class RegistrarConfig:
     #: Instance ID of the prefixes (RFC 9300 section 8); non-zero goes in an LCAF
     #: Instance ID address (RFC 8060 section 4.1) in every EID record
     iid: int = 0
+    #: the site's Map-Version (RFC 9302 sec. 5), carried in every EID record; 0 = null
+    map_version: int = 0
 
 
 class Registrar:
@@ -74,8 +76,11 @@ class Registrar:
                          "requests_not_ours": 0}
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
+        if not 0 <= cfg.map_version <= 4095:
+            raise ValueError("Map-Version must be 0 (null) or 1..4095 (RFC 9302 sec. 5)")
         self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes,
-                                       iid=cfg.iid) for p in cfg.prefixes)
+                                       map_version=cfg.map_version, iid=cfg.iid)
+                             for p in cfg.prefixes)
 
     def message(self) -> MapRegister:
         return MapRegister(

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from corecast.core.etr import Etr
@@ -96,7 +97,18 @@ class Xtr:
         map_versioning: bool = False,
         map_version: int = 0,
         smr_port: int = 4342,
+        max_events: int = 1024,
+        echo_holddown: float = 30.0,
+        smr_interval: float = 3.0,
+        smr_slow_interval: float = 30.0,
+        smr_retries: int = 10,
+        smr_per_second: float = 100.0,
+        recent_tx: float = 60.0,
     ) -> None:
+        if echo_nonce and echo_suspend >= echo_timeout:
+            raise ValueError("echo_suspend must be shorter than echo_timeout")
+        if not 0 <= map_version <= 4095:
+            raise ValueError("Map-Version must be 1..4095 (0: null; RFC 9302 sec. 5)")
         if etr.instance_id is None:
             etr.instance_id = itr.instance_id
         elif etr.instance_id != itr.instance_id:
@@ -109,24 +121,42 @@ class Xtr:
         self.echo_timeout = echo_timeout
         self.echo_suspend = echo_suspend
         self.max_peers = max_peers
-        self._rng = random.Random(seed)
+        self.echo_holddown = echo_holddown
+        self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
         self.lsb = (1 << len(local_rlocs)) - 1 if local_rlocs else None
         if local_rlocs and len(local_rlocs) > (8 if self.iid else 32):
             raise ValueError("more local locators than Locator-Status-Bits")
-        self.peers: dict[bytes, _Peer] = {}
-        self.remote_lsb: dict[bytes, int] = {}  #: last LSBs seen per source RLOC
-        self.events: list = []
+        #: echo-nonce state per remote RLOC (LRU order; idle ones evicted first)
+        self.peers: OrderedDict[bytes, _Peer] = OrderedDict()
+        #: RLOCs echo-nonce declared unreachable -> when they are tried again
+        self.echo_down: dict[bytes, float] = {}
+        #: bounded: remote peers drive it (LSB flips, echoes); the oldest are dropped
+        self.events: deque = deque(maxlen=max_events)
         self.counters = {"echo_requests_started": 0, "echo_requests_received": 0,
                          "echoes_sent": 0, "echoes_verified": 0, "echo_mismatch": 0,
                          "unreachable": 0, "lsb_changes": 0, "dropped_peers": 0,
                          "v_dropped_dest_newer": 0, "v_dropped_dest_null": 0,
                          "v_dropped_null_mapping": 0, "v_dest_stale": 0, "smr_sent": 0,
-                         "v_source_newer": 0, "v_dropped_source_older": 0}
+                         "v_source_newer": 0, "v_dropped_source_older": 0,
+                         "v_dropped_dest_stale": 0, "smr_not_recent": 0, "smr_rate_limited": 0,
+                         "echo_down_cleared": 0}
         itr.lisp_header = self._header()
         self.map_versioning = map_versioning
-        self.map_version = map_version & 0xFFF
+        self.map_version = map_version
         self.smr_port = smr_port
-        self._smr_sent: dict[bytes, float] = {}
+        # RFC 9301 sec. 6.1 / RFC 9302 sec. 7.1 outgoing SMRs: only to RLOCs we sent
+        # data to within ``recent_tx`` s, one per ``smr_interval`` per RLOC, after
+        # ``smr_retries`` one per ``smr_slow_interval`` (and stale packets dropped),
+        # and at most ``smr_per_second`` in all (token bucket)
+        self.smr_interval = smr_interval
+        self.smr_slow_interval = smr_slow_interval
+        self.smr_retries = smr_retries
+        self.smr_per_second = smr_per_second
+        self.recent_tx = recent_tx
+        self._tx: OrderedDict[bytes, float] = OrderedDict()  #: RLOC -> last data sent
+        self._smr_state: OrderedDict[bytes, list] = OrderedDict()  #: RLOC -> [last, count]
+        self._smr_tokens = smr_per_second
+        self._smr_tokens_at = float("-inf")
         if map_versioning:
             mc = itr.mapcache
             mc.header_for = self._entry_header
@@ -157,24 +187,48 @@ class Xtr:
         else:
             hdrs.pop(rloc, None)
 
-    def _peer(self, rloc: bytes) -> _Peer | None:
+    def _peer(self, rloc: bytes, create: bool = True) -> _Peer | None:
+        """The state toward ``rloc``; created only when ``create`` (an RLOC we send
+        to, an echo request) -- a full table evicts its least recently used peer
+        that is not waiting for an echo of ours."""
         p = self.peers.get(rloc)
-        if p is None:
-            if len(self.peers) >= self.max_peers:
+        if p is not None:
+            if create:
+                self.peers.move_to_end(rloc)
+            return p
+        if not create:
+            return None
+        if len(self.peers) >= self.max_peers:
+            victim = None
+            for k, q in self.peers.items():
+                if q.req_nonce is None:
+                    victim = k
+                    break
+            if victim is None:
                 self.counters["dropped_peers"] += 1
                 return None
-            p = self.peers[rloc] = _Peer()
+            del self.peers[victim]
+            self.itr.headers_by_rloc.pop(victim, None)
+            self.counters["dropped_peers"] += 1
+        p = self.peers[rloc] = _Peer()
         return p
 
     # ----------------------------------------------------------------- ITR side
 
     def _sent(self, out: list[Datagram], now: float) -> list[Datagram]:
-        if not self.echo_nonce or not out:
+        if not out or not (self.echo_nonce or self.map_versioning):
             return out
         dp = self.itr.data_port
         seen: set[str] = {dst[0] for _d, dst in out if dst[1] == dp}
         for host in seen:
             rloc = ipaddress.ip_address(host).packed
+            if self.map_versioning:  # RFC 9301 sec. 6.1: SMRs go to RLOCs we send to
+                self._tx[rloc] = now
+                self._tx.move_to_end(rloc)
+                if len(self._tx) > self.max_peers:
+                    self._tx.popitem(last=False)
+            if not self.echo_nonce:
+                continue
             p = self._peer(rloc)
             if p is None:
                 continue
@@ -209,15 +263,21 @@ class Xtr:
 
     def tick(self, now: float) -> list[Datagram]:
         """Map-Request retransmissions, plus echo-nonce timers: start a request toward
-        RLOCs we send to whose path was not verified for ``echo_interval``; give up
-        (unreachable) after ``echo_timeout``; resume suspended requests."""
+        RLOCs we send to whose path was not verified for ``echo_interval`` -- only
+        ETRs known to do echo-noncing (Map-Reply E-bit, RFC 9300 sec. 10.1); give up
+        (unreachable) after ``echo_timeout``; resume suspended requests; try RLOCs
+        declared down again after ``echo_holddown``."""
         out = self.itr.tick(now)
         if not self.echo_nonce:
             return out
+        for rloc, until in list(self.echo_down.items()):
+            if now >= until:
+                self._clear_down(rloc)
+        capable = self.itr.mapcache.echo_rlocs
         for rloc, p in list(self.peers.items()):
             if p.req_nonce is None:
                 if p.last_tx >= 0 and now - p.verified_at >= self.echo_interval \
-                        and now - p.last_tx < self.echo_interval:
+                        and now - p.last_tx < self.echo_interval and rloc in capable:
                     self.request_echo(str(ipaddress.ip_address(rloc)), now)
                 continue
             if now >= p.req_deadline:
@@ -225,25 +285,38 @@ class Xtr:
                     self.counters["unreachable"] += 1
                     self.events.append(RlocUnreachable(str(ipaddress.ip_address(rloc)),
                                                        p.req_nonce))
-                    self._mark_down(rloc)
+                    self._mark_down(rloc, now)
                 p.req_nonce = None
                 p.verified_at = now  # not again before echo_interval
             self._refresh(rloc, p, now)
         return out
 
-    def _mark_down(self, rloc: bytes) -> None:
+    def _mark_down(self, rloc: bytes, now: float) -> None:
+        self.echo_down[rloc] = now + self.echo_holddown
         for _a, _l, entry in self.itr.mapcache.trie.items():
             if rloc in entry.rlocs and len(entry.rlocs) > 1:
                 entry.down = entry.down | {rloc}
+
+    def _clear_down(self, rloc: bytes) -> None:
+        """Hold-down over (or the path verified): the RLOC is used again, so
+        echo-nonce (and LSBs) can judge it afresh."""
+        if self.echo_down.pop(rloc, None) is None:
+            return
+        self.counters["echo_down_cleared"] += 1
+        for _a, _l, entry in self.itr.mapcache.trie.items():
+            if rloc in entry.down:
+                entry.down = entry.down - {rloc}
 
     # ----------------------------------------------------------------- ETR side
 
     def handle_data(self, data: bytes, src: tuple[str, int] | str, now: float
                     ) -> list[Datagram]:
-        """A UDP/4341 payload from ``src`` (the outer source RLOC): reachability
-        bits first, then the ETR core decapsulates and delivers."""
+        """A UDP/4341 payload from ``src`` (the outer source RLOC): the Instance ID
+        first (a packet of another instance is dropped with no reachability
+        processing, RFC 9300 sec. 5.3, 8), then reachability bits, then the ETR
+        core decapsulates and delivers."""
         host = src if isinstance(src, str) else src[0]
-        if len(data) >= 8:
+        if len(data) >= 8 and self.etr.instance_ok(data):
             flags = data[0]
             if self.echo_nonce and self.peers:
                 p = self.peers.get(ipaddress.ip_address(host).packed)
@@ -252,8 +325,10 @@ class Xtr:
             if flags & FLAG_N:
                 self._on_nonce(host, flags, int.from_bytes(data[1:4], "big"), now)
             if flags & FLAG_L:
-                bits = data[7] if flags & FLAG_I else int.from_bytes(data[4:8], "big")
-                self._on_lsb(host, bits, data[8:])
+                if flags & FLAG_I:  # RFC 9300 sec. 5.3: 8 LSBs with an Instance ID
+                    self._on_lsb(host, data[7], 8, data[8:])
+                else:
+                    self._on_lsb(host, int.from_bytes(data[4:8], "big"), 32, data[8:])
             if self.map_versioning and flags & FLAG_V and not flags & FLAG_N:
                 w = int.from_bytes(data[1:4], "big")
                 ok, extra = self._on_versions(host, w >> 12, w & 0xFFF, data[8:], now)
@@ -277,23 +352,17 @@ class Xtr:
         except DecodeError:
             return True, []  # the ETR core counts it
         out: list[Datagram] = []
-        if dst_v != self.map_version:
+        if dst_v == self.map_version:
+            if self._smr_state:
+                self._smr_state.pop(ipaddress.ip_address(host).packed, None)
+        else:
             if newer(dst_v, self.map_version):
                 c["v_dropped_dest_newer"] += 1
                 return False, []
             c["v_dest_stale"] += 1  # their mapping of us is old: solicit a new Map-Request
-            rloc = ipaddress.ip_address(host).packed
-            if now - self._smr_sent.get(rloc, float("-inf")) >= 1.0:
-                if len(self._smr_sent) >= self.max_peers and rloc not in self._smr_sent:
-                    self._smr_sent.pop(next(iter(self._smr_sent)))
-                self._smr_sent[rloc] = now
-                c["smr_sent"] += 1
-                dst = ipaddress.ip_address(ip.dst)
-                smr = MapRequest(self._rng.getrandbits(64), (ipaddress.ip_address(self.itr.rloc),),
-                                 (ipaddress.ip_network(f"{dst}/{dst.max_prefixlen}"),),
-                                 source_eid=dst, smr=True,
-                                 eid_iids=(self.iid,) if self.iid else ())
-                out.append((encode_map_request(smr), (host, self.smr_port)))
+            if not self._stale_dest(host, ip.dst, now, out):
+                c["v_dropped_dest_stale"] += 1
+                return False, out
         if src_v:
             hit = self.itr.mapcache.trie.lookup(ip.src)
             if hit is not None and hit[1].map_version and src_v != hit[1].map_version:
@@ -311,7 +380,9 @@ class Xtr:
         if not self.echo_nonce:
             return
         rloc = ipaddress.ip_address(host).packed
-        p = self._peer(rloc)
+        # state only for echo requests; an echo (N without E) matters only to a peer
+        # we are requesting from (spoofed sources create nothing)
+        p = self._peer(rloc, create=bool(flags & FLAG_E))
         if p is None:
             return
         if flags & FLAG_E:  # a request: echo it on our next packet to them
@@ -319,23 +390,66 @@ class Xtr:
             p.echo_back = nonce
             if p.req_nonce is not None:  # both requesting: suspend ours a while
                 p.suspended_until = now + self.echo_suspend
+                # the wait for our echo starts again when the request resumes
+                p.req_deadline = max(p.req_deadline, p.suspended_until + self.echo_timeout)
         elif p.req_nonce is not None:
             if nonce == p.req_nonce:
                 self.counters["echoes_verified"] += 1
                 self.events.append(EchoNonceVerified(host, nonce, now - p.req_started))
                 p.req_nonce = None
                 p.verified_at = now
+                self._clear_down(rloc)
             else:
                 self.counters["echo_mismatch"] += 1
         self._refresh(rloc, p, now)
 
-    def _on_lsb(self, host: str, bits: int, inner: bytes) -> None:
+    def _stale_dest(self, host: str, eid: bytes, now: float, out: list[Datagram]) -> bool:
+        """A packet with an old Dest Map-Version from ``host``: maybe solicit a
+        Map-Request (appended to ``out``); False when the packet is to be dropped.
+
+        RFC 9301 sec. 6.1: SMRs only to ITRs we recently sent data to, at most one
+        per ``smr_interval`` (3 s) per RLOC; sec. 5.2: the D-bit (no Map-Reply
+        wanted); RFC 9302 sec. 7.1: after ``smr_retries`` SMRs the stale packets are
+        dropped and SMRs slow to one per ``smr_slow_interval``; a global token bucket
+        caps them all."""
+        c = self.counters
         rloc = ipaddress.ip_address(host).packed
-        if self.remote_lsb.get(rloc) == bits:
-            return
-        if len(self.remote_lsb) >= self.max_peers and rloc not in self.remote_lsb:
-            self.remote_lsb.pop(next(iter(self.remote_lsb)))
-        self.remote_lsb[rloc] = bits
+        st = self._smr_state.get(rloc)
+        deliver = st is None or st[1] < self.smr_retries
+        sent = self._tx.get(rloc)
+        if sent is None or now - sent > self.recent_tx:
+            c["smr_not_recent"] += 1
+            return deliver
+        if st is None:
+            st = self._smr_state[rloc] = [float("-inf"), 0]
+            if len(self._smr_state) > self.max_peers:
+                self._smr_state.popitem(last=False)
+        gap = self.smr_interval if st[1] < self.smr_retries else self.smr_slow_interval
+        if now - st[0] < gap - 1e-9:
+            return deliver
+        self._smr_tokens = min(self.smr_per_second, self._smr_tokens + (
+            now - self._smr_tokens_at) * self.smr_per_second)
+        self._smr_tokens_at = now
+        if self._smr_tokens < 1.0:
+            c["smr_rate_limited"] += 1
+            return deliver
+        self._smr_tokens -= 1.0
+        st[0] = now
+        st[1] += 1
+        c["smr_sent"] += 1
+        dst = ipaddress.ip_address(eid)
+        smr = MapRequest(self._rng.getrandbits(64), (ipaddress.ip_address(self.itr.rloc),),
+                         (ipaddress.ip_network(f"{dst}/{dst.max_prefixlen}"),),
+                         source_eid=dst, smr=True, dont_map_reply=True,
+                         eid_iids=(self.iid,) if self.iid else (), source_iid=self.iid)
+        out.append((encode_map_request(smr), (host, self.smr_port)))
+        return deliver
+
+    def _on_lsb(self, host: str, bits: int, width: int, inner: bytes) -> None:
+        """RFC 9300 sec. 10: the LSBs describe the Locator-Set of the source EID's
+        mapping (ordinal i = bit i; only ``width`` bits: 8 with an Instance ID,
+        else 32, sec. 5.3).  Compared with that entry's own state, so a mapping
+        installed later gets them too."""
         try:
             ip = decode_ip(inner)
         except DecodeError:
@@ -344,7 +458,10 @@ class Xtr:
         if hit is None:
             return
         entry = hit[1]
-        down = frozenset(r for i, r in enumerate(entry.ordinals) if not bits >> i & 1)
+        down = frozenset(r for i, r in enumerate(entry.ordinals[:width])
+                         if not bits >> i & 1 and r in entry.rlocs)
+        if self.echo_down and len(entry.rlocs) > 1:
+            down |= frozenset(r for r in entry.rlocs if r in self.echo_down)
         if down != entry.down:
             entry.down = down
             self.counters["lsb_changes"] += 1

@@ -126,6 +126,8 @@ class MapRequest:
     map_reply_record: EidRecord | None = None
     #: Instance ID of each EID prefix (RFC 8060 LCAF type 2), or () when all are 0
     eid_iids: tuple[int, ...] = ()
+    #: Instance ID of the Source EID (an LCAF Instance ID address when non-zero)
+    source_iid: int = 0
 
 
 def encode_map_request(m: MapRequest) -> bytes:
@@ -147,7 +149,7 @@ def encode_map_request(m: MapRequest) -> bytes:
         | (len(m.itr_rlocs) - 1) << 8
         | len(m.eid_prefixes)
     )
-    out = [struct.pack("!IQ", w0, m.nonce), encode_afi_addr(m.source_eid)]
+    out = [struct.pack("!IQ", w0, m.nonce), encode_eid_addr(m.source_eid, m.source_iid)]
     out += [encode_afi_addr(r) for r in m.itr_rlocs]
     if m.eid_iids and len(m.eid_iids) != len(m.eid_prefixes):
         raise ValueError("Map-Request: one Instance ID per EID prefix")
@@ -165,7 +167,7 @@ def _decode_map_request(buf: bytes | memoryview) -> MapRequest:
     w0, nonce = struct.unpack_from("!IQ", buf, 0)
     irc = ((w0 >> 8) & 0x1F) + 1
     count = w0 & 0xFF
-    src, off = decode_afi_addr(buf, 12)
+    src, src_iid, off = decode_eid_addr(buf, 12)  # RFC 8060 sec. 4.1: may be an LCAF
     rlocs = []
     for _ in range(irc):
         r, off = decode_afi_addr(buf, off)
@@ -202,6 +204,7 @@ def _decode_map_request(buf: bytes | memoryview) -> MapRequest:
         bool(w0 & 0x2000),
         rec,
         tuple(iids) if any(iids) else (),
+        src_iid,
     )
 
 

@@ -16,7 +16,6 @@ from corecast.core.mapserver import MapServer, Site
 from corecast.core.register import Registrar, RegistrarConfig
 from corecast.core.xtr import Xtr
 from corecast.wire import codec as c
-from corecast.wire.constants import LispType
 
 A = ipaddress.ip_address
 N = ipaddress.ip_network
@@ -24,9 +23,10 @@ RA, RB = "192.0.2.1", "192.0.2.2"  # the two xTRs' RLOCs
 HOST_A, HOST_B = "10.1.0.5", "10.2.0.5"
 
 
-def make_xtr(rloc: str, peer_prefix: str, peer_rloc: str, iid: int = 0, **kw) -> Xtr:
+def make_xtr(rloc: str, peer_prefix: str, peer_rloc: str, iid: int = 0,
+             echo_capable: bool = False, **kw) -> Xtr:
     mc = MapCache(iid=iid)
-    mc.load_static(f"{peer_prefix} {peer_rloc}\n")
+    mc.load_static(f"{peer_prefix} {peer_rloc}{' inf echo' if echo_capable else ''}\n")
     itr = Itr(rloc, [], mc, instance_id=iid or None, fast=False)
     return Xtr(itr, Etr([]), **kw)
 
@@ -69,9 +69,12 @@ def test_echo_nonce_round_trip():
 
 
 def test_echo_nonce_unanswered_means_unreachable():
-    """RFC 9300 sec. 10.1: packets keep coming from the ETR but the nonce is never
-    echoed (the peer does not do echo-nonce): the path is declared down at timeout."""
-    a = make_xtr(RA, "10.2.0.0/16", RB, echo_nonce=True, echo_timeout=1.0, seed=1)
+    """RFC 9300 sec. 10.1: packets keep coming from an ETR said to do echo-noncing
+    (E-bit in its Map-Reply; here the static line's ``echo``) but the nonce is never
+    echoed: the path is declared down at timeout.  Without that E-bit no request
+    is started (test_corecast_review.py checks)."""
+    a = make_xtr(RA, "10.2.0.0/16", RB, echo_nonce=True, echo_timeout=1.0, echo_suspend=0.5,
+                 seed=1, echo_capable=True)
     b = make_xtr(RB, "10.1.0.0/16", RA, echo_nonce=False)
     a.handle_inner(pkt(HOST_A, HOST_B), 0.0)
     a.tick(0.1)  # starts the request toward RB (traffic, never verified)
@@ -96,12 +99,23 @@ def test_both_requesting_suspends_and_echoes():
     b.handle_data(da[0], RA, 0.1)
     (db,) = b.handle_inner(pkt(HOST_B, HOST_A), 0.2)
     assert hdr(db).nonce == hdr(da).nonce and not hdr(db).flags & c.FLAG_E
+    a.handle_data(db[0], RB, 0.2)  # a's path verified
     b.tick(0.5)
     (db2,) = b.handle_inner(pkt(HOST_B, HOST_A), 0.6)
     assert not hdr(db2).flags & c.FLAG_N  # suspended (echo_suspend = 1 s)
     b.tick(1.2)
     (db3,) = b.handle_inner(pkt(HOST_B, HOST_A), 1.3)
     assert hdr(db3).flags & c.FLAG_E  # resumed
+    # the outcome: a answers, b's path is verified; nobody declares the other down
+    # (b's deadline moved past its suspension)
+    a.handle_data(db3[0], RB, 1.3)
+    (da2,) = a.handle_inner(pkt(HOST_A, HOST_B), 1.4)
+    assert hdr(da2).nonce == hdr(db3).nonce
+    b.handle_data(da2[0], RA, 3.05)  # after b's original deadline (0 + 3 s)
+    for x, t in ((a, 3.1), (b, 3.1), (a, 20.0), (b, 20.0)):
+        x.tick(t)
+    assert b.counters["echoes_verified"] == 1
+    assert a.counters["unreachable"] == b.counters["unreachable"] == 0
 
 
 def test_instance_id_in_the_data_plane():
@@ -244,7 +258,6 @@ def test_lisp_data_header_with_nonce_iid_and_lsb_decodes_with_scapy():
     s = LISPData(d[0])
     assert s.flags.N and s.flags.E and s.flags.I and s.flags.L
     assert s.instance_id == 0xABCDE and s.lsb8 == 1 and s.nonce == hdr(d).nonce
-    assert LispType.MAP_REQUEST == 1
 
 
 def test_map_version_serial_order():
@@ -292,9 +305,12 @@ def test_map_versions_in_headers(path):
 
 def test_etr_checks_dest_map_version_and_solicits_stale_itrs():
     """RFC 9302 sec. 7.1: same version delivered; newer or Null dropped; older
-    delivered and the ITR gets one Solicit-Map-Request per second naming the EID."""
+    delivered and the ITR (one we recently sent data to, RFC 9301 sec. 6.1) gets a
+    Solicit-Map-Request naming the EID, with the D-bit (sec. 5.2), at most one
+    per 3 s."""
     a, b = versioned_pair()  # b's own version is 10
     inner = pkt(HOST_A, HOST_B)
+    b.handle_inner(pkt(HOST_B, HOST_A), 0.0)  # b sends to A's RLOC
 
     def with_versions(src_v, dst_v):
         return c.encode_lisp_data(c.make_lisp_data(map_versions=(src_v, dst_v))) + inner
@@ -306,16 +322,19 @@ def test_etr_checks_dest_map_version_and_solicits_stale_itrs():
     assert (b"hi", (HOST_B, 2000)) in out
     (smr_dgram,) = [d for d in out if d[1] == (RA, 4342)]
     smr = c.decode_control(smr_dgram[0])
-    assert smr.smr and smr.eid_prefixes == (N(f"{HOST_B}/32"),)
-    assert len(b.handle_data(with_versions(3, 9), RA, 0.5)) == 1  # rate limited: no SMR
-    assert len(b.handle_data(with_versions(3, 9), RA, 1.5)) == 2
+    assert smr.smr and smr.dont_map_reply and smr.eid_prefixes == (N(f"{HOST_B}/32"),)
+    assert len(b.handle_data(with_versions(3, 9), RA, 1.5)) == 1  # rate limited: no SMR
+    assert len(b.handle_data(with_versions(3, 9), RA, 3.0)) == 2
     assert b.counters["v_dropped_dest_newer"] == 1 and b.counters["v_dropped_dest_null"] == 1
     assert b.counters["smr_sent"] == 2
-    # the ITR that gets the SMR lets its mapping go, so the next packet asks again
-    a.handle_control(smr_dgram[0], 2.0)
-    out = a.handle_inner(pkt(HOST_A, HOST_B), 2.0)
+    # the ITR that gets the SMR asks the mapping system (an SMR-invoked Map-Request)
+    # and keeps using its mapping meanwhile (RFC 9301 sec. 6.1)
+    (req,) = a.handle_control(smr_dgram[0], 4.0)
+    assert req[1] == ("192.0.2.99", 4342)
+    assert c.decode_control(c.ecm_unwrap(c.decode_control(req[0]))[3]).smr_invoked
+    out = a.handle_inner(pkt(HOST_A, HOST_B), 4.0)
     assert a.itr.counters["smr_received"] == 1 and a.itr.counters["map_requests_sent"] == 1
-    assert [dst for _d, dst in out] == [("192.0.2.99", 4342)]
+    assert [dst for _d, dst in out] == [(RB, 4341)]
 
 
 def test_etr_checks_source_map_version():
