@@ -247,7 +247,7 @@ def test_ppspp_suite_passes_on_ours(tmp_path):
 def test_lisp_suite_passes_on_ours(tmp_path):
     cp, res, junit = run_suite(tmp_path, "--conformance", "lisp", "--impl", "ours-lisp")
     _assert_all_pass(cp, res)
-    assert res["counts"]["pass"] >= 8
+    assert res["counts"]["pass"] >= 20  # control plane, ETR, ITR, CoreCast and the xTR cases
     assert "ours-lisp" in _findings(junit, "want_map_notify")
 
 
