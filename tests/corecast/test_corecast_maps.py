@@ -100,7 +100,9 @@ def test_mapcache_priority_255_unusable_and_weights():
                                               (A("192.0.2.2").packed, 2, 0),
                                               (A("192.0.2.3").packed, 1, 50),
                                               (A("192.0.2.4").packed, 1, 50)], 100)
-    assert set(e.rloc_strs) == {"192.0.2.3", "192.0.2.4"}
+    # priority 255 is never kept; the priority-2 backup is kept for failover (RFC 9301
+    # sec. 5.4) but carries no traffic while a priority-1 locator is up
+    assert e.rloc_strs == ("192.0.2.3", "192.0.2.4", "192.0.2.2")
     picks = {e.select(A(f"10.0.{i}.1").packed)[1] for i in range(50)}
     assert picks == {"192.0.2.3", "192.0.2.4"}
 
