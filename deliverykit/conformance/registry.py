@@ -151,10 +151,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def vectors_dir(protocol: str) -> Path | None:
     """The test-vector folder for ``protocol``: ``$DELIVERYKIT_VECTORS/<protocol>``
-    (set by ``--conformance-vectors``), else the source tree's ``tests/vectors/<protocol>``."""
+    (set by ``--conformance-vectors``), else the source tree's ``tests/vectors/<protocol>``,
+    else the copy a wheel installs under ``<prefix>/share/deliverykit/vectors/<protocol>``."""
     env = os.environ.get("DELIVERYKIT_VECTORS")
     candidates = [Path(env) / protocol] if env else []
     candidates.append(Path(__file__).resolve().parents[2] / "tests" / "vectors" / protocol)
+    candidates += [Path(prefix) / "share" / "deliverykit" / "vectors" / protocol
+                   for prefix in dict.fromkeys((sys.prefix, sys.base_prefix))]
     return next((c for c in candidates if c.is_dir()), None)
 
 

@@ -59,7 +59,7 @@ def test_ldpc_stored_vectors(impl, name):
     """The stored LDPC-Staircase vectors (tests/vectors/fec/*.vec) are reproduced."""
     vecs = dict(_VECTORS)
     if name not in vecs:
-        pytest.skip("no FEC vector corpus found (set DELIVERYKIT_VECTORS)")
+        pytest.skip("no FEC vector corpus found: pass --conformance-vectors DIR (or set DELIVERYKIT_VECTORS)")
     v = vecs[name]
     cp = impl.run("encode", "ldpc", v["k"], v["n"], v["n1"], v["seed"], v["E"], input=v["source"])
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
@@ -241,7 +241,7 @@ def test_rs_repair_matches_zfec(impl, k, n, e):
 def test_rs_stored_vectors(impl, name):
     vecs = dict(_VECTORS)
     if name not in vecs:
-        pytest.skip("no FEC vector corpus found (set DELIVERYKIT_VECTORS)")
+        pytest.skip("no FEC vector corpus found: pass --conformance-vectors DIR (or set DELIVERYKIT_VECTORS)")
     v = vecs[name]
     cp = impl.run("encode", "rs", v["k"], v["n"], v["E"], input=v["source"])
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
