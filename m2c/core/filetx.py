@@ -296,6 +296,7 @@ class FileReceiver:
         """ML decoding attempts (Gaussian eliminations), each stalls the receiver a little"""
         self._ml_wait: dict[int, int] = {}
         self._ml_due: set[int] = set()
+        self._ml_deficit: dict[int, int] = {}
         """per partial LDPC block: new symbols to wait for before the next elimination"""
 
     @property
@@ -371,8 +372,14 @@ class FileReceiver:
         return self._finish(sbn, dec)
 
     def _eliminate(self, sbn: int, dec: ldpc.LDPCDecoder) -> bool:
-        ok = dec.solve(partial=False)
+        # values-free first pass while many equations are missing; once the last
+        # attempt lacked only one or two, this one probably succeeds: one pass with
+        # values then costs less than the two (the last elimination is on the
+        # critical path of the transfer time)
+        likely = self._ml_deficit.get(sbn, 1 << 30) <= 2
+        ok = dec.solve(partial=likely)
         self.eliminations += 1
+        self._ml_deficit[sbn] = dec.ml_deficit
         self._ml_wait[sbn] = max(1, dec.ml_deficit)
         return ok
 
@@ -391,6 +398,7 @@ class FileReceiver:
         data = dec.source_block()
         del self.active[sbn]
         self._ml_wait.pop(sbn, None)
+        self._ml_deficit.pop(sbn, None)
         self.done.add(sbn)
         off, ln = self.pt.block_bytes(sbn)
         return [(off, data[:ln])]
