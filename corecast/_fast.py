@@ -20,6 +20,8 @@ Selected with ``deliverykit.fastpath.load`` (``DELIVERYKIT_PURE=1`` forces these
 
 from __future__ import annotations
 
+import sys
+
 from deliverykit.fastpath import load
 
 _HASH_LEN = {1: 20, 2: 32}
@@ -167,6 +169,7 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     rg = _int_ranges(ranges)
     c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = c_ccp = c_bad = 0
     last_hlen = -1
+    frames = frames[:]  # our own references, as the C function (digest may change the list)
     nf = len(frames)
     i = max(start, 0)
     append = out.append
@@ -185,7 +188,9 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     last_rloc = last_dest = last_hdr = None
     while i < nf:
         item = frames[i]
-        p = item[0] if type(item) is tuple else item
+        p = item[0] if type(item) is tuple and item else item
+        if not isinstance(p, bytes):  # as the C function: bytes or (bytes, addr) only
+            raise TypeError("cc_itr_batch: frames are bytes or (bytes, addr)")
         if l2:
             n = len(p)
             et = (p[12] << 8 | p[13]) if n >= 14 else 0
@@ -440,7 +445,8 @@ def py_cc_ring_read(ring, frame_size: int, frame_nr: int, start: int, max_frames
     is given back without being returned.  -> (frames, next slot, truncated)."""
     import struct
 
-    if frame_size < 32 or frame_nr < 1 or not 0 <= start < frame_nr or max_frames < 0:
+    if frame_size < 32 or frame_nr < 1 or not 0 <= start < frame_nr or max_frames < 0 \
+            or frame_nr > sys.maxsize // frame_size:  # as the C overflow check
         raise ValueError("cc_ring_read: bad frame size, count or start")
     mv = memoryview(ring)
     if mv.readonly:

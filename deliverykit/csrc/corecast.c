@@ -189,6 +189,9 @@ fail:
 /* ------------------------------------------------------------------ ITR batch */
 
 #define CC_MAX_RANGES 16
+
+/* Py_XSETREF is not in the limited API: replace *dst by src (a new reference) */
+#define CC_XSETREF(dst, src) do { PyObject *_cc_old = (dst); (dst) = (src); Py_XDECREF(_cc_old); } while (0)
 #define CC_NCTR 11
 
 struct cc_range {
@@ -368,6 +371,12 @@ cc_itr_batch(PyObject *self, PyObject *args)
         return NULL;
     long long c[CC_NCTR] = {0};
     Py_ssize_t nf = PyList_Size(frames), i = start < 0 ? 0 : start;
+    /* our own references to the frames from i on: digest() is Python code that
+     * could change the caller's list while we read a frame's bytes */
+    Py_ssize_t base = i < nf ? i : nf;
+    PyObject *fr = PyList_GetSlice(frames, base, nf);
+    if (!fr)
+        return NULL;
     int has_hdrs = PyDict_Size(hdrs) > 0, failed = 0;
     /* Within one call nothing but this loop touches the ITR's state, and this
      * loop never replaces a payloadBuffer entry or a map-cache entry: remember
@@ -382,7 +391,7 @@ cc_itr_batch(PyObject *self, PyObject *args)
     PyObject *last_entry = NULL, *last_rloc = NULL, *last_rs = NULL, *last_ehdr = NULL;
 
     for (; i < nf; i++) {
-        PyObject *item = PyList_GetItem(frames, i), *data = item;
+        PyObject *item = PyList_GetItem(fr, i - base), *data = item;
         if (PyTuple_Check(item) && PyTuple_Size(item) >= 1)
             data = PyTuple_GetItem(item, 0);
         if (!PyBytes_Check(data)) {
@@ -462,15 +471,16 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 Py_DECREF(chan);
                 if (pb == NULL)
                     break; /* a new channel: the Python core applies its bounds */
+                Py_INCREF(pb); /* digest() runs Python code: hold the entry */
                 PyObject *d = PyObject_CallFunction(digest, "iy#", (int)p[off + 1],
                                                     (const char *)p + off + 12 + ph, plen);
-                if (!d) { failed = 1; break; }
+                if (!d) { Py_DECREF(pb); failed = 1; break; }
                 int good = PyBytes_Check(d) && PyBytes_Size(d) == ph
                            && memcmp(PyBytes_AsString(d), p + off + 12, (size_t)ph) == 0;
                 Py_DECREF(d);
                 c[C_IN]++;
                 c[C_CC_PAYLOADS]++;
-                if (!good) { c[C_BAD_HASH]++; continue; }
+                if (!good) { Py_DECREF(pb); c[C_BAD_HASH]++; continue; }
                 unsigned long sq = ((unsigned long)p[off + 4] << 24) | ((unsigned long)p[off + 5] << 16)
                                    | ((unsigned long)p[off + 6] << 8) | p[off + 7];
                 PyObject *nh = PyBytes_FromStringAndSize((const char *)p + off + 12, ph);
@@ -484,7 +494,10 @@ cc_itr_batch(PyObject *self, PyObject *args)
                           || PyObject_SetAttr(pb, s_packet, np) < 0
                           || PyObject_SetAttr(pb, s_served, nd) < 0;
                 Py_XDECREF(nh); Py_XDECREF(ns); Py_XDECREF(np); Py_XDECREF(nd);
+                Py_DECREF(pb);
                 if (bad) { failed = 1; break; }
+                /* the remembered map-cache entry may be stale after Python code ran */
+                Py_CLEAR(last_entry); Py_CLEAR(last_rloc); Py_CLEAR(last_rs); Py_CLEAR(last_ehdr);
                 /* the remembered channel state is stale now */
                 Py_CLEAR(last_buf); Py_CLEAR(last_served); Py_CLEAR(last_hash_obj);
                 last_chan_len = 0;
@@ -555,11 +568,16 @@ cc_itr_batch(PyObject *self, PyObject *args)
             PyObject *eh = PyObject_GetAttr(entry, s_lisp_header);
             if (!eh)
                 PyErr_Clear();
-            last_ehdr = eh && PyBytes_Check(eh) ? eh : NULL; /* the entry keeps it alive */
-            Py_XDECREF(eh);
-            last_entry = entry; /* borrowed: the trie holds it for the whole call */
-            last_rloc = rloc;
-            last_rs = rs;
+            else if (!PyBytes_Check(eh))
+                Py_CLEAR(eh);
+            /* our own references: Python code (digest) may run before the next use */
+            CC_XSETREF(last_ehdr, eh);
+            Py_INCREF(entry);
+            CC_XSETREF(last_entry, entry);
+            Py_INCREF(rloc);
+            CC_XSETREF(last_rloc, rloc);
+            Py_INCREF(rs);
+            CC_XSETREF(last_rs, rs);
         }
         PyObject *hdr = last_ehdr ? last_ehdr : lh;
         if (has_hdrs) {
@@ -621,17 +639,26 @@ cc_itr_batch(PyObject *self, PyObject *args)
     Py_XDECREF(last_buf);
     Py_XDECREF(last_served);
     Py_XDECREF(last_hash_obj);
+    Py_XDECREF(last_entry);
+    Py_XDECREF(last_rloc);
+    Py_XDECREF(last_rs);
+    Py_XDECREF(last_ehdr);
+    Py_DECREF(fr);
+    if (failed) /* as the twin: counters are left alone when it raises */
+        return NULL;
     for (int k = 0; k < CC_NCTR; k++) {
         if (!c[k])
             continue;
         PyObject *old = PyList_GetItem(ctr, k);
-        long long o = old ? PyLong_AsLongLong(old) : 0;
+        if (!old)
+            return NULL;
+        long long o = PyLong_AsLongLong(old);
+        if (o == -1 && PyErr_Occurred())
+            return NULL;
         PyObject *nv = PyLong_FromLongLong(o + c[k]);
         if (!nv || PyList_SetItem(ctr, k, nv) < 0)
             return NULL;
     }
-    if (failed)
-        return NULL;
     return PyLong_FromSsize_t(i);
 }
 
@@ -750,7 +777,7 @@ cc_ring_read(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Onnnn:cc_ring_read", &ring, &fsize, &fnr, &start, &maxn))
         return NULL;
     if (fsize < (Py_ssize_t)sizeof(struct tpacket2_hdr) || fnr < 1 || start < 0 || start >= fnr
-        || maxn < 0) {
+        || maxn < 0 || fnr > PY_SSIZE_T_MAX / fsize) {
         PyErr_SetString(PyExc_ValueError, "cc_ring_read: bad frame size, count or start");
         return NULL;
     }
