@@ -279,7 +279,10 @@ def test_batch_twin_on_ethernet_frames(pkts):
     ref, b = make(False), make(False)
     ref_out = []
     for f, _ in frames:
-        if f[30:34] != OWN and f[30] < 224:
+        if f[12:14] == b"\x08\x00":
+            if len(f) >= 34 and f[30:34] != OWN and f[30] < 224:
+                ref_out += ref.handle_inner(f[14:], 1.0)
+        elif len(f) >= 54 and f[38] != 0xFF and not (f[38] == 0xFE and f[39] & 0xC0 == 0x80):
             ref_out += ref.handle_inner(f[14:], 1.0)
     assert b.handle_batch(frames, 1.0, l2=14) == ref_out and b.counters == ref.counters
 
