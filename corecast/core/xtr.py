@@ -78,6 +78,8 @@ class _Peer:
     echo_back: int | None = None  #: their nonce, to echo on our next packet
     last_tx: float = -1.0
     verified_at: float = float("-inf")
+    #: it sent us an echo request (N+E): it does echo-noncing itself
+    echo_capable: bool = False
 
 
 class Xtr:
@@ -264,7 +266,8 @@ class Xtr:
     def tick(self, now: float) -> list[Datagram]:
         """Map-Request retransmissions, plus echo-nonce timers: start a request toward
         RLOCs we send to whose path was not verified for ``echo_interval`` -- only
-        ETRs known to do echo-noncing (Map-Reply E-bit, RFC 9300 sec. 10.1); give up
+        ETRs known to do echo-noncing (Map-Reply E-bit, RFC 9300 sec. 10.1, or an
+        xTR that sent us an echo request itself); give up
         (unreachable) after ``echo_timeout``; resume suspended requests; try RLOCs
         declared down again after ``echo_holddown``."""
         out = self.itr.tick(now)
@@ -277,7 +280,8 @@ class Xtr:
         for rloc, p in list(self.peers.items()):
             if p.req_nonce is None:
                 if p.last_tx >= 0 and now - p.verified_at >= self.echo_interval \
-                        and now - p.last_tx < self.echo_interval and rloc in capable:
+                        and now - p.last_tx < self.echo_interval \
+                        and (p.echo_capable or rloc in capable):
                     self.request_echo(str(ipaddress.ip_address(rloc)), now)
                 continue
             if now >= p.req_deadline:
@@ -388,6 +392,7 @@ class Xtr:
         if flags & FLAG_E:  # a request: echo it on our next packet to them
             self.counters["echo_requests_received"] += 1
             p.echo_back = nonce
+            p.echo_capable = True
             if p.req_nonce is not None:  # both requesting: suspend ours a while
                 p.suspended_until = now + self.echo_suspend
                 # the wait for our echo starts again when the request resumes

@@ -341,3 +341,17 @@ def test_map_request_source_eid_with_instance_id():
     out = x.handle_data(lisp(pkt(HOST_A, HOST_B), map_versions=(3, 9), instance_id=9), RA, 0.0)
     (smr,) = [c.decode_control(d) for d, dst in out if dst[1] == 4342]
     assert smr.source_iid == 9 and smr.eid_iids == (9,) and smr.source_eid == A(HOST_B)
+
+
+def test_an_xtr_that_asked_us_for_an_echo_is_echo_capable():
+    """M5. RFC 9300 sec. 10.1: an xTR that sent us an Echo-Nonce request (N+E) does
+    echo-noncing, so we may request echoes from it too (without a Map-Reply E-bit)."""
+    x = make_xtr(RA, f"10.2.0.0/16 {RB}\n", echo_nonce=True)
+    x.handle_inner(pkt(HOST_A, HOST_B), 0.0)
+    x.tick(0.1)
+    assert x.counters["echo_requests_started"] == 0
+    x.handle_data(lisp(pkt(HOST_B, HOST_A), nonce=5, echo=True), RB, 0.2)
+    x.handle_inner(pkt(HOST_A, HOST_B), 0.3)  # echoes theirs
+    x.tick(0.4)
+    (d,) = x.handle_inner(pkt(HOST_A, HOST_B), 0.5)
+    assert hdr(d).flags & c.FLAG_E and x.counters["echo_requests_started"] == 1
