@@ -359,8 +359,11 @@ class FileReceiver:
             # tells how many equations are still missing (its rank deficiency), so the
             # next one waits for that many new symbols: the block decodes on the very
             # symbol that makes it solvable, with a handful of eliminations per block
-            # (the first waits for k + 0.5 %: LDPC-Staircase N1 = 5 needs ~1-1.3 % more)
-            c = self._ml_wait.get(sbn, k // 200 + 1) - 1
+            # The first waits for about what ML decoding typically needs (N1 = 5: k +
+            # 0.8-1.3 % for k = 1,500-3,000, bench m2c_fec: 1.01 k at k = 10,000; N1 = 3:
+            # ~1.07 k), so most blocks need one elimination: each costs 0.1-0.2 s at
+            # k = 3,000 on a loaded machine and the last one adds to the transfer time.
+            c = self._ml_wait.get(sbn, self._first_wait(k)) - 1
             self._ml_wait[sbn] = c
             if c <= 0:
                 if defer:
@@ -370,6 +373,10 @@ class FileReceiver:
         if not ok:
             return []
         return self._finish(sbn, dec)
+
+    def _first_wait(self, k: int) -> int:
+        """Symbols beyond k before the first elimination of a block (see :meth:`feed`)."""
+        return 1 + math.ceil(k * (0.012 if self.sd.fec.get("n1", 3) >= 5 else 0.06))
 
     def _eliminate(self, sbn: int, dec: ldpc.LDPCDecoder) -> bool:
         # values-free first pass while many equations are missing; once the last
