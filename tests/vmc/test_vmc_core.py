@@ -212,11 +212,15 @@ def test_validators_and_same_representation() -> None:
     assert a.if_range() == b'"e1"'
     assert not policy.same_representation(a, policy.Validators(b'"e2"', b"T", 10))
     assert not policy.same_representation(a, policy.Validators(b'"e1"', b"T", 11))
-    assert not policy.same_representation(a, policy.Validators(b'"e1"', None, 10))
+    # A 206 need not repeat Last-Modified (RFC 9110 sec. 15.3.7); a different one still differs.
+    assert policy.same_representation(a, policy.Validators(b'"e1"', None, 10))
+    assert not policy.same_representation(a, policy.Validators(b'"e1"', b"T2", 10))
     weak = policy.Validators(b'W/"e1"', None, 10)
     assert not weak.can_patch_from_origin() and not policy.same_representation(weak, weak)
-    lm_only = policy.Validators(None, b"T", 10)
-    assert lm_only.can_patch_from_origin() and lm_only.if_range() == b"T"
+    lm, date = b"Sat, 01 Jan 2000 00:00:00 GMT", b"Sat, 01 Jan 2000 00:00:01 GMT"
+    lm_only = policy.Validators(None, lm, 10, date)  # strong: Date >= Last-Modified + 1 s (sec. 8.8.2.2)
+    assert lm_only.can_patch_from_origin() and lm_only.if_range() == lm
+    assert not policy.Validators(None, lm, 10).can_patch_from_origin()  # no Date: weak
     assert not policy.Validators(None, None, 10).can_patch_from_origin()
 
 

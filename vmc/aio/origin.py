@@ -20,6 +20,11 @@ Query parameters (all optional, the body depends only on the path and size):
 ``nolm=1``       no Last-Modified; ``noetag=1`` no ETag
 ``chunked=1``    no Content-Length (chunked framing)
 ``cookie=1``     add Set-Cookie
+``head_delay=S`` wait S seconds before sending the response head (a slow origin)
+``lmnow=1``      Last-Modified equals Date (a weak date validator, RFC 9110 sec. 8.8.2.2)
+``nolm206=1``    a 206 carries no Last-Modified (allowed: RFC 9110 sec. 15.3.7)
+
+Every response carries ``Date`` (RFC 9110 sec. 6.6.1: an origin with a clock sends it).
 
 Range (one range; several are coalesced, else ignored) and If-Range are
 supported, so the origin can patch prefixes for the proxy. ``link_rate`` emulates
@@ -38,6 +43,7 @@ import hashlib
 import json
 import random
 import time
+from email.utils import formatdate
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
@@ -202,17 +208,25 @@ class Origin:
             await self._send(conn, writer, h11.Response(status_code=400, headers=[(b"content-length", b"0")]))
             await self._send(conn, writer, h11.EndOfMessage())
             return True
+        try:
+            head_delay = float(q.get("head_delay", 0))
+        except ValueError:
+            head_delay = 0.0
+        if head_delay > 0:
+            await asyncio.sleep(min(head_delay, 60.0))
+        date = formatdate(usegmt=True).encode()
         etag_core = q.get("etag") or hashlib.md5(f"{path}:{size}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
         changed = bool(q.get("change")) and path in self._failed
         if changed:
             etag_core += "-v2"
         etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
-        lm = LAST_MODIFIED_2 if changed else LAST_MODIFIED
+        lm = date if q.get("lmnow") else LAST_MODIFIED_2 if changed else LAST_MODIFIED
         v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm, size)
         hdrs: list[tuple[bytes, bytes]] = [
-            (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
+            (b"date", date), (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
         if v.etag:
             hdrs.append((b"etag", v.etag))
+        lm_at = len(hdrs)
         if v.last_modified:
             hdrs.append((b"last-modified", v.last_modified))
         if "cc" in q:
@@ -239,6 +253,8 @@ class Origin:
                 return True
             if len(spans) == 1:
                 first, end, status = spans[0][0], spans[0][1] + 1, 206
+                if q.get("nolm206") and v.last_modified:
+                    del hdrs[lm_at]
                 self.stats.range_requests += 1
                 hdrs.append((b"content-range", ranges.format_content_range(first, end - 1, size).encode()))
         if not q.get("chunked"):

@@ -21,8 +21,11 @@ Response side (:func:`response_verdict`):
   ``Accept-Encoding`` selected the same (covered by Vary when the origin sets it).
 
 Same representation (:func:`same_representation`): a range fetched from the origin
-to patch a prefix must carry the same validators (strong ETag, Last-Modified)
-and the same complete length, or it is never stitched onto the stream.
+to patch a prefix must carry the same strong ETag (or, without one, a matching
+Last-Modified) and the same complete length, or it is never stitched onto the
+stream. A validator is strong only as RFC 9110 sec. 8.8.2.2 and 13.1.5 say: an
+ETag without ``W/``; a Last-Modified only when there is no ETag at all and the
+response's Date is at least one second later.
 
 Header lists are h11's: ``[(lowercase name bytes, value bytes), ...]``.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from email.utils import mktime_tz, parsedate_tz
 
 from vmc.core.errors import RangeError
 from vmc.core.ranges import parse_content_range
@@ -117,6 +121,17 @@ def response_verdict(status: int, headers: Headers) -> Verdict:
     return SHAREABLE
 
 
+def http_date(value: bytes | None) -> float | None:
+    """Seconds since the epoch of an HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110 sec. 5.6.7)."""
+    if not value:
+        return None
+    try:
+        t = parsedate_tz(value.decode("ascii"))
+        return float(mktime_tz(t)) if t is not None else None
+    except (UnicodeDecodeError, ValueError, OverflowError, TypeError, IndexError):
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Validators:
     """What identifies one representation: entity tag, Last-Modified, length (RFC 9110 sec. 8.8)."""
@@ -127,15 +142,33 @@ class Validators:
     """Last-Modified field value as sent."""
     length: int | None
     """Complete length of the representation."""
+    date: bytes | None = None
+    """The response's Date field: decides whether Last-Modified is strong (sec. 8.8.2.2)."""
 
     @property
     def strong_etag(self) -> bytes | None:
         """The ETag when it is strong (range patching needs strong comparison, sec. 8.8.3.2)."""
         return self.etag if self.etag and not self.etag.startswith(b"W/") else None
 
+    @property
+    def strong_last_modified(self) -> bytes | None:
+        """Last-Modified when it is a strong validator for a client (sec. 8.8.2.2): the response's
+        Date is at least one second after it. Otherwise (no Date, or too close) it is weak."""
+        lm, date = http_date(self.last_modified), http_date(self.date)
+        if lm is None or date is None or date - lm < 1:
+            return None
+        return self.last_modified
+
     def if_range(self) -> bytes | None:
-        """The If-Range value to send when patching from the origin (sec. 13.1.5), or None."""
-        return self.strong_etag or self.last_modified
+        """The If-Range value to send when patching from the origin (sec. 13.1.5), or None.
+
+        With an entity tag, only that tag and only when strong ("MUST NOT generate an If-Range
+        header field containing an HTTP-date unless the client has no entity tag"); without
+        one, Last-Modified only when it is strong (sec. 8.8.2.2).
+        """
+        if self.etag is not None:
+            return self.strong_etag
+        return self.strong_last_modified
 
     def can_patch_from_origin(self) -> bool:
         """Range patching from the origin is safe only with a strong validator and a length."""
@@ -155,22 +188,32 @@ def validators_of(status: int, headers: Headers) -> Validators:
     else:
         cl = get(headers, b"content-length")
         length = int(cl) if cl is not None and cl.isdigit() else None
-    return Validators(get(headers, b"etag"), get(headers, b"last-modified"), length)
+    return Validators(get(headers, b"etag"), get(headers, b"last-modified"), length, get(headers, b"date"))
 
 
 def same_representation(a: Validators, b: Validators) -> bool:
-    """Strong comparison of two responses' validators (RFC 9110 sec. 8.8.3.2, 13.1.5).
+    """Is ``b`` (the origin's 206 answer to our If-Range) part of the representation ``a``?
 
-    Every validator present on either side must be present and equal on the other,
-    at least one of ETag (strong) / Last-Modified must be present, and lengths must match.
+    ``a`` must have a strong validator (:meth:`Validators.if_range`) and the complete lengths
+    must match. With a strong ETag, ``b`` must carry the same tag (RFC 9110 sec. 15.3.7: a 206
+    sends ETag when a 200 would; strong comparison, sec. 8.8.3.2). Last-Modified is compared
+    only when both carry it: a 206 answering If-Range SHOULD NOT repeat other representation
+    fields (sec. 15.3.7). Without an ETag on ``a``, its strong Last-Modified decides, and ``b``
+    must not carry an ETag it did not have.
     """
     if a.length is None or a.length != b.length:
         return False
-    if a.etag is None and a.last_modified is None:
+    cond = a.if_range()
+    if cond is None:
         return False
-    if a.etag != b.etag or a.last_modified != b.last_modified:
+    if a.etag is not None:
+        if b.etag != a.etag:
+            return False
+    elif b.etag is not None:
         return False
-    return a.etag is None or a.strong_etag is not None
+    if a.last_modified is not None and b.last_modified is not None and a.last_modified != b.last_modified:
+        return False
+    return True
 
 
 def vary_fields(headers: Headers) -> tuple[bytes, ...]:
