@@ -117,18 +117,18 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
 
     LDPC: N1 = 5 (N1m3 = 2) because our receivers finish with Gaussian
     elimination (RFC 5170 4.2.3 suggests N1m3 > 0 then): ~1.01 k symbols instead
-    of ~1.07 k with N1 = 3 (bench m2c_fec).  Blocks of at most 3,000 source
-    symbols: one elimination stays under ~0.1 s in Python, and since they are
-    paced by the rank deficiency a block needs only a handful; fewer blocks
-    waste fewer symbols of blocks already decoded while the last one finishes
-    (session 1 used 2,000: a 4 MiB file was 2 blocks; ``dupsim`` with one block
-    needed 0.2-1.3 % fewer symbols, docs/m2c-results.md).
+    of ~1.07 k with N1 = 3 (bench m2c_fec).  Blocks of at most 2,000 source
+    symbols: fewer, larger blocks waste fewer symbols of already decoded blocks
+    (``dupsim``: 0.2-1.3 % fewer symbols with one block of 2,946 than with two)
+    but the last block's final elimination, which adds to the transfer time,
+    took 0.25-0.3 s at k = 2,946 on the loaded testbed, about twice as long,
+    and the 4 Mb/s receiver was no faster (docs/m2c-results.md).
     """
     if scheme == "rs":
         B = max_block_length or 128
         return {"scheme": "rs", "symbol_size": symbol_size, "max_block_length": B,
                 "max_n": 2 * B, "n1": 0, "seed": 0}
-    B = max_block_length or 3000
+    B = max_block_length or 2000
     return {"scheme": "ldpc", "symbol_size": symbol_size, "max_block_length": B,
             "max_n": 2 * B, "n1": n1, "seed": seed}
 
