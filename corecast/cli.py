@@ -81,6 +81,18 @@ def _print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def map_version(text: str) -> int:
+    """A Map-Version for the command line: 1..4095 (RFC 9302 sec. 5; 0 is the Null
+    Map-Version, which means no versioning, and 4096 would wrap to it)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= value <= 4095:
+        raise argparse.ArgumentTypeError(f"Map-Version {value} is outside 1..4095")
+    return value
+
+
 async def _run_until(duration: float | None, done: asyncio.Event | None = None) -> None:
     """Wait for duration, ``done``, or a signal."""
     stop = asyncio.Event()
@@ -142,7 +154,8 @@ async def _etr(a: argparse.Namespace) -> dict:
         reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,),
                                         _hostport(a.map_server, LISP_CONTROL_PORT),
                                         a.psk.encode(), a.key_id, a.algorithm_id,
-                                        iid=a.instance_id or 0))
+                                        iid=a.instance_id or 0,
+                                        map_version=a.map_version or 0))
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
     await node.start()
 
@@ -443,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT)
     p.add_argument("--instance-id", type=int, default=None,
                    help="decapsulate and register only this instance (RFC 9300 sec. 8)")
+    p.add_argument("--map-version", type=map_version, default=None,
+                   help="Map-Version 1..4095 carried in the Map-Register records (RFC 9302 sec. 5)")
     _common(p)
 
     p = sub.add_parser("itr", help="CoreCast ITR (Algorithm 1)")
@@ -456,8 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
     p.add_argument("--local-rloc", action="append", default=[],
                    help="this site's locators in mapping order: Locator-Status-Bits (xTR)")
-    p.add_argument("--map-version", type=int, default=None,
-                   help="this site's Map-Version: map-versioning on (RFC 9302; xTR)")
+    p.add_argument("--map-version", type=map_version, default=None,
+                   help="this site's Map-Version 1..4095: map-versioning on (RFC 9302; xTR)")
     _common(p)
 
     p = sub.add_parser("source", help="CoreCast source")

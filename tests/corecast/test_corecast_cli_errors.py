@@ -28,6 +28,12 @@ ITR = ("itr", "--rloc", "127.0.0.1", "--cc-range", "10.255.0.0/16", "--duration"
     (("plan", "--C", "-1"), "positive number"),
     (("deploy", "--chunks", "-3"), "positive integer"),
     (("experiment", "bogus"), "unknown experiment 'bogus'"),
+    # RFC 9302 sec. 5: 0 is the Null Map-Version; 4096 would wrap to it
+    ((*ITR, "--inside", "127.0.0.1:9", "--data-port", "0", "--map-version", "4096"),
+     "outside 1..4095"),
+    ((*ITR, "--inside", "127.0.0.1:9", "--data-port", "0", "--map-version", "0"), "outside 1..4095"),
+    (("etr", "--rloc", "127.0.0.1", "--cc-range", "10.255.0.0/16", "--map-version", "5000"),
+     "outside 1..4095"),
 ])
 def test_bad_arguments_are_usage_errors(args, message):
     r = corecast(*args)

@@ -355,3 +355,18 @@ def test_an_xtr_that_asked_us_for_an_echo_is_echo_capable():
     x.tick(0.4)
     (d,) = x.handle_inner(pkt(HOST_A, HOST_B), 0.5)
     assert hdr(d).flags & c.FLAG_E and x.counters["echo_requests_started"] == 1
+
+
+def test_registrar_registers_its_map_version():
+    """RFC 9302 sec. 5: the ETR's Map-Register records carry the site's Map-Version
+    (``corecast etr --map-version``); out-of-range versions are refused."""
+    from corecast.core.register import Registrar, RegistrarConfig
+
+    cfg = RegistrarConfig(("10.2.0.0/16",), (RA,), ("192.0.2.9", 4342), b"k", 1, map_version=77)
+    (msg, _dst), = Registrar(cfg).tick(0.0)
+    assert [r.map_version for r in c.decode_control(msg).records] == [77]
+    with pytest.raises(ValueError):
+        Registrar(RegistrarConfig(("10.2.0.0/16",), (RA,), ("192.0.2.9", 4342), b"k", 1,
+                                  map_version=4096))
+    with pytest.raises(ValueError):
+        Xtr(Itr(RA, [], fast=False), Etr([]), map_versioning=True, map_version=4096)
