@@ -33,6 +33,24 @@ _PROTO = 253
 _RANGES: dict[tuple, tuple] = {}
 
 
+def l2_inner(frame: bytes) -> bytes:
+    """The IP packet in an Ethernet frame (type IPv4 or IPv6 at bytes 12-13), without
+    the padding Ethernet adds to short frames: cut at the IP total / payload
+    length when that is shorter than what follows the 14-byte header."""
+    p = frame[14:]
+    n = len(p)
+    if frame[12:14] == b"\x08\x00":
+        if n >= 4:
+            tot = p[2] << 8 | p[3]
+            if 20 <= tot < n:
+                return p[:tot]
+    elif n >= 6:
+        tot = 40 + (p[4] << 8 | p[5])
+        if tot < n:
+            return p[:tot]
+    return p
+
+
 #: reserved ranges the batch fast path takes (CC_MAX_RANGES in corecast.c)
 MAX_RANGES = 16
 
@@ -210,7 +228,7 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
                 i += 1
                 continue
             c_ip += 1
-            p = p[14:]
+            p = l2_inner(p)
         n = len(p)
         if n < 20:
             break

@@ -39,8 +39,7 @@ class RawInside:
 
     def __init__(self, ifname: str, cb: Callable[[list], None], ignore: set[bytes],
                  frames: bool = False, ring: bool = True) -> None:
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        self.sock = self._open()
         self.cb = cb
         self.ignore = ignore
         self.counters = {"frames": 0, "ip": 0, "to_self": 0, "truncated": 0}
@@ -65,13 +64,31 @@ class RawInside:
             try:
                 self._ring_setup()
             except OSError:
+                # a socket that got PACKET_RX_RING delivers into the ring only: a
+                # recvmmsg fallback needs a fresh socket
                 self.ring = None
-        self.sock.bind((ifname, 0))
-        self.sock.setblocking(False)
+                self.sock.close()
+                self.sock = self._open()
+        try:
+            self.sock.bind((ifname, 0))
+            self.sock.setblocking(False)
+        except OSError:
+            self.sock.close()  # no leak when the interface is gone or not ours
+            raise
         if self.ring is None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         asyncio.get_running_loop().add_reader(
             self.sock.fileno(), self._drain_ring if self.ring is not None else self._drain)
+
+    @staticmethod
+    def _open() -> socket.socket:
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def _ring_setup(self, total: int = 16 << 20) -> None:
         import mmap
@@ -103,6 +120,7 @@ class RawInside:
                 return
 
     def _drain(self) -> None:
+        from corecast._fast import l2_inner
         from deliverykit.fastpath import recv_batch
 
         ignore = self.ignore
@@ -134,7 +152,7 @@ class RawInside:
                 if skip:
                     self.counters["to_self"] += 1
                     continue
-                out.append(frame[14:])
+                out.append(l2_inner(frame))  # without Ethernet padding
             self.counters["frames"] += len(got)
             self.counters["ip"] += len(out)
             if out:

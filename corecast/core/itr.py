@@ -247,7 +247,7 @@ class Itr:
         while i < n:
             item = frames[i]
             p = item[0] if type(item) is tuple else item
-            out += self.handle_inner(p[l2:] if l2 else p, now)
+            out += self.handle_inner(_fast.l2_inner(p) if l2 else p, now)
             i = batch(frames, i + 1, l2, ctx, now, out, ctr)
         c = self.counters
         if ctr[0]:

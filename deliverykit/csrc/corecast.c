@@ -425,6 +425,17 @@ cc_itr_batch(PyObject *self, PyObject *args)
             c[C_L2_IP]++;
             p += 14;
             n -= 14;
+            /* Ethernet pads short frames to 60 bytes: the IP length says where the
+             * packet ends (as l2_inner in corecast/_fast.py) */
+            if (et == 0x0800) {
+                Py_ssize_t tot = (Py_ssize_t)(p[2] << 8 | p[3]);
+                if (tot >= 20 && tot < n)
+                    n = tot;
+            } else {
+                Py_ssize_t tot = 40 + (Py_ssize_t)(p[4] << 8 | p[5]);
+                if (tot < n)
+                    n = tot;
+            }
         }
         /* classify (same rules as cc_parse) */
         if (n < 20) break;

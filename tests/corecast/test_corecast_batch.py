@@ -128,12 +128,12 @@ def test_batch_on_ethernet_frames(pkts):
     for f, _ in frames:
         if len(f) >= 34 and f[12:14] == b"\x08\x00":
             if f[30:34] != OWN and f[30] < 224:
-                ref_out += ref.handle_inner(f[14:], 1.0)
+                ref_out += ref.handle_inner(_fast.l2_inner(f), 1.0)
             else:
                 skipped += 1
         elif len(f) >= 54 and f[12:14] == b"\x86\xdd":
             if f[38] != 0xFF and not (f[38] == 0xFE and f[39] & 0xC0 == 0x80):
-                ref_out += ref.handle_inner(f[14:], 1.0)
+                ref_out += ref.handle_inner(_fast.l2_inner(f), 1.0)
             else:
                 skipped += 1
     for itr in (a, b):
@@ -281,9 +281,9 @@ def test_batch_twin_on_ethernet_frames(pkts):
     for f, _ in frames:
         if f[12:14] == b"\x08\x00":
             if len(f) >= 34 and f[30:34] != OWN and f[30] < 224:
-                ref_out += ref.handle_inner(f[14:], 1.0)
+                ref_out += ref.handle_inner(_fast.l2_inner(f), 1.0)
         elif len(f) >= 54 and f[38] != 0xFF and not (f[38] == 0xFE and f[39] & 0xC0 == 0x80):
-            ref_out += ref.handle_inner(f[14:], 1.0)
+            ref_out += ref.handle_inner(_fast.l2_inner(f), 1.0)
     assert b.handle_batch(frames, 1.0, l2=14) == ref_out and b.counters == ref.counters
 
 
@@ -361,3 +361,21 @@ def test_cc_ring_read_rejects_overflowing_sizes():
     for fn in fns:
         with pytest.raises(ValueError):
             fn(ring, 1 << 32, sys.maxsize // (1 << 31), 0, 1)
+
+
+@pytest.mark.parametrize("fn", [name for name, _f in _fns()])
+def test_ethernet_padding_is_trimmed(fn):
+    """AF_PACKET frames shorter than 60 bytes come padded (IEEE 802.3 minimum frame):
+    the IP total length (IPv4) / payload length (IPv6) says where the packet ends,
+    so the encapsulated inner packet (RFC 9300 sec. 5.1) carries no padding, on the
+    fast path and the slow path alike."""
+    itr = make(False)
+    itr._batch = dict(_fns())[fn]
+    small = _ip(SRC4, A("10.1.0.1").packed, 17, c.build_udp(1, 2, b"x"))  # 29 bytes
+    miss = _ip(SRC4, A("10.9.0.1").packed, 17, c.build_udp(1, 2, b"y"))  # no mapping: slow
+    small6 = _ip(SRC6, A("fd00:2::1").packed, 17, c.build_udp(1, 2, b"z"))
+    frames = [ether(small) + b"\x00" * 17, ether(miss) + b"\xee" * 17, ether(small6) + b"\x00" * 9]
+    out = itr.handle_batch(frames, 0.0, l2=14)
+    assert [d[0][8:] for d in out] == [small, small6]
+    assert [bytes(p) for p in itr.mapcache.pending[A("10.9.0.1").packed].packets] == [miss]
+    assert _fast.l2_inner(ether(small) + b"\x00" * 17) == small

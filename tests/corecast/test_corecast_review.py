@@ -370,3 +370,44 @@ def test_registrar_registers_its_map_version():
                                   map_version=4096))
     with pytest.raises(ValueError):
         Xtr(Itr(RA, [], fast=False), Etr([]), map_versioning=True, map_version=4096)
+
+
+@pytest.mark.root
+async def test_raw_inside_falls_back_to_a_fresh_socket_and_never_leaks():
+    """packet(7): a socket that got PACKET_RX_RING delivers into the ring only, so
+    when the ring cannot be mapped the recvmmsg fallback uses a fresh socket (and
+    receives); a failed bind closes the socket."""
+    import os
+    import struct
+
+    from corecast.aio import raw
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    with pytest.raises(OSError):
+        raw.RawInside("cc-no-such-if", lambda got: None, set(), frames=True)
+    assert fds() == before
+
+    class NoMap(raw.RawInside):
+        def _ring_setup(self, total: int = 1 << 20) -> None:
+            self.sock.setsockopt(raw.SOL_PACKET, raw.PACKET_VERSION, raw.TPACKET_V2)
+            self.sock.setsockopt(raw.SOL_PACKET, raw.PACKET_RX_RING,
+                                 struct.pack("IIII", 1 << 16, 4, 2048, 128))
+            raise OSError("mmap refused")  # as a failed mmap after the ring was set
+
+    got: list = []
+    r = NoMap("lo", got.extend, set(), frames=True)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        assert r.ring is None
+        for _ in range(100):
+            tx.sendto(b"ring-fallback", ("127.0.0.1", 9))
+            await asyncio.sleep(0.02)
+            if any(b"ring-fallback" in f[0] for f in got):
+                break
+        assert any(b"ring-fallback" in f[0] for f in got)
+    finally:
+        tx.close()
+        r.close()
