@@ -411,3 +411,29 @@ async def test_raw_inside_falls_back_to_a_fresh_socket_and_never_leaks():
     finally:
         tx.close()
         r.close()
+
+
+def test_smrs_have_a_global_cap():
+    """M8. RFC 9301 sec. 6.1 "the SMR sender ... MUST rate limit": besides the per-RLOC
+    limit a token bucket caps all SMRs (stale packets from many ITRs at once)."""
+    locs = ",".join(f"192.0.2.{10 + i}" for i in range(20))
+    x = make_xtr(RB, f"10.1.0.0/16 {locs}\n", map_versioning=True, map_version=10,
+                 smr_per_second=3.0)
+    for i in range(20):  # we send to all of them
+        x._tx[A(f"192.0.2.{10 + i}").packed] = 0.0
+    stale = lisp(pkt(HOST_A, HOST_B), map_versions=(3, 9))
+    smrs = [d for i in range(20) for d in x.handle_data(stale, f"192.0.2.{10 + i}", 1.0)
+            if d[1][1] == 4342]
+    assert len(smrs) == 3 and x.counters["smr_rate_limited"] == 17
+
+
+def test_instance_zero_sets_no_i_bit():
+    """RFC 9300 sec. 5.3, 8: no I-bit means instance 0; Itr(instance_id=0) and the Xtr
+    agree on sending none."""
+    itr = Itr(RA, [], MapCache(), instance_id=0, fast=False)
+    itr.mapcache.load_static(f"10.2.0.0/16 {RB}\n")
+    (d,) = itr.handle_inner(pkt(HOST_A, HOST_B), 0.0)
+    assert not hdr(d).flags & c.FLAG_I
+    x = Xtr(itr, Etr([]))
+    (d,) = x.handle_inner(pkt(HOST_A, HOST_B), 0.0)
+    assert not hdr(d).flags & c.FLAG_I
