@@ -21,6 +21,10 @@ class ProxyConfig:
     window: int = 8 << 20
     #: Per-client live queue bound; a client that falls this far behind is detached.
     queue_limit: int = 1 << 20
+    #: Global bound on the session buffers: each live session is charged its window (or its length
+    #: if smaller); a new URI that would pass the budget is fetched unshared, without buffering
+    #: (0 = no bound). 256 MiB = 32 full 8 MiB windows.
+    buffer_budget: int = 256 << 20
     max_connections: int = 512
     #: Cap on upstream connections open at once (in use or idle; 0 = no cap). Past it a request
     #: waits up to ``upstream_queue_wait`` s for one, then gets 503 + Retry-After. Joiners of a
@@ -34,6 +38,12 @@ class ProxyConfig:
     #: Idle time allowed while waiting for a request head.
     idle_timeout: float = 30.0
     upstream_timeout: float = 30.0
+    #: A client whose socket takes no bytes for this long is cut off (it must not hold an upstream
+    #: connection or a session forever; 0 = never).
+    client_write_timeout: float = 30.0
+    #: A sharer that gets no new byte of the live stream for this long fails cleanly (0 = never);
+    #: longer than one origin read timeout plus the resume attempts.
+    stall_timeout: float = 120.0
     #: How long a joiner waits for a pending session's response head.
     join_wait: float = 10.0
     #: Queue bound for a joiner whose prefix left the window: it takes the live stream at once

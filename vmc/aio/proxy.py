@@ -82,16 +82,40 @@ class _Client:
         self.writer = writer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
         writer.transport.set_write_buffer_limits(high=cfg.write_high_water)
+        self.high = cfg.write_high_water
+        self.write_timeout = cfg.client_write_timeout
         self.original_dst = original_dst(writer.get_extra_info("socket")) if cfg.transparent else None
 
     async def send(self, event: h11.Event) -> None:
+        """Write one event; ClientGone if the connection broke or made no write progress for
+        ``client_write_timeout`` s (a client that stops reading must not hold upstream resources)."""
         try:
             data = self.conn.send(event)
             if data:
                 self.writer.write(data)
-                await self.writer.drain()
+                if self.write_timeout > 0 and self.writer.transport.get_write_buffer_size() > self.high:
+                    await self._drain_with_progress()
+                else:
+                    await self.writer.drain()
         except (OSError, RuntimeError) as exc:
             raise ClientGone(repr(exc)) from exc
+
+    async def _drain_with_progress(self) -> None:
+        """drain(), giving up when a whole ``write_timeout`` passes with no byte leaving the buffer."""
+        transport = self.writer.transport
+        task = asyncio.ensure_future(self.writer.drain())
+        try:
+            while True:
+                before = transport.get_write_buffer_size()
+                done, _ = await asyncio.wait({task}, timeout=self.write_timeout)
+                if done:
+                    task.result()
+                    return
+                if transport.get_write_buffer_size() >= before:
+                    raise ClientGone(f"write stalled: no progress for {self.write_timeout:g} s")
+        finally:
+            if not task.done():
+                task.cancel()
 
     def abort(self) -> None:
         if not self.writer.is_closing():
@@ -116,6 +140,8 @@ class Proxy:
         self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
+        #: Sessions whose buffer is (or may still be) held: charged against ``cfg.buffer_budget``.
+        self._buffered: set[Session] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Proxy:
@@ -155,8 +181,19 @@ class Proxy:
             snap["upstream_limit"] = {"max": lim.limit, "open": lim.open, "peak": lim.peak,
                                       "waiting": lim.waiting, "queued": lim.queued, "refused": lim.refused}
         snap["window"] = self.cfg.window
+        snap["buffer_budget"] = self.cfg.buffer_budget
+        snap["buffer_committed"] = self.committed_buffer
         snap["queue_limit"] = self.cfg.queue_limit
         return snap
+
+    @property
+    def committed_buffer(self) -> int:
+        """Bytes the buffered sessions may hold at most (each: its window, or its length if smaller)."""
+        return sum(min(s.buffer.window, s.length) if s.length else s.buffer.window for s in self._buffered)
+
+    def _over_budget(self) -> bool:
+        budget = self.cfg.buffer_budget
+        return budget > 0 and self.committed_buffer + self.cfg.window > budget
 
     # ------------------------------------------------------------------ connections
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -403,6 +440,11 @@ class Proxy:
         if method == b"HEAD" or policy.get(headers, b"range") is not None:
             await self._passthrough(client, method, headers, body, route, rec)
             return
+        if self._over_budget():
+            # The live sessions' windows already take the global budget: fetch unshared (no buffer).
+            self.stats.not_shared["buffer-budget"] += 1
+            await self._passthrough(client, method, headers, body, route, rec)
+            return
         await self._start_session(client, key, route, headers, rec)
 
     def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]], route: Route) -> bool:
@@ -428,6 +470,7 @@ class Proxy:
         upstream, path = route.upstream, route.path
         s = Session(key, route.uri, upstream, path, up_headers, self.cfg.window)
         self.sessions[key] = s
+        self._buffered.add(s)
         try:
             self.stats.origin_requests += 1
             resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
@@ -436,6 +479,7 @@ class Proxy:
             s.state = FAILED
             s.ready.set()
             self._drop(s)
+            self._buffered.discard(s)
             if not isinstance(exc, up.UpstreamError):
                 raise
             rec.mode, rec.error = "error", str(exc)
@@ -447,6 +491,7 @@ class Proxy:
             s.verdict = verdict
             s.ready.set()
             self._drop(s)
+            self._buffered.discard(s)
             self.stats.not_shared[verdict.reason] += 1
             await self._relay(client, b"GET", resp, rec)
             return
@@ -462,9 +507,9 @@ class Proxy:
         rec.mode = "origin"
         s.readers += 1
         resumable = self.cfg.retry_by_range and s.validators.can_patch_from_origin()
-        s.pump_task = asyncio.create_task(s.pump(
-            resp, self.stats, self._drop, refetch=(lambda off: self._refetch(s, off)) if resumable else None,
-            attempts=self.cfg.resume_attempts, backoff=self.cfg.resume_backoff))
+        s.start(resp, self.stats, self._drop,
+                refetch=(lambda off, slot: self._refetch(s, off, slot)) if resumable else None,
+                attempts=self.cfg.resume_attempts, backoff=self.cfg.resume_backoff)
         s.ready.set()
         try:
             await self._respond_shared(client, s, b"GET", 200, 0, s.length, rec, b"first")
@@ -472,15 +517,20 @@ class Proxy:
             self._release(s)
 
     def _drop(self, s: Session) -> None:
+        """The pump ended (or never ran): the session leaves the registry."""
         if self.sessions.get(s.key) is s:
             del self.sessions[s.key]
+        if s.readers <= 0:
+            s.buffer.clear()
+            self._buffered.discard(s)
 
     def _release(self, s: Session) -> None:
         s.readers -= 1
         if s.readers <= 0 and s.state == STREAMING and s.pump_task is not None:
-            s.pump_task.cancel()
+            s.pump_task.cancel()  # its done-callback cleans up, even if it never started
         if s.readers <= 0 and s.state != STREAMING:
             s.buffer.clear()
+            self._buffered.discard(s)
 
     async def _join(
         self, client: _Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
@@ -593,7 +643,10 @@ class Proxy:
             raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
 
     async def _follow(self, client: _Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
+        """Write the live stream from ``sub``'s queue; StreamFailed if no byte comes for ``stall_timeout`` s."""
         q = sub.queue
+        loop = asyncio.get_running_loop()
+        limit = self.cfg.stall_timeout
         while pos < end:
             chunk = q.pop()
             if chunk is None:
@@ -602,8 +655,18 @@ class Proxy:
                     return pos
                 if q.closed:
                     return pos
+                if s.pump_task is not None and s.pump_task.done() and s.state == STREAMING:
+                    raise StreamFailed("the origin fetch ended without finishing the stream")
                 sub.wake.clear()
-                await sub.wake.wait()
+                t0 = loop.time()
+                timer = loop.call_later(limit, sub.wake.set) if limit > 0 else None
+                try:
+                    await sub.wake.wait()
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                if limit > 0 and q.queued == 0 and not q.closed and loop.time() - t0 >= limit:
+                    raise StreamFailed(f"live stream stalled: no data for {limit:g} s at {pos}/{s.length}")
                 continue
             if len(chunk) > end - pos:
                 chunk = chunk[: end - pos]
@@ -611,19 +674,21 @@ class Proxy:
             pos += len(chunk)
         return pos
 
-    async def _refetch(self, s: Session, offset: int) -> up.UpstreamResponse:
+    async def _refetch(self, s: Session, offset: int, slot: up.Slot) -> up.UpstreamResponse:
         """The rest of the session's representation, ``[offset, length)``, by Range + If-Range.
 
         RepresentationChanged when the origin answers with anything but exactly that (a 200
-        means If-Range did not match: a new representation); UpstreamError otherwise.
+        means If-Range did not match: a new representation); UpstreamError otherwise. The
+        request uses the session's limiter ``slot``, which stays the caller's when this raises.
         """
         hdrs = list(s.upstream_headers)
         hdrs.append((b"range", b"bytes=%d-" % offset))
         hdrs.append((b"if-range", s.validators.if_range() or b""))
         self.stats.origin_requests += 1
         resp = await up.request(*s.upstream, b"GET", s.target, hdrs, timeout=self.cfg.upstream_timeout,
-                                pool=self.pool, limiter=self.limiter)
+                                pool=self.pool, limiter=self.limiter, slot=slot)
         if resp.status != 206:
+            resp.detach_slot()
             resp.close()
             if resp.status == 200 or 400 <= resp.status < 500:
                 raise RepresentationChanged(f"origin answered the resume with {resp.status}")
@@ -635,6 +700,7 @@ class Proxy:
         got = policy.validators_of(resp.status, resp.headers)
         if (cr is None or cr.first != offset or cr.last != s.length - 1 or cr.length != s.length
                 or not policy.same_representation(s.validators, got)):
+            resp.detach_slot()
             resp.close()
             raise RepresentationChanged("origin's resume is not the rest of the same representation")
         return resp

@@ -16,6 +16,15 @@ the break. The retry is bounded (``attempts``); when the origin's answer shows a
 different representation (a full 200 because If-Range failed, or other
 validators) or attempts run out, the session fails and every sharer's response
 is cut short, a clean error (RFC 9112 sec. 6.3: an incomplete message).
+
+The resume keeps the broken connection's upstream-limiter slot (it is not handed
+to a queued request in between, which would starve the resume), and a full cap
+(:class:`~vmc.aio.upstream.UpstreamBusy`) is not counted as an attempt.
+
+Cleanup never depends on the pump coroutine having started: :meth:`Session.start`
+adds a done-callback that closes the origin response, releases the slot, fails
+the session if it is still streaming and drops it from the registry, also when
+the task was cancelled before its first step (the last reader left at once).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from vmc.aio.upstream import UpstreamError, UpstreamResponse
+from vmc.aio.upstream import NO_SLOT, Slot, UpstreamBusy, UpstreamError, UpstreamResponse
 from vmc.core.buffer import SessionBuffer
 from vmc.core.policy import Validators, Verdict
 from vmc.core.queue import ClientQueue
@@ -36,8 +45,10 @@ class RepresentationChanged(UpstreamError):
     """The origin's answer to a resume is not the rest of the same representation: never retried."""
 
 
-#: ``refetch(offset)`` -> the origin's response for bytes ``[offset, length)`` of the same representation.
-Refetch = Callable[[int], Awaitable[UpstreamResponse]]
+#: ``refetch(offset, slot)`` -> the origin's response for bytes ``[offset, length)`` of the same
+#: representation, on a new connection using the caller's limiter ``slot`` (owned by the response
+#: on success; still the caller's when it raises).
+Refetch = Callable[[int, Slot], Awaitable[UpstreamResponse]]
 
 
 class Subscriber:
@@ -84,6 +95,8 @@ class Session:
         #: Times the origin stream was resumed by Range after breaking off.
         self.resumes = 0
         self.pump_task: asyncio.Task | None = None
+        #: The limiter slot held between a break and its resume.
+        self._slot: Slot = NO_SLOT
 
     @property
     def live(self) -> bool:
@@ -109,6 +122,32 @@ class Session:
             sub.wake.set()
         self.subscribers.clear()
 
+    def start(
+        self,
+        resp: UpstreamResponse,
+        stats: Stats,
+        on_end: Callable[[Session], None],
+        refetch: Refetch | None = None,
+        attempts: int = 0,
+        backoff: float = 0.0,
+    ) -> asyncio.Task:
+        """Run :meth:`pump` as a task whose cleanup happens even if it is cancelled before it starts."""
+        task = asyncio.create_task(self.pump(resp, stats, on_end, refetch, attempts, backoff))
+        self.pump_task = task
+
+        def done(t: asyncio.Task) -> None:
+            resp.close()  # idempotent
+            self._slot.release()
+            self._slot = NO_SLOT
+            if self.state in (PENDING, STREAMING):
+                self._finish(FAILED, "abandoned: no readers left")
+            if not t.cancelled():
+                t.exception()  # retrieved: the pump handles its own errors
+            on_end(self)
+
+        task.add_done_callback(done)
+        return task
+
     async def pump(
         self,
         resp: UpstreamResponse,
@@ -125,12 +164,13 @@ class Session:
         n-th), for all subscribers at once.
         """
         cur: UpstreamResponse | None = resp
-        tries = 0
+        tries = busy = 0
         try:
             while True:
                 try:
                     if cur is None:
-                        cur = await refetch(self.buffer.received)  # type: ignore[misc]
+                        cur = await refetch(self.buffer.received, self._slot)  # type: ignore[misc]
+                        self._slot = NO_SLOT  # the response owns it now
                     await self._drain(cur, stats)
                     if tries:
                         stats.stream_resumed += 1
@@ -140,8 +180,18 @@ class Session:
                     stats.stream_failures += 1
                     self._finish(FAILED, f"not resumed: {exc}")
                     return
+                except UpstreamBusy as exc:
+                    # No slot to resume with (none was held): waiting for one is not an attempt.
+                    busy += 1
+                    if busy > max(attempts, 1):
+                        stats.stream_failures += 1
+                        self._finish(FAILED, f"{exc} (upstream busy)")
+                        return
+                    await asyncio.sleep(max(backoff, 0.01) * busy)
                 except UpstreamError as exc:
                     if cur is not None:
+                        if refetch is not None and tries < attempts:
+                            self._slot = cur.detach_slot()  # keep the slot for the resume
                         cur.close()
                         cur = None
                     if refetch is None or tries >= attempts:
@@ -161,7 +211,8 @@ class Session:
         finally:
             if cur is not None:
                 cur.close()
-            on_end(self)
+            self._slot.release()
+            self._slot = NO_SLOT
 
     async def _drain(self, resp: UpstreamResponse, stats: Stats) -> None:
         """Append one origin response's body (whole, or the rest by Range) to the stream."""

@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Sequence
 import h11
 
 READ_SIZE = 65536
+#: 1xx responses accepted before the final one (an origin streaming 1xx forever is cut off).
+MAX_INTERIM = 32
 
 HOP_BY_HOP = frozenset(
     {
@@ -154,6 +156,7 @@ class UpstreamResponse:
         self._pool: Pool | None = None
         self._key: tuple[str, int] = ("", 0)
         self._slot: Slot = NO_SLOT
+        self._closed = False
 
     def header(self, name: bytes) -> bytes | None:
         """First value of a (lower-case) header."""
@@ -196,8 +199,23 @@ class UpstreamResponse:
             parts.append(c)
         return b"".join(parts)
 
+    def detach_slot(self) -> Slot:
+        """Take over this response's limiter slot: :meth:`close` will no longer release it.
+
+        A session resuming a broken stream keeps the slot for its Range request, so the cap
+        never hands it to a queued request in between (the resume would starve behind it).
+        """
+        slot, self._slot = self._slot, NO_SLOT
+        return slot
+
     def close(self) -> None:
-        """Release the connection: back to the pool when reusable, else closed (aborted if unfinished)."""
+        """Release the connection: back to the pool when reusable, else closed (aborted if unfinished).
+
+        Idempotent: a second call does nothing (the connection may be pooled and in use again).
+        """
+        if self._closed:
+            return
+        self._closed = True
         if self._writer.is_closing():
             self._slot.release()
             return
@@ -292,16 +310,20 @@ async def request(
     timeout: float = 30.0,
     pool: Pool | None = None,
     limiter: Limiter | None = None,
+    slot: Slot | None = None,
 ) -> UpstreamResponse:
     """Send one request and return once the response head is in. UpstreamError on failure.
 
     ``headers`` must include Host; Content-Length is set for ``body``. Without a
     ``pool`` the request says ``Connection: close``; with one, a kept-alive
     connection is reused when available. With a ``limiter``, a new connection
-    needs a slot (UpstreamBusy when none frees up in time).
+    needs a slot (UpstreamBusy when none frees up in time). A caller that already holds a
+    ``slot`` passes it: a fresh connection is opened on it (no pool, no queue); on success the
+    response owns it, on failure the caller still does.
     """
     key = (host, port)
-    if pool is not None:
+    own = slot is None
+    if own and pool is not None:
         pooled = pool.get(key)
         if pooled is not None:
             pool.reused += 1
@@ -311,19 +333,22 @@ async def request(
                 if method not in (b"GET", b"HEAD"):
                     raise
                 # A stale keep-alive connection: retry once on a fresh one.
-    slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
+    if slot is None:
+        slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
-        slot.release()
+        if own:
+            slot.release()
         raise UpstreamError(f"cannot connect to {host}:{port}: {exc!r}") from exc
     except BaseException:
-        slot.release()
+        if own:
+            slot.release()
         raise
     if pool is not None:
         pool.opened += 1
     return await _exchange(reader, writer, h11.Connection(h11.CLIENT), method, target, headers, body, timeout,
-                           pool, key, slot)
+                           pool, key, slot, release_on_error=own)
 
 
 async def _exchange(
@@ -338,6 +363,7 @@ async def _exchange(
     pool: Pool | None,
     key: tuple[str, int],
     slot: Slot = NO_SLOT,
+    release_on_error: bool = True,
 ) -> UpstreamResponse:
     hdrs = [(k, v) for k, v in headers if k.lower() not in (b"connection", b"content-length", b"transfer-encoding")]
     if pool is None:
@@ -351,6 +377,7 @@ async def _exchange(
         out += conn.send(h11.EndOfMessage())
         writer.write(out)
         await asyncio.wait_for(writer.drain(), timeout)
+        interim = 0
         while True:
             ev = conn.next_event()
             if ev is h11.NEED_DATA:
@@ -358,6 +385,9 @@ async def _exchange(
                 conn.receive_data(data)
                 continue
             if isinstance(ev, h11.InformationalResponse):
+                interim += 1  # RFC 9110 sec. 15.2: any number may precede the final response; we cap it
+                if interim > MAX_INTERIM:
+                    raise h11.RemoteProtocolError(f"more than {MAX_INTERIM} 1xx responses")
                 continue
             if isinstance(ev, h11.Response):
                 resp = UpstreamResponse(conn, reader, writer, ev, timeout)
@@ -366,9 +396,11 @@ async def _exchange(
             raise UpstreamError(f"unexpected event before response: {type(ev).__name__}")
     except (OSError, asyncio.TimeoutError, h11.ProtocolError) as exc:
         writer.transport.abort()
-        slot.release()
+        if release_on_error:
+            slot.release()
         raise UpstreamError(f"upstream request failed: {exc!r}") from exc
     except BaseException:
         writer.transport.abort()
-        slot.release()
+        if release_on_error:
+            slot.release()
         raise
