@@ -198,7 +198,11 @@ class XtrNode(ItrNode):
         # delivered packets go to inner (sender-chosen) addresses: summed in
         # ``delivered`` [packets, wire bytes], never a LinkCounters row per address
         # (LinkCounters rows are the LISP links to RLOCs)
+        smr_port = self.xtr.smr_port
         for payload, dst in self.xtr.handle_data(data, addr, self.now()):
+            if dst[1] == smr_port and dst[0] == addr[0]:  # an SMR back to the sending RLOC
+                self._sendto(self.t_out, payload, dst, True)
+                continue
             try:
                 self.t_out.sendto(payload, dst)
             except OSError:
