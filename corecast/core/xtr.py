@@ -1,38 +1,54 @@
 """An xTR: ITR and ETR in one process, with the data-plane reachability
 mechanisms of RFC 9300 that need both (sans-IO).
 
+* **Instance ID first** (RFC 9300 sections 5.3, 8): a packet of another
+  instance is handed to the ETR core (which drops it, ``wrong_instance``)
+  before its nonce, LSBs or Map-Versions are looked at.
 * **Echo-nonce** (RFC 9300 section 10.1).  To check a path, the ITR side sets
   N and E with a 24-bit random nonce on every packet it sends to that RLOC
-  while in the Echo-Nonce-request state.  The ETR side, on a packet with N
-  and E set, remembers the nonce; the next packet our ITR side sends to that
-  RLOC carries it back with N set and E clear.  An echoed nonce that matches
-  ours ends the request state (:class:`EchoNonceVerified`); if packets from
-  that RLOC keep arriving but the nonce does not come back before
-  ``echo_timeout``, the RLOC is reported unreachable (:class:`RlocUnreachable`)
-  and marked down in map-cache entries that have another locator.  An xTR
-  that receives an echo request while requesting itself suspends its own
-  request for ``echo_suspend`` seconds (the 'Echo-Nonce-request-state' timer)
-  and echoes.  Only when enabled (the RFC allows it in closed deployments
-  only); a random nonce is never sent with E clear otherwise.
+  while in the Echo-Nonce-request state -- started by :meth:`Xtr.tick` only
+  toward ETRs known to do echo-noncing (the Map-Reply E-bit, a static
+  ``echo`` line, or an echo request that RLOC sent us).  The ETR side, on a
+  packet with N and E set, remembers the nonce; the next packet our ITR side
+  sends to that RLOC carries it back with N set and E clear.  An echoed nonce
+  that matches ours ends the request state (:class:`EchoNonceVerified`); if
+  packets from that RLOC keep arriving but the nonce does not come back
+  before ``echo_timeout``, the RLOC is reported unreachable
+  (:class:`RlocUnreachable`) and marked down in map-cache entries that have
+  another locator, for ``echo_holddown`` seconds (or until an echo verifies
+  it).  An xTR that receives an echo request while requesting itself
+  suspends its own request for ``echo_suspend`` seconds (shorter than
+  ``echo_timeout``; the deadline moves past the suspension) and echoes.
+  Echo state is created only for RLOCs we send to and for echo requests,
+  LRU-evicted when ``max_peers`` is reached.  Only when enabled (the RFC
+  allows it in closed deployments only); a random nonce is never sent with E
+  clear otherwise.
 * **Map-versioning** (RFC 9302, ``map_versioning=True``, ``map_version`` =
-  this site's mapping version): packets to an EID whose cached mapping has a
-  Map-Version carry the V-bit, our version as Source and theirs as Dest
-  Map-Version (never for a Null Map-Version mapping, section 6.1).  Received:
-  a Dest Map-Version newer than ours, the Null one, or any V-bit packet when
-  our own version is Null is dropped (sections 6.1, 7.1); an older one is
-  delivered and the sending ITR gets a Solicit-Map-Request (at most one per
-  second per RLOC) naming the destination EID; a Source Map-Version newer
-  than our cached mapping of the source EID expires that mapping so it is
-  requested again, an older one drops the packet (section 7.2).
+  this site's mapping version, 1..4095): packets to an EID whose cached
+  mapping has a Map-Version carry the V-bit, our version as Source and theirs
+  as Dest Map-Version (never for a Null Map-Version mapping, section 6.1).
+  Received: a Dest Map-Version newer than ours, the Null one, or any V-bit
+  packet when our own version is Null is dropped (sections 6.1, 7.1); an
+  older one is delivered and the sending ITR gets a Solicit-Map-Request with
+  the D-bit naming the destination EID -- only an ITR we sent data to within
+  ``recent_tx`` (60 s), at most one per ``smr_interval`` (3 s) per RLOC and
+  ``smr_per_second`` in all; after ``smr_retries`` (10) SMRs its stale
+  packets are dropped and SMRs slow to one per ``smr_slow_interval`` (30 s)
+  (RFC 9301 sections 5.2, 6.1; RFC 9302 section 7.1).  A Source Map-Version
+  newer than our cached mapping of the source EID expires that mapping so it
+  is requested again, an older one drops the packet (section 7.2).
 * **Instance IDs** (RFC 9300 section 8): the ITR core puts the I-bit and IID
-  in every header, the ETR core decapsulates only its own instance; both
-  come from ``instance_id``.
+  in every header (none for instance 0), the ETR core decapsulates only its
+  own instance; both come from ``instance_id``.
 * **Locator-Status-Bits** (RFC 9300 sections 5.3, 10): with ``local_rlocs``
   given (this site's locators in the order of its mapping), every header
   carries the L-bit and one bit per local locator (all up: the site does not
-  monitor its own links further).  Received LSBs are applied to the
-  map-cache entry of the inner source EID: a locator whose bit is 0 is
-  marked down and avoided while another is up (:class:`LocatorStatusChanged`).
+  monitor its own links further).  Received LSBs (8 bits with the I-bit,
+  else 32) are applied to the Locator-Set of the map-cache entry of the
+  inner source EID, compared with that entry's own state: a locator whose
+  bit is 0 is marked down and avoided while another is up
+  (:class:`LocatorStatusChanged`).
+* Events are kept in a bounded deque (``max_events``): peers drive them.
 
 Headers toward one RLOC are changed through ``Itr.headers_by_rloc``, which
 the batch fast path (C and pure) honours; datagrams come and go as in
