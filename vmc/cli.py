@@ -69,7 +69,8 @@ def _proxy(a: argparse.Namespace) -> int:
                       window=a.window, queue_limit=a.queue, max_connections=a.max_connections,
                       max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent,
                       max_upstream=a.max_upstream, upstream_queue_wait=a.upstream_queue_wait,
-                      resume_attempts=a.resume_attempts)
+                      resume_attempts=a.resume_attempts, buffer_budget=a.buffer_budget,
+                      client_write_timeout=a.client_write_timeout)
     if a.status_allow:
         cfg.status_allow = a.status_allow
     if not cfg.upstreams and not cfg.default_upstream:
@@ -198,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a request may wait for an upstream slot before 503 + Retry-After")
     p.add_argument("--resume-attempts", type=cliutil.nonnegative_int, default=3,
                    help="Range resumes of a broken shared origin stream before clients get a clean error")
+    p.add_argument("--buffer-budget", type=size, default=256 << 20,
+                   help="bound on all session buffers together (default 256MiB; 0 = none); past it new "
+                        "objects are fetched unshared")
+    p.add_argument("--client-write-timeout", type=_rate, default=30.0,
+                   help="cut off a client that takes no bytes for this many seconds (0 = never)")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.add_argument("--stats-out", type=_output,

@@ -49,7 +49,7 @@ def test_cli_origin_proxy_get(tmp_path: Path) -> None:
     try:
         stats_file = tmp_path / "stats.json"
         proxy, paddr = _start(["proxy", "--listen", "127.0.0.1:0", "--upstream", oaddr, "--window", "4MiB",
-                               "--stats-out", str(stats_file)])
+                               "--stats-out", str(stats_file), "--buffer-budget", "64MiB"])
         try:
             url = f"http://{oaddr}/cli.bin?size=300000"
             out = tmp_path / "x"
@@ -64,6 +64,7 @@ def test_cli_origin_proxy_get(tmp_path: Path) -> None:
             st = subprocess.run(["curl", "-sS", f"http://{paddr}/_vmc/status"], capture_output=True, timeout=30)
             snap = json.loads(st.stdout)
             assert snap["client_bytes"] == 600000 and snap["requests"] == 2
+            assert snap["buffer_budget"] == 64 << 20 and snap["buffer_committed"] == 0
             bad = subprocess.run(PY + ["get", "http://127.0.0.1:9/x", "--proxy", paddr, "-q"], capture_output=True,
                                  text=True, timeout=30)
             assert bad.returncode == 1 and "403" in bad.stderr

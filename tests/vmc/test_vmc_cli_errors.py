@@ -22,6 +22,8 @@ def vmc(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     (("proxy", "--upstream", "127.0.0.1:99999"), "port 99999 is outside"),
     (("proxy", "--default", "127.0.0.1:9", "--status-allow", "notacidr"), "not an IPv4 or IPv6 prefix"),
     (("proxy", "--default", "127.0.0.1:9", "--max-connections", "0"), "positive integer"),
+    (("proxy", "--default", "127.0.0.1:9", "--buffer-budget", "lots"), "bad size"),
+    (("proxy", "--default", "127.0.0.1:9", "--client-write-timeout", "-1"), "zero or a positive number"),
     (("get", "http://127.0.0.1:9/", "--proxy", "127.0.0.1:70000"), "port 70000 is outside"),
     (("get", "http://127.0.0.1:9/", "-o", "/nonexistent/c.bin"), "no such directory"),
     (("replay", "/nonexistent.log"), "no such file"),
