@@ -199,7 +199,11 @@ class XtrNode(ItrNode):
         # ``delivered`` [packets, wire bytes], never a LinkCounters row per address
         # (LinkCounters rows are the LISP links to RLOCs)
         smr_port = self.xtr.smr_port
+        resolver = self.itr.map_resolver
         for payload, dst in self.xtr.handle_data(data, addr, self.now()):
+            if dst == resolver:  # a Map-Request (RFC 9302 sec. 7.2): from the control socket
+                self._sendto(self.t_ctl, payload, dst, False)
+                continue
             if dst[1] == smr_port and dst[0] == addr[0]:  # an SMR back to the sending RLOC
                 self._sendto(self.t_out, payload, dst, True)
                 continue

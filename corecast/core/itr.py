@@ -382,17 +382,30 @@ class Itr:
             if hit is None or hit[1].expires <= now:
                 self.counters["smr_no_mapping"] += 1
                 continue
-            key = (hit[1].prefix, hit[1].plen)
-            if now - self._smr_last.get(key, float("-inf")) < self.smr_interval:
-                self.counters["smr_rate_limited"] += 1
-                continue
-            self._smr_last.pop(key, None)
-            self._smr_last[key] = now
-            if len(self._smr_last) > 4 * self.mapcache.max_pending_eids:
-                self._smr_last.pop(next(iter(self._smr_last)))
-            self.counters["smr_invoked_requests"] += 1
-            out.append(self._map_request(eid, smr_invoked=True))
+            out += self.refresh(eid, now, smr_invoked=True)
         return out
+
+    def refresh(self, eid: bytes, now: float, smr_invoked: bool = False) -> list[Datagram]:
+        """Ask the mapping system again for the live mapping covering ``eid``
+        while it stays in use (an SMR, RFC 9301 sec. 6.1; a newer Source
+        Map-Version, RFC 9302 sec. 7.2): at most one Map-Request per EID-Prefix
+        every ``smr_interval``.  The Map-Reply replaces the mapping."""
+        if self.map_resolver is None:
+            return []
+        hit = self.mapcache.trie.lookup(eid)
+        if hit is None or hit[1].expires <= now:
+            return []
+        key = (hit[1].prefix, hit[1].plen)
+        if now - self._smr_last.get(key, float("-inf")) < self.smr_interval:
+            self.counters["smr_rate_limited"] += 1
+            return []
+        self._smr_last.pop(key, None)
+        self._smr_last[key] = now
+        if len(self._smr_last) > 4 * self.mapcache.max_pending_eids:
+            self._smr_last.pop(next(iter(self._smr_last)))
+        if smr_invoked:
+            self.counters["smr_invoked_requests"] += 1
+        return [self._map_request(eid, smr_invoked=smr_invoked)]
 
     def tick(self, now: float) -> list[Datagram]:
         """Retransmit Map-Requests for EIDs still unresolved (1/s, RFC 9301 5.3)."""

@@ -36,7 +36,9 @@ mechanisms of RFC 9300 that need both (sans-IO).
   packets are dropped and SMRs slow to one per ``smr_slow_interval`` (30 s)
   (RFC 9301 sections 5.2, 6.1; RFC 9302 section 7.1).  A Source Map-Version
   newer than our cached mapping of the source EID expires that mapping so it
-  is requested again, an older one drops the packet (section 7.2).
+  is asked for again (a Map-Request to the map-resolver, rate-limited per
+  EID-Prefix, the mapping kept meanwhile), an older one drops the packet
+  (section 7.2).
 * **Instance IDs** (RFC 9300 section 8): the ITR core puts the I-bit and IID
   in every header (none for instance 0), the ETR core decapsulates only its
   own instance; both come from ``instance_id``.
@@ -388,9 +390,11 @@ class Xtr:
             if hit is not None and hit[1].map_version and src_v != hit[1].map_version:
                 entry = hit[1]
                 if newer(src_v, entry.map_version):
-                    c["v_source_newer"] += 1  # ours is stale: have it requested again
-                    if self.itr.map_resolver is not None and entry.expires > now:
-                        entry.expires = now
+                    # ours is stale: "A Map-Request MUST be sent ... respecting
+                    # rate-limitation" (sec. 7.2); the (unauthenticated) packet does
+                    # not take the mapping away meanwhile
+                    c["v_source_newer"] += 1
+                    out += self.itr.refresh(ip.src, now)
                 else:
                     c["v_dropped_source_older"] += 1
                     return False, out

@@ -339,8 +339,9 @@ def test_etr_checks_dest_map_version_and_solicits_stale_itrs():
 
 def test_etr_checks_source_map_version():
     """RFC 9302 sec. 7.2: a newer Source Map-Version makes our cached mapping of the
-    source EID stale (requested again); an older one drops the packet; a Null one
-    is not compared."""
+    source EID stale: "A Map-Request MUST be sent ... respecting rate-limitation"
+    (to the map-resolver, at most once per EID-Prefix per 3 s; the mapping stays in
+    use meanwhile); an older one drops the packet; a Null one is not compared."""
     _a, b = versioned_pair()  # b caches 10.1.0.0/16 (A) at version 3
     inner = pkt(HOST_A, HOST_B)
 
@@ -350,9 +351,20 @@ def test_etr_checks_source_map_version():
     assert b.handle_data(with_versions(0), RA, 0.0)
     assert b.handle_data(with_versions(2), RA, 0.0) == []
     assert b.counters["v_dropped_source_older"] == 1
-    assert b.handle_data(with_versions(4), RA, 1.0)
-    assert b.counters["v_source_newer"] == 1
-    assert b.itr.mapcache.lookup(A(HOST_A).packed, 1.0) is None  # expired: ask again
+    out = b.handle_data(with_versions(4), RA, 1.0)
+    assert (b"hi", (HOST_B, 2000)) in out and b.counters["v_source_newer"] == 1
+    (req,) = [d for d in out if d[1] == ("192.0.2.99", 4342)]
+    m = c.decode_control(c.ecm_unwrap(c.decode_control(req[0]))[3])
+    assert m.eid_prefixes == (N(f"{HOST_A}/32"),) and not m.smr_invoked
+    assert b.itr.mapcache.lookup(A(HOST_A).packed, 1.0) is not None  # still in use
+    for t in (1.5, 2.0, 3.9):  # rate limited
+        assert len(b.handle_data(with_versions(4), RA, t)) == 1
+    assert len(b.handle_data(with_versions(4), RA, 4.0)) == 2
+    # the Map-Reply with the new version replaces the mapping
+    rep = c.MapReply(m.nonce, (c.EidRecord(N("10.1.0.0/16"), (c.LocatorRecord(A(RA)),),
+                                           map_version=4),))
+    b.handle_control(c.encode_map_reply(rep), 4.1)
+    assert b.itr.mapcache.lookup(A(HOST_A).packed, 4.1).map_version == 4
 
 
 def test_null_mapping_drops_versioned_packets():
