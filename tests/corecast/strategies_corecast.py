@@ -62,10 +62,12 @@ map_request = st.builds(
     st.booleans(),
     st.one_of(st.none(), eid_record),
     st.lists(iid, max_size=3).map(tuple),
+    iid,  # Source EID's Instance ID (an LCAF address when non-zero, RFC 8060 sec. 4.1)
 ).map(lambda m: dataclasses.replace(
     m, map_data_present=m.map_reply_record is not None,
     eid_iids=(m.eid_iids + (0,) * 3)[:len(m.eid_prefixes)] if any(
-        m.eid_iids[:len(m.eid_prefixes)]) else ()))
+        m.eid_iids[:len(m.eid_prefixes)]) else (),
+    source_iid=m.source_iid if m.source_eid is not None else 0))
 
 map_reply = st.builds(
     c.MapReply,

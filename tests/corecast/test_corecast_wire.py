@@ -49,7 +49,7 @@ def s_request(m: c.MapRequest):
         kw["map_reply_record"] = s_rec(m.map_reply_record)
     return L.LISPMapRequest(
         flags=fl, L=int(m.local_xtr), D=int(m.dont_map_reply), nonce=m.nonce,
-        source_eid=s_addr(m.source_eid), itr_rlocs=[s_addr(a) for a in m.itr_rlocs],
+        source_eid=s_addr(m.source_eid, m.source_iid), itr_rlocs=[s_addr(a) for a in m.itr_rlocs],
         records=[L.LISPMapRequestPrefix(eid_mask_len=p.prefixlen,
                                         eid_prefix=s_addr(p.network_address,
                                                           m.eid_iids[i] if m.eid_iids else 0))
