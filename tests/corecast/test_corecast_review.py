@@ -437,3 +437,52 @@ def test_instance_zero_sets_no_i_bit():
     x = Xtr(itr, Etr([]))
     (d,) = x.handle_inner(pkt(HOST_A, HOST_B), 0.0)
     assert not hdr(d).flags & c.FLAG_I
+
+
+async def test_xtr_node_sends_source_version_map_requests_from_its_control_socket():
+    """RFC 9302 sec. 7.2 over real sockets: a packet whose Source Map-Version is newer
+    than our mapping makes the xTR send a Map-Request (ECM) to the map-resolver from
+    its control socket (where the Map-Reply comes back), and still delivers it."""
+    from corecast.aio.nodes import XtrNode
+
+    base = random.randrange(200, 250)
+    rloc = f"127.{base}.0.1"
+    res = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    res.bind((f"127.{base}.0.9", 0))
+    res.setblocking(False)
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind((f"127.{base}.3.1", 0))
+    client.setblocking(False)
+    mc = MapCache()
+    mc.add(A("10.1.0.0").packed, 16, [(A(RA).packed, 1, 1)], float("inf"), map_version=3)
+    itr = Itr(rloc, [], mc, map_resolver=res.getsockname(), control_port=0, fast=False)
+    x = Xtr(itr, Etr([]), map_versioning=True, map_version=10)
+    node = XtrNode(x, (f"127.{base}.0.2", 0), 0)
+    await node.start()
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        inner = c.build_ip(A(HOST_A).packed, A(client.getsockname()[0]).packed, 17,
+                           c.build_udp(1000, client.getsockname()[1], b"v4"))
+        tx.sendto(lisp(inner, map_versions=(4, 10)), (rloc, node.t_data.get_extra_info("sockname")[1]))
+        got = delivered = None
+        for _ in range(250):
+            await asyncio.sleep(0.02)
+            try:
+                got = got or res.recvfrom(2048)
+            except BlockingIOError:
+                pass
+            try:
+                delivered = delivered or client.recv(100)
+            except BlockingIOError:
+                pass
+            if got and delivered:
+                break
+        assert delivered == b"v4"
+        data, src = got
+        assert src == (rloc, itr.control_port)
+        m = c.decode_control(c.ecm_unwrap(c.decode_control(data))[3])
+        assert m.eid_prefixes == (N(f"{HOST_A}/32"),)
+    finally:
+        for s in (tx, res, client):
+            s.close()
+        await node.close()
