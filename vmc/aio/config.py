@@ -31,6 +31,8 @@ class ProxyConfig:
     #: live session need no upstream connection and are never held back by the cap.
     max_upstream: int = 0
     upstream_queue_wait: float = 10.0
+    #: At most this many requests queue for an upstream slot; one more gets 503 at once.
+    upstream_queue_max: int = 1024
     #: Retry-After (seconds) sent with a 503 for a full upstream cap.
     retry_after: int = 2
     max_header_bytes: int = 16384

@@ -69,13 +69,18 @@ NO_SLOT = Slot(None)
 
 
 class Limiter:
-    """At most ``limit`` upstream connections open at once; waiters queue FIFO up to ``wait`` s."""
+    """At most ``limit`` upstream connections open at once; waiters queue FIFO up to ``wait`` s.
 
-    def __init__(self, limit: int, wait: float = 10.0) -> None:
+    At most ``max_waiting`` requests queue at once; one more is refused at once (UpstreamBusy).
+    A waiter that times out or is cancelled leaves the queue immediately.
+    """
+
+    def __init__(self, limit: int, wait: float = 10.0, max_waiting: int = 1024) -> None:
         if limit < 1:
             raise ValueError("limit must be >= 1")
         self.limit = limit
         self.wait = wait
+        self.max_waiting = max_waiting
         self.open = 0
         self.peak = 0
         #: Requests that had to queue for a slot, and those that gave up (UpstreamBusy).
@@ -85,7 +90,13 @@ class Limiter:
 
     @property
     def waiting(self) -> int:
-        return sum(1 for f in self._waiters if not f.done())
+        return len(self._waiters)
+
+    def _forget(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
 
     def _take(self) -> Slot:
         self.open += 1
@@ -106,6 +117,10 @@ class Limiter:
             pool.evict_idle()
         if self.open < self.limit and not self.waiting:
             return self._take()
+        if len(self._waiters) >= self.max_waiting:
+            self.refused += 1
+            raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}) and "
+                               f"{len(self._waiters)} requests queued (limit {self.max_waiting})")
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         self.queued += 1
@@ -116,10 +131,12 @@ class Limiter:
                 Slot(self).release()  # handed to us just now: pass it on
             else:
                 fut.cancel()
+                self._forget(fut)
             raise
         if fut.done() and not fut.cancelled():
             return Slot(self)
         fut.cancel()
+        self._forget(fut)
         self.refused += 1
         raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}); waited {self.wait} s")
 
