@@ -29,6 +29,7 @@ PACKET_OVERHEAD = 48 + 28  # ALC/LCT + FPI, IPv4 + UDP
 EXPERIMENTS = {
     "hetero": "m2c.experiments.hetero",
     "fig5": "m2c.experiments.fig5",
+    "dupsim": "m2c.experiments.dupsim",
 }
 
 
