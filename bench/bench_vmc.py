@@ -54,11 +54,15 @@ class _Proc:
         else:
             self.authority = f"127.0.0.1:{wait_port}"
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
+            while True:
                 try:
                     socket.create_connection(("127.0.0.1", wait_port), timeout=0.2).close()
                     break
                 except OSError:
+                    if self.p.poll() is not None or time.monotonic() >= deadline:
+                        self.stop()
+                        raise RuntimeError(f"{argv[:4]} did not open port {wait_port} "
+                                           f"(exit status {self.p.poll()})") from None
                     time.sleep(0.05)
 
     @property
