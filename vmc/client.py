@@ -41,11 +41,19 @@ class BusyError(FetchError):
         self.retry_after = retry_after
 
 
-def _retry_after(value: bytes | None) -> float | None:
-    """Delay-seconds form of Retry-After (the HTTP-date form is not used by our proxy: None)."""
-    if value is None or not value.strip().isdigit():
+def _retry_after(value: bytes | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After value (RFC 9110 sec. 10.2.3): delay-seconds, or an
+    HTTP-date (sec. 5.6.7, any of its three forms) counted from ``now`` (default: the wall
+    clock), never negative; None when absent or unparseable."""
+    if value is None:
         return None
-    return float(value.strip())
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    when = policy.http_date(value)
+    if when is None:
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 @dataclass
@@ -190,7 +198,8 @@ async def fetch(
     """
     for attempt in range(busy_retries + 1):
         try:
-            return await _fetch_once(url, proxy, out, vmc, timeout, extra_headers, discard)
+            return await _fetch_once(url, proxy, out, vmc, timeout, extra_headers, discard,
+                                     busy_retries, max_retry_after)
         except BusyError as exc:
             wait = exc.retry_after
             if attempt >= busy_retries or wait is None or wait > max_retry_after:
@@ -207,6 +216,8 @@ async def _fetch_once(
     timeout: float,
     extra_headers: list[tuple[bytes, bytes]] | None,
     discard: bool,
+    busy_retries: int = 0,
+    max_retry_after: float = 30.0,
 ) -> FetchResult:
     t0 = time.monotonic()
     via = proxy is not None
@@ -253,14 +264,16 @@ async def _fetch_once(
             live = asyncio.create_task(_drain(resp, sink, cr.first, cr.last + 1, mark))
             try:
                 await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout,
-                                  exclude=(cr.first, cr.last + 1), extra=extra_headers)
+                                  exclude=(cr.first, cr.last + 1), extra=extra_headers,
+                                  busy_retries=busy_retries, max_retry_after=max_retry_after)
                 await live
             finally:
                 live.cancel()
             result.parts.insert(0, (cr.first, cr.last + 1, 206))
             if sink.holes():
                 await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, timeout,
-                                  extra=extra_headers)
+                                  extra=extra_headers, busy_retries=busy_retries,
+                                  max_retry_after=max_retry_after)
         elif resp.status == 503:
             raise BusyError(_retry_after(resp.header(b"retry-after")))
         else:
@@ -293,9 +306,18 @@ async def _fill_holes(
     sink: _Sink, host: str, port: int, target: bytes, authority: bytes, v: policy.Validators,
     result: FetchResult, timeout: float, exclude: tuple[int, int] | None = None,
     extra: list[tuple[bytes, bytes]] | None = None,
+    busy_retries: int = 0,
+    max_retry_after: float = 30.0,
 ) -> None:
-    """Request every hole (outside ``exclude``, the part still arriving) by Range until none is left."""
+    """Request every hole (outside ``exclude``, the part still arriving) by Range until none is left.
+
+    A ``503`` with an acceptable Retry-After is waited out and the same Range asked again (up to
+    ``busy_retries`` times in all), keeping what has arrived. Without a strong validator no
+    If-Range is sent (RFC 9110 sec. 13.1.5), but the answer's ETag and Last-Modified must still
+    equal the first answer's where both carry them.
+    """
     cond = v.if_range()
+    busy_left = busy_retries
     for _ in range(64):
         holes = sink.holes()
         if exclude is not None:
@@ -310,14 +332,25 @@ async def _fill_holes(
             hdrs.append((b"if-range", cond))
         resp = await up.request(host, port, b"GET", target, hdrs, timeout=timeout)
         try:
+            if resp.status == 503:
+                wait = _retry_after(resp.header(b"retry-after"))
+                if busy_left <= 0 or wait is None or wait > max_retry_after:
+                    raise BusyError(wait)
+                busy_left -= 1
+                resp.close()
+                await asyncio.sleep(wait)
+                continue
             if resp.status != 206:
                 raise FetchError(f"range request answered {resp.status}: "
                                  "representation changed or ranges unsupported")
             cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
             got = policy.validators_of(206, resp.headers)
-            if cr.first is None or cr.last is None or cr.length != sink.length or (
-                cond and not policy.same_representation(v, got)
-            ):
+            if cond:
+                same = policy.same_representation(v, got)
+            else:
+                same = (v.etag is None or got.etag == v.etag) and (
+                    v.last_modified is None or got.last_modified in (None, v.last_modified))
+            if cr.first is None or cr.last is None or cr.length != sink.length or not same:
                 raise FetchError("range answer is for another representation")
             await _drain(resp, sink, cr.first, cr.last + 1)
             result.parts.append((cr.first, cr.last + 1, 206))
