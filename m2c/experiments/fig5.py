@@ -107,12 +107,14 @@ async def _bg_clients(host: str, port: int, duration: float, seed: int) -> int:
     return flows
 
 
-def _m2c_receiver(sd_json: str, out: str, iface: str, timeout: float) -> dict:
+def _m2c_receiver(sd_json: str, out: str, iface: str, timeout: float,
+                  controller: str = "m2c") -> dict:
     from m2c.aio.driver import MulticastReceiver
     from m2c.core.filetx import SessionDescription
 
     sd = SessionDescription.from_json(sd_json)
-    res = asyncio.run(MulticastReceiver(sd, out, interface=iface).run(timeout=timeout))
+    res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
+                      .run(timeout=timeout))
     res["metrics"] = asdict(res["metrics"])
     res["trace"] = compact_trace(res["trace"])
     return res
@@ -127,7 +129,7 @@ def _m2c_sender(sd_json: str, path: str, duration: float) -> dict:
 
 
 def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
-            timeout: float) -> list[dict]:
+            timeout: float, controller: str = "m2c") -> list[dict]:
     """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver."""
     from deliverykit.testbed import Tbf, Testbed
 
@@ -198,13 +200,15 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             sdj = sd.to_json()
             snd = tb.spawn(s, _m2c_sender, sdj, src, timeout + 10)
             time.sleep(0.3)
-            tasks = [tb.spawn(h, _m2c_receiver, sdj, os.path.join(d, f"out{i}"), p.a.ip, timeout)
+            tasks = [tb.spawn(h, _m2c_receiver, sdj, os.path.join(d, f"out{i}"), p.a.ip, timeout,
+                              controller)
                      for i, (h, p) in enumerate(rs)]
             res = [t.result(timeout=timeout + 20) for t in tasks]
             snd.kill()
             for i, r in enumerate(res):
                 m = r["metrics"]
-                rows.append({"flow": "M2C_ft", "receiver": i + 1, "ok": r["ok"], **{
+                rows.append({"flow": "M2C_ft", "controller": controller, "receiver": i + 1,
+                             "ok": r["ok"], **{
                     k: m[k] for k in ("time", "gput", "tput", "loss", "net", "dup", "sym",
                                       "comp")}, "loss_events": r["loss_events"],
                     "trace": r["trace"]})
@@ -223,7 +227,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
 
 
 def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers=(1,),
-        size: int | None = None, repeats: int = 1) -> list[dict]:
+        size: int | None = None, repeats: int = 1, controller: str = "m2c") -> list[dict]:
     """Every configuration ``repeats`` times (TCP_ft and M2C_ft alternate within a
     repeat, so slow drifts of the shared machine hit both); rows carry ``run``."""
     size = size or ((1 << 20) if quick else 4_000_000)
@@ -234,7 +238,7 @@ def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers
                 for n in receivers:
                     timeout = 10 * size * 8 / bn + 60
                     for kind in ("TCP_ft", "M2C_ft"):
-                        for r in one_run(kind, bn, size, n, comp, timeout):
+                        for r in one_run(kind, bn, size, n, comp, timeout, controller):
                             r["run"] = rep
                             rows.append(r)
     return rows
@@ -278,7 +282,7 @@ def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) 
 
     os.makedirs(out_dir, exist_ok=True)
     paths = []
-    run_cols = ["run", "flow", "bottleneck_mbps", "competing", "receivers", "size", "receiver",
+    run_cols = ["run", "flow", "controller", "bottleneck_mbps", "competing", "receivers", "size", "receiver",
                 "ok", *METRICS, "link_rx_kbps_all_flows"]
     p = os.path.join(out_dir, "fig5-runs.csv")
     with open(p, "w", newline="", encoding="utf-8") as f:
@@ -328,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int)
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs per configuration; >= 2 gives 95 %% t-intervals")
+    ap.add_argument("--controller", default="m2c", choices=["m2c", "webrc"],
+                    help="M2C_ft receivers' rate controller")
     ap.add_argument("--out", help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
@@ -335,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeats must be >= 1")
     meta = _meta(argv, a)
     rows = run(a.quick, tuple(a.bottleneck), tuple(a.competing), tuple(a.receivers), a.size,
-               a.repeats)
+               a.repeats, a.controller)
     cols = ["run", "flow", "bottleneck_mbps", "competing", "receivers", "receiver", "ok", "time",
             "gput", "tput", "loss", "net", "dup", "sym", "comp"]
     print("| " + " | ".join(cols) + " |")
