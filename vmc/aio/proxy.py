@@ -135,7 +135,8 @@ class Proxy:
         if self.default:
             self.allowed.add(self.default)
         self.connections = 0
-        self.limiter = up.Limiter(cfg.max_upstream, cfg.upstream_queue_wait, cfg.upstream_queue_max) if cfg.max_upstream > 0 else None
+        self.limiter = (up.Limiter(cfg.max_upstream, cfg.upstream_queue_wait, cfg.upstream_queue_max)
+                        if cfg.max_upstream > 0 else None)
         self.pool = up.Pool(limiter=self.limiter) if cfg.upstream_keepalive else None
         self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None

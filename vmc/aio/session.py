@@ -132,7 +132,7 @@ class Session:
         backoff: float = 0.0,
     ) -> asyncio.Task:
         """Run :meth:`pump` as a task whose cleanup happens even if it is cancelled before it starts."""
-        task = asyncio.create_task(self.pump(resp, stats, on_end, refetch, attempts, backoff))
+        task = asyncio.create_task(self.pump(resp, stats, refetch, attempts, backoff))
         self.pump_task = task
 
         def done(t: asyncio.Task) -> None:
@@ -152,7 +152,6 @@ class Session:
         self,
         resp: UpstreamResponse,
         stats: Stats,
-        on_end: Callable[[Session], None],
         refetch: Refetch | None = None,
         attempts: int = 0,
         backoff: float = 0.0,
@@ -160,8 +159,9 @@ class Session:
         """Read the origin body into the buffer and the subscriber queues until it ends.
 
         If the body breaks off and ``refetch`` is given, resume from the live edge with
-        ``refetch(received)`` up to ``attempts`` times (waiting ``backoff * n`` s before the
-        n-th), for all subscribers at once.
+        ``refetch(received, slot)`` up to ``attempts`` times (waiting ``backoff * n`` s before the
+        n-th), for all subscribers at once. Run it through :meth:`start`, whose done-callback
+        drops the session from the registry.
         """
         cur: UpstreamResponse | None = resp
         tries = busy = 0
