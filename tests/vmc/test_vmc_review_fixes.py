@@ -61,6 +61,21 @@ def test_client_reset_before_origin_head_leaks_nothing(make_stack) -> None:
     assert _until(lambda: not st.proxy.sessions, 5)
 
 
+@pytest.mark.tool("curl")
+def test_sharer_waiting_on_a_stalled_stream_gives_up(make_stack, tmp_path: Path) -> None:
+    """RFC 9112 sec. 6.3 rule 6 / 9.5: a sharer waiting for live bytes is bounded (``stall_timeout``):
+    it gets a clean error (connection closed short) instead of waiting forever."""
+    st = make_stack(rate=2000, stall_timeout=0.5, upstream_timeout=20)  # 16 KiB, then ~8 s of silence
+    size = 100_000
+    a = curl(st, f"/stall2.bin?size={size}", tmp_path / "a")
+    rc, code, n = finish(a)
+    assert rc in (18, 56) and code == 200 and 0 < n < size
+    assert (tmp_path / "a").read_bytes() == expected("/stall2.bin", size)[:n]
+    recs = [r for r in st.status()["recent"] if "/stall2.bin" in r["uri"]]
+    assert "stalled" in recs[0]["error"]
+    assert _until(lambda: not st.proxy.sessions, 5)
+
+
 # ---------------------------------------------------------------- 2. resume keeps its slot
 @pytest.mark.tool("curl")
 def test_resume_keeps_its_upstream_slot(make_stack, tmp_path: Path) -> None:
@@ -182,6 +197,22 @@ def test_resume_accepts_206_without_last_modified(make_stack, tmp_path: Path) ->
     assert (tmp_path / "a").read_bytes() == expected("/n.bin", size)
     snap = st.status()
     assert (snap["stream_retries"], snap["stream_resumed"], snap["stream_failures"]) == (1, 1, 0)
+
+
+@pytest.mark.tool("curl")
+def test_prefix_patch_accepts_206_without_last_modified(make_stack, tmp_path: Path) -> None:
+    """RFC 9110 sec. 15.3.7: the same for a late joiner's prefix patched from the origin by Range."""
+    st = make_stack(rate=1_000_000, window=100_000)
+    size = 600_000
+    path = f"/np.bin?size={size}&nolm206=1"
+    a = curl(st, path, tmp_path / "a")
+    wait_live(st, "/np.bin", 250_000)
+    b = curl(st, path, tmp_path / "b")
+    body = expected("/np.bin", size)
+    for p, out in ((a, "a"), (b, "b")):
+        assert finish(p) == (0, 200, size)
+        assert (tmp_path / out).read_bytes() == body
+    assert st.origin.stats.range_requests >= 1
 
 
 # ---------------------------------------------------------------- 6. a client that never reads
