@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from vmc.aio.origin import expected
-from vmc.client import fetch
+from vmc.client import _retry_after, fetch
 from vmc.core import policy
 
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
@@ -125,6 +127,20 @@ def test_if_range_rules() -> None:
     assert policy.Validators(None, LM, 10, b"Sat Jan  1 00:00:05 2000").if_range() == LM
     v = policy.validators_of(200, [(b"etag", b'"x"'), (b"date", date), (b"content-length", b"10")])
     assert v.date == date
+
+
+@settings(max_examples=300, deadline=None)
+@given(hst.one_of(hst.binary(max_size=60),
+                  hst.from_regex(rb"\A(Sun|Mon), [0-9]{1,2} [A-Za-z]{3} [0-9]{2,4} [0-9:]{5,8} (GMT|UTC|[+-][0-9]{4})\Z")))
+def test_http_date_and_retry_after_never_raise(value: bytes) -> None:
+    """Any field value: an HTTP-date parses to a number or None (RFC 9110 sec. 5.6.7), never an
+    exception; so do the validators built on it and Retry-After."""
+    t = policy.http_date(value)
+    assert t is None or isinstance(t, float)
+    v = policy.Validators(None, LM, 10, value)
+    assert v.if_range() in (None, LM)
+    r = _retry_after(value, now=0.0)
+    assert r is None or r >= 0
 
 
 @pytest.mark.tool("curl")
