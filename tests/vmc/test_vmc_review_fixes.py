@@ -277,3 +277,33 @@ def test_global_buffer_budget_passes_new_sessions_through(make_stack, tmp_path: 
     wait_live(st, "/b3.bin", 50_000)
     assert finish(c) == (0, 200, size)
     assert st.status()["not_shared"].get("buffer-budget") == 1
+
+
+# ---------------------------------------------------------------- minor: unbounded 1xx
+@pytest.mark.parametrize("interim, ok", [(3, True), (40, False)])
+async def test_interim_responses_are_bounded(interim: int, ok: bool) -> None:
+    """RFC 9110 sec. 15.2: a server may send 1xx responses before the final one; an origin that
+    never stops sending them is cut off (UpstreamError) instead of being read forever."""
+    from vmc.aio import upstream as up
+
+    async def origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 102 Processing\r\n\r\n" * interim)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.close()
+
+    server = await asyncio.start_server(origin, "127.0.0.1", 0)
+    host, port = server.sockets[0].getsockname()[:2]
+    try:
+        if ok:
+            resp = await up.request(host, port, b"GET", b"/", [(b"host", b"h")], timeout=5)
+            assert resp.status == 200 and await resp.read_all() == b"ok"
+            resp.close()
+        else:
+            with pytest.raises(up.UpstreamError, match="1xx"):
+                await up.request(host, port, b"GET", b"/", [(b"host", b"h")], timeout=5)
+    finally:
+        server.close()
+        await server.wait_closed()
