@@ -160,7 +160,8 @@ class FileSender:
         # paper 5.1: buffer_time is the time the first level takes at the minimal rate;
         # our first level is ``first_level`` symbols, one application level per symbol
         m = max(1, int(sd.first_level))
-        levels = sd.levels or m * max(1, math.ceil(self.schedule.max_rate / self.schedule.min_rate) + 1)
+        ratio = self.schedule.max_rate / self.schedule.min_rate
+        levels = sd.levels or m * max(1, math.ceil(ratio) + 1)
         self.max_levels = levels
         self.seq = Sequencer(self.schedule, self.E, start=start)
         self.buffer_time = m / self.schedule.min_rate

@@ -144,7 +144,8 @@ def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None,
             rows.append({"scenario": name, "first_level": fl, "seeds": seeds,
                          "blocks": rs[0]["blocks"],
                          **{m: round(statistics.fmean(r[m] for r in rs), 4)
-                            for m in ("received/k", "dup", "sym", "repeats", "done_block", "eliminations")}})
+                            for m in ("received/k", "dup", "sym", "repeats", "done_block",
+                                      "eliminations")}})
     return rows
 
 
@@ -164,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(r))
         return 0
     rows = run(a.quick, tuple(a.first_level), a.seeds, a.max_block_length)
-    cols = ["scenario", "first_level", "blocks", "seeds", "received/k", "dup", "sym", "eliminations", "repeats",
+    cols = ["scenario", "first_level", "blocks", "seeds", "received/k", "dup", "sym",
+            "eliminations", "repeats",
             "done_block"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))

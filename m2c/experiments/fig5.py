@@ -190,7 +190,8 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                              "bytes": r["bytes"],
                              "time": r["time"], "gput": size * 8 / r["time"] / 1000,
                              "tput": link * 8 / r["time"] / 1000,
-                             "loss": 100 * fl.get("total_retrans", 0) / max(1, fl.get("segs_out", 1)),
+                             "loss": 100 * fl.get("total_retrans", 0)
+                             / max(1, fl.get("segs_out", 1)),
                              "net": (link / size - 1) * 100})
         else:
             symbol, pkt = 1424, 1424 + 48 + 28
@@ -282,7 +283,8 @@ def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) 
 
     os.makedirs(out_dir, exist_ok=True)
     paths = []
-    run_cols = ["run", "flow", "controller", "bottleneck_mbps", "competing", "receivers", "size", "receiver",
+    run_cols = ["run", "flow", "controller", "bottleneck_mbps", "competing", "receivers", "size",
+                "receiver",
                 "ok", *METRICS, "link_rx_kbps_all_flows"]
     p = os.path.join(out_dir, "fig5-runs.csv")
     with open(p, "w", newline="", encoding="utf-8") as f:

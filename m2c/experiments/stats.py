@@ -82,7 +82,8 @@ def summarise(rows: Iterable[dict], keys: Sequence[str], metrics: Sequence[str],
     """
     groups: dict[tuple, dict[int, list[dict]]] = {}
     for r in rows:
-        groups.setdefault(tuple(r.get(k) for k in keys), {}).setdefault(r.get("run", 0), []).append(r)
+        key = tuple(r.get(k) for k in keys)
+        groups.setdefault(key, {}).setdefault(r.get("run", 0), []).append(r)
     out = []
     for key, runs in groups.items():
         row: dict = dict(zip(keys, key))

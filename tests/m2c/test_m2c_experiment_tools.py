@@ -112,7 +112,8 @@ def test_fig5_cli_rejects_zero_repeats():
 
 
 def test_summarise_groups_by_keys():
-    rows = [{"a": 1, "run": 0, "x": 1.0}, {"a": 1, "run": 1, "x": 3.0}, {"a": 2, "run": 0, "x": 5.0}]
+    rows = [{"a": 1, "run": 0, "x": 1.0}, {"a": 1, "run": 1, "x": 3.0},
+            {"a": 2, "run": 0, "x": 5.0}]
     out = {r["a"]: r for r in summarise(rows, ["a"], ["x"])}
     assert out[1]["x"] == 2.0 and out[1]["runs"] == 2 and out[2]["x_ci"] is None
 
