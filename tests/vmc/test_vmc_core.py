@@ -225,12 +225,17 @@ def test_validators_and_same_representation() -> None:
 
 
 def test_if_range() -> None:
-    v = policy.Validators(b'"e1"', b"T", 10)
+    """RFC 9110 sec. 13.1.5: strong ETag comparison; a date only if strong (sec. 8.8.2.2), then exact."""
+    lm, lm2 = b"Sat, 01 Jan 2000 00:00:00 GMT", b"Sun, 02 Jan 2000 00:00:00 GMT"
+    v = policy.Validators(b'"e1"', lm, 10, b"Sat, 01 Jan 2000 00:00:01 GMT")
     assert policy.if_range_matches(b'"e1"', v)
     assert not policy.if_range_matches(b'"e2"', v)
     assert not policy.if_range_matches(b'W/"e1"', v)
-    assert policy.if_range_matches(b"T", v)
-    assert not policy.if_range_matches(b"T2", v)
+    assert policy.if_range_matches(lm, v)
+    assert not policy.if_range_matches(lm2, v)
+    # Last-Modified equal to Date (or no Date): the date is weak, the condition is false.
+    assert not policy.if_range_matches(lm, policy.Validators(b'"e1"', lm, 10, lm))
+    assert not policy.if_range_matches(lm, policy.Validators(b'"e1"', lm, 10))
 
 
 def test_vary_signature() -> None:

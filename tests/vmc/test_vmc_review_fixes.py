@@ -182,6 +182,29 @@ def test_last_modified_alone_still_patches_when_strong(make_stack, tmp_path: Pat
     assert "prefix-unpatchable" not in st.status()["not_shared"]
 
 
+@pytest.mark.tool("curl")
+@pytest.mark.parametrize("query, status", [("noetag=1", 206), ("noetag=1&lmnow=1", 200)],
+                         ids=["strong-date", "weak-date"])
+def test_client_if_range_date_evaluated_as_strong_only(make_stack, tmp_path: Path, query: str,
+                                                       status: int) -> None:
+    """RFC 9110 sec. 13.1.5: a received If-Range date that is not a strong validator (sec. 8.8.2.2)
+    makes the condition false: the Range is ignored and the whole representation is sent (200)."""
+    st = make_stack(rate=1_000_000)
+    size = 400_000
+    path = f"/ir.bin?size={size}&{query}"
+    a = curl(st, path, tmp_path / "a")
+    wait_live(st, "/ir.bin", 50_000)
+    lm = next(iter(st.proxy.sessions.values())).validators.last_modified
+    assert lm
+    out = st.raw(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\nRange: bytes=100-199\r\nIf-Range: "
+                 + lm + b"\r\nConnection: close\r\n\r\n", timeout=10)
+    head, _, got = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d" % status), head[:60]
+    body = expected("/ir.bin", size)
+    assert got == (body[100:200] if status == 206 else body)
+    assert finish(a) == (0, 200, size)
+
+
 # ---------------------------------------------------------------- 5. 206 without Last-Modified
 def test_same_representation_on_a_206() -> None:
     """RFC 9110 sec. 15.3.7: a 206 answering If-Range need not repeat Last-Modified; the strong

@@ -221,7 +221,9 @@ class Origin:
             etag_core += "-v2"
         etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
         lm = date if q.get("lmnow") else LAST_MODIFIED_2 if changed else LAST_MODIFIED
-        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm, size)
+        # Our own Date goes in: a date If-Range is evaluated as RFC 9110 sec. 13.1.5 says (false when
+        # Last-Modified is not at least 1 s older than Date, as with ``lmnow``).
+        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm, size, date)
         hdrs: list[tuple[bytes, bytes]] = [
             (b"date", date), (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
         if v.etag:

@@ -235,10 +235,15 @@ def vary_signature(fields: Sequence[bytes], request_headers: Headers) -> tuple[b
 
 
 def if_range_matches(if_range: bytes, v: Validators) -> bool:
-    """Does a request's If-Range hold for the session's representation (sec. 13.1.5)?"""
+    """Does a request's If-Range hold for the representation ``v`` (sec. 13.1.5)?
+
+    An entity-tag: strong comparison with ``v``'s ETag. An HTTP-date: false unless it is a strong
+    validator (sec. 8.8.2.2: ``v``'s Date at least one second after its Last-Modified), then an
+    exact match with Last-Modified.
+    """
     if_range = if_range.strip()
     if if_range.startswith(b'"'):
         return v.strong_etag is not None and if_range == v.strong_etag
     if if_range.startswith(b"W/"):
         return False
-    return v.last_modified is not None and if_range == v.last_modified
+    return v.strong_last_modified is not None and if_range == v.last_modified
