@@ -16,6 +16,7 @@ window (6.2).
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from typing import Callable
 
@@ -39,6 +40,33 @@ def ntp64(unix: float) -> int:
 def ntp_to_unix(ts: int) -> float:
     """Inverse of :func:`ntp64` (era 0)."""
     return (ts >> 32) - NTP_EPOCH_OFFSET + (ts & 0xFFFFFFFF) / (1 << 32)
+
+
+class Trust(enum.Enum):
+    """Result of offering a signature to a live tree (6.1.1, 6.1.2.4).
+
+    ``STALE``: the signature is valid but too old to tune in at (or behind
+    the newest trusted timestamp by more than the allowed age).  It is the
+    source's honest old data, not a bad chunk: the receiver must discard it
+    (6.1.2.4) but must not blame the sender.  Only ``OK`` is truthy.
+    """
+
+    OK = "ok"
+    BAD = "bad"
+    STALE = "stale"
+
+    def __bool__(self) -> bool:
+        return self is Trust.OK
+
+
+def _age_ok(ts: int, newest: int | None, unix_now: float, max_age: float) -> bool:
+    """RFC 7574 6.1.2.4: when tuning in (nothing trusted yet) a signature
+    older than ``max_age`` against our clock MUST be discarded; once tuned
+    in, chunks inside the discard window are judged against the newest
+    trusted timestamp (the stream's own clock), so a viewer that joined a
+    paused stream or sits behind the live edge keeps verifying."""
+    ref = unix_now if newest is None else ntp_to_unix(newest)
+    return ref - ntp_to_unix(ts) <= max_age
 
 
 def swarm_id_for(pub: ec.EllipticCurvePublicKey) -> bytes:
@@ -91,6 +119,13 @@ class LiveTree:
         self.signed: dict[int, tuple[bytes, int, bytes]] = {}
         #: one past the last chunk covered by a trusted munro
         self.frontier = 0
+        #: newest trusted NTP timestamp (None until tuned in, 6.1.2.4)
+        self.newest_ts: int | None = None
+        #: the last refusal was for age only (not the sender's fault)
+        self.last_stale = False
+        #: munros with a valid signature that were too old (bounded): the
+        #: sender sends a munro once, so its other chunks are stale too
+        self.stale: set[int] = set()
 
     # -- source --------------------------------------------------------------
 
@@ -120,6 +155,7 @@ class LiveTree:
         ts = ntp64(unix_now)
         self.signed[m] = (level[0], ts, self.signer.sign(self._signed_text(m, ts, level[0])))
         self.frontier = max(self.frontier, first + self.per_sig)
+        self.newest_ts = ts if self.newest_ts is None else max(self.newest_ts, ts)
         return m
 
     def _signed_text(self, m: int, ts: int, h: bytes) -> bytes:
@@ -129,20 +165,31 @@ class LiveTree:
     # -- receiver ------------------------------------------------------------
 
     def offer_munro(self, m: int, h: bytes, ts: int, sig: bytes, unix_now: float,
-                    max_age: float = 60.0) -> bool:
-        """Check a signed munro (6.1.2.3-4); on success trust its hash."""
+                    max_age: float = 60.0) -> Trust:
+        """Check a signed munro (6.1.2.3-4); on success trust its hash.
+
+        The signature is checked before the age, so a forgery is ``BAD``
+        whatever its timestamp; a genuine but too old munro is ``STALE``.
+        """
+        self.last_stale = False
         if m in self.signed:
-            return self.signed[m][0] == h
+            return Trust.OK if self.signed[m][0] == h else Trust.BAD
         if B.layer(m) != self.per_sig.bit_length() - 1 or len(h) != self.hash_size:
-            return False
-        if unix_now - ntp_to_unix(ts) > max_age:
-            return False  # too old: MUST discard (6.1.2.4)
+            return Trust.BAD
         if not self.signer.verify(sig, self._signed_text(m, ts, h)):
-            return False
+            return Trust.BAD
+        if not _age_ok(ts, self.newest_ts, unix_now, max_age):
+            self.last_stale = True
+            if len(self.stale) >= 1024:
+                self.stale.clear()
+            self.stale.add(m)
+            return Trust.STALE  # too old: MUST discard (6.1.2.4), not corrupt
+        self.stale.discard(m)
         self.signed[m] = (h, ts, sig)
         self.hashes[m] = h
         self.frontier = max(self.frontier, B.base_range(m)[1])
-        return True
+        self.newest_ts = ts if self.newest_ts is None else max(self.newest_ts, ts)
+        return Trust.OK
 
     def verify(self, chunk: int, data: bytes, offered: dict[int, bytes]) -> bool:
         """Check a chunk against its trusted munro with uncle hashes (5.2)."""
@@ -217,6 +264,8 @@ class SignAllTree:
         #: chunk -> (NTP timestamp, signature), for chunks in the window
         self.signed: dict[int, tuple[int, bytes]] = {}
         self.frontier = 0
+        self.newest_ts: int | None = None
+        self.last_stale = False
 
     @classmethod
     def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key=None,
@@ -233,18 +282,25 @@ class SignAllTree:
         for j, c in enumerate(chunks):
             self.signed[first + j] = (ts, self.signer.sign(self._text(first + j, ts, c)))
         self.frontier = max(self.frontier, first + len(chunks))
+        self.newest_ts = ts if self.newest_ts is None else max(self.newest_ts, ts)
         return B.chunk(first + len(chunks) - 1)
 
     def offer(self, i: int, data: bytes, ts: int, sig: bytes, unix_now: float,
-              max_age: float = 60.0) -> bool:
-        """Check chunk ``i`` against its signature (6.1.1); too old is refused."""
-        if not data or len(data) > self.chunk_size or unix_now - ntp_to_unix(ts) > max_age:
-            return False
+              max_age: float = 60.0) -> Trust:
+        """Check chunk ``i`` against its signature (6.1.1).  A genuine but too
+        old chunk is ``STALE`` (discarded, 6.1.2.4), a forgery ``BAD``."""
+        self.last_stale = False
+        if not data or len(data) > self.chunk_size:
+            return Trust.BAD
         if not self.signer.verify(sig, self._text(i, ts, data)):
-            return False
+            return Trust.BAD
+        if not _age_ok(ts, self.newest_ts, unix_now, max_age):
+            self.last_stale = True
+            return Trust.STALE
         self.signed[i] = (ts, sig)
         self.frontier = max(self.frontier, i + 1)
-        return True
+        self.newest_ts = ts if self.newest_ts is None else max(self.newest_ts, ts)
+        return Trust.OK
 
     def forget_before(self, chunk: int) -> None:
         for c in [c for c in self.signed if c < chunk]:
@@ -345,13 +401,21 @@ class LiveContent:
         return out
 
     def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
-        """Trust offered signed munros, then check chunk ``i`` (6.1.2.1)."""
+        """Trust offered signed munros, then check chunk ``i`` (6.1.2.1).
+
+        False with ``tree.last_stale`` set: genuine but too old (6.1.2.4)."""
         t = self.tree
         if isinstance(t, SignAllTree):
             got = sigs.get(B.chunk(i))
-            return got is not None and t.offer(i, data, got[0], got[1], now)
+            t.last_stale = False
+            return got is not None and bool(t.offer(i, data, got[0], got[1], now))
         offered = dict(hashes)
+        stale = False
         for m, (ts, sig) in sigs.items():
             if m in offered:
-                t.offer_munro(m, offered[m], ts, sig, now)
-        return t.verify(i, data, offered)
+                stale |= t.offer_munro(m, offered[m], ts, sig, now) is Trust.STALE
+        ok = t.verify(i, data, offered)
+        # stale only if the chunk failed for want of that too-old munro
+        m = munro_of(i, t.per_sig)
+        t.last_stale = not ok and m not in t.signed and (stale or m in t.stale)
+        return ok

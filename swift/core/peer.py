@@ -588,6 +588,14 @@ class Peer(RequestPlanner):
             if self.content.have.has(i):
                 self.stats["dup"] += 1
                 return
+            if getattr(tree, "last_stale", False):
+                # live: genuine but older than the tune-in age (6.1.2.4):
+                # discard it, but it is not corrupt.  Before we trust any
+                # munro, pick the tune-in point again from the newest HAVE
+                self.stats["stale"] = self.stats.get("stale", 0) + 1
+                if not self.content.n_chunks:
+                    self.live_start = None
+                return
             if getattr(tree, "last_missing", False):
                 # hashes lost with an earlier datagram (5.3): not the peer's
                 # fault; ask again, the sender then resends the full uncles
