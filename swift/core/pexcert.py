@@ -26,7 +26,10 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import NameOID, SignatureAlgorithmOID
+
+#: notBefore may lie this far in our future (clocks of tracker and peer differ)
+CLOCK_SKEW = 180.0
 
 
 class CertError(ValueError):
@@ -71,13 +74,33 @@ def issue(ca_key, swarm_id: bytes, host: str, port: int, now: float,
     return cert.public_bytes(serialization.Encoding.DER)
 
 
-def check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float) -> tuple[str, int]:
+def check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float,
+          skew: float = CLOCK_SKEW) -> tuple[str, int]:
     """Verify a PEX_REScert certificate; returns the peer's (host, port).
 
-    Raises :class:`CertError` if it does not parse, was not signed by the
-    CA, is outside its validity time, lacks the critical SAN URI, or names
-    another swarm or a malformed address.
+    Raises :class:`CertError` (and nothing else, whatever the bytes) if it
+    does not parse, is not ECDSA-with-SHA256 signed by the CA, is outside
+    its validity time (notBefore may be up to ``skew`` seconds ahead of our
+    clock), lacks the critical SAN URI, or names another swarm or a
+    malformed address (8.13, 12.2).
     """
+    host, port, _, _ = check_cert(der, ca_public, swarm_id, now, skew)
+    return host, port
+
+
+def check_cert(der: bytes, ca_public: bytes, swarm_id: bytes, now: float,
+               skew: float = CLOCK_SKEW) -> tuple[str, int, float, float]:
+    """:func:`check`, also returning notBefore and notAfter (Unix seconds)."""
+    try:
+        return _check(der, ca_public, swarm_id, now, skew)
+    except CertError:
+        raise
+    except Exception as e:  # cryptography raises many types on odd DER
+        raise CertError(f"unusable certificate: {type(e).__name__}") from None
+
+
+def _check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float,
+           skew: float) -> tuple[str, int, float, float]:
     try:
         cert = x509.load_der_x509_certificate(der)
     except ValueError as e:
@@ -88,13 +111,15 @@ def check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float) -> tuple[st
         raise CertError(f"bad CA key: {e}") from None
     if not isinstance(pub, ec.EllipticCurvePublicKey):
         raise CertError("CA key must be ECDSA")
+    if cert.signature_algorithm_oid != SignatureAlgorithmOID.ECDSA_WITH_SHA256:
+        raise CertError("certificate must be signed with ECDSA-with-SHA256")
     try:
-        pub.verify(cert.signature, cert.tbs_certificate_bytes,
-                   ec.ECDSA(cert.signature_hash_algorithm or hashes.SHA256()))
+        pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
     except (InvalidSignature, ValueError, TypeError):
         raise CertError("signature does not verify with the swarm's CA key") from None
-    t = _utc(now)
-    if not (cert.not_valid_before_utc <= t <= cert.not_valid_after_utc):
+    nb = cert.not_valid_before_utc.timestamp()
+    na = cert.not_valid_after_utc.timestamp()
+    if not (nb - skew <= now <= na):
         raise CertError("outside its validity time")
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -118,7 +143,7 @@ def check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float) -> tuple[st
         ipaddress.ip_address(host)
     except ValueError:
         raise CertError("host must be an IP address here") from None
-    return host, port
+    return host, port, nb, na
 
 
 def load_or_create_ca(path: str):

@@ -77,7 +77,7 @@ def _custom(critical: bool = True, uri: str | None = None, key=CA) -> bytes:
     ("other CA", issue(new_ca_key(), SWARM, "192.0.2.7", 6778, NOW), NOW),
     ("other swarm", issue(CA, bytes(32), "192.0.2.7", 6778, NOW), NOW),
     ("expired", issue(CA, SWARM, "192.0.2.7", 6778, NOW, 60), NOW + 61),
-    ("not yet valid", issue(CA, SWARM, "192.0.2.7", 6778, NOW), NOW - 10),
+    ("not yet valid", issue(CA, SWARM, "192.0.2.7", 6778, NOW), NOW - 600),  # beyond the skew
     ("SAN not critical", _custom(False, f"file://192.0.2.7:6778/{SWARM.hex()}"), NOW),
     ("no SAN", _custom(uri=None), NOW),
     ("http scheme", _custom(True, f"http://192.0.2.7:6778/{SWARM.hex()}"), NOW),
