@@ -140,20 +140,28 @@ def test_live_signed_integrity_and_discard_window(impl, tmp_path, record_propert
             want = (top // PER_SIG - 2) * PER_SIG  # a whole signed group well inside the window
             src_addr = ("127.0.0.1", port)
 
-            def ack(d) -> bool:  # acknowledge DATA as a viewer would (sec. 3.4), so congestion control goes on
-                got = messages([d], MsgType.DATA)
-                for m in got:
-                    p.send(src_addr, p.remote_channel, [C.Ack(m.start, m.end, 1000)])
-                return any(_chunk_of(ctx, m) == want + PER_SIG - 1 for m in got)
+            def ack_until(last: int):  # acknowledge DATA as a viewer would (sec. 3.4), so congestion control
+                def done(d) -> bool:       # goes on; done once chunk ``last`` has arrived
+                    got = messages([d], MsgType.DATA)
+                    for m in got:
+                        p.send(src_addr, p.remote_channel, [C.Ack(m.start, m.end, 1000)])
+                    return any(_chunk_of(ctx, m) == last for m in got)
+                return done
 
             p.send(src_addr, p.remote_channel, [C.Request(*spec_for(ctx, want, want + PER_SIG))])
-            dgrams = p.recv(3.0, until=ack)
+            dgrams = p.recv(5.0, until=ack_until(want + PER_SIG - 1))
+            # Then chunks 0-3 (out of the window), then a marker group inside the window: a source serves
+            # one peer's requests in order, so anything it would send for 0-3 arrives before the marker's
+            # last chunk. Waiting for the marker, not for a fixed time, keeps a slow (loaded) source honest.
+            marker = want - PER_SIG
             p.send(src_addr, p.remote_channel, [C.Request(*spec_for(ctx, 0, PER_SIG))])
-            dgrams += p.recv(1.5, until=lambda d: ack(d) and False)
+            p.send(src_addr, p.remote_channel, [C.Request(*spec_for(ctx, marker, marker + PER_SIG))])
+            dgrams += p.recv(8.0, until=ack_until(marker + PER_SIG - 1))
+            dgrams += p.recv(0.3, until=ack_until(-1))  # ACK and keep stragglers sent out of order
         # what arrived, in order: INTEGRITY (munro, uncles), SIGNED_INTEGRITY, DATA
         tree = LiveTree(swarm, PER_SIG, CS)
         hashes: dict[int, bytes] = {}
-        verified, sig_ok, got_old = [], [], []
+        verified, sig_ok, got_old, marker_seen = [], [], [], []
         for d in dgrams:
             for m in d.messages:
                 if m.type == MsgType.INTEGRITY:
@@ -171,9 +179,14 @@ def test_live_signed_integrity_and_discard_window(impl, tmp_path, record_propert
                     elif want <= i < want + PER_SIG:
                         verified.append(tree.verify(i, m.payload, hashes) and
                                         m.payload == data[i * CS:(i + 1) * CS])
+                    elif marker <= i < marker + PER_SIG:
+                        marker_seen.append(i)
     assert not got_old, f"DATA for chunks {got_old}, which left the 32-chunk discard window long ago (sec. 6.2)"
     assert sig_ok and all(sig_ok), f"SIGNED_INTEGRITY verification: {sig_ok or 'none received'} (sec. 6.1.2.2, 8.9)"
     assert len(verified) == PER_SIG and all(verified), f"chunks {want}-{want + PER_SIG - 1}: verified {verified}"
+    assert marker + PER_SIG - 1 in marker_seen, (
+        f"chunks {marker}-{marker + PER_SIG - 1}, requested after 0-3 and inside the window, never arrived: "
+        "cannot tell whether the source would have served the old chunks")
     record_property("window_respected", str(top - low <= 32 + PER_SIG))
 
 
