@@ -138,6 +138,8 @@ class Channel:
         self.pex_requested = False
         #: defective PEX_REScert certificates received (then the rest are ignored)
         self.bad_certs = 0
+        #: when we last sent PEX_REQ: PEX_RES* is taken only shortly after (3.10)
+        self.pex_asked: float | None = None
         self.next_pex = 0.0
 
     @property

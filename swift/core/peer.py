@@ -35,6 +35,7 @@ from typing import Any
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.binmap import Binmap
+from swift.core.certcache import CertCache
 from swift.core.channel import Channel
 from swift.core.content import Content
 from swift.core.picker import PICKERS, Availability, expected_bandwidth, fast_set
@@ -51,6 +52,8 @@ from swift.wire.constants import (
 )
 
 MAX_DGRAM = 1400
+#: seconds after our PEX_REQ during which PEX_RES* answers are accepted
+PEX_ANSWER_WINDOW = 5.0
 
 
 @dataclass
@@ -176,8 +179,9 @@ class Peer(RequestPlanner):
         if cfg.pex_ca_key is not None and cfg.pex_ca is None:
             from swift.core.pexcert import ca_public_bytes
             cfg.pex_ca = ca_public_bytes(cfg.pex_ca_key)
-        #: address -> membership certificate that passed the check (bounded)
-        self.certs: dict[Any, bytes] = {}
+        #: address -> membership certificate that passed the check or that we
+        #: issued (bounded, purged on close, expires with the certificate)
+        self.certs = CertCache(256)
 
     # -- public API -----------------------------------------------------------------
 
@@ -237,6 +241,7 @@ class Peer(RequestPlanner):
         self.channels.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
         self.fast.discard(ch.local_id)
+        self.certs.pop(ch.addr)
         if notify:
             self.events.append(ev.ChannelClosed(ch.addr, ch.local_id, reason))
 
@@ -458,6 +463,11 @@ class Peer(RequestPlanner):
                     return
             elif t == MsgType.PEX_REQ:
                 ch.pex_requested = True
+            elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6, MsgType.PEX_REScert) and (
+                    ch.pex_asked is None or now - ch.pex_asked > PEX_ANSWER_WINDOW):
+                # PEX_RES answers our PEX_REQ (3.10.1): unsolicited ones are
+                # dropped before any parse or signature check
+                self.stats["pex_unsolicited"] = self.stats.get("pex_unsolicited", 0) + 1
             elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6):
                 if self.config.pex_ca is not None:
                     self.stats["pex_uncertified"] = self.stats.get("pex_uncertified", 0) + 1
@@ -478,20 +488,23 @@ class Peer(RequestPlanner):
         (CA signature, swarm, validity, SAN URI) before using its address;
         a sender of defective certificates gets the rest of its ignored
         ("check a few ... and discard the rest if they are defective")."""
-        from swift.core.pexcert import CertError, check
+        from swift.core.pexcert import CertError, check_cert
         if self.config.pex_ca is None or ch.bad_certs >= 2:
             self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
             return
+        if self.certs.known(der, now) is not None:
+            # a replay of a certificate we checked: no parse, no ECDSA verify
+            self.stats["cert_cached"] = self.stats.get("cert_cached", 0) + 1
+            return
         try:
-            addr = check(der, self.config.pex_ca, self.swarm_id, now)
+            host, port, nb, na = check_cert(der, self.config.pex_ca, self.swarm_id, now)
         except CertError:
             ch.bad_certs += 1
             self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1
             return
         self.stats["good_cert"] = self.stats.get("good_cert", 0) + 1
-        if addr not in self.certs and len(self.certs) >= 256:
-            self.certs.pop(next(iter(self.certs)))
-        self.certs[addr] = der
+        addr = (host, port)
+        self.certs.put(addr, der, nb, na)
         self._discovered(ch, addr, now)
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
@@ -797,6 +810,7 @@ class Peer(RequestPlanner):
                         and now >= ch.next_pex and len(self.channels) < self.config.max_channels):
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
                     ch.next_pex = now + 5.0
+                    ch.pex_asked = now
             if msgs:
                 for d in self._pack(ch, dest, msgs):
                     out.append((d, ch.addr))

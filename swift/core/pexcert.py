@@ -28,8 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID, SignatureAlgorithmOID
 
-#: notBefore may lie this far in our future (clocks of tracker and peer differ)
-CLOCK_SKEW = 180.0
+from swift.core.certcache import CLOCK_SKEW
 
 
 class CertError(ValueError):

@@ -39,7 +39,7 @@ class RequestPlanner:
     live: bool
     live_start: int | None
     buffering: bool
-    certs: dict
+    certs: Any
     swarm_id: bytes
     _complete_reported: bool
 
@@ -200,12 +200,16 @@ class RequestPlanner:
             except ValueError:
                 continue
             if cfg.pex_ca is not None:  # certified PEX only (8.13, 12.2.2)
-                cert = self.certs.get(c.addr)
-                if cert is None and cfg.pex_ca_key is not None:  # we are the CA
+                # never relay an expired certificate (None once notAfter passed)
+                cert = self.certs.get(c.addr, now)
+                if cfg.pex_ca_key is not None and (
+                        cert is None or not self.certs.fresh(c.addr, now)):
+                    # we are the CA: (re-)issue when < 10 % of the lifetime is left
                     from swift.core.pexcert import issue
                     cert = issue(cfg.pex_ca_key, self.swarm_id, host, port, now,
                                  cfg.pex_cert_lifetime)
-                    self.certs[c.addr] = cert
+                    self.certs.put(c.addr, cert, float(int(now)),
+                                   float(int(now + cfg.pex_cert_lifetime)))
                 if cert is not None:
                     out.append(C.PexResCert(cert))
                     if len(out) >= 8:

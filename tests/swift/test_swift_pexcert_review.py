@@ -2,16 +2,17 @@
 re-issue before expiry, a bounded certificate cache, replay cost and
 unsolicited PEX_RES.  Each test failed before its fix."""
 
+import datetime as dt
 import os
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography import x509
-from cryptography.x509.oid import NameOID
-import datetime as dt
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swift.core.channel import Channel
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
@@ -69,3 +70,107 @@ def test_clock_skew_on_not_before() -> None:
     assert check(VALID, CA_PUB, SWARM, NOW - 60) == ("192.0.2.7", 6778)
     with pytest.raises(CertError):
         check(VALID, CA_PUB, SWARM, NOW - 600)
+
+
+def _seeder(data: bytes, cfg: PeerConfig) -> Peer:
+    cs = cfg.chunk_size
+    t = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
+    return Peer(Content.seeded(t, MemoryStorage(data)), cfg)
+
+
+def _leecher(root: bytes, cfg: PeerConfig) -> Peer:
+    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
+
+
+def _pump(nodes: dict, steps: int, until=None, t0: float = 0.0, dt_: float = 0.01) -> float:
+    now = t0
+    for step in range(steps):
+        now += dt_
+        for addr, p in nodes.items():
+            for d, dst in p.datagrams_to_send(now):
+                if dst in nodes:
+                    nodes[dst].datagram_received(d, addr, now)
+        if step % 10 == 0:
+            for p in nodes.values():
+                p.handle_timer(now)
+        if until is not None and until():
+            break
+    return now
+
+
+def _asker(now: float) -> Channel:
+    """A channel (not in any peer) that sent PEX_REQ, for calling _pex_msgs."""
+    ch = Channel(99, ("10.3.0.50", 1), False, now, 1088, 64, True)
+    ch.pex_requested = True
+    return ch
+
+
+def test_tracker_reissues_short_lived_certificates() -> None:
+    """8.13/12.2.2: a certificate is valid for its lifetime only; the tracker
+    re-issues it when < 10 % is left, so a leecher arriving long after the
+    seeder registered still gets a valid one (before: bad_cert, tracker
+    ignored for good)."""
+    data = os.urandom(16 * 1024)
+    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    trk = _leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA, pex_cert_lifetime=5.0))
+    s.connect(TRK, NOW)
+    t = _pump({SEED: s, TRK: trk}, 20, t0=NOW)
+    # a peer asks early: the tracker issues the seeder's certificate now
+    first = trk._pex_msgs(_asker(t), t)
+    assert len(first) == 1 and check(first[0].cert, CA_PUB, s.swarm_id, t) == SEED
+    t = _pump({SEED: s, TRK: trk}, 200, t0=t, dt_=0.1)  # 20 s later
+    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    l.connect(TRK, t)
+    _pump({SEED: s, TRK: trk, LEECH: l}, 3000, until=lambda: l.content.complete, t0=t)
+    assert l.stats.get("bad_cert", 0) == 0 and l.stats.get("good_cert", 0) >= 1
+    assert l.content.complete
+
+
+def test_cert_cache_bounded_purged_and_expired_not_relayed() -> None:
+    data = os.urandom(8 * 1024)
+    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
+    l.connect(SEED, NOW)
+    t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
+    ch = next(iter(l.channels.values()))
+    assert ch.state == "est"
+    ch.pex_asked = t
+    for k in range(300):
+        l._on_cert(ch, issue(CA, s.swarm_id, f"10.9.{k // 200}.{k % 200 + 1}", 7000, t, 60), t)
+    assert l.stats["good_cert"] == 300 and len(l.certs) == 256  # bounded
+    # the seeder's own certificate, short-lived: relayed while valid only
+    l._on_cert(ch, issue(CA, s.swarm_id, SEED[0], SEED[1], t, 5), t)
+    assert SEED in l.certs
+    assert [check(m.cert, CA_PUB, s.swarm_id, t) for m in l._pex_msgs(_asker(t), t)] == [SEED]
+    ch.last_recv = t + 10
+    assert l._pex_msgs(_asker(t + 10), t + 10) == []  # expired: not relayed
+    # purged when the channel to that address closes
+    l.close(t)
+    assert SEED not in l.certs
+
+
+def test_replayed_certificate_checked_once_and_unsolicited_res_dropped() -> None:
+    """A replayed valid certificate costs a dictionary lookup, not a parse and
+    ECDSA verification; PEX_RES* without our PEX_REQ is dropped (3.10.1)."""
+    data = os.urandom(8 * 1024)
+    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB, pex_connect=False))
+    l.connect(SEED, NOW)
+    t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
+    sch = next(iter(s.channels.values()))
+    cert = issue(CA, s.swarm_id, "10.3.0.77", 6778, t, 600)
+    # unsolicited: nothing parsed, nothing discovered
+    for d in s._pack(sch, sch.remote_id, [C.PexResCert(cert), C.PexResV4("10.3.0.78", 1)]):
+        l.datagram_received(d, SEED, t)
+    assert l.stats.get("pex_unsolicited", 0) == 2 and l.stats.get("good_cert", 0) == 0
+    assert ("10.3.0.77", 6778) not in l.certs
+    # after our PEX_REQ: accepted once, replays hit the cache
+    next(iter(l.channels.values())).pex_asked = t
+    for _ in range(20):
+        for d in s._pack(sch, sch.remote_id, [C.PexResCert(cert)]):
+            l.datagram_received(d, SEED, t + 0.5)
+    assert l.stats["good_cert"] == 1 and l.stats["cert_cached"] == 19
+    # the answer window closes a few seconds after the request
+    for d in s._pack(sch, sch.remote_id, [C.PexResV4("10.3.0.79", 1)]):
+        l.datagram_received(d, SEED, t + 30)
+    assert l.stats["pex_unsolicited"] == 3
