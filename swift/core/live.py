@@ -69,6 +69,11 @@ def _age_ok(ts: int, newest: int | None, unix_now: float, max_age: float) -> boo
     return ref - ntp_to_unix(ts) <= max_age
 
 
+def _chunk32_spec(lo: int, hi: int) -> bytes:
+    """Chunks [lo, hi) as a 32-bit chunk range on the wire (8 bytes, 4.3.3)."""
+    return lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big")
+
+
 def swarm_id_for(pub: ec.EllipticCurvePublicKey) -> bytes:
     """DNSKEY-style swarm ID: algorithm 13 then X||Y (6.1)."""
     n = pub.public_numbers()
@@ -113,7 +118,11 @@ class LiveTree:
         self.func = HashFunc(func)
         self.hash_size = HASH_SIZES[self.func]
         self._h = getattr(hashlib, HASH_NAMES[self.func])
-        self.spec_bytes = spec_bytes or (lambda lo, hi: lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big"))
+        #: chunks [lo, hi) -> the on-the-wire chunk specification that is
+        #: signed (6.1.1, 6.1.2.2); the Peer sets it from the swarm's chunk
+        #: addressing unless given here (default: 32-bit chunk ranges)
+        self.spec_bytes = spec_bytes or _chunk32_spec
+        self.custom_spec = spec_bytes is not None
         self.hashes: dict[int, bytes] = {}
         #: munro bin -> (hash, NTP timestamp, signature) for verified munros
         self.signed: dict[int, tuple[bytes, int, bytes]] = {}
@@ -260,7 +269,11 @@ class SignAllTree:
         self.chunk_size = chunk_size
         self.func = HashFunc(func)
         self.hash_size = HASH_SIZES[self.func]
-        self.spec_bytes = spec_bytes or (lambda lo, hi: lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big"))
+        #: chunks [lo, hi) -> the on-the-wire chunk specification that is
+        #: signed (6.1.1, 6.1.2.2); the Peer sets it from the swarm's chunk
+        #: addressing unless given here (default: 32-bit chunk ranges)
+        self.spec_bytes = spec_bytes or _chunk32_spec
+        self.custom_spec = spec_bytes is not None
         #: chunk -> (NTP timestamp, signature), for chunks in the window
         self.signed: dict[int, tuple[int, bytes]] = {}
         self.frontier = 0

@@ -145,6 +145,11 @@ class Peer(RequestPlanner):
         self.sig_alg = signer.alg if signer is not None else SigAlg.ECDSAP256SHA256
         sig_size = signer.sig_size if signer is not None else 64
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
+        if self.live and not getattr(tree, "custom_spec", True):
+            # live signatures cover the on-the-wire chunk specification in
+            # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
+            # bin32, 16 for byte64, ...
+            tree.spec_bytes = self._wire_spec
         self.rng = random.Random(cfg.seed)
         self.channels: dict[int, Channel] = {}
         self.by_remote: dict[tuple[Any, int], Channel] = {}
@@ -407,10 +412,16 @@ class Peer(RequestPlanner):
         if a == ChunkAddressing.BYTE64:
             cs = self.config.chunk_size
             end = hi * cs
-            if clip and self.content.tree.size is not None:
-                end = min(end, self.content.tree.size)
+            size = getattr(self.content.tree, "size", None)  # live: unbounded
+            if clip and size is not None:
+                end = min(end, size)
             return [(lo * cs, end - 1)]
         return [(lo, hi - 1)]
+
+    def _wire_spec(self, lo: int, hi: int) -> bytes:
+        """On-the-wire chunk specification of the aligned range [lo, hi)."""
+        s, t = self._specs(lo, hi, clip=False)[0]
+        return C.encode_spec(self.ctx, s, t)
 
     def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
         limit = self.content.n_chunks or (1 << 40)
