@@ -87,13 +87,15 @@ def test_resume_keeps_its_upstream_slot(make_stack, tmp_path: Path) -> None:
     stream's slot must not pass to the waiter: the resume would queue behind a long
     transfer and the shared stream would fail although the origin is fine.
     """
-    st = make_stack(rate=1_000_000, max_upstream=1, upstream_queue_wait=1.5, resume_attempts=1,
+    # The fault comes ~1.1 s after the second request is started (room for a slow curl start);
+    # after it, the first stream needs ~0.25 s more, well inside the second one's 2.5 s queue wait.
+    st = make_stack(rate=400_000, max_upstream=1, upstream_queue_wait=2.5, resume_attempts=1,
                     resume_backoff=0.01)
-    size, fail = 600_000, 400_000
+    size, fail = 600_000, 500_000
     a = curl(st, f"/inv.bin?size={size}&fail_at={fail}&fail_once=1", tmp_path / "a")
     wait_live(st, "/inv.bin", 50_000)
-    other = 800_000  # 2 s at 400 kB/s: longer than the queue wait
-    b = curl(st, f"/other.bin?size={other}&rate=400000", tmp_path / "b")
+    other = 600_000  # 3 s at 200 kB/s: longer than the queue wait, so a handed-over slot starves the resume
+    b = curl(st, f"/other.bin?size={other}&rate=200000", tmp_path / "b")
     assert _until(lambda: st.proxy.limiter.waiting == 1, 5)
     edge = max((x.buffer.received for x in list(st.proxy.sessions.values())), default=fail)
     assert edge < fail, "the fault came before the second request queued: test not meaningful"
