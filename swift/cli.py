@@ -16,7 +16,9 @@ from swift.core.picker import PICKERS
 from swift.wire.constants import ChunkAddressing, HashFunc, SigAlg
 
 _HASHES = {"sha1": HashFunc.SHA1, "sha256": HashFunc.SHA256}
-_SIG_ALGS = {"ecdsa": SigAlg.ECDSAP256SHA256, "rsa": SigAlg.RSASHA256}
+#: live signature algorithms (RFC 7574 7.7; all four are mandatory to implement)
+_SIG_ALGS = {"ecdsa": SigAlg.ECDSAP256SHA256, "ecdsa384": SigAlg.ECDSAP384SHA384,
+             "rsa": SigAlg.RSASHA256, "rsasha1": SigAlg.RSASHA1}
 _CAMS = {"chunk32": ChunkAddressing.CHUNK32, "chunk64": ChunkAddressing.CHUNK64,
          "bin32": ChunkAddressing.BIN32, "bin64": ChunkAddressing.BIN64,
          "byte64": ChunkAddressing.BYTE64}
@@ -319,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
                     help="Unified Merkle Tree (6.1.2) or Sign All (6.1.1)")
     ls.add_argument("--sig-alg", choices=sorted(_SIG_ALGS), default="ecdsa",
-                    help="live signature algorithm (7.7): ECDSAP256SHA256 or RSASHA256")
+                    help="live signature algorithm (7.7): ecdsa = ECDSAP256SHA256, "
+                         "ecdsa384 = ECDSAP384SHA384, rsa = RSASHA256, rsasha1 = RSASHA1")
     _common(ls)
     lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
     lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")

@@ -382,13 +382,14 @@ LIVE_METHODS = ("umt", "sign-all")
 
 def live_source(config: PeerConfig | None = None, host: str = "127.0.0.1", port: int = 0,
                 per_sig: int = 4, window: int = 4096, method: str = "umt",
-                sig_alg: SigAlg = SigAlg.ECDSAP256SHA256, key: Any = None,
+                sig_alg: SigAlg | None = None, key: Any = None,
                 **kw: Any) -> SwiftNode:
     """A live injector (RFC 7574 6.1); feed it with ``node.peer.live_append``.
 
     ``method``: "umt" (Unified Merkle Tree, 6.1.2, munros of ``per_sig``
     chunks) or "sign-all" (every chunk signed, 6.1.1); ``sig_alg``:
-    ECDSAP256SHA256 or RSASHA256 (7.7), or pass an existing private ``key``.
+    any algorithm of 7.7 (RSASHA1, RSASHA256, ECDSAP256SHA256 -- the default --
+    or ECDSAP384SHA384), or pass an existing private ``key``.
     """
     from swift.core.live import LiveContent, LiveTree, SignAllTree
     config = config or PeerConfig()

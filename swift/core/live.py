@@ -140,9 +140,11 @@ class LiveTree:
 
     @classmethod
     def source(cls, per_sig: int = 4, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
-               key=None, alg: SigAlg = SigAlg.ECDSAP256SHA256, **kw) -> "LiveTree":
-        """A new injector with a fresh (or given) key: ECDSA P-256 or RSASHA256 (7.7)."""
-        signer = LiveSigner.from_key(key) if key is not None else LiveSigner.generate(alg)
+               key=None, alg: SigAlg | None = None, **kw) -> "LiveTree":
+        """A new injector with a fresh (or given) key, any algorithm of 7.7
+        (default ECDSAP256SHA256; with ``key``, ``alg`` must fit it)."""
+        signer = (LiveSigner.from_key(key, alg) if key is not None
+                  else LiveSigner.generate(alg or SigAlg.ECDSAP256SHA256))
         return cls(signer.swarm_id, per_sig, chunk_size, func, signer=signer, **kw)
 
     def sign_group(self, first: int, chunks: list[bytes], unix_now: float) -> int:
@@ -282,8 +284,9 @@ class SignAllTree:
 
     @classmethod
     def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key=None,
-               alg: SigAlg = SigAlg.ECDSAP256SHA256, **kw) -> "SignAllTree":
-        signer = LiveSigner.from_key(key) if key is not None else LiveSigner.generate(alg)
+               alg: SigAlg | None = None, **kw) -> "SignAllTree":
+        signer = (LiveSigner.from_key(key, alg) if key is not None
+                  else LiveSigner.generate(alg or SigAlg.ECDSAP256SHA256))
         return cls(signer.swarm_id, chunk_size, func, signer=signer, **kw)
 
     def _text(self, i: int, ts: int, data: bytes) -> bytes:

@@ -2,13 +2,17 @@
 
 The swarm ID of a live stream is the injector's public key encoded as a
 DNSSEC DNSKEY without Base64: one algorithm octet, then the key (6.1).
+All four algorithms the RFC names are implemented (7.7: RSASHA1,
+RSASHA256, ECDSAP256SHA256, ECDSAP384SHA384):
 
-* ECDSAP256SHA256 (13, the default): X||Y, 64 bytes (RFC 6605 section 4);
-  signatures r||s, 64 bytes.
-* RSASHA256 (8): RFC 3110 section 2: exponent length (one octet, or zero
-  and two octets when the exponent is longer than 255 bytes), exponent,
-  modulus; PKCS #1 v1.5 signatures with SHA-256 (RFC 5702), as long as the
-  modulus (8.9: the receiver derives the length from the swarm ID).
+* ECDSAP256SHA256 (13, the default) and ECDSAP384SHA384 (14): X||Y, 64 or
+  96 bytes (RFC 6605 section 4), so a 65- or 97-byte swarm ID; signatures
+  r||s, 64 or 96 bytes, over SHA-256 or SHA-384 of the text.
+* RSASHA1 (5) and RSASHA256 (8): RFC 3110 section 2: exponent length (one
+  octet, or zero and two octets when the exponent is longer than 255
+  bytes), exponent, modulus; PKCS #1 v1.5 signatures with SHA-1 (RFC 3110)
+  or SHA-256 (RFC 5702), as long as the modulus (8.9: the receiver derives
+  the length from the swarm ID).
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 
 from swift.wire.constants import SigAlg
 
-#: algorithms a live swarm can use here (7.7)
-SUPPORTED = (SigAlg.ECDSAP256SHA256, SigAlg.RSASHA256)
+#: algorithms a live swarm can use here (7.7: all of them)
+SUPPORTED = (SigAlg.RSASHA1, SigAlg.RSASHA256, SigAlg.ECDSAP256SHA256, SigAlg.ECDSAP384SHA384)
+_RSA = (SigAlg.RSASHA1, SigAlg.RSASHA256)
+#: ECDSA: algorithm -> (curve, coordinate size in bytes, hash)
+_EC = {SigAlg.ECDSAP256SHA256: (ec.SECP256R1, 32, hashes.SHA256),
+       SigAlg.ECDSAP384SHA384: (ec.SECP384R1, 48, hashes.SHA384)}
+_RSA_HASH = {SigAlg.RSASHA1: hashes.SHA1, SigAlg.RSASHA256: hashes.SHA256}
 
 
 def _int_bytes(v: int) -> bytes:
@@ -41,23 +50,37 @@ class LiveSigner:
         self.pub = pub
         self.key = key
 
+    @property
+    def is_rsa(self) -> bool:
+        return self.alg in _RSA
+
     @classmethod
     def generate(cls, alg: SigAlg = SigAlg.ECDSAP256SHA256, rsa_bits: int = 2048) -> "LiveSigner":
         """A fresh injector key."""
-        if SigAlg(alg) == SigAlg.RSASHA256:
+        alg = SigAlg(alg)
+        if alg in _RSA:
             key = rsa.generate_private_key(public_exponent=65537, key_size=rsa_bits)
+        elif alg in _EC:
+            key = ec.generate_private_key(_EC[alg][0]())
         else:
-            key = ec.generate_private_key(ec.SECP256R1())
+            raise ValueError(f"live signature algorithm {alg.name} not supported")
         return cls(alg, key.public_key(), key)
 
     @classmethod
-    def from_key(cls, key) -> "LiveSigner":
-        """An injector from an existing private key (EC P-256 or RSA)."""
+    def from_key(cls, key, alg: SigAlg | None = None) -> "LiveSigner":
+        """An injector from an existing private key: EC P-256 / P-384 (the
+        curve names the algorithm) or RSA (RSASHA256 unless ``alg`` says
+        RSASHA1)."""
         if isinstance(key, rsa.RSAPrivateKey):
-            return cls(SigAlg.RSASHA256, key.public_key(), key)
-        if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1":
-            return cls(SigAlg.ECDSAP256SHA256, key.public_key(), key)
-        raise ValueError("need an ECDSA P-256 or RSA private key")
+            a = SigAlg.RSASHA256 if alg is None else SigAlg(alg)
+            if a not in _RSA:
+                raise ValueError(f"an RSA key cannot sign with {a.name}")
+            return cls(a, key.public_key(), key)
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            for a, (curve, _, _) in _EC.items():
+                if key.curve.name == curve.name and alg in (None, a):
+                    return cls(a, key.public_key(), key)
+        raise ValueError("need an ECDSA P-256/P-384 or RSA private key matching the algorithm")
 
     @classmethod
     def from_swarm_id(cls, sid: bytes) -> "LiveSigner":
@@ -65,13 +88,14 @@ class LiveSigner:
         if not sid:
             raise ValueError("empty swarm ID")
         alg = sid[0]
-        if alg == SigAlg.ECDSAP256SHA256:
-            if len(sid) != 65:
-                raise ValueError("ECDSA P-256 swarm ID must be 65 bytes")
-            x = int.from_bytes(sid[1:33], "big")
-            y = int.from_bytes(sid[33:], "big")
-            return cls(alg, ec.EllipticCurvePublicNumbers(x, y, ec.SECP256R1()).public_key())
-        if alg == SigAlg.RSASHA256:
+        if alg in _EC:
+            curve, n, _ = _EC[SigAlg(alg)]
+            if len(sid) != 1 + 2 * n:
+                raise ValueError(f"{SigAlg(alg).name} swarm ID must be {1 + 2 * n} bytes")
+            x = int.from_bytes(sid[1:1 + n], "big")
+            y = int.from_bytes(sid[1 + n:], "big")
+            return cls(SigAlg(alg), ec.EllipticCurvePublicNumbers(x, y, curve()).public_key())
+        if alg in _RSA:
             body = sid[1:]
             if len(body) < 3:
                 raise ValueError("RSA swarm ID too short")
@@ -83,45 +107,48 @@ class LiveSigner:
             n = int.from_bytes(body[p + elen:], "big")
             if elen == 0 or p + elen >= len(body) or n.bit_length() < 1024 or e < 3:
                 raise ValueError("malformed RSA swarm ID")
-            return cls(alg, rsa.RSAPublicNumbers(e, n).public_key())
+            return cls(SigAlg(alg), rsa.RSAPublicNumbers(e, n).public_key())
         raise ValueError(f"swarm ID algorithm {alg} not supported")
 
     @property
     def swarm_id(self) -> bytes:
         """DNSKEY-style swarm ID (6.1)."""
-        if self.alg == SigAlg.RSASHA256:
+        if self.is_rsa:
             nums = self.pub.public_numbers()
             e = _int_bytes(nums.e)
             head = bytes([len(e)]) if len(e) <= 255 else b"\x00" + len(e).to_bytes(2, "big")
             return bytes([self.alg]) + head + e + nums.n.to_bytes(self.sig_size, "big")
-        n = self.pub.public_numbers()
-        return bytes([self.alg]) + n.x.to_bytes(32, "big") + n.y.to_bytes(32, "big")
+        n = _EC[self.alg][1]
+        p = self.pub.public_numbers()
+        return bytes([self.alg]) + p.x.to_bytes(n, "big") + p.y.to_bytes(n, "big")
 
     @property
     def sig_size(self) -> int:
-        """Signature length on the wire (8.9)."""
-        if self.alg == SigAlg.RSASHA256:
+        """Signature length on the wire (8.9): the modulus, or 2 x the coordinate."""
+        if self.is_rsa:
             return (self.pub.key_size + 7) // 8
-        return 64
+        return 2 * _EC[self.alg][1]
 
     def sign(self, text: bytes) -> bytes:
         if self.key is None:
             raise ValueError("only the injector signs")
-        if self.alg == SigAlg.RSASHA256:
-            return self.key.sign(text, padding.PKCS1v15(), hashes.SHA256())
-        r, s = decode_dss_signature(self.key.sign(text, ec.ECDSA(hashes.SHA256())))
-        return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        if self.is_rsa:
+            return self.key.sign(text, padding.PKCS1v15(), _RSA_HASH[self.alg]())
+        _, n, h = _EC[self.alg]
+        r, s = decode_dss_signature(self.key.sign(text, ec.ECDSA(h())))
+        return r.to_bytes(n, "big") + s.to_bytes(n, "big")
 
     def verify(self, sig: bytes, text: bytes) -> bool:
         if len(sig) != self.sig_size:
             return False
         try:
-            if self.alg == SigAlg.RSASHA256:
-                self.pub.verify(sig, text, padding.PKCS1v15(), hashes.SHA256())
+            if self.is_rsa:
+                self.pub.verify(sig, text, padding.PKCS1v15(), _RSA_HASH[self.alg]())
             else:
-                der = encode_dss_signature(int.from_bytes(sig[:32], "big"),
-                                           int.from_bytes(sig[32:], "big"))
-                self.pub.verify(der, text, ec.ECDSA(hashes.SHA256()))
+                _, n, h = _EC[self.alg]
+                der = encode_dss_signature(int.from_bytes(sig[:n], "big"),
+                                           int.from_bytes(sig[n:], "big"))
+                self.pub.verify(der, text, ec.ECDSA(h()))
         except InvalidSignature:
             return False
         return True

@@ -158,8 +158,9 @@ def test_cli_download_streams_to_stdout(tmp_path) -> None:
         seed.stderr.close()
 
 
-@pytest.mark.parametrize("extra", [[], ["--live-method", "sign-all", "--sig-alg", "rsa"]],
-                         ids=["umt-ecdsa", "signall-rsa"])
+@pytest.mark.parametrize("extra", [[], ["--live-method", "sign-all", "--sig-alg", "rsa"],
+                                   ["--live-method", "umt", "--sig-alg", "ecdsa384"]],
+                         ids=["umt-ecdsa", "signall-rsa", "umt-ecdsa384"])
 def test_cli_live_source_and_viewer(tmp_path, extra) -> None:
     data = os.urandom(300 * 1024)
     inp = tmp_path / "feed.bin"
@@ -173,8 +174,10 @@ def test_cli_live_source_and_viewer(tmp_path, extra) -> None:
     try:
         sid = src.stdout.readline().strip()
         port = int(src.stderr.readline().strip().rsplit(":", 1)[1])
-        if extra:  # RSASHA256: algorithm 8, RFC 3110 key (2048-bit modulus)
+        if "rsa" in extra:  # RSASHA256: algorithm 8, RFC 3110 key (2048-bit modulus)
             assert bytes.fromhex(sid)[0] == 8 and len(bytes.fromhex(sid)) == 1 + 1 + 3 + 256
+        elif "ecdsa384" in extra:  # ECDSAP384SHA384: algorithm 14, X||Y of 48 bytes each (7.7)
+            assert bytes.fromhex(sid)[0] == 14 and len(bytes.fromhex(sid)) == 97
         else:
             assert len(bytes.fromhex(sid)) == 65  # DNSKEY-style ECDSA P-256 public key
         r = subprocess.run([sys.executable, "-m", "swift", "live-view", sid, "--peer",
