@@ -56,6 +56,7 @@ class SwiftNode:
         self._last_save = 0.0
         self._saving: Future | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._kernel_ts = False
         if peer.content.complete:
             self._complete.set()
 
@@ -73,13 +74,11 @@ class SwiftNode:
         s = socket.socket(fam, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        try:  # kernel arrival times for the ACK delay samples (see _on_readable)
-            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
         s.bind((self.host, self.port))
         s.setblocking(False)
         self.sock = s
+        self._kernel_ts = False
+        self._want_kernel_ts()
         self.port = s.getsockname()[1]
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(s.fileno(), self._on_readable)
@@ -117,7 +116,21 @@ class SwiftNode:
         """Serve one more swarm on the same UDP port (RFC 7574 figure 1):
         handshakes are routed by swarm ID, later datagrams by channel ID."""
         self.peers.append(peer)
+        self._want_kernel_ts()
         self._flush()
+
+    def _want_kernel_ts(self) -> None:
+        """Kernel arrival times (SO_TIMESTAMPNS) for the ACK delay samples
+        (8.7), only when a swarm on this socket asks for them
+        (``PeerConfig.delay_from_kernel``): they cost CPU on every datagram."""
+        if self.sock is None or self._kernel_ts:
+            return
+        if any(p.config.delay_from_kernel for p in self.peers):
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                self._kernel_ts = True
+            except OSError:
+                pass
 
     def _route(self, data: bytes) -> Peer | None:
         if len(self.peers) == 1:
