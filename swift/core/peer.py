@@ -446,8 +446,14 @@ class Peer(RequestPlanner):
             elif t == MsgType.SIGNED_INTEGRITY:
                 lo, hi = self._to_chunks(m)
                 w = hi - lo
-                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_sigs) < 64:
-                    ch.pending_sigs[B.make(w.bit_length() - 1, lo // w)] = (m.timestamp, m.signature)
+                if w > 0 and not (w & (w - 1)) and lo % w == 0:
+                    key = B.make(w.bit_length() - 1, lo // w)
+                    sigs = ch.pending_sigs
+                    if key not in sigs and len(sigs) >= 64:
+                        # bounded, oldest out: the signature sent right before
+                        # a DATA (6.1.1, 6.1.2.3) must never be the one dropped
+                        del sigs[next(iter(sigs))]
+                    sigs[key] = (m.timestamp, m.signature)
             elif t == MsgType.INTEGRITY:
                 lo, hi = self._to_chunks(m)
                 w = hi - lo
@@ -592,6 +598,7 @@ class Peer(RequestPlanner):
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
             ch.pending_hashes.clear()
             ch.hash_order.clear()
+            ch.pending_sigs.clear()
             if hi == lo + 1 and self.content.have.has(i):
                 ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
             elif hi == lo + 1 and len(ch.cancels) < 256:

@@ -139,3 +139,29 @@ def test_live_signature_covers_wire_chunk_spec(method, addressing) -> None:
     v.connect(SRC, t)
     _pump({SRC: source, V1: v}, source, t, 300, feed=True)
     assert v.content.have.count() > 20 and v.stats["rejected"] == 0
+
+
+@pytest.mark.parametrize("junk", ["unsolicited-data", "bare-signatures"])
+def test_signed_integrity_cache_cannot_block_honest_chunks(junk) -> None:
+    """6.1.1: SIGNED_INTEGRITY precedes each DATA.  70 unsolicited DATA with
+    their signatures, or 70 signatures without DATA, must not fill the
+    per-channel cache so that the next honest chunk's signature is dropped
+    and the chunk counted corrupt."""
+    src_tree, rx_tree = _pair("sign-all")
+    source = Peer(LiveContent(src_tree, window=512), PeerConfig(seed=1))
+    t = 9000.0
+    source.live_append(os.urandom(200 * 1024), t)
+    v = Peer(LiveContent(rx_tree, window=512), PeerConfig(seed=2))
+    v.connect(SRC, t)
+    t = _pump({SRC: source, V1: v}, source, t, 2, feed=False)
+    sch = next(iter(source.channels.values()))
+    vch = next(iter(v.channels.values()))
+    assert sch.state == vch.state == "est" and v.live_start is not None
+    for i in range(70):  # chunks far behind the tune-in point: never requested
+        d = source._data_dgram(sch, i, t)
+        if junk == "bare-signatures":
+            d = d[:4] + d[4:4 + 1 + 8 + 8 + 64]  # SIGNED_INTEGRITY only (chunk32 spec)
+        v.datagram_received(d, SRC, t)
+    assert len(vch.pending_sigs) <= 64
+    _pump({SRC: source, V1: v}, source, t, 200, feed=True)
+    assert v.stats["rejected"] == 0 and v.content.have.count() > 20 and SRC not in v.blacklist
