@@ -27,6 +27,7 @@ mis-parses the second), SHA-1, single-chunk ACKs.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -182,8 +183,9 @@ class Peer(RequestPlanner):
         self._next_tick: float | None = None
         self._arrived = 0.0
         if cfg.pex_ca_key is not None and cfg.pex_ca is None:
+            # our own copy: the caller's PeerConfig may be shared by other peers
             from swift.core.pexcert import ca_public_bytes
-            cfg.pex_ca = ca_public_bytes(cfg.pex_ca_key)
+            self.config = cfg = dataclasses.replace(cfg, pex_ca=ca_public_bytes(cfg.pex_ca_key))
         #: address -> membership certificate that passed the check or that we
         #: issued (bounded, purged on close, expires with the certificate)
         self.certs = CertCache(256)
@@ -284,9 +286,13 @@ class Peer(RequestPlanner):
         if o.swarm_id is not None and o.swarm_id != self.swarm_id:
             return False
         want = self.live_method if self.live else IntegrityMethod.MERKLE
-        if o.integrity is not None and o.integrity != want:
+        # an absent option means the default: Merkle Hash Tree for static
+        # content, Unified Merkle Tree for live (7.5); ECDSAP256SHA256 (7.7)
+        default_im = IntegrityMethod.UNIFIED_MERKLE if self.live else IntegrityMethod.MERKLE
+        if (o.integrity if o.integrity is not None else default_im) != want:
             return False
-        if self.live and o.sig_alg is not None and o.sig_alg != self.sig_alg:
+        if self.live and (o.sig_alg if o.sig_alg is not None
+                          else SigAlg.ECDSAP256SHA256) != self.sig_alg:
             return False
         default_hf = HashFunc.SHA1 if cfg.profile == "libswift" else HashFunc.SHA256
         if (o.hash_func if o.hash_func is not None else default_hf) != cfg.hash_func:

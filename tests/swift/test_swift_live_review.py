@@ -165,3 +165,30 @@ def test_signed_integrity_cache_cannot_block_honest_chunks(junk) -> None:
     assert len(vch.pending_sigs) <= 64
     _pump({SRC: source, V1: v}, source, t, 200, feed=True)
     assert v.stats["rejected"] == 0 and v.content.have.count() > 20 and SRC not in v.blacklist
+
+
+@pytest.mark.parametrize("method,alg,ok", [("umt", SigAlg.ECDSAP256SHA256, True),
+                                           ("sign-all", SigAlg.ECDSAP256SHA256, False),
+                                           ("umt", SigAlg.RSASHA256, False)])
+def test_live_handshake_without_options_means_defaults(method, alg, ok) -> None:
+    """7.5 / 7.7: a HANDSHAKE without the integrity method or live signature
+    algorithm option means Unified Merkle Tree and ECDSAP256SHA256; a Sign
+    All or RSA swarm refuses it instead of accepting it."""
+    from swift.wire import codec as C
+    if alg == SigAlg.RSASHA256:
+        tree = LiveTree.source(4, 1024, key=LiveSigner.generate(alg, rsa_bits=1024).key, alg=alg)
+    else:
+        tree = _pair(method)[0]
+    source = Peer(LiveContent(tree, window=256), PeerConfig(seed=1))
+    opts = C.HandshakeOptions(version=1, min_version=1, swarm_id=tree.swarm_id,
+                              hash_func=source.config.hash_func, chunk_size=1024)
+    d = C.encode_datagram(source.ctx, 0, [C.Handshake(0x1234, opts)])
+    source.datagram_received(d, V1, 1.0)
+    assert bool(source.channels) is ok and (source.stats["refused"] == 0) is ok
+
+
+def test_pex_ca_key_does_not_write_into_a_shared_config() -> None:
+    from swift.core.pexcert import new_ca_key
+    cfg = PeerConfig(seed=1, tracker=True, pex_ca_key=new_ca_key())
+    p = Peer(LiveContent(_pair("umt")[1], window=64), cfg)
+    assert p.config.pex_ca is not None and cfg.pex_ca is None
