@@ -409,12 +409,26 @@ class LiveContent:
         m = munro_of(i, t.per_sig)
         out: list = []
         lo, hi = B.base_range(m)
-        if m not in sent_munros and peer_have.is_empty_range(lo, hi):
+        # a chunk sent again was lost or dropped, maybe with its munro: resend it
+        again = sent is not None and sent.has(i)
+        if (m not in sent_munros or again) and peer_have.is_empty_range(lo, hi):
             h, ts, sig = t.signed[m]
             out += [("h", m, h), ("s", m, ts, sig)]
             sent_munros.add(m)
         out += [("h", b, h) for b, h in t.uncles(i, peer_have)]
         return out
+
+    def learn(self, hashes: list, sigs: dict, now: float) -> None:
+        """Trust the signed munros that came with a DATA we do not keep (an
+        unsolicited or duplicate chunk): the sender sends a munro once, so
+        dropping it would fail every later chunk under it (6.1.2.3)."""
+        t = self.tree
+        if isinstance(t, SignAllTree) or not sigs:
+            return
+        offered = dict(hashes)
+        for m, (ts, sig) in sigs.items():
+            if m in offered and m not in t.signed:
+                t.offer_munro(m, offered[m], ts, sig, now)
 
     def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
         """Trust offered signed munros, then check chunk ``i`` (6.1.2.1).

@@ -602,6 +602,8 @@ class Peer(RequestPlanner):
         sent_at = ch.requests.pop(i, None)
         if sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
+            if self.live and ch.pending_sigs:
+                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
@@ -632,6 +634,8 @@ class Peer(RequestPlanner):
                 self.stats["stale"] = self.stats.get("stale", 0) + 1
                 if not self.content.n_chunks:
                     self.live_start = None
+                elif self.live_start is not None:
+                    self.live_start = max(self.live_start, i + 1)  # never ask again
                 return
             if getattr(tree, "last_missing", False):
                 # hashes lost with an earlier datagram (5.3): not the peer's

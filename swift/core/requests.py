@@ -159,7 +159,12 @@ class RequestPlanner:
         if self.content.is_source or not ch.peer_max:  # type: ignore[attr-defined]
             return []
         if self.live_start is None:
-            self.live_start = max(0, ch.peer_max - self.config.live_prebuffer)
+            top = self.content.tree.frontier  # end of the newest trusted munro
+            if not top:
+                return self._tune_in_probe(ch, now)
+            # 6.1.2.4: tune in from the rightmost *signed* munro, not from
+            # a HAVE, which anyone can send
+            self.live_start = max(0, top - self.config.live_prebuffer)
         want = 64 - len(ch.requests)
         if want < 8:
             return []
@@ -179,6 +184,21 @@ class RequestPlanner:
             if len(ch.requests) == len(picks):
                 ch.last_progress = now
         return out
+
+    def _tune_in_probe(self, ch: Channel, now: float) -> list:
+        """Before any munro is trusted, ask each peer for the newest chunk it
+        announced: its DATA comes with the signed munro (or, Sign All, the
+        chunk's signature) that fixes the tune-in point (6.1.2.4).  A peer
+        whose HAVE was a lie never delivers and so never moves it."""
+        c = ch.peer_max - 1
+        if ch.requests or self.content.have.has(c):
+            return []
+        self.inflight.set(B.chunk(c))
+        ch.requests[c] = now
+        ch.req_seq[c] = ch.next_seq
+        ch.next_seq += 1
+        ch.last_progress = now
+        return [C.Request(s, t) for s, t in self._specs(c, c + 1)]
 
     def _pex_msgs(self, ch: Channel, now: float) -> list:
         if not ch.pex_requested:

@@ -153,7 +153,7 @@ def test_signed_integrity_cache_cannot_block_honest_chunks(junk) -> None:
     source.live_append(os.urandom(200 * 1024), t)
     v = Peer(LiveContent(rx_tree, window=512), PeerConfig(seed=2))
     v.connect(SRC, t)
-    t = _pump({SRC: source, V1: v}, source, t, 2, feed=False)
+    t = _pump({SRC: source, V1: v}, source, t, 6, feed=False)  # handshake + tune-in probe
     sch = next(iter(source.channels.values()))
     vch = next(iter(v.channels.values()))
     assert sch.state == vch.state == "est" and v.live_start is not None
@@ -185,6 +185,33 @@ def test_live_handshake_without_options_means_defaults(method, alg, ok) -> None:
     d = C.encode_datagram(source.ctx, 0, [C.Handshake(0x1234, opts)])
     source.datagram_received(d, V1, 1.0)
     assert bool(source.channels) is ok and (source.stats["refused"] == 0) is ok
+
+
+def test_tune_in_from_signed_munro_not_from_have() -> None:
+    """6.1.2.4: the tune-in point comes from the rightmost signed munro.  An
+    unsigned HAVE far ahead of the stream does not move it there."""
+    from swift.wire import codec as C
+    src_tree, rx_tree = _pair("umt")
+    source = Peer(LiveContent(src_tree, window=256), PeerConfig(seed=1))
+    t = 9500.0
+    source.live_append(os.urandom(100 * 1024), t)
+    v = Peer(LiveContent(rx_tree, window=256), PeerConfig(seed=2))
+    v.connect(SRC, t)
+    t = _pump({SRC: source, V1: v}, source, t, 2, feed=False)  # handshake only
+    vch = next(iter(v.channels.values()))
+    sch = next(iter(source.channels.values()))
+    lie = source._pack(sch, sch.remote_id, [C.Have(1_000_000, 1_000_000)])  # chunk32 spec
+    v.datagram_received(lie[0], SRC, t)
+    assert vch.peer_max == 1_000_001
+    _pump({SRC: source, V1: v}, source, t, 100, feed=False)
+    assert v.live_start is None or v.live_start < 200  # never near the unsigned HAVE
+    # an honest HAVE: tune in behind the newest signed munro (chunk 99's munro ends at 100)
+    v2 = Peer(LiveContent(_pair("umt")[1].__class__(src_tree.swarm_id, 4, 1024), window=256),
+              PeerConfig(seed=3))
+    v2.connect(SRC, t)
+    _pump({SRC: source, ("10.2.0.3", 3): v2}, source, t, 50, feed=False)
+    assert v2.live_start == 100 - v2.config.live_prebuffer
+    assert v2.content.have.has(99)
 
 
 def test_pex_ca_key_does_not_write_into_a_shared_config() -> None:
