@@ -12,6 +12,11 @@ hypothesis.
 - ``m2c_ldpc_encode(src, symbol_size, row_ptr, cols)``: the ``m`` staircase
   repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
   concatenated in ``src``.
+- ``m2c_ldpc_add(...)`` / ``m2c_ldpc_add_many(...)``: the iterative decoder.
+- ``m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)``:
+  the maximum-likelihood step (Gaussian elimination with inactivation) over
+  the equations the iterative decoder left unsolved; returns
+  ``(deficit, determined, esis, symbols)``.
 """
 
 from __future__ import annotations
@@ -207,3 +212,183 @@ def m2c_ldpc_add_many(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown
         total += m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values,
                               known, esi, sym[i * E:(i + 1) * E])
     return total
+
+
+def m2c_ldpc_eliminate(k: int, E: int, eq_ptr, eq_vars, unknown, partial, known,
+                       values: bool) -> tuple[int, bool, bytes, bytes]:
+    """Maximum-likelihood step over the iterative decoder's state (same plan as the C).
+
+    ``eq_ptr/eq_vars``: equation -> variables (CSR, uint32); ``unknown``: uint32
+    per equation, its count of unknown variables (0: finished); ``partial``
+    (m*E): XOR of each equation's known variables; ``known``: n bytes.
+
+    1. Structure: peel equations with one unresolved unknown; when stalled,
+       inactivate the unknown of highest remaining degree in a lightest live
+       equation.  Every unknown becomes (constant) + (combination of inactive
+       unknowns, a bit mask); equations left with no unresolved unknown are
+       constraints on the inactive ones, solved by Gauss-Jordan over GF(2).
+    2. ``deficit`` = inactive - rank, the dimension of the solution space (at
+       least this many more equations are needed).  A source is determined
+       when its combination does not involve a free (pivot-less) column.
+    3. With ``values``: a particular solution (free columns 0) gives every
+       determined source (same value in every solution).
+
+    Returns ``(deficit, determined, esis, symbols)``: ``determined`` is True
+    when every unknown source is determined; ``esis`` (uint32 array bytes,
+    ascending) and ``symbols`` (their concatenation) list the determined
+    unknown sources when ``values`` (else both empty).  None of these depend
+    on the inactivation choices.
+    """
+    def u32(buf):
+        mv = memoryview(buf).cast("B")
+        if mv.nbytes % 4:
+            raise ValueError("m2c_ldpc_add: bad uint32 buffer")
+        return mv.cast("I")
+
+    EP, EV, U = u32(eq_ptr), u32(eq_vars), u32(unknown)
+    if len(EP) < 1:
+        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
+    P = memoryview(partial).cast("B")
+    K = memoryview(known).cast("B")
+    m, n, nev = len(EP) - 1, len(K), len(EV)
+    bad = "m2c_ldpc_eliminate: inconsistent decoder state"
+    if E <= 0 or k < 0 or k > n or n < 1 or len(U) != m or len(P) != m * E:
+        raise ValueError(bad)
+    if any(EP[e] > EP[e + 1] or EP[e + 1] > nev for e in range(m)):
+        raise ValueError(bad)
+    # live equations: their unknown variables
+    live: dict[int, set[int]] = {}
+    var_eqs: dict[int, list[int]] = {v: [] for v in range(n) if not K[v]}
+    for e in range(m):
+        if U[e] == 0:
+            continue
+        row = EV[EP[e]:EP[e + 1]]
+        if any(v >= n for v in row) or len(set(row)) != len(row):
+            raise ValueError(bad)
+        live[e] = s = {v for v in row if not K[v]}
+        for v in s:
+            var_eqs[v].append(e)
+    vdeg = {v: len(es) for v, es in var_eqs.items()}
+    unresolved = set(var_eqs)
+    stack = [e for e in range(m) if e in live and len(live[e]) == 1]
+    log: list[tuple[int, int]] = []  # (variable, equation it came from or -1: inactive)
+    cons: list[int] = []
+    n_in = 0
+    while unresolved:
+        v = frm = -1
+        while stack:
+            e = stack.pop()
+            s = live.get(e)
+            if s is not None and len(s) == 1:
+                (v,) = s
+                frm = e
+                break
+        if v < 0:
+            best, bc = -1, None
+            for e in range(m):
+                s = live.get(e)
+                if s is not None and len(s) >= 2 and (bc is None or len(s) < bc):
+                    best, bc = e, len(s)
+                    if bc == 2:
+                        break
+            if best >= 0:
+                bd = 0
+                for u in EV[EP[best]:EP[best + 1]]:
+                    if u in unresolved and (v < 0 or vdeg[u] > bd):
+                        v, bd = u, vdeg[u]
+            else:
+                v = min(unresolved)
+            n_in += 1
+        else:
+            del live[frm]
+            vdeg[v] -= 1
+        unresolved.discard(v)
+        log.append((v, frm))
+        for e2 in var_eqs[v]:
+            s = live.get(e2)
+            if s is None:
+                continue
+            s.discard(v)
+            if len(s) == 1:
+                stack.append(e2)
+            elif not s:
+                del live[e2]
+                cons.append(e2)
+
+    def sym(e: int) -> int:
+        return int.from_bytes(P[e * E:(e + 1) * E], "little")
+
+    # combinations over the inactive unknowns (and constants), in resolution order
+    mask: dict[int, int] = {}
+    const: dict[int, int] = {}
+    col = 0
+    for v, e in log:
+        if e < 0:
+            mask[v], const[v] = 1 << col, 0
+            col += 1
+            continue
+        mk, r = 0, sym(e) if values else 0
+        for u in EV[EP[e]:EP[e + 1]]:
+            if u != v and not K[u]:
+                mk ^= mask[u]
+                r ^= const[u]
+        mask[v], const[v] = mk, r
+    pivots: dict[int, tuple[int, int]] = {}  # column -> (reduced row, rhs)
+    for e in cons:
+        mk, r = 0, sym(e) if values else 0
+        for u in EV[EP[e]:EP[e + 1]]:
+            if not K[u]:
+                mk ^= mask[u]
+                r ^= const[u]
+        for c, (pm, pr) in pivots.items():
+            if mk >> c & 1:
+                mk ^= pm
+                r ^= pr
+        if not mk:
+            continue
+        c = (mk & -mk).bit_length() - 1
+        for c2, (pm, pr) in list(pivots.items()):
+            if pm >> c & 1:
+                pivots[c2] = (pm ^ mk, pr ^ r)
+        pivots[c] = (mk, r)
+    deficit = n_in - len(pivots)
+    free = 0
+    for c in range(n_in):
+        if c not in pivots:
+            free |= 1 << c
+    free_dep = [1 << c for c in range(n_in)]
+    for c, (pm, _) in pivots.items():
+        free_dep[c] = pm & free
+    determined = True
+    found: list[int] = []
+    for v in range(k):
+        if K[v]:
+            continue
+        dep, mk = 0, mask[v] if deficit else 0
+        while mk:
+            low = mk & -mk
+            dep ^= free_dep[low.bit_length() - 1]
+            mk ^= low
+        if dep:
+            determined = False
+            if not values:
+                break
+        else:
+            found.append(v)
+    if not values:
+        return deficit, determined, b"", b""
+    # particular solution: free columns 0, pivot columns their reduced rhs
+    val: dict[int, int] = {}
+    col = 0
+    for v, e in log:
+        if e < 0:
+            val[v] = pivots[col][1] if col in pivots else 0
+            col += 1
+            continue
+        x = sym(e)
+        for u in EV[EP[e]:EP[e + 1]]:
+            if u != v and not K[u]:
+                x ^= val[u]
+        val[v] = x
+    return (deficit, determined, array("I", found).tobytes(),
+            b"".join(val[v].to_bytes(E, "little") for v in found))

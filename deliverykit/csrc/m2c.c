@@ -14,6 +14,11 @@
  *   m2c_ldpc_add_many(..., known, esis, symbols) -> int
  *       The same for a batch: esis is a uint32 array, symbols their
  *       concatenation (one call per received batch instead of per symbol).
+ *   m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)
+ *       -> (deficit, determined, esis, symbols)
+ *       The maximum-likelihood step: Gaussian elimination with inactivation
+ *       over the equations the iterative decoder left unsolved (see
+ *       m2c/fec/ldpc.py and the twin in m2c/_fast.py).
  */
 #include "speedups.h"
 
@@ -451,7 +456,397 @@ m2c_ldpc_add_many(PyObject *self, PyObject *args)
     return ldpc_add_impl(args, 1);
 }
 
+/* ---- maximum-likelihood elimination (inactivation decoding) ------------
+ *
+ * State is the iterative decoder's: eq_ptr/eq_vars (equation -> variables,
+ * CSR uint32), unknown (uint32 per equation: its unknown count; equations
+ * with 0 are finished), partial (m*E: XOR of the known variables of each
+ * equation), known (n bytes).  Over the unknown variables:
+ *   1. structure: peel degree-1 equations; when stalled, inactivate the
+ *      unknown of highest remaining degree in a lightest equation.  Each
+ *      resolved variable is (constant) + (combination of inactive ones);
+ *      equations left with no unresolved unknown become constraints over the
+ *      inactive unknowns, solved by Gauss-Jordan over GF(2) (bit-packed).
+ *   2. deficit = inactive - rank: the dimension of the solution space.
+ *      A source variable is determined when its combination does not depend
+ *      on a free (pivot-less) inactive column.
+ *   3. values (only if asked): constants and the pivot values with every free
+ *      column set to 0 (a particular solution: determined variables have the
+ *      same value in every solution), then the determined sources.
+ * Results do not depend on the inactivation choices, so the Python twin
+ * (which follows the same plan) returns the same tuple. */
+
+typedef uint64_t word_t;
+
+static inline void
+xor_words(word_t *restrict d, const word_t *restrict s, Py_ssize_t w)
+{
+    for (Py_ssize_t i = 0; i < w; i++)
+        d[i] ^= s[i];
+}
+
+static PyObject *
+m2c_ldpc_eliminate(PyObject *self, PyObject *args)
+{
+    Py_ssize_t k, E;
+    int values;
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "nnOOOOOp:m2c_ldpc_eliminate", &k, &E, &o[0], &o[1], &o[2],
+                          &o[3], &o[4], &values))
+        return NULL;
+    buf_t eqp = {0}, eqv = {0}, unk = {0}, part = {0}, kn = {0};
+    PyObject *ret = NULL;
+    /* scratch (freed at the end) */
+    uint32_t *slot = NULL, *cnt = NULL, *xs = NULL, *vdeg = NULL, *vptr = NULL, *vlist = NULL;
+    uint32_t *stamp = NULL, *logv = NULL, *loge = NULL, *stack = NULL, *cons = NULL;
+    uint32_t *inact = NULL, *pivrow = NULL, *fill = NULL;
+    uint8_t *alive = NULL, *resolved = NULL;
+    word_t *mask = NULL, *rows = NULL, *free_dep = NULL, *dep = NULL, *freecols = NULL;
+    uint8_t *sym = NULL, *rrhs = NULL;
+    if (get_u32(o[0], &eqp, 0, 1) < 0 || get_u32(o[1], &eqv, 0, 0) < 0
+        || get_u32(o[2], &unk, 0, 0) < 0)
+        goto done;
+    if (PyObject_GetBuffer(o[3], &part.b, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    part.held = 1;
+    if (PyObject_GetBuffer(o[4], &kn.b, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    kn.held = 1;
+    const uint32_t *EP = eqp.b.buf, *EV = eqv.b.buf, *U = unk.b.buf;
+    const uint8_t *P = part.b.buf, *K = kn.b.buf;
+    Py_ssize_t m = eqp.b.len / 4 - 1, n = kn.b.len, nev = eqv.b.len / 4;
+    if (E <= 0 || k < 0 || k > n || n < 1 || unk.b.len / 4 != m || part.b.len != m * E
+        || n > 0xFFFFFFF0 || m > 0xFFFFFFF0) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_eliminate: inconsistent decoder state");
+        goto done;
+    }
+    for (Py_ssize_t e = 0; e < m; e++)
+        if (EP[e] > EP[e + 1] || EP[e + 1] > (uint32_t)nev)
+            goto bad;
+    /* unknown variables get slots 0..nu-1 */
+    slot = malloc((size_t)n * 4);
+    stamp = malloc((size_t)n * 4);
+    cnt = calloc((size_t)m + 1, 4);
+    xs = calloc((size_t)m + 1, 4);
+    alive = calloc((size_t)m + 1, 1);
+    if (!slot || !stamp || !cnt || !xs || !alive)
+        goto nomem;
+    Py_ssize_t nu = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        slot[v] = K[v] ? UINT32_MAX : (uint32_t)nu++;
+        stamp[v] = UINT32_MAX;
+    }
+    vdeg = calloc((size_t)nu + 1, 4);
+    vptr = calloc((size_t)nu + 2, 4);
+    resolved = calloc((size_t)nu + 1, 1);
+    logv = malloc(((size_t)nu + 1) * 4);
+    loge = malloc(((size_t)nu + 1) * 4);
+    inact = malloc(((size_t)nu + 1) * 4);
+    stack = malloc(((size_t)m + 1) * 4);
+    cons = malloc(((size_t)m + 1) * 4);
+    if (!vdeg || !vptr || !resolved || !logv || !loge || !inact || !stack || !cons)
+        goto nomem;
+    /* active equations: unknown count > 0; count and XOR their unknowns */
+    Py_ssize_t nedges = 0;
+    for (Py_ssize_t e = 0; e < m; e++) {
+        if (U[e] == 0)
+            continue;
+        alive[e] = 1;
+        for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+            uint32_t v = EV[y];
+            if (v >= (uint32_t)n || stamp[v] == (uint32_t)e)
+                goto bad; /* out of range or twice in one equation */
+            stamp[v] = (uint32_t)e;
+            if (K[v])
+                continue;
+            cnt[e]++;
+            xs[e] ^= v;
+            vdeg[slot[v]]++;
+            nedges++;
+        }
+    }
+    for (Py_ssize_t s = 0; s < nu; s++)
+        vptr[s + 1] = vptr[s] + vdeg[s];
+    vlist = malloc(((size_t)nedges + 1) * 4);
+    fill = malloc(((size_t)nu + 1) * 4);
+    if (!vlist || !fill)
+        goto nomem;
+    memcpy(fill, vptr, (size_t)nu * 4);
+    Py_ssize_t top = 0, ncons = 0, nlog = 0, n_in = 0, unresolved = nu, scan = 0;
+    for (Py_ssize_t e = 0; e < m; e++) {
+        if (!alive[e])
+            continue;
+        for (uint32_t y = EP[e]; y < EP[e + 1]; y++)
+            if (!K[EV[y]])
+                vlist[fill[slot[EV[y]]]++] = (uint32_t)e;
+        if (cnt[e] == 1)
+            stack[top++] = (uint32_t)e;
+    }
+    /* 1. structure */
+    while (unresolved > 0) {
+        uint32_t v = UINT32_MAX, from = UINT32_MAX;
+        while (top > 0) {
+            uint32_t e = stack[--top];
+            if (alive[e] && cnt[e] == 1) {
+                v = xs[e];
+                from = e;
+                break;
+            }
+        }
+        if (v == UINT32_MAX) {
+            /* stalled: a lightest live equation, its unknown of highest degree */
+            uint32_t best = UINT32_MAX, bc = UINT32_MAX;
+            for (Py_ssize_t e = 0; e < m; e++)
+                if (alive[e] && cnt[e] >= 2 && cnt[e] < bc) {
+                    bc = cnt[e];
+                    best = (uint32_t)e;
+                    if (bc == 2)
+                        break;
+                }
+            if (best != UINT32_MAX) {
+                uint32_t bd = 0;
+                for (uint32_t y = EP[best]; y < EP[best + 1]; y++) {
+                    uint32_t u = EV[y];
+                    if (!K[u] && !resolved[slot[u]] && (v == UINT32_MAX || vdeg[slot[u]] > bd)) {
+                        v = u;
+                        bd = vdeg[slot[u]];
+                    }
+                }
+            } else {
+                while (scan < n && (K[scan] || resolved[slot[scan]]))
+                    scan++;
+                v = (uint32_t)scan;
+            }
+            inact[n_in++] = v;
+        } else {
+            alive[from] = 0; /* consumed by the variable it determines */
+            vdeg[slot[v]]--;
+        }
+        uint32_t s = slot[v];
+        resolved[s] = 1;
+        unresolved--;
+        logv[nlog] = v;
+        loge[nlog++] = from;
+        for (uint32_t x = vptr[s]; x < vptr[s + 1]; x++) {
+            uint32_t e2 = vlist[x];
+            if (!alive[e2])
+                continue;
+            cnt[e2]--;
+            xs[e2] ^= v;
+            if (cnt[e2] == 1) {
+                stack[top++] = e2;
+            } else if (cnt[e2] == 0) {
+                alive[e2] = 0;
+                cons[ncons++] = e2;
+            }
+        }
+    }
+    /* combinations over the inactive unknowns, in resolution order */
+    Py_ssize_t W = (n_in + 63) / 64;
+    if (W == 0)
+        W = 1;
+    mask = calloc((size_t)nu * W + 1, sizeof(word_t));
+    rows = calloc((size_t)ncons * W + 1, sizeof(word_t));
+    pivrow = malloc(((size_t)n_in + 1) * 4);
+    free_dep = calloc((size_t)n_in * W + 1, sizeof(word_t));
+    dep = calloc((size_t)W, sizeof(word_t));
+    freecols = calloc((size_t)W, sizeof(word_t));
+    if (!mask || !rows || !pivrow || !free_dep || !dep || !freecols)
+        goto nomem;
+    if (values) {
+        sym = calloc((size_t)nu * E + 1, 1);
+        rrhs = calloc((size_t)ncons * E + 1, 1);
+        if (!sym || !rrhs)
+            goto nomem;
+    }
+    n_in = 0;
+    for (Py_ssize_t i = 0; i < nlog; i++) {
+        uint32_t v = logv[i], e = loge[i], s = slot[v];
+        word_t *mv = mask + (size_t)s * W;
+        if (e == UINT32_MAX) {
+            mv[n_in / 64] |= (word_t)1 << (n_in % 64);
+            n_in++;
+            continue;
+        }
+        if (values)
+            memcpy(sym + (size_t)s * E, P + (size_t)e * E, (size_t)E);
+        for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+            uint32_t u = EV[y];
+            if (u == v || K[u])
+                continue;
+            xor_words(mv, mask + (size_t)slot[u] * W, W);
+            if (values)
+                xor_block(sym + (size_t)s * E, sym + (size_t)slot[u] * E, E);
+        }
+    }
+    for (Py_ssize_t c = 0; c < ncons; c++) {
+        uint32_t e = cons[c];
+        word_t *rv = rows + (size_t)c * W;
+        if (values)
+            memcpy(rrhs + (size_t)c * E, P + (size_t)e * E, (size_t)E);
+        for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+            uint32_t u = EV[y];
+            if (K[u])
+                continue;
+            xor_words(rv, mask + (size_t)slot[u] * W, W);
+            if (values)
+                xor_block(rrhs + (size_t)c * E, sym + (size_t)slot[u] * E, E);
+        }
+    }
+    /* Gauss-Jordan: pivrow[col] = constraint row holding that pivot */
+    for (Py_ssize_t c = 0; c < n_in; c++)
+        pivrow[c] = UINT32_MAX;
+    Py_ssize_t rank = 0;
+    for (Py_ssize_t r = 0; r < ncons; r++) {
+        word_t *rv = rows + (size_t)r * W;
+        for (Py_ssize_t wi = 0; wi < W; wi++) {
+            word_t bits = rv[wi];
+            while (bits) {
+                int b = __builtin_ctzll(bits);
+                bits &= bits - 1;
+                Py_ssize_t col = wi * 64 + b;
+                uint32_t pr = pivrow[col];
+                if (pr != UINT32_MAX && (rv[wi] >> b & 1)) {
+                    xor_words(rv, rows + (size_t)pr * W, W);
+                    if (values)
+                        xor_block(rrhs + (size_t)r * E, rrhs + (size_t)pr * E, E);
+                    bits = rv[wi] & ~(((word_t)2 << b) - 1);
+                }
+            }
+        }
+        Py_ssize_t col = -1;
+        for (Py_ssize_t wi = 0; wi < W && col < 0; wi++)
+            if (rv[wi])
+                col = wi * 64 + __builtin_ctzll(rv[wi]);
+        if (col < 0)
+            continue;
+        for (Py_ssize_t c2 = 0; c2 < n_in; c2++) {
+            uint32_t pr = pivrow[c2];
+            if (pr != UINT32_MAX && (rows[(size_t)pr * W + col / 64] >> (col % 64) & 1)) {
+                xor_words(rows + (size_t)pr * W, rv, W);
+                if (values)
+                    xor_block(rrhs + (size_t)pr * E, rrhs + (size_t)r * E, E);
+            }
+        }
+        pivrow[col] = (uint32_t)r;
+        rank++;
+    }
+    Py_ssize_t deficit = n_in - rank;
+    for (Py_ssize_t c = 0; c < n_in; c++)
+        if (pivrow[c] == UINT32_MAX)
+            freecols[c / 64] |= (word_t)1 << (c % 64);
+    for (Py_ssize_t c = 0; c < n_in; c++) {
+        word_t *fd = free_dep + (size_t)c * W;
+        if (pivrow[c] == UINT32_MAX) {
+            fd[c / 64] |= (word_t)1 << (c % 64);
+        } else {
+            const word_t *pv = rows + (size_t)pivrow[c] * W;
+            for (Py_ssize_t wi = 0; wi < W; wi++)
+                fd[wi] = pv[wi] & freecols[wi];
+        }
+    }
+    /* which unknown sources are determined */
+    int determined = 1;
+    Py_ssize_t nfound = 0;
+    uint8_t *isdet = resolved; /* reuse: 1 = determined source */
+    for (Py_ssize_t v = 0; v < k; v++) {
+        if (K[v])
+            continue;
+        uint32_t s = slot[v];
+        isdet[s] = 0;
+        memset(dep, 0, (size_t)W * sizeof(word_t));
+        if (deficit > 0) {
+            const word_t *mv = mask + (size_t)s * W;
+            for (Py_ssize_t wi = 0; wi < W; wi++) {
+                word_t bits = mv[wi];
+                while (bits) {
+                    int b = __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    xor_words(dep, free_dep + (size_t)(wi * 64 + b) * W, W);
+                }
+            }
+        }
+        int zero = 1;
+        for (Py_ssize_t wi = 0; wi < W; wi++)
+            zero &= dep[wi] == 0;
+        if (zero) {
+            isdet[s] = 1;
+            nfound++;
+        } else {
+            determined = 0;
+            if (!values)
+                break;
+        }
+    }
+    PyObject *esis = NULL, *syms = NULL;
+    if (values) {
+        /* particular solution: free columns 0, pivots their reduced rhs */
+        for (Py_ssize_t i = 0, c = 0; i < nlog; i++) {
+            uint32_t v = logv[i], e = loge[i], s = slot[v];
+            uint8_t *dst = sym + (size_t)s * E;
+            if (e == UINT32_MAX) {
+                if (pivrow[c] == UINT32_MAX)
+                    memset(dst, 0, (size_t)E);
+                else
+                    memcpy(dst, rrhs + (size_t)pivrow[c] * E, (size_t)E);
+                c++;
+                continue;
+            }
+            memcpy(dst, P + (size_t)e * E, (size_t)E);
+            for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
+                uint32_t u = EV[y];
+                if (u != v && !K[u])
+                    xor_block(dst, sym + (size_t)slot[u] * E, E);
+            }
+        }
+        esis = PyBytes_FromStringAndSize(NULL, nfound * 4);
+        syms = PyBytes_FromStringAndSize(NULL, nfound * E);
+        if (!esis || !syms) {
+            Py_XDECREF(esis);
+            Py_XDECREF(syms);
+            goto done;
+        }
+        uint32_t *eo = (uint32_t *)PyBytes_AsString(esis);
+        uint8_t *so = (uint8_t *)PyBytes_AsString(syms);
+        Py_ssize_t j = 0;
+        for (Py_ssize_t v = 0; v < k; v++)
+            if (!K[v] && isdet[slot[v]]) {
+                eo[j] = (uint32_t)v;
+                memcpy(so + j * E, sym + (size_t)slot[v] * E, (size_t)E);
+                j++;
+            }
+    } else {
+        esis = PyBytes_FromStringAndSize(NULL, 0);
+        syms = PyBytes_FromStringAndSize(NULL, 0);
+        if (!esis || !syms) {
+            Py_XDECREF(esis);
+            Py_XDECREF(syms);
+            goto done;
+        }
+    }
+    ret = Py_BuildValue("(nONN)", deficit, determined ? Py_True : Py_False, esis, syms);
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "m2c_ldpc_eliminate: inconsistent decoder state");
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(slot); free(stamp); free(cnt); free(xs); free(alive); free(vdeg); free(vptr);
+    free(resolved); free(logv); free(loge); free(inact); free(stack); free(cons); free(vlist);
+    free(fill); free(mask); free(rows); free(pivrow); free(free_dep); free(dep); free(freecols);
+    free(sym); free(rrhs);
+    buf_t *all[] = {&eqp, &eqv, &unk, &part, &kn};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->held)
+            PyBuffer_Release(&all[i]->b);
+    return ret;
+}
+
 PyMethodDef dk_m2c_methods[] = {
+    {"m2c_ldpc_eliminate", m2c_ldpc_eliminate, METH_VARARGS,
+     "m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values) -> "
+     "(deficit, determined, esis, symbols): maximum-likelihood step."},
     {"m2c_ldpc_matrix", m2c_ldpc_matrix, METH_VARARGS,
      "m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols): RFC 5170 left matrix (CSR)."},
     {"m2c_ldpc_encode", m2c_ldpc_encode, METH_VARARGS,

@@ -24,14 +24,14 @@ Zyablov-Pinsker) decoder fed one symbol at a time, plus a maximum-likelihood
 fallback by Gaussian elimination with inactivation (the hybrid of [CR08]):
 when peeling stalls, a few unknowns are made symbolic ("inactivated") so that
 peeling can continue; the small dense system left over those unknowns is
-solved by Gauss-Jordan over GF(2) with bit-packed rows (Python ints).  A
+solved by Gauss-Jordan over GF(2) with bit-packed rows.  The elimination
+runs in C (``m2c_ldpc_eliminate``) with a pure-Python twin.  A
 source symbol is returned only when the received symbols determine it.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -236,6 +236,7 @@ def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
 
 ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)
 ldpc_add_many = load("m2c_ldpc_add_many", _fast.m2c_ldpc_add_many)
+ldpc_eliminate = load("m2c_ldpc_eliminate", _fast.m2c_ldpc_eliminate)
 
 
 class LDPCDecoder:
@@ -340,130 +341,28 @@ class LDPCDecoder:
         return self.complete
 
     def _eliminate(self, values: bool) -> bool:
-        """One elimination; without ``values``: True when every source symbol is determined."""
-        k, n, E = self.params.k, self.params.n, self.params.symbol_size
-        known = self._known
-        rows = staircase_matrix(k, n, self.params.n1, self.params.seed).rows()
-        unknown = array("I")
-        unknown.frombytes(bytes(self._unknown))
-        pmv = memoryview(self._partial)
-        # working system over the unknowns: per equation its unknown set,
-        # right-hand side (symbol int) and inactive-combination mask
-        eqs = [e for e in range(len(rows)) if unknown[e] > 0]
-        unk: dict[int, set[int]] = {e: {v for v in rows[e] if not known[v]} for e in eqs}
-        rhs = ({e: int.from_bytes(pmv[e * E:(e + 1) * E], "little") for e in eqs} if values
-               else dict.fromkeys(eqs, 0))
-        mask = dict.fromkeys(eqs, 0)
-        var_eqs: dict[int, set[int]] = {}
-        for e in eqs:
-            for v in unk[e]:
-                var_eqs.setdefault(v, set()).add(e)
-        expr: dict[int, tuple[int, int]] = {}  # var -> (rhs, mask)
-        inactive: list[int] = []
-        constraints: list[tuple[int, int]] = []
-        ready = [e for e in eqs if len(unk[e]) == 1]
-        unresolved = {v for v in range(n) if not known[v]}
-        lightest = [(len(unk[e]), e) for e in eqs]  # lazy min-heap of equation degrees
-        heapq.heapify(lightest)
+        """One elimination; without ``values``: True when every source symbol is determined.
 
-        def resolve(v: int, r: int, mk: int) -> None:
-            expr[v] = (r, mk)
-            unresolved.discard(v)
-            for e2 in var_eqs.pop(v, ()):
-                s = unk[e2]
-                s.discard(v)
-                rhs[e2] ^= r
-                mask[e2] ^= mk
-                if len(s) == 1:
-                    ready.append(e2)
-                elif s:
-                    heapq.heappush(lightest, (len(s), e2))
-                elif not s:
-                    constraints.append((mask[e2], rhs[e2]))
-                    del unk[e2]
-
-        while unresolved:
-            while ready:
-                e = ready.pop()
-                s = unk.get(e)
-                if not s or len(s) != 1:
-                    continue
-                (v,) = s
-                # the equation is consumed: drop it before substituting
-                var_eqs[v].discard(e)
-                del unk[e]
-                resolve(v, rhs[e], mask[e])
-            if not unresolved:
-                break
-            # stalled: inactivate the unknown of highest degree in a lightest equation
-            e = -1
-            while lightest:
-                deg, cand = heapq.heappop(lightest)
-                if cand in unk and len(unk[cand]) == deg and deg >= 2:
-                    e = cand
-                    heapq.heappush(lightest, (deg, cand))
-                    break
-            if e >= 0:
-                v = max(unk[e], key=lambda x: len(var_eqs.get(x, ())))
-            else:
-                v = next(iter(unresolved))
-            idx = len(inactive)
-            inactive.append(v)
-            resolve(v, 0, 1 << idx)
-        # dense system over the inactive unknowns: Gauss-Jordan, rows as ints
-        n_in = len(inactive)
-        rows = [(mk, r) for mk, r in constraints if mk]
-        pivots: dict[int, tuple[int, int]] = {}  # column -> (row mask, rhs)
-        for mk, r in rows:
-            for c, (pm, pr) in pivots.items():
-                if mk >> c & 1:
-                    mk ^= pm
-                    r ^= pr
-            if not mk:
-                continue
-            c = (mk & -mk).bit_length() - 1
-            for c2, (pm, pr) in list(pivots.items()):
-                if pm >> c & 1:
-                    pivots[c2] = (pm ^ mk, pr ^ r)
-            pivots[c] = (mk, r)
-        free = 0
-        for c in range(n_in):
-            if c not in pivots:
-                free |= 1 << c
+        The elimination runs in C (``m2c_ldpc_eliminate``; twin in m2c/_fast.py) on the
+        iterative decoder's state; the sources it determines are fed back through the
+        iterative decoder so that its partial sums stay exact.
+        """
+        p, g = self.params, self._g
+        deficit, determined, esis, syms = ldpc_eliminate(
+            p.k, p.symbol_size, g.eq_ptr, g.eq_vars, self._unknown, self._partial,
+            self._known, values)
         # each received symbol adds one equation: at least this many more are needed
-        self.ml_deficit = n_in - len(pivots)
-        xval = [0] * n_in
-        free_dep = [0] * n_in  # for pivot columns: their dependence on free columns
-        for c, (pm, pr) in pivots.items():
-            xval[c] = pr
-            free_dep[c] = pm & free
-        for c in range(n_in):
-            if free >> c & 1:
-                free_dep[c] = 1 << c
-        found: list[tuple[int, int]] = []
-        for v in range(k):
-            if known[v]:
-                continue
-            r, mk = expr[v]
-            dep = 0
-            acc = r
-            while mk:
-                low = mk & -mk
-                c = low.bit_length() - 1
-                acc ^= xval[c]
-                dep ^= free_dep[c]
-                mk ^= low
-            if dep == 0:
-                found.append((v, acc))
-            elif not values:
-                return False
+        self.ml_deficit = deficit
         if not values:
-            return True
-        # feed them through the iterative decoder so its partial sums stay exact
-        for v, x in found:
+            return determined
+        found = array("I")
+        found.frombytes(esis)
+        E = p.symbol_size
+        mv = memoryview(syms)
+        for i, v in enumerate(found):
             if self.complete:
                 break
-            self._learn(v, x.to_bytes(E, "little"))
+            self._learn(v, mv[i * E:(i + 1) * E])
         return self.complete
 
     def source_block(self) -> bytes:
