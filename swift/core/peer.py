@@ -167,6 +167,8 @@ class Peer(RequestPlanner):
         #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
         self.buffering = True
         self.fast: set[int] = set()
+        #: x of eq. 2 (paper III-A); grows with stalls (:meth:`note_stall`)
+        self.fast_factor = cfg.fast_factor
         self.next_rank = 0.0
         self.have_version = 0
         #: chunks verified since the start, in order (``have_log_base`` is the
@@ -978,8 +980,8 @@ class Peer(RequestPlanner):
             dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
             r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
             ranked.append((r, ch.local_id))
-        self.fast = set(fast_set(ranked, self.config.bitrate, self.config.fast_factor))  # type: ignore[arg-type]
+        self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))  # type: ignore[arg-type]
 
     def note_stall(self) -> None:
         """A player stall makes the fast set larger (x in eq. 2 grows)."""
-        self.config.fast_factor += 0.5
+        self.fast_factor += 0.5  # this peer's own x, not the (maybe shared) config

@@ -219,3 +219,11 @@ def test_pex_ca_key_does_not_write_into_a_shared_config() -> None:
     cfg = PeerConfig(seed=1, tracker=True, pex_ca_key=new_ca_key())
     p = Peer(LiveContent(_pair("umt")[1], window=64), cfg)
     assert p.config.pex_ca is not None and cfg.pex_ca is None
+
+
+def test_note_stall_does_not_change_a_shared_config() -> None:
+    cfg = PeerConfig(seed=1)
+    a = Peer(LiveContent(_pair("umt")[1], window=64), cfg)
+    b = Peer(LiveContent(_pair("umt")[1], window=64), cfg)
+    a.note_stall()
+    assert a.fast_factor == cfg.fast_factor + 0.5 and b.fast_factor == cfg.fast_factor == 1.5
