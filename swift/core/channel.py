@@ -83,6 +83,9 @@ class Channel:
         self.peer_any = False
         self.peer_max = 0
         self.sent_munros: set[int] = set()
+        #: live UMT secure tune-in (6.1.2.4): the rightmost signed munro we
+        #: last pushed to this peer, and when
+        self.pushed_munro: tuple[int, float] | None = None
         self.pending_sigs: dict[int, tuple[int, bytes]] = {}
         #: what we announced to this peer with HAVE
         self.announced = Binmap()

@@ -431,6 +431,28 @@ class Peer(RequestPlanner):
         s, t = self._specs(lo, hi, clip=False)[0]
         return C.encode_spec(self.ctx, s, t)
 
+    def _munro_push(self, ch: Channel, now: float) -> list:
+        """Secure tune-in (6.1.2.4): in the Unified Merkle Tree scheme send
+        our rightmost signed munro (INTEGRITY + SIGNED_INTEGRITY) until the
+        peer shows, by HAVE or ACK, a chunk under it or a later one.  The RFC
+        asks for it in every datagram; we repeat it at most once a second."""
+        tree = self.content.tree
+        if not self.live or self.live_method != IntegrityMethod.UNIFIED_MERKLE or not tree.frontier:
+            return []
+        m = max(tree.signed, key=lambda b: B.base_range(b)[1], default=None)
+        if m is None:
+            return []
+        lo, hi = B.base_range(m)
+        if ch.peer_max > lo:
+            return []  # the peer knows this munro or a later one
+        last = ch.pushed_munro
+        if last is not None and last[0] == m and now - last[1] < 1.0:
+            return []
+        ch.pushed_munro = (m, now)
+        h, ts, sig = tree.signed[m]
+        s, t = self._specs(lo, hi, clip=False)[0]
+        return [C.Integrity(s, t, h), C.SignedIntegrity(s, t, ts, sig)]
+
     def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
         limit = self.content.n_chunks or (1 << 40)
         for m in msgs:
@@ -500,6 +522,15 @@ class Peer(RequestPlanner):
                 self._discovered(ch, (m.ip, m.port), now)
             elif t == MsgType.PEX_REScert:
                 self._on_cert(ch, m.cert, now)
+        if self.live and ch.pending_sigs and ch.state != "closed":
+            # signed munros with no DATA after them: a tune-in push (6.1.2.4).
+            # Learn the rightmost one only (one signature check per datagram)
+            # and forget the rest: INTEGRITY for a DATA shares its datagram
+            m = max(ch.pending_sigs, key=lambda b: B.base_range(b)[1])
+            self.content.learn(ch.hash_order, {m: ch.pending_sigs[m]}, now)  # type: ignore[attr-defined]
+            ch.pending_sigs.clear()
+            ch.pending_hashes.clear()
+            ch.hash_order.clear()
 
     def _discovered(self, ch: Channel, addr: Any, now: float) -> None:
         self.events.append(ev.PeerDiscovered(addr))
@@ -637,7 +668,7 @@ class Peer(RequestPlanner):
                 if not self.content.n_chunks:
                     self.live_start = None
                 elif self.live_start is not None:
-                    self.live_start = max(self.live_start, i + 1)  # never ask again
+                    self._skip_stale(i)
                 return
             if getattr(tree, "last_missing", False):
                 # hashes lost with an earlier datagram (5.3): not the peer's
@@ -674,6 +705,24 @@ class Peer(RequestPlanner):
             self.events.append(ev.DownloadComplete(getattr(tree, "size", 0) or 0))
             for c in self.channels.values():  # stop asking anyone
                 self._release_requests(c, lost=False)
+
+    def _skip_stale(self, i: int) -> None:
+        """Live: chunk ``i`` was stale.  Timestamps grow with the chunk index,
+        so everything before it and before the oldest trusted munro is stale
+        too: move the start past them and CANCEL what is still asked (3.8),
+        so the sender does not spend its window on data we must discard."""
+        tree = self.content.tree
+        fresh = [B.base_range(m)[0] if tree.per_sig > 1 else m for m in tree.signed]
+        start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
+        self.live_start = max(self.live_start or 0, start)
+        for ch in self.channels.values():
+            old = [c for c in ch.requests if c < self.live_start]
+            for c in old:
+                del ch.requests[c]
+                ch.req_seq.pop(c, None)
+                self.inflight.reset(B.chunk(c))
+            if old:
+                ch.cancels.extend(_runs(old))
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -835,6 +884,7 @@ class Peer(RequestPlanner):
                     msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                 ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
+                msgs += self._munro_push(ch, now)
                 msgs += self._pex_msgs(ch, now)
                 if (self.config.pex_connect and not self._complete_reported
                         and now >= ch.next_pex and len(self.channels) < self.config.max_channels):

@@ -227,3 +227,38 @@ def test_note_stall_does_not_change_a_shared_config() -> None:
     b = Peer(LiveContent(_pair("umt")[1], window=64), cfg)
     a.note_stall()
     assert a.fast_factor == cfg.fast_factor + 0.5 and b.fast_factor == cfg.fast_factor == 1.5
+
+
+def test_umt_pushes_rightmost_signed_munro_for_tune_in() -> None:
+    """6.1.2.4: in the Unified Merkle Tree scheme a peer sends its rightmost
+    signed munro (INTEGRITY + SIGNED_INTEGRITY) without waiting for a
+    REQUEST, until the other side has a chunk under it or later; the
+    viewer trusts it and tunes in behind it before any DATA."""
+    from swift.wire import codec as C
+    from swift.wire.constants import MsgType
+    src_tree, rx_tree = _pair("umt")
+    source = Peer(LiveContent(src_tree, window=256), PeerConfig(seed=1))
+    t = 9700.0
+    source.live_append(os.urandom(100 * 1024), t)
+    v = Peer(LiveContent(rx_tree, window=256), PeerConfig(seed=2))
+    seen: list[list[int]] = []
+    orig = v.datagram_received
+
+    def spy(d, addr, now, arrived=None):
+        if int.from_bytes(d[:4], "big"):
+            seen.append([m.type for m in C.decode_datagram(d, v.ctx).messages])
+        orig(d, addr, now)
+
+    v.datagram_received = spy  # type: ignore[method-assign]
+    v.connect(SRC, t)
+    t = _pump({SRC: source, V1: v}, source, t, 6, feed=False)
+    push = [k for k, x in enumerate(seen) if MsgType.SIGNED_INTEGRITY in x and MsgType.DATA not in x]
+    data = [k for k, x in enumerate(seen) if MsgType.DATA in x]
+    assert push and (not data or push[0] < data[0])  # before any DATA
+    assert seen[push[0]][-2:] == [MsgType.INTEGRITY, MsgType.SIGNED_INTEGRITY]
+    assert rx_tree.frontier == 100
+    t = _pump({SRC: source, V1: v}, source, t, 100, feed=False)
+    assert v.live_start == 100 - v.config.live_prebuffer and v.content.have.has(99)
+    seen.clear()
+    _pump({SRC: source, V1: v}, source, t, 300, feed=False)
+    assert not [x for x in seen if MsgType.SIGNED_INTEGRITY in x]  # the viewer has it: no more
