@@ -29,12 +29,21 @@ Rate controllers (registry :data:`CONTROLLERS`):
 
 Sender clock: PSNs are the sender's schedule indices, so every packet tells
 the sender time at which it was due (``schedule.time_of``); the receiver keeps
-the minimum of ``now - due`` as its clock offset (one-way delay included).
+a windowed minimum of ``now - due`` as its clock offset (one-way delay
+included).  The checksum is no authentication, so a PSN is trusted only if it
+is plausible: its due time lies within ``PLAUSIBLE_TSD`` time slots of the
+current sender-time estimate (the PSN is near the index expected now, RFC 3738
+4.2's per-channel packet sequence numbers follow the schedule).  Implausible
+packets are dropped before they reach the offset, the loss tracker or the RTT
+estimator.  The clock is first anchored (and re-anchored, after
+``REANCHOR_TSD`` slots without one plausible packet) only when ``AGREE``
+packets agree on the offset, so a single forged packet can anchor nothing.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 
 from m2c.core.events import Join, Leave
@@ -47,7 +56,20 @@ REORDER = 3  # a gap is a loss once a packet 3 PSNs later arrived (simple misord
 
 
 class LossTracker:
-    """Per-channel PSN accounting: received, lost, duplicated, reordered."""
+    """Per-channel PSN accounting: received, lost, duplicated, reordered.
+
+    A PSN more than ``max_pending`` away from the expected one (either way) is
+    not trusted on its own: the LCT/M2C checksum is no authentication (anyone
+    can compute it and the TSI is public), so one forged packet must not move
+    ``expected``, or every genuine packet after it would look like a duplicate
+    (a jump ahead) and no loss would ever be seen again.  Such packets are
+    counted in ``strays``; only ``RESYNC`` consecutive far packets that follow
+    one another (a genuine outage or restart) move the channel to them.
+    """
+
+    RESYNC = 3
+    """far packets in a row, each at most ``RESYNC_STEP`` after the previous, to resync"""
+    RESYNC_STEP = 64
 
     def __init__(self, max_pending: int = 4096) -> None:
         self.expected: dict[int, int] = {}
@@ -58,14 +80,43 @@ class LossTracker:
         self.reordered = 0
         self.late = 0
         """packets that arrived after being declared lost (they stay counted as lost)"""
+        self.strays = 0
+        """far-off PSNs ignored (not received, not lost): forged, or before a resync"""
+        self.resyncs = 0
         self.max_pending = max_pending
         self._lost_recent: dict[int, set[int]] = {}
+        self._run: dict[int, tuple[int, int, int]] = {}
+        """channel -> (first, last, count) of the current run of far packets"""
 
     def reset(self, ch: int) -> None:
         """Forget a channel (after a leave)."""
         self.expected.pop(ch, None)
         self.pending.pop(ch, None)
         self._lost_recent.pop(ch, None)
+        self._run.pop(ch, None)
+
+    def _far(self, ch: int, psn: int, exp: int) -> int:
+        run = self._run.get(ch)
+        if run is not None and 0 < psn - run[1] <= self.RESYNC_STEP:
+            run = (run[0], psn, run[2] + 1)
+        else:
+            run = (psn, psn, 1)
+        if run[2] < self.RESYNC:
+            self._run[ch] = run
+            self.strays += 1
+            return 0
+        # a consistent run: the channel really moved (outage, sender restart)
+        first, last, count = run
+        self.strays -= count - 1
+        self.received += count
+        self.resyncs += 1
+        del self._run[ch]
+        self.pending[ch] = set()
+        self._lost_recent.pop(ch, None)
+        self.expected[ch] = last + 1
+        gap = max(0, first - exp) + (last - first + 1 - count)
+        self.lost += gap
+        return gap
 
     def on_packet(self, ch: int, psn: int) -> int:
         """Register a packet; returns the number of packets newly declared lost."""
@@ -75,6 +126,9 @@ class LossTracker:
             self.expected[ch] = psn + 1
             self.received += 1
             return 0
+        if abs(psn - exp) > self.max_pending:
+            return self._far(ch, psn, exp)
+        self._run.pop(ch, None)
         if psn < exp:
             gone = self._lost_recent.get(ch)
             if psn in pend:
@@ -90,11 +144,6 @@ class LossTracker:
             return 0
         self.received += 1
         if psn > exp:
-            gap = psn - exp
-            if gap > self.max_pending:
-                self.lost += gap
-                self.expected[ch] = psn + 1
-                return gap
             pend.update(range(exp, psn))
         self.expected[ch] = psn + 1
         newly = [m for m in pend if psn - m >= REORDER]
@@ -330,9 +379,30 @@ class ReceiverCC:
     base group to a 4 Mb/s link took ~0.5 s, a third of the 4 Mb/s receiver's excess
     over its link-ideal time)"""
 
+    PLAUSIBLE_TSD = 3.0
+    """ours: a packet is plausible when its due time is within this many TSD of the
+    sender-time estimate (queueing and path delay stay far below it)"""
+    AGREE = 3
+    """packets that must agree on the offset to anchor the sender clock"""
+    REANCHOR_TSD = 4.0
+    """slots without any plausible packet (the base group never goes quiescent)
+    before the clock may be re-anchored on agreeing packets"""
+    OFFSET_WINDOW_TSD = 8.0
+    """the offset is the minimum over this many slots of local time (8 buckets), so
+    one early outlier does not bias the sender clock for ever"""
+    _BUCKETS = 8
+
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
                  max_rate: float = math.inf, rtt_floor: float = 0.01) -> None:
         self.schedule = schedule
+        self.plausible = self.PLAUSIBLE_TSD * schedule.tsd
+        self._bucket = self.OFFSET_WINDOW_TSD * schedule.tsd / self._BUCKETS
+        self._mins: deque[list[float]] = deque()
+        self._boot: deque[tuple[float, int, int, float]] = deque(maxlen=32)
+        self._last_plausible = -math.inf
+        self.implausible = 0
+        """packets dropped because their PSN does not fit the sender clock"""
+        self.anchors = 0
         self.epoch = epoch if epoch is not None else schedule.tsd / 20
         self.ctl = make_controller(controller, schedule, self.epoch, max_rate)
         self.rtt = RttEstimator(floor=rtt_floor)
@@ -367,15 +437,60 @@ class ReceiverCC:
         self._epoch_start = now
         return [Join(0)]
 
+    def _note_offset(self, now: float, off: float) -> None:
+        """Windowed minimum of the offset samples (buckets of local time)."""
+        b = math.floor(now / self._bucket)
+        mins = self._mins
+        if mins and mins[-1][0] >= b:
+            mins[-1][1] = min(mins[-1][1], off)
+        else:
+            mins.append([b, off])
+        while mins[0][0] <= b - self._BUCKETS:
+            mins.popleft()
+        self.offset = min(m for _, m in mins)
+
     def on_packet(self, now: float, channel: int, psn: int) -> list[Join | Leave]:
-        """A verified packet of this session arrived on ``channel``."""
+        """A packet of this session (checksum and TSI verified) arrived on ``channel``."""
         if channel not in self.joined:
             return []
-        sched = self.schedule
-        due = sched.time_of(channel, psn)
+        try:
+            due = self.schedule.time_of(channel, psn)
+        except (ArithmeticError, ValueError):
+            due = math.nan
         off = now - due
-        if self.offset is None or off < self.offset:
-            self.offset = off
+        if not math.isfinite(off):
+            self.implausible += 1
+            return []
+        if self.offset is not None and abs(off - self.offset) <= self.plausible:
+            self._last_plausible = now
+            self._note_offset(now, off)
+            return self._accept(now, channel, psn)
+        if self.offset is not None:
+            self.implausible += 1
+        self._boot.append((now, channel, psn, off))
+        if self.offset is not None and now - self._last_plausible < self.REANCHOR_TSD * self.schedule.tsd:
+            return []
+        cluster = [b for b in self._boot if abs(b[3] - off) <= self.plausible]
+        if len(cluster) < self.AGREE:
+            return []
+        # anchor (or re-anchor) the sender clock on packets that agree
+        if self.offset is not None:
+            for ch in list(self.loss.expected):
+                self.loss.reset(ch)
+        self.anchors += 1
+        self._boot.clear()
+        self._mins.clear()
+        for t, _, _, o in cluster:
+            self._note_offset(t, o)
+        self._last_plausible = now
+        out: list[Join | Leave] = []
+        for t, ch, p, _ in cluster:
+            if ch in self.joined:
+                out += self._accept(t, ch, p)
+        return out
+
+    def _accept(self, now: float, channel: int, psn: int) -> list[Join | Leave]:
+        sched = self.schedule
         pend = self.pending.pop(channel, None)
         if pend is not None:
             ts = now - self.offset
