@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+import tempfile
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -240,32 +241,65 @@ class MulticastReceiver:
                                    self.cc.loss.received, self.cc.rtt.rtt,
                                    self.cc.loss_events))
 
-    async def run(self, timeout: float = 60.0) -> dict:
-        """Receive until the file is recovered and verified (or ``timeout``)."""
-        loop = asyncio.get_running_loop()
-        self._fd = os.open(self.out_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.ftruncate(self._fd, self.sd.size)
-        t0 = loop.time()
-        self._apply(self.cc.start(t0))
-        timers = asyncio.create_task(self._timers())
-        ok = False
+    def _open_temp(self) -> str:
+        """A temporary file next to the output (same file system, so os.replace is
+        atomic); the output itself is untouched until the SHA-256 is verified."""
+        d, base = os.path.split(os.path.abspath(self.out_path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
         try:
-            if self.sd.size == 0:
-                self._done.set()
-            await asyncio.wait_for(self._done.wait(), timeout)
-            os.fsync(self._fd)
-            h = hashlib.sha256()
-            with open(self.out_path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            ok = h.hexdigest() == self.sd.sha256
-        except asyncio.TimeoutError:
-            ok = False
+            try:  # keep the mode of the file it will replace; else rw-r--r--
+                mode = os.stat(self.out_path).st_mode & 0o777
+            except OSError:
+                mode = 0o644
+            os.fchmod(fd, mode)
+            os.ftruncate(fd, self.sd.size)
+        except OSError:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        self._fd = fd
+        return tmp
+
+    async def run(self, timeout: float = 60.0) -> dict:
+        """Receive until the file is recovered and verified (or ``timeout``).
+
+        Blocks are written to a temporary file in the output's directory; only a
+        file whose SHA-256 matches the session description replaces the output
+        (``os.replace``).  On a mismatch, a timeout or an error the temporary
+        file is removed and an existing output file is left as it was.
+        """
+        loop = asyncio.get_running_loop()
+        tmp = self._open_temp()
+        t0 = loop.time()
+        ok = False
+        timers: asyncio.Task | None = None
+        try:
+            try:
+                self._apply(self.cc.start(t0))
+                timers = asyncio.create_task(self._timers())
+                if self.sd.size == 0:
+                    self._done.set()
+                await asyncio.wait_for(self._done.wait(), timeout)
+                os.fsync(self._fd)
+                h = hashlib.sha256()
+                with open(tmp, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                ok = h.hexdigest() == self.sd.sha256
+            except asyncio.TimeoutError:
+                ok = False
+            finally:
+                if timers is not None:
+                    timers.cancel()
+                for ch in list(self.eps):
+                    self._leave(ch)
         finally:
-            timers.cancel()
-            for ch in list(self.eps):
-                self._leave(ch)
             os.close(self._fd)
+            self._fd = -1
+            if ok:
+                os.replace(tmp, self.out_path)
+            else:
+                os.unlink(tmp)
         t_end = loop.time()
         lt = self.cc.loss
         m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
