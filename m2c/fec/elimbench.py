@@ -6,15 +6,22 @@ random ``loss`` fraction of the n symbols, keep ``k * (1 + extra)`` of the rest
 (the rest of the repair symbols arrive too late), feed them to the iterative
 decoder and time ``solve(partial=False)`` (structure pass, then values) and
 ``solve(partial=True)`` on copies of the stalled decoder.  Prints seconds per
-elimination; ``DELIVERYKIT_PURE=1`` times the pure-Python twin.
+elimination; ``DELIVERYKIT_PURE=1`` times the pure-Python twin.  ``--old REV``
+also times m2c/fec/ldpc.py as of git revision REV (e.g. 669082b, the last
+all-Python elimination) on the same stalled decoder states, side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import random
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from deliverykit.fastpath import have_c
 
@@ -39,6 +46,31 @@ def stalled_decoder(k: int, n1: int, size: int, extra: float, loss: float, seed:
     return dec, src
 
 
+def old_decoder_class(rev: str) -> type:
+    """LDPCDecoder from m2c/fec/ldpc.py at git revision ``rev`` (run inside the repo)."""
+    root = Path(__file__).resolve().parents[2]
+    text = subprocess.run(["git", "-C", str(root), "show", f"{rev}:m2c/fec/ldpc.py"],
+                          check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp(prefix="elimbench-")) / "ldpc_old.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("ldpc_old", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["ldpc_old"] = mod
+    spec.loader.exec_module(mod)
+    return mod.LDPCDecoder
+
+
+def as_old(dec: ldpc.LDPCDecoder, cls: type) -> ldpc.LDPCDecoder:
+    """The same stalled state in an old-revision decoder (same state layout)."""
+    old = cls(dec.params)
+    for a in ("_unknown", "_partial", "_values", "_known", "_got"):
+        setattr(old, a, bytearray(getattr(dec, a)))
+    old.source_known = dec.source_known
+    old.received = dec.received
+    return old
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=2000)
@@ -48,35 +80,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loss", type=float, default=0.5)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--old", metavar="REV", help="also time m2c/fec/ldpc.py at git REV")
     a = ap.parse_args(argv)
     print(f"C fast paths: {have_c()}")
+    old_cls = old_decoder_class(a.old) if a.old else None
     for rep in range(a.reps):
-        dec, src = stalled_decoder(a.k, a.n1, a.size, a.extra, a.loss, rep)
-        if dec.complete:
+        dec0, src = stalled_decoder(a.k, a.n1, a.size, a.extra, a.loss, rep)
+        if dec0.complete:
             print(f"rep {rep}: peeling alone finished; skipped")
             continue
-        left = a.k - dec.source_known
-        times = {}
-        for partial in (False, True):
-            d = copy.deepcopy(dec)
-            if a.profile and partial:
-                import cProfile
-                import pstats
-                pr = cProfile.Profile()
-                pr.enable()
-                d.solve(partial=True)
-                pr.disable()
-                pstats.Stats(pr).sort_stats("tottime").print_stats(12)
-                d = copy.deepcopy(dec)
-            t0 = time.perf_counter()
-            ok = d.solve(partial=partial)
-            times[partial] = time.perf_counter() - t0
-            if ok and d.source_block() != src:
-                raise SystemExit("decoded block differs from the source")
-        print(f"rep {rep}: k={a.k} N1={a.n1} E={a.size} received={dec.received} "
-              f"sources left after peeling={left} decoded={ok} deficit={d.ml_deficit} "
-              f"solve(partial=False)={times[False]:.4f}s solve(partial=True)={times[True]:.4f}s")
+        for label, dec in (("now", dec0), (a.old, as_old(dec0, old_cls) if old_cls else None)):
+            if dec is not None:
+                run_one(a, rep, label, dec, src)
     return 0
+
+
+def run_one(a: argparse.Namespace, rep: int, label: str, dec: ldpc.LDPCDecoder, src: bytes
+            ) -> None:
+    """Time solve(partial=False) and solve(partial=True) on copies of ``dec``."""
+    left = a.k - dec.source_known
+    times = {}
+    for partial in (False, True):
+        d = copy.deepcopy(dec)
+        if a.profile and partial:
+            import cProfile
+            import pstats
+            pr = cProfile.Profile()
+            pr.enable()
+            d.solve(partial=True)
+            pr.disable()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+            d = copy.deepcopy(dec)
+        t0 = time.perf_counter()
+        ok = d.solve(partial=partial)
+        times[partial] = time.perf_counter() - t0
+        if ok and d.source_block() != src:
+            raise SystemExit("decoded block differs from the source")
+    print(f"rep {rep} [{label}]: k={a.k} N1={a.n1} E={a.size} received={dec.received} "
+          f"sources left after peeling={left} decoded={ok} deficit={d.ml_deficit} "
+          f"solve(partial=False)={times[False]:.4f}s solve(partial=True)={times[True]:.4f}s")
 
 
 if __name__ == "__main__":
