@@ -499,7 +499,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
     /* scratch (freed at the end) */
     uint32_t *slot = NULL, *cnt = NULL, *xs = NULL, *vdeg = NULL, *vptr = NULL, *vlist = NULL;
     uint32_t *stamp = NULL, *logv = NULL, *loge = NULL, *stack = NULL, *cons = NULL;
-    uint32_t *inact = NULL, *pivrow = NULL, *fill = NULL;
+    uint32_t *pivrow = NULL, *fill = NULL;
     uint8_t *alive = NULL, *resolved = NULL;
     word_t *mask = NULL, *rows = NULL, *free_dep = NULL, *dep = NULL, *freecols = NULL;
     uint8_t *sym = NULL, *rrhs = NULL;
@@ -541,10 +541,9 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
     resolved = calloc((size_t)nu + 1, 1);
     logv = malloc(((size_t)nu + 1) * 4);
     loge = malloc(((size_t)nu + 1) * 4);
-    inact = malloc(((size_t)nu + 1) * 4);
     stack = malloc(((size_t)m + 1) * 4);
     cons = malloc(((size_t)m + 1) * 4);
-    if (!vdeg || !vptr || !resolved || !logv || !loge || !inact || !stack || !cons)
+    if (!vdeg || !vptr || !resolved || !logv || !loge || !stack || !cons)
         goto nomem;
     /* active equations: unknown count > 0; count and XOR their unknowns */
     Py_ssize_t nedges = 0;
@@ -617,7 +616,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
                     scan++;
                 v = (uint32_t)scan;
             }
-            inact[n_in++] = v;
+            n_in++;
         } else {
             alive[from] = 0; /* consumed by the variable it determines */
             vdeg[slot[v]]--;
@@ -833,7 +832,7 @@ nomem:
     PyErr_NoMemory();
 done:
     free(slot); free(stamp); free(cnt); free(xs); free(alive); free(vdeg); free(vptr);
-    free(resolved); free(logv); free(loge); free(inact); free(stack); free(cons); free(vlist);
+    free(resolved); free(logv); free(loge); free(stack); free(cons); free(vlist);
     free(fill); free(mask); free(rows); free(pivrow); free(free_dep); free(dep); free(freecols);
     free(sym); free(rrhs);
     buf_t *all[] = {&eqp, &eqv, &unk, &part, &kn};
