@@ -20,7 +20,7 @@ from deliverykit.experiments import dispatch
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
 from m2c.core.filetx import SessionDescription
-from m2c.core.groups import SCHEDULES
+from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
 
@@ -82,15 +82,17 @@ def cmd_send(a: argparse.Namespace) -> int:
         print(f"m2c send: error: --min-rate {a.min_rate:g} must be below --max-rate {a.max_rate:g}",
               file=sys.stderr)
         return 2
-    sd = make_session(a.file, group=a.group, port=a.port, interface=a.interface,
-                      min_rate=_pps(a.min_rate, a.symbol_size),
-                      max_rate=_pps(a.max_rate, a.symbol_size), tsd=a.tsd, k=a.k,
-                      schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size)
-    ports = [int(p) for _, p in sd.groups]  # one port per channel, counting up from --port
-    if max(ports) > 65535:
-        print(f"m2c send: error: --port {a.port} leaves no room for {len(ports)} groups' ports "
-              f"(the last would be {max(ports)})", file=sys.stderr)
+    min_pps, max_pps = _pps(a.min_rate, a.symbol_size), _pps(a.max_rate, a.symbol_size)
+    channels = make_schedule(a.schedule, min_rate=min_pps, max_rate=max_pps, tsd=a.tsd,
+                             k=a.k).channels
+    last = a.port + channels  # one port per channel, counting up from --port
+    if last > 65535:
+        print(f"m2c send: error: --port {a.port} leaves no room for {channels + 1} groups' ports "
+              f"(the last would be {last})", file=sys.stderr)
         return 2
+    sd = make_session(a.file, group=a.group, port=a.port, interface=a.interface,
+                      min_rate=min_pps, max_rate=max_pps, tsd=a.tsd, k=a.k,
+                      schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size)
     text = sd.to_json()
     if a.sdp:
         with open(a.sdp, "w", encoding="utf-8") as f:

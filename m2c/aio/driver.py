@@ -25,12 +25,18 @@ from m2c.core.events import Join, Leave
 from m2c.core.filetx import FileReceiver, FileSender, Metrics, SessionDescription, default_fec
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
-from m2c.fec.errors import DecodeError
+from m2c.fec.errors import DecodeError, FECError
 from m2c.wire import codec
 
 log = logging.getLogger(__name__)
 
 __all__ = ["make_session", "MulticastSender", "MulticastReceiver"]
+
+
+MAX_ACTIVE = 64
+"""partially received source blocks a receiver holds at most (default)"""
+BYTES_PER_SYMBOL_HELD = 3
+"""a partial LDPC block costs a receiver ~3*k*E bytes (see make_session)"""
 
 
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
@@ -41,8 +47,12 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                  session: int | None = None, memory: int = 256 << 20) -> SessionDescription:
     """Session description for sending ``path`` (rates in packets per second).
 
-    Files whose encoded size exceeds ``memory`` bytes are carouselled by
-    windows of source blocks that fit in it (sender and receiver memory bound).
+    Memory bound: a receiver holds up to ~3*k*E bytes per partially received
+    LDPC block (symbols, decoder rows, the elimination's work space), so files
+    of more than ``window = min(MAX_ACTIVE, memory // (3*B*E))`` source blocks
+    are carouselled by windows of that many blocks, and receivers hold at most
+    ``window`` partial blocks: 3*B*E*window <= ``memory`` at each receiver
+    (the sender holds 2*B*E per block of the window).
     """
     size = os.path.getsize(path)
     h = hashlib.sha256()
@@ -61,9 +71,15 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     sd = SessionDescription(session if session is not None else secrets.randbits(32), 1,
                             os.path.basename(path), size, h.hexdigest(), fec_d,
                             sched.describe(), groups, interface)
-    per_block = 2 * fec_d["max_block_length"] * symbol_size
-    if 2 * size > memory:
-        sd.window_blocks = max(1, memory // per_block)
+    per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
+    fit = memory // per_block
+    if fit < 1:
+        raise FECError(f"a receiver needs ~{per_block} bytes for one source block of "
+                       f"{fec_d['max_block_length']} symbols of {symbol_size} bytes, more than "
+                       f"the memory bound of {memory} bytes: use a smaller block or symbol size")
+    window = min(MAX_ACTIVE, fit)
+    if sd.partition().blocks > window:
+        sd.window_blocks = window
     return sd
 
 
@@ -131,7 +147,7 @@ class MulticastReceiver:
     """Joins the session, runs congestion control, decodes, verifies and writes."""
 
     def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
-                 max_active: int = 64, max_rate: float = float("inf"),
+                 max_active: int = MAX_ACTIVE, max_rate: float = float("inf"),
                  on_progress: Callable[[int, int], None] | None = None,
                  interface: str | None = None) -> None:
         self.sd = sd
@@ -140,7 +156,9 @@ class MulticastReceiver:
         self.out_path = out_path
         self.schedule = sd.schedule()
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
-        self.file = FileReceiver(sd, max_active=max(max_active, sd.window_blocks))
+        # the session's window is what fits in the sender's memory bound: hold no more
+        window = sd.window_blocks or max(1, sd.partition().blocks)
+        self.file = FileReceiver(sd, max_active=min(max_active, window))
         self.on_progress = on_progress
         self.eps: dict[int, BatchedUDPEndpoint] = {}
         self.rejected = 0

@@ -30,7 +30,7 @@ import json
 import math
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from m2c.core.events import Pdu
 from m2c.core.groups import RateSchedule, make_schedule
@@ -38,12 +38,17 @@ from m2c.core.scheduler import AppScheduler
 from m2c.core.sequencer import Sequencer
 from m2c.fec import ldpc, rs
 from m2c.fec.errors import FECError
-from m2c.fec.partition import Partition, partition
+from m2c.fec.partition import Partition, n_for_block, partition
 from m2c.wire.codec import AlcPacket
 from m2c.wire.constants import Codepoint
 
 __all__ = ["SessionDescription", "FileSender", "FileReceiver", "Metrics", "IP_UDP_OVERHEAD",
            "default_fec", "sha256_file"]
+
+LDPC_MAX_BLOCKS = 1 << 12
+"""RFC 5170 4.1: the LDPC FEC Payload ID's Source Block Number is 12 bits"""
+LDPC_MAX1_B = 1 << 19
+"""RFC 5170 5.2: max1_B = 2^(20 - ceil(log2(1/CR))) for 1/2 <= CR < 1 (our n = 2k)"""
 
 IP_UDP_OVERHEAD = 28  # IPv4 + UDP header bytes counted in the paper's link-level figures
 FIRST_LEVEL = 4
@@ -84,10 +89,86 @@ class SessionDescription:
 
     @classmethod
     def from_json(cls, text: str) -> SessionDescription:
+        """Parse and validate; anything malformed raises ValueError with the reason."""
         d = json.loads(text)
         if not isinstance(d, dict) or d.get("session") is None:
             raise ValueError("not an M2C session description")
+        names = {f.name for f in fields(cls)}
+        missing = [f.name for f in fields(cls) if f.name not in d
+                   and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise ValueError(f"session description lacks {', '.join(missing)}")
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"session description has unknown keys {', '.join(unknown)}")
         return cls(**d)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field a sender or receiver relies on (ValueError if not)."""
+        def need(cond: bool, what: str) -> None:
+            if not cond:
+                raise ValueError(f"session description: {what}")
+
+        def is_int(x: object) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        def is_num(x: object) -> bool:
+            return (is_int(x) or isinstance(x, float)) and math.isfinite(x)
+
+        need(is_int(self.session) and 0 <= self.session < 1 << 32, "session (TSI) must be 0..2^32-1")
+        need(is_int(self.toi) and 0 <= self.toi < 1 << 16, "toi must be 0..65535")
+        need(isinstance(self.name, str), "name must be a string")
+        need(is_int(self.size) and self.size >= 0, "size must be a non-negative integer")
+        need(isinstance(self.sha256, str) and len(self.sha256) == 64
+             and all(c in "0123456789abcdefABCDEF" for c in self.sha256), "sha256 must be 64 hex digits")
+        need(isinstance(self.interface, str), "interface must be an address")
+        for key in ("levels", "window_blocks"):
+            need(is_int(getattr(self, key)) and getattr(self, key) >= 0, f"{key} must be >= 0")
+        need(is_int(self.first_level) and self.first_level >= 1, "first_level must be >= 1")
+        f, r = self.fec, self.rates
+        need(isinstance(f, dict), "fec must be an object")
+        for key in ("scheme", "symbol_size", "max_block_length", "max_n", "n1", "seed"):
+            need(key in f, f"fec lacks {key!r}")
+        need(f["scheme"] in ("ldpc", "rs"), f"unknown FEC scheme {f['scheme']!r}")
+        for key in ("symbol_size", "max_block_length", "max_n", "n1", "seed"):
+            need(is_int(f[key]), f"fec {key} must be an integer")
+        need(1 <= f["symbol_size"] <= 0xFFFF, "fec symbol_size must be 1..65535")
+        need(1 <= f["max_block_length"] <= f["max_n"] <= 1 << 20,
+             "fec needs 1 <= max_block_length <= max_n <= 2^20 (RFC 5170 4.1)")
+        need(isinstance(r, dict), "rates must be an object")
+        for key in ("schedule", "min_rate", "max_rate", "tsd", "k", "quiet"):
+            need(key in r, f"rates lack {key!r}")
+        for key in ("min_rate", "max_rate", "tsd"):
+            need(is_num(r[key]), f"rates {key} must be a number")
+        need(is_int(r["k"]) and is_int(r["quiet"]), "rates k and quiet must be integers")
+        need(is_num(r.get("per_slot_factor", 4 / 3)), "rates per_slot_factor must be a number")
+        try:
+            sched = self.schedule()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"session description: bad rate schedule: {exc}") from None
+        need(isinstance(self.groups, list) and len(self.groups) >= sched.channels + 1,
+             f"{sched.channels + 1} groups needed (base + {sched.channels} channels), "
+             f"got {len(self.groups) if isinstance(self.groups, list) else 'none'}")
+        for g in self.groups:
+            need(isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and is_int(g[1])
+                 and 0 < g[1] < 65536, f"group {g!r} is not [address, port]")
+        pt = self.partition()
+        if f["scheme"] == "ldpc":
+            # RFC 5170 4.1: the SBN is 12 bits, so at most 2^12 blocks (4.2.2)
+            need(pt.blocks <= LDPC_MAX_BLOCKS,
+                 f"{pt.blocks} source blocks; LDPC-Staircase's 12-bit SBN allows "
+                 f"{LDPC_MAX_BLOCKS} (RFC 5170 4.2.2: transfer length <= 2^12*B*E)")
+        # every block's n (RFC 5170 5.5 / RFC 5510) must be a valid code: the FEC
+        # layer checks k < n <= 2^20, n - k >= N1, the seed ... (FECError is a ValueError)
+        for k in {pt.a_large, pt.a_small} - {0}:
+            n = self.block_n(k)
+            if f["scheme"] == "rs":
+                rs.RSParams(k, n, f["symbol_size"])
+            else:
+                ldpc.LDPCParams(k, n, f["symbol_size"], f["n1"], f["seed"])
 
     def schedule(self) -> RateSchedule:
         r = self.rates
@@ -103,7 +184,9 @@ class SessionDescription:
         f = self.fec
         if f["scheme"] == "rs":
             return min(256, k * f["max_n"] // f["max_block_length"])
-        return max(k + f["n1"], k * f["max_n"] // f["max_block_length"])  # RFC 5170 5.5
+        # RFC 5170 5.5, exactly: n = floor(k * max_n / B); default_fec chooses max_n so
+        # that n - k >= N1 for every block of the file (validate() checks it)
+        return n_for_block(k, f["max_n"], f["max_block_length"])
 
     @property
     def codepoint(self) -> int:
@@ -129,8 +212,28 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
         return {"scheme": "rs", "symbol_size": symbol_size, "max_block_length": B,
                 "max_n": 2 * B, "n1": 0, "seed": 0}
     B = max_block_length or 2000
+    T = -(-size // symbol_size) if symbol_size > 0 else 0
+    if T > LDPC_MAX_BLOCKS * B:
+        # RFC 5170 4.1/4.2.2: at most 2^12 source blocks; grow B (up to 5.2's max1_B)
+        need = -(-T // LDPC_MAX_BLOCKS)
+        if max_block_length is not None or need > LDPC_MAX1_B:
+            raise FECError(
+                f"{size} bytes need {-(-T // B)} source blocks of at most {B} symbols of "
+                f"{symbol_size} bytes; LDPC-Staircase allows 2^12 blocks (RFC 5170 4.2.2: "
+                f"at most 2^12*B*E = {LDPC_MAX_BLOCKS * min(max(B, need), LDPC_MAX1_B) * symbol_size}"
+                f" bytes{'' if need > LDPC_MAX1_B else ' with this B'}): use a larger "
+                f"{'symbol size' if need > LDPC_MAX1_B else 'block length or none'}")
+        B = need
+    max_n = 2 * B
+    # RFC 5170 5.5 n = floor(k*max_n/B) must leave n - k >= N1 rows for the N1 ones of
+    # every column (6.2): only a block shorter than N1 (a file of < N1 symbols) needs
+    # a max_n above 2B, i.e. a code rate below 1/2 for that tiny file
+    if T:
+        k_min = partition(size, B, symbol_size).a_small or 1
+        if n_for_block(k_min, max_n, B) - k_min < n1:
+            max_n = -(-(k_min + n1) * B // k_min)
     return {"scheme": "ldpc", "symbol_size": symbol_size, "max_block_length": B,
-            "max_n": 2 * B, "n1": n1, "seed": seed}
+            "max_n": max_n, "n1": n1, "seed": seed}
 
 
 def _order(pt: Partition, sd: SessionDescription,
@@ -343,12 +446,12 @@ class FileReceiver:
         if sbn in self.done:
             self.after_done += 1
             return []
+        k = self.pt.block_length(sbn)
+        if pkt.esi >= self.sd.block_n(k):
+            return []  # before a decoder is allocated for it (memory bound)
         dec = self._decoder(sbn)
         if dec is None:
             self.dropped_inactive += 1
-            return []
-        k = self.pt.block_length(sbn)
-        if pkt.esi >= self.sd.block_n(k):
             return []
         before = dec.received
         ok = dec.add(pkt.esi, pkt.payload)
