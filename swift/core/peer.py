@@ -544,7 +544,7 @@ class Peer(RequestPlanner):
         (CA signature, swarm, validity, SAN URI) before using its address;
         a sender of defective certificates gets the rest of its ignored
         ("check a few ... and discard the rest if they are defective")."""
-        from swift.core.pexcert import CertError, check_cert
+        from swift.core.pexcert import CertError, CertExpired, check_cert
         if self.config.pex_ca is None or ch.bad_certs >= 2:
             self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
             return
@@ -554,6 +554,10 @@ class Peer(RequestPlanner):
             return
         try:
             host, port, nb, na = check_cert(der, self.config.pex_ca, self.swarm_id, now)
+        except CertExpired:
+            # genuine but out of date: unusable, yet not the sender's defect
+            self.stats["expired_cert"] = self.stats.get("expired_cert", 0) + 1
+            return
         except CertError:
             ch.bad_certs += 1
             self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1

@@ -35,6 +35,11 @@ class CertError(ValueError):
     """A membership certificate that must not be used (why in the message)."""
 
 
+class CertExpired(CertError):
+    """A genuine certificate past its notAfter (or not yet valid): unusable,
+    but no sign of a defective sender -- clocks and relays lag (12.2.2)."""
+
+
 def _utc(t: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(int(t), dt.timezone.utc)
 
@@ -119,7 +124,7 @@ def _check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float,
     nb = cert.not_valid_before_utc.timestamp()
     na = cert.not_valid_after_utc.timestamp()
     if not (nb - skew <= now <= na):
-        raise CertError("outside its validity time")
+        raise CertExpired("outside its validity time")
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except (x509.ExtensionNotFound, ValueError):

@@ -174,3 +174,24 @@ def test_replayed_certificate_checked_once_and_unsolicited_res_dropped() -> None
     for d in s._pack(sch, sch.remote_id, [C.PexResV4("10.3.0.79", 1)]):
         l.datagram_received(d, SEED, t + 30)
     assert l.stats["pex_unsolicited"] == 3
+
+
+def test_expired_certificates_do_not_make_the_sender_ignored() -> None:
+    """12.2.2: "check a few ... discard the rest if they are defective":
+    an expired but genuine certificate (a relay's clock or a slow path) is
+    dropped without counting against the channel, so valid ones that follow
+    are still used; forged ones still count."""
+    data = os.urandom(8 * 1024)
+    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
+    l.connect(SEED, NOW)
+    t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
+    ch = next(iter(l.channels.values()))
+    ch.pex_asked = t
+    for k in range(3):
+        l._on_cert(ch, issue(CA, s.swarm_id, f"10.8.0.{k + 1}", 7000, t - 100, 10), t)
+    assert l.stats["expired_cert"] == 3 and ch.bad_certs == 0
+    l._on_cert(ch, issue(CA, s.swarm_id, "10.8.0.9", 7000, t, 60), t)
+    assert ("10.8.0.9", 7000) in l.certs
+    l._on_cert(ch, issue(new_ca_key(), s.swarm_id, "10.8.0.10", 7000, t, 60), t)
+    assert ch.bad_certs == 1
