@@ -41,6 +41,7 @@ from swift.core.channel import Channel
 from swift.core.content import Content
 from swift.core.picker import PICKERS, Availability, expected_bandwidth, fast_set
 from swift.core.requests import RequestPlanner
+from swift.core.requests import chunk_runs as _runs
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
@@ -114,17 +115,6 @@ class PeerConfig:
         kw.setdefault("hash_func", HashFunc.SHA1)
         kw.setdefault("addressing", ChunkAddressing.CHUNK32)
         return PeerConfig(profile="libswift", **kw)
-
-
-def _runs(chunks) -> list[tuple[int, int]]:
-    """Sorted chunk indices -> contiguous ``[lo, hi)`` runs (for CANCEL)."""
-    out: list[tuple[int, int]] = []
-    for c in sorted(chunks):
-        if out and out[-1][1] == c:
-            out[-1] = (out[-1][0], c + 1)
-        else:
-            out.append((c, c + 1))
-    return out
 
 
 class Peer(RequestPlanner):
@@ -431,28 +421,6 @@ class Peer(RequestPlanner):
         s, t = self._specs(lo, hi, clip=False)[0]
         return C.encode_spec(self.ctx, s, t)
 
-    def _munro_push(self, ch: Channel, now: float) -> list:
-        """Secure tune-in (6.1.2.4): in the Unified Merkle Tree scheme send
-        our rightmost signed munro (INTEGRITY + SIGNED_INTEGRITY) until the
-        peer shows, by HAVE or ACK, a chunk under it or a later one.  The RFC
-        asks for it in every datagram; we repeat it at most once a second."""
-        tree = self.content.tree
-        if not self.live or self.live_method != IntegrityMethod.UNIFIED_MERKLE or not tree.frontier:
-            return []
-        m = max(tree.signed, key=lambda b: B.base_range(b)[1], default=None)
-        if m is None:
-            return []
-        lo, hi = B.base_range(m)
-        if ch.peer_max > lo:
-            return []  # the peer knows this munro or a later one
-        last = ch.pushed_munro
-        if last is not None and last[0] == m and now - last[1] < 1.0:
-            return []
-        ch.pushed_munro = (m, now)
-        h, ts, sig = tree.signed[m]
-        s, t = self._specs(lo, hi, clip=False)[0]
-        return [C.Integrity(s, t, h), C.SignedIntegrity(s, t, ts, sig)]
-
     def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
         limit = self.content.n_chunks or (1 << 40)
         for m in msgs:
@@ -531,41 +499,6 @@ class Peer(RequestPlanner):
             ch.pending_sigs.clear()
             ch.pending_hashes.clear()
             ch.hash_order.clear()
-
-    def _discovered(self, ch: Channel, addr: Any, now: float) -> None:
-        self.events.append(ev.PeerDiscovered(addr))
-        if self.config.pex_connect and addr not in self.blacklist and not any(
-                c.addr == addr for c in self.channels.values()):
-            if len(self.channels) < self.config.max_channels:
-                self.connect(addr, now)
-
-    def _on_cert(self, ch: Channel, der: bytes, now: float) -> None:
-        """PEX_REScert (8.13, 12.2.1): check the membership certificate
-        (CA signature, swarm, validity, SAN URI) before using its address;
-        a sender of defective certificates gets the rest of its ignored
-        ("check a few ... and discard the rest if they are defective")."""
-        from swift.core.pexcert import CertError, CertExpired, check_cert
-        if self.config.pex_ca is None or ch.bad_certs >= 2:
-            self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
-            return
-        if self.certs.known(der, now) is not None:
-            # a replay of a certificate we checked: no parse, no ECDSA verify
-            self.stats["cert_cached"] = self.stats.get("cert_cached", 0) + 1
-            return
-        try:
-            host, port, nb, na = check_cert(der, self.config.pex_ca, self.swarm_id, now)
-        except CertExpired:
-            # genuine but out of date: unusable, yet not the sender's defect
-            self.stats["expired_cert"] = self.stats.get("expired_cert", 0) + 1
-            return
-        except CertError:
-            ch.bad_certs += 1
-            self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1
-            return
-        self.stats["good_cert"] = self.stats.get("good_cert", 0) + 1
-        addr = (host, port)
-        self.certs.put(addr, der, nb, na)
-        self._discovered(ch, addr, now)
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
         pos = lo
@@ -709,24 +642,6 @@ class Peer(RequestPlanner):
             self.events.append(ev.DownloadComplete(getattr(tree, "size", 0) or 0))
             for c in self.channels.values():  # stop asking anyone
                 self._release_requests(c, lost=False)
-
-    def _skip_stale(self, i: int) -> None:
-        """Live: chunk ``i`` was stale.  Timestamps grow with the chunk index,
-        so everything before it and before the oldest trusted munro is stale
-        too: move the start past them and CANCEL what is still asked (3.8),
-        so the sender does not spend its window on data we must discard."""
-        tree = self.content.tree
-        fresh = [B.base_range(m)[0] if tree.per_sig > 1 else m for m in tree.signed]
-        start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
-        self.live_start = max(self.live_start or 0, start)
-        for ch in self.channels.values():
-            old = [c for c in ch.requests if c < self.live_start]
-            for c in old:
-                del ch.requests[c]
-                ch.req_seq.pop(c, None)
-                self.inflight.reset(B.chunk(c))
-            if old:
-                ch.cancels.extend(_runs(old))
 
     # -- sending ----------------------------------------------------------------------------
 
