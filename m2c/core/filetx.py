@@ -165,10 +165,14 @@ class SessionDescription:
         # layer checks k < n <= 2^20, n - k >= N1, the seed ... (FECError is a ValueError)
         for k in {pt.a_large, pt.a_small} - {0}:
             n = self.block_n(k)
-            if f["scheme"] == "rs":
-                rs.RSParams(k, n, f["symbol_size"])
-            else:
-                ldpc.LDPCParams(k, n, f["symbol_size"], f["n1"], f["seed"])
+            try:
+                if f["scheme"] == "rs":
+                    rs.RSParams(k, n, f["symbol_size"])
+                else:
+                    ldpc.LDPCParams(k, n, f["symbol_size"], f["n1"], f["seed"])
+            except FECError as exc:
+                raise ValueError(f"session description: FEC parameters of a block with "
+                                 f"k = {k}, n = {n}: {exc}") from None
 
     def schedule(self) -> RateSchedule:
         r = self.rates

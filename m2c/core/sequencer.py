@@ -140,6 +140,14 @@ class SequencerReceiver:
     after arrives (one buffer_time of extra delay, no boundary losses).
     """
 
+    MAX_AHEAD = 64
+    """buffer ids more than this far from the newest (either way) are not trusted on
+    their own: the checksum is no authentication, and one forged id current + 2^30
+    would otherwise become the newest and make every genuine buffer after it late"""
+    RESYNC = 8
+    """far datagrams in a row, within MAX_AHEAD of each other, that do move the
+    receiver (a genuine outage, a sender restart, a first datagram that was forged)"""
+
     def __init__(self, max_buffer: int = 64 << 20, hold: int = 0) -> None:
         self.max_buffer = max_buffer
         self.hold = hold
@@ -150,18 +158,52 @@ class SequencerReceiver:
         """datagrams of an already finished buffer (dropped)"""
         self.overflow = 0
         """datagrams dropped because the open buffers exceeded max_buffer"""
+        self.far = 0
+        """datagrams dropped because their buffer id was implausibly far away"""
+        self.resyncs = 0
+        self._run: tuple[int, int] | None = None
+        """(newest id, count) of the current run of far datagrams"""
 
     @property
     def current(self) -> int | None:
         return self._newest
 
+    def _far_run(self, buffer_id: int) -> bool:
+        """Count a far datagram; True once RESYNC of them agree (then move there)."""
+        run = self._run
+        if run is not None and (buffer_id - run[0]) & 0xFFFFFFFF <= self.MAX_AHEAD:
+            run = (buffer_id, run[1] + 1)
+        elif run is not None and (run[0] - buffer_id) & 0xFFFFFFFF <= self.MAX_AHEAD:
+            run = (run[0], run[1] + 1)
+        else:
+            run = (buffer_id, 1)
+        if run[1] < self.RESYNC:
+            self._run = run
+            self.far += 1
+            return False
+        self._run = None
+        self.far -= run[1] - 1
+        self.resyncs += 1
+        return True
+
     def feed(self, buffer_id: int, offset: int, data: bytes) -> list[BufferReady]:
         """Store one datagram; returns the buffers it closes (oldest first)."""
         out: list[BufferReady] = []
         if buffer_id not in self._bufs:
-            if self._newest is not None and (buffer_id - self._newest) & 0xFFFFFFFF >= 1 << 31:
-                self.late += 1  # older than every open buffer (modulo 2^32)
-                return out
+            if self._newest is not None:
+                ahead = (buffer_id - self._newest) & 0xFFFFFFFF
+                behind = (self._newest - buffer_id) & 0xFFFFFFFF
+                if min(ahead, behind) > self.MAX_AHEAD:
+                    if not self._far_run(buffer_id):
+                        return out
+                    # the stream really moved: hand over what is open, start afresh
+                    while self._bufs:
+                        out.append(self._close(next(iter(self._bufs))))
+                    self._newest = None
+                elif behind and behind <= self.MAX_AHEAD:
+                    self.late += 1  # older than every open buffer (modulo 2^32)
+                    return out
+            self._run = None
             self._bufs[buffer_id] = {}
             self._newest = buffer_id
             while len(self._bufs) > self.hold + 1:

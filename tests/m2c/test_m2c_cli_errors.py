@@ -65,10 +65,16 @@ def test_sender_that_drops_everything_fails(small, tmp_path):
 
 
 def test_receive_prints_a_one_line_summary(small, tmp_path):
+    # a group and port range of its own (the default group and a fixed port collide
+    # with any other sender on the machine); stderr is not read, so not piped
+    import secrets
+
     sdp = tmp_path / "s.json"
+    group = f"239.196.{1 + secrets.randbelow(250)}.1"
+    port = str(20000 + 100 * secrets.randbelow(400))
     sender = subprocess.Popen([sys.executable, "-m", "m2c", "send", str(small), "--sdp", str(sdp),
-                               "--port", "47700", "--duration", "30"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               "--group", group, "--port", port, "--duration", "30"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
             if sdp.exists() and sdp.stat().st_size:
@@ -83,3 +89,39 @@ def test_receive_prints_a_one_line_summary(small, tmp_path):
     summary = [ln for ln in r.stderr.splitlines() if ln.startswith("m2c receive:")]
     assert len(summary) == 1 and "ok, SHA-256 verified" in summary[0]
     assert json.loads(r.stdout)["ok"] is True
+
+
+def _valid_sdp(tmp_path) -> dict:
+    from m2c.aio.driver import make_session
+
+    f = tmp_path / "v.bin"
+    f.write_bytes(b"x" * 5000)
+    return json.loads(make_session(str(f)).to_json())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.pop("fec"), "lacks fec"),
+    (lambda d: d.pop("rates"), "lacks rates"),
+    (lambda d: d["fec"].pop("max_n"), "fec lacks 'max_n'"),
+    (lambda d: d["rates"].pop("tsd"), "rates lack 'tsd'"),
+    (lambda d: d.__setitem__("groups", d["groups"][:2]), "groups needed"),
+    (lambda d: d["fec"].__setitem__("scheme", "raptor"), "unknown FEC scheme"),
+    (lambda d: d["fec"].__setitem__("max_n", d["fec"]["max_block_length"] + 1), "FEC parameters"),
+    (lambda d: d.__setitem__("size", -1), "size"),
+    (lambda d: d.__setitem__("bogus", 1), "unknown keys bogus"),
+])
+def test_receive_with_an_incomplete_sdp_is_one_clear_line(tmp_path, mutate, message):
+    """review item 7: a KeyError or IndexError traceback before; now ValueError at
+    SessionDescription.from_json, reported as one line with exit 2"""
+    from m2c.core.filetx import SessionDescription
+
+    d = _valid_sdp(tmp_path)
+    mutate(d)
+    with pytest.raises(ValueError, match=message):
+        SessionDescription.from_json(json.dumps(d))
+    sdp = tmp_path / "bad.json"
+    sdp.write_text(json.dumps(d))
+    r = m2c("receive", str(sdp), "-o", str(tmp_path / "out"), "--timeout", "1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
