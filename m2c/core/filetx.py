@@ -26,6 +26,7 @@ Metrics are those of paper section 7.2 (see :class:`Metrics`).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import math
 import random
@@ -119,12 +120,13 @@ class SessionDescription:
             return (is_int(x) or isinstance(x, float)) and math.isfinite(x)
 
         need(is_int(self.session) and 0 <= self.session < 1 << 32, "session (TSI) must be 0..2^32-1")
-        need(is_int(self.toi) and 0 <= self.toi < 1 << 16, "toi must be 0..65535")
+        need(is_int(self.toi) and 0 <= self.toi < 1 << 32, "toi must be 0..2^32-1")
         need(isinstance(self.name, str), "name must be a string")
         need(is_int(self.size) and self.size >= 0, "size must be a non-negative integer")
         need(isinstance(self.sha256, str) and len(self.sha256) == 64
              and all(c in "0123456789abcdefABCDEF" for c in self.sha256), "sha256 must be 64 hex digits")
-        need(isinstance(self.interface, str), "interface must be an address")
+        need(isinstance(self.interface, str) and _is_ipv4(self.interface),
+             "interface must be an IPv4 address")
         for key in ("levels", "window_blocks"):
             need(is_int(getattr(self, key)) and getattr(self, key) >= 0, f"{key} must be >= 0")
         need(is_int(self.first_level) and self.first_level >= 1, "first_level must be >= 1")
@@ -154,7 +156,8 @@ class SessionDescription:
              f"got {len(self.groups) if isinstance(self.groups, list) else 'none'}")
         for g in self.groups:
             need(isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and is_int(g[1])
-                 and 0 < g[1] < 65536, f"group {g!r} is not [address, port]")
+                 and 0 < g[1] < 65536 and _is_ipv4(g[0], multicast=True),
+                 f"group {g!r} is not [IPv4 multicast address, port]")
         pt = self.partition()
         if f["scheme"] == "ldpc":
             # RFC 5170 4.1: the SBN is 12 bits, so at most 2^12 blocks (4.2.2)
@@ -196,6 +199,14 @@ class SessionDescription:
     def codepoint(self) -> int:
         return Codepoint.LDPC_STAIRCASE if self.fec["scheme"] == "ldpc" else \
             Codepoint.SMALL_BLOCK_SYSTEMATIC
+
+
+def _is_ipv4(text: str, multicast: bool = False) -> bool:
+    try:
+        a = ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return a.is_multicast or not multicast
 
 
 def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
