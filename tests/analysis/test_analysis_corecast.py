@@ -72,7 +72,9 @@ def test_deploy_capture(tmp_path, transport):
             CHUNKS * len(clients) * (sizes["h_l"] + sizes["h_i"] + d)
     assert sum(ases[201 + i]["local_corecast_delivery_bytes"] for i in range(len(lay["etrs"]))) \
         == dep["local_bytes"] == dep["eq5_bytes"]
-    assert sum(a["transit_in_corecast_bytes"] for a in ases.values()) == dep["transit_bytes"]
+    # "unmapped": loopback traffic of anything else running on this host (another deploy, another test)
+    assert sum(a["transit_in_corecast_bytes"] for asn, a in ases.items() if asn != "unmapped") \
+        == dep["transit_bytes"]
     assert ases[100]["local_bytes"] > 0  # source -> ITR inside the source's AS
     ctl = {r["message"]: r["packets"] for r in res["lisp_control"]}
     assert ctl.get("Map-Register", 0) >= 3 and ctl.get("Map-Notify", 0) >= 3
