@@ -56,9 +56,10 @@ dk_xor_into(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Socket address <-> Python tuple, with the same shapes the socket module uses. */
-static PyObject *
-addr_to_tuple(const struct sockaddr_storage *ss)
+/* Socket address <-> Python tuple, with the same shapes the socket module uses
+ * (shared with swift.c through speedups.h). */
+PyObject *
+dk_addr_to_tuple(const struct sockaddr_storage *ss)
 {
     char host[INET6_ADDRSTRLEN];
     if (ss->ss_family == AF_INET) {
@@ -172,7 +173,7 @@ dk_recv_batch(PyObject *self, PyObject *args)
          * recvfrom(size) does in the twin. */
         size_t n = msgs[i].msg_len < (size_t)size ? msgs[i].msg_len : (size_t)size;
         PyObject *data = PyBytes_FromStringAndSize(iov[i].iov_base, (Py_ssize_t)n);
-        PyObject *addr = data ? addr_to_tuple(&addrs[i]) : NULL;
+        PyObject *addr = data ? dk_addr_to_tuple(&addrs[i]) : NULL;
         PyObject *item = addr ? PyTuple_Pack(2, data, addr) : NULL;
         Py_XDECREF(data);
         Py_XDECREF(addr);

@@ -17,4 +17,9 @@ extern PyMethodDef dk_corecast_methods[];  /* corecast.c */
 extern PyMethodDef dk_m2c_methods[];       /* m2c.c */
 extern PyMethodDef dk_swift_methods[];     /* swift.c */
 
+/* core.c: a socket address as the tuple the socket module gives
+ * ((host, port) or (host, port, flowinfo, scope_id)); None for other families. */
+struct sockaddr_storage;
+PyObject *dk_addr_to_tuple(const struct sockaddr_storage *ss);
+
 #endif

@@ -192,25 +192,6 @@ done:
 #define SW_MAX_BATCH 256
 
 static PyObject *
-sw_addr(const struct sockaddr_storage *ss)
-{
-    char host[INET6_ADDRSTRLEN];
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        return Py_BuildValue("(si)", host, (int)ntohs(a->sin_port));
-    }
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        return Py_BuildValue("(siII)", host, (int)ntohs(a->sin6_port),
-                             (unsigned int)ntohl(a->sin6_flowinfo),
-                             (unsigned int)a->sin6_scope_id);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
 recv_batch_ts(PyObject *self, PyObject *args)
 {
     PyObject *sock;
@@ -272,7 +253,7 @@ recv_batch_ts(PyObject *self, PyObject *args)
         }
         PyObject *data = PyBytes_FromStringAndSize(arena + (Py_ssize_t)i * size,
                                                    (Py_ssize_t)msgs[i].msg_len);
-        PyObject *addr = data ? sw_addr(&addrs[i]) : NULL;
+        PyObject *addr = data ? dk_addr_to_tuple(&addrs[i]) : NULL;
         PyObject *ts = addr ? PyFloat_FromDouble(t) : NULL;
         PyObject *item = ts ? PyTuple_Pack(3, data, addr, ts) : NULL;
         Py_XDECREF(data);
