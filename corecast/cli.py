@@ -81,16 +81,9 @@ def _print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def map_version(text: str) -> int:
-    """A Map-Version for the command line: 1..4095 (RFC 9302 sec. 5; 0 is the Null
-    Map-Version, which means no versioning, and 4096 would wrap to it)."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= value <= 4095:
-        raise argparse.ArgumentTypeError(f"Map-Version {value} is outside 1..4095")
-    return value
+# A Map-Version on the command line: 1..4095 (RFC 9302 sec. 5; 0 is the Null Map-Version,
+# which means no versioning, and 4096 would wrap to it).
+map_version = cliutil.int_in(1, 4095, "Map-Version")
 
 
 async def _run_until(duration: float | None, done: asyncio.Event | None = None) -> None:

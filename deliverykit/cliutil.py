@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["port", "hostport", "positive_int", "nonnegative_int", "positive_float",
+__all__ = ["port", "hostport", "positive_int", "int_in", "nonnegative_int", "positive_float",
            "existing_file", "output_path", "ip_address", "ip_network", "cli_main"]
 
 
@@ -56,6 +56,20 @@ def _number(kind: Callable, text: str, ok: Callable[[float], bool], what: str):
 
 def positive_int(text: str) -> int:
     return _number(int, text, lambda v: v > 0, "a positive integer")
+
+
+def int_in(lo: int, hi: int, what: str = "value") -> Callable[[str], int]:
+    """An argparse type for an integer in [lo, hi], e.g. ``int_in(1, 4095, "Map-Version")``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{what} {value} is outside {lo}..{hi}")
+        return value
+    parse.__name__ = what
+    return parse
 
 
 def nonnegative_int(text: str) -> int:

@@ -108,3 +108,11 @@ def test_cli_main_turns_expected_failures_into_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == "tool: error: bad swarm ID\n"
     with pytest.raises(KeyError):  # a bug keeps its traceback
         main(["bug"])
+
+
+def test_int_in_names_the_value_and_range():
+    parse = cliutil.int_in(1, 4095, "Map-Version")
+    assert parse("1") == 1 and parse("4095") == 4095
+    for bad, msg in (("0", "Map-Version 0 is outside 1..4095"), ("4096", "outside"), ("x", "not a number")):
+        with pytest.raises(argparse.ArgumentTypeError, match=msg):
+            parse(bad)
