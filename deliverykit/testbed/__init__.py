@@ -10,7 +10,7 @@
 
 from .capture import Capture, read_pcap
 from .core import Testbed
-from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
+from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedNeedsRoot, TestbedTimeout
 from .lifecycle import cleanup_stale, have_root
 from .nsexec import Event, Task
 from .objects import Bridge, End, Host, Link
@@ -18,6 +18,6 @@ from .shaping import Netem, Tbf
 
 __all__ = [
     "Bridge", "Capture", "Event", "End", "Host", "Link", "Netem", "RemoteError", "RemoteTraceback",
-    "Task", "Tbf", "Testbed", "TestbedError", "TestbedTimeout", "cleanup_stale", "have_root",
+    "Task", "Tbf", "Testbed", "TestbedError", "TestbedNeedsRoot", "TestbedTimeout", "cleanup_stale", "have_root",
     "read_pcap",
 ]

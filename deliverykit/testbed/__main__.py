@@ -30,8 +30,10 @@ def main(argv: list[str] | None = None) -> int:
                 if pattern.match(name):
                     print(name)
         else:
-            for name in cleanup_stale(a.prefix):
+            removed = cleanup_stale(a.prefix)
+            for name in removed:
                 print(f"removed {name}")
+            print(f"removed {len(removed)} stale namespace(s)")
     except (TestbedError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

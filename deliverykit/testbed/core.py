@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from . import shaping
 from .capture import Capture
-from .errors import TestbedError, TestbedTimeout
+from .errors import TestbedError, TestbedNeedsRoot, TestbedTimeout
 from .lifecycle import NETNS_DIR, PREFIX, have_root, remove_netns, stop_process
 from .netlink import IPRouteProxy, NetlinkWorker
 from .nsexec import Event, Task, spawn_in_netns, write_sysctls
@@ -54,9 +54,9 @@ class Testbed:
 
     def __init__(self, prefix: str = "dk") -> None:
         if not have_root():
-            raise TestbedError(
+            raise TestbedNeedsRoot(
                 "needs root: network namespaces, veth links and tc need CAP_SYS_ADMIN/CAP_NET_ADMIN"
-                " (run as root, e.g. `sudo make test`)"
+                " (run the command as root, e.g. with sudo)"
             )
         if not PREFIX.match(prefix or ""):
             raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")

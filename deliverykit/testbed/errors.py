@@ -9,6 +9,11 @@ class TestbedError(Exception):
     __test__ = False  # not a pytest test class, despite the name
 
 
+class TestbedNeedsRoot(TestbedError, PermissionError):
+    """Not root: namespaces, veth links and tc need CAP_SYS_ADMIN/CAP_NET_ADMIN.  Also a
+    PermissionError, so command lines report it as one line (deliverykit.cliutil)."""
+
+
 class TestbedTimeout(TestbedError, TimeoutError):
     """A callable or process in a namespace did not finish in time (it was killed)."""
 
