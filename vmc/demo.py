@@ -22,16 +22,20 @@ from vmc.aio.proxy import Proxy, ProxyConfig
 from vmc.client import fetch
 
 
-async def _curl(url: str, proxy: str, out: Path) -> tuple[int, float, float, int]:
+async def _curl(url: str, proxy: str, out: Path) -> tuple[int, int, float, float, int]:
+    """(curl's exit code, the HTTP status curl saw, time to first byte, elapsed, bytes)."""
     t0 = time.monotonic()
     p = await asyncio.create_subprocess_exec(
-        "curl", "-sS", "-o", str(out), "-w", "%{time_starttransfer} %{size_download}", "-x", f"http://{proxy}", url,
+        "curl", "-sS", "-o", str(out), "-w", "%{http_code} %{time_starttransfer} %{size_download}",
+        "-x", f"http://{proxy}", url,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     so, _ = await p.communicate()
     parts = so.decode().split()
-    ttfb = float(parts[0]) if parts else 0.0
-    return p.returncode or 0, ttfb, time.monotonic() - t0, int(parts[1]) if len(parts) > 1 else 0
+    status = int(parts[0]) if parts else 0
+    ttfb = float(parts[1]) if len(parts) > 1 else 0.0
+    n = int(parts[2]) if len(parts) > 2 else 0
+    return p.returncode or 0, status, ttfb, time.monotonic() - t0, n
 
 
 async def _run(quick: bool) -> list[dict]:
@@ -59,9 +63,9 @@ async def _run(quick: bool) -> list[dict]:
                     "ttfb_s": round(r.ttfb, 4), "done_s": round(r.elapsed, 3), "ok": ok,
                     "parts": len(r.parts)}
         out = tmp / f"c{i}"
-        rc, ttfb, el, n = await _curl(url, px, out)
-        ok = rc == 0 and out.read_bytes() == want
-        return {"client": i, "kind": "curl", "status": 200 if rc == 0 else rc, "ttfb_s": round(ttfb, 4),
+        rc, status, ttfb, el, n = await _curl(url, px, out)
+        ok = rc == 0 and status == 200 and out.read_bytes() == want
+        return {"client": i, "kind": "curl", "status": status, "ttfb_s": round(ttfb, 4),
                 "done_s": round(el, 3), "ok": ok, "parts": 1}
 
     try:
