@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -122,11 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "results.json").write_text(json.dumps(res, indent=1))
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        except OSError:
-            commit = ""
-        (a.out / "metadata.json").write_text(json.dumps({"argv": sys.argv, "commit": commit, "python": sys.version}))
+        from deliverykit.provenance import run_metadata
+
+        meta = run_metadata("vmc", **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()})
+        (a.out / "metadata.json").write_text(json.dumps(meta, indent=1))
         if a.plot:
             for p in plot(res, a.out):
                 print("wrote", p)
