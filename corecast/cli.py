@@ -420,11 +420,11 @@ def _itr_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--map-cache", type=_file,
                    help="static map-cache file: 'prefix rloc[,rloc] [ttl]' lines")
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help='UDP port for LISP control messages (Map-Request/Reply)')
+                   help="UDP port for LISP control messages (Map-Request/Reply)")
     p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0,
-                   help='an extra payload copy after every N headers to the same ETR (Algorithm 1; 0 = off)')
+                   help="an extra payload copy after every N headers to the same ETR (Algorithm 1; 0 = off)")
     p.add_argument("--max-channels", type=cliutil.positive_int, default=1024,
-                   help='payloadBuffer entries at most (one per channel)')
+                   help="payloadBuffer entries at most (one per channel)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -432,9 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("mapserver", help="LISP map-server / map-resolver")
-    p.add_argument("--addr", required=True, help='address to serve on (map-server and map-resolver)')
+    p.add_argument("--addr", required=True, help="address to serve on (map-server and map-resolver)")
     p.add_argument("--port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help='UDP port (LISP control, 4342)')
+                   help="UDP port (LISP control, 4342)")
     p.add_argument("--site", action="append", required=True, type=_site,
                    help="NAME:PREFIX[,PREFIX]:KEYID:PSK (repeatable)")
     p.add_argument("--instance-id", type=int, action="append", default=[],
@@ -444,18 +444,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("etr", help="CoreCast ETR (Algorithm 2)")
     p.add_argument("--rloc", required=True, help="this ETR's locator (RLOC) address")
     p.add_argument("--prefix", action="append", default=[], help="EID prefix to register")
-    p.add_argument("--map-server", help='HOST[:PORT] of the map-server to register with')
-    p.add_argument("--key-id", type=int, default=0, help='Map-Register key ID')
+    p.add_argument("--map-server", help="HOST[:PORT] of the map-server to register with")
+    p.add_argument("--key-id", type=int, default=0, help="Map-Register key ID")
     p.add_argument("--algorithm-id", type=int, default=2,
-                   help='Map-Register algorithm ID (1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128)')
-    p.add_argument("--psk", default="", help='Map-Register pre-shared key')
+                   help="Map-Register algorithm ID (1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128)")
+    p.add_argument("--psk", default="", help="Map-Register pre-shared key")
     p.add_argument("--cc-range", action="append", required=True,
-                   help='reserved CoreCast EID range (repeatable)')
+                   help="reserved CoreCast EID range (repeatable)")
     p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
     p.add_argument("--multicast-if", help="local address of the intra-domain interface")
-    p.add_argument("--data-port", type=cliutil.port, default=4341, help='UDP port for LISP data (4341)')
+    p.add_argument("--data-port", type=cliutil.port, default=4341, help="UDP port for LISP data (4341)")
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help='UDP port for LISP control (Map-Notify)')
+                   help="UDP port for LISP control (Map-Notify)")
     p.add_argument("--instance-id", type=int, default=None,
                    help="decapsulate and register only this instance (RFC 9300 sec. 8)")
     p.add_argument("--map-version", type=map_version, default=None,
@@ -485,36 +485,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--itr", help="HOST:PORT of the ITR's inside interface")
     p.add_argument("--as-itr", action="store_true", help="perform the ITR function (sec. 3.4)")
     p.add_argument("--cc-range", action="append", default=[],
-                   help='reserved CoreCast EID range, with --as-itr (repeatable)')
-    p.add_argument("--map-resolver", help='HOST[:PORT] for Map-Requests, with --as-itr')
-    p.add_argument("--map-cache", type=_file, help='static map-cache file, with --as-itr')
+                   help="reserved CoreCast EID range, with --as-itr (repeatable)")
+    p.add_argument("--map-resolver", help="HOST[:PORT] for Map-Requests, with --as-itr")
+    p.add_argument("--map-cache", type=_file, help="static map-cache file, with --as-itr")
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help='UDP port for LISP control messages, with --as-itr')
+                   help="UDP port for LISP control messages, with --as-itr")
     p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0,
-                   help='an extra payload copy after every N headers to the same ETR (with --as-itr)')
+                   help="an extra payload copy after every N headers to the same ETR (with --as-itr)")
     p.add_argument("--max-channels", type=cliutil.positive_int, default=1024,
-                   help='payloadBuffer entries at most, with --as-itr')
+                   help="payloadBuffer entries at most, with --as-itr")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
     p.add_argument("--http-port", type=cliutil.port, default=0,
-                   help='port of the HTTP subscription service (0 = any free one)')
+                   help="port of the HTTP subscription service (0 = any free one)")
     p.add_argument("--heartbeat-timeout", type=cliutil.positive_float, default=300.0,
-                   help='seconds without a heartbeat before a client is removed')
+                   help="seconds without a heartbeat before a client is removed")
     p.add_argument("--mtu", type=cliutil.positive_int, default=1500,
-                   help='path MTU: the chunk size is cut to fit it')
+                   help="path MTU: the chunk size is cut to fit it")
     p.add_argument("--chunks", type=cliutil.positive_int, help="stop after this many chunks")
     p.add_argument("--input", type=_file, help="media file to stream instead of a test pattern")
     p.add_argument("--wait-subscribers", type=cliutil.nonnegative_int, default=0,
                    help="start streaming once this many clients joined")
     p.add_argument("--linger", type=float, default=0.2,
-                   help='seconds to keep running after the last chunk')
+                   help="seconds to keep running after the last chunk")
     _common(p)
 
     p = sub.add_parser("client", help="CoreCast client")
     p.add_argument("--eid", required=True, help="the client's EID (its address)")
     p.add_argument("--port", type=cliutil.port, default=0,
-                   help='UDP port to receive the stream on (0 = any free one)')
+                   help="UDP port to receive the stream on (0 = any free one)")
     p.add_argument("--join", help="HOST:PORT of the source's subscription service")
-    p.add_argument("--channel", help='channel EID to join')
+    p.add_argument("--channel", help="channel EID to join")
     p.add_argument("--no-corecast", action="store_true", help="my domain has no CoreCast ETR")
     p.add_argument("--heartbeat", type=float, default=None,
                    help="seconds between heartbeats (default: a third of the source's timeout)")
@@ -533,24 +533,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ipv6-eid", action="store_true")
     p.add_argument("--ipv6-rloc", action="store_true")
     p.add_argument("--channels", type=cliutil.positive_int, default=1000,
-                   help='channels N in the memory model')
-    p.add_argument("--ases", type=cliutil.positive_int, default=1000, help='ASes M in the memory model')
+                   help="channels N in the memory model")
+    p.add_argument("--ases", type=cliutil.positive_int, default=1000, help="ASes M in the memory model")
     p.add_argument("--measure", action="store_true", help="also measure our ITR core's state")
     p.add_argument("--measure-channels", type=cliutil.positive_int, default=20,
-                   help='channels in the measured ITR (with --measure)')
+                   help="channels in the measured ITR (with --measure)")
     p.add_argument("--measure-ases", type=cliutil.positive_int, default=100,
-                   help='ASes in the measured ITR (with --measure)')
-    p.add_argument("--json", action="store_true", help='print JSON instead of tables')
+                   help="ASes in the measured ITR (with --measure)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
     sub.add_parser("experiment", help="fig2-testbed | overhead | trace (each has --quick)")
 
     p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
-    p.add_argument("--chunks", type=cliutil.positive_int, default=40, help='chunks to stream')
+    p.add_argument("--chunks", type=cliutil.positive_int, default=40, help="chunks to stream")
     p.add_argument("--quick", action="store_true", help="10 chunks")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
     p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0,
-                   help='an extra payload copy after every N headers to the same ETR (0 = off)')
-    p.add_argument("--json", action="store_true", help='print the whole result as JSON')
+                   help="an extra payload copy after every N headers to the same ETR (0 = off)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     return ap
 
 
