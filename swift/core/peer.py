@@ -23,6 +23,13 @@ Profiles: ``rfc`` speaks RFC 7574; ``libswift`` speaks draft-10 as the
 libswift reference implementation does (docs/swift-libswift-compat.md): no
 Chunk Size or Supported Messages options (libswift rejects the first and
 mis-parses the second), SHA-1, single-chunk ACKs.
+
+Split by concern: :mod:`swift.core.config` (``PeerConfig``),
+:mod:`swift.core.requests` (what to request, ranking, deadlines, PEX) and
+:mod:`swift.core.upload` (what DATA to send, WFQ, LEDBAT accounting) are
+mixins or data this module combines; this module keeps channels, the
+handshake, message dispatch, verification of received DATA, HAVE/ACK
+composition and timers.
 """
 
 from __future__ import annotations
@@ -30,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from swift.core import bins as B
@@ -38,10 +44,12 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
+from swift.core.config import PeerConfig
 from swift.core.content import Content
-from swift.core.picker import PICKERS, Availability, expected_bandwidth, fast_set
+from swift.core.picker import PICKERS, Availability
 from swift.core.requests import RequestPlanner
 from swift.core.requests import chunk_runs as _runs
+from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
@@ -58,66 +66,7 @@ MAX_DGRAM = 1400
 PEX_ANSWER_WINDOW = 5.0
 
 
-@dataclass
-class PeerConfig:
-    """Swarm metadata (section 3.1 a-f) and local policy."""
-
-    chunk_size: int = 1024
-    hash_func: HashFunc = HashFunc.SHA256
-    addressing: ChunkAddressing = ChunkAddressing.CHUNK32
-    #: "rfc" (RFC 7574) or "libswift" (draft-10 as libswift implements it)
-    profile: str = "rfc"
-    picker: str = "linear"
-    #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
-    high_window: int = 64
-    mid_window: int = 256
-    bitrate: float = 125_000.0
-    fast_factor: float = 1.5
-    max_channels: int = 64
-    queue_limit: int = 65536
-    max_outstanding: int = 4096
-    max_bad_chunks: int = 3
-    keepalive: float = 20.0
-    dead_after: float = 180.0
-    request_timeout: float = 0.5
-    #: seconds of playback before a high-priority chunk is due: a request
-    #: still unanswered then goes to another peer (paper III-C)
-    deadline_margin: float = 1.0
-    upload_rate: float | None = None
-    #: ACK delay from the kernel arrival time (SO_TIMESTAMPNS) instead of
-    #: the time our loop handled the DATA.  Off by default: the wait in our
-    #: receive buffer is a queue the sender should slow down for (on
-    #: loopback the kernel time cost 15-20 % more CPU and lower MB/s, and it
-    #: did not measurably help the loaded flash crowd; docs/swift.md)
-    delay_from_kernel: bool = False
-    slow_start: bool = True
-    pex_connect: bool = False
-    #: tracker: keep channels and answer PEX_REQ only, never request data
-    #: (RFC 7574 3.10.1: "PEX messages can be used to construct a dedicated
-    #: tracker peer")
-    tracker: bool = False
-    #: PEX with swarm-membership certificates (8.13, 12.2.2): the CA
-    #: (tracker) public key as DER SubjectPublicKeyInfo, part of the swarm
-    #: metadata.  When set, PEX answers carry PEX_REScert only and plain
-    #: PEX_RESv4/v6 are ignored; a certificate is checked before its
-    #: address is contacted or passed on.
-    pex_ca: bytes | None = None
-    #: the tracker's CA private key: it certifies the peers it handshook with
-    pex_ca_key: Any = None
-    pex_cert_lifetime: float = 3600.0
-    #: live: start this many chunks behind the newest one announced (6.1.2.4)
-    live_prebuffer: int = 16
-    seed: int | None = None
-
-    @staticmethod
-    def libswift(**kw: Any) -> "PeerConfig":
-        """The libswift compatibility profile (SHA-1, 32-bit chunk ranges)."""
-        kw.setdefault("hash_func", HashFunc.SHA1)
-        kw.setdefault("addressing", ChunkAddressing.CHUNK32)
-        return PeerConfig(profile="libswift", **kw)
-
-
-class Peer(RequestPlanner):
+class Peer(RequestPlanner, UploadScheduler):
     """One swarm's protocol engine; see the module docstring."""
 
     def __init__(self, content: Content, config: PeerConfig | None = None) -> None:
@@ -438,9 +387,7 @@ class Peer(RequestPlanner):
                 self._peer_has(ch, lo, hi if self.live else min(hi, limit))
                 ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
                 if ch.data_out:  # delivered even if its ACK was lost
-                    old = now - 1.5 * (ch.ledbat.srtt or 0.5)
-                    for c in [c for c, (t, _) in ch.data_out.items() if lo <= c < hi and t < old]:
-                        ch.ledbat.on_delivered(ch.data_out.pop(c)[1], now)
+                    self._delivered_by_have(ch, lo, hi, now)
             elif t == MsgType.SIGNED_INTEGRITY:
                 lo, hi = self._to_chunks(m)
                 w = hi - lo
@@ -519,26 +466,6 @@ class Peer(RequestPlanner):
                 win = getattr(ch.peer_options, "discard_window", None)
                 if self.live and win is not None and win < B.NONE32 and hi > win:
                     ph.reset_range(0, hi - win)  # sliding discard window (6.2)
-
-    def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
-        if delay_us >= 1 << 63:
-            delay_us -= 1 << 64  # libswift clocks may run behind: signed sample
-        acked = 0
-        rtt = None
-        do = ch.data_out
-        if hi - lo <= len(do):
-            for c in range(lo, hi):
-                x = do.pop(c, None)
-                if x is not None:
-                    acked += x[1]
-                    rtt = now - x[0]
-        else:
-            for c in [c for c in do if lo <= c < hi]:
-                x = do.pop(c)
-                acked += x[1]
-                rtt = now - x[0]
-        if acked:
-            ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
 
     def _release_requests(self, ch: Channel, lost: bool) -> None:
         for c in ch.requests:
@@ -741,36 +668,6 @@ class Peer(RequestPlanner):
             out.append(bytes(cur))
         return out
 
-    def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
-        ctx = self.ctx
-        parts = [ch.remote_id.to_bytes(4, "big")]
-        cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
-        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros, ch.sent):
-            lo, hi = B.base_range(item[1])
-            s, t = self._specs(lo, hi, clip=False)[0]
-            if item[0] == "h":  # INTEGRITY (8.8)
-                parts.append(b"\x04" + C.encode_spec(ctx, s, t) + item[2])
-            else:  # SIGNED_INTEGRITY (8.9)
-                parts.append(b"\x07" + C.encode_spec(ctx, s, t) + item[2].to_bytes(8, "big") + item[3])
-        data = self.content.chunk_bytes(i)
-        s, t = self._specs(i, i + 1)[0]
-        parts.append(C.encode_data(ctx, s, t, int(now * 1e6) & 0xFFFFFFFFFFFFFFFF, data))
-        return b"".join(parts)
-
-    def _next_upload(self, now: float) -> Channel | None:
-        """WFQ (paper III-B): weight = outstanding requests; least served per weight."""
-        best = None
-        best_v = 0.0
-        for ch in self.channels.values():
-            if ch.state != "est" or ch.choking or not len(ch.upload):
-                continue
-            if not ch.ledbat.can_send(self.config.chunk_size):
-                continue
-            v = ch.served / len(ch.upload)
-            if best is None or v < best_v:
-                best, best_v = ch, v
-        return best
-
     def datagrams_to_send(self, now: float, budget: int = 256) -> list[tuple[bytes, Any]]:
         """Datagrams due now (at most ``budget`` DATA datagrams)."""
         out: list[tuple[bytes, Any]] = list(self._pending_close)
@@ -815,36 +712,7 @@ class Peer(RequestPlanner):
                     out.append((d, ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1
-        # uploads
-        cap = self.config.upload_rate
-        if cap is not None:
-            if self.last_tokens is not None:
-                self.tokens = min(cap * 0.1 + self.config.chunk_size,
-                                  self.tokens + cap * (now - self.last_tokens))
-            self.last_tokens = now
-        sent = 0
-        have = self.content.have
-        while sent < budget:
-            if cap is not None and self.tokens < self.config.chunk_size:
-                break
-            ch = self._next_upload(now)
-            if ch is None:
-                break
-            i = ch.upload.pop()
-            if i is None or not have.has(i) or ch.peer_have.has(i):
-                continue
-            d = self._data_dgram(ch, i, now)
-            ch.sent.set(B.chunk(i))
-            out.append((d, ch.addr))
-            ch.data_out[i] = (now, len(d))
-            ch.ledbat.on_send(len(d), now)
-            ch.served += len(d)
-            ch.last_send = now
-            ch.sent_since_recv += 1
-            self.stats["sent_data"] += 1
-            if cap is not None:
-                self.tokens -= len(d)
-            sent += 1
+        out += self._upload_data(now, budget)
         return out
 
     # -- timers -----------------------------------------------------------------------------
@@ -897,59 +765,11 @@ class Peer(RequestPlanner):
                 ch.cancels.extend(_runs(ch.requests))  # exactly what we drop
                 self._release_requests(ch, lost=True)
                 ch.last_progress = now
-            # sender side: DATA never acknowledged counts as lost (LEDBAT)
-            if ch.data_out:
-                horizon = now - max(1.0, 2 * ch.ledbat.cto)
-                old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
-                for c in old:
-                    _, nb = ch.data_out.pop(c)
-                    ch.ledbat.on_loss(nb, now)
-            if ch.ledbat.check_timeout(now):
-                ch.data_out.clear()
+            self._sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
         if not self.buffering and hasattr(self.picker, "high"):
             self._deadlines(now)
         if now >= self.next_rank:
             self._rank(now)
-
-    def _deadlines(self, now: float) -> None:
-        """Paper III-C: high-priority requests have a deadline (the playback
-        time minus a safety margin); a request that misses it is cancelled and
-        asked of another peer."""
-        cfg = self.config
-        p, cs = self.playpos, cfg.chunk_size
-        h_end = p + cfg.high_window
-        for ch in self.channels.values():
-            late = [c for c, t in ch.requests.items()
-                    if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
-                    and now - t > max(0.2, 2 * ch.min_rtt)]
-            for c in late:
-                del ch.requests[c]
-                ch.req_seq.pop(c, None)
-                self.inflight.reset(B.chunk(c))
-                ch.cancels.append((c, c + 1))
-                ch.missed.add(c)
-                ch.lost += 1
-                self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
-
-    def _rank(self, now: float) -> None:
-        """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
-        self.next_rank = now + 0.5
-        for ch in self.channels.values():
-            t0, n0 = ch.rate_mark
-            if now > t0:
-                r = (ch.received - n0) / (now - t0)
-                ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
-            ch.rate_mark = (now, ch.received)
-        ranked = []
-        for ch in self.established:
-            if ch.received < 2 or ch.distrusted:
-                continue
-            # DIP: mean inter-arrival over the last rate sample (the EWMA of
-            # single gaps underestimates it for bursty senders)
-            dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
-            r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
-            ranked.append((r, ch.local_id))
-        self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))  # type: ignore[arg-type]
 
     def note_stall(self) -> None:
         """A player stall makes the fast set larger (x in eq. 2 grows)."""

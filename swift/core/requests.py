@@ -1,7 +1,8 @@
 """Download-side request planning and PEX for :class:`swift.core.peer.Peer`.
 
 Split from peer.py (one concern per module): what to REQUEST from a peer
-(RFC 7574 section 3.7, paper III-C), live tune-in (6.1.2.4), which peers to
+(RFC 7574 section 3.7, paper III-C), which peers are fast (eq. 1 and 2,
+III-A) and high-priority deadlines (III-C), live tune-in (6.1.2.4), which peers to
 offer in PEX_RES and what to do with the ones we get (section 3.10, 8.13,
 12.2).  A mixin: it reads and updates the Peer's state.
 """
@@ -14,7 +15,7 @@ from typing import Any
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.channel import Channel
-from swift.core.picker import PickState, in_order, request_size
+from swift.core.picker import PickState, expected_bandwidth, fast_set, in_order, request_size
 from swift.wire import codec as C
 from swift.wire.constants import IntegrityMethod
 
@@ -339,3 +340,45 @@ class RequestPlanner:
         addr = (host, port)
         self.certs.put(addr, der, nb, na)
         self._discovered(ch, addr, now)
+
+    # -- deadlines and ranking (paper III-A, III-C) ------------------------------------
+
+    def _deadlines(self, now: float) -> None:
+        """Paper III-C: high-priority requests have a deadline (the playback
+        time minus a safety margin); a request that misses it is cancelled and
+        asked of another peer."""
+        cfg = self.config
+        p, cs = self.playpos, cfg.chunk_size
+        h_end = p + cfg.high_window
+        for ch in self.channels.values():
+            late = [c for c, t in ch.requests.items()
+                    if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
+                    and now - t > max(0.2, 2 * ch.min_rtt)]
+            for c in late:
+                del ch.requests[c]
+                ch.req_seq.pop(c, None)
+                self.inflight.reset(B.chunk(c))
+                ch.cancels.append((c, c + 1))
+                ch.missed.add(c)
+                ch.lost += 1
+                self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
+
+    def _rank(self, now: float) -> None:
+        """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
+        self.next_rank = now + 0.5
+        for ch in self.channels.values():
+            t0, n0 = ch.rate_mark
+            if now > t0:
+                r = (ch.received - n0) / (now - t0)
+                ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
+            ch.rate_mark = (now, ch.received)
+        ranked = []
+        for ch in self.established:
+            if ch.received < 2 or ch.distrusted:
+                continue
+            # DIP: mean inter-arrival over the last rate sample (the EWMA of
+            # single gaps underestimates it for bursty senders)
+            dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
+            r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
+            ranked.append((r, ch.local_id))
+        self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))  # type: ignore[arg-type]

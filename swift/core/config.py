@@ -1,0 +1,76 @@
+"""Swarm metadata and local policy for :class:`swift.core.peer.Peer`.
+
+Split from peer.py.  The swarm metadata of RFC 7574 section 3.1 (a-f:
+chunk size, hash function, chunk addressing; the swarm ID comes from the
+content), the compatibility profile (``rfc`` or ``libswift``, see
+docs/swift-libswift-compat.md) and local policy: download algorithm and
+VoD windows (paper III-C), eq. 2's video bit rate, bounds per peer,
+timeouts, LEDBAT options, upload cap, PEX and live settings.  Re-exported
+by :mod:`swift.core.peer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from swift.wire.constants import ChunkAddressing, HashFunc
+
+
+@dataclass
+class PeerConfig:
+    """Swarm metadata (section 3.1 a-f) and local policy."""
+
+    chunk_size: int = 1024
+    hash_func: HashFunc = HashFunc.SHA256
+    addressing: ChunkAddressing = ChunkAddressing.CHUNK32
+    #: "rfc" (RFC 7574) or "libswift" (draft-10 as libswift implements it)
+    profile: str = "rfc"
+    picker: str = "linear"
+    #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
+    high_window: int = 64
+    mid_window: int = 256
+    bitrate: float = 125_000.0
+    fast_factor: float = 1.5
+    max_channels: int = 64
+    queue_limit: int = 65536
+    max_outstanding: int = 4096
+    max_bad_chunks: int = 3
+    keepalive: float = 20.0
+    dead_after: float = 180.0
+    request_timeout: float = 0.5
+    #: seconds of playback before a high-priority chunk is due: a request
+    #: still unanswered then goes to another peer (paper III-C)
+    deadline_margin: float = 1.0
+    upload_rate: float | None = None
+    #: ACK delay from the kernel arrival time (SO_TIMESTAMPNS) instead of
+    #: the time our loop handled the DATA.  Off by default: the wait in our
+    #: receive buffer is a queue the sender should slow down for (on
+    #: loopback the kernel time cost 15-20 % more CPU and lower MB/s, and it
+    #: did not measurably help the loaded flash crowd; docs/swift.md)
+    delay_from_kernel: bool = False
+    slow_start: bool = True
+    pex_connect: bool = False
+    #: tracker: keep channels and answer PEX_REQ only, never request data
+    #: (RFC 7574 3.10.1: "PEX messages can be used to construct a dedicated
+    #: tracker peer")
+    tracker: bool = False
+    #: PEX with swarm-membership certificates (8.13, 12.2.2): the CA
+    #: (tracker) public key as DER SubjectPublicKeyInfo, part of the swarm
+    #: metadata.  When set, PEX answers carry PEX_REScert only and plain
+    #: PEX_RESv4/v6 are ignored; a certificate is checked before its
+    #: address is contacted or passed on.
+    pex_ca: bytes | None = None
+    #: the tracker's CA private key: it certifies the peers it handshook with
+    pex_ca_key: Any = None
+    pex_cert_lifetime: float = 3600.0
+    #: live: start this many chunks behind the newest one announced (6.1.2.4)
+    live_prebuffer: int = 16
+    seed: int | None = None
+
+    @staticmethod
+    def libswift(**kw: Any) -> "PeerConfig":
+        """The libswift compatibility profile (SHA-1, 32-bit chunk ranges)."""
+        kw.setdefault("hash_func", HashFunc.SHA1)
+        kw.setdefault("addressing", ChunkAddressing.CHUNK32)
+        return PeerConfig(profile="libswift", **kw)

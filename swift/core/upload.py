@@ -1,0 +1,127 @@
+"""Upload side of :class:`swift.core.peer.Peer`: what DATA to send, to whom, when.
+
+Split from peer.py (one concern per module).  Requests that peers sent us
+wait in each channel's :class:`~swift.core.channel.RangeQueue`; this mixin
+picks the next channel by WFQ with weight = outstanding requests (paper
+III-B), honours the channel's LEDBAT window (RFC 6817 2.4.2) and the
+optional token-bucket upload cap, builds each DATA datagram with the
+INTEGRITY / SIGNED_INTEGRITY it needs ahead of it (RFC 7574 5.3, 6.1), and
+feeds ACKs, HAVEs and timeouts back into LEDBAT.  A mixin: it reads and
+updates the Peer's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swift.core import bins as B
+from swift.core.channel import Channel
+from swift.wire import codec as C
+
+
+class UploadScheduler:
+    """Sender-side scheduling and congestion accounting (mixin for Peer)."""
+
+    def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
+        """ACK (8.7): retire acknowledged DATA, one LEDBAT delay sample."""
+        if delay_us >= 1 << 63:
+            delay_us -= 1 << 64  # libswift clocks may run behind: signed sample
+        acked = 0
+        rtt = None
+        do = ch.data_out
+        if hi - lo <= len(do):
+            for c in range(lo, hi):
+                x = do.pop(c, None)
+                if x is not None:
+                    acked += x[1]
+                    rtt = now - x[0]
+        else:
+            for c in [c for c in do if lo <= c < hi]:
+                x = do.pop(c)
+                acked += x[1]
+                rtt = now - x[0]
+        if acked:
+            ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
+
+    def _delivered_by_have(self, ch: Channel, lo: int, hi: int, now: float) -> None:
+        """A HAVE covering DATA whose ACK was lost retires it without a delay sample."""
+        old = now - 1.5 * (ch.ledbat.srtt or 0.5)
+        for c in [c for c, (t, _) in ch.data_out.items() if lo <= c < hi and t < old]:
+            ch.ledbat.on_delivered(ch.data_out.pop(c)[1], now)
+
+    def _sender_timeouts(self, ch: Channel, now: float) -> None:
+        """DATA never acknowledged counts as lost; LEDBAT congestion timeout."""
+        if ch.data_out:
+            horizon = now - max(1.0, 2 * ch.ledbat.cto)
+            old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
+            for c in old:
+                _, nb = ch.data_out.pop(c)
+                ch.ledbat.on_loss(nb, now)
+        if ch.ledbat.check_timeout(now):
+            ch.data_out.clear()
+
+    def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
+        """One DATA datagram for chunk ``i``, preceded by the hashes (and
+        live signatures) the receiver needs to verify it (5.3, 6.1)."""
+        ctx = self.ctx
+        parts = [ch.remote_id.to_bytes(4, "big")]
+        cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
+        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros, ch.sent):
+            lo, hi = B.base_range(item[1])
+            s, t = self._specs(lo, hi, clip=False)[0]
+            if item[0] == "h":  # INTEGRITY (8.8)
+                parts.append(b"\x04" + C.encode_spec(ctx, s, t) + item[2])
+            else:  # SIGNED_INTEGRITY (8.9)
+                parts.append(b"\x07" + C.encode_spec(ctx, s, t) + item[2].to_bytes(8, "big") + item[3])
+        data = self.content.chunk_bytes(i)
+        s, t = self._specs(i, i + 1)[0]
+        parts.append(C.encode_data(ctx, s, t, int(now * 1e6) & 0xFFFFFFFFFFFFFFFF, data))
+        return b"".join(parts)
+
+    def _next_upload(self, now: float) -> Channel | None:
+        """WFQ (paper III-B): weight = outstanding requests; least served per weight."""
+        best = None
+        best_v = 0.0
+        for ch in self.channels.values():
+            if ch.state != "est" or ch.choking or not len(ch.upload):
+                continue
+            if not ch.ledbat.can_send(self.config.chunk_size):
+                continue
+            v = ch.served / len(ch.upload)
+            if best is None or v < best_v:
+                best, best_v = ch, v
+        return best
+
+    def _upload_data(self, now: float, budget: int) -> list[tuple[bytes, Any]]:
+        """Up to ``budget`` DATA datagrams that WFQ, LEDBAT and the upload cap allow now."""
+        out: list[tuple[bytes, Any]] = []
+        cap = self.config.upload_rate
+        if cap is not None:
+            if self.last_tokens is not None:
+                self.tokens = min(cap * 0.1 + self.config.chunk_size,
+                                  self.tokens + cap * (now - self.last_tokens))
+            self.last_tokens = now
+        sent = 0
+        have = self.content.have
+        while sent < budget:
+            if cap is not None and self.tokens < self.config.chunk_size:
+                break
+            ch = self._next_upload(now)
+            if ch is None:
+                break
+            i = ch.upload.pop()
+            if i is None or not have.has(i) or ch.peer_have.has(i):
+                continue
+            d = self._data_dgram(ch, i, now)
+            ch.sent.set(B.chunk(i))
+            out.append((d, ch.addr))
+            ch.data_out[i] = (now, len(d))
+            ch.ledbat.on_send(len(d), now)
+            ch.served += len(d)
+            ch.last_send = now
+            ch.sent_since_recv += 1
+            self.stats["sent_data"] += 1
+            if cap is not None:
+                self.tokens -= len(d)
+            sent += 1
+        return out
