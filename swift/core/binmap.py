@@ -181,6 +181,9 @@ class Binmap:
             return
         if lo < 0:
             raise ValueError("negative chunk index")
+        if hi - lo == 1:  # one chunk (an ACK, most HAVEs): the C descent
+            self._one(lo, True)
+            return
         self._grow(hi)
         self._set(self.root, self.root_layer, 0, lo, hi, True)
 
@@ -188,6 +191,9 @@ class Binmap:
         """Mark chunks ``[lo, hi)`` empty."""
         hi = min(hi, self.span)
         if lo >= hi:
+            return
+        if hi - lo == 1 and lo >= 0:
+            self._one(lo, False)
             return
         self._set(self.root, self.root_layer, 0, lo, hi, False)
 

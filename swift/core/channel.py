@@ -44,6 +44,11 @@ class RangeQueue:
 
     def remove(self, lo: int, hi: int) -> None:
         """Drop chunks ``[lo, hi)`` (CANCEL, or HAVE as implicit cancel, 3.8)."""
+        for a, b in self.q:
+            if a < hi and lo < b:
+                break
+        else:
+            return  # nothing queued in [lo, hi): the usual HAVE at a seeder
         out: deque[list[int]] = deque()
         size = 0
         for a, b in self.q:

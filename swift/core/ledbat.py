@@ -6,6 +6,11 @@ section 2.4.2 suggests (update_CTO).  An optional slow start (off by
 default) doubles cwnd per RTT until the queuing delay passes TARGET/2 or a
 loss, as libswift's SLOW_START_CONTROL did; RFC 6817 section 2.4.2 lets
 implementations be no more aggressive than TCP, which slow start is not.
+After a congestion timeout the window restarts at 1 MSS and slow-starts
+back to half the window the timeout found (``ssthresh``), as TCP does after
+an RTO (RFC 5681 3.1): growing one MSS per RTT from 1 MSS left a seeder's
+channels far below their share for seconds after a receiver stalled
+(docs/swift.md, "Seeder link use").
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ class Ledbat:
         self.slow_start = slow_start
         self.losses = 0
         self.acks = 0
+        #: congestion timeouts fired (no ACK within a CTO)
+        self.timeouts = 0
+        #: after a congestion timeout: the window regrows by slow start up to
+        #: half the window the timeout found (as TCP after an RTO, RFC 5681
+        #: 3.1 / RFC 6298 5.7) instead of by one MSS per RTT from 1 MSS
+        self.ssthresh = 0.0
         #: largest flightsize in the last RTT: the "flightsize" of the cwnd cap,
         #: so a window acknowledged in a burst is not mistaken for idleness
         self.peak_flight = 0
@@ -107,14 +118,18 @@ class Ledbat:
             self.peak_flight = flight
             self.peak_time = now
         cap_flight = max(flight, self.peak_flight)
-        if self.slow_start and qd < self.TARGET / 2:
+        recovering = (not self.slow_start and self.cwnd < self.ssthresh
+                      and qd < self.TARGET / 2)
+        if recovering:
+            self.cwnd = min(self.ssthresh, self.cwnd + bytes_acked)
+        elif self.slow_start and qd < self.TARGET / 2:
             self.cwnd += bytes_acked
         else:
             if self.slow_start:  # leaving slow start: undo its last doubling
                 self.cwnd = max(self.cwnd / 2, float(self.MIN_CWND * self.mss))
             self.slow_start = False
             self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
-        if self.slow_start:  # slow start may double the window per RTT
+        if self.slow_start or recovering:  # slow start may double the window per RTT
             self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
         else:
             self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
@@ -138,6 +153,7 @@ class Ledbat:
         """Section 2.4.2 "on data loss" (at most once per RTT); data not resent."""
         self.losses += 1
         self.slow_start = False
+        self.ssthresh = 0.0  # a loss ends a timeout recovery
         rtt = self.srtt if self.srtt is not None else 1.0
         if now - self.last_loss >= rtt:
             self.cwnd = min(self.cwnd, max(self.cwnd / 2, float(self.MIN_CWND * self.mss)))
@@ -147,6 +163,8 @@ class Ledbat:
     def check_timeout(self, now: float) -> bool:
         """"No ACKs within a CTO": cwnd = 1 MSS, CTO doubles.  True if fired."""
         if self.flightsize > 0 and self.last_ack is not None and now - self.last_ack > self.cto:
+            self.timeouts += 1
+            self.ssthresh = max(self.ssthresh, self.cwnd / 2, float(self.MIN_CWND * self.mss))
             self.cwnd = float(self.mss)
             self.cto = min(60.0, 2 * self.cto)
             self.last_ack = now

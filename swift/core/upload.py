@@ -46,8 +46,13 @@ class UploadScheduler:
     def _delivered_by_have(self, ch: Channel, lo: int, hi: int, now: float) -> None:
         """A HAVE covering DATA whose ACK was lost retires it without a delay sample."""
         old = now - 1.5 * (ch.ledbat.srtt or 0.5)
-        for c in [c for c, (t, _) in ch.data_out.items() if lo <= c < hi and t < old]:
-            ch.ledbat.on_delivered(ch.data_out.pop(c)[1], now)
+        do = ch.data_out
+        cands = range(lo, hi) if hi - lo <= len(do) else list(do)
+        for c in cands:
+            x = do.get(c)
+            if x is not None and lo <= c < hi and x[0] < old:
+                del do[c]
+                ch.ledbat.on_delivered(x[1], now)
 
     def _sender_timeouts(self, ch: Channel, now: float) -> None:
         """DATA never acknowledged counts as lost; LEDBAT congestion timeout."""

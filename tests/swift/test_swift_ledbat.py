@@ -102,3 +102,48 @@ def test_ack_delay_uses_kernel_arrival_time(kernel) -> None:
     assert acks
     want = 100_000 if kernel else 500_000
     assert all(abs(a.delay - want) < 2_000 for a in acks), [a.delay for a in acks]
+
+
+def test_timeout_recovers_by_slow_start_to_half_the_old_window() -> None:
+    """After a congestion timeout cwnd restarts at 1 MSS and doubles per RTT
+    up to half the window the timeout found (RFC 5681 3.1), then LEDBAT's
+    additive growth takes over; a repeated timeout keeps that threshold."""
+    l = Ledbat(mss=1000)
+    now = _run(l, 0.010, 60)
+    before = l.cwnd
+    assert before > 30 * 1000
+    l.on_send(1000, now)
+    assert l.check_timeout(now + l.cto + 0.01)
+    assert l.cwnd == 1000 and l.timeouts == 1
+    assert l.ssthresh == before / 2
+    l.on_send(1000, now + 10)
+    assert l.check_timeout(now + 10 + l.cto + 0.01)  # again: threshold held
+    assert l.ssthresh == before / 2
+    now = _run(l, 0.010, 5, now + 20)  # 5 RTTs of doubling: 1 -> ~half
+    assert l.cwnd >= before / 2 - 1000
+    plain = Ledbat(mss=1000)  # without the threshold: one MSS per RTT
+    plain.cwnd = 1000.0
+    _run(plain, 0.010, 5, 0.0)
+    assert plain.cwnd < 8 * 1000
+
+
+def test_loss_ends_timeout_recovery() -> None:
+    l = Ledbat(mss=1000)
+    now = _run(l, 0.010, 60)
+    l.on_send(1000, now)
+    assert l.check_timeout(now + l.cto + 0.01)
+    l.on_send(1000, now + 2)
+    l.on_loss(1000, now + 3)
+    assert l.ssthresh == 0.0
+    _run(l, 0.010, 5, now + 4)
+    assert l.cwnd < 8 * 1000
+
+
+def test_no_recovery_growth_over_half_target() -> None:
+    """Recovery slow start stops while queuing delay is over TARGET/2."""
+    l = Ledbat(mss=1000)
+    now = _run(l, 0.010, 60)
+    l.on_send(1000, now)
+    assert l.check_timeout(now + l.cto + 0.01)
+    _run(l, 0.010 + 0.8 * l.TARGET, 5, now + 2)
+    assert l.cwnd < 8 * 1000
