@@ -10,9 +10,10 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 from typing import Any, Iterable
+
+from deliverykit import provenance
 
 
 def _version(mod: str) -> str | None:
@@ -25,17 +26,7 @@ def _version(mod: str) -> str | None:
 
 def git_commit() -> str | None:
     """Commit of the source tree the experiment ran from (None outside git)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the swift package
-    try:
-        r = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
-                           timeout=10)
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if r.returncode:
-        return None
-    return r.stdout.strip() + ("+dirty" if dirty else "")
+    return provenance.git_commit(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def metadata(name: str, params: dict, load_before: tuple[float, ...], started: float) -> dict:
