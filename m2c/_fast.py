@@ -21,10 +21,16 @@ hypothesis.
 
 from __future__ import annotations
 
+import operator
+import sys
 from array import array
 
 PMMS_A = 16807  # 7**5, RFC 5170 Section 5.7
 PMMS_M = 0x7FFFFFFF  # 2**31 - 1
+_SSIZE_MAX = sys.maxsize
+"""PY_SSIZE_T_MAX: the C refuses any m*E, n*E or count*E above it (ValueError)"""
+E_MAX = 0xFFFF
+"""RFC 5170 4.2.1: the symbol length E is a 16-bit field (ValueError above it, in C too)"""
 
 
 def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int) -> tuple[bytes, bytes]:
@@ -101,6 +107,8 @@ def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -
         raise ValueError("m2c_ldpc_encode: malformed matrix for this k")
     m = len(rp) - 1
     E = symbol_size
+    if E > E_MAX or m * E > _SSIZE_MAX:  # the C checks E <= PY_SSIZE_T_MAX / m first
+        raise ValueError("m2c_ldpc_encode: m * symbol_size does not fit in memory")
     mv = memoryview(src)
     s = [int.from_bytes(mv[i * E:(i + 1) * E], "little") for i in range(k)]
     out = bytearray(m * E)
@@ -115,30 +123,41 @@ def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -
     return bytes(out)
 
 
-def _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known):
-    """Views on the decoder state with m2c_ldpc_add's O(1) checks (same order as C)."""
-    def u32(buf, writable=False):
-        mv = memoryview(buf)
-        if writable and mv.readonly:
-            raise TypeError("m2c_ldpc_add: buffer is not writable")
-        if mv.nbytes % 4:
-            raise ValueError("m2c_ldpc_add: bad uint32 buffer")
-        return mv.cast("B").cast("I")
+def _view(buf, writable: bool = False) -> memoryview:
+    """PyObject_GetBuffer's behaviour: TypeError for a non-buffer, BufferError when a
+    writable buffer is required and ``buf`` is read-only."""
+    mv = memoryview(buf)
+    if writable and mv.readonly:
+        raise BufferError("m2c_ldpc_add: buffer is not writable")
+    return mv.cast("B")
 
-    EP, EV, VP, VE = u32(eq_ptr), u32(eq_vars), u32(var_ptr), u32(var_eqs)
-    if len(EP) < 1 or len(VP) < 1:
-        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
-    U = u32(unknown, True)
-    P = memoryview(partial).cast("B")
-    V = memoryview(values).cast("B")
-    K = memoryview(known).cast("B")
-    if P.readonly or V.readonly or K.readonly:
-        raise TypeError("m2c_ldpc_add: buffer is not writable")
+
+def _u32(buf, writable: bool = False, min_items: int = 0,
+         what: str = "m2c_ldpc_add: bad uint32 buffer") -> memoryview:
+    """get_u32 in the C: a uint32 view, at least ``min_items`` long."""
+    mv = _view(buf, writable)
+    if mv.nbytes % 4 or mv.nbytes // 4 < min_items:
+        raise ValueError(what)
+    return mv.cast("I")
+
+
+def _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
+                esis=None, symbols=b"", esi=None, many=False):
+    """Views on the decoder state with m2c_ldpc_add's O(1) checks, in the C's order
+    (buffers one by one as ldpc_add_impl gets them, then the sizes)."""
+    EP, EV = _u32(eq_ptr, min_items=1), _u32(eq_vars)
+    VP, VE = _u32(var_ptr, min_items=1), _u32(var_eqs)
+    U = _u32(unknown, writable=True)
+    ES = _u32(esis) if many else None
+    P, V, K = _view(partial, True), _view(values, True), _view(known, True)
+    S = _view(symbols)
     m, n = len(EP) - 1, len(VP) - 1
-    if (E <= 0 or k < 0 or k > n or n < 1 or len(U) != m or len(P) != m * E
-            or len(V) != n * E or len(K) != n):
+    count = len(ES) if many else 1
+    if (E <= 0 or E > E_MAX or max(m, n, count) * E > _SSIZE_MAX or k < 0 or k > n or n < 1
+            or len(U) != m or len(P) != m * E or len(V) != n * E or len(K) != n
+            or len(S) != count * E or (not many and not 0 <= esi < n)):
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
-    return EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE)
+    return EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE), ES, S
 
 
 def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
@@ -152,11 +171,10 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, par
     marked known when pushed, so each is processed once; returns how many
     source symbols (ESI < k) became known.
     """
-    EP, EV, VP, VE, U, P, V, K, m, n, nev, nve = _ldpc_state(
-        k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known)
-    S = memoryview(symbol).cast("B")
-    if len(S) != E or esi < 0 or esi >= n:
-        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+    k, E, esi = operator.index(k), operator.index(E), operator.index(esi)  # "nn...n" in C
+    EP, EV, VP, VE, U, P, V, K, m, n, nev, nve, _, S = _ldpc_state(
+        k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
+        symbols=symbol, esi=esi)
     if K[esi]:
         return 0
     newly = 0
@@ -197,14 +215,10 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, par
 def m2c_ldpc_add_many(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
                       values, known, esis, symbols) -> int:
     """``m2c_ldpc_add`` for each (uint32 ESI in ``esis``, E-byte slice of ``symbols``)."""
-    mv = memoryview(esis)
-    if mv.nbytes % 4:
-        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
-    es = mv.cast("B").cast("I")
-    sym = memoryview(symbols).cast("B")
-    n = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known)[9]
-    if len(sym) != len(es) * E:
-        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+    k, E = operator.index(k), operator.index(E)
+    st = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
+                     esis=esis, symbols=symbols, many=True)
+    n, es, sym = st[9], st[12], st[13]
     total = 0
     for i, esi in enumerate(es):
         if esi >= n:
@@ -239,20 +253,13 @@ def m2c_ldpc_eliminate(k: int, E: int, eq_ptr, eq_vars, unknown, partial, known,
     unknown sources when ``values`` (else both empty).  None of these depend
     on the inactivation choices.
     """
-    def u32(buf):
-        mv = memoryview(buf).cast("B")
-        if mv.nbytes % 4:
-            raise ValueError("m2c_ldpc_add: bad uint32 buffer")
-        return mv.cast("I")
-
-    EP, EV, U = u32(eq_ptr), u32(eq_vars), u32(unknown)
-    if len(EP) < 1:
-        raise ValueError("m2c_ldpc_add: bad uint32 buffer")
-    P = memoryview(partial).cast("B")
-    K = memoryview(known).cast("B")
+    k, E = operator.index(k), operator.index(E)
+    EP, EV, U = _u32(eq_ptr, min_items=1), _u32(eq_vars), _u32(unknown)
+    P, K = _view(partial), _view(known)
     m, n, nev = len(EP) - 1, len(K), len(EV)
     bad = "m2c_ldpc_eliminate: inconsistent decoder state"
-    if E <= 0 or k < 0 or k > n or n < 1 or len(U) != m or len(P) != m * E:
+    if (E <= 0 or E > E_MAX or max(m, n, 1) * E > _SSIZE_MAX or k < 0 or k > n or n < 1 or len(U) != m
+            or len(P) != m * E):
         raise ValueError(bad)
     if any(EP[e] > EP[e + 1] or EP[e + 1] > nev for e in range(m)):
         raise ValueError(bad)

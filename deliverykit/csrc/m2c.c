@@ -229,6 +229,12 @@ m2c_ldpc_encode(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t m = rp.len / 4 - 1, nnz = cs.len / 4;
+    /* RFC 5170 4.2.1: E is a 16-bit field; and m * E below must not overflow */
+    if (E > 0xFFFF || (m > 0 && E > PY_SSIZE_T_MAX / m)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "m2c_ldpc_encode: m * symbol_size does not fit in memory");
+        goto done;
+    }
     uint32_t *rpv = malloc((size_t)(m + 1) * 4), *csv = malloc((size_t)(nnz ? nnz : 1) * 4);
     if (!rpv || !csv) {
         free(rpv);
@@ -416,7 +422,12 @@ ldpc_add_impl(PyObject *args, int many)
     Py_ssize_t count = many ? es.b.len / 4 : 1;
     /* O(1) size checks here; indices are checked as they are used, so a
      * malformed structure raises ValueError instead of crashing */
-    if (E <= 0 || k < 0 || k > d.n || d.m < 0 || d.n < 1 || unk.b.len / 4 != d.m
+    /* the products below must not overflow: E <= PY_SSIZE_T_MAX / max(m, n, count) */
+    Py_ssize_t most = d.m > d.n ? d.m : d.n;
+    if (count > most)
+        most = count;
+    if (E <= 0 || E > 0xFFFF || (most > 0 && E > PY_SSIZE_T_MAX / most) || k < 0 || k > d.n || d.m < 0
+        || d.n < 1 || unk.b.len / 4 != d.m
         || part.b.len != d.m * E || val.b.len != d.n * E || kn.b.len != d.n
         || sym.b.len != count * E || (!many && (esi < 0 || esi >= d.n))) {
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
@@ -515,7 +526,10 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
     const uint32_t *EP = eqp.b.buf, *EV = eqv.b.buf, *U = unk.b.buf;
     const uint8_t *P = part.b.buf, *K = kn.b.buf;
     Py_ssize_t m = eqp.b.len / 4 - 1, n = kn.b.len, nev = eqv.b.len / 4;
-    if (E <= 0 || k < 0 || k > n || n < 1 || unk.b.len / 4 != m || part.b.len != m * E
+    /* RFC 5170 4.2.1: E is 16 bits (bounds the work space: nu * E, ncons * E); every
+     * product with E below is at most max(m, n) * E: check it cannot overflow */
+    if (E <= 0 || E > 0xFFFF || E > PY_SSIZE_T_MAX / (m > n ? (m > 1 ? m : 1) : (n > 1 ? n : 1)) || k < 0
+        || k > n || n < 1 || unk.b.len / 4 != m || part.b.len != m * E
         || n > 0xFFFFFFF0 || m > 0xFFFFFFF0) {
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_eliminate: inconsistent decoder state");
         goto done;
