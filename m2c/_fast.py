@@ -30,7 +30,7 @@ PMMS_M = 0x7FFFFFFF  # 2**31 - 1
 _SSIZE_MAX = sys.maxsize
 """PY_SSIZE_T_MAX: the C refuses any m*E, n*E or count*E above it (ValueError)"""
 E_MAX = 0xFFFF
-"""RFC 5170 4.2.1: the symbol length E is a 16-bit field (ValueError above it, in C too)"""
+"""RFC 5170 4.2.4.1: the symbol length E is a 16-bit field (ValueError above it, in C too)"""
 
 
 def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int) -> tuple[bytes, bytes]:

@@ -229,7 +229,7 @@ m2c_ldpc_encode(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t m = rp.len / 4 - 1, nnz = cs.len / 4;
-    /* RFC 5170 4.2.1: E is a 16-bit field; and m * E below must not overflow */
+    /* RFC 5170 4.2.4.1: E is a 16-bit field; and m * E below must not overflow */
     if (E > 0xFFFF || (m > 0 && E > PY_SSIZE_T_MAX / m)) {
         PyErr_SetString(PyExc_ValueError,
                         "m2c_ldpc_encode: m * symbol_size does not fit in memory");
@@ -526,7 +526,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
     const uint32_t *EP = eqp.b.buf, *EV = eqv.b.buf, *U = unk.b.buf;
     const uint8_t *P = part.b.buf, *K = kn.b.buf;
     Py_ssize_t m = eqp.b.len / 4 - 1, n = kn.b.len, nev = eqv.b.len / 4;
-    /* RFC 5170 4.2.1: E is 16 bits (bounds the work space: nu * E, ncons * E); every
+    /* RFC 5170 4.2.4.1: E is 16 bits (bounds the work space: nu * E, ncons * E); every
      * product with E below is at most max(m, n) * E: check it cannot overflow */
     if (E <= 0 || E > 0xFFFF || E > PY_SSIZE_T_MAX / (m > n ? (m > 1 ? m : 1) : (n > 1 ? n : 1)) || k < 0
         || k > n || n < 1 || unk.b.len / 4 != m || part.b.len != m * E

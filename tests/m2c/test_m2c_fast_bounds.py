@@ -2,7 +2,7 @@
 E so large that m*E, n*E or count*E overflows Py_ssize_t must raise ValueError
 in C as in the twin, never wrap to a small size and write out of bounds
 (E = 2^62 with m = n = count = 4 was a SIGSEGV).  Both also refuse E above
-RFC 5170 4.2.1's 16-bit symbol length, which bounds the elimination's work
+RFC 5170 4.2.4.1's 16-bit symbol length, which bounds the elimination's work
 space (nu*E bytes).  Read-only state buffers raise the same exception class
 (BufferError) in both."""
 
@@ -99,7 +99,7 @@ def test_any_symbol_size_c_equals_twin(E, m, n, count, name):
     c = outcome(getattr(speedups, name), args)
     py = outcome(getattr(_fast, name), cases(E, m, n, count)[name])
     assert c == py
-    if E > 0xFFFF:  # RFC 5170 4.2.1: E is 16 bits; and no product may overflow
+    if E > 0xFFFF:  # RFC 5170 4.2.4.1: E is 16 bits; and no product may overflow
         assert c == "ValueError"
 
 
