@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["port", "hostport", "positive_int", "int_in", "nonnegative_int", "positive_float",
-           "existing_file", "output_path", "ip_address", "ip_network", "cli_main"]
+           "nonnegative_float", "existing_file", "output_path", "ip_address", "ip_network", "cli_main"]
 
 
 def port(text: str) -> int:
@@ -78,6 +78,11 @@ def nonnegative_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     return _number(float, text, lambda v: v > 0 and v != float("inf"), "a positive number")
+
+
+def nonnegative_float(text: str) -> float:
+    """Zero or more (options where 0 means "none" or "no limit")."""
+    return _number(float, text, lambda v: 0 <= v < float("inf"), "zero or a positive number")
 
 
 def existing_file(text: str) -> Path:

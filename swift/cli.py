@@ -55,13 +55,7 @@ def _hex(text: str) -> str:
 
 def _seconds(text: str) -> float:
     """A duration in seconds; 0 means "no limit" where the option says so."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be zero or a positive number of seconds")
-    return value
+    return cliutil.nonnegative_float(text)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

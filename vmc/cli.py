@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer-budget", type=size, default=256 << 20,
                    help="bound on all session buffers together (default 256MiB; 0 = none); past it new "
                         "objects are fetched unshared")
-    p.add_argument("--client-write-timeout", type=_rate, default=30.0,
+    p.add_argument("--client-write-timeout", type=cliutil.nonnegative_float, default=30.0,
                    help="cut off a client that takes no bytes for this many seconds (0 = never)")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
@@ -265,13 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be zero or a positive number")
-    return value
+    """Bytes/s; 0 means unpaced."""
+    return cliutil.nonnegative_float(text)
 
 
 def _output(text: str) -> str:

@@ -45,6 +45,7 @@ def test_port_range(n):
 @pytest.mark.parametrize("fn, bad", [(cliutil.positive_int, "0"), (cliutil.positive_int, "-3"),
                                      (cliutil.positive_int, "x"), (cliutil.nonnegative_int, "-1"),
                                      (cliutil.positive_float, "0"), (cliutil.positive_float, "inf"),
+                                     (cliutil.nonnegative_float, "-0.5"), (cliutil.nonnegative_float, "inf"),
                                      (cliutil.positive_float, "nan"), (cliutil.ip_address, "999.1.1.1"),
                                      (cliutil.ip_network, "notaprefix")])
 def test_numbers_and_addresses_refused(fn, bad):
