@@ -58,9 +58,7 @@ def _ours(src: str, dst: str, cs: int) -> dict:
 def _libtorrent(src: str, workdir: str, utp: bool) -> dict:
     import libtorrent as lt
 
-    fs = lt.file_storage()
-    lt.add_files(fs, src)
-    t = lt.create_torrent(fs, piece_size=256 * 1024)
+    t = lt.create_torrent(lt.list_files(src), piece_size=256 * 1024)
     lt.set_piece_hashes(t, os.path.dirname(src))
     ti = lt.torrent_info(t.generate())
     base = {"listen_interfaces": "127.0.0.1:0", "enable_dht": False, "enable_lsd": False,

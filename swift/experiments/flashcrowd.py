@@ -171,9 +171,7 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                              for i, h in enumerate(hosts)]
                 else:
                     import libtorrent as lt
-                    fs = lt.file_storage()
-                    lt.add_files(fs, path)
-                    ct = lt.create_torrent(fs, piece_size=256 * 1024)
+                    ct = lt.create_torrent(lt.list_files(path), piece_size=256 * 1024)
                     lt.set_piece_hashes(ct, d)
                     torrent = lt.bencode(ct.generate())
                     st = tb.spawn(sh, _lt_seed, torrent, d, ready, limit + max(delays) + 10)
