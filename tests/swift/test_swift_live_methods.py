@@ -15,6 +15,7 @@ from swift.core.livesig import LiveSigner
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
 from swift.wire.constants import IntegrityMethod, MsgType, SigAlg
+from swift_support import live_feeder, pump
 
 SRC, V1, V2 = ("10.1.0.1", 1), ("10.1.0.2", 2), ("10.1.0.3", 3)
 _RSA = LiveSigner.generate(SigAlg.RSASHA256, rsa_bits=1024)  # small key: fast tests
@@ -67,19 +68,8 @@ _clock = [1000.0]
 
 
 def _pump(nodes, src_peer, steps, feed):
-    now = _clock[0]
-    for step in range(steps):
-        now += 0.01
-        if feed and step % 2 == 0:
-            src_peer.live_append(os.urandom(512), now)
-        for addr, p in nodes.items():
-            for d, dst in p.datagrams_to_send(now):
-                if dst in nodes:
-                    nodes[dst].datagram_received(d, addr, now)
-        if step % 5 == 0:
-            for p in nodes.values():
-                p.handle_timer(now)
-    _clock[0] = now
+    _clock[0] = pump(nodes, steps, t0=_clock[0], dt=0.01, timer_every=5,
+                     tick=live_feeder(src_peer, feed, lambda: os.urandom(512)))
 
 
 def _trees(method: str, alg: SigAlg):

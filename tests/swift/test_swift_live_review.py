@@ -11,28 +11,18 @@ import struct
 import pytest
 
 from swift.core import bins as B
-from swift.core.live import LiveContent, LiveTree, SignAllTree, Trust, munro_of, ntp64
+from swift.core.live import LiveContent, LiveTree, SignAllTree, Trust
 from swift.core.livesig import LiveSigner
 from swift.core.peer import Peer, PeerConfig
 from swift.wire.constants import ChunkAddressing, SigAlg
+from swift_support import live_feeder, pump
 
 SRC, V1 = ("10.2.0.1", 1), ("10.2.0.2", 2)
 
 
 def _pump(nodes, src_peer, t0, steps, feed, dt=0.01):
-    now = t0
-    for step in range(steps):
-        now += dt
-        if feed and step % 2 == 0:
-            src_peer.live_append(os.urandom(512), now)
-        for addr, p in nodes.items():
-            for d, dst in p.datagrams_to_send(now):
-                if dst in nodes:
-                    nodes[dst].datagram_received(d, addr, now)
-        if step % 5 == 0:
-            for p in nodes.values():
-                p.handle_timer(now)
-    return now
+    return pump(nodes, steps, t0=t0, dt=dt, timer_every=5,
+                tick=live_feeder(src_peer, feed, lambda: os.urandom(512)))
 
 
 def _pair(method: str):

@@ -9,25 +9,12 @@ from hypothesis import strategies as st
 
 from swift.core import events as ev
 from swift.core.content import Content, MemoryStorage
-from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
+from swift_support import leecher, make_tree, pump, seeder
 from swift.wire.constants import ChunkAddressing, HashFunc
 
 SEED, LEECH, EVIL = ("10.0.0.1", 6778), ("10.0.0.2", 6778), ("10.0.0.3", 6778)
-
-
-def make_tree(data: bytes, cfg: PeerConfig) -> MerkleTree:
-    cs = cfg.chunk_size
-    return MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
-
-
-def seeder(data: bytes, cfg: PeerConfig) -> Peer:
-    return Peer(Content.seeded(make_tree(data, cfg), MemoryStorage(data)), cfg)
-
-
-def leecher(root: bytes, cfg: PeerConfig) -> Peer:
-    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
 
 
 class CorruptStorage(MemoryStorage):
@@ -36,23 +23,6 @@ class CorruptStorage(MemoryStorage):
         if b:
             b[0] ^= 0xFF
         return bytes(b)
-
-
-def pump(nodes: dict, steps: int = 4000, until=None, dt: float = 0.002) -> float:
-    """Move datagrams between in-memory peers; returns the fake clock."""
-    now = 0.0
-    for step in range(steps):
-        now += dt
-        for addr, p in nodes.items():
-            for d, dst in p.datagrams_to_send(now):
-                if dst in nodes:
-                    nodes[dst].datagram_received(d, addr, now)
-        if step % 10 == 0:
-            for p in nodes.values():
-                p.handle_timer(now)
-        if until is not None and until():
-            break
-    return now
 
 
 def events(p: Peer) -> list:

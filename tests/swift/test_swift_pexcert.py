@@ -11,11 +11,10 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swift.core.content import Content, MemoryStorage
-from swift.core.merkle import MerkleTree
-from swift.core.peer import Peer, PeerConfig
+from swift.core.peer import PeerConfig
 from swift.core.pexcert import CertError, ca_public_bytes, check, issue, new_ca_key
 from swift.wire import codec as C
+from swift_support import leecher, pump, seeder
 
 SEED, LEECH, TRK = ("10.0.0.1", 6778), ("10.0.0.2", 6778), ("10.0.0.9", 6778)
 SWARM = bytes(range(32))
@@ -24,30 +23,8 @@ CA_PUB = ca_public_bytes(CA)
 NOW = 1_700_000_000.0
 
 
-def _seeder(data: bytes, cfg: PeerConfig) -> Peer:
-    cs = cfg.chunk_size
-    t = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
-    return Peer(Content.seeded(t, MemoryStorage(data)), cfg)
-
-
-def _leecher(root: bytes, cfg: PeerConfig) -> Peer:
-    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
-
-
 def _pump(nodes: dict, steps: int, until=None, t0: float = 0.0, dt_: float = 0.01) -> float:
-    now = t0
-    for step in range(steps):
-        now += dt_
-        for addr, p in nodes.items():
-            for d, dst in p.datagrams_to_send(now):
-                if dst in nodes:
-                    nodes[dst].datagram_received(d, addr, now)
-        if step % 10 == 0:
-            for p in nodes.values():
-                p.handle_timer(now)
-        if until is not None and until():
-            break
-    return now
+    return pump(nodes, steps, until, t0=t0, dt=dt_)
 
 
 def test_certificate_round_trip_and_format() -> None:
@@ -107,9 +84,9 @@ def test_certificate_tampering_breaks_signature() -> None:
 
 def test_tracker_certifies_and_leecher_joins_through_certified_pex() -> None:
     data = os.urandom(20 * 1024)
-    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
-    trk = _leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA))
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    trk = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
     s.connect(TRK, NOW)  # the seeder registers with the tracker (handshake = routability)
     _pump({SEED: s, TRK: trk}, 20, t0=NOW)
     l.connect(TRK, NOW + 0.3)
@@ -129,10 +106,10 @@ def test_invalid_certificates_never_contacted() -> None:
     certificate fails, the leecher connects to nobody it names, and plain
     PEX_RESv4 answers are ignored in a certified swarm."""
     data = os.urandom(8 * 1024)
-    s = _seeder(data, PeerConfig(seed=1))
-    rogue = _leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=new_ca_key()))
-    plain = _leecher(s.swarm_id, PeerConfig(seed=6, tracker=True))
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    s = seeder(data, PeerConfig(seed=1))
+    rogue = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=new_ca_key()))
+    plain = leecher(s.swarm_id, PeerConfig(seed=6, tracker=True))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
     PLAIN = ("10.0.0.8", 6778)
     s.connect(TRK, NOW)
     s.connect(PLAIN, NOW)

@@ -13,11 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swift.core.channel import Channel
-from swift.core.content import Content, MemoryStorage
-from swift.core.merkle import MerkleTree
-from swift.core.peer import Peer, PeerConfig
+from swift.core.peer import PeerConfig
 from swift.core.pexcert import CertError, ca_public_bytes, check, issue, new_ca_key
 from swift.wire import codec as C
+from swift_support import leecher, pump, seeder
 
 SEED, LEECH, TRK = ("10.3.0.1", 6778), ("10.3.0.2", 6778), ("10.3.0.9", 6778)
 SWARM = bytes(range(32))
@@ -72,30 +71,8 @@ def test_clock_skew_on_not_before() -> None:
         check(VALID, CA_PUB, SWARM, NOW - 600)
 
 
-def _seeder(data: bytes, cfg: PeerConfig) -> Peer:
-    cs = cfg.chunk_size
-    t = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
-    return Peer(Content.seeded(t, MemoryStorage(data)), cfg)
-
-
-def _leecher(root: bytes, cfg: PeerConfig) -> Peer:
-    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
-
-
 def _pump(nodes: dict, steps: int, until=None, t0: float = 0.0, dt_: float = 0.01) -> float:
-    now = t0
-    for step in range(steps):
-        now += dt_
-        for addr, p in nodes.items():
-            for d, dst in p.datagrams_to_send(now):
-                if dst in nodes:
-                    nodes[dst].datagram_received(d, addr, now)
-        if step % 10 == 0:
-            for p in nodes.values():
-                p.handle_timer(now)
-        if until is not None and until():
-            break
-    return now
+    return pump(nodes, steps, until, t0=t0, dt=dt_)
 
 
 def _asker(now: float) -> Channel:
@@ -111,15 +88,15 @@ def test_tracker_reissues_short_lived_certificates() -> None:
     seeder registered still gets a valid one (before: bad_cert, tracker
     ignored for good)."""
     data = os.urandom(16 * 1024)
-    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
-    trk = _leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA, pex_cert_lifetime=5.0))
+    s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    trk = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA, pex_cert_lifetime=5.0))
     s.connect(TRK, NOW)
     t = _pump({SEED: s, TRK: trk}, 20, t0=NOW)
     # a peer asks early: the tracker issues the seeder's certificate now
     first = trk._pex_msgs(_asker(t), t)
     assert len(first) == 1 and check(first[0].cert, CA_PUB, s.swarm_id, t) == SEED
     t = _pump({SEED: s, TRK: trk}, 200, t0=t, dt_=0.1)  # 20 s later
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
     l.connect(TRK, t)
     _pump({SEED: s, TRK: trk, LEECH: l}, 3000, until=lambda: l.content.complete, t0=t)
     assert l.stats.get("bad_cert", 0) == 0 and l.stats.get("good_cert", 0) >= 1
@@ -128,8 +105,8 @@ def test_tracker_reissues_short_lived_certificates() -> None:
 
 def test_cert_cache_bounded_purged_and_expired_not_relayed() -> None:
     data = os.urandom(8 * 1024)
-    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
+    s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
     l.connect(SEED, NOW)
     t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
     ch = next(iter(l.channels.values()))
@@ -153,8 +130,8 @@ def test_replayed_certificate_checked_once_and_unsolicited_res_dropped() -> None
     """A replayed valid certificate costs a dictionary lookup, not a parse and
     ECDSA verification; PEX_RES* without our PEX_REQ is dropped (3.10.1)."""
     data = os.urandom(8 * 1024)
-    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB, pex_connect=False))
+    s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB, pex_connect=False))
     l.connect(SEED, NOW)
     t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
     sch = next(iter(s.channels.values()))
@@ -182,8 +159,8 @@ def test_expired_certificates_do_not_make_the_sender_ignored() -> None:
     dropped without counting against the channel, so valid ones that follow
     are still used; forged ones still count."""
     data = os.urandom(8 * 1024)
-    s = _seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
-    l = _leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
+    s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
+    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_ca=CA_PUB))
     l.connect(SEED, NOW)
     t = _pump({SEED: s, LEECH: l}, 20, t0=NOW)
     ch = next(iter(l.channels.values()))
