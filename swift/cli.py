@@ -31,10 +31,6 @@ EXPERIMENTS = {
 NO_DATA_HINT_S = 10.0  # say so when nothing has arrived from any peer after this long
 
 
-def _hostport(s: str) -> tuple[str, int]:
-    return cliutil.hostport(s)
-
-
 def _file(text: str) -> str:
     return str(cliutil.existing_file(text))
 
@@ -268,12 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     s.add_argument("--port", type=cliutil.port, default=6778)
     s.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
-    s.add_argument("--tracker", type=_hostport, action="append", help="register with a tracker peer")
+    s.add_argument("--tracker", type=cliutil.hostport, action="append", help="register with a tracker peer")
     _common(s)
     d = sub.add_parser("download", help="download by root hash from peers")
     d.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex), as `seed` prints it")
-    d.add_argument("--peer", type=_hostport, action="append")
-    d.add_argument("--tracker", type=_hostport, action="append",
+    d.add_argument("--peer", type=cliutil.hostport, action="append")
+    d.add_argument("--tracker", type=cliutil.hostport, action="append",
                    help="a PPSPP tracker peer: peers are learnt from it by PEX")
     d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
     d.add_argument("-o", "--output", required=True, type=_output,
@@ -320,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     _common(ls)
     lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
     lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")
-    lv.add_argument("--peer", type=_hostport, action="append", required=True)
+    lv.add_argument("--peer", type=cliutil.hostport, action="append", required=True)
     lv.add_argument("-o", "--output", default="-", type=_output, help="file, or - for stdout")
     lv.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     lv.add_argument("--port", type=cliutil.port, default=0)

@@ -45,11 +45,6 @@ def size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def _hostport(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` checked while parsing (port 0-65535)."""
-    return cliutil.hostport(text)
-
-
 def _address(text: str) -> str:
     """``HOST:PORT`` checked while parsing, kept as written for the proxy's allow-list."""
     cliutil.hostport(text)
@@ -183,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("proxy", help="run the sharing proxy")
-    p.add_argument("--listen", type=_hostport, default="127.0.0.1:8080", help="address to serve on")
+    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:8080", help="address to serve on")
     p.add_argument("--upstream", action="append", type=_address,
                    help="allowed upstream host:port (repeatable)")
     p.add_argument("--default", type=_address,
@@ -216,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_proxy)
 
     p = sub.add_parser("origin", help="run the paced deterministic test origin")
-    p.add_argument("--listen", type=_hostport, default="127.0.0.1:9000", help="address to serve on")
+    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:9000", help="address to serve on")
     p.add_argument("--rate", type=_rate, default=0.0, help="bytes/s per response (0 = unpaced)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
     p.set_defaults(fn=_origin)
