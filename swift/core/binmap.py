@@ -226,19 +226,10 @@ class Binmap:
             self.reset_range(*B.base_range(b))
 
     def has(self, i: int) -> bool:
-        """True when chunk ``i`` is filled (iterative lookup)."""
-        if i >= self.span or i < 0:
+        """True when chunk ``i`` is filled (one C descent, ``binmap_find``)."""
+        if i >= (32 << self.root_layer) or i < 0:
             return False
-        h, deep = self._h, self._deep
-        c = self.root
-        lay = self.root_layer
-        while True:
-            k = 2 * c + ((i >> (lay + 4)) & 1)
-            if deep[k]:
-                c = h[k]
-                lay -= 1
-                continue
-            return bool(h[k] >> ((i >> lay) & 15) & 1)
+        return binmap_find(self._h, self._deep, self.root, self.root_layer, i, i + 1, True) >= 0
 
     def clear(self) -> None:
         """Empty the binmap."""
@@ -276,6 +267,13 @@ class Binmap:
             return None
         r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, True)
         return None if r < 0 else r
+
+    def any_in(self, lo: int, hi: int) -> bool:
+        """True when some chunk of ``[lo, hi)`` is filled (one C call)."""
+        span = 32 << self.root_layer
+        if hi > span:
+            hi = span
+        return lo < hi and binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, True) >= 0
 
     def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""

@@ -54,6 +54,9 @@ class _Either:
     def is_empty(self, b: int) -> bool:
         return self.a.is_empty(b) and self.b.is_empty(b)
 
+    def any_in(self, lo: int, hi: int) -> bool:
+        return self.b.any_in(lo, hi) or self.a.any_in(lo, hi)
+
 
 class Content:
     """What a peer knows and holds of one swarm's content."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
@@ -60,6 +60,8 @@ class MerkleTree:
         self.last_missing = False
         self._hashes = bytearray()
         self._known = bytearray()
+        #: (first chunk, end chunk, bin) of each peak, cached by :meth:`_alloc`
+        self._peak_ranges: list[tuple[int, int, int]] = []
 
     # -- construction -----------------------------------------------------------
 
@@ -69,6 +71,7 @@ class MerkleTree:
         nbins = 2 * (B.width(self.root_bin))
         self._hashes = bytearray(nbins * self.hash_size)
         self._known = bytearray(nbins)
+        self._peak_ranges = [(*B.base_range(p), p) for p in B.peaks(n_chunks)]
 
     @classmethod
     def build(cls, chunks: Iterable[bytes], func: HashFunc = HashFunc.SHA256,
@@ -172,7 +175,7 @@ class MerkleTree:
         """(bin, hash) of each peak, left to right (section 5.6.1)."""
         if self.n_chunks is None:
             return []
-        return [(p, self.hash(p)) for p in B.peaks(self.n_chunks)]
+        return [(p, self.hash(p)) for _, _, p in self._peak_ranges]
 
     # -- section 5.6: automatic size detection --------------------------------
 
@@ -248,38 +251,60 @@ class MerkleTree:
 
     def peak_for(self, chunk: int) -> int:
         """The peak bin above ``chunk``."""
-        for p in B.peaks(self.n_chunks or 0):
-            lo, hi = B.base_range(p)
+        for lo, hi, p in self._peak_ranges:
             if lo <= chunk < hi:
                 return p
         raise IndexError("chunk past the end of the content")
 
-    def uncles(self, chunk: int, peer_has: Binmap | None = None) -> list[tuple[int, bytes]]:
+    def uncles(self, chunk: int, peer_has: Any = None) -> list[tuple[int, bytes]]:
         """Hashes the receiver needs for ``chunk``, tree height descending (5.4).
 
         As libswift does, stop at the chunk's peak and below any node under
-        which ``peer_has`` (its acknowledgements) shows a chunk (5.3).
+        which ``peer_has`` (its acknowledgements; anything with ``any_in(lo,
+        hi)``, e.g. a :class:`Binmap`) shows a chunk (5.3).
         """
-        b = B.chunk(chunk)
-        peak = self.peak_for(chunk)
-        top = B.layer(peak)
+        for lo, hi, peak in self._peak_ranges:
+            if lo <= chunk < hi:
+                break
+        else:
+            raise IndexError("chunk past the end of the content")
+        top = (hi - lo).bit_length() - 1
         stop = top  # first layer whose node the peer already covers
-        if peer_has is not None:
-            # binary search: "peer has a chunk under the ancestor" is monotone
-            lo, hi = 1, top
-            while lo <= hi:
-                mid = (lo + hi) // 2
+        if peer_has is not None and top:
+            # "peer has a chunk under the ancestor at layer m" is monotone in
+            # m: gallop up from layer 1 (a sequential download stops within
+            # a layer or two of the leaf), then bisect the last step
+            any_in = peer_has.any_in
+            prev, mid = 0, 1
+            while True:
                 a = (chunk >> mid) << mid
-                if peer_has.find_filled(a, a + (1 << mid)) is not None:
-                    stop, hi = mid, mid - 1
-                else:
-                    lo = mid + 1
+                if any_in(a, a + (1 << mid)):
+                    lo_m, hi_m = prev + 1, mid - 1
+                    stop = mid
+                    while lo_m <= hi_m:
+                        m = (lo_m + hi_m) >> 1
+                        a = (chunk >> m) << m
+                        if any_in(a, a + (1 << m)):
+                            stop, hi_m = m, m - 1
+                        else:
+                            lo_m = m + 1
+                    break
+                if mid == top:
+                    break
+                prev, mid = mid, min(top, 2 * mid)
+        hs = self.hash_size
+        hb = self._hashes
+        kn = self._known
+        n = self.n_chunks or 0
         out = []
-        for lay in range(stop):
-            s = B.sibling(b)
-            out.append((s, self.hash(s)))
-            b = B.parent(b)
-        out.reverse()
+        for lay in range(stop - 1, -1, -1):  # top down: the sibling at each layer
+            s = (((chunk >> lay) ^ 1) << (lay + 1)) | ((1 << lay) - 1)
+            if (((chunk >> lay) ^ 1) << lay) >= n:
+                out.append((s, self.zero))
+            elif s < len(kn) and kn[s] == 1:
+                out.append((s, bytes(hb[s * hs:(s + 1) * hs])))
+            else:
+                raise KeyError(f"hash of bin {s} is not known")
         return out
 
     def verify(self, chunk: int, data: bytes, offered: dict[int, bytes] | None = None) -> bool:
@@ -300,30 +325,44 @@ class MerkleTree:
             return False
         if chunk == n - 1 and not 0 < len(data) <= cs:
             return False
-        b = B.chunk(chunk)
-        d = self._h(data).digest()
-        path: list[tuple[int, bytes]] = []
+        # the walk up inlines the bin arithmetic of swift.core.bins (4.2):
+        # at layer ``lay`` node ``b`` = make(lay, o) with o = chunk >> lay
         h = self._h
+        d = h(data).digest()
+        hs = self.hash_size
+        hb = self._hashes
+        kn = self._known
+        nk = len(kn)
+        root = self.root_bin
         offered = offered or {}
-        while not self.known(b):
-            s = B.sibling(b)
-            if self.known(s) or B.first_chunk(s) >= n:
-                sd = self.hash(s)
+        path: list[tuple[int, bytes]] = []
+        lay = 0
+        o = chunk
+        b = chunk << 1
+        while not (b < nk and kn[b] == 1):
+            s = b ^ (1 << (lay + 1))
+            if ((o ^ 1) << lay) >= n:
+                sd = self.zero
+            elif s < nk and kn[s] == 1:
+                sd = bytes(hb[s * hs:(s + 1) * hs])
             else:
                 sd = offered.get(s)
-                if sd is None or len(sd) != self.hash_size:
+                if sd is None or len(sd) != hs:
                     self.last_missing = sd is None
                     return False
                 path.append((s, sd))
             path.append((b, d))
-            d = h(d + sd).digest() if B.is_left(b) else h(sd + d).digest()
-            b = B.parent(b)
-            if b == self.root_bin and not self.known(b):
+            d = h(sd + d).digest() if o & 1 else h(d + sd).digest()
+            b = (b & ~(1 << (lay + 1))) | (1 << lay)
+            lay += 1
+            o >>= 1
+            if b == root and not (b < nk and kn[b] == 1):
                 return False
-        if self.hash(b) != d:
+        if bytes(hb[b * hs:(b + 1) * hs]) != d:
             return False
         for pb, pd in path:
-            self._put(pb, pd)
+            hb[pb * hs:(pb + 1) * hs] = pd
+            kn[pb] = 1
         if chunk == n - 1:
             self.size = (n - 1) * cs + len(data)
         return True

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import struct
 from collections import deque
 from typing import Any
 
@@ -62,6 +63,7 @@ from swift.wire.constants import (
 )
 
 MAX_DGRAM = 1400
+_PACK_II = struct.Struct(">II").pack
 #: seconds after our PEX_REQ during which PEX_RES* answers are accepted
 PEX_ANSWER_WINDOW = 5.0
 
@@ -85,6 +87,7 @@ class Peer(RequestPlanner, UploadScheduler):
         self.sig_alg = signer.alg if signer is not None else SigAlg.ECDSAP256SHA256
         sig_size = signer.sig_size if signer is not None else 64
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
+        self._chunk32 = cfg.addressing == ChunkAddressing.CHUNK32
         if self.live and not getattr(tree, "custom_spec", True):
             # live signatures cover the on-the-wire chunk specification in
             # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
@@ -246,17 +249,16 @@ class Peer(RequestPlanner, UploadScheduler):
 
     def _on_initiation(self, data: bytes, addr: Any, now: float) -> None:
         try:
-            dec = C.decode_datagram(data, self.ctx)
+            _, msgs, error = C.decode_raw(data, self.ctx)
         except C.DecodeError:
             self.stats["malformed"] += 1
             return
-        msgs = dec.messages
-        if dec.error:
+        if error:
             self.stats["malformed"] += 1
-        if not msgs or msgs[0].type != MsgType.HANDSHAKE or msgs[0].channel == 0:
+        if not msgs or msgs[0][0] != MsgType.HANDSHAKE or msgs[0][1] == 0:
             self.stats["refused"] += 1
             return
-        hs = msgs[0]
+        hs = C.Handshake(msgs[0][1], msgs[0][3])
         if addr in self.blacklist or not self._options_ok(hs.options, True):
             self.stats["refused"] += 1  # no reply: it may be spoofed (3.1.1 step 2)
             return
@@ -308,16 +310,15 @@ class Peer(RequestPlanner, UploadScheduler):
         if ch is None or ch.addr != addr:
             self.stats["unknown_channel"] += 1  # 3.1.1 steps 3 and 7
             return
-        dec = C.decode_datagram(data, self.ctx)
-        if dec.error:
+        _, msgs, error = C.decode_raw(data, self.ctx)
+        if error:
             self.stats["malformed"] += 1
         ch.last_recv = now
         ch.sent_since_recv = 0
-        msgs = dec.messages
         if ch.state == "init":
-            if not msgs or msgs[0].type != MsgType.HANDSHAKE:
+            if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
                 return
-            hs = msgs[0]
+            hs = C.Handshake(msgs[0][1], msgs[0][3])
             if hs.channel == 0 or not self._options_ok(hs.options, False):
                 if hs.channel:
                     ch.remote_id = hs.channel
@@ -335,17 +336,19 @@ class Peer(RequestPlanner, UploadScheduler):
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
         self._dispatch(ch, msgs, now)
 
-    def _to_chunks(self, m: Any) -> tuple[int, int]:
-        """Wire chunk spec -> chunks ``[lo, hi)``."""
+    def _to_chunks(self, start: int, end: int) -> tuple[int, int]:
+        """Wire chunk spec (``start``, ``end`` as decoded) -> chunks ``[lo, hi)``."""
         a = self.config.addressing
+        if a == ChunkAddressing.CHUNK32:
+            return start, end + 1
         if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
-            if m.start in (B.NONE32, B.NONE64):
+            if start in (B.NONE32, B.NONE64):
                 return 0, 0
-            return B.base_range(m.start)
+            return B.base_range(start)
         if a == ChunkAddressing.BYTE64:
             cs = self.config.chunk_size
-            return m.start // cs, m.end // cs + 1
-        return m.start, m.end + 1
+            return start // cs, end // cs + 1
+        return start, end + 1
 
     def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
         """Chunks ``[lo, hi)`` -> wire (start, end) pairs.
@@ -365,31 +368,45 @@ class Peer(RequestPlanner, UploadScheduler):
             return [(lo * cs, end - 1)]
         return [(lo, hi - 1)]
 
-    def _wire_spec(self, lo: int, hi: int) -> bytes:
-        """On-the-wire chunk specification of the aligned range [lo, hi)."""
-        s, t = self._specs(lo, hi, clip=False)[0]
+    def _wire_spec(self, lo: int, hi: int, clip: bool = False) -> bytes:
+        """On-the-wire chunk specification of the aligned range [lo, hi)
+        (``clip``: a byte range ends at the content size, as for DATA)."""
+        if self._chunk32 and 0 <= lo < hi <= 1 << 32:  # the default: no list, one pack
+            return _PACK_II(lo, hi - 1)
+        s, t = self._specs(lo, hi, clip)[0]
         return C.encode_spec(self.ctx, s, t)
 
     def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
+        """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
+        5-tuples (no message objects on the receive path), most frequent first."""
         limit = self.content.n_chunks or (1 << 40)
+        to_chunks = self._to_chunks
         for m in msgs:
             if ch.state == "closed":
                 return
-            t = m.type
-            if t == MsgType.DATA:
-                self._on_data(ch, m, now)
-            elif t == MsgType.ACK:
-                lo, hi = self._to_chunks(m)
+            t, s, e, x, y = m
+            if t == 1:  # DATA
+                lo, hi = to_chunks(s, e)
+                self._on_data(ch, lo, hi, x, y, now)
+            elif t == 4:  # INTEGRITY
+                lo, hi = to_chunks(s, e)
+                w = hi - lo
+                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_hashes) < 4096:
+                    b = B.make(w.bit_length() - 1, lo // w)
+                    ch.pending_hashes[b] = x
+                    ch.hash_order.append((b, x))
+            elif t == 2:  # ACK
+                lo, hi = to_chunks(s, e)
                 self._peer_has(ch, lo, min(hi, limit))
-                self._on_ack(ch, lo, hi, m.delay, now)
-            elif t == MsgType.HAVE:
-                lo, hi = self._to_chunks(m)
+                self._on_ack(ch, lo, hi, x, now)
+            elif t == 3:  # HAVE
+                lo, hi = to_chunks(s, e)
                 self._peer_has(ch, lo, hi if self.live else min(hi, limit))
                 ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
                 if ch.data_out:  # delivered even if its ACK was lost
                     self._delivered_by_have(ch, lo, hi, now)
             elif t == MsgType.SIGNED_INTEGRITY:
-                lo, hi = self._to_chunks(m)
+                lo, hi = to_chunks(s, e)
                 w = hi - lo
                 if w > 0 and not (w & (w - 1)) and lo % w == 0:
                     key = B.make(w.bit_length() - 1, lo // w)
@@ -398,29 +415,22 @@ class Peer(RequestPlanner, UploadScheduler):
                         # bounded, oldest out: the signature sent right before
                         # a DATA (6.1.1, 6.1.2.3) must never be the one dropped
                         del sigs[next(iter(sigs))]
-                    sigs[key] = (m.timestamp, m.signature)
-            elif t == MsgType.INTEGRITY:
-                lo, hi = self._to_chunks(m)
-                w = hi - lo
-                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_hashes) < 4096:
-                    b = B.make(w.bit_length() - 1, lo // w)
-                    ch.pending_hashes[b] = m.hash
-                    ch.hash_order.append((b, m.hash))
+                    sigs[key] = (x, y)
             elif t == MsgType.REQUEST:
                 if not ch.choking:
-                    lo, hi = self._to_chunks(m)
+                    lo, hi = to_chunks(s, e)
                     n = self.content.n_chunks
                     if n is not None:
                         ch.upload.push(max(0, lo), min(hi, n))
             elif t == MsgType.CANCEL:
-                ch.upload.remove(*self._to_chunks(m))
+                ch.upload.remove(*to_chunks(s, e))
             elif t == MsgType.CHOKE:
                 ch.choked = True
                 self._release_requests(ch, lost=False)
             elif t == MsgType.UNCHOKE:
                 ch.choked = False
             elif t == MsgType.HANDSHAKE:
-                if m.channel == 0:
+                if s == 0:  # the closing handshake (8.4)
                     self._drop(ch, "closed by peer")
                     return
             elif t == MsgType.PEX_REQ:
@@ -434,9 +444,9 @@ class Peer(RequestPlanner, UploadScheduler):
                 if self.config.pex_ca is not None:
                     self.stats["pex_uncertified"] = self.stats.get("pex_uncertified", 0) + 1
                     continue  # this swarm gossips certified addresses only
-                self._discovered(ch, (m.ip, m.port), now)
+                self._discovered(ch, (x, y), now)
             elif t == MsgType.PEX_REScert:
-                self._on_cert(ch, m.cert, now)
+                self._on_cert(ch, x, now)
         if self.live and ch.pending_sigs and ch.state != "closed":
             # signed munros with no DATA after them: a tune-in push (6.1.2.4).
             # Learn the rightmost one only (one signature check per datagram)
@@ -475,8 +485,9 @@ class Peer(RequestPlanner, UploadScheduler):
         ch.requests.clear()
         ch.req_seq.clear()
 
-    def _on_data(self, ch: Channel, m: C.Data, now: float) -> None:
-        lo, hi = self._to_chunks(m)
+    def _on_data(self, ch: Channel, lo: int, hi: int, timestamp: int, payload: bytes,
+                 now: float) -> None:
+        """DATA for chunks ``[lo, hi)`` (3.3, 8.6): verify, store, ACK."""
         i = lo
         seq_i = ch.req_seq.pop(i, None)
         if seq_i is not None and i in ch.requests and next(iter(ch.requests)) != i:
@@ -513,7 +524,7 @@ class Peer(RequestPlanner, UploadScheduler):
         tree = self.content.tree
         n_before = self.content.n_chunks
         ok = (not self.content.have.has(i)) and ch.state == "est" and self.content.verify(
-            i, m.payload, ch.hash_order, ch.pending_sigs, now)
+            i, payload, ch.hash_order, ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()
@@ -552,7 +563,7 @@ class Peer(RequestPlanner, UploadScheduler):
                 self.blacklist.add(ch.addr)
                 self._drop(ch, "corrupt data")
             return
-        self.content.store_chunk(i, m.payload)
+        self.content.store_chunk(i, payload)
         self._log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
             if other is not ch and i in other.requests:
@@ -561,7 +572,7 @@ class Peer(RequestPlanner, UploadScheduler):
                 other.cancels.append((i, i + 1))
         self.stats["verified"] += 1
         ch.note_data(now, now - sent_at)
-        delay = int(self._arrived * 1e6) - m.timestamp
+        delay = int(self._arrived * 1e6) - timestamp
         ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self._complete_reported and self.content.complete:

@@ -12,11 +12,13 @@ updates the Peer's state.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from swift.core import bins as B
 from swift.core.channel import Channel
-from swift.wire import codec as C
+
+_PACK_Q = struct.Struct(">Q").pack
 
 
 class UploadScheduler:
@@ -68,19 +70,19 @@ class UploadScheduler:
     def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
         """One DATA datagram for chunk ``i``, preceded by the hashes (and
         live signatures) the receiver needs to verify it (5.3, 6.1)."""
-        ctx = self.ctx
+        spec = self._wire_spec
         parts = [ch.remote_id.to_bytes(4, "big")]
         cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
         for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros, ch.sent):
-            lo, hi = B.base_range(item[1])
-            s, t = self._specs(lo, hi, clip=False)[0]
+            b = item[1]
+            lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
+            lo = (b >> (lay + 1)) << lay
             if item[0] == "h":  # INTEGRITY (8.8)
-                parts.append(b"\x04" + C.encode_spec(ctx, s, t) + item[2])
+                parts.append(b"\x04" + spec(lo, lo + (1 << lay)) + item[2])
             else:  # SIGNED_INTEGRITY (8.9)
-                parts.append(b"\x07" + C.encode_spec(ctx, s, t) + item[2].to_bytes(8, "big") + item[3])
-        data = self.content.chunk_bytes(i)
-        s, t = self._specs(i, i + 1)[0]
-        parts.append(C.encode_data(ctx, s, t, int(now * 1e6) & 0xFFFFFFFFFFFFFFFF, data))
+                parts.append(b"\x07" + spec(lo, lo + (1 << lay)) + item[2].to_bytes(8, "big") + item[3])
+        parts.append(b"\x01" + spec(i, i + 1, True) + _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
+                     + self.content.chunk_bytes(i))
         return b"".join(parts)
 
     def _next_upload(self, now: float) -> Channel | None:

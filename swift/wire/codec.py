@@ -433,8 +433,23 @@ def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext):
             return None, f"unknown option {code}"
 
 
-def decode_datagram(data: bytes, ctx: WireContext) -> Decoded:
-    """Parse a datagram into messages (see module docstring for errors)."""
+def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
+    """The parser behind :func:`decode_datagram`, without message objects
+    (the peer's receive path): ``(channel, messages, error)`` with every
+    message a 5-tuple ``(type, a, b, c, d)``:
+
+    ========================  ===================================
+    DATA                      (1, start, end, timestamp, payload)
+    ACK                       (2, start, end, delay, None)
+    HAVE, REQUEST, CANCEL     (t, start, end, None, None)
+    INTEGRITY                 (4, start, end, hash, None)
+    SIGNED_INTEGRITY          (7, start, end, timestamp, signature)
+    HANDSHAKE                 (0, channel, 0, HandshakeOptions, None)
+    CHOKE, UNCHOKE, PEX_REQ   (t, 0, 0, None, None)
+    PEX_RESv4, PEX_RESv6      (t, 0, 0, ip, port)
+    PEX_REScert               (13, 0, 0, cert, None)
+    ========================  ===================================
+    """
     n = len(data)
     if n < 4:
         raise DecodeError(f"datagram of {n} bytes is shorter than a channel ID")
@@ -482,32 +497,32 @@ def decode_datagram(data: bytes, ctx: WireContext) -> Decoded:
                     ln = rem
                 else:
                     ln = cs
-                app(Data(start, end, ts, buf[p:p + ln]))
+                app((1, start, end, ts, buf[p:p + ln]))
                 p += ln
             elif t == 2:  # ACK
                 if p + 8 > n:
                     error = "truncated ACK delay"
                     break
-                app(Ack(start, end, u64(buf, p)[0]))
+                app((2, start, end, u64(buf, p)[0], None))
                 p += 8
             elif t == 3:
-                app(Have(start, end))
+                app((3, start, end, None, None))
             elif t == 4:
                 if p + hs > n:
                     error = "truncated INTEGRITY hash"
                     break
-                app(Integrity(start, end, buf[p:p + hs]))
+                app((4, start, end, buf[p:p + hs], None))
                 p += hs
             elif t == 7:
                 if p + 8 + sigs > n:
                     error = "truncated SIGNED_INTEGRITY"
                     break
-                app(SignedIntegrity(start, end, u64(buf, p)[0], buf[p + 8:p + 8 + sigs]))
+                app((7, start, end, u64(buf, p)[0], buf[p + 8:p + 8 + sigs]))
                 p += 8 + sigs
             elif t == 8:
-                app(Request(start, end))
+                app((8, start, end, None, None))
             else:
-                app(Cancel(start, end))
+                app((9, start, end, None, None))
         elif t == 0:
             if p + 4 > n:
                 error = "truncated HANDSHAKE"
@@ -517,27 +532,27 @@ def decode_datagram(data: bytes, ctx: WireContext) -> Decoded:
             if opts is None:
                 error = p2
                 break
-            app(Handshake(chan, opts))
+            app((0, chan, 0, opts, None))
             p = p2
         elif t == 10:
-            app(Choke())
+            app((10, 0, 0, None, None))
         elif t == 11:
-            app(Unchoke())
+            app((11, 0, 0, None, None))
         elif t == 6:
-            app(PexReq())
+            app((6, 0, 0, None, None))
         elif t == 5:
             if p + 6 > n:
                 error = "truncated PEX_RESv4"
                 break
-            app(PexResV4(socket.inet_ntop(socket.AF_INET, buf[p:p + 4]),
-                         (buf[p + 4] << 8) | buf[p + 5]))
+            app((5, 0, 0, socket.inet_ntop(socket.AF_INET, buf[p:p + 4]),
+                 (buf[p + 4] << 8) | buf[p + 5]))
             p += 6
         elif t == 12:
             if p + 18 > n:
                 error = "truncated PEX_RESv6"
                 break
-            app(PexResV6(socket.inet_ntop(socket.AF_INET6, buf[p:p + 16]),
-                         (buf[p + 16] << 8) | buf[p + 17]))
+            app((12, 0, 0, socket.inet_ntop(socket.AF_INET6, buf[p:p + 16]),
+                 (buf[p + 16] << 8) | buf[p + 17]))
             p += 18
         elif t == 13:
             if p + 2 > n:
@@ -547,13 +562,39 @@ def decode_datagram(data: bytes, ctx: WireContext) -> Decoded:
             if p + 2 + ln > n:
                 error = "truncated PEX_REScert"
                 break
-            app(PexResCert(bytes(buf[p + 2:p + 2 + ln])))
+            app((13, 0, 0, bytes(buf[p + 2:p + 2 + ln]), None))
             p += 2 + ln
         else:
             error = f"unknown message type {t}"
             break
         pos = p
-    return Decoded(channel, out, error)
+    return channel, out, error
+
+
+
+#: raw 5-tuple -> message object, by type (see :func:`decode_raw`)
+_MAKE = {
+    0: lambda m: Handshake(m[1], m[3]),
+    1: lambda m: Data(m[1], m[2], m[3], m[4]),
+    2: lambda m: Ack(m[1], m[2], m[3]),
+    3: lambda m: Have(m[1], m[2]),
+    4: lambda m: Integrity(m[1], m[2], m[3]),
+    5: lambda m: PexResV4(m[3], m[4]),
+    6: lambda m: PexReq(),
+    7: lambda m: SignedIntegrity(m[1], m[2], m[3], m[4]),
+    8: lambda m: Request(m[1], m[2]),
+    9: lambda m: Cancel(m[1], m[2]),
+    10: lambda m: Choke(),
+    11: lambda m: Unchoke(),
+    12: lambda m: PexResV6(m[3], m[4]),
+    13: lambda m: PexResCert(m[3]),
+}
+
+
+def decode_datagram(data: bytes, ctx: WireContext) -> Decoded:
+    """Parse a datagram into messages (see module docstring for errors)."""
+    channel, raw, error = decode_raw(data, ctx)
+    return Decoded(channel, [_MAKE[m[0]](m) for m in raw], error)
 
 
 # --------------------------------------------------------------------------
