@@ -308,21 +308,16 @@ def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) 
 
 
 def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
-    import platform
-    import subprocess
+    """Run metadata: deliverykit.provenance's (commit of the m2c tree with ``+dirty``
+    for local changes, host, load, time) plus this experiment's arguments."""
+    from deliverykit.provenance import run_metadata
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__)),
-                                timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
+    prov = run_metadata("m2c")
     return {"experiment": "m2c.experiments.fig5", "argv": sys.argv[1:] if argv is None else argv,
-            "args": vars(a), "commit": commit, "confidence": 0.95,
+            "args": vars(a), "commit": prov["commit"], "confidence": 0.95,
             "interval": "two-sided Student t over runs (receivers of a run averaged first)",
-            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "host": platform.node(), "python": platform.python_version(),
-            "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+            "started_utc": prov["utc"], "host": prov["host"], "python": prov["python"],
+            "load_average": prov["load_average"], "cpus": prov["cpus"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -240,3 +240,17 @@ def test_offsets_model_birk_crupnicoff_never_repeats_before_half_without_loss():
     rows = {(r["offsets"], r["loss"]): r for r in offsets_model(1000, 20, losses=(0.0, 0.2))}
     assert rows[("birk-crupnicoff", 0.0)]["max_dup"] == 0.0
     assert rows[("birk-crupnicoff", 0.2)]["mean_dup"] <= rows[("golden-ratio", 0.2)]["mean_dup"]
+
+
+def test_fig5_metadata_comes_from_deliverykit_provenance():
+    """One implementation of the run's commit (deliverykit.provenance), not fig5's own
+    git call: the commit of the m2c tree, +dirty with local changes."""
+    import argparse
+
+    import m2c
+    from deliverykit.provenance import git_commit
+
+    meta = fig5._meta(["--quick"], argparse.Namespace(quick=True))
+    assert meta["commit"] == git_commit(m2c.__file__)
+    assert meta["argv"] == ["--quick"] and meta["cpus"] == os.cpu_count()
+    assert meta["started_utc"] and len(meta["load_average"]) == 3
