@@ -118,6 +118,83 @@ def py_binmap_set1(halves, deep, free, st, root: int, root_layer: int, i: int, v
     return 1
 
 
+def py_decode_msgs(data: bytes, pos: int, addressing: int, hash_size: int, sig_size: int,
+                   chunk_size: int) -> tuple[list, int, str | None]:
+    """PPSPP messages of one datagram from ``pos`` as decode_raw 5-tuples
+    (RFC 7574 section 8), up to the first HANDSHAKE, PEX_RES* or unknown
+    type (left to the caller: ``pos`` at its type octet) or the first
+    truncated message (``error`` says why, ``pos`` at that message).
+    Addressing (7.8): 0 bin32, 1 byte64, 2 chunk32, 3 bin64, 4 chunk64."""
+    buf = bytes(data)
+    n = len(buf)
+    if not 0 <= chunk_size < 1 << 64:
+        raise OverflowError("chunk size out of range")
+    if not 0 <= addressing <= 4 or hash_size < 0 or sig_size < 0 or not 0 <= pos <= n:
+        raise ValueError("decode_msgs: bad arguments")
+    isbin = addressing in (0, 3)
+    isbyte = addressing == 1
+    w = 4 if addressing in (0, 2) else 8
+    ss = w if isbin else 2 * w
+    out: list = []
+    error = None
+    while pos < n:
+        t = buf[pos]
+        p = pos + 1
+        if 1 <= t <= 4 or 7 <= t <= 9:
+            if p + ss > n:
+                error = "truncated chunk spec"
+                break
+            start = int.from_bytes(buf[p:p + w], "big")
+            end = start if isbin else int.from_bytes(buf[p + w:p + 2 * w], "big")
+            p += ss
+            x = y = None
+            if t == 1:  # DATA
+                if p + 8 > n:
+                    error = "truncated DATA timestamp"
+                    break
+                x = int.from_bytes(buf[p:p + 8], "big")
+                p += 8
+                rem = n - p
+                if isbyte:
+                    if end < start or end - start >= rem:
+                        error = "DATA byte range does not match payload"
+                        break
+                    ln = end - start + 1
+                elif chunk_size == 0xFFFFFFFF or rem < chunk_size:
+                    ln = rem
+                else:
+                    ln = chunk_size
+                y = buf[p:p + ln]
+                p += ln
+            elif t == 2:  # ACK
+                if p + 8 > n:
+                    error = "truncated ACK delay"
+                    break
+                x = int.from_bytes(buf[p:p + 8], "big")
+                p += 8
+            elif t == 4:  # INTEGRITY
+                if hash_size > n - p:
+                    error = "truncated INTEGRITY hash"
+                    break
+                x = buf[p:p + hash_size]
+                p += hash_size
+            elif t == 7:  # SIGNED_INTEGRITY
+                if n - p < 8 or sig_size > n - p - 8:
+                    error = "truncated SIGNED_INTEGRITY"
+                    break
+                x = int.from_bytes(buf[p:p + 8], "big")
+                y = buf[p + 8:p + 8 + sig_size]
+                p += 8 + sig_size
+            out.append((t, start, end, x, y))
+        elif t in (6, 10, 11):  # PEX_REQ, CHOKE, UNCHOKE
+            out.append((t, 0, 0, None, None))
+        else:
+            break
+        pos = p
+    return out, pos, error
+
+
+decode_msgs = load("decode_msgs", py_decode_msgs)
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
 

@@ -274,9 +274,137 @@ done:
     return out;
 }
 
+
+/* decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size)
+ *   -> (messages, pos, error)
+ * The PPSPP messages of one datagram from offset pos (RFC 7574 section 8),
+ * as the 5-tuples of swift.wire.codec.decode_raw: DATA (1, start, end, ts,
+ * payload), ACK (2, start, end, delay, None), HAVE/REQUEST/CANCEL (t, start,
+ * end, None, None), INTEGRITY (4, start, end, hash, None), SIGNED_INTEGRITY
+ * (7, start, end, ts, sig), PEX_REQ/CHOKE/UNCHOKE (t, 0, 0, None, None).  It
+ * stops at any other type (HANDSHAKE, PEX_RES*, unknown: left to Python,
+ * pos points at its type octet) or at a truncated message (error says
+ * why, pos at that message).  Chunk specs by addressing (7.8): bin32 (0)
+ * and bin64 (3) one integer (start == end), chunk32 (2) two uint32,
+ * byte64 (1) and chunk64 (4) two uint64.  Twin: swift/_fast.py. */
+static uint64_t be(const unsigned char *p, int w)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < w; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static PyObject *
+decode_msgs(PyObject *self, PyObject *args)
+{
+    Py_buffer db;
+    Py_ssize_t pos, hs, sigs;
+    int a;
+    PyObject *cs_obj;
+    if (!PyArg_ParseTuple(args, "y*ninnO:decode_msgs", &db, &pos, &a, &hs, &sigs, &cs_obj))
+        return NULL;
+    unsigned long long cs = PyLong_AsUnsignedLongLong(cs_obj);  /* OverflowError if < 0 */
+    if (cs == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyBuffer_Release(&db);
+        return NULL;
+    }
+    PyObject *out = NULL, *res = NULL;
+    const unsigned char *buf = (const unsigned char *)db.buf;
+    Py_ssize_t n = db.len;
+    const char *error = NULL;
+    if (a < 0 || a > 4 || hs < 0 || sigs < 0 || pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "decode_msgs: bad arguments");
+        goto done;
+    }
+    int isbin = (a == 0 || a == 3), isbyte = (a == 1);
+    int w = (a == 0 || a == 2) ? 4 : 8;           /* bytes per integer */
+    Py_ssize_t ss = isbin ? w : 2 * w;           /* bytes per chunk spec */
+    out = PyList_New(0);
+    if (!out)
+        goto done;
+    while (pos < n) {
+        int t = buf[pos];
+        Py_ssize_t p = pos + 1;
+        PyObject *item = NULL;
+        if ((t >= 1 && t <= 4) || (t >= 7 && t <= 9)) {
+            if (p + ss > n) { error = "truncated chunk spec"; break; }
+            uint64_t start = be(buf + p, w), end = isbin ? start : be(buf + p + w, w);
+            p += ss;
+            PyObject *x = NULL, *y = NULL;
+            if (t == 1) {
+                if (p + 8 > n) { error = "truncated DATA timestamp"; break; }
+                uint64_t ts = be(buf + p, 8);
+                p += 8;
+                Py_ssize_t rem = n - p, ln;
+                if (isbyte) {
+                    if (end < start || end - start >= (uint64_t)rem) {
+                        error = "DATA byte range does not match payload";
+                        break;
+                    }
+                    ln = (Py_ssize_t)(end - start + 1);
+                } else if (cs == 0xFFFFFFFFULL || (unsigned long long)rem < cs) {
+                    ln = rem;
+                } else {
+                    ln = (Py_ssize_t)cs;
+                }
+                x = PyLong_FromUnsignedLongLong(ts);
+                y = PyBytes_FromStringAndSize((const char *)buf + p, ln);
+                p += ln;
+            } else if (t == 2) {
+                if (p + 8 > n) { error = "truncated ACK delay"; break; }
+                x = PyLong_FromUnsignedLongLong(be(buf + p, 8));
+                p += 8;
+            } else if (t == 4) {
+                if (hs > n - p) { error = "truncated INTEGRITY hash"; break; }
+                x = PyBytes_FromStringAndSize((const char *)buf + p, hs);
+                p += hs;
+            } else if (t == 7) {
+                if (n - p < 8 || sigs > n - p - 8) { error = "truncated SIGNED_INTEGRITY"; break; }
+                x = PyLong_FromUnsignedLongLong(be(buf + p, 8));
+                y = PyBytes_FromStringAndSize((const char *)buf + p + 8, sigs);
+                p += 8 + sigs;
+            }
+            if ((t == 1 || t == 2 || t == 4 || t == 7) && !x) { Py_XDECREF(y); goto fail; }
+            if ((t == 1 || t == 7) && !y) { Py_XDECREF(x); goto fail; }
+            PyObject *tt = PyLong_FromLong(t), *st = PyLong_FromUnsignedLongLong(start),
+                     *en = PyLong_FromUnsignedLongLong(end);
+            if (tt && st && en) {
+                item = PyTuple_Pack(5, tt, st, en, x ? x : Py_None, y ? y : Py_None);
+            }
+            Py_XDECREF(tt); Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(x); Py_XDECREF(y);
+        } else if (t == 6 || t == 10 || t == 11) {
+            PyObject *tt = PyLong_FromLong(t), *z = PyLong_FromLong(0);
+            if (tt && z)
+                item = PyTuple_Pack(5, tt, z, z, Py_None, Py_None);
+            Py_XDECREF(tt); Py_XDECREF(z);
+        } else {
+            break;  /* HANDSHAKE, PEX_RES*, unknown: the caller's */
+        }
+        if (!item)
+            goto fail;
+        int rc = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto fail;
+        pos = p;
+    }
+    if (error)
+        res = Py_BuildValue("(Ons)", out, pos, error);
+    else
+        res = Py_BuildValue("(OnO)", out, pos, Py_None);
+fail:
+    Py_XDECREF(out);
+done:
+    PyBuffer_Release(&db);
+    return res;
+}
+
 PyMethodDef dk_swift_methods[] = {
     {"recv_batch_ts", recv_batch_ts, METH_VARARGS,
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
+    {"decode_msgs", decode_msgs, METH_VARARGS,
+     "decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size) -> (messages, pos, error)"},
     {"binmap_find", binmap_find, METH_VARARGS,
      "binmap_find(halves, deep, root, root_layer, lo, hi, val) -> first chunk or -1"},
     {"binmap_set1", binmap_set1, METH_VARARGS,

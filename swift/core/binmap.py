@@ -211,6 +211,14 @@ class Binmap:
         self._reserve(self.root_layer + 1)
         binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, val)
 
+    def add(self, i: int) -> None:
+        """Mark chunk ``i`` filled (the C single-chunk descent)."""
+        self._one(i, True)
+
+    def discard(self, i: int) -> None:
+        """Mark chunk ``i`` empty (the C single-chunk descent)."""
+        self._one(i, False)
+
     def set(self, b: int) -> None:
         """Mark every chunk of bin ``b`` filled."""
         if not b & 1:
@@ -293,7 +301,11 @@ class Binmap:
 
     def is_filled_range(self, lo: int, hi: int) -> bool:
         """True when every chunk of ``[lo, hi)`` is filled."""
-        return lo >= hi or (hi <= self.span and self.find_empty(lo, hi) is None)
+        if lo >= hi:
+            return True
+        if hi > (32 << self.root_layer):
+            return False
+        return binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, False) < 0
 
     def is_empty_range(self, lo: int, hi: int) -> bool:
         """True when no chunk of ``[lo, hi)`` is filled."""

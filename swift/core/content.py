@@ -95,7 +95,7 @@ class Content:
     def store_chunk(self, i: int, data: bytes) -> None:
         """Write a verified chunk and mark it present."""
         self.storage.write(i * self.chunk_size, data)
-        self.have.set(B.chunk(i))
+        self.have.add(i)
 
     def resume(self) -> int:
         """Mark chunks already on storage whose leaf hash is trusted; returns count."""

@@ -520,7 +520,7 @@ class Peer(RequestPlanner, UploadScheduler):
             elif hi == lo + 1 and len(ch.cancels) < 256:
                 ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
-        self.inflight.reset(B.chunk(i))
+        self.inflight.discard(i)
         tree = self.content.tree
         n_before = self.content.n_chunks
         ok = (not self.content.have.has(i)) and ch.state == "est" and self.content.verify(
@@ -564,7 +564,10 @@ class Peer(RequestPlanner, UploadScheduler):
                 self._drop(ch, "corrupt data")
             return
         self.content.store_chunk(i, payload)
-        self._log_have([i])
+        self.have_version += 1  # _log_have([i]), inline on the per-chunk path
+        self.have_log.append(i)
+        if len(self.have_log) > 1 << 16:
+            self._log_have([])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
             if other is not ch and i in other.requests:
                 del other.requests[i]

@@ -163,6 +163,8 @@ class RequestPlanner:
     def _endgame(self, ch: Channel, want: int) -> list[int]:
         """End game: the last missing chunks are all requested elsewhere; ask
         this peer too (the first copy wins, the others get a CANCEL, 3.8)."""
+        if not any(c.requests for c in self.channels.values() if c is not ch):
+            return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
         n = content.n_chunks
         have = content.have

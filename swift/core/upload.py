@@ -120,7 +120,7 @@ class UploadScheduler:
             if i is None or not have.has(i) or ch.peer_have.has(i):
                 continue
             d = self._data_dgram(ch, i, now)
-            ch.sent.set(B.chunk(i))
+            ch.sent.add(i)
             out.append((d, ch.addr))
             ch.data_out[i] = (now, len(d))
             ch.ledbat.on_send(len(d), now)

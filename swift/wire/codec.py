@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Union
 
+from swift._fast import decode_msgs
 from swift.wire.constants import (
     HASH_SIZES,
     NONE32,
@@ -453,77 +454,26 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
     n = len(data)
     if n < 4:
         raise DecodeError(f"datagram of {n} bytes is shorter than a channel ID")
-    buf = data
+    buf = data if type(data) is bytes else bytes(data)
     channel = _CHAN.unpack_from(buf, 0)[0]
     out: list = []
     app = out.append
     pos = 4
-    a = ctx.addressing
-    isbin = a == ChunkAddressing.BIN32 or a == ChunkAddressing.BIN64
-    sfmt = struct.Struct(_SPEC_FMT[a])
-    ss = sfmt.size
-    unpack_spec = sfmt.unpack_from
+    a = int(ctx.addressing)
     hs = ctx.hash_size
     sigs = ctx.sig_size
     cs = ctx.chunk_size
-    u64 = _U64.unpack_from
-    isbyte = a == ChunkAddressing.BYTE64
     error = None
     while pos < n:
+        # DATA, ACK, HAVE, INTEGRITY, SIGNED_INTEGRITY, REQUEST, CANCEL,
+        # PEX_REQ, CHOKE, UNCHOKE: the C fast path (twin in swift/_fast.py)
+        got, pos, error = decode_msgs(buf, pos, a, hs, sigs, cs)
+        out += got
+        if error is not None or pos >= n:
+            break
         t = buf[pos]
         p = pos + 1
-        if 1 <= t <= 4 or 7 <= t <= 9:
-            if p + ss > n:
-                error = "truncated chunk spec"
-                break
-            if isbin:
-                start = end = unpack_spec(buf, p)[0]
-            else:
-                start, end = unpack_spec(buf, p)
-            p += ss
-            if t == 1:  # DATA
-                if p + 8 > n:
-                    error = "truncated DATA timestamp"
-                    break
-                ts = u64(buf, p)[0]
-                p += 8
-                rem = n - p
-                if isbyte:
-                    ln = end - start + 1
-                    if ln <= 0 or ln > rem:
-                        error = "DATA byte range does not match payload"
-                        break
-                elif cs == VARIABLE_CHUNK_SIZE or rem < cs:
-                    ln = rem
-                else:
-                    ln = cs
-                app((1, start, end, ts, buf[p:p + ln]))
-                p += ln
-            elif t == 2:  # ACK
-                if p + 8 > n:
-                    error = "truncated ACK delay"
-                    break
-                app((2, start, end, u64(buf, p)[0], None))
-                p += 8
-            elif t == 3:
-                app((3, start, end, None, None))
-            elif t == 4:
-                if p + hs > n:
-                    error = "truncated INTEGRITY hash"
-                    break
-                app((4, start, end, buf[p:p + hs], None))
-                p += hs
-            elif t == 7:
-                if p + 8 + sigs > n:
-                    error = "truncated SIGNED_INTEGRITY"
-                    break
-                app((7, start, end, u64(buf, p)[0], buf[p + 8:p + 8 + sigs]))
-                p += 8 + sigs
-            elif t == 8:
-                app((8, start, end, None, None))
-            else:
-                app((9, start, end, None, None))
-        elif t == 0:
+        if t == 0:
             if p + 4 > n:
                 error = "truncated HANDSHAKE"
                 break
@@ -534,12 +484,6 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
                 break
             app((0, chan, 0, opts, None))
             p = p2
-        elif t == 10:
-            app((10, 0, 0, None, None))
-        elif t == 11:
-            app((11, 0, 0, None, None))
-        elif t == 6:
-            app((6, 0, 0, None, None))
         elif t == 5:
             if p + 6 > n:
                 error = "truncated PEX_RESv4"
@@ -569,7 +513,6 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
             break
         pos = p
     return channel, out, error
-
 
 
 #: raw 5-tuple -> message object, by type (see :func:`decode_raw`)
