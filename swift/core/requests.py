@@ -102,6 +102,11 @@ class RequestPlanner:
         plan = max(0.25, 4 * ch.min_rtt, min(1.0, ch.rtt))
         rate = ch.rate if ch.rate > 0 else 32 / plan
         window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
+        if ch.rate <= 0:
+            # no rate sample yet (the first 0.5 s): grow like slow start, one
+            # more request per chunk delivered, so a fast peer is not held
+            # at the initial guess for the whole first period
+            window = min(cfg.max_outstanding, max(window, 2 * ch.received))
         if ch.distrusted:
             window = 1
         want = window - len(ch.requests)
