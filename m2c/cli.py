@@ -2,8 +2,14 @@
 
 Rates are given in kbit/s and converted to packets per second with the
 symbol size.  The session description (JSON) is written by ``send`` (``--sdp``)
-and read by ``receive`` from a path or an http(s) URL; ``send --serve-sdp
-PORT`` also serves it over HTTP on the interface address.
+and read by ``receive`` from a path or an http(s) URL (at most 1 MiB); ``send
+--serve-sdp PORT`` also serves it over HTTP on the interface address.
+
+``receive`` joins on ``--interface`` (default: INADDR_ANY, or 127.0.0.1 for a
+loopback sender), accepts datagrams only from the session's source address,
+and ends early, with one error line and exit status 1, when the session ends
+before the file is complete: RFC 3738 3.2.3.8's exceptional timeouts or the
+sender's close-session flag.  The output file is only ever the verified file.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
 
 PACKET_OVERHEAD = 48 + 28  # ALC/LCT + FPI, IPv4 + UDP
+SDP_LIMIT = 1 << 20
+"""bytes of a session description read over HTTP at most"""
 
 EXPERIMENTS = {
     "hetero": "m2c.experiments.hetero",
@@ -37,6 +45,13 @@ def _multicast_group(text: str) -> str:
     addr = cliutil.ip_address(text)
     if addr.version != 4 or not addr.is_multicast:
         raise argparse.ArgumentTypeError(f"{text} is not an IPv4 multicast address (224.0.0.0/4)")
+    return str(addr)
+
+
+def _ipv4_unicast(text: str) -> str:
+    addr = cliutil.ip_address(text)
+    if addr.version != 4 or addr.is_multicast:
+        raise argparse.ArgumentTypeError(f"{text} is not a local IPv4 interface address")
     return str(addr)
 
 
@@ -55,7 +70,10 @@ def load_sdp(src: str) -> SessionDescription:
     """Session description from a file path or an http(s) URL."""
     if src.startswith(("http://", "https://")):
         with urllib.request.urlopen(src, timeout=10) as r:  # noqa: S310 - user-given URL
-            return SessionDescription.from_json(r.read().decode())
+            body = r.read(SDP_LIMIT + 1)
+        if len(body) > SDP_LIMIT:
+            raise ValueError(f"more than {SDP_LIMIT >> 20} MiB: not a session description")
+        return SessionDescription.from_json(body.decode())
     with open(src, encoding="utf-8") as f:
         return SessionDescription.from_json(f.read())
 
@@ -138,18 +156,21 @@ def cmd_receive(a: argparse.Namespace) -> int:
                   TextColumn("{task.completed}/{task.total} blocks"), TimeElapsedColumn(),
                   disable=a.quiet or not sys.stderr.isatty(), transient=False) as prog:
         task = prog.add_task(sd.name, total=sd.partition().blocks or 1)
-        rx = MulticastReceiver(sd, a.output, controller=a.controller,
+        rx = MulticastReceiver(sd, a.output, controller=a.controller, interface=a.interface,
                                on_progress=lambda done, total: prog.update(task, completed=done))
         res = asyncio.run(rx.run(timeout=a.timeout))
     m = res["metrics"]
-    out = {k: v for k, v in res.items() if k != "metrics"}
+    out = {k: v for k, v in res.items() if k != "metrics" and (a.trace or k != "trace")}
     out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
     print(json.dumps(out, indent=None if a.quiet else 1))
     mm = out["metrics"]
-    verdict = "ok, SHA-256 verified" if res["ok"] else "FAILED"
-    print(f"m2c receive: {sd.name}: {verdict}; " + ", ".join(
+    if not res["ok"]:
+        print(f"m2c receive: error: {sd.name}: {res['end'] or 'transfer failed'}; "
+              f"{a.output} not written", file=sys.stderr)
+        return 1
+    print(f"m2c receive: {sd.name}: ok, SHA-256 verified; " + ", ".join(
         f"{k} {mm[k]}" for k in ("time", "gput", "loss", "dup", "sym") if k in mm), file=sys.stderr)
-    return 0 if res["ok"] else 1
+    return 0
 
 
 @cliutil.cli_main("m2c", expected=(FECError,))
@@ -181,9 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
     r.add_argument("sdp")
     r.add_argument("-o", "--output", required=True, type=cliutil.output_path)
+    r.add_argument("--interface", type=_ipv4_unicast, default=None,
+                   help="local IPv4 address to join the groups on (default: 0.0.0.0, "
+                        "INADDR_ANY; 127.0.0.1 for a sender on loopback)")
     r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c")
     r.add_argument("--timeout", type=cliutil.positive_float, default=600.0)
     r.add_argument("-q", "--quiet", action="store_true")
+    r.add_argument("--trace", action="store_true",
+                   help="include the per-epoch congestion control trace in the JSON")
     r.set_defaults(fn=cmd_receive)
     sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
                                       "(each has --quick; m2c experiment for the list)")

@@ -38,11 +38,14 @@ async def _run(size: int, deadline: float) -> list[dict]:
     rows = []
     for i, (ctl, r) in enumerate(zip(("m2c", "webrc"), results)):
         m = r["metrics"]
+        if r["ok"]:
+            result = (f"ok, SHA-256 verified; time {m.time:.2f} s, gput {m.gput:.0f} kb/s, "
+                      f"loss {m.loss:.1f} %, dup {m.dup:.1f} %, sym {m.sym:.1f} %, "
+                      f"net {m.net:.1f} %")
+        else:  # gput, dup, sym are undefined (None) for an incomplete transfer
+            result = f"FAILED ({r['end']}); time {m.time:.2f} s, loss {m.loss:.1f} %"
         rows.append({"system": "m2c", "what": f"receiver {i} ({ctl} controller), {size >> 10} KiB",
-                     "result": ("ok, SHA-256 verified" if r["ok"] else "FAILED")
-                     + f"; time {m.time:.2f} s, gput {m.gput:.0f} kb/s, loss {m.loss:.1f} %, "
-                       f"dup {m.dup:.1f} %, sym {m.sym:.1f} %, net {m.net:.1f} %",
-                     "ok": r["ok"]})
+                     "result": result, "ok": r["ok"]})
     rows.append({"system": "m2c", "what": "sender (carousel, LDPC-Staircase n=2k)",
                  "result": f"{sent['packets']} packets on {len(sd.groups)} groups", "ok": True})
     return rows

@@ -1,20 +1,31 @@
 """Sender and receiver drivers: real multicast sockets, the loop's clock.
 
-Works as an ordinary user on loopback: the sender sets IP_MULTICAST_IF to
-the interface address (127.0.0.1 by default) and the receiver joins with
-IP_ADD_MEMBERSHIP on the same address; each channel has its own group
-address and port (see ``make_session``).
+Works as an ordinary user on loopback: the sender binds to and sets
+IP_MULTICAST_IF to its interface address (127.0.0.1 by default), which the
+session description names as the ``source``; the receiver joins with
+IP_ADD_MEMBERSHIP on its own interface (INADDR_ANY unless told otherwise;
+127.0.0.1 for a loopback sender, which only lo can reach).  Each channel has
+its own group address and port (see ``make_session``).
+
+Session handling (RFC 5775 4.4, RFC 3738 3.2.3.8, RFC 5651 5.1): the receiver
+drops datagrams from any address other than the session's source before
+decoding them, leaves the session when no packet arrived for max(10, TSD) s
+or the time slot index did not advance for max(20, 2 TSD) s, and treats the
+close-session flag A, which the sender sets on a few data-less packets of the
+base group when it stops, as the end of the session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import os
 import secrets
 import socket
 import tempfile
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +48,12 @@ MAX_ACTIVE = 64
 """partially received source blocks a receiver holds at most (default)"""
 BYTES_PER_SYMBOL_HELD = 3
 """a partial LDPC block costs a receiver ~3*k*E bytes (see make_session)"""
+CLOSE_PACKETS = 3
+"""data-less packets with A = 1 (close session, RFC 5651 5.1) a sender sends when it stops"""
+CLOSE_GRACE = 0.5
+"""s a receiver still takes packets after A = 1 (datagrams of other groups in flight)"""
+TRACE_LEN = 1 << 14
+"""per-epoch trace entries kept (13.6 min at the default 50 ms epochs)"""
 
 
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
@@ -70,7 +87,7 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                         seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD))
     sd = SessionDescription(session if session is not None else secrets.randbits(32), 1,
                             os.path.basename(path), size, h.hexdigest(), fec_d,
-                            sched.describe(), groups, interface)
+                            sched.describe(), groups, interface, source=interface)
     per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
     fit = memory // per_block
     if fit < 1:
@@ -107,13 +124,33 @@ class MulticastSender:
     def _read(self, off: int, n: int) -> bytes:
         return os.pread(self._f.fileno(), n, off)
 
+    def _close_session(self, ep: BatchedUDPEndpoint, addr: tuple[str, int], slot: int,
+                       psn: int) -> None:
+        """RFC 5651 5.1: A = 1 tells receivers the session ends; data-less (RFC 5775
+        4.1) packets on the base group, continuing its PSN sequence."""
+        cp = self.sd.codepoint
+        for i in range(CLOSE_PACKETS):
+            wire = codec.encode(codec.AlcPacket(
+                self.sd.session, self.sd.toi, cp, slot, 0, (psn + 1 + i) & 0xFFFFFFFF, 0, 0, 0,
+                0, close_session=True, data_less=True))
+            try:  # directly, not behind a backlog the endpoint drops when closed
+                ep.sock.sendto(wire, addr)
+            except OSError as exc:  # full socket buffer, interface gone: receivers time out
+                log.debug("close-session packet not sent: %s", exc)
+                continue
+            self.sent += 1
+            self.bytes += len(wire)
+
     async def run(self, duration: float | None = None, stop: asyncio.Event | None = None) -> dict:
+        """Send until ``duration`` s passed or ``stop`` is set, then close the session
+        (A = 1, see :meth:`_close_session`)."""
         loop = asyncio.get_running_loop()
         ep = BatchedUDPEndpoint(_mcast_sender_socket(self.sd.interface), lambda b, t: None)
         addrs = [(g, int(p)) for g, p in self.sd.groups]
         t0 = loop.time()
-        queue: deque[tuple[float, bytes, Any]] = deque()
+        queue: deque[tuple[float, bytes, Any, int, int, int]] = deque()
         horizon = 0.0
+        base = [0, -1]  # slot and PSN of the last base-group packet sent
         try:
             while True:
                 now = loop.time() - t0
@@ -124,12 +161,15 @@ class MulticastSender:
                 while horizon < now + self.LOOKAHEAD:
                     pdus = self.core.next_pdus()
                     for pdu, pkt in pdus:
-                        queue.append((pdu.due, codec.encode(pkt), addrs[pdu.g]))
+                        queue.append((pdu.due, codec.encode(pkt), addrs[pdu.g], pdu.g,
+                                      pkt.slot, pkt.psn))
                     horizon = self.core.seq.next_start
                 batch = []
                 while queue and queue[0][0] <= now:
-                    _, wire, addr = queue.popleft()
+                    _, wire, addr, g, slot, psn = queue.popleft()
                     batch.append((wire, addr))
+                    if g == 0:
+                        base[:] = [slot, psn]
                 if batch:
                     ep.send_many(batch)
                     self.sent += len(batch)
@@ -137,24 +177,51 @@ class MulticastSender:
                 wait = (queue[0][0] - (loop.time() - t0)) if queue else 0.001
                 await asyncio.sleep(min(max(wait, 0.0005), 0.02))
         finally:
-            ep.close()
-            self._f.close()
+            try:
+                self._close_session(ep, addrs[0], *base)
+            finally:
+                ep.close()
+                self._f.close()
         return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.next_buffer,
                 "tx_dropped": ep.stats["tx_dropped"]}
 
 
+def default_interface(sd: SessionDescription) -> str:
+    """The local address a receiver joins on when none is given: INADDR_ANY (the
+    kernel picks the interface the group is routed to), except for a loopback
+    sender, which only lo reaches (INADDR_ANY would follow the default route)."""
+    sender = sd.source or sd.interface
+    try:
+        loopback = ipaddress.IPv4Address(sender).is_loopback
+    except ValueError:
+        loopback = False
+    return "127.0.0.1" if loopback else "0.0.0.0"
+
+
 class MulticastReceiver:
-    """Joins the session, runs congestion control, decodes, verifies and writes."""
+    """Joins the session, runs congestion control, decodes, verifies and writes.
+
+    ``interface``: the local address to join on (default :func:`default_interface`;
+    the session description's ``interface`` is the sender's, never used here).
+    ``idle_timeout`` / ``slot_timeout``: RFC 3738 3.2.3.8's exceptional timeouts,
+    max(10, TSD) and max(20, 2 TSD) s by default.
+    """
 
     def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
                  max_active: int = MAX_ACTIVE, max_rate: float = float("inf"),
                  on_progress: Callable[[int, int], None] | None = None,
-                 interface: str | None = None) -> None:
+                 interface: str | None = None, idle_timeout: float | None = None,
+                 slot_timeout: float | None = None) -> None:
         self.sd = sd
-        self.interface = interface or sd.interface
-        """local address joins are made on (the session's by default)"""
+        self.interface = interface or default_interface(sd)
+        """local address joins are made on"""
+        self.source = sd.source or None
+        """RFC 5775 4.4: datagrams from any other address are dropped (None: no check)"""
         self.out_path = out_path
         self.schedule = sd.schedule()
+        tsd = self.schedule.tsd
+        self.idle_timeout = float(idle_timeout if idle_timeout is not None else max(10.0, tsd))
+        self.slot_timeout = float(slot_timeout if slot_timeout is not None else max(20.0, 2 * tsd))
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
         # the session's window is what fits in the sender's memory bound: hold no more
         window = sd.window_blocks or max(1, sd.partition().blocks)
@@ -163,13 +230,26 @@ class MulticastReceiver:
         self.eps: dict[int, BatchedUDPEndpoint] = {}
         self.rejected = 0
         self.wrong_group = 0
+        self.foreign_source = 0
+        """datagrams from an address other than the session's source (RFC 5775 4.4)"""
+        self.implausible = 0
+        """packets the congestion control found implausible: not given to the decoder"""
+        self.closed = False
+        """the sender closed the session (A = 1)"""
+        self.end: str | None = None
+        """why the session ended early (exceptional timeout, A = 1), None otherwise"""
         self.joins = self.leaves = 0
-        self.trace: list[tuple[float, int, float, float, int, int, float, int]] = []
+        self.trace: deque[tuple[float, int, float, float, int, int, float, int]] = deque(
+            maxlen=TRACE_LEN)
         """per epoch: (t, level, cumulative rate, target rate, lost, received, ARTT,
-        loss events)"""
+        loss events); the last TRACE_LEN epochs"""
         self._done = asyncio.Event()
         self._t_last = 0.0
         self._t_batch = 0.0
+        self._t_packet = 0.0
+        self._t_slot = 0.0
+        self._max_slot = -1
+        self._close_at = math.inf
         self._flush_pending = False
         self._fd = -1
 
@@ -182,7 +262,12 @@ class MulticastReceiver:
             return
         g, port = self.sd.groups[ch]
         sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20)
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
+        except OSError as exc:
+            sock.close()
+            raise OSError(exc.errno, f"cannot join {g} on interface {self.interface}: "
+                                     f"{exc.strerror}") from None
         self.eps[ch] = BatchedUDPEndpoint(sock, lambda batch, now, ch=ch: self._on_batch(ch, batch, now))
         self.joins += 1
 
@@ -208,7 +293,12 @@ class MulticastReceiver:
     def _on_batch(self, ch: int, batch: list, now: float) -> None:
         if self._done.is_set():
             return
-        for data, _addr in batch:
+        src = self.source
+        cc = self.cc
+        for data, addr in batch:
+            if src is not None and addr[0] != src:  # RFC 5775 4.4, before any decoding
+                self.foreign_source += 1
+                continue
             try:
                 pkt = codec.decode(data, session=self.sd.session)
             except DecodeError:
@@ -217,7 +307,20 @@ class MulticastReceiver:
             if pkt.group != ch:
                 self.wrong_group += 1
                 continue
-            self._apply(self.cc.on_packet(now, ch, pkt.psn))
+            self._t_packet = now
+            if pkt.close_session:  # RFC 5651 5.1: the sender ends the session
+                if not self.closed:
+                    self.closed = True
+                    self._close_at = now + CLOSE_GRACE
+                continue
+            before = cc.implausible
+            self._apply(cc.on_packet(now, ch, pkt.psn))
+            if cc.implausible != before:  # does not fit the sender clock: not decoded
+                self.implausible += 1
+                continue
+            if pkt.slot > self._max_slot:
+                self._max_slot = pkt.slot
+                self._t_slot = now
             self._write(self.file.feed(pkt, len(data), defer=True), now)
             if self.file.complete:
                 self._done.set()
@@ -244,12 +347,34 @@ class MulticastReceiver:
             if self.on_progress:
                 self.on_progress(len(self.file.done), self.file.pt.blocks)
 
+    def _check_end(self, now: float) -> None:
+        """RFC 3738 3.2.3.8 exceptional timeouts (MUST leave) and the A flag's end."""
+        if now >= self._close_at:
+            self._flush()
+            if not self.file.complete:
+                self.end = "the sender closed the session (LCT flag A, RFC 5651 5.1) " \
+                           "before the file was complete"
+        elif now - self._t_packet >= self.idle_timeout:
+            self.end = (f"no packet from the sender for {self.idle_timeout:g} s: left the "
+                        f"session (RFC 3738 3.2.3.8)")
+        elif now - self._t_slot >= self.slot_timeout:
+            self.end = (f"the time slot index did not advance for {self.slot_timeout:g} s: "
+                        f"left the session (RFC 3738 3.2.3.8)")
+        if self.end is not None or now >= self._close_at:
+            self._done.set()
+
     async def _timers(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._done.is_set():
             nxt = self.cc.next_timer()
-            await asyncio.sleep(max(0.0, (nxt or loop.time() + 0.05) - loop.time()))
             now = loop.time()
+            # wake for the next epoch, and at least every 0.1 s for the session timers
+            await asyncio.sleep(max(0.0, min(nxt if nxt is not None else math.inf,
+                                             now + 0.1, self._close_at) - now))
+            now = loop.time()
+            self._check_end(now)
+            if self._done.is_set():
+                return
             self._apply(self.cc.on_timer(now))
             ts = self.cc.sender_time(now)
             if ts is not None:
@@ -279,16 +404,19 @@ class MulticastReceiver:
         return tmp
 
     async def run(self, timeout: float = 60.0) -> dict:
-        """Receive until the file is recovered and verified (or ``timeout``).
+        """Receive until the file is recovered and verified, the session ends early
+        (``end``: an exceptional timeout or A = 1 with the file incomplete) or
+        ``timeout`` s pass.
 
         Blocks are written to a temporary file in the output's directory; only a
         file whose SHA-256 matches the session description replaces the output
-        (``os.replace``).  On a mismatch, a timeout or an error the temporary
-        file is removed and an existing output file is left as it was.
+        (``os.replace``).  Otherwise the temporary file is removed and an existing
+        output file is left as it was.
         """
         loop = asyncio.get_running_loop()
         tmp = self._open_temp()
         t0 = loop.time()
+        self._t_packet = self._t_slot = t0
         ok = False
         timers: asyncio.Task | None = None
         try:
@@ -298,14 +426,18 @@ class MulticastReceiver:
                 if self.sd.size == 0:
                     self._done.set()
                 await asyncio.wait_for(self._done.wait(), timeout)
-                os.fsync(self._fd)
-                h = hashlib.sha256()
-                with open(tmp, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                ok = h.hexdigest() == self.sd.sha256
+                if self.file.complete:
+                    os.fsync(self._fd)
+                    h = hashlib.sha256()
+                    with open(tmp, "rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            h.update(chunk)
+                    ok = h.hexdigest() == self.sd.sha256
+                    if not ok:
+                        self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
                 ok = False
+                self.end = f"the file was not complete after {timeout:g} s"
             finally:
                 if timers is not None:
                     timers.cancel()
@@ -322,7 +454,9 @@ class MulticastReceiver:
         lt = self.cc.loss
         m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
                                        lt.received)
-        return {"ok": ok, "complete": self.file.complete, "metrics": m,
-                "rejected": self.rejected, "wrong_group": self.wrong_group,
-                "joins": self.joins, "leaves": self.leaves, "loss_events": self.cc.loss_events,
-                "duplicates": lt.duplicates, "trace": self.trace}
+        return {"ok": ok, "complete": self.file.complete, "end": None if ok else self.end,
+                "metrics": m, "rejected": self.rejected, "wrong_group": self.wrong_group,
+                "foreign_source": self.foreign_source, "implausible": self.implausible,
+                "closed": self.closed, "joins": self.joins, "leaves": self.leaves,
+                "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,
+                "trace": list(self.trace)}

@@ -96,16 +96,26 @@ class StreamSender:
 
 
 class StreamReceiver:
-    """Joins cumulatively under congestion control and reassembles buffers."""
+    """Joins cumulatively under congestion control and reassembles buffers.
+
+    ``interface``: the local address joins are made on.  ``source``: the sender's
+    address; with it, datagrams from any other address are dropped before decoding
+    (RFC 5775 4.4: receivers accept only (sender IP, TSI) of the session).
+    Packets the congestion control finds implausible are not reassembled.
+    """
 
     def __init__(self, schedule: RateSchedule, groups: list[tuple[str, int]], session: int,
                  on_buffer: Callable[[BufferReady], None], controller: str = "m2c",
-                 max_rate: float = float("inf"), interface: str = "127.0.0.1") -> None:
+                 max_rate: float = float("inf"), interface: str = "127.0.0.1",
+                 source: str | None = None) -> None:
         self.schedule = schedule
         self.groups = groups
         self.session = session
         self.on_buffer = on_buffer
         self.interface = interface
+        self.source = source
+        self.foreign_source = 0
+        self.implausible = 0
         self.cc = ReceiverCC(schedule, controller=controller, max_rate=max_rate)
         self.rx = SequencerReceiver(hold=1)
         self.eps: dict[int, BatchedUDPEndpoint] = {}
@@ -133,7 +143,10 @@ class StreamReceiver:
                 ep.close()
 
     def _on_batch(self, ch: int, batch: list, now: float) -> None:
-        for data, _ in batch:
+        for data, addr in batch:
+            if self.source is not None and addr[0] != self.source:
+                self.foreign_source += 1
+                continue
             try:
                 pkt = codec.decode(data, session=self.session)
             except DecodeError:
@@ -142,7 +155,11 @@ class StreamReceiver:
             if pkt.group != ch:
                 self.rejected += 1
                 continue
-            self.cc.on_packet(now, ch, pkt.psn)
+            before = self.cc.implausible
+            self._apply(self.cc.on_packet(now, ch, pkt.psn))
+            if self.cc.implausible != before:
+                self.implausible += 1
+                continue
             if pkt.data_less:
                 continue
             for ready in self.rx.feed(pkt.buffer_id, pkt.offset, pkt.payload):

@@ -40,6 +40,7 @@ from m2c.core.sequencer import Sequencer
 from m2c.fec import ldpc, rs
 from m2c.fec.errors import FECError
 from m2c.fec.partition import Partition, n_for_block, partition
+from m2c.fec.payload_id import ZFEC_INSTANCE_ID
 from m2c.wire.codec import AlcPacket
 from m2c.wire.constants import Codepoint
 
@@ -71,12 +72,15 @@ class SessionDescription:
     size: int
     sha256: str
     fec: dict
-    """scheme ('ldpc' | 'rs'), symbol_size, max_block_length, max_n, n1, seed"""
+    """scheme ('ldpc' | 'rs'), symbol_size, max_block_length, max_n, n1, seed; for 'rs'
+    also instance_id, the FEC Instance ID of our zfec code under the Under-Specified FEC
+    Encoding ID 129 (RFC 5445 5.2.2.2: part of the FEC OTI; older descriptions omit it)"""
     rates: dict
     """the rate schedule (RateSchedule.describe())"""
     groups: list[list]
     """[address, port] per channel, index = channel (0 = base group)"""
     interface: str = "127.0.0.1"
+    """the sender's interface address (IP_MULTICAST_IF); never a receiver's join interface"""
     levels: int = 0
     """application scheduler levels N"""
     window_blocks: int = 0
@@ -84,6 +88,9 @@ class SessionDescription:
     first_level: int = FIRST_LEVEL
     """symbols of the hierarchy's first level: buffer_time = first_level / min_rate
     (paper 5.1); the sender's application scheduler has one level per symbol"""
+    source: str = ""
+    """the sender's IP address (RFC 5775 4.4: receivers accept only datagrams from
+    (source, TSI)); "" in descriptions written before it existed: no source check"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -127,6 +134,9 @@ class SessionDescription:
              and all(c in "0123456789abcdefABCDEF" for c in self.sha256), "sha256 must be 64 hex digits")
         need(isinstance(self.interface, str) and _is_ipv4(self.interface),
              "interface must be an IPv4 address")
+        need(isinstance(self.source, str) and (self.source == "" or (
+            _is_ipv4(self.source) and not _is_ipv4(self.source, multicast=True))),
+             "source must be the sender's unicast IPv4 address (or empty)")
         for key in ("levels", "window_blocks"):
             need(is_int(getattr(self, key)) and getattr(self, key) >= 0, f"{key} must be >= 0")
         need(is_int(self.first_level) and self.first_level >= 1, "first_level must be >= 1")
@@ -135,6 +145,14 @@ class SessionDescription:
         for key in ("scheme", "symbol_size", "max_block_length", "max_n", "n1", "seed"):
             need(key in f, f"fec lacks {key!r}")
         need(f["scheme"] in ("ldpc", "rs"), f"unknown FEC scheme {f['scheme']!r}")
+        if f["scheme"] == "rs":
+            # RFC 5445 5.2.2.2: the FEC Instance ID names the code under ID 129
+            need(f.get("instance_id", ZFEC_INSTANCE_ID) == ZFEC_INSTANCE_ID,
+                 f"fec instance_id {f.get('instance_id')!r} is not our zfec Reed-Solomon "
+                 f"({ZFEC_INSTANCE_ID})")
+        else:
+            need("instance_id" not in f, "fec instance_id is only for 'rs' (FEC Encoding "
+                 "ID 129); LDPC-Staircase (ID 3) is fully specified")
         for key in ("symbol_size", "max_block_length", "max_n", "n1", "seed"):
             need(is_int(f[key]), f"fec {key} must be an integer")
         need(1 <= f["symbol_size"] <= 0xFFFF, "fec symbol_size must be 1..65535")
@@ -225,7 +243,7 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
     if scheme == "rs":
         B = max_block_length or 128
         return {"scheme": "rs", "symbol_size": symbol_size, "max_block_length": B,
-                "max_n": 2 * B, "n1": 0, "seed": 0}
+                "max_n": 2 * B, "n1": 0, "seed": 0, "instance_id": ZFEC_INSTANCE_ID}
     B = max_block_length or 2000
     T = -(-size // symbol_size) if symbol_size > 0 else 0
     if T > LDPC_MAX_BLOCKS * B:
@@ -366,25 +384,30 @@ class FileSender:
 
 @dataclass
 class Metrics:
-    """Paper section 7.2 criteria, plus the raw counts behind them."""
+    """Paper section 7.2 criteria, plus the raw counts behind them.
+
+    gput, dup, sym and comp are defined for a recovered file only: None (JSON null)
+    when the transfer did not complete; head is None when no data packet arrived.
+    """
 
     time: float = 0.0
     """s to download and recover the file"""
-    gput: float = 0.0
+    gput: float | None = 0.0
     """goodput, kb/s (file bits / time)"""
     tput: float = 0.0
     """throughput at the link (IP) level, kb/s"""
     loss: float = 0.0
     """loss rate, %"""
-    dup: float = 0.0
+    dup: float | None = 0.0
     """(received symbols / (k + eps) - 1) * 100"""
-    sym: float = 0.0
+    sym: float | None = 0.0
     """((k + eps) / k - 1) * 100"""
-    head: float = 0.0
-    """(packet length / application data - 1) * 100, IP level"""
+    head: float | None = 0.0
+    """(packet length / application data - 1) * 100, IP level, from the data packets
+    received (LDPC: 48 header bytes, RS with FEC Payload ID 129: 52)"""
     net: float = 0.0
     """(link-level bytes / file length - 1) * 100"""
-    comp: float = 0.0
+    comp: float | None = 0.0
     """(time / network time - 1) * 100"""
     raw: dict = field(default_factory=dict)
 
@@ -407,6 +430,8 @@ class FileReceiver:
         self.link_bytes = 0
         self.packets = 0
         self.app_bytes = 0
+        self.data_ip_bytes = 0
+        """IP-level bytes of the data packets (what ``head`` compares with app_bytes)"""
         self.after_done = 0
         """symbols of blocks already decoded (part of ``dup``)"""
         self.repeats = 0
@@ -447,15 +472,20 @@ class FileReceiver:
         """
         if self.complete:
             return []
-        self.packets += 1
-        self.link_bytes += wire_len + IP_UDP_OVERHEAD
-        self.app_bytes += len(pkt.payload)
-        if pkt.data_less:
-            return []
+        # counted only once the packet is known to be of this object (TOI, codepoint)
+        # and, if it carries a symbol, of one of its blocks (issue 5 review, item 6)
         if pkt.toi != self.sd.toi or pkt.codepoint != self.sd.codepoint:
+            return []
+        if pkt.data_less:
+            self.packets += 1
+            self.link_bytes += wire_len + IP_UDP_OVERHEAD
             return []
         if not 0 <= pkt.sbn < self.pt.blocks or len(pkt.payload) != self.E:
             return []
+        self.packets += 1
+        self.link_bytes += wire_len + IP_UDP_OVERHEAD
+        self.data_ip_bytes += wire_len + IP_UDP_OVERHEAD
+        self.app_bytes += len(pkt.payload)
         self.symbols += 1
         sbn = pkt.sbn
         if sbn in self.done:
@@ -534,14 +564,17 @@ class FileReceiver:
         k_total = self.pt.total_symbols or 1
         m = Metrics()
         m.time = time
-        m.gput = size * 8 / time / 1000 if time > 0 else 0.0
         m.tput = self.link_bytes * 8 / time / 1000 if time > 0 else 0.0
         m.loss = 100.0 * lost / (lost + received) if lost + received else 0.0
-        m.dup = (self.symbols / self.needed - 1) * 100 if self.needed else 0.0
-        m.sym = (self.needed / k_total - 1) * 100
-        m.head = ((self.E + 48 + IP_UDP_OVERHEAD) / self.E - 1) * 100
+        m.head = (self.data_ip_bytes / self.app_bytes - 1) * 100 if self.app_bytes else None
         m.net = (self.link_bytes / size - 1) * 100
-        m.comp = (time / network_time - 1) * 100 if network_time > 0 else 0.0
+        if self.complete:
+            m.gput = size * 8 / time / 1000 if time > 0 else 0.0
+            m.dup = (self.symbols / self.needed - 1) * 100 if self.needed else 0.0
+            m.sym = (self.needed / k_total - 1) * 100
+            m.comp = (time / network_time - 1) * 100 if network_time > 0 else 0.0
+        else:  # nothing (or not all) recovered: these criteria are undefined
+            m.gput = m.dup = m.sym = m.comp = None
         m.raw = {"packets": self.packets, "symbols": self.symbols, "needed": self.needed,
                  "k": k_total, "link_bytes": self.link_bytes, "lost": lost,
                  "dropped_inactive": self.dropped_inactive, "eliminations": self.eliminations,
