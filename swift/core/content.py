@@ -97,6 +97,11 @@ class Content:
         self.storage.write(i * self.chunk_size, data)
         self.have.add(i)
 
+    def holds(self, i: int, data: bytes) -> bool:
+        """True when ``data`` is chunk ``i`` as we hold it (its trusted leaf
+        hash matches): a duplicate DATA we may acknowledge (3.4)."""
+        return self.have.has(i) and self.tree.leaf_ok(i, data)
+
     def resume(self) -> int:
         """Mark chunks already on storage whose leaf hash is trusted; returns count."""
         n = self.tree.n_chunks

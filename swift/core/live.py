@@ -357,6 +357,11 @@ class LiveContent:
     def chunk_bytes(self, i: int) -> bytes:
         return self.data[i]
 
+    def holds(self, i: int, data: bytes) -> bool:
+        """True when ``data`` is the verified chunk ``i`` we hold (a duplicate
+        DATA we may acknowledge, RFC 7574 3.4)."""
+        return self.data.get(i) == data
+
     def store_chunk(self, i: int, data: bytes) -> None:
         self.data[i] = data
         self.have.set(B.chunk(i))

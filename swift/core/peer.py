@@ -508,6 +508,32 @@ class Peer(RequestPlanner, UploadScheduler):
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)
+        if hi == lo + 1 and self.content.have.has(i):
+            # a chunk we hold already (the end-game copy we CANCELled, a
+            # retransmission whose first copy was only late): not stored
+            # again, but acknowledged with its one-way delay when it is the
+            # chunk we hold (3.4: a chunk whose integrity is checked MUST be
+            # ACKed; 8.7), so the sender retires it now and LEDBAT gets its
+            # sample instead of counting it lost at a timeout
+            if sent_at is None:
+                self.stats["unsolicited"] += 1
+            else:
+                self.inflight.discard(i)
+                ch.last_progress = now
+            if self.live and ch.pending_sigs:
+                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
+            ch.pending_hashes.clear()
+            ch.hash_order.clear()
+            ch.pending_sigs.clear()
+            if ch.state == "est" and self.content.holds(i, payload):
+                self.stats["dup"] += 1
+                delay = int(self._arrived * 1e6) - timestamp
+                ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+            else:
+                self.stats["dup_mismatch"] = self.stats.get("dup_mismatch", 0) + 1
+                if sent_at is None:
+                    ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
+            return
         if sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
             if self.live and ch.pending_sigs:
@@ -515,16 +541,13 @@ class Peer(RequestPlanner, UploadScheduler):
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
-            if hi == lo + 1 and self.content.have.has(i):
-                ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
-            elif hi == lo + 1 and len(ch.cancels) < 256:
+            if hi == lo + 1 and len(ch.cancels) < 256:
                 ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
         self.inflight.discard(i)
         tree = self.content.tree
         n_before = self.content.n_chunks
-        ok = (not self.content.have.has(i)) and ch.state == "est" and self.content.verify(
-            i, payload, ch.hash_order, ch.pending_sigs, now)
+        ok = ch.state == "est" and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()
@@ -532,9 +555,6 @@ class Peer(RequestPlanner, UploadScheduler):
         ch.pending_sigs.clear()
         ch.last_progress = now
         if not ok:
-            if self.content.have.has(i):
-                self.stats["dup"] += 1
-                return
             if getattr(tree, "last_stale", False):
                 # live: genuine but older than the tune-in age (6.1.2.4):
                 # discard it, but it is not corrupt.  Before we trust any

@@ -1,0 +1,86 @@
+"""DATA for a chunk the receiver already holds (RFC 7574 3.4, 8.7; RFC 6817).
+
+3.4: a peer that has checked the integrity of a chunk MUST send an ACK for
+it, with the one-way delay from the DATA's timestamp (8.7).  A duplicate (an
+end-game copy from a second peer, a retransmission whose first copy was only
+late) is such a chunk: its ACK retires it at the sender at once and gives
+LEDBAT its delay sample, where a HAVE (or silence) would leave it in flight
+until the sender counts it lost and halves its window.
+"""
+
+import os
+
+from swift.core import bins as B
+from swift.core.peer import PeerConfig
+from swift.wire import codec as C
+from swift_support import leecher, pump, seeder
+
+SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
+
+
+def _setup(n_chunks: int = 40):
+    data = os.urandom(n_chunks * 1024)
+    s = seeder(data, PeerConfig(seed=1))
+    l = leecher(s.swarm_id, PeerConfig(seed=2))
+    l.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    assert l.content.complete
+    for _ in range(3):  # let the last ACKs reach the seeder
+        now += 0.01
+        for d, _a in l.datagrams_to_send(now):
+            s.datagram_received(d, LEECH, now)
+    return data, s, l, now
+
+
+def _dup(s, i: int, now: float, payload: bytes | None = None) -> bytes:
+    """A DATA datagram for chunk ``i`` as the seeder sends it (with its hashes)."""
+    sch = next(iter(s.channels.values()))
+    msgs = [C.Integrity(*B.base_range(b), h) for b, h in s.content.tree.uncles(i)]
+    msgs = [C.Integrity(m.start, m.end - 1, m.hash) for m in msgs]
+    msgs.append(C.Data(i, i, int(now * 1e6), payload if payload is not None else s.content.chunk_bytes(i)))
+    return C.encode_datagram(s.ctx, sch.remote_id, msgs), sch
+
+
+def _acks(l, now: float) -> list:
+    out = []
+    for d, _a in l.datagrams_to_send(now):
+        out += [m for m in C.decode_datagram(d, l.ctx).messages if m.type == 2]
+    return out
+
+
+def test_duplicate_data_is_acked_with_a_delay_sample() -> None:
+    data, s, l, now = _setup()
+    dgram, sch = _dup(s, 7, now - 0.030)
+    # the seeder believes it sent chunk 7 again 30 ms ago
+    sch.data_out[7] = (now - 0.030, len(dgram))
+    sch.ledbat.on_send(len(dgram), now - 0.030)
+    acks_before = sch.ledbat.acks
+    l.datagram_received(dgram, SEED, now)
+    acks = _acks(l, now)
+    assert [(a.start, a.end) for a in acks] == [(7, 7)]
+    assert 29_000 <= acks[0].delay <= 31_000  # one-way delay from the DATA timestamp (8.7)
+    assert l.stats["dup"] == 1
+    for d, _a in [(C.encode_datagram(l.ctx, sch.local_id, acks), LEECH)]:
+        s.datagram_received(d, LEECH, now + 0.001)
+    assert 7 not in sch.data_out and sch.ledbat.acks == acks_before + 1
+
+
+def test_unrequested_duplicate_is_acked_too() -> None:
+    """Not requested from this peer (e.g. the end-game loser after our CANCEL):
+    still not stored again, but acknowledged rather than announced by HAVE."""
+    data, s, l, now = _setup()
+    lch = next(iter(l.channels.values()))
+    assert 3 not in lch.requests
+    dgram, _ = _dup(s, 3, now)
+    l.datagram_received(dgram, SEED, now)
+    assert [(a.start, a.end) for a in _acks(l, now)] == [(3, 3)]
+
+
+def test_corrupt_duplicate_is_not_acked() -> None:
+    data, s, l, now = _setup()
+    bad = bytearray(s.content.chunk_bytes(5))
+    bad[0] ^= 1
+    dgram, _ = _dup(s, 5, now, bytes(bad))
+    l.datagram_received(dgram, SEED, now)
+    assert _acks(l, now) == []
+    assert bytes(l.content.storage.buf[5 * 1024:6 * 1024]) == data[5 * 1024:6 * 1024]
