@@ -87,10 +87,12 @@ class Channel:
         self.peer_have = Binmap()
         self.peer_any = False
         self.peer_max = 0
-        self.sent_munros: set[int] = set()
-        #: live UMT secure tune-in (6.1.2.4): the rightmost signed munro we
-        #: last pushed to this peer, and when
+        #: live UMT secure tune-in (6.1.2.4): first chunk of the first signed
+        #: munro we pushed to this peer and when we last pushed one; the
+        #: push ends (``munro_done``) once its HAVE/ACK shows a chunk there
+        #: or later
         self.pushed_munro: tuple[int, float] | None = None
+        self.munro_done = False
         self.pending_sigs: dict[int, tuple[int, bytes]] = {}
         #: what we announced to this peer with HAVE
         self.announced = Binmap()

@@ -16,6 +16,12 @@ from typing import Any
 
 from swift.wire.constants import ChunkAddressing, HashFunc
 
+#: largest datagram we compose (bytes): one 1 KiB chunk with its hashes
+#: fits an Ethernet MTU (RFC 7574 8.1)
+MAX_DGRAM = 1400
+#: UDP payload of one 1500-byte Ethernet frame over IPv6 (1500 - 40 - 8)
+MTU_PAYLOAD = 1452
+
 
 @dataclass
 class PeerConfig:

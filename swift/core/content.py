@@ -126,7 +126,7 @@ class Content:
             data = data[:t.size - i * self.chunk_size]
         return data
 
-    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set,
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool,
                       sent: Binmap | None = None) -> list:
         """Items ("h", bin, hash) to put before DATA i: peaks for a cold peer
         (5.6.2), then uncle hashes by height descending (5.4).

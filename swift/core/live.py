@@ -402,11 +402,14 @@ class LiveContent:
         self._forget()
         return out
 
-    def integrity_for(self, i: int, peer_have: Binmap, cold: bool, sent_munros: set,
+    def integrity_for(self, i: int, peer_have: Binmap, cold: bool,
                       sent: Binmap | None = None) -> list:
         """Items to put before DATA i, in order (6.1.2.3): ("h", bin, hash),
-        ("s", bin, ts, sig): the signed munro unless the peer has a chunk under
-        it, then the uncles below the munro."""
+        ("s", bin, ts, sig): the signed munro unless the peer indicated (HAVE
+        or ACK) a chunk under it -- with every DATA under it until then, not
+        only the first: a munro that went with a lost or reordered datagram
+        would otherwise leave the rest unverifiable -- then the uncles below
+        the munro."""
         t = self.tree
         if isinstance(t, SignAllTree):  # 6.1.1: SIGNED_INTEGRITY before every DATA
             ts, sig = t.signed[i]
@@ -414,14 +417,21 @@ class LiveContent:
         m = munro_of(i, t.per_sig)
         out: list = []
         lo, hi = B.base_range(m)
-        # a chunk sent again was lost or dropped, maybe with its munro: resend it
-        again = sent is not None and sent.has(i)
-        if (m not in sent_munros or again) and peer_have.is_empty_range(lo, hi):
+        if peer_have.is_empty_range(lo, hi):
             h, ts, sig = t.signed[m]
             out += [("h", m, h), ("s", m, ts, sig)]
-            sent_munros.add(m)
         out += [("h", b, h) for b, h in t.uncles(i, peer_have)]
         return out
+
+    def rightmost_munro(self) -> int | None:
+        """Bin of the newest signed munro we hold (6.1.2.4), or None."""
+        t = self.tree
+        if isinstance(t, SignAllTree) or not t.frontier:
+            return None
+        m = munro_of(t.frontier - 1, t.per_sig)
+        if m in t.signed:
+            return m
+        return max(t.signed, key=lambda b: B.base_range(b)[1], default=None)
 
     def learn(self, hashes: list, sigs: dict, now: float) -> None:
         """Trust the signed munros that came with a DATA we do not keep (an

@@ -45,7 +45,7 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
-from swift.core.config import PeerConfig
+from swift.core.config import MAX_DGRAM, PeerConfig
 from swift.core.content import Content
 from swift.core.picker import PICKERS, Availability
 from swift.core.requests import RequestPlanner
@@ -62,7 +62,6 @@ from swift.wire.constants import (
     Version,
 )
 
-MAX_DGRAM = 1400
 _PACK_II = struct.Struct(">II").pack
 #: seconds after our PEX_REQ during which PEX_RES* answers are accepted
 PEX_ANSWER_WINDOW = 5.0
@@ -688,18 +687,21 @@ class Peer(RequestPlanner, UploadScheduler):
             self.have_log_base += len(log)
             log.clear()
 
-    def _pack(self, ch: Channel, dest: int, msgs: list) -> list[bytes]:
-        """Messages -> datagrams of at most MAX_DGRAM bytes."""
+    def _pack(self, ch: Channel, dest: int, msgs: list, every: list = ()) -> list[bytes]:  # type: ignore[assignment]
+        """Messages -> datagrams of at most MAX_DGRAM bytes; ``every`` (the
+        live tune-in munro, 6.1.2.4) ends each of them."""
+        tail = b"".join(C.encode_message(self.ctx, m) for m in every)
+        room = MAX_DGRAM - len(tail)
         out = []
         cur = bytearray(dest.to_bytes(4, "big"))
         for m in msgs:
             e = C.encode_message(self.ctx, m)
-            if len(cur) + len(e) > MAX_DGRAM and len(cur) > 4:
-                out.append(bytes(cur))
+            if len(cur) + len(e) > room and len(cur) > 4:
+                out.append(bytes(cur + tail))
                 cur = bytearray(dest.to_bytes(4, "big"))
             cur += e
-        if len(cur) > 4:
-            out.append(bytes(cur))
+        if len(cur) > 4 or tail:
+            out.append(bytes(cur + tail))
         return out
 
     def datagrams_to_send(self, now: float, budget: int = 256) -> list[tuple[bytes, Any]]:
@@ -734,15 +736,17 @@ class Peer(RequestPlanner, UploadScheduler):
                     msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                 ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
-                msgs += self._munro_push(ch, now)
                 msgs += self._pex_msgs(ch, now)
                 if (self.config.pex_connect and not self._complete_reported
                         and now >= ch.next_pex and len(self.channels) < self.config.max_channels):
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
                     ch.next_pex = now + 5.0
                     ch.pex_asked = now
-            if msgs:
-                for d in self._pack(ch, dest, msgs):
+                push = self._munro_push(ch, now, alone=not msgs)  # live tune-in (6.1.2.4)
+            else:
+                push = []
+            if msgs or push:
+                for d in self._pack(ch, dest, msgs, push):
                     out.append((d, ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1

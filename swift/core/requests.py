@@ -271,25 +271,30 @@ class RequestPlanner:
 
     # -- live tune-in (6.1.2.4) ---------------------------------------------------
 
-    def _munro_push(self, ch: Channel, now: float) -> list:
-        """Secure tune-in (6.1.2.4): in the Unified Merkle Tree scheme send
-        our rightmost signed munro (INTEGRITY + SIGNED_INTEGRITY) until the
-        peer shows, by HAVE or ACK, a chunk under it or a later one.  The RFC
-        asks for it in every datagram; we repeat it at most once a second."""
-        tree = self.content.tree
-        if not self.live or self.live_method != IntegrityMethod.UNIFIED_MERKLE or not tree.frontier:
+    def _munro_push(self, ch: Channel, now: float, alone: bool = False) -> list:
+        """Secure tune-in (6.1.2.4): with the Unified Merkle Tree our rightmost
+        signed munro (INTEGRITY + SIGNED_INTEGRITY) goes in every datagram to
+        ``ch`` from the third (initiator) or fourth (responder) on -- control
+        and DATA datagrams alike -- until the peer's HAVE or ACK shows a
+        chunk under the first munro we pushed or a later one; then this
+        channel's tune-in is over (later munros go with the DATA under them,
+        6.1.2.3).  ``alone``: the datagram would carry nothing else; then it
+        is sent only as the first push or as a repeat after 1 s of silence,
+        in case the datagrams that carried it were lost."""
+        if ch.munro_done or not self.live or self.live_method != IntegrityMethod.UNIFIED_MERKLE:
             return []
-        m = max(tree.signed, key=lambda b: B.base_range(b)[1], default=None)
+        m = self.content.rightmost_munro()
         if m is None:
             return []
         lo, hi = B.base_range(m)
-        if ch.peer_max > lo:
-            return []  # the peer knows this munro or a later one
-        last = ch.pushed_munro
-        if last is not None and last[0] == m and now - last[1] < 1.0:
+        first = lo if ch.pushed_munro is None else ch.pushed_munro[0]
+        if ch.peer_max > first:
+            ch.munro_done = True  # the peer knows this munro or a later one
             return []
-        ch.pushed_munro = (m, now)
-        h, ts, sig = tree.signed[m]
+        if alone and ch.pushed_munro is not None and now - ch.pushed_munro[1] < 1.0:
+            return []
+        ch.pushed_munro = (first, now)
+        h, ts, sig = self.content.tree.signed[m]
         s, t = self._specs(lo, hi, clip=False)[0]
         return [C.Integrity(s, t, h), C.SignedIntegrity(s, t, ts, sig)]
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from swift.core import bins as B
 from swift.core.channel import Channel
+from swift.core.config import MTU_PAYLOAD
+from swift.wire import codec as C
 
 _PACK_Q = struct.Struct(">Q").pack
 
@@ -73,7 +75,8 @@ class UploadScheduler:
         spec = self._wire_spec
         parts = [ch.remote_id.to_bytes(4, "big")]
         cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
-        for item in self.content.integrity_for(i, ch.peer_have, cold, ch.sent_munros, ch.sent):
+        items = self.content.integrity_for(i, ch.peer_have, cold, ch.sent)
+        for item in items:
             b = item[1]
             lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
             lo = (b >> (lay + 1)) << lay
@@ -83,6 +86,18 @@ class UploadScheduler:
                 parts.append(b"\x07" + spec(lo, lo + (1 << lay)) + item[2].to_bytes(8, "big") + item[3])
         parts.append(b"\x01" + spec(i, i + 1, True) + _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
                      + self.content.chunk_bytes(i))
+        if self.live and not ch.munro_done:
+            # live tune-in (6.1.2.4): the rightmost signed munro rides in
+            # DATA datagrams too, unless it is this chunk's own munro (then
+            # already in ``items``) or would make a datagram that fits one
+            # Ethernet frame stop fitting (then control datagrams carry it)
+            push = self._munro_push(ch, now)
+            m = self.content.rightmost_munro() if push else None
+            if push and not any(x[0] == "s" and x[1] == m for x in items):
+                extra = b"".join(C.encode_message(self.ctx, x) for x in push)
+                rest = sum(map(len, parts))
+                if rest + len(extra) <= MTU_PAYLOAD or rest > MTU_PAYLOAD:
+                    parts.insert(1, extra)
         return b"".join(parts)
 
     def _next_upload(self, now: float) -> Channel | None:
