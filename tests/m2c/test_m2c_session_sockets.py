@@ -92,7 +92,7 @@ async def test_datagrams_from_another_source_are_dropped(tmp_path):
     src, sd = session(tmp_path, size=20_000, min_rate=50.0, max_rate=400.0)
     assert sd.source == "127.0.0.1"
     rx = MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=30, slot_timeout=30)
-    task = asyncio.create_task(rx.run(timeout=4))
+    task = asyncio.create_task(rx.run(timeout=2.5))
     await asyncio.sleep(0.2)
     sent = await forge_sender(sd, src, "127.0.0.9", task)
     res = await task
@@ -193,7 +193,11 @@ async def test_implausible_packets_never_reach_the_decoder(tmp_path):
     snd = asyncio.create_task(MulticastSender(sd, src).run(duration=20, stop=stop))
     rx = MulticastReceiver(sd, str(tmp_path / "out"))
     task = asyncio.create_task(rx.run(timeout=15))
-    await asyncio.sleep(0.4)  # the receiver has anchored its sender clock by now
+    for _ in range(100):  # until the receiver has anchored its sender clock
+        await asyncio.sleep(0.02)
+        if rx.cc.offset is not None or task.done():
+            break
+    assert rx.cc.offset is not None and not rx.file.done
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
