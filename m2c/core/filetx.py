@@ -147,7 +147,8 @@ class SessionDescription:
         need(f["scheme"] in ("ldpc", "rs"), f"unknown FEC scheme {f['scheme']!r}")
         if f["scheme"] == "rs":
             # RFC 5445 5.2.2.2: the FEC Instance ID names the code under ID 129
-            need(f.get("instance_id", ZFEC_INSTANCE_ID) == ZFEC_INSTANCE_ID,
+            iid = f.get("instance_id", ZFEC_INSTANCE_ID)
+            need(is_int(iid) and iid == ZFEC_INSTANCE_ID,
                  f"fec instance_id {f.get('instance_id')!r} is not our zfec Reed-Solomon "
                  f"({ZFEC_INSTANCE_ID})")
         else:
@@ -233,18 +234,19 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
 
     LDPC: N1 = 5 (N1m3 = 2) because our receivers finish with Gaussian
     elimination (RFC 5170 4.2.3 suggests N1m3 > 0 then): ~1.01 k symbols instead
-    of ~1.07 k with N1 = 3 (bench m2c_fec).  Blocks of at most 2,000 source
+    of ~1.07 k with N1 = 3 (bench m2c_fec).  Blocks of at most 3,000 source
     symbols: fewer, larger blocks waste fewer symbols of already decoded blocks
-    (``dupsim``: 0.2-1.3 % fewer symbols with one block of 2,946 than with two)
-    but the last block's final elimination, which adds to the transfer time,
-    took 0.25-0.3 s at k = 2,946 on the loaded testbed, about twice as long,
-    and the 4 Mb/s receiver was no faster (docs/m2c-results.md).
+    while the last one finishes (``dupsim``: 0.2-1.3 % fewer symbols with one
+    block of 2,946 than with two of 1,473).  Session 2 went back to 2,000
+    because the last block's final elimination, on the critical path, took
+    0.25-0.3 s in Python at k = 2,946; in C it takes 6-8 ms
+    (``python -m m2c.fec.elimbench --k 2946 --size 1424``), docs/m2c-results.md.
     """
     if scheme == "rs":
         B = max_block_length or 128
         return {"scheme": "rs", "symbol_size": symbol_size, "max_block_length": B,
                 "max_n": 2 * B, "n1": 0, "seed": 0, "instance_id": ZFEC_INSTANCE_ID}
-    B = max_block_length or 2000
+    B = max_block_length or 3000
     T = -(-size // symbol_size) if symbol_size > 0 else 0
     if T > LDPC_MAX_BLOCKS * B:
         # RFC 5170 4.1/4.2.2: at most 2^12 source blocks; grow B (up to 5.2's max1_B)

@@ -379,6 +379,18 @@ class ReceiverCC:
     base group to a 4 Mb/s link took ~0.5 s, a third of the 4 Mb/s receiver's excess
     over its link-ideal time)"""
 
+    STARTUP_QDELAY = 0.010
+    """ours (RFC 3738 3.2.2.6 ends slow start when MRTT grows; we watch the one-way
+    delay): start-up ends when every packet of an epoch queued behind more than this
+    long, or behind ``STARTUP_QPKTS`` packets at the received rate, whichever is
+    longer: a standing queue at the bottleneck, i.e. the link is full before any loss"""
+    STARTUP_QPKTS = 2.5
+    HOLD_QDELAY = 0.003
+    """ours: until the first loss, no join while each of the last ``HOLD_PKTS``
+    packets queued longer than this and than one packet time at the received rate
+    (the path is filling: the joins already made have not shown their full effect)"""
+    HOLD_PKTS = 4
+
     PLAUSIBLE_TSD = 3.0
     """ours: a packet is plausible when its due time is within this many TSD of the
     sender-time estimate (queueing and path delay stay far below it)"""
@@ -424,6 +436,12 @@ class ReceiverCC:
         """epoch length factor until the first loss or rate lag (1 for WEBRC, whose
         filters are defined per epoch)"""
         self.started = False
+        self._qmin = math.inf
+        """least queueing delay (one-way delay above the windowed minimum) this epoch"""
+        self.qdelay_exits = 0
+        self._qrecent: deque[float] = deque(maxlen=self.HOLD_PKTS)
+        """queueing delays of the last few packets (see ``HOLD_QDELAY``)"""
+        """start-ups ended by a standing queue (see ``STARTUP_QDELAY``)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -464,6 +482,10 @@ class ReceiverCC:
         if self.offset is not None and abs(off - self.offset) <= self.plausible:
             self._last_plausible = now
             self._note_offset(now, off)
+            q = off - self.offset
+            if q < self._qmin:
+                self._qmin = q
+            self._qrecent.append(q)
             return self._accept(now, channel, psn)
         if self.offset is not None:
             self.implausible += 1
@@ -536,6 +558,7 @@ class ReceiverCC:
         rr = self._rx / span
         irr = self._ev / span
         self._rx = self._ev = 0
+        qmin, self._qmin = self._qmin, math.inf
         startup = self.loss_events == 0 and not self.lag_holds
         self.next_epoch = max(self.next_epoch + (el * self.startup_epoch if startup else el), now)
         self.ctl.on_epoch(now, rr, irr, self.rtt.rtt)
@@ -570,9 +593,16 @@ class ReceiverCC:
         a = 0.3
         self._rr_avg = (1 - a) * self._rr_avg + a * rr
         self._cum_avg = (1 - a) * self._cum_avg + a * due
-        lagging = (self._cum_avg * el >= 8 and self._rr_avg < 0.8 * self._cum_avg)
-        hold = max(2 * self.rtt.rtt, el)
-        recent = any(now - t < hold for c, (t, _) in self.pending.items() if c)
+        # the averages remember ~1/a epochs: judge once they hold 8 due packets (a slow
+        # receiver's overshoot went unseen when this needed 8 per epoch: 80 packets/s)
+        lagging = (self._cum_avg * el / a >= 8 and self._rr_avg < 0.8 * self._cum_avg)
+        if (startup and not lagging and rr > 0 and math.isfinite(qmin)
+                and qmin > max(self.STARTUP_QDELAY, self.STARTUP_QPKTS / rr)):
+            # a standing queue through a whole epoch: the path is full (start-up exit)
+            lagging = True
+            self.qdelay_exits += 1
+        hold = max(2 * self.rtt.rtt, el * self.startup_epoch if startup else el)
+        recent = any(now - t < hold - 1e-6 for c, (t, _) in self.pending.items() if c)
         if lagging:
             self.lag_holds += 1
             self.ctl.on_lag(now, rr, self.rtt.rtt)
@@ -595,6 +625,9 @@ class ReceiverCC:
             # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
             n_max = self.STARTUP_JOINS if self.loss_events == 0 and not self.lag_holds else 1
             target = self.target_rate()
+            if (self.loss_events == 0 and rr > 0 and len(self._qrecent) == self.HOLD_PKTS
+                    and min(self._qrecent) > max(self.HOLD_QDELAY, 1 / rr)):
+                n_max = 0  # a queue is building: wait for the joins made to show
             for _ in range(n_max):
                 if lvl >= sched.levels or sched.cum_rate(lvl + 1, ts) > target:
                     break

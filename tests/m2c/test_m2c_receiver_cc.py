@@ -138,6 +138,7 @@ def test_unconstrained_receiver_climbs_to_the_top(controller):
     assert violations == 0
     assert max(lvl for _, lvl, _ in levels) >= rx.schedule.levels - 2
     assert rx.loss.lost == 0
+    assert rx.qdelay_exits == 0  # no queue, no start-up exit on delay
     # once at the top it stays there across slot changes (it pre-joins the new waves)
     late = [lvl for t, lvl, _ in levels if t > 10.0]
     assert sum(lvl == rx.schedule.levels for lvl in late) >= 0.9 * len(late)
@@ -154,6 +155,19 @@ def test_bottleneck_receiver_settles_near_capacity(controller):
     assert rx.loss_events > 0  # it probed the bottleneck
     assert 0.25 * cap < mean_rate < 2.0 * cap
     assert rx.loss.lost < 0.2 * rx.loss.received
+
+
+def test_startup_ends_on_a_standing_queue_before_any_loss():
+    """A bottleneck whose queue is deep enough to hold the start-up overshoot for a
+    while: the one-way delay grows before anything is lost, and start-up ends on it
+    (RFC 3738 3.2.2.6's MRTT-increase exit, with the exact sender clock) instead of
+    climbing on until the rate lag or a loss shows."""
+    cap = 150.0
+    rx, got, levels, violations = simulate("m2c", cap, duration=6.0, qlen=100)
+    assert violations == 0
+    assert rx.qdelay_exits == 1
+    assert rx.loss.lost == 0
+    assert max(rate for _, _, rate in levels) < 2.0 * cap
 
 
 def test_late_receiver_joins_any_time():

@@ -35,9 +35,9 @@ def test_more_than_4096_ldpc_blocks_is_refused_at_session_creation():
     with pytest.raises(ValueError, match="12-bit SBN"):  # was: FECError mid-carousel
         sd_for(size, fec)
     # without an explicit B, B grows until the file fits in 2^12 blocks
-    fec = default_fec(LDPC_MAX_BLOCKS * 2000 * 2 + 5, "ldpc", 2)
-    sd = sd_for(LDPC_MAX_BLOCKS * 2000 * 2 + 5, fec)
-    assert fec["max_block_length"] == 2001 and sd.partition().blocks <= LDPC_MAX_BLOCKS
+    fec = default_fec(LDPC_MAX_BLOCKS * 3000 * 2 + 5, "ldpc", 2)
+    sd = sd_for(LDPC_MAX_BLOCKS * 3000 * 2 + 5, fec)
+    assert fec["max_block_length"] == 3001 and sd.partition().blocks <= LDPC_MAX_BLOCKS
     with pytest.raises(FECError, match="symbol size"):  # beyond RFC 5170 5.2's max1_B
         default_fec(LDPC_MAX_BLOCKS * (1 << 19) + 1, "ldpc", 1)
 
