@@ -11,6 +11,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
 from m2c.core.groups import WaveSchedule
@@ -110,3 +112,24 @@ def test_head_is_measured_from_the_datagrams(scheme):
     m = fr.metrics(2.0, 1.0, 0, 100)
     assert m.head == pytest.approx((100 + hdr + 28) / 100 * 100 - 100)
     assert m.gput is not None and m.sym is not None
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
+                                                                         max_size=3),
+                    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(source=JSON | st.ip_addresses(v=4).map(str), instance=JSON, scheme=st.sampled_from(["ldpc", "rs"]))
+def test_new_session_fields_fuzzed(source, instance, scheme):
+    """Any JSON in ``source`` or ``fec.instance_id``: a description or ValueError."""
+    d = json.loads(sd_for(b"x" * 500, scheme).to_json())
+    d["source"] = source
+    d["fec"]["instance_id"] = instance
+    try:
+        sd = SessionDescription.from_json(json.dumps(d))
+    except ValueError:
+        return
+    assert sd.source == source and scheme == "rs" and type(instance) is int
+    assert instance == ZFEC_INSTANCE_ID
