@@ -248,7 +248,7 @@ class MulticastReceiver:
         self._t_batch = 0.0
         self._t_packet = 0.0
         self._t_slot = 0.0
-        self._max_slot = -1
+        self._slot = -1
         self._close_at = math.inf
         self._flush_pending = False
         self._fd = -1
@@ -318,8 +318,11 @@ class MulticastReceiver:
             if cc.implausible != before:  # does not fit the sender clock: not decoded
                 self.implausible += 1
                 continue
-            if pkt.slot > self._max_slot:
-                self._max_slot = pkt.slot
+            if pkt.slot != self._slot and cc.offset is not None:
+                # RFC 3738 3.2.3.8 watches for no *change* of the time slot index; only
+                # packets judged against the sender clock count (a forged index before
+                # the clock is anchored cannot hold the watch)
+                self._slot = pkt.slot
                 self._t_slot = now
             self._write(self.file.feed(pkt, len(data), defer=True), now)
             if self.file.complete:
