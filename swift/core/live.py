@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from typing import Callable
-
-from cryptography.hazmat.primitives.asymmetric import ec
+from typing import Any, Callable
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
@@ -74,19 +72,11 @@ def _chunk32_spec(lo: int, hi: int) -> bytes:
     return lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big")
 
 
-def swarm_id_for(pub: ec.EllipticCurvePublicKey) -> bytes:
-    """DNSKEY-style swarm ID: algorithm 13 then X||Y (6.1)."""
-    n = pub.public_numbers()
-    return bytes([SigAlg.ECDSAP256SHA256]) + n.x.to_bytes(32, "big") + n.y.to_bytes(32, "big")
-
-
-def key_from_swarm_id(sid: bytes) -> ec.EllipticCurvePublicKey:
-    """Public key from a swarm ID (ValueError if malformed)."""
-    if len(sid) != 65 or sid[0] != SigAlg.ECDSAP256SHA256:
-        raise ValueError("not an ECDSA P-256 swarm ID")
-    x = int.from_bytes(sid[1:33], "big")
-    y = int.from_bytes(sid[33:], "big")
-    return ec.EllipticCurvePublicNumbers(x, y, ec.SECP256R1()).public_key()
+def key_from_swarm_id(sid: bytes) -> Any:
+    """The injector's public key in a live swarm ID (6.1), any algorithm of
+    7.7 (ValueError if malformed): the parser of
+    :meth:`~swift.core.livesig.LiveSigner.from_swarm_id`, one path."""
+    return LiveSigner.from_swarm_id(sid).pub
 
 
 def munro_of(chunk: int, per_sig: int) -> int:

@@ -22,7 +22,6 @@ import os
 from typing import Any, BinaryIO, Callable, Iterable
 
 from swift.core import bins as B
-from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
 
 

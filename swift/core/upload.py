@@ -15,7 +15,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from swift.core import bins as B
 from swift.core.channel import Channel
 from swift.core.config import MTU_PAYLOAD
 from swift.wire import codec as C

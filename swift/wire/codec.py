@@ -27,7 +27,6 @@ from swift.wire.constants import (
     NONE64,
     SIG_SIZES,
     SPEC_SIZES,
-    VARIABLE_CHUNK_SIZE,
     ChunkAddressing,
     HashFunc,
     MsgType,
@@ -42,15 +41,6 @@ class DecodeError(ValueError):
 
 class EncodeError(ValueError):
     """A message cannot be expressed with the given wire context."""
-
-
-_SPEC_FMT = {
-    ChunkAddressing.BIN32: ">I",
-    ChunkAddressing.BYTE64: ">QQ",
-    ChunkAddressing.CHUNK32: ">II",
-    ChunkAddressing.BIN64: ">Q",
-    ChunkAddressing.CHUNK64: ">QQ",
-}
 
 
 @dataclass(frozen=True, slots=True)

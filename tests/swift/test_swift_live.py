@@ -87,3 +87,36 @@ def test_live_forged_data_rejected() -> None:
     v.connect(SRC, 1000.0)
     _pump({SRC: source, V1: v}, source, 100, feed=True)
     assert v.content.have.count() == 0 and v.stats["rejected"] >= 1
+
+
+def test_key_from_swarm_id_is_the_signer_path_for_all_four_algorithms() -> None:
+    """6.1/7.7: one parser for DNSKEY swarm IDs (RSASHA1, RSASHA256,
+    ECDSAP256SHA256, ECDSAP384SHA384): key_from_swarm_id is LiveSigner's."""
+    import pytest
+
+    from swift.core.livesig import SUPPORTED, LiveSigner
+    for alg in SUPPORTED:
+        s = LiveSigner.generate(alg, rsa_bits=1024)
+        k = key_from_swarm_id(s.swarm_id)
+        assert k.public_numbers() == s.pub.public_numbers()
+        assert LiveSigner.from_swarm_id(s.swarm_id).pub.public_numbers() == k.public_numbers()
+        with pytest.raises(ValueError):
+            key_from_swarm_id(s.swarm_id[:-1])
+    for bad in (b"", b"\x0d", b"\x07" + bytes(64), bytes([13]) + bytes(64)):
+        with pytest.raises(ValueError):
+            key_from_swarm_id(bad)
+
+
+def test_key_from_swarm_id_fuzz() -> None:
+    """Arbitrary bytes: a public key or ValueError, nothing else."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from([5, 8, 13, 14, 7, 0]), st.binary(max_size=200))
+    def check(alg: int, body: bytes) -> None:
+        try:
+            key_from_swarm_id(bytes([alg]) + body)
+        except ValueError:
+            pass
+    check()
