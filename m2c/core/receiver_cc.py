@@ -390,6 +390,9 @@ class ReceiverCC:
     packets queued longer than this and than one packet time at the received rate
     (the path is filling: the joins already made have not shown their full effect)"""
     HOLD_PKTS = 4
+    HOLD_RATIO = 0.9
+    """ours: likewise no join before the first loss after an epoch that brought less
+    than this share of what the confirmed joined groups sent in it (8 packets or more)"""
 
     PLAUSIBLE_TSD = 3.0
     """ours: a packet is plausible when its due time is within this many TSD of the
@@ -625,9 +628,13 @@ class ReceiverCC:
             # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
             n_max = self.STARTUP_JOINS if self.loss_events == 0 and not self.lag_holds else 1
             target = self.target_rate()
-            if (self.loss_events == 0 and rr > 0 and len(self._qrecent) == self.HOLD_PKTS
-                    and min(self._qrecent) > max(self.HOLD_QDELAY, 1 / rr)):
-                n_max = 0  # a queue is building: wait for the joins made to show
+            if self.loss_events == 0 and rr > 0 and (
+                    (len(self._qrecent) == self.HOLD_PKTS
+                     and min(self._qrecent) > max(self.HOLD_QDELAY, 1 / rr))
+                    or (due * span >= 8 and rr < self.HOLD_RATIO * due)):
+                # a queue is building, or the last epoch brought less than the joined
+                # groups sent: wait until the joins made have shown their effect
+                n_max = 0
             for _ in range(n_max):
                 if lvl >= sched.levels or sched.cum_rate(lvl + 1, ts) > target:
                     break
