@@ -188,20 +188,18 @@ done:
  * non-blocking, with each datagram's kernel arrival time t (SO_TIMESTAMPNS,
  * seconds since the epoch as a float; -1.0 when the socket gives none).
  * The PPSPP one-way delay sample (RFC 7574 8.7) then excludes the time a
- * datagram waited for our event loop.  Twin: swift/_fast.py. */
+ * datagram waited for our event loop.  Twin: swift/_fast.py.
+ *
+ * It is deliverykit's recv_batch plus the control messages: once core.c
+ * exports that loop as dk_recvmmsg(sock, max_count, size, with_ts) (declared
+ * in speedups.h with DK_HAVE_RECVMMSG), this is only the argument check;
+ * until then the #else branch keeps a private copy of the loop. */
 #define SW_MAX_BATCH 256
 
+#ifndef DK_HAVE_RECVMMSG
 static PyObject *
-recv_batch_ts(PyObject *self, PyObject *args)
+sw_recvmmsg_ts(PyObject *sock, Py_ssize_t max_count, Py_ssize_t size)
 {
-    PyObject *sock;
-    Py_ssize_t max_count, size;
-    if (!PyArg_ParseTuple(args, "Onn:recv_batch_ts", &sock, &max_count, &size))
-        return NULL;
-    if (max_count < 1 || max_count > SW_MAX_BATCH || size < 1 || size > 65536) {
-        PyErr_SetString(PyExc_ValueError, "recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536");
-        return NULL;
-    }
     int fd = PyObject_AsFileDescriptor(sock);
     if (fd < 0)
         return NULL;
@@ -273,7 +271,25 @@ done:
     PyMem_Free(addrs);
     return out;
 }
+#endif
 
+static PyObject *
+recv_batch_ts(PyObject *self, PyObject *args)
+{
+    PyObject *sock;
+    Py_ssize_t max_count, size;
+    if (!PyArg_ParseTuple(args, "Onn:recv_batch_ts", &sock, &max_count, &size))
+        return NULL;
+    if (max_count < 1 || max_count > SW_MAX_BATCH || size < 1 || size > 65536) {
+        PyErr_SetString(PyExc_ValueError, "recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536");
+        return NULL;
+    }
+#ifdef DK_HAVE_RECVMMSG
+    return dk_recvmmsg(sock, max_count, size, 1);
+#else
+    return sw_recvmmsg_ts(sock, max_count, size);
+#endif
+}
 
 /* decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size)
  *   -> (messages, pos, error)
