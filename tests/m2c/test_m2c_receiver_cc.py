@@ -170,6 +170,18 @@ def test_startup_ends_on_a_standing_queue_before_any_loss():
     assert max(rate for _, _, rate in levels) < 2.0 * cap
 
 
+def test_rate_lag_is_seen_at_slow_receivers():
+    """The rate-lag check (RFC 3738 3.2.2.6, TRR well below the joined rate) judges
+    once its averages hold 8 due packets; it used to need 8 in one epoch (80
+    packets/s at EL = 0.1 s) and never fired for a receiver behind 1 Mb/s, which
+    then kept joining into its own queue."""
+    s = WaveSchedule(10.0, 70.0, tsd=1.0, k=2)  # every cumulative rate below 80/s
+    rx, got, levels, violations = simulate("m2c", 25.0, duration=20.0, sched=s)
+    assert violations == 0
+    assert rx.lag_holds > 0
+    assert rx.loss.lost < 0.1 * rx.loss.received
+
+
 def test_late_receiver_joins_any_time():
     s = make_schedule("step", min_rate=10.0, max_rate=1000.0, tsd=1.0, k=2)
     rx, got, levels, violations = simulate("m2c", None, duration=15.0, sched=s, start=123.4)
