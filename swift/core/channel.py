@@ -112,6 +112,8 @@ class Channel:
         # download side
         self.choked = False  # they choke us
         self.requests: dict[int, float] = {}
+        #: requests answered since ``requests`` was last compacted (peer.py)
+        self.req_pops = 0
         #: order in which requests were sent (served in that order, 3.7)
         self.req_seq: dict[int, int] = {}
         self.next_seq = 0

@@ -507,6 +507,14 @@ class Peer(RequestPlanner, UploadScheduler):
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)
+        if sent_at is not None:
+            # ``requests`` is a FIFO in a dict: every pop from the front leaves
+            # a dummy slot that next(iter()) above must skip (CPython dicts do
+            # not shrink on delete); a copy now and then keeps that O(1)
+            ch.req_pops += 1
+            if ch.req_pops >= 512:
+                ch.req_pops = 0
+                ch.requests = dict(ch.requests)
         if hi == lo + 1 and self.content.have.has(i):
             # a chunk we hold already (the end-game copy we CANCELled, a
             # retransmission whose first copy was only late): not stored
