@@ -40,9 +40,9 @@ from m2c.core.sequencer import Sequencer
 from m2c.fec import ldpc, rs
 from m2c.fec.errors import FECError
 from m2c.fec.partition import Partition, n_for_block, partition
-from m2c.fec.payload_id import ZFEC_INSTANCE_ID
+from m2c.fec.payload_id import LDPC_MAX_N, SBS_MAX_FIELD, ZFEC_INSTANCE_ID
 from m2c.wire.codec import AlcPacket
-from m2c.wire.constants import Codepoint
+from m2c.wire.constants import CCI_MAX_CHANNEL, Codepoint
 
 __all__ = ["SessionDescription", "FileSender", "FileReceiver", "Metrics", "IP_UDP_OVERHEAD",
            "default_fec", "sha256_file"]
@@ -157,8 +157,18 @@ class SessionDescription:
         for key in ("symbol_size", "max_block_length", "max_n", "n1", "seed"):
             need(is_int(f[key]), f"fec {key} must be an integer")
         need(1 <= f["symbol_size"] <= 0xFFFF, "fec symbol_size must be 1..65535")
-        need(1 <= f["max_block_length"] <= f["max_n"] <= 1 << 20,
-             "fec needs 1 <= max_block_length <= max_n <= 2^20 (RFC 5170 4.1)")
+        need(1 <= f["max_block_length"] <= f["max_n"],
+             "fec needs 1 <= max_block_length <= max_n")
+        need(self.size < 1 << 48, "size does not fit the FEC OTI's 48-bit Transfer-Length")
+        if f["scheme"] == "ldpc":
+            need(f["max_n"] <= LDPC_MAX_N,
+                 f"fec max_n {f['max_n']} does not fit EXT_FTI's 20-bit max_n field: at most "
+                 f"2^20 - 1 = {LDPC_MAX_N} (RFC 5170 Figure 2)")
+        else:
+            need(f["max_n"] <= SBS_MAX_FIELD,
+                 f"fec max_block_length {f['max_block_length']} and max_n {f['max_n']} must "
+                 f"fit the 16-bit fields of FEC Encoding ID 129's FEC OTI: at most "
+                 f"{SBS_MAX_FIELD} (RFC 5445 5.2.2.2)")
         need(isinstance(r, dict), "rates must be an object")
         for key in ("schedule", "min_rate", "max_rate", "tsd", "k", "quiet"):
             need(key in r, f"rates lack {key!r}")
@@ -170,6 +180,12 @@ class SessionDescription:
             sched = self.schedule()
         except (TypeError, ValueError) as exc:
             raise ValueError(f"session description: bad rate schedule: {exc}") from None
+        # the M2C CCI's channel number is 8 bits (docs/wire-m2c.md): refuse, never wrap
+        need(sched.channels <= CCI_MAX_CHANNEL,
+             f"{sched.channels} dynamic channels (rates k = {r['k']}, min_rate..max_rate "
+             f"{r['min_rate']:g}..{r['max_rate']:g} packets/s): the M2C CCI's 8-bit channel "
+             f"number holds the base group 0 and channels 1..{CCI_MAX_CHANNEL} at most; "
+             f"use a smaller k (m2c send --k) or a narrower rate range")
         need(isinstance(self.groups, list) and len(self.groups) >= sched.channels + 1,
              f"{sched.channels + 1} groups needed (base + {sched.channels} channels), "
              f"got {len(self.groups) if isinstance(self.groups, list) else 'none'}")
@@ -183,6 +199,9 @@ class SessionDescription:
             need(pt.blocks <= LDPC_MAX_BLOCKS,
                  f"{pt.blocks} source blocks; LDPC-Staircase's 12-bit SBN allows "
                  f"{LDPC_MAX_BLOCKS} (RFC 5170 4.2.2: transfer length <= 2^12*B*E)")
+        else:
+            need(pt.blocks <= 1 << 32, f"{pt.blocks} source blocks; the 32-bit SBN of FEC "
+                 f"Encoding ID 129 allows 2^32 (RFC 5445 5.2.1)")
         # every block's n (RFC 5170 5.5 / RFC 5510) must be a valid code: the FEC
         # layer checks k < n <= 2^20, n - k >= N1, the seed ... (FECError is a ValueError)
         for k in {pt.a_large, pt.a_small} - {0}:
@@ -259,7 +278,9 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
                 f" bytes{'' if need > LDPC_MAX1_B else ' with this B'}): use a larger "
                 f"{'symbol size' if need > LDPC_MAX1_B else 'block length or none'}")
         B = need
-    max_n = 2 * B
+    # RFC 5170 5.4: max_n = ceil(B / CR) = 2B, but EXT_FTI's max_n field has 20 bits:
+    # with B = max1_B = 2^19 (5.2), 2^20 - 1 (n = 2k - 1 for a full block)
+    max_n = min(2 * B, LDPC_MAX_N)
     # RFC 5170 5.5 n = floor(k*max_n/B) must leave n - k >= N1 rows for the N1 ones of
     # every column (6.2): only a block shorter than N1 (a file of < N1 symbols) needs
     # a max_n above 2B, i.e. a code rate below 1/2 for that tiny file
@@ -267,6 +288,11 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
         k_min = partition(size, B, symbol_size).a_small or 1
         if n_for_block(k_min, max_n, B) - k_min < n1:
             max_n = -(-(k_min + n1) * B // k_min)
+            if max_n > LDPC_MAX_N:
+                raise FECError(
+                    f"a block of {k_min} symbols needs max_n = {max_n} with B = {B} for "
+                    f"n - k >= N1 = {n1}, beyond EXT_FTI's 20-bit max_n field "
+                    f"({LDPC_MAX_N}): use a smaller block length or none")
     return {"scheme": "ldpc", "symbol_size": symbol_size, "max_block_length": B,
             "max_n": max_n, "n1": n1, "seed": seed}
 
@@ -406,7 +432,8 @@ class Metrics:
     """((k + eps) / k - 1) * 100"""
     head: float | None = 0.0
     """(packet length / application data - 1) * 100, IP level, from the data packets
-    received (LDPC: 48 header bytes, RS with FEC Payload ID 129: 52)"""
+    received (LDPC: 44 header bytes with the TOI omitted, 48 with it; RS with FEC
+    Payload ID 129: 4 more)"""
     net: float = 0.0
     """(link-level bytes / file length - 1) * 100"""
     comp: float | None = 0.0

@@ -7,12 +7,14 @@ Every decoder takes arbitrary bytes and returns a value or raises
   Source Block Number (12) | Encoding Symbol ID (20).
 - FEC Encoding ID 5 (Reed-Solomon over GF(2^8), RFC 5510 Section 5.1):
   Source Block Number (24) | Encoding Symbol ID (8).
-- FEC Encoding ID 129 (Small Block Systematic, RFC 5445 Section 2.2): 64
+- FEC Encoding ID 129 (Small Block Systematic, RFC 5445 Section 5.2.1): 64
   bits, Source Block Number (32) | Source Block Length (16) | ESI (16).  Our
   zfec Reed-Solomon uses this Under-Specified scheme (FEC Instance ID
   :data:`ZFEC_INSTANCE_ID`): zfec's Vandermonde code is not RFC 5510's
   generator matrix, so claiming ID 5 would mislead a foreign decoder.
-- EXT_FTI for FEC Encoding ID 3 (RFC 5170 Section 4.2.4.1, Figure 2).
+- EXT_FTI for FEC Encoding ID 3 (RFC 5170 Section 4.2.4.1, Figure 2); its
+  max_n field has 20 bits, so max_n <= :data:`LDPC_MAX_N` = 2^20 - 1 (RFC
+  5170 4.2.3 and 5.4 say "at most 2^20", which the field cannot carry).
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from m2c.fec.errors import DecodeError, FECError
 LDPC_STAIRCASE_ID = 3
 RS_GF28_ID = 5
 SMALL_BLOCK_SYSTEMATIC_ID = 129
-ZFEC_INSTANCE_ID = 0x7A  # ours ('z'); carried in the session description
+ZFEC_INSTANCE_ID = 0x7A
+"""Ours ('z'): the FEC Instance ID of our zfec code under FEC Encoding ID 129, part of
+the FEC OTI (RFC 5445 5.2.2.2); carried in the session description's ``fec.instance_id``
+and checked by receivers (m2c.core.filetx.SessionDescription.validate)."""
+LDPC_MAX_N = (1 << 20) - 1
+"""Largest max_n EXT_FTI's 20-bit field holds (RFC 5170 Figure 2)"""
+SBS_MAX_FIELD = (1 << 16) - 1
+"""Largest B and max_n of FEC Encoding ID 129's FEC OTI (16-bit fields, RFC 5445 5.2.2.2)"""
 EXT_FTI = 64  # RFC 5775 Section 4.2
 
 _U32 = struct.Struct("!I")
@@ -98,7 +107,7 @@ class LDPCOTI:
     max_block_length: int
     """B, source symbols (20 bits)"""
     max_n: int
-    """max encoding symbols per block (20 bits)"""
+    """max encoding symbols per block (20 bits: at most LDPC_MAX_N = 2^20 - 1)"""
     n1m3: int = 0
     """N1 - 3 (3 bits)"""
     g: int = 1
@@ -108,7 +117,7 @@ class LDPCOTI:
 
     def __post_init__(self) -> None:
         if not (0 <= self.transfer_length < 1 << 48 and 0 <= self.symbol_size < 1 << 16
-                and 0 <= self.max_block_length < 1 << 20 and 0 <= self.max_n < 1 << 20
+                and 0 <= self.max_block_length < 1 << 20 and 0 <= self.max_n <= LDPC_MAX_N
                 and 0 <= self.n1m3 <= 7 and 1 <= self.g <= 31
                 and 1 <= self.seed <= 0x7FFFFFFE):
             raise FECError("LDPC OTI field out of range")

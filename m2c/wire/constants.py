@@ -31,3 +31,10 @@ class Codepoint(IntEnum):
 
 EXT_M2C_LEN = 5  # HEL, 32-bit words: 20 bytes
 EXT_CRC_LEN = 2  # HEL: 8 bytes
+
+#: Highest channel number the M2C CCI's 8-bit channel field holds (docs/wire-m2c.md,
+#: "M2C CCI (WEBRC-like)"): a session has at most 256 groups, the base group 0 and
+#: dynamic channels 1..255, as RFC 3738 5.1 allows T + 1 <= 256 channels.  Session
+#: creation (m2c.core.filetx.SessionDescription.validate) refuses larger schedules,
+#: so the field never wraps.
+CCI_MAX_CHANNEL = 0xFF
