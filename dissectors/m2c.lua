@@ -24,6 +24,11 @@
 -- in scapy).  Generated:
 -- m2c.crc_computed.  Malformed input gives expert info, never a Lua error.
 --
+-- The LCT CCI (shown raw by the built-in rmt-lct.cci) is the "M2C CCI
+-- (WEBRC-like)" of docs/wire-m2c.md: RFC 3738 5.1's short-format layout holding
+-- EXT_M2C's slot mod 256 | group | PSN mod 2^16, not RFC 3738's CTSI/CN/PSN
+-- meanings; m2c.cci_mismatch flags a CCI that disagrees with EXT_M2C.
+--
 -- Usage: tshark -X lua_script:dissectors/m2c.lua -r capture.pcap
 
 local m2c = Proto("m2c", "M2C LCT extensions (EXT_M2C, EXT_M2C_CRC)")
@@ -244,7 +249,7 @@ local function dissect_ext(tvb, pinfo, tree)
                                bit32.band(vals.psn, 0xFFFF))
         if cci ~= want then
             t:add_proto_expert_info(e.cci, string.format(
-                "CCI 0x%08x, EXT_M2C gives 0x%08x (WEBRC short format, RFC 3738 5.1)",
+                "CCI 0x%08x, EXT_M2C gives 0x%08x (M2C CCI, WEBRC-like: slot mod 256, group, PSN mod 2^16)",
                 cci, want))
         end
     end

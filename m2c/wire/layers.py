@@ -4,9 +4,12 @@
 
 LCT header extensions (RFC 5651 5.2) are a list: EXT_FTI (RFC 5775 4.2 with
 RFC 5170 Figure 2's content), EXT_M2C and EXT_M2C_CRC (ours, HET 120/121),
-or generic variable/fixed-length ones.  ``hdr_len``, the CCI (WEBRC short
-format mirror of EXT_M2C) and the CRC are filled in ``post_build`` when left
-as None, so a test can still force wrong values.
+or generic variable/fixed-length ones.  ``hdr_len``, the CCI and the CRC are
+filled in ``post_build`` when left as None, so a test can still force wrong
+values.  The CCI is the "M2C CCI (WEBRC-like)" of docs/wire-m2c.md: RFC 3738
+5.1's short-format layout (8 | 8 | 16 bits) holding a mirror of EXT_M2C
+(slot mod 256 | group | PSN mod 2^16), not RFC 3738's CTSI/CN/PSN semantics;
+a session has at most 256 groups (``CCI_MAX_CHANNEL``), so the group fits.
 """
 
 from __future__ import annotations
@@ -167,6 +170,7 @@ class LCT(Packet):
         if self.hdr_len is None:
             b[2] = len(b) // 4
         if self.cci is None and self.c == 0:
+            # M2C CCI (WEBRC-like): slot mod 256 | group | PSN mod 2^16 (docs/wire-m2c.md)
             m = next((e for e in self.ext if isinstance(e, ExtM2C)), None)
             if m is not None:
                 struct.pack_into("!I", b, 4, (m.slot & 0xFF) << 24 | (m.group & 0xFF) << 16
@@ -193,7 +197,7 @@ class ALC_FPI3(Packet):
 
 
 class ALC_FPI129(Packet):
-    """FEC Payload ID, FEC Encoding ID 129 (RFC 5445 Section 2.2)."""
+    """FEC Payload ID, FEC Encoding ID 129 (RFC 5445 Section 5.2.1)."""
 
     name = "FEC Payload ID (small block systematic)"
     fields_desc = [IntField("sbn", 0), ShortField("sbl", 0), ShortField("esi", 0)]
