@@ -1,8 +1,11 @@
-"""``python -m deliverykit.testbed {list,cleanup} [--prefix dk]``: leftover namespaces.
+"""``python -m deliverykit.testbed {list,cleanup} [--prefix P]``: leftover namespaces.
 
 A testbed removes its namespaces on exit, Ctrl-C and SIGTERM; only a SIGKILL
 (or a crash of the interpreter) leaves them behind. ``cleanup`` removes the
-namespaces whose owning process is gone and never touches a live run's.
+namespaces whose owning process is gone, after stopping any process still
+running inside them, and never touches a live run's. Without ``--prefix`` both
+commands take every testbed run (tests use ``dk``, experiments their own
+prefixes such as ``m2chet``, ``m2cf5``, ``swfc``, ``swvod``).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m deliverykit.testbed", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("list", "cleanup"))
-    p.add_argument("--prefix", default="dk", help="run-id prefix (default: dk)")
+    p.add_argument("--prefix", default=None,
+                   help="only runs with this run-id prefix (default: every testbed run)")
     a = p.parse_args(argv)
     try:
         if a.command == "list":
-            pattern = re.compile(rf"^{re.escape(a.prefix)}-\d+-[0-9a-f]{{4}}-")
+            who = re.escape(a.prefix) if a.prefix else "[a-z][a-z0-9]{0,7}"
+            pattern = re.compile(rf"^{who}-\d+-[0-9a-f]{{4}}-")
             for name in sorted(netns.listnetns()):
                 if pattern.match(name):
                     print(name)

@@ -38,21 +38,65 @@ def remove_netns(name: str) -> None:
         pass
 
 
-def cleanup_stale(prefix: str = "dk") -> list[str]:
-    """Delete namespaces of runs with this prefix whose owning process is gone.
+def _pids_in_netns(name: str) -> list[int]:
+    """Processes whose network namespace is ``name`` (matched by the nsfs inode)."""
+    try:
+        st = os.stat(os.path.join(NETNS_DIR, name))
+    except OSError:
+        return []
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ns = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        if (ns.st_dev, ns.st_ino) == (st.st_dev, st.st_ino):
+            pids.append(int(entry))
+    return pids
 
-    Safe while other testbeds run: a namespace is removed only when the pid
-    in its name (``<prefix>-<pid>-<hex>-<host>``) no longer exists.
+
+def _kill_all(pids: list[int], grace: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL what is still there after ``grace`` seconds."""
+    import time
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _alive(p)]
+        time.sleep(0.05)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def cleanup_stale(prefix: str | None = None) -> list[str]:
+    """Delete the namespaces of testbed runs whose owning process is gone.
+
+    ``prefix`` limits it to one prefix (experiments use their own, such as
+    ``m2chet`` or ``swfc``); None takes every testbed run name
+    (``<prefix>-<pid>-<4 hex>-<host>``). Safe while other testbeds run: a
+    namespace is removed only when the pid in its name no longer exists.
+    Processes still running inside a stale namespace (orphans of a killed
+    run) are stopped first, so nothing of the dead run is left.
     """
-    if not PREFIX.match(prefix):
+    if prefix is not None and not PREFIX.match(prefix):
         raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
-    pattern = re.compile(rf"^{prefix}-(\d+)-[0-9a-f]{{4}}-")
+    pattern = re.compile(rf"^({prefix if prefix is not None else '[a-z][a-z0-9]{0,7}'})-(\d+)-[0-9a-f]{{4}}-")
     removed = []
     from pyroute2 import netns as _netns
 
     for name in sorted(_netns.listnetns()):
         m = pattern.match(name)
-        if m and not _alive(int(m.group(1))):
+        if m and not _alive(int(m.group(2))):
+            _kill_all([p for p in _pids_in_netns(name) if p != os.getpid()])
             remove_netns(name)
             removed.append(name)
     return removed

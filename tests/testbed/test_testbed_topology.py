@@ -329,3 +329,43 @@ def test_bridge_inside_an_existing_host() -> None:
             assert ready.wait(10)
             assert tb.run(a, udp_ping, dst, 7002, 3) == 3
             assert echo.result(10) == 3
+
+
+@pytest.mark.root
+def test_cleanup_without_prefix_takes_every_run_and_stops_orphans() -> None:
+    """A SIGKILLed experiment (its own prefix) leaves a namespace with a process in it:
+    ``python -m deliverykit.testbed cleanup`` with no --prefix removes both."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"dkx{os.getpid() % 1000}-{dead.pid}-cafe-a"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    orphan = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "60"], start_new_session=True)
+    try:
+        with Testbed(prefix="dkt") as live:
+            live.link(live.host("a"), live.host("b"), "10.0.1.1/24", "10.0.1.2/24")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not _in_netns(stale):  # sleep started in it
+                time.sleep(0.05)
+            assert _in_netns(stale), "the orphan never entered its namespace"
+            listed = subprocess.run([sys.executable, "-m", "deliverykit.testbed", "list"],
+                                    capture_output=True, text=True, timeout=30)
+            assert stale in listed.stdout.split()
+            out = subprocess.run([sys.executable, "-m", "deliverykit.testbed", "cleanup"],
+                                 capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            assert f"removed {stale}" in out.stdout
+            assert namespaces(stale) == []
+            assert orphan.wait(timeout=10) != 0  # stopped by a signal, not finished
+            assert len(namespaces(live.run_id)) == 2  # a live run is never touched
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
+        if namespaces(stale):
+            subprocess.run(["ip", "netns", "del", stale])
+
+
+def _in_netns(name: str) -> list[int]:
+    from deliverykit.testbed.lifecycle import _pids_in_netns
+
+    return _pids_in_netns(name)
