@@ -33,6 +33,49 @@ from deliverykit.pcap import Frame, PcapError, Reader
 GROUP = "deliverykit.analysers"
 
 
+class Options(dict):
+    """The ``--opt KEY=VALUE`` pairs, as analysers read them.
+
+    It remembers every key an analyser asked for, so a key no loaded
+    analyser knows is an error rather than silently ignored, and it checks
+    values by the toolkit's naming convention before an analyser sees them:
+    ``interval``, ``chunk-size``, ``max-*`` and ``*-max`` are positive
+    numbers, ``*-port`` a comma-separated list of ports 1-65535.
+    """
+
+    def __init__(self, pairs: dict[str, str]) -> None:
+        super().__init__(pairs)
+        self.asked: set[str] = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        if key in self:
+            return _checked(key, dict.__getitem__(self, key))
+        return default
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return _checked(key, dict.__getitem__(self, key))
+
+    def unknown(self) -> list[str]:
+        return sorted(set(self) - self.asked)
+
+
+def _checked(key: str, value: str) -> str:
+    if key in ("interval", "chunk-size") or key.startswith("max-") or key.endswith("-max"):
+        try:
+            ok = float(value) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{key}={value!r}: needs a positive number")
+    elif key.endswith("-port"):
+        for part in str(value).split(","):
+            if not (part.isdigit() and 1 <= int(part) <= 65535):
+                raise ValueError(f"{key}={value!r}: needs ports 1-65535, comma-separated")
+    return value
+
+
 class FlowAnalyser:
     """Per-flow packets, bytes and rate: the view every capture gets."""
 
@@ -140,11 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--opt takes KEY=VALUE, got {bad[0]!r}")
     if args.json and not Path(args.json).resolve().parent.is_dir():
         ap.error(f"--json: no such directory: {Path(args.json).parent}")
-    options = dict(o.split("=", 1) for o in args.opt)
+    options = Options(dict(o.split("=", 1) for o in args.opt))
     try:
         analysers = load_analysers(args.only, options)
     except (ValueError, OSError) as exc:  # an analyser rejected its --opt values
         ap.error(f"--opt: {exc}")
+    if options.unknown():
+        known = ", ".join(sorted(options.asked))
+        ap.error(f"--opt: no analyser run here takes {', '.join(options.unknown())} (they take: {known})")
     try:
         if args.no_progress or not sys.stderr.isatty():
             results, stats = analyse(args.capture, analysers)

@@ -32,6 +32,12 @@ def test_unknown_demo_system_names_the_known_ones():
     (("--json", "/nonexistent-dir/out.json"), "--json: no such directory"),
     (("--only", "vmc", "--opt", "proxy=garbage"), "--opt:"),
     (("--only", "corecast", "--opt", "as-table=/nonexistent.csv"), "No such file"),
+    (("--only", "m2c", "--opt", "interval=0"), "interval='0': needs a positive number"),
+    (("--only", "ppspp", "--opt", "interval=-1"), "interval='-1': needs a positive number"),
+    (("--only", "vmc", "--opt", "max-connections=lots"), "needs a positive number"),
+    (("--only", "ppspp", "--opt", "ppspp-port=0"), "needs ports 1-65535"),
+    (("--only", "m2c", "--opt", "ppspp-port=6778"), "no analyser run here takes ppspp-port"),
+    (("--opt", "intervall=1"), "no analyser run here takes intervall"),
 ])
 def test_analyse_refuses_bad_options_before_reading(tmp_path, args, message):
     cap = tmp_path / "empty.pcap"  # a valid pcap header, no records
