@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import ipaddress
 import json
+import os
+import signal
 import sys
 import urllib.request
 from dataclasses import asdict
@@ -24,13 +28,15 @@ from dataclasses import asdict
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 
-from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
+from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender, make_session,
+                            sender_socket_check)
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
+from m2c.wire import codec
 
-PACKET_OVERHEAD = 48 + 28  # ALC/LCT + FPI, IPv4 + UDP
+PACKET_OVERHEAD = codec.header_length() + 28  # ALC/LCT + FPI (TOI omitted), IPv4 + UDP
 SDP_LIMIT = 1 << 20
 """bytes of a session description read over HTTP at most"""
 
@@ -60,6 +66,16 @@ def _symbol_size(text: str) -> int:
     if size > 65_000:
         raise argparse.ArgumentTypeError(f"{size} bytes does not fit in one UDP datagram")
     return size
+
+
+def _input_file(text: str):
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory: m2c send takes one file")
+    return cliutil.existing_file(text)
+
+
+_port = cliutil.int_in(1, 65535, "port")
+MCAST_LAST = int(ipaddress.IPv4Address("239.255.255.255"))
 
 
 def _pps(kbps: float, symbol: int) -> float:
@@ -95,52 +111,101 @@ async def _serve_sdp(text: str, host: str, port: int) -> asyncio.AbstractServer:
     return await asyncio.start_server(handle, host, port)
 
 
-def cmd_send(a: argparse.Namespace) -> int:
+def _send_error(text: str, status: int = 2) -> int:
+    print(f"m2c send: error: {text}", file=sys.stderr)
+    return status
+
+
+def _session_for_send(a: argparse.Namespace) -> SessionDescription | int:
+    """A new session description from the options, or (``--resume``) the one in
+    ``--sdp`` if it exists and describes this very file."""
+    if a.resume and a.sdp and os.path.exists(a.sdp):
+        try:
+            sd = load_sdp(str(a.sdp))
+        except (OSError, ValueError, TypeError) as exc:
+            return _send_error(f"--resume: cannot read the session description {a.sdp}: {exc}")
+        from m2c.core.filetx import sha256_file
+        size = os.path.getsize(a.file)
+        if size != sd.size or sha256_file(str(a.file)) != sd.sha256.lower():
+            return _send_error(f"--resume: {a.file} ({size} bytes) is not the file {a.sdp} "
+                               f"describes ({sd.name}, {sd.size} bytes, SHA-256 "
+                               f"{sd.sha256[:16]}...)")
+        print(f"m2c send: resuming session {sd.session} of {a.sdp} (its groups, rates and FEC "
+              f"parameters; the command line's are ignored)", file=sys.stderr)
+        return sd
     if a.min_rate >= a.max_rate:
-        print(f"m2c send: error: --min-rate {a.min_rate:g} must be below --max-rate {a.max_rate:g}",
-              file=sys.stderr)
-        return 2
+        return _send_error(f"--min-rate {a.min_rate:g} must be below --max-rate {a.max_rate:g}")
     min_pps, max_pps = _pps(a.min_rate, a.symbol_size), _pps(a.max_rate, a.symbol_size)
+    if max_pps > MAX_SEND_PPS:
+        return _send_error(
+            f"--max-rate {a.max_rate:g} kbit/s is {max_pps:.0f} packets/s of {a.symbol_size} "
+            f"bytes; this sender schedules at most {MAX_SEND_PPS} packets/s (about "
+            f"{MAX_SEND_PPS * (a.symbol_size + PACKET_OVERHEAD) * 8 / 1000:.0f} kbit/s): "
+            f"use a lower --max-rate or a larger --symbol-size")
     channels = make_schedule(a.schedule, min_rate=min_pps, max_rate=max_pps, tsd=a.tsd,
                              k=a.k).channels
     last = a.port + channels  # one port per channel, counting up from --port
     if last > 65535:
-        print(f"m2c send: error: --port {a.port} leaves no room for {channels + 1} groups' ports "
-              f"(the last would be {last})", file=sys.stderr)
-        return 2
-    sd = make_session(a.file, group=a.group, port=a.port, interface=a.interface,
-                      min_rate=min_pps, max_rate=max_pps, tsd=a.tsd, k=a.k,
-                      schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size)
+        return _send_error(f"--port {a.port} leaves no room for {channels + 1} groups' ports "
+                           f"(the last would be {last}; use --port {65535 - channels} or lower)")
+    g0 = int(ipaddress.IPv4Address(a.group))
+    if g0 + channels > MCAST_LAST:
+        return _send_error(
+            f"--group {a.group} leaves no room for {channels + 1} groups (base + {channels} "
+            f"channels): the last would be {ipaddress.IPv4Address((g0 + channels) & 0xFFFFFFFF)}"
+            f", beyond the multicast range 224.0.0.0/4; use --group "
+            f"{ipaddress.IPv4Address(MCAST_LAST - channels)} or lower")
+    return make_session(str(a.file), group=a.group, port=a.port, interface=a.interface,
+                        min_rate=min_pps, max_rate=max_pps, tsd=a.tsd, k=a.k,
+                        schedule=a.schedule, fec=a.fec, symbol_size=a.symbol_size,
+                        max_block_length=a.block_length)
+
+
+def cmd_send(a: argparse.Namespace) -> int:
+    sd = _session_for_send(a)
+    if isinstance(sd, int):
+        return sd
+    try:  # before the description is written: no file left for a session never sent
+        sender_socket_check(sd.interface)
+    except OSError as exc:
+        return _send_error(f"cannot send from --interface {sd.interface}: "
+                           f"{exc.strerror or exc}", 1)
     text = sd.to_json()
-    if a.sdp:
+    if a.sdp and not (a.resume and os.path.exists(a.sdp)):
         with open(a.sdp, "w", encoding="utf-8") as f:
             f.write(text)
         print(f"session description: {a.sdp}", file=sys.stderr)
-    else:
+    elif not a.sdp:
         print(text)
 
     async def main() -> dict:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)  # close the session, then exit
         server = None
         if a.serve_sdp:
-            server = await _serve_sdp(text, a.interface, a.serve_sdp)
-            print(f"serving it at http://{a.interface}:{a.serve_sdp}/", file=sys.stderr)
+            try:
+                server = await _serve_sdp(text, sd.interface, a.serve_sdp)
+            except OSError as exc:
+                raise OSError(exc.errno, f"--serve-sdp: cannot listen on {sd.interface} port "
+                                         f"{a.serve_sdp}: {exc.strerror}") from None
+            print(f"serving it at http://{sd.interface}:{a.serve_sdp}/", file=sys.stderr)
         try:
-            return await MulticastSender(sd, a.file).run(duration=a.duration)
+            return await MulticastSender(sd, str(a.file)).run(duration=a.duration, stop=stop)
         finally:
             if server is not None:
                 server.close()
+            loop.remove_signal_handler(signal.SIGTERM)
 
-    try:
-        stats = asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    stats = asyncio.run(main())
     print(json.dumps(stats), file=sys.stderr)
     sent, dropped = stats.get("packets", 0), stats.get("tx_dropped", 0)
     if sent and dropped >= sent:
         print(f"m2c send: error: every one of {sent} packets was dropped by the socket "
-              f"(is {a.interface} an interface that can send to {a.group}?)", file=sys.stderr)
+              f"(is {sd.interface} an interface that can send to {sd.groups[0][0]}?)",
+              file=sys.stderr)
         return 1
-    return 0
+    return 143 if stats.get("stopped") else 0
 
 
 def cmd_receive(a: argparse.Namespace) -> int:
@@ -152,24 +217,58 @@ def cmd_receive(a: argparse.Namespace) -> int:
         return 2
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    output = str(a.output)
+    shown = "stdout" if output == "-" else output
+    terminated = False
+
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} blocks"), TimeElapsedColumn(),
                   disable=a.quiet or not sys.stderr.isatty(), transient=False) as prog:
         task = prog.add_task(sd.name, total=sd.partition().blocks or 1)
-        rx = MulticastReceiver(sd, a.output, controller=a.controller, interface=a.interface,
+        rx = MulticastReceiver(sd, output, controller=a.controller, interface=a.interface,
                                on_progress=lambda done, total: prog.update(task, completed=done))
-        res = asyncio.run(rx.run(timeout=a.timeout))
+
+        async def go() -> dict:
+            # SIGTERM cancels the transfer like Ctrl-C: the temporary file is removed
+            loop = asyncio.get_running_loop()
+            me = asyncio.current_task()
+
+            def term() -> None:
+                nonlocal terminated
+                terminated = True
+                me.cancel()
+
+            loop.add_signal_handler(signal.SIGTERM, term)
+            try:
+                return await rx.run(timeout=a.timeout)
+            finally:
+                loop.remove_signal_handler(signal.SIGTERM)
+
+        try:
+            res = asyncio.run(go())
+        except asyncio.CancelledError:
+            if not terminated:
+                raise
+            print(f"m2c receive: terminated (SIGTERM); {shown} not written", file=sys.stderr)
+            return 128 + signal.SIGTERM
     m = res["metrics"]
     out = {k: v for k, v in res.items() if k != "metrics" and (a.trace or k != "trace")}
     out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
-    print(json.dumps(out, indent=None if a.quiet else 1))
+    text = json.dumps(out, indent=None if a.quiet else 1)
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:  # the file itself may be on stdout: then the JSON goes to stderr
+        print(text, file=sys.stderr if output == "-" else sys.stdout)
     mm = out["metrics"]
     if not res["ok"]:
         print(f"m2c receive: error: {sd.name}: {res['end'] or 'transfer failed'}; "
-              f"{a.output} not written", file=sys.stderr)
+              f"{shown} not written", file=sys.stderr)
         return 1
-    print(f"m2c receive: {sd.name}: ok, SHA-256 verified; " + ", ".join(
-        f"{k} {mm[k]}" for k in ("time", "gput", "loss", "dup", "sym") if k in mm), file=sys.stderr)
+    if not a.quiet:
+        print(f"m2c receive: {sd.name}: ok, SHA-256 verified, written to {shown}; " + ", ".join(
+            f"{k} {mm[k]}" for k in ("time", "gput", "loss", "dup", "sym") if k in mm),
+            file=sys.stderr)
     return 0
 
 
@@ -181,33 +280,55 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="m2c", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("send", help="send a file by carousel over multicast")
-    s.add_argument("file", type=cliutil.existing_file)
+    s.add_argument("file", type=_input_file)
     s.add_argument("--sdp", type=cliutil.output_path,
                    help="write the session description here (default: stdout)")
+    s.add_argument("--resume", action="store_true",
+                   help="if --sdp names an existing description of this file (same size and "
+                        "SHA-256), send that session again (same session ID, FEC seed, groups, "
+                        "rates): a restarted sender serves the receivers still running")
     s.add_argument("--serve-sdp", type=cliutil.port, metavar="PORT", help="also serve it over HTTP")
     s.add_argument("--group", type=_multicast_group, default="239.192.77.1",
-                   help="first multicast group (base)")
-    s.add_argument("--port", type=cliutil.port, default=47000, help="first UDP port (base)")
-    s.add_argument("--interface", type=lambda t: str(cliutil.ip_address(t)), default="127.0.0.1",
-                   help="address of the interface to send from")
-    s.add_argument("--min-rate", type=cliutil.positive_float, default=256.0, help="kbit/s (base group)")
-    s.add_argument("--max-rate", type=cliutil.positive_float, default=20000.0, help="kbit/s (all groups)")
-    s.add_argument("--tsd", type=cliutil.positive_float, default=1.0, help="time slot duration, s")
-    s.add_argument("--k", type=cliutil.positive_int, default=2, help="groups renewed per time slot")
+                   help="first IPv4 multicast group (base); one group per channel counting up "
+                        "(default %(default)s)")
+    s.add_argument("--port", type=_port, default=47000,
+                   help="first UDP port (base); one port per channel counting up "
+                        "(default %(default)s)")
+    s.add_argument("--interface", type=_ipv4_unicast, default="127.0.0.1",
+                   help="IPv4 address of the interface to send from (default %(default)s)")
+    s.add_argument("--min-rate", type=cliutil.positive_float, default=256.0,
+                   help="kbit/s of the base group, IP level (default %(default)s)")
+    s.add_argument("--max-rate", type=cliutil.positive_float, default=20000.0,
+                   help="kbit/s of all groups together, IP level (default %(default)s)")
+    s.add_argument("--tsd", type=cliutil.positive_float, default=1.0, help="time slot duration, s (default %(default)s)")
+    s.add_argument("--k", type=cliutil.positive_int, default=2, help="groups renewed per time slot (default %(default)s)")
     s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave")
     s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc")
-    s.add_argument("--symbol-size", type=_symbol_size, default=1400, help="bytes per FEC symbol")
+    s.add_argument("--symbol-size", type=_symbol_size, default=1400,
+                   help="bytes per FEC symbol (default %(default)s)")
+    s.add_argument("--block-length", type=cliutil.positive_int, metavar="SYMBOLS",
+                   help="source symbols per FEC block at most (default: 3000 for LDPC, "
+                        "128 for RS)")
     s.add_argument("--duration", type=cliutil.positive_float, help="stop after this many seconds")
     s.set_defaults(fn=cmd_send)
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
     r.add_argument("sdp")
-    r.add_argument("-o", "--output", required=True, type=cliutil.output_path)
+    r.add_argument("-o", "--output", required=True, type=cliutil.output_path,
+                   help="where the verified file goes: a path (replaced only once the SHA-256 "
+                        "matches), a device or FIFO (written into), or - for stdout")
+    r.add_argument("--json", type=cliutil.output_path, metavar="FILE",
+                   help="write the result and metrics JSON here (default: stdout, or stderr "
+                        "with -o -)")
     r.add_argument("--interface", type=_ipv4_unicast, default=None,
                    help="local IPv4 address to join the groups on (default: 0.0.0.0, "
                         "INADDR_ANY; 127.0.0.1 for a sender on loopback)")
     r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c")
-    r.add_argument("--timeout", type=cliutil.positive_float, default=600.0)
-    r.add_argument("-q", "--quiet", action="store_true")
+    r.add_argument("--timeout", type=cliutil.positive_float, default=600.0,
+                   help="give up after this many s (default %(default)s); the receiver "
+                        "leaves earlier when no packet arrives for max(10, TSD) s")
+    r.add_argument("-q", "--quiet", action="store_true",
+                   help="quiet: no progress bar, no summary line, one-line JSON "
+                        "(errors are still reported)")
     r.add_argument("--trace", action="store_true",
                    help="include the per-epoch congestion control trace in the JSON")
     r.set_defaults(fn=cmd_receive)

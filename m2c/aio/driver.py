@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+import errno
 import logging
 import os
+import stat
 import secrets
 import socket
 import tempfile
@@ -85,7 +87,8 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
         groups.append([f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", port + ch])
     fec_d = default_fec(size, fec, symbol_size, max_block_length,
                         seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD))
-    sd = SessionDescription(session if session is not None else secrets.randbits(32), 1,
+    # TOI 0: the session's single object, so packets omit the TOI field (RFC 5775 4.1)
+    sd = SessionDescription(session if session is not None else secrets.randbits(32), 0,
                             os.path.basename(path), size, h.hexdigest(), fec_d,
                             sched.describe(), groups, interface, source=interface)
     per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
@@ -252,6 +255,10 @@ class MulticastReceiver:
         self._close_at = math.inf
         self._flush_pending = False
         self._fd = -1
+        self._tmp = ""
+        self._to_special = False
+        self.packets = 0
+        """datagrams of this session received (before any decoding check)"""
 
     # --- sockets -----------------------------------------------------------
     def _mreq(self, ch: int) -> bytes:
@@ -307,6 +314,7 @@ class MulticastReceiver:
             if pkt.group != ch:
                 self.wrong_group += 1
                 continue
+            self.packets += 1
             self._t_packet = now
             if pkt.close_session:  # RFC 5651 5.1: the sender ends the session
                 if not self.closed:
@@ -345,7 +353,13 @@ class MulticastReceiver:
 
     def _write(self, blocks: list[tuple[int, bytes]], t_arrival: float) -> None:
         for off, blk in blocks:
-            os.pwrite(self._fd, blk, off)
+            try:
+                os.pwrite(self._fd, blk, off)
+            except OSError as exc:  # disk full, quota, I/O error: the transfer ends
+                if self.end is None:
+                    self.end = self._io_error(exc, self.out_path)
+                self._done.set()
+                return
             self._t_last = t_arrival
             if self.on_progress:
                 self.on_progress(len(self.file.done), self.file.pt.blocks)
@@ -358,13 +372,27 @@ class MulticastReceiver:
                 self.end = "the sender closed the session (LCT flag A, RFC 5651 5.1) " \
                            "before the file was complete"
         elif now - self._t_packet >= self.idle_timeout:
-            self.end = (f"no packet from the sender for {self.idle_timeout:g} s: left the "
-                        f"session (RFC 3738 3.2.3.8)")
+            if self.packets:
+                self.end = (f"no packet from the sender for {self.idle_timeout:g} s after "
+                            f"{self.packets} packets: left the session (RFC 3738 3.2.3.8)")
+            else:
+                self.end = (f"no packet of this session arrived in {self.idle_timeout:g} s: "
+                            f"left the session (RFC 3738 3.2.3.8); is the sender running, and "
+                            f"can {self.interface} reach {self.sd.groups[0][0]}?"
+                            + self._others())
         elif now - self._t_slot >= self.slot_timeout:
             self.end = (f"the time slot index did not advance for {self.slot_timeout:g} s: "
                         f"left the session (RFC 3738 3.2.3.8)")
         if self.end is not None or now >= self._close_at:
             self._done.set()
+
+    def _others(self) -> str:
+        """What arrived that was not this session's (a restarted sender, a wrong SDP)."""
+        parts = [f"{n} {what}" for n, what in (
+            (self.rejected, "datagrams of another session or malformed"),
+            (self.foreign_source, "datagrams from another source address"),
+            (self.implausible, "packets that did not fit the sender clock")) if n]
+        return f" ({'; '.join(parts)})" if parts else ""
 
     async def _timers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -387,38 +415,95 @@ class MulticastReceiver:
                                    self.cc.loss.received, self.cc.rtt.rtt,
                                    self.cc.loss_events))
 
+    def _special(self) -> bool:
+        """True when the output cannot be replaced atomically: ``-`` (stdout) or an
+        existing non-regular file (a device such as /dev/null, a FIFO, a socket)."""
+        if self.out_path == "-":
+            return True
+        try:
+            st = os.stat(self.out_path)
+        except OSError:
+            return False
+        return not stat.S_ISREG(st.st_mode)
+
     def _open_temp(self) -> str:
-        """A temporary file next to the output (same file system, so os.replace is
-        atomic); the output itself is untouched until the SHA-256 is verified."""
-        d, base = os.path.split(os.path.abspath(self.out_path))
+        """A temporary file for the blocks; the output is untouched until the
+        SHA-256 is verified.  A regular output gets it next to itself (same file
+        system, so os.replace is atomic); a device, FIFO or stdout (``-``) gets it
+        in the default temporary directory ($TMPDIR), and the verified file is
+        then copied into the output, which is never replaced.  The file's size is
+        reserved up front (posix_fallocate) so a full disk is known at once."""
+        self._to_special = self._special()
+        if self._to_special:
+            d, base = tempfile.gettempdir(), "m2c-" + (os.path.basename(self.out_path)
+                                                         if self.out_path != "-" else "stdout")
+        else:
+            d, base = os.path.split(os.path.abspath(self.out_path))
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
         try:
             try:  # keep the mode of the file it will replace; else rw-r--r--
-                mode = os.stat(self.out_path).st_mode & 0o777
+                mode = os.stat(self.out_path).st_mode & 0o777 if not self._to_special else 0o600
             except OSError:
                 mode = 0o644
             os.fchmod(fd, mode)
             os.ftruncate(fd, self.sd.size)
+            if self.sd.size:
+                try:
+                    os.posix_fallocate(fd, 0, self.sd.size)
+                except OSError as exc:
+                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        raise
         except OSError:
             os.close(fd)
             os.unlink(tmp)
             raise
         self._fd = fd
+        self._tmp = tmp
         return tmp
+
+    def _io_error(self, exc: OSError, what: str) -> str:
+        reason = (exc.strerror or str(exc)).lower()
+        where = f" (temporary file in {os.path.dirname(self._tmp)})" if self._tmp and \
+            os.path.dirname(self._tmp) != os.path.dirname(os.path.abspath(self.out_path)) else ""
+        return f"{reason} writing {what}{where}"
+
+    def _deliver(self, tmp: str) -> None:
+        """Copy the verified temporary file into a device, FIFO or stdout (never
+        replace it); opening a FIFO waits for its reader."""
+        if self.out_path == "-":
+            dst = open(1, "wb", closefd=False)  # noqa: SIM115 - closed below
+        else:
+            dst = open(self.out_path, "wb")  # noqa: SIM115 - O_TRUNC is a no-op on devices
+        try:
+            with open(tmp, "rb") as src:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    dst.write(chunk)
+            dst.flush()
+        finally:
+            try:
+                dst.close()
+            except OSError:
+                pass
 
     async def run(self, timeout: float = 60.0) -> dict:
         """Receive until the file is recovered and verified, the session ends early
-        (``end``: an exceptional timeout or A = 1 with the file incomplete) or
-        ``timeout`` s pass.
+        (``end``: an exceptional timeout, A = 1 with the file incomplete, a write
+        error such as a full disk) or ``timeout`` s pass.
 
-        Blocks are written to a temporary file in the output's directory; only a
-        file whose SHA-256 matches the session description replaces the output
-        (``os.replace``).  Otherwise the temporary file is removed and an existing
-        output file is left as it was.
+        Blocks are written to a temporary file (see :meth:`_open_temp`); only a
+        file whose SHA-256 matches the session description reaches the output:
+        ``os.replace`` for a regular file, a copy for a device, a FIFO or ``-``
+        (stdout).  Otherwise the temporary file is removed and an existing output
+        file is left as it was; ``end`` says why.  Cancelling the task (SIGINT,
+        SIGTERM in the CLI) removes it too.
         """
         loop = asyncio.get_running_loop()
-        tmp = self._open_temp()
         t0 = loop.time()
+        try:
+            tmp = self._open_temp()
+        except OSError as exc:
+            self.end = self._io_error(exc, self.out_path)
+            return self._result(False, t0, loop.time())
         self._t_packet = self._t_slot = t0
         ok = False
         timers: asyncio.Task | None = None
@@ -429,7 +514,7 @@ class MulticastReceiver:
                 if self.sd.size == 0:
                     self._done.set()
                 await asyncio.wait_for(self._done.wait(), timeout)
-                if self.file.complete:
+                if self.file.complete and self.end is None:
                     os.fsync(self._fd)
                     h = hashlib.sha256()
                     with open(tmp, "rb") as f:
@@ -440,7 +525,12 @@ class MulticastReceiver:
                         self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
                 ok = False
-                self.end = f"the file was not complete after {timeout:g} s"
+                self.end = (f"the file was not complete after {timeout:g} s: "
+                            f"{len(self.file.done)} of {self.file.pt.blocks} source blocks "
+                            f"decoded from {self.packets} packets" + self._others())
+            except OSError as exc:  # fsync or reading back the temporary file
+                ok = False
+                self.end = self._io_error(exc, self.out_path)
             finally:
                 if timers is not None:
                     timers.cancel()
@@ -449,16 +539,27 @@ class MulticastReceiver:
         finally:
             os.close(self._fd)
             self._fd = -1
-            if ok:
-                os.replace(tmp, self.out_path)
-            else:
-                os.unlink(tmp)
-        t_end = loop.time()
+            try:
+                if ok and self._to_special:
+                    try:
+                        self._deliver(tmp)
+                    except OSError as exc:  # /dev/full, a FIFO whose reader left
+                        ok = False
+                        self.end = self._io_error(exc, self.out_path if self.out_path != "-"
+                                                  else "stdout")
+                elif ok:
+                    os.replace(tmp, self.out_path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return self._result(ok, t0, loop.time())
+
+    def _result(self, ok: bool, t0: float, t_end: float) -> dict:
         lt = self.cc.loss
         m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
                                        lt.received)
         return {"ok": ok, "complete": self.file.complete, "end": None if ok else self.end,
-                "metrics": m, "rejected": self.rejected, "wrong_group": self.wrong_group,
+                "metrics": m, "packets": self.packets, "rejected": self.rejected, "wrong_group": self.wrong_group,
                 "foreign_source": self.foreign_source, "implausible": self.implausible,
                 "closed": self.closed, "joins": self.joins, "leaves": self.leaves,
                 "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,

@@ -38,6 +38,7 @@ from dataclasses import asdict
 
 from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
+from m2c.wire import codec
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
 # its runs and the 95 % interval, as (mean, +-); 5(a) and 5(b) are plots, their text in "text"
@@ -194,7 +195,8 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                              / max(1, fl.get("segs_out", 1)),
                              "net": (link / size - 1) * 100})
         else:
-            symbol, pkt = 1424, 1424 + 48 + 28
+            pkt = 1500  # IP packets of 1500 bytes, as in the heterogeneous experiment
+            symbol = pkt - 28 - codec.header_length()
             sd = make_session(src, group="239.196.1.1", port=45000, interface="10.0.5.1",
                               min_rate=256_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt,
                               tsd=2.0, k=2, symbol_size=symbol)

@@ -3,7 +3,8 @@
 Packet = UDP | LCT header (RFC 5651 5.1) | FEC Payload ID | encoding symbol.
 Our LCT header: V=1, C=0, S=1, O=1, H=0; CCI = WEBRC short format (RFC 3738
 5.1: CTSI mod 256 | channel mod 256 | PSN mod 2^16, mirrors of EXT_M2C);
-TSI (transport session id, 32 bits), TOI (object, 32 bits); header extensions
+TSI (transport session id, 32 bits), TOI (object, 32 bits; omitted for TOI 0,
+a session's single object, RFC 5775 4.1); header extensions
 [EXT_FTI (optional)], EXT_M2C, EXT_M2C_CRC (always last).  The decoder
 accepts any LCT v1 header shape (C, S, O, H, unknown extensions skipped) but
 requires EXT_M2C and a valid EXT_M2C_CRC: anything else raises DecodeError.
@@ -19,9 +20,10 @@ from m2c.fec.errors import DecodeError, FECError
 from m2c.fec.payload_id import LDPCOTI, decode_ext_fti, encode_ext_fti
 from m2c.wire.constants import EXT_CRC_LEN, EXT_M2C_LEN, HET, LCT_VERSION, Codepoint
 
-__all__ = ["AlcPacket", "encode", "decode", "DecodeError", "peek_session"]
+__all__ = ["AlcPacket", "encode", "decode", "DecodeError", "peek_session", "header_length"]
 
 _HDR = struct.Struct("!IIII")  # word0, CCI, TSI, TOI
+_HDR3 = struct.Struct("!III")  # word0, CCI, TSI (TOI omitted: the session's single object)
 _M2C = struct.Struct("!BBHIIII")  # HET HEL group | slot | psn | buffer id | offset
 _CRC = struct.Struct("!BBHI")
 _U32 = struct.Struct("!I")
@@ -74,8 +76,11 @@ def encode(p: AlcPacket) -> bytes:
     if p.fti is not None:
         exts += encode_ext_fti(p.fti)
     exts += _M2C.pack(HET.EXT_M2C, EXT_M2C_LEN, p.group, p.slot, p.psn, p.buffer_id, p.offset)
-    hdr_len = (16 + len(exts) + 8) // 4
-    w0 = (LCT_VERSION << 28 | 0 << 26 | 0 << 24 | 1 << 23 | 1 << 21 | 0 << 20
+    # TOI 0 is a session's single object: the TOI field is omitted (O = 0, H = 0;
+    # RFC 5775 4.1 allows it when a session carries one object), 4 bytes a packet
+    o = 1 if p.toi else 0
+    hdr_len = (12 + 4 * o + len(exts) + 8) // 4
+    w0 = (LCT_VERSION << 28 | 0 << 26 | 0 << 24 | 1 << 23 | o << 21 | 0 << 20
           | int(p.close_session) << 17 | int(p.close_object) << 16 | hdr_len << 8 | p.codepoint)
     cci = (p.slot & 0xFF) << 24 | (p.group & 0xFF) << 16 | (p.psn & 0xFFFF)
     if p.data_less:
@@ -94,7 +99,8 @@ def encode(p: AlcPacket) -> bytes:
         fpi = _FPI129.pack(p.sbn, p.sbl, p.esi)
     else:
         raise FECError(f"unsupported codepoint {p.codepoint}")
-    buf = bytearray(_HDR.pack(w0, cci, p.session, p.toi) + exts)
+    head = _HDR.pack(w0, cci, p.session, p.toi) if o else _HDR3.pack(w0, cci, p.session)
+    buf = bytearray(head + exts)
     crc_at = len(buf) + 4
     buf += _CRC.pack(HET.EXT_M2C_CRC, EXT_CRC_LEN, 0, 0)
     buf += fpi
@@ -190,3 +196,9 @@ def decode(data: bytes | bytearray | memoryview, session: int | None = None) -> 
         raise DecodeError(f"unsupported codepoint {cp}")
     return AlcPacket(tsi, toi, cp, slot, group, psn, buffer_id, offset, sbn, esi,
                      bytes(mv[body:]), sbl, fti, bool(w0 >> 17 & 1), bool(w0 >> 16 & 1))
+
+
+def header_length(codepoint: int = Codepoint.LDPC_STAIRCASE, toi: int = 0) -> int:
+    """Bytes before the symbol in a data packet (LCT header, extensions, FEC Payload
+    ID): 44 for LDPC with the TOI omitted (TOI 0), 48 with a 32-bit TOI."""
+    return len(encode(AlcPacket(0, toi, codepoint, 0, 0, 0, 0, 0, 0, 0, b"")))

@@ -37,7 +37,9 @@ def packets(draw):
     data_less = draw(st.booleans()) and draw(st.booleans())
     if data_less:
         sbn = esi = sbl = 0
-    return codec.AlcPacket(draw(U32), draw(U32), cp, draw(U32), draw(st.integers(0, 65535)),
+    # TOI 0 (a session's single object) omits the TOI field: drawn as often as any other
+    return codec.AlcPacket(draw(U32), draw(st.just(0) | U32), cp, draw(U32),
+                           draw(st.integers(0, 65535)),
                            draw(U32), draw(U32), draw(U32), sbn, esi,
                            b"" if data_less else draw(st.binary(max_size=64)), sbl, fti,
                            draw(st.booleans()), draw(st.booleans()), data_less)
@@ -52,7 +54,8 @@ def to_scapy(p: codec.AlcPacket):
                           max_n=f.max_n, seed=f.seed))
     ext += [ExtM2C(group=p.group, slot=p.slot, psn=p.psn, buffer_id=p.buffer_id,
                    offset=p.offset), ExtM2CCRC()]
-    lct = LCT(tsi=p.session, toi=p.toi, codepoint=p.codepoint, a=int(p.close_session),
+    lct = LCT(tsi=p.session, toi=p.toi, o=1 if p.toi else 0, codepoint=p.codepoint,
+              a=int(p.close_session),
               b=int(p.close_object), ext=ext)
     if p.data_less:
         return lct
@@ -121,7 +124,9 @@ def test_mutated_prefix_fuzz_through_scapy_and_codec():
 def test_wireshark_dissects_our_packets(tmp_path):
     pk = [codec.AlcPacket(0xCAFE, 3, 3, 17, 4, 1234, 8, 2800, 5, 321, b"\x01" * 32,
                           fti=LDPCOTI(10**6, 1024, 1000, 2000, 0, 1, 77)),
-          codec.AlcPacket(0xCAFE, 3, 129, 17, 0, 9, 8, 0, 70000, 12, b"\x02" * 16, sbl=32)]
+          codec.AlcPacket(0xCAFE, 3, 129, 17, 0, 9, 8, 0, 70000, 12, b"\x02" * 16, sbl=32),
+          # TOI 0: the session's single object, TOI field omitted (our sessions' default)
+          codec.AlcPacket(0xCAFE, 0, 3, 17, 4, 1235, 8, 2828, 6, 322, b"\x03" * 32)]
     frames = [Ether() / IP(src="127.0.0.1", dst="239.255.7.1") / UDP(sport=41000, dport=41001)
               / Raw(codec.encode(p)) for p in pk]
     pcap = tmp_path / "m2c.pcap"
@@ -133,8 +138,8 @@ def test_wireshark_dissects_our_packets(tmp_path):
          "-e", "rmt-fec.esi", "-e", "rmt-fec.sbl", "-e", "rmt-lct.cci"],
         capture_output=True, text=True, timeout=60, check=True)
     rows = [r["_source"]["layers"] for r in json.loads(out.stdout)]
-    assert len(rows) == 2
-    a, b = rows
+    assert len(rows) == 3
+    a, b, c = rows
     assert a["alc.version"] == ["1"] and a["rmt-lct.tsi"] == [str(0xCAFE)]
     assert a["rmt-lct.toi"] == ["3"] and a["rmt-lct.codepoint"] == ["3"]
     assert {"64", "120", "121"} <= set(a["rmt-lct.hec.type"])
@@ -143,3 +148,7 @@ def test_wireshark_dissects_our_packets(tmp_path):
     assert b["rmt-fec.sbl"] == ["32"] and int(b["rmt-fec.esi"][0], 0) == 12
     # CCI: WEBRC short format mirror (CTSI 17, channel 4, PSN 1234)
     assert a["rmt-lct.cci"][0].replace(":", "") == "110404d2"
+    assert len(codec.encode(pk[2])) == len(codec.encode(pk[0])) - 20 - 4  # no EXT_FTI, no TOI
+    assert c["rmt-lct.tsi"] == [str(0xCAFE)] and "rmt-lct.toi" not in c
+    assert {"120", "121"} <= set(c["rmt-lct.hec.type"])
+    assert c["rmt-fec.sbn"] == ["6"] and int(c["rmt-fec.esi"][0], 0) == 322
