@@ -1,8 +1,10 @@
 """Fast struct codec for M2C's ALC/LCT packets; same bytes as layers.py.
 
 Packet = UDP | LCT header (RFC 5651 5.1) | FEC Payload ID | encoding symbol.
-Our LCT header: V=1, C=0, S=1, O=1, H=0; CCI = WEBRC short format (RFC 3738
-5.1: CTSI mod 256 | channel mod 256 | PSN mod 2^16, mirrors of EXT_M2C);
+Our LCT header: V=1, C=0, S=1, O=1, H=0; CCI = the M2C CCI (WEBRC-like, ours,
+docs/wire-m2c.md): RFC 3738 5.1's 8 | 8 | 16-bit layout holding a mirror of
+EXT_M2C, slot mod 256 | group | PSN mod 2^16, not RFC 3738's CTSI/CN/PSN
+meanings (sessions have at most 256 groups, CCI_MAX_CHANNEL, so the group fits);
 TSI (transport session id, 32 bits), TOI (object, 32 bits; omitted for TOI 0,
 a session's single object, RFC 5775 4.1); header extensions
 [EXT_FTI (optional)], EXT_M2C, EXT_M2C_CRC (always last).  The decoder
@@ -82,6 +84,7 @@ def encode(p: AlcPacket) -> bytes:
     hdr_len = (12 + 4 * o + len(exts) + 8) // 4
     w0 = (LCT_VERSION << 28 | 0 << 26 | 0 << 24 | 1 << 23 | o << 21 | 0 << 20
           | int(p.close_session) << 17 | int(p.close_object) << 16 | hdr_len << 8 | p.codepoint)
+    # M2C CCI (WEBRC-like): a mirror of EXT_M2C; session creation keeps group <= 255
     cci = (p.slot & 0xFF) << 24 | (p.group & 0xFF) << 16 | (p.psn & 0xFFFF)
     if p.data_less:
         if p.payload or p.sbn or p.esi or p.sbl:
