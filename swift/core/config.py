@@ -44,6 +44,9 @@ class PeerConfig:
     max_bad_chunks: int = 3
     keepalive: float = 20.0
     dead_after: float = 180.0
+    #: seconds of silence, while our requests are outstanding, after which
+    #: the initiator re-handshakes (a restarted peer drops the old channel)
+    rehandshake_after: float = 4.0
     request_timeout: float = 0.5
     #: seconds of playback before a high-priority chunk is due: a request
     #: still unanswered then goes to another peer (paper III-C)

@@ -784,6 +784,17 @@ class Peer(RequestPlanner, UploadScheduler):
             if now - ch.last_recv > cfg.dead_after and ch.sent_since_recv >= 3:
                 self._drop(ch, "dead")
                 continue
+            if (ch.initiator and ch.requests and ch.sent_since_recv >= 3
+                    and now - ch.last_recv > max(cfg.rehandshake_after, 8 * ch.rtt)):
+                # silent while we ask for chunks: a restarted peer discards
+                # our datagrams as an unknown channel (3.1.1 step 7) and will
+                # never answer them; hand the requests back and handshake
+                # anew (the peer is declared dead only by the rules of 3.12)
+                self.stats["rehandshakes"] = self.stats.get("rehandshakes", 0) + 1
+                addr = ch.addr
+                self._drop(ch, "silent")
+                self.connect(addr, now)
+                continue
             if ch.state == "est" and now - ch.last_send > cfg.keepalive:
                 self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
                 ch.last_send = now
