@@ -27,7 +27,8 @@
 -- The LCT CCI (shown raw by the built-in rmt-lct.cci) is the "M2C CCI
 -- (WEBRC-like)" of docs/wire-m2c.md: RFC 3738 5.1's short-format layout holding
 -- EXT_M2C's slot mod 256 | group | PSN mod 2^16, not RFC 3738's CTSI/CN/PSN
--- meanings; m2c.cci_mismatch flags a CCI that disagrees with EXT_M2C.
+-- meanings; m2c.cci (cci_slot, cci_group, cci_psn) shows that reading and
+-- m2c.cci_mismatch flags a CCI that disagrees with EXT_M2C.
 --
 -- Usage: tshark -X lua_script:dissectors/m2c.lua -r capture.pcap
 
@@ -63,6 +64,13 @@ local f = {
     max_n = ProtoField.uint24("m2c.max_n", "Maximum number of encoding symbols", base.DEC,
                               nil, 0x0FFFFF),
     seed = ProtoField.uint32("m2c.seed", "PRNG seed", base.DEC),
+    -- the LCT CCI (C = 0) read as the M2C CCI (WEBRC-like, ours; docs/wire-m2c.md):
+    -- RFC 3738 5.1's layout, EXT_M2C's meanings
+    cci = ProtoField.uint32("m2c.cci", "M2C CCI (WEBRC-like, not RFC 3738 5.1's meanings)",
+                            base.HEX),
+    cci_slot = ProtoField.uint8("m2c.cci_slot", "Time slot index mod 256", base.DEC),
+    cci_group = ProtoField.uint8("m2c.cci_group", "Group (channel) index", base.DEC),
+    cci_psn = ProtoField.uint16("m2c.cci_psn", "Per-group PSN mod 2^16", base.DEC),
 }
 m2c.fields = f
 
@@ -172,6 +180,12 @@ local function dissect_ext(tvb, pinfo, tree)
     local t = tree:add(m2c, tvb(0, math.min(n, info.hdr_len)))
     local summary = {}
     local vals = {}
+    if info.c == 0 and n >= 8 then
+        local ct = t:add(f.cci, tvb(4, 4))
+        ct:add(f.cci_slot, tvb(4, 1))
+        ct:add(f.cci_group, tvb(5, 1))
+        ct:add(f.cci_psn, tvb(6, 2))
+    end
     for i, x in ipairs(info.exts) do
         if x.het == HET_EXT_FTI and x.hel == 5 and info.cp == 3 and x.off + 20 <= n then
             local st = t:add(f.ext, tvb(x.off, 20))
