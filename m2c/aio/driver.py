@@ -43,7 +43,7 @@ from m2c.wire import codec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["make_session", "MulticastSender", "MulticastReceiver"]
+__all__ = ["make_session", "MulticastSender", "MulticastReceiver", "sender_socket_check"]
 
 
 MAX_ACTIVE = 64
@@ -54,6 +54,10 @@ CLOSE_PACKETS = 3
 """data-less packets with A = 1 (close session, RFC 5651 5.1) a sender sends when it stops"""
 CLOSE_GRACE = 0.5
 """s a receiver still takes packets after A = 1 (datagrams of other groups in flight)"""
+MAX_SEND_PPS = 50_000
+"""packets/s a sender schedules at most (all groups): each packet costs the Python
+sender ~5-10 us of sequencing and encoding, so a higher --max-rate could not be met
+and only made each buffer's sequencing take seconds (see docs/m2c.md)"""
 TRACE_LEN = 1 << 14
 """per-epoch trace entries kept (13.6 min at the default 50 ms epochs)"""
 
@@ -96,7 +100,8 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     if fit < 1:
         raise FECError(f"a receiver needs ~{per_block} bytes for one source block of "
                        f"{fec_d['max_block_length']} symbols of {symbol_size} bytes, more than "
-                       f"the memory bound of {memory} bytes: use a smaller block or symbol size")
+                       f"the memory bound of {memory} bytes: use a smaller block length "
+                       f"(m2c send --block-length) or symbol size (--symbol-size)")
     window = min(MAX_ACTIVE, fit)
     if sd.partition().blocks > window:
         sd.window_blocks = window
@@ -109,6 +114,12 @@ def _mcast_sender_socket(interface: str) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1 if interface.startswith("127.") else 8)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
     return sock
+
+
+def sender_socket_check(interface: str) -> None:
+    """Raise OSError now if a sender cannot send from ``interface`` (not a local
+    address, say), before anything (a session description) is written."""
+    _mcast_sender_socket(interface).close()
 
 
 class MulticastSender:
@@ -167,6 +178,13 @@ class MulticastSender:
                         queue.append((pdu.due, codec.encode(pkt), addrs[pdu.g], pdu.g,
                                       pkt.slot, pkt.psn))
                     horizon = self.core.seq.next_start
+                    # a sender slower than its schedule must still see --duration, the
+                    # stop event and cancellation (Ctrl-C) between buffers
+                    await asyncio.sleep(0)
+                    now = loop.time() - t0
+                    if (duration is not None and now >= duration) or (
+                            stop is not None and stop.is_set()):
+                        break
                 batch = []
                 while queue and queue[0][0] <= now:
                     _, wire, addr, g, slot, psn = queue.popleft()
@@ -186,7 +204,8 @@ class MulticastSender:
                 ep.close()
                 self._f.close()
         return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.next_buffer,
-                "tx_dropped": ep.stats["tx_dropped"]}
+                "tx_dropped": ep.stats["tx_dropped"],
+                "stopped": bool(stop is not None and stop.is_set())}
 
 
 def default_interface(sd: SessionDescription) -> str:

@@ -24,7 +24,7 @@ def small(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("send", "/nonexistent"), "no such file"),
-    (("send", "{f}", "--port", "70000"), "outside 0-65535"),
+    (("send", "{f}", "--port", "70000"), "outside 1..65535"),
     (("send", "{f}", "--port", "65530"), "leaves no room"),
     (("send", "{f}", "--group", "10.0.0.1"), "not an IPv4 multicast address"),
     (("send", "{f}", "--group", "notanip"), "not an IPv4 or IPv6 address"),
@@ -80,7 +80,8 @@ def test_receive_prints_a_one_line_summary(small, tmp_path):
             if sdp.exists() and sdp.stat().st_size:
                 break
             subprocess.run(["sleep", "0.1"], check=True)
-        r = m2c("receive", str(sdp), "-o", str(tmp_path / "out"), "-q", "--timeout", "30")
+        # not -q: quiet drops the summary line (the JSON stays on stdout)
+        r = m2c("receive", str(sdp), "-o", str(tmp_path / "out"), "--timeout", "30")
     finally:
         sender.kill()
         sender.wait(10)
