@@ -171,24 +171,26 @@ def cmd_send(a: argparse.Namespace) -> int:
         return _send_error(f"cannot send from --interface {sd.interface}: "
                            f"{exc.strerror or exc}", 1)
     text = sd.to_json()
-    if a.sdp and not (a.resume and os.path.exists(a.sdp)):
-        with open(a.sdp, "w", encoding="utf-8") as f:
-            f.write(text)
-        print(f"session description: {a.sdp}", file=sys.stderr)
-    elif not a.sdp:
-        print(text)
 
     async def main() -> dict:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         loop.add_signal_handler(signal.SIGTERM, stop.set)  # close the session, then exit
         server = None
-        if a.serve_sdp:
+        if a.serve_sdp:  # before the description is written, like the interface check
             try:
                 server = await _serve_sdp(text, sd.interface, a.serve_sdp)
             except OSError as exc:
-                raise OSError(exc.errno, f"--serve-sdp: cannot listen on {sd.interface} port "
-                                         f"{a.serve_sdp}: {exc.strerror}") from None
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
+                raise OSError(exc.errno, f"--serve-sdp: cannot listen on {sd.interface} "
+                                         f"port {a.serve_sdp}: {why}") from None
+        if a.sdp and not (a.resume and os.path.exists(a.sdp)):
+            with open(a.sdp, "w", encoding="utf-8") as f:
+                f.write(text)
+            print(f"session description: {a.sdp}", file=sys.stderr)
+        elif not a.sdp:
+            print(text, flush=True)
+        if server is not None:
             print(f"serving it at http://{sd.interface}:{a.serve_sdp}/", file=sys.stderr)
         try:
             return await MulticastSender(sd, str(a.file)).run(duration=a.duration, stop=stop)

@@ -287,7 +287,11 @@ class MulticastReceiver:
         if ch in self.eps:
             return
         g, port = self.sd.groups[ch]
-        sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20)
+        try:
+            sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot bind {g} port {port} (channel {ch}): "
+                                     f"{exc.strerror}") from None
         try:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
         except OSError as exc:
@@ -534,22 +538,23 @@ class MulticastReceiver:
                     self._done.set()
                 await asyncio.wait_for(self._done.wait(), timeout)
                 if self.file.complete and self.end is None:
-                    os.fsync(self._fd)
-                    h = hashlib.sha256()
-                    with open(tmp, "rb") as f:
-                        for chunk in iter(lambda: f.read(1 << 20), b""):
-                            h.update(chunk)
-                    ok = h.hexdigest() == self.sd.sha256
-                    if not ok:
-                        self.end = "the recovered file does not match the session's SHA-256"
+                    try:
+                        os.fsync(self._fd)
+                        h = hashlib.sha256()
+                        with open(tmp, "rb") as f:
+                            for chunk in iter(lambda: f.read(1 << 20), b""):
+                                h.update(chunk)
+                    except OSError as exc:  # a delayed write error, reading it back
+                        self.end = self._io_error(exc, self.out_path)
+                    else:
+                        ok = h.hexdigest() == self.sd.sha256
+                        if not ok:
+                            self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
                 ok = False
                 self.end = (f"the file was not complete after {timeout:g} s: "
                             f"{len(self.file.done)} of {self.file.pt.blocks} source blocks "
                             f"decoded from {self.packets} packets" + self._others())
-            except OSError as exc:  # fsync or reading back the temporary file
-                ok = False
-                self.end = self._io_error(exc, self.out_path)
             finally:
                 if timers is not None:
                     timers.cancel()
