@@ -29,14 +29,75 @@ EXPERIMENTS = {
     "flashcrowd": "swift.experiments.flashcrowd",
 }
 NO_DATA_HINT_S = 10.0  # say so when nothing has arrived from any peer after this long
+#: smallest --chunk-size: below two hashes per chunk the hash tree outgrows the content
+MIN_CHUNK = 64
+#: a live viewer gives up after this long without a new chunk once it had some
+LIVE_SILENCE_S = 15.0
+_METADATA_OPTS = "--hash, --chunk-size, --addressing and --profile"
 
 
 def _file(text: str) -> str:
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
     return str(cliutil.existing_file(text))
 
 
 def _output(text: str) -> str:
     return str(cliutil.output_path(text))
+
+
+def _input(text: str) -> str:
+    return text if text == "-" else _file(text)
+
+
+def _download_output(text: str) -> str:
+    """A file a download can write chunks into at any offset and cut to size."""
+    path = _output(text)
+    if path != "-" and os.path.exists(path) and not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a regular file (a device, FIFO or socket): chunks are written at "
+            "their offsets and the file cut to size; use -o - to stream to stdout "
+            f"(e.g. -o - > {text})")
+    return path
+
+
+def _chunk_size(text: str) -> int:
+    n = cliutil.positive_int(text)
+    if n < MIN_CHUNK:
+        raise argparse.ArgumentTypeError(
+            f"chunk size {n} is too small (at least {MIN_CHUNK} bytes: below that the hash "
+            "tree is larger than the content)")
+    return n
+
+
+def _load_key(load, path: str, what: str):
+    """Read a key file; a file that is not a key is one line naming it."""
+    try:
+        return load(path)
+    except OSError:
+        raise
+    except Exception as e:  # cryptography: ValueError, TypeError, UnsupportedAlgorithm
+        raise ValueError(f"{path}: not a usable {what} ({type(e).__name__}; "
+                         "PEM or DER expected)") from None
+
+
+def _bind_host(host: str | None, peers: list[tuple[str, int]]) -> str:
+    """--host as given, else the wildcard address of the peers' family."""
+    if host is not None:
+        return host
+    import ipaddress
+    import socket
+    fams = set()
+    for h, _ in peers:
+        try:
+            fams.add(ipaddress.ip_address(h).version)
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(h, None, type=socket.SOCK_DGRAM)
+            except socket.gaierror as e:
+                raise ValueError(f"cannot resolve {h!r}: {e.strerror}") from None
+            fams.add(6 if all(i[0] == socket.AF_INET6 for i in infos) else 4)
+    return "::" if fams == {6} else "0.0.0.0"
 
 
 def _hex(text: str) -> str:
@@ -55,7 +116,8 @@ def _seconds(text: str) -> float:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chunk-size", type=cliutil.positive_int, default=1024, help="bytes per chunk")
+    p.add_argument("--chunk-size", type=_chunk_size, default=1024,
+                   help=f"bytes per chunk (default 1024, at least {MIN_CHUNK})")
     p.add_argument("--hash", choices=sorted(_HASHES), default=None,
                    help="Merkle hash (default sha256; sha1 with --profile libswift)")
     p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32")
@@ -69,7 +131,7 @@ def _config(a: argparse.Namespace, **kw) -> PeerConfig:
     hf = _HASHES[a.hash] if a.hash else (HashFunc.SHA1 if a.profile == "libswift" else HashFunc.SHA256)
     if getattr(a, "pex_ca", None):
         from swift.core.pexcert import load_ca_public
-        kw.setdefault("pex_ca", load_ca_public(a.pex_ca))
+        kw.setdefault("pex_ca", _load_key(load_ca_public, a.pex_ca, "CA public key"))
     return PeerConfig(chunk_size=a.chunk_size, hash_func=hf, addressing=_CAMS[a.addressing],
                       profile=a.profile, **kw)
 
@@ -126,39 +188,74 @@ async def _live_source(a: argparse.Namespace) -> int:
 
 async def _live_view(a: argparse.Namespace) -> int:
     from swift.aio.node import InOrderReader, live_viewer
-    node = live_viewer(bytes.fromhex(a.swarm), _config(a), a.host, a.port, per_sig=a.per_sig,
-                       window=a.window, method=a.live_method)
+    node = live_viewer(bytes.fromhex(a.swarm), _config(a), _bind_host(a.host, a.peer), a.port,
+                       per_sig=a.per_sig, window=a.window, method=a.live_method)
     out = open(a.output, "wb") if a.output != "-" else sys.stdout.buffer
     got = 0
+    why = "--duration reached"
     async with node:
         for p in a.peer:
             node.connect(p)
         rd = InOrderReader(node)
-        end = time.time() + a.duration
-        while time.time() < end and (not a.bytes or got < a.bytes):
+        start = last = time.monotonic()
+        end = start + a.duration
+        while time.monotonic() < end and (not a.bytes or got < a.bytes):
             for c in rd.ready():
                 if a.bytes:
                     c = c[: a.bytes - got]
                 out.write(c)
                 got += len(c)
+                last = time.monotonic()
                 if a.bytes and got >= a.bytes:
                     break
             out.flush()
+            now = time.monotonic()
+            if now - last > a.silence:  # a source that died never says so: stop waiting
+                why = (f"no new chunk for {a.silence:g} s" if got else
+                       f"nothing verified in {a.silence:g} s")
+                break
             await asyncio.sleep(0.05)
-    print(f"live: {got} bytes from chunk {node.peer.live_start}", file=sys.stderr)
-    return 0 if got else 1
+        stats = node.peer.stats
+    if got:
+        print(f"live: {got} bytes from chunk {node.peer.live_start} ({why})", file=sys.stderr)
+        return 0
+    if stats.get("rejected") or stats.get("refused") or node.closed_reasons:
+        print(f"live: no verified chunk ({why}); chunks or handshakes were refused: is {a.swarm[:16]}... "
+              f"the source's key, and --live-method, --per-sig, {_METADATA_OPTS} as the source's?",
+              file=sys.stderr)
+    else:
+        print(f"live: nothing received from {', '.join(f'{h}:{p}' for h, p in a.peer)} ({why}): "
+              "is the live source up on that address?", file=sys.stderr)
+    return 1
+
+
+def _hint(a: argparse.Namespace, node, waited: float) -> str:
+    """Why nothing arrived: no answer at all, or an answer but no chunk."""
+    peers = ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in a.peer)
+    if getattr(node, "answered", False):
+        return (f"ppspp download: {peers} answered the handshake but sent no chunk in "
+                f"{waited:.0f} s: does it hold all of {a.root[:16]}...? (a seeder whose file "
+                "changed under it, or a peer still downloading)")
+    return (f"ppspp download: nothing from {peers} after {waited:.0f} s: is the peer up, and "
+            f"is {a.root[:16]}... its swarm ID? The swarm metadata must match the seeder's: "
+            f"{_METADATA_OPTS}" + (", and --pex-ca if it hands out certified PEX" if not a.pex_ca
+                                   else ""))
+
+
+def _write_stdout(chunks: list[bytes]) -> None:
+    for c in chunks:
+        sys.stdout.buffer.write(c)
+    sys.stdout.buffer.flush()
 
 
 async def _download(a: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-    from swift.aio.node import downloader
+    """Download; whatever the outcome, remove what a failed run created
+    (an output with nothing verified, the temporary file behind -o -)."""
     try:
         root = bytes.fromhex(a.root)
     except ValueError:
         print("ROOTHASH must be hex", file=sys.stderr)
         return 2
-    cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
     a.peer = list(a.peer or []) + list(a.tracker or [])
     if not a.peer:
         print("give --peer or --tracker", file=sys.stderr)
@@ -166,62 +263,100 @@ async def _download(a: argparse.Namespace) -> int:
     stream = a.output == "-"
     if stream:  # play while downloading: verified bytes to stdout in order
         import tempfile
-        a.output = tempfile.mktemp(prefix="ppspp-")
+        fd, a.output = tempfile.mkstemp(prefix="ppspp-")
+        os.close(fd)
         a.quiet = True
-        if a.picker == "linear":
-            cfg.picker = "vod"
-    node = downloader(root, a.output, cfg, a.host, a.port)
+    created = stream or not os.path.lexists(a.output)
+    state = {"verified": 0}
+    rc = 1
+    try:
+        rc = await _download_to(a, root, stream, state)
+        return rc
+    except BrokenPipeError:  # `ppspp download ... -o - | head`: the reader left early
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error at the final flush
+        os.close(devnull)
+        print("ppspp: stdout closed before the end of the content (broken pipe)", file=sys.stderr)
+        rc = 141
+        return rc
+    finally:
+        if created and (stream or (rc != 0 and not state["verified"])):
+            for p in (a.output, a.output + ".mhash", a.output + ".mhash.json"):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+
+
+async def _download_to(a: argparse.Namespace, root: bytes, stream: bool, state: dict) -> int:
+    from swift.aio.node import downloader
+    cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
+    if stream and a.picker == "linear":
+        cfg.picker = "vod"
+    node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
+    http = None
     async with node:
-        http = None
-        if a.http is not None:
-            from swift.aio.http import HttpStream
-            http = HttpStream(node, "127.0.0.1", a.http)
-            await http.__aenter__()
-            print(f"playing at http://127.0.0.1:{http.port}/", file=sys.stderr, flush=True)
-        for p in a.peer:
-            node.connect(p)
-        cs = cfg.chunk_size
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), transient=a.quiet, disable=a.quiet) as prog:
-            task = prog.add_task("ppspp", total=None)
-            start = time.monotonic()
-            end = start + a.timeout
-            hinted = False
-            from swift.aio.node import InOrderReader
-            rd = InOrderReader(node) if stream else None
-            while time.monotonic() < end:
-                if rd is not None:
-                    for c in rd.ready():
-                        sys.stdout.buffer.write(c)
-                    sys.stdout.buffer.flush()
-                got, total = node.progress
-                prog.update(task, completed=got * cs, total=total * cs if total else None)
-                if not got and not hinted and time.monotonic() - start > NO_DATA_HINT_S:
-                    hinted = True
-                    print(f"ppspp download: nothing from {', '.join(f'{h}:{p}' for h, p in a.peer)} "
-                          f"after {NO_DATA_HINT_S:.0f} s: is the peer up, and is {a.root[:16]}... "
-                          "its swarm ID (same --hash and --chunk-size)?", file=sys.stderr, flush=True)
-                if await node.wait_complete(0.2):
-                    size = node.peer.content.tree.size or 0
-                    prog.update(task, completed=size, total=size)
-                    if rd is not None:
-                        for c in rd.ready():
-                            sys.stdout.buffer.write(c)
-                        sys.stdout.buffer.flush()
-                    break
-        if http is not None:
-            await asyncio.sleep(a.http_linger)
-            await http.__aexit__(None, None, None)
-        if not node.peer.content.complete:
-            print("download incomplete (timeout)", file=sys.stderr)
+        try:
+            if a.http is not None:
+                from swift.aio.http import HttpStream
+                http = HttpStream(node, "127.0.0.1", a.http)
+                await http.__aenter__()
+                print(f"playing at http://127.0.0.1:{http.port}/", file=sys.stderr, flush=True)
+            for p in a.peer:
+                node.connect(p)
+            done = await _progress_loop(a, node, stream, state)
+        finally:
+            state["verified"] = node.progress[0]
+            if http is not None:
+                if node.peer.content.complete:
+                    await asyncio.sleep(a.http_linger)
+                await http.__aexit__(None, None, None)
+        if not done:
+            print(f"download incomplete (timeout after {a.timeout:g} s, "
+                  f"{node.progress[0]} of {node.progress[1] or '?'} chunks)", file=sys.stderr)
             return 1
-    print(f"{'stdout' if stream else a.output}: {node.peer.content.tree.size} bytes verified",
-          file=sys.stderr)
-    if stream:
-        for p in (a.output, a.output + ".mhash", a.output + ".mhash.json"):
-            if os.path.exists(p):
-                os.unlink(p)
+    size = node.peer.content.tree.size
+    on_disk = os.path.getsize(a.output)
+    if size is None or on_disk != size:  # never call a file of the wrong length verified
+        print(f"ppspp: error: {a.output} is {on_disk} bytes, the content {size}", file=sys.stderr)
+        return 1
+    print(f"{'stdout' if stream else a.output}: {size} bytes verified", file=sys.stderr)
     return 0
+
+
+async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict) -> bool:
+    """Show progress until complete (True) or --timeout (False)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from swift.aio.node import InOrderReader
+    cs = node.peer.content.chunk_size
+    hint_after = min(NO_DATA_HINT_S, a.timeout / 2)
+    rd = InOrderReader(node) if stream else None
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), transient=a.quiet, disable=a.quiet) as prog:
+        task = prog.add_task("ppspp", total=None)
+        start = time.monotonic()
+        end = start + a.timeout
+        hinted = False
+        node.answered = False
+        while time.monotonic() < end:
+            if rd is not None:
+                _write_stdout(rd.ready())
+            got, total = node.progress
+            state["verified"] = got
+            node.answered = node.answered or bool(node.peer.established)
+            prog.update(task, completed=got * cs, total=total * cs if total else None)
+            waited = time.monotonic() - start
+            if not got and not hinted and waited > hint_after:
+                hinted = True
+                print(_hint(a, node, waited), file=sys.stderr, flush=True)
+            if await node.wait_complete(0.2):
+                size = node.peer.content.tree.size or 0
+                prog.update(task, completed=size, total=size)
+                if rd is not None:
+                    _write_stdout(rd.ready())
+                return True
+    return False
 
 
 async def _tracker(a: argparse.Namespace) -> int:
@@ -232,7 +367,8 @@ async def _tracker(a: argparse.Namespace) -> int:
     ca = None
     if a.ca_key:
         from swift.core.pexcert import load_or_create_ca
-        ca = load_or_create_ca(a.ca_key)  # also writes CA_KEY.pub for --pex-ca
+        # also writes CA_KEY.pub for --pex-ca
+        ca = _load_key(load_or_create_ca, a.ca_key, "CA private key")
     cfg = _config(a, tracker=True, max_channels=a.max_peers, pex_ca_key=ca)
     tree = MerkleTree.for_root(bytes.fromhex(a.root), cfg.hash_func, cfg.chunk_size)
     node = SwiftNode(Peer(Content(tree, MemoryStorage()), cfg), a.host, a.port)
@@ -247,7 +383,7 @@ async def _tracker(a: argparse.Namespace) -> int:
 def _hash(a: argparse.Namespace) -> int:
     from swift.aio.node import tree_for_file
     cfg = _config(a)
-    print(tree_for_file(a.file, cfg.hash_func, cfg.chunk_size, cache=not a.no_cache).root_hash.hex())
+    print(tree_for_file(a.file, cfg.hash_func, cfg.chunk_size, cache=a.cache).root_hash.hex())
     return 0
 
 
@@ -272,9 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--tracker", type=cliutil.hostport, action="append",
                    help="a PPSPP tracker peer: peers are learnt from it by PEX")
     d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
-    d.add_argument("-o", "--output", required=True, type=_output,
+    d.add_argument("-o", "--output", required=True, type=_download_output,
                    help="file, or - to stream to stdout in order")
-    d.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    d.add_argument("--host", default=None,
+                   help="address to bind (default: all, :: when every --peer is IPv6)")
     d.add_argument("--port", type=cliutil.port, default=0)
     d.add_argument("--picker", choices=sorted(PICKERS), default="linear")
     d.add_argument("--http", type=cliutil.port, default=None, metavar="PORT",
@@ -297,10 +434,13 @@ def main(argv: list[str] | None = None) -> int:
     _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file")
     h.add_argument("file", type=_file)
-    h.add_argument("--no-cache", action="store_true", help="do not write FILE.mhash")
+    h.add_argument("--cache", action="store_true",
+                   help="also write the hash tree beside FILE (FILE.mhash) for `seed` to reuse")
+    h.add_argument("--no-cache", action="store_false", dest="cache",
+                   help="do not write the hash tree (the default)")
     _common(h)
     ls = sub.add_parser("live-source", help="inject a live stream (stdin or a file)")
-    ls.add_argument("--input", default="-", help="file to stream, - for stdin")
+    ls.add_argument("--input", default="-", type=_input, help="file to stream, - for stdin")
     ls.add_argument("--rate", type=_seconds, default=0.0, help="bytes/s pacing (0 = as read)")
     ls.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     ls.add_argument("--port", type=cliutil.port, default=6778)
@@ -318,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")
     lv.add_argument("--peer", type=cliutil.hostport, action="append", required=True)
     lv.add_argument("-o", "--output", default="-", type=_output, help="file, or - for stdout")
-    lv.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    lv.add_argument("--host", default=None,
+                    help="address to bind (default: all, :: when every --peer is IPv6)")
     lv.add_argument("--port", type=cliutil.port, default=0)
     lv.add_argument("--per-sig", type=cliutil.positive_int, default=4)
     lv.add_argument("--window", type=cliutil.positive_int, default=4096)
@@ -327,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop after exactly this many bytes (0 = no limit)")
     lv.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
                     help="as the source (the algorithm comes from the swarm ID)")
+    lv.add_argument("--silence", type=cliutil.positive_float, default=LIVE_SILENCE_S,
+                    help="stop when no new chunk arrived for this many seconds "
+                         f"(a source that ended; default {LIVE_SILENCE_S:g})")
     _common(lv)
     sub.add_parser("demo", help="seeder and leechers on loopback")
     sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "

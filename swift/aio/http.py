@@ -3,12 +3,15 @@
 ``GET /`` (with optional ``Range: bytes=a-b``, RFC 9110 section 14) returns the
 content as it is verified: each response waits for the next chunk, moving the
 peer's playback position there so the VoD picker fetches it first (paper
-III-C).  Built on h11; one request per connection.
+III-C).  Built on h11; one request per connection.  Other methods get 405
+with ``Allow: GET, HEAD`` (RFC 9110 15.5.6); closing the endpoint ends the
+responses still waiting for chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http
 import re
 
 import h11
@@ -26,6 +29,7 @@ class HttpStream:
         self.port = port
         self.content_type = content_type
         self.server: asyncio.base_events.Server | None = None
+        self._clients: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> "HttpStream":
         self.server = await asyncio.start_server(self._client, self.host, self.port)
@@ -35,7 +39,17 @@ class HttpStream:
     async def __aexit__(self, *exc) -> None:
         if self.server is not None:
             self.server.close()
+            for t in list(self._clients):  # players still waiting for chunks
+                t.cancel()
+            if self._clients:
+                await asyncio.gather(*self._clients, return_exceptions=True)
             await self.server.wait_closed()
+            self.server = None
+
+    @staticmethod
+    def _response(status: int, headers: list) -> h11.Response:
+        return h11.Response(status_code=status, headers=headers,
+                            reason=http.HTTPStatus(status).phrase.encode())
 
     async def _wait_size(self) -> int:
         tree = self.node.peer.content.tree
@@ -48,6 +62,18 @@ class HttpStream:
         return tree.size or 0
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            await self._serve(reader, writer)
+        except asyncio.CancelledError:
+            pass  # the endpoint closed (download over) while this response waited
+        finally:
+            self._clients.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)
         try:
             req = None
@@ -60,6 +86,12 @@ class HttpStream:
                         return
                 elif isinstance(ev, h11.Request):
                     req = ev
+            if req.method not in (b"GET", b"HEAD"):
+                writer.write(conn.send(self._response(405, [
+                    ("allow", "GET, HEAD"), ("content-length", "0")])))
+                writer.write(conn.send(h11.EndOfMessage()))
+                await writer.drain()
+                return
             size = await asyncio.wait_for(self._wait_size(), 60)
             lo, hi = 0, size - 1
             status = 200
@@ -75,7 +107,7 @@ class HttpStream:
                         hi = min(hi, size - 1)
                         status = 206
             if lo > hi:
-                writer.write(conn.send(h11.Response(status_code=416, headers=[
+                writer.write(conn.send(self._response(416, [
                     ("content-range", f"bytes */{size}"), ("content-length", "0")])))
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
@@ -84,7 +116,7 @@ class HttpStream:
                        ("content-length", str(hi - lo + 1))]
             if status == 206:
                 headers.append(("content-range", f"bytes {lo}-{hi}/{size}"))
-            writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+            writer.write(conn.send(self._response(status, headers)))
             if req.method == b"HEAD":
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
@@ -107,5 +139,3 @@ class HttpStream:
             await writer.drain()
         except (ConnectionError, asyncio.TimeoutError, h11.ProtocolError):
             pass
-        finally:
-            writer.close()

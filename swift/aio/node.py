@@ -57,6 +57,8 @@ class SwiftNode:
         self._saving: Future | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._kernel_ts = False
+        #: a local I/O error (disk full, output unwritable) that stopped the node
+        self.error: OSError | None = None
         if peer.content.complete:
             self._complete.set()
 
@@ -74,7 +76,12 @@ class SwiftNode:
         s = socket.socket(fam, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        s.bind((self.host, self.port))
+        try:
+            s.bind((self.host, self.port))
+        except OSError as e:  # name the port: "Address already in use" alone says too little
+            s.close()
+            where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+            raise OSError(e.errno, e.strerror, f"UDP {where}") from None
         s.setblocking(False)
         self.sock = s
         self._kernel_ts = False
@@ -93,6 +100,8 @@ class SwiftNode:
         except OSError:
             pass
         self._save_state(force=True)
+        if self.error is not None and self._saving is not None:
+            self._saving = None  # its failure is already self.error
         self._wait_saving()
         if self._pool is not None:
             self._pool.shutdown()
@@ -106,7 +115,13 @@ class SwiftNode:
         self.sock.close()
         self.sock = None
         if self.storage is not None:
-            self.storage.close()
+            try:
+                self.storage.close()
+            except OSError as e:  # e.g. the last gathered write meets a full disk
+                self._fail(e)
+                if self.storage.fd >= 0:
+                    os.close(self.storage.fd)
+                    self.storage.fd = -1
 
     @property
     def addr(self) -> tuple[str, int]:
@@ -156,17 +171,68 @@ class SwiftNode:
         return None
 
     def connect(self, addr: tuple[str, int]) -> None:
-        """Start a handshake with ``addr``."""
-        self.peer.connect(addr, time.time())
+        """Start a handshake with ``addr``, a ``(host, port)`` tuple; a host
+        name is resolved here, in the address family of our socket."""
+        self.peer.connect(self.resolve(addr), time.time())
         self._flush()
 
+    def resolve(self, addr: Any) -> tuple[str, int]:
+        """``(host, port)`` -> ``(ip, port)`` in our socket's family, or a
+        clear TypeError/ValueError (a "host:port" string, a wrong family)."""
+        if isinstance(addr, (str, bytes)):
+            raise TypeError(f"address must be a (host, port) tuple, not {addr!r}")
+        try:
+            host, port = addr
+        except (TypeError, ValueError):
+            raise TypeError(f"address must be a (host, port) tuple, not {addr!r}") from None
+        if not isinstance(host, str) or not isinstance(port, int) or isinstance(port, bool):
+            raise TypeError(f"address must be (str host, int port), not {addr!r}")
+        if not 0 < port < 65536:
+            raise ValueError(f"port {port} is outside 1-65535")
+        fam = self.sock.family if self.sock is not None else (
+            socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+        except socket.gaierror as e:
+            raise ValueError(f"cannot resolve {host!r}: {e.strerror}") from None
+        for f, _, _, _, sa in infos:
+            if f == fam:
+                return (sa[0], port)
+        mine = "IPv6" if fam == socket.AF_INET6 else "IPv4"
+        theirs = "IPv4" if mine == "IPv6" else "IPv6"
+        raise ValueError(f"{host} is an {theirs} address but this node is bound to {self.host} "
+                         f"({mine}): bind an {theirs} address (e.g. --host "
+                         f"{'::' if theirs == 'IPv6' else '0.0.0.0'})")
+
     async def wait_complete(self, timeout: float | None = None) -> bool:
-        """Wait until every chunk is verified and stored."""
+        """Wait until every chunk is verified and stored; raises the OSError
+        that stopped the node (e.g. disk full) instead of waiting on."""
         try:
             await asyncio.wait_for(self._complete.wait(), timeout)
         except asyncio.TimeoutError:
             return False
+        if self.error is not None:
+            raise self.error
         return True
+
+    def _fail(self, exc: OSError) -> None:
+        """Stop on a local I/O error: no more datagrams, no hash-file
+        saves, its half-written temporary files removed; waiters wake up."""
+        if self.error is not None:
+            return
+        if exc.filename is None and self.storage is not None:
+            exc = OSError(exc.errno, exc.strerror, self.storage.path)
+        self.error = exc
+        log.debug("stopping: %s", exc)
+        if self.state_path is not None:
+            for tmp in (self.state_path + ".tmp", self.state_path + ".json.tmp"):
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        if self._loop is not None and self.sock is not None:
+            self._loop.remove_reader(self.sock.fileno())
+        self._complete.set()
 
     @property
     def progress(self) -> tuple[int, int | None]:
@@ -177,8 +243,14 @@ class SwiftNode:
     # -- pump ------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
+        try:
+            self._read_batches()
+        except OSError as e:  # our storage (disk full, I/O error): stop
+            self._fail(e)
+
+    def _read_batches(self) -> None:
         s = self.sock
-        if s is None:
+        if s is None or self.error is not None:
             return
         for _ in range(8):
             try:
@@ -194,6 +266,9 @@ class SwiftNode:
                     continue
                 try:
                     peer.datagram_received(data, addr[:2], now, arrived)
+                except OSError as e:  # our storage (disk full, I/O error): stop
+                    self._fail(e)
+                    return
                 except Exception:  # no datagram may take the node down
                     peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
                     log.exception("PPSPP datagram from %s", addr)
@@ -260,7 +335,10 @@ class SwiftNode:
                 break
             if isinstance(e, ev.DownloadComplete):
                 if self.storage is not None and e.size:
-                    self.storage.truncate(e.size)
+                    try:
+                        self.storage.truncate(e.size)
+                    except OSError as exc:
+                        self._fail(exc)
                 self._save_state(force=True)
                 self._complete.set()
             elif isinstance(e, ev.ChannelClosed):
@@ -282,6 +360,8 @@ class SwiftNode:
 
     def _on_timer(self) -> None:
         self._timer = None
+        if self.error is not None:
+            return
         for p in self.peers:
             p.handle_timer(time.time())
         self._flush()
@@ -294,7 +374,7 @@ class SwiftNode:
         up to ~0.2 s on a busy disk, and every datagram waiting meanwhile
         counted as queuing delay for LEDBAT at the sender.  The final save
         (complete, close) is synchronous."""
-        if self.state_path is None:
+        if self.state_path is None or self.error is not None:
             return
         tree = self.peer.content.tree
         if tree.n_chunks is None:
@@ -303,12 +383,19 @@ class SwiftNode:
         if force:
             self._wait_saving()  # an older background snapshot must not land last
             self._last_save = now
-            tree.save(self.state_path)
+            try:
+                tree.save(self.state_path)
+            except OSError as e:
+                self._fail(e)
             return
         if now - self._last_save < self.SAVE_EVERY:
             return
-        if self._saving is not None and not self._saving.done():
-            return
+        if self._saving is not None:
+            if not self._saving.done():
+                return
+            self._wait_saving()  # a failed background save stops the node
+            if self.error is not None:
+                return
         self._last_save = now
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="swift-save")
@@ -316,20 +403,31 @@ class SwiftNode:
 
     def _wait_saving(self) -> None:
         if self._saving is not None:
+            saving, self._saving = self._saving, None
             try:
-                self._saving.result()
-            except OSError:
-                log.exception("saving %s", self.state_path)
-            self._saving = None
+                saving.result()
+            except OSError as e:
+                self._fail(e)
 
 
 # --- convenience constructors (the Python API) ------------------------------------
 
 
+def mhash_path(path: str, hash_func: HashFunc = HashFunc.SHA256, chunk_size: int = 1024) -> str:
+    """Where :func:`tree_for_file` keeps the hash tree of ``path`` for this metadata."""
+    if hash_func == HashFunc.SHA256 and chunk_size == 1024:
+        return path + ".mhash"
+    return f"{path}.{HashFunc(hash_func).name.lower()}-{chunk_size}.mhash"
+
+
 def tree_for_file(path: str, hash_func: HashFunc = HashFunc.SHA256, chunk_size: int = 1024,
                   cache: bool = True) -> MerkleTree:
-    """Merkle tree of a file, from ``path.mhash`` when it is current (no rehash)."""
-    mh = path + ".mhash"
+    """Merkle tree of a file, from its hash file when that is current (no rehash).
+
+    The hash file is ``path.mhash`` for the default metadata (SHA-256, 1 KiB
+    chunks) and ``path.<hash>-<chunk size>.mhash`` otherwise, so seeding
+    with another ``--chunk-size`` or hash does not overwrite the other's."""
+    mh = mhash_path(path, hash_func, chunk_size)
     st = os.stat(path)
     stamp = f"{st.st_size}:{st.st_mtime_ns}"
     if cache and os.path.exists(mh + ".json") and os.path.exists(mh + ".stamp"):
@@ -365,9 +463,24 @@ def seeder(path: str, config: PeerConfig | None = None, host: str = "127.0.0.1",
     return node
 
 
-def downloader(root_hash: bytes, out: str, config: PeerConfig | None = None,
+def downloader(root_hash: bytes | str, out: str, config: PeerConfig | None = None,
                host: str = "127.0.0.1", port: int = 0, **kw: Any) -> SwiftNode:
-    """A node downloading into ``out``; resumes from ``out.mhash`` if present."""
+    """A node downloading into ``out``; resumes from ``out.mhash`` if present.
+
+    ``root_hash``: the swarm ID as bytes or hex text.  ``out`` must be a
+    regular file (or not exist yet): chunks are written at their offsets and
+    the file is cut to the content size, which a device or FIFO cannot do.
+    An existing ``out`` longer than the content is cut to the content size
+    once the size is known; only chunks whose hash checks are kept."""
+    if isinstance(root_hash, str):
+        try:
+            root_hash = bytes.fromhex(root_hash)
+        except ValueError:
+            raise ValueError(f"root hash {root_hash!r} is not hexadecimal") from None
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isfile(out):
+        raise ValueError(f"{out} is not a regular file (a device, FIFO or socket): download "
+                         "to a file, or stream with -o - (stdout)")
     config = config or PeerConfig()
     state = out + ".mhash"
     tree = None
@@ -383,6 +496,8 @@ def downloader(root_hash: bytes, out: str, config: PeerConfig | None = None,
     storage = FileStorage(out, writable=True)
     content = Content(tree, storage)
     content.resume()
+    if tree.size is not None and os.fstat(storage.fd).st_size > tree.size:
+        storage.truncate(tree.size)  # bytes past the content were never verified
     node = SwiftNode(Peer(content, config), host, port, **kw)
     node.storage = storage
     node.state_path = state

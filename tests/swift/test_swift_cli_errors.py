@@ -59,9 +59,10 @@ def test_refused_values_are_one_line(tmp_path, args, message):
 def test_busy_port_is_one_line(content):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("0.0.0.0", 0))
-        r = ppspp("seed", str(content), "--port", str(s.getsockname()[1]), "--duration", "1")
+        port = s.getsockname()[1]
+        r = ppspp("seed", str(content), "--port", str(port), "--duration", "1")
     assert r.returncode == 1
-    assert r.stderr.strip() == "ppspp: error: Address already in use"
+    assert r.stderr.strip() == f"ppspp: error: Address already in use: UDP 0.0.0.0:{port}"
 
 
 @pytest.mark.slow
