@@ -442,9 +442,9 @@ class ReceiverCC:
         self._qmin = math.inf
         """least queueing delay (one-way delay above the windowed minimum) this epoch"""
         self.qdelay_exits = 0
+        """start-ups ended by a standing queue (see ``STARTUP_QDELAY``)"""
         self._qrecent: deque[float] = deque(maxlen=self.HOLD_PKTS)
         """queueing delays of the last few packets (see ``HOLD_QDELAY``)"""
-        """start-ups ended by a standing queue (see ``STARTUP_QDELAY``)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
