@@ -224,8 +224,11 @@ async def _live_view(a: argparse.Namespace) -> int:
               f"the source's key, and --live-method, --per-sig, {_METADATA_OPTS} as the source's?",
               file=sys.stderr)
     else:
+        # a source refuses a handshake whose options differ from its own
+        # without answering (RFC 7574 3.1.1 step 4 allows silence): say both
         print(f"live: nothing received from {', '.join(f'{h}:{p}' for h, p in a.peer)} ({why}): "
-              "is the live source up on that address?", file=sys.stderr)
+              f"is the live source up there, is {a.swarm[:16]}... its key, and are --live-method, "
+              f"--per-sig, {_METADATA_OPTS} the source's?", file=sys.stderr)
     return 1
 
 
