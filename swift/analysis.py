@@ -160,6 +160,8 @@ class Analyser:
         self.dropped = {"peers": 0, "state": 0, "chunks_beyond_bitmap": 0, "samples": 0,
                         "range_expansion": 0, "trees": 0}
         self.datagrams = 0
+        #: UDP datagrams on ports we do not follow (no handshake seen there)
+        self.skipped_udp = 0
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
@@ -169,7 +171,10 @@ class Analyser:
             return True
         if (f.src, f.sport) in self.endpoints or (f.dst, f.dport) in self.endpoints:
             return True
-        return f.payload[:5] == b"\0\0\0\0\0"  # channel 0 + HANDSHAKE: a new conversation
+        if f.payload[:5] == b"\0\0\0\0\0":  # channel 0 + HANDSHAKE: a new conversation
+            return True
+        self.skipped_udp += 1
+        return False
 
     def _err(self, why: str) -> None:
         self.errors[why] = self.errors.get(why, 0) + 1
@@ -327,8 +332,11 @@ class Analyser:
                 tp[slot] = tp.get(slot, 0) + n
         swarm = conv.swarm if conv is not None else b""
         hashes = self.hashes.pop((src, dst), None) if self.verify_on else None
-        if pd is not None and self.verify_on and c0 == c1 and conv is not None:
-            pd.verify[self._verify(dst, conv, c0, m.payload, hashes or [])] += 1
+        if pd is not None and self.verify_on:
+            if conv is None:  # handshake not captured: no swarm ID, no hash function
+                pd.verify["unverifiable"] += max(1, min(c1, c0 + _MAX_EXPAND - 1) - c0 + 1)
+            elif c0 == c1:
+                pd.verify[self._verify(dst, conv, c0, m.payload, hashes or [])] += 1
         bm = self.have.get((dst, swarm))
         if bm is None:
             if len(self.have) >= 4 * self.max_peers:
@@ -536,6 +544,11 @@ class Analyser:
         errs = [{"what": f"undecodable: {k}", "count": v} for k, v in sorted(self.errors.items())]
         errs += [{"what": f"dropped: {k}", "count": v} for k, v in self.dropped.items() if v]
         errs.append({"what": "datagrams analysed", "count": self.datagrams})
+        if self.skipped_udp and not self.convs:
+            ports = ",".join(map(str, sorted(self.ports)))
+            errs.append({"what": "UDP datagrams not followed: no PPSPP handshake seen and not on "
+                                 f"ppspp-port {ports} (a capture that starts after the handshake: "
+                                 "--opt ppspp-port=PORT)", "count": self.skipped_udp})
         return {"ppspp_peers": peers, "ppspp_messages": messages, "ppspp_latency": lat, "ppspp_conversations": convs,
                 "ppspp_throughput": tput, "ppspp_errors": errs}
 
