@@ -35,7 +35,8 @@ from typing import Any
 from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
 
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import FileReceiver, FileSender, Metrics, SessionDescription, default_fec
+from m2c.core.filetx import (RATE_UNIT, FileReceiver, FileSender, Metrics, SessionDescription,
+                             default_fec)
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.fec.errors import DecodeError, FECError
@@ -94,7 +95,8 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     # TOI 0: the session's single object, so packets omit the TOI field (RFC 5775 4.1)
     sd = SessionDescription(session if session is not None else secrets.randbits(32), 0,
                             os.path.basename(path), size, h.hexdigest(), fec_d,
-                            sched.describe(), groups, interface, source=interface)
+                            {**sched.describe(), "unit": RATE_UNIT}, groups, interface,
+                            source=interface)
     per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
     fit = memory // per_block
     if fit < 1:

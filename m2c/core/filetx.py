@@ -45,6 +45,7 @@ from m2c.wire.codec import AlcPacket
 from m2c.wire.constants import CCI_MAX_CHANNEL, Codepoint
 
 __all__ = ["SessionDescription", "FileSender", "FileReceiver", "Metrics", "IP_UDP_OVERHEAD",
+           "RATE_UNIT",
            "default_fec", "sha256_file"]
 
 LDPC_MAX_BLOCKS = 1 << 12
@@ -52,6 +53,8 @@ LDPC_MAX_BLOCKS = 1 << 12
 LDPC_MAX1_B = 1 << 19
 """RFC 5170 5.2: max1_B = 2^(20 - ceil(log2(1/CR))) for 1/2 <= CR < 1 (our n = 2k)"""
 
+RATE_UNIT = "packets/s"
+"""the unit of the session description's rates (``rates["unit"]``)"""
 IP_UDP_OVERHEAD = 28  # IPv4 + UDP header bytes counted in the paper's link-level figures
 FIRST_LEVEL = 4
 """Default symbols per first level (see :class:`FileSender`).  With 1, a receiver's share
@@ -76,7 +79,10 @@ class SessionDescription:
     also instance_id, the FEC Instance ID of our zfec code under the Under-Specified FEC
     Encoding ID 129 (RFC 5445 5.2.2.2: part of the FEC OTI; older descriptions omit it)"""
     rates: dict
-    """the rate schedule (RateSchedule.describe())"""
+    """the rate schedule (RateSchedule.describe()); its rates (min_rate, max_rate) are in
+    packets per second, all groups together for max_rate (``"unit": "packets/s"``;
+    descriptions without ``unit`` are read the same way), tsd in seconds.  ``m2c send``
+    converts its kbit/s options with the symbol size and header bytes."""
     groups: list[list]
     """[address, port] per channel, index = channel (0 = base group)"""
     interface: str = "127.0.0.1"
@@ -176,6 +182,8 @@ class SessionDescription:
             need(is_num(r[key]), f"rates {key} must be a number")
         need(is_int(r["k"]) and is_int(r["quiet"]), "rates k and quiet must be integers")
         need(is_num(r.get("per_slot_factor", 4 / 3)), "rates per_slot_factor must be a number")
+        need(r.get("unit", RATE_UNIT) == RATE_UNIT,
+             f"rates unit {r.get('unit')!r}: only {RATE_UNIT!r} (packets per second) is known")
         try:
             sched = self.schedule()
         except (TypeError, ValueError) as exc:
@@ -391,6 +399,15 @@ class FileSender:
             return []
         cap = self.seq.capacity(self.buffer_time)
         blocks = self.app.buffer(b)[:cap]
+        # a buffer holds each symbol of the window once at most; when the schedule's
+        # window carries more packets than that (a small file, a high --max-rate), the
+        # next buffers' orders follow (least important positions) rather than data-less
+        # padding: the groups then carry the bytes their rates announce, and a receiver
+        # with losses gets other symbols, not empty packets (user test 11)
+        nxt = b
+        while len(blocks) < cap:
+            nxt += 1
+            blocks += self.app.buffer(nxt)[:cap - len(blocks)]
         ids = [self.order[x] for x in blocks]
         buf = b"".join(self.symbol(sbn, esi) for sbn, esi in ids)
         out = []
