@@ -97,6 +97,13 @@ class Content:
         self.storage.write(i * self.chunk_size, data)
         self.have.add(i)
 
+    def flush(self) -> None:
+        """Let the storage write what it gathered (``FileStorage`` gathers
+        consecutive chunk writes into one pwrite)."""
+        f = getattr(self.storage, "flush", None)
+        if f is not None:
+            f()
+
     def holds(self, i: int, data: bytes) -> bool:
         """True when ``data`` is chunk ``i`` as we hold it (its trusted leaf
         hash matches): a duplicate DATA we may acknowledge (3.4)."""

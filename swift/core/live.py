@@ -347,6 +347,9 @@ class LiveContent:
     def chunk_bytes(self, i: int) -> bytes:
         return self.data[i]
 
+    def flush(self) -> None:
+        """Nothing to write: live chunks stay in RAM."""
+
     def holds(self, i: int, data: bytes) -> bool:
         """True when ``data`` is the verified chunk ``i`` we hold (a duplicate
         DATA we may acknowledge, RFC 7574 3.4)."""

@@ -713,7 +713,13 @@ class Peer(RequestPlanner, UploadScheduler):
         return out
 
     def datagrams_to_send(self, now: float, budget: int = 256) -> list[tuple[bytes, Any]]:
-        """Datagrams due now (at most ``budget`` DATA datagrams)."""
+        """Datagrams due now (at most ``budget`` DATA datagrams).
+
+        The driver calls this after every batch of received datagrams, so it
+        first has the content storage write the chunks the batch verified
+        (one gathered write instead of one per chunk; an OSError from the
+        disk surfaces here)."""
+        self.content.flush()
         out: list[tuple[bytes, Any]] = list(self._pending_close)
         self._pending_close.clear()
         for ch in list(self.channels.values()):
