@@ -55,6 +55,49 @@ def _ours(src: str, dst: str, cs: int) -> dict:
     return r
 
 
+def _in_memory(n: int, cs: int) -> dict:
+    """CPU per chunk of each end without sockets: the sans-IO seeder and leecher
+    handed each other's datagrams in one process (what the Python code costs,
+    apart from system calls and the event loop)."""
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer, PeerConfig
+
+    data = os.urandom(n * cs)
+    tree = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], chunk_size=cs)
+    s = Peer(Content.seeded(tree, MemoryStorage(data)), PeerConfig(chunk_size=cs, seed=1))
+    l = Peer(Content(MerkleTree.for_root(tree.root_hash, chunk_size=cs), MemoryStorage()),
+             PeerConfig(chunk_size=cs, seed=2))
+    sa, la = ("10.0.0.1", 1), ("10.0.0.2", 2)
+    now = 1000.0
+    l.connect(sa, now)
+    ts = tl = 0.0
+    clock = time.process_time
+    for step in range(100 * n):
+        if l.content.complete:
+            break
+        now += 0.0005
+        t0 = clock()
+        out = s.datagrams_to_send(now, budget=64)
+        t1 = clock()
+        for d, _ in out:
+            l.datagram_received(d, sa, now)
+        back = l.datagrams_to_send(now, budget=64)
+        while l.next_event() is not None:
+            pass
+        t2 = clock()
+        for d, _ in back:
+            s.datagram_received(d, la, now)
+        t3 = clock()
+        ts += (t1 - t0) + (t3 - t2)
+        tl += t2 - t1
+        if step % 100 == 0:
+            s.handle_timer(now)
+            l.handle_timer(now)
+    ok = l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+    return {"ok": ok, "seeder_us": ts / n * 1e6, "leecher_us": tl / n * 1e6}
+
+
 def _libtorrent(src: str, workdir: str, utp: bool) -> dict:
     import libtorrent as lt
 
@@ -118,23 +161,36 @@ def run(quick: bool) -> dict:
                          "ok": r["ok"], "MB/s": mb / r["s"], "CPU s": r["cpu"]})
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    # peak RSS of the transfers, read before the in-memory run below (which
+    # holds its 20 MB content three times)
+    self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    seeder_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    for cs in (1024, 8192):
+        r = _in_memory(20 * 1024 * 1024 // cs, cs)
+        rows.append({"subject": f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks",
+                     "ok": r["ok"], "seeder CPU us/chunk": r["seeder_us"],
+                     "leecher CPU us/chunk": r["leecher_us"]})
     ratios = {}
     for cs in (1024, 8192):
         o = res.get(f"ours_{cs}")
         for k in ("lt_tcp", "lt_utp"):
             if o and k in res:
                 ratios[f"ours_{cs // 1024}k/{k}"] = (mb / o["s"]) / (mb / res[k]["s"])
-    ratios["ours_1k MB/s / libswift 1k anchor (14 MB/s)"] = (mb / res["ours_1024"]["s"]) / 14.0
+    # the issue's libswift C++ figures: 14-25 MB/s at 1 KiB, ~70 MB/s at 8 KiB;
+    # the target is the top of the 1 KiB range
+    ratios["ours_1k MB/s / libswift 1k top (25 MB/s)"] = (mb / res["ours_1024"]["s"]) / 25.0
     ratios["ours_8k MB/s / libswift 8k anchor (70 MB/s)"] = (mb / res["ours_8192"]["s"]) / 70.0
     return {
         "title": f"PPSPP loopback transfer, {mb:.0f} MB, 1 seeder -> 1 leecher",
         "rows": rows,
         "ratios": ratios,
-        "targets": {"ours_1k MB/s / libswift 1k anchor (14 MB/s)": ">= 1",
+        "targets": {"ours_1k MB/s / libswift 1k top (25 MB/s)": ">= 1",
                     "ours_8k MB/s / libswift 8k anchor (70 MB/s)": ">= 1"},
         "notes": [
             "libswift anchors are the issue's figures (not re-measured: libswift cannot be built here)",
-            f"max RSS of the benchmark process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
-            "(content is never buffered whole: pread/pwrite per chunk)",
+            f"max RSS: benchmark process (our leecher, libtorrent) {self_rss:.0f} MB, our seeder "
+            f"process {seeder_rss:.0f} MB (content is never buffered whole: pread/pwrite per chunk)",
+            "in memory: sans-IO seeder and leecher in one process, each handed the other's "
+            "datagrams; CPU per chunk of each end without system calls or event loop",
         ],
     }
