@@ -304,14 +304,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="kbit/s of all groups together, IP level (default %(default)s)")
     s.add_argument("--tsd", type=cliutil.positive_float, default=1.0, help="time slot duration, s (default %(default)s)")
     s.add_argument("--k", type=cliutil.positive_int, default=2, help="groups renewed per time slot (default %(default)s)")
-    s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave")
-    s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc")
+    s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave",
+                   help="rate schedule: WEBRC-like waves or FLID-DL-like steps "
+                        "(default %(default)s)")
+    s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc",
+                   help="LDPC-Staircase (RFC 5170) or Reed-Solomon (zfec) (default %(default)s)")
     s.add_argument("--symbol-size", type=_symbol_size, default=1400,
                    help="bytes per FEC symbol (default %(default)s)")
     s.add_argument("--block-length", type=cliutil.positive_int, metavar="SYMBOLS",
                    help="source symbols per FEC block at most (default: 3000 for LDPC, "
                         "128 for RS)")
-    s.add_argument("--duration", type=cliutil.positive_float, help="stop after this many seconds")
+    s.add_argument("--duration", type=cliutil.positive_float,
+                   help="stop after this many seconds (default: until Ctrl-C or SIGTERM; "
+                        "either closes the session)")
     s.set_defaults(fn=cmd_send)
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
     r.add_argument("sdp")
@@ -324,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--interface", type=_ipv4_unicast, default=None,
                    help="local IPv4 address to join the groups on (default: 0.0.0.0, "
                         "INADDR_ANY; 127.0.0.1 for a sender on loopback)")
-    r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c")
+    r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c",
+                   help="receiver rate controller (default %(default)s)")
     r.add_argument("--timeout", type=cliutil.positive_float, default=600.0,
                    help="give up after this many s (default %(default)s); the receiver "
                         "leaves earlier when no packet arrives for max(10, TSD) s")

@@ -492,23 +492,30 @@ class MulticastReceiver:
             os.path.dirname(self._tmp) != os.path.dirname(os.path.abspath(self.out_path)) else ""
         return f"{reason} writing {what}{where}"
 
-    def _deliver(self, tmp: str) -> None:
+    async def _deliver(self, tmp: str) -> None:
         """Copy the verified temporary file into a device, FIFO or stdout (never
-        replace it); opening a FIFO waits for its reader."""
+        replace it).  A FIFO is opened without blocking the loop: it waits for its
+        reader, cancellable (SIGTERM, Ctrl-C) meanwhile."""
         if self.out_path == "-":
-            dst = open(1, "wb", closefd=False)  # noqa: SIM115 - closed below
+            fd = os.dup(1)
         else:
-            dst = open(self.out_path, "wb")  # noqa: SIM115 - O_TRUNC is a no-op on devices
+            while True:
+                try:
+                    fd = os.open(self.out_path, os.O_WRONLY | os.O_NONBLOCK)
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:  # ENXIO: a FIFO without a reader yet
+                        raise
+                await asyncio.sleep(0.05)
+            os.set_blocking(fd, True)
         try:
             with open(tmp, "rb") as src:
                 for chunk in iter(lambda: src.read(1 << 20), b""):
-                    dst.write(chunk)
-            dst.flush()
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
         finally:
-            try:
-                dst.close()
-            except OSError:
-                pass
+            os.close(fd)
 
     async def run(self, timeout: float = 60.0) -> dict:
         """Receive until the file is recovered and verified, the session ends early
@@ -568,7 +575,7 @@ class MulticastReceiver:
             try:
                 if ok and self._to_special:
                     try:
-                        self._deliver(tmp)
+                        await self._deliver(tmp)
                     except OSError as exc:  # /dev/full, a FIFO whose reader left
                         ok = False
                         self.end = self._io_error(exc, self.out_path if self.out_path != "-"

@@ -223,3 +223,33 @@ def test_sha256_mismatch_verdict(sender, tmp_path):
     assert r.returncode == 1
     assert b"does not match the session's SHA-256" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_sigterm_while_a_fifo_waits_for_its_reader(sender, tmp_path, tmpdir_env):
+    _, sdp = sender
+    tdir, env = tmpdir_env
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([sys.executable, "-m", "m2c", "receive", str(sdp), "-o", str(fifo),
+                          "-q", "--timeout", "60"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # verified and waiting: the temporary file exists, the receiver no longer holds it open
+        deadline = time.monotonic() + 30
+        waiting = False
+        while time.monotonic() < deadline and not waiting:
+            time.sleep(0.1)
+            parts = part_files(tdir)
+            if parts:
+                held = {os.path.realpath(f"/proc/{p.pid}/fd/{fd}")
+                        for fd in os.listdir(f"/proc/{p.pid}/fd")}
+                waiting = str(tdir / parts[0]) not in held
+        assert waiting, "the receiver never got to waiting for the FIFO's reader"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+        p.wait(10)
+    assert p.returncode == 143, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert part_files(tmp_path, tdir) == []
