@@ -236,8 +236,10 @@ def _hint(a: argparse.Namespace, node, waited: float) -> str:
     """Why nothing arrived: no answer at all, or an answer but no chunk."""
     peers = ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in a.peer)
     if getattr(node, "answered", False):
-        return (f"ppspp download: {peers} answered the handshake but sent no chunk in "
-                f"{waited:.0f} s: does it hold all of {a.root[:16]}...? (a seeder whose file "
+        bad = node.peer.stats.get("rejected", 0)
+        return (f"ppspp download: {peers} answered the handshake but sent no chunk "
+                + (f"that verifies ({bad} failed the hash check) " if bad else "")
+                + f"in {waited:.0f} s: does it hold {a.root[:16]}...? (a seeder whose file "
                 "changed under it, or a peer still downloading)")
     return (f"ppspp download: nothing from {peers} after {waited:.0f} s: is the peer up, and "
             f"is {a.root[:16]}... its swarm ID? The swarm metadata must match the seeder's: "
@@ -347,7 +349,10 @@ async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict)
                 _write_stdout(rd.ready())
             got, total = node.progress
             state["verified"] = got
-            node.answered = node.answered or bool(node.peer.established)
+            # a peer answered: a channel is up, or was (peak hashes told the
+            # size, or chunks came and failed the hash check)
+            node.answered = (node.answered or bool(node.peer.established) or total is not None
+                             or node.peer.stats.get("rejected", 0) > 0)
             prog.update(task, completed=got * cs, total=total * cs if total else None)
             waited = time.monotonic() - start
             if not got and not hinted and waited > hint_after:

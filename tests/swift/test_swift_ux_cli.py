@@ -5,7 +5,6 @@ IPv6 peers without --host; no litter from failed runs; no traceback anywhere."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import http.client
 import os
@@ -313,3 +312,13 @@ def test_stream_to_stdout_leaves_no_temp_file(tmp_path, content, seed):
     assert r.returncode == 0, r.stderr
     assert r.stdout == content.read_bytes()
     assert not [n for n in os.listdir(tmp_path) if n.startswith("ppspp-")]
+
+
+def test_hint_tells_an_answering_peer_apart(tmp_path, content, seed):
+    content.write_bytes(b"")  # the seeder's file cut under it: it answers, no chunk verifies
+    out = tmp_path / "r.bin"
+    r = ppspp("download", seed.root, "--peer", seed.peer, "-o", out, "-q", "--timeout", "4")
+    assert r.returncode == 1
+    assert "answered the handshake but sent no chunk" in r.stderr, r.stderr
+    assert "nothing from" not in r.stderr
+    assert not out.exists()
