@@ -220,6 +220,7 @@ def cmd_receive(a: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     output = str(a.output)
+    to_stdout = output in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
     shown = "stdout" if output == "-" else output
     terminated = False
 
@@ -261,7 +262,7 @@ def cmd_receive(a: argparse.Namespace) -> int:
         with open(a.json, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     else:  # the file itself may be on stdout: then the JSON goes to stderr
-        print(text, file=sys.stderr if output == "-" else sys.stdout)
+        print(text, file=sys.stderr if to_stdout else sys.stdout)
     mm = out["metrics"]
     if not res["ok"]:
         print(f"m2c receive: error: {sd.name}: {res['end'] or 'transfer failed'}; "

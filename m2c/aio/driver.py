@@ -222,6 +222,19 @@ def default_interface(sd: SessionDescription) -> str:
     return "127.0.0.1" if loopback else "0.0.0.0"
 
 
+def _via_proc(path: str) -> bool:
+    """True if ``path`` reaches its file through /proc (/dev/stdout, /dev/fd/N,
+    /proc/self/fd/N): a link to an open file, not a path to replace."""
+    for _ in range(40):
+        if os.path.realpath(os.path.dirname(os.path.abspath(path))).startswith("/proc/"):
+            return True
+        if not os.path.islink(path):
+            return False
+        target = os.readlink(path)
+        path = os.path.join(os.path.dirname(os.path.abspath(path)), target)
+    return False
+
+
 class MulticastReceiver:
     """Joins the session, runs congestion control, decodes, verifies and writes.
 
@@ -449,7 +462,14 @@ class MulticastReceiver:
             st = os.stat(self.out_path)
         except OSError:
             return False
-        return not stat.S_ISREG(st.st_mode)
+        # a link into /proc (/dev/stdout -> /proc/self/fd/1) names an open file:
+        # replacing its path would not reach the file, and replacing the link
+        # itself would break /dev/stdout
+        return not stat.S_ISREG(st.st_mode) or _via_proc(self.out_path)
+
+    def _final(self) -> str:
+        """The path os.replace acts on: a symbolic link's target, so the link stays."""
+        return os.path.realpath(self.out_path)
 
     def _open_temp(self) -> str:
         """A temporary file for the blocks; the output is untouched until the
@@ -463,7 +483,7 @@ class MulticastReceiver:
             d, base = tempfile.gettempdir(), "m2c-" + (os.path.basename(self.out_path)
                                                          if self.out_path != "-" else "stdout")
         else:
-            d, base = os.path.split(os.path.abspath(self.out_path))
+            d, base = os.path.split(self._final())
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
         try:
             try:  # keep the mode of the file it will replace; else rw-r--r--
@@ -581,7 +601,7 @@ class MulticastReceiver:
                         self.end = self._io_error(exc, self.out_path if self.out_path != "-"
                                                   else "stdout")
                 elif ok:
-                    os.replace(tmp, self.out_path)
+                    os.replace(tmp, self._final())
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)

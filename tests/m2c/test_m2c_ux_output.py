@@ -253,3 +253,25 @@ def test_sigterm_while_a_fifo_waits_for_its_reader(sender, tmp_path, tmpdir_env)
     assert p.returncode == 143, err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert part_files(tmp_path, tdir) == []
+
+
+def test_stdout_by_a_proc_link_and_a_symlink(sender, tmp_path, tmpdir_env):
+    src, sdp = sender
+    tdir, env = tmpdir_env
+    dest = tmp_path / "redirected"
+    with open(dest, "wb") as f:  # like `m2c receive ... -o /dev/fd/1 > redirected`
+        r = subprocess.run([sys.executable, "-m", "m2c", "receive", str(sdp), "-o", "/dev/fd/1",
+                            "-q", "--timeout", "30"], stdout=f, stderr=subprocess.PIPE,
+                           env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert dest.read_bytes() == src.read_bytes()  # the JSON went to stderr
+    assert json.loads(r.stderr.splitlines()[0])["ok"] is True
+    # a symbolic link to a regular file: the target is replaced, the link stays
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    r = m2c("receive", str(sdp), "-o", str(link), "-q", "--timeout", "30", env=env)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and target.read_bytes() == src.read_bytes()
+    assert part_files(tmp_path, tdir) == []
