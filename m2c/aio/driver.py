@@ -412,11 +412,12 @@ class MulticastReceiver:
         elif now - self._t_packet >= self.idle_timeout:
             if self.packets:
                 self.end = (f"no packet from the sender for {self.idle_timeout:g} s after "
-                            f"{self.packets} packets: left the session (RFC 3738 3.2.3.8)")
+                            f"{self.packets} packets: left the session (RFC 3738 3.2.3.8)"
+                            + self._others())
             else:
-                self.end = (f"no packet of this session arrived in {self.idle_timeout:g} s: "
-                            f"left the session (RFC 3738 3.2.3.8); is the sender running, and "
-                            f"can {self.interface} reach {self.sd.groups[0][0]}?"
+                self.end = (f"no packet of this session arrived in {self.idle_timeout:g} s "
+                            f"(is the sender running, and can {self.interface} reach "
+                            f"{self.sd.groups[0][0]}?): left the session (RFC 3738 3.2.3.8)"
                             + self._others())
         elif now - self._t_slot >= self.slot_timeout:
             self.end = (f"the time slot index did not advance for {self.slot_timeout:g} s: "
@@ -427,7 +428,8 @@ class MulticastReceiver:
     def _others(self) -> str:
         """What arrived that was not this session's (a restarted sender, a wrong SDP)."""
         parts = [f"{n} {what}" for n, what in (
-            (self.rejected, "datagrams of another session or malformed"),
+            (self.rejected, "datagrams of another session or malformed (a sender "
+                            "restarted without --resume?)"),
             (self.foreign_source, "datagrams from another source address"),
             (self.implausible, "packets that did not fit the sender clock")) if n]
         return f" ({'; '.join(parts)})" if parts else ""

@@ -275,3 +275,24 @@ def test_stdout_by_a_proc_link_and_a_symlink(sender, tmp_path, tmpdir_env):
     assert r.returncode == 0, r.stderr
     assert link.is_symlink() and target.read_bytes() == src.read_bytes()
     assert part_files(tmp_path, tdir) == []
+
+
+async def test_a_new_session_on_the_same_groups_is_named(tmp_path):
+    # what a receiver sees when its sender restarts without --resume: another TSI
+    import asyncio
+    import dataclasses
+
+    src, sd = _session(tmp_path)
+    other = dataclasses.replace(sd, session=(sd.session + 1) & 0xFFFFFFFF)
+    stop = asyncio.Event()
+    snd = asyncio.create_task(MulticastSender(other, src).run(duration=10, stop=stop))
+    try:
+        res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.5).run(
+            timeout=20)
+    finally:
+        stop.set()
+        await snd
+    assert not res["ok"] and res["packets"] == 0 and res["rejected"] > 0
+    assert "no packet of this session arrived" in res["end"]
+    assert f"{res['rejected']} datagrams of another session" in res["end"]
+    assert "--resume" in res["end"]
