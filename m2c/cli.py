@@ -187,7 +187,9 @@ def cmd_send(a: argparse.Namespace) -> int:
         if a.sdp and not (a.resume and os.path.exists(a.sdp)):
             with open(a.sdp, "w", encoding="utf-8") as f:
                 f.write(text)
-            print(f"session description: {a.sdp}", file=sys.stderr)
+            r = sd.rates
+            print(f"session description: {a.sdp} (rates {r['min_rate']:.1f}..{r['max_rate']:.1f} "
+                  f"packets/s of {sd.fec['symbol_size']}-byte symbols)", file=sys.stderr)
         elif not a.sdp:
             print(text, flush=True)
         if server is not None:
