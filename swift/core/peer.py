@@ -534,8 +534,11 @@ class Peer(RequestPlanner, UploadScheduler):
             ch.pending_sigs.clear()
             if ch.state == "est" and self.content.holds(i, payload):
                 self.stats["dup"] += 1
-                delay = int(self._arrived * 1e6) - timestamp
-                ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+                if self.config.profile == "libswift":
+                    ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
+                else:
+                    delay = int(self._arrived * 1e6) - timestamp
+                    ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
             else:
                 self.stats["dup_mismatch"] = self.stats.get("dup_mismatch", 0) + 1
                 if sent_at is None:
@@ -798,6 +801,9 @@ class Peer(RequestPlanner, UploadScheduler):
                 # anew (the peer is declared dead only by the rules of 3.12)
                 self.stats["rehandshakes"] = self.stats.get("rehandshakes", 0) + 1
                 addr = ch.addr
+                # a peer that was only slow stops serving the old channel
+                # (closing HANDSHAKE, 3.1.1 step 4); a restarted one drops it
+                self._pending_close.append((self._close_dgram(ch), addr))
                 self._drop(ch, "silent")
                 self.connect(addr, now)
                 continue

@@ -84,3 +84,20 @@ def test_corrupt_duplicate_is_not_acked() -> None:
     l.datagram_received(dgram, SEED, now)
     assert _acks(l, now) == []
     assert bytes(l.content.storage.buf[5 * 1024:6 * 1024]) == data[5 * 1024:6 * 1024]
+
+
+def test_libswift_profile_answers_a_duplicate_with_have() -> None:
+    """docs/swift-libswift-compat.md row 6: libswift turns the ACK for a
+    duplicate into a HAVE; its profile does the same."""
+    data = os.urandom(40 * 1024)
+    s = seeder(data, PeerConfig.libswift(seed=1))
+    l = leecher(s.swarm_id, PeerConfig.libswift(seed=2))
+    l.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    assert l.content.complete
+    l.datagrams_to_send(now)
+    dgram, _ = _dup(s, 9, now)
+    l.datagram_received(dgram, SEED, now)
+    msgs = [m for d, _a in l.datagrams_to_send(now) for m in C.decode_datagram(d, l.ctx).messages]
+    assert [(m.start, m.end) for m in msgs if m.type == 3] == [(9, 9)]
+    assert not [m for m in msgs if m.type == 2]
