@@ -88,8 +88,11 @@ def nonnegative_float(text: str) -> float:
 def existing_file(text: str) -> Path:
     """A file that exists and can be read (checked now, not halfway through a run)."""
     path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory, not a file")
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
+        raise argparse.ArgumentTypeError(f"{text}: no such file" if not path.exists()
+                                         else f"{text}: not a regular file")
     if not os.access(path, os.R_OK):
         raise argparse.ArgumentTypeError(f"{text}: not readable")
     return path

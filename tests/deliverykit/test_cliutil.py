@@ -4,6 +4,7 @@ failures into one line and a non-zero exit, and leaves bugs their traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 
 import pytest
@@ -59,8 +60,12 @@ def test_paths(tmp_path):
     assert cliutil.existing_file(str(f)) == f
     with pytest.raises(argparse.ArgumentTypeError, match="no such file"):
         cliutil.existing_file(str(tmp_path / "nope"))
-    with pytest.raises(argparse.ArgumentTypeError, match="no such file"):
-        cliutil.existing_file(str(tmp_path))  # a directory is not a file
+    with pytest.raises(argparse.ArgumentTypeError, match="is a directory, not a file"):
+        cliutil.existing_file(str(tmp_path))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(argparse.ArgumentTypeError, match="not a regular file"):
+        cliutil.existing_file(str(fifo))
     assert cliutil.output_path(str(tmp_path / "new")) == tmp_path / "new"
     assert str(cliutil.output_path("-")) == "-"
     with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):
