@@ -277,6 +277,9 @@ class Peer(RequestPlanner, UploadScheduler):
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
             old.need_hs = True  # duplicate: answer again (8.2)
+            if old.state == "reply":  # our reply was lost, and the HAVEs it carried
+                old.announced = Binmap()
+                old.have_pos = old.have_version = -1
             return
         if len(self.channels) >= self.config.max_channels:
             self.stats["refused"] += 1

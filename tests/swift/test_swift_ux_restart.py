@@ -70,3 +70,36 @@ def test_download_survives_a_seeder_restart(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_silent_but_live_seeder_closes_the_old_channel():
+    """Sans-IO: the seeder's datagrams are lost for 6 s (fake clock).  The leecher
+    re-handshakes and sends a closing HANDSHAKE on the old channel (3.1.1 step 4),
+    so the seeder stops serving a channel nobody reads; the download completes."""
+    from swift_support import leecher, seeder
+
+    from swift.core.peer import PeerConfig
+    cfg = PeerConfig(upload_rate=200_000)
+    s = seeder(os.urandom(400_000), cfg)
+    d = leecher(s.swarm_id, cfg)
+    S, L = ("10.0.0.1", 1), ("10.0.0.2", 2)
+    d.connect(S, 0.0)
+    now, first = 0.0, None
+    for step in range(20000):
+        now += 0.002
+        mute = 1.0 <= now < 7.0  # the seeder's datagrams vanish
+        for data, dst in s.datagrams_to_send(now):
+            if not mute:
+                d.datagram_received(data, S, now)
+        for data, dst in d.datagrams_to_send(now):
+            s.datagram_received(data, L, now)
+        if step % 10 == 0:
+            s.handle_timer(now)
+            d.handle_timer(now)
+        if first is None and now >= 1.0:
+            first = set(s.channels)
+        if d.content.complete:
+            break
+    assert d.content.complete
+    assert d.stats.get("rehandshakes", 0) >= 1
+    assert first and not (first & set(s.channels))  # the old channel was closed
