@@ -23,7 +23,7 @@ from m2c.core.receiver_cc import ReceiverCC
 from m2c.core.sequencer import Sequencer, SequencerReceiver
 from m2c.fec.errors import DecodeError
 from m2c.wire import codec
-from m2c.wire.constants import Codepoint
+from m2c.wire.constants import CCI_MAX_CHANNEL, Codepoint
 
 __all__ = ["StreamSender", "StreamReceiver"]
 
@@ -33,6 +33,12 @@ class StreamSender:
 
     def __init__(self, schedule: RateSchedule, groups: list[tuple[str, int]], session: int,
                  pdu_size: int = 1400, interface: str = "127.0.0.1") -> None:
+        if schedule.channels > CCI_MAX_CHANNEL:  # as SessionDescription.validate for files
+            raise ValueError(f"{schedule.channels} dynamic channels: the M2C CCI's 8-bit channel "
+                             f"number holds channels 1..{CCI_MAX_CHANNEL} at most; use a smaller k")
+        if len(groups) != schedule.channels + 1:
+            raise ValueError(f"{len(groups)} groups for {schedule.channels} dynamic channels "
+                             f"(one base group plus one per channel: {schedule.channels + 1})")
         self.schedule = schedule
         self.groups = groups
         self.session = session
