@@ -311,13 +311,19 @@ class SwiftNode:
         self._flush()
 
     def _flush(self) -> None:
+        if self.error is not None:
+            return
         for _ in range(64):
             if self._backlog:
                 break
             now = time.time()
             out = []
-            for peer in self.peers:
-                out += peer.datagrams_to_send(now, budget=64)
+            try:
+                for peer in self.peers:
+                    out += peer.datagrams_to_send(now, budget=64)
+            except OSError as e:  # gathered chunk writes flushed there: disk full
+                self._fail(e)
+                return
             if not out:
                 break
             self._send(out)
