@@ -115,12 +115,25 @@ def _seconds(text: str) -> float:
     return cliutil.nonnegative_float(text)
 
 
+class _Help(argparse.HelpFormatter):
+    """--help shows each option's default, unless it has none or says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if (d is None or d is False or d is argparse.SUPPRESS or "default" in text
+                or not action.option_strings or isinstance(d, list)):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=_chunk_size, default=1024,
-                   help=f"bytes per chunk (default 1024, at least {MIN_CHUNK})")
+                   help=f"bytes per chunk (at least {MIN_CHUNK})")
     p.add_argument("--hash", choices=sorted(_HASHES), default=None,
                    help="Merkle hash (default sha256; sha1 with --profile libswift)")
-    p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32")
+    p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32",
+                   help="chunk addressing method (RFC 7574 section 4)")
     p.add_argument("--profile", choices=["rfc", "libswift"], default="rfc",
                    help="libswift: draft-10 as the libswift C++ peer speaks it")
     p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
@@ -403,16 +416,19 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch("ppspp", EXPERIMENTS, argv[1:])
     ap = argparse.ArgumentParser(prog="ppspp", description="PPSPP (RFC 7574) peer")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    _add = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)  # type: ignore[method-assign]
     s = sub.add_parser("seed", help="seed a file; prints its root hash (swarm ID)")
     s.add_argument("file", nargs="+", type=_file, help="one swarm per file, all on one UDP port")
     s.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
-    s.add_argument("--port", type=cliutil.port, default=6778)
+    s.add_argument("--port", type=cliutil.port, default=6778, help="UDP port to bind")
     s.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
     s.add_argument("--tracker", type=cliutil.hostport, action="append", help="register with a tracker peer")
     _common(s)
     d = sub.add_parser("download", help="download by root hash from peers")
     d.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex), as `seed` prints it")
-    d.add_argument("--peer", type=cliutil.hostport, action="append")
+    d.add_argument("--peer", type=cliutil.hostport, action="append",
+                   help="a peer to download from: HOST:PORT or [IPv6]:PORT (repeatable)")
     d.add_argument("--tracker", type=cliutil.hostport, action="append",
                    help="a PPSPP tracker peer: peers are learnt from it by PEX")
     d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
@@ -420,28 +436,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="file, or - to stream to stdout in order")
     d.add_argument("--host", default=None,
                    help="address to bind (default: all, :: when every --peer is IPv6)")
-    d.add_argument("--port", type=cliutil.port, default=0)
-    d.add_argument("--picker", choices=sorted(PICKERS), default="linear")
+    d.add_argument("--port", type=cliutil.port, default=0, help="UDP port to bind (0: any free)")
+    d.add_argument("--picker", choices=sorted(PICKERS), default="linear",
+                   help="download algorithm: linear, rarest (first), std-vod (baseline) or "
+                        "vod (the paper's three priorities, III-C)")
     d.add_argument("--http", type=cliutil.port, default=None, metavar="PORT",
                    help="also serve the content on http://127.0.0.1:PORT/ while downloading")
     d.add_argument("--http-linger", type=_seconds, default=0.0,
                    help="keep serving HTTP this long after completion (a player still reading)")
     d.add_argument("--timeout", type=cliutil.positive_float, default=3600.0,
                    help="give up after this many seconds")
-    d.add_argument("-q", "--quiet", action="store_true")
+    d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _common(d)
     t = sub.add_parser("tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 3.10.1)")
-    t.add_argument("root", metavar="ROOTHASH", type=_hex)
+    t.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex) it tracks")
     t.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
-    t.add_argument("--port", type=cliutil.port, default=6779)
+    t.add_argument("--port", type=cliutil.port, default=6779, help="UDP port to bind")
     t.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
-    t.add_argument("--max-peers", type=cliutil.positive_int, default=256)
+    t.add_argument("--max-peers", type=cliutil.positive_int, default=256,
+                   help="channels kept (peers handed out by PEX)")
     t.add_argument("--ca-key", metavar="PEM", default=None,
                    help="act as certification authority: hand out PEX_REScert membership "
                         "certificates signed with this key (created if missing; PEM.pub for --pex-ca)")
     _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file")
-    h.add_argument("file", type=_file)
+    h.add_argument("file", type=_file, help="the file to hash")
     h.add_argument("--cache", action="store_true",
                    help="also write the hash tree beside FILE (FILE.mhash) for `seed` to reuse")
     h.add_argument("--no-cache", action="store_false", dest="cache",
@@ -451,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--input", default="-", type=_input, help="file to stream, - for stdin")
     ls.add_argument("--rate", type=_seconds, default=0.0, help="bytes/s pacing (0 = as read)")
     ls.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
-    ls.add_argument("--port", type=cliutil.port, default=6778)
+    ls.add_argument("--port", type=cliutil.port, default=6778, help="UDP port to bind")
     ls.add_argument("--per-sig", type=cliutil.positive_int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
     ls.add_argument("--window", type=cliutil.positive_int, default=4096,
                     help="live discard window in chunks")
@@ -464,14 +483,18 @@ def main(argv: list[str] | None = None) -> int:
     _common(ls)
     lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
     lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")
-    lv.add_argument("--peer", type=cliutil.hostport, action="append", required=True)
+    lv.add_argument("--peer", type=cliutil.hostport, action="append", required=True,
+                    help="the live source or a relay: HOST:PORT or [IPv6]:PORT (repeatable)")
     lv.add_argument("-o", "--output", default="-", type=_output, help="file, or - for stdout")
     lv.add_argument("--host", default=None,
                     help="address to bind (default: all, :: when every --peer is IPv6)")
-    lv.add_argument("--port", type=cliutil.port, default=0)
-    lv.add_argument("--per-sig", type=cliutil.positive_int, default=4)
-    lv.add_argument("--window", type=cliutil.positive_int, default=4096)
-    lv.add_argument("--duration", type=cliutil.positive_float, default=3600.0)
+    lv.add_argument("--port", type=cliutil.port, default=0, help="UDP port to bind (0: any free)")
+    lv.add_argument("--per-sig", type=cliutil.positive_int, default=4,
+                    help="NCHUNKS_PER_SIG, as the source (6.1.2.1)")
+    lv.add_argument("--window", type=cliutil.positive_int, default=4096,
+                    help="live discard window in chunks")
+    lv.add_argument("--duration", type=cliutil.positive_float, default=3600.0,
+                    help="stop after this many seconds")
     lv.add_argument("--bytes", type=cliutil.nonnegative_int, default=0,
                     help="stop after exactly this many bytes (0 = no limit)")
     lv.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",

@@ -322,3 +322,11 @@ def test_hint_tells_an_answering_peer_apart(tmp_path, content, seed):
     assert "answered the handshake but sent no chunk" in r.stderr, r.stderr
     assert "nothing from" not in r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("cmd", ["seed", "download", "tracker", "hash", "live-source", "live-view"])
+def test_help_shows_defaults(cmd):
+    r = ppspp(cmd, "-h")
+    assert r.returncode == 0
+    assert "(default: 1024)" in r.stdout and "(default: chunk32)" in r.stdout
+    assert "(default: None)" not in r.stdout
