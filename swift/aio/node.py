@@ -484,6 +484,8 @@ def downloader(root_hash: bytes | str, out: str, config: PeerConfig | None = Non
         except ValueError:
             raise ValueError(f"root hash {root_hash!r} is not hexadecimal") from None
     out = os.fspath(out)
+    if os.path.isdir(out):
+        raise ValueError(f"{out} is a directory: give a file name to download into")
     if os.path.exists(out) and not os.path.isfile(out):
         raise ValueError(f"{out} is not a regular file (a device, FIFO or socket): download "
                          "to a file, or stream with -o - (stdout)")

@@ -110,6 +110,8 @@ def test_the_api_refuses_a_device_too(tmp_path):
     from swift import downloader
     with pytest.raises(ValueError, match="not a regular file"):
         downloader("11" * 32, "/dev/null")
+    with pytest.raises(ValueError, match="is a directory"):
+        downloader("11" * 32, str(tmp_path))
 
 
 def _fsize_limit(limit: int):
