@@ -34,6 +34,8 @@ import tempfile
 import time
 
 PORT = 6778
+#: per-leecher counters of our peer in the CSV (None for libtorrent)
+DIAG = ("up_losses", "up_timeouts", "dup", "unsolicited", "requests_lost", "request_timeouts")
 
 
 async def _swift_seed(path: str, ready, duration: float) -> None:
@@ -69,9 +71,19 @@ async def _swift_leech(root_hex: str, seed_ip: str, delay: float, startup_bytes:
         chans = [(c.addr[0], len(c.requests), c.received, c.lost, round(c.rtt, 3), round(c.rate))
                  for c in node.peer.channels.values()]
         from_seeder = sum(c.received for c in node.peer.channels.values() if c.addr[0] == seed_ip)
-    return {"startup_s": startup, "completion_s": done, "stats": dict(node.peer.stats),
-            "channels": chans, "uploaded_bytes": node.peer.stats["sent_data"] * 1024,
-            "from_seeder_bytes": from_seeder * 1024}
+        st = node.peer.stats
+        ups = [c.ledbat for c in node.peer.channels.values()]
+        # where uploads go unused (docs/swift.md, flash crowd), over the
+        # channels still open: our DATA that LEDBAT counted lost, its
+        # congestion timeouts; chunks we got twice or unasked; our requests
+        # given up (lost, timed out)
+        diag = {"up_losses": sum(x.losses for x in ups), "up_timeouts": sum(x.timeouts for x in ups),
+                "dup": st.get("dup", 0), "unsolicited": st.get("unsolicited", 0),
+                "requests_lost": sum(c.lost for c in node.peer.channels.values()),
+                "request_timeouts": st.get("timeouts", 0)}
+    return {"startup_s": startup, "completion_s": done, "stats": dict(st),
+            "channels": chans, "uploaded_bytes": st["sent_data"] * 1024,
+            "from_seeder_bytes": from_seeder * 1024, "diag": diag}
 
 
 def _lt_settings(lt):
@@ -192,7 +204,8 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                     "uploaded_bytes": r.get("uploaded_bytes"),
                     "from_seeder_bytes": r.get("from_seeder_bytes"),
                     "upload_mbps": round(r["uploaded_bytes"] * 8 / c / 1e6, 3)
-                    if c and r.get("uploaded_bytes") is not None else None})
+                    if c and r.get("uploaded_bytes") is not None else None,
+                    **{k: (r.get("diag") or {}).get(k) for k in DIAG}})
             rows.append({
                 "system": system, "what": f"{arrivals} arrivals, {n} leechers, {size / 2**20:.0f} MiB",
                 "completed": f"{sum(r['completion_s'] is not None for r in res)}/{n}",

@@ -44,6 +44,9 @@ def test_flashcrowd_quick_against_libtorrent(tmp_path) -> None:
         per = list(csv.DictReader(f))
     assert [p["system"] for p in per] == ["swift"] * 3 + ["libtorrent"] * 3
     assert all(float(p["completion_s"]) > 0 for p in per)
+    from swift.experiments.flashcrowd import DIAG
+    assert all(int(p[k]) >= 0 for p in per[:3] for k in DIAG)  # our peer's counters
+    assert all(p[k] == "" for p in per[3:] for k in DIAG)
     meta = json.loads(open(f"{base}.json").read())
     assert meta["versions"]["libtorrent"] and meta["parameters"]["leechers"] == 3
     for kind in ("completion", "startup"):
