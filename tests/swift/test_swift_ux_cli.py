@@ -333,3 +333,15 @@ def test_help_shows_defaults(cmd):
     text = " ".join(r.stdout.split())  # argparse wraps lines at the terminal width
     assert "(default: 1024)" in text and "(default: chunk32)" in text
     assert "(default: None)" not in text
+
+
+def test_a_busy_http_port_is_one_line_and_leaves_nothing(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = ppspp("download", "11" * 32, "--peer", "127.0.0.1:9", "-o", tmp_path / "x",
+                  "--http", port, "--timeout", "2")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and str(port) in r.stderr, r.stderr
+    assert os.listdir(tmp_path) == []
