@@ -70,7 +70,7 @@ def test_a_silent_peer_gets_a_hint_then_a_timeout(tmp_path):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # bound, never answers
         silent.bind(("127.0.0.1", 0))
         r = ppspp("download", "11" * 32, "--peer", f"127.0.0.1:{silent.getsockname()[1]}",
-                  "-o", str(tmp_path / "x"), "--timeout", "11", "-q", timeout=60)
+                  "-o", str(tmp_path / "x"), "--timeout", "3", "-q", timeout=60)
     assert r.returncode == 1
     assert "nothing from 127.0.0.1:" in r.stderr and "swarm ID" in r.stderr
     assert "download incomplete" in r.stderr
