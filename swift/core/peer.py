@@ -701,7 +701,7 @@ class Peer(RequestPlanner, UploadScheduler):
             self.have_log_base += len(log)
             log.clear()
 
-    def _pack(self, ch: Channel, dest: int, msgs: list, every: list = ()) -> list[bytes]:  # type: ignore[assignment]
+    def _pack(self, ch: Channel, dest: int, msgs: list, every: list | tuple = ()) -> list[bytes]:
         """Messages -> datagrams of at most MAX_DGRAM bytes; ``every`` (the
         live tune-in munro, 6.1.2.4) ends each of them."""
         tail = b"".join(C.encode_message(self.ctx, m) for m in every)
