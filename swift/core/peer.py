@@ -118,6 +118,10 @@ class Peer(RequestPlanner, UploadScheduler):
         #: which with rarest-first holes cost O(runs) per verified chunk
         self.have_log: list[int] = []
         self.have_log_base = 0
+        #: chunk -> why its request was last taken from a peer ("lost",
+        #: "stale", "timeout", "endgame", "deadline"; bounded): a copy that
+        #: still arrives counts as ``stats["dup_<why>"]``
+        self.moved: dict[int, str] = {}
         self.tokens = 0.0
         self.last_tokens = None  # type: float | None
         self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
@@ -507,6 +511,7 @@ class Peer(RequestPlanner, UploadScheduler):
                 ch.req_seq.pop(c, None)
                 self.inflight.reset(B.chunk(c))
                 ch.lost += 1
+            self._note_moved(older, "lost")
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)
@@ -537,6 +542,8 @@ class Peer(RequestPlanner, UploadScheduler):
             ch.pending_sigs.clear()
             if ch.state == "est" and self.content.holds(i, payload):
                 self.stats["dup"] += 1
+                key = "dup_" + self.moved.get(i, "other")
+                self.stats[key] = self.stats.get(key, 0) + 1
                 if self.config.profile == "libswift":
                     ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
                 else:
@@ -830,11 +837,13 @@ class Peer(RequestPlanner, UploadScheduler):
                         self.inflight.reset(B.chunk(c))
                     ch.lost += len(stale)
                     ch.cancels.extend(_runs(stale))
+                    self._note_moved(stale, "stale")
             # requests: no progress for a while -> give them back, CANCEL, re-pick
             tmo = max(cfg.request_timeout, 3 * ch.rtt)
             if ch.requests and now - ch.last_progress > tmo:
                 self.stats["timeouts"] += 1
                 ch.cancels.extend(_runs(ch.requests))  # exactly what we drop
+                self._note_moved(ch.requests, "timeout")
                 self._release_requests(ch, lost=True)
                 ch.last_progress = now
             self._sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
@@ -842,6 +851,14 @@ class Peer(RequestPlanner, UploadScheduler):
             self._deadlines(now)
         if now >= self.next_rank:
             self._rank(now)
+
+    def _note_moved(self, chunks: Any, why: str) -> None:
+        """Remember why the requests for ``chunks`` left a peer (see ``moved``)."""
+        m = self.moved
+        if len(m) > 1 << 16:
+            m.clear()
+        for c in chunks:
+            m[c] = why
 
     def note_stall(self) -> None:
         """A player stall makes the fast set larger (x in eq. 2 grows)."""

@@ -65,6 +65,9 @@ class RequestPlanner:
     def connect(self, addr: Any, now: float) -> int:
         raise NotImplementedError
 
+    def _note_moved(self, chunks: Any, why: str) -> None:
+        raise NotImplementedError
+
     def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
         raise NotImplementedError
 
@@ -181,6 +184,7 @@ class RequestPlanner:
             if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)):
                 out.append(pos)
             pos = have.find_empty(pos + 1, n)
+        self._note_moved(out, "endgame")
         return out
 
     def _live_requests(self, ch: Channel, now: float) -> list:
@@ -374,6 +378,7 @@ class RequestPlanner:
                 ch.missed.add(c)
                 ch.lost += 1
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
+            self._note_moved(late, "deadline")
 
     def _rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""

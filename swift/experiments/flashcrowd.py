@@ -35,7 +35,8 @@ import time
 
 PORT = 6778
 #: per-leecher counters of our peer in the CSV (None for libtorrent)
-DIAG = ("up_losses", "up_timeouts", "dup", "unsolicited", "requests_lost", "request_timeouts")
+DIAG = ("up_losses", "up_timeouts", "dup", "unsolicited", "requests_lost", "request_timeouts",
+        "dup_lost", "dup_stale", "dup_timeout", "dup_endgame", "dup_deadline", "dup_other")
 
 
 async def _swift_seed(path: str, ready, duration: float) -> None:
@@ -80,7 +81,9 @@ async def _swift_leech(root_hex: str, seed_ip: str, delay: float, startup_bytes:
         diag = {"up_losses": sum(x.losses for x in ups), "up_timeouts": sum(x.timeouts for x in ups),
                 "dup": st.get("dup", 0), "unsolicited": st.get("unsolicited", 0),
                 "requests_lost": sum(c.lost for c in node.peer.channels.values()),
-                "request_timeouts": st.get("timeouts", 0)}
+                "request_timeouts": st.get("timeouts", 0),
+                # duplicates by the rule that had moved their request away
+                **{k: st.get(k, 0) for k in DIAG if k.startswith("dup_")}}
     return {"startup_s": startup, "completion_s": done, "stats": dict(st),
             "channels": chans, "uploaded_bytes": st["sent_data"] * 1024,
             "from_seeder_bytes": from_seeder * 1024, "diag": diag}

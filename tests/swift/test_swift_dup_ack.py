@@ -101,3 +101,14 @@ def test_libswift_profile_answers_a_duplicate_with_have() -> None:
     msgs = [m for d, _a in l.datagrams_to_send(now) for m in C.decode_datagram(d, l.ctx).messages]
     assert [(m.start, m.end) for m in msgs if m.type == 3] == [(9, 9)]
     assert not [m for m in msgs if m.type == 2]
+
+
+def test_duplicates_are_counted_by_the_rule_that_moved_their_request() -> None:
+    """stats["dup_<why>"]: which rule had taken the request from this peer
+    (flash-crowd diagnostics, docs/swift.md)."""
+    data, s, l, now = _setup()
+    l._note_moved([4], "endgame")
+    for i in (4, 6):
+        dgram, _ = _dup(s, i, now)
+        l.datagram_received(dgram, SEED, now)
+    assert l.stats["dup"] == 2 and l.stats["dup_endgame"] == 1 and l.stats["dup_other"] == 1
