@@ -556,6 +556,11 @@ class Peer(RequestPlanner, UploadScheduler):
             return
         if sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
+            if sent_at is not None:
+                # asked for, but the spec is not that one chunk (malformed):
+                # its request is gone, so it must not stay marked in flight,
+                # or with one peer (no end game) nothing asks for it again
+                self.inflight.discard(i)
             if self.live and ch.pending_sigs:
                 self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
             ch.pending_hashes.clear()
