@@ -397,7 +397,10 @@ class Peer(RequestPlanner, UploadScheduler):
             elif t == 4:  # INTEGRITY
                 lo, hi = to_chunks(s, e)
                 w = hi - lo
-                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.pending_hashes) < 4096:
+                # the cap is on hash_order, which grows with every message
+                # (pending_hashes is keyed by bin, so it is never longer): a
+                # peer repeating one bin without DATA must not grow it forever
+                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.hash_order) < 4096:
                     b = B.make(w.bit_length() - 1, lo // w)
                     ch.pending_hashes[b] = x
                     ch.hash_order.append((b, x))
