@@ -401,15 +401,25 @@ class ReceiverCC:
     """packets that must agree on the offset to anchor the sender clock"""
     REANCHOR_TSD = 4.0
     """slots without any plausible packet (the base group never goes quiescent)
-    before the clock may be re-anchored on agreeing packets"""
+    before the clock may be re-anchored on agreeing packets; at most half the
+    driver's slot timeout (see ``reanchor_after``)"""
+    SLOT_TIMEOUT_S = 20.0
+    """the driver's default slot watch is max(SLOT_TIMEOUT_S, 2 TSD) (RFC 3738 3.2.3.8)"""
     OFFSET_WINDOW_TSD = 8.0
     """the offset is the minimum over this many slots of local time (8 buckets), so
     one early outlier does not bias the sender clock for ever"""
     _BUCKETS = 8
 
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
-                 max_rate: float = math.inf, rtt_floor: float = 0.01) -> None:
+                 max_rate: float = math.inf, rtt_floor: float = 0.01,
+                 slot_timeout: float | None = None) -> None:
         self.schedule = schedule
+        if slot_timeout is None:
+            slot_timeout = max(self.SLOT_TIMEOUT_S, 2 * schedule.tsd)
+        self.reanchor_after = min(self.REANCHOR_TSD * schedule.tsd, slot_timeout / 2)
+        """seconds without a plausible packet before a re-sync to a new sender clock
+        (a restarted sender): well before the driver's slot watch ends the session
+        (with TSD > 5 s, 4 TSD was later than max(20, 2 TSD))"""
         self.plausible = self.PLAUSIBLE_TSD * schedule.tsd
         self._bucket = self.OFFSET_WINDOW_TSD * schedule.tsd / self._BUCKETS
         self._mins: deque[list[float]] = deque()
@@ -490,14 +500,17 @@ class ReceiverCC:
                 self._qmin = q
             self._qrecent.append(q)
             return self._accept(now, channel, psn)
-        if self.offset is not None:
-            self.implausible += 1
         self._boot.append((now, channel, psn, off))
-        if self.offset is not None and now - self._last_plausible < self.REANCHOR_TSD * self.schedule.tsd:
+        if self.offset is not None and now - self._last_plausible < self.reanchor_after:
+            self.implausible += 1
             return []
         cluster = [b for b in self._boot if abs(b[3] - off) <= self.plausible]
         if len(cluster) < self.AGREE:
+            if self.offset is not None:
+                self.implausible += 1
             return []
+        # this packet agrees with the new clock: it is plausible (not counted), so a
+        # driver that compares ``implausible`` before/after decodes it
         # anchor (or re-anchor) the sender clock on packets that agree
         if self.offset is not None:
             for ch in list(self.loss.expected):
