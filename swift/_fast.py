@@ -16,7 +16,7 @@ def py_binmap_find(halves, deep, root: int, root_layer: int, lo: int, hi: int, v
         raise ValueError("binmap_find: bad binmap buffers")
     h = raw.cast("I")
     nh = len(h)
-    if root_layer < 0 or root_layer > 58 or root < 0 or 2 * root + 1 >= nh or len(deep) < nh:
+    if root_layer < 0 or root_layer > 57 or root < 0 or 2 * root + 1 >= nh or len(deep) < nh:
         raise ValueError("binmap_find: bad binmap buffers")
     # iterative DFS in order (left half before right half)
     work = [(root, root_layer, 0, 0)]
@@ -67,7 +67,7 @@ def py_binmap_set1(halves, deep, free, st, root: int, root_layer: int, i: int, v
     """
     h = halves
     nh = len(h)
-    if root < 0 or 2 * root + 1 >= nh or root_layer < 0 or root_layer > 58 or i < 0 \
+    if root < 0 or 2 * root + 1 >= nh or root_layer < 0 or root_layer > 57 or i < 0 \
             or i >= (32 << root_layer) or len(deep) < nh or len(st) < 1 \
             or not 0 <= st[0] <= len(free):
         raise ValueError("binmap_set1: bad binmap buffers")

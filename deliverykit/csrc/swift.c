@@ -4,6 +4,8 @@
  * binmap stored as swift.core.binmap does (Grishchenko & Pouwelse, "Binmaps"):
  * halves h[2c], h[2c+1] of cell c (uint32 each: a 16-bit bitmap, or a child
  * cell index when deep[2c+side] != 0); a cell at layer L spans 32 << L chunks.
+ * Root layers stop at 57 (chunks below 2**62, as Binmap.MAX_LAYER): one more
+ * and a half's end (hs + hw) or the span (32 << layer) overflows int64.
  */
 #define _GNU_SOURCE
 #include "speedups.h"
@@ -27,7 +29,7 @@ binmap_find(PyObject *self, PyObject *args)
     const uint32_t *h = (const uint32_t *)hb.buf;
     const unsigned char *deep = (const unsigned char *)db.buf;
     Py_ssize_t nh = hb.len / 4;
-    if (hb.len % 4 || db.len < nh || root_layer < 0 || root_layer > 58 || root < 0
+    if (hb.len % 4 || db.len < nh || root_layer < 0 || root_layer > 57 || root < 0
             || 2 * root + 1 >= nh) {
         PyErr_SetString(PyExc_ValueError, "binmap_find: bad binmap buffers");
         goto done;
@@ -112,7 +114,7 @@ binmap_set1(PyObject *self, PyObject *args)
     long long *st = (long long *)sb.buf;
     Py_ssize_t nh = hb.len / 4, nf = fb.len / 4;
     if (hb.len % 4 || fb.len % 4 || sb.len < 8 || db.len < nh || root < 0 || 2 * root + 1 >= nh
-            || root_layer < 0 || root_layer > 58 || i < 0 || i >= (32LL << root_layer)
+            || root_layer < 0 || root_layer > 57 || i < 0 || i >= (32LL << root_layer)
             || st[0] < 0 || st[0] > nf) {
         PyErr_SetString(PyExc_ValueError, "binmap_set1: bad binmap buffers");
         goto done;

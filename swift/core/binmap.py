@@ -11,8 +11,9 @@ plain bitmaps with at most 2x overhead (report section 3).
 
 Cells live in flat Python lists (the report's "vector of integers"); freed
 cells are recycled.  Positions beyond the root's span read as empty, and
-setting one grows the tree upward.  Public operations take chunk ranges
-``[lo, hi)`` or bin numbers (RFC 7574 section 4.2).
+setting one grows the tree upward (up to ``MAX_CHUNKS`` = 2**62 chunks).
+Public operations take chunk ranges ``[lo, hi)`` or bin numbers (RFC 7574
+section 4.2).
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class Binmap:
     """Set of chunks stored as a binmap; see the module docstring."""
 
     __slots__ = ("_h", "_deep", "_free", "_st", "root", "root_layer")
+
+    #: highest root layer: chunks below ``MAX_CHUNKS`` = 2**62, so that every
+    #: position and span fits the C fast paths' int64 (swift.c)
+    MAX_LAYER = 57
+    MAX_CHUNKS = 32 << MAX_LAYER
 
     def __init__(self) -> None:
         # cell c has halves _h[2c], _h[2c+1]; _deep[k] says half k points to a cell
@@ -113,6 +119,8 @@ class Binmap:
         return 32 << self.root_layer
 
     def _grow(self, hi: int) -> None:
+        if hi > self.MAX_CHUNKS:
+            raise ValueError(f"chunk {hi - 1} beyond the binmap's range (below 2**62)")
         while hi > self.span:
             old = self.root
             new = self._alloc(0, 0)

@@ -467,6 +467,8 @@ class Peer(RequestPlanner, UploadScheduler):
             ch.hash_order.clear()
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
+        if hi > Binmap.MAX_CHUNKS:  # 64-bit addressing (live): beyond any binmap
+            hi = Binmap.MAX_CHUNKS
         pos = lo
         ph = ch.peer_have
         while pos < hi:  # count only newly announced chunks (availability tree)
