@@ -61,6 +61,15 @@ def _ipv4_unicast(text: str) -> str:
     return str(addr)
 
 
+def _send_interface(text: str) -> str:
+    addr = _ipv4_unicast(text)
+    if ipaddress.IPv4Address(addr).is_unspecified:
+        raise argparse.ArgumentTypeError(
+            f"{text} is no interface's address: the sender's datagrams would come from "
+            f"another address than the session description names, and receivers drop them")
+    return addr
+
+
 def _symbol_size(text: str) -> int:
     size = cliutil.positive_int(text)
     if size > 65_000:
@@ -195,7 +204,8 @@ def cmd_send(a: argparse.Namespace) -> int:
         if server is not None:
             print(f"serving it at http://{sd.interface}:{a.serve_sdp}/", file=sys.stderr)
         try:
-            return await MulticastSender(sd, str(a.file)).run(duration=a.duration, stop=stop)
+            return await MulticastSender(sd, str(a.file), close=not a.no_close).run(
+                duration=a.duration, stop=stop)
         finally:
             if server is not None:
                 server.close()
@@ -203,6 +213,10 @@ def cmd_send(a: argparse.Namespace) -> int:
 
     stats = asyncio.run(main())
     print(json.dumps(stats), file=sys.stderr)
+    if a.no_close:
+        print(f"m2c send: stopped; session {sd.session} not closed (--no-close): receivers wait "
+              f"up to their no-packet timeout for a sender restarted with --resume",
+              file=sys.stderr)
     sent, dropped = stats.get("packets", 0), stats.get("tx_dropped", 0)
     if sent and dropped >= sent:
         print(f"m2c send: error: every one of {sent} packets was dropped by the socket "
@@ -299,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=_port, default=47000,
                    help="first UDP port (base); one port per channel counting up "
                         "(default %(default)s)")
-    s.add_argument("--interface", type=_ipv4_unicast, default="127.0.0.1",
+    s.add_argument("--interface", type=_send_interface, default="127.0.0.1",
                    help="IPv4 address of the interface to send from (default %(default)s)")
     s.add_argument("--min-rate", type=cliutil.positive_float, default=256.0,
                    help="kbit/s of the base group, IP level (default %(default)s)")
@@ -318,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="source symbols per FEC block at most (default: 3000 for LDPC, "
                         "128 for RS)")
     s.add_argument("--duration", type=cliutil.positive_float,
-                   help="stop after this many seconds (default: until Ctrl-C or SIGTERM; "
-                        "either closes the session)")
+                   help="stop after this many seconds (default: until Ctrl-C or SIGTERM); "
+                        "stopping closes the session (receivers leave) unless --no-close")
+    s.add_argument("--no-close", action="store_true",
+                   help="stop (Ctrl-C, SIGTERM, --duration) without closing the session: for "
+                        "a sender to be restarted with --resume, whose receivers wait for it "
+                        "(--resume alone still closes on stop)")
     s.set_defaults(fn=cmd_send)
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
     r.add_argument("sdp")

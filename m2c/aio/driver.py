@@ -78,6 +78,10 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     ``window`` partial blocks: 3*B*E*window <= ``memory`` at each receiver
     (the sender holds 2*B*E per block of the window).
     """
+    if ipaddress.IPv4Address(interface).is_unspecified:
+        raise ValueError(f"interface {interface}: a sender needs the address of one interface "
+                         f"(its datagrams come from that address, which receivers check, "
+                         f"RFC 5775 4.4)")
     size = os.path.getsize(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -129,9 +133,13 @@ class MulticastSender:
 
     LOOKAHEAD = 0.2
 
-    def __init__(self, sd: SessionDescription, path: str) -> None:
+    def __init__(self, sd: SessionDescription, path: str, close: bool = True) -> None:
         self.sd = sd
         self.path = path
+        self.close = close
+        """close the session (A = 1) when the sender stops; False for a sender meant to
+        be restarted (``m2c send --no-close``, then ``--resume``): receivers keep
+        waiting for it up to their no-packet timeout"""
         self._f = open(path, "rb")  # noqa: SIM115 - closed in run()
         self.core = FileSender(sd, self._read)
         self.sent = 0
@@ -158,8 +166,9 @@ class MulticastSender:
             self.bytes += len(wire)
 
     async def run(self, duration: float | None = None, stop: asyncio.Event | None = None) -> dict:
-        """Send until ``duration`` s passed or ``stop`` is set, then close the session
-        (A = 1, see :meth:`_close_session`)."""
+        """Send until ``duration`` s passed, ``stop`` is set or the task is cancelled,
+        then close the session (A = 1, see :meth:`_close_session`) unless ``close``
+        is False."""
         loop = asyncio.get_running_loop()
         ep = BatchedUDPEndpoint(_mcast_sender_socket(self.sd.interface), lambda b, t: None)
         addrs = [(g, int(p)) for g, p in self.sd.groups]
@@ -201,13 +210,14 @@ class MulticastSender:
                 await asyncio.sleep(min(max(wait, 0.0005), 0.02))
         finally:
             try:
-                self._close_session(ep, addrs[0], *base)
+                if self.close:
+                    self._close_session(ep, addrs[0], *base)
             finally:
                 ep.close()
                 self._f.close()
         return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.next_buffer,
                 "tx_dropped": ep.stats["tx_dropped"],
-                "stopped": bool(stop is not None and stop.is_set())}
+                "stopped": bool(stop is not None and stop.is_set()), "closed": self.close}
 
 
 def default_interface(sd: SessionDescription) -> str:
@@ -235,6 +245,14 @@ def _via_proc(path: str) -> bool:
     return False
 
 
+def _mode(path: str) -> int:
+    """``st_mode`` of ``path`` (following links), 0 if it does not exist."""
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return 0
+
+
 class MulticastReceiver:
     """Joins the session, runs congestion control, decodes, verifies and writes.
 
@@ -257,7 +275,10 @@ class MulticastReceiver:
         self.out_path = out_path
         self.schedule = sd.schedule()
         tsd = self.schedule.tsd
-        self.idle_timeout = float(idle_timeout if idle_timeout is not None else max(10.0, tsd))
+        # RFC 3738 3.2.3.8 recommends max(10, TSD) s; a base group slower than one
+        # packet in 2.5 s would trip it while the sender runs: 4 of its packet intervals
+        self.idle_timeout = float(idle_timeout if idle_timeout is not None else
+                                  max(10.0, tsd, 4.0 / self.schedule.min_rate))
         self.slot_timeout = float(slot_timeout if slot_timeout is not None else max(20.0, 2 * tsd))
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
         # the session's window is what fits in the sender's memory bound: hold no more
@@ -358,7 +379,9 @@ class MulticastReceiver:
                 if not self.closed:
                     self.closed = True
                     self._close_at = now + CLOSE_GRACE
-                continue
+                if pkt.data_less:
+                    continue
+                # a sender may set A on its last data packets: decode them as usual
             before = cc.implausible
             self._apply(cc.on_packet(now, ch, pkt.psn))
             if cc.implausible != before:  # does not fit the sender clock: not decoded
@@ -516,28 +539,54 @@ class MulticastReceiver:
 
     async def _deliver(self, tmp: str) -> None:
         """Copy the verified temporary file into a device, FIFO or stdout (never
-        replace it).  A FIFO is opened without blocking the loop: it waits for its
-        reader, cancellable (SIGTERM, Ctrl-C) meanwhile."""
+        replace it) without blocking the loop: opening a FIFO waits for its reader,
+        and a reader that stalls makes the copy wait for the fd to be writable,
+        both cancellable (SIGTERM, Ctrl-C: the temporary file is then removed)."""
+        loop = asyncio.get_running_loop()
         if self.out_path == "-":
             fd = os.dup(1)
         else:
+            fifo = stat.S_ISFIFO(os.stat(self.out_path).st_mode)
             while True:
                 try:
                     fd = os.open(self.out_path, os.O_WRONLY | os.O_NONBLOCK)
                     break
                 except OSError as exc:
-                    if exc.errno != errno.ENXIO:  # ENXIO: a FIFO without a reader yet
+                    if exc.errno != errno.ENXIO or not fifo:  # a FIFO without a reader yet
                         raise
                 await asyncio.sleep(0.05)
-            os.set_blocking(fd, True)
+        blocking = os.get_blocking(fd)
+        try:
+            # the fd (a dup of stdout too) shares its file status flags with the
+            # other holders of the open file: restored below
+            os.set_blocking(fd, False)
+        except OSError:  # some devices refuse O_NONBLOCK: write them blocking
+            pass
         try:
             with open(tmp, "rb") as src:
                 for chunk in iter(lambda: src.read(1 << 20), b""):
                     view = memoryview(chunk)
                     while view:
-                        view = view[os.write(fd, view):]
+                        try:
+                            view = view[os.write(fd, view):]
+                        except BlockingIOError:
+                            await self._writable(loop, fd)
         finally:
+            try:
+                os.set_blocking(fd, blocking)
+            except OSError:
+                pass
             os.close(fd)
+
+    @staticmethod
+    async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        """Wait until ``fd`` accepts a write (or the task is cancelled)."""
+        ready = loop.create_future()
+        loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_writer(fd)
 
     async def run(self, timeout: float = 60.0) -> dict:
         """Receive until the file is recovered and verified, the session ends early
@@ -553,6 +602,11 @@ class MulticastReceiver:
         """
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        if self.out_path != "-" and stat.S_ISSOCK(_mode(self.out_path)):
+            # open() gives ENXIO for ever: say so before receiving anything
+            self.end = (f"{self.out_path} is a Unix socket, which cannot be written as a file "
+                        f"(use a path, a FIFO or - for stdout)")
+            return self._result(False, t0, t0)
         try:
             tmp = self._open_temp()
         except OSError as exc:

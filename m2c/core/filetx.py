@@ -141,8 +141,9 @@ class SessionDescription:
         need(isinstance(self.interface, str) and _is_ipv4(self.interface),
              "interface must be an IPv4 address")
         need(isinstance(self.source, str) and (self.source == "" or (
-            _is_ipv4(self.source) and not _is_ipv4(self.source, multicast=True))),
-             "source must be the sender's unicast IPv4 address (or empty)")
+            _is_ipv4(self.source) and not _is_ipv4(self.source, multicast=True)
+            and self.source != "0.0.0.0")),
+             "source must be the sender's unicast IPv4 address, not 0.0.0.0 (or empty)")
         for key in ("levels", "window_blocks"):
             need(is_int(getattr(self, key)) and getattr(self, key) >= 0, f"{key} must be >= 0")
         need(is_int(self.first_level) and self.first_level >= 1, "first_level must be >= 1")

@@ -1,0 +1,176 @@
+"""m2c review 2 fixes (session 3): closing a session, the sender's source address,
+the idle timeout at a slow base rate, data packets that carry A = 1.
+
+- A sender started with ``--no-close`` stops (SIGTERM) without closing the
+  session, so a ``--resume``d sender serves the receiver still running; without
+  it, stopping closes the session (test_m2c_session_cli covers that).
+- ``m2c send --interface 0.0.0.0`` is refused: receivers would drop every datagram
+  (the source address in the description would never match, RFC 5775 4.4).
+- The no-packet timeout covers the base group's packet interval (4 / min_rate).
+- Data packets with A = 1 (RFC 5651 5.1: a sender may set A on its last packets)
+  are decoded, not thrown away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from m2c import MulticastReceiver, MulticastSender, make_session
+from m2c.core.filetx import FileSender, SessionDescription
+from m2c.wire import codec
+
+
+def net() -> tuple[str, str]:
+    return f"239.191.{1 + secrets.randbelow(250)}.1", str(20000 + 100 * secrets.randbelow(400))
+
+
+def wait_for(path, limit=10.0) -> None:
+    t = time.monotonic() + limit
+    while time.monotonic() < t:
+        if path.exists() and path.stat().st_size:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+@pytest.mark.slow
+def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path):
+    src = tmp_path / "r.bin"
+    src.write_bytes(os.urandom(1_000_000))
+    sdp = tmp_path / "r.json"
+    group, port = net()
+    send = [sys.executable, "-m", "m2c", "send", str(src), "--sdp", str(sdp), "--resume",
+            "--duration", "60"]
+    first = subprocess.Popen([*send, "--no-close", "--group", group, "--port", port,
+                              "--min-rate", "100", "--max-rate", "1500"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    second = rx = None
+    try:
+        wait_for(sdp)
+        rx = subprocess.Popen([sys.executable, "-m", "m2c", "receive", str(sdp), "-o",
+                               str(tmp_path / "out"), "-q", "--timeout", "60"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)  # about a third of the transfer
+        assert rx.poll() is None, "the transfer ended before the sender was stopped"
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(10) == 143
+        assert "not closed" in first.stderr.read()
+        time.sleep(0.5)
+        second = subprocess.Popen(send, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out, err = rx.communicate(timeout=70)
+    finally:
+        for p in (first, second, rx):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(10)
+    assert rx.returncode == 0, err
+    assert (tmp_path / "out").read_bytes() == src.read_bytes()
+    assert json.loads(out)["closed"] is False
+
+
+async def _run_pair(sd, src: str, out: str, close: bool, duration: float) -> dict:
+    rx = MulticastReceiver(sd, out, idle_timeout=3.0)
+    t = asyncio.create_task(rx.run(timeout=20))
+    await asyncio.sleep(0.2)
+    stats = await MulticastSender(sd, src, close=close).run(duration=duration)
+    res = await t
+    res["sender"] = stats
+    return res
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_duration_closes_unless_no_close(tmp_path, close):
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(3_000_000))
+    group, port = net()
+    sd = make_session(str(src), group=group, port=int(port), min_rate=100, max_rate=300)
+    res = asyncio.run(_run_pair(sd, str(src), str(tmp_path / "o"), close, 1.0))
+    assert not res["ok"]
+    assert res["closed"] is close
+    if close:
+        assert "closed the session" in res["end"]
+    else:  # the sender only went quiet: the no-packet timeout ends it
+        assert "no packet from the sender" in res["end"]
+
+
+def test_send_refuses_the_unspecified_interface(tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(1000))
+    sdp = tmp_path / "s.json"
+    r = subprocess.run([sys.executable, "-m", "m2c", "send", str(src), "--interface", "0.0.0.0",
+                        "--sdp", str(sdp), "--duration", "1"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "0.0.0.0" in r.stderr and "Traceback" not in r.stderr
+    assert not sdp.exists()
+
+
+def test_unspecified_source_is_not_a_valid_description(tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(1000))
+    sd = make_session(str(src))
+    d = json.loads(sd.to_json())
+    d["source"] = "0.0.0.0"
+    with pytest.raises(ValueError, match="source"):
+        SessionDescription.from_json(json.dumps(d))
+    with pytest.raises(ValueError, match="0.0.0.0"):
+        make_session(str(src), interface="0.0.0.0")
+
+
+def test_idle_timeout_covers_a_slow_base_group(tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(20_000))
+    slow = make_session(str(src), min_rate=0.08, max_rate=8.0, tsd=1.0, k=1)
+    assert MulticastReceiver(slow, str(tmp_path / "o")).idle_timeout >= 4 / 0.08
+    usual = make_session(str(src), min_rate=20, max_rate=2000, tsd=1.0)
+    assert MulticastReceiver(usual, str(tmp_path / "o")).idle_timeout == 10.0
+
+
+async def _send_closing_data(sd, src: str, out: str) -> dict:
+    """Every base-group data packet carries A = 1, sent at its due time."""
+    rx = MulticastReceiver(sd, out, idle_timeout=3.0)
+    t = asyncio.create_task(rx.run(timeout=15))
+    await asyncio.sleep(0.2)
+    core = FileSender(sd, lambda off, n: open(src, "rb").read()[off:off + n])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    addr = (sd.groups[0][0], int(sd.groups[0][1]))
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    sent = 0
+    try:
+        while not t.done() and sent < 400:
+            for pdu, pkt in core.next_pdus():
+                if pdu.g != 0:
+                    continue
+                await asyncio.sleep(max(0.0, pdu.due - (loop.time() - t0)))
+                if t.done():
+                    break
+                sock.sendto(codec.encode(dataclasses.replace(pkt, close_session=True)), addr)
+                sent += 1
+    finally:
+        sock.close()
+    return await t
+
+
+def test_data_packets_with_close_flag_are_decoded(tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(14_000))  # 10 symbols: decoded well within the grace
+    group, port = net()
+    sd = make_session(str(src), group=group, port=int(port), min_rate=400, max_rate=1200, k=1)
+    res = asyncio.run(_send_closing_data(sd, str(src), str(tmp_path / "o")))
+    assert res["closed"]
+    assert res["ok"], res["end"]
+    assert (tmp_path / "o").read_bytes() == src.read_bytes()
