@@ -35,8 +35,18 @@ from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
 from m2c.wire import codec
+from m2c.wire.constants import Codepoint
 
-PACKET_OVERHEAD = codec.header_length() + 28  # ALC/LCT + FPI (TOI omitted), IPv4 + UDP
+FEC_CODEPOINTS = {"ldpc": Codepoint.LDPC_STAIRCASE, "rs": Codepoint.SMALL_BLOCK_SYSTEMATIC}
+"""--fec choices: the LCT codepoint (FEC Encoding ID) their packets carry"""
+
+
+def packet_overhead(fec: str = "ldpc") -> int:
+    """Bytes of a data packet besides its symbol: ALC/LCT + FEC Payload ID of the
+    scheme (TOI omitted: 44 for LDPC, 48 for Reed-Solomon), IPv4 + UDP (28)."""
+    return codec.header_length(FEC_CODEPOINTS[fec]) + 28
+
+
 SDP_LIMIT = 1 << 20
 """bytes of a session description read over HTTP at most"""
 
@@ -87,8 +97,8 @@ _port = cliutil.int_in(1, 65535, "port")
 MCAST_LAST = int(ipaddress.IPv4Address("239.255.255.255"))
 
 
-def _pps(kbps: float, symbol: int) -> float:
-    return kbps * 1000 / 8 / (symbol + PACKET_OVERHEAD)
+def _pps(kbps: float, symbol: int, fec: str = "ldpc") -> float:
+    return kbps * 1000 / 8 / (symbol + packet_overhead(fec))
 
 
 def load_sdp(src: str) -> SessionDescription:
@@ -144,12 +154,13 @@ def _session_for_send(a: argparse.Namespace) -> SessionDescription | int:
         return sd
     if a.min_rate >= a.max_rate:
         return _send_error(f"--min-rate {a.min_rate:g} must be below --max-rate {a.max_rate:g}")
-    min_pps, max_pps = _pps(a.min_rate, a.symbol_size), _pps(a.max_rate, a.symbol_size)
+    min_pps = _pps(a.min_rate, a.symbol_size, a.fec)
+    max_pps = _pps(a.max_rate, a.symbol_size, a.fec)
     if max_pps > MAX_SEND_PPS:
         return _send_error(
             f"--max-rate {a.max_rate:g} kbit/s is {max_pps:.0f} packets/s of {a.symbol_size} "
             f"bytes; this sender schedules at most {MAX_SEND_PPS} packets/s (about "
-            f"{MAX_SEND_PPS * (a.symbol_size + PACKET_OVERHEAD) * 8 / 1000:.0f} kbit/s): "
+            f"{MAX_SEND_PPS * (a.symbol_size + packet_overhead(a.fec)) * 8 / 1000:.0f} kbit/s): "
             f"use a lower --max-rate or a larger --symbol-size")
     channels = make_schedule(a.schedule, min_rate=min_pps, max_rate=max_pps, tsd=a.tsd,
                              k=a.k).channels

@@ -174,3 +174,23 @@ def test_data_packets_with_close_flag_are_decoded(tmp_path):
     assert res["closed"]
     assert res["ok"], res["end"]
     assert (tmp_path / "o").read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("fec,header", [("ldpc", 44), ("rs", 48)])
+def test_send_rates_count_the_codepoints_header(tmp_path, fec, header):
+    """kbit/s at the IP level: the symbol, the ALC header of the chosen FEC scheme
+    (LDPC 44 bytes, Reed-Solomon 48: its FEC Payload ID is longer) and IPv4 + UDP."""
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(5000))
+    sdp = tmp_path / "s.json"
+    group, port = net()
+    r = subprocess.run([sys.executable, "-m", "m2c", "send", str(src), "--fec", fec, "--sdp",
+                        str(sdp), "--group", group, "--port", port, "--min-rate", "100",
+                        "--max-rate", "1000", "--duration", "0.1"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    sd = SessionDescription.from_json(sdp.read_text())
+    assert codec.header_length(sd.codepoint) == header
+    size = 1400 + header + 28
+    assert sd.rates["min_rate"] == pytest.approx(100_000 / 8 / size, rel=1e-9)
+    assert sd.rates["max_rate"] == pytest.approx(1_000_000 / 8 / size, rel=1e-9)
