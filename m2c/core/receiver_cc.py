@@ -49,7 +49,8 @@ from collections.abc import Callable
 from m2c.core.events import Join, Leave
 from m2c.core.groups import RateSchedule
 
-__all__ = ["LossTracker", "RttEstimator", "WebrcController", "M2CWindowController",
+__all__ = ["LossTracker", "RttEstimator", "WebrcController", "WebrcRfcController",
+           "M2CWindowController",
            "ReceiverCC", "CONTROLLERS", "make_controller", "reqn"]
 
 REORDER = 3  # a gap is a loss once a packet 3 PSNs later arrived (simple misordering)
@@ -275,6 +276,53 @@ class WebrcController:
         return min(max(self.ssr, eq), self.mrr)
 
 
+class WebrcRfcController(WebrcController):
+    """RFC 3738's controller with RFC 3738's join rules, every MUST of 3.2.2.6 and
+    3.2.3.6 (``strict``: :class:`ReceiverCC` then joins as 3.2.3.6 says, see
+    :meth:`ReceiverCC._rfc_join`), none of our start-up shortcuts.
+
+    The four start-up exits of 3.2.2.6, each resetting LOSSP so that REQN(ARTT)
+    equals TRR_P: a loss (SSR_P = max{SSMINR_P, P*TRR_P}, :meth:`on_loss_event`),
+    a sharp MRTT increase (the same, :meth:`on_mrtt_increase`), the maximum
+    reception rate reached (SSR_P = max{SSMINR_P, TRR_P}, :meth:`on_max_rate`),
+    and the OPTIONAL TRR_P lag (SSR_P = max{SSMINR_P, TRR_P}, :meth:`on_lag`).
+    """
+
+    name = "webrc-rfc"
+    strict = True
+
+    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
+                 p: float = 0.75) -> None:
+        super().__init__(schedule, epoch, max_rate, p)
+        self.exits: list[str] = []
+        """why start-up ended (at most one entry): loss, mrtt, max-rate, lag"""
+
+    def _exit(self, why: str, ssr: float, artt: float) -> None:
+        self.exits.append(why)
+        self.ssr = max(self.ssminr, ssr)
+        self._reset_loss_to(max(self.trr or self.ssminr, 1e-3), artt)
+
+    def on_loss_event(self, now: float, artt: float) -> None:
+        if self.ssr == math.inf:
+            self.exits.append("loss")
+        super().on_loss_event(now, artt)
+
+    def on_mrtt_increase(self, now: float, artt: float) -> None:
+        """3.2.2.6: a large increase of FirstTime-JoinTime between successive waves."""
+        if self.ssr == math.inf:
+            self._exit("mrtt", self.p * (self.trr or 0.0), artt)
+
+    def on_max_rate(self, now: float, artt: float) -> None:
+        """3.2.2.6: the next join would exceed MRR_P or SR_P (MUST)."""
+        if self.ssr == math.inf:
+            self._exit("max-rate", self.trr or 0.0, artt)
+
+    def on_lag(self, now: float, rr: float, artt: float) -> None:
+        """3.2.2.6's OPTIONAL rule: TRR_P greatly below ARR_P (SHOULD)."""
+        if self.ssr == math.inf:
+            self._exit("lag", self.trr or rr, artt)
+
+
 class M2CWindowController:
     """M2C-style TCP-like window turned into a target rate (see module docstring)."""
 
@@ -356,7 +404,7 @@ class M2CWindowController:
 
 
 CONTROLLERS: dict[str, Callable[..., WebrcController | M2CWindowController]] = {
-    "webrc": WebrcController, "m2c": M2CWindowController,
+    "webrc": WebrcController, "webrc-rfc": WebrcRfcController, "m2c": M2CWindowController,
 }
 
 
@@ -455,6 +503,16 @@ class ReceiverCC:
         """start-ups ended by a standing queue (see ``STARTUP_QDELAY``)"""
         self._qrecent: deque[float] = deque(maxlen=self.HOLD_PKTS)
         """queueing delays of the last few packets (see ``HOLD_QDELAY``)"""
+        self.strict = bool(getattr(self.ctl, "strict", False))
+        """RFC 3738 3.2.3.6's join rules only (the ``webrc-rfc`` controller)"""
+        self.base_seen = False
+        """the first base channel packet arrived (3.2.3.6: no join before)"""
+        self._wave_first: float | None = None
+        """when the first packet of the most recently joined wave arrived"""
+        self._last_wait: tuple[float, float] | None = None
+        """FirstTime - JoinTime of the previous wave less its expected first-packet
+        wait, and that wait"""
+        self.mrtt_exits = 0
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -533,7 +591,12 @@ class ReceiverCC:
         if pend is not None:
             ts = now - self.offset
             r = sched.rate(channel, ts)
-            self.rtt.on_first_packet(pend[0], now, 0.5 / r if r > 0 else 0.0, channel == 0)
+            wait = 0.5 / r if r > 0 else 0.0
+            self.rtt.on_first_packet(pend[0], now, wait, channel == 0)
+            if self.strict and channel:
+                self._rfc_first_wave_packet(now, now - pend[0], wait, ts)
+        if channel == 0:
+            self.base_seen = True
         lost = self.loss.on_packet(channel, psn)
         self._rx += 1
         self._ev += 1 + lost
@@ -548,6 +611,67 @@ class ReceiverCC:
             return []
         self.ctl.on_packet_events(1, lost)
         return []
+
+    def _rfc_first_wave_packet(self, now: float, latency: float, wait: float,
+                               ts: float) -> None:
+        """RFC 3738 3.2.2.6: while SSR_P = infinity, successive FirstTime-JoinTime
+        differences MUST be watched and a large increase ends start-up.
+
+        Ours: each latency is taken less the expected wait for the wave's first
+        packet (half its packet interval: our waves are joined at any time, so
+        a slower wave waits longer with no queue at all), and the increase is
+        large beyond the RFC's recommended (P^(NWC+1)-1)/(P*ln P)/ARR_P, with
+        P the inverse per-level rate factor of our schedule (1/Q), plus how far
+        each of the two waits may be from its expected value (half a packet
+        interval each way: without it the deviation of a slow wave's first packet
+        alone ended start-up on a path with no queue at all)."""
+        self._wave_first = now
+        corrected = latency - wait
+        prev, self._last_wait = self._last_wait, (corrected, wait)
+        if prev is None or self.ctl.ssr != math.inf:
+            return
+        sched = self.schedule
+        nwc = max(self.level(ts) - 1, 0)  # waves joined before this one
+        arr = sched.cum_rate(nwc, ts)
+        p = 1 / sched.q
+        large = (p ** (nwc + 1) - 1) / (p * math.log(p)) / arr if arr > 0 else math.inf
+        if corrected - prev[0] > large + wait + prev[1]:
+            self.mrtt_exits += 1
+            self.ctl.on_mrtt_increase(now, self.rtt.rtt)
+
+    @property
+    def joining(self) -> bool:
+        """RFC 3738's JOINING: a join (the base group's included) awaits its first packet."""
+        return bool(self.pending)
+
+    def _rfc_join(self, now: float, ts: float, lvl: int, lagging: bool) -> list[Join | Leave]:
+        """RFC 3738 3.2.3.6, in its order; at most one join per epoch."""
+        sched, ctl = self.schedule, self.ctl
+        if not self.base_seen:
+            return []  # MUST not join before the first base channel packet
+        if now < self.loss_event_until:
+            return []  # MUST not join during a loss event
+        if self.joining:
+            return []  # MUST not join while JOINING
+        if ctl.ssr == math.inf and (lvl >= sched.levels
+                                    or sched.cum_rate(lvl + 1, ts) > ctl.mrr):
+            # 3.2.2.6: the next join would exceed MRR_P or SR_P (MUST end start-up)
+            ctl.on_max_rate(now, self.rtt.rtt)
+        if lvl >= sched.levels:
+            return []  # NWC = N: MUST not join
+        if ctl.ssr == math.inf and self._wave_first is not None and (
+                now - self._wave_first < self.epoch):
+            return []  # OPTIONAL lag rule in use: a full epoch after the last wave's first packet
+        if lagging:
+            return []  # TRR_P greatly below ARR_P (the lag exit was taken by on_timer)
+        if sched.cum_rate(lvl + 1, ts) > self.target_rate():
+            return []  # TRATE below the rate after the join: MUST not join
+        ch = sched.channel_of_level(lvl + 1, ts)
+        r = sched.rate(ch, ts)
+        limit = max(10 * self.rtt.rtt, 4 * self.epoch, 4 / r if r > 0 else 1.0)
+        self.joined.add(ch)
+        self.pending[ch] = (now, limit)
+        return [Join(ch)]
 
     def level(self, sender_now: float) -> int:
         """Highest level l with levels 0..l all joined."""
@@ -612,6 +736,10 @@ class ReceiverCC:
         # the averages remember ~1/a epochs: judge once they hold 8 due packets (a slow
         # receiver's overshoot went unseen when this needed 8 per epoch: 80 packets/s)
         lagging = (self._cum_avg * el / a >= 8 and self._rr_avg < 0.8 * self._cum_avg)
+        if self.strict:
+            # RFC 3738: the lag rule applies in start-up only; no delay rules of ours
+            lagging = lagging and self.ctl.ssr == math.inf
+            qmin = math.inf
         if (startup and not lagging and rr > 0 and math.isfinite(qmin)
                 and qmin > max(self.STARTUP_QDELAY, self.STARTUP_QPKTS / rr)):
             # a standing queue through a whole epoch: the path is full (start-up exit)
@@ -622,6 +750,8 @@ class ReceiverCC:
         if lagging:
             self.lag_holds += 1
             self.ctl.on_lag(now, rr, self.rtt.rtt)
+        if self.strict:
+            return out + self._rfc_join(now, ts, lvl, lagging)
         if (lvl == sched.levels and not lagging and now >= self.loss_event_until
                 and self.target_rate() >= sched.max_rate):
             # at the top: join the K waves of the next slot just before they start (they

@@ -323,16 +323,30 @@ def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 MiB, 4 Mb/s, one long TCP stream")
-    ap.add_argument("--bottleneck", type=float, nargs="+", default=[4e6])
-    ap.add_argument("--competing", nargs="+", default=["stream"], choices=["stream", "background"])
-    ap.add_argument("--receivers", type=int, nargs="+", default=[1])
-    ap.add_argument("--size", type=int)
+    # the docstring's first paragraph (one sentence over four lines), not its first line
+    desc = " ".join(__doc__.split("\n\n")[0].split())
+    ap = argparse.ArgumentParser(description=desc)
+    ap.add_argument("--quick", action="store_true",
+                    help="one short configuration: a 1 MiB file, 4 Mb/s, one long TCP stream")
+    ap.add_argument("--bottleneck", type=float, nargs="+", default=[4e6], metavar="BPS",
+                    help="tbf bottleneck rate(s) in bit/s (the paper: 1e6 and 4e6; "
+                    "default: %(default)s)")
+    ap.add_argument("--competing", nargs="+", default=["stream"], choices=["stream", "background"],
+                    help="competing traffic: one long TCP stream, or Poisson short TCP flows "
+                    "(10/min, 85 %% under 6 KB); default: %(default)s")
+    ap.add_argument("--receivers", type=int, nargs="+", default=[1], metavar="N",
+                    help="number(s) of receivers behind the bottleneck (the paper: 1, 2, 5; "
+                    "default: %(default)s)")
+    ap.add_argument("--size", type=int, metavar="BYTES",
+                    help="file size in bytes (default: 1 MiB with --quick, else 4000000; "
+                    "the paper: 4 MB and 48 MB)")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="runs per configuration; >= 2 gives 95 %% t-intervals")
-    ap.add_argument("--controller", default="m2c", choices=["m2c", "webrc"],
-                    help="M2C_ft receivers' rate controller")
+                    help="runs per configuration; >= 2 gives 95 %% t-intervals "
+                    "(default: %(default)s)")
+    from m2c.core.receiver_cc import CONTROLLERS
+
+    ap.add_argument("--controller", default="m2c", choices=sorted(CONTROLLERS),
+                    help="M2C_ft receivers' rate controller (default: %(default)s)")
     ap.add_argument("--out", help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)

@@ -12,7 +12,7 @@ That ideal is payload-only, as the issue's anchors count it (4 MiB at 4 Mb/s
 with our IP/UDP/ALC headers (``ideal_with_headers_s``), which no transfer
 over UDP can beat.
 
-    sudo .venv/bin/python -m m2c.experiments.hetero [--quick] [--controller m2c|webrc]
+    sudo .venv/bin/python -m m2c.experiments.hetero [--quick] [--controller m2c|webrc|webrc-rfc]
 """
 
 from __future__ import annotations
@@ -28,6 +28,21 @@ from dataclasses import asdict
 # issue 5's anchors for a 4 MiB file (ideal 8.4 s and 33.6 s)
 ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8.75, 35.0)}
 LINKS_BPS = (4_000_000, 1_000_000)
+
+
+def _r(x: float | None, nd: int | None = None) -> float | str:
+    """A rounded metric, or "-" when the receiver did not produce it (it failed)."""
+    return "-" if x is None else round(x, nd)
+
+
+def symbol_for(fec: str, pkt: int = 1500) -> int:
+    """Symbol size that fills ``pkt``-byte IP packets: IP/UDP headers (28 bytes) and
+    the ALC header of this FEC scheme (44 bytes for LDPC, 48 for RS) subtracted."""
+    from m2c.wire import codec
+    from m2c.wire.constants import Codepoint
+
+    cp = Codepoint.LDPC_STAIRCASE if fec == "ldpc" else Codepoint.SMALL_BLOCK_SYSTEMATIC
+    return pkt - 28 - codec.header_length(cp)
 
 
 def compact_trace(trace: list) -> list:
@@ -67,7 +82,6 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
     from deliverykit.testbed import Tbf, Testbed
 
     from m2c.aio.driver import make_session
-    from m2c.wire import codec
 
     size = size or ((1 << 20) if quick else (4 << 20))
     rows = []
@@ -86,7 +100,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
             tb.shape(port.b, tbf=Tbf(rate_bps=bps, limit_pkts=25))
         tb.settle(lan)
         pkt = 1500  # IP packets of 1500 bytes: the symbol is what the headers leave
-        symbol = pkt - 28 - codec.header_length()
+        symbol = symbol_for(fec, pkt)
         sd = make_session(src, group="239.195.1.1", port=46000, interface="10.0.3.1",
                           min_rate=256_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt, tsd=2.0,
                           k=2, fec=fec, symbol_size=symbol)
@@ -103,19 +117,19 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
             m = r["metrics"]
             rows.append({
                 "receiver": f"r{i + 1} behind {bps // 1_000_000} Mb/s", "controller": controller,
-                "ok": r["ok"], "time_s": round(m["time"], 2), "ideal_s": round(ide, 2),
-                "time/ideal": round(m["time"] / ide, 3),
+                "ok": r["ok"], "time_s": _r(m["time"], 2), "ideal_s": round(ide, 2),
+                "time/ideal": _r(None if m["time"] is None else m["time"] / ide, 3),
                 # the issue's ideal (and its anchors) count file bytes only; with our
-                # 1500-byte IP packets carrying 1428-byte symbols (44 ALC bytes) the wire needs this long
-                # even with no loss, no extra symbol and no climb
-                "ideal_with_headers_s": round(ide * pkt / symbol, 2),
-                "gput_kbps": round(m["gput"]),
-                "tput_kbps": round(m["tput"]), "loss_pct": round(m["loss"], 2),
-                "dup_pct": round(m["dup"], 2),
+                # 1500-byte IP packets carrying `symbol`-byte symbols the wire needs this
+                # long even with no loss, no extra symbol and no climb
+                "ideal_with_headers_s": round(ide * pkt / symbol, 2), "symbol_bytes": symbol,
+                "gput_kbps": _r(m["gput"]),
+                "tput_kbps": _r(m["tput"]), "loss_pct": _r(m["loss"], 2),
+                "dup_pct": _r(m["dup"], 2),
                 # dup's parts: symbols received twice, symbols of already decoded blocks
                 "repeats": m["raw"].get("repeats"), "after_done": m["raw"].get("after_done"),
-                "eliminations": m["raw"].get("eliminations"), "sym_pct": round(m["sym"], 2),
-                "net_pct": round(m["net"], 2), "comp_pct": round(m["comp"], 2),
+                "eliminations": m["raw"].get("eliminations"), "sym_pct": _r(m["sym"], 2),
+                "net_pct": _r(m["net"], 2), "comp_pct": _r(m["comp"], 2),
                 "anchors_4MiB_s": {k: v[i] for k, v in ANCHORS.items()},
                 "trace": r["trace"],
             })
@@ -123,10 +137,14 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--quick", action="store_true", help="1 MiB instead of 4 MiB")
-    ap.add_argument("--controller", default="m2c", choices=["m2c", "webrc"])
-    ap.add_argument("--fec", default="ldpc", choices=["ldpc", "rs"])
+    from m2c.core.receiver_cc import CONTROLLERS
+
+    ap.add_argument("--controller", default="m2c", choices=sorted(CONTROLLERS),
+                    help="the receivers' rate controller (default: %(default)s)")
+    ap.add_argument("--fec", default="ldpc", choices=["ldpc", "rs"],
+                    help="FEC scheme; the symbol fills 1500-byte IP packets (default: %(default)s)")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
     rows = run(quick=a.quick, controller=a.controller, fec=a.fec)
