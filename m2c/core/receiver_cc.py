@@ -12,6 +12,10 @@ Rate controllers (registry :data:`CONTROLLERS`):
 ``webrc``  RFC 3738's equation-based controller: LOSSP from the two-filter
            W/X/Y/Z estimator (3.2.2.1), ARTT (3.2.2.2), REQN (3.2.2.3), slow
            start with SSR_P / TRR_P (3.2.2.6), TRATE (3.2.2.7).
+``webrc-rfc`` the same equation with RFC 3738's own join rules and every MUST of
+           3.2.3.6 and 3.2.2.6 (one join at a time, no join while JOINING, the
+           four start-up exits); ``webrc`` and ``m2c`` use our faster join logic
+           (several levels per start-up epoch, joins while one is pending).
 ``m2c``    M2C's TCP-like window (Lucas et al., Global Internet 2009), as far
            as we could reconstruct it without the M2C paper itself: a
            congestion window in packets grows by one per received packet in
