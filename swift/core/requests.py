@@ -105,7 +105,7 @@ class RequestPlanner:
         plan = max(0.25, 4 * ch.min_rtt, min(1.0, ch.rtt))
         rate = ch.rate if ch.rate > 0 else 32 / plan
         window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
-        if ch.rate <= 0:
+        if not ch.rate_samples:
             # no rate sample yet (the first 0.5 s): grow like slow start, one
             # more request per chunk delivered, so a fast peer is not held
             # at the initial guess for the whole first period
@@ -139,15 +139,25 @@ class RequestPlanner:
                 prev = c
             picks.extend(got)
         if ch.missed:
-            keep = [c for c in picks if c not in ch.missed]
+            # a chunk this peer was too late for goes to another peer that
+            # has it (III-C); with none, it is asked here again, or nothing
+            # would ever ask for it (the end game only takes chunks in flight)
+            others = [c.peer_have for c in self.channels.values()
+                      if c is not ch and c.state == "est" and not c.choked]
+            keep = []
             for c in picks:
-                if c in ch.missed:
+                if c not in ch.missed:
+                    keep.append(c)
+                elif any(h.has(c) for h in others):
                     self.inflight.reset(B.chunk(c))  # leave it to another peer
+                else:
+                    ch.missed.discard(c)
+                    keep.append(c)
             picks = keep
             if len(ch.missed) > 4096:
                 ch.missed.clear()
         if not picks:
-            picks = self._endgame(ch, want)
+            picks = self._endgame(ch, want, now)
             if not picks:
                 return []
         picks.sort()
@@ -168,21 +178,34 @@ class RequestPlanner:
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
         return out
 
-    def _endgame(self, ch: Channel, want: int) -> list[int]:
+    def _endgame(self, ch: Channel, want: int, now: float) -> list[int]:
         """End game: the last missing chunks are all requested elsewhere; ask
-        this peer too (the first copy wins, the others get a CANCEL, 3.8)."""
-        if not any(c.requests for c in self.channels.values() if c is not ch):
+        this peer too (the first copy wins, the others get a CANCEL, 3.8).
+
+        Only for a chunk that is late where it was asked (outstanding for
+        more than 1.5 x that channel's request->DATA time) and at most once
+        per chunk: asking every idle peer for every chunk in flight made
+        95 % of the duplicate DATA in the flash crowd (docs/swift.md)."""
+        holders = [c for c in self.channels.values() if c is not ch and c.requests]
+        if not holders:
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
         n = content.n_chunks
         have = content.have
+        moved = self.moved  # type: ignore[attr-defined]
         out: list[int] = []
         pos = have.find_empty(0, n)
         budget = 256
         while pos is not None and pos < n and len(out) < min(want, 32) and budget:
             budget -= 1
-            if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)):
-                out.append(pos)
+            if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)
+                    and moved.get(pos) != "endgame"):
+                for h in holders:
+                    t = h.requests.get(pos)
+                    if t is not None:
+                        if now - t > 1.5 * h.rtt:
+                            out.append(pos)
+                        break
             pos = have.find_empty(pos + 1, n)
         self._note_moved(out, "endgame")
         return out
@@ -388,6 +411,7 @@ class RequestPlanner:
             if now > t0:
                 r = (ch.received - n0) / (now - t0)
                 ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
+                ch.rate_samples += 1
             ch.rate_mark = (now, ch.received)
         ranked = []
         for ch in self.established:
