@@ -222,12 +222,14 @@ def cmd_send(a: argparse.Namespace) -> int:
                 server.close()
             loop.remove_signal_handler(signal.SIGTERM)
 
-    stats = asyncio.run(main())
+    try:
+        stats = asyncio.run(main())
+    finally:  # Ctrl-C too
+        if a.no_close:
+            print(f"m2c send: stopped; session {sd.session} not closed (--no-close): "
+                  f"receivers wait up to their no-packet timeout for a sender restarted "
+                  f"with --resume", file=sys.stderr)
     print(json.dumps(stats), file=sys.stderr)
-    if a.no_close:
-        print(f"m2c send: stopped; session {sd.session} not closed (--no-close): receivers wait "
-              f"up to their no-packet timeout for a sender restarted with --resume",
-              file=sys.stderr)
     sent, dropped = stats.get("packets", 0), stats.get("tx_dropped", 0)
     if sent and dropped >= sent:
         print(f"m2c send: error: every one of {sent} packets was dropped by the socket "
