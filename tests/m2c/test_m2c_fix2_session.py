@@ -45,7 +45,9 @@ def wait_for(path, limit=10.0) -> None:
 
 
 @pytest.mark.slow
-def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path):
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path, sig, status):
+    """SIGTERM, and Ctrl-C (SIGINT), of a --no-close sender leave the session open."""
     src = tmp_path / "r.bin"
     src.write_bytes(os.urandom(1_000_000))
     sdp = tmp_path / "r.json"
@@ -63,8 +65,8 @@ def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2.5)  # about a third of the transfer
         assert rx.poll() is None, "the transfer ended before the sender was stopped"
-        first.send_signal(signal.SIGTERM)
-        assert first.wait(10) == 143
+        first.send_signal(sig)
+        assert first.wait(10) == status
         assert "not closed" in first.stderr.read()
         time.sleep(0.5)
         second = subprocess.Popen(send, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
