@@ -11,7 +11,7 @@ Session handling (RFC 5775 4.4, RFC 3738 3.2.3.8, RFC 5651 5.1): the receiver
 drops datagrams from any address other than the session's source before
 decoding them, leaves the session when no packet arrived for max(10, TSD,
 4 base-group packet intervals) s or the time slot index did not advance for
-max(20, 6 TSD) s, and treats the close-session flag A, which the sender sets
+max(20, 2 TSD) s, and treats the close-session flag A, which the sender sets
 on a few data-less packets of the base group when it stops (unless told not
 to: ``close=False``, ``m2c send --no-close``), as the end of the session; data
 packets that carry A are still decoded.
@@ -261,7 +261,7 @@ class MulticastReceiver:
     ``interface``: the local address to join on (default :func:`default_interface`;
     the session description's ``interface`` is the sender's, never used here).
     ``idle_timeout`` / ``slot_timeout``: RFC 3738 3.2.3.8's exceptional timeouts,
-    max(10, TSD, 4 / base rate) and max(20, 2 TSD, (REANCHOR_TSD + 2) TSD) s by default
+    max(10, TSD, 4 / base rate) and max(20, 2 TSD) s by default
     (see ``__init__``).
     """
 
@@ -282,11 +282,11 @@ class MulticastReceiver:
         # packet in 2.5 s would trip it while the sender runs: 4 of its packet intervals
         self.idle_timeout = float(idle_timeout if idle_timeout is not None else
                                   max(10.0, tsd, 4.0 / self.schedule.min_rate))
-        # max(20, 2 TSD) s, and long enough for the congestion control to re-anchor on
-        # a sender restarted with --resume (a new clock: its packets are implausible
-        # until then, so they cannot advance the index; see ReceiverCC.REANCHOR_TSD)
-        self.slot_timeout = float(slot_timeout if slot_timeout is not None else max(
-            20.0, 2 * tsd, (ReceiverCC.REANCHOR_TSD + 2) * tsd))
+        # RFC 3738's recommended max(20, 2 TSD) s.  A sender restarted with --resume
+        # has a new clock: its packets advance the index only once ReceiverCC has
+        # re-anchored (REANCHOR_TSD slots), so with TSD > 5 s this fires first
+        self.slot_timeout = float(slot_timeout if slot_timeout is not None else
+                                  max(20.0, 2 * tsd))
         self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
         # the session's window is what fits in the sender's memory bound: hold no more
         window = sd.window_blocks or max(1, sd.partition().blocks)

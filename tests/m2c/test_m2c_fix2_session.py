@@ -197,16 +197,3 @@ def test_send_rates_count_the_codepoints_header(tmp_path, fec, header):
     assert sd.rates["min_rate"] == pytest.approx(100_000 / 8 / size, rel=1e-9)
     assert sd.rates["max_rate"] == pytest.approx(1_000_000 / 8 / size, rel=1e-9)
 
-
-def test_slot_watch_waits_for_a_reanchor(tmp_path):
-    """A sender restarted with --resume has a new clock: its packets count for the
-    slot watch only once the congestion control re-anchored, after REANCHOR_TSD
-    slots without a plausible packet; the watch must not fire before that."""
-    from m2c.core.receiver_cc import ReceiverCC
-    src = tmp_path / "f.bin"
-    src.write_bytes(os.urandom(20_000))
-    for tsd in (1.0, 6.0, 12.0):
-        sd = make_session(str(src), min_rate=50, max_rate=400, tsd=tsd)
-        rx = MulticastReceiver(sd, str(tmp_path / "o"))
-        assert rx.slot_timeout >= max(20.0, 2 * tsd)
-        assert rx.slot_timeout > ReceiverCC.REANCHOR_TSD * tsd + 1.5 * tsd
