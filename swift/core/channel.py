@@ -142,8 +142,9 @@ class Channel:
         #: chunks/s received from this peer (EWMA, updated once a second)
         self.rate = 0.0
         self.rate_mark = (now, 0)
-        #: rate samples taken: none means start-up (slow start, requests.py);
-        #: ``rate`` itself decays to exactly 0.0 on a silent channel
+        #: rate samples that saw data: none means start-up (slow start,
+        #: requests.py); ``rate`` itself decays to exactly 0.0 on a silent
+        #: channel
         self.rate_samples = 0
         # liveness (section 3.12)
         self.last_recv = now

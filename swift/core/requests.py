@@ -411,7 +411,10 @@ class RequestPlanner:
             if now > t0:
                 r = (ch.received - n0) / (now - t0)
                 ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
-                ch.rate_samples += 1
+                if ch.received > n0:
+                    # a sample that saw data ends the start-up window growth;
+                    # the one taken right after connect never does
+                    ch.rate_samples += 1
             ch.rate_mark = (now, ch.received)
         ranked = []
         for ch in self.established:
