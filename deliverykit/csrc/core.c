@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define DK_MAX_BATCH 1024
 
@@ -122,26 +123,25 @@ sock_family(int fd)
     return ss.ss_family;
 }
 
-static PyObject *
-dk_recv_batch(PyObject *self, PyObject *args)
+/* recvmmsg(2) of up to max_count datagrams of at most size bytes, without
+ * blocking: a list of (data, addr), or with with_ts (data, addr, t), t the
+ * kernel arrival time (SCM_TIMESTAMPNS, seconds since the epoch; -1.0 when
+ * the socket gives none).  Callers check their own bounds on max_count and
+ * size.  Shared with swift.c (recv_batch_ts) through speedups.h. */
+PyObject *
+dk_recvmmsg(PyObject *sock, Py_ssize_t max_count, Py_ssize_t size, int with_ts)
 {
-    PyObject *sock;
-    Py_ssize_t max_count, size;
-    if (!PyArg_ParseTuple(args, "Onn:recv_batch", &sock, &max_count, &size))
-        return NULL;
-    if (max_count < 1 || max_count > DK_MAX_BATCH || size < 1 || size > 65536) {
-        PyErr_SetString(PyExc_ValueError, "recv_batch: 1 <= max_count <= 1024, 1 <= size <= 65536");
-        return NULL;
-    }
     int fd = PyObject_AsFileDescriptor(sock);
     if (fd < 0)
         return NULL;
+    size_t cspace = with_ts ? CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(64) : 0;
     char *arena = PyMem_Malloc((size_t)(max_count * size));
+    char *ctl = with_ts ? PyMem_Calloc((size_t)max_count, cspace) : NULL;
     struct mmsghdr *msgs = PyMem_Calloc((size_t)max_count, sizeof *msgs);
     struct iovec *iov = PyMem_Calloc((size_t)max_count, sizeof *iov);
     struct sockaddr_storage *addrs = PyMem_Calloc((size_t)max_count, sizeof *addrs);
     PyObject *out = NULL;
-    if (!arena || !msgs || !iov || !addrs) {
+    if (!arena || (with_ts && !ctl) || !msgs || !iov || !addrs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -152,6 +152,10 @@ dk_recv_batch(PyObject *self, PyObject *args)
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_name = &addrs[i];
         msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
+        if (with_ts) {
+            msgs[i].msg_hdr.msg_control = ctl + i * cspace;
+            msgs[i].msg_hdr.msg_controllen = cspace;
+        }
     }
     int got;
     Py_BEGIN_ALLOW_THREADS
@@ -174,9 +178,26 @@ dk_recv_batch(PyObject *self, PyObject *args)
         size_t n = msgs[i].msg_len < (size_t)size ? msgs[i].msg_len : (size_t)size;
         PyObject *data = PyBytes_FromStringAndSize(iov[i].iov_base, (Py_ssize_t)n);
         PyObject *addr = data ? dk_addr_to_tuple(&addrs[i]) : NULL;
-        PyObject *item = addr ? PyTuple_Pack(2, data, addr) : NULL;
+        PyObject *ts = NULL, *item = NULL;
+        if (addr && with_ts) {
+            double t = -1.0;
+            struct msghdr *h = &msgs[i].msg_hdr;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+                    c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+                    struct timespec tv;
+                    memcpy(&tv, CMSG_DATA(c), sizeof tv);
+                    t = (double)tv.tv_sec + (double)tv.tv_nsec * 1e-9;
+                }
+            }
+            ts = PyFloat_FromDouble(t);
+            item = ts ? PyTuple_Pack(3, data, addr, ts) : NULL;
+        } else if (addr) {
+            item = PyTuple_Pack(2, data, addr);
+        }
         Py_XDECREF(data);
         Py_XDECREF(addr);
+        Py_XDECREF(ts);
         if (!item) {
             Py_CLEAR(out);
             goto done;
@@ -185,10 +206,25 @@ dk_recv_batch(PyObject *self, PyObject *args)
     }
 done:
     PyMem_Free(arena);
+    PyMem_Free(ctl);
     PyMem_Free(msgs);
     PyMem_Free(iov);
     PyMem_Free(addrs);
     return out;
+}
+
+static PyObject *
+dk_recv_batch(PyObject *self, PyObject *args)
+{
+    PyObject *sock;
+    Py_ssize_t max_count, size;
+    if (!PyArg_ParseTuple(args, "Onn:recv_batch", &sock, &max_count, &size))
+        return NULL;
+    if (max_count < 1 || max_count > DK_MAX_BATCH || size < 1 || size > 65536) {
+        PyErr_SetString(PyExc_ValueError, "recv_batch: 1 <= max_count <= 1024, 1 <= size <= 65536");
+        return NULL;
+    }
+    return dk_recvmmsg(sock, max_count, size, 0);
 }
 
 static PyObject *

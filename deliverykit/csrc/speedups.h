@@ -22,4 +22,10 @@ extern PyMethodDef dk_swift_methods[];     /* swift.c */
 struct sockaddr_storage;
 PyObject *dk_addr_to_tuple(const struct sockaddr_storage *ss);
 
+/* core.c: recvmmsg without blocking, [(data, addr)] or with with_ts
+ * [(data, addr, kernel arrival time or -1.0)] (SCM_TIMESTAMPNS); the
+ * callers (recv_batch, swift's recv_batch_ts) check their own bounds. */
+#define DK_HAVE_RECVMMSG 1
+PyObject *dk_recvmmsg(PyObject *sock, Py_ssize_t max_count, Py_ssize_t size, int with_ts);
+
 #endif

@@ -191,89 +191,8 @@ done:
  * seconds since the epoch as a float; -1.0 when the socket gives none).
  * The PPSPP one-way delay sample (RFC 7574 8.7) then excludes the time a
  * datagram waited for our event loop.  Twin: swift/_fast.py.
- *
- * It is deliverykit's recv_batch plus the control messages: once core.c
- * exports that loop as dk_recvmmsg(sock, max_count, size, with_ts) (declared
- * in speedups.h with DK_HAVE_RECVMMSG), this is only the argument check;
- * until then the #else branch keeps a private copy of the loop. */
+ * The loop is core.c's dk_recvmmsg (recv_batch's) with control messages. */
 #define SW_MAX_BATCH 256
-
-#ifndef DK_HAVE_RECVMMSG
-static PyObject *
-sw_recvmmsg_ts(PyObject *sock, Py_ssize_t max_count, Py_ssize_t size)
-{
-    int fd = PyObject_AsFileDescriptor(sock);
-    if (fd < 0)
-        return NULL;
-    size_t cspace = CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(64);
-    char *arena = PyMem_Malloc((size_t)(max_count * size));
-    char *ctl = PyMem_Calloc((size_t)max_count, cspace);
-    struct mmsghdr *msgs = PyMem_Calloc((size_t)max_count, sizeof *msgs);
-    struct iovec *iov = PyMem_Calloc((size_t)max_count, sizeof *iov);
-    struct sockaddr_storage *addrs = PyMem_Calloc((size_t)max_count, sizeof *addrs);
-    PyObject *out = NULL;
-    if (!arena || !ctl || !msgs || !iov || !addrs) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < max_count; i++) {
-        iov[i].iov_base = arena + i * size;
-        iov[i].iov_len = (size_t)size;
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_name = &addrs[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
-        msgs[i].msg_hdr.msg_control = ctl + i * cspace;
-        msgs[i].msg_hdr.msg_controllen = cspace;
-    }
-    int got;
-    Py_BEGIN_ALLOW_THREADS
-    got = recvmmsg(fd, msgs, (unsigned int)max_count, MSG_DONTWAIT, NULL);
-    Py_END_ALLOW_THREADS
-    if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            out = PyList_New(0);
-        else
-            PyErr_SetFromErrno(PyExc_OSError);
-        goto done;
-    }
-    out = PyList_New(got);
-    if (!out)
-        goto done;
-    for (int i = 0; i < got; i++) {
-        double t = -1.0;
-        struct msghdr *h = &msgs[i].msg_hdr;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
-                c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-            }
-        }
-        PyObject *data = PyBytes_FromStringAndSize(arena + (Py_ssize_t)i * size,
-                                                   (Py_ssize_t)msgs[i].msg_len);
-        PyObject *addr = data ? dk_addr_to_tuple(&addrs[i]) : NULL;
-        PyObject *ts = addr ? PyFloat_FromDouble(t) : NULL;
-        PyObject *item = ts ? PyTuple_Pack(3, data, addr, ts) : NULL;
-        Py_XDECREF(data);
-        Py_XDECREF(addr);
-        Py_XDECREF(ts);
-        if (!item) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        PyList_SetItem(out, i, item);
-    }
-done:
-    PyMem_Free(arena);
-    PyMem_Free(ctl);
-    PyMem_Free(msgs);
-    PyMem_Free(iov);
-    PyMem_Free(addrs);
-    return out;
-}
-#endif
 
 static PyObject *
 recv_batch_ts(PyObject *self, PyObject *args)
@@ -286,11 +205,7 @@ recv_batch_ts(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536");
         return NULL;
     }
-#ifdef DK_HAVE_RECVMMSG
     return dk_recvmmsg(sock, max_count, size, 1);
-#else
-    return sw_recvmmsg_ts(sock, max_count, size);
-#endif
 }
 
 /* decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size)
