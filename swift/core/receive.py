@@ -1,0 +1,162 @@
+"""Receive path for DATA of :class:`swift.core.peer.Peer`: verify, store, ACK.
+
+Split from peer.py (one concern per module).  A DATA message (RFC 7574
+3.3, 8.6) for a chunk we asked this peer for is checked against the Merkle
+tree (5.2; live: the signed munro, 6.1) with the INTEGRITY / SIGNED_INTEGRITY
+that came ahead of it, then stored, acknowledged with its one-way delay
+(8.7) and announced; end-game copies still requested elsewhere are
+CANCELled (3.8).  Also here: requests served out of order are taken back as
+lost, a chunk we hold already is ACKed again (and counted as a duplicate by
+the rule that moved its request), unsolicited DATA is ignored, and a peer
+whose chunks fail is choked and, after ``max_bad_chunks``, dropped and
+blacklisted (12.7).  A mixin: it reads and updates the Peer's state.
+"""
+
+from __future__ import annotations
+
+from swift.core import bins as B
+from swift.core import events as ev
+from swift.core.channel import Channel
+from swift.core.requests import chunk_runs as _runs
+
+
+class DataReceiver:
+    """Receiver-side handling of DATA (mixin for Peer)."""
+
+    def _on_data(self, ch: Channel, lo: int, hi: int, timestamp: int, payload: bytes,
+                 now: float) -> None:
+        """DATA for chunks ``[lo, hi)`` (3.3, 8.6): verify, store, ACK."""
+        i = lo
+        seq_i = ch.req_seq.pop(i, None)
+        if seq_i is not None and i in ch.requests and next(iter(ch.requests)) != i:
+            # requests are served in order: ones asked for before this chunk
+            # (beyond a reordering margin of one) were lost or skipped; ask
+            # again (as libswift drops "likely snubbed" hints)
+            older = []
+            for c in ch.requests:
+                if c == i:
+                    break
+                if seq_i - ch.req_seq.get(c, seq_i) > 1:
+                    older.append(c)
+            for c in older:
+                del ch.requests[c]
+                ch.req_seq.pop(c, None)
+                self.inflight.reset(B.chunk(c))
+                ch.lost += 1
+            self._note_moved(older, "lost")
+            # if they were only delayed, the sender must not send them later
+            ch.cancels.extend(_runs(older))
+        sent_at = ch.requests.pop(i, None)
+        if sent_at is not None:
+            # ``requests`` is a FIFO in a dict: every pop from the front leaves
+            # a dummy slot that next(iter()) above must skip (CPython dicts do
+            # not shrink on delete); a copy now and then keeps that O(1)
+            ch.req_pops += 1
+            if ch.req_pops >= 512:
+                ch.req_pops = 0
+                ch.requests = dict(ch.requests)
+        if hi == lo + 1 and self.content.have.has(i):
+            # a chunk we hold already (the end-game copy we CANCELled, a
+            # retransmission whose first copy was only late): not stored
+            # again, but acknowledged with its one-way delay when it is the
+            # chunk we hold (3.4: a chunk whose integrity is checked MUST be
+            # ACKed; 8.7), so the sender retires it now and LEDBAT gets its
+            # sample instead of counting it lost at a timeout
+            if sent_at is None:
+                self.stats["unsolicited"] += 1
+            else:
+                self.inflight.discard(i)
+                ch.last_progress = now
+            if self.live and ch.pending_sigs:
+                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
+            ch.pending_hashes.clear()
+            ch.hash_order.clear()
+            ch.pending_sigs.clear()
+            if ch.state == "est" and self.content.holds(i, payload):
+                self.stats["dup"] += 1
+                key = "dup_" + self.moved.get(i, "other")
+                self.stats[key] = self.stats.get(key, 0) + 1
+                if self.config.profile == "libswift":
+                    ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
+                else:
+                    delay = int(self._arrived * 1e6) - timestamp
+                    ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+            else:
+                self.stats["dup_mismatch"] = self.stats.get("dup_mismatch", 0) + 1
+                if sent_at is None:
+                    ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
+            return
+        if sent_at is None or hi != lo + 1:
+            self.stats["unsolicited"] += 1  # not requested from this peer: ignore
+            if sent_at is not None:
+                # asked for, but the spec is not that one chunk (malformed):
+                # its request is gone, so it must not stay marked in flight,
+                # or with one peer (no end game) nothing asks for it again
+                self.inflight.discard(i)
+            if self.live and ch.pending_sigs:
+                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
+            ch.pending_hashes.clear()
+            ch.hash_order.clear()
+            ch.pending_sigs.clear()
+            if hi == lo + 1 and len(ch.cancels) < 256:
+                ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
+            return
+        self.inflight.discard(i)
+        tree = self.content.tree
+        n_before = self.content.n_chunks
+        ok = ch.state == "est" and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
+        if n_before is None and self.content.n_chunks is not None and not self.live:
+            self.events.append(ev.SizeKnown(self.content.n_chunks))
+        ch.pending_hashes.clear()
+        ch.hash_order.clear()
+        ch.pending_sigs.clear()
+        ch.last_progress = now
+        if not ok:
+            if getattr(tree, "last_stale", False):
+                # live: genuine but older than the tune-in age (6.1.2.4):
+                # discard it, but it is not corrupt.  Before we trust any
+                # munro, pick the tune-in point again from the newest HAVE
+                self.stats["stale"] = self.stats.get("stale", 0) + 1
+                if not self.content.n_chunks:
+                    self.live_start = None
+                elif self.live_start is not None:
+                    self._skip_stale(i)
+                return
+            if getattr(tree, "last_missing", False):
+                # hashes lost with an earlier datagram (5.3): not the peer's
+                # fault; ask again, the sender then resends the full uncles
+                self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
+                return
+            self.stats["rejected"] += 1
+            self.events.append(ev.ChunkRejected(i, ch.addr))
+            ch.bad += 1
+            ch.distrusted = True
+            if not ch.choking:
+                ch.choking = True
+                ch.send_choke = True
+                ch.upload.clear()
+            if ch.bad >= self.config.max_bad_chunks:
+                self._pending_close.append((self._close_dgram(ch), ch.addr))
+                self.blacklist.add(ch.addr)
+                self._drop(ch, "corrupt data")
+            return
+        self.content.store_chunk(i, payload)
+        self.have_version += 1  # _log_have([i]), inline on the per-chunk path
+        self.have_log.append(i)
+        if len(self.have_log) > 1 << 16:
+            self._log_have([])
+        for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
+            if other is not ch and i in other.requests:
+                del other.requests[i]
+                other.req_seq.pop(i, None)
+                other.cancels.append((i, i + 1))
+        self.stats["verified"] += 1
+        ch.note_data(now, now - sent_at)
+        delay = int(self._arrived * 1e6) - timestamp
+        ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+        self.events.append(ev.ChunkVerified(i, ch.addr))
+        if not self._complete_reported and self.content.complete:
+            self._complete_reported = True
+            self.events.append(ev.DownloadComplete(getattr(tree, "size", 0) or 0))
+            for c in self.channels.values():  # stop asking anyone
+                self._release_requests(c, lost=False)
