@@ -468,10 +468,12 @@ class ReceiverCC:
         self.schedule = schedule
         if slot_timeout is None:
             slot_timeout = max(self.SLOT_TIMEOUT_S, 2 * schedule.tsd)
-        self.reanchor_after = min(self.REANCHOR_TSD * schedule.tsd, slot_timeout / 2)
+        self.reanchor_after = min(self.REANCHOR_TSD * schedule.tsd, slot_timeout / 2,
+                                  (slot_timeout - schedule.tsd) / 2)
         """seconds without a plausible packet before a re-sync to a new sender clock
         (a restarted sender): well before the driver's slot watch ends the session
-        (with TSD > 5 s, 4 TSD was later than max(20, 2 TSD))"""
+        (with TSD > 5 s, 4 TSD was later than max(20, 2 TSD)); the watch counts from
+        the last slot change, up to one TSD before the last plausible packet"""
         self.plausible = self.PLAUSIBLE_TSD * schedule.tsd
         self._bucket = self.OFFSET_WINDOW_TSD * schedule.tsd / self._BUCKETS
         self._mins: deque[list[float]] = deque()

@@ -52,6 +52,7 @@ def test_restarted_sender_resyncs_before_the_slot_watch(tsd):
     # re-synced within min(4 TSD, watch / 2) of the last plausible packet (t = 30)
     t_first = s.time_of(0, s.index(0, 32.0 - shift) + first_ok) + shift + DELAY
     assert t_first - 30.0 <= min(4 * tsd, watch / 2) + 1.0
+    assert t_first - 30.0 + tsd < watch  # before a watch counted from a slot change
     # everything after the packet that re-anchored is plausible, that one included
     assert all(verdicts[first_ok:])
     assert rx.implausible == first_ok
@@ -63,9 +64,14 @@ def test_restarted_sender_resyncs_before_the_slot_watch(tsd):
 def test_reanchor_window_is_half_the_slot_watch_at_most():
     for tsd in (0.5, 1.0, 5.0, 6.0, 10.0, 30.0):
         rx = ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=tsd, k=2))
-        assert rx.reanchor_after <= max(20.0, 2 * tsd) / 2
+        watch = max(20.0, 2 * tsd)
+        assert rx.reanchor_after <= watch / 2
         assert rx.reanchor_after <= 4 * tsd
-    assert ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=6.0, k=2), slot_timeout=8.0).reanchor_after == 4.0
+        # the watch counts from the last slot change, up to one TSD before the last
+        # plausible packet: the re-sync still comes first, with room to spare
+        assert tsd + rx.reanchor_after < watch
+    assert ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=1.0, k=2)).reanchor_after == 4.0
+    assert ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=6.0, k=2), slot_timeout=8.0).reanchor_after == 1.0
 
 
 def test_one_forged_far_packet_still_does_not_resync():
