@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -16,19 +15,12 @@ import sys
 import time
 
 import pytest
+from m2c_support import fresh_net, wait_for
 
 
 def net() -> tuple[str, str]:
-    return f"239.190.{1 + secrets.randbelow(250)}.1", str(20000 + 100 * secrets.randbelow(400))
+    return fresh_net(190)
 
-
-def wait_for(path, limit=10.0) -> None:
-    t = time.monotonic() + limit
-    while time.monotonic() < t:
-        if path.exists() and path.stat().st_size:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 @pytest.mark.slow

@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +24,7 @@ import sys
 import time
 
 import pytest
+from m2c_support import fresh_net, wait_for
 
 from m2c import MulticastReceiver, MulticastSender, make_session
 from m2c.core.filetx import FileSender, SessionDescription
@@ -32,16 +32,8 @@ from m2c.wire import codec
 
 
 def net() -> tuple[str, str]:
-    return f"239.191.{1 + secrets.randbelow(250)}.1", str(20000 + 100 * secrets.randbelow(400))
+    return fresh_net(191)
 
-
-def wait_for(path, limit=10.0) -> None:
-    t = time.monotonic() + limit
-    while time.monotonic() < t:
-        if path.exists() and path.stat().st_size:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ import threading
 import time
 
 import pytest
+from m2c_support import signal_and_wait
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
 
@@ -170,11 +171,8 @@ def test_sigterm_removes_the_temporary_file(tmp_path):
                 break
             time.sleep(0.05)
         assert part_files(tmp_path), "the receiver never created its temporary file"
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=20)
     finally:
-        p.kill()
-        p.wait(10)
+        _, err = signal_and_wait(p, signal.SIGTERM)
     assert p.returncode == 143
     assert b"terminated" in err
     assert part_files(tmp_path) == []

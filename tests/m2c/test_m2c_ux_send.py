@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import sys
 import time
 
 import pytest
+from m2c_support import fresh_net, signal_and_wait, wait_for
 
 
 def m2c(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -29,7 +29,7 @@ def m2c(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def net() -> tuple[str, str]:
-    return f"239.198.{1 + secrets.randbelow(250)}.1", str(20000 + 100 * secrets.randbelow(400))
+    return fresh_net(198)
 
 
 @pytest.fixture
@@ -38,14 +38,6 @@ def small(tmp_path):
     f.write_bytes(os.urandom(50_000))
     return f
 
-
-def wait_for(path, limit=10.0) -> None:
-    t = time.monotonic() + limit
-    while time.monotonic() < t:
-        if path.exists() and path.stat().st_size:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 @pytest.mark.slow
@@ -124,11 +116,8 @@ def test_sigterm_closes_the_session(small, tmp_path):
     try:
         wait_for(sdp)
         time.sleep(0.3)
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=20)
     finally:
-        p.kill()
-        p.wait(10)
+        _, err = signal_and_wait(p, signal.SIGTERM)
     assert p.returncode == 143
     assert json.loads(err.splitlines()[-1])["stopped"] is True
 

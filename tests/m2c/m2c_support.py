@@ -1,0 +1,34 @@
+"""What the m2c command-line tests share: a fresh multicast group and port, waiting
+for a file a subprocess writes, and stopping a subprocess by a signal."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+
+
+def fresh_net(octet: int) -> tuple[str, str]:
+    """A random group in 239.<octet>.x.1 and a port (strings, as the CLI takes them);
+    each test file uses its own octet so parallel runs do not meet."""
+    return f"239.{octet}.{1 + secrets.randbelow(250)}.1", str(20000 + 100 * secrets.randbelow(400))
+
+
+def wait_for(path, limit: float = 10.0) -> None:
+    """Until ``path`` exists and is not empty (AssertionError after ``limit`` s)."""
+    t = time.monotonic() + limit
+    while time.monotonic() < t:
+        if path.exists() and path.stat().st_size:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def signal_and_wait(p: subprocess.Popen, sig: int, timeout: float = 20.0):
+    """Send ``sig``, collect (stdout, stderr); the process is killed if it outlives ``timeout``."""
+    try:
+        p.send_signal(sig)
+        return p.communicate(timeout=timeout)
+    finally:
+        p.kill()
+        p.wait(10)
