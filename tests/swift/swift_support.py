@@ -1,8 +1,11 @@
 """In-memory swarms for the sans-IO peer tests: build seeders and leechers, and move
-datagrams between them on a fake clock (no sockets: the cores are fed bytes and ``now``)."""
+datagrams between them on a fake clock (no sockets: the cores are fed bytes and ``now``);
+and ``SwiftProcess``, a real ``python -m swift`` seeder or live source for the CLI tests."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 from swift.core.content import Content, MemoryStorage
@@ -51,3 +54,24 @@ def live_feeder(src_peer: Peer, feed: bool, make: Callable[[], bytes]) -> Callab
     if not feed:
         return None
     return lambda step, now: src_peer.live_append(make(), now) if step % 2 == 0 else None
+
+
+class SwiftProcess:
+    """A ``python -m swift`` command that prints an ID (root hash, swarm key) on stdout,
+    then a line ending ``HOST:PORT`` on stderr once it listens (``marker`` in it)."""
+
+    def __init__(self, argv: list[str], host: str = "127.0.0.1", marker: str = " on ") -> None:
+        self.p = subprocess.Popen([sys.executable, "-m", "swift", *argv],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.id = self.p.stdout.readline().strip()
+        line = self.p.stderr.readline()
+        assert marker in line, line
+        self.port = int(line.rsplit(":", 1)[1])
+        self.peer = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(10)
+        self.p.stdout.close()
+        self.p.stderr.close()

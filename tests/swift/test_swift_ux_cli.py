@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from swift_support import SwiftProcess
 
 
 def ppspp(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
@@ -28,23 +29,11 @@ def _sha(path) -> bytes:
         return hashlib.sha256(f.read()).digest()
 
 
-class Seed:
+class Seed(SwiftProcess):
     def __init__(self, path, host: str = "127.0.0.1", *extra: str) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "swift", "seed", str(path), "--host", host,
-                                   "--port", "0", "--duration", "120", *extra],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.root = self.p.stdout.readline().strip()
-        line = self.p.stderr.readline()
-        assert " on " in line, line
-        self.port = int(line.rsplit(":", 1)[1])
-        self.peer = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait(10)
-        self.p.stdout.close()
-        self.p.stderr.close()
+        super().__init__(["seed", str(path), "--host", host, "--port", "0", "--duration", "120",
+                          *extra], host)
+        self.root = self.id
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from swift_support import SwiftProcess
 
 
 def ppspp(*args, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -17,22 +18,11 @@ def ppspp(*args, timeout: float = 60) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-class Source:
+class Source(SwiftProcess):
     def __init__(self, path, *extra: str) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", str(path),
-                                   "--host", "127.0.0.1", "--port", "0", *extra],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.swarm = self.p.stdout.readline().strip()
-        line = self.p.stderr.readline()
-        assert "live source on" in line, line
-        self.peer = f"127.0.0.1:{line.rsplit(':', 1)[1].strip()}"
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait(10)
-        self.p.stdout.close()
-        self.p.stderr.close()
+        super().__init__(["live-source", "--input", str(path), "--host", "127.0.0.1", "--port", "0",
+                          *extra], marker="live source on")
+        self.swarm = self.id
 
 
 @pytest.fixture
