@@ -4,6 +4,7 @@ for a file a subprocess writes, and stopping a subprocess by a signal."""
 from __future__ import annotations
 
 import secrets
+import signal
 import subprocess
 import time
 
@@ -32,3 +33,10 @@ def signal_and_wait(p: subprocess.Popen, sig: int, timeout: float = 20.0):
     finally:
         p.kill()
         p.wait(10)
+
+
+def as_foreground() -> None:
+    """``preexec_fn`` for a child that Ctrl-C must reach: a foreground process starts
+    with SIGINT at its default, but one started from a background job (``cmd &`` in
+    a script, as CI may be) inherits SIGINT ignored, and Python then keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

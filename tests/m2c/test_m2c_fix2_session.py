@@ -24,7 +24,7 @@ import sys
 import time
 
 import pytest
-from m2c_support import fresh_net, wait_for
+from m2c_support import as_foreground, fresh_net, wait_for
 
 from m2c import MulticastReceiver, MulticastSender, make_session
 from m2c.core.filetx import FileSender, SessionDescription
@@ -48,7 +48,8 @@ def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path, sig, status
             "--duration", "60"]
     first = subprocess.Popen([*send, "--no-close", "--group", group, "--port", port,
                               "--min-rate", "100", "--max-rate", "1500"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=as_foreground)  # so SIGINT acts as a Ctrl-C
     second = rx = None
     try:
         wait_for(sdp)
