@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import ipaddress
 import json
 import os
@@ -34,18 +33,7 @@ from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
-from m2c.wire import codec
-from m2c.wire.constants import Codepoint
-
-FEC_CODEPOINTS = {"ldpc": Codepoint.LDPC_STAIRCASE, "rs": Codepoint.SMALL_BLOCK_SYSTEMATIC}
-"""--fec choices: the LCT codepoint (FEC Encoding ID) their packets carry"""
-
-
-def packet_overhead(fec: str = "ldpc") -> int:
-    """Bytes of a data packet besides its symbol: ALC/LCT + FEC Payload ID of the
-    scheme (TOI omitted: 44 for LDPC, 48 for Reed-Solomon), IPv4 + UDP (28)."""
-    return codec.header_length(FEC_CODEPOINTS[fec]) + 28
-
+from m2c.wire.codec import FEC_CODEPOINTS, packet_overhead
 
 SDP_LIMIT = 1 << 20
 """bytes of a session description read over HTTP at most"""
@@ -337,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave",
                    help="rate schedule: WEBRC-like waves or FLID-DL-like steps "
                         "(default %(default)s)")
-    s.add_argument("--fec", choices=["ldpc", "rs"], default="ldpc",
+    s.add_argument("--fec", choices=list(FEC_CODEPOINTS), default="ldpc",
                    help="LDPC-Staircase (RFC 5170) or Reed-Solomon (zfec) (default %(default)s)")
     s.add_argument("--symbol-size", type=_symbol_size, default=1400,
                    help="bytes per FEC symbol (default %(default)s)")

@@ -196,7 +196,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                              "net": (link / size - 1) * 100})
         else:
             pkt = 1500  # IP packets of 1500 bytes, as in the heterogeneous experiment
-            symbol = pkt - 28 - codec.header_length()
+            symbol = pkt - codec.packet_overhead()  # LDPC, the default FEC
             sd = make_session(src, group="239.196.1.1", port=45000, interface="10.0.5.1",
                               min_rate=256_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt,
                               tsd=2.0, k=2, symbol_size=symbol)

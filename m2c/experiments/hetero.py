@@ -38,11 +38,9 @@ def _r(x: float | None, nd: int | None = None) -> float | str:
 def symbol_for(fec: str, pkt: int = 1500) -> int:
     """Symbol size that fills ``pkt``-byte IP packets: IP/UDP headers (28 bytes) and
     the ALC header of this FEC scheme (44 bytes for LDPC, 48 for RS) subtracted."""
-    from m2c.wire import codec
-    from m2c.wire.constants import Codepoint
+    from m2c.wire.codec import packet_overhead
 
-    cp = Codepoint.LDPC_STAIRCASE if fec == "ldpc" else Codepoint.SMALL_BLOCK_SYSTEMATIC
-    return pkt - 28 - codec.header_length(cp)
+    return pkt - packet_overhead(fec)
 
 
 def compact_trace(trace: list) -> list:

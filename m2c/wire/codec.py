@@ -205,3 +205,15 @@ def header_length(codepoint: int = Codepoint.LDPC_STAIRCASE, toi: int = 0) -> in
     """Bytes before the symbol in a data packet (LCT header, extensions, FEC Payload
     ID): 44 for LDPC with the TOI omitted (TOI 0), 48 with a 32-bit TOI."""
     return len(encode(AlcPacket(0, toi, codepoint, 0, 0, 0, 0, 0, 0, 0, b"")))
+
+
+FEC_CODEPOINTS = {"ldpc": Codepoint.LDPC_STAIRCASE, "rs": Codepoint.SMALL_BLOCK_SYSTEMATIC}
+"""FEC scheme names (``--fec``, the session description) -> the LCT codepoint their packets carry"""
+
+IPV4_UDP_HEADER = 28
+
+
+def packet_overhead(fec: str = "ldpc") -> int:
+    """Bytes of an IPv4 data packet besides its symbol: IPv4 + UDP (28) and the ALC/LCT
+    header with the FEC Payload ID of the scheme (TOI omitted: 44 for LDPC, 48 for RS)."""
+    return IPV4_UDP_HEADER + header_length(FEC_CODEPOINTS[fec])
