@@ -413,18 +413,22 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="seconds to run (default: forever)")
 
 
-def _itr_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cc-range", action="append", required=True,
-                   help="reserved CoreCast EID range (repeatable)")
-    p.add_argument("--map-resolver", help="HOST[:PORT] for Map-Requests")
+def _itr_args(p: argparse.ArgumentParser, embedded: bool = False) -> None:
+    """The ITR's options: for `corecast itr`, or for a source that is its own ITR
+    (``embedded``: they then apply with --as-itr, which makes --cc-range needed)."""
+    when = " (with --as-itr)" if embedded else ""
+    p.add_argument("--cc-range", action="append", required=not embedded, default=[],
+                   help=f"reserved CoreCast EID range, repeatable{when}")
+    p.add_argument("--map-resolver", help=f"HOST[:PORT] for Map-Requests{when}")
     p.add_argument("--map-cache", type=_file,
-                   help="static map-cache file: 'prefix rloc[,rloc] [ttl]' lines")
+                   help=f"static map-cache file: 'prefix rloc[,rloc] [ttl]' lines{when}")
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help="UDP port for LISP control messages (Map-Request/Reply)")
+                   help=f"UDP port for LISP control messages (Map-Request/Reply){when}")
     p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0,
-                   help="an extra payload copy after every N headers to the same ETR (Algorithm 1; 0 = off)")
+                   help=f"an extra payload copy after every N headers to the same ETR "
+                        f"(Algorithm 1; 0 = off){when}")
     p.add_argument("--max-channels", type=cliutil.positive_int, default=1024,
-                   help="payloadBuffer entries at most (one per channel)")
+                   help=f"payloadBuffer entries at most (one per channel){when}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -484,16 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=cliutil.positive_int, default=1200, help="chunk D in bytes")
     p.add_argument("--itr", help="HOST:PORT of the ITR's inside interface")
     p.add_argument("--as-itr", action="store_true", help="perform the ITR function (sec. 3.4)")
-    p.add_argument("--cc-range", action="append", default=[],
-                   help="reserved CoreCast EID range, with --as-itr (repeatable)")
-    p.add_argument("--map-resolver", help="HOST[:PORT] for Map-Requests, with --as-itr")
-    p.add_argument("--map-cache", type=_file, help="static map-cache file, with --as-itr")
-    p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
-                   help="UDP port for LISP control messages, with --as-itr")
-    p.add_argument("--extra-payload-every", type=cliutil.nonnegative_int, default=0,
-                   help="an extra payload copy after every N headers to the same ETR (with --as-itr)")
-    p.add_argument("--max-channels", type=cliutil.positive_int, default=1024,
-                   help="payloadBuffer entries at most, with --as-itr")
+    _itr_args(p, embedded=True)
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
     p.add_argument("--http-port", type=cliutil.port, default=0,
                    help="port of the HTTP subscription service (0 = any free one)")
