@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from typing import Any
 
 from .errors import TestbedError
@@ -59,8 +60,6 @@ def _pids_in_netns(name: str) -> list[int]:
 
 def _kill_all(pids: list[int], grace: float = 2.0) -> None:
     """SIGTERM, then SIGKILL what is still there after ``grace`` seconds."""
-    import time
-
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)

@@ -40,3 +40,12 @@ def as_foreground() -> None:
     with SIGINT at its default, but one started from a background job (``cmd &`` in
     a script, as CI may be) inherits SIGINT ignored, and Python then keeps it ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def reap(*procs: subprocess.Popen | None) -> None:
+    """Kill and wait for every process still running (None entries: never started)."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+        if p is not None:
+            p.wait(10)

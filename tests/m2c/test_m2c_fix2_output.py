@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from m2c_support import fresh_net, wait_for
+from m2c_support import fresh_net, reap, wait_for
 
 
 def net() -> tuple[str, str]:
@@ -58,10 +58,7 @@ def test_sigterm_reaches_a_receiver_blocked_on_a_stalled_fifo(tmp_path):
         rx.send_signal(signal.SIGTERM)
         out, err = rx.communicate(timeout=10)
     finally:
-        for p in (snd, reader, rx):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait(10)
+        reap(snd, reader, rx)
     assert rx.returncode == 143, err
     assert "terminated" in err
     assert list(tmpd.iterdir()) == []

@@ -24,7 +24,7 @@ import sys
 import time
 
 import pytest
-from m2c_support import as_foreground, fresh_net, wait_for
+from m2c_support import as_foreground, fresh_net, reap, wait_for
 
 from m2c import MulticastReceiver, MulticastSender, make_session
 from m2c.core.filetx import FileSender, SessionDescription
@@ -65,10 +65,7 @@ def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path, sig, status
         second = subprocess.Popen(send, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out, err = rx.communicate(timeout=70)
     finally:
-        for p in (first, second, rx):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait(10)
+        reap(first, second, rx)
     assert rx.returncode == 0, err
     assert (tmp_path / "out").read_bytes() == src.read_bytes()
     assert json.loads(out)["closed"] is False

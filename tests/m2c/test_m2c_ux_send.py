@@ -20,7 +20,7 @@ import sys
 import time
 
 import pytest
-from m2c_support import fresh_net, signal_and_wait, wait_for
+from m2c_support import fresh_net, reap, signal_and_wait, wait_for
 
 
 def m2c(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -67,10 +67,7 @@ def test_restarted_sender_resumes_the_session(tmp_path):
                                   text=True)
         out, err = rx.communicate(timeout=70)
     finally:
-        for p in (first, second):
-            if p is not None:
-                p.kill()
-                p.wait(10)
+        reap(first, second)
     assert rx.returncode == 0, err
     assert (tmp_path / "out").read_bytes() == src.read_bytes()
     assert json.loads(sdp.read_text()) == before  # the description was reused as it was
