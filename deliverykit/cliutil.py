@@ -10,15 +10,29 @@ where argparse turns them into ``prog: error: argument --x: ...`` and exit 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import errno
 import functools
 import ipaddress
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 __all__ = ["port", "hostport", "positive_int", "int_in", "nonnegative_int", "positive_float",
-           "nonnegative_float", "existing_file", "output_path", "ip_address", "ip_network", "cli_main"]
+           "nonnegative_float", "existing_file", "output_path", "ip_address", "ip_network", "cli_main",
+           "Stopper", "Terminated", "EXIT_SIGINT", "EXIT_SIGTERM", "EXIT_SIGPIPE"]
+
+# The exit codes of the one signal contract every CLI of the toolkit keeps (README, "Signals and
+# exit codes"): a shell reports a process killed by signal N as 128 + N, and ours exit with the
+# same code after cleaning up, so scripts cannot tell a clean stop from the default action.
+EXIT_SIGINT = 128 + signal.SIGINT    # 130: Ctrl-C
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: kill, systemd stop, a test's terminate()
+EXIT_SIGPIPE = 128 + signal.SIGPIPE  # 141: the reader of stdout left (`| head`), as cat exits
 
 
 def port(text: str) -> int:
@@ -127,35 +141,158 @@ def ip_network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 or IPv6 prefix") from None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived outside a :class:`Stopper`: unwinds like Ctrl-C, so the same ``finally``
+    blocks run (temporary files removed, counters printed), and :func:`cli_main` exits 143.
+
+    A KeyboardInterrupt subclass because asyncio lets exactly those (and SystemExit) through its
+    callbacks instead of logging them, and closes the loop's tasks on the way out."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+class Stopper:
+    """The one way a long-running role waits to be stopped: SIGINT and SIGTERM set :attr:`event`
+    and record which arrived, so the role leaves its loop, prints the same counters either way,
+    and returns :meth:`exit_code` (130 or 143; ``default`` when it ended by itself).
+
+    ``stopper.install()`` inside the running loop; ``await stopper.wait(timeout)``;
+    ``stopper.remove()`` (or ``with stopper.installed():``). A second signal while the role is
+    still cleaning up is not swallowed: it acts as it would without a Stopper (Ctrl-C raises
+    KeyboardInterrupt, SIGTERM raises :class:`Terminated`), so a stuck clean-up can always be
+    cut short.
+    """
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.signum: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self, loop: asyncio.AbstractEventLoop | None = None) -> Stopper:
+        loop = loop or asyncio.get_running_loop()
+        self._loop = loop
+        for sig in self._SIGNALS:
+            self._previous[sig] = signal.getsignal(sig)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        return self
+
+    def _on_signal(self, sig: int) -> None:
+        if self.signum is None:
+            self.signum = sig
+            self.event.set()
+            return
+        # Second signal: hand both signals back so the next one stops us without waiting.
+        self.remove()
+        if sig == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated()
+
+    def remove(self) -> None:
+        """Uninstall, restoring the handlers that were there before (asyncio alone would leave
+        SIGTERM at its default action, which kills without clean-up)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+            if previous is not None:
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(sig, previous)
+        self._previous.clear()
+
+    @contextlib.contextmanager
+    def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+        self.install(loop)
+        try:
+            yield self
+        finally:
+            self.remove()
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum is not None
+
+    def exit_code(self, default: int = 0) -> int:
+        """128 + the signal that stopped us, or ``default`` when none did."""
+        return default if self.signum is None else 128 + self.signum
+
+    def describe(self) -> str:
+        """``"interrupted"`` (Ctrl-C), ``"terminated"`` (SIGTERM) or ``""``: for the stop line."""
+        if self.signum == signal.SIGINT:
+            return "interrupted"
+        return "terminated" if self.signum == signal.SIGTERM else ""
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a stop signal at most ``timeout`` seconds (None: until one comes); True if one came."""
+        if self.event.is_set():
+            return True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout)
+        return self.event.is_set()
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout left: point fd 1 at /dev/null so the interpreter's final flush
+    cannot raise a second BrokenPipeError and print "Exception ignored ..." on stderr."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def cli_main(prog: str, expected: tuple[type[BaseException], ...] = ()) -> Callable:
     """Wrap a ``main(argv) -> int``: expected failures become ``prog: error: ...`` and exit 1.
 
     ``expected`` adds a package's own error classes (decode errors, protocol
     refusals) to the ones every command can meet: OSError (files, sockets,
-    permissions) and ValueError (a value the protocol layer refuses).  Ctrl-C
-    exits 130 quietly; anything else is a bug and keeps its traceback.
+    permissions) and ValueError (a value the protocol layer refuses).  Anything
+    else is a bug and keeps its traceback.
+
+    The signal contract (README, "Signals and exit codes"): Ctrl-C exits 130 and SIGTERM 143,
+    after the same clean-up (roles that run a loop use :class:`Stopper` and print their
+    counters; anything else unwinds through KeyboardInterrupt / :class:`Terminated`); a reader
+    of stdout that left (``| head``) ends the command quietly with 141, as ``cat`` does.
     """
-    caught = (OSError, ValueError, *expected)
+    caught: tuple[type[BaseException], ...] = (OSError, ValueError, *expected)
 
     def wrap(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
-        def run(argv=None) -> int:
+        def run(argv: list[str] | None = None) -> int:
+            previous = None
+            with contextlib.suppress(ValueError):  # ValueError: not the main thread
+                previous = signal.signal(signal.SIGTERM, _raise_terminated)
             try:
                 return main(argv)
+            except Terminated:
+                print(f"{prog}: terminated", file=sys.stderr)
+                return EXIT_SIGTERM
             except KeyboardInterrupt:
                 print(f"{prog}: interrupted", file=sys.stderr)
-                return 130
+                return EXIT_SIGINT
             except BrokenPipeError:  # `prog ... | head`: the reader left; not an error
-                try:
-                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - swallow the final flush
-                except OSError:
-                    pass
-                return 0
+                _quiet_stdout()
+                return EXIT_SIGPIPE
             except caught as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                    _quiet_stdout()
+                    return EXIT_SIGPIPE
                 print(f"{prog}: error: {_describe(exc)}", file=sys.stderr)
                 if os.environ.get("DELIVERYKIT_TRACEBACK"):
                     raise
                 return 1
+            finally:
+                if previous is not None:
+                    with contextlib.suppress(ValueError, TypeError):
+                        signal.signal(signal.SIGTERM, previous)
 
         return run
 
