@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from deliverykit.cliutil import cli_main
+
 # Subcommands with their own argument parsers: everything after the name is theirs,
 # so `deliverykit analyse --help` or `deliverykit demo --full m2c` reach them intact.
 DELEGATED = {
@@ -34,6 +36,7 @@ def _info() -> int:
     return 0
 
 
+@cli_main("deliverykit")
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
@@ -42,17 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(DELEGATED[argv[0]][0])
         return int(module.main(argv[1:]) or 0)
     args = _parser().parse_args(argv)
-    try:
-        if args.cmd == "info":
-            return _info()
-        if args.cmd == "cleanup":
-            from deliverykit.testbed import cleanup_stale
+    if args.cmd == "info":
+        return _info()
+    if args.cmd == "cleanup":
+        from deliverykit.testbed import cleanup_stale
 
-            removed = cleanup_stale(args.prefix) if args.prefix else cleanup_stale()
-            print(f"removed {len(removed) if removed is not None else 0} stale namespace(s)")
-            return 0
-    except BrokenPipeError:  # `deliverykit info | head -1`
-        sys.stderr.close()
+        removed = cleanup_stale(args.prefix) if args.prefix else cleanup_stale()
+        print(f"removed {len(removed) if removed is not None else 0} stale namespace(s)")
         return 0
     return 2
 
