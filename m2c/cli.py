@@ -297,10 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["experiment"]:
         return dispatch("m2c", EXPERIMENTS, argv[1:])
-    ap = argparse.ArgumentParser(prog="m2c", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="m2c", description="M2C: send a file to many receivers over IP multicast "
+        "(ALC/LCT, layered congestion control, FEC) and receive it, verified by SHA-256.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("send", help="send a file by carousel over multicast")
-    s.add_argument("file", type=_input_file)
+    s.add_argument("file", type=_input_file, help="the file to send")
     s.add_argument("--sdp", type=cliutil.output_path,
                    help="write the session description here (default: stdout)")
     s.add_argument("--resume", action="store_true",
@@ -341,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(--resume alone still closes on stop)")
     s.set_defaults(fn=cmd_send)
     r = sub.add_parser("receive", help="receive a file described by SDP (path or URL)")
-    r.add_argument("sdp")
+    r.add_argument("sdp", help="the session description m2c send wrote: a path or an "
+                               "http(s) URL (m2c send --serve-sdp)")
     r.add_argument("-o", "--output", required=True, type=cliutil.output_path,
                    help="where the verified file goes: a path (replaced only once the SHA-256 "
                         "matches), a device or FIFO (written into), or - for stdout")

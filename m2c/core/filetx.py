@@ -452,8 +452,9 @@ class Metrics:
     """(packet length / application data - 1) * 100, IP level, from the data packets
     received (LDPC: 44 header bytes with the TOI omitted, 48 with it; RS with FEC
     Payload ID 129: 4 more)"""
-    net: float = 0.0
-    """(link-level bytes / file length - 1) * 100"""
+    net: float | None = 0.0
+    """(link-level bytes / file length - 1) * 100; None (null) unless the file was
+    recovered: bytes spent on a file not received are no overhead of receiving it"""
     comp: float | None = 0.0
     """(time / network time - 1) * 100"""
     raw: dict = field(default_factory=dict)
@@ -614,14 +615,14 @@ class FileReceiver:
         m.tput = self.link_bytes * 8 / time / 1000 if time > 0 else 0.0
         m.loss = 100.0 * lost / (lost + received) if lost + received else 0.0
         m.head = (self.data_ip_bytes / self.app_bytes - 1) * 100 if self.app_bytes else None
-        m.net = (self.link_bytes / size - 1) * 100
         if self.complete:
+            m.net = (self.link_bytes / size - 1) * 100
             m.gput = size * 8 / time / 1000 if time > 0 else 0.0
             m.dup = (self.symbols / self.needed - 1) * 100 if self.needed else 0.0
             m.sym = (self.needed / k_total - 1) * 100
             m.comp = (time / network_time - 1) * 100 if network_time > 0 else 0.0
         else:  # nothing (or not all) recovered: these criteria are undefined
-            m.gput = m.dup = m.sym = m.comp = None
+            m.gput = m.dup = m.sym = m.comp = m.net = None
         m.raw = {"packets": self.packets, "symbols": self.symbols, "needed": self.needed,
                  "k": k_total, "link_bytes": self.link_bytes, "lost": lost,
                  "dropped_inactive": self.dropped_inactive, "eliminations": self.eliminations,

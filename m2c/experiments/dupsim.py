@@ -1,5 +1,6 @@
-"""Offline carousel simulation: where a receiver's extra symbols come from
-(paper 6.1-6.2 and 7.2's ``dup`` and ``sym``), without a network.
+"""Offline carousel simulation: where a receiver's extra symbols come from.
+
+Paper sections 6.1-6.2 and 7.2's ``dup`` and ``sym``, without a network.
 
 The real sender core (:class:`m2c.core.filetx.FileSender`: FEC, application
 scheduler, sequencer) produces the PDUs of a session shaped like the
@@ -30,6 +31,8 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
+
+from deliverykit import cliutil
 
 from m2c.aio.driver import make_session
 from m2c.core.filetx import FileReceiver, FileSender
@@ -152,13 +155,17 @@ def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one scenario, one seed, 600 symbols")
-    ap.add_argument("--first-level", type=int, nargs="+", default=[1, 4])
-    ap.add_argument("--seeds", type=int)
-    ap.add_argument("--max-block-length", type=int,
+    ap.add_argument("--first-level", type=cliutil.positive_int, nargs="+", default=[1, 4],
+                    metavar="SYMBOLS",
+                    help="symbols per first level of the sender's scheduler, one run each "
+                         "(default: 1 4)")
+    ap.add_argument("--seeds", type=cliutil.positive_int, metavar="N",
+                    help="runs per scenario, averaged (default: 1 with --quick, else 4)")
+    ap.add_argument("--max-block-length", type=cliutil.positive_int,
                     help="LDPC source symbols per block (default: the session default)")
     ap.add_argument("--offsets-model", action="store_true",
                     help="only the scheduler's offsets (fixed level counts), BC vs golden ratio")
-    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows here as JSON")
     a = ap.parse_args(argv)
     if a.offsets_model:
         for r in offsets_model():

@@ -1,7 +1,8 @@
-"""Paper section 7 (Fig. 5): M2C file transfer vs a TCP download through a
-tbf bottleneck (1 or 4 Mb/s, 25-packet queue), against one long TCP stream
-or Poisson short-TCP background traffic (10 flows/min, exponential sizes
-with 85 % under 6 KB), with 1 or more receivers.
+"""Paper section 7, Fig. 5: M2C file transfer vs a TCP download at a tbf bottleneck.
+
+The bottleneck is 1 or 4 Mb/s with a 25-packet queue; the competing traffic
+is one long TCP stream or Poisson short-TCP background traffic (10 flows/min,
+exponential sizes with 85 % under 6 KB); 1 or more receivers.
 
 Topology (deliverykit.testbed): the sender host s (M2C sender, TCP servers)
 on a bridge with IGMP snooping and a querier ("core"), linked to a second
@@ -35,6 +36,8 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+
+from deliverykit import cliutil
 
 from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
@@ -187,13 +190,15 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                 fl = flows[i] if i < len(flows) else {}
                 mss_pkts = max(1, size // 1448)
                 link = size + 52 * mss_pkts  # IPv4 + TCP (timestamps) headers, like M2C's IP level
-                rows.append({"flow": "TCP_ft", "receiver": i + 1, "ok": r["bytes"] == size,
+                ok = r["bytes"] == size and r["time"] > 0
+                # a failed download has no goodput or overhead: null, as M2C_ft's
+                rows.append({"flow": "TCP_ft", "receiver": i + 1, "ok": ok,
                              "bytes": r["bytes"],
-                             "time": r["time"], "gput": size * 8 / r["time"] / 1000,
-                             "tput": link * 8 / r["time"] / 1000,
+                             "time": r["time"], "gput": size * 8 / r["time"] / 1000 if ok else None,
+                             "tput": link * 8 / r["time"] / 1000 if ok else None,
                              "loss": 100 * fl.get("total_retrans", 0)
                              / max(1, fl.get("segs_out", 1)),
-                             "net": (link / size - 1) * 100})
+                             "net": (link / size - 1) * 100 if ok else None})
         else:
             pkt = 1500  # IP packets of 1500 bytes, as in the heterogeneous experiment
             symbol = pkt - codec.packet_overhead()  # LDPC, the default FEC
@@ -323,35 +328,39 @@ def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # the docstring's first paragraph (one sentence over four lines), not its first line
-    desc = " ".join(__doc__.split("\n\n")[0].split())
-    ap = argparse.ArgumentParser(description=desc)
+    # the docstring's first two paragraphs (the summary line and the setup), plain text
+    import textwrap
+
+    desc = "\n\n".join(textwrap.fill(" ".join(p.split()), 79)
+                        for p in __doc__.split("\n\n")[:2])
+    ap = argparse.ArgumentParser(description=desc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="one short configuration: a 1 MiB file, 4 Mb/s, one long TCP stream")
-    ap.add_argument("--bottleneck", type=float, nargs="+", default=[4e6], metavar="BPS",
-                    help="tbf bottleneck rate(s) in bit/s (the paper: 1e6 and 4e6; "
-                    "default: %(default)s)")
+    ap.add_argument("--bottleneck", type=cliutil.positive_float, nargs="+", default=[4e6],
+                    metavar="BPS", help="tbf bottleneck rate(s) in bit/s (the paper: 1e6 and "
+                    "4e6; default: 4e6)")
     ap.add_argument("--competing", nargs="+", default=["stream"], choices=["stream", "background"],
                     help="competing traffic: one long TCP stream, or Poisson short TCP flows "
-                    "(10/min, 85 %% under 6 KB); default: %(default)s")
-    ap.add_argument("--receivers", type=int, nargs="+", default=[1], metavar="N",
+                    "(10/min, 85 %% under 6 KB); default: stream")
+    ap.add_argument("--receivers", type=cliutil.positive_int, nargs="+", default=[1], metavar="N",
                     help="number(s) of receivers behind the bottleneck (the paper: 1, 2, 5; "
-                    "default: %(default)s)")
-    ap.add_argument("--size", type=int, metavar="BYTES",
+                    "default: 1)")
+    ap.add_argument("--size", type=cliutil.positive_int, metavar="BYTES",
                     help="file size in bytes (default: 1 MiB with --quick, else 4000000; "
                     "the paper: 4 MB and 48 MB)")
-    ap.add_argument("--repeats", type=int, default=1,
+    ap.add_argument("--repeats", type=cliutil.positive_int, default=1,
                     help="runs per configuration; >= 2 gives 95 %% t-intervals "
                     "(default: %(default)s)")
     from m2c.core.receiver_cc import CONTROLLERS
 
     ap.add_argument("--controller", default="m2c", choices=sorted(CONTROLLERS),
                     help="M2C_ft receivers' rate controller (default: %(default)s)")
-    ap.add_argument("--out", help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
-    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--out", metavar="DIR",
+                    help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the rows, summary and metadata here as JSON")
     a = ap.parse_args(argv)
-    if a.repeats < 1:
-        ap.error("--repeats must be >= 1")
     meta = _meta(argv, a)
     rows = run(a.quick, tuple(a.bottleneck), tuple(a.competing), tuple(a.receivers), a.size,
                a.repeats, a.controller)

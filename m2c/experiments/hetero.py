@@ -1,5 +1,6 @@
-"""Heterogeneous receivers: one M2C sender, receivers behind 4 Mb/s and 1 Mb/s
-at once (issue 5; paper sections 3.2 and 7).
+"""Heterogeneous receivers: one M2C sender, two receivers behind 4 and 1 Mb/s links.
+
+Paper sections 3.2 and 7: the receivers of one session at once.
 
 Topology (deliverykit.testbed): sender s and receivers r1, r2 on one bridge
 with IGMP snooping, a querier and fast leave; the bridge ports toward r1 and
@@ -30,9 +31,9 @@ ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8
 LINKS_BPS = (4_000_000, 1_000_000)
 
 
-def _r(x: float | None, nd: int | None = None) -> float | str:
-    """A rounded metric, or "-" when the receiver did not produce it (it failed)."""
-    return "-" if x is None else round(x, nd)
+def _r(x: float | None, nd: int | None = None) -> float | None:
+    """A rounded metric, or None (JSON null) when the receiver did not produce it (it failed)."""
+    return None if x is None else round(x, nd)
 
 
 def symbol_for(fec: str, pkt: int = 1500) -> int:
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the receivers' rate controller (default: %(default)s)")
     ap.add_argument("--fec", default="ldpc", choices=["ldpc", "rs"],
                     help="FEC scheme; the symbol fills 1500-byte IP packets (default: %(default)s)")
-    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the rows (with each receiver's trace) here as JSON")
     a = ap.parse_args(argv)
     rows = run(quick=a.quick, controller=a.controller, fec=a.fec)
     for r in rows:
