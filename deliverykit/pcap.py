@@ -8,8 +8,17 @@ that want the full scapy view decode ``Frame.payload`` with their layers.
 Link types: Ethernet (with 802.1Q tags), BSD loopback/NULL, raw IP (12, 101,
 228, 229), Linux cooked SLL (113) and SLL2 (276) as written by ``tcpdump -i any``.
 IPv4 fragments after the first carry no UDP header and are reported with
-``sport = dport = None``. A truncated or malformed record is counted in
-``reader.stats`` and skipped; a corrupt file header raises :class:`PcapError`.
+``sport = dport = None``. A malformed record is counted in ``reader.stats``
+and skipped; a corrupt file header raises :class:`PcapError`.
+
+Snap length: a frame captured shorter than it was on the wire (``tcpdump -s
+65535`` on loopback, whose frames reach 65,549 bytes; the pcap record's or
+pcapng EPB's captured length below its original length, or an IP/UDP length
+field beyond the bytes captured) is counted in ``stats["truncated"]`` and
+still delivered, with ``Frame.truncated`` set, so each analyser can mark the
+figures it feeds as unreliable. One cut inside its IP or UDP header cannot be
+delivered: it is counted in ``truncated`` and in ``truncated_headers``.
+``file_truncated`` is 1 when the file itself ends inside a record.
 """
 
 from __future__ import annotations
@@ -45,8 +54,10 @@ class Frame:
     proto: int         #: IP protocol number (17 = UDP)
     sport: int | None  #: UDP source port (None if not UDP or a non-first fragment)
     dport: int | None  #: UDP destination port
-    payload: bytes     #: UDP payload, or the IP payload for other protocols
+    payload: bytes     #: UDP payload, or the IP payload for other protocols (as captured)
     length: int        #: original IP packet length in bytes (as on the wire)
+    #: fewer bytes were captured than were on the wire (snap length): ``payload`` is cut short
+    truncated: bool = False
 
 
 _ADDR_CACHE: dict[bytes, str] = {}
@@ -71,12 +82,12 @@ class Reader:
         self.path = Path(path)
         self.size = self.path.stat().st_size
         self.progress = progress  #: callable(bytes_read) or None
-        self.stats = {"records": 0, "frames": 0, "non_ip": 0, "truncated": 0, "malformed": 0,
-                      "fragments": 0}
+        self.stats = {"records": 0, "frames": 0, "non_ip": 0, "truncated": 0,
+                      "truncated_headers": 0, "malformed": 0, "fragments": 0, "file_truncated": 0}
 
     # --- record layer ----------------------------------------------------
-    def records(self) -> Iterator[tuple[float, int, bytes]]:
-        """(timestamp, linktype, link-layer bytes) for every packet record."""
+    def records(self) -> Iterator[tuple[float, int, bytes, int]]:
+        """(timestamp, linktype, link-layer bytes as captured, length on the wire) per record."""
         with self.path.open("rb") as fh:
             head = fh.read(4)
             if len(head) < 4:
@@ -88,7 +99,7 @@ class Reader:
             else:
                 yield from self._pcap(fh)
 
-    def _pcap(self, fh: BinaryIO) -> Iterator[tuple[float, int, bytes]]:
+    def _pcap(self, fh: BinaryIO) -> Iterator[tuple[float, int, bytes, int]]:
         hdr = fh.read(24)
         for endian in "<>":
             magic = struct.unpack(endian + "I", hdr[:4])[0]
@@ -107,18 +118,18 @@ class Reader:
                 more = fh.read(self.BLOCK)
                 if not more:
                     if len(buf) - pos:
-                        self.stats["truncated"] += 1
+                        self.stats["file_truncated"] = 1
                     return
                 buf, pos = buf[pos:] + more, 0
                 continue
-            sec, frac, incl, _orig = rec.unpack_from(buf, pos)
+            sec, frac, incl, orig = rec.unpack_from(buf, pos)
             if incl > 262144 * 4:
                 self.stats["malformed"] += 1
                 return  # a corrupt length: nothing after it can be trusted
             while len(buf) - pos < 16 + incl:
                 more = fh.read(max(self.BLOCK, incl))
                 if not more:
-                    self.stats["truncated"] += 1
+                    self.stats["file_truncated"] = 1
                     return
                 buf, pos = buf[pos:] + more, 0
             data = buf[pos + 16:pos + 16 + incl]
@@ -127,9 +138,9 @@ class Reader:
             self.stats["records"] += 1
             if self.progress and self.stats["records"] % 4096 == 0:
                 self.progress(done)
-            yield sec + frac * scale, linktype, data
+            yield sec + frac * scale, linktype, data, orig
 
-    def _pcapng(self, fh: BinaryIO) -> Iterator[tuple[float, int, bytes]]:
+    def _pcapng(self, fh: BinaryIO) -> Iterator[tuple[float, int, bytes, int]]:
         endian = "<"
         ifaces: list[tuple[int, float]] = []
         done = 0
@@ -137,7 +148,7 @@ class Reader:
             head = fh.read(8)
             if len(head) < 8:
                 if head:
-                    self.stats["truncated"] += 1
+                    self.stats["file_truncated"] = 1
                 return
             btype, blen = struct.unpack(endian + "II", head)
             if btype == PCAPNG_SHB:
@@ -150,8 +161,11 @@ class Reader:
                 ifaces = []
             else:
                 body = fh.read(blen - 8) if blen >= 12 else b""
-            if blen < 12 or len(body) < blen - 8 - (0 if btype != PCAPNG_SHB else 0):
-                self.stats["truncated"] += 1
+            if blen < 12:
+                self.stats["malformed"] += 1
+                return  # a corrupt length: nothing after it can be trusted
+            if len(body) < blen - 8:
+                self.stats["file_truncated"] = 1
                 return
             done += blen
             body = body[:-4]  # trailing block length
@@ -159,7 +173,7 @@ class Reader:
                 linktype = struct.unpack_from(endian + "H", body, 0)[0]
                 ifaces.append((linktype, self._tsresol(body[8:], endian)))
             elif btype == 6 and len(body) >= 20:  # enhanced packet
-                ifid, hi, lo, cap, _orig = struct.unpack_from(endian + "IIIII", body, 0)
+                ifid, hi, lo, cap, orig = struct.unpack_from(endian + "IIIII", body, 0)
                 if ifid >= len(ifaces) or 20 + cap > len(body):
                     self.stats["malformed"] += 1
                     continue
@@ -167,11 +181,12 @@ class Reader:
                 self.stats["records"] += 1
                 if self.progress and self.stats["records"] % 4096 == 0:
                     self.progress(done)
-                yield ((hi << 32) | lo) * res, linktype, body[20:20 + cap]
-            elif btype == 3 and len(body) >= 4 and ifaces:  # simple packet
-                linktype, _ = ifaces[0]
+                yield ((hi << 32) | lo) * res, linktype, body[20:20 + cap], orig
+            elif btype == 3 and len(body) >= 4 and ifaces:  # simple packet: original length,
+                linktype, _ = ifaces[0]                   # then min(it, snaplen) bytes + padding
+                (orig,) = struct.unpack_from(endian + "I", body, 0)
                 self.stats["records"] += 1
-                yield 0.0, linktype, body[4:]
+                yield 0.0, linktype, body[4:4 + orig], orig
 
     @staticmethod
     def _tsresol(opts: bytes, endian: str) -> float:
@@ -188,12 +203,15 @@ class Reader:
 
     # --- frame layer -----------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
-        for ts, linktype, data in self.records():
+        for ts, linktype, data, orig in self.records():
+            snapped = orig > len(data)
             ip = self._link(linktype, data)
             if ip is None:
+                if snapped:
+                    self.stats["truncated"] += 1
                 self.stats["non_ip"] += 1
                 continue
-            frame = self._ip(ts, ip)
+            frame = self._ip(ts, ip, snapped)
             if frame is not None:
                 self.stats["frames"] += 1
                 yield frame
@@ -217,19 +235,30 @@ class Reader:
             return d[20:] if len(d) >= 20 and d[0:2] in (b"\x08\x00", b"\x86\xdd") else None
         return None
 
-    def _ip(self, ts: float, p: bytes) -> Frame | None:
+    def _cut(self) -> None:
+        """A frame cut inside its IP/UDP header: counted, cannot be delivered."""
+        self.stats["truncated"] += 1
+        self.stats["truncated_headers"] += 1
+
+    def _ip(self, ts: float, p: bytes, snapped: bool = False) -> Frame | None:
         if not p:
-            self.stats["malformed"] += 1
+            if snapped:
+                self._cut()
+            else:
+                self.stats["malformed"] += 1
             return None
         version = p[0] >> 4
         if version == 4:
             if len(p) < 20:
-                self.stats["truncated"] += 1
+                self._cut()
                 return None
             ihl = (p[0] & 0x0F) * 4
             total = int.from_bytes(p[2:4], "big")
             if ihl < 20 or total < ihl:
                 self.stats["malformed"] += 1
+                return None
+            if len(p) < ihl:
+                self._cut()
                 return None
             frag = int.from_bytes(p[6:8], "big")
             proto, src, dst = p[9], _ip(p[12:16]), _ip(p[16:20])
@@ -240,14 +269,17 @@ class Reader:
             length = total
         elif version == 6:
             if len(p) < 40:
-                self.stats["truncated"] += 1
+                self._cut()
                 return None
             proto, src, dst = p[6], _ip(p[8:24]), _ip(p[24:40])
             length = 40 + int.from_bytes(p[4:6], "big")
             body, first = p[40:length], True
             while proto in _V6_EXT or proto == 44:
                 if len(body) < 8:
-                    self.stats["truncated"] += 1
+                    if snapped or len(p) < length:
+                        self._cut()
+                    else:
+                        self.stats["malformed"] += 1
                     return None
                 if proto == 44:
                     self.stats["fragments"] += 1
@@ -258,10 +290,19 @@ class Reader:
         else:
             self.stats["malformed"] += 1
             return None
+        snapped = snapped or len(p) < length  # the IP length field says more was sent
         if proto == IPPROTO_UDP and first:
             if len(body) < 8:
-                self.stats["truncated"] += 1
+                if snapped:
+                    self._cut()
+                else:
+                    self.stats["malformed"] += 1
                 return None
             sport, dport, ulen = struct.unpack_from("!HHH", body, 0)
-            return Frame(ts, src, dst, proto, sport, dport, body[8:ulen] if ulen >= 8 else body[8:], length)
-        return Frame(ts, src, dst, proto, None, None, body, length)
+            if snapped:
+                self.stats["truncated"] += 1
+            payload = body[8:ulen] if ulen >= 8 else body[8:]
+            return Frame(ts, src, dst, proto, sport, dport, payload, length, snapped)
+        if snapped:
+            self.stats["truncated"] += 1
+        return Frame(ts, src, dst, proto, None, None, body, length, snapped)

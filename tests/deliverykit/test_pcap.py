@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt
 from scapy.layers.l2 import CookedLinux, Dot1Q, Ether
 from scapy.utils import PcapNgWriter, rdpcap, wrpcap
 
-from deliverykit.pcap import PcapError, Reader
+from deliverykit.pcap import LINKTYPE_ETHERNET, PCAPNG_SHB, PcapError, Reader
 
 
 def _scapy_udp(path):
@@ -97,7 +98,7 @@ def test_truncated_files_never_raise_beyond_pcaperror(tmp_path):
             continue
         assert len(frames) <= 32
         if 24 < n < len(data):
-            assert r.stats["truncated"] >= 1 or len(frames) < 32
+            assert r.stats["file_truncated"] == 1 or len(frames) < 32
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -174,3 +175,126 @@ def test_analyse_cli_json_and_csv(tmp_path):
     out = subprocess.run([sys.executable, "-m", "deliverykit", "analyse", str(bad)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "not a pcap" in out.stderr
+
+
+# --- snap length: frames captured shorter than they were on the wire (issue 13 item 13) ---
+
+def _pcapng_block(btype: int, body: bytes) -> bytes:
+    body += b"\0" * (-len(body) % 4)
+    n = 12 + len(body)
+    return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+
+
+def _pcapng(records: list[tuple[bytes, int]], simple: bool = False) -> bytes:
+    """A pcapng file (Ethernet) with EPBs (or SPBs) of (captured bytes, original length)."""
+    out = _pcapng_block(PCAPNG_SHB, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += _pcapng_block(1, struct.pack("<HHI", LINKTYPE_ETHERNET, 0, 0))
+    for i, (data, orig) in enumerate(records):
+        if simple:
+            out += _pcapng_block(3, struct.pack("<I", orig) + data)
+        else:
+            out += _pcapng_block(6, struct.pack("<IIIII", 0, 0, i, len(data), orig) + data)
+    return out
+
+
+def _udp_frame(n: int) -> bytes:
+    return bytes(Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=1, dport=2) / (b"u" * n))
+
+
+@pytest.mark.parametrize("simple", [False, True], ids=["epb", "spb"])
+def test_pcapng_captured_below_original_length_is_counted_and_flagged(tmp_path, simple):
+    full, big = _udp_frame(100), _udp_frame(3000)
+    cut = big[:200]  # snap length 200: the IP and UDP length fields still say 3000 bytes of data
+    header_cut = big[:30]  # cut inside the IP header: counted, cannot be delivered
+    p = tmp_path / "snap.pcapng"
+    p.write_bytes(_pcapng([(full, len(full)), (cut, len(big)), (header_cut, len(big))], simple))
+    r = Reader(p)
+    frames = list(r)
+    assert [f.truncated for f in frames] == [False, True]
+    assert frames[1].length == 20 + 8 + 3000 and len(frames[1].payload) == 200 - 14 - 28
+    assert r.stats["truncated"] == 2 and r.stats["truncated_headers"] == 1
+    assert r.stats["records"] == 3 and r.stats["frames"] == 2
+
+
+def test_pcap_incl_below_orig_is_counted_even_when_ip_lengths_agree(tmp_path):
+    """The record header says more was on the wire (e.g. trailing bytes past the IP packet)."""
+    frame = _udp_frame(50)
+    p = tmp_path / "s.pcap"
+    hdr = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, LINKTYPE_ETHERNET)
+    p.write_bytes(hdr + struct.pack("<IIII", 1, 0, len(frame), len(frame) + 4) + frame)
+    r = Reader(p)
+    (f,) = list(r)
+    assert f.truncated and r.stats["truncated"] == 1
+
+
+def _tcp_bulk(port: int, total: int) -> None:
+    """A loopback TCP stream written in 64 KiB writes: the kernel hands tcpdump frames of
+    up to 65,549 bytes (GSO), more than a 65535-byte snap length keeps."""
+    import threading
+
+    got = [0]
+    with socket.create_server(("127.0.0.1", port)) as srv:
+        srv.settimeout(10)
+
+        def drain() -> None:
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(10)
+                while d := conn.recv(1 << 20):
+                    got[0] += len(d)
+
+        t = threading.Thread(target=drain)
+        t.start()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as cli:
+            block = os.urandom(65536)
+            for _ in range(total // len(block)):
+                cli.sendall(block)
+        t.join(30)
+    assert got[0] == total
+
+
+def _capture(path, argv_tail: list[str], bpf: str):
+    argv = ["tcpdump", "-U", "--immediate-mode", "-Z", "root", *argv_tail, "-i", "lo", "-w",
+            str(path), bpf]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 15
+    line = ""
+    while "listening on" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            pytest.fail(f"tcpdump exited: {proc.returncode}")
+    return proc
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+def test_real_snaplen_65535_loopback_capture_is_flagged(tmp_path):
+    """tcpdump -s 65535 on lo of a 64 KiB-write TCP stream: the reader counts the cut frames
+    (it used to say 'truncated 0'), and with -s 0 the same transfer has none."""
+    results = {}
+    for snap in ("65535", "0"):
+        port = free_port()
+        path = tmp_path / f"s{snap}.pcap"
+        proc = _capture(path, ["-s", snap, "-B", "65536"], f"tcp port {port}")
+        try:
+            _tcp_bulk(port, 4 << 20)
+            time.sleep(0.5)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=10)
+        r = Reader(path)
+        frames = list(r)
+        results[snap] = (r.stats, frames)
+    stats, frames = results["65535"]
+    cut = [f for f in frames if f.truncated]
+    assert stats["truncated"] == len(cut) > 0
+    assert all(f.length > 65535 - 14 for f in cut)  # only the frames longer than the snap length
+    stats0, frames0 = results["0"]
+    assert stats0["truncated"] == 0 and not any(f.truncated for f in frames0)
+    assert max(f.length for f in frames0) > 65535 - 14  # the same large frames, kept whole
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
