@@ -1,0 +1,27 @@
+"""A deterministic packet-level simulator in virtual time (docs/sim.md).
+
+:mod:`~deliverykit.sim.scheduler` (event heap, seeded sub-streams),
+:mod:`~deliverykit.sim.scenario` (the scenario as data, JSON),
+:mod:`~deliverykit.sim.network` (links, queues, loss, pair delays, bottlenecks,
+multicast) and :mod:`~deliverykit.sim.pump` (drives any
+:class:`deliverykit.protocol.DatagramCore`, the same object that runs on sockets).
+"""
+
+from deliverykit.sim.network import Fate, Link, Network, node_address
+from deliverykit.sim.pump import Application, Host, RunStats, Simulation
+from deliverykit.sim.scenario import (
+    BottleneckSpec,
+    LinkSpec,
+    LossKind,
+    LossSpec,
+    MulticastGroupSpec,
+    NodeSpec,
+    PairDelay,
+    QueueUnit,
+    Scenario,
+)
+from deliverykit.sim.scheduler import Scheduler, derive_seed
+
+__all__ = ["Application", "BottleneckSpec", "Fate", "Host", "Link", "LinkSpec", "LossKind",
+           "LossSpec", "MulticastGroupSpec", "Network", "NodeSpec", "PairDelay", "QueueUnit",
+           "RunStats", "Scenario", "Scheduler", "Simulation", "derive_seed", "node_address"]

@@ -1,0 +1,339 @@
+"""The network model: access links, drop-tail queues, loss, pair delays, bottlenecks, multicast.
+
+A unicast datagram from node S to node D crosses, in order::
+
+    S.up  ->  [shared bottlenecks between S's and D's groups]  ->  pair delay  ->  D.down
+
+Each :class:`Link` serialises at its rate (``size * 8 / rate`` seconds, the
+size counting the scenario's header ``overhead``), queues in FIFO order behind
+what it is still sending, drops the tail when the queue (bytes or packets, the
+packet in service included, as tbf counts) would exceed its limit, then adds
+its propagation delay; random loss (Bernoulli or Gilbert-Elliott) strikes
+after the queue, so a lost packet used the link.  Hence LEDBAT sees queueing
+delay and loss-based control sees drop-tail loss, as on the testbed.
+
+Every hop is entered by an event at the time the packet reaches it, so a
+shared queue serves packets in their true arrival order.  A multicast datagram
+crosses the sender's uplink once and is copied at the "router" (the time it
+leaves the uplink) to every member whose join has taken effect and whose leave
+has not; the sender gets no copy (IP_MULTICAST_LOOP off).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import random
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deliverykit.sim.scenario import (
+    LinkSpec,
+    LossKind,
+    LossSpec,
+    MulticastGroupSpec,
+    QueueUnit,
+    Scenario,
+)
+from deliverykit.sim.scheduler import Scheduler
+
+__all__ = ["Fate", "Link", "Network", "node_address"]
+
+Address = tuple[str, int]
+#: ``deliver(node_name, data, source_address)`` at the current virtual time
+Deliver = Callable[[str, bytes, Address], None]
+
+
+class Fate(enum.IntEnum):
+    """What became of one datagram copy (counted in :attr:`Network.fates`)."""
+
+    DELIVERED = 0
+    #: the drop-tail queue was full
+    QUEUE_DROP = 1
+    #: random loss on a link
+    LOSS = 2
+    #: no node or group has that address
+    NO_ROUTE = 3
+    #: the destination has left (or not yet arrived)
+    ABSENT = 4
+
+
+#: seconds under which two virtual times count as equal (1 ns; float sums drift)
+EPSILON = 1e-9
+
+
+def node_address(index: int, port: int) -> Address:
+    """Address of the ``index``-th node: 10.x.y.z (never .0 or .255), ``port``."""
+    n = index + 1
+    return (f"10.{n // 64516 % 256}.{n // 254 % 254}.{n % 254 + 1}", port)
+
+
+class _Loss:
+    """Per-link random loss drawing from the link's own random sub-stream."""
+
+    __slots__ = ("kind", "rng", "p", "p_gb", "p_bg", "loss_good", "loss_bad", "bad")
+
+    def __init__(self, spec: LossSpec, rng: random.Random) -> None:
+        self.kind = spec.kind
+        self.rng = rng
+        self.p = spec.p
+        self.p_gb, self.p_bg = spec.p_gb, spec.p_bg
+        self.loss_good, self.loss_bad = spec.loss_good, spec.loss_bad
+        self.bad = False
+
+    def lost(self) -> bool:
+        if self.kind is LossKind.BERNOULLI:
+            return self.rng.random() < self.p
+        # Gilbert-Elliott: move the chain one packet, then draw in the new state
+        r = self.rng.random
+        if self.bad:
+            if r() < self.p_bg:
+                self.bad = False
+        elif r() < self.p_gb:
+            self.bad = True
+        return r() < (self.loss_bad if self.bad else self.loss_good)
+
+
+class Link:
+    """One direction of a link (see the module docstring)."""
+
+    __slots__ = ("name", "spec", "rate", "delay", "limit", "count_packets", "loss",
+                 "busy_until", "_queue", "backlog", "sent", "bytes", "queue_drops",
+                 "losses", "max_backlog")
+
+    def __init__(self, name: str, spec: LinkSpec, rng: random.Random) -> None:
+        self.name = name
+        self.spec = spec
+        #: bytes per second (None: no serialisation)
+        self.rate = spec.rate / 8.0 if spec.rate is not None else None
+        self.delay = spec.delay
+        self.limit = spec.queue
+        self.count_packets = spec.queue_unit is QueueUnit.PACKETS
+        self.loss = _Loss(spec.loss, rng) if spec.loss.kind is not LossKind.NONE else None
+        self.busy_until = 0.0
+        #: (time the packet's last bit leaves, its size in queue units)
+        self._queue: deque[tuple[float, int]] = deque()
+        self.backlog = 0
+        self.sent = 0
+        self.bytes = 0
+        self.queue_drops = 0
+        self.losses = 0
+        self.max_backlog = 0
+
+    def transmit(self, now: float, size: int) -> float:
+        """Offer a packet of ``size`` bytes at ``now``: the time it reaches the far
+        end, or a negative number: ``-Fate.QUEUE_DROP`` or ``-Fate.LOSS``."""
+        rate = self.rate
+        if rate is None:
+            done = now
+        else:
+            q = self._queue
+            gone = now + EPSILON  # float sums: a packet done "at now" has left
+            while q and q[0][0] <= gone:
+                self.backlog -= q.popleft()[1]
+            units = 1 if self.count_packets else size
+            if self.limit is not None and self.backlog + units > self.limit:
+                self.queue_drops += 1
+                return -float(Fate.QUEUE_DROP)
+            start = self.busy_until if self.busy_until > now else now
+            done = start + size / rate
+            self.busy_until = done
+            q.append((done, units))
+            self.backlog += units
+            if self.backlog > self.max_backlog:
+                self.max_backlog = self.backlog
+        self.sent += 1
+        self.bytes += size
+        if self.loss is not None and self.loss.lost():
+            self.losses += 1
+            return -float(Fate.LOSS)
+        return done + self.delay
+
+    def queueing_delay(self, now: float) -> float:
+        """Seconds a packet offered at ``now`` would wait before its first bit leaves."""
+        return max(0.0, self.busy_until - now)
+
+
+@dataclass(slots=True)
+class _Node:
+    name: str
+    index: int
+    group: str
+    addr: Address
+    up: Link
+    down: Link
+    present: bool = False
+
+
+@dataclass(slots=True)
+class _Group:
+    spec: MulticastGroupSpec
+    #: node name -> (join effective, leave effective or None)
+    members: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+
+
+class Network:
+    """Moves datagrams between the scenario's nodes in virtual time."""
+
+    def __init__(self, sched: Scheduler, scenario: Scenario, deliver: Deliver,
+                 trace: bool = False) -> None:
+        self.sched = sched
+        self.scenario = scenario
+        self.deliver = deliver
+        self.overhead = scenario.overhead
+        self.nodes: dict[str, _Node] = {}
+        self.by_addr: dict[Address, _Node] = {}
+        for i, spec in enumerate(scenario.nodes):
+            addr = node_address(i, scenario.port)
+            n = _Node(spec.name, i, spec.group, addr,
+                      Link(f"{spec.name}.up", spec.up, sched.stream(f"link/{spec.name}.up")),
+                      Link(f"{spec.name}.down", spec.down, sched.stream(f"link/{spec.name}.down")))
+            self.nodes[spec.name] = n
+            self.by_addr[addr] = n
+        self.groups: dict[Address, _Group] = {g.addr: _Group(g) for g in scenario.multicast}
+        self._pair: dict[frozenset[str], float] = {}
+        for pd in scenario.pair_delays:
+            if pd.delay < 0:
+                raise ValueError(f"pair delay {pd.a}-{pd.b} is negative")
+            self._pair[frozenset((pd.a, pd.b))] = pd.delay
+        #: (from group, to group) -> the bottleneck links crossed that way
+        self._bneck: dict[tuple[str, str], list[Link]] = {}
+        self.bottlenecks: list[Link] = []
+        for b in scenario.bottlenecks:
+            fwd = Link(f"{b.name}.ab", b.link, sched.stream(f"bottleneck/{b.name}.ab"))
+            rev = Link(f"{b.name}.ba", b.link, sched.stream(f"bottleneck/{b.name}.ba"))
+            self.bottlenecks += [fwd, rev]
+            for ga in b.a:
+                for gb in b.b:
+                    self._bneck.setdefault((ga, gb), []).append(fwd)
+                    self._bneck.setdefault((gb, ga), []).append(rev)
+        self._path: dict[tuple[int, int], tuple[float, tuple[Link, ...]]] = {}
+        self.fates = [0] * len(Fate)
+        self._trace = hashlib.sha256() if trace else None
+        self._pack = struct.Struct("<dHHIB").pack
+
+    # -- membership -----------------------------------------------------------------
+
+    def set_present(self, name: str, present: bool) -> None:
+        """A node arrives (True) or leaves (False); datagrams to an absent node are dropped."""
+        self.nodes[name].present = present
+
+    def address(self, name: str) -> Address:
+        return self.nodes[name].addr
+
+    def join(self, name: str, group: Address) -> None:
+        """``name`` asks to join multicast ``group`` now (effective after the join latency)."""
+        g = self.groups[group]
+        now = self.sched.now
+        cur = g.members.get(name)
+        if cur is not None and cur[1] is None:
+            return  # already a member
+        g.members[name] = (now + g.spec.join_latency, None)
+
+    def leave(self, name: str, group: Address) -> None:
+        """``name`` leaves ``group`` now (traffic still arrives for the leave latency)."""
+        g = self.groups[group]
+        cur = g.members.get(name)
+        if cur is not None and cur[1] is None:
+            g.members[name] = (cur[0], self.sched.now + g.spec.leave_latency)
+
+    # -- sending --------------------------------------------------------------------
+
+    def _record(self, fate: Fate, src: _Node, dst_index: int, size: int) -> None:
+        self.fates[fate] += 1
+        if self._trace is not None:
+            self._trace.update(self._pack(self.sched.now, src.index, dst_index & 0xFFFF, size, fate))
+
+    def trace_hash(self) -> str:
+        """SHA-256 over every datagram's fate, time, endpoints and size (needs ``trace=True``)."""
+        if self._trace is None:
+            raise ValueError("this network was built without trace=True")
+        return self._trace.hexdigest()
+
+    def send(self, src_name: str, data: bytes, dst: Any) -> None:
+        """``src_name`` sends ``data`` to address ``dst`` now."""
+        src = self.nodes[src_name]
+        size = len(data) + self.overhead
+        group = self.groups.get(dst)
+        target = self.by_addr.get(dst) if group is None else None
+        if group is None and target is None:
+            self._record(Fate.NO_ROUTE, src, 0xFFFF, size)
+            return
+        t = src.up.transmit(self.sched.now, size)
+        if t < 0:
+            self._record(Fate(int(-t)), src, 0xFFFF if target is None else target.index, size)
+            return
+        if target is not None:
+            self._route(src, target, data, size, t)
+        else:
+            assert group is not None
+            self.sched.at(t, self._fan_out, src, group, data, size)
+
+    def _fan_out(self, src: _Node, group: _Group, data: bytes, size: int) -> None:
+        now = self.sched.now + EPSILON  # a change that takes effect at now has
+        for name, (joined, left) in group.members.items():
+            if name == src.name or joined > now or (left is not None and left <= now):
+                continue
+            self._route(src, self.nodes[name], data, size, self.sched.now)
+
+    def _path_of(self, src: _Node, dst: _Node) -> tuple[float, tuple[Link, ...]]:
+        key = (src.index, dst.index)
+        p = self._path.get(key)
+        if p is None:
+            pair = self._pair
+            delay = pair.get(frozenset((src.name, dst.name)))
+            if delay is None:
+                delay = pair.get(frozenset((src.group, dst.group)), 0.0)
+            links = tuple(self._bneck.get((src.group, dst.group), ()))
+            p = self._path[key] = (delay, links)
+        return p
+
+    def _route(self, src: _Node, dst: _Node, data: bytes, size: int, t: float) -> None:
+        """The packet left ``src``'s uplink at ``t``: on through the bottlenecks to ``dst``."""
+        delay, links = self._path_of(src, dst)
+        if links:
+            self.sched.at(t, self._hop, src, dst, data, size, links, 0, delay)
+        else:
+            self.sched.at(t + delay, self._downlink, src, dst, data, size)
+
+    def _hop(self, src: _Node, dst: _Node, data: bytes, size: int, links: tuple[Link, ...],
+             i: int, delay: float) -> None:
+        t = links[i].transmit(self.sched.now, size)
+        if t < 0:
+            self._record(Fate(int(-t)), src, dst.index, size)
+        elif i + 1 < len(links):
+            self.sched.at(t, self._hop, src, dst, data, size, links, i + 1, delay)
+        else:
+            self.sched.at(t + delay, self._downlink, src, dst, data, size)
+
+    def _downlink(self, src: _Node, dst: _Node, data: bytes, size: int) -> None:
+        if not dst.present:
+            self._record(Fate.ABSENT, src, dst.index, size)
+            return
+        t = dst.down.transmit(self.sched.now, size)
+        if t < 0:
+            self._record(Fate(int(-t)), src, dst.index, size)
+        else:
+            self.sched.at(t, self._arrive, src, dst, data, size)
+
+    def _arrive(self, src: _Node, dst: _Node, data: bytes, size: int) -> None:
+        if not dst.present:
+            self._record(Fate.ABSENT, src, dst.index, size)
+            return
+        self._record(Fate.DELIVERED, src, dst.index, size)
+        self.deliver(dst.name, data, src.addr)
+
+    # -- statistics -----------------------------------------------------------------
+
+    def links(self) -> list[Link]:
+        out = []
+        for n in self.nodes.values():
+            out += [n.up, n.down]
+        return out + self.bottlenecks
+
+    def summary(self) -> dict[str, int]:
+        """Datagram copies by fate."""
+        return {f.name.lower(): self.fates[f] for f in Fate}

@@ -1,0 +1,209 @@
+"""Drive :class:`~deliverykit.protocol.DatagramCore` objects in virtual time.
+
+The simulator's twin of an asyncio driver (``swift/aio/node.py``'s pump): a
+datagram reaches the core at its arrival time, the core's timer runs at its
+:meth:`get_timer` deadline, and after every input the driver drains
+:meth:`datagrams_to_send` into the network and collects :meth:`next_event`.
+No protocol logic lives here.
+
+A protocol adapter (e.g. :mod:`swift.sim`) implements :class:`Application`:
+it makes the core of each node when the node arrives, starts it (a swift
+leecher connects to the seeder) and reads the events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from deliverykit.protocol import DatagramCore
+from deliverykit.sim.network import Address, Network
+from deliverykit.sim.scenario import NodeSpec, Scenario
+from deliverykit.sim.scheduler import Scheduler
+
+__all__ = ["Application", "Host", "RunStats", "Simulation"]
+
+#: datagrams_to_send rounds per input, as the asyncio driver bounds its flush loop
+MAX_FLUSH_ROUNDS = 64
+
+
+class Application(Protocol):
+    """What a protocol adapter gives the simulator."""
+
+    def make_core(self, node: NodeSpec, addr: Address, sim: "Simulation") -> DatagramCore:
+        """The core of ``node``, made when it arrives."""
+
+    def on_start(self, host: "Host") -> None:
+        """The node has arrived and its core exists (e.g. connect to a peer)."""
+
+    def on_event(self, host: "Host", event: object) -> None:
+        """An event the core reported, at ``host.sim.now``."""
+
+    def on_stop(self, host: "Host") -> None:
+        """The node leaves now (it may still send, e.g. closing handshakes)."""
+
+    def done(self, sim: "Simulation") -> bool:
+        """True when the run can end before the scenario's duration."""
+
+
+class Host:
+    """One node: its core, its timer and its counters."""
+
+    __slots__ = ("sim", "spec", "name", "addr", "core", "present", "_deadline",
+                 "_gen", "received", "sent", "timers")
+
+    def __init__(self, sim: "Simulation", spec: NodeSpec, core: DatagramCore) -> None:
+        self.sim = sim
+        self.spec = spec
+        self.name = spec.name
+        self.addr = sim.network.address(spec.name)
+        self.core = core
+        self.present = True
+        self._deadline: float | None = None
+        self._gen = 0
+        self.received = 0
+        self.sent = 0
+        self.timers = 0
+
+    def deliver(self, data: bytes, src: Address) -> None:
+        """A datagram arrives now."""
+        self.received += 1
+        self.core.datagram_received(data, src, self.sim.sched.now)
+        self.flush()
+
+    def flush(self) -> None:
+        """Send what the core has due, hand its events on, re-arm its timer."""
+        if not self.present:
+            return
+        sim = self.sim
+        now = sim.sched.now
+        send = sim.network.send
+        core = self.core
+        for _ in range(MAX_FLUSH_ROUNDS):
+            out = core.datagrams_to_send(now)
+            if not out:
+                break
+            self.sent += len(out)
+            for data, dst in out:
+                send(self.name, data, dst)
+        app = sim.app
+        while (e := core.next_event()) is not None:
+            app.on_event(self, e)
+        self._arm(now)
+
+    def send(self, items: list[tuple[bytes, Any]]) -> None:
+        """Send datagrams the adapter got from the core outside datagrams_to_send."""
+        for data, dst in items:
+            self.sent += 1
+            self.sim.network.send(self.name, data, dst)
+
+    def _arm(self, now: float) -> None:
+        deadline = self.core.get_timer(now)
+        if deadline == self._deadline:
+            return
+        self._deadline = deadline
+        self._gen += 1
+        if deadline is not None:
+            self.sim.sched.at(deadline, self._fire, self._gen)
+
+    def _fire(self, gen: int) -> None:
+        if gen != self._gen or not self.present:
+            return  # superseded by a later arm, or the node left
+        self._deadline = None
+        self.timers += 1
+        self.core.handle_timer(self.sim.sched.now)
+        self.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """What one run cost and did."""
+
+    #: virtual seconds simulated
+    virtual_s: float
+    #: CPU seconds of this process spent in the run
+    cpu_s: float
+    #: scheduler events executed
+    events: int
+    #: datagrams the cores handed to the network
+    datagrams: int
+    #: datagram copies by fate (delivered, queue_drop, loss, no_route, absent)
+    fates: dict[str, int]
+
+    @property
+    def datagrams_per_cpu_s(self) -> float:
+        return self.datagrams / self.cpu_s if self.cpu_s > 0 else 0.0
+
+    @property
+    def virtual_per_cpu_s(self) -> float:
+        return self.virtual_s / self.cpu_s if self.cpu_s > 0 else 0.0
+
+
+class Simulation:
+    """A scenario, an application and the scheduler that runs them."""
+
+    def __init__(self, scenario: Scenario, app: Application, seed: int | None = None,
+                 trace: bool = False) -> None:
+        self.scenario = scenario
+        self.app = app
+        self.seed = scenario.seed if seed is None else seed
+        self.sched = Scheduler(self.seed)
+        self.network = Network(self.sched, scenario, self._deliver, trace=trace)
+        self.hosts: dict[str, Host] = {}
+        for spec in scenario.nodes:
+            self.sched.at(spec.arrive, self._arrive, spec)
+            if spec.depart is not None:
+                self.sched.at(spec.depart, self._depart, spec.name)
+
+    @property
+    def now(self) -> float:
+        return self.sched.now
+
+    def _deliver(self, name: str, data: bytes, src: Address) -> None:
+        host = self.hosts.get(name)
+        if host is not None and host.present:
+            host.deliver(data, src)
+
+    def _arrive(self, spec: NodeSpec) -> None:
+        core = self.app.make_core(spec, self.network.address(spec.name), self)
+        host = self.hosts[spec.name] = Host(self, spec, core)
+        self.network.set_present(spec.name, True)
+        self.app.on_start(host)
+        host.flush()
+
+    def _depart(self, name: str) -> None:
+        host = self.hosts.get(name)
+        if host is None or not host.present:
+            return
+        self.app.on_stop(host)
+        host.present = False
+        self.network.set_present(name, False)
+
+    def run(self, until: float | None = None,
+            progress: Callable[[float], None] | None = None) -> RunStats:
+        """Run until the application is done, nothing is left to do, or ``until``
+        (default: the scenario's duration).  ``progress(now)`` is called about
+        once per virtual second."""
+        end = self.scenario.duration if until is None else until
+        cpu0 = time.process_time()
+        ev0 = self.sched.executed
+        app = self.app
+        checks = 0
+
+        def stop() -> bool:
+            nonlocal checks
+            checks += 1
+            return checks % 256 == 0 and app.done(self)
+
+        step = 1.0
+        t = self.sched.now
+        while t < end and len(self.sched) and not app.done(self):
+            t = self.sched.run(until=min(end, t + step), stop=stop)
+            if progress is not None:
+                progress(t)
+        cpu = time.process_time() - cpu0
+        fates = self.network.summary()
+        sent = sum(h.sent for h in self.hosts.values())
+        return RunStats(self.sched.now, cpu, self.sched.executed - ev0, sent, fates)

@@ -1,0 +1,257 @@
+"""Scenarios as data: nodes, access links, inter-group delays, bottlenecks, multicast groups.
+
+One description both backends read (the simulator here; the namespace testbed
+later): frozen dataclasses, loadable from and written to JSON.  Rates are in
+bits per second, times in seconds, queue limits in bytes or packets as the
+testbed's tbf counts them.  ``role`` and ``params`` belong to the protocol
+adapter that runs the scenario (e.g. :mod:`swift.sim`: roles ``seeder`` and
+``leecher``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LossKind", "LossSpec", "QueueUnit", "LinkSpec", "NodeSpec", "PairDelay",
+           "BottleneckSpec", "MulticastGroupSpec", "Scenario"]
+
+
+class LossKind(enum.Enum):
+    """Random loss model of a link."""
+
+    NONE = "none"
+    #: independent loss with probability ``p``
+    BERNOULLI = "bernoulli"
+    #: two-state Markov chain (good/bad) with a loss probability per state
+    GILBERT_ELLIOTT = "gilbert-elliott"
+
+
+class QueueUnit(enum.Enum):
+    """What a drop-tail queue limit counts."""
+
+    BYTES = "bytes"
+    PACKETS = "packets"
+
+
+@dataclass(frozen=True, slots=True)
+class LossSpec:
+    """Loss on a link (applied after the queue: a lost packet used the link)."""
+
+    kind: LossKind = LossKind.NONE
+    #: Bernoulli loss probability
+    p: float = 0.0
+    #: Gilbert-Elliott: per-packet probability good -> bad
+    p_gb: float = 0.0
+    #: Gilbert-Elliott: per-packet probability bad -> good
+    p_bg: float = 1.0
+    #: Gilbert-Elliott: loss probability in the good state
+    loss_good: float = 0.0
+    #: Gilbert-Elliott: loss probability in the bad state
+    loss_bad: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("p", "p_gb", "p_bg", "loss_good", "loss_bad"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"loss {name}={v} is not a probability in [0, 1]")
+        if self.kind is LossKind.GILBERT_ELLIOTT and self.p_gb + self.p_bg == 0:
+            raise ValueError("Gilbert-Elliott needs p_gb + p_bg > 0")
+
+    @property
+    def mean(self) -> float:
+        """Long-run loss rate."""
+        if self.kind is LossKind.BERNOULLI:
+            return self.p
+        if self.kind is LossKind.GILBERT_ELLIOTT:
+            bad = self.p_gb / (self.p_gb + self.p_bg)
+            return (1 - bad) * self.loss_good + bad * self.loss_bad
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """One direction of a link: serialisation at ``rate``, a drop-tail queue, delay, loss."""
+
+    #: bits per second; None = infinitely fast (no serialisation, no queue)
+    rate: float | None = None
+    #: one-way propagation delay in seconds
+    delay: float = 0.0
+    #: drop-tail limit (bytes or packets, the packet in service included); None = unbounded
+    queue: int | None = None
+    queue_unit: QueueUnit = QueueUnit.BYTES
+    loss: LossSpec = LossSpec()
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError(f"link rate {self.rate} must be positive (or null: unlimited)")
+        if self.delay < 0:
+            raise ValueError(f"link delay {self.delay} is negative")
+        if self.queue is not None and self.queue <= 0:
+            raise ValueError(f"queue limit {self.queue} must be positive (or null: unbounded)")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A host with its access link (``up``: what it sends, ``down``: what it receives)."""
+
+    name: str
+    #: adapter-defined (swift.sim: "seeder" or "leecher")
+    role: str = "leecher"
+    #: group name for pair delays and bottlenecks ("" = none)
+    group: str = ""
+    up: LinkSpec = LinkSpec()
+    down: LinkSpec = LinkSpec()
+    #: virtual time the node joins
+    arrive: float = 0.0
+    #: virtual time it leaves (None = stays)
+    depart: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PairDelay:
+    """Extra one-way delay between two groups or two nodes, both directions
+    (the Libswift paper's Fig. 5 inter-group delays)."""
+
+    a: str
+    b: str
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class BottleneckSpec:
+    """A shared link crossed by traffic between any node of groups ``a`` and any of
+    ``b`` (one queue per direction, each with ``link``)."""
+
+    name: str
+    link: LinkSpec
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MulticastGroupSpec:
+    """An IP multicast group: a join takes effect ``join_latency`` s after it is asked
+    (IGMP report and graft), a leave ``leave_latency`` s after (traffic still arrives)."""
+
+    ip: str
+    port: int
+    join_latency: float = 0.0
+    leave_latency: float = 0.0
+
+    @property
+    def addr(self) -> tuple[str, int]:
+        return (self.ip, self.port)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything about a run except the protocol's own code."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...]
+    pair_delays: tuple[PairDelay, ...] = ()
+    bottlenecks: tuple[BottleneckSpec, ...] = ()
+    multicast: tuple[MulticastGroupSpec, ...] = ()
+    seed: int = 0
+    #: virtual seconds after which the run stops (a safety bound)
+    duration: float = 600.0
+    #: bytes added to every datagram on every link (IPv4 20 + UDP 8)
+    overhead: int = 28
+    #: UDP port every node binds (addresses are (10.x.y.z, port))
+    port: int = 7000
+    #: adapter parameters (e.g. content size)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique")
+
+    def replace(self, **changes: Any) -> "Scenario":
+        return dataclasses.replace(self, **changes)
+
+    # -- JSON ----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)  # type: ignore[no-any-return]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Scenario":
+        try:
+            return _build(cls, d)  # type: ignore[no-any-return]
+        except (TypeError, KeyError) as e:
+            raise ValueError(f"bad scenario: {e}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Scenario":
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"scenario is not JSON: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Scenario":
+        return cls.from_json(Path(path).read_text())
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (tuple, list)):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _build(cls: type, d: Any) -> Any:
+    if not isinstance(d, dict):
+        raise TypeError(f"{cls.__name__} must be an object, not {type(d).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(d) - set(known)
+    if unknown:
+        raise TypeError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+    kw: dict[str, Any] = {}
+    for name, value in d.items():
+        kind = _FIELD_TYPES.get((cls, name))
+        if kind is None:
+            kw[name] = value
+        elif isinstance(kind, tuple):  # a tuple of dataclasses
+            if not isinstance(value, list):
+                raise TypeError(f"{cls.__name__}.{name} must be a list")
+            kw[name] = tuple(_build(kind[0], v) for v in value)
+        elif kind == "strings":
+            if not isinstance(value, list):
+                raise TypeError(f"{cls.__name__}.{name} must be a list of names")
+            kw[name] = tuple(str(v) for v in value)
+        elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+            kw[name] = kind(value)
+        else:
+            kw[name] = _build(kind, value)
+    return cls(**kw)
+
+
+_FIELD_TYPES: dict[tuple[type, str], Any] = {
+    (LossSpec, "kind"): LossKind,
+    (LinkSpec, "queue_unit"): QueueUnit,
+    (LinkSpec, "loss"): LossSpec,
+    (NodeSpec, "up"): LinkSpec,
+    (NodeSpec, "down"): LinkSpec,
+    (BottleneckSpec, "link"): LinkSpec,
+    (BottleneckSpec, "a"): "strings",
+    (BottleneckSpec, "b"): "strings",
+    (Scenario, "nodes"): (NodeSpec,),
+    (Scenario, "pair_delays"): (PairDelay,),
+    (Scenario, "bottlenecks"): (BottleneckSpec,),
+    (Scenario, "multicast"): (MulticastGroupSpec,),
+}
