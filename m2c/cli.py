@@ -27,8 +27,8 @@ from dataclasses import asdict
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 
-from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender, make_session,
-                            sender_socket_check)
+from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender,
+                            interface_address, make_session, sender_socket_check)
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
@@ -59,8 +59,18 @@ def _ipv4_unicast(text: str) -> str:
     return str(addr)
 
 
+def _local_interface(text: str) -> str:
+    """An interface's IPv4 address, given as the address or as the interface's name."""
+    if text[:1].isdigit() or ":" in text:
+        return _ipv4_unicast(text)
+    try:
+        return interface_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _send_interface(text: str) -> str:
-    addr = _ipv4_unicast(text)
+    addr = _local_interface(text)
     if ipaddress.IPv4Address(addr).is_unspecified:
         raise argparse.ArgumentTypeError(
             f"{text} is no interface's address: the sender's datagrams would come from "
@@ -317,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="first UDP port (base); one port per channel counting up "
                         "(default %(default)s)")
     s.add_argument("--interface", type=_send_interface, default="127.0.0.1",
-                   help="IPv4 address of the interface to send from (default %(default)s)")
+                   metavar="ADDR|NAME",
+                   help="the interface to send from, by IPv4 address or name (lo, eth0); "
+                        "the session description names its address (default %(default)s)")
     s.add_argument("--min-rate", type=cliutil.positive_float, default=256.0,
                    help="kbit/s of the base group, IP level (default %(default)s)")
     s.add_argument("--max-rate", type=cliutil.positive_float, default=20000.0,
@@ -351,9 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--json", type=cliutil.output_path, metavar="FILE",
                    help="write the result and metrics JSON here (default: stdout, or stderr "
                         "with -o -)")
-    r.add_argument("--interface", type=_ipv4_unicast, default=None,
-                   help="local IPv4 address to join the groups on (default: 0.0.0.0, "
-                        "INADDR_ANY; 127.0.0.1 for a sender on loopback)")
+    r.add_argument("--interface", type=_local_interface, default=None, metavar="ADDR|NAME",
+                   help="the interface to join the groups on, by IPv4 address or name (lo, "
+                        "eth0) (default: 0.0.0.0, INADDR_ANY; 127.0.0.1 for a sender on "
+                        "loopback)")
     r.add_argument("--controller", choices=sorted(CONTROLLERS), default="m2c",
                    help="receiver rate controller (default %(default)s)")
     r.add_argument("--timeout", type=cliutil.positive_float, default=600.0,

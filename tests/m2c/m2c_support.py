@@ -49,3 +49,20 @@ def reap(*procs: subprocess.Popen | None) -> None:
             p.kill()
         if p is not None:
             p.wait(10)
+
+
+def start_sender(src, sdp, octet: int, *extra: str, duration: float = 40):
+    """A running ``m2c send`` of ``src`` writing ``sdp``, on a group and port range of
+    its own (``fresh_net(octet)``); returns the Popen once the description exists."""
+    import sys
+
+    group, port = fresh_net(octet)
+    p = subprocess.Popen([sys.executable, "-m", "m2c", "send", str(src), "--sdp", str(sdp),
+                          "--group", group, "--port", port, "--duration", str(duration), *extra],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(sdp)
+    except BaseException:
+        reap(p)
+        raise
+    return p
