@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -104,21 +106,72 @@ def _origin(a: argparse.Namespace) -> int:
 
 
 def _get(a: argparse.Namespace) -> int:
-    from vmc.client import FetchError, fetch
+    return asyncio.run(_get_async(a))
 
+
+def _rate_text(n: float, seconds: float) -> str:
+    rate = n / seconds if seconds > 0 else 0.0
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {unit}"
+    return f"{rate:.0f} B/s"
+
+
+async def _get_async(a: argparse.Namespace) -> int:
+    """``vmc get``: the body goes to -o FILE (FILE.part until verified), to stdout, or (-q) nowhere
+    after verification; progress on stderr (a bar on a terminal), a summary line at the end; the
+    result JSON on stdout, or on stderr when the body is on stdout. Ctrl-C / SIGTERM keep a
+    resumable FILE.part and exit 130 / 143."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
+    from vmc.client import Download, FetchError
+
+    out = a.output if a.output is not None else (os.devnull if a.quiet else "-")
+    to_stdout = out == "-"
+    where = "stdout" if to_stdout else out
+    with Progress(TextColumn("vmc get"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  TimeRemainingColumn(), console=Console(file=sys.stderr),
+                  disable=not sys.stderr.isatty(), transient=True) as bar:
+        task_id = bar.add_task("get", total=None)
+
+        def progress(got: int, total: int) -> None:
+            bar.update(task_id, completed=got, total=total)
+
+        dl = Download(a.url, proxy=a.proxy, out=out, vmc=not a.no_vmc, timeout=a.timeout,
+                      busy_retries=a.busy_retries, on_progress=progress)
+        stopper = cliutil.Stopper()
+        with stopper.installed():
+            job = asyncio.ensure_future(dl.run())
+            stop = asyncio.ensure_future(stopper.event.wait())
+            try:
+                await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if not job.done():
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError, FetchError, OSError):
+                    await job
+    kept = dl.kept_message()
+    if job.cancelled():
+        print(f"vmc get: {stopper.describe()}; " + (kept or f"{where} not written"), file=sys.stderr)
+        return stopper.exit_code()
     try:
-        r = asyncio.run(fetch(a.url, proxy=a.proxy, out=a.output, vmc=not a.no_vmc, timeout=a.timeout,
-                              busy_retries=a.busy_retries))
+        r = job.result()
     except FetchError as exc:
-        print(f"vmc get: {exc}", file=sys.stderr)
+        print(f"vmc get: {exc}; " + (kept or f"{where} not written"), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        print(f"vmc get: {reason} writing {where}; " + (kept or f"{where} not written"), file=sys.stderr)
         return 1
     info = {"url": r.url, "status": r.status, "length": r.length, "parts": r.parts, "digest_ok": r.digest_ok,
             "ttfb_s": round(r.ttfb, 4), "elapsed_s": round(r.elapsed, 4), "vmc": r.vmc}
-    if a.output is None and r.body is not None and not a.quiet:
-        sys.stdout.buffer.write(r.body)
-        print(json.dumps(info), file=sys.stderr)
-    else:
-        print(json.dumps(info))
+    print(json.dumps(info), file=sys.stderr if to_stdout else sys.stdout, flush=True)
+    check = {True: "digest verified", False: "digest mismatch", None: "no digest offered"}[r.digest_ok]
+    print(f"vmc get: {r.length} bytes in {r.elapsed:.2f} s ({_rate_text(r.length, r.elapsed)}, {check}) "
+          f"-> {where}", file=sys.stderr)
     return 0
 
 
