@@ -190,10 +190,12 @@ def cmd_send(a: argparse.Namespace) -> int:
                            f"{exc.strerror or exc}", 1)
     text = sd.to_json()
 
+    stopper = cliutil.Stopper()
+
     async def main() -> dict:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        loop.add_signal_handler(signal.SIGTERM, stop.set)  # close the session, then exit
+        # SIGINT and SIGTERM alike: close the session (unless --no-close), print the
+        # counters, exit 130 / 143 (the CLI contract, deliverykit.cliutil.Stopper)
+        stopper.install()
         server = None
         if a.serve_sdp:  # before the description is written, like the interface check
             try:
@@ -214,15 +216,15 @@ def cmd_send(a: argparse.Namespace) -> int:
             print(f"serving it at http://{sd.interface}:{a.serve_sdp}/", file=sys.stderr)
         try:
             return await MulticastSender(sd, str(a.file), close=not a.no_close).run(
-                duration=a.duration, stop=stop)
+                duration=a.duration, stop=stopper.event)
         finally:
             if server is not None:
                 server.close()
-            loop.remove_signal_handler(signal.SIGTERM)
+            stopper.remove()
 
     try:
         stats = asyncio.run(main())
-    finally:  # Ctrl-C too
+    finally:  # a second signal during the clean-up too
         if a.no_close:
             print(f"m2c send: stopped; session {sd.session} not closed (--no-close): "
                   f"receivers wait up to their no-packet timeout for a sender restarted "
@@ -234,7 +236,7 @@ def cmd_send(a: argparse.Namespace) -> int:
               f"(is {sd.interface} an interface that can send to {sd.groups[0][0]}?)",
               file=sys.stderr)
         return 1
-    return 143 if stats.get("stopped") else 0
+    return stopper.exit_code(0)
 
 
 def cmd_receive(a: argparse.Namespace) -> int:
@@ -249,7 +251,7 @@ def cmd_receive(a: argparse.Namespace) -> int:
     output = str(a.output)
     to_stdout = output in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
     shown = "stdout" if output == "-" else output
-    terminated = False
+    stopper = cliutil.Stopper()
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} blocks"), TimeElapsedColumn(),
@@ -259,28 +261,12 @@ def cmd_receive(a: argparse.Namespace) -> int:
                                on_progress=lambda done, total: prog.update(task, completed=done))
 
         async def go() -> dict:
-            # SIGTERM cancels the transfer like Ctrl-C: the temporary file is removed
-            loop = asyncio.get_running_loop()
-            me = asyncio.current_task()
+            # SIGINT and SIGTERM alike end the transfer: the temporary file is removed,
+            # the counters printed, exit 130 / 143 (deliverykit.cliutil.Stopper)
+            with stopper.installed():
+                return await rx.run(timeout=a.timeout, stop=stopper.event)
 
-            def term() -> None:
-                nonlocal terminated
-                terminated = True
-                me.cancel()
-
-            loop.add_signal_handler(signal.SIGTERM, term)
-            try:
-                return await rx.run(timeout=a.timeout)
-            finally:
-                loop.remove_signal_handler(signal.SIGTERM)
-
-        try:
-            res = asyncio.run(go())
-        except asyncio.CancelledError:
-            if not terminated:
-                raise
-            print(f"m2c receive: terminated (SIGTERM); {shown} not written", file=sys.stderr)
-            return 128 + signal.SIGTERM
+        res = asyncio.run(go())
     m = res["metrics"]
     out = {k: v for k, v in res.items() if k != "metrics" and (a.trace or k != "trace")}
     out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
@@ -291,6 +277,11 @@ def cmd_receive(a: argparse.Namespace) -> int:
     else:  # the file itself may be on stdout: then the JSON goes to stderr
         print(text, file=sys.stderr if to_stdout else sys.stdout)
     mm = out["metrics"]
+    if stopper.stopped:
+        sig = signal.Signals(stopper.signum).name if stopper.signum else "a signal"
+        written = "written" if res["ok"] else "not written"
+        print(f"m2c receive: {stopper.describe()} ({sig}); {shown} {written}", file=sys.stderr)
+        return stopper.exit_code()
     if not res["ok"]:
         print(f"m2c receive: error: {sd.name}: {res['end'] or 'transfer failed'}; "
               f"{shown} not written", file=sys.stderr)

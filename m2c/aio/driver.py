@@ -334,6 +334,8 @@ class MulticastReceiver:
         """packets the congestion control found implausible: not given to the decoder"""
         self.closed = False
         """the sender closed the session (A = 1)"""
+        self.stopped = False
+        """``run``'s stop event ended the transfer (SIGINT, SIGTERM in the CLI)"""
         self.end: str | None = None
         """why the session ended early (exceptional timeout, A = 1), None otherwise"""
         self.joins = self.leaves = 0
@@ -628,17 +630,42 @@ class MulticastReceiver:
         finally:
             loop.remove_writer(fd)
 
-    async def run(self, timeout: float = 60.0) -> dict:
+    async def _until(self, aw: Any, stop: asyncio.Event | None,
+                     timeout: float | None = None) -> bool:
+        """Await ``aw`` unless ``stop`` is set first (then ``aw`` is cancelled and the
+        answer is False); asyncio.TimeoutError after ``timeout`` s."""
+        work = asyncio.ensure_future(aw)
+        waits = {work}
+        halt = None
+        if stop is not None:
+            halt = asyncio.ensure_future(stop.wait())
+            waits.add(halt)
+        try:
+            done, _ = await asyncio.wait(waits, timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if work in done:
+            work.result()  # its exception, if any
+            return True
+        if halt is not None and halt in done:
+            self.stopped = True
+            return False
+        raise asyncio.TimeoutError
+
+    async def run(self, timeout: float = 60.0, stop: asyncio.Event | None = None) -> dict:
         """Receive until the file is recovered and verified, the session ends early
         (``end``: an exceptional timeout, A = 1 with the file incomplete, a write
-        error such as a full disk) or ``timeout`` s pass.
+        error such as a full disk), ``timeout`` s pass or ``stop`` is set (a signal,
+        see :class:`deliverykit.cliutil.Stopper`: ``stopped`` in the result).
 
         Blocks are written to a temporary file (see :meth:`_open_temp`); only a
         file whose SHA-256 matches the session description reaches the output:
         ``os.replace`` for a regular file, a copy for a device, a FIFO or ``-``
         (stdout).  Otherwise the temporary file is removed and an existing output
-        file is left as it was; ``end`` says why.  Cancelling the task (SIGINT,
-        SIGTERM in the CLI) removes it too.
+        file is left as it was; ``end`` says why.  Setting ``stop`` or cancelling
+        the task removes it too.
         """
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -661,8 +688,10 @@ class MulticastReceiver:
                 timers = asyncio.create_task(self._timers())
                 if self.sd.size == 0:
                     self._done.set()
-                await asyncio.wait_for(self._done.wait(), timeout)
-                if self.file.complete and self.end is None:
+                await self._until(self._done.wait(), stop, timeout)
+                if self.stopped and not self.file.complete:
+                    self.end = "stopped before the file was complete"
+                elif self.file.complete and self.end is None:
                     try:
                         os.fsync(self._fd)
                         h = hashlib.sha256()
@@ -691,7 +720,9 @@ class MulticastReceiver:
             try:
                 if ok and self._to_special:
                     try:
-                        await self._deliver(tmp)
+                        if not await self._until(self._deliver(tmp), stop):
+                            ok = False
+                            self.end = "stopped while writing the verified file"
                     except OSError as exc:  # /dev/full, a FIFO whose reader left
                         ok = False
                         self.end = self._io_error(exc, self.out_path if self.out_path != "-"
@@ -710,6 +741,7 @@ class MulticastReceiver:
         return {"ok": ok, "complete": self.file.complete, "end": None if ok else self.end,
                 "metrics": m, "packets": self.packets, "rejected": self.rejected, "wrong_group": self.wrong_group,
                 "foreign_source": self.foreign_source, "implausible": self.implausible,
-                "closed": self.closed, "joins": self.joins, "leaves": self.leaves,
+                "closed": self.closed, "stopped": self.stopped, "joins": self.joins,
+                "leaves": self.leaves,
                 "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,
                 "trace": list(self.trace)}
