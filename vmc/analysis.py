@@ -33,7 +33,15 @@ Tables:
 * ``vmc_patches``: every 206: side, URI, Content-Range, bytes.
 
 Requests to the proxy's status path (``status-path=/_vmc/status``) are
-listed but not counted as content.  Bounded: ``max-connections``
+listed but not counted as content.
+
+Partial data is never shown as complete: a segment the capture cut short
+(``Frame.truncated``: snap length) or a hole in the sequence space that
+``max-ooo`` gave up on stops the parsing of its direction, and every figure
+that connection feeds carries a reason in the ``unreliable`` column: its
+exchanges (requests, patches), their URIs, and the totals, rates and ratios
+of its side (client or origin; ``sharing_ratio`` and ``bandwidth_saving``
+if either side is).  Bounded: ``max-connections``
 open connections, ``max-requests`` stored rows, ``max-ooo`` bytes of
 out-of-order data per direction (beyond that the direction is marked as
 having a gap and its HTTP parsing stops); everything dropped is counted.
@@ -43,13 +51,23 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from enum import Enum
 from pathlib import Path
 
 import h11
 
+from deliverykit.analyse import UNRELIABLE
+
 _TCP = struct.Struct("!HHIIBB")
 FIN, SYN, RST = 0x01, 0x02, 0x04
 _M32 = 0xFFFFFFFF
+
+
+class Lost(Enum):
+    """Why a direction of a connection stopped being parsed before its end."""
+
+    TRUNCATED = "segments captured shorter than on the wire (snap length)"
+    GAP = "segments missing from the capture (a hole max-ooo gave up on)"
 
 
 def _ep(ip: str, port: int) -> str:
@@ -73,7 +91,8 @@ def _endpoint_opt(v: str | None) -> tuple[str | None, int] | None:
 
 class _Exchange:
     __slots__ = ("side", "client", "server", "saddr", "method", "target", "host", "status",
-                 "crange", "clen", "body", "complete", "t_req", "t_resp", "t_end", "vmc", "via")
+                 "crange", "clen", "body", "complete", "t_req", "t_resp", "t_end", "vmc", "via",
+                 "lost")
 
     def __init__(self, conn: "_Conn", req: h11.Request, ts: float) -> None:
         self.side, self.client, self.server, self.saddr = "unknown", conn.cep, conn.sep, conn.server
@@ -88,6 +107,7 @@ class _Exchange:
         self.body = 0
         self.complete = False
         self.t_req, self.t_resp, self.t_end = ts, None, None
+        self.lost: Lost | None = None  #: its connection lost bytes while it was in flight
 
     @property
     def uri(self) -> str:
@@ -111,7 +131,7 @@ class _Dir:
 
 class _Conn:
     __slots__ = ("client", "server", "cep", "sep", "up", "down", "req_p", "resp_p",
-                 "pending", "broken", "last")
+                 "pending", "broken", "last", "lost")
 
     def __init__(self, client: tuple, server: tuple) -> None:
         self.client, self.server = client, server
@@ -122,12 +142,14 @@ class _Conn:
         self.pending: list[_Exchange] = []
         self.broken: str | None = None
         self.last = 0.0
+        self.lost: Lost | None = None
 
 
 class Analyser:
     """Shared vs origin bytes and 206 patches from a capture of a VMC proxy."""
 
     name = "vmc"
+    handles_truncation = True
 
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
@@ -148,22 +170,25 @@ class Analyser:
         self.rows: list[dict] = []
         self.patches: list[dict] = []
         self.proxies: set[tuple] = set()  # inferred proxy server endpoints
+        #: server endpoint -> why bytes of its connections were lost (side known at the end)
+        self.lost_servers: dict[tuple, Lost] = {}
+        self.lost_uris: dict[str, Lost] = {}
         self.c = {"segments": 0, "payload_bytes": 0, "retransmitted_bytes": 0,
                   "out_of_order_segments": 0, "gaps": 0, "malformed_segments": 0,
                   "http_errors": 0, "connections": 0, "dropped_connections": 0,
                   "dropped_request_rows": 0, "unanswered_responses": 0,
                   "dropped_rate_servers": 0, "http_backlog_dropped": 0,
-                  "data_after_fin_bytes": 0}
+                  "data_after_fin_bytes": 0, "truncated_segments": 0}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
         if f.proto != 6:
             return False
-        if not self.ports:
-            return True
         p = f.payload
         if len(p) < 4:
             return True  # let feed count it
+        if not self.ports:
+            return True
         return ((p[0] << 8) | p[1]) in self.ports or ((p[2] << 8) | p[3]) in self.ports
 
     def _classify(self, server: tuple) -> str:
@@ -222,9 +247,15 @@ class Analyser:
             return
         if d.next is None:
             d.next = seq
-        if data:
+        if data or f.truncated:
             self.c["payload_bytes"] += len(data)
-            self._segment(conn, d, up, seq, data, f.ts)
+            if f.truncated:  # bytes of this direction are missing: its parsing stops here
+                self.c["truncated_segments"] += 1
+                self._lose(conn, d, Lost.TRUNCATED)
+            elif d.gap:  # parsing stopped: nothing more to reassemble
+                pass
+            else:
+                self._segment(conn, d, up, seq, data, f.ts)
         if flags & (FIN | RST):
             if not d.fin and (flags & RST or ((seq + len(data)) & _M32) == d.next):
                 d.fin = True
@@ -250,7 +281,7 @@ class Analyser:
                 d.ooo_bytes += len(data)
             if d.ooo_bytes > self.max_ooo:  # give up on the hole: jump to the next held byte
                 self.c["gaps"] += 1
-                d.gap = True
+                self._lose(conn, d, Lost.GAP)
                 first = min(d.ooo, key=lambda k: (k - d.next) & _M32)
                 d.next = first
             else:
@@ -275,6 +306,18 @@ class Analyser:
                 continue
             d.ooo_bytes -= len(nxt)
             self._advance(conn, d, up, nxt, ts)
+
+    def _lose(self, conn: _Conn, d: _Dir, why: Lost) -> None:
+        """Bytes of this direction are not in the capture: stop parsing it, and mark what
+        the connection feeds (its exchanges in flight, and its server's side)."""
+        d.gap = True
+        d.ooo.clear()
+        d.ooo_bytes = 0
+        if conn.lost is None:
+            conn.lost = why
+        self.lost_servers.setdefault(conn.server, why)
+        for ex in conn.pending:
+            ex.lost = ex.lost or why
 
     def _advance(self, conn: _Conn, d: _Dir, up: bool, data: bytes, ts: float) -> None:
         d.next = (d.next + len(data)) & _M32
@@ -427,6 +470,8 @@ class Analyser:
             s["other_status"] += 1
         if not ex.complete:
             s["incomplete"] += 1
+        if ex.lost is not None and ex.side != "status":
+            self.lost_uris.setdefault(ex.uri, ex.lost)
         if ex.side in ("client", "origin"):
             u = self.uris.get(ex.uri)
             if u is None and len(self.uris) < self.max_requests:
@@ -443,17 +488,19 @@ class Analyser:
         if len(self.rows) >= self.max_requests:
             self.c["dropped_request_rows"] += 1
             return
+        why = ex.lost.value if ex.lost else None
         if ex.status == 206:
             self.patches.append({"side": ex.side, "uri": ex.uri, "client": ex.client,
                                  "server": ex.server, "content_range": ex.crange,
-                                 "bytes": ex.body, "vmc": ex.vmc})
+                                 "bytes": ex.body, "vmc": ex.vmc, UNRELIABLE: why})
         self.rows.append({
             "side": ex.side, "client": ex.client, "server": ex.server, "method": ex.method,
             "target": ex.target, "status": ex.status, "content_range": ex.crange,
             "content_length": ex.clen, "body_bytes": ex.body, "complete": ex.complete,
             "vmc": ex.vmc, "t_request": ex.t_req,
             "ttfb_ms": round((ex.t_resp - ex.t_req) * 1e3, 3) if ex.t_resp else None,
-            "duration_ms": round((ex.t_end - ex.t_req) * 1e3, 3) if ex.t_end else None})
+            "duration_ms": round((ex.t_end - ex.t_req) * 1e3, 3) if ex.t_end else None,
+            UNRELIABLE: why})
 
     def tables(self) -> dict[str, list[dict]]:
         broken = sum(1 for c in self.conns.values() if c.broken)
@@ -461,15 +508,20 @@ class Analyser:
         for key in list(self.conns):  # the capture ended: account what is in flight
             self._close(key)
         sides = self.sides
+        lost = self._lost_sides()
         ob = sides.get("origin", {}).get("body_bytes", 0)
         cb = sides.get("client", {}).get("body_bytes", 0)
-        summary = [{"what": "origin_bytes", "value": ob}, {"what": "client_bytes", "value": cb},
-                   {"what": "sharing_ratio", "value": round(cb / ob, 4) if ob else None},
-                   {"what": "bandwidth_saving", "value": round(1 - ob / cb, 4) if cb else None}]
+        both = lost.get("client") or lost.get("origin")
+        summary = [{"what": "origin_bytes", "value": ob, UNRELIABLE: lost.get("origin")},
+                   {"what": "client_bytes", "value": cb, UNRELIABLE: lost.get("client")},
+                   {"what": "sharing_ratio", "value": round(cb / ob, 4) if ob else None,
+                    UNRELIABLE: both},
+                   {"what": "bandwidth_saving", "value": round(1 - ob / cb, 4) if cb else None,
+                    UNRELIABLE: both}]
         for side, s in sorted(sides.items()):
             for k, v in s.items():
                 summary.append({"what": f"{side}_{k}" if k[0].isalpha() else f"{side}_status_{k}",
-                                "value": v})
+                                "value": v, UNRELIABLE: lost.get(side)})
         summary.append({"what": "proxies", "value": " ".join(sorted(_ep(*p) for p in self.proxies))
                         or (_ep(self.proxy[0] or "*", self.proxy[1]) if self.proxy else "")})
         summary += [{"what": k, "value": v} for k, v in self.c.items()]
@@ -480,13 +532,31 @@ class Analyser:
             for slot in range(min(per), max(per) + 1):
                 by = per.get(slot, 0)
                 rates.append({"side": side, "t": round(slot * self.interval, 3), "body_bytes": by,
-                              "kbit/s": round(8 * by / self.interval / 1e3, 3)})
+                              "kbit/s": round(8 * by / self.interval / 1e3, 3),
+                              UNRELIABLE: lost.get(side)})
+        uris = [dict(u, **{UNRELIABLE: self.lost_uris[u["uri"]].value
+                           if u["uri"] in self.lost_uris else None})
+                for u in sorted(self.uris.values(), key=lambda u: u["uri"])]
+        if not lost:  # a complete capture: no column of empty marks
+            for table in (summary, rates, uris, self.rows, self.patches):
+                for row in table:
+                    if row.get(UNRELIABLE) is None:
+                        row.pop(UNRELIABLE, None)
         return {"vmc_summary": summary,
-                "vmc_uris": sorted(self.uris.values(), key=lambda u: u["uri"]),
+                "vmc_uris": uris,
                 "vmc_requests": self.rows, "vmc_patches": self.patches, "vmc_rates": rates}
+
+    def _lost_sides(self) -> dict[str, str]:
+        """Side -> why its figures are incomplete (bytes of its connections not captured)."""
+        by_side: dict[str, list[Lost]] = {}
+        for server, why in self.lost_servers.items():
+            by_side.setdefault(self._classify(server), []).append(why)
+        return {side: f"{whys[0].value} ({len(whys)} server(s) of this side)"
+                for side, whys in by_side.items()}
 
     def plots(self, outdir: Path) -> list[Path]:
         sides = self._side_rates()
+        lost = self._lost_sides()
         if not sides:
             return []
         import matplotlib
@@ -500,7 +570,9 @@ class Analyser:
             for x in xs:
                 total += per.get(x, 0)
                 ys.append(total / 1e6)
-            ax.step([x * self.interval for x in xs], ys, where="post", label=f"{side} side")
+            ax.step([x * self.interval for x in xs], ys, where="post",
+                    label=f"{side} side" + (" (UNRELIABLE: bytes not captured)" if side in lost
+                                            else ""))
         ax.set_xlabel("time since the first response body byte (s)")
         ax.set_ylabel("response body bytes, cumulative (MB)")
         ax.set_title("VMC: bytes written to clients vs read from origins")

@@ -28,9 +28,12 @@ def free_tcp_port() -> int:
 
 
 @contextlib.contextmanager
-def tcpdump(path: Path, bpf: str = "", iface: str = "lo"):
-    """Capture on ``iface`` into ``path`` until the block ends (waits for 'listening on')."""
-    argv = ["tcpdump", "-U", "--immediate-mode", "-Z", "root", "-s", "65535", "-B", "65536",
+def tcpdump(path: Path, bpf: str = "", iface: str = "lo", snaplen: int = 0):
+    """Capture on ``iface`` into ``path`` until the block ends (waits for 'listening on').
+
+    ``snaplen`` 0 keeps every frame whole (loopback frames reach 65,549 bytes: ``-s 65535``
+    would cut them)."""
+    argv = ["tcpdump", "-U", "--immediate-mode", "-Z", "root", "-s", str(snaplen), "-B", "65536",
             "-i", iface, "-w", str(path)] + (bpf.split() if bpf else [])
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sel = selectors.DefaultSelector()
