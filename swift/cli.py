@@ -149,61 +149,139 @@ def _config(a: argparse.Namespace, **kw) -> PeerConfig:
                       profile=a.profile, **kw)
 
 
+#: counters named in the final line of every role (RFC 7574 terms; README "Signals")
+_COUNTERS = ("verified", "rejected", "sent_data", "malformed", "refused", "unknown_channel",
+             "unsolicited", "internal_error")
+
+
+def _counters(peers: list) -> str:
+    """The final counters, summed over the swarms of a node, the same whatever stopped it."""
+    tot = {k: sum(p.stats.get(k, 0) for p in peers) for k in _COUNTERS}
+    return ", ".join(f"{k} {v}" for k, v in tot.items())
+
+
+def _stop_line(role: str, stopper: cliutil.Stopper, peers: list, ended: str) -> None:
+    why = stopper.describe() or ended
+    print(f"ppspp {role}: {why}: {_counters(peers)}", file=sys.stderr, flush=True)
+
+
 async def _seed(a: argparse.Namespace) -> int:
-    from swift.aio.node import seeder
+    from swift.aio.files import load_or_build_tree
+    from swift.aio.node import SwiftNode
     from swift.aio.storage import FileStorage
-    from swift.aio.node import tree_for_file
     from swift.core.content import Content
     from swift.core.peer import Peer
     cfg = _config(a)
-    node = seeder(a.file[0], cfg, a.host, a.port)
-    async with node:
-        for extra in a.file[1:]:  # more swarms on the same port (RFC 7574 figure 1)
-            t = tree_for_file(extra, cfg.hash_func, cfg.chunk_size)
-            node.add_swarm(Peer(Content.seeded(t, FileStorage(extra)), _config(a)))
-        for t in a.tracker or []:
-            node.connect(t)  # register: the tracker hands our address out by PEX
-        for p in node.peers:
-            print(p.swarm_id.hex(), flush=True)
-        print(f"seeding {' '.join(a.file)} on {node.host}:{node.port}", file=sys.stderr, flush=True)
-        end = time.monotonic() + a.duration if a.duration else None
-        while end is None or time.monotonic() < end:
-            await asyncio.sleep(0.5)
-    return 0
+    stopper = cliutil.Stopper().install()
+    try:
+        peers = []
+        storages = []
+        for path in a.file:  # more swarms on the same port (RFC 7574 figure 1)
+            got = load_or_build_tree(path, cfg.hash_func, cfg.chunk_size)
+            if got.message:
+                print(f"ppspp seed: {got.message}", file=sys.stderr, flush=True)
+            storages.append(FileStorage(path))
+            peers.append(Peer(Content.seeded(got.tree, storages[-1]), _config(a)))
+        node = SwiftNode(peers[0], a.host, a.port)
+        node.storage = storages[0]
+        async with node:
+            for extra in peers[1:]:
+                node.add_swarm(extra)
+            for t in a.tracker or []:
+                node.connect(t)  # register: the tracker hands our address out by PEX
+            for p in node.peers:
+                print(p.swarm_id.hex(), flush=True)
+            print(f"seeding {' '.join(a.file)} on {node.host}:{node.port}", file=sys.stderr,
+                  flush=True)
+            await stopper.wait(a.duration or None)
+        for st in storages[1:]:
+            st.close()
+        _stop_line("seed", stopper, node.peers, "--duration reached")
+    finally:
+        stopper.remove()
+    return stopper.exit_code()
+
+
+async def _read_block(fd: int, n: int, stop: asyncio.Event) -> bytes | None:
+    """Up to ``n`` bytes from ``fd``; b"" at end of input, None when ``stop`` was set first.
+    A pipe or terminal is waited for on the event loop (no thread stuck in read() that
+    would hold the exit back); a regular file is read at once."""
+    import stat
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return os.read(fd, n)
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(fd, ready.set)
+    try:
+        while True:
+            try:
+                return os.read(fd, n)
+            except BlockingIOError:
+                pass
+            ready.clear()
+            waits = [asyncio.ensure_future(ready.wait()), asyncio.ensure_future(stop.wait())]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in waits:
+                w.cancel()
+            if stop.is_set():
+                return None
+    finally:
+        loop.remove_reader(fd)
 
 
 async def _live_source(a: argparse.Namespace) -> int:
     from swift.aio.node import live_source
     node = live_source(_config(a), a.host, a.port, per_sig=a.per_sig, window=a.window,
                        method=a.live_method, sig_alg=_SIG_ALGS[a.sig_alg])
-    async with node:
-        print(node.peer.swarm_id.hex(), flush=True)
-        print(f"live source on {node.host}:{node.port}", file=sys.stderr, flush=True)
-        loop = asyncio.get_running_loop()
-        src = open(a.input, "rb") if a.input != "-" else sys.stdin.buffer
-        rate = a.rate
-        t0 = time.time()
-        sent = 0
-        while True:
-            block = await loop.run_in_executor(None, src.read, a.chunk_size * 8)
-            if not block:
-                break
-            node.peer.live_append(block, time.time())
-            node._flush()
-            sent += len(block)
-            if rate:  # pace a file as if it were a live feed
-                await asyncio.sleep(max(0.0, t0 + sent / rate - time.time()))
-            else:
-                await asyncio.sleep(0)
-        await asyncio.sleep(a.linger)
-    return 0
+    stopper = cliutil.Stopper().install()
+    src = open(a.input, "rb") if a.input != "-" else sys.stdin.buffer
+    fd = src.fileno()
+    was_blocking = os.get_blocking(fd)
+    try:
+        os.set_blocking(fd, False)
+        async with node:
+            print(node.peer.swarm_id.hex(), flush=True)
+            print(f"live source on {node.host}:{node.port}", file=sys.stderr, flush=True)
+            t0 = time.time()
+            sent = 0
+            while not stopper.stopped:
+                block = await _read_block(fd, a.chunk_size * 8, stopper.event)
+                if not block:
+                    break
+                node.peer.live_append(block, time.time())
+                node._flush()
+                sent += len(block)
+                if a.rate:  # pace a file as if it were a live feed
+                    await stopper.wait(max(0.0, t0 + sent / a.rate - time.time()))
+                else:
+                    await asyncio.sleep(0)
+            if not stopper.stopped:
+                await stopper.wait(a.linger)
+        _stop_line("live-source", stopper, [node.peer], f"end of input, {sent} bytes")
+    finally:
+        stopper.remove()
+        os.set_blocking(fd, was_blocking)
+        if src is not sys.stdin.buffer:
+            src.close()
+    return stopper.exit_code()
 
 
 async def _live_view(a: argparse.Namespace) -> int:
-    from swift.aio.node import InOrderReader, live_viewer
+    from swift.aio.node import live_viewer
     node = live_viewer(bytes.fromhex(a.swarm), _config(a), _bind_host(a.host, a.peer), a.port,
                        per_sig=a.per_sig, window=a.window, method=a.live_method)
     out = open(a.output, "wb") if a.output != "-" else sys.stdout.buffer
+    stopper = cliutil.Stopper().install()
+    try:
+        return await _live_view_run(a, node, out, stopper)
+    finally:
+        stopper.remove()
+        if out is not sys.stdout.buffer:
+            out.close()
+
+
+async def _live_view_run(a: argparse.Namespace, node, out, stopper: cliutil.Stopper) -> int:
+    from swift.aio.node import InOrderReader
     got = 0
     why = "--duration reached"
     async with node:
@@ -212,7 +290,7 @@ async def _live_view(a: argparse.Namespace) -> int:
         rd = InOrderReader(node)
         start = last = time.monotonic()
         end = start + a.duration
-        while time.monotonic() < end and (not a.bytes or got < a.bytes):
+        while time.monotonic() < end and (not a.bytes or got < a.bytes) and not stopper.stopped:
             for c in rd.ready():
                 if a.bytes:
                     c = c[: a.bytes - got]
@@ -227,11 +305,15 @@ async def _live_view(a: argparse.Namespace) -> int:
                 why = (f"no new chunk for {a.silence:g} s" if got else
                        f"nothing verified in {a.silence:g} s")
                 break
-            await asyncio.sleep(0.05)
+            await stopper.wait(0.05)
         stats = node.peer.stats
-    if got:
-        print(f"live: {got} bytes from chunk {node.peer.live_start} ({why})", file=sys.stderr)
-        return 0
+    why = stopper.describe() or why
+    start = node.peer.live_start
+    print(f"ppspp live-view: {why}: {got} bytes"
+          + (f" from chunk {start}" if start is not None else "")
+          + f"; {_counters([node.peer])}", file=sys.stderr)
+    if got or stopper.stopped:
+        return stopper.exit_code()
     if stats.get("rejected") or stats.get("refused") or node.closed_reasons:
         print(f"live: no verified chunk ({why}); chunks or handshakes were refused: is {a.swarm[:16]}... "
               f"the source's key, and --live-method, --per-sig, {_METADATA_OPTS} as the source's?",
@@ -267,8 +349,12 @@ def _write_stdout(chunks: list[bytes]) -> None:
 
 
 async def _download(a: argparse.Namespace) -> int:
-    """Download; whatever the outcome, remove what a failed run created
-    (an output with nothing verified, the temporary file behind -o -)."""
+    """Download; whatever the outcome, remove what a failed run created and
+    could not use (a .part with nothing verified, the temporary files behind -o -)."""
+    import shutil
+    import tempfile
+
+    from swift.aio.files import DownloadPaths, remove_quietly
     try:
         root = bytes.fromhex(a.root)
     except ValueError:
@@ -279,16 +365,17 @@ async def _download(a: argparse.Namespace) -> int:
         print("give --peer or --tracker", file=sys.stderr)
         return 2
     stream = a.output == "-"
+    tmpdir = None
     if stream:  # play while downloading: verified bytes to stdout in order
-        import tempfile
-        fd, a.output = tempfile.mkstemp(prefix="ppspp-")
-        os.close(fd)
-        a.quiet = True
-    created = stream or not os.path.lexists(a.output)
+        tmpdir = tempfile.mkdtemp(prefix="ppspp-")
+        a.output = os.path.join(tmpdir, "stream")
+    paths = DownloadPaths(a.output)
+    created = not os.path.lexists(paths.part)
     state = {"verified": 0}
     rc = 1
+    stopper = cliutil.Stopper().install()
     try:
-        rc = await _download_to(a, root, stream, state)
+        rc = await _download_to(a, root, stream, state, stopper)
         return rc
     except BrokenPipeError:  # `ppspp download ... -o - | head`: the reader left early
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -298,20 +385,37 @@ async def _download(a: argparse.Namespace) -> int:
         rc = 141
         return rc
     finally:
-        if created and (stream or (rc != 0 and not state["verified"])):
-            for p in (a.output, a.output + ".mhash", a.output + ".mhash.json"):
-                try:
-                    os.unlink(p)
-                except OSError:
-                    pass
+        stopper.remove()
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        elif created and rc != 0 and not state["verified"]:
+            remove_quietly(paths.temporaries())
 
 
-async def _download_to(a: argparse.Namespace, root: bytes, stream: bool, state: dict) -> int:
+def _resume_line(a: argparse.Namespace, node, why: str) -> str:
+    """What an incomplete download kept, and the exact command that resumes it."""
+    import shlex
+
+    from swift.aio.files import DownloadPaths
+    got, total = node.progress
+    part = DownloadPaths(a.output).part
+    if not got:
+        return f"ppspp download: {why}: no chunk verified yet, nothing kept"
+    return (f"ppspp download: {why}: kept {got} of {total or '?'} verified chunks in {part} "
+            f"(+ .mhash); resume with: {shlex.join(['ppspp', *a.argv])}")
+
+
+async def _download_to(a: argparse.Namespace, root: bytes, stream: bool, state: dict,
+                       stopper: cliutil.Stopper) -> int:
     from swift.aio.node import downloader
     cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
     if stream and a.picker == "linear":
         cfg.picker = "vod"
     node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
+    if node.resumed and not stream:
+        print(f"ppspp download: resumed {node.resumed} of {node.progress[1]} verified chunks "
+              f"from {a.output if node.finished else a.output + '.part'}",
+              file=sys.stderr, flush=True)
     http = None
     async with node:
         try:
@@ -322,42 +426,59 @@ async def _download_to(a: argparse.Namespace, root: bytes, stream: bool, state: 
                 print(f"playing at http://127.0.0.1:{http.port}/", file=sys.stderr, flush=True)
             for p in a.peer:
                 node.connect(p)
-            done = await _progress_loop(a, node, stream, state)
+            done = await _progress_loop(a, node, stream, state, stopper)
         finally:
             state["verified"] = node.progress[0]
             if http is not None:
-                if node.peer.content.complete:
-                    await asyncio.sleep(a.http_linger)
+                if node.peer.content.complete and not stopper.stopped:
+                    await stopper.wait(a.http_linger)
                 await http.__aexit__(None, None, None)
-        if not done:
-            print(f"download incomplete (timeout after {a.timeout:g} s, "
-                  f"{node.progress[0]} of {node.progress[1] or '?'} chunks)", file=sys.stderr)
-            return 1
+    if stopper.stopped:
+        if stream:
+            print(f"ppspp download: {stopper.describe()}: {node.progress[0]} chunks verified, "
+                  "stream not complete", file=sys.stderr)
+        else:
+            print(_resume_line(a, node, stopper.describe()), file=sys.stderr)
+        return stopper.exit_code()
+    if not done:
+        why = (f"download incomplete (timeout after {a.timeout:g} s, "
+               f"{node.progress[0]} of {node.progress[1] or '?'} chunks)")
+        print(why if stream else _resume_line(a, node, why), file=sys.stderr)
+        return 1
     size = node.peer.content.tree.size
     on_disk = os.path.getsize(a.output)
-    if size is None or on_disk != size:  # never call a file of the wrong length verified
+    if size is None or on_disk != size or not node.finished:  # never call a wrong length verified
         print(f"ppspp: error: {a.output} is {on_disk} bytes, the content {size}", file=sys.stderr)
         return 1
     print(f"{'stdout' if stream else a.output}: {size} bytes verified", file=sys.stderr)
     return 0
 
 
-async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict) -> bool:
-    """Show progress until complete (True) or --timeout (False)."""
+def _progress_bar(a: argparse.Namespace):
+    """A rich progress bar on stderr, drawn only when stderr is a terminal or
+    --progress asks for it (never on stdout: that is the content with -o -)."""
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+    show = not a.quiet and (a.progress or sys.stderr.isatty())
+    console = Console(file=sys.stderr, force_terminal=True if a.progress else None)
+    return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), console=console, transient=not show, disable=not show)
 
+
+async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict,
+                         stopper: cliutil.Stopper) -> bool:
+    """Show progress until complete (True), --timeout or a stop signal (False)."""
     from swift.aio.node import InOrderReader
     cs = node.peer.content.chunk_size
     hint_after = min(NO_DATA_HINT_S, a.timeout / 2)
     rd = InOrderReader(node) if stream else None
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), transient=a.quiet, disable=a.quiet) as prog:
+    with _progress_bar(a) as prog:
         task = prog.add_task("ppspp", total=None)
         start = time.monotonic()
         end = start + a.timeout
         hinted = False
         node.answered = False
-        while time.monotonic() < end:
+        while time.monotonic() < end and not stopper.stopped:
             if rd is not None:
                 _write_stdout(rd.ready())
             got, total = node.progress
@@ -393,12 +514,15 @@ async def _tracker(a: argparse.Namespace) -> int:
     cfg = _config(a, tracker=True, max_channels=a.max_peers, pex_ca_key=ca)
     tree = MerkleTree.for_root(bytes.fromhex(a.root), cfg.hash_func, cfg.chunk_size)
     node = SwiftNode(Peer(Content(tree, MemoryStorage()), cfg), a.host, a.port)
-    async with node:
-        print(f"tracker for {a.root} on {node.host}:{node.port}", file=sys.stderr, flush=True)
-        end = time.monotonic() + a.duration if a.duration else None
-        while end is None or time.monotonic() < end:
-            await asyncio.sleep(0.5)
-    return 0
+    stopper = cliutil.Stopper().install()
+    try:
+        async with node:
+            print(f"tracker for {a.root} on {node.host}:{node.port}", file=sys.stderr, flush=True)
+            await stopper.wait(a.duration or None)
+        _stop_line("tracker", stopper, [node.peer], "--duration reached")
+    finally:
+        stopper.remove()
+    return stopper.exit_code()
 
 
 def _hash(a: argparse.Namespace) -> int:
@@ -447,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--timeout", type=cliutil.positive_float, default=3600.0,
                    help="give up after this many seconds")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    d.add_argument("--progress", action="store_true",
+                   help="draw the progress bar on stderr even when it is not a terminal")
     _common(d)
     t = sub.add_parser("tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 3.10.1)")
     t.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex) it tracks")
@@ -507,25 +633,25 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
                                       "(each has --quick; ppspp experiment for the list)")
     a = ap.parse_args(argv)
-    try:
-        if a.cmd == "seed":
-            return asyncio.run(_seed(a))
-        if a.cmd == "download":
-            return asyncio.run(_download(a))
-        if a.cmd == "hash":
-            return _hash(a)
-        if a.cmd == "tracker":
-            return asyncio.run(_tracker(a))
-        if a.cmd == "live-source":
-            return asyncio.run(_live_source(a))
-        if a.cmd == "live-view":
-            return asyncio.run(_live_view(a))
-        from swift.demo import run
-        for row in run(quick=True):
-            print(row)
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    a.argv = argv
+    if a.cmd == "seed":
+        return asyncio.run(_seed(a))
+    if a.cmd == "download":
+        return asyncio.run(_download(a))
+    if a.cmd == "hash":
+        return _hash(a)
+    if a.cmd == "tracker":
+        return asyncio.run(_tracker(a))
+    if a.cmd == "live-source":
+        return asyncio.run(_live_source(a))
+    if a.cmd == "live-view":
+        return asyncio.run(_live_view(a))
+    import json
+
+    from swift.demo import run
+    for row in run(quick=True):
+        print(json.dumps(row), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ from typing import Any, Callable
 from deliverykit.fastpath import load, py_send_batch
 
 from swift._fast import SO_TIMESTAMPNS, recv_batch_ts
+from swift.aio.files import CacheStatus, TreeLoad, mhash_path  # noqa: F401  (the API's names)
+from swift.aio.files import (DownloadPaths, fsync_dir, load_or_build_tree, move_state,
+                             remove_quietly, saved_tree)
 from swift.aio.storage import FileStorage
 from swift.core import events as ev
 from swift.core.content import Content
@@ -59,6 +62,12 @@ class SwiftNode:
         self._kernel_ts = False
         #: a local I/O error (disk full, output unwritable) that stopped the node
         self.error: OSError | None = None
+        #: a download's data and state files (None: not a download)
+        self.paths: DownloadPaths | None = None
+        #: chunks found verified on disk when a download started (resumed)
+        self.resumed = 0
+        #: True once a download's data is under its final name
+        self.finished = False
         if peer.content.complete:
             self._complete.set()
 
@@ -197,7 +206,7 @@ class SwiftNode:
             raise ValueError(f"cannot resolve {host!r}: {e.strerror}") from None
         for f, _, _, _, sa in infos:
             if f == fam:
-                return (sa[0], port)
+                return (str(sa[0]), port)
         mine = "IPv6" if fam == socket.AF_INET6 else "IPv4"
         theirs = "IPv4" if mine == "IPv6" else "IPv6"
         raise ValueError(f"{host} is an {theirs} address but this node is bound to {self.host} "
@@ -340,18 +349,40 @@ class SwiftNode:
             if e is None:
                 break
             if isinstance(e, ev.DownloadComplete):
-                if self.storage is not None and e.size:
-                    try:
-                        self.storage.truncate(e.size)
-                    except OSError as exc:
-                        self._fail(exc)
-                self._save_state(force=True)
-                self._complete.set()
+                self._finish()
             elif isinstance(e, ev.ChannelClosed):
                 self.closed_reasons.append(e.reason)
             if self.on_event is not None:
                 self.on_event(e)
         self._save_state()
+
+    def _finish(self) -> None:
+        """Every chunk verified: cut the data to the content size, make it
+        durable and give it its final name (then the hashes beside it)."""
+        c = self.peer.content
+        if self.storage is not None and c.tree.size is not None and self.error is None:
+            try:
+                self.storage.truncate(c.tree.size)
+                os.fsync(self.storage.fd)
+                if self.paths is not None and not self.finished:
+                    on_disk = os.fstat(self.storage.fd).st_size
+                    if on_disk != c.tree.size:  # never give a wrong length the final name
+                        raise OSError(0, f"{on_disk} bytes on disk, the content {c.tree.size}",
+                                      self.paths.part)
+                    self._save_state(force=True)
+                    self._wait_saving()
+                    os.replace(self.paths.part, self.paths.final)
+                    fsync_dir(self.paths.final)
+                    self.storage.path = self.paths.final
+                    self.finished = True
+                    if self.error is None and os.path.exists(self.paths.part_state + ".json"):
+                        move_state(self.paths.part_state, self.paths.final_state)
+                    self.state_path = self.paths.final_state
+            except OSError as exc:
+                self._fail(exc)
+        if self.paths is None:
+            self._save_state(force=True)
+        self._complete.set()
 
     def _arm(self) -> None:
         if self._loop is None or self.sock is None:
@@ -419,43 +450,19 @@ class SwiftNode:
 # --- convenience constructors (the Python API) ------------------------------------
 
 
-def mhash_path(path: str, hash_func: HashFunc = HashFunc.SHA256, chunk_size: int = 1024) -> str:
-    """Where :func:`tree_for_file` keeps the hash tree of ``path`` for this metadata."""
-    if hash_func == HashFunc.SHA256 and chunk_size == 1024:
-        return path + ".mhash"
-    return f"{path}.{HashFunc(hash_func).name.lower()}-{chunk_size}.mhash"
-
-
 def tree_for_file(path: str, hash_func: HashFunc = HashFunc.SHA256, chunk_size: int = 1024,
                   cache: bool = True) -> MerkleTree:
-    """Merkle tree of a file, from its hash file when that is current (no rehash).
+    """Merkle tree of a file, from its cached hash file when that is provably
+    current (see :func:`swift.aio.files.load_or_build_tree`, which also says
+    why a cache was not used; here that reason is logged as a warning).
 
     The hash file is ``path.mhash`` for the default metadata (SHA-256, 1 KiB
     chunks) and ``path.<hash>-<chunk size>.mhash`` otherwise, so seeding
     with another ``--chunk-size`` or hash does not overwrite the other's."""
-    mh = mhash_path(path, hash_func, chunk_size)
-    st = os.stat(path)
-    stamp = f"{st.st_size}:{st.st_mtime_ns}"
-    if cache and os.path.exists(mh + ".json") and os.path.exists(mh + ".stamp"):
-        try:
-            with open(mh + ".stamp") as f:
-                ok = f.read() == stamp
-            if ok:
-                t = MerkleTree.load(mh)
-                if t.func == hash_func and t.chunk_size == chunk_size and t.size == st.st_size:
-                    return t
-        except (OSError, ValueError, KeyError):
-            pass
-    with open(path, "rb") as f:
-        t = MerkleTree.from_file(f, hash_func, chunk_size)
-    if cache:
-        try:
-            t.save(mh)
-            with open(mh + ".stamp", "w") as f:
-                f.write(stamp)
-        except OSError:
-            pass
-    return t
+    got = load_or_build_tree(path, hash_func, chunk_size, cache)
+    if got.message:
+        log.warning("%s", got.message)
+    return got.tree
 
 
 def seeder(path: str, config: PeerConfig | None = None, host: str = "127.0.0.1",
@@ -471,13 +478,18 @@ def seeder(path: str, config: PeerConfig | None = None, host: str = "127.0.0.1",
 
 def downloader(root_hash: bytes | str, out: str, config: PeerConfig | None = None,
                host: str = "127.0.0.1", port: int = 0, **kw: Any) -> SwiftNode:
-    """A node downloading into ``out``; resumes from ``out.mhash`` if present.
+    """A node downloading into ``out`` (see :class:`swift.aio.files.DownloadPaths`).
+
+    Chunks go to ``out.part``, verified hashes to ``out.part.mhash``; ``out``
+    appears (fsync, one rename) only when every chunk is verified and the
+    length is right, with ``out.mhash`` beside it.  Resumes ``out.part``, or an
+    earlier complete ``out`` with its ``out.mhash`` (moved back to ``.part``
+    and re-verified); any other existing ``out`` stays untouched until the
+    complete download replaces it.  Only chunks whose hash checks are kept;
+    bytes past the content are cut off once the size is known.
 
     ``root_hash``: the swarm ID as bytes or hex text.  ``out`` must be a
-    regular file (or not exist yet): chunks are written at their offsets and
-    the file is cut to the content size, which a device or FIFO cannot do.
-    An existing ``out`` longer than the content is cut to the content size
-    once the size is known; only chunks whose hash checks are kept."""
+    regular file or not exist yet."""
     if isinstance(root_hash, str):
         try:
             root_hash = bytes.fromhex(root_hash)
@@ -490,25 +502,31 @@ def downloader(root_hash: bytes | str, out: str, config: PeerConfig | None = Non
         raise ValueError(f"{out} is not a regular file (a device, FIFO or socket): download "
                          "to a file, or stream with -o - (stdout)")
     config = config or PeerConfig()
-    state = out + ".mhash"
+    paths = DownloadPaths(out)
+    if os.path.exists(paths.part) and not os.path.isfile(paths.part):
+        raise ValueError(f"{paths.part} is not a regular file: remove it or download elsewhere")
     tree = None
-    if os.path.exists(state + ".json") and os.path.exists(out):
-        try:
-            t = MerkleTree.load(state)
-            if t.root_hash == root_hash and t.chunk_size == config.chunk_size:
-                tree = t
-        except (OSError, ValueError, KeyError):
-            tree = None
+    if os.path.exists(paths.part):
+        tree = saved_tree(paths.part_state, root_hash, config.chunk_size)
+    elif os.path.exists(out):
+        tree = saved_tree(paths.final_state, root_hash, config.chunk_size)
+        if tree is not None:  # an earlier download of this root: verify it again as a .part
+            os.replace(out, paths.part)
+            move_state(paths.final_state, paths.part_state)
     if tree is None:
         tree = MerkleTree.for_root(root_hash, config.hash_func, config.chunk_size)
-    storage = FileStorage(out, writable=True)
+    storage = FileStorage(paths.part, writable=True)
     content = Content(tree, storage)
-    content.resume()
+    resumed = content.resume()
     if tree.size is not None and os.fstat(storage.fd).st_size > tree.size:
         storage.truncate(tree.size)  # bytes past the content were never verified
     node = SwiftNode(Peer(content, config), host, port, **kw)
     node.storage = storage
-    node.state_path = state
+    node.state_path = paths.part_state
+    node.paths = paths
+    node.resumed = resumed
+    if content.complete:
+        node._finish()
     return node
 
 

@@ -117,7 +117,8 @@ def test_a_full_disk_is_one_line_and_no_temp_files(tmp_path, content, seed):
               preexec_fn=_fsize_limit(300_000))
     assert r.returncode == 1, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert lines == [f"ppspp: error: File too large: {out}"], r.stderr
+    assert lines == [f"ppspp: error: File too large: {out}.part"], r.stderr
+    assert not out.exists()  # the final name only for a complete, verified download
     assert time.monotonic() - t0 < 50  # stopped, not waited out the timeout
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
@@ -131,7 +132,9 @@ def test_a_full_tmpfs_is_one_line(tmp_path, content, seed):
         out = mnt / "r.bin"
         r = ppspp("download", seed.root, "--peer", seed.peer, "-o", out, "-q", "--timeout", "60")
         assert r.returncode == 1, r.stderr
-        assert r.stderr.strip().splitlines() == [f"ppspp: error: No space left on device: {out}"]
+        assert r.stderr.strip().splitlines() == [
+            f"ppspp: error: No space left on device: {out}.part"]
+        assert not out.exists()
         assert not [n for n in os.listdir(mnt) if n.endswith(".tmp")]
     finally:
         subprocess.run(["umount", str(mnt)], check=True)

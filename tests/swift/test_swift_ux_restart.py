@@ -53,9 +53,10 @@ def test_download_survives_a_seeder_restart(tmp_path):
                                f"127.0.0.1:{port}", "-o", str(out), "-q", "--timeout", "60"],
                               stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 300_000):
+        part = tmp_path / "r.bin.part"  # the data until every chunk is verified
+        while time.monotonic() < deadline and (not part.exists() or part.stat().st_size < 300_000):
             time.sleep(0.1)
-        assert out.exists() and out.stat().st_size >= 300_000, "no progress before the restart"
+        assert part.exists() and part.stat().st_size >= 300_000, "no progress before the restart"
         seed.kill()
         seed.wait()
         time.sleep(1.0)
