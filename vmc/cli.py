@@ -23,11 +23,15 @@ import json
 import os
 import re
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 from vmc.core.errors import VMCError
+
+T = TypeVar("T")
 
 EXPERIMENTS = {
     "tables": "vmc.experiments.tables",
@@ -73,14 +77,11 @@ def _proxy(a: argparse.Namespace) -> int:
     if not cfg.upstreams and not cfg.default_upstream:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
-    try:
-        _run(serve(cfg, a.stats_out, a.stats_every), a.loop)
-    except KeyboardInterrupt:
-        pass
-    return 0
+    # serve() waits on a cliutil.Stopper: 130 after Ctrl-C, 143 after SIGTERM, counters either way
+    return int(_run(serve(cfg, a.stats_out, a.stats_every), a.loop) or 0)
 
 
-def _run(coro, loop: str = "auto") -> None:
+def _run(coro: Coroutine[Any, Any, T], loop: str = "auto") -> T:
     """asyncio.run, on uvloop when installed (``loop="auto"``) or asked for."""
     if loop in ("auto", "uvloop"):
         try:
@@ -89,20 +90,25 @@ def _run(coro, loop: str = "auto") -> None:
             if loop == "uvloop":
                 raise
         else:
-            uvloop.run(coro)
-            return
-    asyncio.run(coro)
+            return uvloop.run(coro)
+    return asyncio.run(coro)
 
 
 def _origin(a: argparse.Namespace) -> int:
     from vmc.aio.origin import serve
 
     host, port = a.listen
-    try:
-        _run(serve(host, port, a.rate), a.loop)
-    except KeyboardInterrupt:
-        pass
-    return 0
+
+    async def run() -> int:
+        stopper = cliutil.Stopper()
+        with stopper.installed():  # before the address is printed: a signal from then on is ours
+            st = await serve(host, port, a.rate, stop=stopper.event)
+        print(f"vmc origin {stopper.describe() or 'stopped'}: {st.requests} requests, {st.range_requests} "
+              f"range requests, {st.bad_requests} bad requests, {st.body_bytes} body bytes",
+              file=sys.stderr, flush=True)
+        return stopper.exit_code()
+
+    return _run(run(), a.loop)
 
 
 def _get(a: argparse.Namespace) -> int:

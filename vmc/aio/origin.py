@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import hashlib
 import json
@@ -45,6 +46,8 @@ import random
 import time
 from email.utils import formatdate
 from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import TypeVar
 from urllib.parse import parse_qs
 
 import h11
@@ -93,12 +96,44 @@ def digest(path: str, size: int) -> bytes:
     return b"sha-256=:" + base64.b64encode(h.digest()) + b":"
 
 
+_RFC9110_PHRASES = {413: b"Content Too Large", 416: b"Range Not Satisfiable", 422: b"Unprocessable Content"}
+"""Where RFC 9110 renamed a status and Python 3.11's HTTPStatus still has the old phrase."""
+
+
+def _reason(status: int) -> bytes:
+    """The reason phrase for a status line (RFC 9110 sec. 15): never left empty."""
+    if status in _RFC9110_PHRASES:
+        return _RFC9110_PHRASES[status]
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b"Unknown"
+
+
+_T = TypeVar("_T", int, float)
+
+
+def _number(q: dict[str, str], name: str, kind: type[_T], default: _T) -> _T:
+    """Query parameter ``name``: a finite number >= 0, else ValueError naming it."""
+    if name not in q:
+        return default
+    try:
+        value = kind(q[name])
+    except ValueError:
+        raise ValueError(f"{name}={q[name]!r} is not a number") from None
+    if not (0 <= value < float("inf")):
+        raise ValueError(f"{name}={q[name]!r} must be zero or more")
+    return value
+
+
 @dataclass
 class OriginStats:
     """What the origin served (body bytes count what left the origin)."""
 
     requests: int = 0
     range_requests: int = 0
+    bad_requests: int = 0
+    """Requests answered 400 (malformed, or a query parameter out of range)."""
     body_bytes: int = 0
     per_path: dict = field(default_factory=dict)
 
@@ -114,7 +149,7 @@ class Origin:
         self._link_free = 0.0
         self.digest_limit = digest_limit
         self.stats = OriginStats()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._failed: set[str] = set()
 
@@ -167,6 +202,12 @@ class Origin:
                         conn.start_next_cycle()
                         continue
                 break
+        except h11.RemoteProtocolError as exc:  # a request we cannot parse: say so, then close
+            self.stats.bad_requests += 1
+            with contextlib.suppress(h11.ProtocolError, OSError, asyncio.TimeoutError):
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await asyncio.wait_for(self._answer(conn, writer, exc.error_status_hint or 400,
+                                                        f"malformed request: {exc}", close=True), 10)
         except (h11.ProtocolError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
             pass
         finally:
@@ -180,6 +221,21 @@ class Origin:
             writer.write(data)
             await writer.drain()
 
+    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str,
+                      headers: list[tuple[bytes, bytes]] | None = None, close: bool = False) -> None:
+        """A complete short response: ``status`` with its reason phrase and ``text`` as the body."""
+        body = (text + "\n").encode("utf-8", "replace") if text else b""
+        hdrs = list(headers or [])
+        if body:
+            hdrs.append((b"content-type", b"text/plain; charset=utf-8"))
+        hdrs.append((b"content-length", str(len(body)).encode()))
+        if close:
+            hdrs.append((b"connection", b"close"))
+        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs, reason=_reason(status)))
+        if body:
+            await self._send(conn, writer, h11.Data(data=body))
+        await self._send(conn, writer, h11.EndOfMessage())
+
     async def _respond(self, conn: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request) -> bool:
         target = req.target.decode("ascii", "surrogateescape")
         path, _, query = target.partition("?")
@@ -188,30 +244,26 @@ class Origin:
         self.stats.requests += 1
         if path == "/_origin/stats":
             body = json.dumps(self.stats.__dict__).encode()
-            await self._send(conn, writer, h11.Response(status_code=200, headers=[
+            await self._send(conn, writer, h11.Response(status_code=200, reason=_reason(200), headers=[
                 (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]))
             await self._send(conn, writer, h11.Data(data=body))
             await self._send(conn, writer, h11.EndOfMessage())
             return True
         if req.method not in (b"GET", b"HEAD"):
-            await self._send(conn, writer, h11.Response(
-                status_code=405, headers=[(b"content-length", b"0"), (b"allow", b"GET, HEAD")]))
-            await self._send(conn, writer, h11.EndOfMessage())
+            await self._answer(conn, writer, 405, f"the test origin serves GET and HEAD, not "
+                               f"{req.method.decode('ascii', 'replace')}", [(b"allow", b"GET, HEAD")])
             return True
         try:
-            size = int(q.get("size", 1 << 20))
-            rate = float(q.get("rate", self.rate))
-            fail_at = int(q["fail_at"]) if "fail_at" in q else None
-            if fail_at is not None and q.get("fail_once") and path in self._failed:
-                fail_at = None
-        except ValueError:
-            await self._send(conn, writer, h11.Response(status_code=400, headers=[(b"content-length", b"0")]))
-            await self._send(conn, writer, h11.EndOfMessage())
+            size = _number(q, "size", int, 1 << 20)
+            rate = _number(q, "rate", float, self.rate)
+            fail_at: int | None = _number(q, "fail_at", int, -1)
+            head_delay = _number(q, "head_delay", float, 0.0)
+        except ValueError as exc:
+            self.stats.bad_requests += 1
+            await self._answer(conn, writer, 400, str(exc))
             return True
-        try:
-            head_delay = float(q.get("head_delay", 0))
-        except ValueError:
-            head_delay = 0.0
+        if fail_at == -1 or (q.get("fail_once") and path in self._failed):
+            fail_at = None
         if head_delay > 0:
             await asyncio.sleep(min(head_delay, 60.0))
         date = formatdate(usegmt=True).encode()
@@ -249,7 +301,7 @@ class Origin:
             except RangeError:
                 spans = []
             except UnsatisfiableRange:
-                await self._send(conn, writer, h11.Response(status_code=416, headers=hdrs + [
+                await self._send(conn, writer, h11.Response(status_code=416, reason=_reason(416), headers=hdrs + [
                     (b"content-range", ranges.format_unsatisfied(size).encode()), (b"content-length", b"0")]))
                 await self._send(conn, writer, h11.EndOfMessage())
                 return True
@@ -261,7 +313,7 @@ class Origin:
                 hdrs.append((b"content-range", ranges.format_content_range(first, end - 1, size).encode()))
         if not q.get("chunked"):
             hdrs.append((b"content-length", str(end - first).encode()))
-        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs))
+        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs, reason=_reason(status)))
         if req.method == b"HEAD":
             await self._send(conn, writer, h11.EndOfMessage())
             return True
@@ -298,11 +350,12 @@ class Origin:
         self.stats.per_path[path] = self.stats.per_path.get(path, 0) + n
 
 
-async def serve(host: str, port: int, rate: float) -> None:
-    """Run an origin until cancelled (CLI entry)."""
+async def serve(host: str, port: int, rate: float, stop: asyncio.Event | None = None) -> OriginStats:
+    """Run an origin until ``stop`` is set (or the task is cancelled); returns its counters (CLI entry)."""
     origin = await Origin(host, port, rate).start()
     print(f"vmc origin on http://{origin.authority}/ (rate {rate or 'unpaced'} B/s)", flush=True)
     try:
-        await asyncio.Event().wait()
+        await (stop or asyncio.Event()).wait()
     finally:
         await origin.close()
+    return origin.stats
