@@ -21,10 +21,13 @@ class ProxyConfig:
     window: int = 8 << 20
     #: Per-client live queue bound; a client that falls this far behind is detached.
     queue_limit: int = 1 << 20
-    #: Global bound on the session buffers: each live session is charged its window (or its length
-    #: if smaller); a new URI that would pass the budget is fetched unshared, without buffering
-    #: (0 = no bound). 256 MiB = 32 full 8 MiB windows.
+    #: Global bound on the session buffers: each live session is charged what it can hold (its
+    #: window, or its Content-Length if smaller; nothing while its head is awaited); a response that
+    #: would pass the budget is relayed unshared, without buffering (0 = no bound).
     buffer_budget: int = 256 << 20
+    #: Client connections holding a slot at once. At the limit a newcomer takes the slot of the
+    #: connection that has waited longest without a complete request (slow-loris), else of the
+    #: longest idle kept-alive one; if every slot is answering a request it gets 503.
     max_connections: int = 512
     #: Cap on upstream connections open at once (in use or idle; 0 = no cap). Past it a request
     #: waits up to ``upstream_queue_wait`` s for one, then gets 503 + Retry-After. Joiners of a
@@ -37,8 +40,13 @@ class ProxyConfig:
     retry_after: int = 2
     max_header_bytes: int = 16384
     max_request_body: int = 1 << 20
-    #: Idle time allowed while waiting for a request head.
+    #: Idle time allowed while waiting for the first byte of a request (new or kept-alive connection).
     idle_timeout: float = 30.0
+    #: Total time allowed for a request head from its first byte (not per read: a head trickled a
+    #: line at a time still ends here, with 408).
+    head_timeout: float = 10.0
+    #: Total time allowed for a request body once its head is in (408 after it).
+    body_timeout: float = 60.0
     upstream_timeout: float = 30.0
     #: A client whose socket takes no bytes for this long is cut off (it must not hold an upstream
     #: connection or a session forever; 0 = never).

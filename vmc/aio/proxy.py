@@ -27,16 +27,24 @@ its Content-Length is satisfied (RFC 9112 sec. 6.3 rule 6).
 
 Not an open proxy: only configured upstreams are reached. Statistics are JSON at
 ``GET /_vmc/status``.
+
+Limits (docs/security/vmc-proxy.md): connection slots with slow-loris eviction
+(:mod:`vmc.core.admission`), a total deadline per request head and body, the
+buffer budget charged by what a session can hold, and every refusal counted under
+its own name in ``refused``. 1xx responses from the origin are forwarded to the
+client whose request caused them (RFC 9110 sec. 15.2; never to an HTTP/1.0 client).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import json
 import secrets
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 
 import h11
 
@@ -44,6 +52,7 @@ from vmc.aio import upstream as up
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
 from vmc.aio.session import FAILED, PENDING, STREAMING, RepresentationChanged, Session
 from vmc.core import policy, ranges
+from vmc.core.admission import INCOMPLETE, Admission, Phase
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
 from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
@@ -74,10 +83,41 @@ class StreamFailed(Exception):
     """The bytes promised to a client cannot be delivered (origin failure, mismatch)."""
 
 
+class RequestTimeout(Exception):
+    """A request head (or body) did not complete within its total deadline."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def reason(status: int) -> bytes:
+    """The standard reason phrase (RFC 9110 sec. 15), or a generic one for an unregistered code."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return {1: b"Informational", 2: b"Success", 3: b"Redirection", 4: b"Client Error"}.get(
+            status // 100, b"Server Error")
+
+
+#: Upstream failures: (status, ``refused`` counter) sent to the client (item 17: what it was).
+UPSTREAM_FAILURES: list[tuple[type[up.UpstreamError], int, str]] = [
+    (up.UpstreamUnreachable, 502, "upstream-unreachable"),
+    (up.UpstreamClosed, 502, "upstream-closed"),
+    (up.UpstreamTimeout, 504, "upstream-timeout"),
+    (up.UpstreamBadResponse, 502, "upstream-bad-response"),
+]
+
+
 class _Client:
     """One downstream connection: h11 state plus the asyncio streams."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cfg: ProxyConfig) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cfg: ProxyConfig,
+                 ident: int = 0) -> None:
+        self.id = ident
+        self.task: asyncio.Task | None = None
+        #: Set when the proxy closed this connection to give its slot to another.
+        self.evicted = False
         self.reader = reader
         self.writer = writer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
@@ -89,6 +129,9 @@ class _Client:
     async def send(self, event: h11.Event) -> None:
         """Write one event; ClientGone if the connection broke or made no write progress for
         ``client_write_timeout`` s (a client that stops reading must not hold upstream resources)."""
+        if isinstance(event, (h11.Response, h11.InformationalResponse)) and not event.reason:
+            event = type(event)(status_code=event.status_code, headers=event.headers,
+                                reason=reason(event.status_code))  # never "HTTP/1.1 200 \r\n"
         try:
             data = self.conn.send(event)
             if data:
@@ -135,6 +178,9 @@ class Proxy:
         if self.default:
             self.allowed.add(self.default)
         self.connections = 0
+        self.admission = Admission(cfg.max_connections)
+        self._clients: dict[int, _Client] = {}
+        self._ids = itertools.count(1)
         self.limiter = (up.Limiter(cfg.max_upstream, cfg.upstream_queue_wait, cfg.upstream_queue_max)
                         if cfg.max_upstream > 0 else None)
         self.pool = up.Pool(limiter=self.limiter) if cfg.upstream_keepalive else None
@@ -151,7 +197,7 @@ class Proxy:
 
     @property
     def address(self) -> tuple[str, int]:
-        assert self._server is not None
+        assert isinstance(self._server, asyncio.Server)
         return self._server.sockets[0].getsockname()[:2]
 
     async def close(self) -> None:
@@ -177,6 +223,7 @@ class Proxy:
         if self.pool is not None:
             snap["upstream_connections_opened"] = self.pool.opened
             snap["upstream_connections_reused"] = self.pool.reused
+            snap["upstream_connections_dirty"] = self.pool.dirty
         if self.limiter is not None:
             lim = self.limiter
             snap["upstream_limit"] = {"max": lim.limit, "open": lim.open, "peak": lim.peak,
@@ -187,14 +234,22 @@ class Proxy:
         snap["queue_limit"] = self.cfg.queue_limit
         return snap
 
+    @staticmethod
+    def _charge(s: Session) -> int:
+        """What a session can hold: its window, or its length when smaller; bytes held while its
+        length is unknown (issue 13 item 9: never a whole window for a response not yet seen)."""
+        if s.state == PENDING:
+            return s.buffer.memory
+        return min(s.buffer.window, s.length)
+
     @property
     def committed_buffer(self) -> int:
-        """Bytes the buffered sessions may hold at most (each: its window, or its length if smaller)."""
-        return sum(min(s.buffer.window, s.length) if s.length else s.buffer.window for s in self._buffered)
+        """Bytes the buffered sessions may hold at most (see :meth:`_charge`)."""
+        return sum(self._charge(s) for s in self._buffered)
 
-    def _over_budget(self) -> bool:
+    def _budget_allows(self, extra: int) -> bool:
         budget = self.cfg.buffer_budget
-        return budget > 0 and self.committed_buffer + self.cfg.window > budget
+        return budget <= 0 or self.committed_buffer + extra <= budget
 
     # ------------------------------------------------------------------ connections
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -202,8 +257,16 @@ class Proxy:
         assert task is not None
         self._tasks.add(task)
         self.connections += 1
-        client = _Client(reader, writer, self.cfg)
+        client = _Client(reader, writer, self.cfg, next(self._ids))
+        client.task = task
         try:
+            decision = self.admission.admit(client.id, self.clock())
+            if decision.evict is not None:
+                self._evict(decision.evict, decision.evicted_phase)
+            if not decision.admitted:
+                await self._refuse_over_limit(client)
+                return
+            self._clients[client.id] = client
             await self._serve_connection(client)
         except (ClientGone, ConnectionError, asyncio.TimeoutError):
             pass
@@ -212,17 +275,73 @@ class Proxy:
         finally:
             self.connections -= 1
             self._tasks.discard(task)
-            if client.conn.our_state is h11.ERROR:
+            self._clients.pop(client.id, None)
+            self.admission.leave(client.id)
+            if client.conn.our_state is h11.ERROR or client.evicted:
                 client.abort()
             if not writer.is_closing():
                 writer.close()
 
-    async def _next_event(self, client: _Client) -> h11.Event:
+    def _evict(self, ident: int, phase: Phase | None) -> None:
+        """Close a connection that holds a slot without a request being answered (slow-loris first)."""
+        victim = self._clients.pop(ident, None)
+        self.stats.refused["evicted-incomplete-head" if phase in INCOMPLETE else "evicted-idle"] += 1
+        if victim is None:
+            return
+        victim.evicted = True
+        victim.abort()
+        if victim.task is not None:
+            victim.task.cancel()
+
+    async def _refuse_over_limit(self, client: _Client) -> None:
+        """Every slot is answering a request: 503 at once (no waiting for a head that may never come),
+        then a short bounded linger so the client reads it rather than a reset."""
+        self.stats.refused["connection-limit"] += 1
+        body = b"503 connection-limit\n"
+        client.writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n"
+                            b"content-length: %d\r\nretry-after: %d\r\nconnection: close\r\n\r\n%s"
+                            % (len(body), self.cfg.retry_after, body))
+        try:
+            await asyncio.wait_for(client.writer.drain(), 1.0)
+            if client.writer.can_write_eof():
+                client.writer.write_eof()
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 1.0
+            while loop.time() < end:
+                data: bytes = await asyncio.wait_for(client.reader.read(CHUNK), end - loop.time())
+                if not data:
+                    break
+        except (OSError, asyncio.TimeoutError):
+            pass
+
+    def _phase(self, client: _Client, phase: Phase) -> None:
+        self.admission.move(client.id, phase, self.clock())
+
+    async def _next_event(self, client: _Client, deadline: float | None = None,
+                          why: str = "head-timeout") -> h11.Event:
+        """The next h11 event. Waiting for a new request: ``idle_timeout`` for its first byte, then
+        ``head_timeout`` in total for the whole head; with ``deadline`` (loop time), that in total."""
+        loop = asyncio.get_running_loop()
+        head = deadline is None and client.conn.their_state is h11.IDLE
+        if head and client.conn.trailing_data[0]:
+            deadline = loop.time() + self.cfg.head_timeout  # a pipelined request already started
+            self._phase(client, Phase.HEAD)
         while True:
             ev = client.conn.next_event()
             if ev is not h11.NEED_DATA:
-                return ev
-            data = await asyncio.wait_for(client.reader.read(CHUNK), self.cfg.idle_timeout)
+                return ev  # type: ignore[return-value]  # PAUSED only comes after a Request we answer first
+            wait = self.cfg.idle_timeout if deadline is None else deadline - loop.time()
+            if wait <= 0:
+                raise RequestTimeout(why)
+            try:
+                data = await asyncio.wait_for(client.reader.read(CHUNK), wait)
+            except asyncio.TimeoutError:
+                if deadline is None:
+                    raise  # idle: close quietly
+                raise RequestTimeout(why) from None
+            if head and deadline is None and data:
+                deadline = loop.time() + self.cfg.head_timeout
+                self._phase(client, Phase.HEAD)
             client.conn.receive_data(data)
 
     async def _error(self, client: _Client, status: int, why: str, close: bool = True,
@@ -239,19 +358,24 @@ class Proxy:
             await client.send(h11.EndOfMessage())
 
     async def _serve_connection(self, client: _Client) -> None:
-        over_limit = self.connections > self.cfg.max_connections
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 ev = await self._next_event(client)
             except h11.RemoteProtocolError as exc:
                 await self._error(client, exc.error_status_hint or 400, "malformed")
                 return
+            except RequestTimeout as exc:
+                await self._error(client, 408, exc.why)
+                return
             if isinstance(ev, h11.ConnectionClosed):
                 return
             if not isinstance(ev, h11.Request):
                 return
-            if over_limit:
-                await self._error(client, 503, "connection-limit")
+            self._phase(client, Phase.BODY)
+            # RFC 9110 sec. 2.5, 6.2; RFC 9112 sec. 2.3: only HTTP/1.x is spoken here (1.2+ as 1.1).
+            if not ev.http_version.startswith(b"1."):
+                await self._error(client, 505, "http-version")
                 return
             # h11 bounds only an *incomplete* head; a whole one read at once is bounded here.
             head_size = len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers)
@@ -270,9 +394,10 @@ class Proxy:
             body = b""
             if client.conn.they_are_waiting_for_100_continue:
                 await client.send(h11.InformationalResponse(status_code=100, headers=[]))
+            deadline = loop.time() + self.cfg.body_timeout
             try:
                 while True:
-                    bev = await self._next_event(client)
+                    bev = await self._next_event(client, deadline, "body-timeout")
                     if isinstance(bev, h11.Data):
                         body += bev.data
                         if len(body) > self.cfg.max_request_body:
@@ -285,6 +410,10 @@ class Proxy:
             except h11.RemoteProtocolError:
                 await self._error(client, 400, "malformed")
                 return
+            except RequestTimeout as exc:
+                await self._error(client, 408, exc.why)
+                return
+            self._phase(client, Phase.BUSY)
             keep = await self._serve_request(client, ev, body)
             if not keep or client.conn.our_state is not h11.DONE or client.conn.their_state is not h11.DONE:
                 return
@@ -292,6 +421,7 @@ class Proxy:
                 client.conn.start_next_cycle()
             except h11.LocalProtocolError:
                 return
+            self._phase(client, Phase.KEPT)
 
     # ------------------------------------------------------------------ routing
     def _route(self, req: h11.Request, client: _Client) -> Route | None:
@@ -334,6 +464,7 @@ class Proxy:
         rest = uri.split("://", 1)[1]
         path = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
         enc = "surrogateescape"
+        assert upstream is not None
         return Route(upstream, uri, path.encode("ascii", enc), send_host.encode("ascii", enc))
 
     def _upstream_headers(self, req_headers: policy.Headers, send_host: bytes) -> list[tuple[bytes, bytes]]:
@@ -382,8 +513,8 @@ class Proxy:
             addr = ipaddress.ip_address(peer[0])
         except ValueError:
             return False
-        if getattr(addr, "ipv4_mapped", None):
-            addr = addr.ipv4_mapped
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            return any(addr.ipv4_mapped in net for net in self._status_nets)
         return any(addr in net for net in self._status_nets)
 
     async def _status(self, client: _Client, target: str) -> bool:
@@ -441,8 +572,8 @@ class Proxy:
         if method == b"HEAD" or policy.get(headers, b"range") is not None:
             await self._passthrough(client, method, headers, body, route, rec)
             return
-        if self._over_budget():
-            # The live sessions' windows already take the global budget: fetch unshared (no buffer).
+        if not self._budget_allows(1):
+            # The live sessions already hold the whole global budget: fetch unshared (no buffer).
             self.stats.not_shared["buffer-budget"] += 1
             await self._passthrough(client, method, headers, body, route, rec)
             return
@@ -455,6 +586,9 @@ class Proxy:
             return False  # same URI via another origin address (transparent mode): never mixed
         if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
             self.stats.not_shared["vary-mismatch"] += 1
+            return False
+        if not s.freshness.fresh(self.clock() - s.received_at):
+            self.stats.not_shared["stale"] += 1  # RFC 9111 sec. 4.2: no reuse without validation
             return False
         return True
 
@@ -471,22 +605,26 @@ class Proxy:
         upstream, path = route.upstream, route.path
         s = Session(key, route.uri, upstream, path, up_headers, self.cfg.window)
         self.sessions[key] = s
-        self._buffered.add(s)
         try:
             self.stats.origin_requests += 1
             resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
-                                    pool=self.pool, limiter=self.limiter)
+                                    pool=self.pool, limiter=self.limiter, on_interim=self._interim_to(client))
         except BaseException as exc:
             s.state = FAILED
             s.ready.set()
             self._drop(s)
-            self._buffered.discard(s)
             if not isinstance(exc, up.UpstreamError):
                 raise
             rec.mode, rec.error = "error", str(exc)
             await self._upstream_error(client, exc, rec)
             return
-        verdict = policy.response_verdict(resp.status, resp.headers)
+        s.received_at = self.clock()
+        verdict = policy.response_verdict(resp.status, resp.headers, time.time())
+        if verdict:
+            length = policy.validators_of(resp.status, resp.headers).length or 0
+            if not self._budget_allows(min(self.cfg.window, length)):
+                # The live sessions already hold the global budget: relay this one unshared.
+                verdict = policy.Verdict(False, "buffer-budget")
         if not verdict:
             s.state = FAILED
             s.verdict = verdict
@@ -502,8 +640,10 @@ class Proxy:
         s.length = s.validators.length or 0
         s.vary_fields = policy.vary_fields(resp.headers)
         s.vary_sig = policy.vary_signature(s.vary_fields, headers)
+        s.freshness = policy.freshness(resp.headers, time.time())
         s.verdict = verdict
         s.state = STREAMING
+        self._buffered.add(s)
         self.stats.sessions += 1
         rec.mode = "origin"
         s.readers += 1
@@ -563,6 +703,9 @@ class Proxy:
     ) -> None:
         """Send a 200 (whole) or 206 (``[first, end)``) built from the session, then the bytes."""
         hdrs = list(s.headers)
+        if how != b"first":  # a reuse: RFC 9111 sec. 4, 5.1
+            hdrs = [(k, v) for k, v in hdrs if k != b"age"]
+            hdrs.append((b"age", b"%d" % s.freshness.age(self.clock() - s.received_at)))
         hdrs.append((b"content-length", str(end - first).encode()))
         hdrs.append((b"accept-ranges", b"bytes"))
         if status == 206:
@@ -586,8 +729,9 @@ class Proxy:
         boundary = secrets.token_hex(12).encode()
         ctype = policy.get(s.headers, b"content-type") or b""
         layout, tail, total = multipart_layout(parts, s.length, ctype, boundary)
-        hdrs = [(k, v) for k, v in s.headers if k != b"content-type"]
+        hdrs = [(k, v) for k, v in s.headers if k not in (b"content-type", b"age")]
         hdrs += [
+            (b"age", b"%d" % s.freshness.age(self.clock() - s.received_at)),
             (b"content-type", b"multipart/byteranges; boundary=" + boundary),
             (b"content-length", str(total).encode()),
             (b"accept-ranges", b"bytes"),
@@ -765,7 +909,7 @@ class Proxy:
         self.stats.origin_requests += 1
         try:
             resp = await up.request(*upstream, method, path, hdrs, body, timeout=self.cfg.upstream_timeout,
-                                    pool=self.pool, limiter=self.limiter)
+                                    pool=self.pool, limiter=self.limiter, on_interim=self._interim_to(client))
         except up.UpstreamError as exc:
             rec.mode, rec.error = "error", str(exc)
             await self._upstream_error(client, exc, rec)
@@ -773,14 +917,32 @@ class Proxy:
         await self._relay(client, method, resp, rec)
 
     async def _upstream_error(self, client: _Client, exc: up.UpstreamError, rec: RequestRecord) -> None:
-        """502 for an unreachable upstream; 503 + Retry-After when the upstream cap is full."""
+        """502/504 saying what went wrong upstream; 503 + Retry-After when the upstream cap is full."""
         if isinstance(exc, up.UpstreamBusy):
             rec.status = 503
             await self._error(client, 503, "upstream-busy", close=False,
                               extra=[(b"retry-after", str(self.cfg.retry_after).encode())])
-        else:
-            rec.status = 502
-            await self._error(client, 502, "upstream-unreachable", close=False)
+            return
+        status, why = 502, "upstream-error"
+        for cls, code, name in UPSTREAM_FAILURES:
+            if isinstance(exc, cls):
+                status, why = code, name
+                break
+        rec.status = status
+        await self._error(client, status, why, close=False)
+
+    def _interim_to(self, client: _Client) -> up.OnInterim | None:
+        """Forward the origin's 1xx responses to ``client`` (RFC 9110 sec. 15.2), hop-by-hop fields
+        dropped; never to an HTTP/1.0 client (sec. 15.2: it does not expect them)."""
+        if client.conn.their_http_version in (None, b"1.0"):
+            return None
+
+        async def forward(ev: h11.InformationalResponse) -> None:
+            await client.send(h11.InformationalResponse(
+                status_code=ev.status_code, headers=up.end_to_end([(k.lower(), v) for k, v in ev.headers]),
+                reason=ev.reason))
+
+        return forward
 
     async def _relay(self, client: _Client, method: bytes, resp: up.UpstreamResponse, rec: RequestRecord) -> None:
         """Forward an unshared origin response; the framing is h11's (CL kept when known)."""
@@ -792,7 +954,7 @@ class Proxy:
             hdrs.append((b"content-length", cl))
         hdrs.append((b"via", b"1.1 vmc"))
         try:
-            await client.send(h11.Response(status_code=resp.status, headers=hdrs, reason=resp.reason))
+            await client.send(h11.Response(status_code=resp.status, headers=hdrs, reason=resp.reason or b""))
             async for chunk in resp.chunks():  # nothing for HEAD, but the exchange completes
                 self.stats.origin(len(chunk), rec)
                 await self._write(client, chunk, rec)
@@ -804,40 +966,41 @@ class Proxy:
             resp.close()
 
 
-async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0) -> None:
-    """Run a proxy until cancelled, SIGINT or SIGTERM (CLI entry).
+async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0) -> int:
+    """Run a proxy until SIGINT or SIGTERM (CLI entry); returns the exit code (130 / 143).
 
-    ``stats_out``: write the status JSON there every ``stats_every`` s (if > 0) and on exit.
+    ``stats_out``: write the status JSON there every ``stats_every`` s (if > 0) and on exit, through
+    a temporary file renamed into place (never a half-written file under the final name). The
+    final counters go to stderr whichever signal stopped us.
     """
-    import signal
+    import os
+    import sys
+
+    from deliverykit.cliutil import Stopper
 
     proxy = await Proxy(cfg).start()
     host, port = proxy.address
     host = f"[{host}]" if ":" in host else host
     print(f"vmc proxy on http://{host}:{port}/ (status {cfg.status_path}); "
           f"upstreams {sorted(proxy.allowed)}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    stopper = Stopper().install()
 
     def dump() -> None:
         if stats_out:
             with open(stats_out + ".tmp", "w") as fh:
                 json.dump(proxy.snapshot(recent=proxy.stats.keep), fh, indent=1, default=str)
-            import os
-
             os.replace(stats_out + ".tmp", stats_out)
 
     try:
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), stats_every if stats_every > 0 else None)
-            except asyncio.TimeoutError:
+        while not stopper.stopped:
+            if not await stopper.wait(stats_every if stats_every > 0 else None):
                 dump()
     finally:
+        stopper.remove()
         dump()
         await proxy.close()
+        st = proxy.stats
+        print(f"vmc proxy {stopper.describe() or 'stopped'}: {st._next_id} requests, {st.sessions} sessions, "
+              f"{st.joins} joins, {st.origin_bytes} origin bytes, {st.client_bytes} client bytes, "
+              f"refused {dict(st.refused)}", file=sys.stderr, flush=True)
+    return stopper.exit_code()

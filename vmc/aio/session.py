@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 
 from vmc.aio.upstream import NO_SLOT, Slot, UpstreamBusy, UpstreamError, UpstreamResponse
 from vmc.core.buffer import SessionBuffer
-from vmc.core.policy import Validators, Verdict
+from vmc.core.policy import Freshness, Validators, Verdict
 from vmc.core.queue import ClientQueue
 from vmc.core.stats import Stats
 
@@ -88,6 +88,9 @@ class Session:
         self.length = 0
         self.vary_fields: tuple[bytes, ...] = ()
         self.vary_sig: tuple[bytes | None, ...] = ()
+        #: Freshness of the origin's response as it arrived, and when (the proxy's clock).
+        self.freshness = Freshness(None, 0.0)
+        self.received_at = 0.0
         self.buffer = SessionBuffer(window)
         self.subscribers: set[Subscriber] = set()
         self.readers = 0

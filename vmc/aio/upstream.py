@@ -8,6 +8,19 @@ alive and reused. An unfinished fetch is aborted by closing its socket.
 A body that ends before its declared length raises :class:`UpstreamError`
 (RFC 9112 sec. 6.3 rule 6: the message is incomplete), never a short success.
 
+A connection goes back to the pool only when its response ended exactly where its
+framing said, with no byte buffered behind it (issue 13 item 5: bytes past a
+Content-Length would otherwise be read as the next request's response, on behalf
+of another client); one that receives anything while idle is dropped on reuse.
+Failures say what happened (:class:`UpstreamUnreachable`, :class:`UpstreamClosed`,
+:class:`UpstreamBadResponse`, :class:`UpstreamTimeout`). A request is retried on a
+fresh connection only when a reused one was closed before a single byte of the
+response arrived (the usual keep-alive race), and only for GET and HEAD; never
+after a timeout or a malformed answer.
+
+1xx responses before the final one are handed to ``on_interim`` as they arrive
+(RFC 9110 sec. 15.2: a proxy forwards them), at most ``MAX_INTERIM`` of them.
+
 A :class:`Limiter` caps the upstream connections open at once (in use or idle
 in the pool): a request that needs a new connection at the cap first closes an
 idle pooled one, else queues (FIFO) for a slot up to the limiter's ``wait``,
@@ -19,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import h11
 
@@ -49,6 +62,32 @@ class UpstreamError(Exception):
 
 class UpstreamBusy(UpstreamError):
     """No upstream connection slot became free within the limiter's wait (the cap is reached)."""
+
+
+class UpstreamUnreachable(UpstreamError):
+    """The connection to the upstream could not be opened."""
+
+
+class UpstreamClosed(UpstreamError):
+    """The upstream closed (or reset) the connection before sending a single byte of a response."""
+
+
+class UpstreamBadResponse(UpstreamError):
+    """The upstream's bytes are not an HTTP/1.1 response (or the head was cut off)."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream sent nothing for ``timeout`` seconds while we waited for its response."""
+
+
+#: Called with each 1xx response (not 100 or 101) before the final one.
+OnInterim = Callable[[h11.InformationalResponse], Awaitable[None]]
+
+
+def _buffered(reader: asyncio.StreamReader, conn: h11.Connection) -> int:
+    """Bytes received on a connection and not consumed by a response: h11's leftovers plus the
+    stream reader's (asyncio keeps no public accessor for the latter; ``_buffer`` is a bytearray)."""
+    return len(conn.trailing_data[0]) + len(getattr(reader, "_buffer", b""))
 
 
 class Slot:
@@ -236,12 +275,11 @@ class UpstreamResponse:
         if self._writer.is_closing():
             self._slot.release()
             return
-        if (
-            self.complete
-            and self._pool is not None
-            and self._conn.our_state is h11.DONE
-            and self._conn.their_state is h11.DONE
-        ):
+        clean = (self.complete and self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE
+                 and not _buffered(self._reader, self._conn))
+        if self.complete and not clean and self._pool is not None:
+            self._pool.dirty += 1
+        if clean and self._pool is not None:
             self._conn.start_next_cycle()
             self._pool.put(self._key, self._reader, self._writer, self._conn, self._slot)
             self._pool = None
@@ -273,6 +311,8 @@ class Pool:
         self._idle: dict[tuple[str, int], list[_Idle]] = {}
         self.reused = 0
         self.opened = 0
+        #: Connections not reused because bytes were left over past a response or arrived while idle.
+        self.dirty = 0
 
     def get(
         self, key: tuple[str, int]
@@ -281,7 +321,9 @@ class Pool:
         stack = self._idle.get(key, [])
         while stack:
             t, reader, writer, conn, slot = stack.pop()
-            if now - t < self.idle_timeout and not writer.is_closing() and not reader.at_eof():
+            if _buffered(reader, conn):
+                self.dirty += 1  # the upstream sent something nobody asked for: never read it as a response
+            elif now - t < self.idle_timeout and not writer.is_closing() and not reader.at_eof():
                 return reader, writer, conn, slot
             writer.transport.abort()
             slot.release()
@@ -328,6 +370,7 @@ async def request(
     pool: Pool | None = None,
     limiter: Limiter | None = None,
     slot: Slot | None = None,
+    on_interim: OnInterim | None = None,
 ) -> UpstreamResponse:
     """Send one request and return once the response head is in. UpstreamError on failure.
 
@@ -336,7 +379,7 @@ async def request(
     connection is reused when available. With a ``limiter``, a new connection
     needs a slot (UpstreamBusy when none frees up in time). A caller that already holds a
     ``slot`` passes it: a fresh connection is opened on it (no pool, no queue); on success the
-    response owns it, on failure the caller still does.
+    response owns it, on failure the caller still does. ``on_interim`` gets each 1xx response.
     """
     key = (host, port)
     own = slot is None
@@ -345,11 +388,12 @@ async def request(
         if pooled is not None:
             pool.reused += 1
             try:
-                return await _exchange(*pooled[:3], method, target, headers, body, timeout, pool, key, pooled[3])
-            except UpstreamError:
+                return await _exchange(*pooled[:3], method, target, headers, body, timeout, pool, key, pooled[3],
+                                       on_interim=on_interim)
+            except UpstreamClosed:
                 if method not in (b"GET", b"HEAD"):
                     raise
-                # A stale keep-alive connection: retry once on a fresh one.
+                # Closed before one byte of a response (the keep-alive race): retry once, fresh.
     if slot is None:
         slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
     try:
@@ -357,7 +401,7 @@ async def request(
     except (OSError, asyncio.TimeoutError) as exc:
         if own:
             slot.release()
-        raise UpstreamError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+        raise UpstreamUnreachable(f"cannot connect to {host}:{port}: {exc!r}") from exc
     except BaseException:
         if own:
             slot.release()
@@ -365,7 +409,7 @@ async def request(
     if pool is not None:
         pool.opened += 1
     return await _exchange(reader, writer, h11.Connection(h11.CLIENT), method, target, headers, body, timeout,
-                           pool, key, slot, release_on_error=own)
+                           pool, key, slot, release_on_error=own, on_interim=on_interim)
 
 
 async def _exchange(
@@ -381,12 +425,14 @@ async def _exchange(
     key: tuple[str, int],
     slot: Slot = NO_SLOT,
     release_on_error: bool = True,
+    on_interim: OnInterim | None = None,
 ) -> UpstreamResponse:
     hdrs = [(k, v) for k, v in headers if k.lower() not in (b"connection", b"content-length", b"transfer-encoding")]
     if pool is None:
         hdrs.append((b"connection", b"close"))
     if body or method not in (b"GET", b"HEAD"):
         hdrs.append((b"content-length", str(len(body)).encode()))
+    received = 0
     try:
         out = conn.send(h11.Request(method=method, target=target, headers=hdrs))
         if body:
@@ -399,25 +445,32 @@ async def _exchange(
             ev = conn.next_event()
             if ev is h11.NEED_DATA:
                 data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
+                if not data and not received:
+                    raise UpstreamClosed("upstream closed the connection without a response")
+                received += len(data)
                 conn.receive_data(data)
                 continue
             if isinstance(ev, h11.InformationalResponse):
                 interim += 1  # RFC 9110 sec. 15.2: any number may precede the final response; we cap it
                 if interim > MAX_INTERIM:
-                    raise h11.RemoteProtocolError(f"more than {MAX_INTERIM} 1xx responses")
+                    raise UpstreamBadResponse(f"more than {MAX_INTERIM} 1xx responses")
+                if on_interim is not None and ev.status_code not in (100, 101):
+                    await on_interim(ev)
                 continue
             if isinstance(ev, h11.Response):
                 resp = UpstreamResponse(conn, reader, writer, ev, timeout)
                 resp._pool, resp._key, resp._slot = pool, key, slot
                 return resp
-            raise UpstreamError(f"unexpected event before response: {type(ev).__name__}")
-    except (OSError, asyncio.TimeoutError, h11.ProtocolError) as exc:
+            raise UpstreamBadResponse(f"unexpected event before response: {type(ev).__name__}")
+    except BaseException as exc:
         writer.transport.abort()
         if release_on_error:
             slot.release()
-        raise UpstreamError(f"upstream request failed: {exc!r}") from exc
-    except BaseException:
-        writer.transport.abort()
-        if release_on_error:
-            slot.release()
+        if isinstance(exc, asyncio.TimeoutError):
+            raise UpstreamTimeout(f"no response from the upstream within {timeout:g} s") from exc
+        if isinstance(exc, OSError):
+            cls = UpstreamBadResponse if received else UpstreamClosed
+            raise cls(f"upstream connection failed: {exc!r}") from exc
+        if isinstance(exc, h11.ProtocolError):
+            raise UpstreamBadResponse(f"malformed upstream response: {exc}") from exc
         raise

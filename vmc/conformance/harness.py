@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -21,8 +21,8 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["Fetched", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
-           "free_port", "multipart_parts", "origin", "raw_exchange", "start_fetch"]
+__all__ = ["CLOSE", "CraftedOrigin", "Fetched", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
+           "free_port", "multipart_parts", "origin", "raw_exchange", "response", "start_fetch"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -34,7 +34,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 @dataclass
 class Fetched:
     status: int | None = None
+    reason: bytes = b""
+    """The final response's reason phrase."""
     headers: dict[str, str] = field(default_factory=dict)
+    interim: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    """1xx responses before the final one: (status, header fields)."""
     body: bytes = b""
     complete: bool = False
     """The framing said the message ended (EndOfMessage), not a cut connection."""
@@ -72,10 +76,12 @@ def fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | N
                     continue
                 if isinstance(ev, h11.Response):
                     r.status = ev.status_code
+                    r.reason = bytes(ev.reason)
                     r.headers = {k.decode().lower(): v.decode("latin-1") for k, v in ev.headers}
                     r.t_head = time.monotonic()
                 elif isinstance(ev, h11.InformationalResponse):
-                    continue
+                    r.interim.append((ev.status_code, {k.decode().lower(): v.decode("latin-1")
+                                                        for k, v in ev.headers}))
                 elif isinstance(ev, h11.Data):
                     if r.t_first_byte is None:
                         r.t_first_byte = time.monotonic()
@@ -312,3 +318,132 @@ def raw_exchange(addr: tuple[str, int], data: bytes, timeout: float = 4.0) -> tu
             if not more:
                 return out, True
             out += more
+
+
+#: A crafted origin's reply is a sequence of steps: bytes to send as they are, a float to sleep that
+#: many seconds, or :data:`CLOSE` to close the connection (else it stays open for the next request).
+CLOSE = object()
+Step = object
+Handler = Callable[[str, dict[str, str]], Iterable[Step]]
+
+
+def response(status: int = 200, headers: Sequence[tuple[str, str]] = (), body: bytes = b"",
+             reason: str = "OK", length: int | None = None) -> bytes:
+    """One raw HTTP/1.1 response; Content-Length is ``len(body)`` unless ``length`` says otherwise
+    (-1: none at all). Nothing is checked: a crafted origin says exactly what it is told to."""
+    lines = [f"HTTP/1.1 {status} {reason}".encode()]
+    lines += [f"{k}: {v}".encode("latin-1") for k, v in headers]
+    if length != -1:
+        lines.append(b"content-length: %d" % (len(body) if length is None else length))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+class CraftedOrigin:
+    """A loopback origin that misbehaves on purpose: ``handler(target, header fields)`` gives the steps.
+
+    Requests are read with a minimal parser of its own (head up to the blank line, a Content-Length
+    body skipped), not h11, so nothing the origin sends can confuse its side. Every request is
+    recorded in ``requests`` (target, lower-case header fields) in arrival order. Threads, one per
+    connection, all stopped and joined on exit.
+    """
+
+    def __init__(self, handler: Handler, host: str = "127.0.0.1") -> None:
+        self.handler = handler
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(128)
+        self.sock.settimeout(0.2)
+        self.addr: tuple[str, int] = self.sock.getsockname()[:2]
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def authority(self) -> str:
+        return f"{self.addr[0]}:{self.addr[1]}"
+
+    def count(self, prefix: str) -> int:
+        """Requests whose target starts with ``prefix``."""
+        with self._lock:
+            return sum(1 for t, _ in self.requests if t.startswith(prefix))
+
+    def __enter__(self) -> CraftedOrigin:
+        self._acceptor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._acceptor.join(5)
+        for th in list(self._threads):
+            th.join(5)
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            th = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            self._threads.append(th)
+            th.start()
+
+    def _read_request(self, c: socket.socket, buf: bytearray) -> tuple[str, dict[str, str]] | None:
+        while b"\r\n\r\n" not in buf:
+            if self._stop.is_set() or len(buf) > 65536:
+                return None
+            try:
+                more = c.recv(65536)
+            except (TimeoutError, socket.timeout):
+                continue
+            if not more:
+                return None
+            buf += more
+        head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split()
+        hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        n = int(hdrs.get("content-length", "0") or 0) if hdrs.get("content-length", "0").isdigit() else 0
+        while len(rest) < n and not self._stop.is_set():
+            try:
+                more = c.recv(65536)
+            except (TimeoutError, socket.timeout):
+                continue
+            if not more:
+                return None
+            rest += more
+        buf[:] = rest[n:]
+        return (parts[1] if len(parts) > 1 else ""), hdrs
+
+    def _serve(self, c: socket.socket) -> None:
+        c.settimeout(0.2)
+        buf = bytearray()
+        with c:
+            while not self._stop.is_set():
+                try:
+                    req = self._read_request(c, buf)
+                except OSError:
+                    return
+                if req is None:
+                    return
+                with self._lock:
+                    self.requests.append(req)
+                try:
+                    for step in self.handler(*req):
+                        if step is CLOSE:
+                            return
+                        if isinstance(step, (int, float)):
+                            if self._stop.wait(step):
+                                return
+                        else:
+                            c.sendall(step)  # type: ignore[arg-type]
+                except OSError:
+                    return

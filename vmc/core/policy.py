@@ -17,6 +17,12 @@ Response side (:func:`response_verdict`):
 - no ``Cache-Control: no-store`` or ``private`` (RFC 9111 sec. 5.2.2.5, 5.2.2.7),
   no ``Set-Cookie``;
 - ``Vary`` not ``*``; the listed request fields must match for a joiner (sec. 12.5.5);
+- fresh when it arrives (RFC 9111 sec. 4.2): no ``Cache-Control: no-cache``, and an
+  explicit freshness lifetime (``s-maxage``, else ``max-age``, else ``Expires`` minus
+  ``Date``; an invalid one counts as already expired, sec. 4.2.1, 5.3) longer than its
+  age. A joiner is a reuse without validation, so it is allowed only while the
+  response is fresh (:class:`Freshness`); its answer carries ``Age`` (sec. 4, 5.1).
+  A response with no explicit lifetime is shared while in flight (heuristic freshness, sec. 4.2.2);
 - no ``Content-Encoding`` other than identity unless the joiner's
   ``Accept-Encoding`` selected the same (covered by Vary when the origin sets it).
 
@@ -100,8 +106,62 @@ def request_verdict(method: bytes, headers: Headers) -> Verdict:
     return SHAREABLE
 
 
-def response_verdict(status: int, headers: Headers) -> Verdict:
-    """May this origin response be shared with later requests for the same URI?"""
+def directive_values(headers: Headers) -> dict[bytes, bytes | None]:
+    """Cache-Control directives with their arguments (lower-case names, quotes stripped); the first
+    occurrence of a directive wins (RFC 9111 sec. 4.2.1)."""
+    out: dict[bytes, bytes | None] = {}
+    for d in get_all(headers, b"cache-control"):
+        name, eq, arg = d.partition(b"=")
+        out.setdefault(name.strip(), arg.strip().strip(b'"') if eq else None)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How long a response may be reused without validation (RFC 9111 sec. 4.2), as it arrived."""
+
+    lifetime: float | None
+    """Freshness lifetime in seconds (sec. 4.2.1); None when the response gives none (heuristic)."""
+    initial_age: float
+    """Its age on arrival (sec. 4.2.3: the larger of ``Age`` and the apparent age from ``Date``)."""
+
+    def age(self, resident: float) -> int:
+        """The ``Age`` to send after ``resident`` seconds in the proxy (sec. 5.1: whole seconds)."""
+        return int(self.initial_age + max(0.0, resident))
+
+    def fresh(self, resident: float) -> bool:
+        """Still fresh after ``resident`` seconds in the proxy?"""
+        return self.lifetime is None or self.initial_age + max(0.0, resident) < self.lifetime
+
+
+def freshness(headers: Headers, now: float | None = None) -> Freshness:
+    """A response's freshness for a shared cache; ``now`` (Unix seconds) when the head arrived,
+    for the apparent age and for ``Expires`` without ``Date``."""
+    cc = directive_values(headers)
+    lifetime: float | None = None
+    for name in (b"s-maxage", b"max-age"):
+        if name in cc:
+            arg = cc[name]
+            lifetime = float(arg) if arg is not None and arg.isdigit() else 0.0  # invalid: stale
+            break
+    date = http_date(get(headers, b"date"))
+    if lifetime is None:
+        expires = get(headers, b"expires")
+        if expires is not None:
+            exp, base = http_date(expires), date if date is not None else now
+            lifetime = max(0.0, exp - base) if exp is not None and base is not None else 0.0
+    age_field = get(headers, b"age")
+    age = float(age_field) if age_field is not None and age_field.strip().isdigit() else 0.0
+    if date is not None and now is not None:
+        age = max(age, now - date)
+    return Freshness(lifetime, age)
+
+
+def response_verdict(status: int, headers: Headers, now: float | None = None) -> Verdict:
+    """May this origin response be shared with later requests for the same URI?
+
+    ``now`` (Unix seconds) is when its head arrived (for ``Date``/``Expires``; see :func:`freshness`).
+    """
     if status != 200:
         return Verdict(False, f"status-{status}")
     if get(headers, b"transfer-encoding") is not None:
@@ -118,6 +178,8 @@ def response_verdict(status: int, headers: Headers) -> Verdict:
         return Verdict(False, "set-cookie")
     if b"*" in get_all(headers, b"vary"):
         return Verdict(False, "vary-star")
+    if b"no-cache" in cc or not freshness(headers, now).fresh(0.0):
+        return Verdict(False, "must-revalidate")  # RFC 9111 sec. 4.2.4, 5.2.2.4
     return SHAREABLE
 
 

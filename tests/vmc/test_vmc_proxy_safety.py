@@ -1,0 +1,375 @@
+"""Proxy safety (issue 13 items 5-9, 17): misbehaving origins and clients, with real sockets on loopback.
+
+Origins here are :class:`vmc.conformance.harness.CraftedOrigin` (a socket server that says exactly
+what a test tells it to); clients are the harness's strict h11 client or raw sockets. The same
+defects are conformance cases (vmc/conformance/test_http_proxy_safety_cases.py) run against
+other proxies; these tests also look at our counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from vmc.aio.origin import Origin
+from vmc.aio.proxy import Proxy, ProxyConfig
+from vmc.conformance.harness import CLOSE, CraftedOrigin, fetch, response, start_fetch
+
+
+class Loop:
+    """A proxy (and optionally our origin) in a thread-owned event loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.proxies: list[Proxy] = []
+        self.origins: list[Origin] = []
+
+    def call(self, coro, timeout: float = 30.0):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def proxy(self, upstream: str, **cfg) -> Proxy:
+        p = self.call(Proxy(ProxyConfig(upstreams=[upstream], default_upstream=upstream, **cfg)).start())
+        self.proxies.append(p)
+        return p
+
+    def origin(self, **kw) -> Origin:
+        o = self.call(Origin(**kw).start())
+        self.origins.append(o)
+        return o
+
+    def snapshot(self, p: Proxy) -> dict:
+        async def snap() -> dict:
+            return json.loads(json.dumps(p.snapshot(0), default=str))
+        return self.call(snap())
+
+    def close(self) -> None:
+        try:
+            for p in self.proxies:
+                self.call(p.close())
+            for o in self.origins:
+                self.call(o.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            self.loop.close()
+
+
+@pytest.fixture
+def aloop() -> Iterator[Loop]:
+    lp = Loop()
+    yield lp
+    lp.close()
+
+
+def paced(body: bytes, headers: list[tuple[str, str]], pieces: int = 20, pause: float = 0.05):
+    """A 200 whose body comes in ``pieces`` parts ``pause`` s apart (so a second client can join)."""
+    yield response(200, headers, length=len(body))
+    step = len(body) // pieces
+    for i in range(pieces):
+        yield body[i * step: len(body) if i == pieces - 1 else (i + 1) * step]
+        yield pause
+
+
+# ------------------------------------------------------------------ item 5: upstream desync
+
+INJECTED = response(200, [("cache-control", "no-store")], b"INJECTED")
+
+
+def _desync_origin(target: str, hdrs: dict):
+    path = target.split("?")[0]
+    if path.startswith("/desync/a"):
+        cc = [("cache-control", "no-store")] if "no-store" in target else []
+        yield response(200, cc, b"AAAAA") + INJECTED  # more bytes than its Content-Length
+    else:
+        yield response(200, [("cache-control", "no-store")], f"for {path}".encode())
+
+
+@pytest.mark.parametrize("query", ["", "?no-store"], ids=["shareable", "no-store"])
+def test_bytes_past_content_length_never_reach_another_client(aloop, query):
+    """Issue 13 item 5: the extra bytes must not become the next request's response."""
+    with CraftedOrigin(_desync_origin) as o:
+        p = aloop.proxy(o.authority)
+        first = fetch(p.address, "/desync/a" + query, timeout=10)
+        assert first.status == 200 and first.complete and first.body == b"AAAAA"
+        for path in ("/desync/b", "/desync/c"):
+            r = fetch(p.address, path, timeout=10)
+            assert r.status == 200 and r.complete, (path, r.status, r.error)
+            assert r.body == f"for {path}".encode(), f"{path} got another response's bytes: {r.body!r}"
+            assert o.count(path) == 1, f"the origin saw GET {path} {o.count(path)} times"
+
+
+def _garbage_origin(target: str, hdrs: dict):
+    if target.startswith("/g/ok"):
+        yield response(200, [], b"fine")
+    else:
+        yield b"this is not HTTP\r\n\r\n"
+        yield CLOSE
+
+
+def test_a_garbage_answer_on_a_reused_connection_is_not_retried(aloop):
+    """A pooled connection whose answer is garbage: a clean 502 to that client, and no silent second GET."""
+    with CraftedOrigin(_garbage_origin) as o:
+        p = aloop.proxy(o.authority)
+        assert fetch(p.address, "/g/ok", timeout=10).body == b"fine"  # leaves a pooled connection
+        r = fetch(p.address, "/g/bad", timeout=10)
+        assert r.status == 502 and r.complete, (r.status, r.error)
+        assert o.count("/g/bad") == 1, f"the origin saw GET /g/bad {o.count('/g/bad')} times"
+        assert b"upstream-unreachable" not in r.body
+        snap = aloop.snapshot(p)
+        assert snap["refused"].get("upstream-bad-response") == 1, snap["refused"]
+
+
+def test_origin_closing_without_a_response_is_not_called_unreachable(aloop):
+    """Item 17: reachable but silent is a 502 that says so, not ``upstream-unreachable``."""
+    def h(target, hdrs):
+        yield CLOSE
+
+    with CraftedOrigin(h) as o:
+        p = aloop.proxy(o.authority)
+        r = fetch(p.address, "/silent", timeout=10)
+        assert r.status == 502 and r.complete
+        assert b"upstream-closed" in r.body, r.body
+        assert aloop.snapshot(p)["refused"] == {"upstream-closed": 1}
+
+
+# ------------------------------------------------------------------ item 17: versions, reasons
+
+def _raw(addr, data: bytes, timeout: float = 5.0) -> bytes:
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+                if b"\r\n\r\n" in out and b"connection: close" not in out.lower():
+                    break
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
+def test_unsupported_http_version_gets_505_and_is_not_forwarded(aloop):
+    with CraftedOrigin(lambda t, h: iter([response(200, [], b"origin")])) as o:
+        p = aloop.proxy(o.authority)
+        out = _raw(p.address, b"GET /v HTTP/9.9\r\nHost: x\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"), out[:80]
+        assert o.count("/v") == 0
+        out = _raw(p.address, b"GET /v11 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 200 OK\r\n"), out[:80]
+
+
+def test_status_lines_carry_reason_phrases(aloop):
+    """An origin with an empty reason, and the proxy's own answers: never ``HTTP/1.1 200 \\r\\n``."""
+    def h(target, hdrs):
+        yield b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok"
+
+    with CraftedOrigin(h) as o:
+        p = aloop.proxy(o.authority)
+        r = fetch(p.address, "/empty-reason", timeout=10)
+        assert r.status == 200 and r.reason == b"OK"
+        assert fetch(p.address, "http://elsewhere.example/", timeout=10).reason == b"Forbidden"
+        assert fetch(p.address, "/_vmc/status", timeout=10).reason == b"OK"
+
+
+# ------------------------------------------------------------------ item 7: 1xx forwarding
+
+def _hints_origin(target: str, hdrs: dict):
+    if target.startswith("/hints"):
+        yield b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+        yield 0.05
+    if target.startswith("/processing"):
+        yield b"HTTP/1.1 102 Processing\r\n\r\n"
+    yield response(200, [("cache-control", "no-store")] if "no-store" in target else [], b"final")
+
+
+@pytest.mark.parametrize("target", ["/hints", "/hints?no-store", "/processing"])
+def test_interim_responses_are_forwarded(aloop, target):
+    """RFC 9110 sec. 15.2: a proxy MUST forward 1xx responses (shared first fetch and pass-through)."""
+    with CraftedOrigin(_hints_origin) as o:
+        p = aloop.proxy(o.authority)
+        r = fetch(p.address, target, timeout=10)
+        assert r.status == 200 and r.body == b"final"
+        want = 102 if target == "/processing" else 103
+        assert [s for s, _ in r.interim] == [want], r.interim
+        if want == 103:
+            assert r.interim[0][1].get("link") == "</style.css>; rel=preload"
+
+
+def test_no_interim_response_to_an_http10_client(aloop):
+    with CraftedOrigin(_hints_origin) as o:
+        p = aloop.proxy(o.authority)
+        out = _raw(p.address, b"GET /hints HTTP/1.0\r\nHost: x\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 200 OK\r\n"), out[:60]
+
+
+# ------------------------------------------------------------------ item 6: RFC 9111 shareability
+
+BODY = bytes(range(256)) * 400  # 102,400 bytes
+
+
+@pytest.mark.parametrize("fields", [
+    [("cache-control", "no-cache")],
+    [("cache-control", "max-age=0")],
+    [("cache-control", "max-age=0, must-revalidate")],
+    [("cache-control", "s-maxage=0")],
+    [("cache-control", "public, s-maxage=0, max-age=60")],
+    [("expires", "Thu, 01 Jan 1970 00:00:00 GMT")],
+    [("expires", "0")],
+], ids=lambda f: f[0][1])
+def test_responses_that_must_be_revalidated_are_not_shared(aloop, fields):
+    """RFC 9111 sec. 4.2.4, 5.2.2.4: a stale-at-once response is not given to a late joiner."""
+    with CraftedOrigin(lambda t, h: paced(BODY, fields)) as o:
+        p = aloop.proxy(o.authority)
+        th, a, first_byte = start_fetch(p.address, "/stale", timeout=20)
+        assert first_byte.wait(10)
+        b = fetch(p.address, "/stale", timeout=20)
+        th.join(20)
+        assert a.body == BODY and b.body == BODY
+        assert o.count("/stale") == 2, "a response that must be revalidated was shared"
+        assert aloop.snapshot(p)["not_shared"].get("must-revalidate") == 2
+
+
+def test_shared_answers_carry_age(aloop):
+    """RFC 9111 sec. 4, 5.1: the joiner's answer carries Age (origin's Age plus its time in flight)."""
+    fields = [("cache-control", "max-age=60"), ("age", "7")]
+    with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=20, pause=0.1)) as o:
+        p = aloop.proxy(o.authority)
+        th, a, first_byte = start_fetch(p.address, "/aged", timeout=20)
+        assert first_byte.wait(10)
+        time.sleep(1.1)
+        b = fetch(p.address, "/aged", timeout=20)
+        th.join(20)
+        assert a.body == BODY == b.body and o.count("/aged") == 1
+        assert a.headers.get("age") == "7"
+        assert int(b.headers["age"]) >= 8, b.headers
+
+
+# ------------------------------------------------------------------ item 8: slow-loris
+
+class Loris:
+    """Sockets that each send a partial request head, then one more header line every ``every`` s."""
+
+    def __init__(self, addr, n: int, every: float = 0.2) -> None:
+        self.socks = []
+        for _ in range(n):
+            s = socket.create_connection(addr, timeout=5)
+            s.sendall(b"GET /loris HTTP/1.1\r\nHost: x\r\n")
+            self.socks.append(s)
+        self.closed: list[bytes] = []
+        self.every = every
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._trickle, daemon=True)
+        self._th.start()
+
+    def _trickle(self) -> None:
+        i = 0
+        while not self._stop.wait(self.every) and i < 1000:
+            i += 1
+            for s in list(self.socks):
+                try:
+                    s.sendall(b"X-%d: y\r\n" % i)
+                except OSError:
+                    self.socks.remove(s)
+                    self.closed.append(b"")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._th.join(5)
+        for s in self.socks:
+            s.close()
+
+
+def test_slow_loris_does_not_shut_out_new_clients(aloop):
+    """Issue 13 item 8: every slot held by a trickling head; a new client is still served."""
+    with CraftedOrigin(lambda t, h: iter([response(200, [], b"served")])) as o:
+        p = aloop.proxy(o.authority, max_connections=8)
+        loris = Loris(p.address, 8)
+        try:
+            time.sleep(0.5)
+            for _ in range(3):
+                r = fetch(p.address, "/new", timeout=10)
+                assert r.status == 200 and r.body == b"served", (r.status, r.body)
+        finally:
+            loris.close()
+        snap = aloop.snapshot(p)
+        assert snap["refused"].get("evicted-incomplete-head", 0) >= 1, snap["refused"]
+        assert "malformed" not in snap["refused"]
+
+
+def test_request_head_has_a_total_deadline(aloop):
+    """A head trickled one line at a time is cut off after ``head_timeout``, not kept alive by each read."""
+    with CraftedOrigin(lambda t, h: iter([response(200, [], b"x")])) as o:
+        p = aloop.proxy(o.authority, head_timeout=1.0)
+        s = socket.create_connection(p.address, timeout=5)
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n")
+        got, deadline = b"", time.monotonic() + 30  # safety bound only
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    s.sendall(b"X-a: b\r\n")
+                except OSError:
+                    break
+                s.settimeout(0.2)
+                try:
+                    more = s.recv(4096)
+                except TimeoutError:
+                    continue
+                except ConnectionResetError:
+                    break
+                if not more:
+                    break
+                got += more
+        finally:
+            s.close()
+        assert got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got[:80]
+        assert o.count("/slow") == 0
+        assert aloop.snapshot(p)["refused"].get("head-timeout") == 1
+
+
+def test_over_the_limit_is_refused_as_such(aloop):
+    """With every slot busy serving (nothing to evict), a new client gets 503 counted as connection-limit."""
+    def h(target, hdrs):
+        yield from paced(BODY, [("cache-control", "no-store")], pieces=10, pause=0.2)
+
+    with CraftedOrigin(h) as o:
+        p = aloop.proxy(o.authority, max_connections=2)
+        busy = [start_fetch(p.address, f"/busy{i}", timeout=20) for i in range(2)]
+        for _, _, ev in busy:
+            assert ev.wait(10)
+        r = fetch(p.address, "/late", timeout=10)
+        for th, _, _ in busy:
+            th.join(20)
+        assert r.status == 503 and r.reason == b"Service Unavailable"
+        assert all(res.body == BODY for _, res, _ in busy)
+        snap = aloop.snapshot(p)
+        assert snap["refused"] == {"connection-limit": 1}, snap["refused"]
+
+
+# ------------------------------------------------------------------ item 9: buffer budget
+
+def test_pending_small_objects_do_not_commit_the_buffer_budget(aloop):
+    """Issue 13 item 9: sessions waiting for a head are charged nothing; a small object its length."""
+    o = aloop.origin()
+    p = aloop.proxy(o.authority, window=1 << 20, buffer_budget=2 << 20)
+    small = [start_fetch(p.address, f"/small{i}?size=1000&head_delay=3", timeout=20) for i in range(4)]
+    deadline = time.monotonic() + 10
+    while o.stats.requests < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    snap = aloop.snapshot(p)
+    assert snap["buffer_committed"] == 0 and snap["not_shared"] == {}, snap
+    big = fetch(p.address, "/big?size=3000000", timeout=20)
+    assert big.status == 200 and len(big.body) == 3_000_000
+    for th, r, _ in small:
+        th.join(20)
+        assert r.status == 200 and len(r.body) == 1000
+    snap = aloop.snapshot(p)
+    assert snap["not_shared"].get("buffer-budget", 0) == 0, snap["not_shared"]
+    assert snap["sessions"] == 5
