@@ -16,18 +16,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import json
+import math
 import os
 import signal
 import sys
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 
-from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender,
+from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender, ReceiveProgress,
                             interface_address, make_session, sender_socket_check)
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
@@ -239,6 +243,57 @@ def cmd_send(a: argparse.Namespace) -> int:
     return stopper.exit_code(0)
 
 
+PROGRESS_LINE_EVERY = 2.0
+"""s between two progress lines on a stderr that is not a terminal (--progress)"""
+
+
+def _progress_line(name: str, p: ReceiveProgress) -> str:
+    f = p.file
+    return (f"m2c receive: {name}: {f.symbols}/{f.needed} symbols ({f.percent:.1f} %), "
+            f"{p.rate_kbps:.0f} kbit/s, {p.layers} layer{'s' if p.layers != 1 else ''}, "
+            f"{f.blocks_done}/{f.blocks} blocks decoded, {p.elapsed:.0f} s")
+
+
+@contextlib.contextmanager
+def _progress_display(sd: SessionDescription,
+                      a: argparse.Namespace) -> Iterator[Callable[[ReceiveProgress], None]]:
+    """The receiver's ``on_progress`` (issue 13 item 18): source symbols held and needed
+    (a large file's few blocks all decode near the end), rate and layers, on stderr:
+    a bar when stderr is a terminal, else one line every PROGRESS_LINE_EVERY s with
+    ``--progress``; nothing with -q."""
+    if a.quiet or not (a.progress or sys.stderr.isatty()):
+        yield lambda p: None
+        return
+    if not sys.stderr.isatty():
+        last: list[Any] = [None, -math.inf, False]  # progress, time printed, printed
+
+        def line(p: ReceiveProgress) -> None:
+            last[0], last[2] = p, False
+            if p.elapsed - last[1] >= PROGRESS_LINE_EVERY:
+                print(_progress_line(sd.name, p), file=sys.stderr, flush=True)
+                last[1], last[2] = p.elapsed, True
+
+        try:
+            yield line
+        finally:
+            if last[0] is not None and not last[2]:  # where it ended
+                print(_progress_line(sd.name, last[0]), file=sys.stderr, flush=True)
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
+                               TimeElapsedColumn)
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} symbols"), TaskProgressColumn(),
+                  TextColumn("{task.fields[rate]:.0f} kbit/s, {task.fields[layers]} layer(s)"),
+                  TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=False) as prog:
+        task = prog.add_task(sd.name, total=sd.partition().total_symbols or 1, rate=0.0,
+                             layers=0)
+        yield lambda p: prog.update(task, completed=p.file.symbols, rate=p.rate_kbps,
+                                    layers=p.layers)
+
+
 def cmd_receive(a: argparse.Namespace) -> int:
     try:
         sd = load_sdp(a.sdp)
@@ -246,19 +301,14 @@ def cmd_receive(a: argparse.Namespace) -> int:
         print(f"m2c receive: cannot read the session description {a.sdp!r}: {exc}",
               file=sys.stderr)
         return 2
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     output = str(a.output)
     to_stdout = output in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
     shown = "stdout" if output == "-" else output
     stopper = cliutil.Stopper()
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} blocks"), TimeElapsedColumn(),
-                  disable=a.quiet or not sys.stderr.isatty(), transient=False) as prog:
-        task = prog.add_task(sd.name, total=sd.partition().blocks or 1)
+    with _progress_display(sd, a) as show:
         rx = MulticastReceiver(sd, output, controller=a.controller, interface=a.interface,
-                               on_progress=lambda done, total: prog.update(task, completed=done))
+                               on_progress=show)
 
         async def go() -> dict:
             # SIGINT and SIGTERM alike end the transfer: the temporary file is removed,
@@ -363,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--timeout", type=cliutil.positive_float, default=600.0,
                    help="give up after this many s (default %(default)s); the receiver "
                         "leaves earlier when no packet arrives for max(10, TSD) s")
+    r.add_argument("--progress", action="store_true",
+                   help="report progress (source symbols held of those needed, rate, layers "
+                        "joined) on stderr even when it is not a terminal: one line every "
+                        f"{PROGRESS_LINE_EVERY:g} s (a terminal gets a bar anyway)")
     r.add_argument("-q", "--quiet", action="store_true",
                    help="quiet: no progress bar, no summary line, one-line JSON "
                         "(errors are still reported)")

@@ -20,6 +20,7 @@ packets that carry A are still decoded.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import errno
@@ -32,13 +33,14 @@ import tempfile
 import math
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
 
 from m2c.core.events import Join, Leave
 from m2c.core.filetx import (RATE_UNIT, FileReceiver, FileSender, Metrics, SessionDescription,
-                             default_fec)
+                             SymbolProgress, default_fec)
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.fec.errors import DecodeError, FECError
@@ -46,8 +48,8 @@ from m2c.wire import codec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["make_session", "MulticastSender", "MulticastReceiver", "sender_socket_check",
-           "interface_address"]
+__all__ = ["make_session", "MulticastSender", "MulticastReceiver", "ReceiveProgress",
+           "sender_socket_check", "interface_address"]
 
 
 MAX_ACTIVE = 64
@@ -62,6 +64,8 @@ MAX_SEND_PPS = 50_000
 """packets/s a sender schedules at most (all groups): each packet costs the Python
 sender ~5-10 us of sequencing and encoding, so a higher --max-rate could not be met
 and only made each buffer's sequencing take seconds (see docs/m2c.md)"""
+PROGRESS_INTERVAL = 0.5
+"""s between two reports to a receiver's ``on_progress``"""
 TRACE_LEN = 1 << 14
 """per-epoch trace entries kept (13.6 min at the default 50 ms epochs)"""
 
@@ -255,6 +259,22 @@ class MulticastSender:
                 "stopped": bool(stop is not None and stop.is_set()), "closed": self.close}
 
 
+@dataclass(frozen=True, slots=True)
+class ReceiveProgress:
+    """What a receiver reports to ``on_progress`` every PROGRESS_INTERVAL s and at its end."""
+
+    file: SymbolProgress
+    """source symbols held and needed, blocks decoded"""
+    packets: int
+    """datagrams of this session received"""
+    rate_kbps: float
+    """IP-level receive rate since the last report, kbit/s"""
+    layers: int
+    """groups (layers) joined now"""
+    elapsed: float
+    """s since the receiver started"""
+
+
 def default_interface(sd: SessionDescription) -> str:
     """The local address a receiver joins on when none is given: INADDR_ANY (the
     kernel picks the interface the group is routed to), except for a loopback
@@ -300,7 +320,7 @@ class MulticastReceiver:
 
     def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
                  max_active: int = MAX_ACTIVE, max_rate: float = float("inf"),
-                 on_progress: Callable[[int, int], None] | None = None,
+                 on_progress: Callable[[ReceiveProgress], None] | None = None,
                  interface: str | None = None, idle_timeout: float | None = None,
                  slot_timeout: float | None = None) -> None:
         self.sd = sd
@@ -325,6 +345,10 @@ class MulticastReceiver:
         window = sd.window_blocks or max(1, sd.partition().blocks)
         self.file = FileReceiver(sd, max_active=min(max_active, window))
         self.on_progress = on_progress
+        """called with a :class:`ReceiveProgress` every PROGRESS_INTERVAL s and at the end"""
+        self._t0 = 0.0
+        self._report = (0.0, 0)
+        """time and link bytes of the last progress report"""
         self.eps: dict[int, BatchedUDPEndpoint] = {}
         self.rejected = 0
         self.wrong_group = 0
@@ -376,7 +400,7 @@ class MulticastReceiver:
             sock.close()
             raise OSError(exc.errno, f"cannot join {g} on interface {self.interface}: "
                                      f"{exc.strerror}") from None
-        self.eps[ch] = BatchedUDPEndpoint(sock, lambda batch, now, ch=ch: self._on_batch(ch, batch, now))
+        self.eps[ch] = BatchedUDPEndpoint(sock, functools.partial(self._on_batch, ch))
         self.joins += 1
 
     def _leave(self, ch: int) -> None:
@@ -464,8 +488,15 @@ class MulticastReceiver:
                 self._done.set()
                 return
             self._t_last = t_arrival
-            if self.on_progress:
-                self.on_progress(len(self.file.done), self.file.pt.blocks)
+
+    def _progress(self, now: float) -> None:
+        if self.on_progress is None:
+            return
+        t, link = self._report
+        self._report = (now, self.file.link_bytes)
+        rate = (self.file.link_bytes - link) * 8 / 1000 / (now - t) if now > t else 0.0
+        self.on_progress(ReceiveProgress(self.file.progress(), self.packets, rate,
+                                         len(self.eps), now - self._t0))
 
     def _check_end(self, now: float) -> None:
         """RFC 3738 3.2.3.8 exceptional timeouts (MUST leave) and the A flag's end."""
@@ -512,6 +543,8 @@ class MulticastReceiver:
             if self._done.is_set():
                 return
             self._apply(self.cc.on_timer(now))
+            if now - self._report[0] >= PROGRESS_INTERVAL:
+                self._progress(now)
             ts = self.cc.sender_time(now)
             if ts is not None:
                 lvl = self.cc.level(ts)
@@ -623,8 +656,13 @@ class MulticastReceiver:
     @staticmethod
     async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
         """Wait until ``fd`` accepts a write (or the task is cancelled)."""
-        ready = loop.create_future()
-        loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(fd, wake)
         try:
             await ready
         finally:
@@ -679,7 +717,8 @@ class MulticastReceiver:
         except OSError as exc:
             self.end = self._io_error(exc, self.out_path)
             return self._result(False, t0, loop.time())
-        self._t_packet = self._t_slot = t0
+        self._t_packet = self._t_slot = self._t0 = t0
+        self._report = (t0, 0)
         ok = False
         timers: asyncio.Task | None = None
         try:
@@ -706,12 +745,15 @@ class MulticastReceiver:
                             self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
                 ok = False
+                got = self.file.progress()
                 self.end = (f"the file was not complete after {timeout:g} s: "
-                            f"{len(self.file.done)} of {self.file.pt.blocks} source blocks "
-                            f"decoded from {self.packets} packets" + self._others())
+                            f"{got.symbols} of {got.needed} source symbols "
+                            f"({got.percent:.1f} %), {got.blocks_done} of {got.blocks} source "
+                            f"blocks decoded from {self.packets} packets" + self._others())
             finally:
                 if timers is not None:
                     timers.cancel()
+                self._progress(loop.time())  # the last word: where the transfer ended
                 for ch in list(self.eps):
                     self._leave(ch)
         finally:

@@ -130,7 +130,7 @@ class SessionDescription:
             return isinstance(x, int) and not isinstance(x, bool)
 
         def is_num(x: object) -> bool:
-            return (is_int(x) or isinstance(x, float)) and math.isfinite(x)
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
         need(is_int(self.session) and 0 <= self.session < 1 << 32, "session (TSI) must be 0..2^32-1")
         need(is_int(self.toi) and 0 <= self.toi < 1 << 32, "toi must be 0..2^32-1")
@@ -309,7 +309,7 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
 def _order(pt: Partition, sd: SessionDescription,
            blocks: range | None = None) -> list[tuple[int, int]]:
     """Interleaved carousel order of every (sbn, esi) of ``blocks`` (default: the file)."""
-    keyed = []
+    keyed: list[tuple[tuple[float, int], tuple[int, int]]] = []
     for b in blocks if blocks is not None else range(pt.blocks):
         n = sd.block_n(pt.block_length(b))
         perm = list(range(n))
@@ -460,6 +460,26 @@ class Metrics:
     raw: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class SymbolProgress:
+    """How far a receiver is, in source symbols: a large file is a few big blocks that
+    all decode near the end, so counting decoded blocks says nothing for most of it."""
+
+    symbols: int
+    """source symbols' worth held: k of each decoded block, the distinct symbols
+    (at most k) of each partial one"""
+    needed: int
+    """source symbols of the file (the sum of k over its blocks)"""
+    blocks_done: int
+    """source blocks decoded"""
+    blocks: int
+    """source blocks of the file"""
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.symbols / self.needed if self.needed else 100.0
+
+
 class FileReceiver:
     """Sans-IO receiver: feed verified packets, get decoded blocks to write."""
 
@@ -468,7 +488,7 @@ class FileReceiver:
         self.pt = sd.partition()
         self.E = sd.fec["symbol_size"]
         self.max_active = max_active
-        self.active: dict[int, object] = {}
+        self.active: dict[int, ldpc.LDPCDecoder | _RSCollector] = {}
         self.done: set[int] = set()
         self.needed = 0
         """k + eps: distinct symbols held when each block decoded"""
@@ -494,6 +514,12 @@ class FileReceiver:
     @property
     def complete(self) -> bool:
         return len(self.done) == self.pt.blocks
+
+    def progress(self) -> SymbolProgress:
+        """Source symbols held against the file's (see :class:`SymbolProgress`)."""
+        held = sum(self.pt.block_length(sbn) for sbn in self.done) + sum(
+            min(dec.received, self.pt.block_length(sbn)) for sbn, dec in self.active.items())
+        return SymbolProgress(held, self.pt.total_symbols, len(self.done), self.pt.blocks)
 
     def _decoder(self, sbn: int):
         dec = self.active.get(sbn)
@@ -593,7 +619,7 @@ class FileReceiver:
         due, self._ml_due = self._ml_due, set()
         for sbn in sorted(due):
             dec = self.active.get(sbn)
-            if dec is not None and self._eliminate(sbn, dec):
+            if isinstance(dec, ldpc.LDPCDecoder) and self._eliminate(sbn, dec):
                 out.extend(self._finish(sbn, dec))
         return out
 
