@@ -182,6 +182,7 @@ async def _get_async(a: argparse.Namespace) -> int:
 
 
 def _workload(a: argparse.Namespace) -> int:
+    from vmc.workload.files import write_atomic
     from vmc.workload.synth import PAPER_TABLE1, SCENARIOS, calculated_saving, generate
 
     if a.table:
@@ -194,10 +195,7 @@ def _workload(a: argparse.Namespace) -> int:
         return 0
     entries = generate(SCENARIOS[a.scenario], a.n, seed=a.seed)
     text = "\n".join(e.format() for e in entries) + "\n"
-    if a.output:
-        Path(a.output).write_text(text)
-    else:
-        sys.stdout.write(text)
+    write_atomic(a.output or "-", text)  # a file appears only whole; "-", a FIFO or a device: written into
     return 0
 
 

@@ -57,7 +57,7 @@ class _BusyOnce:
                     first, last = 6000, len(BODY) - 1
                 elif not self.busy_sent:
                     self.busy_sent += 1
-                    writer.write(conn.send(h11.Response(status_code=503, headers=[
+                    writer.write(conn.send(h11.Response(status_code=503, reason=b"Service Unavailable", headers=[
                         (b"retry-after", self.retry_after), (b"content-length", b"0")])))
                     writer.write(conn.send(h11.EndOfMessage()))
                     await writer.drain()
@@ -68,7 +68,7 @@ class _BusyOnce:
                     first, last = int(a), int(b)
                 hdrs = [(b"etag", ETAG), (b"content-length", str(last + 1 - first).encode()),
                         (b"content-range", f"bytes {first}-{last}/{len(BODY)}".encode())]
-                writer.write(conn.send(h11.Response(status_code=206, headers=hdrs)))
+                writer.write(conn.send(h11.Response(status_code=206, reason=b"Partial Content", headers=hdrs)))
                 writer.write(conn.send(h11.Data(data=BODY[first:last + 1])))
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()

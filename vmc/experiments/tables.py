@@ -21,8 +21,12 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from deliverykit import cliutil
+from vmc.experiments.progress import RequestProgress
+from vmc.workload.files import replacing, write_atomic
 from vmc.workload.replay import compare
 from vmc.workload.synth import PAPER_TABLE1, PAPER_TABLE2, SCENARIOS, calculated_saving, generate
 
@@ -37,8 +41,12 @@ def _scaled(entries, target_seconds: float):
     return span / target_seconds
 
 
-def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list[str] | None = None) -> dict:
-    """Both tables as row dicts (ours beside the paper's), plus the raw latencies per scenario."""
+def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list[str] | None = None,
+        on_done: Callable[[], None] | None = None, on_scenario: Callable[[str], None] | None = None) -> dict:
+    """Both tables as row dicts (ours beside the paper's), plus the raw latencies per scenario.
+
+    ``on_done()`` is called as each replayed request ends (3 arms x ``n`` per scenario),
+    ``on_scenario(name)`` as each scenario ends (progress)."""
     n = n or (120 if quick else 1000)
     target = 2.5 if quick else 30.0
     t1, t2, raw = [], [], {}
@@ -54,7 +62,7 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list
         span = max(entries[-1].start - entries[0].start, 1e-3)
         offered = sum(e.bytes for e in entries) / span * speed
         link = offered / sc.utilisation
-        row = asyncio.run(compare(entries, speed=speed, link_rate=link))
+        row = asyncio.run(compare(entries, speed=speed, link_rate=link, on_done=on_done))
         p2 = PAPER_TABLE2[name]
         t2.append({"load": sc.load, "overlap": sc.overlap,
                    "Normal MB": round(row["normal_MB"], 2), "VMC MB": round(row["vmc_MB"], 2),
@@ -66,6 +74,8 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list
                    "paper latency %": p2[3], "failed": row["failed"], "link MB/s": round(link / 1e6, 2),
                    "speed": round(speed, 2)})
         raw[name] = {"normal": row["normal_latencies"], "proxy": row["proxy_latencies"], "vmc": row["vmc_latencies"]}
+        if on_scenario is not None:
+            on_scenario(name)
     return {"table1": t1, "table2": t2, "latencies": raw, "n": n, "seed": seed, "quick": quick}
 
 
@@ -100,34 +110,51 @@ def plot(result: dict, out: Path) -> list[Path]:
         ax.legend()
         fig.tight_layout()
         p = out / f"vmc_cumlat_{name}.png"
-        fig.savefig(p, dpi=100)
+        with replacing(p) as tmp:  # never a half-written PNG under the final name
+            fig.savefig(tmp, dpi=100, format="png")
         plt.close(fig)
         paths.append(p)
     return paths
 
 
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vmc experiment tables", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="120 requests per scenario, each arm compressed into ~2.5 s (default 1000 into ~30 s)")
+    ap.add_argument("-n", type=cliutil.positive_int, default=None, help="requests per scenario")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the synthetic workload generator (default 1)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
+                    help="run only this scenario (repeatable; default all six)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="directory for results.json, metadata.json and (with --plot) the PNGs")
+    ap.add_argument("--plot", action="store_true",
+                    help="with --out: cumulative-latency plots, one PNG per scenario (Figs. 2-6 (b))")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("-n", type=int, default=None, help="requests per scenario")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS))
-    ap.add_argument("--out", type=Path, default=None, help="write results.json, metadata.json and plots here")
-    ap.add_argument("--plot", action="store_true")
+    ap = build_parser()
     a = ap.parse_args(argv)
-    res = run(a.quick, a.n, a.seed, a.scenario)
+    if a.plot and not a.out:
+        ap.error("--plot needs --out DIR (where the PNGs go)")
+    names = a.scenario or list(SCENARIOS)
+    n = a.n or (120 if a.quick else 1000)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+    with RequestProgress("vmc experiment tables", 3 * n * len(names)) as progress:
+        res = run(a.quick, n, a.seed, names, on_done=progress.done, on_scenario=progress.stage)
     print("Table 1: scenarios (ours: synthetic logs; paper: Wits Squid logs)\n" + _md(res["table1"]))
     print("\nTable 2: measured savings (ours: loopback, emulated origin link)\n" + _md(res["table2"]))
     if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "results.json").write_text(json.dumps(res, indent=1))
+        write_atomic(a.out / "results.json", json.dumps(res, indent=1) + "\n")
         from deliverykit.provenance import run_metadata
 
         meta = run_metadata("vmc", **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()})
-        (a.out / "metadata.json").write_text(json.dumps(meta, indent=1))
+        write_atomic(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
+        print(f"wrote {a.out / 'results.json'}, {a.out / 'metadata.json'}", file=sys.stderr)
         if a.plot:
             for p in plot(res, a.out):
-                print("wrote", p)
+                print("wrote", p, file=sys.stderr)
     return 0
 
 

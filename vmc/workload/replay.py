@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vmc.aio.origin import Origin
@@ -47,8 +48,10 @@ async def replay(
     vmc: bool = True,
     concurrency: int = 256,
     timeout: float = 120.0,
+    on_done: Callable[[], None] | None = None,
 ) -> list[Replayed]:
-    """Issue every entry at its (scaled) time; returns per-request results in log order."""
+    """Issue every entry at its (scaled) time; returns per-request results in log order.
+    ``on_done()`` is called as each request ends (progress)."""
     if not entries:
         return []
     t_first = entries[0].start
@@ -56,6 +59,13 @@ async def replay(
     t0 = time.monotonic()
 
     async def one(i: int, e: LogEntry) -> Replayed:
+        try:
+            return await attempt(i, e)
+        finally:
+            if on_done is not None:
+                on_done()
+
+    async def attempt(i: int, e: LogEntry) -> Replayed:
         delay = (e.start - t_first) / speed - (time.monotonic() - t0)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -72,7 +82,7 @@ async def replay(
 
 
 async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_rate: float, window: int,
-               conn_rate: float, sharing: bool = True) -> dict:
+               conn_rate: float, sharing: bool = True, on_done: Callable[[], None] | None = None) -> dict:
     origin = await Origin(rate=conn_rate, link_rate=link_rate, digest_limit=0).start()
     proxy = None
     try:
@@ -80,7 +90,7 @@ async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_
             proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing)).start()
         px = "%s:%d" % proxy.address if proxy else None
         t0 = time.monotonic()
-        res = await replay(entries, origin.authority, px, speed=speed)
+        res = await replay(entries, origin.authority, px, speed=speed, on_done=on_done)
         wall = time.monotonic() - t0
     finally:
         if proxy is not None:
@@ -98,15 +108,17 @@ async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_
 
 
 async def compare(entries: list[LogEntry], speed: float = 1.0, link_rate: float = 2_000_000.0,
-                  window: int = 8 << 20, conn_rate: float = 0.0) -> dict:
+                  window: int = 8 << 20, conn_rate: float = 0.0,
+                  on_done: Callable[[], None] | None = None) -> dict:
     """Normal vs VMC on the same log: one Table 2 row (and Table 1's calculated saving).
 
     A third arm runs the proxy with sharing off, so the proxy's own cost or gain
-    can be told apart from sharing's ("latency_saving_vs_proxy_%").
+    can be told apart from sharing's ("latency_saving_vs_proxy_%"). ``on_done()`` is called
+    as each of the 3 x ``len(entries)`` requests ends.
     """
-    normal = await _arm(entries, False, speed, link_rate, window, conn_rate)
-    proxy_only = await _arm(entries, True, speed, link_rate, window, conn_rate, sharing=False)
-    vmc = await _arm(entries, True, speed, link_rate, window, conn_rate)
+    normal = await _arm(entries, False, speed, link_rate, window, conn_rate, on_done=on_done)
+    proxy_only = await _arm(entries, True, speed, link_rate, window, conn_rate, sharing=False, on_done=on_done)
+    vmc = await _arm(entries, True, speed, link_rate, window, conn_rate, on_done=on_done)
     calc = calculated_saving(entries, window)
     bw = 100.0 * (1 - vmc["origin_bytes"] / normal["origin_bytes"]) if normal["origin_bytes"] else 0.0
     lat = 100.0 * (1 - vmc["latency_sum"] / normal["latency_sum"]) if normal["latency_sum"] else 0.0
