@@ -1,0 +1,139 @@
+"""The CLI signal contract for every long-running ppspp role (issue 13 item 16):
+Ctrl-C (SIGINT) and SIGTERM stop it cleanly, print the same final counters line
+as an end by itself, and exit 130 / 143 (0 when it ends by itself); progress
+goes to stderr only (item 18)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from swift_support import SwiftProcess
+
+pytestmark = pytest.mark.timeout(90)
+
+COUNTERS = ("verified ", "rejected ", "sent_data ", "malformed ", "refused ", "unknown_channel ")
+
+
+def _start(argv: list[str], marker: str = " on ", **kw) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "swift", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+                         **kw)
+    deadline = time.monotonic() + 30
+    line = ""
+    while marker not in line and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+    assert marker in line, line
+    return p
+
+
+def _stop(p: subprocess.Popen, sig: int) -> tuple[str, str]:
+    time.sleep(0.3)
+    p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out, err
+
+
+def _final_line(err: str, role: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"ppspp {role}: ")]
+    assert len(lines) == 1, err
+    for c in COUNTERS:
+        assert c in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def content(tmp_path):
+    f = tmp_path / "v.bin"
+    f.write_bytes(os.urandom(100_000))
+    return f
+
+
+SIGNALS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+
+
+@pytest.mark.parametrize("sig,code,word", SIGNALS)
+def test_seed_stops_on_a_signal_with_its_counters(content, sig, code, word):
+    p = _start(["seed", str(content), "--host", "127.0.0.1", "--port", "0"])
+    out, err = _stop(p, sig)
+    assert p.returncode == code, err
+    assert "Traceback" not in err
+    assert word in _final_line(err, "seed")
+
+
+def test_seed_ending_by_itself_prints_the_same_line(content):
+    r = subprocess.run([sys.executable, "-m", "swift", "seed", str(content), "--host", "127.0.0.1",
+                        "--port", "0", "--duration", "0.5"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--duration reached" in _final_line(r.stderr, "seed")
+
+
+@pytest.mark.parametrize("sig,code,word", SIGNALS)
+def test_tracker_stops_on_a_signal(sig, code, word):
+    p = _start(["tracker", "11" * 32, "--host", "127.0.0.1", "--port", "0"])
+    out, err = _stop(p, sig)
+    assert p.returncode == code, err
+    assert word in _final_line(err, "tracker")
+
+
+@pytest.mark.parametrize("sig,code,word", SIGNALS)
+def test_live_source_on_an_idle_pipe_stops_on_a_signal(sig, code, word):
+    """stdin open and silent: no thread stuck in read() may hold the exit back."""
+    r, w = os.pipe()
+    try:
+        p = _start(["live-source", "--host", "127.0.0.1", "--port", "0"], marker="live source on",
+                   stdin=r)
+        out, err = _stop(p, sig)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert p.returncode == code, err
+    assert word in _final_line(err, "live-source")
+
+
+@pytest.mark.parametrize("sig,code,word", SIGNALS)
+def test_live_view_stops_on_a_signal(tmp_path, content, sig, code, word):
+    src = SwiftProcess(["live-source", "--input", str(content), "--host", "127.0.0.1", "--port",
+                        "0", "--rate", "50000", "--linger", "30"], marker="live source on")
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "swift", "live-view", src.id, "--peer", src.peer,
+                              "-o", str(tmp_path / "v.out")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                              signal.default_int_handler))
+        deadline = time.monotonic() + 20
+        out = tmp_path / "v.out"
+        while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 2000):
+            time.sleep(0.05)
+        _, err = _stop(p, sig)
+    finally:
+        src.stop()
+    assert p.returncode == code, err
+    assert word in _final_line(err, "live-view")
+
+
+def test_download_progress_goes_to_stderr_only(tmp_path, content):
+    seed = SwiftProcess(["seed", str(content), "--host", "127.0.0.1", "--port", "0"])
+    try:
+        r = subprocess.run([sys.executable, "-m", "swift", "download", seed.id, "--peer", seed.peer,
+                            "-o", str(tmp_path / "r.bin"), "--progress", "--timeout", "30"],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        seed.stop()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    assert "━" in r.stderr and "100.0/100.0 kB" in r.stderr, r.stderr
+    assert "100000 bytes verified" in r.stderr
