@@ -37,6 +37,7 @@ from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
+from m2c.outputs import write_when_done
 from m2c.wire.codec import FEC_CODEPOINTS, packet_overhead
 
 SDP_LIMIT = 1 << 20
@@ -209,8 +210,7 @@ def cmd_send(a: argparse.Namespace) -> int:
                 raise OSError(exc.errno, f"--serve-sdp: cannot listen on {sd.interface} "
                                          f"port {a.serve_sdp}: {why}") from None
         if a.sdp and not (a.resume and os.path.exists(a.sdp)):
-            with open(a.sdp, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_when_done(a.sdp, text)  # a receiver polling for it never reads half
             r = sd.rates
             print(f"session description: {a.sdp} (rates {r['min_rate']:.1f}..{r['max_rate']:.1f} "
                   f"packets/s of {sd.fec['symbol_size']}-byte symbols)", file=sys.stderr)
@@ -322,8 +322,7 @@ def cmd_receive(a: argparse.Namespace) -> int:
     out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
     text = json.dumps(out, indent=None if a.quiet else 1)
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        write_when_done(a.json, text + "\n")
     else:  # the file itself may be on stdout: then the JSON goes to stderr
         print(text, file=sys.stderr if to_stdout else sys.stdout)
     mm = out["metrics"]

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
+from m2c.outputs import write_when_done
+
 #: (code, k, n, n1, seed, E): small enough to read, varied enough to catch a
 #: PRNG or matrix slip (N1 3..10, seeds near both ends of the range, k=1).
 LDPC_SETS: list[tuple[int, int, int, int, int]] = [
@@ -97,7 +99,7 @@ def export(directory: str | Path) -> list[Path]:
     paths = []
     for v in ours():
         p = d / f"{v['name']}.vec"
-        p.write_text(format_vector(v, note))
+        write_when_done(p, format_vector(v, note))
         paths.append(p)
     return paths
 

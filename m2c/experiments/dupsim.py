@@ -35,6 +35,7 @@ from collections.abc import Callable
 from deliverykit import cliutil
 
 from m2c.aio.driver import make_session
+from m2c.outputs import replace_when_done
 from m2c.core.filetx import FileReceiver, FileSender
 
 PKT = 1500  # bytes per packet at the link, as in m2c.experiments.hetero
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
+        with replace_when_done(a.json) as f:
             json.dump(rows, f, indent=1)
     return 0
 

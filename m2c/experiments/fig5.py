@@ -41,6 +41,7 @@ from deliverykit import cliutil
 
 from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
+from m2c.outputs import replace_when_done
 from m2c.wire import codec
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
@@ -294,7 +295,7 @@ def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) 
                 "receiver",
                 "ok", *METRICS, "link_rx_kbps_all_flows"]
     p = os.path.join(out_dir, "fig5-runs.csv")
-    with open(p, "w", newline="", encoding="utf-8") as f:
+    with replace_when_done(p, newline="") as f:
         w = csv.DictWriter(f, run_cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
@@ -302,13 +303,13 @@ def write_outputs(out_dir: str, rows: list[dict], summ: list[dict], meta: dict) 
     sum_cols = [*KEYS, "runs", "ok_runs"] + [c for m in METRICS for c in
                                              (m, m + "_ci", m + "_paper", m + "_paper_ci")]
     p = os.path.join(out_dir, "fig5-summary.csv")
-    with open(p, "w", newline="", encoding="utf-8") as f:
+    with replace_when_done(p, newline="") as f:
         w = csv.DictWriter(f, sum_cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(summ)
     paths.append(p)
     p = os.path.join(out_dir, "fig5.json")
-    with open(p, "w", encoding="utf-8") as f:
+    with replace_when_done(p) as f:
         json.dump({"meta": meta, "summary": summ, "rows": rows, "paper": PAPER}, f, indent=1)
     paths.append(p)
     return paths
@@ -390,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in write_outputs(a.out, rows, summ, meta):
             print("wrote", p)
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
+        with replace_when_done(a.json) as f:
             json.dump({"meta": meta, "rows": rows, "summary": summ, "paper": PAPER}, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 

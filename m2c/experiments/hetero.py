@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(json.dumps({k: v for k, v in r.items() if k != "trace"}))
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
+        from m2c.outputs import replace_when_done
+
+        with replace_when_done(a.json) as f:
             json.dump(rows, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 
