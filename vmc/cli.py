@@ -1,18 +1,5 @@
-"""``vmc`` command line: proxy, origin, get, replay, workload, demo, experiment.
-
-Examples::
-
-    vmc origin --listen 127.0.0.1:9000 --rate 5e6
-    vmc proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000 --default 127.0.0.1:9000 --window 64MiB
-    vmc get http://127.0.0.1:9000/f?size=10000000 --proxy 127.0.0.1:8080 -o f.bin
-    curl -x http://127.0.0.1:8080 http://127.0.0.1:9000/f?size=10000000 -o g.bin
-    curl http://127.0.0.1:8080/_vmc/status
-    vmc workload --scenario high-high -n 500 -o high.log
-    vmc workload --table
-    vmc replay high.log --speed 2 --link-rate 4e6
-    vmc experiment tables --quick --out results --plot
-    vmc experiment squidlog --quick --log-out access.log   # a real squid's log, replayed
-"""
+"""The ``vmc`` command line: proxy, origin, get, replay, workload, demo, experiment
+(examples in ``vmc --help``)."""
 
 from __future__ import annotations
 
@@ -229,90 +216,154 @@ def _demo(a: argparse.Namespace) -> int:
     return 0
 
 
+EXAMPLES = """\
+examples:
+  vmc origin --listen 127.0.0.1:9000 --rate 5e6
+  vmc proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000 --default 127.0.0.1:9000 --window 64MiB
+  vmc get 'http://127.0.0.1:9000/f?size=10000000' --proxy 127.0.0.1:8080 -o f.bin
+  curl -x http://127.0.0.1:8080 'http://127.0.0.1:9000/f?size=10000000' -o g.bin
+  curl http://127.0.0.1:8080/_vmc/status
+  vmc workload --scenario high-high -n 500 -o high.log
+  vmc workload --table
+  vmc replay high.log --speed 2 --link-rate 4e6
+  vmc experiment tables --quick --out results --plot
+  vmc experiment squidlog --quick --log-out access.log   # a real squid's log, replayed
+
+Ctrl-C exits 130 and SIGTERM 143, after the same clean-up and final counters.
+"""
+
+_SIZE = "SIZE"  # metavar of sizes: 8MiB, 64k, 1e6, 1000
+
+
+def _sub(sub: argparse._SubParsersAction, name: str, summary: str, description: str = "",
+         epilog: str = "") -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=description or summary, epilog=epilog or None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vmc", description="VMC: stream-sharing HTTP proxy (virtual multicasting)",
-                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("proxy", help="run the sharing proxy")
-    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:8080", help="address to serve on")
-    p.add_argument("--upstream", action="append", type=_address,
+    p = _sub(sub, "proxy", "run the sharing proxy",
+             "Run the VMC proxy: concurrent GETs for the same object share one origin stream; late "
+             "joiners get the live part as 206 and the prefix by Range (VMC-aware clients) or the "
+             "whole object (others). Not an open proxy: give --upstream and/or --default.")
+    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="address to serve on (default 127.0.0.1:8080)")
+    p.add_argument("--upstream", action="append", type=_address, metavar="HOST:PORT",
                    help="allowed upstream host:port (repeatable)")
-    p.add_argument("--default", type=_address,
+    p.add_argument("--default", type=_address, metavar="HOST:PORT",
                    help="upstream for origin-form requests (reverse-proxy mode)")
-    p.add_argument("--window", type=size, default=8 << 20, help="per-session buffer window (default 8MiB)")
-    p.add_argument("--queue", type=size, default=1 << 20, help="per-client live queue bound (default 1MiB)")
-    p.add_argument("--max-connections", type=cliutil.positive_int, default=512,
-                   help="client connections at once")
-    p.add_argument("--max-header", type=size, default=16384)
-    p.add_argument("--max-upstream", type=cliutil.nonnegative_int, default=0,
+    p.add_argument("--window", type=size, default=8 << 20, metavar=_SIZE,
+                   help="per-session buffer window (default 8MiB)")
+    p.add_argument("--queue", type=size, default=1 << 20, metavar=_SIZE,
+                   help="per-client live queue bound (default 1MiB)")
+    p.add_argument("--max-connections", type=cliutil.positive_int, default=512, metavar="N",
+                   help="client connections at once (default 512)")
+    p.add_argument("--max-header", type=size, default=16384, metavar=_SIZE,
+                   help="largest request head accepted (default 16384 bytes)")
+    p.add_argument("--max-upstream", type=cliutil.nonnegative_int, default=0, metavar="N",
                    help="cap on upstream connections open at once (0 = none); past it requests queue")
-    p.add_argument("--upstream-queue-wait", type=cliutil.positive_float, default=10.0,
-                   help="seconds a request may wait for an upstream slot before 503 + Retry-After")
-    p.add_argument("--resume-attempts", type=cliutil.nonnegative_int, default=3,
-                   help="Range resumes of a broken shared origin stream before clients get a clean error")
-    p.add_argument("--buffer-budget", type=size, default=256 << 20,
+    p.add_argument("--upstream-queue-wait", type=cliutil.positive_float, default=10.0, metavar="SECONDS",
+                   help="seconds a request may wait for an upstream slot before 503 + Retry-After (default 10)")
+    p.add_argument("--resume-attempts", type=cliutil.nonnegative_int, default=3, metavar="N",
+                   help="Range resumes of a broken shared origin stream before clients get a clean error "
+                        "(default 3)")
+    p.add_argument("--buffer-budget", type=size, default=256 << 20, metavar=_SIZE,
                    help="bound on all session buffers together (default 256MiB; 0 = none); past it new "
                         "objects are fetched unshared")
-    p.add_argument("--client-write-timeout", type=cliutil.nonnegative_float, default=30.0,
-                   help="cut off a client that takes no bytes for this many seconds (0 = never)")
+    p.add_argument("--client-write-timeout", type=cliutil.nonnegative_float, default=30.0, metavar="SECONDS",
+                   help="cut off a client that takes no bytes for this many seconds (default 30; 0 = never)")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
-    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
-    p.add_argument("--stats-out", type=_output,
+    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                   help="event loop (default auto: uvloop when installed)")
+    p.add_argument("--stats-out", type=_output, metavar="FILE",
                    help="write the status JSON to this file on exit (and every --stats-every s)")
-    p.add_argument("--stats-every", type=float, default=0.0)
+    p.add_argument("--stats-every", type=cliutil.nonnegative_float, default=0.0, metavar="SECONDS",
+                   help="with --stats-out: also write it every this many seconds (default 0: only on exit)")
     p.add_argument("--status-allow", action="append", metavar="CIDR", type=_network,
                    help="networks that may read /_vmc/status (default loopback only; repeatable)")
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.set_defaults(fn=_proxy)
 
-    p = sub.add_parser("origin", help="run the paced deterministic test origin")
-    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:9000", help="address to serve on")
-    p.add_argument("--rate", type=_rate, default=0.0, help="bytes/s per response (0 = unpaced)")
-    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop")
+    p = _sub(sub, "origin", "run the paced deterministic test origin",
+             "Run the test origin: GET /PATH?size=N answers N deterministic bytes (a function of the "
+             "path), with ETag, Last-Modified, Repr-Digest and Range support; GET /_origin/stats "
+             "answers its counters as JSON. Bad requests get 400 with the reason.",
+             "Query parameters: size=N rate=R fail_at=N fail_once=1 change=1 cc=V vary=F etag=V weak=1 "
+             "nolm=1 noetag=1 chunked=1 cookie=1 head_delay=S lmnow=1 nolm206=1 (described in the "
+             "vmc.aio.origin module).")
+    p.add_argument("--listen", type=cliutil.hostport, default="127.0.0.1:9000", metavar="HOST:PORT",
+                   help="address to serve on (default 127.0.0.1:9000)")
+    p.add_argument("--rate", type=_rate, default=0.0, metavar="BYTES_PER_S",
+                   help="pace each response at this many bytes/s (default 0 = unpaced)")
+    p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                   help="event loop (default auto: uvloop when installed)")
     p.set_defaults(fn=_origin)
 
-    p = sub.add_parser("get", help="VMC-aware GET: accepts 206 from a live stream, fetches the rest")
-    p.add_argument("url")
-    p.add_argument("--proxy", type=_address, help="host:port of a VMC proxy")
-    p.add_argument("-o", "--output", type=_output, help="write the body here (default: stdout)")
+    p = _sub(sub, "get", "VMC-aware GET: accepts 206 from a live stream, fetches the rest",
+             "Fetch one URL (through a VMC proxy with --proxy): a 206 from a live stream is kept and "
+             "the missing parts are fetched by Range + If-Range; the result is checked (every byte, "
+             "the length, the Repr-Digest when offered). With -o FILE the body is written to FILE.part "
+             "and renamed to FILE only when verified; after a failure or Ctrl-C, running the same "
+             "command again resumes from FILE.part. The result is printed as JSON on stdout (on stderr "
+             "when the body goes to stdout); progress goes to stderr.")
+    p.add_argument("url", help="http:// URL to fetch")
+    p.add_argument("--proxy", type=_address, metavar="HOST:PORT", help="host:port of a VMC proxy")
+    p.add_argument("-o", "--output", type=_output, metavar="FILE",
+                   help="write the body here; - for stdout (default: stdout)")
     p.add_argument("--no-vmc", action="store_true", help="behave as an unmodified client")
-    p.add_argument("-q", "--quiet", action="store_true", help="do not write the body to stdout")
-    p.add_argument("--timeout", type=cliutil.positive_float, default=60.0)
-    p.add_argument("--busy-retries", type=cliutil.nonnegative_int, default=1,
-                   help="retry a 503 after its Retry-After (the proxy's upstream cap is full) up to N times")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not write the body to stdout (still verified)")
+    p.add_argument("--timeout", type=cliutil.positive_float, default=60.0, metavar="SECONDS",
+                   help="give up when a connection or a read waits this long (default 60)")
+    p.add_argument("--busy-retries", type=cliutil.nonnegative_int, default=1, metavar="N",
+                   help="retry a 503 after its Retry-After (the proxy's upstream cap is full) up to N times "
+                        "(default 1)")
     p.set_defaults(fn=_get)
 
-    p = sub.add_parser("replay", help="replay a Squid native access.log (Normal vs VMC unless --origin)")
-    p.add_argument("log", type=cliutil.existing_file)
-    p.add_argument("--origin", type=_address,
+    p = _sub(sub, "replay", "replay a Squid native access.log (Normal vs VMC unless --origin)",
+             "Replay a Squid native access.log: by default on loopback twice, straight to an emulated "
+             "origin (Normal) and through the proxy (VMC), printing a Table 2 row as JSON; with "
+             "--origin against a running origin (and --proxy), printing request counts and latency "
+             "as JSON.")
+    p.add_argument("log", type=cliutil.existing_file, help="Squid native access.log")
+    p.add_argument("--origin", type=_address, metavar="HOST:PORT",
                    help="existing origin host:port serving /o/<hash>?size=N (our origin)")
-    p.add_argument("--proxy", type=_address, help="existing proxy host:port (with --origin)")
-    p.add_argument("--no-vmc", action="store_true")
-    p.add_argument("--speed", type=cliutil.positive_float, default=1.0, help="time compression factor")
-    p.add_argument("--link-rate", type=cliutil.positive_float, default=4e6,
-                   help="emulated origin link, bytes/s")
-    p.add_argument("--window", type=size, default=8 << 20)
-    p.add_argument("--limit", type=cliutil.nonnegative_int, default=0,
-                   help="replay only the first N entries")
+    p.add_argument("--proxy", type=_address, metavar="HOST:PORT", help="existing proxy host:port (with --origin)")
+    p.add_argument("--no-vmc", action="store_true", help="with --origin: clients are not VMC-aware")
+    p.add_argument("--speed", type=cliutil.positive_float, default=1.0,
+                   help="time compression factor (default 1)")
+    p.add_argument("--link-rate", type=cliutil.positive_float, default=4e6, metavar="BYTES_PER_S",
+                   help="emulated origin link, bytes/s (default 4e6)")
+    p.add_argument("--window", type=size, default=8 << 20, metavar=_SIZE,
+                   help="the proxy's per-session buffer window (default 8MiB)")
+    p.add_argument("--limit", type=cliutil.nonnegative_int, default=0, metavar="N",
+                   help="replay only the first N entries (default 0: all)")
     p.set_defaults(fn=_replay)
 
-    p = sub.add_parser("workload", help="write a synthetic Squid log for a paper scenario, or print Table 1")
+    p = _sub(sub, "workload", "write a synthetic Squid log for a paper scenario, or print Table 1",
+             "Write a synthetic Squid native access.log for one of the paper's load/overlap scenarios, "
+             "or (--table) print Table 1: the calculated saving for every scenario.")
     p.add_argument("--scenario", default="high-high", choices=["low-low", "high-high", "high-low", "low-high",
-                                                                 "high-vhigh", "low-none"])
-    p.add_argument("-n", type=cliutil.positive_int, default=1000, help="requests to generate")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("-o", "--output", type=_output, help="write the log here (default: stdout)")
+                                                                 "high-vhigh", "low-none"],
+                   help="load-overlap scenario of the paper (default high-high)")
+    p.add_argument("-n", type=cliutil.positive_int, default=1000, help="requests to generate (default 1000)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("-o", "--output", type=_output, metavar="FILE", help="write the log here (default: stdout)")
     p.add_argument("--table", action="store_true", help="print Table 1 (calculated savings) for all scenarios")
     p.set_defaults(fn=_workload)
 
-    p = sub.add_parser("demo", help="origin + proxy + staggered clients on loopback")
-    p.add_argument("--full", action="store_true")
+    p = _sub(sub, "demo", "origin + proxy + staggered clients on loopback",
+             "Start an origin and a proxy on loopback, send staggered clients (VMC-aware and plain) for "
+             "one object and print what each got and how many origin bytes sharing saved.")
+    p.add_argument("--full", action="store_true", help="16 MiB and 10 clients (default 4 MiB and 6)")
     p.set_defaults(fn=_demo)
 
     sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
-                                      "(each has --quick; vmc experiment for the list)")
+                                      "(each has --quick; vmc experiment for the list)",
+                   description="vmc experiment NAME [--quick] [options]; vmc experiment for the list")
     return ap
 
 

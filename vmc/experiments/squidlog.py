@@ -1,4 +1,4 @@
-"""A real Squid writes the access.log; that log is replayed through our proxy (issue 6, "Workloads").
+"""A real Squid writes the access.log; that log is replayed through our proxy.
 
 The paper replayed Wits Squid logs (sec. 3.3). We have none, and our synthetic
 logs are written by our own formatter, so a parser that only reads our own
@@ -28,9 +28,12 @@ import asyncio
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 
+from deliverykit import cliutil
 from vmc.aio.origin import Origin
 from vmc.caches import Squid
+from vmc.workload.files import write_atomic
 from vmc.workload.replay import compare, replay
 from vmc.workload.squid import LogEntry, clean, read_log
 from vmc.workload.synth import SCENARIOS, generate
@@ -67,7 +70,7 @@ async def produce(entries: list[LogEntry], speed: float, link_rate: float = 0.0,
 
 
 def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, seed: int = 1,
-        log_out: str | None = None) -> dict:
+        log_out: str | Path | None = None) -> dict:
     """Generate, produce a real Squid log, read it back, replay it through our proxy."""
     n = n or (40 if quick else 300)
     target = 3.0 if quick else 30.0  # seconds the generated workload is compressed into
@@ -78,8 +81,7 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
     link = sum(e.bytes for e in generated) / target / sc.utilisation
     lines, made = asyncio.run(produce(generated, speed, link))
     if log_out:
-        with open(log_out, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
+        write_atomic(log_out, "\n".join(lines) + "\n")
     parsed = list(read_log(lines, strict=True))  # every line Squid wrote must parse
     entries = clean(parsed)
     asked = Counter(e.object_path() for e in generated)
@@ -103,14 +105,21 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vmc experiment squidlog", description=__doc__.split("\n\n")[0],
+                                 epilog="Prints the result as one JSON document on stdout (needs squid).")
     ap.add_argument("--quick", action="store_true", help="40 requests in ~3 s (default 300 in ~30 s)")
-    ap.add_argument("--scenario", default="high-vhigh", choices=sorted(SCENARIOS))
-    ap.add_argument("-n", type=int, default=0, help="number of requests")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--log-out", help="also write Squid's access.log here (then: vmc replay FILE)")
-    a = ap.parse_args(argv)
+    ap.add_argument("--scenario", default="high-vhigh", choices=sorted(SCENARIOS),
+                    help="load-overlap scenario of the paper (default high-vhigh)")
+    ap.add_argument("-n", type=cliutil.nonnegative_int, default=0, help="number of requests (0: by --quick)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the synthetic workload (default 1)")
+    ap.add_argument("--log-out", type=cliutil.output_path, metavar="FILE",
+                    help="also write Squid's access.log here (then: vmc replay FILE)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     res = run(a.quick, a.scenario, a.n or None, a.seed, a.log_out)
     print(json.dumps(res, indent=1))
     ok = res["cleaned"] == res["generated"] and res["replay"].get("failed", 1) == 0
