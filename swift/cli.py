@@ -127,8 +127,8 @@ class _Help(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chunk-size", type=_chunk_size, default=1024,
+def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
+    p.add_argument("--chunk-size", type=_chunk_size, default=1024, metavar="BYTES",
                    help=f"bytes per chunk (at least {MIN_CHUNK})")
     p.add_argument("--hash", choices=sorted(_HASHES), default=None,
                    help="Merkle hash (default sha256; sha1 with --profile libswift)")
@@ -136,8 +136,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="chunk addressing method (RFC 7574 section 4)")
     p.add_argument("--profile", choices=["rfc", "libswift"], default="rfc",
                    help="libswift: draft-10 as the libswift C++ peer speaks it")
-    p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
-                   help="certified PEX (PEX_REScert, 8.13): the tracker CA's public key file")
+    if pex:
+        p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
+                       help="certified PEX (PEX_REScert, RFC 7574 section 8.13): accept only "
+                            "peer addresses certified by the tracker CA whose public key is FILE")
 
 
 def _config(a: argparse.Namespace, **kw) -> PeerConfig:
@@ -538,26 +540,48 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["experiment"]:
         return dispatch("ppspp", EXPERIMENTS, argv[1:])
-    ap = argparse.ArgumentParser(prog="ppspp", description="PPSPP (RFC 7574) peer")
+    ap = argparse.ArgumentParser(
+        prog="ppspp", description="PPSPP (RFC 7574) peer: seed, download, track and stream content.",
+        epilog="Each command has --help. Exit status: 0 done, 1 failed, 2 bad arguments, "
+               "130 Ctrl-C, 143 SIGTERM (long-running roles print their final counters either "
+               "way); ppspp download keeps an incomplete download in FILE.part and says how to "
+               "resume it.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     _add = sub.add_parser
     sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)  # type: ignore[method-assign]
-    s = sub.add_parser("seed", help="seed a file; prints its root hash (swarm ID)")
-    s.add_argument("file", nargs="+", type=_file, help="one swarm per file, all on one UDP port")
+    s = sub.add_parser(
+        "seed", help="seed a file; prints its root hash (swarm ID)",
+        description="Seed one or more files on one UDP port, one swarm per file; print each root "
+                    "hash (the swarm ID) on stdout. The hash tree is cached beside FILE "
+                    "(FILE.mhash) and reused only while FILE is unchanged (same inode, size, "
+                    "mtime and ctime, and sampled chunks match); otherwise it is rebuilt and "
+                    "stderr says so. Runs until --duration, Ctrl-C or SIGTERM, then prints its "
+                    "counters.")
+    s.add_argument("file", nargs="+", metavar="FILE", type=_file,
+                   help="one swarm per file, all on one UDP port")
     s.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     s.add_argument("--port", type=cliutil.port, default=6778, help="UDP port to bind")
-    s.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
-    s.add_argument("--tracker", type=cliutil.hostport, action="append", help="register with a tracker peer")
+    s.add_argument("--duration", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="stop after this long (default: 0, until Ctrl-C or SIGTERM)")
+    s.add_argument("--tracker", type=cliutil.hostport, action="append", metavar="HOST:PORT",
+                   help="register with a tracker peer (repeatable)")
     _common(s)
-    d = sub.add_parser("download", help="download by root hash from peers")
-    d.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex), as `seed` prints it")
-    d.add_argument("--peer", type=cliutil.hostport, action="append",
+    d = sub.add_parser(
+        "download", help="download by root hash from peers",
+        description="Download the content whose root hash is ROOTHASH, checking every chunk "
+                    "against it. Chunks go to FILE.part (resume state in FILE.part.mhash); FILE "
+                    "appears only when every chunk is verified and the length is right. An "
+                    "interrupted or timed-out run keeps FILE.part and prints the command that "
+                    "resumes it. Progress goes to stderr (a bar when stderr is a terminal).")
+    d.add_argument("root", metavar="ROOTHASH", type=_hex,
+                   help="the swarm ID (hex), as ppspp seed prints it")
+    d.add_argument("--peer", type=cliutil.hostport, action="append", metavar="HOST:PORT",
                    help="a peer to download from: HOST:PORT or [IPv6]:PORT (repeatable)")
-    d.add_argument("--tracker", type=cliutil.hostport, action="append",
-                   help="a PPSPP tracker peer: peers are learnt from it by PEX")
+    d.add_argument("--tracker", type=cliutil.hostport, action="append", metavar="HOST:PORT",
+                   help="a PPSPP tracker peer: peers are learnt from it by PEX (repeatable)")
     d.add_argument("--pex", action="store_true", help="also connect to peers learnt by PEX")
-    d.add_argument("-o", "--output", required=True, type=_download_output,
-                   help="file, or - to stream to stdout in order")
+    d.add_argument("-o", "--output", required=True, type=_download_output, metavar="FILE",
+                   help="file, or - to stream the verified bytes to stdout in order")
     d.add_argument("--host", default=None,
                    help="address to bind (default: all, :: when every --peer is IPv6)")
     d.add_argument("--port", type=cliutil.port, default=0, help="UDP port to bind (0: any free)")
@@ -566,70 +590,95 @@ def main(argv: list[str] | None = None) -> int:
                         "vod (the paper's three priorities, III-C)")
     d.add_argument("--http", type=cliutil.port, default=None, metavar="PORT",
                    help="also serve the content on http://127.0.0.1:PORT/ while downloading")
-    d.add_argument("--http-linger", type=_seconds, default=0.0,
+    d.add_argument("--http-linger", type=_seconds, default=0.0, metavar="SECONDS",
                    help="keep serving HTTP this long after completion (a player still reading)")
-    d.add_argument("--timeout", type=cliutil.positive_float, default=3600.0,
-                   help="give up after this many seconds")
+    d.add_argument("--timeout", type=cliutil.positive_float, default=3600.0, metavar="SECONDS",
+                   help="give up after this long (FILE.part is kept for a resume)")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     d.add_argument("--progress", action="store_true",
                    help="draw the progress bar on stderr even when it is not a terminal")
     _common(d)
-    t = sub.add_parser("tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 3.10.1)")
+    t = sub.add_parser(
+        "tracker", help="a tracker peer: answers PEX for one swarm (RFC 7574 section 3.10.1)",
+        description="A tracker peer for one swarm: peers handshake with it and learn each other "
+                    "by PEX; it holds no content. Runs until --duration, Ctrl-C or SIGTERM, then "
+                    "prints its counters.")
     t.add_argument("root", metavar="ROOTHASH", type=_hex, help="the swarm ID (hex) it tracks")
     t.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     t.add_argument("--port", type=cliutil.port, default=6779, help="UDP port to bind")
-    t.add_argument("--duration", type=_seconds, default=0.0, help="seconds (0 = forever)")
-    t.add_argument("--max-peers", type=cliutil.positive_int, default=256,
+    t.add_argument("--duration", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="stop after this long (default: 0, until Ctrl-C or SIGTERM)")
+    t.add_argument("--max-peers", type=cliutil.positive_int, default=256, metavar="N",
                    help="channels kept (peers handed out by PEX)")
     t.add_argument("--ca-key", metavar="PEM", default=None,
                    help="act as certification authority: hand out PEX_REScert membership "
                         "certificates signed with this key (created if missing; PEM.pub for --pex-ca)")
     _common(t)
-    h = sub.add_parser("hash", help="print the root hash of a file")
-    h.add_argument("file", type=_file, help="the file to hash")
+    h = sub.add_parser("hash", help="print the root hash of a file",
+                       description="Print the root hash (swarm ID) of FILE for the given swarm "
+                                   "metadata.")
+    h.add_argument("file", metavar="FILE", type=_file, help="the file to hash")
     h.add_argument("--cache", action="store_true",
-                   help="also write the hash tree beside FILE (FILE.mhash) for `seed` to reuse")
+                   help="also write the hash tree beside FILE (FILE.mhash) for ppspp seed to reuse")
     h.add_argument("--no-cache", action="store_false", dest="cache",
                    help="do not write the hash tree (the default)")
-    _common(h)
-    ls = sub.add_parser("live-source", help="inject a live stream (stdin or a file)")
-    ls.add_argument("--input", default="-", type=_input, help="file to stream, - for stdin")
-    ls.add_argument("--rate", type=_seconds, default=0.0, help="bytes/s pacing (0 = as read)")
+    _common(h, pex=False)
+    ls = sub.add_parser(
+        "live-source", help="inject a live stream (stdin or a file)",
+        description="Inject a live stream (RFC 7574 section 6.1): print the swarm ID (the "
+                    "source's public key) on stdout, then sign and serve what is read from "
+                    "--input until its end (plus --linger), Ctrl-C or SIGTERM; then print the "
+                    "counters.")
+    ls.add_argument("--input", default="-", type=_input, metavar="FILE",
+                    help="file to stream, - for stdin")
+    ls.add_argument("--rate", type=_seconds, default=0.0, metavar="BYTES_PER_S",
+                    help="pace the input at this rate (0 = as fast as it is read)")
     ls.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
     ls.add_argument("--port", type=cliutil.port, default=6778, help="UDP port to bind")
-    ls.add_argument("--per-sig", type=cliutil.positive_int, default=4, help="NCHUNKS_PER_SIG (6.1.2.1)")
-    ls.add_argument("--window", type=cliutil.positive_int, default=4096,
+    ls.add_argument("--per-sig", type=cliutil.positive_int, default=4, metavar="N",
+                    help="chunks per signed munro (NCHUNKS_PER_SIG, RFC 7574 section 6.1.2.1)")
+    ls.add_argument("--window", type=cliutil.positive_int, default=4096, metavar="CHUNKS",
                     help="live discard window in chunks")
-    ls.add_argument("--linger", type=_seconds, default=5.0, help="seconds to keep serving at EOF")
+    ls.add_argument("--linger", type=_seconds, default=5.0, metavar="SECONDS",
+                    help="keep serving this long after the end of the input")
     ls.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
-                    help="Unified Merkle Tree (6.1.2) or Sign All (6.1.1)")
+                    help="Unified Merkle Tree (RFC 7574 section 6.1.2) or Sign All (6.1.1)")
     ls.add_argument("--sig-alg", choices=sorted(_SIG_ALGS), default="ecdsa",
-                    help="live signature algorithm (7.7): ecdsa = ECDSAP256SHA256, "
+                    help="live signature algorithm (section 7.7): ecdsa = ECDSAP256SHA256, "
                          "ecdsa384 = ECDSAP384SHA384, rsa = RSASHA256, rsasha1 = RSASHA1")
-    _common(ls)
-    lv = sub.add_parser("live-view", help="watch a live stream: in-order bytes to a file or stdout")
+    _common(ls, pex=False)
+    lv = sub.add_parser(
+        "live-view", help="watch a live stream: in-order bytes to a file or stdout",
+        description="Join a live stream and write its verified bytes in order to -o until "
+                    "--duration, --bytes, --silence, Ctrl-C or SIGTERM; then print what was "
+                    "received and the counters.")
     lv.add_argument("swarm", metavar="SWARMID", type=_hex, help="the source's public key (hex)")
     lv.add_argument("--peer", type=cliutil.hostport, action="append", required=True,
+                    metavar="HOST:PORT",
                     help="the live source or a relay: HOST:PORT or [IPv6]:PORT (repeatable)")
-    lv.add_argument("-o", "--output", default="-", type=_output, help="file, or - for stdout")
+    lv.add_argument("-o", "--output", default="-", type=_output, metavar="FILE",
+                    help="file, or - for stdout")
     lv.add_argument("--host", default=None,
                     help="address to bind (default: all, :: when every --peer is IPv6)")
     lv.add_argument("--port", type=cliutil.port, default=0, help="UDP port to bind (0: any free)")
-    lv.add_argument("--per-sig", type=cliutil.positive_int, default=4,
-                    help="NCHUNKS_PER_SIG, as the source (6.1.2.1)")
-    lv.add_argument("--window", type=cliutil.positive_int, default=4096,
+    lv.add_argument("--per-sig", type=cliutil.positive_int, default=4, metavar="N",
+                    help="chunks per signed munro, as the source (RFC 7574 section 6.1.2.1)")
+    lv.add_argument("--window", type=cliutil.positive_int, default=4096, metavar="CHUNKS",
                     help="live discard window in chunks")
-    lv.add_argument("--duration", type=cliutil.positive_float, default=3600.0,
-                    help="stop after this many seconds")
-    lv.add_argument("--bytes", type=cliutil.nonnegative_int, default=0,
+    lv.add_argument("--duration", type=cliutil.positive_float, default=3600.0, metavar="SECONDS",
+                    help="stop after this long")
+    lv.add_argument("--bytes", type=cliutil.nonnegative_int, default=0, metavar="N",
                     help="stop after exactly this many bytes (0 = no limit)")
     lv.add_argument("--live-method", choices=["umt", "sign-all"], default="umt",
                     help="as the source (the algorithm comes from the swarm ID)")
     lv.add_argument("--silence", type=cliutil.positive_float, default=LIVE_SILENCE_S,
+                    metavar="SECONDS",
                     help="stop when no new chunk arrived for this many seconds "
                          f"(a source that ended; default {LIVE_SILENCE_S:g})")
-    _common(lv)
-    sub.add_parser("demo", help="seeder and leechers on loopback")
+    _common(lv, pex=False)
+    sub.add_parser("demo", help="seeder and leechers on loopback; one JSON object per line",
+                   description="A seeder and leechers on loopback; prints one JSON object per "
+                               "row of the summary table.")
     sub.add_parser("experiment", help=f"run a paper experiment: {' | '.join(EXPERIMENTS)} "
                                       "(each has --quick; ppspp experiment for the list)")
     a = ap.parse_args(argv)

@@ -1,5 +1,6 @@
-"""Paper section IV-B / Figs. 7-11: our PPSPP peer vs libtorrent, flash crowd
-and Poisson arrivals, on the same namespace topology and file.
+"""Paper section IV-B / Figs. 7-11: our PPSPP peer vs libtorrent under a flash crowd.
+
+Flash crowd and Poisson arrivals, on the same namespace topology and file.
 
 One seeder (20 Mb/s uplink) and N leechers (uplink capped, kernel tbf) on a
 bridge.  Leechers arrive all at once (flash crowd) or one per second on
@@ -32,6 +33,8 @@ import statistics
 import sys
 import tempfile
 import time
+
+from deliverykit import cliutil
 
 PORT = 6778
 #: per-leecher counters of our peer in the CSV (None for libtorrent)
@@ -250,13 +253,22 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--leechers", type=int)
-    ap.add_argument("--arrivals", choices=["flash", "poisson"], default="flash")
-    ap.add_argument("--size-mb", type=float)
-    ap.add_argument("--systems", default="swift,libtorrent")
-    ap.add_argument("--out", default="swift-results", help="directory for CSV, JSON and PNG files")
+    ap = argparse.ArgumentParser(
+        prog="ppspp experiment flashcrowd", description=__doc__.splitlines()[0],
+        epilog="Needs root (network namespaces) and libtorrent for that system. Prints one JSON "
+               "object per system, then a summary beside the paper's numbers.")
+    ap.add_argument("--quick", action="store_true",
+                    help="4 leechers and a 4 MiB file instead of 10 and 24 MiB (what CI runs)")
+    ap.add_argument("--leechers", type=cliutil.positive_int, metavar="N",
+                    help="leechers (default 4 with --quick, else 10)")
+    ap.add_argument("--arrivals", choices=["flash", "poisson"], default="flash",
+                    help="all at once, or one per second on average (default: %(default)s)")
+    ap.add_argument("--size-mb", type=cliutil.positive_float, metavar="MIB",
+                    help="file size in MiB (default 4 with --quick, else 24)")
+    ap.add_argument("--systems", default="swift,libtorrent", metavar="LIST",
+                    help="comma-separated systems to run (default: %(default)s)")
+    ap.add_argument("--out", default="swift-results", metavar="DIR",
+                    help="directory for the CSV, JSON and PNG files (default: %(default)s)")
     a = ap.parse_args(argv)
     rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=tuple(a.systems.split(",")),
                out=a.out)

@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 
+from deliverykit import cliutil
+
 #: group -> (one-way delay ms, loss %) (assumed values, see module docstring)
 GROUPS = {"A": (10, 0.0), "B": (25, 0.5), "C": (50, 1.0), "D": (100, 2.0)}
 SEEDER_PORT = 6778
@@ -195,14 +197,23 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--leechers", type=int)
-    ap.add_argument("--video-s", type=float)
-    ap.add_argument("--algorithms", default="linear,std-vod,vod")
-    ap.add_argument("--seeder-mbps", type=float, default=None,
-                    help=f"seeder link (default {SUPPLY:.3f} x leechers x bit rate, see the docstring)")
-    ap.add_argument("--out", default="swift-results", help="directory for CSV, JSON and PNG files")
+    ap = argparse.ArgumentParser(
+        prog="ppspp experiment vod-swarm", description=__doc__.splitlines()[0],
+        epilog="Needs root (network namespaces). Prints one JSON object per algorithm, then a "
+               "summary beside the paper's numbers.")
+    ap.add_argument("--quick", action="store_true",
+                    help="4 leechers and a 15 s video instead of 12 and 60 s (what CI runs)")
+    ap.add_argument("--leechers", type=cliutil.positive_int, metavar="N",
+                    help="leechers in the swarm (default 4 with --quick, else 12)")
+    ap.add_argument("--video-s", type=cliutil.positive_float, metavar="SECONDS",
+                    help="length of the 1 Mb/s video (default 15 with --quick, else 60)")
+    ap.add_argument("--algorithms", default="linear,std-vod,vod", metavar="LIST",
+                    help="comma-separated download algorithms to compare (default: %(default)s)")
+    ap.add_argument("--seeder-mbps", type=cliutil.positive_float, default=None, metavar="MBPS",
+                    help=f"seeder link; default {SUPPLY:.3f} x leechers x bit rate, the paper's "
+                         "supply ratio (20 restores the paper's absolute value)")
+    ap.add_argument("--out", default="swift-results", metavar="DIR",
+                    help="directory for the CSV, JSON and PNG files (default: %(default)s)")
     a = ap.parse_args(argv)
     rows = run(a.quick, a.leechers, a.video_s, tuple(a.algorithms.split(",")),
                seeder_bps=a.seeder_mbps * 1e6 if a.seeder_mbps else None, out=a.out)

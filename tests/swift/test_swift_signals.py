@@ -137,3 +137,26 @@ def test_download_progress_goes_to_stderr_only(tmp_path, content):
     assert r.stdout == ""
     assert "━" in r.stderr and "100.0/100.0 kB" in r.stderr, r.stderr
     assert "100000 bytes verified" in r.stderr
+
+
+HELP_CMDS = [[], ["seed"], ["download"], ["tracker"], ["hash"], ["live-source"], ["live-view"],
+             ["demo"], ["experiment", "vod-swarm"], ["experiment", "flashcrowd"]]
+
+
+@pytest.mark.parametrize("cmd", HELP_CMDS, ids=lambda c: " ".join(c) or "ppspp")
+def test_help_is_plain_text_with_a_description(cmd):
+    """Issue 13 item 20: no RST/Markdown markup, no issue numbers, every command says
+    what it does, every option of an experiment has a help text."""
+    r = subprocess.run([sys.executable, "-m", "swift", *cmd, "--help"], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, COLUMNS="100"))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    for bad in ("``", "`", ":class:", ":func:", "issue ", "see the docstring", "{'", "None)"):
+        assert bad not in text, (bad, text)
+    head, _, rest = text.partition("\n\n")
+    assert head.startswith("usage: ppspp")
+    assert rest.strip() and not rest.lstrip().startswith(("options:", "positional")), text
+    if cmd[:1] == ["experiment"]:
+        opts = [ln for ln in text.splitlines() if ln.startswith("  --")]
+        assert opts and all(len(ln.split(None, 2)) >= 2 for ln in opts), text
+        assert "  --quick\n" not in text and "  --leechers LEECHERS\n" not in text
