@@ -30,6 +30,14 @@ an ITR receives inner IP packets from a source, as ``corecast deploy`` and
 remembered per channel and globally, oldest forgotten first),
 ``max-channels``, ``max-links``.  Decoding errors are counted, never raised;
 state beyond a cap is counted in ``corecast_errors``.
+
+Strict: a packet on the LISP data port without a plausible inner IP header
+(version 4 or 6, header and length fields that fit the packet) is counted as
+undecodable, not as plain LISP data; a LISP control message of no known type
+likewise.  Frames the capture cut short (snap length) mark the rows they feed
+in the ``unreliable`` column: their destination's link (a cut CoreCast PDU is
+neither a payload nor a header), every channel (the PDU's channel may be in
+the cut part), and with an AS table the ASes at both ends.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from corecast.core.maptrie import PrefixTrie, parse_prefix
+from deliverykit.analyse import UNRELIABLE, cut_reason
 from corecast.wire.codec import CCHeader, DecodeError, decode_cc, decode_ip, decode_udp, digest
 from corecast.wire.constants import (
     CORECAST_UDP_PORT,
@@ -92,8 +101,25 @@ def _as_row() -> dict:
             "unicast_equivalent_transit_in_bytes": 0}
 
 
+def _plausible_ip(b: bytes | memoryview, cut: bool) -> bool:
+    """An inner IP header whose length fields fit the packet (or exceed it, if cut)."""
+    if len(b) < 20:
+        return cut and len(b) >= 1 and b[0] >> 4 in (4, 6)
+    v = b[0] >> 4
+    if v == 4:
+        ihl, total = (b[0] & 0x0F) * 4, (b[2] << 8) | b[3]
+        return ihl >= 20 and total >= ihl and (total == len(b) or (cut and total > len(b)))
+    if v == 6:
+        if len(b) < 40:
+            return cut
+        total = 40 + ((b[4] << 8) | b[5])
+        return total == len(b) or (cut and total > len(b))
+    return False
+
+
 class Analyser:
     name = "corecast"
+    handles_truncation = True
 
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
@@ -115,6 +141,11 @@ class Analyser:
         self.ases: dict = {}
         self._as_cache: dict[str, int | None] = {}
         self._names: dict[bytes, str] = {}  # channel EID bytes -> text
+        self.not_lisp = 0  # on the LISP data port, but no plausible inner IP header
+        self.cut_links: dict[str, int] = {}  # destination RLOC -> frames cut (snap length)
+        self.cut_frames = 0
+        self.cut_cc = 0  # of those, ones that may have carried a CoreCast PDU
+        self.cut_as: set = set()
 
     def accepts(self, frame) -> bool:
         if self.as_table is not None:
@@ -183,8 +214,19 @@ class Analyser:
 
     def feed(self, f) -> None:
         kind, unicast = "other", 0
+        if f.truncated:
+            self.cut_frames += 1
+            if f.proto == IPPROTO_CORECAST or (f.proto == 17 and (
+                    LISP_DATA_PORT in (f.sport, f.dport) or f.dport == CORECAST_UDP_PORT
+                    or f.dport in self.inside_ports)):
+                self.cut_cc += 1
         try:
             if f.proto == 17 and LISP_DATA_PORT in (f.sport, f.dport):
+                if len(f.payload) < 8 or not _plausible_ip(memoryview(f.payload)[8:], f.truncated):
+                    self.not_lisp += 1  # not LISP data: not a link's packet
+                    raise DecodeError("no plausible inner IP header")
+                if f.truncated and (f.dst in self.cut_links or len(self.cut_links) < self.max_links):
+                    self.cut_links[f.dst] = self.cut_links.get(f.dst, 0) + 1
                 link = self.links.get(f.dst)
                 if link is None:
                     if len(self.links) >= self.max_links:
@@ -207,7 +249,9 @@ class Analyser:
                     unicast = self._channel(inner.dst, pdu, f.length, outer)
             elif f.proto == 17 and LISP_CONTROL_PORT in (f.sport, f.dport):
                 t = f.payload[0] >> 4 if f.payload else -1
-                self.control[_TYPE_NAMES.get(t, f"type-{t}")] += 1
+                if t not in _TYPE_NAMES:
+                    raise DecodeError(f"LISP control type {t}")
+                self.control[_TYPE_NAMES[t]] += 1
             elif f.proto == IPPROTO_CORECAST or (f.proto == 17 and f.dport == CORECAST_UDP_PORT):
                 # CoreCast straight from a source (raw IP 253 or UDP 54341)
                 self._channel(ipaddress.ip_address(f.dst).packed, decode_cc(f.payload), f.length, 0)
@@ -226,6 +270,10 @@ class Analyser:
             self.errors += 1
         if self.as_table is not None:
             self._by_as(f, kind, unicast)
+            if f.truncated and len(self.cut_as) < self.max_links:
+                for ip in (f.src, f.dst):
+                    asn = self._asn(ip)
+                    self.cut_as.add("unmapped" if asn is None else asn)
 
     def _asn(self, ip: str) -> int | None:
         a = self._as_cache.get(ip, -1)
@@ -286,8 +334,23 @@ class Analyser:
                                   sorted(self.ases.items(), key=lambda kv: str(kv[0]).zfill(12))]
         errs = [{"what": f"dropped: {k}", "count": v} for k, v in self.dropped.items() if v]
         errs.append({"what": "undecodable", "count": self.errors})
+        if self.not_lisp:
+            errs.append({"what": "of those, on the LISP data port without a plausible inner IP "
+                                 "header (not counted on any link)", "count": self.not_lisp})
+        if self.cut_frames:
+            errs.append({"what": "frames cut by the snap length", "count": self.cut_frames})
+            self._mark_cut(out)
         out["corecast_errors"] = errs
         return out
+
+    def _mark_cut(self, out: dict[str, list[dict]]) -> None:
+        for r in out["corecast_links"]:
+            n = self.cut_links.get(r["rloc"], 0)
+            r[UNRELIABLE] = cut_reason(n) if n else None
+        for r in out["corecast_channels"]:  # a cut PDU's channel may be in the cut part
+            r[UNRELIABLE] = cut_reason(self.cut_cc) if self.cut_cc else None
+        for r in out.get("corecast_as", []):
+            r[UNRELIABLE] = cut_reason(self.cut_frames) if r["asn"] in self.cut_as else None
 
     def plots(self, outdir) -> list:
         """``corecast-as.png``: per AS, CoreCast transit vs its unicast equivalent (and local
@@ -319,7 +382,8 @@ class Analyser:
         ax.set_xticks([x + 0.4 - w / 2 for x in range(len(rows))], [k for k, _ in rows],
                       rotation=30)
         ax.set_ylabel("kB in the capture")
-        ax.set_title(title)
+        ax.set_title(title + (" (UNRELIABLE: frames cut by the snap length)"
+                              if self.cut_frames else ""))
         ax.legend(fontsize="small")
         p = Path(outdir) / name
         fig.savefig(p, dpi=100, bbox_inches="tight")

@@ -25,8 +25,16 @@ Plots: rate per group over time (stacked), and each receiver's number of
 joined groups over time.
 
 Options: ``m2c-port=PORT[,PORT]`` (only those UDP destination ports; else
-any UDP datagram shaped like LCT v1 with S=1, H=0 is tried), ``interval``,
-``max-groups``, ``max-rows``.  Malformed packets are counted, never raised.
+a UDP datagram is claimed only if it decodes entirely as ALC/LCT with EXT_M2C
+and a valid EXT_M2C_CRC, or, cut short by the capture, has the LCT v1 shape;
+never on a port another protocol owns),
+``interval``, ``max-groups``, ``max-rows``.  Malformed packets are counted,
+never raised.
+
+Frames the capture cut short (snap length) are counted per destination; the
+rows they feed (that group's rows and rates, the receivers' packets while
+member, a receiver's membership for a cut IGMP/MLD report) are marked in the
+``unreliable`` column.
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ import ipaddress
 import struct
 from pathlib import Path
 
-from m2c.wire.codec import DecodeError, decode
+from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port
+from m2c.wire.codec import AlcPacket, DecodeError, decode
 
 IPPROTO_IGMP = 2
 IPPROTO_ICMPV6 = 58
@@ -80,6 +89,7 @@ class Analyser:
     """Per-group rates, per-receiver joins and reception of M2C sessions."""
 
     name = "m2c"
+    handles_truncation = True
 
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
@@ -95,6 +105,11 @@ class Analyser:
         self.c = {"undecodable": 0, "igmp_malformed": 0, "dropped_groups": 0, "dropped_rows": 0,
                   "dropped_receivers": 0}
         self.igmp: dict[str, int] = {}
+        self._decoded: tuple[object, AlcPacket] | None = None  # accepts() -> feed() hand-over
+        self.foreign = 0
+        #: "dst:port" of cut ALC datagrams, and senders of cut IGMP/MLD reports -> count
+        self.cut_dsts: dict[str, int] = {}
+        self.cut_receivers: dict[str, int] = {}
 
     def accepts(self, f) -> bool:
         if f.proto == IPPROTO_IGMP:
@@ -106,10 +121,23 @@ class Analyser:
         if self.ports:
             return f.dport in self.ports
         p = f.payload
-        return len(p) >= 24 and (p[0] >> 4) == 1 and (p[1] & 0x90) == 0x80
+        if not (len(p) >= 24 and (p[0] >> 4) == 1 and (p[1] & 0x90) == 0x80):
+            return False
+        if foreign_port(f, self.name):
+            self.foreign += 1
+            return False
+        try:  # strict: only what decodes as ours, EXT_M2C and its CRC included
+            self._decoded = (f, decode(p))
+        except (DecodeError, ValueError, IndexError, struct.error):
+            # a frame the capture cut short cannot decode whole: LCT-shaped is enough to
+            # count it (as undecodable, and its destination's figures as unreliable)
+            return bool(f.truncated)
+        return True
 
     # ------------------------------------------------------------------
     def feed(self, f) -> None:
+        if f.truncated and f.proto != 17 and len(self.cut_receivers) < self.max_groups:
+            self.cut_receivers[f.src] = self.cut_receivers.get(f.src, 0) + 1
         try:
             if f.proto == IPPROTO_IGMP:
                 self._igmp(f)
@@ -121,8 +149,12 @@ class Analyser:
             self.c["undecodable" if f.proto == 17 else "igmp_malformed"] += 1
 
     def _alc(self, f) -> None:
+        if f.truncated and len(self.cut_dsts) < self.max_groups:
+            key = f"{f.dst}:{f.dport}"
+            self.cut_dsts[key] = self.cut_dsts.get(key, 0) + 1
+        held, self._decoded = self._decoded, None
         try:
-            p = decode(f.payload)
+            p = held[1] if held is not None and held[0] is f else decode(f.payload)
         except (DecodeError, ValueError, IndexError, struct.error):  # not ours, or damaged
             self.c["undecodable"] += 1
             return
@@ -272,10 +304,40 @@ class Analyser:
                  "member_at_end": len(r.member), "packets_while_member": r.packets,
                  "ip_bytes_while_member": r.bytes}
                 for who, r in sorted(self.receivers.items())]
+        if self.cut_dsts or self.cut_receivers:
+            self._mark_cut(groups, rates, recv)
         errs = [{"what": k, "count": v} for k, v in self.c.items()]
+        if self.foreign:
+            errs.append({"what": "ALC-shaped datagrams refused: on a port another protocol owns",
+                         "count": self.foreign})
+        errs.append({"what": "frames cut by the snap length",
+                     "count": sum(self.cut_dsts.values()) + sum(self.cut_receivers.values())})
         errs += [{"what": f"igmp {k}", "count": v} for k, v in sorted(self.igmp.items())]
         return {"m2c_groups": groups, "m2c_rates": rates, "m2c_receivers": recv,
                 "m2c_joins": self.joins, "m2c_errors": errs}
+
+    def _mark_cut(self, groups: list[dict], rates: list[dict], recv: list[dict]) -> None:
+        """A cut ALC datagram may have failed its CRC (lost to its group) or been counted:
+        its destination's group rows and rates are unreliable, and so is what members of
+        that destination received; a cut report makes its receiver's joins unreliable."""
+        cut_groups = set()
+        for r in groups:
+            n = self.cut_dsts.get(r["destination"], 0)
+            r[UNRELIABLE] = cut_reason(n) if n else None
+            if n:
+                cut_groups.add((r["session"], r["group"]))
+        for r in rates:
+            r[UNRELIABLE] = (cut_reason(1) + " in this group" if (r["session"], r["group"])
+                             in cut_groups else None)
+        cut_addrs = {d.rsplit(":", 1)[0] for d in self.cut_dsts}
+        for r in recv:
+            who = r["receiver"]
+            n = self.cut_receivers.get(who, 0)
+            hit = n or who in cut_addrs or any(
+                who in self.members.get(a, ()) or a in self.receivers[who].groups
+                for a in cut_addrs)
+            r[UNRELIABLE] = (cut_reason(n) + " (its reports)" if n else
+                             "datagrams to its groups were cut" if hit else None)
 
     def plots(self, outdir: Path) -> list[Path]:
         if not self.groups:
@@ -295,7 +357,8 @@ class Analyser:
         ax.stackplot(xs, ys, labels=[f"g{g.group}" for g in gs], colors=colours, step="post")
         ax.set_xlabel("time since first M2C packet (s)")
         ax.set_ylabel("rate (kbit/s), stacked by group")
-        ax.set_title("M2C groups over time (the sender's dynamic layers)")
+        ax.set_title("M2C groups over time (the sender's dynamic layers)" + (
+            " (UNRELIABLE: frames cut by the snap length)" if self.cut_dsts else ""))
         if len(gs) <= 16:
             ax.legend(fontsize="x-small", ncol=2)
         p = outdir / "m2c-group-rates.png"

@@ -42,6 +42,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port
 from swift.core import bins as B
 from swift.core.merkle import MerkleTree
 from swift.wire.codec import (
@@ -126,6 +127,7 @@ class Analyser:
     """Per-peer PPSPP summary of a capture (see module docstring)."""
 
     name = "ppspp"
+    handles_truncation = True
 
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
@@ -162,19 +164,43 @@ class Analyser:
         self.datagrams = 0
         #: UDP datagrams on ports we do not follow (no handshake seen there)
         self.skipped_udp = 0
+        #: UDP datagrams refused because another protocol owns their port (LISP 4341...)
+        self.foreign = 0
+        #: endpoints of datagrams the capture cut short (snap length): their figures are marked
+        self.cut: dict[str, int] = {}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
+        """Strict: our port, an endpoint seen in a handshake, or a datagram that decodes
+        entirely as an opening handshake; never a port another protocol owns."""
         if f.proto != 17 or f.sport is None:
             return False
         if f.sport in self.ports or f.dport in self.ports:
             return True
+        if foreign_port(f, self.name, self.ports):
+            self.foreign += 1
+            return False
         if (f.src, f.sport) in self.endpoints or (f.dst, f.dport) in self.endpoints:
             return True
-        if f.payload[:5] == b"\0\0\0\0\0":  # channel 0 + HANDSHAKE: a new conversation
+        if f.payload[:5] == b"\0\0\0\0\0" and self._opening(f.payload):
             return True
         self.skipped_udp += 1
         return False
+
+    def _opening(self, data: bytes) -> bool:
+        """A channel-0 datagram that decodes to its end, starting with a HANDSHAKE that
+        opens a channel (non-zero source channel) and names a protocol version (7.2)."""
+        try:
+            dec = decode_datagram(data, self.default_ctx)
+            if dec.error or not dec.messages or not isinstance(dec.messages[0], Handshake):
+                return False
+            hs = dec.messages[0]
+            if hs.channel == 0 or hs.options.version is None:
+                return False
+            ctx = self._ctx_from(hs, self.default_ctx)
+            return ctx == self.default_ctx or not decode_datagram(data, ctx).error
+        except (DecodeError, ValueError, IndexError, KeyError, OverflowError):
+            return False
 
     def _err(self, why: str) -> None:
         self.errors[why] = self.errors.get(why, 0) + 1
@@ -282,6 +308,10 @@ class Analyser:
         if dec.error:
             self._err(dec.error)
         src, dst = _ep(*a), _ep(*b)
+        if f.truncated:  # messages after the cut are lost: both ends' figures are incomplete
+            for ep in (src, dst):
+                if ep in self.cut or len(self.cut) < self.max_peers:
+                    self.cut[ep] = self.cut.get(ep, 0) + 1
         ps, pd = self._peer(src), self._peer(dst)
         if ps is not None:
             ps.dgrams_out += 1
@@ -544,6 +574,11 @@ class Analyser:
         errs = [{"what": f"undecodable: {k}", "count": v} for k, v in sorted(self.errors.items())]
         errs += [{"what": f"dropped: {k}", "count": v} for k, v in self.dropped.items() if v]
         errs.append({"what": "datagrams analysed", "count": self.datagrams})
+        if self.foreign:
+            errs.append({"what": "UDP datagrams refused: on a port another protocol owns",
+                         "count": self.foreign})
+        if self.cut:
+            self._mark_cut(peers, messages, lat, convs, tput)
         if self.skipped_udp and not self.convs:
             ports = ",".join(map(str, sorted(self.ports)))
             errs.append({"what": "UDP datagrams not followed: no PPSPP handshake seen and not on "
@@ -551,6 +586,23 @@ class Analyser:
                                  "--opt ppspp-port=PORT)", "count": self.skipped_udp})
         return {"ppspp_peers": peers, "ppspp_messages": messages, "ppspp_latency": lat, "ppspp_conversations": convs,
                 "ppspp_throughput": tput, "ppspp_errors": errs}
+
+    def _mark_cut(self, peers: list[dict], messages: list[dict], lat: list[dict],
+                  convs: list[dict], tput: list[dict]) -> None:
+        """Mark every row an endpoint of a cut datagram feeds (its messages after the cut
+        were not decoded); the other rows get an empty mark (one column set per table)."""
+        def why(*eps: str) -> str | None:
+            n = max((self.cut.get(e, 0) for e in eps), default=0)
+            return cut_reason(n) if n else None
+
+        for r in peers + messages:
+            r[UNRELIABLE] = why(r["peer"])
+        for r in lat:
+            r[UNRELIABLE] = why(r["receiver"], r["sender"])
+        for r in convs:
+            r[UNRELIABLE] = why(r["a"], r["b"])
+        for r in tput:
+            r[UNRELIABLE] = why(r["receiver"])
 
     def plots(self, outdir: Path) -> list[Path]:
         if not self.tput and not self.series:
@@ -569,7 +621,8 @@ class Analyser:
                         [8 * slots.get(x, 0) / self.interval / 1e6 for x in xs], where="post", label=rx)
             ax.set_xlabel("time since first PPSPP datagram (s)")
             ax.set_ylabel("DATA received (Mbit/s)")
-            ax.set_title("PPSPP throughput per receiver")
+            ax.set_title("PPSPP throughput per receiver" + (
+                " (UNRELIABLE: datagrams cut by the snap length)" if self.cut else ""))
             ax.legend(fontsize="small")
             p = outdir / "ppspp-throughput.png"
             fig.savefig(p, dpi=100, bbox_inches="tight")

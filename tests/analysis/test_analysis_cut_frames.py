@@ -1,0 +1,136 @@
+"""Frames cut by the snap length, per analyser (issue 13 item 13).
+
+Real captures (../shared/captures: libswift peers, OOR's LISP; an ALC session
+from our encoder) rewritten as ``tcpdump -s N`` would have kept them: a pcapng
+whose EPBs keep N bytes of chosen frames and record their original length.
+The figures those frames feed must be marked in the ``unreliable`` column,
+and a whole capture must have no mark at all.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.utils import wrpcap
+
+from deliverykit.analyse import UNRELIABLE, Options, load_analysers, run
+from deliverykit.pcap import Reader
+from m2c.wire.codec import AlcPacket, encode
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "captures"
+
+
+def _block(btype: int, body: bytes) -> bytes:
+    body += b"\0" * (-len(body) % 4)
+    return struct.pack("<II", btype, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def snapped(src: Path, dst: Path, snap: int, pick) -> int:
+    """Rewrite ``src`` as pcapng keeping ``snap`` bytes of the records ``pick(i, data)``
+    chooses (their original length recorded), the rest whole. Returns how many were cut."""
+    recs = list(Reader(src).records())
+    out = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += _block(1, struct.pack("<HHI", recs[0][1], 0, 0))
+    cut = 0
+    for i, (ts, _lt, data, orig) in enumerate(recs):
+        keep = data[:snap] if pick(i, data) and len(data) > snap else data
+        cut += len(keep) < len(data)
+        us = int(ts * 1e6)
+        out += _block(6, struct.pack("<IIIII", 0, us >> 32, us & 0xFFFFFFFF, len(keep), orig) + keep)
+    dst.write_bytes(out)
+    return cut
+
+
+def analyse(path: Path, name: str, opts: dict | None = None):
+    report = run(path, load_analysers([name], Options(opts or {})))
+    return report, report.results[name]
+
+
+def _shared(rel: str) -> Path:
+    p = SHARED / rel
+    if not p.exists():
+        pytest.fail(f"{p} is missing (the shared captures of real peers)")
+    return p
+
+
+def _marks(tables: dict) -> dict[str, int]:
+    return {t: sum(1 for r in rows if r.get(UNRELIABLE)) for t, rows in tables.items()}
+
+
+def test_ppspp_cut_datagrams_mark_both_peers(tmp_path):
+    src = _shared("libswift/ref_ls_ls_1k.pcap")
+    whole, res0 = analyse(src, "ppspp")
+    assert whole.stats["truncated"] == 0 and not any(_marks(res0).values())
+    assert all(UNRELIABLE not in r for rows in res0.values() for r in rows)
+    cap = tmp_path / "cut.pcapng"
+    n = snapped(src, cap, 200, lambda i, d: i % 10 == 5 and len(d) > 1000)  # DATA datagrams
+    report, res = analyse(cap, "ppspp")
+    assert n > 50 and report.stats["truncated"] == n == report.seen["ppspp"].truncated
+    peers = {r["peer"]: r for r in res["ppspp_peers"]}
+    leecher = max(peers.values(), key=lambda r: r["chunks_received"])
+    assert leecher["chunks_received"] < max(r["chunks_received"] for r in res0["ppspp_peers"])
+    assert all(r[UNRELIABLE] for r in peers.values())  # the one pair: both ends
+    for t in ("ppspp_messages", "ppspp_latency", "ppspp_conversations", "ppspp_throughput"):
+        assert res[t] and all(r[UNRELIABLE] for r in res[t]), t
+    assert any("shorter than they were on the wire" in w for w in report.warnings)
+
+
+def test_corecast_cut_lisp_data_marks_its_link_only(tmp_path):
+    src = _shared("oor/bc1-vB.pcap")
+    _, res0 = analyse(src, "corecast")
+    assert not any(_marks(res0).values())
+    cap = tmp_path / "cut.pcapng"
+    # the LISP data toward OOR's RLOC 10.201.0.1 cut inside the inner packet: still LISP
+    n = snapped(src, cap, 14 + 20 + 8 + 8 + 24,
+                lambda i, d: d[14 + 16:14 + 20] == bytes([10, 201, 0, 1]) and len(d) > 90)
+    report, res = analyse(cap, "corecast")
+    assert n > 0
+    links = {r["rloc"]: r for r in res["corecast_links"]}
+    links0 = {r["rloc"]: r for r in res0["corecast_links"]}
+    assert links["10.201.0.1"][UNRELIABLE] and not links["10.201.0.3"][UNRELIABLE]
+    assert links["10.201.0.1"]["ip_bytes"] == links0["10.201.0.1"]["ip_bytes"]  # wire lengths
+    errs = {r["what"]: r["count"] for r in res["corecast_errors"]}
+    assert errs["frames cut by the snap length"] == n
+    assert not any("plausible" in w for w in errs)  # a cut packet is still LISP data
+
+
+def test_m2c_cut_datagrams_mark_their_group(tmp_path):
+    pk = []
+    for i in range(40):
+        for g, dst in ((0, "239.192.9.1"), (1, "239.192.9.2")):
+            alc = encode(AlcPacket(session=0x1234, toi=0, codepoint=3, slot=i // 10, group=g,
+                                   psn=i, buffer_id=0, offset=i * 1000, sbn=0, esi=i,
+                                   payload=bytes(1000)))
+            p = Ether() / IP(src="10.0.0.1", dst=dst) / UDP(sport=5000, dport=47000) / alc
+            p.time = 1000 + i * 0.01
+            pk.append(p)
+    src = tmp_path / "m2c.pcap"
+    wrpcap(str(src), pk)
+    _, res0 = analyse(src, "m2c")
+    assert len(res0["m2c_groups"]) == 2 and not any(_marks(res0).values())
+    cap = tmp_path / "cut.pcapng"
+    n = snapped(src, cap, 100, lambda i, d: i % 2 == 1 and i % 7 == 0)  # group 1 only
+    _, res = analyse(cap, "m2c")
+    assert n > 0
+    g = {r["group"]: r for r in res["m2c_groups"]}
+    assert g[1][UNRELIABLE] and not g[0][UNRELIABLE]
+    assert all(bool(r[UNRELIABLE]) == (r["group"] == 1) for r in res["m2c_rates"])
+
+
+def test_cli_text_marks(tmp_path):
+    """The terminal report says how many frames were cut and flags the tables."""
+    import subprocess
+    import sys
+
+    cap = tmp_path / "cut.pcapng"
+    snapped(_shared("libswift/ref_ls_ls_8k.pcap"), cap, 300, lambda i, d: len(d) > 5000)
+    r = subprocess.run([sys.executable, "-m", "deliverykit", "analyse", str(cap), "--no-progress",
+                        "--only", "ppspp", "--only", "flows"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "UNRELIABLE)" in r.stdout and "WARNING:" in r.stdout and "capture with tcpdump -s 0" in r.stdout
+    assert "flows: flows (2 rows)" in r.stdout  # wire lengths: not marked
