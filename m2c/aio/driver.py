@@ -781,8 +781,9 @@ class MulticastReceiver:
         m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
                                        lt.received)
         return {"ok": ok, "complete": self.file.complete, "end": None if ok else self.end,
-                "metrics": m, "packets": self.packets, "rejected": self.rejected, "wrong_group": self.wrong_group,
-                "foreign_source": self.foreign_source, "implausible": self.implausible,
+                "metrics": m, "packets": self.packets, "rejected": self.rejected,
+                "wrong_group": self.wrong_group, "foreign_source": self.foreign_source,
+                "implausible": self.implausible, "ignored": self.file.ignored,
                 "closed": self.closed, "stopped": self.stopped, "joins": self.joins,
                 "leaves": self.leaves,
                 "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,

@@ -495,6 +495,10 @@ class FileReceiver:
         self.symbols = 0
         """FEC symbols received (with duplicates) until the file was recovered"""
         self.dropped_inactive = 0
+        self.ignored = 0
+        """verified packets that are not of this file: another TOI or FEC codepoint, a
+        source block the file does not have, an ESI beyond the block, a symbol of the
+        wrong length (forged, or a sender with another session description)"""
         self.link_bytes = 0
         self.packets = 0
         self.app_bytes = 0
@@ -549,12 +553,14 @@ class FileReceiver:
         # counted only once the packet is known to be of this object (TOI, codepoint)
         # and, if it carries a symbol, of one of its blocks (issue 5 review, item 6)
         if pkt.toi != self.sd.toi or pkt.codepoint != self.sd.codepoint:
+            self.ignored += 1
             return []
         if pkt.data_less:
             self.packets += 1
             self.link_bytes += wire_len + IP_UDP_OVERHEAD
             return []
         if not 0 <= pkt.sbn < self.pt.blocks or len(pkt.payload) != self.E:
+            self.ignored += 1
             return []
         self.packets += 1
         self.link_bytes += wire_len + IP_UDP_OVERHEAD
@@ -567,6 +573,7 @@ class FileReceiver:
             return []
         k = self.pt.block_length(sbn)
         if pkt.esi >= self.sd.block_n(k):
+            self.ignored += 1
             return []  # before a decoder is allocated for it (memory bound)
         dec = self._decoder(sbn)
         if dec is None:
@@ -651,7 +658,8 @@ class FileReceiver:
             m.gput = m.dup = m.sym = m.comp = m.net = None
         m.raw = {"packets": self.packets, "symbols": self.symbols, "needed": self.needed,
                  "k": k_total, "link_bytes": self.link_bytes, "lost": lost,
-                 "dropped_inactive": self.dropped_inactive, "eliminations": self.eliminations,
+                 "dropped_inactive": self.dropped_inactive, "ignored": self.ignored,
+                 "eliminations": self.eliminations,
                  "repeats": self.repeats, "after_done": self.after_done}
         return m
 
