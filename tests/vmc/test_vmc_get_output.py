@@ -249,3 +249,35 @@ def test_progress_is_on_stderr_only(origin, tmp_path: Path) -> None:
     json.loads(r.stdout)  # stdout is exactly the promised JSON
     summary = r.stderr.strip().splitlines()
     assert len(summary) == 1 and re.search(r"400000 bytes .* -> .*p\.bin", summary[0]), r.stderr
+
+
+def test_progress_bar_only_on_a_terminal(origin, tmp_path: Path) -> None:
+    """stderr on a pseudo-terminal: a bytes/rate bar is drawn there (and the summary line after)."""
+    import pty
+
+    o = origin(rate="2e6")
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen(PY + ["get", f"http://127.0.0.1:{o.port}/t.bin?size=1500000", "-o",
+                                   str(tmp_path / "t.bin")], stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:  # until the child closes the terminal (bounded by its own run)
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the pty
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out, _ = p.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 0
+    json.loads(out)  # the bar never reaches stdout
+    text = seen.decode("utf-8", "replace")
+    assert re.search(r"\d+(\.\d+)?/1\.5 MB", text), text[-500:]  # bytes done / total: a bar was drawn
+    assert "1500000 bytes" in text

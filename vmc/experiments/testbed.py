@@ -31,7 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from deliverykit import cliutil
 from vmc.nginx import Nginx, write_object
+from vmc.workload.files import replacing, write_atomic
 from vmc.workload.synth import PAPER_TABLE2, SCENARIOS, calculated_saving, generate
 
 C_IP, R_C_IP, R_O_IP, O_IP = "10.61.1.1", "10.61.1.2", "10.61.2.1", "10.61.2.2"
@@ -140,6 +142,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         tb.shape(l2.b, tbf=Tbf(rate_bps=int(link_bps), latency_ms=queue_ms))
         ng = Nginx.origin(root, listen=f"{O_IP}:80")
         ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw), probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
+        running: list[subprocess.Popen] = []  # proxies still to stop, whatever happens
         try:
             for arm in ARMS:
                 proxy = None
@@ -149,6 +152,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                                          "--transparent", "--status-allow", "10.61.0.0/16"]
                                      + (["--no-share"] if arm == "proxy" else []),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    running.append(proxy)
+                    assert proxy.stdout is not None
                     proxy.stdout.readline()  # listening
                     cp = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES)
                     if cp.returncode != 0:
@@ -174,6 +179,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     except ValueError:
                         status = None
                     tb.exec(r, ["nft", "delete", "table", "ip", "vmc"])
+                    assert proxy is not None
                     proxy.terminate()
                     proxy.wait(5)
                 out[arm] = {
@@ -196,6 +202,10 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     if status else None,
                 }
         finally:
+            for proc in running:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(5)
             ng.stop()
     nm, pm, vm = out["normal"], out["proxy"], out["vmc"]
     calc = calculated_saving(entries, window)
@@ -214,16 +224,27 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
     return out
 
 
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="vmc experiment testbed", description=__doc__.split("\n")[0],
+        epilog="Prints one JSON object per line on stdout (the Table 2 row, then one per arm); "
+               "progress goes to stderr.")
+    ap.add_argument("--quick", action="store_true", help="a short workload per scenario (CI runs this)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
+                    help="scenario to run (repeatable; default high-high)")
+    ap.add_argument("-n", type=cliutil.positive_int, default=None, help="requests per scenario")
+    ap.add_argument("--link-mbit", type=cliutil.positive_float, default=20.0, metavar="MBIT",
+                    help="rate of the origin's tbf-shaped link in Mbit/s (default 20)")
+    ap.add_argument("--queue-ms", type=cliutil.positive_float, default=None, metavar="MS",
+                    help="tbf queue in ms (default 50)")
+    ap.add_argument("--repeat", type=cliutil.positive_int, default=1, metavar="N",
+                    help="runs per scenario (seeds 1..N): mean and spread")
+    ap.add_argument("--out", type=Path, metavar="DIR", help="write testbed.json and the PNGs here")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS))
-    ap.add_argument("-n", type=int, default=None)
-    ap.add_argument("--link-mbit", type=float, default=20.0)
-    ap.add_argument("--queue-ms", type=float, default=None, help="tbf queue in ms (default 50)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per scenario (seeds 1..N): mean and spread")
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args(argv)
+    a = build_parser().parse_args(argv)
     results = []
     for sc in a.scenario or ["high-high"]:
         runs = []
@@ -231,17 +252,18 @@ def main(argv: list[str] | None = None) -> int:
             res = run(a.quick, sc, a.n, a.link_mbit, seed=seed, queue_ms=a.queue_ms)
             results.append(res)
             runs.append(res)
-            print(json.dumps(res["table2"] | {"seed": seed}), flush=True)
+            print(json.dumps({"scenario": sc, "seed": seed} | res["table2"]), flush=True)
             for arm in ARMS:
-                print(f"  {arm}: " + json.dumps({k: v for k, v in res[arm].items()
-                                                 if k not in ("latencies", "saved_bytes")}), flush=True)
+                print(json.dumps({"scenario": sc, "seed": seed, "arm": arm} | {
+                    k: v for k, v in res[arm].items() if k not in ("latencies", "saved_bytes")}), flush=True)
+            print(f"vmc experiment testbed: {sc} seed {seed} done", file=sys.stderr, flush=True)
         if a.repeat > 1:
             print(json.dumps(summarise(runs)), flush=True)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "testbed.json").write_text(json.dumps(results, indent=1))
+        write_atomic(a.out / "testbed.json", json.dumps(results, indent=1) + "\n")
         for p in plot(results, a.out):
-            print("wrote", p)
+            print("wrote", p, file=sys.stderr)
     return 0
 
 
@@ -287,7 +309,8 @@ def plot(results: list[dict], out: Path) -> list[Path]:
         fig.suptitle(f"{res['scenario']}: testbed, tbf {res['link_mbit']:g} Mbit/s")
         fig.tight_layout()
         p = out / f"vmc_testbed_{res['scenario']}_s{res['seed']}.png"
-        fig.savefig(p, dpi=100)
+        with replacing(p) as tmp:  # never a half-written PNG under the final name
+            fig.savefig(tmp, dpi=100, format="png")
         plt.close(fig)
         paths.append(p)
     return paths
