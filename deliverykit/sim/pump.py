@@ -173,6 +173,10 @@ class Simulation:
         self.app.on_start(host)
         host.flush()
 
+    def depart(self, name: str, at: float | None = None) -> None:
+        """Node ``name`` leaves at virtual time ``at`` (default now)."""
+        self.sched.at(self.sched.now if at is None else at, self._depart, name)
+
     def _depart(self, name: str) -> None:
         host = self.hosts.get(name)
         if host is None or not host.present:

@@ -1,0 +1,231 @@
+"""The swift peer in the packet-level simulator (deliverykit.sim, docs/sim.md).
+
+Real :class:`swift.core.peer.Peer` objects, the ones ``swift/aio/node.py``
+puts on sockets, run unchanged in virtual time: a seeder and N leechers with
+in-memory content (:class:`swift.core.content.MemoryStorage`).  The flash
+crowd mirrors ``swift/experiments/flashcrowd.py`` on the namespace testbed:
+the seeder's uplink 20 Mb/s, leechers' uplinks capped (tbf's default queue of
+50 ms at the rate), downlinks unshaped, leechers learn of each other through
+the seeder's PEX (``pex_connect``) and leave once complete.  Every leecher's
+content is compared byte for byte with the seeder's.
+
+    python -m swift.sim --leechers 16 --size-kib 1024 [--seed N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from deliverykit.sim import (
+    Host,
+    LinkSpec,
+    NodeSpec,
+    QueueUnit,
+    RunStats,
+    Scenario,
+    Simulation,
+    derive_seed,
+)
+from swift.core import events as ev
+from swift.core.content import Content, MemoryStorage
+from swift.core.merkle import MerkleTree
+from swift.core.peer import Peer, PeerConfig
+
+__all__ = ["FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run"]
+
+SEEDER = "seeder"
+LEECHER = "leecher"
+
+
+def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
+                leecher_up: float = 4e6, delay: float = 0.001, queue_s: float = 0.05,
+                spread: float = 0.0, linger: float | None = 0.0, seed: int = 0,
+                duration: float = 600.0) -> Scenario:
+    """A flash crowd as data: ``leechers`` arrive within ``spread`` s (all at 0 by default).
+
+    Rates in bit/s; each uplink queues ``queue_s`` seconds at its rate (tbf's
+    default latency); ``delay`` one-way per access link; ``linger``: seconds a
+    leecher stays after completing (None: to the end).  The content (``size``
+    bytes) is generated from ``params["content_seed"]``, fixed across run seeds."""
+    if leechers < 1 or size < 1:
+        raise ValueError("need at least one leecher and one byte of content")
+
+    def up(rate: float) -> LinkSpec:
+        return LinkSpec(rate=rate, delay=delay, queue=max(1600, int(rate / 8 * queue_s)),
+                        queue_unit=QueueUnit.BYTES)
+
+    arrive = random.Random(derive_seed(seed, "arrivals"))
+    nodes = [NodeSpec(SEEDER, role=SEEDER, up=up(seeder_up), down=LinkSpec(delay=delay))]
+    nodes += [NodeSpec(f"l{i:03d}", role=LEECHER, up=up(leecher_up), down=LinkSpec(delay=delay),
+                       arrive=arrive.uniform(0, spread) if spread > 0 else 0.0)
+              for i in range(leechers)]
+    return Scenario(f"swift-flash-crowd-{leechers}x{size}", tuple(nodes), seed=seed,
+                    duration=duration,
+                    params={"size": size, "content_seed": 0, "linger": linger})
+
+
+@dataclass(frozen=True, slots=True)
+class LeecherResult:
+    """One leecher's run."""
+
+    name: str
+    #: virtual time it arrived
+    arrive: float
+    #: seconds from arrival to DownloadComplete (None: did not complete)
+    completion_s: float | None
+    #: its stored content equals the seeder's, byte for byte
+    verified: bool
+    #: chunks it uploaded
+    sent_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlashCrowdResult:
+    """Per-leecher outcome and what the run cost."""
+
+    scenario: str
+    seed: int
+    leechers: tuple[LeecherResult, ...]
+    run: RunStats
+
+    @property
+    def all_verified(self) -> bool:
+        return all(r.verified for r in self.leechers)
+
+    @property
+    def completion_times(self) -> list[float | None]:
+        return [r.completion_s for r in self.leechers]
+
+    def summary(self) -> dict[str, Any]:
+        done = [t for t in self.completion_times if t is not None]
+        return {
+            "scenario": self.scenario, "seed": self.seed, "leechers": len(self.leechers),
+            "completed": len(done), "verified": sum(r.verified for r in self.leechers),
+            "mean_completion_s": sum(done) / len(done) if done else None,
+            "max_completion_s": max(done) if done else None,
+            "virtual_s": self.run.virtual_s, "cpu_s": self.run.cpu_s,
+            "datagrams": self.run.datagrams, "events": self.run.events,
+            "datagrams_per_cpu_s": self.run.datagrams_per_cpu_s,
+            "virtual_s_per_cpu_s": self.run.virtual_per_cpu_s, **self.run.fates,
+        }
+
+
+class SwiftApp:
+    """:class:`deliverykit.sim.Application` for a static swift swarm (seeder + leechers)."""
+
+    def __init__(self, scenario: Scenario, seeder_config: PeerConfig | None = None,
+                 leecher_config: PeerConfig | None = None) -> None:
+        p = scenario.params
+        self.size = int(p.get("size", 1 << 20))
+        self.linger: float | None = p.get("linger", 0.0)
+        self.seeder_config = seeder_config or PeerConfig()
+        self.leecher_config = leecher_config or PeerConfig(pex_connect=True)
+        cs = self.seeder_config.chunk_size
+        if self.leecher_config.chunk_size != cs:
+            raise ValueError("seeder and leechers must share the chunk size")
+        self.data = random.Random(int(p.get("content_seed", 0))).randbytes(self.size)
+        self.tree = MerkleTree.build([self.data[i:i + cs] for i in range(0, self.size, cs)],
+                                     self.seeder_config.hash_func, cs)
+        seeders = [n for n in scenario.nodes if n.role == SEEDER]
+        if len(seeders) != 1:
+            raise ValueError(f"the swift scenario needs exactly one {SEEDER!r} node")
+        self.seeder_name = seeders[0].name
+        self.leecher_names = [n.name for n in scenario.nodes if n.role == LEECHER]
+        self.seeder_addr: Any = None
+        self.completed: dict[str, float] = {}
+        self.left: set[str] = set()
+
+    def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> Peer:
+        seed = derive_seed(sim.seed, f"peer/{node.name}")
+        if node.role == SEEDER:
+            self.seeder_addr = addr
+            cfg = dataclasses.replace(self.seeder_config, seed=seed)
+            return Peer(Content.seeded(self.tree, MemoryStorage(self.data)), cfg)
+        if node.role != LEECHER:
+            raise ValueError(f"node {node.name}: unknown swift role {node.role!r}")
+        cfg = dataclasses.replace(self.leecher_config, seed=seed)
+        tree = MerkleTree.for_root(self.tree.root_hash, cfg.hash_func, cfg.chunk_size)
+        return Peer(Content(tree, MemoryStorage()), cfg)
+
+    def on_start(self, host: Host) -> None:
+        if host.spec.role == LEECHER:
+            if self.seeder_addr is None:
+                raise ValueError(f"{host.name} arrived before the seeder")
+            peer: Peer = host.core  # type: ignore[assignment]
+            peer.connect(self.seeder_addr, host.sim.now)
+
+    def on_event(self, host: Host, event: object) -> None:
+        if isinstance(event, ev.DownloadComplete) and host.name not in self.completed:
+            sim = host.sim
+            self.completed[host.name] = sim.now - host.spec.arrive
+            if self.linger is not None:
+                sim.depart(host.name, sim.now + self.linger)
+
+    def on_stop(self, host: Host) -> None:
+        self.left.add(host.name)
+        peer: Peer = host.core  # type: ignore[assignment]
+        host.send(peer.close(host.sim.now))  # closing handshakes (RFC 7574 3.1.1 step 8)
+
+    def done(self, sim: Simulation) -> bool:
+        return len(self.completed) == len(self.leecher_names)
+
+    def verified(self, host: Host) -> bool:
+        peer: Peer = host.core  # type: ignore[assignment]
+        storage = peer.content.storage
+        assert isinstance(storage, MemoryStorage)
+        return peer.content.complete and bytes(storage.buf[:self.size]) == self.data
+
+
+def run(scenario: Scenario, seed: int | None = None, trace: bool = False) -> FlashCrowdResult:
+    """Run a swift scenario to completion (or its duration) and check every leecher."""
+    app = SwiftApp(scenario)
+    sim = Simulation(scenario, app, seed=seed, trace=trace)
+    stats = sim.run()
+    out = []
+    for name in app.leecher_names:
+        host = sim.hosts.get(name)
+        peer: Peer | None = host.core if host is not None else None  # type: ignore[assignment]
+        out.append(LeecherResult(
+            name, host.spec.arrive if host is not None else float("nan"),
+            app.completed.get(name), host is not None and app.verified(host),
+            peer.stats["sent_data"] if peer is not None else 0))
+    return FlashCrowdResult(scenario.name, sim.seed, tuple(out), stats)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m swift.sim", description=__doc__.splitlines()[0])
+    ap.add_argument("--leechers", type=int, default=16)
+    ap.add_argument("--size-kib", type=int, default=1024)
+    ap.add_argument("--leecher-up", type=float, default=4e6, help="bit/s (default 4e6)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scenario", help="a scenario JSON file instead of the flash crowd options")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    if args.leechers < 1 or args.size_kib < 1:
+        ap.error("--leechers and --size-kib must be positive")
+    if args.scenario:
+        try:
+            sc = Scenario.load(args.scenario)
+        except (OSError, ValueError) as e:
+            ap.error(str(e))
+    else:
+        sc = flash_crowd(args.leechers, args.size_kib * 1024, leecher_up=args.leecher_up,
+                         seed=args.seed)
+    res = run(sc, seed=args.seed)
+    s = res.summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        for k, v in s.items():
+            print(f"{k:>22}: {v:.4g}" if isinstance(v, float) else f"{k:>22}: {v}")
+    return 0 if res.all_verified else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

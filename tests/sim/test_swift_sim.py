@@ -1,0 +1,91 @@
+"""Real swift Peer objects (the ones swift/aio/node.py puts on sockets) in the simulator:
+a flash crowd completes, every leecher's content equals the seeder's byte for byte, and a
+run is a pure function of its scenario and seed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from deliverykit.sim import Scenario, Simulation
+from swift.core.peer import Peer
+from swift.sim import SwiftApp, flash_crowd, run
+
+# 6 leechers x 128 KiB: ~3 CPU s.  1 MiB costs ~90 CPU s today, nearly all in the swift
+# peer's end game scan (docs/sim.md, "Hot spots"), so the test stays small until that changes.
+LEECHERS = 6
+SIZE = 128 * 1024
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    sc = flash_crowd(LEECHERS, SIZE, seed=3)
+    return sc, run(sc)
+
+
+def test_flash_crowd_completes_and_every_copy_is_verified(crowd) -> None:
+    sc, res = crowd
+    assert len(res.leechers) == LEECHERS
+    assert all(r.completion_s is not None and r.completion_s > 0 for r in res.leechers)
+    assert res.all_verified
+    # at 20 Mb/s the seeder alone needs SIZE * 6 * 8 / 20e6 s; leechers share (PEX)
+    assert sum(r.sent_chunks for r in res.leechers) > 0
+    assert res.run.fates["delivered"] > 0 and res.run.datagrams > 0
+
+
+def test_same_seed_same_completion_times(crowd) -> None:
+    sc, res = crowd
+    again = run(sc)
+    assert again.completion_times == res.completion_times
+    assert again.run.fates == res.run.fates
+
+
+def test_scenario_from_json_runs_the_same(crowd) -> None:
+    sc, res = crowd
+    loaded = Scenario.from_json(sc.to_json())
+    assert loaded == sc
+    assert run(loaded).completion_times == res.completion_times
+
+
+def test_the_simulated_peer_is_the_socket_peer_class() -> None:
+    sc = flash_crowd(1, 4096)
+    app = SwiftApp(sc)
+    sim = Simulation(sc, app)
+    sim.run()
+    assert all(type(h.core) is Peer for h in sim.hosts.values())
+    leecher = sim.hosts["l000"]
+    assert app.verified(leecher)
+    leecher.core.content.storage.buf[100] ^= 1  # one flipped bit is caught
+    assert not app.verified(leecher)
+
+
+def test_same_seed_same_result_across_processes() -> None:
+    """Hash randomisation differs per process: the result must not depend on it."""
+    code = ("from swift.sim import flash_crowd, run;"
+            "print(run(flash_crowd(3, 32768, seed=5)).completion_times)")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300, env={"PYTHONHASHSEED": str(h), "PATH": ""},
+                           check=True).stdout for h in (1, 2)}
+    assert len(outs) == 1 and "None" not in outs.pop()
+
+
+def test_bad_scenarios_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least one leecher"):
+        flash_crowd(0)
+    sc = flash_crowd(2, 4096)
+    no_seeder = sc.replace(nodes=sc.nodes[1:])
+    with pytest.raises(ValueError, match="exactly one 'seeder'"):
+        SwiftApp(no_seeder)
+
+
+def test_cli_prints_a_summary_and_refuses_bad_options() -> None:
+    out = subprocess.run([sys.executable, "-m", "swift.sim", "--leechers", "2", "--size-kib", "16",
+                          "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert '"verified": 2' in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "swift.sim", "--leechers", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "must be positive" in bad.stderr
+    assert "Traceback" not in bad.stderr
