@@ -1,4 +1,4 @@
-"""The CLI signal contract for ``vmc origin`` (issue 13 item 16): Ctrl-C and
+"""The CLI signal contract for ``vmc origin`` and ``vmc proxy`` (issue 13 item 16): Ctrl-C and
 SIGTERM stop cleanly, print the same final counters either way, and exit 130 / 143."""
 
 from __future__ import annotations
@@ -52,3 +52,13 @@ def test_origin_stops_with_counters(sig: int, code: int, word: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"vmc origin {word}:"), err
     assert "1 requests" in lines[0] and "1000 body bytes" in lines[0], err
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_proxy_exit_code_follows_the_signal(sig: int, code: int) -> None:
+    p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", "127.0.0.1:9", "--loop", "asyncio"])
+    # once it answers, its loop (and its Stopper) runs
+    urllib.request.urlopen(f"http://{addr}/_vmc/status", timeout=10).read()
+    rc, err = _stop(p, sig)
+    assert rc == code, err
+    assert "Traceback" not in err and "requests" in err
