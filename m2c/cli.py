@@ -121,12 +121,18 @@ async def _serve_sdp(text: str, host: str, port: int) -> asyncio.AbstractServer:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            try:
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            except asyncio.LimitOverrunError:  # a request head of more than 64 KiB
+                writer.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                             b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+                             % len(body) + body)
             await writer.drain()
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            pass
+            pass  # a client that says nothing, or leaves: nothing to answer
         finally:
             writer.close()
 
