@@ -281,3 +281,33 @@ def test_progress_bar_only_on_a_terminal(origin, tmp_path: Path) -> None:
     text = seen.decode("utf-8", "replace")
     assert re.search(r"\d+(\.\d+)?/1\.5 MB", text), text[-500:]  # bytes done / total: a bar was drawn
     assert "1500000 bytes" in text
+
+
+async def test_digest_mismatch_keeps_nothing(tmp_path: Path) -> None:
+    """Bytes that fail the offered Repr-Digest are never kept: no FILE, no FILE.part to resume from."""
+    import asyncio
+    import base64
+    import hashlib
+
+    from vmc.client import FetchError, fetch
+
+    body = b"x" * 100_000
+    wrong = base64.b64encode(hashlib.sha256(b"something else").digest())
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"v1\"\r\nRepr-Digest: sha-256=:%s:\r\n"
+                     b"Connection: close\r\n\r\n" % (len(body), wrong) + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    out = tmp_path / "d.bin"
+    try:
+        with pytest.raises(FetchError, match="digest mismatch"):
+            await fetch(f"http://127.0.0.1:{port}/d", out=out, timeout=10)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert list(tmp_path.iterdir()) == []
