@@ -187,6 +187,7 @@ def _workload(a: argparse.Namespace) -> int:
 
 
 def _replay(a: argparse.Namespace) -> int:
+    from vmc.experiments.progress import RequestProgress
     from vmc.workload.replay import compare, replay
     from vmc.workload.squid import clean, read_log
 
@@ -198,12 +199,16 @@ def _replay(a: argparse.Namespace) -> int:
         print("vmc replay: no usable entries", file=sys.stderr)
         return 1
     if a.origin:
-        res = asyncio.run(replay(entries, a.origin, a.proxy, speed=a.speed, vmc=not a.no_vmc))
+        with RequestProgress("vmc replay", len(entries)) as progress:
+            res = asyncio.run(replay(entries, a.origin, a.proxy, speed=a.speed, vmc=not a.no_vmc,
+                                     on_done=progress.done))
         lat = [r.latency for r in res if r.latency is not None]
         print(json.dumps({"requests": len(res), "failed": sum(r.latency is None for r in res),
                           "latency_sum_s": sum(lat), "mean_latency_s": sum(lat) / len(lat) if lat else None}))
         return 0
-    row = asyncio.run(compare(entries, speed=a.speed, link_rate=a.link_rate, window=a.window))
+    with RequestProgress("vmc replay", 3 * len(entries)) as progress:  # Normal, proxy-only, VMC
+        row = asyncio.run(compare(entries, speed=a.speed, link_rate=a.link_rate, window=a.window,
+                                  on_done=progress.done))
     print(json.dumps({k: v for k, v in row.items() if not k.endswith("latencies")}, indent=1))
     return 0
 

@@ -72,3 +72,5 @@ def test_replay_prints_json() -> None:
                            capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["requests"] == 6
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "vmc replay: finished: 18/18 requests"), r.stderr  # progress: 3 arms x 6, on stderr
