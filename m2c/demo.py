@@ -57,5 +57,7 @@ def run(quick: bool = True) -> list[dict]:
 
 
 if __name__ == "__main__":
+    import json
+
     for row in run():
-        print(row)
+        print(json.dumps(row))

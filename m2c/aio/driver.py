@@ -356,6 +356,9 @@ class MulticastReceiver:
         """datagrams from an address other than the session's source (RFC 5775 4.4)"""
         self.implausible = 0
         """packets the congestion control found implausible: not given to the decoder"""
+        self.handler_errors = 0
+        """batches whose handling raised (a bug; the endpoint logs it and goes on): the
+        rest of such a batch is lost, so it is counted here, not only in a log"""
         self.closed = False
         """the sender closed the session (A = 1)"""
         self.stopped = False
@@ -412,6 +415,7 @@ class MulticastReceiver:
         except OSError:
             pass
         ep.close()
+        self.handler_errors += ep.stats["handler_errors"]
         self.leaves += 1
 
     def _apply(self, events: list[Join | Leave]) -> None:
@@ -784,6 +788,7 @@ class MulticastReceiver:
                 "metrics": m, "packets": self.packets, "rejected": self.rejected,
                 "wrong_group": self.wrong_group, "foreign_source": self.foreign_source,
                 "implausible": self.implausible, "ignored": self.file.ignored,
+                "handler_errors": self.handler_errors,
                 "closed": self.closed, "stopped": self.stopped, "joins": self.joins,
                 "leaves": self.leaves,
                 "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,

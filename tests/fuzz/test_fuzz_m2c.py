@@ -197,4 +197,5 @@ def test_live_receiver_survives_fuzz_and_verifies_the_file(tmp_path, seed):
     assert 0 < res["foreign_source"] <= sent["foreign"], (res, sent)
     assert res["rejected"] > 0 and res["ignored"] > 0 and res["wrong_group"] > 0, res
     assert res["rejected"] + res["ignored"] + res["wrong_group"] <= sent["source"], (res, sent)
+    assert res["handler_errors"] == 0  # every datagram became a counted drop, no exception
     assert res["closed"] is False  # the forged close-session packets were not believed
