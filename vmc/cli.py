@@ -155,6 +155,8 @@ async def _get_async(a: argparse.Namespace) -> int:
     except FetchError as exc:
         print(f"vmc get: {exc}; " + (kept or f"{where} not written"), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `vmc get URL | head`: the reader left; cli_main ends quietly (141)
+        raise
     except OSError as exc:
         reason = (exc.strerror or str(exc)).lower()
         print(f"vmc get: {reason} writing {where}; " + (kept or f"{where} not written"), file=sys.stderr)

@@ -311,3 +311,16 @@ async def test_digest_mismatch_keeps_nothing(tmp_path: Path) -> None:
         server.close()
         await server.wait_closed()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_closed_stdout_is_quiet(origin) -> None:
+    """``vmc get URL | head -c 10``: the reader leaving is not an error (exit 141, as cat does)."""
+    o = origin()
+    p = subprocess.Popen(PY + ["get", f"http://127.0.0.1:{o.port}/h.bin?size=3000000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None
+    head = p.stdout.read(10)
+    p.stdout.close()
+    _, err = p.communicate(timeout=60)
+    assert head == expected("/h.bin", 10)
+    assert p.returncode == 141 and err == b"", err
