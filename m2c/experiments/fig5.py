@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from typing import Any
 
 from deliverykit import cliutil
 
@@ -46,7 +47,7 @@ from m2c.wire import codec
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
 # its runs and the 95 % interval, as (mean, +-); 5(a) and 5(b) are plots, their text in "text"
-PAPER = {
+PAPER: dict[str, Any] = {
     "5(c) 1 Mb/s": {"TCP_ft": {"time": (2055, 30), "gput": (192, 3), "tput": (199, 3),
                                "loss": (5.86, 1.85), "net": (3.71, 0.06)},
                     "M2C_ft": {"time": (495, 65), "gput": (801, 97), "tput": (921, 129),
@@ -370,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
-        print("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r.get(c), float) else str(r.get(c, ""))
+        print("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r.get(c), float) else
+                                "null" if r.get(c, "") is None else str(r.get(c, ""))
                                 for c in cols) + " |")
     summ = summary(rows)
     print()
