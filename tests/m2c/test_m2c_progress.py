@@ -56,7 +56,7 @@ def _transfer(tmp_path, *args: str, stderr_tty: bool = False):
            "--timeout", "60", *args]
     try:
         if not stderr_tty:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
             return src, r.returncode, r.stdout, r.stderr
         master, slave = pty.openpty()
         chunks: list[bytes] = []
@@ -88,7 +88,7 @@ def _transfer(tmp_path, *args: str, stderr_tty: bool = False):
 
 
 def test_progress_lines_when_asked_on_a_pipe(tmp_path):
-    src, rc, out, err = _transfer(tmp_path, "--progress")
+    _src, rc, out, err = _transfer(tmp_path, "--progress")
     assert rc == 0, err
     assert json.loads(out)["ok"] is True  # stdout: the JSON only
     lines = [ln for ln in err.splitlines() if " symbols " in ln]
@@ -105,14 +105,14 @@ def test_progress_lines_when_asked_on_a_pipe(tmp_path):
 
 
 def test_no_progress_on_a_pipe_unless_asked(tmp_path):
-    src, rc, out, err = _transfer(tmp_path)
+    _src, rc, _out, err = _transfer(tmp_path)
     assert rc == 0, err
     assert " symbols " not in err
     assert len(err.strip().splitlines()) == 1 and "ok, SHA-256 verified" in err
 
 
 def test_progress_bar_on_a_terminal_shows_symbols(tmp_path):
-    src, rc, out, err = _transfer(tmp_path, stderr_tty=True)
+    _src, rc, out, err = _transfer(tmp_path, stderr_tty=True)
     assert rc == 0, err
     assert json.loads(out)["ok"] is True
     assert "symbols" in err and "kbit/s" in err and "layer" in err, err
