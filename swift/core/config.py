@@ -39,6 +39,13 @@ class PeerConfig:
     bitrate: float = 125_000.0
     fast_factor: float = 1.5
     max_channels: int = 64
+    #: seconds a channel we answered (reply state) waits for the initiator's
+    #: next datagram (RFC 7574 3.1.1 step 4) before it is dropped; at
+    #: ``max_channels`` a new handshake evicts the oldest such channel:
+    #: spoofed or blind handshakes never complete and must not hold the slots.
+    #: Longer than ``keepalive``: an initiator with nothing to say completes
+    #: the handshake with its first keep-alive
+    half_open_timeout: float = 30.0
     queue_limit: int = 65536
     max_outstanding: int = 4096
     max_bad_chunks: int = 3

@@ -286,7 +286,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 old.announced = Binmap()
                 old.have_pos = old.have_version = -1
             return
-        if len(self.channels) >= self.config.max_channels:
+        if len(self.channels) >= self.config.max_channels and not self._evict_half_open():
             self.stats["refused"] += 1
             return
         ch = self._new_channel(addr, False, now)
@@ -295,6 +295,16 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.by_remote[(addr, ch.remote_id)] = ch
         ch.last_recv = now
         self._dispatch(ch, msgs[1:], now)
+
+    def _evict_half_open(self) -> bool:
+        """Drop the oldest channel still waiting for its initiator (reply
+        state) to make room; False when every channel is established."""
+        half = [c for c in self.channels.values() if c.state == "reply"]
+        if not half:
+            return False
+        self._drop(min(half, key=lambda c: c.last_recv), "half-open", notify=False)
+        self.stats["half_open_evicted"] = self.stats.get("half_open_evicted", 0) + 1
+        return True
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -672,6 +682,10 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             if ch.state == "init":
                 if ch.hs_tries >= 6 and now - ch.hs_sent > 8:
                     self._drop(ch, "no reply")
+                continue
+            if ch.state == "reply" and now - ch.last_recv > cfg.half_open_timeout:
+                self._drop(ch, "half-open", notify=False)  # answered, never heard again
+                self.stats["half_open_expired"] = self.stats.get("half_open_expired", 0) + 1
                 continue
             if now - ch.last_recv > cfg.dead_after and ch.sent_since_recv >= 3:
                 self._drop(ch, "dead")
