@@ -11,7 +11,6 @@ import os
 import re
 import sys
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any, TypeVar
 
 from deliverykit import cliutil

@@ -9,6 +9,11 @@ answer's strong ETag or Last-Modified), repeating until no hole is left (a
 server may send fewer bytes than asked, RFC 9110 sec. 15.3.7). The result is
 checked: every byte present, the length equal to the complete length, and the
 ``Repr-Digest: sha-256`` (RFC 9530) when the server offered one.
+
+:class:`Download` owns the output (see docs/security/vmc-client-origin.md): a file is written
+as ``FILE.part`` and renamed once verified; after a failure a resumable part is kept with a
+``FILE.part.json`` record and the next run continues with Range + If-Range; ``-``, devices
+and FIFOs are written into after verification, never replaced.
 """
 
 from __future__ import annotations
@@ -18,11 +23,10 @@ import base64
 import dataclasses
 import enum
 import errno
+import fcntl
 import hashlib
 import json
 import os
-import stat
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +39,7 @@ from vmc.aio import upstream as up
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, VMCError
 from vmc.core.key import format_authority, split_authority
+from vmc.workload.files import copy_into, fsync_dir, is_stream
 
 VMC_REQUEST = (b"vmc", b"1")
 
@@ -168,18 +173,6 @@ class _Restart(Exception):
     """The kept part belongs to another representation: fetch the object afresh."""
 
 
-def _is_stream(out: str) -> bool:
-    """``-``, or an existing non-regular file (device, FIFO), or a link into /proc
-    (/dev/stdout): written into, never replaced."""
-    if out == "-":
-        return True
-    try:
-        st = os.stat(out)
-    except OSError:
-        return False
-    return not stat.S_ISREG(st.st_mode) or os.path.realpath(out).startswith("/proc/")
-
-
 class _Sink:
     """Where body bytes go: a file (sparse writes at offsets), a bytearray, or nowhere."""
 
@@ -260,7 +253,7 @@ class _Output:
             self.kind = OutputKind.DISCARD
         elif self.out is None:
             self.kind = OutputKind.MEMORY
-        elif _is_stream(self.out):
+        elif is_stream(self.out):
             self.kind = OutputKind.STREAM
         else:
             self.kind = OutputKind.FILE
@@ -309,10 +302,12 @@ class _Output:
             path = self.part
             resume, self.resume = (self.resume if continuing else None), None
             have = resume.have if resume is not None else []
-            self.meta.unlink(missing_ok=True)  # rewritten by abandon(): a stale record never survives
-        fh = open(path, "r+b" if have else "w+b")  # noqa: SIM115 - closed by commit()/abandon()
+        fh = _open_locked(path)
         try:
+            if self.kind is OutputKind.FILE:
+                self.meta.unlink(missing_ok=True)  # rewritten by abandon(): a stale record never survives
             if not have:
+                fh.truncate(0)
                 self._reserve(fh, length)
         except OSError:  # a full disk: nothing of this object is worth keeping
             fh.close()
@@ -353,11 +348,11 @@ class _Output:
         if self.kind is OutputKind.FILE:
             os.replace(self.part, self.final)
             self.meta.unlink(missing_ok=True)
-            _fsync_dir(self.final.parent)
+            fsync_dir(self.final.parent)
         elif self.kind is OutputKind.STREAM:
             assert self._tmp is not None and self.out is not None
             try:
-                await _copy_into(self._tmp, self.out)
+                await copy_into(self._tmp, self.out)
             finally:
                 self._tmp.unlink(missing_ok=True)
                 self._tmp = None
@@ -414,72 +409,20 @@ class _Output:
         return ""
 
 
+def _open_locked(path: Path) -> BinaryIO:
+    """Open (creating) ``path`` for reading and writing under an exclusive lock: two ``vmc get``
+    runs for one output would otherwise interleave their bytes in one part file."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FetchError(f"{path} is being written by another download") from None
+    return os.fdopen(fd, "r+b")
+
+
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (best effort: not every file system allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-async def _copy_into(src: Path, out: str) -> None:
-    """Copy a verified file into stdout (``-``), a device or a FIFO without blocking the loop:
-    a FIFO waits for its reader and a stalled reader for the fd to be writable, both
-    cancellable (SIGINT, SIGTERM)."""
-    loop = asyncio.get_running_loop()
-    if out == "-":
-        sys.stdout.flush()
-        fd = os.dup(1)
-    else:
-        fifo = stat.S_ISFIFO(os.stat(out).st_mode)
-        while True:
-            try:
-                fd = os.open(out, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO or not fifo:  # ENXIO: a FIFO without its reader yet
-                    raise
-            await asyncio.sleep(0.05)
-    blocking = os.get_blocking(fd)
-    try:
-        os.set_blocking(fd, False)  # shared with the other holders of stdout: restored below
-    except OSError:
-        pass
-    try:
-        with open(src, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    try:
-                        view = view[os.write(fd, view):]
-                    except BlockingIOError:
-                        ready: asyncio.Future[None] = loop.create_future()
-
-                        def wake(fut: asyncio.Future[None] = ready) -> None:
-                            if not fut.done():
-                                fut.set_result(None)
-
-                        loop.add_writer(fd, wake)
-                        try:
-                            await ready
-                        finally:
-                            loop.remove_writer(fd)
-    finally:
-        try:
-            os.set_blocking(fd, blocking)
-        except OSError:
-            pass
-        os.close(fd)
 
 
 def _offered_sha256(headers: list[tuple[bytes, bytes]]) -> bytes | None:

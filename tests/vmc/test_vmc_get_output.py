@@ -324,3 +324,25 @@ def test_closed_stdout_is_quiet(origin) -> None:
     _, err = p.communicate(timeout=60)
     assert head == expected("/h.bin", 10)
     assert p.returncode == 141 and err == b"", err
+
+
+def test_second_download_to_the_same_file_is_refused(origin, tmp_path: Path) -> None:
+    """Two runs for one output would interleave their bytes in one part: the second is refused
+    (one line, exit 1) and the first completes untouched."""
+    o = origin(rate="2e6")
+    url = f"http://127.0.0.1:{o.port}/two.bin?size={SIZE}"
+    out = tmp_path / "two.bin"
+    first = subprocess.Popen(PY + ["get", url, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        _wait_for_bytes(o, "/two.bin", 100_000, first)
+        second = _get(url, "-o", str(out))
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(10)
+    assert second.returncode == 1 and "being written by another download" in second.stderr, second.stderr
+    assert second.stderr.count("\n") == 1
+    assert first.returncode == 0, err
+    assert out.read_bytes() == expected("/two.bin", SIZE)

@@ -122,7 +122,7 @@ def _number(q: dict[str, str], name: str, kind: type[_T], default: _T) -> _T:
     except ValueError:
         raise ValueError(f"{name}={q[name]!r} is not a number") from None
     if not (0 <= value < float("inf")):
-        raise ValueError(f"{name}={q[name]!r} must be zero or more")
+        raise ValueError(f"{name}={q[name]!r} must be a finite number, zero or more")
     return value
 
 

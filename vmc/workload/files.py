@@ -6,7 +6,9 @@ fsynced, then renamed (an interrupted run leaves the previous file, never a trun
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -16,13 +18,80 @@ from pathlib import Path
 
 
 def is_stream(path: str | Path) -> bool:
-    """``-``, or an existing non-regular file (a device, a FIFO): written into, never replaced."""
+    """``-``, an existing non-regular file (a device, a FIFO), or a link into /proc (/dev/stdout):
+    written into, never replaced."""
     if str(path) == "-":
         return True
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
+        st = os.stat(path)
     except OSError:
         return False
+    return not stat.S_ISREG(st.st_mode) or os.path.realpath(path).startswith("/proc/")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+async def copy_into(src: Path, out: str) -> None:
+    """Copy a verified file into stdout (``-``), a device or a FIFO without blocking the loop:
+    a FIFO waits for its reader and a stalled reader for the fd to be writable, both
+    cancellable (SIGINT, SIGTERM)."""
+    loop = asyncio.get_running_loop()
+    if out == "-":
+        sys.stdout.flush()
+        fd = os.dup(1)
+    else:
+        fifo = stat.S_ISFIFO(os.stat(out).st_mode)
+        while True:
+            try:
+                fd = os.open(out, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO or not fifo:  # ENXIO: a FIFO without its reader yet
+                    raise
+            await asyncio.sleep(0.05)
+    blocking = os.get_blocking(fd)
+    try:
+        os.set_blocking(fd, False)  # shared with the other holders of stdout: restored below
+    except OSError:
+        pass
+    try:
+        with open(src, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    try:
+                        view = view[os.write(fd, view):]
+                    except BlockingIOError:
+                        ready: asyncio.Future[None] = loop.create_future()
+
+                        def wake(fut: asyncio.Future[None] = ready) -> None:
+                            if not fut.done():
+                                fut.set_result(None)
+
+                        loop.add_writer(fd, wake)
+                        try:
+                            await ready
+                        finally:
+                            loop.remove_writer(fd)
+    finally:
+        try:
+            os.set_blocking(fd, blocking)
+        except OSError:
+            pass
+        os.close(fd)
+
 
 
 @contextlib.contextmanager
@@ -45,6 +114,7 @@ def replacing(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, final)
+        fsync_dir(final.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
