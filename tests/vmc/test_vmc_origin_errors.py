@@ -85,3 +85,12 @@ async def test_status_lines_carry_reason_phrases(target: str, extra: str, line: 
         await o.close()
     assert data.startswith(line), data[:100]
     assert post.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n"), post[:100]
+
+
+def test_through_the_proxy_the_client_sees_400_not_502(make_stack) -> None:
+    """The proxy relays the origin's answer: the client learns what was wrong with its request."""
+    s = make_stack()
+    data = s.raw(f"GET {s.url('/x?size=-5')} HTTP/1.1\r\nHost: {s.origin.authority}\r\n"
+                 "Connection: close\r\n\r\n".encode())
+    assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n"), data[:200]
+    assert b"size" in data.partition(b"\r\n\r\n")[2]
