@@ -1,18 +1,21 @@
-"""`corecast` command line: one subcommand per role, plus `plan` and `deploy`.
+"""CoreCast command line: one subcommand per role, plus plan and deploy.
 
     corecast mapserver --addr A --site NAME:PREFIX[,PREFIX]:KEYID:PSK ...
-    corecast etr       --rloc A --prefix P --map-server A[:PORT] --key-id N --psk S --cc-range R
+    corecast etr       --rloc A --prefix P --cc-range R (--trust-rloc PREFIX ... | --trust-any-rloc)
+                       [--map-server A[:PORT] --key-id N --psk S]
     corecast itr       --rloc A --inside A:PORT --cc-range R (--map-resolver A[:PORT] | --map-cache F)
-                       [--instance-id N] [--data-port D [--echo-nonce] [--local-rloc R ...]
-                       [--map-version V]]
+                       [--instance-id N] [--data-port D --prefix P (--trust-rloc PREFIX ... |
+                       --trust-any-rloc) [--echo-nonce] [--local-rloc R ...] [--map-version V]]
     corecast source    --eid A --channel EID [--bitrate B --chunk-size D] (--itr A:PORT | --as-itr)
-    corecast client    --eid A --port N --join A:PORT --channel EID [--chunks N]
+    corecast client    --eid A --port N --join A:PORT --channel EID --etr RLOC [--chunks N]
     corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
     corecast deploy    [--chunks 40] [--transport udp|raw] [--json]
     corecast experiment fig2-testbed|overhead|trace [--quick] [...]   (see each --help)
 
-Every role runs until ``--duration`` seconds pass, its work is done
-(``--chunks``), or SIGINT/SIGTERM; then prints its counters as JSON on stdout.
+Every role prints "corecast ROLE: ready {...}" on stderr once it serves, and runs
+until --duration seconds pass, its work is done (--chunks), or SIGINT/SIGTERM;
+then it prints its counters as one JSON document on stdout and exits 0 (130
+after SIGINT, 143 after SIGTERM, 1 when a required step kept failing).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import asyncio
 import contextlib
 import ipaddress
 import json
-import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from corecast.wire.constants import LISP_CONTROL_PORT
@@ -86,14 +89,10 @@ def _print_json(obj: Any) -> None:
 map_version = cliutil.int_in(1, 4095, "Map-Version")
 
 
-async def _run_until(duration: float | None, done: asyncio.Event | None = None) -> None:
-    """Wait for duration, ``done``, or a signal."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    waits = [asyncio.create_task(stop.wait())]
+async def _run_until(stopper: cliutil.Stopper, duration: float | None,
+                     done: asyncio.Event | None = None) -> None:
+    """Wait for ``duration`` seconds, ``done``, or a stop signal (SIGINT/SIGTERM)."""
+    waits = [asyncio.create_task(stopper.event.wait())]
     if done is not None:
         waits.append(asyncio.create_task(done.wait()))
     await asyncio.wait(waits, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
@@ -107,10 +106,34 @@ def _ranges(texts: list[str]) -> list[tuple[bytes, int]]:
     return [parse_prefix(t) for t in texts]
 
 
+def _say(role: str, text: str) -> None:
+    """One status line on stderr (stdout carries only the final JSON)."""
+    print(f"corecast {role}: {text}", file=sys.stderr, flush=True)
+
+
+def _ready(role: str, **info: Any) -> None:
+    """The line every role prints once it serves: ``corecast ROLE: ready {json}``."""
+    _say(role, "ready " + json.dumps(info, sort_keys=True))
+
+
+def _error(text: str) -> None:
+    print(f"corecast: error: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a role returns: its final counters (printed as JSON) and the exit status."""
+
+    result: dict
+    """the counters, printed as one JSON document on stdout"""
+    code: int = 0
+    """0 (ran to its end), 1 (a required step kept failing), 130/143 (SIGINT/SIGTERM)"""
+
+
 # ------------------------------------------------------------------- roles
 
 
-async def _mapserver(a: argparse.Namespace) -> dict:
+async def _mapserver(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import MapServerNode
     from corecast.core.mapserver import MapServer, Site
 
@@ -122,17 +145,47 @@ async def _mapserver(a: argparse.Namespace) -> dict:
                           iids=frozenset({0, *a.instance_id})))
     ms = MapServer(sites)
     node = MapServerNode(ms, a.addr, a.port)
-    await node.start()
-    print(json.dumps({"role": "mapserver", "ready": True}), flush=True)
     try:
-        await _run_until(a.duration)
+        await node.start()
+        _ready("mapserver", addr=a.addr, port=a.port, sites=len(sites))
+        await _run_until(stopper, a.duration)
     finally:
         await node.close()
-    return {"role": "mapserver", "counters": ms.counters,
-            "registrations": ms.registrations(node.now())}
+    return Outcome({"role": "mapserver", "counters": ms.counters,
+                    "registrations": ms.registrations(node.now())}, stopper.exit_code())
 
 
-async def _etr(a: argparse.Namespace) -> dict:
+def _trusted(a: argparse.Namespace) -> list[tuple[bytes, int]] | None:
+    """The RLOC prefixes an ETR accepts LISP data from; None = any (--trust-any-rloc)."""
+    if a.trust_any_rloc:
+        return None
+    return _ranges([str(n) for n in a.trust_rloc])
+
+
+async def _registered(reg: Any, node: Any, stopper: cliutil.Stopper, retries: int,
+                      duration: float | None) -> str | None:
+    """Wait for the Map-Notify; None once registered, else why we gave up (or "" on a signal)."""
+    loop = asyncio.get_running_loop()
+    end = None if duration is None else loop.time() + duration
+    while not reg.registered:
+        if stopper.stopped:
+            return ""
+        now = loop.time()
+        if (reg.counters["sent"] > retries and now >= reg.next_send) or (end is not None and now >= end):
+            ms = f"{reg.cfg.map_server[0]}:{reg.cfg.map_server[1]}"
+            sent = reg.counters["sent"]
+            if node.t_ctl.stats["socket_errors"]:
+                cause = f"the map-server is unreachable (nothing listens on {ms}: ICMP port unreachable)"
+            else:
+                cause = ("a wrong --psk or --key-id for the site, a --prefix the site does not cover, "
+                         f"or the map-server is unreachable (is it running on {ms}?)")
+            return (f"etr: no Map-Notify from {ms} after {sent} Map-Register{'s' if sent != 1 else ''}: "
+                    f"likely {cause}")
+        await asyncio.sleep(0.02)
+    return None
+
+
+async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
     from corecast.core.register import Registrar, RegistrarConfig
@@ -141,30 +194,34 @@ async def _etr(a: argparse.Namespace) -> dict:
     for spec in a.multicast or []:
         chan, group = spec.split("=")
         mc[ipaddress.ip_address(chan).packed] = _hostport(group)
-    etr = Etr(_ranges(a.cc_range), multicast=mc, instance_id=a.instance_id)
+    etr = Etr(_ranges(a.cc_range), multicast=mc, instance_id=a.instance_id,
+              eids=_ranges([str(p) for p in a.prefix]), trusted_rlocs=_trusted(a))
     reg = None
     if a.map_server:
-        reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,),
+        reg = Registrar(RegistrarConfig(tuple(str(p) for p in a.prefix), (a.rloc,),
                                         _hostport(a.map_server, LISP_CONTROL_PORT),
                                         a.psk.encode(), a.key_id, a.algorithm_id,
                                         iid=a.instance_id or 0,
                                         map_version=a.map_version or 0))
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
-    await node.start()
-
-    async def announce() -> None:
-        while reg is not None and not reg.registered:
-            await asyncio.sleep(0.02)
-        print(json.dumps({"role": "etr", "registered": reg is not None}), flush=True)
-
-    node.tasks.append(asyncio.create_task(announce()))
+    code = 0
     try:
-        await _run_until(a.duration)
+        await node.start()
+        failed = None
+        if reg is not None:
+            failed = await _registered(reg, node, stopper, a.register_retries, a.duration)
+        if failed:
+            _error(failed)
+            code = 1
+        elif failed is None:
+            _ready("etr", rloc=a.rloc, data_port=a.data_port, registered=reg is not None)
+            await _run_until(stopper, a.duration)
     finally:
         await node.close()
-    return {"role": "etr", "counters": etr.counters, "state": etr.state_size(),
-            "registered": bool(reg and reg.registered),
-            "out_links": node.links.snapshot()}
+    return Outcome({"role": "etr", "counters": etr.counters, "state": etr.state_size(),
+                    "registered": bool(reg and reg.registered),
+                    "registrar": reg.counters if reg else None,
+                    "out_links": node.links.snapshot()}, stopper.exit_code(code))
 
 
 def _make_itr(a: argparse.Namespace, rloc: str):
@@ -182,7 +239,11 @@ def _make_itr(a: argparse.Namespace, rloc: str):
                instance_id=iid)
 
 
-async def _itr(a: argparse.Namespace) -> dict:
+def _event(e: Any) -> dict:
+    return {"event": type(e).__name__, **{f: _jsonable(getattr(e, f)) for f in e.__slots__}}
+
+
+async def _itr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import ItrNode
 
     itr = _make_itr(a, a.rloc)
@@ -192,18 +253,17 @@ async def _itr(a: argparse.Namespace) -> dict:
         from corecast.core.etr import Etr
         from corecast.core.xtr import Xtr
 
-        xtr = Xtr(itr, Etr(_ranges(a.cc_range)), echo_nonce=a.echo_nonce,
-                  local_rlocs=tuple(a.local_rloc), map_versioning=a.map_version is not None,
-                  map_version=a.map_version or 0)
+        xtr = Xtr(itr, Etr(_ranges(a.cc_range), eids=_ranges([str(p) for p in a.prefix]),
+                           trusted_rlocs=_trusted(a)),
+                  echo_nonce=a.echo_nonce, local_rlocs=tuple(a.local_rloc),
+                  map_versioning=a.map_version is not None, map_version=a.map_version or 0)
         node: ItrNode = XtrNode(xtr, _hostport(a.inside), a.data_port)
-    elif a.echo_nonce or a.local_rloc or a.map_version is not None:
-        raise SystemExit("--echo-nonce, --local-rloc and --map-version need --data-port (an xTR)")
     else:
         node = ItrNode(itr, _hostport(a.inside))
-    await node.start()
-    print(json.dumps({"role": "itr", "ready": True}), flush=True)
     try:
-        await _run_until(a.duration)
+        await node.start()
+        _ready("itr", rloc=a.rloc, inside=a.inside, xtr=xtr is not None)
+        await _run_until(stopper, a.duration)
     finally:
         await node.close()
     out = {"role": "itr", "counters": itr.counters, "drops": itr.drops(),
@@ -211,12 +271,11 @@ async def _itr(a: argparse.Namespace) -> dict:
     if xtr is not None:
         out["xtr"] = xtr.counters
         out["etr"] = xtr.etr.counters
-        out["events"] = [type(e).__name__ + str(tuple(getattr(e, f) for f in e.__slots__))
-                         for e in list(xtr.events)[-20:]]
-    return out
+        out["events"] = [_event(e) for e in list(xtr.events)[-20:]]
+    return Outcome(out, stopper.exit_code())
 
 
-async def _source(a: argparse.Namespace) -> dict:
+async def _source(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import SourceNode
     from corecast.core.source import Source
 
@@ -238,29 +297,34 @@ async def _source(a: argparse.Namespace) -> dict:
                 return base(seq, n) if seq < limit else None
         src.add_channel(eid, a.bitrate, a.chunk_size, media)
     node = SourceNode(src, a.eid, a.http_port)
-    await node.start(stream=False)
-    print(json.dumps({"role": "source", "http_port": node.http_port}), flush=True)
-    await _wait_subscribers(src, a.wait_subscribers, a.duration)
-    node.start_streaming()
     try:
-        await _run_until(a.duration, node.running)
-        await asyncio.sleep(a.linger)
+        await node.start(stream=False)
+        _ready("source", eid=a.eid, http_port=node.http_port, channels=a.channel)
+        if await _wait_subscribers(src, a.wait_subscribers, a.duration, stopper):
+            node.start_streaming()
+            await _run_until(stopper, a.duration, node.running)
+            if not stopper.stopped:
+                await stopper.wait(a.linger)
     finally:
         await node.close()
-    return {"role": "source", "counters": src.counters,
-            "channels": {str(ipaddress.ip_address(c.eid)): {"seq": c.seq,
-                                                             "subscribers": len(c.dst)}
-                         for c in src.channels.values()},
-            "itr": itr.counters if itr else None}
+    return Outcome({"role": "source", "counters": src.counters,
+                    "channels": {str(ipaddress.ip_address(c.eid)): {"seq": c.seq,
+                                                                     "subscribers": len(c.dst)}
+                                 for c in src.channels.values()},
+                    "http_refused": node.refused,
+                    "itr": itr.counters if itr else None}, stopper.exit_code())
 
 
-async def _wait_subscribers(src, n: int, timeout: float | None) -> None:
+async def _wait_subscribers(src, n: int, timeout: float | None, stopper: cliutil.Stopper) -> bool:
+    """Wait for ``n`` subscribers (at most ``timeout`` s); False when a signal came first."""
     if n <= 0:
-        return
+        return True
     loop = asyncio.get_running_loop()
     end = loop.time() + (timeout or 3600)
     while sum(len(c.dst) for c in src.channels.values()) < n and loop.time() < end:
-        await asyncio.sleep(0.02)
+        if await stopper.wait(0.02):
+            return False
+    return True
 
 
 def _file_media(path: str):
@@ -276,28 +340,82 @@ def _file_media(path: str):
     return media
 
 
-async def _client(a: argparse.Namespace) -> dict:
+async def _join(node: Any, source: tuple[str, int], a: argparse.Namespace,
+                stopper: cliutil.Stopper) -> str | None:
+    """Join, retrying with backoff while the source is not up yet (at most --join-timeout s);
+    None once joined, else why not (or "" on a signal)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + a.join_timeout
+    delay, tries, last = 0.05, 0, ""
+    while True:
+        tries += 1
+        try:
+            await node.join(source, a.channel, not a.no_corecast, a.heartbeat)
+            return None
+        except (OSError, asyncio.TimeoutError) as exc:
+            last = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        except RuntimeError as exc:  # the source answered and refused: retrying will not help
+            return f"client: {exc}"
+        if tries == 1:
+            _say("client", f"cannot join via {source[0]}:{source[1]} yet ({last}); "
+                           f"retrying for up to {a.join_timeout:g} s")
+        wait = min(delay, end - loop.time())
+        if wait <= 0:
+            host, port = source
+            return (f"client: cannot join via {host}:{port} after {tries} tries in "
+                    f"{a.join_timeout:g} s ({last}): is the source running with --http-port {port}?")
+        if await stopper.wait(wait):
+            return ""
+        delay = min(delay * 2, 2.0)
+
+
+async def _progress(node: Any, every: float = 1.0) -> None:
+    """A single updating status line on a terminal's stderr."""
+    while True:
+        await asyncio.sleep(every)
+        st = node.client.stats()
+        sys.stderr.write(f"\rcorecast client: received {st['received']} lost {st['lost']} "
+                         f"rejected {st['rejected']}   ")
+        sys.stderr.flush()
+
+
+async def _client(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import ClientNode
 
-    node = ClientNode(a.eid, a.port)
-    await node.start()
+    accept = None if a.accept_any else [str(e) for e in a.etr]
+    node = ClientNode(a.eid, a.port, accept=accept)
+
+    def hint(host: str) -> None:
+        _say("client", f"dropping datagrams from {host}: not the source nor an --etr "
+                       f"(if it is this domain's ETR, add --etr {host})")
+
+    node.on_reject = hint
     done = asyncio.Event()
     if a.chunks:
         node.on_receive = lambda: done.set() if node.client.received >= a.chunks else None
+    code = 0
     try:
-        if a.join:
-            await node.join(_hostport(a.join), a.channel, not a.no_corecast, a.heartbeat)
-        print(json.dumps({"role": "client", "port": node.port}), flush=True)
-        await _run_until(a.duration, done)
-        if a.join and a.leave:
-            with contextlib.suppress(OSError, RuntimeError, asyncio.TimeoutError):
-                await node.leave()
+        await node.start()
+        failed = await _join(node, _hostport(a.join), a, stopper) if a.join else None
+        if failed:
+            _error(failed)
+            code = 1
+        elif failed is None:
+            _ready("client", eid=a.eid, port=node.port, joined=a.join)
+            if a.progress or (a.progress is None and sys.stderr.isatty()):
+                node.tasks.append(asyncio.create_task(_progress(node)))
+            await _run_until(stopper, a.duration, done)
+            if a.join and a.leave:
+                with contextlib.suppress(OSError, RuntimeError, asyncio.TimeoutError):
+                    await node.leave()
     finally:
         await node.close()
+        if a.progress or (a.progress is None and sys.stderr.isatty()):
+            sys.stderr.write("\n")
     st = node.client.stats()
     st["role"] = "client"
     st["eid"] = a.eid
-    return st
+    return Outcome(st, stopper.exit_code(code))
 
 
 # ------------------------------------------------------------------- plan/deploy
@@ -431,28 +549,59 @@ def _itr_args(p: argparse.ArgumentParser, embedded: bool = False) -> None:
                    help=f"payloadBuffer entries at most (one per channel){when}")
 
 
+def _trust_args(p: argparse.ArgumentParser, when: str = "") -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--trust-rloc", action="append", default=[], type=cliutil.ip_network,
+                   metavar="ADDR|PREFIX",
+                   help=f"accept LISP data only from these RLOCs: an address or prefix of the "
+                        f"ITRs (repeatable){when}")
+    g.add_argument("--trust-any-rloc", action="store_true",
+                   help=f"accept LISP data from any RLOC (unsafe on a reachable address){when}")
+
+
+instance_id = cliutil.int_in(0, 0xFFFFFF, "Instance ID")
+key_id = cliutil.int_in(0, 0xFFFF, "key ID")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="corecast", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="corecast", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="CoreCast over LISP: each role as its own process, the paper's model (plan) "
+                    "and Fig. 2 on loopback (deploy).",
+        epilog="Every role prints 'corecast ROLE: ready {...}' on stderr once it serves and its "
+               "counters as JSON on stdout when it stops;\nexit status 0, 1 (a required step "
+               "kept failing), 130 (SIGINT) or 143 (SIGTERM). See README.md, 'The roles by hand'.")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    p = sub.add_parser("mapserver", help="LISP map-server / map-resolver")
+    p = sub.add_parser("mapserver", help="LISP map-server / map-resolver",
+                       description="LISP map-server and map-resolver: authenticates Map-Registers "
+                                   "of the configured sites and answers Map-Requests.")
     p.add_argument("--addr", required=True, help="address to serve on (map-server and map-resolver)")
     p.add_argument("--port", type=cliutil.port, default=LISP_CONTROL_PORT,
                    help="UDP port (LISP control, 4342)")
     p.add_argument("--site", action="append", required=True, type=_site,
                    help="NAME:PREFIX[,PREFIX]:KEYID:PSK (repeatable)")
-    p.add_argument("--instance-id", type=int, action="append", default=[],
+    p.add_argument("--instance-id", type=instance_id, action="append", default=[],
                    help="an Instance ID the sites may register besides 0 (repeatable)")
     _common(p)
 
-    p = sub.add_parser("etr", help="CoreCast ETR (Algorithm 2)")
+    p = sub.add_parser("etr", help="CoreCast ETR (Algorithm 2)",
+                       description="CoreCast egress tunnel router: decapsulates LISP data from "
+                                   "trusted RLOCs for this site's EIDs only, and turns CoreCast "
+                                   "header packets into unicast copies to the site's clients.")
     p.add_argument("--rloc", required=True, help="this ETR's locator (RLOC) address")
-    p.add_argument("--prefix", action="append", default=[], help="EID prefix to register")
+    p.add_argument("--prefix", action="append", required=True, type=cliutil.ip_network, metavar="PREFIX",
+                   help="this site's EID prefix (repeatable): registered, and the only "
+                        "destinations the ETR delivers to")
+    _trust_args(p)
     p.add_argument("--map-server", help="HOST[:PORT] of the map-server to register with")
-    p.add_argument("--key-id", type=int, default=0, help="Map-Register key ID")
-    p.add_argument("--algorithm-id", type=int, default=2,
-                   help="Map-Register algorithm ID (1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128)")
+    p.add_argument("--key-id", type=key_id, default=0, help="Map-Register key ID (0-65535)")
+    p.add_argument("--algorithm-id", type=int, choices=[1, 2], default=2,
+                   help="Map-Register algorithm ID: 1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128")
     p.add_argument("--psk", default="", help="Map-Register pre-shared key")
+    p.add_argument("--register-retries", type=cliutil.nonnegative_int, default=3,
+                   help="Map-Register retransmissions (1 s, 2 s, 4 s ... apart) before giving up "
+                        "with an error (default 3)")
     p.add_argument("--cc-range", action="append", required=True,
                    help="reserved CoreCast EID range (repeatable)")
     p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
@@ -460,20 +609,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-port", type=cliutil.port, default=4341, help="UDP port for LISP data (4341)")
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
                    help="UDP port for LISP control (Map-Notify)")
-    p.add_argument("--instance-id", type=int, default=None,
+    p.add_argument("--instance-id", type=instance_id, default=None,
                    help="decapsulate and register only this instance (RFC 9300 sec. 8)")
     p.add_argument("--map-version", type=map_version, default=None,
                    help="Map-Version 1..4095 carried in the Map-Register records (RFC 9302 sec. 5)")
     _common(p)
 
-    p = sub.add_parser("itr", help="CoreCast ITR (Algorithm 1)")
+    p = sub.add_parser("itr", help="CoreCast ITR (Algorithm 1)",
+                       description="CoreCast ingress tunnel router: encapsulates the inner packets "
+                                   "it receives on --inside towards the RLOCs its map-cache names; "
+                                   "with --data-port also an ETR (an xTR).")
     p.add_argument("--rloc", required=True, help="this ITR's locator (RLOC) address")
     p.add_argument("--inside", required=True, help="HOST:PORT receiving inner IP packets")
     _itr_args(p)
-    p.add_argument("--instance-id", type=int, default=None,
+    p.add_argument("--instance-id", type=instance_id, default=None,
                    help="I-bit + IID in every header; map-cache and Map-Requests of this instance")
     p.add_argument("--data-port", type=cliutil.port, default=None,
                    help="also an ETR on RLOC:PORT (an xTR: reverse traffic, echo-nonce)")
+    p.add_argument("--prefix", action="append", default=[], type=cliutil.ip_network, metavar="PREFIX",
+                   help="this site's EID prefix (repeatable; xTR): the only destinations its ETR "
+                        "half delivers to")
+    _trust_args(p, " (xTR)")
     p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
     p.add_argument("--local-rloc", action="append", default=[],
                    help="this site's locators in mapping order: Locator-Status-Bits (xTR)")
@@ -481,7 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="this site's Map-Version 1..4095: map-versioning on (RFC 9302; xTR)")
     _common(p)
 
-    p = sub.add_parser("source", help="CoreCast source")
+    p = sub.add_parser("source", help="CoreCast source",
+                       description="CoreCast source: streams each channel as RTP chunks through an "
+                                   "ITR (or is its own ITR) and serves join/leave/heartbeat over HTTP.")
     p.add_argument("--eid", required=True, help="the source's EID (its address)")
     p.add_argument("--channel", action="append", required=True, help="channel EID (repeatable)")
     p.add_argument("--bitrate", type=cliutil.positive_float, default=384_000.0, help="b/s per channel")
@@ -500,24 +658,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", type=_file, help="media file to stream instead of a test pattern")
     p.add_argument("--wait-subscribers", type=cliutil.nonnegative_int, default=0,
                    help="start streaming once this many clients joined")
-    p.add_argument("--linger", type=float, default=0.2,
+    p.add_argument("--linger", type=cliutil.nonnegative_float, default=0.2,
                    help="seconds to keep running after the last chunk")
     _common(p)
 
-    p = sub.add_parser("client", help="CoreCast client")
+    p = sub.add_parser("client", help="CoreCast client",
+                       description="CoreCast client: joins a channel at the source and counts the "
+                                   "chunks it receives (loss, order, jitter), accepting them only "
+                                   "from the source and this domain's ETRs.")
     p.add_argument("--eid", required=True, help="the client's EID (its address)")
     p.add_argument("--port", type=cliutil.port, default=0,
                    help="UDP port to receive the stream on (0 = any free one)")
     p.add_argument("--join", help="HOST:PORT of the source's subscription service")
     p.add_argument("--channel", help="channel EID to join")
     p.add_argument("--no-corecast", action="store_true", help="my domain has no CoreCast ETR")
-    p.add_argument("--heartbeat", type=float, default=None,
-                   help="seconds between heartbeats (default: a third of the source's timeout)")
+    p.add_argument("--etr", action="append", default=[], type=cliutil.ip_address, metavar="RLOC",
+                   help="RLOC of this domain's ETR (repeatable): the stream is accepted only from "
+                        "the ETRs and the source; other senders are counted in 'rejected'")
+    p.add_argument("--accept-any", action="store_true",
+                   help="accept the stream from any sender (unsafe: anyone can inject chunks)")
+    p.add_argument("--join-timeout", type=cliutil.positive_float, default=30.0,
+                   help="seconds to keep retrying the join while the source is not up (default 30)")
+    p.add_argument("--heartbeat", type=cliutil.positive_float, default=None,
+                   help="seconds between heartbeats (default: none)")
     p.add_argument("--leave", action="store_true", help="send leave before exiting")
     p.add_argument("--chunks", type=cliutil.positive_int, help="exit after receiving this many chunks")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr (default: when stderr is a terminal)")
     _common(p)
 
-    p = sub.add_parser("plan", help="equations 1-9 and the memory model")
+    p = sub.add_parser("plan", help="equations 1-9 and the memory model",
+                       description="The paper's analytical model: equations 1-9 and the memory "
+                                   "model, with the paper's sizes and ours.")
     p.add_argument("--C", type=cliutil.positive_float, default=10e9, help="line rate, b/s")
     p.add_argument("--BW", type=cliutil.positive_float, default=384e3, help="stream rate, b/s")
     p.add_argument("--D", type=cliutil.positive_int, default=1200, help="chunk size, bytes")
@@ -539,7 +711,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("experiment", help="fig2-testbed | overhead | trace (each has --quick)")
 
-    p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command")
+    p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command",
+                       description="Runs the paper's Fig. 2 (source, ITR, map-server, 3 ETRs, "
+                                   "7 clients) on loopback and checks equations 3 and 5.")
     p.add_argument("--chunks", type=cliutil.positive_int, default=40, help="chunks to stream")
     p.add_argument("--quick", action="store_true", help="10 chunks")
     p.add_argument("--transport", choices=["udp", "raw"], default="udp")
@@ -573,9 +747,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().error("source needs --itr HOST:PORT or --as-itr")
     if a.cmd == "source" and a.as_itr and not a.cc_range:
         build_parser().error("--as-itr needs --cc-range")
-    result = asyncio.run(ROLES[a.cmd](a))
-    _print_json(result)
-    return 0
+    _check_role_args(a)
+    outcome = asyncio.run(_role(a))
+    _print_json(outcome.result)
+    return outcome.code
+
+
+def _check_role_args(a: argparse.Namespace) -> None:
+    """Cross-option rules argparse cannot express: usage errors (exit 2)."""
+    ap = build_parser()
+    if a.cmd == "etr" and not (a.trust_rloc or a.trust_any_rloc):
+        ap.error("etr: name the ITRs it accepts LISP data from: --trust-rloc ADDR|PREFIX "
+                 "(repeatable), or --trust-any-rloc")
+    if a.cmd == "itr":
+        if a.data_port is None and (a.echo_nonce or a.local_rloc or a.map_version is not None
+                                    or a.prefix or a.trust_rloc or a.trust_any_rloc):
+            ap.error("--echo-nonce, --local-rloc, --map-version, --prefix and --trust-rloc "
+                     "need --data-port (an xTR)")
+        if a.data_port is not None and not a.prefix:
+            ap.error("an xTR (--data-port) needs --prefix: this site's EID prefixes")
+        if a.data_port is not None and not (a.trust_rloc or a.trust_any_rloc):
+            ap.error("an xTR (--data-port) needs --trust-rloc ADDR|PREFIX (repeatable) "
+                     "or --trust-any-rloc")
+    if a.cmd == "client" and not (a.join or a.etr or a.accept_any):
+        ap.error("client: --join HOST:PORT (the source), --etr RLOC or --accept-any: "
+                 "whom to accept the stream from")
+    if a.cmd == "client" and a.join and not a.channel:
+        ap.error("client: --join needs --channel")
+
+
+async def _role(a: argparse.Namespace) -> Outcome:
+    """Run one role under the signal contract (deliverykit.cliutil.Stopper)."""
+    stopper = cliutil.Stopper().install()
+    try:
+        return await ROLES[a.cmd](a, stopper)
+    finally:
+        stopper.remove()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,7 +84,9 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
             reg = Registrar(RegistrarConfig((lay["prefixes"][i],), (rloc,), (lay["ms"], 4342),
                                             keys[i], key_id=1, algorithm_id=algorithm_id,
                                             proxy_reply=proxy_reply))
-            n = EtrNode(Etr(cc), rloc, reg)
+            # an ETR decapsulates for its own site's EIDs, and only from the ITR's RLOC
+            n = EtrNode(Etr(cc, eids=[parse_prefix(lay["prefixes"][i])],
+                            trusted_rlocs=[parse_prefix(lay["itr"])]), rloc, reg)
             await n.start()
             nodes.append(n)
             etr_nodes.append(n)
@@ -110,9 +112,9 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
         nodes.append(srcn)
 
         clients: list[ClientNode] = []
-        for eids in lay["clients"]:
+        for i, eids in enumerate(lay["clients"]):
             for j, eid in enumerate(eids):
-                cn = ClientNode(eid, 5000 + j, Client())
+                cn = ClientNode(eid, 5000 + j, Client(), accept=(lay["etrs"][i],))
                 await cn.start()
                 await cn.join((lay["source"], srcn.http_port), lay["channel"], True)
                 clients.append(cn)

@@ -22,6 +22,7 @@ router.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 from collections import deque
@@ -40,16 +41,29 @@ def make_udp_socket(
     local_addr: tuple[str, int],
     *,
     reuse_port: bool = False,
+    reuse_addr: bool | None = None,
     rcvbuf: int | None = 4 << 20,
     sndbuf: int | None = 4 << 20,
     family: int | None = None,
 ) -> socket.socket:
-    """A non-blocking UDP socket bound to ``local_addr`` with large buffers."""
+    """A non-blocking UDP socket bound to ``local_addr`` with large buffers.
+
+    A busy unicast port is an error (EADDRINUSE), never a silent share: SO_REUSEADDR
+    is set only when asked (``reuse_addr=True``) or, by default, for a multicast
+    group address, whose port several receivers on one host share; SO_REUSEPORT
+    only with ``reuse_port=True``.
+    """
     if family is None:
         family = socket.AF_INET6 if ":" in local_addr[0] else socket.AF_INET
+    if reuse_addr is None:
+        try:
+            reuse_addr = ipaddress.ip_address(local_addr[0]).is_multicast
+        except ValueError:  # a name, or "" (the wildcard): unicast
+            reuse_addr = False
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_addr:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         for opt, size in ((socket.SO_RCVBUF, rcvbuf), (socket.SO_SNDBUF, sndbuf)):
@@ -206,7 +220,7 @@ def open_udp(
     local_addr: tuple[str, int], on_batch: BatchHandler, **kw: Any
 ) -> BatchedUDPEndpoint:
     """Bind a UDP socket and pump it; use as ``async with open_udp(...) as ep``."""
-    sock_kw = {k: kw.pop(k) for k in ("reuse_port", "rcvbuf", "sndbuf", "family") if k in kw}
+    sock_kw = {k: kw.pop(k) for k in ("reuse_port", "reuse_addr", "rcvbuf", "sndbuf", "family") if k in kw}
     return BatchedUDPEndpoint(make_udp_socket(local_addr, **sock_kw), on_batch, **kw)
 
 

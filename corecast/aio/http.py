@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 import h11
 
 MAX_BODY = 64 * 1024
-Handler = Callable[[str, str, dict], Awaitable[tuple[int, dict]]]
+#: ``handler(method, path, json_body, peer_host) -> (status, json_body)``; ``peer_host`` is
+#: the TCP peer's address (a completed handshake: not spoofable like a UDP source)
+Handler = Callable[[str, str, dict, str], Awaitable[tuple[int, dict]]]
 
 
 class HttpError(Exception):
@@ -57,7 +59,7 @@ def _json_body(raw: bytes) -> dict:
 
 
 async def serve(host: str, port: int, handler: Handler, timeout: float = 5.0) -> asyncio.Server:
-    """Start a server calling ``handler(method, path, json) -> (status, json)``."""
+    """Start a server calling ``handler(method, path, json, peer_host) -> (status, json)``."""
 
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
@@ -65,8 +67,9 @@ async def serve(host: str, port: int, handler: Handler, timeout: float = 5.0) ->
             try:
                 req, raw = await _read_message(conn, reader, timeout)
                 assert isinstance(req, h11.Request)
+                peer = writer.get_extra_info("peername")
                 status, obj = await handler(req.method.decode(), req.target.decode(),
-                                            _json_body(raw))
+                                            _json_body(raw), str(peer[0]) if peer else "")
             except (HttpError, h11.RemoteProtocolError) as exc:
                 if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
                     return
@@ -87,9 +90,11 @@ async def serve(host: str, port: int, handler: Handler, timeout: float = 5.0) ->
 
 
 async def request(host: str, port: int, method: str, path: str, obj: dict | None = None,
-                  timeout: float = 5.0) -> tuple[int, dict]:
-    """One JSON request; returns (status, JSON body)."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                  timeout: float = 5.0, local_host: str | None = None) -> tuple[int, dict]:
+    """One JSON request (from ``local_host`` when given); returns (status, JSON body)."""
+    local = (local_host, 0) if local_host else None
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(host, port, local_addr=local), timeout)
     try:
         conn = h11.Connection(h11.CLIENT)
         body = json.dumps(obj).encode() if obj is not None else b""

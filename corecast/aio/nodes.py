@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
+import socket
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from corecast.core.client import Client
 from corecast.core.etr import Etr
@@ -33,6 +35,14 @@ Datagram = tuple[bytes, tuple[str, int]]
 def wire_overhead(host: str) -> int:
     """IP + UDP header bytes the kernel adds to a datagram sent to ``host``."""
     return 28 if ipaddress.ip_address(host).version == 4 else 48
+
+
+def _canon(host: str) -> str:
+    """An address as recvfrom reports it (IPv6 compressed), so set lookups match."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
 
 
 class LinkCounters:
@@ -89,7 +99,28 @@ async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]) -> Endp
         for data, addr in items:
             cb(data, addr)
 
-    return Endpoint(open_udp((host, port), on_batch))
+    return open_endpoint((host, port), on_batch)
+
+
+def open_endpoint(addr: tuple[str, int], on_batch: Callable[[list, float], None]) -> Endpoint:
+    """A batched UDP endpoint on ``addr``; a busy or foreign address is one clear OSError."""
+    from deliverykit.aio import open_udp
+
+    host, port = addr
+    try:
+        return Endpoint(open_udp((host, port), on_batch))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "in use by another process (stop it, or choose another address or port)"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = "not an address of this host"
+        else:
+            why = exc.strerror or str(exc)
+        raise OSError(exc.errno, f"cannot bind UDP {_hostport_text(host, port)}: {why}") from None
+
+
+def _hostport_text(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class Node:
@@ -104,7 +135,7 @@ class Node:
     def now(self) -> float:
         return asyncio.get_running_loop().time()
 
-    def every(self, period: float, fn: Callable[[float], None]) -> None:
+    def every(self, period: float, fn: Callable[[float], object]) -> None:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(period)
@@ -145,12 +176,10 @@ class ItrNode(Node):
         self.rloc = str(ipaddress.ip_address(itr.rloc))
 
     async def start(self) -> None:
-        from deliverykit.aio import open_udp
-
         # the inside interface: a recvmmsg batch goes through Algorithm 1 in one
         # cc_itr_batch call (C fast path or its twin)
-        self.t_inside = Endpoint(open_udp(self.inside, lambda items, now: self._route(
-            self.itr.handle_batch(items, now))))
+        self.t_inside = open_endpoint(self.inside, lambda items, now: self._route(
+            self.itr.handle_batch(items, now)))
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
         self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
             self.itr.handle_control(d, self.now())))
@@ -181,11 +210,9 @@ class XtrNode(ItrNode):
         self.delivered = [0, 0]
 
     async def start(self) -> None:
-        from deliverykit.aio import open_udp
-
         xtr = self.xtr
-        self.t_inside = Endpoint(open_udp(self.inside, lambda items, now: self._route(
-            xtr.handle_batch(items, now))))
+        self.t_inside = open_endpoint(self.inside, lambda items, now: self._route(
+            xtr.handle_batch(items, now)))
         self.t_data = await bind(self.rloc, self.data_port, self._on_data)
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
         self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
@@ -253,8 +280,6 @@ class EtrNode(Node):
         except OSError:  # that family is disabled on this host
             self.t_other = None
         if self.mcast_if is not None:
-            import socket
-
             self.t_mc = await bind(self.mcast_if, 0, lambda d, a: None)
             self.t_mc.ep.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
                                          socket.inet_aton(self.mcast_if))
@@ -265,7 +290,9 @@ class EtrNode(Node):
             def on_control(d: bytes, a: tuple) -> None:
                 now = self.now()
                 if not reg.handle_control(d, now):  # not our Map-Notify: a Map-Request?
-                    for out, dst in reg.answer(d, now, a[1]):
+                    # the reply goes to the ITR-RLOC the request names: only a trusted one,
+                    # or anyone could aim our Map-Replies at any address
+                    for out, dst in reg.answer(d, now, a[1], allow=self._trusted_host):
                         self._sendto(self.t_ctl, out, dst, False)
 
             self.t_ctl = await bind(self.rloc, self.control_port, on_control)
@@ -278,9 +305,13 @@ class EtrNode(Node):
             tick(self.now())
             self.every(self.tick, tick)
 
+    def _trusted_host(self, host: str) -> bool:
+        return self.etr.trusts(ipaddress.ip_address(host).packed)
+
     def _on_data(self, data: bytes, addr: tuple) -> None:
         self.received.add(addr[0], len(data))
-        for payload, dst in self.etr.handle_data(data, self.now()):
+        src = socket.inet_pton(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET, addr[0])
+        for payload, dst in self.etr.handle_data(data, self.now(), src):
             a = ipaddress.ip_address(dst[0])
             if self.t_mc is not None and a.is_multicast:
                 tr = self.t_mc
@@ -320,6 +351,10 @@ class SourceNode(Node):
         self.expire_every = expire_every
         self.server: asyncio.AbstractServer | None = None
         self.running = asyncio.Event()
+        #: join/heartbeat/leave only for the EID the request comes from (see _http)
+        self.peer_must_be_eid = True
+        #: requests refused because their EID was not their source address
+        self.refused = 0
 
     async def start(self, stream: bool = True) -> None:
         self.t = await bind(self.addr, 0, lambda d, a: None)
@@ -362,7 +397,7 @@ class SourceNode(Node):
             else:
                 self._sendto(self.t, data, dst, True)
 
-    async def _http(self, method: str, path: str, body: dict) -> tuple[int, dict]:
+    async def _http(self, method: str, path: str, body: dict, peer: str = "") -> tuple[int, dict]:
         if method == "GET" and path == "/channels":
             return 200, {"channels": [
                 {"eid": str(ipaddress.ip_address(c.eid)), "bitrate": c.bitrate,
@@ -372,6 +407,11 @@ class SourceNode(Node):
             return 404, {"error": "unknown endpoint"}
         try:
             chan, eid, port = str(body["channel"]), str(body["eid"]), int(body["port"])
+            if self.peer_must_be_eid and _canon(eid) != _canon(peer):
+                # the stream goes to EID:port: only the EID itself may ask for it, or anyone
+                # could aim the stream at any address (counted in ``refused``)
+                self.refused += 1
+                return 403, {"error": f"eid {eid} is not the address this request came from"}
             now = self.now()
             if path == "/join":
                 self.source.join(chan, eid, port, bool(body.get("corecast", True)), now)
@@ -394,15 +434,30 @@ class SourceNode(Node):
 class ClientNode(Node):
     """Client: UDP receive socket plus the HTTP join/heartbeat/leave calls."""
 
-    def __init__(self, eid: str, port: int, client: Client | None = None) -> None:
+    def __init__(self, eid: str, port: int, client: Client | None = None,
+                 accept: Collection[str] | None = ()) -> None:
         super().__init__()
         self.eid = eid
         self.port = port
         self.client = client or Client()
         self.joined: tuple | None = None
         self.on_receive: Callable[[], None] | None = None
+        #: hosts the stream may come from (the domain's ETRs; the source is added by
+        #: ``join``); datagrams from anyone else are counted in ``client.rejected``.
+        #: None accepts every sender (explicit opt-out)
+        self.accept: set[str] | None = None if accept is None else {_canon(h) for h in accept}
+        #: called once per rejected host (at most 16 hosts), e.g. to print a hint
+        self.on_reject: Callable[[str], None] | None = None
+        self._rejected_hosts: set[str] = set()
 
     def _on(self, data: bytes, addr: tuple) -> None:
+        if self.accept is not None and addr[0] not in self.accept:
+            self.client.rejected += 1
+            if self.on_reject is not None and len(self._rejected_hosts) < 16 \
+                    and addr[0] not in self._rejected_hosts:
+                self._rejected_hosts.add(addr[0])
+                self.on_reject(addr[0])
+            return
         self.client.handle(data, self.now())
         if self.on_receive is not None:
             self.on_receive()
@@ -414,10 +469,21 @@ class ClientNode(Node):
 
     async def join(self, source: tuple[str, int], channel: str, corecast: bool = True,
                    heartbeat: float | None = None) -> dict:
-        status, body = await request(*source, "POST", "/join", {
-            "channel": channel, "eid": self.eid, "port": self.port, "corecast": corecast})
-        if status != 200:
-            raise RuntimeError(f"join refused: {status} {body}")
+        # the source may start streaming before its answer reaches us: accept it first
+        accept, host = self.accept, _canon(source[0])
+        added = accept is not None and host not in accept
+        if accept is not None:
+            accept.add(host)
+        try:
+            status, body = await request(*source, "POST", "/join", {
+                "channel": channel, "eid": self.eid, "port": self.port, "corecast": corecast},
+                local_host=self.eid)
+            if status != 200:
+                raise RuntimeError(f"join refused: {status} {body}")
+        except BaseException:
+            if added and accept is not None:
+                accept.discard(host)
+            raise
         self.joined = (source, channel)
         if heartbeat:
             async def beat() -> None:
@@ -425,7 +491,8 @@ class ClientNode(Node):
                     await asyncio.sleep(heartbeat)
                     with contextlib.suppress(OSError, asyncio.TimeoutError):
                         await request(*source, "POST", "/heartbeat", {
-                            "channel": channel, "eid": self.eid, "port": self.port})
+                            "channel": channel, "eid": self.eid, "port": self.port},
+                            local_host=self.eid)
 
             self.tasks.append(asyncio.create_task(beat()))
         return body
@@ -433,8 +500,8 @@ class ClientNode(Node):
     async def leave(self) -> bool:
         if self.joined is None:
             return False
-        source, channel = self.joined
-        status, _ = await request(*source, "POST", "/leave", {
-            "channel": channel, "eid": self.eid, "port": self.port})
+        (host, port), channel = self.joined
+        status, _ = await request(host, port, "POST", "/leave", {
+            "channel": channel, "eid": self.eid, "port": self.port}, local_host=self.eid)
         self.joined = None
         return status == 200

@@ -16,14 +16,17 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     (signed Map-Registers, sec. 5.6, 8.2), sending them from
     ``--rloc``:C. Print ``READY`` once started; run until SIGTERM.
     Data plane (RFC 9300 sec. 5.3): LISP-encapsulated packets arriving on
-    UDP ``--rloc``:D are decapsulated; an inner IPv4/UDP packet is delivered
-    natively, which on loopback means its UDP payload is sent to the inner
-    destination address and port.
+    UDP ``--rloc``:D are decapsulated; an inner IPv4/UDP packet to an EID inside
+    one of the ``--prefix`` prefixes (repeatable) is delivered natively, which on
+    loopback means its UDP payload is sent to the inner destination address and
+    port. Inner destinations outside the prefixes are dropped: an ETR decapsulates
+    only for its own site (RFC 9300 sec. 4, 6), it is no open relay.
     Role ``corecast-etr`` (the same command): inner packets to a channel EID
     in a ``--cc-range`` carry CoreCast PDUs (IP protocol 253, our layout in
     docs/wire-corecast.md) and follow the paper's Algorithm 2: a payload PDU
     whose hash matches is stored per channel; a header PDU naming the stored
-    hash makes the ETR send the payload to the header's client EID and port.
+    hash makes the ETR send the payload to the header's client EID (inside a
+    ``--prefix``) and port.
 
 ``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE [--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
     An ITR: inner IP packets arrive as UDP payloads on the inside address P

@@ -63,7 +63,10 @@ async def _etr(a: argparse.Namespace) -> int:
     host, _, port = a.map_server.rpartition(":")
     reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id,
                                     iid=a.instance_id or 0))
-    etr = Etr([parse_prefix(r) for r in a.cc_range], instance_id=a.instance_id)
+    # decapsulates for its own --prefix EIDs only; the conformance harness plays ITRs from any
+    # loopback address, so every RLOC is trusted here (the CLI ETR trusts only --trust-rloc)
+    etr = Etr([parse_prefix(r) for r in a.cc_range], instance_id=a.instance_id,
+              eids=[parse_prefix(p) for p in a.prefix], trusted_rlocs=None)
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port)
     return await _serve(node)
 
@@ -93,7 +96,11 @@ async def _itr(a: argparse.Namespace) -> int:
     from corecast.core.etr import Etr
     from corecast.core.xtr import Xtr
 
-    xtr = Xtr(itr, Etr([parse_prefix(r) for r in a.cc_range]), echo_nonce=a.echo_nonce,
+    # the harness's xTR cases deliver to EIDs of their own choosing, from RLOCs of their own
+    # choosing: the adapter's xTR serves every EID and trusts every RLOC (test harness only)
+    anywhere = [(bytes(4), 0), (bytes(16), 0)]
+    xtr = Xtr(itr, Etr([parse_prefix(r) for r in a.cc_range], eids=anywhere, trusted_rlocs=None),
+              echo_nonce=a.echo_nonce,
               echo_interval=a.echo_interval, echo_timeout=a.echo_timeout,
               map_versioning=a.map_version is not None, map_version=a.map_version or 0)
     return await _serve(XtrNode(xtr, (host, int(port)), a.data_port))

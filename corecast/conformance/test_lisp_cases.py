@@ -210,7 +210,8 @@ class EtrRig:
         self.client.bind(("127.0.0.1", 0))
         self.client_port = self.client.getsockname()[1]
         self.data_port = _free_udp_port()
-        args = ["--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16", "--map-server",
+        # the site's EIDs include the client socket's address: an ETR delivers only there
+        args = ["--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16", "--prefix", "127.0.0.1/32", "--map-server",
                 f"127.0.0.1:{self.ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
                 "--control-port", _free_udp_port(), "--data-port", self.data_port]
         if cc:

@@ -28,6 +28,7 @@ class Client:
     duplicates: int = 0
     reordered: int = 0
     malformed: int = 0
+    rejected: int = 0  # datagrams from a sender the client did not join through (not accounted)
     first_seq: int | None = None
     max_ext: int = -1
     jitter: float = 0.0
@@ -98,6 +99,7 @@ class Client:
             "duplicates": self.duplicates,
             "reordered": self.reordered,
             "malformed": self.malformed,
+            "rejected": self.rejected,
             "jitter_ms": round(self.jitter / self.clock * 1000.0, 3),
             "first_seq": self.first_seq,
             "last_seq": None if self.max_ext < 0 else self.max_ext,

@@ -19,10 +19,20 @@ counted as covered by the group.
 Inner packets not addressed to the reserved CoreCast range are decapsulated and
 delivered natively; on the UDP (no-root) drivers that means the inner UDP
 payload is sent to the inner destination address and port.
+
+What a remote sender may not choose (RFC 9300 sections 4 and 6: an ETR
+decapsulates for the EIDs of its own site): every address this core returns is
+either inside the site's EID prefixes (``eids``: a plain inner destination, a
+CoreCast header's client EID) or a multicast group the operator configured;
+anything else is dropped and counted in ``drop_not_our_eid``.  Encapsulated
+packets are accepted only from trusted RLOCs (``trusted_rlocs`` prefixes; the
+outer source is passed as ``src``), the rest counted in ``drop_untrusted_rloc``;
+``trusted_rlocs=None`` accepts any RLOC and must be asked for explicitly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corecast.core.mapcache import ntop
@@ -39,7 +49,30 @@ DROP_REASONS = (
     "not_corecast",  # to the reserved range but not a CoreCast PDU
     "not_deliverable",  # plain inner packet that is not UDP (needs a raw driver)
     "wrong_instance",  # LISP header's Instance ID is not this ETR's (RFC 9300 section 8)
+    "untrusted_rloc",  # outer source is not a trusted RLOC
+    "not_our_eid",  # inner destination / client EID outside this site's EID prefixes
 )
+
+
+class PrefixSet:
+    """A few IPv4/IPv6 prefixes ``(packed_network, prefix_len)``; ``in`` takes a packed address."""
+
+    __slots__ = ("_nets",)
+
+    def __init__(self, prefixes: Sequence[tuple[bytes, int]] = ()) -> None:
+        self._nets: list[tuple[int, int, int]] = []
+        for net, plen in prefixes:
+            bits = len(net) * 8
+            mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
+            self._nets.append((len(net), mask, int.from_bytes(net, "big") & mask))
+
+    def __contains__(self, addr: bytes) -> bool:
+        v = int.from_bytes(addr, "big")
+        n = len(addr)
+        return any(ln == n and v & m == net for ln, m, net in self._nets)
+
+    def __bool__(self) -> bool:
+        return bool(self._nets)
 
 
 @dataclass(slots=True)
@@ -62,16 +95,18 @@ class Etr:
         max_channels: int = 1024,
         multicast: dict[bytes, tuple[str, int]] | None = None,
         instance_id: int | None = None,
+        eids: Sequence[tuple[bytes, int]] = (),
+        trusted_rlocs: Sequence[tuple[bytes, int]] | None = (),
     ) -> None:
         #: RFC 9300 section 8: with an Instance ID configured, only packets of that
         #: instance are decapsulated (I-bit set with this IID, or I clear for IID 0);
         #: None accepts every packet (a single-instance ETR)
         self.instance_id = instance_id
-        self._cc: list[tuple[int, int, int]] = []
-        for net, plen in corecast_prefixes:
-            bits = len(net) * 8
-            mask = ((1 << plen) - 1) << (bits - plen) if plen else 0
-            self._cc.append((len(net), mask, int.from_bytes(net, "big") & mask))
+        self._cc = PrefixSet(corecast_prefixes)
+        #: this site's EID prefixes: the only unicast destinations this ETR delivers to
+        self.eids = PrefixSet(eids)
+        #: RLOC prefixes whose encapsulated packets we accept; None = any (explicit opt-out)
+        self.trusted = None if trusted_rlocs is None else PrefixSet(trusted_rlocs)
         self.allowed = set(channels) if channels is not None else None
         self.max_channels = max_channels
         self.multicast = dict(multicast or {})
@@ -84,9 +119,13 @@ class Etr:
             self.counters["drop_" + r] = 0
 
     def is_corecast(self, dst: bytes) -> bool:
-        v = int.from_bytes(dst, "big")
-        n = len(dst)
-        return any(ln == n and v & m == net for ln, m, net in self._cc)
+        return dst in self._cc
+
+    def trusts(self, src: bytes | None) -> bool:
+        """May this packed outer source RLOC send us encapsulated packets?"""
+        if self.trusted is None:
+            return True
+        return src is not None and src in self.trusted
 
     def _drop(self, reason: str) -> list[Datagram]:
         self.counters["drop_" + reason] += 1
@@ -99,9 +138,11 @@ class Etr:
         iid = int.from_bytes(data[4:7], "big") if data[0] & 0x08 else 0
         return iid == self.instance_id & 0xFFFFFF
 
-    def handle_data(self, data: bytes, now: float = 0.0) -> list[Datagram]:
-        """A LISP-encapsulated packet (UDP/4341 payload)."""
+    def handle_data(self, data: bytes, now: float = 0.0, src: bytes | None = None) -> list[Datagram]:
+        """A LISP-encapsulated packet (UDP/4341 payload) from packed outer source RLOC ``src``."""
         self.counters["in_packets"] += 1
+        if not self.trusts(src):
+            return self._drop("untrusted_rloc")
         if len(data) < 8:
             return self._drop("malformed")
         if not self.instance_ok(data):  # I-bit: the 24-bit Instance ID in word 2
@@ -130,6 +171,8 @@ class Etr:
             except DecodeError:
                 return self._drop("malformed")
             return self._corecast(ip.dst, pdu)
+        if ip.dst not in self.eids:
+            return self._drop("not_our_eid")
         if ip.proto != 17:
             return self._drop("not_deliverable")
         try:
@@ -163,6 +206,8 @@ class Etr:
             stored.group_sent = True
             self.counters["multicast_out"] += 1
             return [(stored.payload, group)]
+        if pdu.eid not in self.eids:
+            return self._drop("not_our_eid")
         self.counters["unicast_out"] += 1
         return [(stored.payload, (ntop(pdu.eid), pdu.port))]
 
@@ -175,4 +220,4 @@ class Etr:
         return {k[5:]: v for k, v in self.counters.items() if k.startswith("drop_")}
 
 
-__all__ = ["Etr", "StoredPayload", "DROP_REASONS"]
+__all__ = ["Etr", "PrefixSet", "StoredPayload", "DROP_REASONS"]

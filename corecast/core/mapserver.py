@@ -105,13 +105,17 @@ class MapServer:
     #: registrations of non-zero Instance IDs, one trie per instance
     iid_regs: dict[int, PrefixTrie] = field(default_factory=dict)
     max_instances: int = 4096
+    #: answer a Map-Request only at an ITR-RLOC that is the request's own source address:
+    #: the ITR-RLOC field is written by the sender, so without this check anyone could aim
+    #: our Map-Replies at any address (refused ones count in ``refused_itr_rloc``)
+    reply_to_source_only: bool = True
     last_nonce: dict[tuple, int] = field(default_factory=dict)
     events: list = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
         "registers": 0, "accepted": 0, "refused_auth": 0, "refused_no_site": 0,
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
         "requests": 0, "replies": 0, "negative_replies": 0, "dropped_probe": 0,
-        "unexpected": 0, "forwarded": 0, "dropped_old_version": 0,
+        "unexpected": 0, "forwarded": 0, "dropped_old_version": 0, "refused_itr_rloc": 0,
     })
 
     # ------------------------------------------------------------------ entry
@@ -126,7 +130,7 @@ class MapServer:
                 if not isinstance(msg, MapRequest):
                     self.counters["unexpected"] += 1
                     return []
-                return self._request(msg, sport, now, ecm)
+                return self._request(msg, sport, now, ecm, src[0])
         except DecodeError:
             self.counters["malformed"] += 1
             if data[:1] and data[0] >> 4 == LispType.MAP_REGISTER:
@@ -135,7 +139,7 @@ class MapServer:
         if isinstance(msg, MapRegister) and msg.msg_type == LispType.MAP_REGISTER:
             return self._register(msg, src, now)
         if isinstance(msg, MapRequest):
-            return self._request(msg, src[1], now)
+            return self._request(msg, src[1], now, None, src[0])
         self.counters["unexpected"] += 1
         return []
 
@@ -259,8 +263,8 @@ class MapServer:
                 return cand
         return eid
 
-    def _request(self, msg: MapRequest, sport: int, now: float, ecm: Ecm | None = None
-                 ) -> list[Datagram]:
+    def _request(self, msg: MapRequest, sport: int, now: float, ecm: Ecm | None = None,
+                 src_host: str | None = None) -> list[Datagram]:
         self.counters["requests"] += 1
         if msg.probe:
             self.counters["dropped_probe"] += 1
@@ -270,6 +274,12 @@ class MapServer:
             return []
         fam = msg.eid_prefixes[0].version
         itr = next((r for r in msg.itr_rlocs if r.version == fam), msg.itr_rlocs[0])
+        if self.reply_to_source_only and src_host is not None:
+            own = [r for r in msg.itr_rlocs if _same_host(r, src_host)]
+            if not own:
+                self.counters["refused_itr_rloc"] += 1
+                return []
+            itr = own[0]
         iids = msg.eid_iids or (0,) * len(msg.eid_prefixes)
         out: list[Datagram] = []
         records = []
@@ -316,3 +326,14 @@ class MapServer:
                  "expires_in": round(r.expires - now, 1)} | (
                      {"iid": r.record.iid} if r.record.iid else {})
                 for t in tries for _a, _p, r in t.items() if r.expires > now]
+
+
+def _same_host(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> bool:
+    """Is ``addr`` the address ``host`` (as recvfrom reports it; IPv4-mapped IPv6 matches too)?"""
+    try:
+        other = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(other, ipaddress.IPv6Address) and other.ipv4_mapped is not None:
+        other = other.ipv4_mapped
+    return addr == other

@@ -16,6 +16,7 @@ earlier copy still proves the registration).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from corecast.core.events import Registered
@@ -73,7 +74,7 @@ class Registrar:
         self.registered = False
         self.events: list[Registered] = []
         self.counters = {"sent": 0, "notified": 0, "bad_notify": 0, "map_replies": 0,
-                         "requests_not_ours": 0}
+                         "requests_not_ours": 0, "requests_refused": 0}
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
         if not 0 <= cfg.map_version <= 4095:
@@ -131,11 +132,16 @@ class Registrar:
                                       msg.nonce))
         return True
 
-    def answer(self, data: bytes, now: float, src_port: int = 4342) -> list[Datagram]:
+    def answer(self, data: bytes, now: float, src_port: int = 4342,
+               allow: Callable[[str], bool] | None = None) -> list[Datagram]:
         """Answer a Map-Request (plain or ECM, e.g. forwarded by a map-server, or an
         RLOC probe) for our EID prefixes with an authoritative Map-Reply to the
         requester's ITR-RLOC, at the inner source port of an ECM or ``src_port`` of a
-        plain request (RFC 9301 sections 5.4, 5.5, 7.1, 8.3)."""
+        plain request (RFC 9301 sections 5.4, 5.5, 7.1, 8.3).
+
+        The ITR-RLOC is written by the sender: ``allow(host)`` says whether we may send
+        there (an ETR passes its trusted-RLOC check); refused ones are counted in
+        ``requests_refused``, so a forged request cannot aim our reply at any address."""
         try:
             msg = decode_control(data)
             sport = None
@@ -160,6 +166,9 @@ class Registrar:
             return []
         fam = msg.eid_prefixes[0].version
         itr = next((a for a in msg.itr_rlocs if a.version == fam), msg.itr_rlocs[0])
+        if allow is not None and not allow(str(itr)):
+            self.counters["requests_refused"] += 1
+            return []
         self.counters["map_replies"] += 1
         reply = encode_map_reply(MapReply(msg.nonce, tuple(recs), probe=msg.probe))
         return [(reply, (str(itr), sport if sport is not None else src_port))]

@@ -338,6 +338,9 @@ class Xtr:
         processing, RFC 9300 sec. 5.3, 8), then reachability bits, then the ETR
         core decapsulates and delivers."""
         host = src if isinstance(src, str) else src[0]
+        packed = ipaddress.ip_address(host).packed
+        if not self.etr.trusts(packed):  # no reachability state from an untrusted RLOC either
+            return self.etr.handle_data(data, now, packed)
         if len(data) >= 8 and self.etr.instance_ok(data):
             flags = data[0]
             if self.echo_nonce and self.peers:
@@ -356,8 +359,8 @@ class Xtr:
                 ok, extra = self._on_versions(host, w >> 12, w & 0xFFF, data[8:], now)
                 if not ok:
                     return extra
-                return extra + self.etr.handle_data(data, now)
-        return self.etr.handle_data(data, now)
+                return extra + self.etr.handle_data(data, now, packed)
+        return self.etr.handle_data(data, now, packed)
 
     def _on_versions(self, host: str, src_v: int, dst_v: int, inner: bytes, now: float
                      ) -> tuple[bool, list[Datagram]]:

@@ -89,7 +89,10 @@ async def _etr_main(i: int, ready, stop, seconds: float, group: tuple[str, int] 
     import ipaddress
 
     mc = {ipaddress.ip_address(CHANNEL).packed: group} if group else None
-    node = EtrNode(Etr([parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)], multicast=mc),
+    # decapsulate for this AS's EIDs only, and only from the ITR's RLOC
+    etr = Etr([parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)], multicast=mc,
+              eids=[parse_prefix(_eid_prefix(i, ipv6))], trusted_rlocs=[parse_prefix(_rloc(0, rloc6))])
+    node = EtrNode(etr,
                    _rloc(i, rloc6), reg, mcast_if=f"10.{i}.0.1" if group else None,
                    out6=f"fd00:{i}:1::1" if ipv6 else None)
     await node.start()
@@ -128,7 +131,11 @@ async def _itr_main(ready, stop, seconds: float, corecast: bool = True,
 async def _client_main(eid: str, port: int, chunks: int, ready, timeout: float) -> dict:
     from corecast.aio.nodes import ClientNode
 
-    node = ClientNode(eid, port)
+    # the stream comes from this AS's ETR: from its RLOC, or, when the EID family is not the
+    # RLOC's, from its address on the client's link (the client's gateway, ".1" / "::1")
+    i = int(eid.split(":")[1] if ":" in eid else eid.split(".")[1])
+    gateway = eid.rsplit(":", 1)[0] + ":1" if ":" in eid else eid.rsplit(".", 1)[0] + ".1"
+    node = ClientNode(eid, port, accept=(_rloc(i, False), _rloc(i, True), f"fd00:{i}:1::1", gateway))
     await node.start()
     ready.set()
     end = time.monotonic() + timeout

@@ -14,6 +14,10 @@ from corecast.core.mapcache import MapCache
 from corecast.core.maptrie import parse_prefix
 from corecast.wire import codec as c
 
+# These tests exercise other behaviour: their ETRs serve every EID and trust every RLOC
+# (the site checks are tested in test_corecast_etr_safety.py).
+OPEN_ETR = {"eids": [(bytes(4), 0), (bytes(16), 0)], "trusted_rlocs": None}
+
 CHANNELS = [bytes([10, 255, 0, i]) for i in (1, 2)]
 RLOC_OF_AS = {1: "192.0.2.1", 2: "192.0.2.2", 3: "192.0.2.3"}
 SRC = bytes([10, 0, 0, 1])
@@ -72,7 +76,7 @@ def test_itr_matches_algorithm1_reference(evs, extra):
     mc = MapCache()
     mc.load_static("".join(f"10.{a}.0.0/16 {r}\n" for a, r in RLOC_OF_AS.items()))
     itr = Itr("192.0.2.100", [parse_prefix("10.255.0.0/16")], mc, extra_payload_every=extra)
-    etrs = {r: Etr([parse_prefix("10.255.0.0/16")]) for r in RLOC_OF_AS.values()}
+    etrs = {r: Etr([parse_prefix("10.255.0.0/16")], **OPEN_ETR) for r in RLOC_OF_AS.values()}
     got = []
     delivered = []
     for ev in evs:

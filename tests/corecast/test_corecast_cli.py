@@ -19,13 +19,18 @@ def _spawn(args):
 
 
 def _first_json(p) -> dict:
-    return json.loads(p.stdout.readline())
+    """The role's ready line on stderr: ``corecast ROLE: ready {json}``."""
+    line = p.stderr.readline()
+    head, sep, info = line.partition(": ready ")
+    assert sep and head.startswith("corecast "), line
+    return json.loads(info)
 
 
-def _final(p, timeout=30) -> dict:
+def _final(p, timeout=30, code=0) -> dict:
+    """The role's counters: stdout is one JSON document; ``code`` 143 after our SIGTERM."""
     out, err = p.communicate(timeout=timeout)
-    assert p.returncode == 0, err
-    return json.loads(out[out.index("\n{") + 1:] if not out.startswith("{\n") else out)
+    assert p.returncode == code, err
+    return json.loads(out)
 
 
 @pytest.mark.slow
@@ -39,12 +44,12 @@ def test_roles_as_processes_stream_to_clients(tmp_path, as_itr):
         ms = _spawn(["mapserver", "--addr", f"{pre}.0.3", "--duration", "25",
                      "--site", f"as1:{pre}.11.0/24:1:k1", "--site", f"as2:{pre}.12.0/24:1:k2"])
         procs.append(ms)
-        assert _first_json(ms)["ready"]
+        assert _first_json(ms)["sites"] == 2
         etrs = []
         for i in (1, 2):
             e = _spawn(["etr", "--rloc", f"{pre}.1.{i}", "--prefix", f"{pre}.1{i}.0/24",
                         "--map-server", f"{pre}.0.3", "--key-id", "1", "--psk", f"k{i}",
-                        "--cc-range", cc, "--duration", "25"])
+                        "--trust-rloc", f"{pre}.0.0/24", "--cc-range", cc, "--duration", "25"])
             procs.append(e)
             etrs.append(e)
         src_args = ["source", "--eid", f"{pre}.0.1", "--channel", f"{pre}.255.1", "--chunks",
@@ -58,14 +63,15 @@ def test_roles_as_processes_stream_to_clients(tmp_path, as_itr):
                           "--cc-range", cc, "--map-resolver", f"{pre}.0.3", "--duration", "25"])
             procs.append(itr)
             src_args += ["--itr", f"{pre}.0.2:9341"]
-            assert _first_json(itr)["ready"]
+            assert _first_json(itr)["rloc"] == f"{pre}.0.2"
         for e in etrs:  # each ETR prints a line once its Map-Notify arrived
             assert _first_json(e)["registered"]
         src = _spawn(src_args)
         procs.append(src)
         port = _first_json(src)["http_port"]
         clients = []
-        for eid, cc_flag in ((f"{pre}.11.1", []), (f"{pre}.12.1", []),
+        for eid, cc_flag in ((f"{pre}.11.1", ["--etr", f"{pre}.1.1"]),
+                             (f"{pre}.12.1", ["--etr", f"{pre}.1.2"]),
                              (f"{pre}.13.1", ["--no-corecast"])):
             c = _spawn(["client", "--eid", eid, "--join", f"{pre}.0.1:{port}", "--channel",
                         f"{pre}.255.1", "--chunks", "20", "--duration", "20"] + cc_flag)
@@ -75,19 +81,19 @@ def test_roles_as_processes_stream_to_clients(tmp_path, as_itr):
             _first_json(c)
         stats = [_final(c) for c in clients]
         for s in stats:
-            assert s["received"] == 20 and s["lost"] == 0, s
+            assert s["received"] == 20 and s["lost"] == 0 and s["rejected"] == 0, s
         s = _final(src)
         assert s["counters"]["chunks"] == 20 and s["counters"]["unicast_packets"] == 20
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-        e1 = _final(etrs[0])
+        e1 = _final(etrs[0], code=143)
         assert e1["registered"] and e1["counters"]["cc_payloads"] == 20
         assert e1["counters"]["unicast_out"] == 20
-        m = _final(ms)
+        m = _final(ms, code=143)
         assert m["counters"]["accepted"] >= 2 and m["counters"]["refused_auth"] == 0
         if not as_itr:
-            i = _final(itr)
+            i = _final(itr, code=143)
             assert i["counters"]["payload_copies"] == 40 and i["drops"]["unknown_hash"] == 0
     finally:
         for p in procs:
@@ -197,9 +203,10 @@ def test_two_xtrs_as_processes_echo_nonces_both_ways(tmp_path):
                         "--cc-range", "10.255.0.0/16",
                         "--map-cache", str(tmp_path / mc), "--control-port", "0",
                         "--data-port", str(data_port), "--echo-nonce", "--instance-id", "7",
+                        "--prefix", f"{eid.rsplit('.', 1)[0]}.0/24", "--trust-rloc", f"127.{b}.0.0/24",
                         "--duration", "120"])
             procs.append(p)
-            assert _first_json(p)["ready"]
+            assert _first_json(p)["xtr"]
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.bind((eid, 0))
             s.setblocking(False)
@@ -232,7 +239,7 @@ def test_two_xtrs_as_processes_echo_nonces_both_ways(tmp_path):
             drain()
         for p in procs:
             p.send_signal(signal.SIGTERM)
-        finals = [_final(p, 30) for p in procs]
+        finals = [_final(p, 30, code=143) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:

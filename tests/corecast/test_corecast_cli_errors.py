@@ -45,7 +45,8 @@ def test_bad_arguments_are_usage_errors(args, message):
 @pytest.mark.parametrize("args, message", [
     (("mapserver", "--addr", "999.1.1.1", "--site", "a:10.0.0.0/8:1:k", "--duration", "1"),
      "corecast: error: "),
-    (("etr", "--rloc", "127.0.0.1", "--cc-range", "notaprefix", "--duration", "1"),
+    (("etr", "--rloc", "127.0.0.1", "--prefix", "10.1.0.0/16", "--trust-rloc", "127.0.0.2",
+      "--cc-range", "notaprefix", "--duration", "1"),
      "does not appear to be an IPv4 or IPv6 network"),
     ((*ITR, "--inside", "nohost"), "expected HOST:PORT"),
     (("experiment", "trace", "--clients", "/nonexistent"), "No such file or directory"),

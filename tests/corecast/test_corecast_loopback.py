@@ -68,6 +68,7 @@ async def test_subscription_service_join_heartbeat_timeout_leave():
         # an external HTTP client (curl) speaks to the same h11 service
         out = await asyncio.to_thread(subprocess.run, [
             "curl", "-s", "-X", "POST", "--max-time", "5", "-H", "content-type: application/json",
+            "--interface", f"127.{b}.12.1",  # the source serves a join only for the asking EID
             "-d", json.dumps({"channel": f"127.{b}.255.1", "eid": f"127.{b}.12.1", "port": 7000,
                               "corecast": False}),
             f"http://127.{b}.0.1:{node.http_port}/join"], capture_output=True, text=True)
@@ -81,7 +82,8 @@ async def test_subscription_service_join_heartbeat_timeout_leave():
             f"127.{b}.11.1"]
         assert await alive.leave() and len(chan.dst) == 0
         assert (await request(*http, "POST", "/heartbeat", {
-            "channel": f"127.{b}.255.1", "eid": f"127.{b}.11.1", "port": alive.port}))[0] == 404
+            "channel": f"127.{b}.255.1", "eid": f"127.{b}.11.1", "port": alive.port},
+            local_host=f"127.{b}.11.1"))[0] == 404
         assert (await request(*http, "POST", "/join", {"channel": "nope"}))[0] == 400
         assert (await request(*http, "GET", "/nothing"))[0] == 404
         st, body = await request(*http, "GET", "/channels")
@@ -115,7 +117,8 @@ async def test_itr_and_etr_sockets_survive_garbage_and_count_it():
     mc.load_static(f"127.{b}.11.0/24 127.{b}.1.1\n")
     itr = Itr(f"127.{b}.0.2", cc, mc, channels=[ipaddress.ip_address(f"127.{b}.255.1").packed])
     itrn = ItrNode(itr, (f"127.{b}.0.2", 9341))
-    etrn = EtrNode(Etr(cc), f"127.{b}.1.1")
+    etrn = EtrNode(Etr(cc, eids=[parse_prefix(f"127.{b}.11.0/24")],
+                       trusted_rlocs=[parse_prefix(f"127.{b}.0.0/24")]), f"127.{b}.1.1")
     got = []
     for n in (itrn, etrn):
         await n.start()

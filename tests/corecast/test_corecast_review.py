@@ -17,6 +17,10 @@ from corecast.core.mapcache import MapCache
 from corecast.core.xtr import Xtr
 from corecast.wire import codec as c
 
+# These tests exercise other behaviour: their ETRs serve every EID and trust every RLOC
+# (the site checks are tested in test_corecast_etr_safety.py).
+OPEN_ETR = {"eids": [(bytes(4), 0), (bytes(16), 0)], "trusted_rlocs": None}
+
 A = ipaddress.ip_address
 N = ipaddress.ip_network
 RA, RB, RC = "192.0.2.1", "192.0.2.2", "192.0.2.3"
@@ -35,7 +39,7 @@ def make_xtr(rloc: str, static: str, iid: int = 0, resolver=None, **kw) -> Xtr:
     mc = MapCache(iid=iid)
     mc.load_static(static)
     itr = Itr(rloc, [], mc, map_resolver=resolver, instance_id=iid or None, fast=False)
-    return Xtr(itr, Etr([]), **kw)
+    return Xtr(itr, Etr([], **OPEN_ETR), **kw)
 
 
 def lisp(inner: bytes, **kw) -> bytes:
@@ -369,7 +373,7 @@ def test_registrar_registers_its_map_version():
         Registrar(RegistrarConfig(("10.2.0.0/16",), (RA,), ("192.0.2.9", 4342), b"k", 1,
                                   map_version=4096))
     with pytest.raises(ValueError):
-        Xtr(Itr(RA, [], fast=False), Etr([]), map_versioning=True, map_version=4096)
+        Xtr(Itr(RA, [], fast=False), Etr([], **OPEN_ETR), map_versioning=True, map_version=4096)
 
 
 @pytest.mark.root
@@ -434,7 +438,7 @@ def test_instance_zero_sets_no_i_bit():
     itr.mapcache.load_static(f"10.2.0.0/16 {RB}\n")
     (d,) = itr.handle_inner(pkt(HOST_A, HOST_B), 0.0)
     assert not hdr(d).flags & c.FLAG_I
-    x = Xtr(itr, Etr([]))
+    x = Xtr(itr, Etr([], **OPEN_ETR))
     (d,) = x.handle_inner(pkt(HOST_A, HOST_B), 0.0)
     assert not hdr(d).flags & c.FLAG_I
 
@@ -456,7 +460,7 @@ async def test_xtr_node_sends_source_version_map_requests_from_its_control_socke
     mc = MapCache()
     mc.add(A("10.1.0.0").packed, 16, [(A(RA).packed, 1, 1)], float("inf"), map_version=3)
     itr = Itr(rloc, [], mc, map_resolver=res.getsockname(), control_port=0, fast=False)
-    x = Xtr(itr, Etr([]), map_versioning=True, map_version=10)
+    x = Xtr(itr, Etr([], **OPEN_ETR), map_versioning=True, map_version=10)
     node = XtrNode(x, (f"127.{base}.0.2", 0), 0)
     await node.start()
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

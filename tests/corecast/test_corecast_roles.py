@@ -16,6 +16,10 @@ from corecast.core.maptrie import parse_prefix
 from corecast.core.source import Source, max_chunk_size, rtp_packet
 from corecast.wire import codec as c
 
+# These tests exercise other behaviour: their ETRs serve every EID and trust every RLOC
+# (the site checks are tested in test_corecast_etr_safety.py).
+OPEN_ETR = {"eids": [(bytes(4), 0), (bytes(16), 0)], "trusted_rlocs": None}
+
 A = ipaddress.ip_address
 CC = [parse_prefix("10.255.0.0/16"), parse_prefix("fd00:cc::/32")]
 CHAN = A("10.255.0.1").packed
@@ -152,7 +156,7 @@ def test_ipv6_eids_over_ipv4_rlocs():
     r.handle_inner(payload_pkt(b"six", chan=chan6), 0)
     out = r.handle_inner(header_pkt(b"six", "fd00:2::7", chan=chan6), 0)
     assert kinds(out) == [("P", "192.0.2.2"), ("H", "192.0.2.2")]
-    e = Etr(CC)
+    e = Etr(CC, **OPEN_ETR)
     assert e.handle_data(out[0][0]) == []
     assert e.handle_data(out[1][0]) == [(b"six", ("fd00:2::7", 5000))]
 
@@ -183,7 +187,7 @@ def test_map_cache_miss_queues_requests_and_releases():
 @given(st.binary(max_size=120), st.booleans())
 def test_fuzz_itr_and_etr_never_raise(body, in_range):
     r = itr()
-    e = Etr(CC)
+    e = Etr(CC, **OPEN_ETR)
     r.handle_inner(body, 0)
     e.handle_data(body)
     dst = CHAN if in_range else A("10.1.0.1").packed
@@ -199,7 +203,7 @@ def test_fuzz_itr_and_etr_never_raise(body, in_range):
 
 
 def test_algorithm2_etr_unicast_and_drops():
-    e = Etr(CC)
+    e = Etr(CC, **OPEN_ETR)
     lisp = b"\x00" * 8
     assert e.handle_data(lisp + payload_pkt(b"media")) == []
     assert e.handle_data(lisp + header_pkt(b"media", "10.2.0.3", 6000)) == [
@@ -218,7 +222,7 @@ def test_algorithm2_etr_unicast_and_drops():
 
 
 def test_etr_intra_domain_multicast_option():
-    e = Etr(CC, multicast={CHAN: ("239.1.2.3", 5004)})
+    e = Etr(CC, multicast={CHAN: ("239.1.2.3", 5004)}, **OPEN_ETR)
     lisp = b"\x00" * 8
     e.handle_data(lisp + payload_pkt(b"m1"))
     outs = [e.handle_data(lisp + header_pkt(b"m1", f"10.2.0.{i}")) for i in range(1, 4)]

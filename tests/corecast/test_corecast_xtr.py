@@ -17,6 +17,10 @@ from corecast.core.register import Registrar, RegistrarConfig
 from corecast.core.xtr import Xtr
 from corecast.wire import codec as c
 
+# These tests exercise other behaviour: their ETRs serve every EID and trust every RLOC
+# (the site checks are tested in test_corecast_etr_safety.py).
+OPEN_ETR = {"eids": [(bytes(4), 0), (bytes(16), 0)], "trusted_rlocs": None}
+
 A = ipaddress.ip_address
 N = ipaddress.ip_network
 RA, RB = "192.0.2.1", "192.0.2.2"  # the two xTRs' RLOCs
@@ -28,7 +32,7 @@ def make_xtr(rloc: str, peer_prefix: str, peer_rloc: str, iid: int = 0,
     mc = MapCache(iid=iid)
     mc.load_static(f"{peer_prefix} {peer_rloc}{' inf echo' if echo_capable else ''}\n")
     itr = Itr(rloc, [], mc, instance_id=iid or None, fast=False)
-    return Xtr(itr, Etr([]), **kw)
+    return Xtr(itr, Etr([], **OPEN_ETR), **kw)
 
 
 def pkt(src: str, dst: str, data: bytes = b"hi") -> bytes:
@@ -125,13 +129,13 @@ def test_instance_id_in_the_data_plane():
     (d,) = a.handle_batch([pkt(HOST_A, HOST_B)], 0.0)
     h = hdr(d)
     assert h.flags & c.FLAG_I and h.instance_id == 7
-    etr = Etr([], instance_id=7)
+    etr = Etr([], instance_id=7, **OPEN_ETR)
     inner = pkt(HOST_A, HOST_B)
     for iid, ok in ((7, True), (8, False), (None, False)):
         data = c.encode_lisp_data(c.make_lisp_data(instance_id=iid)) + inner
         assert bool(etr.handle_data(data)) is ok
     assert etr.drops()["wrong_instance"] == 2
-    etr0 = Etr([], instance_id=0)
+    etr0 = Etr([], instance_id=0, **OPEN_ETR)
     assert etr0.handle_data(b"\x00" * 8 + inner)  # no I-bit: instance 0
 
 
@@ -232,7 +236,7 @@ def test_locator_status_bits():
     mc = MapCache()
     mc.add(A("10.1.0.0").packed, 16, [(A(RA).packed, 1, 50), (A("192.0.2.3").packed, 1, 50)],
            float("inf"))
-    b = Xtr(Itr(RB, [], mc, fast=False), Etr([]))
+    b = Xtr(Itr(RB, [], mc, fast=False), Etr([], **OPEN_ETR))
     (d,) = a.handle_inner(pkt(HOST_A, HOST_B), 0.0)
     h = hdr(d)
     assert h.flags & c.FLAG_L and h.lsb == 0b11
@@ -276,7 +280,7 @@ def versioned_pair():
                float("inf"), map_version=theirs)
         mc.add(A("10.9.0.0").packed, 16, [(A("192.0.2.9").packed, 1, 1)], float("inf"))  # null
         itr = Itr(rloc, [], mc, map_resolver=("192.0.2.99", 4342), fast=False)
-        return Xtr(itr, Etr([]), map_versioning=True, map_version=mine, seed=5)
+        return Xtr(itr, Etr([], **OPEN_ETR), map_versioning=True, map_version=mine, seed=5)
     return one(RA, "10.2.0.0/16", RB, 3, 10), one(RB, "10.1.0.0/16", RA, 10, 3)
 
 
