@@ -385,8 +385,8 @@ class _Output:
                           sink.have).save(self.meta)
                 self.kept = sink.got
                 return
-        except OSError:
-            pass
+        except OSError as exc:  # e.g. the disk filled up: a part without its record is useless
+            self.note = f"could not record it ({(exc.strerror or str(exc)).lower()})"
         finally:
             sink.close()
         if sink.got and not self.note:
