@@ -154,7 +154,8 @@ def interface_address(name: str) -> str:
 
 
 def _mcast_sender_socket(interface: str) -> socket.socket:
-    sock = make_udp_socket((interface, 0))
+    # unicast: never a port another socket holds (no SO_REUSEADDR; busy is EADDRINUSE)
+    sock = make_udp_socket((interface, 0), reuse_addr=False)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1 if interface.startswith("127.") else 8)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
@@ -393,7 +394,8 @@ class MulticastReceiver:
             return
         g, port = self.sd.groups[ch]
         try:
-            sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20)
+            # receivers on one host share the group's port by design (SO_REUSEADDR)
+            sock = make_udp_socket((g, int(port)), rcvbuf=4 << 20, reuse_addr=True)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot bind {g} port {port} (channel {ch}): "
                                      f"{exc.strerror}") from None

@@ -51,7 +51,7 @@ class StreamSender:
 
     def _open(self) -> None:
         loop = asyncio.get_running_loop()
-        sock = make_udp_socket((self.interface, 0))
+        sock = make_udp_socket((self.interface, 0), reuse_addr=False)  # unicast: never shared
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(self.interface))
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
@@ -136,7 +136,7 @@ class StreamReceiver:
             ch = ev.channel
             if isinstance(ev, Join) and ch not in self.eps:
                 g, port = self.groups[ch]
-                sock = make_udp_socket((g, int(port)))
+                sock = make_udp_socket((g, int(port)), reuse_addr=True)  # a group: shared
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
                 self.eps[ch] = BatchedUDPEndpoint(
                     sock, lambda batch, now, ch=ch: self._on_batch(ch, batch, now))
