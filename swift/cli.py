@@ -272,14 +272,28 @@ async def _live_view(a: argparse.Namespace) -> int:
     from swift.aio.node import live_viewer
     node = live_viewer(bytes.fromhex(a.swarm), _config(a), _bind_host(a.host, a.peer), a.port,
                        per_sig=a.per_sig, window=a.window, method=a.live_method)
-    out = open(a.output, "wb") if a.output != "-" else sys.stdout.buffer
+    # a recording goes to FILE.part and becomes FILE when the viewer stops with
+    # verified bytes in it (every byte written is verified, in order); an
+    # existing FILE is left alone when nothing arrived
+    part = a.output + ".part" if a.output != "-" else None
+    out = open(part, "wb") if part is not None else sys.stdout.buffer
     stopper = cliutil.Stopper().install()
+    rc = 1
     try:
-        return await _live_view_run(a, node, out, stopper)
+        rc = await _live_view_run(a, node, out, stopper)
+        return rc
     finally:
         stopper.remove()
-        if out is not sys.stdout.buffer:
+        if part is not None:
+            kept = out.tell() > 0
+            out.flush()
+            if kept:
+                os.fsync(out.fileno())
             out.close()
+            if kept:
+                os.replace(part, a.output)
+            else:
+                os.unlink(part)
 
 
 async def _live_view_run(a: argparse.Namespace, node, out, stopper: cliutil.Stopper) -> int:

@@ -13,11 +13,13 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from swift_support import SwiftProcess
 
 from swift.aio import files as F
 from swift.aio import node as N
@@ -210,3 +212,23 @@ def test_seed_says_when_it_rehashes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() != old.hex()
     assert "hash tree" in r.stderr and "rehash" in r.stderr, r.stderr
+
+
+def test_a_live_view_that_gets_nothing_leaves_an_existing_file_alone(tmp_path):
+    """live-view -o FILE records into FILE.part; FILE is replaced only by a
+    recording that has verified bytes (before: FILE was truncated at start)."""
+    out = tmp_path / "rec.ts"
+    out.write_bytes(b"last night's recording")
+    feed = tmp_path / "feed"
+    feed.write_bytes(os.urandom(100_000))
+    src = SwiftProcess(["live-source", "--input", str(feed), "--host", "127.0.0.1", "--port", "0",
+                        "--rate", "50000", "--linger", "20"], marker="live source on")
+    try:  # the wrong method: every chunk is refused, nothing verifies
+        r = subprocess.run([sys.executable, "-m", "swift", "live-view", src.id, "--peer", src.peer,
+                            "--live-method", "sign-all", "-o", str(out), "--silence", "2"],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        src.stop()
+    assert r.returncode == 1, r.stderr
+    assert out.read_bytes() == b"last night's recording"
+    assert sorted(os.listdir(tmp_path)) == ["feed", "rec.ts"]

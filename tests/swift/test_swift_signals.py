@@ -115,7 +115,7 @@ def test_live_view_stops_on_a_signal(tmp_path, content, sig, code, word):
                              preexec_fn=lambda: signal.signal(signal.SIGINT,
                                                               signal.default_int_handler))
         deadline = time.monotonic() + 20
-        out = tmp_path / "v.out"
+        out = tmp_path / "v.out.part"  # the recording until the viewer stops
         while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 2000):
             time.sleep(0.05)
         _, err = _stop(p, sig)
@@ -123,6 +123,8 @@ def test_live_view_stops_on_a_signal(tmp_path, content, sig, code, word):
         src.stop()
     assert p.returncode == code, err
     assert word in _final_line(err, "live-view")
+    assert (tmp_path / "v.out").stat().st_size >= 2000  # stopped: the recording is kept
+    assert not out.exists()
 
 
 def test_download_progress_goes_to_stderr_only(tmp_path, content):

@@ -58,9 +58,10 @@ def test_a_viewer_whose_source_died_ends(tmp_path, feed):
                                    src.peer, "-o", str(out), "--silence", "3"],
                                   stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 5000):
+        part = tmp_path / "view.bin.part"  # the recording until the viewer stops
+        while time.monotonic() < deadline and (not part.exists() or part.stat().st_size < 5000):
             time.sleep(0.1)
-        assert out.exists() and out.stat().st_size >= 5000
+        assert part.exists() and part.stat().st_size >= 5000
         src.stop()  # the source dies without a word
         err = viewer.stderr.read()
         rc = viewer.wait(30)
@@ -71,3 +72,4 @@ def test_a_viewer_whose_source_died_ends(tmp_path, feed):
             viewer.wait()
     assert rc == 0, err
     assert "no new chunk for 3 s" in err
+    assert out.stat().st_size >= 5000 and not (tmp_path / "view.bin.part").exists()
