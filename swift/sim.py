@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from deliverykit.cliutil import cli_main
 from deliverykit.sim import (
     Host,
     LinkSpec,
@@ -37,7 +38,7 @@ from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 
-__all__ = ["FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run"]
+__all__ = ["FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run", "sweep_task"]
 
 SEEDER = "seeder"
 LEECHER = "leecher"
@@ -198,6 +199,21 @@ def run(scenario: Scenario, seed: int | None = None, trace: bool = False) -> Fla
     return FlashCrowdResult(scenario.name, sim.seed, tuple(out), stats)
 
 
+def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One flash crowd for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
+    :func:`flash_crowd`'s keyword arguments (``size_kib`` may stand for ``size``)."""
+    kw = dict(point)
+    if "size_kib" in kw:
+        kw["size"] = int(kw.pop("size_kib")) * 1024
+    res = run(flash_crowd(**kw, seed=seed))
+    if not res.all_verified:
+        raise ValueError(f"{sum(not r.verified for r in res.leechers)} leecher(s) not verified")
+    s = res.summary()
+    return {k: s[k] for k in ("completed", "mean_completion_s", "max_completion_s", "virtual_s",
+                              "cpu_s", "datagrams", "delivered", "queue_drop")}
+
+
+@cli_main("python -m swift.sim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m swift.sim", description=__doc__.splitlines()[0])
     ap.add_argument("--leechers", type=int, default=16)

@@ -1,0 +1,294 @@
+"""Parameter sweeps on Dask distributed: points x seeds, one task each, one CSV.
+
+``run_sweep(fn, points, seeds, out)`` submits ``fn(point, seed) -> {metric: number}``
+once per (point, seed) with ``client.submit`` on a :class:`distributed.LocalCluster`
+(one single-threaded worker process per core by default) or on an existing
+scheduler (``scheduler="tcp://host:8786"``).  Results are taken as they finish
+(``as_completed``) and written at once, one row each, to ``<out>.part``, which
+becomes ``out`` only when the sweep has ended; every row carries its
+provenance (git commit, scenario name, seed, the point's parameters).  Then
+``<out stem>.summary.csv`` holds, per point, every metric's mean and 95 %
+confidence interval (Student's t) over the seeds, and ``<out stem>.meta.json``
+the run metadata (:mod:`deliverykit.provenance`).  A task that raises is
+reported on stderr and in the result, and the others go on.  Progress (tasks
+finished) goes to stderr: a bar on a terminal or when asked, and a final
+summary line always.
+
+    python -m deliverykit.sweep swift.sim:sweep_task --points points.json --seeds 0 1 2 \
+        --out results/crowd.csv [--workers 2 | --scheduler tcp://host:8786]
+
+``points.json``: a list of objects, each the keyword arguments of one point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deliverykit import cliutil
+from deliverykit.provenance import git_commit, run_metadata
+
+__all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "run_sweep", "t95"]
+
+Point = dict[str, Any]
+TaskFn = Callable[[Point, int], dict[str, Any]]
+
+#: two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    """Two-sided 95 % quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("a confidence interval needs at least two samples")
+    if df <= len(_T95):
+        return _T95[df - 1]
+    return 2.021 if df <= 40 else 2.000 if df <= 60 else 1.980 if df <= 120 else 1.960
+
+
+def ci95(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95 % confidence interval); half-width NaN for one value."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.nan
+    return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+class SweepFailed(Exception):
+    """Every task of a sweep failed: there is nothing to write."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One task that raised."""
+
+    point: Point
+    seed: int
+    #: ``ExceptionType: message`` on one line
+    error: str
+
+
+@dataclass(slots=True)
+class SweepResult:
+    """What a sweep produced."""
+
+    csv: Path
+    summary_csv: Path
+    meta: Path
+    rows: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    #: one dict per point: its parameters, ``n`` and ``<metric>_mean`` / ``<metric>_ci95``
+    summary: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _call(fn: TaskFn, point: Point, seed: int) -> dict[str, Any]:
+    out = fn(dict(point), seed)
+    if not isinstance(out, dict):
+        raise TypeError(f"a sweep task must return a dict of metrics, not {type(out).__name__}")
+    return out
+
+
+def _key(point: Point) -> str:
+    return json.dumps(point, sort_keys=True, default=str)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Progress:
+    """Tasks finished, on stderr: a rich bar on a terminal (or when asked)."""
+
+    def __init__(self, total: int, show: bool | None) -> None:
+        self.total = total
+        self.bar: Any = None
+        if show is None:
+            show = sys.stderr.isatty()
+        if show:
+            from rich.progress import Progress
+            from rich.console import Console
+            self.bar = Progress(console=Console(stderr=True), transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("sweep", total=total)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
+    from distributed import Client, LocalCluster
+    if scheduler:
+        return Client(scheduler), None
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=40)
+    return Client(cluster), cluster
+
+
+def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: str | Path,
+              scenario: str = "", scheduler: str | None = None, workers: int | None = None,
+              progress: bool | None = None) -> SweepResult:
+    """Run ``fn(point, seed)`` for every point and seed (see the module docstring)."""
+    from distributed import as_completed
+
+    if not points or not seeds:
+        raise ValueError("a sweep needs at least one point and one seed")
+    out = Path(out)
+    stem = out.with_suffix("")
+    result = SweepResult(out, Path(f"{stem}.summary.csv"), Path(f"{stem}.meta.json"))
+    module = sys.modules.get(getattr(fn, "__module__", ""), None)
+    commit = git_commit(module.__file__) if module is not None and module.__file__ else None
+    param_cols = sorted({k for p in points for k in p})
+    part = Path(f"{out}.part")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    samples: dict[str, list[dict[str, Any]]] = {}
+    metric_cols: list[str] | None = None
+    started = time.monotonic()
+    client, cluster = _client(scheduler, workers)
+    bar = _Progress(len(points) * len(seeds), progress)
+    try:
+        futures = {}
+        for p in points:
+            for s in seeds:
+                f = client.submit(_call, fn, p, s, pure=False)
+                futures[f] = (p, s)
+        with open(part, "w", newline="") as fh:
+            writer: Any = None
+            for f in as_completed(list(futures)):
+                p, s = futures[f]
+                try:
+                    metrics = f.result()
+                    if metric_cols is None:
+                        metric_cols = sorted(metrics)
+                        writer = csv.DictWriter(fh, ["commit", "scenario", "seed", *param_cols,
+                                                     *metric_cols])
+                        writer.writeheader()
+                    elif sorted(metrics) != metric_cols:
+                        raise ValueError(f"metrics {sorted(metrics)} differ from the first "
+                                         f"task's {metric_cols}")
+                except Exception as e:  # a failed task is reported; the others go on
+                    fail = Failure(p, s, _one_line(e))
+                    result.failures.append(fail)
+                    print(f"sweep: task {_key(p)} seed {s} failed: {fail.error}", file=sys.stderr)
+                else:
+                    row = {"commit": commit, "scenario": scenario, "seed": s, **p, **metrics}
+                    writer.writerow(row)
+                    fh.flush()
+                    result.rows += 1
+                    samples.setdefault(_key(p), []).append(metrics)
+                bar.advance()
+                f.release()
+    finally:
+        bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    if metric_cols is None:
+        part.unlink()
+        raise SweepFailed(f"every task of the sweep failed; first: {result.failures[0].error}")
+    os.replace(part, out)
+    _summarise(result, points, param_cols, metric_cols, samples)
+    meta = run_metadata(getattr(fn, "__module__", "deliverykit"), scenario=scenario,
+                        points=list(points), seeds=list(seeds), function=_name(fn),
+                        failures=[vars_of(f) for f in result.failures])
+    tmp = Path(f"{result.meta}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, default=str))
+    os.replace(tmp, result.meta)
+    print(f"sweep: {result.rows} of {len(points) * len(seeds)} tasks done, "
+          f"{len(result.failures)} failed, {time.monotonic() - started:.1f} s -> {out}",
+          file=sys.stderr)
+    return result
+
+
+def vars_of(f: Failure) -> dict[str, Any]:
+    return {"point": f.point, "seed": f.seed, "error": f.error}
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _summarise(result: SweepResult, points: Sequence[Point], param_cols: list[str],
+               metric_cols: list[str], samples: dict[str, list[dict[str, Any]]]) -> None:
+    numeric = [m for m in metric_cols
+               if all(isinstance(r.get(m), (int, float)) and not isinstance(r.get(m), bool)
+                      or r.get(m) is None for rs in samples.values() for r in rs)]
+    cols = [*param_cols, "n"] + [f"{m}_{k}" for m in numeric for k in ("mean", "ci95")]
+    for p in points:
+        rs = samples.get(_key(p), [])
+        row: dict[str, Any] = {**p, "n": len(rs)}
+        for m in numeric:
+            vals = [float(r[m]) for r in rs if r.get(m) is not None]
+            mean, half = ci95(vals) if vals else (math.nan, math.nan)
+            row[f"{m}_mean"], row[f"{m}_ci95"] = mean, half
+        result.summary.append(row)
+    tmp = Path(f"{result.summary_csv}.tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, cols)
+        w.writeheader()
+        w.writerows(result.summary)
+    os.replace(tmp, result.summary_csv)
+
+
+def _load_fn(spec: str) -> TaskFn:
+    mod, _, name = spec.partition(":")
+    if not mod or not name:
+        raise ValueError(f"task {spec!r} is not module:function")
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot load task {spec!r}: {e}") from None
+    if not callable(fn):
+        raise ValueError(f"task {spec!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+@cliutil.cli_main("python -m deliverykit.sweep", expected=(SweepFailed,))
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m deliverykit.sweep",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("task", help="module:function taking (point dict, seed) -> metrics dict")
+    ap.add_argument("--points", type=cliutil.existing_file, required=True,
+                    help="JSON list of points (keyword objects)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--out", type=cliutil.output_path, required=True, help="results CSV")
+    ap.add_argument("--scenario", default="", help="scenario name written in every row")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=cliutil.positive_int, help="local workers (default: cores)")
+    where.add_argument("--scheduler", help="address of a running Dask scheduler")
+    ap.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
+    args = ap.parse_args(argv)
+    fn = _load_fn(args.task)
+    try:
+        points = json.loads(Path(args.points).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{args.points}: not JSON: {e}") from None
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        raise ValueError(f"{args.points}: must be a JSON list of objects")
+    res = run_sweep(fn, points, args.seeds, args.out, scenario=args.scenario,
+                    scheduler=args.scheduler, workers=args.workers,
+                    progress=True if args.progress else None)
+    return 1 if res.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

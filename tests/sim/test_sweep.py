@@ -1,0 +1,71 @@
+"""deliverykit.sweep on a real 2-worker Dask LocalCluster: the swift flash crowd swept over
+points x seeds into one CSV with provenance, mean and 95 % CI per point, a failing task
+reported while the others complete."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from deliverykit.sweep import ci95, run_sweep, t95  # noqa: E402
+from swift.sim import sweep_task  # noqa: E402
+
+GOOD = [{"leechers": 2, "size_kib": 16}, {"leechers": 3, "size_kib": 16}]
+BAD = {"leechers": 0, "size_kib": 16}  # flash_crowd refuses it: the task raises
+
+
+def test_t_quantiles_and_interval() -> None:
+    assert t95(1) == 12.706 and t95(30) == 2.042 and t95(10_000) == 1.96
+    mean, half = ci95([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert math.isnan(ci95([5.0])[1])
+
+
+def test_two_worker_sweep_with_a_failing_task(tmp_path, capsys) -> None:
+    out = tmp_path / "crowd.csv"
+    res = run_sweep(sweep_task, GOOD + [BAD], [1, 2], out, scenario="flash-crowd", workers=2,
+                    progress=False)
+    err = capsys.readouterr().err
+    assert res.rows == 4 and len(res.failures) == 2
+    assert {f.seed for f in res.failures} == {1, 2} and all(f.point == BAD for f in res.failures)
+    assert all(f.error.startswith("ValueError: need at least one leecher") for f in res.failures)
+    assert err.count("failed: ValueError") == 2 and "4 of 6 tasks done, 2 failed" in err
+    assert not (tmp_path / "crowd.csv.part").exists()
+
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 4
+    assert {(r["leechers"], r["seed"]) for r in rows} == {("2", "1"), ("2", "2"), ("3", "1"),
+                                                           ("3", "2")}
+    assert all(r["scenario"] == "flash-crowd" and r["commit"] for r in rows)
+    assert all(r["completed"] == r["leechers"] for r in rows)
+
+    summary = {r["leechers"]: r for r in csv.DictReader(res.summary_csv.open())}
+    assert summary["0"]["n"] == "0"
+    for n in ("2", "3"):
+        vals = [float(r["mean_completion_s"]) for r in rows if r["leechers"] == n]
+        assert float(summary[n]["n"]) == 2
+        assert float(summary[n]["mean_completion_s_mean"]) == pytest.approx(statistics.fmean(vals))
+        half = 12.706 * statistics.stdev(vals) / math.sqrt(2)
+        assert float(summary[n]["mean_completion_s_ci95"]) == pytest.approx(half)
+
+    meta = json.loads(res.meta.read_text())
+    assert meta["params"]["seeds"] == [1, 2] and len(meta["params"]["failures"]) == 2
+    assert meta["params"]["function"] == "swift.sim:sweep_task"
+
+
+def test_cli_refuses_a_bad_task_in_one_line(tmp_path) -> None:
+    pts = tmp_path / "p.json"
+    pts.write_text(json.dumps(GOOD))
+    out = subprocess.run([sys.executable, "-m", "deliverykit.sweep", "no.such:thing", "--points",
+                          str(pts), "--out", str(tmp_path / "o.csv")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "cannot load task" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "o.csv").exists()
