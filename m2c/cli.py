@@ -32,7 +32,8 @@ from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 
 from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender, ReceiveProgress,
-                            interface_address, make_session, sender_socket_check)
+                            make_session, sender_socket_check)
+from m2c.aio.netif import interface_address
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS

@@ -49,7 +49,7 @@ from m2c.wire import codec
 log = logging.getLogger(__name__)
 
 __all__ = ["make_session", "MulticastSender", "MulticastReceiver", "ReceiveProgress",
-           "sender_socket_check", "interface_address"]
+           "sender_socket_check"]
 
 
 MAX_ACTIVE = 64
@@ -119,38 +119,6 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     if sd.partition().blocks > window:
         sd.window_blocks = window
     return sd
-
-
-SIOCGIFADDR = 0x8915
-"""Linux ioctl: the IPv4 address of an interface (struct ifreq)"""
-
-
-def interface_address(name: str) -> str:
-    """The IPv4 address of the interface called ``name`` (``lo`` -> 127.0.0.1), or
-    ``name`` itself if it is an IPv4 address: what IP_ADD_MEMBERSHIP and
-    IP_MULTICAST_IF take.  ValueError, one line, for an unknown interface or one
-    without an IPv4 address."""
-    try:
-        return str(ipaddress.IPv4Address(name))
-    except ValueError:
-        pass
-    try:
-        socket.if_nametoindex(name)
-    except (OSError, ValueError):
-        known = ", ".join(n for _i, n in socket.if_nameindex())
-        raise ValueError(f"no network interface named {name!r} (this host has: {known})") \
-            from None
-    import fcntl
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            ifreq = fcntl.ioctl(s.fileno(), SIOCGIFADDR,
-                                struct.pack("256s", name.encode()[:15]))
-        except OSError:
-            raise ValueError(f"interface {name!r} has no IPv4 address to join or send "
-                             f"multicast on") from None
-    return socket.inet_ntoa(ifreq[20:24])
 
 
 def _mcast_sender_socket(interface: str) -> socket.socket:

@@ -12,6 +12,7 @@ empty, so that PSNs stay contiguous.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import Callable
 
@@ -138,8 +139,7 @@ class StreamReceiver:
                 g, port = self.groups[ch]
                 sock = make_udp_socket((g, int(port)), reuse_addr=True)  # a group: shared
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, self._mreq(ch))
-                self.eps[ch] = BatchedUDPEndpoint(
-                    sock, lambda batch, now, ch=ch: self._on_batch(ch, batch, now))
+                self.eps[ch] = BatchedUDPEndpoint(sock, functools.partial(self._on_batch, ch))
             elif isinstance(ev, Leave) and ch in self.eps:
                 ep = self.eps.pop(ch)
                 try:

@@ -12,7 +12,7 @@ import sys
 import pytest
 from m2c_support import reap, start_sender
 
-from m2c.aio.driver import interface_address
+from m2c.aio.netif import interface_address
 
 
 def m2c(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
