@@ -146,19 +146,20 @@ async def _get_async(a: argparse.Namespace) -> int:
                 with contextlib.suppress(asyncio.CancelledError, FetchError, OSError):
                     await job
     kept = dl.kept_message()
+    outcome = f"; {kept}" if kept else "" if a.quiet and a.output is None else f"; {where} not written"
     if job.cancelled():
-        print(f"vmc get: {stopper.describe()}; " + (kept or f"{where} not written"), file=sys.stderr)
+        print(f"vmc get: {stopper.describe()}" + outcome, file=sys.stderr)
         return stopper.exit_code()
     try:
         r = job.result()
     except FetchError as exc:
-        print(f"vmc get: {exc}; " + (kept or f"{where} not written"), file=sys.stderr)
+        print(f"vmc get: {exc}" + outcome, file=sys.stderr)
         return 1
     except BrokenPipeError:  # `vmc get URL | head`: the reader left; cli_main ends quietly (141)
         raise
     except OSError as exc:
         reason = (exc.strerror or str(exc)).lower()
-        print(f"vmc get: {reason} writing {where}; " + (kept or f"{where} not written"), file=sys.stderr)
+        print(f"vmc get: {reason} writing {where}" + outcome, file=sys.stderr)
         return 1
     info = {"url": r.url, "status": r.status, "length": r.length, "parts": r.parts, "digest_ok": r.digest_ok,
             "ttfb_s": round(r.ttfb, 4), "elapsed_s": round(r.elapsed, 4), "vmc": r.vmc}

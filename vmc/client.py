@@ -421,6 +421,17 @@ def _open_locked(path: Path) -> BinaryIO:
     return os.fdopen(fd, "r+b")
 
 
+def _upstream_text(exc: up.UpstreamError) -> str:
+    """The failure in words: ``cannot connect to h:p: connection refused``, not an exception repr."""
+    text, cause = str(exc), exc.__cause__
+    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)) and not getattr(cause, "strerror", None):
+        return text.replace(repr(cause), "timed out")
+    if isinstance(cause, OSError) and (cause.errno or cause.strerror):
+        words = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else str(cause.strerror)
+        return text.replace(repr(cause), words.lower())
+    return text
+
+
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
 
@@ -540,7 +551,7 @@ class Download:
         try:
             resp = await up.request(conn_host, conn_port, b"GET", target, headers, timeout=self.timeout)
         except up.UpstreamError as exc:
-            raise FetchError(str(exc)) from exc
+            raise FetchError(_upstream_text(exc)) from exc
         result = FetchResult(self.url, resp.status, 0, vmc=(resp.header(b"vmc") or b"").decode("latin-1"))
         first_byte: list[float] = []
 
@@ -610,7 +621,7 @@ class Download:
             if sink.mem is not None:
                 result.body = bytes(sink.mem)
         except up.UpstreamError as exc:
-            raise FetchError(str(exc)) from exc
+            raise FetchError(_upstream_text(exc)) from exc
         finally:
             resp.close()
         result.ttfb = (first_byte[0] - t0) if first_byte else time.monotonic() - t0

@@ -346,3 +346,12 @@ def test_second_download_to_the_same_file_is_refused(origin, tmp_path: Path) -> 
     assert second.stderr.count("\n") == 1
     assert first.returncode == 0, err
     assert out.read_bytes() == expected("/two.bin", SIZE)
+
+
+def test_refused_connection_is_said_in_words(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    r = _get(f"http://127.0.0.1:{port}/x", "-o", str(tmp_path / "x"))
+    assert r.returncode == 1
+    assert r.stderr == f"vmc get: cannot connect to 127.0.0.1:{port}: connection refused; " \
+                       f"{tmp_path / 'x'} not written\n"
+    assert list(tmp_path.iterdir()) == []
