@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from deliverykit.fastpath import load, py_send_batch
 
@@ -553,7 +553,8 @@ def live_source(config: PeerConfig | None = None, host: str = "127.0.0.1", port:
         tree = LiveTree.source(per_sig, config.chunk_size, config.hash_func, key=key, alg=sig_alg)
     else:
         raise ValueError(f"live method must be one of {LIVE_METHODS}")
-    return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
+    live = cast(Content, LiveContent(tree, window))  # the same interface, live (6.1)
+    return SwiftNode(Peer(live, config), host, port, **kw)
 
 
 def live_viewer(swarm_id: bytes, config: PeerConfig | None = None, host: str = "127.0.0.1",
@@ -569,7 +570,8 @@ def live_viewer(swarm_id: bytes, config: PeerConfig | None = None, host: str = "
         tree = LiveTree(swarm_id, per_sig, config.chunk_size, config.hash_func)
     else:
         raise ValueError(f"live method must be one of {LIVE_METHODS}")
-    return SwiftNode(Peer(LiveContent(tree, window), config), host, port, **kw)
+    live = cast(Content, LiveContent(tree, window))  # the same interface, live (6.1)
+    return SwiftNode(Peer(live, config), host, port, **kw)
 
 
 class InOrderReader:
