@@ -225,10 +225,17 @@ def cmd_send(a: argparse.Namespace) -> int:
             print(text, flush=True)
         if server is not None:
             print(f"serving it at http://{sd.interface}:{a.serve_sdp}/", file=sys.stderr)
+        sender = MulticastSender(sd, str(a.file), close=not a.no_close)
+        status = None
+        if a.progress or sys.stderr.isatty():
+            status = asyncio.create_task(_send_status(sd.name, sender, sys.stderr.isatty()))
         try:
-            return await MulticastSender(sd, str(a.file), close=not a.no_close).run(
-                duration=a.duration, stop=stopper.event)
+            return await sender.run(duration=a.duration, stop=stopper.event)
         finally:
+            if status is not None:
+                status.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await status
             if server is not None:
                 server.close()
             stopper.remove()
@@ -252,6 +259,30 @@ def cmd_send(a: argparse.Namespace) -> int:
 
 PROGRESS_LINE_EVERY = 2.0
 """s between two progress lines on a stderr that is not a terminal (--progress)"""
+
+
+async def _send_status(name: str, sender: MulticastSender, tty: bool) -> None:
+    """The sender's progress on stderr: packets sent, IP-level rate over the last
+    interval, time; one line rewritten every second on a terminal, else (--progress)
+    one line every PROGRESS_LINE_EVERY s.  Ends its terminal line when cancelled."""
+    loop = asyncio.get_running_loop()
+    t0 = t = loop.time()
+    ip_bytes = 0
+    printed = False
+    every = 1.0 if tty else PROGRESS_LINE_EVERY
+    try:
+        while True:
+            await asyncio.sleep(every)
+            now = loop.time()
+            b = sender.bytes + 28 * sender.sent  # IPv4 + UDP headers
+            kbps = (b - ip_bytes) * 8 / 1000 / (now - t) if now > t else 0.0
+            line = f"m2c send: {name}: {sender.sent} packets, {kbps:.0f} kbit/s, {now - t0:.0f} s"
+            print(f"\r\x1b[K{line}" if tty else line, end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
+            t, ip_bytes, printed = now, b, True
+    finally:
+        if tty and printed:
+            print(file=sys.stderr, flush=True)
 
 
 def _progress_line(name: str, p: ReceiveProgress) -> str:
@@ -381,8 +412,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="kbit/s of the base group, IP level (default %(default)s)")
     s.add_argument("--max-rate", type=cliutil.positive_float, default=20000.0,
                    help="kbit/s of all groups together, IP level (default %(default)s)")
-    s.add_argument("--tsd", type=cliutil.positive_float, default=1.0, help="time slot duration, s (default %(default)s)")
-    s.add_argument("--k", type=cliutil.positive_int, default=2, help="groups renewed per time slot (default %(default)s)")
+    s.add_argument("--tsd", type=cliutil.positive_float, default=1.0,
+                   help="time slot duration, s (default %(default)s)")
+    s.add_argument("--k", type=cliutil.positive_int, default=2,
+                   help="groups renewed per time slot (default %(default)s)")
     s.add_argument("--schedule", choices=sorted(SCHEDULES), default="wave",
                    help="rate schedule: WEBRC-like waves or FLID-DL-like steps "
                         "(default %(default)s)")
@@ -396,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--duration", type=cliutil.positive_float,
                    help="stop after this many seconds (default: until Ctrl-C or SIGTERM); "
                         "stopping closes the session (receivers leave) unless --no-close")
+    s.add_argument("--progress", action="store_true",
+                   help="report packets sent and the rate on stderr even when it is not a "
+                        f"terminal: one line every {PROGRESS_LINE_EVERY:g} s (a terminal gets "
+                        "one updating line anyway)")
     s.add_argument("--no-close", action="store_true",
                    help="stop (Ctrl-C, SIGTERM, --duration) without closing the session: for "
                         "a sender to be restarted with --resume, whose receivers wait for it "

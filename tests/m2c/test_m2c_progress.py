@@ -117,3 +117,24 @@ def test_progress_bar_on_a_terminal_shows_symbols(tmp_path):
     assert json.loads(out)["ok"] is True
     assert "symbols" in err and "kbit/s" in err and "layer" in err, err
     assert "blocks" not in err
+
+
+def test_sender_reports_progress_when_asked(tmp_path):
+    """The sender runs until stopped: with --progress (or on a terminal) it says how
+    much it sent and how fast; the counters' JSON stays the last line."""
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(100_000))
+    base = [sys.executable, "-m", "m2c", "send", str(src), "--sdp", str(tmp_path / "s.json"),
+            "--group", f"239.187.{os.getpid() % 250 + 1}.9", "--port", "43500",
+            "--duration", "5"]
+    r = subprocess.run([*base, "--progress"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("m2c send: f.bin:")]
+    pat = re.compile(r"m2c send: f\.bin: (\d+) packets, ([\d.]+) kbit/s, (\d+) s")
+    assert len(lines) >= 2 and all(pat.match(ln) for ln in lines), r.stderr
+    sent = [int(pat.match(ln).group(1)) for ln in lines]
+    assert sent == sorted(sent) and sent[-1] > 0
+    assert json.loads(r.stderr.splitlines()[-1])["packets"] >= sent[-1]
+    quiet = subprocess.run(base, capture_output=True, text=True, timeout=60, check=False)
+    assert quiet.returncode == 0 and "m2c send: f.bin:" not in quiet.stderr
