@@ -13,10 +13,8 @@ import sys
 
 import pytest
 
-pytest.importorskip("distributed")
-
-from deliverykit.sweep import ci95, run_sweep, t95  # noqa: E402
-from swift.sim import sweep_task  # noqa: E402
+from deliverykit.sweep import ci95, run_sweep, t95
+from swift.sim import sweep_task
 
 GOOD = [{"leechers": 2, "size_kib": 16}, {"leechers": 3, "size_kib": 16}]
 BAD = {"leechers": 0, "size_kib": 16}  # flash_crowd refuses it: the task raises
