@@ -183,11 +183,20 @@ class SwiftApp:
         return peer.content.complete and bytes(storage.buf[:self.size]) == self.data
 
 
-def run(scenario: Scenario, seed: int | None = None, trace: bool = False) -> FlashCrowdResult:
-    """Run a swift scenario to completion (or its duration) and check every leecher."""
+def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
+        progress: bool = False) -> FlashCrowdResult:
+    """Run a swift scenario to completion (or its duration) and check every leecher.
+    ``progress``: one updating line on stderr (virtual time, leechers complete)."""
     app = SwiftApp(scenario)
     sim = Simulation(scenario, app, seed=seed, trace=trace)
-    stats = sim.run()
+
+    def show(now: float) -> None:
+        print(f"\rvirtual {now:7.1f} s, {len(app.completed)}/{len(app.leecher_names)} complete",
+              end="", file=sys.stderr, flush=True)
+
+    stats = sim.run(progress=show if progress else None)
+    if progress:
+        print(file=sys.stderr)
     out = []
     for name in app.leecher_names:
         host = sim.hosts.get(name)
@@ -222,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scenario", help="a scenario JSON file instead of the flash crowd options")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--progress", action="store_true",
+                    help="progress line on stderr even when it is not a terminal")
     args = ap.parse_args(argv)
     if args.leechers < 1 or args.size_kib < 1:
         ap.error("--leechers and --size-kib must be positive")
@@ -233,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sc = flash_crowd(args.leechers, args.size_kib * 1024, leecher_up=args.leecher_up,
                          seed=args.seed)
-    res = run(sc, seed=args.seed)
+    res = run(sc, seed=args.seed, progress=args.progress or sys.stderr.isatty())
     s = res.summary()
     if args.json:
         print(json.dumps(s, indent=2))
