@@ -80,6 +80,22 @@ def foreign_port(frame: Frame, mine: str, own: Iterable[int] = ()) -> bool:
     return False
 
 
+#: most time-slot rows (rates per interval) one series gets with its empty slots filled in
+MAX_DENSE_SLOTS = 100_000
+
+
+def time_slots(slots: Iterable[int], limit: int = MAX_DENSE_SLOTS) -> list[int]:
+    """The slots of a rate series to show: every slot from the first to the last (empty
+    ones as zero rows) when that span is at most ``limit``, else only those with data
+    (a capture whose clock jumps must not make an analyser emit billions of rows)."""
+    present = sorted(slots)
+    if not present:
+        return []
+    if present[-1] - present[0] < limit:
+        return list(range(present[0], present[-1] + 1))
+    return present
+
+
 def cut_reason(n: int) -> str:
     """The ``unreliable`` text for figures fed by ``n`` frames cut by the snap length."""
     return f"{n} frame(s) captured shorter than on the wire"

@@ -43,7 +43,7 @@ import ipaddress
 import struct
 from pathlib import Path
 
-from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port
+from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port, time_slots
 from m2c.wire.codec import AlcPacket, DecodeError, decode
 
 IPPROTO_IGMP = 2
@@ -294,7 +294,7 @@ class Analyser:
                            "slot_first": g.slot_min, "slot_last": g.slot_max,
                            "psn_gaps": g.psn_gaps})
             if g.slots:
-                for s in range(min(g.slots), max(g.slots) + 1):
+                for s in time_slots(g.slots):
                     by = g.slots.get(s, 0)
                     rates.append({"session": f"{g.session:08x}", "group": g.group,
                                   "t": round(s * self.interval, 3), "ip_bytes": by,
@@ -349,9 +349,9 @@ class Analyser:
         out = []
         outdir = Path(outdir)
         gs = sorted(self.groups.values(), key=lambda g: (g.session, g.group))[:64]
-        last = max((max(g.slots) for g in gs if g.slots), default=0)
-        xs = [s * self.interval for s in range(last + 1)]
-        ys = [[8 * g.slots.get(s, 0) / self.interval / 1e3 for s in range(last + 1)] for g in gs]
+        every = time_slots({s for g in gs for s in g.slots})
+        xs = [s * self.interval for s in every]
+        ys = [[8 * g.slots.get(s, 0) / self.interval / 1e3 for s in every] for g in gs]
         fig, ax = plt.subplots(figsize=(9, 4.5))
         colours = [plt.cm.viridis(i / max(1, len(gs) - 1)) for i in range(len(gs))]
         ax.stackplot(xs, ys, labels=[f"g{g.group}" for g in gs], colors=colours, step="post")

@@ -42,7 +42,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port
+from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port, time_slots
 from swift.core import bins as B
 from swift.core.merkle import MerkleTree
 from swift.wire.codec import (
@@ -567,7 +567,7 @@ class Analyser:
                           "swarm": c.swarm.hex()})
         tput = []
         for rx, slots in sorted(self.tput.items()):
-            for slot in range(min(slots), max(slots) + 1):
+            for slot in time_slots(slots):
                 by = slots.get(slot, 0)
                 tput.append({"receiver": rx, "t": round(slot * self.interval, 3), "bytes": by,
                              "bit/s": round(8 * by / self.interval)})
@@ -616,7 +616,7 @@ class Analyser:
         if self.tput:
             fig, ax = plt.subplots(figsize=(8, 4))
             for rx, slots in sorted(self.tput.items())[:20]:
-                xs = list(range(min(slots), max(slots) + 1))
+                xs = time_slots(slots)
                 ax.step([x * self.interval for x in xs],
                         [8 * slots.get(x, 0) / self.interval / 1e6 for x in xs], where="post", label=rx)
             ax.set_xlabel("time since first PPSPP datagram (s)")

@@ -56,7 +56,7 @@ from pathlib import Path
 
 import h11
 
-from deliverykit.analyse import UNRELIABLE
+from deliverykit.analyse import UNRELIABLE, time_slots
 
 _TCP = struct.Struct("!HHIIBB")
 FIN, SYN, RST = 0x01, 0x02, 0x04
@@ -529,7 +529,7 @@ class Analyser:
         summary.append({"what": "open_connections_unparseable", "value": broken})
         rates = []
         for side, per in sorted(self._side_rates().items()):
-            for slot in range(min(per), max(per) + 1):
+            for slot in time_slots(per):
                 by = per.get(slot, 0)
                 rates.append({"side": side, "t": round(slot * self.interval, 3), "body_bytes": by,
                               "kbit/s": round(8 * by / self.interval / 1e3, 3),
@@ -565,7 +565,7 @@ class Analyser:
 
         fig, ax = plt.subplots(figsize=(8, 4))
         for side, per in sorted(sides.items()):
-            xs = list(range(0, max(per) + 1))
+            xs = time_slots(per)
             total, ys = 0, []
             for x in xs:
                 total += per.get(x, 0)
