@@ -171,6 +171,18 @@ class Scenario:
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique")
+        groups = {n.group for n in self.nodes if n.group}
+        for pd in self.pair_delays:
+            for end in (pd.a, pd.b):
+                if end not in groups and end not in names:
+                    raise ValueError(f"pair delay {pd.a}-{pd.b}: {end!r} is no group or node")
+        for b in self.bottlenecks:
+            missing = sorted(set(b.a + b.b) - groups)
+            if missing:
+                raise ValueError(f"bottleneck {b.name}: no node is in group(s) {missing}")
+        addrs = [g.addr for g in self.multicast]
+        if len(set(addrs)) != len(addrs):
+            raise ValueError("multicast group addresses must be unique")
 
     def replace(self, **changes: Any) -> "Scenario":
         return dataclasses.replace(self, **changes)

@@ -203,7 +203,8 @@ def test_departed_node_gets_nothing() -> None:
 def test_scenario_json_round_trip_and_errors() -> None:
     sc = Scenario("x", (NodeSpec("a", group="g", up=LinkSpec(
         rate=1e6, queue=10, queue_unit=QueueUnit.PACKETS,
-        loss=LossSpec(LossKind.GILBERT_ELLIOTT, p_gb=0.1, p_bg=0.5))), NodeSpec("b", depart=3.0)),
+        loss=LossSpec(LossKind.GILBERT_ELLIOTT, p_gb=0.1, p_bg=0.5))),
+        NodeSpec("b", group="h", depart=3.0)),
         pair_delays=(PairDelay("g", "h", 0.1),),
         bottlenecks=(BottleneckSpec("bn", LinkSpec(rate=2e6), ("g",), ("h",)),),
         multicast=(MulticastGroupSpec("239.0.0.1", 4000, 0.1, 0.2),), seed=5,
@@ -217,6 +218,11 @@ def test_scenario_json_round_trip_and_errors() -> None:
         Scenario.from_dict({"name": "x", "nodes": [{"name": "a", "up": {"rate": -1}}]})
     with pytest.raises(ValueError, match="unique"):
         Scenario("x", (NodeSpec("a"), NodeSpec("a")))
+    with pytest.raises(ValueError, match="'nowhere' is no group or node"):
+        Scenario("x", (NodeSpec("a", group="g"),), pair_delays=(PairDelay("g", "nowhere", 0.1),))
+    with pytest.raises(ValueError, match=r"no node is in group\(s\) \['h'\]"):
+        Scenario("x", (NodeSpec("a", group="g"),),
+                 bottlenecks=(BottleneckSpec("bn", LinkSpec(rate=1e6), ("g",), ("h",)),))
 
 
 def test_random_substreams_are_independent_of_other_links() -> None:
