@@ -89,3 +89,17 @@ def test_cli_prints_a_summary_and_refuses_bad_options() -> None:
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "must be positive" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_ledbat_sees_the_queue_and_keeps_it_near_its_target() -> None:
+    """The seeder's uplink queue may hold 1 s of data; LEDBAT (target 100 ms, RFC 6817)
+    must see the queueing delay the link model creates and stop well short of filling it."""
+    sc = flash_crowd(1, 512 * 1024, seeder_up=2e6, queue_s=1.0)
+    app = SwiftApp(sc)
+    sim = Simulation(sc, app)
+    sim.run()
+    assert app.verified(sim.hosts["l000"])
+    up = sim.network.nodes["seeder"].up
+    peak_delay = up.max_backlog * 8 / 2e6
+    assert 0.02 < peak_delay < 0.3  # probed up to about the target, never near the 1 s queue
+    assert up.queue_drops == 0
