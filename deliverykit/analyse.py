@@ -107,8 +107,9 @@ class Options(dict):
     It remembers every key an analyser asked for, so a key no loaded
     analyser knows is an error rather than silently ignored, and it checks
     values by the toolkit's naming convention before an analyser sees them:
-    ``interval``, ``chunk-size``, ``max-*`` and ``*-max`` are positive
-    numbers, ``*-port`` a comma-separated list of ports 1-65535.
+    ``interval`` is a positive number, ``chunk-size``, ``max-*`` and
+    ``*-max`` positive whole numbers, ``*-port`` a comma-separated list of
+    ports 1-65535.
     """
 
     def __init__(self, pairs: dict[str, str]) -> None:
@@ -130,13 +131,16 @@ class Options(dict):
 
 
 def _checked(key: str, value: str) -> str:
-    if key in ("interval", "chunk-size") or key.startswith("max-") or key.endswith("-max"):
+    if key == "interval":
         try:
-            ok = float(value) > 0
+            ok = 0 < float(value) < float("inf")  # not nan, not inf
         except ValueError:
             ok = False
         if not ok:
             raise ValueError(f"{key}={value!r}: needs a positive number")
+    elif key == "chunk-size" or key.startswith("max-") or key.endswith("-max"):
+        if not (value.isdigit() and int(value) > 0):
+            raise ValueError(f"{key}={value!r}: needs a positive number (whole)")
     elif key.endswith("-port"):
         for part in str(value).split(","):
             if not (part.isdigit() and 1 <= int(part) <= 65535):

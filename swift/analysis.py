@@ -132,7 +132,10 @@ class Analyser:
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
         self.ports = {int(p) for p in str(o.get("ppspp-port", "6778")).split(",") if p}
-        addressing = _ADDR_BY_NAME[str(o.get("addressing", "chunk32")).lower()]
+        name = str(o.get("addressing", "chunk32"))
+        addressing = _ADDR_BY_NAME.get(name.lower())
+        if addressing is None:
+            raise ValueError(f"addressing={name!r}: one of {', '.join(_ADDR_BY_NAME)}")
         self.default_ctx = WireContext(addressing, 32, 64, int(o.get("chunk-size", 1024)))
         self.max_peers = int(o.get("max-peers", 10_000))
         self.max_state = int(o.get("max-state", 2_000_000))
@@ -144,7 +147,10 @@ class Analyser:
         self.interval = float(o.get("interval", 1.0))
         self.max_trees = int(o.get("max-trees", 64))
         self.max_tree_chunks = int(o.get("max-tree-chunks", 1 << 22))
-        self.verify_on = str(o.get("verify", "1")) not in ("0", "no", "false")
+        verify = str(o.get("verify", "1")).lower()
+        if verify not in ("0", "no", "false", "off", "1", "yes", "true", "on"):
+            raise ValueError(f"verify={verify!r}: 0 or 1")
+        self.verify_on = verify not in ("0", "no", "false", "off")
         self.trees: dict[tuple[str, bytes], MerkleTree | None] = {}
         self.hashes: dict[tuple[str, str], list[tuple[int, bytes]]] = {}  # (tx, rx) INTEGRITY
         self.endpoints: set[tuple[str, int]] = set()

@@ -74,13 +74,17 @@ def _ep(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def _endpoint_opt(v: str | None) -> tuple[str | None, int] | None:
+def _endpoint_opt(key: str, v: str | None) -> tuple[str | None, int] | None:
     """``HOST:PORT``, ``[V6]:PORT`` or ``PORT`` -> (normalised host or None, port)."""
     if not v:
         return None
     host, sep, port = str(v).rpartition(":")
     if not sep:
-        return None, int(v)
+        host, port = "", str(v)
+    if not (port.isdigit() and 1 <= int(port) <= 65535) or (sep and not host):
+        raise ValueError(f"{key}={v!r}: needs HOST:PORT, [V6]:PORT or PORT (1-65535)")
+    if not sep:
+        return None, int(port)
     host = host.strip("[]")
     try:
         host = str(ipaddress.ip_address(host))
@@ -153,8 +157,8 @@ class Analyser:
 
     def __init__(self, options: dict | None = None) -> None:
         o = options or {}
-        self.proxy = _endpoint_opt(o.get("proxy"))
-        self.origin = _endpoint_opt(o.get("origin"))
+        self.proxy = _endpoint_opt("proxy", o.get("proxy"))
+        self.origin = _endpoint_opt("origin", o.get("origin"))
         # with both given, other TCP traffic is not looked at; with one, the rest is the other side
         self.ports = {self.proxy[1], self.origin[1]} if self.proxy and self.origin else set()
         self.status_path = str(o.get("status-path", "/_vmc/status"))

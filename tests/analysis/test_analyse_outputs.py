@@ -86,3 +86,22 @@ def test_json_to_stdout(capture):
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["analysers"]["ppspp"]["frames"] == res["capture"]["frames"] == 274
+
+
+@pytest.mark.parametrize("opt, words", [
+    ("addressing=bogus", ["addressing='bogus'", "chunk32"]),
+    ("verify=maybe", ["verify='maybe'"]),
+    ("origin=host:99999", ["origin", "99999"]),
+    ("proxy=:::", ["proxy=':::'"]),
+    ("interval=1e400", ["interval=", "positive number"]),
+    ("interval=nan", ["interval=", "positive number"]),
+    ("max-peers=1.5", ["max-peers='1.5'", "whole"]),
+    ("chunk-size=1e9", ["chunk-size='1e9'", "whole"]),
+])
+def test_bad_option_values_are_one_line(capture, opt, words):
+    r = dk(capture, "--opt", opt, "--rows", "0")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.strip().splitlines() if "error" in ln]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
