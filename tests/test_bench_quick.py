@@ -41,3 +41,55 @@ def test_benchmark_quick_mode_runs(name):
     assert result["rows"], "a benchmark must measure something"
     assert result["machine"]["cores"] >= 1
     assert f"### {result['title']}" in out.stdout  # the markdown table was printed
+
+
+# ------------------------------------------------------------------ the reporting model
+# (issue 16 item 10, issue 17): measured anchors and reference figures never share a
+# column, repeats are interleaved, a figure that swings > 20% is a range, the load is said.
+
+from bench.harness import (Figure, Reference, interleaved, markdown, measured,  # noqa: E402
+                           referenced)
+
+
+def test_figure_is_the_median_when_repeats_agree_and_a_range_when_they_swing():
+    steady = Figure.of([10.0, 11.0, 11.5])
+    assert not steady.swings and steady.median == 11.0 and str(steady) == "11"
+    wild = Figure.of([10.0, 13.0, 11.0])  # 13/10 = 1.3 > 1.2
+    assert wild.swings and str(wild) == "10-13"
+    assert wild.to_json()["range"] is True and wild.to_json()["lo"] == 10.0
+
+
+def test_interleaved_runs_subjects_in_turn_not_in_blocks():
+    calls: list[str] = []
+    got = interleaved({"A": lambda: calls.append("A") or 1.0,
+                       "B": lambda: calls.append("B") or 2.0}, repeats=3)
+    assert calls == ["A", "B", "A", "B", "A", "B"]
+    assert got == {"A": [1.0, 1.0, 1.0], "B": [2.0, 2.0, 2.0]}
+
+
+def test_a_reference_needs_its_source():
+    with pytest.raises(ValueError):
+        Reference(25.0, "MB/s", "")
+
+
+def test_measured_and_reference_ratios_are_rendered_in_separate_columns():
+    m = measured("ours/libtorrent", [10.0, 20.0], [20.0, 40.0], anchor="libtorrent TCP",
+                 unit="MB/s", target=">= 1")
+    r = referenced("ours/libswift", [10.0, 20.0],
+                   Reference(25.0, "MB/s", "libswift 1 KiB, issue 17"), anchor="libswift")
+    assert m.ratio is not None and m.ratio.median == 0.5 and not m.ratio.swings  # per-pair
+    assert str(r.ratio) == "0.4-0.8"  # 10/25 .. 20/25: swings, so a range
+    text = markdown({"name": "x", "title": "T", "rows": [{"subject": "a", "MB/s": 1.0}],
+                     "comparisons": [m, r], "load": {"before": [1.0, 1, 1], "after": [2.0, 2, 2],
+                                                     "cores": 2}})
+    head = next(line for line in text.splitlines() if "vs anchor (measured)" in line)
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    mi, ri = cols.index("vs anchor (measured)"), cols.index("vs reference (source)")
+    mrow = next(line for line in text.splitlines() if line.startswith("| ours/libtorrent"))
+    rrow = next(line for line in text.splitlines() if line.startswith("| ours/libswift"))
+    mcells = [c.strip() for c in mrow.strip("|").split("|")]
+    rcells = [c.strip() for c in rrow.strip("|").split("|")]
+    assert mcells[mi] == "0.5" and mcells[ri] == ""
+    assert rcells[mi] == "" and rcells[ri].startswith("0.4-0.8")
+    assert "libswift 1 KiB, issue 17" in rrow
+    assert "load average" in text and "1.00 -> 2.00" in text
