@@ -107,6 +107,12 @@ def test_http_proxy_suite_passes_on_ours(tmp_path):
     # VMC is a sharing proxy: the late joiner is served from the live stream (a finding, recorded)
     assert _findings(junit, "late_joiner")["ours-http-proxy"].startswith("shares")
     assert _findings(junit, "cookie_request")["ours-http-proxy"] == "not shared"  # vmc.core.policy
+    # the safety cases (issue 13 items 5-8, 17): ours shares the fresh response and says how old it is,
+    # names a silent origin as such, and writes reason phrases of its own
+    assert int(_findings(junit, "age")["ours-http-proxy"]) >= 8
+    assert _findings(junit, "silent_origin")["ours-http-proxy"] == "502 502 upstream-closed"
+    assert _findings(junit, "reason_phrase")["ours-http-proxy"] == "OK"
+    assert _findings(junit, "http_9_9")["ours-http-proxy"].startswith("HTTP/1.1 505 HTTP Version Not Supported")
 
 
 @pytest.mark.slow
@@ -121,10 +127,22 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     """
     cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy",
                                "--impl", "nginx-plain", "--impl", "nginx-cache-lock",
-                               "-k", "not (_vector and cache)")  # the vector sets once, on nginx-plain (CI time)
+                               # the vector sets once, on nginx-plain (CI time); the slow-loris flood
+                               # outgrows the wrapper's worker_connections (256), so how nginx fares
+                               # depends on timing there: measured by hand (docs/security/vmc-proxy.md)
+                               "-k", "not (_vector and cache) and not slow_loris")
     failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"])
               for r in res["results"] if r["result"] != "pass"}
-    assert failed == {("test_authorization_requests_each_reach_the_origin", "nginx-cache-lock")}, cp.stdout[-3000:]
+    assert failed == {
+        ("test_authorization_requests_each_reach_the_origin", "nginx-cache-lock"),
+        # the safety cases: nginx relays a garbage status line as an HTTP/0.9 body, takes a 103 for the
+        # final response, and its cache serves a shared answer without Age (RFC 9111 sec. 4)
+        ("test_garbage_status_line_is_a_clean_error", "nginx-plain"),
+        ("test_garbage_status_line_is_a_clean_error", "nginx-cache-lock"),
+        ("test_interim_103_is_forwarded", "nginx-plain"),
+        ("test_interim_103_is_forwarded", "nginx-cache-lock"),
+        ("test_shared_answer_carries_age", "nginx-cache-lock"),
+    }, cp.stdout[-3000:]
     late = _findings(junit, "late_joiner")
     assert late["nginx-plain"].startswith("refetches")
     assert late["nginx-cache-lock"].startswith("waits")
@@ -155,6 +173,23 @@ def test_http_proxy_findings_on_varnish_and_squid(tmp_path):
         else:
             assert row["message"], row
     assert cp.returncode == (1 if any(r["result"] == "fail" for r in rows.values()) else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.tool("varnishd", "squid")
+def test_http_proxy_safety_cases_on_varnish_and_squid(tmp_path):
+    """The safety cases (issue 13 items 5-8, 17) on Varnish and Squid: neither hands one client another's
+    response, shares a response that must be revalidated, or lets a slow-loris flood shut new clients
+    out. Varnish answers an origin's 103 with 503 (it does not forward 1xx); Squid relays a garbage
+    status line as an HTTP/0.9 body. Exactly those fail."""
+    cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy", "--impl", "varnish",
+                               "--impl", "squid-collapsed", "-k", "safety")
+    results = res["results"]
+    assert len(results) == 2 * 13 and {r["result"] for r in results} <= {"pass", "fail"}, cp.stdout[-3000:]
+    failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"]) for r in results if r["result"] == "fail"}
+    assert failed == {("test_interim_103_is_forwarded", "varnish"),
+                      ("test_garbage_status_line_is_a_clean_error", "squid-collapsed")}, cp.stdout[-3000:]
+    assert _findings(junit, "age")["varnish"] != "none"
 
 
 TRUNCATING_PROXY = textwrap.dedent('''

@@ -373,3 +373,22 @@ def test_pending_small_objects_do_not_commit_the_buffer_budget(aloop):
     snap = aloop.snapshot(p)
     assert snap["not_shared"].get("buffer-budget", 0) == 0, snap["not_shared"]
     assert snap["sessions"] == 5
+
+
+def test_bytes_arriving_while_idle_are_never_read_as_a_response(aloop):
+    """An origin sends an unsolicited response after a complete one, while the connection idles in the
+    pool: the connection is dropped on reuse (counted), and the next request gets its own answer."""
+    def h(target, hdrs):
+        yield response(200, [], f"for {target}".encode())
+        if target == "/idle/a":
+            yield 0.2
+            yield INJECTED
+
+    with CraftedOrigin(h) as o:
+        p = aloop.proxy(o.authority)
+        assert fetch(p.address, "/idle/a", timeout=10).body == b"for /idle/a"
+        time.sleep(1.0)  # the injected bytes arrive while the connection is idle in the pool
+        r = fetch(p.address, "/idle/b", timeout=10)
+        assert r.body == b"for /idle/b", r.body
+        assert o.count("/idle/b") == 1
+        assert aloop.snapshot(p)["upstream_connections_dirty"] == 1

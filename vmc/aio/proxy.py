@@ -29,9 +29,9 @@ Not an open proxy: only configured upstreams are reached. Statistics are JSON at
 ``GET /_vmc/status``.
 
 Limits (docs/security/vmc-proxy.md): connection slots with slow-loris eviction
-(:mod:`vmc.core.admission`), a total deadline per request head and body, the
-buffer budget charged by what a session can hold, and every refusal counted under
-its own name in ``refused``. 1xx responses from the origin are forwarded to the
+and a total deadline per request head and body (the client side,
+:mod:`vmc.aio.downstream`), the buffer budget charged by what a session can hold,
+and every refusal counted under its own name in ``refused``. 1xx responses from the origin are forwarded to the
 client whose request caused them (RFC 9110 sec. 15.2; never to an HTTP/1.0 client).
 """
 
@@ -39,26 +39,22 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
 import json
 import secrets
 import time
 from dataclasses import dataclass
-from http import HTTPStatus
 
 import h11
 
 from vmc.aio import upstream as up
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
+from vmc.aio.downstream import CHUNK, Client, ClientGone, Downstream
 from vmc.aio.session import FAILED, PENDING, STREAMING, RepresentationChanged, Session
 from vmc.core import policy, ranges
-from vmc.core.admission import INCOMPLETE, Admission, Phase
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
 from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
 from vmc.core.stats import RequestRecord, Stats
-
-CHUNK = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,29 +71,8 @@ class Route:
     """Host field sent upstream."""
 
 
-class ClientGone(Exception):
-    """The client connection broke while we were writing to it."""
-
-
 class StreamFailed(Exception):
     """The bytes promised to a client cannot be delivered (origin failure, mismatch)."""
-
-
-class RequestTimeout(Exception):
-    """A request head (or body) did not complete within its total deadline."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
-
-
-def reason(status: int) -> bytes:
-    """The standard reason phrase (RFC 9110 sec. 15), or a generic one for an unregistered code."""
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return {1: b"Informational", 2: b"Success", 3: b"Redirection", 4: b"Client Error"}.get(
-            status // 100, b"Server Error")
 
 
 #: Upstream failures: (status, ``refused`` counter) sent to the client (item 17: what it was).
@@ -109,84 +84,21 @@ UPSTREAM_FAILURES: list[tuple[type[up.UpstreamError], int, str]] = [
 ]
 
 
-class _Client:
-    """One downstream connection: h11 state plus the asyncio streams."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cfg: ProxyConfig,
-                 ident: int = 0) -> None:
-        self.id = ident
-        self.task: asyncio.Task | None = None
-        #: Set when the proxy closed this connection to give its slot to another.
-        self.evicted = False
-        self.reader = reader
-        self.writer = writer
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
-        writer.transport.set_write_buffer_limits(high=cfg.write_high_water)
-        self.high = cfg.write_high_water
-        self.write_timeout = cfg.client_write_timeout
-        self.original_dst = original_dst(writer.get_extra_info("socket")) if cfg.transparent else None
-
-    async def send(self, event: h11.Event) -> None:
-        """Write one event; ClientGone if the connection broke or made no write progress for
-        ``client_write_timeout`` s (a client that stops reading must not hold upstream resources)."""
-        if isinstance(event, (h11.Response, h11.InformationalResponse)) and not event.reason:
-            event = type(event)(status_code=event.status_code, headers=event.headers,
-                                reason=reason(event.status_code))  # never "HTTP/1.1 200 \r\n"
-        try:
-            data = self.conn.send(event)
-            if data:
-                self.writer.write(data)
-                if self.write_timeout > 0 and self.writer.transport.get_write_buffer_size() > self.high:
-                    await self._drain_with_progress()
-                else:
-                    await self.writer.drain()
-        except (OSError, RuntimeError) as exc:
-            raise ClientGone(repr(exc)) from exc
-
-    async def _drain_with_progress(self) -> None:
-        """drain(), giving up when a whole ``write_timeout`` passes with no byte leaving the buffer."""
-        transport = self.writer.transport
-        task = asyncio.ensure_future(self.writer.drain())
-        try:
-            while True:
-                before = transport.get_write_buffer_size()
-                done, _ = await asyncio.wait({task}, timeout=self.write_timeout)
-                if done:
-                    task.result()
-                    return
-                if transport.get_write_buffer_size() >= before:
-                    raise ClientGone(f"write stalled: no progress for {self.write_timeout:g} s")
-        finally:
-            if not task.done():
-                task.cancel()
-
-    def abort(self) -> None:
-        if not self.writer.is_closing():
-            self.writer.transport.abort()
-
-
-class Proxy:
+class Proxy(Downstream):
     """Run with ``await Proxy(cfg).start()``; stop with ``await proxy.close()``."""
 
     def __init__(self, cfg: ProxyConfig, clock=time.monotonic) -> None:
-        self.cfg = cfg
-        self.clock = clock
-        self.stats = Stats()
+        super().__init__(cfg, Stats(), clock)
         self.sessions: dict[str, Session] = {}
         self.allowed: set[tuple[str, int]] = {split_authority(u) for u in cfg.upstreams}
         self.default = split_authority(cfg.default_upstream) if cfg.default_upstream else None
         if self.default:
             self.allowed.add(self.default)
-        self.connections = 0
-        self.admission = Admission(cfg.max_connections)
-        self._clients: dict[int, _Client] = {}
-        self._ids = itertools.count(1)
         self.limiter = (up.Limiter(cfg.max_upstream, cfg.upstream_queue_wait, cfg.upstream_queue_max)
                         if cfg.max_upstream > 0 else None)
         self.pool = up.Pool(limiter=self.limiter) if cfg.upstream_keepalive else None
         self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task] = set()
         #: Sessions whose buffer is (or may still be) held: charged against ``cfg.buffer_budget``.
         self._buffered: set[Session] = set()
 
@@ -197,8 +109,8 @@ class Proxy:
 
     @property
     def address(self) -> tuple[str, int]:
-        assert isinstance(self._server, asyncio.Server)
-        return self._server.sockets[0].getsockname()[:2]
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]  # asyncio's or uvloop's Server
 
     async def close(self) -> None:
         if self._server is not None:
@@ -251,180 +163,8 @@ class Proxy:
         budget = self.cfg.buffer_budget
         return budget <= 0 or self.committed_buffer + extra <= budget
 
-    # ------------------------------------------------------------------ connections
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self.connections += 1
-        client = _Client(reader, writer, self.cfg, next(self._ids))
-        client.task = task
-        try:
-            decision = self.admission.admit(client.id, self.clock())
-            if decision.evict is not None:
-                self._evict(decision.evict, decision.evicted_phase)
-            if not decision.admitted:
-                await self._refuse_over_limit(client)
-                return
-            self._clients[client.id] = client
-            await self._serve_connection(client)
-        except (ClientGone, ConnectionError, asyncio.TimeoutError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self.connections -= 1
-            self._tasks.discard(task)
-            self._clients.pop(client.id, None)
-            self.admission.leave(client.id)
-            if client.conn.our_state is h11.ERROR or client.evicted:
-                client.abort()
-            if not writer.is_closing():
-                writer.close()
-
-    def _evict(self, ident: int, phase: Phase | None) -> None:
-        """Close a connection that holds a slot without a request being answered (slow-loris first)."""
-        victim = self._clients.pop(ident, None)
-        self.stats.refused["evicted-incomplete-head" if phase in INCOMPLETE else "evicted-idle"] += 1
-        if victim is None:
-            return
-        victim.evicted = True
-        victim.abort()
-        if victim.task is not None:
-            victim.task.cancel()
-
-    async def _refuse_over_limit(self, client: _Client) -> None:
-        """Every slot is answering a request: 503 at once (no waiting for a head that may never come),
-        then a short bounded linger so the client reads it rather than a reset."""
-        self.stats.refused["connection-limit"] += 1
-        body = b"503 connection-limit\n"
-        client.writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n"
-                            b"content-length: %d\r\nretry-after: %d\r\nconnection: close\r\n\r\n%s"
-                            % (len(body), self.cfg.retry_after, body))
-        try:
-            await asyncio.wait_for(client.writer.drain(), 1.0)
-            if client.writer.can_write_eof():
-                client.writer.write_eof()
-            loop = asyncio.get_running_loop()
-            end = loop.time() + 1.0
-            while loop.time() < end:
-                data: bytes = await asyncio.wait_for(client.reader.read(CHUNK), end - loop.time())
-                if not data:
-                    break
-        except (OSError, asyncio.TimeoutError):
-            pass
-
-    def _phase(self, client: _Client, phase: Phase) -> None:
-        self.admission.move(client.id, phase, self.clock())
-
-    async def _next_event(self, client: _Client, deadline: float | None = None,
-                          why: str = "head-timeout") -> h11.Event:
-        """The next h11 event. Waiting for a new request: ``idle_timeout`` for its first byte, then
-        ``head_timeout`` in total for the whole head; with ``deadline`` (loop time), that in total."""
-        loop = asyncio.get_running_loop()
-        head = deadline is None and client.conn.their_state is h11.IDLE
-        if head and client.conn.trailing_data[0]:
-            deadline = loop.time() + self.cfg.head_timeout  # a pipelined request already started
-            self._phase(client, Phase.HEAD)
-        while True:
-            ev = client.conn.next_event()
-            if ev is not h11.NEED_DATA:
-                return ev  # type: ignore[return-value]  # PAUSED only comes after a Request we answer first
-            wait = self.cfg.idle_timeout if deadline is None else deadline - loop.time()
-            if wait <= 0:
-                raise RequestTimeout(why)
-            try:
-                data = await asyncio.wait_for(client.reader.read(CHUNK), wait)
-            except asyncio.TimeoutError:
-                if deadline is None:
-                    raise  # idle: close quietly
-                raise RequestTimeout(why) from None
-            if head and deadline is None and data:
-                deadline = loop.time() + self.cfg.head_timeout
-                self._phase(client, Phase.HEAD)
-            client.conn.receive_data(data)
-
-    async def _error(self, client: _Client, status: int, why: str, close: bool = True,
-                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
-        self.stats.refused[why] += 1
-        body = f"{status} {why}\n".encode()
-        hdrs = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
-        hdrs += extra or []
-        if close:
-            hdrs.append((b"connection", b"close"))
-        if client.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            await client.send(h11.Response(status_code=status, headers=hdrs))
-            await client.send(h11.Data(data=body))
-            await client.send(h11.EndOfMessage())
-
-    async def _serve_connection(self, client: _Client) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                ev = await self._next_event(client)
-            except h11.RemoteProtocolError as exc:
-                await self._error(client, exc.error_status_hint or 400, "malformed")
-                return
-            except RequestTimeout as exc:
-                await self._error(client, 408, exc.why)
-                return
-            if isinstance(ev, h11.ConnectionClosed):
-                return
-            if not isinstance(ev, h11.Request):
-                return
-            self._phase(client, Phase.BODY)
-            # RFC 9110 sec. 2.5, 6.2; RFC 9112 sec. 2.3: only HTTP/1.x is spoken here (1.2+ as 1.1).
-            if not ev.http_version.startswith(b"1."):
-                await self._error(client, 505, "http-version")
-                return
-            # h11 bounds only an *incomplete* head; a whole one read at once is bounded here.
-            head_size = len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers)
-            if head_size > self.cfg.max_header_bytes:
-                await self._error(client, 431, "header-too-large")
-                return
-            # Request smuggling (RFC 9112 sec. 6.3 rule 3, sec. 11.2): h11 lets
-            # Transfer-Encoding win over Content-Length; we refuse the message.
-            names = [k.lower() for k, _ in ev.headers]
-            if b"transfer-encoding" in names and b"content-length" in names:
-                await self._error(client, 400, "smuggling")
-                return
-            if names.count(b"host") > 1:
-                await self._error(client, 400, "duplicate-host")
-                return
-            body = b""
-            if client.conn.they_are_waiting_for_100_continue:
-                await client.send(h11.InformationalResponse(status_code=100, headers=[]))
-            deadline = loop.time() + self.cfg.body_timeout
-            try:
-                while True:
-                    bev = await self._next_event(client, deadline, "body-timeout")
-                    if isinstance(bev, h11.Data):
-                        body += bev.data
-                        if len(body) > self.cfg.max_request_body:
-                            await self._error(client, 413, "body-too-large")
-                            return
-                    elif isinstance(bev, h11.EndOfMessage):
-                        break
-                    else:
-                        return
-            except h11.RemoteProtocolError:
-                await self._error(client, 400, "malformed")
-                return
-            except RequestTimeout as exc:
-                await self._error(client, 408, exc.why)
-                return
-            self._phase(client, Phase.BUSY)
-            keep = await self._serve_request(client, ev, body)
-            if not keep or client.conn.our_state is not h11.DONE or client.conn.their_state is not h11.DONE:
-                return
-            try:
-                client.conn.start_next_cycle()
-            except h11.LocalProtocolError:
-                return
-            self._phase(client, Phase.KEPT)
-
     # ------------------------------------------------------------------ routing
-    def _route(self, req: h11.Request, client: _Client) -> Route | None:
+    def _route(self, req: h11.Request, client: Client) -> Route | None:
         """Where the request goes, or None when that upstream is not allowed."""
         target = req.target.decode("ascii", "surrogateescape")
         headers = [(k.lower(), v) for k, v in req.headers]
@@ -473,7 +213,7 @@ class Proxy:
         hdrs.append((b"via", b"1.1 vmc"))
         return hdrs
 
-    async def _serve_request(self, client: _Client, req: h11.Request, body: bytes) -> bool:
+    async def _serve_request(self, client: Client, req: h11.Request, body: bytes) -> bool:
         """Answer one request; False when the connection must close."""
         now = self.clock()
         target = req.target.decode("ascii", "surrogateescape")
@@ -505,7 +245,7 @@ class Proxy:
             return False
         return True
 
-    def _status_allowed(self, client: _Client) -> bool:
+    def _status_allowed(self, client: Client) -> bool:
         peer = client.writer.get_extra_info("peername")
         if not peer:
             return False
@@ -517,7 +257,7 @@ class Proxy:
             return any(addr.ipv4_mapped in net for net in self._status_nets)
         return any(addr in net for net in self._status_nets)
 
-    async def _status(self, client: _Client, target: str) -> bool:
+    async def _status(self, client: Client, target: str) -> bool:
         recent = 100
         if "recent=" in target:
             try:
@@ -538,7 +278,7 @@ class Proxy:
 
     async def _dispatch(
         self,
-        client: _Client,
+        client: Client,
         method: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
@@ -595,7 +335,7 @@ class Proxy:
     # ------------------------------------------------------------------ sessions
     async def _start_session(
         self,
-        client: _Client,
+        client: Client,
         key: str,
         route: Route,
         headers: list[tuple[bytes, bytes]],
@@ -674,7 +414,7 @@ class Proxy:
             self._buffered.discard(s)
 
     async def _join(
-        self, client: _Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
+        self, client: Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
     ) -> None:
         self.stats.joins += 1
         s.readers += 1
@@ -698,7 +438,7 @@ class Proxy:
             self._release(s)
 
     async def _respond_shared(
-        self, client: _Client, s: Session, method: bytes, status: int, first: int, end: int,
+        self, client: Client, s: Session, method: bytes, status: int, first: int, end: int,
         rec: RequestRecord, how: bytes,
     ) -> None:
         """Send a 200 (whole) or 206 (``[first, end)``) built from the session, then the bytes."""
@@ -723,7 +463,7 @@ class Proxy:
         self.stats.done(rec, self.clock())
 
     async def _respond_multipart(
-        self, client: _Client, s: Session, parts: tuple[tuple[int, int], ...], rec: RequestRecord
+        self, client: Client, s: Session, parts: tuple[tuple[int, int], ...], rec: RequestRecord
     ) -> None:
         """206 multipart/byteranges, one part per disjoint range (RFC 9110 sec. 14.6)."""
         boundary = secrets.token_hex(12).encode()
@@ -747,11 +487,11 @@ class Proxy:
         await client.send(h11.EndOfMessage())
         self.stats.done(rec, self.clock())
 
-    async def _write(self, client: _Client, data: bytes, rec: RequestRecord) -> None:
+    async def _write(self, client: Client, data: bytes, rec: RequestRecord) -> None:
         await client.send(h11.Data(data=data))
         self.stats.client(rec, len(data), self.clock())
 
-    async def _serve_span(self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord) -> None:
+    async def _serve_span(self, client: Client, s: Session, pos: int, end: int, rec: RequestRecord) -> None:
         """Write stream bytes ``[pos, end)``: buffer, origin Range patch, then the live stream."""
         while pos < end:
             buf = s.buffer
@@ -787,7 +527,7 @@ class Proxy:
             # (shared by every sharer) are spent or were refused: a clean error.
             raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
 
-    async def _follow(self, client: _Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
+    async def _follow(self, client: Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
         """Write the live stream from ``sub``'s queue; StreamFailed if no byte comes for ``stall_timeout`` s."""
         q = sub.queue
         loop = asyncio.get_running_loop()
@@ -851,7 +591,7 @@ class Proxy:
         return resp
 
     async def _patch(
-        self, client: _Client, s: Session, pos: int, end: int, rec: RequestRecord, rejoin: bool = True
+        self, client: Client, s: Session, pos: int, end: int, rec: RequestRecord, rejoin: bool = True
     ) -> int:
         """Fetch ``[pos, end)`` from the origin by Range and write it; with ``rejoin``, stop as soon
         as the buffer covers pos again."""
@@ -895,7 +635,7 @@ class Proxy:
     # ------------------------------------------------------------------ pass-through
     async def _passthrough(
         self,
-        client: _Client,
+        client: Client,
         method: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
@@ -916,7 +656,7 @@ class Proxy:
             return
         await self._relay(client, method, resp, rec)
 
-    async def _upstream_error(self, client: _Client, exc: up.UpstreamError, rec: RequestRecord) -> None:
+    async def _upstream_error(self, client: Client, exc: up.UpstreamError, rec: RequestRecord) -> None:
         """502/504 saying what went wrong upstream; 503 + Retry-After when the upstream cap is full."""
         if isinstance(exc, up.UpstreamBusy):
             rec.status = 503
@@ -931,7 +671,7 @@ class Proxy:
         rec.status = status
         await self._error(client, status, why, close=False)
 
-    def _interim_to(self, client: _Client) -> up.OnInterim | None:
+    def _interim_to(self, client: Client) -> up.OnInterim | None:
         """Forward the origin's 1xx responses to ``client`` (RFC 9110 sec. 15.2), hop-by-hop fields
         dropped; never to an HTTP/1.0 client (sec. 15.2: it does not expect them)."""
         if client.conn.their_http_version in (None, b"1.0"):
@@ -944,7 +684,7 @@ class Proxy:
 
         return forward
 
-    async def _relay(self, client: _Client, method: bytes, resp: up.UpstreamResponse, rec: RequestRecord) -> None:
+    async def _relay(self, client: Client, method: bytes, resp: up.UpstreamResponse, rec: RequestRecord) -> None:
         """Forward an unshared origin response; the framing is h11's (CL kept when known)."""
         rec.mode = "passthrough"
         rec.status = resp.status
@@ -971,7 +711,7 @@ async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: flo
 
     ``stats_out``: write the status JSON there every ``stats_every`` s (if > 0) and on exit, through
     a temporary file renamed into place (never a half-written file under the final name). The
-    final counters go to stderr whichever signal stopped us.
+    final counters go to stdout as JSON (a summary line to stderr) whichever signal stopped us.
     """
     import os
     import sys
@@ -1003,4 +743,5 @@ async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: flo
         print(f"vmc proxy {stopper.describe() or 'stopped'}: {st._next_id} requests, {st.sessions} sessions, "
               f"{st.joins} joins, {st.origin_bytes} origin bytes, {st.client_bytes} client bytes, "
               f"refused {dict(st.refused)}", file=sys.stderr, flush=True)
+        print(json.dumps(proxy.snapshot(recent=0), default=str), flush=True)  # the final counters
     return stopper.exit_code()

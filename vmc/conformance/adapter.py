@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
+
+from deliverykit.cliutil import Stopper
 
 
 async def _serve(listen: str, upstream: str) -> None:
@@ -22,13 +23,11 @@ async def _serve(listen: str, upstream: str) -> None:
                                     default_upstream=upstream)).start()
     h, p = proxy.address[:2]
     print(f"READY {h}:{p}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stopper = Stopper().install()
     try:
-        await stop.wait()
+        await stopper.wait()
     finally:
+        stopper.remove()
         await proxy.close()
 
 

@@ -21,7 +21,7 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["CLOSE", "CraftedOrigin", "Fetched", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
+__all__ = ["CLOSE", "CraftedOrigin", "Fetched", "Handler", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
            "free_port", "multipart_parts", "origin", "raw_exchange", "response", "start_fetch"]
 
 
@@ -347,11 +347,11 @@ class CraftedOrigin:
     connection, all stopped and joined on exit.
     """
 
-    def __init__(self, handler: Handler, host: str = "127.0.0.1") -> None:
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0) -> None:
         self.handler = handler
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
+        self.sock.bind((host, port))
         self.sock.listen(128)
         self.sock.settimeout(0.2)
         self.addr: tuple[str, int] = self.sock.getsockname()[:2]

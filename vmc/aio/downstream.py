@@ -1,0 +1,293 @@
+"""The client side of the proxy: connection slots, request reading with deadlines, error answers.
+
+:class:`Downstream` accepts connections, holds each in a slot of
+:class:`~vmc.core.admission.Admission` (at the limit a slow-loris connection is
+evicted for the newcomer; 503 at once only when every slot is answering a
+request), reads each request head within ``head_timeout`` of its first byte and
+its body within ``body_timeout``, refuses what must not be forwarded (HTTP
+versions other than 1.x, oversized or smuggling heads, duplicate Host, large
+bodies), each with its own ``refused`` counter, and hands every complete request
+to :meth:`Downstream._serve_request`, which :class:`vmc.aio.proxy.Proxy` implements.
+Every status line written here carries a reason phrase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from http import HTTPStatus
+
+import h11
+
+from vmc.aio.config import ProxyConfig, original_dst
+from vmc.core.admission import INCOMPLETE, Admission, Phase
+from vmc.core.stats import Stats
+
+CHUNK = 65536
+
+
+class ClientGone(Exception):
+    """The client connection broke while we were writing to it."""
+
+
+class RequestTimeout(Exception):
+    """A request head (or body) did not complete within its total deadline."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def reason(status: int) -> bytes:
+    """The standard reason phrase (RFC 9110 sec. 15), or a generic one for an unregistered code."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return {1: b"Informational", 2: b"Success", 3: b"Redirection", 4: b"Client Error"}.get(
+            status // 100, b"Server Error")
+
+
+class Client:
+    """One downstream connection: h11 state plus the asyncio streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cfg: ProxyConfig,
+                 ident: int = 0) -> None:
+        self.id = ident
+        self.task: asyncio.Task | None = None
+        #: Set when the proxy closed this connection to give its slot to another.
+        self.evicted = False
+        self.reader = reader
+        self.writer = writer
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=cfg.max_header_bytes)
+        writer.transport.set_write_buffer_limits(high=cfg.write_high_water)
+        self.high = cfg.write_high_water
+        self.write_timeout = cfg.client_write_timeout
+        self.original_dst = original_dst(writer.get_extra_info("socket")) if cfg.transparent else None
+
+    async def send(self, event: h11.Event) -> None:
+        """Write one event; ClientGone if the connection broke or made no write progress for
+        ``client_write_timeout`` s (a client that stops reading must not hold upstream resources)."""
+        if isinstance(event, (h11.Response, h11.InformationalResponse)) and not event.reason:
+            event = type(event)(status_code=event.status_code, headers=event.headers,
+                                reason=reason(event.status_code))  # never "HTTP/1.1 200 \r\n"
+        try:
+            data = self.conn.send(event)
+            if data:
+                self.writer.write(data)
+                if self.write_timeout > 0 and self.writer.transport.get_write_buffer_size() > self.high:
+                    await self._drain_with_progress()
+                else:
+                    await self.writer.drain()
+        except (OSError, RuntimeError) as exc:
+            raise ClientGone(repr(exc)) from exc
+
+    async def _drain_with_progress(self) -> None:
+        """drain(), giving up when a whole ``write_timeout`` passes with no byte leaving the buffer."""
+        transport = self.writer.transport
+        task = asyncio.ensure_future(self.writer.drain())
+        try:
+            while True:
+                before = transport.get_write_buffer_size()
+                done, _ = await asyncio.wait({task}, timeout=self.write_timeout)
+                if done:
+                    task.result()
+                    return
+                if transport.get_write_buffer_size() >= before:
+                    raise ClientGone(f"write stalled: no progress for {self.write_timeout:g} s")
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def abort(self) -> None:
+        if not self.writer.is_closing():
+            self.writer.transport.abort()
+
+
+class Downstream:
+    """Client connections of a proxy; subclasses answer requests in :meth:`_serve_request`."""
+
+    def __init__(self, cfg: ProxyConfig, stats: Stats, clock: Callable[[], float]) -> None:
+        self.cfg = cfg
+        self.stats = stats
+        self.clock = clock
+        self.connections = 0
+        self.admission = Admission(cfg.max_connections)
+        self._clients: dict[int, Client] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task] = set()
+
+    async def _serve_request(self, client: Client, req: h11.Request, body: bytes) -> bool:
+        """Answer one complete request; False when the connection must close."""
+        raise NotImplementedError
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        client = Client(reader, writer, self.cfg, next(self._ids))
+        client.task = task
+        try:
+            decision = self.admission.admit(client.id, self.clock())
+            if decision.evict is not None:
+                self._evict(decision.evict, decision.evicted_phase)
+            if not decision.admitted:
+                await self._refuse_over_limit(client)
+                return
+            self._clients[client.id] = client
+            await self._serve_connection(client)
+        except (ClientGone, ConnectionError, asyncio.TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.connections -= 1
+            self._tasks.discard(task)
+            self._clients.pop(client.id, None)
+            self.admission.leave(client.id)
+            if client.conn.our_state is h11.ERROR or client.evicted:
+                client.abort()
+            if not writer.is_closing():
+                writer.close()
+
+    def _evict(self, ident: int, phase: Phase | None) -> None:
+        """Close a connection that holds a slot without a request being answered (slow-loris first)."""
+        victim = self._clients.pop(ident, None)
+        self.stats.refused["evicted-incomplete-head" if phase in INCOMPLETE else "evicted-idle"] += 1
+        if victim is None:
+            return
+        victim.evicted = True
+        victim.abort()
+        if victim.task is not None:
+            victim.task.cancel()
+
+    async def _refuse_over_limit(self, client: Client) -> None:
+        """Every slot is answering a request: 503 at once (no waiting for a head that may never come),
+        then a short bounded linger so the client reads it rather than a reset."""
+        self.stats.refused["connection-limit"] += 1
+        body = b"503 connection-limit\n"
+        client.writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n"
+                            b"content-length: %d\r\nretry-after: %d\r\nconnection: close\r\n\r\n%s"
+                            % (len(body), self.cfg.retry_after, body))
+        try:
+            await asyncio.wait_for(client.writer.drain(), 1.0)
+            if client.writer.can_write_eof():
+                client.writer.write_eof()
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 1.0
+            while loop.time() < end:
+                data: bytes = await asyncio.wait_for(client.reader.read(CHUNK), end - loop.time())
+                if not data:
+                    break
+        except (OSError, asyncio.TimeoutError):
+            pass
+
+    def _phase(self, client: Client, phase: Phase) -> None:
+        self.admission.move(client.id, phase, self.clock())
+
+    async def _next_event(self, client: Client, deadline: float | None = None,
+                          why: str = "head-timeout") -> h11.Event:
+        """The next h11 event. Waiting for a new request: ``idle_timeout`` for its first byte, then
+        ``head_timeout`` in total for the whole head; with ``deadline`` (loop time), that in total."""
+        loop = asyncio.get_running_loop()
+        head = deadline is None and client.conn.their_state is h11.IDLE
+        if head and client.conn.trailing_data[0]:
+            deadline = loop.time() + self.cfg.head_timeout  # a pipelined request already started
+            self._phase(client, Phase.HEAD)
+        while True:
+            ev = client.conn.next_event()
+            if ev is not h11.NEED_DATA:
+                return ev  # type: ignore[return-value]  # PAUSED only comes after a Request we answer first
+            wait = self.cfg.idle_timeout if deadline is None else deadline - loop.time()
+            if wait <= 0:
+                raise RequestTimeout(why)
+            try:
+                data = await asyncio.wait_for(client.reader.read(CHUNK), wait)
+            except asyncio.TimeoutError:
+                if deadline is None:
+                    raise  # idle: close quietly
+                raise RequestTimeout(why) from None
+            if head and deadline is None and data:
+                deadline = loop.time() + self.cfg.head_timeout
+                self._phase(client, Phase.HEAD)
+            client.conn.receive_data(data)
+
+    async def _error(self, client: Client, status: int, why: str, close: bool = True,
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        self.stats.refused[why] += 1
+        body = f"{status} {why}\n".encode()
+        hdrs = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        hdrs += extra or []
+        if close:
+            hdrs.append((b"connection", b"close"))
+        if client.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            await client.send(h11.Response(status_code=status, headers=hdrs))
+            await client.send(h11.Data(data=body))
+            await client.send(h11.EndOfMessage())
+
+    async def _serve_connection(self, client: Client) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                ev = await self._next_event(client)
+            except h11.RemoteProtocolError as exc:
+                await self._error(client, exc.error_status_hint or 400, "malformed")
+                return
+            except RequestTimeout as exc:
+                await self._error(client, 408, exc.why)
+                return
+            if isinstance(ev, h11.ConnectionClosed):
+                return
+            if not isinstance(ev, h11.Request):
+                return
+            self._phase(client, Phase.BODY)
+            # RFC 9110 sec. 2.5, 6.2; RFC 9112 sec. 2.3: only HTTP/1.x is spoken here (1.2+ as 1.1).
+            if not ev.http_version.startswith(b"1."):
+                await self._error(client, 505, "http-version")
+                return
+            # h11 bounds only an *incomplete* head; a whole one read at once is bounded here.
+            head_size = len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers)
+            if head_size > self.cfg.max_header_bytes:
+                await self._error(client, 431, "header-too-large")
+                return
+            # Request smuggling (RFC 9112 sec. 6.3 rule 3, sec. 11.2): h11 lets
+            # Transfer-Encoding win over Content-Length; we refuse the message.
+            names = [k.lower() for k, _ in ev.headers]
+            if b"transfer-encoding" in names and b"content-length" in names:
+                await self._error(client, 400, "smuggling")
+                return
+            if names.count(b"host") > 1:
+                await self._error(client, 400, "duplicate-host")
+                return
+            body = b""
+            if client.conn.they_are_waiting_for_100_continue:
+                await client.send(h11.InformationalResponse(status_code=100, headers=[]))
+            deadline = loop.time() + self.cfg.body_timeout
+            try:
+                while True:
+                    bev = await self._next_event(client, deadline, "body-timeout")
+                    if isinstance(bev, h11.Data):
+                        body += bev.data
+                        if len(body) > self.cfg.max_request_body:
+                            await self._error(client, 413, "body-too-large")
+                            return
+                    elif isinstance(bev, h11.EndOfMessage):
+                        break
+                    else:
+                        return
+            except h11.RemoteProtocolError:
+                await self._error(client, 400, "malformed")
+                return
+            except RequestTimeout as exc:
+                await self._error(client, 408, exc.why)
+                return
+            self._phase(client, Phase.BUSY)
+            keep = await self._serve_request(client, ev, body)
+            if not keep or client.conn.our_state is not h11.DONE or client.conn.their_state is not h11.DONE:
+                return
+            try:
+                client.conn.start_next_cycle()
+            except h11.LocalProtocolError:
+                return
+            self._phase(client, Phase.KEPT)
