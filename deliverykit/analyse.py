@@ -276,9 +276,17 @@ def _mark(report: Report, analysers: list) -> None:
         report.warnings.append("the capture file ends inside a record (the capture was cut short)")
     if st.get("malformed"):
         report.warnings.append(f"{st['malformed']} records are malformed (not counted by any analyser)")
+    dropped = st.get("dropped_by_capture") or 0
+    if dropped:
+        report.warnings.append(f"{dropped} packets were dropped by the capturing system and are "
+                               "not in the file: every figure may be incomplete")
     for a in analysers:
         s = report.seen[a.name]
         tables = report.results[a.name]
+        if dropped:  # which figures the lost packets fed is unknowable: all of them
+            for rows in tables.values():
+                for r in rows:
+                    r[UNRELIABLE] = r.get(UNRELIABLE) or f"{dropped} packets dropped by the capture"
         if s.truncated:
             if not getattr(a, "handles_truncation", False):
                 reason = cut_reason(s.truncated) + " (this analyser cannot tell which figures)"

@@ -19,6 +19,9 @@ still delivered, with ``Frame.truncated`` set, so each analyser can mark the
 figures it feeds as unreliable. One cut inside its IP or UDP header cannot be
 delivered: it is counted in ``truncated`` and in ``truncated_headers``.
 ``file_truncated`` is 1 when the file itself ends inside a record.
+``dropped_by_capture`` (pcapng with an Interface Statistics Block, as dumpcap
+and tshark write: isb_ifdrop + isb_osdrop) counts packets that never reached
+the file; a classic pcap does not record them.
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ class Reader:
     def _pcapng(self, fh: BinaryIO) -> Iterator[tuple[float, int, bytes, int]]:
         endian = "<"
         ifaces: list[tuple[int, float]] = []
+        drops: dict[int, int] = {}  # interface -> packets dropped, as its last ISB says
         done = 0
         while True:
             head = fh.read(8)
@@ -182,11 +186,28 @@ class Reader:
                 if self.progress and self.stats["records"] % 4096 == 0:
                     self.progress(done)
                 yield ((hi << 32) | lo) * res, linktype, body[20:20 + cap], orig
+            elif btype == 5 and len(body) >= 12:  # interface statistics (dumpcap, tshark)
+                ifid = struct.unpack_from(endian + "I", body, 0)[0]
+                drops[ifid] = self._isb_drops(body[12:], endian)
+                self.stats["dropped_by_capture"] = sum(drops.values())
             elif btype == 3 and len(body) >= 4 and ifaces:  # simple packet: original length,
                 linktype, _ = ifaces[0]                   # then min(it, snaplen) bytes + padding
                 (orig,) = struct.unpack_from(endian + "I", body, 0)
                 self.stats["records"] += 1
                 yield 0.0, linktype, body[4:4 + orig], orig
+
+    @staticmethod
+    def _isb_drops(opts: bytes, endian: str) -> int:
+        """isb_ifdrop (5) + isb_osdrop (7): packets the interface or the OS dropped."""
+        pos, total = 0, 0
+        while pos + 4 <= len(opts):
+            code, length = struct.unpack_from(endian + "HH", opts, pos)
+            if code == 0:
+                break
+            if code in (5, 7) and length == 8 and pos + 12 <= len(opts):
+                total += struct.unpack_from(endian + "Q", opts, pos + 4)[0]
+            pos += 4 + ((length + 3) & ~3)
+        return total
 
     @staticmethod
     def _tsresol(opts: bytes, endian: str) -> float:

@@ -134,3 +134,19 @@ def test_cli_text_marks(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "UNRELIABLE)" in r.stdout and "WARNING:" in r.stdout and "capture with tcpdump -s 0" in r.stdout
     assert "flows: flows (2 rows)" in r.stdout  # wire lengths: not marked
+
+
+def test_packets_dropped_by_the_capture_mark_every_figure(tmp_path):
+    """A pcapng whose statistics block says the kernel dropped packets: they are in no
+    figure, so every row is marked and the report says how many."""
+    src = _shared("libswift/ref_ls_ls_8k.pcap")
+    cap = tmp_path / "d.pcapng"
+    snapped(src, cap, 65535, lambda i, d: False)
+    opts = struct.pack("<HHQ", 5, 8, 12) + struct.pack("<HH", 0, 0)
+    cap.write_bytes(cap.read_bytes() + _block(5, struct.pack("<III", 0, 0, 0) + opts))
+    report = run(cap, load_analysers(["flows", "ppspp"], Options({})))
+    assert report.stats["dropped_by_capture"] == 12
+    assert any("12 packets" in w and "dropped" in w for w in report.warnings)
+    for name in ("flows", "ppspp"):
+        rows = [r for t in report.results[name].values() for r in t]
+        assert rows and all(r[UNRELIABLE] for r in rows), name

@@ -298,3 +298,42 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_pcapng_interface_statistics_drops_are_reported(tmp_path):
+    """dumpcap/tshark end a pcapng with an Interface Statistics Block: packets the kernel
+    or the interface dropped (isb_ifdrop, isb_osdrop) are not in the file; say so."""
+    frame = _udp_frame(10)
+    data = _pcapng([(frame, len(frame))])
+    opts = struct.pack("<HHQ", 5, 8, 3) + struct.pack("<HHQ", 7, 8, 4) + struct.pack("<HH", 0, 0)
+    data += _pcapng_block(5, struct.pack("<III", 0, 0, 0) + opts)
+    p = tmp_path / "isb.pcapng"
+    p.write_bytes(data)
+    r = Reader(p)
+    assert len(list(r)) == 1
+    assert r.stats["dropped_by_capture"] == 7
+
+
+@pytest.mark.root
+@pytest.mark.tool("tshark")
+def test_tshark_pcapng_without_drops_says_zero(tmp_path):
+    """A real dumpcap capture carries its statistics block; with no drop, 0 (not absent)."""
+    path = tmp_path / "t.pcapng"
+    port = free_port()
+    proc = subprocess.Popen(["tshark", "-q", "-i", "lo", "-w", str(path), "-f", f"udp port {port}"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 15
+        line = ""
+        while "File:" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                pytest.fail(f"tshark exited: {proc.returncode}")
+        _send_udp(socket.AF_INET, "127.0.0.1", port, [b"x" * 10] * 5)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    r = Reader(path)
+    assert len(list(r)) == 5
+    assert r.stats["dropped_by_capture"] == 0
