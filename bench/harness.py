@@ -355,4 +355,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the importable module's main, so benchmarks and the harness share one set of
+    # classes (under -m this file is also loaded as __main__, a second copy)
+    from bench import harness as _harness
+
+    sys.exit(_harness.main())

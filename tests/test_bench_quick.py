@@ -41,6 +41,38 @@ def test_benchmark_quick_mode_runs(name):
     assert result["rows"], "a benchmark must measure something"
     assert result["machine"]["cores"] >= 1
     assert f"### {result['title']}" in out.stdout  # the markdown table was printed
+    assert_reporting_rules(name, result, out.stdout)
+
+
+def assert_reporting_rules(name: str, result: dict, stdout: str) -> None:
+    """Issue 16 item 10 / issue 17: the structure, never the speed."""
+    assert len(result["load"]["before"]) == 3 and len(result["load"]["after"]) == 3
+    assert "load average" in stdout
+    subjects = {r["subject"] for r in result["rows"]}
+    for c in result.get("comparisons", []):
+        if c["kind"] == "measured":
+            # the anchor ran in this run: it is a row of the table, and the ratio column is
+            # computed from its samples and ours, nothing else
+            assert c["reference"] is None and c["anchor"] in subjects, c["name"]
+            ours, anchor = c["ours"]["samples"], c["anchor_figure"]["samples"]
+            want = ([o / a for o, a in zip(ours, anchor)] if len(ours) == len(anchor)
+                    else [o / a for o in ours for a in anchor])
+            assert c["ratio"]["samples"] == pytest.approx(want), c["name"]
+        else:
+            # a reference figure carries its source and never sits in a measured column
+            assert c["kind"] == "reference" and c["anchor_figure"] is None, c["name"]
+            assert c["reference"]["source"].strip(), c["name"]
+            assert c["ratio"]["samples"] == pytest.approx(
+                [o / c["reference"]["value"] for o in c["ours"]["samples"]]), c["name"]
+            assert c["anchor"] not in subjects, c["name"]
+    for r in result["rows"]:
+        for key, v in r.items():
+            # figures measured more than once are reported as median or range, not as one pick
+            if isinstance(v, dict) and "samples" in v:
+                assert v["range"] == (min(v["samples"]) > 0 and max(v["samples"]) / min(
+                    v["samples"]) > 1.2 or min(v["samples"]) <= 0 < max(v["samples"])), key
+    if name != "sim":  # bench_sim is another helper's and has no anchors
+        assert result.get("repeats", 0) >= 2, "repeats are interleaved: at least two"
 
 
 # ------------------------------------------------------------------ the reporting model
