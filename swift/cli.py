@@ -167,23 +167,33 @@ def _stop_line(role: str, stopper: cliutil.Stopper, peers: list, ended: str) -> 
     print(f"ppspp {role}: {why}: {_counters(peers)}", file=sys.stderr, flush=True)
 
 
-async def _seed(a: argparse.Namespace) -> int:
+def _seed(a: argparse.Namespace) -> int:
+    """Hash (or load) every file, then serve them until stopped.
+
+    The hashing runs outside the event loop: there a signal interrupts it at
+    once (KeyboardInterrupt / Terminated through cli_main, nothing cached
+    half-written).  Inside ``asyncio.run`` a Ctrl-C only cancels the main
+    task, which a synchronous hash of a large file would not see until done."""
     from swift.aio.files import load_or_build_tree
-    from swift.aio.node import SwiftNode
     from swift.aio.storage import FileStorage
     from swift.core.content import Content
     from swift.core.peer import Peer
     cfg = _config(a)
+    peers = []
+    storages = []
+    for path in a.file:  # more swarms on the same port (RFC 7574 figure 1)
+        got = load_or_build_tree(path, cfg.hash_func, cfg.chunk_size)
+        if got.message:
+            print(f"ppspp seed: {got.message}", file=sys.stderr, flush=True)
+        storages.append(FileStorage(path))
+        peers.append(Peer(Content.seeded(got.tree, storages[-1]), _config(a)))
+    return asyncio.run(_serve(a, peers, storages))
+
+
+async def _serve(a: argparse.Namespace, peers: list, storages: list) -> int:
+    from swift.aio.node import SwiftNode
     stopper = cliutil.Stopper().install()
     try:
-        peers = []
-        storages = []
-        for path in a.file:  # more swarms on the same port (RFC 7574 figure 1)
-            got = load_or_build_tree(path, cfg.hash_func, cfg.chunk_size)
-            if got.message:
-                print(f"ppspp seed: {got.message}", file=sys.stderr, flush=True)
-            storages.append(FileStorage(path))
-            peers.append(Peer(Content.seeded(got.tree, storages[-1]), _config(a)))
         node = SwiftNode(peers[0], a.host, a.port)
         node.storage = storages[0]
         async with node:
@@ -364,9 +374,13 @@ def _write_stdout(chunks: list[bytes]) -> None:
     sys.stdout.buffer.flush()
 
 
-async def _download(a: argparse.Namespace) -> int:
+def _download(a: argparse.Namespace) -> int:
     """Download; whatever the outcome, remove what a failed run created and
-    could not use (a .part with nothing verified, the temporary files behind -o -)."""
+    could not use (a .part with nothing verified, the temporary files behind -o -).
+
+    The node (and the resume scan of FILE.part, which reads it whole) is made
+    before the event loop runs, so a signal interrupts that scan at once."""
+    from swift.aio.node import downloader
     import shutil
     import tempfile
 
@@ -389,9 +403,13 @@ async def _download(a: argparse.Namespace) -> int:
     created = not os.path.lexists(paths.part)
     state = {"verified": 0}
     rc = 1
-    stopper = cliutil.Stopper().install()
+    stopper = cliutil.Stopper()
     try:
-        rc = await _download_to(a, root, stream, state, stopper)
+        cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
+        if stream and a.picker == "linear":
+            cfg.picker = "vod"
+        node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
+        rc = asyncio.run(_download_to(a, node, stream, state, stopper))
         return rc
     except BrokenPipeError:  # `ppspp download ... -o - | head`: the reader left early
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -421,13 +439,9 @@ def _resume_line(a: argparse.Namespace, node, why: str) -> str:
             f"(+ .mhash); resume with: {shlex.join(['ppspp', *a.argv])}")
 
 
-async def _download_to(a: argparse.Namespace, root: bytes, stream: bool, state: dict,
+async def _download_to(a: argparse.Namespace, node, stream: bool, state: dict,
                        stopper: cliutil.Stopper) -> int:
-    from swift.aio.node import downloader
-    cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
-    if stream and a.picker == "linear":
-        cfg.picker = "vod"
-    node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
+    stopper.install()
     if node.resumed and not stream:
         print(f"ppspp download: resumed {node.resumed} of {node.progress[1]} verified chunks "
               f"from {a.output if node.finished else a.output + '.part'}",
@@ -698,9 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.argv = argv
     if a.cmd == "seed":
-        return asyncio.run(_seed(a))
+        return _seed(a)
     if a.cmd == "download":
-        return asyncio.run(_download(a))
+        return _download(a)
     if a.cmd == "hash":
         return _hash(a)
     if a.cmd == "tracker":

@@ -162,3 +162,22 @@ def test_help_is_plain_text_with_a_description(cmd):
         opts = [ln for ln in text.splitlines() if ln.startswith("  --")]
         assert opts and all(len(ln.split(None, 2)) >= 2 for ln in opts), text
         assert "  --quick\n" not in text and "  --leechers LEECHERS\n" not in text
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_seed_stops_while_it_hashes_a_large_file(tmp_path, sig, code):
+    """The hash of a big file runs before the event loop waits for signals:
+    Ctrl-C there must not wait for the whole file (a sparse 200 GB file takes
+    minutes to hash), and no half-written hash tree is left."""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(200 << 30)
+    p = subprocess.Popen([sys.executable, "-m", "swift", "seed", str(big), "--chunk-size",
+                          str(1 << 20), "--host", "127.0.0.1", "--port", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    time.sleep(1.5)
+    out, err = _stop(p, sig)
+    assert p.returncode == code, err
+    assert out == "" and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["big.bin"]
