@@ -247,7 +247,7 @@ class RecordingUpstream:
         while not self._stop.is_set():
             try:
                 c, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -270,7 +270,7 @@ class RecordingUpstream:
                 if ev is h11.NEED_DATA:
                     try:
                         data = c.recv(65536)
-                    except (TimeoutError, socket.timeout):
+                    except TimeoutError:
                         continue
                     except OSError:
                         return
@@ -311,7 +311,7 @@ def raw_exchange(addr: tuple[str, int], data: bytes, timeout: float = 4.0) -> tu
             s.settimeout(left)
             try:
                 more = s.recv(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 return out, False
             except ConnectionResetError:
                 return out, True
@@ -386,7 +386,7 @@ class CraftedOrigin:
         while not self._stop.is_set():
             try:
                 c, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -402,7 +402,7 @@ class CraftedOrigin:
                 return None
             try:
                 more = c.recv(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             if not more:
                 return None
@@ -415,7 +415,7 @@ class CraftedOrigin:
         while len(rest) < n and not self._stop.is_set():
             try:
                 more = c.recv(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             if not more:
                 return None

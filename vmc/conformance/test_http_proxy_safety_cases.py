@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from vmc.conformance.harness import CLOSE, CraftedOrigin, Handler, fetch, free_port, response, start_fetch
+from vmc.conformance.harness import (
+    CLOSE,
+    CraftedOrigin,
+    Handler,
+    fetch,
+    free_port,
+    response,
+    start_fetch,
+)
 
 
 @dataclass
