@@ -278,6 +278,7 @@ class Analyser:
     def _asn(self, ip: str) -> int | None:
         a = self._as_cache.get(ip, -1)
         if a == -1:
+            assert self.as_table is not None  # only called with an AS table
             hit = self.as_table.lookup(ipaddress.ip_address(ip).packed)
             a = hit[1] if hit else None
             if len(self._as_cache) < 1_000_000:
@@ -355,6 +356,7 @@ class Analyser:
     def plots(self, outdir) -> list:
         """``corecast-as.png``: per AS, CoreCast transit vs its unicast equivalent (and local
         deliveries); without an AS table, ``corecast-channels.png`` per channel."""
+        bars: tuple[tuple[str, str], ...]
         if self.as_table is not None:
             rows = [(str(a), r) for a, r in self.ases.items()
                     if r["transit_in_corecast_bytes"] or r["local_corecast_delivery_bytes"]]

@@ -70,7 +70,8 @@ class _Group:
         self.session, self.group, self.dst = session, group, dst
         self.packets = self.dataless = self.bytes = self.psn_gaps = 0
         self.first = self.last = 0.0
-        self.slot_min = self.slot_max = None
+        self.slot_min: int | None = None
+        self.slot_max: int | None = None
         self.psn_next: int | None = None
         self.slots: dict[int, int] = {}
 
@@ -161,13 +162,12 @@ class Analyser:
         if self.t0 is None:
             self.t0 = f.ts
         dst = f"{f.dst}:{f.dport}"
-        key = (p.session, p.group, dst)
-        g = self.groups.get(key)
+        g = self.groups.get((p.session, p.group, dst))
         if g is None:
             if len(self.groups) >= self.max_groups:
                 self.c["dropped_groups"] += 1
                 return
-            g = self.groups[key] = _Group(p.session, p.group, dst)
+            g = self.groups[(p.session, p.group, dst)] = _Group(p.session, p.group, dst)
             g.first = f.ts
         g.packets += 1
         g.bytes += f.length
@@ -191,11 +191,11 @@ class Analyser:
                 rec.packets += 1
                 rec.bytes += f.length
         else:
-            rec = self._receiver(f.dst)
-            if rec is not None:
-                rec.packets += 1
-                rec.bytes += f.length
-                rec.groups.add(dst)
+            unicast = self._receiver(f.dst)
+            if unicast is not None:
+                unicast.packets += 1
+                unicast.bytes += f.length
+                unicast.groups.add(dst)
 
     def _receiver(self, who: str) -> _Receiver | None:
         r = self.receivers.get(who)

@@ -95,8 +95,8 @@ class _Conv:
         self.ctx = ctx
         self.swarm = b""
         self.handshaken = False
-        self.hash_func = HashFunc.SHA256  # the RFC 7574 7.6 default
-        self.integrity = IntegrityMethod.MERKLE  # 7.5 default
+        self.hash_func: int = HashFunc.SHA256  # the RFC 7574 7.6 default (as on the wire)
+        self.integrity: int = IntegrityMethod.MERKLE  # 7.5 default
 
 
 class _Peer:
@@ -427,8 +427,9 @@ class Analyser:
         if conv.integrity != IntegrityMethod.MERKLE or not conv.swarm:
             return "unverifiable"
         key = (rx, conv.swarm)
-        tree = self.trees.get(key, False)
-        if tree is False:
+        if key in self.trees:
+            tree = self.trees[key]
+        else:
             if len(self.trees) >= self.max_trees:
                 self.dropped["trees"] += 1
                 return "unverifiable"

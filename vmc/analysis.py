@@ -107,10 +107,15 @@ class _Exchange:
             if k == b"host":
                 self.host = v.decode("latin-1")
         self.status: int | None = None
-        self.crange = self.clen = self.vmc = self.via = None
+        self.crange: str | None = None
+        self.clen: int | None = None
+        self.vmc: str | None = None
+        self.via: str | None = None
         self.body = 0
         self.complete = False
-        self.t_req, self.t_resp, self.t_end = ts, None, None
+        self.t_req = ts
+        self.t_resp: float | None = None
+        self.t_end: float | None = None
         self.lost: Lost | None = None  #: its connection lost bytes while it was in flight
 
     @property
@@ -123,10 +128,11 @@ class _Exchange:
 class _Dir:
     """One direction's reassembly state."""
 
-    __slots__ = ("next", "ooo", "ooo_bytes", "gap", "fin")
+    __slots__ = ("started", "next", "ooo", "ooo_bytes", "gap", "fin")
 
     def __init__(self) -> None:
-        self.next: int | None = None
+        self.started = False  #: ``next`` is known (a SYN or the first segment seen)
+        self.next = 0
         self.ooo: dict[int, bytes] = {}
         self.ooo_bytes = 0
         self.gap = False
@@ -246,11 +252,11 @@ class Analyser:
         up = a == conn.client
         d = conn.up if up else conn.down
         if flags & SYN:
-            if d.next is None:  # a late or repeated SYN never rewinds the stream
-                d.next = (seq + 1) & _M32
+            if not d.started:  # a late or repeated SYN never rewinds the stream
+                d.next, d.started = (seq + 1) & _M32, True
             return
-        if d.next is None:
-            d.next = seq
+        if not d.started:
+            d.next, d.started = seq, True
         if data or f.truncated:
             self.c["payload_bytes"] += len(data)
             if f.truncated:  # bytes of this direction are missing: its parsing stops here
@@ -261,7 +267,8 @@ class Analyser:
             else:
                 self._segment(conn, d, up, seq, data, f.ts)
         if flags & (FIN | RST):
-            if not d.fin and (flags & RST or ((seq + len(data)) & _M32) == d.next):
+            # a direction that lost bytes cannot place its FIN: take it as it comes
+            if not d.fin and (flags & RST or d.gap or ((seq + len(data)) & _M32) == d.next):
                 d.fin = True
                 if not d.gap and conn.broken is None:
                     self._deliver(conn, up, b"", f.ts)
