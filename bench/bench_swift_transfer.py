@@ -1,29 +1,50 @@
-"""Loopback transfer, one seeder -> one leecher: our PPSPP peer vs libtorrent.
+"""Loopback transfer, one seeder -> one leecher: our PPSPP peer vs libtorrent and libswift.
 
 Our seeder runs as a ``ppspp seed`` subprocess and the leecher in this
 process (one process per peer, as deployed); libtorrent runs both sessions
-in this process with its own threads.  "CPU s" is both ends together.  Hashing before the transfer is excluded
-for both (libtorrent seeds in seed_mode; our seeder hashes first).  The
-libswift C++ figures of the issue (14-25 MB/s at 1 KiB, ~70 MB/s at 8 KiB)
-cannot be re-measured here (libswift is not fetchable in this sandbox); they
-are printed as targets, not as measurements.
+in this process with its own threads.  "CPU s" is both ends together.  Hashing
+before the transfer is excluded for all (libtorrent seeds in seed_mode; our
+seeder and libswift's hash before they print the root hash).
+
+libswift (the C++ reference peer) runs live when ``LIBSWIFT_BIN`` names its
+``swift`` binary: libswift seeder -> libswift leecher, and beside it ours as two
+``ppspp seed``/``ppspp download --profile libswift --hash sha1`` processes, each
+pair in a fresh temporary directory and timed alike: from the leecher's start
+until its output file is complete (full size, no holes), then checked against
+the source's SHA-1 (libswift's leecher exits only on its 1 s report tick, so
+its exit is not the end of the transfer).  Without ``LIBSWIFT_BIN`` the
+libswift figures of the issue (14-25 MB/s at 1 KiB, ~70 MB/s at 8 KiB) are
+printed as reference figures with that source.  All subjects repeat
+interleaved.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import re
 import resource
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from bench.harness import Figure, Reference, interleaved, measured, referenced
+
+LIBSWIFT_SOURCE = ("libswift C++ peer, seeder -> leecher on loopback, as quoted in the PPSPP "
+                   "issue: 14-25 MB/s at 1 KiB chunks (top of the range), ~70 MB/s at 8 KiB")
+LIBSWIFT = {1024: Reference(25.0, "MB/s", LIBSWIFT_SOURCE),
+            8192: Reference(70.0, "MB/s", LIBSWIFT_SOURCE)}
 
 
 def _ours(src: str, dst: str, cs: int) -> dict:
     """Seeder in a subprocess (``ppspp seed``), leecher here: one process per peer."""
-    import subprocess
-    import sys
-
     from swift.aio.node import downloader, tree_for_file
     from swift.core.peer import PeerConfig
 
@@ -32,6 +53,7 @@ def _ours(src: str, dst: str, cs: int) -> dict:
     seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src, "--host", "127.0.0.1",
                              "--port", "0", "--chunk-size", str(cs), "--duration", "900"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert seed.stdout is not None and seed.stderr is not None
     try:
         root = bytes.fromhex(seed.stdout.readline().strip())
         port = int(seed.stderr.readline().strip().rsplit(":", 1)[1])
@@ -53,6 +75,15 @@ def _ours(src: str, dst: str, cs: int) -> dict:
     # seeder CPU includes its start-up (loading the .mhash), a small constant
     r["cpu"] += (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return r
+
+
+def _ours_fresh(src: str, work: str, cs: int) -> dict:
+    """One repeat of ours into a fresh destination (a leftover file would be resumed)."""
+    d = tempfile.mkdtemp(dir=work, prefix=f"ours-{cs}-")
+    try:
+        return _ours(src, os.path.join(d, "out.bin"), cs)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _in_memory(n: int, cs: int) -> dict:
@@ -109,12 +140,11 @@ def _libtorrent(src: str, workdir: str, utp: bool) -> dict:
             "allow_multiple_connections_per_ip": True,
             "enable_outgoing_utp": utp, "enable_incoming_utp": utp,
             "enable_outgoing_tcp": not utp, "enable_incoming_tcp": not utp}
-    seed = lt.session(base)
-    leech = lt.session(base)
+    seed = lt.session(base)  # type: ignore[call-overload]
+    leech = lt.session(base)  # type: ignore[call-overload]
     seed.add_torrent({"ti": ti, "save_path": os.path.dirname(src),
                       "flags": lt.torrent_flags.seed_mode})
-    dst = os.path.join(workdir, "lt-utp" if utp else "lt-tcp")
-    os.makedirs(dst, exist_ok=True)
+    dst = tempfile.mkdtemp(dir=workdir, prefix="lt-utp-" if utp else "lt-tcp-")  # fresh each repeat
     h = leech.add_torrent({"ti": lt.torrent_info(t.generate()), "save_path": dst})
     t0, c0 = time.perf_counter(), time.process_time()
     h.connect_peer(("127.0.0.1", seed.listen_port()))
@@ -129,68 +159,198 @@ def _libtorrent(src: str, workdir: str, utp: bool) -> dict:
         time.sleep(0.01)
     el, cpu = time.perf_counter() - t0, time.process_time() - c0
     del seed, leech
+    shutil.rmtree(dst, ignore_errors=True)
+    return {"ok": ok, "s": el, "cpu": cpu}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def _complete(path: Path, size: int) -> bool:
+    """Full size and no holes (libswift preallocates a sparse file of the full size)."""
+    try:
+        if path.stat().st_size != size:
+            return False
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.lseek(fd, 0, os.SEEK_HOLE) >= size
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+
+
+def _sha1(path: Path) -> str:
+    h = hashlib.sha1()
+    with path.open("rb") as f:
+        while b := f.read(1 << 20):
+            h.update(b)
+    return h.hexdigest()
+
+
+def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int) -> dict:
+    """One transfer between two processes: libswift -> libswift when ``libswift`` is its
+    binary, else ppspp seed -> ppspp download with --profile libswift --hash sha1.
+    Timed from the leecher's start to its file complete; then checked by SHA-1."""
+    d = Path(tempfile.mkdtemp(dir=work, prefix="pair-"))
+    (d / "s").mkdir()
+    (d / "l").mkdir()
+    os.link(src, d / "s" / "c.bin")
+    size = os.path.getsize(src)
+    port, lport = _free_port(), _free_port()
+    ours = [sys.executable, "-m", "swift"]
+    prof = ["--chunk-size", str(cs), "--profile", "libswift", "--hash", "sha1"]
+    if libswift:
+        scmd = [libswift, "-f", "c.bin", "-l", f"127.0.0.1:{port}", "-z", str(cs)]
+        ready = re.compile(r"Root hash: ([0-9a-f]{40})")
+    else:
+        scmd = ours + ["seed", "c.bin", "--host", "127.0.0.1", "--port", str(port),
+                       "--duration", "900"] + prof
+        ready = re.compile(r"^([0-9a-f]{40})\n(?:.*\n)*seeding ", re.M)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    procs: list[subprocess.Popen] = []
+    try:
+        with (d / "seed.log").open("w") as log:
+            procs.append(subprocess.Popen(scmd, cwd=d / "s", stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + 600
+        m = None
+        while m is None:
+            if procs[0].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"seeder {scmd[0]} did not start: "
+                                   f"{(d / 'seed.log').read_text()[-300:]!r}")
+            time.sleep(0.05)
+            m = ready.search((d / "seed.log").read_text())
+        root = m.group(1)
+        if libswift:
+            lcmd = [libswift, "-t", f"127.0.0.1:{port}", "-h", root, "-l",
+                    f"127.0.0.1:{lport}", "-w", "0s", "-z", str(cs)]
+            out = d / "l" / root
+        else:
+            lcmd = ours + ["download", root, "--peer", f"127.0.0.1:{port}", "-o", "out.bin",
+                           "-q", "--timeout", "600", "--host", "127.0.0.1"] + prof
+            out = d / "l" / "out.bin"
+        t0 = time.perf_counter()
+        with (d / "leech.log").open("w") as log:
+            procs.append(subprocess.Popen(lcmd, cwd=d / "l", stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
+        ok, el = False, 0.0
+        while time.perf_counter() - t0 < 600:
+            if _complete(out, size):
+                el = time.perf_counter() - t0
+                ok = _sha1(out) == want_sha1
+                if ok:
+                    break
+            elif procs[1].poll() is not None and not _complete(out, size):
+                break  # the leecher gave up with the file incomplete
+            time.sleep(0.02)
+        if not ok:
+            raise RuntimeError(f"{lcmd[0]} leecher: transfer incomplete or wrong: "
+                               f"{(d / 'leech.log').read_text()[-300:]!r}")
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+        shutil.rmtree(d, ignore_errors=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {"ok": ok, "s": el, "cpu": cpu}
 
 
 def run(quick: bool) -> dict:
     size = (4 if quick else 200) * 1024 * 1024
+    repeats = 2 if quick else 3
+    libswift = os.environ.get("LIBSWIFT_BIN", "")
+    if libswift and not os.access(libswift, os.X_OK):
+        raise SystemExit(f"LIBSWIFT_BIN={libswift}: not an executable file")
     work = tempfile.mkdtemp(prefix="bench-swift-")
-    rows = []
     mb = size / 1e6
+    notes: list[str] = []
+    subjects: dict[str, Callable[[], dict]] = {}
     try:
         src = os.path.join(work, "content.bin")
         with open(src, "wb") as f:
             for _ in range(size // (1 << 20)):
                 f.write(os.urandom(1 << 20))
-        res = {}
+        want = _sha1(Path(src))
         for cs in (1024, 8192):
-            r = _ours(src, os.path.join(work, f"ours-{cs}.bin"), cs)
-            res[f"ours_{cs}"] = r
-            rows.append({"subject": f"swift/ppspp (Python, UDP) {cs // 1024} KiB chunks",
-                         "MB": round(mb, 1), "ok": r["ok"], "MB/s": mb / r["s"],
-                         "CPU s": r["cpu"]})
-        for utp in (False, True):
-            try:
-                r = _libtorrent(src, work, utp)
-            except Exception as exc:  # libtorrent missing or failing: say so
-                rows.append({"subject": f"libtorrent ({'uTP' if utp else 'TCP'})", "ok": False,
-                             "note": repr(exc)})
-                continue
-            res["lt_utp" if utp else "lt_tcp"] = r
-            rows.append({"subject": f"libtorrent {'uTP' if utp else 'TCP'} (C++)", "MB": round(mb, 1),
-                         "ok": r["ok"], "MB/s": mb / r["s"], "CPU s": r["cpu"]})
+            subjects[f"swift/ppspp (Python, UDP) {cs // 1024} KiB chunks"] = partial(_ours_fresh, src, work, cs)
+            if libswift:
+                subjects[f"libswift (C++) {cs // 1024} KiB chunks"] = partial(
+                    _cli_pair, libswift, src, want, work, cs)
+                subjects[f"ppspp seed/download --profile libswift --hash sha1, {cs // 1024} KiB"] = partial(
+                    _cli_pair, None, src, want, work, cs)
+        try:
+            import libtorrent  # noqa: F401
+            for utp in (False, True):
+                subjects[f"libtorrent {'uTP' if utp else 'TCP'} (C++)"] = partial(
+                    _libtorrent, src, work, utp)
+        except ImportError as exc:
+            notes.append(f"libtorrent not measured: {exc}")
+        samples = interleaved(subjects, repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    rows: list[dict] = []
+    mbps: dict[str, list[float]] = {}
+    for name, ss in samples.items():
+        mbps[name] = [mb / s["s"] for s in ss]
+        rows.append({"subject": name, "MB": round(mb, 1), "ok": all(s["ok"] for s in ss),
+                     "MB/s": Figure.of(mbps[name]), "CPU s": Figure.of(s["cpu"] for s in ss)})
     # peak RSS of the transfers, read before the in-memory run below (which
     # holds its 20 MB content three times)
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     seeder_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    for cs in (1024, 8192):
-        r = _in_memory(20 * 1024 * 1024 // cs, cs)
+    mem = interleaved({c: partial(_in_memory, 20 * 1024 * 1024 // c, c) for c in (1024, 8192)},
+                      repeats)
+    for cs, ss in mem.items():
         rows.append({"subject": f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks",
-                     "ok": r["ok"], "seeder CPU us/chunk": r["seeder_us"],
-                     "leecher CPU us/chunk": r["leecher_us"]})
-    ratios = {}
+                     "ok": all(s["ok"] for s in ss),
+                     "seeder CPU us/chunk": Figure.of(s["seeder_us"] for s in ss),
+                     "leecher CPU us/chunk": Figure.of(s["leecher_us"] for s in ss)})
+    comps = []
     for cs in (1024, 8192):
-        o = res.get(f"ours_{cs}")
-        for k in ("lt_tcp", "lt_utp"):
-            if o and k in res:
-                ratios[f"ours_{cs // 1024}k/{k}"] = (mb / o["s"]) / (mb / res[k]["s"])
-    # the issue's libswift C++ figures: 14-25 MB/s at 1 KiB, ~70 MB/s at 8 KiB;
-    # the target is the top of the 1 KiB range
-    ratios["ours_1k MB/s / libswift 1k top (25 MB/s)"] = (mb / res["ours_1024"]["s"]) / 25.0
-    ratios["ours_8k MB/s / libswift 8k anchor (70 MB/s)"] = (mb / res["ours_8192"]["s"]) / 70.0
+        ours = f"swift/ppspp (Python, UDP) {cs // 1024} KiB chunks"
+        for lt in ("libtorrent TCP (C++)", "libtorrent uTP (C++)"):
+            if lt in mbps:
+                comps.append(measured(f"ours {cs // 1024} KiB / {lt}", mbps[ours], mbps[lt],
+                                      anchor=lt, unit="MB/s"))
+        if libswift:
+            ls = f"libswift (C++) {cs // 1024} KiB chunks"
+            ours_cli = f"ppspp seed/download --profile libswift --hash sha1, {cs // 1024} KiB"
+            comps.append(measured(f"ours {cs // 1024} KiB / libswift {cs // 1024} KiB",
+                                  mbps[ours_cli], mbps[ls], anchor=ls, unit="MB/s",
+                                  target=">= 1"))
+        else:
+            comps.append(referenced(f"ours {cs // 1024} KiB / libswift {cs // 1024} KiB",
+                                    mbps[ours], LIBSWIFT[cs], anchor=f"libswift {cs // 1024} KiB",
+                                    target=">= 1"))
+    notes += [
+        ("libswift measured in this run (LIBSWIFT_BIN): libswift -> libswift and ours -> ours "
+         "as two processes each, timed to the leecher's file being complete (includes our "
+         "leecher's interpreter start-up, ~0.3 s)") if libswift else
+        ("libswift not run (set LIBSWIFT_BIN to its swift binary): its figures are the issue's, "
+         "labelled reference"),
+        f"max RSS: benchmark process (our leecher, libtorrent) {self_rss:.0f} MB, largest "
+        f"child process (seeders) {seeder_rss:.0f} MB (content is never buffered whole)",
+        "in memory: sans-IO seeder and leecher in one process, each handed the other's "
+        "datagrams; CPU per chunk of each end without system calls or event loop",
+    ]
     return {
         "title": f"PPSPP loopback transfer, {mb:.0f} MB, 1 seeder -> 1 leecher",
         "rows": rows,
-        "ratios": ratios,
-        "targets": {"ours_1k MB/s / libswift 1k top (25 MB/s)": ">= 1",
-                    "ours_8k MB/s / libswift 8k anchor (70 MB/s)": ">= 1"},
-        "notes": [
-            "libswift anchors are the issue's figures (not re-measured: libswift cannot be built here)",
-            f"max RSS: benchmark process (our leecher, libtorrent) {self_rss:.0f} MB, our seeder "
-            f"process {seeder_rss:.0f} MB (content is never buffered whole: pread/pwrite per chunk)",
-            "in memory: sans-IO seeder and leecher in one process, each handed the other's "
-            "datagrams; CPU per chunk of each end without system calls or event loop",
-        ],
+        "comparisons": comps,
+        "repeats": repeats,
+        "notes": notes,
     }

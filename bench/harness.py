@@ -62,6 +62,7 @@ RESULTS = HERE / "results"
 SWING = 1.2
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 # ------------------------------------------------------------------ figures
@@ -186,10 +187,10 @@ def referenced(name: str, ours: Iterable[float], ref: Reference, *, anchor: str,
                       _ratios(o.samples, [ref.value]), reference=ref, target=target)
 
 
-def interleaved(subjects: Mapping[str, Callable[[], T]], repeats: int) -> dict[str, list[T]]:
+def interleaved(subjects: Mapping[K, Callable[[], T]], repeats: int) -> dict[K, list[T]]:
     """Run every subject ``repeats`` times in turn (A, B, A, B, ...), so a change
     of load on the shared machine hits all subjects alike; the results by subject."""
-    out: dict[str, list[T]] = {k: [] for k in subjects}
+    out: dict[K, list[T]] = {k: [] for k in subjects}
     for _ in range(repeats):
         for k, fn in subjects.items():
             out[k].append(fn())
