@@ -304,9 +304,13 @@ def _print(report: Report, limit: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 itself: let cli_main end quietly
+            raise BrokenPipeError
+
+    console = _Console()
     if not console.is_terminal:  # piped or logged: do not squeeze tables into 80 columns
-        console = Console(width=200)
+        console = _Console(width=200)
     for aname, tables in report.results.items():
         for tname, rows in tables.items():
             if not rows:  # an analyser that saw none of its traffic: one line, not an empty table

@@ -105,3 +105,15 @@ def test_bad_option_values_are_one_line(capture, opt, words):
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     for w in words:
         assert w in lines[0], lines[0]
+
+
+def test_closed_stdout_is_quiet(capture):
+    """``deliverykit analyse CAP | head -1``: the reader left; no traceback, no error line,
+    and the exit status of a process killed by SIGPIPE (141), as the other CLIs."""
+    p = subprocess.Popen([PY, "-m", "deliverykit", "analyse", "--no-progress", str(capture)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(20)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(60) == 141 and err == "", err
