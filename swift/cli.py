@@ -163,8 +163,16 @@ def _counters(peers: list) -> str:
 
 
 def _stop_line(role: str, stopper: cliutil.Stopper, peers: list, ended: str) -> None:
+    """One human line on stderr and, for the roles whose stdout is not content, every
+    counter as one JSON object on stdout (README, "Signals and exit codes")."""
+    import json
     why = stopper.describe() or ended
     print(f"ppspp {role}: {why}: {_counters(peers)}", file=sys.stderr, flush=True)
+    stats: dict[str, int] = {}
+    for p in peers:
+        for k, v in p.stats.items():
+            stats[k] = stats.get(k, 0) + v
+    print(json.dumps({"role": role, "stopped": why, "stats": stats}), flush=True)
 
 
 def _seed(a: argparse.Namespace) -> int:

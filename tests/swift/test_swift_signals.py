@@ -46,6 +46,16 @@ def _stop(p: subprocess.Popen, sig: int) -> tuple[str, str]:
     return out, err
 
 
+def _final_json(out: str, role: str, why: str) -> dict:
+    """The counters as one JSON object, the last line on stdout."""
+    import json
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["role"] == role and why in got["stopped"], got
+    for c in COUNTERS:
+        assert c.strip() in got["stats"], got
+    return got
+
+
 def _final_line(err: str, role: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.startswith(f"ppspp {role}: ")]
     assert len(lines) == 1, err
@@ -71,6 +81,7 @@ def test_seed_stops_on_a_signal_with_its_counters(content, sig, code, word):
     assert p.returncode == code, err
     assert "Traceback" not in err
     assert word in _final_line(err, "seed")
+    _final_json(out, "seed", word)
 
 
 def test_seed_ending_by_itself_prints_the_same_line(content):
@@ -79,6 +90,7 @@ def test_seed_ending_by_itself_prints_the_same_line(content):
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--duration reached" in _final_line(r.stderr, "seed")
+    _final_json(r.stdout, "seed", "--duration reached")
 
 
 @pytest.mark.parametrize("sig,code,word", SIGNALS)
@@ -87,6 +99,7 @@ def test_tracker_stops_on_a_signal(sig, code, word):
     out, err = _stop(p, sig)
     assert p.returncode == code, err
     assert word in _final_line(err, "tracker")
+    _final_json(out, "tracker", word)
 
 
 @pytest.mark.parametrize("sig,code,word", SIGNALS)
@@ -102,6 +115,7 @@ def test_live_source_on_an_idle_pipe_stops_on_a_signal(sig, code, word):
         os.close(w)
     assert p.returncode == code, err
     assert word in _final_line(err, "live-source")
+    _final_json(out, "live-source", word)
 
 
 @pytest.mark.parametrize("sig,code,word", SIGNALS)
