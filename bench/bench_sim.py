@@ -40,7 +40,7 @@ def run(quick: bool) -> dict:
             "events": s["events"],
             "datagrams/CPU-s": s["datagrams_per_cpu_s"],
             "virtual-s/CPU-s": s["virtual_s_per_cpu_s"],
-            "CPU ms per leecher-datagram": 1e3 * s["cpu_s"] / max(1, s["datagrams"]),
+            "CPU ms per datagram": 1e3 * s["cpu_s"] / max(1, s["datagrams"]),
         })
         print(f"bench_sim: {n} leechers done ({s['cpu_s']:.1f} CPU s)", file=sys.stderr)
     first, last = rows[0], rows[-1]

@@ -194,12 +194,9 @@ class Simulation:
         cpu0 = time.process_time()
         ev0 = self.sched.executed
         app = self.app
-        checks = 0
 
-        def stop() -> bool:
-            nonlocal checks
-            checks += 1
-            return checks % 256 == 0 and app.done(self)
+        def stop() -> bool:  # after every event: the run ends at the moment it is done
+            return app.done(self)
 
         step = 1.0
         t = self.sched.now

@@ -33,6 +33,8 @@ def test_flash_crowd_completes_and_every_copy_is_verified(crowd) -> None:
     # at 20 Mb/s the seeder alone needs SIZE * 6 * 8 / 20e6 s; leechers share (PEX)
     assert sum(r.sent_chunks for r in res.leechers) > 0
     assert res.run.fates["delivered"] > 0 and res.run.datagrams > 0
+    # the run ends at the event that completes the last leecher (all arrived at 0)
+    assert res.run.virtual_s == max(res.completion_times)
 
 
 def test_same_seed_same_completion_times(crowd) -> None:
