@@ -18,7 +18,8 @@ Asserted: both roles stay up (no local error, no datagram raised in a handler:
 ``refused``, ``unknown_channel``, ``unsolicited``, ``rejected``), every datagram
 they send goes to the configured peer or to an address that sent them an
 initiating HANDSHAKE, and to an address that never completed the handshake only
-HANDSHAKE/HAVE (never DATA, REQUEST, INTEGRITY or PEX); the download beside
+HANDSHAKE/HAVE (never DATA, REQUEST, INTEGRITY or PEX), and never more datagrams
+than it was sent (no amplification in count); the download beside
 completes with the seeder's SHA-256.  What no PPSPP peer can detect without
 per-datagram authentication (a spoofer using the seeder's own address and port):
 docs/security/ppspp.md.
@@ -161,15 +162,19 @@ async def _established_fuzzer(target: tuple[str, int], swarm: bytes, ctx: C.Wire
     return out
 
 
-def _check_destinations(name: str, sent: Sent, allowed: set[tuple[str, int]]) -> None:
+def _check_destinations(name: str, sent: Sent, allowed: set[tuple[str, int]]) -> int:
+    """Check every destination; returns the datagrams sent to blind addresses."""
+    blind = 0
     for dest, datagrams in sent.by_dest.items():
         assert dest[0].startswith("127."), f"{name} sent to {dest}"
         if dest in allowed or dest[0] == ESTABLISHED:
             continue
         assert dest[0] in BLIND, f"{name} sent to {dest}, neither configured nor a fuzzer"
+        blind += len(datagrams)
         for types in datagrams:
             assert types <= HANDSHAKE_ONLY, (
                 f"{name} sent {sorted(types)} to {dest}, which never completed a handshake")
+    return blind
 
 
 async def test_fuzzed_seeder_and_leecher_stay_up_and_the_download_completes(tmp_path):
@@ -219,7 +224,10 @@ async def test_fuzzed_seeder_and_leecher_stay_up_and_the_download_completes(tmp_
                 assert sum(node.peer.stats.get(k, 0) for k in DROPS) > 0, f"{name} counted no drop"
                 assert node.peer.stats["unknown_channel"] > 0 and node.peer.stats["refused"] > 0
                 assert node.peer.stats["malformed"] > 0
-            _check_destinations("seeder", s_sent, {d.addr})
-            _check_destinations("leecher", d_sent, {s.addr})
+            # no amplification in count: at most one answer per datagram a blind sender sent
+            to_blind = _check_destinations("seeder", s_sent, {d.addr})
+            assert to_blind <= sent_blind["seeder"], (to_blind, sent_blind)
+            to_blind = _check_destinations("leecher", d_sent, {s.addr})
+            assert to_blind <= sent_blind["leecher"], (to_blind, sent_blind)
     with open(src, "rb") as f1, open(out, "rb") as f2:
         assert hashlib.sha256(f1.read()).digest() == hashlib.sha256(f2.read()).digest()
