@@ -29,7 +29,12 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
+
+from bench.harness import Figure, Reference, interleaved, measured, referenced
 
 from vmc.aio.origin import body_slice, expected
 from vmc.caches import CacheError, Squid, Varnish
@@ -45,6 +50,7 @@ class _Proc:
     def __init__(self, argv: list[str], wait_port: int | None = None) -> None:
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         if wait_port is None:
+            assert self.p.stdout is not None
             line = self.p.stdout.readline()
             m = re.search(r"http://([0-9.]+:\d+)/", line)
             if not m:
@@ -239,115 +245,188 @@ def _row(subject: str, origin: str, size: int, runner, pid: int | None, n: int) 
     }
 
 
+ISSUE_SOURCE = ("the VMC issue's figures for 20 clients x 50 MiB, client i at 0.5 s * i, "
+                "origin paced per connection")
+REFERENCES = {
+    "origin MB": ("varnish", Reference(52.4, "MB", ISSUE_SOURCE + ": Varnish and Squid 52.4 MB "
+                                       "from the origin")),
+    "mean completion s": ("varnish", Reference(5.26, "s", ISSUE_SOURCE + ": Varnish and Squid "
+                                                "mean completion 5.26 s")),
+    "mean TTFB ms": ("nginx proxy_cache_lock", Reference(5200.0, "ms", ISSUE_SOURCE + ": nginx "
+                                                         "proxy_cache_lock first byte ~5.2 s")),
+}
+#: the measured fields compared between our proxy and each anchor
+FIELDS = (("origin MB", "origin bytes"), ("mean completion s", "mean completion"),
+          ("p95 completion s", "p95 completion"), ("mean TTFB ms", "TTFB"),
+          ("proxy RSS growth MB", "RSS growth"))
+
+
+def _arm_proxy(origin: str, window: int, aware: bool, n: int, stagger: float, size: int,
+               path: str) -> dict:
+    """A fresh proxy for one repeat of one arm (a warm one would serve from its window)."""
+    px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin, "--window",
+                     str(window)])
+    try:
+        url = f"http://{origin}{path}"
+        return _row("", origin, size, lambda: _clients(url, px.authority, n, stagger, aware, path,
+                                                        size), px.pid, n)
+    finally:
+        px.stop()
+
+
+def _arm_direct(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
+    url = f"http://{origin}{path}"
+    return _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), None, n)
+
+
+def _arm_nginx(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
+    with Nginx.cache_lock_proxy(origin) as ng:
+        assert ng.proc is not None
+        url = f"http://{ng.authority}{path}"
+        return _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size),
+                    ng.proc.pid, n)
+
+
+def _arm_cache(make: Callable[[], Any], origin: str, n: int, stagger: float, size: int,
+               path: str) -> dict:
+    cache = make()
+    cache.start()
+    try:
+        url = f"http://{cache.authority}{path}"
+        return _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size),
+                    cache.pid, n)
+    finally:
+        cache.stop()
+
+
+def _merge(subject: str, runs: list[dict]) -> dict:
+    """One row from the repeats: numbers as figures (median or range), words as they came."""
+    row: dict = {"subject": subject}
+    for k in runs[0]:
+        if k == "subject":
+            continue
+        vals = [r[k] for r in runs]
+        if all(isinstance(v, (int, float)) for v in vals):
+            row[k] = Figure.of(vals)
+        else:
+            row[k] = " / ".join(dict.fromkeys(str(v) for v in vals))
+    return row
+
+
 def run(quick: bool) -> dict:
     n = 6 if quick else 20
     size = (4 << 20) if quick else (50 << 20)
     stagger = 0.1 if quick else 0.5
+    repeats = 2 if quick else 3
     rate = 5e6
-    rows: list[dict] = []
     notes: list[str] = []
     have_curl = shutil.which("curl") is not None
     origin = _Proc(PY + ["origin", "--listen", "127.0.0.1:0", "--rate", str(rate)])
-    path = f"/bench.bin?size={size}"
+    paths = iter(f"/bench-{i}.bin?size={size}" for i in range(10_000))
+    window = size + (1 << 20)
     try:
-        url = f"http://{origin.authority}{path}"
-        # Warm the origin's Repr-Digest cache so no arm pays for hashing the object.
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60).close()
+        o = origin.authority
+        arms: dict[str, Callable[[str], dict]] = {}
         if have_curl:
-            rows.append(_row("no proxy", origin.authority, size,
-                             lambda: _clients(url, None, n, stagger, False, path, size), None, n))
-        window = size + (1 << 20)
-        px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin.authority, "--window", str(window)])
-        try:
-            if have_curl:
-                rows.append(_row("vmc, curl clients", origin.authority, size,
-                                 lambda: _clients(url, px.authority, n, stagger, False, path, size), px.pid, n))
-            rows.append(_row("vmc, VMC-aware clients", origin.authority, size,
-                             lambda: _clients(url, px.authority, n, stagger, True, path, size), px.pid, n))
-        finally:
-            px.stop()
+            arms["no proxy"] = partial(_arm_direct, o, n, stagger, size)
+            arms["vmc, curl clients"] = partial(_arm_proxy, o, window, False, n, stagger, size)
+        arms["vmc, VMC-aware clients"] = partial(_arm_proxy, o, window, True, n, stagger, size)
         if shutil.which("nginx") and have_curl:
-            with Nginx.cache_lock_proxy(origin.authority) as ng:
-                nurl = f"http://{ng.authority}{path}"
-                rows.append(_row("nginx proxy_cache_lock", origin.authority, size,
-                                 lambda: _clients(nurl, None, n, stagger, False, path, size), ng.proc.pid, n))
-        for name, make in (("varnish", lambda: Varnish.accelerator(origin.authority)),
-                           ("squid collapsed_forwarding", lambda: Squid.accelerator(origin.authority))):
-            try:
+            arms["nginx proxy_cache_lock"] = partial(_arm_nginx, o, n, stagger, size)
+        for name, make in (("varnish", partial(Varnish.accelerator, o)),
+                           ("squid collapsed_forwarding", partial(Squid.accelerator, o))):
+            try:  # installed and able to start? (once, before the timed repeats)
                 cache = make()
+                cache.start()
+                cache.stop()
             except FileNotFoundError as exc:
                 notes.append(f"{name}: arm skipped ({exc})")
                 continue
-            try:
-                cache.start()
             except CacheError as exc:
                 if os.environ.get("CI") == "true":
                     raise  # installed but broken: CI must see it, not a quietly skipped arm
                 notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
                 continue
-            try:
-                curl_url = f"http://{cache.authority}{path}"
-                rows.append(_row(name, origin.authority, size,
-                                 lambda: _clients(curl_url, None, n, stagger, False, path, size), cache.pid, n))
-            finally:
-                cache.stop()
+            if have_curl:
+                arms[name] = partial(_arm_cache, make, o, n, stagger, size)
         # Origin bytes as a function of the window. Unmodified clients whose prefix left the
         # window cost a Range fetch that chases the live edge; VMC-aware ones only their prefix.
         for frac in ((0, 0.25) if quick else (0, 0.125, 0.5)):
             w = int(size * frac)
-            px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin.authority, "--window", str(w)])
-            try:
-                if have_curl:
-                    rows.append(_row(f"vmc, curl clients, window {frac:g}x object", origin.authority, size,
-                                     lambda: _clients(url, px.authority, n, stagger, False, path, size), px.pid, n))
-                rows.append(_row(f"vmc, VMC-aware clients, window {frac:g}x object", origin.authority, size,
-                                 lambda: _clients(url, px.authority, n, stagger, True, path, size), px.pid, n))
-            finally:
-                px.stop()
+            if have_curl:
+                arms[f"vmc, curl clients, window {frac:g}x object"] = partial(
+                    _arm_proxy, o, w, False, n, stagger, size)
+            arms[f"vmc, VMC-aware clients, window {frac:g}x object"] = partial(
+                _arm_proxy, o, w, True, n, stagger, size)
+
+        def fresh(arm: Callable[[str], dict]) -> Callable[[], dict]:
+            def go() -> dict:  # a new object each time: no cache can serve a repeat warm
+                path = next(paths)
+                urllib.request.urlopen(urllib.request.Request(  # Repr-Digest computed up front
+                    f"http://{o}{path}", method="HEAD"), timeout=60).close()
+                return arm(path)
+            return go
+
+        samples = interleaved({name: fresh(arm) for name, arm in arms.items()}, repeats)
     finally:
         origin.stop()
+    rows = [_merge(name, runs) for name, runs in samples.items()]
     by = {r["subject"]: r for r in rows}
-    ratios: dict[str, float] = {}
-    ours = by.get("vmc, curl clients")
-    if ours and ours["mean completion s"]:
-        ratios["vmc origin bytes / one copy"] = ours["copies"]
-        if ours["proxy RSS growth MB"] is not None:
-            ratios["vmc RSS growth / window"] = ours["proxy RSS growth MB"] / (window / 1e6)
+    ratios: dict[str, Figure] = {}
+    comps = []
+    ours = samples.get("vmc, curl clients")
+    if ours and all(r["mean completion s"] for r in ours):
+        ratios["vmc origin bytes / one copy"] = Figure.of(r["copies"] for r in ours)
+        if all(r["proxy RSS growth MB"] is not None for r in ours):
+            ratios["vmc RSS growth / window"] = Figure.of(
+                r["proxy RSS growth MB"] / (window / 1e6) for r in ours)
         # Ours (curl clients) against each anchor, measured in this same run.
-        fields = (("origin MB", "origin bytes"), ("mean completion s", "mean completion"),
-                  ("p95 completion s", "p95 completion"), ("mean TTFB ms", "TTFB"),
-                  ("proxy RSS growth MB", "RSS growth"))
-        for anchor, short in (("varnish", "varnish"), ("squid collapsed_forwarding", "squid"),
-                              ("nginx proxy_cache_lock", "nginx-lock"), ("no proxy", "no proxy")):
-            a = by.get(anchor)
-            if not a or not a["mean completion s"]:
+        targets = {("varnish", "origin MB"): "<= 1 when the window holds the object",
+                   ("varnish", "mean completion s"): "<= about 1 (no worse than Varnish)",
+                   ("nginx proxy_cache_lock", "mean TTFB ms"): "<< 1 (first byte within a few ms)"}
+        for anchor in ("varnish", "squid collapsed_forwarding", "nginx proxy_cache_lock",
+                       "no proxy"):
+            a = samples.get(anchor)
+            if not a or not all(r["mean completion s"] for r in a):
                 continue
-            for key, what in fields:
-                if ours.get(key) is not None and a.get(key):
-                    ratios[f"vmc/{short} {what}"] = round(ours[key] / a[key], 4)
+            for key, what in FIELDS:
+                o_v, a_v = [r[key] for r in ours], [r[key] for r in a]
+                if all(v is not None for v in o_v) and all(a_v):
+                    comps.append(measured(f"vmc/{anchor} {what}", o_v, a_v, anchor=anchor,
+                                          unit=key.rsplit(" ", 1)[-1],
+                                          target=targets.get((anchor, key), "")))
+        if not quick:  # the issue's figures are for the full configuration only
+            for key, (anchor, ref) in REFERENCES.items():
+                o_v = [r[key] for r in ours]
+                if all(v for v in o_v):
+                    comps.append(referenced(f"vmc {key} / {anchor} (issue)", o_v, ref,
+                                            anchor=f"{anchor} (issue)"))
     for r in rows:
         if r["subject"] in ("no proxy", "vmc, curl clients", "varnish", "squid collapsed_forwarding",
                             "nginx proxy_cache_lock"):
             notes.append(f"Range bytes=1000-1999 while the object is in flight, {r['subject']}: {r['in-flight Range']}")
     notes += [
         f"{n} clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin paced "
-        f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores.",
-        "Issue's reference figures (not measured here): 20 clients x 50 MiB at 0.5 s: no proxy 1,049 MB from the "
-        "origin; Varnish and Squid 52.4 MB, TTFB ~2 ms, mean completion 5.26 s; nginx lock 52.4 MB, "
-        "first byte ~5.2 s on average.",
+        f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; "
+        f"every arm {repeats} times interleaved, each time a fresh proxy/cache and a new object.",
+        ("--quick: the issue's reference figures (20 clients x 50 MiB at 0.5 s) are for the full "
+         "configuration and are not compared here" if quick else
+         "Issue's reference figures (not measured here) are the 'reference' rows: no proxy "
+         "1,049 MB from the origin; Varnish and Squid 52.4 MB, TTFB ~2 ms, mean completion "
+         "5.26 s; nginx lock 52.4 MB, first byte ~5.2 s on average."),
         "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm started "
         "(nginx/varnish/squid: their own process, caches included).",
     ]
+    assert by  # every arm produced a row
     return {
         "title": "VMC: late joiners on one in-flight object (origin bytes, completion, TTFB, memory)",
         "rows": rows,
+        "comparisons": comps,
         "ratios": ratios,
         "targets": {
             "vmc origin bytes / one copy": "<= Varnish's (about 1.0 when the window holds the object)",
-            "vmc/nginx-lock TTFB": "<< 1 (first byte within a few ms)",
-            "vmc/varnish origin bytes": "<= 1 when the window holds the object",
-            "vmc/varnish mean completion": "<= about 1 (no worse than Varnish)",
             "vmc RSS growth / window": "<= about 1 (memory bounded by the window)",
         },
+        "repeats": repeats,
         "notes": notes,
     }
