@@ -41,7 +41,9 @@ Partial data is never shown as complete: a segment the capture cut short
 that connection feeds carries a reason in the ``unreliable`` column: its
 exchanges (requests, patches), their URIs, and the totals, rates and ratios
 of its side (client or origin; ``sharing_ratio`` and ``bandwidth_saving``
-if either side is).  Bounded: ``max-connections``
+if either side is).  The same holds for a connection whose bytes h11 could
+not parse (a capture that starts inside it), one forgotten at
+``max-connections``, and one whose pipelined backlog passed ``max-ooo``.  Bounded: ``max-connections``
 open connections, ``max-requests`` stored rows, ``max-ooo`` bytes of
 out-of-order data per direction (beyond that the direction is marked as
 having a gap and its HTTP parsing stops); everything dropped is counted.
@@ -68,6 +70,9 @@ class Lost(Enum):
 
     TRUNCATED = "segments captured shorter than on the wire (snap length)"
     GAP = "segments missing from the capture (a hole max-ooo gave up on)"
+    UNPARSEABLE = "bytes h11 could not parse (capture started inside a connection, or not HTTP)"
+    BACKLOG = "pipelined requests beyond max-ooo not parsed"
+    EVICTED = "connections forgotten at max-connections"
 
 
 def _ep(ip: str, port: int) -> str:
@@ -188,7 +193,7 @@ class Analyser:
                   "http_errors": 0, "connections": 0, "dropped_connections": 0,
                   "dropped_request_rows": 0, "unanswered_responses": 0,
                   "dropped_rate_servers": 0, "http_backlog_dropped": 0,
-                  "data_after_fin_bytes": 0, "truncated_segments": 0}
+                  "data_after_fin_bytes": 0, "truncated_segments": 0, "unparsed_bytes": 0}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
@@ -200,6 +205,11 @@ class Analyser:
         if not self.ports:
             return True
         return ((p[0] << 8) | p[1]) in self.ports or ((p[2] << 8) | p[3]) in self.ports
+
+    def _named(self, ep: tuple) -> bool:
+        """The endpoint is the proxy or origin given in the options."""
+        return any(opt and opt[1] == ep[1] and (opt[0] is None or opt[0] == ep[0])
+                   for opt in (self.proxy, self.origin))
 
     def _classify(self, server: tuple) -> str:
         for opt, side in ((self.proxy, "client"), (self.origin, "origin")):
@@ -240,8 +250,8 @@ class Analyser:
                 return
             if flags & SYN:
                 client, server = (b, a) if flags & 0x10 else (a, b)
-            elif data[:5] == b"HTTP/":
-                client, server = b, a
+            elif data[:5] == b"HTTP/" or self._named(a) and not self._named(b):
+                client, server = b, a  # a response, or from the proxy/origin named
             else:
                 client, server = a, b
             if len(self.conns) >= self.max_conns:
@@ -324,6 +334,11 @@ class Analyser:
         d.gap = True
         d.ooo.clear()
         d.ooo_bytes = 0
+        self._mark_lost(conn, why)
+
+    def _mark_lost(self, conn: _Conn, why: Lost) -> None:
+        """What this connection feeds from now on is incomplete: its exchanges in flight,
+        and the totals of its server's side."""
         if conn.lost is None:
             conn.lost = why
         self.lost_servers.setdefault(conn.server, why)
@@ -346,12 +361,14 @@ class Analyser:
         except (h11.ProtocolError, RuntimeError) as exc:  # RuntimeError: h11's misuse guard
             conn.broken = f"{type(exc).__name__}: {exc}"
             self.c["http_errors"] += 1
+            self._mark_lost(conn, Lost.UNPARSEABLE)
             return
         if data and parser.their_state not in (h11.IDLE, h11.SEND_BODY, h11.SEND_RESPONSE):
             # paused (e.g. pipelined requests waiting for their answers): h11 holds the bytes
             if len(parser.trailing_data[0]) > self.max_ooo:
                 conn.broken = "unparsed backlog over max-ooo"
                 self.c["http_backlog_dropped"] += 1
+                self._mark_lost(conn, Lost.BACKLOG)
 
     def _pump(self, conn: _Conn, ts: float) -> None:
         rq, rs = conn.req_p, conn.resp_p
@@ -456,6 +473,11 @@ class Analyser:
     def _close(self, key: tuple) -> None:
         conn = self.conns.pop(key, None)
         if conn is not None:
+            left = 0 if conn.broken else (len(conn.req_p.trailing_data[0])
+                                          + len(conn.resp_p.trailing_data[0]))
+            if left:  # bytes no message took (a response to a request not captured...)
+                self.c["unparsed_bytes"] += left
+                self._mark_lost(conn, Lost.UNPARSEABLE)
             for ex in conn.pending:
                 self._finish(ex)
             conn.pending.clear()
@@ -463,6 +485,7 @@ class Analyser:
     def _evict(self) -> None:
         """Make room: forget the connection idle the longest (counted)."""
         key = min(self.conns, key=lambda k: self.conns[k].last)
+        self._mark_lost(self.conns[key], Lost.EVICTED)
         self._close(key)
         self.c["dropped_connections"] += 1
 

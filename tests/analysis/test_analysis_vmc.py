@@ -85,6 +85,7 @@ def _check(tmp_path, cap, infer: str, opts: list[str], op: int, pp: int, status:
     assert s["origin_bytes"] == status["origin_bytes"]
     assert s["client_bytes"] == status["client_bytes"] == 3 * SIZE
     assert s["client_incomplete"] == 0 and s["gaps"] == 0 and s["http_errors"] == 0
+    assert res["vmc_summary"] and not any("unreliable" in r for r in res["vmc_summary"])
     assert s["proxies"] == (f"*:{pp}" if infer == "proxy-only" else f"127.0.0.1:{pp}")
     uri = f"http://127.0.0.1:{op}/movie.bin?size={SIZE}&rate=150000"
     (u,) = [r for r in res["vmc_uris"] if r["uri"] == uri]
@@ -233,3 +234,33 @@ def test_keepalive_head_chunked_and_pipelining():
     assert t["vmc_patches"][0]["content_range"] == "bytes 2-5/10"
     s = {r["what"]: r["value"] for r in t["vmc_summary"]}
     assert s["origin_bytes"] == 12 and s["http_errors"] == 0 and s["open_connections_at_end"] == 0
+
+
+def test_partial_connections_mark_their_side():
+    """Connections forgotten at max-connections, or whose bytes h11 cannot parse (a capture
+    that starts inside a response), leave their side's totals incomplete: marked, and the
+    other side's are not."""
+    a = Analyser({"proxy": "8080", "max-connections": "2"})
+    for i in range(4):  # origin side (server 10.0.0.1:80): four connections, cap 2
+        cport = 40000 + i
+        req = b"GET /%d HTTP/1.1\r\nHost: o\r\n\r\n" % i
+        for src, dst, seg in (("10.0.0.2", "10.0.0.1", _seg(cport, 80, 100, 0x02)),
+                              ("10.0.0.2", "10.0.0.1", _seg(cport, 80, 101, 0x18, req))):
+            a.feed(Frame(float(i), src, dst, 6, None, None, seg, 40 + len(seg)))
+    # client side (the proxy at 8080): one whole exchange, then one seen from mid-body
+    req = b"GET http://o/x HTTP/1.1\r\nHost: o\r\n\r\n"
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nVMC: first\r\n\r\nabcd"
+    for src, dst, seg in (("10.0.0.3", "10.0.0.9", _seg(50000, 8080, 100, 0x02)),
+                          ("10.0.0.3", "10.0.0.9", _seg(50000, 8080, 101, 0x18, req)),
+                          ("10.0.0.9", "10.0.0.3", _seg(8080, 50000, 700, 0x18, resp))):
+        a.feed(Frame(10.0, src, dst, 6, None, None, seg, 40 + len(seg)))
+    t = a.tables()
+    s = {r["what"]: r for r in t["vmc_summary"]}
+    assert s["dropped_connections"]["value"] == 3  # the last one made room for the client
+    assert s["origin_bytes"]["unreliable"] and not s["client_bytes"]["unreliable"]
+    b = Analyser({"proxy": "8080"})
+    mid = b"xx body bytes\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"  # capture started inside a response
+    b.feed(Frame(1.0, "10.0.0.9", "10.0.0.3", 6, None, None, _seg(8080, 50001, 900, 0x18, mid),
+                 40 + len(mid)))
+    s = {r["what"]: r for r in b.tables()["vmc_summary"]}
+    assert s["unparsed_bytes"]["value"] == len(mid) and s["client_bytes"]["unreliable"]
