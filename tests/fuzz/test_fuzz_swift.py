@@ -115,37 +115,55 @@ def _seeds(ctx: C.WireContext, swarm: bytes, cids: list[int], n_chunks: int) -> 
     return out
 
 
-async def _established_fuzzer(target: tuple[str, int], swarm: bytes, ctx: C.WireContext,
-                              rng: random.Random, seconds: float, n_chunks: int) -> dict[str, int]:
-    """Handshake properly from ESTABLISHED, then send mutated messages on that channel."""
+async def _handshake(s: socket.socket, target: tuple[str, int], swarm: bytes,
+                     ctx: C.WireContext, rng: random.Random) -> int | None:
+    """A proper three-way handshake from ``s``; the role's channel ID, or None."""
     loop = asyncio.get_running_loop()
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((ESTABLISHED, 0))
-    s.setblocking(False)
-    out = {"sent": 0, "answers": 0}
-    try:
-        mine = rng.randrange(1, 2**32)
-        opts = OPTIONS[swarm]
-        theirs = None
-        for _ in range(20):  # bounded: at most 20 tries of 0.25 s
-            s.sendto(C.encode_datagram(ctx, 0, [C.Handshake(mine, opts)]), target)
+    mine = rng.randrange(1, 2**32)
+    for _ in range(20):  # bounded: at most 20 tries of 0.25 s
+        s.sendto(C.encode_datagram(ctx, 0, [C.Handshake(mine, OPTIONS[swarm])]), target)
+        deadline = time.monotonic() + 0.25
+        while time.monotonic() < deadline:
             try:
                 data = await asyncio.wait_for(loop.sock_recv(s, 65536), 0.25)
             except asyncio.TimeoutError:
-                continue
-            _, msgs, _ = C.decode_raw(data, ctx)
-            if msgs and msgs[0][0] == MsgType.HANDSHAKE and int.from_bytes(data[:4], "big") == mine:
-                theirs = msgs[0][1]
                 break
+            if int.from_bytes(data[:4], "big") != mine:
+                continue  # DATA still coming on an older channel
+            _, msgs, _ = C.decode_raw(data, ctx)
+            if msgs and msgs[0][0] == MsgType.HANDSHAKE and msgs[0][1]:
+                theirs = msgs[0][1]
+                s.sendto(theirs.to_bytes(4, "big"), target)  # third leg: the channel is up
+                return theirs
+    return None
+
+
+async def _established_fuzzer(target: tuple[str, int], swarm: bytes, ctx: C.WireContext,
+                              rng: random.Random, seconds: float, n_chunks: int) -> dict[str, int]:
+    """Handshake properly from ESTABLISHED, then send mutated messages on that channel;
+    handshake again every 256 datagrams (a mutation may close the channel or get us
+    blacklisted: then the role refuses us, which is what it should do)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((ESTABLISHED, 0))
+    s.setblocking(False)
+    out = {"sent": 0, "answers": 0, "handshakes": 0}
+    try:
+        theirs = await _handshake(s, target, swarm, ctx, rng)
         assert theirs, f"no handshake reply from {target}"
+        out["handshakes"] += 1
         bodies = [b[4:] for b in _seeds(ctx, swarm, [theirs], n_chunks)
                   if isinstance(b, bytes) and b[:4] == theirs.to_bytes(4, "big")]
         mut = Mutator(bodies, rng)
-        head = theirs.to_bytes(4, "big")
+        end = time.monotonic() + seconds
         for n in bounded(range(MAX_DATAGRAMS), seconds, MAX_DATAGRAMS):
+            if n % 256 == 255 and time.monotonic() < end - 1:
+                again = await _handshake(s, target, swarm, ctx, rng)
+                if again:
+                    theirs = again
+                    out["handshakes"] += 1
             body = mut.one() if rng.random() < 0.7 else rng.choice(bodies)
             try:
-                s.sendto(head + body, target)
+                s.sendto(theirs.to_bytes(4, "big") + body, target)
                 out["sent"] += 1
             except OSError:
                 pass
