@@ -23,8 +23,11 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+
+from bench.harness import Figure, interleaved, measured
 
 from deliverykit.analyse import FlowAnalyser, analyse
 
@@ -153,43 +156,66 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _floor(path: Path) -> float:
+    return _timed(lambda: analyse(path, [FlowAnalyser()]))
+
+
+def _tshark(name: str, path: Path) -> float:
+    return _timed(lambda: subprocess.run(tshark_argv(name, path), capture_output=True, text=True,
+                                         check=True))
+
+
 def run(quick: bool) -> dict:
     import importlib
 
     n = 4_000 if quick else 100_000
-    rows, ratios = [], {}
+    repeats = 2 if quick else 3
+    rows: list[dict] = []
+    comps = []
     with tempfile.TemporaryDirectory() as d:
         for name, (mod, gen) in SUBJECTS.items():
             path = Path(d) / f"{name}.pcap"
             mb = write_raw_pcap(path, gen(n)) / 1e6
             cls = importlib.import_module(mod).Analyser
-            t_floor = _timed(lambda: analyse(path, [FlowAnalyser()]))
-            res: dict = {}
-            t_an = _timed(lambda: res.update(analyse(path, [cls({})])[0]))
-            got = recognised(name, res[cls.name], n)
-            if got != n:
-                raise RuntimeError(f"{name}: analyser decoded {got} of {n} synthetic packets")
-            row = {"subject": f"{name} analyser", "MB": round(mb, 1),
-                   "MB/s": round(mb / t_an, 1), "s per GB": round(1000 / (mb / t_an), 1),
-                   "flows-only MB/s": round(mb / t_floor, 1)}
-            ratios[f"{name}/flows"] = round(t_floor / t_an, 3)
+
+            def ours(cls=cls, name=name, path=path) -> float:
+                res: dict = {}
+                t = _timed(lambda: res.update(analyse(path, [cls({})])[0]))
+                got = recognised(name, res[cls.name], n)
+                if got != n:
+                    raise RuntimeError(f"{name}: analyser decoded {got} of {n} synthetic packets")
+                return t
+
+            floor = f"{name}: flows analyser (the reader's floor)"
+            subjects: dict[str, Callable[[], float]] = {
+                f"{name} analyser": ours,
+                floor: partial(_floor, path),
+            }
             lua_ok = name == "vmc" or (ROOT / "dissectors" / f"{name}.lua").exists()
+            ts = f"{name}: tshark " + ("(HTTP dissector)" if name == "vmc" else "(our Lua dissector)")
             if shutil.which("tshark") and lua_ok:
-                out: list[str] = []
-                t_ts = _timed(lambda: out.append(subprocess.run(
-                    tshark_argv(name, path), capture_output=True, text=True, check=True).stdout))
-                lines = len(out[0].splitlines())
-                row["tshark MB/s"] = round(mb / t_ts, 1)
-                row["tshark rows"] = lines  # what tshark decoded (sanity: packets or responses)
-                ratios[f"{name}: tshark time / ours"] = round(t_ts / t_an, 2)
-            rows.append(row)
+                subjects[ts] = partial(_tshark, name, path)
+            secs = interleaved(subjects, repeats)
+            speed = {k: [mb / t for t in v] for k, v in secs.items()}
+            for k, v in speed.items():
+                rows.append({"subject": k, "MB": round(mb, 1), "MB/s": Figure.of(v),
+                             "s per GB": Figure.of(1000 / x for x in v)})
+            mine = speed[f"{name} analyser"]
+            comps.append(measured(f"{name}: analyser / flows", mine, speed[floor], anchor=floor,
+                                  unit="MB/s"))
+            if ts in speed:
+                comps.append(measured(f"{name}: analyser / tshark", mine, speed[ts], anchor=ts,
+                                      unit="MB/s", target="> 1"))
     return {
         "title": f"Protocol analysers ({n:,} packets per protocol)",
         "rows": rows,
-        "ratios": ratios,
-        "targets": {"s per GB": "minutes (issue 7: 'a 1 GB pcap in minutes')"},
-        "notes": ["NAME/flows = speed of the analyser relative to the flows analyser on the same "
-                  "capture (the reader's floor); synthetic traffic from each package's encoder",
-                  "tshark time / ours > 1: ours is faster than tshark with the Lua dissector "
-                  "(HTTP: Wireshark's C dissector); tshark includes its start-up (~0.5 s)"],
+        "comparisons": comps,
+        "targets": {},
+        "repeats": repeats,
+        "notes": ["analyser / flows = speed of the analyser relative to the flows analyser on "
+                  "the same capture (the reader's floor); synthetic traffic from each package's "
+                  "encoder",
+                  "analyser / tshark > 1: ours is faster than tshark with the Lua dissector "
+                  "(HTTP: Wireshark's C dissector); tshark includes its start-up (~0.5 s)",
+                  "issue 7 target: a 1 GB pcap in minutes (see 's per GB')"],
     }
