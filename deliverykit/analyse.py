@@ -195,6 +195,10 @@ class FlowAnalyser:
         return {"flows": rows}
 
 
+class UnknownAnalyser(LookupError):
+    """``--only NAME`` names no analyser."""
+
+
 def load_analysers(names: Iterable[str] | None, options: dict) -> list:
     found = {ep.name: ep for ep in entry_points(group=GROUP)}
     wanted = list(names) if names else ["flows", *sorted(found)]
@@ -210,7 +214,7 @@ def load_analysers(names: Iterable[str] | None, options: dict) -> list:
                 continue
             out.append(cls(options))
         else:
-            raise SystemExit(f"unknown analyser {name!r}; known: flows, {', '.join(sorted(found))}")
+            raise UnknownAnalyser(f"unknown analyser {name!r}; known: flows, {', '.join(sorted(found))}")
     return out
 
 
@@ -447,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(dict(o.split("=", 1) for o in args.opt))
     try:
         analysers = load_analysers(args.only, options)
+    except UnknownAnalyser as exc:
+        ap.error(f"--only: {exc.args[0]}")
     except (ValueError, OSError) as exc:  # an analyser rejected its --opt values
         ap.error(f"--opt: {exc}")
     if options.unknown():

@@ -117,3 +117,10 @@ def test_closed_stdout_is_quiet(capture):
     err = p.stderr.read().decode()
     p.stderr.close()
     assert p.wait(60) == 141 and err == "", err
+
+
+def test_unknown_analyser_is_a_usage_error(capture):
+    r = dk(capture, "--only", "bogus")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    assert "--only: unknown analyser 'bogus'; known: flows, corecast, m2c, ppspp, vmc" in line
