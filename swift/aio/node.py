@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, cast
 
@@ -39,6 +40,8 @@ class SwiftNode:
 
     #: seconds between background saves of the verified hashes (resume state)
     SAVE_EVERY = 2.0
+    #: how many channel-close reasons :attr:`closed_reasons` keeps
+    KEEP_REASONS = 256
 
     def __init__(self, peer: Peer, host: str = "127.0.0.1", port: int = 0,
                  on_event: Callable[[Any], None] | None = None) -> None:
@@ -53,7 +56,9 @@ class SwiftNode:
         self._timer: asyncio.TimerHandle | None = None
         self._backlog: list[tuple[bytes, Any]] = []
         self._complete = asyncio.Event()
-        self.closed_reasons: list[str] = []
+        #: why channels closed, the latest KEEP_REASONS (a peer opening and closing
+        #: channels all day must not grow our memory)
+        self.closed_reasons: deque[str] = deque(maxlen=self.KEEP_REASONS)
         self.storage: FileStorage | None = None
         self.state_path: str | None = None
         self._last_save = 0.0

@@ -46,3 +46,34 @@ def test_half_open_channels_expire():
         s.handle_timer(float(t))
     assert len(s.channels) == 0
     assert s.stats.get("half_open_expired", 0) == 20
+
+
+async def test_closed_channel_reasons_are_bounded(tmp_path):
+    """A peer that opens and closes channels all day must not grow the node's
+    memory: ``SwiftNode.closed_reasons`` keeps the latest reasons only."""
+    import asyncio
+    import socket
+
+    from swift.aio.node import SwiftNode, seeder
+    src = tmp_path / "v.bin"
+    src.write_bytes(os.urandom(5000))
+    async with seeder(str(src)) as s:
+        opts = leecher(s.peer.swarm_id, s.peer.config)._our_options(True)
+        ctx = s.peer.ctx
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
+            c.bind(("127.0.0.1", 0))
+            c.setblocking(False)
+            loop = asyncio.get_running_loop()
+            for i in range(1, 601):  # open (three-way), then close, 600 times
+                c.sendto(C.encode_datagram(ctx, 0, [C.Handshake(i, opts)]), s.addr)
+                data = await asyncio.wait_for(loop.sock_recv(c, 65536), 5)
+                theirs = C.decode_raw(data, ctx)[1][0][1]
+                c.sendto(C.encode_datagram(ctx, theirs, [C.Handshake(0)]), s.addr)
+                while True:
+                    try:
+                        c.recv(65536)
+                    except BlockingIOError:
+                        break
+            await asyncio.sleep(0.2)
+        assert len(s.closed_reasons) <= SwiftNode.KEEP_REASONS
+        assert "closed by peer" in s.closed_reasons
