@@ -174,6 +174,8 @@ class Analyser:
         self.foreign = 0
         #: endpoints of datagrams the capture cut short (snap length): their figures are marked
         self.cut: dict[str, int] = {}
+        #: receivers whose figures a cap left incomplete -> which cap
+        self.capped: dict[str, str] = {}
 
     # ------------------------------------------------------------------
     def accepts(self, f) -> bool:
@@ -366,6 +368,8 @@ class Analyser:
                     tp = self.tput[dst] = {}
             if tp is not None and (slot in tp or len(tp) < self.max_samples):
                 tp[slot] = tp.get(slot, 0) + n
+            else:
+                self._cap(dst, "throughput over max-peers/max-samples not counted")
         swarm = conv.swarm if conv is not None else b""
         hashes = self.hashes.pop((src, dst), None) if self.verify_on else None
         if pd is not None and self.verify_on:
@@ -378,15 +382,21 @@ class Analyser:
             if len(self.have) >= 4 * self.max_peers:
                 self.dropped["peers"] += 1
                 bm = bytearray()  # not kept: duplicates of this receiver are not tracked
+                self._cap(dst, "chunk bitmap not kept (max-peers): chunks and duplicates "
+                               "not counted")
             else:
                 bm = self.have[(dst, swarm)] = bytearray()
         req = self.pending_req.get((dst, src))
         pa = self._pair(self.pending_ack, (src, dst))  # None over the cap: no ACK awaited
         ser = self._series(dst, src)
+        if pa is None:
+            self._cap(dst, "DATA awaiting ACK not tracked (max-peers): unacked_chunks and RTTs "
+                           "incomplete")
         for c in range(c0, min(c1, c0 + _MAX_EXPAND - 1) + 1):
             byte, bit = c >> 3, 1 << (c & 7)
             if c < 0 or c >= self.max_chunks or not self._room(bm, byte):
                 self.dropped["chunks_beyond_bitmap"] += 1
+                self._cap(dst, "chunks beyond max-chunks/max-bitmap-bytes not counted")
             else:
                 if pd is not None:
                     if bm[byte] & bit:
@@ -408,6 +418,12 @@ class Analyser:
                 self.state += 1
             else:
                 self.dropped["state"] += 1
+                self._cap(dst, "max-state reached: unacked_chunks and RTTs incomplete")
+
+    def _cap(self, ep: str, why: str) -> None:
+        """A cap left this receiver's figures incomplete (the first reason is kept)."""
+        if ep not in self.capped and len(self.capped) < self.max_peers:
+            self.capped[ep] = why
 
     def _integrity(self, src: str, dst: str, ctx, m: Integrity) -> None:
         """Remember an uncle/peak hash until the next DATA on this path (5.3)."""
@@ -584,8 +600,8 @@ class Analyser:
         if self.foreign:
             errs.append({"what": "UDP datagrams refused: on a port another protocol owns",
                          "count": self.foreign})
-        if self.cut:
-            self._mark_cut(peers, messages, lat, convs, tput)
+        if self.cut or self.capped:
+            self._mark(peers, messages, lat, convs, tput)
         if self.skipped_udp and not self.convs:
             ports = ",".join(map(str, sorted(self.ports)))
             errs.append({"what": "UDP datagrams not followed: no PPSPP handshake seen and not on "
@@ -594,22 +610,22 @@ class Analyser:
         return {"ppspp_peers": peers, "ppspp_messages": messages, "ppspp_latency": lat, "ppspp_conversations": convs,
                 "ppspp_throughput": tput, "ppspp_errors": errs}
 
-    def _mark_cut(self, peers: list[dict], messages: list[dict], lat: list[dict],
-                  convs: list[dict], tput: list[dict]) -> None:
+    def _mark(self, peers: list[dict], messages: list[dict], lat: list[dict],
+              convs: list[dict], tput: list[dict]) -> None:
         """Mark every row an endpoint of a cut datagram feeds (its messages after the cut
-        were not decoded); the other rows get an empty mark (one column set per table)."""
+        were not decoded), and a capped receiver's chunk, ACK and throughput rows; the
+        other rows get an empty mark (one column set per table)."""
         def why(*eps: str) -> str | None:
             n = max((self.cut.get(e, 0) for e in eps), default=0)
             return cut_reason(n) if n else None
 
-        for r in peers + messages:
+        for r in peers + tput + lat:
+            rx = r.get("peer") or r["receiver"]
+            r[UNRELIABLE] = why(rx, r.get("sender", rx)) or self.capped.get(rx)
+        for r in messages:
             r[UNRELIABLE] = why(r["peer"])
-        for r in lat:
-            r[UNRELIABLE] = why(r["receiver"], r["sender"])
         for r in convs:
             r[UNRELIABLE] = why(r["a"], r["b"])
-        for r in tput:
-            r[UNRELIABLE] = why(r["receiver"])
 
     def plots(self, outdir: Path) -> list[Path]:
         if not self.tput and not self.series:

@@ -150,3 +150,17 @@ def test_packets_dropped_by_the_capture_mark_every_figure(tmp_path):
     for name in ("flows", "ppspp"):
         rows = [r for t in report.results[name].values() for r in t]
         assert rows and all(r[UNRELIABLE] for r in rows), name
+
+
+def test_ppspp_caps_mark_the_receiver_they_cut_short():
+    """max-chunks below the content's chunk count: the leecher's chunk count is partial and
+    says so; the seeder's row (it received no DATA) is not marked."""
+    src = _shared("libswift/ref_ls_ls_1k.pcap")
+    _, whole = analyse(src, "ppspp")
+    _, res = analyse(src, "ppspp", {"max-chunks": "100"})
+    peers = {r["peer"]: r for r in res["ppspp_peers"]}
+    full = {r["peer"]: r["chunks_received"] for r in whole["ppspp_peers"]}
+    (leecher,) = [p for p, n in full.items() if n]
+    assert peers[leecher]["chunks_received"] < full[leecher]
+    assert "max-chunks" in peers[leecher][UNRELIABLE]
+    assert all(not r[UNRELIABLE] for p, r in peers.items() if p != leecher)
