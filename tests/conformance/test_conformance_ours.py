@@ -192,6 +192,43 @@ def test_http_proxy_safety_cases_on_varnish_and_squid(tmp_path):
     assert _findings(junit, "age")["varnish"] != "none"
 
 
+UNSAFE_PROXY = textwrap.dedent('''
+    """Our proxy with three of the issue 13 defects put back."""
+    import sys
+    from vmc.aio import proxy, upstream
+    from vmc.core import policy
+
+    upstream._buffered = lambda reader, conn: 0        # item 5: reuse a connection with bytes left behind
+    _verdict = policy.response_verdict
+    def lax(status, headers, now=None):                # item 6: share what must be revalidated
+        v = _verdict(status, headers, now)
+        return policy.SHAREABLE if v.reason == "must-revalidate" else v
+    policy.response_verdict = lax
+    policy.Freshness.fresh = lambda self, resident: True  # ... and let late joiners in while stale
+    _request = upstream.request
+    async def no_interim(*a, on_interim=None, **k):    # item 7: drop 1xx responses
+        return await _request(*a, **k)
+    proxy.up.request = no_interim
+    from vmc.conformance import adapter
+    sys.exit(adapter.main())
+''')
+
+
+@pytest.mark.slow
+def test_http_proxy_safety_cases_catch_an_unsafe_proxy(tmp_path):
+    """The safety cases fail on our proxy with the desync, the must-revalidate sharing and the 1xx drop
+    put back, for exactly those cases, and pass the rest."""
+    script = tmp_path / "unsafe.py"
+    script.write_text(UNSAFE_PROXY)
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "http-proxy", "--impl-name", "unsafe", "-k", "safety")
+    failed = {r["case"].split("::")[1].split("[")[0] for r in res["results"] if r["result"] == "fail"}
+    assert failed == {"test_bytes_past_content_length_never_reach_another_client",
+                      "test_response_that_must_be_revalidated_is_not_shared",
+                      "test_interim_103_is_forwarded"}, cp.stdout[-3000:]
+    assert sum(r["result"] == "fail" for r in res["results"]) == 1 + 5 + 1
+
+
 TRUNCATING_PROXY = textwrap.dedent('''
     """A naive proxy: drops Content-Length and relays until the origin closes (close-delimited)."""
     import socket, sys, threading
