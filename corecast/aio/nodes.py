@@ -21,13 +21,13 @@ import socket
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
+from corecast.aio.http import request, serve
 from corecast.core.client import Client
 from corecast.core.etr import Etr
 from corecast.core.itr import Itr
 from corecast.core.mapserver import MapServer
 from corecast.core.register import Registrar
 from corecast.core.source import Source
-from corecast.aio.http import request, serve
 
 Datagram = tuple[bytes, tuple[str, int]]
 
@@ -93,7 +93,6 @@ class Endpoint:
 
 async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]) -> Endpoint:
     """Bind ``host:port`` and call ``cb(data, addr)`` for every datagram."""
-    from deliverykit.aio import open_udp
 
     def on_batch(items: list, now: float) -> None:
         for data, addr in items:

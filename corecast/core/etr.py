@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corecast.core.mapcache import ntop
-from corecast.wire.codec import DecodeError, decode_cc, decode_ip, decode_udp, CCHeader
+from corecast.wire.codec import CCHeader, DecodeError, decode_cc, decode_ip, decode_udp
 from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
 
 Datagram = tuple[bytes, tuple[str, int]]
@@ -179,6 +179,8 @@ class Etr:
             _s, dport, body = decode_udp(ip.payload)
         except DecodeError:
             return self._drop("malformed")
+        if dport == 0:
+            return self._drop("malformed")
         self.counters["plain_delivered"] += 1
         return [(bytes(body), (ntop(ip.dst), dport))]
 
@@ -208,6 +210,8 @@ class Etr:
             return [(stored.payload, group)]
         if pdu.eid not in self.eids:
             return self._drop("not_our_eid")
+        if pdu.port == 0:  # no UDP destination port 0 (the send would fail: count it here)
+            return self._drop("malformed")
         self.counters["unicast_out"] += 1
         return [(stored.payload, (ntop(pdu.eid), pdu.port))]
 
@@ -220,4 +224,4 @@ class Etr:
         return {k[5:]: v for k, v in self.counters.items() if k.startswith("drop_")}
 
 
-__all__ = ["Etr", "PrefixSet", "StoredPayload", "DROP_REASONS"]
+__all__ = ["DROP_REASONS", "Etr", "PrefixSet", "StoredPayload"]

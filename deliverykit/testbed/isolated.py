@@ -34,8 +34,9 @@ import errno
 import json
 import socket
 import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .core import Testbed
 from .errors import TestbedError
@@ -94,7 +95,7 @@ class IsolatedNamespace:
         self.name: str = self._host.ns
         """The namespace name, for ``ip netns exec NAME ...``."""
 
-    def __enter__(self) -> "IsolatedNamespace":
+    def __enter__(self) -> IsolatedNamespace:
         self._tb.__enter__()
         return self
 

@@ -179,3 +179,16 @@ def test_map_resolver_answers_only_the_itr_rloc_that_asked():
     honest = c.encode_map_request(c.MapRequest(2, (A("198.51.100.9"), A("192.0.2.100")), eid))
     (reply, dst), = ms.handle(honest, ("192.0.2.100", 4342), 0.0)
     assert dst == ("192.0.2.100", 4342) and c.decode_control(reply).nonce == 2
+
+
+def test_destination_port_zero_is_malformed_not_a_failed_send():
+    """Found by the fuzzer (strace showed sendmmsg EINVAL): port 0 is counted, never sent."""
+    e = Etr(CC, eids=SITE, trusted_rlocs=[(ITR, 32)])
+    assert e.handle_data(plain("10.2.0.9", 0), 0, ITR) == []
+    pay, _ = cc_pair("10.2.0.3")
+    e.handle_data(pay, 0, ITR)
+    chan, media = A("10.255.0.1").packed, b"media"
+    zero = LISP + c.build_ip(A("10.0.0.1").packed, chan, 253,
+                             c.encode_cc_header(0, c.digest(1, media), A("10.2.0.3").packed, 0))
+    assert e.handle_data(zero, 0, ITR) == []
+    assert e.drops()["malformed"] == 2
