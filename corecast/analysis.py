@@ -341,6 +341,11 @@ class Analyser:
         if self.cut_frames:
             errs.append({"what": "frames cut by the snap length", "count": self.cut_frames})
             self._mark_cut(out)
+        for r in chans:  # a header whose payload is unknown adds nothing to the equivalent
+            if r["headers_without_known_payload"] and not r.get(UNRELIABLE):
+                r[UNRELIABLE] = (f"{r['headers_without_known_payload']} header PDUs name a payload "
+                                 "not in the capture (or forgotten at max-hashes): "
+                                 "unicast_equivalent_bytes is a lower bound")
         out["corecast_errors"] = errs
         return out
 

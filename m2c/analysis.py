@@ -64,7 +64,7 @@ def _is_multicast(ip: str) -> bool:
 
 class _Group:
     __slots__ = ("session", "group", "dst", "packets", "dataless", "bytes", "first", "last",
-                 "slot_min", "slot_max", "psn_next", "psn_gaps", "slots")
+                 "slot_min", "slot_max", "psn_next", "psn_gaps", "slots", "rows_dropped")
 
     def __init__(self, session: int, group: int, dst: str) -> None:
         self.session, self.group, self.dst = session, group, dst
@@ -74,6 +74,7 @@ class _Group:
         self.slot_max: int | None = None
         self.psn_next: int | None = None
         self.slots: dict[int, int] = {}
+        self.rows_dropped = 0  #: packets in no rate row (max-rows slots already held)
 
 
 class _Receiver:
@@ -185,6 +186,7 @@ class Analyser:
             g.slots[slot] = g.slots.get(slot, 0) + f.length
         else:
             self.c["dropped_rows"] += 1
+            g.rows_dropped += 1
         if _is_multicast(f.dst):
             for r in self.members.get(f.dst, ()):
                 rec = self.receivers[r]
@@ -306,6 +308,12 @@ class Analyser:
                 for who, r in sorted(self.receivers.items())]
         if self.cut_dsts or self.cut_receivers:
             self._mark_cut(groups, rates, recv)
+        capped = {f"{g.session:08x}/{g.group}": g.rows_dropped for g in self.groups.values()
+                  if g.rows_dropped}
+        for r in rates if capped else ():
+            n = capped.get(f"{r['session']}/{r['group']}")
+            if n and not r.get(UNRELIABLE):
+                r[UNRELIABLE] = f"{n} packets of this group in no row (max-rows)"
         errs = [{"what": k, "count": v} for k, v in self.c.items()]
         if self.foreign:
             errs.append({"what": "ALC-shaped datagrams refused: on a port another protocol owns",

@@ -164,3 +164,46 @@ def test_ppspp_caps_mark_the_receiver_they_cut_short():
     assert peers[leecher]["chunks_received"] < full[leecher]
     assert "max-chunks" in peers[leecher][UNRELIABLE]
     assert all(not r[UNRELIABLE] for p, r in peers.items() if p != leecher)
+
+
+def _alc_capture(tmp_path: Path, n: int, slots_per_packet: float = 0.01) -> Path:
+    pk = []
+    for i in range(n):
+        alc = encode(AlcPacket(session=0x1234, toi=0, codepoint=3, slot=0, group=0, psn=i,
+                               buffer_id=0, offset=0, sbn=0, esi=i, payload=bytes(100)))
+        p = Ether() / IP(src="10.0.0.1", dst="239.192.9.1") / UDP(sport=5000, dport=47000) / alc
+        p.time = 1000 + i * slots_per_packet
+        pk.append(p)
+    path = tmp_path / "alc.pcap"
+    wrpcap(str(path), pk)
+    return path
+
+
+def test_m2c_rate_rows_over_max_rows_are_marked(tmp_path):
+    cap = _alc_capture(tmp_path, 30, slots_per_packet=1.0)  # one 0.5 s slot per packet
+    _, res = analyse(cap, "m2c", {"max-rows": "10"})
+    (g,) = res["m2c_groups"]
+    assert g["packets"] == 30
+    assert sum(r["ip_bytes"] for r in res["m2c_rates"]) < g["ip_bytes"]  # partial
+    assert all("max-rows" in r[UNRELIABLE] for r in res["m2c_rates"])
+    _, whole = analyse(cap, "m2c")
+    assert sum(r["ip_bytes"] for r in whole["m2c_rates"]) == g["ip_bytes"]
+    assert all(UNRELIABLE not in r for r in whole["m2c_rates"])
+
+
+def test_corecast_headers_without_payload_mark_the_unicast_equivalent(tmp_path):
+    """OOR's capture carries no CoreCast; a CoreCast header PDU whose payload is not in the
+    capture leaves its channel's unicast equivalent a lower bound."""
+    from corecast.wire.codec import build_ip, decode_cc, encode_cc_header, encode_cc_payload
+    from corecast.wire.codec import encode_lisp_data, make_lisp_data
+
+    lisp = encode_lisp_data(make_lisp_data(nonce=1))
+    chan, src = bytes([10, 255, 0, 1]), bytes([10, 0, 0, 9])
+    h = decode_cc(encode_cc_payload(1, b"p" * 500)).hash
+    hdr = build_ip(src, chan, 253, encode_cc_header(1, h, bytes([10, 1, 0, 1]), 5000))
+    p = Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=61000, dport=4341) / (lisp + hdr)
+    cap = tmp_path / "h.pcap"
+    wrpcap(str(cap), [p])
+    _, res = analyse(cap, "corecast")
+    (ch,) = res["corecast_channels"]
+    assert ch["headers_without_known_payload"] == 1 and "lower bound" in ch[UNRELIABLE]
