@@ -15,6 +15,14 @@ import socket
 import statistics
 import struct
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from bench.harness import Figure, interleaved, measured
+
+if TYPE_CHECKING:
+    from deliverykit.testbed import Netem
 
 STAMP = struct.Struct("!Id")
 PORT = 7300
@@ -69,76 +77,115 @@ def _flow(tb, a, b, count, interval, size):
 REQUIRES = {"root": True}
 
 
-def run(quick: bool) -> dict:
-    from deliverykit.testbed import Netem, Tbf, Testbed, have_root
+def _setup() -> dict[str, float]:
+    from deliverykit.testbed import Testbed
 
-    result: dict = {"title": "testbed: setup, userspace netem throughput, shaping accuracy",
-                    "rows": [], "ratios": {}, "targets": {}, "notes": []}
-    if not have_root():
-        result["notes"].append("needs root: nothing measured")
-        return result
-    rows = result["rows"]
     t0 = time.monotonic()
     with Testbed() as tb:
         a, r, b = tb.host("a"), tb.host("r", forwarding=True), tb.host("b")
         tb.link(a, r, "10.0.1.1/24", "10.0.1.2/24")
         tb.link(r, b, "10.0.2.1/24", "10.0.2.2/24")
-    rows.append({"subject": "setup+teardown, 3-host line", "value": round(time.monotonic() - t0, 3),
-                 "unit": "s"})
+    return {"setup+teardown, 3-host line (s)": time.monotonic() - t0}
+
+
+def _calls(n: int) -> dict[str, float]:
+    from deliverykit.testbed import Netem, Testbed
+
     with Testbed() as tb:
         a, b = tb.host("a"), tb.host("b")
         link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
-        n = 10 if quick else 50
         t0 = time.monotonic()
         for _ in range(n):
             tb.run(a, int)
-        rows.append({"subject": "tb.run() round trip (fork, setns, pickle)",
-                     "value": round((time.monotonic() - t0) / n * 1000, 1), "unit": "ms"})
+        rt = (time.monotonic() - t0) / n * 1000
         t0 = time.monotonic()
         tb.shape(link.a, netem=Netem(delay_ms=1))
-        rows.append({"subject": f"tb.shape() with netem [{tb.netem_backend()}]",
-                     "value": round((time.monotonic() - t0) * 1000), "unit": "ms"})
+        return {"tb.run() round trip, fork+setns+pickle (ms)": rt,
+                f"tb.shape() with netem [{tb.netem_backend()}] (ms)": (time.monotonic() - t0) * 1000}
 
-    flood = 20_000 if quick else 200_000
-    for label, netem in (("plain veth (kernel)", None), ("userspace netem, delay 0", Netem()),
-                         ("userspace netem, delay 5 ms", Netem(delay_ms=5))):
-        with Testbed() as tb:
-            a, b = tb.host("a"), tb.host("b")
-            link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
-            if netem is not None:
-                tb.shape(link.a, netem=netem)
-            n, span, _ = _flow(tb, a, b, flood, 0.0, 200)
-            backend = tb.netem_backend() if netem is not None else "-"
-        rows.append({"subject": f"UDP flood 200 B: {label} [{backend}]",
-                     "value": round(n / span) if span else 0, "unit": "pkt/s delivered",
-                     "delivered": f"{n}/{flood}"})
+
+def _flood(netem: Netem | None, count: int) -> float:
+    from deliverykit.testbed import Testbed
 
     with Testbed() as tb:
         a, b = tb.host("a"), tb.host("b")
         link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
-        _, _, plain = _flow(tb, a, b, 200 if quick else 2000, 0.002, 200)
+        if netem is not None:
+            tb.shape(link.a, netem=netem)
+        n, span, _ = _flow(tb, a, b, count, 0.0, 200)
+    return n / span if span else 0.0
+
+
+def _delay(count: int) -> dict[str, float]:
+    from deliverykit.testbed import Netem, Testbed
+
+    with Testbed() as tb:
+        a, b = tb.host("a"), tb.host("b")
+        link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
+        _, _, plain = _flow(tb, a, b, count, 0.002, 200)
         tb.shape(link.a, netem=Netem(delay_ms=20))
-        n, _, delays = _flow(tb, a, b, 200 if quick else 2000, 0.002, 200)
-    rows.append({"subject": "plain veth at 500 pkt/s: one-way delay, median (wake-up baseline)",
-                 "value": round(statistics.median(plain) * 1000, 3), "unit": "ms"})
+        _, _, delays = _flow(tb, a, b, count, 0.002, 200)
     # the first frames wait for ARP, which itself crosses the 20 ms netem: skip them
     excess = sorted(d - 0.020 for d in delays[50:])
-    rows.append({"subject": "netem 20 ms at 500 pkt/s: excess delay, median",
-                 "value": round(statistics.median(excess) * 1000, 3), "unit": "ms"})
-    rows.append({"subject": "netem 20 ms at 500 pkt/s: excess delay, p99",
-                 "value": round(excess[int(len(excess) * 0.99) - 1] * 1000, 3), "unit": "ms"})
+    return {"plain veth at 500 pkt/s: one-way delay, median (ms)": statistics.median(plain) * 1000,
+            "netem 20 ms at 500 pkt/s: excess delay, median (ms)": statistics.median(excess) * 1000,
+            "netem 20 ms at 500 pkt/s: excess delay, p99 (ms)":
+                excess[int(len(excess) * 0.99) - 1] * 1000}
 
-    rate, size = 4_000_000, 1200
+
+def _tbf(seconds: float, rate: int, size: int) -> float:
+    from deliverykit.testbed import Tbf, Testbed
+
     interval = (size + 42) * 8 / (2 * rate)
     with Testbed() as tb:
         a, b = tb.host("a"), tb.host("b")
         link = tb.link(a, b, "10.0.1.1/24", "10.0.1.2/24")
         tb.shape(link.a, tbf=Tbf(rate_bps=rate, limit_pkts=25))
-        n, span, _ = _flow(tb, a, b, int((1.5 if quick else 5.0) / interval), interval, size)
-    measured = (n - 1) * (size + 42) * 8 / span
-    rows.append({"subject": "tbf 4 Mbit/s under 2x load", "value": round(measured),
-                 "unit": "bit/s"})
-    result["ratios"]["tbf measured/configured"] = round(measured / rate, 4)
+        n, span, _ = _flow(tb, a, b, int(seconds / interval), interval, size)
+    return (n - 1) * (size + 42) * 8 / span
+
+
+def run(quick: bool) -> dict:
+    from deliverykit.testbed import Netem, have_root
+
+    repeats = 2 if quick else 3
+    result: dict = {"title": "testbed: setup, userspace netem throughput, shaping accuracy",
+                    "rows": [], "comparisons": [], "ratios": {}, "targets": {}, "notes": [],
+                    "repeats": repeats}
+    if not have_root():
+        result["notes"].append("needs root: nothing measured")
+        return result
+    flood = 20_000 if quick else 200_000
+    rate, size = 4_000_000, 1200
+    floods: dict[str, Netem | None] = {"plain veth (kernel)": None, "userspace netem, delay 0": Netem(),
+              "userspace netem, delay 5 ms": Netem(delay_ms=5)}
+    subjects: dict[str, Callable[[], object]] = {
+        "setup": _setup, "calls": partial(_calls, 10 if quick else 50),
+        **{f"flood {k}": partial(_flood, v, flood) for k, v in floods.items()},
+        "delay": partial(_delay, 200 if quick else 2000),
+        "tbf": partial(_tbf, 1.5 if quick else 5.0, rate, size),
+    }
+    got = interleaved(subjects, repeats)
+    rows = result["rows"]
+    for key in ("setup", "calls", "delay"):
+        runs: list[dict[str, float]] = got[key]  # type: ignore[assignment]
+        for name in runs[0]:
+            what, unit = name.rsplit(" (", 1)
+            rows.append({"subject": what, "value": Figure.of(r[name] for r in runs),
+                         "unit": unit.rstrip(")")})
+    pps: dict[str, list[float]] = {}
+    for k in floods:
+        pps[k] = [float(x) for x in got[f"flood {k}"]]  # type: ignore[arg-type]
+        rows.append({"subject": f"UDP flood 200 B: {k}", "value": Figure.of(pps[k]),
+                     "unit": "pkt/s delivered"})
+    tbf = [float(x) for x in got["tbf"]]  # type: ignore[arg-type]
+    rows.append({"subject": "tbf 4 Mbit/s under 2x load", "value": Figure.of(tbf), "unit": "bit/s"})
+    for k in list(floods)[1:]:
+        result["comparisons"].append(measured(
+            f"{k} / plain veth", pps[k], pps["plain veth (kernel)"],
+            anchor="UDP flood 200 B: plain veth (kernel)", unit="pkt/s"))
+    result["ratios"]["tbf measured/configured"] = Figure.of(x / rate for x in tbf)
     result["targets"]["tbf measured/configured"] = "within 0.85..1.15 (the test's bound)"
-    result["notes"].append("figures swing 2-3x between runs on a shared 2-core VM")
+    result["notes"].append("figures swing 2-3x between runs on a shared 2-core VM; "
+                           "every measurement repeats interleaved")
     return result
