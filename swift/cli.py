@@ -388,11 +388,11 @@ def _download(a: argparse.Namespace) -> int:
 
     The node (and the resume scan of FILE.part, which reads it whole) is made
     before the event loop runs, so a signal interrupts that scan at once."""
-    from swift.aio.node import downloader
     import shutil
     import tempfile
 
     from swift.aio.files import DownloadPaths, remove_quietly
+    from swift.aio.node import downloader
     try:
         root = bytes.fromhex(a.root)
     except ValueError:

@@ -18,11 +18,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, cast
 
 from deliverykit.fastpath import load, py_send_batch
-
 from swift._fast import SO_TIMESTAMPNS, recv_batch_ts
-from swift.aio.files import CacheStatus, TreeLoad, mhash_path  # noqa: F401  (the API's names)
-from swift.aio.files import (DownloadPaths, fsync_dir, load_or_build_tree, move_state,
-                             remove_quietly, saved_tree)
+from swift.aio.files import (  # noqa: F401  (the API's names)
+    CacheStatus,
+    DownloadPaths,
+    TreeLoad,
+    fsync_dir,
+    load_or_build_tree,
+    mhash_path,
+    move_state,
+    saved_tree,
+)
 from swift.aio.storage import FileStorage
 from swift.core import events as ev
 from swift.core.content import Content
@@ -78,7 +84,7 @@ class SwiftNode:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    async def __aenter__(self) -> "SwiftNode":
+    async def __aenter__(self) -> SwiftNode:
         await self.start()
         return self
 

@@ -11,9 +11,7 @@ import asyncio
 import hashlib
 import os
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
