@@ -392,3 +392,19 @@ def test_bytes_arriving_while_idle_are_never_read_as_a_response(aloop):
         assert r.body == b"for /idle/b", r.body
         assert o.count("/idle/b") == 1
         assert aloop.snapshot(p)["upstream_connections_dirty"] == 1
+
+
+def test_a_joiner_arriving_after_the_response_went_stale_is_not_shared(aloop):
+    """RFC 9111 sec. 4.2: ``max-age=1`` is shareable on arrival, but not with a client arriving 1.5 s later."""
+    fields = [("cache-control", "max-age=1")]
+    with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=40, pause=0.1)) as o:
+        p = aloop.proxy(o.authority)
+        th, a, first_byte = start_fetch(p.address, "/short-lived", timeout=30)
+        assert first_byte.wait(10)
+        time.sleep(1.5)
+        b = fetch(p.address, "/short-lived", timeout=30)
+        th.join(30)
+        assert a.body == BODY == b.body
+        assert o.count("/short-lived") == 2
+        snap = aloop.snapshot(p)
+        assert snap["not_shared"] == {"stale": 1} and snap["joins"] == 0, snap["not_shared"]
