@@ -4,22 +4,24 @@ session's base group and port while a real ``m2c send`` transfer runs beside it
 write the file with a verified SHA-256.
 
 From the session's source address (127.0.0.1, the sender's own) the fuzzer sends
-what the receiver can tell from the real thing: genuine datagrams with bits
-flipped, cut or extended (the EXT_M2C_CRC fails: ``rejected``), random bytes
-(``rejected``), well-formed packets of another session (``rejected``), of another
-object, block, ESI range or symbol length (``ignored``) and of another group
-(``wrong_group``).  From other addresses (127.0.0.2, 127.9.9.9) it sends anything,
-including well-formed packets that would be harmful if believed: close-session
-(flag A) packets and garbage symbols of the file's real blocks; the source address
-check drops them before decoding (``foreign_source``).  What this test does not
+what the receiver can tell from the real thing: genuine datagrams through the
+shared byte mutators of tests/fuzz/conftest.py (bits flipped, cut, extended,
+overwritten, spliced, random bytes: the EXT_M2C_CRC fails, ``rejected``),
+well-formed packets of another session (``rejected``), of another object, block,
+ESI range or symbol length (``ignored``) and of another group (``wrong_group``).
+From other addresses (127.0.0.2, 127.9.9.9) it sends anything, including
+well-formed packets that would be harmful if believed: scapy field mutations of
+genuine packets with the checksum recomputed (the A flag, TSI, TOI, SBN, ESI...),
+close-session packets and garbage symbols of the file's real blocks; the source
+address check drops them before decoding (``foreign_source``).  What this test does not
 send, because no receiver without RFC 6584 authentication can tell it from the
 sender: well-formed garbage symbols or close-session packets *from the source
 address* (docs/security/m2c.md).  The sans-IO cores under crafted packets:
 tests/m2c/test_m2c_fuzz_receivers.py.
 
-Bounded: at most MAX_DATAGRAMS datagrams and FUZZ_SECONDS s of fuzzing; the
-processes are reaped and the files are in pytest's tmp_path.  Replay a failure
-with its seed (the test id).
+Bounded: at most MAX_DATAGRAMS datagrams and max(FUZZ_SECONDS, 3) * 4 s of
+fuzzing (it ends when the receiver exits); the processes are reaped and the files
+are in pytest's tmp_path.  ``FUZZ_SEED=N`` replays a run (the seed is printed).
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ import pytest
 from m2c.core.filetx import FileSender, SessionDescription
 from m2c.wire import codec
 from m2c.wire.codec import AlcPacket
+from m2c.wire.layers import LCT, ExtM2CCRC
 
-MAX_DATAGRAMS = 30_000
-FUZZ_SECONDS = 25.0
-"""safety bounds of the fuzz loop; it ends when the receiver exits"""
+from .conftest import Mutator, bounded
+
+MAX_DATAGRAMS = 60_000
+"""safety bound of the fuzz loop (with its time bound); it ends when the receiver exits"""
 FOREIGN = ("127.0.0.2", "127.9.9.9")
 
 
@@ -76,8 +80,19 @@ def _sender_socket(src: str) -> socket.socket:
     return s
 
 
-class Mutator:
-    """Datagrams for the fuzz loop, from genuine packets of the session (seeded)."""
+def _rebuildable(wire: bytes) -> LCT:
+    """``wire`` dissected, with the header length, CCI and checksum left for scapy to
+    recompute: a field mutation of it is a well-formed packet."""
+    p = LCT(wire)
+    p.hdr_len = p.cci = None
+    for ext in p.ext:
+        if isinstance(ext, ExtM2CCRC):
+            ext.crc = None
+    return p
+
+
+class Datagrams:
+    """What the fuzz loop sends, from genuine packets of the session (seeded)."""
 
     def __init__(self, sd: SessionDescription, data: bytes, rnd: random.Random) -> None:
         self.sd = sd
@@ -86,28 +101,22 @@ class Mutator:
         self.genuine: list[AlcPacket] = []
         while len(self.genuine) < 300:
             self.genuine += [pkt for _pdu, pkt in fs.next_pdus() if not pkt.data_less]
+        wires = [codec.encode(p) for p in self.genuine]
+        # byte mutations of genuine datagrams (conftest): never well-formed, except a
+        # mutation that gives a genuine datagram back, which is harmless
+        self.bytes_mutator = Mutator(wires, random.Random(rnd.getrandbits(32)))
+        scapy_seeds = [_rebuildable(w) for w in wires[:40]]
+        assert bytes(scapy_seeds[0]) == wires[0]  # the layers rebuild the codec's bytes
+        self.fields_mutator = Mutator(scapy_seeds, random.Random(rnd.getrandbits(32)),
+                                      weights={"fields": 1})
         self.blocks = sd.partition().blocks
 
     def _pick(self) -> AlcPacket:
         return self.rnd.choice(self.genuine)
 
     # --- from the source address: each is dropped and counted --------------
-    def flipped(self) -> bytes:
-        b = bytearray(codec.encode(self._pick()))
-        for _ in range(self.rnd.randint(1, 4)):
-            i = self.rnd.randrange(len(b))
-            b[i] ^= 1 << self.rnd.randrange(8)
-        return bytes(b)
-
-    def cut(self) -> bytes:
-        b = codec.encode(self._pick())
-        return b[:self.rnd.randrange(len(b))]
-
-    def extended(self) -> bytes:
-        return codec.encode(self._pick()) + self.rnd.randbytes(self.rnd.randint(1, 64))
-
-    def random_bytes(self) -> bytes:
-        return self.rnd.randbytes(self.rnd.choice([0, 1, 3, 4, 8, 20, 44, 100, 1500]))
+    def mutated(self) -> bytes:
+        return self.bytes_mutator.one()
 
     def other_session(self) -> bytes:
         return codec.encode(dataclasses.replace(self._pick(),
@@ -130,25 +139,31 @@ class Mutator:
         """Well formed, but names group 1 while it arrives on the base group's socket."""
         return codec.encode(dataclasses.replace(self._pick(), group=1))
 
-    SOURCE = ("flipped", "cut", "extended", "random_bytes", "other_session",
-              "not_of_this_file", "wrong_group")
+    def from_source(self) -> bytes:
+        r = self.rnd.random()
+        if r < 0.55:
+            return self.mutated()
+        if r < 0.7:
+            return self.other_session()
+        if r < 0.85:
+            return self.not_of_this_file()
+        return self.wrong_group()
 
     # --- from other addresses: harmful if believed ---------------------------
     def forged(self) -> bytes:
+        r = self.rnd.random()
+        if r < 0.4:  # any header field, checksum recomputed
+            return self.fields_mutator.one()
         p = self._pick()
-        if self.rnd.random() < 0.3:  # "the session is over"
+        if r < 0.6:  # "the session is over"
             return codec.encode(dataclasses.replace(p, close_session=True, data_less=True,
                                                     payload=b"", sbn=0, esi=0))
         return codec.encode(dataclasses.replace(p, payload=self.rnd.randbytes(len(p.payload))))
 
-    def from_source(self) -> bytes:
-        return getattr(self, self.rnd.choice(self.SOURCE))()
-
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2])
-def test_live_receiver_survives_fuzz_and_verifies_the_file(tmp_path, seed):
-    rnd = random.Random(seed)
+def test_live_receiver_survives_fuzz_and_verifies_the_file(tmp_path, fuzz_seconds, fuzz_rng):
+    rnd = fuzz_rng
     data = rnd.randbytes(1_000_000)
     src = tmp_path / "f.bin"
     src.write_bytes(data)
@@ -167,27 +182,26 @@ def test_live_receiver_survives_fuzz_and_verifies_the_file(tmp_path, seed):
         _wait_for(sdp)
         sd = SessionDescription.from_json(sdp.read_text())
         base = (sd.groups[0][0], int(sd.groups[0][1]))
-        mut = Mutator(sd, data, rnd)
+        mut = Datagrams(sd, data, rnd)
         rx = _m2c("receive", str(sdp), "-o", str(out), "--json", str(result), "-q",
                   "--timeout", "80", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        t_end = time.monotonic() + FUZZ_SECONDS
-        n = 0
-        while rx.poll() is None and n < MAX_DATAGRAMS and time.monotonic() < t_end:
-            for _ in range(40):  # ~4,000 datagrams/s beside the ~350/s of the transfer
-                if rnd.random() < 0.7:
-                    socks["127.0.0.1"].sendto(mut.from_source(), base)
-                    sent["source"] += 1
-                else:
-                    socks[rnd.choice(FOREIGN)].sendto(mut.forged(), base)
-                    sent["foreign"] += 1
-                n += 1
-            time.sleep(0.01)
+        for n in bounded(range(MAX_DATAGRAMS), max(fuzz_seconds, 3.0) * 4, MAX_DATAGRAMS):
+            if rnd.random() < 0.7:
+                socks["127.0.0.1"].sendto(mut.from_source(), base)
+                sent["source"] += 1
+            else:
+                socks[rnd.choice(FOREIGN)].sendto(mut.forged(), base)
+                sent["foreign"] += 1
+            if n % 40 == 39:  # ~4,000 datagrams/s beside the ~350/s of the transfer
+                if rx.poll() is not None:
+                    break
+                time.sleep(0.01)
         _out, err = rx.communicate(timeout=90)
     finally:
         for s in socks.values():
             s.close()
         _reap(snd, rx)
-    assert rx.returncode == 0, (seed, err)
+    assert rx.returncode == 0, err
     assert "Traceback" not in err
     res = json.loads(result.read_text())
     assert res["ok"] is True and res["stopped"] is False
