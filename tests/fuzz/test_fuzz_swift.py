@@ -1,5 +1,7 @@
 """A live PPSPP seeder and a live leecher on loopback, fed mutated and random
-datagrams while the leecher downloads from the seeder (issue 13, "Done when": fuzz).
+datagrams while the leecher downloads from the seeder (issue 13, "Done when": fuzz);
+and a tracker peer under the same fuzzing while a leecher that knows only the
+tracker finds the seeder through it and downloads.
 
 Two fuzzers run beside the download for ``FUZZ_SECONDS`` (bounded in time and count):
 
@@ -247,5 +249,57 @@ async def test_fuzzed_seeder_and_leecher_stay_up_and_the_download_completes(tmp_
             assert to_blind <= sent_blind["seeder"], (to_blind, sent_blind)
             to_blind = _check_destinations("leecher", d_sent, {s.addr})
             assert to_blind <= sent_blind["leecher"], (to_blind, sent_blind)
+    with open(src, "rb") as f1, open(out, "rb") as f2:
+        assert hashlib.sha256(f1.read()).digest() == hashlib.sha256(f2.read()).digest()
+
+
+async def test_a_fuzzed_tracker_still_introduces_the_seeder(tmp_path):
+    """A tracker peer under the same fuzzing: it stays up, counts its drops, sends
+    only to peers that handshook with it (HANDSHAKE/HAVE to blind senders), and a
+    leecher that knows only the tracker finds the seeder by PEX and completes."""
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer
+
+    seed = int(os.environ.get("FUZZ_SEED", random.SystemRandom().randrange(1 << 32)))
+    print(f"fuzz seed {seed} (FUZZ_SEED={seed} reproduces this run)")
+    rng = random.Random(seed)
+    seconds = float(os.environ.get("FUZZ_SECONDS", "3"))
+    src = tmp_path / "v.bin"
+    src.write_bytes(os.urandom(1_000_000))
+    out = tmp_path / "r.bin"
+    async with seeder(str(src), PeerConfig(upload_rate=500_000)) as s:
+        root = s.peer.swarm_id
+        tcfg = PeerConfig(tracker=True)
+        tracker = SwiftNode(Peer(Content(MerkleTree.for_root(root), MemoryStorage()), tcfg))
+        async with tracker:
+            t_sent = _record_sends(tracker)
+            s.connect(tracker.addr)  # the seeder registers
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if tracker.peer.established:
+                    break
+            ctx = tracker.peer.ctx
+            OPTIONS[root] = s.peer._our_options(True)
+            targets = [Target("tracker", tracker.addr,
+                              _seeds(ctx, root, list(tracker.peer.channels), 1000), BLIND)]
+            blind = asyncio.to_thread(fuzz_udp, targets, seconds, rng.getrandbits(32),
+                                      MAX_DATAGRAMS, lambda _n: time.sleep(0.002))
+            est = _established_fuzzer(tracker.addr, root, ctx, random.Random(rng.getrandbits(32)),
+                                      seconds, 1000)
+            async with downloader(root, str(out), PeerConfig(pex_connect=True)) as d:
+                d_sent = _record_sends(d)
+                d.connect(tracker.addr)  # knows only the tracker
+                sent_blind, sent_est = await asyncio.gather(blind, est)
+                assert await d.wait_complete(90), f"download incomplete: {d.progress}"
+            print(f"blind {sent_blind}, established {sent_est}; tracker stats {tracker.peer.stats}")
+            assert tracker.error is None and tracker.sock is not None
+            st = tracker.peer.stats
+            assert st.get("internal_error", 0) == 0
+            assert st["malformed"] > 0 and st["refused"] > 0 and st["unknown_channel"] > 0
+            assert st["verified"] == 0 and st["sent_data"] == 0  # a tracker never moves content
+            to_blind = _check_destinations("tracker", t_sent, {s.addr, d.addr})
+            assert to_blind <= sent_blind["tracker"]
+            _check_destinations("leecher", d_sent, {tracker.addr, s.addr})
     with open(src, "rb") as f1, open(out, "rb") as f2:
         assert hashlib.sha256(f1.read()).digest() == hashlib.sha256(f2.read()).digest()
