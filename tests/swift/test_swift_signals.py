@@ -155,6 +155,41 @@ def test_download_progress_goes_to_stderr_only(tmp_path, content):
     assert "100000 bytes verified" in r.stderr
 
 
+def test_download_draws_its_bar_on_a_terminal_stderr_only(tmp_path, content):
+    """stderr a terminal (a pty), stdout a pipe: the bar goes to the terminal, stdout
+    stays empty; with stderr not a terminal and no --progress, no bar at all."""
+    import pty
+    seed = SwiftProcess(["seed", str(content), "--host", "127.0.0.1", "--port", "0"])
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([sys.executable, "-m", "swift", "download", seed.id, "--peer",
+                            seed.peer, "-o", str(tmp_path / "r.bin"), "--timeout", "30"],
+                           stdout=subprocess.PIPE, stderr=slave, timeout=60)
+        os.close(slave)
+        slave = -1
+        tty = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            tty += chunk
+        plain = subprocess.run([sys.executable, "-m", "swift", "download", seed.id, "--peer",
+                                seed.peer, "-o", str(tmp_path / "p.bin"), "--timeout", "30"],
+                               capture_output=True, text=True, timeout=60)
+    finally:
+        seed.stop()
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    assert r.returncode == 0 and r.stdout == b""
+    assert "━".encode() in tty and b"bytes verified" in tty
+    assert plain.returncode == 0 and plain.stdout == ""
+    assert "━" not in plain.stderr and "100000 bytes verified" in plain.stderr
+
+
 HELP_CMDS = [[], ["seed"], ["download"], ["tracker"], ["hash"], ["live-source"], ["live-view"],
              ["demo"], ["experiment", "vod-swarm"], ["experiment", "flashcrowd"]]
 
