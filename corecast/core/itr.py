@@ -35,6 +35,8 @@ pending packets) and :meth:`Itr.state_size` reports it.
 
 from __future__ import annotations
 
+import ipaddress
+
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -174,6 +176,7 @@ class Itr:
         }
         for r in DROP_REASONS:
             self.counters["drop_" + r] = 0
+        self.counters["reply_records_refused"] = 0
 
     # ----------------------------------------------------------------- helpers
 
@@ -349,9 +352,14 @@ class Itr:
         if not isinstance(msg, MapReply) or msg.nonce not in self._requests:
             self.counters["drop_malformed"] += 1
             return []
-        del self._requests[msg.nonce]
+        eid = self._requests.pop(msg.nonce)
         self.counters["map_replies"] += 1
-        events, released = self.mapcache.install_records(msg.records, now, msg.echo_nonce)
+        # RFC 9301 sec. 5.4: a record answers our request only if its prefix covers the EID we
+        # asked for; an unrelated one would steer traffic for EIDs nobody asked about (a
+        # reply for 10.2.0.9 installing 198.51.100.0/24 -> some RLOC): counted, not installed
+        records = [r for r in msg.records if _covers(r.prefix, eid)]
+        self.counters["reply_records_refused"] += len(msg.records) - len(records)
+        events, released = self.mapcache.install_records(records, now, msg.echo_nonce)
         self.events.extend(events)
         out: list[Datagram] = []
         for _eid, pkts in released:
@@ -440,3 +448,10 @@ def host_of(addr: bytes) -> str:
 
 
 __all__ = ["Itr", "ChannelBuffer", "Datagram", "DROP_REASONS"]
+
+
+def _covers(prefix: ipaddress.IPv4Network | ipaddress.IPv6Network, eid: bytes) -> bool:
+    """Does ``prefix`` contain the packed address ``eid`` (same family)?"""
+    if prefix.version != (4 if len(eid) == 4 else 6):
+        return False
+    return ipaddress.ip_address(eid) in prefix

@@ -192,3 +192,23 @@ def test_destination_port_zero_is_malformed_not_a_failed_send():
                              c.encode_cc_header(0, c.digest(1, media), A("10.2.0.3").packed, 0))
     assert e.handle_data(zero, 0, ITR) == []
     assert e.drops()["malformed"] == 2
+
+
+def test_itr_installs_only_reply_records_covering_the_eid_it_asked_for():
+    """A Map-Reply may carry other records; one not covering the requested EID (here
+    198.51.100.0/24 to a stranger's RLOC) would steer traffic nobody asked about: refused."""
+    from corecast.core.itr import Itr
+    from corecast.core.mapcache import MapCache
+
+    itr = Itr("192.0.2.100", CC, MapCache(), map_resolver=("192.0.2.200", 4342), seed=1)
+    inner = c.build_ip(A("10.0.0.1").packed, A("10.2.0.9").packed, 17, c.build_udp(1, 7, b"x"))
+    (ecm, _), = itr.handle_inner(inner, 0.0)
+    _ip, _sp, _dp, req = c.ecm_unwrap(c.decode_control(ecm))
+    nonce = c.decode_control(req).nonce
+    good = c.EidRecord(ipaddress.ip_network("10.2.0.0/16"), (c.LocatorRecord(A("192.0.2.2")),), 10)
+    evil = c.EidRecord(ipaddress.ip_network("198.51.100.0/24"), (c.LocatorRecord(A("203.0.113.66")),), 10)
+    out = itr.handle_control(c.encode_map_reply(c.MapReply(nonce, (evil, good))), 0.1)
+    assert [dst for _, dst in out] == [("192.0.2.2", 4341)]  # the queued packet, to the right RLOC
+    assert itr.counters["reply_records_refused"] == 1
+    other = c.build_ip(A("10.0.0.1").packed, A("198.51.100.1").packed, 17, c.build_udp(1, 7, b"y"))
+    assert all(dst[0] != "203.0.113.66" for _, dst in itr.handle_inner(other, 0.2))
