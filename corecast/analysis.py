@@ -47,7 +47,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from corecast.core.maptrie import PrefixTrie, parse_prefix
-from deliverykit.analyse import UNRELIABLE, cut_reason
 from corecast.wire.codec import CCHeader, DecodeError, decode_cc, decode_ip, decode_udp, digest
 from corecast.wire.constants import (
     CORECAST_UDP_PORT,
@@ -56,6 +55,7 @@ from corecast.wire.constants import (
     LISP_DATA_PORT,
     LispType,
 )
+from deliverykit.analyse import UNRELIABLE, cut_reason
 
 _TYPE_NAMES = {t.value: t.name.replace("_", "-").title() for t in LispType}
 ITR_INSIDE_PORT = 9341  # corecast.deploy's ITR inside port (kept here: deploy imports asyncio)

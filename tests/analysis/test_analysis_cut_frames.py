@@ -87,7 +87,7 @@ def test_corecast_cut_lisp_data_marks_its_link_only(tmp_path):
     # the LISP data toward OOR's RLOC 10.201.0.1 cut inside the inner packet: still LISP
     n = snapped(src, cap, 14 + 20 + 8 + 8 + 24,
                 lambda i, d: d[14 + 16:14 + 20] == bytes([10, 201, 0, 1]) and len(d) > 90)
-    report, res = analyse(cap, "corecast")
+    _, res = analyse(cap, "corecast")
     assert n > 0
     links = {r["rloc"]: r for r in res["corecast_links"]}
     links0 = {r["rloc"]: r for r in res0["corecast_links"]}
@@ -194,8 +194,14 @@ def test_m2c_rate_rows_over_max_rows_are_marked(tmp_path):
 def test_corecast_headers_without_payload_mark_the_unicast_equivalent(tmp_path):
     """OOR's capture carries no CoreCast; a CoreCast header PDU whose payload is not in the
     capture leaves its channel's unicast equivalent a lower bound."""
-    from corecast.wire.codec import build_ip, decode_cc, encode_cc_header, encode_cc_payload
-    from corecast.wire.codec import encode_lisp_data, make_lisp_data
+    from corecast.wire.codec import (
+        build_ip,
+        decode_cc,
+        encode_cc_header,
+        encode_cc_payload,
+        encode_lisp_data,
+        make_lisp_data,
+    )
 
     lisp = encode_lisp_data(make_lisp_data(nonce=1))
     chan, src = bytes([10, 255, 0, 1]), bytes([10, 0, 0, 9])
