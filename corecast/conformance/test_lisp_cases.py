@@ -286,6 +286,31 @@ def test_etr_survives_malformed_packets(impl):
         assert rig.received(2.0) == [b"still alive"]
 
 
+@pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 4, 6", role="etr")
+def test_etr_is_not_an_open_relay(impl):
+    """An ETR decapsulates only for its own site's EIDs: an inner packet to an address outside
+    every --prefix (127.0.0.2, on the same host) is dropped; a packet to the site that follows
+    it is delivered, so the first one was handled, not merely slow."""
+    outside = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    outside.bind(("127.0.0.2", 0))
+    outside.settimeout(0.3)
+    try:
+        with EtrRig(impl, cc=False) as rig:
+            hdr = encode_lisp_data(make_lisp_data(nonce=7))
+            relay = build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address("127.0.0.2").packed,
+                             17, build_udp(40000, outside.getsockname()[1], b"relay me"))
+            rig.send(hdr, relay)
+            rig.send(hdr, rig.plain(b"to the site"))
+            assert rig.received(2.0) == [b"to the site"]
+            try:
+                leaked = outside.recvfrom(65536)[0]
+            except (TimeoutError, socket.timeout):
+                leaked = None
+            assert leaked is None, "the ETR delivered to an address outside its EID prefixes"
+    finally:
+        outside.close()
+
+
 def _cc(rig: EtrRig, chan: str, pdu: bytes) -> None:
     inner = build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address(chan).packed,
                      IPPROTO_CORECAST, pdu)
