@@ -460,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--opt: no analyser run here takes {', '.join(options.unknown())} (they take: {known})")
     if args.json:  # before reading a capture that may take minutes
         _check_file("--json", args.json)
+        if args.json != "-" and Path(args.json).resolve() == Path(args.capture).resolve():
+            raise OutputError(f"--json {args.json}: is the capture itself")
     for opt, value in (("--csv", args.csv), ("--plots", args.plots)):
         if value:
             _check_dir(opt, value)

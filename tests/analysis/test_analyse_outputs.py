@@ -124,3 +124,10 @@ def test_unknown_analyser_is_a_usage_error(capture):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if "error" in ln]
     assert "--only: unknown analyser 'bogus'; known: flows, corecast, m2c, ppspp, vmc" in line
+
+
+def test_json_over_the_capture_is_refused(tmp_path, capture):
+    cap = tmp_path / "c.pcap"
+    cap.write_bytes(capture.read_bytes())
+    _one_error_line(dk(cap, "--json", cap), "is the capture itself")
+    assert cap.read_bytes() == capture.read_bytes()
