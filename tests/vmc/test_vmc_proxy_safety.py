@@ -408,3 +408,21 @@ def test_a_joiner_arriving_after_the_response_went_stale_is_not_shared(aloop):
         assert o.count("/short-lived") == 2
         snap = aloop.snapshot(p)
         assert snap["not_shared"] == {"stale": 1} and snap["joins"] == 0, snap["not_shared"]
+
+
+@pytest.mark.parametrize("cc, shared", [("max-age=0", False), ("max-age=3600", True)])
+def test_a_request_max_age_bounds_the_age_of_a_shared_answer(aloop, cc, shared):
+    """RFC 9111 sec. 5.2.1.1: a client sending ``Cache-Control: max-age=0`` (a browser reload) does not
+    accept an answer older than that: it is not joined to a stream that has been in flight for 1 s."""
+    fields = [("cache-control", "max-age=600")]
+    with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=30, pause=0.1)) as o:
+        p = aloop.proxy(o.authority)
+        th, a, first_byte = start_fetch(p.address, "/reload", timeout=30)
+        assert first_byte.wait(10)
+        time.sleep(1.1)
+        b = fetch(p.address, "/reload", [("cache-control", cc)], timeout=30)
+        th.join(30)
+        assert a.body == BODY == b.body
+        assert o.count("/reload") == (1 if shared else 2)
+        if not shared:
+            assert aloop.snapshot(p)["not_shared"] == {"request-max-age": 1}

@@ -327,8 +327,13 @@ class Proxy(Downstream):
         if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
             self.stats.not_shared["vary-mismatch"] += 1
             return False
-        if not s.freshness.fresh(self.clock() - s.received_at):
+        resident = self.clock() - s.received_at
+        if not s.freshness.fresh(resident):
             self.stats.not_shared["stale"] += 1  # RFC 9111 sec. 4.2: no reuse without validation
+            return False
+        limit = policy.request_max_age(headers)
+        if limit is not None and s.freshness.age(resident) > limit:
+            self.stats.not_shared["request-max-age"] += 1  # RFC 9111 sec. 5.2.1.1
             return False
         return True
 

@@ -21,7 +21,8 @@ Response side (:func:`response_verdict`):
   explicit freshness lifetime (``s-maxage``, else ``max-age``, else ``Expires`` minus
   ``Date``; an invalid one counts as already expired, sec. 4.2.1, 5.3) longer than its
   age. A joiner is a reuse without validation, so it is allowed only while the
-  response is fresh (:class:`Freshness`); its answer carries ``Age`` (sec. 4, 5.1).
+  response is fresh (:class:`Freshness`) and no older than the joiner's own
+  ``max-age`` (sec. 5.2.1.1); its answer carries ``Age`` (sec. 4, 5.1).
   A response with no explicit lifetime is shared while in flight (heuristic freshness, sec. 4.2.2);
 - no ``Content-Encoding`` other than identity unless the joiner's
   ``Accept-Encoding`` selected the same (covered by Vary when the origin sets it).
@@ -155,6 +156,16 @@ def freshness(headers: Headers, now: float | None = None) -> Freshness:
     if date is not None and now is not None:
         age = max(age, now - date)
     return Freshness(lifetime, age)
+
+
+def request_max_age(headers: Headers) -> int | None:
+    """A request's ``Cache-Control: max-age`` (RFC 9111 sec. 5.2.1.1): the oldest answer, in seconds,
+    the client accepts without validation (an invalid value counts as 0); None when absent."""
+    cc = directive_values(headers)
+    if b"max-age" not in cc:
+        return None
+    arg = cc[b"max-age"]
+    return int(arg) if arg is not None and arg.isdigit() else 0
 
 
 def response_verdict(status: int, headers: Headers, now: float | None = None) -> Verdict:
