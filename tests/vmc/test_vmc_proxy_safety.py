@@ -426,3 +426,46 @@ def test_a_request_max_age_bounds_the_age_of_a_shared_answer(aloop, cc, shared):
         assert o.count("/reload") == (1 if shared else 2)
         if not shared:
             assert aloop.snapshot(p)["not_shared"] == {"request-max-age": 1}
+
+
+# ------------------------------------------------------------------ the sans-IO pieces
+
+def test_admission_evicts_incomplete_first_then_kept_alive_never_busy():
+    from vmc.core.admission import Admission, Phase
+
+    adm = Admission(3)
+    for conn, t in ((1, 0.0), (2, 1.0), (3, 2.0)):
+        assert adm.admit(conn, t).admitted
+    adm.move(1, Phase.BUSY, 3.0)
+    adm.move(2, Phase.HEAD, 3.5)   # part of a head
+    adm.move(3, Phase.BUSY, 4.0)
+    d = adm.admit(4, 5.0)          # only 2 lacks a complete request
+    assert (d.admitted, d.evict, d.evicted_phase) == (True, 2, Phase.HEAD)
+    adm.move(4, Phase.BUSY, 5.5)
+    adm.move(1, Phase.KEPT, 6.0)   # served, kept alive
+    d = adm.admit(5, 7.0)
+    assert (d.evict, d.evicted_phase) == (1, Phase.KEPT)
+    adm.move(5, Phase.BUSY, 7.5)
+    assert adm.admit(6, 8.0) == type(d)(False)  # every slot answering: refuse
+    adm.leave(3)
+    assert adm.admit(6, 9.0) == type(d)(True)
+    assert len(adm) == 3
+
+
+@pytest.mark.parametrize("fields, now, lifetime, age", [
+    ([(b"cache-control", b"max-age=60")], None, 60.0, 0.0),
+    ([(b"cache-control", b"max-age=60, s-maxage=5")], None, 5.0, 0.0),      # s-maxage wins for a shared cache
+    ([(b"cache-control", b"max-age=60"), (b"cache-control", b"max-age=0")], None, 60.0, 0.0),  # first wins
+    ([(b"cache-control", b"max-age=soon")], None, 0.0, 0.0),               # invalid: stale
+    ([(b"expires", b"Thu, 01 Jan 2026 00:01:00 GMT"), (b"date", b"Thu, 01 Jan 2026 00:00:00 GMT")],
+     None, 60.0, 0.0),
+    ([(b"expires", b"0")], None, 0.0, 0.0),                                  # RFC 9111 sec. 5.3
+    ([(b"cache-control", b"max-age=60"), (b"age", b"7")], None, 60.0, 7.0),
+    ([(b"date", b"Thu, 01 Jan 2026 00:00:00 GMT")], 1767225610.0, None, 10.0),  # apparent age from Date
+    ([], None, None, 0.0),
+])
+def test_freshness(fields, now, lifetime, age):
+    from vmc.core.policy import freshness
+
+    f = freshness(fields, now)
+    assert (f.lifetime, f.initial_age) == (lifetime, age)
