@@ -239,6 +239,19 @@ def _make_itr(a: argparse.Namespace, rloc: str):
                instance_id=iid)
 
 
+async def _watch_resolver(role: str, itr: Any, after: int = 3) -> None:
+    """One warning line when Map-Requests keep going unanswered (the resolver is down or wrong)."""
+    while True:
+        await asyncio.sleep(0.5)
+        sent = itr.counters["map_requests_sent"]
+        if sent >= after and itr.counters["map_replies"] == 0:
+            host, port = itr.map_resolver
+            _say(role, f"warning: {sent} Map-Requests to {host}:{port} and no Map-Reply: is the "
+                       "map-resolver running there (corecast mapserver --addr)? Packets to unmapped "
+                       "EIDs wait, then are dropped (drops.pending)")
+            return
+
+
 def _event(e: Any) -> dict:
     return {"event": type(e).__name__, **{f: _jsonable(getattr(e, f)) for f in e.__slots__}}
 
@@ -263,6 +276,8 @@ async def _itr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     try:
         await node.start()
         _ready("itr", rloc=a.rloc, inside=a.inside, xtr=xtr is not None)
+        if itr.map_resolver is not None:
+            node.tasks.append(asyncio.create_task(_watch_resolver("itr", itr)))
         await _run_until(stopper, a.duration)
     finally:
         await node.close()
@@ -300,6 +315,8 @@ async def _source(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     try:
         await node.start(stream=False)
         _ready("source", eid=a.eid, http_port=node.http_port, channels=a.channel)
+        if itr is not None and itr.map_resolver is not None:
+            node.tasks.append(asyncio.create_task(_watch_resolver("source", itr)))
         if await _wait_subscribers(src, a.wait_subscribers, a.duration, stopper):
             node.start_streaming()
             await _run_until(stopper, a.duration, node.running)

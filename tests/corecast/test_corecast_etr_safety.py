@@ -212,3 +212,25 @@ def test_itr_installs_only_reply_records_covering_the_eid_it_asked_for():
     assert itr.counters["reply_records_refused"] == 1
     other = c.build_ip(A("10.0.0.1").packed, A("198.51.100.1").packed, 17, c.build_udp(1, 7, b"y"))
     assert all(dst[0] != "203.0.113.66" for _, dst in itr.handle_inner(other, 0.2))
+
+
+def test_itr_says_once_when_its_map_resolver_never_answers():
+    b = random.randint(1, 250)
+    pre = f"127.91.{b}"
+    itr = subprocess.Popen(PY + ["itr", "--rloc", f"{pre}.2", "--inside", f"{pre}.2:9341", "--cc-range",
+                                 "10.255.0.0/16", "--map-resolver", f"{pre}.3", "--duration", "30"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert " ready " in _stderr_line(itr)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.sendto(plain("10.2.0.9")[8:], (f"{pre}.2", 9341))
+        warning = _stderr_line(itr)
+        assert warning.startswith("corecast itr: warning: 3 Map-Requests to ") and "no Map-Reply" in warning
+        itr.send_signal(signal.SIGTERM)
+        out, err = itr.communicate(timeout=15)
+        assert itr.returncode == 143 and err == ""  # said once
+        assert json.loads(out)["counters"]["map_replies"] == 0
+    finally:
+        if itr.poll() is None:
+            itr.kill()
+            itr.communicate(timeout=5)
