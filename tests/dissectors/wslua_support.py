@@ -25,9 +25,10 @@ PI_MALFORMED = 0x07000000
 @contextmanager
 def capture(path: Path, bpf: str, iface: str = "lo") -> Iterator[None]:
     """Capture with tcpdump while the block runs (needs root); waits until it listens."""
-    # A ring slot per snaplen: the default 262144-byte snaplen in the default
-    # 2 MB buffer leaves ~8 slots and drops bursts; 64 KiB slots in 64 MiB do not.
-    argv = ["tcpdump", "-U", "--immediate-mode", "-n", "-s", "65535", "-B", "65536",
+    # -s 0: loopback frames reach 65,549 bytes, so -s 65535 would cut them. A ring slot
+    # per snaplen: 256 KiB slots in the default 2 MB buffer leave ~8 and drop bursts, so
+    # the buffer is 64 MiB (-B is in KiB).
+    argv = ["tcpdump", "-U", "--immediate-mode", "-n", "-s", "0", "-B", "65536",
             "-i", iface, "-w", str(path), bpf]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
