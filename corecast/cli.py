@@ -152,7 +152,8 @@ async def _mapserver(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome
     finally:
         await node.close()
     return Outcome({"role": "mapserver", "counters": ms.counters,
-                    "registrations": ms.registrations(node.now())}, stopper.exit_code())
+                    "registrations": ms.registrations(node.now()),
+                    "sockets": node.socket_stats()}, stopper.exit_code())
 
 
 def _trusted(a: argparse.Namespace) -> list[tuple[bytes, int]] | None:
@@ -221,7 +222,8 @@ async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     return Outcome({"role": "etr", "counters": etr.counters, "state": etr.state_size(),
                     "registered": bool(reg and reg.registered),
                     "registrar": reg.counters if reg else None,
-                    "out_links": node.links.snapshot()}, stopper.exit_code(code))
+                    "out_links": node.links.snapshot(),
+                    "sockets": node.socket_stats()}, stopper.exit_code(code))
 
 
 def _make_itr(a: argparse.Namespace, rloc: str):
@@ -282,7 +284,8 @@ async def _itr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     finally:
         await node.close()
     out = {"role": "itr", "counters": itr.counters, "drops": itr.drops(),
-           "state": itr.state_size(), "links": node.links.snapshot()}
+           "state": itr.state_size(), "links": node.links.snapshot(),
+           "sockets": node.socket_stats()}
     if xtr is not None:
         out["xtr"] = xtr.counters
         out["etr"] = xtr.etr.counters
@@ -328,7 +331,7 @@ async def _source(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
                     "channels": {str(ipaddress.ip_address(c.eid)): {"seq": c.seq,
                                                                      "subscribers": len(c.dst)}
                                  for c in src.channels.values()},
-                    "http_refused": node.refused,
+                    "http_refused": node.refused, "sockets": node.socket_stats(),
                     "itr": itr.counters if itr else None}, stopper.exit_code())
 
 
@@ -432,6 +435,7 @@ async def _client(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     st = node.client.stats()
     st["role"] = "client"
     st["eid"] = a.eid
+    st["sockets"] = node.socket_stats()
     return Outcome(st, stopper.exit_code(code))
 
 

@@ -130,6 +130,7 @@ class Node:
         self.tasks: list[asyncio.Task] = []
         self.links = LinkCounters()
         self.send_errors = 0
+        self._closed_sockets: dict[str, int] = {}
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -150,14 +151,32 @@ class Node:
                 await t
         for tr in self.transports:
             tr.close()
+        self._closed_sockets = self.socket_stats()
         self.tasks.clear()
         self.transports.clear()
 
+    def socket_stats(self) -> dict[str, int]:
+        """Summed socket counters of every transport (kept after close): datagrams the
+        kernel refused or a full buffer dropped are counted here, never lost silently."""
+        out = {"rx_packets": 0, "tx_packets": 0, "tx_dropped": 0, "socket_errors": 0,
+               "handler_errors": 0}
+        for tr in self.transports:
+            for k in out:
+                out[k] += tr.stats.get(k, 0)
+        if not self.transports:
+            return dict(self._closed_sockets) or out
+        return out
+
     def _sendto(self, tr: Endpoint, data: bytes, dst: tuple[str, int],
                 count: bool) -> None:
+        stats = tr.stats
+        dropped = stats["tx_dropped"]
         try:
             tr.sendto(data, dst)
         except OSError:
+            self.send_errors += 1
+            return
+        if stats["tx_dropped"] != dropped:  # the kernel refused it (counted by the endpoint)
             self.send_errors += 1
             return
         if count:

@@ -234,3 +234,23 @@ def test_itr_says_once_when_its_map_resolver_never_answers():
         if itr.poll() is None:
             itr.kill()
             itr.communicate(timeout=5)
+
+
+def test_send_failures_show_in_the_role_counters():
+    """A datagram the kernel refuses is counted in the role's JSON ("sockets"), not lost silently."""
+    import asyncio
+
+    from corecast.aio.nodes import Node, bind
+
+    async def run() -> dict:
+        node = Node()
+        tr = await bind("127.0.0.1", 0, lambda d, a: None)
+        node.transports.append(tr)
+        node._sendto(tr, b"x", ("127.0.0.1", 0), False)  # port 0: EINVAL
+        node._sendto(tr, b"x", tr.get_extra_info("sockname"), False)
+        await node.close()
+        return {**node.socket_stats(), "send_errors": node.send_errors}
+
+    st = asyncio.run(run())
+    assert st["socket_errors"] == 1 and st["tx_dropped"] == 1 and st["tx_packets"] == 1
+    assert st["send_errors"] == 1
