@@ -48,8 +48,9 @@ def _network(text: str) -> str:
     return text
 
 
-def _proxy(a: argparse.Namespace) -> int:
-    from vmc.aio.proxy import ProxyConfig, serve
+def proxy_config(a: argparse.Namespace):
+    """The ProxyConfig that ``vmc proxy``'s arguments ask for."""
+    from vmc.aio.proxy import ProxyConfig
 
     host, port = a.listen
     cfg = ProxyConfig(host=host, port=port, upstreams=a.upstream or [], default_upstream=a.default,
@@ -57,9 +58,17 @@ def _proxy(a: argparse.Namespace) -> int:
                       max_header_bytes=a.max_header, sharing=not a.no_share, transparent=a.transparent,
                       max_upstream=a.max_upstream, upstream_queue_wait=a.upstream_queue_wait,
                       resume_attempts=a.resume_attempts, buffer_budget=a.buffer_budget,
-                      client_write_timeout=a.client_write_timeout)
+                      client_write_timeout=a.client_write_timeout, head_timeout=a.head_timeout,
+                      body_timeout=a.body_timeout, upstream_keepalive=not a.no_upstream_keepalive)
     if a.status_allow:
         cfg.status_allow = a.status_allow
+    return cfg
+
+
+def _proxy(a: argparse.Namespace) -> int:
+    from vmc.aio.proxy import serve
+
+    cfg = proxy_config(a)
     if not cfg.upstreams and not cfg.default_upstream:
         print("vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr)
         return 2
@@ -282,6 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "objects are fetched unshared")
     p.add_argument("--client-write-timeout", type=cliutil.nonnegative_float, default=30.0, metavar="SECONDS",
                    help="cut off a client that takes no bytes for this many seconds (default 30; 0 = never)")
+    p.add_argument("--head-timeout", type=cliutil.positive_float, default=10.0, metavar="SECONDS",
+                   help="total time for a request head from its first byte, then 408 (default 10)")
+    p.add_argument("--body-timeout", type=cliutil.positive_float, default=60.0, metavar="SECONDS",
+                   help="total time for a request body once its head is in, then 408 (default 60)")
+    p.add_argument("--no-upstream-keepalive", action="store_true",
+                   help="open a new upstream connection for every request (default: reuse idle ones)")
     p.add_argument("--no-share", action="store_true", help="plain proxy (every request goes upstream)")
     p.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto",
                    help="event loop (default auto: uvloop when installed)")
