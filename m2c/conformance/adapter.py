@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(USAGE)
         return 2
     role = args[0]
+    if role in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
     if role == "export-vectors" and len(args) == 2:
         from m2c.conformance.vectors import export
 

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from deliverykit import cliutil
 from deliverykit.fastpath import have_c
 
 from m2c.fec import ldpc
@@ -73,13 +74,20 @@ def as_old(dec: ldpc.LDPCDecoder, cls: type) -> ldpc.LDPCDecoder:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--k", type=int, default=2000)
-    ap.add_argument("--n1", type=int, default=5)
-    ap.add_argument("--size", type=int, default=1424)
-    ap.add_argument("--extra", type=float, default=0.02)
-    ap.add_argument("--loss", type=float, default=0.5)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--k", type=cliutil.positive_int, default=2000,
+                    help="source symbols of the block (default %(default)s; n = 2k)")
+    ap.add_argument("--n1", type=cliutil.int_in(3, 10, "N1"), default=5,
+                    help="RFC 5170 N1, ones per column of H1 (default %(default)s)")
+    ap.add_argument("--size", type=cliutil.positive_int, default=1424,
+                    help="symbol size, bytes (default %(default)s)")
+    ap.add_argument("--extra", type=cliutil.nonnegative_float, default=0.02,
+                    help="symbols kept beyond k, as a fraction of k (default %(default)s)")
+    ap.add_argument("--loss", type=cliutil.nonnegative_float, default=0.5,
+                    help="fraction of the n symbols lost first (default %(default)s)")
+    ap.add_argument("--reps", type=cliutil.positive_int, default=3,
+                    help="blocks timed (default %(default)s)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print a cProfile of one elimination")
     ap.add_argument("--old", metavar="REV", help="also time m2c/fec/ldpc.py at git REV")
     a = ap.parse_args(argv)
     print(f"C fast paths: {have_c()}")

@@ -33,8 +33,8 @@ def m2c(*args: str) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
-def parser_of(argv: list[str], monkeypatch) -> argparse.ArgumentParser:
-    """The ArgumentParser that ``m2c argv`` builds (caught when it parses)."""
+def parser_of(argv: list[str], monkeypatch, main=None) -> argparse.ArgumentParser:
+    """The ArgumentParser that ``m2c argv`` (or ``main(argv)``) builds, caught when it parses."""
     seen: list[argparse.ArgumentParser] = []
 
     def catch(self, args=None, namespace=None):
@@ -43,7 +43,7 @@ def parser_of(argv: list[str], monkeypatch) -> argparse.ArgumentParser:
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
     with pytest.raises(SystemExit):
-        cli.main.__wrapped__(argv)
+        (main or cli.main.__wrapped__)(argv)
     return seen[-1]
 
 
@@ -97,3 +97,15 @@ def test_hetero_rows_give_null_for_a_failed_receiver():
 
     assert _r(None, 2) is None
     assert json.dumps({"x": _r(None)}) == '{"x": null}'
+
+
+def test_tools_beside_the_cli_explain_themselves(monkeypatch):
+    """python -m m2c.fec.elimbench and python -m m2c.conformance.adapter."""
+    from m2c.fec import elimbench
+
+    ap = parser_of([], monkeypatch, elimbench.main)
+    for act in ap._actions:
+        assert act.help, f"elimbench {act.option_strings} has no help"
+    r = subprocess.run([sys.executable, "-m", "m2c.conformance.adapter", "--help"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and "encode ldpc K N N1 SEED E" in r.stdout, r
