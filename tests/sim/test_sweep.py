@@ -5,11 +5,14 @@ reported while the others complete."""
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import math
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,3 +70,75 @@ def test_cli_refuses_a_bad_task_in_one_line(tmp_path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "cannot load task" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "o.csv").exists()
+
+
+def test_cli_sweep_writes_csv_and_exits_1_when_a_task_failed(tmp_path) -> None:
+    pts = tmp_path / "p.json"
+    pts.write_text(json.dumps([GOOD[0], BAD]))
+    out = tmp_path / "r.csv"
+    run = subprocess.run([sys.executable, "-m", "deliverykit.sweep", "swift.sim:sweep_task",
+                          "--points", str(pts), "--seeds", "4", "--out", str(out),
+                          "--workers", "1", "--scenario", "crowd"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    assert "1 of 2 tasks done, 1 failed" in run.stderr and "Traceback" not in run.stderr
+    assert run.stdout == ""  # progress and summary go to stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["leechers"], r["seed"], r["scenario"]) for r in rows] == [("2", "4", "crowd")]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_cli_sweep_stops_on_signal_and_leaves_no_worker(tmp_path, sig, code) -> None:
+    pts = tmp_path / "p.json"
+    pts.write_text(json.dumps([{"leechers": 16, "size_kib": 4096}]))  # minutes of CPU
+    out = tmp_path / "r.csv"
+    p = subprocess.Popen([sys.executable, "-m", "deliverykit.sweep", "swift.sim:sweep_task",
+                          "--points", str(pts), "--seeds", "1", "--out", str(out),
+                          "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        part = tmp_path / "r.csv.part"
+        for _ in range(600):  # the task is submitted once the .part file exists
+            if part.exists() or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert part.exists(), p.stderr.read() if p.poll() is not None else "no .part yet"
+        kids = _descendants(p.pid)
+        assert kids, "the LocalCluster should have started worker processes"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == code, err
+    assert "Traceback" not in err and not out.exists()
+    for _ in range(100):  # the workers are reaped as the cluster closes
+        if not any(_alive(k) for k in kids):
+            break
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids)
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    todo = [pid]
+    while todo:
+        cur = todo.pop()
+        kids = []
+        for task in glob.glob(f"/proc/{cur}/task/*/children"):  # children of every thread
+            try:
+                kids += open(task).read().split()
+            except OSError:
+                pass
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
