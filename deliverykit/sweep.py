@@ -199,6 +199,10 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
                     samples.setdefault(_key(p), []).append(metrics)
                 bar.advance()
                 f.release()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cliutil): keep what finished, say where
+        bar.close()
+        print(f"sweep: stopped; {result.rows} finished row(s) kept in {part}", file=sys.stderr)
+        raise
     finally:
         bar.close()
         client.close()

@@ -113,6 +113,7 @@ def test_cli_sweep_stops_on_signal_and_leaves_no_worker(tmp_path, sig, code) -> 
             p.communicate()
     assert p.returncode == code, err
     assert "Traceback" not in err and not out.exists()
+    assert "sweep: stopped; 0 finished row(s) kept in" in err
     for _ in range(100):  # the workers are reaped as the cluster closes
         if not any(_alive(k) for k in kids):
             break
