@@ -9,13 +9,14 @@ the seeder's uplink 20 Mb/s, leechers' uplinks capped (tbf's default queue of
 the seeder's PEX (``pex_connect``) and leave once complete.  Every leecher's
 content is compared byte for byte with the seeder's.
 
-    python -m swift.sim --leechers 16 --size-kib 1024 [--seed N] [--json]
+    python -m swift.sim --leechers 16 --size-kib 1024 [--arrivals poisson] [--seed N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import json
 import random
 import sys
@@ -38,35 +39,61 @@ from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 
-__all__ = ["FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run", "sweep_task"]
+__all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run", "sweep_task"]
 
 SEEDER = "seeder"
 LEECHER = "leecher"
 
 
+class Arrivals(enum.Enum):
+    """How leechers arrive (the paper's Figs. 7-11: flash crowd and Poisson)."""
+
+    #: all at time 0
+    FLASH = "flash"
+    #: uniformly within ``spread`` seconds
+    UNIFORM = "uniform"
+    #: a Poisson process of ``rate`` arrivals per second, the first at 0
+    #: (swift/experiments/flashcrowd.py --arrivals poisson)
+    POISSON = "poisson"
+
+
 def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
                 leecher_up: float = 4e6, delay: float = 0.001, queue_s: float = 0.05,
-                spread: float = 0.0, linger: float | None = 0.0, seed: int = 0,
+                arrivals: Arrivals | str = Arrivals.FLASH, spread: float = 0.0,
+                rate: float = 1.0, linger: float | None = 0.0, seed: int = 0,
                 duration: float = 600.0) -> Scenario:
-    """A flash crowd as data: ``leechers`` arrive within ``spread`` s (all at 0 by default).
+    """A swarm as data: one seeder, ``leechers`` arriving by ``arrivals``.
 
     Rates in bit/s; each uplink queues ``queue_s`` seconds at its rate (tbf's
     default latency); ``delay`` one-way per access link; ``linger``: seconds a
-    leecher stays after completing (None: to the end).  The content (``size``
-    bytes) is generated from ``params["content_seed"]``, fixed across run seeds."""
+    leecher stays after completing (None: to the end).  Arrival times come
+    from the run ``seed``; the content (``size`` bytes) from
+    ``params["content_seed"]``, fixed across run seeds."""
     if leechers < 1 or size < 1:
         raise ValueError("need at least one leecher and one byte of content")
+    try:
+        kind = Arrivals(arrivals)
+    except ValueError:
+        raise ValueError(f"arrivals must be one of {[a.value for a in Arrivals]}, "
+                         f"not {arrivals!r}") from None
+    if kind is Arrivals.POISSON and rate <= 0:
+        raise ValueError("the Poisson arrival rate must be positive")
 
-    def up(rate: float) -> LinkSpec:
-        return LinkSpec(rate=rate, delay=delay, queue=max(1600, int(rate / 8 * queue_s)),
+    def up(bps: float) -> LinkSpec:
+        return LinkSpec(rate=bps, delay=delay, queue=max(1600, int(bps / 8 * queue_s)),
                         queue_unit=QueueUnit.BYTES)
 
-    arrive = random.Random(derive_seed(seed, "arrivals"))
+    rnd = random.Random(derive_seed(seed, "arrivals"))
+    times = [0.0] * leechers
+    if kind is Arrivals.UNIFORM and spread > 0:
+        times = [rnd.uniform(0, spread) for _ in range(leechers)]
+    elif kind is Arrivals.POISSON:
+        for i in range(1, leechers):
+            times[i] = times[i - 1] + rnd.expovariate(rate)
     nodes = [NodeSpec(SEEDER, role=SEEDER, up=up(seeder_up), down=LinkSpec(delay=delay))]
     nodes += [NodeSpec(f"l{i:03d}", role=LEECHER, up=up(leecher_up), down=LinkSpec(delay=delay),
-                       arrive=arrive.uniform(0, spread) if spread > 0 else 0.0)
-              for i in range(leechers)]
-    return Scenario(f"swift-flash-crowd-{leechers}x{size}", tuple(nodes), seed=seed,
+                       arrive=times[i]) for i in range(leechers)]
+    return Scenario(f"swift-{kind.value}-{leechers}x{size}", tuple(nodes), seed=seed,
                     duration=duration,
                     params={"size": size, "content_seed": 0, "linger": linger})
 
@@ -228,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leechers", type=int, default=16)
     ap.add_argument("--size-kib", type=int, default=1024)
     ap.add_argument("--leecher-up", type=float, default=4e6, help="bit/s (default 4e6)")
+    ap.add_argument("--arrivals", choices=[a.value for a in Arrivals], default="flash")
+    ap.add_argument("--rate", type=float, default=1.0, help="Poisson arrivals per second")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scenario", help="a scenario JSON file instead of the flash crowd options")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -243,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(str(e))
     else:
         sc = flash_crowd(args.leechers, args.size_kib * 1024, leecher_up=args.leecher_up,
-                         seed=args.seed)
+                         arrivals=args.arrivals, rate=args.rate, seed=args.seed)
     res = run(sc, seed=args.seed, progress=args.progress or sys.stderr.isatty())
     s = res.summary()
     if args.json:

@@ -11,7 +11,7 @@ import pytest
 
 from deliverykit.sim import Scenario, Simulation
 from swift.core.peer import Peer
-from swift.sim import SwiftApp, flash_crowd, run
+from swift.sim import Arrivals, SwiftApp, flash_crowd, run
 
 # 6 leechers x 128 KiB: ~3 CPU s.  1 MiB costs ~90 CPU s today, nearly all in the swift
 # peer's end game scan (docs/sim.md, "Hot spots"), so the test stays small until that changes.
@@ -105,3 +105,25 @@ def test_ledbat_sees_the_queue_and_keeps_it_near_its_target() -> None:
     peak_delay = up.max_backlog * 8 / 2e6
     assert 0.02 < peak_delay < 0.3  # probed up to about the target, never near the 1 s queue
     assert up.queue_drops == 0
+
+
+def test_poisson_arrivals_are_a_seeded_poisson_process() -> None:
+    sc = flash_crowd(400, 1024, arrivals="poisson", rate=2.0, seed=9)
+    times = [n.arrive for n in sc.nodes if n.role == "leecher"]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert times[0] == 0.0 and all(g > 0 for g in gaps)
+    assert sum(gaps) / len(gaps) == pytest.approx(0.5, rel=0.15)  # mean gap 1 / rate
+    assert flash_crowd(400, 1024, arrivals="poisson", rate=2.0, seed=9) == sc
+    assert flash_crowd(400, 1024, arrivals="poisson", rate=2.0, seed=10) != sc
+    with pytest.raises(ValueError, match="arrivals must be one of"):
+        flash_crowd(2, 1024, arrivals="stampede")
+
+
+def test_poisson_swarm_completes_and_times_count_from_arrival() -> None:
+    sc = flash_crowd(4, 32 * 1024, arrivals=Arrivals.POISSON, rate=4.0, seed=2)
+    res = run(sc)
+    assert res.all_verified
+    arrivals = [r.arrive for r in res.leechers]
+    assert arrivals[0] == 0.0 and arrivals == sorted(arrivals) and arrivals[-1] > 0
+    last = max(r.arrive + r.completion_s for r in res.leechers)
+    assert res.run.virtual_s == pytest.approx(last)
