@@ -8,7 +8,7 @@ multicast) and :mod:`~deliverykit.sim.pump` (drives any
 """
 
 from deliverykit.sim.network import Fate, Link, Network, node_address
-from deliverykit.sim.pump import Application, Host, RunStats, Simulation
+from deliverykit.sim.pump import Application, Host, RunStats, Simulation, StuckCore
 from deliverykit.sim.scenario import (
     BottleneckSpec,
     LinkSpec,
@@ -24,4 +24,5 @@ from deliverykit.sim.scheduler import Scheduler, derive_seed
 
 __all__ = ["Application", "BottleneckSpec", "Fate", "Host", "Link", "LinkSpec", "LossKind",
            "LossSpec", "MulticastGroupSpec", "Network", "NodeSpec", "PairDelay", "QueueUnit",
-           "RunStats", "Scenario", "Scheduler", "Simulation", "derive_seed", "node_address"]
+           "RunStats", "Scenario", "Scheduler", "Simulation", "StuckCore", "derive_seed",
+           "node_address"]

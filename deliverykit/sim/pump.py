@@ -23,10 +23,16 @@ from deliverykit.sim.network import Address, Network
 from deliverykit.sim.scenario import NodeSpec, Scenario
 from deliverykit.sim.scheduler import Scheduler
 
-__all__ = ["Application", "Host", "RunStats", "Simulation"]
+__all__ = ["Application", "Host", "RunStats", "Simulation", "StuckCore"]
 
 #: datagrams_to_send rounds per input, as the asyncio driver bounds its flush loop
 MAX_FLUSH_ROUNDS = 64
+#: timer runs of one core at one virtual instant before the run is stopped as stuck
+MAX_SAME_TIME_TIMERS = 1000
+
+
+class StuckCore(RuntimeError):
+    """A core's timer keeps asking to run again at the same virtual time."""
 
 
 class Application(Protocol):
@@ -52,7 +58,7 @@ class Host:
     """One node: its core, its timer and its counters."""
 
     __slots__ = ("sim", "spec", "name", "addr", "core", "present", "_deadline",
-                 "_gen", "received", "sent", "timers")
+                 "_gen", "received", "sent", "timers", "_last_fire", "_same_fires")
 
     def __init__(self, sim: "Simulation", spec: NodeSpec, core: DatagramCore) -> None:
         self.sim = sim
@@ -66,6 +72,8 @@ class Host:
         self.received = 0
         self.sent = 0
         self.timers = 0
+        self._last_fire = -1.0
+        self._same_fires = 0
 
     def deliver(self, data: bytes, src: Address) -> None:
         """A datagram arrives now."""
@@ -113,7 +121,15 @@ class Host:
             return  # superseded by a later arm, or the node left
         self._deadline = None
         self.timers += 1
-        self.core.handle_timer(self.sim.sched.now)
+        now = self.sim.sched.now
+        if now == self._last_fire:
+            self._same_fires += 1
+            if self._same_fires > MAX_SAME_TIME_TIMERS:
+                raise StuckCore(f"{self.name}: the timer ran {MAX_SAME_TIME_TIMERS} times at "
+                                f"t={now} without its deadline moving on")
+        else:
+            self._last_fire, self._same_fires = now, 0
+        self.core.handle_timer(now)
         self.flush()
 
 

@@ -21,6 +21,7 @@ from deliverykit.sim import (
     Scenario,
     Scheduler,
     Simulation,
+    StuckCore,
     node_address,
 )
 from tests.sim.sim_support import App, Recorder, Sender
@@ -231,3 +232,13 @@ def test_random_substreams_are_independent_of_other_links() -> None:
     s.stream("link/b.up").random()
     assert Scheduler(11).stream("link/a.up").random() == first
     assert random.Random(0).random() != first
+
+
+def test_a_timer_that_never_moves_on_stops_the_run_with_a_clear_error() -> None:
+    class Stuck(Recorder):
+        def get_timer(self, now: float) -> float | None:
+            return now  # always "run me now": would spin forever at one instant
+
+    sim = Simulation(Scenario("stuck", (NodeSpec("a"),), duration=1.0), App({"a": Stuck}))
+    with pytest.raises(StuckCore, match="a: the timer ran 1000 times at t=0.0"):
+        sim.run()
