@@ -29,6 +29,7 @@ from swift.wire.constants import (
     SPEC_SIZES,
     ChunkAddressing,
     HashFunc,
+    IntegrityMethod,
     MsgType,
     Option,
     SigAlg,
@@ -106,6 +107,9 @@ class HandshakeOptions:
     #: compressed supported-messages bitmap (7.10), as on the wire
     supported: bytes | None = None
     chunk_size: int | None = None
+    #: decoded from libswift's legacy (pre-PPSPP) swift handshake, not from
+    #: options: see :func:`decode_legacy_handshake`
+    legacy: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +368,33 @@ def encode_data(ctx: WireContext, start: int, end: int, timestamp: int, payload:
 # --------------------------------------------------------------------------
 # decoding
 
+#: libswift's legacy swift handshake (docs/swift-libswift-compat.md row 12):
+#: channel 0, INTEGRITY (04) for bin32 0x7fffffff (the root, "bin ALL") with a
+#: 20-byte SHA-1 root hash, then HANDSHAKE (00) with the initiator's channel
+#: and no options.  A channel-0 PPSPP datagram always starts with HANDSHAKE
+#: (RFC 7574 3.1.1), so a leading INTEGRITY is never ambiguous.
+LEGACY_HANDSHAKE_SIZE = 4 + 1 + 4 + 20 + 1 + 4
+_LEGACY_ALL = b"\x04\x7f\xff\xff\xff"
+
+
+def is_legacy_handshake(data: bytes) -> bool:
+    """True for libswift's legacy swift handshake initiation (see above)."""
+    return (len(data) >= LEGACY_HANDSHAKE_SIZE and data[:4] == b"\0\0\0\0"
+            and data[4:9] == _LEGACY_ALL and data[29] == MsgType.HANDSHAKE)
+
+
+def decode_legacy_handshake(data: bytes) -> tuple[int, HandshakeOptions, int]:
+    """``(initiator channel, options, bytes consumed)`` of a legacy swift
+    handshake: the options are what it implies (version 0 = legacy swift in
+    libswift's numbering, RFC 7574 table 3 "reserved"; Merkle, SHA-1, bin32)."""
+    if not is_legacy_handshake(data):
+        raise DecodeError("not a legacy swift handshake")
+    opts = HandshakeOptions(
+        version=0, min_version=0, swarm_id=bytes(data[9:29]),
+        integrity=IntegrityMethod.MERKLE, hash_func=HashFunc.SHA1,
+        addressing=ChunkAddressing.BIN32, legacy=True)
+    return _CHAN.unpack_from(data, 30)[0], opts, LEGACY_HANDSHAKE_SIZE
+
 
 def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext):
     """Parse options from ``pos``; returns (HandshakeOptions, pos) or (None, reason)."""
@@ -449,6 +480,12 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
     out: list = []
     app = out.append
     pos = 4
+    if channel == 0 and buf[4] == MsgType.INTEGRITY and is_legacy_handshake(buf):
+        chan, opts, pos = decode_legacy_handshake(buf)
+        out.append((0, chan, 0, opts, None))
+        if pos < n:  # legacy messages after it are in another dialect: not parsed
+            return channel, out, "legacy swift messages after the handshake"
+        return channel, out, None
     a = int(ctx.addressing)
     hs = ctx.hash_size
     sigs = ctx.sig_size
