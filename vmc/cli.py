@@ -43,6 +43,15 @@ def _address(text: str) -> str:
     return text
 
 
+def _directory(text: str) -> str:
+    """An existing, writable directory, checked while parsing."""
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: directory not writable")
+    return text
+
+
 def _network(text: str) -> str:
     cliutil.ip_network(text)
     return text
@@ -59,7 +68,8 @@ def proxy_config(a: argparse.Namespace):
                       max_upstream=a.max_upstream, upstream_queue_wait=a.upstream_queue_wait,
                       resume_attempts=a.resume_attempts, buffer_budget=a.buffer_budget,
                       client_write_timeout=a.client_write_timeout, head_timeout=a.head_timeout,
-                      body_timeout=a.body_timeout, upstream_keepalive=not a.no_upstream_keepalive)
+                      body_timeout=a.body_timeout, upstream_keepalive=not a.no_upstream_keepalive,
+                      disk_budget=a.disk_budget, disk_dir=a.disk_dir)
     if a.status_allow:
         cfg.status_allow = a.status_allow
     return cfg
@@ -291,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "objects are fetched unshared")
     p.add_argument("--client-write-timeout", type=cliutil.nonnegative_float, default=30.0, metavar="SECONDS",
                    help="cut off a client that takes no bytes for this many seconds (default 30; 0 = never)")
+    p.add_argument("--disk-budget", type=size, default=1 << 30, metavar=_SIZE,
+                   help="disk for shareable bodies: what left the window (late joiners read it there, not "
+                        "from the origin) and finished objects reused while fresh (default 1GiB; 0 = none)")
+    p.add_argument("--disk-dir", type=_directory,
+                   metavar="DIR", help="directory of the disk store's files, which have no name and vanish "
+                                       "on exit or crash (default: the temporary directory)")
     p.add_argument("--head-timeout", type=cliutil.positive_float, default=10.0, metavar="SECONDS",
                    help="total time for a request head from its first byte, then 408 (default 10)")
     p.add_argument("--body-timeout", type=cliutil.positive_float, default=60.0, metavar="SECONDS",

@@ -87,7 +87,7 @@ def _read_response(s: socket.socket, timeout: float = 60.0) -> tuple[bytes, byte
 
 @pytest.mark.tool("curl")
 def test_slow_client_detached_without_stalling_others(make_stack, tmp_path: Path) -> None:
-    st = make_stack(rate=4_000_000, window=256 << 10, queue_limit=64 << 10, patch_budget=64 << 10,
+    st = make_stack(rate=4_000_000, window=256 << 10, queue_limit=64 << 10, patch_budget=64 << 10, disk_budget=0,
                     write_high_water=16 << 10)
     size = 6_000_000
     path = f"/slow.bin?size={size}"

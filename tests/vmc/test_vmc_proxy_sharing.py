@@ -166,7 +166,7 @@ def test_range_requests_on_inflight_object(make_stack, tmp_path: Path) -> None:
 
 @pytest.mark.tool("curl")
 def test_small_window_patches_prefix_from_origin_by_range(make_stack, tmp_path: Path) -> None:
-    st = make_stack(rate=1_000_000, window=64 << 10)
+    st = make_stack(rate=1_000_000, window=64 << 10, disk_budget=0)  # the origin-Range path
     size = 1_000_000
     path = f"/win.bin?size={size}"
     first = curl(st, path, tmp_path / "a")
@@ -248,7 +248,7 @@ def test_head_and_keepalive(make_stack, tmp_path: Path) -> None:
 def test_weak_etag_prefix_out_of_window_is_fetched_alone(make_stack, tmp_path: Path) -> None:
     """No strong validator + prefix gone from the window: the joiner is not joined (a mixed body
     could not be proven consistent), it gets its own complete 200."""
-    st = make_stack(rate=1_000_000, window=32 << 10)
+    st = make_stack(rate=1_000_000, window=32 << 10, disk_budget=0)
     size = 600_000
     path = f"/weak.bin?size={size}&weak=1&nolm=1"
     first = curl(st, path, tmp_path / "a")
@@ -267,7 +267,7 @@ def test_weak_etag_prefix_out_of_window_is_fetched_alone(make_stack, tmp_path: P
 def test_prefix_patch_modes(make_stack, tmp_path: Path, budget: int) -> None:
     """Prefix out of the window: chasing the live edge by Range costs about the rest of the object;
     taking the live stream at once (bounded queue) while patching costs only the prefix."""
-    st = make_stack(rate=1_000_000, window=32 << 10, patch_budget=budget)
+    st = make_stack(rate=1_000_000, window=32 << 10, patch_budget=budget, disk_budget=0)
     size = 1_000_000
     path = f"/pm.bin?size={size}"
     first = curl(st, path, tmp_path / "a")

@@ -151,7 +151,7 @@ def test_weak_validators_prefix_out_of_window_passes_through(make_stack, tmp_pat
     """RFC 9110 sec. 13.1.5 and 8.8.2.2: a weak ETag (even with Last-Modified), or a Last-Modified
     not 1 s older than Date, cannot guard a Range patch: a late joiner whose prefix left the window
     is served on its own (never a 200 head followed by a failed patch)."""
-    st = make_stack(rate=1_000_000, window=100_000)
+    st = make_stack(rate=1_000_000, window=100_000, disk_budget=0)  # no disk: the origin-Range path
     size = 600_000
     path = f"/wk.bin?size={size}&{query}"
     a = curl(st, path, tmp_path / "a")
@@ -170,7 +170,7 @@ def test_weak_validators_prefix_out_of_window_passes_through(make_stack, tmp_pat
 def test_last_modified_alone_still_patches_when_strong(make_stack, tmp_path: Path) -> None:
     """RFC 9110 sec. 8.8.2.2: no ETag, Last-Modified well before Date: a strong validator, so a late
     joiner's lost prefix comes from the origin by Range + If-Range (date)."""
-    st = make_stack(rate=1_000_000, window=100_000)
+    st = make_stack(rate=1_000_000, window=100_000, disk_budget=0)
     size = 600_000
     path = f"/lm.bin?size={size}&noetag=1"
     a = curl(st, path, tmp_path / "a")
@@ -243,7 +243,7 @@ def test_resume_accepts_206_without_last_modified(make_stack, tmp_path: Path) ->
 @pytest.mark.tool("curl")
 def test_prefix_patch_accepts_206_without_last_modified(make_stack, tmp_path: Path) -> None:
     """RFC 9110 sec. 15.3.7: the same for a late joiner's prefix patched from the origin by Range."""
-    st = make_stack(rate=1_000_000, window=100_000)
+    st = make_stack(rate=1_000_000, window=100_000, disk_budget=0)
     size = 600_000
     path = f"/np.bin?size={size}&nolm206=1"
     a = curl(st, path, tmp_path / "a")

@@ -60,6 +60,11 @@ class ProxyConfig:
     #: while the prefix comes from the origin by Range (0: chase the live edge with the Range
     #: fetch instead, which costs the origin about the rest of the object).
     patch_budget: int = 4 << 20
+    #: Bytes of disk for the bodies of shareable objects (what left the window, and finished
+    #: objects kept for reuse while fresh, least recently used evicted first); 0 = no disk store.
+    disk_budget: int = 1 << 30
+    #: Directory of the (anonymous, unlinked) spill files; None = the system's temporary directory.
+    disk_dir: str | None = None
     #: Keep upstream connections alive and reuse them (saves a handshake per request).
     upstream_keepalive: bool = True
     #: Resume a shared stream that broke off, from its live edge by Range + If-Range, for all its

@@ -22,6 +22,7 @@ import h11
 
 from vmc.aio.config import ProxyConfig, original_dst
 from vmc.core.admission import INCOMPLETE, Admission, Phase
+from vmc.core.reasons import Refused
 from vmc.core.stats import Stats
 
 CHUNK = 65536
@@ -34,8 +35,8 @@ class ClientGone(Exception):
 class RequestTimeout(Exception):
     """A request head (or body) did not complete within its total deadline."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
+    def __init__(self, why: Refused) -> None:
+        super().__init__(why.value)
         self.why = why
 
 
@@ -154,7 +155,7 @@ class Downstream:
     def _evict(self, ident: int, phase: Phase | None) -> None:
         """Close a connection that holds a slot without a request being answered (slow-loris first)."""
         victim = self._clients.pop(ident, None)
-        self.stats.refused["evicted-incomplete-head" if phase in INCOMPLETE else "evicted-idle"] += 1
+        self.stats.refused[Refused.EVICTED_INCOMPLETE_HEAD if phase in INCOMPLETE else Refused.EVICTED_IDLE] += 1
         if victim is None:
             return
         victim.evicted = True
@@ -165,7 +166,7 @@ class Downstream:
     async def _refuse_over_limit(self, client: Client) -> None:
         """Every slot is answering a request: 503 at once (no waiting for a head that may never come),
         then a short bounded linger so the client reads it rather than a reset."""
-        self.stats.refused["connection-limit"] += 1
+        self.stats.refused[Refused.CONNECTION_LIMIT] += 1
         body = b"503 connection-limit\n"
         client.writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n"
                             b"content-length: %d\r\nretry-after: %d\r\nconnection: close\r\n\r\n%s"
@@ -187,7 +188,7 @@ class Downstream:
         self.admission.move(client.id, phase, self.clock())
 
     async def _next_event(self, client: Client, deadline: float | None = None,
-                          why: str = "head-timeout") -> h11.Event:
+                          why: Refused = Refused.HEAD_TIMEOUT) -> h11.Event:
         """The next h11 event. Waiting for a new request: ``idle_timeout`` for its first byte, then
         ``head_timeout`` in total for the whole head; with ``deadline`` (loop time), that in total."""
         loop = asyncio.get_running_loop()
@@ -213,10 +214,10 @@ class Downstream:
                 self._phase(client, Phase.HEAD)
             client.conn.receive_data(data)
 
-    async def _error(self, client: Client, status: int, why: str, close: bool = True,
+    async def _error(self, client: Client, status: int, why: Refused, close: bool = True,
                      extra: list[tuple[bytes, bytes]] | None = None) -> None:
         self.stats.refused[why] += 1
-        body = f"{status} {why}\n".encode()
+        body = f"{status} {why.value}\n".encode()
         hdrs = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
         hdrs += extra or []
         if close:
@@ -232,7 +233,7 @@ class Downstream:
             try:
                 ev = await self._next_event(client)
             except h11.RemoteProtocolError as exc:
-                await self._error(client, exc.error_status_hint or 400, "malformed")
+                await self._error(client, exc.error_status_hint or 400, Refused.MALFORMED)
                 return
             except RequestTimeout as exc:
                 await self._error(client, 408, exc.why)
@@ -244,21 +245,21 @@ class Downstream:
             self._phase(client, Phase.BODY)
             # RFC 9110 sec. 2.5, 6.2; RFC 9112 sec. 2.3: only HTTP/1.x is spoken here (1.2+ as 1.1).
             if not ev.http_version.startswith(b"1."):
-                await self._error(client, 505, "http-version")
+                await self._error(client, 505, Refused.HTTP_VERSION)
                 return
             # h11 bounds only an *incomplete* head; a whole one read at once is bounded here.
             head_size = len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers)
             if head_size > self.cfg.max_header_bytes:
-                await self._error(client, 431, "header-too-large")
+                await self._error(client, 431, Refused.HEADER_TOO_LARGE)
                 return
             # Request smuggling (RFC 9112 sec. 6.3 rule 3, sec. 11.2): h11 lets
             # Transfer-Encoding win over Content-Length; we refuse the message.
             names = [k.lower() for k, _ in ev.headers]
             if b"transfer-encoding" in names and b"content-length" in names:
-                await self._error(client, 400, "smuggling")
+                await self._error(client, 400, Refused.SMUGGLING)
                 return
             if names.count(b"host") > 1:
-                await self._error(client, 400, "duplicate-host")
+                await self._error(client, 400, Refused.DUPLICATE_HOST)
                 return
             body = b""
             if client.conn.they_are_waiting_for_100_continue:
@@ -266,18 +267,18 @@ class Downstream:
             deadline = loop.time() + self.cfg.body_timeout
             try:
                 while True:
-                    bev = await self._next_event(client, deadline, "body-timeout")
+                    bev = await self._next_event(client, deadline, Refused.BODY_TIMEOUT)
                     if isinstance(bev, h11.Data):
                         body += bev.data
                         if len(body) > self.cfg.max_request_body:
-                            await self._error(client, 413, "body-too-large")
+                            await self._error(client, 413, Refused.BODY_TOO_LARGE)
                             return
                     elif isinstance(bev, h11.EndOfMessage):
                         break
                     else:
                         return
             except h11.RemoteProtocolError:
-                await self._error(client, 400, "malformed")
+                await self._error(client, 400, Refused.MALFORMED)
                 return
             except RequestTimeout as exc:
                 await self._error(client, 408, exc.why)

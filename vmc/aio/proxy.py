@@ -49,10 +49,12 @@ import h11
 from vmc.aio import upstream as up
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
 from vmc.aio.downstream import CHUNK, Client, ClientGone, Downstream
-from vmc.aio.session import FAILED, PENDING, STREAMING, RepresentationChanged, Session
+from vmc.aio.session import DONE, FAILED, PENDING, STREAMING, RepresentationChanged, Session
+from vmc.aio.spill import DiskStore
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
+from vmc.core.reasons import NotShared, Refused, by_name
 from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
 from vmc.core.stats import RequestRecord, Stats
 
@@ -76,11 +78,11 @@ class StreamFailed(Exception):
 
 
 #: Upstream failures: (status, ``refused`` counter) sent to the client (item 17: what it was).
-UPSTREAM_FAILURES: list[tuple[type[up.UpstreamError], int, str]] = [
-    (up.UpstreamUnreachable, 502, "upstream-unreachable"),
-    (up.UpstreamClosed, 502, "upstream-closed"),
-    (up.UpstreamTimeout, 504, "upstream-timeout"),
-    (up.UpstreamBadResponse, 502, "upstream-bad-response"),
+UPSTREAM_FAILURES: list[tuple[type[up.UpstreamError], int, Refused]] = [
+    (up.UpstreamUnreachable, 502, Refused.UPSTREAM_UNREACHABLE),
+    (up.UpstreamClosed, 502, Refused.UPSTREAM_CLOSED),
+    (up.UpstreamTimeout, 504, Refused.UPSTREAM_TIMEOUT),
+    (up.UpstreamBadResponse, 502, Refused.UPSTREAM_BAD_RESPONSE),
 ]
 
 
@@ -101,6 +103,10 @@ class Proxy(Downstream):
         self._server: asyncio.AbstractServer | None = None
         #: Sessions whose buffer is (or may still be) held: charged against ``cfg.buffer_budget``.
         self._buffered: set[Session] = set()
+        #: Bodies on disk: what left a window, and finished objects (``finished``) kept for reuse.
+        self.store = DiskStore(cfg.disk_budget, cfg.disk_dir) if cfg.disk_budget > 0 and cfg.sharing else None
+        #: Finished sessions whose whole body is on disk, by key (served while fresh).
+        self.finished: dict[str, Session] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Proxy:
@@ -123,6 +129,9 @@ class Proxy(Downstream):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.pool is not None:
             self.pool.close()
+        self.finished.clear()
+        if self.store is not None:
+            self.store.close()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -144,6 +153,7 @@ class Proxy(Downstream):
         snap["buffer_budget"] = self.cfg.buffer_budget
         snap["buffer_committed"] = self.committed_buffer
         snap["queue_limit"] = self.cfg.queue_limit
+        snap["disk"] = self.store.snapshot() if self.store is not None else None
         return snap
 
     @staticmethod
@@ -219,17 +229,17 @@ class Proxy(Downstream):
         target = req.target.decode("ascii", "surrogateescape")
         if target.split("?", 1)[0] == self.cfg.status_path:
             if not self._status_allowed(client):
-                await self._error(client, 403, "status-not-allowed", close=False)
+                await self._error(client, 403, Refused.STATUS_NOT_ALLOWED, close=False)
                 return True
             return await self._status(client, target)
         try:
             routed = self._route(req, client)
         except URIError:
             routed = None
-            await self._error(client, 400, "bad-target")
+            await self._error(client, 400, Refused.BAD_TARGET)
             return False
         if routed is None:
-            await self._error(client, 403, "upstream-not-allowed", close=False)
+            await self._error(client, 403, Refused.UPSTREAM_NOT_ALLOWED, close=False)
             return True
         headers = [(k.lower(), v) for k, v in req.headers]
         rec = self.stats.new_request(req.method.decode("ascii", "replace"), routed.uri, now)
@@ -288,12 +298,12 @@ class Proxy(Downstream):
         key = request_key(route.uri)
         verdict = policy.request_verdict(method, headers)
         if not self.cfg.sharing:
-            verdict = policy.Verdict(False, "sharing-off")
+            verdict = policy.Verdict(False, NotShared.SHARING_OFF)
         if not verdict:
             self.stats.not_shared[verdict.reason] += 1
             await self._passthrough(client, method, headers, body, route, rec)
             return
-        session = self.sessions.get(key)
+        session = self.sessions.get(key) or self.finished.get(key)
         if session is not None and session.state == PENDING:
             try:
                 await asyncio.wait_for(session.ready.wait(), self.cfg.join_wait)
@@ -301,10 +311,12 @@ class Proxy(Downstream):
                 pass
         if session is not None and self._joinable(session, headers, route):
             p = plan_join(method, headers, session.length, session.buffer.received, session.validators)
-            if p.first < session.buffer.base and p.end > p.first and not session.validators.can_patch_from_origin():
+            on_disk = session.spill is not None and session.spill.holds(p.first)
+            if (p.first < session.buffer.base and p.end > p.first and not on_disk
+                    and not session.validators.can_patch_from_origin()):
                 # The bytes this answer starts with have left the window and, without a strong
                 # validator, cannot be patched from the origin safely: fetch on its own instead.
-                self.stats.not_shared["prefix-unpatchable"] += 1
+                self.stats.not_shared[NotShared.PREFIX_UNPATCHABLE] += 1
                 await self._passthrough(client, method, headers, body, route, rec)
                 return
             await self._join(client, session, method, headers, rec)
@@ -314,26 +326,29 @@ class Proxy(Downstream):
             return
         if not self._budget_allows(1):
             # The live sessions already hold the whole global budget: fetch unshared (no buffer).
-            self.stats.not_shared["buffer-budget"] += 1
+            self.stats.not_shared[NotShared.BUFFER_BUDGET] += 1
             await self._passthrough(client, method, headers, body, route, rec)
             return
         await self._start_session(client, key, route, headers, rec)
 
     def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]], route: Route) -> bool:
-        if self.sessions.get(s.key) is not s or s.state != STREAMING:
+        if s.state == DONE:  # a finished object, whole on disk
+            if self.finished.get(s.key) is not s or s.spill is None or not s.spill.complete:
+                return False
+        elif self.sessions.get(s.key) is not s or s.state != STREAMING:
             return False
         if s.upstream != route.upstream or s.upstream_headers[0][1] != route.host:
             return False  # same URI via another origin address (transparent mode): never mixed
         if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
-            self.stats.not_shared["vary-mismatch"] += 1
+            self.stats.not_shared[NotShared.VARY_MISMATCH] += 1
             return False
         resident = self.clock() - s.received_at
         if not s.freshness.fresh(resident):
-            self.stats.not_shared["stale"] += 1  # RFC 9111 sec. 4.2: no reuse without validation
+            self.stats.not_shared[NotShared.STALE] += 1  # RFC 9111 sec. 4.2: no reuse without validation
             return False
         limit = policy.request_max_age(headers)
         if limit is not None and s.freshness.age(resident) > limit:
-            self.stats.not_shared["request-max-age"] += 1  # RFC 9111 sec. 5.2.1.1
+            self.stats.not_shared[NotShared.REQUEST_MAX_AGE] += 1  # RFC 9111 sec. 5.2.1.1
             return False
         return True
 
@@ -355,7 +370,7 @@ class Proxy(Downstream):
             resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
                                     pool=self.pool, limiter=self.limiter, on_interim=self._interim_to(client))
         except BaseException as exc:
-            s.state = FAILED
+            s.move(FAILED, f"origin request failed: {exc}")
             s.ready.set()
             self._drop(s)
             if not isinstance(exc, up.UpstreamError):
@@ -369,9 +384,9 @@ class Proxy(Downstream):
             length = policy.validators_of(resp.status, resp.headers).length or 0
             if not self._budget_allows(min(self.cfg.window, length)):
                 # The live sessions already hold the global budget: relay this one unshared.
-                verdict = policy.Verdict(False, "buffer-budget")
+                verdict = policy.Verdict(False, NotShared.BUFFER_BUDGET)
         if not verdict:
-            s.state = FAILED
+            s.move(FAILED, f"not shareable: {verdict.reason}")
             s.verdict = verdict
             s.ready.set()
             self._drop(s)
@@ -387,8 +402,13 @@ class Proxy(Downstream):
         s.vary_sig = policy.vary_signature(s.vary_fields, headers)
         s.freshness = policy.freshness(resp.headers, time.time())
         s.verdict = verdict
-        s.state = STREAMING
+        s.move(STREAMING)
         self._buffered.add(s)
+        if self.store is not None:
+            s.spill = self.store.open(s.length)
+            if s.spill is not None:
+                s.spill.can_evict = lambda: s.readers <= 0
+                s.spill.on_evict = lambda: self._forget(s)
         self.stats.sessions += 1
         rec.mode = "origin"
         s.readers += 1
@@ -406,9 +426,24 @@ class Proxy(Downstream):
         """The pump ended (or never ran): the session leaves the registry."""
         if self.sessions.get(s.key) is s:
             del self.sessions[s.key]
+        if s.state == DONE and s.spill is not None and s.spill.complete and self.store is not None:
+            old = self.finished.get(s.key)
+            if old is not None and old is not s:
+                self._forget(old)
+            self.finished[s.key] = s  # kept whole on disk for later requests while fresh
+            self.store.finished(s.spill)
         if s.readers <= 0:
             s.buffer.clear()
             self._buffered.discard(s)
+            if self.finished.get(s.key) is not s and s.spill is not None:
+                s.spill.close()
+
+    def _forget(self, s: Session) -> None:
+        """A finished object leaves the store (evicted or replaced); its file closes once unread."""
+        if self.finished.get(s.key) is s:
+            del self.finished[s.key]
+        if s.readers <= 0 and s.spill is not None:
+            s.spill.close()
 
     def _release(self, s: Session) -> None:
         s.readers -= 1
@@ -417,12 +452,17 @@ class Proxy(Downstream):
         if s.readers <= 0 and s.state != STREAMING:
             s.buffer.clear()
             self._buffered.discard(s)
+            if s.spill is not None and self.finished.get(s.key) is not s and self.sessions.get(s.key) is not s:
+                s.spill.close()  # neither kept as finished nor awaiting the pump's end (_drop decides)
 
     async def _join(
         self, client: Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
     ) -> None:
         self.stats.joins += 1
         s.readers += 1
+        if s.state == DONE and s.spill is not None and self.store is not None:
+            self.store.stats.hits += 1  # served whole from disk, no origin request
+            self.store.touch(s.spill)
         try:
             p = plan_join(method, headers, s.length, s.buffer.received, s.validators)
             rec.mode = p.mode
@@ -503,6 +543,10 @@ class Proxy(Downstream):
             if pos < buf.received:
                 if buf.holds(pos):
                     data = buf.read(pos, min(end, pos + 4 * CHUNK))
+                    await self._write(client, data, rec)
+                    pos += len(data)
+                elif s.spill is not None and s.spill.holds(pos):  # left the window: from disk
+                    data = s.spill.read(pos, min(end, pos + 4 * CHUNK))
                     await self._write(client, data, rec)
                     pos += len(data)
                 else:
@@ -665,10 +709,10 @@ class Proxy(Downstream):
         """502/504 saying what went wrong upstream; 503 + Retry-After when the upstream cap is full."""
         if isinstance(exc, up.UpstreamBusy):
             rec.status = 503
-            await self._error(client, 503, "upstream-busy", close=False,
+            await self._error(client, 503, Refused.UPSTREAM_BUSY, close=False,
                               extra=[(b"retry-after", str(self.cfg.retry_after).encode())])
             return
-        status, why = 502, "upstream-error"
+        status, why = 502, Refused.UPSTREAM_ERROR
         for cls, code, name in UPSTREAM_FAILURES:
             if isinstance(exc, cls):
                 status, why = code, name
@@ -747,6 +791,6 @@ async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: flo
         st = proxy.stats
         print(f"vmc proxy {stopper.describe() or 'stopped'}: {st._next_id} requests, {st.sessions} sessions, "
               f"{st.joins} joins, {st.origin_bytes} origin bytes, {st.client_bytes} client bytes, "
-              f"refused {dict(st.refused)}", file=sys.stderr, flush=True)
+              f"refused {by_name(st.refused)}", file=sys.stderr, flush=True)
         print(json.dumps(proxy.snapshot(recent=0), default=str), flush=True)  # the final counters
     return stopper.exit_code()

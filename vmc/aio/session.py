@@ -32,13 +32,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from vmc.aio.spill import SpillFile
 from vmc.aio.upstream import NO_SLOT, Slot, UpstreamBusy, UpstreamError, UpstreamResponse
 from vmc.core.buffer import SessionBuffer
 from vmc.core.policy import Freshness, Validators, Verdict
 from vmc.core.queue import ClientQueue
+from vmc.core.states import ACTIVE, SessionState, check_transition
 from vmc.core.stats import Stats
 
-PENDING, STREAMING, DONE, FAILED = "pending", "streaming", "done", "failed"
+PENDING, STREAMING, DONE, FAILED = SessionState.PENDING, SessionState.STREAMING, SessionState.DONE, SessionState.FAILED
 
 
 class RepresentationChanged(UpstreamError):
@@ -79,7 +81,7 @@ class Session:
         self.target = target
         #: Request headers sent upstream (Host included); reused for Range patches.
         self.upstream_headers = upstream_headers
-        self.state = PENDING
+        self.state: SessionState = PENDING
         self.ready = asyncio.Event()
         self.verdict: Verdict | None = None
         self.status = 0
@@ -92,6 +94,8 @@ class Session:
         self.freshness = Freshness(None, 0.0)
         self.received_at = 0.0
         self.buffer = SessionBuffer(window)
+        #: The body on disk as it arrives (what left the window is read back from here), or None.
+        self.spill: SpillFile | None = None
         self.subscribers: set[Subscriber] = set()
         self.readers = 0
         self.error = ""
@@ -117,9 +121,14 @@ class Session:
         """Stop feeding ``sub``."""
         self.subscribers.discard(sub)
 
-    def _finish(self, state: str, error: str = "") -> None:
-        self.state = state
-        self.error = error
+    def move(self, state: SessionState, error: str = "") -> None:
+        """The one place the state changes (:data:`vmc.core.states.TRANSITIONS`); a final state
+        closes every subscriber's queue and wakes it."""
+        self.state = check_transition(self.state, state)
+        if error:
+            self.error = error
+        if state in ACTIVE:
+            return
         for sub in self.subscribers:
             sub.queue.close()
             sub.wake.set()
@@ -142,8 +151,8 @@ class Session:
             resp.close()  # idempotent
             self._slot.release()
             self._slot = NO_SLOT
-            if self.state in (PENDING, STREAMING):
-                self._finish(FAILED, "abandoned: no readers left")
+            if self.state in ACTIVE:
+                self.move(FAILED, "abandoned: no readers left")
             if not t.cancelled():
                 t.exception()  # retrieved: the pump handles its own errors
             on_end(self)
@@ -177,18 +186,18 @@ class Session:
                     await self._drain(cur, stats)
                     if tries:
                         stats.stream_resumed += 1
-                    self._finish(DONE)
+                    self.move(DONE)
                     return
                 except RepresentationChanged as exc:
                     stats.stream_failures += 1
-                    self._finish(FAILED, f"not resumed: {exc}")
+                    self.move(FAILED, f"not resumed: {exc}")
                     return
                 except UpstreamBusy as exc:
                     # No slot to resume with (none was held): waiting for one is not an attempt.
                     busy += 1
                     if busy > max(attempts, 1):
                         stats.stream_failures += 1
-                        self._finish(FAILED, f"{exc} (upstream busy)")
+                        self.move(FAILED, f"{exc} (upstream busy)")
                         return
                     await asyncio.sleep(max(backoff, 0.01) * busy)
                 except UpstreamError as exc:
@@ -199,7 +208,7 @@ class Session:
                         cur = None
                     if refetch is None or tries >= attempts:
                         stats.stream_failures += 1
-                        self._finish(FAILED, f"{exc} (after {tries} resume attempts)")
+                        self.move(FAILED, f"{exc} (after {tries} resume attempts)")
                         return
                     tries += 1
                     self.resumes = tries
@@ -207,10 +216,10 @@ class Session:
                     if backoff > 0:
                         await asyncio.sleep(backoff * tries)
         except asyncio.CancelledError:
-            self._finish(FAILED, "abandoned: no readers left")
+            self.move(FAILED, "abandoned: no readers left")
             raise
         except Exception as exc:  # noqa: BLE001 - never leave subscribers waiting on a dead pump
-            self._finish(FAILED, f"pump error: {exc!r}")
+            self.move(FAILED, f"pump error: {exc!r}")
         finally:
             if cur is not None:
                 cur.close()
@@ -225,6 +234,8 @@ class Session:
             if off + len(chunk) > self.length:
                 raise RepresentationChanged("origin sent more than Content-Length")
             self.buffer.append(chunk)
+            if self.spill is not None and not self.spill.write(off, chunk):
+                self.spill = None  # disk full or failing: joiners fall back to the origin by Range
             if self.buffer.memory > stats.peak_buffer_bytes:
                 stats.peak_buffer_bytes = self.buffer.memory
             for sub in list(self.subscribers):

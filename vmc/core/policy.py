@@ -45,6 +45,7 @@ from email.utils import mktime_tz, parsedate_tz
 
 from vmc.core.errors import RangeError
 from vmc.core.ranges import parse_content_range
+from vmc.core.reasons import NotShared
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -79,31 +80,31 @@ class Verdict:
 
     ok: bool
     """True when sharing is allowed."""
-    reason: str
-    """Short reason, recorded in the statistics ("shareable" when ok)."""
+    reason: NotShared
+    """Why not, counted in the statistics (SHAREABLE when ok)."""
 
     def __bool__(self) -> bool:
         return self.ok
 
 
-SHAREABLE = Verdict(True, "shareable")
+SHAREABLE = Verdict(True, NotShared.SHAREABLE)
 
 
 def request_verdict(method: bytes, headers: Headers) -> Verdict:
     """May this request join or start a shared session?"""
     if method not in (b"GET", b"HEAD"):
-        return Verdict(False, "method")
+        return Verdict(False, NotShared.METHOD)
     if get(headers, b"authorization") is not None:
-        return Verdict(False, "authorization")
+        return Verdict(False, NotShared.AUTHORIZATION)
     if get(headers, b"cookie") is not None:
-        return Verdict(False, "cookie")
+        return Verdict(False, NotShared.COOKIE)
     if any(get(headers, c) is not None for c in _CONDITIONALS):
-        return Verdict(False, "conditional")
+        return Verdict(False, NotShared.CONDITIONAL)
     cc = cache_directives(headers)
     if b"no-store" in cc or b"no-cache" in cc:
-        return Verdict(False, "request-no-store")
+        return Verdict(False, NotShared.REQUEST_NO_STORE)
     if get(headers, b"content-length") not in (None, b"0") or get(headers, b"transfer-encoding"):
-        return Verdict(False, "request-body")
+        return Verdict(False, NotShared.REQUEST_BODY)
     return SHAREABLE
 
 
@@ -174,23 +175,23 @@ def response_verdict(status: int, headers: Headers, now: float | None = None) ->
     ``now`` (Unix seconds) is when its head arrived (for ``Date``/``Expires``; see :func:`freshness`).
     """
     if status != 200:
-        return Verdict(False, f"status-{status}")
+        return Verdict(False, NotShared.STATUS_NOT_200)
     if get(headers, b"transfer-encoding") is not None:
-        return Verdict(False, "unknown-length")
+        return Verdict(False, NotShared.UNKNOWN_LENGTH)
     cl = get(headers, b"content-length")
     if cl is None or not cl.isdigit():
-        return Verdict(False, "unknown-length")
+        return Verdict(False, NotShared.UNKNOWN_LENGTH)
     cc = cache_directives(headers)
     if b"no-store" in cc:
-        return Verdict(False, "no-store")
+        return Verdict(False, NotShared.NO_STORE)
     if b"private" in cc:
-        return Verdict(False, "private")
+        return Verdict(False, NotShared.PRIVATE)
     if get(headers, b"set-cookie") is not None:
-        return Verdict(False, "set-cookie")
+        return Verdict(False, NotShared.SET_COOKIE)
     if b"*" in get_all(headers, b"vary"):
-        return Verdict(False, "vary-star")
+        return Verdict(False, NotShared.VARY_STAR)
     if b"no-cache" in cc or not freshness(headers, now).fresh(0.0):
-        return Verdict(False, "must-revalidate")  # RFC 9111 sec. 4.2.4, 5.2.2.4
+        return Verdict(False, NotShared.MUST_REVALIDATE)  # RFC 9111 sec. 4.2.4, 5.2.2.4
     return SHAREABLE
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 
+from vmc.core.reasons import NotShared, Refused, by_name
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -66,8 +68,10 @@ class Stats:
     stream_retries: int = 0
     stream_resumed: int = 0
     stream_failures: int = 0
-    refused: Counter = field(default_factory=Counter)
-    not_shared: Counter = field(default_factory=Counter)
+    #: Requests the proxy answered with its own error, by reason.
+    refused: Counter[Refused] = field(default_factory=Counter)
+    #: Requests fetched on their own instead of shared, by reason.
+    not_shared: Counter[NotShared] = field(default_factory=Counter)
     peak_buffer_bytes: int = 0
     peak_queue_bytes: int = 0
     _next_id: int = 0
@@ -133,8 +137,8 @@ class Stats:
             "stream_retries": self.stream_retries,
             "stream_resumed": self.stream_resumed,
             "stream_failures": self.stream_failures,
-            "refused": dict(self.refused),
-            "not_shared": dict(self.not_shared),
+            "refused": by_name(self.refused),
+            "not_shared": by_name(self.not_shared),
             "peak_buffer_bytes": self.peak_buffer_bytes,
             "peak_queue_bytes": self.peak_queue_bytes,
             "requests": self._next_id,
