@@ -14,20 +14,51 @@ class RangeQueue:
 
     Kept as ranges so a REQUEST for a whole file costs one entry; bounded in
     chunks so a peer cannot make us hold unbounded state (section 12.6.6).
+    A chunk requested twice is queued (and served) twice, in request order.
+
+    ``queued`` is a :class:`Binmap` of the chunks with at least one copy in
+    the queue and ``extra`` counts the further copies of the few chunks
+    requested again while still queued.  With them the usual HAVE at a
+    seeder (libswift sends one per chunk received, for a chunk already sent)
+    costs one binmap lookup instead of a scan of the queue: ``remove`` only
+    walks the queue when it really drops something (docs/swift.md,
+    "Seeder toward a libswift leecher").  push and pop are O(log n).
     """
 
-    __slots__ = ("q", "size", "limit")
+    __slots__ = ("q", "size", "limit", "queued", "extra")
 
     def __init__(self, limit: int) -> None:
         self.q: deque[list[int]] = deque()
         self.size = 0
         self.limit = limit
+        self.queued = Binmap()
+        #: chunk -> copies beyond the first (repeated REQUESTs); bounded by limit
+        self.extra: dict[int, int] = {}
 
     def push(self, lo: int, hi: int) -> None:
         hi = min(hi, lo + max(0, self.limit - self.size))
-        if lo < hi:
-            self.q.append([lo, hi])
-            self.size += hi - lo
+        if lo >= hi:
+            return
+        qd = self.queued
+        if hi - lo == 1:
+            if qd.has(lo):
+                self.extra[lo] = self.extra.get(lo, 0) + 1
+            else:
+                qd.add(lo)
+        else:
+            pos = lo
+            while pos < hi:  # copies of chunks already queued: count them once more
+                a = qd.find_filled(pos, hi)
+                if a is None:
+                    break
+                b = qd.find_empty(a, hi)
+                b = hi if b is None else b
+                for c in range(a, b):
+                    self.extra[c] = self.extra.get(c, 0) + 1
+                pos = b
+            qd.set_range(lo, hi)
+        self.q.append([lo, hi])
+        self.size += hi - lo
 
     def pop(self) -> int | None:
         while self.q:
@@ -38,16 +69,23 @@ class RangeQueue:
                 self.size -= 1
                 if r[0] >= r[1]:
                     self.q.popleft()
+                n = self.extra.get(c)
+                if n is None:
+                    self.queued.discard(c)
+                elif n > 1:
+                    self.extra[c] = n - 1
+                else:
+                    del self.extra[c]
                 return c
             self.q.popleft()
         return None
 
     def remove(self, lo: int, hi: int) -> None:
         """Drop chunks ``[lo, hi)`` (CANCEL, or HAVE as implicit cancel, 3.8)."""
-        for a, b in self.q:
-            if a < hi and lo < b:
-                break
-        else:
+        if not self.size:
+            return
+        hi = min(hi, Binmap.MAX_CHUNKS)
+        if lo >= hi or not self.queued.any_in(lo, hi):
             return  # nothing queued in [lo, hi): the usual HAVE at a seeder
         out: deque[list[int]] = deque()
         size = 0
@@ -58,10 +96,16 @@ class RangeQueue:
                     size += y - x
         self.q = out
         self.size = size
+        self.queued.reset_range(lo, hi)
+        if self.extra:
+            for c in [c for c in self.extra if lo <= c < hi]:
+                del self.extra[c]
 
     def clear(self) -> None:
         self.q.clear()
         self.size = 0
+        self.queued.clear()
+        self.extra.clear()
 
     def __len__(self) -> int:
         return self.size
