@@ -52,6 +52,73 @@ class RequestRecord:
     """Why it failed, when it did."""
 
 
+#: Upper bounds (seconds) of the time histograms' buckets; one more bucket takes the rest.
+TIME_BOUNDS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+                                  10.0, 20.0, 50.0, 100.0)
+
+
+@dataclass
+class Histogram:
+    """Counts of values by bucket (``x <= bound``), with their count, sum and maximum."""
+
+    bounds: tuple[float, ...] = TIME_BOUNDS
+    counts: list[int] = field(default_factory=list)
+    count: int = 0
+    total: float = 0.0
+    max: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
+    def add(self, x: float) -> None:
+        i = next((k for k, b in enumerate(self.bounds) if x <= b), len(self.bounds))
+        self.counts[i] += 1
+        self.count += 1
+        self.total += x
+        self.max = max(self.max, x)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+    def to_json(self) -> dict:
+        return {"bounds": list(self.bounds), "counts": list(self.counts), "count": self.count,
+                "mean": self.mean, "max": self.max}
+
+
+@dataclass
+class Summary:
+    """Every request, in counts and histograms: what the bounded detail ring cannot keep."""
+
+    requests: int = 0
+    modes: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: int = 0
+    detached: int = 0
+    client_bytes: int = 0
+    ttfb: Histogram = field(default_factory=Histogram)
+    completion: Histogram = field(default_factory=Histogram)
+
+    def add(self, r: RequestRecord) -> None:
+        self.requests += 1
+        self.modes[r.mode] += 1
+        self.statuses[r.status] += 1
+        self.errors += bool(r.error)
+        self.detached += r.detached
+        self.client_bytes += r.client_bytes
+        if r.ttfb is not None:
+            self.ttfb.add(r.ttfb)
+        if r.completion is not None:
+            self.completion.add(r.completion)
+
+    def to_json(self) -> dict:
+        return {"requests": self.requests, "modes": dict(sorted(self.modes.items())),
+                "statuses": {str(k): n for k, n in sorted(self.statuses.items())}, "errors": self.errors,
+                "detached": self.detached, "client_bytes": self.client_bytes,
+                "ttfb": self.ttfb.to_json(), "completion": self.completion.to_json()}
+
+
 @dataclass
 class Stats:
     """Counters and a bounded log of recent requests."""
@@ -76,6 +143,8 @@ class Stats:
     peak_queue_bytes: int = 0
     _next_id: int = 0
     records: deque = field(default_factory=deque)
+    #: Requests that left ``records`` (folded in as they left): with the ring, every request.
+    past: Summary = field(default_factory=Summary)
 
     def new_request(self, method: str, uri: str, now: float) -> RequestRecord:
         """Start a record for a request parsed at ``now``."""
@@ -83,7 +152,7 @@ class Stats:
         rec = RequestRecord(self._next_id, method, uri, now)
         self.records.append(rec)
         while len(self.records) > self.keep:
-            self.records.popleft()
+            self.past.add(self.records.popleft())
         return rec
 
     @staticmethod
@@ -119,11 +188,22 @@ class Stats:
         """1 - origin/client (None before any client byte)."""
         return 1 - self.origin_bytes / self.client_bytes if self.client_bytes else None
 
+    def summary(self) -> Summary:
+        """Every request so far: the folded past plus the records still in the ring."""
+        out = Summary(self.past.requests, Counter(self.past.modes), Counter(self.past.statuses),
+                      self.past.errors, self.past.detached, self.past.client_bytes,
+                      Histogram(counts=list(self.past.ttfb.counts), count=self.past.ttfb.count,
+                                total=self.past.ttfb.total, max=self.past.ttfb.max),
+                      Histogram(counts=list(self.past.completion.counts), count=self.past.completion.count,
+                                total=self.past.completion.total, max=self.past.completion.max))
+        for r in self.records:
+            out.add(r)
+        return out
+
     def snapshot(self, recent: int = 100) -> dict:
         """JSON-ready view for the status endpoint."""
         recs = list(self.records)[-recent:] if recent else []
-        done = [r.completion for r in self.records if r.completion is not None]
-        ttfbs = [r.ttfb for r in self.records if r.ttfb is not None]
+        summary = self.summary()
         return {
             "origin_bytes": self.origin_bytes,
             "client_bytes": self.client_bytes,
@@ -142,7 +222,8 @@ class Stats:
             "peak_buffer_bytes": self.peak_buffer_bytes,
             "peak_queue_bytes": self.peak_queue_bytes,
             "requests": self._next_id,
-            "mean_ttfb": sum(ttfbs) / len(ttfbs) if ttfbs else None,
-            "mean_completion": sum(done) / len(done) if done else None,
+            "mean_ttfb": summary.ttfb.mean,
+            "mean_completion": summary.completion.mean,
+            "summary": summary.to_json(),
             "recent": [asdict(r) for r in recs],
         }
