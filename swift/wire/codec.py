@@ -480,7 +480,7 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
     out: list = []
     app = out.append
     pos = 4
-    if channel == 0 and buf[4] == MsgType.INTEGRITY and is_legacy_handshake(buf):
+    if channel == 0 and n > 4 and buf[4] == MsgType.INTEGRITY and is_legacy_handshake(buf):
         chan, opts, pos = decode_legacy_handshake(buf)
         out.append((0, chan, 0, opts, None))
         if pos < n:  # legacy messages after it are in another dialect: not parsed
