@@ -192,6 +192,14 @@ class Binmap:
         if hi - lo == 1:  # one chunk (an ACK, most HAVEs): the C descent
             self._one(lo, True)
             return
+        span = 32 << self.root_layer
+        if hi <= span and binmap_find(self._h, self._deep, self.root, self.root_layer,
+                                      lo, hi, False) < 0:
+            return  # already filled: a HAVE after the ACK for the same chunks
+        if hi - lo <= 8:  # a few chunks: C descents beat the Python recursion
+            for i in range(lo, hi):
+                self._one(i, True)
+            return
         self._grow(hi)
         self._set(self.root, self.root_layer, 0, lo, hi, True)
 

@@ -13,19 +13,21 @@ from typing import Any, Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import swift.core.binmap as binmap_mod
 import swift.core.channel as channel_mod
+from swift.core.binmap import Binmap
 from swift.core.channel import RangeQueue
 
 _FILE = channel_mod.__file__
 
 
-def _lines(fn: Callable[[], Any]) -> int:
-    """Lines of channel.py executed while ``fn`` runs."""
+def _lines(fn: Callable[[], Any], file: str = _FILE) -> int:
+    """Lines of ``file`` (channel.py) executed while ``fn`` runs."""
     n = 0
 
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         nonlocal n
-        if frame.f_code.co_filename != _FILE:
+        if frame.f_code.co_filename != file:
             return None
         if event == "line":
             n += 1
@@ -94,3 +96,18 @@ def test_overlapping_requests_match_a_list(ops: list[tuple[str, int, int]]) -> N
         for c in range(0, 31):  # the index agrees with the queue
             assert q.queued.has(c) == (c in model)
     assert [q.pop() for _ in range(len(model) + 1)] == model + [None]
+
+
+def _refill_cost(chunks: int) -> int:
+    """binmap.py lines to mark two chunks already marked, in a binmap of ``chunks``."""
+    m = Binmap()
+    m.set_range(0, chunks)
+    for c in range(1, chunks, 3):  # patchy, so the tree is deep
+        m.discard(c)
+    return _lines(lambda: m.set_range(chunks - 6, chunks - 4), binmap_mod.__file__)
+
+
+def test_marking_chunks_a_peer_already_has_does_not_walk_the_tree() -> None:
+    """libswift's HAVE repeats the chunks its ACK just covered: the second
+    set_range on the peer's binmap is one lookup, whatever the tree depth."""
+    assert _refill_cost(1 << 8) == _refill_cost(1 << 16)
