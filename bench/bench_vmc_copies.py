@@ -1,0 +1,189 @@
+"""VMC at its default settings: origin copies, peak RSS and disk use against Varnish and Squid
+(issue 19 item 1).
+
+N curl clients fetch one object, client i starting at ``i * stagger`` s, from our
+origin paced 5 MB/s per connection (a subprocess). Arms, interleaved in one run,
+each repeat with a fresh proxy/cache and a new object:
+
+- ``vmc defaults``: ``vmc proxy`` as a user runs it (8 MiB window, disk store
+  with its default 1 GiB budget): a late joiner's prefix that left the window
+  is read from the disk store;
+- ``vmc, no disk store``: ``--disk-budget 0``, the behaviour before the store
+  (late joiners past the window fetch their prefix from the origin by Range);
+- Varnish with file storage (``-s file``): the storage file's blocks on disk
+  are its disk use;
+- Squid (``collapsed_forwarding``, memory cache: no ``cache_dir``, no disk).
+
+Per arm: origin copies (origin body bytes / object size), origin GETs and Range
+GETs, completion and first byte, the process family's peak RSS and its growth,
+and the disk used: ours is the store's peak reservation as the proxy reported
+it (``/_vmc/status`` -> ``disk``), Varnish's the storage file's allocated blocks.
+
+``--quick``: 4 clients x 4 MiB with ``--window 1MiB`` for both vmc arms (the
+default window would hold a 4 MiB object whole and the disk store would never be
+read); it proves the benchmark runs, its figures are not quoted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from bench.bench_vmc import PY, _clients, _merge, _Proc, _row
+from bench.harness import Figure, interleaved, measured
+
+from vmc.caches import CacheError, Squid, Varnish
+
+REQUIRES = {"tools": ["curl"]}
+
+DEFAULT_WINDOW = 8 << 20  # vmc.aio.config.ProxyConfig.window
+
+
+def _arm_vmc(origin: str, n: int, stagger: float, size: int, extra: list[str], path: str) -> dict:
+    """One repeat through a fresh ``vmc proxy`` whose final status JSON gives its disk figures."""
+    with tempfile.TemporaryDirectory(prefix="vmc-bench-copies-") as d:
+        stats = Path(d) / "status.json"
+        spill = Path(d) / "spill"
+        spill.mkdir()
+        px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin, "--stats-out", str(stats),
+                         "--disk-dir", str(spill), *extra])
+        try:
+            url = f"http://{origin}{path}"
+            row = _row("", origin, size, lambda: _clients(url, px.authority, n, stagger, False, path, size),
+                       px.pid, n)
+        finally:
+            px.stop()  # SIGTERM: the proxy writes its status file and closes the store
+        snap = json.loads(stats.read_text()) if stats.exists() else {}
+        disk = snap.get("disk") or {}
+        row["disk MB"] = round(disk.get("peak_reserved", 0) / 1e6, 2)
+        row["disk read MB"] = round(disk.get("read_bytes", 0) / 1e6, 2)
+        row["files left after exit"] = len(os.listdir(spill))
+        return row
+
+
+def _arm_varnish_file(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="vmc-bench-varnish-") as d:
+        os.chmod(d, 0o755)
+        store = Path(d) / "storage.bin"
+        cache = Varnish.accelerator(origin, storage=f"file,{store},{max(4 * size, 256 << 20)}")
+        cache.start()
+        try:
+            url = f"http://{cache.authority}{path}"
+            row = _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), cache.pid, n)
+            row["disk MB"] = round(store.stat().st_blocks * 512 / 1e6, 2) if store.exists() else None
+        finally:
+            cache.stop()
+        row["disk read MB"] = None
+        row["files left after exit"] = None
+        return row
+
+
+def _arm_squid(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
+    cache = Squid.accelerator(origin, mem_mb=max(256, 2 * size >> 20))
+    cache.start()
+    try:
+        url = f"http://{cache.authority}{path}"
+        row = _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), cache.pid, n)
+    finally:
+        cache.stop()
+    row["disk MB"] = 0.0  # memory cache only (no cache_dir)
+    row["disk read MB"] = None
+    row["files left after exit"] = None
+    return row
+
+
+def _usable(name: str, make: Callable[[], object], notes: list[str]) -> bool:
+    """Installed and able to start? (once, before the timed repeats)"""
+    try:
+        cache = make()
+        cache.start()  # type: ignore[attr-defined]
+        cache.stop()  # type: ignore[attr-defined]
+        return True
+    except FileNotFoundError as exc:
+        notes.append(f"{name}: arm skipped ({exc})")
+    except CacheError as exc:
+        if os.environ.get("CI") == "true":
+            raise  # installed but broken: CI must see it, not a quietly skipped arm
+        notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
+    return False
+
+
+def run(quick: bool) -> dict:
+    n = 4 if quick else 20
+    size = (4 << 20) if quick else (50 << 20)
+    stagger = 0.2 if quick else 0.5
+    repeats = 2 if quick else 3
+    rate = 5e6
+    window_args = ["--window", "1MiB"] if quick else []
+    window = (1 << 20) if quick else DEFAULT_WINDOW
+    notes: list[str] = []
+    origin = _Proc(PY + ["origin", "--listen", "127.0.0.1:0", "--rate", str(rate)])
+    paths = iter(f"/copies-{i}.bin?size={size}" for i in range(10_000))
+    try:
+        o = origin.authority
+        arms: dict[str, Callable[[str], dict]] = {
+            "vmc defaults": partial(_arm_vmc, o, n, stagger, size, window_args),
+            "vmc, no disk store": partial(_arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]),
+        }
+        if shutil.which("varnishd") and _usable("varnish", partial(Varnish.accelerator, o), notes):
+            arms["varnish (file storage)"] = partial(_arm_varnish_file, o, n, stagger, size)
+        if shutil.which("squid") and _usable("squid", partial(Squid.accelerator, o), notes):
+            arms["squid collapsed_forwarding"] = partial(_arm_squid, o, n, stagger, size)
+
+        def fresh(arm: Callable[[str], dict]) -> Callable[[], dict]:
+            def go() -> dict:  # a new object each time: no cache can serve a repeat warm
+                path = next(paths)
+                urllib.request.urlopen(urllib.request.Request(f"http://{o}{path}", method="HEAD"),
+                                       timeout=60).close()
+                return arm(path)
+            return go
+
+        samples = interleaved({name: fresh(arm) for name, arm in arms.items()}, repeats)
+    finally:
+        origin.stop()
+    rows = [_merge(name, runs) for name, runs in samples.items()]
+    ours = samples["vmc defaults"]
+    comps = []
+    ratios: dict[str, Figure] = {"vmc defaults: origin copies": Figure.of(r["copies"] for r in ours)}
+    if all(r["proxy RSS growth MB"] is not None for r in ours):
+        ratios["vmc defaults: RSS growth / window"] = Figure.of(
+            r["proxy RSS growth MB"] / (window / 1e6) for r in ours)
+    for anchor, target in (("varnish (file storage)", "1.00 +- 0.02 (issue 19: equal within 2%)"),
+                           ("squid collapsed_forwarding", "about 1"),
+                           ("vmc, no disk store", "< 1 (the store saves origin copies)")):
+        a = samples.get(anchor)
+        if not a:
+            continue
+        comps.append(measured(f"vmc defaults/{anchor} origin copies", [r["copies"] for r in ours],
+                              [r["copies"] for r in a], anchor=anchor, unit="copies", target=target))
+        o_v, a_v = [r["proxy RSS growth MB"] for r in ours], [r["proxy RSS growth MB"] for r in a]
+        if all(v is not None for v in o_v) and all(a_v):
+            comps.append(measured(f"vmc defaults/{anchor} RSS growth", o_v, a_v, anchor=anchor, unit="MB"))
+    notes += [
+        f"{n} curl clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin paced "
+        f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; every arm "
+        f"{repeats} times interleaved, each time a fresh proxy/cache and a new object.",
+        f"vmc window {window >> 20} MiB" + (" (--quick: smaller than the default 8 MiB so the disk store is read)"
+                                             if quick else " (the default)") + "; disk budget 1 GiB (default).",
+        "disk MB: vmc = the store's peak reservation (Content-Length per object, /_vmc/status disk.peak_reserved); "
+        "Varnish = allocated blocks of its -s file storage after the run (varnishd allocates the whole file, "
+        "sized here at 4x the object or 256 MiB, up front); Squid runs a memory cache (0).",
+        "files left after exit: names in the vmc store's directory after SIGTERM (its files are anonymous).",
+        "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm started.",
+    ]
+    return {
+        "title": "VMC defaults: origin copies, memory and disk vs Varnish (file) and Squid",
+        "rows": rows,
+        "comparisons": comps,
+        "ratios": ratios,
+        "targets": {"vmc defaults: origin copies": "= Varnish's within 2% (about 1.0)",
+                    "vmc defaults: RSS growth / window": "bounded (about 1-3: the window plus queues)"},
+        "repeats": repeats,
+        "notes": notes,
+    }
