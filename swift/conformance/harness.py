@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -159,6 +160,20 @@ def _stop(proc: subprocess.Popen) -> None:
 
 # ------------------------------------------------------------------ raw test peer
 
+@dataclass(frozen=True)
+class Undecodable:
+    """A datagram the raw peer received but our codec could not parse to its end."""
+
+    data: bytes
+    """The datagram as received."""
+    error: str
+    """Why the codec stopped (DecodeError, or the Decoded.error of a partial parse)."""
+
+    def describe(self) -> str:
+        head = self.data[:48].hex() + ("..." if len(self.data) > 48 else "")
+        return f"{len(self.data)} bytes ({self.error}): {head}"
+
+
 class RawPeer:
     """A UDP socket speaking PPSPP message by message (no state machine)."""
 
@@ -168,6 +183,8 @@ class RawPeer:
         self.sock.bind(("127.0.0.1", 0))
         self.remote_channel: int | None = None
         self.received: list[tuple[float, C.Decoded]] = []
+        self.undecodable: list[Undecodable] = []
+        """Datagrams our codec could not parse whole (kept: a reply we cannot read is no refusal)."""
 
     def close(self) -> None:
         self.sock.close()
@@ -179,7 +196,7 @@ class RawPeer:
         self.close()
 
     def options(self, swarm: bytes | None, **over) -> C.HandshakeOptions:
-        base = dict(version=Version.V1, min_version=Version.V1, swarm_id=swarm, integrity=IntegrityMethod.MERKLE,
+        base: dict[str, Any] = dict(version=Version.V1, min_version=Version.V1, swarm_id=swarm, integrity=IntegrityMethod.MERKLE,
                     hash_func=PROFILE.hash_func, addressing=self.ctx.addressing,
                     chunk_size=None if PROFILE.name == "libswift" else self.ctx.chunk_size)
         base.update(over)
@@ -197,7 +214,7 @@ class RawPeer:
     def recv(self, timeout: float, until: Callable[[C.Decoded], bool] | None = None,
              max_datagrams: int = 100000) -> list[C.Decoded]:
         """Datagrams received within ``timeout`` s (stops early when ``until`` is true)."""
-        out = []
+        out: list[C.Decoded] = []
         deadline = time.monotonic() + timeout
         while len(out) < max_datagrams:
             left = deadline - time.monotonic()
@@ -210,8 +227,11 @@ class RawPeer:
                 break
             try:
                 d = C.decode_datagram(data, self.ctx)
-            except C.DecodeError:
+            except C.DecodeError as exc:
+                self.undecodable.append(Undecodable(data, str(exc)))
                 continue
+            if d.error is not None:
+                self.undecodable.append(Undecodable(data, d.error))
             self.received.append((time.monotonic(), d))
             out.append(d)
             for m in d.messages:
@@ -243,6 +263,8 @@ class Relay:
     to_server: list[tuple[float, C.Decoded]] = field(default_factory=list)
     to_client: list[tuple[float, C.Decoded]] = field(default_factory=list)
     client: tuple[str, int] | None = None
+    undecodable: list[tuple[bool, Undecodable]] = field(default_factory=list)
+    """(from_server, datagram) for datagrams too short to carry even a channel ID (not forwarded to log())."""
 
     def __post_init__(self) -> None:
         self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -269,8 +291,10 @@ class Relay:
             while not self._stop.is_set():
                 for key, _ in sel.select(0.1):
                     from_server = key.data
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
                     try:
-                        data, addr = key.fileobj.recvfrom(65536)
+                        data, addr = sock.recvfrom(65536)
                     except OSError:
                         continue
                     if not from_server:
@@ -278,8 +302,10 @@ class Relay:
                     out = data
                     try:
                         d = C.decode_datagram(data, self.ctx)
-                    except C.DecodeError:
+                    except C.DecodeError as exc:
                         d = None
+                        with self._lock:
+                            self.undecodable.append((from_server, Undecodable(data, str(exc))))
                     if d is not None:
                         with self._lock:
                             (self.to_client if from_server else self.to_server).append((time.monotonic(), d))

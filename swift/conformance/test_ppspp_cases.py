@@ -133,6 +133,28 @@ def test_handshake_reply_options_and_have(impl, impl_seeder):
         assert _have_covers(ctx, allg, n), "no HAVE covering every chunk within 3 s"
 
 
+def _accepting_head(data: bytes, our_channel: int) -> int:
+    """The channel ID of an accepting HANDSHAKE at the head of a datagram, read from the fixed fields that
+    precede any option (sec. 8.4, 3.11: destination channel, message type 0, the sender's channel ID);
+    0 if the datagram does not start so. Decides acceptance even when the options cannot be decoded."""
+    if len(data) < 9 or int.from_bytes(data[:4], "big") != our_channel or data[4] != MsgType.HANDSHAKE:
+        return 0
+    return int.from_bytes(data[5:9], "big")
+
+
+def _assert_not_accepted(p: RawPeer, got: list, what: str) -> None:
+    """A refusal is silence or a closing HANDSHAKE (channel 0). A reply our codec cannot parse is neither:
+    an accepting HANDSHAKE head with options we cannot decode is an acceptance; anything else undecodable
+    is reported as a decode failure, never counted as the refusal the case expects."""
+    assert not _accepting_handshakes(got, p.channel), f"accepted {what}"
+    heads = [(ch, u) for u in p.undecodable if (ch := _accepting_head(u.data, p.channel))]
+    assert not heads, (f"accepted {what}: an accepting HANDSHAKE (its channel {heads[0][0]:#x}) whose options "
+                       f"our codec cannot decode: {heads[0][1].describe()}")
+    assert not p.undecodable, (
+        f"cannot tell whether it refused {what}: {len(p.undecodable)} reply datagram(s) our codec could not "
+        f"decode (a decode failure, not a refusal); first: {p.undecodable[0].describe()}")
+
+
 def _have_covers(ctx, dgrams, n: int) -> bool:
     have = set()
     for m in messages(dgrams, MsgType.HAVE):
@@ -151,8 +173,7 @@ def test_refuses_unsupported_versions(impl, impl_seeder, version, min_version):
     swarm = bytes.fromhex(_root_of(data))
     with RawPeer(ctx, channel=0x0BADBAD0) as p:
         p.handshake(addr, p.options(swarm, version=version, min_version=min_version))
-        got = p.recv(1.5)
-        assert not _accepting_handshakes(got, p.channel), f"accepted version {version} (min {min_version})"
+        _assert_not_accepted(p, p.recv(1.5), f"version {version} (min {min_version})")
     with RawPeer(ctx, channel=0x600D600D) as p:
         p.handshake(addr, p.options(swarm))
         assert _accepting_handshakes(p.recv(3.0, until=lambda d: bool(_accepting_handshakes([d], p.channel))),
@@ -170,7 +191,18 @@ def test_refuses_unknown_swarm_and_mismatched_options(impl, impl_seeder):
         with RawPeer(ctx, channel=0x100 + i) as p:
             sw = opts.pop("swarm")
             p.handshake(addr, p.options(sw, **opts))
-            assert not _accepting_handshakes(p.recv(1.0), p.channel), f"accepted {opts or 'unknown swarm'}"
+            _assert_not_accepted(p, p.recv(1.0), str(opts or "an unknown swarm ID"))
+
+
+@pytest.mark.conformance(protocol="ppspp", section="RFC 7574 sec. 3.1, 3.1.1, 7.8", role="seeder")
+@pytest.mark.parametrize("other", ["bin32", "chunk64"])
+def test_refuses_another_chunk_addressing_method(impl, impl_seeder, other):
+    """The chunk addressing method is swarm metadata (sec. 3.1 (c)): a HANDSHAKE for the swarm's ID that
+    names another method than the swarm's (chunk32 here) is for another swarm and gets no accepting reply."""
+    addr, _, data, _ = impl_seeder("chunk32")
+    with RawPeer(ctx_for(other, CS), channel=0x0ADD0ADD) as p:
+        p.handshake(addr, p.options(bytes.fromhex(_root_of(data))))
+        _assert_not_accepted(p, p.recv(1.0), f"a HANDSHAKE asking for {other} in a chunk32 swarm")
 
 
 # ------------------------------------------------------------------ messages (raw test peer)
@@ -419,7 +451,7 @@ def test_choke_stops_requests_until_unchoke(impl, tmp_path, record_property):
 
 
 @pytest.mark.conformance(protocol="ppspp", section="RFC 7574 sec. 8.2-8.14", role="leecher")
-@pytest.mark.parametrize("addressing", ["bin32", "byte64", "chunk64"])
+@pytest.mark.parametrize("addressing", ["chunk32", "bin32", "byte64", "chunk64"])
 def test_every_datagram_it_sends_parses(impl, tmp_path, addressing, record_property):
     """Through our relay, every datagram the implementation sends during a download parses completely
     with our codec under the negotiated addressing (no truncated or unknown message)."""
@@ -429,8 +461,9 @@ def test_every_datagram_it_sends_parses(impl, tmp_path, addressing, record_prope
     with our_seeder(path, addressing, CS) as (addr, root), Relay(addr, ctx) as relay:
         cp = _leech(impl, root, relay.address, out, addressing, timeout=20)
         up = relay.log(from_server=False)
+        short = [u.describe() for from_server, u in relay.undecodable if not from_server]
     assert cp.returncode == 0 and sha256_file(out) == sha256_file(path)
-    bad = [d.error for d in up if d.error]
+    bad = [d.error for d in up if d.error] + short
     assert not bad, f"{len(bad)} malformed datagram(s): {bad[:3]}"
     kinds = sorted({MsgType(m.type).name for d in up for m in d.messages})
     assert "HANDSHAKE" in kinds and "REQUEST" in kinds
