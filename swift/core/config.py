@@ -12,6 +12,7 @@ by :mod:`swift.core.peer`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from swift.wire.constants import ChunkAddressing, HashFunc
@@ -23,6 +24,24 @@ MAX_DGRAM = 1400
 MTU_PAYLOAD = 1452
 
 
+class Dialect(Enum):
+    """What one channel speaks (docs/swift-libswift-compat.md): kept per
+    channel, so one swarm may serve RFC 7574 peers and libswift at once."""
+
+    #: RFC 7574: Chunk Size option sent, a missing Merkle hash option means SHA-256
+    RFC = "rfc"
+    #: draft-10 as libswift speaks it: no Chunk Size / Supported Messages
+    #: options (libswift drops a handshake carrying them), missing hash = SHA-1
+    LIBSWIFT = "libswift"
+
+
+#: profiles: "rfc" and "libswift" fix every channel's dialect; "auto" starts
+#: a channel we open in RFC 7574 and alternates with the libswift dialect
+#: while the handshake goes unanswered, and answers a handshake in the
+#: dialect it came in (one without a Chunk Size option gets a reply without)
+PROFILES = ("rfc", "libswift", "auto")
+
+
 @dataclass
 class PeerConfig:
     """Swarm metadata (section 3.1 a-f) and local policy."""
@@ -30,7 +49,8 @@ class PeerConfig:
     chunk_size: int = 1024
     hash_func: HashFunc = HashFunc.SHA256
     addressing: ChunkAddressing = ChunkAddressing.CHUNK32
-    #: "rfc" (RFC 7574) or "libswift" (draft-10 as libswift implements it)
+    #: "rfc" (RFC 7574), "libswift" (draft-10 as libswift implements it) or
+    #: "auto" (the dialect per channel, see :data:`PROFILES`)
     profile: str = "rfc"
     picker: str = "linear"
     #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
@@ -83,6 +103,10 @@ class PeerConfig:
     #: live: start this many chunks behind the newest one announced (6.1.2.4)
     live_prebuffer: int = 16
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
 
     @staticmethod
     def libswift(**kw: Any) -> "PeerConfig":

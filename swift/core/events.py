@@ -70,3 +70,15 @@ class PeerDiscovered:
 
     #: (host, port)
     addr: Any
+
+
+@dataclass(frozen=True, slots=True)
+class HandshakeRefused:
+    """A peer's HANDSHAKE (its initiation, or its reply to ours) was refused;
+    ``reason`` says what, e.g. "unknown option 9" or "integrity method 2,
+    this swarm uses 1" (the download's hint repeats it)."""
+
+    #: remote transport address
+    addr: Any
+    #: one line: what was refused and why
+    reason: str

@@ -45,7 +45,7 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
-from swift.core.config import MAX_DGRAM, PeerConfig
+from swift.core.config import MAX_DGRAM, Dialect, PeerConfig
 from swift.core.content import Content
 from swift.core.picker import PICKERS, Availability
 from swift.core.receive import DataReceiver
@@ -94,6 +94,9 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             # bin32, 16 for byte64, ...
             tree.spec_bytes = self._wire_spec
         self.rng = random.Random(cfg.seed)
+        #: local channel ID -> its dialect when it differs from the profile's
+        #: default (profile "auto", docs/swift-libswift-compat.md)
+        self.dialects: dict[int, Dialect] = {}
         self.channels: dict[int, Channel] = {}
         self.by_remote: dict[tuple[Any, int], Channel] = {}
         self.blacklist: set[Any] = set()
@@ -194,6 +197,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         for lo, hi in ch.peer_have.ranges():
             self.availability.add_range(lo, hi, -1)
         self.channels.pop(ch.local_id, None)
+        self.dialects.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
         self.fast.discard(ch.local_id)
         self.certs.pop(ch.addr)
@@ -205,9 +209,27 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
 
     # -- handshake (sections 3.1, 7, 8.4) -----------------------------------------------
 
-    def _our_options(self, initiator: bool) -> C.HandshakeOptions:
+    def dialect(self, ch: Channel) -> Dialect:
+        """What ``ch`` speaks: the profile's, or what "auto" settled on."""
+        got = self.dialects.get(ch.local_id)
+        return got if got is not None else self._default_dialect()
+
+    def _auto_dialect(self, o: C.HandshakeOptions) -> Dialect:
+        """The dialect of a peer's handshake under profile "auto": libswift
+        never sends the Chunk Size or Supported Messages options, an RFC 7574
+        peer always sends Chunk Size (7.11)."""
+        if o.chunk_size is None and o.supported is None:
+            return Dialect.LIBSWIFT
+        return Dialect.RFC
+
+    def _refused(self, addr: Any, reason: str) -> None:
+        """Count a refused handshake and say why (``HandshakeRefused``)."""
+        self.stats["refused"] += 1
+        self.events.append(ev.HandshakeRefused(addr, reason))
+
+    def _our_options(self, initiator: bool, dialect: Dialect = Dialect.RFC) -> C.HandshakeOptions:
         cfg = self.config
-        lib = cfg.profile == "libswift"
+        lib = dialect is Dialect.LIBSWIFT
         live = self.live
         return C.HandshakeOptions(
             version=Version.V1, min_version=Version.V1,
@@ -220,36 +242,53 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             chunk_size=None if lib else cfg.chunk_size,
         )
 
-    def _options_ok(self, o: C.HandshakeOptions, initiator_side: bool) -> bool:
-        """Check a peer's options against our swarm metadata (refuse on mismatch)."""
+    def _options_ok(self, o: C.HandshakeOptions, initiator_side: bool,
+                    dialect: Dialect = Dialect.RFC) -> str | None:
+        """Check a peer's options against our swarm metadata: None when they
+        match, else why not (one line, for ``HandshakeRefused``)."""
         cfg = self.config
+        if o.legacy:
+            return "legacy swift handshake (libswift's pre-PPSPP fallback, not spoken here)"
         if o.version is not None and o.version < Version.V1:
-            return False
+            return f"protocol version {o.version}, this peer speaks 1"
         if o.min_version is not None and o.min_version > Version.V1:
-            return False
-        if o.version is None and cfg.profile == "rfc":
-            return False
+            return f"minimum version {o.min_version}, this peer speaks 1"
+        if o.version is None and dialect is Dialect.RFC and cfg.profile == "rfc":
+            return "no version option"
         if initiator_side and o.swarm_id is None:
-            return False
+            return "no swarm ID"
         if o.swarm_id is not None and o.swarm_id != self.swarm_id:
-            return False
+            return f"swarm ID {o.swarm_id.hex()[:16]}... is not {self.swarm_id.hex()[:16]}..."
         want = self.live_method if self.live else IntegrityMethod.MERKLE
         # an absent option means the default: Merkle Hash Tree for static
         # content, Unified Merkle Tree for live (7.5); ECDSAP256SHA256 (7.7)
         default_im = IntegrityMethod.UNIFIED_MERKLE if self.live else IntegrityMethod.MERKLE
-        if (o.integrity if o.integrity is not None else default_im) != want:
-            return False
-        if self.live and (o.sig_alg if o.sig_alg is not None
-                          else SigAlg.ECDSAP256SHA256) != self.sig_alg:
-            return False
-        default_hf = HashFunc.SHA1 if cfg.profile == "libswift" else HashFunc.SHA256
-        if (o.hash_func if o.hash_func is not None else default_hf) != cfg.hash_func:
-            return False
-        if (o.addressing if o.addressing is not None else ChunkAddressing.CHUNK32) != cfg.addressing:
-            return False
+        im = o.integrity if o.integrity is not None else default_im
+        if im != want:
+            return f"integrity method {im}, this swarm uses {int(want)}"
+        sa = o.sig_alg if o.sig_alg is not None else SigAlg.ECDSAP256SHA256
+        if self.live and sa != self.sig_alg:
+            return f"live signature algorithm {sa}, this swarm uses {int(self.sig_alg)}"
+        default_hf = HashFunc.SHA1 if dialect is Dialect.LIBSWIFT else HashFunc.SHA256
+        hf = o.hash_func if o.hash_func is not None else default_hf
+        if hf != cfg.hash_func:
+            return f"Merkle hash function {hf}, this swarm uses {int(cfg.hash_func)}"
+        cam = o.addressing if o.addressing is not None else ChunkAddressing.CHUNK32
+        if cam != cfg.addressing:
+            return f"chunk addressing {cam}, this swarm uses {int(cfg.addressing)}"
         if o.chunk_size is not None and o.chunk_size != cfg.chunk_size:
-            return False
-        return True
+            return f"chunk size {o.chunk_size}, this swarm uses {cfg.chunk_size}"
+        return None
+
+    def _default_dialect(self) -> Dialect:
+        return Dialect.LIBSWIFT if self.config.profile == "libswift" else Dialect.RFC
+
+    @staticmethod
+    def _takes(ch: Channel, t: MsgType) -> bool:
+        """Whether the peer takes message type ``t``: its Supported Messages
+        option (7.10) lists it, or it sent none (then it takes every one)."""
+        sup = getattr(ch.peer_options, "supported", None)
+        return sup is None or t in C.supported_set(sup)
 
     def _on_initiation(self, data: bytes, addr: Any, now: float) -> None:
         try:
@@ -263,8 +302,17 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self.stats["refused"] += 1
             return
         hs = C.Handshake(msgs[0][1], msgs[0][3])
-        if addr in self.blacklist or not self._options_ok(hs.options, True):
-            self.stats["refused"] += 1  # no reply: it may be spoofed (3.1.1 step 2)
+        dialect = self._auto_dialect(hs.options) if self.config.profile == "auto" else None
+        why = ("address blacklisted" if addr in self.blacklist else
+               self._options_ok(hs.options, True, dialect or self._default_dialect()))
+        if why is not None:
+            # no reply: it may be spoofed (3.1.1 step 2); a legacy swift
+            # handshake for this swarm gets libswift's closing reply (9 bytes
+            # for its 34: no amplification), so it stops retrying at once
+            self._refused(addr, why)
+            if hs.options.legacy and hs.options.swarm_id == self.swarm_id:
+                self.stats["legacy"] = self.stats.get("legacy", 0) + 1
+                self._pending_close.append((hs.channel.to_bytes(4, "big") + b"\x00" + bytes(4), addr))
             return
         mine = self.channels.get(hs.channel)
         if mine is not None and mine.state == "init" and mine.addr == addr:
@@ -290,6 +338,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self.stats["refused"] += 1
             return
         ch = self._new_channel(addr, False, now)
+        if dialect is not None:
+            self.dialects[ch.local_id] = dialect
         ch.remote_id = hs.channel
         ch.peer_options = hs.options
         self.by_remote[(addr, ch.remote_id)] = ch
@@ -334,9 +384,17 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         ch.sent_since_recv = 0
         if ch.state == "init":
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
+                if error and len(data) > 4 and data[4] == MsgType.HANDSHAKE:
+                    # an answer we cannot parse: say so (the hint repeats it)
+                    self._refused(addr, f"handshake reply not understood: {error}")
                 return
             hs = C.Handshake(msgs[0][1], msgs[0][3])
-            if hs.channel == 0 or not self._options_ok(hs.options, False):
+            if self.config.profile == "auto":
+                self.dialects[ch.local_id] = self._auto_dialect(hs.options)
+            why = ("closing handshake" if hs.channel == 0 else
+                   self._options_ok(hs.options, False, self.dialect(ch)))
+            if why is not None:
+                self._refused(addr, f"handshake reply refused: {why}")
                 if hs.channel:
                     ch.remote_id = hs.channel
                     self._pending_close.append((self._close_dgram(ch), addr))
@@ -561,7 +619,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         if not ch.acks:
             return []
         out = []
-        lib = self.config.profile == "libswift"
+        lib = self.dialect(ch) is Dialect.LIBSWIFT
         acks = sorted(ch.acks)
         ch.acks.clear()
         lo, d = acks[0]
@@ -624,7 +682,13 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             msgs: list = []
             dest = ch.remote_id
             if ch.need_hs and (ch.state != "init" or now - ch.hs_sent >= min(8.0, 2 ** ch.hs_tries)):
-                msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator)))
+                if ch.state == "init" and self.config.profile == "auto":
+                    # unanswered: every other try without the options libswift
+                    # rejects (it drops a handshake with option 9 unanswered)
+                    self.dialects[ch.local_id] = (Dialect.LIBSWIFT if ch.hs_tries % 2
+                                                  else Dialect.RFC)
+                msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
+                                                                       self.dialect(ch))))
                 ch.need_hs = ch.state == "init"
                 ch.hs_sent = now
                 ch.hs_tries += 1
@@ -642,8 +706,9 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                     msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
                 ch.extra_have.clear()
                 msgs += self._have_msgs(ch, 60)
-                for lo, hi in ch.cancels:
-                    msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
+                if self._takes(ch, MsgType.CANCEL):
+                    for lo, hi in ch.cancels:
+                        msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                 ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
                 msgs += self._pex_msgs(ch, now)

@@ -77,3 +77,135 @@ def test_legacy_handshake_decodes_as_version_0() -> None:
 def _content_tree(cs: int) -> tuple[bytes, MerkleTree]:
     data = (SHARED / "content-1M.bin").read_bytes()
     return data, MerkleTree.build((data[i:i + cs] for i in range(0, len(data), cs)), HashFunc.SHA1, cs)
+
+
+#: what libswift's option parser (StaticOnHandshake) takes: anything else,
+#: Chunk Size (9) first of all, makes it drop the whole datagram
+LIBSWIFT_OPTIONS = {Option.VERSION, Option.MIN_VERSION, Option.SWARM_ID, Option.CONTENT_INTEGRITY,
+                    Option.MERKLE_HASH_FUNC, Option.LIVE_SIGNATURE_ALG, Option.CHUNK_ADDRESSING,
+                    Option.LIVE_DISCARD_WINDOW}
+LS = ("127.0.0.1", 40000)
+
+
+def _option_codes(o: C.HandshakeOptions) -> set[int]:
+    names = {"version": 0, "min_version": 1, "swarm_id": 2, "integrity": 3, "hash_func": 4,
+             "sig_alg": 5, "addressing": 6, "discard_window": 7, "supported": 8, "chunk_size": 9}
+    return {code for name, code in names.items() if getattr(o, name) is not None}
+
+
+def _sides(frames: list) -> tuple[int, int]:
+    """(initiator port, responder port) of the first channel-0 datagram."""
+    first = next(f for f in frames if f.payload[:4] == b"\0\0\0\0")
+    return first.sport, first.dport
+
+
+def _first_handshake(outs: list, ctx: C.WireContext) -> C.Handshake:
+    for d, _ in outs:
+        for m in C.decode_datagram(d, ctx).messages:
+            if m.type == MsgType.HANDSHAKE:
+                return m
+    raise AssertionError("no handshake sent")
+
+
+SEEDER_SIDE = [p for p in CAPTURES if p.name.startswith(("b_", "c_b_", "d2_b_"))]
+LEECHER_SIDE = [p for p in CAPTURES if p.name.startswith(("a_", "c_a_"))]
+
+
+@needs_captures
+@pytest.mark.parametrize("path", SEEDER_SIDE, ids=lambda p: p.name)
+def test_our_seeder_answers_libswift_leecher(path: Path) -> None:
+    """libswift's leecher side of a capture, in capture order, into our seeder with no
+    profile (auto) and SHA-1: the reply carries only options libswift parses, and every
+    DATA is a chunk libswift asked for, with the content's bytes."""
+    cs = _chunk_size(path)
+    ctx = _ctx(path)
+    data, tree = _content_tree(cs)
+    peer = Peer(Content.seeded(tree, MemoryStorage(data)),
+                PeerConfig(hash_func=HashFunc.SHA1, chunk_size=cs, profile="auto"))
+    frames = _udp(path)
+    ls_port, _ = _sides(frames)
+    theirs = [f for f in frames if f.sport == ls_port]
+    captured_ours = None  # the channel ID the seeder in the capture had
+    for f in frames:
+        if f.sport != ls_port and f.payload[:4] != b"\0\0\0\0":
+            msgs = C.decode_datagram(f.payload, ctx).messages
+            if msgs and msgs[0].type == MsgType.HANDSHAKE:
+                captured_ours = msgs[0].channel
+                break
+    ours = None
+    requested: set[int] = set()
+    sent: dict[int, bytes] = {}
+    replies = legacy_closes = 0
+    for f in theirs:
+        now = f.ts
+        d = f.payload
+        if ours is not None and captured_ours is not None and d[:4] == captured_ours.to_bytes(4, "big"):
+            d = ours.to_bytes(4, "big") + d[4:]
+        got = C.decode_datagram(d, ctx)
+        assert got.error is None, got.error
+        for m in got.messages:
+            if m.type == MsgType.REQUEST:
+                requested.update(range(m.start, m.end + 1))
+        peer.datagram_received(d, LS, now)
+        if peer.get_timer(now) <= now:
+            peer.handle_timer(now)
+        for out, addr in peer.datagrams_to_send(now):
+            assert addr == LS
+            if len(out) == 9 and out[4:] == bytes(5):
+                legacy_closes += 1  # the closing reply to libswift's legacy handshake
+                continue
+            dec = C.decode_datagram(out, ctx)
+            assert dec.error is None
+            for m in dec.messages:
+                if m.type == MsgType.HANDSHAKE and m.channel:
+                    assert _option_codes(m.options) <= LIBSWIFT_OPTIONS, m.options
+                    assert m.options.version == 1 and m.options.hash_func == HashFunc.SHA1
+                    ours = m.channel
+                    replies += 1
+                elif m.type == MsgType.DATA:
+                    assert m.start == m.end and m.start in requested, m.start
+                    sent[m.start] = m.payload
+    assert replies, "our seeder never answered libswift's handshake"
+    if requested:  # d2_b: libswift gave up before it asked for anything
+        assert sent
+    legacy = sum(C.is_legacy_handshake(f.payload) for f in theirs)
+    assert legacy_closes == legacy
+    for c, payload in sent.items():
+        assert payload == data[c * cs:(c + 1) * cs], c
+
+
+@needs_captures
+@pytest.mark.parametrize("path", LEECHER_SIDE, ids=lambda p: p.name)
+def test_our_leecher_takes_libswift_seeder(path: Path) -> None:
+    """Our leecher, no profile and SHA-1 (as ``ppspp download`` infers from a 40-hex root),
+    retries its unanswered handshake without option 9; libswift's seeder side of the
+    capture then opens the channel and its chunks verify against the root."""
+    cs = _chunk_size(path)
+    ctx = _ctx(path)
+    data, tree = _content_tree(cs)
+    frames = _udp(path)
+    leech_port, ls_port = _sides(frames)
+    theirs = [f for f in frames if f.sport == ls_port]
+    peer = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, cs), MemoryStorage()),
+                PeerConfig(hash_func=HashFunc.SHA1, chunk_size=cs, profile="auto"))
+    t0 = theirs[0].ts - 3.0
+    ours = peer.connect(LS, t0)
+    first = _first_handshake(peer.datagrams_to_send(t0), ctx)
+    assert Option.CHUNK_SIZE in _option_codes(first.options)  # RFC 7574 first
+    peer.handle_timer(t0 + 2.5)
+    retry = _first_handshake(peer.datagrams_to_send(t0 + 2.5), ctx)
+    assert _option_codes(retry.options) <= LIBSWIFT_OPTIONS, retry.options
+    captured = C.decode_datagram(theirs[0].payload, ctx).channel
+    for f in theirs:
+        d = f.payload
+        if d[:4] == captured.to_bytes(4, "big"):
+            d = ours.to_bytes(4, "big") + d[4:]
+        peer.datagram_received(d, LS, f.ts)
+        if peer.get_timer(f.ts) <= f.ts:
+            peer.handle_timer(f.ts)
+        peer.datagrams_to_send(f.ts)
+    assert peer.established or peer.stats["verified"]
+    assert peer.stats["verified"] > 0 and peer.stats["rejected"] == 0, peer.stats
+    for c in range(tree.n_chunks if hasattr(tree, "n_chunks") else 0):
+        if peer.content.have.has(c):
+            assert peer.content.read_chunk(c) == data[c * cs:(c + 1) * cs]
