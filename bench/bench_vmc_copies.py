@@ -37,7 +37,6 @@ from pathlib import Path
 
 from bench.bench_vmc import PY, _clients, _merge, _Proc, _row
 from bench.harness import Figure, interleaved, measured
-
 from vmc.caches import CacheError, Squid, Varnish
 
 REQUIRES = {"tools": ["curl"]}
@@ -166,14 +165,15 @@ def run(quick: bool) -> dict:
         if all(v is not None for v in o_v) and all(a_v):
             comps.append(measured(f"vmc defaults/{anchor} RSS growth", o_v, a_v, anchor=anchor, unit="MB"))
     notes += [
-        f"{n} curl clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin paced "
-        f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; every arm "
-        f"{repeats} times interleaved, each time a fresh proxy/cache and a new object.",
+        (f"{n} curl clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin "
+         f"paced {rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; every "
+         f"arm {repeats} times interleaved, each time a fresh proxy/cache and a new object."),
         f"vmc window {window >> 20} MiB" + (" (--quick: smaller than the default 8 MiB so the disk store is read)"
                                              if quick else " (the default)") + "; disk budget 1 GiB (default).",
-        "disk MB: vmc = the store's peak reservation (Content-Length per object, /_vmc/status disk.peak_reserved); "
-        "Varnish = allocated blocks of its -s file storage after the run (varnishd allocates the whole file, "
-        "sized here at 4x the object or 256 MiB, up front); Squid runs a memory cache (0).",
+        ("disk MB: vmc = the store's peak reservation (Content-Length per object, /_vmc/status "
+         "disk.peak_reserved); Varnish = allocated blocks of its -s file storage after the run (varnishd "
+         "allocates the whole file, sized here at 4x the object or 256 MiB, up front); Squid runs a memory "
+         "cache (0)."),
         "files left after exit: names in the vmc store's directory after SIGTERM (its files are anonymous).",
         "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm started.",
     ]

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections import Counter
 from enum import Enum
 from pathlib import Path
 
@@ -179,7 +180,7 @@ class Analyser:
         self.conns: dict[tuple, _Conn] = {}
         self.sides: dict[str, dict] = {}
         self.interval = float(o.get("interval", 0.5))
-        self.rates: dict[tuple, dict[int, int]] = {}  # server -> slot -> body bytes
+        self.rates: dict[tuple, Counter[int]] = {}  # server -> slot -> body bytes
         self.t0: float | None = None
         self.uris: dict[str, dict] = {}
         self.rows: list[dict] = []
@@ -457,17 +458,15 @@ class Analyser:
             if len(self.rates) >= 1024:
                 self.c["dropped_rate_servers"] += 1
                 return
-            per = self.rates[server] = {}
+            per = self.rates[server] = Counter()
         slot = int((ts - self.t0) / self.interval)
         if slot in per or len(per) < self.max_requests:
-            per[slot] = per.get(slot, 0) + n
+            per[slot] += n
 
-    def _side_rates(self) -> dict[str, dict[int, int]]:
-        out: dict[str, dict[int, int]] = {}
+    def _side_rates(self) -> dict[str, Counter[int]]:
+        out: dict[str, Counter[int]] = {}
         for server, per in self.rates.items():
-            acc = out.setdefault(self._classify(server), {})
-            for k, v in per.items():
-                acc[k] = acc.get(k, 0) + v
+            out.setdefault(self._classify(server), Counter()).update(per)
         return out
 
     def _close(self, key: tuple) -> None:

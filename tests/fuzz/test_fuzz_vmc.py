@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -171,7 +172,7 @@ def _raw(addr, data: bytes, wait: float = 0.5) -> bytes:
 def drive(seed: int, seconds: float) -> dict:
     """Inside the namespace: the crafted origin, the side transfer and the fuzzing clients."""
     proxy = ("127.0.0.1", PROXY_PORT)
-    report: dict = {"requests": 0, "raw": 0, "mixups": [], "statuses": {}, "side": None}
+    report: dict = {"requests": 0, "raw": 0, "mixups": [], "statuses": Counter(), "side": None}
     lock = threading.Lock()
     with CraftedOrigin(misbehave, port=ORIGIN_PORT) as origin:
         deadline = time.monotonic() + 20
@@ -215,7 +216,7 @@ def drive(seed: int, seconds: float) -> dict:
                     body = r_body = r.body
                     with lock:
                         key = str(r.status)
-                        report["statuses"][key] = report["statuses"].get(key, 0) + 1
+                        report["statuses"][key] += 1
                 # A mutated request may name another id (a flipped digit): that one is its own.
                 asked = {ident, 0} | ({int(x) for x in re.findall(rb"/f/(\d+)", data)} if body is not r_body else set())
                 others = {int(x) for x in MARK.findall(body)} - asked

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from test_vmc_proxy_sharing import curl, finish, wait_live
 
 from deliverykit.testing import require_root
-from test_vmc_proxy_sharing import curl, finish, wait_live
 from vmc.aio.origin import expected
 
 WINDOW = 64 << 10
@@ -125,7 +124,7 @@ def test_proxy_process_leaves_nothing_after_sigterm(tmp_path: Path) -> None:
             spill = [t for t in spill if t.startswith(str(tmp_path))]
         assert spill and all(t.endswith("(deleted)") for t in spill), spill
         px.send_signal(signal.SIGTERM)
-        out, err = px.communicate(timeout=30)
+        _, err = px.communicate(timeout=30)
         assert px.returncode == 143 and "Traceback" not in err
         assert os.listdir(tmp_path) == []
         client.kill()

@@ -44,8 +44,9 @@ import hashlib
 import json
 import random
 import time
-from email.utils import formatdate
+from collections import Counter
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http import HTTPStatus
 from typing import TypeVar
 from urllib.parse import parse_qs
@@ -135,7 +136,8 @@ class OriginStats:
     bad_requests: int = 0
     """Requests answered 400 (malformed, or a query parameter out of range)."""
     body_bytes: int = 0
-    per_path: dict = field(default_factory=dict)
+    per_path: Counter[str] = field(default_factory=Counter)
+    """Body bytes by path."""
 
 
 class Origin:
@@ -347,7 +349,7 @@ class Origin:
 
     def _count(self, path: str, n: int) -> None:
         self.stats.body_bytes += n
-        self.stats.per_path[path] = self.stats.per_path.get(path, 0) + n
+        self.stats.per_path[path] += n
 
 
 async def serve(host: str, port: int, rate: float, stop: asyncio.Event | None = None) -> OriginStats:

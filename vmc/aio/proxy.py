@@ -54,8 +54,8 @@ from vmc.aio.spill import DiskStore
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
-from vmc.core.reasons import NotShared, Refused, by_name
 from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
+from vmc.core.reasons import NotShared, Refused, by_name
 from vmc.core.stats import RequestRecord, Stats
 
 

@@ -77,7 +77,7 @@ def _anonymous_file(directory: str) -> int:
 class SpillFile:
     """One object's body on disk, written in order from offset 0."""
 
-    __slots__ = ("store", "length", "fd", "written", "failed", "can_evict", "on_evict")
+    __slots__ = ("can_evict", "failed", "fd", "length", "on_evict", "store", "written")
 
     def __init__(self, store: DiskStore, fd: int, length: int) -> None:
         self.store = store
