@@ -131,19 +131,33 @@ def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
     p.add_argument("--chunk-size", type=_chunk_size, default=1024, metavar="BYTES",
                    help=f"bytes per chunk (at least {MIN_CHUNK})")
     p.add_argument("--hash", choices=sorted(_HASHES), default=None,
-                   help="Merkle hash (default sha256; sha1 with --profile libswift)")
+                   help="Merkle hash (default: from the root hash's length, 40 hex digits = "
+                        "sha1, 64 = sha256; a seeder serves both; sha1 with --profile libswift)")
     p.add_argument("--addressing", choices=sorted(_CAMS), default="chunk32",
                    help="chunk addressing method (RFC 7574 section 4)")
-    p.add_argument("--profile", choices=["rfc", "libswift"], default="rfc",
-                   help="libswift: draft-10 as the libswift C++ peer speaks it")
+    p.add_argument("--profile", choices=["auto", "rfc", "libswift"], default="auto",
+                   help="auto: each channel in the dialect its peer speaks (RFC 7574 or "
+                        "libswift's); rfc: RFC 7574 only; libswift: draft-10 as the libswift "
+                        "C++ peer speaks it (docs/swift-libswift-compat.md)")
     if pex:
         p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
                        help="certified PEX (PEX_REScert, RFC 7574 section 8.13): accept only "
                             "peer addresses certified by the tracker CA whose public key is FILE")
 
 
+def _hash_func(a: argparse.Namespace) -> HashFunc:
+    """--hash, else SHA-1 for --profile libswift or a 40-hex root (a libswift
+    swarm ID: it has no other hash), else SHA-256 (RFC 7574 7.6)."""
+    if a.hash:
+        return _HASHES[a.hash]
+    root = getattr(a, "root", None)
+    if a.profile == "libswift" or (root is not None and len(root) == 40):
+        return HashFunc.SHA1
+    return HashFunc.SHA256
+
+
 def _config(a: argparse.Namespace, **kw) -> PeerConfig:
-    hf = _HASHES[a.hash] if a.hash else (HashFunc.SHA1 if a.profile == "libswift" else HashFunc.SHA256)
+    hf = _hash_func(a)
     if getattr(a, "pex_ca", None):
         from swift.core.pexcert import load_ca_public
         kw.setdefault("pex_ca", _load_key(load_ca_public, a.pex_ca, "CA public key"))
@@ -186,15 +200,25 @@ def _seed(a: argparse.Namespace) -> int:
     from swift.aio.storage import FileStorage
     from swift.core.content import Content
     from swift.core.peer import Peer
+    import dataclasses
     cfg = _config(a)
+    # no --hash: each file is also a SHA-1 swarm, the only one a libswift
+    # leecher can join (it takes 40-hex roots only); docs/swift-libswift-compat.md
+    sha1_too = a.hash is None and cfg.hash_func != HashFunc.SHA1
     peers = []
     storages = []
+    a.sha1_roots = []
     for path in a.file:  # more swarms on the same port (RFC 7574 figure 1)
         got = load_or_build_tree(path, cfg.hash_func, cfg.chunk_size)
         if got.message:
             print(f"ppspp seed: {got.message}", file=sys.stderr, flush=True)
         storages.append(FileStorage(path))
         peers.append(Peer(Content.seeded(got.tree, storages[-1]), _config(a)))
+        if sha1_too:
+            got1 = load_or_build_tree(path, HashFunc.SHA1, cfg.chunk_size)
+            peers.append(Peer(Content.seeded(got1.tree, storages[-1]),
+                              dataclasses.replace(_config(a), hash_func=HashFunc.SHA1)))
+            a.sha1_roots.append(got1.tree.root_hash.hex())
     return asyncio.run(_serve(a, peers, storages))
 
 
@@ -210,7 +234,11 @@ async def _serve(a: argparse.Namespace, peers: list, storages: list) -> int:
             for t in a.tracker or []:
                 node.connect(t)  # register: the tracker hands our address out by PEX
             for p in node.peers:
-                print(p.swarm_id.hex(), flush=True)
+                if p.swarm_id.hex() not in a.sha1_roots:
+                    print(p.swarm_id.hex(), flush=True)
+            for path, r in zip(a.file, a.sha1_roots):
+                print(f"ppspp seed: {path} also as SHA-1 swarm {r} (for libswift: swift -h {r})",
+                      file=sys.stderr, flush=True)
             print(f"seeding {' '.join(a.file)} on {node.host}:{node.port}", file=sys.stderr,
                   flush=True)
             await stopper.wait(a.duration or None)
@@ -364,6 +392,16 @@ async def _live_view_run(a: argparse.Namespace, node, out, stopper: cliutil.Stop
 def _hint(a: argparse.Namespace, node, waited: float) -> str:
     """Why nothing arrived: no answer at all, or an answer but no chunk."""
     peers = ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in a.peer)
+    refusals = list(getattr(node, "refusals", ()))
+    if refusals and not node.peer.established:
+        # the peer did answer: say what of its answer we refused, and why
+        seen: dict[str, int] = {}
+        for addr, why in refusals:
+            key = f"{addr[0]}:{addr[1]}: {why}"
+            seen[key] = seen.get(key, 0) + 1
+        said = "; ".join(f"{k}" + (f" ({n} times)" if n > 1 else "") for k, n in seen.items())
+        return (f"ppspp download: refused in {waited:.0f} s: {said}. The swarm metadata must "
+                f"match the seeder's: {_METADATA_OPTS}")
     if getattr(node, "answered", False):
         bad = node.peer.stats.get("rejected", 0)
         return (f"ppspp download: {peers} answered the handshake but sent no chunk "

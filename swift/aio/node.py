@@ -65,6 +65,9 @@ class SwiftNode:
         #: why channels closed, the latest KEEP_REASONS (a peer opening and closing
         #: channels all day must not grow our memory)
         self.closed_reasons: deque[str] = deque(maxlen=self.KEEP_REASONS)
+        #: (address, why) of handshakes refused (``HandshakeRefused``), the latest
+        #: KEEP_REASONS: the download's hint says what was refused and why
+        self.refusals: deque[tuple[Any, str]] = deque(maxlen=self.KEEP_REASONS)
         self.storage: FileStorage | None = None
         self.state_path: str | None = None
         self._last_save = 0.0
@@ -363,6 +366,8 @@ class SwiftNode:
                 self._finish()
             elif isinstance(e, ev.ChannelClosed):
                 self.closed_reasons.append(e.reason)
+            elif isinstance(e, ev.HandshakeRefused):
+                self.refusals.append((e.addr, e.reason))
             if self.on_event is not None:
                 self.on_event(e)
         self._save_state()
