@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "from the origin) and finished objects reused while fresh (default 1GiB; 0 = none)")
     p.add_argument("--disk-dir", type=_directory,
                    metavar="DIR", help="directory of the disk store's files, which have no name and vanish "
-                                       "on exit or crash (default: the temporary directory)")
+                                       "on exit or crash (default /var/tmp)")
     p.add_argument("--head-timeout", type=cliutil.positive_float, default=10.0, metavar="SECONDS",
                    help="total time for a request head from its first byte, then 408 (default 10)")
     p.add_argument("--body-timeout", type=cliutil.positive_float, default=60.0, metavar="SECONDS",

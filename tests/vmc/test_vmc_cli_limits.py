@@ -52,6 +52,15 @@ def test_flags_reach_the_config() -> None:
     assert (cfg.head_timeout, cfg.body_timeout, cfg.upstream_keepalive) == (2.5, 7.0, False)
     d = proxy_config(build_parser().parse_args(["proxy", "--default", "127.0.0.1:9"]))
     assert (d.head_timeout, d.body_timeout, d.upstream_keepalive) == (10.0, 60.0, True)
+    assert (d.disk_budget, d.disk_dir) == (1 << 30, None)
+    a = build_parser().parse_args(["proxy", "--default", "127.0.0.1:9", "--disk-budget", "0", "--disk-dir", "/"])
+    assert (proxy_config(a).disk_budget, proxy_config(a).disk_dir) == (0, "/")
+
+
+def test_bad_disk_dir_is_a_usage_error() -> None:
+    r = subprocess.run(PY + ["proxy", "--default", "127.0.0.1:9", "--disk-dir", "/nonexistent/x"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "no such directory" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("flag", ["--head-timeout", "--body-timeout"])

@@ -134,3 +134,22 @@ def test_proxy_process_leaves_nothing_after_sigterm(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate(timeout=10)
+
+
+def test_store_counts_and_evicts_only_unread_finished_files(tmp_path: Path) -> None:
+    from vmc.aio.spill import DiskStore
+
+    store = DiskStore(budget=1000, directory=str(tmp_path), max_objects=2)
+    a, b = store.open(400), store.open(400)
+    assert a is not None and b is not None and store.reserved == 800
+    assert store.open(400) is None  # nothing finished to evict: refused, counted
+    for f in (a, b):
+        assert f.write(0, b"x" * 400) and f.complete
+        store.finished(f)
+    a.can_evict = lambda: False  # someone still reads a
+    c = store.open(300)
+    assert c is not None and b.fd is None and a.fd is not None  # b evicted, a kept
+    assert a.read(10, 20) == b"x" * 10 and not a.write(5, b"y")  # writes only in order
+    store.close()
+    assert store.reserved == 0 and store.objects == 0 and os.listdir(tmp_path) == []
+    assert store.snapshot()["refused"] == {"disk-budget": 1} and store.stats.evicted == 1

@@ -64,6 +64,13 @@ class DiskStats:
     refused: Counter[DiskRefusal] = field(default_factory=Counter)
 
 
+def default_directory() -> str:
+    """``/var/tmp`` (disk by convention; ``/tmp`` is often RAM) when writable, else the temporary directory."""
+    if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK | os.X_OK):
+        return "/var/tmp"
+    return tempfile.gettempdir()
+
+
 def _anonymous_file(directory: str) -> int:
     """A read-write file descriptor with no name in ``directory``."""
     try:
@@ -124,12 +131,17 @@ class SpillFile:
         end = min(end, self.written)
         parts: list[bytes] = []
         pos = first
-        while pos < end:
-            got = os.pread(self.fd, end - pos, pos)
-            if not got:
-                break
-            parts.append(got)
-            pos += len(got)
+        try:
+            while pos < end:
+                got = os.pread(self.fd, end - pos, pos)
+                if not got:
+                    break
+                parts.append(got)
+                pos += len(got)
+        except OSError:  # the disk failed under us: retire the file, the reader falls back
+            self.store.stats.refused[DiskRefusal.ERROR] += 1
+            self.failed = True
+            self.close()
         data = b"".join(parts)
         self.store.stats.read_bytes += len(data)
         return data
@@ -145,9 +157,11 @@ class SpillFile:
 class DiskStore:
     """Anonymous spill files under ``directory``, ``budget`` bytes reserved at most."""
 
-    def __init__(self, budget: int, directory: str | None = None) -> None:
+    def __init__(self, budget: int, directory: str | None = None, max_objects: int = 10_000) -> None:
         self.budget = budget
-        self.directory = directory or tempfile.gettempdir()
+        self.directory = directory or default_directory()
+        #: Files open at once at most (finished objects are evicted past it, as for the budget).
+        self.max_objects = max_objects
         self.reserved = 0
         self.stats = DiskStats()
         self._open: set[SpillFile] = set()
@@ -178,13 +192,13 @@ class DiskStore:
         if length > self.budget:
             return False
         for f in list(self._finished):
-            if self.reserved + length <= self.budget:
+            if self.reserved + length <= self.budget and len(self._open) < self.max_objects:
                 break
             if f.can_evict():
                 self.stats.evicted += 1
                 f.close()
                 f.on_evict()
-        return self.reserved + length <= self.budget
+        return self.reserved + length <= self.budget and len(self._open) < self.max_objects
 
     def finished(self, f: SpillFile) -> None:
         """``f`` holds a whole object: keep it, most recently used, until evicted."""
