@@ -124,13 +124,20 @@ def test_handshake_reply_options_and_have(impl, impl_seeder):
         got = p.recv(3.0, until=enough)
         allg = [x for _, x in p.received]
         hs = _accepting_handshakes(allg, p.channel)
-        assert hs, f"no HANDSHAKE reply to channel {p.channel:#x} within 3 s ({len(got)} datagrams)"
+        assert hs, f"no HANDSHAKE reply to channel {p.channel:#x} within 3 s ({len(got)} datagrams{_undecodable(p)})"
         o = hs[0].options
         assert o.version in (None, 1), f"version {o.version}"
         assert o.addressing in (None, ctx.addressing)
         assert o.hash_func in (None, H.PROFILE.hash_func)
         assert o.integrity in (None, 1), "Merkle hash tree (7.5 value 1) expected for static content"
         assert _have_covers(ctx, allg, n), "no HAVE covering every chunk within 3 s"
+
+
+def _undecodable(p: RawPeer) -> str:
+    """For a failure message: the datagrams our codec could not decode (a decode failure is named as such)."""
+    if not p.undecodable:
+        return ""
+    return f"; {len(p.undecodable)} datagram(s) our codec could not decode, first: {p.undecodable[0].describe()}"
 
 
 def _accepting_head(data: bytes, our_channel: int) -> int:
@@ -211,7 +218,7 @@ def _open(p: RawPeer, addr, swarm: bytes) -> int:
     p.handshake(addr, p.options(swarm))
     got = p.recv(3.0, until=lambda d: bool(_accepting_handshakes([d], p.channel)))
     hs = _accepting_handshakes(got, p.channel)
-    assert hs, "no HANDSHAKE reply"
+    assert hs, f"no HANDSHAKE reply{_undecodable(p)}"
     return hs[0].channel
 
 
