@@ -6,7 +6,11 @@ flight. The pump reads the origin body, appends it to the bounded
 subscriber's bounded :class:`~vmc.core.queue.ClientQueue`; it never waits for a
 client, so a slow client cannot stall the others (its queue overflows and it is
 detached). When the stream ends, fails, or nobody reads it any more, the
-session leaves the registry: VMC shares in-flight data only, it is not a cache.
+session leaves the registry. Its body is also written to the proxy's disk store
+(:mod:`vmc.aio.spill`), if it has one, so what left the window is read back from
+there; a finished session whose whole body is on disk is kept by the proxy and
+joined, while fresh, like a live one. States and their transitions:
+:mod:`vmc.core.states` (changed only by :meth:`Session.move`).
 
 Origin failure mid-stream (issue 6, "Reliability"): when the origin body breaks
 off, the pump itself asks the origin for the rest by Range, from the live edge,
