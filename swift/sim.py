@@ -34,6 +34,7 @@ from deliverykit.sim import (
     Simulation,
     derive_seed,
 )
+from deliverykit.testbed.shaping import Tbf
 from swift.core import events as ev
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
@@ -43,6 +44,8 @@ __all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_c
 
 SEEDER = "seeder"
 LEECHER = "leecher"
+#: bytes tbf counts per datagram on the testbed's veth links: Ethernet 14 + IPv4 20 + UDP 8
+ETHERNET_OVERHEAD = 42
 
 
 class Arrivals(enum.Enum):
@@ -64,8 +67,9 @@ def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
                 duration: float = 600.0) -> Scenario:
     """A swarm as data: one seeder, ``leechers`` arriving by ``arrivals``.
 
-    Rates in bit/s; each uplink queues ``queue_s`` seconds at its rate (tbf's
-    default latency); ``delay`` one-way per access link; ``linger``: seconds a
+    Rates in bit/s; each uplink queues as the testbed's tbf with latency
+    ``queue_s`` (its bucket plus ``queue_s`` at the rate), counting Ethernet
+    headers; ``delay`` one-way per access link; ``linger``: seconds a
     leecher stays after completing (None: to the end).  Arrival times come
     from the run ``seed``; the content (``size`` bytes) from
     ``params["content_seed"]``, fixed across run seeds."""
@@ -80,8 +84,9 @@ def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
         raise ValueError("the Poisson arrival rate must be positive")
 
     def up(bps: float) -> LinkSpec:
-        return LinkSpec(rate=bps, delay=delay, queue=max(1600, int(bps / 8 * queue_s)),
-                        queue_unit=QueueUnit.BYTES)
+        # the queue tbf gives this rate on the testbed: its bucket plus queue_s at the rate
+        tbf = Tbf(int(bps), latency_ms=queue_s * 1000)
+        return LinkSpec(rate=bps, delay=delay, queue=tbf.limit_bytes, queue_unit=QueueUnit.BYTES)
 
     rnd = random.Random(derive_seed(seed, "arrivals"))
     times = [0.0] * leechers
@@ -94,7 +99,7 @@ def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
     nodes += [NodeSpec(f"l{i:03d}", role=LEECHER, up=up(leecher_up), down=LinkSpec(delay=delay),
                        arrive=times[i]) for i in range(leechers)]
     return Scenario(f"swift-{kind.value}-{leechers}x{size}", tuple(nodes), seed=seed,
-                    duration=duration,
+                    duration=duration, overhead=ETHERNET_OVERHEAD,
                     params={"size": size, "content_seed": 0, "linger": linger})
 
 
@@ -211,10 +216,12 @@ class SwiftApp:
 
 
 def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
-        progress: bool = False) -> FlashCrowdResult:
+        progress: bool = False, seeder_config: PeerConfig | None = None,
+        leecher_config: PeerConfig | None = None) -> FlashCrowdResult:
     """Run a swift scenario to completion (or its duration) and check every leecher.
-    ``progress``: one updating line on stderr (virtual time, leechers complete)."""
-    app = SwiftApp(scenario)
+    ``progress``: one updating line on stderr (virtual time, leechers complete);
+    the configs default to :class:`SwiftApp`'s (``PeerConfig()``, and with PEX)."""
+    app = SwiftApp(scenario, seeder_config, leecher_config)
     sim = Simulation(scenario, app, seed=seed, trace=trace)
 
     def show(now: float) -> None:
