@@ -196,11 +196,12 @@ def _seed(a: argparse.Namespace) -> int:
     once (KeyboardInterrupt / Terminated through cli_main, nothing cached
     half-written).  Inside ``asyncio.run`` a Ctrl-C only cancels the main
     task, which a synchronous hash of a large file would not see until done."""
+    import dataclasses
+
     from swift.aio.files import load_or_build_tree
     from swift.aio.storage import FileStorage
     from swift.core.content import Content
     from swift.core.peer import Peer
-    import dataclasses
     cfg = _config(a)
     # no --hash: each file is also a SHA-1 swarm, the only one a libswift
     # leecher can join (it takes 40-hex roots only); docs/swift-libswift-compat.md

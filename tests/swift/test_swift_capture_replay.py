@@ -15,7 +15,6 @@ tests skip with that reason.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -184,7 +183,7 @@ def test_our_leecher_takes_libswift_seeder(path: Path) -> None:
     ctx = _ctx(path)
     data, tree = _content_tree(cs)
     frames = _udp(path)
-    leech_port, ls_port = _sides(frames)
+    _, ls_port = _sides(frames)
     theirs = [f for f in frames if f.sport == ls_port]
     peer = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, cs), MemoryStorage()),
                 PeerConfig(hash_func=HashFunc.SHA1, chunk_size=cs, profile="auto"))
@@ -206,6 +205,6 @@ def test_our_leecher_takes_libswift_seeder(path: Path) -> None:
         peer.datagrams_to_send(f.ts)
     assert peer.established or peer.stats["verified"]
     assert peer.stats["verified"] > 0 and peer.stats["rejected"] == 0, peer.stats
-    for c in range(tree.n_chunks if hasattr(tree, "n_chunks") else 0):
+    for c in range(tree.n_chunks or 0):
         if peer.content.have.has(c):
             assert peer.content.read_chunk(c) == data[c * cs:(c + 1) * cs]
