@@ -445,18 +445,21 @@ def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
 
 
 FAKE_LIBSWIFT = textwrap.dedent('''
-    """A stand-in for the libswift binary: its command line, our peer in the libswift profile behind it."""
-    import os, sys
+    """A stand-in for the libswift binary: its command line and output (Root hash: line, ./ROOT), our peer behind it."""
+    import signal, subprocess, sys
     a = sys.argv[1:]
     opt = {a[i]: a[i + 1] for i in range(0, len(a) - 1, 2)}
     py = [sys.executable, "-m", "swift"]
+    tail = ["--chunk-size", opt["-z"], "--profile", "libswift"]
     if "-f" in opt:
         host, port = opt["-l"].rsplit(":", 1)
-        argv = py + ["seed", opt["-f"], "--host", host, "--port", port]
-    else:
-        argv = py + ["download", opt["-h"], "--peer", opt["-t"], "-o", opt["-o"], "--host", "127.0.0.1",
-                     "--timeout", "20", "-q"]
-    os.execv(sys.executable, argv + ["--chunk-size", opt["-z"], "--profile", "libswift"])
+        child = subprocess.Popen(py + ["seed", opt["-f"], "--host", host, "--port", port] + tail, stdout=subprocess.PIPE)
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        print("Root hash: " + child.stdout.readline().decode().strip(), flush=True)
+        sys.exit(child.wait())
+    root = opt["-h"]  # libswift saves ./ROOT in its working directory
+    sys.exit(subprocess.run(py + ["download", root, "--peer", opt["-t"], "-o", root, "--host", "127.0.0.1",
+                                  "--timeout", "20", "-q"] + tail).returncode)
 ''')
 
 
