@@ -120,8 +120,8 @@ class _Progress:
         if show is None:
             show = sys.stderr.isatty()
         if show:
-            from rich.progress import Progress
             from rich.console import Console
+            from rich.progress import Progress
             self.bar = Progress(console=Console(stderr=True), transient=False)
             self.bar.start()
             self.task = self.bar.add_task("sweep", total=total)
@@ -187,7 +187,7 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
                     elif sorted(metrics) != metric_cols:
                         raise ValueError(f"metrics {sorted(metrics)} differ from the first "
                                          f"task's {metric_cols}")
-                except Exception as e:  # a failed task is reported; the others go on
+                except Exception as e:  # noqa: BLE001 -- a failed task is reported; the others go on
                     fail = Failure(p, s, _one_line(e))
                     result.failures.append(fail)
                     print(f"sweep: task {_key(p)} seed {s} failed: {fail.error}", file=sys.stderr)
@@ -264,7 +264,7 @@ def _load_fn(spec: str) -> TaskFn:
     except (ImportError, AttributeError) as e:
         raise ValueError(f"cannot load task {spec!r}: {e}") from None
     if not callable(fn):
-        raise ValueError(f"task {spec!r} is not callable")
+        raise ValueError(f"task {spec!r} is not callable")  # noqa: TRY004 -- a usage error
     return fn  # type: ignore[no-any-return]
 
 

@@ -4,8 +4,8 @@ Real :class:`swift.core.peer.Peer` objects, the ones ``swift/aio/node.py``
 puts on sockets, run unchanged in virtual time: a seeder and N leechers with
 in-memory content (:class:`swift.core.content.MemoryStorage`).  The flash
 crowd mirrors ``swift/experiments/flashcrowd.py`` on the namespace testbed:
-the seeder's uplink 20 Mb/s, leechers' uplinks capped (tbf's default queue of
-50 ms at the rate), downlinks unshaped, leechers learn of each other through
+the seeder's uplink 20 Mb/s, leechers' uplinks capped (queues as tbf's
+default: its bucket plus 50 ms at the rate), downlinks unshaped, leechers learn of each other through
 the seeder's PEX (``pex_connect``) and leave once complete.  Every leecher's
 content is compared byte for byte with the seeder's.
 
@@ -40,7 +40,8 @@ from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 
-__all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run", "sweep_task"]
+__all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run",
+           "sweep_task"]
 
 SEEDER = "seeder"
 LEECHER = "leecher"

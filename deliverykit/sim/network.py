@@ -74,7 +74,7 @@ def node_address(index: int, port: int) -> Address:
 class _Loss:
     """Per-link random loss drawing from the link's own random sub-stream."""
 
-    __slots__ = ("kind", "rng", "p", "p_gb", "p_bg", "loss_good", "loss_bad", "bad")
+    __slots__ = ("bad", "kind", "loss_bad", "loss_good", "p", "p_bg", "p_gb", "rng")
 
     def __init__(self, spec: LossSpec, rng: random.Random) -> None:
         self.kind = spec.kind
@@ -100,9 +100,23 @@ class _Loss:
 class Link:
     """One direction of a link (see the module docstring)."""
 
-    __slots__ = ("name", "spec", "rate", "delay", "limit", "count_packets", "loss",
-                 "busy_until", "_queue", "backlog", "sent", "bytes", "queue_drops",
-                 "losses", "max_backlog")
+    __slots__ = (
+        "_queue",
+        "backlog",
+        "busy_until",
+        "bytes",
+        "count_packets",
+        "delay",
+        "limit",
+        "loss",
+        "losses",
+        "max_backlog",
+        "name",
+        "queue_drops",
+        "rate",
+        "sent",
+        "spec",
+    )
 
     def __init__(self, name: str, spec: LinkSpec, rng: random.Random) -> None:
         self.name = name
@@ -138,13 +152,12 @@ class Link:
             if self.limit is not None and self.backlog + units > self.limit:
                 self.queue_drops += 1
                 return -float(Fate.QUEUE_DROP)
-            start = self.busy_until if self.busy_until > now else now
+            start = max(now, self.busy_until)
             done = start + size / rate
             self.busy_until = done
             q.append((done, units))
             self.backlog += units
-            if self.backlog > self.max_backlog:
-                self.max_backlog = self.backlog
+            self.max_backlog = max(self.max_backlog, self.backlog)
         self.sent += 1
         self.bytes += size
         if self.loss is not None and self.loss.lost():

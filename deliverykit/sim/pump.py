@@ -38,29 +38,42 @@ class StuckCore(RuntimeError):
 class Application(Protocol):
     """What a protocol adapter gives the simulator."""
 
-    def make_core(self, node: NodeSpec, addr: Address, sim: "Simulation") -> DatagramCore:
+    def make_core(self, node: NodeSpec, addr: Address, sim: Simulation) -> DatagramCore:
         """The core of ``node``, made when it arrives."""
 
-    def on_start(self, host: "Host") -> None:
+    def on_start(self, host: Host) -> None:
         """The node has arrived and its core exists (e.g. connect to a peer)."""
 
-    def on_event(self, host: "Host", event: object) -> None:
+    def on_event(self, host: Host, event: object) -> None:
         """An event the core reported, at ``host.sim.now``."""
 
-    def on_stop(self, host: "Host") -> None:
+    def on_stop(self, host: Host) -> None:
         """The node leaves now (it may still send, e.g. closing handshakes)."""
 
-    def done(self, sim: "Simulation") -> bool:
+    def done(self, sim: Simulation) -> bool:
         """True when the run can end before the scenario's duration."""
 
 
 class Host:
     """One node: its core, its timer and its counters."""
 
-    __slots__ = ("sim", "spec", "name", "addr", "core", "present", "_deadline",
-                 "_gen", "received", "sent", "timers", "_last_fire", "_same_fires")
+    __slots__ = (
+        "_deadline",
+        "_gen",
+        "_last_fire",
+        "_same_fires",
+        "addr",
+        "core",
+        "name",
+        "present",
+        "received",
+        "sent",
+        "sim",
+        "spec",
+        "timers",
+    )
 
-    def __init__(self, sim: "Simulation", spec: NodeSpec, core: DatagramCore) -> None:
+    def __init__(self, sim: Simulation, spec: NodeSpec, core: DatagramCore) -> None:
         self.sim = sim
         self.spec = spec
         self.name = spec.name

@@ -17,8 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LossKind", "LossSpec", "QueueUnit", "LinkSpec", "NodeSpec", "PairDelay",
-           "BottleneckSpec", "MulticastGroupSpec", "Scenario"]
+__all__ = [
+    "BottleneckSpec",
+    "LinkSpec",
+    "LossKind",
+    "LossSpec",
+    "MulticastGroupSpec",
+    "NodeSpec",
+    "PairDelay",
+    "QueueUnit",
+    "Scenario",
+]
 
 
 class LossKind(enum.Enum):
@@ -184,7 +193,7 @@ class Scenario:
         if len(set(addrs)) != len(addrs):
             raise ValueError("multicast group addresses must be unique")
 
-    def replace(self, **changes: Any) -> "Scenario":
+    def replace(self, **changes: Any) -> Scenario:
         return dataclasses.replace(self, **changes)
 
     # -- JSON ----------------------------------------------------------------------------
@@ -196,21 +205,21 @@ class Scenario:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Scenario":
+    def from_dict(cls, d: dict[str, Any]) -> Scenario:
         try:
             return _build(cls, d)  # type: ignore[no-any-return]
         except (TypeError, KeyError) as e:
             raise ValueError(f"bad scenario: {e}") from None
 
     @classmethod
-    def from_json(cls, text: str) -> "Scenario":
+    def from_json(cls, text: str) -> Scenario:
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as e:
             raise ValueError(f"scenario is not JSON: {e}") from None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Scenario":
+    def load(cls, path: str | Path) -> Scenario:
         return cls.from_json(Path(path).read_text())
 
 

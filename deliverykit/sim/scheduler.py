@@ -42,8 +42,7 @@ class Scheduler:
 
     def at(self, when: float, callback: Callable[..., None], *args: Any) -> None:
         """Run ``callback(*args)`` at virtual time ``when`` (not before ``now``)."""
-        if when < self.now:
-            when = self.now
+        when = max(when, self.now)
         self._seq += 1
         heapq.heappush(self._heap, (when, self._seq, callback, args))
 

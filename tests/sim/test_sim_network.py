@@ -51,7 +51,7 @@ def test_test_cores_satisfy_the_core_protocol() -> None:
 def test_serialisation_delay_is_size_times_8_over_rate() -> None:
     rate = 8_000_000  # 1 MB/s: 1000 bytes take 1 ms
     nodes = [NodeSpec("a", up=LinkSpec(rate=rate, delay=0.010)), NodeSpec("b")]
-    sim, app = run(nodes, {"a": lambda: Sender(addr(1), 3, SIZE), "b": Recorder})
+    _sim, app = run(nodes, {"a": lambda: Sender(addr(1), 3, SIZE), "b": Recorder})
     times = [t for t, _, _ in app.cores["b"].got]
     assert times == pytest.approx([0.011, 0.012, 0.013])
     assert [d[:4] for _, d, _ in app.cores["b"].got] == [b"\0\0\0\0", b"\0\0\0\1", b"\0\0\0\2"]
@@ -60,7 +60,7 @@ def test_serialisation_delay_is_size_times_8_over_rate() -> None:
 
 def test_downlink_queues_behind_a_faster_uplink() -> None:
     nodes = [NodeSpec("a"), NodeSpec("b", down=LinkSpec(rate=800_000))]  # 10 ms per packet
-    sim, app = run(nodes, {"a": lambda: Sender(addr(1), 3, SIZE), "b": Recorder})
+    _sim, app = run(nodes, {"a": lambda: Sender(addr(1), 3, SIZE), "b": Recorder})
     assert [t for t, _, _ in app.cores["b"].got] == pytest.approx([0.01, 0.02, 0.03])
 
 
@@ -137,7 +137,7 @@ def test_pair_delay_between_groups_and_nodes() -> None:
             self.out = [(b"x" * 10, addr(i)) for i in (1, 2, 3)]
             self.left = 0
 
-    sim, app = run(nodes, {"a": lambda: Multi(None, 1, 10), "b": Recorder, "c": Recorder,
+    _sim, app = run(nodes, {"a": lambda: Multi(None, 1, 10), "b": Recorder, "c": Recorder,
                            "d": Recorder},
                    pair_delays=(PairDelay("g1", "g2", 0.050), PairDelay("a", "d", 0.120)))
     assert [t for t, _, _ in app.cores["b"].got] == pytest.approx([0.050])
@@ -148,7 +148,7 @@ def test_pair_delay_between_groups_and_nodes() -> None:
 def test_shared_bottleneck_serialises_both_senders() -> None:
     bn = BottleneckSpec("core", LinkSpec(rate=8_000_000), a=("left",), b=("right",))
     nodes = [NodeSpec("a", group="left"), NodeSpec("b", group="left"), NodeSpec("r", group="right")]
-    sim, app = run(nodes, {"a": lambda: Sender(addr(2), 5, SIZE),
+    _sim, app = run(nodes, {"a": lambda: Sender(addr(2), 5, SIZE),
                            "b": lambda: Sender(addr(2), 5, SIZE), "r": Recorder},
                    bottlenecks=(bn,))
     times = [t for t, _, _ in app.cores["r"].got]

@@ -67,7 +67,7 @@ def test_cli_refuses_a_bad_task_in_one_line(tmp_path) -> None:
     pts.write_text(json.dumps(GOOD))
     out = subprocess.run([sys.executable, "-m", "deliverykit.sweep", "no.such:thing", "--points",
                           str(pts), "--out", str(tmp_path / "o.csv")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 1 and "cannot load task" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "o.csv").exists()
 
@@ -79,7 +79,7 @@ def test_cli_sweep_writes_csv_and_exits_1_when_a_task_failed(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-m", "deliverykit.sweep", "swift.sim:sweep_task",
                           "--points", str(pts), "--seeds", "4", "--out", str(out),
                           "--workers", "1", "--scenario", "crowd"],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 1, run.stderr
     assert "1 of 2 tasks done, 1 failed" in run.stderr and "Traceback" not in run.stderr
     assert run.stdout == ""  # progress and summary go to stderr
@@ -95,7 +95,8 @@ def test_cli_sweep_stops_on_signal_and_leaves_no_worker(tmp_path, sig, code) -> 
     p = subprocess.Popen([sys.executable, "-m", "deliverykit.sweep", "swift.sim:sweep_task",
                           "--points", str(pts), "--seeds", "1", "--out", str(out),
                           "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         text=True,  # a foreground Ctrl-C target has SIGINT at its default
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     try:
         part = tmp_path / "r.csv.part"
         for _ in range(600):  # the task is submitted once the .part file exists
@@ -129,7 +130,8 @@ def _descendants(pid: int) -> list[int]:
         kids = []
         for task in glob.glob(f"/proc/{cur}/task/*/children"):  # children of every thread
             try:
-                kids += open(task).read().split()
+                with open(task) as fh:
+                    kids += fh.read().split()
             except OSError:
                 pass
         out += [int(k) for k in kids]
@@ -139,7 +141,8 @@ def _descendants(pid: int) -> list[int]:
 
 def _alive(pid: int) -> bool:
     try:
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
     return state != "Z"
