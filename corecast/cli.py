@@ -389,6 +389,18 @@ async def _join(node: Any, source: tuple[str, int], a: argparse.Namespace,
         delay = min(delay * 2, 2.0)
 
 
+async def _watch_stream(node: Any, after: float, etrs: list[str]) -> None:
+    """One warning line when nothing has arrived ``after`` seconds after joining."""
+    await asyncio.sleep(after)
+    c = node.client
+    if c.received == 0 and c.malformed == 0:
+        via = f"from the ETR {', '.join(etrs)}" if etrs else "from the source"
+        _say("client", f"warning: nothing received {after:g} s after joining: is the source streaming "
+                       f"(its --wait-subscribers), and is the stream coming {via} (the ETR registered, "
+                       f"its --trust-rloc naming the ITR)?"
+                       + (f" {c.rejected} datagrams came from other senders" if c.rejected else ""))
+
+
 async def _progress(node: Any, every: float = 1.0) -> None:
     """A single updating status line on a terminal's stderr."""
     while True:
@@ -422,6 +434,9 @@ async def _client(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
             code = 1
         elif failed is None:
             _ready("client", eid=a.eid, port=node.port, joined=a.join)
+            if a.join and a.stall_warning:
+                node.tasks.append(asyncio.create_task(
+                    _watch_stream(node, a.stall_warning, [str(e) for e in a.etr])))
             if a.progress or (a.progress is None and sys.stderr.isatty()):
                 node.tasks.append(asyncio.create_task(_progress(node)))
             await _run_until(stopper, a.duration, done)
@@ -704,6 +719,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between heartbeats (default: none)")
     p.add_argument("--leave", action="store_true", help="send leave before exiting")
     p.add_argument("--chunks", type=cliutil.positive_int, help="exit after receiving this many chunks")
+    p.add_argument("--stall-warning", type=cliutil.nonnegative_float, default=10.0, metavar="SECONDS",
+                   help="warn once when nothing arrived this long after joining (0 = never; default 10)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr (default: when stderr is a terminal)")
     _common(p)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -140,3 +141,32 @@ async def test_source_serves_a_join_only_for_the_asking_eid():
         assert sum(len(c.dst) for c in src.channels.values()) == 1
     finally:
         await node.close()
+
+
+def test_a_stream_that_never_comes_is_said_once():
+    b = random.randint(1, 250)
+    pre = f"127.92.{b}"
+    http = _free_tcp_port(f"{pre}.1")
+    src = subprocess.Popen(PY + ["source", "--eid", f"{pre}.1", "--channel", f"{pre}.255", "--itr",
+                                 f"{pre}.2:9341", "--http-port", str(http), "--wait-subscribers", "2",
+                                 "--duration", "30"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = None
+    try:
+        _line(src, " ready ")
+        client = subprocess.Popen(PY + ["client", "--eid", f"{pre}.11", "--join", f"{pre}.1:{http}",
+                                        "--channel", f"{pre}.255", "--etr", f"{pre}.5",
+                                        "--stall-warning", "0.5", "--duration", "20"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _line(client, " ready ")
+        warning = _line(client, "warning")
+        assert "nothing received 0.5 s after joining" in warning and f"ETR {pre}.5" in warning
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=15)
+        assert client.returncode == 130 and "warning" not in err  # said once
+        assert json.loads(out)["received"] == 0
+    finally:
+        for p in (src, client):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate(timeout=5)
