@@ -237,11 +237,11 @@ async def _serve(a: argparse.Namespace, peers: list, storages: list) -> int:
             for p in node.peers:
                 if p.swarm_id.hex() not in a.sha1_roots:
                     print(p.swarm_id.hex(), flush=True)
-            for path, r in zip(a.file, a.sha1_roots):
-                print(f"ppspp seed: {path} also as SHA-1 swarm {r} (for libswift: swift -h {r})",
-                      file=sys.stderr, flush=True)
             print(f"seeding {' '.join(a.file)} on {node.host}:{node.port}", file=sys.stderr,
                   flush=True)
+            for path, r in zip(a.file, a.sha1_roots):
+                print(f"also seeding {path} as SHA-1 swarm {r} (for libswift: swift -h {r})",
+                      file=sys.stderr, flush=True)
             await stopper.wait(a.duration or None)
         for st in storages[1:]:
             st.close()

@@ -15,13 +15,14 @@ import sys
 import threading
 from pathlib import Path
 
+from swift_support import make_tree
+
 from swift.core import events as ev
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, MsgType
-from swift_support import make_tree
 
 PPSPP = [sys.executable, "-m", "swift"]
 S = ("127.0.0.1", 7000)
@@ -98,8 +99,8 @@ def test_auto_answers_each_dialect_in_kind() -> None:
     data = os.urandom(5000)
     cfg = PeerConfig(hash_func=HashFunc.SHA1, profile="auto")
     seed = Peer(Content.seeded(make_tree(data, cfg), MemoryStorage(data)), cfg)
-    base = dict(version=1, min_version=1, swarm_id=seed.swarm_id, integrity=1, hash_func=0,
-                addressing=2)
+    base = {"version": 1, "min_version": 1, "swarm_id": seed.swarm_id, "integrity": 1,
+            "hash_func": 0, "addressing": 2}
     rfc = C.encode_datagram(CTX1, 0, [C.Handshake(11, C.HandshakeOptions(**base, chunk_size=1024))])
     lib = C.encode_datagram(CTX1, 0, [C.Handshake(22, C.HandshakeOptions(**base))])
     seed.datagram_received(rfc, ("127.0.0.1", 1), 0.0)
@@ -136,7 +137,7 @@ class _Answerer(threading.Thread):
             if self.reply is not None and d[:4] == bytes(4) and len(d) > 9 and d[4] == 0:
                 self.sock.sendto(self.reply(int.from_bytes(d[5:9], "big")), addr)
 
-    def __enter__(self) -> "_Answerer":
+    def __enter__(self) -> _Answerer:
         self.start()
         return self
 
@@ -188,13 +189,13 @@ def test_seed_without_flags_serves_a_sha1_swarm(tmp_path: Path) -> None:
         first = seed.stdout.readline().strip()
         assert re.fullmatch(r"[0-9a-f]{64}", first), first
         text = ""
-        for _ in range(600):  # bounded wait for the "seeding" line
+        for _ in range(600):  # bounded wait for the SHA-1 line (after "seeding")
             text = err.read_text()
-            if "seeding" in text:
+            if "SHA-1 swarm" in text:
                 break
             threading.Event().wait(0.1)
-        sha1 = re.search(r"also as SHA-1 swarm ([0-9a-f]{40})", text).group(1)
-        port = int(re.search(r"seeding .* on [0-9.]+:(\d+)", text).group(1))
+        sha1 = re.search(r"as SHA-1 swarm ([0-9a-f]{40})", text).group(1)
+        port = int(re.search(r"^seeding .* on [0-9.]+:(\d+)$", text, re.M).group(1))
         out = tmp_path / "out.bin"
         r = subprocess.run(PPSPP + ["download", sha1, "--peer", f"127.0.0.1:{port}", "-o", str(out),
                                     "-q", "--timeout", "60"],

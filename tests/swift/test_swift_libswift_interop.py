@@ -51,7 +51,7 @@ def _content(tmp_path: Path) -> tuple[Path, str]:
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen) -> re.Match:
     end = time.monotonic() + WAIT
     while time.monotonic() < end:
-        m = re.search(pattern, path.read_text(errors="replace")) if path.exists() else None
+        m = re.search(pattern, path.read_text(errors="replace"), re.M) if path.exists() else None
         if m:
             return m
         if proc.poll() is not None:
@@ -102,8 +102,8 @@ def test_we_seed_libswift_downloads(tmp_path: Path, cs: int) -> None:
     leech_dir = tmp_path / "leech"
     leech_dir.mkdir()
     try:
-        root = _wait_for(log, r"also as SHA-1 swarm ([0-9a-f]{40})", seed).group(1)
-        port = int(_wait_for(log, r"seeding .* on [0-9.]+:(\d+)", seed).group(1))
+        root = _wait_for(log, r"as SHA-1 swarm ([0-9a-f]{40})", seed).group(1)
+        port = int(_wait_for(log, r"^seeding .* on [0-9.]+:(\d+)$", seed).group(1))
         r = subprocess.run([LIBSWIFT, "-t", f"127.0.0.1:{port}", "-h", root,
                             "-l", f"127.0.0.1:{_free_port()}", "-z", str(cs), "-w", "0s"],
                            cwd=leech_dir, capture_output=True, text=True, timeout=WAIT, check=False)
