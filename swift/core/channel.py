@@ -60,6 +60,17 @@ class RangeQueue:
         self.q.append([lo, hi])
         self.size += hi - lo
 
+    def push_front(self, chunks: list[int]) -> None:
+        """Queue ``chunks`` (in this order) ahead of everything else: DATA the
+        peer requested and lost, sent again before newer chunks."""
+        for c in reversed(chunks[:max(0, self.limit - self.size)]):
+            if self.queued.has(c):
+                self.extra[c] = self.extra.get(c, 0) + 1
+            else:
+                self.queued.add(c)
+            self.q.appendleft([c, c + 1])
+            self.size += 1
+
     def pop(self) -> int | None:
         while self.q:
             r = self.q[0]
@@ -149,6 +160,24 @@ class Channel:
         self.choking = False  # we choke them
         self.send_choke: bool | None = None
         self.data_out: dict[int, tuple[float, int]] = {}
+        #: (chunk, send time) of the DATA in ``data_out``, oldest first
+        #: (entries whose chunk was acknowledged since are skipped lazily)
+        self.send_log: deque[tuple[int, float]] = deque()
+        #: send time of the newest DATA acknowledged: DATA sent well before
+        #: it and still unacknowledged was lost (RACK, RFC 8985)
+        self.acked_sent = -1.0
+        #: pacing: the earliest time the next DATA may leave (upload.py)
+        self.pace_at = 0.0
+        #: DATA sent again because the receiver lost it (not by its request)
+        self.resent = 0
+        #: chunks in flight that loss repair already sent again: lost once
+        #: more, they wait for the peer to ask again (it may not want them)
+        self.retried: set[int] = set()
+        #: tail loss probes (RFC 8985 7) sent since the last ACK, and when
+        self.probes = 0
+        self.probe_at = 0.0
+        #: the probe may be one new DATA beyond the window (RFC 8985 7.3)
+        self.probe_credit = False
         #: chunks sent to this peer (their hashes need not be repeated, 5.3)
         self.sent = Binmap()
         self.ledbat = Ledbat(mss=mss, slow_start=slow_start, init_cwnd=4 if slow_start else None)

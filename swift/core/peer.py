@@ -735,10 +735,17 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         pushed back by traffic, so housekeeping runs while busy)."""
         if self._next_tick is None:
             self._next_tick = now
-        return self._next_tick
+        elif self._next_tick > now + 0.05 and any(c.data_out for c in self.channels.values()):
+            self._next_tick = now + 0.05  # DATA in flight: its losses are due soon (upload.py)
+        pace = self._pace_due(now)  # DATA held back by pacing (upload.py)
+        self._pace_wake = pace is not None and pace < self._next_tick
+        return pace if pace is not None and self._pace_wake else self._next_tick
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
+        if self._pace_wake and self._next_tick is not None and now < self._next_tick:
+            self._pace_wake = False
+            return  # a pacing wake-up: only DATA is due (datagrams_to_send)
         busy = any(c.requests or len(c.upload) or c.data_out or c.state == "init"
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)

@@ -8,6 +8,16 @@ optional token-bucket upload cap, builds each DATA datagram with the
 INTEGRITY / SIGNED_INTEGRITY it needs ahead of it (RFC 7574 5.3, 6.1), and
 feeds ACKs, HAVEs and timeouts back into LEDBAT.  A mixin: it reads and
 updates the Peer's state.
+
+Pacing: a channel's DATA leaves at most ``PACE_BURST`` bytes back to back,
+then at ``cwnd / srtt`` (LEDBAT's window spread over one RTT, as libswift
+spaces its sends by ``rtt / cwnd``): a window sent in one burst overran a
+libswift leecher's socket buffer.  Loss repair: DATA still unacknowledged
+while DATA sent a quarter RTT after it was acknowledged (RACK, RFC 8985
+6.1), or when LEDBAT's congestion timer fires, was lost; the chunk is queued
+again ahead of the rest, since the peer asked for it and has not said it
+has it, instead of leaving the peer to notice after its request timeout
+(docs/swift.md, "Seeder toward a libswift leecher").
 """
 
 from __future__ import annotations
@@ -21,9 +31,15 @@ from swift.wire import codec as C
 
 _PACK_Q = struct.Struct(">Q").pack
 
+#: bytes a channel may send back to back before pacing spaces its DATA
+PACE_BURST = 65536
+
 
 class UploadScheduler:
     """Sender-side scheduling and congestion accounting (mixin for Peer)."""
+
+    #: set by get_timer when the wake-up it returned is a pacing one only
+    _pace_wake = False
 
     def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
         """ACK (8.7): retire acknowledged DATA, one LEDBAT delay sample."""
@@ -32,17 +48,26 @@ class UploadScheduler:
         acked = 0
         rtt = None
         do = ch.data_out
+        newest = ch.acked_sent
+        if ch.retried:
+            ch.retried.difference_update(range(lo, hi) if hi - lo <= 64 else
+                                         [c for c in ch.retried if lo <= c < hi])
         if hi - lo <= len(do):
             for c in range(lo, hi):
                 x = do.pop(c, None)
                 if x is not None:
                     acked += x[1]
                     rtt = now - x[0]
+                    if x[0] > newest:
+                        newest = x[0]
         else:
             for c in [c for c in do if lo <= c < hi]:
                 x = do.pop(c)
                 acked += x[1]
                 rtt = now - x[0]
+                if x[0] > newest:
+                    newest = x[0]
+        ch.acked_sent = newest
         if acked:
             ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
 
@@ -58,15 +83,129 @@ class UploadScheduler:
                 ch.ledbat.on_delivered(x[1], now)
 
     def _sender_timeouts(self, ch: Channel, now: float) -> None:
-        """DATA never acknowledged counts as lost; LEDBAT congestion timeout."""
+        """DATA never acknowledged counts as lost; LEDBAT congestion timeout.
+        Either way the lost chunks are queued again (see the module docstring)."""
         if ch.data_out:
             horizon = now - max(1.0, 2 * ch.ledbat.cto)
             old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
             for c in old:
                 _, nb = ch.data_out.pop(c)
                 ch.ledbat.on_loss(nb, now)
+            self._forget_hashes(ch, old)
+            self._resend(ch, old)
+        self._probe_tail(ch, now)
         if ch.ledbat.check_timeout(now):
+            # the peer stopped acknowledging: everything in flight is lost
+            flight = self._in_flight(ch)
+            self._forget_hashes(ch, flight)
+            self._resend(ch, flight)
             ch.data_out.clear()
+            ch.send_log.clear()
+
+    def _probe_tail(self, ch: Channel, now: float) -> None:
+        """Tail loss probe (RFC 8985 7): no ACK for two RTTs with DATA in
+        flight, so one more DATA goes out beyond the window: the next queued
+        chunk (7.3: new data first), else the newest DATA again.  Its ACK
+        shows what came before it was lost (``_detect_losses``) instead of
+        the peer's request timeout finding out seconds later.  Backs off
+        while unanswered."""
+        led = ch.ledbat
+        if not ch.send_log or not led.srtt or led.last_ack is None:
+            return
+        if led.last_ack > ch.probe_at:
+            ch.probes = 0
+        pto = max(2 * led.srtt, 0.01) * (1 << min(ch.probes, 6))
+        if now - max(led.last_ack, ch.probe_at) < pto:
+            return
+        ch.probes += 1
+        ch.probe_at = now
+        self.stats["probes"] = self.stats.get("probes", 0) + 1
+        self._forget_hashes(ch, self._in_flight(ch))
+        if len(ch.upload):
+            ch.probe_credit = True
+            return
+        do = ch.data_out
+        for c, t in reversed(ch.send_log):
+            x = do.get(c)
+            if x is not None and x[0] == t and c not in ch.retried:
+                del do[c]
+                led.flightsize = max(0, led.flightsize - x[1])  # the probe takes its place
+                self._resend(ch, [c])
+                return
+
+    def _detect_losses(self, ch: Channel, now: float) -> None:
+        """RACK (RFC 8985 6.1): DATA sent more than a quarter RTT before the
+        newest acknowledged DATA and still unacknowledged was lost.  Runs
+        once per received batch (not per ACK: one datagram may acknowledge
+        out of send order); amortised O(1) per DATA sent."""
+        log = ch.send_log
+        do = ch.data_out
+        led = ch.ledbat
+        limit = ch.acked_sent - 0.25 * (led.srtt or 0.0)
+        lost = []
+        while log:
+            c, t = log[0]
+            x = do.get(c)
+            if x is None or x[0] != t:
+                log.popleft()  # acknowledged, or sent again since
+                continue
+            if t >= limit:
+                break
+            log.popleft()
+            del do[c]
+            led.on_loss(x[1], now)
+            lost.append(c)
+        if lost:
+            self._forget_hashes(ch, lost + self._in_flight(ch))
+            self._resend(ch, lost)
+
+    @staticmethod
+    def _in_flight(ch: Channel) -> list[int]:
+        """Chunks of the DATA in flight, in send order."""
+        do = ch.data_out
+        return [c for c, t in ch.send_log if (x := do.get(c)) is not None and x[0] == t]
+
+    @staticmethod
+    def _forget_hashes(ch: Channel, chunks: list[int]) -> None:
+        """DATA lost, or maybe lost: the hashes it carried may not have
+        arrived, so later DATA must not count on them (5.3).  Without this a
+        lost datagram made every later sibling unverifiable at the peer."""
+        for c in chunks:
+            ch.sent.discard(c)
+
+    def _resend(self, ch: Channel, chunks: list[int]) -> None:
+        """Queue lost DATA again, first in line (the peer asked for it).
+        Once per chunk: lost again, the peer may no longer want it (its own
+        request timeout gave up on it) and asks again if it does."""
+        if ch.choking or ch.state != "est" or not chunks:
+            return
+        have = self.content.have
+        retried = ch.retried
+        again = []
+        for c in chunks:
+            if c in retried:
+                retried.discard(c)
+            elif have.has(c) and not ch.peer_have.has(c):
+                again.append(c)
+        if len(retried) > 4096:  # bound: lost retries are normally removed above
+            retried.clear()
+        retried.update(again)
+        if again:
+            ch.upload.push_front(again)
+            ch.resent += len(again)
+            self.stats["resent"] = self.stats.get("resent", 0) + len(again)
+
+    def _pace_due(self, now: float) -> float | None:
+        """The earliest time pacing lets a channel with queued requests and
+        window room send again (None: no channel waits on pacing)."""
+        due = None
+        need = self.config.chunk_size
+        for ch in self.channels.values():
+            t = ch.pace_at
+            if (t > now and (due is None or t < due) and len(ch.upload)
+                    and ch.state == "est" and not ch.choking and ch.ledbat.can_send(need)):
+                due = t
+        return due
 
     def _data_dgram(self, ch: Channel, i: int, now: float) -> bytes:
         """One DATA datagram for chunk ``i``, preceded by the hashes (and
@@ -104,9 +243,9 @@ class UploadScheduler:
         best = None
         best_v = 0.0
         for ch in self.channels.values():
-            if ch.state != "est" or ch.choking or not len(ch.upload):
+            if ch.state != "est" or ch.choking or not len(ch.upload) or ch.pace_at > now:
                 continue
-            if not ch.ledbat.can_send(self.config.chunk_size):
+            if not ch.ledbat.can_send(self.config.chunk_size) and not ch.probe_credit:
                 continue
             v = ch.served / len(ch.upload)
             if best is None or v < best_v:
@@ -124,6 +263,9 @@ class UploadScheduler:
             self.last_tokens = now
         sent = 0
         have = self.content.have
+        for ch in self.channels.values():
+            if ch.send_log and ch.acked_sent >= ch.send_log[0][1]:
+                self._detect_losses(ch, now)
         while sent < budget:
             if cap is not None and self.tokens < self.config.chunk_size:
                 break
@@ -136,8 +278,17 @@ class UploadScheduler:
             d = self._data_dgram(ch, i, now)
             ch.sent.add(i)
             out.append((d, ch.addr))
+            led = ch.ledbat
+            old = ch.data_out.pop(i, None)
+            if old is not None:  # asked again while in flight: one copy counts
+                led.flightsize = max(0, led.flightsize - old[1])
             ch.data_out[i] = (now, len(d))
-            ch.ledbat.on_send(len(d), now)
+            ch.send_log.append((i, now))
+            ch.probe_credit = False
+            led.on_send(len(d), now)
+            if led.srtt:  # pacing: the window over one RTT, PACE_BURST at once
+                per_byte = led.srtt / led.cwnd
+                ch.pace_at = max(ch.pace_at, now - PACE_BURST * per_byte) + len(d) * per_byte
             ch.served += len(d)
             ch.last_send = now
             ch.sent_since_recv += 1

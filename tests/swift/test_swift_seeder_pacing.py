@@ -1,0 +1,61 @@
+"""Our seeder toward a receiver with a tiny socket buffer, real UDP on
+loopback (issue 15 item 2): LEDBAT's window is spread over the RTT instead
+of sent in one burst, and DATA a receiver lost is sent again as soon as the
+ACKs after it show the gap, so the receiver never waits out its request
+timeout.  Asserted on counters: the kernel's drop count for the receiver's
+socket (/proc/net/udp) and the receiver's request timeouts (each one is a
+stall of at least ``request_timeout`` = 0.5 s); no clock in any assertion."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+
+import pytest
+
+from swift.aio.node import downloader, seeder
+from swift.core.peer import PeerConfig
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _udp_drops(port: int) -> int:
+    """The kernel's drop counter of the IPv4 UDP socket bound to ``port``."""
+    with open("/proc/net/udp") as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            if int(cols[1].split(":")[1], 16) == port:
+                return int(cols[12])
+    raise AssertionError(f"no UDP socket on port {port}")
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.parametrize("cs,profile", [(8192, "libswift"), (1024, "libswift")])
+async def test_tiny_receive_buffer_no_drop_storm_no_stall(tmp_path, cs: int, profile: str) -> None:
+    src = str(tmp_path / "src.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(1200 * cs))
+    out = str(tmp_path / "out.bin")
+    mk = PeerConfig.libswift if profile == "libswift" else PeerConfig
+    async with seeder(src, mk(chunk_size=cs)) as s:
+        async with downloader(s.peer.swarm_id, out, mk(chunk_size=cs)) as l:
+            assert l.sock is not None
+            # about 8 datagrams of 8 KiB (the kernel doubles the value)
+            l.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 36 * 1024)
+            before = _udp_drops(l.port)
+            l.connect(s.addr)
+            assert await l.wait_complete(90)
+            drops = _udp_drops(l.port) - before
+            timeouts = l.peer.stats["timeouts"]
+    assert _sha(out) == _sha(src)
+    # a burst of the whole window used to drop hundreds of datagrams (2/3
+    # of all at 8 KiB); paced, the few left are scheduling noise
+    assert drops <= 1200 // 20, drops
+    # every loss was repaired by the seeder before the receiver gave up on it
+    assert timeouts == 0, (timeouts, drops)
