@@ -186,6 +186,25 @@ async def _registered(reg: Any, node: Any, stopper: cliutil.Stopper, retries: in
     return None
 
 
+async def _watch_registration(reg: Any, retries: int) -> None:
+    """After the first Map-Notify: one warning line each time the registration goes
+    unacknowledged for ``retries`` + 1 Map-Registers in a row (and one when it is back)."""
+    lost, notified, sent_at_notify = False, reg.counters["notified"], reg.counters["sent"]
+    while True:
+        await asyncio.sleep(0.2)
+        if reg.counters["notified"] != notified:
+            notified, sent_at_notify = reg.counters["notified"], reg.counters["sent"]
+            if lost:
+                _say("etr", "registration acknowledged again")
+                lost = False
+        elif not lost and reg.counters["sent"] - sent_at_notify > retries + 1:
+            ms = f"{reg.cfg.map_server[0]}:{reg.cfg.map_server[1]}"
+            _say("etr", f"warning: registration lost: {reg.counters['sent'] - sent_at_notify} "
+                        f"Map-Registers to {ms} unacknowledged (map-server down or its site "
+                        "configuration changed?); retrying")
+            lost = True
+
+
 async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
@@ -203,7 +222,8 @@ async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
                                         _hostport(a.map_server, LISP_CONTROL_PORT),
                                         a.psk.encode(), a.key_id, a.algorithm_id,
                                         iid=a.instance_id or 0,
-                                        map_version=a.map_version or 0))
+                                        map_version=a.map_version or 0,
+                                        interval=a.register_interval))
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
     code = 0
     try:
@@ -216,6 +236,8 @@ async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
             code = 1
         elif failed is None:
             _ready("etr", rloc=a.rloc, data_port=a.data_port, registered=reg is not None)
+            if reg is not None:
+                node.tasks.append(asyncio.create_task(_watch_registration(reg, a.register_retries)))
             await _run_until(stopper, a.duration)
     finally:
         await node.close()
@@ -635,6 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm-id", type=int, choices=[1, 2], default=2,
                    help="Map-Register algorithm ID: 1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128")
     p.add_argument("--psk", default="", help="Map-Register pre-shared key")
+    p.add_argument("--register-interval", type=cliutil.positive_float, default=60.0, metavar="SECONDS",
+                   help="seconds between Map-Registers once registered (RFC 9301 sec. 8.2: 60)")
     p.add_argument("--register-retries", type=cliutil.nonnegative_int, default=3,
                    help="Map-Register retransmissions (1 s, 2 s, 4 s ... apart) before giving up "
                         "with an error (default 3)")

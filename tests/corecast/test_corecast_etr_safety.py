@@ -254,3 +254,31 @@ def test_send_failures_show_in_the_role_counters():
     st = asyncio.run(run())
     assert st["socket_errors"] == 1 and st["tx_dropped"] == 1 and st["tx_packets"] == 1
     assert st["send_errors"] == 1
+
+
+def test_a_lost_registration_is_said():
+    """The map-server goes away after the ETR registered: one warning line, not silence."""
+    b = random.randint(1, 250)
+    ms_addr = f"127.95.{b}.3"
+    ms = subprocess.Popen(PY + ["mapserver", "--addr", ms_addr, "--site", "as1:10.1.0.0/16:1:k",
+                                "--duration", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    etr = subprocess.Popen(PY + ["etr", "--rloc", f"127.95.{b}.1", "--prefix", "10.1.0.0/16", "--cc-range",
+                                 "10.255.0.0/16", "--trust-rloc", f"127.95.{b}.2", "--map-server", ms_addr,
+                                 "--key-id", "1", "--psk", "k", "--register-interval", "0.2",
+                                 "--register-retries", "1", "--duration", "40"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert " ready " in _stderr_line(ms)
+        assert " ready " in _stderr_line(etr)
+        ms.terminate()
+        ms.communicate(timeout=15)
+        line = _stderr_line(etr)
+        assert line.startswith("corecast etr: warning: registration lost: ") and ms_addr in line
+        etr.send_signal(signal.SIGTERM)
+        out, err = etr.communicate(timeout=15)
+        assert etr.returncode == 143 and "warning" not in err  # said once
+    finally:
+        for p in (ms, etr):
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=5)
