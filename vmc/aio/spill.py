@@ -134,8 +134,8 @@ class SpillFile:
         try:
             while pos < end:
                 got = os.pread(self.fd, end - pos, pos)
-                if not got:
-                    break
+                if not got:  # shorter than written: the file is not what we wrote
+                    raise OSError(errno.EIO, "spill file shorter than written")
                 parts.append(got)
                 pos += len(got)
         except OSError:  # the disk failed under us: retire the file, the reader falls back
