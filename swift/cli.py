@@ -393,6 +393,12 @@ async def _live_view_run(a: argparse.Namespace, node, out, stopper: cliutil.Stop
 def _hint(a: argparse.Namespace, node, waited: float) -> str:
     """Why nothing arrived: no answer at all, or an answer but no chunk."""
     peers = ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in a.peer)
+    other_cs = node.peer.chunk_size_seen
+    if other_cs:
+        return (f"ppspp download: {peers} sent chunks of {other_cs} bytes in {waited:.0f} s, "
+                f"this download uses --chunk-size {a.chunk_size}: give --chunk-size {other_cs} (the "
+                "chunk size is swarm metadata, e.g. libswift's -z; no handshake option says it "
+                "in draft-10)")
     refusals = list(getattr(node, "refusals", ()))
     if refusals and not node.peer.established:
         # the peer did answer: say what of its answer we refused, and why
@@ -451,12 +457,31 @@ def _download(a: argparse.Namespace) -> int:
     state = {"verified": 0}
     rc = 1
     stopper = cliutil.Stopper()
+    # the chunk size is swarm metadata libswift never sends: without
+    # --chunk-size, DATA of another size (before any chunk verified) restarts
+    # the download once with that size, within the same --timeout
+    a.chunk_size_given = any(x == "--chunk-size" or x.startswith("--chunk-size=")
+                             for x in a.argv)
+    deadline = time.monotonic() + a.timeout
     try:
-        cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
-        if stream and a.picker == "linear":
-            cfg.picker = "vod"
-        node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
-        rc = asyncio.run(_download_to(a, node, stream, state, stopper))
+        for attempt in range(2):
+            cfg = _config(a, picker=a.picker, pex_connect=bool(a.tracker) or a.pex)
+            if stream and a.picker == "linear":
+                cfg.picker = "vod"
+            node = downloader(root, a.output, cfg, _bind_host(a.host, a.peer), a.port)
+            state["restart"] = attempt == 0 and not a.chunk_size_given
+            rc = asyncio.run(_download_to(a, node, stream, state, stopper, deadline))
+            seen = node.peer.chunk_size_seen
+            if rc != RESTART or seen is None:
+                break
+            print(f"ppspp download: the peer's chunks are {seen} bytes, not {a.chunk_size}: "
+                  f"starting again with --chunk-size {seen}", file=sys.stderr, flush=True)
+            if created:
+                remove_quietly(paths.temporaries())
+            a.chunk_size = seen
+            a.argv = [*a.argv, "--chunk-size", str(seen)]  # for the resume line
+            stopper.remove()  # its event belongs to the finished loop
+            stopper = cliutil.Stopper()
         return rc
     except BrokenPipeError:  # `ppspp download ... -o - | head`: the reader left early
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -486,8 +511,13 @@ def _resume_line(a: argparse.Namespace, node, why: str) -> str:
             f"(+ .mhash); resume with: {shlex.join(['ppspp', *a.argv])}")
 
 
+#: _download_to's answer when the download should start again with the chunk
+#: size the peer's DATA showed (never an exit status)
+RESTART = -1
+
+
 async def _download_to(a: argparse.Namespace, node, stream: bool, state: dict,
-                       stopper: cliutil.Stopper) -> int:
+                       stopper: cliutil.Stopper, deadline: float) -> int:
     stopper.install()
     if node.resumed and not stream:
         print(f"ppspp download: resumed {node.resumed} of {node.progress[1]} verified chunks "
@@ -503,13 +533,15 @@ async def _download_to(a: argparse.Namespace, node, stream: bool, state: dict,
                 print(f"playing at http://127.0.0.1:{http.port}/", file=sys.stderr, flush=True)
             for p in a.peer:
                 node.connect(p)
-            done = await _progress_loop(a, node, stream, state, stopper)
+            done = await _progress_loop(a, node, stream, state, stopper, deadline)
         finally:
             state["verified"] = node.progress[0]
             if http is not None:
                 if node.peer.content.complete and not stopper.stopped:
                     await stopper.wait(a.http_linger)
                 await http.__aexit__(None, None, None)
+    if not done and state.get("restart") and node.peer.chunk_size_seen and not node.progress[0]:
+        return RESTART
     if stopper.stopped:
         if stream:
             print(f"ppspp download: {stopper.describe()}: {node.progress[0]} chunks verified, "
@@ -543,8 +575,9 @@ def _progress_bar(a: argparse.Namespace):
 
 
 async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict,
-                         stopper: cliutil.Stopper) -> bool:
-    """Show progress until complete (True), --timeout or a stop signal (False)."""
+                         stopper: cliutil.Stopper, deadline: float) -> bool:
+    """Show progress until complete (True), --timeout or a stop signal (False), or
+    (False) the peer's DATA showed another chunk size and a restart may use it."""
     from swift.aio.node import InOrderReader
     cs = node.peer.content.chunk_size
     hint_after = min(NO_DATA_HINT_S, a.timeout / 2)
@@ -552,7 +585,7 @@ async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict,
     with _progress_bar(a) as prog:
         task = prog.add_task("ppspp", total=None)
         start = time.monotonic()
-        end = start + a.timeout
+        end = deadline
         hinted = False
         node.answered = False
         while time.monotonic() < end and not stopper.stopped:
@@ -566,6 +599,8 @@ async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict,
                              or node.peer.stats.get("rejected", 0) > 0)
             prog.update(task, completed=got * cs, total=total * cs if total else None)
             waited = time.monotonic() - start
+            if state.get("restart") and node.peer.chunk_size_seen and not got:
+                return False
             if not got and not hinted and waited > hint_after:
                 hinted = True
                 print(_hint(a, node, waited), file=sys.stderr, flush=True)

@@ -55,6 +55,7 @@ from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
+    VARIABLE_CHUNK_SIZE,
     ChunkAddressing,
     HashFunc,
     IntegrityMethod,
@@ -128,6 +129,10 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.moved: dict[int, str] = {}
         self.tokens = 0.0
         self.last_tokens = None  # type: float | None
+        #: the peer's chunk size when its DATA shows one other than ours
+        #: before any chunk verified (libswift sends no Chunk Size option):
+        #: the download's hint names it, the CLI restarts with it
+        self.chunk_size_seen: int | None = None
         self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
         self._complete_reported = content.complete
@@ -380,6 +385,9 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         _, msgs, error = C.decode_raw(data, self.ctx)
         if error:
             self.stats["malformed"] += 1
+        if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state == "est"
+                and not self.content.complete):
+            self._check_chunk_size(data, msgs, error)
         ch.last_recv = now
         ch.sent_since_recv = 0
         if ch.state == "init":
@@ -394,6 +402,11 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             why = ("closing handshake" if hs.channel == 0 else
                    self._options_ok(hs.options, False, self.dialect(ch)))
             if why is not None:
+                o = hs.options
+                if (o.chunk_size not in (None, self.config.chunk_size) and not self.live
+                        and self._options_ok(dataclasses.replace(o, chunk_size=None), False,
+                                             self.dialect(ch)) is None):
+                    self.chunk_size_seen = o.chunk_size  # only the chunk size differs
                 self._refused(addr, f"handshake reply refused: {why}")
                 if hs.channel:
                     ch.remote_id = hs.channel
@@ -410,6 +423,30 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             ch.state = "est"
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
         self._dispatch(ch, msgs, now)
+
+    def _check_chunk_size(self, data: bytes, msgs: list, error: str | None) -> None:
+        """Until a chunk verifies: a DATA longer than our chunk size (its tail
+        then misreads as more messages) or shorter for a chunk that is not the
+        last one is another swarm's chunking; remember its size (a power of
+        two, RFC 7574 8.1 leaves it to the swarm metadata)."""
+        cs = self.config.chunk_size
+        n = self.content.n_chunks
+        sizes = []
+        if error:
+            try:
+                _, whole, _ = C.decode_raw(data, dataclasses.replace(
+                    self.ctx, chunk_size=VARIABLE_CHUNK_SIZE))
+            except C.DecodeError:
+                return
+            sizes = [len(m[4]) for m in whole if m[0] == MsgType.DATA and len(m[4]) > cs]
+        for m in msgs:
+            if (m[0] == MsgType.DATA and len(m[4]) < cs and self._chunk32 and n is not None
+                    and m[2] + 1 < n):
+                sizes.append(len(m[4]))
+        for size in sizes:
+            if size >= 64 and not size & (size - 1):
+                self.chunk_size_seen = size
+                return
 
     def _to_chunks(self, start: int, end: int) -> tuple[int, int]:
         """Wire chunk spec (``start``, ``end`` as decoded) -> chunks ``[lo, hi)``."""

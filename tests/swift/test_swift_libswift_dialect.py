@@ -195,7 +195,7 @@ def test_seed_without_flags_serves_a_sha1_swarm(tmp_path: Path) -> None:
                 break
             threading.Event().wait(0.1)
         sha1 = re.search(r"as SHA-1 swarm ([0-9a-f]{40})", text).group(1)
-        port = int(re.search(r"^seeding .* on [0-9.]+:(\d+)$", text, re.M).group(1))
+        port = int(re.search(r"^seeding .* on [0-9.]+:(\d+)$", text, re.MULTILINE).group(1))
         out = tmp_path / "out.bin"
         r = subprocess.run(PPSPP + ["download", sha1, "--peer", f"127.0.0.1:{port}", "-o", str(out),
                                     "-q", "--timeout", "60"],
@@ -204,4 +204,62 @@ def test_seed_without_flags_serves_a_sha1_swarm(tmp_path: Path) -> None:
         seed.terminate()
         seed.communicate(timeout=30)
     assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == data
+
+
+def test_leecher_learns_the_peers_chunk_size_from_its_data() -> None:
+    """A libswift swarm of 8 KiB chunks (``-z 8192``, no Chunk Size option on the wire) and
+    a leecher left at 1 KiB: nothing verifies, and the leecher names the size it saw."""
+    from swift_support import pump
+    data = os.urandom(100_000)
+    scfg = PeerConfig(hash_func=HashFunc.SHA1, chunk_size=8192, profile="libswift")
+    tree = make_tree(data, scfg)
+    seed = Peer(Content.seeded(tree, MemoryStorage(data)), scfg)
+    lcfg = PeerConfig(hash_func=HashFunc.SHA1, profile="auto")
+    leech = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, 1024), MemoryStorage()),
+                 lcfg)
+    leech.connect("S", 0.0)
+    pump({"S": seed, "L": leech}, steps=5000, until=lambda: leech.chunk_size_seen is not None)
+    assert leech.chunk_size_seen == 8192
+    assert leech.stats["verified"] == 0
+
+
+def test_leecher_learns_the_chunk_size_an_rfc_reply_states() -> None:
+    peer, _ = _leecher(os.urandom(5000))
+    ours = peer.connect(S, 0.0)
+    peer.datagrams_to_send(0.0)
+    peer.datagram_received(_reply(ours, chunk_size=4096), S, 0.1)
+    assert peer.chunk_size_seen == 4096
+
+
+def test_download_without_chunk_size_restarts_with_the_peers(tmp_path: Path) -> None:
+    """``ppspp download ROOT40`` with no flags from a seeder of 8 KiB chunks that states no
+    chunk size (the libswift dialect, as ``swift -z 8192``): one restart, then verified."""
+    data = os.urandom(200_000)
+    src = tmp_path / "c.bin"
+    src.write_bytes(data)
+    err = tmp_path / "seed.err"
+    with err.open("w") as fh:
+        seed = subprocess.Popen(PPSPP + ["seed", str(src), "--host", "127.0.0.1", "--port", "0",
+                                         "--chunk-size", "8192", "--profile", "libswift"],
+                                stdout=subprocess.PIPE, stderr=fh, text=True)
+    try:
+        root = seed.stdout.readline().strip()
+        assert re.fullmatch(r"[0-9a-f]{40}", root), root
+        text = ""
+        for _ in range(600):
+            text = err.read_text()
+            if "seeding" in text:
+                break
+            threading.Event().wait(0.1)
+        port = int(re.search(r"^seeding .* on [0-9.]+:(\d+)$", text, re.MULTILINE).group(1))
+        out = tmp_path / "out.bin"
+        r = subprocess.run(PPSPP + ["download", root, "--peer", f"127.0.0.1:{port}", "-o", str(out),
+                                    "-q", "--timeout", "60"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        seed.terminate()
+        seed.communicate(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "starting again with --chunk-size 8192" in r.stderr
     assert out.read_bytes() == data

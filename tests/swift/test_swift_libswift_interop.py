@@ -51,7 +51,7 @@ def _content(tmp_path: Path) -> tuple[Path, str]:
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen) -> re.Match:
     end = time.monotonic() + WAIT
     while time.monotonic() < end:
-        m = re.search(pattern, path.read_text(errors="replace"), re.M) if path.exists() else None
+        m = re.search(pattern, path.read_text(errors="replace"), re.MULTILINE) if path.exists() else None
         if m:
             return m
         if proc.poll() is not None:
