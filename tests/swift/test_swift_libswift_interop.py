@@ -1,5 +1,6 @@
 """Live interop with the real libswift binary (issue 15 item 1): no profile and no
---hash on our side, only the root, peer, port and the swarm's chunk size.
+--hash on our side; a download gives only the root, peer and output (the chunk
+size is learnt), a seeder the file, port and, for an 8 KiB swarm, its chunk size.
 
 Opt-in, outside CI: libswift is a C++ program users build themselves; set
 ``LIBSWIFT_BIN`` to it (e.g. ``LIBSWIFT_BIN=/path/to/libswift/swift``).  Without
@@ -81,13 +82,15 @@ def test_libswift_seeds_we_download(tmp_path: Path, cs: int) -> None:
     try:
         root = _wait_for(log, r"Root hash: ([0-9a-f]{40})", seed).group(1)
         out = tmp_path / "out.bin"
+        # no --chunk-size even at 8 KiB: learnt from libswift's DATA (one restart)
         args = ["download", root, "--peer", f"127.0.0.1:{port}", "-o", str(out), "-q",
-                "--timeout", "60"] + (["--chunk-size", str(cs)] if cs != 1024 else [])
+                "--timeout", "60"]
         r = subprocess.run(PPSPP + args, capture_output=True, text=True, timeout=WAIT, check=False)
     finally:
         _stop(seed)
     assert r.returncode == 0, r.stderr
     assert f"{SIZE} bytes verified" in r.stderr
+    assert ("starting again with --chunk-size 8192" in r.stderr) == (cs == 8192), r.stderr
     assert hashlib.sha1(out.read_bytes()).hexdigest() == want
 
 
