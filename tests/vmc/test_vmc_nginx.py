@@ -43,13 +43,15 @@ def test_nginx_origin_through_vmc(make_stack, tmp_path: Path) -> None:
 
 @pytest.mark.tool("nginx")
 def test_nginx_origin_serves_range_patches(make_stack, tmp_path: Path) -> None:
-    """With a tiny window the prefix comes from nginx by Range + If-Range (its ETag is strong)."""
+    """With a tiny window and no disk store the prefix comes from nginx by Range + If-Range (its ETag
+    is strong)."""
     size = 2_000_000
     root = tmp_path / "www"
     write_object(root, "p.bin", size)
     want = body_slice("/p.bin", 0, size)
     with Nginx.origin(root, rate="1m") as ng:
-        st = make_stack(upstreams=[ng.authority], default_upstream=ng.authority, window=32 << 10)
+        st = make_stack(upstreams=[ng.authority], default_upstream=ng.authority, window=32 << 10,
+                        disk_budget=0)
         url = f"http://{ng.authority}/p.bin"
 
         async def both():
@@ -62,3 +64,29 @@ def test_nginx_origin_serves_range_patches(make_stack, tmp_path: Path) -> None:
         assert r1.body == want and r2.body == want
         time.sleep(0.2)
         assert any('" 206 ' in line for line in ng.access_log()), ng.access_log()
+
+
+@pytest.mark.tool("nginx")
+def test_nginx_origin_sends_one_copy_with_the_disk_store(make_stack, tmp_path: Path) -> None:
+    """Issue 19: the same late joiner past a tiny window, default disk store: its prefix is read
+    from disk, and nginx's own log shows one whole GET and no Range request."""
+    size = 2_000_000
+    root = tmp_path / "www"
+    write_object(root, "s.bin", size)
+    want = body_slice("/s.bin", 0, size)
+    with Nginx.origin(root, rate="1m") as ng:
+        st = make_stack(upstreams=[ng.authority], default_upstream=ng.authority, window=32 << 10)
+        url = f"http://{ng.authority}/s.bin"
+
+        async def both():
+            first = asyncio.create_task(fetch(url, proxy=st.proxy_addr, vmc=False))
+            await asyncio.to_thread(wait_live, st, "/s.bin", 1_100_000)
+            second = await fetch(url, proxy=st.proxy_addr, vmc=False)
+            return await first, second
+
+        r1, r2 = asyncio.run(both())
+        assert r1.body == want and r2.body == want
+        time.sleep(0.2)
+        log = ng.access_log()
+        assert len(log) == 1 and '"GET /s.bin HTTP/1.1" 200 2000000' in log[0], log
+        assert st.status()["disk"]["read_bytes"] >= 1_000_000
