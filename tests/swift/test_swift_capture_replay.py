@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from deliverykit.pcap import Reader
+from swift.core import bins as B
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
@@ -114,8 +115,9 @@ LEECHER_SIDE = [p for p in CAPTURES if p.name.startswith(("a_", "c_a_"))]
 @pytest.mark.parametrize("path", SEEDER_SIDE, ids=lambda p: p.name)
 def test_our_seeder_answers_libswift_leecher(path: Path) -> None:
     """libswift's leecher side of a capture, in capture order, into our seeder with no
-    profile (auto) and SHA-1: the reply carries only options libswift parses, and every
-    DATA is a chunk libswift asked for, with the content's bytes."""
+    profile (auto) and SHA-1: the reply carries only options libswift parses, every
+    DATA is a chunk libswift asked for, with the content's bytes, and every INTEGRITY
+    is the Merkle hash of the range it names (what libswift checks the DATA with)."""
     cs = _chunk_size(path)
     ctx = _ctx(path)
     data, tree = _content_tree(cs)
@@ -134,7 +136,7 @@ def test_our_seeder_answers_libswift_leecher(path: Path) -> None:
     ours = None
     requested: set[int] = set()
     sent: dict[int, bytes] = {}
-    replies = legacy_closes = 0
+    replies = legacy_closes = hashes = 0
     for f in theirs:
         now = f.ts
         d = f.payload
@@ -164,9 +166,15 @@ def test_our_seeder_answers_libswift_leecher(path: Path) -> None:
                 elif m.type == MsgType.DATA:
                     assert m.start == m.end and m.start in requested, m.start
                     sent[m.start] = m.payload
+                elif m.type == MsgType.INTEGRITY:  # what libswift checks DATA with
+                    w = m.end - m.start + 1
+                    assert w & (w - 1) == 0 and m.start % w == 0, (m.start, m.end)
+                    b = B.make(w.bit_length() - 1, m.start // w)
+                    assert m.hash == tree.hash(b), (m.start, m.end)
+                    hashes += 1
     assert replies, "our seeder never answered libswift's handshake"
     if requested:  # d2_b: libswift gave up before it asked for anything
-        assert sent
+        assert sent and hashes
     legacy = sum(C.is_legacy_handshake(f.payload) for f in theirs)
     assert legacy_closes == legacy
     for c, payload in sent.items():
