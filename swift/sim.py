@@ -27,6 +27,8 @@ from deliverykit.cliutil import cli_main
 from deliverykit.sim import (
     Host,
     LinkSpec,
+    LossKind,
+    LossSpec,
     NodeSpec,
     QueueUnit,
     RunStats,
@@ -39,14 +41,36 @@ from swift.core import events as ev
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
+from swift.core.player import Player
 
 __all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run",
-           "sweep_task"]
+           "sweep_task", "upload_diag", "uplink"]
 
 SEEDER = "seeder"
 LEECHER = "leecher"
 #: bytes tbf counts per datagram on the testbed's veth links: Ethernet 14 + IPv4 20 + UDP 8
 ETHERNET_OVERHEAD = 42
+#: seconds between two polls of a leecher's progress (player tick, start-up, completion),
+#: as the testbed's leecher loop polls (swift/experiments/swarm.py)
+POLL_S = 0.05
+
+
+def uplink(bps: float, delay: float = 0.001, queue_s: float = 0.05, loss: float = 0.0) -> LinkSpec:
+    """An access uplink as the testbed shapes it: tbf at ``bps`` (its queue: the
+    bucket plus ``queue_s`` at the rate, bytes), netem ``delay`` and Bernoulli
+    ``loss`` (a fraction) on every outgoing packet."""
+    tbf = Tbf(int(bps), latency_ms=queue_s * 1000)
+    return LinkSpec(rate=bps, delay=delay, queue=tbf.limit_bytes, queue_unit=QueueUnit.BYTES,
+                    loss=LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec())
+
+
+def upload_diag(peer: Peer) -> dict[str, int]:
+    """Where uploads went unused, over the channels still open (docs/swift.md,
+    flash crowd): DATA LEDBAT counted lost, its timeouts, requests given up."""
+    chans = list(peer.channels.values())
+    return {"up_losses": sum(c.ledbat.losses for c in chans),
+            "up_timeouts": sum(c.ledbat.timeouts for c in chans),
+            "requests_lost": sum(c.lost for c in chans)}
 
 
 class Arrivals(enum.Enum):
@@ -85,9 +109,7 @@ def flash_crowd(leechers: int = 6, size: int = 1 << 20, seeder_up: float = 20e6,
         raise ValueError("the Poisson arrival rate must be positive")
 
     def up(bps: float) -> LinkSpec:
-        # the queue tbf gives this rate on the testbed: its bucket plus queue_s at the rate
-        tbf = Tbf(int(bps), latency_ms=queue_s * 1000)
-        return LinkSpec(rate=bps, delay=delay, queue=tbf.limit_bytes, queue_unit=QueueUnit.BYTES)
+        return uplink(bps, delay, queue_s)
 
     rnd = random.Random(derive_seed(seed, "arrivals"))
     times = [0.0] * leechers
@@ -117,6 +139,15 @@ class LeecherResult:
     verified: bool
     #: chunks it uploaded
     sent_chunks: int
+    #: seconds from arrival until the start-up bytes (``params["startup_bytes"]``) were
+    #: verified in order, or until the player started (VoD); None: not reached
+    startup_s: float | None = None
+    #: playback stalls after start-up (VoD runs; 0 otherwise)
+    stalls: int = 0
+    #: seconds spent stalled (VoD runs)
+    stall_s: float = 0.0
+    #: the peer's counters at the end (``Peer.stats`` plus :func:`upload_diag`)
+    stats: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +205,13 @@ class SwiftApp:
         self.seeder_addr: Any = None
         self.completed: dict[str, float] = {}
         self.left: set[str] = set()
+        #: VoD: the video's bit rate in bytes/s (0: no player) and the player's start-up buffer
+        self.bitrate = float(p.get("bitrate", 0.0))
+        self.prebuffer = float(p.get("prebuffer", 5.0))
+        #: bytes that must be verified in order for start-up (0: not measured)
+        self.startup_bytes = int(p.get("startup_bytes", 0))
+        self.players: dict[str, Player] = {}
+        self.startup: dict[str, float] = {}
 
     def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> Peer:
         seed = derive_seed(sim.seed, f"peer/{node.name}")
@@ -192,14 +230,51 @@ class SwiftApp:
             if self.seeder_addr is None:
                 raise ValueError(f"{host.name} arrived before the seeder")
             peer: Peer = host.core  # type: ignore[assignment]
-            peer.connect(self.seeder_addr, host.sim.now)
+            now = host.sim.now
+            peer.connect(self.seeder_addr, now)
+            if self.bitrate > 0:
+                self.players[host.name] = Player(self.bitrate, self.leecher_config.chunk_size,
+                                                 self.size, now, self.prebuffer)
+            if self.bitrate > 0 or self.startup_bytes > 0:
+                host.sim.sched.at(now + POLL_S, self._poll, host)
+
+    def _poll(self, host: Host) -> None:
+        """What the testbed's leecher loop does every POLL_S: tick the player (its
+        playback position steers the VoD pickers) or check the start-up bytes."""
+        if not host.present:
+            return
+        sim, name = host.sim, host.name
+        now = sim.now
+        peer: Peer = host.core  # type: ignore[assignment]
+        have = peer.content.have
+        player = self.players.get(name)
+        if player is not None:
+            pos = player.tick(now, have)
+            peer.set_playpos(pos, buffering=player.state == "buffering")
+            if player.startup is not None:
+                self.startup.setdefault(name, player.startup)
+            host.flush()
+            if player.done and name in self.completed:
+                if self.linger is not None:
+                    sim.depart(name, now + self.linger)
+                return
+        elif name not in self.startup:
+            e = have.find_empty(0)
+            if e is None or e * self.leecher_config.chunk_size >= self.startup_bytes:
+                self.startup[name] = now - host.spec.arrive
+            else:
+                sim.sched.at(now + POLL_S, self._poll, host)
+            return
+        sim.sched.at(now + POLL_S, self._poll, host)
 
     def on_event(self, host: Host, event: object) -> None:
         if isinstance(event, ev.DownloadComplete) and host.name not in self.completed:
             sim = host.sim
             self.completed[host.name] = sim.now - host.spec.arrive
-            if self.linger is not None:
-                sim.depart(host.name, sim.now + self.linger)
+            if self.startup_bytes > 0:  # as the testbed: complete before the check = start-up
+                self.startup.setdefault(host.name, self.completed[host.name])
+            if self.linger is not None and host.name not in self.players:
+                sim.depart(host.name, sim.now + self.linger)  # a player leaves when it is done
 
     def on_stop(self, host: Host) -> None:
         self.left.add(host.name)
@@ -207,7 +282,8 @@ class SwiftApp:
         host.send(peer.close(host.sim.now))  # closing handshakes (RFC 7574 3.1.1 step 8)
 
     def done(self, sim: Simulation) -> bool:
-        return len(self.completed) == len(self.leecher_names)
+        return (len(self.completed) == len(self.leecher_names)
+                and all(p.done for p in self.players.values()))
 
     def verified(self, host: Host) -> bool:
         peer: Peer = host.core  # type: ignore[assignment]
@@ -236,10 +312,15 @@ def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
     for name in app.leecher_names:
         host = sim.hosts.get(name)
         peer: Peer | None = host.core if host is not None else None  # type: ignore[assignment]
+        player = app.players.get(name)
         out.append(LeecherResult(
             name, host.spec.arrive if host is not None else float("nan"),
             app.completed.get(name), host is not None and app.verified(host),
-            peer.stats["sent_data"] if peer is not None else 0))
+            peer.stats["sent_data"] if peer is not None else 0,
+            startup_s=app.startup.get(name),
+            stalls=player.stalls if player is not None else 0,
+            stall_s=player.stall_time if player is not None else 0.0,
+            stats={**peer.stats, **upload_diag(peer)} if peer is not None else {}))
     return FlashCrowdResult(scenario.name, sim.seed, tuple(out), stats)
 
 

@@ -13,7 +13,14 @@ favours libtorrent).  libtorrent runs with DHT, LSD, UPnP and NAT-PMP off,
 ut_pex on, TCP only, and learns about other leechers through the seeder's
 PEX like our peer.
 
-    python -m swift.experiments.flashcrowd --quick [--arrivals poisson] [--out DIR]
+    python -m swift.experiments.flashcrowd --quick [--arrivals poisson] [--out DIR] [--backend netns|sim]
+    python -m swift.experiments.flashcrowd --backend sim --sweep leechers=32,64 --seeds 3 \
+        [--workers N | --scheduler ADDRESS]
+
+Our peer's swarm is one scenario (:func:`swift.experiments.swarm.crowd_scenario`,
+arrival times drawn from ``--seed``) that both backends run; libtorrent runs on
+the testbed only, with the scenario's arrival times.  ``--sweep`` (simulator
+only) runs every value x seed as a Dask task.
 
 Output (``--out``, default ``swift-results``): ``flashcrowd-<arrivals>-<n>x<MiB>.csv``
 (one row per leecher and system: arrival, start-up, completion, bytes
@@ -25,71 +32,23 @@ host load, summary rows) and ``...-completion.png`` / ``...-startup.png``
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 from deliverykit import cliutil
+from swift.core.peer import PeerConfig
+from swift.experiments import swarm, sweeps
+from swift.experiments.swarm import Backend
 
 PORT = 6778
 #: per-leecher counters of our peer in the CSV (None for libtorrent)
 DIAG = ("up_losses", "up_timeouts", "dup", "unsolicited", "requests_lost", "request_timeouts",
         "dup_lost", "dup_stale", "dup_timeout", "dup_endgame", "dup_deadline", "dup_other")
-
-
-async def _swift_seed(path: str, ready, duration: float) -> None:
-    from swift.aio.node import seeder
-    from swift.core.peer import PeerConfig
-    async with seeder(path, PeerConfig(), host="0.0.0.0", port=PORT):
-        ready.set()
-        await asyncio.sleep(duration)
-
-
-async def _swift_leech(root_hex: str, seed_ip: str, delay: float, startup_bytes: int,
-                       limit: float, out: str) -> dict:
-    from swift.aio.node import downloader
-    from swift.core.peer import PeerConfig
-    await asyncio.sleep(delay)
-    cfg = PeerConfig(picker="vod", pex_connect=True, high_window=max(8, startup_bytes // 1024))
-    node = downloader(bytes.fromhex(root_hex), out, cfg, host="0.0.0.0", port=PORT)
-    t0 = time.time()
-    startup = done = None
-    async with node:
-        node.connect((seed_ip, PORT))
-        have = node.peer.content.have
-        while time.time() - t0 < limit:
-            await asyncio.sleep(0.05)
-            if startup is None:
-                e = have.find_empty(0)
-                if e is not None and e * 1024 >= startup_bytes:
-                    startup = time.time() - t0
-            if node.peer.content.complete:
-                done = time.time() - t0
-                startup = startup if startup is not None else done
-                break
-        chans = [(c.addr[0], len(c.requests), c.received, c.lost, round(c.rtt, 3), round(c.rate))
-                 for c in node.peer.channels.values()]
-        from_seeder = sum(c.received for c in node.peer.channels.values() if c.addr[0] == seed_ip)
-        st = node.peer.stats
-        ups = [c.ledbat for c in node.peer.channels.values()]
-        # where uploads go unused (docs/swift.md, flash crowd), over the
-        # channels still open: our DATA that LEDBAT counted lost, its
-        # congestion timeouts; chunks we got twice or unasked; our requests
-        # given up (lost, timed out)
-        diag = {"up_losses": sum(x.losses for x in ups), "up_timeouts": sum(x.timeouts for x in ups),
-                "dup": st.get("dup", 0), "unsolicited": st.get("unsolicited", 0),
-                "requests_lost": sum(c.lost for c in node.peer.channels.values()),
-                "request_timeouts": st.get("timeouts", 0),
-                # duplicates by the rule that had moved their request away
-                **{k: st.get(k, 0) for k in DIAG if k.startswith("dup_")}}
-    return {"startup_s": startup, "completion_s": done, "stats": dict(st),
-            "channels": chans, "uploaded_bytes": st["sent_data"] * 1024,
-            "from_seeder_bytes": from_seeder * 1024, "diag": diag}
 
 
 def _lt_settings(lt):
@@ -140,94 +99,138 @@ def _summary(xs: list) -> dict:
             "p90": round(v[min(len(v) - 1, int(0.9 * len(v)))], 2), "cdf": [round(x, 2) for x in v]}
 
 
+def configs(startup_bytes: int) -> tuple[PeerConfig, PeerConfig]:
+    """(seeder, leecher) peer configurations of the flash crowd."""
+    return PeerConfig(), PeerConfig(picker="vod", pex_connect=True,
+                                    high_window=max(8, startup_bytes // 1024))
+
+
+def diag(stats: dict[str, int]) -> dict[str, int]:
+    """The DIAG counters from a leecher's stats (``LeecherResult.stats``): where
+    uploads go unused (docs/swift.md, flash crowd), over the channels still open:
+    our DATA LEDBAT counted lost, its timeouts; chunks got twice or unasked; our
+    requests given up (lost, timed out); duplicates by the rule that moved them."""
+    return {**{k: stats.get(k, 0) for k in DIAG}, "request_timeouts": stats.get("timeouts", 0)}
+
+
+def _run_libtorrent(size: int, n: int, delays: list[float], startup_bytes: int, limit: float,
+                    leecher_up_bps: int) -> list[dict]:
+    """libtorrent on the testbed (the same links and arrival times as the scenario)."""
+    import libtorrent as lt
+
+    from deliverykit.testbed import Tbf, Testbed
+    with tempfile.TemporaryDirectory(prefix="swift-fc-") as d:
+        path = os.path.join(d, "video.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+        with Testbed(prefix="swfc") as tb:
+            lan = tb.bridge("lan", snooping=False, querier=False)
+            sh = tb.host("seed")
+            sp = tb.attach(sh, lan, "10.78.0.1/24")
+            tb.shape(sp.a, tbf=Tbf(rate_bps=20_000_000))
+            hosts = []
+            for i in range(n):
+                h = tb.host(f"l{i}")
+                p = tb.attach(h, lan, f"10.78.0.{10 + i}/24")
+                tb.shape(p.a, tbf=Tbf(rate_bps=leecher_up_bps))
+                hosts.append(h)
+            ready = tb.event()
+            ct = lt.create_torrent(lt.list_files(path), piece_size=256 * 1024)
+            lt.set_piece_hashes(ct, d)
+            torrent = lt.bencode(ct.generate())
+            st = tb.spawn(sh, _lt_seed, torrent, d, ready, limit + max(delays) + 10)
+            if not ready.wait(30):
+                raise RuntimeError("the libtorrent seeder did not start within 30 s")
+            tasks = []
+            for i, h in enumerate(hosts):
+                save = os.path.join(d, f"lt-{i}")
+                os.makedirs(save, exist_ok=True)
+                tasks.append(tb.spawn(h, _lt_leech, torrent, "10.78.0.1", delays[i],
+                                      startup_bytes, limit, save))
+            res = [t.result(timeout=limit + max(delays) + 60) for t in tasks]
+            st.kill()
+    return res
+
+
 def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash",
         size_mb: float | None = None, startup_s: float = 10.0, bitrate_bps: float = 1e6,
         leecher_up_bps: int = 4_000_000, systems: tuple[str, ...] = ("swift", "libtorrent"),
-        seed: int = 1, out: str | None = None) -> list[dict]:
+        seed: int = 1, out: str | None = None, backend: Backend | str = Backend.NETNS) -> list[dict]:
     """One run per system; summary rows.  With ``out``, also the per-leecher
     CSV, JSON metadata and CDF plots (see the module docstring)."""
-    from deliverykit.testbed import Tbf, Testbed
-
+    backend = Backend(backend)
     started, load0 = time.time(), os.getloadavg()
     per_leecher: list[dict] = []
     n = leechers or (4 if quick else 10)
     size = int((size_mb or (4 if quick else 24)) * 1024 * 1024)
     startup_bytes = int(startup_s * bitrate_bps / 8)
-    rnd = random.Random(seed)
-    delays = [0.0] * n
-    if arrivals == "poisson":
-        t = 0.0
-        for i in range(n):
-            delays[i] = t
-            t += rnd.expovariate(1.0)
     limit = 120.0 if quick else 600.0
+    sc = swarm.crowd_scenario(n, size, arrivals, leecher_up_bps, startup_bytes, seed, limit)
+    leechers_spec = [x for x in sc.nodes if x.role == "leecher"]
+    delays = [x.arrive for x in leechers_spec]
+    if backend is Backend.SIM and "libtorrent" in systems:
+        raise ValueError("libtorrent runs on the testbed only: --systems swift with --backend sim")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="swift-fc-") as d:
-        path = os.path.join(d, "video.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(size))
-        for system in systems:
-            with Testbed(prefix="swfc") as tb:
-                lan = tb.bridge("lan", snooping=False, querier=False)
-                sh = tb.host("seed")
-                sp = tb.attach(sh, lan, "10.78.0.1/24")
-                tb.shape(sp.a, tbf=Tbf(rate_bps=20_000_000))
-                hosts = []
-                for i in range(n):
-                    h = tb.host(f"l{i}")
-                    p = tb.attach(h, lan, f"10.78.0.{10 + i}/24")
-                    tb.shape(p.a, tbf=Tbf(rate_bps=leecher_up_bps))
-                    hosts.append(h)
-                ready = tb.event()
-                if system == "swift":
-                    from swift.aio.node import tree_for_file
-                    root = tree_for_file(path).root_hash.hex()
-                    st = tb.spawn(sh, _swift_seed, path, ready, limit + max(delays) + 10)
-                    assert ready.wait(30)
-                    tasks = [tb.spawn(h, _swift_leech, root, "10.78.0.1", delays[i], startup_bytes,
-                                      limit, os.path.join(d, f"sw-{i}.bin"))
-                             for i, h in enumerate(hosts)]
-                else:
-                    import libtorrent as lt
-                    ct = lt.create_torrent(lt.list_files(path), piece_size=256 * 1024)
-                    lt.set_piece_hashes(ct, d)
-                    torrent = lt.bencode(ct.generate())
-                    st = tb.spawn(sh, _lt_seed, torrent, d, ready, limit + max(delays) + 10)
-                    assert ready.wait(30)
-                    tasks = []
-                    for i, h in enumerate(hosts):
-                        save = os.path.join(d, f"lt-{i}")
-                        os.makedirs(save, exist_ok=True)
-                        tasks.append(tb.spawn(h, _lt_leech, torrent, "10.78.0.1", delays[i],
-                                              startup_bytes, limit, save))
-                res = [t.result(timeout=limit + max(delays) + 60) for t in tasks]
-                st.kill()
-            for i, r in enumerate(res):
-                c = r["completion_s"]
-                per_leecher.append({
-                    "system": system, "arrivals": arrivals, "leecher": i,
-                    "arrival_s": round(delays[i], 3), "startup_s": r["startup_s"], "completion_s": c,
-                    "uploaded_bytes": r.get("uploaded_bytes"),
-                    "from_seeder_bytes": r.get("from_seeder_bytes"),
-                    "upload_mbps": round(r["uploaded_bytes"] * 8 / c / 1e6, 3)
-                    if c and r.get("uploaded_bytes") is not None else None,
-                    **{k: (r.get("diag") or {}).get(k) for k in DIAG}})
-            rows.append({
-                "system": system, "what": f"{arrivals} arrivals, {n} leechers, {size / 2**20:.0f} MiB",
-                "completed": f"{sum(r['completion_s'] is not None for r in res)}/{n}",
-                "completion s": _summary([r["completion_s"] for r in res]),
-                "start-up s": _summary([r["startup_s"] for r in res]),
-                "mean leecher upload Mb/s": round(statistics.mean(
-                    [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None] or [0]), 2),
-            })
+    for system in systems:
+        if system == "swift":
+            sw = swarm.run(sc, backend, *configs(startup_bytes), prefix="swfc")
+            res = [{"startup_s": x.startup_s, "completion_s": x.completion_s,
+                    "uploaded_bytes": x.sent_chunks * 1024, "verified": x.verified,
+                    "diag": diag(x.stats)} for x in sw.leechers]
+        else:
+            res = _run_libtorrent(size, n, delays, startup_bytes, limit, leecher_up_bps)
+        for i, r in enumerate(res):
+            c = r["completion_s"]
+            per_leecher.append({
+                "system": system, "arrivals": arrivals, "leecher": i,
+                "arrival_s": round(delays[i], 3), "startup_s": r["startup_s"], "completion_s": c,
+                "uploaded_bytes": r.get("uploaded_bytes"),
+                "from_seeder_bytes": r.get("from_seeder_bytes"),
+                "upload_mbps": round(r["uploaded_bytes"] * 8 / c / 1e6, 3)
+                if c and r.get("uploaded_bytes") is not None else None,
+                **{k: (r.get("diag") or {}).get(k) for k in DIAG}})
+        rows.append({
+            "system": system, "what": f"{arrivals} arrivals, {n} leechers, {size / 2**20:.0f} MiB",
+            "completed": f"{sum(r['completion_s'] is not None for r in res)}/{n}",
+            "completion s": _summary([r["completion_s"] for r in res]),
+            "start-up s": _summary([r["startup_s"] for r in res]),
+            "mean leecher upload Mb/s": round(statistics.mean(
+                [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None] or [0]), 2),
+        })
     if out:
         params = {"leechers": n, "size_bytes": size, "arrivals": arrivals, "startup_s": startup_s,
                   "bitrate_bps": bitrate_bps, "seeder_up_bps": 20_000_000,
                   "leecher_up_bps": leecher_up_bps, "systems": list(systems), "seed": seed,
-                  "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024}
-        _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB", params, rows, per_leecher,
+                  "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024,
+                  "backend": backend.value, "scenario": sc.to_dict()}
+        suffix = "-sim" if backend is Backend.SIM else ""
+        _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB{suffix}", params, rows, per_leecher,
                started, load0)
     return rows
+
+
+def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One simulated crowd for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
+    ``leechers`` and optionally ``size_mb``, ``arrivals``, ``leecher_up_bps``,
+    ``startup_s``, ``bitrate_bps``.  Completion, its spread, start-up (Figs. 7-11)."""
+    n = int(point["leechers"])
+    size = int(float(point.get("size_mb", 1.0)) * 1024 * 1024)
+    startup_bytes = int(float(point.get("startup_s", 10.0)) * float(point.get("bitrate_bps", 1e6)) / 8)
+    sc = swarm.crowd_scenario(n, size, str(point.get("arrivals", "flash")),
+                              float(point.get("leecher_up_bps", 4e6)), startup_bytes, seed)
+    r = swarm.run(sc, Backend.SIM, *configs(startup_bytes))
+    ls = r.leechers
+    if not all(x.verified for x in ls):
+        raise ValueError(f"{sum(not x.verified for x in ls)} leecher(s) not verified")
+    comps = [x.completion_s for x in ls if x.completion_s is not None]
+    starts = [x.startup_s for x in ls if x.startup_s is not None]
+    assert r.stats is not None
+    return {"mean_completion_s": statistics.fmean(comps) if comps else None,
+            "max_completion_s": max(comps) if comps else None,
+            "stdev_completion_s": statistics.pstdev(comps) if comps else None,
+            "mean_startup_s": statistics.fmean(starts) if starts else None,
+            "max_startup_s": max(starts) if starts else None,
+            "completed": len(comps), "virtual_s": r.stats.virtual_s, "cpu_s": r.stats.cpu_s}
 
 
 PAPER = ("paper (Figs. 7-11, 4-208 leechers, 1 GB file): libswift completes between uTorrent "
@@ -255,7 +258,7 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment flashcrowd", description=__doc__.splitlines()[0],
-        epilog="Needs root (network namespaces) and libtorrent for that system. Prints one JSON "
+        epilog="--backend netns needs root (network namespaces) and libtorrent for that system. Prints one JSON "
                "object per system, then a summary beside the paper's numbers.")
     ap.add_argument("--quick", action="store_true",
                     help="4 leechers and a 4 MiB file instead of 10 and 24 MiB (what CI runs)")
@@ -269,9 +272,35 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated systems to run (default: %(default)s)")
     ap.add_argument("--out", default="swift-results", metavar="DIR",
                     help="directory for the CSV, JSON and PNG files (default: %(default)s)")
+    ap.add_argument("--backend", choices=[b.value for b in Backend], default="netns",
+                    help="netns: the namespace testbed in real time (root); sim: the same "
+                         "scenario in the packet-level simulator, swift only (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals and the run")
+    sweeps.add_arguments(ap)
     a = ap.parse_args(argv)
-    rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=tuple(a.systems.split(",")),
-               out=a.out)
+    sweeps.check(ap, a, ("leechers", "size_mb", "leecher_up_bps", "startup_s"))
+    systems = tuple(x for x in a.systems.split(",") if x)
+    if a.backend == "sim":
+        if "libtorrent" in systems:
+            print("flashcrowd: libtorrent runs on the testbed only; --backend sim runs swift",
+                  file=sys.stderr)
+        systems = ("swift",)
+    if a.sweep is not None:
+        base: dict[str, Any] = {"arrivals": a.arrivals,
+                                "size_mb": a.size_mb or (4.0 if a.quick else 24.0)}
+        if a.leechers:
+            base["leechers"] = a.leechers
+        res = sweeps.sweep(sweep_task, base, [{}], a, a.out, f"flashcrowd-{a.arrivals}",
+                           f"flashcrowd {a.arrivals} (paper IV-B, Figs. 7-11)")
+        png = sweeps.plot(res, a.sweep[0], "arrivals",
+                          [("mean_completion_s", "mean completion (s)"),
+                           ("stdev_completion_s", "completion spread, stdev (s)"),
+                           ("mean_startup_s", "mean start-up (s)")],
+                          "Figs. 7-10 in the simulator (mean, 95 % CI over seeds)", PAPER)
+        print(f"files: {res.csv}, {res.summary_csv}, {png}", file=sys.stderr)
+        return 1 if res.failures else 0
+    rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=systems, out=a.out,
+               seed=a.seed, backend=a.backend)
     for r in rows:
         print(json.dumps(r))
     print("ours vs paper:")

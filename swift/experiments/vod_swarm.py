@@ -21,7 +21,14 @@ apart.  By default the seeder link is therefore ``SUPPLY`` x leechers x
 bit rate (at least 2x the bit rate); ``--seeder-mbps 20`` restores the
 paper's absolute value.
 
-    python -m swift.experiments.vod_swarm --quick [--out DIR]
+    python -m swift.experiments.vod_swarm --quick [--out DIR] [--backend netns|sim]
+    python -m swift.experiments.vod_swarm --backend sim --sweep leechers=32,64 --seeds 3 \
+        [--workers N | --scheduler ADDRESS]
+
+The swarm is one scenario (:func:`swift.experiments.swarm.vod_scenario`) that
+both backends run: the testbed above, or the simulator (docs/sim.md) with the
+same peers and player in virtual time.  ``--sweep`` (simulator only) runs
+every value x seed as a Dask task (:mod:`swift.experiments.sweeps`).
 
 Output (``--out``, default ``swift-results``): ``vod_swarm-<n>.csv`` (one row
 per leecher and algorithm: group, stalls, stall time, start-up, completion,
@@ -33,19 +40,18 @@ group, the paper's Fig. 6 at our swarm size).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
+from typing import Any
 
 from deliverykit import cliutil
-
-#: group -> (one-way delay ms, loss %) (assumed values, see module docstring)
-GROUPS = {"A": (10, 0.0), "B": (25, 0.5), "C": (50, 1.0), "D": (100, 2.0)}
-SEEDER_PORT = 6778
+from deliverykit.sim import Scenario
+from swift.core.peer import PeerConfig
+from swift.experiments import swarm, sweeps
+from swift.experiments.swarm import GROUPS, Backend
 #: seeder supply / aggregate video rate in the paper's smallest swarm (20 Mb/s, 32 x 1 Mb/s)
 SUPPLY = 20 / 32
 PAPER = ("paper Fig. 6 (32-208 leechers, seeder 20 Mb/s, leecher upload 1.2 Mb/s): linear "
@@ -53,115 +59,104 @@ PAPER = ("paper Fig. 6 (32-208 leechers, seeder 20 Mb/s, leecher upload 1.2 Mb/s
          "fewest; start-up 3-7 s for all three")
 
 
-async def _seeder_main(path: str, cs: int, ready, duration: float) -> str:
-    from swift.aio.node import seeder
-    from swift.core.peer import PeerConfig
-    async with seeder(path, PeerConfig(chunk_size=cs), host="0.0.0.0", port=SEEDER_PORT) as s:
-        ready.set()
-        await asyncio.sleep(duration)
-        return s.peer.swarm_id.hex()
+def configs(chunk_size: int, bitrate: float, picker: str) -> tuple[PeerConfig, PeerConfig]:
+    """(seeder, leecher) peer configurations of the VoD swarm (``bitrate`` in bytes/s)."""
+    return (PeerConfig(chunk_size=chunk_size),
+            PeerConfig(chunk_size=chunk_size, picker=picker, pex_connect=True, bitrate=bitrate,
+                       high_window=max(8, int(10 * bitrate) // chunk_size)))
 
 
-async def _leecher_main(root_hex: str, seeder_ip: str, picker: str, bitrate: float, size: int,
-                        cs: int, limit: float, out: str) -> dict:
-    from swift.aio.node import downloader
-    from swift.core.peer import PeerConfig
-    from swift.core.player import Player
-    cfg = PeerConfig(chunk_size=cs, picker=picker, pex_connect=True, bitrate=bitrate,
-                     high_window=max(8, int(10 * bitrate) // cs))
-    node = downloader(bytes.fromhex(root_hex), out, cfg, host="0.0.0.0", port=SEEDER_PORT)
-    start = time.time()
-    player = Player(bitrate, cs, size, start)
-    done_at = None
-    async with node:
-        node.connect((seeder_ip, SEEDER_PORT))
-        while time.time() - start < limit:
-            await asyncio.sleep(0.05)
-            now = time.time()
-            pos = player.tick(now, node.peer.content.have)
-            node.peer.set_playpos(pos, buffering=player.state == "buffering")
-            if node.peer.content.complete and done_at is None:
-                done_at = now - start
-            if player.done and done_at is not None:
-                break
-        stats = dict(node.peer.stats)
-    r = player.summary()
-    r.update(completion_s=done_at, rejected=stats["rejected"], uploaded=stats["sent_data"])
-    return r
+def seeder_rate(leechers: int, bitrate_bps: float, seeder_bps: float | None) -> int:
+    """The seeder's uplink: ``seeder_bps``, else the paper's supply ratio (module docstring)."""
+    return int(seeder_bps or max(2 * bitrate_bps, SUPPLY * leechers * bitrate_bps))
+
+
+def run_one(scenario: Scenario, algorithm: str, backend: Backend | str) -> swarm.SwarmRun:
+    """One algorithm on one scenario (:func:`swarm.vod_scenario`) on one backend."""
+    p = scenario.params
+    seed_cfg, leech_cfg = configs(int(p["chunk_size"]), float(p["bitrate"]), algorithm)
+    return swarm.run(scenario, backend, seed_cfg, leech_cfg, prefix="swvod")
 
 
 def run(quick: bool = True, leechers: int | None = None, video_s: float | None = None,
         algorithms: tuple[str, ...] = ("linear", "std-vod", "vod"), bitrate_bps: float = 1e6,
-        chunk_size: int = 1024, seeder_bps: float | None = None, out: str | None = None) -> list[dict]:
+        chunk_size: int = 1024, seeder_bps: float | None = None, out: str | None = None,
+        backend: Backend | str = Backend.NETNS, seed: int = 0) -> list[dict]:
     """One flash-crowd run per algorithm; rows with stalls and start-up times.
     With ``out`` also the per-leecher CSV, JSON metadata and the Fig. 6 plot."""
-    from deliverykit.testbed import Netem, Tbf, Testbed
-
+    backend = Backend(backend)
     started, load0 = time.time(), os.getloadavg()
     n = leechers or (4 if quick else 12)
     secs = video_s or (15.0 if quick else 60.0)
-    bitrate = bitrate_bps / 8
-    size = int(secs * bitrate)
-    seed_bps = int(seeder_bps or max(2 * bitrate_bps, SUPPLY * n * bitrate_bps))
+    seed_bps = seeder_rate(n, bitrate_bps, seeder_bps)
+    sc = swarm.vod_scenario(n, secs, bitrate_bps, chunk_size, seed_bps, seed=seed)
+    size = int(sc.params["size"])
     rows = []
     per_leecher: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="swift-vod-") as d:
-        path = os.path.join(d, "video.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(size))
-        for algo in algorithms:
-            with Testbed(prefix="swvod") as tb:
-                lan = tb.bridge("lan", snooping=False, querier=False)
-                sh = tb.host("seed")
-                sp = tb.attach(sh, lan, "10.77.0.1/24")
-                tb.shape(sp.a, netem=Netem(delay_ms=5), tbf=Tbf(rate_bps=seed_bps))
-                hosts = []
-                for i in range(n):
-                    g = "ABCD"[i % 4]
-                    h = tb.host(f"l{i}")
-                    p = tb.attach(h, lan, f"10.77.0.{10 + i}/24")
-                    dl, loss = GROUPS[g]
-                    tb.shape(p.a, netem=Netem(delay_ms=dl, loss_pct=loss), tbf=Tbf(rate_bps=1_200_000))
-                    hosts.append((h, g))
-                ready = tb.event()
-                limit = secs * 3 + 20
-                st = tb.spawn(sh, _seeder_main, path, chunk_size, ready, limit + 5)
-                assert ready.wait(20)
-                from swift.aio.node import tree_for_file
-                root = tree_for_file(path, chunk_size=chunk_size).root_hash.hex()
-                tasks = [(g, tb.spawn(h, _leecher_main, root, "10.77.0.1", algo, bitrate, size,
-                                      chunk_size, limit, os.path.join(d, f"{algo}-{h.name}.bin")))
-                         for h, g in hosts]
-                res = [(g, t.result(timeout=limit + 30)) for g, t in tasks]
-                st.kill()
-            for i, (g, r) in enumerate(res):
-                per_leecher.append({"algorithm": algo, "leecher": i, "group": g,
-                                    "delay_ms": GROUPS[g][0], "loss_pct": GROUPS[g][1],
-                                    "stalls": r["stalls"], "stall_s": round(r["stall_s"], 3),
-                                    "startup_s": r["startup_s"], "completion_s": r["completion_s"],
-                                    "uploaded_chunks": r["uploaded"], "rejected": r["rejected"]})
-            stalls = [r["stalls"] for _, r in res]
-            starts = [r["startup_s"] for _, r in res if r["startup_s"] is not None]
-            comps = [r["completion_s"] for _, r in res if r["completion_s"] is not None]
-            rows.append({
-                "system": "swift", "what": f"VoD swarm {n} leechers, {algo}",
-                "mean stalls": round(statistics.mean(stalls), 2),
-                "mean stall s": round(statistics.mean(r["stall_s"] for _, r in res), 2),
-                "mean start-up s": round(statistics.mean(starts), 2) if starts else None,
-                "completed": f"{len(comps)}/{n}",
-                "per group stalls": {g: [r["stalls"] for gg, r in res if gg == g] for g in "ABCD"},
-                "rejected chunks": sum(r["rejected"] for _, r in res),
-                "groups (delay ms, loss %)": GROUPS,
-                "seeder Mb/s": round(seed_bps / 1e6, 2),
-                "leecher upload chunks": sum(r["uploaded"] for _, r in res),
-            })
+    for algo in algorithms:
+        r = run_one(sc, algo, backend)
+        res = [(r.group(x.name), x) for x in r.leechers]
+        for i, (g, x) in enumerate(res):
+            per_leecher.append({"algorithm": algo, "leecher": i, "group": g,
+                                "delay_ms": GROUPS[g][0], "loss_pct": GROUPS[g][1],
+                                "stalls": x.stalls, "stall_s": round(x.stall_s, 3),
+                                "startup_s": x.startup_s, "completion_s": x.completion_s,
+                                "uploaded_chunks": x.sent_chunks,
+                                "rejected": x.stats.get("rejected", 0), "verified": x.verified})
+        starts = [x.startup_s for _, x in res if x.startup_s is not None]
+        comps = [x.completion_s for _, x in res if x.completion_s is not None]
+        rows.append({
+            "system": "swift", "what": f"VoD swarm {n} leechers, {algo}", "backend": backend.value,
+            "mean stalls": round(statistics.mean(x.stalls for _, x in res), 2),
+            "mean stall s": round(statistics.mean(x.stall_s for _, x in res), 2),
+            "mean start-up s": round(statistics.mean(starts), 2) if starts else None,
+            "completed": f"{len(comps)}/{n}",
+            "per group stalls": {g: [x.stalls for gg, x in res if gg == g] for g in "ABCD"},
+            "rejected chunks": sum(x.stats.get("rejected", 0) for _, x in res),
+            "groups (delay ms, loss %)": GROUPS,
+            "seeder Mb/s": round(seed_bps / 1e6, 2),
+            "leecher upload chunks": sum(x.sent_chunks for _, x in res),
+            "wall s": round(r.wall_s, 1),
+        })
     if out:
         params = {"leechers": n, "video_s": secs, "bitrate_bps": bitrate_bps, "size_bytes": size,
-                  "chunk_size": chunk_size, "algorithms": list(algorithms),
-                  "seeder_up_bps": seed_bps, "seeder_supply_ratio": round(seed_bps / (n * bitrate_bps), 3),
-                  "leecher_up_bps": 1_200_000, "groups_delay_ms_loss_pct": GROUPS, "quick": quick}
-        _write(out, f"vod_swarm-{n}", params, rows, per_leecher, started, load0)
+                  "chunk_size": chunk_size, "algorithms": list(algorithms), "backend": backend.value,
+                  "seed": seed, "seeder_up_bps": seed_bps,
+                  "seeder_supply_ratio": round(seed_bps / (n * bitrate_bps), 3),
+                  "leecher_up_bps": swarm.VOD_LEECHER_UP, "groups_delay_ms_loss_pct": GROUPS,
+                  "quick": quick, "scenario": sc.to_dict()}
+        _write(out, f"vod_swarm-{n}" + ("-sim" if backend is Backend.SIM else ""), params, rows,
+               per_leecher, started, load0)
     return rows
+
+
+#: metrics of one sweep task (per algorithm, over the swarm's leechers)
+SWEEP_METRICS = ("mean_stalls", "mean_stall_s", "mean_startup_s", "mean_completion_s",
+                 "completed", "verified", "virtual_s", "cpu_s")
+
+
+def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One simulated VoD swarm for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
+    ``leechers``, ``algorithm`` and optionally ``video_s``, ``bitrate_bps``,
+    ``seeder_bps``, ``chunk_size``."""
+    n = int(point["leechers"])
+    bitrate_bps = float(point.get("bitrate_bps", 1e6))
+    sc = swarm.vod_scenario(n, float(point.get("video_s", 60.0)), bitrate_bps,
+                            int(point.get("chunk_size", 1024)),
+                            seeder_rate(n, bitrate_bps, point.get("seeder_bps")), seed=seed)
+    r = run_one(sc, str(point["algorithm"]), Backend.SIM)
+    ls = r.leechers
+    if not all(x.verified for x in ls):
+        raise ValueError(f"{sum(not x.verified for x in ls)} leecher(s) not verified")
+    starts = [x.startup_s for x in ls if x.startup_s is not None]
+    comps = [x.completion_s for x in ls if x.completion_s is not None]
+    assert r.stats is not None
+    return {"mean_stalls": statistics.fmean(x.stalls for x in ls),
+            "mean_stall_s": statistics.fmean(x.stall_s for x in ls),
+            "mean_startup_s": statistics.fmean(starts) if starts else None,
+            "mean_completion_s": statistics.fmean(comps) if comps else None,
+            "completed": len(comps), "verified": sum(x.verified for x in ls),
+            "virtual_s": r.stats.virtual_s, "cpu_s": r.stats.cpu_s}
 
 
 def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, started: float,
@@ -199,7 +194,7 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment vod-swarm", description=__doc__.splitlines()[0],
-        epilog="Needs root (network namespaces). Prints one JSON object per algorithm, then a "
+        epilog="--backend netns needs root (network namespaces). Prints one JSON object per algorithm, then a "
                "summary beside the paper's numbers.")
     ap.add_argument("--quick", action="store_true",
                     help="4 leechers and a 15 s video instead of 12 and 60 s (what CI runs)")
@@ -214,9 +209,32 @@ def main(argv: list[str] | None = None) -> int:
                          "supply ratio (20 restores the paper's absolute value)")
     ap.add_argument("--out", default="swift-results", metavar="DIR",
                     help="directory for the CSV, JSON and PNG files (default: %(default)s)")
+    ap.add_argument("--backend", choices=[b.value for b in Backend], default="netns",
+                    help="netns: the namespace testbed in real time (root); sim: the same "
+                         "scenario in the packet-level simulator (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="run seed (simulator)")
+    sweeps.add_arguments(ap)
     a = ap.parse_args(argv)
-    rows = run(a.quick, a.leechers, a.video_s, tuple(a.algorithms.split(",")),
-               seeder_bps=a.seeder_mbps * 1e6 if a.seeder_mbps else None, out=a.out)
+    sweeps.check(ap, a, ("leechers", "video_s", "seeder_bps", "bitrate_bps"))
+    algos = tuple(x for x in a.algorithms.split(",") if x)
+    seeder_bps = a.seeder_mbps * 1e6 if a.seeder_mbps else None
+    if a.sweep is not None:
+        base: dict[str, Any] = {"video_s": a.video_s or (15.0 if a.quick else 60.0)}
+        if a.leechers:
+            base["leechers"] = a.leechers
+        if seeder_bps:
+            base["seeder_bps"] = seeder_bps
+        res = sweeps.sweep(sweep_task, base, [{"algorithm": x} for x in algos], a, a.out,
+                           "vod_swarm", "vod_swarm (paper IV-A, Fig. 6)")
+        png = sweeps.plot(res, a.sweep[0], "algorithm",
+                          [("mean_stalls", "mean stalls per peer"),
+                           ("mean_stall_s", "mean stall time per peer (s)"),
+                           ("mean_startup_s", "mean start-up (s)")],
+                          "Fig. 6 in the simulator (mean, 95 % CI over seeds)", PAPER)
+        print(f"files: {res.csv}, {res.summary_csv}, {png}", file=sys.stderr)
+        return 1 if res.failures else 0
+    rows = run(a.quick, a.leechers, a.video_s, algos, seeder_bps=seeder_bps, out=a.out,
+               backend=a.backend, seed=a.seed)
     for r in rows:
         print(json.dumps(r))
     print(f"ours (seeder {rows[0]['seeder Mb/s']} Mb/s for {rows[0]['what'].split()[2]} leechers; "

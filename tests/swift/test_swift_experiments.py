@@ -51,3 +51,105 @@ def test_flashcrowd_quick_against_libtorrent(tmp_path) -> None:
     assert meta["versions"]["libtorrent"] and meta["parameters"]["leechers"] == 3
     for kind in ("completion", "startup"):
         assert open(f"{base}-{kind}.png", "rb").read(4) == b"\x89PNG"
+
+
+# -- one scenario, two backends (issue 14): the simulator runs without root --------------
+
+
+def test_vod_scenario_is_what_the_testbed_shapes() -> None:
+    """Both backends read the one description: the testbed's netem/tbf per uplink
+    carry the scenario's delay (beyond the unshaped hop's), loss and queue."""
+    from swift.experiments.swarm import GROUPS, TESTBED_DELAY, _shaping, vod_scenario
+    sc = vod_scenario(8, 10.0, seeder_bps=5e6)
+    seeder = next(n for n in sc.nodes if n.role == "seeder")
+    netem, tbf = _shaping(seeder.up)
+    assert netem.delay_ms == pytest.approx(5.0) and netem.loss_pct == 0
+    assert tbf.rate_bps == 5_000_000 and abs(tbf.limit_bytes - seeder.up.queue) <= 1
+    leechers = [n for n in sc.nodes if n.role == "leecher"]
+    assert [n.group for n in leechers] == list("ABCDABCD")
+    for n in leechers:
+        netem, tbf = _shaping(n.up)
+        assert netem.delay_ms == pytest.approx(GROUPS[n.group][0])
+        assert netem.loss_pct == pytest.approx(GROUPS[n.group][1])
+        assert n.up.delay == pytest.approx(TESTBED_DELAY + GROUPS[n.group][0] / 1000)
+        assert tbf.rate_bps == 1_200_000 and abs(tbf.limit_bytes - n.up.queue) <= 1
+    assert sc.params["size"] == 10 * 1_000_000 // 8 and sc.params["bitrate"] == 125_000
+
+
+@pytest.mark.timeout(300)
+def test_vod_swarm_on_the_simulator(tmp_path) -> None:
+    from swift.experiments.vod_swarm import run
+    rows = run(leechers=4, video_s=4, algorithms=("linear", "vod"), out=str(tmp_path),
+               backend="sim")
+    assert [r["what"].rsplit(", ", 1)[1] for r in rows] == ["linear", "vod"]
+    for r in rows:
+        assert r["backend"] == "sim" and r["completed"] == "4/4", r
+        assert r["mean start-up s"] is not None and r["rejected chunks"] == 0
+    with open(tmp_path / "vod_swarm-4-sim.csv") as f:
+        per = list(csv.DictReader(f))
+    assert len(per) == 8 and all(p["verified"] == "True" for p in per)
+    # the player's 5 s buffer of a 4 s video: start-up waits for the whole video
+    assert all(float(p["startup_s"]) >= float(p["completion_s"]) for p in per)
+    meta = json.loads((tmp_path / "vod_swarm-4-sim.json").read_text())
+    assert meta["parameters"]["backend"] == "sim" and meta["parameters"]["scenario"]["nodes"]
+    assert (tmp_path / "vod_swarm-4-sim-fig6.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.timeout(300)
+def test_simulated_player_stalls_when_the_seeder_is_too_slow() -> None:
+    """The player runs in virtual time as in real time: a lone leecher whose seeder
+    sends at 60 % of the bit rate starts after its 2 s buffer and then stalls."""
+    from swift.experiments.swarm import Backend, vod_scenario
+    from swift.experiments.vod_swarm import run_one
+    sc = vod_scenario(1, 6.0, bitrate_bps=400_000, seeder_bps=240_000, prebuffer=2.0)
+    r = run_one(sc, "vod", Backend.SIM)
+    (x,) = r.leechers
+    assert x.verified and x.completion_s is not None
+    assert x.startup_s is not None and x.startup_s > 2.0  # 2 s of video at 0.6 x the rate
+    assert x.stalls >= 1 and x.stall_s > 0
+
+
+@pytest.mark.timeout(300)
+def test_flashcrowd_on_the_simulator(tmp_path) -> None:
+    from swift.experiments.flashcrowd import run
+    rows = run(leechers=3, size_mb=0.25, systems=("swift",), out=str(tmp_path), backend="sim",
+               arrivals="poisson", seed=3)
+    (r,) = rows
+    assert r["completed"] == "3/3" and r["start-up s"]["n"] == 3
+    with open(tmp_path / "flashcrowd-poisson-3x0.25MiB-sim.csv") as f:
+        per = list(csv.DictReader(f))
+    arrivals = [float(p["arrival_s"]) for p in per]
+    assert arrivals[0] == 0 and arrivals == sorted(arrivals) and arrivals[-1] > 0
+    from swift.experiments.flashcrowd import DIAG
+    assert all(int(p[k]) >= 0 for p in per for k in DIAG)
+
+
+def test_sweep_needs_the_simulator(capsys) -> None:
+    from swift.experiments.vod_swarm import main
+    with pytest.raises(SystemExit) as e:
+        main(["--sweep", "leechers=2,3"])
+    assert e.value.code == 2 and "--backend sim" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--backend", "sim", "--sweep", "leechers"])
+    assert e.value.code == 2 and "NAME=v1,v2" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(600)
+def test_vod_sweep_on_two_dask_workers(tmp_path) -> None:
+    """CI's quick sweep: 2 points x 2 seeds on a 2-worker LocalCluster, one CSV with
+    provenance, mean and 95 % CI per point, a plot."""
+    from swift.experiments.vod_swarm import main
+    rc = main(["--backend", "sim", "--sweep", "leechers=2,3", "--seeds", "2", "--workers", "2",
+               "--video-s", "2", "--algorithms", "vod", "--out", str(tmp_path)])
+    assert rc == 0
+    with open(tmp_path / "vod_swarm-sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and {r["seed"] for r in rows} == {"0", "1"}
+    assert all(r["commit"] and r["scenario"].startswith("vod_swarm") for r in rows)
+    assert {(r["leechers"], r["algorithm"]) for r in rows} == {("2", "vod"), ("3", "vod")}
+    assert all(int(r["verified"]) == int(r["leechers"]) for r in rows)
+    with open(tmp_path / "vod_swarm-sweep.summary.csv") as f:
+        summ = list(csv.DictReader(f))
+    assert [s["n"] for s in summ] == ["2", "2"] and "mean_stalls_ci95" in summ[0]
+    assert (tmp_path / "vod_swarm-sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.part"))
