@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from typing import Any
 
@@ -16,79 +17,99 @@ class RangeQueue:
     chunks so a peer cannot make us hold unbounded state (section 12.6.6).
     A chunk requested twice is queued (and served) twice, in request order.
 
-    ``queued`` is a :class:`Binmap` of the chunks with at least one copy in
-    the queue and ``extra`` counts the further copies of the few chunks
-    requested again while still queued.  With them the usual HAVE at a
-    seeder (libswift sends one per chunk received, for a chunk already sent)
-    costs one binmap lookup instead of a scan of the queue: ``remove`` only
-    walks the queue when it really drops something (docs/swift.md,
-    "Seeder toward a libswift leecher").  push and pop are O(log n).
+    Every operation is O(log n) per chunk it adds, serves or drops, however
+    long the queue (libswift asks in thousands of single-chunk REQUESTs and
+    sends a HAVE per chunk; scanning the queue per HAVE made our seeder
+    CPU-bound, docs/swift.md "Seeder toward a libswift leecher"):
+
+    * ``queued`` is a :class:`Binmap` of the chunks with at least one live
+      copy queued and ``extra`` counts further copies of chunks requested
+      again while queued; the usual HAVE, for a chunk already sent, is one
+      lookup there.
+    * Entries are ``[lo, hi, stamp]``.  Dropping a queued chunk (CANCEL, a
+      HAVE) records ``dropped[chunk] = stamp`` instead of cutting it out of
+      the entries; ``pop`` skips a copy whose entry is not newer than its
+      chunk's drop.  ``dropped`` is folded into the entries (``_compact``)
+      once it outgrows the queue, so it stays bounded by the queue limit.
     """
 
-    __slots__ = ("q", "size", "limit", "queued", "extra")
+    __slots__ = ("q", "size", "limit", "queued", "extra", "dropped", "stamp")
+
+    #: ``dropped`` entries tolerated beyond twice the queue before _compact
+    COMPACT_AT = 1024
 
     def __init__(self, limit: int) -> None:
         self.q: deque[list[int]] = deque()
         self.size = 0
         self.limit = limit
         self.queued = Binmap()
-        #: chunk -> copies beyond the first (repeated REQUESTs); bounded by limit
+        #: chunk -> live copies beyond the first (repeated REQUESTs)
         self.extra: dict[int, int] = {}
+        #: chunk -> stamp of its last drop: copies in older entries are dead
+        self.dropped: dict[int, int] = {}
+        self.stamp = 0
 
-    def push(self, lo: int, hi: int) -> None:
-        hi = min(hi, lo + max(0, self.limit - self.size))
-        if lo >= hi:
-            return
+    def _add_copies(self, lo: int, hi: int) -> None:
         qd = self.queued
         if hi - lo == 1:
             if qd.has(lo):
                 self.extra[lo] = self.extra.get(lo, 0) + 1
             else:
                 qd.add(lo)
-        else:
-            pos = lo
-            while pos < hi:  # copies of chunks already queued: count them once more
-                a = qd.find_filled(pos, hi)
-                if a is None:
-                    break
-                b = qd.find_empty(a, hi)
-                b = hi if b is None else b
-                for c in range(a, b):
-                    self.extra[c] = self.extra.get(c, 0) + 1
-                pos = b
-            qd.set_range(lo, hi)
-        self.q.append([lo, hi])
+            return
+        pos = lo
+        while pos < hi:  # copies of chunks already queued: count them once more
+            a = qd.find_filled(pos, hi)
+            if a is None:
+                break
+            b = qd.find_empty(a, hi)
+            b = hi if b is None else b
+            for c in range(a, b):
+                self.extra[c] = self.extra.get(c, 0) + 1
+            pos = b
+        qd.set_range(lo, hi)
+
+    def push(self, lo: int, hi: int) -> None:
+        hi = min(hi, lo + max(0, self.limit - self.size))
+        if lo >= hi:
+            return
+        self._add_copies(lo, hi)
+        self.stamp += 1
+        self.q.append([lo, hi, self.stamp])
         self.size += hi - lo
 
     def push_front(self, chunks: list[int]) -> None:
         """Queue ``chunks`` (in this order) ahead of everything else: DATA the
         peer requested and lost, sent again before newer chunks."""
         for c in reversed(chunks[:max(0, self.limit - self.size)]):
-            if self.queued.has(c):
-                self.extra[c] = self.extra.get(c, 0) + 1
-            else:
-                self.queued.add(c)
-            self.q.appendleft([c, c + 1])
+            self._add_copies(c, c + 1)
+            self.stamp += 1
+            self.q.appendleft([c, c + 1, self.stamp])
             self.size += 1
 
     def pop(self) -> int | None:
-        while self.q:
-            r = self.q[0]
-            if r[0] < r[1]:
-                c = r[0]
-                r[0] += 1
-                self.size -= 1
-                if r[0] >= r[1]:
-                    self.q.popleft()
-                n = self.extra.get(c)
-                if n is None:
-                    self.queued.discard(c)
-                elif n > 1:
-                    self.extra[c] = n - 1
-                else:
-                    del self.extra[c]
-                return c
-            self.q.popleft()
+        q = self.q
+        dropped = self.dropped
+        while q:
+            r = q[0]
+            if r[0] >= r[1]:
+                q.popleft()
+                continue
+            c = r[0]
+            r[0] += 1
+            if r[0] >= r[1]:
+                q.popleft()
+            if dropped and dropped.get(c, -1) >= r[2]:
+                continue  # this copy was dropped (CANCEL / HAVE)
+            self.size -= 1
+            n = self.extra.get(c)
+            if n is None:
+                self.queued.discard(c)
+            elif n > 1:
+                self.extra[c] = n - 1
+            else:
+                del self.extra[c]
+            return c
         return None
 
     def remove(self, lo: int, hi: int) -> None:
@@ -96,27 +117,50 @@ class RangeQueue:
         if not self.size:
             return
         hi = min(hi, Binmap.MAX_CHUNKS)
-        if lo >= hi or not self.queued.any_in(lo, hi):
+        qd = self.queued
+        if lo >= hi or not qd.any_in(lo, hi):
             return  # nothing queued in [lo, hi): the usual HAVE at a seeder
+        self.stamp += 1
+        pos = lo
+        while (c := qd.find_filled(pos, hi)) is not None:
+            self.size -= 1 + self.extra.pop(c, 0)
+            qd.discard(c)
+            self.dropped[c] = self.stamp
+            pos = c + 1
+        if not self.size:
+            self.q.clear()
+            self.dropped.clear()
+        elif len(self.dropped) > self.COMPACT_AT + 2 * self.size:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Cut the dropped copies out of the entries; ``dropped`` empties.
+        O(entries + dropped log dropped), run once ``dropped`` outgrows the
+        queue, so amortised O(log n) per drop."""
+        dropped = self.dropped
+        keys = sorted(dropped)
         out: deque[list[int]] = deque()
-        size = 0
-        for a, b in self.q:
-            for x, y in ((a, min(b, lo)), (max(a, hi), b)):
-                if x < y:
-                    out.append([x, y])
-                    size += y - x
+        for lo, hi, st in self.q:
+            i = bisect_left(keys, lo)
+            pos = lo
+            while i < len(keys) and keys[i] < hi:
+                c = keys[i]
+                if dropped[c] >= st:  # a dead copy: split the entry around it
+                    if pos < c:
+                        out.append([pos, c, st])
+                    pos = c + 1
+                i += 1
+            if pos < hi:
+                out.append([pos, hi, st])
         self.q = out
-        self.size = size
-        self.queued.reset_range(lo, hi)
-        if self.extra:
-            for c in [c for c in self.extra if lo <= c < hi]:
-                del self.extra[c]
+        dropped.clear()
 
     def clear(self) -> None:
         self.q.clear()
         self.size = 0
         self.queued.clear()
         self.extra.clear()
+        self.dropped.clear()
 
     def __len__(self) -> int:
         return self.size

@@ -63,6 +63,20 @@ def test_have_for_a_sent_chunk_costs_the_same_however_long_the_queue() -> None:
     assert long_ == short, (short, long_)
 
 
+def _dropped_duplicate_cost(queued: int) -> int:
+    """Lines run by a HAVE for a chunk that is still queued (asked twice,
+    or sent again after a loss and asked again), ``queued`` deep."""
+    q = RangeQueue(1 << 20)
+    for c in range(queued):
+        q.push(c, c + 1)
+    q.push(queued // 2, queued // 2 + 1)  # asked again while queued
+    return _lines(lambda: q.remove(queued // 2, queued // 2 + 1))
+
+
+def test_have_for_a_queued_chunk_costs_the_same_however_long_the_queue() -> None:
+    assert _dropped_duplicate_cost(16) == _dropped_duplicate_cost(4000)
+
+
 def test_cancel_of_a_queued_chunk_still_removes_it() -> None:
     q = RangeQueue(100)
     for c in range(10):
@@ -72,18 +86,33 @@ def test_cancel_of_a_queued_chunk_still_removes_it() -> None:
     assert [q.pop() for _ in range(9)] == [0, 1, 2, 3, 6, 7, 8, 9, None]
 
 
+class _EagerQueue(RangeQueue):
+    """Compacts as soon as two chunks were dropped (exercises _compact)."""
+
+    __slots__ = ()
+    COMPACT_AT = 2
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["push", "push", "pop", "remove", "clear"]),
+@given(st.sampled_from([RangeQueue, _EagerQueue]),
+       st.lists(st.tuples(st.sampled_from(["push", "push", "pop", "remove", "clear", "front"]),
                           st.integers(0, 24), st.integers(0, 6)), max_size=80))
-def test_overlapping_requests_match_a_list(ops: list[tuple[str, int, int]]) -> None:
-    """Repeated and overlapping REQUESTs (the ``extra`` copies) keep FIFO
-    order and counts exactly; a HAVE/CANCEL drops every copy."""
-    q, model = RangeQueue(40), []  # type: RangeQueue, list[int]
+def test_overlapping_requests_match_a_list(kind: type[RangeQueue],
+                                           ops: list[tuple[str, int, int]]) -> None:
+    """Repeated and overlapping REQUESTs (the ``extra`` copies), chunks
+    dropped and asked again, lost DATA queued in front: FIFO order and
+    counts stay exact; a HAVE/CANCEL drops every copy."""
+    q, model = kind(40), []  # type: RangeQueue, list[int]
     for op, lo, ln in ops:
         if op == "push":
             room = max(0, 40 - len(model))
             q.push(lo, lo + ln)
             model.extend(range(lo, lo + min(ln, room)))
+        elif op == "front":
+            room = max(0, 40 - len(model))
+            chunks = list(range(lo, lo + ln))
+            q.push_front(chunks)
+            model[:0] = chunks[:room]
         elif op == "pop":
             assert q.pop() == (model.pop(0) if model else None)
         elif op == "remove":
