@@ -149,6 +149,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 if arm != "normal":
                     proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
                                          "--upstream", f"{O_IP}:80", "--window", str(window),
+                                         "--disk-budget", "0",  # the paper's router: a buffer, no disk
                                          "--transparent", "--status-allow", "10.61.0.0/16"]
                                      + (["--no-share"] if arm == "proxy" else []),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -87,7 +87,10 @@ async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_
     proxy = None
     try:
         if through_proxy:
-            proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing)).start()
+            # The paper's VMC router: in-flight sharing with a buffer, no disk store (which would also
+            # serve finished objects, i.e. act as a cache, and change Table 2's comparison).
+            cfg = ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing, disk_budget=0)
+            proxy = await Proxy(cfg).start()
         px = "%s:%d" % proxy.address if proxy else None
         t0 = time.monotonic()
         res = await replay(entries, origin.authority, px, speed=speed, on_done=on_done)
