@@ -171,27 +171,28 @@ class SwiftNode:
                 pass
 
     def _route(self, data: bytes) -> Peer | None:
-        if len(self.peers) == 1:
+        """The swarm a datagram is for; one no swarm claims goes to the first,
+        which counts it (malformed, refused, unknown channel) as a node with
+        one swarm would: ``ppspp seed`` serves two by default (SHA-256, SHA-1)."""
+        if len(self.peers) == 1 or len(data) < 4:
             return self.peer
-        if len(data) < 4:
-            return None
         cid = int.from_bytes(data[:4], "big")
         if cid:
             for p in self.peers:
                 if cid in p.channels:
                     return p
-            return None
+            return self.peer
         try:
             msgs = C.decode_datagram(data, self.peer.ctx).messages
         except C.DecodeError:
-            return None
+            return self.peer
         if not msgs or msgs[0].type != 0 or msgs[0].options.swarm_id is None:
-            return None
+            return self.peer
         sid = msgs[0].options.swarm_id
         for p in self.peers:
             if p.swarm_id == sid:
                 return p
-        return None
+        return self.peer
 
     def connect(self, addr: tuple[str, int]) -> None:
         """Start a handshake with ``addr``, a ``(host, port)`` tuple; a host

@@ -263,3 +263,30 @@ def test_download_without_chunk_size_restarts_with_the_peers(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     assert "starting again with --chunk-size 8192" in r.stderr
     assert out.read_bytes() == data
+
+
+def test_default_seeder_still_counts_handshakes_for_no_swarm_of_its(tmp_path: Path) -> None:
+    """``ppspp seed FILE`` serves two swarms (SHA-256 and SHA-1): a handshake for neither
+    (and a datagram for no channel) is counted as refused / unknown_channel in the final
+    counters, as with one swarm, not dropped uncounted."""
+    import json
+    src = tmp_path / "c.bin"
+    src.write_bytes(os.urandom(20_000))
+    seed = subprocess.Popen(PPSPP + ["seed", str(src), "--host", "127.0.0.1", "--port", "0",
+                                     "--duration", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seed.stdout.readline()
+        port = int(seed.stderr.readline().rsplit(":", 1)[1])
+        opts = C.HandshakeOptions(version=1, min_version=1, swarm_id=bytes(20), integrity=1,
+                                  hash_func=0, addressing=2)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(C.encode_datagram(CTX1, 0, [C.Handshake(77, opts)]), ("127.0.0.1", port))
+            s.sendto(bytes.fromhex("12345678") + b"\x0a", ("127.0.0.1", port))
+        out, _ = seed.communicate(timeout=60)
+    finally:
+        if seed.poll() is None:
+            seed.kill()
+            seed.communicate()
+    stats = json.loads(out.strip().splitlines()[-1])["stats"]
+    assert stats["refused"] >= 1 and stats["unknown_channel"] >= 1, stats
