@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from swift.wire.constants import ChunkAddressing, HashFunc
+from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, SigAlg, Version
+
+if TYPE_CHECKING:
+    from swift.wire.codec import HandshakeOptions
 
 #: largest datagram we compose (bytes): one 1 KiB chunk with its hashes
 #: fits an Ethernet MTU (RFC 7574 8.1)
@@ -114,3 +117,53 @@ class PeerConfig:
         kw.setdefault("hash_func", HashFunc.SHA1)
         kw.setdefault("addressing", ChunkAddressing.CHUNK32)
         return PeerConfig(profile="libswift", **kw)
+
+
+def dialect_of(o: HandshakeOptions) -> Dialect:
+    """The dialect of a peer's handshake under profile "auto": libswift never
+    sends the Chunk Size or Supported Messages options, an RFC 7574 peer
+    always sends Chunk Size (7.11)."""
+    if o.chunk_size is None and o.supported is None:
+        return Dialect.LIBSWIFT
+    return Dialect.RFC
+
+
+def refusal(o: HandshakeOptions, cfg: PeerConfig, swarm_id: bytes, initiator_side: bool,
+            dialect: Dialect, live_method: IntegrityMethod | None, sig_alg: SigAlg) -> str | None:
+    """Why a peer's handshake options do not fit our swarm metadata (one line
+    naming what and why), or None when they do.  ``initiator_side``: the
+    options open a channel (they must name the swarm); ``live_method``: the
+    live integrity method, None for static content."""
+    if o.legacy:
+        return "legacy swift handshake (libswift's pre-PPSPP fallback, not spoken here)"
+    if o.version is not None and o.version < Version.V1:
+        return f"protocol version {o.version}, this peer speaks 1"
+    if o.min_version is not None and o.min_version > Version.V1:
+        return f"minimum version {o.min_version}, this peer speaks 1"
+    if o.version is None and dialect is Dialect.RFC and cfg.profile == "rfc":
+        return "no version option"
+    if initiator_side and o.swarm_id is None:
+        return "no swarm ID"
+    if o.swarm_id is not None and o.swarm_id != swarm_id:
+        return f"swarm ID {o.swarm_id.hex()[:16]}... is not {swarm_id.hex()[:16]}..."
+    live = live_method is not None
+    want = live_method if live_method is not None else IntegrityMethod.MERKLE
+    # an absent option means the default: Merkle Hash Tree for static
+    # content, Unified Merkle Tree for live (7.5); ECDSAP256SHA256 (7.7)
+    default_im = IntegrityMethod.UNIFIED_MERKLE if live else IntegrityMethod.MERKLE
+    im = o.integrity if o.integrity is not None else default_im
+    if im != want:
+        return f"integrity method {im}, this swarm uses {int(want)}"
+    sa = o.sig_alg if o.sig_alg is not None else SigAlg.ECDSAP256SHA256
+    if live and sa != sig_alg:
+        return f"live signature algorithm {sa}, this swarm uses {int(sig_alg)}"
+    default_hf = HashFunc.SHA1 if dialect is Dialect.LIBSWIFT else HashFunc.SHA256
+    hf = o.hash_func if o.hash_func is not None else default_hf
+    if hf != cfg.hash_func:
+        return f"Merkle hash function {hf}, this swarm uses {int(cfg.hash_func)}"
+    cam = o.addressing if o.addressing is not None else ChunkAddressing.CHUNK32
+    if cam != cfg.addressing:
+        return f"chunk addressing {cam}, this swarm uses {int(cfg.addressing)}"
+    if o.chunk_size is not None and o.chunk_size != cfg.chunk_size:
+        return f"chunk size {o.chunk_size}, this swarm uses {cfg.chunk_size}"
+    return None

@@ -45,7 +45,7 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
-from swift.core.config import MAX_DGRAM, Dialect, PeerConfig
+from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
 from swift.core.picker import PICKERS, Availability
 from swift.core.receive import DataReceiver
@@ -57,7 +57,6 @@ from swift.wire.constants import (
     HASH_SIZES,
     VARIABLE_CHUNK_SIZE,
     ChunkAddressing,
-    HashFunc,
     IntegrityMethod,
     MsgType,
     SigAlg,
@@ -219,14 +218,6 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         got = self.dialects.get(ch.local_id)
         return got if got is not None else self._default_dialect()
 
-    def _auto_dialect(self, o: C.HandshakeOptions) -> Dialect:
-        """The dialect of a peer's handshake under profile "auto": libswift
-        never sends the Chunk Size or Supported Messages options, an RFC 7574
-        peer always sends Chunk Size (7.11)."""
-        if o.chunk_size is None and o.supported is None:
-            return Dialect.LIBSWIFT
-        return Dialect.RFC
-
     def _refused(self, addr: Any, reason: str) -> None:
         """Count a refused handshake and say why (``HandshakeRefused``)."""
         self.stats["refused"] += 1
@@ -251,39 +242,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                     dialect: Dialect = Dialect.RFC) -> str | None:
         """Check a peer's options against our swarm metadata: None when they
         match, else why not (one line, for ``HandshakeRefused``)."""
-        cfg = self.config
-        if o.legacy:
-            return "legacy swift handshake (libswift's pre-PPSPP fallback, not spoken here)"
-        if o.version is not None and o.version < Version.V1:
-            return f"protocol version {o.version}, this peer speaks 1"
-        if o.min_version is not None and o.min_version > Version.V1:
-            return f"minimum version {o.min_version}, this peer speaks 1"
-        if o.version is None and dialect is Dialect.RFC and cfg.profile == "rfc":
-            return "no version option"
-        if initiator_side and o.swarm_id is None:
-            return "no swarm ID"
-        if o.swarm_id is not None and o.swarm_id != self.swarm_id:
-            return f"swarm ID {o.swarm_id.hex()[:16]}... is not {self.swarm_id.hex()[:16]}..."
-        want = self.live_method if self.live else IntegrityMethod.MERKLE
-        # an absent option means the default: Merkle Hash Tree for static
-        # content, Unified Merkle Tree for live (7.5); ECDSAP256SHA256 (7.7)
-        default_im = IntegrityMethod.UNIFIED_MERKLE if self.live else IntegrityMethod.MERKLE
-        im = o.integrity if o.integrity is not None else default_im
-        if im != want:
-            return f"integrity method {im}, this swarm uses {int(want)}"
-        sa = o.sig_alg if o.sig_alg is not None else SigAlg.ECDSAP256SHA256
-        if self.live and sa != self.sig_alg:
-            return f"live signature algorithm {sa}, this swarm uses {int(self.sig_alg)}"
-        default_hf = HashFunc.SHA1 if dialect is Dialect.LIBSWIFT else HashFunc.SHA256
-        hf = o.hash_func if o.hash_func is not None else default_hf
-        if hf != cfg.hash_func:
-            return f"Merkle hash function {hf}, this swarm uses {int(cfg.hash_func)}"
-        cam = o.addressing if o.addressing is not None else ChunkAddressing.CHUNK32
-        if cam != cfg.addressing:
-            return f"chunk addressing {cam}, this swarm uses {int(cfg.addressing)}"
-        if o.chunk_size is not None and o.chunk_size != cfg.chunk_size:
-            return f"chunk size {o.chunk_size}, this swarm uses {cfg.chunk_size}"
-        return None
+        return refusal(o, self.config, self.swarm_id, initiator_side, dialect,
+                       self.live_method if self.live else None, self.sig_alg)
 
     def _default_dialect(self) -> Dialect:
         return Dialect.LIBSWIFT if self.config.profile == "libswift" else Dialect.RFC
@@ -307,7 +267,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self.stats["refused"] += 1
             return
         hs = C.Handshake(msgs[0][1], msgs[0][3])
-        dialect = self._auto_dialect(hs.options) if self.config.profile == "auto" else None
+        dialect = dialect_of(hs.options) if self.config.profile == "auto" else None
         why = ("address blacklisted" if addr in self.blacklist else
                self._options_ok(hs.options, True, dialect or self._default_dialect()))
         if why is not None:
@@ -398,7 +358,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 return
             hs = C.Handshake(msgs[0][1], msgs[0][3])
             if self.config.profile == "auto":
-                self.dialects[ch.local_id] = self._auto_dialect(hs.options)
+                self.dialects[ch.local_id] = dialect_of(hs.options)
             why = ("closing handshake" if hs.channel == 0 else
                    self._options_ok(hs.options, False, self.dialect(ch)))
             if why is not None:
