@@ -12,6 +12,7 @@ tests/swift/test_swift_capture_replay.py.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -118,3 +119,52 @@ def test_we_seed_libswift_downloads(tmp_path: Path, cs: int) -> None:
     assert got.stat().st_size == SIZE
     assert hashlib.sha1(got.read_bytes()).hexdigest() == want
     shutil.rmtree(leech_dir)
+
+
+def test_one_swarm_both_dialects(tmp_path: Path) -> None:
+    """One SHA-1 swarm holding both kinds of peer at once: libswift seeds, our seeder seeds
+    the same file (same 40-hex root: identical trees), our leecher downloads from both
+    seeders, and a libswift leecher downloads from our seeder meanwhile."""
+    src, want = _content(tmp_path)
+    lport = _free_port()
+    llog = tmp_path / "libswift-seed.log"
+    with llog.open("w") as fh:
+        ls_seed = subprocess.Popen([LIBSWIFT, "-f", src.name, "-l", f"127.0.0.1:{lport}"],
+                                   cwd=src.parent, stdout=fh, stderr=subprocess.STDOUT)
+    ours_src = tmp_path / "ours.bin"
+    shutil.copy(src, ours_src)
+    olog = tmp_path / "ppspp-seed.err"
+    with olog.open("w") as fh:
+        our_seed = subprocess.Popen(PPSPP + ["seed", str(ours_src), "--host", "127.0.0.1",
+                                             "--port", "0"],
+                                    stdout=subprocess.PIPE, stderr=fh, text=True)
+    leech_dir = tmp_path / "leech"
+    leech_dir.mkdir()
+    ls_leech = None
+    try:
+        root = _wait_for(llog, r"Root hash: ([0-9a-f]{40})", ls_seed).group(1)
+        assert _wait_for(olog, r"as SHA-1 swarm ([0-9a-f]{40})", our_seed).group(1) == root
+        oport = int(_wait_for(olog, r"^seeding .* on [0-9.]+:(\d+)$", our_seed).group(1))
+        ls_leech = subprocess.Popen([LIBSWIFT, "-t", f"127.0.0.1:{oport}", "-h", root,
+                                     "-l", f"127.0.0.1:{_free_port()}", "-w", "0s"],
+                                    cwd=leech_dir, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        out = tmp_path / "out.bin"
+        r = subprocess.run(PPSPP + ["download", root, "--peer", f"127.0.0.1:{lport}",
+                                    "--peer", f"127.0.0.1:{oport}", "-o", str(out), "-q",
+                                    "--timeout", "60"],
+                           capture_output=True, text=True, timeout=WAIT, check=False)
+        ls_rc = ls_leech.wait(WAIT)
+    finally:
+        for p in (ls_leech, ls_seed):
+            if p is not None:
+                _stop(p)
+        _stop(our_seed)
+        seed_out = our_seed.stdout.read()
+        our_seed.stdout.close()
+    assert r.returncode == 0, r.stderr
+    assert hashlib.sha1(out.read_bytes()).hexdigest() == want
+    assert ls_rc == 0
+    assert hashlib.sha1((leech_dir / root).read_bytes()).hexdigest() == want
+    stats = json.loads(seed_out.strip().splitlines()[-1])["stats"]
+    assert stats["sent_data"] > 0 and stats["refused"] == 0, stats
