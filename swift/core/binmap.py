@@ -218,13 +218,15 @@ class Binmap:
 
         ``binmap_set1`` (C, or its twin in swift/_fast.py) does the work in the
         buffers; it allocates from the free stack, so enough cells are
-        reserved first (at most one split per layer).
+        reserved first (at most one split per layer).  Called once per ACK
+        and HAVE, so the checks are inline.
         """
-        if val:
+        if i >= 32 << self.root_layer:
+            if not val:
+                return
             self._grow(i + 1)
-        elif i >= self.span:
-            return
-        self._reserve(self.root_layer + 1)
+        if self._st[0] <= self.root_layer:
+            self._reserve(self.root_layer + 1)
         binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, val)
 
     def add(self, i: int) -> None:

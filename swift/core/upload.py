@@ -73,8 +73,10 @@ class UploadScheduler:
 
     def _delivered_by_have(self, ch: Channel, lo: int, hi: int, now: float) -> None:
         """A HAVE covering DATA whose ACK was lost retires it without a delay sample."""
-        old = now - 1.5 * (ch.ledbat.srtt or 0.5)
         do = ch.data_out
+        if hi - lo == 1 and lo not in do:
+            return  # libswift's HAVE right after the ACK for the same chunk
+        old = now - 1.5 * (ch.ledbat.srtt or 0.5)
         cands = range(lo, hi) if hi - lo <= len(do) else list(do)
         for c in cands:
             x = do.get(c)
