@@ -66,6 +66,9 @@ from swift.wire.constants import (
 _PACK_II = struct.Struct(">II").pack
 #: seconds after our PEX_REQ during which PEX_RES* answers are accepted
 PEX_ANSWER_WINDOW = 5.0
+#: profile "auto": seconds from our first (RFC 7574) handshake to the one in
+#: the libswift dialect, which libswift answers (it drops the first unanswered)
+AUTO_SECOND_TRY = 0.5
 
 
 class Peer(RequestPlanner, UploadScheduler, DataReceiver):
@@ -244,6 +247,14 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         match, else why not (one line, for ``HandshakeRefused``)."""
         return refusal(o, self.config, self.swarm_id, initiator_side, dialect,
                        self.live_method if self.live else None, self.sig_alg)
+
+    def _hs_backoff(self, ch: Channel) -> float:
+        """Seconds before our unanswered handshake goes out again: 2, 4, 8, 8...;
+        under "auto" the second one, in the libswift dialect, is another
+        handshake rather than a retransmission and follows after 0.5 s."""
+        if ch.hs_tries == 1 and self.config.profile == "auto":
+            return AUTO_SECOND_TRY
+        return min(8.0, 2.0 ** ch.hs_tries)
 
     def _default_dialect(self) -> Dialect:
         return Dialect.LIBSWIFT if self.config.profile == "libswift" else Dialect.RFC
@@ -678,7 +689,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 continue
             msgs: list = []
             dest = ch.remote_id
-            if ch.need_hs and (ch.state != "init" or now - ch.hs_sent >= min(8.0, 2 ** ch.hs_tries)):
+            if ch.need_hs and (ch.state != "init" or now - ch.hs_sent >= self._hs_backoff(ch)):
                 if ch.state == "init" and self.config.profile == "auto":
                     # unanswered: every other try without the options libswift
                     # rejects (it drops a handshake with option 9 unanswered)

@@ -290,3 +290,17 @@ def test_default_seeder_still_counts_handshakes_for_no_swarm_of_its(tmp_path: Pa
             seed.communicate()
     stats = json.loads(out.strip().splitlines()[-1])["stats"]
     assert stats["refused"] >= 1 and stats["unknown_channel"] >= 1, stats
+
+
+def test_auto_tries_the_libswift_dialect_half_a_second_after_rfc() -> None:
+    """The first handshake is RFC 7574; libswift drops it unanswered, so the one without
+    option 9 follows after 0.5 s (virtual time), not after the 2-s retransmission backoff."""
+    peer, _ = _leecher(os.urandom(5000))
+    peer.connect(S, 0.0)
+    first = [m for m in _sent(peer, 0.0) if m.type == MsgType.HANDSHAKE]
+    assert first and first[0].options.chunk_size == 1024
+    peer.handle_timer(0.3)
+    assert not [m for m in _sent(peer, 0.3) if m.type == MsgType.HANDSHAKE]
+    peer.handle_timer(0.55)
+    second = [m for m in _sent(peer, 0.55) if m.type == MsgType.HANDSHAKE]
+    assert second and second[0].options.chunk_size is None
