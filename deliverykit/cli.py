@@ -12,6 +12,7 @@ from deliverykit.cliutil import cli_main
 DELEGATED = {
     "demo": ("deliverykit.demo", "run every system's loopback demo (demo --help for options)"),
     "analyse": ("deliverykit.analyse", "summarise a pcap per protocol (analyse --help for options)"),
+    "sim": ("deliverykit.sim.cli", "simulator: validate against the netns testbed (sim --help)"),
 }
 
 

@@ -43,8 +43,17 @@ from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.core.player import Player
 
-__all__ = ["Arrivals", "FlashCrowdResult", "LeecherResult", "SwiftApp", "flash_crowd", "run",
-           "sweep_task", "upload_diag", "uplink"]
+__all__ = [
+    "Arrivals",
+    "FlashCrowdResult",
+    "LeecherResult",
+    "SwiftApp",
+    "flash_crowd",
+    "run",
+    "sweep_task",
+    "uplink",
+    "upload_diag",
+]
 
 SEEDER = "seeder"
 LEECHER = "leecher"

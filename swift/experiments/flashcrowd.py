@@ -114,7 +114,7 @@ def diag(stats: dict[str, int]) -> dict[str, int]:
 
 
 def _run_libtorrent(size: int, n: int, delays: list[float], startup_bytes: int, limit: float,
-                    leecher_up_bps: int) -> list[dict]:
+                    leecher_up_bps: int) -> list[dict[str, Any]]:
     """libtorrent on the testbed (the same links and arrival times as the scenario)."""
     import libtorrent as lt
 
@@ -174,9 +174,10 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
     for system in systems:
         if system == "swift":
             sw = swarm.run(sc, backend, *configs(startup_bytes), prefix="swfc")
-            res = [{"startup_s": x.startup_s, "completion_s": x.completion_s,
-                    "uploaded_bytes": x.sent_chunks * 1024, "verified": x.verified,
-                    "diag": diag(x.stats)} for x in sw.leechers]
+            res: list[dict[str, Any]] = [{"startup_s": x.startup_s, "completion_s": x.completion_s,
+                                          "uploaded_bytes": x.sent_chunks * 1024,
+                                          "verified": x.verified, "diag": diag(x.stats)}
+                                         for x in sw.leechers]
         else:
             res = _run_libtorrent(size, n, delays, startup_bytes, limit, leecher_up_bps)
         for i, r in enumerate(res):

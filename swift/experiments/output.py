@@ -11,7 +11,8 @@ import os
 import platform
 import socket
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from deliverykit import provenance
 

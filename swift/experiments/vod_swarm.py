@@ -52,6 +52,7 @@ from deliverykit.sim import Scenario
 from swift.core.peer import PeerConfig
 from swift.experiments import swarm, sweeps
 from swift.experiments.swarm import GROUPS, Backend
+
 #: seeder supply / aggregate video rate in the paper's smallest swarm (20 Mb/s, 32 x 1 Mb/s)
 SUPPLY = 20 / 32
 PAPER = ("paper Fig. 6 (32-208 leechers, seeder 20 Mb/s, leecher upload 1.2 Mb/s): linear "

@@ -47,10 +47,12 @@ def test_flashcrowd_quick_against_libtorrent(tmp_path) -> None:
     from swift.experiments.flashcrowd import DIAG
     assert all(int(p[k]) >= 0 for p in per[:3] for k in DIAG)  # our peer's counters
     assert all(p[k] == "" for p in per[3:] for k in DIAG)
-    meta = json.loads(open(f"{base}.json").read())
+    with open(f"{base}.json") as f:
+        meta = json.load(f)
     assert meta["versions"]["libtorrent"] and meta["parameters"]["leechers"] == 3
     for kind in ("completion", "startup"):
-        assert open(f"{base}-{kind}.png", "rb").read(4) == b"\x89PNG"
+        with open(f"{base}-{kind}.png", "rb") as f:
+            assert f.read(4) == b"\x89PNG"
 
 
 # -- one scenario, two backends (issue 14): the simulator runs without root --------------

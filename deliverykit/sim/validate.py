@@ -1,0 +1,225 @@
+"""``deliverykit sim validate``: the same small scenarios on the namespace testbed
+and in the simulator, per metric side by side with the relative difference
+(issue 14; the full result and the explanation of every difference over 10 %
+are in docs/sim.md).
+
+Three swift swarms, each one :class:`deliverykit.sim.Scenario` both backends
+read (:mod:`swift.experiments.swarm`):
+
+- ``crowd6``: a 6-leecher flash crowd with the paper's link parameters
+  (seeder 20 Mb/s, leecher upload 1.2 Mb/s);
+- ``lossy2``: 4 leechers, 2 % loss on every packet every peer sends;
+- ``hetero-delay``: 4 leechers in the Fig. 5 groups' delays (10, 25, 50,
+  100 ms one way on what they send), no loss.
+
+Each runs ``repeats`` times per backend (seeds 1..repeats); the table shows
+the means.  ``--quick`` (what CI runs): 256 KiB of content and one repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deliverykit import cliutil
+
+__all__ = ["METRICS", "Case", "Comparison", "cases", "compare", "main"]
+
+#: metric -> what it is (the table's order)
+METRICS = {
+    "mean_completion_s": "mean completion time, s from arrival",
+    "min_completion_s": "first leecher complete, s",
+    "max_completion_s": "last leecher complete, s",
+    "mean_startup_s": "mean start-up (first 64 KiB in order), s",
+    "leecher_upload_share": "share of the leechers' chunks uploaded by leechers",
+    "chunks_got_per_chunk": "DATA chunks received (verified + duplicate) per chunk needed",
+}
+#: bytes that count as start-up (the start of the video, in order)
+STARTUP_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One validation scenario: its name, what it tests and how to build it."""
+
+    name: str
+    about: str
+    #: (size in bytes, seed) -> the scenario
+    build: Callable[[int, int], Any]
+
+
+def cases() -> list[Case]:
+    from swift.experiments.swarm import GROUPS, crowd_scenario
+
+    delays = {g: d / 1000 for g, (d, _) in GROUPS.items()}
+    return [
+        Case("crowd6", "6-leecher flash crowd, seeder 20 Mb/s, leecher upload 1.2 Mb/s",
+             lambda size, seed: crowd_scenario(6, size, "flash", 1.2e6, STARTUP_BYTES, seed,
+                                               limit=300.0)),
+        Case("lossy2", "4 leechers, 2 % loss on every uplink, 4 Mb/s leecher upload",
+             lambda size, seed: crowd_scenario(4, size, "flash", 4e6, STARTUP_BYTES, seed,
+                                               limit=300.0, loss=0.02)),
+        Case("hetero-delay", "4 leechers, one-way 10/25/50/100 ms on their uplinks (Fig. 5)",
+             lambda size, seed: crowd_scenario(4, size, "flash", 4e6, STARTUP_BYTES, seed,
+                                               limit=300.0, delays=delays)),
+    ]
+
+
+def metrics(run: Any) -> dict[str, float | None]:
+    """The validation metrics of one :class:`swift.experiments.swarm.SwarmRun`."""
+    ls = run.leechers
+    comps = [x.completion_s for x in ls if x.completion_s is not None]
+    starts = [x.startup_s for x in ls if x.startup_s is not None]
+    chunks = math.ceil(int(run.scenario.params["size"]) / 1024)
+    by_leechers = sum(x.sent_chunks for x in ls)
+    got = sum(x.stats.get("verified", 0) + x.stats.get("dup", 0) for x in ls)
+    return {
+        "mean_completion_s": statistics.fmean(comps) if comps else None,
+        "min_completion_s": min(comps) if comps else None,
+        "max_completion_s": max(comps) if comps else None,
+        "mean_startup_s": statistics.fmean(starts) if starts else None,
+        "leecher_upload_share": by_leechers / (chunks * len(ls)) if ls else None,
+        "chunks_got_per_chunk": got / (chunks * len(ls)) if ls else None,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One metric of one scenario on both backends (means over the repeats)."""
+
+    scenario: str
+    metric: str
+    netns: float | None
+    sim: float | None
+
+    @property
+    def rel_diff(self) -> float | None:
+        """(sim - netns) / netns; None when either is missing or netns is 0."""
+        if self.netns is None or self.sim is None or self.netns == 0:
+            return None
+        return (self.sim - self.netns) / abs(self.netns)
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def compare(quick: bool = True, repeats: int | None = None, size: int | None = None,
+            only: list[str] | None = None,
+            log: Callable[[str], None] = lambda s: None) -> tuple[list[Comparison], dict[str, Any]]:
+    """Run every case on both backends; the comparisons and a record of the runs
+    (wall time per backend, leechers verified / complete)."""
+    from swift.experiments.flashcrowd import configs
+    from swift.experiments.swarm import Backend, run
+
+    size = size or (256 * 1024 if quick else 2 * 1024 * 1024)
+    repeats = repeats or (1 if quick else 3)
+    out: list[Comparison] = []
+    record: dict[str, Any] = {"size": size, "repeats": repeats, "cases": {}}
+    chosen = [c for c in cases() if not only or c.name in only]
+    per: dict[tuple[str, str], list[dict[str, float | None]]] = {}
+    # every testbed run first, then the simulator: the testbed's netlink helper
+    # forks, better from a process that has not grown by a simulation yet
+    for backend in (Backend.NETNS, Backend.SIM):
+        for case in chosen:
+            rec = record["cases"].setdefault(case.name, {"about": case.about})
+            wall, verified, complete, total = 0.0, 0, 0, 0
+            for seed in range(1, repeats + 1):
+                r = run(case.build(size, seed), backend, *configs(STARTUP_BYTES), prefix="skval")
+                wall += r.wall_s
+                verified += sum(x.verified for x in r.leechers)
+                complete += sum(x.completion_s is not None for x in r.leechers)
+                total += len(r.leechers)
+                per.setdefault((case.name, backend.value), []).append(metrics(r))
+                log(f"{case.name}: {backend.value} seed {seed} done in {r.wall_s:.1f} s")
+            rec[backend.value] = {"wall_s": round(wall, 1), "verified": verified,
+                                  "complete": complete, "leechers": total}
+    for case in chosen:
+        for m in METRICS:
+            out.append(Comparison(case.name, m,
+                                  _mean([x[m] for x in per[(case.name, "netns")]]),
+                                  _mean([x[m] for x in per[(case.name, "sim")]])))
+    return out, record
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def table(rows: list[Comparison]) -> str:
+    lines = [f"{'scenario':<13} {'metric':<24} {'netns':>9} {'sim':>9} {'diff':>8}"]
+    for c in rows:
+        d = c.rel_diff
+        flag = " *" if d is not None and abs(d) > 0.10 else ""
+        lines.append(f"{c.scenario:<13} {c.metric:<24} {_fmt(c.netns):>9} {_fmt(c.sim):>9} "
+                     f"{'-' if d is None else f'{d:+.0%}':>8}{flag}")
+    return "\n".join(lines)
+
+
+def _write_csv(path: str, rows: list[Comparison]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["scenario", "metric", "netns", "sim", "rel_diff"])
+        for c in rows:
+            w.writerow([c.scenario, c.metric, c.netns, c.sim, c.rel_diff])
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="deliverykit sim validate",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="256 KiB of content and one repeat per backend (what CI runs)")
+    ap.add_argument("--repeats", type=cliutil.positive_int, metavar="N",
+                    help="runs per scenario and backend, seeds 1..N (default 1 quick, else 3)")
+    ap.add_argument("--size-kib", type=cliutil.positive_int, metavar="KIB",
+                    help="content size (default 256 quick, else 2048)")
+    ap.add_argument("--only", metavar="LIST", help="comma-separated scenarios: "
+                    + ", ".join(c.name for c in cases()))
+    ap.add_argument("--out", type=cliutil.output_path, metavar="CSV",
+                    help="also write the comparison as CSV (and <stem>.json with the run record)")
+    a = ap.parse_args(argv)
+    only = [x for x in a.only.split(",") if x] if a.only else None
+    known = {c.name for c in cases()}
+    if only and set(only) - known:
+        ap.error(f"--only: unknown scenario(s) {sorted(set(only) - known)}; known: {sorted(known)}")
+    if os.geteuid() != 0:
+        print("deliverykit sim validate: the netns backend needs root (network namespaces); "
+              "run it with sudo", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    rows, record = compare(a.quick, a.repeats, a.size_kib * 1024 if a.size_kib else None, only,
+                           log=lambda s: print(s, file=sys.stderr))
+    print(table(rows))
+    bad = []
+    for name, rec in record["cases"].items():
+        for b in ("netns", "sim"):
+            r = rec[b]
+            print(f"{name}: {b} {r['verified']}/{r['leechers']} verified, {r['wall_s']} s wall")
+            if r["verified"] != r["leechers"]:
+                bad.append(f"{name}/{b}")
+    record["wall_s"] = round(time.monotonic() - t0, 1)
+    if a.out:
+        _write_csv(a.out, rows)
+        meta = Path(a.out).with_suffix(".json")
+        tmp = f"{meta}.tmp"
+        Path(tmp).write_text(json.dumps(record, indent=2))
+        os.replace(tmp, meta)
+    print(f"validate: {len(rows)} comparisons, * = over 10 % apart, {record['wall_s']} s",
+          file=sys.stderr)
+    if bad:
+        print(f"validate: leechers not verified in {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
