@@ -297,11 +297,38 @@ def test_slow_loris_does_not_shut_out_new_clients(aloop):
             for _ in range(3):
                 r = fetch(p.address, "/new", timeout=10)
                 assert r.status == 200 and r.body == b"served", (r.status, r.body)
+            # before the loris hangs up: a socket closed half-way through its head is a truncated
+            # request (400, malformed) by design, which is not what this test is about
+            snap = aloop.snapshot(p)
         finally:
             loris.close()
-        snap = aloop.snapshot(p)
         assert snap["refused"].get("evicted-incomplete-head", 0) >= 1, snap["refused"]
         assert "malformed" not in snap["refused"]
+
+
+def test_an_evicted_connection_is_not_counted_malformed(aloop):
+    """The eviction's cancel can lose to the EOF its own abort causes (3.11's wait_for returns a
+    finished read instead of raising CancelledError): the loris then looked like a client that sent
+    half a head and hung up, counted ``malformed`` (the slow-loris test failed about 1 run in 3
+    under load). Here the eviction is left without its cancel, the state that race leaves behind."""
+    with CraftedOrigin(lambda t, h: iter([response(200, [], b"x")])) as o:
+        p = aloop.proxy(o.authority)
+        with socket.create_connection(p.address, timeout=10) as s:
+            s.sendall(b"GET /half HTTP/1.1\r\nHost: x\r\n")
+            deadline = time.monotonic() + 10
+            while not p._clients and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+            async def evict_without_cancel() -> None:
+                (victim,) = p._clients.values()
+                victim.evicted = True
+                victim.abort()
+
+            aloop.call(evict_without_cancel())
+            deadline = time.monotonic() + 10
+            while p.connections and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert "malformed" not in aloop.snapshot(p)["refused"]
 
 
 def test_request_head_has_a_total_deadline(aloop):

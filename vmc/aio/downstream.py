@@ -209,6 +209,10 @@ class Downstream:
                 if deadline is None:
                     raise  # idle: close quietly
                 raise RequestTimeout(why) from None
+            if client.evicted:
+                # Its slot went to a newcomer; the EOF our abort caused can beat the cancel (3.11's
+                # wait_for hands back a finished read): never read it as the peer's malformed head.
+                raise ClientGone("evicted")
             if head and deadline is None and data:
                 deadline = loop.time() + self.cfg.head_timeout
                 self._phase(client, Phase.HEAD)
