@@ -241,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm-id", type=int, choices=[1, 2], default=2,
                    help="Map-Register algorithm ID: 1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128")
     p.add_argument("--psk", default="", help="Map-Register pre-shared key")
+    p.add_argument("--profile", choices=["rfc9301", "oor"], default="rfc9301",
+                   help="Map-Register authentication as the map-server expects it: rfc9301 (the "
+                        "--key-id/--algorithm-id given, truncated MACs) or oor (Open Overlay "
+                        "Router's map-server: Key ID bytes 00 01 as RFC 6833's 16-bit Key ID 1, "
+                        "the whole 20-byte HMAC-SHA-1; overrides --key-id/--algorithm-id)")
     p.add_argument("--register-interval", type=cliutil.positive_float, default=60.0, metavar="SECONDS",
                    help="seconds between Map-Registers once registered (RFC 9301 sec. 8.2: 60)")
     p.add_argument("--register-retries", type=cliutil.nonnegative_int, default=3,

@@ -168,7 +168,7 @@ async def _watch_registration(reg: Any, retries: int) -> None:
 async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
     from corecast.aio.nodes import EtrNode
     from corecast.core.etr import Etr
-    from corecast.core.register import Registrar, RegistrarConfig
+    from corecast.core.register import AUTH_PROFILES, Registrar, RegistrarConfig, with_profile
 
     mc = {}
     for spec in a.multicast or []:
@@ -178,12 +178,11 @@ async def _etr(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
               eids=_ranges([str(p) for p in a.prefix]), trusted_rlocs=_trusted(a))
     reg = None
     if a.map_server:
-        reg = Registrar(RegistrarConfig(tuple(str(p) for p in a.prefix), (a.rloc,),
-                                        _hostport(a.map_server, LISP_CONTROL_PORT),
-                                        a.psk.encode(), a.key_id, a.algorithm_id,
-                                        iid=a.instance_id or 0,
-                                        map_version=a.map_version or 0,
-                                        interval=a.register_interval))
+        reg = Registrar(with_profile(RegistrarConfig(
+            tuple(str(p) for p in a.prefix), (a.rloc,), _hostport(a.map_server, LISP_CONTROL_PORT),
+            a.psk.encode(), a.key_id, a.algorithm_id, iid=a.instance_id or 0,
+            map_version=a.map_version or 0, interval=a.register_interval),
+            AUTH_PROFILES[a.profile]))
     node = EtrNode(etr, a.rloc, reg, a.data_port, a.control_port, mcast_if=a.multicast_if)
     code = 0
     try:

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import ipaddress
 import socket
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
@@ -346,14 +347,34 @@ class MapServerNode(Node):
         self.ms = ms
         self.addr = addr
         self.port = port
+        self._old_style_noted: set[tuple[str, str]] = set()  # (site, source) already logged
 
     async def start(self) -> None:
         self.t = await bind(self.addr, self.port, self._on)
         self.transports.append(self.t)
 
     def _on(self, data: bytes, addr: tuple) -> None:
+        before = self.ms.counters["auth_old_style_key_id"]
         for out, dst in self.ms.handle(data, (addr[0], addr[1]), self.now()):
             self._sendto(self.t, out, dst, False)
+        if self.ms.counters["auth_old_style_key_id"] != before:
+            self._note_old_style()
+
+    def _note_old_style(self) -> None:
+        """One stderr line per (site, source) whose Key ID bytes are RFC 6833's (e.g. OOR)."""
+        from corecast.core.events import OldStyleKeyId
+
+        ev = next((e for e in reversed(self.ms.events) if isinstance(e, OldStyleKeyId)), None)
+        if ev is None or (ev.site, ev.source) in self._old_style_noted:
+            return
+        self._old_style_noted.add((ev.site, ev.source))
+        print(f"mapserver: {ev.source} (site {ev.site}) writes RFC 6833's 16-bit Key ID "
+              f"{ev.old_key_id} (Key ID 0, Algorithm {ev.old_key_id}); accepted with the site's "
+              f"key {ev.old_key_id if ev.old_key_id in self._site_keys(ev.site) else '(its only key)'}"
+              f" (counter auth_old_style_key_id)", file=sys.stderr, flush=True)
+
+    def _site_keys(self, name: str) -> dict[int, bytes]:
+        return next((s.keys for s in self.ms.sites if s.name == name), {})
 
 
 class SourceNode(Node):

@@ -34,6 +34,16 @@ class RegistrationRefused:
 
 
 @dataclass(frozen=True, slots=True)
+class OldStyleKeyId:
+    """The map-server accepted a Map-Register whose Key ID/Algorithm bytes are RFC 6833's
+    16-bit Key ID (e.g. Open Overlay Router's ``00 01``) with the site's key for that value."""
+
+    site: str  #: configured site name
+    old_key_id: int  #: the 16-bit Key ID as the sender meant it (= RFC 9301 Algorithm ID)
+    source: str  #: address the Map-Register came from
+
+
+@dataclass(frozen=True, slots=True)
 class Registered:
     """An ETR's registration was acknowledged by an authenticated Map-Notify."""
 

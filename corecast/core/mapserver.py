@@ -36,7 +36,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field, replace
 
-from corecast.core.events import RegistrationAccepted, RegistrationRefused
+from corecast.core.events import OldStyleKeyId, RegistrationAccepted, RegistrationRefused
 from corecast.core.maptrie import PrefixTrie
 from corecast.wire.codec import (
     DecodeError,
@@ -116,6 +116,7 @@ class MapServer:
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
         "requests": 0, "replies": 0, "negative_replies": 0, "dropped_probe": 0,
         "unexpected": 0, "forwarded": 0, "dropped_old_version": 0, "refused_itr_rloc": 0,
+        "auth_old_style_key_id": 0,
     })
 
     # ------------------------------------------------------------------ entry
@@ -161,9 +162,11 @@ class MapServer:
             site = None  # bounded state: no room for another instance
         if site is None:
             return self._refuse("no_site", src)
-        psk = site.keys.get(msg.key_id)
         if msg.algorithm_id not in site.algorithms:
             return self._refuse("algorithm", src)
+        psk = site.keys.get(msg.key_id)
+        if psk is None:
+            psk = self._old_style_key(site, msg, src)
         if psk is None or not verify_auth(msg, psk):
             return self._refuse("auth", src)
         if msg.xtr_id is not None:
@@ -209,6 +212,27 @@ class MapServer:
         body = encode_map_register(notify, compute_auth(notify, psk, n)) if n else sign(notify, psk)
         port = self.notify_port if self.notify_port is not None else src[1]
         return [(body, (src[0], port))]
+
+    def _old_style_key(self, site: Site, msg: MapRegister, src: tuple[str, int]) -> bytes | None:
+        """The site's key for a sender that writes RFC 6833's 16-bit Key ID.
+
+        RFC 6833 sec. 4.3 had one 16-bit Key ID field whose values named the algorithm
+        (1 HMAC-SHA-1-96, 2 HMAC-SHA-256-128); RFC 9301 sec. 5.6 split it into an 8-bit
+        Key ID and an 8-bit Algorithm ID.  Open Overlay Router (``key-type = 1``) still
+        writes ``00 01``: Key ID 0, Algorithm 1.  When Key ID 0 names no key of the site,
+        the key configured under the old 16-bit value (the algorithm number, e.g. Key ID 1
+        for ``key-type = 1``) is tried, else the site's only key.  The MAC must still
+        verify with it.  Counted in ``auth_old_style_key_id`` and reported as an event."""
+        if msg.key_id != 0:
+            return None  # a new-style Key ID that names no key: nothing to reinterpret
+        psk = site.keys.get(msg.algorithm_id)
+        if psk is None and len(site.keys) == 1:
+            psk = next(iter(site.keys.values()))
+        if psk is None or not verify_auth(msg, psk):
+            return None
+        self.counters["auth_old_style_key_id"] += 1
+        self.events.append(OldStyleKeyId(site.name, msg.algorithm_id, src[0]))
+        return psk
 
     # ------------------------------------------------------------------ resolve
 

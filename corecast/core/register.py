@@ -28,15 +28,32 @@ from corecast.wire.codec import (
     MapRegister,
     MapReply,
     MapRequest,
+    compute_auth,
     decode_control,
     ecm_unwrap,
+    encode_map_register,
     encode_map_reply,
-    sign,
     verify_auth,
 )
+from corecast.wire.lispctl import auth_len
 from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
 
 Datagram = tuple[bytes, tuple[str, int]]
+
+
+def _full_len(algorithm_id: int) -> int:
+    return 20 if algorithm_id == AlgorithmId.HMAC_SHA_1_96 else 32
+
+
+def with_profile(cfg: RegistrarConfig, profile: AuthProfile) -> RegistrarConfig:
+    """``cfg`` with what ``profile`` forces (Key ID, algorithm, MAC length)."""
+    from dataclasses import replace
+
+    return replace(cfg,
+                   key_id=cfg.key_id if profile.key_id is None else profile.key_id,
+                   algorithm_id=(cfg.algorithm_id if profile.algorithm_id is None
+                                 else profile.algorithm_id),
+                   mac_length=cfg.mac_length if profile.mac_length is None else profile.mac_length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +76,28 @@ class RegistrarConfig:
     iid: int = 0
     #: the site's Map-Version (RFC 9302 sec. 5), carried in every EID record; 0 = null
     map_version: int = 0
+    #: MAC bytes sent; None = the algorithm's truncated length (12 for HMAC-SHA-1-96, 16 for
+    #: HMAC-SHA-256-128).  20 = the whole HMAC-SHA-1, which Open Overlay Router's map-server
+    #: requires (see :data:`OOR_PROFILE`)
+    mac_length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthProfile:
+    """How a Map-Register is authenticated for a family of map-servers."""
+
+    key_id: int | None  #: forced Key ID (None: the operator's)
+    algorithm_id: int | None  #: forced Algorithm ID (None: the operator's)
+    mac_length: int | None  #: MAC bytes (None: the RFC's truncated length)
+
+
+#: RFC 9301 sec. 5.6 as written: the operator's Key ID and algorithm, truncated MACs
+RFC9301_PROFILE = AuthProfile(None, None, None)
+#: Open Overlay Router's map-server (``key-type = 1``): it reads RFC 6833's 16-bit Key ID,
+#: so the bytes must be ``00 01`` (Key ID 0, Algorithm 1), and it compares all 20 bytes of
+#: the HMAC-SHA-1 (oor/lib/hmac.c); it has no SHA-256
+OOR_PROFILE = AuthProfile(0, AlgorithmId.HMAC_SHA_1_96, 20)
+AUTH_PROFILES = {"rfc9301": RFC9301_PROFILE, "oor": OOR_PROFILE}
 
 
 class Registrar:
@@ -77,6 +116,9 @@ class Registrar:
                          "requests_not_ours": 0, "requests_refused": 0}
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
+        if cfg.mac_length is not None and not auth_len(cfg.algorithm_id) <= cfg.mac_length <= \
+                _full_len(cfg.algorithm_id):
+            raise ValueError(f"MAC length {cfg.mac_length} does not fit algorithm {cfg.algorithm_id}")
         if not 0 <= cfg.map_version <= 4095:
             raise ValueError("Map-Version must be 0 (null) or 1..4095 (RFC 9302 sec. 5)")
         self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes,
@@ -106,7 +148,9 @@ class Registrar:
         self.counters["sent"] += 1
         self.next_send = now + (self.cfg.interval if self.registered and self.outstanding is None
                                 else self.backoff)
-        return [(sign(self.message(), self.cfg.psk), self.cfg.map_server)]
+        msg = self.message()
+        return [(encode_map_register(msg, compute_auth(msg, self.cfg.psk, self.cfg.mac_length)),
+                 self.cfg.map_server)]
 
     def next_deadline(self) -> float:
         return self.next_send

@@ -265,6 +265,9 @@ class MapRegister:
     xtr_id: bytes | None = None  # 16 bytes when the I-bit is set
     site_id: bytes | None = None  # 8 bytes when the I-bit is set
     raw_flags: int = field(default=0, compare=False)
+    #: R bit, "built for an RTR" (RFC 9301 sec. 5.7 Map-Notify; lisp-nat-traversal Map-Register):
+    #: Map-Register flags bit 0x01000000, Map-Notify / -Ack bit 0x04000000 (as tshark decodes them)
+    rtr: bool = False
 
 
 _AUTH_HASH = {
@@ -290,13 +293,14 @@ def _w0_register(m: MapRegister) -> int:
             (0x8 if m.proxy_reply else 0) << 24
             | (0x4 if m.security else 0) << 24
             | (0x2 if m.xtr_id is not None else 0) << 24
+            | (0x1 if m.rtr else 0) << 24
             | (0x1000 if m.eid_notify else 0)
             | (0x800 if m.use_ttl else 0)
             | (0x400 if m.merge else 0)
             | (0x100 if m.want_map_notify else 0)
         )
     else:
-        fl = (0x08 if m.xtr_id is not None else 0) << 24
+        fl = (0x08 if m.xtr_id is not None else 0) << 24 | (0x04 if m.rtr else 0) << 24
     return m.msg_type << 28 | fl | len(m.records)
 
 
@@ -344,6 +348,7 @@ def _decode_map_register(buf: bytes | memoryview) -> MapRegister:
         xtr,
         site,
         (w0 >> 8) & 0xFFFFF,
+        bool(w0 & 0x01000000) if reg else bool(w0 & 0x04000000),
     )
 
 

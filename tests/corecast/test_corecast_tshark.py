@@ -55,7 +55,8 @@ def pcap(tmp_path_factory):
     neg = c.EidRecord(N("2001:db8:5::/48"), (), 15, 1)
     reg = c.MapRegister(42, (rec,), 1, 2, proxy_reply=True, want_map_notify=True,
                         xtr_id=b"\xaa" * 16, site_id=b"\xbb" * 8)
-    notify = c.MapRegister(42, (rec,), 1, 1, msg_type=4, xtr_id=b"\xcc" * 16, site_id=b"\xdd" * 8)
+    notify = c.MapRegister(42, (rec,), 1, 1, msg_type=4, xtr_id=b"\xcc" * 16, site_id=b"\xdd" * 8,
+                           rtr=True)
     signed_reg = c.sign(reg, b"k")
     signed_notify = c.sign(notify, b"k")
     pk = [
@@ -185,9 +186,11 @@ def test_map_register_auth_and_ids(pcap):
 def test_map_notify(pcap):
     path, _, auth = pcap
     f = fields(path, 6, ["lisp.type", "lisp.nonce", "lisp.mnot.flags.xtrid", "lisp.keyid",
-                         "lisp.authlen", "lisp.auth", "lisp.xtrid", "lisp.siteid"])
+                         "lisp.authlen", "lisp.auth", "lisp.xtrid", "lisp.siteid",
+                         "lisp.mnot.flags.rtr"])
     assert f["lisp.type"] == ["4"] and int(f["lisp.nonce"][0], 16) == 42
     assert f["lisp.mnot.flags.xtrid"] == ["1"]
+    assert f["lisp.mnot.flags.rtr"] == ["1"]  # the R bit we set, where tshark reads it
     assert int(f["lisp.keyid"][0], 16) == 0x0101 and f["lisp.authlen"] == ["12"]
     assert bytes.fromhex(f["lisp.auth"][0]) == auth
     assert f["lisp.xtrid"] == ["cc" * 16] and f["lisp.siteid"] == ["dd" * 8]
