@@ -123,7 +123,7 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
     from swift.experiments.flashcrowd import configs
     from swift.experiments.swarm import Backend, run
 
-    size = size or (256 * 1024 if quick else 2 * 1024 * 1024)
+    size = size or (256 * 1024 if quick else 1024 * 1024)
     repeats = repeats or (1 if quick else 3)
     out: list[Comparison] = []
     record: dict[str, Any] = {"size": size, "repeats": repeats, "cases": {}}
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=cliutil.positive_int, metavar="N",
                     help="runs per scenario and backend, seeds 1..N (default 1 quick, else 3)")
     ap.add_argument("--size-kib", type=cliutil.positive_int, metavar="KIB",
-                    help="content size (default 256 quick, else 2048)")
+                    help="content size (default 256 quick, else 1024)")
     ap.add_argument("--only", metavar="LIST", help="comma-separated scenarios: "
                     + ", ".join(c.name for c in cases()))
     ap.add_argument("--out", type=cliutil.output_path, metavar="CSV",

@@ -233,7 +233,7 @@ async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
 
 def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: PeerConfig,
                prefix: str) -> tuple[LeecherResult, ...]:
-    import pyroute2.config
+    import pyroute2.config  # type: ignore[import-untyped]
 
     from deliverykit.testbed import Testbed
     from swift.aio.node import tree_for_file
