@@ -14,10 +14,11 @@ import time
 
 import pytest
 
+from corecast.conformance.caps import LispCaps, caps_of
 from corecast.wire.codec import (
     DecodeError, Ecm, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, build_ip, build_udp,
     decode_control, decode_lisp_data, digest, ecm_unwrap, encode_cc_header, encode_cc_payload, encode_lisp_data,
-    encode_map_register, encode_map_reply, encode_map_request, make_lisp_data, sign, verify_auth,
+    ecm_wrap, encode_map_register, encode_map_reply, encode_map_request, make_lisp_data, verify_auth,
 )
 from corecast.wire.constants import IPPROTO_CORECAST, AlgorithmId, HashId, LispType
 
@@ -34,6 +35,9 @@ def _free_udp_port() -> int:
 
 @pytest.fixture
 def mapserver(impl):
+    caps = caps_of(impl)
+    caps.need_host_loopback("the map-server cases")
+    caps.need_free_ports("the map-server cases")
     port = _free_udp_port()
     with impl.start("mapserver", "--addr", "127.0.0.1", "--port", port,
                     "--site", f"site1:{SITE_PREFIX}:{KEY_ID}:{PSK}", ready_line="READY"):
@@ -41,33 +45,43 @@ def mapserver(impl):
 
 
 class Xtr:
-    """Our side: a UDP socket that registers and requests."""
+    """Our side: a UDP socket that registers (as the implementation declares it authenticates,
+    see :mod:`corecast.conformance.caps`) and sends Map-Requests the way an ITR sends them to a
+    Map-Resolver: in an Encapsulated Control Message (RFC 9301 sec. 5.8; sec. 3: "A Map-Resolver
+    receives Encapsulated Map-Requests from its client ITRs")."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: LispCaps, addr: str = "127.0.0.1") -> None:
+        self.caps = caps
+        self.addr = addr
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((addr, 0))
         self.rng = random.Random(9301)
 
     def close(self) -> None:
         self.sock.close()
 
     def register(self, ms, prefix: str, psk: str = PSK, key_id: int = KEY_ID, tamper: bool = False,
-                 nonce: int | None = None, algorithm: int = AlgorithmId.HMAC_SHA_256_128) -> int:
+                 nonce: int | None = None, algorithm: int | None = None) -> int:
         nonce = nonce if nonce is not None else self.rng.getrandbits(64)
         rec = EidRecord(ipaddress.ip_network(prefix), (LocatorRecord(RLOC, 1, 100, 255, 0, True, False, True),), 3)
-        m = MapRegister(nonce, (rec,), key_id, algorithm, b"", LispType.MAP_REGISTER, proxy_reply=True,
+        alg = self.caps.algorithm if algorithm is None else algorithm
+        m = MapRegister(nonce, (rec,), key_id, alg, b"", LispType.MAP_REGISTER, proxy_reply=True,
                         want_map_notify=False)
-        data = bytearray(sign(m, psk.encode()))
+        data = bytearray(self.caps.sign(m, psk.encode(), KEY_ID))
         if tamper:
             data[16] ^= 0x01  # first octet of the authentication data (after 16 header octets)
         self.sock.sendto(bytes(data), ms)
         return nonce
 
-    def request(self, ms, eid: str, timeout: float = 2.0) -> tuple[int, MapReply | None]:
+    def request(self, ms, eid: str, timeout: float = 2.0, plain: bool = False) -> tuple[int, MapReply | None]:
         nonce = self.rng.getrandbits(64)
-        m = MapRequest(nonce, (ipaddress.ip_address("127.0.0.1"),), (ipaddress.ip_network(f"{eid}/32"),),
+        me = ipaddress.ip_address(self.addr)
+        m = MapRequest(nonce, (me,), (ipaddress.ip_network(f"{eid}/32"),),
                        source_eid=ipaddress.ip_address("10.255.0.1"))
-        self.sock.sendto(encode_map_request(m), ms)
+        body = encode_map_request(m)
+        if not plain:  # inner IP: ITR-RLOC -> the EID asked for, inner UDP from our port to 4342
+            body = ecm_wrap(body, me.packed, ipaddress.ip_address(eid).packed, self.sock.getsockname()[1])
+        self.sock.sendto(body, ms)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.sock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -85,8 +99,8 @@ class Xtr:
 
 
 @pytest.fixture
-def xtr():
-    x = Xtr()
+def xtr(impl):
+    x = Xtr(caps_of(impl))
     yield x
     x.close()
 
@@ -149,6 +163,35 @@ def test_negative_map_reply_for_unregistered_eids(impl, mapserver, xtr):
         assert recs and all(not r.locators for r in recs), f"{eid}: {rep.records}"
 
 
+@pytest.mark.conformance(protocol="lisp", section="RFC 9301 sec. 5.8, 3", role="mapserver")
+def test_plain_map_request_is_a_finding(impl, mapserver, xtr, record_property):
+    """RFC 9301 has ITRs send Map-Requests to a Map-Resolver inside an ECM (sec. 3, 5.8); whether a
+    plain one (no ECM) is answered too is recorded (finding ``plain_map_request``), never judged:
+    the RFC requires neither. The same request in an ECM right after must be answered."""
+    _, plain = xtr.request(mapserver, "10.78.0.1", timeout=1.0, plain=True)
+    record_property("plain_map_request", "answered" if plain is not None else "ignored")
+    _, rep = xtr.request(mapserver, "10.78.0.1")
+    assert rep is not None, "no Map-Reply to an Encapsulated Map-Request"
+
+
+@pytest.mark.conformance(protocol="lisp", section="RFC 9301 sec. 1, 5.6, 12.5", role="mapserver")
+def test_register_with_an_rfc9301_algorithm(impl, mapserver, xtr, record_property):
+    """RFC 9301 sec. 1: implementations "SHOULD use 'HMAC-SHA256-128+HKDF-SHA256' as the Algorithm ID
+    ... in the Map-Register message ... and MUST NOT use 'None' or 'HMAC-SHA-1-96-None'". A map-server
+    must therefore accept a Map-Register authenticated with HMAC-SHA-256-128 (2) or
+    HMAC-SHA256-128+HKDF-SHA256 (3), whatever the implementation declares in LISP_AUTH_ALGORITHMS
+    (the other cases sign with what it declares). Which ones it accepts is recorded (``sha256``)."""
+    accepted = []
+    for k, alg in enumerate((AlgorithmId.HMAC_SHA_256_128, AlgorithmId.HMAC_SHA_256_128_HKDF_SHA256)):
+        prefix, eid = f"10.{90 + k}.0.0/16", f"10.{90 + k}.0.1"
+        xtr.register(mapserver, prefix, algorithm=alg)
+        if _wait_registered(xtr, mapserver, eid, tries=4) is not None:
+            accepted.append(int(alg))
+    record_property("sha256", ",".join(map(str, accepted)) or "none")
+    assert accepted, ("accepts neither HMAC-SHA-256-128 (2) nor HMAC-SHA256-128+HKDF-SHA256 (3); "
+                      "RFC 9301 sec. 1: Map-Registers \"MUST NOT use 'None' or 'HMAC-SHA-1-96-None'\"")
+
+
 # ------------------------------------------------------------------ ETR role: our side is the map-server
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9301 sec. 5.6, 8.2", role="etr")
@@ -156,13 +199,17 @@ def test_etr_map_register_is_authenticated(impl, record_property):
     """The ETR's Map-Registers verify with the PSK (HMAC over the message with zeroed auth data) and
     with no other key, carry the configured key ID, its EID prefix and RLOC. Whether an unacknowledged
     Map-Register is retransmitted with the same nonce is recorded (finding ``retransmit_nonce``)."""
+    caps = caps_of(impl)
+    caps.need_host_loopback("the ETR registration case")
+    caps.need_free_ports("the ETR registration case")
     ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     ms.bind(("127.0.0.1", 0))
     try:
         cport, dport = _free_udp_port(), _free_udp_port()
         with impl.start("etr", "--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16",
                         "--map-server", f"127.0.0.1:{ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
-                        "--control-port", cport, "--data-port", dport, ready_line="READY"):
+                        "--control-port", cport, "--data-port", dport, *_algorithm_args(caps),
+                        ready_line="READY"):
             regs = []
             deadline = time.monotonic() + 6
             while len(regs) < 2 and time.monotonic() < deadline:
@@ -181,7 +228,7 @@ def test_etr_map_register_is_authenticated(impl, record_property):
         for msg, data in regs:
             assert verify_auth(msg, PSK.encode()), "authentication data does not verify with the PSK"
             assert not verify_auth(msg, b"other"), "verifies with any key?"
-            assert msg.key_id == KEY_ID
+            assert (msg.key_id, msg.algorithm_id) == caps.wire_key_id(KEY_ID), "Key ID / Algorithm ID"
             assert encode_map_register(msg) == data, "re-encoding differs (field layout)"
             assert any(r.prefix == ipaddress.ip_network("10.5.0.0/16")
                        and any(str(loc.locator) == "127.0.0.1" for loc in r.locators) for r in msg.records)
@@ -190,6 +237,11 @@ def test_etr_map_register_is_authenticated(impl, record_property):
             record_property("retransmit_nonce", "same" if regs[0][0].nonce == regs[1][0].nonce else "fresh")
     finally:
         ms.close()
+
+
+def _algorithm_args(caps: LispCaps) -> tuple:
+    """``--algorithm-id A`` when the implementation does not sign with HMAC-SHA-256-128 (the default)."""
+    return () if caps.algorithm == AlgorithmId.HMAC_SHA_256_128 else ("--algorithm-id", int(caps.algorithm))
 
 
 # ------------------------------------------------------------------ ETR data plane (RFC 9300) and Algorithm 2
@@ -201,6 +253,9 @@ class EtrRig:
     """The implementation's ETR with a silent map-server socket, a sender and a client socket."""
 
     def __init__(self, impl, cc: bool, extra: tuple = ()) -> None:
+        caps = caps_of(impl)
+        caps.need_host_loopback("the ETR data-plane cases")
+        caps.need_free_ports("the ETR data-plane cases")
         self.impl = impl
         self.ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.ms.bind(("127.0.0.1", 0))
@@ -347,6 +402,7 @@ def test_corecast_etr_algorithm_2(impl):
 
 # ------------------------------------------------------------------ ITR (RFC 9300 encapsulation, RFC 9301 resolution)
 
+LOCAL_EID_PREFIX = "10.9.0.0/16"  #: the ITR's own site (the inner packets' sources)
 FLAG_N, FLAG_L, FLAG_E, FLAG_V, FLAG_I, FLAG_R, FLAG_KK = 0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x03
 
 
@@ -355,6 +411,8 @@ class ItrRig:
 
     def __init__(self, impl, tmp_path, cc: bool = False, resolver: bool = False,
                  extra: tuple = ()) -> None:
+        caps = caps_of(impl)
+        caps.need_host_loopback("the ITR cases")
         x = random.Random().randrange(1, 250)
         self.rlocs = [f"127.77.{x}.1", f"127.77.{x}.2", f"127.77.{x}.3"]
         self.etrs = []
@@ -368,7 +426,10 @@ class ItrRig:
         self.inside = ("127.0.0.1", _free_udp_port())
         mc = tmp_path / "map-cache.txt"
         mc.write_text(f"10.5.0.0/16 {self.rlocs[0]}\n10.6.0.0/16 {self.rlocs[1]}\n")
-        args = ["--rloc", "127.0.0.1", "--inside", f"{self.inside[0]}:{self.inside[1]}", "--map-cache", mc]
+        # the inner packets come from LOCAL_EID (10.9.0.1): the xTR's own EID prefix (an ITR encapsulates
+        # packets from its site's EIDs; RFC 9300 sec. 4 step 2, and e.g. OOR drops all others)
+        args = ["--rloc", "127.0.0.1", "--inside", f"{self.inside[0]}:{self.inside[1]}", "--map-cache", mc,
+                "--prefix", LOCAL_EID_PREFIX]
         if resolver:
             args += ["--map-resolver", f"127.0.0.1:{self.mr.getsockname()[1]}"]
         if cc:

@@ -77,7 +77,7 @@ def test_every_oor_datagram_decodes(path):
                 assert isinstance(decode_control(inner), MapRequest)
             control += 1
         elif 4341 in (f.sport, f.dport):
-            header, inner_ip = decode_lisp_data(f.payload)
+            _header, inner_ip = decode_lisp_data(f.payload)
             assert inner_ip[0] >> 4 in (4, 6), "inner packet is not IP"
             data += 1
     assert control > 0, "no LISP control message in the capture"
