@@ -262,10 +262,12 @@ FIELDS = (("origin MB", "origin bytes"), ("mean completion s", "mean completion"
 
 
 def _arm_proxy(origin: str, window: int, aware: bool, n: int, stagger: float, size: int,
-               path: str) -> dict:
-    """A fresh proxy for one repeat of one arm (a warm one would serve from its window)."""
+               path: str, disk: bool = True) -> dict:
+    """A fresh proxy for one repeat of one arm (a warm one would serve from its window).
+    ``disk=False`` turns the on-disk store off, so late joiners past the window cost Range
+    fetches from the origin: the window sweep measures what the window alone does."""
     px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin, "--window",
-                     str(window)])
+                     str(window)] + ([] if disk else ["--disk-budget", "0"]))
     try:
         url = f"http://{origin}{path}"
         return _row("", origin, size, lambda: _clients(url, px.authority, n, stagger, aware, path,
@@ -349,15 +351,16 @@ def run(quick: bool) -> dict:
                 continue
             if have_curl:
                 arms[name] = partial(_arm_cache, make, o, n, stagger, size)
-        # Origin bytes as a function of the window. Unmodified clients whose prefix left the
-        # window cost a Range fetch that chases the live edge; VMC-aware ones only their prefix.
+        # Origin bytes as a function of the window, with the disk store off (with it, the origin
+        # sends one copy whatever the window). Unmodified clients whose prefix left the window
+        # cost a Range fetch that chases the live edge; VMC-aware ones only their prefix.
         for frac in ((0, 0.25) if quick else (0, 0.125, 0.5)):
             w = int(size * frac)
             if have_curl:
-                arms[f"vmc, curl clients, window {frac:g}x object"] = partial(
-                    _arm_proxy, o, w, False, n, stagger, size)
-            arms[f"vmc, VMC-aware clients, window {frac:g}x object"] = partial(
-                _arm_proxy, o, w, True, n, stagger, size)
+                arms[f"vmc, curl clients, window {frac:g}x object, no disk"] = partial(
+                    _arm_proxy, o, w, False, n, stagger, size, disk=False)
+            arms[f"vmc, VMC-aware clients, window {frac:g}x object, no disk"] = partial(
+                _arm_proxy, o, w, True, n, stagger, size, disk=False)
 
         def fresh(arm: Callable[[str], dict]) -> Callable[[], dict]:
             def go() -> dict:  # a new object each time: no cache can serve a repeat warm
