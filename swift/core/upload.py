@@ -158,7 +158,9 @@ class UploadScheduler:
             led.on_loss(x[1], now)
             lost.append(c)
         if lost:
-            self._forget_hashes(ch, lost + self._in_flight(ch))
+            # DATA sent after these and still in flight either arrived or is
+            # found lost here later; sent again it carries its full uncles
+            self._forget_hashes(ch, lost)
             self._resend(ch, lost)
 
     @staticmethod
