@@ -41,6 +41,7 @@ import time
 from typing import Any
 
 from deliverykit import cliutil
+from deliverykit.sweep import SweepFailed
 from swift.core.peer import PeerConfig
 from swift.experiments import swarm, sweeps
 from swift.experiments.swarm import Backend
@@ -256,6 +257,7 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
                    f"{params['size_bytes'] / 2**20:g} MiB (ours)")
 
 
+@cliutil.cli_main("ppspp experiment flashcrowd", expected=(SweepFailed,))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment flashcrowd", description=__doc__.splitlines()[0],

@@ -49,6 +49,7 @@ from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.sim import Scenario
+from deliverykit.sweep import SweepFailed
 from swift.core.peer import PeerConfig
 from swift.experiments import swarm, sweeps
 from swift.experiments.swarm import GROUPS, Backend
@@ -192,6 +193,7 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
     plt.close(fig)
 
 
+@cliutil.cli_main("ppspp experiment vod-swarm", expected=(SweepFailed,))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment vod-swarm", description=__doc__.splitlines()[0],
