@@ -31,7 +31,10 @@ environment of ``--impl-cmd``:
 
 from __future__ import annotations
 
+import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -105,3 +108,54 @@ def caps_of(impl) -> LispCaps:
         raise pytest.UsageError(f"LISP_AUTH_PROFILE: {profile!r} (rfc9301 or rfc6833)")
     return LispCaps(tuple(algs), profile == "rfc6833", env.get("LISP_NETNS", "") == "required",
                     env.get("LISP_FIXED_PORTS", "") == "1")
+
+
+@dataclass(frozen=True, slots=True)
+class LispNet:
+    """Where a case runs: the implementation's address, ours, and its namespace (None: host)."""
+
+    impl_addr: str
+    harness_addr: str
+    netns: str | None = None
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@contextmanager
+def lisp_net(caps: LispCaps) -> Iterator[LispNet]:
+    """For an implementation that runs only in a namespace (``LISP_NETNS=required``): two new
+    namespaces joined by a veth, the implementation's (10.203.0.1) and the case's (10.203.0.2),
+    which this thread enters for the body so the case's sockets live there; left, and both
+    deleted, at the end. Otherwise the host's loopback (127.0.0.1 both sides)."""
+    if not caps.netns_only:
+        yield LispNet("127.0.0.1", "127.0.0.1")
+        return
+    from deliverykit.testing import require_root
+
+    require_root()
+    from deliverykit.testbed import Testbed
+
+    with Testbed(prefix="cclispns") as tb:
+        i, h = tb.host("i"), tb.host("h")
+        tb.link(i, h, "10.203.0.1/24", "10.203.0.2/24", ifname_a="vI", ifname_b="vH")
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        try:
+            there = os.open(f"/var/run/netns/{h.ns}", os.O_RDONLY)
+            try:
+                _setns(there)
+            finally:
+                os.close(there)
+            try:
+                yield LispNet("10.203.0.1", "10.203.0.2", i.ns)
+            finally:
+                _setns(home)
+        finally:
+            os.close(home)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from corecast.conformance.caps import LispCaps, caps_of
+from corecast.conformance.caps import LispCaps, LispNet, caps_of, lisp_net
 from corecast.wire.codec import (
     DecodeError, Ecm, EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, build_ip, build_udp,
     decode_control, decode_lisp_data, digest, ecm_unwrap, encode_cc_header, encode_cc_payload, encode_lisp_data,
@@ -34,14 +34,19 @@ def _free_udp_port() -> int:
 
 
 @pytest.fixture
-def mapserver(impl):
+def net(impl):
+    """The host's loopback, or a namespace pair for a LISP_NETNS=required implementation."""
+    with lisp_net(caps_of(impl)) as n:
+        yield n
+
+
+@pytest.fixture
+def mapserver(impl, net: LispNet):
     caps = caps_of(impl)
-    caps.need_host_loopback("the map-server cases")
-    caps.need_free_ports("the map-server cases")
-    port = _free_udp_port()
-    with impl.start("mapserver", "--addr", "127.0.0.1", "--port", port,
-                    "--site", f"site1:{SITE_PREFIX}:{KEY_ID}:{PSK}", ready_line="READY"):
-        yield ("127.0.0.1", port)
+    port = 4342 if caps.fixed_ports else _free_udp_port()
+    with impl.start("mapserver", "--addr", net.impl_addr, "--port", port,
+                    "--site", f"site1:{SITE_PREFIX}:{KEY_ID}:{PSK}", netns=net.netns, ready_line="READY"):
+        yield (net.impl_addr, port)
 
 
 class Xtr:
@@ -99,8 +104,8 @@ class Xtr:
 
 
 @pytest.fixture
-def xtr(impl):
-    x = Xtr(caps_of(impl))
+def xtr(impl, net: LispNet):
+    x = Xtr(caps_of(impl), net.harness_addr)
     yield x
     x.close()
 
@@ -145,7 +150,10 @@ def test_unauthenticated_register_is_refused(impl, mapserver, xtr, how):
         xtr.register(mapserver, prefix, **kw)
     time.sleep(0.3)
     _, rep = xtr.request(mapserver, eid)
-    assert not _maps_to_rloc(rep, eid), f"{how}: the refused registration is served"
+    why = {"unknown-key-id": " (signed with the site's key but naming a Key ID the site does not have; "
+                             "RFC 9301 sec. 5.6: the secret is \"PSK[Key ID], that is, the pre-shared secret "
+                             "identified by the Key ID\")"}.get(how, "")
+    assert not _maps_to_rloc(rep, eid), f"{how}: the refused registration is served{why}"
     # and a good registration right after still works (the map-server did not stop)
     xtr.register(mapserver, "10.3.0.0/16")
     assert _wait_registered(xtr, mapserver, "10.3.0.1") is not None
@@ -195,21 +203,19 @@ def test_register_with_an_rfc9301_algorithm(impl, mapserver, xtr, record_propert
 # ------------------------------------------------------------------ ETR role: our side is the map-server
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9301 sec. 5.6, 8.2", role="etr")
-def test_etr_map_register_is_authenticated(impl, record_property):
+def test_etr_map_register_is_authenticated(impl, net, record_property):
     """The ETR's Map-Registers verify with the PSK (HMAC over the message with zeroed auth data) and
     with no other key, carry the configured key ID, its EID prefix and RLOC. Whether an unacknowledged
     Map-Register is retransmitted with the same nonce is recorded (finding ``retransmit_nonce``)."""
     caps = caps_of(impl)
-    caps.need_host_loopback("the ETR registration case")
-    caps.need_free_ports("the ETR registration case")
     ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    ms.bind(("127.0.0.1", 0))
+    ms.bind((net.harness_addr, 4342 if caps.fixed_ports else 0))
     try:
-        cport, dport = _free_udp_port(), _free_udp_port()
-        with impl.start("etr", "--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16",
-                        "--map-server", f"127.0.0.1:{ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
-                        "--control-port", cport, "--data-port", dport, *_algorithm_args(caps),
-                        ready_line="READY"):
+        cport, dport = (4342, 4341) if caps.fixed_ports else (_free_udp_port(), _free_udp_port())
+        with impl.start("etr", "--rloc", net.impl_addr, "--prefix", "10.5.0.0/16",
+                        "--map-server", f"{net.harness_addr}:{ms.getsockname()[1]}", "--key-id", KEY_ID,
+                        "--psk", PSK, "--control-port", cport, "--data-port", dport, *_algorithm_args(caps),
+                        netns=net.netns, ready_line="READY"):
             regs = []
             deadline = time.monotonic() + 6
             while len(regs) < 2 and time.monotonic() < deadline:
@@ -231,7 +237,7 @@ def test_etr_map_register_is_authenticated(impl, record_property):
             assert (msg.key_id, msg.algorithm_id) == caps.wire_key_id(KEY_ID), "Key ID / Algorithm ID"
             assert encode_map_register(msg) == data, "re-encoding differs (field layout)"
             assert any(r.prefix == ipaddress.ip_network("10.5.0.0/16")
-                       and any(str(loc.locator) == "127.0.0.1" for loc in r.locators) for r in msg.records)
+                       and any(str(loc.locator) == net.impl_addr for loc in r.locators) for r in msg.records)
         record_property("want_map_notify", str(regs[0][0].want_map_notify))
         if len(regs) >= 2:
             record_property("retransmit_nonce", "same" if regs[0][0].nonce == regs[1][0].nonce else "fresh")

@@ -311,17 +311,26 @@ def test_map_server_keeps_instances_apart(impl):
     assert got == {iid: (r, iid) for iid, r in want.items()}, got
 
 
+def receive_one(addr: tuple[str, int], wait: float = 15.0) -> bytes | None:
+    """Wait for one datagram at ``addr`` (run inside the xTR's namespace, at its local EID)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind(addr)
+        return _recv(s, wait)
+    finally:
+        s.close()
+
+
 def plain_exchange(xtr_rloc: str, inside: tuple[str, int], data_port: int, peer_rloc: str,
-                   eid: str, wait: float = 3.0) -> dict:
-    """Play the remote xTR at ``peer_rloc``:4341 without echo-nonce: one packet each way.
-    Returns what was seen; the case judges. Runs in any namespace."""
+                   eid: str, deliver_to: tuple[str, int], wait: float = 5.0) -> dict:
+    """Play the remote xTR at ``peer_rloc``:4341 without echo-nonce: one packet each way, the
+    inbound one to ``deliver_to`` (an address of the xTR's own EID prefix: an ETR decapsulates
+    only for its site, RFC 9300 sec. 4). Returns what was seen; the case judges."""
     etr = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    seen: dict = {"encapsulated": None, "inner_intact": False, "delivered": False}
+    seen: dict = {"encapsulated": None, "inner_intact": False}
     try:
         etr.bind((peer_rloc, 4341))
-        client.bind((peer_rloc, 0))
         inner = build_ip(A("10.9.0.1").packed, A(eid).packed, 17, build_udp(40000, 9999, b"outbound"))
         deadline = time.monotonic() + wait
         while seen["encapsulated"] is None and time.monotonic() < deadline:
@@ -331,12 +340,13 @@ def plain_exchange(xtr_rloc: str, inside: tuple[str, int], data_port: int, peer_
                 h, body = decode_lisp_data(got)
                 seen["encapsulated"] = h.flags
                 seen["inner_intact"] = bytes(body) == inner
-        back = build_ip(A("10.5.0.9").packed, A(peer_rloc).packed, 17,
-                        build_udp(40000, client.getsockname()[1], b"inbound"))
-        etr.sendto(encode_lisp_data(make_lisp_data(nonce=0x77)) + back, (xtr_rloc, data_port))
-        seen["delivered"] = _recv(client, wait) == b"inbound"
+        back = build_ip(A("10.5.0.9").packed, A(deliver_to[0]).packed, 17,
+                        build_udp(40000, deliver_to[1], b"inbound"))
+        for _ in range(3):  # UDP: a few copies; one delivered is enough
+            etr.sendto(encode_lisp_data(make_lisp_data(nonce=0x77)) + back, (xtr_rloc, data_port))
+            time.sleep(0.1)
     finally:
-        for s in (etr, client, tx):
+        for s in (etr, tx):
             s.close()
     return seen
 
@@ -357,14 +367,18 @@ def test_xtr_in_a_network_namespace(impl, tmp_path):
     with Testbed(prefix="cclisp") as tb:
         x, p = tb.host("x"), tb.host("p")
         tb.link(x, p, "192.168.77.1/24", "192.168.77.2/24")
+        tb.address(x, "lo", "10.9.0.1/32")  # a host of the xTR's own site (LOCAL_EID_PREFIX)
         mc = tmp_path / "map-cache.txt"
         mc.write_text("10.5.0.0/16 192.168.77.2\n")
-        inside_port, data_port = 47001, 47002
+        # LISP_FIXED_PORTS=1 (e.g. OOR): its data port is 4341, whatever the contract says
+        inside_port, data_port = 47001, 4341 if caps_of(impl).fixed_ports else 47002
         with impl.start("itr", "--rloc", "192.168.77.1", "--inside", f"192.168.77.1:{inside_port}",
                         "--map-cache", mc, "--data-port", data_port, "--prefix", LOCAL_EID_PREFIX,
                         netns=x.ns, ready_line="READY"):
+            site = tb.spawn(x, receive_one, ("10.9.0.1", 47003))
             seen = tb.run(p, plain_exchange, "192.168.77.1", ("192.168.77.1", inside_port), data_port,
-                          "192.168.77.2", "10.5.1.1", timeout=60)
+                          "192.168.77.2", "10.5.1.1", ("10.9.0.1", 47003), timeout=60)
+            delivered = site.result(30)
     assert seen["encapsulated"] is not None, "no LISP packet reached the peer RLOC across the veth"
     assert seen["inner_intact"], "the inner packet changed on the way"
-    assert seen["delivered"], "a LISP packet from the peer was not decapsulated and delivered"
+    assert delivered == b"inbound", "a LISP packet from the peer was not decapsulated and delivered"
