@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
@@ -48,6 +49,11 @@ def replace_when_done(path: str | os.PathLike[str], mode: str = "w",
     if "b" not in mode:
         open_kw.setdefault("encoding", "utf-8")
     final = os.fspath(path)
+    if final == "-":  # stdout, as cliutil.output_path allows
+        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield out
+        out.flush()
+        return
     if not _replaceable(final):
         with open(final, mode, **open_kw) as f:  # noqa: SIM115 - a device or FIFO
             yield f

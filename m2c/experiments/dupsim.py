@@ -153,6 +153,7 @@ def run(quick: bool = True, first_levels=(1, 4), seeds: int | None = None,
     return rows
 
 
+@cliutil.cli_main("m2c experiment dupsim")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one scenario, one seed, 600 symbols")
@@ -166,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="LDPC source symbols per block (default: the session default)")
     ap.add_argument("--offsets-model", action="store_true",
                     help="only the scheduler's offsets (fixed level counts), BC vs golden ratio")
-    ap.add_argument("--json", metavar="FILE", help="also write the rows here as JSON")
+    ap.add_argument("--json", metavar="FILE", type=cliutil.output_path,
+                    help="also write the rows here as JSON")
     a = ap.parse_args(argv)
     if a.offsets_model:
         for r in offsets_model():

@@ -240,6 +240,9 @@ def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers
         size: int | None = None, repeats: int = 1, controller: str = "m2c") -> list[dict]:
     """Every configuration ``repeats`` times (TCP_ft and M2C_ft alternate within a
     repeat, so slow drifts of the shared machine hit both); rows carry ``run``."""
+    from m2c.experiments import default_sigterm_in_forked_children
+
+    default_sigterm_in_forked_children()
     size = size or ((1 << 20) if quick else 4_000_000)
     rows = []
     for rep in range(repeats):
@@ -323,12 +326,27 @@ def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
 
     prov = run_metadata("m2c")
     return {"experiment": "m2c.experiments.fig5", "argv": sys.argv[1:] if argv is None else argv,
-            "args": vars(a), "commit": prov["commit"], "confidence": 0.95,
+            "args": {k: v if v is None or isinstance(v, (int, float, str, list, tuple)) else str(v)
+                     for k, v in vars(a).items()}, "commit": prov["commit"], "confidence": 0.95,
             "interval": "two-sided Student t over runs (receivers of a run averaged first)",
             "started_utc": prov["utc"], "host": prov["host"], "python": prov["python"],
             "load_average": prov["load_average"], "cpus": prov["cpus"]}
 
 
+def _out_dir(text: str) -> str:
+    """A directory to write into: it exists, or its nearest existing ancestor is a
+    writable directory (checked while parsing, not after the run)."""
+    p = os.path.abspath(text)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    if not os.path.isdir(p) or not os.access(p, os.W_OK | os.X_OK):
+        why = "not writable" if os.path.isdir(p) else "not a directory"
+        raise argparse.ArgumentTypeError(f"{text}: cannot make or write a directory there "
+                                         f"({p} is {why})")
+    return text
+
+
+@cliutil.cli_main("m2c experiment fig5")
 def main(argv: list[str] | None = None) -> int:
     # the docstring's first two paragraphs (the summary line and the setup), plain text
     import textwrap
@@ -358,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap.add_argument("--controller", default="m2c", choices=sorted(CONTROLLERS),
                     help="M2C_ft receivers' rate controller (default: %(default)s)")
-    ap.add_argument("--out", metavar="DIR",
+    ap.add_argument("--out", metavar="DIR", type=_out_dir,
                     help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
-    ap.add_argument("--json", metavar="FILE",
+    ap.add_argument("--json", metavar="FILE", type=cliutil.output_path,
                     help="also write the rows, summary and metadata here as JSON")
     a = ap.parse_args(argv)
     meta = _meta(argv, a)

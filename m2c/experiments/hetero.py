@@ -26,6 +26,8 @@ import tempfile
 import time
 from dataclasses import asdict
 
+from deliverykit import cliutil
+
 # issue 5's anchors for a 4 MiB file (ideal 8.4 s and 33.6 s)
 ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8.75, 35.0)}
 LINKS_BPS = (4_000_000, 1_000_000)
@@ -81,7 +83,9 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
     from deliverykit.testbed import Tbf, Testbed
 
     from m2c.aio.driver import make_session
+    from m2c.experiments import default_sigterm_in_forked_children
 
+    default_sigterm_in_forked_children()
     size = size or ((1 << 20) if quick else (4 << 20))
     rows = []
     with tempfile.TemporaryDirectory(prefix="m2c-het-") as d, Testbed(prefix="m2chet") as tb:
@@ -135,6 +139,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
     return rows
 
 
+@cliutil.cli_main("m2c experiment hetero")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--quick", action="store_true", help="1 MiB instead of 4 MiB")
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the receivers' rate controller (default: %(default)s)")
     ap.add_argument("--fec", default="ldpc", choices=["ldpc", "rs"],
                     help="FEC scheme; the symbol fills 1500-byte IP packets (default: %(default)s)")
-    ap.add_argument("--json", metavar="FILE",
+    ap.add_argument("--json", metavar="FILE", type=cliutil.output_path,
                     help="also write the rows (with each receiver's trace) here as JSON")
     a = ap.parse_args(argv)
     rows = run(quick=a.quick, controller=a.controller, fec=a.fec)

@@ -67,3 +67,20 @@ def test_replace_when_done_keeps_devices_links_and_modes(tmp_path):
         f.write("half")
         raise RuntimeError("fails before the end")
     assert not (tmp_path / "n.json").exists() and parts(tmp_path) == []
+
+
+@pytest.mark.parametrize("mod, args", [
+    ("dupsim", ["--quick", "--json", "/nonexistent/x.json"]),
+    ("hetero", ["--quick", "--json", "/nonexistent/x.json"]),
+    ("fig5", ["--quick", "--json", "/nonexistent/x.json"]),
+    ("fig5", ["--quick", "--out", "/proc/version/results"]),
+])
+def test_experiment_output_paths_are_checked_before_the_run(mod, args):
+    """An unwritable --json or --out is one line and exit 2 while parsing, not a
+    traceback after the whole experiment ran (the run's results lost)."""
+    r = subprocess.run([sys.executable, "-m", f"m2c.experiments.{mod}", *args],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("usage:") is False
+    assert r.stdout == ""  # nothing ran
