@@ -155,3 +155,16 @@ def test_vod_sweep_on_two_dask_workers(tmp_path) -> None:
     assert [s["n"] for s in summ] == ["2", "2"] and "mean_stalls_ci95" in summ[0]
     assert (tmp_path / "vod_swarm-sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.part"))
+
+
+@pytest.mark.timeout(300)
+def test_simulated_startup_is_the_first_bytes_in_order() -> None:
+    """Start-up on the simulator is measured as on the testbed: the first
+    ``startup_bytes`` verified in order, before the whole content."""
+    from swift.experiments.flashcrowd import configs
+    from swift.experiments.swarm import Backend, crowd_scenario, run
+    sc = crowd_scenario(2, 256 * 1024, startup_bytes=32 * 1024, seed=1)
+    r = run(sc, Backend.SIM, *configs(32 * 1024))
+    for x in r.leechers:
+        assert x.verified and x.completion_s is not None and x.startup_s is not None
+        assert 0 < x.startup_s < x.completion_s
