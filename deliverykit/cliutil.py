@@ -153,6 +153,23 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
+_OURS: set[object] = {_raise_terminated}  # handlers this module installed (Stopper adds asyncio's)
+
+
+def _default_signals_in_forked_child() -> None:
+    """A forked child (pyroute2's netns helper, a multiprocessing worker) starts with SIGTERM
+    and SIGINT as a new process has them, not with the handlers of the CLI it was forked from:
+    pyroute2 stops its helper with SIGTERM and waits, and a helper that raised Terminated
+    instead of exiting, or only poked the parent's event loop, hung the experiment for ever."""
+    if signal.getsignal(signal.SIGTERM) in _OURS:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) in _OURS:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+os.register_at_fork(after_in_child=_default_signals_in_forked_child)
+
+
 class Stopper:
     """The one way a long-running role waits to be stopped: SIGINT and SIGTERM set :attr:`event`
     and record which arrived, so the role leaves its loop, prints the same counters either way,
@@ -180,6 +197,7 @@ class Stopper:
             self._previous[sig] = signal.getsignal(sig)
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
+                _OURS.add(signal.getsignal(sig))  # asyncio's wake-up handler: not for children
         return self
 
     def _on_signal(self, sig: int) -> None:

@@ -139,3 +139,40 @@ def test_closed_stdout_ends_quietly_like_cat():
     assert lines[:2] == ["line 0", "line 1"]
     assert lines[-1] == "141"
     assert r.stderr == "", r.stderr
+
+
+FORKS = textwrap.dedent("""
+    import asyncio, os, signal, sys, time
+    from deliverykit import cliutil
+
+    def fork_and_terminate():
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:              # a pyroute2-like helper: says it runs, then parks until SIGTERM
+            os.write(w, b"x")
+            time.sleep(60)
+            os._exit(0)
+        os.read(r, 1)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        return os.WIFSIGNALED(status) and os.WTERMSIG(status)
+
+    @cliutil.cli_main("forks")
+    def main(argv):
+        print("cli_main", fork_and_terminate(), flush=True)
+        async def run():
+            with cliutil.Stopper().installed():
+                print("stopper", fork_and_terminate(), flush=True)
+        asyncio.run(run())
+        return 0
+
+    sys.exit(main())
+""")
+
+
+def test_forked_children_start_with_sigterm_at_its_default():
+    """pyroute2 stops its forked netns helper with SIGTERM and waits: a child that inherited
+    cli_main's or a Stopper's handler never died, and `m2c experiment fig5` hung."""
+    r = subprocess.run([sys.executable, "-c", FORKS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["cli_main", str(int(signal.SIGTERM)), "stopper", str(int(signal.SIGTERM))]
