@@ -233,8 +233,8 @@ class LISPMapRegister(Packet):
     name = "LISP Map-Register"
     fields_desc = [
         BitEnumField("type", 3, 4, _TYPES),
-        FlagsField("flags", 0, 3, ["I", "S", "P"]),
-        BitField("reserved", 0, 12),
+        FlagsField("flags", 0, 4, ["rtr", "I", "S", "P"]),  # rtr: tshark's R bit (built for an RTR)
+        BitField("reserved", 0, 11),
         FlagsField("flags2", 0, 5, ["M", "R", "a", "T", "E"]),
         FieldLenField("record_count", None, count_of="records", fmt="B"),
         LongField("nonce", 0),
@@ -251,13 +251,13 @@ class LISPMapRegister(Packet):
 
 
 class LISPMapNotify(Packet):
-    """RFC 9301 section 5.7 (type 4, or 5 for Map-Notify-Ack); I-bit as tshark reads it."""
+    """RFC 9301 section 5.7 (type 4, or 5 for Map-Notify-Ack); I and R bits as tshark reads them."""
 
     name = "LISP Map-Notify"
     fields_desc = [
         BitEnumField("type", 4, 4, _TYPES),
-        FlagsField("flags", 0, 1, ["I"]),
-        BitField("reserved", 0, 19),
+        FlagsField("flags", 0, 2, ["R", "I"]),
+        BitField("reserved", 0, 18),
         FieldLenField("record_count", None, count_of="records", fmt="B"),
         LongField("nonce", 0),
         ByteField("key_id", 0),

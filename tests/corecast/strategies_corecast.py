@@ -99,6 +99,7 @@ def map_register(draw):
         reg and draw(st.booleans()),
         draw(st.binary(min_size=16, max_size=16)) if ident else None,
         draw(st.binary(min_size=8, max_size=8)) if ident else None,
+        rtr=draw(st.booleans()),  # the R bit, in both Map-Register and Map-Notify
     )
 
 

@@ -67,12 +67,13 @@ def s_register(m: c.MapRegister):
     if m.xtr_id is not None:
         common.update(xtr_id=m.xtr_id, site_id=m.site_id)
     if m.msg_type == 3:
-        fl = (4 if m.proxy_reply else 0) | (2 if m.security else 0) | (
-            1 if m.xtr_id is not None else 0)
+        fl = (8 if m.proxy_reply else 0) | (4 if m.security else 0) | (
+            2 if m.xtr_id is not None else 0) | (1 if m.rtr else 0)
         fl2 = (16 if m.eid_notify else 0) | (8 if m.use_ttl else 0) | (4 if m.merge else 0) | (
             1 if m.want_map_notify else 0)
         return L.LISPMapRegister(flags=fl, flags2=fl2, **common)
-    return L.LISPMapNotify(type=m.msg_type, flags=int(m.xtr_id is not None), **common)
+    return L.LISPMapNotify(type=m.msg_type, flags=(2 if m.xtr_id is not None else 0) | int(m.rtr),
+                           **common)
 
 
 def s_cc(p):
