@@ -5,13 +5,14 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
 ``ADAPTER mapserver --addr 127.0.0.1 --port P --site NAME:PREFIX:KEYID:PSK``
     A map-server and map-resolver on UDP ADDR:P. It accepts Map-Registers
     for EID prefixes inside PREFIX authenticated with key KEYID / PSK
-    (HMAC-SHA-256-128, RFC 9301 sec. 5.6) and answers Map-Requests sent to
-    it directly: a Map-Reply for registrations that asked for proxy replies
+    (RFC 9301 sec. 5.6, with the algorithm it declares, see below) and answers
+    Map-Requests sent to it in an ECM (RFC 9301 sec. 3, 5.8: "A Map-Resolver
+    receives Encapsulated Map-Requests from its client ITRs"): a Map-Reply for registrations that asked for proxy replies
     (P-bit), a Negative Map-Reply otherwise (sec. 8.3, 8.4). Replies go to
     the request's ITR-RLOC at the request's source port. Print ``READY``
     once it accepts datagrams; run until SIGTERM.
 
-``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S --control-port C --data-port D [--cc-range R]``
+``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S --control-port C --data-port D [--cc-range R] [--algorithm-id A]``
     An ETR that registers PREFIX with RLOC ``--rloc`` at the map-server
     (signed Map-Registers, sec. 5.6, 8.2), sending them from
     ``--rloc``:C. Print ``READY`` once started; run until SIGTERM.
@@ -28,8 +29,9 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     hash makes the ETR send the payload to the header's client EID (inside a
     ``--prefix``) and port.
 
-``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE [--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
-    An ITR: inner IP packets arrive as UDP payloads on the inside address P
+``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE --prefix LOCAL [--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
+    An ITR whose own site is the EID prefix LOCAL (10.9.0.0/16: the inner
+    packets come from it): inner IP packets arrive as UDP payloads on the inside address P
     (the loopback stand-in for its inside interface); each is
     LISP-encapsulated (RFC 9300 sec. 5) and sent to UDP port 4341 of the RLOC
     that FILE (lines ``prefix rloc[,rloc] [ttl_seconds]``) maps its
@@ -68,6 +70,12 @@ Options beyond plain LISP (exit 127 if not supported):
 
 Cases marked root start the implementation inside a network namespace
 (``Implementation.start(..., netns=...)``, i.e. ``ip netns exec NS ADAPTER ...``).
+
+What an implementation declares about itself (authentication algorithms and
+Key ID style, whether it runs only in a network namespace, fixed ports) is in
+:mod:`corecast.conformance.caps`: environment variables set in its registry
+entry's ``env``.  Open Overlay Router runs through
+:mod:`corecast.conformance.oor_wrapper` (registry ``oor``, ``$OOR_BIN``).
 
 Exit 127 for a role not supported. Our implementation (``ours-lisp``) is
 ``python -m corecast.conformance.adapter``. The cases play the other side
