@@ -14,10 +14,11 @@ then at ``cwnd / srtt`` (LEDBAT's window spread over one RTT, as libswift
 spaces its sends by ``rtt / cwnd``): a window sent in one burst overran a
 libswift leecher's socket buffer.  Loss repair: DATA still unacknowledged
 while DATA sent a quarter RTT after it was acknowledged (RACK, RFC 8985
-6.1), or when LEDBAT's congestion timer fires, was lost; the chunk is queued
-again ahead of the rest, since the peer asked for it and has not said it
-has it, instead of leaving the peer to notice after its request timeout
-(docs/swift.md, "Seeder toward a libswift leecher").
+6.1) was lost, and a tail loss probe finds losses at the end of a
+flight; the chunk is queued again ahead of the rest, since the peer asked
+for it and has not said it has it, instead of leaving the peer to notice
+after its request timeout (docs/swift.md, "Seeder toward a libswift
+leecher").
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ class UploadScheduler:
 
     def _sender_timeouts(self, ch: Channel, now: float) -> None:
         """DATA never acknowledged counts as lost; LEDBAT congestion timeout.
-        Either way the lost chunks are queued again (see the module docstring)."""
+        Not sent again: a peer that acknowledged nothing for this long may
+        not want it (a live viewer discards stale chunks unacknowledged);
+        RACK and the tail loss probe repair the losses of a peer that
+        acknowledges (see the module docstring)."""
         if ch.data_out:
             horizon = now - max(1.0, 2 * ch.ledbat.cto)
             old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
@@ -94,13 +98,10 @@ class UploadScheduler:
                 _, nb = ch.data_out.pop(c)
                 ch.ledbat.on_loss(nb, now)
             self._forget_hashes(ch, old)
-            self._resend(ch, old)
         self._probe_tail(ch, now)
         if ch.ledbat.check_timeout(now):
             # the peer stopped acknowledging: everything in flight is lost
-            flight = self._in_flight(ch)
-            self._forget_hashes(ch, flight)
-            self._resend(ch, flight)
+            self._forget_hashes(ch, self._in_flight(ch))
             ch.data_out.clear()
             ch.send_log.clear()
 
