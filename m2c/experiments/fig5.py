@@ -240,9 +240,6 @@ def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers
         size: int | None = None, repeats: int = 1, controller: str = "m2c") -> list[dict]:
     """Every configuration ``repeats`` times (TCP_ft and M2C_ft alternate within a
     repeat, so slow drifts of the shared machine hit both); rows carry ``run``."""
-    from m2c.experiments import default_sigterm_in_forked_children
-
-    default_sigterm_in_forked_children()
     size = size or ((1 << 20) if quick else 4_000_000)
     rows = []
     for rep in range(repeats):

@@ -83,9 +83,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
     from deliverykit.testbed import Tbf, Testbed
 
     from m2c.aio.driver import make_session
-    from m2c.experiments import default_sigterm_in_forked_children
 
-    default_sigterm_in_forked_children()
     size = size or ((1 << 20) if quick else (4 << 20))
     rows = []
     with tempfile.TemporaryDirectory(prefix="m2c-het-") as d, Testbed(prefix="m2chet") as tb:
