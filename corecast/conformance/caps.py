@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,6 +118,25 @@ class LispNet:
     impl_addr: str
     harness_addr: str
     netns: str | None = None
+    #: an address of the ETR site's EID prefix (10.5.0.0/16) configured in the implementation's
+    #: namespace: what an ETR decapsulates to must be its own site's (RFC 9300 sec. 4)
+    site_host: str = "127.0.0.1"
+
+    def impl_socket(self) -> socket.socket:
+        """A UDP socket in the implementation's namespace (the test thread steps in and back)."""
+        if self.netns is None:
+            return socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        there = os.open(f"/var/run/netns/{self.netns}", os.O_RDONLY)
+        try:
+            _setns(there)
+            try:
+                return socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            finally:
+                _setns(home)
+        finally:
+            os.close(there)
+            os.close(home)
 
 
 _CLONE_NEWNET = 0x40000000
@@ -146,6 +166,7 @@ def lisp_net(caps: LispCaps) -> Iterator[LispNet]:
     with Testbed(prefix="cclispns") as tb:
         i, h = tb.host("i"), tb.host("h")
         tb.link(i, h, "10.203.0.1/24", "10.203.0.2/24", ifname_a="vI", ifname_b="vH")
+        tb.address(i, "lo", "10.5.0.1/32")  # a host of the ETR cases' site
         home = os.open("/proc/self/ns/net", os.O_RDONLY)
         try:
             there = os.open(f"/var/run/netns/{h.ns}", os.O_RDONLY)
@@ -154,7 +175,7 @@ def lisp_net(caps: LispCaps) -> Iterator[LispNet]:
             finally:
                 os.close(there)
             try:
-                yield LispNet("10.203.0.1", "10.203.0.2", i.ns)
+                yield LispNet("10.203.0.1", "10.203.0.2", i.ns, "10.5.0.1")
             finally:
                 _setns(home)
         finally:

@@ -285,26 +285,31 @@ CC_RANGE = "232.0.0.0/8"
 class EtrRig:
     """The implementation's ETR with a silent map-server socket, a sender and a client socket."""
 
-    def __init__(self, impl, cc: bool, extra: tuple = ()) -> None:
+    def __init__(self, impl, cc: bool, extra: tuple = (), net: LispNet | None = None) -> None:
         caps = caps_of(impl)
-        caps.need_host_loopback("the ETR data-plane cases")
-        caps.need_free_ports("the ETR data-plane cases")
+        if net is None:  # cases that run on the host's loopback only
+            caps.need_host_loopback("this ETR data-plane case")
+            net = LispNet("127.0.0.1", "127.0.0.1")
         self.impl = impl
+        self.net = net
         self.ms = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.ms.bind(("127.0.0.1", 0))
+        self.ms.bind((net.harness_addr, 4342 if caps.fixed_ports else 0))
         self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.tx.bind(("127.0.0.1", 0))
-        self.client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.client.bind(("127.0.0.1", 0))
+        self.tx.bind((net.harness_addr, 0))
+        # the client: a host of the ETR's site, in the ETR's namespace
+        self.client = net.impl_socket()
+        self.client.bind((net.site_host, 0))
         self.client_port = self.client.getsockname()[1]
-        self.data_port = _free_udp_port()
+        self.data_port = 4341 if caps.fixed_ports else _free_udp_port()
         # the site's EIDs include the client socket's address: an ETR delivers only there
-        args = ["--rloc", "127.0.0.1", "--prefix", "10.5.0.0/16", "--prefix", "127.0.0.1/32", "--map-server",
-                f"127.0.0.1:{self.ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
-                "--control-port", _free_udp_port(), "--data-port", self.data_port]
+        site = ["--prefix", "10.5.0.0/16"] + ([] if net.netns else ["--prefix", "127.0.0.1/32"])
+        args = ["--rloc", net.impl_addr, *site, "--map-server",
+                f"{net.harness_addr}:{self.ms.getsockname()[1]}", "--key-id", KEY_ID, "--psk", PSK,
+                "--control-port", 4342 if caps.fixed_ports else _free_udp_port(),
+                "--data-port", self.data_port, *_algorithm_args(caps)]
         if cc:
             args += ["--cc-range", CC_RANGE]
-        self.cm = impl.start("etr", *args, *extra, ready_line="READY")
+        self.cm = impl.start("etr", *args, *extra, netns=net.netns, ready_line="READY")
 
     def __enter__(self) -> EtrRig:
         self.cm.__enter__()
@@ -316,7 +321,7 @@ class EtrRig:
             s.close()
 
     def send(self, lisp_header: bytes, inner: bytes) -> None:
-        self.tx.sendto(lisp_header + inner, ("127.0.0.1", self.data_port))
+        self.tx.sendto(lisp_header + inner, (self.net.impl_addr, self.data_port))
 
     def received(self, timeout: float = 1.0, want: int = 1) -> list[bytes]:
         out = []
@@ -334,7 +339,7 @@ class EtrRig:
 
     def plain(self, payload: bytes) -> bytes:
         """An inner IPv4/UDP packet from an EID to our client socket."""
-        return build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address("127.0.0.1").packed, 17,
+        return build_ip(ipaddress.ip_address("10.9.0.1").packed, ipaddress.ip_address(self.net.site_host).packed, 17,
                         build_udp(40000, self.client_port, payload))
 
 
@@ -349,10 +354,10 @@ HEADERS = {
 
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3", role="etr")
-def test_etr_decapsulates_every_header_variant(impl):
+def test_etr_decapsulates_every_header_variant(impl, net):
     """LISP data packets with each flag combination (N, N+E, L, I with IID 0, V, none) are decapsulated
     and the inner UDP payload delivered intact, once each."""
-    with EtrRig(impl, cc=False) as rig:
+    with EtrRig(impl, cc=False, net=net) as rig:
         for name, kw in HEADERS.items():
             payload = f"inner payload via {name}".encode() * 3
             rig.send(encode_lisp_data(make_lisp_data(**kw)), rig.plain(payload))
@@ -361,14 +366,14 @@ def test_etr_decapsulates_every_header_variant(impl):
 
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3", role="etr")
-def test_etr_survives_malformed_packets(impl):
+def test_etr_survives_malformed_packets(impl, net):
     """Truncated headers, inner packets that are not IP, and garbage are dropped without delivering
     anything; a good packet afterwards is still delivered."""
-    with EtrRig(impl, cc=False) as rig:
+    with EtrRig(impl, cc=False, net=net) as rig:
         hdr = encode_lisp_data(make_lisp_data(nonce=1))
         for junk in (b"", b"\x80\x00", hdr, hdr + b"\x00" * 10, hdr + b"\x45" + b"\xff" * 40,
                      hdr + rig.plain(b"x")[:25], bytes(random.Random(5).randbytes(200))):
-            rig.tx.sendto(junk, ("127.0.0.1", rig.data_port))
+            rig.tx.sendto(junk, (rig.net.impl_addr, rig.data_port))
         assert rig.received(0.5) == [], "something was delivered from malformed input"
         rig.send(hdr, rig.plain(b"still alive"))
         assert rig.received(2.0) == [b"still alive"]

@@ -17,7 +17,7 @@ import pytest
 
 from corecast.conformance.caps import LispCaps, caps_of
 from corecast.conformance.test_lisp_cases import (
-    KEY_ID, LOCAL_EID_PREFIX, PSK, EtrRig, ItrRig, _free_udp_port, _recv_map_request,
+    KEY_ID, LOCAL_EID_PREFIX, PSK, EtrRig, ItrRig, _free_udp_port, _recv_map_request, net,
 )
 from corecast.wire.codec import (
     FLAG_E, FLAG_I, FLAG_N, FLAG_V, DecodeError, EidRecord, LocatorRecord, MapRegister, MapReply,
@@ -230,10 +230,12 @@ def test_itr_encapsulates_with_instance_id(impl, tmp_path):
 
 
 @pytest.mark.conformance(protocol="lisp", section="RFC 9300 sec. 5.3, 8", role="etr")
-def test_etr_decapsulates_only_its_instance(impl):
+def test_etr_decapsulates_only_its_instance(impl, net):
     """An ETR configured for instance 7 delivers packets whose header carries I-bit
-    and IID 7, and not those of instance 8 or without an Instance ID."""
-    with EtrRig(impl, cc=False, extra=("--instance-id", 7)) as rig:
+    and IID 7, and not those of instance 8 or without an Instance ID (RFC 9300 sec. 8:
+    "the Instance ID from the LISP header is used as a table identifier to locate the
+    forwarding table to use for the inner destination EID lookup")."""
+    with EtrRig(impl, cc=False, extra=("--instance-id", 7), net=net) as rig:
         # each packet is followed by a marker of instance 7 that must arrive: what
         # arrives before the marker says whether the packet itself was delivered
         for k, (iid, deliver) in enumerate(((7, True), (8, False), (None, False), (7, True))):
@@ -246,7 +248,9 @@ def test_etr_decapsulates_only_its_instance(impl):
             while marker not in got and time.monotonic() < deadline:
                 got += rig.received(max(0.01, deadline - time.monotonic()))
             assert marker in got, f"IID 7 marker not delivered: {got}"
-            assert (tag in got) is deliver, f"IID {iid}: delivered {got}"
+            assert (tag in got) is deliver, (
+                f"IID {iid}: delivered {got} by an ETR of instance 7; RFC 9300 sec. 8: \"the Instance ID "
+                f"from the LISP header is used as a table identifier to locate the forwarding table\"")
 
 
 def _register(caps: LispCaps, sock, ms, prefix: str, iid: int, rloc: str, nonce: int) -> None:
