@@ -281,7 +281,7 @@ class MapServer:
         trie = self._trie(iid)
         regs = [ipaddress.ip_network((a, p)) for a, p, _ in (trie.items() if trie else ())
                 if len(a) == len(eid.network_address.packed)]
-        for plen in range(0, eid.max_prefixlen + 1):
+        for plen in range(eid.max_prefixlen + 1):
             cand = eid.supernet(new_prefix=plen) if plen < eid.prefixlen else eid
             if not any(cand.overlaps(r) for r in regs):  # type: ignore[arg-type]
                 return cand

@@ -35,8 +35,8 @@ from corecast.wire.codec import (
     encode_map_reply,
     verify_auth,
 )
-from corecast.wire.lispctl import auth_len
 from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
+from corecast.wire.lispctl import auth_len
 
 Datagram = tuple[bytes, tuple[str, int]]
 
