@@ -35,20 +35,20 @@ protocol's packets never count as another's.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from deliverykit import cliutil
+from deliverykit.outputs import replace_when_done
 from deliverykit.pcap import Frame, PcapError, Reader
 
 GROUP = "deliverykit.analysers"
@@ -369,22 +369,6 @@ def _check_dir(opt: str, text: str) -> None:
         raise OutputError(f"{opt} {text}: directory {probe} is not writable")
 
 
-@contextlib.contextmanager
-def _atomic(path: Path, mode: str = "w", **kw: Any) -> Iterator[IO[Any]]:
-    """Write ``path`` under a temporary name beside it; rename over it only when complete."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with open(fd, mode, **kw) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _write_csv(report: Report, outdir: Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -400,7 +384,7 @@ def _write_csv(report: Report, outdir: Path) -> list[Path]:
             for r in rows:
                 cols.extend(c for c in r if c not in cols)
             p = outdir / f"{aname}-{tname}.csv"
-            with _atomic(p, newline="") as fh:
+            with replace_when_done(p, newline="") as fh:
                 w = csv.DictWriter(fh, fieldnames=cols)
                 w.writeheader()
                 w.writerows(rows)
@@ -488,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         _write_csv(report, Path(args.csv))
     if args.json and args.json != "-":
-        with _atomic(Path(args.json)) as fh:
+        with replace_when_done(args.json) as fh:
             fh.write(text)
     if args.plots:
         for p in _write_plots(analysers, Path(args.plots)):

@@ -30,15 +30,20 @@ from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
-
-from m2c.aio.driver import (MAX_SEND_PPS, MulticastReceiver, MulticastSender, ReceiveProgress,
-                            make_session, sender_socket_check)
+from deliverykit.outputs import write_when_done
+from m2c.aio.driver import (
+    MAX_SEND_PPS,
+    MulticastReceiver,
+    MulticastSender,
+    ReceiveProgress,
+    make_session,
+    sender_socket_check,
+)
 from m2c.aio.netif import interface_address
 from m2c.core.filetx import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
-from m2c.outputs import write_when_done
 from m2c.wire.codec import FEC_CODEPOINTS, packet_overhead
 
 SDP_LIMIT = 1 << 20
@@ -318,8 +323,7 @@ def _progress_display(sd: SessionDescription,
                 print(_progress_line(sd.name, last[0]), file=sys.stderr, flush=True)
         return
     from rich.console import Console
-    from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} symbols"), TaskProgressColumn(),

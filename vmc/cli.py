@@ -134,8 +134,14 @@ async def _get_async(a: argparse.Namespace) -> int:
     result JSON on stdout, or on stderr when the body is on stdout. Ctrl-C / SIGTERM keep a
     resumable FILE.part and exit 130 / 143."""
     from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     from vmc.client import Download, FetchError
 
@@ -190,7 +196,7 @@ async def _get_async(a: argparse.Namespace) -> int:
 
 
 def _workload(a: argparse.Namespace) -> int:
-    from vmc.workload.files import write_atomic
+    from deliverykit.outputs import write_when_done
     from vmc.workload.synth import PAPER_TABLE1, SCENARIOS, calculated_saving, generate
 
     if a.table:
@@ -203,7 +209,7 @@ def _workload(a: argparse.Namespace) -> int:
         return 0
     entries = generate(SCENARIOS[a.scenario], a.n, seed=a.seed)
     text = "\n".join(e.format() for e in entries) + "\n"
-    write_atomic(a.output or "-", text)  # a file appears only whole; "-", a FIFO or a device: written into
+    write_when_done(a.output or "-", text)  # a file appears only whole; "-", a FIFO or a device: written into
     return 0
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 import subprocess
 from pathlib import Path
-from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
-from m2c.outputs import write_when_done
+from deliverykit.conformance import vectors_dir as shared_vectors_dir
+from deliverykit.outputs import write_when_done
 
 #: (code, k, n, n1, seed, E): small enough to read, varied enough to catch a
 #: PRNG or matrix slip (N1 3..10, seeds near both ends of the range, k=1).

@@ -33,10 +33,9 @@ import tempfile
 from collections.abc import Callable
 
 from deliverykit import cliutil
-
+from deliverykit.outputs import replace_when_done
 from m2c.aio.driver import make_session
 from m2c.core.filetx import FileReceiver, FileSender
-from m2c.outputs import replace_when_done
 
 PKT = 1500  # bytes per packet at the link, as in m2c.experiments.hetero
 SYMBOLS = 2946  # source symbols of a 4 MiB file in 1424-byte symbols

@@ -39,10 +39,9 @@ from dataclasses import asdict
 from typing import Any
 
 from deliverykit import cliutil
-
+from deliverykit.outputs import replace_when_done
 from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
-from m2c.outputs import replace_when_done
 from m2c.wire import codec
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
@@ -138,7 +137,6 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             timeout: float, controller: str = "m2c") -> list[dict]:
     """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver."""
     from deliverykit.testbed import Tbf, Testbed
-
     from m2c.aio.driver import make_session
 
     rows = []

@@ -81,7 +81,6 @@ def _sender(sd_json: str, path: str, duration: float) -> dict:
 def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
         fec: str = "ldpc") -> list[dict]:
     from deliverykit.testbed import Tbf, Testbed
-
     from m2c.aio.driver import make_session
 
     size = size or ((1 << 20) if quick else (4 << 20))
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(json.dumps({k: v for k, v in r.items() if k != "trace"}))
     if a.json:
-        from m2c.outputs import replace_when_done
+        from deliverykit.outputs import replace_when_done
 
         with replace_when_done(a.json) as f:
             json.dump(rows, f, indent=1)

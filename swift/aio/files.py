@@ -22,6 +22,7 @@ import os
 import random
 from dataclasses import dataclass
 
+from deliverykit.outputs import fsync_parent
 from swift.core import bins as B
 from swift.core.merkle import MerkleTree
 from swift.wire.constants import HashFunc
@@ -64,12 +65,8 @@ class DownloadPaths:
 
 
 def fsync_dir(path: str) -> None:
-    """Make a rename in the directory of ``path`` durable."""
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Make a rename in the directory of ``path`` durable (an error is raised)."""
+    fsync_parent(path, strict=True)
 
 
 def move_state(src: str, dst: str) -> None:

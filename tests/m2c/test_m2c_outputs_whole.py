@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
+from deliverykit.outputs import replace_when_done, write_when_done
 from m2c.experiments import fig5
-from m2c.outputs import replace_when_done, write_when_done
 
 
 def parts(d) -> list[str]:

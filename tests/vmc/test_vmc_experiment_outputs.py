@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vmc.workload.files import replacing, write_atomic
+from deliverykit.outputs import replacing, write_when_done
 
 PY = [sys.executable, "-m", "vmc"]
 
@@ -22,7 +22,7 @@ def test_write_atomic_replaces_never_writes_into(tmp_path: Path) -> None:
     os.chmod(out, 0o640)
     twin = tmp_path / "twin"
     os.link(out, twin)  # written in place, the twin would change too
-    write_atomic(out, "new")
+    write_when_done(out, "new")
     assert out.read_text() == "new" and twin.read_text() == "old"
     assert out.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "twin"]
@@ -44,7 +44,7 @@ def test_symlink_stays_a_link(tmp_path: Path) -> None:
     real.write_text("old")
     link = tmp_path / "link.log"
     link.symlink_to(real)
-    write_atomic(link, "new")
+    write_when_done(link, "new")
     assert link.is_symlink() and real.read_text() == "new"
 
 

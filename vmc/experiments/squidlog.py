@@ -31,9 +31,9 @@ from collections import Counter
 from pathlib import Path
 
 from deliverykit import cliutil
+from deliverykit.outputs import write_when_done
 from vmc.aio.origin import Origin
 from vmc.caches import Squid
-from vmc.workload.files import write_atomic
 from vmc.workload.replay import compare, replay
 from vmc.workload.squid import LogEntry, clean, read_log
 from vmc.workload.synth import SCENARIOS, generate
@@ -81,7 +81,7 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
     link = sum(e.bytes for e in generated) / target / sc.utilisation
     lines, made = asyncio.run(produce(generated, speed, link))
     if log_out:
-        write_atomic(log_out, "\n".join(lines) + "\n")
+        write_when_done(log_out, "\n".join(lines) + "\n")
     parsed = list(read_log(lines, strict=True))  # every line Squid wrote must parse
     entries = clean(parsed)
     asked = Counter(e.object_path() for e in generated)

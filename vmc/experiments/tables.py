@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deliverykit import cliutil
+from deliverykit.outputs import replacing, write_when_done
 from vmc.experiments.progress import RequestProgress
-from vmc.workload.files import replacing, write_atomic
 from vmc.workload.replay import compare
 from vmc.workload.synth import PAPER_TABLE1, PAPER_TABLE2, SCENARIOS, calculated_saving, generate
 
@@ -146,11 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     print("Table 1: scenarios (ours: synthetic logs; paper: Wits Squid logs)\n" + _md(res["table1"]))
     print("\nTable 2: measured savings (ours: loopback, emulated origin link)\n" + _md(res["table2"]))
     if a.out:
-        write_atomic(a.out / "results.json", json.dumps(res, indent=1) + "\n")
+        write_when_done(a.out / "results.json", json.dumps(res, indent=1) + "\n")
         from deliverykit.provenance import run_metadata
 
         meta = run_metadata("vmc", **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()})
-        write_atomic(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
+        write_when_done(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
         print(f"wrote {a.out / 'results.json'}, {a.out / 'metadata.json'}", file=sys.stderr)
         if a.plot:
             for p in plot(res, a.out):

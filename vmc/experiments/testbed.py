@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from deliverykit import cliutil
+from deliverykit.outputs import replacing, write_when_done
 from vmc.nginx import Nginx, write_object
-from vmc.workload.files import replacing, write_atomic
 from vmc.workload.synth import PAPER_TABLE2, SCENARIOS, calculated_saving, generate
 
 C_IP, R_C_IP, R_O_IP, O_IP = "10.61.1.1", "10.61.1.2", "10.61.2.1", "10.61.2.2"
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(summarise(runs)), flush=True)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        write_atomic(a.out / "testbed.json", json.dumps(results, indent=1) + "\n")
+        write_when_done(a.out / "testbed.json", json.dumps(results, indent=1) + "\n")
         for p in plot(results, a.out):
             print("wrote", p, file=sys.stderr)
     return 0
