@@ -27,7 +27,7 @@ def test_roles_by_hand_as_written(tmp_path):
     proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=90)
+        out, err = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
