@@ -32,6 +32,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
 
 from m2c.core.events import Pdu
 from m2c.core.groups import RateSchedule, make_schedule
@@ -74,16 +75,16 @@ class SessionDescription:
     name: str
     size: int
     sha256: str
-    fec: dict
+    fec: dict[str, Any]
     """scheme ('ldpc' | 'rs'), symbol_size, max_block_length, max_n, n1, seed; for 'rs'
     also instance_id, the FEC Instance ID of our zfec code under the Under-Specified FEC
     Encoding ID 129 (RFC 5445 5.2.2.2: part of the FEC OTI; older descriptions omit it)"""
-    rates: dict
+    rates: dict[str, Any]
     """the rate schedule (RateSchedule.describe()); its rates (min_rate, max_rate) are in
     packets per second, all groups together for max_rate (``"unit": "packets/s"``;
     descriptions without ``unit`` are read the same way), tsd in seconds.  ``m2c send``
     converts its kbit/s options with the symbol size and header bytes."""
-    groups: list[list]
+    groups: list[list[Any]]
     """[address, port] per channel, index = channel (0 = base group)"""
     interface: str = "127.0.0.1"
     """the sender's interface address (IP_MULTICAST_IF); never a receiver's join interface"""
@@ -237,7 +238,7 @@ class SessionDescription:
     def block_n(self, k: int) -> int:
         f = self.fec
         if f["scheme"] == "rs":
-            return min(256, k * f["max_n"] // f["max_block_length"])
+            return min(256, int(k * f["max_n"] // f["max_block_length"]))
         # RFC 5170 5.5, exactly: n = floor(k * max_n / B); default_fec chooses max_n so
         # that n - k >= N1 for every block of the file (validate() checks it)
         return n_for_block(k, f["max_n"], f["max_block_length"])
@@ -257,7 +258,7 @@ def _is_ipv4(text: str, multicast: bool = False) -> bool:
 
 
 def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
-                max_block_length: int | None = None, seed: int = 1, n1: int = 5) -> dict:
+                max_block_length: int | None = None, seed: int = 1, n1: int = 5) -> dict[str, Any]:
     """FEC parameters for a file: code rate 1/2 (the paper's n = 2k).
 
     LDPC: N1 = 5 (N1m3 = 2) because our receivers finish with Gaussian
@@ -457,7 +458,7 @@ class Metrics:
     recovered: bytes spent on a file not received are no overhead of receiving it"""
     comp: float | None = 0.0
     """(time / network time - 1) * 100"""
-    raw: dict = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +526,7 @@ class FileReceiver:
             min(dec.received, self.pt.block_length(sbn)) for sbn, dec in self.active.items())
         return SymbolProgress(held, self.pt.total_symbols, len(self.done), self.pt.blocks)
 
-    def _decoder(self, sbn: int):
+    def _decoder(self, sbn: int) -> ldpc.LDPCDecoder | _RSCollector | None:
         dec = self.active.get(sbn)
         if dec is None:
             if len(self.active) >= self.max_active:
@@ -630,7 +631,7 @@ class FileReceiver:
                 out.extend(self._finish(sbn, dec))
         return out
 
-    def _finish(self, sbn: int, dec) -> list[tuple[int, bytes]]:
+    def _finish(self, sbn: int, dec: ldpc.LDPCDecoder | _RSCollector) -> list[tuple[int, bytes]]:
         self.needed += dec.received
         data = dec.source_block()
         del self.active[sbn]

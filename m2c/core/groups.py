@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from m2c.fec.errors import FECError
 
@@ -135,7 +136,7 @@ class RateSchedule:
 
     def cum_rate(self, level: int, t: float) -> float:
         """C_level(t): base plus levels 1..level, packets per second."""
-        return self.min_rate * self.q ** (self.k - self._s(t) + level)
+        return float(self.min_rate * self.q ** (self.k - self._s(t) + level))
 
     def cum_bounds(self, level: int, a: float, b: float) -> tuple[float, float]:
         """(min, max) of C_level over [a, b), an interval inside one sub-slot."""
@@ -176,9 +177,9 @@ class RateSchedule:
     def _start_rate(self, ch: int) -> float:
         """Rate at the start of a wave of channel ch (base: at a slot start)."""
         if ch == 0:
-            return self.min_rate * self.q ** self.k
+            return float(self.min_rate * self.q ** self.k)
         j = (ch - 1) % self.k
-        return self._amp * self.q ** (self.levels + 1 + j)
+        return float(self._amp * self.q ** (self.levels + 1 + j))
 
     def _channel_waves(self, ch: int) -> tuple[int, int]:
         """(first wave start slot m0, cycle length in slots)."""
@@ -241,7 +242,7 @@ class RateSchedule:
             r += total
         return (m0 + cyc * (m + 1 + n)) * tsd + self._wave_inverse(r, a)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Parameters for the session description."""
         return {"schedule": self.name, "min_rate": self.min_rate, "max_rate": self.max_rate,
                 "tsd": self.tsd, "k": self.k, "quiet": self.p.quiet, "w": self.p.w,
@@ -287,7 +288,7 @@ class StepSchedule(RateSchedule):
         d, q = self.sub, self.q
         m = math.floor(u / d)
         full = a * d * (1 - q ** -m) / (1 - 1 / q)
-        return full + a * q ** -m * (u - m * d)
+        return float(full + a * q ** -m * (u - m * d))
 
     def _wave_inverse(self, v: float, a: float) -> float:
         d, q = self.sub, self.q
@@ -300,7 +301,7 @@ class StepSchedule(RateSchedule):
         while a * d * (1 - q ** -(m + 1)) / (1 - 1 / q) <= v:
             m += 1
         base = a * d * (1 - q ** -m) / (1 - 1 / q)
-        return m * d + (v - base) / (a * q ** -m)
+        return float(m * d + (v - base) / (a * q ** -m))
 
 
 SCHEDULES: dict[str, type[RateSchedule]] = {"wave": WaveSchedule, "step": StepSchedule}

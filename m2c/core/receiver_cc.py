@@ -7,7 +7,7 @@ join latencies as WEBRC does, and asks a pluggable *rate controller* for its
 target rate.  At each epoch it joins the next level if the cumulative rate
 after the join stays within the target.
 
-Rate controllers (registry :data:`CONTROLLERS`):
+Rate controllers (:mod:`m2c.core.controllers`, registered by name):
 
 ``webrc``  RFC 3738's equation-based controller: LOSSP from the two-filter
            W/X/Y/Z estimator (3.2.2.1), ARTT (3.2.2.2), REQN (3.2.2.3), slow
@@ -48,8 +48,16 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
 
+from m2c.core.controllers import (
+    CONTROLLERS,
+    M2CWindowController,
+    RateController,
+    WebrcController,
+    WebrcRfcController,
+    make_controller,
+    reqn,
+)
 from m2c.core.events import Join, Leave
 from m2c.core.groups import RateSchedule
 
@@ -198,227 +206,6 @@ class RttEstimator:
         return max(self.artt, self.floor)
 
 
-def reqn(artt: float, lossp: float) -> float:
-    """RFC 3738 3.2.2.3 (TFRC's equation), packets per second."""
-    return 1.0 / (artt * math.sqrt(lossp) * (0.816 + 7.35 * lossp * (1 + 32 * lossp ** 2)))
-
-
-class WebrcController:
-    """RFC 3738 equation-based target rate."""
-
-    name = "webrc"
-    NU = DELTA = 0.3
-
-    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
-                 p: float = 0.75) -> None:
-        self.p = p
-        self.el, self.tsd = epoch, schedule.tsd
-        self.g = self.NU * epoch / schedule.tsd
-        self.w = self.x = self.y = 0.0
-        self.z = 0.0
-        self.lossp: float | None = None
-        self.ssr = math.inf
-        self.trr: float | None = None
-        self.mrr = max_rate
-        self.ssminr = schedule.min_rate * (1 + 1 / p + 1 / p ** 2)
-
-    def _reset_loss_to(self, rate: float, artt: float) -> None:
-        # choose LOSSP so that REQN(artt, LOSSP) == rate (bisection), RFC 3738 3.2.2.6
-        lo, hi = 1e-9, 1.0
-        for _ in range(60):
-            mid = math.sqrt(lo * hi)
-            if reqn(artt, mid) > rate:
-                lo = mid
-            else:
-                hi = mid
-        self.lossp = hi
-        self.w = self.x = self.y = 0.0
-        self.z = 1 / hi
-
-    def on_packet_events(self, received: int, lost: int = 0) -> None:
-        """RFC 3738 3.2.2.1: W counts every packet event, received or lost."""
-        self.w += received + lost
-
-    def on_loss_event(self, now: float, artt: float) -> None:
-        if self.ssr == math.inf:
-            self.ssr = max(self.ssminr, self.p * (self.trr or 0.0))
-            self._reset_loss_to(max(self.trr or self.ssminr, 1e-3), artt)
-        else:
-            self.ssr = max(self.ssminr, self.p * (self.trr or 0.0))
-        self.x += self.w
-        self.w = 0.0
-        self.y += 1
-
-    def on_joined_rate(self, rate: float) -> None:
-        """Cumulative rate of the joined levels (unused: the equation needs only loss and RTT)."""
-
-    def on_lag(self, now: float, rr: float, artt: float) -> None:
-        """The received rate lags the joined rate: leave start-up (RFC 3738 3.2.2.6)."""
-        if self.ssr == math.inf:
-            self.ssr = max(self.ssminr, self.trr or rr)
-            self._reset_loss_to(max(self.trr or rr, 1e-3), artt)
-
-    def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
-        zeta = (math.sqrt(self.p) / (1 + math.sqrt(self.p)) if self.ssr == math.inf
-                else 2 * self.el / (4 + self.tsd))
-        self.trr = rr if self.trr is None else (1 - zeta) * self.trr + zeta * rr
-        if self.lossp is not None:
-            d, g = self.DELTA, self.g
-            self.z = self.z * (1 - d) ** (g * self.y) + g * self.x / (g * self.y + 1) * (
-                1 - (1 - d) ** (g * self.y + 1))
-            self.x *= 1 - g
-            self.y *= 1 - g
-            z1 = self.z * (1 - d) ** self.y + self.x / (self.y + 1) * (1 - (1 - d) ** (self.y + 1))
-            z2 = self.z * (1 - d) ** (self.y + 1) + (self.x + self.w + 1) / (self.y + 2) * (
-                1 - (1 - d) ** (self.y + 2))
-            self.lossp = 1 / max(z1, z2, 1.0)
-
-    def target(self, artt: float) -> float:
-        if self.ssr == math.inf:
-            return min(4 * (self.trr or self.ssminr), self.mrr)
-        eq = reqn(artt, self.lossp) if self.lossp else math.inf
-        return min(max(self.ssr, eq), self.mrr)
-
-
-class WebrcRfcController(WebrcController):
-    """RFC 3738's controller with RFC 3738's join rules, every MUST of 3.2.2.6 and
-    3.2.3.6 (``strict``: :class:`ReceiverCC` then joins as 3.2.3.6 says, see
-    :meth:`ReceiverCC._rfc_join`), none of our start-up shortcuts.
-
-    The four start-up exits of 3.2.2.6, each resetting LOSSP so that REQN(ARTT)
-    equals TRR_P: a loss (SSR_P = max{SSMINR_P, P*TRR_P}, :meth:`on_loss_event`),
-    a sharp MRTT increase (the same, :meth:`on_mrtt_increase`), the maximum
-    reception rate reached (SSR_P = max{SSMINR_P, TRR_P}, :meth:`on_max_rate`),
-    and the OPTIONAL TRR_P lag (SSR_P = max{SSMINR_P, TRR_P}, :meth:`on_lag`).
-    """
-
-    name = "webrc-rfc"
-    strict = True
-
-    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
-                 p: float = 0.75) -> None:
-        super().__init__(schedule, epoch, max_rate, p)
-        self.exits: list[str] = []
-        """why start-up ended (at most one entry): loss, mrtt, max-rate, lag"""
-
-    def _exit(self, why: str, ssr: float, artt: float) -> None:
-        self.exits.append(why)
-        self.ssr = max(self.ssminr, ssr)
-        self._reset_loss_to(max(self.trr or self.ssminr, 1e-3), artt)
-
-    def on_loss_event(self, now: float, artt: float) -> None:
-        if self.ssr == math.inf:
-            self.exits.append("loss")
-        super().on_loss_event(now, artt)
-
-    def on_mrtt_increase(self, now: float, artt: float) -> None:
-        """3.2.2.6: a large increase of FirstTime-JoinTime between successive waves."""
-        if self.ssr == math.inf:
-            self._exit("mrtt", self.p * (self.trr or 0.0), artt)
-
-    def on_max_rate(self, now: float, artt: float) -> None:
-        """3.2.2.6: the next join would exceed MRR_P or SR_P (MUST)."""
-        if self.ssr == math.inf:
-            self._exit("max-rate", self.trr or 0.0, artt)
-
-    def on_lag(self, now: float, rr: float, artt: float) -> None:
-        """3.2.2.6's OPTIONAL rule: TRR_P greatly below ARR_P (SHOULD)."""
-        if self.ssr == math.inf:
-            self._exit("lag", self.trr or rr, artt)
-
-
-class M2CWindowController:
-    """M2C-style TCP-like window turned into a target rate (see module docstring)."""
-
-    name = "m2c"
-
-    def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
-                 p: float = 0.75) -> None:
-        self.cwnd: float | None = None
-        self.ssthresh = math.inf
-        self.mrr = max_rate
-        self.min_rate = schedule.min_rate
-        self.last_rr = 0.0
-        self.phase = "fast-start"
-        self.joined_rate = 0.0
-        self.episode = schedule.tsd / schedule.k
-        """longest congestion episode answered by one reduction: one sub_TSI, the
-        period at which every group's rate has decayed by the level factor Q"""
-        self.last_reduction = -math.inf
-        self.reductions = 0
-        self.ignored_events = 0
-        """loss events while the joined rate was still above the target (not reductions)"""
-
-    def on_joined_rate(self, rate: float) -> None:
-        """Cumulative rate of the joined levels (see :meth:`on_loss_event`)."""
-        self.joined_rate = rate
-
-    def on_packet_events(self, received: int, lost: int = 0) -> None:
-        """Window growth per received packet (TCP-like)."""
-        if self.cwnd is None:
-            return
-        if self.cwnd < self.ssthresh:
-            self.cwnd += received
-        else:
-            self.phase = "congestion-avoidance"
-            self.cwnd += received / self.cwnd
-
-    def on_loss_event(self, now: float, artt: float) -> None:
-        """Halve the window, once per congestion episode.
-
-        A TCP sender reduces once per window of data (RFC 5681 3.2, RFC 6582):
-        losses of packets sent before the reduction took effect are not new
-        congestion.  Our reduction takes effect only as the joined groups decay
-        (leave by waiting, seconds), so a loss event while the joined rate is
-        still above the target belongs to the episode already answered, for at
-        most one sub_TSI (losses that outlast it halve again: the overshoot left
-        by waiting would otherwise take the share of competing TCP flows).
-        Without this, a smooth multicast flow sharing a drop-tail queue with TCP
-        halves several times per TCP cycle and gets far less than its share
-        (docs/m2c-results.md).
-        """
-        if (self.cwnd is not None and self.joined_rate > self.target(artt)
-                and now - self.last_reduction < self.episode):
-            self.ignored_events += 1
-            return
-        if self.cwnd is None:
-            self.cwnd = max(2.0, self.last_rr * artt)
-        self.ssthresh = max(2.0, self.cwnd / 2)
-        self.cwnd = self.ssthresh
-        self.phase = "congestion-avoidance"
-        self.reductions += 1
-        self.last_reduction = now
-
-    def on_lag(self, now: float, rr: float, artt: float) -> None:
-        """The path is full before any loss: end slow start at what is received."""
-        if self.cwnd is None or self.cwnd < self.ssthresh:
-            self.cwnd = max(2.0, rr * artt)
-            self.ssthresh = self.cwnd
-            self.phase = "congestion-avoidance"
-
-    def on_epoch(self, now: float, rr: float, irr: float, artt: float) -> None:
-        self.last_rr = rr
-        if self.cwnd is None and rr > 0:
-            self.cwnd = max(2.0, rr * artt)  # fast start from the received rate
-
-    def target(self, artt: float) -> float:
-        if self.cwnd is None:
-            return self.min_rate
-        return min(self.cwnd / artt, self.mrr)
-
-
-CONTROLLERS: dict[str, Callable[..., WebrcController | M2CWindowController]] = {
-    "webrc": WebrcController, "webrc-rfc": WebrcRfcController, "m2c": M2CWindowController,
-}
-
-
-def make_controller(name: str, schedule: RateSchedule, epoch: float, max_rate: float = math.inf):
-    try:
-        return CONTROLLERS[name](schedule, epoch, max_rate)
-    except KeyError:
-        raise ValueError(f"unknown controller {name!r}; have {sorted(CONTROLLERS)}") from None
-
-
 class ReceiverCC:
     """Sans-IO receiver congestion control: feed packets and timers, get Join/Leave."""
 
@@ -483,7 +270,7 @@ class ReceiverCC:
         """packets dropped because their PSN does not fit the sender clock"""
         self.anchors = 0
         self.epoch = epoch if epoch is not None else schedule.tsd / 20
-        self.ctl = make_controller(controller, schedule, self.epoch, max_rate)
+        self.ctl: RateController = make_controller(controller, schedule, self.epoch, max_rate)
         self.rtt = RttEstimator(floor=rtt_floor)
         self.loss = LossTracker()
         self.joined: set[int] = set()
@@ -499,7 +286,7 @@ class ReceiverCC:
         self.next_epoch: float | None = None
         self._rx = self._ev = 0
         self._epoch_start: float | None = None
-        self.startup_epoch = self.STARTUP_EPOCH if self.ctl.name == "m2c" else 1.0
+        self.startup_epoch = self.STARTUP_EPOCH if self.ctl.short_startup else 1.0
         """epoch length factor until the first loss or rate lag (1 for WEBRC, whose
         filters are defined per epoch)"""
         self.started = False
@@ -509,7 +296,7 @@ class ReceiverCC:
         """start-ups ended by a standing queue (see ``STARTUP_QDELAY``)"""
         self._qrecent: deque[float] = deque(maxlen=self.HOLD_PKTS)
         """queueing delays of the last few packets (see ``HOLD_QDELAY``)"""
-        self.strict = bool(getattr(self.ctl, "strict", False))
+        self.strict = self.ctl.strict
         """RFC 3738 3.2.3.6's join rules only (the ``webrc-rfc`` controller)"""
         self.base_seen = False
         """the first base channel packet arrived (3.2.3.6: no join before)"""
@@ -592,10 +379,11 @@ class ReceiverCC:
         return out
 
     def _accept(self, now: float, channel: int, psn: int) -> list[Join | Leave]:
-        sched = self.schedule
+        sched, offset = self.schedule, self.offset
+        assert offset is not None, "packets are accepted only once the clock is anchored"
         pend = self.pending.pop(channel, None)
         if pend is not None:
-            ts = now - self.offset
+            ts = now - offset
             r = sched.rate(channel, ts)
             wait = 0.5 / r if r > 0 else 0.0
             self.rtt.on_first_packet(pend[0], now, wait, channel == 0)
@@ -610,7 +398,7 @@ class ReceiverCC:
             # the loss event starts before the packet events are counted (3.2.3.4)
             self.loss_events += 1
             self.loss_event_until = now + self.rtt.rtt
-            ts = now - self.offset
+            ts = now - offset
             self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
             self.ctl.on_packet_events(1, lost)
@@ -634,7 +422,7 @@ class ReceiverCC:
         self._wave_first = now
         corrected = latency - wait
         prev, self._last_wait = self._last_wait, (corrected, wait)
-        if prev is None or self.ctl.ssr != math.inf:
+        if prev is None or not self.ctl.in_startup:
             return
         sched = self.schedule
         nwc = max(self.level(ts) - 1, 0)  # waves joined before this one
@@ -659,13 +447,13 @@ class ReceiverCC:
             return []  # MUST not join during a loss event
         if self.joining:
             return []  # MUST not join while JOINING
-        if ctl.ssr == math.inf and (lvl >= sched.levels
+        if ctl.in_startup and (lvl >= sched.levels
                                     or sched.cum_rate(lvl + 1, ts) > ctl.mrr):
             # 3.2.2.6: the next join would exceed MRR_P or SR_P (MUST end start-up)
             ctl.on_max_rate(now, self.rtt.rtt)
         if lvl >= sched.levels:
             return []  # NWC = N: MUST not join
-        if ctl.ssr == math.inf and self._wave_first is not None and (
+        if ctl.in_startup and self._wave_first is not None and (
                 now - self._wave_first < self.epoch):
             return []  # OPTIONAL lag rule in use: a full epoch after the last wave's first packet
         if lagging:
@@ -744,7 +532,7 @@ class ReceiverCC:
         lagging = (self._cum_avg * el / a >= 8 and self._rr_avg < 0.8 * self._cum_avg)
         if self.strict:
             # RFC 3738: the lag rule applies in start-up only; no delay rules of ours
-            lagging = lagging and self.ctl.ssr == math.inf
+            lagging = lagging and self.ctl.in_startup
             qmin = math.inf
         if (startup and not lagging and rr > 0 and math.isfinite(qmin)
                 and qmin > max(self.STARTUP_QDELAY, self.STARTUP_QPKTS / rr)):

@@ -7,7 +7,9 @@ lists them. Both are ``str`` enums, so a member equals its name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 
 class Refused(str, Enum):
@@ -64,6 +66,6 @@ class NotShared(str, Enum):
     REQUEST_MAX_AGE = "request-max-age"
 
 
-def by_name(counts: dict) -> dict[str, int]:
+def by_name(counts: Mapping[Any, int]) -> dict[str, int]:
     """A typed counter as JSON-ready ``{name: count}``."""
     return {getattr(k, "value", k): n for k, n in counts.items()}

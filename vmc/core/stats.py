@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from vmc.core.reasons import NotShared, Refused, by_name
 
@@ -82,7 +83,7 @@ class Histogram:
     def mean(self) -> float | None:
         return self.total / self.count if self.count else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"bounds": list(self.bounds), "counts": list(self.counts), "count": self.count,
                 "mean": self.mean, "max": self.max}
 
@@ -112,7 +113,7 @@ class Summary:
         if r.completion is not None:
             self.completion.add(r.completion)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "modes": dict(sorted(self.modes.items())),
                 "statuses": {str(k): n for k, n in sorted(self.statuses.items())}, "errors": self.errors,
                 "detached": self.detached, "client_bytes": self.client_bytes,
@@ -142,7 +143,7 @@ class Stats:
     peak_buffer_bytes: int = 0
     peak_queue_bytes: int = 0
     _next_id: int = 0
-    records: deque = field(default_factory=deque)
+    records: deque[RequestRecord] = field(default_factory=deque)
     #: Requests that left ``records`` (folded in as they left): with the ring, every request.
     past: Summary = field(default_factory=Summary)
 
@@ -200,7 +201,7 @@ class Stats:
             out.add(r)
         return out
 
-    def snapshot(self, recent: int = 100) -> dict:
+    def snapshot(self, recent: int = 100) -> dict[str, Any]:
         """JSON-ready view for the status endpoint."""
         recs = list(self.records)[-recent:] if recent else []
         summary = self.summary()
