@@ -72,7 +72,7 @@ def py_binmap_set1(halves, deep, free, st, root: int, root_layer: int, i: int, v
             or not 0 <= st[0] <= len(free):
         raise ValueError("binmap_set1: bad binmap buffers")
     c, lay = root, root_layer
-    path = []
+    path: list[int] = []
     while True:
         side = (i >> (lay + 4)) & 1
         k = 2 * c + side
@@ -147,7 +147,8 @@ def py_decode_msgs(data: bytes, pos: int, addressing: int, hash_size: int, sig_s
             start = int.from_bytes(buf[p:p + w], "big")
             end = start if isbin else int.from_bytes(buf[p + w:p + 2 * w], "big")
             p += ss
-            x = y = None
+            x: int | bytes | None = None
+            y: int | bytes | None = None
             if t == 1:  # DATA
                 if p + 8 > n:
                     error = "truncated DATA timestamp"
@@ -210,7 +211,7 @@ def py_recv_batch_ts(sock, max_count: int, size: int) -> list:
     import struct
     if not 1 <= max_count <= 256 or not 1 <= size <= 65536:
         raise ValueError("recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536")
-    out = []
+    out: list[tuple[bytes, object, float]] = []
     flags = socket.MSG_DONTWAIT
     while len(out) < max_count:
         try:

@@ -311,11 +311,11 @@ class Binmap:
         if lo >= self.span:
             return lo
         r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, min(hi, self.span), False)
-        if r < 0:
-            r = None
-        if r is None and (unbounded or hi > self.span):
+        if r >= 0:
+            return r
+        if unbounded or hi > self.span:
             return self.span  # everything past the span is empty
-        return r
+        return None
 
     def is_filled_range(self, lo: int, hi: int) -> bool:
         """True when every chunk of ``[lo, hi)`` is filled."""

@@ -348,6 +348,7 @@ class MerkleTree:
         b = chunk << 1
         while not (b < nk and kn[b] == 1):
             s = b ^ (1 << (lay + 1))
+            sd: bytes | None
             if ((o ^ 1) << lay) >= n:
                 sd = self.zero
             elif s < nk and kn[s] == 1:
