@@ -15,6 +15,7 @@ first use.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 _LAZY = {
     "make_session": "m2c.aio.driver",
@@ -30,7 +31,7 @@ _LAZY = {
 __all__ = ["fec", *_LAZY]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -24,12 +24,16 @@ from __future__ import annotations
 import operator
 import sys
 from array import array
+from typing import Any, NamedTuple, TypeAlias
 
 PMMS_A = 16807  # 7**5, RFC 5170 Section 5.7
 PMMS_M = 0x7FFFFFFF  # 2**31 - 1
 _SSIZE_MAX = sys.maxsize
 """PY_SSIZE_T_MAX: the C refuses any m*E, n*E or count*E above it (ValueError)"""
 E_MAX = 0xFFFF
+
+Buf: TypeAlias = Any
+"""an object with the buffer protocol, as the C takes (collections.abc.Buffer from 3.12)"""
 """RFC 5170 4.2.4.1: the symbol length E is a 16-bit field (ValueError above it, in C too)"""
 
 
@@ -94,7 +98,7 @@ def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int) -> tuple[bytes, bytes]:
     return row_ptr.tobytes(), cols.tobytes()
 
 
-def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -> bytes:
+def m2c_ldpc_encode(src: Buf, symbol_size: int, row_ptr: Buf, cols: Buf) -> bytes:
     """Repair symbols: p_0 = sum(row 0); p_i = sum(row i) ^ p_{i-1} (RFC 5170 6.3)."""
     if symbol_size <= 0 or len(src) % symbol_size:
         raise ValueError("m2c_ldpc_encode: len(src) must be a multiple of symbol_size > 0")
@@ -123,7 +127,7 @@ def m2c_ldpc_encode(src: bytes, symbol_size: int, row_ptr: bytes, cols: bytes) -
     return bytes(out)
 
 
-def _view(buf, writable: bool = False) -> memoryview:
+def _view(buf: Buf, writable: bool = False) -> memoryview:
     """PyObject_GetBuffer's behaviour: TypeError for a non-buffer, BufferError when a
     writable buffer is required and ``buf`` is read-only."""
     mv = memoryview(buf)
@@ -132,7 +136,7 @@ def _view(buf, writable: bool = False) -> memoryview:
     return mv.cast("B")
 
 
-def _u32(buf, writable: bool = False, min_items: int = 0,
+def _u32(buf: Buf, writable: bool = False, min_items: int = 0,
          what: str = "m2c_ldpc_add: bad uint32 buffer") -> memoryview:
     """get_u32 in the C: a uint32 view, at least ``min_items`` long."""
     mv = _view(buf, writable)
@@ -141,8 +145,28 @@ def _u32(buf, writable: bool = False, min_items: int = 0,
     return mv.cast("I")
 
 
-def _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
-                esis=None, symbols=b"", esi=None, many=False):
+class _State(NamedTuple):
+    """Views on the decoder state (names as in the C)."""
+
+    EP: memoryview
+    EV: memoryview
+    VP: memoryview
+    VE: memoryview
+    U: memoryview
+    P: memoryview
+    V: memoryview
+    K: memoryview
+    m: int
+    n: int
+    nev: int
+    nve: int
+    ES: memoryview | None
+    S: memoryview
+
+
+def _ldpc_state(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
+                unknown: Buf, partial: Buf, values: Buf, known: Buf, esis: Buf = None,
+                symbols: Buf = b"", esi: int | None = None, many: bool = False) -> _State:
     """Views on the decoder state with m2c_ldpc_add's O(1) checks, in the C's order
     (buffers one by one as ldpc_add_impl gets them, then the sizes)."""
     EP, EV = _u32(eq_ptr, min_items=1), _u32(eq_vars)
@@ -152,16 +176,17 @@ def _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, value
     P, V, K = _view(partial, True), _view(values, True), _view(known, True)
     S = _view(symbols)
     m, n = len(EP) - 1, len(VP) - 1
-    count = len(ES) if many else 1
+    count = len(ES) if ES is not None else 1
     if (E <= 0 or E > E_MAX or max(m, n, count) * E > _SSIZE_MAX or k < 0 or k > n or n < 1
             or len(U) != m or len(P) != m * E or len(V) != n * E or len(K) != n
-            or len(S) != count * E or (not many and not 0 <= esi < n)):
+            or len(S) != count * E or (not many and not (esi is not None and 0 <= esi < n))):
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
-    return EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE), ES, S
+    return _State(EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE), ES, S)
 
 
-def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
-                 values, known, esi: int, symbol) -> int:
+def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
+                 unknown: Buf, partial: Buf, values: Buf, known: Buf, esi: int,
+                 symbol: Buf) -> int:
     """One step of the iterative decoder (RFC 5170 Appendix A) on caller-owned state.
 
     ``eq_ptr/eq_vars`` and ``var_ptr/var_eqs`` are the equation->variable and
@@ -212,13 +237,15 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, par
     return newly
 
 
-def m2c_ldpc_add_many(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
-                      values, known, esis, symbols) -> int:
+def m2c_ldpc_add_many(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
+                      unknown: Buf, partial: Buf, values: Buf, known: Buf, esis: Buf,
+                      symbols: Buf) -> int:
     """``m2c_ldpc_add`` for each (uint32 ESI in ``esis``, E-byte slice of ``symbols``)."""
     k, E = operator.index(k), operator.index(E)
     st = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
                      esis=esis, symbols=symbols, many=True)
-    n, es, sym = st[9], st[12], st[13]
+    n, es, sym = st.n, st.ES, st.S
+    assert es is not None  # many=True
     total = 0
     for i, esi in enumerate(es):
         if esi >= n:
@@ -228,8 +255,8 @@ def m2c_ldpc_add_many(k: int, E: int, eq_ptr, eq_vars, var_ptr, var_eqs, unknown
     return total
 
 
-def m2c_ldpc_eliminate(k: int, E: int, eq_ptr, eq_vars, unknown, partial, known,
-                       values: bool) -> tuple[int, bool, bytes, bytes]:
+def m2c_ldpc_eliminate(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, unknown: Buf, partial: Buf,
+                       known: Buf, values: bool) -> tuple[int, bool, bytes, bytes]:
     """Maximum-likelihood step over the iterative decoder's state (same plan as the C).
 
     ``eq_ptr/eq_vars``: equation -> variables (CSR, uint32); ``unknown``: uint32
@@ -272,8 +299,8 @@ def m2c_ldpc_eliminate(k: int, E: int, eq_ptr, eq_vars, unknown, partial, known,
         row = EV[EP[e]:EP[e + 1]]
         if any(v >= n for v in row) or len(set(row)) != len(row):
             raise ValueError(bad)
-        live[e] = s = {v for v in row if not K[v]}
-        for v in s:
+        live[e] = unknowns = {v for v in row if not K[v]}
+        for v in unknowns:
             var_eqs[v].append(e)
     vdeg = {v: len(es) for v, es in var_eqs.items()}
     unresolved = set(var_eqs)

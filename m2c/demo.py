@@ -36,7 +36,7 @@ async def _run(size: int, deadline: float) -> list[dict]:
         stop.set()
         sent = await sender
     rows = []
-    for i, (ctl, r) in enumerate(zip(("m2c", "webrc"), results)):
+    for i, (ctl, r) in enumerate(zip(("m2c", "webrc"), results, strict=True)):
         m = r["metrics"]
         if r["ok"]:
             result = (f"ok, SHA-256 verified; time {m.time:.2f} s, gput {m.gput:.0f} kb/s, "

@@ -104,7 +104,7 @@ class _Exchange:
                  "crange", "clen", "body", "complete", "t_req", "t_resp", "t_end", "vmc", "via",
                  "lost")
 
-    def __init__(self, conn: "_Conn", req: h11.Request, ts: float) -> None:
+    def __init__(self, conn: _Conn, req: h11.Request, ts: float) -> None:
         self.side, self.client, self.server, self.saddr = "unknown", conn.cep, conn.sep, conn.server
         self.method = req.method.decode("latin-1")
         self.target = req.target.decode("latin-1")

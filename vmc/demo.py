@@ -45,7 +45,7 @@ async def _run(quick: bool) -> list[dict]:
     stagger = 0.15 if quick else 0.35
     origin = await Origin(rate=rate).start()
     proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=size)).start()
-    px = "%s:%d" % proxy.address
+    px = f"{proxy.address[0]}:{proxy.address[1]}"
     path = f"/demo.bin?size={size}"
     url = f"http://{origin.authority}{path}"
     want = expected("/demo.bin", size)

@@ -20,27 +20,33 @@ packets that carry A are still decoded.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import hashlib
 import ipaddress
-import errno
 import logging
+import math
 import os
-import stat
 import secrets
 import socket
+import stat
 import tempfile
-import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
-
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import (RATE_UNIT, FileReceiver, FileSender, Metrics, SessionDescription,
-                             SymbolProgress, default_fec)
+from m2c.core.filetx import (
+    RATE_UNIT,
+    FileReceiver,
+    FileSender,
+    Metrics,
+    SessionDescription,
+    SymbolProgress,
+    default_fec,
+)
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.fec.errors import DecodeError, FECError

@@ -17,7 +17,6 @@ import socket
 from collections.abc import Callable
 
 from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
-
 from m2c.core.events import BufferReady, Join, Leave
 from m2c.core.groups import RateSchedule
 from m2c.core.receiver_cc import ReceiverCC

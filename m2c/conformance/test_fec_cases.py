@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-import zfec
+import zfec  # type: ignore[import-untyped]  # zfec ships neither stubs nor py.typed
 
 from m2c.conformance import records
 from m2c.conformance.vectors import LDPC_SETS, RS_SETS, ldpc_name, load_all, rs_name, source_block
@@ -49,7 +49,7 @@ def test_ldpc_repair_symbols_bit_identical(impl, k, n, n1, seed, e):
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
     assert len(cp.stdout) == len(want), f"expected {(n - k)} repair symbols of {e} bytes"
     got = _symbols(b"", cp.stdout, e)
-    bad = [k + i for i, (a, b) in enumerate(zip(got, _symbols(b"", want, e))) if a != b]
+    bad = [k + i for i, (a, b) in enumerate(zip(got, _symbols(b"", want, e), strict=True)) if a != b]
     assert not bad, f"repair symbols differ at ESI {bad[:10]}"
 
 
@@ -177,7 +177,7 @@ def test_ldpc_symbol_groups_match_ours(impl, k, n, n1, seed, g):
     got = [[int(x) for x in line.split()] for line in cp.stdout.decode().splitlines() if line.strip()]
     want = groups(k, n, n1, seed, g)
     assert len(got) == len(want), f"{len(got)} packets, want {n // g}"
-    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    bad = [i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]
     assert not bad, f"packets differ from #{bad[0]}: {got[bad[0]]} != {want[bad[0]]}"
 
 

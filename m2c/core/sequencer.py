@@ -25,6 +25,7 @@ Receiver (:class:`SequencerReceiver`, 5.4)
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 from m2c.core.events import BufferReady, Pdu, Tile
 from m2c.core.groups import RateSchedule
@@ -46,7 +47,7 @@ def tiles_for_window(schedule: RateSchedule, t0: float, t1: float) -> list[Tile]
         i += 1
     cuts.append(t1)
     tiles: list[Tile] = []
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in pairwise(cuts):
         if b - a <= 1e-12:
             continue
         mid = (a + b) / 2

@@ -224,7 +224,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
         # The counters span the whole window (lead-in, joins, competing traffic), which is
         # longer than a receiver's transfer time: divide by the window, not by row["time"].
         window = time.monotonic() - t_before
-        for row, b, a in zip(rows, before, after):
+        for row, b, a in zip(rows, before, after, strict=False):
             row["link_rx_kbps_all_flows"] = (a["rx_bytes"] - b["rx_bytes"]) * 8 / window / 1000
         for t in comp:
             t.kill()

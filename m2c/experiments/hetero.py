@@ -113,7 +113,7 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
         t2 = tb.spawn(r2, _receiver, sdj, os.path.join(d, "out2"), "10.0.3.12", controller, budget)
         res = [t1.result(timeout=budget + 20), t2.result(timeout=budget + 20)]
         sender.kill()
-        for i, (r, bps, ide) in enumerate(zip(res, LINKS_BPS, ideal)):
+        for i, (r, bps, ide) in enumerate(zip(res, LINKS_BPS, ideal, strict=False)):
             m = r["metrics"]
             rows.append({
                 "receiver": f"r{i + 1} behind {bps // 1_000_000} Mb/s", "controller": controller,

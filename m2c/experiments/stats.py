@@ -86,7 +86,7 @@ def summarise(rows: Iterable[dict], keys: Sequence[str], metrics: Sequence[str],
         groups.setdefault(key, {}).setdefault(r.get("run", 0), []).append(r)
     out = []
     for key, runs in groups.items():
-        row: dict = dict(zip(keys, key))
+        row: dict = dict(zip(keys, key, strict=False))
         row["runs"] = len(runs)
         for m in metrics:
             per_run = []

@@ -22,10 +22,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from deliverykit import cliutil
 from deliverykit.fastpath import have_c
-
 from m2c.fec import ldpc
 
 
@@ -59,12 +59,12 @@ def old_decoder_class(rev: str) -> type:
     mod = importlib.util.module_from_spec(spec)
     sys.modules["ldpc_old"] = mod
     spec.loader.exec_module(mod)
-    return mod.LDPCDecoder
+    return cast(type, mod.LDPCDecoder)
 
 
 def as_old(dec: ldpc.LDPCDecoder, cls: type) -> ldpc.LDPCDecoder:
     """The same stalled state in an old-revision decoder (same state layout)."""
-    old = cls(dec.params)
+    old: ldpc.LDPCDecoder = cls(dec.params)
     for a in ("_unknown", "_partial", "_values", "_known", "_got"):
         setattr(old, a, bytearray(getattr(dec, a)))
     old.source_known = dec.source_known

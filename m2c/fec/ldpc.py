@@ -37,7 +37,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from deliverykit.fastpath import load
-
 from m2c import _fast
 from m2c.fec.errors import FECError
 

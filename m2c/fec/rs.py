@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import zfec
+import zfec  # type: ignore[import-untyped]  # zfec ships neither stubs nor py.typed
 
 from m2c.fec.errors import FECError
 

@@ -18,9 +18,17 @@ import struct
 import zlib
 from typing import Any
 
+from scapy.base_classes import BasePacket
 from scapy.fields import (
-    BitField, ByteEnumField, ByteField, Field, IntField, PacketListField, ShortField,
-    XIntField, XStrLenField,
+    BitField,
+    ByteEnumField,
+    ByteField,
+    Field,
+    IntField,
+    PacketListField,
+    ShortField,
+    XIntField,
+    XStrLenField,
 )
 from scapy.packet import Packet, Raw, bind_layers
 
@@ -49,7 +57,7 @@ class _VarIntField(Field[int, int]):
         n = self.length_from(pkt)
         return s[n:], int.from_bytes(s[:n], "big")
 
-    def i2repr(self, pkt: Packet, x: int | None) -> str:
+    def i2repr(self, pkt: Packet | None, x: int | None) -> str:
         return "None" if x is None else hex(x)
 
 
@@ -125,7 +133,8 @@ class ExtFTI(_Ext):
     ]
 
 
-def _next_ext(pkt: Packet, lst: list, cur: Packet | None, remain: bytes) -> type | None:
+def _next_ext(pkt: Packet, lst: list[BasePacket], cur: Packet | None,
+              remain: bytes) -> type[Packet] | None:
     if not remain:
         return None
     het = remain[0]
@@ -139,7 +148,7 @@ def _next_ext(pkt: Packet, lst: list, cur: Packet | None, remain: bytes) -> type
 
 
 def _base_len(p: Packet) -> int:
-    return 4 + 4 * (p.c + 1) + (4 * p.s + 2 * p.h) + (4 * p.o + 2 * p.h)
+    return int(4 + 4 * (p.c + 1) + (4 * p.s + 2 * p.h) + (4 * p.o + 2 * p.h))
 
 
 class LCT(Packet):

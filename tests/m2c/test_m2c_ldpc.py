@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from m2c.fec.errors import FECError
 from m2c.fec.ldpc import (
-    LDPCDecoder, LDPCParams, PMMSRandom, decode, encode, esi_tables, staircase_matrix,
+    LDPCDecoder,
+    LDPCParams,
+    PMMSRandom,
+    decode,
+    encode,
+    esi_tables,
+    staircase_matrix,
 )
 
 

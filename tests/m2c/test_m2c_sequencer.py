@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 
 from m2c.core.groups import StepSchedule, WaveSchedule, make_schedule
 from m2c.core.scheduler import (
-    AppScheduler, blocks_until_complete, level_offsets, unsent_at_first_duplicate,
+    AppScheduler,
+    blocks_until_complete,
+    level_offsets,
+    unsent_at_first_duplicate,
 )
 from m2c.core.sequencer import Sequencer, SequencerReceiver, tiles_for_window
 

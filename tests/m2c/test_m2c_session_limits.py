@@ -12,8 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from m2c.aio.driver import MulticastReceiver, make_session
-from m2c.core.filetx import (LDPC_MAX_BLOCKS, FileReceiver, FileSender, SessionDescription,
-                             default_fec)
+from m2c.core.filetx import (
+    LDPC_MAX_BLOCKS,
+    FileReceiver,
+    FileSender,
+    SessionDescription,
+    default_fec,
+)
 from m2c.core.groups import WaveSchedule
 from m2c.fec.errors import FECError
 from m2c.wire import codec

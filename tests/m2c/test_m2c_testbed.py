@@ -45,7 +45,6 @@ def test_bursty_loss_duplicates_reordering_on_the_wire(tmp_path):
     import time
 
     from deliverykit.testbed import Netem, Testbed
-
     from m2c.aio.driver import make_session
     from m2c.experiments.hetero import _receiver, _sender
 

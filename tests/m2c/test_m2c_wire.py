@@ -8,10 +8,10 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scapy.packet import Raw
-from scapy.utils import wrpcap
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from scapy.utils import wrpcap
 
 from m2c.fec.errors import DecodeError
 from m2c.fec.payload_id import LDPCOTI

@@ -64,7 +64,7 @@ class Stack:
             try:
                 while chunk := s.recv(65536):
                     out += chunk
-            except (socket.timeout, ConnectionResetError):
+            except (TimeoutError, ConnectionResetError):
                 pass
             return out
 

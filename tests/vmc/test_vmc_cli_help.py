@@ -62,8 +62,8 @@ def test_help_as_printed(argv: list[str]) -> None:
 def test_replay_prints_json() -> None:
     """Where vmc promises JSON on stdout it is one parseable document."""
     import json
-    from pathlib import Path
     import tempfile
+    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as d:
         log = Path(d) / "w.log"

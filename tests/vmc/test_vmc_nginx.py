@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_vmc_proxy_sharing import wait_live  # noqa: E402  (same directory)
 
 from vmc.aio.origin import body_slice
 from vmc.client import fetch
 from vmc.nginx import Nginx, write_object
-
-from test_vmc_proxy_sharing import wait_live  # noqa: E402  (same directory)
 
 
 @pytest.mark.tool("nginx")

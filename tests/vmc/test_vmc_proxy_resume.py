@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
 from vmc.aio.origin import body_slice, expected
 from vmc.client import FetchError, fetch
 from vmc.nginx import Nginx, write_object
-
-from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
 CLEAN_ERRORS = (18, 56)  # curl: "transfer closed with N bytes remaining" / "recv failure" (reset)
 

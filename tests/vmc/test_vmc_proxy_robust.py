@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_vmc_proxy_sharing import curl, finish, records, wait_live  # noqa: E402  (same directory)
 
 from vmc.aio.origin import expected
 from vmc.client import FetchError, fetch
-
-from test_vmc_proxy_sharing import curl, finish, records, wait_live  # noqa: E402  (same directory)
 
 
 def curl_result(p) -> tuple[int, int, int]:

@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
+from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import expected
 from vmc.client import BusyError, fetch
-
-from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
 
 class _ConnSampler:

@@ -34,7 +34,6 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
     import sys
 
     from deliverykit.testbed import Testbed
-
     from vmc.aio.origin import expected
     from vmc.experiments.testbed import C_IP, NFT_RULES, O_IP, PROXY_PORT, R_C_IP, R_O_IP
 

@@ -21,8 +21,9 @@ import h11
 
 from vmc.aio.origin import body_slice, expected
 
-__all__ = ["CLOSE", "CraftedOrigin", "Fetched", "Handler", "Origin", "RecordingUpstream", "body_slice", "describe_body", "expected", "fetch",
-           "free_port", "multipart_parts", "origin", "raw_exchange", "response", "start_fetch"]
+__all__ = ["CLOSE", "CraftedOrigin", "Fetched", "Handler", "Origin", "RecordingUpstream",
+           "body_slice", "describe_body", "expected", "fetch", "free_port", "multipart_parts",
+           "origin", "raw_exchange", "response", "start_fetch"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -163,7 +164,8 @@ def origin(rate: float = 0.0) -> Iterator[Origin]:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         if "vmc origin on" not in line:
-            raise RuntimeError(f"origin did not start: {line!r} {proc.stderr.read(2000) if proc.stderr else ''}")
+            err = proc.stderr.read(2000).decode(errors="replace") if proc.stderr else ""
+            raise RuntimeError(f"origin did not start: {line!r} {err}")
         yield Origin(proc, ("127.0.0.1", port))
     finally:
         proc.terminate()
@@ -184,7 +186,8 @@ def describe_body(path: str, size: int, body: bytes, probe: int = 64) -> str:
     bytes found nowhere. Offsets are the smallest that match (the pattern repeats every 65521 bytes).
     """
     full = expected(path, size)
-    runs, i = [], 0
+    runs: list[str] = []
+    i = 0
     while i < len(body) and len(runs) < 8:
         k = full.find(body[i:i + probe])
         if k < 0:

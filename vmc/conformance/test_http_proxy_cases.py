@@ -18,7 +18,15 @@ import pytest
 
 from deliverykit.testing import require_tool
 from vmc.conformance.harness import (
-    Origin, body_slice, describe_body, expected, fetch, free_port, multipart_parts, origin, start_fetch,
+    Origin,
+    body_slice,
+    describe_body,
+    expected,
+    fetch,
+    free_port,
+    multipart_parts,
+    origin,
+    start_fetch,
 )
 
 SIZE = 1_000_000
@@ -48,7 +56,8 @@ def curl(url: str, out: Path, *args: str, timeout: float = 30) -> tuple[int, int
     require_tool("curl")
     cp = subprocess.run(["curl", "-s", "--noproxy", "*", "-D", "-", "-o", str(out), "--max-time", str(timeout),
                          *args, url], capture_output=True, timeout=timeout + 10)
-    status, headers = None, {}
+    status: int | None = None
+    headers: dict[str, str] = {}
     for line in cp.stdout.decode("latin-1").splitlines():
         if line.startswith("HTTP/"):
             parts = line.split()
@@ -190,7 +199,8 @@ def test_multiple_ranges_on_an_in_flight_object(impl, rig, record_property):
     r = fetch(rig.proxy, target, [("range", "bytes=0-9,5000-5099")], timeout=30)
     assert r.complete, r.error
     if r.status == 200:
-        assert r.body == expected(path, SIZE), f"a 200 that is not the representation: {describe_body(path, SIZE, r.body)}"
+        assert r.body == expected(path, SIZE), \
+            f"a 200 that is not the representation: {describe_body(path, SIZE, r.body)}"
         record_property("multiple_ranges", "ignored (200)")
     else:
         record_property("multiple_ranges", f"status {r.status}")

@@ -17,12 +17,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
 from vmc.conformance import vectors as V
 from vmc.conformance.harness import (
-    RecordingUpstream, body_slice, describe_body, expected, fetch, free_port, multipart_parts, origin, raw_exchange,
+    RecordingUpstream,
+    body_slice,
+    describe_body,
+    expected,
+    fetch,
+    free_port,
+    multipart_parts,
+    origin,
+    raw_exchange,
 )
 
 PATH = "/vectors/object.bin"
@@ -46,7 +55,7 @@ def proxies() -> Iterator[Callable]:
         def get(impl, kind: str):
             key = (impl.name, kind)
             if key not in started:
-                up = stack.enter_context(origin() if kind == "origin" else RecordingUpstream())
+                up: Any = stack.enter_context(origin() if kind == "origin" else RecordingUpstream())
                 port = free_port()
                 stack.enter_context(impl.start("proxy", "--listen", f"127.0.0.1:{port}", "--upstream",
                                                up.authority, ready_line="READY", ready_timeout=20))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
@@ -108,7 +109,7 @@ def _smuggling() -> list[dict]:
     def then(name: str) -> str:
         return f"GET /smuggled/{name} HTTP/1.1\r\n{host}\r\n"
 
-    out = []
+    out: list[dict[str, Any]] = []
     body = "0\r\n\r\n" + then("cl-te")
     out.append({"name": "cl-te", "expect": "close",
                 "source": "RFC 9112 sec. 6.1 (close after a message with both), 6.3 item 3, 11.2",
@@ -166,7 +167,7 @@ def export(directory: str | Path) -> list[Path]:
     """Write ``<set>.vec`` for every set into ``directory``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    out = []
+    out: list[Path] = []
     for name, table in TABLES.items():
         lines = [f"# http {name}: {HEADERS[name]}",
                  "# each vector names its source; written by `python -m vmc.conformance.vectors export DIR`"]

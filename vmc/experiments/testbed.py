@@ -71,9 +71,9 @@ def _tcp_counters() -> dict[str, int]:
     for path in ("/proc/net/snmp", "/proc/net/netstat"):
         with open(path) as fh:
             lines = fh.read().splitlines()
-        for head, vals in zip(lines[0::2], lines[1::2]):
+        for head, vals in zip(lines[0::2], lines[1::2], strict=False):
             proto = head.split(":", 1)[0]
-            for name, v in zip(head.split()[1:], vals.split()[1:]):
+            for name, v in zip(head.split()[1:], vals.split()[1:], strict=False):
                 if v.lstrip("-").isdigit():
                     got[f"{proto}.{name}"] = int(v)
     return {k: got.get(k, 0) for k in TCP_KEYS}

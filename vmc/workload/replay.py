@@ -91,7 +91,7 @@ async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_
             # serve finished objects, i.e. act as a cache, and change Table 2's comparison).
             cfg = ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing, disk_budget=0)
             proxy = await Proxy(cfg).start()
-        px = "%s:%d" % proxy.address if proxy else None
+        px = f"{proxy.address[0]}:{proxy.address[1]}" if proxy else None
         t0 = time.monotonic()
         res = await replay(entries, origin.authority, px, speed=speed, on_done=on_done)
         wall = time.monotonic() - t0
