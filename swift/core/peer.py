@@ -546,8 +546,10 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
         if hi > Binmap.MAX_CHUNKS:  # 64-bit addressing (live): beyond any binmap
             hi = Binmap.MAX_CHUNKS
-        pos = lo
         ph = ch.peer_have
+        if lo >= hi or ph.find_empty(lo, hi) is None:
+            return  # nothing new: libswift's HAVE repeats what its ACK announced
+        pos = lo
         while pos < hi:  # count only newly announced chunks (availability tree)
             a = ph.find_empty(pos, hi)
             if a is None:

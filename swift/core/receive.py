@@ -17,6 +17,7 @@ from __future__ import annotations
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.channel import Channel
+from swift.core.config import Dialect
 from swift.core.requests import chunk_runs as _runs
 
 
@@ -76,7 +77,7 @@ class DataReceiver:
                 self.stats["dup"] += 1
                 key = "dup_" + self.moved.get(i, "other")
                 self.stats[key] = self.stats.get(key, 0) + 1
-                if self.config.profile == "libswift":
+                if self.dialect(ch) is Dialect.LIBSWIFT:  # per channel: --profile auto mixes them
                     ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
                 else:
                     delay = int(self._arrived * 1e6) - timestamp

@@ -8,6 +8,7 @@ LEDBAT its delay sample, where a HAVE (or silence) would leave it in flight
 until the sender counts it lost and halves its window.
 """
 
+import dataclasses
 import os
 
 from swift.core import bins as B
@@ -92,6 +93,23 @@ def test_libswift_profile_answers_a_duplicate_with_have() -> None:
     data = os.urandom(40 * 1024)
     s = seeder(data, PeerConfig.libswift(seed=1))
     l = leecher(s.swarm_id, PeerConfig.libswift(seed=2))
+    l.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    assert l.content.complete
+    l.datagrams_to_send(now)
+    dgram, _ = _dup(s, 9, now)
+    l.datagram_received(dgram, SEED, now)
+    msgs = [m for d, _a in l.datagrams_to_send(now) for m in C.decode_datagram(d, l.ctx).messages]
+    assert [(m.start, m.end) for m in msgs if m.type == 3] == [(9, 9)]
+    assert not [m for m in msgs if m.type == 2]
+
+
+def test_auto_profile_answers_a_libswift_channels_duplicate_with_have() -> None:
+    """Under --profile auto the dialect is the channel's, not the config's: a leecher that
+    settled on libswift's dialect with a libswift seeder answers its duplicate with a HAVE."""
+    data = os.urandom(40 * 1024)
+    s = seeder(data, PeerConfig.libswift(seed=1))
+    l = leecher(s.swarm_id, dataclasses.replace(PeerConfig.libswift(seed=2), profile="auto"))
     l.connect(SEED, 0.0)
     now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
     assert l.content.complete
