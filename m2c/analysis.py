@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections import Counter
 from pathlib import Path
 
 from deliverykit.analyse import UNRELIABLE, cut_reason, foreign_port, time_slots
@@ -106,12 +107,12 @@ class Analyser:
         self.t0: float | None = None
         self.c = {"undecodable": 0, "igmp_malformed": 0, "dropped_groups": 0, "dropped_rows": 0,
                   "dropped_receivers": 0}
-        self.igmp: dict[str, int] = {}
+        self.igmp: Counter[str] = Counter()
         self._decoded: tuple[object, AlcPacket] | None = None  # accepts() -> feed() hand-over
         self.foreign = 0
         #: "dst:port" of cut ALC datagrams, and senders of cut IGMP/MLD reports -> count
-        self.cut_dsts: dict[str, int] = {}
-        self.cut_receivers: dict[str, int] = {}
+        self.cut_dsts: Counter[str] = Counter()
+        self.cut_receivers: Counter[str] = Counter()
 
     def accepts(self, f) -> bool:
         if f.proto == IPPROTO_IGMP:
@@ -139,7 +140,7 @@ class Analyser:
     # ------------------------------------------------------------------
     def feed(self, f) -> None:
         if f.truncated and f.proto != 17 and len(self.cut_receivers) < self.max_groups:
-            self.cut_receivers[f.src] = self.cut_receivers.get(f.src, 0) + 1
+            self.cut_receivers[f.src] += 1
         try:
             if f.proto == IPPROTO_IGMP:
                 self._igmp(f)
@@ -153,7 +154,7 @@ class Analyser:
     def _alc(self, f) -> None:
         if f.truncated and len(self.cut_dsts) < self.max_groups:
             key = f"{f.dst}:{f.dport}"
-            self.cut_dsts[key] = self.cut_dsts.get(key, 0) + 1
+            self.cut_dsts[key] += 1
         held, self._decoded = self._decoded, None
         try:
             p = held[1] if held is not None and held[0] is f else decode(f.payload)
@@ -215,7 +216,7 @@ class Analyser:
             return
         t = d[0]
         name = _IGMP_NAMES.get(t, f"type 0x{t:02x}")
-        self.igmp[name] = self.igmp.get(name, 0) + 1
+        self.igmp[name] += 1
         if t in (0x12, 0x16):
             self._member(f.ts, f.src, str(ipaddress.IPv4Address(d[4:8])), True)
         elif t == 0x17:
@@ -227,7 +228,7 @@ class Analyser:
         """MLDv1 (RFC 2710) report/done and MLDv2 (RFC 3810 5.2) records: IPv6 joins."""
         d = f.payload
         t = d[0]
-        self.igmp[_MLD[t]] = self.igmp.get(_MLD[t], 0) + 1
+        self.igmp[_MLD[t]] += 1
         if t in (131, 132):
             if len(d) < 24:
                 self.c["igmp_malformed"] += 1
