@@ -5,7 +5,7 @@ with SO_REUSEADDR the kernel would hand it a port another role already holds
 with SO_REUSEADDR, and unicast datagrams for that role could go to the m2c
 sender instead.  In a network namespace whose ephemeral range is one port,
 held by such a role, ``m2c send`` must fail with one line and exit 1.  The
-``--serve-sdp`` TCP port: tests/m2c/test_m2c_ux_send.py::test_busy_serve_sdp_port_is_named.
+``--serve-sdp`` TCP port: tests/m2c/test_m2c_send_cli.py::test_busy_serve_sdp_port_is_named.
 Receivers of one group share its port on purpose (SO_REUSEADDR on the group
 address): two receivers on one host both complete (python -m m2c.demo,
 tests/m2c/test_m2c_loopback.py).

@@ -1,8 +1,11 @@
-"""m2c receive's output and failure reporting (session 3 user test, items 1, 5, 7, 8, 9).
+"""m2c receive's output and failure reporting.
 
 - ``-o`` onto a FIFO or a device writes into it (the verified file, copied from a
   temporary file in $TMPDIR) and never replaces it; a device that refuses the
-  data (/dev/full) fails with one reason line.
+  data (/dev/full) fails with one reason line; ``-o`` naming a Unix socket is
+  refused at once, not retried for ever.
+- A FIFO whose reader stalls: the receiver still honours SIGTERM while it copies
+  the verified file into it, and removes its temporary file.
 - A full disk: one reason line, temporary file removed, exit 1.
 - ``-o -``: the file on stdout, the JSON on stderr (or ``--json FILE``).
 - SIGTERM removes the temporary file like Ctrl-C (exit 143).
@@ -17,6 +20,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -24,7 +28,7 @@ import threading
 import time
 
 import pytest
-from m2c_support import signal_and_wait
+from m2c_support import fresh_net, reap, signal_and_wait, wait_for
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
 
@@ -69,6 +73,10 @@ def sender(tmp_path):
         p.wait(10)
 
 
+def net() -> tuple[str, str]:
+    return fresh_net(190)
+
+
 def test_fifo_output_is_written_into_not_replaced(sender, tmp_path, tmpdir_env):
     src, sdp = sender
     tdir, env = tmpdir_env
@@ -89,7 +97,6 @@ def test_fifo_output_is_written_into_not_replaced(sender, tmp_path, tmpdir_env):
     assert bytes(got) == src.read_bytes()
     assert part_files(tmp_path, tdir) == []
 
-
 @pytest.mark.root
 def test_char_device_output_stays_a_device(sender, tmp_path, tmpdir_env):
     _, sdp = sender
@@ -102,7 +109,6 @@ def test_char_device_output_stays_a_device(sender, tmp_path, tmpdir_env):
     assert os.stat(null).st_rdev == os.makedev(1, 3)
     assert b"ok, SHA-256 verified" in r.stderr
     assert part_files(tmp_path, tdir) == []
-
 
 @pytest.mark.root
 def test_device_that_is_full_fails_with_one_reason(sender, tmp_path, tmpdir_env):
@@ -117,7 +123,6 @@ def test_device_that_is_full_fails_with_one_reason(sender, tmp_path, tmpdir_env)
     assert "Traceback" not in err
     assert stat.S_ISCHR(os.stat(full).st_mode)
     assert part_files(tmp_path, tdir) == []
-
 
 @pytest.mark.root
 def test_disk_full_is_one_reason_line_and_no_temp_file(sender, tmp_path):
@@ -137,7 +142,6 @@ def test_disk_full_is_one_reason_line_and_no_temp_file(sender, tmp_path):
     assert listing == []  # neither the output nor a temporary file
     assert json.loads(r.stdout)["ok"] is False
 
-
 def test_dash_output_is_stdout_and_json_goes_elsewhere(sender, tmp_path, tmpdir_env):
     src, sdp = sender
     tdir, env = tmpdir_env
@@ -152,7 +156,6 @@ def test_dash_output_is_stdout_and_json_goes_elsewhere(sender, tmp_path, tmpdir_
     assert r.stdout == src.read_bytes()
     assert json.loads(res.read_text())["metrics"]["gput"] > 0
     assert part_files(tmp_path, tdir) == []
-
 
 def test_sigterm_removes_the_temporary_file(tmp_path):
     # a description whose sender never runs: the receiver waits with its temporary file
@@ -187,13 +190,11 @@ def _session(tmp_path, size=2_000_000):
                       max_rate=200.0, tsd=0.5)
     return str(src), sd
 
-
 async def test_no_packet_at_all_is_named(tmp_path):
     _, sd = _session(tmp_path)
     res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0).run(timeout=20)
     assert not res["ok"] and res["packets"] == 0
     assert "no packet of this session arrived in 1 s" in res["end"]
-
 
 async def test_timeout_names_blocks_and_packets(tmp_path):
     import asyncio
@@ -210,7 +211,6 @@ async def test_timeout_names_blocks_and_packets(tmp_path):
     assert "not complete after 1.5 s" in res["end"]
     assert f"decoded from {res['packets']} packets" in res["end"]
 
-
 def test_sha256_mismatch_verdict(sender, tmp_path):
     _, sdp = sender
     d = json.loads(sdp.read_text())
@@ -221,7 +221,6 @@ def test_sha256_mismatch_verdict(sender, tmp_path):
     assert r.returncode == 1
     assert b"does not match the session's SHA-256" in r.stderr
     assert not (tmp_path / "out").exists()
-
 
 def test_sigterm_while_a_fifo_waits_for_its_reader(sender, tmp_path, tmpdir_env):
     _, sdp = sender
@@ -252,7 +251,6 @@ def test_sigterm_while_a_fifo_waits_for_its_reader(sender, tmp_path, tmpdir_env)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert part_files(tmp_path, tdir) == []
 
-
 def test_stdout_by_a_proc_link_and_a_symlink(sender, tmp_path, tmpdir_env):
     src, sdp = sender
     tdir, env = tmpdir_env
@@ -274,7 +272,6 @@ def test_stdout_by_a_proc_link_and_a_symlink(sender, tmp_path, tmpdir_env):
     assert link.is_symlink() and target.read_bytes() == src.read_bytes()
     assert part_files(tmp_path, tdir) == []
 
-
 async def test_a_new_session_on_the_same_groups_is_named(tmp_path):
     # what a receiver sees when its sender restarts without --resume: another TSI
     import asyncio
@@ -294,3 +291,71 @@ async def test_a_new_session_on_the_same_groups_is_named(tmp_path):
     assert "no packet of this session arrived" in res["end"]
     assert f"{res['rejected']} datagrams of another session" in res["end"]
     assert "--resume" in res["end"]
+
+
+@pytest.mark.slow
+def test_sigterm_reaches_a_receiver_blocked_on_a_stalled_fifo(tmp_path):
+    tmpd = tmp_path / "tmp"
+    tmpd.mkdir()
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(600_000))  # far more than a pipe holds
+    sdp = tmp_path / "s.json"
+    fifo = tmp_path / "p"
+    os.mkfifo(fifo)
+    group, port = net()
+    snd = subprocess.Popen([sys.executable, "-m", "m2c", "send", str(src), "--sdp", str(sdp),
+                            "--group", group, "--port", port, "--duration", "40"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a reader that opens the FIFO and never reads
+    reader = subprocess.Popen([sys.executable, "-c",
+                               f"import time; f = open({str(fifo)!r}, 'rb'); time.sleep(60)"])
+    rx = None
+    try:
+        wait_for(sdp)
+        rx = subprocess.Popen([sys.executable, "-m", "m2c", "receive", str(sdp), "-o", str(fifo),
+                               "-q", "--timeout", "30"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmpd)})
+        t = time.monotonic() + 30
+        # the transfer is over once the temporary file is complete and the copy stalls
+        while time.monotonic() < t and rx.poll() is None:
+            parts = list(tmpd.iterdir())
+            if parts and parts[0].stat().st_size == 600_000:
+                time.sleep(1.5)
+                break
+            time.sleep(0.1)
+        assert rx.poll() is None, rx.communicate()
+        rx.send_signal(signal.SIGTERM)
+        out, err = rx.communicate(timeout=10)
+    finally:
+        reap(snd, reader, rx)
+    assert rx.returncode == 143, err
+    assert "terminated" in err
+    assert list(tmpd.iterdir()) == []
+
+def test_socket_output_is_refused(tmp_path):
+    """With a live sender: refused before receiving (it used to complete the
+    transfer, then retry opening the socket for ever)."""
+    path = tmp_path / "out.sock"
+    us = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(30_000))
+    sdp = tmp_path / "s.json"
+    group, port = net()
+    snd = subprocess.Popen([sys.executable, "-m", "m2c", "send", str(src), "--sdp", str(sdp),
+                            "--group", group, "--port", port, "--duration", "30"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        us.bind(str(path))
+        us.listen()
+        wait_for(sdp)
+        r = subprocess.run([sys.executable, "-m", "m2c", "receive", str(sdp), "-o", str(path),
+                            "-q", "--timeout", "20"], capture_output=True, text=True, timeout=30)
+    finally:
+        us.close()
+        snd.kill()
+        snd.wait(10)
+    assert r.returncode == 1, r.stderr
+    assert "Unix socket" in r.stderr and "Traceback" not in r.stderr
+    assert '"packets": 0' in r.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []

@@ -1,4 +1,4 @@
-"""The Python API a user finds (session 3 user test, items 11, 23, 24).
+"""The Python API a user finds.
 
 - docs/m2c.md's Python example runs as it is (a real sender and receiver).
 - ``m2c.make_schedule`` and the drivers are importable from ``m2c``; importing

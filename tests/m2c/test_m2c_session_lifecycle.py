@@ -1,5 +1,5 @@
-"""m2c review 2 fixes (session 3): closing a session, the sender's source address,
-the idle timeout at a slow base rate, data packets that carry A = 1.
+"""A session's life: closing it, the sender's source address, the idle timeout at a
+slow base rate, data packets that carry A = 1.
 
 - A sender started with ``--no-close`` stops (SIGTERM) without closing the
   session, so a ``--resume``d sender serves the receiver still running; without

@@ -1,4 +1,4 @@
-"""m2c send as a user meets it (session 3 user test, items 6, 11, 22).
+"""m2c send as a user meets it.
 
 - ``--resume``: a sender killed mid-transfer and restarted with the same
   session description serves the receiver still running, which completes.
