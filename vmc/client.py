@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from deliverykit.outputs import fsync_dir, is_stream
+from deliverykit.outputs import copy_into, fsync_dir, is_stream
 from vmc.aio import upstream as up
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, VMCError
 from vmc.core.key import format_authority, split_authority
-from vmc.workload.files import copy_into
 
 VMC_REQUEST = (b"vmc", b"1")
 

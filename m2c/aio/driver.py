@@ -20,7 +20,6 @@ packets that carry A are still decoded.
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
 import hashlib
 import ipaddress
@@ -29,14 +28,13 @@ import math
 import os
 import secrets
 import socket
-import stat
-import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
+from m2c.aio.delivery import Delivery
 from m2c.core.events import Join, Leave
 from m2c.core.filetx import (
     RATE_UNIT,
@@ -262,27 +260,6 @@ def default_interface(sd: SessionDescription) -> str:
     return "127.0.0.1" if loopback else "0.0.0.0"
 
 
-def _via_proc(path: str) -> bool:
-    """True if ``path`` reaches its file through /proc (/dev/stdout, /dev/fd/N,
-    /proc/self/fd/N): a link to an open file, not a path to replace."""
-    for _ in range(40):
-        if os.path.realpath(os.path.dirname(os.path.abspath(path))).startswith("/proc/"):
-            return True
-        if not os.path.islink(path):
-            return False
-        target = os.readlink(path)
-        path = os.path.join(os.path.dirname(os.path.abspath(path)), target)
-    return False
-
-
-def _mode(path: str) -> int:
-    """``st_mode`` of ``path`` (following links), 0 if it does not exist."""
-    try:
-        return os.stat(path).st_mode
-    except OSError:
-        return 0
-
-
 class MulticastReceiver:
     """Joins the session, runs congestion control, decodes, verifies and writes.
 
@@ -353,9 +330,8 @@ class MulticastReceiver:
         self._slot = -1
         self._close_at = math.inf
         self._flush_pending = False
-        self._fd = -1
-        self._tmp = ""
-        self._to_special = False
+        self.output = Delivery(out_path, sd.size, sd.sha256)
+        """the temporary file, its verification and delivery"""
         self.packets = 0
         """datagrams of this session received (before any decoding check)"""
 
@@ -461,10 +437,10 @@ class MulticastReceiver:
     def _write(self, blocks: list[tuple[int, bytes]], t_arrival: float) -> None:
         for off, blk in blocks:
             try:
-                os.pwrite(self._fd, blk, off)
+                self.output.write(off, blk)
             except OSError as exc:  # disk full, quota, I/O error: the transfer ends
                 if self.end is None:
-                    self.end = self._io_error(exc, self.out_path)
+                    self.end = self.output.io_error(exc, self.out_path)
                 self._done.set()
                 return
             self._t_last = t_arrival
@@ -533,121 +509,6 @@ class MulticastReceiver:
                                    self.cc.loss.received, self.cc.rtt.rtt,
                                    self.cc.loss_events))
 
-    def _special(self) -> bool:
-        """True when the output cannot be replaced atomically: ``-`` (stdout) or an
-        existing non-regular file (a device such as /dev/null, a FIFO, a socket)."""
-        if self.out_path == "-":
-            return True
-        try:
-            st = os.stat(self.out_path)
-        except OSError:
-            return False
-        # a link into /proc (/dev/stdout -> /proc/self/fd/1) names an open file:
-        # replacing its path would not reach the file, and replacing the link
-        # itself would break /dev/stdout
-        return not stat.S_ISREG(st.st_mode) or _via_proc(self.out_path)
-
-    def _final(self) -> str:
-        """The path os.replace acts on: a symbolic link's target, so the link stays."""
-        return os.path.realpath(self.out_path)
-
-    def _open_temp(self) -> str:
-        """A temporary file for the blocks; the output is untouched until the
-        SHA-256 is verified.  A regular output gets it next to itself (same file
-        system, so os.replace is atomic); a device, FIFO or stdout (``-``) gets it
-        in the default temporary directory ($TMPDIR), and the verified file is
-        then copied into the output, which is never replaced.  The file's size is
-        reserved up front (posix_fallocate) so a full disk is known at once."""
-        self._to_special = self._special()
-        if self._to_special:
-            d, base = tempfile.gettempdir(), "m2c-" + (os.path.basename(self.out_path)
-                                                         if self.out_path != "-" else "stdout")
-        else:
-            d, base = os.path.split(self._final())
-        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
-        try:
-            try:  # keep the mode of the file it will replace; else rw-r--r--
-                mode = os.stat(self.out_path).st_mode & 0o777 if not self._to_special else 0o600
-            except OSError:
-                mode = 0o644
-            os.fchmod(fd, mode)
-            os.ftruncate(fd, self.sd.size)
-            if self.sd.size:
-                try:
-                    os.posix_fallocate(fd, 0, self.sd.size)
-                except OSError as exc:
-                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                        raise
-        except OSError:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-        self._fd = fd
-        self._tmp = tmp
-        return tmp
-
-    def _io_error(self, exc: OSError, what: str) -> str:
-        reason = (exc.strerror or str(exc)).lower()
-        where = f" (temporary file in {os.path.dirname(self._tmp)})" if self._tmp and \
-            os.path.dirname(self._tmp) != os.path.dirname(os.path.abspath(self.out_path)) else ""
-        return f"{reason} writing {what}{where}"
-
-    async def _deliver(self, tmp: str) -> None:
-        """Copy the verified temporary file into a device, FIFO or stdout (never
-        replace it) without blocking the loop: opening a FIFO waits for its reader,
-        and a reader that stalls makes the copy wait for the fd to be writable,
-        both cancellable (SIGTERM, Ctrl-C: the temporary file is then removed)."""
-        loop = asyncio.get_running_loop()
-        if self.out_path == "-":
-            fd = os.dup(1)
-        else:
-            fifo = stat.S_ISFIFO(os.stat(self.out_path).st_mode)
-            while True:
-                try:
-                    fd = os.open(self.out_path, os.O_WRONLY | os.O_NONBLOCK)
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.ENXIO or not fifo:  # a FIFO without a reader yet
-                        raise
-                await asyncio.sleep(0.05)
-        blocking = os.get_blocking(fd)
-        try:
-            # the fd (a dup of stdout too) shares its file status flags with the
-            # other holders of the open file: restored below
-            os.set_blocking(fd, False)
-        except OSError:  # some devices refuse O_NONBLOCK: write them blocking
-            pass
-        try:
-            with open(tmp, "rb") as src:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    view = memoryview(chunk)
-                    while view:
-                        try:
-                            view = view[os.write(fd, view):]
-                        except BlockingIOError:
-                            await self._writable(loop, fd)
-        finally:
-            try:
-                os.set_blocking(fd, blocking)
-            except OSError:
-                pass
-            os.close(fd)
-
-    @staticmethod
-    async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        """Wait until ``fd`` accepts a write (or the task is cancelled)."""
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_writer(fd, wake)
-        try:
-            await ready
-        finally:
-            loop.remove_writer(fd)
-
     async def _until(self, aw: Any, stop: asyncio.Event | None,
                      timeout: float | None = None) -> bool:
         """Await ``aw`` unless ``stop`` is set first (then ``aw`` is cancelled and the
@@ -678,7 +539,7 @@ class MulticastReceiver:
         error such as a full disk), ``timeout`` s pass or ``stop`` is set (a signal,
         see :class:`deliverykit.cliutil.Stopper`: ``stopped`` in the result).
 
-        Blocks are written to a temporary file (see :meth:`_open_temp`); only a
+        Blocks are written to a temporary file (see :class:`~m2c.aio.delivery.Delivery`); only a
         file whose SHA-256 matches the session description reaches the output:
         ``os.replace`` for a regular file, a copy for a device, a FIFO or ``-``
         (stdout).  Otherwise the temporary file is removed and an existing output
@@ -687,15 +548,15 @@ class MulticastReceiver:
         """
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        if self.out_path != "-" and stat.S_ISSOCK(_mode(self.out_path)):
-            # open() gives ENXIO for ever: say so before receiving anything
-            self.end = (f"{self.out_path} is a Unix socket, which cannot be written as a file "
-                        f"(use a path, a FIFO or - for stdout)")
+        out = self.output
+        refusal = out.refusal()
+        if refusal is not None:
+            self.end = refusal
             return self._result(False, t0, t0)
         try:
-            tmp = self._open_temp()
+            out.open()
         except OSError as exc:
-            self.end = self._io_error(exc, self.out_path)
+            self.end = out.io_error(exc, self.out_path)
             return self._result(False, t0, loop.time())
         self._t_packet = self._t_slot = self._t0 = t0
         self._report = (t0, 0)
@@ -712,15 +573,10 @@ class MulticastReceiver:
                     self.end = "stopped before the file was complete"
                 elif self.file.complete and self.end is None:
                     try:
-                        os.fsync(self._fd)
-                        h = hashlib.sha256()
-                        with open(tmp, "rb") as f:
-                            for chunk in iter(lambda: f.read(1 << 20), b""):
-                                h.update(chunk)
+                        ok = out.verified()
                     except OSError as exc:  # a delayed write error, reading it back
-                        self.end = self._io_error(exc, self.out_path)
+                        self.end = out.io_error(exc, self.out_path)
                     else:
-                        ok = h.hexdigest() == self.sd.sha256
                         if not ok:
                             self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
@@ -737,23 +593,21 @@ class MulticastReceiver:
                 for ch in list(self.eps):
                     self._leave(ch)
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            out.close()
             try:
-                if ok and self._to_special:
+                if ok and out.to_stream:
                     try:
-                        if not await self._until(self._deliver(tmp), stop):
+                        if not await self._until(out.deliver(), stop):
                             ok = False
                             self.end = "stopped while writing the verified file"
                     except OSError as exc:  # /dev/full, a FIFO whose reader left
                         ok = False
-                        self.end = self._io_error(exc, self.out_path if self.out_path != "-"
-                                                  else "stdout")
+                        self.end = out.io_error(exc, self.out_path if self.out_path != "-"
+                                                else "stdout")
                 elif ok:
-                    os.replace(tmp, self._final())
+                    await out.deliver()
             finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+                out.discard()
         return self._result(ok, t0, loop.time())
 
     def _result(self, ok: bool, t0: float, t_end: float) -> dict:

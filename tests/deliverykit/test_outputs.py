@@ -56,6 +56,16 @@ def test_a_failure_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
     assert out.read_text() == "old" and _temporaries(tmp_path) == []
 
 
+def test_a_file_is_replaced_never_written_into(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    out.write_text("old")
+    twin = tmp_path / "twin"
+    os.link(out, twin)  # written in place, the twin would change too
+    write_when_done(out, "new")
+    assert out.read_text() == "new" and twin.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "twin"]
+
+
 def test_a_replaced_file_keeps_its_mode_and_a_new_one_gets_the_umask(tmp_path: Path) -> None:
     old = tmp_path / "kept"
     old.write_text("x")

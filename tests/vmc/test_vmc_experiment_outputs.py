@@ -9,43 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from deliverykit.outputs import replacing, write_when_done
-
 PY = [sys.executable, "-m", "vmc"]
-
-
-def test_write_atomic_replaces_never_writes_into(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    out.write_text("old")
-    os.chmod(out, 0o640)
-    twin = tmp_path / "twin"
-    os.link(out, twin)  # written in place, the twin would change too
-    write_when_done(out, "new")
-    assert out.read_text() == "new" and twin.read_text() == "old"
-    assert out.stat().st_mode & 0o777 == 0o640
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "twin"]
-
-
-def test_failed_block_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
-    out = tmp_path / "plot.png"
-    out.write_bytes(b"old")
-    with pytest.raises(RuntimeError):
-        with replacing(out) as tmp:
-            tmp.write_bytes(b"half")
-            raise RuntimeError("plotting failed")
-    assert out.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
-
-
-def test_symlink_stays_a_link(tmp_path: Path) -> None:
-    real = tmp_path / "real.log"
-    real.write_text("old")
-    link = tmp_path / "link.log"
-    link.symlink_to(real)
-    write_when_done(link, "new")
-    assert link.is_symlink() and real.read_text() == "new"
 
 
 def test_workload_dash_is_stdout_and_file_is_replaced(tmp_path: Path) -> None:
