@@ -285,7 +285,8 @@ def m2c_ldpc_eliminate(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, unknown: Buf, 
     P, K = _view(partial), _view(known)
     m, n, nev = len(EP) - 1, len(K), len(EV)
     bad = "m2c_ldpc_eliminate: inconsistent decoder state"
-    if (E <= 0 or E > E_MAX or max(m, n, 1) * E > _SSIZE_MAX or k < 0 or k > n or n < 1 or len(U) != m
+    if (E <= 0 or E > E_MAX or max(m, n, 1) * E > _SSIZE_MAX or k < 0 or k > n or n < 1
+            or len(U) != m
             or len(P) != m * E):
         raise ValueError(bad)
     if any(EP[e] > EP[e + 1] or EP[e + 1] > nev for e in range(m)):

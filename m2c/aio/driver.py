@@ -129,7 +129,8 @@ def _mcast_sender_socket(interface: str) -> socket.socket:
     # unicast: never a port another socket holds (no SO_REUSEADDR; busy is EADDRINUSE)
     sock = make_udp_socket((interface, 0), reuse_addr=False)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1 if interface.startswith("127.") else 8)
+    ttl = 1 if interface.startswith("127.") else 8
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, ttl)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
     return sock
 

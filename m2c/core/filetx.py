@@ -133,12 +133,14 @@ class SessionDescription:
         def is_num(x: object) -> bool:
             return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
-        need(is_int(self.session) and 0 <= self.session < 1 << 32, "session (TSI) must be 0..2^32-1")
+        need(is_int(self.session) and 0 <= self.session < 1 << 32,
+             "session (TSI) must be 0..2^32-1")
         need(is_int(self.toi) and 0 <= self.toi < 1 << 32, "toi must be 0..2^32-1")
         need(isinstance(self.name, str), "name must be a string")
         need(is_int(self.size) and self.size >= 0, "size must be a non-negative integer")
         need(isinstance(self.sha256, str) and len(self.sha256) == 64
-             and all(c in "0123456789abcdefABCDEF" for c in self.sha256), "sha256 must be 64 hex digits")
+             and all(c in "0123456789abcdefABCDEF" for c in self.sha256),
+             "sha256 must be 64 hex digits")
         need(isinstance(self.interface, str) and _is_ipv4(self.interface),
              "interface must be an IPv4 address")
         need(isinstance(self.source, str) and (self.source == "" or (
@@ -284,7 +286,8 @@ def default_fec(size: int, scheme: str = "ldpc", symbol_size: int = 1400,
             raise FECError(
                 f"{size} bytes need {-(-T // B)} source blocks of at most {B} symbols of "
                 f"{symbol_size} bytes; LDPC-Staircase allows 2^12 blocks (RFC 5170 4.2.2: "
-                f"at most 2^12*B*E = {LDPC_MAX_BLOCKS * min(max(B, need), LDPC_MAX1_B) * symbol_size}"
+                f"at most 2^12*B*E = "
+                f"{LDPC_MAX_BLOCKS * min(max(B, need), LDPC_MAX1_B) * symbol_size}"
                 f" bytes{'' if need > LDPC_MAX1_B else ' with this B'}): use a larger "
                 f"{'symbol size' if need > LDPC_MAX1_B else 'block length or none'}")
         B = need

@@ -260,7 +260,8 @@ class WaveSchedule(RateSchedule):
 
     def _s_span(self, a: float, b: float) -> tuple[float, float]:
         T = self.slot((a + b) / 2)
-        return max(0.0, self.k * (a / self.tsd - T)), min(float(self.k), self.k * (b / self.tsd - T))
+        return (max(0.0, self.k * (a / self.tsd - T)),
+                min(float(self.k), self.k * (b / self.tsd - T)))
 
     def _wave_integral(self, u: float, a: float) -> float:
         return a / self._lam * (1.0 - math.exp(-self._lam * u))

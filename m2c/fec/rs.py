@@ -42,7 +42,8 @@ def encode(params: RSParams, source: bytes | bytearray | memoryview) -> bytes:
     return b"".join(zfec.Encoder(k, n).encode(blocks, list(range(k, n))))
 
 
-def decode(params: RSParams, symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]]) -> bytes | None:
+def decode(params: RSParams,
+           symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]]) -> bytes | None:
     """Source block from any k distinct (ESI, symbol) pairs; None if fewer."""
     k, n, E = params.k, params.n, params.symbol_size
     got: dict[int, bytes] = {}
