@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["port", "hostport", "positive_int", "int_in", "nonnegative_int", "positive_float",
            "nonnegative_float", "existing_file", "output_path", "ip_address", "ip_network", "cli_main",
@@ -58,7 +58,10 @@ def hostport(text: str) -> tuple[str, int]:
     return host, port(tail)
 
 
-def _number(kind: Callable, text: str, ok: Callable[[float], bool], what: str):
+_N = TypeVar("_N", int, float)
+
+
+def _number(kind: Callable[[str], _N], text: str, ok: Callable[[_N], bool], what: str) -> _N:
     try:
         value = kind(text)
     except ValueError:
@@ -267,7 +270,10 @@ def _quiet_stdout() -> None:
         pass
 
 
-def cli_main(prog: str, expected: tuple[type[BaseException], ...] = ()) -> Callable:
+Main = Callable[..., int]  # main(argv: list[str] | None = None) -> int
+
+
+def cli_main(prog: str, expected: tuple[type[BaseException], ...] = ()) -> Callable[[Main], Main]:
     """Wrap a ``main(argv) -> int``: expected failures become ``prog: error: ...`` and exit 1.
 
     ``expected`` adds a package's own error classes (decode errors, protocol
