@@ -62,7 +62,7 @@ def _lt_settings(lt):
 def _lt_seed(torrent: bytes, save: str, ready, duration: float) -> None:
     import libtorrent as lt
     s = lt.session(_lt_settings(lt))
-    s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save,
+    s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save,  # type: ignore[call-overload,arg-type]
                    "flags": lt.torrent_flags.seed_mode})
     ready.set()
     time.sleep(duration)
@@ -73,7 +73,7 @@ def _lt_leech(torrent: bytes, seed_ip: str, delay: float, startup_bytes: int, li
     import libtorrent as lt
     time.sleep(delay)
     s = lt.session(_lt_settings(lt))
-    h = s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save})
+    h = s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save})  # type: ignore[call-overload,arg-type]
     t0 = time.time()
     h.connect_peer((seed_ip, PORT))
     startup = done = None
