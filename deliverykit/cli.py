@@ -18,7 +18,7 @@ DELEGATED = {
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="deliverykit", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{demo,analyse,info,cleanup}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{demo,analyse,sim,info,cleanup}")
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
     sub.add_parser("info", help="which fast paths are in use")

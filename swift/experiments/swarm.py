@@ -233,17 +233,9 @@ async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
 
 def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: PeerConfig,
                prefix: str) -> tuple[LeecherResult, ...]:
-    import pyroute2.config  # type: ignore[import-untyped]
-
     from deliverykit.testbed import Testbed
     from swift.aio.node import tree_for_file
     _check_netns(scenario)
-    # pyroute2 forks helpers from the testbed's netlink thread and stops them with SIGTERM;
-    # under cliutil.cli_main the child inherits the handler that raises Terminated, which
-    # escapes pyroute2's child wrapper before its os._exit, so the child never exits and
-    # the testbed waits forever (seen with `deliverykit sim validate`).  Children reset
-    # SIGTERM to the default instead.  (Belongs in deliverykit/testbed/netlink.py.)
-    pyroute2.config.disable_mp_signal = True
     p = scenario.params
     size = int(p["size"])
     data = random.Random(int(p.get("content_seed", 0))).randbytes(size)  # as swift.sim
