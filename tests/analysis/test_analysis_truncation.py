@@ -92,8 +92,8 @@ def test_vmc_capture_with_snaplen_65535_marks_what_the_cut_frames_affect(tmp_pat
 @pytest.mark.root
 @pytest.mark.tool("tcpdump", "curl")
 def test_origin_transfer_with_snaplen_65535(tmp_path, procs):
-    """Unpaced 4 MB responses straight from the origin: the kernel coalesces its 16 KiB
-    writes into frames over 65535 bytes. Figures those frames fed are marked; the ones
+    """Unpaced 4 MB responses straight from the origin to a slower reader: the kernel
+    coalesces its 16 KiB writes into frames over 65535 bytes. Figures those frames fed are marked; the ones
     not marked (the request counts) are right."""
     op = free_tcp_port()
     cap = tmp_path / "o.pcap"
@@ -102,7 +102,10 @@ def test_origin_transfer_with_snaplen_65535(tmp_path, procs):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_port(op)
         for name in "xy":
-            subprocess.run(["curl", "-sS", "-o", "/dev/null",
+            # A reader slower than the origin keeps the origin's socket buffer full, so every
+            # window update goes out as full 64 KiB segments whatever the machine's load (an
+            # eager reader on a loaded machine could take each 16 KiB write on its own).
+            subprocess.run(["curl", "-sS", "--limit-rate", "4M", "-o", "/dev/null",
                             f"http://127.0.0.1:{op}/{name}?size={SIZE}"], check=True, timeout=30)
     r = subprocess.run([PY, "-m", "deliverykit", "analyse", str(cap), "--no-progress", "--only",
                         "vmc", "--opt", f"origin={op}", "--json", "-"],
