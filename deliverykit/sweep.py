@@ -141,7 +141,7 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
         return Client(scheduler), None
     n = workers or os.cpu_count() or 1
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=None,
+                           dashboard_address=":0",  # a free port: never clash with a dashboard already on 8787
                            silence_logs=logging.CRITICAL)  # failures: our one line each
     return Client(cluster), cluster
 

@@ -49,3 +49,10 @@ def require_tool(*names: str) -> None:
         if shutil.which(name) is None:
             pkg = TOOL_PACKAGES.get(name, name)
             _missing(f"needs `{name}` (Debian package {pkg}; `make test` as root installs it)")
+
+
+def require_data(present: bool, what: str) -> None:
+    """Skip (or fail under CI) when shared test data is absent, e.g. ``../shared/captures``,
+    which CI lays beside the clone."""
+    if not present:
+        _missing(f"needs {what}")

@@ -36,14 +36,19 @@ from corecast.wire.codec import (
 )
 from corecast.wire.constants import LispType
 from deliverykit.pcap import Frame, Reader
-from deliverykit.testing import require_tool
+from deliverykit.testing import require_data, require_tool
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "captures" / "oor"
 CAPTURES = sorted(SHARED.glob("*.pcap")) if SHARED.is_dir() else []
 OOR_KEY = b"testkey"
 OOR_PREFIX = ipaddress.ip_network("192.0.2.0/24")
 
-needs_captures = pytest.mark.skipif(not CAPTURES, reason=f"no OOR captures in {SHARED}")
+@pytest.fixture
+def _captures() -> None:
+    require_data(bool(CAPTURES), f"the OOR captures in {SHARED} (shared/ beside the repository)")
+
+
+needs_captures = pytest.mark.usefixtures("_captures")
 
 
 def _udp(path: Path) -> list[Frame]:

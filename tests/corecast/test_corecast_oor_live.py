@@ -34,9 +34,7 @@ from corecast.wire.codec import build_ip, build_udp
 
 OOR_BIN = os.environ.get("OOR_BIN", "")
 pytestmark = [
-    pytest.mark.skipif(not (OOR_BIN and os.access(OOR_BIN, os.X_OK)),
-                       reason="live OOR interop outside CI: set OOR_BIN to an Open Overlay Router "
-                              "binary (oor) and run as root"),
+    pytest.mark.live_peer("OOR_BIN"),  # opt-in: deselected without $OOR_BIN (tests/conftest.py)
     pytest.mark.slow,
 ]
 PY = sys.executable

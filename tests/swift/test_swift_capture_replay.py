@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from deliverykit.pcap import Reader
+from deliverykit.testing import require_data
 from swift.core import bins as B
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
@@ -31,7 +32,12 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "captures" / "libswift
 CAPTURES = sorted(SHARED.glob("*.pcap")) if SHARED.is_dir() else []
 ROOT_1K = bytes.fromhex("e3eb2f6f11d5a63feef47a775ba7c9ce89794d79")
 
-needs_captures = pytest.mark.skipif(not CAPTURES, reason=f"no libswift captures in {SHARED}")
+@pytest.fixture
+def _captures() -> None:
+    require_data(bool(CAPTURES), f"the libswift captures in {SHARED} (shared/ beside the repository)")
+
+
+needs_captures = pytest.mark.usefixtures("_captures")
 
 
 def _chunk_size(path: Path) -> int:

@@ -4,7 +4,7 @@ size is learnt), a seeder the file, port and, for an 8 KiB swarm, its chunk size
 
 Opt-in, outside CI: libswift is a C++ program users build themselves; set
 ``LIBSWIFT_BIN`` to it (e.g. ``LIBSWIFT_BIN=/path/to/libswift/swift``).  Without
-it these tests skip (not a CI failure).  Traffic stays on 127.0.0.1.
+it these tests are deselected (opt-in, outside CI).  Traffic stays on 127.0.0.1.
 The CI tests of the same exchanges replay real captures:
 tests/swift/test_swift_capture_replay.py.
 """
@@ -26,9 +26,7 @@ import pytest
 
 LIBSWIFT = os.environ.get("LIBSWIFT_BIN", "")
 pytestmark = [
-    pytest.mark.skipif(not (LIBSWIFT and os.access(LIBSWIFT, os.X_OK)),
-                       reason="interop test outside CI: set LIBSWIFT_BIN to a libswift binary "
-                              "to run it against the real libswift"),
+    pytest.mark.live_peer("LIBSWIFT_BIN"),  # opt-in: deselected without $LIBSWIFT_BIN (tests/conftest.py)
     pytest.mark.slow,
 ]
 PPSPP = [sys.executable, "-m", "swift"]
