@@ -10,6 +10,7 @@ offer in PEX_RES and what to do with the ones we get (section 3.10, 8.13,
 from __future__ import annotations
 
 import ipaddress
+import weakref
 from typing import Any
 
 from swift.core import bins as B
@@ -39,6 +40,20 @@ def chunk_runs(chunks) -> list[tuple[int, int]]:
     return out
 
 
+def _nth_missing(have: Any, first: int, n: int, k: int) -> int | None:
+    """The ``k``-th (from 0) chunk below ``n`` missing from ``have``, counting
+    from ``first`` (the first missing one); None if there are fewer."""
+    pos: int | None = first
+    while pos is not None and pos < n:
+        f = have.find_filled(pos, n)
+        end = n if f is None else f
+        if end - pos > k:
+            return pos + k
+        k -= end - pos
+        pos = None if f is None else have.find_empty(f, n)
+    return None
+
+
 class RequestPlanner:
     """Mixin: REQUEST planning (static and live) and PEX answers."""
 
@@ -61,6 +76,10 @@ class RequestPlanner:
     blacklist: set
     stats: dict
     live_method: Any
+    moved: dict[int, str]
+    established: Any
+    fast_factor: float
+    next_rank: float
 
     def connect(self, addr: Any, now: float) -> int:
         raise NotImplementedError
@@ -172,6 +191,10 @@ class RequestPlanner:
                 out.append(C.Request(s, t))
             lo, hi = c, c + 1
         for c in picks:
+            if c in ch.requests:
+                # re-asked: its slot keeps its place with a newer time, so
+                # this channel's requests may be out of request order now
+                self._unordered.add(ch)
             ch.requests[c] = now
             ch.req_seq[c] = ch.next_seq
             ch.next_seq += 1
@@ -185,30 +208,63 @@ class RequestPlanner:
         Only for a chunk that is late where it was asked (outstanding for
         more than 1.5 x that channel's request->DATA time) and at most once
         per chunk: asking every idle peer for every chunk in flight made
-        95 % of the duplicate DATA in the flash crowd (docs/swift.md)."""
+        95 % of the duplicate DATA in the flash crowd (docs/swift.md).
+
+        The same picks as a walk over the first 256 missing chunks (each
+        judged at the first other channel, in channel order, that asked
+        for it; the lowest min(want, 32) kept), found from the other way:
+        each channel's requests are in request order (but for a re-asked
+        chunk, see ``_unordered``), so the late ones are a prefix, and the cost is
+        O(late requests), not O(missing chunks) on every flush
+        (docs/sim.md, "Hot spots")."""
         holders = [c for c in self.channels.values() if c is not ch and c.requests]
         if not holders:
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
         n = content.n_chunks
         have = content.have
-        moved = self.moved  # type: ignore[attr-defined]
-        out: list[int] = []
-        pos = have.find_empty(0, n)
-        budget = 256
-        while pos is not None and pos < n and len(out) < min(want, 32) and budget:
-            budget -= 1
-            if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)
-                    and moved.get(pos) != "endgame"):
-                for h in holders:
-                    t = h.requests.get(pos)
-                    if t is not None:
-                        if now - t > 1.5 * h.rtt:
-                            out.append(pos)
-                        break
-            pos = have.find_empty(pos + 1, n)
+        moved = self.moved
+        mine = ch.requests
+        unordered = self._unordered
+        cands: list[int] = []
+        for i, h in enumerate(holders):
+            earlier = holders[:i]
+            limit = 1.5 * h.rtt
+            ordered = h not in unordered
+            for pos, t in h.requests.items():  # oldest first, unless re-asked
+                if not now - t > limit:
+                    if ordered:
+                        break  # the rest of this channel's requests are younger
+                    continue
+                if any(pos in e.requests for e in earlier):
+                    continue  # judged at the first channel that asked for it
+                if (pos < n and pos not in mine and moved.get(pos) != "endgame"
+                        and not have.has(pos) and self.inflight.has(pos)
+                        and ch.peer_have.has(pos)):
+                    cands.append(pos)
+        if not cands:
+            return []
+        cands.sort()
+        out = cands[:min(want, 32)]
+        first = have.find_empty(0, n)
+        if first is not None and out[-1] - first >= 256:
+            last = _nth_missing(have, first, n, 255)  # the walk looked no further
+            out = [c for c in out if last is None or c <= last]
         self._note_moved(out, "endgame")
         return out
+
+    @property
+    def _unordered(self) -> weakref.WeakSet:
+        """Channels whose ``requests`` may be out of request order (a chunk
+        re-asked keeps its old slot); the end game reads all their requests.
+        A channel leaves the set once its requests drain."""
+        try:
+            u = self.__dict__["_unordered_set"]
+        except KeyError:
+            u = self.__dict__["_unordered_set"] = weakref.WeakSet()
+        for c in [c for c in u if not c.requests]:
+            u.discard(c)
+        return u
 
     def _live_requests(self, ch: Channel, now: float) -> list:
         """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
