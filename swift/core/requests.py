@@ -10,7 +10,6 @@ offer in PEX_RES and what to do with the ones we get (section 3.10, 8.13,
 from __future__ import annotations
 
 import ipaddress
-import weakref
 from typing import Any
 
 from swift.core import bins as B
@@ -225,7 +224,7 @@ class RequestPlanner:
         have = content.have
         moved = self.moved
         mine = ch.requests
-        unordered = self._unordered
+        unordered = self._prune_unordered()
         cands: list[int] = []
         for i, h in enumerate(holders):
             earlier = holders[:i]
@@ -236,7 +235,7 @@ class RequestPlanner:
                     if ordered:
                         break  # the rest of this channel's requests are younger
                     continue
-                if any(pos in e.requests for e in earlier):
+                if earlier and any(pos in e.requests for e in earlier):
                     continue  # judged at the first channel that asked for it
                 if (pos < n and pos not in mine and moved.get(pos) != "endgame"
                         and not have.has(pos) and self.inflight.has(pos)
@@ -254,16 +253,21 @@ class RequestPlanner:
         return out
 
     @property
-    def _unordered(self) -> weakref.WeakSet:
+    def _unordered(self) -> set[Channel]:
         """Channels whose ``requests`` may be out of request order (a chunk
         re-asked keeps its old slot); the end game reads all their requests.
-        A channel leaves the set once its requests drain."""
-        try:
-            u = self.__dict__["_unordered_set"]
-        except KeyError:
-            u = self.__dict__["_unordered_set"] = weakref.WeakSet()
-        for c in [c for c in u if not c.requests]:
-            u.discard(c)
+        A channel leaves the set once its requests drain or it is dropped."""
+        u: set[Channel] | None = self.__dict__.get("_unordered_set")
+        if u is None:
+            u = self.__dict__["_unordered_set"] = set()
+        return u
+
+    def _prune_unordered(self) -> set[Channel]:
+        u = self._unordered
+        if u:
+            for c in [c for c in u if not c.requests
+                      or self.channels.get(c.local_id) is not c]:
+                u.discard(c)
         return u
 
     def _live_requests(self, ch: Channel, now: float) -> list:
