@@ -36,8 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corecast.core.mapcache import ntop
-from corecast.wire.codec import CCHeader, DecodeError, decode_cc, decode_ip, decode_udp
+from corecast.wire.codec import CCHeader, decode_cc
 from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
+from corecast.wire.ip import DecodeError, decode_ip, decode_udp
 
 Datagram = tuple[bytes, tuple[str, int]]
 

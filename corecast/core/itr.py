@@ -36,7 +36,6 @@ pending packets) and :meth:`Itr.state_size` reports it.
 from __future__ import annotations
 
 import ipaddress
-
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -44,21 +43,13 @@ from dataclasses import dataclass
 from corecast import _fast
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
-from corecast.wire.codec import (
-    DecodeError,
-    MapReply,
-    MapRequest,
-    decode_control,
-    digest,
-    ecm_wrap,
-    encode_lisp_data,
-    encode_map_request,
-    make_lisp_data,
-)
+from corecast.wire.codec import digest, encode_lisp_data, make_lisp_data
 from corecast.wire.constants import (
     LISP_CONTROL_PORT,
     LISP_DATA_PORT,
 )
+from corecast.wire.ip import DecodeError
+from corecast.wire.lispctl import MapReply, MapRequest, decode_control, ecm_wrap, encode_map_request
 
 Datagram = tuple[bytes, tuple[str, int]]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from corecast.core.events import MappingInstalled
 from corecast.core.maptrie import PrefixTrie, parse_prefix
-from corecast.wire.codec import EidRecord
+from corecast.wire.lispctl import EidRecord
 
 FOREVER = float("inf")
 

@@ -38,8 +38,15 @@ from dataclasses import dataclass, field, replace
 
 from corecast.core.events import OldStyleKeyId, RegistrationAccepted, RegistrationRefused
 from corecast.core.maptrie import PrefixTrie
-from corecast.wire.codec import (
-    DecodeError,
+from corecast.wire.constants import (
+    LISP_CONTROL_PORT,
+    REGISTRATION_TIMEOUT,
+    Action,
+    AlgorithmId,
+    LispType,
+)
+from corecast.wire.ip import DecodeError
+from corecast.wire.lispctl import (
     Ecm,
     EidRecord,
     MapRegister,
@@ -55,13 +62,6 @@ from corecast.wire.codec import (
     encode_map_request,
     sign,
     verify_auth,
-)
-from corecast.wire.constants import (
-    LISP_CONTROL_PORT,
-    REGISTRATION_TIMEOUT,
-    Action,
-    AlgorithmId,
-    LispType,
 )
 
 Datagram = tuple[bytes, tuple[str, int]]

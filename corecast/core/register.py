@@ -20,14 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from corecast.core.events import Registered
-from corecast.wire.codec import (
-    DecodeError,
+from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
+from corecast.wire.ip import DecodeError
+from corecast.wire.lispctl import (
     Ecm,
     EidRecord,
     LocatorRecord,
     MapRegister,
     MapReply,
     MapRequest,
+    auth_len,
     compute_auth,
     decode_control,
     ecm_unwrap,
@@ -35,8 +37,6 @@ from corecast.wire.codec import (
     encode_map_reply,
     verify_auth,
 )
-from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
-from corecast.wire.lispctl import auth_len
 
 Datagram = tuple[bytes, tuple[str, int]]
 

@@ -31,14 +31,7 @@ from dataclasses import dataclass, field
 
 from corecast.core.events import ClientJoined, ClientLeft
 from corecast.core.mapcache import ntop
-from corecast.wire.codec import (
-    build_ip,
-    build_udp,
-    cc_payload_overhead,
-    digest,
-    encode_cc_header,
-    encode_cc_payload,
-)
+from corecast.wire.codec import cc_payload_overhead, digest, encode_cc_header, encode_cc_payload
 from corecast.wire.constants import (
     CORECAST_UDP_PORT,
     IPPROTO_CORECAST,
@@ -46,6 +39,7 @@ from corecast.wire.constants import (
     UDP_HEADER_LEN,
     HashId,
 )
+from corecast.wire.ip import build_ip, build_udp
 
 Datagram = tuple[bytes, tuple[str, int]]
 Media = Callable[[int, int], "bytes | None"]

@@ -73,13 +73,11 @@ from corecast.wire.codec import (
     FLAG_L,
     FLAG_N,
     FLAG_V,
-    DecodeError,
-    MapRequest,
-    decode_ip,
     encode_lisp_data,
-    encode_map_request,
     make_lisp_data,
 )
+from corecast.wire.ip import DecodeError, decode_ip
+from corecast.wire.lispctl import MapRequest, encode_map_request
 
 Datagram = tuple[bytes, tuple[str, int]]
 

@@ -3,7 +3,8 @@ Map-Request, Map-Reply, Map-Register / Map-Notify / Map-Notify-Ack (with
 HMAC authentication, section 5.6), ECM, EID and locator records.
 
 Same bytes as the scapy layers in :mod:`corecast.wire.layers`.  Re-exported by
-:mod:`corecast.wire.codec`.  Decoders raise only :class:`DecodeError`.
+:mod:`corecast.wire.codec`; imports only :mod:`corecast.wire.ip` (no circle).
+Decoders raise only :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Union
 
-from corecast.wire.codec import (
+from corecast.wire.constants import KDF_SALT, AlgorithmId, LispType
+from corecast.wire.ip import (
     DecodeError,
     IPAddress,
     IpPacket,
@@ -28,7 +30,6 @@ from corecast.wire.codec import (
     encode_afi_addr,
     encode_eid_addr,
 )
-from corecast.wire.constants import KDF_SALT, AlgorithmId, LispType
 
 # --------------------------------------------------------------------------
 # LISP control messages (RFC 9301 section 5)
