@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Union
 
+from deliverykit import errors
 from swift._fast import decode_msgs
 from swift.wire.constants import (
     HASH_SIZES,
@@ -36,7 +37,7 @@ from swift.wire.constants import (
 )
 
 
-class DecodeError(ValueError):
+class DecodeError(errors.DecodeError):
     """The datagram cannot be parsed at all (shorter than a channel ID)."""
 
 
