@@ -3,8 +3,10 @@ and in the simulator, per metric side by side with the relative difference
 (issue 14; the full result and the explanation of every difference over 10 %
 are in docs/sim.md).
 
-Three swift swarms, each one :class:`deliverykit.sim.Scenario` both backends
-read (:mod:`swift.experiments.swarm`):
+The scenarios come from the protocol packages through the entry-point group
+``deliverykit.sim_validations`` (deliverykit never imports a protocol package);
+today swift's three swarms (:mod:`swift.experiments.validation`), each one
+:class:`deliverykit.sim.Scenario` both backends read:
 
 - ``crowd6``: a 6-leecher flash crowd with the paper's link parameters
   (seeder 20 Mb/s, leecher upload 1.2 Mb/s);
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import statistics
 import sys
@@ -33,7 +34,7 @@ from typing import Any
 
 from deliverykit import cliutil
 
-__all__ = ["METRICS", "Case", "Comparison", "cases", "compare", "main"]
+__all__ = ["METRICS", "BACKENDS", "Case", "RunResult", "Comparison", "cases", "compare", "main"]
 
 #: metric -> what it is (the table's order)
 METRICS = {
@@ -44,53 +45,45 @@ METRICS = {
     "leecher_upload_share": "share of the leechers' chunks uploaded by leechers",
     "chunks_got_per_chunk": "DATA chunks received (verified + duplicate) per chunk needed",
 }
-#: bytes that count as start-up (the start of the video, in order)
-STARTUP_BYTES = 64 * 1024
+
+
+#: the two backends, by the names the packages' runners take
+BACKENDS = ("netns", "sim")
+#: entry-point group: each entry is a ``() -> list[Case]`` of a protocol package
+GROUP = "deliverykit.sim_validations"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One run of one case on one backend, as :func:`compare` needs it."""
+
+    metrics: dict[str, float | None]
+    wall_s: float
+    verified: int
+    complete: int
+    total: int
 
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One validation scenario: its name, what it tests and how to build it."""
+    """One validation scenario: its name, what it tests, and how to run it."""
 
     name: str
     about: str
-    #: (size in bytes, seed) -> the scenario
+    #: (size in bytes, seed) -> the scenario (for inspection and tests)
     build: Callable[[int, int], Any]
+    #: (size in bytes, seed, backend name) -> the run's metrics and record
+    run: Callable[[int, int, str], RunResult]
 
 
 def cases() -> list[Case]:
-    from swift.experiments.swarm import GROUPS, crowd_scenario
+    """Every package's validation cases, in entry-point order."""
+    from importlib.metadata import entry_points
 
-    delays = {g: d / 1000 for g, (d, _) in GROUPS.items()}
-    return [
-        Case("crowd6", "6-leecher flash crowd, seeder 20 Mb/s, leecher upload 1.2 Mb/s",
-             lambda size, seed: crowd_scenario(6, size, "flash", 1.2e6, STARTUP_BYTES, seed,
-                                               limit=300.0)),
-        Case("lossy2", "4 leechers, 2 % loss on every uplink, 4 Mb/s leecher upload",
-             lambda size, seed: crowd_scenario(4, size, "flash", 4e6, STARTUP_BYTES, seed,
-                                               limit=300.0, loss=0.02)),
-        Case("hetero-delay", "4 leechers, one-way 10/25/50/100 ms on their uplinks (Fig. 5)",
-             lambda size, seed: crowd_scenario(4, size, "flash", 4e6, STARTUP_BYTES, seed,
-                                               limit=300.0, delays=delays)),
-    ]
-
-
-def metrics(run: Any) -> dict[str, float | None]:
-    """The validation metrics of one :class:`swift.experiments.swarm.SwarmRun`."""
-    ls = run.leechers
-    comps = [x.completion_s for x in ls if x.completion_s is not None]
-    starts = [x.startup_s for x in ls if x.startup_s is not None]
-    chunks = math.ceil(int(run.scenario.params["size"]) / 1024)
-    by_leechers = sum(x.sent_chunks for x in ls)
-    got = sum(x.stats.get("verified", 0) + x.stats.get("dup", 0) for x in ls)
-    return {
-        "mean_completion_s": statistics.fmean(comps) if comps else None,
-        "min_completion_s": min(comps) if comps else None,
-        "max_completion_s": max(comps) if comps else None,
-        "mean_startup_s": statistics.fmean(starts) if starts else None,
-        "leecher_upload_share": by_leechers / (chunks * len(ls)) if ls else None,
-        "chunks_got_per_chunk": got / (chunks * len(ls)) if ls else None,
-    }
+    out: list[Case] = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        out.extend(ep.load()())
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +113,6 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
             log: Callable[[str], None] = lambda s: None) -> tuple[list[Comparison], dict[str, Any]]:
     """Run every case on both backends; the comparisons and a record of the runs
     (wall time per backend, leechers verified / complete)."""
-    from swift.experiments.flashcrowd import configs
-    from swift.experiments.swarm import Backend, run
-
     size = size or (256 * 1024 if quick else 1024 * 1024)
     repeats = repeats or (1 if quick else 3)
     out: list[Comparison] = []
@@ -131,20 +121,20 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
     per: dict[tuple[str, str], list[dict[str, float | None]]] = {}
     # every testbed run first, then the simulator: the testbed's netlink helper
     # forks, better from a process that has not grown by a simulation yet
-    for backend in (Backend.NETNS, Backend.SIM):
+    for backend in BACKENDS:
         for case in chosen:
             rec = record["cases"].setdefault(case.name, {"about": case.about})
             wall, verified, complete, total = 0.0, 0, 0, 0
             for seed in range(1, repeats + 1):
-                r = run(case.build(size, seed), backend, *configs(STARTUP_BYTES), prefix="skval")
+                r = case.run(size, seed, backend)
                 wall += r.wall_s
-                verified += sum(x.verified for x in r.leechers)
-                complete += sum(x.completion_s is not None for x in r.leechers)
-                total += len(r.leechers)
-                per.setdefault((case.name, backend.value), []).append(metrics(r))
-                log(f"{case.name}: {backend.value} seed {seed} done in {r.wall_s:.1f} s")
-            rec[backend.value] = {"wall_s": round(wall, 1), "verified": verified,
-                                  "complete": complete, "leechers": total}
+                verified += r.verified
+                complete += r.complete
+                total += r.total
+                per.setdefault((case.name, backend), []).append(r.metrics)
+                log(f"{case.name}: {backend} seed {seed} done in {r.wall_s:.1f} s")
+            rec[backend] = {"wall_s": round(wall, 1), "verified": verified,
+                            "complete": complete, "leechers": total}
     for case in chosen:
         for m in METRICS:
             out.append(Comparison(case.name, m,
