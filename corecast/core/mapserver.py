@@ -331,8 +331,7 @@ class MapServer:
             else:
                 # section 8.3: inside a configured site prefix but nothing registered -> 1 min
                 site_pfx = next((p for s in self.sites for p in s.prefixes
-                                 if iid in s.iids and eid.version == p.version
-                                 and eid.subnet_of(p)), None)
+                                 if iid in s.iids and _within(eid, p)), None)
                 ttl = 1 if site_pfx is not None else self.negative_ttl_minutes
                 records.append(EidRecord(site_pfx or self._negative_prefix(eid, iid), (), ttl,
                                          Action.NATIVELY_FORWARD, False, 0, iid))
@@ -361,3 +360,15 @@ def _same_host(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -
     if isinstance(other, ipaddress.IPv6Address) and other.ipv4_mapped is not None:
         other = other.ipv4_mapped
     return addr == other
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _within(eid: Network, prefix: Network) -> bool:
+    """``eid`` inside ``prefix``; False across address families (subnet_of would raise)."""
+    if isinstance(eid, ipaddress.IPv4Network) and isinstance(prefix, ipaddress.IPv4Network):
+        return eid.subnet_of(prefix)
+    if isinstance(eid, ipaddress.IPv6Network) and isinstance(prefix, ipaddress.IPv6Network):
+        return eid.subnet_of(prefix)
+    return False
