@@ -362,9 +362,6 @@ def _same_host(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -
     return addr == other
 
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
 def _within(eid: Network, prefix: Network) -> bool:
     """``eid`` inside ``prefix``; False across address families (subnet_of would raise)."""
     if isinstance(eid, ipaddress.IPv4Network) and isinstance(prefix, ipaddress.IPv4Network):
