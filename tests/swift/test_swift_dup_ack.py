@@ -11,6 +11,8 @@ until the sender counts it lost and halves its window.
 import dataclasses
 import os
 
+import pytest
+
 from swift.core import bins as B
 from swift.core.peer import PeerConfig
 from swift.wire import codec as C
@@ -87,29 +89,14 @@ def test_corrupt_duplicate_is_not_acked() -> None:
     assert bytes(l.content.storage.buf[5 * 1024:6 * 1024]) == data[5 * 1024:6 * 1024]
 
 
-def test_libswift_profile_answers_a_duplicate_with_have() -> None:
-    """docs/swift-libswift-compat.md row 6: libswift turns the ACK for a
-    duplicate into a HAVE; its profile does the same."""
+@pytest.mark.parametrize("leecher_profile", ["libswift", "auto"])
+def test_libswift_dialect_answers_a_duplicate_with_have(leecher_profile: str) -> None:
+    """docs/swift-libswift-compat.md row 6: libswift turns the ACK for a duplicate into a
+    HAVE; its profile does the same, and so does a channel that --profile auto settled on
+    libswift's dialect (the dialect is the channel's, not the config's)."""
     data = os.urandom(40 * 1024)
     s = seeder(data, PeerConfig.libswift(seed=1))
-    l = leecher(s.swarm_id, PeerConfig.libswift(seed=2))
-    l.connect(SEED, 0.0)
-    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
-    assert l.content.complete
-    l.datagrams_to_send(now)
-    dgram, _ = _dup(s, 9, now)
-    l.datagram_received(dgram, SEED, now)
-    msgs = [m for d, _a in l.datagrams_to_send(now) for m in C.decode_datagram(d, l.ctx).messages]
-    assert [(m.start, m.end) for m in msgs if m.type == 3] == [(9, 9)]
-    assert not [m for m in msgs if m.type == 2]
-
-
-def test_auto_profile_answers_a_libswift_channels_duplicate_with_have() -> None:
-    """Under --profile auto the dialect is the channel's, not the config's: a leecher that
-    settled on libswift's dialect with a libswift seeder answers its duplicate with a HAVE."""
-    data = os.urandom(40 * 1024)
-    s = seeder(data, PeerConfig.libswift(seed=1))
-    l = leecher(s.swarm_id, dataclasses.replace(PeerConfig.libswift(seed=2), profile="auto"))
+    l = leecher(s.swarm_id, dataclasses.replace(PeerConfig.libswift(seed=2), profile=leecher_profile))
     l.connect(SEED, 0.0)
     now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
     assert l.content.complete
