@@ -55,7 +55,15 @@ class FixedRate(RateController):
         return self.rate
 
 
-register_controller(FixedRate.name, FixedRate)
+@pytest.fixture
+def fixed_rate() -> object:
+    """FixedRate registered for one test only: the registry is process-wide, and a name left
+    in it shows up in every later test that lists the controllers (the experiments' --help)."""
+    register_controller(FixedRate.name, FixedRate)
+    try:
+        yield FixedRate
+    finally:
+        CONTROLLERS.pop(FixedRate.name, None)
 
 
 def test_the_built_in_controllers_are_registered_by_name() -> None:
@@ -66,7 +74,7 @@ def test_the_built_in_controllers_are_registered_by_name() -> None:
         assert isinstance(ctl, RateController) and ctl.name == name
 
 
-def test_a_registered_controller_drives_a_receiver_and_its_class_says_strict() -> None:
+def test_a_registered_controller_drives_a_receiver_and_its_class_says_strict(fixed_rate) -> None:
     sched = make_schedule("wave", min_rate=10.0, max_rate=1000.0)
     rx = ReceiverCC(sched, controller="test-fixed")
     assert isinstance(rx.ctl, FixedRate)
