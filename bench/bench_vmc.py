@@ -315,6 +315,23 @@ def _merge(subject: str, runs: list[dict]) -> dict:
     return row
 
 
+def cache_usable(name: str, make: Callable[[], Varnish | Squid], notes: list[str]) -> bool:
+    """Installed and able to start? (once, before the timed repeats; a missing cache is a note,
+    one that is installed but broken fails under CI)"""
+    try:
+        cache = make()
+        cache.start()
+        cache.stop()
+        return True
+    except FileNotFoundError as exc:
+        notes.append(f"{name}: arm skipped ({exc})")
+    except CacheError as exc:
+        if os.environ.get("CI") == "true":
+            raise  # installed but broken: CI must see it, not a quietly skipped arm
+        notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
+    return False
+
+
 def run(quick: bool) -> dict:
     n = 6 if quick else 20
     size = (4 << 20) if quick else (50 << 20)
@@ -337,17 +354,7 @@ def run(quick: bool) -> dict:
             arms["nginx proxy_cache_lock"] = partial(_arm_nginx, o, n, stagger, size)
         for name, make in (("varnish", partial(Varnish.accelerator, o)),
                            ("squid collapsed_forwarding", partial(Squid.accelerator, o))):
-            try:  # installed and able to start? (once, before the timed repeats)
-                cache = make()
-                cache.start()
-                cache.stop()
-            except FileNotFoundError as exc:
-                notes.append(f"{name}: arm skipped ({exc})")
-                continue
-            except CacheError as exc:
-                if os.environ.get("CI") == "true":
-                    raise  # installed but broken: CI must see it, not a quietly skipped arm
-                notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
+            if not cache_usable(name, make, notes):
                 continue
             if have_curl:
                 arms[name] = partial(_arm_cache, make, o, n, stagger, size)

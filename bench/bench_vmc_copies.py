@@ -35,9 +35,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench.bench_vmc import PY, _clients, _merge, _Proc, _row
+from bench.bench_vmc import PY, _clients, _merge, _Proc, _row, cache_usable
 from bench.harness import Figure, interleaved, measured
-from vmc.caches import CacheError, Squid, Varnish
+from vmc.caches import Squid, Varnish
 
 REQUIRES = {"tools": ["curl"]}
 
@@ -97,22 +97,6 @@ def _arm_squid(origin: str, n: int, stagger: float, size: int, path: str) -> dic
     return row
 
 
-def _usable(name: str, make: Callable[[], object], notes: list[str]) -> bool:
-    """Installed and able to start? (once, before the timed repeats)"""
-    try:
-        cache = make()
-        cache.start()  # type: ignore[attr-defined]
-        cache.stop()  # type: ignore[attr-defined]
-        return True
-    except FileNotFoundError as exc:
-        notes.append(f"{name}: arm skipped ({exc})")
-    except CacheError as exc:
-        if os.environ.get("CI") == "true":
-            raise  # installed but broken: CI must see it, not a quietly skipped arm
-        notes.append(f"{name}: did not start, arm skipped: {str(exc)[:300]}")
-    return False
-
-
 def run(quick: bool) -> dict:
     n = 4 if quick else 20
     size = (4 << 20) if quick else (50 << 20)
@@ -130,9 +114,9 @@ def run(quick: bool) -> dict:
             "vmc defaults": partial(_arm_vmc, o, n, stagger, size, window_args),
             "vmc, no disk store": partial(_arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]),
         }
-        if shutil.which("varnishd") and _usable("varnish", partial(Varnish.accelerator, o), notes):
+        if shutil.which("varnishd") and cache_usable("varnish", partial(Varnish.accelerator, o), notes):
             arms["varnish (file storage)"] = partial(_arm_varnish_file, o, n, stagger, size)
-        if shutil.which("squid") and _usable("squid", partial(Squid.accelerator, o), notes):
+        if shutil.which("squid") and cache_usable("squid", partial(Squid.accelerator, o), notes):
             arms["squid collapsed_forwarding"] = partial(_arm_squid, o, n, stagger, size)
 
         def fresh(arm: Callable[[str], dict]) -> Callable[[], dict]:

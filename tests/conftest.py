@@ -30,4 +30,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     missing = [item for item in items if _live_peer_missing(item)]
     if missing:
         config.hook.pytest_deselected(items=missing)
-        items[:] = [item for item in items if item not in set(missing)]
+        gone = set(missing)
+        items[:] = [item for item in items if item not in gone]
