@@ -157,7 +157,7 @@ def test_failed_registration_is_one_error_line_and_exit_1(with_mapserver):
         assert lines[0].startswith("corecast: error: etr: no Map-Notify from " + ms_addr)
         assert "wrong --psk or --key-id" in lines[0] and "unreachable" in lines[0]
         final = json.loads(r.stdout)
-        assert final["registered"] is False and final["registrar"]["sent"] == 2
+        assert final["registered"] is False and final["registrar"]["sent"] >= 2  # the first try and its retry; a loaded machine may fit one more before the give-up
     finally:
         for p in procs:
             p.terminate()
