@@ -76,7 +76,7 @@ def test_echo_nonce_unanswered_means_unreachable():
     """RFC 9300 sec. 10.1: packets keep coming from an ETR said to do echo-noncing
     (E-bit in its Map-Reply; here the static line's ``echo``) but the nonce is never
     echoed: the path is declared down at timeout.  Without that E-bit no request
-    is started (test_corecast_review.py checks)."""
+    is started (test_corecast_xtr_rfc_rules.py checks)."""
     a = make_xtr(RA, "10.2.0.0/16", RB, echo_nonce=True, echo_timeout=1.0, echo_suspend=0.5,
                  seed=1, echo_capable=True)
     b = make_xtr(RB, "10.1.0.0/16", RA, echo_nonce=False)
