@@ -17,6 +17,14 @@ Usage::
 clock; an exception it raises is counted in ``ep.stats["handler_errors"]`` and
 logged, never propagated into the loop, so one malformed packet cannot stop a
 router.
+
+:class:`CoreDriver` pumps any :class:`~deliverykit.protocol.DatagramCore` on
+such an endpoint: the real-time twin of the simulator's pump
+(:mod:`deliverykit.sim.pump`)::
+
+    async with open_core(core, ("127.0.0.1", 0), on_event=print) as driver:
+        core.connect(peer_addr, driver.now)   # the application calls the core...
+        driver.kick()                         # ...then lets the driver drain it
 """
 
 from __future__ import annotations
@@ -26,10 +34,12 @@ import ipaddress
 import logging
 import socket
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
+from deliverykit.errors import RemoteProtocolError
 from deliverykit.fastpath import recv_batch, send_batch
+from deliverykit.protocol import DatagramCore
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +109,8 @@ class BatchedUDPEndpoint:
         self._max_backlog = max_backlog
         self._writing = False
         self._closed = False
+        #: called when a backlog of sends has gone out (a driver resumes draining its core)
+        self.on_drain: Callable[[], None] | None = None
         self.stats = {
             "rx_packets": 0, "rx_batches": 0, "tx_packets": 0, "tx_dropped": 0,
             "handler_errors": 0, "socket_errors": 0,
@@ -125,7 +137,7 @@ class BatchedUDPEndpoint:
             self.stats["rx_batches"] += 1
             try:
                 self.on_batch(got, self.loop.time())
-            except Exception:  # noqa: BLE001 - never let one bad batch kill the loop
+            except Exception:  # never let one bad batch kill the loop
                 self.stats["handler_errors"] += 1
                 log.exception("batch handler failed")
             if len(got) < self.batch:
@@ -178,6 +190,11 @@ class BatchedUDPEndpoint:
             self._writing = True
             self.loop.add_writer(self.sock.fileno(), self._on_writable)
 
+    @property
+    def backlogged(self) -> bool:
+        """True while datagrams wait for room in the socket buffer."""
+        return bool(self._backlog)
+
     def _on_writable(self) -> None:
         while self._backlog:
             chunk = [self._backlog[i] for i in range(min(len(self._backlog), 256))]
@@ -188,6 +205,12 @@ class BatchedUDPEndpoint:
                 return
         self.loop.remove_writer(self.sock.fileno())
         self._writing = False
+        if self.on_drain is not None:
+            try:
+                self.on_drain()
+            except Exception:  # as for on_batch: counted, never fatal
+                self.stats["handler_errors"] += 1
+                log.exception("drain handler failed")
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until queued datagrams have been handed to the kernel."""
@@ -209,7 +232,7 @@ class BatchedUDPEndpoint:
         self._backlog.clear()
         self.sock.close()
 
-    async def __aenter__(self) -> BatchedUDPEndpoint:
+    async def __aenter__(self) -> BatchedUDPEndpoint:  # noqa: PYI034 - mypy targets 3.10
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -224,10 +247,230 @@ def open_udp(
     return BatchedUDPEndpoint(make_udp_socket(local_addr, **sock_kw), on_batch, **kw)
 
 
+class Transport(Protocol):
+    """What :class:`CoreDriver` sends through: a :class:`BatchedUDPEndpoint`, a
+    raw-socket endpoint, anything with ``send_many``.  Optional attributes the
+    driver uses when present: ``backlogged`` (bool: stop draining the core),
+    ``on_drain`` (set by the driver: resume when the backlog has gone out) and
+    ``stats`` (a dict: core errors are added to ``stats["handler_errors"]``)."""
+
+    def send_many(self, items: Iterable[Datagram]) -> None: ...
+
+
+#: datagrams_to_send rounds per input, as the simulator's pump bounds its flush
+MAX_FLUSH_ROUNDS = 64
+#: timer runs in a row that leave the deadline at or before the time they ran with;
+#: beyond this the driver waits STUCK_BACKOFF between runs instead of spinning
+MAX_SAME_TIMERS = 1000
+STUCK_BACKOFF = 0.001
+
+
+class CoreDriver:
+    """Pump one :class:`~deliverykit.protocol.DatagramCore` on a transport in real time.
+
+    ``on_batch(batch, now)`` is the endpoint's handler: every datagram goes to
+    ``core.datagram_received`` (one that raises is counted in
+    ``stats["core_errors"]`` and the transport's ``stats["handler_errors"]``,
+    and the rest of the batch goes on); then the driver drains
+    ``core.datagrams_to_send(now)`` into ``transport.send_many``, hands every
+    ``core.next_event()`` to ``on_event`` and re-arms its one ``loop.call_at``
+    timer from ``core.get_timer(now)``.  The clock is ``loop.time()``, the
+    ``now`` the endpoint passes.  A batch item of three elements ``(data, addr,
+    arrived)`` (an endpoint with kernel timestamps) is passed on as
+    ``core.datagram_received(data, addr, now, arrived)``: only cores that take
+    an arrival time get such a transport.
+    """
+
+    def __init__(
+        self,
+        core: DatagramCore,
+        transport: Transport | None = None,
+        *,
+        on_event: Callable[[object], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.core = core
+        self.transport: Any = None
+        self.on_event = on_event
+        self.loop = loop or asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._same_timers = 0
+        self._closed = False
+        #: what the driver did: datagrams in and out, timer runs, events, core errors,
+        #: drains cut short by a transport backlog, timers held back by the stuck guard
+        self.stats = {
+            "datagrams_in": 0, "datagrams_out": 0, "timers": 0, "events": 0,
+            "core_errors": 0, "backlogged": 0, "stuck_timers": 0,
+        }
+        if transport is not None:
+            self.attach(transport)
+
+    @property
+    def now(self) -> float:
+        """The driver's clock: the loop's."""
+        return self.loop.time()
+
+    def attach(self, transport: Transport) -> None:
+        """Send through ``transport`` from now on (and resume when its backlog drains)."""
+        self.transport = transport
+        if hasattr(transport, "on_drain"):
+            transport.on_drain = self.kick
+
+    # --- input ---------------------------------------------------------
+    def on_batch(self, batch: Sequence[tuple[Any, ...]], now: float) -> None:
+        """Feed a batch of datagrams that arrived by ``now``, then drain the core."""
+        if self._closed:
+            return
+        core = self.core
+        self.stats["datagrams_in"] += len(batch)
+        for item in batch:
+            try:
+                if len(item) == 2:
+                    core.datagram_received(item[0], item[1], now)
+                else:
+                    core.datagram_received(item[0], item[1], now, item[2])  # type: ignore[call-arg]
+            except Exception as exc:  # noqa: BLE001 - one bad datagram must not stop the rest
+                self._count_error(exc, item[1])
+        self._pump(now)
+
+    def kick(self) -> None:
+        """The application called the core directly (start, connect, join...):
+        drain it, hand its events on and re-arm the timer."""
+        if not self._closed:
+            self._pump(self.loop.time())
+
+    def _count_error(self, exc: Exception, addr: Any) -> None:
+        self.stats["core_errors"] += 1
+        stats = getattr(self.transport, "stats", None)
+        if isinstance(stats, dict):
+            stats["handler_errors"] = stats.get("handler_errors", 0) + 1
+        if isinstance(exc, RemoteProtocolError):
+            log.debug("datagram from %s dropped: %s", addr, exc)
+        elif self.stats["core_errors"] == 1:
+            log.error("core failed on a datagram from %s (further failures at debug level)", addr,
+                      exc_info=exc)
+        else:
+            log.debug("core failed on a datagram from %s: %r", addr, exc)
+
+    # --- output --------------------------------------------------------
+    def _pump(self, now: float) -> None:
+        core = self.core
+        transport = self.transport
+        if transport is not None:
+            for _ in range(MAX_FLUSH_ROUNDS):
+                if getattr(transport, "backlogged", False):
+                    self.stats["backlogged"] += 1
+                    break  # on_drain kicks us again once the socket has room
+                out = core.datagrams_to_send(now)
+                if not out:
+                    break
+                self.stats["datagrams_out"] += len(out)
+                transport.send_many(out)
+        on_event = self.on_event
+        while (event := core.next_event()) is not None:
+            self.stats["events"] += 1
+            if on_event is not None:
+                on_event(event)
+            if self._closed:  # the application closed us from its event handler
+                return
+        self._arm(now)
+
+    # --- the one timer -------------------------------------------------
+    def _arm(self, now: float) -> None:
+        deadline = self.core.get_timer(now)
+        if deadline == self._deadline and (deadline is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadline = deadline
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        deadline, self._deadline = self._deadline, None
+        if self._closed or deadline is None:
+            return
+        # asyncio may run a handle up to its clock resolution early: the core
+        # sees at least the deadline it asked for.
+        now = max(self.loop.time(), deadline)
+        self.stats["timers"] += 1
+        self.core.handle_timer(now)
+        self._pump(now)
+        if self._deadline is not None and self._deadline <= now:
+            self._same_timers += 1
+            if self._same_timers > MAX_SAME_TIMERS and self._timer is not None:
+                # the core keeps asking for its timer now: wait a little between runs
+                self.stats["stuck_timers"] += 1
+                self._timer.cancel()
+                self._timer = self.loop.call_at(now + STUCK_BACKOFF, self._on_timer)
+        else:
+            self._same_timers = 0
+
+    # --- lifetime ------------------------------------------------------
+    def close(self) -> None:
+        """Cancel the timer; later batches and kicks are ignored."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadline = None
+        if getattr(self.transport, "on_drain", None) == self.kick:
+            self.transport.on_drain = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class _OpenCore:
+    """``open_core``'s async context manager: endpoint + driver, both closed on exit."""
+
+    def __init__(self, core: DatagramCore, local_addr: tuple[str, int],
+                 on_event: Callable[[object], None] | None, kw: dict[str, Any]) -> None:
+        self._args = (core, local_addr, on_event, kw)
+        self.driver: CoreDriver | None = None
+
+    async def __aenter__(self) -> CoreDriver:
+        core, local_addr, on_event, kw = self._args
+        loop = kw.get("loop") or asyncio.get_running_loop()
+        driver = CoreDriver(core, on_event=on_event, loop=loop)
+        ep = open_udp(local_addr, driver.on_batch, **kw)
+        driver.attach(ep)
+        self.driver = driver
+        driver.kick()
+        return driver
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.driver is not None:
+            self.driver.close()
+            if self.driver.transport is not None:
+                self.driver.transport.close()
+
+
+def open_core(
+    core: DatagramCore,
+    local_addr: tuple[str, int],
+    *,
+    on_event: Callable[[object], None] | None = None,
+    **kw: Any,
+) -> _OpenCore:
+    """Bind a UDP socket and pump ``core`` on it: ``async with open_core(...) as driver``.
+
+    ``kw`` goes to :func:`open_udp` (``make_udp_socket``'s options, ``batch``,
+    ``max_backlog``, ``loop``); ``driver.transport`` is the
+    :class:`BatchedUDPEndpoint`.  The core is drained once on entry (what it
+    queued before the socket existed goes out); driver and endpoint close on exit.
+    """
+    return _OpenCore(core, local_addr, on_event, kw)
+
+
 def install_uvloop() -> bool:
     """Use uvloop's event loop policy when installed; returns whether it is in use."""
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
     except ImportError:
         return False
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

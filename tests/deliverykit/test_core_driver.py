@@ -1,0 +1,187 @@
+"""CoreDriver: any DatagramCore pumped over real loopback UDP (deliverykit.aio)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from deliverykit.aio import CoreDriver, open_core, open_udp
+from deliverykit.errors import DecodeError
+from deliverykit.protocol import is_datagram_core
+
+
+@dataclass(frozen=True, slots=True)
+class Echoed:
+    """The core answered one datagram."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Ticked:
+    """The core's timer ran."""
+
+    at: float
+
+
+class EchoTimerCore:
+    """A tiny sans-IO core: echoes b"re:"+data, refuses b"bad" (DecodeError) and
+    b"boom" (a bug: RuntimeError), and ticks every ``period`` seconds ``ticks`` times."""
+
+    def __init__(self, period: float = 0.02, ticks: int = 0) -> None:
+        self.period = period
+        self.ticks_left = ticks
+        self.next_tick: float | None = None
+        self.out: list[tuple[bytes, Any]] = []
+        self.events: deque[object] = deque()
+        self.handle_timer_calls: list[tuple[float, float]] = []  # (now, deadline)
+        self.timer_calls_before_deadline = 0
+
+    def start(self, now: float) -> None:
+        if self.ticks_left:
+            self.next_tick = now + self.period
+
+    def datagram_received(self, data: bytes, addr: Any, now: float) -> None:
+        if data == b"bad":
+            raise DecodeError("malformed test datagram")
+        if data == b"boom":
+            raise RuntimeError("a bug in the core")
+        self.out.append((b"re:" + data, addr))
+        self.events.append(Echoed(data))
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Any]]:
+        out, self.out = self.out, []
+        return out
+
+    def get_timer(self, now: float) -> float | None:
+        return self.next_tick
+
+    def handle_timer(self, now: float) -> None:
+        assert self.next_tick is not None
+        self.handle_timer_calls.append((now, self.next_tick))
+        if now < self.next_tick:
+            self.timer_calls_before_deadline += 1
+            return
+        self.events.append(Ticked(now))
+        self.ticks_left -= 1
+        self.next_tick = now + self.period if self.ticks_left > 0 else None
+
+    def next_event(self) -> object | None:
+        return self.events.popleft() if self.events else None
+
+
+async def _wait_for(pred, timeout=5.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pred():
+        if loop.time() > deadline:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+def test_the_test_core_is_a_datagram_core():
+    assert is_datagram_core(EchoTimerCore())
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+async def test_datagrams_in_are_answered_and_events_reach_on_event(host):
+    core = EchoTimerCore()
+    events: list[object] = []
+    got: list[bytes] = []
+    async with open_core(core, (host, 0), on_event=events.append) as driver, \
+            open_udp((host, 0), lambda b, now: got.extend(d for d, _ in b)) as client:
+        n = 200  # far below the 4 MiB socket buffers: loopback loses none of these
+        client.send_many((b"%d" % i, driver.transport.local_addr[:2]) for i in range(n))
+        await _wait_for(lambda: len(got) >= n)
+    assert client.stats["tx_dropped"] == driver.transport.stats["tx_dropped"] == 0
+    assert sorted(got) == sorted(b"re:%d" % i for i in range(n))
+    assert sorted(e.data for e in events if isinstance(e, Echoed)) == sorted(b"%d" % i for i in range(n))
+    assert driver.stats["datagrams_in"] == driver.stats["datagrams_out"] == driver.stats["events"] == n
+
+
+async def test_timer_fires_at_its_deadline_and_rearms_one_handle_at_a_time():
+    loop = asyncio.get_running_loop()
+    core = EchoTimerCore(period=0.02, ticks=5)
+    events: list[object] = []
+    async with open_core(core, ("127.0.0.1", 0), on_event=events.append) as driver:
+        core.start(driver.now)
+        driver.kick()
+        # exactly one asyncio handle is armed, for the core's deadline
+        assert driver._timer is not None and driver._timer.when() == core.next_tick
+        await _wait_for(lambda: core.ticks_left == 0)
+        await asyncio.sleep(0.05)  # nothing more may run once the core wants no timer
+        assert driver._timer is None
+    ticks = [e for e in events if isinstance(e, Ticked)]
+    assert len(ticks) == 5
+    # each run came at or after its deadline, never before (no spurious early runs),
+    # and one run per deadline: no busy loop
+    assert core.timer_calls_before_deadline == 0
+    assert len(core.handle_timer_calls) == 5
+    assert all(now >= deadline for now, deadline in core.handle_timer_calls)
+    assert driver.stats["timers"] == 5
+    assert all(t.at <= loop.time() for t in ticks)
+
+
+async def test_a_moved_deadline_replaces_the_armed_handle():
+    core = EchoTimerCore(period=60.0, ticks=1)
+    async with open_core(core, ("127.0.0.1", 0)) as driver:
+        core.start(driver.now)
+        driver.kick()
+        first = driver._timer
+        assert first is not None
+        core.next_tick = driver.now + 0.01  # the core now wants its timer sooner
+        driver.kick()
+        assert first.cancelled()
+        await _wait_for(lambda: core.ticks_left == 0)
+    assert len(core.handle_timer_calls) == 1
+
+
+@pytest.mark.parametrize("bad", [b"bad", b"boom"])
+async def test_a_core_raising_on_a_datagram_is_counted_and_the_rest_goes_on(bad):
+    core = EchoTimerCore()
+    got: list[bytes] = []
+    async with open_core(core, ("127.0.0.1", 0)) as driver, \
+            open_udp(("127.0.0.1", 0), lambda b, now: got.extend(d for d, _ in b)) as client:
+        dst = driver.transport.local_addr
+        client.send_many([(b"one", dst), (bad, dst), (b"two", dst)])
+        await _wait_for(lambda: len(got) == 2)
+        client.sendto(b"three", dst)
+        await _wait_for(lambda: len(got) == 3)
+        assert driver.stats["core_errors"] == 1
+        assert driver.transport.stats["handler_errors"] == 1
+    assert got == [b"re:one", b"re:two", b"re:three"]
+
+
+async def test_close_cancels_the_timer_and_ignores_later_input():
+    core = EchoTimerCore(period=0.01, ticks=100)
+    driver = CoreDriver(core)
+    core.start(driver.now)
+    driver.kick()
+    handle = driver._timer
+    assert handle is not None
+    driver.close()
+    assert handle.cancelled() and driver.closed
+    await asyncio.sleep(0.05)
+    assert core.handle_timer_calls == []
+    driver.on_batch([(b"late", ("127.0.0.1", 9))], driver.now)
+    driver.kick()
+    assert core.out == [] and driver._timer is None
+
+
+async def test_attach_after_construction_sends_what_the_core_queued():
+    core = EchoTimerCore()
+    driver = CoreDriver(core)
+    got: list[bytes] = []
+    async with open_udp(("127.0.0.1", 0), lambda b, now: got.extend(d for d, _ in b)) as rx, \
+            open_udp(("127.0.0.1", 0), driver.on_batch) as ep:
+        core.out.append((b"queued", rx.local_addr))
+        driver.kick()  # no transport yet: the datagram waits in the core
+        assert core.out
+        driver.attach(ep)
+        driver.kick()
+        await _wait_for(lambda: got == [b"queued"])
+    driver.close()
