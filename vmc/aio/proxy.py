@@ -49,13 +49,14 @@ import h11
 from vmc.aio import upstream as up
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
 from vmc.aio.downstream import CHUNK, Client, ClientGone, Downstream
-from vmc.aio.session import DONE, FAILED, PENDING, STREAMING, RepresentationChanged, Session
+from vmc.aio.session import DONE, FAILED, STREAMING, RepresentationChanged, Session
 from vmc.aio.spill import DiskStore
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
-from vmc.core.plan import VMC_HEADER, content_range, multipart_layout, plan_join
-from vmc.core.reasons import NotShared, Refused, by_name
+from vmc.core.plan import VMC_HEADER, Plan, content_range, multipart_layout
+from vmc.core.reasons import Refused, by_name
+from vmc.core.sharing import Admit, Sharing, Step, next_step
 from vmc.core.stats import RequestRecord, Stats
 
 
@@ -91,7 +92,6 @@ class Proxy(Downstream):
 
     def __init__(self, cfg: ProxyConfig, clock=time.monotonic) -> None:
         super().__init__(cfg, Stats(), clock)
-        self.sessions: dict[str, Session] = {}
         self.allowed: set[tuple[str, int]] = {split_authority(u) for u in cfg.upstreams}
         self.default = split_authority(cfg.default_upstream) if cfg.default_upstream else None
         if self.default:
@@ -101,12 +101,10 @@ class Proxy(Downstream):
         self.pool = up.Pool(limiter=self.limiter) if cfg.upstream_keepalive else None
         self._status_nets = [ipaddress.ip_network(n, strict=False) for n in cfg.status_allow]
         self._server: asyncio.AbstractServer | None = None
-        #: Sessions whose buffer is (or may still be) held: charged against ``cfg.buffer_budget``.
-        self._buffered: set[Session] = set()
         #: Bodies on disk: what left a window, and finished objects (``finished``) kept for reuse.
         self.store = DiskStore(cfg.disk_budget, cfg.disk_dir) if cfg.disk_budget > 0 and cfg.sharing else None
-        #: Finished sessions whose whole body is on disk, by key (served while fresh).
-        self.finished: dict[str, Session] = {}
+        #: The sharing decisions and their state (sans-IO): live sessions, finished ones, the budget.
+        self.sharing = Sharing(self.stats, cfg.window, cfg.buffer_budget, cfg.sharing, self.store is not None)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Proxy:
@@ -156,22 +154,20 @@ class Proxy(Downstream):
         snap["disk"] = self.store.snapshot() if self.store is not None else None
         return snap
 
-    @staticmethod
-    def _charge(s: Session) -> int:
-        """What a session can hold: its window, or its length when smaller; bytes held while its
-        length is unknown (issue 13 item 9: never a whole window for a response not yet seen)."""
-        if s.state == PENDING:
-            return s.buffer.memory
-        return min(s.buffer.window, s.length)
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """Live sessions by key (the core's registry)."""
+        return self.sharing.sessions  # type: ignore[return-value]  # the proxy registers Sessions only
+
+    @property
+    def finished(self) -> dict[str, Session]:
+        """Finished sessions whole on disk, by key (the core's registry)."""
+        return self.sharing.finished  # type: ignore[return-value]
 
     @property
     def committed_buffer(self) -> int:
-        """Bytes the buffered sessions may hold at most (see :meth:`_charge`)."""
-        return sum(self._charge(s) for s in self._buffered)
-
-    def _budget_allows(self, extra: int) -> bool:
-        budget = self.cfg.buffer_budget
-        return budget <= 0 or self.committed_buffer + extra <= budget
+        """Bytes the buffered sessions may hold at most (:meth:`Sharing.charge`)."""
+        return self.sharing.committed
 
     # ------------------------------------------------------------------ routing
     def _route(self, req: h11.Request, client: Client) -> Route | None:
@@ -296,61 +292,20 @@ class Proxy(Downstream):
         rec: RequestRecord,
     ) -> None:
         key = request_key(route.uri)
-        verdict = policy.request_verdict(method, headers)
-        if not self.cfg.sharing:
-            verdict = policy.Verdict(False, NotShared.SHARING_OFF)
-        if not verdict:
-            self.stats.not_shared[verdict.reason] += 1
-            await self._passthrough(client, method, headers, body, route, rec)
-            return
-        session = self.sessions.get(key) or self.finished.get(key)
-        if session is not None and session.state == PENDING:
+        pending = self.sharing.pending(key)
+        if pending is not None and isinstance(pending, Session):
             try:
-                await asyncio.wait_for(session.ready.wait(), self.cfg.join_wait)
+                await asyncio.wait_for(pending.ready.wait(), self.cfg.join_wait)
             except asyncio.TimeoutError:
                 pass
-        if session is not None and self._joinable(session, headers, route):
-            p = plan_join(method, headers, session.length, session.buffer.received, session.validators)
-            on_disk = session.spill is not None and session.spill.holds(p.first)
-            if (p.first < session.buffer.base and p.end > p.first and not on_disk
-                    and not session.validators.can_patch_from_origin()):
-                # The bytes this answer starts with have left the window and, without a strong
-                # validator, cannot be patched from the origin safely: fetch on its own instead.
-                self.stats.not_shared[NotShared.PREFIX_UNPATCHABLE] += 1
-                await self._passthrough(client, method, headers, body, route, rec)
-                return
-            await self._join(client, session, method, headers, rec)
-            return
-        if method == b"HEAD" or policy.get(headers, b"range") is not None:
+        adm = self.sharing.admit(method, headers, key, route.upstream, route.host, self.clock())
+        if adm.kind is Admit.JOIN:
+            assert isinstance(adm.session, Session) and adm.plan is not None
+            await self._join(client, adm.session, adm.plan, method, rec)
+        elif adm.kind is Admit.START:
+            await self._start_session(client, key, route, headers, rec)
+        else:
             await self._passthrough(client, method, headers, body, route, rec)
-            return
-        if not self._budget_allows(1):
-            # The live sessions already hold the whole global budget: fetch unshared (no buffer).
-            self.stats.not_shared[NotShared.BUFFER_BUDGET] += 1
-            await self._passthrough(client, method, headers, body, route, rec)
-            return
-        await self._start_session(client, key, route, headers, rec)
-
-    def _joinable(self, s: Session, headers: list[tuple[bytes, bytes]], route: Route) -> bool:
-        if s.state == DONE:  # a finished object, whole on disk
-            if self.finished.get(s.key) is not s or s.spill is None or not s.spill.complete:
-                return False
-        elif self.sessions.get(s.key) is not s or s.state != STREAMING:
-            return False
-        if s.upstream != route.upstream or s.upstream_headers[0][1] != route.host:
-            return False  # same URI via another origin address (transparent mode): never mixed
-        if policy.vary_signature(s.vary_fields, headers) != s.vary_sig:
-            self.stats.not_shared[NotShared.VARY_MISMATCH] += 1
-            return False
-        resident = self.clock() - s.received_at
-        if not s.freshness.fresh(resident):
-            self.stats.not_shared[NotShared.STALE] += 1  # RFC 9111 sec. 4.2: no reuse without validation
-            return False
-        limit = policy.request_max_age(headers)
-        if limit is not None and s.freshness.age(resident) > limit:
-            self.stats.not_shared[NotShared.REQUEST_MAX_AGE] += 1  # RFC 9111 sec. 5.2.1.1
-            return False
-        return True
 
     # ------------------------------------------------------------------ sessions
     async def _start_session(
@@ -364,7 +319,7 @@ class Proxy(Downstream):
         up_headers = self._upstream_headers(headers, route.host)
         upstream, path = route.upstream, route.path
         s = Session(key, route.uri, upstream, path, up_headers, self.cfg.window)
-        self.sessions[key] = s
+        self.sharing.open(s)
         try:
             self.stats.origin_requests += 1
             resp = await up.request(*upstream, b"GET", path, up_headers, timeout=self.cfg.upstream_timeout,
@@ -379,37 +334,24 @@ class Proxy(Downstream):
             await self._upstream_error(client, exc, rec)
             return
         s.received_at = self.clock()
-        verdict = policy.response_verdict(resp.status, resp.headers, time.time())
-        if verdict:
-            length = policy.validators_of(resp.status, resp.headers).length or 0
-            if not self._budget_allows(min(self.cfg.window, length)):
-                # The live sessions already hold the global budget: relay this one unshared.
-                verdict = policy.Verdict(False, NotShared.BUFFER_BUDGET)
+        verdict = self.sharing.head_verdict(resp.status, resp.headers, time.time())
         if not verdict:
             s.move(FAILED, f"not shareable: {verdict.reason}")
             s.verdict = verdict
             s.ready.set()
             self._drop(s)
-            self._buffered.discard(s)
+            self.sharing.buffered.discard(s)
             self.stats.not_shared[verdict.reason] += 1
             await self._relay(client, b"GET", resp, rec)
             return
-        s.status = resp.status
         s.headers = up.end_to_end(resp.headers, drop=(b"accept-ranges", b"content-range", VMC_HEADER))
-        s.validators = policy.validators_of(resp.status, resp.headers)
-        s.length = s.validators.length or 0
-        s.vary_fields = policy.vary_fields(resp.headers)
-        s.vary_sig = policy.vary_signature(s.vary_fields, headers)
-        s.freshness = policy.freshness(resp.headers, time.time())
-        s.verdict = verdict
-        s.move(STREAMING)
-        self._buffered.add(s)
+        s.take_head(resp.status, resp.headers, headers, verdict, time.time(), s.received_at)
+        self.sharing.streaming(s)
         if self.store is not None:
             s.spill = self.store.open(s.length)
             if s.spill is not None:
                 s.spill.can_evict = lambda: s.readers <= 0
-                s.spill.on_evict = lambda: self._forget(s)
-        self.stats.sessions += 1
+                s.spill.on_evict = lambda: self.sharing.forget(s)
         rec.mode = "origin"
         s.readers += 1
         resumable = self.cfg.retry_by_range and s.validators.can_patch_from_origin()
@@ -424,47 +366,20 @@ class Proxy(Downstream):
 
     def _drop(self, s: Session) -> None:
         """The pump ended (or never ran): the session leaves the registry."""
-        if self.sessions.get(s.key) is s:
-            del self.sessions[s.key]
-        if s.state == DONE and s.spill is not None and s.spill.complete and self.store is not None:
-            old = self.finished.get(s.key)
-            if old is not None and old is not s:
-                self._forget(old)
-            self.finished[s.key] = s  # kept whole on disk for later requests while fresh
+        if self.sharing.drop(s) and self.store is not None and s.spill is not None:
             self.store.finished(s.spill)
-        if s.readers <= 0:
-            s.buffer.clear()
-            self._buffered.discard(s)
-            if self.finished.get(s.key) is not s and s.spill is not None:
-                s.spill.close()
-
-    def _forget(self, s: Session) -> None:
-        """A finished object leaves the store (evicted or replaced); its file closes once unread."""
-        if self.finished.get(s.key) is s:
-            del self.finished[s.key]
-        if s.readers <= 0 and s.spill is not None:
-            s.spill.close()
 
     def _release(self, s: Session) -> None:
-        s.readers -= 1
-        if s.readers <= 0 and s.state == STREAMING and s.pump_task is not None:
+        if self.sharing.release(s) and s.pump_task is not None:
             s.pump_task.cancel()  # its done-callback cleans up, even if it never started
-        if s.readers <= 0 and s.state != STREAMING:
-            s.buffer.clear()
-            self._buffered.discard(s)
-            if s.spill is not None and self.finished.get(s.key) is not s and self.sessions.get(s.key) is not s:
-                s.spill.close()  # neither kept as finished nor awaiting the pump's end (_drop decides)
 
-    async def _join(
-        self, client: Client, s: Session, method: bytes, headers: list[tuple[bytes, bytes]], rec: RequestRecord
-    ) -> None:
+    async def _join(self, client: Client, s: Session, p: Plan, method: bytes, rec: RequestRecord) -> None:
         self.stats.joins += 1
         s.readers += 1
         if s.state == DONE and s.spill is not None and self.store is not None:
             self.store.stats.hits += 1  # served whole from disk, no origin request
             self.store.touch(s.spill)
         try:
-            p = plan_join(method, headers, s.length, s.buffer.received, s.validators)
             rec.mode = p.mode
             rec.offset = s.buffer.received
             if p.status == 416:
@@ -539,42 +454,40 @@ class Proxy(Downstream):
     async def _serve_span(self, client: Client, s: Session, pos: int, end: int, rec: RequestRecord) -> None:
         """Write stream bytes ``[pos, end)``: buffer, origin Range patch, then the live stream."""
         while pos < end:
-            buf = s.buffer
-            if pos < buf.received:
-                if buf.holds(pos):
-                    data = buf.read(pos, min(end, pos + 4 * CHUNK))
-                    await self._write(client, data, rec)
-                    pos += len(data)
-                elif s.spill is not None and s.spill.holds(pos):  # left the window: from disk
-                    data = s.spill.read(pos, min(end, pos + 4 * CHUNK))
-                    await self._write(client, data, rec)
-                    pos += len(data)
-                else:
-                    edge = buf.received
-                    if s.live and self.cfg.patch_budget > 0 and edge < end and not rec.detached:
-                        # Take the live stream from the edge now (bounded queue) while the gap
-                        # [pos, edge) comes from the origin by Range; then drain the queue. If the
-                        # queue overflows first, the client continues from where it stopped.
-                        sub = s.subscribe(edge, self.cfg.patch_budget)
-                        try:
-                            while pos < edge:
-                                pos = await self._patch(client, s, pos, edge, rec, rejoin=False)
-                            pos = await self._follow(client, s, sub, pos, end, rec)
-                        finally:
-                            s.unsubscribe(sub)
-                    else:
-                        pos = await self._patch(client, s, pos, end, rec)
-                continue
-            if s.state == STREAMING:
+            step = next_step(s, pos, end, self.cfg.patch_budget, rec.detached)
+            if step is Step.WINDOW:
+                data = s.buffer.read(pos, min(end, pos + 4 * CHUNK))
+                await self._write(client, data, rec)
+                pos += len(data)
+            elif step is Step.DISK:  # left the window: from disk
+                assert s.spill is not None
+                data = s.spill.read(pos, min(end, pos + 4 * CHUNK))
+                await self._write(client, data, rec)
+                pos += len(data)
+            elif step is Step.PATCH_AND_FOLLOW:
+                # Take the live stream from the edge now (bounded queue) while the gap
+                # [pos, edge) comes from the origin by Range; then drain the queue. If the
+                # queue overflows first, the client continues from where it stopped.
+                edge = s.buffer.received
+                sub = s.subscribe(edge, self.cfg.patch_budget)
+                try:
+                    while pos < edge:
+                        pos = await self._patch(client, s, pos, edge, rec, rejoin=False)
+                    pos = await self._follow(client, s, sub, pos, end, rec)
+                finally:
+                    s.unsubscribe(sub)
+            elif step is Step.PATCH:
+                pos = await self._patch(client, s, pos, end, rec)
+            elif step is Step.LIVE:
                 sub = s.subscribe(pos, self.cfg.queue_limit)
                 try:
                     pos = await self._follow(client, s, sub, pos, end, rec)
                 finally:
                     s.unsubscribe(sub)
-                continue
-            # The stream failed before reaching pos, and the session's own resume attempts
-            # (shared by every sharer) are spent or were refused: a clean error.
-            raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
+            else:
+                # The stream failed before reaching pos, and the session's own resume attempts
+                # (shared by every sharer) are spent or were refused: a clean error.
+                raise StreamFailed(f"stream {s.state} at {pos}/{s.length}: {s.error}")
 
     async def _follow(self, client: Client, s: Session, sub, pos: int, end: int, rec: RequestRecord) -> int:
         """Write the live stream from ``sub``'s queue; StreamFailed if no byte comes for ``stall_timeout`` s."""

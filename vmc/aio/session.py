@@ -38,10 +38,9 @@ from collections.abc import Awaitable, Callable
 
 from vmc.aio.spill import SpillFile
 from vmc.aio.upstream import NO_SLOT, Slot, UpstreamBusy, UpstreamError, UpstreamResponse
-from vmc.core.buffer import SessionBuffer
-from vmc.core.policy import Freshness, Validators, Verdict
 from vmc.core.queue import ClientQueue
-from vmc.core.states import ACTIVE, SessionState, check_transition
+from vmc.core.session import SharedObject
+from vmc.core.states import ACTIVE, SessionState
 from vmc.core.stats import Stats
 
 PENDING, STREAMING, DONE, FAILED = SessionState.PENDING, SessionState.STREAMING, SessionState.DONE, SessionState.FAILED
@@ -67,8 +66,9 @@ class Subscriber:
         self.wake = asyncio.Event()
 
 
-class Session:
-    """In-flight shared fetch of one representation."""
+class Session(SharedObject):
+    """In-flight shared fetch of one representation: the sans-IO state (:class:`SharedObject`)
+    plus the pump task, the head-arrived event and the subscribers' wake-up events."""
 
     def __init__(
         self,
@@ -79,40 +79,14 @@ class Session:
         upstream_headers: list[tuple[bytes, bytes]],
         window: int,
     ) -> None:
-        self.key = key
-        self.uri = uri
-        self.upstream = upstream
-        self.target = target
-        #: Request headers sent upstream (Host included); reused for Range patches.
-        self.upstream_headers = upstream_headers
-        self.state: SessionState = PENDING
+        super().__init__(key, uri, upstream, target, upstream_headers, window)
         self.ready = asyncio.Event()
-        self.verdict: Verdict | None = None
-        self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.validators = Validators(None, None, None)
-        self.length = 0
-        self.vary_fields: tuple[bytes, ...] = ()
-        self.vary_sig: tuple[bytes | None, ...] = ()
-        #: Freshness of the origin's response as it arrived, and when (the proxy's clock).
-        self.freshness = Freshness(None, 0.0)
-        self.received_at = 0.0
-        self.buffer = SessionBuffer(window)
         #: The body on disk as it arrives (what left the window is read back from here), or None.
         self.spill: SpillFile | None = None
         self.subscribers: set[Subscriber] = set()
-        self.readers = 0
-        self.error = ""
-        #: Times the origin stream was resumed by Range after breaking off.
-        self.resumes = 0
         self.pump_task: asyncio.Task | None = None
         #: The limiter slot held between a break and its resume.
         self._slot: Slot = NO_SLOT
-
-    @property
-    def live(self) -> bool:
-        """True while the origin body is still flowing."""
-        return self.state == STREAMING
 
     def subscribe(self, offset: int, limit: int) -> Subscriber:
         """Take the live stream from ``offset`` >= the live edge (earlier bytes are skipped)."""
@@ -125,18 +99,16 @@ class Session:
         """Stop feeding ``sub``."""
         self.subscribers.discard(sub)
 
-    def move(self, state: SessionState, error: str = "") -> None:
-        """The one place the state changes (:data:`vmc.core.states.TRANSITIONS`); a final state
-        closes every subscriber's queue and wakes it."""
-        self.state = check_transition(self.state, state)
-        if error:
-            self.error = error
-        if state in ACTIVE:
-            return
-        for sub in self.subscribers:
-            sub.queue.close()
-            sub.wake.set()
-        self.subscribers.clear()
+    def move(self, state: SessionState, error: str = "") -> bool:
+        """The one place the state changes (:meth:`SharedObject.move`); a final state closes every
+        subscriber's queue and wakes it."""
+        final = super().move(state, error)
+        if final:
+            for sub in self.subscribers:
+                sub.queue.close()
+                sub.wake.set()
+            self.subscribers.clear()
+        return final
 
     def start(
         self,
@@ -240,8 +212,7 @@ class Session:
             self.buffer.append(chunk)
             if self.spill is not None and not self.spill.write(off, chunk):
                 self.spill = None  # disk full or failing: joiners fall back to the origin by Range
-            if self.buffer.memory > stats.peak_buffer_bytes:
-                stats.peak_buffer_bytes = self.buffer.memory
+            stats.peak_buffer_bytes = max(stats.peak_buffer_bytes, self.buffer.memory)
             for sub in list(self.subscribers):
                 if not sub.queue.push(off, chunk):
                     self.subscribers.discard(sub)
