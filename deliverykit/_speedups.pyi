@@ -1,0 +1,175 @@
+"""Types of ``deliverykit._speedups``, the one C extension (sources in ``csrc/``).
+
+Every function takes positional arguments only (``METH_VARARGS``) and has a
+pure-Python twin with the same parameters, named beside each group below;
+``deliverykit.fastpath.load`` picks one or the other. tests/test_lint_gate.py
+checks that this stub names exactly what the built extension exports and that
+each function takes as many arguments as its twin.
+"""
+
+from typing import Any, Literal, TypeAlias
+
+from _typeshed import FileDescriptorLike, ReadableBuffer, WriteableBuffer
+
+# (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6, as the
+# socket module gives them; None for another address family.
+_SockAddr: TypeAlias = tuple[str, int] | tuple[str, int, int, int] | None
+
+# --- core.c; twins in deliverykit/fastpath.py (py_*) -------------------------
+
+def xor_into(dst: WriteableBuffer, src: ReadableBuffer, /) -> None:
+    """dst[i] ^= src[i] in place; lengths must match (ValueError), dst writable (BufferError)."""
+
+def recv_batch(
+    sock: FileDescriptorLike, max_count: int, size: int, /
+) -> list[tuple[bytes, _SockAddr]]:
+    """Up to ``max_count`` (1..1024) datagrams of up to ``size`` bytes (recvmmsg); never blocks."""
+
+def send_batch(sock: FileDescriptorLike, items: Any, /) -> int:
+    """Send an iterable of (data, address or None) with sendmmsg; returns how many went."""
+
+# --- corecast.c; twins in corecast/_fast.py (py_cc_*) ------------------------
+
+# (-1, error code) | (0, dst) | (1, dst, hash_id, hash, payload_offset, seq)
+# | (2, dst, hash, eid): an inner packet classified at the CoreCast ITR.
+_CcParsed: TypeAlias = (
+    tuple[Literal[-1], int]
+    | tuple[Literal[0], bytes]
+    | tuple[Literal[1], bytes, int, bytes, int, int]
+    | tuple[Literal[2], bytes, bytes, bytes]
+)
+
+def cc_parse(pkt: ReadableBuffer, ranges: tuple[Any, ...], /) -> _CcParsed:
+    """Classify an inner packet at the CoreCast ITR (``ranges``: the reserved ranges)."""
+
+def cc_trie_lookup(root: list[Any], addr: ReadableBuffer, /) -> tuple[int, Any] | None:
+    """Longest-prefix walk of a map-cache trie: (prefix length, value) or None."""
+
+def cc_itr_batch(
+    frames: list[Any],
+    start: int,
+    l2: int,
+    ctx: tuple[Any, ...],
+    now: float,
+    out: list[Any],
+    ctr: list[int],
+    /,
+) -> int:
+    """The ITR data path for a batch; the index of the first frame left to the Python core."""
+
+def cc_ring_read(
+    ring: WriteableBuffer, frame_size: int, frame_nr: int, start: int, max_frames: int, /
+) -> tuple[list[bytes], int, int]:
+    """Frames of a TPACKET_V2 RX ring from slot ``start``: (frames, next slot, truncated)."""
+
+def cc_blast(
+    sock: FileDescriptorLike,
+    items: list[tuple[bytes, tuple[str, int]]],
+    count: int,
+    seconds: float,
+    /,
+) -> int:
+    """sendmmsg ``count`` datagrams cycling over prebuilt items, for at most ``seconds``."""
+
+# --- m2c.c; twins in m2c/_fast.py (same names) -------------------------------
+
+def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int, /) -> tuple[bytes, bytes]:
+    """RFC 5170 left matrix in CSR form: (row_ptr, cols), uint32 each."""
+
+def m2c_ldpc_encode(
+    src: ReadableBuffer, symbol_size: int, row_ptr: ReadableBuffer, cols: ReadableBuffer, /
+) -> bytes:
+    """The staircase repair symbols of ``src`` (k symbols of ``symbol_size`` bytes)."""
+
+def m2c_ldpc_add(
+    k: int,
+    E: int,
+    eq_ptr: ReadableBuffer,
+    eq_vars: ReadableBuffer,
+    var_ptr: ReadableBuffer,
+    var_eqs: ReadableBuffer,
+    unknown: WriteableBuffer,
+    partial: WriteableBuffer,
+    values: WriteableBuffer,
+    known: WriteableBuffer,
+    esi: int,
+    symbol: ReadableBuffer,
+    /,
+) -> int:
+    """One iterative decoding step; how many source symbols became known."""
+
+def m2c_ldpc_add_many(
+    k: int,
+    E: int,
+    eq_ptr: ReadableBuffer,
+    eq_vars: ReadableBuffer,
+    var_ptr: ReadableBuffer,
+    var_eqs: ReadableBuffer,
+    unknown: WriteableBuffer,
+    partial: WriteableBuffer,
+    values: WriteableBuffer,
+    known: WriteableBuffer,
+    esis: ReadableBuffer,
+    symbols: ReadableBuffer,
+    /,
+) -> int:
+    """``m2c_ldpc_add`` for each (uint32 ESI, E-byte symbol)."""
+
+def m2c_ldpc_eliminate(
+    k: int,
+    E: int,
+    eq_ptr: ReadableBuffer,
+    eq_vars: ReadableBuffer,
+    unknown: ReadableBuffer,
+    partial: ReadableBuffer,
+    known: ReadableBuffer,
+    values: bool,
+    /,
+) -> tuple[int, bool, bytes, bytes]:
+    """Maximum-likelihood step: (deficit, determined, esis, symbols)."""
+
+# --- swift.c; twins in swift/_fast.py (py_*) ---------------------------------
+
+# decode_raw 5-tuples: (type, start, end, x, y), RFC 7574 section 8.
+_RawMsg: TypeAlias = tuple[int, int, int, int | bytes | None, bytes | None]
+
+def recv_batch_ts(
+    sock: FileDescriptorLike, max_count: int, size: int, /
+) -> list[tuple[bytes, _SockAddr, float]]:
+    """recv_batch with each datagram's kernel arrival time (SO_TIMESTAMPNS), or -1.0."""
+
+def decode_msgs(
+    data: ReadableBuffer,
+    pos: int,
+    addressing: int,
+    hash_size: int,
+    sig_size: int,
+    chunk_size: int,
+    /,
+) -> tuple[list[_RawMsg], int, str | None]:
+    """PPSPP messages of one datagram from ``pos``: (messages, pos, error or None)."""
+
+def binmap_find(
+    halves: ReadableBuffer,
+    deep: ReadableBuffer,
+    root: int,
+    root_layer: int,
+    lo: int,
+    hi: int,
+    val: bool,
+    /,
+) -> int:
+    """The first chunk in [lo, hi] whose bit is ``val``, or -1."""
+
+def binmap_set1(
+    halves: WriteableBuffer,
+    deep: WriteableBuffer,
+    free: WriteableBuffer,
+    st: WriteableBuffer,
+    root: int,
+    root_layer: int,
+    i: int,
+    val: bool,
+    /,
+) -> int:
+    """Set (``val``) or clear chunk ``i``; 1 if it changed."""

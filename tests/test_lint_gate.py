@@ -1,0 +1,126 @@
+"""The type gate's own inputs stay true: the C extension's stub, the py.typed
+markers, and the ratchet list in pyproject.toml (docs/typing.md).
+
+`make lint` (run by `make test`) runs mypy and ruff themselves; these tests
+check what those tools cannot: that ``deliverykit/_speedups.pyi`` describes the
+extension that is actually built, and that the ratchet names only modules that
+exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from deliverykit import fastpath
+from deliverykit.testing import in_ci
+
+ROOT = Path(__file__).resolve().parent.parent
+STUB = ROOT / "deliverykit" / "_speedups.pyi"
+PACKAGES = ("deliverykit", "corecast", "m2c", "vmc", "swift")
+
+# Each C function's pure-Python twin: (module, attribute).
+TWINS = {
+    "xor_into": ("deliverykit.fastpath", "py_xor_into"),
+    "recv_batch": ("deliverykit.fastpath", "py_recv_batch"),
+    "send_batch": ("deliverykit.fastpath", "py_send_batch"),
+    "cc_parse": ("corecast._fast", "py_cc_parse"),
+    "cc_trie_lookup": ("corecast._fast", "py_cc_trie_lookup"),
+    "cc_itr_batch": ("corecast._fast", "py_cc_itr_batch"),
+    "cc_ring_read": ("corecast._fast", "py_cc_ring_read"),
+    "cc_blast": ("corecast._fast", "py_cc_blast"),
+    "m2c_ldpc_matrix": ("m2c._fast", "m2c_ldpc_matrix"),
+    "m2c_ldpc_encode": ("m2c._fast", "m2c_ldpc_encode"),
+    "m2c_ldpc_add": ("m2c._fast", "m2c_ldpc_add"),
+    "m2c_ldpc_add_many": ("m2c._fast", "m2c_ldpc_add_many"),
+    "m2c_ldpc_eliminate": ("m2c._fast", "m2c_ldpc_eliminate"),
+    "recv_batch_ts": ("swift._fast", "py_recv_batch_ts"),
+    "decode_msgs": ("swift._fast", "py_decode_msgs"),
+    "binmap_find": ("swift._fast", "py_binmap_find"),
+    "binmap_set1": ("swift._fast", "py_binmap_set1"),
+}
+
+
+def stub_functions() -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(STUB.read_text(), str(STUB))
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def exported() -> set[str]:
+    c = fastpath.speedups
+    if c is None:
+        if in_ci():
+            pytest.fail("deliverykit._speedups is not built (CI=true: the stub must be checked)")
+        pytest.skip("deliverykit._speedups is not built (no compiler?)")
+    return {n for n in dir(c) if not n.startswith("_") and callable(getattr(c, n))}
+
+
+def test_stub_names_exactly_what_the_extension_exports():
+    names = exported()
+    in_stub = set(stub_functions())
+    assert sorted(names - in_stub) == [], "exported by the C extension but missing in the .pyi"
+    assert sorted(in_stub - names) == [], "in the .pyi but not exported by the C extension"
+
+
+def test_every_exported_function_has_a_known_twin():
+    assert sorted(exported() - set(TWINS)) == [], "add the new function's twin to TWINS"
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_stub_takes_the_twins_arguments_positionally(name):
+    fn = stub_functions().get(name)
+    assert fn is not None, f"{name} missing in the .pyi"
+    args = fn.args
+    # METH_VARARGS: positional only, no defaults, nothing else.
+    assert args.args == [] and args.kwonlyargs == [] and args.vararg is None
+    assert args.kwarg is None and args.defaults == []
+    stub_params = [a.arg for a in args.posonlyargs]
+    module, attr = TWINS[name]
+    twin = getattr(importlib.import_module(module), attr)
+    twin_params = list(inspect.signature(twin).parameters)
+    assert len(stub_params) == len(twin_params), (stub_params, twin_params)
+
+
+def test_stub_is_shipped_and_the_packages_are_marked_typed():
+    data = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^"\*" = \[.*"py\.typed".*"\*\.pyi"', data, re.M)
+    missing = [p for p in PACKAGES if not (ROOT / p / "py.typed").is_file()]
+    assert missing == []
+
+
+def ratchet_entries() -> tuple[list[str], list[str]]:
+    """(mypy modules, ruff files) on the ratchet, read from pyproject.toml."""
+    if sys.version_info < (3, 11):
+        pytest.skip("tomllib is 3.11+")
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    modules: list[str] = []
+    for override in conf["tool"]["mypy"].get("overrides", []):
+        if override.get("ignore_errors"):
+            modules += override["module"]
+    files = list(conf["tool"]["ruff"]["lint"].get("per-file-ignores", {}))
+    return modules, files
+
+
+def test_ratchet_names_only_modules_that_exist():
+    modules, files = ratchet_entries()
+    gone = []
+    for mod in modules:
+        base = ROOT / mod.replace(".", "/")
+        if not (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()):
+            gone.append(mod)
+    gone += [f for f in files if not (ROOT / f).is_file()]
+    assert gone == [], "remove entries for modules that were renamed or deleted"
+
+
+def test_ratchet_is_no_wildcard():
+    modules, files = ratchet_entries()
+    assert [m for m in modules if "*" in m] == []
+    assert [f for f in files if "*" in f] == []
