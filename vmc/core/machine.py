@@ -1,0 +1,880 @@
+"""The sharing proxy as a sans-IO machine: typed inputs with the time in, typed actions out.
+
+:class:`SharingMachine` runs the decisions of :mod:`vmc.core.sharing` (the same
+:class:`~vmc.core.sharing.Sharing` registry, :meth:`~vmc.core.sharing.Sharing.admit`
+and :func:`~vmc.core.sharing.next_step` the asyncio proxy asks) as an event-driven
+state machine, so a driver that owns no coroutines per request (the simulator,
+:mod:`vmc.sim`) can run them. Its shape is the one core protocol's
+(:mod:`deliverykit.protocol`), with typed stream inputs instead of datagrams::
+
+    machine.input_received(Request(...), now)      # every input, with the time
+    for action in machine.actions_to_send(now): ...  # Fetch, Respond, Send, Finish, Abort, ...
+    machine.get_timer(now) / machine.handle_timer(now)  # join_wait of requests parked on a head
+    while (ev := machine.next_event()) is not None: ...  # Admitted, Patched, Detached, Finished
+
+Why not ``DatagramCore`` itself: HTTP runs over byte streams whose opening,
+closing and back-pressure (how much a client has taken) matter to the
+decisions (a slow client is detached when its queue overflows); datagrams carry
+none of that. The inputs below name them; an h11 layer that turns connection
+bytes into :class:`Request` and :class:`Respond`/:class:`Send` back into bytes
+sits outside (docs/vmc-sim.md, "One core protocol").
+
+Flow control: the machine keeps at most ``send_window`` bytes in flight to a
+client (sent, not yet reported by :class:`Drained`); the live stream is offered
+to a client's bounded :class:`~vmc.core.queue.ClientQueue` and never waits for
+it: a client that falls ``queue_limit`` behind is detached and continues on its
+own (window, disk, origin by Range), as in the proxy.
+
+Not modelled here (the asyncio proxy has them): the upstream connection cap, the
+stall timeout, the resume backoff (a resume is asked at once), 1xx, multipart
+answers (a joiner's several ranges are served as one span from the first to
+the last byte), Age and header rewriting (the driver builds the head).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from vmc.core import policy
+from vmc.core.key import request_key, split_authority
+from vmc.core.queue import ClientQueue
+from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
+from vmc.core.sharing import Admit, Sharing, Step, next_step
+from vmc.core.states import SessionState
+from vmc.core.stats import RequestRecord, Stats
+
+CHUNK = 64 << 10
+
+# ---------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A client asks for ``uri`` (absolute, normalised by the driver)."""
+
+    client: Hashable
+    """The client (one request at a time per client)."""
+    method: bytes
+    """GET or HEAD shares; anything else passes through."""
+    uri: str
+    """Absolute URI; its MD5 is the session key."""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    """Request fields, lower-case names (h11's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginHead:
+    """The origin's response head for fetch ``fetch``."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    status: int
+    """Status code."""
+    headers: tuple[tuple[bytes, bytes], ...]
+    """Response fields, lower-case names."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginData:
+    """Body bytes of fetch ``fetch`` arrived (in order)."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginEnd:
+    """Fetch ``fetch``'s body ended normally."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginError:
+    """Fetch ``fetch`` failed (unreachable, broke off)."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    why: str
+    """What went wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """``n`` bytes sent to ``client`` have left the proxy (its transport took them)."""
+
+    client: Hashable
+    """The client."""
+    n: int
+    """Bytes taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientGone:
+    """``client``'s connection closed."""
+
+    client: Hashable
+    """The client."""
+
+
+Input = Request | OriginHead | OriginData | OriginEnd | OriginError | Drained | ClientGone
+
+# ---------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """Open an origin request: GET ``uri``, bytes ``[first, end)`` by Range when ``ranged``."""
+
+    fetch: int
+    """Its id in later inputs."""
+    uri: str
+    """What to fetch."""
+    method: bytes = b"GET"
+    """Method (a pass-through keeps the client's)."""
+    first: int = 0
+    """First byte (a Range + If-Range request when ``ranged``)."""
+    end: int | None = None
+    """Byte after the last (None: to the end)."""
+    if_range: bytes | None = None
+    """The session's strong validator for If-Range."""
+
+    @property
+    def ranged(self) -> bool:
+        return self.first > 0 or self.end is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelFetch:
+    """Close fetch ``fetch``'s origin connection; no more inputs for it."""
+
+    fetch: int
+    """Which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Send ``client`` a response head."""
+
+    client: Hashable
+    """The client."""
+    status: int
+    """Status code."""
+    length: int | None
+    """Content-Length (None: the origin's framing, pass-through)."""
+    first: int = 0
+    """First byte of the representation sent (Content-Range for a 206)."""
+    total: int = 0
+    """Representation length (Content-Range)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Body bytes for ``client``."""
+
+    client: Hashable
+    """The client."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """``client``'s response is complete (the connection may be kept)."""
+
+    client: Hashable
+    """The client."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Close ``client``'s connection before its response is complete (RFC 9112 sec. 6.3)."""
+
+    client: Hashable
+    """The client."""
+    why: str
+    """Why."""
+
+
+Action = Fetch | CancelFetch | Respond | Send | Finish | Abort
+
+# ---------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A request was answered; ``mode``: origin (it started it), joined, joined-vmc, passthrough."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    mode: str
+    """How it is served (the status log's ``mode``)."""
+    offset: int
+    """The live edge when it joined (0 for the first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Patched:
+    """Bytes ``[first, end)`` of ``client``'s answer are fetched from the origin by Range."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    first: int
+    """First byte asked."""
+    end: int
+    """Byte after the last asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    """``client`` fell ``queue_limit`` behind the live stream at ``offset``: it goes on alone."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    offset: int
+    """Where the live stream left it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """``client``'s answer ended: complete, or cut short (``error``)."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    sent: int
+    """Body bytes sent."""
+    error: str = ""
+    """Why it was cut short ("" when complete)."""
+
+
+Event = Admitted | Patched | Detached | Finished
+
+# ---------------------------------------------------------------------- state
+
+
+class Kind(Enum):
+    """What an origin fetch is for."""
+
+    STREAM = "stream"
+    """A session's shared body (or its resume from the live edge)."""
+    PATCH = "patch"
+    """One client's missing bytes, by Range."""
+    PASS = "pass"
+    """One client's unshared request."""
+
+
+@dataclass(slots=True)
+class Flight:
+    """One origin fetch in progress."""
+
+    id: int
+    kind: Kind
+    client: Hashable | None = None
+    session: SharedObject | None = None
+    end: int = 0
+    rejoin: bool = False
+
+
+@dataclass(slots=True)
+class Reader:
+    """One client's request while it is answered."""
+
+    client: Hashable
+    req: Request
+    key: str
+    rec: RequestRecord
+    session: SharedObject | None = None
+    pos: int = 0
+    end: int = 0
+    inflight: int = 0
+    queue: ClientQueue | None = None
+    patch: Flight | None = None
+    parked_until: float | None = None
+    responded: bool = False
+    #: Counted in ``session.readers``.
+    counted: bool = False
+
+
+class MemoryDisk:
+    """A disk store in memory, ``budget`` bytes at most (the simulator's; the proxy has files)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.reserved = 0
+
+    def open(self, length: int) -> MemoryCopy | None:
+        if length <= 0 or self.reserved + length > self.budget:
+            return None
+        self.reserved += length
+        return MemoryCopy(self, length)
+
+
+@dataclass(eq=False)
+class MemoryCopy:
+    """One object's body in a :class:`MemoryDisk`, written in order from 0 (a :class:`DiskCopy`)."""
+
+    store: MemoryDisk
+    length: int
+    data: bytearray = field(default_factory=bytearray)
+    closed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.closed and len(self.data) == self.length
+
+    def holds(self, first: int) -> bool:
+        return not self.closed and 0 <= first < len(self.data)
+
+    def write(self, offset: int, chunk: bytes) -> bool:
+        if self.closed or offset != len(self.data):
+            return False
+        self.data += chunk
+        return True
+
+    def read(self, first: int, end: int) -> bytes:
+        return bytes(self.data[first : min(end, len(self.data))])
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.store.reserved -= self.length
+            self.data = bytearray()
+
+
+@dataclass
+class MachineConfig:
+    """The settings the decisions use (names, defaults: :class:`vmc.aio.config.ProxyConfig`)."""
+
+    window: int = 8 << 20
+    queue_limit: int = 1 << 20
+    buffer_budget: int = 256 << 20
+    patch_budget: int = 4 << 20
+    disk_budget: int = 1 << 30
+    join_wait: float = 10.0
+    resume_attempts: int = 3
+    retry_by_range: bool = True
+    sharing: bool = True
+    #: Bytes in flight to one client before the machine waits for :class:`Drained`.
+    send_window: int = 256 << 10
+    #: Unix time at ``now == 0`` (for the origin's Date and Expires).
+    epoch: float = 0.0
+
+
+class SharingMachine:
+    """The sharing proxy's decisions, driven by typed inputs (module docstring)."""
+
+    def __init__(self, cfg: MachineConfig | None = None, stats: Stats | None = None) -> None:
+        self.cfg = cfg or MachineConfig()
+        self.stats = stats or Stats()
+        self.disk = (
+            MemoryDisk(self.cfg.disk_budget)
+            if self.cfg.disk_budget > 0 and self.cfg.sharing
+            else None
+        )
+        self.sharing = Sharing(
+            self.stats,
+            self.cfg.window,
+            self.cfg.buffer_budget,
+            self.cfg.sharing,
+            self.disk is not None,
+        )
+        self.readers: dict[Hashable, Reader] = {}
+        self.flights: dict[int, Flight] = {}
+        self.subs: dict[SharedObject, dict[Hashable, Reader]] = {}
+        self.resumes: dict[SharedObject, int] = {}
+        self._next_fetch = 0
+        self._actions: list[Action] = []
+        self._events: deque[Event] = deque()
+
+    # ------------------------------------------------------------------ the five methods
+    def input_received(self, inp: Input, now: float) -> None:
+        """Process one input at ``now``."""
+        if isinstance(inp, Request):
+            self._request(inp, now)
+        elif isinstance(inp, Drained):
+            r = self.readers.get(inp.client)
+            if r is not None:
+                r.inflight = max(0, r.inflight - inp.n)
+                self._advance(r, now)
+        elif isinstance(inp, ClientGone):
+            r = self.readers.get(inp.client)
+            if r is not None:
+                self._end(r, now, "client gone", abort=False)
+        else:
+            f = self.flights.get(inp.fetch)
+            if f is not None:
+                self._origin(f, inp, now)
+
+    def actions_to_send(self, now: float) -> list[Action]:
+        """Actions due at ``now`` (call after every input and timer)."""
+        out, self._actions = self._actions, []
+        return out
+
+    def get_timer(self, now: float) -> float | None:
+        """The earliest join_wait deadline of a request parked on a PENDING head, or None."""
+        deadlines = [r.parked_until for r in self.readers.values() if r.parked_until is not None]
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self, now: float) -> None:
+        """Parked requests whose wait ran out are admitted as things stand."""
+        for r in [
+            r for r in self.readers.values() if r.parked_until is not None and r.parked_until <= now
+        ]:
+            r.parked_until = None
+            self._admit(r, now)
+
+    def next_event(self) -> Event | None:
+        """The oldest pending event, or None."""
+        return self._events.popleft() if self._events else None
+
+    # ------------------------------------------------------------------ requests
+    def _request(self, req: Request, now: float) -> None:
+        key = request_key(req.uri)
+        rec = self.stats.new_request(req.method.decode("ascii", "replace"), req.uri, now)
+        r = Reader(req.client, req, key, rec)
+        self.readers[req.client] = r
+        if self.sharing.pending(key) is not None:
+            r.parked_until = now + self.cfg.join_wait  # admitted when the head arrives (or then)
+            return
+        self._admit(r, now)
+
+    def _origin_of(self, uri: str) -> tuple[tuple[str, int], bytes]:
+        auth = uri.split("://", 1)[1].split("/", 1)[0]
+        return split_authority(auth), auth.encode("ascii", "surrogateescape")
+
+    def _admit(self, r: Reader, now: float) -> None:
+        upstream, host = self._origin_of(r.req.uri)
+        headers = list(r.req.headers)
+        adm = self.sharing.admit(r.req.method, headers, r.key, upstream, host, now)
+        if adm.kind is Admit.START:
+            s = SharedObject(r.key, r.req.uri, upstream, b"", [(b"host", host)], self.cfg.window)
+            self.sharing.open(s)
+            self.stats.origin_requests += 1
+            self._fetch(Flight(0, Kind.STREAM, r.client, s), r.req.uri)
+            r.session = s
+        elif adm.kind is Admit.JOIN:
+            joined, p = adm.session, adm.plan
+            assert joined is not None and p is not None
+            s = joined
+            self.stats.joins += 1
+            s.readers += 1
+            r.counted = True
+            r.session, r.pos, r.end = s, p.first, p.end
+            r.rec.mode, r.rec.offset, r.rec.status = p.mode, s.buffer.received, p.status
+            self._events.append(Admitted(r.client, r.key, p.mode, s.buffer.received))
+            if p.status == 416:
+                self._actions.append(Respond(r.client, 416, 0, 0, s.length))
+                self._finish(r, now)
+                return
+            self._respond(r, p.status, p.end - p.first, p.first, s.length)
+            if r.req.method == b"HEAD":
+                self._finish(r, now)
+                return
+            self._advance(r, now)
+        else:
+            self.stats.origin_requests += 1
+            r.rec.mode = "passthrough"
+            self._events.append(Admitted(r.client, r.key, "passthrough", 0))
+            self._fetch(Flight(0, Kind.PASS, r.client), r.req.uri, method=r.req.method)
+
+    def _admit_parked(self, key: str, now: float) -> None:
+        for r in [r for r in self.readers.values() if r.parked_until is not None and r.key == key]:
+            r.parked_until = None
+            self._admit(r, now)
+
+    def _fetch(
+        self,
+        f: Flight,
+        uri: str,
+        method: bytes = b"GET",
+        first: int = 0,
+        end: int | None = None,
+        if_range: bytes | None = None,
+    ) -> Flight:
+        self._next_fetch += 1
+        f.id = self._next_fetch
+        self.flights[f.id] = f
+        self._actions.append(Fetch(f.id, uri, method, first, end, if_range))
+        return f
+
+    def _respond(
+        self, r: Reader, status: int, length: int | None, first: int = 0, total: int = 0
+    ) -> None:
+        r.responded = True
+        self._actions.append(Respond(r.client, status, length, first, total))
+
+    # ------------------------------------------------------------------ serving a span
+    def _send(self, r: Reader, data: bytes, now: float) -> None:
+        if data:
+            self._actions.append(Send(r.client, data))
+            r.inflight += len(data)
+            r.pos += len(data)
+            self.stats.client(r.rec, len(data), now)
+
+    def _advance(self, r: Reader, now: float) -> None:
+        """Send what ``r`` can take now, asking :func:`next_step` before every step."""
+        s = r.session
+        if (
+            s is None
+            or self.readers.get(r.client) is not r
+            or r.parked_until is not None
+            or not r.responded
+        ):
+            return
+        while r.pos < r.end and r.inflight < self.cfg.send_window:
+            if r.patch is not None:
+                return  # the origin's Range answer drives this reader now
+            if r.queue is not None:
+                chunk = r.queue.pop()
+                if chunk is not None:
+                    self._send(r, chunk[: r.end - r.pos], now)
+                    continue
+                if r.queue.detached:
+                    r.rec.detached = True
+                    self._unsubscribe(r)
+                    continue
+                if r.queue.closed:
+                    self._unsubscribe(r)
+                    continue
+                return  # wait for the live stream
+            step = next_step(s, r.pos, r.end, self.cfg.patch_budget, r.rec.detached)
+            if step is Step.WINDOW:
+                self._send(r, s.buffer.read(r.pos, min(r.end, r.pos + CHUNK)), now)
+            elif step is Step.DISK:
+                assert isinstance(s.spill, MemoryCopy)
+                self._send(r, s.spill.read(r.pos, min(r.end, r.pos + CHUNK)), now)
+            elif step is Step.PATCH_AND_FOLLOW:
+                edge = s.buffer.received
+                self._subscribe(r, edge, self.cfg.patch_budget)
+                self._patch(r, s, edge, False, now)
+            elif step is Step.PATCH:
+                self._patch(r, s, r.end, True, now)
+            elif step is Step.LIVE:
+                self._subscribe(r, r.pos, self.cfg.queue_limit)
+            else:
+                self._end(r, now, f"stream {s.state} at {r.pos}/{s.length}: {s.error}", abort=True)
+                return
+        if r.pos >= r.end and r.inflight == 0:
+            self._finish(r, now)
+
+    def _subscribe(self, r: Reader, offset: int, limit: int) -> None:
+        assert r.session is not None and r.session.live
+        r.queue = ClientQueue(offset, limit)
+        self.subs.setdefault(r.session, {})[r.client] = r
+
+    def _unsubscribe(self, r: Reader) -> None:
+        if r.session is not None:
+            self.subs.get(r.session, {}).pop(r.client, None)
+        r.queue = None
+
+    def _patch(self, r: Reader, s: SharedObject, end: int, rejoin: bool, now: float) -> None:
+        if not s.validators.can_patch_from_origin():
+            self._end(
+                r,
+                now,
+                "bytes no longer buffered and no strong validator to patch by Range",
+                abort=True,
+            )
+            return
+        self.stats.origin_requests += 1
+        self._events.append(Patched(r.client, r.key, r.pos, end))
+        r.patch = self._fetch(
+            Flight(0, Kind.PATCH, r.client, s, end, rejoin),
+            s.uri,
+            first=r.pos,
+            end=end,
+            if_range=s.validators.if_range(),
+        )
+
+    # ------------------------------------------------------------------ origin inputs
+    def _origin(
+        self, f: Flight, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
+    ) -> None:
+        if f.kind is Kind.STREAM:
+            assert f.session is not None
+            self._stream(f, f.session, inp, now)
+            return
+        r = self.readers.get(f.client)
+        if r is None:
+            self._cancel(f)
+            return
+        if f.kind is Kind.PASS:
+            self._relay(r, f, inp, now)
+        else:
+            self._patched(r, f, inp, now)
+
+    def _cancel(self, f: Flight) -> None:
+        if self.flights.pop(f.id, None) is not None:
+            self._actions.append(CancelFetch(f.id))
+
+    def _relay(
+        self,
+        r: Reader,
+        f: Flight,
+        inp: OriginHead | OriginData | OriginEnd | OriginError,
+        now: float,
+    ) -> None:
+        if isinstance(inp, OriginHead):
+            r.rec.status = inp.status
+            cl = policy.get(inp.headers, b"content-length")
+            r.end = int(cl) if cl is not None and cl.isdigit() else 1 << 62
+            self._respond(r, inp.status, int(cl) if cl is not None and cl.isdigit() else None)
+        elif isinstance(inp, OriginData):
+            self.stats.origin(len(inp.data), r.rec)
+            self._actions.append(Send(r.client, inp.data))
+            r.inflight += len(inp.data)
+            r.pos += len(inp.data)
+            self.stats.client(r.rec, len(inp.data), now)
+        elif isinstance(inp, OriginEnd):
+            self.flights.pop(f.id, None)
+            self._finish(r, now)
+        else:
+            self.flights.pop(f.id, None)
+            self._end(r, now, inp.why, abort=True)
+
+    def _patched(
+        self,
+        r: Reader,
+        f: Flight,
+        inp: OriginHead | OriginData | OriginEnd | OriginError,
+        now: float,
+    ) -> None:
+        s = f.session
+        assert s is not None
+        if isinstance(inp, OriginHead):
+            got = policy.validators_of(inp.status, inp.headers)
+            if inp.status != 206 or not policy.same_representation(s.validators, got):
+                self._cancel(f)
+                self._end(
+                    r,
+                    now,
+                    f"origin range answer does not match the stream (status {inp.status})",
+                    True,
+                )
+        elif isinstance(inp, OriginData):
+            self.stats.origin(len(inp.data), r.rec)
+            self._send(r, inp.data[: f.end - r.pos], now)
+            if r.pos >= f.end or (f.rejoin and s.live and s.buffer.holds(r.pos)):
+                self._cancel(f)
+                r.patch = None
+                self._advance(r, now)
+        else:
+            self.flights.pop(f.id, None)
+            r.patch = None
+            if isinstance(inp, OriginError) or r.pos < f.end:
+                why = inp.why if isinstance(inp, OriginError) else "origin range answer ended early"
+                self._end(r, now, f"range patch failed: {why}", abort=True)
+            else:
+                self._advance(r, now)
+
+    def _stream(
+        self,
+        f: Flight,
+        s: SharedObject,
+        inp: OriginHead | OriginData | OriginEnd | OriginError,
+        now: float,
+    ) -> None:
+        if isinstance(inp, OriginHead):
+            if s.state == STREAMING:  # a resume's answer: the rest of the same representation?
+                got = policy.validators_of(inp.status, inp.headers)
+                if inp.status != 206 or not policy.same_representation(s.validators, got):
+                    self._cancel(f)
+                    self.stats.stream_failures += 1
+                    self._stream_over(s, FAILED, f"not resumed: origin answered {inp.status}", now)
+                return
+            self._head(f, s, inp, now)
+        elif isinstance(inp, OriginData):
+            self._body(s, inp.data, now)
+        elif isinstance(inp, OriginEnd):
+            self.flights.pop(f.id, None)
+            if s.state != STREAMING:
+                return
+            if s.buffer.received != s.length:
+                self._stream_broke(f, s, "origin body shorter than Content-Length", now)
+                return
+            if self.resumes.get(s):
+                self.stats.stream_resumed += 1
+            self._stream_over(s, DONE, "", now)
+        else:
+            self.flights.pop(f.id, None)
+            if s.state == STREAMING:
+                self._stream_broke(f, s, inp.why, now)
+            else:  # the origin could not be reached: the first reader gets the error
+                s.move(FAILED, f"origin request failed: {inp.why}")
+                self.sharing.drop(s)
+                r = self.readers.get(f.client)
+                if r is not None:
+                    r.rec.mode, r.rec.error = "error", inp.why
+                    self._respond(r, 502, 0)
+                    self._finish(r, now)
+                self._admit_parked(s.key, now)
+
+    def _head(self, f: Flight, s: SharedObject, inp: OriginHead, now: float) -> None:
+        r = self.readers.get(f.client)
+        verdict = self.sharing.head_verdict(inp.status, inp.headers, self.cfg.epoch + now)
+        request_headers = list(r.req.headers) if r is not None else []
+        if not verdict:
+            s.move(FAILED, f"not shareable: {verdict.reason}")
+            s.verdict = verdict
+            self.sharing.drop(s)
+            self.sharing.buffered.discard(s)
+            self.stats.not_shared[verdict.reason] += 1
+            if r is not None:  # relayed unshared: this fetch becomes the reader's own
+                f.kind, f.session = Kind.PASS, None
+                r.session = None
+                r.rec.mode = "passthrough"
+                self._events.append(Admitted(r.client, r.key, "passthrough", 0))
+                self._relay(r, f, inp, now)
+            else:
+                self._cancel(f)
+            self._admit_parked(s.key, now)
+            return
+        s.headers = [(k, v) for k, v in inp.headers]
+        s.take_head(inp.status, inp.headers, request_headers, verdict, self.cfg.epoch + now, now)
+        self.sharing.streaming(s)
+        if self.disk is not None:
+            s.spill = self.disk.open(s.length)
+        if r is not None:
+            s.readers += 1
+            r.counted = True
+            r.rec.mode, r.rec.status, r.end = "origin", 200, s.length
+            self._events.append(Admitted(r.client, r.key, "origin", 0))
+            self._respond(r, 200, s.length, 0, s.length)
+            self._advance(r, now)
+        self._admit_parked(s.key, now)
+        if s.readers <= 0:
+            self._abandon(s, now)
+
+    def _body(self, s: SharedObject, data: bytes, now: float) -> None:
+        if s.state != STREAMING or not data:
+            return
+        self.stats.origin(len(data))
+        off = s.buffer.received
+        if off + len(data) > s.length:
+            self.stats.stream_failures += 1
+            self._stream_over(s, FAILED, "origin sent more than Content-Length", now)
+            return
+        s.buffer.append(data)
+        spill = s.spill
+        if isinstance(spill, MemoryCopy) and not spill.write(off, data):
+            s.spill = None
+        self.stats.peak_buffer_bytes = max(self.stats.peak_buffer_bytes, s.buffer.memory)
+        for r in list(self.subs.get(s, {}).values()):
+            assert r.queue is not None
+            if not r.queue.push(off, data):
+                self.subs[s].pop(r.client, None)
+                self.stats.detached += 1
+                self._events.append(Detached(r.client, r.key, r.queue.end_offset))
+            else:
+                self.stats.peak_queue_bytes = max(self.stats.peak_queue_bytes, r.queue.queued)
+            self._advance(r, now)
+
+    def _stream_broke(self, f: Flight, s: SharedObject, why: str, now: float) -> None:
+        tries = self.resumes.get(s, 0)
+        if (
+            self.cfg.retry_by_range
+            and s.validators.can_patch_from_origin()
+            and tries < self.cfg.resume_attempts
+        ):
+            self.resumes[s] = tries + 1
+            s.resumes = tries + 1
+            self.stats.stream_retries += 1
+            self.stats.origin_requests += 1
+            self._fetch(
+                Flight(0, Kind.STREAM, None, s),
+                s.uri,
+                first=s.buffer.received,
+                if_range=s.validators.if_range(),
+            )
+            return
+        self.stats.stream_failures += 1
+        self._stream_over(s, FAILED, f"{why} (after {tries} resume attempts)", now)
+
+    def _stream_over(self, s: SharedObject, state: SessionState, why: str, now: float) -> None:
+        for f in [f for f in self.flights.values() if f.kind is Kind.STREAM and f.session is s]:
+            self._cancel(f)
+        s.move(state, why)
+        subs = self.subs.pop(s, {})
+        for r in subs.values():
+            if r.queue is not None:
+                r.queue.close()
+        self.sharing.drop(s)
+        self.resumes.pop(s, None)
+        for r in list(subs.values()):
+            self._advance(r, now)
+
+    def _abandon(self, s: SharedObject, now: float) -> None:
+        if s.state == STREAMING:
+            self._stream_over(s, FAILED, "abandoned: no readers left", now)
+
+    # ------------------------------------------------------------------ the end of a request
+    def _finish(self, r: Reader, now: float) -> None:
+        self.stats.done(r.rec, now)
+        self._actions.append(Finish(r.client))
+        self._events.append(Finished(r.client, r.key, r.rec.client_bytes))
+        self._leave(r, now)
+
+    def _end(self, r: Reader, now: float, why: str, abort: bool) -> None:
+        r.rec.error = why if abort else "client gone: " + why
+        if abort:
+            self._actions.append(Abort(r.client, why))
+        self._events.append(Finished(r.client, r.key, r.rec.client_bytes, why))
+        self._leave(r, now)
+
+    def _leave(self, r: Reader, now: float) -> None:
+        if self.readers.get(r.client) is not r:
+            return
+        del self.readers[r.client]
+        if r.patch is not None:
+            self._cancel(r.patch)
+            r.patch = None
+        for f in [f for f in self.flights.values() if f.kind is Kind.PASS and f.client == r.client]:
+            self._cancel(f)
+        self._unsubscribe(r)
+        s = r.session
+        if s is not None and r.counted:
+            r.counted = False
+            if self.sharing.release(s):
+                self._abandon(s, now)
+
+
+__all__ = [
+    "Abort",
+    "Action",
+    "Admitted",
+    "CancelFetch",
+    "ClientGone",
+    "Detached",
+    "DiskCopy",
+    "Drained",
+    "Event",
+    "Fetch",
+    "Finish",
+    "Finished",
+    "Input",
+    "MachineConfig",
+    "MemoryDisk",
+    "OriginData",
+    "OriginEnd",
+    "OriginError",
+    "OriginHead",
+    "Patched",
+    "Request",
+    "Respond",
+    "Send",
+    "SharingMachine",
+]
