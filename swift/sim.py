@@ -194,14 +194,18 @@ class SwiftApp:
     """:class:`deliverykit.sim.Application` for a static swift swarm (seeder + leechers)."""
 
     def __init__(self, scenario: Scenario, seeder_config: PeerConfig | None = None,
-                 leecher_config: PeerConfig | None = None) -> None:
+                 leecher_config: PeerConfig | None = None,
+                 node_configs: dict[str, PeerConfig] | None = None) -> None:
         p = scenario.params
+        #: node name -> its own PeerConfig instead of the seeder's or leechers'
+        #: (e.g. leechers that keep different numbers of requests outstanding)
+        self.node_configs = dict(node_configs or {})
         self.size = int(p.get("size", 1 << 20))
         self.linger: float | None = p.get("linger", 0.0)
         self.seeder_config = seeder_config or PeerConfig()
         self.leecher_config = leecher_config or PeerConfig(pex_connect=True)
         cs = self.seeder_config.chunk_size
-        if self.leecher_config.chunk_size != cs:
+        if any(c.chunk_size != cs for c in (self.leecher_config, *self.node_configs.values())):
             raise ValueError("seeder and leechers must share the chunk size")
         self.data = random.Random(int(p.get("content_seed", 0))).randbytes(self.size)
         self.tree = MerkleTree.build([self.data[i:i + cs] for i in range(0, self.size, cs)],
@@ -226,11 +230,11 @@ class SwiftApp:
         seed = derive_seed(sim.seed, f"peer/{node.name}")
         if node.role == SEEDER:
             self.seeder_addr = addr
-            cfg = dataclasses.replace(self.seeder_config, seed=seed)
+            cfg = dataclasses.replace(self.node_configs.get(node.name, self.seeder_config), seed=seed)
             return Peer(Content.seeded(self.tree, MemoryStorage(self.data)), cfg)
         if node.role != LEECHER:
             raise ValueError(f"node {node.name}: unknown swift role {node.role!r}")
-        cfg = dataclasses.replace(self.leecher_config, seed=seed)
+        cfg = dataclasses.replace(self.node_configs.get(node.name, self.leecher_config), seed=seed)
         tree = MerkleTree.for_root(self.tree.root_hash, cfg.hash_func, cfg.chunk_size)
         return Peer(Content(tree, MemoryStorage()), cfg)
 
@@ -303,11 +307,13 @@ class SwiftApp:
 
 def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
         progress: bool = False, seeder_config: PeerConfig | None = None,
-        leecher_config: PeerConfig | None = None) -> FlashCrowdResult:
+        leecher_config: PeerConfig | None = None,
+        node_configs: dict[str, PeerConfig] | None = None) -> FlashCrowdResult:
     """Run a swift scenario to completion (or its duration) and check every leecher.
     ``progress``: one updating line on stderr (virtual time, leechers complete);
-    the configs default to :class:`SwiftApp`'s (``PeerConfig()``, and with PEX)."""
-    app = SwiftApp(scenario, seeder_config, leecher_config)
+    the configs default to :class:`SwiftApp`'s (``PeerConfig()``, and with PEX);
+    ``node_configs``: per node name, overriding both."""
+    app = SwiftApp(scenario, seeder_config, leecher_config, node_configs)
     sim = Simulation(scenario, app, seed=seed, trace=trace)
 
     def show(now: float) -> None:
@@ -358,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scenario", help="a scenario JSON file instead of the flash crowd options")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--push", action="store_true",
+                    help="push mode (PeerConfig.push): the seeder sends DATA unasked")
     ap.add_argument("--progress", action="store_true",
                     help="progress line on stderr even when it is not a terminal")
     args = ap.parse_args(argv)
@@ -371,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sc = flash_crowd(args.leechers, args.size_kib * 1024, leecher_up=args.leecher_up,
                          arrivals=args.arrivals, rate=args.rate, seed=args.seed)
-    res = run(sc, seed=args.seed, progress=args.progress or sys.stderr.isatty())
+    seeder_cfg = PeerConfig(push=True) if args.push else None
+    leecher_cfg = PeerConfig(pex_connect=True, push=True) if args.push else None
+    res = run(sc, seed=args.seed, progress=args.progress or sys.stderr.isatty(),
+              seeder_config=seeder_cfg, leecher_config=leecher_cfg)
     s = res.summary()
     if args.json:
         print(json.dumps(s, indent=2))

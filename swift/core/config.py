@@ -60,7 +60,24 @@ class PeerConfig:
     high_window: int = 64
     mid_window: int = 256
     bitrate: float = 125_000.0
+    #: x of eq. 2 (paper III-A) at the start; a playback stall adds
+    #: ``fast_factor_step`` (up to ``fast_factor_max``), every
+    #: ``fast_relax_s`` seconds of video played without a stall takes one
+    #: step back (down to ``fast_factor``); docs/swift.md, "The paper's
+    #: algorithms"
     fast_factor: float = 1.5
+    fast_factor_step: float = 0.5
+    fast_factor_max: float = 4.0
+    fast_relax_s: float = 10.0
+    #: push mode (paper II: "we implement Libswift as a push protocol";
+    #: RFC 7574 3.7): a complete peer sends every peer the chunks it lacks
+    #: without waiting for REQUESTs, and DATA nobody asked for is accepted
+    #: (Merkle-verified as any other).  A push leecher asks a complete peer
+    #: for nothing while its DATA keeps coming; after ``push_fallback``
+    #: seconds without any it asks as in pull mode (what push lost).
+    #: Leechers among themselves pull.  Off: pull only (the default)
+    push: bool = False
+    push_fallback: float = 2.0
     max_channels: int = 64
     #: seconds a channel we answered (reply state) waits for the initiator's
     #: next datagram (RFC 7574 3.1.1 step 4) before it is dropped; at

@@ -47,7 +47,7 @@ from swift.core.certcache import CertCache
 from swift.core.channel import Channel
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
-from swift.core.picker import PICKERS, Availability
+from swift.core.picker import PICKERS, Availability, fast_set
 from swift.core.receive import DataReceiver
 from swift.core.requests import RequestPlanner
 from swift.core.requests import chunk_runs as _runs
@@ -69,6 +69,8 @@ PEX_ANSWER_WINDOW = 5.0
 #: profile "auto": seconds from our first (RFC 7574) handshake to the one in
 #: the libswift dialect, which libswift answers (it drops the first unanswered)
 AUTO_SECOND_TRY = 0.5
+#: push mode: chunks queued ahead per channel (the rest follow as they leave)
+PUSH_AHEAD = 64
 
 
 class Peer(RequestPlanner, UploadScheduler, DataReceiver):
@@ -115,8 +117,22 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
         self.buffering = True
         self.fast: set[int] = set()
-        #: x of eq. 2 (paper III-A); grows with stalls (:meth:`note_stall`)
+        #: x of eq. 2 (paper III-A); grows with stalls (:meth:`note_stall`),
+        #: shrinks back with stall-free playback (:meth:`set_playpos`)
         self.fast_factor = cfg.fast_factor
+        #: playback left its start-up buffer once: buffering again is a stall
+        self._played = False
+        #: playback position at the last change of x (stall-free playback
+        #: is counted from there)
+        self._x_mark = 0
+        #: eq. 1 values of the last ranking, (R_i, channel): a change of x
+        #: re-applies eq. 2 at once
+        self._ranked: list[tuple[float, int]] = []
+        #: push mode (``PeerConfig.push``): channel -> next chunk to queue
+        #: for it (we push), and channel -> when its last unasked DATA came
+        #: (it pushes to us)
+        self._push_pos: dict[int, int] = {}
+        self._pushed_at: dict[int, float] = {}
         self.next_rank = 0.0
         self.have_version = 0
         #: chunks verified since the start, in order (``have_log_base`` is the
@@ -163,10 +179,31 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
         """Playback position for the VoD pickers (paper III-C); ``buffering``
         tells whether the player is filling its buffer (then every peer, not
-        only the fast set, is asked for the high-priority window)."""
+        only the fast set, is asked for the high-priority window).
+
+        The player's state drives x of eq. 2 (paper III-A: "a dynamic factor
+        that varies based on the experienced playback behaviour, e.g., the
+        number of playback stalls"): buffering again after playback started
+        is a stall (:meth:`note_stall`); ``fast_relax_s`` seconds of video
+        played since x last changed take one step back."""
         self.playpos = max(0, chunk)
-        if buffering is not None:
-            self.buffering = buffering
+        if buffering is None:
+            return
+        if buffering and not self.buffering and self._played:
+            self.note_stall()
+        self.buffering = buffering
+        if buffering:
+            return
+        if not self._played:
+            self._played = True
+            self._x_mark = self.playpos
+        cfg = self.config
+        if self.fast_factor > cfg.fast_factor:
+            relax = max(1, int(cfg.fast_relax_s * cfg.bitrate / cfg.chunk_size))
+            if self.playpos - self._x_mark >= relax:
+                self.fast_factor = max(cfg.fast_factor, self.fast_factor - cfg.fast_factor_step)
+                self._x_mark = self.playpos
+                self._apply_fast_factor()
 
     def close(self, now: float) -> list[tuple[bytes, Any]]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
@@ -207,6 +244,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.dialects.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
         self.fast.discard(ch.local_id)
+        self._push_pos.pop(ch.local_id, None)
+        self._pushed_at.pop(ch.local_id, None)
         self.certs.pop(ch.addr)
         if notify:
             self.events.append(ev.ChannelClosed(ch.addr, ch.local_id, reason))
@@ -721,6 +760,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                         msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                 ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
+                if self.config.push and self._complete_reported and not self.live:
+                    self._push_fill(ch)
                 msgs += self._pex_msgs(ch, now)
                 if (self.config.pex_connect and not self._complete_reported
                         and now >= ch.next_pex and len(self.channels) < self.config.max_channels):
@@ -737,6 +778,30 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 ch.sent_since_recv += 1
         out += self._upload_data(now, budget)
         return out
+
+    def _push_fill(self, ch: Channel) -> None:
+        """Push mode: queue the next chunks ``ch``'s peer lacks as if it had
+        asked for them (RFC 7574 3.7), ``PUSH_AHEAD`` at a time, so WFQ,
+        LEDBAT, pacing and the upload cap schedule them as requested DATA.
+        Each chunk is queued once; what is lost on the way is sent again
+        by the sender's loss repair or asked for by the peer (pull)."""
+        n = self.content.n_chunks
+        pos = self._push_pos.get(ch.local_id, 0)
+        if n is None or pos >= n or ch.choking:
+            return
+        room = PUSH_AHEAD - len(ch.upload)
+        ph = ch.peer_have
+        while room > 0 and pos < n:
+            a = ph.find_empty(pos, n)
+            if a is None:
+                pos = n
+                break
+            b = ph.find_filled(a, n)
+            b = min(n if b is None else b, a + room)
+            ch.upload.push(a, b)
+            room -= b - a
+            pos = b
+        self._push_pos[ch.local_id] = pos
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -830,5 +895,17 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             m[c] = why
 
     def note_stall(self) -> None:
-        """A player stall makes the fast set larger (x in eq. 2 grows)."""
-        self.fast_factor += 0.5  # this peer's own x, not the (maybe shared) config
+        """A player stall makes the fast set larger: x of eq. 2 grows by
+        ``fast_factor_step`` up to ``fast_factor_max``, and the fast set is
+        chosen again from the last ranking at once (not at the next one)."""
+        cfg = self.config  # this peer's own x, not the (maybe shared) config
+        self.fast_factor = min(cfg.fast_factor_max, self.fast_factor + cfg.fast_factor_step)
+        self.stats["fast_widened"] = self.stats.get("fast_widened", 0) + 1
+        self._x_mark = self.playpos
+        self._apply_fast_factor()
+
+    def _apply_fast_factor(self) -> None:
+        """Eq. 2 over the last eq. 1 values with the current x."""
+        if self._ranked:
+            self.fast = set(fast_set(self._ranked, self.config.bitrate,  # type: ignore[arg-type]
+                                     self.fast_factor))

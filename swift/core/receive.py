@@ -87,7 +87,12 @@ class DataReceiver:
                 if sent_at is None:
                     ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
             return
-        if sent_at is None or hi != lo + 1:
+        if sent_at is None and hi == lo + 1 and self.config.push and not self.live:
+            # push mode (RFC 7574 3.7): DATA nobody asked for is taken,
+            # verified like any other below
+            self._pushed_at[ch.local_id] = now
+            self.stats["pushed"] = self.stats.get("pushed", 0) + 1
+        elif sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
             if sent_at is not None:
                 # asked for, but the spec is not that one chunk (malformed):
@@ -152,7 +157,7 @@ class DataReceiver:
                 other.req_seq.pop(i, None)
                 other.cancels.append((i, i + 1))
         self.stats["verified"] += 1
-        ch.note_data(now, now - sent_at)
+        ch.note_data(now, None if sent_at is None else now - sent_at)
         delay = int(self._arrived * 1e6) - timestamp
         ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))

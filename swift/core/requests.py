@@ -79,6 +79,8 @@ class RequestPlanner:
     established: Any
     fast_factor: float
     next_rank: float
+    _ranked: list[tuple[float, int]]
+    _pushed_at: dict[int, float]
 
     def connect(self, addr: Any, now: float) -> int:
         raise NotImplementedError
@@ -97,6 +99,8 @@ class RequestPlanner:
         if ch.distrusted and ch.requests:
             return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
+        if cfg.push and not self.live and self._awaits_push(ch, n, now):
+            return []
         if self.live:
             return self._live_requests(ch, now)
         if n is None:
@@ -199,6 +203,17 @@ class RequestPlanner:
             ch.next_seq += 1
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
         return out
+
+    def _awaits_push(self, ch: Channel, n: int | None, now: float) -> bool:
+        """Push mode: True while ``ch``'s peer holds the whole content (or,
+        size unknown, chunk 0) and pushes: its DATA came within
+        ``push_fallback`` seconds (or the channel is that young).  After
+        that, what the push lost is asked for as in pull mode."""
+        ph = ch.peer_have
+        if not (ph.is_filled_range(0, n) if n is not None else ph.has(0)):
+            return False  # a leecher: leechers pull from each other
+        last = self._pushed_at.get(ch.local_id, ch.opened_at)
+        return now - last < self.config.push_fallback
 
     def _endgame(self, ch: Channel, want: int, now: float) -> list[int]:
         """End game: the last missing chunks are all requested elsewhere; ask
@@ -485,4 +500,5 @@ class RequestPlanner:
             dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
             r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
             ranked.append((r, ch.local_id))
+        self._ranked = ranked
         self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))  # type: ignore[arg-type]

@@ -100,10 +100,11 @@ def _summary(xs: list) -> dict:
             "p90": round(v[min(len(v) - 1, int(0.9 * len(v)))], 2), "cdf": [round(x, 2) for x in v]}
 
 
-def configs(startup_bytes: int) -> tuple[PeerConfig, PeerConfig]:
-    """(seeder, leecher) peer configurations of the flash crowd."""
-    return PeerConfig(), PeerConfig(picker="vod", pex_connect=True,
-                                    high_window=max(8, startup_bytes // 1024))
+def configs(startup_bytes: int, push: bool = False) -> tuple[PeerConfig, PeerConfig]:
+    """(seeder, leecher) peer configurations of the flash crowd; ``push``:
+    the paper's push mode (``PeerConfig.push``, docs/swift.md)."""
+    return PeerConfig(push=push), PeerConfig(picker="vod", pex_connect=True, push=push,
+                                             high_window=max(8, startup_bytes // 1024))
 
 
 def diag(stats: dict[str, int]) -> dict[str, int]:
@@ -156,7 +157,8 @@ def _run_libtorrent(size: int, n: int, delays: list[float], startup_bytes: int, 
 def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash",
         size_mb: float | None = None, startup_s: float = 10.0, bitrate_bps: float = 1e6,
         leecher_up_bps: int = 4_000_000, systems: tuple[str, ...] = ("swift", "libtorrent"),
-        seed: int = 1, out: str | None = None, backend: Backend | str = Backend.NETNS) -> list[dict]:
+        seed: int = 1, out: str | None = None, backend: Backend | str = Backend.NETNS,
+        push: bool = False) -> list[dict]:
     """One run per system; summary rows.  With ``out``, also the per-leecher
     CSV, JSON metadata and CDF plots (see the module docstring)."""
     backend = Backend(backend)
@@ -174,7 +176,7 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
     rows = []
     for system in systems:
         if system == "swift":
-            sw = swarm.run(sc, backend, *configs(startup_bytes), prefix="swfc")
+            sw = swarm.run(sc, backend, *configs(startup_bytes, push), prefix="swfc")
             res: list[dict[str, Any]] = [{"startup_s": x.startup_s, "completion_s": x.completion_s,
                                           "uploaded_bytes": x.sent_chunks * 1024,
                                           "verified": x.verified, "diag": diag(x.stats)}
@@ -204,7 +206,7 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                   "bitrate_bps": bitrate_bps, "seeder_up_bps": 20_000_000,
                   "leecher_up_bps": leecher_up_bps, "systems": list(systems), "seed": seed,
                   "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024,
-                  "backend": backend.value, "scenario": sc.to_dict()}
+                  "backend": backend.value, "push": push, "scenario": sc.to_dict()}
         suffix = "-sim" if backend is Backend.SIM else ""
         _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB{suffix}", params, rows, per_leecher,
                started, load0)
@@ -214,13 +216,13 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
 def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     """One simulated crowd for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
     ``leechers`` and optionally ``size_mb``, ``arrivals``, ``leecher_up_bps``,
-    ``startup_s``, ``bitrate_bps``.  Completion, its spread, start-up (Figs. 7-11)."""
+    ``startup_s``, ``bitrate_bps``, ``push``.  Completion, its spread, start-up (Figs. 7-11)."""
     n = int(point["leechers"])
     size = int(float(point.get("size_mb", 1.0)) * 1024 * 1024)
     startup_bytes = int(float(point.get("startup_s", 10.0)) * float(point.get("bitrate_bps", 1e6)) / 8)
     sc = swarm.crowd_scenario(n, size, str(point.get("arrivals", "flash")),
                               float(point.get("leecher_up_bps", 4e6)), startup_bytes, seed)
-    r = swarm.run(sc, Backend.SIM, *configs(startup_bytes))
+    r = swarm.run(sc, Backend.SIM, *configs(startup_bytes, bool(point.get("push", False))))
     ls = r.leechers
     if not all(x.verified for x in ls):
         raise ValueError(f"{sum(not x.verified for x in ls)} leecher(s) not verified")
@@ -279,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="netns: the namespace testbed in real time (root); sim: the same "
                          "scenario in the packet-level simulator, swift only (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals and the run")
+    ap.add_argument("--push", action="store_true",
+                    help="swift as a push protocol, as the paper ran it (PeerConfig.push)")
     sweeps.add_arguments(ap)
     a = ap.parse_args(argv)
     sweeps.check(ap, a, ("leechers", "size_mb", "leecher_up_bps", "startup_s"))
@@ -291,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.sweep is not None:
         base: dict[str, Any] = {"arrivals": a.arrivals,
                                 "size_mb": a.size_mb or (4.0 if a.quick else 24.0)}
+        if a.push:
+            base["push"] = True
         if a.leechers:
             base["leechers"] = a.leechers
         res = sweeps.sweep(sweep_task, base, [{}], a, a.out, f"flashcrowd-{a.arrivals}",
@@ -303,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"files: {res.csv}, {res.summary_csv}, {png}", file=sys.stderr)
         return 1 if res.failures else 0
     rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=systems, out=a.out,
-               seed=a.seed, backend=a.backend)
+               seed=a.seed, backend=a.backend, push=a.push)
     for r in rows:
         print(json.dumps(r))
     print("ours vs paper:")
