@@ -8,11 +8,17 @@ units and milliseconds.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import struct
 from dataclasses import dataclass, field
 
+from corecast.core.driven import Outbox
+from corecast.core.events import SenderRejected
 from corecast.core.source import RTP_CLOCK, RTP_HEADER_LEN
+
+#: rejected senders reported by a :class:`SenderRejected` event (later ones only counted)
+MAX_REJECT_EVENTS = 16
 
 
 class ChunkError(ValueError):
@@ -20,7 +26,12 @@ class ChunkError(ValueError):
 
 
 @dataclass(slots=True)
-class Client:
+class Client(Outbox):
+    """A receiver's accounting; as a :class:`deliverykit.protocol.DatagramCore` it
+    takes the stream's datagrams from the senders in :attr:`accept` (None: any),
+    counts the others in ``rejected`` (a :class:`SenderRejected` event for each of
+    the first 16 hosts), sends nothing and has no timer."""
+
     clock: int = RTP_CLOCK
     keep_digests: bool = True
     received: int = 0
@@ -34,12 +45,34 @@ class Client:
     jitter: float = 0.0
     _last_transit: float | None = None
     seen: set[int] = field(default_factory=set)
-    digests: dict[int, bytes] = field(default_factory=dict)
+    digests: dict[int, builtins.bytes] = field(default_factory=dict)
     first_at: float | None = None
     last_at: float | None = None
+    #: hosts the stream may come from (canonical text); None accepts every sender
+    accept: set[str] | None = None
+    _rejected_hosts: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        self._init_outbox()
+
+    def datagram_received(self, data: builtins.bytes, addr: tuple[str, int], now: float) -> None:
+        host = addr[0]
+        if self.accept is not None and host not in self.accept:
+            self.rejected += 1
+            if len(self._rejected_hosts) < MAX_REJECT_EVENTS and host not in self._rejected_hosts:
+                self._rejected_hosts.add(host)
+                self._event(SenderRejected(host))
+            return
+        self.handle(data, now)
+
+    def get_timer(self, now: float) -> float | None:
+        return None
+
+    def handle_timer(self, now: float) -> None:
+        pass
 
     @staticmethod
-    def parse(data: bytes) -> tuple[int, int, int, bytes]:
+    def parse(data: builtins.bytes) -> tuple[int, int, int, builtins.bytes]:
         """(seq, timestamp, ssrc, media) of an RTP chunk."""
         if len(data) < RTP_HEADER_LEN or data[0] >> 6 != 2:
             raise ChunkError("not an RTP packet")
@@ -57,7 +90,7 @@ class Client:
             cand += 0x10000
         return cand
 
-    def handle(self, data: bytes, now: float) -> int | None:
+    def handle(self, data: builtins.bytes, now: float) -> int | None:
         """Account one datagram; returns its extended sequence number."""
         try:
             seq16, ts, _ssrc, _media = self.parse(data)

@@ -32,9 +32,11 @@ outer source is passed as ``src``), the rest counted in ``drop_untrusted_rloc``;
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corecast.core.driven import Outbox
 from corecast.core.mapcache import ntop
 from corecast.wire.codec import CCHeader, decode_cc
 from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
@@ -86,8 +88,10 @@ class StoredPayload:
     group_sent: bool = False
 
 
-class Etr:
-    """Sans-IO ETR with CoreCast demultiplexing (Algorithm 2)."""
+class Etr(Outbox):
+    """Sans-IO ETR with CoreCast demultiplexing (Algorithm 2); as a
+    :class:`deliverykit.protocol.DatagramCore` it takes the LISP data port's
+    datagrams (the sender's address is the outer source RLOC) and has no timer."""
 
     def __init__(
         self,
@@ -118,6 +122,20 @@ class Etr:
         }
         for r in DROP_REASONS:
             self.counters["drop_" + r] = 0
+        self._init_outbox()
+
+    # ------------------------------------------------------------- DatagramCore
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        host = addr[0]
+        src = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+        self._queue(self.handle_data(data, now, src))
+
+    def get_timer(self, now: float) -> float | None:
+        return None
+
+    def handle_timer(self, now: float) -> None:
+        pass
 
     def is_corecast(self, dst: bytes) -> bool:
         return dst in self._cc

@@ -62,6 +62,21 @@ class ClientJoined:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelFinished:
+    """A channel's media ended: the source sends nothing more on it."""
+
+    channel: str  #: channel EID
+    chunks: int  #: chunks sent on it
+
+
+@dataclass(frozen=True, slots=True)
+class SenderRejected:
+    """A client got a datagram from a host it did not join through (reported once per host)."""
+
+    host: str  #: the sender's address
+
+
+@dataclass(frozen=True, slots=True)
 class ClientLeft:
     """A client left a channel (explicitly or by missing heartbeats)."""
 

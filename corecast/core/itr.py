@@ -39,8 +39,10 @@ import ipaddress
 import random
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from corecast import _fast
+from corecast.core.driven import Outbox
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
 from corecast.wire.codec import digest, encode_lisp_data, make_lisp_data
@@ -77,8 +79,15 @@ class ChannelBuffer:
     served: dict | None = None  #: servedRLOC: rloc -> headers sent since its payload copy
 
 
-class Itr:
-    """Sans-IO ITR with CoreCast demultiplexing (Algorithm 1)."""
+class Itr(Outbox):
+    """Sans-IO ITR with CoreCast demultiplexing (Algorithm 1).
+
+    A :class:`deliverykit.protocol.DatagramCore`: a datagram from an address in
+    :attr:`inside` is an inner IP packet from this domain (the inside interface),
+    any other is a LISP control message (Map-Reply, SMR); the timer is the next
+    Map-Request retransmission (RFC 9301 section 5.3).  The socket drivers feed the
+    inside interface in batches through :meth:`receive_batch` (the fast path), so
+    their control socket never forwards what a remote sends it."""
 
     def __init__(
         self,
@@ -168,6 +177,10 @@ class Itr:
         for r in DROP_REASONS:
             self.counters["drop_" + r] = 0
         self.counters["reply_records_refused"] = 0
+        #: remote addresses whose datagrams are inner packets (the inside interface
+        #: where it shares one address with the control port, as in the simulator)
+        self.inside: set[tuple[str, int]] = set()
+        self._init_outbox()
 
     # ----------------------------------------------------------------- helpers
 
@@ -352,6 +365,8 @@ class Itr:
         self.counters["reply_records_refused"] += len(msg.records) - len(records)
         events, released = self.mapcache.install_records(records, now, msg.echo_nonce)
         self.events.extend(events)
+        for ev in events:
+            self._event(ev)
         out: list[Datagram] = []
         for _eid, pkts in released:
             for p in pkts:
@@ -411,6 +426,27 @@ class Itr:
         if self.map_resolver is None:
             return []
         return [self._map_request(eid) for eid in self.mapcache.due_requests(now)]
+
+    # ----------------------------------------------------------------- DatagramCore
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        if addr in self.inside:
+            self._queue(self.handle_inner(data, now))
+        else:
+            self._queue(self.handle_control(data, now))
+
+    def receive_batch(self, frames: list[Any], now: float, l2: int = 0) -> None:
+        """A batch from the inside interface (:meth:`handle_batch`), sent on by
+        :meth:`datagrams_to_send`."""
+        self._queue(self.handle_batch(frames, now, l2))
+
+    def get_timer(self, now: float) -> float | None:
+        if self.map_resolver is None:
+            return None
+        return self.mapcache.next_request_at()
+
+    def handle_timer(self, now: float) -> None:
+        self._queue(self.tick(now))
 
     # ----------------------------------------------------------------- state
 

@@ -26,6 +26,7 @@ import socket
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from corecast.core.driven import just_after
 from corecast.core.events import MappingInstalled
 from corecast.core.maptrie import PrefixTrie, parse_prefix
 from corecast.wire.lispctl import EidRecord
@@ -284,6 +285,22 @@ class MapCache:
             if p.packets and self.should_request(eid, now):
                 out.append(eid)
         return out
+
+    def next_request_at(self) -> float | None:
+        """When :meth:`due_requests` next has work: a queued EID's Map-Request may be
+        sent again (``request_interval`` after the last, after any hold-down), or an
+        idle held-down EID can be forgotten."""
+        best: float | None = None
+        for p in self.pending.values():
+            if p.packets:
+                t = max(just_after(p.last_request + self.request_interval), p.holddown_until)
+            elif p.retries == 0 and p.holddown_until > -FOREVER:
+                t = p.holddown_until
+            else:
+                continue
+            if best is None or t < best:
+                best = t
+        return best
 
     def pending_packets(self) -> int:
         return sum(len(p.packets) for p in self.pending.values())

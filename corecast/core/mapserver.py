@@ -36,6 +36,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field, replace
 
+from corecast.core.driven import Outbox
 from corecast.core.events import OldStyleKeyId, RegistrationAccepted, RegistrationRefused
 from corecast.core.maptrie import PrefixTrie
 from corecast.wire.constants import (
@@ -96,7 +97,7 @@ class Registration:
 
 
 @dataclass(slots=True)
-class MapServer:
+class MapServer(Outbox):
     sites: list[Site]
     negative_ttl_minutes: int = 15
     notify_port: int | None = LISP_CONTROL_PORT  # None: reply to the source port
@@ -118,6 +119,31 @@ class MapServer:
         "unexpected": 0, "forwarded": 0, "dropped_old_version": 0, "refused_itr_rloc": 0,
         "auth_old_style_key_id": 0,
     })
+
+    _ev_read: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._init_outbox()  # (events wait in ``events``, handed out by next_event)
+
+    # ------------------------------------------------------------------ DatagramCore
+    # (no timer: registrations expire lazily, by their TTL, when looked up)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        self._queue(self.handle(data, (addr[0], addr[1]), now))
+
+    def get_timer(self, now: float) -> float | None:
+        return None
+
+    def handle_timer(self, now: float) -> None:
+        pass
+
+    def next_event(self) -> object | None:
+        """The oldest of :attr:`events` not yet handed out."""
+        if self._ev_read >= len(self.events):
+            return None
+        ev: object = self.events[self._ev_read]
+        self._ev_read += 1
+        return ev
 
     # ------------------------------------------------------------------ entry
 

@@ -19,6 +19,7 @@ import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from corecast.core.driven import Outbox
 from corecast.core.events import Registered
 from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
 from corecast.wire.ip import DecodeError
@@ -100,8 +101,11 @@ OOR_PROFILE = AuthProfile(0, AlgorithmId.HMAC_SHA_1_96, 20)
 AUTH_PROFILES = {"rfc9301": RFC9301_PROFILE, "oor": OOR_PROFILE}
 
 
-class Registrar:
-    """Sans-IO Map-Register sender for one ETR and one map-server."""
+class Registrar(Outbox):
+    """Sans-IO Map-Register sender for one ETR and one map-server; the ETR's LISP
+    control port as a :class:`deliverykit.protocol.DatagramCore`: its timer is the
+    next Map-Register (interval or back-off), a datagram is our Map-Notify or a
+    Map-Request to answer (at an ITR-RLOC :attr:`allow` accepts)."""
 
     def __init__(self, cfg: RegistrarConfig, first_nonce: int = 1) -> None:
         self.cfg = cfg
@@ -114,6 +118,10 @@ class Registrar:
         self.events: list[Registered] = []
         self.counters = {"sent": 0, "notified": 0, "bad_notify": 0, "map_replies": 0,
                          "requests_not_ours": 0, "requests_refused": 0}
+        #: may a Map-Reply go to this ITR-RLOC host? (see :meth:`answer`); None: anywhere
+        self.allow: Callable[[str], bool] | None = None
+        self._init_outbox()
+        self._ev_read = 0
         locs = tuple(LocatorRecord(ipaddress.ip_address(r), 1, 100, 255, 0, True, False, True)
                      for r in cfg.rlocs)
         if cfg.mac_length is not None and not auth_len(cfg.algorithm_id) <= cfg.mac_length <= \
@@ -154,6 +162,26 @@ class Registrar:
 
     def next_deadline(self) -> float:
         return self.next_send
+
+    # ------------------------------------------------------------- DatagramCore
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        if not self.handle_control(data, now):  # not our Map-Notify: a Map-Request?
+            self._queue(self.answer(data, now, addr[1], allow=self.allow))
+
+    def get_timer(self, now: float) -> float | None:
+        return self.next_send
+
+    def handle_timer(self, now: float) -> None:
+        self._queue(self.tick(now))
+
+    def next_event(self) -> object | None:
+        """The oldest of :attr:`events` not yet handed out."""
+        if self._ev_read >= len(self.events):
+            return None
+        ev: object = self.events[self._ev_read]
+        self._ev_read += 1
+        return ev
 
     def handle_control(self, data: bytes, now: float) -> bool:
         """Feed a UDP/4342 message; True if it was our Map-Notify."""

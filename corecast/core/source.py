@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from corecast.core.events import ClientJoined, ClientLeft
+from corecast.core.driven import Outbox, earliest, just_after
+from corecast.core.events import ChannelFinished, ClientJoined, ClientLeft
 from corecast.core.mapcache import ntop
 from corecast.wire.codec import cc_payload_overhead, digest, encode_cc_header, encode_cc_payload
 from corecast.wire.constants import (
@@ -98,8 +100,11 @@ class Channel:
         return self.chunk_size * 8 / self.bitrate
 
 
-class Source:
-    """Sans-IO CoreCast source."""
+class Source(Outbox):
+    """Sans-IO CoreCast source; a :class:`deliverykit.protocol.DatagramCore`: its timer
+    is the next chunk due (while :attr:`streaming`), the next subscriber whose heartbeats
+    stopped, and in source-as-ITR mode the ITR's Map-Request retransmissions; the
+    datagrams it receives are the ITR's LISP control messages (source-as-ITR mode)."""
 
     def __init__(
         self,
@@ -128,6 +133,12 @@ class Source:
         self.events: list = []
         self.counters = {"chunks": 0, "payload_packets": 0, "header_packets": 0,
                          "unicast_packets": 0, "bytes_to_itr": 0, "bytes_unicast": 0}
+        #: datagrams received that this source has no use for (no ITR of its own)
+        self.unexpected = 0
+        #: channels are paced by the timer (:meth:`get_timer`); False holds them until
+        #: :meth:`start_streaming`
+        self.streaming = True
+        self._init_outbox()
 
     # ------------------------------------------------------------- channels
 
@@ -165,6 +176,7 @@ class Source:
         ch.dst[(a.packed, port)] = Subscriber(a.packed, port, corecast, now)
         ev = ClientJoined(ntop(ch.eid), str(a), port, corecast)
         self.events.append(ev)
+        self._event(ev)
         return ev
 
     def heartbeat(self, channel: str | bytes, eid: str, port: int, now: float) -> bool:
@@ -179,7 +191,9 @@ class Source:
         ch = self._chan(channel)
         sub = ch.dst.pop((ipaddress.ip_address(eid).packed, port), None)
         if sub is not None:
-            self.events.append(ClientLeft(ntop(ch.eid), eid, port, "leave"))
+            ev = ClientLeft(ntop(ch.eid), eid, port, "leave")
+            self.events.append(ev)
+            self._event(ev)
         return sub is not None
 
     def expire(self, now: float) -> list[ClientLeft]:
@@ -190,6 +204,8 @@ class Source:
                     del ch.dst[key]
                     out.append(ClientLeft(ntop(ch.eid), ntop(sub.eid), sub.port, "timeout"))
         self.events.extend(out)
+        for ev in out:
+            self._event(ev)
         return out
 
     # ------------------------------------------------------------- data
@@ -213,6 +229,7 @@ class Source:
         media = ch.media(ch.seq, ch.chunk_size - RTP_HEADER_LEN)
         if media is None:
             ch.finished = True
+            self._event(ChannelFinished(ntop(ch.eid), ch.seq))
             return []
         ts = round(ch.seq * ch.interval * RTP_CLOCK)
         chunk = rtp_packet(ch.seq, ts, ch.ssrc, media)
@@ -255,3 +272,47 @@ class Source:
     def next_deadline(self) -> float | None:
         due = [c.next_due for c in self.channels.values() if not c.finished]
         return min(due) if due else None
+
+    def start_streaming(self, now: float) -> None:
+        """Pace the channels from ``now`` on (none is due before it)."""
+        for ch in self.channels.values():
+            ch.next_due = max(ch.next_due, now)
+        self.streaming = True
+
+    def next_expiry(self) -> float | None:
+        """When the next subscriber has missed its heartbeats: just after
+        ``last_seen + heartbeat_timeout`` (:meth:`expire` removes it once
+        ``now - last_seen`` exceeds the timeout)."""
+        last = min((s.last_seen for ch in self.channels.values() for s in ch.dst.values()),
+                   default=None)
+        if last is None or math.isinf(self.heartbeat_timeout):
+            return None
+        return just_after(last + self.heartbeat_timeout)
+
+    # ------------------------------------------------------------- DatagramCore
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        """A LISP control message for the source's own ITR (source-as-ITR mode); a
+        source without one counts it in :attr:`unexpected`."""
+        if self.itr is None:
+            self.unexpected += 1
+            return
+        self._queue(self.itr.handle_control(data, now))
+
+    def get_timer(self, now: float) -> float | None:
+        return earliest(self.next_deadline() if self.streaming else None, self.next_expiry(),
+                        self.itr.get_timer(now) if self.itr is not None else None)
+
+    def handle_timer(self, now: float) -> None:
+        if self.streaming:
+            self._queue(self.tick(now))
+        self.expire(now)
+        if self.itr is not None:
+            self._queue(self.itr.tick(now))
+
+    def next_event(self) -> object | None:
+        ev = super().next_event()
+        if ev is None and self.itr is not None:
+            itr_ev: object | None = self.itr.next_event()
+            return itr_ev
+        return ev

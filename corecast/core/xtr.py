@@ -63,7 +63,9 @@ import ipaddress
 import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from typing import Any
 
+from corecast.core.driven import Outbox, earliest, just_after
 from corecast.core.etr import Etr
 from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
 from corecast.core.itr import Itr
@@ -98,8 +100,15 @@ class _Peer:
     echo_capable: bool = False
 
 
-class Xtr:
-    """ITR + ETR with echo-nonce, instance IDs and Locator-Status-Bits."""
+class Xtr(Outbox):
+    """ITR + ETR with echo-nonce, instance IDs and Locator-Status-Bits.
+
+    A :class:`deliverykit.protocol.DatagramCore` for its LISP control port (as
+    :class:`~corecast.core.itr.Itr`: addresses in ``itr.inside`` send inner
+    packets); the LISP data port's datagrams come in by :meth:`data_received`, the
+    inside interface's batches by :meth:`receive_batch`.  Its timer: the ITR's
+    Map-Request retransmissions and the echo-nonce deadlines (a request to start,
+    one timing out or resuming, an RLOC's hold-down ending)."""
 
     def __init__(
         self,
@@ -159,6 +168,7 @@ class Xtr:
                          "v_dropped_dest_stale": 0, "smr_not_recent": 0, "smr_rate_limited": 0,
                          "echo_down_cleared": 0}
         itr.lisp_header = self._header()
+        self._init_outbox()
         self.map_versioning = map_versioning
         self.map_version = map_version
         self.smr_port = smr_port
@@ -303,13 +313,59 @@ class Xtr:
             if now >= p.req_deadline:
                 if p.rx_during_req:
                     self.counters["unreachable"] += 1
-                    self.events.append(RlocUnreachable(str(ipaddress.ip_address(rloc)),
-                                                       p.req_nonce))
+                    ev = RlocUnreachable(str(ipaddress.ip_address(rloc)), p.req_nonce)
+                    self.events.append(ev)
+                    self._event(ev)
                     self._mark_down(rloc, now)
                 p.req_nonce = None
                 p.verified_at = now  # not again before echo_interval
             self._refresh(rloc, p, now)
         return out
+
+    # ----------------------------------------------------------------- DatagramCore
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        if addr in self.itr.inside:
+            self._queue(self.handle_inner(data, now))
+        else:
+            self._queue(self.handle_control(data, now))
+
+    def data_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        """A datagram on the LISP data port (:meth:`handle_data`)."""
+        self._queue(self.handle_data(data, addr, now))
+
+    def receive_batch(self, frames: list[Any], now: float, l2: int = 0) -> None:
+        """A batch from the inside interface (:meth:`handle_batch`)."""
+        self._queue(self.handle_batch(frames, now, l2))
+
+    def get_timer(self, now: float) -> float | None:
+        best = self.itr.get_timer(now)
+        if not self.echo_nonce:
+            return best
+        best = earliest(best, min(self.echo_down.values(), default=None))
+        capable = self.itr.mapcache.echo_rlocs
+        for rloc, p in self.peers.items():
+            if p.req_nonce is not None:  # times out, or resumes after a suspension
+                t = p.req_deadline if p.suspended_until <= now else \
+                    min(p.req_deadline, p.suspended_until)
+            elif p.last_tx >= 0 and (p.echo_capable or rloc in capable):
+                # a request starts once verified_at is echo_interval old, if we sent
+                # to it within echo_interval by then (see tick)
+                t = max(just_after(p.verified_at + self.echo_interval), now)
+                if not t - p.last_tx < self.echo_interval:
+                    continue
+            else:
+                continue
+            if best is None or t < best:
+                best = t
+        return best
+
+    def handle_timer(self, now: float) -> None:
+        self._queue(self.tick(now))
+
+    def next_event(self) -> object | None:
+        ev = super().next_event()
+        return ev if ev is not None else self.itr.next_event()
 
     def _mark_down(self, rloc: bytes, now: float) -> None:
         self.echo_down[rloc] = now + self.echo_holddown
@@ -421,7 +477,9 @@ class Xtr:
         elif p.req_nonce is not None:
             if nonce == p.req_nonce:
                 self.counters["echoes_verified"] += 1
-                self.events.append(EchoNonceVerified(host, nonce, now - p.req_started))
+                ev = EchoNonceVerified(host, nonce, now - p.req_started)
+                self.events.append(ev)
+                self._event(ev)
                 p.req_nonce = None
                 p.verified_at = now
                 self._clear_down(rloc)
