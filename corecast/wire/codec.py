@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
-from typing import Union
 
 from corecast.wire.constants import (
     AFI_ADDR_LEN,
@@ -212,7 +211,7 @@ class CCHeader:
     version: int = CORECAST_VERSION
 
 
-CCPdu = Union[CCPayload, CCHeader]
+CCPdu = CCPayload | CCHeader
 
 
 def encode_cc_payload(
@@ -271,8 +270,10 @@ def encode_cc_header(
 
 def encode_cc(pdu: CCPdu) -> bytes:
     if isinstance(pdu, CCPayload):
-        return encode_cc_payload(pdu.seq, pdu.payload, pdu.hash_id, pdu.hash, pdu.flags, pdu.version)
-    return encode_cc_header(pdu.seq, pdu.hash, pdu.eid, pdu.port, pdu.hash_id, pdu.flags, pdu.version)
+        return encode_cc_payload(pdu.seq, pdu.payload, pdu.hash_id, pdu.hash, pdu.flags,
+                                 pdu.version)
+    return encode_cc_header(pdu.seq, pdu.hash, pdu.eid, pdu.port, pdu.hash_id, pdu.flags,
+                            pdu.version)
 
 
 def decode_cc(buf: bytes | memoryview) -> CCPdu:
@@ -284,7 +285,7 @@ def decode_cc(buf: bytes | memoryview) -> CCPdu:
     version, typ = vt >> 4, vt & 0xF
     if version != CORECAST_VERSION:
         raise DecodeError(f"CoreCast version {version}")
-    known = HASH_LEN.get(hash_id)  # type: ignore[call-overload]
+    known = HASH_LEN.get(hash_id)
     if known is not None and known != hlen:
         raise DecodeError("hash length does not match hash id")
     if hlen == 0:
@@ -294,14 +295,16 @@ def decode_cc(buf: bytes | memoryview) -> CCPdu:
         end = off + hlen + f1
         if end != n:
             raise DecodeError("payload length does not match PDU length")
-        return CCPayload(seq, bytes(buf[off : off + hlen]), bytes(buf[off + hlen : end]), hash_id, flags, version)
+        return CCPayload(seq, bytes(buf[off : off + hlen]), bytes(buf[off + hlen : end]), hash_id,
+                         flags, version)
     if typ == CoreCastType.HEADER:
-        elen = AFI_ADDR_LEN.get(f2)  # type: ignore[call-overload]
+        elen = AFI_ADDR_LEN.get(f2)
         if not elen:
             raise DecodeError(f"header EID AFI {f2}")
         if off + hlen + elen != n:
             raise DecodeError("header PDU length")
-        return CCHeader(seq, bytes(buf[off : off + hlen]), bytes(buf[off + hlen : n]), f1, hash_id, flags, version)
+        return CCHeader(seq, bytes(buf[off : off + hlen]), bytes(buf[off + hlen : n]), f1, hash_id,
+                        flags, version)
     raise DecodeError(f"CoreCast type {typ}")
 
 

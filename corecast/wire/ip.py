@@ -11,12 +11,11 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import dataclass
-from typing import Union
 
 from corecast.wire.constants import AFI_ADDR_LEN, AFI_LCAF, LCAF_INSTANCE_ID, Afi
 from deliverykit import errors
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class DecodeError(errors.DecodeError):
@@ -46,7 +45,7 @@ def decode_afi_addr(buf: bytes | memoryview, off: int) -> tuple[IPAddress | None
         raise DecodeError("truncated AFI")
     (afi,) = struct.unpack_from("!H", buf, off)
     off += 2
-    n = AFI_ADDR_LEN.get(afi)  # type: ignore[call-overload]
+    n = AFI_ADDR_LEN.get(afi)
     if n is None:
         raise DecodeError(f"unsupported AFI {afi}")
     if off + n > len(buf):
@@ -97,7 +96,7 @@ def decode_eid_addr(buf: bytes | memoryview, off: int) -> tuple[IPAddress | None
 def ip_checksum(data: bytes | bytearray | memoryview) -> int:
     if len(data) % 2:
         data = bytes(data) + b"\x00"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF

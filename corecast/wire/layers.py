@@ -16,6 +16,8 @@ Scapy lists ``FlagsField`` names least-significant bit first.  Lengths left as
 
 from __future__ import annotations
 
+from typing import Any
+
 from scapy.fields import (
     BitEnumField,
     BitField,
@@ -73,7 +75,8 @@ class LISPData(Packet):
         ConditionalField(BitField("lsb", 0, 32), lambda p: not p.flags.I),
     ]
 
-    def guess_payload_class(self, payload: bytes):  # inner IPv4 or IPv6 by version nibble
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        # inner IPv4 or IPv6 by version nibble
         if payload:
             v = payload[0] >> 4
             if v == 4:
@@ -90,8 +93,8 @@ bind_layers(UDP, LISPData, sport=LISP_DATA_PORT)
 # ------------------------------------------------------------------ addresses
 
 
-def _lcaf(p) -> bool:
-    return p.afi == 16387
+def _lcaf(p: Packet) -> bool:
+    return bool(p.afi == 16387)
 
 
 class LISPAddr(Packet):
@@ -122,7 +125,7 @@ class LISPAddr(Packet):
             pkt = pkt[:6] + (len(pkt) - 8).to_bytes(2, "big") + pkt[8:]
         return pkt + pay
 
-    def extract_padding(self, s: bytes):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
@@ -144,7 +147,7 @@ class LISPLocator(Packet):
         _addr("locator"),
     ]
 
-    def extract_padding(self, s: bytes):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
@@ -165,7 +168,7 @@ class LISPEidRecord(Packet):
         PacketListField("locators", [], LISPLocator, count_from=lambda p: p.locator_count),
     ]
 
-    def extract_padding(self, s: bytes):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
@@ -173,7 +176,7 @@ class LISPMapRequestPrefix(Packet):
     name = "LISP Map-Request record"
     fields_desc = [ByteField("reserved", 0), ByteField("eid_mask_len", 32), _addr("eid_prefix")]
 
-    def extract_padding(self, s: bytes):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
@@ -186,7 +189,7 @@ class LISPControl(Packet):
     name = "LISP control"
 
     @classmethod
-    def dispatch_hook(cls, _pkt: bytes | None = None, *args, **kargs):
+    def dispatch_hook(cls, _pkt: bytes | None = None, *args: Any, **kargs: Any) -> type[Packet]:
         if _pkt:
             return _CONTROL_CLASSES.get(_pkt[0] >> 4, Raw)
         return cls
@@ -280,7 +283,7 @@ class LISPECM(Packet):
         BitField("reserved", 0, 26),
     ]
 
-    def guess_payload_class(self, payload: bytes):
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if payload and payload[0] >> 4 == 6:
             return IPv6
         return IP
@@ -302,7 +305,7 @@ class CoreCast(Packet):
     name = "CoreCast"
 
     @classmethod
-    def dispatch_hook(cls, _pkt: bytes | None = None, *args, **kargs):
+    def dispatch_hook(cls, _pkt: bytes | None = None, *args: Any, **kargs: Any) -> type[Packet]:
         if _pkt:
             return {1: CoreCastPayload, 2: CoreCastHeader}.get(_pkt[0] & 0xF, Raw)
         return cls

@@ -14,7 +14,6 @@ import hmac
 import ipaddress
 import struct
 from dataclasses import dataclass, field
-from typing import Union
 
 from corecast.wire.constants import KDF_SALT, AlgorithmId, LispType
 from corecast.wire.ip import (
@@ -412,7 +411,7 @@ def encode_ecm(e: Ecm) -> bytes:
     return struct.pack("!I", w0) + e.inner
 
 
-ControlMessage = Union[MapRequest, MapReply, MapRegister, Ecm]
+ControlMessage = MapRequest | MapReply | MapRegister | Ecm
 
 
 def decode_control(buf: bytes | memoryview) -> ControlMessage:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, TypeAlias
 
 from deliverykit import errors
 from swift._fast import decode_msgs
@@ -64,7 +65,7 @@ class WireContext:
         hash_func: HashFunc = HashFunc.SHA256,
         sig_alg: SigAlg = SigAlg.ECDSAP256SHA256,
         chunk_size: int = 1024,
-    ) -> "WireContext":
+    ) -> WireContext:
         """Build from option values rather than sizes."""
         return WireContext(
             ChunkAddressing(addressing), HASH_SIZES[HashFunc(hash_func)],
@@ -243,10 +244,13 @@ class PexResCert:
     type = MsgType.PEX_REScert
 
 
-Message = Union[
-    Handshake, Data, Ack, Have, Integrity, SignedIntegrity, Request, Cancel,
-    Choke, Unchoke, PexReq, PexResV4, PexResV6, PexResCert,
-]
+Message = (
+    Handshake | Data | Ack | Have | Integrity | SignedIntegrity | Request | Cancel
+    | Choke | Unchoke | PexReq | PexResV4 | PexResV6 | PexResCert
+)
+
+#: one message as :func:`decode_raw` gives it: (type, start, end, x, y)
+RawMessage: TypeAlias = tuple[int, int, int, Any, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +260,7 @@ class Decoded:
     #: destination channel ID (0 = handshake initiation, 3.11)
     channel: int
     #: messages parsed before the end or the first bad message
-    messages: list
+    messages: list[Message]
     #: None when every byte was consumed, else why the parse stopped
     error: str | None = None
 
@@ -356,7 +360,7 @@ def encode_message(ctx: WireContext, m: Message) -> bytes:
     raise EncodeError(f"unknown message {m!r}")
 
 
-def encode_datagram(ctx: WireContext, channel: int, messages: list) -> bytes:
+def encode_datagram(ctx: WireContext, channel: int, messages: list[Message]) -> bytes:
     """Channel ID followed by the messages (an empty list is a keep-alive)."""
     return _CHAN.pack(channel) + b"".join(encode_message(ctx, m) for m in messages)
 
@@ -397,9 +401,15 @@ def decode_legacy_handshake(data: bytes) -> tuple[int, HandshakeOptions, int]:
     return _CHAN.unpack_from(data, 30)[0], opts, LEGACY_HANDSHAKE_SIZE
 
 
-def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext):
+#: the one-byte options (7.1-7.7): code -> HandshakeOptions field
+_BYTE_OPTIONS = {0: "version", 1: "min_version", 3: "integrity", 4: "hash_func",
+                 5: "sig_alg", 6: "addressing"}
+
+
+def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext
+                    ) -> tuple[HandshakeOptions, int] | tuple[None, str]:
     """Parse options from ``pos``; returns (HandshakeOptions, pos) or (None, reason)."""
-    vals: dict = {}
+    vals: dict[str, Any] = {}
     last = -1
     cam = None
     while True:
@@ -412,14 +422,12 @@ def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext):
         if code <= last:
             return None, "options not sorted or repeated"
         last = code
-        if code in (0, 1, 3, 4, 5, 6):
+        if code in _BYTE_OPTIONS:
             if pos >= n:
                 return None, "truncated option"
             v = buf[pos]
             pos += 1
-            key = ("version", "min_version", None, "integrity", "hash_func",
-                   "sig_alg", "addressing")[code]
-            vals[key] = v
+            vals[_BYTE_OPTIONS[code]] = v
             if code == 6:
                 cam = v
         elif code == Option.SWARM_ID:
@@ -456,7 +464,7 @@ def _decode_options(buf: bytes, pos: int, n: int, ctx: WireContext):
             return None, f"unknown option {code}"
 
 
-def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
+def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list[RawMessage], str | None]:
     """The parser behind :func:`decode_datagram`, without message objects
     (the peer's receive path): ``(channel, messages, error)`` with every
     message a 5-tuple ``(type, a, b, c, d)``:
@@ -478,7 +486,7 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
         raise DecodeError(f"datagram of {n} bytes is shorter than a channel ID")
     buf = data if type(data) is bytes else bytes(data)
     channel = _CHAN.unpack_from(buf, 0)[0]
-    out: list = []
+    out: list[RawMessage] = []
     app = out.append
     pos = 4
     if channel == 0 and n > 4 and buf[4] == MsgType.INTEGRITY and is_legacy_handshake(buf):
@@ -506,12 +514,12 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
                 error = "truncated HANDSHAKE"
                 break
             chan = _CHAN.unpack_from(buf, p)[0]
-            opts, p2 = _decode_options(buf, p + 4, n, ctx)
-            if opts is None:
-                error = p2
+            parsed = _decode_options(buf, p + 4, n, ctx)
+            if parsed[0] is None:
+                error = parsed[1]
                 break
-            app((0, chan, 0, opts, None))
-            p = p2
+            app((0, chan, 0, parsed[0], None))
+            p = parsed[1]
         elif t == 5:
             if p + 6 > n:
                 error = "truncated PEX_RESv4"
@@ -544,7 +552,7 @@ def decode_raw(data: bytes, ctx: WireContext) -> tuple[int, list, str | None]:
 
 
 #: raw 5-tuple -> message object, by type (see :func:`decode_raw`)
-_MAKE = {
+_MAKE: dict[int, Callable[[RawMessage], Message]] = {
     0: lambda m: Handshake(m[1], m[3]),
     1: lambda m: Data(m[1], m[2], m[3], m[4]),
     2: lambda m: Ack(m[1], m[2], m[3]),

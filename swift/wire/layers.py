@@ -10,9 +10,11 @@ bound both ways (the port used in the RFC's figure 1).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any
 
+from scapy.base_classes import BasePacket
 from scapy.fields import (
     ByteEnumField,
     ByteField,
@@ -36,7 +38,7 @@ from swift.wire.constants import VARIABLE_CHUNK_SIZE, MsgType, Option
 
 PPSPP_PORT = 6778
 _CTX = WireContext()
-_LAST_CAM: list = [None]
+_LAST_CAM: list[int | None] = [None]
 
 
 @contextmanager
@@ -50,26 +52,26 @@ def use_context(ctx: WireContext) -> Iterator[None]:
         _CTX = old
 
 
-class SpecIntField(Field):
+class SpecIntField(Field[int, int]):
     """One integer of a chunk spec: 32 or 64 bits depending on the context."""
 
     def __init__(self, name: str, default: int = 0) -> None:
         super().__init__(name, default, "!Q")
 
-    def addfield(self, pkt, s, val):
+    def addfield(self, pkt: Packet | None, s: bytes, val: int | None) -> bytes:
         return s + struct.pack(">Q" if _CTX.wide else ">I", self.i2m(pkt, val) or 0)
 
-    def getfield(self, pkt, s):
+    def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, int]:
         w = 8 if _CTX.wide else 4
         return s[w:], int.from_bytes(s[:w], "big")
 
 
 class _Msg(Packet):
-    def extract_padding(self, s):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
-def _spec_fields():
+def _spec_fields() -> list[Any]:  # fields and a ConditionalField
     return [SpecIntField("start", 0),
             ConditionalField(SpecIntField("end", 0), lambda p: not _CTX.is_bin)]
 
@@ -77,7 +79,7 @@ def _spec_fields():
 class ChunkDataField(StrLenField):
     """DATA payload: one chunk (fixed chunk size) or the rest of the datagram."""
 
-    def getfield(self, pkt, s):
+    def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, bytes]:
         cs = _CTX.chunk_size
         if _CTX.addressing == 1:  # byte ranges: the range gives the length
             ln = pkt.end - pkt.start + 1
@@ -142,7 +144,8 @@ class PPSPPPexReq(_Msg):
 
 class PPSPPPexResV4(_Msg):
     name = "PPSPP PEX_RESv4 (8.13)"
-    fields_desc = [ByteEnumField("type", 5, MsgType), IPField("ip", "0.0.0.0"), ShortField("port", 0)]
+    fields_desc = [ByteEnumField("type", 5, MsgType), IPField("ip", "0.0.0.0"),
+                   ShortField("port", 0)]
 
 
 class PPSPPPexResV6(_Msg):
@@ -161,11 +164,11 @@ class PPSPPPexResCert(_Msg):
 
 
 class _Opt(Packet):
-    def extract_padding(self, s):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
-def _opt8(cls_name: str, code: Option, title: str) -> type:
+def _opt8(cls_name: str, code: Option, title: str) -> type[_Opt]:
     return type(cls_name, (_Opt,), {
         "name": f"PPSPP option {title}",
         "fields_desc": [ByteEnumField("code", int(code), Option), ByteField("value", 0)],
@@ -183,17 +186,17 @@ class OptAddressing(_Opt):
     name = "PPSPP option Chunk Addressing Method (7.8)"
     fields_desc = [ByteEnumField("code", 6, Option), ByteField("value", 2)]
 
-    def post_dissection(self, pkt):
+    def post_dissection(self, pkt: Packet) -> None:
         _LAST_CAM[0] = self.value
 
 
-class _WindowField(Field):
+class _WindowField(Field[int, int]):
     """Live discard window: width of a bin / range value (7.9)."""
 
     def __init__(self, name: str, default: int = 0) -> None:
         super().__init__(name, default, "!Q")
 
-    def _wide(self, pkt, building: bool) -> bool:
+    def _wide(self, pkt: Packet | None, building: bool) -> bool:
         cam = None if building else _LAST_CAM[0]
         parent = getattr(pkt, "parent", None)
         if parent is not None:
@@ -204,10 +207,10 @@ class _WindowField(Field):
             return _CTX.wide
         return cam in (1, 3, 4)
 
-    def addfield(self, pkt, s, val):
+    def addfield(self, pkt: Packet | None, s: bytes, val: int | None) -> bytes:
         return s + struct.pack(">Q" if self._wide(pkt, True) else ">I", val or 0)
 
-    def getfield(self, pkt, s):
+    def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, int]:
         w = 8 if self._wide(pkt, False) else 4
         return s[w:], int.from_bytes(s[:w], "big")
 
@@ -241,12 +244,14 @@ class OptEnd(_Opt):
     fields_desc = [ByteEnumField("code", 255, Option)]
 
 
-_OPTS = {0: OptVersion, 1: OptMinVersion, 2: OptSwarmID, 3: OptIntegrity, 4: OptHashFunc,
+_OPTS: dict[int, type[Packet]] = {
+         0: OptVersion, 1: OptMinVersion, 2: OptSwarmID, 3: OptIntegrity, 4: OptHashFunc,
          5: OptSigAlg, 6: OptAddressing, 7: OptDiscardWindow, 8: OptSupported,
          9: OptChunkSize, 255: OptEnd}
 
 
-def _next_opt(pkt, lst, cur, remain):
+def _next_opt(pkt: Packet, lst: list[BasePacket], cur: Packet | None, remain: bytes
+              ) -> type[Packet] | None:
     if cur is not None and isinstance(cur, OptEnd):
         return None
     if not remain:
@@ -259,18 +264,20 @@ class PPSPPHandshake(_Msg):
     fields_desc = [ByteEnumField("type", 0, MsgType), IntField("channel", 0),
                    PacketListField("options", [], next_cls_cb=_next_opt)]
 
-    def pre_dissect(self, s):
+    def pre_dissect(self, s: bytes) -> bytes:
         _LAST_CAM[0] = None
         return s
 
 
-_MSGS = {0: PPSPPHandshake, 1: PPSPPData, 2: PPSPPAck, 3: PPSPPHave, 4: PPSPPIntegrity,
+_MSGS: dict[int, type[Packet]] = {
+         0: PPSPPHandshake, 1: PPSPPData, 2: PPSPPAck, 3: PPSPPHave, 4: PPSPPIntegrity,
          5: PPSPPPexResV4, 6: PPSPPPexReq, 7: PPSPPSignedIntegrity, 8: PPSPPRequest,
          9: PPSPPCancel, 10: PPSPPChoke, 11: PPSPPUnchoke, 12: PPSPPPexResV6,
          13: PPSPPPexResCert}
 
 
-def _next_msg(pkt, lst, cur, remain):
+def _next_msg(pkt: Packet, lst: list[BasePacket], cur: Packet | None, remain: bytes
+              ) -> type[Packet] | None:
     if not remain:
         return None
     return _MSGS.get(remain[0])
@@ -290,20 +297,22 @@ bind_layers(UDP, PPSPP, sport=PPSPP_PORT)
 
 # --- conversion to and from the fast codec's objects ----------------------
 
-_OPT_KEYS = [("version", OptVersion), ("min_version", OptMinVersion), ("swarm_id", OptSwarmID),
+_OPT_KEYS: list[tuple[str, type[Packet]]] = [
+             ("version", OptVersion), ("min_version", OptMinVersion), ("swarm_id", OptSwarmID),
              ("integrity", OptIntegrity), ("hash_func", OptHashFunc), ("sig_alg", OptSigAlg),
              ("addressing", OptAddressing), ("discard_window", OptDiscardWindow),
              ("supported", OptSupported), ("chunk_size", OptChunkSize)]
 
 
-def _spec_kw(m) -> dict:
+def _spec_kw(m: Any) -> dict[str, Any]:
     return {"start": m.start} if _CTX.is_bin else {"start": m.start, "end": m.end}
 
 
-def from_codec(channel: int, messages: list) -> PPSPP:
+def from_codec(channel: int, messages: list[codec.Message]) -> PPSPP:
     """The scapy packet for a codec datagram (uses the current context)."""
-    out = []
-    for m in messages:
+    out: list[Packet] = []
+    for msg in messages:
+        m: Any = msg  # dispatched on its type octet below
         t = m.type
         if t == MsgType.HANDSHAKE:
             opts = [cls(value=getattr(m.options, k)) for k, cls in _OPT_KEYS
@@ -329,15 +338,15 @@ def from_codec(channel: int, messages: list) -> PPSPP:
     return PPSPP(channel=channel, messages=out)
 
 
-def to_codec(pkt: PPSPP) -> tuple[int, list]:
+def to_codec(pkt: PPSPP) -> tuple[int, list[codec.Message]]:
     """The codec's (channel, messages) for a dissected scapy packet."""
-    out: list = []
+    out: list[codec.Message] = []
     for p in pkt.messages:
         t = p.type
         s = p.start if hasattr(p, "start") else 0
         e = s if _CTX.is_bin else getattr(p, "end", 0)
         if t == MsgType.HANDSHAKE:
-            kw = {}
+            kw: dict[str, Any] = {}
             for o in p.options:
                 for k, cls in _OPT_KEYS:
                     if isinstance(o, cls):
