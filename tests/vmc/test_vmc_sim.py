@@ -29,9 +29,12 @@ def _sim(disk_budget: int, arrivals: list[Arrival], seed: int = SEED) -> SimResu
 
 
 def _get(addr: tuple[str, int], authority: str, path: str) -> tuple[int, bytes]:
-    """A plain HTTP/1.1 GET through the proxy (absolute-form, no VMC header): status, body digest."""
+    """A plain GET through the proxy (absolute-form, no VMC header): status, body digest."""
     with socket.create_connection(addr, timeout=30) as s:
-        s.sendall(f"GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(
+            f"GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := s.recv(1 << 16):
             data += chunk
@@ -56,15 +59,24 @@ def _real(make_stack, disk_budget: int, arrivals: list[Arrival]) -> list[dict]:
         t.join(60)
     for a in arrivals:  # every real client got the whole, right body
         size = int(a.path.split("size=")[1])
-        assert results[a.client] == (200, hashlib.sha256(expected(a.path.split("?")[0], size)).digest()), a
+        assert results[a.client] == (
+            200,
+            hashlib.sha256(expected(a.path.split("?")[0], size)).digest(),
+        ), a
     recs = st.status()["recent"]
-    return [{"path": "/" + r["uri"].split("://", 1)[1].split("/", 1)[1], "mode": r["mode"],
-             "origin_bytes": r["origin_bytes"]} for r in recs]
+    return [
+        {
+            "path": "/" + r["uri"].split("://", 1)[1].split("/", 1)[1],
+            "mode": r["mode"],
+            "origin_bytes": r["origin_bytes"],
+        }
+        for r in recs
+    ]
 
 
 def _by_path(records: list[dict]) -> dict[str, list[tuple[str, bool]]]:
-    """Per object, in arrival order: (mode, patched from the origin?). Requests for different objects
-    may arrive a few ms apart, so only the order within an object is compared."""
+    """Per object, in arrival order: (mode, patched from the origin?). Requests for different
+    objects may arrive a few ms apart, so only the order within an object is compared."""
     out: dict[str, list[tuple[str, bool]]] = defaultdict(list)
     for r in records:
         out[r["path"]].append((r["mode"], r["origin_bytes"] > 0))
@@ -86,7 +98,10 @@ def test_sim_makes_the_proxys_sharing_decisions(make_stack, disk_budget: int) ->
     else:
         # Patched prefixes end at the live edge when the joiner came: a matter of milliseconds on
         # a real clock, so the bytes agree within 10% (docs/vmc-sim.md, "Validation").
-        assert sim_origin > 0 and abs(real_origin - sim_origin) <= 0.10 * sim_origin, (real_origin, sim_origin)
+        assert sim_origin > 0 and abs(real_origin - sim_origin) <= 0.10 * sim_origin, (
+            real_origin,
+            sim_origin,
+        )
     assert sim.digests_ok == 30
 
 
@@ -110,8 +125,11 @@ def test_disk_store_keeps_one_copy_without_it_patches_cost_the_origin() -> None:
 def test_slow_client_is_detached_and_still_gets_its_bytes() -> None:
     # Two clients on one object; the second's own downlink is far slower than the origin, so its
     # live queue overflows and it is detached: it continues from the window / the origin.
-    cfg = SimConfig(origin_rate=4 << 20, client_rate=256 << 10,
-                    machine=MachineConfig(window=WINDOW, disk_budget=0, queue_limit=128 << 10))
+    cfg = SimConfig(
+        origin_rate=4 << 20,
+        client_rate=256 << 10,
+        machine=MachineConfig(window=WINDOW, disk_budget=0, queue_limit=128 << 10),
+    )
     arrivals = [Arrival(0.0, "a", "/o?size=2097152"), Arrival(0.1, "b", "/o?size=2097152")]
     r = VmcSim(arrivals, cfg).run()
     assert r.stats["detached"] >= 1 and r.digests_ok == 2
@@ -126,6 +144,10 @@ def test_max_min_fair_shares() -> None:
         net.push(f, 100)
     rates = net.rates()
     # c is capped at 1, b gets what is fair on l (4.5) but m allows 4; a takes the rest of l
-    assert math.isclose(rates["c"], 1.0) and math.isclose(rates["b"], 4.0) and math.isclose(rates["a"], 5.0)
+    assert (
+        math.isclose(rates["c"], 1.0)
+        and math.isclose(rates["b"], 4.0)
+        and math.isclose(rates["a"], 5.0)
+    )
     net.advance(10.0)
     assert net.backlog("b") == 60 and net.backlog("c") == 90 and net.backlog("a") == 50

@@ -1,0 +1,174 @@
+"""The sans-IO sharing core (issue 19 item 2): vmc.core.sharing's decisions (admit, next_step) and
+vmc.core.machine's SharingMachine, driven directly with typed inputs and the time, as the simulator
+and the asyncio proxy drive them (no sockets: the core has none)."""
+
+from __future__ import annotations
+
+from deliverykit.protocol import DatagramCore
+from vmc.core.machine import (
+    Admitted,
+    Detached,
+    Drained,
+    Fetch,
+    MachineConfig,
+    OriginData,
+    OriginError,
+    OriginHead,
+    Patched,
+    Request,
+    Respond,
+    Send,
+    SharingMachine,
+)
+from vmc.core.reasons import NotShared
+from vmc.core.session import SharedObject
+from vmc.core.sharing import Admit, Sharing, Step, next_step
+from vmc.core.stats import Stats
+
+URI = "http://origin:80/obj?size=100000"
+SIZE = 100_000
+ETAG = b'"abc"'
+HEAD = (
+    (b"content-length", b"100000"),
+    (b"etag", ETAG),
+    (b"last-modified", b"Sat, 01 Jan 2000 00:00:00 GMT"),
+)
+
+
+def _drain(m: SharingMachine, now: float = 0.0) -> tuple[list, list]:
+    actions = m.actions_to_send(now)
+    events = []
+    while (ev := m.next_event()) is not None:
+        events.append(ev)
+    return actions, events
+
+
+def _started(cfg: MachineConfig, sent: int) -> tuple[SharingMachine, int]:
+    """Client "a" started the session; ``sent`` bytes of the body have arrived."""
+    m = SharingMachine(cfg)
+    m.input_received(Request("a", b"GET", URI), 0.0)
+    (fetch,), _ = _drain(m)
+    assert isinstance(fetch, Fetch) and not fetch.ranged and fetch.uri == URI
+    m.input_received(OriginHead(fetch.fetch, 200, HEAD), 0.01)
+    for off in range(0, sent, 10_000):
+        m.input_received(OriginData(fetch.fetch, bytes(10_000)), 0.02 + off / 1e6)
+        m.input_received(Drained("a", 10_000), 0.02 + off / 1e6)
+    _drain(m)
+    return m, fetch.fetch
+
+
+def test_machine_has_the_core_protocols_shape_with_typed_inputs() -> None:
+    m = SharingMachine()
+    for name in ("actions_to_send", "get_timer", "handle_timer", "next_event", "input_received"):
+        assert callable(getattr(m, name))
+    assert not isinstance(m, DatagramCore)  # byte streams, not datagrams: docs/vmc-sim.md says why
+
+
+def test_joiner_inside_the_window_is_served_from_memory() -> None:
+    m, _ = _started(MachineConfig(window=1 << 20, disk_budget=0), 40_000)
+    m.input_received(Request("b", b"GET", URI), 0.1)
+    actions, events = _drain(m, 0.1)
+    assert Admitted("b", events[0].key, "joined", 40_000) in events
+    assert not [a for a in actions if isinstance(a, Fetch)]  # nothing from the origin
+    assert Respond("b", 200, SIZE, 0, SIZE) in actions
+    assert sum(len(a.data) for a in actions if isinstance(a, Send) and a.client == "b") == 40_000
+
+
+def test_joiner_past_the_window_without_disk_patches_its_prefix_by_range() -> None:
+    m, _ = _started(MachineConfig(window=10_000, disk_budget=0), 40_000)
+    m.input_received(Request("b", b"GET", URI), 0.1)
+    actions, events = _drain(m, 0.1)
+    assert [e for e in events if isinstance(e, Patched)] == [Patched("b", events[0].key, 0, 40_000)]
+    (patch,) = [a for a in actions if isinstance(a, Fetch)]
+    assert (patch.first, patch.end, patch.if_range) == (0, 40_000, ETAG)
+    assert m.stats.origin_requests == 2
+
+
+def test_joiner_past_the_window_with_a_disk_store_reads_its_prefix_from_disk() -> None:
+    m, _ = _started(MachineConfig(window=10_000, disk_budget=1 << 20), 40_000)
+    m.input_received(Request("b", b"GET", URI), 0.1)
+    actions, events = _drain(m, 0.1)
+    assert not [e for e in events if isinstance(e, Patched)] and not [
+        a for a in actions if isinstance(a, Fetch)
+    ]
+    assert sum(len(a.data) for a in actions if isinstance(a, Send) and a.client == "b") == 40_000
+
+
+def test_a_client_that_takes_nothing_is_detached_and_the_others_go_on() -> None:
+    cfg = MachineConfig(window=1 << 20, disk_budget=0, queue_limit=20_000, send_window=10_000)
+    m = SharingMachine(cfg)
+    m.input_received(Request("a", b"GET", URI), 0.0)
+    (fetch,), _ = _drain(m)
+    m.input_received(OriginHead(fetch.fetch, 200, HEAD), 0.0)
+    m.input_received(Request("b", b"GET", URI), 0.0)
+    _drain(m)
+    for i in range(6):  # "a" drains everything, "b" nothing
+        m.input_received(OriginData(fetch.fetch, bytes(10_000)), 0.1 * i)
+        m.input_received(Drained("a", 10_000), 0.1 * i)
+    _, events = _drain(m)
+    assert [e.client for e in events if isinstance(e, Detached)] == ["b"]
+    assert m.stats.detached == 1
+
+
+def test_origin_break_resumes_from_the_live_edge_for_every_sharer() -> None:
+    m, fid = _started(MachineConfig(window=1 << 20, disk_budget=0), 30_000)
+    m.input_received(OriginError(fid, "connection reset"), 0.5)
+    actions, _ = _drain(m, 0.5)
+    (resume,) = [a for a in actions if isinstance(a, Fetch)]
+    assert (resume.first, resume.end, resume.if_range) == (30_000, None, ETAG)
+    assert m.stats.stream_retries == 1
+
+
+def test_unshareable_head_is_relayed_and_the_next_request_fetches_again() -> None:
+    m = SharingMachine(MachineConfig(disk_budget=0))
+    m.input_received(Request("a", b"GET", URI), 0.0)
+    (fetch,), _ = _drain(m)
+    m.input_received(OriginHead(fetch.fetch, 200, (*HEAD, (b"cache-control", b"no-store"))), 0.0)
+    _, events = _drain(m)
+    assert events[0].mode == "passthrough" and m.stats.not_shared[NotShared.NO_STORE] == 1
+    m.input_received(Request("b", b"GET", URI), 0.1)
+    actions, _ = _drain(m)
+    assert [type(a) for a in actions] == [Fetch]
+
+
+def test_request_during_the_pending_head_waits_for_it_then_joins() -> None:
+    m = SharingMachine(MachineConfig(join_wait=10.0))
+    m.input_received(Request("a", b"GET", URI), 0.0)
+    (fetch,), _ = _drain(m)
+    m.input_received(Request("b", b"GET", URI), 0.001)
+    assert _drain(m) == ([], []) and m.get_timer(0.001) == 10.001
+    m.input_received(OriginHead(fetch.fetch, 200, HEAD), 0.002)
+    _, events = _drain(m)
+    assert [(e.client, e.mode) for e in events if isinstance(e, Admitted)] == [
+        ("a", "origin"),
+        ("b", "joined"),
+    ]
+    assert m.get_timer(0.002) is None
+
+
+def test_admit_passes_through_what_cannot_be_shared() -> None:
+    sharing = Sharing(Stats(), window=1 << 20, buffer_budget=0)
+    up, host = ("origin", 80), b"origin:80"
+    assert sharing.admit(b"GET", [], "k", up, host, 0.0).kind is Admit.START
+    head = sharing.admit(b"HEAD", [], "k", up, host, 0.0)  # nothing live to answer it from
+    assert head.kind is Admit.PASSTHROUGH and head.reason is NotShared.SHAREABLE
+    auth = sharing.admit(b"GET", [(b"authorization", b"x")], "k", up, host, 0.0)
+    assert auth.kind is Admit.PASSTHROUGH and auth.reason is NotShared.AUTHORIZATION
+    off = Sharing(Stats(), window=1 << 20, buffer_budget=0, sharing=False)
+    assert off.admit(b"GET", [], "k", up, host, 0.0).reason is NotShared.SHARING_OFF
+
+
+def test_next_step_table() -> None:
+    s = SharedObject("k", URI, ("origin", 80), b"/obj", [(b"host", b"origin:80")], window=10_000)
+    s.take_head(
+        200, list(HEAD), [], Sharing(Stats(), 1, 0).head_verdict(200, list(HEAD), 0.0), 0.0, 0.0
+    )
+    for _ in range(4):
+        s.buffer.append(bytes(10_000))  # 40,000 received; the window holds [30,000, 40,000)
+    assert next_step(s, 35_000, SIZE, 1 << 20, False) is Step.WINDOW
+    assert next_step(s, 0, SIZE, 1 << 20, False) is Step.PATCH_AND_FOLLOW
+    assert next_step(s, 0, SIZE, 0, False) is Step.PATCH  # no patch budget: chase the edge by Range
+    assert next_step(s, 0, SIZE, 1 << 20, True) is Step.PATCH  # detached: on its own
+    assert next_step(s, 40_000, SIZE, 1 << 20, False) is Step.LIVE
+    s.move(s.state.__class__.FAILED, "broke")
+    assert next_step(s, 40_000, SIZE, 1 << 20, False) is Step.FAILED
