@@ -10,7 +10,8 @@ their address closes, and at most ``limit`` are kept (oldest out first).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 #: notBefore may lie this far in our future (tracker and peer clocks differ)
 CLOCK_SKEW = 180.0

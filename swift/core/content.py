@@ -71,7 +71,7 @@ class Content:
         self.have = Binmap()
 
     @classmethod
-    def seeded(cls, tree: MerkleTree, storage: Storage) -> "Content":
+    def seeded(cls, tree: MerkleTree, storage: Storage) -> Content:
         """A complete copy (seeder)."""
         c = cls(tree, storage)
         c.have.set_range(0, tree.n_chunks or 0)
@@ -134,7 +134,7 @@ class Content:
         return data
 
     def integrity_for(self, i: int, peer_have: Binmap, cold: bool,
-                      sent: Binmap | None = None) -> list:
+                      sent: Binmap | None = None) -> list[tuple[str, int, bytes]]:
         """Items ("h", bin, hash) to put before DATA i: peaks for a cold peer
         (5.6.2), then uncle hashes by height descending (5.4).
 
@@ -146,10 +146,11 @@ class Content:
         known: Binmap | _Either = peer_have
         if sent is not None and not sent.has(i):
             known = _Either(peer_have, sent)
-        hs.extend(self.tree.uncles(i, known))  # type: ignore[arg-type]
+        hs.extend(self.tree.uncles(i, known))
         return [("h", b, h) for b, h in hs]
 
-    def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
+    def verify(self, i: int, data: bytes, hashes: list[tuple[int, bytes]],
+               sigs: dict[int, tuple[int, bytes]], now: float) -> bool:
         """Learn the size from peak hashes if needed, then check chunk ``i``."""
         t = self.tree
         if t.n_chunks is None and hashes:

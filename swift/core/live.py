@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.livesig import LiveSigner
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc, IntegrityMethod, SigAlg
+
+#: what goes before a DATA: ("h", bin, hash) or ("s", bin, timestamp, signature)
+IntegrityItem = tuple[str, int, bytes] | tuple[str, int, int, bytes]
 
 NTP_EPOCH_OFFSET = 2208988800  # seconds from 1900-01-01 to 1970-01-01
 
@@ -93,7 +97,7 @@ class LiveTree:
     def __init__(self, swarm_id: bytes, per_sig: int = 4, chunk_size: int = 1024,
                  func: HashFunc = HashFunc.SHA256,
                  spec_bytes: Callable[[int, int], bytes] | None = None,
-                 private_key=None, signer: LiveSigner | None = None) -> None:
+                 private_key: object = None, signer: LiveSigner | None = None) -> None:
         if per_sig < 2 or per_sig & (per_sig - 1):
             raise ValueError("NCHUNKS_PER_SIG must be a power of 2 >= 2 (6.1.2.1)")
         if signer is None:
@@ -130,7 +134,7 @@ class LiveTree:
 
     @classmethod
     def source(cls, per_sig: int = 4, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
-               key=None, alg: SigAlg | None = None, **kw) -> "LiveTree":
+               key: object = None, alg: SigAlg | None = None, **kw: Any) -> LiveTree:
         """A new injector with a fresh (or given) key, any algorithm of 7.7
         (default ECDSAP256SHA256; with ``key``, ``alg`` must fit it)."""
         signer = (LiveSigner.from_key(key, alg) if key is not None
@@ -273,8 +277,8 @@ class SignAllTree:
         self.last_stale = False
 
     @classmethod
-    def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key=None,
-               alg: SigAlg | None = None, **kw) -> "SignAllTree":
+    def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key: object = None,
+               alg: SigAlg | None = None, **kw: Any) -> SignAllTree:
         signer = (LiveSigner.from_key(key, alg) if key is not None
                   else LiveSigner.generate(alg or SigAlg.ECDSAP256SHA256))
         return cls(signer.swarm_id, chunk_size, func, signer=signer, **kw)
@@ -381,7 +385,7 @@ class LiveContent:
         if rest:
             self._pending = [rest]
         self._queue = getattr(self, "_queue", []) + full
-        out = []
+        out: list[int] = []
         per = self.tree.per_sig
         while len(self._queue) >= per:
             group, self._queue = self._queue[:per], self._queue[per:]
@@ -396,7 +400,7 @@ class LiveContent:
         return out
 
     def integrity_for(self, i: int, peer_have: Binmap, cold: bool,
-                      sent: Binmap | None = None) -> list:
+                      sent: Binmap | None = None) -> list[IntegrityItem]:
         """Items to put before DATA i, in order (6.1.2.3): ("h", bin, hash),
         ("s", bin, ts, sig): the signed munro unless the peer indicated (HAVE
         or ACK) a chunk under it -- with every DATA under it until then, not
@@ -408,7 +412,7 @@ class LiveContent:
             ts, sig = t.signed[i]
             return [("s", B.chunk(i), ts, sig)]
         m = munro_of(i, t.per_sig)
-        out: list = []
+        out: list[IntegrityItem] = []
         lo, hi = B.base_range(m)
         if peer_have.is_empty_range(lo, hi):
             h, ts, sig = t.signed[m]
@@ -426,7 +430,8 @@ class LiveContent:
             return m
         return max(t.signed, key=lambda b: B.base_range(b)[1], default=None)
 
-    def learn(self, hashes: list, sigs: dict, now: float) -> None:
+    def learn(self, hashes: list[tuple[int, bytes]], sigs: dict[int, tuple[int, bytes]],
+              now: float) -> None:
         """Trust the signed munros that came with a DATA we do not keep (an
         unsolicited or duplicate chunk): the sender sends a munro once, so
         dropping it would fail every later chunk under it (6.1.2.3)."""
@@ -438,7 +443,8 @@ class LiveContent:
             if m in offered and m not in t.signed:
                 t.offer_munro(m, offered[m], ts, sig, now)
 
-    def verify(self, i: int, data: bytes, hashes: list, sigs: dict, now: float) -> bool:
+    def verify(self, i: int, data: bytes, hashes: list[tuple[int, bytes]],
+               sigs: dict[int, tuple[int, bytes]], now: float) -> bool:
         """Trust offered signed munros, then check chunk ``i`` (6.1.2.1).
 
         False with ``tree.last_stale`` set: genuine but too old (6.1.2.4)."""

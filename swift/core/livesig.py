@@ -17,6 +17,8 @@ RSASHA256, ECDSAP256SHA256, ECDSAP384SHA384):
 
 from __future__ import annotations
 
+from typing import Any
+
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
@@ -43,7 +45,8 @@ def _int_bytes(v: int) -> bytes:
 class LiveSigner:
     """One live signature algorithm and key; ``key`` only at the injector."""
 
-    def __init__(self, alg: SigAlg, pub, key=None) -> None:
+    # ``pub`` and ``key``: cryptography's RSA or EC key objects, told apart by ``alg``
+    def __init__(self, alg: SigAlg, pub: Any, key: Any = None) -> None:
         self.alg = SigAlg(alg)
         if self.alg not in SUPPORTED:
             raise ValueError(f"live signature algorithm {self.alg.name} not supported")
@@ -55,9 +58,10 @@ class LiveSigner:
         return self.alg in _RSA
 
     @classmethod
-    def generate(cls, alg: SigAlg = SigAlg.ECDSAP256SHA256, rsa_bits: int = 2048) -> "LiveSigner":
+    def generate(cls, alg: SigAlg = SigAlg.ECDSAP256SHA256, rsa_bits: int = 2048) -> LiveSigner:
         """A fresh injector key."""
         alg = SigAlg(alg)
+        key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
         if alg in _RSA:
             key = rsa.generate_private_key(public_exponent=65537, key_size=rsa_bits)
         elif alg in _EC:
@@ -67,7 +71,7 @@ class LiveSigner:
         return cls(alg, key.public_key(), key)
 
     @classmethod
-    def from_key(cls, key, alg: SigAlg | None = None) -> "LiveSigner":
+    def from_key(cls, key: object, alg: SigAlg | None = None) -> LiveSigner:
         """An injector from an existing private key: EC P-256 / P-384 (the
         curve names the algorithm) or RSA (RSASHA256 unless ``alg`` says
         RSASHA1)."""
@@ -78,12 +82,12 @@ class LiveSigner:
             return cls(a, key.public_key(), key)
         if isinstance(key, ec.EllipticCurvePrivateKey):
             for a, (curve, _, _) in _EC.items():
-                if key.curve.name == curve.name and alg in (None, a):
+                if key.curve.name == curve().name and alg in (None, a):
                     return cls(a, key.public_key(), key)
         raise ValueError("need an ECDSA P-256/P-384 or RSA private key matching the algorithm")
 
     @classmethod
-    def from_swarm_id(cls, sid: bytes) -> "LiveSigner":
+    def from_swarm_id(cls, sid: bytes) -> LiveSigner:
         """Receiver side: the public key in a swarm ID (ValueError if malformed)."""
         if not sid:
             raise ValueError("empty swarm ID")
@@ -114,26 +118,28 @@ class LiveSigner:
     def swarm_id(self) -> bytes:
         """DNSKEY-style swarm ID (6.1)."""
         if self.is_rsa:
-            nums = self.pub.public_numbers()
+            nums: rsa.RSAPublicNumbers = self.pub.public_numbers()
             e = _int_bytes(nums.e)
             head = bytes([len(e)]) if len(e) <= 255 else b"\x00" + len(e).to_bytes(2, "big")
             return bytes([self.alg]) + head + e + nums.n.to_bytes(self.sig_size, "big")
         n = _EC[self.alg][1]
-        p = self.pub.public_numbers()
+        p: ec.EllipticCurvePublicNumbers = self.pub.public_numbers()
         return bytes([self.alg]) + p.x.to_bytes(n, "big") + p.y.to_bytes(n, "big")
 
     @property
     def sig_size(self) -> int:
         """Signature length on the wire (8.9): the modulus, or 2 x the coordinate."""
         if self.is_rsa:
-            return (self.pub.key_size + 7) // 8
+            bits: int = self.pub.key_size
+            return (bits + 7) // 8
         return 2 * _EC[self.alg][1]
 
     def sign(self, text: bytes) -> bytes:
         if self.key is None:
             raise ValueError("only the injector signs")
         if self.is_rsa:
-            return self.key.sign(text, padding.PKCS1v15(), _RSA_HASH[self.alg]())
+            sig: bytes = self.key.sign(text, padding.PKCS1v15(), _RSA_HASH[self.alg]())
+            return sig
         _, n, h = _EC[self.alg]
         r, s = decode_dss_signature(self.key.sign(text, ec.ECDSA(h())))
         return r.to_bytes(n, "big") + s.to_bytes(n, "big")

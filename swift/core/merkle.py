@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, BinaryIO, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
 
 from swift.core import bins as B
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
@@ -29,9 +30,10 @@ class IntegrityError(ValueError):
     """Hashes or data that do not check out against the trusted root."""
 
 
-def hasher(func: HashFunc) -> Callable[[bytes], "hashlib._Hash"]:
+def hasher(func: HashFunc) -> Callable[[bytes], hashlib._Hash]:
     """The hashlib constructor for a PPSPP Merkle hash function (7.6)."""
-    return getattr(hashlib, HASH_NAMES[HashFunc(func)])
+    ctor: Callable[[bytes], hashlib._Hash] = getattr(hashlib, HASH_NAMES[HashFunc(func)])
+    return ctor
 
 
 class MerkleTree:
@@ -74,7 +76,7 @@ class MerkleTree:
 
     @classmethod
     def build(cls, chunks: Iterable[bytes], func: HashFunc = HashFunc.SHA256,
-              chunk_size: int = 1024) -> "MerkleTree":
+              chunk_size: int = 1024) -> MerkleTree:
         """Hash every chunk and every node (seeder side, section 5.1)."""
         h = hasher(func)
         leaves = bytearray()  # the digests back to back: no object per chunk
@@ -86,7 +88,7 @@ class MerkleTree:
 
     @classmethod
     def _from_digests(cls, leaves: bytearray, func: HashFunc, chunk_size: int,
-                      size: int | None) -> "MerkleTree":
+                      size: int | None) -> MerkleTree:
         """The tree above leaf digests given back to back, built layer by
         layer in the flat hash buffer itself: no Python object per chunk or
         node (a 100 MiB file at 1 KiB made 200,000 of them and doubled the
@@ -128,7 +130,7 @@ class MerkleTree:
 
     @classmethod
     def from_file(cls, f: BinaryIO, func: HashFunc = HashFunc.SHA256,
-                  chunk_size: int = 1024) -> "MerkleTree":
+                  chunk_size: int = 1024) -> MerkleTree:
         """Build from an open file, reading one chunk at a time."""
         h = hasher(func)
         leaves = bytearray()
@@ -143,7 +145,7 @@ class MerkleTree:
 
     @classmethod
     def for_root(cls, root_hash: bytes, func: HashFunc = HashFunc.SHA256,
-                 chunk_size: int = 1024, size: int | None = None) -> "MerkleTree":
+                 chunk_size: int = 1024, size: int | None = None) -> MerkleTree:
         """Leecher side: only the trusted root (and maybe the size) is known."""
         t = cls(root_hash, func, chunk_size)
         if size is not None:
@@ -270,7 +272,7 @@ class MerkleTree:
         which ``peer_has`` (its acknowledgements; anything with ``any_in(lo,
         hi)``, e.g. a :class:`Binmap`) shows a chunk (5.3).
         """
-        for lo, hi, peak in self._peak_ranges:
+        for lo, hi, _peak in self._peak_ranges:
             if lo <= chunk < hi:
                 break
         else:
@@ -386,7 +388,7 @@ class MerkleTree:
         """Write ``path`` (hashes by bin, like libswift's .mhash) and ``path.json``."""
         self.write_snapshot(path, self.snapshot())
 
-    def snapshot(self) -> tuple[bytes, dict]:
+    def snapshot(self) -> tuple[bytes, dict[str, Any]]:
         """Hashes and metadata as they are now; :meth:`write_snapshot` can then
         run in another thread (no file I/O on a download's event loop)."""
         meta = {"version": 1, "root_hash": self.root_hash.hex(), "hash_func": int(self.func),
@@ -395,7 +397,7 @@ class MerkleTree:
         return bytes(self._hashes), meta
 
     @staticmethod
-    def write_snapshot(path: str, snap: tuple[bytes, dict]) -> None:
+    def write_snapshot(path: str, snap: tuple[bytes, dict[str, Any]]) -> None:
         """Write a :meth:`snapshot` to ``path`` and ``path.json`` (atomic renames)."""
         raw, meta = snap
         tmp = path + ".tmp"
@@ -407,7 +409,7 @@ class MerkleTree:
         os.replace(path + ".json.tmp", path + ".json")
 
     @classmethod
-    def load(cls, path: str) -> "MerkleTree":
+    def load(cls, path: str) -> MerkleTree:
         """Read a tree saved by :meth:`save`; checks it against its root hash."""
         with open(path + ".json") as f:
             meta = json.load(f)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -54,14 +55,15 @@ def new_ca_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def ca_public_bytes(key) -> bytes:
+def ca_public_bytes(key: Any) -> bytes:
     """The CA public key as DER SubjectPublicKeyInfo (swarm metadata)."""
     pub = key.public_key() if hasattr(key, "public_key") else key
-    return pub.public_bytes(serialization.Encoding.DER,
-                            serialization.PublicFormat.SubjectPublicKeyInfo)
+    der: bytes = pub.public_bytes(serialization.Encoding.DER,
+                                  serialization.PublicFormat.SubjectPublicKeyInfo)
+    return der
 
 
-def issue(ca_key, swarm_id: bytes, host: str, port: int, now: float,
+def issue(ca_key: Any, swarm_id: bytes, host: str, port: int, now: float,
           lifetime: float = 3600.0) -> bytes:
     """DER membership certificate for ``host:port`` in ``swarm_id`` at ``now``."""
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "PPSPP swarm tracker")])
@@ -150,7 +152,7 @@ def _check(der: bytes, ca_public: bytes, swarm_id: bytes, now: float,
     return host, port, nb, na
 
 
-def load_or_create_ca(path: str):
+def load_or_create_ca(path: str) -> Any:
     """The tracker's CA key from PEM ``path``, created if missing; also writes
     ``path.pub`` (DER public key, to hand out with the swarm metadata)."""
     import os
