@@ -1,0 +1,289 @@
+"""CoreCast in the packet-level simulator (deliverykit.sim, docs/sim.md, docs/corecast.md).
+
+The real sans-IO roles, the objects :mod:`corecast.aio.nodes` puts on sockets,
+run unchanged in virtual time: one source streaming one channel, one ITR
+(Algorithm 1) in the source's domain, ``K`` ASes with a CoreCast ETR
+(Algorithm 2) each and ``N`` clients behind every ETR.  The source sends its
+inner packets to the ITR's inside address, the ITR LISP-encapsulates one
+payload per AS and one header per client to the ETRs (the *transit* traffic,
+the paper's eq. 3), and each ETR unicasts the payload to its clients (the
+*local* traffic, eq. 5).  Bytes are counted by the simulator's links (each
+datagram plus its IPv4/UDP headers), not by the cores.
+
+    python -m corecast.sim --ases K --clients N --seconds S [--seed X] [--loss P] [--json]
+
+The ITR's map-cache is static (one /32 per client EID -> its AS's ETR), the
+subscriptions are made at time 0 and never time out (no heartbeats in the
+simulation), inter-domain delays are drawn per AS from the run's seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from corecast.core.client import Client
+from corecast.core.etr import Etr
+from corecast.core.itr import Itr
+from corecast.core.mapcache import MapCache
+from corecast.core.maptrie import parse_prefix
+from corecast.core.source import Source, pattern_media
+from corecast.plan import eq3_transit, eq5_local, our_sizes
+from deliverykit.cliutil import cli_main
+from deliverykit.protocol import DatagramCore
+from deliverykit.sim import (
+    Host,
+    LinkSpec,
+    LossKind,
+    LossSpec,
+    NodeSpec,
+    PairDelay,
+    RunStats,
+    Scenario,
+    Simulation,
+    derive_seed,
+)
+
+__all__ = ["CoreCastApp", "Role", "SimResult", "run", "scenario"]
+
+#: the channel's EID, in the reserved CoreCast range (simulator addresses are 10.x.y.z
+#: with x < 255 below 16 million nodes)
+CHANNEL = "10.255.0.1"
+RESERVED = "10.255.0.0/16"
+#: bytes the simulator adds per datagram: IPv4 20 + UDP 8 (eqs. 3 and 5 count these)
+IP_UDP = 28
+
+
+class Role(enum.Enum):
+    """What a simulated node runs."""
+
+    SOURCE = "source"
+    ITR = "itr"
+    ETR = "etr"
+    CLIENT = "client"
+
+
+def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 0,
+             bitrate: float = 384_000, chunk_size: int = 1200, loss: float = 0.0,
+             transit_rate: float = 1e9, local_rate: float = 100e6) -> Scenario:
+    """The source's domain (source, ITR) and ``ases`` ASes of one ETR and ``clients``
+    clients each, as data.  Inter-domain delay per AS: 5-50 ms drawn from ``seed``;
+    ``loss``: Bernoulli loss on every ETR's downlink (the transit path into its AS)."""
+    if ases < 1 or clients < 1 or seconds <= 0:
+        raise ValueError("need at least one AS, one client per AS and a positive duration")
+    rnd = random.Random(derive_seed(seed, "as-delays"))
+    transit_loss = LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec()
+    nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home"),
+             NodeSpec("itr", role=Role.ITR.value, group="home", up=LinkSpec(rate=transit_rate))]
+    delays = []
+    for a in range(ases):
+        group = f"as{a}"
+        nodes.append(NodeSpec(f"etr{a}", role=Role.ETR.value, group=group,
+                              down=LinkSpec(loss=transit_loss), up=LinkSpec(rate=local_rate)))
+        nodes += [NodeSpec(f"c{a}.{i}", role=Role.CLIENT.value, group=group,
+                           down=LinkSpec(delay=0.001)) for i in range(clients)]
+        delays.append(PairDelay("home", group, round(rnd.uniform(0.005, 0.05), 6)))
+    chunks = max(1, round(seconds * bitrate / (8 * chunk_size)))
+    return Scenario(f"corecast-{ases}x{clients}", tuple(nodes), tuple(delays), seed=seed,
+                    duration=seconds + 10.0, overhead=IP_UDP,
+                    params={"bitrate": bitrate, "chunk_size": chunk_size, "chunks": chunks})
+
+
+class CoreCastApp:
+    """:class:`deliverykit.sim.Application`: makes each node's role, nothing else."""
+
+    def __init__(self, sc: Scenario) -> None:
+        p = sc.params
+        self.bitrate = float(p.get("bitrate", 384_000))
+        self.chunk_size = int(p.get("chunk_size", 1200))
+        self.chunks = int(p.get("chunks", 80))
+        self.port = sc.port
+        self.nodes = {n.name: n for n in sc.nodes}
+        roles = [Role(n.role) for n in sc.nodes]
+        if roles.count(Role.SOURCE) != 1 or roles.count(Role.ITR) != 1:
+            raise ValueError("the corecast scenario needs exactly one source and one ITR")
+        self.addrs: dict[str, tuple[str, int]] = {}
+        self.clients: dict[str, Client] = {}
+        self.sources: list[Source] = []
+        self.itrs: list[Itr] = []
+        self.etrs: dict[str, Etr] = {}
+        #: client name -> its AS's ETR name
+        self.etr_of = {n.name: "etr" + n.group[2:] for n in sc.nodes
+                       if Role(n.role) is Role.CLIENT}
+
+    def _addr(self, sim: Simulation, name: str) -> tuple[str, int]:
+        a = sim.network.address(name)
+        return (str(a[0]), int(a[1]))
+
+    def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> DatagramCore:
+        makers: dict[Role, Callable[[NodeSpec, Simulation], DatagramCore]] = {
+            Role.SOURCE: self._source, Role.ITR: self._itr, Role.ETR: self._etr,
+            Role.CLIENT: self._client}
+        return makers[Role(node.role)](node, sim)
+
+    def _source(self, node: NodeSpec, sim: Simulation) -> Source:
+        host, _ = self._addr(sim, node.name)
+        itr = self._addr(sim, next(n for n in self.nodes.values() if n.role == Role.ITR.value).name)
+        src = Source(host, itr, heartbeat_timeout=float("inf"))
+        media = pattern_media(CHANNEL)
+        last = self.chunks
+
+        def finite(seq: int, n: int) -> bytes | None:
+            return media(seq, n) if seq < last else None
+
+        src.add_channel(CHANNEL, self.bitrate, self.chunk_size, finite)
+        for name in self.etr_of:
+            c_host, c_port = self._addr(sim, name)
+            src.join(CHANNEL, c_host, c_port, True, sim.now)
+        self.sources.append(src)
+        return src
+
+    def _itr(self, node: NodeSpec, sim: Simulation) -> Itr:
+        host, port = self._addr(sim, node.name)
+        mc = MapCache()
+        mc.load_static("\n".join(f"{self._addr(sim, c)[0]}/32 {self._addr(sim, e)[0]}"
+                                 for c, e in self.etr_of.items()))
+        itr = Itr(host, [parse_prefix(RESERVED)], mc, data_port=port)
+        src = next(n for n in self.nodes.values() if n.role == Role.SOURCE.value)
+        itr.inside.add(self._addr(sim, src.name))
+        self.itrs.append(itr)
+        return itr
+
+    def _etr(self, node: NodeSpec, sim: Simulation) -> Etr:
+        itr = next(n for n in self.nodes.values() if n.role == Role.ITR.value)
+        eids = [parse_prefix(self._addr(sim, c)[0] + "/32")
+                for c, e in self.etr_of.items() if e == node.name]
+        etr = Etr([parse_prefix(RESERVED)], eids=eids,
+                  trusted_rlocs=[parse_prefix(self._addr(sim, itr.name)[0] + "/32")])
+        self.etrs[node.name] = etr
+        return etr
+
+    def _client(self, node: NodeSpec, sim: Simulation) -> Client:
+        client = Client(accept={self._addr(sim, self.etr_of[node.name])[0]})
+        self.clients[node.name] = client
+        return client
+
+    def on_start(self, host: Host) -> None:
+        pass
+
+    def on_event(self, host: Host, event: object) -> None:
+        pass
+
+    def on_stop(self, host: Host) -> None:
+        pass
+
+    def done(self, sim: Simulation) -> bool:
+        return len(self.clients) == len(self.etr_of) and all(
+            c.received >= self.chunks for c in self.clients.values())
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """What one run carried, beside the model's prediction."""
+
+    scenario: str
+    seed: int
+    ases: int
+    clients: int
+    #: chunks the source sent
+    chunks: int
+    chunk_size: int
+    #: bytes into the ASes (LISP-encapsulated payloads and headers, IPv4/UDP included)
+    transit_bytes: int
+    #: bytes the ETRs delivered inside their ASes (IPv4/UDP included)
+    local_bytes: int
+    #: eq. 3 (TT_CC) times the chunks, with our header sizes
+    model_transit_bytes: int
+    #: eq. 5 (LT_CC) times the chunks
+    model_local_bytes: int
+    #: chunks received, summed over the clients
+    received: int
+    lost: int
+    run: RunStats
+    #: SHA-256 over every datagram's fate, time, endpoints and size (``run(trace=True)``)
+    trace: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("run", "trace")}
+        d.update(virtual_s=self.run.virtual_s, cpu_s=self.run.cpu_s,
+                 datagrams=self.run.datagrams, **self.run.fates)
+        return d
+
+
+def run(sc: Scenario, progress: bool = False, trace: bool = False) -> SimResult:
+    """Run a corecast scenario until every client has every chunk (or its duration)."""
+    app = CoreCastApp(sc)
+    sim = Simulation(sc, app, trace=trace)
+
+    def show(now: float) -> None:
+        got = sum(c.received for c in app.clients.values())
+        print(f"\rvirtual {now:7.1f} s, {got} chunks received", end="", file=sys.stderr,
+              flush=True)
+
+    stats = sim.run(progress=show if progress else None)
+    if progress:
+        print(file=sys.stderr)
+    net = sim.network.nodes
+    etrs = [n.name for n in sc.nodes if Role(n.role) is Role.ETR]
+    transit = sum(net[e].down.bytes for e in etrs)
+    local = sum(net[c].down.bytes for c in app.etr_of)
+    src = app.sources[0]
+    chunks = src.counters["chunks"]
+    k = len(app.etr_of)
+    sizes = our_sizes("udp")
+    d = app.chunk_size
+    return SimResult(
+        sc.name, sim.seed, len(etrs), k // max(1, len(etrs)), chunks, d, transit, local,
+        chunks * eq3_transit(sizes, d, len(etrs), k), chunks * eq5_local(sizes, d, k),
+        sum(c.received for c in app.clients.values()),
+        sum(c.stats()["lost"] for c in app.clients.values()), stats,
+        sim.network.trace_hash() if trace else None)
+
+
+@cli_main("python -m corecast.sim")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m corecast.sim",
+                                 description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--ases", type=int, default=3, help="ASes with a CoreCast ETR (K)")
+    ap.add_argument("--clients", type=int, default=4, help="clients per ETR (N)")
+    ap.add_argument("--seconds", type=float, default=2.0, help="seconds of stream")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bitrate", type=float, default=384_000, help="channel bit/s")
+    ap.add_argument("--chunk-size", type=int, default=1200, help="bytes per chunk (D)")
+    ap.add_argument("--loss", type=float, default=0.0,
+                    help="Bernoulli loss on the transit link into each AS (0..1)")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--progress", action="store_true",
+                    help="progress line on stderr even when it is not a terminal")
+    args = ap.parse_args(argv)
+    if args.ases < 1 or args.clients < 1 or args.seconds <= 0:
+        ap.error("--ases, --clients and --seconds must be positive")
+    if not 0 <= args.loss < 1:
+        ap.error("--loss must be in [0, 1)")
+    try:
+        sc = scenario(args.ases, args.clients, args.seconds, args.seed, args.bitrate,
+                      args.chunk_size, args.loss)
+        res = run(sc, progress=args.progress or sys.stderr.isatty())
+    except ValueError as e:
+        ap.error(str(e))
+    s = res.summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        for key in ("transit_bytes", "model_transit_bytes", "local_bytes", "model_local_bytes",
+                    "chunks", "received", "lost", "virtual_s", "cpu_s"):
+            v = s[key]
+            print(f"{key:>20}: {v:.4g}" if isinstance(v, float) else f"{key:>20}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
