@@ -1,0 +1,210 @@
+"""M2C's sender and receiver are DatagramCores (deliverykit/protocol.py): datagrams in
+with the time, datagrams out, one timer, events out; no clock, no socket in m2c/core."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import pathlib
+import random
+
+import pytest
+
+from deliverykit.protocol import is_datagram_core
+from m2c.core.events import Join, Leave
+from m2c.core.session import (
+    CLOSE_GRACE,
+    Decoded,
+    EndReason,
+    ReceiverCore,
+    Recovered,
+    SenderCore,
+    SessionEnded,
+    describe_session,
+)
+from m2c.wire import codec
+
+SRC = "10.0.0.1"
+
+
+def _session(size: int = 60_000, seed: int = 1):
+    data = random.Random(seed).randbytes(size)
+    sd = describe_session("f.bin", size, hashlib.sha256(data).hexdigest(), session=77,
+                          fec_seed=5, interface=SRC, min_rate=30.0, max_rate=3000.0,
+                          tsd=0.5, k=2)
+    return sd, data
+
+
+def _sender(sd, data, **kw) -> SenderCore:
+    return SenderCore(sd, lambda off, n: data[off:off + n], **kw)
+
+
+def test_both_cores_implement_the_protocol():
+    sd, data = _session()
+    assert is_datagram_core(_sender(sd, data))
+    assert is_datagram_core(ReceiverCore(sd, source=SRC))
+
+
+def test_m2c_core_reads_no_clock_and_touches_no_socket():
+    banned = {"time", "socket", "asyncio", "selectors", "datetime"}
+    core = pathlib.Path(__file__).resolve().parents[2] / "m2c" / "core"
+    for path in sorted(core.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module.split(".")[0]]
+            assert not banned & set(names), f"{path.name} imports {banned & set(names)}"
+
+
+def test_sender_emits_each_packet_at_its_due_time_to_its_group():
+    sd, data = _session()
+    snd = _sender(sd, data, quantum=0.0)
+    assert snd.get_timer(0.0) is None  # not started: no timer, nothing to send
+    t0 = 1000.0
+    snd.start(t0)
+    groups = {(g, int(p)): ch for ch, (g, p) in enumerate(sd.groups)}
+    sched = sd.schedule()
+    now, got = t0, 0
+    for _ in range(100_000):  # a safety bound
+        if now >= t0 + 2.0:
+            break
+        deadline = snd.get_timer(now)
+        assert deadline is not None and deadline >= now
+        now = deadline
+        snd.handle_timer(now)
+        for wire, addr in snd.datagrams_to_send(now):
+            pkt = codec.decode(wire, session=sd.session)
+            assert groups[addr] == pkt.group  # (group_ip, port) of the packet's channel
+            due = t0 + sched.time_of(pkt.group, pkt.psn)
+            assert due <= now + 1e-9 and (snd.quantum > 0 or due >= now - 1e-9)
+            got += 1
+    assert got == snd.sent > 0
+    # the close-session packets continue the base group's PSNs
+    close = [codec.decode(w, session=sd.session) for w, _ in snd.close_packets()]
+    assert all(p.close_session and p.data_less and p.group == 0 for p in close)
+    assert close[0].psn == snd.base[1] + 1
+
+
+def _transfer(sd, data, receivers: list[ReceiverCore], until: float = 60.0,
+              drop=lambda pkt_no: False):
+    """A minimal driver in virtual time: every datagram reaches every receiver
+    that has joined its group, 10 ms later."""
+    snd = _sender(sd, data, quantum=0.0)
+    snd.start(0.0)
+    for r in receivers:
+        r.start(0.0)
+    joined = [set() for _ in receivers]
+    events = [[] for _ in receivers]
+    out = [bytearray(sd.size) for _ in receivers]
+    inflight: list[tuple[float, bytes, tuple]] = []
+    now, n, rounds = 0.0, 0, 0
+
+    def drain(i, r):
+        while (e := r.next_event()) is not None:
+            events[i].append(e)
+            if isinstance(e, Join):
+                joined[i].add(e.channel)
+            elif isinstance(e, Leave):
+                joined[i].discard(e.channel)
+            elif isinstance(e, Decoded):
+                out[i][e.offset:e.offset + len(e.data)] = e.data
+
+    for i, r in enumerate(receivers):
+        drain(i, r)
+    while now < until and not all(r.done for r in receivers):
+        rounds += 1
+        assert rounds < 1_000_000, "the cores' timers do not move on"
+        timers = [t for t in [snd.get_timer(now)] + [r.get_timer(now) for r in receivers]
+                  if t is not None]
+        nxt = min(timers + [inflight[0][0]] if inflight else timers)
+        now = max(now, nxt)
+        while inflight and inflight[0][0] <= now:
+            _, wire, addr = inflight.pop(0)
+            ch = [tuple((g, int(p))) for g, p in sd.groups].index(addr)
+            for i, r in enumerate(receivers):
+                if ch in joined[i]:
+                    r.datagram_received(wire, (SRC, 4000), now)
+                    drain(i, r)
+        if (t := snd.get_timer(now)) is not None and t <= now:
+            snd.handle_timer(now)
+        for wire, addr in snd.datagrams_to_send(now):
+            n += 1
+            if not drop(n):
+                inflight.append((now + 0.01, wire, addr))
+        for i, r in enumerate(receivers):
+            if (t := r.get_timer(now)) is not None and t <= now:
+                r.handle_timer(now)
+                drain(i, r)
+    return snd, events, out
+
+
+def test_receivers_recover_the_file_from_the_sender_core():
+    sd, data = _session()
+    rx = [ReceiverCore(sd, source=SRC, progress_interval=None) for _ in range(2)]
+    snd, events, out = _transfer(sd, data, rx, drop=lambda n: n % 7 == 0)
+    for r, ev, o in zip(rx, events, out):
+        assert r.file.complete and bytes(o) == data
+        assert isinstance(ev[0], Join) and ev[0].channel == 0  # start joins the base group
+        assert sum(isinstance(e, Join) for e in ev) > 1  # and climbs
+        assert isinstance(ev[-1], Recovered)
+        assert r.get_timer(ev[-1].at) is None  # done: no timer
+        m = r.metrics(ev[-1].at)
+        assert m.loss > 0 and m.gput > 0
+
+
+def test_receiver_drops_foreign_source_and_garbage_without_raising():
+    sd, data = _session()
+    r = ReceiverCore(sd, source=SRC)
+    r.start(0.0)
+    assert r.next_event() == Join(0)
+    snd = _sender(sd, data, quantum=0.0)
+    snd.start(0.0)
+    snd.handle_timer(0.0)
+    wire, _ = snd.datagrams_to_send(1.0)[0]
+    r.datagram_received(wire, ("10.9.9.9", 4000), 0.1)
+    r.datagram_received(b"\x00" * 5, (SRC, 4000), 0.1)
+    assert (r.foreign_source, r.rejected, r.packets) == (1, 1, 0)
+    r.datagram_received(wire, (SRC, 4000), 0.1, channel=1 if codec.decode(wire).group == 0
+                        else 0)
+    assert r.wrong_group == 1
+
+
+def test_receiver_idle_timeout_is_its_timer():
+    sd, _ = _session()
+    r = ReceiverCore(sd, source=SRC, progress_interval=None, where="lo")
+    r.start(10.0)
+    now = 10.0
+    while not r.done:
+        t = r.get_timer(now)
+        assert t is not None and t >= now
+        now = t
+        r.handle_timer(now)
+    assert now == pytest.approx(10.0 + r.idle_timeout)
+    evs = []
+    while (e := r.next_event()) is not None:
+        evs.append(e)
+    assert isinstance(evs[-1], SessionEnded) and evs[-1].reason is EndReason.IDLE
+    assert "no packet of this session arrived" in evs[-1].text and "lo" in evs[-1].text
+
+
+def test_close_session_flag_ends_the_session_after_the_grace():
+    sd, data = _session(size=2_000_000)
+    r = ReceiverCore(sd, source=SRC, progress_interval=None)
+    r.start(0.0)
+    snd = _sender(sd, data, quantum=0.0)
+    snd.start(0.0)
+    snd.handle_timer(0.0)
+    for wire, _ in snd.datagrams_to_send(0.05):
+        r.datagram_received(wire, (SRC, 1), 0.06)
+    r.handle_timer(0.06)
+    for wire, _ in snd.close_packets():
+        r.datagram_received(wire, (SRC, 1), 0.07)
+    assert r.closed and r.get_timer(0.07) <= 0.07 + CLOSE_GRACE
+    now = 0.07
+    while not r.done:
+        now = r.get_timer(now)
+        r.handle_timer(now)
+    assert r.end_reason is EndReason.CLOSED and math.isclose(now, 0.07 + CLOSE_GRACE)

@@ -1,0 +1,95 @@
+"""M2C in the simulator (m2c/sim.py): the sender and receiver cores that run on
+multicast sockets, in virtual time over deliverykit.sim's network model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from deliverykit.sim import Simulation
+from m2c.core.events import Join, Leave
+from m2c.sim import M2CApp, file_transfer, run
+
+
+def test_three_receivers_recover_the_file_byte_identical():
+    sc = file_transfer(3, 256 << 10, seed=1)
+    res = run(sc)
+    assert [r.verified for r in res.receivers] == [True, True, True]
+    for r in res.receivers:
+        assert r.completion_s is not None and r.completion_s > 0
+        assert r.metrics["gput"] > 0 and r.metrics["sym"] >= 0
+        assert r.end is None
+    assert res.sender["packets"] > 0
+
+
+def test_a_corrupted_copy_is_not_verified():
+    """The hash check can fail: a flipped byte in one receiver's output is caught."""
+    sc = file_transfer(1, 64 << 10, seed=1)
+    app = M2CApp(sc, sc.seed)
+    Simulation(sc, app).run()
+    assert app.verified("r001")
+    app.buffers["r001"][100] ^= 1
+    assert not app.verified("r001")
+
+
+def test_same_seed_same_run_byte_for_byte():
+    sc = file_transfer(3, 128 << 10, down_bps=[4e6, 2e6, 1e6], loss=[0.0, 0.01, 0.03],
+                       seed=5)
+    a, b = run(sc, trace=True), run(sc, trace=True)
+    assert a.trace_hash == b.trace_hash
+    ja, jb = a.to_json(), b.to_json()
+    for j in (ja, jb):
+        j["summary"].pop("cpu_s")
+    assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
+    assert [r.trace for r in a.receivers] == [r.trace for r in b.receivers]
+    # another seed draws other losses (and another session and FEC seed)
+    c = run(file_transfer(3, 128 << 10, down_bps=[4e6, 2e6, 1e6], loss=[0.0, 0.01, 0.03],
+                          seed=6), trace=True)
+    assert c.trace_hash != a.trace_hash
+
+
+def test_same_seed_same_result_in_another_process():
+    args = [sys.executable, "-m", "m2c.sim", "--receivers", "2", "--size-kib", "64",
+            "--loss", "0", "0.02", "--seed", "3", "--json"]
+    outs = []
+    for _ in range(2):
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        j = json.loads(p.stdout)
+        j["summary"].pop("cpu_s")
+        outs.append(j)
+    assert outs[0] == outs[1]
+    assert outs[0]["summary"]["verified"] == 2
+
+
+def test_a_lossy_slow_link_makes_the_receiver_drop_layers():
+    """The receiver behind 1 Mb/s with 2 % loss climbs, sees loss events, leaves
+    groups (Leave events reach the network) and settles lower than the 4 Mb/s ones."""
+    sc = file_transfer(3, 1 << 20, down_bps=[4e6, 4e6, 1e6], loss=[0.0, 0.0, 0.02], seed=1)
+    seen: dict[str, list[object]] = {}
+
+    class Recording(M2CApp):
+        def on_event(self, host, event):
+            if isinstance(event, (Join, Leave)):
+                seen.setdefault(host.name, []).append(event)
+            super().on_event(host, event)
+
+    app = Recording(sc, sc.seed)
+    sim = Simulation(sc, app)
+    sim.run()
+    assert all(app.verified(n) for n in app.receiver_names)
+    slow = sim.hosts["r003"].core
+    fast = sim.hosts["r001"].core
+    assert any(isinstance(e, Leave) for e in seen["r003"])
+    assert slow.cc.loss_events > 0 and slow.cc.loss.lost > 0
+    levels = [e[1] for e in slow.trace]
+    peak = levels.index(max(levels))
+    assert min(levels[peak:]) < max(levels)  # a layer dropped after the peak
+    # it ends below what the unconstrained receivers hold
+    assert levels[-1] < max(e[1] for e in fast.trace)
+    # every Leave was handed to the network: the group's membership ends
+    net = sim.network
+    for g in net.groups.values():
+        left = g.members.get("r003")
+        assert left is None or left[1] is not None
