@@ -13,7 +13,7 @@ import hashlib
 import struct
 from dataclasses import dataclass, field
 
-from corecast.core.driven import Outbox
+from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.events import SenderRejected
 from corecast.core.source import RTP_CLOCK, RTP_HEADER_LEN
 
@@ -55,8 +55,8 @@ class Client(Outbox):
     def __post_init__(self) -> None:
         self._init_outbox()
 
-    def datagram_received(self, data: builtins.bytes, addr: tuple[str, int], now: float) -> None:
-        host = addr[0]
+    def datagram_received(self, data: builtins.bytes, addr: Address, now: float) -> None:
+        host, _port = host_port(addr)
         if self.accept is not None and host not in self.accept:
             self.rejected += 1
             if len(self._rejected_hosts) < MAX_REJECT_EVENTS and host not in self._rejected_hosts:

@@ -14,9 +14,12 @@ simulator uses the same tuples (docs/corecast.md, "One core protocol").
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 Datagram = tuple[bytes, tuple[str, int]]
+
+#: how a driver names a remote (deliverykit.protocol.Address): ``(host, port)`` here
+Address = Hashable
 
 #: events kept for the application before the oldest are dropped (remote peers drive them)
 MAX_PENDING_EVENTS = 4096
@@ -52,6 +55,14 @@ class Outbox:
     def next_event(self) -> object | None:
         """The oldest event not yet handed out, or None."""
         return self._ev.popleft() if self._ev else None
+
+
+def host_port(addr: Address) -> tuple[str, int]:
+    """``(host, port)`` of a driver's address (a UDP or simulator tuple; IPv6 tuples
+    carry flow info and scope id after them)."""
+    if not isinstance(addr, tuple) or len(addr) < 2:
+        raise TypeError(f"a corecast role needs (host, port) addresses, not {addr!r}")
+    return str(addr[0]), int(addr[1])
 
 
 def just_after(t: float) -> float:

@@ -36,7 +36,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corecast.core.driven import Outbox
+from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.mapcache import ntop
 from corecast.wire.codec import CCHeader, decode_cc
 from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
@@ -126,8 +126,8 @@ class Etr(Outbox):
 
     # ------------------------------------------------------------- DatagramCore
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
-        host = addr[0]
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
+        host, _port = host_port(addr)
         src = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
         self._queue(self.handle_data(data, now, src))
 

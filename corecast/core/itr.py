@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corecast import _fast
-from corecast.core.driven import Outbox
+from corecast.core.driven import Address, Outbox
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
 from corecast.wire.codec import digest, encode_lisp_data, make_lisp_data
@@ -429,7 +429,7 @@ class Itr(Outbox):
 
     # ----------------------------------------------------------------- DatagramCore
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
         if addr in self.inside:
             self._queue(self.handle_inner(data, now))
         else:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field, replace
 
-from corecast.core.driven import Outbox
+from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.events import OldStyleKeyId, RegistrationAccepted, RegistrationRefused
 from corecast.core.maptrie import PrefixTrie
 from corecast.wire.constants import (
@@ -128,8 +128,8 @@ class MapServer(Outbox):
     # ------------------------------------------------------------------ DatagramCore
     # (no timer: registrations expire lazily, by their TTL, when looked up)
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
-        self._queue(self.handle(data, (addr[0], addr[1]), now))
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
+        self._queue(self.handle(data, host_port(addr), now))
 
     def get_timer(self, now: float) -> float | None:
         return None

@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from corecast.core.driven import Outbox
+from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.events import Registered
 from corecast.wire.constants import MAP_REGISTER_INTERVAL, AlgorithmId, LispType
 from corecast.wire.ip import DecodeError
@@ -165,9 +165,9 @@ class Registrar(Outbox):
 
     # ------------------------------------------------------------- DatagramCore
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
         if not self.handle_control(data, now):  # not our Map-Notify: a Map-Request?
-            self._queue(self.answer(data, now, addr[1], allow=self.allow))
+            self._queue(self.answer(data, now, host_port(addr)[1], allow=self.allow))
 
     def get_timer(self, now: float) -> float | None:
         return self.next_send

@@ -30,7 +30,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from corecast.core.driven import Outbox, earliest, just_after
+from corecast.core.driven import Address, Outbox, earliest, just_after
 from corecast.core.events import ChannelFinished, ClientJoined, ClientLeft
 from corecast.core.mapcache import ntop
 from corecast.wire.codec import cc_payload_overhead, digest, encode_cc_header, encode_cc_payload
@@ -291,7 +291,7 @@ class Source(Outbox):
 
     # ------------------------------------------------------------- DatagramCore
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
         """A LISP control message for the source's own ITR (source-as-ITR mode); a
         source without one counts it in :attr:`unexpected`."""
         if self.itr is None:

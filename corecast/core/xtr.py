@@ -65,7 +65,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from corecast.core.driven import Outbox, earliest, just_after
+from corecast.core.driven import Address, Outbox, earliest, host_port, just_after
 from corecast.core.etr import Etr
 from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
 from corecast.core.itr import Itr
@@ -324,15 +324,15 @@ class Xtr(Outbox):
 
     # ----------------------------------------------------------------- DatagramCore
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
         if addr in self.itr.inside:
             self._queue(self.handle_inner(data, now))
         else:
             self._queue(self.handle_control(data, now))
 
-    def data_received(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+    def data_received(self, data: bytes, addr: Address, now: float) -> None:
         """A datagram on the LISP data port (:meth:`handle_data`)."""
-        self._queue(self.handle_data(data, addr, now))
+        self._queue(self.handle_data(data, host_port(addr), now))
 
     def receive_batch(self, frames: list[Any], now: float, l2: int = 0) -> None:
         """A batch from the inside interface (:meth:`handle_batch`)."""
