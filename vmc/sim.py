@@ -268,6 +268,7 @@ class VmcSim:
         self.flows = flows or MaxMinFair(
             {"origin": self.cfg.origin_link, "access": self.cfg.access_link}
         )
+        self.fluid = isinstance(self.flows, MaxMinFair)
         self.machine = SharingMachine(self.cfg.machine)
         self.clients: dict[str, _ClientState] = {}
         #: Origin fetches: id -> (path, first, end, bytes delivered so far)
@@ -360,7 +361,9 @@ class VmcSim:
 
     # ------------------------------------------------------------------ flows in time
     def _settle(self) -> None:
-        """Bring every flow to ``now``."""
+        """Bring every flow to ``now`` (the fluid model; SimGrid keeps its own time)."""
+        if not self.fluid:
+            return
         now = self.sched.now
         if now > self._last:
             self.flows.rates()
@@ -368,6 +371,8 @@ class VmcSim:
         self._last = now
 
     def _reschedule(self) -> None:
+        if not self.fluid:
+            return
         self._gen += 1
         rates = self.flows.rates()
         best: float | None = None
@@ -397,53 +402,56 @@ class VmcSim:
         self._settle()
         chunk = self.cfg.chunk
         for fid in sorted(self.flows.ids(), key=repr):  # stable order: same seed, same run
-            assert isinstance(fid, tuple)
-            kind, ident = fid
             left = self.flows.backlog(fid)
-            if kind == "o":
-                f = self.fetches.get(ident)
-                if f is None:
-                    continue
-                path, first, last, sent = f
-                done = int(round(last - first - left))
-                if done - sent >= chunk or (left <= EPS and done > sent):
-                    f[3] = done
-                    self._input(
-                        OriginData(
-                            ident, body_slice(path.split("?")[0], first + sent, first + done)
-                        )
-                    )
-                if left <= EPS and ident in self.fetches:
-                    self.fetches.pop(ident, None)
-                    self.flows.close(fid)
-                    self._input(OriginEnd(ident))
-            else:
-                self._client_progress(str(ident), fid, left, chunk)
+            carried = int(round(self._unreported(fid, left)))
+            if (
+                carried >= chunk
+                or (left <= EPS and carried > 0)
+                or (left <= EPS and isinstance(fid, tuple) and fid[0] == "o")
+            ):
+                self.carried(fid, carried, left <= EPS)
         self._reschedule()
 
-    def _client_progress(self, name: str, fid: Hashable, left: float, chunk: int) -> None:
-        c = self.clients[name]
-        queued = sum(len(p) for p in c.pending)
-        taken = int(round(queued - left))
-        if taken < chunk and left > EPS:
+    def carried(self, fid: Hashable, n: int, empty: bool) -> None:
+        """Flow ``fid`` carried ``n`` more bytes (``empty``: it has nothing left to carry)."""
+        assert isinstance(fid, tuple)
+        kind, ident = fid
+        if kind == "o":
+            f = self.fetches.get(ident)
+            if f is None:
+                return
+            path, first, last, sent = f
+            if n > 0:
+                f[3] = sent + n
+                self._input(
+                    OriginData(
+                        ident, body_slice(path.split("?")[0], first + sent, first + sent + n)
+                    )
+                )
+            if empty and f[3] >= last - first and ident in self.fetches:
+                self.fetches.pop(ident, None)
+                self.flows.close(fid)
+                self._input(OriginEnd(ident))
             return
-        n = taken
-        while n > 0 and c.pending:
+        name = str(ident)
+        c = self.clients[name]
+        left = n
+        while left > 0 and c.pending:
             head = c.pending[0]
-            if len(head) <= n:
+            if len(head) <= left:
                 c.pending.popleft()
                 c.hash.update(head)
-                n -= len(head)
+                left -= len(head)
                 c.got += len(head)
             else:
-                c.hash.update(head[:n])
-                c.pending[0] = head[n:]
-                c.got += n
-                n = 0
+                c.hash.update(head[:left])
+                c.pending[0] = head[left:]
+                c.got += left
+                left = 0
         if c.finished and not c.pending and c.done_at is None:
             c.done_at = self.sched.now
-        if taken:
-            self._input(Drained(name, taken))
+        if n:
+            self._input(Drained(name, n))
 
     # ------------------------------------------------------------------ the run
     def _arrive(self, a: Arrival) -> None:
@@ -458,7 +466,10 @@ class VmcSim:
         byte delivered to a client."""
         for a in self.arrivals:
             self.sched.at(a.at, self._arrive, a)
-        self.sched.run(until=until, max_events=10_000_000)
+        if isinstance(self.flows, SimGridFlows):
+            self.flows.drive(self.sched, self.carried, until)
+        else:
+            self.sched.run(until=until, max_events=10_000_000)
         end = max((c.done_at or 0.0 for c in self.clients.values()), default=0.0)
         ok = 0
         for c in self.clients.values():
@@ -486,3 +497,271 @@ class VmcSim:
             ok,
             self.sched.executed,
         )
+
+
+# ---------------------------------------------------------------------- SimGrid
+#: Where Debian's python3-simgrid puts its module (built for the system Python 3.11).
+DEBIAN_SIMGRID = "/usr/lib/python3/dist-packages"
+
+
+def load_simgrid() -> Any | None:
+    """The ``simgrid`` module: installed in this Python, else Debian's python3-simgrid when it was
+    built for this Python's version (only that one module is loaded from the system directory)."""
+    import glob
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    try:
+        import simgrid  # type: ignore[import-not-found]
+
+        return simgrid
+    except ImportError:
+        pass
+    tag = f"cpython-{sys.version_info.major}{sys.version_info.minor}"
+    for path in sorted(glob.glob(f"{DEBIAN_SIMGRID}/simgrid.{tag}-*.so")):
+        loader = importlib.machinery.ExtensionFileLoader("simgrid", path)
+        spec = importlib.util.spec_from_file_location("simgrid", path, loader=loader)
+        if spec is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        try:
+            loader.exec_module(module)
+        except ImportError:
+            continue
+        sys.modules["simgrid"] = module
+        return module
+    return None
+
+
+@dataclass(slots=True, eq=False)
+class _SgFlow:
+    src: str
+    dst: str
+    cap: float
+    pending: int = 0
+    size: int = 0
+    comm: Any = None
+
+
+class SimGridFlows:
+    """The flows on SimGrid's validated flow model (LV08: max-min sharing with TCP's bandwidth and
+    latency factors, fitted to packet-level TCP), as a :class:`FlowModel`.
+
+    Each flow carries its bytes as a sequence of ``chunk``-byte communications, one at a time
+    (SimGrid 3.32 cannot change a communication's size once started); the per-flow cap is the
+    communication's rate (``set_rate``, on the sending side: the origin's helper actor for origin
+    flows, the driver for client flows). SimGrid owns the clock: :meth:`drive` runs the replay's
+    scheduler inside one SimGrid actor. One SimGrid engine per process: run each replay in its
+    own process (``python -m vmc.sim --flows simgrid``).
+    """
+
+    def __init__(self, sg: Any, links: dict[str, float], chunk: int, latency: float = 1e-6) -> None:
+        self.sg = sg
+        self.chunk = chunk
+        self.engine = sg.Engine(
+            ["vmc-sim", "--log=root.thres:critical", "--log=xbt_cfg.thres:critical"]
+        )
+        zone = sg.NetZone.create_full_zone("vmc")
+        self.hosts = {n: zone.create_host(n, 1e9) for n in ("origin", "proxy", "client")}
+        for h in self.hosts.values():
+            h.seal()
+        made = {}
+        for name, rate in links.items():
+            link = zone.create_link(name, rate if rate > 0 else 1e12)
+            link.set_latency(latency)
+            link.seal()
+            made[name] = link
+        zone.add_route(
+            self.hosts["origin"].netpoint,
+            self.hosts["proxy"].netpoint,
+            None,
+            None,
+            [sg.LinkInRoute(made["origin"])],
+            True,
+        )
+        zone.add_route(
+            self.hosts["proxy"].netpoint,
+            self.hosts["client"].netpoint,
+            None,
+            None,
+            [sg.LinkInRoute(made["access"])],
+            True,
+        )
+        zone.seal()
+        self.flows: dict[Hashable, _SgFlow] = {}
+        self._orders: dict[str, list[tuple[str, str, int, float]]] = {"origin": [], "client": []}
+        self._sems: dict[str, Any] = {}
+        #: Keeps every communication and receive buffer alive until the run ends (SimGrid writes
+        #: into a receive's buffer when it completes, also for a flow closed meanwhile).
+        self._keep: list[Any] = []
+        self._seq = 0
+
+    # ------------------------------------------------------------------ FlowModel
+    def open(self, fid: Hashable, links: Sequence[str], cap: float) -> None:
+        src, dst = ("origin", "proxy") if tuple(links) == ("origin",) else ("proxy", "client")
+        self.flows[fid] = _SgFlow(src, dst, cap)
+
+    def push(self, fid: Hashable, n: int) -> None:
+        f = self.flows[fid]
+        f.pending += n
+        if f.comm is None:
+            self._start(f)
+
+    def backlog(self, fid: Hashable) -> float:
+        f = self.flows.get(fid)
+        return 0.0 if f is None else float(f.pending + (f.size if f.comm is not None else 0))
+
+    def ids(self) -> list[Hashable]:
+        return list(self.flows)
+
+    def close(self, fid: Hashable) -> None:
+        self.flows.pop(fid, None)  # its communication in flight ends unobserved
+
+    def rates(self) -> dict[Hashable, float]:
+        raise NotImplementedError("SimGrid shares the rates itself: use drive()")
+
+    def advance(self, dt: float) -> None:
+        raise NotImplementedError("SimGrid keeps the clock: use drive()")
+
+    # ------------------------------------------------------------------ communications
+    def _start(self, f: _SgFlow) -> None:
+        n = min(self.chunk, f.pending)
+        if n <= 0:
+            return
+        f.pending -= n
+        f.size = n
+        self._seq += 1
+        mb = self.sg.Mailbox.by_name(f"f{self._seq}")
+        if f.src == "origin":  # the origin's helper sends (and caps); the driver receives
+            self._order("origin", ("put", mb.name, n, f.cap))
+            got = mb.get_async()
+            self._keep.append(got)
+            f.comm = got[0]
+        else:  # the driver sends (and caps); the client's helper receives
+            comm = mb.put_init(None, n)
+            if f.cap > 0:
+                comm.set_rate(f.cap)
+            comm.start()
+            self._keep.append(comm)
+            self._order("client", ("get", mb.name, n, 0.0))
+            f.comm = comm
+
+    def _order(self, role: str, order: tuple[str, str, int, float]) -> None:
+        self._orders[role].append(order)
+        self._sems[role].release()
+
+    def _helper(self, role: str) -> Any:
+        def run() -> None:
+            while True:
+                self._sems[role].acquire()
+                op, name, n, cap = self._orders[role].pop(0)
+                if op == "stop":
+                    return
+                mb = self.sg.Mailbox.by_name(name)
+                if op == "put":
+                    comm = mb.put_init(None, n)
+                    if cap > 0:
+                        comm.set_rate(cap)
+                    comm.start()
+                    self._keep.append(comm)
+                else:
+                    self._keep.append(mb.get_async())
+
+        return run
+
+    def drive(self, sched: Scheduler, carried: Any, until: float) -> None:
+        """Run ``sched`` (arrivals, origin heads, the machine's timer) and the flows together in
+        SimGrid's time until nothing is left (or ``until``); ``carried(fid, n, empty)`` for every
+        communication that completes."""
+        sg = self.sg
+        engine = self.engine
+
+        def driver() -> None:
+            sched.run(until=0.0)
+            while engine.clock < until:
+                live = [(fid, f) for fid, f in self.flows.items() if f.comm is not None]
+                t_next = sched.peek()
+                if not live and t_next is None:
+                    break
+                horizon = until if t_next is None else min(t_next, until)
+                if live:
+                    i = sg.Comm.wait_any_for(
+                        [f.comm for _, f in live], max(0.0, horizon - engine.clock)
+                    )
+                else:
+                    sg.this_actor.sleep_until(horizon)
+                    i = -1
+                sched.run(until=engine.clock)
+                if i >= 0:
+                    done_id, done = live[i]
+                    n, done.comm, done.size = done.size, None, 0
+                    # a flow closed meanwhile (a cancelled fetch) reports nothing
+                    if done_id in self.flows and self.flows[done_id] == done:
+                        self._start(done)
+                        carried(done_id, n, done.comm is None and done.pending == 0)
+            for role in ("origin", "client"):
+                self._order(role, ("stop", "", 0, 0.0))
+
+        for role in ("origin", "client"):
+            self._sems[role] = sg.Semaphore(0)
+            sg.Actor.create(role, self.hosts[role], self._helper(role))
+        sg.Actor.create("driver", self.hosts["proxy"], driver)
+        engine.run()
+
+
+# ---------------------------------------------------------------------- command line
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m vmc.sim``: replay a staggered workload; the result as JSON on stdout."""
+    import argparse
+    import json
+    import sys
+    from dataclasses import asdict
+
+    ap = argparse.ArgumentParser(prog="python -m vmc.sim", description=main.__doc__)
+    ap.add_argument(
+        "--flows",
+        choices=("maxmin", "simgrid"),
+        default="maxmin",
+        help="flow model: ours (max-min fair) or SimGrid's LV08 (Debian python3-simgrid)",
+    )
+    ap.add_argument("--objects", type=int, default=5)
+    ap.add_argument("--per-object", type=int, default=6)
+    ap.add_argument("--size", type=int, default=1 << 20, help="bytes per object")
+    ap.add_argument(
+        "--origin-rate", type=float, default=1 << 20, help="bytes/s per origin response"
+    )
+    ap.add_argument("--window", type=int, default=64 << 10)
+    ap.add_argument("--disk-budget", type=int, default=1 << 30)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if min(args.objects, args.per_object, args.size) <= 0 or args.origin_rate <= 0:
+        print(
+            "vmc.sim: --objects, --per-object, --size and --origin-rate must be > 0",
+            file=sys.stderr,
+        )
+        return 2
+    cfg = SimConfig(
+        origin_rate=args.origin_rate,
+        machine=MachineConfig(window=args.window, disk_budget=args.disk_budget),
+    )
+    flows: FlowModel | None = None
+    if args.flows == "simgrid":
+        sg = load_simgrid()
+        if sg is None:
+            print("vmc.sim: SimGrid not found (Debian package python3-simgrid)", file=sys.stderr)
+            return 2
+        flows = SimGridFlows(sg, {"origin": cfg.origin_link, "access": cfg.access_link}, cfg.chunk)
+    arrivals = staggered(args.objects, args.per_object, args.size, seed=args.seed)
+    result = VmcSim(arrivals, cfg, seed=args.seed, flows=flows).run()
+    print(json.dumps(asdict(result), default=str))
+    print(
+        f"vmc.sim ({args.flows}): {len(arrivals)} requests, {result.virtual_time:.3f} virtual s, "
+        f"origin {result.stats['origin_bytes']} B, {result.digests_ok} right bodies",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,17 +6,21 @@ links max-min fairly."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
 
 import pytest
 
+from deliverykit.testing import require_data
 from vmc.aio.origin import expected
 from vmc.core.machine import MachineConfig
-from vmc.sim import Arrival, MaxMinFair, SimConfig, SimResult, VmcSim, staggered
+from vmc.sim import Arrival, MaxMinFair, SimConfig, SimResult, VmcSim, load_simgrid, staggered
 
 RATE = 1 << 20  # the origin paces every response at 1 MiB/s
 WINDOW = 64 << 10
@@ -151,3 +155,34 @@ def test_max_min_fair_shares() -> None:
     )
     net.advance(10.0)
     assert net.backlog("b") == 60 and net.backlog("c") == 90 and net.backlog("a") == 50
+
+
+def _cli(*args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "vmc.sim", *args], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_simgrid_flow_model_makes_the_same_decisions() -> None:
+    # SimGrid (Debian python3-simgrid, LV08 flow model) in place of our max-min model: same
+    # workload, same decisions; its TCP factors move completion times by little here.
+    require_data(load_simgrid() is not None, "python3-simgrid (Debian; docs/vmc-sim.md)")
+    for disk in ("0", str(1 << 30)):
+        ours = _cli("--flows", "maxmin", "--disk-budget", disk, "--seed", str(SEED))
+        sg = _cli("--flows", "simgrid", "--disk-budget", disk, "--seed", str(SEED))
+        assert _by_path(sg["records"]) == _by_path(ours["records"])
+        assert sg["digests_ok"] == ours["digests_ok"] == 30
+        assert sg["stats"]["origin_requests"] == ours["stats"]["origin_requests"]
+        assert (
+            abs(sg["stats"]["origin_bytes"] - ours["stats"]["origin_bytes"])
+            <= 0.02 * ours["stats"]["origin_bytes"]
+        )
+
+
+def test_cli_refuses_bad_arguments_in_one_line() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "vmc.sim", "--size", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
