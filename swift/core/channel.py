@@ -7,6 +7,7 @@ from collections import deque
 from typing import Any
 
 from swift.core.binmap import Binmap
+from swift.core.content import _Either
 from swift.core.ledbat import Ledbat
 
 
@@ -73,7 +74,10 @@ class RangeQueue:
         hi = min(hi, lo + max(0, self.limit - self.size))
         if lo >= hi:
             return
-        self._add_copies(lo, hi)
+        if hi - lo == 1 and not self.queued.has(lo):  # libswift's REQUEST
+            self.queued.add(lo)
+        else:
+            self._add_copies(lo, hi)
         self.stamp += 1
         self.q.append([lo, hi, self.stamp])
         self.size += hi - lo
@@ -224,6 +228,10 @@ class Channel:
         self.probe_credit = False
         #: chunks sent to this peer (their hashes need not be repeated, 5.3)
         self.sent = Binmap()
+        #: what the peer has or was sent (``peer_have`` or ``sent``): the
+        #: hashes it holds or has on the way, for the uncles of new DATA
+        #: (5.3); one view per channel, not one per DATA
+        self.known = _Either(self.peer_have, self.sent)
         self.ledbat = Ledbat(mss=mss, slow_start=slow_start, init_cwnd=4 if slow_start else None)
         self.served = 0.0  # WFQ: bytes served
         # download side

@@ -62,13 +62,6 @@ class Ledbat:
 
     # -- helpers ----------------------------------------------------------------
 
-    def _update_base_delay(self, delay: float, now: float) -> None:
-        if int(now // 60) != int(self.last_rollover // 60) if self.last_rollover != -math.inf else True:
-            self.last_rollover = now
-            self.base_delays.append(delay)
-        elif delay < self.base_delays[-1]:
-            self.base_delays[-1] = delay
-
     @property
     def base_delay(self) -> float:
         """Minimum one-way delay over BASE_HISTORY minutes."""
@@ -109,9 +102,18 @@ class Ledbat:
     def on_ack(self, delay: float, bytes_acked: int, now: float, rtt: float | None = None) -> None:
         """Section 2.4.2 "on acknowledgement" with one delay sample."""
         self.acks += 1
-        self._update_base_delay(delay, now)
-        self.current_delays.append(delay)
-        qd = self.queuing_delay
+        # base delay per minute (2.4.2 update_base_delay) and queuing_delay,
+        # inline: once per ACK, at 1 KiB chunks the seeder's per-chunk path
+        bd = self.base_delays
+        lr = self.last_rollover
+        if lr == -math.inf or int(now // 60) != int(lr // 60):
+            self.last_rollover = now
+            bd.append(delay)
+        elif delay < bd[-1]:
+            bd[-1] = delay
+        cur = self.current_delays
+        cur.append(delay)
+        qd = min(cur) - min(bd)
         off_target = (self.TARGET - qd) / self.TARGET
         flight = self.flightsize
         if now - self.peak_time > (self.srtt or 1.0):
@@ -136,7 +138,12 @@ class Ledbat:
         self.cwnd = max(self.cwnd, float(self.MIN_CWND * self.mss))
         self.flightsize = max(0, flight - bytes_acked)
         if rtt is not None:
-            self._update_cto(rtt)
+            if self.srtt is None:
+                self._update_cto(rtt)
+            else:  # RFC 6298 section 2, as _update_cto
+                self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+                self.srtt = 0.875 * self.srtt + 0.125 * rtt
+                self.cto = max(0.2, self.srtt + 4 * self.rttvar)
         elif self.srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
             self.cto = max(0.2, self.srtt + 4 * self.rttvar)
         self.last_ack = now
