@@ -23,17 +23,17 @@ it). Progress is reported in ``chunk``-byte steps: an origin step is an
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from deliverykit.sim.scheduler import Scheduler
 from vmc.aio.origin import LAST_MODIFIED, body_slice
 from vmc.core import ranges
+from vmc.core.flows import EPS, FlowModel, MaxMinFair
 from vmc.core.machine import (
     Abort,
     CancelFetch,
@@ -52,122 +52,6 @@ from vmc.core.machine import (
     Send,
     SharingMachine,
 )
-
-#: Bytes below this count as nothing (float progress).
-EPS = 1e-6
-
-
-class FlowModel(Protocol):
-    """How concurrent transfers share links (the part SimGrid can replace)."""
-
-    def open(self, fid: Hashable, links: Sequence[str], cap: float) -> None:
-        """A new flow over ``links`` (in order), at most ``cap`` bytes/s (0: no cap of its own)."""
-
-    def push(self, fid: Hashable, n: int) -> None:
-        """``n`` more bytes to carry on ``fid``."""
-
-    def backlog(self, fid: Hashable) -> float:
-        """Bytes ``fid`` still has to carry."""
-
-    def ids(self) -> list[Hashable]:
-        """Every open flow."""
-
-    def close(self, fid: Hashable) -> None:
-        """Forget ``fid`` (what it still had to carry is dropped)."""
-
-    def rates(self) -> dict[Hashable, float]:
-        """The rate of every flow with bytes to carry (recomputed after any change)."""
-
-    def advance(self, dt: float) -> None:
-        """Let ``dt`` seconds pass at the current rates."""
-
-
-@dataclass(slots=True)
-class _Flow:
-    links: tuple[str, ...]
-    cap: float
-    backlog: float = 0.0
-    rate: float = 0.0
-
-
-class MaxMinFair:
-    """Max-min fair sharing (progressive filling) of link capacities, with per-flow caps.
-
-    The classic fluid model of long-lived TCP flows sharing bottlenecks: every flow
-    gets the same share of a bottleneck unless it is limited elsewhere (another
-    link, or its own cap). No slow start, no RTT bias, no queueing: the
-    differences this makes to the testbed are in docs/vmc-sim.md.
-    """
-
-    def __init__(self, links: dict[str, float]) -> None:
-        #: Capacity in bytes/s by link name (math.inf: unlimited).
-        self.links = {k: (v if v > 0 else math.inf) for k, v in links.items()}
-        self.flows: dict[Hashable, _Flow] = {}
-        self._dirty = True
-
-    def open(self, fid: Hashable, links: Sequence[str], cap: float) -> None:
-        self.flows[fid] = _Flow(tuple(links), cap if cap > 0 else math.inf)
-        self._dirty = True
-
-    def push(self, fid: Hashable, n: int) -> None:
-        f = self.flows[fid]
-        if f.backlog <= EPS:
-            self._dirty = True
-        f.backlog += n
-
-    def close(self, fid: Hashable) -> None:
-        if self.flows.pop(fid, None) is not None:
-            self._dirty = True
-
-    def ids(self) -> list[Hashable]:
-        return list(self.flows)
-
-    def backlog(self, fid: Hashable) -> float:
-        f = self.flows.get(fid)
-        return f.backlog if f is not None else 0.0
-
-    def rates(self) -> dict[Hashable, float]:
-        if self._dirty:
-            self._fill()
-        return {k: f.rate for k, f in self.flows.items() if f.backlog > EPS}
-
-    def _fill(self) -> None:
-        active = {k: f for k, f in self.flows.items() if f.backlog > EPS}
-        for f in self.flows.values():
-            f.rate = 0.0
-        residual = dict(self.links)
-        while active:
-            users: dict[str, int] = {}
-            for f in active.values():
-                for link in f.links:
-                    users[link] = users.get(link, 0) + 1
-            share = min(
-                [residual[link] / n for link, n in users.items()] + [f.cap for f in active.values()]
-            )
-            if math.isinf(share):
-                raise ValueError("a flow crosses no finite link and has no cap")
-            tight = {link for link, n in users.items() if residual[link] / n <= share * (1 + 1e-12)}
-            done = [
-                k
-                for k, f in active.items()
-                if f.cap <= share * (1 + 1e-12) or tight.intersection(f.links)
-            ]
-            for k in done:
-                f = active.pop(k)
-                f.rate = share
-                for link in f.links:
-                    residual[link] = max(0.0, residual[link] - share)
-        self._dirty = False
-
-    def advance(self, dt: float) -> None:
-        if dt <= 0:
-            return
-        for f in self.flows.values():
-            if f.backlog > EPS:
-                f.backlog = max(0.0, f.backlog - f.rate * dt)
-                if f.backlog <= EPS:
-                    f.backlog = 0.0
-                    self._dirty = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -708,6 +592,70 @@ class SimGridFlows:
             sg.Actor.create(role, self.hosts[role], self._helper(role))
         sg.Actor.create("driver", self.hosts["proxy"], driver)
         engine.run()
+
+
+# ---------------------------------------------------------------------- a Squid log, Normal vs VMC
+def log_arrivals(entries: Sequence[Any], speed: float = 1.0) -> list[Arrival]:
+    """Arrivals of Squid log entries (:class:`vmc.workload.squid.LogEntry`) at their logged start
+    times, compressed by ``speed``, bodies named as the loopback replay names them."""
+    if not entries:
+        return []
+    t0 = min(e.start for e in entries)
+    return [
+        Arrival((e.start - t0) / speed, f"r{i}", e.object_path()) for i, e in enumerate(entries)
+    ]
+
+
+def compare_log(
+    entries: Sequence[Any],
+    speed: float = 1.0,
+    link_rate: float = 4e6,
+    window: int = 8 << 20,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``vmc replay LOG --backend sim``: Normal (no sharing) vs VMC (sharing, no disk store: the
+    paper's router, as the loopback replay runs it) in simulated time, the origin's link shared at
+    ``link_rate`` bytes/s. Clients are plain (the proxy patches a joiner's prefix itself), where
+    the loopback replay's are VMC-aware (they fetch it by Range): the same bytes from the origin.
+    Latency both ways: the sum of per-request completion times, and the elapsed time of the whole
+    workload (the paper's measure)."""
+    import time
+
+    arrivals = log_arrivals(entries, speed)
+    arms = {}
+    cpu = time.process_time()
+    for name, sharing in (("normal", False), ("vmc", True)):
+        cfg = SimConfig(
+            origin_rate=0.0,
+            origin_link=link_rate,
+            machine=MachineConfig(window=window, disk_budget=0, sharing=sharing),
+        )
+        arms[name] = VmcSim(arrivals, cfg, seed=seed).run()
+    cpu = time.process_time() - cpu
+    n, v = arms["normal"], arms["vmc"]
+
+    def total(r: SimResult) -> float:
+        return sum(x["completion"] or 0.0 for x in r.records)
+
+    def saving(a: float, b: float) -> float:
+        return 100.0 * (1 - b / a) if a else 0.0
+
+    return {
+        "backend": "sim (max-min fair flows)",
+        "requests": len(arrivals),
+        "normal_MB": n.stats["origin_bytes"] / 1e6,
+        "vmc_MB": v.stats["origin_bytes"] / 1e6,
+        "bandwidth_saving_%": saving(n.stats["origin_bytes"], v.stats["origin_bytes"]),
+        "latency_sum_normal_s": total(n),
+        "latency_sum_vmc_s": total(v),
+        "latency_saving_%": saving(total(n), total(v)),
+        "elapsed_normal_s": n.virtual_time,
+        "elapsed_vmc_s": v.virtual_time,
+        "elapsed_saving_%": saving(n.virtual_time, v.virtual_time),
+        "joins": v.stats["joins"],
+        "right_bodies": min(n.digests_ok, v.digests_ok),
+        "cpu_s": round(cpu, 3),
+    }
 
 
 # ---------------------------------------------------------------------- command line

@@ -186,3 +186,50 @@ def test_cli_refuses_bad_arguments_in_one_line() -> None:
         [sys.executable, "-m", "vmc.sim", "--size", "0"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_replay_backend_sim_runs_a_squid_log(tmp_path) -> None:
+    log = tmp_path / "hh.log"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmc",
+            "workload",
+            "--scenario",
+            "high-high",
+            "-n",
+            "120",
+            "--seed",
+            "3",
+            "-o",
+            str(log),
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmc",
+        "replay",
+        str(log),
+        "--backend",
+        "sim",
+        "--link-rate",
+        "4e6",
+    ]
+    runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    row = json.loads(runs[0].stdout)
+    assert row["requests"] == 120 and row["right_bodies"] == 120
+    assert row["vmc_MB"] <= row["normal_MB"] and row["elapsed_vmc_s"] > 0
+    cpu = ("cpu_s",)
+    assert {k: v for k, v in row.items() if k not in cpu} == {
+        k: v for k, v in json.loads(runs[1].stdout).items() if k not in cpu
+    }  # same log, same seed: the same result
+    bad = subprocess.run(
+        [*cmd, "--origin", "127.0.0.1:9"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
