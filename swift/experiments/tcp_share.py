@@ -22,9 +22,11 @@ Each case runs one flow alone for ``lead`` seconds, then both for
 transfer; ``tcp-first``: PPSPP joins a running TCP flow).  nftables counters
 on the routers count each flow's frames before the queue (r) and after it
 (r2) every interval: per-flow rates (frame bytes, as tbf counts them:
-IP + 14 bytes Ethernet), per-flow queue drops (before minus after), the
-tbf backlog (queueing delay).  The PPSPP pair is ours (``ppspp seed`` /
-``ppspp download`` defaults), and with ``LIBSWIFT_BIN`` set also libswift's
+IP + 14 bytes Ethernet), the queue's drops (tbf's own count; per flow exact
+over the case, before minus after once the queue drained, and per interval
+shared out by :func:`split_drops`), the tbf backlog (queueing delay).  The
+PPSPP pair is ours (``ppspp seed`` / ``ppspp download`` defaults), and with
+``LIBSWIFT_BIN`` set also libswift's
 (the ``libswift`` arm, same cases).
 
 Simulator (``--backend sim``): the same bottleneck in ``deliverykit.sim``
@@ -158,11 +160,32 @@ class Interval:
     ppspp_bps: float
     #: TCP on the testbed, the constant-rate load in the simulator
     other_bps: float
-    #: PPSPP datagrams the bottleneck queue dropped in the interval
+    #: PPSPP datagrams the bottleneck queue dropped in the interval (an estimate:
+    #: :func:`split_drops` of ``queue_drops``)
     ppspp_drops: int
     other_drops: int
     #: queueing delay at the bottleneck at the end of the interval
     queue_ms: float
+    #: datagrams the bottleneck queue dropped in the interval, all flows (exact: tbf's count)
+    queue_drops: int = 0
+
+
+def split_drops(drops: int, entered: tuple[int, int], left: tuple[int, int]) -> tuple[int, int]:
+    """Share one interval's queue drops (exact, all flows) between (PPSPP, other).
+
+    What entered the queue minus what left it in the interval is a flow's drops plus the
+    change of its share of the queue content, so it is not the drops itself (summed it
+    overshoots).  The exact total is split in proportion to each flow's positive excess
+    (entered - left), else to what entered; the two parts sum to ``drops``."""
+    if drops <= 0:
+        return 0, 0
+    w = [max(0, e - g) for e, g in zip(entered, left)]
+    if not sum(w):
+        w = [max(0, e) for e in entered]
+    if not sum(w):
+        w = [1, 1]
+    p = min(drops, round(drops * w[0] / (w[0] + w[1])))
+    return p, drops - p
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +249,7 @@ class CaseResult:
             "ppspp_drops": sum(x.ppspp_drops for x in self.intervals),
             "other_drops": sum(x.other_drops for x in self.intervals),
             "ppspp_drops_overlap": sum(x.ppspp_drops for x in ov),
+            "queue_drops_overlap": sum(x.queue_drops for x in ov),
             "queue_ms_overlap_mean": round(self.mean("queue_ms", ov), 1),
             "backoff_s": self.backoff_s, **self.extra,
         }
@@ -245,7 +269,7 @@ class CaseResult:
         return (f"{self.case.label} [{self.backend.value}]: {self.other} kept "
                 f"{self.other_kept:.0%} {what} {base:g} Mbit/s "
                 f"({s['other_mbps_overlap']:g} Mbit/s; PPSPP {s['ppspp_mbps_overlap']:g} Mbit/s, "
-                f"{s['ppspp_drops_overlap']} PPSPP datagrams dropped by the queue in the "
+                f"~{s['ppspp_drops_overlap']} PPSPP datagrams dropped by the queue in the "
                 f"{self.case.overlap_s:g} s overlap; PPSPP {back}; "
                 f"queue {s['queue_ms_overlap_mean']:g} ms)")
 
@@ -451,8 +475,11 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
                                       os.path.join(leech_dir, "out.bin"), p_start, end))
             intervals = []
             _sleep_until(t0)
-            prev_r, prev_r2 = _counters(tb, h["r"]), _counters(tb, h["r2"])
-            prev_t = time.time()
+            before = time.time()
+            prev_r2 = _counters(tb, h["r2"])
+            prev_t = (before + time.time()) / 2
+            prev_r = _counters(tb, h["r"])
+            prev_drops = _qdisc(tb, h["r"], bn.a.ifname)["drops"]
             k = 0
             while True:
                 k += 1
@@ -467,19 +494,22 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
                 if tk > end + 1e-6:
                     break
                 _sleep_until(tk)
-                cr, cr2 = _counters(tb, h["r"]), _counters(tb, h["r2"])
-                now = time.time()
+                before = time.time()
+                cr2 = _counters(tb, h["r2"])  # the rates: timed as closely as one exec allows
+                now = (before + time.time()) / 2
+                cr = _counters(tb, h["r"])
                 q = _qdisc(tb, h["r"], bn.a.ifname)
                 dt = max(1e-3, now - prev_t)
-                d_in = {f: cr[f][0] - prev_r[f][0] for f in ("ppspp", "tcp")}
-                d_out = {f: cr2[f][0] - prev_r2[f][0] for f in ("ppspp", "tcp")}
+                entered = (cr["ppspp"][0] - prev_r["ppspp"][0], cr["tcp"][0] - prev_r["tcp"][0])
+                left = (cr2["ppspp"][0] - prev_r2["ppspp"][0], cr2["tcp"][0] - prev_r2["tcp"][0])
+                drops = q["drops"] - prev_drops
                 intervals.append(Interval(
                     round(tk - t0, 3),
                     (cr2["ppspp"][1] - prev_r2["ppspp"][1]) * 8 / dt,
                     (cr2["tcp"][1] - prev_r2["tcp"][1]) * 8 / dt,
-                    max(0, d_in["ppspp"] - d_out["ppspp"]), max(0, d_in["tcp"] - d_out["tcp"]),
-                    q["backlog"] * 8 / case.rate_bps * 1000))
-                prev_r, prev_r2, prev_t = cr, cr2, now
+                    *split_drops(drops, entered, left),
+                    q["backlog"] * 8 / case.rate_bps * 1000, drops))
+                prev_r, prev_r2, prev_t, prev_drops = cr, cr2, now, q["drops"]
                 if progress:
                     x = intervals[-1]
                     print(f"\r{case.label}: t={x.t:5.1f} s PPSPP {x.ppspp_bps / 1e6:5.2f} TCP "
@@ -622,6 +652,7 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
     cbr_payload = FRAME_BYTES - sc.overhead
     meters: dict[str, Metered] = {}
     queue_ms: dict[int, float] = {}
+    queue_drops: dict[int, int] = {}
 
     class App(SwiftApp):
         def make_core(self, node: Any, addr: Any, sim: Any) -> Any:
@@ -649,6 +680,7 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
 
     def sample(k: int) -> None:
         queue_ms[k] = link.queueing_delay(sim.now) * 1000
+        queue_drops[k] = link.queue_drops
         if (k + 1) * iv < case.duration_s + 1e-9:
             sim.sched.at((k + 2) * iv, sample, k + 1)
         if progress:
@@ -668,10 +700,13 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
     def tx(m: Metered | None, k: int) -> int:
         return m.tx.get(k, 0) if m is not None else 0
 
+    def drops(k: int) -> int:
+        return queue_drops.get(k, 0) - queue_drops.get(k - 1, 0)
+
     intervals = tuple(Interval(
         round((k + 1) * iv, 6), rx(leech, k)[1] * 8 / iv, rx(sink, k)[1] * 8 / iv,
-        max(0, tx(seed, k) - rx(leech, k)[0]), max(0, tx(cbr, k) - rx(sink, k)[0]),
-        queue_ms.get(k, 0.0)) for k in range(n))
+        *split_drops(drops(k), (tx(seed, k), tx(cbr, k)), (rx(leech, k)[0], rx(sink, k)[0])),
+        queue_ms.get(k, 0.0), drops(k)) for k in range(n))
     extra: dict[str, Any] = {"queue_drops_total": link.queue_drops, "cpu_s": round(stats.cpu_s, 1),
                              "cbr_offered_mbps": round(cbr_bps / 1e6, 3)}
     if seed is not None:
@@ -713,7 +748,8 @@ def write(out_dir: str, results: Sequence[CaseResult], params: dict[str, Any],
              "order": r.case.order.value, "queue_frames": r.case.queue_frames,
              "t_s": x.t, "ppspp_mbps": round(x.ppspp_bps / 1e6, 4),
              "other_mbps": round(x.other_bps / 1e6, 4), "ppspp_drops": x.ppspp_drops,
-             "other_drops": x.other_drops, "queue_ms": round(x.queue_ms, 2)}
+             "other_drops": x.other_drops, "queue_drops": x.queue_drops,
+             "queue_ms": round(x.queue_ms, 2)}
             for r in results for x in r.intervals]
     csv_path = os.path.join(out_dir, base + ".csv")
     json_path = os.path.join(out_dir, base + ".json")

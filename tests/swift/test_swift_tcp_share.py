@@ -38,6 +38,17 @@ def test_a_flow_that_never_yields_has_no_backoff_time() -> None:
     assert "did not back off" in r.line()
 
 
+@pytest.mark.parametrize("drops, entered, left, want", [
+    (0, (900, 50), (800, 40), (0, 0)),
+    (10, (900, 0), (890, 0), (10, 0)),  # only PPSPP was in the queue
+    (10, (500, 500), (490, 495), (7, 3)),  # shared by each flow's excess, summing to the total
+    (9, (500, 500), (520, 530), (4, 5)),  # the queue drained: by what entered
+])
+def test_an_intervals_drops_are_shared_out_and_sum_to_the_queues_count(
+        drops, entered, left, want) -> None:
+    assert T.split_drops(drops, entered, left) == want
+
+
 def test_queue_sizes_are_full_frames_at_the_rate() -> None:
     assert T.frames_for_ms(77, 10e6) == 64 and T.frames_for_ms(300, 10e6) == 248
     cs = T.cases(False, [T.Arm.OURS])
@@ -83,8 +94,16 @@ def _check_outputs(out, base: str, other: str) -> list[dict]:
     for r in rows:
         assert float(r["ppspp_mbps"]) >= 0 and float(r["other_mbps"]) >= 0
         assert 0 <= float(r["queue_ms"]) < 1000
-        assert float(r["ppspp_mbps"]) + float(r["other_mbps"]) < 10.5  # the link holds 10
+    # the link holds 10 Mbit/s (one interval's figure may stray with the sampling time;
+    # the mean over a case may not)
+    for s in summaries:
+        mine = [r for r in rows if r["order"] == s["order"]]
+        assert sum(float(r["ppspp_mbps"]) + float(r["other_mbps"]) for r in mine) / 8 < 10.3
     assert len(meta["lines"]) == 2
+    for s in summaries:  # per interval, the flows' shares add up to the queue's exact count
+        mine = [r for r in rows if r["order"] == s["order"]]
+        assert sum(int(r["ppspp_drops"]) + int(r["other_drops"]) for r in mine) \
+            == sum(int(r["queue_drops"]) for r in mine) <= s["ppspp_drops"] + s["other_drops"]
     return summaries
 
 
