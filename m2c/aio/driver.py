@@ -20,6 +20,7 @@ packets that carry A are still decoded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import ipaddress
@@ -28,50 +29,39 @@ import math
 import os
 import secrets
 import socket
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from deliverykit.aio import BatchedUDPEndpoint, make_udp_socket
+from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
 from m2c.aio.delivery import Delivery
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import (
-    RATE_UNIT,
-    FileReceiver,
-    FileSender,
-    Metrics,
-    SessionDescription,
-    SymbolProgress,
-    default_fec,
+from m2c.core.filetx import Metrics, SessionDescription
+from m2c.core.session import (
+    BYTES_PER_SYMBOL_HELD,
+    CLOSE_GRACE,
+    CLOSE_PACKETS,
+    MAX_ACTIVE,
+    PROGRESS_INTERVAL,
+    TRACE_LEN,
+    Decoded,
+    ReceiveProgress,
+    ReceiverCore,
+    Recovered,
+    SenderCore,
+    SessionEnded,
+    describe_session,
 )
-from m2c.core.groups import make_schedule
-from m2c.core.receiver_cc import ReceiverCC
-from m2c.fec.errors import DecodeError, FECError
-from m2c.wire import codec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["make_session", "MulticastSender", "MulticastReceiver", "ReceiveProgress",
-           "sender_socket_check"]
+__all__ = ["BYTES_PER_SYMBOL_HELD", "CLOSE_GRACE", "CLOSE_PACKETS", "MAX_ACTIVE",
+           "MAX_SEND_PPS", "PROGRESS_INTERVAL", "TRACE_LEN", "MulticastReceiver",
+           "MulticastSender", "ReceiveProgress", "make_session", "sender_socket_check"]
 
-
-MAX_ACTIVE = 64
-"""partially received source blocks a receiver holds at most (default)"""
-BYTES_PER_SYMBOL_HELD = 3
-"""a partial LDPC block costs a receiver ~3*k*E bytes (see make_session)"""
-CLOSE_PACKETS = 3
-"""data-less packets with A = 1 (close session, RFC 5651 5.1) a sender sends when it stops"""
-CLOSE_GRACE = 0.5
-"""s a receiver still takes packets after A = 1 (datagrams of other groups in flight)"""
 MAX_SEND_PPS = 50_000
 """packets/s a sender schedules at most (all groups): each packet costs the Python
 sender ~5-10 us of sequencing and encoding, so a higher --max-rate could not be met
 and only made each buffer's sequencing take seconds (see docs/m2c.md)"""
-PROGRESS_INTERVAL = 0.5
-"""s between two reports to a receiver's ``on_progress``"""
-TRACE_LEN = 1 << 14
-"""per-epoch trace entries kept (13.6 min at the default 50 ms epochs)"""
 
 
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
@@ -80,7 +70,8 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                  schedule: str = "wave", fec: str = "ldpc", symbol_size: int = 1400,
                  max_block_length: int | None = None, seed: int | None = None,
                  session: int | None = None, memory: int = 256 << 20) -> SessionDescription:
-    """Session description for sending ``path`` (rates in packets per second).
+    """Session description for sending ``path`` (rates in packets per second);
+    see :func:`m2c.core.session.describe_session`.
 
     Memory bound: a receiver holds up to ~3*k*E bytes per partially received
     LDPC block (symbols, decoder rows, the elimination's work space), so files
@@ -98,31 +89,13 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    sched = make_schedule(schedule, min_rate=min_rate, max_rate=max_rate, tsd=tsd, k=k)
-    a, b, c, d = (int(x) for x in group.split("."))
-    base = a << 24 | b << 16 | c << 8 | d
-    groups = []
-    for ch in range(sched.channels + 1):
-        g = base + ch
-        groups.append([f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", port + ch])
-    fec_d = default_fec(size, fec, symbol_size, max_block_length,
-                        seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD))
-    # TOI 0: the session's single object, so packets omit the TOI field (RFC 5775 4.1)
-    sd = SessionDescription(session if session is not None else secrets.randbits(32), 0,
-                            os.path.basename(path), size, h.hexdigest(), fec_d,
-                            {**sched.describe(), "unit": RATE_UNIT}, groups, interface,
-                            source=interface)
-    per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
-    fit = memory // per_block
-    if fit < 1:
-        raise FECError(f"a receiver needs ~{per_block} bytes for one source block of "
-                       f"{fec_d['max_block_length']} symbols of {symbol_size} bytes, more than "
-                       f"the memory bound of {memory} bytes: use a smaller block length "
-                       f"(m2c send --block-length) or symbol size (--symbol-size)")
-    window = min(MAX_ACTIVE, fit)
-    if sd.partition().blocks > window:
-        sd.window_blocks = window
-    return sd
+    return describe_session(
+        os.path.basename(path), size, h.hexdigest(),
+        session=session if session is not None else secrets.randbits(32),
+        fec_seed=seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD),
+        group=group, port=port, interface=interface, min_rate=min_rate, max_rate=max_rate,
+        tsd=tsd, k=k, schedule=schedule, fec=fec, symbol_size=symbol_size,
+        max_block_length=max_block_length, memory=memory)
 
 
 def _mcast_sender_socket(interface: str) -> socket.socket:
@@ -142,9 +115,8 @@ def sender_socket_check(interface: str) -> None:
 
 
 class MulticastSender:
-    """Carousel sender: sends each PDU at its due time, for ever or ``duration`` s."""
-
-    LOOKAHEAD = 0.2
+    """Carousel sender: a :class:`~m2c.core.session.SenderCore` pumped by
+    :class:`deliverykit.aio.CoreDriver`, for ever or ``duration`` s."""
 
     def __init__(self, sd: SessionDescription, path: str, close: bool = True) -> None:
         self.sd = sd
@@ -154,99 +126,68 @@ class MulticastSender:
         be restarted (``m2c send --no-close``, then ``--resume``): receivers keep
         waiting for it up to their no-packet timeout"""
         self._f = open(path, "rb")  # noqa: SIM115 - closed in run()
-        self.core = FileSender(sd, self._read)
-        self.sent = 0
-        self.bytes = 0
+        self.core = SenderCore(sd, self._read)
+        self._close_sent = 0
+        self._close_bytes = 0
 
     def _read(self, off: int, n: int) -> bytes:
         return os.pread(self._f.fileno(), n, off)
 
-    def _close_session(self, ep: BatchedUDPEndpoint, addr: tuple[str, int], slot: int,
-                       psn: int) -> None:
-        """RFC 5651 5.1: A = 1 tells receivers the session ends; data-less (RFC 5775
-        4.1) packets on the base group, continuing its PSN sequence."""
-        cp = self.sd.codepoint
-        for i in range(CLOSE_PACKETS):
-            wire = codec.encode(codec.AlcPacket(
-                self.sd.session, self.sd.toi, cp, slot, 0, (psn + 1 + i) & 0xFFFFFFFF, 0, 0, 0,
-                0, close_session=True, data_less=True))
+    @property
+    def sent(self) -> int:
+        """datagrams sent (the close-session packets included)"""
+        return self.core.sent + self._close_sent
+
+    @property
+    def bytes(self) -> int:
+        return self.core.bytes + self._close_bytes
+
+    def _close_session(self, ep: BatchedUDPEndpoint) -> None:
+        """RFC 5651 5.1: A = 1 tells receivers the session ends (the core's
+        data-less packets on the base group)."""
+        for wire, addr in self.core.close_packets():
             try:  # directly, not behind a backlog the endpoint drops when closed
                 ep.sock.sendto(wire, addr)
             except OSError as exc:  # full socket buffer, interface gone: receivers time out
                 log.debug("close-session packet not sent: %s", exc)
                 continue
-            self.sent += 1
-            self.bytes += len(wire)
+            self._close_sent += 1
+            self._close_bytes += len(wire)
 
     async def run(self, duration: float | None = None, stop: asyncio.Event | None = None) -> dict:
         """Send until ``duration`` s passed, ``stop`` is set or the task is cancelled,
         then close the session (A = 1, see :meth:`_close_session`) unless ``close``
         is False."""
         loop = asyncio.get_running_loop()
-        ep = BatchedUDPEndpoint(_mcast_sender_socket(self.sd.interface), lambda b, t: None)
-        addrs = [(g, int(p)) for g, p in self.sd.groups]
-        t0 = loop.time()
-        queue: deque[tuple[float, bytes, Any, int, int, int]] = deque()
-        horizon = 0.0
-        base = [0, -1]  # slot and PSN of the last base-group packet sent
+        driver = CoreDriver(self.core, loop=loop)
+        ep = BatchedUDPEndpoint(_mcast_sender_socket(self.sd.interface), driver.on_batch)
+        driver.attach(ep)
         try:
-            while True:
-                now = loop.time() - t0
-                if duration is not None and now >= duration:
-                    break
-                if stop is not None and stop.is_set():
-                    break
-                while horizon < now + self.LOOKAHEAD:
-                    pdus = self.core.next_pdus()
-                    for pdu, pkt in pdus:
-                        queue.append((pdu.due, codec.encode(pkt), addrs[pdu.g], pdu.g,
-                                      pkt.slot, pkt.psn))
-                    horizon = self.core.seq.next_start
-                    # a sender slower than its schedule must still see --duration, the
-                    # stop event and cancellation (Ctrl-C) between buffers
-                    await asyncio.sleep(0)
-                    now = loop.time() - t0
-                    if (duration is not None and now >= duration) or (
-                            stop is not None and stop.is_set()):
-                        break
-                batch = []
-                while queue and queue[0][0] <= now:
-                    _, wire, addr, g, slot, psn = queue.popleft()
-                    batch.append((wire, addr))
-                    if g == 0:
-                        base[:] = [slot, psn]
-                if batch:
-                    ep.send_many(batch)
-                    self.sent += len(batch)
-                    self.bytes += sum(len(w) for w, _ in batch)
-                wait = (queue[0][0] - (loop.time() - t0)) if queue else 0.001
-                await asyncio.sleep(min(max(wait, 0.0005), 0.02))
+            self.core.start(loop.time())
+            driver.kick()
+            waits: list[asyncio.Future[Any]] = []
+            if stop is not None:
+                waits.append(asyncio.ensure_future(stop.wait()))
+            try:
+                if waits:
+                    await asyncio.wait(waits, timeout=duration)
+                else:
+                    await asyncio.sleep(duration if duration is not None else math.inf)
+            finally:
+                for w in waits:
+                    w.cancel()
         finally:
+            driver.close()
+            self.core.stop()
             try:
                 if self.close:
-                    self._close_session(ep, addrs[0], *base)
+                    self._close_session(ep)
             finally:
                 ep.close()
                 self._f.close()
-        return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.next_buffer,
+        return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.buffers,
                 "tx_dropped": ep.stats["tx_dropped"],
                 "stopped": bool(stop is not None and stop.is_set()), "closed": self.close}
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiveProgress:
-    """What a receiver reports to ``on_progress`` every PROGRESS_INTERVAL s and at its end."""
-
-    file: SymbolProgress
-    """source symbols held and needed, blocks decoded"""
-    packets: int
-    """datagrams of this session received"""
-    rate_kbps: float
-    """IP-level receive rate since the last report, kbit/s"""
-    layers: int
-    """groups (layers) joined now"""
-    elapsed: float
-    """s since the receiver started"""
 
 
 def default_interface(sd: SessionDescription) -> str:
@@ -264,11 +205,16 @@ def default_interface(sd: SessionDescription) -> str:
 class MulticastReceiver:
     """Joins the session, runs congestion control, decodes, verifies and writes.
 
+    The session is a :class:`~m2c.core.session.ReceiverCore` pumped by
+    :class:`deliverykit.aio.CoreDriver`; this driver acts on its events: a
+    socket with IP_ADD_MEMBERSHIP per :class:`~m2c.core.events.Join`,
+    IP_DROP_MEMBERSHIP per ``Leave``, decoded bytes into the
+    :class:`~m2c.aio.delivery.Delivery`.
+
     ``interface``: the local address to join on (default :func:`default_interface`;
     the session description's ``interface`` is the sender's, never used here).
     ``idle_timeout`` / ``slot_timeout``: RFC 3738 3.2.3.8's exceptional timeouts,
-    max(10, TSD, 4 / base rate) and max(20, 2 TSD) s by default
-    (see ``__init__``).
+    max(10, TSD, 4 / base rate) and max(20, 2 TSD) s by default.
     """
 
     def __init__(self, sd: SessionDescription, out_path: str, controller: str = "m2c",
@@ -282,59 +228,43 @@ class MulticastReceiver:
         self.source = sd.source or None
         """RFC 5775 4.4: datagrams from any other address are dropped (None: no check)"""
         self.out_path = out_path
-        self.schedule = sd.schedule()
-        tsd = self.schedule.tsd
-        # RFC 3738 3.2.3.8 recommends max(10, TSD) s; a base group slower than one
-        # packet in 2.5 s would trip it while the sender runs: 4 of its packet intervals
-        self.idle_timeout = float(idle_timeout if idle_timeout is not None else
-                                  max(10.0, tsd, 4.0 / self.schedule.min_rate))
-        # RFC 3738's recommended max(20, 2 TSD) s.  A sender restarted with --resume
-        # has a new clock: its packets advance the index only once ReceiverCC has
-        # re-anchored (REANCHOR_TSD slots), so with TSD > 5 s this fires first
-        self.slot_timeout = float(slot_timeout if slot_timeout is not None else
-                                  max(20.0, 2 * tsd))
-        self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
-        # the session's window is what fits in the sender's memory bound: hold no more
-        window = sd.window_blocks or max(1, sd.partition().blocks)
-        self.file = FileReceiver(sd, max_active=min(max_active, window))
         self.on_progress = on_progress
         """called with a :class:`ReceiveProgress` every PROGRESS_INTERVAL s and at the end"""
-        self._t0 = 0.0
-        self._report = (0.0, 0)
-        """time and link bytes of the last progress report"""
+        self.core = ReceiverCore(sd, controller=controller, max_active=max_active,
+                                 max_rate=max_rate, source=self.source, where=self.interface,
+                                 idle_timeout=idle_timeout, slot_timeout=slot_timeout,
+                                 progress_interval=PROGRESS_INTERVAL if on_progress else None)
+        self.schedule = self.core.schedule
+        self.idle_timeout = self.core.idle_timeout
+        self.slot_timeout = self.core.slot_timeout
         self.eps: dict[int, BatchedUDPEndpoint] = {}
-        self.rejected = 0
-        self.wrong_group = 0
-        self.foreign_source = 0
-        """datagrams from an address other than the session's source (RFC 5775 4.4)"""
-        self.implausible = 0
-        """packets the congestion control found implausible: not given to the decoder"""
         self.handler_errors = 0
         """batches whose handling raised (a bug; the endpoint logs it and goes on): the
         rest of such a batch is lost, so it is counted here, not only in a log"""
-        self.closed = False
-        """the sender closed the session (A = 1)"""
         self.stopped = False
         """``run``'s stop event ended the transfer (SIGINT, SIGTERM in the CLI)"""
         self.end: str | None = None
-        """why the session ended early (exceptional timeout, A = 1), None otherwise"""
-        self.joins = self.leaves = 0
-        self.trace: deque[tuple[float, int, float, float, int, int, float, int]] = deque(
-            maxlen=TRACE_LEN)
-        """per epoch: (t, level, cumulative rate, target rate, lost, received, ARTT,
-        loss events); the last TRACE_LEN epochs"""
+        """why the session ended early (exceptional timeout, A = 1, a write error)"""
         self._done = asyncio.Event()
-        self._t_last = 0.0
-        self._t_batch = 0.0
-        self._t_packet = 0.0
-        self._t_slot = 0.0
-        self._slot = -1
-        self._close_at = math.inf
-        self._flush_pending = False
+        self._driver: CoreDriver | None = None
+        self._running = False
         self.output = Delivery(out_path, sd.size, sd.sha256)
         """the temporary file, its verification and delivery"""
-        self.packets = 0
-        """datagrams of this session received (before any decoding check)"""
+
+    # the core's state, as the receiver's attributes
+    cc = property(lambda self: self.core.cc)
+    file = property(lambda self: self.core.file)
+    packets = property(lambda self: self.core.packets, doc="datagrams of this session received")
+    rejected = property(lambda self: self.core.rejected)
+    wrong_group = property(lambda self: self.core.wrong_group)
+    foreign_source = property(lambda self: self.core.foreign_source)
+    implausible = property(lambda self: self.core.implausible)
+    closed = property(lambda self: self.core.closed, doc="the sender closed the session (A = 1)")
+    joins = property(lambda self: self.core.joins)
+    leaves = property(lambda self: self.core.leaves)
+    trace = property(lambda self: self.core.trace,
+                     doc="per epoch: (t, level, cumulative rate, target rate, lost, received, "
+                         "ARTT, loss events); the last TRACE_LEN epochs")
 
     # --- sockets -----------------------------------------------------------
     def _mreq(self, ch: int) -> bytes:
@@ -357,7 +287,6 @@ class MulticastReceiver:
             raise OSError(exc.errno, f"cannot join {g} on interface {self.interface}: "
                                      f"{exc.strerror}") from None
         self.eps[ch] = BatchedUDPEndpoint(sock, functools.partial(self._on_batch, ch))
-        self.joins += 1
 
     def _leave(self, ch: int) -> None:
         ep = self.eps.pop(ch, None)
@@ -369,146 +298,54 @@ class MulticastReceiver:
             pass
         ep.close()
         self.handler_errors += ep.stats["handler_errors"]
-        self.leaves += 1
 
-    def _apply(self, events: list[Join | Leave]) -> None:
-        for ev in events:
-            if isinstance(ev, Join):
-                self._join(ev.channel)
-            else:
-                self._leave(ev.channel)
-
-    # --- packets -----------------------------------------------------------
-    def _on_batch(self, ch: int, batch: list, now: float) -> None:
-        if self._done.is_set():
-            return
-        src = self.source
-        cc = self.cc
-        for data, addr in batch:
-            if src is not None and addr[0] != src:  # RFC 5775 4.4, before any decoding
-                self.foreign_source += 1
-                continue
+    # --- the core's events -------------------------------------------------
+    def _on_event(self, ev: object) -> None:
+        if isinstance(ev, Decoded):
+            self._write(ev.offset, ev.data)
+        elif isinstance(ev, Join):
             try:
-                pkt = codec.decode(data, session=self.sd.session)
-            except DecodeError:
-                self.rejected += 1
-                continue
-            if pkt.group != ch:
-                self.wrong_group += 1
-                continue
-            self.packets += 1
-            self._t_packet = now
-            if pkt.close_session:  # RFC 5651 5.1: the sender ends the session
-                if not self.closed:
-                    self.closed = True
-                    self._close_at = now + CLOSE_GRACE
-                if pkt.data_less:
-                    continue
-                # a sender may set A on its last data packets: decode them as usual
-            before = cc.implausible
-            self._apply(cc.on_packet(now, ch, pkt.psn))
-            if cc.implausible != before:  # does not fit the sender clock: not decoded
-                self.implausible += 1
-                continue
-            if pkt.slot != self._slot and cc.offset is not None:
-                # RFC 3738 3.2.3.8 watches for no *change* of the time slot index; only
-                # packets judged against the sender clock count (a forged index before
-                # the clock is anchored cannot hold the watch)
-                self._slot = pkt.slot
-                self._t_slot = now
-            self._write(self.file.feed(pkt, len(data), defer=True), now)
-            if self.file.complete:
+                self._join(ev.channel)
+            except OSError as exc:
+                if not self._running:
+                    raise  # the base group at the start: run() raises it
+                if self.end is None:
+                    self.end = str(exc)
                 self._done.set()
-                return
-        # eliminations once all ready sockets are read (FileReceiver.feed): the
-        # callback runs after the other readers the loop found ready with this one
-        self._t_batch = now
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        if self._done.is_set():
-            return
-        self._write(self.file.flush(), self._t_batch)
-        if self.file.complete:
+        elif isinstance(ev, Leave):
+            self._leave(ev.channel)
+        elif isinstance(ev, ReceiveProgress):
+            if self.on_progress is not None:
+                self.on_progress(ev)
+        elif isinstance(ev, SessionEnded):
+            if self.end is None:
+                self.end = ev.text
+            self._done.set()
+        elif isinstance(ev, Recovered):
             self._done.set()
 
-    def _write(self, blocks: list[tuple[int, bytes]], t_arrival: float) -> None:
-        for off, blk in blocks:
-            try:
-                self.output.write(off, blk)
-            except OSError as exc:  # disk full, quota, I/O error: the transfer ends
-                if self.end is None:
-                    self.end = self.output.io_error(exc, self.out_path)
-                self._done.set()
-                return
-            self._t_last = t_arrival
-
-    def _progress(self, now: float) -> None:
-        if self.on_progress is None:
+    def _on_batch(self, ch: int, batch: list, now: float) -> None:
+        """One socket's datagrams (the group ``ch``'s): into the core, then drain it."""
+        if self._done.is_set():
             return
-        t, link = self._report
-        self._report = (now, self.file.link_bytes)
-        rate = (self.file.link_bytes - link) * 8 / 1000 / (now - t) if now > t else 0.0
-        self.on_progress(ReceiveProgress(self.file.progress(), self.packets, rate,
-                                         len(self.eps), now - self._t0))
+        core = self.core
+        for data, addr in batch:
+            core.datagram_received(data, addr, now, channel=ch)
+        if self._driver is not None:
+            self._driver.kick()
 
-    def _check_end(self, now: float) -> None:
-        """RFC 3738 3.2.3.8 exceptional timeouts (MUST leave) and the A flag's end."""
-        if now >= self._close_at:
-            self._flush()
-            if not self.file.complete:
-                self.end = "the sender closed the session (LCT flag A, RFC 5651 5.1) " \
-                           "before the file was complete"
-        elif now - self._t_packet >= self.idle_timeout:
-            if self.packets:
-                self.end = (f"no packet from the sender for {self.idle_timeout:g} s after "
-                            f"{self.packets} packets: left the session (RFC 3738 3.2.3.8)"
-                            + self._others())
-            else:
-                self.end = (f"no packet of this session arrived in {self.idle_timeout:g} s "
-                            f"(is the sender running, and can {self.interface} reach "
-                            f"{self.sd.groups[0][0]}?): left the session (RFC 3738 3.2.3.8)"
-                            + self._others())
-        elif now - self._t_slot >= self.slot_timeout:
-            self.end = (f"the time slot index did not advance for {self.slot_timeout:g} s: "
-                        f"left the session (RFC 3738 3.2.3.8)")
-        if self.end is not None or now >= self._close_at:
+    def _write(self, off: int, blk: bytes) -> None:
+        if self._done.is_set() and self.end is not None:
+            return  # a write already failed: the transfer is over
+        try:
+            self.output.write(off, blk)
+        except OSError as exc:  # disk full, quota, I/O error: the transfer ends
+            if self.end is None:
+                self.end = self.output.io_error(exc, self.out_path)
             self._done.set()
 
     def _others(self) -> str:
-        """What arrived that was not this session's (a restarted sender, a wrong SDP)."""
-        parts = [f"{n} {what}" for n, what in (
-            (self.rejected, "datagrams of another session or malformed (a sender "
-                            "restarted without --resume?)"),
-            (self.foreign_source, "datagrams from another source address"),
-            (self.implausible, "packets that did not fit the sender clock")) if n]
-        return f" ({'; '.join(parts)})" if parts else ""
-
-    async def _timers(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._done.is_set():
-            nxt = self.cc.next_timer()
-            now = loop.time()
-            # wake for the next epoch, and at least every 0.1 s for the session timers
-            await asyncio.sleep(max(0.0, min(nxt if nxt is not None else math.inf,
-                                             now + 0.1, self._close_at) - now))
-            now = loop.time()
-            self._check_end(now)
-            if self._done.is_set():
-                return
-            self._apply(self.cc.on_timer(now))
-            if now - self._report[0] >= PROGRESS_INTERVAL:
-                self._progress(now)
-            ts = self.cc.sender_time(now)
-            if ts is not None:
-                lvl = self.cc.level(ts)
-                self.trace.append((now, lvl, self.schedule.cum_rate(lvl, ts),
-                                   self.cc.target_rate(), self.cc.loss.lost,
-                                   self.cc.loss.received, self.cc.rtt.rtt,
-                                   self.cc.loss_events))
+        return self.core.others()
 
     async def _until(self, aw: Any, stop: asyncio.Event | None,
                      timeout: float | None = None) -> bool:
@@ -553,26 +390,24 @@ class MulticastReceiver:
         refusal = out.refusal()
         if refusal is not None:
             self.end = refusal
-            return self._result(False, t0, t0)
+            return self._result(False, t0)
         try:
             out.open()
         except OSError as exc:
             self.end = out.io_error(exc, self.out_path)
-            return self._result(False, t0, loop.time())
-        self._t_packet = self._t_slot = self._t0 = t0
-        self._report = (t0, 0)
+            return self._result(False, loop.time())
         ok = False
-        timers: asyncio.Task | None = None
+        core = self.core
+        driver = self._driver = CoreDriver(core, on_event=self._on_event, loop=loop)
         try:
             try:
-                self._apply(self.cc.start(t0))
-                timers = asyncio.create_task(self._timers())
-                if self.sd.size == 0:
-                    self._done.set()
+                core.start(t0)
+                driver.kick()
+                self._running = True
                 await self._until(self._done.wait(), stop, timeout)
-                if self.stopped and not self.file.complete:
+                if self.stopped and not core.file.complete:
                     self.end = "stopped before the file was complete"
-                elif self.file.complete and self.end is None:
+                elif core.file.complete and self.end is None:
                     try:
                         ok = out.verified()
                     except OSError as exc:  # a delayed write error, reading it back
@@ -582,15 +417,18 @@ class MulticastReceiver:
                             self.end = "the recovered file does not match the session's SHA-256"
             except asyncio.TimeoutError:
                 ok = False
-                got = self.file.progress()
+                got = core.file.progress()
                 self.end = (f"the file was not complete after {timeout:g} s: "
                             f"{got.symbols} of {got.needed} source symbols "
                             f"({got.percent:.1f} %), {got.blocks_done} of {got.blocks} source "
-                            f"blocks decoded from {self.packets} packets" + self._others())
+                            f"blocks decoded from {core.packets} packets" + core.others())
             finally:
-                if timers is not None:
-                    timers.cancel()
-                self._progress(loop.time())  # the last word: where the transfer ended
+                self._done.set()
+                core.stop(loop.time())  # the last progress report and a Leave per group
+                with contextlib.suppress(OSError):
+                    driver.kick()
+                driver.close()
+                self.handler_errors += driver.stats["core_errors"]
                 for ch in list(self.eps):
                     self._leave(ch)
         finally:
@@ -609,18 +447,17 @@ class MulticastReceiver:
                     await out.deliver()
             finally:
                 out.discard()
-        return self._result(ok, t0, loop.time())
+        return self._result(ok, loop.time())
 
-    def _result(self, ok: bool, t0: float, t_end: float) -> dict:
-        lt = self.cc.loss
-        m: Metrics = self.file.metrics(t_end - t0, max(self._t_last - t0, 1e-9), lt.lost,
-                                       lt.received)
-        return {"ok": ok, "complete": self.file.complete, "end": None if ok else self.end,
-                "metrics": m, "packets": self.packets, "rejected": self.rejected,
-                "wrong_group": self.wrong_group, "foreign_source": self.foreign_source,
-                "implausible": self.implausible, "ignored": self.file.ignored,
+    def _result(self, ok: bool, t_end: float) -> dict:
+        core = self.core
+        m: Metrics = core.metrics(t_end)
+        return {"ok": ok, "complete": core.file.complete, "end": None if ok else self.end,
+                "metrics": m, "packets": core.packets, "rejected": core.rejected,
+                "wrong_group": core.wrong_group, "foreign_source": core.foreign_source,
+                "implausible": core.implausible, "ignored": core.file.ignored,
                 "handler_errors": self.handler_errors,
-                "closed": self.closed, "stopped": self.stopped, "joins": self.joins,
-                "leaves": self.leaves,
-                "loss_events": self.cc.loss_events, "duplicates": lt.duplicates,
-                "trace": list(self.trace)}
+                "closed": core.closed, "stopped": self.stopped, "joins": core.joins,
+                "leaves": core.leaves,
+                "loss_events": core.cc.loss_events, "duplicates": core.cc.loss.duplicates,
+                "trace": list(core.trace)}
