@@ -52,11 +52,11 @@ from vmc.aio.downstream import CHUNK, Client, ClientGone, Downstream
 from vmc.aio.session import DONE, FAILED, STREAMING, RepresentationChanged, Session
 from vmc.aio.spill import DiskStore
 from vmc.core import policy, ranges
-from vmc.core.errors import RangeError, URIError
+from vmc.core.errors import URIError
 from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
 from vmc.core.plan import VMC_HEADER, Plan, content_range, multipart_layout
 from vmc.core.reasons import Refused, by_name
-from vmc.core.sharing import Admit, Sharing, Step, next_step
+from vmc.core.sharing import Admit, Sharing, Step, answer_continues, may_resume, next_step
 from vmc.core.stats import RequestRecord, Stats
 
 
@@ -354,7 +354,7 @@ class Proxy(Downstream):
                 s.spill.on_evict = lambda: self.sharing.forget(s)
         rec.mode = "origin"
         s.readers += 1
-        resumable = self.cfg.retry_by_range and s.validators.can_patch_from_origin()
+        resumable = may_resume(s, 0, max(1, self.cfg.resume_attempts), self.cfg.retry_by_range)
         s.start(resp, self.stats, self._drop,
                 refetch=(lambda off, slot: self._refetch(s, off, slot)) if resumable else None,
                 attempts=self.cfg.resume_attempts, backoff=self.cfg.resume_backoff)
@@ -540,13 +540,7 @@ class Proxy(Downstream):
             if resp.status == 200 or 400 <= resp.status < 500:
                 raise RepresentationChanged(f"origin answered the resume with {resp.status}")
             raise up.UpstreamError(f"origin answered the resume with {resp.status}")
-        try:
-            cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
-        except RangeError:
-            cr = None
-        got = policy.validators_of(resp.status, resp.headers)
-        if (cr is None or cr.first != offset or cr.last != s.length - 1 or cr.length != s.length
-                or not policy.same_representation(s.validators, got)):
+        if not answer_continues(s, resp.status, resp.headers, offset, to_end=True):
             resp.detach_slot()
             resp.close()
             raise RepresentationChanged("origin's resume is not the rest of the same representation")
@@ -569,13 +563,7 @@ class Proxy(Downstream):
         except up.UpstreamError as exc:
             raise StreamFailed(f"range patch failed: {exc}") from exc
         try:
-            try:
-                cr = ranges.parse_content_range(resp.header(b"content-range") or b"")
-            except RangeError:
-                cr = None
-            got = policy.validators_of(resp.status, resp.headers)
-            same = policy.same_representation(s.validators, got)
-            if resp.status != 206 or cr is None or cr.first != pos or not same:
+            if not answer_continues(s, resp.status, resp.headers, pos, to_end=False):
                 raise StreamFailed(f"origin range answer does not match the stream (status {resp.status})")
             start = pos
             async for chunk in resp.chunks():

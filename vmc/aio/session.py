@@ -40,6 +40,7 @@ from vmc.aio.spill import SpillFile
 from vmc.aio.upstream import NO_SLOT, Slot, UpstreamBusy, UpstreamError, UpstreamResponse
 from vmc.core.queue import ClientQueue
 from vmc.core.session import SharedObject
+from vmc.core.sharing import feed
 from vmc.core.states import ACTIVE, SessionState
 from vmc.core.stats import Stats
 
@@ -206,19 +207,12 @@ class Session(SharedObject):
         """Append one origin response's body (whole, or the rest by Range) to the stream."""
         async for chunk in resp.chunks():
             stats.origin(len(chunk))
-            off = self.buffer.received
-            if off + len(chunk) > self.length:
+            if not self.fits(len(chunk)):
                 raise RepresentationChanged("origin sent more than Content-Length")
-            self.buffer.append(chunk)
-            if self.spill is not None and not self.spill.write(off, chunk):
-                self.spill = None  # disk full or failing: joiners fall back to the origin by Range
-            stats.peak_buffer_bytes = max(stats.peak_buffer_bytes, self.buffer.memory)
-            for sub in list(self.subscribers):
-                if not sub.queue.push(off, chunk):
-                    self.subscribers.discard(sub)
-                    stats.detached += 1
-                elif sub.queue.queued > stats.peak_queue_bytes:
-                    stats.peak_queue_bytes = sub.queue.queued
+            subs = list(self.subscribers)
+            for sub in feed(self, chunk, subs, stats):
+                self.subscribers.discard(sub)  # detached: it goes on alone
+            for sub in subs:  # the detached too: they must see it
                 sub.wake.set()
         if self.buffer.received != self.length:
             raise UpstreamError("origin body shorter than Content-Length")

@@ -42,7 +42,7 @@ from vmc.core import policy
 from vmc.core.key import request_key, split_authority
 from vmc.core.queue import ClientQueue
 from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
-from vmc.core.sharing import Admit, Sharing, Step, next_step
+from vmc.core.sharing import Admit, Sharing, Step, answer_continues, feed, may_resume, next_step
 from vmc.core.states import SessionState
 from vmc.core.stats import RequestRecord, Stats
 
@@ -287,6 +287,7 @@ class Flight:
     session: SharedObject | None = None
     end: int = 0
     rejoin: bool = False
+    first: int = 0
 
 
 @dataclass(slots=True)
@@ -593,7 +594,7 @@ class SharingMachine:
         self.stats.origin_requests += 1
         self._events.append(Patched(r.client, r.key, r.pos, end))
         r.patch = self._fetch(
-            Flight(0, Kind.PATCH, r.client, s, end, rejoin),
+            Flight(0, Kind.PATCH, r.client, s, end, rejoin, r.pos),
             s.uri,
             first=r.pos,
             end=end,
@@ -656,8 +657,7 @@ class SharingMachine:
         s = f.session
         assert s is not None
         if isinstance(inp, OriginHead):
-            got = policy.validators_of(inp.status, inp.headers)
-            if inp.status != 206 or not policy.same_representation(s.validators, got):
+            if not answer_continues(s, inp.status, inp.headers, f.first, to_end=False):
                 self._cancel(f)
                 self._end(
                     r,
@@ -690,8 +690,7 @@ class SharingMachine:
     ) -> None:
         if isinstance(inp, OriginHead):
             if s.state == STREAMING:  # a resume's answer: the rest of the same representation?
-                got = policy.validators_of(inp.status, inp.headers)
-                if inp.status != 206 or not policy.same_representation(s.validators, got):
+                if not answer_continues(s, inp.status, inp.headers, s.buffer.received, to_end=True):
                     self._cancel(f)
                     self.stats.stream_failures += 1
                     self._stream_over(s, FAILED, f"not resumed: origin answered {inp.status}", now)
@@ -763,33 +762,21 @@ class SharingMachine:
         if s.state != STREAMING or not data:
             return
         self.stats.origin(len(data))
-        off = s.buffer.received
-        if off + len(data) > s.length:
+        if not s.fits(len(data)):
             self.stats.stream_failures += 1
             self._stream_over(s, FAILED, "origin sent more than Content-Length", now)
             return
-        s.buffer.append(data)
-        spill = s.spill
-        if isinstance(spill, MemoryCopy) and not spill.write(off, data):
-            s.spill = None
-        self.stats.peak_buffer_bytes = max(self.stats.peak_buffer_bytes, s.buffer.memory)
-        for r in list(self.subs.get(s, {}).values()):
+        readers = list(self.subs.get(s, {}).values())
+        for r in feed(s, data, readers, self.stats):
+            self.subs[s].pop(r.client, None)
             assert r.queue is not None
-            if not r.queue.push(off, data):
-                self.subs[s].pop(r.client, None)
-                self.stats.detached += 1
-                self._events.append(Detached(r.client, r.key, r.queue.end_offset))
-            else:
-                self.stats.peak_queue_bytes = max(self.stats.peak_queue_bytes, r.queue.queued)
+            self._events.append(Detached(r.client, r.key, r.queue.end_offset))
+        for r in readers:
             self._advance(r, now)
 
     def _stream_broke(self, f: Flight, s: SharedObject, why: str, now: float) -> None:
         tries = self.resumes.get(s, 0)
-        if (
-            self.cfg.retry_by_range
-            and s.validators.can_patch_from_origin()
-            and tries < self.cfg.resume_attempts
-        ):
+        if may_resume(s, tries, self.cfg.resume_attempts, self.cfg.retry_by_range):
             self.resumes[s] = tries + 1
             s.resumes = tries + 1
             self.stats.stream_retries += 1

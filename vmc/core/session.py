@@ -27,6 +27,9 @@ class DiskCopy(Protocol):
     def holds(self, first: int) -> bool:
         """Byte ``first`` can be read back."""
 
+    def write(self, offset: int, data: bytes) -> bool:
+        """Append ``data`` at ``offset``; False when the copy failed (it is then given up)."""
+
     def close(self) -> None:
         """Release the copy (idempotent)."""
 
@@ -78,6 +81,10 @@ class SharedObject:
     def host(self) -> bytes:
         """The Host sent upstream (a joiner must reach the same origin under the same name)."""
         return self.upstream_headers[0][1] if self.upstream_headers else b""
+
+    def fits(self, n: int) -> bool:
+        """May ``n`` more body bytes arrive (never past Content-Length)?"""
+        return self.buffer.received + n <= self.length
 
     def move(self, state: SessionState, error: str = "") -> bool:
         """The one place the state changes (:data:`vmc.core.states.TRANSITIONS`); True when the new

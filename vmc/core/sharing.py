@@ -28,17 +28,21 @@ the head (bounded by ``join_wait``: the driver's timer). While serving bytes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol, TypeVar
 
-from vmc.core import policy
+from vmc.core import policy, ranges
+from vmc.core.errors import RangeError
 from vmc.core.plan import Plan, plan_join
+from vmc.core.queue import ClientQueue
 from vmc.core.reasons import NotShared
 from vmc.core.session import DONE, PENDING, STREAMING, DiskCopy, SharedObject
 from vmc.core.stats import Stats
 
-__all__ = ["Admission", "Admit", "DiskCopy", "SharedObject", "Sharing", "Step", "next_step"]
+__all__ = ["Admission", "Admit", "DiskCopy", "SharedObject", "Sharing", "Step", "answer_continues", "feed",
+           "may_resume", "next_step"]
 
 
 class Step(Enum):
@@ -73,6 +77,63 @@ def next_step(s: SharedObject, pos: int, end: int, patch_budget: int, detached: 
     if s.state == STREAMING:
         return Step.LIVE
     return Step.FAILED
+
+
+class Subscriber(Protocol):
+    """Whoever takes the live stream through a bounded queue (the proxy's wake-up holder, the
+    machine's reader)."""
+
+    @property
+    def queue(self) -> ClientQueue | None:
+        """Its live queue."""
+
+
+S = TypeVar("S", bound=Subscriber)
+
+
+def feed(s: SharedObject, data: bytes, subscribers: Iterable[S], stats: Stats) -> list[S]:
+    """The next origin bytes of ``s``'s stream: into the window, the disk copy (given up when a
+    write fails: joiners then fall back to the origin by Range) and every subscriber's queue.
+    Returns the subscribers whose queue overflowed: detached, to go on alone (they are counted;
+    the driver stops feeding them). Check :meth:`SharedObject.fits` first."""
+    off = s.buffer.received
+    s.buffer.append(data)
+    if s.spill is not None and not s.spill.write(off, data):
+        s.spill = None
+    stats.peak_buffer_bytes = max(stats.peak_buffer_bytes, s.buffer.memory)
+    detached = []
+    for sub in subscribers:
+        q = sub.queue
+        if q is None:
+            continue
+        if not q.push(off, data):
+            detached.append(sub)
+            stats.detached += 1
+        else:
+            stats.peak_queue_bytes = max(stats.peak_queue_bytes, q.queued)
+    return detached
+
+
+def may_resume(s: SharedObject, tries: int, attempts: int, retry_by_range: bool) -> bool:
+    """After ``tries`` resumes, may the broken stream be asked again from its live edge (Range +
+    If-Range: needs a strong validator)?"""
+    return retry_by_range and s.validators.can_patch_from_origin() and tries < attempts
+
+
+def answer_continues(s: SharedObject, status: int, headers: policy.Headers, first: int,
+                     to_end: bool) -> bool:
+    """Is the origin's answer to a Range request from ``first`` exactly bytes of ``s``'s
+    representation (206, Content-Range from ``first``, to its end when ``to_end``: a resume), so
+    it may be stitched onto the stream (RFC 9110 sec. 13.1.5, 14.4, 15.3.7)?"""
+    if status != 206:
+        return False
+    try:
+        cr = ranges.parse_content_range(policy.get(headers, b"content-range") or b"")
+    except RangeError:
+        return False
+    if cr.first != first or (to_end and (cr.last != s.length - 1 or cr.length != s.length)):
+        return False
+    return policy.same_representation(s.validators, policy.validators_of(status, headers))
 
 
 class Admit(Enum):
