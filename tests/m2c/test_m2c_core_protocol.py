@@ -208,3 +208,36 @@ def test_close_session_flag_ends_the_session_after_the_grace():
         now = r.get_timer(now)
         r.handle_timer(now)
     assert r.end_reason is EndReason.CLOSED and math.isclose(now, 0.07 + CLOSE_GRACE)
+
+
+async def test_the_socket_drivers_pump_the_same_cores(tmp_path):
+    """On loopback, MulticastSender/MulticastReceiver run SenderCore/ReceiverCore
+    through deliverykit.aio.CoreDriver: the receiver's timers are the core's."""
+    import asyncio
+    import os
+    import secrets
+
+    from deliverykit.aio import CoreDriver
+    from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
+
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(80_000))
+    sd = make_session(str(src), group=f"239.186.{1 + secrets.randbelow(250)}.1",
+                      port=30000 + 100 * secrets.randbelow(300), min_rate=30.0,
+                      max_rate=3000.0, tsd=0.5, k=2)
+    snd = MulticastSender(sd, str(src))
+    rx = MulticastReceiver(sd, str(tmp_path / "out"))
+    assert isinstance(snd.core, SenderCore) and isinstance(rx.core, ReceiverCore)
+    stop = asyncio.Event()
+    task = asyncio.create_task(snd.run(duration=30, stop=stop))
+    try:
+        res = await rx.run(timeout=25)
+    finally:
+        stop.set()
+        sent = await task
+    assert res["ok"], res["end"]
+    assert (tmp_path / "out").read_bytes() == src.read_bytes()
+    assert isinstance(rx._driver, CoreDriver) and rx._driver.stats["timers"] > 0
+    assert rx._driver.stats["core_errors"] == 0
+    assert res["joins"] == rx.core.joins >= 2 and res["trace"] == list(rx.core.trace)
+    assert sent["packets"] == snd.core.sent + 3  # and the 3 close-session packets
