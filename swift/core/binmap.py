@@ -54,7 +54,7 @@ def _mask(i: int, j: int) -> int:
 class Binmap:
     """Set of chunks stored as a binmap; see the module docstring."""
 
-    __slots__ = ("_h", "_deep", "_free", "_st", "root", "root_layer")
+    __slots__ = ("_h", "_deep", "_free", "_st", "root", "root_layer", "version")
 
     #: highest root layer: chunks below ``MAX_CHUNKS`` = 2**62, so that every
     #: position and span fits the C fast paths' int64 (swift.c)
@@ -71,6 +71,11 @@ class Binmap:
         self._st = array("q", (0,))
         self.root = 0
         self.root_layer = 0
+        #: bumped by every call that may change the set (never reset, not even
+        #: by :meth:`clear`): equal versions mean the same contents, so a
+        #: caller may memoise a result computed from this binmap
+        #: (requests.py: "nothing to pick" per channel)
+        self.version = 0
 
     # -- storage ------------------------------------------------------------
 
@@ -189,6 +194,7 @@ class Binmap:
             return
         if lo < 0:
             raise ValueError("negative chunk index")
+        self.version += 1
         if hi - lo == 1:  # one chunk (an ACK, most HAVEs): the C descent
             self._one(lo, True)
             return
@@ -208,6 +214,7 @@ class Binmap:
         hi = min(hi, self.span)
         if lo >= hi:
             return
+        self.version += 1
         if hi - lo == 1 and lo >= 0:
             self._one(lo, False)
             return
@@ -221,6 +228,7 @@ class Binmap:
         reserved first (at most one split per layer).  Called once per ACK
         and HAVE, so the checks are inline.
         """
+        self.version += 1
         if i >= 32 << self.root_layer:
             if not val:
                 return
@@ -259,7 +267,9 @@ class Binmap:
 
     def clear(self) -> None:
         """Empty the binmap."""
+        v = self.version
         self.__init__()  # type: ignore[misc]
+        self.version = v + 1
 
     # -- queries ----------------------------------------------------------------
 

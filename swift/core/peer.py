@@ -234,8 +234,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         if ch.state == "closed":
             return
         ch.state = "closed"
-        for c in ch.requests:
-            self.inflight.reset(B.chunk(c))
+        self._no_longer_asked(ch, ch.requests)
         ch.requests.clear()
         ch.req_seq.clear()
         for lo, hi in ch.peer_have.ranges():
@@ -246,6 +245,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.fast.discard(ch.local_id)
         self._push_pos.pop(ch.local_id, None)
         self._pushed_at.pop(ch.local_id, None)
+        self._nothing_to_pick.pop(ch.local_id, None)
         self.certs.pop(ch.addr)
         if notify:
             self.events.append(ev.ChannelClosed(ch.addr, ch.local_id, reason))
@@ -607,8 +607,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                     ph.reset_range(0, hi - win)  # sliding discard window (6.2)
 
     def _release_requests(self, ch: Channel, lost: bool) -> None:
-        for c in ch.requests:
-            self.inflight.reset(B.chunk(c))
+        self._no_longer_asked(ch, ch.requests)
         if lost:
             ch.lost += len(ch.requests)
         ch.requests.clear()
@@ -723,8 +722,11 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         (one gathered write instead of one per chunk; an OSError from the
         disk surfaces here)."""
         self.content.flush()
+        self._flush_no = (self._flush_no or 0) + 1  # the end game's memo (requests.py)
         out: list[tuple[bytes, Any]] = list(self._pending_close)
         self._pending_close.clear()
+        cfg = self.config
+        live = self.live
         for ch in list(self.channels.values()):
             if ch.state == "closed":
                 continue
@@ -750,25 +752,33 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 if ch.send_choke is not None:
                     msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
                     ch.send_choke = None
-                msgs += self._ack_msgs(ch)  # before HAVE: the delay sample must count
-                for c in ch.extra_have[:64]:
-                    msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
-                ch.extra_have.clear()
-                msgs += self._have_msgs(ch, 60)
-                if self._takes(ch, MsgType.CANCEL):
-                    for lo, hi in ch.cancels:
-                        msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
-                ch.cancels.clear()
+                # (each part tested for something to say first: this runs
+                # for every channel on every flush, docs/sim.md "Hot spots")
+                if ch.acks:
+                    msgs += self._ack_msgs(ch)  # before HAVE: the delay sample must count
+                if ch.extra_have:
+                    for c in ch.extra_have[:64]:
+                        msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
+                    ch.extra_have.clear()
+                if ch.have_version != self.have_version:
+                    msgs += self._have_msgs(ch, 60)
+                if ch.cancels:
+                    if self._takes(ch, MsgType.CANCEL):
+                        for lo, hi in ch.cancels:
+                            msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
+                    ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
-                if self.config.push and self._complete_reported and not self.live:
+                if cfg.push and self._complete_reported and not live:
                     self._push_fill(ch)
-                msgs += self._pex_msgs(ch, now)
-                if (self.config.pex_connect and not self._complete_reported
-                        and now >= ch.next_pex and len(self.channels) < self.config.max_channels):
+                if ch.pex_requested:
+                    msgs += self._pex_msgs(ch, now)
+                if (cfg.pex_connect and not self._complete_reported
+                        and now >= ch.next_pex and len(self.channels) < cfg.max_channels):
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
                     ch.next_pex = now + 5.0
                     ch.pex_asked = now
-                push = self._munro_push(ch, now, alone=not msgs)  # live tune-in (6.1.2.4)
+                # live tune-in (6.1.2.4)
+                push = self._munro_push(ch, now, alone=not msgs) if live else []
             else:
                 push = []
             if msgs or push:
@@ -860,18 +870,25 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             if ch.requests:
                 limit = now - max(4 * ch.rtt, cfg.request_timeout)
                 stale = []
-                for c, t in ch.requests.items():  # insertion order: oldest first
+                # insertion order is oldest first, unless a chunk was asked
+                # again on this channel (a newer time in its old slot): then
+                # every request is looked at, not only up to the first young one
+                unordered = ch in self._prune_unordered()
+                for c, t in ch.requests.items():
                     if t >= limit:
+                        if unordered:
+                            continue
                         break
                     stale.append(c)
                 if stale and len(stale) < len(ch.requests):
                     for c in stale:
                         del ch.requests[c]
                         ch.req_seq.pop(c, None)
-                        self.inflight.reset(B.chunk(c))
                     ch.lost += len(stale)
                     ch.cancels.extend(_runs(stale))
-                    self._note_moved(stale, "stale")
+                    # one asked again elsewhere (end game, deadline) stays in
+                    # flight there, and keeps why it moved
+                    self._note_moved(self._no_longer_asked(ch, stale), "stale")
             # requests: no progress for a while -> give them back, CANCEL, re-pick
             tmo = max(cfg.request_timeout, 3 * ch.rtt)
             if ch.requests and now - ch.last_progress > tmo:
@@ -885,6 +902,19 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self._deadlines(now)
         if now >= self.next_rank:
             self._rank(now)
+
+    def _no_longer_asked(self, ch: Channel, chunks: Any) -> list[int]:
+        """``ch`` no longer asks for ``chunks``: each leaves ``inflight``
+        unless another channel still asks for it (re-asked there by the end
+        game or after a missed deadline), so the picker does not hand it to
+        a third peer.  Returns the chunks that left."""
+        others = [o for o in self.channels.values() if o is not ch and o.requests]
+        out = []
+        for c in chunks:
+            if not any(c in o.requests for o in others):
+                self.inflight.discard(c)
+                out.append(c)
+        return out
 
     def _note_moved(self, chunks: Any, why: str) -> None:
         """Remember why the requests for ``chunks`` left a peer (see ``moved``)."""

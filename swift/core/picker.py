@@ -129,8 +129,8 @@ def rarest(st: PickState, peer: Binmap, lo: int, hi: int, want: int) -> list[int
     Picks one rare chunk and extends it with its in-order successors so that
     requests stay contiguous ranges (one REQUEST message, section 3.7).
     """
-    if lo >= hi or want <= 0:
-        return []
+    if lo >= hi or want <= 0 or next_wanted(st, peer, lo, hi) is None:
+        return []  # nothing there: no random draw either (requests.py memoises this)
     start = st.rng.randrange(lo, hi)
     cands: list[int] = []
     for a, b in ((start, hi), (lo, start)):
@@ -156,6 +156,12 @@ class Picker:
     """Base: ``pick`` returns chunk indices to request from one peer."""
 
     name = "base"
+    #: ``pick`` returns nothing exactly when no chunk below ``n_chunks`` is
+    #: missing from ``have``, not in ``inflight`` and in ``peer`` (whatever
+    #: the playback position, fast set or ``want``), and then draws nothing
+    #: from ``rng``: the caller may skip it until one of those binmaps
+    #: changes.  True for the built-in pickers (each covers ``[0, n)``).
+    empty_means_none_wanted = False
 
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         raise NotImplementedError
@@ -165,6 +171,7 @@ class LinearPicker(Picker):
     """In order from the playback position, then from the start."""
 
     name = "linear"
+    empty_means_none_wanted = True
 
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         out = in_order(st, peer, st.playpos, st.n_chunks, want)
@@ -177,6 +184,7 @@ class RarestPicker(Picker):
     """Rarest first over the whole content."""
 
     name = "rarest"
+    empty_means_none_wanted = True
 
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         return rarest(st, peer, 0, st.n_chunks, want)
@@ -195,6 +203,8 @@ class VodPicker(Picker):
         self.mid = mid
         self.fast_only_high = fast_only_high
         self.name = "vod" if fast_only_high else "std-vod"
+
+    empty_means_none_wanted = True
 
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         n = st.n_chunks

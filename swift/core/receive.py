@@ -42,9 +42,9 @@ class DataReceiver:
             for c in older:
                 del ch.requests[c]
                 ch.req_seq.pop(c, None)
-                self.inflight.reset(B.chunk(c))
                 ch.lost += 1
-            self._note_moved(older, "lost")
+            # one asked again elsewhere stays in flight there, and keeps why it moved
+            self._note_moved(self._no_longer_asked(ch, older), "lost")
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)

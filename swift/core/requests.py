@@ -56,6 +56,15 @@ def _nth_missing(have: Any, first: int, n: int, k: int) -> int | None:
 class RequestPlanner:
     """Mixin: REQUEST planning (static and live) and PEX answers."""
 
+    #: memoise "nothing to pick" per channel (:meth:`_pick`) and "nothing
+    #: late anywhere" per flush (:meth:`_endgame`); False: the reference
+    _memos = True
+    #: the flush (``Peer.datagrams_to_send`` call) under way, None outside
+    #: a Peer; (flush, inflight version) at which :meth:`_endgame` found
+    #: no late request anywhere
+    _flush_no: int | None = None
+    _endgame_none: tuple[int, int] | None = None
+
     config: Any
     content: Any
     channels: dict
@@ -88,6 +97,9 @@ class RequestPlanner:
     def _note_moved(self, chunks: Any, why: str) -> None:
         raise NotImplementedError
 
+    def _no_longer_asked(self, ch: Channel, chunks: Any) -> list[int]:
+        raise NotImplementedError
+
     def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
         raise NotImplementedError
 
@@ -118,6 +130,8 @@ class RequestPlanner:
             ch.next_seq += 1
             self.inflight.set(0)
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
+        if self._idle(ch, n):
+            return []
         # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
         # libswift's HINT planning, from a once-a-second rate measurement
         # the plan horizon: 4 x the path RTT without queueing (min RTT), or the
@@ -142,24 +156,7 @@ class RequestPlanner:
             # eq. 3: while the high-priority window is open, ask at most
             # min(W_ledbat / 2, H / F) chunks at a time (W: this peer's window)
             want = min(want, request_size(window, high, max(1, len(self.fast))))
-        st = PickState(content.have, self.inflight, self.availability, n, self.playpos, self.rng,
-                       [c.peer_have for c in self.channels.values()
-                        if c.local_id in self.fast and c is not ch])
-        picks: list[int] = []
-        # while the player fills its start-up buffer, the urgent window is asked
-        # of every peer ("requested ... in an aggressive way", paper IV-A)
-        fast = self.buffering or ch.local_id in self.fast or not self.fast
-        while len(picks) < want:
-            got = self.picker.pick(st, ch.peer_have, want - len(picks), fast)
-            if not got:
-                break
-            lo = prev = got[0]  # mark in flight run by run, not chunk by chunk
-            for c in got[1:] + [-1]:
-                if c != prev + 1:
-                    self.inflight.set_range(lo, prev + 1)
-                    lo = c
-                prev = c
-            picks.extend(got)
+        picks = self._pick(ch, n, want)
         if ch.missed:
             # a chunk this peer was too late for goes to another peer that
             # has it (III-C); with none, it is asked here again, or nothing
@@ -204,6 +201,71 @@ class RequestPlanner:
         ch.last_progress = min(ch.last_progress, now) if ch.requests else now
         return out
 
+    def _pick(self, ch: Channel, n: int, want: int) -> list[int]:
+        """Up to ``want`` chunks from the picker for ``ch``, marked in flight.
+
+        Memoised (docs/sim.md, "Hot spots" 2): a built-in picker finds
+        nothing exactly when no chunk below ``n`` is missing, not in flight
+        and offered by the peer (:attr:`Picker.empty_means_none_wanted`),
+        a fact of three binmaps alone; so once it found nothing, the channel
+        is skipped until one of them changes (their version counters).
+        ``_memos = False`` runs the picker every time (the tests'
+        reference)."""
+        have, infl, ph = self.content.have, self.inflight, ch.peer_have
+        memo = self._nothing_to_pick
+        memo_on = self._memos and self.picker.empty_means_none_wanted
+        if memo_on and memo.get(ch.local_id) == (have.version, infl.version, ph.version, n):
+            return []
+        st = PickState(have, infl, self.availability, n, self.playpos, self.rng,
+                       [c.peer_have for c in self.channels.values()
+                        if c.local_id in self.fast and c is not ch])
+        picks: list[int] = []
+        # while the player fills its start-up buffer, the urgent window is asked
+        # of every peer ("requested ... in an aggressive way", paper IV-A)
+        fast = self.buffering or ch.local_id in self.fast or not self.fast
+        while len(picks) < want:
+            got = self.picker.pick(st, ph, want - len(picks), fast)
+            if not got:
+                if memo_on:
+                    if len(memo) > 4 * len(self.channels) + 64:  # bounded: drop closed ones
+                        memo.clear()
+                    memo[ch.local_id] = (have.version, infl.version, ph.version, n)
+                break
+            lo = prev = got[0]  # mark in flight run by run, not chunk by chunk
+            for c in got[1:] + [-1]:
+                if c != prev + 1:
+                    infl.set_range(lo, prev + 1)
+                    lo = c
+                prev = c
+            picks.extend(got)
+        return picks
+
+    def _idle(self, ch: Channel, n: int) -> bool:
+        """True when, by both memos, ``_request_msgs`` would return nothing
+        for ``ch`` whatever its window: the picker found nothing at these
+        binmap versions and no request is late anywhere in this flush.
+        (It then skips the window arithmetic as well; the one side effect
+        on that path, the bound on ``missed``, is kept.)"""
+        flush = self._flush_no
+        if (flush is None or not self._memos or not self.picker.empty_means_none_wanted
+                or self._endgame_none != (flush, self.inflight.version)):
+            return False
+        if self._nothing_to_pick.get(ch.local_id) != (
+                self.content.have.version, self.inflight.version, ch.peer_have.version, n):
+            return False
+        if len(ch.missed) > 4096:
+            ch.missed.clear()
+        return True
+
+    @property
+    def _nothing_to_pick(self) -> dict[int, tuple[int, int, int, int]]:
+        """Channel -> (have, inflight, peer_have versions, n) at which the
+        picker last found nothing for it."""
+        m: dict[int, tuple[int, int, int, int]] | None = self.__dict__.get("_nothing_memo")
+        if m is None:
+            m = self.__dict__["_nothing_memo"] = {}
+        return m
+
     def _awaits_push(self, ch: Channel, n: int | None, now: float) -> bool:
         """Push mode: True while ``ch``'s peer holds the whole content (or,
         size unknown, chunk 0) and pushes: its DATA came within
@@ -231,8 +293,12 @@ class RequestPlanner:
         chunk, see ``_unordered``), so the late ones are a prefix, and the cost is
         O(late requests), not O(missing chunks) on every flush
         (docs/sim.md, "Hot spots")."""
-        holders = [c for c in self.channels.values() if c is not ch and c.requests]
-        if not holders:
+        flush = self._flush_no if self._memos else None
+        infl = self.inflight
+        if flush is not None and self._endgame_none == (flush, infl.version):
+            return []  # nothing late anywhere, found earlier in this flush
+        holders = [c for c in self.channels.values() if c.requests]
+        if not holders or (len(holders) == 1 and holders[0] is ch):
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
         n = content.n_chunks
@@ -241,6 +307,7 @@ class RequestPlanner:
         mine = ch.requests
         unordered = self._prune_unordered()
         cands: list[int] = []
+        late_anywhere = False
         for i, h in enumerate(holders):
             earlier = holders[:i]
             limit = 1.5 * h.rtt
@@ -252,10 +319,17 @@ class RequestPlanner:
                     continue
                 if earlier and any(pos in e.requests for e in earlier):
                     continue  # judged at the first channel that asked for it
-                if (pos < n and pos not in mine and moved.get(pos) != "endgame"
-                        and not have.has(pos) and self.inflight.has(pos)
-                        and ch.peer_have.has(pos)):
-                    cands.append(pos)
+                if (pos < n and moved.get(pos) != "endgame"
+                        and not have.has(pos) and infl.has(pos)):
+                    late_anywhere = True
+                    if h is not ch and pos not in mine and ch.peer_have.has(pos):
+                        cands.append(pos)
+        if not late_anywhere and flush is not None:
+            # no channel has a late request any other channel could take;
+            # within one flush (one ``now``, no DATA in between) that only
+            # changes when something is marked in flight (a new request is
+            # never late): skip the search until then
+            self._endgame_none = (flush, infl.version)
         if not cands:
             return []
         cands.sort()
@@ -471,12 +545,13 @@ class RequestPlanner:
             for c in late:
                 del ch.requests[c]
                 ch.req_seq.pop(c, None)
-                self.inflight.reset(B.chunk(c))
+            gone = self._no_longer_asked(ch, late)  # in flight still where asked again
+            for c in late:
                 ch.cancels.append((c, c + 1))
                 ch.missed.add(c)
                 ch.lost += 1
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
-            self._note_moved(late, "deadline")
+            self._note_moved(gone, "deadline")
 
     def _rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
+from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.requests import RequestPlanner
@@ -158,3 +161,166 @@ def test_endgame_cost_follows_late_requests_not_missing_chunks() -> None:
     assert p._endgame(ch, 32, now) == [100]
     p.moved.clear()
     assert _old_endgame(p, ch, 32, now) == [100]
+
+
+# -- the picker's memo (docs/sim.md, "Hot spots" 2) ------------------------------------------
+
+
+def test_binmap_version_moves_with_every_change_and_never_back() -> None:
+    b = Binmap()
+    seen = [b.version]
+    for op in (lambda: b.add(5), lambda: b.set_range(10, 40), lambda: b.reset_range(12, 20),
+               lambda: b.discard(5), lambda: b.set(B.make(3, 2)), lambda: b.reset(B.make(1, 5)),
+               lambda: b.set_range(100_000, 100_001), lambda: b.clear()):
+        op()
+        assert b.version > seen[-1]
+        seen.append(b.version)
+    # a binmap made fresh has version 0; one cleared keeps counting up
+    assert Binmap().version == 0 and b.version > 0
+
+
+def _twin_leechers(picker: str, n: int, k: int, seed: int) -> tuple[Any, Any]:
+    """Two identical leechers (same content, seed, channels), one with the
+    memos off: the reference."""
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer, PeerConfig
+    cs = 1024
+    data = random.Random(seed).randbytes(n * cs - 100)
+    cfg = PeerConfig(picker=picker, seed=seed, high_window=16, mid_window=64, bitrate=50_000.0)
+    tree = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], cfg.hash_func, cs)
+    out = []
+    for memos in (True, False):
+        p = Peer(Content(tree, MemoryStorage()), cfg)
+        p._memos = memos
+        for i in range(k):
+            ch = p._new_channel(("127.0.0.1", 7000 + i), True, 0.0)
+            ch.state, ch.remote_id, ch.last_recv = "est", 1000 + i, 0.0
+            ch.rtt = ch.min_rtt = 0.05 * (i + 1)
+        out.append(p)
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("picker", ["linear", "rarest", "std-vod", "vod"])
+def test_memoised_picks_equal_the_unmemoised_ones(picker: str) -> None:
+    """Random sequences of HAVEs, chunk arrivals, channel drops, playback
+    moves, timers and flushes, applied to a leecher with the memos and to
+    one without: every flush sends the same datagrams, the random draws stay
+    in step, the same chunks are in flight; and the memo skipped pickers."""
+    n, k = 300, 6
+    total_skips = 0
+    for seed in range(6):
+        memo, ref = _twin_leechers(picker, n, k, seed)
+        ops = random.Random(1000 + seed)
+        now = 0.0
+        calls = {"memo": 0, "ref": 0}
+        for key, p in (("memo", memo), ("ref", ref)):
+            def counted(*a: Any, _o: Any = p.picker.pick, _k: str = key) -> Any:
+                calls[_k] += 1
+                return _o(*a)
+            p.picker.pick = counted  # type: ignore[method-assign]
+        flushes = 0
+        for _ in range(400):
+            r = ops.random()
+            ids = [c for c in memo.channels]
+            if r < 0.25 and ids:  # a HAVE from one peer
+                i = ops.choice(ids)
+                lo = ops.randrange(n)
+                hi = min(n, lo + ops.choice([1, 4, 32, 300]))
+                for p in (memo, ref):
+                    p._peer_has(p.channels[i], lo, hi)
+            elif r < 0.45:  # chunks arrive: no longer in flight, now held
+                asked = sorted({c for ch in memo.channels.values() for c in ch.requests})
+                for c in ops.sample(asked, min(len(asked), ops.randint(0, 8))):
+                    for p in (memo, ref):
+                        for ch in p.channels.values():
+                            ch.requests.pop(c, None)
+                            ch.req_seq.pop(c, None)
+                        p.inflight.discard(c)
+                        p.content.have.add(c)
+            elif r < 0.5:
+                pos = ops.randrange(n)
+                buf = ops.random() < 0.3
+                for p in (memo, ref):
+                    p.set_playpos(pos, buffering=buf)
+            elif r < 0.52 and len(ids) > 2:  # a peer leaves
+                i = ops.choice(ids)
+                for p in (memo, ref):
+                    p._drop(p.channels[i], "test", notify=False)
+            elif r < 0.65:
+                now += ops.choice([0.01, 0.1, 0.6])
+                for p in (memo, ref):
+                    p.handle_timer(now)
+            else:
+                got = memo.datagrams_to_send(now)
+                assert got == ref.datagrams_to_send(now)
+                flushes += 1
+            assert memo.rng.getstate() == ref.rng.getstate()
+            assert list(memo.inflight.ranges()) == list(ref.inflight.ranges())
+        assert flushes > 50 and calls["memo"] > 0
+        total_skips += calls["ref"] - calls["memo"]
+    assert total_skips > 100  # the memo did skip pickers that would have found nothing
+
+
+# -- handle_timer's stale check and re-asked chunks ---------------------------------------------
+
+
+def _leecher_with(chans: int) -> Any:
+    memo, _ = _twin_leechers("linear", 64, chans, 1)
+    return memo, list(memo.channels.values())
+
+
+def test_stale_request_asked_again_elsewhere_stays_in_flight() -> None:
+    """Chunk 3 asked of A at t = 0 and, late, of B by the end game at t = 0.9;
+    at t = 1 A's stale check drops it (and chunk 4) from A: chunk 4 goes
+    back to the picker, chunk 3 is still in flight at B (not handed to a
+    third peer) and keeps why it moved."""
+    p, (a, b, c) = _leecher_with(3)
+    for ch in (a, b, c):
+        ch.last_recv = ch.last_progress = 1.0
+        ch.peer_have.set_range(0, 64)
+    a.rtt = b.rtt = c.rtt = 0.05
+    a.requests.update({3: 0.0, 4: 0.0, 9: 0.99})
+    b.requests[3] = 0.9
+    p.inflight.set_range(3, 5)
+    p.inflight.add(9)
+    p.moved[3] = "endgame"
+    p.handle_timer(1.0)
+    assert 3 not in a.requests and 4 not in a.requests and 9 in a.requests
+    assert p.inflight.has(3) and not p.inflight.has(4)
+    assert p.moved[3] == "endgame" and p.moved[4] == "stale"
+    # the picker gives C chunk 4 again, not chunk 3
+    assert [x for x in p._pick(c, 64, 4)] == [0, 1, 2, 4]
+
+
+def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
+    """A re-asked chunk keeps its old slot with a newer time: the requests
+    behind it that are old are still found stale."""
+    p, (a, b) = _leecher_with(2)
+    for ch in (a, b):
+        ch.last_recv = ch.last_progress = 1.0
+        ch.rtt = 0.05
+    a.requests.update({2: 0.0, 5: 0.0, 6: 0.99})
+    a.requests[2] = 0.95  # asked again: newer time, first slot
+    p._unordered.add(a)
+    p.inflight.set_range(2, 7)
+    p.handle_timer(1.0)
+    assert 5 not in a.requests and not p.inflight.has(5)
+    assert 2 in a.requests and 6 in a.requests
+
+
+def test_request_timeout_keeps_chunks_asked_elsewhere_in_flight() -> None:
+    """A channel without progress for the request timeout gives every
+    request back, but one also asked of another peer stays in flight."""
+    p, (a, b) = _leecher_with(2)
+    for ch in (a, b):
+        ch.last_recv = 1.0
+        ch.rtt = 0.05
+    a.last_progress = 0.0
+    b.last_progress = 1.0
+    a.requests.update({7: 0.0, 8: 0.0})
+    b.requests[8] = 0.9
+    p.inflight.set_range(7, 9)
+    p.handle_timer(1.0)
+    assert not a.requests and p.stats["timeouts"] == 1
+    assert not p.inflight.has(7) and p.inflight.has(8)
