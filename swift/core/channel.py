@@ -221,6 +221,11 @@ class Channel:
         #: chunks in flight that loss repair already sent again: lost once
         #: more, they wait for the peer to ask again (it may not want them)
         self.retried: set[int] = set()
+        #: RACK reordering window in quarter RTTs (RFC 8985 6.2 reo_wnd_mult):
+        #: doubles when a chunk taken for lost was acknowledged after all
+        #: (upload.py ``_spurious``), halves after 16 clean recoveries
+        self.reo_mult = 1
+        self.reo_clean = 0
         #: tail loss probes (RFC 8985 7) sent since the last ACK, and when
         self.probes = 0
         self.probe_at = 0.0

@@ -39,6 +39,9 @@ _PACK_Q = struct.Struct(">Q").pack
 
 #: bytes a channel may send back to back before pacing spaces its DATA
 PACE_BURST = 65536
+#: RACK's reordering window grows to at most this many quarter RTTs: libswift
+#: announces the DATA it did not acknowledge up to several RTTs later
+REO_MULT_MAX = 64
 
 
 class UploadScheduler:
@@ -70,8 +73,7 @@ class UploadScheduler:
         do = ch.data_out
         newest = ch.acked_sent
         if ch.retried:
-            ch.retried.difference_update(range(lo, hi) if hi - lo <= 64 else
-                                         [c for c in ch.retried if lo <= c < hi])
+            self._spurious(ch, lo, hi, now)
         if hi - lo <= len(do):
             for c in range(lo, hi):
                 x = do.pop(c, None)
@@ -102,6 +104,8 @@ class UploadScheduler:
         gave LEDBAT no delay sample and the RTT estimate never recovered
         (test_swift_seeder_fastpath.py)."""
         do = ch.data_out
+        if ch.retried:
+            self._spurious(ch, lo, hi, now)
         if hi - lo == 1 and lo not in do:
             return  # libswift's HAVE right after the ACK for the same chunk
         led = ch.ledbat
@@ -113,6 +117,32 @@ class UploadScheduler:
             if x is not None and lo <= c < hi and (x[0] < newest or x[0] < old):
                 del do[c]
                 ch.ledbat.on_delivered(x[1], now)
+
+    def _spurious(self, ch: Channel, lo: int, hi: int, now: float) -> None:
+        """An ACK or HAVE for chunks loss repair queued again: the original
+        DATA arrived if the copy is still queued or left too recently to be
+        the one acknowledged (RFC 8985 6.2 step 4 learns reordering from
+        DSACK; this is our DSACK).  Then the reordering window doubles,
+        beyond the RFC's one RTT (up to ``REO_MULT_MAX`` quarter RTTs):
+        libswift acknowledges only the newest DATA of each burst it reads
+        and announces the rest by HAVE, under load several RTTs later
+        (measured: 30-80 ms after a 20 ms window at a 14 ms RTT), which made
+        thousands of chunks of a 50 MiB transfer look lost (needless
+        copies, LEDBAT halved every RTT).  A peer that acknowledges every
+        DATA in order keeps the quarter RTT."""
+        retried = ch.retried
+        do = ch.data_out
+        young = now - 0.5 * (ch.ledbat.srtt or 0.0)
+        hits = [c for c in (range(lo, hi) if hi - lo <= 64 else list(retried))
+                if lo <= c < hi and c in retried]
+        if not hits:
+            return
+        retried.difference_update(hits)
+        spurious = sum(1 for c in hits if (x := do.get(c)) is None or x[0] > young)
+        if spurious:
+            ch.reo_mult = min(2 * ch.reo_mult, REO_MULT_MAX)
+            ch.reo_clean = 0
+            self.stats["spurious"] = self.stats.get("spurious", 0) + spurious
 
     def _sender_timeouts(self, ch: Channel, now: float) -> None:
         """DATA never acknowledged counts as lost; LEDBAT congestion timeout.
@@ -166,14 +196,19 @@ class UploadScheduler:
                 return
 
     def _detect_losses(self, ch: Channel, now: float) -> None:
-        """RACK (RFC 8985 6.1): DATA sent more than a quarter RTT before the
-        newest acknowledged DATA and still unacknowledged was lost.  Runs
-        once per received batch (not per ACK: one datagram may acknowledge
-        out of send order); amortised O(1) per DATA sent."""
+        """RACK (RFC 8985 6.1): DATA sent more than the reordering window (a
+        quarter RTT, more once reordering was seen: ``_spurious``) before
+        the newest acknowledged DATA and still unacknowledged was lost,
+        unless the peer announced the chunk (a HAVE without an ACK: libswift
+        acknowledges only the newest DATA of a burst).  Runs once per
+        received batch (not per ACK: one datagram may acknowledge out of
+        send order); amortised O(1) per DATA sent."""
         log = ch.send_log
         do = ch.data_out
         led = ch.ledbat
-        limit = ch.acked_sent - 0.25 * (led.srtt or 0.0)
+        ph = ch.peer_have
+        srtt = led.srtt or 0.0
+        limit = ch.acked_sent - ch.reo_mult * 0.25 * srtt  # RACK reo_wnd (6.2)
         lost = []
         while log:
             c, t = log[0]
@@ -185,9 +220,16 @@ class UploadScheduler:
                 break
             log.popleft()
             del do[c]
+            if ph.has(c):
+                led.on_delivered(x[1], now)  # announced by HAVE: it arrived
+                continue
             led.on_loss(x[1], now)
             lost.append(c)
         if lost:
+            ch.reo_clean += 1
+            if ch.reo_clean >= 16:  # 16 recoveries without a spurious one (RFC 8985 6.2)
+                ch.reo_mult = max(1, ch.reo_mult // 2)
+                ch.reo_clean = 0
             # DATA sent after these and still in flight either arrived or is
             # found lost here later; sent again it carries its full uncles
             self._forget_hashes(ch, lost)

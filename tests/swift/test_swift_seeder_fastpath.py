@@ -217,3 +217,73 @@ def test_have_still_retires_data_whose_ack_was_lost_before_a_later_ack() -> None
     s.datagram_received(lk.rid + b"\x03" + _II.pack(min(a, b), max(a, b)), LEECH, lk.now)
     assert a not in ch.data_out and b not in ch.data_out
     assert ch.ledbat.flightsize < flight
+
+
+class ThinningLeecher(LibswiftLikeLeecher):
+    """libswift when it reads DATA faster than it sends: of each burst only
+    the newest chunk is acknowledged (a round later), the others are
+    announced by HAVE (two rounds later, ``lag`` 2, after the seeder's
+    answer in that round; ``lag`` 1: before it).  Nothing is lost."""
+
+    def __init__(self, data: bytes, lag: int = 2) -> None:
+        super().__init__(data, ahead=200)
+        self.lag = lag
+        self.acks: list[int] = []
+        self.haves: list[list[int]] = [[] for _ in range(lag)]
+
+    def _announce(self, chunks: list[int]) -> None:
+        for c in chunks:
+            self.have.add(c)
+            self.s.datagram_received(self.rid + b"\x03" + _II.pack(c, c), LEECH, self.now)
+
+    def step(self) -> int:
+        self.now += 0.001
+        s = self.s
+        if self.lag == 1:
+            self._announce(self.haves.pop(0))
+        for c in self.acks:
+            self._ack(c)
+        while self.asked < self.n and self.asked - len(self.have) < self.ahead:
+            s.datagram_received(self.rid + b"\x08" + _II.pack(self.asked, self.asked), LEECH,
+                                self.now)
+            self.asked += 1
+        burst = [c for d, _ in s.datagrams_to_send(self.now, budget=64)
+                 if (c := _data_chunk(d)) is not None]
+        if self.lag == 2:
+            self._announce(self.haves.pop(0))
+        for c in burst:
+            self.got[c] = b""
+        self.acks = burst[-1:]
+        self.haves.append([c for c in burst[:-1] if c not in self.have])
+        if self.now % 0.05 < 0.0015:
+            s.handle_timer(self.now)
+        return len(burst)
+
+
+def test_data_announced_by_have_is_not_taken_for_lost() -> None:
+    """Chunks announced by HAVE but never acknowledged (libswift acknowledges
+    the newest DATA of a burst only) arrived: RACK retires them as
+    delivered, no loss for LEDBAT, no copy."""
+    lk = ThinningLeecher(_data(800), lag=1)
+    lk.run()
+    assert lk.have == set(range(lk.n))
+    assert lk.s.stats.get("resent", 0) == 0
+    assert lk.ch.ledbat.losses == 0
+
+
+def test_acks_thinned_by_a_busy_libswift_are_not_taken_for_losses() -> None:
+    """A HAVE arriving after RACK took its chunk for lost: once a copy queued
+    or sent for a "loss" turns out acknowledged, the reordering window grows
+    (RFC 8985 6.2) and the seeder stops making copies (before: one for
+    most chunks of the transfer, LEDBAT halved every RTT)."""
+    lk = ThinningLeecher(_data(1600))
+    s, ch = lk.s, lk.ch
+    while len(lk.have) < 800:
+        assert lk.step() or lk.step(), "stalled"
+    assert s.stats.get("spurious", 0) >= 1  # it was seen ...
+    assert ch.reo_mult > 1
+    resent, losses = s.stats.get("resent", 0), ch.ledbat.losses
+    lk.run()
+    assert lk.have == set(range(lk.n))
+    assert s.stats.get("resent", 0) == resent  # ... and learnt from
+    assert ch.ledbat.losses == losses
