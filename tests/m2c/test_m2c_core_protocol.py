@@ -241,3 +241,63 @@ async def test_the_socket_drivers_pump_the_same_cores(tmp_path):
     assert rx._driver.stats["core_errors"] == 0
     assert res["joins"] == rx.core.joins >= 2 and res["trace"] == list(rx.core.trace)
     assert sent["packets"] == snd.core.sent + 3  # and the 3 close-session packets
+
+
+def test_stream_cores_carry_buffers_without_sockets():
+    """The sequencer API's cores (m2c/core/stream.py): buffers sent through
+    StreamSenderCore come out of StreamReceiverCore as BufferReady events; the
+    asyncio StreamSender/StreamReceiver are built on them."""
+    from m2c.aio.stream import StreamReceiver, StreamSender
+    from m2c.core.events import BufferReady
+    from m2c.core.groups import WaveSchedule
+    from m2c.core.stream import StreamReceiverCore, StreamSenderCore
+
+    s = WaveSchedule(30.0, 1500.0, tsd=0.5, k=2)
+    groups = [(f"239.1.1.{1 + i}", 5000 + i) for i in range(s.channels + 1)]
+    tx = StreamSenderCore(s, groups, 9, pdu_size=100, quantum=0.0)
+    rx = StreamReceiverCore(s, 9, source=SRC)
+    assert is_datagram_core(tx) and is_datagram_core(rx)
+    assert isinstance(StreamSender(s, groups, 9).core, StreamSenderCore)
+    assert isinstance(StreamReceiver(s, groups, 9, print).core, StreamReceiverCore)
+    tx.start(0.0)
+    rx.start(0.0)
+    joined: set[int] = set()
+    got: list[BufferReady] = []
+
+    def drain():
+        while (e := rx.next_event()) is not None:
+            if isinstance(e, Join):
+                joined.add(e.channel)
+            elif isinstance(e, Leave):
+                joined.discard(e.channel)
+            elif isinstance(e, BufferReady):
+                got.append(e)
+
+    drain()
+    assert joined == {0}
+    now = 0.0
+    for i in range(12):
+        cap = tx.seq.capacity(0.5)
+        assert tx.send(bytes([i]) * (cap * 100), 0.5) > 0
+        end = tx.window_end()
+        for _ in range(100_000):  # a safety bound
+            timers = [t for t in (tx.get_timer(now), rx.get_timer(now)) if t is not None]
+            nxt = min(timers) if timers else end
+            if nxt >= end:
+                break
+            now = max(now, nxt)
+            for wire, addr in tx.datagrams_to_send(now):
+                ch = groups.index(addr)
+                if ch in joined:
+                    rx.datagram_received(wire, (SRC, 1), now + 0.005, channel=ch)
+                    drain()
+            if (t := rx.get_timer(now)) is not None and t <= now:
+                rx.handle_timer(now)
+                drain()
+        now = end
+    rx.stop()
+    drain()
+    assert not joined  # stop leaves every group
+    late = [b for b in got if b.buffer_id >= 6]
+    assert late and all(len(b.prefix) > 0 and set(b.prefix) == {b.buffer_id} for b in late)
+    assert max(len(joined_b.prefix) for joined_b in late) > 100  # more than the base group
