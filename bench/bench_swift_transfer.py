@@ -7,15 +7,24 @@ before the transfer is excluded for all (libtorrent seeds in seed_mode; our
 seeder and libswift's hash before they print the root hash).
 
 libswift (the C++ reference peer) runs live when ``LIBSWIFT_BIN`` names its
-``swift`` binary: libswift seeder -> libswift leecher, and beside it ours as two
-``ppspp seed``/``ppspp download --profile libswift --hash sha1`` processes, each
-pair in a fresh temporary directory and timed alike: from the leecher's start
-until its output file is complete (full size, no holes), then checked against
-the source's SHA-1 (libswift's leecher exits only on its 1 s report tick, so
-its exit is not the end of the transfer).  Without ``LIBSWIFT_BIN`` the
-libswift figures of the issue (14-25 MB/s at 1 KiB, ~70 MB/s at 8 KiB) are
-printed as reference figures with that source.  All subjects repeat
-interleaved.
+``swift`` binary: libswift seeder -> libswift leecher, **our seeder (``ppspp
+seed --profile libswift --hash sha1``) -> libswift leecher** (issue 15: the
+target is >= 0.8x libswift -> libswift at 1 KiB and 8 KiB, no stall over
+0.5 s), and ours -> ours as two ``ppspp seed``/``ppspp download`` processes,
+each pair in a fresh temporary directory and timed alike: from the leecher's
+start until its output file is complete (full size, no holes), then checked
+against the source's SHA-1 (libswift's leecher exits only on its 1 s report
+tick, so its exit is not the end of the transfer).  A libswift leecher
+preallocates its file, so the poll also sees where its first hole is: "max
+stall s" is the longest time that did not move.  Without ``LIBSWIFT_BIN``
+the libswift figures of the issues are printed as reference figures with
+their source.  All subjects repeat interleaved.
+
+``BENCH_SWIFT_MB`` sets the size (MiB; default 200, quick 4) and
+``BENCH_SWIFT_ARMS`` a comma list of the arms to run (``ours``: in-process
+leecher, ``libswift``: the process pairs above, ``libtorrent``, ``memory``;
+default all), e.g. ``LIBSWIFT_BIN=... BENCH_SWIFT_MB=50 BENCH_SWIFT_ARMS=libswift
+python -m bench.harness swift_transfer`` for the libswift arms alone.
 """
 
 from __future__ import annotations
@@ -41,6 +50,19 @@ LIBSWIFT_SOURCE = ("libswift C++ peer, seeder -> leecher on loopback, as quoted 
                    "issue: 14-25 MB/s at 1 KiB chunks (top of the range), ~70 MB/s at 8 KiB")
 LIBSWIFT = {1024: Reference(25.0, "MB/s", LIBSWIFT_SOURCE),
             8192: Reference(70.0, "MB/s", LIBSWIFT_SOURCE)}
+#: issue 15 (100 MiB on loopback, interleaved, medians; MiB/s as quoted there)
+ISSUE15 = ("issue 15, 100 MiB loopback, interleaved medians: libswift -> libswift 26.0 MiB/s "
+           "at 1 KiB, 51.8 at 8 KiB; our seeder -> libswift leecher 7.3 at 1 KiB, 54 at 8 KiB "
+           "(runs as low as 8.7)")
+
+
+#: subject names ({} = "1 KiB" / "8 KiB")
+_OURS = "swift/ppspp (Python, UDP) {} chunks"
+_LS = "libswift (C++) {} chunks"
+_OURS_LS = "ppspp seed --profile libswift -> libswift leecher, {}"
+_OURS_CLI = "ppspp seed/download --profile libswift --hash sha1, {}"
+#: what BENCH_SWIFT_ARMS may name
+ARMS = {"ours", "libswift", "libtorrent", "memory"}
 
 
 def _ours(src: str, dst: str, cs: int) -> dict:
@@ -181,16 +203,22 @@ def _stop(p: subprocess.Popen) -> None:
 
 def _complete(path: Path, size: int) -> bool:
     """Full size and no holes (libswift preallocates a sparse file of the full size)."""
+    return _first_hole(path, size) >= size
+
+
+def _first_hole(path: Path, size: int) -> int:
+    """Offset of the file's first hole (its size if none; -1 while it is not
+    there or not yet of full size)."""
     try:
         if path.stat().st_size != size:
-            return False
+            return -1
         fd = os.open(path, os.O_RDONLY)
         try:
-            return os.lseek(fd, 0, os.SEEK_HOLE) >= size
+            return os.lseek(fd, 0, os.SEEK_HOLE)
         finally:
             os.close(fd)
     except OSError:
-        return False
+        return -1
 
 
 def _sha1(path: Path) -> str:
@@ -201,9 +229,10 @@ def _sha1(path: Path) -> str:
     return h.hexdigest()
 
 
-def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int) -> dict:
-    """One transfer between two processes: libswift -> libswift when ``libswift`` is its
-    binary, else ppspp seed -> ppspp download with --profile libswift --hash sha1.
+def _cli_pair(seeder: str | None, leecher: str | None, src: str, want_sha1: str, work: str,
+              cs: int) -> dict:
+    """One transfer between two processes; each end is libswift when given its binary,
+    else ours (ppspp seed / ppspp download with --profile libswift --hash sha1).
     Timed from the leecher's start to its file complete; then checked by SHA-1."""
     d = Path(tempfile.mkdtemp(dir=work, prefix="pair-"))
     (d / "s").mkdir()
@@ -213,8 +242,8 @@ def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int
     port, lport = _free_port(), _free_port()
     ours = [sys.executable, "-m", "swift"]
     prof = ["--chunk-size", str(cs), "--profile", "libswift", "--hash", "sha1"]
-    if libswift:
-        scmd = [libswift, "-f", "c.bin", "-l", f"127.0.0.1:{port}", "-z", str(cs)]
+    if seeder:
+        scmd = [seeder, "-f", "c.bin", "-l", f"127.0.0.1:{port}", "-z", str(cs)]
         ready = re.compile(r"Root hash: ([0-9a-f]{40})")
     else:
         scmd = ours + ["seed", "c.bin", "--host", "127.0.0.1", "--port", str(port),
@@ -235,8 +264,8 @@ def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int
             time.sleep(0.05)
             m = ready.search((d / "seed.log").read_text())
         root = m.group(1)
-        if libswift:
-            lcmd = [libswift, "-t", f"127.0.0.1:{port}", "-h", root, "-l",
+        if leecher:
+            lcmd = [leecher, "-t", f"127.0.0.1:{port}", "-h", root, "-l",
                     f"127.0.0.1:{lport}", "-w", "0s", "-z", str(cs)]
             out = d / "l" / root
         else:
@@ -248,13 +277,19 @@ def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int
             procs.append(subprocess.Popen(lcmd, cwd=d / "l", stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL))
         ok, el = False, 0.0
+        hole, moved, stall = -1, t0, 0.0
         while time.perf_counter() - t0 < 600:
-            if _complete(out, size):
-                el = time.perf_counter() - t0
+            h = _first_hole(out, size)
+            now = time.perf_counter()
+            if h != hole:
+                stall = max(stall, now - moved) if hole >= 0 else stall
+                hole, moved = h, now
+            if h >= size:
+                el = now - t0
                 ok = _sha1(out) == want_sha1
                 if ok:
                     break
-            elif procs[1].poll() is not None and not _complete(out, size):
+            elif procs[1].poll() is not None and _first_hole(out, size) < size:
                 break  # the leecher gave up with the file incomplete
             time.sleep(0.02)
         if not ok:
@@ -266,11 +301,20 @@ def _cli_pair(libswift: str | None, src: str, want_sha1: str, work: str, cs: int
         shutil.rmtree(d, ignore_errors=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"ok": ok, "s": el, "cpu": cpu}
+    # stalls are seen only where the file is preallocated (a libswift leecher)
+    return {"ok": ok, "s": el, "cpu": cpu, "stall": stall if leecher else None}
 
 
 def run(quick: bool) -> dict:
-    size = (4 if quick else 200) * 1024 * 1024
+    try:
+        size = int(os.environ.get("BENCH_SWIFT_MB") or (4 if quick else 200)) * 1024 * 1024
+    except ValueError:
+        raise SystemExit("BENCH_SWIFT_MB: a whole number of MiB") from None
+    arms = set((os.environ.get("BENCH_SWIFT_ARMS") or "ours,libswift,libtorrent,memory")
+               .replace(" ", "").split(","))
+    if arms - ARMS or size <= 0:
+        raise SystemExit(f"BENCH_SWIFT_ARMS: a comma list of {', '.join(sorted(ARMS))}; "
+                         "BENCH_SWIFT_MB > 0")
     repeats = 2 if quick else 3
     libswift = os.environ.get("LIBSWIFT_BIN", "")
     if libswift and not os.access(libswift, os.X_OK):
@@ -286,19 +330,22 @@ def run(quick: bool) -> dict:
                 f.write(os.urandom(1 << 20))
         want = _sha1(Path(src))
         for cs in (1024, 8192):
-            subjects[f"swift/ppspp (Python, UDP) {cs // 1024} KiB chunks"] = partial(_ours_fresh, src, work, cs)
-            if libswift:
-                subjects[f"libswift (C++) {cs // 1024} KiB chunks"] = partial(
-                    _cli_pair, libswift, src, want, work, cs)
-                subjects[f"ppspp seed/download --profile libswift --hash sha1, {cs // 1024} KiB"] = partial(
-                    _cli_pair, None, src, want, work, cs)
-        try:
-            import libtorrent  # noqa: F401
-            for utp in (False, True):
-                subjects[f"libtorrent {'uTP' if utp else 'TCP'} (C++)"] = partial(
-                    _libtorrent, src, work, utp)
-        except ImportError as exc:
-            notes.append(f"libtorrent not measured: {exc}")
+            k = f"{cs // 1024} KiB"
+            if "ours" in arms:
+                subjects[_OURS.format(k)] = partial(_ours_fresh, src, work, cs)
+            if libswift and "libswift" in arms:
+                subjects[_LS.format(k)] = partial(_cli_pair, libswift, libswift, src, want, work, cs)
+                subjects[_OURS_LS.format(k)] = partial(_cli_pair, None, libswift, src, want, work,
+                                                       cs)
+                subjects[_OURS_CLI.format(k)] = partial(_cli_pair, None, None, src, want, work, cs)
+        if "libtorrent" in arms:
+            try:
+                import libtorrent  # noqa: F401
+                for utp in (False, True):
+                    subjects[f"libtorrent {'uTP' if utp else 'TCP'} (C++)"] = partial(
+                        _libtorrent, src, work, utp)
+            except ImportError as exc:
+                notes.append(f"libtorrent not measured: {exc}")
         samples = interleaved(subjects, repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -306,47 +353,57 @@ def run(quick: bool) -> dict:
     mbps: dict[str, list[float]] = {}
     for name, ss in samples.items():
         mbps[name] = [mb / s["s"] for s in ss]
-        rows.append({"subject": name, "MB": round(mb, 1), "ok": all(s["ok"] for s in ss),
-                     "MB/s": Figure.of(mbps[name]), "CPU s": Figure.of(s["cpu"] for s in ss)})
+        row = {"subject": name, "MB": round(mb, 1), "ok": all(s["ok"] for s in ss),
+               "MB/s": Figure.of(mbps[name]), "CPU s": Figure.of(s["cpu"] for s in ss)}
+        if ss and ss[0].get("stall") is not None:
+            row["max stall s"] = Figure.of(s["stall"] for s in ss)
+        rows.append(row)
     # peak RSS of the transfers, read before the in-memory run below (which
     # holds its 20 MB content three times)
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     seeder_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    mem = interleaved({c: partial(_in_memory, 20 * 1024 * 1024 // c, c) for c in (1024, 8192)},
-                      repeats)
-    for cs, ss in mem.items():
-        rows.append({"subject": f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks",
-                     "ok": all(s["ok"] for s in ss),
-                     "seeder CPU us/chunk": Figure.of(s["seeder_us"] for s in ss),
-                     "leecher CPU us/chunk": Figure.of(s["leecher_us"] for s in ss)})
+    if "memory" in arms:
+        mem = interleaved({c: partial(_in_memory, 20 * 1024 * 1024 // c, c) for c in (1024, 8192)},
+                          repeats)
+        for cs, ss in mem.items():
+            rows.append({"subject": f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks",
+                         "ok": all(s["ok"] for s in ss),
+                         "seeder CPU us/chunk": Figure.of(s["seeder_us"] for s in ss),
+                         "leecher CPU us/chunk": Figure.of(s["leecher_us"] for s in ss)})
     comps = []
     for cs in (1024, 8192):
-        ours = f"swift/ppspp (Python, UDP) {cs // 1024} KiB chunks"
+        k = f"{cs // 1024} KiB"
+        ours = _OURS.format(k)
         for lt in ("libtorrent TCP (C++)", "libtorrent uTP (C++)"):
-            if lt in mbps:
-                comps.append(measured(f"ours {cs // 1024} KiB / {lt}", mbps[ours], mbps[lt],
+            if lt in mbps and ours in mbps:
+                comps.append(measured(f"ours {k} / {lt}", mbps[ours], mbps[lt],
                                       anchor=lt, unit="MB/s"))
-        if libswift:
-            ls = f"libswift (C++) {cs // 1024} KiB chunks"
-            ours_cli = f"ppspp seed/download --profile libswift --hash sha1, {cs // 1024} KiB"
-            comps.append(measured(f"ours {cs // 1024} KiB / libswift {cs // 1024} KiB",
-                                  mbps[ours_cli], mbps[ls], anchor=ls, unit="MB/s",
+        if _LS.format(k) in mbps:
+            ls = _LS.format(k)
+            comps.append(measured(f"our seeder -> libswift leecher / libswift -> libswift, {k}",
+                                  mbps[_OURS_LS.format(k)], mbps[ls], anchor=ls, unit="MB/s",
+                                  target=">= 0.8"))
+            comps.append(measured(f"ours -> ours / libswift -> libswift, {k}",
+                                  mbps[_OURS_CLI.format(k)], mbps[ls], anchor=ls, unit="MB/s",
                                   target=">= 1"))
-        else:
-            comps.append(referenced(f"ours {cs // 1024} KiB / libswift {cs // 1024} KiB",
-                                    mbps[ours], LIBSWIFT[cs], anchor=f"libswift {cs // 1024} KiB",
-                                    target=">= 1"))
+        elif ours in mbps:
+            comps.append(referenced(f"ours {k} / libswift {k}", mbps[ours], LIBSWIFT[cs],
+                                    anchor=f"libswift {k}", target=">= 1"))
     notes += [
-        ("libswift measured in this run (LIBSWIFT_BIN): libswift -> libswift and ours -> ours "
-         "as two processes each, timed to the leecher's file being complete (includes our "
-         "leecher's interpreter start-up, ~0.3 s)") if libswift else
+        ("libswift measured in this run (LIBSWIFT_BIN): libswift -> libswift, our seeder -> "
+         "libswift leecher and ours -> ours as two processes each, timed to the leecher's file "
+         "being complete (includes our leecher's interpreter start-up, ~0.3 s); max stall: "
+         "the longest time the first hole of the libswift leecher's file did not move "
+         "(polled every 20 ms)") if libswift else
         ("libswift not run (set LIBSWIFT_BIN to its swift binary): its figures are the issue's, "
-         "labelled reference"),
+         f"labelled reference; the arm our seeder -> libswift leecher needs it ({ISSUE15})"),
         f"max RSS: benchmark process (our leecher, libtorrent) {self_rss:.0f} MB, largest "
         f"child process (seeders) {seeder_rss:.0f} MB (content is never buffered whole)",
-        "in memory: sans-IO seeder and leecher in one process, each handed the other's "
-        "datagrams; CPU per chunk of each end without system calls or event loop",
     ]
+    if "memory" in arms:
+        notes.append("in memory: sans-IO seeder and leecher in one process, each handed the "
+                     "other's datagrams; CPU per chunk of each end without system calls or "
+                     "event loop")
     return {
         "title": f"PPSPP loopback transfer, {mb:.0f} MB, 1 seeder -> 1 leecher",
         "rows": rows,
