@@ -33,6 +33,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 
 Datagram = tuple[bytes, Any]
 BatchHandler = Callable[[list[Datagram], float], None]
+#: a recvmmsg that also returns each datagram's kernel arrival time:
+#: ``recv_ts(sock, max_count, size) -> [(data, addr, unix time or -1.0)]``
+TimestampedRecv = Callable[[socket.socket, int, int], list[tuple[bytes, Any, float]]]
+#: SO_TIMESTAMPNS on Linux (the socket module has no name for it)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 def make_udp_socket(
@@ -115,18 +121,49 @@ class BatchedUDPEndpoint:
             "rx_packets": 0, "rx_batches": 0, "tx_packets": 0, "tx_dropped": 0,
             "handler_errors": 0, "socket_errors": 0,
         }
+        self._recv_ts: TimestampedRecv | None = None
+        self._reading = True
         self.loop.add_reader(sock.fileno(), self._on_readable)
 
     @property
     def local_addr(self) -> Any:
         return self.sock.getsockname()
 
+    def enable_timestamps(self, recv_ts: TimestampedRecv) -> None:
+        """Hand each datagram on as ``(data, addr, arrived)``: its kernel arrival time
+        (SO_TIMESTAMPNS) on the loop's clock, or None when the kernel gave none.
+
+        ``recv_ts`` is the receive function that reads the timestamps (the
+        extension's ``recv_batch_ts`` or its twin).  Costs CPU on every datagram:
+        only for cores that use arrival times (e.g. delay samples).  Raises
+        OSError when the socket refuses the option."""
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self._recv_ts = recv_ts
+
+    @property
+    def timestamps(self) -> bool:
+        return self._recv_ts is not None
+
+    def pause_reading(self) -> None:
+        """Stop reading the socket (datagrams wait in, then overflow, its buffer)."""
+        if self._reading and not self._closed:
+            self._reading = False
+            self.loop.remove_reader(self.sock.fileno())
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._closed:
+            self._reading = True
+            self.loop.add_reader(self.sock.fileno(), self._on_readable)
+
     # --- receive -------------------------------------------------------
     def _on_readable(self) -> None:
         # Bounded work per wake-up so a flood cannot starve timers.
         for _ in range(8):
             try:
-                got = recv_batch(self.sock, self.batch, self.max_size)
+                if self._recv_ts is not None:
+                    got = self._recv_timestamped()
+                else:
+                    got = recv_batch(self.sock, self.batch, self.max_size)
             except OSError as exc:  # e.g. ICMP port unreachable surfaced as ECONNREFUSED
                 self.stats["socket_errors"] += 1
                 log.debug("recv error on %s: %s", self.local_addr, exc)
@@ -142,6 +179,17 @@ class BatchedUDPEndpoint:
                 log.exception("batch handler failed")
             if len(got) < self.batch:
                 return
+            if not self._reading:  # the handler paused us
+                return
+
+    def _recv_timestamped(self) -> list[Any]:
+        assert self._recv_ts is not None
+        got = self._recv_ts(self.sock, self.batch, self.max_size)
+        if not got:
+            return got
+        # kernel times are the wall clock's; the loop's clock is monotonic
+        shift = time.time() - self.loop.time()
+        return [(d, a, t - shift if t > 0 else None) for d, a, t in got]
 
     # --- send ----------------------------------------------------------
     def sendto(self, data: bytes, addr: Any) -> None:
@@ -225,7 +273,8 @@ class BatchedUDPEndpoint:
         self._closed = True
         fd = self.sock.fileno()
         if fd >= 0:
-            self.loop.remove_reader(fd)
+            if self._reading:
+                self.loop.remove_reader(fd)
             if self._writing:
                 self.loop.remove_writer(fd)
         self.stats["tx_dropped"] += len(self._backlog)
@@ -243,7 +292,8 @@ def open_udp(
     local_addr: tuple[str, int], on_batch: BatchHandler, **kw: Any
 ) -> BatchedUDPEndpoint:
     """Bind a UDP socket and pump it; use as ``async with open_udp(...) as ep``."""
-    sock_kw = {k: kw.pop(k) for k in ("reuse_port", "reuse_addr", "rcvbuf", "sndbuf", "family") if k in kw}
+    sock_kw = {k: kw.pop(k) for k in ("reuse_port", "reuse_addr", "rcvbuf", "sndbuf", "family")
+               if k in kw}
     return BatchedUDPEndpoint(make_udp_socket(local_addr, **sock_kw), on_batch, **kw)
 
 
@@ -331,7 +381,7 @@ class CoreDriver:
                 else:
                     core.datagram_received(item[0], item[1], now, item[2])  # type: ignore[call-arg]
             except Exception as exc:  # noqa: BLE001 - one bad datagram must not stop the rest
-                self._count_error(exc, item[1])
+                self._count_error(exc, f"a datagram from {item[1]}")
         self._pump(now)
 
     def kick(self) -> None:
@@ -340,41 +390,46 @@ class CoreDriver:
         if not self._closed:
             self._pump(self.loop.time())
 
-    def _count_error(self, exc: Exception, addr: Any) -> None:
+    def _count_error(self, exc: Exception, where: Any) -> None:
         self.stats["core_errors"] += 1
         stats = getattr(self.transport, "stats", None)
         if isinstance(stats, dict):
             stats["handler_errors"] = stats.get("handler_errors", 0) + 1
         if isinstance(exc, RemoteProtocolError):
-            log.debug("datagram from %s dropped: %s", addr, exc)
+            log.debug("%s dropped: %s", where, exc)
         elif self.stats["core_errors"] == 1:
-            log.error("core failed on a datagram from %s (further failures at debug level)", addr,
-                      exc_info=exc)
+            log.error("core failed (%s; further failures at debug level)", where, exc_info=exc)
         else:
-            log.debug("core failed on a datagram from %s: %r", addr, exc)
+            log.debug("core failed (%s): %r", where, exc)
 
     # --- output --------------------------------------------------------
     def _pump(self, now: float) -> None:
         core = self.core
-        transport = self.transport
-        if transport is not None:
-            for _ in range(MAX_FLUSH_ROUNDS):
-                if getattr(transport, "backlogged", False):
-                    self.stats["backlogged"] += 1
-                    break  # on_drain kicks us again once the socket has room
-                out = core.datagrams_to_send(now)
-                if not out:
-                    break
-                self.stats["datagrams_out"] += len(out)
-                transport.send_many(out)
-        on_event = self.on_event
-        while (event := core.next_event()) is not None:
-            self.stats["events"] += 1
-            if on_event is not None:
-                on_event(event)
-            if self._closed:  # the application closed us from its event handler
-                return
-        self._arm(now)
+        try:
+            transport = self.transport
+            if transport is not None:
+                for _ in range(MAX_FLUSH_ROUNDS):
+                    if getattr(transport, "backlogged", False):
+                        self.stats["backlogged"] += 1
+                        break  # on_drain kicks us again once the socket has room
+                    out = core.datagrams_to_send(now)
+                    if not out:
+                        break
+                    self.stats["datagrams_out"] += len(out)
+                    transport.send_many(out)
+        except Exception as exc:  # noqa: BLE001 - counted; the timer is re-armed all the same
+            self._count_error(exc, "datagrams_to_send")
+        try:
+            on_event = self.on_event
+            while (event := core.next_event()) is not None:
+                self.stats["events"] += 1
+                if on_event is not None:
+                    on_event(event)
+                if self._closed:  # the application closed us from its event handler
+                    return
+        finally:
+            if not self._closed:
+                self._arm(now)
 
     # --- the one timer -------------------------------------------------
     def _arm(self, now: float) -> None:
@@ -397,7 +452,10 @@ class CoreDriver:
         # sees at least the deadline it asked for.
         now = max(self.loop.time(), deadline)
         self.stats["timers"] += 1
-        self.core.handle_timer(now)
+        try:
+            self.core.handle_timer(now)
+        except Exception as exc:  # noqa: BLE001 - counted; drained and re-armed all the same
+            self._count_error(exc, "handle_timer")
         self._pump(now)
         if self._deadline is not None and self._deadline <= now:
             self._same_timers += 1

@@ -1,9 +1,13 @@
-"""Asyncio UDP driver for a sans-IO :class:`~swift.core.peer.Peer`.
+"""Asyncio UDP driver for sans-IO :class:`~swift.core.peer.Peer` objects.
 
-The only place that reads a clock or touches a socket.  One non-blocking UDP
-socket read with ``loop.add_reader`` in batches (``recvmmsg`` through
-``swift._fast.recv_batch_ts``, with kernel arrival times), sends in batches (``sendmmsg``), and one
-timer re-armed from :meth:`Peer.get_timer` (the aioquic pattern).
+A :class:`SwiftNode` is one UDP socket (:class:`deliverykit.aio.BatchedUDPEndpoint`:
+``recvmmsg``/``sendmmsg``, with kernel arrival times when a swarm asks) pumped by
+the toolkit's one driver, :class:`deliverykit.aio.CoreDriver`, on the loop's
+clock.  The core it pumps is a :class:`SwarmMux`: every swarm served on the
+socket (RFC 7574 figure 1) is a Peer, and the mux routes each datagram to its
+swarm, so the driver still pumps one :class:`~deliverykit.protocol.DatagramCore`.
+The node adds only what is not protocol: files (the download's final rename,
+resume state) and the application's view (progress, events, refusals).
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import os
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
-from deliverykit.fastpath import load, py_send_batch
-from swift._fast import SO_TIMESTAMPNS, recv_batch_ts
+from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
+from swift._fast import recv_batch_ts
 from swift.aio.files import (  # noqa: F401  (the API's names)
     CacheStatus,
     DownloadPaths,
@@ -31,36 +37,175 @@ from swift.aio.files import (  # noqa: F401  (the API's names)
 )
 from swift.aio.storage import FileStorage
 from swift.core import events as ev
+from swift.core.config import PeerConfig
 from swift.core.content import Content
 from swift.core.merkle import MerkleTree
-from swift.core.peer import Peer, PeerConfig
+from swift.core.peer import Peer
 from swift.wire import codec as C
 from swift.wire.constants import HashFunc, SigAlg
 
 log = logging.getLogger("swift")
-send_batch = load("send_batch", py_send_batch)
+
+
+@dataclass(frozen=True, slots=True)
+class SwarmEvent:
+    """An event of one swarm served by a :class:`SwarmMux`."""
+
+    #: the swarm's index in ``SwarmMux.peers`` (0: the node's own swarm)
+    swarm: int
+    #: the Peer's event (a :mod:`swift.core.events` dataclass)
+    event: object
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFailed:
+    """A swarm's storage raised (disk full, I/O error): the mux has stopped."""
+
+    #: the error, as the storage raised it
+    error: OSError
+
+
+class SwarmMux:
+    """The swarms served on one UDP socket as one :class:`~deliverykit.protocol.DatagramCore`.
+
+    Handshakes are routed by swarm ID, later datagrams by channel ID; a datagram
+    no swarm claims goes to the first, which counts it (malformed, refused,
+    unknown channel) as a node with one swarm would (``ppspp seed`` serves two
+    by default: SHA-256 and SHA-1).  Sans-IO: the time comes in as ``now``.
+
+    The Peers see ``now + epoch``: live streams sign and judge their munros with
+    Unix-time NTP timestamps (RFC 7574 6.1.2), so the node sets ``epoch`` to the
+    Unix time at the loop's zero and the Peers' clock reads Unix time while
+    ticking with the loop's.  A storage error stops the mux (no input, output
+    or timer afterwards) and is reported once as :class:`StorageFailed`.
+    """
+
+    #: DATA datagrams per swarm per ``datagrams_to_send`` round
+    BUDGET = 64
+
+    def __init__(self, peer: Peer, epoch: float = 0.0) -> None:
+        self.peers: list[Peer] = [peer]
+        self.epoch = epoch
+        #: the storage error that stopped the mux
+        self.failed: OSError | None = None
+        #: datagrams dropped because the mux had stopped
+        self.dropped = 0
+        self._events: deque[object] = deque()
+
+    def add(self, peer: Peer) -> None:
+        self.peers.append(peer)
+
+    def route(self, data: bytes) -> Peer:
+        """The swarm a datagram is for (the first when none claims it)."""
+        peers = self.peers
+        first = peers[0]
+        if len(peers) == 1 or len(data) < 4:
+            return first
+        cid = int.from_bytes(data[:4], "big")
+        if cid:
+            for p in peers:
+                if cid in p.channels:
+                    return p
+            return first
+        try:
+            msgs = C.decode_datagram(data, first.ctx).messages
+        except C.DecodeError:
+            return first
+        if not msgs or msgs[0].type != 0 or msgs[0].options.swarm_id is None:
+            return first
+        sid = msgs[0].options.swarm_id
+        for p in peers:
+            if p.swarm_id == sid:
+                return p
+        return first
+
+    def stop(self, error: OSError) -> None:
+        """Stop on a local I/O error; reported once as :class:`StorageFailed`."""
+        if self.failed is None:
+            self.failed = error
+            self._events.append(StorageFailed(error))
+
+    # --- DatagramCore ---------------------------------------------------------------
+    def datagram_received(self, data: bytes, addr: Any, now: float,
+                          arrived: float | None = None) -> None:
+        if self.failed is not None:
+            self.dropped += 1
+            return
+        peer = self.route(data)
+        epoch = self.epoch
+        try:
+            peer.datagram_received(data, addr[:2], now + epoch,
+                                   None if arrived is None else arrived + epoch)
+        except OSError as e:  # our storage (disk full, I/O error): stop
+            self.stop(e)
+        except Exception:  # counted per swarm too (``ppspp`` prints it); the driver logs it
+            peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
+            raise
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Any]]:
+        if self.failed is not None:
+            return []
+        t = now + self.epoch
+        out: list[tuple[bytes, Any]] = []
+        try:
+            for peer in self.peers:
+                out += peer.datagrams_to_send(t, budget=self.BUDGET)
+        except OSError as e:  # gathered chunk writes flushed there: disk full
+            self.stop(e)
+            return []
+        return out
+
+    def get_timer(self, now: float) -> float | None:
+        if self.failed is not None:
+            return None
+        t = now + self.epoch
+        return min(p.get_timer(t) for p in self.peers) - self.epoch
+
+    def handle_timer(self, now: float) -> None:
+        if self.failed is not None:
+            return
+        t = now + self.epoch
+        try:
+            for p in self.peers:
+                p.handle_timer(t)
+        except OSError as e:
+            self.stop(e)
+
+    def next_event(self) -> object | None:
+        if self._events:
+            return self._events.popleft()
+        peers = self.peers
+        for i in range(1, len(peers)):  # the other swarms first, as before the mux
+            e = peers[i].next_event()
+            if e is not None:
+                return SwarmEvent(i, e)
+        e = peers[0].next_event()
+        return None if e is None else SwarmEvent(0, e)
 
 
 class SwiftNode:
-    """A Peer bound to a UDP socket; use as an async context manager."""
+    """Peers bound to a UDP socket; use as an async context manager."""
 
     #: seconds between background saves of the verified hashes (resume state)
     SAVE_EVERY = 2.0
     #: how many channel-close reasons :attr:`closed_reasons` keeps
     KEEP_REASONS = 256
+    #: datagrams per recvmmsg: the driver drains (ACKs) after each batch, and a
+    #: bigger batch delays ACKs and inflates the RTT LEDBAT sees
+    RECV_BATCH = 32
 
     def __init__(self, peer: Peer, host: str = "127.0.0.1", port: int = 0,
                  on_event: Callable[[Any], None] | None = None) -> None:
         self.peer = peer
-        #: every swarm served on this socket; channels demultiplex them (3.11)
-        self.peers: list[Peer] = [peer]
+        #: the core the driver pumps: every swarm served on this socket (3.11)
+        self.mux = SwarmMux(peer)
         self.host = host
         self.port = port
         self.on_event = on_event
-        self.sock: socket.socket | None = None
+        self.endpoint: BatchedUDPEndpoint | None = None
+        self.driver: CoreDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._backlog: list[tuple[bytes, Any]] = []
+        self._save_timer: asyncio.TimerHandle | None = None
         self._complete = asyncio.Event()
         #: why channels closed, the latest KEEP_REASONS (a peer opening and closing
         #: channels all day must not grow our memory)
@@ -70,10 +215,8 @@ class SwiftNode:
         self.refusals: deque[tuple[Any, str]] = deque(maxlen=self.KEEP_REASONS)
         self.storage: FileStorage | None = None
         self.state_path: str | None = None
-        self._last_save = 0.0
         self._saving: Future | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._kernel_ts = False
         #: a local I/O error (disk full, output unwritable) that stopped the node
         self.error: OSError | None = None
         #: a download's data and state files (None: not a download)
@@ -95,31 +238,30 @@ class SwiftNode:
         await self.aclose()
 
     async def start(self) -> None:
-        fam = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        s = socket.socket(fam, socket.SOCK_DGRAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         try:
-            s.bind((self.host, self.port))
+            sock = make_udp_socket((self.host, self.port))
         except OSError as e:  # name the port: "Address already in use" alone says too little
-            s.close()
             where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
             raise OSError(e.errno, e.strerror, f"UDP {where}") from None
-        s.setblocking(False)
-        self.sock = s
-        self._kernel_ts = False
+        loop = self._loop = asyncio.get_running_loop()
+        self.mux.epoch = time.time() - loop.time()
+        self.driver = CoreDriver(self.mux, on_event=self._on_core_event, loop=loop)
+        self.endpoint = BatchedUDPEndpoint(sock, self.driver.on_batch, batch=self.RECV_BATCH,
+                                           loop=loop)
+        self.driver.attach(self.endpoint)
+        self.port = sock.getsockname()[1]
         self._want_kernel_ts()
-        self.port = s.getsockname()[1]
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(s.fileno(), self._on_readable)
-        self._arm()
+        self._save_timer = loop.call_later(self.SAVE_EVERY, self._periodic_save)
+        self.driver.kick()
 
     async def aclose(self) -> None:
-        if self.sock is None:
+        ep, driver = self.endpoint, self.driver
+        if ep is None or driver is None:
             return
+        now = self.now
         try:
             for p in self.peers:
-                self._send(p.close(time.time()))
+                ep.send_many(p.close(now))
         except OSError:
             pass
         self._save_state(force=True)
@@ -129,14 +271,14 @@ class SwiftNode:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        assert self._loop is not None
-        self._loop.remove_reader(self.sock.fileno())
-        if self._backlog:
-            self._loop.remove_writer(self.sock.fileno())
-        if self._timer:
-            self._timer.cancel()
-        self.sock.close()
-        self.sock = None
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+            self._save_timer = None
+        driver.close()
+        if ep.backlogged:
+            await ep.drain(1.0)  # the closing handshakes (what is left is counted as dropped)
+        ep.close()
+        self.endpoint = None
         if self.storage is not None:
             try:
                 self.storage.close()
@@ -147,58 +289,72 @@ class SwiftNode:
                     self.storage.fd = -1
 
     @property
+    def peers(self) -> list[Peer]:
+        """Every swarm served on this socket; channels demultiplex them (3.11)."""
+        return self.mux.peers
+
+    @property
+    def sock(self) -> socket.socket | None:
+        """The UDP socket (None before start and after close)."""
+        return self.endpoint.sock if self.endpoint is not None else None
+
+    @property
     def addr(self) -> tuple[str, int]:
         return (self.host, self.port)
+
+    @property
+    def now(self) -> float:
+        """The swarms' clock (see :class:`SwarmMux`): pass it to Peer calls such
+        as ``node.peer.live_append(data, node.now)``."""
+        if self._loop is None:
+            return time.time()
+        return self._loop.time() + self.mux.epoch
+
+    def kick(self) -> None:
+        """After calling a Peer directly (e.g. ``live_append``): send what is due."""
+        if self.driver is not None and self.error is None:
+            self.driver.kick()
+
+    _flush = kick  # the name callers used before the CoreDriver
+
+    @property
+    def _send(self) -> Callable[[list[tuple[bytes, Any]]], None]:
+        """Where every datagram the node sends goes (the endpoint's ``send_many``).
+        Assigning a wrapper watches the send path (tests/fuzz does); the driver
+        sends through the endpoint, so the wrapper sees everything."""
+        assert self.endpoint is not None, "the node is not started"
+        return self.endpoint.send_many
+
+    @_send.setter
+    def _send(self, fn: Callable[[list[tuple[bytes, Any]]], None]) -> None:
+        assert self.endpoint is not None, "the node is not started"
+        self.endpoint.send_many = fn  # type: ignore[method-assign,assignment]
 
     def add_swarm(self, peer: Peer) -> None:
         """Serve one more swarm on the same UDP port (RFC 7574 figure 1):
         handshakes are routed by swarm ID, later datagrams by channel ID."""
-        self.peers.append(peer)
+        self.mux.add(peer)
         self._want_kernel_ts()
-        self._flush()
+        self.kick()
 
     def _want_kernel_ts(self) -> None:
         """Kernel arrival times (SO_TIMESTAMPNS) for the ACK delay samples
         (8.7), only when a swarm on this socket asks for them
         (``PeerConfig.delay_from_kernel``): they cost CPU on every datagram."""
-        if self.sock is None or self._kernel_ts:
+        ep = self.endpoint
+        if ep is None or ep.timestamps:
             return
         if any(p.config.delay_from_kernel for p in self.peers):
             try:
-                self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                self._kernel_ts = True
+                ep.enable_timestamps(recv_batch_ts)
             except OSError:
                 pass
-
-    def _route(self, data: bytes) -> Peer | None:
-        """The swarm a datagram is for; one no swarm claims goes to the first,
-        which counts it (malformed, refused, unknown channel) as a node with
-        one swarm would: ``ppspp seed`` serves two by default (SHA-256, SHA-1)."""
-        if len(self.peers) == 1 or len(data) < 4:
-            return self.peer
-        cid = int.from_bytes(data[:4], "big")
-        if cid:
-            for p in self.peers:
-                if cid in p.channels:
-                    return p
-            return self.peer
-        try:
-            msgs = C.decode_datagram(data, self.peer.ctx).messages
-        except C.DecodeError:
-            return self.peer
-        if not msgs or msgs[0].type != 0 or msgs[0].options.swarm_id is None:
-            return self.peer
-        sid = msgs[0].options.swarm_id
-        for p in self.peers:
-            if p.swarm_id == sid:
-                return p
-        return self.peer
 
     def connect(self, addr: tuple[str, int]) -> None:
         """Start a handshake with ``addr``, a ``(host, port)`` tuple; a host
         name is resolved here, in the address family of our socket."""
-        self.peer.connect(self.resolve(addr), time.time())
-        self._flush()
+        self.peer.connect(self.resolve(addr), self.now)
+        self.kick()
 
     def resolve(self, addr: Any) -> tuple[str, int]:
         """``(host, port)`` -> ``(ip, port)`` in our socket's family, or a
@@ -254,8 +410,9 @@ class SwiftNode:
                     os.unlink(tmp)
                 except OSError:
                     pass
-        if self._loop is not None and self.sock is not None:
-            self._loop.remove_reader(self.sock.fileno())
+        self.mux.stop(exc)  # no more input, output or timer (its StorageFailed is ignored)
+        if self.endpoint is not None:
+            self.endpoint.pause_reading()
         self._complete.set()
 
     @property
@@ -264,114 +421,33 @@ class SwiftNode:
         c = self.peer.content
         return c.have.count(), c.n_chunks
 
-    # -- pump ------------------------------------------------------------------------
 
-    def _on_readable(self) -> None:
-        try:
-            self._read_batches()
-        except OSError as e:  # our storage (disk full, I/O error): stop
-            self._fail(e)
+    # -- what the driver hands on ------------------------------------------------
 
-    def _read_batches(self) -> None:
-        s = self.sock
-        if s is None or self.error is not None:
+    def _on_core_event(self, e: object) -> None:
+        if isinstance(e, StorageFailed):
+            self._fail(e.error)
             return
-        for _ in range(8):
-            try:
-                batch = recv_batch_ts(s, 32, 65536)
-            except OSError:
-                break
-            if not batch:
-                break
-            now = time.time()
-            for data, addr, arrived in batch:
-                peer = self._route(data)
-                if peer is None:
-                    continue
-                try:
-                    peer.datagram_received(data, addr[:2], now, arrived)
-                except OSError as e:  # our storage (disk full, I/O error): stop
-                    self._fail(e)
-                    return
-                except Exception:  # no datagram may take the node down
-                    peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
-                    log.exception("PPSPP datagram from %s", addr)
-            self._flush()  # ACK promptly: batching delays ACKs and inflates RTT
-            if len(batch) < 32:
-                break
-
-    def _send(self, items: list[tuple[bytes, Any]]) -> None:
-        if not items or self.sock is None:
-            return
-        if self._backlog:
-            self._backlog.extend(items)
-            return
-        try:
-            n = send_batch(self.sock, items)
-        except BlockingIOError:
-            n = 0
-        except OSError:
-            n = len(items)  # e.g. ICMP unreachable: a lost datagram
-        if n < len(items):
-            self._backlog = list(items[n:])
-            assert self._loop is not None
-            self._loop.add_writer(self.sock.fileno(), self._on_writable)
-
-    def _on_writable(self) -> None:
-        if self.sock is None:
-            return
-        items, self._backlog = self._backlog, []
-        try:
-            n = send_batch(self.sock, items)
-        except BlockingIOError:
-            n = 0
-        except OSError:
-            n = len(items)
-        if n < len(items):
-            self._backlog = items[n:]
-            return
-        assert self._loop is not None
-        self._loop.remove_writer(self.sock.fileno())
-        self._flush()
-
-    def _flush(self) -> None:
-        if self.error is not None:
-            return
-        for _ in range(64):
-            if self._backlog:
-                break
-            now = time.time()
-            out = []
-            try:
-                for peer in self.peers:
-                    out += peer.datagrams_to_send(now, budget=64)
-            except OSError as e:  # gathered chunk writes flushed there: disk full
-                self._fail(e)
-                return
-            if not out:
-                break
-            self._send(out)
-        self._events()
-        self._arm()
-
-    def _events(self) -> None:
-        for extra in self.peers[1:]:
-            while (e := extra.next_event()) is not None:
-                if self.on_event is not None:
-                    self.on_event(e)
-        while True:
-            e = self.peer.next_event()
-            if e is None:
-                break
-            if isinstance(e, ev.DownloadComplete):
+        assert isinstance(e, SwarmEvent)
+        event = e.event
+        if e.swarm == 0:
+            if isinstance(event, ev.DownloadComplete):
                 self._finish()
-            elif isinstance(e, ev.ChannelClosed):
-                self.closed_reasons.append(e.reason)
-            elif isinstance(e, ev.HandshakeRefused):
-                self.refusals.append((e.addr, e.reason))
-            if self.on_event is not None:
-                self.on_event(e)
+            elif isinstance(event, ev.ChannelClosed):
+                self.closed_reasons.append(event.reason)
+            elif isinstance(event, ev.HandshakeRefused):
+                self.refusals.append((event.addr, event.reason))
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _periodic_save(self) -> None:
+        self._save_timer = None
+        if self.endpoint is None:
+            return
         self._save_state()
+        if self.error is None:
+            assert self._loop is not None
+            self._save_timer = self._loop.call_later(self.SAVE_EVERY, self._periodic_save)
 
     def _finish(self) -> None:
         """Every chunk verified: cut the data to the content size, make it
@@ -401,24 +477,6 @@ class SwiftNode:
             self._save_state(force=True)
         self._complete.set()
 
-    def _arm(self) -> None:
-        if self._loop is None or self.sock is None:
-            return
-        now = time.time()
-        when = min(p.get_timer(now) for p in self.peers)
-        if self._timer is not None:
-            if self._timer.when() <= self._loop.time() + max(0.0, when - now) + 0.001:
-                return  # the armed timer fires first anyway
-            self._timer.cancel()
-        self._timer = self._loop.call_at(self._loop.time() + max(0.0, when - now), self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self.error is not None:
-            return
-        for p in self.peers:
-            p.handle_timer(time.time())
-        self._flush()
 
     def _save_state(self, force: bool = False) -> None:
         """Persist verified hashes now and then so a restart resumes (5.3).
@@ -433,16 +491,12 @@ class SwiftNode:
         tree = self.peer.content.tree
         if tree.n_chunks is None:
             return
-        now = time.time()
         if force:
             self._wait_saving()  # an older background snapshot must not land last
-            self._last_save = now
             try:
                 tree.save(self.state_path)
             except OSError as e:
                 self._fail(e)
-            return
-        if now - self._last_save < self.SAVE_EVERY:
             return
         if self._saving is not None:
             if not self._saving.done():
@@ -450,7 +504,6 @@ class SwiftNode:
             self._wait_saving()  # a failed background save stops the node
             if self.error is not None:
                 return
-        self._last_save = now
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="swift-save")
         self._saving = self._pool.submit(tree.write_snapshot, self.state_path, tree.snapshot())
@@ -462,6 +515,8 @@ class SwiftNode:
                 saving.result()
             except OSError as e:
                 self._fail(e)
+
+
 
 
 # --- convenience constructors (the Python API) ------------------------------------

@@ -63,3 +63,45 @@ async def test_send_after_close_raises_and_close_is_idempotent():
     ep.close()
     with pytest.raises(ConnectionError):
         ep.sendto(b"x", ("127.0.0.1", 9))
+
+
+async def test_kernel_timestamps_arrive_on_the_loops_clock():
+    from swift._fast import recv_batch_ts  # the extension's recvmmsg with SO_TIMESTAMPNS (or its twin)
+
+    got: list[tuple] = []
+    nows: list[float] = []
+
+    def keep(batch, now):
+        got.extend(batch)
+        nows.append(now)
+
+    loop = asyncio.get_running_loop()
+    async with open_udp(("127.0.0.1", 0), keep) as rx, open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
+        assert not rx.timestamps
+        rx.enable_timestamps(recv_batch_ts)
+        assert rx.timestamps
+        sent_at = loop.time()
+        tx.sendto(b"stamped", rx.local_addr)
+        await _wait_for(lambda: got)
+        sender = tx.local_addr[:2]
+    (data, addr, arrived), = got
+    assert data == b"stamped" and addr[:2] == sender
+    # the kernel's wall-clock stamp, moved onto the loop's monotonic clock: between
+    # the send and the handler's now (1 ms for reading the two clocks apart)
+    assert arrived is not None
+    assert sent_at - 0.001 <= arrived <= nows[0] + 0.001
+
+
+async def test_paused_reading_leaves_datagrams_in_the_socket_until_resumed():
+    got: list[bytes] = []
+    async with open_udp(("127.0.0.1", 0), lambda b, t: got.extend(d for d, _ in b)) as rx, \
+            open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
+        rx.pause_reading()
+        rx.pause_reading()  # idempotent
+        tx.sendto(b"waits", rx.local_addr)
+        tx.sendto(b"also", rx.local_addr)
+        await asyncio.sleep(0.05)
+        assert got == [] and rx.stats["rx_packets"] == 0
+        rx.resume_reading()
+        await _wait_for(lambda: len(got) == 2)
+    assert got == [b"waits", b"also"]

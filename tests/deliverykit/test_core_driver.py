@@ -185,3 +185,124 @@ async def test_attach_after_construction_sends_what_the_core_queued():
         driver.kick()
         await _wait_for(lambda: got == [b"queued"])
     driver.close()
+
+
+class FlakyTimerCore(EchoTimerCore):
+    """Its timer raises on the first run (a bug), then ticks as usual."""
+
+    def handle_timer(self, now: float) -> None:
+        if not self.handle_timer_calls:
+            self.handle_timer_calls.append((now, -1.0))
+            self.next_tick = now + self.period
+            raise RuntimeError("a bug in the timer")
+        super().handle_timer(now)
+
+
+async def test_a_timer_that_raises_is_counted_and_rearmed():
+    core = FlakyTimerCore(period=0.01, ticks=2)
+    async with open_core(core, ("127.0.0.1", 0)) as driver:
+        core.start(driver.now)
+        driver.kick()
+        await _wait_for(lambda: core.ticks_left == 0)
+        assert driver.stats["core_errors"] == 1
+        assert driver.transport.stats["handler_errors"] == 1
+    assert len(core.handle_timer_calls) == 3  # the failed run, then both ticks
+
+
+class StuckCore(EchoTimerCore):
+    """A broken core whose timer is always due: it never moves its deadline on."""
+
+    def get_timer(self, now: float) -> float | None:
+        return self.next_tick
+
+    def handle_timer(self, now: float) -> None:
+        self.handle_timer_calls.append((now, now))
+
+
+async def test_a_core_whose_timer_is_always_due_is_held_back_not_spun():
+    from deliverykit.aio import MAX_SAME_TIMERS, STUCK_BACKOFF
+
+    core = StuckCore()
+    async with open_core(core, ("127.0.0.1", 0)) as driver:
+        core.next_tick = driver.now
+        driver.kick()
+        await _wait_for(lambda: len(core.handle_timer_calls) > MAX_SAME_TIMERS + 20)
+        assert driver.stats["stuck_timers"] > 0
+    # past the guard, every run waited STUCK_BACKOFF after the one before
+    late = [now for now, _ in core.handle_timer_calls[MAX_SAME_TIMERS + 2:]]
+    assert all(b - a >= STUCK_BACKOFF * 0.999 for a, b in zip(late, late[1:]))
+
+
+async def test_swift_node_is_one_core_on_the_driver(tmp_path):
+    """swift's node is a CoreDriver pumping one DatagramCore (its SwarmMux) on a
+    BatchedUDPEndpoint: the driver's counters are the endpoint's datagrams."""
+    import os
+
+    from swift.aio.node import SwarmMux, downloader, seeder
+
+    data = os.urandom(200 * 1024 + 77)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    loop = asyncio.get_running_loop()
+    async with seeder(str(src)) as s, downloader(s.peer.swarm_id, str(tmp_path / "out.bin")) as d:
+        for node in (s, d):
+            assert isinstance(node.driver, CoreDriver) and isinstance(node.mux, SwarmMux)
+            assert node.driver.core is node.mux and is_datagram_core(node.mux)
+            assert node.driver.transport is node.endpoint
+            # the swarms' clock ticks with the loop's (shifted to Unix time for live signatures)
+            assert node.now - loop.time() == pytest.approx(node.mux.epoch, abs=1e-6)
+        d.connect(s.addr)
+        assert await d.wait_complete(60)
+        for node in (s, d):
+            assert node.driver.stats["datagrams_in"] == node.endpoint.stats["rx_packets"] > 0
+            assert node.driver.stats["datagrams_out"] >= node.endpoint.stats["tx_packets"] > 0
+            assert node.driver.stats["core_errors"] == 0
+    assert (tmp_path / "out.bin").read_bytes() == data
+
+
+class SourceCore(EchoTimerCore):
+    """Has ``n`` numbered datagrams to send, 64 per datagrams_to_send call."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.todo = list(range(n))
+        self.calls = 0
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Any]]:
+        self.calls += 1
+        out, self.todo = self.todo[:64], self.todo[64:]
+        return [(b"%d" % i, None) for i in out]
+
+
+async def test_draining_pauses_on_a_send_backlog_and_resumes_when_it_clears():
+    """A datagram socket whose receiver is not reading fills up (a Unix datagram
+    pair blocks where loopback UDP would drop): the driver stops taking datagrams
+    from the core, so its endpoint's backlog stays small and nothing is dropped;
+    once the receiver reads, on_drain resumes the driver until the core is empty."""
+    import socket
+
+    from deliverykit.aio import BatchedUDPEndpoint
+
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.setblocking(False)
+    b.setblocking(False)
+    got: list[bytes] = []
+    core = SourceCore(5000)
+    driver = CoreDriver(core)
+    tx = BatchedUDPEndpoint(a, driver.on_batch, max_backlog=1000)
+    rx = BatchedUDPEndpoint(b, lambda batch, now: got.extend(d for d, _ in batch))
+    try:
+        rx.pause_reading()
+        driver.attach(tx)
+        driver.kick()
+        assert tx.backlogged and driver.stats["backlogged"] == 1
+        assert core.todo  # the core still holds what the socket cannot take
+        assert tx.stats["tx_dropped"] == 0
+        rx.resume_reading()
+        await _wait_for(lambda: len(got) == 5000)
+    finally:
+        driver.close()
+        tx.close()
+        rx.close()
+    assert got == [b"%d" % i for i in range(5000)]
+    assert tx.stats["tx_dropped"] == 0 and not core.todo
