@@ -21,6 +21,20 @@ per metric the mean +- the 95 % confidence half-width (Student t, N - 1
 degrees of freedom, over runs) beside the paper's mean +- its interval
 (Fig. 5(c)); ``--out DIR`` writes the per-run rows and the summary as CSV
 and everything with its metadata (command, commit, times, load) as JSON.
+
+``--backend sim`` runs M2C_ft in the packet-level simulator (:mod:`m2c.sim`: the
+same sender and receiver cores, virtual time, no root): each receiver behind
+the bottleneck rate with a 25-packet drop-tail queue, run ``r`` with seed
+``r``.  TCP_ft and the competing TCP traffic stay on the testbed (real Linux
+TCP; the simulator has none), so the sim rows are M2C_ft alone, competing
+``none``.  ``--sweep NAME=V1,V2,... --seeds N`` (sim only) runs every
+configuration x value x seed as one task on Dask distributed
+(:mod:`deliverykit.sweep`; ``--workers N`` or ``--scheduler ADDRESS``):
+``<out>/fig5-sim-sweep.csv`` with provenance, ``...-sweep.summary.csv`` with
+mean and 95 % CI per point.
+
+    m2c experiment fig5 --backend sim --size 4000000 --bottleneck 1e6 4e6 --receivers 5 \
+        --sweep size=4000000,48000000 --seeds 20 --out results/fig5-sim
 """
 
 from __future__ import annotations
@@ -235,11 +249,21 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
 
 
 def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers=(1,),
-        size: int | None = None, repeats: int = 1, controller: str = "m2c") -> list[dict]:
+        size: int | None = None, repeats: int = 1, controller: str = "m2c",
+        backend: str = "netns") -> list[dict]:
     """Every configuration ``repeats`` times (TCP_ft and M2C_ft alternate within a
-    repeat, so slow drifts of the shared machine hit both); rows carry ``run``."""
+    repeat, so slow drifts of the shared machine hit both); rows carry ``run``.
+    ``backend="sim"``: M2C_ft only, in the simulator, run ``r`` with seed ``r``."""
     size = size or ((1 << 20) if quick else 4_000_000)
     rows = []
+    if backend == "sim":
+        for rep in range(repeats):
+            for bn in bottlenecks:
+                for n in receivers:
+                    for r in sim_run(bn, size, n, rep, controller):
+                        r["run"] = rep
+                        rows.append(r)
+        return rows
     for rep in range(repeats):
         for bn in bottlenecks:
             for comp in competing:
@@ -252,11 +276,91 @@ def run(quick: bool = True, bottlenecks=(4e6,), competing=("stream",), receivers
     return rows
 
 
+SIM_QUEUE_PKTS = 25
+"""the testbed's tbf queue at the bottleneck (limit_pkts)"""
+
+
+def sim_run(bottleneck: float, size: int, receivers: int, seed: int,
+            controller: str = "m2c") -> list[dict]:
+    """M2C_ft in the simulator: one row per receiver, as :func:`one_run`'s."""
+    from m2c import sim
+
+    res = sim.run(sim.file_transfer(receivers, size, down_bps=bottleneck,
+                                    queue_pkts=SIM_QUEUE_PKTS, controller=controller,
+                                    seed=seed, duration=10 * size * 8 / bottleneck + 60))
+    rows = []
+    for i, r in enumerate(res.receivers):
+        m = r.metrics
+        rows.append({"flow": "M2C_ft", "controller": controller, "receiver": i + 1,
+                     "ok": r.verified, "backend": "sim", "seed": seed,
+                     **{k: m.get(k) for k in METRICS}, "head": m.get("head"),
+                     "joins": r.joins, "leaves": r.leaves, "loss_events": r.loss_events,
+                     "end": r.end, "bottleneck_mbps": bottleneck / 1e6, "size": size,
+                     "receivers": receivers, "competing": "none"})
+    return rows
+
+
+def sim_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One simulated M2C_ft run for :func:`deliverykit.sweep.run_sweep`: ``point``
+    holds ``bottleneck`` (bit/s), ``size`` (bytes), ``receivers``, ``controller``;
+    the metrics are the receivers' means (a receiver not verified fails the task)."""
+    rows = sim_run(float(point["bottleneck"]), int(point["size"]), int(point["receivers"]),
+                   seed, str(point.get("controller", "m2c")))
+    bad = [r for r in rows if not r["ok"]]
+    if bad:
+        raise ValueError(f"{len(bad)} receiver(s) did not recover the file: {bad[0]['end']}")
+    out: dict[str, Any] = {}
+    for m in (*METRICS, "head"):
+        vals = [r[m] for r in rows if r.get(m) is not None]
+        out[m] = sum(vals) / len(vals) if vals else None
+    return out
+
+
+SWEEPABLE = ("bottleneck", "size", "receivers")
+
+
+def _parse_sweep(text: str) -> tuple[str, list[float]]:
+    """``size=4000000,48000000`` -> ("size", [4000000, 48000000])."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    try:
+        vals = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        vals = []
+    if not sep or name not in SWEEPABLE or not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError(
+            f"--sweep takes NAME=V1,V2,... with NAME one of {', '.join(SWEEPABLE)} and "
+            f"positive numbers, not {text!r}")
+    return name, vals
+
+
+def sweep(a: argparse.Namespace, out_dir: str) -> Any:
+    """Every configuration x swept value x seed as a Dask task (see the module docstring)."""
+    from deliverykit.sweep import run_sweep
+
+    key, values = a.sweep
+    base = [{"bottleneck": bn, "receivers": n, "size": a.size or (1 << 20),
+             "controller": a.controller} for bn in a.bottleneck for n in a.receivers]
+    points, seen = [], set()
+    for b in base:
+        for v in values:
+            p = {**b, key: int(v) if key != "bottleneck" else v}
+            if repr(sorted(p.items())) not in seen:
+                seen.add(repr(sorted(p.items())))
+                points.append(p)
+    os.makedirs(out_dir, exist_ok=True)
+    return run_sweep(sim_task, points, list(range(a.seeds or 3)),
+                     os.path.join(out_dir, "fig5-sim-sweep.csv"), scenario="m2c-fig5-M2C_ft",
+                     scheduler=a.scheduler, workers=a.workers,
+                     progress=True if a.progress else None)
+
+
 def paper_for(row: dict) -> dict | None:
     """The paper's Fig. 5(c) figures when ``row`` is that configuration (background
-    traffic, 5 receivers; the paper's file is 48 MB)."""
-    if row.get("competing") != "background" or row.get("receivers") != 5:
-        return None
+    traffic, 5 receivers; the paper's file is 48 MB); also beside the simulator's
+    M2C_ft with 5 receivers (competing ``none``: no TCP in the simulator)."""
+    if row.get("receivers") != 5 or row.get("competing") not in ("background", "none"):
+        return None  # "none": the simulator's M2C_ft, beside the paper's (with background)
     return PAPER.get(f"5(c) {row['bottleneck_mbps']:g} Mb/s", {}).get(row["flow"])
 
 
@@ -375,10 +479,44 @@ def main(argv: list[str] | None = None) -> int:
                     help="directory for fig5-runs.csv, fig5-summary.csv, fig5.json")
     ap.add_argument("--json", metavar="FILE", type=cliutil.output_path,
                     help="also write the rows, summary and metadata here as JSON")
+    ap.add_argument("--backend", choices=["netns", "sim"], default="netns",
+                    help="netns: the namespace testbed, real time (root); sim: M2C_ft in "
+                    "the packet-level simulator (TCP_ft and competing TCP only on netns)")
+    g = ap.add_argument_group("sweeps (--backend sim only; Dask distributed)")
+    g.add_argument("--sweep", type=_parse_sweep, metavar="NAME=V1,V2,...",
+                   help=f"run every value x seed as one task; NAME: {', '.join(SWEEPABLE)}")
+    g.add_argument("--seeds", type=cliutil.positive_int, metavar="N",
+                   help="seeds 0..N-1 per point (default 3 with --sweep)")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=cliutil.positive_int, metavar="N",
+                       help="local Dask workers (default: one per core)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler, e.g. tcp://head:8786")
+    g.add_argument("--progress", action="store_true",
+                   help="progress bar on stderr even when it is not a terminal")
     a = ap.parse_args(argv)
+    if a.sweep is None and (a.seeds or a.workers or a.scheduler):
+        ap.error("--seeds, --workers and --scheduler go with --sweep")
+    if a.sweep is not None and a.backend != "sim":
+        ap.error("--sweep runs on the simulator: add --backend sim")
+    if a.backend == "sim":
+        print("m2c experiment fig5 --backend sim: M2C_ft only (TCP_ft and the competing TCP "
+              "traffic run on the testbed: --backend netns)", file=sys.stderr)
+    if a.sweep is not None:
+        from deliverykit.sweep import SweepFailed
+
+        try:
+            res = sweep(a, a.out or "fig5-sim")
+        except SweepFailed as e:
+            print(f"m2c experiment fig5: {e}", file=sys.stderr)
+            return 1
+        for r in res.summary:
+            print(json.dumps(r))
+        print(f"wrote {res.csv}, {res.summary_csv}, {res.meta}")
+        return 1 if res.failures else 0
     meta = _meta(argv, a)
     rows = run(a.quick, tuple(a.bottleneck), tuple(a.competing), tuple(a.receivers), a.size,
-               a.repeats, a.controller)
+               a.repeats, a.controller, a.backend)
     cols = ["run", "flow", "bottleneck_mbps", "competing", "receivers", "receiver", "ok", "time",
             "gput", "tput", "loss", "net", "dup", "sym", "comp"]
     print("| " + " | ".join(cols) + " |")
