@@ -133,6 +133,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         #: (it pushes to us)
         self._push_pos: dict[int, int] = {}
         self._pushed_at: dict[int, float] = {}
+        #: requests.py's memo of "nothing to pick" per channel
+        self._nothing_to_pick: dict[int, tuple[int, int, int, int]] = {}
         self.next_rank = 0.0
         self.have_version = 0
         #: chunks verified since the start, in order (``have_log_base`` is the

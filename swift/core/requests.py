@@ -64,6 +64,9 @@ class RequestPlanner:
     #: no late request anywhere
     _flush_no: int | None = None
     _endgame_none: tuple[int, int] | None = None
+    #: channel -> (have, inflight, peer_have versions, n) at which the picker
+    #: last found nothing for it (made by the Peer)
+    _nothing_to_pick: dict[int, tuple[int, int, int, int]]
 
     config: Any
     content: Any
@@ -104,6 +107,9 @@ class RequestPlanner:
         raise NotImplementedError
 
     def _request_msgs(self, ch: Channel, now: float) -> list:
+        if (self._endgame_none is not None and self._endgame_none[0] == self._flush_no
+                and self._idle(ch)):
+            return []
         cfg = self.config
         content = self.content
         if ch.choked or self._complete_reported or cfg.tracker:
@@ -130,8 +136,6 @@ class RequestPlanner:
             ch.next_seq += 1
             self.inflight.set(0)
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
-        if self._idle(ch, n):
-            return []
         # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
         # libswift's HINT planning, from a once-a-second rate measurement
         # the plan horizon: 4 x the path RTT without queueing (min RTT), or the
@@ -240,31 +244,26 @@ class RequestPlanner:
             picks.extend(got)
         return picks
 
-    def _idle(self, ch: Channel, n: int) -> bool:
+    def _idle(self, ch: Channel) -> bool:
         """True when, by both memos, ``_request_msgs`` would return nothing
         for ``ch`` whatever its window: the picker found nothing at these
-        binmap versions and no request is late anywhere in this flush.
-        (It then skips the window arithmetic as well; the one side effect
-        on that path, the bound on ``missed``, is kept.)"""
-        flush = self._flush_no
-        if (flush is None or not self._memos or not self.picker.empty_means_none_wanted
-                or self._endgame_none != (flush, self.inflight.version)):
+        binmap versions (so the content size is known and the channel got
+        past every earlier return) and no request is late anywhere in this
+        flush.  Checked first: on this path nothing else is computed.  The
+        one side effect of the path it skips, the bound on ``missed``, is
+        kept.  Only called once the end game found nothing in this flush."""
+        if not self._memos or self._endgame_none != (self._flush_no, self.inflight.version):
             return False
         if self._nothing_to_pick.get(ch.local_id) != (
-                self.content.have.version, self.inflight.version, ch.peer_have.version, n):
+                self.content.have.version, self.inflight.version, ch.peer_have.version,
+                self.content.n_chunks):
             return False
+        if ch.choked or self._complete_reported or self.config.tracker or (
+                ch.distrusted and ch.requests) or self.config.push or self.live:
+            return False  # an earlier return of _request_msgs (or its push rule) decides
         if len(ch.missed) > 4096:
             ch.missed.clear()
         return True
-
-    @property
-    def _nothing_to_pick(self) -> dict[int, tuple[int, int, int, int]]:
-        """Channel -> (have, inflight, peer_have versions, n) at which the
-        picker last found nothing for it."""
-        m: dict[int, tuple[int, int, int, int]] | None = self.__dict__.get("_nothing_memo")
-        if m is None:
-            m = self.__dict__["_nothing_memo"] = {}
-        return m
 
     def _awaits_push(self, ch: Channel, n: int | None, now: float) -> bool:
         """Push mode: True while ``ch``'s peer holds the whole content (or,
