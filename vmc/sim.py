@@ -218,8 +218,10 @@ class VmcSim:
             c.finished = True
             if not c.pending:
                 c.done_at = now
+                self.flows.close(("c", a.client))  # done: the flow leaves the model
         elif isinstance(a, Abort):
             self.clients[str(a.client)].finished = True
+            self.flows.close(("c", a.client))
 
     # ------------------------------------------------------------------ the origin
     def _origin_head(self, fid: int, path: str, first: int, end: int | None) -> None:
@@ -334,6 +336,7 @@ class VmcSim:
                 left = 0
         if c.finished and not c.pending and c.done_at is None:
             c.done_at = self.sched.now
+            self.flows.close(fid)
         if n:
             self._input(Drained(name, n))
 

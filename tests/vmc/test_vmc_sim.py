@@ -233,3 +233,14 @@ def test_replay_backend_sim_runs_a_squid_log(tmp_path) -> None:
         [*cmd, "--origin", "127.0.0.1:9"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_finished_transfers_leave_the_flow_model() -> None:
+    # A client's flow is closed once its answer is delivered: the model's work per event grows
+    # with the transfers in progress, not with every request so far (2,000 requests took 50 s of
+    # CPU with finished flows kept, 2.4 s without).
+    sim = VmcSim(
+        staggered(seed=SEED), SimConfig(origin_rate=RATE, machine=MachineConfig(window=WINDOW))
+    )
+    result = sim.run()
+    assert result.digests_ok == 30 and sim.flows.ids() == []
