@@ -306,3 +306,32 @@ async def test_draining_pauses_on_a_send_backlog_and_resumes_when_it_clears():
         rx.close()
     assert got == [b"%d" % i for i in range(5000)]
     assert tx.stats["tx_dropped"] == 0 and not core.todo
+
+
+async def test_swift_kernel_arrival_times_reach_the_peer_on_its_clock():
+    """A datagram that waited in the socket: the Peer's arrival time is the
+    kernel's (before it waited), moved onto the Peer's clock, not the later
+    time the driver read it (8.7 delay samples leave out our loop's wait)."""
+    import os
+    import socket
+
+    from swift.aio.node import SwiftNode
+    from swift.core.config import PeerConfig
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer
+
+    data = os.urandom(4096)
+    tree = MerkleTree.build([data[i:i + 1024] for i in range(0, 4096, 1024)], chunk_size=1024)
+    peer = Peer(Content.seeded(tree, MemoryStorage(data)), PeerConfig(delay_from_kernel=True))
+    async with SwiftNode(peer) as node:
+        assert node.endpoint is not None and node.endpoint.timestamps
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            node.endpoint.pause_reading()
+            sent = node.now
+            s.sendto(b"\x00\x00\x00\x00garbage", node.addr)
+            await asyncio.sleep(0.05)  # the datagram waits in the socket buffer
+            resumed = node.now
+            node.endpoint.resume_reading()
+            await _wait_for(lambda: node.driver is not None and node.driver.stats["datagrams_in"] == 1)
+    assert sent - 0.001 <= peer._arrived < resumed
