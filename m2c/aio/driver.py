@@ -7,7 +7,14 @@ IP_ADD_MEMBERSHIP on its own interface (INADDR_ANY unless told otherwise;
 127.0.0.1 for a loopback sender, which only lo can reach).  Each channel has
 its own group address and port (see ``make_session``).
 
-Session handling (RFC 5775 4.4, RFC 3738 3.2.3.8, RFC 5651 5.1): the receiver
+The protocol is in the sans-IO cores (:mod:`m2c.core.session`: ``SenderCore``,
+``ReceiverCore``), pumped by :class:`deliverykit.aio.CoreDriver` on the loop's
+clock; the very same objects run in the simulator (:mod:`m2c.sim`).  This
+module opens the sockets, turns the receiver's Join/Leave events into group
+memberships and writes what it decodes.
+
+Session handling (RFC 5775 4.4, RFC 3738 3.2.3.8, RFC 5651 5.1, in the
+receiver core): the receiver
 drops datagrams from any address other than the session's source before
 decoding them, leaves the session when no packet arrived for max(10, TSD,
 4 base-group packet intervals) s or the time slot index did not advance for
