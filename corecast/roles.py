@@ -128,11 +128,16 @@ async def _registered(reg: Any, node: Any, stopper: cliutil.Stopper, retries: in
     """Wait for the Map-Notify; None once registered, else why we gave up (or "" on a signal)."""
     loop = asyncio.get_running_loop()
     end = None if duration is None else loop.time() + duration
+    give_up_at: float | None = None  # when the last allowed Map-Register's wait ends
     while not reg.registered:
         if stopper.stopped:
             return ""
         now = loop.time()
-        if (reg.counters["sent"] > retries and now >= reg.next_send) or (end is not None and now >= end):
+        if give_up_at is None and reg.counters["sent"] > retries:
+            # the registrar's timer sends the next one exactly at next_send, so the wait's
+            # end is remembered now rather than looked for later
+            give_up_at = reg.next_send
+        if (give_up_at is not None and now >= give_up_at) or (end is not None and now >= end):
             ms = f"{reg.cfg.map_server[0]}:{reg.cfg.map_server[1]}"
             sent = reg.counters["sent"]
             if node.t_ctl.stats["socket_errors"]:

@@ -1,7 +1,9 @@
 """asyncio UDP drivers for every CoreCast role (the only code that reads a clock
-or touches a socket).  Each node pumps datagrams into its sans-IO core and sends
-what the core returns; outputs are routed by destination port (LISP data 4341
-vs control 4342).  Per-destination counters record what went on each link, in
+or touches a socket).  Each node pumps its sans-IO core, a
+:class:`deliverykit.protocol.DatagramCore`, through :class:`deliverykit.aio.CoreDriver`
+(datagrams in, datagrams out, one timer at the core's own deadline); the
+core's outputs are routed to the node's sockets by destination (LISP data 4341
+vs control 4342, multicast, the other address family).  Per-destination counters record what went on each link, in
 bytes on the wire (UDP payload + IPv4/UDP headers), for the paper's
 equations 3 and 5.
 
@@ -29,6 +31,7 @@ from corecast.core.itr import Itr
 from corecast.core.mapserver import MapServer
 from corecast.core.register import Registrar
 from corecast.core.source import Source
+from deliverykit.aio import CoreDriver
 
 Datagram = tuple[bytes, tuple[str, int]]
 
@@ -102,6 +105,19 @@ async def bind(host: str, port: int, cb: Callable[[bytes, tuple], None]) -> Endp
     return open_endpoint((host, port), on_batch)
 
 
+class Router:
+    """The transport a node's :class:`CoreDriver` sends through: ``send_many`` hands
+    the core's datagrams to the node, which picks the socket for each."""
+
+    __slots__ = ("route",)
+
+    def __init__(self, route: Callable[[list[Datagram]], None]) -> None:
+        self.route = route
+
+    def send_many(self, items: list[Datagram]) -> None:
+        self.route(items)
+
+
 def open_endpoint(addr: tuple[str, int], on_batch: Callable[[list, float], None]) -> Endpoint:
     """A batched UDP endpoint on ``addr``; a busy or foreign address is one clear OSError."""
     from deliverykit.aio import open_udp
@@ -124,10 +140,11 @@ def _hostport_text(host: str, port: int) -> str:
 
 
 class Node:
-    """Base: owned transports, periodic tasks, clean close."""
+    """Base: owned transports and core drivers, tasks, clean close."""
 
     def __init__(self) -> None:
         self.transports: list[Endpoint] = []
+        self.drivers: list[CoreDriver] = []
         self.tasks: list[asyncio.Task] = []
         self.links = LinkCounters()
         self.send_errors = 0
@@ -136,15 +153,23 @@ class Node:
     def now(self) -> float:
         return asyncio.get_running_loop().time()
 
-    def every(self, period: float, fn: Callable[[float], object]) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(period)
-                fn(self.now())
+    def drive(self, core: object, route: Callable[[list[Datagram]], None],
+              on_event: Callable[[object], None] | None = None) -> CoreDriver:
+        """A :class:`CoreDriver` for ``core`` whose datagrams go to ``route``
+        (closed with the node); :meth:`started` drains it and arms its timer."""
+        driver = CoreDriver(core, Router(route), on_event=on_event)  # type: ignore[arg-type]
+        self.drivers.append(driver)
+        return driver
 
-        self.tasks.append(asyncio.create_task(loop()))
+    def started(self) -> None:
+        """The sockets exist: drain every core and arm its timer."""
+        for d in self.drivers:
+            d.kick()
 
     async def close(self) -> None:
+        for d in self.drivers:
+            d.close()
+        self.drivers.clear()
         for t in self.tasks:
             t.cancel()
         for t in self.tasks:
@@ -185,7 +210,13 @@ class Node:
 
 
 class ItrNode(Node):
-    """ITR: inside UDP socket (inner IP packets), LISP data and control sockets."""
+    """ITR: inside UDP socket (inner IP packets), LISP data and control sockets.
+
+    The control socket feeds the core's ``datagram_received`` (LISP control
+    only: no remote address is an inside one here); the inside socket feeds
+    ``receive_batch`` (the batch fast path); the core's timer (Map-Request
+    retransmissions) runs at its deadline.  ``tick`` is kept for callers: the
+    cores have real deadlines now, nothing is polled."""
 
     def __init__(self, itr: Itr, inside: tuple[str, int], tick: float = 0.25) -> None:
         super().__init__()
@@ -195,16 +226,19 @@ class ItrNode(Node):
         self.rloc = str(ipaddress.ip_address(itr.rloc))
 
     async def start(self) -> None:
+        self.driver = self.drive(self.itr, self._route)
         # the inside interface: a recvmmsg batch goes through Algorithm 1 in one
         # cc_itr_batch call (C fast path or its twin)
-        self.t_inside = open_endpoint(self.inside, lambda items, now: self._route(
-            self.itr.handle_batch(items, now)))
+        self.t_inside = open_endpoint(self.inside, self._on_inside)
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
-        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
-            self.itr.handle_control(d, self.now())))
+        self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)
         self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]  # if 0 was asked
         self.transports += [self.t_inside, self.t_data, self.t_ctl]
-        self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
+        self.started()
+
+    def _on_inside(self, items: list, now: float) -> None:
+        self.itr.receive_batch(items, now)
+        self.driver.kick()
 
     def _route(self, out: list[Datagram]) -> None:
         dp = self.itr.data_port
@@ -230,17 +264,25 @@ class XtrNode(ItrNode):
 
     async def start(self) -> None:
         xtr = self.xtr
-        self.t_inside = open_endpoint(self.inside, lambda items, now: self._route(
-            xtr.handle_batch(items, now)))
-        self.t_data = await bind(self.rloc, self.data_port, self._on_data)
+        self.driver = self.drive(xtr, self._route)
+        self.t_inside = open_endpoint(self.inside, self._on_inside)
+        self.t_data = open_endpoint((self.rloc, self.data_port), self._on_data)
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
-        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
-            xtr.handle_control(d, self.now())))
+        self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)
         self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
         self.transports += [self.t_inside, self.t_data, self.t_out, self.t_ctl]
-        self.every(self.tick, lambda now: self._route(xtr.tick(now)))
+        self.started()
 
-    def _on_data(self, data: bytes, addr: tuple) -> None:
+    def _on_inside(self, items: list, now: float) -> None:
+        self.xtr.receive_batch(items, now)
+        self.driver.kick()
+
+    def _on_data(self, items: list, now: float) -> None:
+        for data, addr in items:
+            self._deliver(data, addr)
+        self.driver.kick()  # echo-nonce and LSB state may have moved the timer
+
+    def _deliver(self, data: bytes, addr: tuple) -> None:
         # delivered packets go to inner (sender-chosen) addresses: summed in
         # ``delivered`` [packets, wire bytes], never a LinkCounters row per address
         # (LinkCounters rows are the LISP links to RLOCs)
@@ -288,8 +330,9 @@ class EtrNode(Node):
         self.received = LinkCounters()
 
     async def start(self) -> None:
+        self.driver = self.drive(self.etr, self._route)
         self.t_out = await bind(self.rloc, 0, lambda d, a: None)
-        self.t_data = await bind(self.rloc, self.data_port, self._on_data)
+        self.t_data = open_endpoint((self.rloc, self.data_port), self._on_data)
         self.transports += [self.t_out, self.t_data]
         rloc_v6 = ipaddress.ip_address(self.rloc).version == 6
         other = "0.0.0.0" if rloc_v6 else (self.out6 or "::")
@@ -305,32 +348,29 @@ class EtrNode(Node):
             self.transports.append(self.t_mc)
         if self.registrar is not None:
             reg = self.registrar
-
-            def on_control(d: bytes, a: tuple) -> None:
-                now = self.now()
-                if not reg.handle_control(d, now):  # not our Map-Notify: a Map-Request?
-                    # the reply goes to the ITR-RLOC the request names: only a trusted one,
-                    # or anyone could aim our Map-Replies at any address
-                    for out, dst in reg.answer(d, now, a[1], allow=self._trusted_host):
-                        self._sendto(self.t_ctl, out, dst, False)
-
-            self.t_ctl = await bind(self.rloc, self.control_port, on_control)
+            # a Map-Request's reply goes to the ITR-RLOC the request names: only a trusted
+            # one, or anyone could aim our Map-Replies at any address
+            reg.allow = self._trusted_host
+            # the registrar's timer sends the first Map-Register now, then at its deadlines
+            self.reg_driver = self.drive(reg, self._route_control)
+            self.t_ctl = open_endpoint((self.rloc, self.control_port), self.reg_driver.on_batch)
             self.transports.append(self.t_ctl)
-
-            def tick(now: float) -> None:
-                for data, dst in reg.tick(now):
-                    self._sendto(self.t_ctl, data, dst, False)
-
-            tick(self.now())
-            self.every(self.tick, tick)
+        self.started()
 
     def _trusted_host(self, host: str) -> bool:
         return self.etr.trusts(ipaddress.ip_address(host).packed)
 
-    def _on_data(self, data: bytes, addr: tuple) -> None:
-        self.received.add(addr[0], len(data))
-        src = socket.inet_pton(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET, addr[0])
-        for payload, dst in self.etr.handle_data(data, self.now(), src):
+    def _route_control(self, out: list[Datagram]) -> None:
+        for data, dst in out:
+            self._sendto(self.t_ctl, data, dst, False)
+
+    def _on_data(self, items: list, now: float) -> None:
+        for data, addr in items:
+            self.received.add(addr[0], len(data))
+        self.driver.on_batch(items, now)
+
+    def _route(self, out: list[Datagram]) -> None:
+        for payload, dst in out:
             a = ipaddress.ip_address(dst[0])
             if self.t_mc is not None and a.is_multicast:
                 tr = self.t_mc
@@ -350,22 +390,20 @@ class MapServerNode(Node):
         self._old_style_noted: set[tuple[str, str]] = set()  # (site, source) already logged
 
     async def start(self) -> None:
-        self.t = await bind(self.addr, self.port, self._on)
+        self.driver = self.drive(self.ms, self._route, on_event=self._on_event)
+        self.t = open_endpoint((self.addr, self.port), self.driver.on_batch)
         self.transports.append(self.t)
+        self.started()
 
-    def _on(self, data: bytes, addr: tuple) -> None:
-        before = self.ms.counters["auth_old_style_key_id"]
-        for out, dst in self.ms.handle(data, (addr[0], addr[1]), self.now()):
-            self._sendto(self.t, out, dst, False)
-        if self.ms.counters["auth_old_style_key_id"] != before:
-            self._note_old_style()
+    def _route(self, out: list[Datagram]) -> None:
+        for data, dst in out:
+            self._sendto(self.t, data, dst, False)
 
-    def _note_old_style(self) -> None:
+    def _on_event(self, ev: object) -> None:
         """One stderr line per (site, source) whose Key ID bytes are RFC 6833's (e.g. OOR)."""
         from corecast.core.events import OldStyleKeyId
 
-        ev = next((e for e in reversed(self.ms.events) if isinstance(e, OldStyleKeyId)), None)
-        if ev is None or (ev.site, ev.source) in self._old_style_noted:
+        if not isinstance(ev, OldStyleKeyId) or (ev.site, ev.source) in self._old_style_noted:
             return
         self._old_style_noted.add((ev.site, ev.source))
         print(f"mapserver: {ev.source} (site {ev.site}) writes RFC 6833's 16-bit Key ID "
@@ -396,37 +434,41 @@ class SourceNode(Node):
         self.refused = 0
 
     async def start(self, stream: bool = True) -> None:
+        """Bind, serve subscriptions and (``stream``) start pacing the channels; the
+        core's timer paces the chunks, expires silent subscribers and, in
+        source-as-ITR mode, retransmits Map-Requests."""
+        self.source.streaming = False  # until start_streaming
+        # subscriptions the application made before the node had a clock (e.g. at
+        # time 0) are timed from now: the core's heartbeat deadlines are on this clock
+        now = self.now()
+        for ch in self.source.channels.values():
+            for sub in ch.dst.values():
+                sub.last_seen = max(sub.last_seen, now)
         self.t = await bind(self.addr, 0, lambda d, a: None)
         self.transports.append(self.t)
+        self.driver = self.drive(self.source, self._route, on_event=self._on_event)
         itr = self.source.itr
         if itr is not None:
-            self.t_ctl = await bind(self.addr, itr.control_port, lambda d, a: self._route(
-                itr.handle_control(d, self.now())))
+            self.t_ctl = open_endpoint((self.addr, itr.control_port), self.driver.on_batch)
             itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
             self.transports.append(self.t_ctl)
-            self.every(0.25, lambda now: self._route(itr.tick(now)))
         self.server = await serve(self.addr, self.http_port, self._http)
         self.http_port = self.server.sockets[0].getsockname()[1]
-        self.every(self.expire_every, self.source.expire)
+        self.started()
         if stream:
             self.start_streaming()
 
     def start_streaming(self) -> None:
-        now = self.now()
-        for ch in self.source.channels.values():
-            ch.next_due = max(ch.next_due, now)
-        self.tasks.append(asyncio.create_task(self._pace()))
+        self.source.start_streaming(self.now())
+        if self.source.next_deadline() is None:
+            self.running.set()  # nothing to stream
+        self.driver.kick()
 
-    async def _pace(self) -> None:
-        while True:
-            nxt = self.source.next_deadline()
-            if nxt is None:
-                self.running.set()
-                return
-            delay = nxt - self.now()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self._route(self.source.tick(self.now()))
+    def _on_event(self, ev: object) -> None:
+        from corecast.core.events import ChannelFinished
+
+        if isinstance(ev, ChannelFinished) and self.source.next_deadline() is None:
+            self.running.set()
 
     def _route(self, out: list[Datagram]) -> None:
         itr = self.source.itr
@@ -452,14 +494,17 @@ class SourceNode(Node):
                 self.refused += 1
                 return 403, {"error": f"eid {eid} is not the address this request came from"}
             now = self.now()
-            if path == "/join":
-                self.source.join(chan, eid, port, bool(body.get("corecast", True)), now)
-                return 200, {"ok": True, "heartbeat_timeout": self.source.heartbeat_timeout}
-            if path == "/heartbeat":
-                ok = self.source.heartbeat(chan, eid, port, now)
+            try:
+                if path == "/join":
+                    self.source.join(chan, eid, port, bool(body.get("corecast", True)), now)
+                    return 200, {"ok": True, "heartbeat_timeout": self.source.heartbeat_timeout}
+                if path == "/heartbeat":
+                    ok = self.source.heartbeat(chan, eid, port, now)
+                    return (200 if ok else 404), {"ok": ok}
+                ok = self.source.leave(chan, eid, port)
                 return (200 if ok else 404), {"ok": ok}
-            ok = self.source.leave(chan, eid, port)
-            return (200 if ok else 404), {"ok": ok}
+            finally:  # the subscriber deadlines moved
+                self.driver.kick()
         except (KeyError, ValueError, TypeError) as exc:
             return 400, {"error": str(exc)}
 
@@ -480,31 +525,37 @@ class ClientNode(Node):
         self.port = port
         self.client = client or Client()
         self.joined: tuple | None = None
+        #: called after every batch of datagrams the client took
         self.on_receive: Callable[[], None] | None = None
         #: hosts the stream may come from (the domain's ETRs; the source is added by
         #: ``join``); datagrams from anyone else are counted in ``client.rejected``.
-        #: None accepts every sender (explicit opt-out)
-        self.accept: set[str] | None = None if accept is None else {_canon(h) for h in accept}
+        #: None accepts every sender (explicit opt-out).  The client core checks it.
+        self.client.accept = None if accept is None else {_canon(h) for h in accept}
         #: called once per rejected host (at most 16 hosts), e.g. to print a hint
         self.on_reject: Callable[[str], None] | None = None
-        self._rejected_hosts: set[str] = set()
 
-    def _on(self, data: bytes, addr: tuple) -> None:
-        if self.accept is not None and addr[0] not in self.accept:
-            self.client.rejected += 1
-            if self.on_reject is not None and len(self._rejected_hosts) < 16 \
-                    and addr[0] not in self._rejected_hosts:
-                self._rejected_hosts.add(addr[0])
-                self.on_reject(addr[0])
-            return
-        self.client.handle(data, self.now())
-        if self.on_receive is not None:
+    @property
+    def accept(self) -> set[str] | None:
+        return self.client.accept
+
+    def _on_event(self, ev: object) -> None:
+        from corecast.core.events import SenderRejected
+
+        if isinstance(ev, SenderRejected) and self.on_reject is not None:
+            self.on_reject(ev.host)
+
+    def _on(self, items: list, now: float) -> None:
+        received = self.client.received
+        self.driver.on_batch(items, now)
+        if self.on_receive is not None and self.client.received != received:
             self.on_receive()
 
     async def start(self) -> None:
-        self.t = await bind(self.eid, self.port, self._on)
+        self.driver = self.drive(self.client, lambda out: None, on_event=self._on_event)
+        self.t = open_endpoint((self.eid, self.port), self._on)
         self.transports.append(self.t)
         self.port = self.t.get_extra_info("sockname")[1]
+        self.started()
 
     async def join(self, source: tuple[str, int], channel: str, corecast: bool = True,
                    heartbeat: float | None = None) -> dict:

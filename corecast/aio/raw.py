@@ -220,25 +220,27 @@ class RawItrNode(ItrNode):
         self.raw: RawInside | None = None
 
     async def start(self) -> None:
-        from corecast.aio.nodes import bind
+        from corecast.aio.nodes import bind, open_endpoint
 
+        self.driver = self.drive(self.itr, self._route)
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
-        self.t_ctl = await bind(self.rloc, self.itr.control_port, lambda d, a: self._route(
-            self.itr.handle_control(d, self.now())))
+        self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)
         self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
         self.transports += [self.t_data, self.t_ctl]
         self.raw = RawInside(self.ifname, self._on_frames, self.own, frames=True)
-        self.every(self.tick, lambda now: self._route(self.itr.tick(now)))
+        self.started()
 
     def _on_frames(self, frames: list) -> None:
-        """recvmmsg batch -> one cc_itr_batch call (C or twin) -> sendmmsg."""
-        out = self.itr.handle_batch(frames, self.now(), l2=14)
+        """recvmmsg batch -> one cc_itr_batch call (C or twin) -> the core's driver,
+        whose transport sends a batch all bound for LISP data in one sendmmsg."""
+        self.itr.receive_batch(frames, self.now(), l2=14)
         if self.raw is not None:
             fc = self.itr.frame_counters
             self.raw.counters["ip"] = fc["ip"]
             self.raw.counters["to_self"] = fc["to_self"]
-        if not out:
-            return
+        self.driver.kick()
+
+    def _route(self, out: list) -> None:
         dp = self.itr.data_port
         if all(d[1][1] == dp for d in out):
             self.t_data.ep.send_many(out)
@@ -247,7 +249,7 @@ class RawItrNode(ItrNode):
                 for payload, dst in out:
                     add(dst[0], len(payload))
         else:
-            self._route(out)
+            super()._route(out)
 
     async def close(self) -> None:
         if self.raw is not None:
