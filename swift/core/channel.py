@@ -174,7 +174,8 @@ class Channel:
     """State of one channel; the Peer drives it."""
 
     def __init__(self, local_id: int, addr: Any, initiator: bool, now: float,
-                 mss: int, queue_limit: int, slow_start: bool) -> None:
+                 mss: int, queue_limit: int, slow_start: bool,
+                 ledbat_target: float | None = None) -> None:
         self.local_id = local_id
         self.remote_id = 0
         self.addr = addr
@@ -207,13 +208,22 @@ class Channel:
         self.upload = RangeQueue(queue_limit)
         self.choking = False  # we choke them
         self.send_choke: bool | None = None
-        self.data_out: dict[int, tuple[float, int]] = {}
-        #: (chunk, send time) of the DATA in ``data_out``, oldest first
-        #: (entries whose chunk was acknowledged since are skipped lazily)
-        self.send_log: deque[tuple[int, float]] = deque()
-        #: send time of the newest DATA acknowledged: DATA sent well before
-        #: it and still unacknowledged was lost (RACK, RFC 8985)
+        #: chunk -> (send time, bytes, send order) of the DATA in flight
+        self.data_out: dict[int, tuple[float, int, int]] = {}
+        #: (chunk, send time, send order) of the DATA in ``data_out``, oldest
+        #: first (entries whose chunk was acknowledged since are skipped lazily)
+        self.send_log: deque[tuple[int, float, int]] = deque()
+        #: DATA sent so far (the send order of the last one)
+        self.send_seq = 0
+        #: send time and order of the newest DATA acknowledged, and its RTT:
+        #: DATA sent before it and unacknowledged for longer than that RTT
+        #: plus the reordering window was lost (RACK, RFC 8985 6.2)
         self.acked_sent = -1.0
+        self.acked_seq = -1
+        self.acked_rtt = 0.0
+        #: chunks sent again while a copy was in flight: their ACK gives no
+        #: RTT and does not move RACK (Karn's rule; RFC 8985 6.2 step 2)
+        self.ambiguous: set[int] = set()
         #: pacing: the earliest time the next DATA may leave (upload.py)
         self.pace_at = 0.0
         #: DATA sent again because the receiver lost it (not by its request)
@@ -237,7 +247,9 @@ class Channel:
         #: hashes it holds or has on the way, for the uncles of new DATA
         #: (5.3); one view per channel, not one per DATA
         self.known = _Either(self.peer_have, self.sent)
-        self.ledbat = Ledbat(mss=mss, slow_start=slow_start, init_cwnd=4 if slow_start else None)
+        #: ``ledbat_target``: LEDBAT's TARGET in s (None: Ledbat.TARGET, 100 ms)
+        self.ledbat = Ledbat(mss=mss, target=ledbat_target, slow_start=slow_start,
+                             init_cwnd=4 if slow_start else None)
         self.served = 0.0  # WFQ: bytes served
         # download side
         self.choked = False  # they choke us

@@ -23,6 +23,8 @@ class Ledbat:
     """Sender-side LEDBAT state for one channel."""
 
     TARGET = 0.100  # s, section 3.2.2 (MUST be <= 100 ms)
+    #: libswift's TARGET (its LEDBAT_TARGET, 25 ms): the libswift profile's default
+    LIBSWIFT_TARGET = 0.025
     GAIN = 1.0
     BASE_HISTORY = 10
     CURRENT_FILTER = 4
@@ -34,6 +36,9 @@ class Ledbat:
                  slow_start: bool = False, init_cwnd: int | None = None) -> None:
         self.mss = mss
         if target is not None:
+            if not 0 < target <= 0.100:
+                raise ValueError(f"LEDBAT TARGET must be in (0, 100] ms (RFC 6817 3.2.2), "
+                                 f"not {target * 1000:g} ms")
             self.TARGET = target
         self.cwnd = float((init_cwnd or self.INIT_CWND) * mss)
         self.flightsize = 0
@@ -157,7 +162,12 @@ class Ledbat:
             self.cto = max(0.2, self.srtt + 4 * self.rttvar)
 
     def on_loss(self, nbytes: int, now: float) -> None:
-        """Section 2.4.2 "on data loss" (at most once per RTT); data not resent."""
+        """Section 2.4.2 "on data loss": cwnd halves at most once per RTT
+        (further losses within that RTT, of the same flight, leave it); the
+        lost bytes leave flightsize (the sender queues them again as new
+        data).  Called by the sender's loss detection from the ACK stream
+        (upload.py: RACK, about 1.25 RTT after the loss; a tail loss probe
+        at the end of a flight) and, last, by the 1 s loss horizon."""
         self.losses += 1
         self.slow_start = False
         self.ssthresh = 0.0  # a loss ends a timeout recovery

@@ -71,25 +71,23 @@ class UploadScheduler:
         acked = 0
         rtt = None
         do = ch.data_out
-        newest = ch.acked_sent
+        newest, nseq = ch.acked_sent, ch.acked_seq
+        amb = ch.ambiguous
         if ch.retried:
             self._spurious(ch, lo, hi, now)
-        if hi - lo <= len(do):
-            for c in range(lo, hi):
-                x = do.pop(c, None)
-                if x is not None:
-                    acked += x[1]
-                    rtt = now - x[0]
-                    if x[0] > newest:
-                        newest = x[0]
-        else:
-            for c in [c for c in do if lo <= c < hi]:
-                x = do.pop(c)
+        for c in range(lo, hi) if hi - lo <= len(do) else [c for c in do if lo <= c < hi]:
+            x = do.pop(c, None)
+            if x is not None:
                 acked += x[1]
+                if amb and c in amb:  # sent twice: whose ACK is this? (Karn)
+                    amb.discard(c)
+                    continue
                 rtt = now - x[0]
-                if x[0] > newest:
-                    newest = x[0]
-        ch.acked_sent = newest
+                q = x[2] if len(x) > 2 else 0
+                if x[0] > newest or (x[0] == newest and q > nseq):
+                    newest, nseq = x[0], q  # RACK.segment (RFC 8985 6.2 step 2)
+                    ch.acked_rtt = rtt
+        ch.acked_sent, ch.acked_seq = newest, nseq
         if acked:
             ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
 
@@ -110,11 +108,13 @@ class UploadScheduler:
             return  # libswift's HAVE right after the ACK for the same chunk
         led = ch.ledbat
         old = now - max(1.5 * (led.srtt or 0.5), led.cto)
-        newest = ch.acked_sent
+        newest, nseq = ch.acked_sent, ch.acked_seq
         cands = range(lo, hi) if hi - lo <= len(do) else list(do)
         for c in cands:
             x = do.get(c)
-            if x is not None and lo <= c < hi and (x[0] < newest or x[0] < old):
+            if x is not None and lo <= c < hi and (
+                    x[0] < newest or x[0] < old
+                    or (x[0] == newest and (x[2] if len(x) > 2 else 0) < nseq)):
                 del do[c]
                 ch.ledbat.on_delivered(x[1], now)
 
@@ -150,12 +150,13 @@ class UploadScheduler:
         not want it (a live viewer discards stale chunks unacknowledged);
         RACK and the tail loss probe repair the losses of a peer that
         acknowledges (see the module docstring)."""
+        if ch.send_log and ch.acked_sent >= ch.send_log[0][1]:
+            self._detect_losses(ch, now)  # RACK's overdue DATA with no batch since
         if ch.data_out:
             horizon = now - max(1.0, 2 * ch.ledbat.cto)
-            old = [c for c, (t, _) in ch.data_out.items() if t < horizon]
+            old = [c for c, x in ch.data_out.items() if x[0] < horizon]
             for c in old:
-                _, nb = ch.data_out.pop(c)
-                ch.ledbat.on_loss(nb, now)
+                ch.ledbat.on_loss(ch.data_out.pop(c)[1], now)
             self._forget_hashes(ch, old)
         self._probe_tail(ch, now)
         if ch.ledbat.check_timeout(now):
@@ -187,7 +188,7 @@ class UploadScheduler:
             ch.probe_credit = True
             return
         do = ch.data_out
-        for c, t in reversed(ch.send_log):
+        for c, t, _ in reversed(ch.send_log):
             x = do.get(c)
             if x is not None and x[0] == t and c not in ch.retried:
                 del do[c]
@@ -196,28 +197,31 @@ class UploadScheduler:
                 return
 
     def _detect_losses(self, ch: Channel, now: float) -> None:
-        """RACK (RFC 8985 6.1): DATA sent more than the reordering window (a
-        quarter RTT, more once reordering was seen: ``_spurious``) before
-        the newest acknowledged DATA and still unacknowledged was lost,
-        unless the peer announced the chunk (a HAVE without an ACK: libswift
-        acknowledges only the newest DATA of a burst).  Runs once per
-        received batch (not per ACK: one datagram may acknowledge out of
-        send order); amortised O(1) per DATA sent."""
+        """RACK (RFC 8985 6.2): DATA sent before the newest acknowledged DATA
+        (by send time, then send order: a window sent in one burst shares
+        one time) and outstanding for longer than that DATA's RTT plus the
+        reordering window (a quarter RTT, more once reordering was seen:
+        ``_spurious``) was lost, unless the peer announced the chunk (a HAVE
+        without an ACK: libswift acknowledges only the newest DATA of a
+        burst).  So a loss is found about 1.25 RTT after it was sent.  Runs
+        once per received batch (not per ACK: one datagram may acknowledge
+        out of send order) and on the housekeeping tick; amortised O(1) per
+        DATA sent."""
         log = ch.send_log
         do = ch.data_out
         led = ch.ledbat
         ph = ch.peer_have
-        srtt = led.srtt or 0.0
-        limit = ch.acked_sent - ch.reo_mult * 0.25 * srtt  # RACK reo_wnd (6.2)
+        rack_t, rack_seq = ch.acked_sent, ch.acked_seq
+        wait = ch.acked_rtt + ch.reo_mult * 0.25 * (led.srtt or 0.0)  # RACK.rtt + reo_wnd
         lost = []
         while log:
-            c, t = log[0]
+            c, t, q = log[0]
             x = do.get(c)
             if x is None or x[0] != t:
                 log.popleft()  # acknowledged, or sent again since
                 continue
-            if t >= limit:
-                break
+            if not (t < rack_t or (t == rack_t and q < rack_seq)) or t + wait > now:
+                break  # sent after the newest acknowledged, or not overdue yet
             log.popleft()
             del do[c]
             if ph.has(c):
@@ -239,7 +243,7 @@ class UploadScheduler:
     def _in_flight(ch: Channel) -> list[int]:
         """Chunks of the DATA in flight, in send order."""
         do = ch.data_out
-        return [c for c, t in ch.send_log if (x := do.get(c)) is not None and x[0] == t]
+        return [c for c, t, _ in ch.send_log if (x := do.get(c)) is not None and x[0] == t]
 
     @staticmethod
     def _forget_hashes(ch: Channel, chunks: list[int]) -> None:
@@ -273,7 +277,11 @@ class UploadScheduler:
 
     def _pace_due(self, now: float) -> float | None:
         """The earliest time pacing lets a channel with queued requests and
-        window room send again (None: no channel waits on pacing)."""
+        window room send again, or RACK's reordering timer finds DATA lost
+        (RFC 8985 6.2 step 5: without it a loss in a window sent as one
+        burst waited for the next window's ACKs, a second RTT); None:
+        neither is pending.  A wake-up at this time runs ``_upload_data``
+        only (Peer.get_timer / handle_timer)."""
         due = None
         need = self.config.chunk_size
         for ch in self.channels.values():
@@ -281,7 +289,28 @@ class UploadScheduler:
             if (t > now and (due is None or t < due) and len(ch.upload)
                     and ch.state == "est" and not ch.choking and ch.ledbat.can_send(need)):
                 due = t
+            r = self._rack_due(ch)
+            if r is not None and (due is None or r < due):
+                due = max(r, now)
         return due
+
+    @staticmethod
+    def _rack_due(ch: Channel) -> float | None:
+        """When the oldest DATA in flight, if sent before the newest
+        acknowledged DATA, becomes overdue for RACK (None: none is)."""
+        log = ch.send_log
+        do = ch.data_out
+        while log:
+            c, t, q = log[0]
+            x = do.get(c)
+            if x is None or x[0] != t:
+                log.popleft()  # acknowledged, or sent again since (as _detect_losses)
+                continue
+            if t < ch.acked_sent or (t == ch.acked_sent and q < ch.acked_seq):
+                # the same sum as _detect_losses, so at this time it finds the loss
+                return t + (ch.acked_rtt + ch.reo_mult * 0.25 * (ch.ledbat.srtt or 0.0))
+            return None
+        return None
 
     def _data_dgram(self, ch: Channel, i: int, now: float, ts: bytes | None = None) -> bytes:
         """One DATA datagram for chunk ``i``, preceded by the hashes (and
@@ -397,8 +426,13 @@ class UploadScheduler:
             old = ch.data_out.pop(i, None)
             if old is not None:  # asked again while in flight: one copy counts
                 led.flightsize = max(0, led.flightsize - old[1])
-            ch.data_out[i] = (now, len(d))
-            ch.send_log.append((i, now))
+            if old is not None or i in ch.retried:
+                if len(ch.ambiguous) > 4096:  # bound: normally emptied by the ACKs
+                    ch.ambiguous.clear()
+                ch.ambiguous.add(i)
+            seq = ch.send_seq = ch.send_seq + 1
+            ch.data_out[i] = (now, len(d), seq)
+            ch.send_log.append((i, now, seq))
             ch.probe_credit = False
             led.on_send(len(d), now)
             if led.srtt:  # pacing: the window over one RTT, PACE_BURST at once
