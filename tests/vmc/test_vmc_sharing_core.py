@@ -172,3 +172,15 @@ def test_next_step_table() -> None:
     assert next_step(s, 40_000, SIZE, 1 << 20, False) is Step.LIVE
     s.move(s.state.__class__.FAILED, "broke")
     assert next_step(s, 40_000, SIZE, 1 << 20, False) is Step.FAILED
+
+
+def test_a_body_complete_before_the_origins_end_is_kept_for_later_requests() -> None:
+    # The last byte arrived and the only reader took it before the origin's end of message was
+    # seen (on sockets the end comes a read later): the object is whole, so it is DONE and kept on
+    # disk, not abandoned for lack of readers (found by CorePump on loopback).
+    m, _ = _started(MachineConfig(window=10_000, disk_budget=1 << 20), SIZE)
+    _, events = _drain(m, 0.5)
+    m.input_received(Request("b", b"GET", URI), 1.0)
+    actions, events = _drain(m, 1.0)
+    assert not [a for a in actions if isinstance(a, Fetch)]
+    assert [(e.client, e.mode) for e in events if isinstance(e, Admitted)] == [("b", "joined")]

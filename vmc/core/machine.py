@@ -771,6 +771,13 @@ class SharingMachine:
             self.subs[s].pop(r.client, None)
             assert r.queue is not None
             self._events.append(Detached(r.client, r.key, r.queue.end_offset))
+        if s.buffer.received == s.length:
+            # Whole: DONE now, before its readers can finish and leave it with none (on sockets
+            # the origin's end of message comes a read later; it is then ignored).
+            if self.resumes.get(s):
+                self.stats.stream_resumed += 1
+            self._stream_over(s, DONE, "", now)
+            return
         for r in readers:
             self._advance(r, now)
 
@@ -793,7 +800,10 @@ class SharingMachine:
 
     def _stream_over(self, s: SharedObject, state: SessionState, why: str, now: float) -> None:
         for f in [f for f in self.flights.values() if f.kind is Kind.STREAM and f.session is s]:
-            self._cancel(f)
+            if state is DONE:  # every byte is in: let the fetch end by itself, unheard
+                self.flights.pop(f.id, None)
+            else:
+                self._cancel(f)
         s.move(state, why)
         subs = self.subs.pop(s, {})
         for r in subs.values():
