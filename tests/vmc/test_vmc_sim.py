@@ -5,6 +5,7 @@ links max-min fairly."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -18,7 +19,8 @@ from collections import defaultdict
 import pytest
 
 from deliverykit.testing import require_data
-from vmc.aio.origin import expected
+from vmc.aio.origin import Origin, expected
+from vmc.aio.pump import CorePump
 from vmc.core.machine import MachineConfig
 from vmc.sim import Arrival, MaxMinFair, SimConfig, SimResult, VmcSim, load_simgrid, staggered
 
@@ -244,3 +246,71 @@ def test_finished_transfers_leave_the_flow_model() -> None:
     )
     result = sim.run()
     assert result.digests_ok == 30 and sim.flows.ids() == []
+
+
+def _on_pump(disk_budget: int, arrivals: list[Arrival]) -> list[dict]:
+    """The same arrivals through CorePump: the very SharingMachine of the sim, on sockets, with a
+    real paced origin; its status records."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def call(coro):  # noqa: ANN001, ANN202 - a coroutine and its result
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+
+    origin = call(Origin(rate=RATE).start())
+    pump = call(CorePump(MachineConfig(window=WINDOW, disk_budget=disk_budget)).start())
+    try:
+        results: dict[str, tuple[int, bytes]] = {}
+        t0 = time.monotonic() + 0.2
+
+        def client(a: Arrival) -> None:
+            time.sleep(max(0.0, t0 + a.at - time.monotonic()))
+            results[a.client] = _get(pump.address, origin.authority, a.path)
+
+        threads = [threading.Thread(target=client, args=(a,)) for a in arrivals]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for a in arrivals:
+            size = int(a.path.split("size=")[1])
+            assert results[a.client] == (
+                200,
+                hashlib.sha256(expected(a.path.split("?")[0], size)).digest(),
+            ), a
+
+        async def records() -> list[dict]:
+            return pump.core.machine.stats.snapshot(recent=1000)["recent"]
+
+        recs = call(records())
+        return [
+            {
+                "path": "/" + r["uri"].split("://", 1)[1].split("/", 1)[1],
+                "mode": r["mode"],
+                "origin_bytes": r["origin_bytes"],
+            }
+            for r in recs
+        ]
+    finally:
+        call(pump.close())
+        call(origin.close())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+@pytest.mark.parametrize("disk_budget", [1 << 30, 0], ids=["disk-store", "no-disk"])
+def test_the_sims_machine_on_sockets_makes_the_same_decisions(disk_budget: int) -> None:
+    # The simulated core is the same object that runs on sockets: SharingMachine behind CorePump,
+    # a real origin on loopback, plain HTTP clients, against the same machine in simulated time.
+    arrivals = staggered(objects=5, per_object=6, size=1 << 20, seed=SEED)
+    sim = _sim(disk_budget, arrivals)
+    real = _on_pump(disk_budget, arrivals)
+    assert _by_path(real) == _by_path(sim.records)
+    real_patch = sum(r["origin_bytes"] for r in real)
+    sim_patch = sum(r["origin_bytes"] for r in sim.records)
+    if disk_budget:
+        assert real_patch == sim_patch == 0
+    else:
+        assert abs(real_patch - sim_patch) <= 0.10 * sim_patch, (real_patch, sim_patch)

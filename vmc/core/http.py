@@ -1,0 +1,259 @@
+"""HTTP/1.1 client connections around :class:`~vmc.core.machine.SharingMachine` (sans-IO, h11).
+
+The local adapter for the one core protocol's missing stream shape (docs/vmc-sim.md,
+"One core protocol"): client connections come in as bytes, go out as bytes, with
+their opening, closing and back-pressure; the origin side stays typed
+(:class:`~vmc.core.machine.Fetch` actions out, ``Origin*`` inputs in), for the
+driver's HTTP client or the simulator's origin. The shape::
+
+    core.connection_made(conn, now); core.data_received(conn, data, now)
+    core.writable(conn, n, now)      # n bytes left the transport: the client took them
+    core.connection_lost(conn, now)
+    core.origin_received(OriginHead | OriginData | OriginEnd | OriginError, now)
+    for out in core.to_send(now): ... # Write(conn, data), Close(conn), Fetch, CancelFetch
+    core.get_timer(now) / core.handle_timer(now) / core.next_event()
+
+One request at a time per connection (a pipelined next request waits in h11
+until the answer ends); a request the adapter cannot route (not absolute-form
+``http://`` and no Host) gets 400, malformed bytes get 400 and a close: a
+clear answer, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import h11
+
+from vmc.core.machine import (
+    Abort,
+    CancelFetch,
+    ClientGone,
+    Drained,
+    Event,
+    Fetch,
+    Finish,
+    MachineConfig,
+    OriginData,
+    OriginEnd,
+    OriginError,
+    OriginHead,
+    Request,
+    Respond,
+    Send,
+    SharingMachine,
+)
+from vmc.core.plan import VMC_HEADER
+from vmc.core.ranges import format_content_range
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Bytes for client connection ``conn``."""
+
+    conn: Hashable
+    """The connection."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close client connection ``conn``."""
+
+    conn: Hashable
+    """The connection."""
+
+
+Output = Write | Close | Fetch | CancelFetch
+
+_REASONS = {
+    200: b"OK",
+    206: b"Partial Content",
+    400: b"Bad Request",
+    416: b"Range Not Satisfiable",
+    502: b"Bad Gateway",
+}
+
+
+class HttpSharingCore:
+    """h11 server connections feeding one :class:`SharingMachine` (module docstring)."""
+
+    def __init__(
+        self, cfg: MachineConfig | None = None, default_authority: str | None = None
+    ) -> None:
+        self.machine = SharingMachine(cfg)
+        #: Authority for origin-form requests without a Host (reverse-proxy use).
+        self.default_authority = default_authority
+        self.conns: dict[Hashable, h11.Connection] = {}
+        self._busy: set[Hashable] = set()
+        self._out: list[Output] = []
+
+    # ------------------------------------------------------------------ client connections
+    def connection_made(self, conn: Hashable, now: float) -> None:
+        self.conns[conn] = h11.Connection(h11.SERVER)
+
+    def data_received(self, conn: Hashable, data: bytes, now: float) -> None:
+        c = self.conns.get(conn)
+        if c is None:
+            return
+        try:
+            c.receive_data(data)
+        except h11.RemoteProtocolError:
+            return self._bad(conn)
+        self._next_request(conn, now)
+
+    def writable(self, conn: Hashable, n: int, now: float) -> None:
+        if conn in self._busy:
+            self.machine.input_received(Drained(conn, n), now)
+            self._pump(now)
+
+    def connection_lost(self, conn: Hashable, now: float) -> None:
+        self.conns.pop(conn, None)
+        if conn in self._busy:
+            self._busy.discard(conn)
+            self.machine.input_received(ClientGone(conn), now)
+            self._pump(now)
+
+    # ------------------------------------------------------------------ the origin side
+    def origin_received(
+        self, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
+    ) -> None:
+        self.machine.input_received(inp, now)
+        self._pump(now)
+
+    # ------------------------------------------------------------------ the protocol's shape
+    def to_send(self, now: float) -> list[Output]:
+        out, self._out = self._out, []
+        return out
+
+    def get_timer(self, now: float) -> float | None:
+        return self.machine.get_timer(now)
+
+    def handle_timer(self, now: float) -> None:
+        self.machine.handle_timer(now)
+        self._pump(now)
+
+    def next_event(self) -> Event | None:
+        return self.machine.next_event()
+
+    # ------------------------------------------------------------------ inside
+    def _next_request(self, conn: Hashable, now: float) -> None:
+        c = self.conns.get(conn)
+        if c is None or conn in self._busy:
+            return
+        try:
+            ev = c.next_event()
+            while isinstance(ev, h11.Data):  # a body: not shared (the machine passes it through)
+                ev = c.next_event()
+        except h11.RemoteProtocolError:
+            return self._bad(conn)
+        if isinstance(ev, h11.ConnectionClosed):
+            self._out.append(Close(conn))
+            return
+        if not isinstance(ev, h11.Request):
+            return  # NEED_DATA, or EndOfMessage of a request already answered
+        headers = tuple((k.lower(), v) for k, v in ev.headers)
+        target = ev.target.decode("ascii", "surrogateescape")
+        host = next((v for k, v in headers if k == b"host"), None)
+        if target.lower().startswith("http://"):
+            uri = target
+        elif target.startswith("/") and (host or self.default_authority):
+            authority = host.decode("ascii", "surrogateescape") if host else self.default_authority
+            uri = f"http://{authority}{target}"
+        else:
+            return self._bad(conn)
+        self._busy.add(conn)
+        self._end_of_request(c)
+        self.machine.input_received(Request(conn, ev.method, uri, headers), now)
+        self._pump(now)
+
+    def _pump(self, now: float) -> None:
+        for a in self.machine.actions_to_send(now):
+            if isinstance(a, (Fetch, CancelFetch)):
+                self._out.append(a)
+            elif isinstance(a, Respond):
+                self._respond(a)
+            elif isinstance(a, Send):
+                self._send(a.client, h11.Data(data=a.data))
+            elif isinstance(a, Finish):
+                self._finish(a.client, now)
+            elif isinstance(a, Abort):
+                self._busy.discard(a.client)
+                self.conns.pop(a.client, None)
+                self._out.append(Close(a.client))
+
+    def _respond(self, a: Respond) -> None:
+        hdrs = [(b"via", b"1.1 vmc"), (b"accept-ranges", b"bytes")]
+        if a.length is not None:
+            hdrs.append((b"content-length", b"%d" % a.length))
+        if a.status == 206:
+            hdrs.append(
+                (
+                    b"content-range",
+                    format_content_range(a.first, a.first + (a.length or 0) - 1, a.total).encode(),
+                )
+            )
+        if a.status == 416:
+            hdrs.append((b"content-range", b"bytes */%d" % a.total))
+        hdrs.append((VMC_HEADER, b"sim-core"))
+        self._send(
+            a.client,
+            h11.Response(status_code=a.status, headers=hdrs, reason=_REASONS.get(a.status, b"")),
+        )
+
+    def _send(self, conn: Hashable, ev: h11.Event) -> None:
+        c = self.conns.get(conn)
+        if c is None:
+            return
+        try:
+            data = c.send(ev)
+        except h11.LocalProtocolError:
+            self.conns.pop(conn, None)
+            self._out.append(Close(conn))
+            return
+        if data:
+            self._out.append(Write(conn, data))
+
+    @staticmethod
+    def _end_of_request(c: h11.Connection) -> None:
+        """Take the request's body (ignored: the machine shares bodiless requests) and its end,
+        as far as they have arrived."""
+        try:
+            while c.their_state is h11.SEND_BODY:
+                ev = c.next_event()
+                if ev is h11.NEED_DATA or isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    break
+        except h11.RemoteProtocolError:
+            pass
+
+    def _finish(self, conn: Hashable, now: float) -> None:
+        self._busy.discard(conn)
+        self._send(conn, h11.EndOfMessage())
+        c = self.conns.get(conn)
+        if c is None:
+            return
+        self._end_of_request(c)
+        if c.our_state is h11.DONE and c.their_state is h11.DONE:
+            c.start_next_cycle()
+            self._next_request(conn, now)
+        elif c.our_state is h11.MUST_CLOSE or c.their_state is h11.MUST_CLOSE:
+            self.conns.pop(conn, None)
+            self._out.append(Close(conn))
+
+    def _bad(self, conn: Hashable) -> None:
+        c = self.conns.pop(conn, None)
+        if c is not None and c.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            try:
+                data = c.send(
+                    h11.Response(
+                        status_code=400,
+                        headers=[(b"content-length", b"0"), (b"connection", b"close")],
+                    )
+                )
+                data += c.send(h11.EndOfMessage()) or b""
+                self._out.append(Write(conn, data))
+            except h11.LocalProtocolError:
+                pass
+        self._out.append(Close(conn))
