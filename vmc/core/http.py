@@ -69,6 +69,7 @@ class Close:
 Output = Write | Close | Fetch | CancelFetch
 
 _REASONS = {
+    501: b"Not Implemented",
     200: b"OK",
     206: b"Partial Content",
     400: b"Bad Request",
@@ -164,6 +165,11 @@ class HttpSharingCore:
             uri = f"http://{authority}{target}"
         else:
             return self._bad(conn)
+        length = next((v for k, v in headers if k == b"content-length"), b"0").strip()
+        if length not in (b"", b"0") or any(k == b"transfer-encoding" for k, _ in headers):
+            return self._bad(
+                conn, 501
+            )  # the machine passes requests on without a body: never drop one
         self._busy.add(conn)
         self._end_of_request(c)
         self.machine.input_received(Request(conn, ev.method, uri, headers), now)
@@ -242,14 +248,16 @@ class HttpSharingCore:
             self.conns.pop(conn, None)
             self._out.append(Close(conn))
 
-    def _bad(self, conn: Hashable) -> None:
+    def _bad(self, conn: Hashable, status: int = 400) -> None:
+        """Answer ``status`` (400: not HTTP or not routable; 501: a request body) and close."""
         c = self.conns.pop(conn, None)
         if c is not None and c.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             try:
                 data = c.send(
                     h11.Response(
-                        status_code=400,
+                        status_code=status,
                         headers=[(b"content-length", b"0"), (b"connection", b"close")],
+                        reason=_REASONS.get(status, b""),
                     )
                 )
                 data += c.send(h11.EndOfMessage()) or b""
