@@ -28,7 +28,6 @@ from functools import partial
 from pathlib import Path
 
 from bench.harness import Figure, interleaved, measured
-
 from deliverykit.analyse import FlowAnalyser, analyse
 
 
@@ -56,8 +55,15 @@ A, B, C = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), bytes([192, 0, 2, 1])
 
 
 def ppspp(n: int) -> Iterator[tuple[float, bytes]]:
-    from swift.wire.codec import (Ack, Handshake, HandshakeOptions, Request, WireContext,
-                                  encode_data, encode_datagram)
+    from swift.wire.codec import (
+        Ack,
+        Handshake,
+        HandshakeOptions,
+        Request,
+        WireContext,
+        encode_data,
+        encode_datagram,
+    )
     ctx = WireContext()
     hs = Handshake(7, HandshakeOptions(version=1, swarm_id=bytes(32), addressing=2,
                                        chunk_size=1024))
@@ -96,8 +102,14 @@ def vmc(n: int) -> Iterator[tuple[float, bytes]]:
 
 
 def corecast(n: int) -> Iterator[tuple[float, bytes]]:
-    from corecast.wire.codec import (build_ip, decode_cc, encode_cc_header, encode_cc_payload,
-                                     encode_lisp_data, make_lisp_data)
+    from corecast.wire.codec import (
+        build_ip,
+        decode_cc,
+        encode_cc_header,
+        encode_cc_payload,
+        encode_lisp_data,
+        make_lisp_data,
+    )
     lisp = encode_lisp_data(make_lisp_data(nonce=1))
     chan = bytes([10, 255, 0, 1])
     for i in range(n // 4):
@@ -192,7 +204,9 @@ def run(quick: bool) -> dict:
                 floor: partial(_floor, path),
             }
             lua_ok = name == "vmc" or (ROOT / "dissectors" / f"{name}.lua").exists()
-            ts = f"{name}: tshark " + ("(HTTP dissector)" if name == "vmc" else "(our Lua dissector)")
+            ts = f"{name}: tshark " + (
+                "(HTTP dissector)" if name == "vmc" else "(our Lua dissector)"
+            )
             if shutil.which("tshark") and lua_ok:
                 subjects[ts] = partial(_tshark, name, path)
             secs = interleaved(subjects, repeats)

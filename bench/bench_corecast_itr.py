@@ -122,9 +122,15 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop) -> 
     drops = 0
     if node.raw is not None:  # PACKET_STATISTICS: struct tpacket_stats {packets, drops}
         drops = struct.unpack("II", node.raw.sock.getsockopt(263, 6, 8))[1]
-    out = {"in": itr.counters["in_packets"], "cpu_s": (r1.ru_utime - r0.ru_utime) + (
-        r1.ru_stime - r0.ru_stime), "user_s": r1.ru_utime - r0.ru_utime, "socket_drops": drops, "itr_drops": sum(itr.drops().values()),
-        "tx": node.t_data.stats["tx_packets"], "tx_dropped": node.t_data.stats["tx_dropped"]}
+    out = {
+        "in": itr.counters["in_packets"],
+        "cpu_s": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+        "user_s": r1.ru_utime - r0.ru_utime,
+        "socket_drops": drops,
+        "itr_drops": sum(itr.drops().values()),
+        "tx": node.t_data.stats["tx_packets"],
+        "tx_dropped": node.t_data.stats["tx_dropped"],
+    }
     await node.close()
     return out
 

@@ -143,12 +143,20 @@ def xor_rate(fn, size, reps):
 FIELD_NOTES = ("field notes (shared design notes): 1,200-byte UDP packets between namespaces "
                "through a relay on this VM; {what}; they swing 2-3x between runs")
 REFERENCES = {
-    "stdlib asyncio transport": Reference(22_000, "pkt/s", FIELD_NOTES.format(what="stdlib asyncio ~22k")),
-    "uvloop transport": Reference(124_000, "pkt/s", FIELD_NOTES.format(what="asyncio on uvloop ~124k")),
-    "blocking recv_into loop": Reference(138_000, "pkt/s", FIELD_NOTES.format(
-        what="blocking Python recv_into/send loop ~138k")),
-    "BatchedUDPEndpoint recvmmsg (C)": Reference(180_000, "pkt/s", FIELD_NOTES.format(
-        what="C recvmmsg/sendmmsg relay 180-270k (bottom of the range)")),
+    "stdlib asyncio transport": Reference(
+        22_000, "pkt/s", FIELD_NOTES.format(what="stdlib asyncio ~22k")
+    ),
+    "uvloop transport": Reference(
+        124_000, "pkt/s", FIELD_NOTES.format(what="asyncio on uvloop ~124k")
+    ),
+    "blocking recv_into loop": Reference(
+        138_000, "pkt/s", FIELD_NOTES.format(what="blocking Python recv_into/send loop ~138k")
+    ),
+    "BatchedUDPEndpoint recvmmsg (C)": Reference(
+        180_000,
+        "pkt/s",
+        FIELD_NOTES.format(what="C recvmmsg/sendmmsg relay 180-270k (bottom of the range)"),
+    ),
 }
 
 
@@ -156,7 +164,10 @@ def run(quick: bool) -> dict:
     secs = 0.3 if quick else 2.0
     repeats = 2 if quick else 3
     xor_subjects: dict[str, Callable[[], float]] = {
-        "xor_into 64 KiB (twin)": partial(xor_rate, fastpath.py_xor_into, 1 << 16, 50 if quick else 2000)}
+        "xor_into 64 KiB (twin)": partial(
+            xor_rate, fastpath.py_xor_into, 1 << 16, 50 if quick else 2000
+        )
+    }
     if fastpath.speedups:
         xor_subjects["xor_into 64 KiB (C)"] = partial(
             xor_rate, fastpath.speedups.xor_into, 1 << 16, 200 if quick else 20000)
@@ -173,8 +184,15 @@ def run(quick: bool) -> dict:
     rows += [{"subject": f"UDP rx 1200 B: {k}", "pkt/s": Figure.of(v)} for k, v in rx.items()]
     comps = []
     if "xor_into 64 KiB (C)" in xor:
-        comps.append(measured("xor C / twin", xor["xor_into 64 KiB (C)"], xor["xor_into 64 KiB (twin)"],
-                              anchor="xor_into 64 KiB (twin)", unit="MB/s"))
+        comps.append(
+            measured(
+                "xor C / twin",
+                xor["xor_into 64 KiB (C)"],
+                xor["xor_into 64 KiB (twin)"],
+                anchor="xor_into 64 KiB (twin)",
+                unit="MB/s",
+            )
+        )
     batched = rx["BatchedUDPEndpoint recvmmsg (C)"]
     for base in ("stdlib asyncio transport", "uvloop transport"):
         comps.append(measured(f"batched C / {base}", batched, rx[base],

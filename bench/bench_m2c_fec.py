@@ -59,7 +59,7 @@ def _ldpc(k: int, E: int, n1: int, seed: int, ml: bool) -> dict[str, float]:
     d = ldpc.LDPCDecoder(p)
     used = 0
     t = time.perf_counter()
-    for used, esi in enumerate(order, 1):
+    for used, esi in enumerate(order, 1):  # noqa: B007 (read after the loop)
         if d.add(esi, syms[esi]):
             break
     t_dec = time.perf_counter() - t
@@ -115,7 +115,7 @@ def _raptorq(k: int, E: int, seed: int) -> dict[str, float]:
     d = raptorq.Decoder.with_defaults(len(src), E)
     used, out = 0, None
     t0 = time.perf_counter()
-    for used, p in enumerate(pk, 1):
+    for used, p in enumerate(pk, 1):  # noqa: B007 (read after the loop)
         out = d.decode(bytes(p))
         if out is not None:
             break
@@ -135,8 +135,10 @@ def _openfec(binary: str, k: int, E: int, n1: int, seed: int) -> dict[str, float
     def call(extra: list[str]) -> str:
         p = subprocess.run(base + extra, capture_output=True, text=True, timeout=600)
         if p.returncode != 0 or "decoding_status=0" not in p.stdout:
-            raise RuntimeError(f"OPENFEC_BIN {' '.join(base + extra)}: exit {p.returncode}, "
-                               f"{(p.stdout + p.stderr).strip().splitlines()[-1:] or ['no output']}")
+            raise RuntimeError(
+                f"OPENFEC_BIN {' '.join(base + extra)}: exit {p.returncode}, "
+                f"{(p.stdout + p.stderr).strip().splitlines()[-1:] or ['no output']}"
+            )
         return p.stdout
 
     out = call([])
@@ -168,7 +170,7 @@ def run(quick: bool) -> dict:
         "Reed-Solomon zfec k=32 n=64 (m2c.fec.rs)": lambda: _zfec(32, 64, E, next(seeds)),
     }
     try:
-        import raptorq  # type: ignore[import-untyped]  # noqa: F401
+        import raptorq  # noqa: F401  (only whether it is installed)
         subjects["RaptorQ (PyPI raptorq, RFC 6330)"] = lambda: _raptorq(k, E, next(seeds))
     except ImportError:
         pass

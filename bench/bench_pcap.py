@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import Figure, interleaved, measured
-
 from deliverykit.analyse import FlowAnalyser, analyse
 from deliverykit.pcap import Reader
 
@@ -34,7 +33,11 @@ def write_capture(path: Path, packets: int, payload: int = 1200) -> int:
                              bytes([10, 0, (i >> 8) & 7, i & 255]), b"\xef\x01\x02\x03")
             udp = struct.pack("!HHHH", 4000 + (i & 15), 4341, 8 + payload, 0)
             frame = eth + ip + udp + body
-            fh.write(struct.pack("<IIII", 1_700_000_000 + i // 1000, (i % 1000) * 1000, len(frame), len(frame)))
+            fh.write(
+                struct.pack(
+                    "<IIII", 1_700_000_000 + i // 1000, (i % 1000) * 1000, len(frame), len(frame)
+                )
+            )
             fh.write(frame)
     return path.stat().st_size
 

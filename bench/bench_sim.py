@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from swift.sim import flash_crowd
-from swift.sim import run as run_swarm
+from swift.sim import flash_crowd, run as run_swarm
 
 FULL_SIZES = (16, 32, 64)
 QUICK_SIZES = (16,)

@@ -100,8 +100,10 @@ def _calls(n: int) -> dict[str, float]:
         rt = (time.monotonic() - t0) / n * 1000
         t0 = time.monotonic()
         tb.shape(link.a, netem=Netem(delay_ms=1))
-        return {"tb.run() round trip, fork+setns+pickle (ms)": rt,
-                f"tb.shape() with netem [{tb.netem_backend()}] (ms)": (time.monotonic() - t0) * 1000}
+        return {
+            "tb.run() round trip, fork+setns+pickle (ms)": rt,
+            f"tb.shape() with netem [{tb.netem_backend()}] (ms)": (time.monotonic() - t0) * 1000,
+        }
 
 
 def _flood(netem: Netem | None, count: int) -> float:
@@ -157,8 +159,11 @@ def run(quick: bool) -> dict:
         return result
     flood = 20_000 if quick else 200_000
     rate, size = 4_000_000, 1200
-    floods: dict[str, Netem | None] = {"plain veth (kernel)": None, "userspace netem, delay 0": Netem(),
-              "userspace netem, delay 5 ms": Netem(delay_ms=5)}
+    floods: dict[str, Netem | None] = {
+        "plain veth (kernel)": None,
+        "userspace netem, delay 0": Netem(),
+        "userspace netem, delay 5 ms": Netem(delay_ms=5),
+    }
     subjects: dict[str, Callable[[], object]] = {
         "setup": _setup, "calls": partial(_calls, 10 if quick else 50),
         **{f"flood {k}": partial(_flood, v, flood) for k, v in floods.items()},

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Figure, Reference, interleaved, measured, referenced
-
 from vmc.aio.origin import body_slice, expected
 from vmc.caches import CacheError, Squid, Varnish
 from vmc.client import fetch
@@ -48,7 +47,9 @@ class _Proc:
     """A server subprocess that prints its http://host:port/ on the first line."""
 
     def __init__(self, argv: list[str], wait_port: int | None = None) -> None:
-        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.p = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         if wait_port is None:
             assert self.p.stdout is not None
             line = self.p.stdout.readline()
@@ -88,7 +89,8 @@ class _Proc:
 
 
 def _family(pid: int) -> list[int]:
-    """``pid`` and its descendants (varnishd's manager forks the cache process that holds the objects)."""
+    """``pid`` and its descendants (varnishd's manager forks the cache process that holds the
+    objects)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -135,7 +137,14 @@ def _origin_stats(origin: str) -> dict:
 
 async def _curl(url: str, proxy: str | None, delay: float) -> tuple[float, float, bool, int]:
     await asyncio.sleep(delay)
-    argv = ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_starttransfer} %{time_total} %{size_download}"]
+    argv = [
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{time_starttransfer} %{time_total} %{size_download}",
+    ]
     if proxy:
         argv += ["-x", f"http://{proxy}"]
     p = await asyncio.create_subprocess_exec(*argv, url, stdout=asyncio.subprocess.PIPE,
@@ -157,11 +166,15 @@ async def _ours(url: str, proxy: str, delay: float) -> tuple[float, float, bool,
 
 
 def _diff_span(a: bytes, b: bytes, step: int = 65536) -> tuple[int, int]:
-    """First and last index where ``a`` and ``b`` differ (same length assumed; compared by blocks)."""
+    """First and last index where ``a`` and ``b`` differ (same length assumed; compared by
+    blocks)."""
     n = min(len(a), len(b))
     first = next((i for i in range(0, n, step) if a[i:i + step] != b[i:i + step]), n)
     first = next((i for i in range(first, min(n, first + step)) if a[i] != b[i]), first)
-    last = next((i for i in range((n - 1) // step * step, -1, -step) if a[i:i + step] != b[i:i + step]), 0)
+    last = next(
+        (i for i in range((n - 1) // step * step, -1, -step) if a[i : i + step] != b[i : i + step]),
+        0,
+    )
     last = next((i for i in range(min(n, last + step) - 1, last - 1, -1) if a[i] != b[i]), last)
     return first, last
 
@@ -175,7 +188,16 @@ async def _range_probe(url: str, proxy: str | None, delay: float, path: str, siz
     """
     await asyncio.sleep(delay)
     with tempfile.NamedTemporaryFile(prefix="vmc-range-") as out:
-        argv = ["curl", "-sS", "-o", out.name, "-r", "1000-1999", "-w", "%{http_code} %{size_download}"]
+        argv = [
+            "curl",
+            "-sS",
+            "-o",
+            out.name,
+            "-r",
+            "1000-1999",
+            "-w",
+            "%{http_code} %{size_download}",
+        ]
         if proxy:
             argv += ["-x", f"http://{proxy}"]
         p = await asyncio.create_subprocess_exec(*argv, url, stdout=asyncio.subprocess.PIPE,
@@ -200,7 +222,9 @@ async def _range_probe(url: str, proxy: str | None, delay: float, path: str, siz
     return f"{code} {len(got)} bytes"
 
 
-def _clients(url: str, proxy: str | None, n: int, stagger: float, aware: bool, path: str, size: int):
+def _clients(
+    url: str, proxy: str | None, n: int, stagger: float, aware: bool, path: str, size: int
+):
     """Run the staggered clients; returns (per-client results, in-flight Range probe outcome)."""
     async def main():
         probe = (asyncio.create_task(_range_probe(url, proxy, 2.5 * stagger, path, size))
@@ -278,7 +302,9 @@ def _arm_proxy(origin: str, window: int, aware: bool, n: int, stagger: float, si
 
 def _arm_direct(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
     url = f"http://{origin}{path}"
-    return _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), None, n)
+    return _row(
+        "", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), None, n
+    )
 
 
 def _arm_nginx(origin: str, n: int, stagger: float, size: int, path: str) -> dict:
@@ -412,29 +438,45 @@ def run(quick: bool) -> dict:
                     comps.append(referenced(f"vmc {key} / {anchor} (issue)", o_v, ref,
                                             anchor=f"{anchor} (issue)"))
     for r in rows:
-        if r["subject"] in ("no proxy", "vmc, curl clients", "varnish", "squid collapsed_forwarding",
-                            "nginx proxy_cache_lock"):
-            notes.append(f"Range bytes=1000-1999 while the object is in flight, {r['subject']}: {r['in-flight Range']}")
+        if r["subject"] in (
+            "no proxy",
+            "vmc, curl clients",
+            "varnish",
+            "squid collapsed_forwarding",
+            "nginx proxy_cache_lock",
+        ):
+            notes.append(
+                f"Range bytes=1000-1999 while the object is in flight, {r['subject']}: "
+                f"{r['in-flight Range']}"
+            )
     notes += [
-        f"{n} clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin paced "
+        f"{n} clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, "
+        "origin paced "
         f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; "
         f"every arm {repeats} times interleaved, each time a fresh proxy/cache and a new object.",
-        ("--quick: the issue's reference figures (20 clients x 50 MiB at 0.5 s) are for the full "
-         "configuration and are not compared here" if quick else
-         "Issue's reference figures (not measured here) are the 'reference' rows: no proxy "
-         "1,049 MB from the origin; Varnish and Squid 52.4 MB, TTFB ~2 ms, mean completion "
-         "5.26 s; nginx lock 52.4 MB, first byte ~5.2 s on average."),
-        "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm started "
+        (
+            "--quick: the issue's reference figures (20 clients x 50 MiB at 0.5 s) are for the "
+            "full "
+            "configuration and are not compared here"
+            if quick
+            else "Issue's reference figures (not measured here) are the 'reference' rows: no proxy "
+            "1,049 MB from the origin; Varnish and Squid 52.4 MB, TTFB ~2 ms, mean completion "
+            "5.26 s; nginx lock 52.4 MB, first byte ~5.2 s on average."
+        ),
+        "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm "
+        "started "
         "(nginx/varnish/squid: their own process, caches included).",
     ]
     assert by  # every arm produced a row
     return {
-        "title": "VMC: late joiners on one in-flight object (origin bytes, completion, TTFB, memory)",
+        "title": ("VMC: late joiners on one in-flight object "
+                  "(origin bytes, completion, TTFB, memory)"),
         "rows": rows,
         "comparisons": comps,
         "ratios": ratios,
         "targets": {
-            "vmc origin bytes / one copy": "<= Varnish's (about 1.0 when the window holds the object)",
+            "vmc origin bytes / one copy": (
+                "<= Varnish's (about 1.0 when the window holds the object)"),
             "vmc RSS growth / window": "<= about 1 (memory bounded by the window)",
         },
         "repeats": repeats,

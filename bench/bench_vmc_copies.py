@@ -50,12 +50,31 @@ def _arm_vmc(origin: str, n: int, stagger: float, size: int, extra: list[str], p
         stats = Path(d) / "status.json"
         spill = Path(d) / "spill"
         spill.mkdir()
-        px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", origin, "--stats-out", str(stats),
-                         "--disk-dir", str(spill), *extra])
+        px = _Proc(
+            PY
+            + [
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                origin,
+                "--stats-out",
+                str(stats),
+                "--disk-dir",
+                str(spill),
+                *extra,
+            ]
+        )
         try:
             url = f"http://{origin}{path}"
-            row = _row("", origin, size, lambda: _clients(url, px.authority, n, stagger, False, path, size),
-                       px.pid, n)
+            row = _row(
+                "",
+                origin,
+                size,
+                lambda: _clients(url, px.authority, n, stagger, False, path, size),
+                px.pid,
+                n,
+            )
         finally:
             px.stop()  # SIGTERM: the proxy writes its status file and closes the store
         snap = json.loads(stats.read_text()) if stats.exists() else {}
@@ -74,8 +93,17 @@ def _arm_varnish_file(origin: str, n: int, stagger: float, size: int, path: str)
         cache.start()
         try:
             url = f"http://{cache.authority}{path}"
-            row = _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), cache.pid, n)
-            row["disk MB"] = round(store.stat().st_blocks * 512 / 1e6, 2) if store.exists() else None
+            row = _row(
+                "",
+                origin,
+                size,
+                lambda: _clients(url, None, n, stagger, False, path, size),
+                cache.pid,
+                n,
+            )
+            row["disk MB"] = (
+                round(store.stat().st_blocks * 512 / 1e6, 2) if store.exists() else None
+            )
         finally:
             cache.stop()
         row["disk read MB"] = None
@@ -88,7 +116,14 @@ def _arm_squid(origin: str, n: int, stagger: float, size: int, path: str) -> dic
     cache.start()
     try:
         url = f"http://{cache.authority}{path}"
-        row = _row("", origin, size, lambda: _clients(url, None, n, stagger, False, path, size), cache.pid, n)
+        row = _row(
+            "",
+            origin,
+            size,
+            lambda: _clients(url, None, n, stagger, False, path, size),
+            cache.pid,
+            n,
+        )
     finally:
         cache.stop()
     row["disk MB"] = 0.0  # memory cache only (no cache_dir)
@@ -112,9 +147,13 @@ def run(quick: bool) -> dict:
         o = origin.authority
         arms: dict[str, Callable[[str], dict]] = {
             "vmc defaults": partial(_arm_vmc, o, n, stagger, size, window_args),
-            "vmc, no disk store": partial(_arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]),
+            "vmc, no disk store": partial(
+                _arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]
+            ),
         }
-        if shutil.which("varnishd") and cache_usable("varnish", partial(Varnish.accelerator, o), notes):
+        if shutil.which("varnishd") and cache_usable(
+            "varnish", partial(Varnish.accelerator, o), notes
+        ):
             arms["varnish (file storage)"] = partial(_arm_varnish_file, o, n, stagger, size)
         if shutil.which("squid") and cache_usable("squid", partial(Squid.accelerator, o), notes):
             arms["squid collapsed_forwarding"] = partial(_arm_squid, o, n, stagger, size)
@@ -133,7 +172,9 @@ def run(quick: bool) -> dict:
     rows = [_merge(name, runs) for name, runs in samples.items()]
     ours = samples["vmc defaults"]
     comps = []
-    ratios: dict[str, Figure] = {"vmc defaults: origin copies": Figure.of(r["copies"] for r in ours)}
+    ratios: dict[str, Figure] = {
+        "vmc defaults: origin copies": Figure.of(r["copies"] for r in ours)
+    }
     if all(r["proxy RSS growth MB"] is not None for r in ours):
         ratios["vmc defaults: RSS growth / window"] = Figure.of(
             r["proxy RSS growth MB"] / (window / 1e6) for r in ours)
@@ -143,31 +184,58 @@ def run(quick: bool) -> dict:
         a = samples.get(anchor)
         if not a:
             continue
-        comps.append(measured(f"vmc defaults/{anchor} origin copies", [r["copies"] for r in ours],
-                              [r["copies"] for r in a], anchor=anchor, unit="copies", target=target))
+        comps.append(
+            measured(
+                f"vmc defaults/{anchor} origin copies",
+                [r["copies"] for r in ours],
+                [r["copies"] for r in a],
+                anchor=anchor,
+                unit="copies",
+                target=target,
+            )
+        )
         o_v, a_v = [r["proxy RSS growth MB"] for r in ours], [r["proxy RSS growth MB"] for r in a]
         if all(v is not None for v in o_v) and all(a_v):
-            comps.append(measured(f"vmc defaults/{anchor} RSS growth", o_v, a_v, anchor=anchor, unit="MB"))
+            comps.append(
+                measured(f"vmc defaults/{anchor} RSS growth", o_v, a_v, anchor=anchor, unit="MB")
+            )
     notes += [
-        (f"{n} curl clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, origin "
-         f"paced {rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; every "
-         f"arm {repeats} times interleaved, each time a fresh proxy/cache and a new object."),
-        f"vmc window {window >> 20} MiB" + (" (--quick: smaller than the default 8 MiB so the disk store is read)"
-                                             if quick else " (the default)") + "; disk budget 1 GiB (default).",
-        ("disk MB: vmc = the store's peak reservation (Content-Length per object, /_vmc/status "
-         "disk.peak_reserved); Varnish = allocated blocks of its -s file storage after the run (varnishd "
-         "allocates the whole file, sized here at 4x the object or 256 MiB, up front); Squid runs a memory "
-         "cache (0)."),
-        "files left after exit: names in the vmc store's directory after SIGTERM (its files are anonymous).",
-        "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm started.",
+        (
+            f"{n} curl clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * "
+            "i s, origin "
+            f"paced {rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 "
+            "shared cores; every "
+            f"arm {repeats} times interleaved, each time a fresh proxy/cache and a new object."
+        ),
+        f"vmc window {window >> 20} MiB"
+        + (
+            " (--quick: smaller than the default 8 MiB so the disk store is read)"
+            if quick
+            else " (the default)"
+        )
+        + "; disk budget 1 GiB (default).",
+        (
+            "disk MB: vmc = the store's peak reservation (Content-Length per object, /_vmc/status "
+            "disk.peak_reserved); Varnish = allocated blocks of its -s file storage after the run "
+            "(varnishd "
+            "allocates the whole file, sized here at 4x the object or 256 MiB, up front); Squid "
+            "runs a memory "
+            "cache (0)."
+        ),
+        "files left after exit: names in the vmc store's directory after SIGTERM (its files are "
+        "anonymous).",
+        "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm "
+        "started.",
     ]
     return {
         "title": "VMC defaults: origin copies, memory and disk vs Varnish (file) and Squid",
         "rows": rows,
         "comparisons": comps,
         "ratios": ratios,
-        "targets": {"vmc defaults: origin copies": "= Varnish's within 2% (about 1.0)",
-                    "vmc defaults: RSS growth / window": "bounded (about 1-3: the window plus queues)"},
+        "targets": {
+            "vmc defaults: origin copies": "= Varnish's within 2% (about 1.0)",
+            "vmc defaults: RSS growth / window": "bounded (about 1-3: the window plus queues)",
+        },
         "repeats": repeats,
         "notes": notes,
     }

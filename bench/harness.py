@@ -341,7 +341,9 @@ def run(names: list[str], quick: bool) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.harness",
                                  description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("names", nargs="*", help=f"benchmarks to run (default all: {', '.join(available())})")
+    ap.add_argument(
+        "names", nargs="*", help=f"benchmarks to run (default all: {', '.join(available())})"
+    )
     ap.add_argument("--quick", action="store_true", help="tiny sizes: proves the benchmarks run")
     ap.add_argument("--list", action="store_true", help="list benchmarks and exit")
     args = ap.parse_args(argv)

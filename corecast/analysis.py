@@ -225,7 +225,9 @@ class Analyser:
                 if len(f.payload) < 8 or not _plausible_ip(memoryview(f.payload)[8:], f.truncated):
                     self.not_lisp += 1  # not LISP data: not a link's packet
                     raise DecodeError("no plausible inner IP header")
-                if f.truncated and (f.dst in self.cut_links or len(self.cut_links) < self.max_links):
+                if f.truncated and (
+                    f.dst in self.cut_links or len(self.cut_links) < self.max_links
+                ):
                     self.cut_links[f.dst] = self.cut_links.get(f.dst, 0) + 1
                 link = self.links.get(f.dst)
                 if link is None:

@@ -3,7 +3,8 @@
     corecast mapserver --addr A --site NAME:PREFIX[,PREFIX]:KEYID:PSK ...
     corecast etr       --rloc A --prefix P --cc-range R (--trust-rloc PREFIX ... | --trust-any-rloc)
                        [--map-server A[:PORT] --key-id N --psk S]
-    corecast itr       --rloc A --inside A:PORT --cc-range R (--map-resolver A[:PORT] | --map-cache F)
+    corecast itr       --rloc A --inside A:PORT --cc-range R
+                       (--map-resolver A[:PORT] | --map-cache F)
                        [--instance-id N] [--data-port D --prefix P (--trust-rloc PREFIX ... |
                        --trust-any-rloc) [--echo-nonce] [--local-rloc R ...] [--map-version V]]
     corecast source    --eid A --channel EID [--bitrate B --chunk-size D] (--itr A:PORT | --as-itr)
@@ -131,7 +132,9 @@ def _plan(a: argparse.Namespace) -> int:
     print(f"\nTable 1 CoreCast row from the paper's counts (k=1,853, j=202, 2:45 h, "
           f"N={t1['payloads']:,.0f} payloads):")
     for key in ("paper", ours["sizes"]["name"]):
-        print(f"  {key + ' sizes':18} TT {t1[key]['TT_GB']:8.1f} GB   LT {t1[key]['LT_GB']:8.1f} GB")
+        print(
+            f"  {key + ' sizes':18} TT {t1[key]['TT_GB']:8.1f} GB   LT {t1[key]['LT_GB']:8.1f} GB"
+        )
     print(f"  {'paper text':18} TT {t1['paper_text']['TT_GB']:8.1f} GB   "
           f"LT {t1['paper_text']['LT_GB']:8.1f} GB")
     print("\nWhere the paper's text and formulas disagree:")
@@ -218,7 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mapserver", help="LISP map-server / map-resolver",
                        description="LISP map-server and map-resolver: authenticates Map-Registers "
                                    "of the configured sites and answers Map-Requests.")
-    p.add_argument("--addr", required=True, help="address to serve on (map-server and map-resolver)")
+    p.add_argument(
+        "--addr", required=True, help="address to serve on (map-server and map-resolver)"
+    )
     p.add_argument("--port", type=cliutil.port, default=LISP_CONTROL_PORT,
                    help="UDP port (LISP control, 4342)")
     p.add_argument("--site", action="append", required=True, type=_site,
@@ -232,9 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "trusted RLOCs for this site's EIDs only, and turns CoreCast "
                                    "header packets into unicast copies to the site's clients.")
     p.add_argument("--rloc", required=True, help="this ETR's locator (RLOC) address")
-    p.add_argument("--prefix", action="append", required=True, type=cliutil.ip_network, metavar="PREFIX",
-                   help="this site's EID prefix (repeatable): registered, and the only "
-                        "destinations the ETR delivers to")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        required=True,
+        type=cliutil.ip_network,
+        metavar="PREFIX",
+        help="this site's EID prefix (repeatable): registered, and the only "
+        "destinations the ETR delivers to",
+    )
     _trust_args(p)
     p.add_argument("--map-server", help="HOST[:PORT] of the map-server to register with")
     p.add_argument("--key-id", type=key_id, default=0, help="Map-Register key ID (0-65535)")
@@ -246,8 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "--key-id/--algorithm-id given, truncated MACs) or oor (Open Overlay "
                         "Router's map-server: Key ID bytes 00 01 as RFC 6833's 16-bit Key ID 1, "
                         "the whole 20-byte HMAC-SHA-1; overrides --key-id/--algorithm-id)")
-    p.add_argument("--register-interval", type=cliutil.positive_float, default=60.0, metavar="SECONDS",
-                   help="seconds between Map-Registers once registered (RFC 9301 sec. 8.2: 60)")
+    p.add_argument(
+        "--register-interval",
+        type=cliutil.positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between Map-Registers once registered (RFC 9301 sec. 8.2: 60)",
+    )
     p.add_argument("--register-retries", type=cliutil.nonnegative_int, default=3,
                    help="Map-Register retransmissions (1 s, 2 s, 4 s ... apart) before giving up "
                         "with an error (default 3)")
@@ -255,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reserved CoreCast EID range (repeatable)")
     p.add_argument("--multicast", action="append", help="CHANNEL=GROUP:PORT")
     p.add_argument("--multicast-if", help="local address of the intra-domain interface")
-    p.add_argument("--data-port", type=cliutil.port, default=4341, help="UDP port for LISP data (4341)")
+    p.add_argument(
+        "--data-port", type=cliutil.port, default=4341, help="UDP port for LISP data (4341)"
+    )
     p.add_argument("--control-port", type=cliutil.port, default=LISP_CONTROL_PORT,
                    help="UDP port for LISP control (Map-Notify)")
     p.add_argument("--instance-id", type=instance_id, default=None,
@@ -275,23 +293,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="I-bit + IID in every header; map-cache and Map-Requests of this instance")
     p.add_argument("--data-port", type=cliutil.port, default=None,
                    help="also an ETR on RLOC:PORT (an xTR: reverse traffic, echo-nonce)")
-    p.add_argument("--prefix", action="append", default=[], type=cliutil.ip_network, metavar="PREFIX",
-                   help="this site's EID prefix (repeatable; xTR): the only destinations its ETR "
-                        "half delivers to")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        default=[],
+        type=cliutil.ip_network,
+        metavar="PREFIX",
+        help="this site's EID prefix (repeatable; xTR): the only destinations its ETR "
+        "half delivers to",
+    )
     _trust_args(p, " (xTR)")
-    p.add_argument("--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)")
+    p.add_argument(
+        "--echo-nonce", action="store_true", help="RFC 9300 sec. 10.1 (needs --data-port)"
+    )
     p.add_argument("--local-rloc", action="append", default=[],
                    help="this site's locators in mapping order: Locator-Status-Bits (xTR)")
     p.add_argument("--map-version", type=map_version, default=None,
                    help="this site's Map-Version 1..4095: map-versioning on (RFC 9302; xTR)")
     _common(p)
 
-    p = sub.add_parser("source", help="CoreCast source",
-                       description="CoreCast source: streams each channel as RTP chunks through an "
-                                   "ITR (or is its own ITR) and serves join/leave/heartbeat over HTTP.")
+    p = sub.add_parser(
+        "source",
+        help="CoreCast source",
+        description="CoreCast source: streams each channel as RTP chunks through an "
+        "ITR (or is its own ITR) and serves join/leave/heartbeat over HTTP.",
+    )
     p.add_argument("--eid", required=True, help="the source's EID (its address)")
     p.add_argument("--channel", action="append", required=True, help="channel EID (repeatable)")
-    p.add_argument("--bitrate", type=cliutil.positive_float, default=384_000.0, help="b/s per channel")
+    p.add_argument(
+        "--bitrate", type=cliutil.positive_float, default=384_000.0, help="b/s per channel"
+    )
     p.add_argument("--chunk-size", type=cliutil.positive_int, default=1200, help="chunk D in bytes")
     p.add_argument("--itr", help="HOST:PORT of the ITR's inside interface")
     p.add_argument("--as-itr", action="store_true", help="perform the ITR function (sec. 3.4)")
@@ -331,9 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat", type=cliutil.positive_float, default=None,
                    help="seconds between heartbeats (default: none)")
     p.add_argument("--leave", action="store_true", help="send leave before exiting")
-    p.add_argument("--chunks", type=cliutil.positive_int, help="exit after receiving this many chunks")
-    p.add_argument("--stall-warning", type=cliutil.nonnegative_float, default=10.0, metavar="SECONDS",
-                   help="warn once when nothing arrived this long after joining (0 = never; default 10)")
+    p.add_argument(
+        "--chunks", type=cliutil.positive_int, help="exit after receiving this many chunks"
+    )
+    p.add_argument(
+        "--stall-warning",
+        type=cliutil.nonnegative_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="warn once when nothing arrived this long after joining (0 = never; default 10)",
+    )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr (default: when stderr is a terminal)")
     _common(p)
@@ -352,7 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ipv6-rloc", action="store_true")
     p.add_argument("--channels", type=cliutil.positive_int, default=1000,
                    help="channels N in the memory model")
-    p.add_argument("--ases", type=cliutil.positive_int, default=1000, help="ASes M in the memory model")
+    p.add_argument(
+        "--ases", type=cliutil.positive_int, default=1000, help="ASes M in the memory model"
+    )
     p.add_argument("--measure", action="store_true", help="also measure our ITR core's state")
     p.add_argument("--measure-channels", type=cliutil.positive_int, default=20,
                    help="channels in the measured ITR (with --measure)")

@@ -80,6 +80,7 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
         await msn.start()
         nodes.append(msn)
         etr_nodes = []
+        registrars: list[Registrar] = []
         for i, rloc in enumerate(lay["etrs"]):
             reg = Registrar(RegistrarConfig((lay["prefixes"][i],), (rloc,), (lay["ms"], 4342),
                                             keys[i], key_id=1, algorithm_id=algorithm_id,
@@ -90,7 +91,8 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
             await n.start()
             nodes.append(n)
             etr_nodes.append(n)
-        await _wait(lambda: all(n.registrar.registered for n in etr_nodes), 5, "Map-Notify")
+            registrars.append(reg)
+        await _wait(lambda: all(r.registered for r in registrars), 5, "Map-Notify")
 
         itr = Itr(lay["itr"], cc, MapCache(), map_resolver=(lay["ms"], 4342),
                   extra_payload_every=extra_payload_every)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from corecast.wire.codec import cc_header_len, cc_payload_overhead
 from corecast.wire.constants import (
@@ -185,11 +186,11 @@ def measure_itr_state(channels: int, ases: int, d: int = 1200, seed: int = 1) ->
         src.add_channel(str(ipaddress.ip_address(0x0AFF0000 + ch + 1)), chunk_size=d)
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    for ch in src.channels.values():
+    for chan in src.channels.values():
         for a in range(ases):
-            src.join(ch.eid, str(ipaddress.ip_address(0x0A000000 + (a << 8) + 1)), 5000, True, 0)
-        src.emit_chunk(ch, 0.0)
-        ch.dst.clear()
+            src.join(chan.eid, str(ipaddress.ip_address(0x0A000000 + (a << 8) + 1)), 5000, True, 0)
+        src.emit_chunk(chan, 0.0)
+        chan.dst.clear()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     heap = sum(s.size_diff for s in after.compare_to(before, "filename"))
@@ -249,7 +250,7 @@ def table1_corecast_row(k: int = 1853, j: int = 202, duration_s: float = 2 * 360
     """Table 1's CoreCast row recomputed from the paper's own counts (1,853 IPs in
     202 ASes, 2:45 h traces, 384 kb/s in 1,200-byte payloads) with eqs. 3 and 5."""
     n = duration_s / period(d, bw)
-    out = {"payloads": n}
+    out: dict[str, Any] = {"payloads": n}
     for s in (PAPER, ours or our_sizes("udp")):
         out[s.name] = {"TT_GB": n * eq3_transit(s, d, j, k) / 1e9,
                        "LT_GB": n * eq5_local(s, d, k) / 1e9}

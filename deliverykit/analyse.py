@@ -214,7 +214,9 @@ def load_analysers(names: Iterable[str] | None, options: dict) -> list:
                 continue
             out.append(cls(options))
         else:
-            raise UnknownAnalyser(f"unknown analyser {name!r}; known: flows, {', '.join(sorted(found))}")
+            raise UnknownAnalyser(
+                f"unknown analyser {name!r}; known: flows, {', '.join(sorted(found))}"
+            )
     return out
 
 
@@ -279,7 +281,9 @@ def _mark(report: Report, analysers: list) -> None:
     if st.get("file_truncated"):
         report.warnings.append("the capture file ends inside a record (the capture was cut short)")
     if st.get("malformed"):
-        report.warnings.append(f"{st['malformed']} records are malformed (not counted by any analyser)")
+        report.warnings.append(
+            f"{st['malformed']} records are malformed (not counted by any analyser)"
+        )
     dropped = st.get("dropped_by_capture") or 0
     if dropped:
         report.warnings.append(f"{dropped} packets were dropped by the capturing system and are "
@@ -297,7 +301,9 @@ def _mark(report: Report, analysers: list) -> None:
                 for rows in tables.values():
                     for r in rows:
                         r[UNRELIABLE] = r.get(UNRELIABLE) or reason
-            report.warnings.append(f"{a.name}: {s.truncated} of the {s.frames} frames it read were cut")
+            report.warnings.append(
+                f"{a.name}: {s.truncated} of the {s.frames} frames it read were cut"
+            )
         for rows in tables.values():  # one column set per table: every row has the column
             if any(r.get(UNRELIABLE) for r in rows):
                 for r in rows:
@@ -333,7 +339,9 @@ def _print(report: Report, limit: int) -> None:
                 table.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in cols),
                               style="yellow" if r.get(UNRELIABLE) else None)
             console.print(table)
-    console.print("capture: " + ", ".join(f"{k} {v}" for k, v in report.stats.items()), markup=False)
+    console.print(
+        "capture: " + ", ".join(f"{k} {v}" for k, v in report.stats.items()), markup=False
+    )
     for w in report.warnings:
         console.print(f"WARNING: {w}", markup=False)
 
@@ -375,7 +383,9 @@ def _write_csv(report: Report, outdir: Path) -> list[Path]:
     tables = dict(report.results)
     capture = [{"what": k, "value": v} for k, v in report.stats.items()]
     capture += [{"what": f"{n}_frames", "value": s.frames} for n, s in report.seen.items()]
-    capture += [{"what": f"{n}_truncated_frames", "value": s.truncated} for n, s in report.seen.items()]
+    capture += [
+        {"what": f"{n}_truncated_frames", "value": s.truncated} for n, s in report.seen.items()
+    ]
     capture += [{"what": "warning", "value": w} for w in report.warnings]
     tables["capture"] = {"stats": capture}
     for aname, ts in tables.items():
@@ -441,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--opt: {exc}")
     if options.unknown():
         known = ", ".join(sorted(options.asked))
-        ap.error(f"--opt: no analyser run here takes {', '.join(options.unknown())} (they take: {known})")
+        ap.error(
+            f"--opt: no analyser run here takes {', '.join(options.unknown())} (they take: {known})"
+        )
     if args.json:  # before reading a capture that may take minutes
         _check_file("--json", args.json)
         if args.json != "-" and Path(args.json).resolve() == Path(args.capture).resolve():

@@ -11,7 +11,10 @@ from deliverykit.cliutil import cli_main
 # so `deliverykit analyse --help` or `deliverykit demo --full m2c` reach them intact.
 DELEGATED = {
     "demo": ("deliverykit.demo", "run every system's loopback demo (demo --help for options)"),
-    "analyse": ("deliverykit.analyse", "summarise a pcap per protocol (analyse --help for options)"),
+    "analyse": (
+        "deliverykit.analyse",
+        "summarise a pcap per protocol (analyse --help for options)",
+    ),
     "sim": ("deliverykit.sim.cli", "simulator: validate against the netns testbed (sim --help)"),
 }
 
@@ -30,7 +33,11 @@ def _parser() -> argparse.ArgumentParser:
 def _info() -> int:
     from deliverykit import fastpath
 
-    names = sorted(n for n in dir(fastpath.speedups) if not n.startswith("_")) if fastpath.speedups else []
+    names = (
+        sorted(n for n in dir(fastpath.speedups) if not n.startswith("_"))
+        if fastpath.speedups
+        else []
+    )
     print(f"C fast paths: {'on' if fastpath.have_c() else 'off (pure-Python twins)'}")
     for n in names:
         print(f"  {n}")

@@ -23,9 +23,25 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-__all__ = ["port", "hostport", "positive_int", "int_in", "nonnegative_int", "positive_float",
-           "nonnegative_float", "existing_file", "output_path", "ip_address", "ip_network", "cli_main",
-           "Stopper", "Terminated", "EXIT_SIGINT", "EXIT_SIGTERM", "EXIT_SIGPIPE"]
+__all__ = [
+    "port",
+    "hostport",
+    "positive_int",
+    "int_in",
+    "nonnegative_int",
+    "positive_float",
+    "nonnegative_float",
+    "existing_file",
+    "output_path",
+    "ip_address",
+    "ip_network",
+    "cli_main",
+    "Stopper",
+    "Terminated",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "EXIT_SIGPIPE",
+]
 
 # The exit codes of the one signal contract every CLI of the toolkit keeps (README, "Signals and
 # exit codes"): a shell reports a process killed by signal N as 128 + N, and ours exit with the
@@ -116,7 +132,8 @@ def existing_file(text: str) -> Path:
 
 
 def output_path(text: str) -> Path:
-    """A file to write: ``-`` (stdout) or a path whose directory exists and is not a directory itself."""
+    """A file to write: ``-`` (stdout) or a path whose directory exists and is not a directory
+    itself."""
     if text == "-":
         return Path(text)
     path = Path(text)
@@ -251,7 +268,8 @@ class Stopper:
         return "terminated" if self.signum == signal.SIGTERM else ""
 
     async def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a stop signal at most ``timeout`` seconds (None: until one comes); True if one came."""
+        """Wait for a stop signal at most ``timeout`` seconds (None: until one comes); True if one
+        came."""
         if self.event.is_set():
             return True
         with contextlib.suppress(asyncio.TimeoutError):

@@ -54,7 +54,9 @@ def dispatch(prog: str, experiments: Mapping[str, str], argv: Sequence[str]) -> 
         return 2
     module = importlib.import_module(experiments[name])
     saved = sys.argv[0]
-    sys.argv[0] = f"{prog} experiment {name}"  # argparse's default prog: usage lines name the real command
+    sys.argv[0] = (
+        f"{prog} experiment {name}"  # argparse's default prog: usage lines name the real command
+    )
     try:
         return int(module.main(rest) or 0)
     finally:

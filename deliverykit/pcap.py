@@ -72,7 +72,9 @@ def _ip(raw: bytes) -> str:
     if text is None:
         if len(_ADDR_CACHE) >= 65536:  # bounded on hostile captures
             _ADDR_CACHE.clear()
-        text = _ADDR_CACHE[raw] = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+        text = _ADDR_CACHE[raw] = socket.inet_ntop(
+            socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw
+        )
     return text
 
 

@@ -20,7 +20,8 @@ __all__ = ["git_commit", "run_metadata"]
 
 
 def git_commit(path: str | os.PathLike) -> str | None:
-    """HEAD of the git tree holding ``path`` (+``+dirty`` if files under it changed); None outside git."""
+    """HEAD of the git tree holding ``path`` (+``+dirty`` if files under it changed); None outside
+    git."""
     where = Path(path)
     where = where if where.is_dir() else where.parent
     try:
@@ -36,7 +37,8 @@ def git_commit(path: str | os.PathLike) -> str | None:
 
 
 def run_metadata(package: str, **params) -> dict:
-    """Metadata for one run of an experiment of ``package`` (an importable name), plus ``params``."""
+    """Metadata for one run of an experiment of ``package`` (an importable name), plus
+    ``params``."""
     spec_file = sys.modules[package].__file__ if package in sys.modules else None
     try:
         version = metadata.version("corecast")

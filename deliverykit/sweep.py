@@ -140,9 +140,13 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
     if scheduler:
         return Client(scheduler), None
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=":0",  # a free port: never clash with a dashboard already on 8787
-                           silence_logs=logging.CRITICAL)  # failures: our one line each
+    cluster = LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",  # a free port: never clash with a dashboard already on 8787
+        silence_logs=logging.CRITICAL,
+    )  # failures: our one line each
     return Client(cluster), cluster
 
 
@@ -265,7 +269,7 @@ def _load_fn(spec: str) -> TaskFn:
         raise ValueError(f"cannot load task {spec!r}: {e}") from None
     if not callable(fn):
         raise ValueError(f"task {spec!r} is not callable")  # noqa: TRY004 -- a usage error
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 @cliutil.cli_main("python -m deliverykit.sweep", expected=(SweepFailed,))
@@ -279,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=cliutil.output_path, required=True, help="results CSV")
     ap.add_argument("--scenario", default="", help="scenario name written in every row")
     where = ap.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=cliutil.positive_int, help="local workers (default: cores)")
+    where.add_argument(
+        "--workers", type=cliutil.positive_int, help="local workers (default: cores)"
+    )
     where.add_argument("--scheduler", help="address of a running Dask scheduler")
     ap.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
     args = ap.parse_args(argv)

@@ -310,7 +310,11 @@ class Analyser:
                 self.endpoints.add(b)
             else:
                 self.dropped["peers"] += 1
-        elif conv is None and dec.channel == 0 and not (f.sport in self.ports or f.dport in self.ports):
+        elif (
+            conv is None
+            and dec.channel == 0
+            and not (f.sport in self.ports or f.dport in self.ports)
+        ):
             self._err("channel 0 without HANDSHAKE")
             return
         if dec.error:
@@ -607,8 +611,14 @@ class Analyser:
             errs.append({"what": "UDP datagrams not followed: no PPSPP handshake seen and not on "
                                  f"ppspp-port {ports} (a capture that starts after the handshake: "
                                  "--opt ppspp-port=PORT)", "count": self.skipped_udp})
-        return {"ppspp_peers": peers, "ppspp_messages": messages, "ppspp_latency": lat, "ppspp_conversations": convs,
-                "ppspp_throughput": tput, "ppspp_errors": errs}
+        return {
+            "ppspp_peers": peers,
+            "ppspp_messages": messages,
+            "ppspp_latency": lat,
+            "ppspp_conversations": convs,
+            "ppspp_throughput": tput,
+            "ppspp_errors": errs,
+        }
 
     def _mark(self, peers: list[dict], messages: list[dict], lat: list[dict],
               convs: list[dict], tput: list[dict]) -> None:
@@ -640,8 +650,12 @@ class Analyser:
             fig, ax = plt.subplots(figsize=(8, 4))
             for rx, slots in sorted(self.tput.items())[:20]:
                 xs = time_slots(slots)
-                ax.step([x * self.interval for x in xs],
-                        [8 * slots.get(x, 0) / self.interval / 1e6 for x in xs], where="post", label=rx)
+                ax.step(
+                    [x * self.interval for x in xs],
+                    [8 * slots.get(x, 0) / self.interval / 1e6 for x in xs],
+                    where="post",
+                    label=rx,
+                )
             ax.set_xlabel("time since first PPSPP datagram (s)")
             ax.set_ylabel("DATA received (Mbit/s)")
             ax.set_title("PPSPP throughput per receiver" + (

@@ -11,7 +11,7 @@ import time
 
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
-from swift.core.peer import PeerConfig
+from swift.core.config import PeerConfig
 from swift.core.picker import PICKERS
 from swift.wire.constants import ChunkAddressing, HashFunc, SigAlg
 
@@ -378,9 +378,12 @@ async def _live_view_run(a: argparse.Namespace, node, out, stopper: cliutil.Stop
     if got or stopper.stopped:
         return stopper.exit_code()
     if stats.get("rejected") or stats.get("refused") or node.closed_reasons:
-        print(f"live: no verified chunk ({why}); chunks or handshakes were refused: is {a.swarm[:16]}... "
-              f"the source's key, and --live-method, --per-sig, {_METADATA_OPTS} as the source's?",
-              file=sys.stderr)
+        print(
+            f"live: no verified chunk ({why}); chunks or handshakes were refused: is "
+            f"{a.swarm[:16]}... "
+            f"the source's key, and --live-method, --per-sig, {_METADATA_OPTS} as the source's?",
+            file=sys.stderr,
+        )
     else:
         # a source refuses a handshake whose options differ from its own
         # without answering (RFC 7574 3.1.1 step 4 allows silence): say both
@@ -395,10 +398,12 @@ def _hint(a: argparse.Namespace, node, waited: float) -> str:
     peers = ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in a.peer)
     other_cs = node.peer.chunk_size_seen
     if other_cs:
-        return (f"ppspp download: {peers} sent chunks of {other_cs} bytes in {waited:.0f} s, "
-                f"this download uses --chunk-size {a.chunk_size}: give --chunk-size {other_cs} (the "
-                "chunk size is swarm metadata, e.g. libswift's -z; no handshake option says it "
-                "in draft-10)")
+        return (
+            f"ppspp download: {peers} sent chunks of {other_cs} bytes in {waited:.0f} s, "
+            f"this download uses --chunk-size {a.chunk_size}: give --chunk-size {other_cs} (the "
+            "chunk size is swarm metadata, e.g. libswift's -z; no handshake option says it "
+            "in draft-10)"
+        )
     refusals = list(getattr(node, "refusals", ()))
     if refusals and not node.peer.established:
         # the peer did answer: say what of its answer we refused, and why
@@ -651,11 +656,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["experiment"]:
         return dispatch("ppspp", EXPERIMENTS, argv[1:])
     ap = argparse.ArgumentParser(
-        prog="ppspp", description="PPSPP (RFC 7574) peer: seed, download, track and stream content.",
+        prog="ppspp",
+        description="PPSPP (RFC 7574) peer: seed, download, track and stream content.",
         epilog="Each command has --help. Exit status: 0 done, 1 failed, 2 bad arguments, "
-               "130 Ctrl-C, 143 SIGTERM (long-running roles print their final counters either "
-               "way); ppspp download keeps an incomplete download in FILE.part and says how to "
-               "resume it.")
+        "130 Ctrl-C, 143 SIGTERM (long-running roles print their final counters either "
+        "way); ppspp download keeps an incomplete download in FILE.part and says how to "
+        "resume it.",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     _add = sub.add_parser
     sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)  # type: ignore[method-assign]
@@ -720,9 +727,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="stop after this long (default: 0, until Ctrl-C or SIGTERM)")
     t.add_argument("--max-peers", type=cliutil.positive_int, default=256, metavar="N",
                    help="channels kept (peers handed out by PEX)")
-    t.add_argument("--ca-key", metavar="PEM", default=None,
-                   help="act as certification authority: hand out PEX_REScert membership "
-                        "certificates signed with this key (created if missing; PEM.pub for --pex-ca)")
+    t.add_argument(
+        "--ca-key",
+        metavar="PEM",
+        default=None,
+        help="act as certification authority: hand out PEX_REScert membership "
+        "certificates signed with this key (created if missing; PEM.pub for --pex-ca)",
+    )
     _common(t)
     h = sub.add_parser("hash", help="print the root hash of a file",
                        description="Print the root hash (swarm ID) of FILE for the given swarm "

@@ -35,18 +35,16 @@ Tables:
 Requests to the proxy's status path (``status-path=/_vmc/status``) are
 listed but not counted as content.
 
-Partial data is never shown as complete: a segment the capture cut short
-(``Frame.truncated``: snap length) or a hole in the sequence space that
-``max-ooo`` gave up on stops the parsing of its direction, and every figure
-that connection feeds carries a reason in the ``unreliable`` column: its
-exchanges (requests, patches), their URIs, and the totals, rates and ratios
-of its side (client or origin; ``sharing_ratio`` and ``bandwidth_saving``
-if either side is).  The same holds for a connection whose bytes h11 could
-not parse (a capture that starts inside it), one forgotten at
-``max-connections``, and one whose pipelined backlog passed ``max-ooo``.  Bounded: ``max-connections``
-open connections, ``max-requests`` stored rows, ``max-ooo`` bytes of
-out-of-order data per direction (beyond that the direction is marked as
-having a gap and its HTTP parsing stops); everything dropped is counted.
+Partial data is never shown as complete: a segment the capture cut short (``Frame.truncated``: snap
+length) or a hole in the sequence space that ``max-ooo`` gave up on stops the parsing of its
+direction, and every figure that connection feeds carries a reason in the ``unreliable`` column: its
+exchanges (requests, patches), their URIs, and the totals, rates and ratios of its side (client or
+origin; ``sharing_ratio`` and ``bandwidth_saving`` if either side is).  The same holds for a
+connection whose bytes h11 could not parse (a capture that starts inside it), one forgotten at
+``max-connections``, and one whose pipelined backlog passed ``max-ooo``.  Bounded:
+``max-connections`` open connections, ``max-requests`` stored rows, ``max-ooo`` bytes of
+out-of-order data per direction (beyond that the direction is marked as having a gap and its HTTP
+parsing stops); everything dropped is counted.
 """
 
 from __future__ import annotations

@@ -47,7 +47,10 @@ def _http_ready(port: int, path: str, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
             s.settimeout(timeout)
-            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            s.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
             return s.recv(16).startswith(b"HTTP/1.")
     except OSError:
         return False
@@ -108,7 +111,9 @@ class _Cache:
             time.sleep(0.1)
         msg = self.log_text()
         self.stop()
-        raise CacheError(f"{self.name} did not answer on {self.authority} within {timeout} s: {msg[-2000:]}")
+        raise CacheError(
+            f"{self.name} did not answer on {self.authority} within {timeout} s: {msg[-2000:]}"
+        )
 
     def log_text(self) -> str:
         """What the process printed (and, for Squid, its cache.log)."""
@@ -134,7 +139,8 @@ class _Cache:
                     continue
         if self.proc is not None:
             try:
-                # Children (varnish's child, squid's kids) share the process group: reap/kill leftovers.
+                # Children (varnish's child, squid's kids) share the process group: reap/kill
+                # leftovers.
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
@@ -168,8 +174,20 @@ class Varnish(_Cache):
         return cls(backend, storage)
 
     def argv(self) -> list[str]:
-        return ["varnishd", "-F", "-a", self.authority, "-b", self.backend, "-n", str(self.dir / "work"),
-                "-s", self.storage, "-p", "default_ttl=120"]
+        return [
+            "varnishd",
+            "-F",
+            "-a",
+            self.authority,
+            "-b",
+            self.backend,
+            "-n",
+            str(self.dir / "work"),
+            "-s",
+            self.storage,
+            "-p",
+            "default_ttl=120",
+        ]
 
 
 SQUID_COMMON = """\
@@ -218,14 +236,22 @@ class Squid(_Cache):
     def __init__(self, body: str, origin: str, mem_mb: int = 1024) -> None:
         super().__init__()
         ohost, oport = origin.rsplit(":", 1)
-        fmt = dict(dir=self.dir, port=self.port, origin=origin, ohost=ohost, oport=oport, mem=mem_mb,
-                   access=f"stdio:{self.dir}/access.log squid")
+        fmt = dict(
+            dir=self.dir,
+            port=self.port,
+            origin=origin,
+            ohost=ohost,
+            oport=oport,
+            mem=mem_mb,
+            access=f"stdio:{self.dir}/access.log squid",
+        )
         self.conf = self.dir / "squid.conf"
         self.conf.write_text(SQUID_COMMON.format(**fmt) + body.format(**fmt))
 
     @classmethod
     def accelerator(cls, origin: str, mem_mb: int = 1024) -> Squid:
-        """Reverse proxy for ``origin`` with collapsed forwarding and a memory cache of ``mem_mb``."""
+        """Reverse proxy for ``origin`` with collapsed forwarding and a memory cache of
+        ``mem_mb``."""
         return cls(SQUID_ACCEL, origin, mem_mb)
 
     @classmethod
@@ -242,6 +268,7 @@ class Squid(_Cache):
         return self
 
     def access_log(self) -> list[str]:
-        """The native access.log lines written so far (Squid writes a line when a transaction ends)."""
+        """The native access.log lines written so far (Squid writes a line when a
+        transaction ends)."""
         p = self.dir / "access.log"
         return p.read_text(errors="replace").splitlines() if p.exists() else []

@@ -49,7 +49,8 @@ class FetchError(VMCError):
 
 
 class BusyError(FetchError):
-    """503 Service Unavailable; ``retry_after`` seconds from its Retry-After (RFC 9110 sec. 10.2.3), if any."""
+    """503 Service Unavailable; ``retry_after`` seconds from its Retry-After (RFC 9110 sec. 10.2.3),
+    if any."""
 
     def __init__(self, retry_after: float | None) -> None:
         super().__init__(f"status 503 (Retry-After: {retry_after})")
@@ -136,7 +137,9 @@ class PartState:
         def enc(text: str | None) -> bytes | None:
             return None if text is None else text.encode("latin-1")
 
-        return policy.Validators(enc(self.etag), enc(self.last_modified), self.length, enc(self.date))
+        return policy.Validators(
+            enc(self.etag), enc(self.last_modified), self.length, enc(self.date)
+        )
 
     @property
     def kept(self) -> int:
@@ -147,8 +150,14 @@ class PartState:
         """The record, if it belongs to ``url`` and to a part of the recorded size; else None."""
         try:
             raw = json.loads(meta.read_text(encoding="utf-8"))
-            state = cls(str(raw["url"]), int(raw["length"]), raw["etag"], raw["last_modified"], raw["date"],
-                        [(int(a), int(b)) for a, b in raw["have"]])
+            state = cls(
+                str(raw["url"]),
+                int(raw["length"]),
+                raw["etag"],
+                raw["last_modified"],
+                raw["date"],
+                [(int(a), int(b)) for a, b in raw["have"]],
+            )
             size = part.stat().st_size
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -162,8 +171,17 @@ class PartState:
         """Write the record atomically (temporary name, fsync, rename)."""
         tmp = meta.with_name(meta.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"url": self.url, "length": self.length, "etag": self.etag,
-                       "last_modified": self.last_modified, "date": self.date, "have": self.have}, fh)
+            json.dump(
+                {
+                    "url": self.url,
+                    "length": self.length,
+                    "etag": self.etag,
+                    "last_modified": self.last_modified,
+                    "date": self.date,
+                    "have": self.have,
+                },
+                fh,
+            )
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, meta)
@@ -289,7 +307,9 @@ class _Output:
             self.sink.close()
             self.sink = None
         if self.kind is OutputKind.MEMORY or self.kind is OutputKind.DISCARD:
-            self.sink = _Sink(length, discard=self.kind is OutputKind.DISCARD, on_write=self.on_write)
+            self.sink = _Sink(
+                length, discard=self.kind is OutputKind.DISCARD, on_write=self.on_write
+            )
             return self.sink
         if self.kind is OutputKind.STREAM:
             if self._tmp is None:
@@ -305,7 +325,9 @@ class _Output:
         fh = _open_locked(path)
         try:
             if self.kind is OutputKind.FILE:
-                self.meta.unlink(missing_ok=True)  # rewritten by abandon(): a stale record never survives
+                self.meta.unlink(
+                    missing_ok=True
+                )  # rewritten by abandon(): a stale record never survives
             if not have:
                 fh.truncate(0)
                 self._reserve(fh, length)
@@ -370,7 +392,9 @@ class _Output:
             if sink is not None:
                 sink.close()
             return
-        if sink is None:  # failed before a usable answer: a part from an earlier run stays as it was
+        if (
+            sink is None
+        ):  # failed before a usable answer: a part from an earlier run stays as it was
             if self.resume is not None:
                 self.resume.save(self.meta)
                 self.kept = self.resume.kept
@@ -381,8 +405,14 @@ class _Output:
                 assert sink.fh is not None
                 sink.fh.flush()
                 os.fsync(sink.fh.fileno())
-                PartState(self.url, sink.length, _text(v.etag), _text(v.last_modified), _text(v.date),
-                          sink.have).save(self.meta)
+                PartState(
+                    self.url,
+                    sink.length,
+                    _text(v.etag),
+                    _text(v.last_modified),
+                    _text(v.date),
+                    sink.have,
+                ).save(self.meta)
                 self.kept = sink.got
                 return
         except OSError as exc:  # e.g. the disk filled up: a part without its record is useless
@@ -399,7 +429,11 @@ class _Output:
         if self.kind is not OutputKind.FILE:
             return ""
         if self.kept:
-            total = f" of {self.validators.length}" if self.validators and self.validators.length else ""
+            total = (
+                f" of {self.validators.length}"
+                if self.validators and self.validators.length
+                else ""
+            )
             if self.resume is not None:
                 total = f" of {self.resume.length}"
             return (f"{self.kept}{total} bytes kept in {self.part}: run the same command again "
@@ -422,9 +456,12 @@ def _open_locked(path: Path) -> BinaryIO:
 
 
 def _upstream_text(exc: up.UpstreamError) -> str:
-    """The failure in words: ``cannot connect to h:p: connection refused``, not an exception repr."""
+    """The failure in words: ``cannot connect to h:p: connection refused``, not an
+    exception repr."""
     text, cause = str(exc), exc.__cause__
-    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)) and not getattr(cause, "strerror", None):
+    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)) and not getattr(
+        cause, "strerror", None
+    ):
         return text.replace(repr(cause), "timed out")
     if isinstance(cause, OSError) and (cause.errno or cause.strerror):
         words = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else str(cause.strerror)
@@ -443,7 +480,11 @@ def _offered_sha256(headers: list[tuple[bytes, bytes]]) -> bytes | None:
         for item in v.split(b","):
             name, _, val = item.strip().partition(b"=")
             try:
-                if k == b"repr-digest" and name.lower() == b"sha-256" and val[:1] == val[-1:] == b":":
+                if (
+                    k == b"repr-digest"
+                    and name.lower() == b"sha-256"
+                    and val[:1] == val[-1:] == b":"
+                ):
                     return base64.b64decode(val[1:-1], validate=True)
                 if k == b"digest" and name.lower() == b"sha-256":
                     return base64.b64decode(val, validate=True)
@@ -479,10 +520,19 @@ class Download:
     afresh when the object changed meanwhile.
     """
 
-    def __init__(self, url: str, proxy: str | None = None, out: str | Path | None = None, vmc: bool = True,
-                 timeout: float = 60.0, extra_headers: list[tuple[bytes, bytes]] | None = None,
-                 discard: bool = False, busy_retries: int = 0, max_retry_after: float = 30.0,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        proxy: str | None = None,
+        out: str | Path | None = None,
+        vmc: bool = True,
+        timeout: float = 60.0,
+        extra_headers: list[tuple[bytes, bytes]] | None = None,
+        discard: bool = False,
+        busy_retries: int = 0,
+        max_retry_after: float = 30.0,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.url, self.proxy, self.vmc, self.timeout = url, proxy, vmc, timeout
         self.extra_headers = list(extra_headers or [])
         self.busy_retries, self.max_retry_after = busy_retries, max_retry_after
@@ -523,7 +573,9 @@ class Download:
                     continue
                 except _Restart:
                     if restarted:
-                        raise FetchError("the server's range answers do not match its own validators") from None
+                        raise FetchError(
+                            "the server's range answers do not match its own validators"
+                        ) from None
                     restarted = True
                     self.output.forget()
                     continue
@@ -549,10 +601,14 @@ class Download:
             a, b = plan[1][0]
             headers += [(b"range", ranges.format_range(a, b - 1).encode()), (b"if-range", cond)]
         try:
-            resp = await up.request(conn_host, conn_port, b"GET", target, headers, timeout=self.timeout)
+            resp = await up.request(
+                conn_host, conn_port, b"GET", target, headers, timeout=self.timeout
+            )
         except up.UpstreamError as exc:
             raise FetchError(_upstream_text(exc)) from exc
-        result = FetchResult(self.url, resp.status, 0, vmc=(resp.header(b"vmc") or b"").decode("latin-1"))
+        result = FetchResult(
+            self.url, resp.status, 0, vmc=(resp.header(b"vmc") or b"").decode("latin-1")
+        )
         first_byte: list[float] = []
 
         def mark() -> None:
@@ -583,24 +639,47 @@ class Download:
                 length = cr.length
                 v = policy.validators_of(206, resp.headers)
                 continuing = False
-                if plan is not None:  # our Range + If-Range: the kept bytes must be the same object's
+                if (
+                    plan is not None
+                ):  # our Range + If-Range: the kept bytes must be the same object's
                     if length != plan[2] or not policy.same_representation(plan[0], v):
                         raise _Restart()
                     v, continuing = plan[0], True
                 sink = self.output.open(length, v, continuing)
                 live = asyncio.create_task(_drain(resp, sink, cr.first, cr.last + 1, mark))
                 try:
-                    await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, self.timeout,
-                                      exclude=(cr.first, cr.last + 1), extra=self.extra_headers,
-                                      busy_retries=self.busy_retries, max_retry_after=self.max_retry_after)
+                    await _fill_holes(
+                        sink,
+                        conn_host,
+                        conn_port,
+                        target,
+                        authority,
+                        v,
+                        result,
+                        self.timeout,
+                        exclude=(cr.first, cr.last + 1),
+                        extra=self.extra_headers,
+                        busy_retries=self.busy_retries,
+                        max_retry_after=self.max_retry_after,
+                    )
                     await live
                 finally:
                     live.cancel()
                 result.parts.insert(0, (cr.first, cr.last + 1, 206))
                 if sink.holes():
-                    await _fill_holes(sink, conn_host, conn_port, target, authority, v, result, self.timeout,
-                                      extra=self.extra_headers, busy_retries=self.busy_retries,
-                                      max_retry_after=self.max_retry_after)
+                    await _fill_holes(
+                        sink,
+                        conn_host,
+                        conn_port,
+                        target,
+                        authority,
+                        v,
+                        result,
+                        self.timeout,
+                        extra=self.extra_headers,
+                        busy_retries=self.busy_retries,
+                        max_retry_after=self.max_retry_after,
+                    )
             elif resp.status == 416 and plan is not None:
                 raise _Restart()
             elif resp.status == 503:
@@ -659,7 +738,8 @@ async def _fill_holes(
     busy_retries: int = 0,
     max_retry_after: float = 30.0,
 ) -> None:
-    """Request every hole (outside ``exclude``, the part still arriving) by Range until none is left.
+    """Request every hole (outside ``exclude``, the part still arriving) by Range until none is
+    left.
 
     A ``503`` with an acceptable Retry-After is waited out and the same Range asked again (up to
     ``busy_retries`` times in all), keeping what has arrived. Without a strong validator no
@@ -672,12 +752,18 @@ async def _fill_holes(
         holes = sink.holes()
         if exclude is not None:
             a0, b0 = exclude
-            holes = [(a, min(b, a0)) if a < a0 else (max(a, b0), b) for a, b in holes if not (a0 <= a and b <= b0)]
+            holes = [
+                (a, min(b, a0)) if a < a0 else (max(a, b0), b)
+                for a, b in holes
+                if not (a0 <= a and b <= b0)
+            ]
             holes = [(a, b) for a, b in holes if a < b]
         if not holes:
             return
         a, b = holes[0]
-        hdrs = [(b"host", authority), (b"range", ranges.format_range(a, b - 1).encode())] + list(extra or [])
+        hdrs = [(b"host", authority), (b"range", ranges.format_range(a, b - 1).encode())] + list(
+            extra or []
+        )
         if cond:
             hdrs.append((b"if-range", cond))
         resp = await up.request(host, port, b"GET", target, hdrs, timeout=timeout)

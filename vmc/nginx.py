@@ -81,13 +81,15 @@ LOCK_PROXY_HTTP = """
       proxy_read_timeout 300s;
     }}
   }}
-"""
+"""  # noqa: E501 (one nginx directive per line, as nginx -T prints it)
 
 
 class Nginx:
     """A foreground nginx; use as a context manager. ``port`` is where it listens."""
 
-    def __init__(self, http_block: str, port: int | None = None, listen: str | None = None, **fmt: object) -> None:
+    def __init__(
+        self, http_block: str, port: int | None = None, listen: str | None = None, **fmt: object
+    ) -> None:
         if shutil.which("nginx") is None:
             raise FileNotFoundError("nginx is not installed (Debian package nginx-light)")
         self.prefix = Path(tempfile.mkdtemp(prefix="vmc-nginx-"))
@@ -103,7 +105,8 @@ class Nginx:
     def origin(cls, root: Path, rate: str | None = None, listen: str | None = None) -> Nginx:
         """Static files from ``root``; ``rate`` e.g. "5m" sets limit_rate (bursty: see the issue).
 
-        ``listen`` e.g. "0.0.0.0:80" for a testbed host (then port is 80 and start() needs popen/probe).
+        ``listen`` e.g. "0.0.0.0:80" for a testbed host (then port is 80 and start() needs
+        popen/probe).
         """
         limit = f"limit_rate {rate};" if rate else ""
         port = int(listen.rsplit(":", 1)[1]) if listen else None
@@ -120,7 +123,15 @@ class Nginx:
 
     @property
     def argv(self) -> list[str]:
-        return ["nginx", "-p", str(self.prefix), "-c", str(self.conf), "-e", str(self.prefix / "error.log")]
+        return [
+            "nginx",
+            "-p",
+            str(self.prefix),
+            "-c",
+            str(self.conf),
+            "-e",
+            str(self.prefix / "error.log"),
+        ]
 
     def start(self, timeout: float = 10.0, popen=None, probe=None) -> Nginx:
         """Start and wait until it accepts connections.
@@ -130,7 +141,9 @@ class Nginx:
         connect to 127.0.0.1:port.
         """
         if popen is None:
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
         else:
             self.proc = popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -7,12 +7,14 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     for EID prefixes inside PREFIX authenticated with key KEYID / PSK
     (RFC 9301 sec. 5.6, with the algorithm it declares, see below) and answers
     Map-Requests sent to it in an ECM (RFC 9301 sec. 3, 5.8: "A Map-Resolver
-    receives Encapsulated Map-Requests from its client ITRs"): a Map-Reply for registrations that asked for proxy replies
-    (P-bit), a Negative Map-Reply otherwise (sec. 8.3, 8.4). Replies go to
-    the request's ITR-RLOC at the request's source port. Print ``READY``
+    receives Encapsulated Map-Requests from its client ITRs"): a Map-Reply
+    for registrations that asked for proxy replies (P-bit), a Negative
+    Map-Reply otherwise (sec. 8.3, 8.4). Replies go to the request's
+    ITR-RLOC at the request's source port. Print ``READY``
     once it accepts datagrams; run until SIGTERM.
 
-``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S --control-port C --data-port D [--cc-range R] [--algorithm-id A]``
+``ADAPTER etr --rloc 127.0.0.1 --prefix PREFIX --map-server HOST:PORT --key-id N --psk S``
+``--control-port C --data-port D [--cc-range R] [--algorithm-id A]``
     An ETR that registers PREFIX with RLOC ``--rloc`` at the map-server
     (signed Map-Registers, sec. 5.6, 8.2), sending them from
     ``--rloc``:C. Print ``READY`` once started; run until SIGTERM.
@@ -29,7 +31,8 @@ Contract (roles ``mapserver``, ``etr``); ADAPTER is the registry command:
     hash makes the ETR send the payload to the header's client EID (inside a
     ``--prefix``) and port.
 
-``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE --prefix LOCAL [--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
+``ADAPTER itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE --prefix LOCAL``
+``[--map-resolver HOST:PORT] [--control-port C] [--cc-range R]``
     An ITR whose own site is the EID prefix LOCAL (10.9.0.0/16: the inner
     packets come from it): inner IP packets arrive as UDP payloads on the inside address P
     (the loopback stand-in for its inside interface); each is

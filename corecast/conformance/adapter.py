@@ -1,11 +1,13 @@
 """Our LISP map-server and ETR behind the conformance contract (see ``corecast.conformance``).
 
-    python -m corecast.conformance.adapter mapserver --addr 127.0.0.1 --port P --site NAME:PREFIX:KEYID:PSK
-    python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P --key-id N --psk S \
-        --control-port C --data-port D [--cc-range 232.0.0.0/8]
-    python -m corecast.conformance.adapter itr --rloc 127.0.0.1 --inside 127.0.0.1:P --map-cache FILE \
-        [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8] \
-        [--data-port D [--echo-nonce] [--map-version V]] [--instance-id N] [--prefix LOCAL_EID_PREFIX]
+    python -m corecast.conformance.adapter mapserver --addr 127.0.0.1 --port P \
+        --site NAME:PREFIX:KEYID:PSK
+    python -m corecast.conformance.adapter etr --rloc 127.0.0.1 --prefix P --map-server H:P \
+        --key-id N --psk S --control-port C --data-port D [--cc-range 232.0.0.0/8]
+    python -m corecast.conformance.adapter itr --rloc 127.0.0.1 --inside 127.0.0.1:P \
+        --map-cache FILE [--map-resolver H:P] [--control-port C] [--cc-range 232.0.0.0/8] \
+        [--data-port D [--echo-nonce] [--map-version V]] [--instance-id N] \
+        [--prefix LOCAL_EID_PREFIX]
 
 ``etr`` and ``mapserver`` also take ``--instance-id N`` (for the map-server:
 repeatable, instances the site may register besides 0).
@@ -61,8 +63,17 @@ async def _etr(a: argparse.Namespace) -> int:
     from corecast.core.register import Registrar, RegistrarConfig
 
     host, _, port = a.map_server.rpartition(":")
-    reg = Registrar(RegistrarConfig(tuple(a.prefix), (a.rloc,), (host, int(port)), a.psk.encode(), a.key_id,
-                                    a.algorithm_id, iid=a.instance_id or 0))
+    reg = Registrar(
+        RegistrarConfig(
+            tuple(a.prefix),
+            (a.rloc,),
+            (host, int(port)),
+            a.psk.encode(),
+            a.key_id,
+            a.algorithm_id,
+            iid=a.instance_id or 0,
+        )
+    )
     # decapsulates for its own --prefix EIDs only; the conformance harness plays ITRs from any
     # loopback address, so every RLOC is trusted here (the CLI ETR trusts only --trust-rloc)
     etr = Etr([parse_prefix(r) for r in a.cc_range], instance_id=a.instance_id,
@@ -125,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--echo-timeout", type=float, default=3.0)
         ap.add_argument("--instance-id", type=int, default=None)
         ap.add_argument("--map-version", type=int, default=None, help="RFC 9302 (with --data-port)")
-        ap.add_argument("--prefix", action="append", default=[],
-                        help="the xTR's own EID prefix (repeatable); ours encapsulates from any source")
+        ap.add_argument(
+            "--prefix",
+            action="append",
+            default=[],
+            help="the xTR's own EID prefix (repeatable); ours encapsulates from any source",
+        )
         return asyncio.run(_itr(ap.parse_args(args[1:])))
     ap = argparse.ArgumentParser(prog=f"corecast.conformance.adapter {args[0]}")
     if args[0] == "mapserver":
@@ -144,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--psk", required=True)
     ap.add_argument("--control-port", type=int, required=True)
     ap.add_argument("--data-port", type=int, required=True)
-    ap.add_argument("--cc-range", action="append", default=[], help="CoreCast channel EID range (repeatable)")
+    ap.add_argument(
+        "--cc-range", action="append", default=[], help="CoreCast channel EID range (repeatable)"
+    )
     ap.add_argument("--instance-id", type=int, default=None)
     a = ap.parse_args(args[1:])
     return asyncio.run(_etr(a))

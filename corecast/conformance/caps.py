@@ -64,13 +64,16 @@ class LispCaps:
     def sign(self, m: MapRegister, psk: bytes, site_key_id: int) -> bytes:
         """``m`` signed as this implementation reads Map-Registers.  With the RFC 6833 profile the
         site's key is named by the algorithm's number in the 16-bit field, so ``m.key_id`` equal to
-        ``site_key_id`` is written as ``00 AA``; another key_id stays in the first byte (unknown)."""
+        ``site_key_id`` is written as ``00 AA``; another key_id stays in the first byte
+        (unknown)."""
         if self.rfc6833_key_id:
             from dataclasses import replace
 
             m = replace(m, key_id=0 if m.key_id == site_key_id else m.key_id)
             if m.algorithm_id in _FULL:
-                return encode_map_register(m, compute_auth(m, psk, _FULL[AlgorithmId(m.algorithm_id)]))
+                return encode_map_register(
+                    m, compute_auth(m, psk, _FULL[AlgorithmId(m.algorithm_id)])
+                )
         return encode_map_register(m, compute_auth(m, psk))
 
     def wire_key_id(self, site_key_id: int) -> tuple[int, int]:
@@ -101,7 +104,9 @@ def caps_of(impl) -> LispCaps:
         try:
             algs.append(AlgorithmId(int(tok)))
         except ValueError:
-            raise pytest.UsageError(f"LISP_AUTH_ALGORITHMS: {tok!r} is no RFC 9301 Algorithm ID") from None
+            raise pytest.UsageError(
+                f"LISP_AUTH_ALGORITHMS: {tok!r} is no RFC 9301 Algorithm ID"
+            ) from None
     if not algs:
         raise pytest.UsageError("LISP_AUTH_ALGORITHMS declares no algorithm")
     profile = env.get("LISP_AUTH_PROFILE", "rfc9301")

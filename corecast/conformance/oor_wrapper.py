@@ -50,7 +50,8 @@ def _say(msg: str) -> None:
 
 
 def _in_own_netns() -> bool:
-    """Are we in a named namespace (``ip netns add``, as the cases' testbeds make), not the host's?"""
+    """Are we in a named namespace (``ip netns add``, as the cases' testbeds make), not the
+    host's?"""
     try:
         me = os.stat("/proc/self/ns/net")
         named = [os.stat(p) for p in Path("/var/run/netns").iterdir()]

@@ -16,8 +16,19 @@ import sys
 from pathlib import Path
 
 from corecast.wire.codec import (
-    EidRecord, LocatorRecord, MapRegister, MapReply, MapRequest, ecm_wrap, encode_cc_header, encode_cc_payload,
-    encode_lisp_data, encode_map_reply, encode_map_request, make_lisp_data, sign,
+    EidRecord,
+    LocatorRecord,
+    MapRegister,
+    MapReply,
+    MapRequest,
+    ecm_wrap,
+    encode_cc_header,
+    encode_cc_payload,
+    encode_lisp_data,
+    encode_map_reply,
+    encode_map_request,
+    make_lisp_data,
+    sign,
 )
 from corecast.wire.constants import Action, AlgorithmId, HashId, LispType
 from deliverykit.conformance import vectors_dir as shared_vectors_dir
@@ -43,12 +54,25 @@ def vectors() -> list[tuple[str, str, bytes]]:
         ("control", "ecm-map-request", ecm_wrap(encode_map_request(req), ip("192.0.2.9").packed,
                                                 ip("10.1.2.3").packed, 4342)),
     ]
-    for alg, name in ((AlgorithmId.HMAC_SHA_1_96, "sha1-96"), (AlgorithmId.HMAC_SHA_256_128, "sha256-128"),
-                      (AlgorithmId.HMAC_SHA_256_128_HKDF_SHA256, "sha256-128-hkdf")):
-        m = MapRegister(0x1122334455667788, (rec,), 7, alg, b"", LispType.MAP_REGISTER, proxy_reply=True,
-                        want_map_notify=True)
+    for alg, name in (
+        (AlgorithmId.HMAC_SHA_1_96, "sha1-96"),
+        (AlgorithmId.HMAC_SHA_256_128, "sha256-128"),
+        (AlgorithmId.HMAC_SHA_256_128_HKDF_SHA256, "sha256-128-hkdf"),
+    ):
+        m = MapRegister(
+            0x1122334455667788,
+            (rec,),
+            7,
+            alg,
+            b"",
+            LispType.MAP_REGISTER,
+            proxy_reply=True,
+            want_map_notify=True,
+        )
         out.append(("control", f"map-register-{name}", sign(m, PSK)))
-    n = MapRegister(0x1122334455667788, (rec,), 7, AlgorithmId.HMAC_SHA_256_128, b"", LispType.MAP_NOTIFY)
+    n = MapRegister(
+        0x1122334455667788, (rec,), 7, AlgorithmId.HMAC_SHA_256_128, b"", LispType.MAP_NOTIFY
+    )
     out.append(("control", "map-notify-sha256-128", sign(n, PSK)))
     x = MapRegister(99, (rec,), 7, AlgorithmId.HMAC_SHA_256_128, b"", LispType.MAP_REGISTER,
                     xtr_id=bytes(range(16)), site_id=bytes(range(8)))
@@ -60,17 +84,26 @@ def vectors() -> list[tuple[str, str, bytes]]:
         proxy_reply=True), PSK)))
     out.append(("control", "map-request-lcaf-iid", encode_map_request(MapRequest(
         8, (ip("192.0.2.9"),), (ipaddress.ip_network("10.1.2.3/32"),), eid_iids=(0xABCDE,)))))
-    for name, kw in (("nonce", dict(nonce=0xABCDEF)), ("nonce-echo", dict(nonce=0x123456, echo=True)),
-                     ("lsb", dict(lsb=0x80000001)), ("instance-id", dict(instance_id=0xABCDE, lsb=3)),
-                     ("map-versions", dict(map_versions=(5, 7))), ("no-flags", {}),
-                     ("echo-nonce-iid-lsb", dict(nonce=0x5A5A5A, echo=True, instance_id=7, lsb=1))):
+    for name, kw in (
+        ("nonce", dict(nonce=0xABCDEF)),
+        ("nonce-echo", dict(nonce=0x123456, echo=True)),
+        ("lsb", dict(lsb=0x80000001)),
+        ("instance-id", dict(instance_id=0xABCDE, lsb=3)),
+        ("map-versions", dict(map_versions=(5, 7))),
+        ("no-flags", {}),
+        ("echo-nonce-iid-lsb", dict(nonce=0x5A5A5A, echo=True, instance_id=7, lsb=1)),
+    ):
         out.append(("data", name, encode_lisp_data(make_lisp_data(**kw))))
     payload = bytes(range(256)) * 2
     out += [
         ("corecast", "payload-sha1", encode_cc_payload(1, payload, HashId.SHA1)),
         ("corecast", "payload-sha256", encode_cc_payload(2, payload, HashId.SHA256)),
         ("corecast", "header-v4", encode_cc_header(1, bytes(20), ip("10.1.2.3").packed, 5000)),
-        ("corecast", "header-v6", encode_cc_header(3, bytes(32), ip("2001:db8::3").packed, 5001, HashId.SHA256)),
+        (
+            "corecast",
+            "header-v6",
+            encode_cc_header(3, bytes(32), ip("2001:db8::3").packed, 5001, HashId.SHA256),
+        ),
     ]
     return out
 
@@ -79,14 +112,25 @@ def export(directory: str | Path) -> list[Path]:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).parent,
+                timeout=5,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    lines = ["# LISP control (RFC 9301 sec. 5), data header (RFC 9300 sec. 5.3) and CoreCast PDU vectors",
-             f"# source: corecast.wire.codec (this toolkit, commit {commit}), "
-             "`python -m corecast.conformance.vectors export`",
-             f"psk {PSK.decode()}"]
+    lines = [
+        "# LISP control (RFC 9301 sec. 5), data header (RFC 9300 sec. 5.3) and CoreCast PDU "
+        "vectors",
+        f"# source: corecast.wire.codec (this toolkit, commit {commit}), "
+        "`python -m corecast.conformance.vectors export`",
+        f"psk {PSK.decode()}",
+    ]
     lines += [f"vector {k} {n} {b.hex()}" for k, n, b in vectors()]
     p = d / "lisp.vec"
     p.write_text("\n".join(lines) + "\n")

@@ -90,8 +90,12 @@ async def _etr_main(i: int, ready, stop, seconds: float, group: tuple[str, int] 
 
     mc = {ipaddress.ip_address(CHANNEL).packed: group} if group else None
     # decapsulate for this AS's EIDs only, and only from the ITR's RLOC
-    etr = Etr([parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)], multicast=mc,
-              eids=[parse_prefix(_eid_prefix(i, ipv6))], trusted_rlocs=[parse_prefix(_rloc(0, rloc6))])
+    etr = Etr(
+        [parse_prefix(CC_RANGE6 if ipv6 else CC_RANGE)],
+        multicast=mc,
+        eids=[parse_prefix(_eid_prefix(i, ipv6))],
+        trusted_rlocs=[parse_prefix(_rloc(0, rloc6))],
+    )
     node = EtrNode(etr,
                    _rloc(i, rloc6), reg, mcast_if=f"10.{i}.0.1" if group else None,
                    out6=f"fd00:{i}:1::1" if ipv6 else None)
@@ -135,7 +139,9 @@ async def _client_main(eid: str, port: int, chunks: int, ready, timeout: float) 
     # RLOC's, from its address on the client's link (the client's gateway, ".1" / "::1")
     i = int(eid.split(":")[1] if ":" in eid else eid.split(".")[1])
     gateway = eid.rsplit(":", 1)[0] + ":1" if ":" in eid else eid.rsplit(".", 1)[0] + ".1"
-    node = ClientNode(eid, port, accept=(_rloc(i, False), _rloc(i, True), f"fd00:{i}:1::1", gateway))
+    node = ClientNode(
+        eid, port, accept=(_rloc(i, False), _rloc(i, True), f"fd00:{i}:1::1", gateway)
+    )
     await node.start()
     ready.set()
     end = time.monotonic() + timeout

@@ -113,8 +113,8 @@ def _send(pkts: list[bytes], rate: float) -> float:
 
 def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | None = None,
         chunks: int | None = None, out_dir: str | None = None, rate: float = 12_000.0) -> dict:
-    from deliverykit.testbed import Testbed
     from corecast.workload import skewed
+    from deliverykit.testbed import Testbed
 
     scales = scales or ((1, 2) if quick else ORDER)
     reps = reps or (1 if quick else 3)

@@ -32,6 +32,7 @@ import ipaddress
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from corecast import plan
 
@@ -111,10 +112,10 @@ def analyse(peers: list[Peer], d: int = 1200, seed: int = 1, duration: float | N
         p2p_transit[as_of[i]] += row.sum() - row[same].sum()
     clients = np.bincount(as_of, minlength=len(asns))
     n_payloads = duration * bitrate / (8 * d) if duration else vec.sum() / d
-    out = {"peers": k, "ases": len(asns), "volume_bytes": float(vec.sum()),
+    out: dict[str, Any] = {"peers": k, "ases": len(asns), "volume_bytes": float(vec.sum()),
            "payloads": n_payloads, "per_as": [], "totals": {}}
     sizes = {"paper": plan.PAPER, "ours": plan.our_sizes("udp")}
-    per_cc = {}
+    per_cc: dict[str, tuple[Any, Any]] = {}
     for name, s in sizes.items():
         tr = n_payloads * ((s.h_l + s.p_cc(d)) + (s.h_l + s.h_cc) * clients)
         lo = n_payloads * (s.h_i + d) * clients
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--clients", help="CSV ip,asn,bytes")
     src.add_argument("--pcap", help="capture at the monitored client")
-    src.add_argument("--synthetic", action="store_true", help="generated population (not the paper's)")
+    src.add_argument(
+        "--synthetic", action="store_true", help="generated population (not the paper's)"
+    )
     ap.add_argument("--monitored", help="IP of the monitored client (with --pcap)")
     ap.add_argument("--prefix2as", help="file of 'prefix asn' lines (with --pcap)")
     ap.add_argument("--chunk", type=int, default=1200)

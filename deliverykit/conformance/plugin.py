@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from importlib.metadata import entry_points
 from importlib.util import find_spec
 from pathlib import Path
 
+import pluggy
 import pytest
 
 from deliverykit.conformance.registry import Implementation, Unsupported, load_registry
@@ -44,14 +45,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="implementation under test, by registry name (repeatable)")
     g.addoption("--impl-cmd", default=None, metavar="CMD",
                 help="ad hoc implementation: command line (role and arguments are appended)")
-    g.addoption("--impl-protocol", default=None, help="protocol of --impl-cmd (ppspp, lisp, fec, http-proxy, ...)")
-    g.addoption("--impl-roles", default="", help="comma-separated roles --impl-cmd claims (default: any)")
+    g.addoption(
+        "--impl-protocol",
+        default=None,
+        help="protocol of --impl-cmd (ppspp, lisp, fec, http-proxy, ...)",
+    )
+    g.addoption(
+        "--impl-roles", default="", help="comma-separated roles --impl-cmd claims (default: any)"
+    )
     g.addoption("--impl-name", default="cmd", help="name shown for --impl-cmd")
     g.addoption("--impl-registry", action="append", default=[], metavar="FILE",
                 help="extra registry JSON file(s)")
-    g.addoption("--conformance-json", default=None, metavar="FILE", help="write the result table as JSON")
-    g.addoption("--conformance-vectors", default=None, metavar="DIR",
-                help="test-vector corpus (default: $DELIVERYKIT_VECTORS, else the source tree's tests/vectors)")
+    g.addoption(
+        "--conformance-json", default=None, metavar="FILE", help="write the result table as JSON"
+    )
+    g.addoption(
+        "--conformance-vectors",
+        default=None,
+        metavar="DIR",
+        help="test-vector corpus "
+             "(default: $DELIVERYKIT_VECTORS, else the source tree's tests/vectors)",
+    )
 
 
 def registered_cases() -> dict[str, str]:
@@ -61,11 +75,15 @@ def registered_cases() -> dict[str, str]:
 
 def _case_paths(wanted: str) -> list[str]:
     cases = registered_cases()
-    names = sorted(cases) if wanted == "all" else [w.strip() for w in wanted.split(",") if w.strip()]
+    names = (
+        sorted(cases) if wanted == "all" else [w.strip() for w in wanted.split(",") if w.strip()]
+    )
     unknown = [n for n in names if n not in cases]
     if unknown:
         raise pytest.UsageError(
-            f"no conformance cases registered for {', '.join(unknown)}; known: {', '.join(sorted(cases)) or 'none'}")
+            f"no conformance cases registered for {', '.join(unknown)}; known: "
+            f"{', '.join(sorted(cases)) or 'none'}"
+        )
     paths = []
     for n in names:
         spec = find_spec(cases[n])
@@ -77,9 +95,16 @@ def _case_paths(wanted: str) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "conformance(protocol, section, role=None): a conformance case and the spec section it checks")
-    config.addinivalue_line("markers", "root: needs root (skips with a reason; fails under CI=true)")
-    config.addinivalue_line("markers", "tool(name, ...): needs a Debian tool (skips with a reason; fails under CI=true)")
+        "markers",
+        "conformance(protocol, section, role=None): a conformance case and the spec section it "
+        "checks",
+    )
+    config.addinivalue_line(
+        "markers", "root: needs root (skips with a reason; fails under CI=true)"
+    )
+    config.addinivalue_line(
+        "markers", "tool(name, ...): needs a Debian tool (skips with a reason; fails under CI=true)"
+    )
     opt = config.option
     if opt.conformance_vectors:
         os.environ["DELIVERYKIT_VECTORS"] = str(Path(opt.conformance_vectors).resolve())
@@ -87,7 +112,10 @@ def pytest_configure(config: pytest.Config) -> None:
     selected: list[Implementation] = []
     for name in opt.impl:
         if name not in registry:
-            raise pytest.UsageError(f"--impl {name}: not in the registry (known: {', '.join(sorted(registry)) or 'none'})")
+            raise pytest.UsageError(
+                f"--impl {name}: not in the registry (known: "
+                f"{', '.join(sorted(registry)) or 'none'})"
+            )
         selected.append(registry[name])
     if opt.impl_cmd:
         if not opt.impl_protocol:
@@ -97,7 +125,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SELECTED] = selected
     config.pluginmanager.register(_Recorder(config), "deliverykit-conformance-recorder")
     if opt.conformance:
-        config.args[:] = [*config.args, *_case_paths(opt.conformance)] if _explicit_args(config) else _case_paths(opt.conformance)
+        config.args[:] = (
+            [*config.args, *_case_paths(opt.conformance)]
+            if _explicit_args(config)
+            else _case_paths(opt.conformance)
+        )
 
 
 def _explicit_args(config: pytest.Config) -> bool:
@@ -110,7 +142,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if mark is None or "impl" not in metafunc.fixturenames:
         return  # only conformance cases are ours; other tests may use the name freely
     protocol = mark.kwargs.get("protocol")
-    impls = [i for i in metafunc.config.stash[_SELECTED] if protocol is None or i.protocol == protocol]
+    impls = [
+        i for i in metafunc.config.stash[_SELECTED] if protocol is None or i.protocol == protocol
+    ]
     if impls:
         metafunc.parametrize("impl", impls, ids=[i.name for i in impls], indirect=True)
     else:
@@ -131,11 +165,13 @@ def impl(request: pytest.FixtureRequest) -> Iterator[Implementation]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None], None]:
     outcome = yield
     exc = outcome.excinfo
     if exc is not None and issubclass(exc[0], Unsupported):
-        outcome.force_exception(pytest.skip.Exception(f"unsupported: {exc[1]}", _use_item_location=True))
+        outcome.force_exception(
+            pytest.skip.Exception(f"unsupported: {exc[1]}", _use_item_location=True)
+        )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -156,7 +192,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _crash_message(report: pytest.TestReport, limit: int = 1000) -> str:
-    """The failing assertion's message (first lines), so the JSON report says *why* a case failed."""
+    """The failing assertion's message (first lines), so the JSON report says *why* a case
+    failed."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)
     return text if len(text) <= limit else text[:limit] + " ..."
@@ -179,7 +216,9 @@ class _Recorder:
         if report.passed:
             result = "pass"
         elif report.skipped:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = (
+                report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            )
             result = "unsupported" if "unsupported:" in reason else "skip"
         else:
             result = "fail"
@@ -192,7 +231,9 @@ class _Recorder:
             row["message"] = _crash_message(report)
         self.rows.append(row)
 
-    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter, exitstatus: int, config: pytest.Config
+    ) -> None:
         rows = self.rows
         if not rows:
             return
@@ -204,7 +245,9 @@ class _Recorder:
         for r in rows:
             tr.write_line(f"{r['case']:<{w_case}}  {r['section']:<{w_sec}}  "
                           f"{r['implementation']:<{w_impl}}  {r['result'].upper()}")
-        counts = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "unsupported", "skip")}
+        counts = {
+            k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "unsupported", "skip")
+        }
         tr.write_line("conformance: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
         if config.option.conformance_json:
             Path(config.option.conformance_json).write_text(

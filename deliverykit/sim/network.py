@@ -258,7 +258,9 @@ class Network:
     def _record(self, fate: Fate, src: _Node, dst_index: int, size: int) -> None:
         self.fates[fate] += 1
         if self._trace is not None:
-            self._trace.update(self._pack(self.sched.now, src.index, dst_index & 0xFFFF, size, fate))
+            self._trace.update(
+                self._pack(self.sched.now, src.index, dst_index & 0xFFFF, size, fate)
+            )
 
     def trace_hash(self) -> str:
         """SHA-256 over every datagram's fate, time, endpoints and size (needs ``trace=True``)."""

@@ -199,7 +199,7 @@ class Scenario:
     # -- JSON ----------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)  # type: ignore[no-any-return]
+        return _plain(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -207,7 +207,7 @@ class Scenario:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scenario:
         try:
-            return _build(cls, d)  # type: ignore[no-any-return]
+            return _build(cls, d)
         except (TypeError, KeyError) as e:
             raise ValueError(f"bad scenario: {e}") from None
 

@@ -11,14 +11,38 @@
 from .capture import Capture, read_pcap
 from .core import Testbed
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedNeedsRoot, TestbedTimeout
-from .isolated import IsolatedNamespace, NotIsolatedError, spawn_forwarding_role, start_forwarding_role
+from .isolated import (
+    IsolatedNamespace,
+    NotIsolatedError,
+    spawn_forwarding_role,
+    start_forwarding_role,
+)
 from .lifecycle import cleanup_stale, have_root
 from .nsexec import Event, Task
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
 
 __all__ = [
-    "Bridge", "Capture", "Event", "End", "Host", "Link", "Netem", "RemoteError", "RemoteTraceback",
-    "Task", "Tbf", "Testbed", "TestbedError", "TestbedNeedsRoot", "TestbedTimeout", "cleanup_stale", "have_root",
-    "read_pcap", "IsolatedNamespace", "NotIsolatedError", "spawn_forwarding_role", "start_forwarding_role",
+    "Bridge",
+    "Capture",
+    "Event",
+    "End",
+    "Host",
+    "Link",
+    "Netem",
+    "RemoteError",
+    "RemoteTraceback",
+    "Task",
+    "Tbf",
+    "Testbed",
+    "TestbedError",
+    "TestbedNeedsRoot",
+    "TestbedTimeout",
+    "cleanup_stale",
+    "have_root",
+    "read_pcap",
+    "IsolatedNamespace",
+    "NotIsolatedError",
+    "spawn_forwarding_role",
+    "start_forwarding_role",
 ]

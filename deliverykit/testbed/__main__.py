@@ -16,8 +16,8 @@ import sys
 
 from pyroute2 import netns
 
-from .lifecycle import cleanup_stale
 from .errors import TestbedError
+from .lifecycle import cleanup_stale
 
 
 def main(argv: list[str] | None = None) -> int:

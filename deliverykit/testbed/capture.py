@@ -39,7 +39,7 @@ class Capture:
         self.captured: int | None = None
         self.dropped: int | None = None
 
-    def start(self, timeout: float = 10.0) -> "Capture":
+    def start(self, timeout: float = 10.0) -> Capture:
         if shutil.which("tcpdump") is None:
             raise TestbedError("capture needs tcpdump (Debian package tcpdump)")
         argv = ["ip", "netns", "exec", self.ns, "tcpdump", "-i", self.ifname, "-w", str(self.path),
@@ -109,7 +109,7 @@ class Capture:
         m = re.search(r"(\d+) packets? dropped by kernel", self.stderr)
         self.dropped = int(m.group(1)) if m else None
 
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Capture:
         return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -21,8 +21,9 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from . import shaping
 from .capture import Capture
@@ -36,7 +37,7 @@ from .shaping import Netem, Tbf
 _HOST_NAME = re.compile(r"^[a-z0-9_]{1,11}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
-_LIVE: "weakref.WeakSet[Testbed]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Testbed] = weakref.WeakSet()
 
 
 Dev = End | str
@@ -82,7 +83,7 @@ class Testbed:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def __enter__(self) -> "Testbed":
+    def __enter__(self) -> Testbed:
         if threading.current_thread() is threading.main_thread():
             if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                 global _SIGTERM_OWNER

@@ -109,7 +109,7 @@ class Impairer:
             return []
         copies = 2 if self.dup and self.rng.random() < self.dup else 1
         self.stats["duplicated"] += copies - 1
-        out = []
+        out: list[tuple[float, bytes]] = []
         for _ in range(copies):
             if queued + len(out) >= self.limit:
                 self.stats["overlimit"] += 1

@@ -42,7 +42,8 @@ from .core import Testbed
 from .errors import TestbedError
 from .nsexec import Task
 
-#: Devices the kernel adds to every new namespace when a tunnel module is loaded; harmless while down.
+# : Devices the kernel adds to every new namespace when a tunnel module is loaded; harmless while
+# down.
 FALLBACK_TUNNELS = frozenset({
     "sit0", "tunl0", "gre0", "gretap0", "erspan0", "ip_vti0", "ip6tnl0", "ip6gre0", "ip6_vti0",
 })
@@ -121,8 +122,11 @@ class IsolatedNamespace:
 
     def ip_counters(self) -> dict[str, int]:
         """The namespace's ``Ip:`` counters from /proc/net/snmp (OutNoRoutes, OutRequests, ...)."""
-        lines = [ln.split() for ln in self.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
-                 if ln.startswith("Ip:")]
+        lines = [
+            ln.split()
+            for ln in self.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
+            if ln.startswith("Ip:")
+        ]
         names, values = lines[0][1:], lines[1][1:]
         return {k: int(v) for k, v in zip(names, values)}
 
@@ -143,13 +147,22 @@ class IsolatedNamespace:
             for route in routes:
                 if route.get("type") in _BLOCKING_TYPES:
                     continue
-                if route.get("dev") != "lo" or "gateway" in route or "nexthops" in route or "via" in route:
+                if (
+                    route.get("dev") != "lo"
+                    or "gateway" in route
+                    or "nexthops" in route
+                    or "via" in route
+                ):
                     found.append(f"route {route.get('dst', '?')} dev {route.get('dev', '?')}"
                                  f" table {route.get('table', 'main')}"
                                  + (f" via {route['gateway']}" if "gateway" in route else ""))
         for probe in self.spawn(_probe, PROBE_ADDRESSES).result(timeout=30):
             if probe.errno != errno.ENETUNREACH:
-                what = "succeeded" if probe.errno == 0 else f"failed with {errno.errorcode.get(probe.errno)}"
+                what = (
+                    "succeeded"
+                    if probe.errno == 0
+                    else f"failed with {errno.errorcode.get(probe.errno)}"
+                )
                 found.append(f"connect() to {probe.address} {what}, not ENETUNREACH")
         return found
 
@@ -160,17 +173,25 @@ class IsolatedNamespace:
             raise NotIsolatedError(f"namespace {self.name} is not isolated: " + "; ".join(found))
 
 
-def start_forwarding_role(ns: IsolatedNamespace, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+def start_forwarding_role(
+    ns: IsolatedNamespace, argv: Sequence[str], **kwargs: Any
+) -> subprocess.Popen[Any]:
     """Check ``ns`` has no route out, then start the forwarding role ``argv`` inside it."""
     if not isinstance(ns, IsolatedNamespace):
-        raise NotIsolatedError(f"a forwarding role runs only inside an IsolatedNamespace, not {ns!r}")
+        raise NotIsolatedError(
+            f"a forwarding role runs only inside an IsolatedNamespace, not {ns!r}"
+        )
     ns.assert_no_route_out()
     return ns.popen(argv, **kwargs)
 
 
-def spawn_forwarding_role(ns: IsolatedNamespace, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Task:
+def spawn_forwarding_role(
+    ns: IsolatedNamespace, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Task:
     """Check ``ns`` has no route out, then run ``fn`` (an in-process forwarding core) inside it."""
     if not isinstance(ns, IsolatedNamespace):
-        raise NotIsolatedError(f"a forwarding role runs only inside an IsolatedNamespace, not {ns!r}")
+        raise NotIsolatedError(
+            f"a forwarding role runs only inside an IsolatedNamespace, not {ns!r}"
+        )
     ns.assert_no_route_out()
     return ns.spawn(fn, *args, **kwargs)

@@ -88,7 +88,9 @@ def cleanup_stale(prefix: str | None = None) -> list[str]:
     """
     if prefix is not None and not PREFIX.match(prefix):
         raise TestbedError(f"bad prefix {prefix!r}: [a-z][a-z0-9]{{0,7}}")
-    pattern = re.compile(rf"^({prefix if prefix is not None else '[a-z][a-z0-9]{0,7}'})-(\d+)-[0-9a-f]{{4}}-")
+    pattern = re.compile(
+        rf"^({prefix if prefix is not None else '[a-z][a-z0-9]{0,7}'})-(\d+)-[0-9a-f]{{4}}-"
+    )
     removed = []
     from pyroute2 import netns as _netns
 

@@ -9,8 +9,9 @@ has a running loop; callers see ordinary blocking methods.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 
 class NetlinkWorker:
@@ -27,7 +28,7 @@ class NetlinkWorker:
 
         self.call(netns.create, ns)
 
-    def iproute(self, ns: str) -> "IPRouteProxy":
+    def iproute(self, ns: str) -> IPRouteProxy:
         from pyroute2 import IPRoute
 
         return IPRouteProxy(self, self.call(IPRoute, netns=ns))

@@ -20,7 +20,8 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
 

@@ -1,11 +1,11 @@
 """Our PPSPP peer behind the conformance contract (see ``swift.conformance``).
 
-    python -m swift.conformance.adapter seed FILE --port P [--addressing A] [--chunk-size C]
-    python -m swift.conformance.adapter leech ROOTHASH HOST:PORT -o FILE [--addressing A] [--timeout T]
-    python -m swift.conformance.adapter live-source FILE --port P [--per-sig N] [--window W] [--rate R]
-    python -m swift.conformance.adapter live-view SWARMID HOST:PORT -o FILE [--per-sig N] [--window W]
-                                                  [--bytes B] [--timeout T]
-    python -m swift.conformance.adapter --profile libswift seed|leech ...   (draft-10, SHA-1 trees)
+python -m swift.conformance.adapter seed FILE --port P [--addressing A] [--chunk-size C]
+python -m swift.conformance.adapter leech ROOTHASH HOST:PORT -o FILE [--addressing A] [--timeout T]
+python -m swift.conformance.adapter live-source FILE --port P [--per-sig N] [--window W] [--rate R]
+python -m swift.conformance.adapter live-view SWARMID HOST:PORT -o FILE [--per-sig N] [--window W]
+                                              [--bytes B] [--timeout T]
+python -m swift.conformance.adapter --profile libswift seed|leech ...   (draft-10, SHA-1 trees)
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ PROFILE = "rfc"
 
 def _config(a: argparse.Namespace):
     from swift.cli import _CAMS
-    from swift.core.peer import PeerConfig
+    from swift.core.config import PeerConfig
     from swift.wire.constants import HashFunc
 
     if PROFILE == "libswift":
         return PeerConfig.libswift(chunk_size=a.chunk_size, addressing=_CAMS[a.addressing])
-    return PeerConfig(chunk_size=a.chunk_size, hash_func=HashFunc.SHA256, addressing=_CAMS[a.addressing])
+    return PeerConfig(
+        chunk_size=a.chunk_size, hash_func=HashFunc.SHA256, addressing=_CAMS[a.addressing]
+    )
 
 
 def _stop_event() -> asyncio.Event:
@@ -66,7 +68,8 @@ async def _leech(a: argparse.Namespace) -> int:
 
 
 async def _live_source(a: argparse.Namespace) -> int:
-    """Inject FILE as a live stream at --rate bytes/s (sec. 6.1.2), then keep serving until SIGTERM."""
+    """Inject FILE as a live stream at --rate bytes/s (sec. 6.1.2), then keep serving until
+    SIGTERM."""
     from swift.aio.node import live_source
 
     node = live_source(_config(a), "127.0.0.1", a.port, per_sig=a.per_sig, window=a.window)
@@ -87,11 +90,14 @@ async def _live_source(a: argparse.Namespace) -> int:
 
 
 async def _live_view(a: argparse.Namespace) -> int:
-    """Write verified chunks in order from where we join; 0 once --bytes are written, else 1 at --timeout."""
+    """Write verified chunks in order from where we join; 0 once --bytes are written, else 1 at
+    --timeout."""
     from swift.aio.node import InOrderReader, live_viewer
 
     host, _, port = a.peer.rpartition(":")
-    node = live_viewer(bytes.fromhex(a.swarm), _config(a), "127.0.0.1", 0, per_sig=a.per_sig, window=a.window)
+    node = live_viewer(
+        bytes.fromhex(a.swarm), _config(a), "127.0.0.1", 0, per_sig=a.per_sig, window=a.window
+    )
     got = 0
     with open(a.output, "wb") as out:
         async with node:
@@ -137,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(args[1:])
     if a.addressing not in ADDRESSING:
         return 127
-    run = {"seed": _seed, "leech": _leech, "live-source": _live_source, "live-view": _live_view}[role]
+    run = {"seed": _seed, "leech": _leech, "live-source": _live_source, "live-view": _live_view}[
+        role
+    ]
     return asyncio.run(run(a))
 
 

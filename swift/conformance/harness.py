@@ -16,20 +16,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, MsgType, Version
 
+
 @dataclass(frozen=True)
 class Profile:
-    """The PPSPP dialect the implementation under test speaks (its registry ``env`` ``PPSPP_PROFILE``).
+    """The PPSPP dialect the implementation under test speaks (its registry ``env``
+    ``PPSPP_PROFILE``).
 
-    ``rfc`` (default): RFC 7574 with SHA-256 Merkle trees. ``libswift``: draft-10 as the libswift C++
-    peer speaks it (docs/swift-libswift-compat.md): SHA-1 trees, no Chunk Size option; our peers then
-    run with ``--profile libswift``.
+    ``rfc`` (default): RFC 7574 with SHA-256 Merkle trees. ``libswift``: draft-10 as the libswift
+    C++ peer speaks it (docs/swift-libswift-compat.md): SHA-1 trees, no Chunk Size option; our peers
+    then run with ``--profile libswift``.
     """
 
     name: str = "rfc"
@@ -59,8 +61,13 @@ def set_profile(name: str) -> Profile:
     return PROFILE
 
 
-CAMS = {"bin32": ChunkAddressing.BIN32, "byte64": ChunkAddressing.BYTE64, "chunk32": ChunkAddressing.CHUNK32,
-        "bin64": ChunkAddressing.BIN64, "chunk64": ChunkAddressing.CHUNK64}
+CAMS = {
+    "bin32": ChunkAddressing.BIN32,
+    "byte64": ChunkAddressing.BYTE64,
+    "chunk32": ChunkAddressing.CHUNK32,
+    "bin64": ChunkAddressing.BIN64,
+    "chunk64": ChunkAddressing.CHUNK64,
+}
 
 
 def free_udp_port() -> int:
@@ -120,12 +127,32 @@ def spec_for(ctx: C.WireContext, lo: int, hi: int) -> tuple[int, int]:
 
 
 @contextmanager
-def our_seeder(path: str, addressing: str, chunk_size: int = 1024) -> Iterator[tuple[tuple[str, int], str]]:
+def our_seeder(
+    path: str, addressing: str, chunk_size: int = 1024
+) -> Iterator[tuple[tuple[str, int], str]]:
     """Our peer seeding ``path`` (``python -m swift seed``): yields (address, root hash hex)."""
     port = free_udp_port()
-    proc = subprocess.Popen([sys.executable, "-m", "swift", "seed", path, "--host", "127.0.0.1", "--port", str(port),
-                             "--addressing", addressing, "--chunk-size", str(chunk_size), *PROFILE.cli],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swift",
+            "seed",
+            path,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--addressing",
+            addressing,
+            "--chunk-size",
+            str(chunk_size),
+            *PROFILE.cli,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         root = proc.stdout.readline().decode().strip()
@@ -139,10 +166,31 @@ def our_seeder(path: str, addressing: str, chunk_size: int = 1024) -> Iterator[t
 def our_leech(root: str, peer: tuple[str, int], out: str, addressing: str, chunk_size: int = 1024,
               timeout: float = 20) -> subprocess.CompletedProcess:
     """Our peer downloading (``python -m swift download``); exit 0 = complete and verified."""
-    return subprocess.run([sys.executable, "-m", "swift", "download", root, "--peer", f"{peer[0]}:{peer[1]}",
-                           "-o", out, "--host", "127.0.0.1", "--addressing", addressing, "--chunk-size",
-                           str(chunk_size), *PROFILE.cli, "--timeout", str(timeout), "-q"],
-                          capture_output=True, timeout=timeout + 20)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swift",
+            "download",
+            root,
+            "--peer",
+            f"{peer[0]}:{peer[1]}",
+            "-o",
+            out,
+            "--host",
+            "127.0.0.1",
+            "--addressing",
+            addressing,
+            "--chunk-size",
+            str(chunk_size),
+            *PROFILE.cli,
+            "--timeout",
+            str(timeout),
+            "-q",
+        ],
+        capture_output=True,
+        timeout=timeout + 20,
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -184,7 +232,8 @@ class RawPeer:
         self.remote_channel: int | None = None
         self.received: list[tuple[float, C.Decoded]] = []
         self.undecodable: list[Undecodable] = []
-        """Datagrams our codec could not parse whole (kept: a reply we cannot read is no refusal)."""
+        """Datagrams our codec could not parse whole (kept: a reply we cannot read is no
+        refusal)."""
 
     def close(self) -> None:
         self.sock.close()
@@ -196,9 +245,15 @@ class RawPeer:
         self.close()
 
     def options(self, swarm: bytes | None, **over) -> C.HandshakeOptions:
-        base: dict[str, Any] = dict(version=Version.V1, min_version=Version.V1, swarm_id=swarm, integrity=IntegrityMethod.MERKLE,
-                    hash_func=PROFILE.hash_func, addressing=self.ctx.addressing,
-                    chunk_size=None if PROFILE.name == "libswift" else self.ctx.chunk_size)
+        base: dict[str, Any] = dict(
+            version=Version.V1,
+            min_version=Version.V1,
+            swarm_id=swarm,
+            integrity=IntegrityMethod.MERKLE,
+            hash_func=PROFILE.hash_func,
+            addressing=self.ctx.addressing,
+            chunk_size=None if PROFILE.name == "libswift" else self.ctx.chunk_size,
+        )
         base.update(over)
         return C.HandshakeOptions(**base)
 
@@ -208,7 +263,9 @@ class RawPeer:
     def send_raw(self, addr: tuple[str, int], data: bytes) -> None:
         self.sock.sendto(data, addr)
 
-    def handshake(self, addr: tuple[str, int], opts: C.HandshakeOptions, extra: list | None = None) -> None:
+    def handshake(
+        self, addr: tuple[str, int], opts: C.HandshakeOptions, extra: list | None = None
+    ) -> None:
         self.send(addr, 0, [C.Handshake(self.channel, opts), *(extra or [])])
 
     def recv(self, timeout: float, until: Callable[[C.Decoded], bool] | None = None,
@@ -223,7 +280,7 @@ class RawPeer:
             self.sock.settimeout(left)
             try:
                 data, _ = self.sock.recvfrom(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 break
             try:
                 d = C.decode_datagram(data, self.ctx)
@@ -264,7 +321,8 @@ class Relay:
     to_client: list[tuple[float, C.Decoded]] = field(default_factory=list)
     client: tuple[str, int] | None = None
     undecodable: list[tuple[bool, Undecodable]] = field(default_factory=list)
-    """(from_server, datagram) for datagrams too short to carry even a channel ID (not forwarded to log())."""
+    """(from_server, datagram) for datagrams too short to carry even a channel ID (not forwarded to
+    log())."""
 
     def __post_init__(self) -> None:
         self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -308,7 +366,9 @@ class Relay:
                             self.undecodable.append((from_server, Undecodable(data, str(exc))))
                     if d is not None:
                         with self._lock:
-                            (self.to_client if from_server else self.to_server).append((time.monotonic(), d))
+                            (self.to_client if from_server else self.to_server).append(
+                                (time.monotonic(), d)
+                            )
                         if self.tamper is not None:
                             new = self.tamper(d, from_server)
                             if new is not None:
@@ -354,21 +414,48 @@ def exists_nonempty(path: str) -> bool:
 # ------------------------------------------------------------------ live streaming (sec. 6)
 
 def live_ctx(chunk_size: int = 1024) -> C.WireContext:
-    """Wire context of a live swarm as the cases run it: chunk32, SHA-256, ECDSA P-256 signatures (7.7)."""
+    """Wire context of a live swarm as the cases run it: chunk32, SHA-256, ECDSA P-256 signatures
+    (7.7)."""
     from swift.wire.constants import SigAlg
 
-    return C.WireContext.make(ChunkAddressing.CHUNK32, HashFunc.SHA256, SigAlg.ECDSAP256SHA256, chunk_size)
+    return C.WireContext.make(
+        ChunkAddressing.CHUNK32, HashFunc.SHA256, SigAlg.ECDSAP256SHA256, chunk_size
+    )
 
 
 @contextmanager
 def our_live_source(path: str, rate: float, per_sig: int = 4, window: int = 4096,
                     chunk_size: int = 1024) -> Iterator[tuple[tuple[str, int], str]]:
-    """Our live injector (``python -m swift live-source``) paced at ``rate``: yields (address, swarm ID hex)."""
+    """Our live injector (``python -m swift live-source``) paced at ``rate``: yields (address, swarm
+    ID hex)."""
     port = free_udp_port()
-    proc = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", path, "--rate", str(rate),
-                             "--host", "127.0.0.1", "--port", str(port), "--per-sig", str(per_sig),
-                             "--window", str(window), "--chunk-size", str(chunk_size), "--linger", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swift",
+            "live-source",
+            "--input",
+            path,
+            "--rate",
+            str(rate),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--per-sig",
+            str(per_sig),
+            "--window",
+            str(window),
+            "--chunk-size",
+            str(chunk_size),
+            "--linger",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         swarm = proc.stdout.readline().decode().strip()
@@ -381,14 +468,36 @@ def our_live_source(path: str, rate: float, per_sig: int = 4, window: int = 4096
 
 def our_live_view(swarm: str, peer: tuple[str, int], out: str, nbytes: int, per_sig: int = 4,
                   duration: float = 10.0) -> subprocess.CompletedProcess:
-    """Our live viewer (verifies every signed munro and chunk): exit 0 once ``nbytes`` are written in order."""
-    return subprocess.run([sys.executable, "-m", "swift", "live-view", swarm, "--peer", f"{peer[0]}:{peer[1]}",
-                           "-o", out, "--host", "127.0.0.1", "--per-sig", str(per_sig), "--bytes", str(nbytes),
-                           "--duration", str(duration)], capture_output=True, timeout=duration + 20)
+    """Our live viewer (verifies every signed munro and chunk): exit 0 once ``nbytes`` are written
+    in order."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swift",
+            "live-view",
+            swarm,
+            "--peer",
+            f"{peer[0]}:{peer[1]}",
+            "-o",
+            out,
+            "--host",
+            "127.0.0.1",
+            "--per-sig",
+            str(per_sig),
+            "--bytes",
+            str(nbytes),
+            "--duration",
+            str(duration),
+        ],
+        capture_output=True,
+        timeout=duration + 20,
+    )
 
 
 def in_stream_at_chunk(data: bytes, got: bytes, chunk_size: int = 1024) -> bool:
-    """``got`` is a run of whole chunks of ``data``, starting on a chunk boundary (where a viewer joined)."""
+    """``got`` is a run of whole chunks of ``data``, starting on a chunk boundary (where a viewer
+    joined)."""
     if not got:
         return False
     start = 0

@@ -1,6 +1,7 @@
 """The libswift C++ peer under the PPSPP conformance contract (registry name ``libswift``).
 
-    python -m swift.conformance.libswift_wrapper seed FILE --port P [--addressing A] [--chunk-size C]
+    python -m swift.conformance.libswift_wrapper seed FILE --port P [--addressing A]
+                                                      [--chunk-size C]
     python -m swift.conformance.libswift_wrapper leech ROOTHASH HOST:PORT -o FILE [--addressing A]
                                                        [--chunk-size C] [--timeout T]
 
@@ -86,14 +87,33 @@ def libswift_binary(env: dict[str, str] | os._Environ[str] = os.environ) -> str 
 
 def seed_command(binary: str, content: str, port: int, chunk_size: int) -> Command:
     """Seed ``content`` (already the scratch copy) from the directory that holds it."""
-    return Command((binary, "-f", os.path.basename(content), "-l", f"127.0.0.1:{port}", "-z", str(chunk_size)),
-                   os.path.dirname(os.path.abspath(content)))
+    return Command(
+        (binary, "-f", os.path.basename(content), "-l", f"127.0.0.1:{port}", "-z", str(chunk_size)),
+        os.path.dirname(os.path.abspath(content)),
+    )
 
 
-def leech_command(binary: str, root: str, peer: str, port: int, chunk_size: int, workdir: str) -> Command:
-    """Download ``root`` from ``peer`` into ``workdir/ROOT``; libswift exits 0 once it is complete."""
-    return Command((binary, "-t", peer, "-h", root, "-l", f"127.0.0.1:{port}", "-z", str(chunk_size), "-w", "0s"),
-                   workdir)
+def leech_command(
+    binary: str, root: str, peer: str, port: int, chunk_size: int, workdir: str
+) -> Command:
+    """Download ``root`` from ``peer`` into ``workdir/ROOT``; libswift exits 0 once it is
+    complete."""
+    return Command(
+        (
+            binary,
+            "-t",
+            peer,
+            "-h",
+            root,
+            "-l",
+            f"127.0.0.1:{port}",
+            "-z",
+            str(chunk_size),
+            "-w",
+            "0s",
+        ),
+        workdir,
+    )
 
 
 def _free_udp_port() -> int:
@@ -129,7 +149,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _read_root(proc: subprocess.Popen[bytes], deadline: float) -> str:
-    """libswift's ``Root hash: <hex>`` line from its stdout (the rest of its stdout goes to our stderr)."""
+    """libswift's ``Root hash: <hex>`` line from its stdout (the rest of its stdout goes to our
+    stderr)."""
     assert proc.stdout is not None
     fd, pending = proc.stdout.fileno(), b""
     with selectors.DefaultSelector() as sel:
@@ -139,7 +160,9 @@ def _read_root(proc: subprocess.Popen[bytes], deadline: float) -> str:
                 break
             chunk = os.read(fd, 4096)
             if not chunk:
-                raise WrapperError(f"libswift exited with {proc.wait(5)} before printing its root hash")
+                raise WrapperError(
+                    f"libswift exited with {proc.wait(5)} before printing its root hash"
+                )
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
@@ -151,7 +174,8 @@ def _read_root(proc: subprocess.Popen[bytes], deadline: float) -> str:
 
 
 def _drain(stream: object) -> None:
-    """Copy what is left of libswift's stdout to our stderr (so it can never block on a full pipe)."""
+    """Copy what is left of libswift's stdout to our stderr (so it can never block on a
+    full pipe)."""
     try:
         for line in stream:  # type: ignore[attr-defined]
             sys.stderr.write(line.decode(errors="replace"))
@@ -165,7 +189,9 @@ def seed(binary: str, file: str, port: int, chunk_size: int) -> int:
     try:
         copy = shutil.copy(file, os.path.join(scratch, os.path.basename(file)))
         cmd = seed_command(binary, copy, port, chunk_size)
-        proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cmd.argv, cwd=cmd.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
         deadline = time.monotonic() + START_TIMEOUT
         root = _read_root(proc, deadline)
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
@@ -184,7 +210,9 @@ def seed(binary: str, file: str, port: int, chunk_size: int) -> int:
 
 def leech(binary: str, root: str, peer: str, output: str, chunk_size: int, timeout: float) -> int:
     out_dir = os.path.dirname(os.path.abspath(output))
-    workdir = tempfile.mkdtemp(prefix=".libswift-leech-", dir=out_dir)  # same file system: rename is atomic
+    workdir = tempfile.mkdtemp(
+        prefix=".libswift-leech-", dir=out_dir
+    )  # same file system: rename is atomic
     proc: subprocess.Popen[bytes] | None = None
     try:
         cmd = leech_command(binary, root, peer, _free_udp_port(), chunk_size, workdir)
@@ -192,7 +220,9 @@ def leech(binary: str, root: str, peer: str, output: str, chunk_size: int, timeo
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise WrapperError(f"libswift did not complete the download within {timeout:g} s") from None
+            raise WrapperError(
+                f"libswift did not complete the download within {timeout:g} s"
+            ) from None
         if code != 0:
             raise WrapperError(f"libswift exited with {code}")
         saved = os.path.join(workdir, root.lower())
@@ -228,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         return UNSUPPORTED
     binary = libswift_binary()
     if binary is None:
-        print("libswift_wrapper: LIBSWIFT_BIN does not name an executable libswift binary: unsupported",
-              file=sys.stderr)
+        print(
+            "libswift_wrapper: LIBSWIFT_BIN does not name an executable libswift binary: "
+            "unsupported",
+            file=sys.stderr,
+        )
         return UNSUPPORTED
     role = args[0]
     a = _parse(role, args[1:])

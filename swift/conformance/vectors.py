@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deliverykit.conformance import vectors_dir as shared_vectors_dir
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing, HashFunc, IntegrityMethod, SigAlg, Version
-from deliverykit.conformance import vectors_dir as shared_vectors_dir
 
 ADDRESSINGS = {"bin32": ChunkAddressing.BIN32, "byte64": ChunkAddressing.BYTE64,
                "chunk32": ChunkAddressing.CHUNK32, "bin64": ChunkAddressing.BIN64,
@@ -26,7 +26,9 @@ ROOT = bytes(range(32))
 
 
 def _ctx(addressing: str) -> C.WireContext:
-    return C.WireContext.make(ADDRESSINGS[addressing], HashFunc.SHA256, SigAlg.ECDSAP256SHA256, 1024)
+    return C.WireContext.make(
+        ADDRESSINGS[addressing], HashFunc.SHA256, SigAlg.ECDSAP256SHA256, 1024
+    )
 
 
 def _spec(ctx: C.WireContext, lo: int, hi: int) -> tuple[int, int]:
@@ -74,8 +76,16 @@ def datagrams(addressing: str) -> list[tuple[str, bytes]]:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).parent,
+                timeout=5,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

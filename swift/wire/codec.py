@@ -259,8 +259,9 @@ class Decoded:
 
     #: destination channel ID (0 = handshake initiation, 3.11)
     channel: int
-    #: messages parsed before the end or the first bad message
-    messages: list[Message]
+    #: messages parsed before the end or the first bad message (each a :data:`Message`;
+    #: typed Any until its readers match on the message class instead of ``m.type``)
+    messages: list[Any]
     #: None when every byte was consumed, else why the parse stopped
     error: str | None = None
 
