@@ -21,6 +21,9 @@ Selected with ``deliverykit.fastpath.load`` (``DELIVERYKIT_PURE=1`` forces these
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from deliverykit.fastpath import load
 
@@ -142,10 +145,68 @@ cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
 
 # ---------------------------------------------------------------- ITR batch
 
-#: ``ctr`` slots of :func:`py_cc_itr_batch` (and the C version)
+#: ``ctr`` slots of :func:`py_cc_itr_batch` (and the C version), by name
 CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
              "extra_payload_copies", "drop_unknown_hash", "mapcache_hits", "l2_to_self", "l2_ip",
              "cc_payloads", "drop_bad_hash")
+
+
+@dataclass(slots=True)
+class ItrPath:
+    """Everything the ITR's batch data path reads and writes: the one owner of this
+    state (:class:`corecast.core.itr.Itr` reads and sets it through properties).
+    :meth:`ctx` lays it out as ``cc_itr_batch`` (C and twin) takes it; nothing else
+    knows the order."""
+
+    #: reserved CoreCast ranges, ``(network, mask)`` byte pairs (at most MAX_RANGES)
+    ranges: tuple[tuple[bytes, bytes], ...]
+    #: the map-cache trie's IPv4 and IPv6 roots (``PrefixTrie.root``)
+    root4: list[Any]
+    root6: list[Any]
+    #: channel EID -> its payloadBuffer entry (``ChannelBuffer``)
+    buffers: dict[bytes, Any]
+    #: the default LISP data header
+    lisp_header: bytes
+    #: the remote ETRs' LISP data port
+    data_port: int
+    #: Algorithm 1's option: re-send the payload after every n headers (0: never)
+    extra_payload_every: int
+    #: servedRLOC entries per payload
+    max_served: int
+    #: the ITR's own addresses (AF_PACKET frames to them are not forwarded)
+    own: tuple[bytes, ...]
+    #: LISP data headers that replace the default toward one RLOC (echo-nonce)
+    headers_by_rloc: dict[bytes, bytes]
+    #: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
+    digest: Callable[[int, Any], bytes]
+
+    def ctx(self) -> tuple[Any, ...]:
+        """The ``ctx`` argument of ``cc_itr_batch``."""
+        return (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header,
+                self.data_port, self.extra_payload_every, self.max_served, self.own,
+                self.headers_by_rloc, self.digest)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchImpl:
+    """Which implementation an ITR runs: the C functions or their twins, chosen once."""
+
+    parse: Callable[[bytes, tuple[tuple[bytes, bytes], ...]], tuple[Any, ...]]
+    batch: Callable[..., int]
+
+    @classmethod
+    def choose(cls, fast: bool | None) -> BatchImpl:
+        """None: whatever deliverykit.fastpath picked; True: C (RuntimeError when it
+        is not built); False: the pure twins."""
+        if fast is None:
+            return cls(cc_parse, cc_itr_batch)
+        if not fast:
+            return cls(py_cc_parse, py_cc_itr_batch)
+        from deliverykit.fastpath import speedups
+
+        if speedups is None or not hasattr(speedups, "cc_itr_batch"):
+            raise RuntimeError("the C fast path is not built")
+        return cls(speedups.cc_parse, speedups.cc_itr_batch)
 
 
 def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, out: list,

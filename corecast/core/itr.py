@@ -35,9 +35,11 @@ pending packets) and :meth:`Itr.state_size` reports it.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,16 +121,10 @@ class Itr(Outbox):
             raise ValueError("the map-cache belongs to another instance")
         self.map_resolver = map_resolver
         self.control_port = control_port
-        self.data_port = data_port
-        self.extra_payload_every = extra_payload_every
         self.max_channels = max_channels
-        self.max_served = max_served
         self.allowed = set(channels) if channels is not None else None
-        self.buffers: dict[bytes, ChannelBuffer] = {}
         #: nonces: reproducible with a seed, else from the OS CSPRNG (RFC 9301 sec. 5.2)
         self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
-        # the I-bit only for a non-zero instance (no I-bit means instance 0; the Xtr agrees)
-        self.lisp_header = encode_lisp_data(make_lisp_data(instance_id=self.instance_id or None))
         # reserved range as (network, mask) byte pairs for the classifier
         ranges = []
         for net, plen in corecast_prefixes:
@@ -138,27 +134,16 @@ class Itr(Outbox):
             ranges.append((bytes(a & b for a, b in zip(net, m)), m))
         if len(ranges) > _fast.MAX_RANGES:  # what the batch fast path (C and twin) takes
             raise ValueError(f"at most {_fast.MAX_RANGES} reserved CoreCast ranges")
-        self._ranges = tuple(ranges)
-        # C fast path or pure twin (fast=None: whatever deliverykit.fastpath picked)
-        if fast is None:
-            self._parse = _fast.cc_parse
-            self._batch = _fast.cc_itr_batch
-        elif fast:
-            from deliverykit.fastpath import speedups
-
-            if speedups is None or not hasattr(speedups, "cc_itr_batch"):
-                raise RuntimeError("the C fast path is not built")
-            self._parse = speedups.cc_parse
-            self._batch = speedups.cc_itr_batch
-            self.mapcache.trie.walk = speedups.cc_trie_lookup
-        else:
-            self._parse = _fast.py_cc_parse
-            self._batch = _fast.py_cc_itr_batch
-            self.mapcache.trie.walk = _fast.py_cc_trie_lookup
-        #: LISP data headers that replace ``lisp_header`` toward one RLOC (bytes key)
-        self.headers_by_rloc: dict[bytes, bytes] = {}
-        #: the ITR's own addresses (AF_PACKET frames to them are not forwarded)
-        self.own: tuple[bytes, ...] = (self.rloc,)
+        #: C fast path or pure twin, chosen once (fast=None: what deliverykit.fastpath picked)
+        self.impl = _fast.BatchImpl.choose(fast)
+        trie = self.mapcache.trie
+        #: the data path's state, owned here once: buffers, headers, port, options, own
+        #: addresses (the attributes of the same names read and set it)
+        self.path = _fast.ItrPath(
+            tuple(ranges), trie.root(4), trie.root(16), {},
+            # the I-bit only for a non-zero instance (no I-bit means instance 0; the Xtr agrees)
+            encode_lisp_data(make_lisp_data(instance_id=self.instance_id or None)),
+            data_port, extra_payload_every, max_served, (self.rloc,), {}, digest)
         #: AF_PACKET frames seen by :meth:`handle_batch` with ``l2=14``
         self.frame_counters = {"ip": 0, "to_self": 0}
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
@@ -181,6 +166,73 @@ class Itr(Outbox):
         #: where it shares one address with the control port, as in the simulator)
         self.inside: set[tuple[str, int]] = set()
         self._init_outbox()
+
+    # ----------------------------------------------------------------- the path's state
+
+    @property
+    def _ranges(self) -> tuple[tuple[bytes, bytes], ...]:
+        return self.path.ranges
+
+    @property
+    def _batch(self) -> Callable[..., int]:
+        """The batch function in use (tests swap it to compare C and twin on one ITR)."""
+        return self.impl.batch
+
+    @_batch.setter
+    def _batch(self, fn: Callable[..., int]) -> None:
+        self.impl = dataclasses.replace(self.impl, batch=fn)
+
+    @property
+    def buffers(self) -> dict[bytes, ChannelBuffer]:
+        """``payloadBuffer``: channel EID -> its entry."""
+        return self.path.buffers
+
+    @property
+    def lisp_header(self) -> bytes:
+        """The default LISP data header."""
+        return self.path.lisp_header
+
+    @lisp_header.setter
+    def lisp_header(self, value: bytes) -> None:
+        self.path.lisp_header = value
+
+    @property
+    def headers_by_rloc(self) -> dict[bytes, bytes]:
+        """LISP data headers that replace ``lisp_header`` toward one RLOC (bytes key)."""
+        return self.path.headers_by_rloc
+
+    @property
+    def data_port(self) -> int:
+        return self.path.data_port
+
+    @data_port.setter
+    def data_port(self, value: int) -> None:
+        self.path.data_port = value
+
+    @property
+    def extra_payload_every(self) -> int:
+        return self.path.extra_payload_every
+
+    @extra_payload_every.setter
+    def extra_payload_every(self, value: int) -> None:
+        self.path.extra_payload_every = value
+
+    @property
+    def max_served(self) -> int:
+        return self.path.max_served
+
+    @max_served.setter
+    def max_served(self, value: int) -> None:
+        self.path.max_served = value
+
+    @property
+    def own(self) -> tuple[bytes, ...]:
+        """The ITR's own addresses (AF_PACKET frames to them are not forwarded)."""
+        return self.path.own
+
+    @own.setter
+    def own(self, value: tuple[bytes, ...]) -> None:
+        self.path.own = tuple(value)
 
     # ----------------------------------------------------------------- helpers
 
@@ -224,7 +276,7 @@ class Itr(Outbox):
     def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
         """One inner IP packet from the inside interface -> datagrams to send."""
         self.counters["in_packets"] += 1
-        r = self._parse(pkt, self._ranges)
+        r = self.impl.parse(pkt, self.path.ranges)
         kind = r[0]
         if kind == 2:
             return self._cc_header(pkt, r[1], r[2], r[3], now)
@@ -242,35 +294,35 @@ class Itr(Outbox):
         twin) takes payload PDUs of known channels, plain packets and header PDUs
         that hit the map-cache, and hands every other packet (a new channel's
         first payload, misses, most drops) to :meth:`handle_inner`."""
-        trie = self.mapcache.trie
-        ctx = (self._ranges, trie._roots[4], trie._roots[16], self.buffers, self.lisp_header,
-               self.data_port, self.extra_payload_every, self.max_served, self.own,
-               self.headers_by_rloc, digest)
+        ctx = self.path.ctx()
         out: list[Datagram] = []
-        ctr = [0] * 11
+        ctr = [0] * len(_fast.CTR_NAMES)
         n = len(frames)
-        batch = self._batch
+        batch = self.impl.batch
         i = batch(frames, 0, l2, ctx, now, out, ctr)
         while i < n:
             item = frames[i]
             p = item[0] if type(item) is tuple else item
             out += self.handle_inner(_fast.l2_inner(p) if l2 else p, now)
             i = batch(frames, i + 1, l2, ctx, now, out, ctr)
-        c = self.counters
-        if ctr[0]:
-            c["in_packets"] += ctr[0]
-            c["plain_encap"] += ctr[1]
-            c["header_copies"] += ctr[2]
-            c["payload_copies"] += ctr[3]
-            c["extra_payload_copies"] += ctr[4]
-            c["drop_unknown_hash"] += ctr[5]
-            c["cc_payloads"] += ctr[9]
-            c["drop_bad_hash"] += ctr[10]
-            self.mapcache.counters["hits"] += ctr[6]
-        if l2:
-            self.frame_counters["to_self"] += ctr[7]
-            self.frame_counters["ip"] += ctr[8]
+        for name, v in zip(_fast.CTR_NAMES, ctr):
+            if v:
+                counters, key = self._ctr_target[name]
+                counters[key] += v
         return out
+
+    @property
+    def _ctr_target(self) -> dict[str, tuple[dict[str, int], str]]:
+        """Where each of the batch path's counters (CTR_NAMES) is added."""
+        c = self.counters
+        return {"in_packets": (c, "in_packets"), "plain_encap": (c, "plain_encap"),
+                "header_copies": (c, "header_copies"), "payload_copies": (c, "payload_copies"),
+                "extra_payload_copies": (c, "extra_payload_copies"),
+                "drop_unknown_hash": (c, "drop_unknown_hash"), "cc_payloads": (c, "cc_payloads"),
+                "drop_bad_hash": (c, "drop_bad_hash"),
+                "mapcache_hits": (self.mapcache.counters, "hits"),
+                "l2_to_self": (self.frame_counters, "to_self"),
+                "l2_ip": (self.frame_counters, "ip")}
 
     def _plain(self, pkt: bytes, dst: bytes, now: float) -> list[Datagram]:
         entry = self.mapcache.lookup(dst, now)

@@ -45,6 +45,11 @@ class PrefixTrie(Generic[V]):
     def __len__(self) -> int:
         return self._count
 
+    def root(self, nbytes: int) -> list:
+        """The root node for ``nbytes``-byte keys (4 or 16), for the batch walk
+        (``cc_itr_batch``); the same list for the trie's whole life."""
+        return self._roots[nbytes]
+
     @staticmethod
     def _check(addr: bytes, plen: int) -> None:
         if len(addr) not in (4, 16):

@@ -1,0 +1,144 @@
+"""One ITR data path (issue 16 item 2): its state has one owner, a typed
+:class:`corecast._fast.ItrPath` that the Itr reads and sets through its attributes
+and that the batch loop (C ``cc_itr_batch`` or its twin) receives laid out by
+``ItrPath.ctx()``; the implementation is chosen once (no run-time patching); and
+C and twin give the same bytes, destinations, counters and state on the same
+packets, for every option of Algorithm 1 and both framings."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from corecast import _fast
+from corecast.core.etr import Etr
+from corecast.core.itr import Itr
+from corecast.core.mapcache import MapCache
+from corecast.core.maptrie import parse_prefix
+from corecast.core.xtr import Xtr
+from corecast.wire import codec as c
+from deliverykit.fastpath import speedups
+
+C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_batch"),
+                       reason="deliverykit._speedups not built (setup.py build_ext --inplace)")
+A = ipaddress.ip_address
+CC = [parse_prefix("10.255.0.0/16"), parse_prefix("fd00:cc::/32")]
+CHANS = [A("10.255.0.1").packed, A("10.255.0.2").packed, A("fd00:cc::1").packed]
+OWN = A("192.0.2.100").packed
+STATIC = """
+10.1.0.0/16 192.0.2.1
+10.2.0.0/16 192.0.2.2
+10.3.0.0/24 192.0.2.3
+10.4.0.0/16 192.0.2.4,192.0.2.5
+10.5.0.0/16 -
+fd00:2::/48 192.0.2.2
+"""
+EIDS = ["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.2.0.1", "10.3.0.1", "10.4.0.1", "10.5.0.1",
+        "fd00:2::1", "192.0.2.100"]
+DATA = [b"chunk-a" * 3, b"chunk-b" * 50]
+
+
+def make(fast: bool, extra: int, max_served: int) -> Itr:
+    mc = MapCache()
+    mc.load_static(STATIC)
+    return Itr("192.0.2.100", CC, mc, fast=fast, extra_payload_every=extra,
+               max_served=max_served)
+
+
+@st.composite
+def packet(draw):
+    kind = draw(st.sampled_from(["payload", "header", "header", "header", "plain", "junk"]))
+    chan = draw(st.sampled_from(CHANS))
+    src = A("10.0.0.1" if len(chan) == 4 else "fd00::1").packed
+    data = draw(st.sampled_from(DATA))
+    if kind == "payload":
+        pdu = c.encode_cc_payload(draw(st.integers(0, 2)), data, 1)
+    elif kind == "header":
+        pdu = c.encode_cc_header(0, c.digest(1, data), A(draw(st.sampled_from(EIDS))).packed,
+                                 5000, 1)
+    elif kind == "plain":
+        dst = A(draw(st.sampled_from(EIDS))).packed
+        return c.build_ip(A("10.0.0.1" if len(dst) == 4 else "fd00::1").packed, dst, 17,
+                          c.build_udp(1, 2, data))
+    else:
+        return draw(st.binary(max_size=48))
+    udp = draw(st.booleans())
+    return c.build_ip(src, chan, 17 if udp else 253,
+                      c.build_udp(54341, 54341, pdu) if udp else pdu)
+
+
+def frame(pkt: bytes) -> bytes:
+    """An Ethernet frame as AF_PACKET hands it over (short ones padded to 60 bytes)."""
+    et = b"\x86\xdd" if pkt[:1] and pkt[0] >> 4 == 6 else b"\x08\x00"
+    f = b"\x02" * 6 + b"\x04" * 6 + et + pkt
+    return f + bytes(max(0, 60 - len(f)))
+
+
+def state(itr: Itr) -> tuple:
+    return (itr.counters, itr.frame_counters, itr.mapcache.counters,
+            {k: (b.hash, b.seq, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()})
+
+
+def test_the_itr_state_has_one_owner():
+    itr = make(False, 0, 65536)
+    assert isinstance(itr.path, _fast.ItrPath)
+    itr.lisp_header = b"\x80" + bytes(7)
+    itr.own = (OWN, A("10.0.0.2").packed)
+    itr.extra_payload_every = 3
+    itr.data_port = 4999
+    assert itr.path.ctx()[4:9] == (b"\x80" + bytes(7), 4999, 3, 65536,
+                                   (OWN, A("10.0.0.2").packed))
+    itr.headers_by_rloc[A("192.0.2.1").packed] = b"\x88" + bytes(7)
+    assert itr.path.headers_by_rloc is itr.headers_by_rloc
+    # the map-cache's trie roots, through the trie's public accessor, not its _roots
+    assert itr.path.root4 is itr.mapcache.trie.root(4)
+    assert itr.path.root6 is itr.mapcache.trie.root(16)
+    # an xTR's echo-nonce/LSB header reaches the batch path (it sets itr.lisp_header)
+    x = Xtr(make(False, 0, 65536), Etr([]), local_rlocs=("192.0.2.100",))
+    assert x.itr.path.lisp_header == x.itr.lisp_header != make(False, 0, 65536).lisp_header
+
+
+@pytest.mark.parametrize("fast", [False, None] + ([True] if speedups is not None else []))
+def test_choosing_the_implementation_patches_nothing(fast):
+    mc = MapCache()
+    walk = mc.trie.walk
+    itr = Itr("192.0.2.100", CC, mc, fast=fast)
+    assert mc.trie.walk is walk  # the map-cache's own walk, whatever the ITR runs
+    want = {False: _fast.py_cc_itr_batch, None: _fast.cc_itr_batch,
+            True: getattr(speedups, "cc_itr_batch", None)}[fast]
+    assert itr.impl.batch is want
+
+
+@C
+@settings(max_examples=150, deadline=None)
+@given(st.lists(packet(), min_size=1, max_size=40), st.sampled_from([0, 1, 2, 3]),
+       st.sampled_from([1, 2, 65536]), st.booleans(), st.booleans(), st.integers(1, 8))
+def test_c_and_twin_same_bytes_counters_and_state(pkts, extra, max_served, l2, echo, chunk):
+    itrs = [make(True, extra, max_served), make(False, extra, max_served)]
+    for itr in itrs:
+        if echo:  # an echo-nonce header toward one RLOC (RFC 9300 10.1) replaces the default
+            itr.headers_by_rloc[A("192.0.2.1").packed] = c.encode_lisp_data(
+                c.make_lisp_data(nonce=0xABCDEF, echo=True))
+    frames = [frame(p) if l2 else p for p in pkts]
+    outs: list[list] = [[], []]
+    for k, itr in enumerate(itrs):
+        for i in range(0, len(frames), chunk):  # recvmmsg batches of `chunk`
+            outs[k] += itr.handle_batch(frames[i:i + chunk], 1.0, l2=14 if l2 else 0)
+    assert outs[0] == outs[1]
+    assert state(itrs[0]) == state(itrs[1])
+    # and the batch path agrees with Algorithm 1 run packet by packet on the twin
+    ref = make(False, extra, max_served)
+    if echo:
+        ref.headers_by_rloc.update(itrs[1].headers_by_rloc)
+    want = []
+    for p in pkts:
+        if l2 and p[:1] and p[0] >> 4 in (4, 6) and len(p) >= 20 and (
+                p[16:20] == OWN if p[0] >> 4 == 4 else False):
+            continue  # a frame to the ITR itself is not forwarded
+        if l2 and not (p[:1] and p[0] >> 4 in (4, 6) and len(frame(p)) >= (34 if p[0] >> 4 == 4
+                                                                           else 54)):
+            continue  # not an IP frame: skipped by the frame reader
+        want += ref.handle_inner(_fast.l2_inner(frame(p)) if l2 else p, 1.0)
+    assert outs[1] == want
