@@ -1,0 +1,251 @@
+"""The sharing machine's typed inputs, actions and events (:mod:`vmc.core.machine`).
+
+Frozen, slotted dataclasses, one docstring line per field (house style: swift/core/events.py).
+Inputs carry what happened (a client's request, the origin's head, body, end or
+failure, a client taking its bytes or leaving); actions what the driver must do
+(fetch from the origin, answer, send, finish, abort); events what was decided
+(admitted how, patched, detached, finished).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+__all__ = [
+    "Abort",
+    "Action",
+    "Admitted",
+    "CancelFetch",
+    "ClientGone",
+    "Detached",
+    "Drained",
+    "Event",
+    "Fetch",
+    "Finish",
+    "Finished",
+    "Input",
+    "OriginData",
+    "OriginEnd",
+    "OriginError",
+    "OriginHead",
+    "Patched",
+    "Request",
+    "Respond",
+    "Send",
+]
+
+# ---------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A client asks for ``uri`` (absolute, normalised by the driver)."""
+
+    client: Hashable
+    """The client (one request at a time per client)."""
+    method: bytes
+    """GET or HEAD shares; anything else passes through."""
+    uri: str
+    """Absolute URI; its MD5 is the session key."""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    """Request fields, lower-case names (h11's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginHead:
+    """The origin's response head for fetch ``fetch``."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    status: int
+    """Status code."""
+    headers: tuple[tuple[bytes, bytes], ...]
+    """Response fields, lower-case names."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginData:
+    """Body bytes of fetch ``fetch`` arrived (in order)."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginEnd:
+    """Fetch ``fetch``'s body ended normally."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginError:
+    """Fetch ``fetch`` failed (unreachable, broke off)."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    why: str
+    """What went wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """``n`` bytes sent to ``client`` have left the proxy (its transport took them)."""
+
+    client: Hashable
+    """The client."""
+    n: int
+    """Bytes taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientGone:
+    """``client``'s connection closed."""
+
+    client: Hashable
+    """The client."""
+
+
+Input = Request | OriginHead | OriginData | OriginEnd | OriginError | Drained | ClientGone
+
+# ---------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """Open an origin request: GET ``uri``, bytes ``[first, end)`` by Range when ``ranged``."""
+
+    fetch: int
+    """Its id in later inputs."""
+    uri: str
+    """What to fetch."""
+    method: bytes = b"GET"
+    """Method (a pass-through keeps the client's)."""
+    first: int = 0
+    """First byte (a Range + If-Range request when ``ranged``)."""
+    end: int | None = None
+    """Byte after the last (None: to the end)."""
+    if_range: bytes | None = None
+    """The session's strong validator for If-Range."""
+
+    @property
+    def ranged(self) -> bool:
+        return self.first > 0 or self.end is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelFetch:
+    """Close fetch ``fetch``'s origin connection; no more inputs for it."""
+
+    fetch: int
+    """Which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Send ``client`` a response head."""
+
+    client: Hashable
+    """The client."""
+    status: int
+    """Status code."""
+    length: int | None
+    """Content-Length (None: the origin's framing, pass-through)."""
+    first: int = 0
+    """First byte of the representation sent (Content-Range for a 206)."""
+    total: int = 0
+    """Representation length (Content-Range)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Body bytes for ``client``."""
+
+    client: Hashable
+    """The client."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """``client``'s response is complete (the connection may be kept)."""
+
+    client: Hashable
+    """The client."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Close ``client``'s connection before its response is complete (RFC 9112 sec. 6.3)."""
+
+    client: Hashable
+    """The client."""
+    why: str
+    """Why."""
+
+
+Action = Fetch | CancelFetch | Respond | Send | Finish | Abort
+
+# ---------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A request was answered; ``mode``: origin (it started it), joined, joined-vmc, passthrough."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    mode: str
+    """How it is served (the status log's ``mode``)."""
+    offset: int
+    """The live edge when it joined (0 for the first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Patched:
+    """Bytes ``[first, end)`` of ``client``'s answer are fetched from the origin by Range."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    first: int
+    """First byte asked."""
+    end: int
+    """Byte after the last asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    """``client`` fell ``queue_limit`` behind the live stream at ``offset``: it goes on alone."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    offset: int
+    """Where the live stream left it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """``client``'s answer ended: complete, or cut short (``error``)."""
+
+    client: Hashable
+    """The client."""
+    key: str
+    """Session key."""
+    sent: int
+    """Body bytes sent."""
+    error: str = ""
+    """Why it was cut short ("" when complete)."""
+
+
+Event = Admitted | Patched | Detached | Finished
