@@ -331,33 +331,33 @@ def encode_options(opts: HandshakeOptions, ctx: WireContext | None = None) -> by
 
 def encode_message(ctx: WireContext, m: Message) -> bytes:
     """Bytes of one message (type octet included)."""
-    t = m.type
-    if t == MsgType.HANDSHAKE:
-        return b"\x00" + _U32.pack(m.channel) + encode_options(m.options, ctx)  # type: ignore[union-attr]
-    if t == MsgType.DATA:
-        return (b"\x01" + encode_spec(ctx, m.start, m.end)  # type: ignore[union-attr]
-                + _U64.pack(m.timestamp) + m.payload)  # type: ignore[union-attr]
-    if t == MsgType.ACK:
-        return b"\x02" + encode_spec(ctx, m.start, m.end) + _U64.pack(m.delay)  # type: ignore[union-attr]
-    if t in (MsgType.HAVE, MsgType.REQUEST, MsgType.CANCEL):
-        return bytes((t,)) + encode_spec(ctx, m.start, m.end)  # type: ignore[union-attr]
-    if t == MsgType.INTEGRITY:
-        if len(m.hash) != ctx.hash_size:  # type: ignore[union-attr]
-            raise EncodeError("hash size does not match the context")
-        return b"\x04" + encode_spec(ctx, m.start, m.end) + m.hash  # type: ignore[union-attr]
-    if t == MsgType.SIGNED_INTEGRITY:
-        if len(m.signature) != ctx.sig_size:  # type: ignore[union-attr]
-            raise EncodeError("signature size does not match the context")
-        return (b"\x07" + encode_spec(ctx, m.start, m.end)  # type: ignore[union-attr]
-                + _U64.pack(m.timestamp) + m.signature)  # type: ignore[union-attr]
-    if t in (MsgType.CHOKE, MsgType.UNCHOKE, MsgType.PEX_REQ):
-        return bytes((t,))
-    if t == MsgType.PEX_RESv4:
-        return b"\x05" + socket.inet_pton(socket.AF_INET, m.ip) + _U16.pack(m.port)  # type: ignore[union-attr]
-    if t == MsgType.PEX_RESv6:
-        return b"\x0c" + socket.inet_pton(socket.AF_INET6, m.ip) + _U16.pack(m.port)  # type: ignore[union-attr]
-    if t == MsgType.PEX_REScert:
-        return b"\x0d" + _U16.pack(len(m.cert)) + m.cert  # type: ignore[union-attr]
+    match m:
+        case Handshake():
+            return b"\x00" + _U32.pack(m.channel) + encode_options(m.options, ctx)
+        case Data():
+            return (b"\x01" + encode_spec(ctx, m.start, m.end)
+                    + _U64.pack(m.timestamp) + m.payload)
+        case Ack():
+            return b"\x02" + encode_spec(ctx, m.start, m.end) + _U64.pack(m.delay)
+        case Have() | Request() | Cancel():
+            return bytes((m.type,)) + encode_spec(ctx, m.start, m.end)
+        case Integrity():
+            if len(m.hash) != ctx.hash_size:
+                raise EncodeError("hash size does not match the context")
+            return b"\x04" + encode_spec(ctx, m.start, m.end) + m.hash
+        case SignedIntegrity():
+            if len(m.signature) != ctx.sig_size:
+                raise EncodeError("signature size does not match the context")
+            return (b"\x07" + encode_spec(ctx, m.start, m.end)
+                    + _U64.pack(m.timestamp) + m.signature)
+        case Choke() | Unchoke() | PexReq():
+            return bytes((m.type,))
+        case PexResV4():
+            return b"\x05" + socket.inet_pton(socket.AF_INET, m.ip) + _U16.pack(m.port)
+        case PexResV6():
+            return b"\x0c" + socket.inet_pton(socket.AF_INET6, m.ip) + _U16.pack(m.port)
+        case PexResCert():
+            return b"\x0d" + _U16.pack(len(m.cert)) + m.cert
     raise EncodeError(f"unknown message {m!r}")
 
 
