@@ -90,7 +90,7 @@ def _ldpc(k: int, E: int, n1: int, seed: int, ml: bool) -> dict[str, float]:
 
 
 def _zfec(k: int, n: int, E: int, seed: int) -> dict[str, float]:
-    import zfec  # type: ignore[import-untyped]
+    import zfec  # type: ignore[import-untyped]  # no stubs, no py.typed
 
     src = os.urandom(k * E)
     blocks = [src[i * E:(i + 1) * E] for i in range(k)]
@@ -105,7 +105,7 @@ def _zfec(k: int, n: int, E: int, seed: int) -> dict[str, float]:
 
 
 def _raptorq(k: int, E: int, seed: int) -> dict[str, float]:
-    import raptorq  # type: ignore[import-untyped]
+    import raptorq  # type: ignore[import-untyped]  # no stubs, no py.typed
 
     src = os.urandom(k * E)
     t0 = time.perf_counter()

@@ -172,6 +172,8 @@ def run(quick: bool) -> dict:
     }
     got = interleaved(subjects, repeats)
     rows = result["rows"]
+    # ``got`` maps each subject to what it returned: dicts for these three keys,
+    # lists of numbers for the floods and tbf (hence the ignores below)
     for key in ("setup", "calls", "delay"):
         runs: list[dict[str, float]] = got[key]  # type: ignore[assignment]
         for name in runs[0]:

@@ -665,6 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     _add = sub.add_parser
+    # every subcommand gets the same help formatter
     sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)  # type: ignore[method-assign]
     s = sub.add_parser(
         "seed", help="seed a file; prints its root hash (swarm ID)",

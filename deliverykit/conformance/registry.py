@@ -97,6 +97,7 @@ class Implementation:
             stderr=subprocess.PIPE, env=self._env(env), start_new_session=True,
         )
         try:
+            # the READY line rides on the Popen object, where the cases read it
             proc.ready_line = None  # type: ignore[attr-defined]
             if ready_line is not None:
                 proc.ready_line = _wait_ready(proc, ready_line, ready_timeout, self.name)  # type: ignore[attr-defined]

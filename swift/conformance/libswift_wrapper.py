@@ -56,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from deliverykit.cliutil import cli_main
@@ -173,11 +173,11 @@ def _read_root(proc: subprocess.Popen[bytes], deadline: float) -> str:
     raise WrapperError(f"libswift printed no root hash within {START_TIMEOUT:g} s")
 
 
-def _drain(stream: object) -> None:
+def _drain(stream: Iterable[bytes]) -> None:
     """Copy what is left of libswift's stdout to our stderr (so it can never block on a
     full pipe)."""
     try:
-        for line in stream:  # type: ignore[attr-defined]
+        for line in stream:
             sys.stderr.write(line.decode(errors="replace"))
     except (OSError, ValueError):
         pass

@@ -151,7 +151,7 @@ class MerkleTree:
         if size is not None:
             t._alloc(max(1, -(-size // chunk_size)))
             t.size = size
-            t._put(t.root_bin, root_hash)  # type: ignore[arg-type]
+            t._put(t.root_bin, root_hash)  # type: ignore[arg-type]  # _alloc set root_bin
         return t
 
     # -- access -----------------------------------------------------------------
@@ -222,7 +222,7 @@ class MerkleTree:
         n = sum(B.width(b) for b, _ in peaks)
         if self.n_chunks is None:
             self._alloc(n)
-            self._put(self.root_bin, self.root_hash)  # type: ignore[arg-type]
+            self._put(self.root_bin, self.root_hash)  # type: ignore[arg-type]  # _alloc set it
         elif self.n_chunks != n:
             return False
         for b, d in peaks:
@@ -427,6 +427,6 @@ class MerkleTree:
         pk = t.peaks_known()
         if pk is None or t.root_from_peaks(pk) != t.root_hash:
             raise IntegrityError("hash file does not add up to its root hash")
-        if t.hash(t.root_bin) != t.root_hash:  # type: ignore[arg-type]
+        if t.hash(t.root_bin) != t.root_hash:  # type: ignore[arg-type]  # loaded: root_bin set
             raise IntegrityError("hash file root mismatch")
         return t
