@@ -75,7 +75,7 @@ from deliverykit.testbed.shaping import FRAME_BYTES
 ETHERNET = 14
 #: a PPSPP rate at or below this share of the link counts as "backed off"
 BACKOFF_SHARE = 0.10
-#: consecutive intervals at or below BACKOFF_SHARE that make a back-off
+#: intervals at least that a back-off must last (to the end of the overlap)
 BACKOFF_INTERVALS = 2
 PPSPP_PORT = 6779
 TCP_PORT = 5201
@@ -224,14 +224,16 @@ class CaseResult:
 
     @property
     def backoff_s(self) -> float | None:
-        """Seconds from the start of the overlap until PPSPP's rate stayed at or below
-        BACKOFF_SHARE of the link for BACKOFF_INTERVALS intervals (None: never)."""
+        """Seconds from the start of the overlap until PPSPP backed off for good: the first
+        interval at or below BACKOFF_SHARE of the link from which PPSPP's mean rate to the
+        end of the overlap (at least BACKOFF_INTERVALS intervals) stays there too (None:
+        never; a dip it climbs back from is no back-off)."""
         limit = BACKOFF_SHARE * self.case.rate_bps
-        run = 0
-        for x in self.overlap():
-            run = run + 1 if x.ppspp_bps <= limit else 0
-            if run == BACKOFF_INTERVALS:
-                first = x.t - BACKOFF_INTERVALS * self.case.interval_s
+        ov = self.overlap()
+        for i in range(len(ov) - BACKOFF_INTERVALS + 1):
+            rest = ov[i:]
+            if ov[i].ppspp_bps <= limit and self.mean("ppspp_bps", rest) <= limit:
+                first = ov[i].t - self.case.interval_s
                 return round(max(0.0, first - self.case.lead_s), 3)
         return None
 

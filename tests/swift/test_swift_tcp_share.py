@@ -32,10 +32,12 @@ def test_overlap_share_and_backoff_come_from_the_intervals_after_the_lead() -> N
     assert "TCP kept 76% of 10 Mbit/s" in r.line() and "backed off in 2 s" in r.line()
 
 
-def test_a_flow_that_never_yields_has_no_backoff_time() -> None:
-    r = _result([(10.0, 0.0), (10.0, 0.0), (5.0, 5.0), (0.5, 9.5), (5.0, 5.0), (0.5, 9.5)])
-    assert r.backoff_s is None  # low for one interval at a time only
+def test_a_flow_that_climbs_back_has_not_backed_off() -> None:
+    r = _result([(10.0, 0.0), (10.0, 0.0), (0.5, 9.5), (0.5, 9.5), (5.0, 5.0), (0.5, 9.5)])
+    assert r.backoff_s is None  # two low seconds, then back to half the link
     assert "did not back off" in r.line()
+    late = _result([(10.0, 0.0), (10.0, 0.0), (5.0, 5.0), (5.0, 5.0), (0.5, 9.5), (0.4, 9.6)])
+    assert late.backoff_s == 2.0
 
 
 @pytest.mark.parametrize("drops, entered, left, want", [
