@@ -238,214 +238,220 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     malformed packets), or ``len(frames)``.
     ``ctr`` (11 ints, :data:`CTR_NAMES`) is incremented.
     """
-    ranges, root4, root6, buffers, lh, port, extra, max_served, own, hdrs, digest = ctx
-    if len(ctr) != 11:  # the checks in the C function's order
+    if len(ctr) != len(CTR_NAMES):  # the checks in the C function's order
         raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
     if l2 not in (0, 14):
         raise ValueError("cc_itr_batch: l2 must be 0 or 14")
-    if len(ranges) > MAX_RANGES:
+    if len(ctx[0]) > MAX_RANGES:
         raise ValueError("cc_itr_batch: at most 16 reserved ranges")
-    rg = _int_ranges(ranges)
-    c_plain = c_hdr = c_pay = c_extra = c_uh = c_skip = c_ip = c_ccp = c_bad = 0
-    last_hlen = -1
+    loop = _BatchLoop(ctx, now, out)
     frames = frames[:]  # our own references, as the C function (digest may change the list)
-    nf = len(frames)
     i = max(start, 0)
-    append = out.append
-    memo4 = root4[4] if len(root4) > 4 else {}
-    memo6 = root6[4] if len(root6) > 4 else {}
-    miss = _MISS
-    # nothing in this loop replaces a payloadBuffer entry or a map-cache entry:
-    # remember the last channel and the last entry (as the C version does)
-    last_chan = last_buf = last_hash = last_served = None
-    last_entry: object = miss
-    t_n = -1  # layout of the last valid header of last_chan (see below)
-    t_b0 = t_pp = t_proto = t_off = t_udp = t_k = t_elen = 0
-    t_a = t_b = b""
-    t_memo: dict = {}
-    t_root = root4
-    last_rloc = last_dest = last_hdr = None
-    while i < nf:
+    while i < len(frames):
         item = frames[i]
         p = item[0] if type(item) is tuple and item else item
         if not isinstance(p, bytes):  # as the C function: bytes or (bytes, addr) only
             raise TypeError("cc_itr_batch: frames are bytes or (bytes, addr)")
         if l2:
-            n = len(p)
-            et = (p[12] << 8 | p[13]) if n >= 14 else 0
-            if et == 0x0800 and n >= 34:
-                dst = p[30:34]
-                if dst[0] >= 224 or dst in own:
-                    c_skip += 1
-                    i += 1
-                    continue
-            elif et == 0x86DD and n >= 54:
-                dst = p[38:54]
-                if dst[0] == 0xFF or (dst[0] == 0xFE and dst[1] & 0xC0 == 0x80) or dst in own:
-                    c_skip += 1
-                    i += 1
-                    continue
-            else:
+            p = loop.inner_of_frame(p)
+            if p is None:  # not IP, or not for forwarding: skipped
                 i += 1
                 continue
-            c_ip += 1
-            p = l2_inner(p)
+        if not loop.forward(p):
+            break  # the Python core takes this packet
+        i += 1
+    for k, name in enumerate(CTR_NAMES):
+        ctr[k] += loop.counts[name]
+    return i
+
+
+class _BatchLoop:
+    """One call of :func:`py_cc_itr_batch`: the path's state (``ctx``, as
+    :meth:`ItrPath.ctx` lays it out), the output list and the counts by name.
+    Every ``forward`` step returns False where the C function stops (the packet
+    is left to the Python core, untouched and uncounted)."""
+
+    def __init__(self, ctx: tuple, now: float, out: list) -> None:
+        (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header, self.port,
+         self.extra, self.max_served, self.own, self.hdrs, self.digest) = ctx
+        self.int_ranges = _int_ranges(self.ranges)
+        self.now = now
+        self.out = out
+        self.counts = dict.fromkeys(CTR_NAMES, 0)
+        #: the locator of the last route (the servedRLOC key)
+        self.rloc = b""
+        # nothing in one call replaces a map-cache entry or changes the reserved ranges:
+        # the last destination's class and the last entry's route are remembered
+        self._last_dst = b""
+        self._last_reserved = False
+        self._last_entry: object = None
+        self._last_route: tuple[bytes, tuple[str, int]] | None = None
+
+    # -- frames (AF_PACKET, l2 = 14) ---------------------------------------------------
+
+    def inner_of_frame(self, f: bytes) -> bytes | None:
+        """The IP packet of an Ethernet frame to forward; None for a frame that is not
+        IP (not counted) or is for this host: multicast, IPv6 link-local or one of
+        our own addresses (counted in ``l2_to_self``)."""
+        n = len(f)
+        et = (f[12] << 8 | f[13]) if n >= 14 else 0
+        if et == 0x0800 and n >= 34:
+            dst = f[30:34]
+            to_self = dst[0] >= 224
+        elif et == 0x86DD and n >= 54:
+            dst = f[38:54]
+            to_self = dst[0] == 0xFF or (dst[0] == 0xFE and dst[1] & 0xC0 == 0x80)
+        else:
+            return None
+        if to_self or dst in self.own:
+            self.counts["l2_to_self"] += 1
+            return None
+        self.counts["l2_ip"] += 1
+        return l2_inner(f)
+
+    # -- one inner packet ----------------------------------------------------------------
+
+    def forward(self, p: bytes) -> bool:
+        """Classify ``p`` as cc_parse does and handle it: plain LISP, or a CoreCast
+        payload or header PDU (Algorithm 1)."""
         n = len(p)
         if n < 20:
-            break
+            return False
         v = p[0] >> 4
         if v == 4:
             ihl = (p[0] & 0x0F) * 4
             if ihl < 20 or ihl > n:
-                break
-            dst = p[16:20]
-            proto = p[9]
+                return False
+            dst, proto = p[16:20], p[9]
         elif v == 6 and n >= 40:
-            ihl = 40
-            dst = p[24:40]
-            proto = p[6]
+            ihl, dst, proto = 40, p[24:40], p[6]
         else:
-            break
-        if dst == last_chan:  # the channel of the previous header: in the range
-            # a header laid out like the last one (same length, IP header, transport,
-            # version/type/hash id/length, EID AFI and the buffered hash): the checks
-            # below would all pass, so go straight to the lookup
-            if n == t_n and p[0] == t_b0 and p[t_pp] == t_proto and p.startswith(t_a, t_off) \
-                    and p.startswith(t_b, t_off + 10) and (
-                        not t_udp or p.startswith(_CC_PORT_BYTES, t_udp)):
-                key = p[t_k:]
-                memo = t_memo
-                elen = t_elen
-                entry = memo.get(key, miss)
-                if entry is miss:
-                    entry = _walk(t_root, int.from_bytes(key, "big"), elen)
-                proto = -1  # skip the full parse below
+            return False
+        if not self.reserved(dst):
+            return self.plain(p, dst)
+        if proto == _PROTO:
+            off = ihl
+        elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
+            off = ihl + 8
         else:
-            d = int.from_bytes(dst, "big")
-            ld = len(dst)
-            for ln, mask, net in rg:
-                if ln == ld and d & mask == net:
-                    break
-            else:  # plain LISP
-                memo = memo4 if ld == 4 else memo6
-                entry = memo.get(dst, miss)
-                if entry is miss:
-                    entry = _walk(root4 if ld == 4 else root6, d, ld)
-                if entry is not last_entry:
-                    if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
-                        break
-                    last_entry = entry
-                    last_rloc = entry.rlocs[0]
-                    last_dest = (entry.rloc_strs[0], port)
-                    eh = entry.lisp_header if type(entry.lisp_header) is bytes else lh
-                    last_hdr = hdrs.get(last_rloc, eh) if hdrs else eh
-                append((last_hdr + p, last_dest))
-                c_plain += 1
-                i += 1
-                continue
-        if proto >= 0:
-            if proto == _PROTO:
-                off = ihl
-            elif proto == 17 and n >= ihl + 8 and (p[ihl + 2] << 8 | p[ihl + 3]) == _CC_PORT:
-                off = ihl + 8
-            else:
-                break
-            if n >= off + 12 and p[off] == 0x11:
-                # payload PDU (Algorithm 1): hash checked, then the channel's single
-                # payloadBuffer entry overwritten with a fresh servedRLOC; nothing sent
-                ph = p[off + 2]
-                h0 = off + 12
-                if _HASH_LEN.get(p[off + 1]) != ph or h0 + ph + (p[off + 8] << 8 | p[off + 9]) != n:
-                    break
-                pb = buffers.get(dst)
-                if pb is None:
-                    break  # a new channel: the Python core applies its bounds
-                c_ccp += 1
-                if digest(p[off + 1], p[h0 + ph:]) != p[h0:h0 + ph]:
-                    c_bad += 1
-                    i += 1
-                    continue
-                pb.hash = p[h0:h0 + ph]
-                pb.seq = int.from_bytes(p[off + 4:off + 8], "big")
-                pb.packet = p
-                pb.served = {}
-                last_chan = last_buf = last_hash = last_served = None  # stale now
-                last_hlen = -1
-                t_n = -1
-                i += 1
-                continue
-            if n < off + 12 or p[off] != 0x12:
-                break
-            hlen = p[off + 2]
-            if _HASH_LEN.get(p[off + 1]) != hlen:
-                break
-            afi = p[off + 10] << 8 | p[off + 11]
-            elen = 4 if afi == 1 else 16 if afi == 2 else 0
-            h0 = off + 12
-            if not elen or h0 + hlen + elen != n:
-                break
-            if dst != last_chan:
-                buf = buffers.get(dst)
-                if buf is None:
-                    break
-                last_chan, last_buf, last_hash, last_served = dst, buf, buf.hash, buf.served
-                last_hlen = len(last_hash)
-                t_n = -1
-            if last_hlen != hlen or not p.startswith(last_hash, h0):
-                c_uh += 1
-                i += 1
-                continue
-            key = p[h0 + hlen:]
-            memo = memo4 if elen == 4 else memo6
-            t_root = root4 if elen == 4 else root6
-            # remember this header's layout for the next ones of the channel
-            t_n, t_b0, t_pp, t_proto, t_off = n, p[0], 9 if len(dst) == 4 else 6, proto, off
-            t_a, t_b, t_udp = p[off:off + 3], p[off + 10:h0 + hlen], ihl + 2 if proto == 17 else 0
-            t_k, t_memo, t_elen = h0 + hlen, memo, elen
-            entry = memo.get(key, miss)
-            if entry is miss:
-                entry = _walk(t_root, int.from_bytes(key, "big"), elen)
-        if entry is not last_entry:
-            if entry is None or entry.expires <= now or len(entry.rlocs) != 1:
-                break
-            last_entry = entry
-            last_rloc = entry.rlocs[0]
-            last_dest = (entry.rloc_strs[0], port)
-            eh = entry.lisp_header if type(entry.lisp_header) is bytes else lh
-            last_hdr = hdrs.get(last_rloc, eh) if hdrs else eh
-        served = last_served
+            return False
+        if n >= off + 12 and p[off] == 0x11:
+            return self.payload(p, dst, off)
+        return self.header(p, dst, off)
+
+    def reserved(self, dst: bytes) -> bool:
+        if dst != self._last_dst:
+            d, ld = int.from_bytes(dst, "big"), len(dst)
+            self._last_dst = dst
+            self._last_reserved = any(ln == ld and d & mask == net
+                                      for ln, mask, net in self.int_ranges)
+        return self._last_reserved
+
+    def plain(self, p: bytes, dst: bytes) -> bool:
+        """Not in the reserved range: LISP-encapsulated to the EID's one locator."""
+        route = self.route(dst)
+        if route is None:
+            return False
+        hdr, dest = route
+        self.out.append((hdr + p, dest))
+        self.counts["plain_encap"] += 1
+        self.counts["in_packets"] += 1
+        self.counts["mapcache_hits"] += 1
+        return True
+
+    def payload(self, p: bytes, chan: bytes, off: int) -> bool:
+        """A payload PDU: if its hash matches its payload, it becomes the channel's
+        payloadBuffer entry with a fresh servedRLOC; nothing is sent."""
+        n, hid, hlen = len(p), p[off + 1], p[off + 2]
+        h0 = off + 12
+        if _HASH_LEN.get(hid) != hlen or h0 + hlen + (p[off + 8] << 8 | p[off + 9]) != n:
+            return False
+        buf = self.buffers.get(chan)
+        if buf is None:
+            return False  # a new channel: the Python core applies its bounds
+        self.counts["in_packets"] += 1
+        self.counts["cc_payloads"] += 1
+        if self.digest(hid, p[h0 + hlen:]) != p[h0:h0 + hlen]:
+            self.counts["drop_bad_hash"] += 1
+            return True
+        buf.hash = p[h0:h0 + hlen]
+        buf.seq = int.from_bytes(p[off + 4:off + 8], "big")
+        buf.packet = p
+        buf.served = {}
+        return True
+
+    def header(self, p: bytes, chan: bytes, off: int) -> bool:
+        """A header PDU: with the buffered payload's hash, the header goes to the
+        client EID's locator, preceded by the payload when that locator is not in
+        servedRLOC yet (or, with ``extra``, after every ``extra`` headers)."""
+        n = len(p)
+        if n < off + 12 or p[off] != 0x12:
+            return False
+        hlen = p[off + 2]
+        if _HASH_LEN.get(p[off + 1]) != hlen:
+            return False
+        afi = p[off + 10] << 8 | p[off + 11]
+        elen = 4 if afi == 1 else 16 if afi == 2 else 0
+        h0 = off + 12
+        if not elen or h0 + hlen + elen != n:
+            return False
+        buf = self.buffers.get(chan)
+        if buf is None or type(buf.hash) is not bytes:
+            return False
+        if buf.hash != p[h0:h0 + hlen]:  # Algorithm 1: an unknown hash is dropped
+            self.counts["in_packets"] += 1
+            self.counts["drop_unknown_hash"] += 1
+            return True
+        route = self.route(p[h0 + hlen:])
+        if route is None:
+            return False
+        served = buf.served
         if type(served) is not dict:
-            break
-        if not extra and last_rloc in served:  # the common case: header only
-            append((last_hdr + p, last_dest))
-            c_hdr += 1
-            i += 1
-            continue
-        count = served.get(last_rloc)
-        if count is not None:
-            if not extra or count < extra:
-                if extra:
-                    served[last_rloc] = count + 1
-            else:
-                served[last_rloc] = 1
-                append((last_hdr + last_buf.packet, last_dest))
-                c_extra += 1
-        elif len(served) >= max_served:
-            break
-        else:
-            served[last_rloc] = 1
-            append((last_hdr + last_buf.packet, last_dest))
-            c_pay += 1
-        append((last_hdr + p, last_dest))
-        c_hdr += 1
-        i += 1
-    c_in = c_plain + c_hdr + c_uh + c_ccp
-    c_hits = c_plain + c_hdr
-    for k, v in enumerate((c_in, c_plain, c_hdr, c_pay, c_extra, c_uh, c_hits, c_skip, c_ip,
-                           c_ccp, c_bad)):
-        if v:
-            ctr[k] += v
-    return i
+            return False
+        hdr, dest = route
+        rloc = self.rloc
+        count = served.get(rloc)
+        copy = None
+        if count is None:
+            if len(served) >= self.max_served:
+                return False  # served_limit: the Python core drops and counts
+            copy = "payload_copies"
+        elif self.extra and count >= self.extra:
+            copy = "extra_payload_copies"
+        elif self.extra:
+            served[rloc] = count + 1
+        if copy is not None:
+            served[rloc] = 1
+            self.out.append((hdr + buf.packet, dest))
+            self.counts[copy] += 1
+        self.out.append((hdr + p, dest))
+        self.counts["header_copies"] += 1
+        self.counts["in_packets"] += 1
+        self.counts["mapcache_hits"] += 1
+        return True
+
+    def route(self, eid: bytes) -> tuple[bytes, tuple[str, int]] | None:
+        """(LISP header, (locator, port)) of a live single-locator map-cache entry for
+        ``eid`` (its locator left in ``self.rloc``), or None: a miss, an expired,
+        negative or multi-locator entry (the Python core's cases).  The header: the
+        locator's own (echo-nonce) over the entry's own (map-versioning) over the
+        default."""
+        nb = len(eid)
+        root = self.root4 if nb == 4 else self.root6
+        memo = root[4] if len(root) > 4 else {}
+        entry = memo.get(eid, _MISS)
+        if entry is _MISS:
+            entry = _walk(root, int.from_bytes(eid, "big"), nb)
+        if entry is self._last_entry and entry is not None:
+            return self._last_route
+        if entry is None or entry.expires <= self.now or len(entry.rlocs) != 1:
+            return None
+        self.rloc = entry.rlocs[0]
+        hdr = entry.lisp_header if type(entry.lisp_header) is bytes else self.lisp_header
+        if self.hdrs:
+            hdr = self.hdrs.get(self.rloc, hdr)
+        self._last_entry, self._last_route = entry, (hdr, (entry.rloc_strs[0], self.port))
+        return self._last_route
 
 
 _MISS = object()
