@@ -851,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run(cs, backend, libswift, progress=a.progress or sys.stderr.isatty())
     params = {"backend": backend.value, "quick": a.quick, "rate_bps": rate,
               "rtt_ms": cs[0].rtt_ms if cs else None, "libswift_bin": libswift,
-              "cases": [dataclasses.asdict(c) for c in cs]}
+              "cases": [{**dataclasses.asdict(c), "order": c.order.value, "arm": c.arm.value}
+                        for c in cs]}
     csv_path, json_path = write(a.out, results, params, started, load0)
     for r in results:
         print(r.line())
