@@ -1,8 +1,9 @@
 """The one core protocol: how every sans-IO core is driven (docs/sim.md, "One core protocol").
 
 A core is a state machine fed bytes and the time; it never reads a clock or
-touches a socket.  A driver (an asyncio endpoint, or the simulator in
-:mod:`deliverykit.sim`) owns the clock and the transport and does exactly this::
+touches a socket.  A driver (:class:`deliverykit.aio.CoreDriver` on sockets, on
+the event loop's clock, or :class:`deliverykit.sim.Host` in virtual time) owns
+the clock and the transport and does exactly this::
 
     core.datagram_received(data, addr, now)     # every datagram that arrives
     for data, addr in core.datagrams_to_send(now):  # after every input (and timer)
@@ -17,6 +18,12 @@ which :class:`swift.core.peer.Peer` already has.  Because the simulated core is
 the same object that runs on sockets, no protocol logic is duplicated for
 simulation.  ``addr`` is whatever the transport names a remote by: an
 ``(ip, port)`` tuple on UDP, the same tuple in the simulator.
+
+One optional extension: a core that measures one-way delay may take the
+datagram's kernel arrival time as ``datagram_received(data, addr, now,
+arrived=None)`` (``arrived`` on the driver's clock, at or before ``now``);
+:class:`~deliverykit.aio.CoreDriver` passes it only when its endpoint was asked
+for kernel timestamps (``BatchedUDPEndpoint.enable_timestamps``).
 """
 
 from __future__ import annotations
