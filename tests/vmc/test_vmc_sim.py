@@ -248,7 +248,7 @@ def test_finished_transfers_leave_the_flow_model() -> None:
     assert result.digests_ok == 30 and sim.flows.ids() == []
 
 
-def _on_pump(disk_budget: int, arrivals: list[Arrival]) -> list[dict]:
+def _on_pump(disk_budget: int, arrivals: list[Arrival], disk: dict | None = None) -> list[dict]:
     """The same arrivals through CorePump: the very SharingMachine of the sim, on sockets, with a
     real paced origin; its status records."""
     loop = asyncio.new_event_loop()
@@ -293,8 +293,13 @@ def _on_pump(disk_budget: int, arrivals: list[Arrival]) -> list[dict]:
             for r in recs
         ]
     finally:
+        read = pump.store.stats.read_bytes if pump.store is not None else 0
         call(pump.close())
         call(origin.close())
+        if disk is not None and pump.store is not None:
+            disk.update(
+                read_bytes=read, open_after_close=pump.store.objects, reserved=pump.store.reserved
+            )
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
@@ -306,8 +311,11 @@ def test_the_sims_machine_on_sockets_makes_the_same_decisions(disk_budget: int) 
     # a real origin on loopback, plain HTTP clients, against the same machine in simulated time.
     arrivals = staggered(objects=5, per_object=6, size=1 << 20, seed=SEED)
     sim = _sim(disk_budget, arrivals)
-    real = _on_pump(disk_budget, arrivals)
+    disk: dict = {}
+    real = _on_pump(disk_budget, arrivals, disk)
     assert _by_path(real) == _by_path(sim.records)
+    if disk_budget:  # the proxy's own on-disk store (anonymous files), read back, all closed
+        assert disk["read_bytes"] > 0 and disk["open_after_close"] == 0 and disk["reserved"] == 0
     real_patch = sum(r["origin_bytes"] for r in real)
     sim_patch = sum(r["origin_bytes"] for r in sim.records)
     if disk_budget:

@@ -13,7 +13,7 @@ unless its transport asked us to pause (write buffer past its high-water mark);
 then they count when it resumes.
 
 This pump is the path to the proxy as a pump (docs/vmc-sim.md, "What is left"):
-it serves GET/HEAD sharing with window, disk (in memory here), Range patches,
+it serves GET/HEAD sharing with window, the on-disk store, Range patches,
 detach and resume, and passes the rest through; :class:`vmc.aio.proxy.Proxy`
 remains the full proxy (limits, upstream cap, status endpoint, 1xx, multipart).
 """
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from vmc.aio import upstream as up
+from vmc.aio.spill import DiskStore
 from vmc.core.http import Close, HttpSharingCore, Write
 from vmc.core.key import split_authority
 from vmc.core.machine import (
@@ -85,8 +86,14 @@ class CorePump:
         default_authority: str | None = None,
         upstream_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        disk_dir: str | None = None,
     ) -> None:
-        self.core = HttpSharingCore(cfg, default_authority)
+        cfg = cfg or MachineConfig()
+        #: Bodies on disk, as the proxy keeps them (anonymous files under ``disk_dir``), or None.
+        self.store = (
+            DiskStore(cfg.disk_budget, disk_dir) if cfg.disk_budget > 0 and cfg.sharing else None
+        )
+        self.core = HttpSharingCore(cfg, default_authority, disk=self.store)
         self.host, self.port = host, port
         self.upstream_timeout = upstream_timeout
         self.clock = clock
@@ -118,6 +125,8 @@ class CorePump:
         await asyncio.gather(*self.fetches.values(), return_exceptions=True)
         if self._timer is not None:
             self._timer.cancel()
+        if self.store is not None:
+            self.store.close()
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -30,6 +30,7 @@ from vmc.core.machine import (
     Abort,
     CancelFetch,
     ClientGone,
+    DiskStore,
     Drained,
     Event,
     Fetch,
@@ -82,9 +83,12 @@ class HttpSharingCore:
     """h11 server connections feeding one :class:`SharingMachine` (module docstring)."""
 
     def __init__(
-        self, cfg: MachineConfig | None = None, default_authority: str | None = None
+        self,
+        cfg: MachineConfig | None = None,
+        default_authority: str | None = None,
+        disk: DiskStore | None = None,
     ) -> None:
-        self.machine = SharingMachine(cfg)
+        self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
         self.conns: dict[Hashable, h11.Connection] = {}

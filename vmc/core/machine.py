@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, Protocol
 
 from vmc.core import policy
 from vmc.core.events import (
@@ -117,6 +118,26 @@ class Reader:
     counted: bool = False
 
 
+class Readable(DiskCopy, Protocol):
+    """A disk copy the machine reads back (:class:`MemoryCopy`; the proxy's ``SpillFile``)."""
+
+    def read(self, first: int, end: int) -> bytes:
+        """Bytes ``[first, min(end, written))``."""
+
+
+class DiskStore(Protocol):
+    """Where bodies go to disk (:class:`MemoryDisk`; :class:`vmc.aio.spill.DiskStore`)."""
+
+    def open(self, length: int) -> Any:
+        """A :class:`Readable` copy for an object of ``length`` bytes, or None."""
+
+    def finished(self, copy: Any) -> None:
+        """``copy`` holds a whole object kept for reuse (evicted least recently used first)."""
+
+    def touch(self, copy: Any) -> None:
+        """``copy`` was just used."""
+
+
 class MemoryDisk:
     """A disk store in memory, ``budget`` bytes at most (the simulator's; the proxy has files)."""
 
@@ -129,6 +150,12 @@ class MemoryDisk:
             return None
         self.reserved += length
         return MemoryCopy(self, length)
+
+    def finished(self, copy: Any) -> None:
+        """Nothing to do: a whole copy stays until closed (the simulator's store never evicts)."""
+
+    def touch(self, copy: Any) -> None:
+        """Nothing to do (no eviction order)."""
 
 
 @dataclass(eq=False)
@@ -185,14 +212,19 @@ class MachineConfig:
 class SharingMachine:
     """The sharing proxy's decisions, driven by typed inputs (module docstring)."""
 
-    def __init__(self, cfg: MachineConfig | None = None, stats: Stats | None = None) -> None:
+    def __init__(
+        self,
+        cfg: MachineConfig | None = None,
+        stats: Stats | None = None,
+        disk: DiskStore | None = None,
+    ) -> None:
+        """``disk``: where bodies go (default: a :class:`MemoryDisk` of ``cfg.disk_budget`` bytes;
+        none when the budget is 0 or sharing is off)."""
         self.cfg = cfg or MachineConfig()
         self.stats = stats or Stats()
-        self.disk = (
-            MemoryDisk(self.cfg.disk_budget)
-            if self.cfg.disk_budget > 0 and self.cfg.sharing
-            else None
-        )
+        self.disk: DiskStore | None = None
+        if self.cfg.disk_budget > 0 and self.cfg.sharing:
+            self.disk = disk if disk is not None else MemoryDisk(self.cfg.disk_budget)
         self.sharing = Sharing(
             self.stats,
             self.cfg.window,
@@ -281,6 +313,8 @@ class SharingMachine:
             self.stats.joins += 1
             s.readers += 1
             r.counted = True
+            if s.state is DONE and self.disk is not None and s.spill is not None:
+                self.disk.touch(s.spill)  # served whole from disk: evicted last
             r.session, r.pos, r.end = s, p.first, p.end
             r.rec.mode, r.rec.offset, r.rec.status = p.mode, s.buffer.received, p.status
             self._events.append(Admitted(r.client, r.key, p.mode, s.buffer.received))
@@ -363,8 +397,8 @@ class SharingMachine:
             if step is Step.WINDOW:
                 self._send(r, s.buffer.read(r.pos, min(r.end, r.pos + CHUNK)), now)
             elif step is Step.DISK:
-                assert isinstance(s.spill, MemoryCopy)
-                self._send(r, s.spill.read(r.pos, min(r.end, r.pos + CHUNK)), now)
+                spill: Readable = s.spill  # type: ignore[assignment]  # the machine's own store made it
+                self._send(r, spill.read(r.pos, min(r.end, r.pos + CHUNK)), now)
             elif step is Step.PATCH_AND_FOLLOW:
                 edge = s.buffer.received
                 self._subscribe(r, edge, self.cfg.patch_budget)
@@ -553,7 +587,11 @@ class SharingMachine:
         s.take_head(inp.status, inp.headers, request_headers, verdict, self.cfg.epoch + now, now)
         self.sharing.streaming(s)
         if self.disk is not None:
-            s.spill = self.disk.open(s.length)
+            copy: Any = self.disk.open(s.length)
+            if copy is not None and hasattr(copy, "can_evict"):  # a store that evicts
+                copy.can_evict = lambda: s.readers <= 0
+                copy.on_evict = lambda: self.sharing.forget(s)
+            s.spill = copy
         if r is not None:
             s.readers += 1
             r.counted = True
@@ -616,7 +654,8 @@ class SharingMachine:
         for r in subs.values():
             if r.queue is not None:
                 r.queue.close()
-        self.sharing.drop(s)
+        if self.sharing.drop(s) and self.disk is not None and s.spill is not None:
+            self.disk.finished(s.spill)  # kept whole for later requests
         self.resumes.pop(s, None)
         for r in list(subs.values()):
             self._advance(r, now)
