@@ -11,6 +11,9 @@
  *       The ITR's data path for a batch (paper section 3.4, Algorithm 1's
  *       header step, and plain LISP encapsulation, RFC 9300 section 5); stops
  *       at the first packet that needs the Python core (see corecast/_fast.py).
+ *       `ctx` is corecast._fast.ItrPath.ctx() (the state's one owner lays it
+ *       out; nothing else builds it); `ctr` is indexed as _fast.CTR_NAMES (the
+ *       enum below, same order).
  *   cc_blast(sock, items, count, seconds) -> sent
  *       A benchmark sender: sendmmsg of prebuilt (data, (host, port)) items,
  *       cycling, until `count` are sent or `seconds` have passed.
