@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from deliverykit.cliutil import cli_main
 from deliverykit.sim.scheduler import Scheduler
 from vmc.aio.origin import LAST_MODIFIED, body_slice
 from vmc.core import ranges
@@ -662,6 +663,7 @@ def compare_log(
 
 
 # ---------------------------------------------------------------------- command line
+@cli_main("vmc.sim")
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m vmc.sim``: replay a staggered workload; the result as JSON on stdout."""
     import argparse

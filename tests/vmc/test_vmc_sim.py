@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import json
 import math
+import signal
 import socket
 import subprocess
 import sys
@@ -322,3 +323,28 @@ def test_the_sims_machine_on_sockets_makes_the_same_decisions(disk_budget: int) 
         assert real_patch == sim_patch == 0
     else:
         assert abs(real_patch - sim_patch) <= 0.10 * sim_patch, (real_patch, sim_patch)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_long_replay_stops_on_a_signal_without_a_traceback(sig: int, code: int) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmc.sim",
+        "--objects",
+        "400",
+        "--per-object",
+        "40",
+        "--size",
+        "200000",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)  # started and replaying (16,000 requests take far longer)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == code and "Traceback" not in err, err
