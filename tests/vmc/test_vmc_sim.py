@@ -249,18 +249,45 @@ def test_finished_transfers_leave_the_flow_model() -> None:
     assert result.digests_ok == 30 and sim.flows.ids() == []
 
 
+class _PumpStack:
+    """A real paced origin and a CorePump on loopback, in a thread-owned event loop."""
+
+    def __init__(self, disk_budget: int, rate: float = RATE) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.origin = self.call(Origin(rate=rate).start())
+        self.pump = self.call(
+            CorePump(MachineConfig(window=WINDOW, disk_budget=disk_budget)).start()
+        )
+
+    def call(self, coro):  # noqa: ANN001, ANN201 - a coroutine and its result
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def state(self) -> tuple[int, int, int]:
+        """Requests being answered, origin fetches in flight, live sessions (read in the loop)."""
+
+        async def read() -> tuple[int, int, int]:
+            m = self.pump.core.machine
+            return len(m.readers), len(self.pump.fetches), len(m.sharing.sessions)
+
+        return self.call(read())
+
+    def close(self) -> None:
+        try:
+            self.call(self.pump.close())
+            self.call(self.origin.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            self.loop.close()
+
+
 def _on_pump(disk_budget: int, arrivals: list[Arrival], disk: dict | None = None) -> list[dict]:
     """The same arrivals through CorePump: the very SharingMachine of the sim, on sockets, with a
     real paced origin; its status records."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def call(coro):  # noqa: ANN001, ANN202 - a coroutine and its result
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
-
-    origin = call(Origin(rate=RATE).start())
-    pump = call(CorePump(MachineConfig(window=WINDOW, disk_budget=disk_budget)).start())
+    st = _PumpStack(disk_budget)
+    pump, origin = st.pump, st.origin
     try:
         results: dict[str, tuple[int, bytes]] = {}
         t0 = time.monotonic() + 0.2
@@ -284,7 +311,7 @@ def _on_pump(disk_budget: int, arrivals: list[Arrival], disk: dict | None = None
         async def records() -> list[dict]:
             return pump.core.machine.stats.snapshot(recent=1000)["recent"]
 
-        recs = call(records())
+        recs = st.call(records())
         return [
             {
                 "path": "/" + r["uri"].split("://", 1)[1].split("/", 1)[1],
@@ -295,15 +322,30 @@ def _on_pump(disk_budget: int, arrivals: list[Arrival], disk: dict | None = None
         ]
     finally:
         read = pump.store.stats.read_bytes if pump.store is not None else 0
-        call(pump.close())
-        call(origin.close())
+        st.close()
         if disk is not None and pump.store is not None:
             disk.update(
                 read_bytes=read, open_after_close=pump.store.objects, reserved=pump.store.reserved
             )
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+
+
+def test_pump_drops_the_origin_fetch_when_its_only_client_leaves() -> None:
+    st = _PumpStack(disk_budget=0, rate=200_000)  # 10 MB at 200 kB/s: 50 s, past the bound
+    try:
+        with socket.create_connection(st.pump.address, timeout=10) as s:
+            path = "/leave?size=10000000"
+            auth = st.origin.authority
+            s.sendall(f"GET http://{auth}{path} HTTP/1.1\r\nHost: {auth}\r\n\r\n".encode())
+            got = b""
+            while len(got) < 50_000:
+                got += s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 ")
+        deadline = time.monotonic() + 10  # a safety bound, not a timing claim
+        while st.state() != (0, 0, 0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert st.state() == (0, 0, 0)  # no reader, no origin fetch, no session left behind
+    finally:
+        st.close()
 
 
 @pytest.mark.parametrize("disk_budget", [1 << 30, 0], ids=["disk-store", "no-disk"])
