@@ -131,6 +131,10 @@ class MapCache:
         self.max_retries = max_retries
         self.holddown = holddown
         self.pending: dict[bytes, _Pending] = {}
+        # next_request_at, kept up to date in O(1) for the common changes (a new
+        # pending EID, a request sent) and recomputed after removals
+        self._due: float | None = None
+        self._due_valid = True
         #: locators of mappings whose Map-Reply had the E-bit (or static ``echo``):
         #: ETRs known to do echo-noncing (RFC 9300 section 10.1); bounded, LRU
         self.echo_rlocs: OrderedDict[bytes, None] = OrderedDict()
@@ -216,6 +220,7 @@ class MapCache:
             if self.trie.lookup(eid) is not None:
                 p = self.pending.pop(eid)
                 released.append((eid, list(p.packets)))
+                self._due_valid = False
         return events, released
 
     def load_static(self, text: str, now: float = 0.0) -> int:
@@ -255,6 +260,7 @@ class MapCache:
             return False
         p.packets.append(packet)
         self.counters["queued"] += 1
+        self._moved(None, self._request_at(p))  # a queue starting can only bring it forward
         return True
 
     def should_request(self, eid: bytes, now: float) -> bool:
@@ -264,20 +270,24 @@ class MapCache:
             return False
         if now - p.last_request < self.request_interval:
             return False
+        before = self._request_at(p)
         if p.retries > self.max_retries:
             self.counters["drop_gave_up"] += len(p.packets)
             p.packets.clear()
             p.holddown_until = now + self.holddown
             p.retries = 0
+            self._moved(before, self._request_at(p))
             return False
         p.last_request = now
         p.retries += 1
         self.counters["map_requests"] += 1
+        self._moved(before, self._request_at(p))
         return True
 
     def due_requests(self, now: float) -> list[bytes]:
         """EIDs whose Map-Request should be (re)sent now; forgets idle held-down EIDs."""
         out = []
+        self._due_valid = False
         for eid, p in list(self.pending.items()):
             if not p.packets and p.holddown_until <= now and p.retries == 0:
                 del self.pending[eid]
@@ -290,17 +300,28 @@ class MapCache:
         """When :meth:`due_requests` next has work: a queued EID's Map-Request may be
         sent again (``request_interval`` after the last, after any hold-down), or an
         idle held-down EID can be forgotten."""
-        best: float | None = None
-        for p in self.pending.values():
-            if p.packets:
-                t = max(just_after(p.last_request + self.request_interval), p.holddown_until)
-            elif p.retries == 0 and p.holddown_until > -FOREVER:
-                t = p.holddown_until
-            else:
-                continue
-            if best is None or t < best:
-                best = t
-        return best
+        if not self._due_valid:
+            times = [t for p in self.pending.values() if (t := self._request_at(p)) is not None]
+            self._due = min(times, default=None)
+            self._due_valid = True
+        return self._due
+
+    def _request_at(self, p: _Pending) -> float | None:
+        """When this pending EID next needs :meth:`due_requests` (None: never by itself)."""
+        if p.packets:
+            return max(just_after(p.last_request + self.request_interval), p.holddown_until)
+        if p.retries == 0 and p.holddown_until > -FOREVER:
+            return p.holddown_until
+        return None
+
+    def _moved(self, before: float | None, after: float | None) -> None:
+        """One pending EID's time went from ``before`` to ``after``: keep the minimum."""
+        if not self._due_valid:
+            return
+        if after is not None and (self._due is None or after < self._due):
+            self._due = after
+        elif before is not None and before == self._due and after != before:
+            self._due_valid = False  # it may have been the earliest: recompute on demand
 
     def pending_packets(self) -> int:
         return sum(len(p.packets) for p in self.pending.values())

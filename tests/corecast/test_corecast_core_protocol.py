@@ -259,3 +259,39 @@ def test_xtr_echo_nonce_deadline_is_the_request_timeout():
     assert xtr.next_event() is None
     t = xtr.get_timer(3.0)
     assert t is None or t > 3.0
+
+
+def test_map_request_deadline_tracks_many_pending_eids_exactly():
+    """The ITR's timer is the earliest retransmission over every pending EID (kept
+    incrementally): checked against a plain scan after each step of a run with
+    EIDs queued at different times, resolved, given up and held down."""
+    import random
+
+    mc = MapCache(request_interval=1.0, max_retries=2, holddown=5.0)
+    itr = Itr(ITR_RLOC, CC, mc, map_resolver=("192.0.2.200", 4342), seed=3)
+    itr.inside.add(("10.0.0.1", 1))
+    rnd = random.Random(5)
+
+    def scan() -> float | None:
+        times = [t for p in mc.pending.values() if (t := mc._request_at(p)) is not None]
+        return min(times, default=None)
+
+    now = 0.0
+    for step in range(400):
+        now += rnd.choice([0.0, 0.1, 0.3, 1.0, 2.5])
+        what = rnd.random()
+        if what < 0.6:
+            dst = A(f"10.9.{rnd.randrange(4)}.{rnd.randrange(1, 30)}").packed
+            inner = c.build_ip(A("10.0.0.1").packed, dst, 17, c.build_udp(1, 2, b"x"))
+            itr.datagram_received(inner, ("10.0.0.1", 1), now)
+        elif what < 0.7 and mc.pending:
+            eid = rnd.choice(list(mc.pending))
+            mc.add(eid, 32, [(A("192.0.2.7").packed, 1, 100)], now + 60.0)
+            mc.install_records([], now)  # releases what the new entry covers
+        t = itr.get_timer(now)
+        assert t == scan(), step
+        if t is not None and t <= now + 1.0:
+            now = max(now, t)
+            itr.handle_timer(now)
+            assert itr.get_timer(now) == scan()
+        itr.datagrams_to_send(now)
