@@ -17,7 +17,7 @@ import struct
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from bench.harness import Figure, interleaved, measured
 
@@ -173,19 +173,19 @@ def run(quick: bool) -> dict:
     got = interleaved(subjects, repeats)
     rows = result["rows"]
     # ``got`` maps each subject to what it returned: dicts for these three keys,
-    # lists of numbers for the floods and tbf (hence the ignores below)
+    # lists of numbers for the floods and tbf
     for key in ("setup", "calls", "delay"):
-        runs: list[dict[str, float]] = got[key]  # type: ignore[assignment]
+        runs = cast(list[dict[str, float]], got[key])
         for name in runs[0]:
             what, unit = name.rsplit(" (", 1)
             rows.append({"subject": what, "value": Figure.of(r[name] for r in runs),
                          "unit": unit.rstrip(")")})
     pps: dict[str, list[float]] = {}
     for k in floods:
-        pps[k] = [float(x) for x in got[f"flood {k}"]]  # type: ignore[arg-type]
+        pps[k] = [float(x) for x in cast(list[float], got[f"flood {k}"])]
         rows.append({"subject": f"UDP flood 200 B: {k}", "value": Figure.of(pps[k]),
                      "unit": "pkt/s delivered"})
-    tbf = [float(x) for x in got["tbf"]]  # type: ignore[arg-type]
+    tbf = [float(x) for x in cast(list[float], got["tbf"])]
     rows.append({"subject": "tbf 4 Mbit/s under 2x load", "value": Figure.of(tbf), "unit": "bit/s"})
     for k in list(floods)[1:]:
         result["comparisons"].append(measured(

@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 import time
+from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
@@ -125,6 +126,14 @@ class _Help(argparse.HelpFormatter):
                 or not action.option_strings or isinstance(d, list)):
             return text
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+class _SubParser(argparse.ArgumentParser):
+    """A subcommand's parser, with the :class:`_Help` formatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["formatter_class"] = _Help
+        super().__init__(*args, **kwargs)
 
 
 def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
@@ -663,10 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         "way); ppspp download keeps an incomplete download in FILE.part and says how to "
         "resume it.",
     )
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    _add = sub.add_parser
-    # every subcommand gets the same help formatter
-    sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)  # type: ignore[method-assign]
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_SubParser)
     s = sub.add_parser(
         "seed", help="seed a file; prints its root hash (swarm ID)",
         description="Seed one or more files on one UDP port, one swarm per file; print each root "

@@ -32,6 +32,12 @@ from pathlib import Path
 UNSUPPORTED_EXIT = 127
 
 
+class RoleProcess(subprocess.Popen[bytes]):
+    """A started role: a Popen plus the readiness line it printed (None without one)."""
+
+    ready_line: str | None = None
+
+
 class Unsupported(Exception):
     """The implementation exited 127: it does not support this case."""
 
@@ -84,7 +90,7 @@ class Implementation:
     def start(
         self, role: str, *args: object, env: dict[str, str] | None = None,
         netns: str | None = None, ready_line: str | None = None, ready_timeout: float = 20,
-    ) -> Iterator[subprocess.Popen[bytes]]:
+    ) -> Iterator[RoleProcess]:
         """A long-running role (a seeder, a proxy, a map-server) for the body of a with.
 
         With ``ready_line``, waits until the process prints a stdout line
@@ -92,15 +98,14 @@ class Implementation:
         as ``proc.ready_line`` (e.g. ``READY <root hash>``). Always terminated,
         then killed, and reaped on exit.
         """
-        proc = subprocess.Popen(
+        proc = RoleProcess(
             self.argv(role, [str(a) for a in args], netns), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=self._env(env), start_new_session=True,
         )
         try:
-            # the READY line rides on the Popen object, where the cases read it
-            proc.ready_line = None  # type: ignore[attr-defined]
+            proc.ready_line = None
             if ready_line is not None:
-                proc.ready_line = _wait_ready(proc, ready_line, ready_timeout, self.name)  # type: ignore[attr-defined]
+                proc.ready_line = _wait_ready(proc, ready_line, ready_timeout, self.name)
             yield proc
         finally:
             _stop(proc)
