@@ -3,6 +3,7 @@ multicast sockets, in virtual time over deliverykit.sim's network model."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -23,14 +24,29 @@ def test_three_receivers_recover_the_file_byte_identical():
     assert res.sender["packets"] > 0
 
 
-def test_a_corrupted_copy_is_not_verified():
-    """The hash check can fail: a flipped byte in one receiver's output is caught."""
-    sc = file_transfer(1, 64 << 10, seed=1)
-    app = M2CApp(sc, sc.seed)
+def test_a_corrupted_block_is_not_verified():
+    """The check can fail: one flipped byte in one receiver's decoded bytes is caught,
+    the other receiver is verified."""
+    from m2c.core.session import Decoded
+
+    sc = file_transfer(2, 64 << 10, seed=1)
+
+    class Flipping(M2CApp):
+        flipped = False
+
+        def on_event(self, host, event):
+            if isinstance(event, Decoded) and host.name == "r002" and not self.flipped:
+                self.flipped = True
+                data = bytearray(event.data)
+                data[len(data) // 2] ^= 1
+                event = Decoded(event.offset, bytes(data))
+            super().on_event(host, event)
+
+    app = Flipping(sc, sc.seed)
     Simulation(sc, app).run()
-    assert app.verified("r001")
-    app.buffers["r001"][100] ^= 1
-    assert not app.verified("r001")
+    assert app.flipped and sorted(app.recovered) == ["r001", "r002"]
+    assert app.verified("r001") and not app.verified("r002")
+    assert hashlib.sha256(app.data).hexdigest() == app.sd.sha256
 
 
 def test_same_seed_same_run_byte_for_byte():
