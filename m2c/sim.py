@@ -156,7 +156,11 @@ class TransferResult:
                 "max_completion_s": max(done) if done else None,
                 "virtual_s": self.run.virtual_s, "cpu_s": self.run.cpu_s,
                 "datagrams": self.run.datagrams, **self.run.fates,
-                "sender_packets": self.sender.get("packets", 0)}
+                "sender_packets": self.sender.get("packets", 0),
+                # what a network operator asks at scale: membership reports (IGMP
+                # joins and leaves) per second over the run, all receivers together
+                "joins_leaves_per_s": (sum(r.joins + r.leaves for r in self.receivers)
+                                       / self.run.virtual_s if self.run.virtual_s > 0 else 0.0)}
 
     def to_json(self) -> dict[str, Any]:
         return {"summary": self.summary(),
@@ -378,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         s = res.summary()
         print(f"virtual {s['virtual_s']:.3f} s, CPU {s['cpu_s']:.2f} s, "
               f"{s['datagrams']} datagrams sent, {s['delivered']} delivered, "
-              f"{s['queue_drop']} queue drops, {s['loss']} lost")
+              f"{s['queue_drop']} queue drops, {s['loss']} lost, "
+              f"{s['joins_leaves_per_s']:.1f} joins+leaves/s")
     return 0 if res.all_verified else 1
 
 

@@ -157,3 +157,20 @@ def test_fig5_sweep_needs_the_simulator():
     with pytest.raises(SystemExit) as e:
         fig5.main(["--backend", "sim", "--sweep", "leechers=1,2"])
     assert e.value.code == 2
+
+
+def test_sim_cli_bad_input_is_one_line_exit_2():
+    for args in (["--receivers", "0"], ["--receivers", "2", "--loss", "0", "0", "0"],
+                 ["--controller", "nope"], ["--down-bps", "-1"]):
+        p = subprocess.run([sys.executable, "-m", "m2c.sim", *args], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2, (args, p.stderr)
+        assert "Traceback" not in p.stderr
+        assert p.stderr.strip().splitlines()[-1].startswith("python -m m2c.sim: error: ")
+
+
+def test_summary_counts_membership_changes_per_second():
+    res = run(file_transfer(2, 64 << 10, seed=1))
+    s = res.summary()
+    n = sum(r.joins + r.leaves for r in res.receivers)
+    assert n > 2 and s["joins_leaves_per_s"] == n / res.run.virtual_s
