@@ -71,7 +71,18 @@ def test_joiner_inside_the_window_is_served_from_memory() -> None:
     actions, events = _drain(m, 0.1)
     assert Admitted("b", events[0].key, "joined", 40_000) in events
     assert not [a for a in actions if isinstance(a, Fetch)]  # nothing from the origin
-    assert Respond("b", 200, SIZE, 0, SIZE) in actions
+    (head,) = [a for a in actions if isinstance(a, Respond)]
+    assert (head.client, head.status, head.length, head.first, head.total) == (
+        "b",
+        200,
+        SIZE,
+        0,
+        SIZE,
+    )
+    assert (b"etag", ETAG) in head.headers and (
+        b"age",
+        b"0",
+    ) in head.headers  # a reuse says its age
     assert sum(len(a.data) for a in actions if isinstance(a, Send) and a.client == "b") == 40_000
 
 
@@ -226,4 +237,5 @@ def test_http_core_serves_a_get_through_the_machine() -> None:
     core.writable("c", 1 << 20, 0.03)
     data = b"".join(o.data for o in core.to_send(0.03) if isinstance(o, Write))
     assert data.startswith(b"HTTP/1.1 200 ") and b"content-length: 100000" in data.lower()
+    assert b'etag: "abc"' in data.lower()  # the origin's fields go along (its validator above all)
     assert data.endswith(bytes(1000)) and len(data.split(b"\r\n\r\n", 1)[1]) == SIZE

@@ -159,6 +159,9 @@ class Respond:
     """First byte of the representation sent (Content-Range for a 206)."""
     total: int = 0
     """Representation length (Content-Range)."""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    """The origin's fields (framing and hop-by-hop ones are the driver's to drop), with ``age``
+    for an answer reused from a session."""
 
 
 @dataclass(frozen=True, slots=True)

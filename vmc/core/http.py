@@ -69,6 +69,24 @@ class Close:
 
 Output = Write | Close | Fetch | CancelFetch
 
+#: Fields the adapter sets itself or that are hop-by-hop (RFC 9110 sec. 7.6.1): never copied.
+_OURS = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+        b"content-range",
+        b"accept-ranges",
+        b"via",
+        VMC_HEADER,
+    }
+)
+
 _REASONS = {
     501: b"Not Implemented",
     200: b"OK",
@@ -195,7 +213,8 @@ class HttpSharingCore:
                 self._out.append(Close(a.client))
 
     def _respond(self, a: Respond) -> None:
-        hdrs = [(b"via", b"1.1 vmc"), (b"accept-ranges", b"bytes")]
+        hdrs = [(k, v) for k, v in a.headers if k not in _OURS]
+        hdrs += [(b"via", b"1.1 vmc"), (b"accept-ranges", b"bytes")]
         if a.length is not None:
             hdrs.append((b"content-length", b"%d" % a.length))
         if a.status == 206:

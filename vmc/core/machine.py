@@ -322,7 +322,9 @@ class SharingMachine:
                 self._actions.append(Respond(r.client, 416, 0, 0, s.length))
                 self._finish(r, now)
                 return
-            self._respond(r, p.status, p.end - p.first, p.first, s.length)
+            age = s.freshness.age(now - s.received_at)  # a reuse: RFC 9111 sec. 4, 5.1
+            hdrs = tuple((k, v) for k, v in s.headers if k != b"age") + ((b"age", b"%d" % age),)
+            self._respond(r, p.status, p.end - p.first, p.first, s.length, hdrs)
             if r.req.method == b"HEAD":
                 self._finish(r, now)
                 return
@@ -354,10 +356,16 @@ class SharingMachine:
         return f
 
     def _respond(
-        self, r: Reader, status: int, length: int | None, first: int = 0, total: int = 0
+        self,
+        r: Reader,
+        status: int,
+        length: int | None,
+        first: int = 0,
+        total: int = 0,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
     ) -> None:
         r.responded = True
-        self._actions.append(Respond(r.client, status, length, first, total))
+        self._actions.append(Respond(r.client, status, length, first, total, headers))
 
     # ------------------------------------------------------------------ serving a span
     def _send(self, r: Reader, data: bytes, now: float) -> None:
@@ -474,7 +482,14 @@ class SharingMachine:
             r.rec.status = inp.status
             cl = policy.get(inp.headers, b"content-length")
             r.end = int(cl) if cl is not None and cl.isdigit() else 1 << 62
-            self._respond(r, inp.status, int(cl) if cl is not None and cl.isdigit() else None)
+            self._respond(
+                r,
+                inp.status,
+                int(cl) if cl is not None and cl.isdigit() else None,
+                0,
+                0,
+                inp.headers,
+            )
         elif isinstance(inp, OriginData):
             self.stats.origin(len(inp.data), r.rec)
             self._actions.append(Send(r.client, inp.data))
@@ -597,7 +612,7 @@ class SharingMachine:
             r.counted = True
             r.rec.mode, r.rec.status, r.end = "origin", 200, s.length
             self._events.append(Admitted(r.client, r.key, "origin", 0))
-            self._respond(r, 200, s.length, 0, s.length)
+            self._respond(r, 200, s.length, 0, s.length, tuple(s.headers))
             self._advance(r, now)
         self._admit_parked(s.key, now)
         if s.readers <= 0:
