@@ -1,51 +1,31 @@
 """Issue 15 item 6: does our LEDBAT yield to TCP at a shared bottleneck?
 
-Testbed (``--backend netns``, root): six network namespaces.  A PPSPP seeder
-and a TCP sender on the left, a PPSPP leecher and a TCP receiver on the
-right, two routers between them; the router link is the one bottleneck::
+Testbed (``--backend netns``, root): a PPSPP seeder and a TCP sender behind
+router r, a PPSPP leecher and a TCP receiver behind r2; the link r -> r2 is
+the one bottleneck (tbf, 10 Mbit/s, a drop-tail queue of 64 or 248 full
+frames: ~77 or 300 ms), the return path gets netem's 20 ms::
 
     seed ---\\                                   /--- leech
              r ==== tbf 10 Mbit/s, queue Q ==> r2
     tsnd ---/  <=== netem 20 ms (the return path) \\--- trcv
 
-Forward (left to right): tbf at ``--rate-mbps`` with a drop-tail queue of
-``Q`` full frames (64 = ~77 ms at 10 Mbit/s, 248 = ~300 ms), the only queue
-and the only loss.  Return path (ACKs only): netem 20 ms, unshaped, so every
-flow sees 20 ms of base RTT plus the bottleneck queue.  (The delay is on the
-return path because netem runs as a userspace process on kernels without
-``sch_netem``; the data path then stays in the kernel.)  The competing flow
-is real Linux TCP (the kernel's default congestion control, cubic here): a
-small bulk sender and receiver on plain sockets in this module, no iperf3.
-
-Each case runs one flow alone for ``lead`` seconds, then both for
-``overlap`` seconds, in both orders (``ppspp-first``: TCP joins a running
-transfer; ``tcp-first``: PPSPP joins a running TCP flow).  nftables counters
-on the routers count each flow's frames before the queue (r) and after it
-(r2) every interval: per-flow rates (frame bytes, as tbf counts them:
-IP + 14 bytes Ethernet), the queue's drops (tbf's own count; per flow exact
-over the case, before minus after once the queue drained, and per interval
-shared out by :func:`split_drops`), the tbf backlog (queueing delay).  The
-PPSPP pair is ours (``ppspp seed`` / ``ppspp download`` defaults), and with
-``LIBSWIFT_BIN`` set also libswift's
-(the ``libswift`` arm, same cases).
-
-Simulator (``--backend sim``): the same bottleneck in ``deliverykit.sim``
-with our very ``Peer`` objects.  The simulator has no TCP model and none is
-built here: the competitor is a constant-rate UDP load (``--cbr-share`` of
-the link, default 0.9, "what TCP should keep"), so the sim arm measures how
-our LEDBAT behaves against a load that never yields and against its own
-queueing-delay signal: whether the competitor keeps its rate, the queue
-drops each flow suffers, the queueing delay LEDBAT leaves.
+The competitor is real Linux TCP (cubic, asked for by ``TCP_CONGESTION``:
+this machine's default is bbr) from a bulk sender on plain sockets.  Each
+case runs one flow alone, then both, in both orders; nftables counters on
+r and r2 give every second each flow's rate and (with tbf's counters) the
+queue's drops and backlog.  With ``LIBSWIFT_BIN`` set, libswift's pair runs
+the same cases.  Simulator (``--backend sim``): the same bottleneck in
+``deliverykit.sim`` with our very ``Peer``; it has no TCP model and none is
+built: the competitor is a constant-rate UDP load (``--cbr-share``).
 
     ppspp experiment tcp-share --quick            # CI: 2 cases x 8 s, 64-frame queue
     ppspp experiment tcp-share                    # 2 orders x 2 queues x (5 + 25) s
     ppspp experiment tcp-share --backend sim [--quick]
 
-Output (``--out``, default ``swift-results``): ``tcp_share[-sim].csv`` (one
-row per case and interval), ``tcp_share[-sim].json`` (parameters, git
-commit, load, per-case summary); stdout: one summary line per case ("TCP
-kept 93% of 10 Mbit/s ...").  Both files appear only when complete.
-docs/ledbat.md has the measured results.
+Output (``--out``): ``tcp_share[-sim].csv`` (per case and interval) and
+``.json`` (parameters, commit, load, summaries), each only when complete;
+stdout: one line per case ("TCP kept 74% of 10 Mbit/s ...").  docs/ledbat.md
+says how each figure is measured and what was found.
 """
 
 from __future__ import annotations
