@@ -159,3 +159,14 @@ def test_ruff_ratchet_lists_only_rules_still_broken():
     stale = {f: sorted(set(codes) - broken.get(f, set())) for f, codes in listed.items()}
     stale = {f: codes for f, codes in stale.items() if codes}
     assert stale == {}, "these pass now: take them off [tool.ruff.lint.per-file-ignores]"
+
+
+def test_make_test_runs_the_gate_first():
+    """`make test` (and so .ci/run) depends on `lint`, which runs ruff and mypy."""
+    make = (ROOT / "Makefile").read_text()
+    test_rule = re.search(r"^test:(.*)$", make, re.M)
+    assert test_rule is not None and "lint" in test_rule.group(1).split()
+    lint_rule = re.search(r"^lint:.*\n((?:\t.*\n)+)", make, re.M)
+    assert lint_rule is not None
+    assert "-m ruff check ." in lint_rule.group(1) and "-m mypy" in lint_rule.group(1)
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
