@@ -41,9 +41,27 @@ def _sender(sd, data, **kw) -> SenderCore:
 
 
 def test_both_cores_implement_the_protocol():
+    """Methods and signatures: the protocol's positional calls, extras optional."""
+    import inspect
+
+    from deliverykit.protocol import DatagramCore
+    from m2c.core.groups import WaveSchedule
+    from m2c.core.stream import StreamReceiverCore, StreamSenderCore
+
     sd, data = _session()
-    assert is_datagram_core(_sender(sd, data))
-    assert is_datagram_core(ReceiverCore(sd, source=SRC))
+    s = WaveSchedule(30.0, 1500.0, tsd=0.5, k=2)
+    groups = [(f"239.1.1.{1 + i}", 5000 + i) for i in range(s.channels + 1)]
+    cores = [_sender(sd, data), ReceiverCore(sd, source=SRC), StreamSenderCore(s, groups, 1),
+             StreamReceiverCore(s, 1)]
+    for core in cores:
+        assert is_datagram_core(core)
+        for name in ("datagram_received", "datagrams_to_send", "get_timer", "handle_timer",
+                     "next_event"):
+            want = [q for q in inspect.signature(getattr(DatagramCore, name)).parameters
+                    if q != "self"]
+            have = list(inspect.signature(getattr(core, name)).parameters.values())
+            assert [q.name for q in have[:len(want)]] == want, (core, name)
+            assert all(q.default is not inspect.Parameter.empty for q in have[len(want):])
 
 
 def test_m2c_core_reads_no_clock_and_touches_no_socket():
