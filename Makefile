@@ -15,7 +15,7 @@ LINTERS := $(VENV)/.installed-lint
 LINT_TOOLS := mypy==2.4.1 ruff==0.17.6
 # The ratchet (pyproject.toml, "# ratchet:" lines) only shrinks: these are its
 # sizes today; lower them when a module comes off, never raise them.
-RATCHET_MYPY := 22
+RATCHET_MYPY := 21
 RATCHET_RUFF := 192
 SOURCES := pyproject.toml setup.py $(wildcard deliverykit/csrc/*.c deliverykit/csrc/*.h)
 # setuptools warns on every editable install about same-named folders in the
