@@ -451,7 +451,7 @@ class ReceiverCore:
                 self.trace.append((now, lvl, self.schedule.cum_rate(lvl, ts), cc.target_rate(),
                                    cc.loss.lost, cc.loss.received, cc.rtt.rtt, cc.loss_events))
         if self.progress_interval is not None and (
-                now - self._report[0] >= self.progress_interval):
+                now >= self._report[0] + self.progress_interval):
             self.progress(now)
 
     def next_event(self) -> object | None:
@@ -499,7 +499,7 @@ class ReceiverCore:
             if not self.done:
                 self._ended(EndReason.CLOSED, "the sender closed the session (LCT flag A, "
                             "RFC 5651 5.1) before the file was complete", now)
-        elif now - self._t_packet >= self.idle_timeout:
+        elif now >= self._t_packet + self.idle_timeout:  # the deadline's own expression
             if self.packets:
                 text = (f"no packet from the sender for {self.idle_timeout:g} s after "
                         f"{self.packets} packets: left the session (RFC 3738 3.2.3.8)")
@@ -508,7 +508,7 @@ class ReceiverCore:
                         f"(is the sender running, and can {self.where} reach "
                         f"{self.sd.groups[0][0]}?): left the session (RFC 3738 3.2.3.8)")
             self._ended(EndReason.IDLE, text + self.others(), now)
-        elif now - self._t_slot >= self.slot_timeout:
+        elif now >= self._t_slot + self.slot_timeout:
             self._ended(EndReason.SLOT, f"the time slot index did not advance for "
                         f"{self.slot_timeout:g} s: left the session (RFC 3738 3.2.3.8)", now)
 

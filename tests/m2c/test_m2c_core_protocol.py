@@ -319,3 +319,25 @@ def test_stream_cores_carry_buffers_without_sockets():
     late = [b for b in got if b.buffer_id >= 6]
     assert late and all(len(b.prefix) > 0 and set(b.prefix) == {b.buffer_id} for b in late)
     assert max(len(joined_b.prefix) for joined_b in late) > 100  # more than the base group
+
+
+def test_a_timer_run_at_its_deadline_always_moves_the_deadline_on():
+    """Float sums: (0.7 + 0.1) - 0.7 < 0.1.  A receiver started at 0.7 with 0.1 s
+    progress reports and idle timeout must act at the deadline it asked for, not
+    ask for the same instant again (the simulator would stop it as stuck)."""
+    assert (0.7 + 0.1) - 0.7 < 0.1
+    sd, _ = _session()
+    r = ReceiverCore(sd, source=SRC, idle_timeout=0.1, slot_timeout=0.1,
+                     progress_interval=0.1)
+    r.start(0.7)
+    now = 0.7
+    for _ in range(100):
+        if r.done:
+            break
+        t = r.get_timer(now)
+        assert t is not None and t >= now
+        now = t
+        r.handle_timer(now)
+        nxt = r.get_timer(now)
+        assert r.done or nxt > now, "asked for the same instant again"
+    assert r.done and r.end_reason is EndReason.IDLE
