@@ -451,21 +451,19 @@ def run(quick: bool) -> dict:
             )
     notes += [
         f"{n} clients, one {size / 2**20:.0f} MiB object, client i starts at {stagger} * i s, "
-        "origin paced "
-        f"{rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, 2 shared cores; "
+        f"origin paced {rate / 1e6:g} MB/s per connection (our origin, subprocess); loopback, "
+        "2 shared cores; "
         f"every arm {repeats} times interleaved, each time a fresh proxy/cache and a new object.",
         (
             "--quick: the issue's reference figures (20 clients x 50 MiB at 0.5 s) are for the "
-            "full "
-            "configuration and are not compared here"
+            "full configuration and are not compared here"
             if quick
             else "Issue's reference figures (not measured here) are the 'reference' rows: no proxy "
             "1,049 MB from the origin; Varnish and Squid 52.4 MB, TTFB ~2 ms, mean completion "
             "5.26 s; nginx lock 52.4 MB, first byte ~5.2 s on average."
         ),
         "Peak RSS includes the interpreter; 'RSS growth' is peak minus the RSS when the arm "
-        "started "
-        "(nginx/varnish/squid: their own process, caches included).",
+        "started (nginx/varnish/squid: their own process, caches included).",
     ]
     assert by  # every arm produced a row
     return {
