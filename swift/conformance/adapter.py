@@ -143,9 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(args[1:])
     if a.addressing not in ADDRESSING:
         return 127
-    run = {"seed": _seed, "leech": _leech, "live-source": _live_source, "live-view": _live_view}[
-        role
-    ]
+    roles = {"seed": _seed, "leech": _leech, "live-source": _live_source, "live-view": _live_view}
+    run = roles[role]
     return asyncio.run(run(a))
 
 
