@@ -221,10 +221,10 @@ class SenderCore:
         if self.t0 is None or self.stopped:
             return []
         q = self._queue
-        t = now - self.t0
+        t0 = self.t0
         out: list[Outgoing] = []
         addrs = self.addrs
-        while q and q[0][0] <= t:
+        while q and t0 + q[0][0] <= now:  # get_timer's own expression (float sums)
             _, wire, g, slot, psn = q.popleft()
             out.append((wire, addrs[g]))
             self.bytes += len(wire)

@@ -94,10 +94,10 @@ class StreamSenderCore:
     def datagrams_to_send(self, now: float) -> list[Outgoing]:
         if self.t0 is None:
             return []
-        t = now - self.t0
+        t0 = self.t0
         q = self._queue
         out: list[Outgoing] = []
-        while q and q[0][0] <= t:
+        while q and t0 + q[0][0] <= now:  # get_timer's own expression (float sums)
             _, wire, g = q.popleft()
             out.append((wire, self.groups[g]))
         self.sent += len(out)

@@ -341,3 +341,36 @@ def test_a_timer_run_at_its_deadline_always_moves_the_deadline_on():
         nxt = r.get_timer(now)
         assert r.done or nxt > now, "asked for the same instant again"
     assert r.done and r.end_reason is EndReason.IDLE
+
+
+@pytest.mark.parametrize("t0", [0.7, 1000.3, 12345.678901, 86400.1])
+def test_the_senders_act_at_every_deadline_they_ask_for(t0):
+    """At the deadline get_timer gave, the sender sends or sequences: it never asks
+    for the same instant again with nothing done (float: t0 + due vs now - t0)."""
+    from m2c.core.groups import WaveSchedule
+    from m2c.core.stream import StreamSenderCore
+
+    sd, data = _session()
+    s = WaveSchedule(30.0, 1500.0, tsd=0.5, k=2)
+    groups = [(f"239.1.1.{1 + i}", 5000 + i) for i in range(s.channels + 1)]
+    stream = StreamSenderCore(s, groups, 1, pdu_size=100, quantum=0.0)
+    stream.start(t0)
+    stream.send(b"x" * 100 * stream.seq.capacity(1.0), 1.0)
+    for core in (_sender(sd, data, quantum=0.0), stream):
+        if isinstance(core, SenderCore):
+            core.start(t0)
+        now, sent = t0, 0
+        for _ in range(3000):
+            t = core.get_timer(now)
+            if t is None:
+                break
+            assert t >= now
+            now = t
+            horizon = getattr(core, "_horizon", None)
+            core.handle_timer(now)
+            sequenced = getattr(core, "_horizon", None) != horizon  # one buffer per run
+            out = core.datagrams_to_send(now)
+            sent += len(out)
+            nxt = core.get_timer(now)
+            assert out or sequenced or nxt is None or nxt > now, f"nothing done at {now!r}"
+        assert sent > 100
