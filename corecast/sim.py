@@ -51,7 +51,7 @@ from deliverykit.sim import (
     derive_seed,
 )
 
-__all__ = ["CoreCastApp", "Role", "SimResult", "run", "scenario"]
+__all__ = ["CoreCastApp", "Role", "SimResult", "run", "scenario", "sweep_task"]
 
 #: the channel's EID, in the reserved CoreCast range (simulator addresses are 10.x.y.z
 #: with x < 255 below 16 million nodes)
@@ -246,6 +246,16 @@ def run(sc: Scenario, progress: bool = False, trace: bool = False) -> SimResult:
         sum(c.received for c in app.clients.values()),
         sum(c.stats()["lost"] for c in app.clients.values()), stats,
         sim.network.trace_hash() if trace else None)
+
+
+def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One run for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
+    :func:`scenario`'s keyword arguments (``ases``, ``clients``, ``seconds``,
+    ``loss``, ``bitrate``, ``chunk_size``)."""
+    res = run(scenario(**point, seed=seed))
+    s = res.summary()
+    return {k: s[k] for k in ("chunks", "transit_bytes", "model_transit_bytes", "local_bytes",
+                              "model_local_bytes", "received", "lost", "virtual_s", "cpu_s")}
 
 
 @cli_main("python -m corecast.sim")

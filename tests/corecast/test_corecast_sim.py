@@ -15,7 +15,7 @@ from corecast.core.client import Client
 from corecast.core.etr import Etr
 from corecast.core.itr import Itr
 from corecast.core.source import Source, rtp_packet
-from corecast.sim import CoreCastApp, run, scenario
+from corecast.sim import CoreCastApp, run, scenario, sweep_task
 from corecast.wire import codec as c
 from deliverykit.sim import Simulation
 
@@ -90,3 +90,12 @@ def test_cli_prints_transit_and_local_bytes():
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines()[-1].startswith("python -m corecast.sim: error:")
+
+
+def test_sweep_task_is_one_run_of_a_point():
+    """What deliverykit.sweep runs on Dask for each point x seed (here called directly)."""
+    r = sweep_task({"ases": 2, "clients": 2, "seconds": 0.25, "loss": 0.0}, 3)
+    tt, lt = model(2, 2, 1200)
+    assert r["chunks"] == 10 and r["received"] == 40 and r["lost"] == 0
+    assert (r["transit_bytes"], r["local_bytes"]) == (10 * tt, 10 * lt)
+    assert r["model_transit_bytes"] == r["transit_bytes"]
