@@ -15,6 +15,9 @@ missing=()
 for tool in "${!PKG[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("${PKG[$tool]}")
 done
+# Python modules from Debian, found by their files: SimGrid's flow model for the VMC
+# replay (vmc/sim.py loads python3-simgrid when it was built for the venv's Python).
+compgen -G "/usr/lib/python3/dist-packages/simgrid*.so" >/dev/null || missing+=(python3-simgrid)
 [ ${#missing[@]} -eq 0 ] && exit 0
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
