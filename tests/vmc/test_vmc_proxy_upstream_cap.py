@@ -58,7 +58,9 @@ class _ConnSampler:
 @pytest.mark.tool("curl")
 def test_requests_past_the_cap_queue_and_complete(make_stack, tmp_path: Path) -> None:
     st = make_stack(rate=600_000, max_upstream=2, upstream_queue_wait=30)
-    size = 400_000
+    # 2 s per transfer at the origin's rate: the two first still hold their slots when the
+    # last curl starts, even on a loaded machine (at 0.7 s one run saw a slot free first).
+    size = 1_200_000
     with _ConnSampler(st.origin.address[1]) as conns:
         procs = [curl(st, f"/cap{i}.bin?size={size}", tmp_path / f"c{i}") for i in range(4)]
         results = [finish(p) for p in procs]
