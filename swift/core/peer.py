@@ -135,6 +135,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self._pushed_at: dict[int, float] = {}
         #: requests.py's memo of "nothing to pick" per channel
         self._nothing_to_pick: dict[int, tuple[int, int, int, int]] = {}
+        #: the latest time the driver passed in (``_no_longer_asked``)
+        self._last_now = 0.0
         self.next_rank = 0.0
         self.have_version = 0
         #: chunks verified since the start, in order (``have_log_base`` is the
@@ -383,6 +385,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         time the datagram waited for our event loop."""
         self._arrived = (arrived if self.config.delay_from_kernel and arrived is not None
                          and 0 < arrived <= now else now)
+        self._last_now = now
         if len(data) < 4:
             self.stats["malformed"] += 1
             return
@@ -830,6 +833,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
+        self._last_now = now
         if self._pace_wake and self._next_tick is not None and now < self._next_tick:
             self._pace_wake = False
             return  # a pacing wake-up: only DATA is due (datagrams_to_send)
@@ -906,14 +910,18 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self._rank(now)
 
     def _no_longer_asked(self, ch: Channel, chunks: Any) -> list[int]:
-        """``ch`` no longer asks for ``chunks``: each leaves ``inflight``
-        unless another channel still asks for it (re-asked there by the end
-        game or after a missed deadline), so the picker does not hand it to
-        a third peer.  Returns the chunks that left."""
+        """``ch`` no longer asks for ``chunks`` (stale, timed out, past its
+        deadline, channel closed): each leaves ``inflight`` unless another
+        channel asks for it too (re-asked there by the end game or after a
+        missed deadline) and that request is not late itself, so the picker
+        does not hand it to a third peer.  Returns the chunks that left."""
         others = [o for o in self.channels.values() if o is not ch and o.requests]
+        now = self._last_now
         out = []
         for c in chunks:
-            if not any(c in o.requests for o in others):
+            # only a request there that is not late itself (the end game's
+            # rule: 1.5 x that channel's request->DATA time) keeps it
+            if not any(now - o.requests.get(c, -1e18) <= 1.5 * o.rtt for o in others):
                 self.inflight.discard(c)
                 out.append(c)
         return out

@@ -42,9 +42,13 @@ class DataReceiver:
             for c in older:
                 del ch.requests[c]
                 ch.req_seq.pop(c, None)
+                # back to the picker at once, even if another channel asks for
+                # it too (unlike the timers' give-backs, _no_longer_asked):
+                # kept in flight there, the flash crowd's slowest leecher
+                # waited for that channel's request timeout (docs/sim.md)
+                self.inflight.reset(B.chunk(c))
                 ch.lost += 1
-            # one asked again elsewhere stays in flight there, and keeps why it moved
-            self._note_moved(self._no_longer_asked(ch, older), "lost")
+            self._note_moved(older, "lost")
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)

@@ -270,16 +270,19 @@ def _leecher_with(chans: int) -> Any:
     return memo, list(memo.channels.values())
 
 
-def test_stale_request_asked_again_elsewhere_stays_in_flight() -> None:
+@pytest.mark.parametrize("b_late", [False, True])
+def test_stale_request_asked_again_elsewhere_stays_in_flight(b_late: bool) -> None:
     """Chunk 3 asked of A at t = 0 and, late, of B by the end game at t = 0.9;
     at t = 1 A's stale check drops it (and chunk 4) from A: chunk 4 goes
     back to the picker, chunk 3 is still in flight at B (not handed to a
-    third peer) and keeps why it moved."""
+    third peer) and keeps why it moved -- unless B's request is late
+    itself (older than 1.5 x B's request->DATA time), then it goes back too."""
     p, (a, b, c) = _leecher_with(3)
     for ch in (a, b, c):
         ch.last_recv = ch.last_progress = 1.0
         ch.peer_have.set_range(0, 64)
-    a.rtt = b.rtt = c.rtt = 0.05
+    a.rtt = c.rtt = 0.05
+    b.rtt = 0.05 if b_late else 0.2  # 0.1 s after asking: late only at 0.05
     a.requests.update({3: 0.0, 4: 0.0, 9: 0.99})
     b.requests[3] = 0.9
     p.inflight.set_range(3, 5)
@@ -287,10 +290,14 @@ def test_stale_request_asked_again_elsewhere_stays_in_flight() -> None:
     p.moved[3] = "endgame"
     p.handle_timer(1.0)
     assert 3 not in a.requests and 4 not in a.requests and 9 in a.requests
-    assert p.inflight.has(3) and not p.inflight.has(4)
-    assert p.moved[3] == "endgame" and p.moved[4] == "stale"
-    # the picker gives C chunk 4 again, not chunk 3
-    assert [x for x in p._pick(c, 64, 4)] == [0, 1, 2, 4]
+    assert not p.inflight.has(4) and p.moved[4] == "stale"
+    if b_late:
+        assert not p.inflight.has(3) and p.moved[3] == "stale"
+        assert p._pick(c, 64, 4) == [0, 1, 2, 3]
+    else:
+        assert p.inflight.has(3) and p.moved[3] == "endgame"
+        # the picker gives C chunk 4 again, not chunk 3
+        assert p._pick(c, 64, 4) == [0, 1, 2, 4]
 
 
 def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
@@ -315,7 +322,7 @@ def test_request_timeout_keeps_chunks_asked_elsewhere_in_flight() -> None:
     p, (a, b) = _leecher_with(2)
     for ch in (a, b):
         ch.last_recv = 1.0
-        ch.rtt = 0.05
+    a.rtt, b.rtt = 0.05, 0.2
     a.last_progress = 0.0
     b.last_progress = 1.0
     a.requests.update({7: 0.0, 8: 0.0})
