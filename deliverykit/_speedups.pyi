@@ -76,6 +76,11 @@ def cc_blast(
 def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int, /) -> tuple[bytes, bytes]:
     """RFC 5170 left matrix in CSR form: (row_ptr, cols), uint32 each."""
 
+def m2c_ldpc_graph(
+    k: int, n: int, n1: int, seed: int, /
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """Tanner graph of H: (eq_ptr, eq_vars, var_ptr, var_eqs, degrees), uint32 each."""
+
 def m2c_ldpc_encode(
     src: ReadableBuffer, symbol_size: int, row_ptr: ReadableBuffer, cols: ReadableBuffer, /
 ) -> bytes:

@@ -9,6 +9,8 @@ hypothesis.
   parity check matrix (Section 6.2 ``left_matrix_init``) in CSR form:
   ``(row_ptr, cols)``, both native uint32 arrays as bytes; row ``i`` holds
   the source columns ``cols[row_ptr[i]:row_ptr[i+1]]`` in insertion order.
+- ``m2c_ldpc_graph(k, n, n1, seed)``: the decoders' Tanner graph of the whole
+  H (left matrix plus staircase) as uint32 CSR tables both ways, in one call.
 - ``m2c_ldpc_encode(src, symbol_size, row_ptr, cols)``: the ``m`` staircase
   repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
   concatenated in ``src``.
@@ -96,6 +98,37 @@ def m2c_ldpc_matrix(k: int, m: int, n1: int, seed: int) -> tuple[bytes, bytes]:
         cols.extend(row)
         row_ptr.append(len(cols))
     return row_ptr.tobytes(), cols.tobytes()
+
+
+def m2c_ldpc_graph(k: int, n: int, n1: int, seed: int) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The Tanner graph of H = [left | staircase] for the decoders, uint32 CSR both ways.
+
+    ``(eq_ptr, eq_vars, var_ptr, var_eqs, degrees)``: equation ``i`` holds its
+    left row (``m2c_ldpc_matrix(k, n - k, n1, seed)``), then repair ``k+i``,
+    then ``k+i-1`` for ``i > 0``; each variable's equations in increasing
+    order; ``degrees`` is each equation's length.
+    """
+    if not (1 <= k < n and n - k <= 1 << 20):
+        raise ValueError("m2c_ldpc_graph: need k >= 1, 1 <= N1 <= n-k, 1 <= seed <= 2^31-2")
+    rp_b, cs_b = m2c_ldpc_matrix(k, n - k, n1, seed)
+    rp, cs = array("I"), array("I")
+    rp.frombytes(rp_b)
+    cs.frombytes(cs_b)
+    eq_ptr, eq_vars, degrees = array("I", [0]), array("I"), array("I")
+    var_lists: list[list[int]] = [[] for _ in range(n)]
+    for e in range(n - k):
+        row = cs[rp[e]:rp[e + 1]].tolist() + [k + e] + ([k + e - 1] if e else [])
+        eq_vars.extend(row)
+        eq_ptr.append(len(eq_vars))
+        degrees.append(len(row))
+        for v in row:
+            var_lists[v].append(e)
+    var_ptr, var_eqs = array("I", [0]), array("I")
+    for lst in var_lists:
+        var_eqs.extend(lst)
+        var_ptr.append(len(var_eqs))
+    return (eq_ptr.tobytes(), eq_vars.tobytes(), var_ptr.tobytes(), var_eqs.tobytes(),
+            degrees.tobytes())
 
 
 def m2c_ldpc_encode(src: Buf, symbol_size: int, row_ptr: Buf, cols: Buf) -> bytes:

@@ -40,6 +40,7 @@ TWINS = {
     "cc_ring_read": ("corecast._fast", "py_cc_ring_read"),
     "cc_blast": ("corecast._fast", "py_cc_blast"),
     "m2c_ldpc_matrix": ("m2c._fast", "m2c_ldpc_matrix"),
+    "m2c_ldpc_graph": ("m2c._fast", "m2c_ldpc_graph"),
     "m2c_ldpc_encode": ("m2c._fast", "m2c_ldpc_encode"),
     "m2c_ldpc_add": ("m2c._fast", "m2c_ldpc_add"),
     "m2c_ldpc_add_many": ("m2c._fast", "m2c_ldpc_add_many"),

@@ -3,6 +3,9 @@
  *   m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols)
  *       RFC 5170 Section 6.2 left_matrix_init() with the Section 5.7 PRNG,
  *       as CSR (native uint32 arrays as bytes), rows in insertion order.
+ *   m2c_ldpc_graph(k, n, n1, seed) -> (eq_ptr, eq_vars, var_ptr, var_eqs, degrees)
+ *       The Tanner graph of H = [left | staircase] for the decoders (CSR both
+ *       ways, uint32), from the same left matrix, in one call.
  *   m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes
  *       RFC 5170 Section 6.3 staircase encoding of the k source symbols
  *       concatenated in src: p_0 = sum(row 0), p_i = sum(row i) ^ p_{i-1}.
@@ -44,25 +47,6 @@ pmms_rand(pmms_t *p, uint32_t maxv)
     return (uint32_t)((double)maxv * (double)raw / (double)0x7FFFFFFF);
 }
 
-/* ---- growable uint32 vector --------------------------------------------- */
-
-typedef struct { uint32_t *v; uint32_t n, cap; } vec_t;
-
-static int
-vec_push(vec_t *a, uint32_t x)
-{
-    if (a->n == a->cap) {
-        uint32_t cap = a->cap ? a->cap * 2 : 4;
-        uint32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        a->v = v;
-        a->cap = cap;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
-
 static int
 in_list(const uint32_t *v, uint32_t n, uint32_t x)
 {
@@ -72,29 +56,39 @@ in_list(const uint32_t *v, uint32_t n, uint32_t x)
     return 0;
 }
 
-static PyObject *
-m2c_ldpc_matrix(PyObject *self, PyObject *args)
+/* RFC 5170 Section 6.2 left_matrix_init(k, n, N1) after seeding the PRNG,
+ * into CSR form (rows in insertion order): *row_ptr (m+1) and *cols (nnz),
+ * both malloc'd.  The columns are drawn first (N1 rows each, in column
+ * order), then a counting sort by row keeps each row's insertion order (its
+ * columns ascending), and the extra 1s of rows of degree 0 or 1 come last,
+ * as left_matrix_init appends them.  0, or -1 with an exception set. */
+static int
+ldpc_left(long long k, long long m, long long n1, long long seed, uint32_t **row_ptr,
+          uint32_t **cols)
 {
-    long long k, m, n1, seed;
-    if (!PyArg_ParseTuple(args, "LLLL:m2c_ldpc_matrix", &k, &m, &n1, &seed))
-        return NULL;
     if (!(k >= 1 && n1 >= 1 && n1 <= m && seed >= 1 && seed <= 0x7FFFFFFE
           && k <= (1 << 20) && m <= (1 << 20))) {
         PyErr_SetString(PyExc_ValueError,
                         "m2c_ldpc_matrix: need k >= 1, 1 <= N1 <= n-k, 1 <= seed <= 2^31-2");
-        return NULL;
+        return -1;
+    }
+    if (n1 > 16) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_matrix: N1 <= 16");
+        return -1;
     }
     pmms_t prng = {(uint32_t)seed};
     uint64_t total = (uint64_t)n1 * (uint64_t)k;
-    uint32_t *u = malloc(total * sizeof *u);
-    vec_t *rows = calloc((size_t)m, sizeof *rows);
+    uint32_t *u = malloc(total * sizeof *u);         /* u[], then each column's rows */
+    uint32_t *deg = calloc((size_t)m + 1, sizeof *deg); /* ones per row, then offsets */
+    uint32_t *extra = malloc((size_t)m * 2 * sizeof *extra);
+    uint8_t *nextra = calloc((size_t)m, 1);
+    uint32_t *first = malloc((size_t)m * sizeof *first); /* a row's first column */
+    uint32_t *rp = malloc(((size_t)m + 1) * sizeof *rp), *cs = NULL;
+    uint32_t *colrows = malloc(total * sizeof *colrows);
     uint32_t col[16];
-    PyObject *result = NULL;
-    if (!u || !rows || n1 > 16) {
-        if (n1 > 16)
-            PyErr_SetString(PyExc_ValueError, "m2c_ldpc_matrix: N1 <= 16");
-        else
-            PyErr_NoMemory();
+    int ret = -1;
+    if (!u || !deg || !extra || !nextra || !first || !rp || !colrows) {
+        PyErr_NoMemory();
         goto out;
     }
     for (uint64_t h = 0; h < total; h++)
@@ -120,66 +114,132 @@ m2c_ldpc_matrix(PyObject *self, PyObject *args)
                 } while (in_list(col, nc, r));
             }
             col[nc++] = r;
-            if (vec_push(&rows[r], j) < 0) {
-                PyErr_NoMemory();
-                goto out;
-            }
+            colrows[(uint64_t)j * (uint64_t)n1 + (uint64_t)h] = r;
+            if (deg[r]++ == 0)
+                first[r] = j;
         }
     }
+    /* rows with fewer than two 1s get extra ones (code rates below 2/(2+N1)) */
     for (uint32_t i = 0; i < (uint32_t)m; i++) {
-        vec_t *row = &rows[i];
-        if (row->n == 0 && vec_push(row, pmms_rand(&prng, (uint32_t)k)) < 0) {
-            PyErr_NoMemory();
-            goto out;
+        uint32_t have = deg[i];
+        if (have == 0) {
+            first[i] = pmms_rand(&prng, (uint32_t)k);
+            extra[2 * i + nextra[i]++] = first[i];
+            have = 1;
         }
-        if (row->n == 1 && k > 1) {
+        if (have == 1 && k > 1) {
             uint32_t j;
             do {
                 j = pmms_rand(&prng, (uint32_t)k);
-            } while (j == row->v[0]);
-            if (vec_push(row, j) < 0) {
-                PyErr_NoMemory();
-                goto out;
-            }
+            } while (j == first[i]);
+            extra[2 * i + nextra[i]++] = j;
         }
     }
-    {
-        uint64_t nnz = 0;
-        for (uint32_t i = 0; i < (uint32_t)m; i++)
-            nnz += rows[i].n;
-        PyObject *rp = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((m + 1) * 4));
-        PyObject *cs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nnz * 4));
-        if (!rp || !cs) {
-            Py_XDECREF(rp);
-            Py_XDECREF(cs);
-            goto out;
-        }
-        uint32_t *rpv = (uint32_t *)PyBytes_AsString(rp);
-        uint32_t *csv = (uint32_t *)PyBytes_AsString(cs);
-        uint32_t pos = 0;
-        rpv[0] = 0;
-        for (uint32_t i = 0; i < (uint32_t)m; i++) {
-            if (rows[i].n)
-                memcpy(csv + pos, rows[i].v, rows[i].n * sizeof(uint32_t));
-            pos += rows[i].n;
-            rpv[i + 1] = pos;
-        }
-        result = PyTuple_New(2);
-        if (!result) {
-            Py_DECREF(rp);
-            Py_DECREF(cs);
-            goto out;
-        }
-        PyTuple_SetItem(result, 0, rp);
-        PyTuple_SetItem(result, 1, cs);
+    uint64_t nnz = total;
+    rp[0] = 0;
+    for (uint32_t i = 0; i < (uint32_t)m; i++) {
+        nnz += nextra[i];
+        rp[i + 1] = rp[i] + deg[i] + nextra[i];
+        deg[i] = rp[i]; /* fill position of row i */
     }
+    cs = malloc((size_t)(nnz ? nnz : 1) * sizeof *cs);
+    if (!cs) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (uint64_t x = 0; x < total; x++)
+        cs[deg[colrows[x]]++] = (uint32_t)(x / (uint64_t)n1);
+    for (uint32_t i = 0; i < (uint32_t)m; i++)
+        for (uint32_t e = 0; e < nextra[i]; e++)
+            cs[deg[i]++] = extra[2 * i + e];
+    *row_ptr = rp;
+    *cols = cs;
+    rp = cs = NULL;
+    ret = 0;
 out:
-    if (rows) {
-        for (long long i = 0; i < m; i++)
-            free(rows[i].v);
-        free(rows);
+    free(u); free(deg); free(extra); free(nextra); free(first); free(rp); free(cs);
+    free(colrows);
+    return ret;
+}
+
+static PyObject *
+m2c_ldpc_matrix(PyObject *self, PyObject *args)
+{
+    long long k, m, n1, seed;
+    if (!PyArg_ParseTuple(args, "LLLL:m2c_ldpc_matrix", &k, &m, &n1, &seed))
+        return NULL;
+    uint32_t *rp, *cs;
+    if (ldpc_left(k, m, n1, seed, &rp, &cs) < 0)
+        return NULL;
+    PyObject *result = Py_BuildValue("(y#y#)", (const char *)rp, (Py_ssize_t)((m + 1) * 4),
+                                     (const char *)cs, (Py_ssize_t)rp[m] * 4);
+    free(rp);
+    free(cs);
+    return result;
+}
+
+/* The Tanner graph of H = [left | staircase] for the iterative decoder, as
+ * m2c/fec/ldpc.py used to build it in Python from staircase_matrix().rows():
+ * equation i holds its left row, then repair k+i, then k+i-1 (i > 0);
+ * (eq_ptr, eq_vars, var_ptr, var_eqs, degrees), uint32 each, var_eqs of each
+ * variable in increasing equation order. */
+static PyObject *
+m2c_ldpc_graph(PyObject *self, PyObject *args)
+{
+    long long k, n, n1, seed;
+    if (!PyArg_ParseTuple(args, "LLLL:m2c_ldpc_graph", &k, &n, &n1, &seed))
+        return NULL;
+    if (!(k >= 1 && n > k && n - k <= (1 << 20))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "m2c_ldpc_graph: need k >= 1, 1 <= N1 <= n-k, 1 <= seed <= 2^31-2");
+        return NULL;
     }
-    free(u);
+    long long m = n - k;
+    uint32_t *rp, *cs;
+    if (ldpc_left(k, m, n1, seed, &rp, &cs) < 0)
+        return NULL;
+    uint64_t nnz = (uint64_t)rp[m] + 2 * (uint64_t)m - 1;
+    PyObject *eqp = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(m + 1) * 4);
+    PyObject *eqv = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nnz * 4);
+    PyObject *vp = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n + 1) * 4);
+    PyObject *ve = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nnz * 4);
+    PyObject *dg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)m * 4);
+    PyObject *result = NULL;
+    if (eqp && eqv && vp && ve && dg) {
+        uint32_t *EP = (uint32_t *)PyBytes_AsString(eqp), *EV = (uint32_t *)PyBytes_AsString(eqv);
+        uint32_t *VP = (uint32_t *)PyBytes_AsString(vp), *VE = (uint32_t *)PyBytes_AsString(ve);
+        uint32_t *DG = (uint32_t *)PyBytes_AsString(dg);
+        uint32_t pos = 0;
+        memset(VP, 0, (size_t)(n + 1) * 4);
+        EP[0] = 0;
+        for (uint32_t i = 0; i < (uint32_t)m; i++) {
+            for (uint32_t x = rp[i]; x < rp[i + 1]; x++) {
+                EV[pos++] = cs[x];
+                VP[cs[x] + 1]++;
+            }
+            EV[pos++] = (uint32_t)k + i;
+            VP[k + i + 1]++;
+            if (i) {
+                EV[pos++] = (uint32_t)k + i - 1;
+                VP[k + i]++;
+            }
+            EP[i + 1] = pos;
+            DG[i] = pos - EP[i];
+        }
+        for (long long v = 0; v < n; v++)
+            VP[v + 1] += VP[v];
+        /* fill, in equation order, with VP[v] as v's cursor; then shift back */
+        for (uint32_t e = 0; e < (uint32_t)m; e++)
+            for (uint32_t x = EP[e]; x < EP[e + 1]; x++)
+                VE[VP[EV[x]]++] = e;
+        for (long long v = n; v > 0; v--)
+            VP[v] = VP[v - 1];
+        VP[0] = 0;
+        result = PyTuple_Pack(5, eqp, eqv, vp, ve, dg);
+    }
+    Py_XDECREF(eqp); Py_XDECREF(eqv); Py_XDECREF(vp); Py_XDECREF(ve); Py_XDECREF(dg);
+    free(rp);
+    free(cs);
     return result;
 }
 
@@ -862,6 +922,9 @@ PyMethodDef dk_m2c_methods[] = {
      "(deficit, determined, esis, symbols): maximum-likelihood step."},
     {"m2c_ldpc_matrix", m2c_ldpc_matrix, METH_VARARGS,
      "m2c_ldpc_matrix(k, m, n1, seed) -> (row_ptr, cols): RFC 5170 left matrix (CSR)."},
+    {"m2c_ldpc_graph", m2c_ldpc_graph, METH_VARARGS,
+     "m2c_ldpc_graph(k, n, n1, seed) -> (eq_ptr, eq_vars, var_ptr, var_eqs, degrees): "
+     "the Tanner graph of H (CSR, uint32)."},
     {"m2c_ldpc_encode", m2c_ldpc_encode, METH_VARARGS,
      "m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes: staircase repair symbols."},
     {"m2c_ldpc_add_many", m2c_ldpc_add_many, METH_VARARGS,

@@ -214,23 +214,14 @@ class _Graph:
     degrees: bytes
 
 
+ldpc_graph = load("m2c_ldpc_graph", _fast.m2c_ldpc_graph)
+
+
 @functools.lru_cache(maxsize=32)
 def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
-    rows = staircase_matrix(k, n, n1, seed).rows()
-    eq_ptr, eq_vars = array("I", [0]), array("I")
-    var_lists: list[list[int]] = [[] for _ in range(n)]
-    for e, row in enumerate(rows):
-        eq_vars.extend(row)
-        eq_ptr.append(len(eq_vars))
-        for v in row:
-            var_lists[v].append(e)
-    var_ptr, var_eqs = array("I", [0]), array("I")
-    for lst in var_lists:
-        var_eqs.extend(lst)
-        var_ptr.append(len(var_eqs))
-    deg = array("I", (len(r) for r in rows))
-    return _Graph(eq_ptr.tobytes(), eq_vars.tobytes(), var_ptr.tobytes(), var_eqs.tobytes(),
-                  deg.tobytes())
+    """H's Tanner graph in one C call (``m2c_ldpc_graph``, twin in m2c/_fast.py): equation
+    i is ``staircase_matrix(k, n, n1, seed).rows()[i]``."""
+    return _Graph(*ldpc_graph(k, n, n1, seed))
 
 
 ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)

@@ -1,0 +1,106 @@
+"""LDPC decoder creation from a cold start (issue 17): the Tanner graph is built in one C
+call, ``m2c_ldpc_graph``, with a pure-Python twin; both give the same bytes as the graph
+built from ``staircase_matrix(...).rows()`` (the former Python construction, kept here as
+the reference), and a decoder built on it decodes exactly as before."""
+
+from __future__ import annotations
+
+import os
+import random
+from array import array
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from deliverykit.fastpath import speedups
+from deliverykit.testing import require_data
+from m2c import _fast
+from m2c.fec import ldpc
+
+
+def need_c() -> None:
+    """Skip (fail under CI=true) without the C extension's m2c_ldpc_graph."""
+    require_data(speedups is not None and hasattr(speedups, "m2c_ldpc_graph"),
+                 "deliverykit._speedups with m2c_ldpc_graph (setup.py build_ext --inplace)")
+
+
+def reference_graph(k: int, n: int, n1: int, seed: int) -> tuple[bytes, ...]:
+    """The Tanner graph as ldpc._graph built it before m2c_ldpc_graph (from the rows)."""
+    rows = ldpc.staircase_matrix(k, n, n1, seed).rows()
+    eq_ptr, eq_vars = array("I", [0]), array("I")
+    var_lists: list[list[int]] = [[] for _ in range(n)]
+    for e, row in enumerate(rows):
+        eq_vars.extend(row)
+        eq_ptr.append(len(eq_vars))
+        for v in row:
+            var_lists[v].append(e)
+    var_ptr, var_eqs = array("I", [0]), array("I")
+    for lst in var_lists:
+        var_eqs.extend(lst)
+        var_ptr.append(len(var_eqs))
+    deg = array("I", (len(r) for r in rows))
+    return (eq_ptr.tobytes(), eq_vars.tobytes(), var_ptr.tobytes(), var_eqs.tobytes(),
+            deg.tobytes())
+
+
+def outcome(fn, *args):
+    try:
+        return ("ok", fn(*args))
+    except ValueError:
+        return ("ValueError", None)
+
+
+@settings(max_examples=120, deadline=None)
+@given(k=st.integers(1, 400), extra=st.integers(0, 600), n1=st.integers(3, 10),
+       seed=st.integers(1, 0x7FFFFFFE))
+def test_graph_c_equals_twin_and_the_reference(k, extra, n1, seed):
+    need_c()
+    n = k + n1 + extra  # every rate, down to rows of degree 0 and 1 (extra 1s)
+    c = speedups.m2c_ldpc_graph(k, n, n1, seed)
+    assert c == _fast.m2c_ldpc_graph(k, n, n1, seed)
+    assert c == reference_graph(k, n, n1, seed)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(-2, 300), st.integers(-2, 600), st.integers(-1, 18),
+       st.integers(-1, 0x7FFFFFFF))
+def test_graph_on_bad_arguments_both_agree(k, n, n1, seed):
+    need_c()
+    rc, rp = outcome(speedups.m2c_ldpc_graph, k, n, n1, seed), outcome(
+        _fast.m2c_ldpc_graph, k, n, n1, seed)
+    assert rc == rp
+
+
+@pytest.mark.parametrize("k,n,n1,seed", [(10000, 15000, 3, 1), (1000, 1500, 3, 1234),
+                                         (100, 150, 3, 7), (5, 200, 3, 99), (1, 5, 3, 1),
+                                         (2000, 4000, 7, 2**31 - 2)])
+def test_graph_equals_the_reference_at_bench_sizes(k, n, n1, seed):
+    need_c()
+    assert speedups.m2c_ldpc_graph(k, n, n1, seed) == reference_graph(k, n, n1, seed)
+
+
+def test_matrix_c_equals_twin_at_low_rates():
+    need_c()
+    """the left matrix (now drawn by column, then sorted into rows) is unchanged, with extra
+    1s for rows of degree 0 and 1"""
+    for k, m, n1, seed in [(3, 200, 3, 5), (1, 50, 3, 9), (2, 40, 10, 77), (40, 41, 3, 2)]:
+        assert speedups.m2c_ldpc_matrix(k, m, n1, seed) == _fast.m2c_ldpc_matrix(k, m, n1, seed)
+
+
+@pytest.mark.parametrize("k", [100, 1000])
+def test_a_cold_decoder_decodes_as_before(k):
+    """caches cleared, a new decoder on the C graph decodes a random order to the source"""
+    E = 64
+    p = ldpc.LDPCParams(k, k * 3 // 2, E, n1=3, seed=1)
+    src = os.urandom(k * E)
+    rep = ldpc.encode(p, src)
+    syms = [src[i * E:(i + 1) * E] for i in range(k)] + [
+        rep[i * E:(i + 1) * E] for i in range(p.m)]
+    order = list(range(p.n))
+    random.Random(k).shuffle(order)
+    ldpc.staircase_matrix.cache_clear()
+    ldpc._graph.cache_clear()
+    dec = ldpc.LDPCDecoder(p)
+    assert dec._g == ldpc._Graph(*reference_graph(p.k, p.n, p.n1, p.seed))
+    got = dec.add_many((e, syms[e]) for e in order) or dec.solve()
+    assert got and dec.source_block() == src
