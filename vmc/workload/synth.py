@@ -4,9 +4,12 @@ The paper replays three days of Wits Squid logs cut into low/high load (quiet
 8-hour vs busy 4-hour periods) and low/high overlap, plus two artificial
 cases: "very high overlap" (an extra request for a 1 Mbyte file as every fifth
 download) and "no overlap" (a low-traffic log with overlaps removed). We do not
-have those logs, so this generator produces Squid-format logs with the same
-knobs: Poisson arrivals (load = arrival rate), Zipf popularity over a catalogue
-(overlap = how concentrated requests are), heavy-tailed sizes (Pareto, web-like).
+have those logs, so this generator produces Squid-format logs from stated inputs
+(:class:`Scenario`): Poisson arrivals at the paper's files/hour (load), Zipf
+popularity with the exponents measured in web proxy traces (Breslau et al. 1999:
+0.64 for low overlap, 0.83 for high) over one URL per request, and SURGE's object
+sizes (Barford and Crovella 1998). The overlap, and Table 1's calculated column,
+are results of these inputs, never tuned to land on the paper's.
 
 :func:`calculated_saving` is Table 1's "calculated latency saving": the
 transmission time removed if every overlap were shared, from the log alone.
@@ -25,30 +28,70 @@ from dataclasses import dataclass
 
 from vmc.workload.squid import LogEntry
 
+#: Zipf exponents of URL popularity measured in six web proxy traces by Breslau, Cao, Fan, Phillips
+#: and Shenker, "Web Caching and Zipf-like Distributions: Evidence and Implications" (INFOCOM
+#: 1999): 0.64 to 0.83. A "low overlap" log takes the lowest, a "high overlap" log the highest.
+BRESLAU_ZIPF_LOW = 0.64
+BRESLAU_ZIPF_HIGH = 0.83
+
+#: Web object sizes of SURGE (Barford and Crovella, "Generating Representative Web Workloads for
+#: Network and Server Performance Evaluation", SIGMETRICS 1998): a lognormal body (mu 9.357,
+#: sigma 1.318, bytes) and a Pareto tail above k = 133,000 bytes with alpha 1.1.
+SURGE_BODY = (9.357, 1.318)
+SURGE_TAIL = (133_000, 1.1)
+
 
 @dataclass(frozen=True)
 class Scenario:
-    """Generator knobs for one Table 1 row."""
+    """Generator inputs for one Table 1 row, each with its source (nothing here is fitted to the
+    paper's results: the overlap and the calculated saving are outputs)."""
 
     name: str
     load: str
     """"low" / "high" (paper's column)."""
     overlap: str
     """"low" / "high" / "v. high" / "none"."""
-    rate: float
-    """Mean request arrivals per second (Poisson)."""
-    catalogue: int
-    """Distinct URLs."""
+    files_per_hour: float
+    """Request arrivals per hour (Poisson): the paper's Table 1 workload column."""
+    hours: float
+    """The paper's log period: 8 hours for low load, 4 for high (sec. 3.3)."""
     zipf: float
-    """Zipf exponent of URL popularity (higher = more repeats = more overlap)."""
-    mean_size: int = 60_000
-    """Mean object size in bytes (Pareto, alpha 1.2, capped)."""
+    """Zipf exponent of URL popularity: :data:`BRESLAU_ZIPF_LOW` or :data:`BRESLAU_ZIPF_HIGH`."""
+    catalogue_per_request: float = 1.0
+    """Distinct URLs per request of the workload (our stated assumption, not from the paper: one
+    URL per request, popularity Zipf over them)."""
     link_rate: float = 2_000_000.0
     """Bytes/s used to derive each request's logged elapsed time (the "university link")."""
     every_fifth: int = 0
-    """Very-high overlap: size of the extra file requested as every fifth download (0 = none)."""
+    """Very-high overlap: size of the extra file requested as every fifth download (paper: 1 MB)."""
     unique: bool = False
-    """No overlap: every request names a distinct URL."""
+    """No overlap: every request names a distinct URL (paper: overlaps removed)."""
+
+    @property
+    def rate(self) -> float:
+        """Mean request arrivals per second."""
+        return self.files_per_hour / 3600.0
+
+    @property
+    def paper_requests(self) -> int:
+        """The paper's workload size: files/hour x hours, at most 420,000 (sec. 3.3: "approximately
+        25,000 to 420,000 files")."""
+        return min(420_000, int(self.files_per_hour * self.hours))
+
+    def catalogue(self, n: int) -> int:
+        """Distinct URLs for a workload of ``n`` requests."""
+        return max(1, int(n * self.catalogue_per_request))
+
+    def inputs(self) -> dict[str, object]:
+        """The stated inputs, for output beside the results."""
+        return {
+            "files/hour": self.files_per_hour,
+            "arrivals": "Poisson",
+            "popularity": "unique URLs" if self.unique else f"Zipf {self.zipf} (Breslau 1999)",
+            "catalogue": "-" if self.unique else f"{self.catalogue_per_request:g} URL per request",
+            "sizes": "SURGE lognormal+Pareto (Barford 1998)"
+            + (f", every 5th {self.every_fifth} B" if self.every_fifth else ""),
+        }
 
     @property
     def utilisation(self) -> float:
@@ -59,15 +102,19 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        # Arrival rates give the paper's files/hour (Table 1); catalogue and Zipf exponent are
-        # chosen so the calculated latency saving of 1000 requests (mean of seeds 1-3) is near
-        # the paper's Table 1 value for that row.
-        Scenario("low-low", "low", "low", rate=0.95, catalogue=20, zipf=1.0),
-        Scenario("high-high", "high", "high", rate=29.3, catalogue=200, zipf=1.1),
-        Scenario("high-low", "high", "low", rate=250.0, catalogue=50000, zipf=0.8),
-        Scenario("low-high", "low", "high", rate=4.6, catalogue=20, zipf=1.0),
-        Scenario("high-vhigh", "high", "v. high", rate=22.8, catalogue=50000, zipf=0.8, every_fifth=1 << 20),
-        Scenario("low-none", "low", "none", rate=0.95, catalogue=0, zipf=0.0, unique=True),
+        # Rates: the paper's Table 1 files/hour; popularity: Breslau's range (low overlap: 0.64,
+        # high: 0.83); sizes: SURGE. The overlap is whatever these produce.
+        Scenario("low-low", "low", "low", 3410.75, 8, BRESLAU_ZIPF_LOW),
+        Scenario("high-high", "high", "high", 105322.00, 4, BRESLAU_ZIPF_HIGH),
+        # Table 1 prints 898,891.75 files/hour for high-low: read as a misplaced digit (89,889.175),
+        # because 4 hours of it would be 3.6 million files where sec. 3.3 says 25,000-420,000, and
+        # Table 2's 3,528.81 MB over 3.6 million files would be 0.98 KB a file against 10.1 KB
+        # (high-high) and 12.4 KB (low-low); over 359,557 files it is 9.8 KB.
+        Scenario("high-low", "high", "low", 89889.175, 4, BRESLAU_ZIPF_LOW),
+        Scenario("low-high", "low", "high", 16583.75, 8, BRESLAU_ZIPF_HIGH),
+        Scenario("high-vhigh", "high", "v. high", 82221.5, 4, BRESLAU_ZIPF_LOW,
+                 every_fifth=1 << 20),
+        Scenario("low-none", "low", "none", 3410.75, 8, 0.0, unique=True),
     )
 }
 
@@ -106,13 +153,24 @@ class Zipf:
         return lo + 1
 
 
+def surge_size(rng: random.Random, max_size: int) -> int:
+    """One object size from SURGE's lognormal body and Pareto tail (:data:`SURGE_BODY`,
+    :data:`SURGE_TAIL`), at least 200 bytes and at most ``max_size``."""
+    size = rng.lognormvariate(*SURGE_BODY)
+    k, alpha = SURGE_TAIL
+    if size > k:
+        size = k / (1.0 - rng.random()) ** (1 / alpha)
+    return min(max_size, max(200, int(size)))
+
+
 def generate(sc: Scenario, n: int, seed: int = 1, t0: float = 1_000_000_000.0,
              max_size: int = 4 << 20) -> list[LogEntry]:
-    """``n`` log entries for scenario ``sc`` (deterministic for a seed), sorted by start time."""
+    """``n`` log entries for scenario ``sc`` (deterministic for a seed), sorted by start time.
+
+    Sizes above ``max_size`` (4 MiB: our bound, so one object of the Pareto tail cannot dominate a
+    5,000-file batch) are cut to it."""
     rng = random.Random(seed)
-    zipf = Zipf(sc.catalogue, sc.zipf, rng) if sc.catalogue else None
-    alpha = 1.2
-    xm = sc.mean_size * (alpha - 1) / alpha
+    zipf = Zipf(sc.catalogue(n), sc.zipf, rng) if not sc.unique else None
     sizes: dict[int, int] = {}
     out: list[LogEntry] = []
     t = t0
@@ -121,13 +179,10 @@ def generate(sc: Scenario, n: int, seed: int = 1, t0: float = 1_000_000_000.0,
         if sc.every_fifth and i % 5 == 4:
             url, size = "http://big.example/release-1MB.bin", sc.every_fifth
         else:
-            if zipf is None:
-                rank = i + 1
-            else:
-                rank = zipf.sample()
+            rank = i + 1 if zipf is None else zipf.sample()
             url = f"http://site{rank % 97}.example/obj/{rank}"
             if rank not in sizes:
-                sizes[rank] = min(max_size, max(200, int(xm / (1.0 - rng.random()) ** (1 / alpha))))
+                sizes[rank] = surge_size(rng, max_size)
             size = sizes[rank]
         elapsed = int(1000 * (0.02 + size / sc.link_rate))
         out.append(LogEntry(round(t + elapsed / 1000.0, 3), elapsed, f"10.0.{i % 250}.{i % 199 + 1}", "TCP_MISS",
