@@ -6,6 +6,10 @@ docs/ledbat.md."""
 
 import csv
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -138,3 +142,35 @@ def test_quick_in_the_simulator(tmp_path, capsys) -> None:
     for s in _check_outputs(tmp_path, "tcp_share-sim", "constant-rate UDP"):
         assert s["cbr_offered_mbps"] == 9.0
         assert s["queue_drops_total"] == s["ppspp_drops"] + s["other_drops"]
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not ignored in a background job
+
+
+@pytest.mark.root
+@pytest.mark.tool("nft", "tc")
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_case_stops_cleanly(tmp_path, sig, code) -> None:
+    """Stopped while both flows run: 130/143, one line on stderr, no namespace, process
+    or output file left behind."""
+    p = subprocess.Popen([sys.executable, "-m", "swift.experiments.tcp_share", "--quick",
+                          "--order", "ppspp-first", "--out", str(tmp_path / "out")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_default_sigint)
+    try:
+        time.sleep(6)  # set-up (~1-2 s) and into the case
+        assert p.poll() is None, p.communicate()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == code, err
+    assert out == "" and "Traceback" not in err and "tcp-share:" in err
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"tsh-{p.pid}-" not in left
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
