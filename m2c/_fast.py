@@ -211,10 +211,14 @@ def _ldpc_state(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs
     m, n = len(EP) - 1, len(VP) - 1
     count = len(ES) if ES is not None else 1
     if (E <= 0 or E > E_MAX or max(m, n, count) * E > _SSIZE_MAX or k < 0 or k > n or n < 1
-            or len(U) != m or len(P) != m * E or len(V) != n * E or len(K) != n
+            or len(U) != m or len(P) != m * E or len(V) not in (n * E, k * E) or len(K) != n
             or len(S) != count * E or (not many and not (esi is not None and 0 <= esi < n))):
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
     return _State(EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE), ES, S)
+
+
+_FROM_V = -1
+_FROM_SYMBOL = -2
 
 
 def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
@@ -225,9 +229,11 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
     ``eq_ptr/eq_vars`` and ``var_ptr/var_eqs`` are the equation->variable and
     variable->equation CSR tables (uint32); ``unknown`` (uint32 per equation,
     writable) counts unknowns; ``partial`` (m*E) holds each equation's partial
-    sum; ``values`` (n*E) and ``known`` (n bytes) the symbols.  Variables are
-    marked known when pushed, so each is processed once; returns how many
-    source symbols (ESI < k) became known.
+    sum; ``values`` (n*E, or k*E: then only the sources are kept and a repair value
+    is XORed from where it is, the symbol or the partial sum of the equation that
+    solved it, whose partial is cleared last) and ``known`` (n bytes) the symbols.
+    Variables are marked known when pushed, so each is processed once; returns how
+    many source symbols (ESI < k) became known.
     """
     k, E, esi = operator.index(k), operator.index(E), operator.index(esi)  # "nn...n" in C
     EP, EV, VP, VE, U, P, V, K, m, n, nev, nve, _, S = _ldpc_state(
@@ -235,24 +241,35 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
         symbols=symbol, esi=esi)
     if K[esi]:
         return 0
+    all_values = len(V) == n * E
     newly = 0
-    V[esi * E:(esi + 1) * E] = S
     K[esi] = 1
     if esi < k:
         newly += 1
-    stack = [esi]
+    # where each stacked variable's value is: _FROM_V, _FROM_SYMBOL or its equation
+    stack: list[tuple[int, int]] = []
+    if esi < k or all_values:
+        V[esi * E:(esi + 1) * E] = S
+        stack.append((esi, _FROM_V))
+    else:
+        stack.append((esi, _FROM_SYMBOL))
     while stack:
-        v = stack.pop()
+        v, src = stack.pop()
+        if src == _FROM_V:
+            b = int.from_bytes(V[v * E:(v + 1) * E], "little")
+        elif src == _FROM_SYMBOL:
+            b = int.from_bytes(S, "little")
+        else:
+            b = int.from_bytes(P[src * E:(src + 1) * E], "little")
         if VP[v] > VP[v + 1] or VP[v + 1] > nve:
             raise ValueError("m2c_ldpc_add: inconsistent decoder state")
         for x in range(VP[v], VP[v + 1]):
             e = VE[x]
             if e >= m or EP[e] > EP[e + 1] or EP[e + 1] > nev:
                 raise ValueError("m2c_ldpc_add: inconsistent decoder state")
-            if U[e] == 0:
+            if U[e] == 0 or e == src:
                 continue
             a = int.from_bytes(P[e * E:(e + 1) * E], "little")
-            b = int.from_bytes(V[v * E:(v + 1) * E], "little")
             P[e * E:(e + 1) * E] = (a ^ b).to_bytes(E, "little")
             U[e] -= 1
             if U[e] == 1:
@@ -261,12 +278,18 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
                     if u >= n:
                         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
                     if not K[u]:
-                        V[u * E:(u + 1) * E] = P[e * E:(e + 1) * E]
                         K[u] = 1
                         if u < k:
                             newly += 1
-                        stack.append(u)
+                        if u < k or all_values:
+                            V[u * E:(u + 1) * E] = P[e * E:(e + 1) * E]
+                            stack.append((u, _FROM_V))
+                        else:
+                            stack.append((u, e))
                         break
+        if src >= 0 and U[src] != 0:  # its equation: partial ^ value = 0, no unknown left
+            P[src * E:(src + 1) * E] = bytes(E)
+            U[src] -= 1
     return newly
 
 

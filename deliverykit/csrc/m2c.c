@@ -13,7 +13,9 @@
  *                values, known, esi, symbol) -> int
  *       One step of the iterative (peeling) decoder, RFC 5170 Appendix A, on
  *       state held in caller-owned buffers; returns how many source symbols
- *       became known.
+ *       became known.  values holds all n symbols (n*E bytes) or only the k
+ *       sources (k*E: repair values are XORed from where they are, never
+ *       copied; the decoder's choice).
  *   m2c_ldpc_add_many(..., known, esis, symbols) -> int
  *       The same for a batch: esis is a uint32 array, symbols their
  *       concatenation (one call per received batch instead of per symbol).
@@ -357,20 +359,29 @@ get_u32(PyObject *o, buf_t *x, int writable, Py_ssize_t min_items)
     return 0;
 }
 
-/* the GIL is held throughout: one reusable stack for every call */
+/* the GIL is held throughout: one reusable stack for every call; from[] says
+ * where each stacked variable's value is: FROM_V (values), FROM_SYMBOL (the
+ * symbol being added) or an equation whose partial sum it is */
 static uint32_t *peel_stack = NULL;
+static int32_t *peel_from = NULL;
 static size_t peel_cap = 0;
+enum { FROM_V = -1, FROM_SYMBOL = -2 };
 
 typedef struct {
     Py_ssize_t k, E, m, n, nev, nve;
     const uint32_t *EP, *EV, *VP, *VE;
     uint32_t *U;
     uint8_t *P, *V, *K;
+    int all_values; /* values holds all n symbols (else only the k sources) */
 } peel_t;
 
 /* One symbol into the iterative decoder: returns the number of source
  * symbols that became known, -1 on a malformed structure (ValueError set),
- * -2 on memory exhaustion (MemoryError set). */
+ * -2 on memory exhaustion (MemoryError set).  With values of k*E bytes a
+ * repair symbol is never copied: its value is XORed from where it is (the
+ * symbol added, or the partial sum of the equation that solved it), and
+ * that equation's partial is cleared last, so partial and unknown end as
+ * with n*E values. */
 static long
 peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
 {
@@ -382,32 +393,45 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
         return 0;
     if (peel_cap < (size_t)n + 1) {
         uint32_t *ns = realloc(peel_stack, ((size_t)n + 1) * sizeof *ns);
-        if (!ns) {
+        if (ns)
+            peel_stack = ns;
+        int32_t *nf = ns ? realloc(peel_from, ((size_t)n + 1) * sizeof *nf) : NULL;
+        if (!nf) {
             PyErr_NoMemory();
             return -2;
         }
-        peel_stack = ns;
+        peel_from = nf;
         peel_cap = (size_t)n + 1;
     }
     uint32_t *stack = peel_stack;
+    int32_t *from = peel_from;
     long newly = 0;
     Py_ssize_t top = 0;
-    memcpy(V + esi * E, symbol, (size_t)E);
     K[esi] = 1;
     if (esi < k)
         newly++;
+    if (esi < k || d->all_values) {
+        memcpy(V + esi * E, symbol, (size_t)E);
+        from[top] = FROM_V;
+    } else {
+        from[top] = FROM_SYMBOL;
+    }
     stack[top++] = (uint32_t)esi;
     while (top > 0) {
-        uint32_t v = stack[--top];
+        top--;
+        uint32_t v = stack[top];
+        int32_t src = from[top];
+        const uint8_t *val = src == FROM_V ? V + (Py_ssize_t)v * E
+                             : src == FROM_SYMBOL ? symbol : P + (Py_ssize_t)src * E;
         if (VP[v] > VP[v + 1] || VP[v + 1] > (uint32_t)d->nve)
             goto bad;
         for (uint32_t x = VP[v]; x < VP[v + 1]; x++) {
             uint32_t e = VE[x];
             if (e >= (uint32_t)m || EP[e] > EP[e + 1] || EP[e + 1] > (uint32_t)d->nev)
                 goto bad;
-            if (U[e] == 0)
+            if (U[e] == 0 || (int32_t)e == src)
                 continue;
-            xor_block(P + (Py_ssize_t)e * E, V + (Py_ssize_t)v * E, E);
+            xor_block(P + (Py_ssize_t)e * E, val, E);
             U[e]--;
             if (U[e] == 1) {
                 for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
@@ -415,15 +439,24 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
                     if (u >= (uint32_t)n)
                         goto bad;
                     if (!K[u]) {
-                        memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
                         K[u] = 1;
                         if ((Py_ssize_t)u < k)
                             newly++;
+                        if ((Py_ssize_t)u < k || d->all_values) {
+                            memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
+                            from[top] = FROM_V;
+                        } else {
+                            from[top] = (int32_t)e;
+                        }
                         stack[top++] = u;
                         break;
                     }
                 }
             }
+        }
+        if (src >= 0 && U[src] != 0) { /* its equation: partial ^ value = 0, no unknown left */
+            memset(P + (Py_ssize_t)src * E, 0, (size_t)E);
+            U[src]--;
         }
     }
     return newly;
@@ -488,11 +521,13 @@ ldpc_add_impl(PyObject *args, int many)
         most = count;
     if (E <= 0 || E > 0xFFFF || (most > 0 && E > PY_SSIZE_T_MAX / most) || k < 0 || k > d.n || d.m < 0
         || d.n < 1 || unk.b.len / 4 != d.m
-        || part.b.len != d.m * E || val.b.len != d.n * E || kn.b.len != d.n
+        || part.b.len != d.m * E || (val.b.len != d.n * E && val.b.len != k * E)
+        || kn.b.len != d.n
         || sym.b.len != count * E || (!many && (esi < 0 || esi >= d.n))) {
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
         goto done;
     }
+    d.all_values = val.b.len == d.n * E;
     long total = 0;
     const uint8_t *S = sym.b.buf;
     for (Py_ssize_t i = 0; i < count; i++) {

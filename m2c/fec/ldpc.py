@@ -241,13 +241,18 @@ class LDPCDecoder:
     def __init__(self, params: LDPCParams) -> None:
         self.params = params
         k, n, E = params.k, params.n, params.symbol_size
+        self._k, self._n, self._E = k, n, E
         g = _graph(k, n, params.n1, params.seed)
         self._g = g
         self._unknown = bytearray(g.degrees)
         self._partial = bytearray(params.m * E)
-        self._values = bytearray(n * E)
+        # only the k source values are kept: the C XORs a repair symbol's value from where
+        # it is (the symbol added, or the partial sum that solved it), never copying it
+        self._values = bytearray(k * E)
         self._known = bytearray(n)
         self._got = bytearray(n)
+        self._state = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
+                       self._partial, self._values, self._known)
         self.source_known = 0
         self.received = 0
         """distinct symbols received (decoded ones received later count too)"""
@@ -259,27 +264,26 @@ class LDPCDecoder:
 
     @property
     def complete(self) -> bool:
-        return self.source_known == self.params.k
+        return self.source_known == self._k
 
     def has(self, esi: int) -> bool:
         return bool(self._known[esi])
 
     def add(self, esi: int, symbol: bytes | bytearray | memoryview) -> bool:
         """Add encoding symbol ``esi``; True when the block is decoded."""
-        p = self.params
-        if not 0 <= esi < p.n:
-            raise FECError(f"ESI {esi} out of range for n={p.n}")
-        if len(symbol) != p.symbol_size:
-            raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
-        if self._got[esi]:
+        if not 0 <= esi < self._n:
+            raise FECError(f"ESI {esi} out of range for n={self._n}")
+        if len(symbol) != self._E:
+            raise FECError(f"symbol of {len(symbol)} bytes, expected {self._E}")
+        got = self._got
+        if got[esi]:
             self.duplicates += 1
-            return self.complete
-        self._got[esi] = 1
+            return self.source_known == self._k
+        got[esi] = 1
         self.received += 1
-        if self.complete or self._known[esi]:
-            return self.complete
-        self._learn(esi, symbol)
-        return self.complete
+        if self.source_known != self._k and not self._known[esi]:
+            self.source_known += ldpc_add(*self._state, esi, symbol)
+        return self.source_known == self._k
 
     def add_many(self, items: Iterable[tuple[int, bytes | bytearray | memoryview]]) -> bool:
         """Add a batch of (ESI, symbol) in one C call; True when the block is decoded."""
@@ -301,17 +305,11 @@ class LDPCDecoder:
                 esis.append(esi)
                 parts.append(symbol)
         if esis and not self.complete:
-            g = self._g
-            self.source_known += ldpc_add_many(
-                p.k, p.symbol_size, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
-                self._partial, self._values, self._known, esis.tobytes(), b"".join(parts))
+            self.source_known += ldpc_add_many(*self._state, esis.tobytes(), b"".join(parts))
         return self.complete
 
     def _learn(self, esi: int, symbol: bytes | bytearray | memoryview) -> None:
-        g, p = self._g, self.params
-        self.source_known += ldpc_add(p.k, p.symbol_size, g.eq_ptr, g.eq_vars, g.var_ptr,
-                                      g.var_eqs, self._unknown, self._partial, self._values,
-                                      self._known, esi, symbol)
+        self.source_known += ldpc_add(*self._state, esi, symbol)
 
     def solve(self, partial: bool = True) -> bool:
         """Maximum-likelihood step: Gaussian elimination with inactivation.
