@@ -129,12 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
                     help="directory for results.json, metadata.json and (with --plot) the PNGs")
     ap.add_argument("--plot", action="store_true",
                     help="with --out: cumulative-latency plots, one PNG per scenario (Figs. 2-6 (b))")
+    ap.add_argument("--backend", choices=("loopback", "sim"), default="loopback",
+                    help="loopback (default: real proxy and origin, 120-1,000 requests) or sim "
+                    "(simulated time, the paper's scale: vmc/experiments/simtables.py)")
+    from vmc.experiments.simtables import add_arguments
+
+    add_arguments(ap)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
+    if a.backend == "sim":
+        from vmc.experiments.simtables import main_sim
+
+        return main_sim(a, ap)
     if a.plot and not a.out:
         ap.error("--plot needs --out DIR (where the PNGs go)")
     names = a.scenario or list(SCENARIOS)
