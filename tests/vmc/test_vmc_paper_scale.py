@@ -128,3 +128,15 @@ def test_sim_figures_need_an_output_directory(capsys) -> None:
         main(["--backend", "sim", "--figures"])
     assert e.value.code == 2
     assert "--figures needs --out" in capsys.readouterr().err
+
+
+def test_simcheck_measures_the_causes_on_loopback() -> None:
+    from vmc.experiments.simcheck import run
+
+    r = run("high-vhigh", 20, seed=3, link_rate=4e6)
+    assert r["failed_loopback"] == 0
+    # Normal fetches every body once in both backends: the same origin bytes, to the byte
+    assert r["loopback"]["normal_MB"] == r["sim_logged_times"]["normal_MB"]
+    for arm in ("normal", "proxy", "vmc"):
+        assert r["cause_start_lateness"][arm]["p50_ms"] >= 0.0  # never issued early
+    assert r["sim_loopback_issue_times"]["vmc_MB"] <= r["sim_logged_times"]["normal_MB"]
