@@ -370,12 +370,15 @@ async def _our_seeder(path: str, ready: Any, stop: Any) -> dict[str, int]:
     from swift.sim import upload_diag
     async with seeder(path, PeerConfig(), host="0.0.0.0", port=PPSPP_PORT) as node:
         ready.set()
+        diag: dict[str, int] = {}
         for _ in range(36000):  # bounded: an hour
             if stop.wait(0):
                 break
+            if node.peer.channels:  # LEDBAT's counters live while the leecher's channel does
+                diag = upload_diag(node.peer)
             await asyncio.sleep(0.1)
         return {"seeder_sent_data": int(node.peer.stats.get("sent_data", 0)),
-                **{f"seeder_{k}": v for k, v in upload_diag(node.peer).items()}}
+                **{f"seeder_{k}": v for k, v in diag.items()}}
 
 
 async def _our_leecher(root: str, seeder_ip: str, out: str, start: float,

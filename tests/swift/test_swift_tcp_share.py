@@ -132,6 +132,7 @@ def test_quick_on_the_testbed_with_real_tcp(tmp_path, capsys) -> None:
         assert lost <= s["qdisc_drops"] <= lost + 10
         assert s["ppspp_drops"] == s["ppspp_frames_in"] - s["ppspp_frames_out"]
         assert s["seeder_sent_data"] > 0 and s["leecher_chunks"] > 0
+        assert s["seeder_up_losses"] >= 0  # LEDBAT's counters, read while the channel lived
 
 
 @pytest.mark.timeout(300)
