@@ -1,4 +1,4 @@
-"""Issue 15 item 6: does our LEDBAT yield to TCP at a shared bottleneck?
+"""Does our LEDBAT yield to TCP at a shared bottleneck (RFC 6817: a scavenger must)?
 
 Testbed (``--backend netns``, root): a PPSPP seeder and a TCP sender behind
 router r, a PPSPP leecher and a TCP receiver behind r2; the link r -> r2 is
