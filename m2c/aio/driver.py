@@ -161,7 +161,8 @@ class MulticastSender:
             self._close_sent += 1
             self._close_bytes += len(wire)
 
-    async def run(self, duration: float | None = None, stop: asyncio.Event | None = None) -> dict:
+    async def run(self, duration: float | None = None,
+                  stop: asyncio.Event | None = None) -> dict[str, Any]:
         """Send until ``duration`` s passed, ``stop`` is set or the task is cancelled,
         then close the session (A = 1, see :meth:`_close_session`) unless ``close``
         is False."""
@@ -331,7 +332,7 @@ class MulticastReceiver:
         elif isinstance(ev, Recovered):
             self._done.set()
 
-    def _on_batch(self, ch: int, batch: list, now: float) -> None:
+    def _on_batch(self, ch: int, batch: list[tuple[bytes, Any]], now: float) -> None:
         """One socket's datagrams (the group ``ch``'s): into the core, then drain it."""
         if self._done.is_set():
             return
@@ -378,7 +379,7 @@ class MulticastReceiver:
             return False
         raise asyncio.TimeoutError
 
-    async def run(self, timeout: float = 60.0, stop: asyncio.Event | None = None) -> dict:
+    async def run(self, timeout: float = 60.0, stop: asyncio.Event | None = None) -> dict[str, Any]:
         """Receive until the file is recovered and verified, the session ends early
         (``end``: an exceptional timeout, A = 1 with the file incomplete, a write
         error such as a full disk), ``timeout`` s pass or ``stop`` is set (a signal,
@@ -456,7 +457,7 @@ class MulticastReceiver:
                 out.discard()
         return self._result(ok, loop.time())
 
-    def _result(self, ok: bool, t_end: float) -> dict:
+    def _result(self, ok: bool, t_end: float) -> dict[str, Any]:
         core = self.core
         m: Metrics = core.metrics(t_end)
         return {"ok": ok, "complete": core.file.complete, "end": None if ok else self.end,

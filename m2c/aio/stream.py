@@ -14,6 +14,7 @@ import asyncio
 import functools
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
 from m2c.core.events import BufferReady, Join, Leave
@@ -135,7 +136,7 @@ class StreamReceiver:
                 pass
             ep.close()
 
-    def _on_batch(self, ch: int, batch: list, now: float) -> None:
+    def _on_batch(self, ch: int, batch: list[tuple[bytes, Any]], now: float) -> None:
         core = self.core
         for data, addr in batch:
             core.datagram_received(data, addr, now, channel=ch)
