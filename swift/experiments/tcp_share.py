@@ -832,7 +832,9 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--tcp-cc {a.tcp_cc}: this kernel has {' '.join(available)}")
     started, load0 = time.time(), os.getloadavg()
     results = run(cs, backend, libswift, progress=a.progress or sys.stderr.isatty())
+    from swift.core.ledbat import Ledbat
     params = {"backend": backend.value, "quick": a.quick, "rate_bps": rate,
+              "ledbat_target_s": Ledbat.TARGET,
               "rtt_ms": cs[0].rtt_ms if cs else None, "libswift_bin": libswift,
               "cases": [{**dataclasses.asdict(c), "order": c.order.value, "arm": c.arm.value}
                         for c in cs]}

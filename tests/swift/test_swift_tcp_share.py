@@ -85,6 +85,7 @@ def _check_outputs(out, base: str, other: str) -> list[dict]:
     meta = json.loads((out / f"{base}.json").read_text())
     assert meta["git_commit"] and meta["load_avg_before"]
     assert [c["order"] for c in meta["parameters"]["cases"]] == ["ppspp-first", "tcp-first"]
+    assert 0 < meta["parameters"]["ledbat_target_s"] <= 0.1  # the TARGET the run used
     assert not [p for p in out.iterdir() if p.name.endswith(".part")]
     summaries = meta["summary"]
     assert {s["order"] for s in summaries} == {"ppspp-first", "tcp-first"}
