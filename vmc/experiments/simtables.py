@@ -263,10 +263,12 @@ def _sweep(a: argparse.Namespace, names: list[str], size: Any) -> int:
     print(f"Table 2 over seeds {a.seeds} (mean and 95% interval; rows in {out})")
     keys = ("bandwidth_saving_%", "elapsed_saving_%", "latency_saving_%",
             "calc_latency_saving_pct")
-    print("| scenario | " + " | ".join(keys) + " |\n|" + "---|" * (len(keys) + 1))
+    print("| scenario | " + " | ".join(keys) + " | paper bandwidth % | paper latency % |\n|"
+          + "---|" * (len(keys) + 3))
     for s in res.summary:
         cells = [f"{s[k + '_mean']:.3f} +- {s[k + '_ci95']:.3f}" for k in keys]
-        print(f"| {s['scenario']} | " + " | ".join(cells) + " |")
+        paper = PAPER_TABLE2[s["scenario"]]
+        print(f"| {s['scenario']} | " + " | ".join(cells) + f" | {paper[2]} | {paper[3]} |")
     means = [{"scenario": s["scenario"], **{k: s[k + "_mean"] for k in keys}} for s in res.summary]
     print("\nThe paper's claims, checked on the means:")
     for c in checks(means):
