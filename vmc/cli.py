@@ -288,7 +288,7 @@ def _replay(a: argparse.Namespace) -> int:
         from vmc.sim import compare_log
 
         row = compare_log(entries, speed=a.speed, link_rate=a.link_rate, window=a.window,
-                          seed=a.seed)
+                          seed=a.seed, batch=a.batch, counting=not a.bytes)
         print(json.dumps(row, indent=1))
         print(f"vmc replay (sim): {row['requests']} requests, bandwidth saving "
               f"{row['bandwidth_saving_%']:.1f}%, latency saving "
@@ -547,6 +547,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(docs/vmc-sim.md)")
     p.add_argument("--seed", type=int, default=0,
                    help="with --backend sim: the run's seed (default 0)")
+    p.add_argument("--batch", type=cliutil.nonnegative_int, default=0, metavar="N",
+                   help="with --backend sim: N requests per run, as the paper's 5,000-file runs "
+                        "(default 0: one run)")
+    p.add_argument("--bytes", action="store_true",
+                   help="with --backend sim: carry and check real body bytes (default: counting "
+                        "mode, lengths only, the same decisions; docs/vmc-sim.md)")
     p.set_defaults(fn=_replay)
 
     p = _sub(

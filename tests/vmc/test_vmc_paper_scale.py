@@ -140,3 +140,25 @@ def test_simcheck_measures_the_causes_on_loopback() -> None:
     for arm in ("normal", "proxy", "vmc"):
         assert r["cause_start_lateness"][arm]["p50_ms"] >= 0.0  # never issued early
     assert r["sim_loopback_issue_times"]["vmc_MB"] <= r["sim_logged_times"]["normal_MB"]
+
+
+def test_replay_backend_sim_counting_by_default_same_figures_as_bytes(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    log = tmp_path / "hv.log"
+    log.write_text("\n".join(e.format() for e in generate(SCENARIOS["high-vhigh"], 120, seed=5))
+                   + "\n")
+    cmd = [sys.executable, "-m", "vmc", "replay", str(log), "--backend", "sim", "--batch", "50"]
+    runs = [subprocess.run(c, capture_output=True, text=True, timeout=120)
+            for c in (cmd, [*cmd, "--bytes"])]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    counting, byte_mode = (json.loads(r.stdout) for r in runs)
+    assert counting["backend"].endswith("counting")
+    assert not byte_mode["backend"].endswith("counting")
+    assert counting["batch"] == 50 and counting["joins"] > 0
+    skip = ("backend", "cpu_s")
+    assert {k: v for k, v in counting.items() if k not in skip} == {
+        k: v for k, v in byte_mode.items() if k not in skip
+    }
