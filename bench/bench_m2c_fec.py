@@ -13,6 +13,7 @@ iterative decode, 1.105-1.122 k iterative, 1.07 k ML, 1.01 k ML with N1 = 5).
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -33,6 +34,19 @@ OPENFEC = {
                                     "symbols, N1=5, ML decoding, as quoted in issue 5"),
 }
 OPENFEC_SUBJECT = "OpenFEC LDPC-Staircase (eperftool, OPENFEC_BIN)"
+
+#: decoder creation from a cold start (issue 17): n = 1.5k, E = 1,024, N1 = 3
+COLD_KS = (100, 1000, 10000)
+_HARNESS = ("OpenFEC 1.4.2 of_create_codec_instance + of_set_fec_parameters (LDPC-Staircase "
+            "decoder, n = 1.5k, E = 1,024, N1 = 3), fastest of 11, timed by a C harness against "
+            "libopenfec on the 2-core machine of issue 17 at load ~7 (2026-11-26)")
+OPENFEC_CREATE_MS = {
+    100: Reference(0.011, "ms", _HARNESS),
+    1000: Reference(0.149, "ms", _HARNESS),
+    10000: Reference(3.0, "ms", "OpenFEC LDPC-Staircase decoder creation, k = 10,000, "
+                     "n = 1.5k, E = 1,024, N1 = 3, as quoted in issue 17 (our C harness: "
+                     "4.2-6.8 ms at load ~7)"),
+}
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -87,6 +101,77 @@ def _ldpc(k: int, E: int, n1: int, seed: int, ml: bool) -> dict[str, float]:
                 lo = mid + 1
         out["overhead (ML)"] = lo / k
     return out
+
+
+def _cold(k: int, seed: int) -> dict[str, float]:
+    """Decoder creation from a cold start (matrix and graph caches cleared, the previous
+    decoder released, as a receiver does block after block), then that decoder fed one
+    random order of the n = 1.5k symbols one by one until the block decodes."""
+    from m2c.fec import ldpc
+
+    E = 1024
+    p = ldpc.LDPCParams(k, k * 3 // 2, E, n1=3, seed=1)
+    src = os.urandom(k * E)
+    rep = ldpc.encode(p, src)
+    syms = [src[i * E:(i + 1) * E] for i in range(k)] + [
+        rep[i * E:(i + 1) * E] for i in range(p.m)]
+    order = list(range(p.n))
+    random.Random(seed * 7919 + k).shuffle(order)
+    ldpc.staircase_matrix.cache_clear()
+    ldpc._graph.cache_clear()
+    t = time.perf_counter()
+    d = ldpc.LDPCDecoder(p)
+    t_create = time.perf_counter() - t
+    for e in order:
+        if d.add(e, syms[e]):
+            break
+    t_total = time.perf_counter() - t
+    if d.source_block() != src:
+        raise RuntimeError(f"LDPC k={k}: decoded block differs from the source")
+    return {"create ms": t_create * 1e3, "create+decode MB/s": k * E / t_total / 1e6}
+
+
+def _openfec_cold(binary: str, k: int, seed: int) -> dict[str, float]:
+    """eperftool's decoding_time: its decoder is created on the first symbol, inside it."""
+    cmd = [binary, "-codec=3", f"-k={k}", f"-r={k // 2}", "-ldpc_N1=3", "-symb_sz=1024",
+           f"-seed={seed}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    dec = re.search(r"decoding_time=([0-9.]+)", p.stdout)
+    if p.returncode != 0 or "decoding_status=0" not in p.stdout or not dec:
+        raise RuntimeError(f"OPENFEC_BIN {' '.join(cmd)}: exit {p.returncode}, "
+                           f"{(p.stdout + p.stderr).strip().splitlines()[-1:] or ['no output']}")
+    return {"create+decode MB/s": k * 1024 / max(float(dec.group(1)), 1e-9) / 1e6}
+
+
+def _cold_comparisons(openfec_bin: str, repeats: int) -> tuple[list[dict], list]:
+    """Rows and comparisons of decoder creation (and creation + iterative decoding) at
+    k = 100, 1,000, 10,000, interleaved with eperftool when OPENFEC_BIN is set."""
+    seeds = iter(range(1, 1000))
+    subjects: dict[str, Callable[[], dict[str, float]]] = {}
+    for k in COLD_KS:
+        subjects[f"ours k={k}"] = functools.partial(lambda k: _cold(k, next(seeds)), k)
+        if openfec_bin:
+            subjects[f"OpenFEC k={k}"] = functools.partial(
+                lambda k: _openfec_cold(openfec_bin, k, next(seeds)), k)
+    samples = interleaved(subjects, repeats)
+    rows: list[dict] = []
+    comps = []
+    for k in COLD_KS:
+        ours = samples[f"ours k={k}"]
+        rows.append({"subject": "LDPC-Staircase decoder from a cold start (ours)", "k": k,
+                     "n": k * 3 // 2, "E": 1024, **_figures(ours)})
+        comps.append(referenced(f"LDPC decoder creation k={k} / OpenFEC (time)",
+                                [s["create ms"] for s in ours], OPENFEC_CREATE_MS[k],
+                                anchor="OpenFEC", target="<= 2.0"))
+        if openfec_bin:
+            of = samples[f"OpenFEC k={k}"]
+            rows.append({"subject": OPENFEC_SUBJECT, "k": k, "n": k * 3 // 2, "E": 1024,
+                         **_figures(of)})
+            comps.append(measured(f"LDPC creation + iterative decode k={k} / OpenFEC",
+                                  [s["create+decode MB/s"] for s in ours],
+                                  [s["create+decode MB/s"] for s in of],
+                                  anchor=OPENFEC_SUBJECT, unit="MB/s", target=">= 1.0"))
+    return rows, comps
 
 
 def _zfec(k: int, n: int, E: int, seed: int) -> dict[str, float]:
@@ -221,6 +306,9 @@ def run(quick: bool) -> dict:
                                 anchor="OpenFEC", target=targets[key]))
     comps.append(referenced("LDPC overhead (ML) N1=5 / OpenFEC", col(ours5, "overhead (ML)"),
                             OPENFEC["overhead (ML) N1=5"], anchor="OpenFEC N1=5"))
+    cold_rows, cold_comps = _cold_comparisons(openfec_bin, repeats + 1)
+    rows += cold_rows
+    comps += cold_comps
     return {
         "title": f"M2C FEC: LDPC-Staircase (RFC 5170) and RS vs raptorq and OpenFEC, k = {k}",
         "rows": rows,
@@ -235,5 +323,11 @@ def run(quick: bool) -> dict:
             "smallest prefix of that order that Gaussian elimination solves (bisection); each "
             "repeat a new random order.",
             "raptorq's time includes its Python wrapper (one call per packet), like ours.",
+            "decoder from a cold start (issue 17), n = 1.5k, E = 1,024, N1 = 3, k = 100, 1,000, "
+            "10,000: create ms is LDPCDecoder() with the matrix and graph caches cleared (the "
+            "previous decoder released); create+decode MB/s adds feeding one random order one "
+            "symbol at a time, like eperftool's decoding_time, which creates its decoder on the "
+            "first symbol. OpenFEC's creation alone is a reference (eperftool does not time it "
+            "apart).",
         ] + (["--quick: k = 1000 only; do not quote."] if quick else []),
     }

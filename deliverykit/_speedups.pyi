@@ -81,6 +81,9 @@ def m2c_ldpc_graph(
 ) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     """Tanner graph of H: (eq_ptr, eq_vars, var_ptr, var_eqs, degrees), uint32 each."""
 
+def m2c_ldpc_alloc(size: int, /) -> bytearray:
+    """``size`` bytes, contents undefined (not zeroed)."""
+
 def m2c_ldpc_encode(
     src: ReadableBuffer, symbol_size: int, row_ptr: ReadableBuffer, cols: ReadableBuffer, /
 ) -> bytes:

@@ -11,6 +11,8 @@ hypothesis.
   the source columns ``cols[row_ptr[i]:row_ptr[i+1]]`` in insertion order.
 - ``m2c_ldpc_graph(k, n, n1, seed)``: the decoders' Tanner graph of the whole
   H (left matrix plus staircase) as uint32 CSR tables both ways, in one call.
+- ``m2c_ldpc_alloc(size)``: a bytearray left uninitialized in C (the decoder
+  writes its values and partial sums before reading them).
 - ``m2c_ldpc_encode(src, symbol_size, row_ptr, cols)``: the ``m`` staircase
   repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
   concatenated in ``src``.
@@ -129,6 +131,14 @@ def m2c_ldpc_graph(k: int, n: int, n1: int, seed: int) -> tuple[bytes, bytes, by
         var_ptr.append(len(var_eqs))
     return (eq_ptr.tobytes(), eq_vars.tobytes(), var_ptr.tobytes(), var_eqs.tobytes(),
             degrees.tobytes())
+
+
+def m2c_ldpc_alloc(size: int) -> bytearray:
+    """``size`` bytes whose contents are undefined (the C does not zero them; zeros here)."""
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError("m2c_ldpc_alloc: negative size")
+    return bytearray(size)
 
 
 def m2c_ldpc_encode(src: Buf, symbol_size: int, row_ptr: Buf, cols: Buf) -> bytes:
@@ -269,8 +279,11 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
                 raise ValueError("m2c_ldpc_add: inconsistent decoder state")
             if U[e] == 0 or e == src:
                 continue
-            a = int.from_bytes(P[e * E:(e + 1) * E], "little")
-            P[e * E:(e + 1) * E] = (a ^ b).to_bytes(E, "little")
+            if U[e] == EP[e + 1] - EP[e]:  # first known variable: partial undefined yet
+                P[e * E:(e + 1) * E] = b.to_bytes(E, "little")
+            else:
+                a = int.from_bytes(P[e * E:(e + 1) * E], "little")
+                P[e * E:(e + 1) * E] = (a ^ b).to_bytes(E, "little")
             U[e] -= 1
             if U[e] == 1:
                 for y in range(EP[e], EP[e + 1]):
@@ -406,7 +419,9 @@ def m2c_ldpc_eliminate(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, unknown: Buf, 
                 del live[e2]
                 cons.append(e2)
 
-    def sym(e: int) -> int:
+    def sym(e: int) -> int:  # partial_of in the C: 0 while no variable of e is known
+        if U[e] == EP[e + 1] - EP[e]:
+            return 0
         return int.from_bytes(P[e * E:(e + 1) * E], "little")
 
     # combinations over the inactive unknowns (and constants), in resolution order

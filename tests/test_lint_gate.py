@@ -41,6 +41,7 @@ TWINS = {
     "cc_blast": ("corecast._fast", "py_cc_blast"),
     "m2c_ldpc_matrix": ("m2c._fast", "m2c_ldpc_matrix"),
     "m2c_ldpc_graph": ("m2c._fast", "m2c_ldpc_graph"),
+    "m2c_ldpc_alloc": ("m2c._fast", "m2c_ldpc_alloc"),
     "m2c_ldpc_encode": ("m2c._fast", "m2c_ldpc_encode"),
     "m2c_ldpc_add": ("m2c._fast", "m2c_ldpc_add"),
     "m2c_ldpc_add_many": ("m2c._fast", "m2c_ldpc_add_many"),

@@ -6,6 +6,8 @@
  *   m2c_ldpc_graph(k, n, n1, seed) -> (eq_ptr, eq_vars, var_ptr, var_eqs, degrees)
  *       The Tanner graph of H = [left | staircase] for the decoders (CSR both
  *       ways, uint32), from the same left matrix, in one call.
+ *   m2c_ldpc_alloc(size) -> bytearray
+ *       size bytes left uninitialized, for the decoder's values and partials.
  *   m2c_ldpc_encode(src, symbol_size, row_ptr, cols) -> bytes
  *       RFC 5170 Section 6.3 staircase encoding of the k source symbols
  *       concatenated in src: p_0 = sum(row 0), p_i = sum(row i) ^ p_{i-1}.
@@ -15,7 +17,9 @@
  *       state held in caller-owned buffers; returns how many source symbols
  *       became known.  values holds all n symbols (n*E bytes) or only the k
  *       sources (k*E: repair values are XORed from where they are, never
- *       copied; the decoder's choice).
+ *       copied; the decoder's choice).  An equation's partial is written
+ *       (not XORed) when its first variable becomes known (unknown == its
+ *       degree until then), so partial need not be zeroed.
  *   m2c_ldpc_add_many(..., known, esis, symbols) -> int
  *       The same for a batch: esis is a uint32 array, symbols their
  *       concatenation (one call per received batch instead of per symbol).
@@ -431,7 +435,10 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
                 goto bad;
             if (U[e] == 0 || (int32_t)e == src)
                 continue;
-            xor_block(P + (Py_ssize_t)e * E, val, E);
+            if (U[e] == EP[e + 1] - EP[e]) /* first known variable: partial undefined yet */
+                memcpy(P + (Py_ssize_t)e * E, val, (size_t)E);
+            else
+                xor_block(P + (Py_ssize_t)e * E, val, E);
             U[e]--;
             if (U[e] == 1) {
                 for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
@@ -567,7 +574,8 @@ m2c_ldpc_add_many(PyObject *self, PyObject *args)
  * State is the iterative decoder's: eq_ptr/eq_vars (equation -> variables,
  * CSR uint32), unknown (uint32 per equation: its unknown count; equations
  * with 0 are finished), partial (m*E: XOR of the known variables of each
- * equation), known (n bytes).  Over the unknown variables:
+ * equation; undefined, read as 0, while unknown equals its degree), known
+ * (n bytes).  Over the unknown variables:
  *   1. structure: peel degree-1 equations; when stalled, inactivate the
  *      unknown of highest remaining degree in a lightest equation.  Each
  *      resolved variable is (constant) + (combination of inactive ones);
@@ -589,6 +597,18 @@ xor_words(word_t *restrict d, const word_t *restrict s, Py_ssize_t w)
 {
     for (Py_ssize_t i = 0; i < w; i++)
         d[i] ^= s[i];
+}
+
+/* equation e's partial sum into dst: zero while none of its variables is known
+ * (unknown == its degree: the decoder leaves that partial undefined) */
+static inline void
+partial_of(const uint8_t *P, const uint32_t *U, const uint32_t *EP, uint32_t e, Py_ssize_t E,
+           uint8_t *dst)
+{
+    if (U[e] == EP[e + 1] - EP[e])
+        memset(dst, 0, (size_t)E);
+    else
+        memcpy(dst, P + (size_t)e * E, (size_t)E);
 }
 
 static PyObject *
@@ -777,7 +797,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
             continue;
         }
         if (values)
-            memcpy(sym + (size_t)s * E, P + (size_t)e * E, (size_t)E);
+            partial_of(P, U, EP, e, E, sym + (size_t)s * E);
         for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
             uint32_t u = EV[y];
             if (u == v || K[u])
@@ -791,7 +811,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
         uint32_t e = cons[c];
         word_t *rv = rows + (size_t)c * W;
         if (values)
-            memcpy(rrhs + (size_t)c * E, P + (size_t)e * E, (size_t)E);
+            partial_of(P, U, EP, e, E, rrhs + (size_t)c * E);
         for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
             uint32_t u = EV[y];
             if (K[u])
@@ -900,7 +920,7 @@ m2c_ldpc_eliminate(PyObject *self, PyObject *args)
                 c++;
                 continue;
             }
-            memcpy(dst, P + (size_t)e * E, (size_t)E);
+            partial_of(P, U, EP, e, E, dst);
             for (uint32_t y = EP[e]; y < EP[e + 1]; y++) {
                 uint32_t u = EV[y];
                 if (u != v && !K[u])
@@ -951,7 +971,25 @@ done:
     return ret;
 }
 
+/* A bytearray of size bytes left uninitialized (no zeroing pass over memory
+ * the decoder writes before it reads: its values, and its partial sums, which
+ * m2c_ldpc_add starts on an equation's first known variable). */
+static PyObject *
+m2c_ldpc_alloc(PyObject *self, PyObject *args)
+{
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "n:m2c_ldpc_alloc", &size))
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_alloc: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 PyMethodDef dk_m2c_methods[] = {
+    {"m2c_ldpc_alloc", m2c_ldpc_alloc, METH_VARARGS,
+     "m2c_ldpc_alloc(size) -> bytearray: size bytes, contents undefined (not zeroed)."},
     {"m2c_ldpc_eliminate", m2c_ldpc_eliminate, METH_VARARGS,
      "m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values) -> "
      "(deficit, determined, esis, symbols): maximum-likelihood step."},

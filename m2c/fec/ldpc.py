@@ -224,6 +224,7 @@ def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
     return _Graph(*ldpc_graph(k, n, n1, seed))
 
 
+ldpc_alloc = load("m2c_ldpc_alloc", _fast.m2c_ldpc_alloc)
 ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)
 ldpc_add_many = load("m2c_ldpc_add_many", _fast.m2c_ldpc_add_many)
 ldpc_eliminate = load("m2c_ldpc_eliminate", _fast.m2c_ldpc_eliminate)
@@ -245,10 +246,12 @@ class LDPCDecoder:
         g = _graph(k, n, params.n1, params.seed)
         self._g = g
         self._unknown = bytearray(g.degrees)
-        self._partial = bytearray(params.m * E)
-        # only the k source values are kept: the C XORs a repair symbol's value from where
-        # it is (the symbol added, or the partial sum that solved it), never copying it
-        self._values = bytearray(k * E)
+        # neither buffer is zeroed (no pass over megabytes before the first symbol): an
+        # equation's partial is written when its first variable becomes known (read as 0
+        # before), a value before it is read.  Only the k source values are kept: the C
+        # XORs a repair value from where it is (the symbol, or the partial that solved it)
+        self._partial = ldpc_alloc(params.m * E)
+        self._values = ldpc_alloc(k * E)
         self._known = bytearray(n)
         self._got = bytearray(n)
         self._state = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,

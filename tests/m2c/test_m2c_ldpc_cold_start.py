@@ -149,3 +149,43 @@ def test_source_only_values_in_batches_c_equals_twin(k, E, seed, data):
             for fn, st_ in ((speedups.m2c_ldpc_add_many, states[0]),
                             (_fast.m2c_ldpc_add_many, states[1]))]
     assert rets[0] == rets[1] and states[0] == states[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 40), extra=st.integers(0, 40), E=st.integers(1, 9),
+       seed=st.integers(1, 10**6), fill=st.integers(1, 255), data=st.data())
+def test_partials_need_no_zeroing(k, extra, E, seed, fill, data):
+    """the decoder's partial sums start as garbage (m2c_ldpc_alloc does not zero them):
+    every step and the ML elimination give what zeroed partials give, in C and in the twin,
+    and each equation's partial is the same once one of its variables is known"""
+    need_c()
+    n = k + 3 + extra
+    g = ldpc._graph(k, n, 3, seed)
+    rnd = data.draw(st.randoms(use_true_random=False))
+    order = data.draw(st.lists(st.integers(0, n - 1), max_size=n))
+    syms = [rnd.randbytes(E) for _ in order]
+    runs = []
+    for add, elim, garbage in ((speedups.m2c_ldpc_add, speedups.m2c_ldpc_eliminate, False),
+                               (speedups.m2c_ldpc_add, speedups.m2c_ldpc_eliminate, True),
+                               (_fast.m2c_ldpc_add, _fast.m2c_ldpc_eliminate, True)):
+        st_ = state(g, n, k, E, k)
+        if garbage:
+            st_[1][:] = bytes([fill]) * len(st_[1])
+        rets = [add(k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, *st_, esi, sym)
+                for esi, sym in zip(order, syms)]
+        touched = [i for i in range(n - k)
+                   if st_[0][4 * i:4 * i + 4] != g.degrees[4 * i:4 * i + 4]]
+        partials = {i: bytes(st_[1][i * E:(i + 1) * E]) for i in touched}
+        ml = elim(k, E, g.eq_ptr, g.eq_vars, st_[0], st_[1], st_[3], True)
+        values = b"".join(st_[2][i * E:(i + 1) * E] for i in range(k) if st_[3][i])
+        runs.append((rets, bytes(st_[0]), bytes(st_[3]), partials, values, ml))
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_alloc_c_and_twin():
+    need_c()
+    for fn in (speedups.m2c_ldpc_alloc, _fast.m2c_ldpc_alloc):
+        b = fn(3000)
+        assert isinstance(b, bytearray) and len(b) == 3000
+        with pytest.raises(ValueError):
+            fn(-1)
