@@ -64,6 +64,10 @@ class Ledbat:
         #: so a window acknowledged in a burst is not mistaken for idleness
         self.peak_flight = 0
         self.peak_time = 0.0
+        #: smallest RTT sample: ``srtt - min_rtt`` is the queue on the round
+        #: trip, which the one-way delay does not see when it is the sender's
+        #: own (ACKs waiting in its socket while it is short of CPU)
+        self.min_rtt = math.inf
 
     # -- helpers ----------------------------------------------------------------
 
@@ -125,17 +129,26 @@ class Ledbat:
             self.peak_flight = flight
             self.peak_time = now
         cap_flight = max(flight, self.peak_flight)
-        recovering = (not self.slow_start and self.cwnd < self.ssthresh
-                      and qd < self.TARGET / 2)
+        if rtt is not None and rtt < self.min_rtt:
+            self.min_rtt = rtt
+        # round-trip queue: growth (slow start, then any) stops while it passes
+        # TARGET/2, TARGET (the RFC's one-way rule stays the one that shrinks
+        # cwnd: a slow ACK path alone never does).  A seeder short of CPU
+        # otherwise grew its window for ever, its ACKs queued for up to 1 s in
+        # its own socket, and the backlog's drops looked like losses.
+        rq = self.srtt - self.min_rtt if self.srtt is not None and rtt is not None else 0.0
+        calm = qd < self.TARGET / 2 and rq < self.TARGET / 2
+        recovering = not self.slow_start and self.cwnd < self.ssthresh and calm
         if recovering:
             self.cwnd = min(self.ssthresh, self.cwnd + bytes_acked)
-        elif self.slow_start and qd < self.TARGET / 2:
+        elif self.slow_start and calm:
             self.cwnd += bytes_acked
         else:
             if self.slow_start:  # leaving slow start: undo its last doubling
                 self.cwnd = max(self.cwnd / 2, float(self.MIN_CWND * self.mss))
             self.slow_start = False
-            self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
+            if off_target < 0 or rq <= self.TARGET:
+                self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
         if self.slow_start or recovering:  # slow start may double the window per RTT
             self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
         else:

@@ -212,3 +212,26 @@ def test_target_is_configurable_within_the_rfc_limit() -> None:
                 led.on_ack(0.010 if k < 5 else 0.060, 1000, now, rtt=0.05)
     assert grow.cwnd > shrink.cwnd
     assert shrink.cwnd == shrink.MIN_CWND * 1000
+
+
+def test_a_round_trip_queue_over_target_stops_growth() -> None:
+    """The one-way delay stays flat (the DATA path is idle) while the round
+    trip grows with the flight: the sender reads each ACK 0.5 ms after the
+    one before (a seeder short of CPU), so beyond 50 DATA in flight every
+    one more adds 0.5 ms of ACKs waiting in its own socket.  Slow start ends
+    and the window stops growing at about a TARGET of that backlog (before:
+    it grew to the 1,000-chunk cap of this model; against a libswift
+    leecher on loopback, 18,000 chunks in flight and a 1 s RTT)."""
+    led = Ledbat(mss=1000, slow_start=True, init_cwnd=4)
+    now = 0.0
+    for _ in range(200):  # a window per round (at most 500: the application's limit)
+        n = min(500, max(1, int(led.cwnd // 1000)))
+        rtt = 0.002 + max(0, n - 50) * 0.0005
+        for _ in range(n):
+            led.on_send(1000, now)
+        now += rtt
+        for _ in range(n):
+            led.on_ack(0.001, 1000, now, rtt=rtt)
+    assert not led.slow_start
+    assert led.min_rtt == 0.002
+    assert led.cwnd <= 300 * 1000  # backlog (n - 50) * 0.5 ms at most ~TARGET + a little
