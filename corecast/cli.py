@@ -11,7 +11,7 @@
     corecast client    --eid A --port N --join A:PORT --channel EID --etr RLOC [--chunks N]
     corecast plan      [--C 10e9 --BW 384e3 --D 1200 --j 3 --k 7 ...] [--measure] [--json]
     corecast deploy    [--chunks 40] [--transport udp|raw] [--json]
-    corecast experiment fig2-testbed|overhead|trace [--quick] [...]   (see each --help)
+    corecast experiment fig2-testbed|overhead|trace|multidomain [...]   (see each --help)
 
 Every role prints "corecast ROLE: ready {...}" on stderr once it serves, and runs
 until --duration seconds pass, its work is done (--chunks), or SIGINT/SIGTERM;
@@ -400,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ASes in the measured ITR (with --measure)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
-    sub.add_parser("experiment", help="fig2-testbed | overhead | trace (each has --quick)")
+    sub.add_parser("experiment",
+                   help="fig2-testbed | overhead | trace | multidomain (see each --help)")
 
     p = sub.add_parser("deploy", help="the paper's Fig. 2 on loopback, in one command",
                        description="Runs the paper's Fig. 2 (source, ITR, map-server, 3 ETRs, "
@@ -418,6 +419,7 @@ EXPERIMENTS = {
     "fig2-testbed": "corecast.experiments.fig2_testbed",
     "overhead": "corecast.experiments.overhead",
     "trace": "corecast.experiments.trace",
+    "multidomain": "corecast.experiments.multidomain",
 }
 
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import ipaddress
 import json
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ from deliverykit.sim import (
     derive_seed,
 )
 
-__all__ = ["CoreCastApp", "Role", "SimResult", "run", "scenario", "sweep_task"]
+__all__ = ["AsBytes", "CoreCastApp", "Role", "SimResult", "run", "scenario", "sweep_task"]
 
 #: the channel's EID, in the reserved CoreCast range (simulator addresses are 10.x.y.z
 #: with x < 255 below 16 million nodes)
@@ -72,26 +73,32 @@ class Role(enum.Enum):
 
 def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 0,
              bitrate: float = 384_000, chunk_size: int = 1200, loss: float = 0.0,
-             transit_rate: float = 1e9, local_rate: float = 100e6) -> Scenario:
+             transit_rate: float = 1e9, local_rate: float = 100e6,
+             sizes: Sequence[int] | None = None) -> Scenario:
     """The source's domain (source, ITR) and ``ases`` ASes of one ETR and ``clients``
-    clients each, as data.  Inter-domain delay per AS: 5-50 ms drawn from ``seed``;
-    ``loss``: Bernoulli loss on every ETR's downlink (the transit path into its AS)."""
-    if ases < 1 or clients < 1 or seconds <= 0:
+    clients each, as data; or, with ``sizes``, ``len(sizes)`` ASes where AS ``a`` has
+    ``sizes[a]`` clients (``ases`` and ``clients`` are then ignored).  Inter-domain
+    delay per AS: 5-50 ms drawn from ``seed``; ``loss``: Bernoulli loss on every ETR's
+    downlink (the transit path into its AS)."""
+    per_as = list(sizes) if sizes is not None else [clients] * ases
+    if not per_as or min(per_as) < 1 or seconds <= 0:
         raise ValueError("need at least one AS, one client per AS and a positive duration")
+    ases = len(per_as)
     rnd = random.Random(derive_seed(seed, "as-delays"))
     transit_loss = LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec()
     nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home"),
              NodeSpec("itr", role=Role.ITR.value, group="home", up=LinkSpec(rate=transit_rate))]
     delays = []
-    for a in range(ases):
+    for a, n in enumerate(per_as):
         group = f"as{a}"
         nodes.append(NodeSpec(f"etr{a}", role=Role.ETR.value, group=group,
                               down=LinkSpec(loss=transit_loss), up=LinkSpec(rate=local_rate)))
         nodes += [NodeSpec(f"c{a}.{i}", role=Role.CLIENT.value, group=group,
-                           down=LinkSpec(delay=0.001)) for i in range(clients)]
+                           down=LinkSpec(delay=0.001)) for i in range(n)]
         delays.append(PairDelay("home", group, round(rnd.uniform(0.005, 0.05), 6)))
     chunks = max(1, round(seconds * bitrate / (8 * chunk_size)))
-    return Scenario(f"corecast-{ases}x{clients}", tuple(nodes), tuple(delays), seed=seed,
+    name = f"corecast-{ases}x{clients}" if sizes is None else f"corecast-{ases}as-{sum(per_as)}"
+    return Scenario(name, tuple(nodes), tuple(delays), seed=seed,
                     duration=seconds + 10.0, overhead=IP_UDP,
                     params={"bitrate": bitrate, "chunk_size": chunk_size, "chunks": chunks})
 
@@ -114,9 +121,16 @@ class CoreCastApp:
         self.sources: list[Source] = []
         self.itrs: list[Itr] = []
         self.etrs: dict[str, Etr] = {}
+        #: clients that may still miss chunks (see done)
+        self._waiting: list[Client] = []
         #: client name -> its AS's ETR name
         self.etr_of = {n.name: "etr" + n.group[2:] for n in sc.nodes
                        if Role(n.role) is Role.CLIENT}
+        #: ETR name -> its clients' names (in scenario order)
+        self.members: dict[str, list[str]] = {n.name: [] for n in sc.nodes
+                                              if Role(n.role) is Role.ETR}
+        for c, e in self.etr_of.items():
+            self.members[e].append(c)
 
     def _addr(self, sim: Simulation, name: str) -> tuple[str, int]:
         a = sim.network.address(name)
@@ -158,8 +172,12 @@ class CoreCastApp:
 
     def _etr(self, node: NodeSpec, sim: Simulation) -> Etr:
         itr = next(n for n in self.nodes.values() if n.role == Role.ITR.value)
-        eids = [parse_prefix(self._addr(sim, c)[0] + "/32")
-                for c, e in self.etr_of.items() if e == node.name]
+        # the AS's clients have consecutive simulator addresses: the fewest prefixes that
+        # cover them (the range may include unused .0/.255 addresses, which no node has),
+        # as a real ETR is configured with its site's EID prefixes, not one /32 per host
+        mine = [ipaddress.ip_address(self._addr(sim, c)[0]) for c in self.members[node.name]]
+        eids = [parse_prefix(str(net)) for net in
+                ipaddress.summarize_address_range(min(mine), max(mine))]
         etr = Etr([parse_prefix(RESERVED)], eids=eids,
                   trusted_rlocs=[parse_prefix(self._addr(sim, itr.name)[0] + "/32")])
         self.etrs[node.name] = etr
@@ -168,6 +186,7 @@ class CoreCastApp:
     def _client(self, node: NodeSpec, sim: Simulation) -> Client:
         client = Client(accept={self._addr(sim, self.etr_of[node.name])[0]})
         self.clients[node.name] = client
+        self._waiting.append(client)
         return client
 
     def on_start(self, host: Host) -> None:
@@ -180,8 +199,39 @@ class CoreCastApp:
         pass
 
     def done(self, sim: Simulation) -> bool:
-        return len(self.clients) == len(self.etr_of) and all(
-            c.received >= self.chunks for c in self.clients.values())
+        """Every client has every chunk.  The simulator asks after every event, so the
+        clients not known to be finished are kept in a list checked from its end:
+        amortised O(1) per call, not O(clients)."""
+        if len(self.clients) < len(self.etr_of):
+            return False
+        w = self._waiting
+        while w and w[-1].received >= self.chunks:
+            w.pop()
+        return not w
+
+
+@dataclass(frozen=True, slots=True)
+class AsBytes:
+    """What one AS received, measured on the simulator's links (IPv4/UDP included)."""
+
+    name: str
+    clients: int
+    #: into the AS: the ETR's downlink (LISP-encapsulated payloads and headers)
+    transit_bytes: int
+    #: inside the AS: its clients' downlinks
+    local_bytes: int
+
+    @property
+    def unicast_transit_bytes(self) -> int:
+        """What unicast from the source would carry into this AS: one native packet
+        (H_I + D) per client per chunk, the very packets the ETR delivers locally."""
+        return self.local_bytes
+
+    @property
+    def saving(self) -> float:
+        """Unicast over CoreCast transit bytes into this AS (Fig. 6's per-AS ratio,
+        against unicast): below 1 for a one-client AS, growing with its clients."""
+        return self.unicast_transit_bytes / self.transit_bytes if self.transit_bytes else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,10 +259,13 @@ class SimResult:
     run: RunStats
     #: SHA-256 over every datagram's fate, time, endpoints and size (``run(trace=True)``)
     trace: str | None = None
+    #: per AS, in scenario order
+    per_as: tuple[AsBytes, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if f.name not in ("run", "trace")}
+             if f.name not in ("run", "trace", "per_as")}
+        d["total_clients"] = sum(a.clients for a in self.per_as)
         d.update(virtual_s=self.run.virtual_s, cpu_s=self.run.cpu_s,
                  datagrams=self.run.datagrams, **self.run.fates)
         return d
@@ -235,6 +288,9 @@ def run(sc: Scenario, progress: bool = False, trace: bool = False) -> SimResult:
     etrs = [n.name for n in sc.nodes if Role(n.role) is Role.ETR]
     transit = sum(net[e].down.bytes for e in etrs)
     local = sum(net[c].down.bytes for c in app.etr_of)
+    members = app.members
+    per_as = tuple(AsBytes(e, len(members[e]), net[e].down.bytes,
+                           sum(net[c].down.bytes for c in members[e])) for e in etrs)
     src = app.sources[0]
     chunks = src.counters["chunks"]
     k = len(app.etr_of)
@@ -245,7 +301,7 @@ def run(sc: Scenario, progress: bool = False, trace: bool = False) -> SimResult:
         chunks * eq3_transit(sizes, d, len(etrs), k), chunks * eq5_local(sizes, d, k),
         sum(c.received for c in app.clients.values()),
         sum(c.stats()["lost"] for c in app.clients.values()), stats,
-        sim.network.trace_hash() if trace else None)
+        sim.network.trace_hash() if trace else None, per_as)
 
 
 def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:

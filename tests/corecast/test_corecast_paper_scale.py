@@ -6,6 +6,7 @@ ITR's state measured against the memory model; `corecast plan`'s paper column.""
 from __future__ import annotations
 
 import ipaddress
+import os
 
 from corecast.experiments.fig2_testbed import WARMUP, WARMUP_PORT, is_warmup
 from corecast.wire import codec as c
@@ -39,3 +40,85 @@ def test_warmup_datagrams_are_recognised_by_what_they_are_on_every_link():
         assert not is_warmup(ETH + build_ip(_a(me), _a(eid), 17,
                                             build_udp(WARMUP_PORT, 5001, b"warm!")))
     assert not is_warmup(ETH + b"\x45")  # truncated: not a warm-up, no exception
+
+
+# ------------------------------------------------------------ multi-domain, simulated
+
+
+def test_rank_size_population_has_fig4s_shape():
+    from corecast.workload import rank_size
+
+    sizes, s = rank_size(1000, 100_000)
+    assert sum(sizes) == 100_000 and len(sizes) == 1000 and min(sizes) == 1
+    assert sizes == sorted(sizes, reverse=True)
+    # Fig. 4(a): just over half the ASes hold a single client; a long tail of big ones
+    assert 0.5 <= sum(1 for n in sizes if n == 1) / 1000 <= 0.51
+    assert sizes[0] > 500 and 1.5 < s < 1.7
+    # with the RO trace's population per AS, the top three hold about half (Fig. 4(b): 51%)
+    ro, _ = rank_size(1000, 25_000)
+    assert 0.45 < sum(ro[:3]) / 25_000 < 0.55
+
+
+def test_rank_size_refuses_what_it_cannot_shape():
+    import pytest
+
+    from corecast.workload import rank_size
+
+    with pytest.raises(ValueError, match="at least 15"):
+        rank_size(10, 14)  # half single-client ASes need 1.5 clients per AS
+    with pytest.raises(ValueError):
+        rank_size(0, 10)
+
+
+def test_skewed_domains_bytes_equal_eqs_3_and_5_in_total_and_per_as():
+    """The real cores over 20 ASes of Fig. 4's shape: transit and local bytes equal
+    eq. 3 and eq. 5 (computed by hand, as tests/corecast/test_corecast_sim.py does), in
+    total and per AS, and each AS's saving is unicast over CoreCast bytes into it."""
+    from corecast.sim import run, scenario
+    from corecast.workload import rank_size
+    from tests.corecast.test_corecast_sim import model
+
+    sizes, _ = rank_size(20, 200)
+    res = run(scenario(seconds=0.5, seed=3, sizes=sizes))
+    assert res.chunks == 20 and res.received == 20 * 200 and res.lost == 0
+    tt, lt = model(20, 10, 1200)  # j = 20 ASes, k = 200 clients
+    assert (res.transit_bytes, res.local_bytes) == (20 * tt, 20 * lt)
+    assert [a.clients for a in res.per_as] == sizes
+    for a in res.per_as:
+        tt_a, lt_a = model(1, a.clients, 1200)
+        assert (a.transit_bytes, a.local_bytes) == (20 * tt_a, 20 * lt_a)
+        assert a.saving == a.local_bytes / a.transit_bytes
+        # a one-client AS costs CoreCast a payload and a header: slightly worse (Fig. 6)
+        assert (a.saving < 1) == (a.clients == 1)
+    assert max(a.saving for a in res.per_as) > 10
+
+
+def test_multidomain_command_writes_both_csvs_and_the_paper_column(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "corecast.cli", "experiment", "multidomain",
+                        "--backend", "sim", "--ases", "10", "--clients", "60", "--seconds",
+                        "0.25", "--out", str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = {r["quantity"]: r for r in csv.DictReader(open(tmp_path / "multidomain.csv"))}
+    assert rows["transit_bytes"]["ours"] == rows["transit_bytes"]["model"]
+    assert rows["local_bytes"]["ours"] == rows["local_bytes"]["model"]
+    assert "Fig. 6" in rows["as_saving_over_10x_fraction"]["paper"]
+    per_as = list(csv.DictReader(open(tmp_path / "multidomain-as.csv")))
+    assert len(per_as) == 10 and sum(int(r["clients"]) for r in per_as) == 60
+    assert sorted(os.listdir(tmp_path)) == ["multidomain-as.csv", "multidomain.csv"]
+
+
+def test_multidomain_bad_input_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "corecast.cli", "experiment", "multidomain",
+                        "--ases", "10", "--clients", "12", "--seconds", "0.25",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "at least 15 clients" in p.stderr.strip().splitlines()[-1]
+    assert os.listdir(tmp_path) == []
