@@ -127,7 +127,9 @@ def _plan(a: argparse.Namespace) -> int:
         model_b = model.itr_memory(a.measure_channels, a.measure_ases, ours["P_CC"], 4)
         print(f"\nRunning ITR core, {a.measure_channels} channels x {a.measure_ases} ETRs: "
               f"state {s['total_bytes']:,} B (model {model_b['total']:,} B); "
-              f"Python heap {s['python_heap_bytes']:,} B")
+              f"Python heap {s['python_heap_bytes']:,} B "
+              f"({s['python_heap_bytes'] / max(1, model_b['total']):.1f}x the model); "
+              f"RSS growth {s['rss_bytes']:,} B")
     t1 = model.table1_corecast_row(ours=model.our_sizes(a.transport, a.ipv6_rloc, a.ipv6_eid))
     print(f"\nTable 1 CoreCast row from the paper's counts (k=1,853, j=202, 2:45 h, "
           f"N={t1['payloads']:,.0f} payloads):")

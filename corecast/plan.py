@@ -163,11 +163,25 @@ def itr_memory(channels: int, ases: int, payload_packet: int, rloc_len: int = 4,
     return {"payload_buffer": pb, "served_rloc": served, "total": pb + served}
 
 
-def measure_itr_state(channels: int, ases: int, d: int = 1200, seed: int = 1) -> dict:
-    """Run our ITR core with ``channels`` channels and ``ases`` ETRs (one header
-    each) and report its state size as counted by the model and the Python heap."""
+def _rss_bytes() -> int:
+    """Resident set size of this process (Linux /proc; 0 elsewhere)."""
+    import os
+
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _populated_itr(channels: int, ases: int, d: int, on_ready: Any, on_done: Any) -> Any:
+    """Our Itr core with ``channels`` channels, each with one payload in its
+    payloadBuffer and ``ases`` RLOCs in its servedRLOC set: per channel, one client in
+    each of ``ases`` ASes (each AS one /24 EID prefix and one RLOC in the map-cache) and
+    one chunk through Algorithm 1.  ``on_ready()`` runs once the map-cache, the
+    channels and the source exist, ``on_done()`` once the state is in place; what the
+    ITR sends is drained as it goes (output, not state)."""
     import ipaddress
-    import tracemalloc
 
     from corecast.core.itr import Itr
     from corecast.core.mapcache import MapCache
@@ -182,20 +196,57 @@ def measure_itr_state(channels: int, ases: int, d: int = 1200, seed: int = 1) ->
     itr = Itr("192.0.2.254", [parse_prefix("10.255.0.0/16")], mc, max_channels=channels,
               max_served=ases)
     src = Source("10.254.0.1", itr=itr)
+    src.keep_digests = 0  # the source's own record, not the ITR's state
     for ch in range(channels):
         src.add_channel(str(ipaddress.ip_address(0x0AFF0000 + ch + 1)), chunk_size=d)
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
+    eids = [str(ipaddress.ip_address(0x0A000000 + (a << 8) + 1)) for a in range(ases)]
+    on_ready()
     for chan in src.channels.values():
-        for a in range(ases):
-            src.join(chan.eid, str(ipaddress.ip_address(0x0A000000 + (a << 8) + 1)), 5000, True, 0)
+        for eid in eids:
+            src.join(chan.eid, eid, 5000, True, 0)
         src.emit_chunk(chan, 0.0)
         chan.dst.clear()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    heap = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        itr.datagrams_to_send(0.0)
+        src.datagrams_to_send(0.0)
+        while itr.next_event() is not None or src.next_event() is not None:
+            pass
+        src.events.clear()  # the source's record of the joins
+    on_done()
+    return itr
+
+
+def measure_itr_state(channels: int, ases: int, d: int = 1200, seed: int = 1) -> dict:
+    """Run our ITR core with ``channels`` channels and ``ases`` ETRs (one header
+    each) and report its state size as counted by the model (``total_bytes``), the
+    Python heap it took (tracemalloc: ``python_heap_bytes``: what is still allocated
+    once the source's join records and the sent datagrams are gone, i.e. the
+    payloadBuffer's packets and the servedRLOC dicts) and the process's resident set growth
+    (``rss_bytes``, from a second population without tracemalloc, whose bookkeeping
+    would inflate it)."""
+    import gc
+    import tracemalloc
+
+    snaps: list[Any] = []
+    rss: list[int] = []
+
+    def mark_rss() -> None:
+        gc.collect()
+        rss.append(_rss_bytes())
+
+    itr = _populated_itr(channels, ases, d, mark_rss, mark_rss)
+    del itr
+    gc.collect()
+    tracemalloc.start()
+    try:
+        itr = _populated_itr(channels, ases, d,
+                             lambda: (gc.collect(), snaps.append(tracemalloc.take_snapshot())),
+                             lambda: (gc.collect(), snaps.append(tracemalloc.take_snapshot())))
+    finally:
+        tracemalloc.stop()
+    heap = sum(s.size_diff for s in snaps[1].compare_to(snaps[0], "filename"))
     st = itr.state_size()
     st["python_heap_bytes"] = heap
+    st["rss_bytes"] = rss[1] - rss[0]
     return st
 
 

@@ -122,3 +122,25 @@ def test_multidomain_bad_input_is_one_line(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "at least 15 clients" in p.stderr.strip().splitlines()[-1]
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------ ITR state, measured
+
+
+def test_itr_state_measured_against_the_memory_model():
+    """The real Itr core populated with N channels x M ASes: the model's count (one
+    payload and hash per channel, one RLOC per servedRLOC entry) is what state_size
+    reports, and the Python heap it really takes is above the model and grows with
+    every servedRLOC entry by more than the model's 4 bytes (dict slots and objects)."""
+    from corecast.plan import itr_memory, measure_itr_state, our_sizes
+
+    small = measure_itr_state(10, 40)
+    big = measure_itr_state(10, 80)
+    p_cc = our_sizes("udp").p_cc(1200)
+    for st, ases in ((small, 40), (big, 80)):
+        assert st["served_rlocs"] == 10 * ases and st["pending_packets"] == 0
+        assert st["total_bytes"] == itr_memory(10, ases, p_cc)["total"]
+        assert st["python_heap_bytes"] > st["total_bytes"]
+        assert st["rss_bytes"] >= 0
+    per_entry = (big["python_heap_bytes"] - small["python_heap_bytes"]) / (10 * 40)
+    assert per_entry > 4
