@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from typing import Any
 
 from corecast.wire.codec import cc_header_len, cc_payload_overhead
@@ -174,7 +175,8 @@ def _rss_bytes() -> int:
         return 0
 
 
-def _populated_itr(channels: int, ases: int, d: int, on_ready: Any, on_done: Any) -> Any:
+def _populated_itr(channels: int, ases: int, d: int, on_ready: Callable[[], None],
+                   on_done: Callable[[], None]) -> Any:
     """Our Itr core with ``channels`` channels, each with one payload in its
     payloadBuffer and ``ases`` RLOCs in its servedRLOC set: per channel, one client in
     each of ``ases`` ASes (each AS one /24 EID prefix and one RLOC in the map-cache) and
@@ -233,14 +235,16 @@ def measure_itr_state(channels: int, ases: int, d: int = 1200, seed: int = 1) ->
         gc.collect()
         rss.append(_rss_bytes())
 
+    def snap() -> None:
+        gc.collect()
+        snaps.append(tracemalloc.take_snapshot())
+
     itr = _populated_itr(channels, ases, d, mark_rss, mark_rss)
     del itr
     gc.collect()
     tracemalloc.start()
     try:
-        itr = _populated_itr(channels, ases, d,
-                             lambda: (gc.collect(), snaps.append(tracemalloc.take_snapshot())),
-                             lambda: (gc.collect(), snaps.append(tracemalloc.take_snapshot())))
+        itr = _populated_itr(channels, ases, d, snap, snap)
     finally:
         tracemalloc.stop()
     heap = sum(s.size_diff for s in snaps[1].compare_to(snaps[0], "filename"))
