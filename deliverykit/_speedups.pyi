@@ -106,6 +106,24 @@ def m2c_ldpc_add(
 ) -> int:
     """One iterative decoding step; how many source symbols became known."""
 
+class _LDPCPeeler:
+    def add(self, esi: int, symbol: ReadableBuffer, /) -> int: ...
+
+def m2c_ldpc_peeler(
+    k: int,
+    E: int,
+    eq_ptr: ReadableBuffer,
+    eq_vars: ReadableBuffer,
+    var_ptr: ReadableBuffer,
+    var_eqs: ReadableBuffer,
+    unknown: WriteableBuffer,
+    partial: WriteableBuffer,
+    values: WriteableBuffer,
+    known: WriteableBuffer,
+    /,
+) -> _LDPCPeeler:
+    """``m2c_ldpc_add``'s state held: ``.add(esi, symbol)`` per symbol."""
+
 def m2c_ldpc_add_many(
     k: int,
     E: int,

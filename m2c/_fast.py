@@ -16,7 +16,9 @@ hypothesis.
 - ``m2c_ldpc_encode(src, symbol_size, row_ptr, cols)``: the ``m`` staircase
   repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
   concatenated in ``src``.
-- ``m2c_ldpc_add(...)`` / ``m2c_ldpc_add_many(...)``: the iterative decoder.
+- ``m2c_ldpc_add(...)`` / ``m2c_ldpc_add_many(...)``: the iterative decoder;
+  ``m2c_ldpc_peeler(...)`` holds the state so that ``.add(esi, symbol)`` is one
+  cheap call per symbol.
 - ``m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)``:
   the maximum-likelihood step (Gaussian elimination with inactivation) over
   the equations the iterative decoder left unsolved; returns
@@ -209,7 +211,8 @@ class _State(NamedTuple):
 
 def _ldpc_state(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
                 unknown: Buf, partial: Buf, values: Buf, known: Buf, esis: Buf = None,
-                symbols: Buf = b"", esi: int | None = None, many: bool = False) -> _State:
+                symbols: Buf = b"", esi: int | None = None, many: bool = False,
+                held: bool = False) -> _State:
     """Views on the decoder state with m2c_ldpc_add's O(1) checks, in the C's order
     (buffers one by one as ldpc_add_impl gets them, then the sizes)."""
     EP, EV = _u32(eq_ptr, min_items=1), _u32(eq_vars)
@@ -222,7 +225,8 @@ def _ldpc_state(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs
     count = len(ES) if ES is not None else 1
     if (E <= 0 or E > E_MAX or max(m, n, count) * E > _SSIZE_MAX or k < 0 or k > n or n < 1
             or len(U) != m or len(P) != m * E or len(V) not in (n * E, k * E) or len(K) != n
-            or len(S) != count * E or (not many and not (esi is not None and 0 <= esi < n))):
+            or (not held and len(S) != count * E)
+            or (not many and not held and not (esi is not None and 0 <= esi < n))):
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
     return _State(EP, EV, VP, VE, U, P, V, K, m, n, len(EV), len(VE), ES, S)
 
@@ -304,6 +308,32 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
             P[src * E:(src + 1) * E] = bytes(E)
             U[src] -= 1
     return newly
+
+
+class _Peeler:
+    """What m2c_ldpc_peeler returns: ``add(esi, symbol)`` is m2c_ldpc_add on the held state."""
+
+    def __init__(self, k: int, E: int, state: tuple[Buf, ...], n: int) -> None:
+        self._k, self._E, self._state, self._n = k, E, state, n
+
+    def add(self, esi: int, symbol: Buf) -> int:
+        esi = operator.index(esi)
+        S = _view(symbol)
+        if len(S) != self._E or not 0 <= esi < self._n:
+            raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+        ep, ev, vp, ve, u, p, v, kn = self._state
+        return m2c_ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S)
+
+
+def m2c_ldpc_peeler(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
+                    unknown: Buf, partial: Buf, values: Buf, known: Buf) -> _Peeler:
+    """``m2c_ldpc_add``'s state checked once and held: the result's ``add(esi, symbol)``
+    is ``m2c_ldpc_add(k, E, <that state>, esi, symbol)`` (one cheap C call per symbol)."""
+    k, E = operator.index(k), operator.index(E)
+    st = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
+                     held=True)
+    return _Peeler(k, E, (eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known),
+                   st.n)
 
 
 def m2c_ldpc_add_many(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,

@@ -45,6 +45,7 @@ TWINS = {
     "m2c_ldpc_encode": ("m2c._fast", "m2c_ldpc_encode"),
     "m2c_ldpc_add": ("m2c._fast", "m2c_ldpc_add"),
     "m2c_ldpc_add_many": ("m2c._fast", "m2c_ldpc_add_many"),
+    "m2c_ldpc_peeler": ("m2c._fast", "m2c_ldpc_peeler"),
     "m2c_ldpc_eliminate": ("m2c._fast", "m2c_ldpc_eliminate"),
     "recv_batch_ts": ("swift._fast", "py_recv_batch_ts"),
     "decode_msgs": ("swift._fast", "py_decode_msgs"),

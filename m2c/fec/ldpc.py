@@ -227,6 +227,7 @@ def _graph(k: int, n: int, n1: int, seed: int) -> _Graph:
 ldpc_alloc = load("m2c_ldpc_alloc", _fast.m2c_ldpc_alloc)
 ldpc_add = load("m2c_ldpc_add", _fast.m2c_ldpc_add)
 ldpc_add_many = load("m2c_ldpc_add_many", _fast.m2c_ldpc_add_many)
+ldpc_peeler = load("m2c_ldpc_peeler", _fast.m2c_ldpc_peeler)
 ldpc_eliminate = load("m2c_ldpc_eliminate", _fast.m2c_ldpc_eliminate)
 
 
@@ -256,6 +257,7 @@ class LDPCDecoder:
         self._got = bytearray(n)
         self._state = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
                        self._partial, self._values, self._known)
+        self._peel = ldpc_peeler(*self._state).add  # m2c_ldpc_add, state held: per symbol
         self.source_known = 0
         self.received = 0
         """distinct symbols received (decoded ones received later count too)"""
@@ -285,7 +287,7 @@ class LDPCDecoder:
         got[esi] = 1
         self.received += 1
         if self.source_known != self._k and not self._known[esi]:
-            self.source_known += ldpc_add(*self._state, esi, symbol)
+            self.source_known += self._peel(esi, symbol)
         return self.source_known == self._k
 
     def add_many(self, items: Iterable[tuple[int, bytes | bytearray | memoryview]]) -> bool:
@@ -312,7 +314,7 @@ class LDPCDecoder:
         return self.complete
 
     def _learn(self, esi: int, symbol: bytes | bytearray | memoryview) -> None:
-        self.source_known += ldpc_add(*self._state, esi, symbol)
+        self.source_known += self._peel(esi, symbol)
 
     def solve(self, partial: bool = True) -> bool:
         """Maximum-likelihood step: Gaussian elimination with inactivation.

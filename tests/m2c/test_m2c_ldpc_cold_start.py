@@ -189,3 +189,45 @@ def test_alloc_c_and_twin():
         assert isinstance(b, bytearray) and len(b) == 3000
         with pytest.raises(ValueError):
             fn(-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 40), extra=st.integers(0, 40), E=st.integers(1, 9),
+       seed=st.integers(1, 10**6), small=st.booleans(), data=st.data())
+def test_peeler_is_ldpc_add_with_the_state_held(k, extra, E, seed, small, data):
+    """m2c_ldpc_peeler(state).add(esi, symbol) == m2c_ldpc_add(state, esi, symbol): same
+    results and states, C and twin, for n*E and k*E values; bad ESIs and symbol lengths
+    raise ValueError in both"""
+    need_c()
+    n = k + 3 + extra
+    g = ldpc._graph(k, n, 3, seed)
+    rnd = data.draw(st.randoms(use_true_random=False))
+    nv = k if small else n
+    ref, c_st, py_st = state(g, n, k, E, nv), state(g, n, k, E, nv), state(g, n, k, E, nv)
+    head = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs)
+    c_peel = speedups.m2c_ldpc_peeler(*head, *c_st)
+    py_peel = _fast.m2c_ldpc_peeler(*head, *py_st)
+    order = data.draw(st.lists(st.integers(-2, n + 1), max_size=2 * n))
+    for esi in order:
+        sym = rnd.randbytes(E if rnd.random() < 0.9 else E + 1)
+        outs = [outcome(fn, esi, sym) for fn in (
+            lambda e, s: speedups.m2c_ldpc_add(*head, *ref, e, s), c_peel.add, py_peel.add)]
+        assert outs[0] == outs[1] == outs[2]
+        assert ref == c_st == py_st
+
+
+@pytest.mark.parametrize("mod", ["c", "twin"])
+def test_peeler_refuses_an_inconsistent_state(mod):
+    need_c()
+    fn = speedups.m2c_ldpc_peeler if mod == "c" else _fast.m2c_ldpc_peeler
+    g = ldpc._graph(10, 20, 3, 1)
+    head = (10, 4, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs)
+    good = state(g, 20, 10, 4, 10)
+    fn(*head, *good)
+    for i, wrong in ((1, bytearray(9 * 4)), (2, bytearray(15 * 4)), (3, bytearray(19))):
+        st_ = list(good)
+        st_[i] = wrong
+        with pytest.raises(ValueError):
+            fn(*head, *st_)
+    with pytest.raises(ValueError):
+        fn(10, 0, *head[2:], *good)
