@@ -140,6 +140,7 @@ def test_simcheck_measures_the_causes_on_loopback() -> None:
     for arm in ("normal", "proxy", "vmc"):
         assert r["cause_start_lateness"][arm]["p50_ms"] >= 0.0  # never issued early
     assert r["sim_loopback_issue_times"]["vmc_MB"] <= r["sim_logged_times"]["normal_MB"]
+    assert r["loopback"]["vmc_joins"] > 0  # every fifth download is the same 1 MB file
 
 
 def test_replay_backend_sim_counting_by_default_same_figures_as_bytes(tmp_path) -> None:

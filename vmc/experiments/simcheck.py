@@ -35,9 +35,9 @@ from vmc.workload.synth import SCENARIOS, generate
 
 
 async def loopback_arm(entries: list[LogEntry], link_rate: float, proxy: bool, sharing: bool,
-                       window: int) -> tuple[int, list[Replayed]]:
-    """One loopback arm (as :func:`vmc.workload.replay.compare` runs it): origin bytes and every
-    request's result (with its actual issue time)."""
+                       window: int) -> tuple[int, list[Replayed], int]:
+    """One loopback arm (as :func:`vmc.workload.replay.compare` runs it): origin bytes, every
+    request's result (with its actual issue time) and the proxy's joins."""
     origin = await Origin(link_rate=link_rate, digest_limit=0).start()
     px = None
     try:
@@ -47,11 +47,12 @@ async def loopback_arm(entries: list[LogEntry], link_rate: float, proxy: bool, s
             px = await Proxy(cfg).start()
         addr = f"{px.address[0]}:{px.address[1]}" if px else None
         res = await replay(entries, origin.authority, addr)
+        joins = px.stats.joins if px is not None else 0
     finally:
         if px is not None:
             await px.close()
         await origin.close()
-    return origin.stats.body_bytes, res
+    return origin.stats.body_bytes, res, joins
 
 
 def _ms(xs: list[float]) -> dict[str, float]:
@@ -77,7 +78,7 @@ def run(scenario: str, n: int, seed: int, link_rate: float,
     def late(res: list[Replayed]) -> list[float]:
         return [r.start - logged[r.index].at for r in res]
 
-    (nb, nres), (pb, pres), (vb, vres) = arms["normal"], arms["proxy"], arms["vmc"]
+    (nb, nres, _), (pb, pres, _), (vb, vres, vjoins) = arms["normal"], arms["proxy"], arms["vmc"]
     cpu = time.process_time()
     sim_n = replay_arm(logged, False, link_rate, window, seed)
     sim_v = replay_arm(logged, True, link_rate, window, seed)
@@ -95,6 +96,7 @@ def run(scenario: str, n: int, seed: int, link_rate: float,
             "bandwidth_saving_%": saving(nb, vb),
             "latency_sum_saving_%": saving(lat(nres), lat(vres)),
             "latency_sum_saving_vs_proxy_%": saving(lat(pres), lat(vres)),
+            "vmc_joins": vjoins,
             "wall_s": wall,
         },
         "sim_logged_times": {
@@ -109,7 +111,7 @@ def run(scenario: str, n: int, seed: int, link_rate: float,
             "latency_sum_saving_%": saving(sim_na.latency_sum, sim_va.latency_sum),
             "vmc_joins": sim_va.joins,
         },
-        "cause_start_lateness": {arm: _ms(late(res)) for arm, (_, res) in arms.items()},
+        "cause_start_lateness": {arm: _ms(late(a[1])) for arm, a in arms.items()},
         "cause_proxy_hop": {
             **_ms(hop),
             "share_of_normal_latency_sum_%": 100 * sum(hop) / lat(nres) if lat(nres) else 0.0,
