@@ -76,25 +76,26 @@ def _plan(a: argparse.Namespace) -> int:
         _print_json(r)
         return 0
     paper, ours = r["rows"]
-    fig = r["paper_figures"]
+    txt = {k: "-" if v is None else v for k, v in r["paper_text"].items()}
     print(f"CoreCast plan: C={a.C:g} b/s, BW={a.BW:g} b/s, D={a.D} B, j={a.j} ASes, k={a.k} "
           f"clients, T={paper['T_s'] * 1000:g} ms\n")
     print(f"{'quantity':44} {'paper sizes':>14} {'our sizes':>14} {'paper text':>12}")
     lines = [
-        ("H_L (LISP encapsulation) [B]", paper["sizes"]["h_l"], ours["sizes"]["h_l"], "20"),
-        ("H_CC (header packet) [B]", paper["sizes"]["h_cc"], ours["sizes"]["h_cc"], "60"),
-        ("P_CC (payload packet) [B]", paper["P_CC"], ours["P_CC"], "1200"),
-        ("P = H_L + P_CC [B]", paper["P"], ours["P"], "1220"),
-        ("H = H_L + H_CC [B]", paper["H"], ours["H"], "80"),
+        ("H_L (LISP encapsulation) [B]", paper["sizes"]["h_l"], ours["sizes"]["h_l"], txt["h_l"]),
+        ("H_CC (header packet) [B]", paper["sizes"]["h_cc"], ours["sizes"]["h_cc"],
+         txt["h_cc"]),
+        ("P_CC (payload packet) [B]", paper["P_CC"], ours["P_CC"], txt["p_cc"]),
+        ("P = H_L + P_CC [B]", paper["P"], ours["P"], txt["P"]),
+        ("H = H_L + H_CC [B]", paper["H"], ours["H"], txt["H"]),
         ("payload packet overhead [% of D]", f"{paper['payload_overhead_pct']:.2f}",
          f"{ours['payload_overhead_pct']:.2f}", "-"),
         ("eq.1 max clients CC = (C/BW)(P/H)", f"{paper['eq1_max_clients_cc']:,}",
-         f"{ours['eq1_max_clients_cc']:,}", f"{fig['max_clients_cc'][0]:,}"),
+         f"{ours['eq1_max_clients_cc']:,}", txt["eq1"]),
         ("eq.1 left form C*T/(8H)", f"{paper['eq1_time_form']:,}",
          f"{ours['eq1_time_form']:,}", "-"),
         ("eq.1 exact (C*T/8 - P)/H", f"{paper['eq1_exact']:,}", f"{ours['eq1_exact']:,}", "-"),
         ("eq.2 max clients unicast C/BW", f"{paper['eq2_max_clients_uc']:,}",
-         f"{ours['eq2_max_clients_uc']:,}", f"{fig['max_clients_uc'][0]:,}"),
+         f"{ours['eq2_max_clients_uc']:,}", txt["eq2"]),
         ("eq.3 TT_CC per payload [B]", paper["eq3_transit_bytes"], ours["eq3_transit_bytes"], "-"),
         ("eq.4 BW_transit [kb/s]", f"{paper['eq4_bw_transit_bps'] / 1e3:.1f}",
          f"{ours['eq4_bw_transit_bps'] / 1e3:.1f}", "-"),
@@ -106,18 +107,21 @@ def _plan(a: argparse.Namespace) -> int:
         ("eq.8 CoreCast transit <= P2P", paper["eq8_corecast_wins"], ours["eq8_corecast_wins"],
          "-"),
         (f"eq.9 alpha threshold, P_CC from D={a.D}", f"{paper['eq9_alpha']:.4f}",
-         f"{ours['eq9_alpha']:.4f}", f"{fig['alpha_1200'][0]}" if a.D == 1200 else "-"),
+         f"{ours['eq9_alpha']:.4f}", txt["alpha"]),
         ("eq.9 alpha threshold, D=400", f"{paper['eq9_alpha_400']:.4f}",
-         f"{ours['eq9_alpha_400']:.4f}", f"{fig['alpha_400'][0]}"),
+         f"{ours['eq9_alpha_400']:.4f}", txt["alpha_400"]),
     ]
     for name, p, o, t in lines:
         print(f"{name:44} {p!s:>14} {o!s:>14} {t!s:>12}")
+    print("(paper text: the paper's published figure, shown only where this run's C, BW and D "
+          "are the ones it was computed with: 10 Gb/s, 384 kb/s, 1,200 B)")
     m = r["memory"]
     print(f"\nMemory model, {a.channels:,} channels x {a.ases:,} ASes (paper section 3.5):")
     print(f"  ETR payloadBuffer     paper {m['paper_etr']:>12,} B   ours {m['ours_etr']:>12,} B"
-          f"   (paper text: 'just over 1 MB')")
+          + (f"   (paper text: '{txt['etr_memory']}')" if txt["etr_memory"] != "-" else ""))
     print(f"  ITR servedRLOC IPv6   paper {m['paper_itr']['served_rloc']:>12,} B   ours "
-          f"{m['ours_itr_v6']['served_rloc']:>12,} B   (paper text: '16 MB')")
+          f"{m['ours_itr_v6']['served_rloc']:>12,} B"
+          + (f"   (paper text: '{txt['itr_served_v6']}')" if txt["itr_served_v6"] != "-" else ""))
     print(f"  ITR servedRLOC IPv4                          ours "
           f"{m['ours_itr_v4']['served_rloc']:>12,} B")
     print(f"  ITR total IPv6        paper {m['paper_itr']['total']:>12,} B   ours "

@@ -29,8 +29,8 @@ of the link; the exact bound is ``(C*T/8 - P) / H``.  We print all three.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from corecast.wire.codec import cc_header_len, cc_payload_overhead
@@ -51,6 +51,33 @@ PAPER_FIGURES = {
     "etr_memory_1000ch": (1_000_000, "sec. 3.5: 'just over 1 MB' for 1,000 channels x 1,200 B"),
     "itr_served_1000x1000_v6": (16_000_000, "sec. 3.5: '16 MB' for 1,000 ch x 1,000 ASes, IPv6"),
 }
+
+
+#: the parameters the paper's figures were computed with (section 5.3 and 3.5)
+PAPER_PARAMS = {"C": 10e9, "BW": 384e3, "D": 1200, "channels": 1000, "ases": 1000}
+
+
+def paper_text(c: float, bw: float, d: int, channels: int = 1000,
+               ases: int = 1000) -> dict[str, str | None]:
+    """The paper's published figure for each quantity `corecast plan` prints, or None
+    where this run's parameters are not the ones the figure was computed with (a
+    figure for 10 Gb/s says nothing about 1 Gb/s)."""
+    same_d = d == PAPER_PARAMS["D"]
+    same_cbw = c == PAPER_PARAMS["C"] and bw == PAPER_PARAMS["BW"]
+    f = PAPER_FIGURES
+    return {
+        "h_l": "20", "h_cc": "60",
+        "p_cc": "1200" if same_d else None,
+        "P": "1220" if same_d else None,
+        "H": "80",
+        "eq1": f"{f['max_clients_cc'][0]:,}" if same_cbw and same_d else None,
+        "eq2": f"{f['max_clients_uc'][0]:,}" if same_cbw else None,
+        "alpha": f"{f['alpha_1200'][0]}" if same_d else None,
+        "alpha_400": f"{f['alpha_400'][0]}",
+        "etr_memory": "just over 1 MB" if channels == PAPER_PARAMS["channels"] else None,
+        "itr_served_v6": ("16 MB" if (channels, ases) == (PAPER_PARAMS["channels"],
+                                                         PAPER_PARAMS["ases"]) else None),
+    }
 
 
 @dataclass(frozen=True)
@@ -297,7 +324,8 @@ def plan(c: float = 10e9, bw: float = 384e3, d: int = 1200, j: int = 3, k: int =
     }
     return {"inputs": {"C": c, "BW": bw, "D": d, "j": j, "k": k, "i": i,
                        "transport": transport, "channels": channels, "ases": ases},
-            "rows": rows, "paper_figures": PAPER_FIGURES, "memory": mem, "paper_P": pay}
+            "rows": rows, "paper_figures": PAPER_FIGURES, "memory": mem, "paper_P": pay,
+            "paper_text": paper_text(c, bw, d, channels, ases)}
 
 
 def table1_corecast_row(k: int = 1853, j: int = 202, duration_s: float = 2 * 3600 + 45 * 60,

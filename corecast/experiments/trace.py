@@ -4,8 +4,9 @@ Input: the peers a monitored P2P client exchanged video with, each with its
 AS number and the bytes the monitored client downloaded from it -- from a CSV
 (``ip,asn,bytes``), or from a pcap plus a prefix-to-AS table (``prefix asn``
 lines), or synthetic (``--synthetic``: the skewed population of
-corecast.workload with Pareto-distributed per-peer volumes; clearly not the
-paper's data).
+corecast.workload with Pareto-distributed per-peer volumes adding up to the stream
+over one session, ``--session`` s at ``--bitrate``, 2:45 h by default -- the paper's
+trace length; clearly not the paper's data).
 
 Hypothetical P2P traffic matrix (section 5.3): rows and columns are the k
 peers; row c1 is the monitored client's per-peer download vector, rows
@@ -76,8 +77,23 @@ def load_pcap(path: str, monitored: str, prefix2as: str) -> list[Peer]:
     return peers
 
 
-def synthetic(n: int = 1853, seed: int = 7, volume: int = 5 * 10**9) -> list[Peer]:
-    """A skewed population with heavy-tailed per-peer download volumes."""
+#: the paper's Set 1 traces all last 2:45 h (section 5.1)
+PAPER_SESSION_S = 2 * 3600 + 45 * 60
+
+
+def stream_volume(session_s: float = PAPER_SESSION_S, bitrate: float = 384_000.0) -> int:
+    """Bytes of the stream over ``session_s`` at ``bitrate``: what a peer that watches
+    the whole session downloads (once; P2P redundancy would add to it)."""
+    return round(session_s * bitrate / 8)
+
+
+def synthetic(n: int = 1853, seed: int = 7, volume: int | None = None) -> list[Peer]:
+    """A skewed population with heavy-tailed per-peer download volumes.  The monitored
+    client's total (``volume``) defaults to :func:`stream_volume` for the paper's session
+    length and rate (2:45 h at 384 kb/s: 475.2 MB), split over its peers by Pareto(1.2)
+    weights."""
+    if volume is None:
+        volume = stream_volume()
     import random
 
     from corecast.workload import skewed
@@ -186,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, help="broadcast length in s (N = duration x rate)")
     ap.add_argument("--bitrate", type=float, default=384_000.0)
     ap.add_argument("--quick", action="store_true", help="small synthetic population")
+    ap.add_argument("--session", type=float, default=PAPER_SESSION_S,
+                    help="with --synthetic: session length in s; the monitored client "
+                         "downloads the stream once, session x bitrate (default 2:45 h, the "
+                         "paper's trace length)")
     ap.add_argument("--out", help="directory for per_as.csv, table1.json, fig6_cdf.png")
     a = ap.parse_args(argv)
     if a.clients:
@@ -197,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.prefix2as) as f:
             peers = load_pcap(a.pcap, a.monitored, f.read())
     else:
-        peers = synthetic(300 if a.quick else 1853)
+        if not (a.session > 0 and a.bitrate > 0):
+            ap.error("--session and --bitrate must be positive")
+        peers = synthetic(300 if a.quick else 1853, volume=stream_volume(a.session, a.bitrate))
     out = analyse(peers, a.chunk, duration=a.duration, bitrate=a.bitrate)
     if a.out:
         write(out, a.out)
@@ -215,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['per_as_saving_bound_x']:.1f}x = D/(H_L+H_CC) x (download volume / N D); the "
           "paper's 300x needs peers downloading far more than the stream")
     if a.synthetic:
-        print("synthetic input: these are not the paper's traces (Table 1 needs the Set 1 data)")
+        mb = stream_volume(a.session, a.bitrate) / 1e6
+        print(f"synthetic input: the monitored client downloads the stream once, "
+              f"{a.session:g} s x {a.bitrate:g} b/s = {mb:.1f} MB, split over its peers "
+              f"(Pareto 1.2); these are not the paper's traces (Table 1 needs the Set 1 data)")
     return 0
 
 

@@ -144,3 +144,51 @@ def test_itr_state_measured_against_the_memory_model():
         assert st["rss_bytes"] >= 0
     per_entry = (big["python_heap_bytes"] - small["python_heap_bytes"]) / (10 * 40)
     assert per_entry > 4
+
+
+# ------------------------------------------------------------ corecast plan, trace
+
+
+def _plan_out(*args: str) -> str:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "corecast.cli", "plan", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _paper_col(out: str, quantity: str) -> str:
+    line = next(x for x in out.splitlines() if x.startswith(quantity))
+    return line.split()[-1]
+
+
+def test_plan_paper_text_only_for_the_papers_parameters():
+    out = _plan_out()
+    assert _paper_col(out, "eq.1 max clients CC") == "397,135"
+    assert _paper_col(out, "eq.2 max clients unicast") == "26,041"
+    out = _plan_out("--C", "1e9")
+    table = out.split("(paper text:")[0]  # the notes below the table discuss the paper's text
+    assert "397,135" not in table and "26,041" not in table
+    assert _paper_col(out, "eq.1 max clients CC") == "-"
+    assert _paper_col(out, "eq.2 max clients unicast") == "-"
+    assert _paper_col(out, "H = H_L + H_CC") == "80"  # sizes do not depend on C
+    out = _plan_out("--D", "400")
+    assert _paper_col(out, "P_CC (payload packet)") == "-"
+    assert _paper_col(out, "eq.1 max clients CC") == "-"
+    assert _paper_col(out, "eq.2 max clients unicast") == "26,041"
+    out = _plan_out("--channels", "20")
+    assert "just over 1 MB" not in out and "16 MB" not in out
+
+
+def test_synthetic_trace_volume_is_the_stream_over_a_stated_session(tmp_path, capsys):
+    from corecast.experiments import trace
+
+    assert trace.main(["--synthetic", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "9900 s x 384000 b/s = 475.2 MB" in out
+    peers = trace.synthetic(300)
+    assert abs(sum(p.bytes for p in peers) - 9900 * 384_000 / 8) <= 300  # rounding per peer
+    assert trace.main(["--synthetic", "--quick", "--session", "600"]) == 0
+    assert "600 s x 384000 b/s = 28.8 MB" in capsys.readouterr().out
