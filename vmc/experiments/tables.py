@@ -13,6 +13,8 @@ the Wits logs: the paper's numbers are printed beside ours, not as ours.
 The tc-shaped namespace version is future work (see docs/vmc.md).
 
 Run: ``python -m vmc.experiments.tables --quick [--out DIR] [--plot]``.
+``--backend sim``: the same tables at the paper's scale in simulated time
+(:mod:`vmc.experiments.simtables`).
 """
 
 from __future__ import annotations
