@@ -108,6 +108,7 @@ def m2c_ldpc_add(
 
 class _LDPCPeeler:
     def add(self, esi: int, symbol: ReadableBuffer, /) -> int: ...
+    def receive(self, esi: int, symbol: ReadableBuffer, complete: object, /) -> int: ...
 
 def m2c_ldpc_peeler(
     k: int,
@@ -120,9 +121,11 @@ def m2c_ldpc_peeler(
     partial: WriteableBuffer,
     values: WriteableBuffer,
     known: WriteableBuffer,
+    got: WriteableBuffer,
     /,
 ) -> _LDPCPeeler:
-    """``m2c_ldpc_add``'s state held: ``.add(esi, symbol)`` per symbol."""
+    """``m2c_ldpc_add``'s state held: ``.add(esi, symbol)`` per symbol; ``.receive(esi,
+    symbol, complete)`` with the duplicate check (-1)."""
 
 def m2c_ldpc_add_many(
     k: int,

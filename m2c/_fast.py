@@ -313,8 +313,10 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
 class _Peeler:
     """What m2c_ldpc_peeler returns: ``add(esi, symbol)`` is m2c_ldpc_add on the held state."""
 
-    def __init__(self, k: int, E: int, state: tuple[Buf, ...], n: int) -> None:
+    def __init__(self, k: int, E: int, state: tuple[Buf, ...], n: int, got: memoryview,
+                 known: memoryview) -> None:
         self._k, self._E, self._state, self._n = k, E, state, n
+        self._got, self._known = got, known
 
     def add(self, esi: int, symbol: Buf) -> int:
         esi = operator.index(esi)
@@ -324,16 +326,34 @@ class _Peeler:
         ep, ev, vp, ve, u, p, v, kn = self._state
         return m2c_ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S)
 
+    def receive(self, esi: int, symbol: Buf, complete: object) -> int:
+        """-1 for a duplicate; else marks ``esi`` received and, unless ``complete`` or
+        ``esi`` is known, adds it (how many sources became known)."""
+        esi = operator.index(esi)
+        S = _view(symbol)
+        if len(S) != self._E or not 0 <= esi < self._n:
+            raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+        if self._got[esi]:
+            return -1
+        self._got[esi] = 1
+        if complete or self._known[esi]:
+            return 0
+        return self.add(esi, S)
+
 
 def m2c_ldpc_peeler(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
-                    unknown: Buf, partial: Buf, values: Buf, known: Buf) -> _Peeler:
+                    unknown: Buf, partial: Buf, values: Buf, known: Buf, got: Buf) -> _Peeler:
     """``m2c_ldpc_add``'s state checked once and held: the result's ``add(esi, symbol)``
-    is ``m2c_ldpc_add(k, E, <that state>, esi, symbol)`` (one cheap C call per symbol)."""
+    is ``m2c_ldpc_add(k, E, <that state>, esi, symbol)`` (one cheap C call per symbol);
+    ``receive(esi, symbol, complete)`` adds the duplicate check on ``got`` (n bytes)."""
     k, E = operator.index(k), operator.index(E)
     st = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
                      held=True)
+    G = _view(got, True)
+    if len(G) != st.n:
+        raise ValueError("m2c_ldpc_add: inconsistent decoder state")
     return _Peeler(k, E, (eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known),
-                   st.n)
+                   st.n, G, st.K)
 
 
 def m2c_ldpc_add_many(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,

@@ -24,7 +24,8 @@
  *       The same for a batch: esis is a uint32 array, symbols their
  *       concatenation (one call per received batch instead of per symbol).
  *   m2c_ldpc_peeler(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
- *                   values, known) -> peeler with add(esi, symbol) -> int
+ *                   values, known, got) -> peeler with add(esi, symbol) -> int
+ *                   and receive(esi, symbol, complete) -> int
  *       m2c_ldpc_add with the state checked and held once (per-symbol calls).
  *   m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)
  *       -> (deficit, determined, esis, symbols)
@@ -575,16 +576,19 @@ m2c_ldpc_add_many(PyObject *self, PyObject *args)
 /* ---- a peeler: m2c_ldpc_add's state held once, one cheap call per symbol --
  *
  * m2c_ldpc_peeler(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
- * values, known) checks the state as m2c_ldpc_add does and keeps a view of
- * each buffer; its add(esi, symbol) is m2c_ldpc_add(<that state>, esi,
- * symbol) without parsing twelve arguments and taking ten buffer views per
- * symbol (~1.8 us of the ~2 us a call cost at k = 1,000). */
+ * values, known, got) checks the state as m2c_ldpc_add does (got: n bytes)
+ * and keeps a view of each buffer; its add(esi, symbol) is m2c_ldpc_add(<that
+ * state>, esi, symbol) without parsing twelve arguments and taking ten buffer
+ * views per symbol (~1.8 us of the ~2 us a call cost at k = 1,000), and
+ * receive(esi, symbol, complete) also does the duplicate bookkeeping of
+ * LDPCDecoder.add. */
 
 typedef struct {
     PyObject_HEAD
     peel_t d;
-    Py_buffer views[8];
+    Py_buffer views[9];
     int held;
+    uint8_t *G; /* got: one byte per ESI, set on its first receive */
 } peeler_t;
 
 static void
@@ -624,9 +628,51 @@ peeler_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
+/* receive(esi, symbol, complete) -> int: -1 when esi was received before (a
+ * duplicate); else marks it received and, unless complete (every source known)
+ * or esi is known, adds it: how many source symbols became known.
+ * LDPCDecoder.add in one call. */
+static PyObject *
+peeler_receive(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
+{
+    peeler_t *p = (peeler_t *)o;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "receive(esi, symbol, complete) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t esi = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (esi == -1 && PyErr_Occurred())
+        return NULL;
+    int complete = PyObject_IsTrue(args[2]);
+    if (complete < 0)
+        return NULL;
+    Py_buffer sym;
+    if (PyObject_GetBuffer(args[1], &sym, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    long r = 0;
+    if (sym.len != p->d.E || esi < 0 || esi >= p->d.n) {
+        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
+        r = -2;
+    } else if (p->G[esi]) {
+        r = -1;
+    } else {
+        p->G[esi] = 1;
+        if (!complete && !p->d.K[esi]) {
+            r = peel_one(&p->d, esi, sym.buf);
+            if (r < 0)
+                r = -2;
+        }
+    }
+    PyBuffer_Release(&sym);
+    return r == -2 ? NULL : PyLong_FromLong(r);
+}
+
 static PyMethodDef peeler_methods[] = {
     {"add", (PyCFunction)(void (*)(void))peeler_add, METH_FASTCALL,
      "add(esi, symbol) -> int: m2c_ldpc_add on the state given at creation."},
+    {"receive", (PyCFunction)(void (*)(void))peeler_receive, METH_FASTCALL,
+     "receive(esi, symbol, complete) -> int: -1 for a duplicate, else marked received and "
+     "added unless complete or esi is known: how many sources became known."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -647,9 +693,9 @@ static PyObject *
 m2c_ldpc_peeler(PyObject *self, PyObject *args)
 {
     Py_ssize_t k, E;
-    PyObject *o[8];
-    if (!PyArg_ParseTuple(args, "nnOOOOOOOO:m2c_ldpc_peeler", &k, &E, &o[0], &o[1], &o[2],
-                          &o[3], &o[4], &o[5], &o[6], &o[7]))
+    PyObject *o[9];
+    if (!PyArg_ParseTuple(args, "nnOOOOOOOOO:m2c_ldpc_peeler", &k, &E, &o[0], &o[1], &o[2],
+                          &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
         return NULL;
     if (!peeler_type && !(peeler_type = PyType_FromSpec(&peeler_spec)))
         return NULL;
@@ -659,8 +705,8 @@ m2c_ldpc_peeler(PyObject *self, PyObject *args)
         return NULL;
     p->held = 0;
     /* as ldpc_add_impl: four read-only uint32 tables, unknown (uint32, writable), then
-     * partial, values and known (writable bytes) */
-    for (int i = 0; i < 8; i++) {
+     * partial, values and known (writable bytes); then got (writable, n bytes) */
+    for (int i = 0; i < 9; i++) {
         int writable = i >= 4;
         if (PyObject_GetBuffer(o[i], &p->views[i],
                                PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
@@ -691,11 +737,12 @@ m2c_ldpc_peeler(PyObject *self, PyObject *args)
         || d->m < 0 || d->n < 1 || p->views[4].len / 4 != d->m
         || p->views[5].len != d->m * E
         || (p->views[6].len != d->n * E && p->views[6].len != k * E)
-        || p->views[7].len != d->n) {
+        || p->views[7].len != d->n || p->views[8].len != d->n) {
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
         goto fail;
     }
     d->all_values = p->views[6].len == d->n * E;
+    p->G = p->views[8].buf;
     return (PyObject *)p;
 fail:
     Py_DECREF(p);
@@ -1138,7 +1185,8 @@ PyMethodDef dk_m2c_methods[] = {
      "known, esis, symbols) -> int: m2c_ldpc_add for each (uint32 ESI, E-byte symbol)."},
     {"m2c_ldpc_peeler", m2c_ldpc_peeler, METH_VARARGS,
      "m2c_ldpc_peeler(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, "
-     "known) -> peeler: its add(esi, symbol) is m2c_ldpc_add on that state."},
+     "known, got) -> peeler: add(esi, symbol) is m2c_ldpc_add on that state; "
+     "receive(esi, symbol, complete) also skips duplicates (-1)."},
     {"m2c_ldpc_add", m2c_ldpc_add, METH_VARARGS,
      "m2c_ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known, "
      "esi, symbol) -> int: one iterative decoding step."},

@@ -257,7 +257,9 @@ class LDPCDecoder:
         self._got = bytearray(n)
         self._state = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
                        self._partial, self._values, self._known)
-        self._peel = ldpc_peeler(*self._state).add  # m2c_ldpc_add, state held: per symbol
+        peeler = ldpc_peeler(*self._state, self._got)  # the state held, for per-symbol calls
+        self._peel = peeler.add
+        self._receive = peeler.receive
         self.source_known = 0
         self.received = 0
         """distinct symbols received (decoded ones received later count too)"""
@@ -276,18 +278,17 @@ class LDPCDecoder:
 
     def add(self, esi: int, symbol: bytes | bytearray | memoryview) -> bool:
         """Add encoding symbol ``esi``; True when the block is decoded."""
-        if not 0 <= esi < self._n:
-            raise FECError(f"ESI {esi} out of range for n={self._n}")
-        if len(symbol) != self._E:
-            raise FECError(f"symbol of {len(symbol)} bytes, expected {self._E}")
-        got = self._got
-        if got[esi]:
+        try:  # one C call: range and length checks, duplicates, the iterative step
+            r = self._receive(esi, symbol, self.source_known == self._k)
+        except (ValueError, OverflowError):
+            if not 0 <= esi < self._n:
+                raise FECError(f"ESI {esi} out of range for n={self._n}") from None
+            raise FECError(f"symbol of {len(symbol)} bytes, expected {self._E}") from None
+        if r < 0:
             self.duplicates += 1
-            return self.source_known == self._k
-        got[esi] = 1
-        self.received += 1
-        if self.source_known != self._k and not self._known[esi]:
-            self.source_known += self._peel(esi, symbol)
+        else:
+            self.received += 1
+            self.source_known += r
         return self.source_known == self._k
 
     def add_many(self, items: Iterable[tuple[int, bytes | bytearray | memoryview]]) -> bool:

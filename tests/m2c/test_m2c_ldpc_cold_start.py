@@ -205,8 +205,8 @@ def test_peeler_is_ldpc_add_with_the_state_held(k, extra, E, seed, small, data):
     nv = k if small else n
     ref, c_st, py_st = state(g, n, k, E, nv), state(g, n, k, E, nv), state(g, n, k, E, nv)
     head = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs)
-    c_peel = speedups.m2c_ldpc_peeler(*head, *c_st)
-    py_peel = _fast.m2c_ldpc_peeler(*head, *py_st)
+    c_peel = speedups.m2c_ldpc_peeler(*head, *c_st, bytearray(n))
+    py_peel = _fast.m2c_ldpc_peeler(*head, *py_st, bytearray(n))
     order = data.draw(st.lists(st.integers(-2, n + 1), max_size=2 * n))
     for esi in order:
         sym = rnd.randbytes(E if rnd.random() < 0.9 else E + 1)
@@ -222,12 +222,48 @@ def test_peeler_refuses_an_inconsistent_state(mod):
     fn = speedups.m2c_ldpc_peeler if mod == "c" else _fast.m2c_ldpc_peeler
     g = ldpc._graph(10, 20, 3, 1)
     head = (10, 4, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs)
-    good = state(g, 20, 10, 4, 10)
+    good = [*state(g, 20, 10, 4, 10), bytearray(20)]
     fn(*head, *good)
-    for i, wrong in ((1, bytearray(9 * 4)), (2, bytearray(15 * 4)), (3, bytearray(19))):
+    for i, wrong in ((1, bytearray(9 * 4)), (2, bytearray(15 * 4)), (3, bytearray(19)),
+                     (4, bytearray(19))):
         st_ = list(good)
         st_[i] = wrong
         with pytest.raises(ValueError):
             fn(*head, *st_)
     with pytest.raises(ValueError):
         fn(10, 0, *head[2:], *good)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 30), E=st.integers(1, 6), seed=st.integers(1, 10**6), data=st.data())
+def test_receive_is_the_decoders_add(k, E, seed, data):
+    """peeler.receive(esi, symbol, complete): -1 for a duplicate, else the symbol is marked
+    received and added unless complete or known; C and twin agree with each other and with
+    m2c_ldpc_add plus the duplicate check done in Python"""
+    need_c()
+    n = 2 * k + 3
+    g = ldpc._graph(k, n, 3, seed)
+    rnd = data.draw(st.randoms(use_true_random=False))
+    head = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs)
+    ref, c_st, py_st = (state(g, n, k, E, k) + [bytearray(n)] for _ in range(3))
+    c_peel = speedups.m2c_ldpc_peeler(*head, *c_st)
+    py_peel = _fast.m2c_ldpc_peeler(*head, *py_st)
+    known_sources = 0
+    for esi in data.draw(st.lists(st.integers(-1, n), max_size=3 * n)):
+        sym = rnd.randbytes(E)
+        complete = known_sources == k
+        if not 0 <= esi < n:
+            want = ("ValueError", None)
+        elif ref[4][esi]:
+            want = ("ok", -1)
+        else:
+            ref[4][esi] = 1
+            r = 0
+            if not complete and not ref[3][esi]:
+                r = speedups.m2c_ldpc_add(*head, *ref[:4], esi, sym)
+            want = ("ok", r)
+        got = [outcome(p.receive, esi, sym, complete) for p in (c_peel, py_peel)]
+        assert got[0] == got[1] == want
+        if want[0] == "ok" and want[1] > 0:
+            known_sources += want[1]
+        assert ref == c_st == py_st
