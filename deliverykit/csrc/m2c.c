@@ -46,7 +46,13 @@ typedef struct { uint32_t state; } pmms_t;
 static uint32_t
 pmms_raw(pmms_t *p)
 {
-    p->state = (uint32_t)(((uint64_t)p->state * 16807u) % 2147483647u);
+    /* state * 16807 mod (2^31 - 1) without a division: 2^31 = 1 (mod 2^31 - 1), so the
+     * high and low 31-bit halves add up; one subtraction brings it below 2^31 - 1 */
+    uint64_t x = (uint64_t)p->state * 16807u;
+    x = (x & 0x7FFFFFFFu) + (x >> 31);
+    if (x >= 0x7FFFFFFFu)
+        x -= 0x7FFFFFFFu;
+    p->state = (uint32_t)x;
     return p->state;
 }
 
@@ -101,8 +107,11 @@ ldpc_left(long long k, long long m, long long n1, long long seed, uint32_t **row
         PyErr_NoMemory();
         goto out;
     }
-    for (uint64_t h = 0; h < total; h++)
-        u[h] = (uint32_t)(h % (uint64_t)m);
+    for (uint64_t h = 0, r = 0; h < total; h++) { /* u[h] = h % m */
+        u[h] = (uint32_t)r;
+        if (++r == (uint64_t)m)
+            r = 0;
+    }
     uint64_t t = 0;
     for (uint32_t j = 0; j < (uint32_t)k; j++) {
         uint32_t nc = 0;
