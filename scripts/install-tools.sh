@@ -8,7 +8,8 @@
 set -u
 declare -A PKG=([tshark]=tshark [tcpdump]=tcpdump [ip]=iproute2 [tc]=iproute2
                 [nginx]=nginx-light [curl]=curl [nft]=nftables [iptables]=iptables
-                [varnishd]=varnish [squid]=squid [ping]=iputils-ping)
+                [varnishd]=varnish [squid]=squid [ping]=iputils-ping
+                [wrk]=wrk)
 declare -A SERVICE=([nginx-light]=nginx [varnish]=varnish [squid]=squid)
 declare -A DAEMON=([nginx-light]=nginx [varnish]=varnishd [squid]=squid)
 missing=()
