@@ -38,7 +38,7 @@ from bench.harness import Figure, Reference, interleaved, measured, referenced
 from vmc.aio.origin import body_slice, expected
 from vmc.caches import CacheError, Squid, Varnish
 from vmc.client import fetch
-from vmc.nginx import Nginx, vm_rss
+from vmc.nginx import Nginx, vm_rss, write_object
 
 PY = [sys.executable, "-m", "vmc"]
 
@@ -358,6 +358,86 @@ def cache_usable(name: str, make: Callable[[], Varnish | Squid], notes: list[str
     return False
 
 
+# ------------------------------------------------------------------ request rate under wrk
+
+class _VarnishPass(Varnish):
+    """Varnish keeping nothing (``default_ttl=0 default_grace=0``): every request goes to the
+    origin, as with VMC when no stream is in flight (issue 17's like-for-like anchor)."""
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        a[a.index("default_ttl=120")] = "default_ttl=0"
+        return a + ["-p", "default_grace=0"]
+
+
+_WRK_RATE = re.compile(r"Requests/sec:\s+([0-9.]+)")
+_WRK_P99 = re.compile(r"^\s*99%\s+([0-9.]+)(us|ms|s)\s*$", re.M)
+_WRK_ERR = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)|Socket errors: (.*)")
+
+
+def _wrk(url: str, conns: int, seconds: float, threads: int = 2) -> dict:
+    """One wrk run: req/s, p99 latency in ms, MB/s, errors, and the 1-min load at its start."""
+    load = os.getloadavg()[0]
+    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds:g}s",
+                          "--latency", url], capture_output=True, text=True,
+                         timeout=seconds + 60).stdout
+    rate, p99 = _WRK_RATE.search(out), _WRK_P99.search(out)
+    if not rate or not p99:
+        raise RuntimeError(f"wrk output not understood: {out[-400:]!r}")
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}[p99.group(2)]
+    errs = "; ".join(m.group(0) for m in _WRK_ERR.finditer(out))
+    return {"req/s": float(rate.group(1)), "p99 ms": float(p99.group(1)) * scale,
+            "errors": errs or "none", "load": round(load, 2)}
+
+
+def run_rate(quick: bool) -> dict:
+    """Request rate and p99 under wrk (issue 17): our proxy vs Varnish keeping nothing, both in
+    front of one nginx origin serving static files, 1 KiB and 100 KiB objects, 50 connections,
+    interleaved repeats. Each arm's wrk run states the 1-minute load at its start."""
+    conns, seconds = 50, (2.0 if quick else 8.0)
+    repeats = 2 if quick else 3
+    sizes = {"1 KiB": 1024, "100 KiB": 100 * 1024}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="vmc-rate-") as d, Nginx.origin(Path(d)) as ng:
+        for label, size in sizes.items():
+            write_object(Path(d), f"obj-{size}.bin", size)
+        o = ng.authority
+        px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o, "--default", o])
+        varnish = _VarnishPass(o)
+        try:
+            varnish.start()
+            arms: dict[str, Callable[[], dict]] = {}
+            for label, size in sizes.items():
+                path = f"/obj-{size}.bin"
+                arms[f"vmc {label}"] = partial(_wrk, f"http://{px.authority}{path}", conns, seconds)
+                arms[f"varnish ttl=0 {label}"] = partial(
+                    _wrk, f"http://{varnish.authority}{path}", conns, seconds)
+            for url in {f"http://{px.authority}/obj-1024.bin",
+                        f"http://{varnish.authority}/obj-1024.bin"}:
+                urllib.request.urlopen(url, timeout=30).close()  # both arms up before timing
+            samples = interleaved(arms, repeats)
+        finally:
+            px.stop()
+            varnish.stop()
+    rows = [_merge(name, runs) for name, runs in samples.items()]
+    comps = []
+    for label in sizes:
+        ours, anchor = samples[f"vmc {label}"], samples[f"varnish ttl=0 {label}"]
+        comps.append(measured(f"vmc/varnish(ttl=0) req/s, {label}", [r["req/s"] for r in ours],
+                              [r["req/s"] for r in anchor], anchor="varnish ttl=0",
+                              unit="req/s", target=">= 0.5"))
+        comps.append(measured(f"vmc/varnish(ttl=0) p99, {label}", [r["p99 ms"] for r in ours],
+                              [r["p99 ms"] for r in anchor], anchor="varnish ttl=0",
+                              unit="ms", target="<= 1.0"))
+    notes.append(f"wrk -t2 -c{conns} -d{seconds:g}s --latency, one object per size, nginx origin "
+                 f"(static files) on loopback, proxy and Varnish (default_ttl=0 default_grace=0) "
+                 f"in front of it; every arm {repeats} times interleaved; 'load' is the 1-minute "
+                 f"load average when that wrk run started (2 cores shared with other work).")
+    return {"title": "VMC proxy request rate under wrk vs Varnish keeping nothing",
+            "rows": rows, "comparisons": comps, "ratios": {}, "targets": {},
+            "repeats": repeats, "notes": notes}
+
+
 def run(quick: bool) -> dict:
     n = 6 if quick else 20
     size = (4 << 20) if quick else (50 << 20)
@@ -480,3 +560,11 @@ def run(quick: bool) -> dict:
         "repeats": repeats,
         "notes": notes,
     }
+
+
+if __name__ == "__main__":  # python -m bench.bench_vmc rate [--quick]: the wrk arm alone
+    from bench.harness import markdown
+
+    if sys.argv[1:2] != ["rate"]:
+        sys.exit("usage: python -m bench.bench_vmc rate [--quick]")
+    print(markdown({"name": "vmc rate", **run_rate(quick="--quick" in sys.argv)}))
