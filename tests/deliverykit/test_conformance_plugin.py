@@ -57,6 +57,14 @@ CASES = textwrap.dedent('''
     @pytest.mark.conformance(protocol="toy", section="TOY sec. 5", role="relay")
     def test_role_not_claimed(impl):
         raise AssertionError("never runs: the implementation does not claim 'relay'")
+
+    @pytest.fixture
+    def reversed_abc(impl):
+        return impl.run("reverse", input=b"abc").stdout   # exits 127 while the fixture sets up
+
+    @pytest.mark.conformance(protocol="toy", section="TOY sec. 6")
+    def test_unsupported_in_a_fixture(reversed_abc):
+        assert reversed_abc == b"cba"
 ''')
 
 
@@ -74,14 +82,15 @@ def test_pass_fail_unsupported_and_reports(pytester, toy):
         "--impl-roles", "upper,lower,reverse,serve",
         "--conformance-json", "out.json", "--junitxml", "junit.xml", "-p", "no:cacheprovider",
     )
-    res.assert_outcomes(passed=2, failed=1, skipped=2)
+    res.assert_outcomes(passed=2, failed=1, skipped=3)
     res.stdout.fnmatch_lines(["*conformance results*", "*test_reverse*TOY sec. 3*toy1*UNSUPPORTED*",
-                              "conformance: 2 pass, 1 fail, 2 unsupported, 0 skip"])
+                              "conformance: 2 pass, 1 fail, 3 unsupported, 0 skip"])
     rows = json.loads((pytester.path / "out.json").read_text())["results"]
     assert [r.get("properties") for r in rows if "test_serve" in r["case"]] == [{"finding": "serves"}]
     assert {r["case"].split("::")[1].split("[")[0]: r["result"] for r in rows} == {
         "test_upper": "pass", "test_lower": "fail", "test_reverse": "unsupported",
-        "test_serve": "pass", "test_role_not_claimed": "unsupported"}
+        "test_serve": "pass", "test_role_not_claimed": "unsupported",
+        "test_unsupported_in_a_fixture": "unsupported"}
     props = {(p.get("name"), p.get("value")) for p in ET.parse(pytester.path / "junit.xml").iter("property")}
     assert ("section", "TOY sec. 1") in props and ("implementation", "toy1") in props
 
@@ -92,9 +101,9 @@ def test_registry_by_name_and_no_implementation_skips(pytester, toy):
         {"name": "toyreg", "protocol": "toy", "command": toy, "roles": []}]}))
     res = pytester.runpytest_subprocess("--impl-registry", str(reg), "--impl", "toyreg", "-k", "upper",
                                         "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=1, deselected=4)
+    res.assert_outcomes(passed=1, deselected=5)
     res = pytester.runpytest_subprocess("-k", "upper", "-rs", "-p", "no:cacheprovider")
-    res.assert_outcomes(skipped=1, deselected=4)
+    res.assert_outcomes(skipped=1, deselected=5)
     res.stdout.fnmatch_lines(["*no implementation under test for toy*"])
 
 
