@@ -447,10 +447,11 @@ def run_rate(quick: bool) -> dict:
     notes.append(f"wrk -t2 -c{conns} -d{seconds:g}s --latency, one object per size, nginx origin "
                  f"(static files) on loopback, proxy and Varnish (default_ttl=0 default_grace=0) "
                  f"in front of it; every arm {repeats} times interleaved; 'load' is the 1-minute "
-                 f"load average when that wrk run started (2 cores shared with other work). 'origin GETs / "
-                 "request' counts the origin's access-log lines: our proxy reuses a finished "
-                 "stream (0 origin GETs once the object is in) while Varnish with ttl=0 fetches "
-                 "every request, so the vmc rows are not the issue's like-for-like premise.")
+                 f"load average when that wrk run started (2 cores shared with other work). "
+                 "'origin GETs / request' counts the origin's access-log lines: our proxy "
+                 "reuses a finished stream (0 origin GETs once the object is in) while "
+                 "Varnish with ttl=0 fetches every request, so the vmc rows are not the "
+                 "issue's like-for-like premise.")
     return {"title": "VMC proxy request rate under wrk vs Varnish keeping nothing",
             "rows": rows, "comparisons": comps, "ratios": {}, "targets": {},
             "repeats": repeats, "notes": notes}
