@@ -79,11 +79,19 @@ def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 
     clients each, as data; or, with ``sizes``, ``len(sizes)`` ASes where AS ``a`` has
     ``sizes[a]`` clients (``ases`` and ``clients`` are then ignored).  Inter-domain
     delay per AS: 5-50 ms drawn from ``seed``; ``loss``: Bernoulli loss on every ETR's
-    downlink (the transit path into its AS)."""
+    downlink (the transit path into its AS).  ``transit_rate`` (the ITR's uplink) and
+    ``local_rate`` (each ETR's) are raised to twice the load the stream offers them
+    when that is more."""
     per_as = list(sizes) if sizes is not None else [clients] * ases
     if not per_as or min(per_as) < 1 or seconds <= 0:
         raise ValueError("need at least one AS, one client per AS and a positive duration")
     ases = len(per_as)
+    # links are sized at least at twice what the stream offers them, so a run measures
+    # bytes, not a bottleneck: the ITR's uplink carries eq. 3 per chunk, an ETR's uplink
+    # one H_I + D packet per client per chunk (a 45,000-client AS needs ~18 Gb/s)
+    per_s = bitrate / (8 * chunk_size)
+    transit_rate = max(transit_rate, 2 * 8 * per_s * eq3_transit(our_sizes("udp"), chunk_size,
+                                                                  ases, sum(per_as)))
     rnd = random.Random(derive_seed(seed, "as-delays"))
     transit_loss = LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec()
     nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home"),
@@ -92,7 +100,9 @@ def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 
     for a, n in enumerate(per_as):
         group = f"as{a}"
         nodes.append(NodeSpec(f"etr{a}", role=Role.ETR.value, group=group,
-                              down=LinkSpec(loss=transit_loss), up=LinkSpec(rate=local_rate)))
+                              down=LinkSpec(loss=transit_loss),
+                              up=LinkSpec(rate=max(local_rate, 2 * 8 * per_s * n
+                                                   * (chunk_size + IP_UDP)))))
         nodes += [NodeSpec(f"c{a}.{i}", role=Role.CLIENT.value, group=group,
                            down=LinkSpec(delay=0.001)) for i in range(n)]
         delays.append(PairDelay("home", group, round(rnd.uniform(0.005, 0.05), 6)))

@@ -192,3 +192,18 @@ def test_synthetic_trace_volume_is_the_stream_over_a_stated_session(tmp_path, ca
     assert abs(sum(p.bytes for p in peers) - 9900 * 384_000 / 8) <= 300  # rounding per peer
     assert trace.main(["--synthetic", "--quick", "--session", "600"]) == 0
     assert "600 s x 384000 b/s = 28.8 MB" in capsys.readouterr().out
+
+
+def test_links_carry_what_the_stream_offers_them():
+    """A 100,000-client run once delivered 38% of its local bytes: the largest AS's ETR
+    (45,006 clients, ~18 Gb/s of unicast) sat behind a fixed 100 Mb/s uplink and the run
+    ended with its queue full.  Links are sized at twice the offered load."""
+    from corecast.plan import eq3_transit, our_sizes
+    from corecast.sim import scenario
+
+    sc = scenario(seconds=1.0, sizes=[45_006, 1])
+    nodes = {n.name: n for n in sc.nodes}
+    per_s = 384_000 / (8 * 1200)
+    assert nodes["etr0"].up.rate >= 2 * 8 * per_s * 45_006 * 1228
+    assert nodes["etr1"].up.rate == 100e6  # a small AS keeps the default
+    assert nodes["itr"].up.rate >= 2 * 8 * per_s * eq3_transit(our_sizes("udp"), 1200, 2, 45_007)
