@@ -109,6 +109,11 @@ def _proxy(a: argparse.Namespace) -> int:
             "vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr
         )
         return 2
+    if a.workers > 1:  # N processes on one SO_REUSEPORT address; joins happen within a worker
+        from vmc.aio.workers import serve_workers
+
+        return serve_workers(cfg, a.workers, a.stats_out, a.stats_every,
+                             lambda coro: int(_run(coro, a.loop) or 0))
     # serve() waits on a cliutil.Stopper: 130 after Ctrl-C, 143 after SIGTERM, counters either way
     return int(_run(serve(cfg, a.stats_out, a.stats_every), a.loop) or 0)
 
@@ -459,6 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="networks that may read /_vmc/status (default loopback only; repeatable)")
     p.add_argument("--transparent", action="store_true",
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
+    p.add_argument("--workers", type=cliutil.positive_int, default=1, metavar="N",
+                   help="N proxy processes sharing the listening address (SO_REUSEPORT); each "
+                   "keeps its own sharing state, so a late client joins a stream only on the "
+                   "worker that holds it (default 1)")
     p.set_defaults(fn=_proxy)
 
     p = _sub(
