@@ -64,3 +64,52 @@ def test_small_response_is_one_write(make_stack, monkeypatch) -> None:
     reply, _ = _get_raw(st.proxy.address, path)
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"\r\n\r\n" + reply[-1024:])
     assert len(writes) == 1 and writes[0] == len(reply), f"writes: {writes}"
+
+
+def test_workers_share_one_address_and_sum_their_counters() -> None:
+    """``vmc proxy --workers 2``: both processes answer on one port (SO_REUSEPORT), each with its
+    own state; SIGTERM stops all with 143 and one JSON line of summed counters."""
+    import json
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    py = [sys.executable, "-m", "vmc"]
+    origin = subprocess.Popen(py + ["origin", "--listen", "127.0.0.1:0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proxy = None
+    try:
+        assert origin.stdout is not None
+        o = re.search(r"http://([0-9.]+:\d+)/", origin.stdout.readline())
+        assert o, "origin did not start"
+        proxy = subprocess.Popen(py + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o.group(1),
+                                       "--default", o.group(1), "--workers", "2"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proxy.stdout is not None
+        first = proxy.stdout.readline()
+        m = re.search(r"http://([0-9.]+):(\d+)/ \(2 workers", first)
+        assert m, first
+        addr = (m.group(1), int(m.group(2)))
+        pids = set()
+        for i in range(40):  # each on a new connection: a new 4-tuple for the kernel to hash
+            reply, _ = _get_raw(addr, f"/w{i % 4}.bin?size=2048")
+            assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"\r\n\r\n" + reply[-2048:])
+            with urllib.request.urlopen(f"http://{addr[0]}:{addr[1]}/_vmc/status",
+                                        timeout=10) as r:
+                pids.add(json.loads(r.read())["pid"])
+        assert len(pids) == 2, f"one worker answered everything: {pids}"
+        proxy.send_signal(signal.SIGTERM)
+        out, err = proxy.communicate(timeout=60)
+        assert proxy.returncode == 143, err
+        final = json.loads(out.strip().splitlines()[-1])
+        assert sorted(final["pid"]) == sorted(pids)
+        assert final["requests"] == sum(w["requests"] for w in final["workers"]) >= 40
+        assert "Traceback" not in err
+    finally:
+        for p in (proxy, origin):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(10)
+            if p is not None and p.stdout:
+                p.stdout.close()

@@ -13,6 +13,9 @@ class ProxyConfig:
 
     host: str = "127.0.0.1"
     port: int = 0
+    #: Bind the listening socket with SO_REUSEPORT (``vmc proxy --workers N``: N processes
+    #: share the address, the kernel spreads connections by their 4-tuple).
+    reuse_port: bool = False
     #: Upstreams that may be contacted, as "host:port" (absolute-form or Host must name one).
     upstreams: list[str] = field(default_factory=list)
     #: Upstream for origin-form requests whose Host is not an allowed upstream (reverse-proxy mode).

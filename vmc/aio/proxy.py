@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -108,7 +109,8 @@ class Proxy(Downstream):
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Proxy:
-        self._server = await asyncio.start_server(self._on_connect, self.cfg.host, self.cfg.port)
+        self._server = await asyncio.start_server(self._on_connect, self.cfg.host, self.cfg.port,
+                                                  reuse_port=self.cfg.reuse_port or None)
         return self
 
     @property
@@ -139,6 +141,7 @@ class Proxy(Downstream):
         snap["buffer_bytes"] = sum(s.buffer.memory for s in self.sessions.values())
         snap["queued_bytes"] = sum(sub.queue.queued for s in self.sessions.values() for sub in s.subscribers)
         snap["connections"] = self.connections
+        snap["pid"] = os.getpid()  # which worker answered (vmc proxy --workers N)
         if self.pool is not None:
             snap["upstream_connections_opened"] = self.pool.opened
             snap["upstream_connections_reused"] = self.pool.reused
