@@ -947,5 +947,4 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def _apply_fast_factor(self) -> None:
         """Eq. 2 over the last eq. 1 values with the current x."""
         if self._ranked:
-            self.fast = set(fast_set(self._ranked, self.config.bitrate,  # type: ignore[arg-type]
-                                     self.fast_factor))
+            self.fast = set(fast_set(self._ranked, self.config.bitrate, self.fast_factor))

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
+
+T = TypeVar("T")
 
 
 class Availability:
@@ -271,12 +273,12 @@ def expected_bandwidth(p: int, rtt: float, dip: float, loss: float, k: float = 1
     return max(0.0, s - k * s * loss)
 
 
-def fast_set(ranked: list[tuple[float, object]], bitrate: float, x: float) -> list[object]:
+def fast_set(ranked: list[tuple[float, T]], bitrate: float, x: float) -> list[T]:
     """Eq. 2: the first n peers by decreasing R_i with sum R_i >= x * BR_v.
 
     ``bitrate`` in bytes/s.  If all peers together fall short, all are fast.
     """
-    out = []
+    out: list[T] = []
     total = 0.0
     for r, who in sorted(ranked, key=lambda t: -t[0]):
         out.append(who)

@@ -575,4 +575,4 @@ class RequestPlanner:
             r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
             ranked.append((r, ch.local_id))
         self._ranked = ranked
-        self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))  # type: ignore[arg-type]
+        self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))

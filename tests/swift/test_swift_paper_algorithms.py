@@ -15,9 +15,10 @@ import pytest
 
 from deliverykit.sim import Simulation
 from swift.core.binmap import Binmap
+from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
-from swift.core.peer import Peer, PeerConfig
+from swift.core.peer import Peer
 from swift.core.picker import expected_bandwidth, fast_set, request_size
 from swift.core.player import Player
 from swift.sim import SwiftApp, flash_crowd
@@ -61,7 +62,7 @@ def test_eq2_fast_set_takes_the_fewest_best_peers_that_cover_x_times_the_bitrate
     # one peer alone covers 1.5 * 100
     assert fast_set(ranked, 100.0, 1.5) == ["b"]
     # all of them fall short of 10 * 100: all are fast
-    assert sorted(fast_set(ranked, 100.0, 10.0)) == ["a", "b", "c", "d"]  # type: ignore[type-var]
+    assert sorted(fast_set(ranked, 100.0, 10.0)) == ["a", "b", "c", "d"]
 
 
 # -- eq. 3: request size min(W_ledbat / 2, H / F) ------------------------------------------
@@ -225,7 +226,7 @@ def _push_run(push: bool) -> tuple[SwiftApp, Simulation, int]:
             requests += sum(m[0] == MsgType.REQUEST for m in msgs)
         send(name, data, dst)
 
-    sim.network.send = tap  # type: ignore[method-assign]
+    sim.network.send = tap  # type: ignore[method-assign,assignment]
     sim.run(until=30.0)
     return app, sim, requests
 

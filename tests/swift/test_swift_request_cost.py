@@ -182,9 +182,10 @@ def test_binmap_version_moves_with_every_change_and_never_back() -> None:
 def _twin_leechers(picker: str, n: int, k: int, seed: int) -> tuple[Any, Any]:
     """Two identical leechers (same content, seed, channels), one with the
     memos off: the reference."""
+    from swift.core.config import PeerConfig
     from swift.core.content import Content, MemoryStorage
     from swift.core.merkle import MerkleTree
-    from swift.core.peer import Peer, PeerConfig
+    from swift.core.peer import Peer
     cs = 1024
     data = random.Random(seed).randbytes(n * cs - 100)
     cfg = PeerConfig(picker=picker, seed=seed, high_window=16, mid_window=64, bitrate=50_000.0)
@@ -218,7 +219,7 @@ def test_memoised_picks_equal_the_unmemoised_ones(picker: str) -> None:
             def counted(*a: Any, _o: Any = p.picker.pick, _k: str = key) -> Any:
                 calls[_k] += 1
                 return _o(*a)
-            p.picker.pick = counted  # type: ignore[method-assign]
+            p.picker.pick = counted
         flushes = 0
         for _ in range(400):
             r = ops.random()
