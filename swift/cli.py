@@ -306,8 +306,8 @@ async def _live_source(a: argparse.Namespace) -> int:
                 block = await _read_block(fd, a.chunk_size * 8, stopper.event)
                 if not block:
                     break
-                node.peer.live_append(block, time.time())
-                node._flush()
+                node.peer.live_append(block, node.now)
+                node.kick()
                 sent += len(block)
                 if a.rate:  # pace a file as if it were a live feed
                     await stopper.wait(max(0.0, t0 + sent / a.rate - time.time()))

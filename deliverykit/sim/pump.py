@@ -1,6 +1,6 @@
 """Drive :class:`~deliverykit.protocol.DatagramCore` objects in virtual time.
 
-The simulator's twin of an asyncio driver (``swift/aio/node.py``'s pump): a
+The simulator's twin of an asyncio driver (``deliverykit.aio.CoreDriver``): a
 datagram reaches the core at its arrival time, the core's timer runs at its
 :meth:`get_timer` deadline, and after every input the driver drains
 :meth:`datagrams_to_send` into the network and collects :meth:`next_event`.

@@ -81,8 +81,8 @@ async def _live_source(a: argparse.Namespace) -> int:
         t0, sent, step = time.time(), 0, a.chunk_size * a.per_sig
         while sent < len(data) and not stop.is_set():
             block = data[sent:sent + step]
-            node.peer.live_append(block, time.time())
-            node._flush()
+            node.peer.live_append(block, node.now)
+            node.kick()
             sent += len(block)
             await asyncio.sleep(max(0.0, t0 + sent / a.rate - time.time()) if a.rate else 0)
         await stop.wait()

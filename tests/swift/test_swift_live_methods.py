@@ -3,7 +3,6 @@ Sign All beside the Unified Merkle Tree, RSASHA256 beside ECDSA P-256."""
 
 import asyncio
 import os
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -168,9 +167,9 @@ async def test_live_loopback_source_to_viewer(method, alg) -> None:
         pos = 0
         # the stream runs a little before the viewer tunes in
         for _ in range(8):
-            src.peer.live_append(stream[pos:pos + 4096], time.time())
+            src.peer.live_append(stream[pos:pos + 4096], src.now)
             pos += 4096
-            src._flush()
+            src.kick()
             await asyncio.sleep(0.01)
         async with live_viewer(sid, PeerConfig(), method=method, window=1024) as v:
             v.connect(src.addr)
@@ -178,9 +177,9 @@ async def test_live_loopback_source_to_viewer(method, alg) -> None:
             got = bytearray()
             for _ in range(400):
                 if pos < len(stream):
-                    src.peer.live_append(stream[pos:pos + 4096], time.time())
+                    src.peer.live_append(stream[pos:pos + 4096], src.now)
                     pos += 4096
-                    src._flush()
+                    src.kick()
                 for c in rd.ready():
                     got += c
                 if len(got) >= 64 * 1024:
