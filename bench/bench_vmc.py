@@ -416,34 +416,44 @@ def run_rate(quick: bool) -> dict:
         def origin_log() -> int:
             return len(ng.access_log())
 
-        px = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o, "--default", o])
+        workers = os.cpu_count() or 1
+        pxs: dict[int, _Proc] = {}
         varnish = _VarnishPass(o)
         try:
+            for nw in sorted({1, workers}):  # one process, and one per core (SO_REUSEPORT)
+                pxs[nw] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
+                                      "--default", o, "--workers", str(nw)])
             varnish.start()
             arms: dict[str, Callable[[], dict]] = {}
             for label, size in sizes.items():
                 path = f"/obj-{size}.bin"
-                arms[f"vmc {label}"] = partial(_wrk, f"http://{px.authority}{path}", conns, seconds,
-                                             origin_log)
+                for nw, px in pxs.items():
+                    name = f"vmc {label}" if nw == 1 else f"vmc --workers {nw} {label}"
+                    arms[name] = partial(_wrk, f"http://{px.authority}{path}", conns, seconds,
+                                         origin_log)
                 arms[f"varnish ttl=0 {label}"] = partial(
                     _wrk, f"http://{varnish.authority}{path}", conns, seconds, origin_log)
-            for url in {f"http://{px.authority}/obj-1024.bin",
-                        f"http://{varnish.authority}/obj-1024.bin"}:
-                urllib.request.urlopen(url, timeout=30).close()  # both arms up before timing
+            for url in [f"http://{px.authority}/obj-1024.bin" for px in pxs.values()] + [
+                    f"http://{varnish.authority}/obj-1024.bin"]:
+                urllib.request.urlopen(url, timeout=30).close()  # every arm up before timing
             samples = interleaved(arms, repeats)
         finally:
-            px.stop()
+            for px in pxs.values():
+                px.stop()
             varnish.stop()
     rows = [_merge(name, runs) for name, runs in samples.items()]
     comps = []
     for label in sizes:
-        ours, anchor = samples[f"vmc {label}"], samples[f"varnish ttl=0 {label}"]
-        comps.append(measured(f"vmc/varnish(ttl=0) req/s, {label}", [r["req/s"] for r in ours],
-                              [r["req/s"] for r in anchor], anchor="varnish ttl=0",
-                              unit="req/s", target=">= 0.5"))
-        comps.append(measured(f"vmc/varnish(ttl=0) p99, {label}", [r["p99 ms"] for r in ours],
-                              [r["p99 ms"] for r in anchor], anchor="varnish ttl=0",
-                              unit="ms", target="<= 1.0"))
+        anchor = samples[f"varnish ttl=0 {label}"]
+        for nw in pxs:
+            who = "vmc" if nw == 1 else f"vmc --workers {nw}"
+            ours = samples[f"{who} {label}"]
+            comps.append(measured(f"{who}/varnish(ttl=0) req/s, {label}",
+                                  [r["req/s"] for r in ours], [r["req/s"] for r in anchor],
+                                  anchor=f"varnish ttl=0 {label}", unit="req/s", target=">= 0.5"))
+            comps.append(measured(f"{who}/varnish(ttl=0) p99, {label}",
+                                  [r["p99 ms"] for r in ours], [r["p99 ms"] for r in anchor],
+                                  anchor=f"varnish ttl=0 {label}", unit="ms", target="<= 1.0"))
     notes.append(f"wrk -t2 -c{conns} -d{seconds:g}s --latency, one object per size, nginx origin "
                  f"(static files) on loopback, proxy and Varnish (default_ttl=0 default_grace=0) "
                  f"in front of it; every arm {repeats} times interleaved; 'load' is the 1-minute "
@@ -565,6 +575,14 @@ def run(quick: bool) -> dict:
         "started (nginx/varnish/squid: their own process, caches included).",
     ]
     assert by  # every arm produced a row
+    if shutil.which("wrk") and shutil.which("nginx") and shutil.which("varnishd"):
+        wrk_arm = run_rate(quick)  # issue 17: request rate vs Varnish keeping nothing
+        rows += wrk_arm["rows"]  # their own columns (req/s, p99 ms, ...), empty elsewhere
+        comps += wrk_arm["comparisons"]
+        notes += wrk_arm["notes"]
+    else:
+        notes.append("wrk arm (request rate vs Varnish ttl=0) skipped: needs wrk, nginx and "
+                     "varnishd (scripts/install-tools.sh)")
     return {
         "title": ("VMC: late joiners on one in-flight object "
                   "(origin bytes, completion, TTFB, memory)"),
