@@ -177,6 +177,9 @@ class SimResult:
     patches: list[tuple[str, str, int, int]]
     digests_ok: int
     events: int
+    complete: bool = True
+    """False when the run stopped at its event or time bound with events left (then some requests
+    are missing or unfinished: never to be reported as a whole run)."""
 
     def decisions(self) -> list[tuple[str, str, bool]]:
         """Per request in arrival order: (path, mode, patched from the origin?)."""
@@ -420,15 +423,15 @@ class VmcSim:
         self._settle()
         self._input(Request(a.client, b"GET", f"http://{self.cfg.authority}{a.path}"))
 
-    def run(self, until: float = 3600.0) -> SimResult:
-        """Replay every arrival (at most ``until`` virtual seconds); ``virtual_time``: the last
-        byte delivered to a client."""
+    def run(self, until: float = 3600.0, max_events: int = 10_000_000) -> SimResult:
+        """Replay every arrival (at most ``until`` virtual seconds and ``max_events`` events);
+        ``virtual_time``: the last byte delivered to a client; ``complete``: nothing was left."""
         for a in self.arrivals:
             self.sched.at(a.at, self._arrive, a)
         if isinstance(self.flows, SimGridFlows):
             self.flows.drive(self.sched, self.carried, until)
         else:
-            self.sched.run(until=until, max_events=10_000_000)
+            self.sched.run(until=until, max_events=max_events)
         end = max((c.done_at or 0.0 for c in self.clients.values()), default=0.0)
         ok = 0
         for c in self.clients.values():
@@ -458,6 +461,7 @@ class VmcSim:
             self.patches,
             ok,
             self.sched.executed,
+            self.sched.peek() is None,
         )
 
 
@@ -699,6 +703,8 @@ class Arm:
     origin_per_request: list[int] = field(default_factory=list)
     """Per request, in arrival order: the origin bytes it caused (a shared stream's, to the request
     that started it)."""
+    incomplete: int = 0
+    """Batches cut by the event bound (their figures are partial: reported, never hidden)."""
 
     @property
     def latency_sum(self) -> float:
@@ -706,6 +712,7 @@ class Arm:
         return sum(self.latencies)
 
     def add(self, r: SimResult) -> None:
+        self.incomplete += int(not r.complete)
         self.origin_bytes += int(r.stats["origin_bytes"])
         self.elapsed += r.virtual_time
         self.joins += int(r.stats["joins"])
@@ -727,6 +734,7 @@ def replay_arm(
     seed: int = 0,
     batch: int = 0,
     counting: bool = False,
+    max_events: int = 100_000_000,
 ) -> Arm:
     """Replay ``arrivals`` with sharing on or off, the origin's link shared max-min at
     ``link_rate``, in batches of ``batch`` requests (0: one run) each starting afresh at its
@@ -743,7 +751,7 @@ def replay_arm(
             counting=counting,
             machine=MachineConfig(window=window, disk_budget=0, sharing=sharing),
         )
-        arm.add(VmcSim(part, cfg, seed=seed).run(until=1e9))
+        arm.add(VmcSim(part, cfg, seed=seed).run(until=1e9, max_events=max_events))
     return arm
 
 
@@ -792,6 +800,7 @@ def compare_log(
         "elapsed_saving_%": saving(n.elapsed, v.elapsed),
         "joins": v.joins,
         "right_bodies": min(n.right_bodies, v.right_bodies),
+        "incomplete_batches": n.incomplete + v.incomplete,
         "cpu_s": round(cpu, 3),
     }
     if latencies:

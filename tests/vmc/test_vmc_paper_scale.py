@@ -163,3 +163,17 @@ def test_replay_backend_sim_counting_by_default_same_figures_as_bytes(tmp_path) 
     assert {k: v for k, v in counting.items() if k not in skip} == {
         k: v for k, v in byte_mode.items() if k not in skip
     }
+
+
+def test_a_run_cut_by_its_event_bound_says_so() -> None:
+    from vmc.experiments.simtables import Verdict, checks
+    from vmc.sim import replay_arm
+
+    arrivals = log_arrivals(generate(SCENARIOS["high-vhigh"], 100, seed=1))
+    whole = replay_arm(arrivals, True, 3e6, batch=50, counting=True)
+    cut = replay_arm(arrivals, True, 3e6, batch=50, counting=True, max_events=500)
+    assert whole.incomplete == 0 and cut.incomplete == 2
+    assert len(cut.latencies) < len(whole.latencies)  # partial: hence reported
+    row = {"scenario": "high-vhigh", "bandwidth_saving_%": 1.0, "elapsed_saving_%": 2.0,
+           "latency_saving_%": 3.0, "incomplete_batches": 2}
+    assert {c.verdict for c in checks([row])} == {Verdict.INCOMPLETE}

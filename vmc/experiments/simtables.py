@@ -41,6 +41,8 @@ DEFAULT_REQUESTS = 25_000
 class Verdict(Enum):
     PASS = "PASS"
     FAIL = "FAIL"
+    INCOMPLETE = "INCOMPLETE"
+    """The run was cut by its event bound: no verdict on partial figures."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,15 @@ def checks(rows: list[dict[str, Any]]) -> list[Check]:
     out = []
     for r in rows:
         name, bw = r["scenario"], r["bandwidth_saving_%"]
+        cut = r.get("incomplete_batches", 0) > 0
         for measure, key in (("elapsed", "elapsed_saving_%"),
                              ("per-request sum", "latency_saving_%")):
             lat = r[key]
+            if cut:
+                out.append(Check("(any)", name, measure,
+                                 f"{r['incomplete_batches']} batch(es) cut by the event bound",
+                                 Verdict.INCOMPLETE))
+                continue
             if SCENARIOS[name].unique:
                 overhead = -lat
                 out.append(Check("no-overlap latency overhead < 1%", name, measure,
@@ -124,6 +132,7 @@ def table2(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "latency % (per-request sum)": round(r["latency_saving_%"], 3),
                     "paper Normal MB": p[0], "paper VMC MB": p[1], "paper bandwidth %": p[2],
                     "paper latency %": p[3], "right bodies": f"{r['right_bodies']}/{r['requests']}",
+                    "incomplete batches": r["incomplete_batches"],
                     "cpu s": round(r["cpu_s"], 1)})
     return out
 
@@ -147,6 +156,10 @@ def figures(rows: list[dict[str, Any]], out: Path) -> list[Path]:
 
     paths = []
     for r in rows:
+        if r["incomplete_batches"]:
+            print(f"no figure for {r['scenario']}: {r['incomplete_batches']} batch(es) cut by the "
+                  "event bound", file=sys.stderr)
+            continue
         fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
         acc, saved = 0, []
         for x, y in zip(r["normal_origin"], r["vmc_origin"], strict=True):
