@@ -363,7 +363,8 @@ class UploadScheduler:
         return b"".join(parts)
 
     def _next_upload(self, now: float) -> Channel | None:
-        """WFQ (paper III-B): weight = outstanding requests; least served per weight."""
+        """WFQ (paper III-B): weight = the requester's outstanding requests, which are those
+        still queued here and those whose DATA is in flight; least served per weight."""
         best = None
         best_v = 0.0
         for ch in self.channels.values():
@@ -371,7 +372,7 @@ class UploadScheduler:
                 continue
             if not ch.ledbat.can_send(self.config.chunk_size) and not ch.probe_credit:
                 continue
-            v = ch.served / len(ch.upload)
+            v = ch.served / (len(ch.upload) + len(ch.data_out))
             if best is None or v < best_v:
                 best, best_v = ch, v
         return best
