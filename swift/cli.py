@@ -136,6 +136,13 @@ class _SubParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _ledbat_target(text: str) -> float:
+    ms = cliutil.positive_float(text)
+    if ms > 100:
+        raise argparse.ArgumentTypeError(f"{text}: at most 100 ms (RFC 6817 3.2.2)")
+    return ms
+
+
 def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
     p.add_argument("--chunk-size", type=_chunk_size, default=1024, metavar="BYTES",
                    help=f"bytes per chunk (at least {MIN_CHUNK})")
@@ -148,6 +155,9 @@ def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
                    help="auto: each channel in the dialect its peer speaks (RFC 7574 or "
                         "libswift's); rfc: RFC 7574 only; libswift: draft-10 as the libswift "
                         "C++ peer speaks it (docs/swift-libswift-compat.md)")
+    p.add_argument("--ledbat-target-ms", type=_ledbat_target, default=None, metavar="MS",
+                   help="LEDBAT's TARGET queuing delay, at most 100 ms (RFC 6817 3.2.2; default: "
+                        "25 toward libswift-dialect peers, as libswift, else 100; docs/ledbat.md)")
     if pex:
         p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
                        help="certified PEX (PEX_REScert, RFC 7574 section 8.13): accept only "
@@ -170,6 +180,7 @@ def _config(a: argparse.Namespace, **kw) -> PeerConfig:
     if getattr(a, "pex_ca", None):
         from swift.core.pexcert import load_ca_public
         kw.setdefault("pex_ca", _load_key(load_ca_public, a.pex_ca, "CA public key"))
+    kw.setdefault("ledbat_target_ms", getattr(a, "ledbat_target_ms", None))
     return PeerConfig(chunk_size=a.chunk_size, hash_func=hf, addressing=_CAMS[a.addressing],
                       profile=a.profile, **kw)
 

@@ -106,6 +106,10 @@ class PeerConfig:
     #: did not measurably help the loaded flash crowd; docs/swift.md)
     delay_from_kernel: bool = False
     slow_start: bool = True
+    #: LEDBAT's TARGET queuing delay in ms (RFC 6817 3.2.2: at most 100).  None:
+    #: 25 ms toward a libswift-dialect channel (libswift's own LEDBAT_TARGET),
+    #: 100 ms otherwise (docs/ledbat.md measures what each leaves a competing TCP flow)
+    ledbat_target_ms: float | None = None
     pex_connect: bool = False
     #: tracker: keep channels and answer PEX_REQ only, never request data
     #: (RFC 7574 3.10.1: "PEX messages can be used to construct a dedicated
@@ -127,6 +131,9 @@ class PeerConfig:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        if self.ledbat_target_ms is not None and not 0 < self.ledbat_target_ms <= 100:
+            raise ValueError(f"LEDBAT target must be in (0, 100] ms (RFC 6817 3.2.2), "
+                             f"not {self.ledbat_target_ms!r}")
 
     @staticmethod
     def libswift(**kw: Any) -> "PeerConfig":

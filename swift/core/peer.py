@@ -47,6 +47,7 @@ from swift.core.certcache import CertCache
 from swift.core.channel import Channel
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
+from swift.core.ledbat import Ledbat
 from swift.core.picker import PICKERS, Availability, fast_set
 from swift.core.receive import DataReceiver
 from swift.core.requests import RequestPlanner
@@ -230,9 +231,21 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             if cid and cid not in self.channels:
                 break
         ch = Channel(cid, addr, initiator, now, self.config.chunk_size + 64,
-                     self.config.queue_limit, self.config.slow_start)
+                     self.config.queue_limit, self.config.slow_start,
+                     ledbat_target=self._ledbat_target(self._default_dialect()))
         self.channels[cid] = ch
         return ch
+
+    def _ledbat_target(self, dialect: Dialect) -> float:
+        """LEDBAT's TARGET in s for a channel speaking ``dialect`` (PeerConfig.ledbat_target_ms)."""
+        if self.config.ledbat_target_ms is not None:
+            return self.config.ledbat_target_ms / 1000
+        return Ledbat.LIBSWIFT_TARGET if dialect is Dialect.LIBSWIFT else Ledbat.TARGET
+
+    def _set_dialect(self, ch: Channel, dialect: Dialect) -> None:
+        """Profile "auto" settled (or is trying) ``ch``'s dialect; LEDBAT's TARGET follows it."""
+        self.dialects[ch.local_id] = dialect
+        ch.ledbat.TARGET = self._ledbat_target(dialect)
 
     def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
         if ch.state == "closed":
@@ -358,7 +371,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             return
         ch = self._new_channel(addr, False, now)
         if dialect is not None:
-            self.dialects[ch.local_id] = dialect
+            self._set_dialect(ch, dialect)
         ch.remote_id = hs.channel
         ch.peer_options = hs.options
         self.by_remote[(addr, ch.remote_id)] = ch
@@ -413,7 +426,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 return
             hs = C.Handshake(msgs[0][1], msgs[0][3])
             if self.config.profile == "auto":
-                self.dialects[ch.local_id] = dialect_of(hs.options)
+                self._set_dialect(ch, dialect_of(hs.options))
             why = ("closing handshake" if hs.channel == 0 else
                    self._options_ok(hs.options, False, self.dialect(ch)))
             if why is not None:
@@ -741,8 +754,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 if ch.state == "init" and self.config.profile == "auto":
                     # unanswered: every other try without the options libswift
                     # rejects (it drops a handshake with option 9 unanswered)
-                    self.dialects[ch.local_id] = (Dialect.LIBSWIFT if ch.hs_tries % 2
-                                                  else Dialect.RFC)
+                    self._set_dialect(ch, Dialect.LIBSWIFT if ch.hs_tries % 2 else Dialect.RFC)
                 msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
                                                                        self.dialect(ch))))
                 ch.need_hs = ch.state == "init"
