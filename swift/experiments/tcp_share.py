@@ -112,6 +112,12 @@ class Case:
     #: testbed: the TCP sender's congestion control (RFC 6817 is written against
     #: standard loss-based TCP; this machine's default is bbr)
     tcp_cc: str = "cubic"
+    #: our peers' LEDBAT TARGET (PeerConfig.ledbat_target_ms; None: the peer's default)
+    ledbat_target_ms: float | None = None
+
+    def peer_config(self) -> Any:
+        from swift.core.config import PeerConfig
+        return PeerConfig(ledbat_target_ms=self.ledbat_target_ms)
 
     @property
     def queue_ms(self) -> float:
@@ -269,13 +275,15 @@ class CaseResult:
 
 def cases(quick: bool, arms: Sequence[Arm], queues: Sequence[int] | None = None,
           lead_s: float | None = None, overlap_s: float | None = None, rate_bps: float = 10e6,
-          cbr_share: float = 0.9, tcp_cc: str = "cubic") -> list[Case]:
+          cbr_share: float = 0.9, tcp_cc: str = "cubic",
+          ledbat_target_ms: float | None = None) -> list[Case]:
     """Both orders x the queues x the arms (quick: 2 + 6 s and the ~77 ms queue only)."""
     qs = list(queues) if queues else ([frames_for_ms(77, rate_bps)] if quick else
                                       [frames_for_ms(77, rate_bps), frames_for_ms(300, rate_bps)])
     lead = lead_s if lead_s is not None else (2.0 if quick else 5.0)
     over = overlap_s if overlap_s is not None else (6.0 if quick else 25.0)
-    return [Case(o, q, a, lead, over, rate_bps, cbr_share=cbr_share, tcp_cc=tcp_cc)
+    return [Case(o, q, a, lead, over, rate_bps, cbr_share=cbr_share, tcp_cc=tcp_cc,
+                 ledbat_target_ms=ledbat_target_ms)
             for a in arms for q in qs for o in Order]
 
 
@@ -363,12 +371,11 @@ def _tcp_sender(dst: str, start: float, stop: float, cc: str) -> dict[str, Any]:
     return {"tcp_sent": sent, "tcp_congestion_control": cc, "tcp_total_retrans": retrans}
 
 
-async def _our_seeder(path: str, ready: Any, stop: Any) -> dict[str, int]:
-    """``ppspp seed`` with its defaults until the parent sets ``stop``."""
+async def _our_seeder(path: str, cfg: Any, ready: Any, stop: Any) -> dict[str, int]:
+    """``ppspp seed`` with ``cfg`` until the parent sets ``stop``."""
     from swift.aio.node import seeder
-    from swift.core.config import PeerConfig
     from swift.sim import upload_diag
-    async with seeder(path, PeerConfig(), host="0.0.0.0", port=PPSPP_PORT) as node:
+    async with seeder(path, cfg, host="0.0.0.0", port=PPSPP_PORT) as node:
         ready.set()
         diag: dict[str, int] = {}
         for _ in range(36000):  # bounded: an hour
@@ -381,12 +388,11 @@ async def _our_seeder(path: str, ready: Any, stop: Any) -> dict[str, int]:
                 **{f"seeder_{k}": v for k, v in diag.items()}}
 
 
-async def _our_leecher(root: str, seeder_ip: str, out: str, start: float,
+async def _our_leecher(root: str, seeder_ip: str, out: str, cfg: Any, start: float,
                        stop: float) -> dict[str, int]:
     from swift.aio.node import downloader
-    from swift.core.config import PeerConfig
     await asyncio.sleep(max(0.0, start - time.time()))
-    async with downloader(bytes.fromhex(root), out, PeerConfig(), host="0.0.0.0",
+    async with downloader(bytes.fromhex(root), out, cfg, host="0.0.0.0",
                           port=PPSPP_PORT) as node:
         node.connect((seeder_ip, PPSPP_PORT))
         await asyncio.sleep(max(0.0, stop - time.time()))
@@ -455,7 +461,8 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
             else:
                 root = tree_for_file(path, HashFunc.SHA256, 1024, cache=True).root_hash.hex()
                 sready = tb.event()
-                tasks.append(tb.spawn(h["seed"], _our_seeder, path, sready, stop))
+                tasks.append(tb.spawn(h["seed"], _our_seeder, path, case.peer_config(), sready,
+                                      stop))
                 if not sready.wait(60):
                     raise RuntimeError("our seeder did not start within 60 s")
             t0 = time.time() + 1.0
@@ -471,7 +478,8 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
             lproc = None
             if case.arm is Arm.OURS:
                 tasks.append(tb.spawn(h["leech"], _our_leecher, root, "10.81.1.2",
-                                      os.path.join(leech_dir, "out.bin"), p_start, end))
+                                      os.path.join(leech_dir, "out.bin"), case.peer_config(),
+                                      p_start, end))
             intervals = []
             _sleep_until(t0)
             before = time.time()
@@ -677,7 +685,7 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
         def done(self, sim: Any) -> bool:
             return False
 
-    app = App(sc)
+    app = App(sc, case.peer_config(), case.peer_config())
     sim = Simulation(sc, app)
     link = next(x for x in sim.network.bottlenecks if x.name == "bn.ab")
 
@@ -794,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tcp-cc", default="cubic", metavar="NAME",
                     help="the TCP sender's congestion control (default: %(default)s; one of "
                          "/proc/sys/net/ipv4/tcp_available_congestion_control)")
+    ap.add_argument("--ledbat-target-ms", type=cliutil.positive_float, metavar="MS",
+                    help="our peers' LEDBAT TARGET, at most 100 (default: the peer's own)")
     ap.add_argument("--no-ours", action="store_true", help="run only the libswift arm")
     ap.add_argument("--out", default="swift-results", metavar="DIR",
                     help="directory for the CSV and JSON (default: %(default)s)")
@@ -813,7 +823,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--no-ours needs LIBSWIFT_BIN and --backend netns")
     rate = a.rate_mbps * 1e6
     queues = [frames_for_ms(ms, rate) for ms in a.queue_ms] if a.queue_ms else None
-    cs = cases(a.quick, arms, queues, a.lead_s, a.overlap_s, rate, a.cbr_share, a.tcp_cc)
+    if a.ledbat_target_ms is not None and a.ledbat_target_ms > 100:
+        ap.error("--ledbat-target-ms must be at most 100 (RFC 6817 3.2.2)")
+    cs = cases(a.quick, arms, queues, a.lead_s, a.overlap_s, rate, a.cbr_share, a.tcp_cc,
+               a.ledbat_target_ms)
     if a.order:
         cs = [c for c in cs if c.order.value in a.order]
     if backend is Backend.NETNS:

@@ -70,6 +70,7 @@ def test_queue_sizes_are_full_frames_at_the_rate() -> None:
     (["--cbr-share", "1.5"], "--cbr-share must be within"),
     (["--backend", "sim", "--rate-mbps", "0"], "--rate-mbps"),
     (["--backend", "sim", "--order", "both"], "--order"),
+    (["--backend", "sim", "--ledbat-target-ms", "150"], "at most 100"),
 ])
 def test_bad_arguments_are_one_line_errors(argv, message, capsys) -> None:
     with pytest.raises(SystemExit) as e:
@@ -176,3 +177,20 @@ def test_a_signal_mid_case_stops_cleanly(tmp_path, sig, code) -> None:
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"tsh-{p.pid}-" not in left
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.timeout(300)
+def test_the_ledbat_target_reaches_our_peers(tmp_path, capsys) -> None:
+    """--ledbat-target-ms is our peers' TARGET: in the simulator a 25 ms TARGET keeps a
+    shorter standing queue than the default 100 ms (the sender reads its own delay signal)."""
+    base = ["--backend", "sim", "--order", "ppspp-first", "--queue-ms", "300",
+            "--lead-s", "2", "--overlap-s", "6"]
+    means = {}
+    for target in ("25", "100"):
+        out = tmp_path / target
+        assert T.main([*base, "--ledbat-target-ms", target, "--out", str(out)]) == 0
+        meta = json.loads((out / "tcp_share-sim.json").read_text())
+        assert meta["parameters"]["cases"][0]["ledbat_target_ms"] == float(target)
+        means[target] = meta["summary"][0]["queue_ms_overlap_mean"]
+    capsys.readouterr()
+    assert means["25"] < means["100"]
