@@ -160,11 +160,13 @@ async def _verified_client(chunks: int, timeout: float) -> dict:
     got: dict[int, bytes] = {}
 
     class Verifying(ClientNode):
-        def _on(self, data: bytes, addr: tuple) -> None:
-            before = self.client.received
-            super()._on(data, addr)
-            if self.client.received > before:
-                got.setdefault(int.from_bytes(data[2:4], "big"), bytes(data[RTP_HEADER_LEN:]))
+        def _on(self, items: list, now: float) -> None:  # one batch: keep what the core took
+            for item in items:
+                before = self.client.received
+                super()._on([item], now)
+                if self.client.received > before:
+                    data = item[0]
+                    got.setdefault(int.from_bytes(data[2:4], "big"), bytes(data[RTP_HEADER_LEN:]))
 
     node = Verifying(CLIENT, CLIENT_PORT, accept=[ETR])
     await node.start()
