@@ -7,6 +7,7 @@ from collections import deque
 from typing import Any
 
 from swift.core.binmap import Binmap
+from swift.core.chanstate import ChannelEvent, ChannelState, next_state
 from swift.core.content import _Either
 from swift.core.ledbat import Ledbat
 
@@ -180,8 +181,9 @@ class Channel:
         self.remote_id = 0
         self.addr = addr
         self.initiator = initiator
-        #: "init" (we sent HANDSHAKE), "reply" (we answered), "est", "closed"
-        self.state = "init" if initiator else "reply"
+        #: where the channel is in its life cycle (:mod:`swift.core.chanstate`);
+        #: changed only by :meth:`handle`
+        self.state = ChannelState.INIT if initiator else ChannelState.REPLY
         self.opened_at = now
         self.need_hs = True
         self.hs_sent = -1.0
@@ -302,7 +304,13 @@ class Channel:
 
     @property
     def established(self) -> bool:
-        return self.state == "est"
+        return self.state is ChannelState.EST
+
+    def handle(self, event: ChannelEvent) -> ChannelState:
+        """Move by the transition table (:data:`swift.core.chanstate.TRANSITIONS`);
+        an event the table has no entry for raises ``LocalProtocolError``."""
+        self.state = next_state(self.state, event)
+        return self.state
 
     def note_data(self, now: float, rtt: float | None) -> None:
         """Update DIP and RTT averages on a DATA arrival (eq. 1 inputs)."""

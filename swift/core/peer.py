@@ -45,6 +45,7 @@ from swift.core import events as ev
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
+from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
 from swift.core.ledbat import Ledbat
@@ -72,6 +73,9 @@ PEX_ANSWER_WINDOW = 5.0
 AUTO_SECOND_TRY = 0.5
 #: push mode: chunks queued ahead per channel (the rest follow as they leave)
 PUSH_AHEAD = 64
+
+_INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
+_EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 
 
 class Peer(RequestPlanner, UploadScheduler, DataReceiver):
@@ -214,14 +218,14 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
         out = []
         for ch in list(self.channels.values()):
-            if ch.state != "closed" and ch.remote_id:
+            if ch.state is not _CLOSED and ch.remote_id:
                 out.append((self._close_dgram(ch), ch.addr))
             self._drop(ch, "local", notify=True)
         return out
 
     @property
     def established(self) -> list[Channel]:
-        return [c for c in self.channels.values() if c.state == "est"]
+        return [c for c in self.channels.values() if c.state is _EST]
 
     # -- channel management -----------------------------------------------------------
 
@@ -248,9 +252,9 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         ch.ledbat.TARGET = self._ledbat_target(dialect)
 
     def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
-        if ch.state == "closed":
+        if ch.state is _CLOSED:
             return
-        ch.state = "closed"
+        ch.handle(ChannelEvent.CLOSE)
         self._no_longer_asked(ch, ch.requests)
         ch.requests.clear()
         ch.req_seq.clear()
@@ -347,14 +351,14 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._pending_close.append((hs.channel.to_bytes(4, "big") + b"\x00" + bytes(4), addr))
             return
         mine = self.channels.get(hs.channel)
-        if mine is not None and mine.state == "init" and mine.addr == addr:
+        if mine is not None and mine.state is _INIT and mine.addr == addr:
             self._drop(mine, "self")  # our own handshake came back: a self-connection
             self.stats["refused"] += 1
             return
         # both sides connected at once (e.g. after PEX): keep one channel, the
         # one initiated with the larger channel ID (both ends decide alike)
         for c in list(self.channels.values()):
-            if c.initiator and c.state == "init" and c.addr == addr:
+            if c.initiator and c.state is _INIT and c.addr == addr:
                 if c.local_id > hs.channel:
                     self.stats["duplicate"] = self.stats.get("duplicate", 0) + 1
                     return
@@ -362,7 +366,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
             old.need_hs = True  # duplicate: answer again (8.2)
-            if old.state == "reply":  # our reply was lost, and the HAVEs it carried
+            if old.state is _REPLY:  # our reply was lost, and the HAVEs it carried
                 old.announced = Binmap()
                 old.have_pos = old.have_version = -1
             return
@@ -381,7 +385,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def _evict_half_open(self) -> bool:
         """Drop the oldest channel still waiting for its initiator (reply
         state) to make room; False when every channel is established."""
-        half = [c for c in self.channels.values() if c.state == "reply"]
+        half = [c for c in self.channels.values() if c.state is _REPLY]
         if not half:
             return False
         self._drop(min(half, key=lambda c: c.last_recv), "half-open", notify=False)
@@ -413,12 +417,12 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         _, msgs, error = C.decode_raw(data, self.ctx)
         if error:
             self.stats["malformed"] += 1
-        if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state == "est"
+        if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state is _EST
                 and not self.content.complete):
             self._check_chunk_size(data, msgs, error)
         ch.last_recv = now
         ch.sent_since_recv = 0
-        if ch.state == "init":
+        if ch.state is _INIT:
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
                 if error and len(data) > 4 and data[4] == MsgType.HANDSHAKE:
                     # an answer we cannot parse: say so (the hint repeats it)
@@ -444,11 +448,11 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             ch.remote_id = hs.channel
             ch.peer_options = hs.options
             self.by_remote[(addr, ch.remote_id)] = ch
-            ch.state = "est"
+            ch.handle(ChannelEvent.HANDSHAKE_REPLY)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
             msgs = msgs[1:]
-        elif ch.state == "reply":
-            ch.state = "est"
+        elif ch.state is _REPLY:
+            ch.handle(ChannelEvent.PEER_DATAGRAM)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
         self._dispatch(ch, msgs, now)
 
@@ -522,7 +526,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         limit = self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
         for m in msgs:
-            if ch.state == "closed":
+            if ch.state is _CLOSED:
                 return
             t, s, e, x, y = m
             if t == 1:  # DATA
@@ -590,7 +594,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._discovered(ch, (x, y), now)
             elif t == MsgType.PEX_REScert:
                 self._on_cert(ch, x, now)
-        if self.live and ch.pending_sigs and ch.state != "closed":
+        if self.live and ch.pending_sigs and ch.state is not _CLOSED:
             # signed munros with no DATA after them: a tune-in push (6.1.2.4).
             # Learn the rightmost one only (one signature check per datagram)
             # and forget the rest: INTEGRITY for a DATA shares its datagram
@@ -746,26 +750,26 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         cfg = self.config
         live = self.live
         for ch in list(self.channels.values()):
-            if ch.state == "closed":
+            if ch.state is _CLOSED:
                 continue
             msgs: list = []
             dest = ch.remote_id
-            if ch.need_hs and (ch.state != "init" or now - ch.hs_sent >= self._hs_backoff(ch)):
-                if ch.state == "init" and self.config.profile == "auto":
+            if ch.need_hs and (ch.state is not _INIT or now - ch.hs_sent >= self._hs_backoff(ch)):
+                if ch.state is _INIT and self.config.profile == "auto":
                     # unanswered: every other try without the options libswift
                     # rejects (it drops a handshake with option 9 unanswered)
                     self._set_dialect(ch, Dialect.LIBSWIFT if ch.hs_tries % 2 else Dialect.RFC)
                 msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
                                                                        self.dialect(ch))))
-                ch.need_hs = ch.state == "init"
+                ch.need_hs = ch.state is _INIT
                 ch.hs_sent = now
                 ch.hs_tries += 1
-                if ch.state == "init":
+                if ch.state is _INIT:
                     dest = 0
                 msgs += self._have_msgs(ch, 60)
-            elif ch.state == "init":
+            elif ch.state is _INIT:
                 continue
-            if ch.state == "est":
+            if ch.state is _EST:
                 if ch.send_choke is not None:
                     msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
                     ch.send_choke = None
@@ -849,16 +853,16 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         if self._pace_wake and self._next_tick is not None and now < self._next_tick:
             self._pace_wake = False
             return  # a pacing wake-up: only DATA is due (datagrams_to_send)
-        busy = any(c.requests or len(c.upload) or c.data_out or c.state == "init"
+        busy = any(c.requests or len(c.upload) or c.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)
         cfg = self.config
         for ch in list(self.channels.values()):
-            if ch.state == "init":
+            if ch.state is _INIT:
                 if ch.hs_tries >= 6 and now - ch.hs_sent > 8:
                     self._drop(ch, "no reply")
                 continue
-            if ch.state == "reply" and now - ch.last_recv > cfg.half_open_timeout:
+            if ch.state is _REPLY and now - ch.last_recv > cfg.half_open_timeout:
                 self._drop(ch, "half-open", notify=False)  # answered, never heard again
                 self.stats["half_open_expired"] = self.stats.get("half_open_expired", 0) + 1
                 continue
@@ -879,7 +883,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._drop(ch, "silent")
                 self.connect(addr, now)
                 continue
-            if ch.state == "est" and now - ch.last_send > cfg.keepalive:
+            if ch.state is _EST and now - ch.last_send > cfg.keepalive:
                 self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1

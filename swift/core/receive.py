@@ -17,8 +17,11 @@ from __future__ import annotations
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.channel import Channel
+from swift.core.chanstate import ChannelState
 from swift.core.config import Dialect
 from swift.core.requests import chunk_runs as _runs
+
+_EST = ChannelState.EST
 
 
 class DataReceiver:
@@ -77,7 +80,7 @@ class DataReceiver:
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
-            if ch.state == "est" and self.content.holds(i, payload):
+            if ch.state is _EST and self.content.holds(i, payload):
                 self.stats["dup"] += 1
                 key = "dup_" + self.moved.get(i, "other")
                 self.stats[key] = self.stats.get(key, 0) + 1
@@ -114,7 +117,7 @@ class DataReceiver:
         self.inflight.discard(i)
         tree = self.content.tree
         n_before = self.content.n_chunks
-        ok = ch.state == "est" and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
+        ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()

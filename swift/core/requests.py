@@ -15,9 +15,12 @@ from typing import Any
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.channel import Channel
+from swift.core.chanstate import ChannelState
 from swift.core.picker import PickState, expected_bandwidth, fast_set, in_order, request_size
 from swift.wire import codec as C
 from swift.wire.constants import IntegrityMethod
+
+_EST = ChannelState.EST
 
 
 def _is_private(host: str) -> bool:
@@ -128,7 +131,7 @@ class RequestPlanner:
                 return []
             # the peer with the fewest failed requests (a silent one is skipped)
             cands = [c for c in self.channels.values()
-                     if c.state == "est" and not c.choked and c.peer_have.has(0)]
+                     if c.state is _EST and not c.choked and c.peer_have.has(0)]
             if min(cands, key=lambda c: (c.lost, c.local_id)) is not ch:
                 return []
             ch.requests[0] = now
@@ -166,7 +169,7 @@ class RequestPlanner:
             # has it (III-C); with none, it is asked here again, or nothing
             # would ever ask for it (the end game only takes chunks in flight)
             others = [c.peer_have for c in self.channels.values()
-                      if c is not ch and c.state == "est" and not c.choked]
+                      if c is not ch and c.state is _EST and not c.choked]
             keep = []
             for c in picks:
                 if c not in ch.missed:
@@ -413,7 +416,7 @@ class RequestPlanner:
         private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
         seen = {ch.addr}
         for c in self.channels.values():
-            if c.addr in seen or c.state != "est" or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
+            if c.addr in seen or c.state is not _EST or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
                 continue
             seen.add(c.addr)
             host, port = c.addr[0], c.addr[1]

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from swift.core.channel import Channel
+from swift.core.chanstate import ChannelState
 from swift.core.config import MTU_PAYLOAD
 from swift.wire import codec as C
 
@@ -42,6 +43,8 @@ PACE_BURST = 65536
 #: RACK's reordering window grows to at most this many quarter RTTs: libswift
 #: announces the DATA it did not acknowledge up to several RTTs later
 REO_MULT_MAX = 64
+
+_EST = ChannelState.EST
 
 
 class UploadScheduler:
@@ -257,7 +260,7 @@ class UploadScheduler:
         """Queue lost DATA again, first in line (the peer asked for it).
         Once per chunk: lost again, the peer may no longer want it (its own
         request timeout gave up on it) and asks again if it does."""
-        if ch.choking or ch.state != "est" or not chunks:
+        if ch.choking or ch.state is not _EST or not chunks:
             return
         have = self.content.have
         retried = ch.retried
@@ -287,7 +290,7 @@ class UploadScheduler:
         for ch in self.channels.values():
             t = ch.pace_at
             if (t > now and (due is None or t < due) and len(ch.upload)
-                    and ch.state == "est" and not ch.choking and ch.ledbat.can_send(need)):
+                    and ch.state is _EST and not ch.choking and ch.ledbat.can_send(need)):
                 due = t
             r = self._rack_due(ch)
             if r is not None and (due is None or r < due):
@@ -368,7 +371,7 @@ class UploadScheduler:
         best = None
         best_v = 0.0
         for ch in self.channels.values():
-            if ch.state != "est" or ch.choking or not len(ch.upload) or ch.pace_at > now:
+            if ch.state is not _EST or ch.choking or not len(ch.upload) or ch.pace_at > now:
                 continue
             if not ch.ledbat.can_send(self.config.chunk_size) and not ch.probe_credit:
                 continue

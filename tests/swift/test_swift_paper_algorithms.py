@@ -15,6 +15,7 @@ import pytest
 
 from deliverykit.sim import Simulation
 from swift.core.binmap import Binmap
+from swift.core.chanstate import ChannelEvent
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
@@ -95,7 +96,7 @@ def _ranked_peer(bitrate: float) -> tuple[Peer, list[int]]:
     ids = []
     for i, rate in enumerate((50.0, 40.0, 30.0, 20.0, 10.0)):
         ch = p._new_channel(("127.0.0.1", 9000 + i), True, 0.0)
-        ch.state = "est"
+        ch.handle(ChannelEvent.HANDSHAKE_REPLY)
         ch.received, ch.lost, ch.min_rtt, ch.rate = 100, 0, 0.1, rate
         ch.rate_mark = (1.0, ch.received)  # no new rate sample at t = 1
         ids.append(ch.local_id)

@@ -16,6 +16,7 @@ import pytest
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.channel import Channel
+from swift.core.chanstate import ChannelEvent
 from swift.core.requests import RequestPlanner
 
 
@@ -196,7 +197,8 @@ def _twin_leechers(picker: str, n: int, k: int, seed: int) -> tuple[Any, Any]:
         p._memos = memos
         for i in range(k):
             ch = p._new_channel(("127.0.0.1", 7000 + i), True, 0.0)
-            ch.state, ch.remote_id, ch.last_recv = "est", 1000 + i, 0.0
+            ch.remote_id, ch.last_recv = 1000 + i, 0.0
+            ch.handle(ChannelEvent.HANDSHAKE_REPLY)
             ch.rtt = ch.min_rtt = 0.05 * (i + 1)
         out.append(p)
     return out[0], out[1]
