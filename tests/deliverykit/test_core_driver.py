@@ -308,11 +308,24 @@ async def test_draining_pauses_on_a_send_backlog_and_resumes_when_it_clears():
     assert tx.stats["tx_dropped"] == 0 and not core.todo
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known, undiagnosed: run after the other tests of this file, about 1 run in 4 the Peer "
-    "gets the read time instead of the kernel's (arrived None or past now?); alone it passes "
-    "every time, and a direct endpoint check (40 of 40) has the kernel time; docs/swift.md "
-    "'Known defects'"))
+def _kernel_stamps_live(sock: Any) -> bool:
+    """True once the kernel stamps datagrams as they arrive.  Linux turns
+    receive timestamps on for the whole stack lazily (net_enable_timestamp
+    defers the switch to a work queue when no socket had them on); until then
+    a datagram gets its stamp when it is read, i.e. the read time.  ``sock`` has
+    SO_TIMESTAMPNS on and keeps the switch on while it is open."""
+    import socket
+    import time
+
+    from swift._fast import recv_batch_ts
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"probe", sock.getsockname())
+        time.sleep(0.05)  # the probe waits 50 ms in the buffer
+        got = recv_batch_ts(sock, 4, 64)
+    return bool(got) and 0 < got[0][2] < time.time() - 0.04
+
+
 async def test_swift_kernel_arrival_times_reach_the_peer_on_its_clock():
     """A datagram that waited in the socket: the Peer's arrival time is the
     kernel's (before it waited), moved onto the Peer's clock, not the later
@@ -326,19 +339,30 @@ async def test_swift_kernel_arrival_times_reach_the_peer_on_its_clock():
     from swift.core.merkle import MerkleTree
     from swift.core.peer import Peer
 
-    data = os.urandom(4096)
-    tree = MerkleTree.build([data[i:i + 1024] for i in range(0, 4096, 1024)], chunk_size=1024)
-    peer = Peer(Content.seeded(tree, MemoryStorage(data)), PeerConfig(delay_from_kernel=True))
-    async with SwiftNode(peer) as node:
-        assert node.endpoint is not None and node.endpoint.timestamps
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            node.endpoint.pause_reading()
-            sent = node.now
-            s.sendto(b"\x00\x00\x00\x00garbage", node.addr)
-            await asyncio.sleep(0.2)  # the datagram waits in the socket buffer
-            resumed = node.now
-            node.endpoint.resume_reading()
-            await _wait_for(lambda: node.driver is not None and node.driver.stats["datagrams_in"] == 1)
+    # a socket of our own holds the kernel's timestamping switch on (and waits until it is:
+    # bounded), so the datagram below is stamped when it arrives (see _kernel_stamps_live)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as keeper:
+        keeper.bind(("127.0.0.1", 0))
+        keeper.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
+        for _ in range(100):
+            if _kernel_stamps_live(keeper):
+                break
+        else:
+            pytest.fail("the kernel never turned receive timestamps on (SO_TIMESTAMPNS)")
+
+        data = os.urandom(4096)
+        tree = MerkleTree.build([data[i:i + 1024] for i in range(0, 4096, 1024)], chunk_size=1024)
+        peer = Peer(Content.seeded(tree, MemoryStorage(data)), PeerConfig(delay_from_kernel=True))
+        async with SwiftNode(peer) as node:
+            assert node.endpoint is not None and node.endpoint.timestamps
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                node.endpoint.pause_reading()
+                sent = node.now
+                s.sendto(b"\x00\x00\x00\x00garbage", node.addr)
+                await asyncio.sleep(0.2)  # the datagram waits in the socket buffer
+                resumed = node.now
+                node.endpoint.resume_reading()
+                await _wait_for(lambda: node.driver is not None and node.driver.stats["datagrams_in"] == 1)
     # the kernel's time, moved from the wall clock onto the loop's: the two clocks are read
     # at slightly different moments, so allow a few ms of skew on a loaded machine, far
     # less than the 200 ms the datagram waited (the read time would be past `resumed`)
