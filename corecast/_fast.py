@@ -20,12 +20,16 @@ Selected with ``deliverykit.fastpath.load`` (``DELIVERYKIT_PURE=1`` forces these
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deliverykit.fastpath import load
+
+if TYPE_CHECKING:
+    from corecast.core.maptrie import PrefixTrie
 
 _HASH_LEN = {1: 20, 2: 32}
 _CC_PORT = 54341
@@ -151,6 +155,48 @@ CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
              "cc_payloads", "drop_bad_hash")
 
 
+class Lookup(enum.Enum):
+    """How the batch path finds a client EID's map-cache entry (paper section 6.2's
+    explanation of its +52 %: a linear EID-to-RLOC search, where routers use tries)."""
+
+    #: longest-prefix walk over the map-cache's binary trie (the default)
+    TRIE = "trie"
+    #: a scan over every prefix, longest first, stopping at the first that covers it
+    LINEAR = "linear"
+
+
+@dataclass(frozen=True, slots=True)
+class LinearTable:
+    """The map-cache's prefixes as flat arrays for :attr:`Lookup.LINEAR`, longest
+    prefix first: ``packed4`` holds ``net + mask`` (8 bytes) per IPv4 prefix,
+    ``packed6`` 32 bytes per IPv6 prefix; ``entries4/6[i]`` is prefix i's entry.
+    Built from one trie version (:attr:`PrefixTrie.version`)."""
+
+    packed4: bytes
+    entries4: list[Any]
+    packed6: bytes
+    entries6: list[Any]
+
+    @classmethod
+    def of(cls, trie: PrefixTrie[Any]) -> LinearTable:
+        rows: dict[int, list[tuple[int, bytes, Any]]] = {4: [], 16: []}
+        for net, plen, value in trie.items():
+            rows[len(net)].append((plen, net, value))
+        packed: dict[int, bytes] = {}
+        entries: dict[int, list[Any]] = {}
+        for nb, rs in rows.items():
+            rs.sort(key=lambda r: -r[0])  # stable: longest first, the trie's order after
+            bits = nb * 8
+            packed[nb] = b"".join(
+                net + (((1 << plen) - 1) << (bits - plen) if plen else 0).to_bytes(nb, "big")
+                for plen, net, _ in rs)
+            entries[nb] = [v for _, _, v in rs]
+        return cls(packed[4], entries[4], packed[16], entries[16])
+
+    def ctx(self) -> tuple[bytes, list[Any], bytes, list[Any]]:
+        return (self.packed4, self.entries4, self.packed6, self.entries6)
+
+
 @dataclass(slots=True)
 class ItrPath:
     """Everything the ITR's batch data path reads and writes: the one owner of this
@@ -179,12 +225,35 @@ class ItrPath:
     headers_by_rloc: dict[bytes, bytes]
     #: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
     digest: Callable[[int, Any], bytes]
+    #: the map-cache trie (the linear table is rebuilt from it when its version moves)
+    trie: PrefixTrie[Any] | None = None
+    #: the EID-to-RLOC lookup (section 6 ablation)
+    lookup: Lookup = Lookup.TRIE
+    #: Algorithm 1's per-client hash check: each header's hash against the buffered
+    #: payload's (False: the section 6 ablation; a header goes out with whatever
+    #: payload the channel holds)
+    check_hash: bool = True
+    _linear: LinearTable | None = None
+    _linear_version: int = -1
+
+    def linear_table(self) -> LinearTable | None:
+        """The linear lookup table for the trie's current version (None with TRIE)."""
+        if self.lookup is not Lookup.LINEAR:
+            return None
+        if self.trie is None:
+            raise ValueError("a linear lookup needs the map-cache trie")
+        if self._linear is None or self._linear_version != self.trie.version:
+            self._linear = LinearTable.of(self.trie)
+            self._linear_version = self.trie.version
+        return self._linear
 
     def ctx(self) -> tuple[Any, ...]:
         """The ``ctx`` argument of ``cc_itr_batch``."""
+        lin = self.linear_table()
         return (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header,
                 self.data_port, self.extra_payload_every, self.max_served, self.own,
-                self.headers_by_rloc, self.digest)
+                self.headers_by_rloc, self.digest, None if lin is None else lin.ctx(),
+                self.check_hash)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +287,14 @@ def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, o
     (``l2 == 14``; non-IP frames skipped, frames to ``own`` addresses or multicast
     counted in ``l2_to_self`` and skipped), each bytes or a ``(bytes, addr)`` pair.
     ``ctx = (ranges, root4, root6, buffers, lisp_header, data_port, extra_every,
-    max_served, own, headers_by_rloc, digest)``: the reserved ranges as for cc_parse, the
+    max_served, own, headers_by_rloc, digest[, linear, check_hash])``: the reserved
+    ranges as for cc_parse, the
     map-cache trie roots, ``{channel EID: ChannelBuffer}``, the default LISP
     header, the port, Algorithm 1's options, the ITR's own addresses and per-RLOC
-    LISP headers that replace the default (echo-nonce, RFC 9300 10.1).  A
+    LISP headers that replace the default (echo-nonce, RFC 9300 10.1); optionally
+    ``linear`` (:meth:`LinearTable.ctx`: look EIDs up by a linear scan instead of the
+    trie; None: the trie) and ``check_hash`` (False: headers skip Algorithm 1's
+    hash comparison; a channel with no payload yet still drops them).  A
     map-cache entry's own ``lisp_header`` (map-versioning, RFC 9302), when it
     is bytes, replaces the default for its EIDs; a per-RLOC header wins over it.
 
@@ -273,7 +346,9 @@ class _BatchLoop:
 
     def __init__(self, ctx: tuple, now: float, out: list) -> None:
         (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header, self.port,
-         self.extra, self.max_served, self.own, self.hdrs, self.digest) = ctx
+         self.extra, self.max_served, self.own, self.hdrs, self.digest) = ctx[:11]
+        self.linear = _linear_ints(ctx[11]) if len(ctx) > 11 and ctx[11] is not None else None
+        self.check_hash = bool(ctx[12]) if len(ctx) > 12 else True
         self.int_ranges = _int_ranges(self.ranges)
         self.now = now
         self.out = out
@@ -398,7 +473,9 @@ class _BatchLoop:
         buf = self.buffers.get(chan)
         if buf is None or type(buf.hash) is not bytes:
             return False
-        if buf.hash != p[h0:h0 + hlen]:  # Algorithm 1: an unknown hash is dropped
+        # Algorithm 1: an unknown hash is dropped (without the per-client check, only
+        # a header of a channel that holds no payload yet)
+        if not buf.hash or (self.check_hash and buf.hash != p[h0:h0 + hlen]):
             self.counts["in_packets"] += 1
             self.counts["drop_unknown_hash"] += 1
             return True
@@ -437,11 +514,14 @@ class _BatchLoop:
         locator's own (echo-nonce) over the entry's own (map-versioning) over the
         default."""
         nb = len(eid)
-        root = self.root4 if nb == 4 else self.root6
-        memo = root[4] if len(root) > 4 else {}
-        entry = memo.get(eid, _MISS)
-        if entry is _MISS:
-            entry = _walk(root, int.from_bytes(eid, "big"), nb)
+        if self.linear is not None:
+            entry = _scan(self.linear[nb], int.from_bytes(eid, "big"))
+        else:
+            root = self.root4 if nb == 4 else self.root6
+            memo = root[4] if len(root) > 4 else {}
+            entry = memo.get(eid, _MISS)
+            if entry is _MISS:
+                entry = _walk(root, int.from_bytes(eid, "big"), nb)
         if entry is self._last_entry and entry is not None:
             return self._last_route
         if entry is None or entry.expires <= self.now or len(entry.rlocs) != 1:
@@ -480,6 +560,37 @@ def _walk(root: list, key: int, nbytes: int):
             memo.clear()
         memo[key.to_bytes(nbytes, "big")] = best
     return best
+
+
+_LINEAR: dict[bytes, tuple[tuple[int, int, Any], ...]] = {}
+
+
+def _linear_ints(lin: tuple[bytes, list[Any], bytes, list[Any]]
+                 ) -> dict[int, tuple[tuple[int, int, Any], ...]]:
+    """``{4: ((net, mask, entry), ...), 16: ...}`` from :meth:`LinearTable.ctx`, longest
+    prefix first (the integer rows memoised per packed table)."""
+    out = {}
+    for nb, packed, entries in ((4, lin[0], lin[1]), (16, lin[2], lin[3])):
+        if len(packed) != 2 * nb * len(entries):
+            raise ValueError("cc_itr_batch: linear table and entries disagree")
+        rows = _LINEAR.get(packed)
+        if rows is None or len(rows) != len(entries):
+            rows = tuple((int.from_bytes(packed[k:k + nb], "big"),
+                          int.from_bytes(packed[k + nb:k + 2 * nb], "big"), None)
+                         for k in range(0, len(packed), 2 * nb))
+            if len(_LINEAR) >= 8:
+                _LINEAR.clear()
+            _LINEAR[packed] = rows
+        out[nb] = tuple((net, mask, e) for (net, mask, _), e in zip(rows, entries))
+    return out
+
+
+def _scan(rows: tuple[tuple[int, int, Any], ...], key: int) -> Any:
+    """The linear EID-to-RLOC search: the first (longest) prefix covering ``key``."""
+    for net, mask, entry in rows:
+        if key & mask == net:
+            return entry
+    return None
 
 
 def py_cc_blast(sock, items: list, count: int, seconds: float) -> int:

@@ -55,7 +55,10 @@ def cc_itr_batch(
     ctr: list[int],
     /,
 ) -> int:
-    """The ITR data path for a batch; the index of the first frame left to the Python core."""
+    """The ITR data path for a batch; the index of the first frame left to the Python core.
+
+    ``ctx`` is ``corecast._fast.ItrPath.ctx()``: 11 items, then optionally the linear
+    lookup table (``LinearTable.ctx()`` or None) and the per-client hash check flag."""
 
 def cc_ring_read(
     ring: WriteableBuffer, frame_size: int, frame_nr: int, start: int, max_frames: int, /

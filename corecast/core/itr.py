@@ -108,6 +108,8 @@ class Itr(Outbox):
         fast: bool | None = None,
         max_events: int = 1024,
         smr_interval: float = 3.0,
+        lookup: _fast.Lookup | str = _fast.Lookup.TRIE,
+        check_hash: bool = True,
     ) -> None:
         import ipaddress
 
@@ -143,7 +145,8 @@ class Itr(Outbox):
             tuple(ranges), trie.root(4), trie.root(16), {},
             # the I-bit only for a non-zero instance (no I-bit means instance 0; the Xtr agrees)
             encode_lisp_data(make_lisp_data(instance_id=self.instance_id or None)),
-            data_port, extra_payload_every, max_served, (self.rloc,), {}, digest)
+            data_port, extra_payload_every, max_served, (self.rloc,), {}, digest, trie,
+            _fast.Lookup(lookup), check_hash)
         #: AF_PACKET frames seen by :meth:`handle_batch` with ``l2=14``
         self.frame_counters = {"ip": 0, "to_self": 0}
         self._requests: dict[int, bytes] = {}  # Map-Request nonce -> EID
@@ -224,6 +227,17 @@ class Itr(Outbox):
     @max_served.setter
     def max_served(self, value: int) -> None:
         self.path.max_served = value
+
+    @property
+    def lookup(self) -> _fast.Lookup:
+        """The batch path's EID-to-RLOC lookup: the trie, or the section 6 ablation's
+        linear search (the per-packet path always walks the trie: same answers)."""
+        return self.path.lookup
+
+    @property
+    def check_hash(self) -> bool:
+        """Algorithm 1's per-client hash check (False: the section 6 ablation)."""
+        return self.path.check_hash
 
     @property
     def own(self) -> tuple[bytes, ...]:
@@ -359,7 +373,7 @@ class Itr(Outbox):
     def _cc_header(self, pkt: bytes, chan: bytes, h: bytes, eid: bytes, now: float
                    ) -> list[Datagram]:
         buf = self.buffers.get(chan)
-        if buf is None or buf.hash != h:
+        if buf is None or not buf.hash or (self.path.check_hash and buf.hash != h):
             if buf is None and self.allowed is not None and chan not in self.allowed:
                 return self._drop("unknown_channel")
             return self._drop("unknown_hash")

@@ -34,11 +34,14 @@ def _new_root() -> list:
 class PrefixTrie(Generic[V]):
     """Binary trie mapping prefixes to values, with longest-prefix lookup."""
 
-    __slots__ = ("_roots", "_count", "walk")
+    __slots__ = ("_roots", "_count", "walk", "version")
 
     def __init__(self, walk=None) -> None:
         self._roots: dict[int, list] = {4: _new_root(), 16: _new_root()}
         self._count = 0
+        #: bumped by every insert and remove: a copy of the trie's contents (the ITR's
+        #: linear lookup table, corecast._fast.LinearTable) is stale when it differs
+        self.version = 0
         #: the longest-prefix walk: C fast path or its pure twin (corecast._fast)
         self.walk = walk or _fast.cc_trie_lookup
 
@@ -61,6 +64,7 @@ class PrefixTrie(Generic[V]):
         self._check(addr, plen)
         node = self._roots[len(addr)]
         node[_MEMO].clear()
+        self.version += 1
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         for i in range(plen):
@@ -79,6 +83,7 @@ class PrefixTrie(Generic[V]):
         self._check(addr, plen)
         node = self._roots[len(addr)]
         node[_MEMO].clear()
+        self.version += 1
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         path = []

@@ -13,7 +13,9 @@
  *       at the first packet that needs the Python core (see corecast/_fast.py).
  *       `ctx` is corecast._fast.ItrPath.ctx() (the state's one owner lays it
  *       out; nothing else builds it); `ctr` is indexed as _fast.CTR_NAMES (the
- *       enum below, same order).
+ *       enum below, same order).  Two optional ctx items are the section 6
+ *       ablations: a linear lookup table (_fast.LinearTable.ctx(), None: the
+ *       trie) and the per-client hash check (default on).
  *   cc_blast(sock, items, count, seconds) -> sent
  *       A benchmark sender: sendmmsg of prebuilt (data, (host, port)) items,
  *       cycling, until `count` are sent or `seconds` have passed.
@@ -282,6 +284,71 @@ walk(PyObject *root, const unsigned char *a, Py_ssize_t nbytes)
     return best;
 }
 
+/* The section 6 ablation's linear EID-to-RLOC search: one family's prefixes as
+ * (net, mask) pairs packed back to back, longest first; the first that covers the
+ * address wins. */
+struct cc_linear {
+    const unsigned char *packed;
+    Py_ssize_t n, nb;
+    PyObject *entries; /* list, borrowed from ctx (a tuple: alive for the call) */
+};
+
+static int
+load_linear(PyObject *t, struct cc_linear *lin)
+{
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "cc_itr_batch: linear is (packed4, entries4, packed6, entries6)");
+        return -1;
+    }
+    for (int f = 0; f < 2; f++) {
+        PyObject *pk = PyTuple_GetItem(t, 2 * f), *en = PyTuple_GetItem(t, 2 * f + 1);
+        Py_ssize_t nb = f ? 16 : 4;
+        if (!PyBytes_Check(pk) || !PyList_Check(en)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "cc_itr_batch: linear is (packed4, entries4, packed6, entries6)");
+            return -1;
+        }
+        if (PyBytes_Size(pk) != 2 * nb * PyList_Size(en)) {
+            PyErr_SetString(PyExc_ValueError, "cc_itr_batch: linear table and entries disagree");
+            return -1;
+        }
+        lin[f].packed = (const unsigned char *)PyBytes_AsString(pk);
+        lin[f].n = PyList_Size(en);
+        lin[f].nb = nb;
+        lin[f].entries = en;
+    }
+    return 0;
+}
+
+/* the entry (borrowed) of the first prefix covering a, or NULL (no error) */
+static PyObject *
+scan(const struct cc_linear *lin, const unsigned char *a)
+{
+    Py_ssize_t nb = lin->nb;
+    if (nb == 4) {
+        uint32_t k;
+        memcpy(&k, a, 4);
+        for (Py_ssize_t i = 0; i < lin->n; i++) {
+            uint32_t net, mask;
+            memcpy(&net, lin->packed + 8 * i, 4);
+            memcpy(&mask, lin->packed + 8 * i + 4, 4);
+            if ((k & mask) == net)
+                return PyList_GetItem(lin->entries, i);
+        }
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < lin->n; i++) {
+        const unsigned char *net = lin->packed + 2 * nb * i, *mask = net + nb;
+        Py_ssize_t j = 0;
+        while (j < nb && (a[j] & mask[j]) == net[j])
+            j++;
+        if (j == nb)
+            return PyList_GetItem(lin->entries, i);
+    }
+    return NULL;
+}
+
 /* (rloc bytes, rloc str) of a usable single-locator, unexpired entry (borrowed
  * through rloc and rs, references held by the entry's tuples); 0 = not for the fast path,
  * -1 = error. */
@@ -355,10 +422,17 @@ cc_itr_batch(PyObject *self, PyObject *args)
     if (intern_names() < 0)
         return NULL;
     PyObject *ranges, *root4, *root6, *buffers, *lh, *port, *own, *hdrs, *digest;
+    PyObject *linear = Py_None;
+    int check_hash = 1;
     Py_ssize_t extra, max_served;
-    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!O:cc_itr_batch ctx", &PyTuple_Type, &ranges,
+    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!O|Op:cc_itr_batch ctx", &PyTuple_Type, &ranges,
                           &root4, &root6, &PyDict_Type, &buffers, &lh, &port, &extra,
-                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs, &digest))
+                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs, &digest,
+                          &linear, &check_hash))
+        return NULL;
+    struct cc_linear lin[2];
+    int use_linear = linear != Py_None;
+    if (use_linear && load_linear(linear, lin) < 0)
         return NULL;
     if (PyList_Size(ctr) != CC_NCTR) {
         PyErr_SetString(PyExc_ValueError, "cc_itr_batch: ctr must be a list of 11 ints");
@@ -556,14 +630,19 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 last_chan_len = cl;
             }
             buf = last_buf;
-            int same = last_hlen == hlen && memcmp(last_hash, h, (size_t)hlen) == 0;
-            if (!same) {  /* Algorithm 1: a header whose hash is unknown is dropped */
+            /* Algorithm 1: a header whose hash is unknown is dropped; without the
+             * per-client check (the section 6 ablation) only one of a channel with
+             * no payload yet */
+            int same = last_hlen > 0 && (!check_hash || (last_hlen == hlen
+                                         && memcmp(last_hash, h, (size_t)hlen) == 0));
+            if (!same) {
                 c[C_IN]++;
                 c[C_UNKNOWN_HASH]++;
                 continue;
             }
         }
-        PyObject *entry = walk(ld == 4 ? root4 : root6, key, ld);
+        PyObject *entry = use_linear ? scan(&lin[ld == 4 ? 0 : 1], key)
+                                     : walk(ld == 4 ? root4 : root6, key, ld);
         if (!entry) {
             if (PyErr_Occurred())
                 failed = 1;

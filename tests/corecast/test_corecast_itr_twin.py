@@ -40,11 +40,12 @@ EIDS = ["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.2.0.1", "10.3.0.1", "10.4.0.1", 
 DATA = [b"chunk-a" * 3, b"chunk-b" * 50]
 
 
-def make(fast: bool, extra: int, max_served: int) -> Itr:
+def make(fast: bool, extra: int, max_served: int, lookup: str = "trie",
+         check_hash: bool = True) -> Itr:
     mc = MapCache()
     mc.load_static(STATIC)
     return Itr("192.0.2.100", CC, mc, fast=fast, extra_payload_every=extra,
-               max_served=max_served)
+               max_served=max_served, lookup=lookup, check_hash=check_hash)
 
 
 @st.composite
@@ -114,22 +115,28 @@ def test_choosing_the_implementation_patches_nothing(fast):
 @C
 @settings(max_examples=150, deadline=None)
 @given(st.lists(packet(), min_size=1, max_size=40), st.sampled_from([0, 1, 2, 3]),
-       st.sampled_from([1, 2, 65536]), st.booleans(), st.booleans(), st.integers(1, 8))
-def test_c_and_twin_same_bytes_counters_and_state(pkts, extra, max_served, l2, echo, chunk):
-    itrs = [make(True, extra, max_served), make(False, extra, max_served)]
+       st.sampled_from([1, 2, 65536]), st.booleans(), st.booleans(), st.integers(1, 8),
+       st.sampled_from(["trie", "linear"]), st.booleans())
+def test_c_and_twin_same_bytes_counters_and_state(pkts, extra, max_served, l2, echo, chunk,
+                                                  lookup, check_hash):
+    """Also for the section 6 ablations (linear lookup, no per-client hash check); the
+    linear search gives the trie's answers, so the same bytes as the trie path."""
+    itrs = [make(True, extra, max_served, lookup, check_hash),
+            make(False, extra, max_served, lookup, check_hash),
+            make(False, extra, max_served, "trie", check_hash)]
     for itr in itrs:
         if echo:  # an echo-nonce header toward one RLOC (RFC 9300 10.1) replaces the default
             itr.headers_by_rloc[A("192.0.2.1").packed] = c.encode_lisp_data(
                 c.make_lisp_data(nonce=0xABCDEF, echo=True))
     frames = [frame(p) if l2 else p for p in pkts]
-    outs: list[list] = [[], []]
+    outs: list[list] = [[], [], []]
     for k, itr in enumerate(itrs):
         for i in range(0, len(frames), chunk):  # recvmmsg batches of `chunk`
             outs[k] += itr.handle_batch(frames[i:i + chunk], 1.0, l2=14 if l2 else 0)
-    assert outs[0] == outs[1]
-    assert state(itrs[0]) == state(itrs[1])
+    assert outs[0] == outs[1] == outs[2]
+    assert state(itrs[0]) == state(itrs[1]) == state(itrs[2])
     # and the batch path agrees with Algorithm 1 run packet by packet on the twin
-    ref = make(False, extra, max_served)
+    ref = make(False, extra, max_served, "trie", check_hash)
     if echo:
         ref.headers_by_rloc.update(itrs[1].headers_by_rloc)
     want = []
@@ -142,3 +149,46 @@ def test_c_and_twin_same_bytes_counters_and_state(pkts, extra, max_served, l2, e
             continue  # not an IP frame: skipped by the frame reader
         want += ref.handle_inner(_fast.l2_inner(frame(p)) if l2 else p, 1.0)
     assert outs[1] == want
+
+
+def _chunk(data: bytes, eids: list[str]) -> list[bytes]:
+    """One CoreCast chunk on channel 10.255.0.1: its payload PDU, then a header per EID."""
+    src, chan = A("10.0.0.1").packed, CHANS[0]
+    out = [c.build_ip(src, chan, 253, c.encode_cc_payload(1, data, 1))]
+    return out + [c.build_ip(src, chan, 253, c.encode_cc_header(0, c.digest(1, data),
+                                                               A(e).packed, 5000, 1))
+                  for e in eids]
+
+
+@pytest.mark.parametrize("fast", [False] + ([True] if speedups is not None else []))
+def test_the_linear_table_follows_the_map_cache(fast):
+    """The linear search is rebuilt from the trie whenever an insert or remove changed
+    it (the trie's version), so a more specific mapping installed between batches is
+    used at once, as the trie would."""
+    itr = make(fast, 0, 65536, "linear")
+    plain = c.build_ip(A("10.0.0.1").packed, A("10.1.0.9").packed, 17, c.build_udp(1, 2, b"x"))
+    assert itr.handle_batch([plain], 1.0)[0][1] == ("192.0.2.1", itr.data_port)
+    v = itr.mapcache.trie.version
+    itr.mapcache.load_static("10.1.0.0/24 192.0.2.9\n")
+    assert itr.mapcache.trie.version > v
+    assert itr.handle_batch([plain], 1.0)[0][1] == ("192.0.2.9", itr.data_port)
+    assert itr.path.linear_table() is itr.path.linear_table()  # rebuilt only on a change
+    assert make(fast, 0, 65536).path.linear_table() is None
+
+
+@pytest.mark.parametrize("fast", [False] + ([True] if speedups is not None else []))
+def test_without_the_per_client_hash_check_headers_go_out_with_the_buffered_payload(fast):
+    """The ablation skips each header's hash comparison: a header naming another
+    payload's hash goes out (Algorithm 1 drops it as unknown_hash), in the batch
+    path and in the per-packet path alike; a channel with no payload yet still drops."""
+    on, off = make(fast, 0, 65536), make(fast, 0, 65536, check_hash=False)
+    stale = c.build_ip(A("10.0.0.1").packed, CHANS[0], 253, c.encode_cc_header(
+        0, c.digest(1, b"an older chunk"), A("10.1.0.1").packed, 5000, 1))
+    for itr in (on, off):  # no payload yet: dropped either way
+        assert itr.handle_batch([stale], 1.0) == [] and itr.counters["drop_unknown_hash"] == 1
+    pkts = _chunk(DATA[0], ["10.1.0.1"]) + [stale]
+    assert len(on.handle_batch(pkts, 1.0)) == 2 and on.counters["drop_unknown_hash"] == 2
+    out = off.handle_batch(pkts, 1.0)
+    assert [d for d, _ in out[1:]] == [off.lisp_header + pkts[1], off.lisp_header + stale]
+    assert off.counters["drop_unknown_hash"] == 1
+    assert off.handle_inner(stale, 1.0) == [(off.lisp_header + stale, out[0][1])]
