@@ -16,7 +16,11 @@ Every hop is entered by an event at the time the packet reaches it, so a
 shared queue serves packets in their true arrival order.  A multicast datagram
 crosses the sender's uplink once and is copied at the "router" (the time it
 leaves the uplink) to every member whose join has taken effect and whose leave
-has not; the sender gets no copy (IP_MULTICAST_LOOP off).
+has not; the sender gets no copy (IP_MULTICAST_LOOP off).  Members behind the
+same chain of shared bottlenecks get one copy through it (a multicast router
+forwards a packet once per link, whatever the number of receivers behind it),
+copied to each of them only at its end, the edge: a datagram to R members
+costs O(R) events, and a shared bottleneck queues it once.
 """
 
 from __future__ import annotations
@@ -288,11 +292,35 @@ class Network:
             self.sched.at(t, self._fan_out, src, group, data, size)
 
     def _fan_out(self, src: _Node, group: _Group, data: bytes, size: int) -> None:
-        now = self.sched.now + EPSILON  # a change that takes effect at now has
+        t = self.sched.now
+        now = t + EPSILON  # a change that takes effect at now has
+        shared: dict[tuple[Link, ...], list[_Node]] = {}
         for name, (joined, left) in group.members.items():
             if name == src.name or joined > now or (left is not None and left <= now):
                 continue
-            self._route(src, self.nodes[name], data, size, self.sched.now)
+            dst = self.nodes[name]
+            delay, links = self._path_of(src, dst)
+            if links:
+                shared.setdefault(links, []).append(dst)
+            else:
+                self.sched.at(t + delay, self._downlink, src, dst, data, size)
+        for links, dsts in shared.items():
+            self.sched.at(t, self._shared_hop, src, dsts, data, size, links, 0)
+
+    def _shared_hop(self, src: _Node, dsts: list[_Node], data: bytes, size: int,
+                    links: tuple[Link, ...], i: int) -> None:
+        """One multicast copy through shared bottleneck ``links[i]`` for every member in
+        ``dsts``; after the last one it is copied to each member's pair delay and downlink."""
+        t = links[i].transmit(self.sched.now, size)
+        if t < 0:
+            for dst in dsts:  # the copy each member would have had
+                self._record(Fate(int(-t)), src, dst.index, size)
+        elif i + 1 < len(links):
+            self.sched.at(t, self._shared_hop, src, dsts, data, size, links, i + 1)
+        else:
+            for dst in dsts:
+                self.sched.at(t + self._path_of(src, dst)[0], self._downlink, src, dst, data,
+                              size)
 
     def _path_of(self, src: _Node, dst: _Node) -> tuple[float, tuple[Link, ...]]:
         key = (src.index, dst.index)
