@@ -24,14 +24,38 @@ datagram's kernel arrival time as ``datagram_received(data, addr, now,
 arrived=None)`` (``arrived`` on the driver's clock, at or before ``now``);
 :class:`~deliverykit.aio.CoreDriver` passes it only when its endpoint was asked
 for kernel timestamps (``BatchedUDPEndpoint.enable_timestamps``).
+
+Byte streams (TCP) have a second shape, :class:`StreamCore`, with the same
+timer and events: a stream's opening, its bytes, its closing and its
+back-pressure (how many bytes the transport has passed on) go in with the time,
+and :class:`StreamWrite` / :class:`StreamClose` (plus any core-specific outputs)
+come out of ``to_send(now)``::
+
+    core.connection_made(conn, now)             # a stream opened (accepted)
+    core.data_received(conn, data, now)         # its bytes, in order
+    core.writable(conn, n, now)                 # n bytes we wrote left for the peer
+    core.connection_lost(conn, now)             # it closed or broke
+    for out in core.to_send(now): ...           # StreamWrite(conn, data), StreamClose(conn), ...
+    core.get_timer(now) / core.handle_timer(now) / core.next_event()  # as DatagramCore
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Address", "DatagramCore", "Outgoing", "is_datagram_core"]
+__all__ = [
+    "Address",
+    "ConnId",
+    "DatagramCore",
+    "Outgoing",
+    "StreamClose",
+    "StreamCore",
+    "StreamWrite",
+    "is_datagram_core",
+    "is_stream_core",
+]
 
 #: a transport address: ``(ip, port)`` on UDP and in the simulator; hashable
 Address = Hashable
@@ -65,3 +89,71 @@ def is_datagram_core(obj: object) -> bool:
     """True when ``obj`` has every method of :class:`DatagramCore` (names only, as
     ``isinstance`` with a runtime-checkable Protocol checks)."""
     return isinstance(obj, DatagramCore)
+
+
+# ---------------------------------------------------------------------- byte streams
+
+#: how a driver names one stream (a connection): any hashable, chosen by the driver
+ConnId = Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class StreamWrite:
+    """Bytes for stream ``conn``, in order after what was written before."""
+
+    conn: ConnId
+    """The stream."""
+    data: bytes
+    """The bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamClose:
+    """Close stream ``conn`` once what was written to it has left."""
+
+    conn: ConnId
+    """The stream."""
+
+
+@runtime_checkable
+class StreamCore(Protocol):
+    """A sans-IO protocol core driven by byte streams, one timer and the time ``now`` (seconds).
+
+    The driver names each stream (``conn``, hashable) and reports its life with the
+    time: opened, bytes in (in order), bytes the transport passed on (``writable``: the
+    back-pressure a core needs to stop feeding a reader that does not read), closed.
+    After every input and timer it drains :meth:`to_send` (until it returns nothing)
+    and carries out :class:`StreamWrite` and :class:`StreamClose`; any other output is
+    the core's own (a vmc core's origin fetches) and goes to whatever the driver was
+    given for it. Timer and events are :class:`DatagramCore`'s.
+    """
+
+    def connection_made(self, conn: ConnId, now: float) -> None:
+        """Stream ``conn`` opened at ``now`` (a client connected)."""
+
+    def data_received(self, conn: ConnId, data: bytes, now: float) -> None:
+        """Bytes that arrived on ``conn`` at ``now``, in order."""
+
+    def writable(self, conn: ConnId, n: int, now: float) -> None:
+        """``n`` more bytes written to ``conn`` left the driver's buffer: the peer takes them."""
+
+    def connection_lost(self, conn: ConnId, now: float) -> None:
+        """Stream ``conn`` closed or broke at ``now``; nothing more is written to it."""
+
+    def to_send(self, now: float) -> Sequence[object]:
+        """Outputs due at ``now``: :class:`StreamWrite`, :class:`StreamClose`, or the core's own;
+        the driver calls this after every input and timer until it returns nothing."""
+
+    def get_timer(self, now: float) -> float | None:
+        """Absolute time at which :meth:`handle_timer` must run, or None for no timer."""
+
+    def handle_timer(self, now: float) -> None:
+        """The deadline of :meth:`get_timer` passed."""
+
+    def next_event(self) -> object | None:
+        """The oldest pending event (a frozen dataclass of the core's package) or None."""
+
+
+def is_stream_core(obj: object) -> bool:
+    """True when ``obj`` has every method of :class:`StreamCore` (names only)."""
+    return isinstance(obj, StreamCore)

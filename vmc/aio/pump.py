@@ -1,8 +1,10 @@
-"""A thin asyncio pump around the sans-IO sharing core (issue 19 item 2; docs/vmc-sim.md).
+"""A thin asyncio pump around a sans-IO stream core (issue 19 item 2; docs/vmc-sim.md).
 
-:class:`CorePump` owns the sockets and the clock and nothing else: client bytes
-go to :class:`vmc.core.http.HttpSharingCore`, its ``Write``/``Close`` go to the
-transports, its ``Fetch`` actions become origin requests
+:class:`CorePump` drives any :class:`deliverykit.protocol.StreamCore` (by default
+:class:`vmc.core.http.HttpSharingCore`) and owns the sockets and the clock and
+nothing else: client bytes go to the core, its ``StreamWrite``/``StreamClose`` go
+to the transports, any other output to ``on_output``; for the sharing core its
+``Fetch`` actions become origin requests
 (:func:`vmc.aio.upstream.request`) whose head, body chunks and end go back in as
 ``Origin*`` inputs, and its one timer is re-armed after every input. The very
 :class:`~vmc.core.machine.SharingMachine` inside is what :mod:`vmc.sim` drives
@@ -24,10 +26,12 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
+from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
 from vmc.aio.spill import DiskStore
-from vmc.core.http import Close, HttpSharingCore, Write
+from vmc.core.http import HttpSharingCore
 from vmc.core.key import split_authority
 from vmc.core.machine import (
     CancelFetch,
@@ -44,6 +48,16 @@ from vmc.core.ranges import format_range
 MAX_ROUNDS = 10_000
 
 
+@runtime_checkable
+class OriginSink(Protocol):
+    """A stream core whose ``Fetch`` outputs the pump carries out: it takes the answers."""
+
+    def origin_received(
+        self, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
+    ) -> None:
+        """The origin's head, a body chunk, the end, or the failure of one fetch."""
+
+
 class _Client(asyncio.Protocol):
     def __init__(self, pump: CorePump) -> None:
         self.pump = pump
@@ -56,16 +70,14 @@ class _Client(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.pump.clients[self.conn] = self
-        self.pump.core.connection_made(self.conn, self.pump.clock())
+        self.pump.feed(self.conn, self.pump.core.connection_made, self.conn)
 
     def data_received(self, data: bytes) -> None:
-        self.pump.core.data_received(self.conn, data, self.pump.clock())
-        self.pump.flush()
+        self.pump.feed(self.conn, self.pump.core.data_received, self.conn, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pump.clients.pop(self.conn, None)
-        self.pump.core.connection_lost(self.conn, self.pump.clock())
-        self.pump.flush()
+        self.pump.feed(None, self.pump.core.connection_lost, self.conn)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -76,7 +88,14 @@ class _Client(asyncio.Protocol):
 
 
 class CorePump:
-    """``await CorePump(cfg, default_authority=...).start()``; ``.address``; ``await .close()``."""
+    """``await CorePump(cfg, default_authority=...).start()``; ``.address``; ``await .close()``.
+
+    With ``core``, that :class:`~deliverykit.protocol.StreamCore` is driven instead of a new
+    sharing core (``cfg``, ``default_authority`` and ``disk_dir`` are then unused); outputs
+    other than writes, closes and the sharing core's fetches go to ``on_output`` (counted in
+    ``stats["unhandled_outputs"]`` without one). A core that raises on an input or a timer
+    is counted (``stats["core_errors"]``) and that connection closed; the pump goes on.
+    """
 
     def __init__(
         self,
@@ -87,13 +106,19 @@ class CorePump:
         upstream_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         disk_dir: str | None = None,
+        core: StreamCore | None = None,
+        on_output: Callable[[object], None] | None = None,
     ) -> None:
-        cfg = cfg or MachineConfig()
-        #: Bodies on disk, as the proxy keeps them (anonymous files under ``disk_dir``), or None.
-        self.store = (
-            DiskStore(cfg.disk_budget, disk_dir) if cfg.disk_budget > 0 and cfg.sharing else None
-        )
-        self.core = HttpSharingCore(cfg, default_authority, disk=self.store)
+        self.store: DiskStore | None = None
+        if core is None:
+            cfg = cfg or MachineConfig()
+            #: Bodies on disk, as the proxy keeps them (anonymous files under ``disk_dir``).
+            if cfg.disk_budget > 0 and cfg.sharing:
+                self.store = DiskStore(cfg.disk_budget, disk_dir)
+            core = HttpSharingCore(cfg, default_authority, disk=self.store)
+        self.core: StreamCore = core
+        self.on_output = on_output
+        self.stats = {"core_errors": 0, "unhandled_outputs": 0}
         self.host, self.port = host, port
         self.upstream_timeout = upstream_timeout
         self.clock = clock
@@ -131,29 +156,25 @@ class CorePump:
             await self._server.wait_closed()
 
     # ------------------------------------------------------------------ the pump
+    def feed(self, conn: int | None, method: Callable[..., None], *args: object) -> None:
+        """One input to the core (with the time), then :meth:`flush`; an input the core raises
+        on is counted and its connection (``conn``) closed."""
+        try:
+            method(*args, self.clock())
+        except Exception:
+            self.stats["core_errors"] += 1
+            c = self.clients.get(conn) if conn is not None else None
+            if c is not None and c.transport is not None:
+                c.transport.abort()
+        self.flush()
+
     def flush(self) -> None:
         """Carry out what the core asks, report what the clients took, re-arm the timer."""
         core = self.core
         for _ in range(MAX_ROUNDS):
             outs = core.to_send(self.clock())
             for out in outs:
-                if isinstance(out, Write):
-                    c = self.clients.get(out.conn)  # type: ignore[call-overload]
-                    if c is not None and c.transport is not None and not c.transport.is_closing():
-                        c.transport.write(out.data)
-                        c.unreported += len(out.data)
-                elif isinstance(out, Close):
-                    c = self.clients.get(out.conn)  # type: ignore[call-overload]
-                    if c is not None and c.transport is not None:
-                        c.transport.close()
-                elif isinstance(out, Fetch):
-                    self.fetches[out.fetch] = asyncio.get_running_loop().create_task(
-                        self._fetch(out)
-                    )
-                elif isinstance(out, CancelFetch):
-                    task = self.fetches.pop(out.fetch, None)
-                    if task is not None:
-                        task.cancel()
+                self._carry_out(out)
             taken = [
                 (c.conn, c.unreported)
                 for c in self.clients.values()
@@ -161,10 +182,34 @@ class CorePump:
             ]
             for conn, n in taken:
                 self.clients[conn].unreported = 0
-                core.writable(conn, n, self.clock())
+                try:
+                    core.writable(conn, n, self.clock())
+                except Exception:
+                    self.stats["core_errors"] += 1
             if not outs and not taken:
                 break
         self._arm()
+
+    def _carry_out(self, out: object) -> None:
+        if isinstance(out, StreamWrite):
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            if c is not None and c.transport is not None and not c.transport.is_closing():
+                c.transport.write(out.data)
+                c.unreported += len(out.data)
+        elif isinstance(out, StreamClose):
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            if c is not None and c.transport is not None:
+                c.transport.close()
+        elif isinstance(out, Fetch):
+            self.fetches[out.fetch] = asyncio.get_running_loop().create_task(self._fetch(out))
+        elif isinstance(out, CancelFetch):
+            task = self.fetches.pop(out.fetch, None)
+            if task is not None:
+                task.cancel()
+        elif self.on_output is not None:
+            self.on_output(out)
+        else:
+            self.stats["unhandled_outputs"] += 1
 
     def _arm(self) -> None:
         deadline = self.core.get_timer(self.clock())
@@ -177,8 +222,7 @@ class CorePump:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.core.handle_timer(self.clock())
-        self.flush()
+        self.feed(None, self.core.handle_timer)
 
     async def _fetch(self, f: Fetch) -> None:
         """One origin request for the core: its head, body and end (or failure) as inputs."""
@@ -194,6 +238,8 @@ class CorePump:
                 hdrs.append((b"if-range", f.if_range))
         resp: up.UpstreamResponse | None = None
         core = self.core
+        assert isinstance(core, OriginSink), "a core that asks for fetches takes their answers"
+        take = core.origin_received
         try:
             resp = await up.request(
                 host,
@@ -203,20 +249,16 @@ class CorePump:
                 hdrs,
                 timeout=self.upstream_timeout,
             )
-            core.origin_received(
-                OriginHead(f.fetch, resp.status, tuple(resp.headers)), self.clock()
-            )
-            self.flush()
+            self.feed(None, take, OriginHead(f.fetch, resp.status, tuple(resp.headers)))
             async for chunk in resp.chunks():
                 if f.fetch not in self.fetches:
                     return
-                core.origin_received(OriginData(f.fetch, chunk), self.clock())
-                self.flush()
+                self.feed(None, take, OriginData(f.fetch, chunk))
             if f.fetch in self.fetches:
-                core.origin_received(OriginEnd(f.fetch), self.clock())
+                self.feed(None, take, OriginEnd(f.fetch))
         except up.UpstreamError as exc:
             if f.fetch in self.fetches:
-                core.origin_received(OriginError(f.fetch, str(exc)), self.clock())
+                self.feed(None, take, OriginError(f.fetch, str(exc)))
         finally:
             self.fetches.pop(f.fetch, None)
             if resp is not None:

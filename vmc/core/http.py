@@ -1,8 +1,8 @@
 """HTTP/1.1 client connections around :class:`~vmc.core.machine.SharingMachine` (sans-IO, h11).
 
-The local adapter for the one core protocol's missing stream shape (docs/vmc-sim.md,
-"One core protocol"): client connections come in as bytes, go out as bytes, with
-their opening, closing and back-pressure; the origin side stays typed
+A :class:`deliverykit.protocol.StreamCore` (the one core protocol's stream shape):
+client connections come in as bytes, go out as bytes, with their opening, closing
+and back-pressure; the origin side stays typed
 (:class:`~vmc.core.machine.Fetch` actions out, ``Origin*`` inputs in), for the
 driver's HTTP client or the simulator's origin. The shape::
 
@@ -22,10 +22,10 @@ clear answer, never a traceback.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 import h11
 
+from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.machine import (
     Abort,
     CancelFetch,
@@ -48,24 +48,10 @@ from vmc.core.machine import (
 from vmc.core.plan import VMC_HEADER
 from vmc.core.ranges import format_content_range
 
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """Bytes for client connection ``conn``."""
-
-    conn: Hashable
-    """The connection."""
-    data: bytes
-    """The bytes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close client connection ``conn``."""
-
-    conn: Hashable
-    """The connection."""
-
+#: Bytes for a client connection (the one core protocol's stream output).
+Write = StreamWrite
+#: Close a client connection.
+Close = StreamClose
 
 Output = Write | Close | Fetch | CancelFetch
 
@@ -98,7 +84,8 @@ _REASONS = {
 
 
 class HttpSharingCore:
-    """h11 server connections feeding one :class:`SharingMachine` (module docstring)."""
+    """h11 server connections feeding one :class:`SharingMachine` (module docstring); a
+    :class:`~deliverykit.protocol.StreamCore` whose own outputs are ``Fetch``/``CancelFetch``."""
 
     def __init__(
         self,
