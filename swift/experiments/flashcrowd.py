@@ -213,13 +213,30 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
     return rows
 
 
+def _times(xs: list[float]) -> str:
+    """Per-leecher times in one CSV cell (space-separated, ms resolution): the CDFs."""
+    return " ".join(f"{x:.3f}" for x in sorted(xs))
+
+
+def _quantile(xs: list[float], q: float) -> float | None:
+    return statistics.quantiles(xs, n=4, method="inclusive")[round(q * 4) - 1] \
+        if len(xs) > 1 else (xs[0] if xs else None)
+
+
 def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     """One simulated crowd for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
     ``leechers`` and optionally ``size_mb``, ``arrivals``, ``leecher_up_bps``,
-    ``startup_s``, ``bitrate_bps``, ``push``.  Completion, its spread, start-up (Figs. 7-11)."""
+    ``startup_s``, ``bitrate_bps`` (start-up bytes = their product / 8), or
+    ``startup_kib`` instead, and ``push``.  Completion, its spread, start-up
+    (mean and quartiles, Fig. 8's interquartile range), and every leecher's
+    times for the CDFs (Fig. 11)."""
     n = int(point["leechers"])
     size = int(float(point.get("size_mb", 1.0)) * 1024 * 1024)
-    startup_bytes = int(float(point.get("startup_s", 10.0)) * float(point.get("bitrate_bps", 1e6)) / 8)
+    if "startup_kib" in point:
+        startup_bytes = int(float(point["startup_kib"]) * 1024)
+    else:
+        startup_bytes = int(float(point.get("startup_s", 10.0))
+                            * float(point.get("bitrate_bps", 1e6)) / 8)
     sc = swarm.crowd_scenario(n, size, str(point.get("arrivals", "flash")),
                               float(point.get("leecher_up_bps", 4e6)), startup_bytes, seed)
     r = swarm.run(sc, Backend.SIM, *configs(startup_bytes, bool(point.get("push", False))))
@@ -230,11 +247,15 @@ def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     starts = [x.startup_s for x in ls if x.startup_s is not None]
     assert r.stats is not None
     return {"mean_completion_s": statistics.fmean(comps) if comps else None,
+            "min_completion_s": min(comps) if comps else None,
             "max_completion_s": max(comps) if comps else None,
             "stdev_completion_s": statistics.pstdev(comps) if comps else None,
             "mean_startup_s": statistics.fmean(starts) if starts else None,
+            "p25_startup_s": _quantile(starts, 0.25), "p75_startup_s": _quantile(starts, 0.75),
             "max_startup_s": max(starts) if starts else None,
-            "completed": len(comps), "virtual_s": r.stats.virtual_s, "cpu_s": r.stats.cpu_s}
+            "completed": len(comps), "completion_times": _times(comps),
+            "startup_times": _times(starts), "virtual_s": r.stats.virtual_s,
+            "cpu_s": r.stats.cpu_s}
 
 
 PAPER = ("paper (Figs. 7-11, 4-208 leechers, 1 GB file): libswift completes between uTorrent "
@@ -269,8 +290,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="4 leechers and a 4 MiB file instead of 10 and 24 MiB (what CI runs)")
     ap.add_argument("--leechers", type=cliutil.positive_int, metavar="N",
                     help="leechers (default 4 with --quick, else 10)")
-    ap.add_argument("--arrivals", choices=["flash", "poisson"], default="flash",
-                    help="all at once, or one per second on average (default: %(default)s)")
+    ap.add_argument("--arrivals", choices=["flash", "poisson", "both"], default="flash",
+                    help="all at once, or one per second on average; both: the two in one "
+                         "--sweep (Figs. 7-11) (default: %(default)s)")
+    ap.add_argument("--startup-kib", type=cliutil.positive_float, metavar="KIB",
+                    help="start-up = this much of the file in order (default: 10 s of a "
+                         "1 Mb/s video, 1.25 MB, the paper's high-priority window)")
+    ap.add_argument("--cdf-leechers", type=cliutil.positive_int, metavar="N",
+                    help="with --sweep leechers=...: the swarm size of the CDFs (Fig. 11; "
+                         "default 128 if swept, else the largest)")
     ap.add_argument("--size-mb", type=cliutil.positive_float, metavar="MIB",
                     help="file size in MiB (default 4 with --quick, else 24)")
     ap.add_argument("--systems", default="swift,libtorrent", metavar="LIST",
@@ -285,31 +313,43 @@ def main(argv: list[str] | None = None) -> int:
                     help="swift as a push protocol, as the paper ran it (PeerConfig.push)")
     sweeps.add_arguments(ap)
     a = ap.parse_args(argv)
-    sweeps.check(ap, a, ("leechers", "size_mb", "leecher_up_bps", "startup_s"))
+    sweeps.check(ap, a, ("leechers", "size_mb", "leecher_up_bps", "startup_s", "startup_kib"))
     systems = tuple(x for x in a.systems.split(",") if x)
     if a.backend == "sim":
         if "libtorrent" in systems:
             print("flashcrowd: libtorrent runs on the testbed only; --backend sim runs swift",
                   file=sys.stderr)
         systems = ("swift",)
+    if a.arrivals == "both" and a.sweep is None:
+        ap.error("--arrivals both goes with --sweep (one run is one arrival pattern)")
+    if a.cdf_leechers and (a.sweep is None or a.sweep[0] != "leechers"):
+        ap.error("--cdf-leechers goes with --sweep leechers=...")
     if a.sweep is not None:
-        base: dict[str, Any] = {"arrivals": a.arrivals,
-                                "size_mb": a.size_mb or (4.0 if a.quick else 24.0)}
+        base: dict[str, Any] = {"size_mb": a.size_mb or (4.0 if a.quick else 24.0)}
+        if a.startup_kib:
+            base["startup_kib"] = a.startup_kib
         if a.push:
             base["push"] = True
         if a.leechers:
             base["leechers"] = a.leechers
-        res = sweeps.sweep(sweep_task, base, [{}], a, a.out, f"flashcrowd-{a.arrivals}",
+        patterns = ["flash", "poisson"] if a.arrivals == "both" else [a.arrivals]
+        res = sweeps.sweep(sweep_task, base, [{"arrivals": x} for x in patterns], a, a.out,
+                           f"flashcrowd-{a.arrivals}",
                            f"flashcrowd {a.arrivals} (paper IV-B, Figs. 7-11)")
         png = sweeps.plot(res, a.sweep[0], "arrivals",
                           [("mean_completion_s", "mean completion (s)"),
                            ("stdev_completion_s", "completion spread, stdev (s)"),
                            ("mean_startup_s", "mean start-up (s)")],
                           "Figs. 7-10 in the simulator (mean, 95 % CI over seeds)", PAPER)
-        print(f"files: {res.csv}, {res.summary_csv}, {png}", file=sys.stderr)
+        files = [str(res.csv), str(res.summary_csv), png]
+        if a.sweep[0] == "leechers":
+            from swift.experiments import crowd_report
+            files += crowd_report.report(res, a.cdf_leechers)
+        print(f"files: {', '.join(files)}", file=sys.stderr)
         return 1 if res.failures else 0
-    rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, systems=systems, out=a.out,
-               seed=a.seed, backend=a.backend, push=a.push)
+    startup_s = a.startup_kib * 1024 * 8 / 1e6 if a.startup_kib else 10.0
+    rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, startup_s=startup_s, systems=systems,
+               out=a.out, seed=a.seed, backend=a.backend, push=a.push)
     for r in rows:
         print(json.dumps(r))
     print("ours vs paper:")

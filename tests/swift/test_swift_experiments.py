@@ -168,3 +168,42 @@ def test_simulated_startup_is_the_first_bytes_in_order() -> None:
     for x in r.leechers:
         assert x.verified and x.completion_s is not None and x.startup_s is not None
         assert 0 < x.startup_s < x.completion_s
+
+
+@pytest.mark.timeout(600)
+def test_flashcrowd_sweep_runs_both_arrival_patterns(tmp_path) -> None:
+    """Figs. 7-11 in one command: flash and Poisson arrivals per swarm size, every
+    leecher's times in the CSV, mean and 95 % CI per point, the CDFs at one size and
+    the table beside the paper's findings."""
+    from swift.experiments.flashcrowd import main
+    rc = main(["--backend", "sim", "--arrivals", "both", "--sweep", "leechers=2,3",
+               "--seeds", "2", "--workers", "1", "--size-mb", "0.03125", "--startup-kib", "8",
+               "--cdf-leechers", "3", "--out", str(tmp_path)])
+    assert rc == 0
+    with open(tmp_path / "flashcrowd-both-sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["arrivals"], r["leechers"], r["seed"]) for r in rows} == {
+        (a, n, s) for a in ("flash", "poisson") for n in ("2", "3") for s in ("0", "1")}
+    for r in rows:
+        comp = [float(x) for x in r["completion_times"].split()]
+        start = [float(x) for x in r["startup_times"].split()]
+        assert len(comp) == len(start) == int(r["leechers"]) == int(r["completed"])
+        assert comp == sorted(comp) and float(r["max_completion_s"]) == pytest.approx(comp[-1],
+                                                                                     abs=1e-3)
+        assert all(s <= c + 1e-9 for s, c in zip(start, comp))  # 8 of 32 KiB: before the end
+    with open(tmp_path / "flashcrowd-both-sweep.summary.csv") as f:
+        summ = list(csv.DictReader(f))
+    assert len(summ) == 4 and all(s["n"] == "2" for s in summ)
+    assert "mean_completion_s_ci95" in summ[0] and "p75_startup_s_mean" in summ[0]
+    for png in ("flashcrowd-both-sweep.png", "flashcrowd-both-sweep-cdf3.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    md = (tmp_path / "flashcrowd-both-sweep.md").read_text()
+    assert "| poisson | 3 | 2 |" in md and "Fig. 11" in md and "Poisson at 3" in md
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.part"))
+
+
+def test_flashcrowd_both_needs_a_sweep(capsys) -> None:
+    from swift.experiments.flashcrowd import main
+    with pytest.raises(SystemExit) as e:
+        main(["--backend", "sim", "--arrivals", "both"])
+    assert e.value.code == 2 and "--sweep" in capsys.readouterr().err
