@@ -23,6 +23,7 @@ it). Progress is reported in ``chunk``-byte steps: an origin step is an
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -342,6 +343,10 @@ class VmcSim:
             t = self.sched.now + step / rate
             best = t if best is None or t < best else best
         if best is not None:
+            # A step shorter than the clock's resolution at ``now`` (a float residue of bytes on a
+            # fast flow late in a replay) would round to ``now`` and never let the flow advance:
+            # the clock always moves by at least one representable step, which carries it.
+            best = max(best, math.nextafter(self.sched.now, math.inf))
             self.sched.at(best, self._tick, self._gen)
 
     def _unreported(self, fid: Hashable, left: float) -> float:
