@@ -176,6 +176,46 @@ def split_drops(drops: int, entered: tuple[int, int], left: tuple[int, int]) -> 
 
 
 @dataclass(frozen=True, slots=True)
+class LedbatSample:
+    """Our seeder's LEDBAT state toward the leecher at one instant (the channel with the
+    most DATA in flight), sampled every ``TRACE_S``: why it grew or yielded."""
+
+    #: seconds from the case's start
+    t: float
+    cwnd: float
+    flightsize: int
+    #: MIN(base_delays) and FILTER(current_delays) - base (RFC 6817 2.4.2), seconds
+    base_delay: float
+    queuing_delay: float
+    srtt: float
+    min_rtt: float
+    #: LEDBAT's loss and congestion-timeout counters so far
+    losses: int
+    timeouts: int
+    #: the Peer's counters: DATA acknowledged after loss repair sent it again, tail probes
+    spurious: int = 0
+    probes: int = 0
+
+
+#: seconds between two LedbatSamples
+TRACE_S = 0.1
+
+
+def ledbat_sample(peer: Any, t: float) -> LedbatSample | None:
+    """The LEDBAT state of ``peer``'s busiest channel (None without a channel)."""
+    chans = list(peer.channels.values())
+    if not chans:
+        return None
+    led = max(chans, key=lambda c: c.ledbat.flightsize).ledbat
+    base = led.base_delay
+    return LedbatSample(
+        round(t, 3), led.cwnd, led.flightsize, base if base != float("inf") else -1.0,
+        led.queuing_delay if base != float("inf") else 0.0, led.srtt or 0.0,
+        led.min_rtt if led.min_rtt != float("inf") else 0.0, led.losses, led.timeouts,
+        int(peer.stats.get("spurious", 0)), int(peer.stats.get("probes", 0)))
+
+
+@dataclass(frozen=True, slots=True)
 class CaseResult:
     """A case, its intervals and what they say."""
 
@@ -188,6 +228,8 @@ class CaseResult:
     other_base_bps: float
     #: extra figures of the run (peer counters, TCP congestion control, qdisc totals)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: our seeder's LEDBAT state every TRACE_S (empty for libswift's arm)
+    trace: tuple[LedbatSample, ...] = ()
 
     def overlap(self) -> list[Interval]:
         start = self.case.lead_s
@@ -371,21 +413,25 @@ def _tcp_sender(dst: str, start: float, stop: float, cc: str) -> dict[str, Any]:
     return {"tcp_sent": sent, "tcp_congestion_control": cc, "tcp_total_retrans": retrans}
 
 
-async def _our_seeder(path: str, cfg: Any, ready: Any, stop: Any) -> dict[str, int]:
+async def _our_seeder(path: str, cfg: Any, ready: Any, stop: Any) -> dict[str, Any]:
     """``ppspp seed`` with ``cfg`` until the parent sets ``stop``."""
     from swift.aio.node import seeder
     from swift.sim import upload_diag
     async with seeder(path, cfg, host="0.0.0.0", port=PPSPP_PORT) as node:
         ready.set()
         diag: dict[str, int] = {}
-        for _ in range(36000):  # bounded: an hour
+        trace: list[LedbatSample] = []
+        for _ in range(int(3600 / TRACE_S)):  # bounded: an hour
             if stop.wait(0):
                 break
             if node.peer.channels:  # LEDBAT's counters live while the leecher's channel does
                 diag = upload_diag(node.peer)
-            await asyncio.sleep(0.1)
+                x = ledbat_sample(node.peer, time.time())  # wall clock: the parent's t0
+                if x is not None:
+                    trace.append(x)
+            await asyncio.sleep(TRACE_S)
         return {"seeder_sent_data": int(node.peer.stats.get("sent_data", 0)),
-                **{f"seeder_{k}": v for k, v in diag.items()}}
+                **{f"seeder_{k}": v for k, v in diag.items()}, "seeder_trace": trace}
 
 
 async def _our_leecher(root: str, seeder_ip: str, out: str, cfg: Any, start: float,
@@ -550,7 +596,10 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
             for p in procs:
                 stop_process(p)
     extra["netem_backend"] = Testbed.netem_backend()
-    return CaseResult(case, Backend.NETNS, tuple(intervals), "TCP", case.rate_bps, extra)
+    trace = tuple(dataclasses.replace(x, t=round(x.t - t0, 3))
+                  for x in extra.pop("seeder_trace", ()))
+    return CaseResult(case, Backend.NETNS, tuple(intervals), "TCP", case.rate_bps, extra,
+                      trace)
 
 
 # -- the simulator ----------------------------------------------------------------------
@@ -698,7 +747,18 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
             print(f"\r{case.label} [sim]: virtual {sim.now:5.1f} s", end="", file=sys.stderr,
                   flush=True)
 
+    trace: list[LedbatSample] = []
+
+    def sample_ledbat() -> None:
+        m = meters.get("seeder")
+        x = ledbat_sample(m.core, sim.now) if m is not None else None
+        if x is not None:
+            trace.append(x)
+        if sim.now + TRACE_S < case.duration_s + 1e-9:
+            sim.sched.at(sim.now + TRACE_S, sample_ledbat)
+
     sim.sched.at(iv, sample, 0)
+    sim.sched.at(TRACE_S, sample_ledbat)
     stats = sim.run()
     if progress:
         print(file=sys.stderr)
@@ -727,7 +787,8 @@ def run_sim(case: Case, size: int, progress: bool = False) -> CaseResult:
     for flow, src, dst in (("ppspp", seed, leech), ("other", cbr, sink)):
         extra[f"{flow}_drops"] = (sum(src.tx.values()) - sum(v[0] for v in dst.rx.values())
                                   if src is not None and dst is not None else 0)
-    return CaseResult(case, Backend.SIM, intervals, "constant-rate UDP", cbr_bps, extra)
+    return CaseResult(case, Backend.SIM, intervals, "constant-rate UDP", cbr_bps, extra,
+                      tuple(trace))
 
 
 # -- front end ---------------------------------------------------------------------------
@@ -766,6 +827,18 @@ def write(out_dir: str, results: Sequence[CaseResult], params: dict[str, Any],
     json_path = os.path.join(out_dir, base + ".json")
     with outputs.replacing(csv_path) as tmp:
         O.write_csv(str(tmp), rows)
+    trace_rows = [{"case": r.case.label, "order": r.case.order.value,
+                   "queue_frames": r.case.queue_frames, "t_s": x.t,
+                   "cwnd_kib": round(x.cwnd / 1024, 2), "flight_kib": round(x.flightsize / 1024, 2),
+                   "base_delay_ms": round(x.base_delay * 1000, 2),
+                   "queuing_delay_ms": round(x.queuing_delay * 1000, 2),
+                   "srtt_ms": round(x.srtt * 1000, 2), "min_rtt_ms": round(x.min_rtt * 1000, 2),
+                   "losses": x.losses, "timeouts": x.timeouts, "spurious": x.spurious,
+                   "probes": x.probes}
+                  for r in results for x in r.trace]
+    if trace_rows:
+        with outputs.replacing(os.path.join(out_dir, base + "-ledbat.csv")) as tmp:
+            O.write_csv(str(tmp), trace_rows)
     meta = O.metadata("swift.experiments.tcp_share", params, load0, started)
     meta["summary"] = [r.summary() for r in results]
     meta["lines"] = [r.line() for r in results]

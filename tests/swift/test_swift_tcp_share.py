@@ -109,6 +109,12 @@ def _check_outputs(out, base: str, other: str) -> list[dict]:
         mine = [r for r in rows if r["order"] == s["order"]]
         assert sum(float(r["ppspp_mbps"]) + float(r["other_mbps"]) for r in mine) / 8 < 10.3
     assert len(meta["lines"]) == 2
+    # our seeder's LEDBAT state every 0.1 s, per case: why it grew or yielded
+    with open(out / f"{base}-ledbat.csv") as f:
+        trace = list(csv.DictReader(f))
+    assert {r["order"] for r in trace} == {"ppspp-first", "tcp-first"}
+    assert all(float(r["cwnd_kib"]) > 0 and float(r["base_delay_ms"]) >= -1 for r in trace)
+    assert any(float(r["srtt_ms"]) > 0 for r in trace)
     for s in summaries:  # per interval, the flows' shares add up to the queue's exact count
         mine = [r for r in rows if r["order"] == s["order"]]
         assert sum(int(r["ppspp_drops"]) + int(r["other_drops"]) for r in mine) \
