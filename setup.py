@@ -29,8 +29,8 @@ class OptionalBuildExt(build_ext):
     @staticmethod
     def _warn(exc):
         sys.stderr.write(
-            "\nWARNING: deliverykit._speedups was not built (%s).\n"
-            "The pure-Python twins will be used; everything works, only slower.\n\n" % exc
+            f"\nWARNING: deliverykit._speedups was not built ({exc}).\n"
+            "The pure-Python twins will be used; everything works, only slower.\n\n"
         )
 
 

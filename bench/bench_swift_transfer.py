@@ -69,7 +69,7 @@ ARMS = {"ours", "libswift", "libtorrent", "memory"}
 def _ours(src: str, dst: str, cs: int) -> dict:
     """Seeder in a subprocess (``ppspp seed``), leecher here: one process per peer."""
     from swift.aio.node import downloader, tree_for_file
-    from swift.core.peer import PeerConfig
+    from swift.core.config import PeerConfig
 
     tree_for_file(src, chunk_size=cs)  # hash before timing, as libtorrent's seed_mode
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -82,10 +82,10 @@ def _ours(src: str, dst: str, cs: int) -> dict:
         port = int(seed.stderr.readline().strip().rsplit(":", 1)[1])
 
         async def go() -> dict:
-            async with downloader(root, dst, PeerConfig(chunk_size=cs)) as l:
+            async with downloader(root, dst, PeerConfig(chunk_size=cs)) as leech:
                 t0, c0 = time.perf_counter(), time.process_time()
-                l.connect(("127.0.0.1", port))
-                ok = await l.wait_complete(600)
+                leech.connect(("127.0.0.1", port))
+                ok = await leech.wait_complete(600)
                 return {"ok": ok, "s": time.perf_counter() - t0, "cpu": time.process_time() - c0}
 
         r = asyncio.run(go())
@@ -113,31 +113,32 @@ def _in_memory(n: int, cs: int) -> dict:
     """CPU per chunk of each end without sockets: the sans-IO seeder and leecher
     handed each other's datagrams in one process (what the Python code costs,
     apart from system calls and the event loop)."""
+    from swift.core.config import PeerConfig
     from swift.core.content import Content, MemoryStorage
     from swift.core.merkle import MerkleTree
-    from swift.core.peer import Peer, PeerConfig
+    from swift.core.peer import Peer
 
     data = os.urandom(n * cs)
     tree = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], chunk_size=cs)
     s = Peer(Content.seeded(tree, MemoryStorage(data)), PeerConfig(chunk_size=cs, seed=1))
-    l = Peer(Content(MerkleTree.for_root(tree.root_hash, chunk_size=cs), MemoryStorage()),
-             PeerConfig(chunk_size=cs, seed=2))
+    leech = Peer(Content(MerkleTree.for_root(tree.root_hash, chunk_size=cs), MemoryStorage()),
+                 PeerConfig(chunk_size=cs, seed=2))
     sa, la = ("10.0.0.1", 1), ("10.0.0.2", 2)
     now = 1000.0
-    l.connect(sa, now)
+    leech.connect(sa, now)
     ts = tl = 0.0
     clock = time.process_time
     for step in range(100 * n):
-        if l.content.complete:
+        if leech.content.complete:
             break
         now += 0.0005
         t0 = clock()
         out = s.datagrams_to_send(now, budget=64)
         t1 = clock()
         for d, _ in out:
-            l.datagram_received(d, sa, now)
-        back = l.datagrams_to_send(now, budget=64)
-        while l.next_event() is not None:
+            leech.datagram_received(d, sa, now)
+        back = leech.datagrams_to_send(now, budget=64)
+        while leech.next_event() is not None:
             pass
         t2 = clock()
         for d, _ in back:
@@ -147,8 +148,8 @@ def _in_memory(n: int, cs: int) -> dict:
         tl += t2 - t1
         if step % 100 == 0:
             s.handle_timer(now)
-            l.handle_timer(now)
-    ok = l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+            leech.handle_timer(now)
+    ok = leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
     return {"ok": ok, "seeder_us": ts / n * 1e6, "leecher_us": tl / n * 1e6}
 
 
@@ -345,7 +346,8 @@ def run(quick: bool) -> dict:
             if "ours" in arms:
                 subjects[_OURS.format(k)] = partial(_ours_fresh, src, work, cs)
             if libswift and "libswift" in arms:
-                subjects[_LS.format(k)] = partial(_cli_pair, libswift, libswift, src, want, work, cs)
+                subjects[_LS.format(k)] = partial(_cli_pair, libswift, libswift, src, want, work,
+                                                  cs)
                 subjects[_OURS_LS.format(k)] = partial(_cli_pair, None, libswift, src, want, work,
                                                        cs)
                 subjects[_OURS_CLI.format(k)] = partial(_cli_pair, None, None, src, want, work, cs)
@@ -377,7 +379,8 @@ def run(quick: bool) -> dict:
         mem = interleaved({c: partial(_in_memory, 20 * 1024 * 1024 // c, c) for c in (1024, 8192)},
                           repeats)
         for cs, ss in mem.items():
-            rows.append({"subject": f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks",
+            what = f"swift/ppspp in memory (no sockets), 20 MB, {cs // 1024} KiB chunks"
+            rows.append({"subject": what,
                          "ok": all(s["ok"] for s in ss),
                          "seeder CPU us/chunk": Figure.of(s["seeder_us"] for s in ss),
                          "leecher CPU us/chunk": Figure.of(s["leecher_us"] for s in ss)})

@@ -10,9 +10,9 @@ import time
 
 
 async def _run(quick: bool) -> list[dict]:
-    from swift.aio.node import downloader, seeder
+    from swift.aio.node import SwiftNode, downloader, seeder
+    from swift.core.config import PeerConfig
     from swift.core.events import ChunkVerified
-    from swift.core.peer import PeerConfig
 
     size = (2 if quick else 16) * 1024 * 1024 + 333
     rows: list[dict] = []
@@ -23,11 +23,13 @@ async def _run(quick: bool) -> list[dict]:
         want = hashlib.sha256(open(src, "rb").read()).hexdigest()
         t0 = time.monotonic()
         # the seeder's upload is capped so that leechers must trade chunks
-        async with seeder(src, PeerConfig(upload_rate=(1.0 if quick else 4.0) * 1024 * 1024)) as s:
-            rows.append({"system": "swift", "what": "seeder root hash (SHA-256 Merkle, 1 KiB chunks)",
+        cap = PeerConfig(upload_rate=(1.0 if quick else 4.0) * 1024 * 1024)
+        async with seeder(src, cap) as s:
+            what = "seeder root hash (SHA-256 Merkle, 1 KiB chunks)"
+            rows.append({"system": "swift", "what": what,
                          "result": s.peer.swarm_id.hex()[:16] + "...",
                          "seconds": round(time.monotonic() - t0, 2)})
-            leechers = []
+            leechers: list[SwiftNode] = []
             pickers = ["linear", "std-vod", "vod"]
             origin: list[dict] = [{}, {}, {}]
 
@@ -50,7 +52,8 @@ async def _run(quick: bool) -> list[dict]:
             done = await asyncio.gather(*(n.wait_complete(15) for n in leechers))
             el = time.monotonic() - t1
             for i, (node, ok) in enumerate(zip(leechers, done)):
-                got = hashlib.sha256(open(os.path.join(d, f"leech{i}.bin"), "rb").read()).hexdigest()
+                with open(os.path.join(d, f"leech{i}.bin"), "rb") as fh:
+                    got = hashlib.sha256(fh.read()).hexdigest()
                 rows.append({"system": "swift", "what": f"leecher {i} ({pickers[i]}) {size} B",
                              "result": "sha256 ok" if ok and got == want else "FAILED",
                              "seconds": round(el, 2),

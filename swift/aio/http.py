@@ -31,7 +31,7 @@ class HttpStream:
         self.server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task] = set()
 
-    async def __aenter__(self) -> "HttpStream":
+    async def __aenter__(self) -> HttpStream:
         self.server = await asyncio.start_server(self._client, self.host, self.port)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
