@@ -10,6 +10,7 @@ from swift.core.binmap import Binmap
 from swift.core.chanstate import ChannelEvent, ChannelState, next_state
 from swift.core.content import _Either
 from swift.core.ledbat import Ledbat
+from swift.wire.codec import HandshakeOptions
 
 
 class RangeQueue:
@@ -188,7 +189,8 @@ class Channel:
         self.need_hs = True
         self.hs_sent = -1.0
         self.hs_tries = 0
-        self.peer_options: Any = None
+        #: the options of the peer's HANDSHAKE (None until it came)
+        self.peer_options: HandshakeOptions | None = None
         # remote availability (HAVE and ACK), section 3.2 / 4.3
         self.peer_have = Binmap()
         self.peer_any = False

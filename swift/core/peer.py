@@ -40,6 +40,7 @@ import struct
 from collections import deque
 from typing import Any
 
+from deliverykit.errors import LocalProtocolError
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.binmap import Binmap
@@ -49,7 +50,8 @@ from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
 from swift.core.ledbat import Ledbat
-from swift.core.picker import PICKERS, Availability, fast_set
+from swift.core.live import LiveContent
+from swift.core.picker import Availability, fast_set, make_picker
 from swift.core.receive import DataReceiver
 from swift.core.requests import RequestPlanner
 from swift.core.requests import chunk_runs as _runs
@@ -81,28 +83,36 @@ _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     """One swarm's protocol engine; see the module docstring."""
 
-    def __init__(self, content: Content, config: PeerConfig | None = None) -> None:
+    def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
         self.config = cfg = config or PeerConfig()
         self.content = content
-        tree = content.tree
-        if tree.chunk_size != cfg.chunk_size or tree.func != cfg.hash_func:
+        if content.tree.chunk_size != cfg.chunk_size or content.tree.func != cfg.hash_func:
             raise ValueError("content tree does not match the swarm metadata")
-        self.live = bool(getattr(content, "live", False))
-        self.swarm_id = tree.swarm_id if self.live else tree.root_hash
+        #: the content as its live type (None: static content); the one
+        #: place live and static content differ, so nothing probes for
+        #: attributes one of them lacks
+        self.live_content = content if isinstance(content, LiveContent) else None
+        self.live = self.live_content is not None
         self.live_start: int | None = None
         #: live: integrity method (6.1.1 Sign All or 6.1.2 Unified Merkle Tree)
         #: and signature algorithm (7.7), both fixed by the source's key
-        self.live_method = getattr(tree, "method", IntegrityMethod.UNIFIED_MERKLE)
-        signer = getattr(tree, "signer", None)
-        self.sig_alg = signer.alg if signer is not None else SigAlg.ECDSAP256SHA256
-        sig_size = signer.sig_size if signer is not None else 64
+        self.live_method = IntegrityMethod.UNIFIED_MERKLE
+        self.sig_alg = SigAlg.ECDSAP256SHA256
+        sig_size = 64
+        if isinstance(content, LiveContent):
+            ltree = content.tree
+            self.swarm_id = ltree.swarm_id
+            self.live_method = ltree.method
+            self.sig_alg, sig_size = ltree.signer.alg, ltree.signer.sig_size
+            if not ltree.custom_spec:
+                # live signatures cover the on-the-wire chunk specification in
+                # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
+                # bin32, 16 for byte64, ...
+                ltree.spec_bytes = self._wire_spec
+        else:
+            self.swarm_id = content.tree.root_hash
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
         self._chunk32 = cfg.addressing == ChunkAddressing.CHUNK32
-        if self.live and not getattr(tree, "custom_spec", True):
-            # live signatures cover the on-the-wire chunk specification in
-            # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
-            # bin32, 16 for byte64, ...
-            tree.spec_bytes = self._wire_spec
         self.rng = random.Random(cfg.seed)
         #: local channel ID -> its dialect when it differs from the profile's
         #: default (profile "auto", docs/swift-libswift-compat.md)
@@ -114,10 +124,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.availability = Availability()
         self.inflight = Binmap()
         self._pending_close: list[tuple[bytes, Any]] = []
-        self.picker = PICKERS[cfg.picker]()
-        if hasattr(self.picker, "high"):  # VoD windows from the config (paper III-C)
-            self.picker.high = cfg.high_window
-            self.picker.mid = cfg.mid_window
+        self.picker = make_picker(cfg.picker, cfg.high_window, cfg.mid_window)
         self.playpos = 0
         #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
         self.buffering = True
@@ -297,7 +304,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             hash_func=cfg.hash_func,
             sig_alg=self.sig_alg if live else None,
             addressing=cfg.addressing,
-            discard_window=self.content.window if live else None,  # type: ignore[attr-defined]
+            discard_window=self.live_content.window if self.live_content is not None else None,
             chunk_size=None if lib else cfg.chunk_size,
         )
 
@@ -323,7 +330,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def _takes(ch: Channel, t: MsgType) -> bool:
         """Whether the peer takes message type ``t``: its Supported Messages
         option (7.10) lists it, or it sent none (then it takes every one)."""
-        sup = getattr(ch.peer_options, "supported", None)
+        o = ch.peer_options
+        sup = None if o is None else o.supported
         return sup is None or t in C.supported_set(sup)
 
     def _on_initiation(self, data: bytes, addr: Any, now: float) -> None:
@@ -506,7 +514,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         if a == ChunkAddressing.BYTE64:
             cs = self.config.chunk_size
             end = hi * cs
-            size = getattr(self.content.tree, "size", None)  # live: unbounded
+            size = None if self.live_content is not None else self.content.tree.size  # live: unbounded
             if clip and size is not None:
                 end = min(end, size)
             return [(lo * cs, end - 1)]
@@ -594,12 +602,13 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._discovered(ch, (x, y), now)
             elif t == MsgType.PEX_REScert:
                 self._on_cert(ch, x, now)
-        if self.live and ch.pending_sigs and ch.state is not _CLOSED:
+        lc = self.live_content
+        if lc is not None and ch.pending_sigs and ch.state is not _CLOSED:
             # signed munros with no DATA after them: a tune-in push (6.1.2.4).
             # Learn the rightmost one only (one signature check per datagram)
             # and forget the rest: INTEGRITY for a DATA shares its datagram
             m = max(ch.pending_sigs, key=lambda b: B.base_range(b)[1])
-            self.content.learn(ch.hash_order, {m: ch.pending_sigs[m]}, now)  # type: ignore[attr-defined]
+            lc.learn(ch.hash_order, {m: ch.pending_sigs[m]}, now)
             ch.pending_sigs.clear()
             ch.pending_hashes.clear()
             ch.hash_order.clear()
@@ -624,7 +633,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             ch.peer_any = True
             if hi > ch.peer_max:
                 ch.peer_max = hi
-                win = getattr(ch.peer_options, "discard_window", None)
+                o = ch.peer_options
+                win = None if o is None else o.discard_window
                 if self.live and win is not None and win < B.NONE32 and hi > win:
                     ph.reset_range(0, hi - win)  # sliding discard window (6.2)
 
@@ -706,7 +716,9 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
 
     def live_append(self, payload: bytes, now: float) -> list[int]:
         """Live source: add stream bytes; signed chunks get announced with HAVE."""
-        got = self.content.append(payload, now)  # type: ignore[attr-defined]
+        if self.live_content is None:
+            raise LocalProtocolError("live_append on a static swarm")
+        got = self.live_content.append(payload, now)
         if got:
             self._log_have(got)
         return got
@@ -920,7 +932,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._release_requests(ch, lost=True)
                 ch.last_progress = now
             self._sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
-        if not self.buffering and hasattr(self.picker, "high"):
+        if not self.buffering and self.picker.windows is not None:
             self._deadlines(now)
         if now >= self.next_rank:
             self._rank(now)

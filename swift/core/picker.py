@@ -19,8 +19,10 @@ replicated one.
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
@@ -78,7 +80,7 @@ class PickState:
     playpos: int = 0
     rng: random.Random = field(default_factory=random.Random)
     #: availability of the current fast peers (paper III-A), for the VoD picker
-    fast_haves: list = field(default_factory=list)
+    fast_haves: list[Binmap] = field(default_factory=list)
 
 
 def next_wanted(st: PickState, peer: Binmap, pos: int, hi: int) -> int | None:
@@ -154,8 +156,28 @@ def rarest(st: PickState, peer: Binmap, lo: int, hi: int, want: int) -> list[int
     return out
 
 
-class Picker:
-    """Base: ``pick`` returns chunk indices to request from one peer."""
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """A VoD picker's priority windows (paper III-C), in chunks from the
+    playback position."""
+
+    #: the high-priority window: in order, with deadlines
+    high: int
+    #: the mid-priority window after it: rarest first
+    mid: int
+    #: only fast peers (eq. 2) are asked for the high window (the paper's
+    #: algorithm); False: anyone (std-vod)
+    fast_only_high: bool
+
+
+class Picker(ABC):
+    """What a download picker offers the Peer (the one interface; pickers are
+    registered by name in :data:`PICKERS`, as aioquic's congestion controls).
+
+    ``pick`` returns chunk indices to request from one peer.  A picker with
+    a playback window says so in :attr:`windows`: the Peer then sizes its
+    requests by eq. 3 while the high window is open and gives high-priority
+    requests deadlines (paper III-C)."""
 
     name = "base"
     #: ``pick`` returns nothing exactly when no chunk below ``n_chunks`` is
@@ -164,9 +186,13 @@ class Picker:
     #: from ``rng``: the caller may skip it until one of those binmaps
     #: changes.  True for the built-in pickers (each covers ``[0, n)``).
     empty_means_none_wanted = False
+    #: the VoD priority windows; None: the picker has no playback window
+    windows: Windows | None = None
 
+    @abstractmethod
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
-        raise NotImplementedError
+        """Up to ``want`` chunks to request from the peer holding ``peer``;
+        ``fast``: that peer is in the fast set (or every peer is asked)."""
 
 
 class LinearPicker(Picker):
@@ -200,10 +226,10 @@ class VodPicker(Picker):
     high-priority chunks; std-vod asks anyone.
     """
 
+    windows: Windows
+
     def __init__(self, high: int = 64, mid: int = 256, fast_only_high: bool = True) -> None:
-        self.high = high
-        self.mid = mid
-        self.fast_only_high = fast_only_high
+        self.windows = Windows(high, mid, fast_only_high)
         self.name = "vod" if fast_only_high else "std-vod"
 
     empty_means_none_wanted = True
@@ -211,10 +237,12 @@ class VodPicker(Picker):
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         n = st.n_chunks
         p = st.playpos
-        h_end = min(n, p + self.high)
-        m_end = min(n, h_end + self.mid)
+        w = self.windows
+        fast_only_high = w.fast_only_high
+        h_end = min(n, p + w.high)
+        m_end = min(n, h_end + w.mid)
         out: list[int] = []
-        if fast or not self.fast_only_high:
+        if fast or not fast_only_high:
             out = in_order(st, peer, p, h_end, want)
             if out:
                 return out
@@ -238,24 +266,38 @@ class VodPicker(Picker):
             return out
         if p:
             out = rarest(st, peer, 0, p, want)
-        if not out and not fast and self.fast_only_high:
+        if not out and not fast and fast_only_high:
             # nothing else to do: a slow peer may still help the high window
             # once it is not urgent (the paper's deadline re-request covers it)
             out = in_order(st, peer, p, h_end, min(want, 1))
         return out
 
 
-PICKERS: dict[str, Callable[[], Picker]] = {
-    "linear": LinearPicker,
-    "rarest": RarestPicker,
-    "std-vod": lambda: VodPicker(fast_only_high=False),
-    "vod": lambda: VodPicker(fast_only_high=True),
+#: makes a picker from the VoD window sizes (high, mid) in chunks, which a
+#: picker without a playback window ignores
+PickerFactory = Callable[[int, int], Picker]
+
+#: pickers by name (``PeerConfig.picker``, the CLI's ``--picker``)
+PICKERS: dict[str, PickerFactory] = {
+    "linear": lambda high, mid: LinearPicker(),
+    "rarest": lambda high, mid: RarestPicker(),
+    "std-vod": lambda high, mid: VodPicker(high, mid, fast_only_high=False),
+    "vod": lambda high, mid: VodPicker(high, mid, fast_only_high=True),
 }
 
 
-def register_picker(name: str, factory: Callable[[], Picker]) -> None:
+def register_picker(name: str, factory: PickerFactory) -> None:
     """Add a picker by name (registry as aioquic's congestion controls)."""
     PICKERS[name] = factory
+
+
+def make_picker(name: str, high: int = 64, mid: int = 256) -> Picker:
+    """The picker registered as ``name``, with these VoD windows (chunks)."""
+    try:
+        factory = PICKERS[name]
+    except KeyError:
+        raise ValueError(f"unknown picker {name!r} (known: {', '.join(sorted(PICKERS))})") from None
+    return factory(high, mid)
 
 
 # --- paper section III-A: peer ranking ---------------------------------------

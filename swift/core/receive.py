@@ -75,8 +75,8 @@ class DataReceiver:
             else:
                 self.inflight.discard(i)
                 ch.last_progress = now
-            if self.live and ch.pending_sigs:
-                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
+            if self.live_content is not None and ch.pending_sigs:
+                self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
@@ -106,8 +106,8 @@ class DataReceiver:
                 # its request is gone, so it must not stay marked in flight,
                 # or with one peer (no end game) nothing asks for it again
                 self.inflight.discard(i)
-            if self.live and ch.pending_sigs:
-                self.content.learn(ch.hash_order, ch.pending_sigs, now)  # type: ignore[attr-defined]
+            if self.live_content is not None and ch.pending_sigs:
+                self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
@@ -115,7 +115,6 @@ class DataReceiver:
                 ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
         self.inflight.discard(i)
-        tree = self.content.tree
         n_before = self.content.n_chunks
         ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
@@ -125,7 +124,8 @@ class DataReceiver:
         ch.pending_sigs.clear()
         ch.last_progress = now
         if not ok:
-            if getattr(tree, "last_stale", False):
+            lc = self.live_content
+            if lc is not None and lc.tree.last_stale:
                 # live: genuine but older than the tune-in age (6.1.2.4):
                 # discard it, but it is not corrupt.  Before we trust any
                 # munro, pick the tune-in point again from the newest HAVE
@@ -135,7 +135,7 @@ class DataReceiver:
                 elif self.live_start is not None:
                     self._skip_stale(i)
                 return
-            if getattr(tree, "last_missing", False):
+            if lc is None and self.content.tree.last_missing:
                 # hashes lost with an earlier datagram (5.3): not the peer's
                 # fault; ask again, the sender then resends the full uncles
                 self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
@@ -170,6 +170,7 @@ class DataReceiver:
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self._complete_reported and self.content.complete:
             self._complete_reported = True
-            self.events.append(ev.DownloadComplete(getattr(tree, "size", 0) or 0))
+            size = 0 if self.live_content is not None else self.content.tree.size
+            self.events.append(ev.DownloadComplete(size or 0))
             for c in self.channels.values():  # stop asking anyone
                 self._release_requests(c, lost=False)

@@ -158,7 +158,8 @@ class RequestPlanner:
         want = window - len(ch.requests)
         if want < max(1, min(16, window // 4)):
             return []
-        high = getattr(self.picker, "high", 0) if getattr(self.picker, "fast_only_high", False) else 0
+        wins = self.picker.windows
+        high = wins.high if wins is not None and wins.fast_only_high else 0
         if high and not content.have.is_filled_range(self.playpos, min(n, self.playpos + high)):
             # eq. 3: while the high-priority window is open, ask at most
             # min(W_ledbat / 2, H / F) chunks at a time (W: this peer's window)
@@ -363,7 +364,8 @@ class RequestPlanner:
 
     def _live_requests(self, ch: Channel, now: float) -> list:
         """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
-        if self.content.is_source or not ch.peer_max:  # type: ignore[attr-defined]
+        lc = self.live_content
+        if lc is None or lc.is_source or not ch.peer_max:
             return []
         if self.live_start is None:
             top = self.content.tree.frontier  # end of the newest trusted munro
@@ -377,7 +379,7 @@ class RequestPlanner:
             return []
         st = PickState(self.content.have, self.inflight, self.availability, ch.peer_max,
                        self.live_start, self.rng)
-        lo = max(self.live_start, ch.peer_max - self.content.window)  # type: ignore[attr-defined]
+        lo = max(self.live_start, ch.peer_max - lc.window)
         picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
         out = []
         for c in picks:

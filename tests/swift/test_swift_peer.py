@@ -217,7 +217,8 @@ def test_vod_picker_prefers_playback_window() -> None:
     data = os.urandom(300 * 1024)
     s = seeder(data, PeerConfig(seed=1))
     l = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod", high_window=16, mid_window=32))
-    assert (l.picker.high, l.picker.mid) == (16, 32)
+    assert l.picker.windows is not None
+    assert (l.picker.windows.high, l.picker.windows.mid) == (16, 32)
     l.set_playpos(100)
     l.connect(SEED, 0.0)
     order = []
