@@ -27,7 +27,8 @@ def run(quick: bool = True) -> list[dict]:
                    + f" (= chunks {r['chunks']})"},
         {"system": "corecast", "what": "transit bytes ITR->ETRs vs eq. 3",
          "result": f"{r['transit_bytes']} measured, {r['eq3_bytes']} eq.3 "
-                   f"(H_L={s.h_l}, P_CC=D+{s.p_over}, H_CC={s.h_cc}; j={r['ases']}, k={r['clients']})"},
+                   f"(H_L={s.h_l}, P_CC=D+{s.p_over}, H_CC={s.h_cc}; "
+                   f"j={r['ases']}, k={r['clients']})"},
         {"system": "corecast", "what": "local bytes ETRs->clients vs eq. 5",
          "result": f"{r['local_bytes']} measured, {r['eq5_bytes']} eq.5 (H_I={s.h_i})"},
         {"system": "corecast", "what": "checks",

@@ -59,7 +59,8 @@ async def _run(quick: bool) -> list[dict]:
         if aware or not have_curl:
             r = await fetch(url, proxy=px, vmc=aware)
             ok = r.body == want
-            return {"client": i, "kind": "vmc-aware" if aware else "plain (our client)", "status": r.status,
+            kind = "vmc-aware" if aware else "plain (our client)"
+            return {"client": i, "kind": kind, "status": r.status,
                     "ttfb_s": round(r.ttfb, 4), "done_s": round(r.elapsed, 3), "ok": ok,
                     "parts": len(r.parts)}
         out = tmp / f"c{i}"
@@ -79,7 +80,8 @@ async def _run(quick: bool) -> list[dict]:
         shutil.rmtree(tmp, ignore_errors=True)
     for r in results:
         rows.append({"system": "vmc", "what": f"client {r['client']} ({r['kind']})",
-                     "result": f"{r['status']} ok={r['ok']} ttfb={r['ttfb_s']}s done={r['done_s']}s "
+                     "result": f"{r['status']} ok={r['ok']} ttfb={r['ttfb_s']}s "
+                               f"done={r['done_s']}s "
                                f"parts={r['parts']}"})
     mb = 1e6
     rows.append({"system": "vmc", "what": "origin bytes (VMC) vs without sharing",

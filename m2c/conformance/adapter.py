@@ -20,7 +20,8 @@ def _read_records(data: bytes, e: int) -> list[tuple[int, bytes]]:
     rec = 4 + e
     if len(data) % rec:
         raise ValueError(f"stdin is {len(data)} bytes, not a whole number of {rec}-byte records")
-    return [(struct.unpack_from(">I", data, i)[0], data[i + 4:i + rec]) for i in range(0, len(data), rec)]
+    return [(struct.unpack_from(">I", data, i)[0], data[i + 4:i + rec])
+            for i in range(0, len(data), rec)]
 
 
 def _params(code: str, nums: list[int]):
@@ -34,9 +35,10 @@ def _params(code: str, nums: list[int]):
 
 
 def groups(k: int, n: int, n1: int, seed: int, g: int) -> list[list[int]]:
-    """The encoding symbol groups of one block with G symbols per packet (RFC 5170 sec. 5.6, as we read it):
-    source packets hold consecutive ESIs; repair packets hold G repair symbols consecutive in the
-    transmission order of the txseqToID table, whose PRNG continues right after the matrix (sec. 5.7)."""
+    """The encoding symbol groups of one block with G symbols per packet (RFC 5170 sec. 5.6,
+    as we read it): source packets hold consecutive ESIs; repair packets hold G repair symbols
+    consecutive in the transmission order of the txseqToID table, whose PRNG continues right
+    after the matrix (sec. 5.7)."""
     from m2c.fec import ldpc
 
     if g < 1 or k % g or (n - k) % g:

@@ -1,11 +1,13 @@
 """An example wrapper: nginx under the http-proxy conformance contract.
 
-    python -m vmc.conformance.nginx_wrapper [--cache] proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
+    python -m vmc.conformance.nginx_wrapper [--cache] proxy \
+        --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
 
 Writes an nginx.conf in a temporary prefix (reverse proxy to the upstream; with
 ``--cache``, ``proxy_cache`` + ``proxy_cache_lock``, the usual way to collapse
 concurrent misses), runs nginx in the foreground, prints READY once the port
-accepts connections, and stops nginx on SIGTERM (:func:`vmc.conformance.wrapping.serve`). Registry names
+accepts connections, and stops nginx on SIGTERM (:func:`vmc.conformance.wrapping.serve`).
+Registry names
 ``nginx-plain`` and ``nginx-cache-lock``. A wrapper for any other proxy has
 the same shape: configure, start, wait for the port, print READY, wait.
 """
@@ -62,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     conf = prefix / "nginx.conf"
     conf.write_text(CONF.format(prefix=prefix, listen=a.listen, upstream=a.upstream,
                                 cache_path=cache_path, cache=CACHE if a.cache else ""))
-    return serve(["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")], a.listen,
-                 prefix, log=prefix / "error.log")
+    argv = ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
+    return serve(argv, a.listen, prefix, log=prefix / "error.log")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Squid with collapsed forwarding under the http-proxy conformance contract (registry ``squid-collapsed``).
+"""Squid with collapsed forwarding under the http-proxy conformance contract
+(registry ``squid-collapsed``).
 
     python -m vmc.conformance.squid_wrapper proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
 
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     uhost, uport = split(a.upstream)
     (work / "squid.conf").write_text(CONF.format(listen=a.listen, upstream=a.upstream, uhost=uhost,
                                                  uport=uport, work=work))
-    if os.geteuid() == 0:  # squid drops to cache_effective_user (proxy), which must write its logs here
+    # as root, squid drops to cache_effective_user (proxy), which must write its logs here
+    if os.geteuid() == 0:
         import pwd
 
         try:
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             pass
         else:
             os.chown(work, pw.pw_uid, pw.pw_gid)
-    return serve(["squid", "-N", "-f", str(work / "squid.conf")], a.listen, work, log=work / "cache.log")
+    return serve(["squid", "-N", "-f", str(work / "squid.conf")], a.listen, work,
+                 log=work / "cache.log")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Varnish Cache under the http-proxy conformance contract (registry name ``varnish``).
 
-    python -m vmc.conformance.varnish_wrapper proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
+    python -m vmc.conformance.varnish_wrapper proxy \
+        --listen 127.0.0.1:8080 --upstream 127.0.0.1:9000
 
 ``varnishd -F`` with the upstream as its only backend and the built-in VCL
 (no VCL of ours: what a default install does): requests with Authorization

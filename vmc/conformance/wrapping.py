@@ -21,7 +21,8 @@ from pathlib import Path
 UNSUPPORTED = 127
 
 
-def parse(prog: str, argv: Sequence[str] | None, flags: Sequence[tuple[str, str]] = ()) -> argparse.Namespace:
+def parse(prog: str, argv: Sequence[str] | None,
+          flags: Sequence[tuple[str, str]] = ()) -> argparse.Namespace:
     """``[FLAGS] proxy --listen HOST:PORT --upstream HOST:PORT``: the contract's arguments."""
     ap = argparse.ArgumentParser(prog=prog)
     for flag, help_ in flags:
@@ -39,7 +40,7 @@ def split(authority: str) -> tuple[str, int]:
 
 def serve(argv: list[str], listen: str, workdir: Path, ready_timeout: float = 20.0,
           log: Path | None = None) -> int:
-    """Run ``argv`` (a proxy in the foreground) until it exits or we get SIGTERM; see the module doc.
+    """Run ``argv`` (a proxy in the foreground) until it exits or we get SIGTERM (module doc).
 
     With ``log``, the tail of that file goes to stderr if the proxy exits
     before it is ready (so a failing configuration explains itself).
