@@ -31,6 +31,7 @@ from typing import Any
 from deliverykit import cliutil
 from deliverykit.experiments import dispatch
 from deliverykit.outputs import write_when_done
+from m2c.aio.delivery import sha256_file
 from m2c.aio.driver import (
     MAX_SEND_PPS,
     MulticastReceiver,
@@ -40,7 +41,7 @@ from m2c.aio.driver import (
     sender_socket_check,
 )
 from m2c.aio.netif import interface_address
-from m2c.core.filetx import SessionDescription
+from m2c.core.description import SessionDescription
 from m2c.core.groups import SCHEDULES, make_schedule
 from m2c.core.receiver_cc import CONTROLLERS
 from m2c.fec.errors import FECError
@@ -158,7 +159,6 @@ def _session_for_send(a: argparse.Namespace) -> SessionDescription | int:
             sd = load_sdp(str(a.sdp))
         except (OSError, ValueError, TypeError) as exc:
             return _send_error(f"--resume: cannot read the session description {a.sdp}: {exc}")
-        from m2c.core.filetx import sha256_file
         size = os.path.getsize(a.file)
         if size != sd.size or sha256_file(str(a.file)) != sd.sha256.lower():
             return _send_error(f"--resume: {a.file} ({size} bytes) is not the file {a.sdp} "
@@ -224,8 +224,8 @@ def cmd_send(a: argparse.Namespace) -> int:
         if a.sdp and not (a.resume and os.path.exists(a.sdp)):
             write_when_done(a.sdp, text)  # a receiver polling for it never reads half
             r = sd.rates
-            print(f"session description: {a.sdp} (rates {r['min_rate']:.1f}..{r['max_rate']:.1f} "
-                  f"packets/s of {sd.fec['symbol_size']}-byte symbols)", file=sys.stderr)
+            print(f"session description: {a.sdp} (rates {r.min_rate:.1f}..{r.max_rate:.1f} "
+                  f"packets/s of {sd.fec.symbol_size}-byte symbols)", file=sys.stderr)
         elif not a.sdp:
             print(text, flush=True)
         if server is not None:

@@ -19,7 +19,19 @@ import tempfile
 
 from deliverykit.outputs import copy_into, fsync_dir
 
-__all__ = ["Delivery", "via_proc"]
+__all__ = ["Delivery", "sha256_file", "via_proc"]
+
+HASH_CHUNK = 1 << 20
+"""bytes read at a time to hash a file"""
+
+
+def sha256_file(path: str) -> str:
+    """The SHA-256 of the file at ``path``, hex (read in chunks: any size)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def via_proc(path: str) -> bool:
@@ -121,11 +133,7 @@ class Delivery:
         """The whole file on disk (fsync) and its SHA-256 that of the session (OSError: a
         delayed write error, reading it back)."""
         os.fsync(self.fd)
-        h = hashlib.sha256()
-        with open(self.tmp, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest() == self.sha256
+        return sha256_file(self.tmp) == self.sha256
 
     def close(self) -> None:
         """Close the temporary file (kept until :meth:`deliver` or :meth:`discard`)."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import ipaddress
 import logging
 import math
@@ -40,9 +39,10 @@ from collections.abc import Callable
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
-from m2c.aio.delivery import Delivery
+from m2c.aio.delivery import Delivery, sha256_file
+from m2c.core.description import FecScheme, SessionDescription
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import Metrics, SessionDescription
+from m2c.core.filetx import Metrics
 from m2c.core.session import (
     BYTES_PER_SYMBOL_HELD,
     CLOSE_GRACE,
@@ -74,8 +74,9 @@ and only made each buffer's sequencing take seconds (see docs/m2c.md)"""
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                  interface: str = "127.0.0.1", min_rate: float = 20.0,
                  max_rate: float = 2000.0, tsd: float = 1.0, k: int = 2,
-                 schedule: str = "wave", fec: str = "ldpc", symbol_size: int = 1400,
-                 max_block_length: int | None = None, seed: int | None = None,
+                 schedule: str = "wave", fec: FecScheme | str = FecScheme.LDPC,
+                 symbol_size: int = 1400, max_block_length: int | None = None,
+                 seed: int | None = None,
                  session: int | None = None, memory: int = 256 << 20) -> SessionDescription:
     """Session description for sending ``path`` (rates in packets per second);
     see :func:`m2c.core.session.describe_session`.
@@ -92,12 +93,8 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                          f"(its datagrams come from that address, which receivers check, "
                          f"RFC 5775 4.4)")
     size = os.path.getsize(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
     return describe_session(
-        os.path.basename(path), size, h.hexdigest(),
+        os.path.basename(path), size, sha256_file(path),
         session=session if session is not None else secrets.randbits(32),
         fec_seed=seed if seed is not None else 1 + secrets.randbelow(0x7FFFFFFD),
         group=group, port=port, interface=interface, min_rate=min_rate, max_rate=max_rate,

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from m2c.fec.errors import FECError
 
@@ -241,13 +240,6 @@ class RateSchedule:
             n -= 1
             r += total
         return (m0 + cyc * (m + 1 + n)) * tsd + self._wave_inverse(r, a)
-
-    def describe(self) -> dict[str, Any]:
-        """Parameters for the session description."""
-        return {"schedule": self.name, "min_rate": self.min_rate, "max_rate": self.max_rate,
-                "tsd": self.tsd, "k": self.k, "quiet": self.p.quiet, "w": self.p.w,
-                "per_slot_factor": self.per_slot_factor,
-                "q": self.q, "levels": self.levels, "channels": self.channels}
 
 
 class WaveSchedule(RateSchedule):

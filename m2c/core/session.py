@@ -29,16 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from m2c.core.description import FecScheme, Group, RateLadder, SessionDescription, default_fec
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import (
-    RATE_UNIT,
-    FileReceiver,
-    FileSender,
-    Metrics,
-    SessionDescription,
-    SymbolProgress,
-    default_fec,
-)
+from m2c.core.filetx import FileReceiver, FileSender, Metrics, SymbolProgress
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.fec.errors import DecodeError, FECError
@@ -71,7 +64,8 @@ def describe_session(name: str, size: int, sha256: str, *, session: int, fec_see
                      group: str = "239.192.77.1", port: int = 47000,
                      interface: str = "127.0.0.1", min_rate: float = 20.0,
                      max_rate: float = 2000.0, tsd: float = 1.0, k: int = 2,
-                     schedule: str = "wave", fec: str = "ldpc", symbol_size: int = 1400,
+                     schedule: str = "wave", fec: FecScheme | str = FecScheme.LDPC,
+                     symbol_size: int = 1400,
                      max_block_length: int | None = None,
                      memory: int = 256 << 20) -> SessionDescription:
     """The session description of an object of ``size`` bytes (rates in packets/s).
@@ -87,20 +81,20 @@ def describe_session(name: str, size: int, sha256: str, *, session: int, fec_see
     sched = make_schedule(schedule, min_rate=min_rate, max_rate=max_rate, tsd=tsd, k=k)
     a, b, c, d = (int(x) for x in group.split("."))
     base = a << 24 | b << 16 | c << 8 | d
-    groups: list[list[Any]] = []
+    groups: list[Group] = []
     for ch in range(sched.channels + 1):
         g = base + ch
-        groups.append([f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", port + ch])
-    fec_d = default_fec(size, fec, symbol_size, max_block_length, fec_seed)
+        groups.append(Group(f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}",
+                            port + ch))
+    fp = default_fec(size, fec, symbol_size, max_block_length, fec_seed)
     # TOI 0: the session's single object, so packets omit the TOI field (RFC 5775 4.1)
-    sd = SessionDescription(session, 0, name, size, sha256, fec_d,
-                            {**sched.describe(), "unit": RATE_UNIT}, groups, interface,
-                            source=interface)
-    per_block = BYTES_PER_SYMBOL_HELD * fec_d["max_block_length"] * symbol_size
+    sd = SessionDescription(session, 0, name, size, sha256, fp, RateLadder.of(sched), groups,
+                            interface, source=interface)
+    per_block = BYTES_PER_SYMBOL_HELD * fp.max_block_length * symbol_size
     fit = memory // per_block
     if fit < 1:
         raise FECError(f"a receiver needs ~{per_block} bytes for one source block of "
-                       f"{fec_d['max_block_length']} symbols of {symbol_size} bytes, more than "
+                       f"{fp.max_block_length} symbols of {symbol_size} bytes, more than "
                        f"the memory bound of {memory} bytes: use a smaller block length "
                        f"(m2c send --block-length) or symbol size (--symbol-size)")
     window = min(MAX_ACTIVE, fit)

@@ -130,7 +130,7 @@ class Datagrams:
         elif k == 1:
             p = dataclasses.replace(p, sbn=self.blocks + self.rnd.randrange(4000))
         elif k == 2:
-            p = dataclasses.replace(p, esi=self.sd.fec["max_n"] + self.rnd.randrange(1000))
+            p = dataclasses.replace(p, esi=self.sd.fec.max_n + self.rnd.randrange(1000))
         else:
             p = dataclasses.replace(p, payload=p.payload[:self.rnd.randrange(len(p.payload))])
         return codec.encode(p)

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from m2c.aio.driver import make_session
-from m2c.core.filetx import SessionDescription, default_fec
+from m2c.core.filetx import SessionDescription, RateLadder, default_fec
 from m2c.core.groups import make_schedule
 from m2c.wire import codec
 from m2c.wire.constants import CCI_MAX_CHANNEL
@@ -30,7 +30,7 @@ from m2c.wire.layers import LCT, ExtM2C, ExtM2CCRC
 
 def sd_with(sched, data: bytes = b"x" * 5000) -> SessionDescription:
     return SessionDescription(7, 1, "f", len(data), hashlib.sha256(data).hexdigest(),
-                              default_fec(len(data), "ldpc", 100), sched.describe(),
+                              default_fec(len(data), "ldpc", 100), RateLadder.of(sched),
                               [["239.1.1.1", 4000]] * (sched.channels + 1))
 
 
@@ -82,7 +82,7 @@ def test_receiver_refuses_a_description_with_too_many_channels():
     big = make_schedule("wave", min_rate=20.0, max_rate=2000.0, k=20)
     assert big.channels > CCI_MAX_CHANNEL
     d = json.loads(text)
-    d["rates"] = big.describe()
+    d["rates"] = RateLadder.of(big).to_json_dict()
     d["groups"] = [["239.1.1.1", 4000]] * (big.channels + 1)
     with pytest.raises(ValueError, match="CCI"):
         SessionDescription.from_json(json.dumps(d))

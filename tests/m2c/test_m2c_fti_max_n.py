@@ -10,13 +10,21 @@ session creation refuses anything larger; for FEC Encoding ID 129 (RFC 5445
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from m2c.core.filetx import LDPC_MAX_BLOCKS, SessionDescription, default_fec
+from m2c.core.filetx import (
+    LDPC_MAX_BLOCKS,
+    FecParams,
+    RateLadder,
+    SessionDescription,
+    default_fec,
+)
 from m2c.core.groups import WaveSchedule
 from m2c.fec.errors import FECError
 from m2c.fec.payload_id import LDPC_MAX_N, LDPCOTI, decode_ext_fti, encode_ext_fti
@@ -26,12 +34,12 @@ SCHED = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
 
 def sd_for(size: int, fec: dict) -> SessionDescription:
     return SessionDescription(7, 1, "f", size, hashlib.sha256(b"").hexdigest(), fec,
-                              SCHED.describe(), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
+                              RateLadder.of(SCHED), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
 
 
 def fti_of(size: int, fec: dict) -> LDPCOTI:
-    return LDPCOTI(size, fec["symbol_size"], fec["max_block_length"], fec["max_n"],
-                   fec["n1"] - 3, 1, fec["seed"])
+    return LDPCOTI(size, fec.symbol_size, fec.max_block_length, fec.max_n,
+                   fec.n1 - 3, 1, fec.seed)
 
 
 def test_max_n_limit_is_the_20_bit_field():
@@ -45,8 +53,8 @@ def test_b_of_2_to_19_gets_max_n_2_to_20_minus_1():
     # where 2B = 2^20 would not fit EXT_FTI's max_n field
     size = LDPC_MAX_BLOCKS * (1 << 19)
     fec = default_fec(size, "ldpc", 1)
-    assert fec["max_block_length"] == 1 << 19
-    assert fec["max_n"] == LDPC_MAX_N
+    assert fec.max_block_length == 1 << 19
+    assert fec.max_n == LDPC_MAX_N
     sd = sd_for(size, fec)  # validates every block's (k, n, N1) too
     k = sd.partition().a_large
     assert k == 1 << 19 and sd.block_n(k) == LDPC_MAX_N  # RFC 5170 5.5, n - k = 2^19 - 1
@@ -56,7 +64,7 @@ def test_b_of_2_to_19_gets_max_n_2_to_20_minus_1():
 
 def test_explicit_block_length_of_2_to_19_is_capped_too():
     fec = default_fec(5_000_000, "ldpc", 1, max_block_length=1 << 19)
-    assert fec["max_n"] == LDPC_MAX_N
+    assert fec.max_n == LDPC_MAX_N
     sd_for(5_000_000, fec)
 
 
@@ -64,9 +72,8 @@ def test_max_n_beyond_the_field_is_refused_at_session_creation():
     fec = {"scheme": "ldpc", "symbol_size": 1, "max_block_length": 1 << 19, "max_n": 1 << 20,
            "n1": 5, "seed": 1}
     with pytest.raises(ValueError, match="20-bit"):
-        sd_for(4_000_000, fec)
-    fec["max_n"] = LDPC_MAX_N
-    sd_for(4_000_000, fec)
+        FecParams.from_json_dict(fec)
+    sd_for(4_000_000, FecParams.from_json_dict({**fec, "max_n": LDPC_MAX_N}))
 
 
 def test_tiny_file_with_a_huge_block_length_is_refused_where_chosen():
@@ -79,11 +86,9 @@ def test_tiny_file_with_a_huge_block_length_is_refused_where_chosen():
 def test_rs_oti_fields_are_16_bits(key, value):
     fec = default_fec(10_000, "rs", 100)
     sd_for(10_000, fec)
-    fec[key] = value
-    if key == "max_block_length":
-        fec["max_n"] = value + 1
+    changes = {key: value} if key == "max_n" else {key: value, "max_n": value + 1}
     with pytest.raises(ValueError, match="16-bit"):
-        sd_for(10_000, fec)
+        dataclasses.replace(fec, **changes)
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,6 +99,6 @@ def test_every_chosen_ldpc_oti_fits_ext_fti(size, E, B, n1):
         fec = default_fec(size, "ldpc", E, B, n1=n1)
     except FECError:
         return  # too many blocks, or a tiny file with a huge B: refused, not wrapped
-    assert fec["max_block_length"] <= fec["max_n"] <= LDPC_MAX_N
+    assert fec.max_block_length <= fec.max_n <= LDPC_MAX_N
     oti = fti_of(size, fec)
     assert decode_ext_fti(encode_ext_fti(oti)) == oti

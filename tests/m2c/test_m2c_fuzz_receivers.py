@@ -11,7 +11,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
+from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
 from m2c.core.groups import WaveSchedule
 from m2c.core.sequencer import SequencerReceiver
 from m2c.wire import codec
@@ -24,7 +24,7 @@ U32 = st.integers(0, 2**32 - 1)
 def session(scheme: str, data: bytes) -> SessionDescription:
     fec = default_fec(len(data), scheme, 100, max_block_length=20)
     return SessionDescription(77, 1, "f", len(data), hashlib.sha256(data).hexdigest(), fec,
-                              SCHED.describe(), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
+                              RateLadder.of(SCHED), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
 
 
 def forged_packet(scheme: str):

@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from m2c import cli
-from m2c.core.filetx import FileReceiver, SessionDescription, default_fec
+from m2c.core.filetx import FileReceiver, RateLadder, SessionDescription, default_fec
 from m2c.core.groups import WaveSchedule
 
 EXPERIMENTS = sorted(cli.EXPERIMENTS)
@@ -85,7 +85,7 @@ def test_failed_transfer_reports_null_not_minus_100():
     data = os.urandom(20_000)
     sched = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
     sd = SessionDescription(7, 0, "f", len(data), hashlib.sha256(data).hexdigest(),
-                            default_fec(len(data), "ldpc", 100), sched.describe(),
+                            default_fec(len(data), "ldpc", 100), RateLadder.of(sched),
                             [["239.1.1.1", 4000]] * (sched.channels + 1))
     m = FileReceiver(sd).metrics(10.0, 1e-9, 0, 0)  # nothing ever arrived
     assert m.net is None

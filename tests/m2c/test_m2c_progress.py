@@ -21,7 +21,7 @@ import threading
 
 from m2c_support import reap, start_sender
 
-from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
+from m2c.core.filetx import FileReceiver, FileSender, RateLadder, SessionDescription, default_fec
 from m2c.core.groups import WaveSchedule
 from m2c.wire import codec
 
@@ -31,7 +31,7 @@ def test_progress_counts_symbols_before_any_block_is_decoded():
     sched = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
     sd = SessionDescription(7, 0, "f", len(data), hashlib.sha256(data).hexdigest(),
                             default_fec(len(data), "ldpc", 100, max_block_length=500),
-                            sched.describe(), [["239.1.1.1", 4000]] * (sched.channels + 1))
+                            RateLadder.of(sched), [["239.1.1.1", 4000]] * (sched.channels + 1))
     fs = FileSender(sd, lambda off, n: data[off:off + n])
     fr = FileReceiver(sd)
     total = sd.partition().total_symbols

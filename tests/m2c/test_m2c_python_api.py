@@ -74,7 +74,7 @@ def test_a_window_larger_than_the_file_carries_symbols_not_padding(tmp_path):
     pkts = [pkt for _ in range(3) for _pdu, pkt in snd.next_pdus()]
     assert len(pkts) > 2 * 44  # more slots than symbols
     assert not any(p.data_less for p in pkts)
-    assert all(len(p.payload) == sd.fec["symbol_size"] for p in pkts)
+    assert all(len(p.payload) == sd.fec.symbol_size for p in pkts)
     # every encoding symbol of the file goes out, the surplus slots repeat them
     ids = {(p.sbn, p.esi) for p in pkts}
     assert len(ids) == 44

@@ -223,14 +223,14 @@ def test_windowed_carousel_bounds_memory_and_still_completes(drop):
     over several carousel turns (paper 8: the memory limit)."""
     import hashlib
 
-    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
+    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
     from m2c.wire import codec
 
     data = random.Random(5).randbytes(300_000)
     s = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
     sd = SessionDescription(9, 1, "f", len(data), hashlib.sha256(data).hexdigest(),
                             default_fec(len(data), "ldpc", 500, max_block_length=60),
-                            s.describe(), [["239.1.1.1", 1]] * (s.channels + 1),
+                            RateLadder.of(s), [["239.1.1.1", 1]] * (s.channels + 1),
                             window_blocks=3)
     snd = FileSender(sd, lambda o, n: data[o:o + n])
     rcv = FileReceiver(sd, max_active=3)
@@ -276,14 +276,14 @@ def test_bursty_loss_duplicates_and_reordering(scheme):
     duplicates are not counted as losses and the loss estimate is close."""
     import hashlib
 
-    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
+    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
     from m2c.core.receiver_cc import LossTracker
     from m2c.wire import codec
 
     data = random.Random(11).randbytes(400_000)
     s = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
     sd = SessionDescription(4, 1, "f", len(data), hashlib.sha256(data).hexdigest(),
-                            default_fec(len(data), scheme, 1000), s.describe(),
+                            default_fec(len(data), scheme, 1000), RateLadder.of(s),
                             [["239.1.1.1", 1]] * (s.channels + 1))
     snd = FileSender(sd, lambda o, n: data[o:o + n])
     rcv = FileReceiver(sd)

@@ -184,6 +184,6 @@ def test_send_rates_count_the_codepoints_header(tmp_path, fec, header):
     sd = SessionDescription.from_json(sdp.read_text())
     assert codec.header_length(sd.codepoint) == header
     size = 1400 + header + 28
-    assert sd.rates["min_rate"] == pytest.approx(100_000 / 8 / size, rel=1e-9)
-    assert sd.rates["max_rate"] == pytest.approx(1_000_000 / 8 / size, rel=1e-9)
+    assert sd.rates.min_rate == pytest.approx(100_000 / 8 / size, rel=1e-9)
+    assert sd.rates.max_rate == pytest.approx(1_000_000 / 8 / size, rel=1e-9)
 

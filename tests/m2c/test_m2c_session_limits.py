@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from m2c.aio.driver import MulticastReceiver, make_session
 from m2c.core.filetx import (
     LDPC_MAX_BLOCKS,
+    FecParams,
+    FecScheme,
     FileReceiver,
     FileSender,
+    RateLadder,
     SessionDescription,
     default_fec,
 )
@@ -26,23 +29,22 @@ from m2c.wire import codec
 SCHED = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
 
 
-def sd_for(size: int, fec: dict, data: bytes = b"") -> SessionDescription:
+def sd_for(size: int, fec: FecParams, data: bytes = b"") -> SessionDescription:
     return SessionDescription(7, 1, "f", size, hashlib.sha256(data).hexdigest(), fec,
-                              SCHED.describe(), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
+                              RateLadder.of(SCHED), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
 
 
 def test_more_than_4096_ldpc_blocks_is_refused_at_session_creation():
     size = (LDPC_MAX_BLOCKS * 8 + 1) * 16  # 4,097 blocks of B = 8 symbols of 16 bytes
     with pytest.raises(FECError, match="2\\^12"):
         default_fec(size, "ldpc", 16, max_block_length=8)
-    fec = {"scheme": "ldpc", "symbol_size": 16, "max_block_length": 8, "max_n": 16,
-           "n1": 5, "seed": 1}
+    fec = FecParams(FecScheme.LDPC, symbol_size=16, max_block_length=8, max_n=16, n1=5, seed=1)
     with pytest.raises(ValueError, match="12-bit SBN"):  # was: FECError mid-carousel
         sd_for(size, fec)
     # without an explicit B, B grows until the file fits in 2^12 blocks
     fec = default_fec(LDPC_MAX_BLOCKS * 3000 * 2 + 5, "ldpc", 2)
     sd = sd_for(LDPC_MAX_BLOCKS * 3000 * 2 + 5, fec)
-    assert fec["max_block_length"] == 3001 and sd.partition().blocks <= LDPC_MAX_BLOCKS
+    assert fec.max_block_length == 3001 and sd.partition().blocks <= LDPC_MAX_BLOCKS
     with pytest.raises(FECError, match="symbol size"):  # beyond RFC 5170 5.2's max1_B
         default_fec(LDPC_MAX_BLOCKS * (1 << 19) + 1, "ldpc", 1)
 
@@ -62,7 +64,7 @@ def test_n_is_exactly_the_rfc5170_formula_with_room_for_n1(size, E, B, n1):
     assert pt.blocks <= LDPC_MAX_BLOCKS
     for k in {pt.a_large, pt.a_small} - {0}:
         n = sd.block_n(k)
-        assert n == k * fec["max_n"] // fec["max_block_length"]  # RFC 5170 5.5, no max()
+        assert n == k * fec.max_n // fec.max_block_length  # RFC 5170 5.5, no max()
         assert n - k >= n1
         if pt.a_small >= n1 or pt.blocks == 1 and k >= n1:
             assert n == 2 * k  # code rate 1/2 unless a block is shorter than N1 symbols

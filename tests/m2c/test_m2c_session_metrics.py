@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, default_fec
+from m2c.core.filetx import FileReceiver, FileSender, FecScheme, RateLadder, SessionDescription, default_fec
 from m2c.core.groups import WaveSchedule
 from m2c.fec.payload_id import ZFEC_INSTANCE_ID
 from m2c.wire import codec
@@ -24,7 +24,7 @@ SCHED = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
 
 def sd_for(data: bytes, scheme="ldpc", **kw) -> SessionDescription:
     return SessionDescription(7, 1, "f", len(data), hashlib.sha256(data).hexdigest(),
-                              default_fec(len(data), scheme, 100), SCHED.describe(),
+                              default_fec(len(data), scheme, 100), RateLadder.of(SCHED),
                               [["239.1.1.1", 4000]] * (SCHED.channels + 1), **kw)
 
 
@@ -51,16 +51,19 @@ def test_source_field_round_trips_and_is_validated():
 def test_zfec_instance_id_is_in_the_fec_parameters_and_checked():
     data = os.urandom(5000)
     sd = sd_for(data, "rs")
-    assert sd.fec["instance_id"] == ZFEC_INSTANCE_ID
+    assert sd.fec.instance_id == ZFEC_INSTANCE_ID
     assert json.loads(sd.to_json())["fec"]["instance_id"] == ZFEC_INSTANCE_ID
     with pytest.raises(ValueError, match="instance"):
-        dataclasses.replace(sd, fec={**sd.fec, "instance_id": 5})
-    old = {k: v for k, v in sd.fec.items() if k != "instance_id"}
-    assert dataclasses.replace(sd, fec=old).fec["scheme"] == "rs"  # older SDPs still load
+        dataclasses.replace(sd.fec, instance_id=5)
+    d = json.loads(sd.to_json())
+    del d["fec"]["instance_id"]  # older SDPs still load, and are written back without it
+    old = SessionDescription.from_json(json.dumps(d))
+    assert old.fec.scheme is FecScheme.RS and old.fec.instance_id is None
+    assert "instance_id" not in json.loads(old.to_json())["fec"]
     ldpc = sd_for(data)
-    assert "instance_id" not in ldpc.fec  # LDPC-Staircase (ID 3) is fully specified
+    assert "instance_id" not in json.loads(ldpc.to_json())["fec"]  # ID 3 is fully specified
     with pytest.raises(ValueError, match="instance"):
-        dataclasses.replace(ldpc, fec={**ldpc.fec, "instance_id": ZFEC_INSTANCE_ID})
+        dataclasses.replace(ldpc.fec, instance_id=ZFEC_INSTANCE_ID)
 
 
 def test_foreign_object_packets_are_not_counted():

@@ -201,7 +201,7 @@ async def test_implausible_packets_never_reach_the_decoder(tmp_path):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-    E = sd.fec["symbol_size"]
+    E = sd.fec.symbol_size
     k0 = sd.partition().block_length(0)
     try:
         for esi in range(k0):
