@@ -48,7 +48,8 @@ FINDINGS = {
 class PointTimes:
     """Every leecher's times at one (arrival pattern, swarm size), pooled over seeds."""
 
-    arrivals: str
+    #: "flash" or "poisson R/s"
+    pattern: str
     leechers: int
     seeds: int
     completion: tuple[float, ...]
@@ -64,7 +65,7 @@ def load_times(csv_path: str | Path) -> list[PointTimes]:
     pooled: dict[tuple[str, int], tuple[int, list[float], list[float]]] = {}
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
-            key = (row.get("arrivals") or "flash", int(row["leechers"]))
+            key = (row.get("pattern") or row.get("arrivals") or "flash", int(row["leechers"]))
             n, comp, start = pooled.get(key, (0, [], []))
             pooled[key] = (n + 1, comp + _floats(row.get("completion_times")),
                            start + _floats(row.get("startup_times")))
@@ -99,42 +100,52 @@ def _share_below(xs: Iterable[float], limit: float) -> str:
     return f"{sum(x < limit for x in v) / len(v):.0%}" if v else "-"
 
 
+def _label(r: dict[str, Any]) -> str:
+    return str(r.get("pattern") or r.get("arrivals") or "flash")
+
+
 def markdown(summary: list[dict[str, Any]], times: list[PointTimes], cdf_n: int) -> str:
     """The table of every point and the paper's findings beside ours."""
     lines = ["| arrivals | leechers | seeds | completion s | spread (stdev) s | last s "
              "| start-up s | start-up p25-p75 s | start-up max s |",
              "|---|---:|---:|---|---|---|---|---|---|"]
-    for r in sorted(summary, key=lambda r: (str(r.get("arrivals")), r["leechers"])):
+    for r in sorted(summary, key=lambda r: (_label(r), r["leechers"])):
         p25, p75 = r.get("p25_startup_s_mean"), r.get("p75_startup_s_mean")
         iqr = "-" if p25 is None or p25 != p25 else f"{p25:.2f}-{p75:.2f}"
-        lines.append(f"| {r.get('arrivals')} | {r['leechers']} | {r['n']} "
+        lines.append(f"| {_label(r)} | {r['leechers']} | {r['n']} "
                      f"| {_pm(r, 'mean_completion_s')} | {_pm(r, 'stdev_completion_s')} "
                      f"| {_pm(r, 'max_completion_s')} | {_pm(r, 'mean_startup_s')} | {iqr} "
                      f"| {_pm(r, 'max_startup_s')} |")
-    by = {(t.arrivals, t.leechers): t for t in times}
     means: dict[tuple[str, int], float] = {
-        (str(r.get("arrivals")), int(r["leechers"])): float(r["mean_completion_s_mean"])
+        (_label(r), int(r["leechers"])): float(r["mean_completion_s_mean"])
         for r in summary if r.get("mean_completion_s_mean") is not None
         and not math.isnan(r["mean_completion_s_mean"])}
-    big_flash = [x for t in times if t.arrivals == "flash" and t.leechers > 48 for x in t.startup]
-    poisson_start = [x for t in times if t.arrivals == "poisson" for x in t.startup]
-    ratios = [f"{n}: {means[('poisson', n)] / means[('flash', n)]:.2f}"
-              for (a, n) in sorted(means) if a == "flash" and ("poisson", n) in means
-              and means[("flash", n)] > 0]
-    cdf = by.get(("poisson", cdf_n))
+    poisson = sorted({t.pattern for t in times if t.pattern.startswith("poisson")})
+    big_flash = [x for t in times if t.pattern == "flash" and t.leechers > 48 for x in t.startup]
+    fig9, fig10, fig11 = [], [], []
+    for pat in poisson:
+        ratios = [f"{n}: {means[(pat, n)] / means[('flash', n)]:.2f}"
+                  for (a, n) in sorted(means) if a == "flash" and (pat, n) in means
+                  and means[("flash", n)] > 0]
+        if ratios:
+            fig9.append(f"{pat} / flash mean completion per swarm size: " + ", ".join(ratios))
+        starts = [x for t in times if t.pattern == pat for x in t.startup]
+        if starts:
+            fig10.append(f"{pat}: {_share_below(starts, 1.0)} of {len(starts)} start-ups "
+                         f"under 1 s")
+        cdf = next((t for t in times if t.pattern == pat and t.leechers == cdf_n), None)
+        if cdf and cdf.completion:
+            fig11.append(f"{pat} at {cdf_n}: completion quartiles "
+                         + ", ".join(f"{_q(cdf.completion, q):.2f}" for q in (0.25, 0.5, 0.75, 1.0))
+                         + f" s over {len(cdf.completion)} leechers ({cdf.seeds} seeds)")
     ours = {
         "Fig. 7": "see the table (flash rows): ours alone, no BitTorrent arm in the simulator",
         "Fig. 8": (f"flash, swarms > 48: {_share_below(big_flash, 15.0)} of {len(big_flash)} "
                    f"start-ups under 15 s, longest {max(big_flash):.2f} s" if big_flash
                    else "no flash swarm > 48 in this sweep"),
-        "Fig. 9": ("Poisson / flash mean completion per swarm size: " + ", ".join(ratios)
-                   if ratios else "needs both arrival patterns"),
-        "Fig. 10": (f"{_share_below(poisson_start, 1.0)} of {len(poisson_start)} Poisson "
-                    f"start-ups under 1 s" if poisson_start else "no Poisson rows"),
-        "Fig. 11": (f"Poisson at {cdf_n}: completion quartiles "
-                    + ", ".join(f"{_q(cdf.completion, q):.2f}" for q in (0.25, 0.5, 0.75, 1.0))
-                    + f" s over {len(cdf.completion)} leechers ({cdf.seeds} seeds)"
-                    if cdf and cdf.completion else f"no Poisson rows at {cdf_n}"),
+        "Fig. 9": "; ".join(fig9) or "needs flash and Poisson rows",
+        "Fig. 10": "; ".join(fig10) or "no Poisson rows",
+        "Fig. 11": "; ".join(fig11) or f"no Poisson rows at {cdf_n}",
     }
     lines += ["", "| figure | paper | ours |", "|---|---|---|"]
     lines += [f"| {k} | {v} | {ours[k]} |" for k, v in FINDINGS.items()]
@@ -157,7 +168,7 @@ def _cdf_plot(path: str, times: list[PointTimes], n: int) -> None:
             v = getattr(t, attr)
             if v:
                 ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
-                        label=f"{t.arrivals} ({t.seeds} seeds)")
+                        label=f"{t.pattern} ({t.seeds} seeds)")
         ax.set_xlabel(label)
         ax.set_ylabel("fraction of peers")
         ax.set_ylim(0, 1.02)

@@ -158,7 +158,7 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
         size_mb: float | None = None, startup_s: float = 10.0, bitrate_bps: float = 1e6,
         leecher_up_bps: int = 4_000_000, systems: tuple[str, ...] = ("swift", "libtorrent"),
         seed: int = 1, out: str | None = None, backend: Backend | str = Backend.NETNS,
-        push: bool = False) -> list[dict]:
+        push: bool = False, rate: float = 1.0) -> list[dict]:
     """One run per system; summary rows.  With ``out``, also the per-leecher
     CSV, JSON metadata and CDF plots (see the module docstring)."""
     backend = Backend(backend)
@@ -168,7 +168,8 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
     size = int((size_mb or (4 if quick else 24)) * 1024 * 1024)
     startup_bytes = int(startup_s * bitrate_bps / 8)
     limit = 120.0 if quick else 600.0
-    sc = swarm.crowd_scenario(n, size, arrivals, leecher_up_bps, startup_bytes, seed, limit)
+    sc = swarm.crowd_scenario(n, size, arrivals, leecher_up_bps, startup_bytes, seed, limit,
+                              rate=rate)
     leechers_spec = [x for x in sc.nodes if x.role == "leecher"]
     delays = [x.arrive for x in leechers_spec]
     if backend is Backend.SIM and "libtorrent" in systems:
@@ -202,7 +203,8 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                 [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None] or [0]), 2),
         })
     if out:
-        params = {"leechers": n, "size_bytes": size, "arrivals": arrivals, "startup_s": startup_s,
+        params = {"leechers": n, "size_bytes": size, "arrivals": arrivals, "rate": rate,
+                  "startup_s": startup_s,
                   "bitrate_bps": bitrate_bps, "seeder_up_bps": 20_000_000,
                   "leecher_up_bps": leecher_up_bps, "systems": list(systems), "seed": seed,
                   "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024,
@@ -227,7 +229,8 @@ def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     """One simulated crowd for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
     ``leechers`` and optionally ``size_mb``, ``arrivals``, ``leecher_up_bps``,
     ``startup_s``, ``bitrate_bps`` (start-up bytes = their product / 8), or
-    ``startup_kib`` instead, and ``push``.  Completion, its spread, start-up
+    ``startup_kib`` instead, ``rate`` (Poisson arrivals per s, default 1) and ``push``;
+    ``pattern`` (a label of the arrivals and rate) is not read.  Completion, its spread, start-up
     (mean and quartiles, Fig. 8's interquartile range), and every leecher's
     times for the CDFs (Fig. 11)."""
     n = int(point["leechers"])
@@ -238,7 +241,8 @@ def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
         startup_bytes = int(float(point.get("startup_s", 10.0))
                             * float(point.get("bitrate_bps", 1e6)) / 8)
     sc = swarm.crowd_scenario(n, size, str(point.get("arrivals", "flash")),
-                              float(point.get("leecher_up_bps", 4e6)), startup_bytes, seed)
+                              float(point.get("leecher_up_bps", 4e6)), startup_bytes, seed,
+                              rate=float(point.get("rate", 1.0)))
     r = swarm.run(sc, Backend.SIM, *configs(startup_bytes, bool(point.get("push", False))))
     ls = r.leechers
     if not all(x.verified for x in ls):
@@ -280,6 +284,16 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
                    f"{params['size_bytes'] / 2**20:g} MiB (ours)")
 
 
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        rates = []
+    if not rates or not all(0 < r < float("inf") for r in rates):
+        raise argparse.ArgumentTypeError(f"--rate takes positive numbers R[,R2...], not {text!r}")
+    return rates
+
+
 @cliutil.cli_main("ppspp experiment flashcrowd", expected=(SweepFailed,))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
@@ -293,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arrivals", choices=["flash", "poisson", "both"], default="flash",
                     help="all at once, or one per second on average; both: the two in one "
                          "--sweep (Figs. 7-11) (default: %(default)s)")
+    ap.add_argument("--rate", type=_rates, default=[1.0], metavar="R[,R2...]",
+                    help="Poisson arrivals per second; with --sweep, a list runs each "
+                         "(default: 1, the paper's)")
     ap.add_argument("--startup-kib", type=cliutil.positive_float, metavar="KIB",
                     help="start-up = this much of the file in order (default: 10 s of a "
                          "1 Mb/s video, 1.25 MB, the paper's high-priority window)")
@@ -333,10 +350,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.leechers:
             base["leechers"] = a.leechers
         patterns = ["flash", "poisson"] if a.arrivals == "both" else [a.arrivals]
-        res = sweeps.sweep(sweep_task, base, [{"arrivals": x} for x in patterns], a, a.out,
+        series = [{"arrivals": "flash", "pattern": "flash"}] if "flash" in patterns else []
+        if "poisson" in patterns:
+            series += [{"arrivals": "poisson", "rate": r, "pattern": f"poisson {r:g}/s"}
+                       for r in a.rate]
+        res = sweeps.sweep(sweep_task, base, series, a, a.out,
                            f"flashcrowd-{a.arrivals}",
                            f"flashcrowd {a.arrivals} (paper IV-B, Figs. 7-11)")
-        png = sweeps.plot(res, a.sweep[0], "arrivals",
+        png = sweeps.plot(res, a.sweep[0], "pattern",
                           [("mean_completion_s", "mean completion (s)"),
                            ("stdev_completion_s", "completion spread, stdev (s)"),
                            ("mean_startup_s", "mean start-up (s)")],
@@ -348,8 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"files: {', '.join(files)}", file=sys.stderr)
         return 1 if res.failures else 0
     startup_s = a.startup_kib * 1024 * 8 / 1e6 if a.startup_kib else 10.0
+    if len(a.rate) > 1:
+        ap.error("several --rate values go with --sweep")
     rows = run(a.quick, a.leechers, a.arrivals, a.size_mb, startup_s=startup_s, systems=systems,
-               out=a.out, seed=a.seed, backend=a.backend, push=a.push)
+               out=a.out, seed=a.seed, backend=a.backend, push=a.push, rate=a.rate[0])
     for r in rows:
         print(json.dumps(r))
     print("ours vs paper:")

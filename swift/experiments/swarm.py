@@ -96,16 +96,17 @@ def vod_scenario(leechers: int, video_s: float, bitrate_bps: float = 1e6,
 def crowd_scenario(leechers: int, size: int, arrivals: str = "flash",
                    leecher_up_bps: float = 4e6, startup_bytes: int = 0, seed: int = 1,
                    limit: float = 600.0, loss: float = 0.0,
-                   delays: dict[str, float] | None = None, seeder_bps: float = 20e6) -> Scenario:
+                   delays: dict[str, float] | None = None, seeder_bps: float = 20e6,
+                   rate: float = 1.0) -> Scenario:
     """Paper IV-B (Figs. 7-11): ``swift.sim.flash_crowd`` (seeder ``seeder_bps``,
-    leechers ``leecher_up_bps``, flash or Poisson arrivals at 1/s from ``seed``),
+    leechers ``leecher_up_bps``, flash or Poisson arrivals at ``rate`` per s from ``seed``),
     start-up measured over ``startup_bytes``.  ``loss`` (a fraction) on every
     uplink, the seeder's too; ``delays``: group -> extra one-way delay (s) on the
     uplinks of the leechers of that group, groups assigned round robin (validation
     scenarios)."""
     from swift.sim import flash_crowd
     sc = flash_crowd(leechers, size, seeder_up=seeder_bps, leecher_up=leecher_up_bps, delay=TESTBED_DELAY,
-                     arrivals=arrivals, rate=1.0, seed=seed, duration=limit)
+                     arrivals=arrivals, rate=rate, seed=seed, duration=limit)
     groups = sorted(delays) if delays else []
     nodes = []
     for k, n in enumerate(sc.nodes):
@@ -154,7 +155,8 @@ def run(scenario: Scenario, backend: Backend | str, seeder_config: PeerConfig,
 
 
 def _shaping(up: LinkSpec) -> tuple[Any, Any]:
-    """(Netem | None, Tbf | None) for an uplink of the scenario."""
+    """(Netem | None, Tbf | None) for an uplink of the scenario (or a downlink: the
+    bridge port's egress towards the node; rate and queue only, :func:`_check_netns`)."""
     from deliverykit.testbed import Netem, Tbf
     if up.loss.kind not in (LossKind.NONE, LossKind.BERNOULLI):
         raise ValueError("the testbed backend takes Bernoulli loss only")
@@ -176,10 +178,9 @@ def _check_netns(scenario: Scenario) -> None:
         raise ValueError("the testbed backend runs access links only (no pair delays, "
                          "bottlenecks or multicast)")
     for n in scenario.nodes:
-        if n.down.rate is not None or abs(n.down.delay - TESTBED_DELAY) > 1e-9 \
-                or n.down.loss.kind is not LossKind.NONE:
-            raise ValueError(f"{n.name}: the testbed backend shapes uplinks only "
-                             f"(downlinks: {TESTBED_DELAY * 1000:g} ms, unlimited, no loss)")
+        if abs(n.down.delay - TESTBED_DELAY) > 1e-9 or n.down.loss.kind is not LossKind.NONE:
+            raise ValueError(f"{n.name}: the testbed backend shapes a downlink's rate only "
+                             f"(downlinks: {TESTBED_DELAY * 1000:g} ms, no loss)")
     if len(scenario.nodes) > 240:
         raise ValueError("the testbed backend's /24 holds at most 239 leechers")
 
@@ -192,7 +193,8 @@ async def _seed(path: str, cfg: PeerConfig, ready: Any, duration: float) -> None
 
 
 async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
-                 params: dict[str, Any], limit: float, out: str) -> dict[str, Any]:
+                 params: dict[str, Any], limit: float, out: str,
+                 stay: float | None = None) -> dict[str, Any]:
     """The testbed twin of swift.sim.SwiftApp's leecher: poll every POLL_S."""
     from swift.aio.node import downloader
     from swift.core.player import Player
@@ -224,6 +226,8 @@ async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
                 if startup_bytes and startup is None:
                     startup = done
             if done is not None and (player is None or player.done):
+                if stay:  # churn: a finished leecher seeds for its drawn stay
+                    await asyncio.sleep(max(0.0, min(stay, limit - (time.time() - t0))))
                 break
         stats = {**peer.stats, **upload_diag(peer)}
     return {"startup_s": startup, "completion_s": done, "stats": stats,
@@ -262,14 +266,19 @@ def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: Pe
                 lp = tb.attach(h, lan, f"10.79.0.{10 + i}/24")
                 netem, tbf = _shaping(n.up)
                 tb.shape(lp.a, netem=netem, tbf=tbf)
+                if n.down.rate is not None:  # heterogeneous access: tbf towards the node
+                    tb.shape(lp.b, tbf=_shaping(n.down)[1])
                 hosts.append(h)
             ready = tb.event()
-            st = tb.spawn(sh, _seed, path, seeder_config, ready, limit + last + 10)
+            seed_for = limit + last + 10
+            if seeders[0].depart is not None:  # the seeder leaves (availability under churn)
+                seed_for = min(seed_for, seeders[0].depart)
+            st = tb.spawn(sh, _seed, path, seeder_config, ready, seed_for)
             if not ready.wait(30):
                 raise RuntimeError("the testbed seeder did not start within 30 s")
             outs = [os.path.join(d, f"{n.name}.bin") for n in leechers]
             tasks = [tb.spawn(h, _leech, root, "10.79.0.1", n.arrive, leecher_config, dict(p),
-                              limit, out) for h, n, out in zip(hosts, leechers, outs)]
+                              limit, out, n.stay) for h, n, out in zip(hosts, leechers, outs)]
             res = [t.result(timeout=limit + last + 60) for t in tasks]
             st.kill()
         out = []

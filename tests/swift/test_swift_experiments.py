@@ -178,12 +178,14 @@ def test_flashcrowd_sweep_runs_both_arrival_patterns(tmp_path) -> None:
     from swift.experiments.flashcrowd import main
     rc = main(["--backend", "sim", "--arrivals", "both", "--sweep", "leechers=2,3",
                "--seeds", "2", "--workers", "1", "--size-mb", "0.03125", "--startup-kib", "8",
-               "--cdf-leechers", "3", "--out", str(tmp_path)])
+               "--rate", "1,40", "--cdf-leechers", "3", "--out", str(tmp_path)])
     assert rc == 0
     with open(tmp_path / "flashcrowd-both-sweep.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {(r["arrivals"], r["leechers"], r["seed"]) for r in rows} == {
-        (a, n, s) for a in ("flash", "poisson") for n in ("2", "3") for s in ("0", "1")}
+    patterns = ("flash", "poisson 1/s", "poisson 40/s")
+    assert {(r["pattern"], r["leechers"], r["seed"]) for r in rows} == {
+        (a, n, s) for a in patterns for n in ("2", "3") for s in ("0", "1")}
+    assert {r["rate"] for r in rows if r["arrivals"] == "poisson"} == {"1.0", "40.0"}
     for r in rows:
         comp = [float(x) for x in r["completion_times"].split()]
         start = [float(x) for x in r["startup_times"].split()]
@@ -193,12 +195,13 @@ def test_flashcrowd_sweep_runs_both_arrival_patterns(tmp_path) -> None:
         assert all(s <= c + 1e-9 for s, c in zip(start, comp))  # 8 of 32 KiB: before the end
     with open(tmp_path / "flashcrowd-both-sweep.summary.csv") as f:
         summ = list(csv.DictReader(f))
-    assert len(summ) == 4 and all(s["n"] == "2" for s in summ)
+    assert len(summ) == 6 and all(s["n"] == "2" for s in summ)
     assert "mean_completion_s_ci95" in summ[0] and "p75_startup_s_mean" in summ[0]
     for png in ("flashcrowd-both-sweep.png", "flashcrowd-both-sweep-cdf3.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
     md = (tmp_path / "flashcrowd-both-sweep.md").read_text()
-    assert "| poisson | 3 | 2 |" in md and "Fig. 11" in md and "Poisson at 3" in md
+    assert "| poisson 40/s | 3 | 2 |" in md and "| flash | 2 | 2 |" in md
+    assert "poisson 1/s at 3: completion quartiles" in md and "poisson 40/s / flash" in md
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.part"))
 
 
