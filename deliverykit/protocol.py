@@ -109,10 +109,12 @@ class StreamWrite:
 
 @dataclass(frozen=True, slots=True)
 class StreamClose:
-    """Close stream ``conn`` once what was written to it has left."""
+    """Close stream ``conn`` once what was written to it has left, or at once (``abort``)."""
 
     conn: ConnId
     """The stream."""
+    abort: bool = False
+    """Drop what is still unsent and reset the stream (TCP RST): for a peer that takes nothing."""
 
 
 @runtime_checkable

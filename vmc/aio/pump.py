@@ -199,7 +199,10 @@ class CorePump:
         elif isinstance(out, StreamClose):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.transport is not None:
-                c.transport.close()
+                if out.abort:
+                    c.transport.abort()
+                else:
+                    c.transport.close()
         elif isinstance(out, Fetch):
             self.fetches[out.fetch] = asyncio.get_running_loop().create_task(self._fetch(out))
         elif isinstance(out, CancelFetch):

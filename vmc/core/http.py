@@ -194,10 +194,10 @@ class HttpSharingCore:
                 self._send(a.client, h11.Data(data=a.data))
             elif isinstance(a, Finish):
                 self._finish(a.client, now)
-            elif isinstance(a, Abort):
+            elif isinstance(a, Abort):  # reset: a close would wait for bytes nobody takes
                 self._busy.discard(a.client)
                 self.conns.pop(a.client, None)
-                self._out.append(Close(a.client))
+                self._out.append(Close(a.client, abort=True))
 
     def _respond(self, a: Respond) -> None:
         hdrs = [(k, v) for k, v in a.headers if k not in _OURS]

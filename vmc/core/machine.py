@@ -113,6 +113,10 @@ class Reader:
     queue: ClientQueue | None = None
     patch: Flight | None = None
     parked_until: float | None = None
+    #: Since when it has waited on the live stream with nothing to send (``stall_timeout``).
+    waiting_since: float | None = None
+    #: Since when a full send window (or its last bytes) lies untaken (``client_write_timeout``).
+    blocked_since: float | None = None
     responded: bool = False
     #: Counted in ``session.readers``.
     counted: bool = False
@@ -205,6 +209,10 @@ class MachineConfig:
     sharing: bool = True
     #: Bytes in flight to one client before the machine waits for :class:`Drained`.
     send_window: int = 256 << 10
+    #: A sharer that gets no live byte for this long is aborted (0 = never; the proxy's 120 s).
+    stall_timeout: float = 0.0
+    #: A client that takes no byte of a full send window for this long is aborted (0 = never).
+    client_write_timeout: float = 0.0
     #: Unix time at ``now == 0`` (for the origin's Date and Expires).
     epoch: float = 0.0
 
@@ -249,6 +257,8 @@ class SharingMachine:
             r = self.readers.get(inp.client)
             if r is not None:
                 r.inflight = max(0, r.inflight - inp.n)
+                if inp.n > 0:
+                    r.blocked_since = None
                 self._advance(r, now)
         elif isinstance(inp, ClientGone):
             r = self.readers.get(inp.client)
@@ -265,17 +275,41 @@ class SharingMachine:
         return out
 
     def get_timer(self, now: float) -> float | None:
-        """The earliest join_wait deadline of a request parked on a PENDING head, or None."""
-        deadlines = [r.parked_until for r in self.readers.values() if r.parked_until is not None]
+        """The earliest deadline: the join_wait of a request parked on a PENDING head, a sharer's
+        ``stall_timeout``, a client's ``client_write_timeout``; or None."""
+        deadlines = [d for r in self.readers.values() if (d := self._deadline(r)) is not None]
         return min(deadlines) if deadlines else None
 
+    def _deadline(self, r: Reader) -> float | None:
+        ds = [] if r.parked_until is None else [r.parked_until]
+        if r.waiting_since is not None and self.cfg.stall_timeout > 0:
+            ds.append(r.waiting_since + self.cfg.stall_timeout)
+        if r.blocked_since is not None and self.cfg.client_write_timeout > 0:
+            ds.append(r.blocked_since + self.cfg.client_write_timeout)
+        return min(ds) if ds else None
+
     def handle_timer(self, now: float) -> None:
-        """Parked requests whose wait ran out are admitted as things stand."""
-        for r in [
-            r for r in self.readers.values() if r.parked_until is not None and r.parked_until <= now
-        ]:
-            r.parked_until = None
-            self._admit(r, now)
+        """Parked requests whose wait ran out are admitted as things stand; a sharer starved of
+        the live stream, or a client that took nothing, past its timeout is aborted."""
+        cfg = self.cfg
+        for r in list(self.readers.values()):
+            if self.readers.get(r.client) is not r:
+                continue  # ended by an earlier one's abort
+            if r.parked_until is not None and r.parked_until <= now:
+                r.parked_until = None
+                self._admit(r, now)
+            elif self._expired(r.blocked_since, cfg.client_write_timeout, now):
+                wt = cfg.client_write_timeout
+                self._end(r, now, f"client gone: write stalled: no progress for {wt:g} s", True)
+            elif self._expired(r.waiting_since, cfg.stall_timeout, now):
+                length = r.session.length if r.session is not None else 0
+                st = cfg.stall_timeout
+                why = f"live stream stalled: no data for {st:g} s at {r.pos}/{length}"
+                self._end(r, now, why, abort=True)
+
+    @staticmethod
+    def _expired(since: float | None, timeout: float, now: float) -> bool:
+        return since is not None and timeout > 0 and since + timeout <= now
 
     def next_event(self) -> Event | None:
         """The oldest pending event, or None."""
@@ -373,6 +407,9 @@ class SharingMachine:
             self._actions.append(Send(r.client, data))
             r.inflight += len(data)
             r.pos += len(data)
+            r.waiting_since = None
+            if r.inflight >= self.cfg.send_window and r.blocked_since is None:
+                r.blocked_since = now
             self.stats.client(r.rec, len(data), now)
 
     def _advance(self, r: Reader, now: float) -> None:
@@ -400,6 +437,8 @@ class SharingMachine:
                 if r.queue.closed:
                     self._unsubscribe(r)
                     continue
+                if r.waiting_since is None:
+                    r.waiting_since = now
                 return  # wait for the live stream
             step = next_step(s, r.pos, r.end, self.cfg.patch_budget, r.rec.detached)
             if step is Step.WINDOW:
@@ -420,6 +459,8 @@ class SharingMachine:
                 return
         if r.pos >= r.end and r.inflight == 0:
             self._finish(r, now)
+        elif r.blocked_since is None and (r.pos >= r.end or r.inflight >= self.cfg.send_window):
+            r.blocked_since = now  # what is awaited now is the client taking its bytes
 
     def _subscribe(self, r: Reader, offset: int, limit: int) -> None:
         assert r.session is not None and r.session.live
@@ -430,6 +471,7 @@ class SharingMachine:
         if r.session is not None:
             self.subs.get(r.session, {}).pop(r.client, None)
         r.queue = None
+        r.waiting_since = None
 
     def _patch(self, r: Reader, s: SharedObject, end: int, rejoin: bool, now: float) -> None:
         if not s.validators.can_patch_from_origin():
@@ -492,10 +534,7 @@ class SharingMachine:
             )
         elif isinstance(inp, OriginData):
             self.stats.origin(len(inp.data), r.rec)
-            self._actions.append(Send(r.client, inp.data))
-            r.inflight += len(inp.data)
-            r.pos += len(inp.data)
-            self.stats.client(r.rec, len(inp.data), now)
+            self._send(r, inp.data, now)
         elif isinstance(inp, OriginEnd):
             self.flights.pop(f.id, None)
             self._finish(r, now)
