@@ -31,6 +31,7 @@ from typing import Any
 
 from deliverykit.cliutil import cli_main
 from deliverykit.sim import (
+    BottleneckSpec,
     Host,
     LinkSpec,
     LossKind,
@@ -55,6 +56,7 @@ from m2c.core.session import (
     SessionEnded,
     describe_session,
 )
+from m2c.fec import ldpc
 from m2c.wire import codec
 
 __all__ = ["M2CApp", "ReceiverResult", "TransferResult", "file_transfer", "run", "sweep_task"]
@@ -65,32 +67,43 @@ PACKET = 1500
 """IP packet bytes, as Fig. 5 and the heterogeneous experiment send"""
 GROUP = "239.196.1.1"
 PORT = 45000
+DECODINGS = ("ml", "iterative")
+"""LDPC decoding at the receivers: iterative then Gaussian elimination, or iterative only"""
 
 
 def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
                   down_bps: float | list[float] = 4e6, queue_pkts: int = 25,
-                  delay: float = 0.005, loss: float | list[float] = 0.0,
+                  delay: float | list[float] = 0.005, loss: float | list[float] = 0.0,
                   min_rate_bps: float = 256_000, max_rate_bps: float = 8_000_000,
                   tsd: float = 2.0, k: int = 2, join_latency: float = 0.01,
                   leave_latency: float = 0.05, controller: str = "m2c", seed: int = 0,
-                  duration: float = 600.0) -> Scenario:
+                  duration: float = 600.0, core_bps: float | None = None,
+                  decoding: str = "ml") -> Scenario:
     """One sender, ``receivers`` receivers of a ``size``-byte file, as data.
 
-    ``down_bps``, ``loss`` (a fraction, Bernoulli): one value for every receiver
-    or one per receiver; each receiver's downlink queues ``queue_pkts`` packets
-    and adds ``delay`` s, as does the sender's (unshaped) uplink.  Rates of the
-    schedule in bit/s of 1,500-byte packets.  The file's bytes come from
-    ``params["content_seed"]`` (fixed across run seeds)."""
+    ``down_bps``, ``loss`` (a fraction, Bernoulli), ``delay`` (s): one value for
+    every receiver or one per receiver; each receiver's downlink queues
+    ``queue_pkts`` packets and adds its delay; the sender's (unshaped) uplink adds
+    the first receiver's.  ``core_bps``: a shared link of that rate between the
+    sender and every receiver (a backbone, crossed once per multicast datagram;
+    queue 1,000 packets).  Rates of the schedule in bit/s of 1,500-byte packets.
+    ``decoding``: "ml" (iterative, then Gaussian elimination) or "iterative"
+    (no elimination, as the paper's LDPC-Triangle receivers).  The file's bytes
+    come from ``params["content_seed"]`` (fixed across run seeds)."""
     if receivers < 1 or size < 1:
         raise ValueError("need at least one receiver and one byte")
     downs = down_bps if isinstance(down_bps, list) else [down_bps] * receivers
     losses = loss if isinstance(loss, list) else [loss] * receivers
-    if len(downs) != receivers or len(losses) != receivers:
-        raise ValueError(f"{receivers} receivers: give one rate and one loss, or one each")
+    delays = delay if isinstance(delay, list) else [delay] * receivers
+    if len(downs) != receivers or len(losses) != receivers or len(delays) != receivers:
+        raise ValueError(f"{receivers} receivers: give one rate, loss and delay, or one each")
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding: one of {', '.join(DECODINGS)}, not {decoding!r}")
     params: dict[str, Any] = {
         "size": size, "content_seed": 0, "min_rate": min_rate_bps / 8 / PACKET,
         "max_rate": max_rate_bps / 8 / PACKET, "tsd": tsd, "k": k,
-        "symbol_size": PACKET - codec.packet_overhead(), "controller": controller}
+        "symbol_size": PACKET - codec.packet_overhead(), "controller": controller,
+        "decoding": decoding}
     sched = make_schedule("wave", min_rate=params["min_rate"], max_rate=params["max_rate"],
                           tsd=tsd, k=k)
     a, b, c, d = (int(x) for x in GROUP.split("."))
@@ -101,14 +114,16 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
         groups.append(MulticastGroupSpec(
             f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", PORT + ch,
             join_latency, leave_latency))
-    nodes = [NodeSpec(SENDER, role=SENDER, up=LinkSpec(delay=delay))]
+    nodes = [NodeSpec(SENDER, role=SENDER, group=SENDER, up=LinkSpec(delay=delays[0]))]
     for i in range(receivers):
         lossy = LossSpec(LossKind.BERNOULLI, p=losses[i]) if losses[i] > 0 else LossSpec()
-        nodes.append(NodeSpec(f"r{i + 1:03d}", role=RECEIVER, down=LinkSpec(
-            rate=downs[i], delay=delay, queue=queue_pkts, queue_unit=QueueUnit.PACKETS,
+        nodes.append(NodeSpec(f"r{i + 1:03d}", role=RECEIVER, group=RECEIVER, down=LinkSpec(
+            rate=downs[i], delay=delays[i], queue=queue_pkts, queue_unit=QueueUnit.PACKETS,
             loss=lossy)))
+    core = () if core_bps is None else (BottleneckSpec("core", LinkSpec(
+        rate=core_bps, queue=1000, queue_unit=QueueUnit.PACKETS), (SENDER,), (RECEIVER,)),)
     return Scenario(f"m2c-ft-{receivers}x{size}", tuple(nodes), multicast=tuple(groups),
-                    seed=seed, duration=duration, params=params)
+                    bottlenecks=core, seed=seed, duration=duration, params=params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +158,9 @@ class TransferResult:
     sender: dict[str, int] = field(default_factory=dict)
     #: SHA-256 over every datagram's fate, time, endpoints and size (``run(trace=True)``)
     trace_hash: str | None = None
+    #: virtual times of the receivers' membership reports (IGMP joins and leaves,
+    #: the leaves of a receiver that is done included), in order
+    membership_s: tuple[float, ...] = ()
 
     @property
     def all_verified(self) -> bool:
@@ -202,6 +220,7 @@ class M2CApp:
         self.recovered: dict[str, float] = {}
         self.ended: dict[str, str] = {}
         self.joined: dict[str, set[tuple[str, int]]] = {}
+        self.membership: list[float] = []
         self.sender: SenderCore | None = None
 
     def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> SenderCore | ReceiverCore:
@@ -228,10 +247,12 @@ class M2CApp:
         if isinstance(event, Join):
             addr = (self.sd.groups[event.channel][0], int(self.sd.groups[event.channel][1]))
             self.joined[name].add(addr)
+            self.membership.append(host.sim.now)
             net.join(name, addr)
         elif isinstance(event, Leave):
             addr = (self.sd.groups[event.channel][0], int(self.sd.groups[event.channel][1]))
             self.joined[name].discard(addr)
+            self.membership.append(host.sim.now)
             net.leave(name, addr)
         elif isinstance(event, Decoded):
             self.check(name, event)
@@ -245,6 +266,7 @@ class M2CApp:
     def _finish(self, host: Host) -> None:
         """The receiver is done: it leaves every group (and the run, at once)."""
         for addr in sorted(self.joined[host.name]):
+            self.membership.append(host.sim.now)
             host.sim.network.leave(host.name, addr)
         self.joined[host.name].clear()
         host.sim.depart(host.name)
@@ -286,7 +308,9 @@ def run(scenario: Scenario, seed: int | None = None, progress: bool = False,
         print(f"\rvirtual {now:7.1f} s, {len(app.recovered)}/{len(app.receiver_names)} "
               f"recovered", end="", file=sys.stderr, flush=True)
 
-    stats = sim.run(progress=show if progress else None)
+    # the receivers' FileReceivers create their LDPC decoders while the run goes on
+    with ldpc.decoding(str(scenario.params.get("decoding", "ml"))):
+        stats = sim.run(progress=show if progress else None)
     if progress:
         print(file=sys.stderr)
     out = []
@@ -307,7 +331,7 @@ def run(scenario: Scenario, seed: int | None = None, progress: bool = False,
     snd = app.sender
     sender = {"packets": snd.sent, "bytes": snd.bytes, "buffers": snd.buffers} if snd else {}
     return TransferResult(scenario.name, seed, tuple(out), stats, sender,
-                          sim.network.trace_hash() if trace else None)
+                          sim.network.trace_hash() if trace else None, tuple(app.membership))
 
 
 METRICS = ("time", "gput", "tput", "loss", "net", "dup", "sym", "head", "comp")

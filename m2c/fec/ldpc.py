@@ -27,13 +27,23 @@ peeling can continue; the small dense system left over those unknowns is
 solved by Gauss-Jordan over GF(2) with bit-packed rows.  The elimination
 runs in C (``m2c_ldpc_eliminate``) with a pure-Python twin.  A
 source symbol is returned only when the received symbols determine it.
+
+:class:`Decoding` ``ITERATIVE`` turns the fallback off (:meth:`LDPCDecoder.solve`
+then decodes nothing), as the receivers of the M2C paper decoded
+LDPC-Triangle: their ``sym`` (6-8 %) is an iterative decoder's overhead.  A
+decoder takes the mode it is given, else the one :func:`decoding` set for the
+current context (how a front end reaches the decoders that
+:class:`m2c.core.filetx.FileReceiver` creates).
 """
 
 from __future__ import annotations
 
+import contextvars
+import enum
 import functools
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from deliverykit.fastpath import load
@@ -42,8 +52,32 @@ from m2c.fec.errors import FECError
 
 __all__ = [
     "PMMSRandom", "LDPCParams", "StaircaseMatrix", "staircase_matrix",
-    "encode", "LDPCDecoder", "decode", "esi_tables",
+    "encode", "LDPCDecoder", "decode", "esi_tables", "Decoding", "decoding",
 ]
+
+
+class Decoding(enum.Enum):
+    """How an :class:`LDPCDecoder` recovers a block."""
+
+    #: iterative (peeling), then Gaussian elimination when it stalls: ~1.01 k
+    #: symbols at N1 = 5 (docs/m2c-fec.md)
+    ML = "ml"
+    #: iterative only, no elimination (the M2C paper's receivers): ~1.11 k at N1 = 3
+    ITERATIVE = "iterative"
+
+
+_DECODING: contextvars.ContextVar[Decoding] = contextvars.ContextVar(
+    "m2c_ldpc_decoding", default=Decoding.ML)
+
+
+@contextmanager
+def decoding(mode: Decoding | str) -> Iterator[Decoding]:
+    """Decoders created inside the ``with`` block (in this context) use ``mode``."""
+    token = _DECODING.set(Decoding(mode))
+    try:
+        yield _DECODING.get()
+    finally:
+        _DECODING.reset(token)
 
 FEC_ENCODING_ID = 3  # RFC 5170 Section 4.2.1
 
@@ -240,8 +274,10 @@ class LDPCDecoder:
     (with inactivation) over what is left and feeds what it finds back in.
     """
 
-    def __init__(self, params: LDPCParams) -> None:
+    def __init__(self, params: LDPCParams, mode: Decoding | None = None) -> None:
         self.params = params
+        self.mode = _DECODING.get() if mode is None else mode
+        """:attr:`Decoding.ITERATIVE`: :meth:`solve` never eliminates"""
         k, n, E = params.k, params.n, params.symbol_size
         self._k, self._n, self._E = k, n, E
         g = _graph(k, n, params.n1, params.seed)
@@ -325,10 +361,14 @@ class LDPCDecoder:
         eliminates on the structure alone (no symbol values: a fraction of the
         cost) and computes values only when the whole block is determined, so a
         failed attempt recovers nothing but costs less (``ml_deficit`` is set
-        either way).
+        either way).  In :attr:`Decoding.ITERATIVE` mode it only says whether the
+        block is complete.
         """
         if self.complete:
             return True
+        if self.mode is Decoding.ITERATIVE:
+            self.ml_deficit = 1  # only a new symbol can help peeling on
+            return False
         if not partial and not self._eliminate(values=False):
             return False
         self._eliminate(values=True)
@@ -374,8 +414,9 @@ class LDPCDecoder:
 
 def decode(params: LDPCParams, symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]],
            ml: bool = True) -> bytes | None:
-    """Decode a block from (ESI, symbol) pairs; None if not enough."""
-    dec = LDPCDecoder(params)
+    """Decode a block from (ESI, symbol) pairs; None if not enough (``ml=False``:
+    iterative decoding only)."""
+    dec = LDPCDecoder(params, None if ml else Decoding.ITERATIVE)
     items = symbols.items() if isinstance(symbols, Mapping) else symbols
     for esi, sym in items:
         if dec.add(esi, sym):
