@@ -281,13 +281,15 @@ SIM_QUEUE_PKTS = 25
 
 
 def sim_run(bottleneck: float, size: int, receivers: int, seed: int,
-            controller: str = "m2c") -> list[dict]:
-    """M2C_ft in the simulator: one row per receiver, as :func:`one_run`'s."""
+            controller: str = "m2c", decoding: str = "ml") -> list[dict]:
+    """M2C_ft in the simulator: one row per receiver, as :func:`one_run`'s
+    (``decoding``: "ml" or "iterative", :data:`m2c.sim.DECODINGS`)."""
     from m2c import sim
 
     res = sim.run(sim.file_transfer(receivers, size, down_bps=bottleneck,
                                     queue_pkts=SIM_QUEUE_PKTS, controller=controller,
-                                    seed=seed, duration=10 * size * 8 / bottleneck + 60))
+                                    seed=seed, duration=10 * size * 8 / bottleneck + 60,
+                                    decoding=decoding))
     rows = []
     for i, r in enumerate(res.receivers):
         m = r.metrics
@@ -302,10 +304,11 @@ def sim_run(bottleneck: float, size: int, receivers: int, seed: int,
 
 def sim_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     """One simulated M2C_ft run for :func:`deliverykit.sweep.run_sweep`: ``point``
-    holds ``bottleneck`` (bit/s), ``size`` (bytes), ``receivers``, ``controller``;
-    the metrics are the receivers' means (a receiver not verified fails the task)."""
+    holds ``bottleneck`` (bit/s), ``size`` (bytes), ``receivers``, ``controller``,
+    ``decoding``; the metrics are the receivers' means (a receiver not verified fails
+    the task)."""
     rows = sim_run(float(point["bottleneck"]), int(point["size"]), int(point["receivers"]),
-                   seed, str(point.get("controller", "m2c")))
+                   seed, str(point.get("controller", "m2c")), str(point.get("decoding", "ml")))
     bad = [r for r in rows if not r["ok"]]
     if bad:
         raise ValueError(f"{len(bad)} receiver(s) did not recover the file: {bad[0]['end']}")
@@ -340,7 +343,8 @@ def sweep(a: argparse.Namespace, out_dir: str) -> Any:
 
     key, values = a.sweep
     base = [{"bottleneck": bn, "receivers": n, "size": a.size or (1 << 20),
-             "controller": a.controller} for bn in a.bottleneck for n in a.receivers]
+             "controller": a.controller, "decoding": a.decoding}
+            for bn in a.bottleneck for n in a.receivers]
     points, seen = [], set()
     for b in base:
         for v in values:
@@ -353,6 +357,56 @@ def sweep(a: argparse.Namespace, out_dir: str) -> Any:
                      os.path.join(out_dir, "fig5-sim-sweep.csv"), scenario="m2c-fig5-M2C_ft",
                      scheduler=a.scheduler, workers=a.workers,
                      progress=True if a.progress else None)
+
+
+SWEEP_METRICS = ("time", "gput", "tput", "loss", "net", "dup", "sym", "head", "comp")
+#: the paper's 5(a) text for 99 MB: head 4.6 % (the only head figure it gives)
+PAPER_HEAD = (4.6, None)
+
+
+def sweep_table(csv_path: str) -> str:
+    """A markdown table from a sweep CSV (``fig5-sim-sweep.csv``, or its ``.part`` while
+    it runs): per bottleneck, size and decoding, mean +- 95 % CI (Student t) over the
+    seeds, and the paper's Fig. 5(c) M2C_ft row (48 MB, background traffic) beside."""
+    import csv
+
+    from deliverykit.sweep import ci95
+
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    groups: dict[tuple[float, int, str], list[dict]] = {}
+    for r in rows:
+        key = (float(r["bottleneck"]), int(r["size"]), r.get("decoding") or "ml")
+        groups.setdefault(key, []).append(r)
+    head = ["configuration", "n", *SWEEP_METRICS]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bn in sorted({k[0] for k in groups}):
+        for key in sorted(k for k in groups if k[0] == bn):
+            rs = groups[key]
+            cells = []
+            for m in SWEEP_METRICS:
+                vals = [float(r[m]) for r in rs if r.get(m) not in (None, "")]
+                if not vals:
+                    cells.append("")
+                    continue
+                mean, half = ci95(vals)
+                nd = 0 if m in ("gput", "tput") else 2
+                cells.append(f"{mean:,.{nd}f}" if len(vals) < 2 or math.isnan(half)
+                             else f"{mean:,.{nd}f} +- {half:,.{nd}f}")
+            dec = "" if key[2] == "ml" else f", {key[2]}-only decoding"
+            out.append(f"| {bn / 1e6:g} Mb/s, sim, {key[1] / 1e6:g} MB{dec} | {len(rs)} | "
+                       + " | ".join(cells) + " |")
+        p = PAPER.get(f"5(c) {bn / 1e6:g} Mb/s", {}).get("M2C_ft")
+        if p:
+            cells = []
+            for m in SWEEP_METRICS:
+                mean, ci = p.get(m, PAPER_HEAD if m == "head" else (None, None))
+                nd = 0 if m in ("gput", "tput") else 2
+                cells.append("" if mean is None else f"{mean:,.{nd}f}" if ci is None
+                             else f"{mean:,.{nd}f} +- {ci:,.{nd}f}")
+            out.append(f"| {bn / 1e6:g} Mb/s, paper 5(c), 48 MB, background TCP | 20 | "
+                       + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def paper_for(row: dict) -> dict | None:
@@ -494,7 +548,21 @@ def main(argv: list[str] | None = None) -> int:
                        help="a running Dask scheduler, e.g. tcp://head:8786")
     g.add_argument("--progress", action="store_true",
                    help="progress bar on stderr even when it is not a terminal")
+    g.add_argument("--decoding", choices=["ml", "iterative"], default="ml",
+                   help="the receivers' LDPC decoding: iterative then Gaussian elimination "
+                   "(ml), or iterative only, as the paper's LDPC-Triangle receivers "
+                   "(default: %(default)s)")
+    g.add_argument("--table", metavar="CSV", type=cliutil.existing_file,
+                   help="only print the markdown table (mean +- CI beside the paper's) of "
+                   "an existing sweep CSV")
     a = ap.parse_args(argv)
+    if a.table:
+        try:
+            table = sweep_table(str(a.table))
+        except (KeyError, ValueError, UnicodeDecodeError) as e:
+            ap.error(f"--table {a.table}: not a fig5 sweep CSV ({e!r})")
+        print(table)
+        return 0
     if a.sweep is None and (a.seeds or a.workers or a.scheduler):
         ap.error("--seeds, --workers and --scheduler go with --sweep")
     if a.sweep is not None and a.backend != "sim":
@@ -512,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         for r in res.summary:
             print(json.dumps(r))
+        print(sweep_table(str(res.csv)))
         print(f"wrote {res.csv}, {res.summary_csv}, {res.meta}")
         return 1 if res.failures else 0
     meta = _meta(argv, a)
