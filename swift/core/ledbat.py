@@ -26,6 +26,11 @@ class Ledbat:
     #: libswift's TARGET (its LEDBAT_TARGET, 25 ms): the libswift profile's default
     LIBSWIFT_TARGET = 0.025
     GAIN = 1.0
+    #: LEDBAT++'s multiplicative-decrease constant C (draft-irtf-iccrg-ledbat-plus-plus
+    #: 4.3 recommends 1): above TARGET, W shrinks by C * W * (delay/TARGET - 1) per RTT
+    DECREASE = 1.0
+    #: the largest divisor of GAIN on a short path (LEDBAT++ 4.2: 16)
+    GAIN_DIVISOR_MAX = 16
     BASE_HISTORY = 10
     CURRENT_FILTER = 4
     INIT_CWND = 2
@@ -82,6 +87,15 @@ class Ledbat:
         if not self.current_delays:
             return 0.0
         return min(self.current_delays) - self.base_delay
+
+    @property
+    def gain(self) -> float:
+        """GAIN scaled by the path (draft-irtf-iccrg-ledbat-plus-plus 4.2):
+        GAIN / min(16, ceil(2 * TARGET / base RTT)), so that a short path grows no
+        faster per second than one whose RTT is 2 x TARGET; GAIN until an RTT is known."""
+        if not 0 < self.min_rtt < math.inf:
+            return self.GAIN
+        return self.GAIN / min(self.GAIN_DIVISOR_MAX, math.ceil(2 * self.TARGET / self.min_rtt))
 
     def _update_cto(self, rtt: float) -> None:
         # RFC 6298 section 2
@@ -147,8 +161,17 @@ class Ledbat:
             if self.slow_start:  # leaving slow start: undo its last doubling
                 self.cwnd = max(self.cwnd / 2, float(self.MIN_CWND * self.mss))
             self.slow_start = False
-            if off_target < 0 or rq <= self.TARGET:
-                self.cwnd += self.GAIN * off_target * bytes_acked * self.mss / self.cwnd
+            if off_target < 0:
+                # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
+                # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
+                # (spread over the ACKs of a window), instead of the RFC's linear
+                # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
+                # kept at 2.5 x TARGET (docs/ledbat.md)
+                w = self.cwnd / self.mss
+                per_rtt = max(self.gain + self.DECREASE * w * off_target, -w / 2)
+                self.cwnd += per_rtt * bytes_acked * self.mss / self.cwnd
+            elif rq <= self.TARGET:  # below: RFC 6817's increase, LEDBAT++'s GAIN
+                self.cwnd += self.gain * off_target * bytes_acked * self.mss / self.cwnd
         if self.slow_start or recovering:  # slow start may double the window per RTT
             self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
         else:

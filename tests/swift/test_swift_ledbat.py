@@ -2,6 +2,10 @@
 
 from swift.core.ledbat import Ledbat
 
+#: an RTT of 2 x TARGET: LEDBAT++'s GAIN is then the RFC's (one MSS per RTT at no queue;
+#: test_swift_ledbat_yield.py checks it on shorter paths)
+RTT = 0.2
+
 
 def _run(l: Ledbat, delay: float, rounds: int, t0: float = 0.0) -> float:
     now = t0
@@ -9,9 +13,9 @@ def _run(l: Ledbat, delay: float, rounds: int, t0: float = 0.0) -> float:
         n = max(1, int(l.cwnd // l.mss))
         for _ in range(n):
             l.on_send(l.mss, now)
-        now += 0.05
+        now += RTT
         for _ in range(n):
-            l.on_ack(delay, l.mss, now, rtt=0.05)
+            l.on_ack(delay, l.mss, now, rtt=RTT)
     return now
 
 
