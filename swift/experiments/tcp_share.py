@@ -364,6 +364,14 @@ def _qdisc(tb: Any, host: Any, dev: str) -> dict[str, int]:
     raise RuntimeError(f"no tbf on {dev}")
 
 
+def _udp_counters(tb: Any, host: Any) -> dict[str, int]:
+    """The ``Udp:`` counters of ``host``'s namespace (/proc/net/snmp): RcvbufErrors are
+    datagrams a socket there dropped, a loss no queue counter sees."""
+    lines = [ln.split() for ln in tb.exec(host, ["cat", "/proc/net/snmp"], check=True)
+             .stdout.splitlines() if ln.startswith("Udp:")]
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
+
+
 def _sleep_until(t: float) -> None:
     delay = t - time.time()
     if delay > 0:
@@ -442,7 +450,12 @@ async def _our_leecher(root: str, seeder_ip: str, out: str, cfg: Any, start: flo
                           port=PPSPP_PORT) as node:
         node.connect((seeder_ip, PPSPP_PORT))
         await asyncio.sleep(max(0.0, stop - time.time()))
-        return {"leecher_chunks": node.peer.content.have.count()}
+        st = node.peer.stats
+        # DATA that arrived but was not acknowledged: "unverifiable" (hashes it needed
+        # were lost with an earlier datagram, RFC 7574 5.3), duplicates, rejected
+        return {"leecher_chunks": node.peer.content.have.count(),
+                **{f"leecher_{k}": int(st.get(k, 0))
+                   for k in ("verified", "unverifiable", "dup", "rejected", "unsolicited")}}
 
 
 def _libswift_seeder(tb: Any, host: Any, binary: str, path: str) -> tuple[Any, str]:
@@ -587,6 +600,16 @@ def run_netns(case: Case, size: int, libswift_bin: str | None = None,
                           "other_drops": cr["tcp"][0] - cr2["tcp"][0],
                           "ppspp_frames_in": cr["ppspp"][0], "ppspp_frames_out": cr2["ppspp"][0],
                           "tcp_frames_in": cr["tcp"][0], "tcp_frames_out": cr2["tcp"][0]})
+            # losses past the bottleneck: datagrams a PPSPP socket dropped (DATA at the
+            # leecher, ACKs at the seeder), and the return path's impairer's own drops
+            for name in ("seed", "leech"):
+                u = _udp_counters(tb, h[name])
+                extra[f"{name}_udp_rcvbuf_errors"] = u.get("RcvbufErrors", 0)
+                extra[f"{name}_udp_in_errors"] = u.get("InErrors", 0)
+            imp = tb.unshape(bn.b)
+            if imp is not None:
+                extra["return_path_lost"] = sum(int(imp.get(k, 0))
+                                                for k in ("lost", "overlimit", "send_errors"))
             extra.update(tx.result(timeout=30))
             extra.update(rx.result(timeout=30))
             for t in tasks:
