@@ -181,6 +181,9 @@ class SimResult:
     complete: bool = True
     """False when the run stopped at its event or time bound with events left (then some requests
     are missing or unfinished: never to be reported as a whole run)."""
+    clock_steps: int = 0
+    """Float residues of bytes carried by moving the clock one representable step: each was a
+    point where the replay before eea5e9d stopped advancing (the event storm; docs/vmc-sim.md)."""
 
     def decisions(self) -> list[tuple[str, str, bool]]:
         """Per request in arrival order: (path, mode, patched from the origin?)."""
@@ -229,9 +232,13 @@ class VmcSim:
         self.fetches: dict[int, list[Any]] = {}
         self.patches: list[tuple[str, str, int, int]] = []
         self._gen = 0
+        #: When the live tick (generation ``_gen``) runs, or None.
+        self._next: float | None = None
         self._last = 0.0
         self._timer: float | None = None
         self.inputs = 0
+        #: Residues carried by moving the clock one representable step (see ``_reschedule``).
+        self.clock_steps = 0
 
     # ------------------------------------------------------------------ driving the machine
     def _input(self, inp: Input) -> None:
@@ -258,7 +265,6 @@ class VmcSim:
         if t is not None and t != self._timer:
             self._timer = t
             self.sched.at(t, self._on_timer, t)
-        self._reschedule()
 
     def _on_timer(self, t: float) -> None:
         if self._timer != t:
@@ -267,6 +273,7 @@ class VmcSim:
         self._settle()
         self.machine.handle_timer(self.sched.now)
         self._drain(self.sched.now)
+        self._reschedule()
 
     def _act(self, a: Any, now: float) -> None:
         self._settle()
@@ -315,7 +322,7 @@ class VmcSim:
         self._input(OriginHead(fid, status, tuple(hdrs)))
         if fid in self.fetches:
             self.flows.push(("o", fid), last - first)
-            self._reschedule()
+        self._reschedule()
 
     # ------------------------------------------------------------------ flows in time
     def _settle(self) -> None:
@@ -329,25 +336,40 @@ class VmcSim:
         self._last = now
 
     def _reschedule(self) -> None:
+        """Schedule the next progress report (once per scheduler event, after its inputs: the
+        earliest time a flow has carried ``chunk`` bytes since its last report, or drained)."""
         if not self.fluid:
             return
-        self._gen += 1
         rates = self.flows.rates()
         best: float | None = None
+        residue = False
+        now = self.sched.now
         chunk = self.cfg.chunk
         for fid, rate in rates.items():
             left = self.flows.backlog(fid)
             if rate <= 0 or left <= EPS:
                 continue
-            step = max(0.0, min(left, chunk - self._unreported(fid, left)))
-            t = self.sched.now + step / rate
-            best = t if best is None or t < best else best
+            step = chunk - self._unreported(fid, left)
+            if left < step:
+                step = left
+            t = now + (step / rate if step > 0 else 0.0)
+            if best is None or t < best:
+                best, residue = t, step == left
         if best is not None:
-            # A step shorter than the clock's resolution at ``now`` (a float residue of bytes on a
-            # fast flow late in a replay) would round to ``now`` and never let the flow advance:
-            # the clock always moves by at least one representable step, which carries it.
-            best = max(best, math.nextafter(self.sched.now, math.inf))
-            self.sched.at(best, self._tick, self._gen)
+            if best <= now:
+                # A step shorter than the clock's resolution at ``now`` (a float residue of bytes
+                # on a fast flow late in a replay) rounds to ``now``: a tick there carries
+                # nothing and sets the same tick again, forever (the event storm of issue 19).
+                # The clock moves by one representable step instead, which carries the residue.
+                best = math.nextafter(now, math.inf)
+                self.clock_steps += residue
+            if best != self._next:  # the tick already set for ``best`` stays valid
+                self._gen += 1
+                self._next = best
+                self.sched.at(best, self._tick, self._gen)
+        elif self._next is not None:
+            self._gen += 1  # nothing left to carry: the tick set earlier is void
+            self._next = None
 
     def _unreported(self, fid: Hashable, left: float) -> float:
         """Bytes ``fid`` carried since its last progress report."""
@@ -361,6 +383,7 @@ class VmcSim:
     def _tick(self, gen: int) -> None:
         if gen != self._gen:
             return
+        self._next = None
         self._settle()
         chunk = self.cfg.chunk
         for fid in sorted(self.flows.ids(), key=repr):  # stable order: same seed, same run
@@ -427,6 +450,7 @@ class VmcSim:
         self.flows.open(("c", a.client), ("access",), self.cfg.client_rate)
         self._settle()
         self._input(Request(a.client, b"GET", f"http://{self.cfg.authority}{a.path}"))
+        self._reschedule()
 
     def run(self, until: float = 3600.0, max_events: int = 10_000_000) -> SimResult:
         """Replay every arrival (at most ``until`` virtual seconds and ``max_events`` events);
@@ -467,6 +491,7 @@ class VmcSim:
             ok,
             self.sched.executed,
             self.sched.peek() is None,
+            self.clock_steps,
         )
 
 
