@@ -146,9 +146,38 @@ def md(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def figure_series(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """One scenario's (a)/(b) curves, one row per file downloaded (arrival order): cumulative
+    origin MB of both arms and saved by VMC, cumulative latency (s) of both arms."""
+    out: list[dict[str, Any]] = []
+    no = vo = 0
+    nl = vl = 0.0
+    for i, (x, y, a, b) in enumerate(zip(r["normal_origin"], r["vmc_origin"],
+                                         r["normal_latencies"], r["vmc_latencies"], strict=True)):
+        no, vo, nl, vl = no + x, vo + y, nl + a, vl + b
+        out.append({"files": i + 1, "normal_origin_MB": no / 1e6, "vmc_origin_MB": vo / 1e6,
+                    "saved_MB": (no - vo) / 1e6, "normal_latency_s": nl, "vmc_latency_s": vl})
+    return out
+
+
+def write_series_csv(r: dict[str, Any], path: Path) -> None:
+    """The (a)/(b) curves of one scenario as CSV (renamed into place when complete)."""
+    import csv
+    import io
+
+    rows = figure_series(r)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["files"], lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+    write_when_done(path, buf.getvalue())
+
+
 def figures(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     """Per scenario, as the paper's Figs. 2-6: (a) cumulative origin bytes saved by VMC and (b)
-    cumulative latency, Normal vs VMC, against files downloaded."""
+    cumulative latency, Normal vs VMC, against files downloaded; the curves also as CSV
+    (``vmc_sim_<scenario>.csv``), the paper's end figures (Table 2) in the titles."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,24 +189,22 @@ def figures(rows: list[dict[str, Any]], out: Path) -> list[Path]:
             print(f"no figure for {r['scenario']}: {r['incomplete_batches']} batch(es) cut by the "
                   "event bound", file=sys.stderr)
             continue
-        fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
-        acc, saved = 0, []
-        for x, y in zip(r["normal_origin"], r["vmc_origin"], strict=True):
-            acc += x - y
-            saved.append(acc / 1e6)
-        a.plot(range(1, len(saved) + 1), saved)
+        series = figure_series(r)
+        write_series_csv(r, out / f"vmc_sim_{r['scenario']}.csv")
+        paper = PAPER_TABLE2[r["scenario"]]
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+        xs = [row["files"] for row in series]
+        a.plot(xs, [row["saved_MB"] for row in series])
         a.set_xlabel("files downloaded")
         a.set_ylabel("origin MB saved by VMC")
-        a.set_title(f"(a) {r['scenario']}: bandwidth saved")
-        for label, key in (("normal", "normal_latencies"), ("VMC", "vmc_latencies")):
-            tot, ys = 0.0, []
-            for v in r[key]:
-                tot += v
-                ys.append(tot)
-            b.plot(range(1, len(ys) + 1), ys, label=label)
+        a.set_title(f"(a) {r['scenario']}: ours {r['bandwidth_saving_%']:.2f}%, "
+                    f"paper {paper[2]}%", fontsize=9)
+        for label, key in (("normal", "normal_latency_s"), ("VMC", "vmc_latency_s")):
+            b.plot(xs, [row[key] for row in series], label=label)
         b.set_xlabel("files downloaded")
         b.set_ylabel("cumulative latency (s)")
-        b.set_title(f"(b) {r['scenario']}: latency (sim)")
+        b.set_title(f"(b) {r['scenario']} (sim): ours {r['latency_saving_%']:.2f}%, "
+                    f"paper {paper[3]}%", fontsize=9)
         b.legend()
         fig.tight_layout()
         p = out / f"vmc_sim_{r['scenario']}.png"
@@ -259,6 +286,11 @@ def main_sim(a: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
                 for r in rows]
         doc = {"rows": keep, "checks": [dict(asdict(c), verdict=c.verdict.value) for c in found]}
         write_when_done(a.out / "sim_results.json", json.dumps(doc, indent=1) + "\n")
+        from deliverykit.provenance import run_metadata
+
+        meta = run_metadata("vmc", **{k: (str(v) if isinstance(v, Path) else v)
+                                      for k, v in vars(a).items()})
+        write_when_done(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
         print(f"wrote {a.out / 'sim_results.json'}", file=sys.stderr)
         if a.figures:
             for p in figures(rows, a.out):
