@@ -37,6 +37,8 @@ from m2c.aio.driver import (
     MulticastReceiver,
     MulticastSender,
     ReceiveProgress,
+    ReceiveResult,
+    SendResult,
     make_session,
     sender_socket_check,
 )
@@ -209,7 +211,7 @@ def cmd_send(a: argparse.Namespace) -> int:
 
     stopper = cliutil.Stopper()
 
-    async def main() -> dict:
+    async def main() -> SendResult:
         # SIGINT and SIGTERM alike: close the session (unless --no-close), print the
         # counters, exit 130 / 143 (the CLI contract, deliverykit.cliutil.Stopper)
         stopper.install()
@@ -235,7 +237,7 @@ def cmd_send(a: argparse.Namespace) -> int:
         if a.progress or sys.stderr.isatty():
             status = asyncio.create_task(_send_status(sd.name, sender, sys.stderr.isatty()))
         try:
-            return await sender.run(duration=a.duration, stop=stopper.event)
+            return await sender.send(duration=a.duration, stop=stopper.event)
         finally:
             if status is not None:
                 status.cancel()
@@ -252,8 +254,8 @@ def cmd_send(a: argparse.Namespace) -> int:
             print(f"m2c send: stopped; session {sd.session} not closed (--no-close): "
                   f"receivers wait up to their no-packet timeout for a sender restarted "
                   f"with --resume", file=sys.stderr)
-    print(json.dumps(stats), file=sys.stderr)
-    sent, dropped = stats.get("packets", 0), stats.get("tx_dropped", 0)
+    print(json.dumps(asdict(stats)), file=sys.stderr)
+    sent, dropped = stats.packets, stats.tx_dropped
     if sent and dropped >= sent:
         print(f"m2c send: error: every one of {sent} packets was dropped by the socket "
               f"(is {sd.interface} an interface that can send to {sd.groups[0][0]}?)",
@@ -352,16 +354,16 @@ def cmd_receive(a: argparse.Namespace) -> int:
         rx = MulticastReceiver(sd, output, controller=a.controller, interface=a.interface,
                                on_progress=show)
 
-        async def go() -> dict:
+        async def go() -> ReceiveResult:
             # SIGINT and SIGTERM alike end the transfer: the temporary file is removed,
             # the counters printed, exit 130 / 143 (deliverykit.cliutil.Stopper)
             with stopper.installed():
-                return await rx.run(timeout=a.timeout, stop=stopper.event)
+                return await rx.receive(timeout=a.timeout, stop=stopper.event)
 
         res = asyncio.run(go())
-    m = res["metrics"]
-    out = {k: v for k, v in res.items() if k != "metrics" and (a.trace or k != "trace")}
-    out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items()}
+    out = {k: v for k, v in asdict(res).items() if k != "metrics" and (a.trace or k != "trace")}
+    out["metrics"] = {k: (round(v, 3) if isinstance(v, float) else v)
+                      for k, v in asdict(res.metrics).items()}
     text = json.dumps(out, indent=None if a.quiet else 1)
     if a.json:
         write_when_done(a.json, text + "\n")
@@ -370,11 +372,11 @@ def cmd_receive(a: argparse.Namespace) -> int:
     mm = out["metrics"]
     if stopper.stopped:
         sig = signal.Signals(stopper.signum).name if stopper.signum else "a signal"
-        written = "written" if res["ok"] else "not written"
+        written = "written" if res.ok else "not written"
         print(f"m2c receive: {stopper.describe()} ({sig}); {shown} {written}", file=sys.stderr)
         return stopper.exit_code()
-    if not res["ok"]:
-        print(f"m2c receive: error: {sd.name}: {res['end'] or 'transfer failed'}; "
+    if not res.ok:
+        print(f"m2c receive: error: {sd.name}: {res.end or 'transfer failed'}; "
               f"{shown} not written", file=sys.stderr)
         return 1
     if not a.quiet:

@@ -12,7 +12,7 @@ import os
 import secrets
 import tempfile
 
-from m2c.aio.driver import MulticastReceiver, MulticastSender, make_session
+from m2c.aio.driver import MulticastReceiver, MulticastSender, ReceiveResult, make_session
 
 
 async def _run(size: int, deadline: float) -> list[dict]:
@@ -25,29 +25,29 @@ async def _run(size: int, deadline: float) -> list[dict]:
         sd = make_session(src, group=f"239.193.{third}.1", port=42000 + 100 * (third - 64),
                           min_rate=30.0, max_rate=3000.0, tsd=0.5, k=2)
         stop = asyncio.Event()
-        sender = asyncio.create_task(MulticastSender(sd, src).run(duration=deadline, stop=stop))
+        sender = asyncio.create_task(MulticastSender(sd, src).send(duration=deadline, stop=stop))
 
-        async def receiver(i: int, controller: str, delay: float) -> dict:
+        async def receiver(i: int, controller: str, delay: float) -> ReceiveResult:
             await asyncio.sleep(delay)
             rx = MulticastReceiver(sd, os.path.join(d, f"out{i}.bin"), controller=controller)
-            return await rx.run(timeout=deadline - delay - 0.5)
+            return await rx.receive(timeout=deadline - delay - 0.5)
 
         results = await asyncio.gather(receiver(0, "m2c", 0.0), receiver(1, "webrc", 0.7))
         stop.set()
         sent = await sender
     rows = []
     for i, (ctl, r) in enumerate(zip(("m2c", "webrc"), results, strict=True)):
-        m = r["metrics"]
-        if r["ok"]:
+        m = r.metrics
+        if r.ok:
             result = (f"ok, SHA-256 verified; time {m.time:.2f} s, gput {m.gput:.0f} kb/s, "
                       f"loss {m.loss:.1f} %, dup {m.dup:.1f} %, sym {m.sym:.1f} %, "
                       f"net {m.net:.1f} %")
         else:  # gput, dup, sym are undefined (None) for an incomplete transfer
-            result = f"FAILED ({r['end']}); time {m.time:.2f} s, loss {m.loss:.1f} %"
+            result = f"FAILED ({r.end}); time {m.time:.2f} s, loss {m.loss:.1f} %"
         rows.append({"system": "m2c", "what": f"receiver {i} ({ctl} controller), {size >> 10} KiB",
-                     "result": result, "ok": r["ok"]})
+                     "result": result, "ok": r.ok})
     rows.append({"system": "m2c", "what": "sender (carousel, LDPC-Staircase n=2k)",
-                 "result": f"{sent['packets']} packets on {len(sd.groups)} groups", "ok": True})
+                 "result": f"{sent.packets} packets on {len(sd.groups)} groups", "ok": True})
     return rows
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import ipaddress
 import logging
@@ -36,6 +37,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
@@ -61,14 +63,80 @@ from m2c.core.session import (
 
 log = logging.getLogger(__name__)
 
+TraceEntry = tuple[float, int, float, float, int, int, float, int]
+
 __all__ = ["BYTES_PER_SYMBOL_HELD", "CLOSE_GRACE", "CLOSE_PACKETS", "MAX_ACTIVE",
            "MAX_SEND_PPS", "PROGRESS_INTERVAL", "TRACE_LEN", "MulticastReceiver",
-           "MulticastSender", "ReceiveProgress", "make_session", "sender_socket_check"]
+           "MulticastSender", "ReceiveProgress", "ReceiveResult", "SendResult", "make_session",
+           "sender_socket_check"]
 
 MAX_SEND_PPS = 50_000
 """packets/s a sender schedules at most (all groups): each packet costs the Python
 sender ~5-10 us of sequencing and encoding, so a higher --max-rate could not be met
 and only made each buffer's sequencing take seconds (see docs/m2c.md)"""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What a sender did (``m2c send`` prints it as JSON on stderr)."""
+
+    packets: int
+    """datagrams sent, the close-session packets included"""
+    bytes: int
+    """UDP payload bytes sent"""
+    buffers: int
+    """application buffers sequenced"""
+    tx_dropped: int
+    """datagrams the endpoint dropped (full send backlog, socket errors)"""
+    stopped: bool
+    """the ``stop`` event ended it (a signal in the CLI)"""
+    closed: bool
+    """the session was closed (A = 1) when it stopped"""
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveResult:
+    """How a receiver's transfer ended (``m2c receive`` prints it as JSON)."""
+
+    ok: bool
+    """the file was recovered, verified (SHA-256) and delivered"""
+    complete: bool
+    """every source block was decoded"""
+    end: str | None
+    """why not ``ok`` (one line); None when ok"""
+    metrics: Metrics
+    """paper section 7.2's criteria and their raw counts"""
+    packets: int
+    """datagrams of this session received"""
+    rejected: int
+    """datagrams of another session or malformed"""
+    wrong_group: int
+    """packets whose group is not the socket's"""
+    foreign_source: int
+    """datagrams from another source address (RFC 5775 4.4)"""
+    implausible: int
+    """packets that did not fit the sender clock"""
+    ignored: int
+    """verified packets not of this file (another TOI, block, ESI, symbol length)"""
+    handler_errors: int
+    """batches or core calls that raised (a bug; counted, never fatal)"""
+    closed: bool
+    """the sender closed the session (A = 1)"""
+    stopped: bool
+    """the ``stop`` event ended it (a signal in the CLI)"""
+    joins: int
+    leaves: int
+    loss_events: int
+    duplicates: int
+    """datagrams received twice (same channel and PSN)"""
+    trace: list[TraceEntry]
+    """per epoch: (t, level, cumulative rate, target rate, lost, received, ARTT, loss
+    events); the last TRACE_LEN epochs"""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name, ``metrics`` still a :class:`Metrics` (what ``run`` returned
+        before it was typed; ``dataclasses.asdict`` gives plain dicts all the way down)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
@@ -160,6 +228,12 @@ class MulticastSender:
 
     async def run(self, duration: float | None = None,
                   stop: asyncio.Event | None = None) -> dict[str, Any]:
+        """:meth:`send`'s result as a dict, for callers written before it was typed
+        (tests/dissectors/test_dissector_m2c.py, m2c/experiments)."""
+        return dataclasses.asdict(await self.send(duration, stop))
+
+    async def send(self, duration: float | None = None,
+                   stop: asyncio.Event | None = None) -> SendResult:
         """Send until ``duration`` s passed, ``stop`` is set or the task is cancelled,
         then close the session (A = 1, see :meth:`_close_session`) unless ``close``
         is False."""
@@ -190,9 +264,8 @@ class MulticastSender:
             finally:
                 ep.close()
                 self._f.close()
-        return {"packets": self.sent, "bytes": self.bytes, "buffers": self.core.buffers,
-                "tx_dropped": ep.stats["tx_dropped"],
-                "stopped": bool(stop is not None and stop.is_set()), "closed": self.close}
+        return SendResult(self.sent, self.bytes, self.core.buffers, ep.stats["tx_dropped"],
+                          bool(stop is not None and stop.is_set()), self.close)
 
 
 def default_interface(sd: SessionDescription) -> str:
@@ -376,7 +449,14 @@ class MulticastReceiver:
             return False
         raise asyncio.TimeoutError
 
-    async def run(self, timeout: float = 60.0, stop: asyncio.Event | None = None) -> dict[str, Any]:
+    async def run(self, timeout: float = 60.0,
+                  stop: asyncio.Event | None = None) -> dict[str, Any]:
+        """:meth:`receive`'s result as a dict (:meth:`ReceiveResult.as_dict`), for callers
+        written before it was typed (m2c/experiments/fig5.py and hetero.py)."""
+        return (await self.receive(timeout, stop)).as_dict()
+
+    async def receive(self, timeout: float = 60.0,
+                      stop: asyncio.Event | None = None) -> ReceiveResult:
         """Receive until the file is recovered and verified, the session ends early
         (``end``: an exceptional timeout, A = 1 with the file incomplete, a write
         error such as a full disk), ``timeout`` s pass or ``stop`` is set (a signal,
@@ -454,15 +534,13 @@ class MulticastReceiver:
                 out.discard()
         return self._result(ok, loop.time())
 
-    def _result(self, ok: bool, t_end: float) -> dict[str, Any]:
+    def _result(self, ok: bool, t_end: float) -> ReceiveResult:
         core = self.core
-        m: Metrics = core.metrics(t_end)
-        return {"ok": ok, "complete": core.file.complete, "end": None if ok else self.end,
-                "metrics": m, "packets": core.packets, "rejected": core.rejected,
-                "wrong_group": core.wrong_group, "foreign_source": core.foreign_source,
-                "implausible": core.implausible, "ignored": core.file.ignored,
-                "handler_errors": self.handler_errors,
-                "closed": core.closed, "stopped": self.stopped, "joins": core.joins,
-                "leaves": core.leaves,
-                "loss_events": core.cc.loss_events, "duplicates": core.cc.loss.duplicates,
-                "trace": list(core.trace)}
+        return ReceiveResult(
+            ok=ok, complete=core.file.complete, end=None if ok else self.end,
+            metrics=core.metrics(t_end), packets=core.packets, rejected=core.rejected,
+            wrong_group=core.wrong_group, foreign_source=core.foreign_source,
+            implausible=core.implausible, ignored=core.file.ignored,
+            handler_errors=self.handler_errors, closed=core.closed, stopped=self.stopped,
+            joins=core.joins, leaves=core.leaves, loss_events=core.cc.loss_events,
+            duplicates=core.cc.loss.duplicates, trace=list(core.trace))

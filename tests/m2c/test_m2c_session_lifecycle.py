@@ -27,6 +27,7 @@ import pytest
 from m2c_support import as_foreground, fresh_net, reap, wait_for
 
 from m2c import MulticastReceiver, MulticastSender, make_session
+from m2c.aio.driver import ReceiveResult, SendResult
 from m2c.core.filetx import FileSender, SessionDescription
 from m2c.wire import codec
 
@@ -71,14 +72,13 @@ def test_no_close_sender_stopped_by_sigterm_can_be_resumed(tmp_path, sig, status
     assert json.loads(out)["closed"] is False
 
 
-async def _run_pair(sd, src: str, out: str, close: bool, duration: float) -> dict:
+async def _run_pair(sd, src: str, out: str, close: bool,
+                    duration: float) -> tuple[ReceiveResult, SendResult]:
     rx = MulticastReceiver(sd, out, idle_timeout=3.0)
-    t = asyncio.create_task(rx.run(timeout=20))
+    t = asyncio.create_task(rx.receive(timeout=20))
     await asyncio.sleep(0.2)
-    stats = await MulticastSender(sd, src, close=close).run(duration=duration)
-    res = await t
-    res["sender"] = stats
-    return res
+    sent = await MulticastSender(sd, src, close=close).send(duration=duration)
+    return await t, sent
 
 
 @pytest.mark.parametrize("close", [True, False])
@@ -87,13 +87,17 @@ def test_duration_closes_unless_no_close(tmp_path, close):
     src.write_bytes(os.urandom(3_000_000))
     group, port = net()
     sd = make_session(str(src), group=group, port=int(port), min_rate=100, max_rate=300)
-    res = asyncio.run(_run_pair(sd, str(src), str(tmp_path / "o"), close, 1.0))
-    assert not res["ok"]
-    assert res["closed"] is close
+    res, sent = asyncio.run(_run_pair(sd, str(src), str(tmp_path / "o"), close, 1.0))
+    assert isinstance(res, ReceiveResult) and isinstance(sent, SendResult)  # typed results
+    assert sent.closed is close and sent.packets > 0 and not sent.stopped
+    assert not res.ok and not res.complete and res.packets > 0
+    assert res.closed is close
+    assert res.end is not None
     if close:
-        assert "closed the session" in res["end"]
+        assert "closed the session" in res.end
     else:  # the sender only went quiet: the no-packet timeout ends it
-        assert "no packet from the sender" in res["end"]
+        assert "no packet from the sender" in res.end
+    assert res.metrics.raw["packets"] > 0 and res.metrics.gput is None
 
 
 def test_send_refuses_the_unspecified_interface(tmp_path):
