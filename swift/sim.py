@@ -45,6 +45,7 @@ from swift.core.player import Player
 
 __all__ = [
     "Arrivals",
+    "AvailabilitySample",
     "FlashCrowdResult",
     "LeecherResult",
     "SwiftApp",
@@ -157,6 +158,8 @@ class LeecherResult:
     stall_s: float = 0.0
     #: the peer's counters at the end (``Peer.stats`` plus :func:`upload_diag`)
     stats: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: virtual time it left (None: still there at the end)
+    left: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,8 @@ class FlashCrowdResult:
     seed: int
     leechers: tuple[LeecherResult, ...]
     run: RunStats
+    #: availability samples (``params["availability_every"]`` > 0), in time order
+    availability: tuple[AvailabilitySample, ...] = ()
 
     @property
     def all_verified(self) -> bool:
@@ -188,6 +193,31 @@ class FlashCrowdResult:
             "datagrams_per_cpu_s": self.run.datagrams_per_cpu_s,
             "virtual_s_per_cpu_s": self.run.virtual_per_cpu_s, **self.run.fates,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilitySample:
+    """The availability picture at one instant (the paper's availability tree,
+    seen from outside): how many present peers hold each chunk."""
+
+    #: virtual time
+    t: float
+    #: peers present (the seeder included while it is there)
+    present: int
+    #: present peers holding the whole content (the seeder, completed leechers that stay)
+    seeds: int
+    #: per chunk, the number of present peers that hold it
+    holders: tuple[int, ...]
+
+    @property
+    def rarest(self) -> int:
+        """Holders of the rarest chunk (0: some chunk is held by nobody present)."""
+        return min(self.holders) if self.holders else 0
+
+    @property
+    def lost(self) -> int:
+        """Chunks no present peer holds."""
+        return sum(1 for h in self.holders if h == 0)
 
 
 class SwiftApp:
@@ -218,6 +248,9 @@ class SwiftApp:
         self.seeder_addr: Any = None
         self.completed: dict[str, float] = {}
         self.left: set[str] = set()
+        self.left_at: dict[str, float] = {}
+        #: leechers whose departure is scheduled
+        self.leaving: set[str] = set()
         #: VoD: the video's bit rate in bytes/s (0: no player) and the player's start-up buffer
         self.bitrate = float(p.get("bitrate", 0.0))
         self.prebuffer = float(p.get("prebuffer", 5.0))
@@ -225,6 +258,12 @@ class SwiftApp:
         self.startup_bytes = int(p.get("startup_bytes", 0))
         self.players: dict[str, Player] = {}
         self.startup: dict[str, float] = {}
+        #: seconds between two availability samples (0: none), ``params["availability_every"]``
+        self.availability_every = float(p.get("availability_every", 0.0))
+        self.availability: list[AvailabilitySample] = []
+        #: peers a tracker introduces to a newcomer besides the seeder (:meth:`_introduce`)
+        self.tracker = int(p.get("tracker", 0))
+        self.chunks = -(-self.size // cs)
 
     def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> Peer:
         seed = derive_seed(sim.seed, f"peer/{node.name}")
@@ -239,17 +278,58 @@ class SwiftApp:
         return Peer(Content(tree, MemoryStorage()), cfg)
 
     def on_start(self, host: Host) -> None:
+        if self.availability_every > 0 and not self.availability:
+            self._sample(host.sim)
         if host.spec.role == LEECHER:
             if self.seeder_addr is None:
                 raise ValueError(f"{host.name} arrived before the seeder")
             peer: Peer = host.core  # type: ignore[assignment]
             now = host.sim.now
-            peer.connect(self.seeder_addr, now)
+            seeder = host.sim.hosts.get(self.seeder_name)
+            if seeder is not None and seeder.present:
+                peer.connect(self.seeder_addr, now)
+            for addr in self._introduce(host):
+                peer.connect(addr, now)
             if self.bitrate > 0:
                 self.players[host.name] = Player(self.bitrate, self.leecher_config.chunk_size,
                                                  self.size, now, self.prebuffer)
             if self.bitrate > 0 or self.startup_bytes > 0:
                 host.sim.sched.at(now + POLL_S, self._poll, host)
+
+    def _introduce(self, host: Host) -> list[Any]:
+        """A tracker's answer (``params["tracker"]`` = k > 0): up to k present peers
+        other than the seeder, drawn from the run's "tracker" stream.  0 (the paper's
+        set-up): newcomers know the seeder only and learn the rest by its PEX, so
+        after the seeder leaves they find nobody."""
+        if self.tracker <= 0:
+            return []
+        sim = host.sim
+        others = [h.addr for h in sim.hosts.values()
+                  if h.present and h is not host and h.name != self.seeder_name]
+        if len(others) > self.tracker:
+            others = sim.sched.stream(f"tracker/{host.name}").sample(others, self.tracker)
+        return others
+
+    def _sample(self, sim: Simulation) -> None:
+        """Count, per chunk, the present peers that hold it; again in ``availability_every``."""
+        diff = [0] * (self.chunks + 1)
+        present = seeds = 0
+        for h in sim.hosts.values():
+            if not h.present:
+                continue
+            present += 1
+            content = h.core.content  # type: ignore[attr-defined]
+            seeds += content.complete
+            for lo, hi in content.have.ranges():
+                if lo < self.chunks:
+                    diff[lo] += 1
+                    diff[min(hi, self.chunks)] -= 1
+        holders, run = [], 0
+        for d in diff[:-1]:
+            run += d
+            holders.append(run)
+        self.availability.append(AvailabilitySample(sim.now, present, seeds, tuple(holders)))
+        sim.sched.at(sim.now + self.availability_every, self._sample, sim)
 
     def _poll(self, host: Host) -> None:
         """What the testbed's leecher loop does every POLL_S: tick the player (its
@@ -268,8 +348,10 @@ class SwiftApp:
                 self.startup.setdefault(name, player.startup)
             host.flush()
             if player.done and name in self.completed:
-                if self.linger is not None:
-                    sim.depart(name, now + self.linger)
+                stay = self._stay(host)
+                if stay is not None:
+                    sim.depart(name, now + stay)
+                    self.leaving.add(name)
                 return
         elif name not in self.startup:
             e = have.find_empty(0)
@@ -286,17 +368,28 @@ class SwiftApp:
             self.completed[host.name] = sim.now - host.spec.arrive
             if self.startup_bytes > 0:  # as the testbed: complete before the check = start-up
                 self.startup.setdefault(host.name, self.completed[host.name])
-            if self.linger is not None and host.name not in self.players:
-                sim.depart(host.name, sim.now + self.linger)  # a player leaves when it is done
+            stay = self._stay(host)
+            if stay is not None and host.name not in self.players:
+                sim.depart(host.name, sim.now + stay)  # a player leaves when it is done
+                self.leaving.add(host.name)
+
+    def _stay(self, host: Host) -> float | None:
+        """Seconds a finished leecher stays: its own (``NodeSpec.stay``, churn), else
+        ``params["linger"]`` (None: to the end)."""
+        return host.spec.stay if host.spec.stay is not None else self.linger
 
     def on_stop(self, host: Host) -> None:
         self.left.add(host.name)
+        self.left_at[host.name] = host.sim.now
         peer: Peer = host.core  # type: ignore[assignment]
         host.send(peer.close(host.sim.now))  # closing handshakes (RFC 7574 3.1.1 step 8)
 
     def done(self, sim: Simulation) -> bool:
+        """Every leecher complete (and its video played), and every departure that
+        was scheduled taken: a leecher that stays (churn) seeds until it leaves."""
         return (len(self.completed) == len(self.leecher_names)
-                and all(p.done for p in self.players.values()))
+                and all(p.done for p in self.players.values())
+                and len(self.left & self.leaving) == len(self.leaving))
 
     def verified(self, host: Host) -> bool:
         peer: Peer = host.core  # type: ignore[assignment]
@@ -335,8 +428,9 @@ def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
             startup_s=app.startup.get(name),
             stalls=player.stalls if player is not None else 0,
             stall_s=player.stall_time if player is not None else 0.0,
-            stats={**peer.stats, **upload_diag(peer)} if peer is not None else {}))
-    return FlashCrowdResult(scenario.name, sim.seed, tuple(out), stats)
+            stats={**peer.stats, **upload_diag(peer)} if peer is not None else {},
+            left=app.left_at.get(name)))
+    return FlashCrowdResult(scenario.name, sim.seed, tuple(out), stats, tuple(app.availability))
 
 
 def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:

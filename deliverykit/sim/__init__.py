@@ -11,6 +11,9 @@ from deliverykit.sim.network import Fate, Link, Network, node_address
 from deliverykit.sim.pump import Application, Host, RunStats, Simulation, StuckCore
 from deliverykit.sim.scenario import (
     BottleneckSpec,
+    DistKind,
+    Distribution,
+    LinkClass,
     LinkSpec,
     LossKind,
     LossSpec,
@@ -19,10 +22,13 @@ from deliverykit.sim.scenario import (
     PairDelay,
     QueueUnit,
     Scenario,
+    assign_classes,
+    draw_stays,
 )
 from deliverykit.sim.scheduler import Scheduler, derive_seed
 
-__all__ = ["Application", "BottleneckSpec", "Fate", "Host", "Link", "LinkSpec", "LossKind",
+__all__ = ["Application", "BottleneckSpec", "DistKind", "Distribution", "Fate", "Host", "Link",
+           "LinkClass", "LinkSpec", "LossKind",
            "LossSpec", "MulticastGroupSpec", "Network", "NodeSpec", "PairDelay", "QueueUnit",
-           "RunStats", "Scenario", "Scheduler", "Simulation", "StuckCore", "derive_seed",
-           "node_address"]
+           "RunStats", "Scenario", "Scheduler", "Simulation", "StuckCore", "assign_classes",
+           "derive_seed", "draw_stays", "node_address"]

@@ -13,12 +13,17 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "BottleneckSpec",
+    "DistKind",
+    "Distribution",
+    "LinkClass",
     "LinkSpec",
     "LossKind",
     "LossSpec",
@@ -27,6 +32,8 @@ __all__ = [
     "PairDelay",
     "QueueUnit",
     "Scenario",
+    "assign_classes",
+    "draw_stays",
 ]
 
 
@@ -119,6 +126,13 @@ class NodeSpec:
     arrive: float = 0.0
     #: virtual time it leaves (None = stays)
     depart: float | None = None
+    #: seconds it stays once it has finished (a swift leecher: after completing;
+    #: churn, :func:`draw_stays`); None = the adapter's default
+    stay: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.stay is not None and not self.stay >= 0:
+            raise ValueError(f"node {self.name}: stay {self.stay} must be >= 0 (or null)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +169,95 @@ class MulticastGroupSpec:
     @property
     def addr(self) -> tuple[str, int]:
         return (self.ip, self.port)
+
+
+class DistKind(enum.Enum):
+    """A distribution of times (stays after completion, :func:`draw_stays`)."""
+
+    #: always ``a``
+    FIXED = "fixed"
+    #: exponential with mean ``a``
+    EXPONENTIAL = "exponential"
+    #: uniform on [``a``, ``b``]
+    UNIFORM = "uniform"
+    #: Pareto with minimum ``a`` and shape ``b`` (heavy tail: a few stay very long)
+    PARETO = "pareto"
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """A stated, seeded distribution of non-negative times (seconds)."""
+
+    kind: DistKind = DistKind.FIXED
+    a: float = 0.0
+    b: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.a >= 0 and self.b >= 0) or math.isinf(self.a) or math.isinf(self.b):
+            raise ValueError(f"{self.kind.value} distribution: parameters must be finite, >= 0")
+        if self.kind is DistKind.UNIFORM and self.b < self.a:
+            raise ValueError(f"uniform distribution: high {self.b} < low {self.a}")
+        if self.kind is DistKind.PARETO and (self.a <= 0 or self.b <= 0):
+            raise ValueError("Pareto distribution: minimum and shape must be positive")
+
+    def draw(self, rng: random.Random) -> float:
+        if self.kind is DistKind.FIXED:
+            return self.a
+        if self.kind is DistKind.EXPONENTIAL:
+            return rng.expovariate(1.0 / self.a) if self.a > 0 else 0.0
+        if self.kind is DistKind.UNIFORM:
+            return rng.uniform(self.a, self.b)
+        return self.a * rng.paretovariate(self.b)
+
+    @property
+    def mean(self) -> float:
+        if self.kind in (DistKind.FIXED, DistKind.EXPONENTIAL):
+            return self.a
+        if self.kind is DistKind.UNIFORM:
+            return (self.a + self.b) / 2
+        return self.a * self.b / (self.b - 1) if self.b > 1 else math.inf
+
+    def __str__(self) -> str:
+        if self.kind is DistKind.FIXED:
+            return f"fixed {self.a:g} s"
+        if self.kind is DistKind.EXPONENTIAL:
+            return f"exponential, mean {self.a:g} s"
+        if self.kind is DistKind.UNIFORM:
+            return f"uniform {self.a:g}-{self.b:g} s"
+        return f"Pareto, minimum {self.a:g} s, shape {self.b:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> Distribution:
+        """``exp:30``, ``uniform:10,60``, ``pareto:5,1.5``, ``fixed:20`` or ``20``."""
+        kind, sep, args = text.partition(":")
+        if not sep:
+            kind, args = "fixed", text
+        names = {"exp": DistKind.EXPONENTIAL, **{k.value: k for k in DistKind}}
+        try:
+            k = names[kind.strip().lower()]
+            vals = [float(x) for x in args.split(",") if x.strip()]
+        except (KeyError, ValueError):
+            raise ValueError(f"not a distribution: {text!r} (fixed:S, exp:MEAN, "
+                             f"uniform:LO,HI, pareto:MIN,SHAPE)") from None
+        want = 2 if k in (DistKind.UNIFORM, DistKind.PARETO) else 1
+        if len(vals) != want:
+            raise ValueError(f"{k.value} takes {want} parameter(s), not {text!r}")
+        return cls(k, *vals)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkClass:
+    """One class of access link in a heterogeneous population: ``share`` of the
+    nodes get ``up`` and ``down`` (:func:`assign_classes`)."""
+
+    name: str
+    share: float
+    up: LinkSpec
+    down: LinkSpec
+
+    def __post_init__(self) -> None:
+        if not self.share > 0:
+            raise ValueError(f"link class {self.name}: share {self.share} must be positive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +324,39 @@ class Scenario:
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
         return cls.from_json(Path(path).read_text())
+
+
+def draw_stays(scenario: Scenario, dist: Distribution, role: str) -> Scenario:
+    """Churn as data: every node of ``role`` gets a ``stay`` drawn from ``dist``, each
+    from its own stream (the scenario's seed and the node's name, so adding a node
+    changes no other node's draw).  The drawn times are in the scenario (JSON)."""
+    from deliverykit.sim.scheduler import derive_seed
+    nodes = tuple(
+        dataclasses.replace(n, stay=dist.draw(random.Random(
+            derive_seed(scenario.seed, f"stay/{n.name}")))) if n.role == role else n
+        for n in scenario.nodes)
+    return scenario.replace(nodes=nodes)
+
+
+def assign_classes(scenario: Scenario, classes: tuple[LinkClass, ...], role: str) -> Scenario:
+    """Heterogeneous access links as data: the nodes of ``role``, in order, get the
+    classes' links in proportion to their shares, interleaved (smooth weighted
+    round robin: every prefix of the nodes is as near the mix as it can be), and
+    the class name as their ``group``.  Deterministic: no draw."""
+    if not classes:
+        raise ValueError("assign_classes needs at least one link class")
+    total = sum(c.share for c in classes)
+    credit = [0.0] * len(classes)
+    nodes = []
+    for n in scenario.nodes:
+        if n.role == role:
+            credit = [x + c.share / total for x, c in zip(credit, classes)]
+            k = max(range(len(classes)), key=lambda i: (credit[i], -i))
+            credit[k] -= 1.0
+            c = classes[k]
+            n = dataclasses.replace(n, up=c.up, down=c.down, group=c.name)
+        nodes.append(n)
+    return scenario.replace(nodes=tuple(nodes))
 
 
 def _plain(obj: Any) -> Any:
