@@ -296,7 +296,7 @@ class RateLadder:
               f"rates unit {self.unit!r}: only {RATE_UNIT!r} (packets per second) is known")
         try:
             sched = self.rate_schedule()
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, ArithmeticError) as exc:  # 5e-324 packets/s: overflow
             _fail(f"bad rate schedule: {exc}")
         for (key, theirs), ours in zip(derived, (sched.p.w, sched.levels, sched.channels),
                                         strict=True):

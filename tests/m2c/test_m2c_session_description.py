@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from m2c.core.description import (
     DescriptionError,
@@ -104,6 +105,7 @@ def _mutated(path: str, value: object) -> str:
     ("rates.unit", "kbit/s", "rates unit 'kbit/s'"),
     ("rates.channels", 3, "rates channels 3 is not what"),
     ("rates.max_rate", 10.0, "bad rate schedule"),
+    ("rates.min_rate", 5e-324, "bad rate schedule"),  # max/min overflows: was OverflowError
     ("rates.speed", 1, "rates has unknown keys speed"),
     ("rates.unit", None, "rates unit is null"),
     ("rates.quiet", KeyError, "rates lack 'quiet'"),
@@ -132,3 +134,31 @@ def test_python_callers_get_the_same_checks():
     with pytest.raises(ValueError, match="FEC parameters of a block"):
         dataclasses.replace(sd, fec=dataclasses.replace(sd.fec, n1=2000))
     assert dataclasses.replace(sd, groups=[list(g) for g in sd.groups]).groups == sd.groups
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
+                                                                         max_size=3),
+                    max_leaves=6)
+PATHS = ["session", "toi", "size", "name", "interface", "source", "levels", "window_blocks",
+         "first_level", "groups", "fec", "rates"] + [
+    f"fec.{k}" for k in ("scheme", "symbol_size", "max_block_length", "max_n", "n1", "seed",
+                         "instance_id")] + [
+    f"rates.{k}" for k in ("schedule", "min_rate", "max_rate", "tsd", "k", "quiet", "w",
+                           "per_slot_factor", "q", "levels", "channels", "unit")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(path=st.sampled_from(PATHS), value=JSON | st.floats(1e-300, 1e300) | st.integers(-5, 300)
+       | st.sampled_from([5e-324, 1.7e308, 2**63, -(2**63)]))
+def test_any_json_in_any_field_gives_a_description_or_one_clear_error(path, value):
+    """Fuzz: a description or DescriptionError, never another exception (a traceback in
+    ``m2c receive``)."""
+    text = _mutated(path, value)
+    try:
+        sd = SessionDescription.from_json(text)
+    except DescriptionError as exc:
+        assert str(exc).startswith(("session description", "not an M2C session"))
+        assert "\n" not in str(exc)
+        return
+    assert SessionDescription.from_json(sd.to_json()) == sd
