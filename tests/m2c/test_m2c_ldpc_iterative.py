@@ -84,3 +84,13 @@ def test_iterative_only_needs_more_symbols_on_average() -> None:
     it = sum(need[Decoding.ITERATIVE]) / 3 / k
     ml = sum(need[Decoding.ML]) / 3 / k
     assert ml < it and 1.05 < it < 1.25
+
+
+def test_overhead_tool_prints_both_modes(capsys) -> None:
+    from m2c.fec import overhead
+
+    assert overhead.main(["--k", "300", "--n1", "3", "--blocks", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [x.split()[1] for x in out] == ["ml", "iterative"]
+    ml, it = (float(x.split()[3]) for x in out)
+    assert 0 <= ml < it
