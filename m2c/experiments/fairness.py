@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="m2c experiment fairness",
                                  description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 MB, 2 seeds")
-    ap.add_argument("--bottleneck", type=cliutil.positive_float, default=4e6, metavar="BPS")
+    ap.add_argument("--bottleneck", type=cliutil.positive_float, default=4e6, metavar="BPS",
+                    help="the shared link's rate, bit/s (default 4e6)")
     ap.add_argument("--size", type=cliutil.positive_int, metavar="BYTES",
                     help="each session's file (default 8000000)")
     ap.add_argument("--offset", type=cliutil.nonnegative_float, default=0.0, metavar="S",

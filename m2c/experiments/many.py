@@ -201,10 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--receivers", type=cliutil.positive_int, help="default 1000")
     ap.add_argument("--size", type=cliutil.positive_int, metavar="BYTES",
                     help="file size (default 2 MiB)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--min-mbps", type=float, default=0.5)
-    ap.add_argument("--max-mbps", type=float, default=6.0)
-    ap.add_argument("--out", type=_out_dir, metavar="DIR")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the run's seed: links, session and losses (default %(default)s)")
+    ap.add_argument("--min-mbps", type=float, default=0.5,
+                    help="slowest downlink of the log-uniform draw, Mb/s (default %(default)s)")
+    ap.add_argument("--max-mbps", type=float, default=6.0,
+                    help="fastest downlink of the log-uniform draw, Mb/s (default %(default)s)")
+    ap.add_argument("--out", type=_out_dir, metavar="DIR",
+                    help="directory for the CSVs, the CDF plot and many.json")
     ap.add_argument("--progress", action="store_true",
                     help="progress line on stderr even when it is not a terminal")
     a = ap.parse_args(argv)
