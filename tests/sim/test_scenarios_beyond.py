@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,14 @@ from swift.experiments.beyond import (
 )
 from swift.experiments.flashcrowd import configs
 from swift.experiments.swarm import Backend, run
-from swift.sim import run as sim_run
+from swift.sim import FlashCrowdResult, run as sim_run
+
+#: the Figs. 7-11 sweep's peer configurations (start-up over 8 KiB)
+SEEDER_CFG, LEECHER_CFG = configs(8 * 1024)
+
+
+def _sim(sc: Scenario) -> FlashCrowdResult:
+    return sim_run(sc, seeder_config=SEEDER_CFG, leecher_config=LEECHER_CFG)
 
 
 def _nodes(n: int) -> tuple[NodeSpec, ...]:
@@ -87,23 +95,26 @@ def test_link_classes_interleave_in_proportion() -> None:
 
 def test_churned_leechers_leave_their_stay_after_completing() -> None:
     sc = churn_scenario(5, 32 * 1024, Distribution.parse("uniform:1,4"), seed=2)
-    res = sim_run(sc, *configs(8 * 1024))
+    res = _sim(sc)
     spec = {n.name: n for n in sc.nodes}
     for x in res.leechers:
         assert x.verified and x.completion_s is not None and x.left is not None
-        assert x.left == pytest.approx(x.arrive + x.completion_s + spec[x.name].stay, abs=1e-6)
-    no_stay = sim_run(churn_scenario(5, 32 * 1024, None, seed=2), *configs(8 * 1024))
+        assert x.left == pytest.approx(x.arrive + x.completion_s + (spec[x.name].stay or 0),
+                                       abs=1e-6)
+    no_stay = _sim(churn_scenario(5, 32 * 1024, None, seed=2))
     for x in no_stay.leechers:
+        assert x.completion_s is not None
         assert x.left == pytest.approx(x.arrive + x.completion_s, abs=1e-6)
 
 
 def test_heterogeneous_access_orders_completion_by_class() -> None:
     sc = hetero_scenario(5, 64 * 1024, seed=1)
-    res = sim_run(sc, *configs(8 * 1024))
+    res = _sim(sc)
     assert res.all_verified
     by = {n.name: n.group for n in sc.nodes}
-    done = {g: [x.completion_s for x in res.leechers if by[x.name] == g] for g in
+    done = {g: [x.completion_s or 0.0 for x in res.leechers if by[x.name] == g] for g in
             ("adsl", "cable", "fibre")}
+    assert all(x.completion_s is not None for x in res.leechers)
     assert all(done.values())
     # an 8 Mb/s downlink cannot take 64 KiB as fast as a 100 Mb/s one
     assert min(done["adsl"]) > max(done["fibre"])
@@ -115,13 +126,12 @@ def test_availability_when_the_seeder_leaves() -> None:
     newcomers a tracker introduces to them complete; with the paper's discovery
     (PEX through the seeder only) the same newcomers find nobody; when nobody
     stays, the chunks are lost and later leechers are stranded."""
-    kw = dict(leechers=6, size=32 * 1024, seed=3, seeder_leaves=2.5, every=0.5, limit=20.0)
-    stay = sim_run(availability_scenario(stay=Distribution.parse("fixed:100"), **kw),
-                   *configs(8 * 1024))
-    pex_only = sim_run(availability_scenario(stay=Distribution.parse("fixed:100"), tracker=0,
-                                             **kw), *configs(8 * 1024))
-    gone = sim_run(availability_scenario(stay=Distribution.parse("fixed:0"), **kw),
-                   *configs(8 * 1024))
+    kw: dict[str, Any] = dict(leechers=6, size=32 * 1024, seed=3, seeder_leaves=2.5,
+                              every=0.5, limit=20.0)
+    stay = _sim(availability_scenario(stay=Distribution.parse("fixed:100"), **kw))
+    pex_only = _sim(availability_scenario(stay=Distribution.parse("fixed:100"), tracker=0,
+                                          **kw))
+    gone = _sim(availability_scenario(stay=Distribution.parse("fixed:0"), **kw))
     for res in (stay, pex_only, gone):
         ts = [s.t for s in res.availability]
         assert ts[0] == 0 and ts == sorted(ts) and len(ts) >= 5
@@ -169,6 +179,6 @@ def test_testbed_holds_heterogeneous_links_and_stays() -> None:
     veth (class rates), leechers seeding for their stay before they leave."""
     sc = draw_stays(hetero_scenario(3, 64 * 1024, seed=1), Distribution.parse("fixed:1"),
                     "leecher")
-    r = run(sc, Backend.NETNS, *configs(8 * 1024), prefix="swbt")
+    r = run(sc, Backend.NETNS, SEEDER_CFG, LEECHER_CFG, prefix="swbt")
     assert all(x.verified and x.completion_s is not None for x in r.leechers)
     assert r.wall_s > 1.0  # every leecher stayed 1 s after completing
