@@ -173,8 +173,10 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
     bar = _Progress(len(points) * len(seeds), progress)
     try:
         futures = {}
-        for p in points:
-            for s in seeds:
+        # seed-major: a sweep cut short (stopped, or a cluster's wall time) has
+        # every point at the first seeds rather than the first points at every seed
+        for s in seeds:
+            for p in points:
                 f = client.submit(_call, fn, p, s, pure=False)
                 futures[f] = (p, s)
         with open(part, "w", newline="") as fh:

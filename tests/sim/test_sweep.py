@@ -146,3 +146,15 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_one_worker_runs_seed_major(tmp_path) -> None:
+    """Tasks go out seed by seed: a sweep cut short has every point at its first seeds
+    (the CSV's row order is the order tasks finished on the one worker)."""
+    out = tmp_path / "order.csv"
+    pts = [{"leechers": 1, "size_kib": 4}, {"leechers": 2, "size_kib": 4},
+           {"leechers": 3, "size_kib": 4}]
+    run_sweep(sweep_task, pts, [0, 1], out, workers=1, progress=False)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["seed"] for r in rows] == ["0", "0", "0", "1", "1", "1"]
+    assert [r["leechers"] for r in rows] == ["1", "2", "3"] * 2
