@@ -73,14 +73,12 @@ PEX_ANSWER_WINDOW = 5.0
 #: profile "auto": seconds from our first (RFC 7574) handshake to the one in
 #: the libswift dialect, which libswift answers (it drops the first unanswered)
 AUTO_SECOND_TRY = 0.5
-#: push mode: chunks queued ahead per channel (the rest follow as they leave)
-PUSH_AHEAD = 64
 
 _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 
 
-class Peer(RequestPlanner, UploadScheduler, DataReceiver):
+class Peer(RequestPlanner, DataReceiver):
     """One swarm's protocol engine; see the module docstring."""
 
     def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
@@ -140,10 +138,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         #: eq. 1 values of the last ranking, (R_i, channel): a change of x
         #: re-applies eq. 2 at once
         self._ranked: list[tuple[float, int]] = []
-        #: push mode (``PeerConfig.push``): channel -> next chunk to queue
-        #: for it (we push), and channel -> when its last unasked DATA came
-        #: (it pushes to us)
-        self._push_pos: dict[int, int] = {}
+        #: push mode (``PeerConfig.push``): channel -> when its last unasked
+        #: DATA came (it pushes to us)
         self._pushed_at: dict[int, float] = {}
         #: requests.py's memo of "nothing to pick" per channel
         self._nothing_to_pick: dict[int, tuple[int, int, int, int]] = {}
@@ -161,8 +157,6 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         #: "stale", "timeout", "endgame", "deadline"; bounded): a copy that
         #: still arrives counts as ``stats["dup_<why>"]``
         self.moved: dict[int, str] = {}
-        self.tokens = 0.0
-        self.last_tokens = None  # type: float | None
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
         #: the download's hint names it, the CLI restarts with it
@@ -179,6 +173,11 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         #: address -> membership certificate that passed the check or that we
         #: issued (bounded, purged on close, expires with the certificate)
         self.certs = CertCache(256)
+        #: the sender: WFQ, LEDBAT windows, pacing, loss repair, upload cap
+        self.upload = UploadScheduler(cfg, content, self.channels, self.stats, self.ctx,
+                                      self._wire_spec, self._munro_push)
+        #: set by get_timer when the wake-up it returned is a pacing one only
+        self._pace_wake = False
 
     # -- public API -----------------------------------------------------------------
 
@@ -234,6 +233,20 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
     def established(self) -> list[Channel]:
         return [c for c in self.channels.values() if c.state is _EST]
 
+    # -- the components' state under the names it had on the Peer ------------------
+
+    @property
+    def FAST_UPLOAD(self) -> bool:  # noqa: N802  (the class constant it was)
+        """The sender serves a lone channel without a WFQ pick per DATA."""
+        return self.upload.FAST_UPLOAD
+
+    @FAST_UPLOAD.setter
+    def FAST_UPLOAD(self, on: bool) -> None:  # noqa: N802
+        self.upload.FAST_UPLOAD = on
+
+    def _data_dgram(self, ch: Channel, i: int, now: float, ts: bytes | None = None) -> bytes:
+        return self.upload._data_dgram(ch, i, now, ts)
+
     # -- channel management -----------------------------------------------------------
 
     def _new_channel(self, addr: Any, initiator: bool, now: float) -> Channel:
@@ -271,7 +284,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
         self.dialects.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
         self.fast.discard(ch.local_id)
-        self._push_pos.pop(ch.local_id, None)
+        self.upload.forget(ch)
         self._pushed_at.pop(ch.local_id, None)
         self._nothing_to_pick.pop(ch.local_id, None)
         self.certs.pop(ch.addr)
@@ -553,13 +566,13 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             elif t == 2:  # ACK
                 lo, hi = to_chunks(s, e)
                 self._peer_has(ch, lo, min(hi, limit))
-                self._on_ack(ch, lo, hi, x, now)
+                self.upload.on_ack(ch, lo, hi, x, now)
             elif t == 3:  # HAVE
                 lo, hi = to_chunks(s, e)
                 self._peer_has(ch, lo, hi if self.live else min(hi, limit))
                 ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
                 if ch.data_out:  # delivered even if its ACK was lost
-                    self._delivered_by_have(ch, lo, hi, now)
+                    self.upload.delivered_by_have(ch, lo, hi, now)
             elif t == MsgType.SIGNED_INTEGRITY:
                 lo, hi = to_chunks(s, e)
                 w = hi - lo
@@ -802,7 +815,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                     ch.cancels.clear()
                 msgs += self._request_msgs(ch, now)
                 if cfg.push and self._complete_reported and not live:
-                    self._push_fill(ch)
+                    self.upload.push_fill(ch)
                 if ch.pex_requested:
                     msgs += self._pex_msgs(ch, now)
                 if (cfg.pex_connect and not self._complete_reported
@@ -819,32 +832,8 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                     out.append((d, ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1
-        out += self._upload_data(now, budget)
+        out += self.upload.upload_data(now, budget)
         return out
-
-    def _push_fill(self, ch: Channel) -> None:
-        """Push mode: queue the next chunks ``ch``'s peer lacks as if it had
-        asked for them (RFC 7574 3.7), ``PUSH_AHEAD`` at a time, so WFQ,
-        LEDBAT, pacing and the upload cap schedule them as requested DATA.
-        Each chunk is queued once; what is lost on the way is sent again
-        by the sender's loss repair or asked for by the peer (pull)."""
-        n = self.content.n_chunks
-        pos = self._push_pos.get(ch.local_id, 0)
-        if n is None or pos >= n or ch.choking:
-            return
-        room = PUSH_AHEAD - len(ch.upload)
-        ph = ch.peer_have
-        while room > 0 and pos < n:
-            a = ph.find_empty(pos, n)
-            if a is None:
-                pos = n
-                break
-            b = ph.find_filled(a, n)
-            b = min(n if b is None else b, a + room)
-            ch.upload.push(a, b)
-            room -= b - a
-            pos = b
-        self._push_pos[ch.local_id] = pos
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -855,7 +844,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
             self._next_tick = now
         elif self._next_tick > now + 0.05 and any(c.data_out for c in self.channels.values()):
             self._next_tick = now + 0.05  # DATA in flight: its losses are due soon (upload.py)
-        pace = self._pace_due(now)  # DATA held back by pacing (upload.py)
+        pace = self.upload.pace_due(now)  # DATA held back by pacing (upload.py)
         self._pace_wake = pace is not None and pace < self._next_tick
         return pace if pace is not None and self._pace_wake else self._next_tick
 
@@ -931,7 +920,7 @@ class Peer(RequestPlanner, UploadScheduler, DataReceiver):
                 self._note_moved(ch.requests, "timeout")
                 self._release_requests(ch, lost=True)
                 ch.last_progress = now
-            self._sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
+            self.upload.sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
         if not self.buffering and self.picker.windows is not None:
             self._deadlines(now)
         if now >= self.next_rank:

@@ -6,8 +6,10 @@ picks the next channel by WFQ with weight = outstanding requests (paper
 III-B), honours the channel's LEDBAT window (RFC 6817 2.4.2) and the
 optional token-bucket upload cap, builds each DATA datagram with the
 INTEGRITY / SIGNED_INTEGRITY it needs ahead of it (RFC 7574 5.3, 6.1), and
-feeds ACKs, HAVEs and timeouts back into LEDBAT.  A mixin: it reads and
-updates the Peer's state.
+feeds ACKs, HAVEs and timeouts back into LEDBAT.  It owns the upload cap's
+token bucket and push mode's position per channel; the per-channel sender
+state (queue, DATA in flight, RACK, pacing, LEDBAT) lives on each
+:class:`~swift.core.channel.Channel`, which the Peer owns and hands in.
 
 Pacing: a channel's DATA leaves at most ``PACE_BURST`` bytes back to back,
 then at ``cwnd / srtt`` (LEDBAT's window spread over one RTT, as libswift
@@ -25,16 +27,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
-from swift.core.config import MTU_PAYLOAD
+from swift.core.config import MTU_PAYLOAD, PeerConfig
+from swift.core.content import Content
+from swift.core.live import LiveContent
 from swift.wire import codec as C
-
-if TYPE_CHECKING:
-    from swift.core.config import PeerConfig
-    from swift.core.content import Content
 
 _PACK_Q = struct.Struct(">Q").pack
 
@@ -43,31 +43,83 @@ PACE_BURST = 65536
 #: RACK's reordering window grows to at most this many quarter RTTs: libswift
 #: announces the DATA it did not acknowledge up to several RTTs later
 REO_MULT_MAX = 64
+#: push mode: chunks queued ahead per channel (the rest follow as they leave)
+PUSH_AHEAD = 64
+
+
+
+class WireSpec(Protocol):
+    """On-the-wire chunk specification of ``[lo, hi)`` (``clip``: a byte
+    range ends at the content size): ``ChunkSpecs.wire``."""
+
+    def __call__(self, lo: int, hi: int, clip: bool = False) -> bytes: ...
+
+
+#: live tune-in: the signed munro messages a datagram to a channel carries
+#: (``TuneIn.munro_push``)
+MunroPush = Callable[[Channel, float], list[Any]]
 
 _EST = ChannelState.EST
 
 
 class UploadScheduler:
-    """Sender-side scheduling and congestion accounting (mixin for Peer)."""
+    """What DATA to send whom: WFQ, LEDBAT windows, pacing, loss repair, the
+    upload cap (the Peer's one sender)."""
 
-    #: set by get_timer when the wake-up it returned is a pacing one only
-    _pace_wake = False
-    #: serve a lone channel without a WFQ pick per DATA (_upload_data)
+    #: serve a lone channel without a WFQ pick per DATA (upload_data)
     FAST_UPLOAD = True
 
-    if TYPE_CHECKING:  # the Peer's state this mixin reads and updates
-        config: PeerConfig
-        content: Content
-        channels: dict[int, Channel]
-        stats: dict[str, int]
-        live: bool
-        ctx: C.WireContext
-        tokens: float
-        last_tokens: float | None
-        _wire_spec: Callable[..., bytes]
-        _munro_push: Callable[..., list[Any]]
+    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+                 channels: dict[int, Channel], stats: dict[str, int], ctx: C.WireContext,
+                 wire_spec: WireSpec, munro_push: MunroPush) -> None:
+        self.config = config
+        self.content = content
+        #: the content as its live or static type (exactly one is not None)
+        self.live_content = content if isinstance(content, LiveContent) else None
+        self.static_content = content if isinstance(content, Content) else None
+        self.live = self.live_content is not None
+        #: the Peer's channels (owned there; read and served here)
+        self.channels = channels
+        #: the Peer's counters (owned there; this adds to them)
+        self.stats = stats
+        self.ctx = ctx
+        self._wire_spec = wire_spec
+        self._munro_push = munro_push
+        #: the upload cap's token bucket (``PeerConfig.upload_rate``)
+        self.tokens = 0.0
+        self.last_tokens: float | None = None
+        #: push mode (``PeerConfig.push``): channel -> next chunk to queue for it
+        self.push_pos: dict[int, int] = {}
 
-    def _on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
+    def forget(self, ch: Channel) -> None:
+        """``ch`` closed: drop what this holds for it."""
+        self.push_pos.pop(ch.local_id, None)
+
+    def push_fill(self, ch: Channel) -> None:
+        """Push mode: queue the next chunks ``ch``'s peer lacks as if it had
+        asked for them (RFC 7574 3.7), ``PUSH_AHEAD`` at a time, so WFQ,
+        LEDBAT, pacing and the upload cap schedule them as requested DATA.
+        Each chunk is queued once; what is lost on the way is sent again
+        by the sender's loss repair or asked for by the peer (pull)."""
+        n = self.content.n_chunks
+        pos = self.push_pos.get(ch.local_id, 0)
+        if n is None or pos >= n or ch.choking:
+            return
+        room = PUSH_AHEAD - len(ch.upload)
+        ph = ch.peer_have
+        while room > 0 and pos < n:
+            a = ph.find_empty(pos, n)
+            if a is None:
+                pos = n
+                break
+            b = ph.find_filled(a, n)
+            b = min(n if b is None else b, a + room)
+            ch.upload.push(a, b)
+            room -= b - a
+            pos = b
+        self.push_pos[ch.local_id] = pos
+
+    def on_ack(self, ch: Channel, lo: int, hi: int, delay_us: int, now: float) -> None:
         """ACK (8.7): retire acknowledged DATA, one LEDBAT delay sample."""
         if delay_us >= 1 << 63:
             delay_us -= 1 << 64  # libswift clocks may run behind: signed sample
@@ -94,7 +146,7 @@ class UploadScheduler:
         if acked:
             ch.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
 
-    def _delivered_by_have(self, ch: Channel, lo: int, hi: int, now: float) -> None:
+    def delivered_by_have(self, ch: Channel, lo: int, hi: int, now: float) -> None:
         """A HAVE covering DATA whose ACK was lost retires it without a delay
         sample: DATA sent before the newest DATA acknowledged (its ACK came,
         this one's did not), or older than a congestion timeout.
@@ -147,7 +199,7 @@ class UploadScheduler:
             ch.reo_clean = 0
             self.stats["spurious"] = self.stats.get("spurious", 0) + spurious
 
-    def _sender_timeouts(self, ch: Channel, now: float) -> None:
+    def sender_timeouts(self, ch: Channel, now: float) -> None:
         """DATA never acknowledged counts as lost; LEDBAT congestion timeout.
         Not sent again: a peer that acknowledged nothing for this long may
         not want it (a live viewer discards stale chunks unacknowledged);
@@ -278,12 +330,12 @@ class UploadScheduler:
             ch.resent += len(again)
             self.stats["resent"] = self.stats.get("resent", 0) + len(again)
 
-    def _pace_due(self, now: float) -> float | None:
+    def pace_due(self, now: float) -> float | None:
         """The earliest time pacing lets a channel with queued requests and
         window room send again, or RACK's reordering timer finds DATA lost
         (RFC 8985 6.2 step 5: without it a loss in a window sent as one
         burst waited for the next window's ACKs, a second RTT); None:
-        neither is pending.  A wake-up at this time runs ``_upload_data``
+        neither is pending.  A wake-up at this time runs ``upload_data``
         only (Peer.get_timer / handle_timer)."""
         due = None
         need = self.config.chunk_size
@@ -323,19 +375,19 @@ class UploadScheduler:
         parts = [ch.remote_id.to_bytes(4, "big")]
         if ts is None:
             ts = _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
-        if self.FAST_UPLOAD and not self.live and ch.peer_any:
+        static = self.static_content
+        if self.FAST_UPLOAD and static is not None and ch.peer_any:
             # static content, a peer that announced something (the usual
             # DATA): what Content.integrity_for does for a warm peer, without
             # its per-chunk view object and item tuples
             known = ch.peer_have if ch.sent.has(i) else ch.known
-            for b, h in self.content.tree.uncles(i, known):
+            for b, h in static.tree.uncles(i, known):
                 lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
                 lo = (b >> (lay + 1)) << lay
                 parts.append(b"\x04" + spec(lo, lo + (1 << lay)) + h)  # INTEGRITY (8.8)
-            content = self.content
-            cs = content.chunk_size
-            payload = (content.storage.read(i * cs, cs) if i + 1 < (content.n_chunks or 0)
-                       else content.chunk_bytes(i))  # the last chunk may be short
+            cs = static.chunk_size
+            payload = (static.storage.read(i * cs, cs) if i + 1 < (static.n_chunks or 0)
+                       else static.chunk_bytes(i))  # the last chunk may be short
             parts.append(b"\x01" + spec(i, i + 1, True) + ts + payload)
             return b"".join(parts)
         cold = not ch.peer_any and ch.peer_have.find_filled(0) is None
@@ -350,14 +402,14 @@ class UploadScheduler:
                 parts.append(b"\x07" + spec(lo, lo + (1 << lay)) + item[2].to_bytes(8, "big")
                              + item[3])
         parts.append(b"\x01" + spec(i, i + 1, True) + ts + self.content.chunk_bytes(i))
-        if self.live and not ch.munro_done:
+        lc = self.live_content
+        if lc is not None and not ch.munro_done:
             # live tune-in (6.1.2.4): the rightmost signed munro rides in
             # DATA datagrams too, unless it is this chunk's own munro (then
             # already in ``items``) or would make a datagram that fits one
             # Ethernet frame stop fitting (then control datagrams carry it)
             push = self._munro_push(ch, now)
-            live: Any = self.content  # LiveContent
-            m = live.rightmost_munro() if push else None
+            m = lc.rightmost_munro() if push else None
             if push and not any(x[0] == "s" and x[1] == m for x in items):
                 extra = b"".join(C.encode_message(self.ctx, x) for x in push)
                 rest = sum(map(len, parts))
@@ -380,7 +432,7 @@ class UploadScheduler:
                 best, best_v = ch, v
         return best
 
-    def _upload_data(self, now: float, budget: int) -> list[tuple[bytes, Any]]:
+    def upload_data(self, now: float, budget: int) -> list[tuple[bytes, Any]]:
         """Up to ``budget`` DATA datagrams that WFQ, LEDBAT and the upload cap allow now.
 
         With one channel (a seeder serving one leecher, the libswift case)
