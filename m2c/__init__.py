@@ -7,8 +7,9 @@ first use.
 - ``m2c.fec``: LDPC-Staircase (RFC 5170, bit-exact), Reed-Solomon (zfec),
   FEC Payload IDs and block partitioning (RFC 5052).
 - File transfer (docs/m2c.md, "Python API"): ``make_session`` (a
-  ``SessionDescription``; rates in packets per second), ``MulticastSender``,
-  ``MulticastReceiver``; ``make_schedule`` builds a rate schedule (``wave``,
+  ``SessionDescription`` of ``FecParams`` and a ``RateLadder``; rates in packets
+  per second), ``MulticastSender.send`` (a ``SendResult``),
+  ``MulticastReceiver.receive`` (a ``ReceiveResult``); ``make_schedule`` builds a rate schedule (``wave``,
   ``step``); ``Sequencer`` / ``SequencerReceiver`` are the paper's section 5 API.
 """
 
@@ -21,7 +22,12 @@ _LAZY = {
     "make_session": "m2c.aio.driver",
     "MulticastSender": "m2c.aio.driver",
     "MulticastReceiver": "m2c.aio.driver",
-    "SessionDescription": "m2c.core.filetx",
+    "SessionDescription": "m2c.core.description",
+    "FecParams": "m2c.core.description",
+    "FecScheme": "m2c.core.description",
+    "RateLadder": "m2c.core.description",
+    "SendResult": "m2c.aio.driver",
+    "ReceiveResult": "m2c.aio.driver",
     "make_schedule": "m2c.core.groups",
     "SCHEDULES": "m2c.core.groups",
     "Sequencer": "m2c.core.sequencer",

@@ -247,18 +247,18 @@ async def test_the_socket_drivers_pump_the_same_cores(tmp_path):
     rx = MulticastReceiver(sd, str(tmp_path / "out"))
     assert isinstance(snd.core, SenderCore) and isinstance(rx.core, ReceiverCore)
     stop = asyncio.Event()
-    task = asyncio.create_task(snd.run(duration=30, stop=stop))
+    task = asyncio.create_task(snd.send(duration=30, stop=stop))
     try:
-        res = await rx.run(timeout=25)
+        res = await rx.receive(timeout=25)
     finally:
         stop.set()
         sent = await task
-    assert res["ok"], res["end"]
+    assert res.ok, res.end
     assert (tmp_path / "out").read_bytes() == src.read_bytes()
     assert isinstance(rx._driver, CoreDriver) and rx._driver.stats["timers"] > 0
     assert rx._driver.stats["core_errors"] == 0
-    assert res["joins"] == rx.core.joins >= 2 and res["trace"] == list(rx.core.trace)
-    assert sent["packets"] == snd.core.sent + 3  # and the 3 close-session packets
+    assert res.joins == rx.core.joins >= 2 and res.trace == list(rx.core.trace)
+    assert sent.packets == snd.core.sent + 3  # and the 3 close-session packets
 
 
 def test_stream_cores_carry_buffers_without_sockets():

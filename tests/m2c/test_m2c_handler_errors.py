@@ -31,11 +31,11 @@ async def test_a_failing_batch_is_counted_not_silent(tmp_path):
                       port=30000 + 100 * secrets.randbelow(300), min_rate=30.0,
                       max_rate=3000.0, tsd=0.5, k=2)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, str(src)).run(duration=30, stop=stop))
+    snd = asyncio.create_task(MulticastSender(sd, str(src)).send(duration=30, stop=stop))
     try:
-        res = await FailsOnce(sd, str(tmp_path / "out")).run(timeout=25)
+        res = await FailsOnce(sd, str(tmp_path / "out")).receive(timeout=25)
     finally:
         stop.set()
         await snd
-    assert res["ok"], res["end"]  # the carousel brings the lost symbols again
-    assert res["handler_errors"] == 1
+    assert res.ok, res.end  # the carousel brings the lost symbols again
+    assert res.handler_errors == 1

@@ -28,8 +28,8 @@ async def transfer(path, d, fec="ldpc", controllers=("m2c", "webrc"), inject=Non
     sd = make_session(path, group=group, port=port, min_rate=30.0, max_rate=3000.0, tsd=0.5,
                       k=2, fec=fec, **kw)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, path).run(duration=25, stop=stop))
-    tasks = [MulticastReceiver(sd, os.path.join(d, f"out{i}"), controller=c).run(timeout=20)
+    snd = asyncio.create_task(MulticastSender(sd, path).send(duration=25, stop=stop))
+    tasks = [MulticastReceiver(sd, os.path.join(d, f"out{i}"), controller=c).receive(timeout=20)
              for i, c in enumerate(controllers)]
     if inject is not None:
         tasks.append(inject(sd))
@@ -50,19 +50,19 @@ async def test_two_receivers_ldpc(tmp_path):
     sd, res, sent = await transfer(src, str(tmp_path))
     data = open(src, "rb").read()
     for i, r in enumerate(res):
-        assert r["ok"] and r["complete"]
+        assert r.ok and r.complete
         assert (tmp_path / f"out{i}").read_bytes() == data
-        m = r["metrics"]
+        m = r.metrics
         assert m.time > 0 and m.gput > 0 and m.sym >= 0 and m.dup >= 0
         assert m.net > m.head > 0
-        assert r["joins"] > 3 and r["leaves"] == r["joins"]  # every group left at the end
-    assert sent["packets"] > 0
+        assert r.joins > 3 and r.leaves == r.joins  # every group left at the end
+    assert sent.packets > 0
 
 
 async def test_reed_solomon_small_blocks(tmp_path):
     src = make_file(tmp_path, 300_001)
     sd, res, _ = await transfer(src, str(tmp_path), fec="rs", controllers=("m2c",))
-    assert res[0]["ok"]
+    assert res[0].ok
     assert sd.fec.scheme is FecScheme.RS and sd.partition().blocks > 1
     assert (tmp_path / "out0").read_bytes() == open(src, "rb").read()
 
@@ -91,8 +91,8 @@ async def test_foreign_and_corrupt_packets_are_rejected(tmp_path):
 
     sd, res, _ = await transfer(src, str(tmp_path), controllers=("m2c",), inject=inject)
     r = res[0]
-    assert r["ok"]
-    assert r["rejected"] >= 30  # foreign session, bad CRC, garbage: never decoded
+    assert r.ok
+    assert r.rejected >= 30  # foreign session, bad CRC, garbage: never decoded
     assert (tmp_path / "out0").read_bytes() == open(src, "rb").read()
 
 
@@ -167,11 +167,11 @@ async def test_tiny_file_no_false_losses(tmp_path):
     so the receivers' PSN accounting sees no loss."""
     src = make_file(tmp_path, 3000)
     sd, res, _ = await transfer(src, str(tmp_path), controllers=("m2c",))
-    assert res[0]["ok"] and res[0]["metrics"].loss == 0.0
+    assert res[0].ok and res[0].metrics.loss == 0.0
     empty = tmp_path / "empty.bin"
     empty.write_bytes(b"")
     sd, res, _ = await transfer(str(empty), str(tmp_path), controllers=("m2c",))
-    assert res[0]["ok"]
+    assert res[0].ok
 
 
 async def test_sequencer_api_over_multicast_receivers_get_prefixes():

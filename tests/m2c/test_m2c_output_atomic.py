@@ -32,10 +32,10 @@ def leftovers(tmp_path):
 
 async def receive(sd, src, out, with_sender=True, timeout=15.0):
     stop = asyncio.Event()
-    snd = (asyncio.create_task(MulticastSender(sd, src).run(duration=timeout + 5, stop=stop))
+    snd = (asyncio.create_task(MulticastSender(sd, src).send(duration=timeout + 5, stop=stop))
            if with_sender else None)
     try:
-        return await MulticastReceiver(sd, out).run(timeout=timeout)
+        return await MulticastReceiver(sd, out).receive(timeout=timeout)
     finally:
         stop.set()
         if snd is not None:
@@ -47,7 +47,7 @@ async def test_timeout_keeps_the_existing_file_and_leaves_no_temp(tmp_path):
     out = tmp_path / "out.bin"
     out.write_bytes(b"an older, good file")
     res = await receive(sd, src, str(out), with_sender=False, timeout=0.5)
-    assert not res["ok"]
+    assert not res.ok
     assert out.read_bytes() == b"an older, good file"  # was truncated and zero-filled
     assert leftovers(tmp_path) == []
 
@@ -58,7 +58,7 @@ async def test_hash_mismatch_keeps_the_existing_file_and_leaves_no_temp(tmp_path
     out = tmp_path / "out.bin"
     out.write_bytes(b"keep me")
     res = await receive(bad, src, str(out))
-    assert res["complete"] and not res["ok"]  # decoded all, but not the announced file
+    assert res.complete and not res.ok  # decoded all, but not the announced file
     assert out.read_bytes() == b"keep me"
     assert leftovers(tmp_path) == []
 
@@ -69,7 +69,7 @@ async def test_verified_file_replaces_the_output(tmp_path):
     out.write_bytes(b"old")
     os.chmod(out, 0o600)
     res = await receive(sd, src, str(out))
-    assert res["ok"]
+    assert res.ok
     assert out.read_bytes() == open(src, "rb").read()
     assert os.stat(out).st_mode & 0o777 == 0o600
     assert leftovers(tmp_path) == []

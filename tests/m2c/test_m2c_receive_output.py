@@ -16,6 +16,7 @@ Real sender and receiver processes on loopback multicast.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -192,24 +193,39 @@ def _session(tmp_path, size=2_000_000):
 
 async def test_no_packet_at_all_is_named(tmp_path):
     _, sd = _session(tmp_path)
+    res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0).receive(timeout=20)
+    assert not res.ok and res.packets == 0
+    assert "no packet of this session arrived in 1 s" in res.end
+
+async def test_run_gives_the_typed_results_as_the_dicts_older_callers_read(tmp_path):
+    """m2c/experiments (fig5, hetero) and tests/dissectors read ``run()``'s dicts until
+    they move to ``receive()`` / ``send()`` (typed: ReceiveResult, SendResult)."""
+    from m2c.aio.driver import ReceiveResult, SendResult
+    from m2c.core.filetx import Metrics
+
+    src, sd = _session(tmp_path)
     res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0).run(timeout=20)
-    assert not res["ok"] and res["packets"] == 0
-    assert "no packet of this session arrived in 1 s" in res["end"]
+    assert list(res) == [f.name for f in dataclasses.fields(ReceiveResult)]
+    assert isinstance(res["metrics"], Metrics) and not res["ok"] and "no packet" in res["end"]
+    sent = await MulticastSender(sd, src).run(duration=0.3)
+    assert list(sent) == [f.name for f in dataclasses.fields(SendResult)]
+    assert sent["packets"] > 0 and sent["closed"] is True
+
 
 async def test_timeout_names_blocks_and_packets(tmp_path):
     import asyncio
 
     src, sd = _session(tmp_path)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, src).run(duration=10, stop=stop))
+    snd = asyncio.create_task(MulticastSender(sd, src).send(duration=10, stop=stop))
     try:
-        res = await MulticastReceiver(sd, str(tmp_path / "out")).run(timeout=1.5)
+        res = await MulticastReceiver(sd, str(tmp_path / "out")).receive(timeout=1.5)
     finally:
         stop.set()
         await snd
-    assert not res["ok"] and res["packets"] > 0
-    assert "not complete after 1.5 s" in res["end"]
-    assert f"decoded from {res['packets']} packets" in res["end"]
+    assert not res.ok and res.packets > 0
+    assert "not complete after 1.5 s" in res.end
+    assert f"decoded from {res.packets} packets" in res.end
 
 def test_sha256_mismatch_verdict(sender, tmp_path):
     _, sdp = sender
@@ -280,17 +296,17 @@ async def test_a_new_session_on_the_same_groups_is_named(tmp_path):
     src, sd = _session(tmp_path)
     other = dataclasses.replace(sd, session=(sd.session + 1) & 0xFFFFFFFF)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(other, src).run(duration=10, stop=stop))
+    snd = asyncio.create_task(MulticastSender(other, src).send(duration=10, stop=stop))
     try:
-        res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.5).run(
+        res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.5).receive(
             timeout=20)
     finally:
         stop.set()
         await snd
-    assert not res["ok"] and res["packets"] == 0 and res["rejected"] > 0
-    assert "no packet of this session arrived" in res["end"]
-    assert f"{res['rejected']} datagrams of another session" in res["end"]
-    assert "--resume" in res["end"]
+    assert not res.ok and res.packets == 0 and res.rejected > 0
+    assert "no packet of this session arrived" in res.end
+    assert f"{res.rejected} datagrams of another session" in res.end
+    assert "--resume" in res.end
 
 
 @pytest.mark.slow

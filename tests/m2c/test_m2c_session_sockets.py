@@ -75,14 +75,14 @@ async def test_receiver_joins_on_its_own_interface_not_the_sdp_one(tmp_path):
     src, sd = session(tmp_path, size=20_000)
     remote = dataclasses.replace(sd, interface="192.0.2.10", source="")
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, src).run(duration=20, stop=stop))
+    snd = asyncio.create_task(MulticastSender(sd, src).send(duration=20, stop=stop))
     try:
         res = await MulticastReceiver(remote, str(tmp_path / "out"),
-                                      interface="127.0.0.1").run(timeout=15)
+                                      interface="127.0.0.1").receive(timeout=15)
     finally:
         stop.set()
         await snd
-    assert res["ok"]
+    assert res.ok
     assert (tmp_path / "out").read_bytes() == open(src, "rb").read()
 
 
@@ -92,13 +92,13 @@ async def test_datagrams_from_another_source_are_dropped(tmp_path):
     src, sd = session(tmp_path, size=20_000, min_rate=50.0, max_rate=400.0)
     assert sd.source == "127.0.0.1"
     rx = MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=30, slot_timeout=30)
-    task = asyncio.create_task(rx.run(timeout=2.5))
+    task = asyncio.create_task(rx.receive(timeout=2.5))
     await asyncio.sleep(0.2)
     sent = await forge_sender(sd, src, "127.0.0.9", task)
     res = await task
-    assert sent > 50 and not res["ok"] and not res["complete"]
-    assert res["foreign_source"] > 50
-    assert res["metrics"].raw["packets"] == 0 and rx.cc.loss.received == 0
+    assert sent > 50 and not res.ok and not res.complete
+    assert res.foreign_source > 50
+    assert res.metrics.raw["packets"] == 0 and rx.cc.loss.received == 0
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
@@ -107,19 +107,19 @@ async def test_sdp_without_source_accepts_any_sender_as_before(tmp_path):
     src, sd = session(tmp_path, size=20_000, min_rate=50.0, max_rate=400.0)
     old = dataclasses.replace(sd, source="")
     rx = MulticastReceiver(old, str(tmp_path / "out"))
-    task = asyncio.create_task(rx.run(timeout=15))
+    task = asyncio.create_task(rx.receive(timeout=15))
     await asyncio.sleep(0.2)
     await forge_sender(sd, src, "127.0.0.9", task)
     res = await task
-    assert res["ok"] and res["foreign_source"] == 0
+    assert res.ok and res.foreign_source == 0
 
 
 async def test_legitimate_sender_wins_over_a_spoofer(tmp_path):
     src, sd = session(tmp_path, size=100_000)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, src).run(duration=20, stop=stop))
+    snd = asyncio.create_task(MulticastSender(sd, src).send(duration=20, stop=stop))
     rx = MulticastReceiver(sd, str(tmp_path / "out"))
-    task = asyncio.create_task(rx.run(timeout=15))
+    task = asyncio.create_task(rx.receive(timeout=15))
     await asyncio.sleep(0.1)
 
     def corrupt(pkt):  # the right blocks with wrong data: fatal if decoded
@@ -134,7 +134,7 @@ async def test_legitimate_sender_wins_over_a_spoofer(tmp_path):
         stop.set()
         await snd
         await spoof
-    assert res["ok"] and res["foreign_source"] > 0
+    assert res.ok and res.foreign_source > 0
     assert (tmp_path / "out").read_bytes() == open(src, "rb").read()
 
 
@@ -145,10 +145,10 @@ async def test_no_packets_leaves_the_session(tmp_path):
     out = tmp_path / "out"
     out.write_bytes(b"older file")
     rx = MulticastReceiver(sd, str(out), idle_timeout=0.8, slot_timeout=5.0)
-    res = await asyncio.wait_for(rx.run(timeout=60), 30)
-    assert not res["ok"] and "no packet" in res["end"] and "3.2.3.8" in res["end"]
+    res = await asyncio.wait_for(rx.receive(timeout=60), 30)
+    assert not res.ok and "no packet" in res.end and "3.2.3.8" in res.end
     assert out.read_bytes() == b"older file" and leftovers(tmp_path) == []
-    assert res["leaves"] == res["joins"]
+    assert res.leaves == res.joins
 
 
 def test_default_exceptional_timeouts_are_rfc_3738s(tmp_path):
@@ -165,7 +165,7 @@ async def test_time_slot_index_that_does_not_advance_leaves_the_session(tmp_path
     index never changes: leave after the slot threshold."""
     _, sd = session(tmp_path)
     rx = MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0, slot_timeout=1.5)
-    task = asyncio.create_task(rx.run(timeout=60))
+    task = asyncio.create_task(rx.receive(timeout=60))
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
@@ -180,7 +180,7 @@ async def test_time_slot_index_that_does_not_advance_leaves_the_session(tmp_path
     finally:
         s.close()
     res = await asyncio.wait_for(task, 30)
-    assert not res["ok"] and "time slot" in res["end"]
+    assert not res.ok and "time slot" in res.end
 
 
 async def test_implausible_packets_never_reach_the_decoder(tmp_path):
@@ -190,9 +190,9 @@ async def test_implausible_packets_never_reach_the_decoder(tmp_path):
     transfer at the SHA-256 check)."""
     src, sd = session(tmp_path, size=1_000_000)
     stop = asyncio.Event()
-    snd = asyncio.create_task(MulticastSender(sd, src).run(duration=20, stop=stop))
+    snd = asyncio.create_task(MulticastSender(sd, src).send(duration=20, stop=stop))
     rx = MulticastReceiver(sd, str(tmp_path / "out"))
-    task = asyncio.create_task(rx.run(timeout=15))
+    task = asyncio.create_task(rx.receive(timeout=15))
     for _ in range(100):  # until the receiver has anchored its sender clock
         await asyncio.sleep(0.02)
         if rx.cc.offset is not None or task.done():
@@ -215,8 +215,8 @@ async def test_implausible_packets_never_reach_the_decoder(tmp_path):
     finally:
         stop.set()
         await snd
-    assert res["ok"]
-    assert res["implausible"] >= k0 // 2
+    assert res.ok
+    assert res.implausible >= k0 // 2
     assert (tmp_path / "out").read_bytes() == open(src, "rb").read()
 
 
@@ -232,7 +232,7 @@ async def test_sender_closes_the_session_with_flag_a(tmp_path):
                  socket.inet_aton(g) + socket.inet_aton("127.0.0.1"))
     r.setblocking(False)
     try:
-        await MulticastSender(sd, src).run(duration=0.5)
+        await MulticastSender(sd, src).send(duration=0.5)
         pkts = []
         while True:
             try:
@@ -254,11 +254,11 @@ async def test_receiver_fails_fast_when_the_sender_closes_the_session(tmp_path):
     src, sd = session(tmp_path, size=3_000_000, min_rate=30.0, max_rate=300.0)
     out = tmp_path / "out"
     rx = MulticastReceiver(sd, str(out))
-    task = asyncio.create_task(rx.run(timeout=60))
+    task = asyncio.create_task(rx.receive(timeout=60))
     await asyncio.sleep(0.1)
-    await MulticastSender(sd, src).run(duration=1.5)
+    await MulticastSender(sd, src).send(duration=1.5)
     res = await asyncio.wait_for(task, 20)
-    assert res["closed"] and not res["ok"] and "closed the session" in res["end"]
+    assert res.closed and not res.ok and "closed the session" in res.end
     assert not out.exists() and leftovers(tmp_path) == []
 
 
