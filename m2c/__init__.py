@@ -9,8 +9,9 @@ first use.
 - File transfer (docs/m2c.md, "Python API"): ``make_session`` (a
   ``SessionDescription`` of ``FecParams`` and a ``RateLadder``; rates in packets
   per second), ``MulticastSender.send`` (a ``SendResult``),
-  ``MulticastReceiver.receive`` (a ``ReceiveResult``); ``make_schedule`` builds a rate schedule (``wave``,
-  ``step``); ``Sequencer`` / ``SequencerReceiver`` are the paper's section 5 API.
+  ``MulticastReceiver.receive`` (a ``ReceiveResult``); ``make_schedule`` builds a
+  rate schedule (``wave``, ``step``); ``Sequencer`` / ``SequencerReceiver`` are
+  the paper's section 5 API.
 """
 
 from __future__ import annotations
