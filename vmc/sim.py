@@ -735,6 +735,8 @@ class Arm:
     that started it)."""
     incomplete: int = 0
     """Batches cut by the event bound (their figures are partial: reported, never hidden)."""
+    clock_steps: int = 0
+    """:attr:`SimResult.clock_steps` over the batches."""
 
     @property
     def latency_sum(self) -> float:
@@ -743,6 +745,7 @@ class Arm:
 
     def add(self, r: SimResult) -> None:
         self.incomplete += int(not r.complete)
+        self.clock_steps += r.clock_steps
         self.origin_bytes += int(r.stats["origin_bytes"])
         self.elapsed += r.virtual_time
         self.joins += int(r.stats["joins"])
@@ -831,6 +834,7 @@ def compare_log(
         "joins": v.joins,
         "right_bodies": min(n.right_bodies, v.right_bodies),
         "incomplete_batches": n.incomplete + v.incomplete,
+        "clock_steps": n.clock_steps + v.clock_steps,
         "cpu_s": round(cpu, 3),
     }
     if latencies:
