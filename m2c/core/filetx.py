@@ -29,7 +29,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from m2c.core.description import (
     FIRST_LEVEL,
@@ -55,7 +55,8 @@ from m2c.wire.constants import Codepoint
 # SessionDescription and its parts live in m2c.core.description; their names stay
 # importable from here (m2c.sim, m2c.experiments and older callers import them so)
 __all__ = ["SessionDescription", "FecParams", "FecScheme", "RateLadder", "Group",
-           "FileSender", "FileReceiver", "Metrics", "MetricsCounts", "SymbolProgress",
+           "FileSender", "FileReceiver", "DecodedBlock", "Metrics", "MetricsCounts",
+           "SymbolProgress",
            "IP_UDP_OVERHEAD", "RATE_UNIT", "FIRST_LEVEL", "LDPC_MAX_BLOCKS", "LDPC_MAX1_B",
            "default_fec"]
 
@@ -182,6 +183,15 @@ class FileSender:
                                      p.data, k if cp == Codepoint.SMALL_BLOCK_SYSTEMATIC else 0)))
         self.packets += len(out)
         return out
+
+
+class DecodedBlock(NamedTuple):
+    """A source block decoded: its bytes and where they go in the file."""
+
+    offset: int
+    """file offset of the block's first byte"""
+    data: bytes
+    """the block's source bytes (the last block without its padding)"""
 
 
 class MetricsCounts(TypedDict):
@@ -324,8 +334,8 @@ class FileReceiver:
             self.active[sbn] = dec
         return dec
 
-    def feed(self, pkt: AlcPacket, wire_len: int, defer: bool = False) -> list[tuple[int, bytes]]:
-        """One verified packet; returns [(file offset, bytes)] of newly decoded blocks.
+    def feed(self, pkt: AlcPacket, wire_len: int, defer: bool = False) -> list[DecodedBlock]:
+        """One verified packet; returns the newly decoded blocks (offset, bytes).
 
         With ``defer`` an elimination that falls due is only noted; :meth:`flush`
         runs it.  A driver feeds a whole recvmmsg batch, then flushes: after a stall
@@ -404,9 +414,9 @@ class FileReceiver:
         self._ml_wait[sbn] = max(1, dec.ml_deficit)
         return ok
 
-    def flush(self) -> list[tuple[int, bytes]]:
+    def flush(self) -> list[DecodedBlock]:
         """Run the eliminations :meth:`feed` deferred; returns newly decoded blocks."""
-        out: list[tuple[int, bytes]] = []
+        out: list[DecodedBlock] = []
         due, self._ml_due = self._ml_due, set()
         for sbn in sorted(due):
             dec = self.active.get(sbn)
@@ -414,7 +424,7 @@ class FileReceiver:
                 out.extend(self._finish(sbn, dec))
         return out
 
-    def _finish(self, sbn: int, dec: ldpc.LDPCDecoder | _RSCollector) -> list[tuple[int, bytes]]:
+    def _finish(self, sbn: int, dec: ldpc.LDPCDecoder | _RSCollector) -> list[DecodedBlock]:
         self.needed += dec.received
         data = dec.source_block()
         del self.active[sbn]
@@ -422,7 +432,7 @@ class FileReceiver:
         self._ml_deficit.pop(sbn, None)
         self.done.add(sbn)
         off, ln = self.pt.block_bytes(sbn)
-        return [(off, data[:ln])]
+        return [DecodedBlock(off, data[:ln])]
 
     def metrics(self, time: float, network_time: float, lost: int, received: int) -> Metrics:
         size = max(self.sd.size, 1)

@@ -31,7 +31,7 @@ from typing import Any
 
 from m2c.core.description import FecScheme, Group, RateLadder, SessionDescription, default_fec
 from m2c.core.events import Join, Leave
-from m2c.core.filetx import FileReceiver, FileSender, Metrics, SymbolProgress
+from m2c.core.filetx import DecodedBlock, FileReceiver, FileSender, Metrics, SymbolProgress
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.fec.errors import DecodeError, FECError
@@ -466,7 +466,7 @@ class ReceiverCore:
                 self.leaves += 1
             self._events.append(ev)
 
-    def _decoded(self, blocks: list[tuple[int, bytes]], now: float) -> None:
+    def _decoded(self, blocks: list[DecodedBlock], now: float) -> None:
         for off, blk in blocks:
             self._events.append(Decoded(off, blk))
             self.t_last = now

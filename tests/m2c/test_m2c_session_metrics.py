@@ -136,3 +136,24 @@ def test_new_session_fields_fuzzed(source, instance, scheme):
         return
     assert sd.source == source and scheme == "rs" and type(instance) is int
     assert instance == ZFEC_INSTANCE_ID
+
+
+@pytest.mark.parametrize("scheme", ["ldpc", "rs"])
+def test_decoded_blocks_are_typed_and_cover_the_file(scheme):
+    """FileReceiver hands out DecodedBlock(offset, data), not positional tuples."""
+    from m2c.core.filetx import DecodedBlock
+
+    data = os.urandom(2500)
+    sd = dataclasses.replace(sd_for(data, scheme),
+                             fec=default_fec(len(data), scheme, 100, max_block_length=10))
+    fr = FileReceiver(sd)
+    out = bytearray(len(data))
+    got = []
+    for pkt in packets(sd, data):
+        for blk in fr.feed(pkt, 200):
+            assert isinstance(blk, DecodedBlock)
+            out[blk.offset:blk.offset + len(blk.data)] = blk.data
+            got.append(blk.offset)
+        if fr.complete:
+            break
+    assert fr.complete and bytes(out) == data and len(got) == sd.partition().blocks > 1
