@@ -5,7 +5,10 @@ markdown table of every point beside the paper's findings.
 The sweep's CSV (:mod:`deliverykit.sweep`) holds one row per (point, seed) with
 every leecher's completion and start-up times (``completion_times``,
 ``startup_times``, space-separated); the summary CSV holds mean and 95 % CI.
-This module reads both and writes, next to them:
+This module reads both and writes, next to them (``python -m
+swift.experiments.crowd_report CSV`` redoes it from a CSV alone, also from the
+``.part`` a stopped sweep keeps: then under ``<stem>-partial``, every mean over
+the seeds that finished):
 
 - ``<stem>-cdf<N>.png``: completion and start-up CDFs at N leechers, every
   leecher of every seed pooled, one line per arrival pattern (Fig. 11 is the
@@ -17,17 +20,24 @@ This module reads both and writes, next to them:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deliverykit.sweep import SweepResult
+from deliverykit import cliutil
+from deliverykit.sweep import SweepResult, ci95
 
-__all__ = ["FINDINGS", "PointTimes", "cdf_size", "load_times", "markdown", "report"]
+__all__ = ["FINDINGS", "PointTimes", "cdf_size", "from_csv", "load_times", "main", "markdown",
+           "report"]
+
+#: the sweep CSV's point columns (the rest are metrics or provenance)
+POINT_COLS = ("arrivals", "pattern", "rate", "leechers", "size_mb", "startup_kib", "push")
 
 #: what the paper reports per figure (its values are charts; Section V-B's text)
 FINDINGS = {
@@ -195,3 +205,77 @@ def report(res: SweepResult, cdf_leechers: int | None = None) -> list[str]:
     Path(tmp).write_text(markdown(res.summary, times, n))
     os.replace(tmp, md)
     return [png, md]
+
+
+def _num(x: str) -> float | None:
+    try:
+        v = float(x)
+    except ValueError:
+        return None
+    return v if not math.isnan(v) else None
+
+
+def from_csv(path: str | Path, cdf_leechers: int | None = None) -> list[str]:
+    """Summary (mean, 95 % CI per point), plots and table from a sweep CSV alone; a
+    ``.part`` is copied to ``<stem>-partial.csv`` first.  The paths written."""
+    from swift.experiments import sweeps
+    path = Path(path)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    if path.suffix == ".part":
+        csv_path = Path(str(path.with_suffix("")).removesuffix(".csv") + "-partial.csv")
+        tmp = Path(f"{csv_path}.tmp")
+        tmp.write_bytes(path.read_bytes())
+        os.replace(tmp, csv_path)
+    else:
+        csv_path = path
+    cols = [c for c in POINT_COLS if c in rows[0]]
+    metrics = [c for c in rows[0] if c not in cols and c not in ("commit", "scenario", "seed")
+               and all(_num(r[c]) is not None or r[c] == "" for r in rows)]
+    groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[c] for c in cols), []).append(r)
+    summary = []
+    for key, rs in groups.items():
+        point: dict[str, Any] = {c: (int(v) if c == "leechers" else v) for c, v in zip(cols, key)}
+        row: dict[str, Any] = {**point, "n": len(rs)}
+        for m in metrics:
+            vals = [v for v in (_num(r[m]) for r in rs) if v is not None]
+            row[f"{m}_mean"], row[f"{m}_ci95"] = ci95(vals) if vals else (math.nan, math.nan)
+        summary.append(row)
+    stem = str(csv_path.with_suffix(""))
+    res = SweepResult(csv_path, Path(f"{stem}.summary.csv"), Path(f"{stem}.meta.json"),
+                      rows=len(rows), summary=summary)
+    tmp = Path(f"{res.summary_csv}.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, list(summary[0]))
+        w.writeheader()
+        w.writerows(summary)
+    os.replace(tmp, res.summary_csv)
+    from swift.experiments.flashcrowd import PAPER
+    series = "pattern" if "pattern" in cols else "arrivals"
+    png = sweeps.plot(res, "leechers", series,
+                      [("mean_completion_s", "mean completion (s)"),
+                       ("stdev_completion_s", "completion spread, stdev (s)"),
+                       ("mean_startup_s", "mean start-up (s)")],
+                      "Figs. 7-10 in the simulator (mean, 95 % CI over seeds)", PAPER)
+    return [str(csv_path), str(res.summary_csv), png, *report(res, cdf_leechers)]
+
+
+@cliutil.cli_main("python -m swift.experiments.crowd_report")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m swift.experiments.crowd_report",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=cliutil.existing_file,
+                    help="a flashcrowd sweep CSV (or the .part of a stopped one)")
+    ap.add_argument("--cdf-leechers", type=cliutil.positive_int, metavar="N",
+                    help="swarm size of the CDFs (default 128 if present, else the largest)")
+    a = ap.parse_args(argv)
+    print(f"files: {', '.join(from_csv(a.csv, a.cdf_leechers))}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

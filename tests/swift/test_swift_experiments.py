@@ -203,6 +203,18 @@ def test_flashcrowd_sweep_runs_both_arrival_patterns(tmp_path) -> None:
     assert "| poisson 40/s | 3 | 2 |" in md and "| flash | 2 | 2 |" in md
     assert "poisson 1/s at 3: completion quartiles" in md and "poisson 40/s / flash" in md
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.part"))
+    # a stopped sweep's .part (here: its first 7 rows) makes the same files, "-partial"
+    from swift.experiments import crowd_report
+    lines = (tmp_path / "flashcrowd-both-sweep.csv").read_text().splitlines(keepends=True)
+    (tmp_path / "cut.csv.part").write_text("".join(lines[:8]))
+    assert crowd_report.main([str(tmp_path / "cut.csv.part"), "--cdf-leechers", "2"]) == 0
+    with open(tmp_path / "cut-partial.summary.csv") as f:
+        cut = list(csv.DictReader(f))
+    assert sum(int(s["n"]) for s in cut) == 7 and "mean_completion_s_ci95" in cut[0]
+    for name in ("cut-partial.png", "cut-partial-cdf2.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert "| figure | paper | ours |" in (tmp_path / "cut-partial.md").read_text()
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_flashcrowd_both_needs_a_sweep(capsys) -> None:
