@@ -82,16 +82,16 @@ def test_real_carousel_run_matches_scapy():
                           min_rate=50.0, max_rate=400.0, tsd=0.5, k=2)
         pcap = tmp / "m2c.pcap"
         with capture(pcap, f"udp and dst net 239.194.{third}.0/24"):
-            sent = asyncio.run(MulticastSender(sd, str(src)).run(duration=1.5))
-            wait_packets(pcap, sent["packets"])
+            sent = asyncio.run(MulticastSender(sd, str(src)).send(duration=1.5))
+            wait_packets(pcap, sent.packets)
         # heuristic only (no port preference): every datagram is claimed
         # our heuristic before port-registered dissectors: the group ports are
         # random and may be one Wireshark knows (e.g. 44818)
         frames = tshark_json(pcap, LUA, "-o", "m2c.udp_ports:",
                              "-o", "udp.try_heuristic_first:TRUE", proto="alc m2c")
         caught = list(Reader(pcap))
-    assert sent["packets"] > 20
-    assert len(frames) == len(caught) == sent["packets"]
+    assert sent.packets > 20
+    assert len(frames) == len(caught) == sent.packets
     groups = set()
     for k, (fr, f) in enumerate(zip(frames, caught)):
         assert "alc" in fr, f"frame {k + 1}: the built-in ALC dissector did not run"
