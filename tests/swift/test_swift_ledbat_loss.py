@@ -195,12 +195,13 @@ def test_target_is_configurable_within_the_rfc_limit() -> None:
     assert Ledbat.LIBSWIFT_TARGET == 0.025
     ch = Channel(1, LEECH, False, 0.0, 1088, 1000, False, ledbat_target=0.025)
     assert ch.ledbat.TARGET == 0.025
-    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.100
+    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.025  # default
+    assert Ledbat(target=0.100).TARGET == 0.100
     for bad in (0.0, -0.01, 0.101):
         with pytest.raises(ValueError, match="TARGET"):
             Ledbat(target=bad)
     # 50 ms of queuing: grows at a 100 ms TARGET, shrinks at libswift's 25 ms
-    grow, shrink = Ledbat(mss=1000), Ledbat(mss=1000, target=0.025)
+    grow, shrink = Ledbat(mss=1000, target=0.100), Ledbat(mss=1000, target=0.025)
     for led in (grow, shrink):
         now = 0.0
         for k in range(60):  # a window per RTT

@@ -102,3 +102,18 @@ def test_gain_scales_with_the_base_rtt(base_rtt: float, target: float, gain: flo
     for _ in range(n):
         led.on_ack(0.001, MSS, now, rtt=base_rtt)
     assert led.cwnd - w == pytest.approx(gain * MSS * n * MSS / w, rel=0.1)
+
+
+def test_a_burst_of_losses_in_one_rtt_is_one_loss_event() -> None:
+    """``losses`` counts DATA found lost, ``loss_events`` the halvings (at most one per
+    RTT, RFC 6817 2.4.2): one drop at the bottleneck can cost a window of DATA at the
+    receiver (siblings unverifiable without the hashes it carried, docs/ledbat.md), and
+    the window reacts once."""
+    led, now = _grown()
+    w = led.cwnd
+    for k in range(10):
+        led.on_loss(MSS, now + k * RTT / 20)
+    assert led.losses == 10 and led.loss_events == 1
+    assert led.cwnd == pytest.approx(w / 2)
+    led.on_loss(MSS, now + 2 * RTT)
+    assert led.loss_events == 2
