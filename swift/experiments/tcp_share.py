@@ -184,14 +184,17 @@ class LedbatSample:
     t: float
     cwnd: float
     flightsize: int
-    #: MIN(base_delays) and FILTER(current_delays) - base (RFC 6817 2.4.2), seconds
+    #: MIN(base_delays) (-1 before the first sample) and FILTER(current_delays) - base
+    #: (RFC 6817 2.4.2), seconds
     base_delay: float
     queuing_delay: float
     srtt: float
     min_rtt: float
-    #: LEDBAT's loss and congestion-timeout counters so far
+    #: LEDBAT's counters so far: DATA found lost, congestion timeouts
     losses: int
     timeouts: int
+    #: window halvings (at most one per RTT however many DATA a loss event took)
+    loss_events: int = 0
     #: the Peer's counters: DATA acknowledged after loss repair sent it again, tail probes
     spurious: int = 0
     probes: int = 0
@@ -212,7 +215,7 @@ def ledbat_sample(peer: Any, t: float) -> LedbatSample | None:
         round(t, 3), led.cwnd, led.flightsize, base if base != float("inf") else -1.0,
         led.queuing_delay if base != float("inf") else 0.0, led.srtt or 0.0,
         led.min_rtt if led.min_rtt != float("inf") else 0.0, led.losses, led.timeouts,
-        int(peer.stats.get("spurious", 0)), int(peer.stats.get("probes", 0)))
+        led.loss_events, int(peer.stats.get("spurious", 0)), int(peer.stats.get("probes", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +442,9 @@ async def _our_seeder(path: str, cfg: Any, ready: Any, stop: Any) -> dict[str, A
                     trace.append(x)
             await asyncio.sleep(TRACE_S)
         return {"seeder_sent_data": int(node.peer.stats.get("sent_data", 0)),
-                **{f"seeder_{k}": v for k, v in diag.items()}, "seeder_trace": trace}
+                **{f"seeder_{k}": v for k, v in diag.items()},
+                "seeder_loss_events": trace[-1].loss_events if trace else 0,
+                "seeder_trace": trace}
 
 
 async def _our_leecher(root: str, seeder_ip: str, out: str, cfg: Any, start: float,
@@ -853,10 +858,11 @@ def write(out_dir: str, results: Sequence[CaseResult], params: dict[str, Any],
     trace_rows = [{"case": r.case.label, "order": r.case.order.value,
                    "queue_frames": r.case.queue_frames, "t_s": x.t,
                    "cwnd_kib": round(x.cwnd / 1024, 2), "flight_kib": round(x.flightsize / 1024, 2),
-                   "base_delay_ms": round(x.base_delay * 1000, 2),
+                   "base_delay_ms": round(x.base_delay * 1000, 2) if x.base_delay >= 0 else -1,
                    "queuing_delay_ms": round(x.queuing_delay * 1000, 2),
                    "srtt_ms": round(x.srtt * 1000, 2), "min_rtt_ms": round(x.min_rtt * 1000, 2),
-                   "losses": x.losses, "timeouts": x.timeouts, "spurious": x.spurious,
+                   "losses": x.losses, "loss_events": x.loss_events, "timeouts": x.timeouts,
+                   "spurious": x.spurious,
                    "probes": x.probes}
                   for r in results for x in r.trace]
     if trace_rows:
@@ -943,7 +949,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run(cs, backend, libswift, progress=a.progress or sys.stderr.isatty())
     from swift.core.ledbat import Ledbat
     params = {"backend": backend.value, "quick": a.quick, "rate_bps": rate,
-              "ledbat_target_s": Ledbat.TARGET,
+              "ledbat_target_s": (a.ledbat_target_ms / 1000 if a.ledbat_target_ms is not None
+                                  else Ledbat.TARGET),
               "rtt_ms": cs[0].rtt_ms if cs else None, "libswift_bin": libswift,
               "cases": [{**dataclasses.asdict(c), "order": c.order.value, "arm": c.arm.value}
                         for c in cs]}
