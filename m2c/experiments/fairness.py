@@ -3,14 +3,18 @@
 Two M2C senders, each with its own file, session (TSI) and multicast groups,
 and one receiver each; both sessions' packets cross one shared link of
 ``--bottleneck`` bit/s with a 25-packet drop-tail queue (the testbed's tbf) on
-their way to the receivers, whose own access links are unshaped.  A router
+their way to the receivers, whose own access links are unshaped. A router
 forwards a group's packet over the bottleneck once, and only while a receiver
-behind it is a member (deliverykit/sim/network.py).  Session B starts
-``--offset`` seconds after A.  Each session's throughput is counted over the
-time both run (from B's start until the first receiver has the whole file):
-its share of the two and Jain's fairness index (1 = equal shares, 0.5 = one
-session has everything), mean and 95 % CI over ``--seeds`` runs.  Same session
-parameters as Fig. 5 (256 kb/s-8 Mb/s, TSD 2 s, K = 2, 1,500-byte packets).
+behind it is a member (deliverykit/sim/network.py). Session B starts
+``--offset`` seconds after A; each session's start is also delayed by a jitter
+drawn from the seed, uniform over [0, 100] ms (without it both senders would
+run the same schedule at the same instants and the simulator's tie-break, node
+order, would put A's packet first in the queue every time). Each session's
+throughput is counted over the time both run (from B's start until the first
+receiver has the whole file): its share of the two and Jain's fairness index (1
+= equal shares, 0.5 = one session has everything), mean and 95 % CI over
+``--seeds`` runs. Same session parameters as Fig. 5 (256 kb/s-8 Mb/s, TSD 2 s,
+K = 2, 1,500-byte packets).
 
     m2c experiment fairness [--quick] [--bottleneck 4e6] [--size BYTES] [--offset S]
         [--seeds N] [--out DIR]
@@ -25,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
+import random
 import sys
 import time
 from typing import Any
@@ -54,6 +59,8 @@ BASES = ("239.196.1.1", "239.196.2.1")
 PORTS = (45000, 46000)
 OTHER = "other"
 QUEUE_PKTS = 25
+START_JITTER = 0.1
+"""seconds: each session starts up to this much late (drawn from the seed)"""
 
 
 def _groups(base: str, port: int, channels: int, join: float,
@@ -74,13 +81,15 @@ def scenario(bottleneck_bps: float = 4e6, size: int = 8_000_000, offset: float =
                           tsd=p["tsd"], k=p["k"])
     groups = [g for base, port in zip(BASES, PORTS, strict=True)
               for g in _groups(base, port, sched.channels, 0.01, 0.05)]
+    rng = random.Random(derive_seed(seed, "m2c/fairness/start"))
+    starts = [i * offset + rng.uniform(0.0, START_JITTER) for i in range(len(SESSIONS))]
     nodes = []
     for i, s in enumerate(SESSIONS):
         nodes.append(NodeSpec(f"{s}-sender", role=sim.SENDER, group="senders",
-                              up=LinkSpec(delay=delay), arrive=i * offset))
+                              up=LinkSpec(delay=delay), arrive=starts[i]))
     for i, s in enumerate(SESSIONS):
         nodes.append(NodeSpec(f"{s}-r1", role=sim.RECEIVER, group="receivers",
-                              down=LinkSpec(delay=delay), arrive=i * offset))
+                              down=LinkSpec(delay=delay), arrive=starts[i]))
     link = LinkSpec(rate=bottleneck_bps, delay=delay, queue=QUEUE_PKTS,
                     queue_unit=QueueUnit.PACKETS)
     bn = BottleneckSpec("shared", link, ("senders",), ("receivers",))
@@ -130,7 +139,7 @@ class FairnessApp:
 
     def on_start(self, host: Host) -> None:
         self._app(host.name).on_start(host)
-        if host.name == "b-r1":
+        if len(self.cores) == len(SESSIONS) and not self.marks:  # both receivers run
             self.marks.append((host.sim.now, self._bytes(host.sim.now)))
 
     def on_event(self, host: Host, event: object) -> None:

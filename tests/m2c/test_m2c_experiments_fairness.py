@@ -40,3 +40,12 @@ def test_quick_cli_writes_json(tmp_path, capsys) -> None:
     assert "jain" in capsys.readouterr().out
     data = json.load(open(tmp_path / "fairness.json"))
     assert len(data["rows"]) == 1 and "jain" in data["summary"]
+
+
+def test_sessions_start_with_a_seeded_jitter_so_their_packets_do_not_coincide() -> None:
+    a, b = (fairness.scenario(4e6, 1 << 20, offset=10.0, seed=s) for s in (0, 1))
+    starts = [[n.arrive for n in sc.nodes] for sc in (a, b)]
+    assert starts[0] != starts[1]
+    for st in starts:
+        assert st[0] != st[1] - 10.0  # the two senders' phases differ
+        assert 10.0 <= st[1] <= 10.0 + fairness.START_JITTER and st[2:] == st[:2]
