@@ -6,7 +6,8 @@ nodes by :func:`deliverykit.sim.draw_stays`, link classes assigned by
 :func:`deliverykit.sim.assign_classes`), run by our real peers in the
 simulator, and by the namespace testbed where it can hold it:
 
-- ``churn``: Poisson arrivals (1 peer/s); every leecher stays a drawn time
+- ``churn``: Poisson arrivals (1 peer/s), a 2 Mb/s seeder (slower than the
+  demand); every leecher stays a drawn time
   after completing (``--stay``, default exponential with mean 30 s, seeded per
   leecher), against the same arrivals with no stay (the paper's peers left at
   once): completion, and how much of the upload the seeder still does.
@@ -60,19 +61,26 @@ MIX = (("adsl", 0.4, 1e6, 8e6), ("cable", 0.4, 4e6, 30e6), ("fibre", 0.2, 20e6, 
 #: start-up bytes (the first 8 KiB in order), as the Figs. 7-11 sweep
 STARTUP_BYTES = 8 * 1024
 DEFAULT_STAY = "exp:30"
+#: churn and availability: the seeder's uplink
+CHURN_SEEDER_BPS = 2e6
 #: availability: present peers a tracker introduces to each newcomer
 TRACKER = 4
 
 
 def churn_scenario(leechers: int, size: int, stay: Distribution | None, seed: int = 1,
                    seeder_leaves: float | None = None, every: float = 0.0,
-                   limit: float = 600.0, tracker: int = 0) -> Scenario:
-    """Poisson arrivals at 1/s (the paper's steady state), 4 Mb/s leecher uplinks;
+                   limit: float = 600.0, tracker: int = 0,
+                   seeder_bps: float = CHURN_SEEDER_BPS) -> Scenario:
+    """Poisson arrivals at 1/s (the paper's steady state), 4 Mb/s leecher uplinks,
+    the seeder at ``seeder_bps`` (default 2 Mb/s: slower than the demand, so what
+    finished leechers upload matters; at 20 Mb/s a 1/s arrival of a few hundred
+    KiB finds the previous leecher gone);
     each leecher stays a time drawn from ``stay`` after completing (None: leaves at
     once); the seeder leaves at ``seeder_leaves`` (None: stays); availability
     sampled every ``every`` s (0: not); ``tracker``: present peers a tracker
     introduces to each newcomer (0: the seeder only, the paper's PEX set-up)."""
-    sc = swarm.crowd_scenario(leechers, size, "poisson", 4e6, STARTUP_BYTES, seed, limit)
+    sc = swarm.crowd_scenario(leechers, size, "poisson", 4e6, STARTUP_BYTES, seed, limit,
+                              seeder_bps=seeder_bps)
     if stay is not None:
         sc = draw_stays(sc, stay, LEECHER)
         sc = sc.replace(name=f"churn-{leechers}x{size}-stay-{stay}")
