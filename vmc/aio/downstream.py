@@ -21,6 +21,7 @@ from http import HTTPStatus
 import h11
 
 from vmc.aio.config import ProxyConfig, original_dst
+from vmc.aio.deadline import within
 from vmc.core.admission import INCOMPLETE, Admission, Phase
 from vmc.core.reasons import Refused
 from vmc.core.stats import Stats
@@ -207,13 +208,13 @@ class Downstream:
                             b"content-length: %d\r\nretry-after: %d\r\nconnection: close\r\n\r\n%s"
                             % (len(body), self.cfg.retry_after, body))
         try:
-            await asyncio.wait_for(client.writer.drain(), 1.0)
+            await within(client.writer.drain(), 1.0)
             if client.writer.can_write_eof():
                 client.writer.write_eof()
             loop = asyncio.get_running_loop()
             end = loop.time() + 1.0
             while loop.time() < end:
-                data: bytes = await asyncio.wait_for(client.reader.read(CHUNK), end - loop.time())
+                data: bytes = await within(client.reader.read(CHUNK), end - loop.time())
                 if not data:
                     break
         except (OSError, asyncio.TimeoutError):
@@ -239,7 +240,7 @@ class Downstream:
             if wait <= 0:
                 raise RequestTimeout(why)
             try:
-                data = await asyncio.wait_for(client.reader.read(CHUNK), wait)
+                data = await within(client.reader.read(CHUNK), wait)
             except asyncio.TimeoutError:
                 if deadline is None:
                     raise  # idle: close quietly

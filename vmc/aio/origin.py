@@ -53,6 +53,7 @@ from urllib.parse import parse_qs
 
 import h11
 
+from vmc.aio.deadline import within
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, UnsatisfiableRange
 
@@ -187,7 +188,7 @@ class Origin:
             while True:
                 ev = conn.next_event()
                 if ev is h11.NEED_DATA:
-                    data = await asyncio.wait_for(reader.read(65536), 60)
+                    data = await within(reader.read(65536), 60)
                     conn.receive_data(data)
                     continue
                 if isinstance(ev, h11.Request):
@@ -197,7 +198,7 @@ class Origin:
                     while conn.their_state is not h11.DONE:
                         ev2 = conn.next_event()
                         if ev2 is h11.NEED_DATA:
-                            conn.receive_data(await asyncio.wait_for(reader.read(65536), 60))
+                            conn.receive_data(await within(reader.read(65536), 60))
                         elif isinstance(ev2, (h11.ConnectionClosed,)):
                             break
                     if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
@@ -208,7 +209,7 @@ class Origin:
             self.stats.bad_requests += 1
             with contextlib.suppress(h11.ProtocolError, OSError, asyncio.TimeoutError):
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await asyncio.wait_for(self._answer(conn, writer, exc.error_status_hint or 400,
+                    await within(self._answer(conn, writer, exc.error_status_hint or 400,
                                                         f"malformed request: {exc}", close=True), 10)
         except (h11.ProtocolError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
             pass

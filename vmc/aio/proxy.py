@@ -49,6 +49,7 @@ import h11
 
 from vmc.aio import upstream as up
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
+from vmc.aio.deadline import within
 from vmc.aio.downstream import CHUNK, Client, ClientGone, Downstream
 from vmc.aio.session import DONE, FAILED, STREAMING, RepresentationChanged, Session
 from vmc.aio.spill import DiskStore
@@ -298,7 +299,7 @@ class Proxy(Downstream):
         pending = self.sharing.pending(key)
         if pending is not None and isinstance(pending, Session):
             try:
-                await asyncio.wait_for(pending.ready.wait(), self.cfg.join_wait)
+                await within(pending.ready.wait(), self.cfg.join_wait)
             except asyncio.TimeoutError:
                 pass
         adm = self.sharing.admit(method, headers, key, route.upstream, route.host, self.clock())

@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import h11
 
+from vmc.aio.deadline import within
+
 READ_SIZE = 65536
 #: 1xx responses accepted before the final one (an origin streaming 1xx forever is cut off).
 MAX_INTERIM = 32
@@ -230,7 +232,7 @@ class UpstreamResponse:
                 raise UpstreamError(f"upstream framing error: {exc}") from exc
             if ev is h11.NEED_DATA:
                 try:
-                    data = await asyncio.wait_for(self._reader.read(READ_SIZE), self._timeout)
+                    data = await within(self._reader.read(READ_SIZE), self._timeout)
                 except (OSError, asyncio.TimeoutError) as exc:
                     raise UpstreamError(f"upstream read failed: {exc!r}") from exc
                 self._conn.receive_data(data)
@@ -397,7 +399,7 @@ async def request(
     if slot is None:
         slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        reader, writer = await within(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
         if own:
             slot.release()
@@ -439,12 +441,12 @@ async def _exchange(
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
         writer.write(out)
-        await asyncio.wait_for(writer.drain(), timeout)
+        await within(writer.drain(), timeout)
         interim = 0
         while True:
             ev = conn.next_event()
             if ev is h11.NEED_DATA:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
+                data = await within(reader.read(READ_SIZE), timeout)
                 if not data and not received:
                     raise UpstreamClosed("upstream closed the connection without a response")
                 received += len(data)
