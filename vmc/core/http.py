@@ -21,11 +21,13 @@ clear answer, never a traceback.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 import h11
 
 from deliverykit.protocol import StreamClose, StreamWrite
+from vmc.core.errors import URIError
+from vmc.core.key import format_authority, normalise_uri, split_authority
 from vmc.core.machine import (
     Abort,
     CancelFetch,
@@ -47,6 +49,8 @@ from vmc.core.machine import (
 )
 from vmc.core.plan import VMC_HEADER
 from vmc.core.ranges import format_content_range
+from vmc.core.reasons import Refused
+from vmc.core.stats import Stats
 
 #: Bytes for a client connection (the one core protocol's stream output).
 Write = StreamWrite
@@ -78,6 +82,7 @@ _REASONS = {
     200: b"OK",
     206: b"Partial Content",
     400: b"Bad Request",
+    403: b"Forbidden",
     416: b"Range Not Satisfiable",
     502: b"Bad Gateway",
 }
@@ -92,13 +97,27 @@ class HttpSharingCore:
         cfg: MachineConfig | None = None,
         default_authority: str | None = None,
         disk: DiskStore | None = None,
+        upstreams: Iterable[str] | None = None,
     ) -> None:
+        """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
+        an origin-form Host that names one is used, else ``default_authority``); None: any
+        absolute URI, origin-form by its Host (the simulator's and the tests' use)."""
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
+        self.allowed: set[tuple[str, int]] | None = None
+        if upstreams is not None:
+            self.allowed = {split_authority(u) for u in upstreams}
+            if default_authority is not None:
+                self.allowed.add(split_authority(default_authority))
         self.conns: dict[Hashable, h11.Connection] = {}
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
+
+    @property
+    def stats(self) -> Stats:
+        """The status log and counters (the machine's)."""
+        return self.machine.stats
 
     # ------------------------------------------------------------------ client connections
     def connection_made(self, conn: Hashable, now: float) -> None:
@@ -167,13 +186,12 @@ class HttpSharingCore:
         headers = tuple((k.lower(), v) for k, v in ev.headers)
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
-        if target.lower().startswith("http://"):
-            uri = target
-        elif target.startswith("/") and (host or self.default_authority):
-            authority = host.decode("ascii", "surrogateescape") if host else self.default_authority
-            uri = f"http://{authority}{target}"
-        else:
+        uri = self._route(target, None if host is None else host.decode("ascii", "surrogateescape"))
+        if uri is Refused.BAD_TARGET:
+            self.stats.refused[uri] += 1
             return self._bad(conn)
+        if isinstance(uri, Refused):
+            return self._refuse(conn, 403, uri, now)
         length = next((v for k, v in headers if k == b"content-length"), b"0").strip()
         if length not in (b"", b"0") or any(k == b"transfer-encoding" for k, _ in headers):
             return self._bad(
@@ -183,6 +201,50 @@ class HttpSharingCore:
         self._end_of_request(c)
         self.machine.input_received(Request(conn, ev.method, uri, headers), now)
         self._pump(now)
+
+    def _route(self, target: str, host: str | None) -> str | Refused:
+        """The normalised absolute URI a request goes to, or why not (as the proxy routes)."""
+        low = target.lower()
+        try:
+            if low.startswith("https://"):
+                return Refused.UPSTREAM_NOT_ALLOWED  # never tunnelled: no TLS here
+            if low.startswith("http://"):
+                uri = normalise_uri(target)
+                authority = uri.split("://", 1)[1].split("/", 1)[0]
+                if self.allowed is not None and split_authority(authority) not in self.allowed:
+                    return Refused.UPSTREAM_NOT_ALLOWED
+                return uri
+            if not target.startswith("/"):
+                return Refused.BAD_TARGET
+            if self.allowed is None:
+                named = host or self.default_authority
+                return Refused.BAD_TARGET if named is None else normalise_uri(target, named)
+            upstream = None
+            if host:
+                try:
+                    upstream = split_authority(host)
+                except URIError:
+                    pass
+            if upstream not in self.allowed:
+                if self.default_authority is None:
+                    return Refused.UPSTREAM_NOT_ALLOWED
+                upstream = split_authority(self.default_authority)
+            return normalise_uri(target, format_authority(*upstream))
+        except URIError:
+            return Refused.BAD_TARGET
+
+    def _refuse(self, conn: Hashable, status: int, why: Refused, now: float) -> None:
+        """Answer ``status`` with the reason's name and keep the connection (as the proxy's 403)."""
+        self.stats.refused[why] += 1
+        body = f"{status} {why.value}\n".encode()
+        hdrs = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
+        c = self.conns.get(conn)
+        if c is None:
+            return
+        self._end_of_request(c)
+        self._send(conn, h11.Response(status_code=status, headers=hdrs, reason=_REASONS[status]))
+        self._send(conn, h11.Data(data=body))
+        self._finish(conn, now)
 
     def _pump(self, now: float) -> None:
         for a in self.machine.actions_to_send(now):
