@@ -38,6 +38,7 @@ import dataclasses
 import random
 import struct
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from deliverykit.errors import LocalProtocolError
@@ -51,10 +52,13 @@ from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusa
 from swift.core.content import Content
 from swift.core.ledbat import Ledbat
 from swift.core.live import LiveContent
-from swift.core.picker import Availability, fast_set, make_picker
-from swift.core.receive import DataReceiver
-from swift.core.requests import RequestPlanner
+from swift.core.merkle import MerkleTree
+from swift.core.pex import Pex
+from swift.core.picker import Availability, Picker
+from swift.core.receive import Verifier
+from swift.core.requests import RequestScheduler
 from swift.core.requests import chunk_runs as _runs
+from swift.core.tunein import TuneIn
 from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
@@ -78,7 +82,7 @@ _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 
 
-class Peer(RequestPlanner, DataReceiver):
+class Peer:
     """One swarm's protocol engine; see the module docstring."""
 
     def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
@@ -91,7 +95,6 @@ class Peer(RequestPlanner, DataReceiver):
         #: attributes one of them lacks
         self.live_content = content if isinstance(content, LiveContent) else None
         self.live = self.live_content is not None
-        self.live_start: int | None = None
         #: live: integrity method (6.1.1 Sign All or 6.1.2 Unified Merkle Tree)
         #: and signature algorithm (7.7), both fixed by the source's key
         self.live_method = IntegrityMethod.UNIFIED_MERKLE
@@ -118,34 +121,9 @@ class Peer(RequestPlanner, DataReceiver):
         self.channels: dict[int, Channel] = {}
         self.by_remote: dict[tuple[Any, int], Channel] = {}
         self.blacklist: set[Any] = set()
-        self.events: deque = deque()
+        self.events: deque[Any] = deque()
         self.availability = Availability()
-        self.inflight = Binmap()
         self._pending_close: list[tuple[bytes, Any]] = []
-        self.picker = make_picker(cfg.picker, cfg.high_window, cfg.mid_window)
-        self.playpos = 0
-        #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
-        self.buffering = True
-        self.fast: set[int] = set()
-        #: x of eq. 2 (paper III-A); grows with stalls (:meth:`note_stall`),
-        #: shrinks back with stall-free playback (:meth:`set_playpos`)
-        self.fast_factor = cfg.fast_factor
-        #: playback left its start-up buffer once: buffering again is a stall
-        self._played = False
-        #: playback position at the last change of x (stall-free playback
-        #: is counted from there)
-        self._x_mark = 0
-        #: eq. 1 values of the last ranking, (R_i, channel): a change of x
-        #: re-applies eq. 2 at once
-        self._ranked: list[tuple[float, int]] = []
-        #: push mode (``PeerConfig.push``): channel -> when its last unasked
-        #: DATA came (it pushes to us)
-        self._pushed_at: dict[int, float] = {}
-        #: requests.py's memo of "nothing to pick" per channel
-        self._nothing_to_pick: dict[int, tuple[int, int, int, int]] = {}
-        #: the latest time the driver passed in (``_no_longer_asked``)
-        self._last_now = 0.0
-        self.next_rank = 0.0
         self.have_version = 0
         #: chunks verified since the start, in order (``have_log_base`` is the
         #: global index of its first entry): each channel announces only what
@@ -153,29 +131,32 @@ class Peer(RequestPlanner, DataReceiver):
         #: which with rarest-first holes cost O(runs) per verified chunk
         self.have_log: list[int] = []
         self.have_log_base = 0
-        #: chunk -> why its request was last taken from a peer ("lost",
-        #: "stale", "timeout", "endgame", "deadline"; bounded): a copy that
-        #: still arrives counts as ``stats["dup_<why>"]``
-        self.moved: dict[int, str] = {}
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
         #: the download's hint names it, the CLI restarts with it
         self.chunk_size_seen: int | None = None
         self.stats = {"malformed": 0, "refused": 0, "unknown_channel": 0, "unsolicited": 0,
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
-        self._complete_reported = content.complete
         self._next_tick: float | None = None
         self._arrived = 0.0
         if cfg.pex_ca_key is not None and cfg.pex_ca is None:
             # our own copy: the caller's PeerConfig may be shared by other peers
             from swift.core.pexcert import ca_public_bytes
             self.config = cfg = dataclasses.replace(cfg, pex_ca=ca_public_bytes(cfg.pex_ca_key))
-        #: address -> membership certificate that passed the check or that we
-        #: issued (bounded, purged on close, expires with the certificate)
-        self.certs = CertCache(256)
+        #: what to ask whom: picker, chunks in flight, fast set, deadlines
+        self.download = RequestScheduler(cfg, content, self.channels, self.availability,
+                                         self.rng, self.stats, self._specs)
+        #: peer exchange and the membership certificates
+        self.pex = Pex(cfg, self.swarm_id, self.channels, self.stats, self.events,
+                       self.blacklist, self.connect)
+        #: live tune-in: the signed munro pushed to new channels
+        self.tunein = TuneIn(self.live_content, self.live_method, self._specs)
+        #: received DATA: verify, store, ACK, duplicates, rejected chunks
+        self.verifier = Verifier(cfg, content, self.channels, self.download, self.stats,
+                                 self.events, self.dialect, self._log_have, self._drop_corrupt)
         #: the sender: WFQ, LEDBAT windows, pacing, loss repair, upload cap
         self.upload = UploadScheduler(cfg, content, self.channels, self.stats, self.ctx,
-                                      self._wire_spec, self._munro_push)
+                                      self._wire_spec, self.tunein.munro_push)
         #: set by get_timer when the wake-up it returned is a pacing one only
         self._pace_wake = False
 
@@ -201,24 +182,7 @@ class Peer(RequestPlanner, DataReceiver):
         number of playback stalls"): buffering again after playback started
         is a stall (:meth:`note_stall`); ``fast_relax_s`` seconds of video
         played since x last changed take one step back."""
-        self.playpos = max(0, chunk)
-        if buffering is None:
-            return
-        if buffering and not self.buffering and self._played:
-            self.note_stall()
-        self.buffering = buffering
-        if buffering:
-            return
-        if not self._played:
-            self._played = True
-            self._x_mark = self.playpos
-        cfg = self.config
-        if self.fast_factor > cfg.fast_factor:
-            relax = max(1, int(cfg.fast_relax_s * cfg.bitrate / cfg.chunk_size))
-            if self.playpos - self._x_mark >= relax:
-                self.fast_factor = max(cfg.fast_factor, self.fast_factor - cfg.fast_factor_step)
-                self._x_mark = self.playpos
-                self._apply_fast_factor()
+        self.download.set_playpos(chunk, buffering)
 
     def close(self, now: float) -> list[tuple[bytes, Any]]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
@@ -246,6 +210,65 @@ class Peer(RequestPlanner, DataReceiver):
 
     def _data_dgram(self, ch: Channel, i: int, now: float, ts: bytes | None = None) -> bytes:
         return self.upload._data_dgram(ch, i, now, ts)
+
+    @property
+    def picker(self) -> Picker:
+        """The download picker (``RequestScheduler.picker``)."""
+        return self.download.picker
+
+    @property
+    def inflight(self) -> Binmap:
+        """Chunks requested and not yet here (``RequestScheduler.inflight``)."""
+        return self.download.inflight
+
+    @property
+    def moved(self) -> dict[int, str]:
+        """Why requests left a peer (``RequestScheduler.moved``)."""
+        return self.download.moved
+
+    @property
+    def playpos(self) -> int:
+        return self.download.playpos
+
+    @property
+    def buffering(self) -> bool:
+        return self.download.buffering
+
+    @property
+    def fast(self) -> set[int]:
+        """The fast set of eq. 2 (``RequestScheduler.fast``)."""
+        return self.download.fast
+
+    @property
+    def fast_factor(self) -> float:
+        """x of eq. 2 (``RequestScheduler.fast_factor``)."""
+        return self.download.fast_factor
+
+    @property
+    def live_start(self) -> int | None:
+        """Live: the tune-in point (``RequestScheduler.live_start``)."""
+        return self.download.live_start
+
+    @property
+    def certs(self) -> CertCache:
+        """Membership certificates (``Pex.certs``)."""
+        return self.pex.certs
+
+    def note_stall(self) -> None:
+        """A player stall widens the fast set (``RequestScheduler.note_stall``)."""
+        self.download.note_stall()
+
+    def _rank(self, now: float) -> None:
+        self.download.rank(now)
+
+    def _request_msgs(self, ch: Channel, now: float) -> list[C.Message]:
+        return self.download.request_msgs(ch, now)
+
+    def _pex_msgs(self, ch: Channel, now: float) -> list[C.Message]:
+        return self.pex.answer(ch, now)
+
+    def _on_cert(self, ch: Channel, der: bytes, now: float) -> None:
+        self.pex.on_cert(ch, der, now)
 
     # -- channel management -----------------------------------------------------------
 
@@ -275,21 +298,23 @@ class Peer(RequestPlanner, DataReceiver):
         if ch.state is _CLOSED:
             return
         ch.handle(ChannelEvent.CLOSE)
-        self._no_longer_asked(ch, ch.requests)
-        ch.requests.clear()
-        ch.req_seq.clear()
+        self.download.forget(ch)
         for lo, hi in ch.peer_have.ranges():
             self.availability.add_range(lo, hi, -1)
         self.channels.pop(ch.local_id, None)
         self.dialects.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
-        self.fast.discard(ch.local_id)
         self.upload.forget(ch)
-        self._pushed_at.pop(ch.local_id, None)
-        self._nothing_to_pick.pop(ch.local_id, None)
-        self.certs.pop(ch.addr)
+        self.pex.certs.pop(ch.addr)
         if notify:
             self.events.append(ev.ChannelClosed(ch.addr, ch.local_id, reason))
+
+    def _drop_corrupt(self, ch: Channel) -> None:
+        """``ch``'s peer sent ``max_bad_chunks`` chunks that failed: close the
+        channel, blacklist the address and drop the channel (12.7)."""
+        self._pending_close.append((self._close_dgram(ch), ch.addr))
+        self.blacklist.add(ch.addr)
+        self._drop(ch, "corrupt data")
 
     def _close_dgram(self, ch: Channel) -> bytes:
         return C.encode_datagram(self.ctx, ch.remote_id, [C.Handshake(0)])
@@ -423,7 +448,7 @@ class Peer(RequestPlanner, DataReceiver):
         time the datagram waited for our event loop."""
         self._arrived = (arrived if self.config.delay_from_kernel and arrived is not None
                          and 0 < arrived <= now else now)
-        self._last_now = now
+        self.download.last_now = now
         if len(data) < 4:
             self.stats["malformed"] += 1
             return
@@ -477,7 +502,8 @@ class Peer(RequestPlanner, DataReceiver):
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
         self._dispatch(ch, msgs, now)
 
-    def _check_chunk_size(self, data: bytes, msgs: list, error: str | None) -> None:
+    def _check_chunk_size(self, data: bytes, msgs: list[C.RawMessage],
+                          error: str | None) -> None:
         """Until a chunk verifies: a DATA longer than our chunk size (its tail
         then misreads as more messages) or shorter for a chunk that is not the
         last one is another swarm's chunking; remember its size (a power of
@@ -527,7 +553,8 @@ class Peer(RequestPlanner, DataReceiver):
         if a == ChunkAddressing.BYTE64:
             cs = self.config.chunk_size
             end = hi * cs
-            size = None if self.live_content is not None else self.content.tree.size  # live: unbounded
+            tree = self.content.tree
+            size = tree.size if isinstance(tree, MerkleTree) else None  # live: unbounded
             if clip and size is not None:
                 end = min(end, size)
             return [(lo * cs, end - 1)]
@@ -541,18 +568,20 @@ class Peer(RequestPlanner, DataReceiver):
         s, t = self._specs(lo, hi, clip)[0]
         return C.encode_spec(self.ctx, s, t)
 
-    def _dispatch(self, ch: Channel, msgs: list, now: float) -> None:
+    def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
         5-tuples (no message objects on the receive path), most frequent first."""
         limit = self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
+        on_data = self.verifier.on_data
+        arrived = self._arrived
         for m in msgs:
             if ch.state is _CLOSED:
                 return
             t, s, e, x, y = m
             if t == 1:  # DATA
                 lo, hi = to_chunks(s, e)
-                self._on_data(ch, lo, hi, x, y, now)
+                on_data(ch, lo, hi, x, y, now, arrived)
             elif t == 4:  # INTEGRITY
                 lo, hi = to_chunks(s, e)
                 w = hi - lo
@@ -594,7 +623,7 @@ class Peer(RequestPlanner, DataReceiver):
                 ch.upload.remove(*to_chunks(s, e))
             elif t == MsgType.CHOKE:
                 ch.choked = True
-                self._release_requests(ch, lost=False)
+                self.download.release(ch, lost=False)
             elif t == MsgType.UNCHOKE:
                 ch.choked = False
             elif t == MsgType.HANDSHAKE:
@@ -612,16 +641,16 @@ class Peer(RequestPlanner, DataReceiver):
                 if self.config.pex_ca is not None:
                     self.stats["pex_uncertified"] = self.stats.get("pex_uncertified", 0) + 1
                     continue  # this swarm gossips certified addresses only
-                self._discovered(ch, (x, y), now)
+                self.pex.discovered(ch, (x, y), now)
             elif t == MsgType.PEX_REScert:
-                self._on_cert(ch, x, now)
+                self.pex.on_cert(ch, x, now)
         lc = self.live_content
         if lc is not None and ch.pending_sigs and ch.state is not _CLOSED:
             # signed munros with no DATA after them: a tune-in push (6.1.2.4).
             # Learn the rightmost one only (one signature check per datagram)
             # and forget the rest: INTEGRITY for a DATA shares its datagram
-            m = max(ch.pending_sigs, key=lambda b: B.base_range(b)[1])
-            lc.learn(ch.hash_order, {m: ch.pending_sigs[m]}, now)
+            top = max(ch.pending_sigs, key=lambda b: B.base_range(b)[1])
+            lc.learn(ch.hash_order, {top: ch.pending_sigs[top]}, now)
             ch.pending_sigs.clear()
             ch.pending_hashes.clear()
             ch.hash_order.clear()
@@ -651,16 +680,9 @@ class Peer(RequestPlanner, DataReceiver):
                 if self.live and win is not None and win < B.NONE32 and hi > win:
                     ph.reset_range(0, hi - win)  # sliding discard window (6.2)
 
-    def _release_requests(self, ch: Channel, lost: bool) -> None:
-        self._no_longer_asked(ch, ch.requests)
-        if lost:
-            ch.lost += len(ch.requests)
-        ch.requests.clear()
-        ch.req_seq.clear()
-
     # -- sending ----------------------------------------------------------------------------
 
-    def _have_msgs(self, ch: Channel, room: int) -> list:
+    def _have_msgs(self, ch: Channel, room: int) -> list[C.Message]:
         """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1).
 
         A new channel gets one scan of the whole binmap (``room`` messages at
@@ -676,11 +698,11 @@ class Peer(RequestPlanner, DataReceiver):
             new = self.have_log[ch.have_pos - self.have_log_base:]
             ch.have_pos = end
             ch.have_version = self.have_version
-            out = []
-            for a, e in _runs(c for c in new if not ann.has(c)):
-                for s, t in self._specs(a, e):
+            out: list[C.Message] = []
+            for lo, hi in _runs(c for c in new if not ann.has(c)):
+                for s, t in self._specs(lo, hi):
                     out.append(C.Have(s, t))
-                ann.set_range(a, e)
+                ann.set_range(lo, hi)
             return out
         have = self.content.have
         out = []
@@ -696,6 +718,8 @@ class Peer(RequestPlanner, DataReceiver):
                 pos = b
                 continue
             e1 = have.find_empty(a)
+            if e1 is None:
+                break  # nothing empty up to the binmap's span: not a real content
             e2 = ann.find_filled(a)
             e = e1 if e2 is None else min(e1, e2)
             for s, t in self._specs(a, e):
@@ -708,10 +732,10 @@ class Peer(RequestPlanner, DataReceiver):
         ch.have_pos = end
         return out
 
-    def _ack_msgs(self, ch: Channel) -> list:
+    def _ack_msgs(self, ch: Channel) -> list[C.Message]:
         if not ch.acks:
             return []
-        out = []
+        out: list[C.Message] = []
         lib = self.dialect(ch) is Dialect.LIBSWIFT
         acks = sorted(ch.acks)
         ch.acks.clear()
@@ -744,7 +768,8 @@ class Peer(RequestPlanner, DataReceiver):
             self.have_log_base += len(log)
             log.clear()
 
-    def _pack(self, ch: Channel, dest: int, msgs: list, every: list | tuple = ()) -> list[bytes]:
+    def _pack(self, ch: Channel, dest: int, msgs: list[C.Message],
+              every: Sequence[C.Message] = ()) -> list[bytes]:
         """Messages -> datagrams of at most MAX_DGRAM bytes; ``every`` (the
         live tune-in munro, 6.1.2.4) ends each of them."""
         tail = b"".join(C.encode_message(self.ctx, m) for m in every)
@@ -769,7 +794,7 @@ class Peer(RequestPlanner, DataReceiver):
         (one gathered write instead of one per chunk; an OSError from the
         disk surfaces here)."""
         self.content.flush()
-        self._flush_no = (self._flush_no or 0) + 1  # the end game's memo (requests.py)
+        self.download.new_flush()  # the end game's memo (requests.py)
         out: list[tuple[bytes, Any]] = list(self._pending_close)
         self._pending_close.clear()
         cfg = self.config
@@ -777,7 +802,7 @@ class Peer(RequestPlanner, DataReceiver):
         for ch in list(self.channels.values()):
             if ch.state is _CLOSED:
                 continue
-            msgs: list = []
+            msgs: list[C.Message] = []
             dest = ch.remote_id
             if ch.need_hs and (ch.state is not _INIT or now - ch.hs_sent >= self._hs_backoff(ch)):
                 if ch.state is _INIT and self.config.profile == "auto":
@@ -813,18 +838,18 @@ class Peer(RequestPlanner, DataReceiver):
                         for lo, hi in ch.cancels:
                             msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
                     ch.cancels.clear()
-                msgs += self._request_msgs(ch, now)
-                if cfg.push and self._complete_reported and not live:
+                msgs += self.download.request_msgs(ch, now)
+                if cfg.push and self.download.complete and not live:
                     self.upload.push_fill(ch)
                 if ch.pex_requested:
-                    msgs += self._pex_msgs(ch, now)
-                if (cfg.pex_connect and not self._complete_reported
+                    msgs += self.pex.answer(ch, now)
+                if (cfg.pex_connect and not self.download.complete
                         and now >= ch.next_pex and len(self.channels) < cfg.max_channels):
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
                     ch.next_pex = now + 5.0
                     ch.pex_asked = now
                 # live tune-in (6.1.2.4)
-                push = self._munro_push(ch, now, alone=not msgs) if live else []
+                push = self.tunein.munro_push(ch, now, alone=not msgs) if live else []
             else:
                 push = []
             if msgs or push:
@@ -850,7 +875,7 @@ class Peer(RequestPlanner, DataReceiver):
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
-        self._last_now = now
+        self.download.last_now = now
         if self._pace_wake and self._next_tick is not None and now < self._next_tick:
             self._pace_wake = False
             return  # a pacing wake-up: only DATA is due (datagrams_to_send)
@@ -888,80 +913,10 @@ class Peer(RequestPlanner, DataReceiver):
                 self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
                 ch.last_send = now
                 ch.sent_since_recv += 1
-            # single requests far older than the smoothed request->DATA time
-            # were lost even if others keep arriving: re-pick them
-            if ch.requests:
-                limit = now - max(4 * ch.rtt, cfg.request_timeout)
-                stale = []
-                # insertion order is oldest first, unless a chunk was asked
-                # again on this channel (a newer time in its old slot): then
-                # every request is looked at, not only up to the first young one
-                unordered = ch in self._prune_unordered()
-                for c, t in ch.requests.items():
-                    if t >= limit:
-                        if unordered:
-                            continue
-                        break
-                    stale.append(c)
-                if stale and len(stale) < len(ch.requests):
-                    for c in stale:
-                        del ch.requests[c]
-                        ch.req_seq.pop(c, None)
-                    ch.lost += len(stale)
-                    ch.cancels.extend(_runs(stale))
-                    # one asked again elsewhere (end game, deadline) stays in
-                    # flight there, and keeps why it moved
-                    self._note_moved(self._no_longer_asked(ch, stale), "stale")
-            # requests: no progress for a while -> give them back, CANCEL, re-pick
-            tmo = max(cfg.request_timeout, 3 * ch.rtt)
-            if ch.requests and now - ch.last_progress > tmo:
-                self.stats["timeouts"] += 1
-                ch.cancels.extend(_runs(ch.requests))  # exactly what we drop
-                self._note_moved(ch.requests, "timeout")
-                self._release_requests(ch, lost=True)
-                ch.last_progress = now
+            self.download.request_timeouts(ch, now)  # lost requests, no progress
             self.upload.sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
-        if not self.buffering and self.picker.windows is not None:
-            self._deadlines(now)
-        if now >= self.next_rank:
-            self._rank(now)
-
-    def _no_longer_asked(self, ch: Channel, chunks: Any) -> list[int]:
-        """``ch`` no longer asks for ``chunks`` (stale, timed out, past its
-        deadline, channel closed): each leaves ``inflight`` unless another
-        channel asks for it too (re-asked there by the end game or after a
-        missed deadline) and that request is not late itself, so the picker
-        does not hand it to a third peer.  Returns the chunks that left."""
-        others = [o for o in self.channels.values() if o is not ch and o.requests]
-        now = self._last_now
-        out = []
-        for c in chunks:
-            # only a request there that is not late itself (the end game's
-            # rule: 1.5 x that channel's request->DATA time) keeps it
-            if not any(now - o.requests.get(c, -1e18) <= 1.5 * o.rtt for o in others):
-                self.inflight.discard(c)
-                out.append(c)
-        return out
-
-    def _note_moved(self, chunks: Any, why: str) -> None:
-        """Remember why the requests for ``chunks`` left a peer (see ``moved``)."""
-        m = self.moved
-        if len(m) > 1 << 16:
-            m.clear()
-        for c in chunks:
-            m[c] = why
-
-    def note_stall(self) -> None:
-        """A player stall makes the fast set larger: x of eq. 2 grows by
-        ``fast_factor_step`` up to ``fast_factor_max``, and the fast set is
-        chosen again from the last ranking at once (not at the next one)."""
-        cfg = self.config  # this peer's own x, not the (maybe shared) config
-        self.fast_factor = min(cfg.fast_factor_max, self.fast_factor + cfg.fast_factor_step)
-        self.stats["fast_widened"] = self.stats.get("fast_widened", 0) + 1
-        self._x_mark = self.playpos
-        self._apply_fast_factor()
-
-    def _apply_fast_factor(self) -> None:
-        """Eq. 2 over the last eq. 1 values with the current x."""
-        if self._ranked:
-            self.fast = set(fast_set(self._ranked, self.config.bitrate, self.fast_factor))
+        down = self.download
+        if not down.buffering and down.picker.windows is not None:
+            down.deadlines(now)
+        if now >= down.next_rank:
+            down.rank(now)

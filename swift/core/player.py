@@ -73,6 +73,6 @@ class Player:
                 self.pos = new
         return self.chunk
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, float | int | bool | None]:
         return {"startup_s": self.startup, "stalls": self.stalls,
                 "stall_s": round(self.stall_time, 3), "finished": self.done}

@@ -9,27 +9,67 @@ CANCELled (3.8).  Also here: requests served out of order are taken back as
 lost, a chunk we hold already is ACKed again (and counted as a duplicate by
 the rule that moved its request), unsolicited DATA is ignored, and a peer
 whose chunks fail is choked and, after ``max_bad_chunks``, dropped and
-blacklisted (12.7).  A mixin: it reads and updates the Peer's state.
+blacklisted (12.7).
+
+:class:`Verifier` owns no protocol state of its own: it judges each DATA
+and routes the outcome to the state's owners, all handed in through its
+constructor -- the request log (:class:`~swift.core.requests.RequestScheduler`),
+the content, the channel's ACK/HAVE/CANCEL queues, the counters and events,
+the Peer's HAVE log (``log_have``) and the Peer's way of dropping a
+corrupt peer (``drop_corrupt``).
 """
 
 from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 from swift.core import bins as B
 from swift.core import events as ev
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
-from swift.core.config import Dialect
+from swift.core.config import Dialect, PeerConfig
+from swift.core.content import Content
+from swift.core.live import LiveContent
+from swift.core.requests import RequestScheduler
 from swift.core.requests import chunk_runs as _runs
 
 _EST = ChannelState.EST
 
 
-class DataReceiver:
-    """Receiver-side handling of DATA (mixin for Peer)."""
+class Verifier:
+    """Received DATA: integrity check, store, ACK, duplicates, rejected chunks."""
 
-    def _on_data(self, ch: Channel, lo: int, hi: int, timestamp: int, payload: bytes,
-                 now: float) -> None:
-        """DATA for chunks ``[lo, hi)`` (3.3, 8.6): verify, store, ACK."""
+    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+                 channels: dict[int, Channel], download: RequestScheduler,
+                 stats: dict[str, int], events: deque[Any],
+                 dialect: Callable[[Channel], Dialect],
+                 log_have: Callable[[list[int]], None],
+                 drop_corrupt: Callable[[Channel], None]) -> None:
+        self.config = config
+        self.content = content
+        #: the content as its live or static type (exactly one is not None)
+        self.live_content = content if isinstance(content, LiveContent) else None
+        self.static_content = content if isinstance(content, Content) else None
+        self.live = self.live_content is not None
+        #: the Peer's channels, counters and events (owned there)
+        self.channels = channels
+        self.stats = stats
+        self.events = events
+        #: the request log: what was asked of whom (owned there)
+        self.download = download
+        #: the dialect a channel speaks (``Peer.dialect``)
+        self.dialect = dialect
+        #: chunks verified: announce them (``Peer._log_have``)
+        self.log_have = log_have
+        #: a peer sent ``max_bad_chunks`` corrupt chunks: close, blacklist, drop
+        self.drop_corrupt = drop_corrupt
+
+    def on_data(self, ch: Channel, lo: int, hi: int, timestamp: int, payload: bytes,
+                now: float, arrived: float) -> None:
+        """DATA for chunks ``[lo, hi)`` (3.3, 8.6): verify, store, ACK.
+        ``arrived``: when the datagram arrived, for the ACK's one-way delay (8.7)."""
         i = lo
         seq_i = ch.req_seq.pop(i, None)
         if seq_i is not None and i in ch.requests and next(iter(ch.requests)) != i:
@@ -49,9 +89,9 @@ class DataReceiver:
                 # it too (unlike the timers' give-backs, _no_longer_asked):
                 # kept in flight there, the flash crowd's slowest leecher
                 # waited for that channel's request timeout (docs/sim.md)
-                self.inflight.reset(B.chunk(c))
+                self.download.inflight.reset(B.chunk(c))
                 ch.lost += 1
-            self._note_moved(older, "lost")
+            self.download.note_moved(older, "lost")
             # if they were only delayed, the sender must not send them later
             ch.cancels.extend(_runs(older))
         sent_at = ch.requests.pop(i, None)
@@ -73,7 +113,7 @@ class DataReceiver:
             if sent_at is None:
                 self.stats["unsolicited"] += 1
             else:
-                self.inflight.discard(i)
+                self.download.inflight.discard(i)
                 ch.last_progress = now
             if self.live_content is not None and ch.pending_sigs:
                 self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
@@ -82,12 +122,12 @@ class DataReceiver:
             ch.pending_sigs.clear()
             if ch.state is _EST and self.content.holds(i, payload):
                 self.stats["dup"] += 1
-                key = "dup_" + self.moved.get(i, "other")
+                key = "dup_" + self.download.moved.get(i, "other")
                 self.stats[key] = self.stats.get(key, 0) + 1
                 if self.dialect(ch) is Dialect.LIBSWIFT:  # per channel: --profile auto mixes them
                     ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
                 else:
-                    delay = int(self._arrived * 1e6) - timestamp
+                    delay = int(arrived * 1e6) - timestamp
                     ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
             else:
                 self.stats["dup_mismatch"] = self.stats.get("dup_mismatch", 0) + 1
@@ -97,7 +137,7 @@ class DataReceiver:
         if sent_at is None and hi == lo + 1 and self.config.push and not self.live:
             # push mode (RFC 7574 3.7): DATA nobody asked for is taken,
             # verified like any other below
-            self._pushed_at[ch.local_id] = now
+            self.download.pushed_at[ch.local_id] = now
             self.stats["pushed"] = self.stats.get("pushed", 0) + 1
         elif sent_at is None or hi != lo + 1:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
@@ -105,7 +145,7 @@ class DataReceiver:
                 # asked for, but the spec is not that one chunk (malformed):
                 # its request is gone, so it must not stay marked in flight,
                 # or with one peer (no end game) nothing asks for it again
-                self.inflight.discard(i)
+                self.download.inflight.discard(i)
             if self.live_content is not None and ch.pending_sigs:
                 self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
             ch.pending_hashes.clear()
@@ -114,7 +154,7 @@ class DataReceiver:
             if hi == lo + 1 and len(ch.cancels) < 256:
                 ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
-        self.inflight.discard(i)
+        self.download.inflight.discard(i)
         n_before = self.content.n_chunks
         ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
@@ -131,11 +171,11 @@ class DataReceiver:
                 # munro, pick the tune-in point again from the newest HAVE
                 self.stats["stale"] = self.stats.get("stale", 0) + 1
                 if not self.content.n_chunks:
-                    self.live_start = None
-                elif self.live_start is not None:
-                    self._skip_stale(i)
+                    self.download.live_start = None
+                elif self.download.live_start is not None:
+                    self.download.skip_stale(i)
                 return
-            if lc is None and self.content.tree.last_missing:
+            if self.static_content is not None and self.static_content.tree.last_missing:
                 # hashes lost with an earlier datagram (5.3): not the peer's
                 # fault; ask again, the sender then resends the full uncles
                 self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
@@ -149,15 +189,10 @@ class DataReceiver:
                 ch.send_choke = True
                 ch.upload.clear()
             if ch.bad >= self.config.max_bad_chunks:
-                self._pending_close.append((self._close_dgram(ch), ch.addr))
-                self.blacklist.add(ch.addr)
-                self._drop(ch, "corrupt data")
+                self.drop_corrupt(ch)
             return
         self.content.store_chunk(i, payload)
-        self.have_version += 1  # _log_have([i]), inline on the per-chunk path
-        self.have_log.append(i)
-        if len(self.have_log) > 1 << 16:
-            self._log_have([])
+        self.log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
             if other is not ch and i in other.requests:
                 del other.requests[i]
@@ -165,12 +200,10 @@ class DataReceiver:
                 other.cancels.append((i, i + 1))
         self.stats["verified"] += 1
         ch.note_data(now, None if sent_at is None else now - sent_at)
-        delay = int(self._arrived * 1e6) - timestamp
+        delay = int(arrived * 1e6) - timestamp
         ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))
-        if not self._complete_reported and self.content.complete:
-            self._complete_reported = True
-            size = 0 if self.live_content is not None else self.content.tree.size
+        if not self.download.complete and self.content.complete:
+            size = 0 if self.static_content is None else self.static_content.tree.size
             self.events.append(ev.DownloadComplete(size or 0))
-            for c in self.channels.values():  # stop asking anyone
-                self._release_requests(c, lost=False)
+            self.download.download_complete()  # stop asking anyone

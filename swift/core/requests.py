@@ -1,37 +1,42 @@
-"""Download-side request planning and PEX for :class:`swift.core.peer.Peer`.
+"""What to ask whom: the download side of :class:`swift.core.peer.Peer`.
 
-Split from peer.py (one concern per module): what to REQUEST from a peer
-(RFC 7574 section 3.7, paper III-C), which peers are fast (eq. 1 and 2,
-III-A) and high-priority deadlines (III-C), live tune-in (6.1.2.4), which peers to
-offer in PEX_RES and what to do with the ones we get (section 3.10, 8.13,
-12.2).  A mixin: it reads and updates the Peer's state.
+:class:`RequestScheduler` owns the request state of one swarm: the picker,
+the chunks in flight, why requests moved, the playback position and the
+fast set (paper III-A eq. 1 and 2), request sizes (eq. 3), deadlines
+(III-C), the end game, request timeouts and live tune-in requests
+(RFC 7574 3.7, 6.1.2.4).  The per-channel request log (``Channel.requests``)
+lives on each channel; the Peer owns the channels and hands them in, with
+the counters and the chunk-specification function, through the constructor.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from typing import Any
+import random
+from collections.abc import Iterable
+from typing import Protocol
 
 from swift.core import bins as B
-from swift.core import events as ev
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
-from swift.core.picker import PickState, expected_bandwidth, fast_set, in_order, request_size
+from swift.core.binmap import Binmap
+from swift.core.config import PeerConfig
+from swift.core.content import Content
+from swift.core.live import LiveContent
+from swift.core.picker import (
+    Availability,
+    PickState,
+    expected_bandwidth,
+    fast_set,
+    in_order,
+    make_picker,
+    request_size,
+)
 from swift.wire import codec as C
-from swift.wire.constants import IntegrityMethod
 
 _EST = ChannelState.EST
 
 
-def _is_private(host: str) -> bool:
-    try:
-        a = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
-
-
-def chunk_runs(chunks) -> list[tuple[int, int]]:
+def chunk_runs(chunks: Iterable[int]) -> list[tuple[int, int]]:
     """Sorted chunk indices -> contiguous ``[lo, hi)`` runs (for CANCEL)."""
     out: list[tuple[int, int]] = []
     for c in sorted(chunks):
@@ -42,7 +47,7 @@ def chunk_runs(chunks) -> list[tuple[int, int]]:
     return out
 
 
-def _nth_missing(have: Any, first: int, n: int, k: int) -> int | None:
+def _nth_missing(have: Binmap, first: int, n: int, k: int) -> int | None:
     """The ``k``-th (from 0) chunk below ``n`` missing from ``have``, counting
     from ``first`` (the first missing one); None if there are fewer."""
     pos: int | None = first
@@ -56,66 +61,224 @@ def _nth_missing(have: Any, first: int, n: int, k: int) -> int | None:
     return None
 
 
-class RequestPlanner:
-    """Mixin: REQUEST planning (static and live) and PEX answers."""
+class Specs(Protocol):
+    """Chunks ``[lo, hi)`` -> wire (start, end) pairs (``ChunkSpecs.specs``)."""
+
+    def __call__(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]: ...
+
+
+class RequestScheduler:
+    """What to REQUEST from whom, and when a request is given up."""
 
     #: memoise "nothing to pick" per channel (:meth:`_pick`) and "nothing
     #: late anywhere" per flush (:meth:`_endgame`); False: the reference
     _memos = True
-    #: the flush (``Peer.datagrams_to_send`` call) under way, None outside
-    #: a Peer; (flush, inflight version) at which :meth:`_endgame` found
-    #: no late request anywhere
-    _flush_no: int | None = None
-    _endgame_none: tuple[int, int] | None = None
-    #: channel -> (have, inflight, peer_have versions, n) at which the picker
-    #: last found nothing for it (made by the Peer)
-    _nothing_to_pick: dict[int, tuple[int, int, int, int]]
 
-    config: Any
-    content: Any
-    channels: dict
-    inflight: Any
-    availability: Any
-    picker: Any
-    playpos: int
-    rng: Any
-    fast: set
-    live: bool
-    live_start: int | None
-    buffering: bool
-    certs: Any
-    swarm_id: bytes
-    _complete_reported: bool
-    events: Any
-    blacklist: set
-    stats: dict
-    live_method: Any
-    moved: dict[int, str]
-    established: Any
-    fast_factor: float
-    next_rank: float
-    _ranked: list[tuple[float, int]]
-    _pushed_at: dict[int, float]
+    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+                 channels: dict[int, Channel], availability: Availability,
+                 rng: random.Random, stats: dict[str, int], specs: Specs) -> None:
+        self.config = cfg = config
+        self.content = content
+        #: the content as its live type (None: static content)
+        self.live_content = content if isinstance(content, LiveContent) else None
+        self.live = self.live_content is not None
+        #: the Peer's channels (owned there; their request logs are read and
+        #: updated here)
+        self.channels = channels
+        #: who announced what (owned by the Peer's HAVE/ACK path; read here)
+        self.availability = availability
+        #: the Peer's seeded RNG (channel IDs and the pickers share one stream)
+        self.rng = rng
+        #: the Peer's counters (owned there; this adds to them)
+        self.stats = stats
+        self._specs = specs
+        self.picker = make_picker(cfg.picker, cfg.high_window, cfg.mid_window)
+        #: chunks requested from some peer and not yet here
+        self.inflight = Binmap()
+        #: chunk -> why its request was last taken from a peer ("lost",
+        #: "stale", "timeout", "endgame", "deadline"; bounded): a copy that
+        #: still arrives counts as ``stats["dup_<why>"]``
+        self.moved: dict[int, str] = {}
+        self.playpos = 0
+        #: start-up / rebuffering: no fast-peer restriction (paper IV-A)
+        self.buffering = True
+        self.fast: set[int] = set()
+        #: x of eq. 2 (paper III-A); grows with stalls (:meth:`note_stall`),
+        #: shrinks back with stall-free playback (:meth:`set_playpos`)
+        self.fast_factor = cfg.fast_factor
+        #: playback left its start-up buffer once: buffering again is a stall
+        self._played = False
+        #: playback position at the last change of x (stall-free playback
+        #: is counted from there)
+        self._x_mark = 0
+        #: eq. 1 values of the last ranking, (R_i, channel): a change of x
+        #: re-applies eq. 2 at once
+        self._ranked: list[tuple[float, int]] = []
+        self.next_rank = 0.0
+        #: live: the first chunk we want (the tune-in point, 6.1.2.4)
+        self.live_start: int | None = None
+        #: push mode (``PeerConfig.push``): channel -> when its last unasked
+        #: DATA came (it pushes to us)
+        self.pushed_at: dict[int, float] = {}
+        #: every chunk is here: nothing more is asked of anyone
+        self.complete = content.complete
+        #: the latest time the driver passed in (``no_longer_asked``)
+        self.last_now = 0.0
+        #: channel -> (have, inflight, peer_have versions, n) at which the
+        #: picker last found nothing for it
+        self._nothing_to_pick: dict[int, tuple[int, int, int, int]] = {}
+        #: the flush (``Peer.datagrams_to_send`` call) under way (:meth:`new_flush`);
+        #: (flush, inflight version) at which :meth:`_endgame` found no late
+        #: request anywhere
+        self._flush_no: int | None = None
+        self._endgame_none: tuple[int, int] | None = None
+        #: channels whose ``requests`` may be out of request order (see :meth:`_unordered`)
+        self._unordered_set: set[Channel] = set()
 
-    def connect(self, addr: Any, now: float) -> int:
-        raise NotImplementedError
+    def new_flush(self) -> None:
+        """A new ``datagrams_to_send`` call: the end game's memo is per flush."""
+        self._flush_no = (self._flush_no or 0) + 1
 
-    def _note_moved(self, chunks: Any, why: str) -> None:
-        raise NotImplementedError
+    def forget(self, ch: Channel) -> None:
+        """``ch`` closed: its requests leave ``inflight`` (unless asked
+        elsewhere) and what this holds for it goes."""
+        self.no_longer_asked(ch, ch.requests)
+        ch.requests.clear()
+        ch.req_seq.clear()
+        self.fast.discard(ch.local_id)
+        self.pushed_at.pop(ch.local_id, None)
+        self._nothing_to_pick.pop(ch.local_id, None)
 
-    def _no_longer_asked(self, ch: Channel, chunks: Any) -> list[int]:
-        raise NotImplementedError
+    def download_complete(self) -> None:
+        """Every chunk verified: stop asking anyone."""
+        self.complete = True
+        for c in self.channels.values():
+            self.release(c, lost=False)
 
-    def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
-        raise NotImplementedError
+    @property
+    def established(self) -> list[Channel]:
+        return [c for c in self.channels.values() if c.state is _EST]
 
-    def _request_msgs(self, ch: Channel, now: float) -> list:
+    def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
+        """Playback position for the VoD pickers (paper III-C); ``buffering``
+        tells whether the player is filling its buffer (then every peer, not
+        only the fast set, is asked for the high-priority window).
+
+        The player's state drives x of eq. 2 (paper III-A: "a dynamic factor
+        that varies based on the experienced playback behaviour, e.g., the
+        number of playback stalls"): buffering again after playback started
+        is a stall (:meth:`note_stall`); ``fast_relax_s`` seconds of video
+        played since x last changed take one step back."""
+        self.playpos = max(0, chunk)
+        if buffering is None:
+            return
+        if buffering and not self.buffering and self._played:
+            self.note_stall()
+        self.buffering = buffering
+        if buffering:
+            return
+        if not self._played:
+            self._played = True
+            self._x_mark = self.playpos
+        cfg = self.config
+        if self.fast_factor > cfg.fast_factor:
+            relax = max(1, int(cfg.fast_relax_s * cfg.bitrate / cfg.chunk_size))
+            if self.playpos - self._x_mark >= relax:
+                self.fast_factor = max(cfg.fast_factor, self.fast_factor - cfg.fast_factor_step)
+                self._x_mark = self.playpos
+                self._apply_fast_factor()
+
+    def note_stall(self) -> None:
+        """A player stall makes the fast set larger: x of eq. 2 grows by
+        ``fast_factor_step`` up to ``fast_factor_max``, and the fast set is
+        chosen again from the last ranking at once (not at the next one)."""
+        cfg = self.config  # this peer's own x, not the (maybe shared) config
+        self.fast_factor = min(cfg.fast_factor_max, self.fast_factor + cfg.fast_factor_step)
+        self.stats["fast_widened"] = self.stats.get("fast_widened", 0) + 1
+        self._x_mark = self.playpos
+        self._apply_fast_factor()
+
+    def _apply_fast_factor(self) -> None:
+        """Eq. 2 over the last eq. 1 values with the current x."""
+        if self._ranked:
+            self.fast = set(fast_set(self._ranked, self.config.bitrate, self.fast_factor))
+
+    def no_longer_asked(self, ch: Channel, chunks: Iterable[int]) -> list[int]:
+        """``ch`` no longer asks for ``chunks`` (stale, timed out, past its
+        deadline, channel closed): each leaves ``inflight`` unless another
+        channel asks for it too (re-asked there by the end game or after a
+        missed deadline) and that request is not late itself, so the picker
+        does not hand it to a third peer.  Returns the chunks that left."""
+        others = [o for o in self.channels.values() if o is not ch and o.requests]
+        now = self.last_now
+        out: list[int] = []
+        for c in chunks:
+            # only a request there that is not late itself (the end game's
+            # rule: 1.5 x that channel's request->DATA time) keeps it
+            if not any(now - o.requests.get(c, -1e18) <= 1.5 * o.rtt for o in others):
+                self.inflight.discard(c)
+                out.append(c)
+        return out
+
+    def note_moved(self, chunks: Iterable[int], why: str) -> None:
+        """Remember why the requests for ``chunks`` left a peer (see ``moved``)."""
+        m = self.moved
+        if len(m) > 1 << 16:
+            m.clear()
+        for c in chunks:
+            m[c] = why
+
+    def release(self, ch: Channel, lost: bool) -> None:
+        self.no_longer_asked(ch, ch.requests)
+        if lost:
+            ch.lost += len(ch.requests)
+        ch.requests.clear()
+        ch.req_seq.clear()
+
+    def request_timeouts(self, ch: Channel, now: float) -> None:
+        """The housekeeping tick for ``ch``'s requests: lost single requests
+        and a channel that stopped making progress give their chunks back."""
+        cfg = self.config
+        # single requests far older than the smoothed request->DATA time
+        # were lost even if others keep arriving: re-pick them
+        if ch.requests:
+            limit = now - max(4 * ch.rtt, cfg.request_timeout)
+            stale = []
+            # insertion order is oldest first, unless a chunk was asked
+            # again on this channel (a newer time in its old slot): then
+            # every request is looked at, not only up to the first young one
+            unordered = ch in self._prune_unordered()
+            for c, t in ch.requests.items():
+                if t >= limit:
+                    if unordered:
+                        continue
+                    break
+                stale.append(c)
+            if stale and len(stale) < len(ch.requests):
+                for c in stale:
+                    del ch.requests[c]
+                    ch.req_seq.pop(c, None)
+                ch.lost += len(stale)
+                ch.cancels.extend(chunk_runs(stale))
+                # one asked again elsewhere (end game, deadline) stays in
+                # flight there, and keeps why it moved
+                self.note_moved(self.no_longer_asked(ch, stale), "stale")
+        # requests: no progress for a while -> give them back, CANCEL, re-pick
+        tmo = max(cfg.request_timeout, 3 * ch.rtt)
+        if ch.requests and now - ch.last_progress > tmo:
+            self.stats["timeouts"] += 1
+            ch.cancels.extend(chunk_runs(ch.requests))  # exactly what we drop
+            self.note_moved(ch.requests, "timeout")
+            self.release(ch, lost=True)
+            ch.last_progress = now
+
+    def request_msgs(self, ch: Channel, now: float) -> list[C.Message]:
         if (self._endgame_none is not None and self._endgame_none[0] == self._flush_no
                 and self._idle(ch)):
             return []
         cfg = self.config
         content = self.content
-        if ch.choked or self._complete_reported or cfg.tracker:
+        if ch.choked or self.complete or cfg.tracker:
             return []
         if ch.distrusted and ch.requests:
             return []  # probation: one request at a time until max_bad_chunks
@@ -188,7 +351,7 @@ class RequestPlanner:
             if not picks:
                 return []
         picks.sort()
-        out = []
+        out: list[C.Message] = []
         lo = picks[0]
         hi = lo + 1
         for c in picks[1:] + [-1]:
@@ -262,7 +425,7 @@ class RequestPlanner:
                 self.content.have.version, self.inflight.version, ch.peer_have.version,
                 self.content.n_chunks):
             return False
-        if ch.choked or self._complete_reported or self.config.tracker or (
+        if ch.choked or self.complete or self.config.tracker or (
                 ch.distrusted and ch.requests) or self.config.push or self.live:
             return False  # an earlier return of _request_msgs (or its push rule) decides
         if len(ch.missed) > 4096:
@@ -277,7 +440,7 @@ class RequestPlanner:
         ph = ch.peer_have
         if not (ph.is_filled_range(0, n) if n is not None else ph.has(0)):
             return False  # a leecher: leechers pull from each other
-        last = self._pushed_at.get(ch.local_id, ch.opened_at)
+        last = self.pushed_at.get(ch.local_id, ch.opened_at)
         return now - last < self.config.push_fallback
 
     def _endgame(self, ch: Channel, want: int, now: float) -> list[int]:
@@ -305,6 +468,8 @@ class RequestPlanner:
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
         n = content.n_chunks
+        if n is None:
+            return []  # the size is known before anything is asked of two peers
         have = content.have
         moved = self.moved
         mine = ch.requests
@@ -341,7 +506,7 @@ class RequestPlanner:
         if first is not None and out[-1] - first >= 256:
             last = _nth_missing(have, first, n, 255)  # the walk looked no further
             out = [c for c in out if last is None or c <= last]
-        self._note_moved(out, "endgame")
+        self.note_moved(out, "endgame")
         return out
 
     @property
@@ -349,10 +514,7 @@ class RequestPlanner:
         """Channels whose ``requests`` may be out of request order (a chunk
         re-asked keeps its old slot); the end game reads all their requests.
         A channel leaves the set once its requests drain or it is dropped."""
-        u: set[Channel] | None = self.__dict__.get("_unordered_set")
-        if u is None:
-            u = self.__dict__["_unordered_set"] = set()
-        return u
+        return self._unordered_set
 
     def _prune_unordered(self) -> set[Channel]:
         u = self._unordered
@@ -362,13 +524,13 @@ class RequestPlanner:
                 u.discard(c)
         return u
 
-    def _live_requests(self, ch: Channel, now: float) -> list:
+    def _live_requests(self, ch: Channel, now: float) -> list[C.Message]:
         """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
         lc = self.live_content
         if lc is None or lc.is_source or not ch.peer_max:
             return []
         if self.live_start is None:
-            top = self.content.tree.frontier  # end of the newest trusted munro
+            top = lc.tree.frontier  # end of the newest trusted munro
             if not top:
                 return self._tune_in_probe(ch, now)
             # 6.1.2.4: tune in from the rightmost *signed* munro, not from
@@ -381,7 +543,7 @@ class RequestPlanner:
                        self.live_start, self.rng)
         lo = max(self.live_start, ch.peer_max - lc.window)
         picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
-        out = []
+        out: list[C.Message] = []
         for c in picks:
             self.inflight.set(B.chunk(c))
             ch.requests[c] = now
@@ -394,7 +556,7 @@ class RequestPlanner:
                 ch.last_progress = now
         return out
 
-    def _tune_in_probe(self, ch: Channel, now: float) -> list:
+    def _tune_in_probe(self, ch: Channel, now: float) -> list[C.Message]:
         """Before any munro is trusted, ask each peer for the newest chunk it
         announced: its DATA comes with the signed munro (or, Sign All, the
         chunk's signature) that fixes the tune-in point (6.1.2.4).  A peer
@@ -409,81 +571,14 @@ class RequestPlanner:
         ch.last_progress = now
         return [C.Request(s, t) for s, t in self._specs(c, c + 1)]
 
-    def _pex_msgs(self, ch: Channel, now: float) -> list:
-        if not ch.pex_requested:
-            return []
-        ch.pex_requested = False
-        cfg = self.config
-        out: list = []
-        private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
-        seen = {ch.addr}
-        for c in self.channels.values():
-            if c.addr in seen or c.state is not _EST or now - c.last_recv > 60 or not isinstance(c.addr, tuple):
-                continue
-            seen.add(c.addr)
-            host, port = c.addr[0], c.addr[1]
-            if _is_private(host) and not private_ok:
-                continue  # 8.13: no private addresses to public peers
-            try:
-                v = ipaddress.ip_address(host)
-            except ValueError:
-                continue
-            if cfg.pex_ca is not None:  # certified PEX only (8.13, 12.2.2)
-                # never relay an expired certificate (None once notAfter passed)
-                cert = self.certs.get(c.addr, now)
-                if cfg.pex_ca_key is not None and (
-                        cert is None or not self.certs.fresh(c.addr, now)):
-                    # we are the CA: (re-)issue when < 10 % of the lifetime is left
-                    from swift.core.pexcert import issue
-                    cert = issue(cfg.pex_ca_key, self.swarm_id, host, port, now,
-                                 cfg.pex_cert_lifetime)
-                    self.certs.put(c.addr, cert, float(int(now)),
-                                   float(int(now + cfg.pex_cert_lifetime)))
-                if cert is not None:
-                    out.append(C.PexResCert(cert))
-                    if len(out) >= 8:
-                        break
-                continue
-            out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
-            if len(out) >= 8:
-                break
-        return out
-
-    # -- live tune-in (6.1.2.4) ---------------------------------------------------
-
-    def _munro_push(self, ch: Channel, now: float, alone: bool = False) -> list:
-        """Secure tune-in (6.1.2.4): with the Unified Merkle Tree our rightmost
-        signed munro (INTEGRITY + SIGNED_INTEGRITY) goes in every datagram to
-        ``ch`` from the third (initiator) or fourth (responder) on -- control
-        and DATA datagrams alike -- until the peer's HAVE or ACK shows a
-        chunk under the first munro we pushed or a later one; then this
-        channel's tune-in is over (later munros go with the DATA under them,
-        6.1.2.3).  ``alone``: the datagram would carry nothing else; then it
-        is sent only as the first push or as a repeat after 1 s of silence,
-        in case the datagrams that carried it were lost."""
-        if ch.munro_done or not self.live or self.live_method != IntegrityMethod.UNIFIED_MERKLE:
-            return []
-        m = self.content.rightmost_munro()
-        if m is None:
-            return []
-        lo, hi = B.base_range(m)
-        first = lo if ch.pushed_munro is None else ch.pushed_munro[0]
-        if ch.peer_max > first:
-            ch.munro_done = True  # the peer knows this munro or a later one
-            return []
-        if alone and ch.pushed_munro is not None and now - ch.pushed_munro[1] < 1.0:
-            return []
-        ch.pushed_munro = (first, now)
-        h, ts, sig = self.content.tree.signed[m]
-        s, t = self._specs(lo, hi, clip=False)[0]
-        return [C.Integrity(s, t, h), C.SignedIntegrity(s, t, ts, sig)]
-
-    def _skip_stale(self, i: int) -> None:
+    def skip_stale(self, i: int) -> None:
         """Live: chunk ``i`` was stale.  Timestamps grow with the chunk index,
         so everything before it and before the oldest trusted munro is stale
         too: move the start past them and CANCEL what is still asked (3.8),
         so the sender does not spend its window on data we must discard."""
-        tree = self.content.tree
+        if self.live_content is None:
+            return
+        tree = self.live_content.tree
         fresh = [B.base_range(m)[0] if tree.per_sig > 1 else m for m in tree.signed]
         start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
         self.live_start = max(self.live_start or 0, start)
@@ -496,46 +591,7 @@ class RequestPlanner:
             if old:
                 ch.cancels.extend(chunk_runs(old))
 
-    # -- PEX received (3.10, 8.13, 12.2) -------------------------------------------
-
-    def _discovered(self, ch: Channel, addr: Any, now: float) -> None:
-        self.events.append(ev.PeerDiscovered(addr))
-        if self.config.pex_connect and addr not in self.blacklist and not any(
-                c.addr == addr for c in self.channels.values()):
-            if len(self.channels) < self.config.max_channels:
-                self.connect(addr, now)
-
-    def _on_cert(self, ch: Channel, der: bytes, now: float) -> None:
-        """PEX_REScert (8.13, 12.2.1): check the membership certificate
-        (CA signature, swarm, validity, SAN URI) before using its address;
-        a sender of defective certificates gets the rest of its ignored
-        ("check a few ... and discard the rest if they are defective")."""
-        from swift.core.pexcert import CertError, CertExpired, check_cert
-        if self.config.pex_ca is None or ch.bad_certs >= 2:
-            self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
-            return
-        if self.certs.known(der, now) is not None:
-            # a replay of a certificate we checked: no parse, no ECDSA verify
-            self.stats["cert_cached"] = self.stats.get("cert_cached", 0) + 1
-            return
-        try:
-            host, port, nb, na = check_cert(der, self.config.pex_ca, self.swarm_id, now)
-        except CertExpired:
-            # genuine but out of date: unusable, yet not the sender's defect
-            self.stats["expired_cert"] = self.stats.get("expired_cert", 0) + 1
-            return
-        except CertError:
-            ch.bad_certs += 1
-            self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1
-            return
-        self.stats["good_cert"] = self.stats.get("good_cert", 0) + 1
-        addr = (host, port)
-        self.certs.put(addr, der, nb, na)
-        self._discovered(ch, addr, now)
-
-    # -- deadlines and ranking (paper III-A, III-C) ------------------------------------
-
-    def _deadlines(self, now: float) -> None:
+    def deadlines(self, now: float) -> None:
         """Paper III-C: high-priority requests have a deadline (the playback
         time minus a safety margin); a request that misses it is cancelled and
         asked of another peer."""
@@ -549,15 +605,15 @@ class RequestPlanner:
             for c in late:
                 del ch.requests[c]
                 ch.req_seq.pop(c, None)
-            gone = self._no_longer_asked(ch, late)  # in flight still where asked again
+            gone = self.no_longer_asked(ch, late)  # in flight still where asked again
             for c in late:
                 ch.cancels.append((c, c + 1))
                 ch.missed.add(c)
                 ch.lost += 1
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
-            self._note_moved(gone, "deadline")
+            self.note_moved(gone, "deadline")
 
-    def _rank(self, now: float) -> None:
+    def rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
         self.next_rank = now + 0.5
         for ch in self.channels.values():

@@ -112,7 +112,7 @@ def test_duplicates_are_counted_by_the_rule_that_moved_their_request() -> None:
     """stats["dup_<why>"]: which rule had taken the request from this peer
     (flash-crowd diagnostics, docs/swift.md)."""
     data, s, l, now = _setup()
-    l._note_moved([4], "endgame")
+    l.download.note_moved([4], "endgame")
     for i in (4, 6):
         dgram, _ = _dup(s, i, now)
         l.datagram_received(dgram, SEED, now)

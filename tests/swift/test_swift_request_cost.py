@@ -1,6 +1,6 @@
 """The end game's late-request search (docs/sim.md, "Hot spots" 1).
 
-``RequestPlanner._endgame`` used to walk up to 256 missing chunks on every
+``RequestScheduler._endgame`` used to walk up to 256 missing chunks on every
 flush; it now walks the other channels' late requests, oldest first.  The
 model test keeps the old walk as the reference and checks that both pick
 the same chunks on randomised channel states; the cost test counts the
@@ -17,30 +17,29 @@ from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelEvent
-from swift.core.requests import RequestPlanner
+from swift.core.config import PeerConfig
+from swift.core.picker import Availability
+from swift.core.requests import RequestScheduler
 
 
 class _Content:
+    """Just what ``_endgame`` reads of the content (a size and ``have``)."""
+
+    complete = False
+
     def __init__(self, n: int) -> None:
         self.n_chunks = n
         self.have = Binmap()
 
 
-class _Planner(RequestPlanner):
-    """Just the state ``_endgame`` reads (the Peer provides it in real use)."""
-
-    def __init__(self, n: int) -> None:
-        self.content = _Content(n)
-        self.channels: dict = {}
-        self.inflight = Binmap()
-        self.moved: dict[int, str] = {}
-
-    def _note_moved(self, chunks: Any, why: str) -> None:
-        for c in chunks:
-            self.moved[c] = why
+def _Planner(n: int) -> RequestScheduler:  # noqa: N802  (it was a class)
+    """A RequestScheduler on its own: the channels, counters and content the
+    Peer would hand in, with no Peer."""
+    return RequestScheduler(PeerConfig(), _Content(n), {}, Availability(),  # type: ignore[arg-type]  # a content stand-in: n_chunks and have only
+                            random.Random(0), {}, lambda lo, hi, clip=True: [])
 
 
-def _old_endgame(self: _Planner, ch: Channel, want: int, now: float) -> list[int]:
+def _old_endgame(self: RequestScheduler, ch: Channel, want: int, now: float) -> list[int]:
     """The walk as it was before the fix (reference, verbatim)."""
     holders = [c for c in self.channels.values() if c is not ch and c.requests]
     if not holders:
@@ -63,11 +62,11 @@ def _old_endgame(self: _Planner, ch: Channel, want: int, now: float) -> list[int
                         out.append(pos)
                     break
         pos = have.find_empty(pos + 1, n)
-    self._note_moved(out, "endgame")
+    self.note_moved(out, "endgame")
     return out
 
 
-def _random_state(rng: random.Random) -> tuple[_Planner, Channel, int, float]:
+def _random_state(rng: random.Random) -> tuple[RequestScheduler, Channel, int, float]:
     n = rng.choice([40, 300, 1200])
     p = _Planner(n)
     have_p = rng.choice([0.0, 0.3, 0.8, 0.97])
@@ -194,7 +193,7 @@ def _twin_leechers(picker: str, n: int, k: int, seed: int) -> tuple[Any, Any]:
     out = []
     for memos in (True, False):
         p = Peer(Content(tree, MemoryStorage()), cfg)
-        p._memos = memos
+        p.download._memos = memos
         for i in range(k):
             ch = p._new_channel(("127.0.0.1", 7000 + i), True, 0.0)
             ch.remote_id, ch.last_recv = 1000 + i, 0.0
@@ -296,11 +295,11 @@ def test_stale_request_asked_again_elsewhere_stays_in_flight(b_late: bool) -> No
     assert not p.inflight.has(4) and p.moved[4] == "stale"
     if b_late:
         assert not p.inflight.has(3) and p.moved[3] == "stale"
-        assert p._pick(c, 64, 4) == [0, 1, 2, 3]
+        assert p.download._pick(c, 64, 4) == [0, 1, 2, 3]
     else:
         assert p.inflight.has(3) and p.moved[3] == "endgame"
         # the picker gives C chunk 4 again, not chunk 3
-        assert p._pick(c, 64, 4) == [0, 1, 2, 4]
+        assert p.download._pick(c, 64, 4) == [0, 1, 2, 4]
 
 
 def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
@@ -312,7 +311,7 @@ def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
         ch.rtt = 0.05
     a.requests.update({2: 0.0, 5: 0.0, 6: 0.99})
     a.requests[2] = 0.95  # asked again: newer time, first slot
-    p._unordered.add(a)
+    p.download._unordered.add(a)
     p.inflight.set_range(2, 7)
     p.handle_timer(1.0)
     assert 5 not in a.requests and not p.inflight.has(5)
