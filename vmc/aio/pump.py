@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
+from vmc.aio.config import ProxyConfig
 from vmc.aio.spill import DiskStore
 from vmc.core.http import HttpSharingCore
 from vmc.core.key import split_authority
@@ -108,6 +112,7 @@ class CorePump:
         disk_dir: str | None = None,
         core: StreamCore | None = None,
         on_output: Callable[[object], None] | None = None,
+        upstreams: list[str] | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -115,7 +120,7 @@ class CorePump:
             #: Bodies on disk, as the proxy keeps them (anonymous files under ``disk_dir``).
             if cfg.disk_budget > 0 and cfg.sharing:
                 self.store = DiskStore(cfg.disk_budget, disk_dir)
-            core = HttpSharingCore(cfg, default_authority, disk=self.store)
+            core = HttpSharingCore(cfg, default_authority, disk=self.store, upstreams=upstreams)
         self.core: StreamCore = core
         self.on_output = on_output
         self.stats = {"core_errors": 0, "unhandled_outputs": 0}
@@ -267,3 +272,83 @@ class CorePump:
             if resp is not None:
                 resp.close()
             self.flush()
+
+
+# ---------------------------------------------------------------------- vmc proxy --engine core
+
+
+def machine_config(cfg: ProxyConfig, epoch: float = 0.0) -> MachineConfig:
+    """The sharing core's settings from the proxy's (the same names, the same defaults);
+    ``epoch``: Unix time at the pump clock's zero (for Date, Expires and Age)."""
+    return MachineConfig(
+        window=cfg.window,
+        queue_limit=cfg.queue_limit,
+        buffer_budget=cfg.buffer_budget,
+        patch_budget=cfg.patch_budget,
+        disk_budget=cfg.disk_budget,
+        join_wait=cfg.join_wait,
+        resume_attempts=cfg.resume_attempts,
+        retry_by_range=cfg.retry_by_range,
+        sharing=cfg.sharing,
+        send_window=cfg.write_high_water,
+        stall_timeout=cfg.stall_timeout,
+        client_write_timeout=cfg.client_write_timeout,
+        epoch=epoch,
+    )
+
+
+def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
+    """The status JSON of a pump running the sharing core (the proxy's format, where it has it)."""
+    core = pump.core
+    assert isinstance(core, HttpSharingCore)
+    snap: dict[str, object] = core.stats.snapshot(recent)
+    snap["engine"] = "core"
+    snap["live_sessions"] = len(core.machine.sharing.sessions)
+    snap["connections"] = len(pump.clients)
+    snap["pid"] = os.getpid()
+    snap["core_errors"] = pump.stats["core_errors"]
+    snap["disk"] = pump.store.snapshot() if pump.store is not None else None
+    return snap
+
+
+async def serve_core(
+    cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0
+) -> int:
+    """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
+    or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
+    the final counters as JSON on stdout, 130 / 143). What the core does not have yet
+    (docs/vmc.md): the status endpoint, connection limits, the upstream cap and pool, 1xx,
+    multipart answers, request bodies, transparent mode, workers."""
+    from deliverykit.cliutil import Stopper
+    from deliverykit.outputs import write_when_done
+
+    mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
+    pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
+                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams))
+    await pump.start()
+    host, port = pump.address
+    host = f"[{host}]" if ":" in host else host
+    print(f"vmc proxy on http://{host}:{port}/ (engine core); upstreams "
+          f"{sorted(cfg.upstreams + ([cfg.default_upstream] if cfg.default_upstream else []))}",
+          flush=True)
+    stopper = Stopper().install()
+
+    def dump() -> None:
+        if stats_out:
+            write_when_done(stats_out, json.dumps(snapshot(pump, 2000), indent=1, default=str))
+
+    try:
+        while not stopper.stopped:
+            if not await stopper.wait(stats_every if stats_every > 0 else None):
+                dump()
+    finally:
+        stopper.remove()
+        dump()
+        await pump.close()
+        snap = snapshot(pump, 0)
+        print(f"vmc proxy {stopper.describe() or 'stopped'}: {snap['requests']} requests, "
+              f"{snap['sessions']} sessions, {snap['joins']} joins, {snap['origin_bytes']} origin "
+              f"bytes, {snap['client_bytes']} client bytes, refused {snap['refused']}",
+              file=sys.stderr, flush=True)
+        print(json.dumps(snap, default=str), flush=True)
+    return stopper.exit_code()
