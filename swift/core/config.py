@@ -107,9 +107,10 @@ class PeerConfig:
     delay_from_kernel: bool = False
     slow_start: bool = True
     #: LEDBAT's TARGET queuing delay in ms (RFC 6817 3.2.2: at most 100).  None:
-    #: Ledbat.TARGET, 25 ms on every channel (libswift's own LEDBAT_TARGET; with
-    #: 100 ms a competing TCP flow kept 77-92 % of the link, with 25 ms 92-97 %:
-    #: docs/ledbat.md)
+    #: 25 ms toward a libswift-dialect channel (libswift's own LEDBAT_TARGET),
+    #: 100 ms otherwise.  25 ms leaves a competing TCP flow >= 90 % of the link
+    #: where 100 ms does not, but costs seeder-limited swarms their sharing in
+    #: the simulator (docs/ledbat.md, "The default TARGET")
     ledbat_target_ms: float | None = None
     pex_connect: bool = False
     #: tracker: keep channels and answer PEX_REQ only, never request data

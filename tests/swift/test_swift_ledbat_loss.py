@@ -195,7 +195,7 @@ def test_target_is_configurable_within_the_rfc_limit() -> None:
     assert Ledbat.LIBSWIFT_TARGET == 0.025
     ch = Channel(1, LEECH, False, 0.0, 1088, 1000, False, ledbat_target=0.025)
     assert ch.ledbat.TARGET == 0.025
-    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.025  # default
+    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.100  # default
     assert Ledbat(target=0.100).TARGET == 0.100
     for bad in (0.0, -0.01, 0.101):
         with pytest.raises(ValueError, match="TARGET"):
