@@ -12,9 +12,13 @@ datagram plus its IPv4/UDP headers), not by the cores.
 
     python -m corecast.sim --ases K --clients N --seconds S [--seed X] [--loss P] [--json]
 
-The ITR's map-cache is static (one /32 per client EID -> its AS's ETR), the
-subscriptions are made at time 0 and never time out (no heartbeats in the
-simulation), inter-domain delays are drawn per AS from the run's seed.
+The ITR's map-cache is static (each AS's EID prefixes -> its ETR, as the mapping
+system would answer), the subscriptions are made at time 0 and never time out (no
+heartbeats in the simulation), inter-domain delays are drawn per AS from the run's
+seed.  ``--itr source`` runs section 3.4's source-as-ITR (the source's core calls
+Algorithm 1 itself): the same packets enter and stay inside every AS, and the
+source's header packets to a separate ITR, which no count of the paper includes,
+are not simulated (a third of the datagrams; docs/corecast-multidomain.md).
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ from deliverykit.sim import (
     derive_seed,
 )
 
-__all__ = ["AsBytes", "CoreCastApp", "Role", "SimResult", "run", "scenario", "sweep_task"]
+__all__ = ["AsBytes", "CoreCastApp", "ItrPlacement", "Role", "SimResult", "run", "scenario",
+           "sweep_task"]
 
 #: the channel's EID, in the reserved CoreCast range (simulator addresses are 10.x.y.z
 #: with x < 255 below 16 million nodes)
@@ -71,17 +76,30 @@ class Role(enum.Enum):
     CLIENT = "client"
 
 
+class ItrPlacement(enum.Enum):
+    """Where Algorithm 1 runs."""
+
+    #: on its own node in the source's domain, fed the source's inner packets over a
+    #: link (Fig. 2)
+    SEPARATE = "separate"
+    #: inside the source (section 3.4, source-as-ITR): the source's core hands each
+    #: inner packet to the ITR's core, whose LISP packets leave the source's uplink
+    SOURCE = "source"
+
+
 def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 0,
              bitrate: float = 384_000, chunk_size: int = 1200, loss: float = 0.0,
              transit_rate: float = 1e9, local_rate: float = 100e6,
-             sizes: Sequence[int] | None = None) -> Scenario:
+             sizes: Sequence[int] | None = None,
+             itr: ItrPlacement = ItrPlacement.SEPARATE) -> Scenario:
     """The source's domain (source, ITR) and ``ases`` ASes of one ETR and ``clients``
     clients each, as data; or, with ``sizes``, ``len(sizes)`` ASes where AS ``a`` has
     ``sizes[a]`` clients (``ases`` and ``clients`` are then ignored).  Inter-domain
     delay per AS: 5-50 ms drawn from ``seed``; ``loss``: Bernoulli loss on every ETR's
     downlink (the transit path into its AS).  ``transit_rate`` (the ITR's uplink) and
     ``local_rate`` (each ETR's) are raised to twice the load the stream offers them
-    when that is more."""
+    when that is more.  ``itr``: where Algorithm 1 runs (:class:`ItrPlacement`); with
+    ``SOURCE`` the source's uplink is the transit uplink and there is no ITR node."""
     per_as = list(sizes) if sizes is not None else [clients] * ases
     if not per_as or min(per_as) < 1 or seconds <= 0:
         raise ValueError("need at least one AS, one client per AS and a positive duration")
@@ -94,8 +112,13 @@ def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 
                                                                   ases, sum(per_as)))
     rnd = random.Random(derive_seed(seed, "as-delays"))
     transit_loss = LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec()
-    nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home"),
-             NodeSpec("itr", role=Role.ITR.value, group="home", up=LinkSpec(rate=transit_rate))]
+    if itr is ItrPlacement.SOURCE:
+        nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home",
+                          up=LinkSpec(rate=transit_rate))]
+    else:
+        nodes = [NodeSpec("source", role=Role.SOURCE.value, group="home"),
+                 NodeSpec("itr", role=Role.ITR.value, group="home",
+                          up=LinkSpec(rate=transit_rate))]
     delays = []
     for a, n in enumerate(per_as):
         group = f"as{a}"
@@ -110,7 +133,8 @@ def scenario(ases: int = 3, clients: int = 4, seconds: float = 2.0, seed: int = 
     name = f"corecast-{ases}x{clients}" if sizes is None else f"corecast-{ases}as-{sum(per_as)}"
     return Scenario(name, tuple(nodes), tuple(delays), seed=seed,
                     duration=seconds + 10.0, overhead=IP_UDP,
-                    params={"bitrate": bitrate, "chunk_size": chunk_size, "chunks": chunks})
+                    params={"bitrate": bitrate, "chunk_size": chunk_size, "chunks": chunks,
+                            "itr": itr.value})
 
 
 class CoreCastApp:
@@ -121,18 +145,28 @@ class CoreCastApp:
         self.bitrate = float(p.get("bitrate", 384_000))
         self.chunk_size = int(p.get("chunk_size", 1200))
         self.chunks = int(p.get("chunks", 80))
+        self.placement = ItrPlacement(p.get("itr", ItrPlacement.SEPARATE.value))
         self.port = sc.port
         self.nodes = {n.name: n for n in sc.nodes}
         roles = [Role(n.role) for n in sc.nodes]
-        if roles.count(Role.SOURCE) != 1 or roles.count(Role.ITR) != 1:
-            raise ValueError("the corecast scenario needs exactly one source and one ITR")
-        self.addrs: dict[str, tuple[str, int]] = {}
+        itrs = 1 if self.placement is ItrPlacement.SEPARATE else 0
+        if roles.count(Role.SOURCE) != 1 or roles.count(Role.ITR) != itrs:
+            raise ValueError(f"the corecast scenario needs exactly one source and {itrs} ITR "
+                             f"node(s) with the ITR placed '{self.placement.value}'")
+        self.source_name = next(n.name for n in sc.nodes if Role(n.role) is Role.SOURCE)
+        #: the node whose address is the ITR's RLOC (the source's, in source-as-ITR mode)
+        self.itr_name = next((n.name for n in sc.nodes if Role(n.role) is Role.ITR),
+                             self.source_name)
         self.clients: dict[str, Client] = {}
         self.sources: list[Source] = []
         self.itrs: list[Itr] = []
         self.etrs: dict[str, Etr] = {}
         #: clients that may still miss chunks (see done)
         self._waiting: list[Client] = []
+        #: the source's counters, once it exists (see done)
+        self._sent: dict[str, int] | None = None
+        #: ETR name -> its site's EID prefixes (the ITR's map-cache and the ETR's EIDs)
+        self._sites: dict[str, list[tuple[bytes, int]]] = {}
         #: client name -> its AS's ETR name
         self.etr_of = {n.name: "etr" + n.group[2:] for n in sc.nodes
                        if Role(n.role) is Role.CLIENT}
@@ -152,10 +186,25 @@ class CoreCastApp:
             Role.CLIENT: self._client}
         return makers[Role(node.role)](node, sim)
 
+    def _site(self, sim: Simulation, etr: str) -> list[tuple[bytes, int]]:
+        """The fewest prefixes that cover the AS's clients: they have consecutive
+        simulator addresses (the range may include unused .0/.255 addresses, which no
+        node has), as a real site is configured with its EID prefixes, not one /32 per
+        host."""
+        got = self._sites.get(etr)
+        if got is None:
+            mine = [ipaddress.IPv4Address(self._addr(sim, c)[0]) for c in self.members[etr]]
+            got = self._sites[etr] = [
+                (net.network_address.packed, net.prefixlen)
+                for net in ipaddress.summarize_address_range(min(mine), max(mine))]
+        return got
+
     def _source(self, node: NodeSpec, sim: Simulation) -> Source:
         host, _ = self._addr(sim, node.name)
-        itr = self._addr(sim, next(n for n in self.nodes.values() if n.role == Role.ITR.value).name)
-        src = Source(host, itr, heartbeat_timeout=float("inf"))
+        if self.placement is ItrPlacement.SOURCE:
+            src = Source(host, itr=self._itr_core(sim), heartbeat_timeout=float("inf"))
+        else:
+            src = Source(host, self._addr(sim, self.itr_name), heartbeat_timeout=float("inf"))
         media = pattern_media(CHANNEL)
         last = self.chunks
 
@@ -166,35 +215,37 @@ class CoreCastApp:
         for name in self.etr_of:
             c_host, c_port = self._addr(sim, name)
             src.join(CHANNEL, c_host, c_port, True, sim.now)
+        self._sent = src.counters
         self.sources.append(src)
         return src
 
-    def _itr(self, node: NodeSpec, sim: Simulation) -> Itr:
-        host, port = self._addr(sim, node.name)
+    def _itr_core(self, sim: Simulation) -> Itr:
+        """Algorithm 1 with its RLOC at :attr:`itr_name`'s address; its map-cache maps
+        each AS's EID prefixes to that AS's ETR."""
+        host, port = self._addr(sim, self.itr_name)
         mc = MapCache()
-        mc.load_static("\n".join(f"{self._addr(sim, c)[0]}/32 {self._addr(sim, e)[0]}"
-                                 for c, e in self.etr_of.items()))
+        mc.load_static("\n".join(f"{ipaddress.IPv4Address(net)}/{plen} {self._addr(sim, e)[0]}"
+                                 for e in self.members for net, plen in self._site(sim, e)))
         itr = Itr(host, [parse_prefix(RESERVED)], mc, data_port=port)
-        src = next(n for n in self.nodes.values() if n.role == Role.SOURCE.value)
-        itr.inside.add(self._addr(sim, src.name))
         self.itrs.append(itr)
         return itr
 
+    def _itr(self, node: NodeSpec, sim: Simulation) -> Itr:
+        itr = self._itr_core(sim)
+        itr.inside.add(self._addr(sim, self.source_name))
+        return itr
+
     def _etr(self, node: NodeSpec, sim: Simulation) -> Etr:
-        itr = next(n for n in self.nodes.values() if n.role == Role.ITR.value)
-        # the AS's clients have consecutive simulator addresses: the fewest prefixes that
-        # cover them (the range may include unused .0/.255 addresses, which no node has),
-        # as a real ETR is configured with its site's EID prefixes, not one /32 per host
-        mine = [ipaddress.ip_address(self._addr(sim, c)[0]) for c in self.members[node.name]]
-        eids = [parse_prefix(str(net)) for net in
-                ipaddress.summarize_address_range(min(mine), max(mine))]
-        etr = Etr([parse_prefix(RESERVED)], eids=eids,
-                  trusted_rlocs=[parse_prefix(self._addr(sim, itr.name)[0] + "/32")])
+        etr = Etr([parse_prefix(RESERVED)], eids=self._site(sim, node.name),
+                  trusted_rlocs=[parse_prefix(self._addr(sim, self.itr_name)[0] + "/32")])
         self.etrs[node.name] = etr
         return etr
 
     def _client(self, node: NodeSpec, sim: Simulation) -> Client:
-        client = Client(accept={self._addr(sim, self.etr_of[node.name])[0]})
+        # no SHA-1 kept per chunk: nothing here reads it, and at 100,000 clients x 2,400
+        # chunks it would be 240 M digests
+        client = Client(accept={self._addr(sim, self.etr_of[node.name])[0]},
+                        keep_digests=False)
         self.clients[node.name] = client
         self._waiting.append(client)
         return client
@@ -209,10 +260,12 @@ class CoreCastApp:
         pass
 
     def done(self, sim: Simulation) -> bool:
-        """Every client has every chunk.  The simulator asks after every event, so the
-        clients not known to be finished are kept in a list checked from its end:
-        amortised O(1) per call, not O(clients)."""
-        if len(self.clients) < len(self.etr_of):
+        """Every client has every chunk.  The simulator asks after every event: until
+        the source has sent its last chunk one counter says no; then the clients not
+        known to be finished are kept in a list checked from its end (amortised O(1)
+        per call, not O(clients))."""
+        sent = self._sent
+        if sent is None or sent["chunks"] < self.chunks or len(self.clients) < len(self.etr_of):
             return False
         w = self._waiting
         while w and w[-1].received >= self.chunks:
