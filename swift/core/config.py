@@ -138,7 +138,7 @@ class PeerConfig:
                              f"not {self.ledbat_target_ms!r}")
 
     @staticmethod
-    def libswift(**kw: Any) -> "PeerConfig":
+    def libswift(**kw: Any) -> PeerConfig:
         """The libswift compatibility profile (SHA-1, 32-bit chunk ranges)."""
         kw.setdefault("hash_func", HashFunc.SHA1)
         kw.setdefault("addressing", ChunkAddressing.CHUNK32)

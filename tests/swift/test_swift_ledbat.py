@@ -1,5 +1,7 @@
 """LEDBAT (RFC 6817 section 2.4.2) driven by a fake clock."""
 
+import pytest
+
 from swift.core.ledbat import Ledbat
 
 #: an RTT of 2 x TARGET: LEDBAT++'s GAIN is then the RFC's (one MSS per RTT at no queue;
@@ -7,65 +9,62 @@ from swift.core.ledbat import Ledbat
 RTT = 0.2
 
 
-def _run(l: Ledbat, delay: float, rounds: int, t0: float = 0.0) -> float:
+def _run(led: Ledbat, delay: float, rounds: int, t0: float = 0.0) -> float:
     now = t0
     for _ in range(rounds):
-        n = max(1, int(l.cwnd // l.mss))
+        n = max(1, int(led.cwnd // led.mss))
         for _ in range(n):
-            l.on_send(l.mss, now)
+            led.on_send(led.mss, now)
         now += RTT
         for _ in range(n):
-            l.on_ack(delay, l.mss, now, rtt=RTT)
+            led.on_ack(delay, led.mss, now, rtt=RTT)
     return now
 
 
 def test_grows_without_queuing_and_shrinks_over_target() -> None:
-    l = Ledbat(mss=1000)
-    now = _run(l, 0.010, 50)
-    big = l.cwnd
+    led = Ledbat(mss=1000)
+    now = _run(led, 0.010, 50)
+    big = led.cwnd
     assert big > 20 * 1000  # ~1 MSS per RTT of growth
     # queuing delay 150 ms > TARGET: off_target < 0, cwnd falls
-    _run(l, 0.160, 30, now)
-    assert l.cwnd < big
-    assert l.queuing_delay > l.TARGET
+    _run(led, 0.160, 30, now)
+    assert led.cwnd < big
+    assert led.queuing_delay > led.TARGET
 
 
 def test_cwnd_bounded_by_flightsize_and_min() -> None:
-    l = Ledbat(mss=1000)
+    led = Ledbat(mss=1000)
     for _ in range(100):  # acks without data in flight cannot inflate cwnd
-        l.on_ack(0.01, 1000, 1.0)
-    assert l.cwnd <= 2 * 1000 + 1000
-    l.on_send(1000, 1.0)
-    l.on_loss(1000, 2.0)
-    assert l.cwnd >= l.MIN_CWND * l.mss
+        led.on_ack(0.01, 1000, 1.0)
+    assert led.cwnd <= 2 * 1000 + 1000
+    led.on_send(1000, 1.0)
+    led.on_loss(1000, 2.0)
+    assert led.cwnd >= led.MIN_CWND * led.mss
 
 
 def test_loss_halves_once_per_rtt_and_timeout_resets() -> None:
-    l = Ledbat(mss=1000)
-    _run(l, 0.01, 40)
-    c = l.cwnd
-    l.on_loss(0, 100.0)
-    assert abs(l.cwnd - c / 2) < 1
-    l.on_loss(0, 100.001)  # same RTT: no second halving
-    assert abs(l.cwnd - c / 2) < 1
-    l.on_send(1000, 200.0)
-    assert not l.check_timeout(200.0)
-    assert l.check_timeout(200.0 + l.cto + 0.01)
-    assert l.cwnd == 1000
+    led = Ledbat(mss=1000)
+    _run(led, 0.01, 40)
+    c = led.cwnd
+    led.on_loss(0, 100.0)
+    assert abs(led.cwnd - c / 2) < 1
+    led.on_loss(0, 100.001)  # same RTT: no second halving
+    assert abs(led.cwnd - c / 2) < 1
+    led.on_send(1000, 200.0)
+    assert not led.check_timeout(200.0)
+    assert led.check_timeout(200.0 + led.cto + 0.01)
+    assert led.cwnd == 1000
 
 
 def test_base_delay_rolls_over_minutes() -> None:
-    l = Ledbat()
-    l.on_send(1024, 0)
-    l.on_ack(0.5, 1024, 1.0)
-    assert l.base_delay == 0.5
+    led = Ledbat()
+    led.on_send(1024, 0)
+    led.on_ack(0.5, 1024, 1.0)
+    assert led.base_delay == 0.5
     for m in range(1, 12):  # after BASE_HISTORY minutes the old minimum expires
-        l.on_send(1024, m * 60.0)
-        l.on_ack(0.8, 1024, m * 60.0 + 1)
-    assert l.base_delay == 0.8
-
-
-import pytest
+        led.on_send(1024, m * 60.0)
+        led.on_ack(0.8, 1024, m * 60.0 + 1)
+    assert led.base_delay == 0.8
 
 
 @pytest.mark.parametrize("kernel", [True, False])
@@ -82,7 +81,8 @@ def test_ack_delay_uses_kernel_arrival_time(kernel) -> None:
     from swift.wire.constants import MsgType
 
     data = os.urandom(8 * 1024)
-    t = MerkleTree.build([data[i:i + 1024] for i in range(0, len(data), 1024)], PeerConfig().hash_func)
+    t = MerkleTree.build([data[i:i + 1024] for i in range(0, len(data), 1024)],
+                         PeerConfig().hash_func)
     s = Peer(Content.seeded(t, MemoryStorage(data)), PeerConfig(seed=1))
     lp = Peer(Content(MerkleTree.for_root(t.root_hash), MemoryStorage()),
               PeerConfig(seed=2, delay_from_kernel=kernel))
@@ -112,19 +112,19 @@ def test_timeout_recovers_by_slow_start_to_half_the_old_window() -> None:
     """After a congestion timeout cwnd restarts at 1 MSS and doubles per RTT
     up to half the window the timeout found (RFC 5681 3.1), then LEDBAT's
     additive growth takes over; a repeated timeout keeps that threshold."""
-    l = Ledbat(mss=1000)
-    now = _run(l, 0.010, 60)
-    before = l.cwnd
+    led = Ledbat(mss=1000)
+    now = _run(led, 0.010, 60)
+    before = led.cwnd
     assert before > 30 * 1000
-    l.on_send(1000, now)
-    assert l.check_timeout(now + l.cto + 0.01)
-    assert l.cwnd == 1000 and l.timeouts == 1
-    assert l.ssthresh == before / 2
-    l.on_send(1000, now + 10)
-    assert l.check_timeout(now + 10 + l.cto + 0.01)  # again: threshold held
-    assert l.ssthresh == before / 2
-    now = _run(l, 0.010, 5, now + 20)  # 5 RTTs of doubling: 1 -> ~half
-    assert l.cwnd >= before / 2 - 1000
+    led.on_send(1000, now)
+    assert led.check_timeout(now + led.cto + 0.01)
+    assert led.cwnd == 1000 and led.timeouts == 1
+    assert led.ssthresh == before / 2
+    led.on_send(1000, now + 10)
+    assert led.check_timeout(now + 10 + led.cto + 0.01)  # again: threshold held
+    assert led.ssthresh == before / 2
+    now = _run(led, 0.010, 5, now + 20)  # 5 RTTs of doubling: 1 -> ~half
+    assert led.cwnd >= before / 2 - 1000
     plain = Ledbat(mss=1000)  # without the threshold: one MSS per RTT
     plain.cwnd = 1000.0
     _run(plain, 0.010, 5, 0.0)
@@ -132,22 +132,22 @@ def test_timeout_recovers_by_slow_start_to_half_the_old_window() -> None:
 
 
 def test_loss_ends_timeout_recovery() -> None:
-    l = Ledbat(mss=1000)
-    now = _run(l, 0.010, 60)
-    l.on_send(1000, now)
-    assert l.check_timeout(now + l.cto + 0.01)
-    l.on_send(1000, now + 2)
-    l.on_loss(1000, now + 3)
-    assert l.ssthresh == 0.0
-    _run(l, 0.010, 5, now + 4)
-    assert l.cwnd < 8 * 1000
+    led = Ledbat(mss=1000)
+    now = _run(led, 0.010, 60)
+    led.on_send(1000, now)
+    assert led.check_timeout(now + led.cto + 0.01)
+    led.on_send(1000, now + 2)
+    led.on_loss(1000, now + 3)
+    assert led.ssthresh == 0.0
+    _run(led, 0.010, 5, now + 4)
+    assert led.cwnd < 8 * 1000
 
 
 def test_no_recovery_growth_over_half_target() -> None:
     """Recovery slow start stops while queuing delay is over TARGET/2."""
-    l = Ledbat(mss=1000)
-    now = _run(l, 0.010, 60)
-    l.on_send(1000, now)
-    assert l.check_timeout(now + l.cto + 0.01)
-    _run(l, 0.010 + 0.8 * l.TARGET, 5, now + 2)
-    assert l.cwnd < 8 * 1000
+    led = Ledbat(mss=1000)
+    now = _run(led, 0.010, 60)
+    led.on_send(1000, now)
+    assert led.check_timeout(now + led.cto + 0.01)
+    _run(led, 0.010 + 0.8 * led.TARGET, 5, now + 2)
+    assert led.cwnd < 8 * 1000
