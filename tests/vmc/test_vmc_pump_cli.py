@@ -72,6 +72,9 @@ def test_proxy_engine_core_shares_refuses_and_stops_with_counters(
         assert o.origin.stats.body_bytes == 300_000  # one origin copy: the second came from disk
         status, body = _get(addr, "http://127.0.0.1:9/x")
         assert status == 403 and b"upstream-not-allowed" in body
+        with urllib.request.urlopen(f"http://{addr}/_vmc/status?recent=10", timeout=10) as r:
+            live = json.loads(r.read())  # answered by the core itself, to a loopback peer
+        assert live["engine"] == "core" and len(live["recent"]) == 2
         p.send_signal(sig)
         out, err = p.communicate(timeout=20)
     finally:

@@ -53,6 +53,14 @@ MAX_ROUNDS = 10_000
 
 
 @runtime_checkable
+class PeerAware(Protocol):
+    """A stream core that wants each connection's peer address (the status endpoint's check)."""
+
+    def peer_known(self, conn: int, host: str, now: float) -> None:
+        """``conn``'s peer is ``host``."""
+
+
+@runtime_checkable
 class OriginSink(Protocol):
     """A stream core whose ``Fetch`` outputs the pump carries out: it takes the answers."""
 
@@ -75,6 +83,10 @@ class _Client(asyncio.Protocol):
         self.transport = transport
         self.pump.clients[self.conn] = self
         self.pump.feed(self.conn, self.pump.core.connection_made, self.conn)
+        peer = transport.get_extra_info("peername")
+        core = self.pump.core
+        if peer and isinstance(core, PeerAware):
+            self.pump.feed(self.conn, core.peer_known, self.conn, str(peer[0]))
 
     def data_received(self, data: bytes) -> None:
         self.pump.feed(self.conn, self.pump.core.data_received, self.conn, data)
@@ -113,6 +125,8 @@ class CorePump:
         core: StreamCore | None = None,
         on_output: Callable[[object], None] | None = None,
         upstreams: list[str] | None = None,
+        status_path: str | None = None,
+        status_allow: list[str] | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -120,7 +134,14 @@ class CorePump:
             #: Bodies on disk, as the proxy keeps them (anonymous files under ``disk_dir``).
             if cfg.disk_budget > 0 and cfg.sharing:
                 self.store = DiskStore(cfg.disk_budget, disk_dir)
-            core = HttpSharingCore(cfg, default_authority, disk=self.store, upstreams=upstreams)
+            core = HttpSharingCore(
+                cfg,
+                default_authority,
+                disk=self.store,
+                upstreams=upstreams,
+                status_path=status_path,
+                status_allow=status_allow or ["127.0.0.0/8", "::1/128"],
+            )
         self.core: StreamCore = core
         self.on_output = on_output
         self.stats = {"core_errors": 0, "unhandled_outputs": 0}
@@ -301,9 +322,7 @@ def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
     """The status JSON of a pump running the sharing core (the proxy's format, where it has it)."""
     core = pump.core
     assert isinstance(core, HttpSharingCore)
-    snap: dict[str, object] = core.stats.snapshot(recent)
-    snap["engine"] = "core"
-    snap["live_sessions"] = len(core.machine.sharing.sessions)
+    snap = core.status(recent)
     snap["connections"] = len(pump.clients)
     snap["pid"] = os.getpid()
     snap["core_errors"] = pump.stats["core_errors"]
@@ -317,14 +336,15 @@ async def serve_core(
     """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): the status endpoint, connection limits, the upstream cap and pool, 1xx,
-    multipart answers, request bodies, transparent mode, workers."""
+    (docs/vmc.md): connection limits, the upstream cap and pool, 1xx, multipart answers,
+    request bodies, transparent mode, workers."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
     mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
     pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
-                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams))
+                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
+                    status_path=cfg.status_path, status_allow=list(cfg.status_allow))
     await pump.start()
     host, port = pump.address
     host = f"[{host}]" if ":" in host else host

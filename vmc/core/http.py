@@ -21,6 +21,8 @@ clear answer, never a traceback.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from collections.abc import Hashable, Iterable
 
 import h11
@@ -98,10 +100,14 @@ class HttpSharingCore:
         default_authority: str | None = None,
         disk: DiskStore | None = None,
         upstreams: Iterable[str] | None = None,
+        status_path: str | None = None,
+        status_allow: Iterable[str] = ("127.0.0.0/8", "::1/128"),
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
-        absolute URI, origin-form by its Host (the simulator's and the tests' use)."""
+        absolute URI, origin-form by its Host (the simulator's and the tests' use).
+        ``status_path``: answer the status JSON there to peers in ``status_allow`` (the driver
+        names a connection's peer with :meth:`peer_known`); None: no status endpoint."""
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
@@ -110,6 +116,9 @@ class HttpSharingCore:
             self.allowed = {split_authority(u) for u in upstreams}
             if default_authority is not None:
                 self.allowed.add(split_authority(default_authority))
+        self.status_path = status_path
+        self.status_allow = [ipaddress.ip_network(n, strict=False) for n in status_allow]
+        self.peers: dict[Hashable, str] = {}
         self.conns: dict[Hashable, h11.Connection] = {}
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
@@ -122,6 +131,10 @@ class HttpSharingCore:
     # ------------------------------------------------------------------ client connections
     def connection_made(self, conn: Hashable, now: float) -> None:
         self.conns[conn] = h11.Connection(h11.SERVER)
+
+    def peer_known(self, conn: Hashable, host: str, now: float) -> None:
+        """The driver names the address of ``conn``'s peer (for ``status_allow``)."""
+        self.peers[conn] = host
 
     def data_received(self, conn: Hashable, data: bytes, now: float) -> None:
         c = self.conns.get(conn)
@@ -140,6 +153,7 @@ class HttpSharingCore:
 
     def connection_lost(self, conn: Hashable, now: float) -> None:
         self.conns.pop(conn, None)
+        self.peers.pop(conn, None)
         if conn in self._busy:
             self._busy.discard(conn)
             self.machine.input_received(ClientGone(conn), now)
@@ -186,6 +200,8 @@ class HttpSharingCore:
         headers = tuple((k.lower(), v) for k, v in ev.headers)
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
+        if self.status_path is not None and target.split("?", 1)[0] == self.status_path:
+            return self._status(conn, target, now)
         uri = self._route(target, None if host is None else host.decode("ascii", "surrogateescape"))
         if uri is Refused.BAD_TARGET:
             self.stats.refused[uri] += 1
@@ -233,11 +249,55 @@ class HttpSharingCore:
         except URIError:
             return Refused.BAD_TARGET
 
+    def status(self, recent: int = 100) -> dict[str, object]:
+        """The status JSON (the proxy's format where the core has the figure)."""
+        snap: dict[str, object] = self.stats.snapshot(recent)
+        m = self.machine
+        snap["engine"] = "core"
+        snap["live_sessions"] = len(m.sharing.sessions)
+        snap["buffer_bytes"] = sum(s.buffer.memory for s in m.sharing.sessions.values())
+        snap["buffer_committed"] = m.sharing.committed
+        snap["window"] = m.cfg.window
+        snap["buffer_budget"] = m.cfg.buffer_budget
+        snap["queue_limit"] = m.cfg.queue_limit
+        return snap
+
+    def _status(self, conn: Hashable, target: str, now: float) -> None:
+        """The status endpoint: the JSON to an allowed peer, else 403 (it lists recent URIs)."""
+        if not self._status_allowed(self.peers.get(conn)):
+            return self._refuse(conn, 403, Refused.STATUS_NOT_ALLOWED, now)
+        recent = 100
+        if "recent=" in target:
+            try:
+                recent = max(0, min(2000, int(target.split("recent=", 1)[1].split("&", 1)[0])))
+            except ValueError:
+                pass
+        body = json.dumps(self.status(recent), indent=1, default=str).encode()
+        hdrs = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+        self._answer(conn, 200, hdrs, body, now)
+
+    def _status_allowed(self, peer: str | None) -> bool:
+        if peer is None:
+            return False
+        try:
+            addr = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        return any(addr.version == net.version and addr in net for net in self.status_allow)
+
     def _refuse(self, conn: Hashable, status: int, why: Refused, now: float) -> None:
         """Answer ``status`` with the reason's name and keep the connection (as the proxy's 403)."""
         self.stats.refused[why] += 1
         body = f"{status} {why.value}\n".encode()
-        hdrs = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
+        self._answer(conn, status, [(b"content-type", b"text/plain")], body, now)
+
+    def _answer(
+        self, conn: Hashable, status: int, hdrs: list[tuple[bytes, bytes]], body: bytes, now: float
+    ) -> None:
+        """A whole answer made here (not by the machine); the connection is kept."""
+        hdrs = hdrs + [(b"content-length", b"%d" % len(body))]
         c = self.conns.get(conn)
         if c is None:
             return
