@@ -381,7 +381,7 @@ def sweep_table(csv_path: str) -> str:
     head = ["configuration", "n", *SWEEP_METRICS]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for bn in sorted({k[0] for k in groups}):
-        for key in sorted(k for k in groups if k[0] == bn):
+        for key in sorted((k for k in groups if k[0] == bn), key=lambda k: (k[1], k[2] != "ml")):
             rs = groups[key]
             cells = []
             for m in SWEEP_METRICS:
