@@ -2,7 +2,7 @@
 per-AS saving, measured on the real source, ITR, ETR and client cores.
 
     corecast experiment multidomain --backend sim [--ases 1000] [--clients 100000]
-        [--seconds 60] [--seed 0] [--out DIR] [--cost-curve]
+        [--seconds 60] [--seed 0] [--itr separate|source] [--out DIR] [--cost-curve]
 
 Population: ``--ases`` ASes holding ``--clients`` clients from the rank-size law of
 :func:`corecast.workload.rank_size` (half the ASes with one client, Fig. 4(a); the
@@ -11,12 +11,16 @@ exponent fitted to the total).  One channel at 384 kb/s in 1,200-byte chunks for
 ETR) and local bytes (to each client), IPv4/UDP headers included, against eq. 3 and
 eq. 5 with our sizes; per AS, unicast over CoreCast transit bytes (Fig. 6's per-AS
 comparison, with unicast -- one native packet per client, what the ETR delivers
-locally -- in place of the paper's hypothetical P2P network).
+locally -- in place of the paper's hypothetical P2P network).  ``--itr source`` runs
+Algorithm 1 inside the source (section 3.4) instead of on its own node: the same bytes
+enter and stay inside every AS, for two thirds of the simulated datagrams
+(docs/corecast-multidomain.md).
 
 Writes ``multidomain.csv`` (one row per quantity: ours, the model, the paper's) and
 ``multidomain-as.csv`` (one row per AS) under ``--out``, each under its final name
 only once complete.  ``--cost-curve`` runs 100, 1,000, 10,000 and 100,000 clients
-for ``--seconds`` each and writes ``multidomain-cost.csv`` (CPU seconds per run).
+for ``--seconds`` each and writes ``multidomain-cost.csv`` (CPU seconds per run and
+per client-chunk, the unit the simulation's cost grows with, and the load beside).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corecast.sim import SimResult, run, scenario
+from corecast.sim import ItrPlacement, SimResult, run, scenario
 from corecast.workload import PAPER_TOP3_SHARE, rank_size
 from deliverykit.cliutil import cli_main
 
@@ -91,14 +95,28 @@ def _commit() -> str:
         return ""
 
 
-def run_shape(shape: Shape, seconds: float, seed: int = 0,
-              progress: bool = False) -> tuple[SimResult, float, dict[str, float]]:
-    """One simulated run; returns (result, Zipf exponent, {cpu_s, wall_s, maxrss_mb})."""
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return -1.0
+
+
+def run_shape(shape: Shape, seconds: float, seed: int = 0, progress: bool = False,
+              itr: ItrPlacement = ItrPlacement.SEPARATE
+              ) -> tuple[SimResult, float, dict[str, float]]:
+    """One simulated run; returns (result, Zipf exponent, {cpu_s, wall_s, maxrss_mb,
+    cpu_us_per_client_chunk, load_start, load_end}): the CPU of the whole run (setup
+    included) and the 1-minute load average when it started and ended."""
     sizes, s = shape.sizes()
+    load0 = _load()
     t0, c0 = time.monotonic(), time.process_time()
-    res = run(scenario(seconds=seconds, seed=seed, sizes=sizes), progress=progress)
-    cost = {"cpu_s": time.process_time() - c0, "wall_s": time.monotonic() - t0,
-            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    res = run(scenario(seconds=seconds, seed=seed, sizes=sizes, itr=itr), progress=progress)
+    cpu = time.process_time() - c0
+    cost = {"cpu_s": cpu, "wall_s": time.monotonic() - t0,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "cpu_us_per_client_chunk": 1e6 * cpu / max(1, res.chunks * sum(sizes)),
+            "load_start": load0, "load_end": _load()}
     return res, s, cost
 
 
@@ -119,7 +137,8 @@ def savings(res: SimResult) -> dict[str, float]:
 
 
 def summary_rows(res: SimResult, s: float, cost: dict[str, float],
-                 seconds: float) -> list[tuple[str, Any, Any, Any]]:
+                 seconds: float, itr: ItrPlacement = ItrPlacement.SEPARATE
+                 ) -> list[tuple[str, Any, Any, Any]]:
     """(quantity, ours, model, paper) rows of ``multidomain.csv``."""
     sm = res.summary()
     rows: list[tuple[str, Any, Any, Any]] = [
@@ -127,6 +146,7 @@ def summary_rows(res: SimResult, s: float, cost: dict[str, float],
         ("clients", sm["total_clients"], "", "100,000 (issue 18)"),
         ("zipf_exponent", round(s, 4), "", "fitted: total and Fig. 4a"),
         ("stream_seconds", seconds, "", 60),
+        ("itr", itr.value, "", "Fig. 2: separate; section 3.4: source-as-ITR"),
         ("chunks", sm["chunks"], round(seconds * 384_000 / (8 * res.chunk_size)), ""),
         ("transit_bytes", sm["transit_bytes"], sm["model_transit_bytes"], "eq. 3 x chunks"),
         ("local_bytes", sm["local_bytes"], sm["model_local_bytes"], "eq. 5 x chunks"),
@@ -138,6 +158,9 @@ def summary_rows(res: SimResult, s: float, cost: dict[str, float],
     rows += [("datagrams", sm["datagrams"], "", ""),
              ("cpu_s", round(cost["cpu_s"], 2), "", ""),
              ("wall_s", round(cost["wall_s"], 2), "", ""),
+             ("cpu_us_per_client_chunk", round(cost["cpu_us_per_client_chunk"], 1), "", ""),
+             ("load_1min_start", round(cost["load_start"], 1), "", ""),
+             ("load_1min_end", round(cost["load_end"], 1), "", ""),
              ("maxrss_mb", round(cost["maxrss_mb"], 1), "", ""), ("commit", _commit(), "", "")]
     return rows
 
@@ -152,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=60.0, help="stream length")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--itr", choices=[p.value for p in ItrPlacement],
+                    default=ItrPlacement.SEPARATE.value,
+                    help="where Algorithm 1 runs: its own node fed over a link (separate, "
+                         "Fig. 2) or inside the source (source, section 3.4: the same bytes "
+                         "into and inside every AS, a third fewer datagrams)")
     ap.add_argument("--out", default=".", help="directory for the CSV files")
     ap.add_argument("--cost-curve", action="store_true",
                     help="CPU seconds at 100, 1,000, 10,000 and 100,000 clients instead")
@@ -165,33 +193,37 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(a.out):
         ap.error(f"--out {a.out}: not a directory")
     progress = a.progress or sys.stderr.isatty()
+    itr = ItrPlacement(a.itr)
     if a.cost_curve:
         cost_rows: list[tuple[Any, ...]] = []
         for n in COST_POINTS:
             if n > a.max_clients:
                 continue
             shape = cost_shape(n, a.ases)
-            res, s, cost = run_shape(shape, a.seconds, a.seed, progress)
+            res, s, cost = run_shape(shape, a.seconds, a.seed, progress, itr)
             sm = res.summary()
             ok = (sm["transit_bytes"] == sm["model_transit_bytes"]
                   and sm["local_bytes"] == sm["model_local_bytes"])
             cost_rows.append((shape.ases, n, a.seconds, sm["chunks"], sm["datagrams"],
                          round(cost["cpu_s"], 2), round(cost["wall_s"], 2),
-                         round(1e6 * cost["cpu_s"] / max(1, sm["datagrams"]), 2), ok))
+                         round(1e6 * cost["cpu_s"] / max(1, sm["datagrams"]), 2),
+                         round(cost["cpu_us_per_client_chunk"], 1), itr.value,
+                         round(cost["load_start"], 1), round(cost["load_end"], 1), ok))
             print(f"{shape.ases:>5} ASes {n:>7} clients: {sm['datagrams']:>10} datagrams, "
                   f"{cost['cpu_s']:8.1f} CPU s, eqs. 3/5 {'equal' if ok else 'DIFFER'}",
                   file=sys.stderr)
         _write_csv(os.path.join(a.out, "multidomain-cost.csv"),
                    ("ases", "clients", "seconds", "chunks", "datagrams", "cpu_s", "wall_s",
-                    "cpu_us_per_datagram", "eqs_3_5_equal"), cost_rows)
+                    "cpu_us_per_datagram", "cpu_us_per_client_chunk", "itr", "load_start",
+                    "load_end", "eqs_3_5_equal"), cost_rows)
         for r in cost_rows:
             print(",".join(map(str, r)))
         return 0 if all(r[-1] for r in cost_rows) else 1
     try:
-        res, s, cost = run_shape(Shape(a.ases, a.clients), a.seconds, a.seed, progress)
+        res, s, cost = run_shape(Shape(a.ases, a.clients), a.seconds, a.seed, progress, itr)
     except ValueError as e:
         ap.error(str(e))
-    rows = summary_rows(res, s, cost, a.seconds)
+    rows = summary_rows(res, s, cost, a.seconds, itr)
     _write_csv(os.path.join(a.out, "multidomain-as.csv"),
                ("as", "clients", "transit_bytes", "local_bytes", "unicast_transit_bytes",
                 "saving"),
