@@ -3,6 +3,8 @@ event storm at one virtual instant), and its cost per request does not grow with
 
 from __future__ import annotations
 
+import pytest
+
 from vmc.core.machine import MachineConfig
 from vmc.sim import Arrival, SimConfig, VmcSim
 
@@ -31,3 +33,30 @@ def test_a_replay_late_in_virtual_time_ends() -> None:
         assert r.clock_steps >= 1  # the residue was there, and carried by one step of the clock
         # a few events per 16 KiB step of each flow, not hundreds of thousands
         assert r.events < 2_000
+
+
+def test_figures_are_csv_and_png_with_the_tables_figures(tmp_path) -> None:
+    """``--figures``: per scenario the (a)/(b) curves as CSV (one row per file downloaded) whose
+    last row is Table 2's totals, the PNG beside it, and metadata.json."""
+    import csv
+    import json
+
+    from vmc.experiments.tables import main
+
+    rc = main(["--backend", "sim", "-n", "60", "--batch", "30", "--scenario", "high-vhigh",
+               "--figures", "--out", str(tmp_path)])
+    assert rc == 0
+    rows = list(csv.DictReader((tmp_path / "vmc_sim_high-vhigh.csv").open()))
+    assert [int(r["files"]) for r in rows] == list(range(1, 61))
+    doc = json.loads((tmp_path / "sim_results.json").read_text())
+    (row,) = doc["rows"]
+    last = rows[-1]
+    assert float(last["normal_origin_MB"]) == pytest.approx(row["normal_MB"], abs=1e-5)
+    assert float(last["vmc_origin_MB"]) == pytest.approx(row["vmc_MB"], abs=1e-5)
+    assert float(last["normal_latency_s"]) == pytest.approx(row["latency_sum_normal_s"], abs=1e-4)
+    assert float(last["vmc_latency_s"]) == pytest.approx(row["latency_sum_vmc_s"], abs=1e-4)
+    assert (tmp_path / "vmc_sim_high-vhigh.png").stat().st_size > 0
+    assert json.loads((tmp_path / "metadata.json").read_text())["params"]["figures"] is True
+    # every file under its final name, nothing left under a temporary one (outputs' ".*.part")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "metadata.json", "sim_results.json", "vmc_sim_high-vhigh.csv", "vmc_sim_high-vhigh.png"]
