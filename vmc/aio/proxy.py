@@ -76,6 +76,12 @@ class Route:
     """Host field sent upstream."""
 
 
+#: Bytes on disk from which a span leaves by sendfile rather than by reads (issue 17), and the
+#: most one sendfile call sends: each span must be taken within ``client_write_timeout``.
+SENDFILE_MIN = 1 << 20
+SENDFILE_SPAN = 4 << 20
+
+
 class StreamFailed(Exception):
     """The bytes promised to a client cannot be delivered (origin failure, mismatch)."""
 
@@ -465,6 +471,14 @@ class Proxy(Downstream):
                 pos += len(data)
             elif step is Step.DISK:  # left the window: from disk
                 assert s.spill is not None
+                on_disk = min(end, s.spill.written) - pos
+                if on_disk >= SENDFILE_MIN and s.spill.fd is not None and self.store is not None:
+                    n = min(on_disk, SENDFILE_SPAN)  # zero copy, in spans of bounded size
+                    await client.sendfile(s.spill.fd, pos, n)
+                    self.store.stats.sendfile_bytes += n
+                    self.stats.client(rec, n, self.clock())
+                    pos += n
+                    continue
                 data = s.spill.read(pos, min(end, pos + 4 * CHUNK))
                 await self._write(client, data, rec)
                 pos += len(data)

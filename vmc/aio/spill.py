@@ -55,6 +55,8 @@ class DiskStats:
     """Body bytes written."""
     read_bytes: int = 0
     """Body bytes read back for clients."""
+    sendfile_bytes: int = 0
+    """Body bytes sent to clients straight from the file by sendfile (no copy through Python)."""
     hits: int = 0
     """Requests served from a finished object on disk (no origin request)."""
     evicted: int = 0
@@ -231,5 +233,5 @@ class DiskStore:
         st = self.stats
         return {"budget": self.budget, "reserved": self.reserved, "objects": self.objects,
                 "finished": len(self._finished), "files": st.files, "spilled_bytes": st.spilled_bytes,
-                "read_bytes": st.read_bytes, "hits": st.hits, "evicted": st.evicted, "peak_reserved": st.peak_reserved,
+                "read_bytes": st.read_bytes, "sendfile_bytes": st.sendfile_bytes, "hits": st.hits, "evicted": st.evicted, "peak_reserved": st.peak_reserved,
                 "refused": {k.value: n for k, n in st.refused.items()}}
