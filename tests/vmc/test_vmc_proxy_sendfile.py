@@ -65,8 +65,34 @@ def test_a_client_that_stops_reading_in_a_sendfile_is_cut_off(make_stack, tmp_pa
     s.connect(st.proxy.address)
     try:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+        assert _until(lambda: st.proxy.stats._next_id == 2)  # its request is in
         assert _until(lambda: st.proxy.connections == 0, 20), st.proxy.connections
         recs = [r for r in st.status()["recent"] if "/big2.bin" in r["uri"]]
         assert len(recs) == 2 and "stalled" in recs[1]["error"]
     finally:
         s.close()
+
+
+def test_on_uvloop_a_large_body_on_disk_goes_by_reads_and_arrives_whole() -> None:
+    """uvloop (the CLI's default loop) has no loop.sendfile: the proxy must not try it there."""
+    uvloop = pytest.importorskip("uvloop")
+    from vmc.aio.origin import Origin
+    from vmc.aio.proxy import Proxy, ProxyConfig
+    from vmc.client import fetch
+
+    async def run() -> tuple[bytes, bytes, dict]:
+        origin = await Origin().start()
+        proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=1 * MiB)).start()
+        try:
+            url = f"http://{origin.authority}/uv.bin?size={10 * MiB}"
+            addr = "{}:{}".format(*proxy.address)
+            a = await fetch(url, proxy=addr, timeout=60)
+            b = await fetch(url, proxy=addr, timeout=60)
+            return a.body, b.body, proxy.snapshot()["disk"]
+        finally:
+            await proxy.close()
+            await origin.close()
+
+    a, b, disk = uvloop.run(run())
+    assert a == b == expected("/uv.bin", 10 * MiB)
+    assert disk["hits"] == 1 and disk["sendfile_bytes"] == 0 and disk["read_bytes"] > 0

@@ -82,6 +82,12 @@ SENDFILE_MIN = 1 << 20
 SENDFILE_SPAN = 4 << 20
 
 
+def sendfile_supported() -> bool:
+    """Does the running loop have ``loop.sendfile``? asyncio's loops do (zero copy on a plain
+    socket, else their fallback); uvloop's raises NotImplementedError, so bodies go by reads."""
+    return isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
+
+
 class StreamFailed(Exception):
     """The bytes promised to a client cannot be delivered (origin failure, mismatch)."""
 
@@ -472,7 +478,8 @@ class Proxy(Downstream):
             elif step is Step.DISK:  # left the window: from disk
                 assert s.spill is not None
                 on_disk = min(end, s.spill.written) - pos
-                if on_disk >= SENDFILE_MIN and s.spill.fd is not None and self.store is not None:
+                if (on_disk >= SENDFILE_MIN and s.spill.fd is not None and self.store is not None
+                        and sendfile_supported()):
                     n = min(on_disk, SENDFILE_SPAN)  # zero copy, in spans of bounded size
                     await client.sendfile(s.spill.fd, pos, n)
                     self.store.stats.sendfile_bytes += n
