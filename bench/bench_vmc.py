@@ -378,11 +378,16 @@ _WRK_ERR = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)|Socket errors: (.*)")
 _WRK_TOTAL = re.compile(r"(\d+) requests in ")
 
 
+def _who(nw: int) -> str:
+    """An arm's proxy: 1 process, N workers, or (0) one process on asyncio's loop (sendfile)."""
+    return {0: "vmc --loop asyncio", 1: "vmc"}.get(nw, f"vmc --workers {nw}")
+
+
 def _wrk(url: str, conns: int, seconds: float, origin_log: Callable[[], int],
-         threads: int = 2) -> dict:
-    """One wrk run: req/s, p99 latency in ms, origin requests per client request (from the
-    origin's access log, ``origin_log`` = its line count), errors, and the 1-min load at its
-    start."""
+         threads: int = 2, size: int = 0) -> dict:
+    """One wrk run: req/s, p99 latency in ms, body throughput in MB/s (req/s x ``size``),
+    origin requests per client request (from the origin's access log, ``origin_log`` = its
+    line count), errors, and the 1-min load at its start."""
     load = os.getloadavg()[0]
     before = origin_log()
     out = subprocess.run(["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds:g}s",
@@ -396,17 +401,22 @@ def _wrk(url: str, conns: int, seconds: float, origin_log: Callable[[], int],
     errs = "; ".join(m.group(0) for m in _WRK_ERR.finditer(out))
     sent = max(1, int(total.group(1)))
     return {"req/s": float(rate.group(1)), "p99 ms": float(p99.group(1)) * scale,
+            "MB/s": round(float(rate.group(1)) * size / 1e6, 1),
             "origin GETs / request": round((origin_log() - before) / sent, 3),
             "errors": errs or "none", "load": round(load, 2)}
 
 
 def run_rate(quick: bool) -> dict:
     """Request rate and p99 under wrk (issue 17): our proxy vs Varnish keeping nothing, both in
-    front of one nginx origin serving static files, 1 KiB and 100 KiB objects, 50 connections,
-    interleaved repeats. Each arm's wrk run states the 1-minute load at its start."""
+    front of one nginx origin serving static files, 1 KiB, 100 KiB and 10 MiB objects (the
+    last also as throughput, MB/s), 50 connections, interleaved repeats. At 10 MiB a proxy on
+    asyncio's loop is measured too: there bodies on the disk store leave by sendfile (uvloop,
+    the CLI's default, has no loop.sendfile). Each arm's wrk run states the 1-minute load at
+    its start."""
     conns, seconds = 50, (2.0 if quick else 8.0)
     repeats = 2 if quick else 3
-    sizes = {"1 KiB": 1024, "100 KiB": 100 * 1024}
+    sizes = {"1 KiB": 1024, "100 KiB": 100 * 1024, "10 MiB": 10 << 20}
+    big = "10 MiB"
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="vmc-rate-") as d, Nginx.origin(Path(d)) as ng:
         for size in sizes.values():
@@ -423,16 +433,22 @@ def run_rate(quick: bool) -> dict:
             for nw in sorted({1, workers}):  # one process, and one per core (SO_REUSEPORT)
                 pxs[nw] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
                                       "--default", o, "--workers", str(nw)])
+            # the sendfile path (asyncio's loop; key 0 is not a worker count)
+            pxs[0] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
+                                 "--default", o, "--loop", "asyncio"])
             varnish.start()
             arms: dict[str, Callable[[], dict]] = {}
             for label, size in sizes.items():
                 path = f"/obj-{size}.bin"
                 for nw, px in pxs.items():
-                    name = f"vmc {label}" if nw == 1 else f"vmc --workers {nw} {label}"
+                    if nw == 0 and label != big:
+                        continue
+                    name = f"{_who(nw)} {label}"
                     arms[name] = partial(_wrk, f"http://{px.authority}{path}", conns, seconds,
-                                         origin_log)
+                                         origin_log, size=size)
                 arms[f"varnish ttl=0 {label}"] = partial(
-                    _wrk, f"http://{varnish.authority}{path}", conns, seconds, origin_log)
+                    _wrk, f"http://{varnish.authority}{path}", conns, seconds, origin_log,
+                    size=size)
             for url in [f"http://{px.authority}/obj-1024.bin" for px in pxs.values()] + [
                     f"http://{varnish.authority}/obj-1024.bin"]:
                 urllib.request.urlopen(url, timeout=30).close()  # every arm up before timing
@@ -446,8 +462,15 @@ def run_rate(quick: bool) -> dict:
     for label in sizes:
         anchor = samples[f"varnish ttl=0 {label}"]
         for nw in pxs:
-            who = "vmc" if nw == 1 else f"vmc --workers {nw}"
+            who = _who(nw)
+            if f"{who} {label}" not in samples:
+                continue
             ours = samples[f"{who} {label}"]
+            if label == big:
+                comps.append(measured(f"{who}/varnish(ttl=0) MB/s, {label}",
+                                      [r["MB/s"] for r in ours], [r["MB/s"] for r in anchor],
+                                      anchor=f"varnish ttl=0 {label}", unit="MB/s",
+                                      target=">= 0.9"))
             comps.append(measured(f"{who}/varnish(ttl=0) req/s, {label}",
                                   [r["req/s"] for r in ours], [r["req/s"] for r in anchor],
                                   anchor=f"varnish ttl=0 {label}", unit="req/s", target=">= 0.5"))
