@@ -85,7 +85,8 @@ class ChannelBuffer:
     hash: bytes = b""
     seq: int = -1
     packet: bytes = b""  #: the payload packet as received, sent on to each ETR
-    served: dict | None = None  #: servedRLOC: rloc -> headers sent since its payload copy
+    #: servedRLOC: rloc -> headers sent since its payload copy
+    served: dict[bytes, int] | None = None
 
 
 class Itr(Outbox):
@@ -307,7 +308,7 @@ class Itr(Outbox):
             return self._cc_payload(pkt, r[1], r[2], r[3], r[4], r[5])
         return self._drop("malformed" if r[1] == 1 else "not_corecast")
 
-    def handle_batch(self, frames: list, now: float, l2: int = 0) -> list[Datagram]:
+    def handle_batch(self, frames: list[Any], now: float, l2: int = 0) -> list[Datagram]:
         """A batch of inner IP packets (``l2=0``) or AF_PACKET Ethernet frames
         (``l2=14``), each bytes or a ``(bytes, addr)`` pair as recv_batch returns
         them -> datagrams to send, in order.  Same results and counters as
@@ -393,24 +394,26 @@ class Itr(Outbox):
             return self._drop("negative_mapping")
         rloc, rs = entry.select(eid)
         served = buf.served
+        if served is None:  # no payload buffered (a set hash always comes with its servedRLOC)
+            return self._drop("unknown_hash")
         c = self.counters
         n = self.extra_payload_every
         lh = entry.lisp_header if entry.lisp_header is not None else self.lisp_header
         if self.headers_by_rloc:
             lh = self.headers_by_rloc.get(rloc, lh)
-        if rloc in served:  # type: ignore[operator]
-            count = served[rloc]  # type: ignore[index]
+        if rloc in served:
+            count = served[rloc]
             if not n or count < n:
                 if n:
-                    served[rloc] = count + 1  # type: ignore[index]
+                    served[rloc] = count + 1
                 c["header_copies"] += 1
                 return [(lh + pkt, (rs, self.data_port))]
             c["extra_payload_copies"] += 1
-        elif len(served) >= self.max_served:  # type: ignore[arg-type]
+        elif len(served) >= self.max_served:
             return self._drop("served_limit")
         else:
             c["payload_copies"] += 1
-        served[rloc] = 1  # type: ignore[index]
+        served[rloc] = 1
         c["header_copies"] += 1
         dest = (rs, self.data_port)
         return [(lh + buf.packet, dest), (lh + pkt, dest)]

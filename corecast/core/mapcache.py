@@ -53,7 +53,7 @@ class MapEntry:
     ordinals: tuple[bytes, ...] = ()
     #: locators a Locator-Status-Bit (or echo-nonce) said are down; avoided while
     #: another usable one is up (RFC 9300 section 10)
-    down: frozenset = frozenset()
+    down: frozenset[bytes] = frozenset()
     #: the mapping's Map-Version from its Map-Reply record (RFC 9302; 0 = null)
     map_version: int = 0
     #: a LISP data header for this entry's EIDs instead of the ITR's default
@@ -103,7 +103,7 @@ class MapEntry:
 
 @dataclass(slots=True)
 class _Pending:
-    packets: deque = field(default_factory=deque)
+    packets: deque[bytes] = field(default_factory=deque)
     last_request: float = -FOREVER
     retries: int = 0
     holddown_until: float = -FOREVER

@@ -10,8 +10,8 @@ bytes); prefixes are ``(packed_network, prefix_len)``.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from corecast import _fast
 
@@ -20,11 +20,11 @@ V = TypeVar("V")
 _CHILD0, _CHILD1, _VALUE, _HAS, _MEMO = 0, 1, 2, 3, 4
 
 
-def _new() -> list:
+def _new() -> list[Any]:
     return [None, None, None, False]
 
 
-def _new_root() -> list:
+def _new_root() -> list[Any]:
     """A root node carries a fifth slot: a memo {packed address: value} that the pure
     batch walk (corecast._fast.py_cc_itr_batch) fills and every insert/remove
     clears, so it never outlives a change of the trie.  The C walk ignores it."""
@@ -36,8 +36,9 @@ class PrefixTrie(Generic[V]):
 
     __slots__ = ("_roots", "_count", "walk", "version")
 
-    def __init__(self, walk=None) -> None:
-        self._roots: dict[int, list] = {4: _new_root(), 16: _new_root()}
+    def __init__(self, walk: Callable[[list[Any], bytes], tuple[int, Any] | None] | None = None
+                 ) -> None:
+        self._roots: dict[int, list[Any]] = {4: _new_root(), 16: _new_root()}
         self._count = 0
         #: bumped by every insert and remove: a copy of the trie's contents (the ITR's
         #: linear lookup table, corecast._fast.LinearTable) is stale when it differs
@@ -48,7 +49,7 @@ class PrefixTrie(Generic[V]):
     def __len__(self) -> int:
         return self._count
 
-    def root(self, nbytes: int) -> list:
+    def root(self, nbytes: int) -> list[Any]:
         """The root node for ``nbytes``-byte keys (4 or 16), for the batch walk
         (``cc_itr_batch``); the same list for the trie's whole life."""
         return self._roots[nbytes]
