@@ -127,6 +127,7 @@ class CorePump:
         upstreams: list[str] | None = None,
         status_path: str | None = None,
         status_allow: list[str] | None = None,
+        max_request_body: int = 1 << 20,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -141,6 +142,7 @@ class CorePump:
                 upstreams=upstreams,
                 status_path=status_path,
                 status_allow=status_allow or ["127.0.0.0/8", "::1/128"],
+                max_request_body=max_request_body,
             )
         self.core: StreamCore = core
         self.on_output = on_output
@@ -258,7 +260,8 @@ class CorePump:
         rest = f.uri.split("://", 1)[1]
         authority, _, path = rest.partition("/")
         host, port = split_authority(authority)
-        hdrs = [(b"host", authority.encode("ascii", "surrogateescape")), (b"via", b"1.1 vmc")]
+        hdrs = [(b"host", authority.encode("ascii", "surrogateescape")), *f.headers]
+        hdrs.append((b"via", b"1.1 vmc"))
         if f.ranged:
             hdrs.append(
                 (b"range", format_range(f.first, None if f.end is None else f.end - 1).encode())
@@ -276,6 +279,7 @@ class CorePump:
                 f.method,
                 b"/" + path.encode("ascii", "surrogateescape"),
                 hdrs,
+                f.body,
                 timeout=self.upstream_timeout,
             )
             self.feed(None, take, OriginHead(f.fetch, resp.status, tuple(resp.headers)))
@@ -337,14 +341,15 @@ async def serve_core(
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
     (docs/vmc.md): connection limits, the upstream cap and pool, 1xx, multipart answers,
-    request bodies, transparent mode, workers."""
+    transparent mode, workers."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
     mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
     pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
                     disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
-                    status_path=cfg.status_path, status_allow=list(cfg.status_allow))
+                    status_path=cfg.status_path, status_allow=list(cfg.status_allow),
+                    max_request_body=cfg.max_request_body)
     await pump.start()
     host, port = pump.address
     host = f"[{host}]" if ":" in host else host

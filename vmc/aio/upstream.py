@@ -37,25 +37,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import h11
 
 from vmc.aio.deadline import within
+from vmc.core.policy import HOP_BY_HOP, end_to_end  # noqa: F401 - re-exported (the proxy uses up.end_to_end)
 
 READ_SIZE = 65536
 #: 1xx responses accepted before the final one (an origin streaming 1xx forever is cut off).
 MAX_INTERIM = 32
 
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"content-length",
-    }
-)
 
 
 class UpstreamError(Exception):
@@ -180,15 +167,6 @@ class Limiter:
         self._forget(fut)
         self.refused += 1
         raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}); waited {self.wait} s")
-
-
-def end_to_end(headers: Sequence[tuple[bytes, bytes]], drop: Sequence[bytes] = ()) -> list[tuple[bytes, bytes]]:
-    """Headers minus hop-by-hop fields, those named in Connection, and ``drop`` (RFC 9110 sec. 7.6.1)."""
-    named = {
-        e.strip().lower() for k, v in headers if k == b"connection" for e in v.split(b",") if e.strip()
-    }
-    bad = HOP_BY_HOP | named | set(drop)
-    return [(k, v) for k, v in headers if k not in bad]
 
 
 class UpstreamResponse:

@@ -50,6 +50,8 @@ class Request:
     """Absolute URI; its MD5 is the session key."""
     headers: tuple[tuple[bytes, bytes], ...] = ()
     """Request fields, lower-case names (h11's)."""
+    body: bytes = b""
+    """The request's body, whole (a pass-through sends it on; sharing needs none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,10 @@ class Fetch:
     """Byte after the last (None: to the end)."""
     if_range: bytes | None = None
     """The session's strong validator for If-Range."""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    """End-to-end request fields to send (the driver adds Host, Via, Range and If-Range)."""
+    body: bytes = b""
+    """Request body (a pass-through's)."""
 
     @property
     def ranged(self) -> bool:

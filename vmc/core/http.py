@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 
 import h11
 
@@ -61,6 +62,16 @@ Close = StreamClose
 
 Output = Write | Close | Fetch | CancelFetch
 
+
+@dataclass(slots=True)
+class _Pending:
+    """A request whose body is still arriving."""
+
+    method: bytes
+    uri: str
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytearray = field(default_factory=bytearray)
+
 #: Fields the adapter sets itself or that are hop-by-hop (RFC 9110 sec. 7.6.1): never copied.
 _OURS = frozenset(
     {
@@ -83,7 +94,9 @@ _REASONS = {
     501: b"Not Implemented",
     200: b"OK",
     206: b"Partial Content",
+    100: b"Continue",
     400: b"Bad Request",
+    413: b"Content Too Large",
     403: b"Forbidden",
     416: b"Range Not Satisfiable",
     502: b"Bad Gateway",
@@ -102,6 +115,7 @@ class HttpSharingCore:
         upstreams: Iterable[str] | None = None,
         status_path: str | None = None,
         status_allow: Iterable[str] = ("127.0.0.0/8", "::1/128"),
+        max_request_body: int = 1 << 20,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
@@ -119,6 +133,9 @@ class HttpSharingCore:
         self.status_path = status_path
         self.status_allow = [ipaddress.ip_network(n, strict=False) for n in status_allow]
         self.peers: dict[Hashable, str] = {}
+        #: Bytes of request body accepted (the proxy's ``max_request_body``; 413 past it).
+        self.max_request_body = max_request_body
+        self._reading: dict[Hashable, _Pending] = {}
         self.conns: dict[Hashable, h11.Connection] = {}
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
@@ -154,6 +171,7 @@ class HttpSharingCore:
     def connection_lost(self, conn: Hashable, now: float) -> None:
         self.conns.pop(conn, None)
         self.peers.pop(conn, None)
+        self._reading.pop(conn, None)
         if conn in self._busy:
             self._busy.discard(conn)
             self.machine.input_received(ClientGone(conn), now)
@@ -183,6 +201,8 @@ class HttpSharingCore:
 
     # ------------------------------------------------------------------ inside
     def _next_request(self, conn: Hashable, now: float) -> None:
+        if conn in self._reading:
+            return self._read_body(conn, now)
         c = self.conns.get(conn)
         if c is None or conn in self._busy:
             return
@@ -208,15 +228,45 @@ class HttpSharingCore:
             return self._bad(conn)
         if isinstance(uri, Refused):
             return self._refuse(conn, 403, uri, now)
-        length = next((v for k, v in headers if k == b"content-length"), b"0").strip()
-        if length not in (b"", b"0") or any(k == b"transfer-encoding" for k, _ in headers):
-            return self._bad(
-                conn, 501
-            )  # the machine passes requests on without a body: never drop one
         self._busy.add(conn)
-        self._end_of_request(c)
-        self.machine.input_received(Request(conn, ev.method, uri, headers), now)
+        self._reading[conn] = _Pending(ev.method, uri, headers)
+        if c.they_are_waiting_for_100_continue:
+            self._send(conn, h11.InformationalResponse(status_code=100, headers=[]))
+        self._read_body(conn, now)
+
+    def _read_body(self, conn: Hashable, now: float) -> None:
+        """Take the request's body as far as it has arrived; at its end the request goes to the
+        machine with it (a body is never dropped; one past ``max_request_body`` gets 413)."""
+        c, p = self.conns.get(conn), self._reading.get(conn)
+        if c is None or p is None:
+            return
+        try:
+            while True:
+                ev = c.next_event()
+                if ev is h11.NEED_DATA:
+                    return  # the rest comes with the next bytes
+                if isinstance(ev, h11.EndOfMessage):
+                    break
+                if not isinstance(ev, h11.Data):  # closed mid-body
+                    self._drop_pending(conn)
+                    self._out.append(Close(conn))
+                    return
+                p.body += ev.data
+                if len(p.body) > self.max_request_body:
+                    self._drop_pending(conn)
+                    self.stats.refused[Refused.BODY_TOO_LARGE] += 1
+                    return self._bad(conn, 413)
+        except h11.RemoteProtocolError:
+            self._drop_pending(conn)
+            return self._bad(conn)
+        del self._reading[conn]
+        req = Request(conn, p.method, p.uri, p.headers, bytes(p.body))
+        self.machine.input_received(req, now)
         self._pump(now)
+
+    def _drop_pending(self, conn: Hashable) -> None:
+        self._reading.pop(conn, None)
+        self._busy.discard(conn)
 
     def _route(self, target: str, host: str | None) -> str | Refused:
         """The normalised absolute URI a request goes to, or why not (as the proxy routes)."""

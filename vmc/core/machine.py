@@ -63,6 +63,7 @@ from vmc.core.events import (
     Send,
 )
 from vmc.core.key import request_key, split_authority
+from vmc.core.plan import VMC_HEADER
 from vmc.core.queue import ClientQueue
 from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
 from vmc.core.sharing import Admit, Sharing, Step, answer_continues, feed, may_resume, next_step
@@ -70,6 +71,9 @@ from vmc.core.states import SessionState
 from vmc.core.stats import RequestRecord, Stats
 
 CHUNK = 64 << 10
+#: Request fields never sent on (the driver sets Host; Range/If-Range are the machine's own).
+_NOT_FORWARDED = (b"host", VMC_HEADER, b"expect")
+_NOT_FORWARDED_SHARED = (b"host", b"range", b"if-range", VMC_HEADER, b"expect")
 
 # ---------------------------------------------------------------------- state
 
@@ -335,10 +339,13 @@ class SharingMachine:
         headers = list(r.req.headers)
         adm = self.sharing.admit(r.req.method, headers, r.key, upstream, host, now)
         if adm.kind is Admit.START:
-            s = SharedObject(r.key, r.req.uri, upstream, b"", [(b"host", host)], self.cfg.window)
+            fields = policy.end_to_end(headers, drop=_NOT_FORWARDED_SHARED)
+            s = SharedObject(
+                r.key, r.req.uri, upstream, b"", [(b"host", host), *fields], self.cfg.window
+            )
             self.sharing.open(s)
             self.stats.origin_requests += 1
-            self._fetch(Flight(0, Kind.STREAM, r.client, s), r.req.uri)
+            self._fetch(Flight(0, Kind.STREAM, r.client, s), r.req.uri, headers=tuple(fields))
             r.session = s
         elif adm.kind is Admit.JOIN:
             joined, p = adm.session, adm.plan
@@ -367,7 +374,14 @@ class SharingMachine:
             self.stats.origin_requests += 1
             r.rec.mode = "passthrough"
             self._events.append(Admitted(r.client, r.key, "passthrough", 0))
-            self._fetch(Flight(0, Kind.PASS, r.client), r.req.uri, method=r.req.method)
+            fields = policy.end_to_end(headers, drop=_NOT_FORWARDED)
+            self._fetch(
+                Flight(0, Kind.PASS, r.client),
+                r.req.uri,
+                method=r.req.method,
+                headers=tuple(fields),
+                body=r.req.body,
+            )
 
     def _admit_parked(self, key: str, now: float) -> None:
         for r in [r for r in self.readers.values() if r.parked_until is not None and r.key == key]:
@@ -382,11 +396,13 @@ class SharingMachine:
         first: int = 0,
         end: int | None = None,
         if_range: bytes | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+        body: bytes = b"",
     ) -> Flight:
         self._next_fetch += 1
         f.id = self._next_fetch
         self.flights[f.id] = f
-        self._actions.append(Fetch(f.id, uri, method, first, end, if_range))
+        self._actions.append(Fetch(f.id, uri, method, first, end, if_range, headers, body))
         return f
 
     def _respond(
@@ -490,6 +506,7 @@ class SharingMachine:
             first=r.pos,
             end=end,
             if_range=s.validators.if_range(),
+            headers=tuple(s.upstream_headers[1:]),
         )
 
     # ------------------------------------------------------------------ origin inputs
@@ -692,6 +709,7 @@ class SharingMachine:
                 s.uri,
                 first=s.buffer.received,
                 if_range=s.validators.if_range(),
+                headers=tuple(s.upstream_headers[1:]),
             )
             return
         self.stats.stream_failures += 1

@@ -52,6 +52,36 @@ Headers = Sequence[tuple[bytes, bytes]]
 _CONDITIONALS = (b"if-match", b"if-none-match", b"if-modified-since", b"if-unmodified-since")
 
 
+#: Hop-by-hop fields (RFC 9110 sec. 7.6.1), and Content-Length (each hop frames its own).
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"content-length",
+    }
+)
+
+
+def end_to_end(headers: Headers, drop: Sequence[bytes] = ()) -> list[tuple[bytes, bytes]]:
+    """Fields minus hop-by-hop ones, those named in Connection, and ``drop`` (RFC 9110 sec. 7.6.1)."""
+    named = {
+        e.strip().lower()
+        for k, v in headers
+        if k == b"connection"
+        for e in v.split(b",")
+        if e.strip()
+    }
+    bad = HOP_BY_HOP | named | set(drop)
+    return [(k, v) for k, v in headers if k not in bad]
+
+
 def get(headers: Headers, name: bytes) -> bytes | None:
     """First value of ``name`` (lower-case), or None."""
     for k, v in headers:
