@@ -44,6 +44,7 @@ from typing import Any
 from deliverykit.errors import LocalProtocolError
 from swift.core import bins as B
 from swift.core import events as ev
+from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
@@ -52,19 +53,17 @@ from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusa
 from swift.core.content import Content
 from swift.core.ledbat import Ledbat
 from swift.core.live import LiveContent
-from swift.core.merkle import MerkleTree
 from swift.core.pex import Pex
 from swift.core.picker import Availability, Picker
 from swift.core.receive import Verifier
+from swift.core.specs import ChunkSpecs
 from swift.core.requests import RequestScheduler
-from swift.core.requests import chunk_runs as _runs
 from swift.core.tunein import TuneIn
 from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
     VARIABLE_CHUNK_SIZE,
-    ChunkAddressing,
     IntegrityMethod,
     MsgType,
     SigAlg,
@@ -105,15 +104,20 @@ class Peer:
             self.swarm_id = ltree.swarm_id
             self.live_method = ltree.method
             self.sig_alg, sig_size = ltree.signer.alg, ltree.signer.sig_size
-            if not ltree.custom_spec:
-                # live signatures cover the on-the-wire chunk specification in
-                # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
-                # bin32, 16 for byte64, ...
-                ltree.spec_bytes = self._wire_spec
         else:
             self.swarm_id = content.tree.root_hash
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
-        self._chunk32 = cfg.addressing == ChunkAddressing.CHUNK32
+        #: chunk ranges <-> wire chunk specifications (the swarm's addressing)
+        self.chunk_specs = ChunkSpecs(cfg, content, self.ctx)
+        self._to_chunks = self.chunk_specs.to_chunks
+        self._specs = self.chunk_specs.specs
+        self._wire_spec = self.chunk_specs.wire
+        lc = self.live_content
+        if lc is not None and not lc.tree.custom_spec:
+            # live signatures cover the on-the-wire chunk specification in
+            # this swarm's addressing (RFC 7574 6.1.1, 6.1.2.2): 4 bytes for
+            # bin32, 16 for byte64, ...
+            lc.tree.spec_bytes = self._wire_spec
         self.rng = random.Random(cfg.seed)
         #: local channel ID -> its dialect when it differs from the profile's
         #: default (profile "auto", docs/swift-libswift-compat.md)
@@ -124,13 +128,6 @@ class Peer:
         self.events: deque[Any] = deque()
         self.availability = Availability()
         self._pending_close: list[tuple[bytes, Any]] = []
-        self.have_version = 0
-        #: chunks verified since the start, in order (``have_log_base`` is the
-        #: global index of its first entry): each channel announces only what
-        #: is new since its last HAVE instead of rescanning the whole binmap,
-        #: which with rarest-first holes cost O(runs) per verified chunk
-        self.have_log: list[int] = []
-        self.have_log_base = 0
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
         #: the download's hint names it, the CLI restarts with it
@@ -143,6 +140,8 @@ class Peer:
             # our own copy: the caller's PeerConfig may be shared by other peers
             from swift.core.pexcert import ca_public_bytes
             self.config = cfg = dataclasses.replace(cfg, pex_ca=ca_public_bytes(cfg.pex_ca_key))
+        #: what we announce: the HAVE log, HAVE and ACK messages
+        self.announcer = Announcer(content.have, self._specs, self._single_acks)
         #: what to ask whom: picker, chunks in flight, fast set, deadlines
         self.download = RequestScheduler(cfg, content, self.channels, self.availability,
                                          self.rng, self.stats, self._specs)
@@ -153,7 +152,7 @@ class Peer:
         self.tunein = TuneIn(self.live_content, self.live_method, self._specs)
         #: received DATA: verify, store, ACK, duplicates, rejected chunks
         self.verifier = Verifier(cfg, content, self.channels, self.download, self.stats,
-                                 self.events, self.dialect, self._log_have, self._drop_corrupt)
+                                 self.events, self.dialect, self.announcer.log, self._drop_corrupt)
         #: the sender: WFQ, LEDBAT windows, pacing, loss repair, upload cap
         self.upload = UploadScheduler(cfg, content, self.channels, self.stats, self.ctx,
                                       self._wire_spec, self.tunein.munro_push)
@@ -253,6 +252,24 @@ class Peer:
     def certs(self) -> CertCache:
         """Membership certificates (``Pex.certs``)."""
         return self.pex.certs
+
+    @property
+    def have_version(self) -> int:
+        return self.announcer.version
+
+    @property
+    def have_log(self) -> list[int]:
+        return self.announcer.log_
+
+    @property
+    def have_log_base(self) -> int:
+        return self.announcer.log_base
+
+    def _log_have(self, chunks: list[int]) -> None:
+        self.announcer.log(chunks)
+
+    def _have_msgs(self, ch: Channel, room: int) -> list[C.Message]:
+        return self.announcer.have_msgs(ch, room)
 
     def note_stall(self) -> None:
         """A player stall widens the fast set (``RequestScheduler.note_stall``)."""
@@ -360,6 +377,10 @@ class Peer:
         if ch.hs_tries == 1 and self.config.profile == "auto":
             return AUTO_SECOND_TRY
         return min(8.0, 2.0 ** ch.hs_tries)
+
+    def _single_acks(self, ch: Channel) -> bool:
+        """libswift takes one ACK per chunk (docs/swift-libswift-compat.md)."""
+        return self.dialect(ch) is Dialect.LIBSWIFT
 
     def _default_dialect(self) -> Dialect:
         return Dialect.LIBSWIFT if self.config.profile == "libswift" else Dialect.RFC
@@ -519,54 +540,14 @@ class Peer:
                 return
             sizes = [len(m[4]) for m in whole if m[0] == MsgType.DATA and len(m[4]) > cs]
         for m in msgs:
-            if (m[0] == MsgType.DATA and len(m[4]) < cs and self._chunk32 and n is not None
+            if (m[0] == MsgType.DATA and len(m[4]) < cs and self.chunk_specs.chunk32
+                    and n is not None
                     and m[2] + 1 < n):
                 sizes.append(len(m[4]))
         for size in sizes:
             if size >= 64 and not size & (size - 1):
                 self.chunk_size_seen = size
                 return
-
-    def _to_chunks(self, start: int, end: int) -> tuple[int, int]:
-        """Wire chunk spec (``start``, ``end`` as decoded) -> chunks ``[lo, hi)``."""
-        a = self.config.addressing
-        if a == ChunkAddressing.CHUNK32:
-            return start, end + 1
-        if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
-            if start in (B.NONE32, B.NONE64):
-                return 0, 0
-            return B.base_range(start)
-        if a == ChunkAddressing.BYTE64:
-            cs = self.config.chunk_size
-            return start // cs, end // cs + 1
-        return start, end + 1
-
-    def _specs(self, lo: int, hi: int, clip: bool = True) -> list[tuple[int, int]]:
-        """Chunks ``[lo, hi)`` -> wire (start, end) pairs.
-
-        Byte ranges end at the content size (``clip``) except for Merkle
-        nodes, whose range is the whole subtree (section 5.4).
-        """
-        a = self.config.addressing
-        if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
-            return [(b, b) for b in B.from_range(lo, hi - 1)]
-        if a == ChunkAddressing.BYTE64:
-            cs = self.config.chunk_size
-            end = hi * cs
-            tree = self.content.tree
-            size = tree.size if isinstance(tree, MerkleTree) else None  # live: unbounded
-            if clip and size is not None:
-                end = min(end, size)
-            return [(lo * cs, end - 1)]
-        return [(lo, hi - 1)]
-
-    def _wire_spec(self, lo: int, hi: int, clip: bool = False) -> bytes:
-        """On-the-wire chunk specification of the aligned range [lo, hi)
-        (``clip``: a byte range ends at the content size, as for DATA)."""
-        if self._chunk32 and 0 <= lo < hi <= 1 << 32:  # the default: no list, one pack
-            return _PACK_II(lo, hi - 1)
-        s, t = self._specs(lo, hi, clip)[0]
-        return C.encode_spec(self.ctx, s, t)
 
     def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
@@ -682,91 +663,14 @@ class Peer:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def _have_msgs(self, ch: Channel, room: int) -> list[C.Message]:
-        """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1).
-
-        A new channel gets one scan of the whole binmap (``room`` messages at
-        a time); after that only the chunks verified since (``have_log``),
-        merged into runs: O(new chunks) per call, so HAVEs go out with every
-        flush without costing more as the content fills up.
-        """
-        if ch.have_version == self.have_version:
-            return []
-        end = self.have_log_base + len(self.have_log)
-        ann = ch.announced
-        if ch.have_pos >= self.have_log_base:
-            new = self.have_log[ch.have_pos - self.have_log_base:]
-            ch.have_pos = end
-            ch.have_version = self.have_version
-            out: list[C.Message] = []
-            for lo, hi in _runs(c for c in new if not ann.has(c)):
-                for s, t in self._specs(lo, hi):
-                    out.append(C.Have(s, t))
-                ann.set_range(lo, hi)
-            return out
-        have = self.content.have
-        out = []
-        pos = 0
-        while len(out) < room:
-            a = have.find_filled(pos)
-            if a is None:
-                break
-            b = ann.find_empty(a)
-            if b is None:
-                break
-            if b != a:
-                pos = b
-                continue
-            e1 = have.find_empty(a)
-            if e1 is None:
-                break  # nothing empty up to the binmap's span: not a real content
-            e2 = ann.find_filled(a)
-            e = e1 if e2 is None else min(e1, e2)
-            for s, t in self._specs(a, e):
-                out.append(C.Have(s, t))
-            ann.set_range(a, e)
-            pos = e
-        else:
-            return out
-        ch.have_version = self.have_version
-        ch.have_pos = end
-        return out
-
-    def _ack_msgs(self, ch: Channel) -> list[C.Message]:
-        if not ch.acks:
-            return []
-        out: list[C.Message] = []
-        lib = self.dialect(ch) is Dialect.LIBSWIFT
-        acks = sorted(ch.acks)
-        ch.acks.clear()
-        lo, d = acks[0]
-        hi = lo + 1
-        for c, dl in acks[1:] + [(-1, 0)]:
-            if c == hi and not lib:
-                hi += 1
-                d = dl
-                continue
-            for s, t in self._specs(lo, hi):
-                out.append(C.Ack(s, t, d))
-            lo, hi, d = c, c + 1, dl
-        return out
-
     def live_append(self, payload: bytes, now: float) -> list[int]:
         """Live source: add stream bytes; signed chunks get announced with HAVE."""
         if self.live_content is None:
             raise LocalProtocolError("live_append on a static swarm")
         got = self.live_content.append(payload, now)
         if got:
-            self._log_have(got)
+            self.announcer.log(got)
         return got
-
-    def _log_have(self, chunks: list[int]) -> None:
-        self.have_version += 1
-        log = self.have_log
-        log.extend(chunks)
-        if len(log) > 1 << 16:  # bounded: channels behind fall back to one full scan
-            self.have_log_base += len(log)
-            log.clear()
 
     def _pack(self, ch: Channel, dest: int, msgs: list[C.Message],
               every: Sequence[C.Message] = ()) -> list[bytes]:
@@ -799,6 +703,7 @@ class Peer:
         self._pending_close.clear()
         cfg = self.config
         live = self.live
+        announcer = self.announcer
         for ch in list(self.channels.values()):
             if ch.state is _CLOSED:
                 continue
@@ -816,7 +721,7 @@ class Peer:
                 ch.hs_tries += 1
                 if ch.state is _INIT:
                     dest = 0
-                msgs += self._have_msgs(ch, 60)
+                msgs += announcer.have_msgs(ch, 60)
             elif ch.state is _INIT:
                 continue
             if ch.state is _EST:
@@ -826,13 +731,13 @@ class Peer:
                 # (each part tested for something to say first: this runs
                 # for every channel on every flush, docs/sim.md "Hot spots")
                 if ch.acks:
-                    msgs += self._ack_msgs(ch)  # before HAVE: the delay sample must count
+                    msgs += announcer.ack_msgs(ch)  # before HAVE: the delay sample must count
                 if ch.extra_have:
                     for c in ch.extra_have[:64]:
                         msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
                     ch.extra_have.clear()
-                if ch.have_version != self.have_version:
-                    msgs += self._have_msgs(ch, 60)
+                if ch.have_version != announcer.version:
+                    msgs += announcer.have_msgs(ch, 60)
                 if ch.cancels:
                     if self._takes(ch, MsgType.CANCEL):
                         for lo, hi in ch.cancels:
