@@ -296,7 +296,6 @@ class Channel:
         self.last_recv = now
         self.last_send = now
         self.sent_since_recv = 0
-        self.pex_out: list[Any] = []
         self.pex_requested = False
         #: defective PEX_REScert certificates received (then the rest are ignored)
         self.bad_certs = 0
