@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 from vmc.core import policy
 from vmc.core.events import (
@@ -63,6 +63,7 @@ from vmc.core.events import (
     Send,
 )
 from vmc.core.key import request_key, split_authority
+from vmc.core.memdisk import DiskStore, MemoryCopy, MemoryDisk, Readable
 from vmc.core.plan import VMC_HEADER
 from vmc.core.queue import ClientQueue
 from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
@@ -124,78 +125,6 @@ class Reader:
     responded: bool = False
     #: Counted in ``session.readers``.
     counted: bool = False
-
-
-class Readable(DiskCopy, Protocol):
-    """A disk copy the machine reads back (:class:`MemoryCopy`; the proxy's ``SpillFile``)."""
-
-    def read(self, first: int, end: int) -> bytes:
-        """Bytes ``[first, min(end, written))``."""
-
-
-class DiskStore(Protocol):
-    """Where bodies go to disk (:class:`MemoryDisk`; :class:`vmc.aio.spill.DiskStore`)."""
-
-    def open(self, length: int) -> Any:
-        """A :class:`Readable` copy for an object of ``length`` bytes, or None."""
-
-    def finished(self, copy: Any) -> None:
-        """``copy`` holds a whole object kept for reuse (evicted least recently used first)."""
-
-    def touch(self, copy: Any) -> None:
-        """``copy`` was just used."""
-
-
-class MemoryDisk:
-    """A disk store in memory, ``budget`` bytes at most (the simulator's; the proxy has files)."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.reserved = 0
-
-    def open(self, length: int) -> MemoryCopy | None:
-        if length <= 0 or self.reserved + length > self.budget:
-            return None
-        self.reserved += length
-        return MemoryCopy(self, length)
-
-    def finished(self, copy: Any) -> None:
-        """Nothing to do: a whole copy stays until closed (the simulator's store never evicts)."""
-
-    def touch(self, copy: Any) -> None:
-        """Nothing to do (no eviction order)."""
-
-
-@dataclass(eq=False)
-class MemoryCopy:
-    """One object's body in a :class:`MemoryDisk`, written in order from 0 (a :class:`DiskCopy`)."""
-
-    store: MemoryDisk
-    length: int
-    data: bytearray = field(default_factory=bytearray)
-    closed: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return not self.closed and len(self.data) == self.length
-
-    def holds(self, first: int) -> bool:
-        return not self.closed and 0 <= first < len(self.data)
-
-    def write(self, offset: int, chunk: bytes) -> bool:
-        if self.closed or offset != len(self.data):
-            return False
-        self.data += chunk
-        return True
-
-    def read(self, first: int, end: int) -> bytes:
-        return bytes(self.data[first : min(end, len(self.data))])
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.store.reserved -= self.length
-            self.data = bytearray()
 
 
 @dataclass
@@ -769,6 +698,9 @@ class SharingMachine:
 
 __all__ = [
     "Abort",
+    "DiskStore",
+    "MemoryCopy",
+    "Readable",
     "Action",
     "Admitted",
     "CancelFetch",
