@@ -51,3 +51,30 @@ async def test_a_client_that_never_reads_is_reset_and_its_origin_fetch_abandoned
         s.close()
         await pump.close()
         await origin.close()
+
+
+async def test_at_the_connection_limit_the_pump_resets_the_slow_loris_for_a_newcomer() -> None:
+    from vmc.core.slots import SlotLimits
+
+    origin = await Origin().start()
+    pump = await CorePump(upstreams=[origin.authority], slots=SlotLimits(max_connections=1)).start()
+    try:
+        r1, w1 = await asyncio.open_connection(*pump.address)
+        w1.write(b"GET /x HT")  # a head that never completes holds the only slot
+        await w1.drain()
+        await asyncio.sleep(0.1)
+        r2, w2 = await asyncio.open_connection(*pump.address)
+        w2.write(f"GET http://{origin.authority}/n.bin?size=1000 HTTP/1.1\r\nhost: h\r\n\r\n"
+                 .encode())
+        head = await asyncio.wait_for(r2.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        try:
+            gone = await asyncio.wait_for(r1.read(), 10)
+        except ConnectionResetError:
+            gone = b""
+        assert gone == b""  # the slow-loris connection was reset for the newcomer
+        w1.close()
+        w2.close()
+    finally:
+        await pump.close()
+        await origin.close()

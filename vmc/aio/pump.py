@@ -47,6 +47,7 @@ from vmc.core.machine import (
     OriginHead,
 )
 from vmc.core.ranges import format_range
+from vmc.core.slots import SlotLimits
 
 #: Rounds of outputs handled per input before yielding (bounds a runaway loop).
 MAX_ROUNDS = 10_000
@@ -128,6 +129,7 @@ class CorePump:
         status_path: str | None = None,
         status_allow: list[str] | None = None,
         max_request_body: int = 1 << 20,
+        slots: SlotLimits | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -143,6 +145,7 @@ class CorePump:
                 status_path=status_path,
                 status_allow=status_allow or ["127.0.0.0/8", "::1/128"],
                 max_request_body=max_request_body,
+                slots=slots,
             )
         self.core: StreamCore = core
         self.on_output = on_output
@@ -322,6 +325,11 @@ def machine_config(cfg: ProxyConfig, epoch: float = 0.0) -> MachineConfig:
     )
 
 
+def slot_limits(cfg: ProxyConfig) -> SlotLimits:
+    """The core's connection slots and request deadlines from the proxy's settings."""
+    return SlotLimits(cfg.max_connections, cfg.idle_timeout, cfg.head_timeout, cfg.body_timeout)
+
+
 def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
     """The status JSON of a pump running the sharing core (the proxy's format, where it has it)."""
     core = pump.core
@@ -340,8 +348,9 @@ async def serve_core(
     """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): connection limits, the upstream cap and pool, 1xx, multipart answers,
-    transparent mode, workers."""
+    (docs/vmc.md): the upstream cap and pool, 1xx, multipart answers, the refusals of
+    malformed heads beyond h11's (505, 431, smuggling, duplicate Host), transparent mode,
+    workers."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
@@ -349,7 +358,9 @@ async def serve_core(
     pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
                     disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
                     status_path=cfg.status_path, status_allow=list(cfg.status_allow),
-                    max_request_body=cfg.max_request_body)
+                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg))
+    if isinstance(pump.core, HttpSharingCore):
+        pump.core.retry_after = cfg.retry_after
     await pump.start()
     host, port = pump.address
     host = f"[{host}]" if ":" in host else host

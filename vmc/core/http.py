@@ -53,6 +53,7 @@ from vmc.core.machine import (
 from vmc.core.plan import VMC_HEADER
 from vmc.core.ranges import format_content_range
 from vmc.core.reasons import Refused
+from vmc.core.slots import ConnectionSlots, SlotLimits
 from vmc.core.stats import Stats
 
 #: Bytes for a client connection (the one core protocol's stream output).
@@ -96,6 +97,7 @@ _REASONS = {
     206: b"Partial Content",
     100: b"Continue",
     400: b"Bad Request",
+    408: b"Request Timeout",
     413: b"Content Too Large",
     403: b"Forbidden",
     416: b"Range Not Satisfiable",
@@ -116,6 +118,7 @@ class HttpSharingCore:
         status_path: str | None = None,
         status_allow: Iterable[str] = ("127.0.0.0/8", "::1/128"),
         max_request_body: int = 1 << 20,
+        slots: SlotLimits | None = None,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
@@ -133,9 +136,13 @@ class HttpSharingCore:
         self.status_path = status_path
         self.status_allow = [ipaddress.ip_network(n, strict=False) for n in status_allow]
         self.peers: dict[Hashable, str] = {}
+        #: Retry-After of the 503 for a full set of connection slots (the proxy's).
+        self.retry_after = 2
         #: Bytes of request body accepted (the proxy's ``max_request_body``; 413 past it).
         self.max_request_body = max_request_body
         self._reading: dict[Hashable, _Pending] = {}
+        #: Connection slots and request deadlines (``slots``; none by default).
+        self.slots = ConnectionSlots(slots or SlotLimits())
         self.conns: dict[Hashable, h11.Connection] = {}
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
@@ -147,7 +154,27 @@ class HttpSharingCore:
 
     # ------------------------------------------------------------------ client connections
     def connection_made(self, conn: Hashable, now: float) -> None:
+        d = self.slots.opened(conn, now)
+        if d.evict is not None:  # its slot goes to the newcomer
+            self.stats.refused[ConnectionSlots.eviction_reason(d)] += 1
+            self._forget(d.evict)
+            self._out.append(Close(d.evict, abort=True))
+        if not d.admitted:  # every slot is answering a request: 503 at once
+            self.stats.refused[Refused.CONNECTION_LIMIT] += 1
+            body = b"503 connection-limit\n"
+            self._out.append(Write(conn, b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: "
+                                   b"text/plain\r\ncontent-length: %d\r\nretry-after: %d\r\n"
+                                   b"connection: close\r\n\r\n%s"
+                                   % (len(body), self.retry_after, body)))
+            self._out.append(Close(conn))
+            return
         self.conns[conn] = h11.Connection(h11.SERVER)
+
+    def _forget(self, conn: Hashable) -> None:
+        self.conns.pop(conn, None)
+        self.peers.pop(conn, None)
+        self._reading.pop(conn, None)
+        self.slots.closed(conn)
 
     def peer_known(self, conn: Hashable, host: str, now: float) -> None:
         """The driver names the address of ``conn``'s peer (for ``status_allow``)."""
@@ -157,6 +184,8 @@ class HttpSharingCore:
         c = self.conns.get(conn)
         if c is None:
             return
+        if data:
+            self.slots.bytes_in(conn, now)
         try:
             c.receive_data(data)
         except h11.RemoteProtocolError:
@@ -169,9 +198,7 @@ class HttpSharingCore:
             self._pump(now)
 
     def connection_lost(self, conn: Hashable, now: float) -> None:
-        self.conns.pop(conn, None)
-        self.peers.pop(conn, None)
-        self._reading.pop(conn, None)
+        self._forget(conn)
         if conn in self._busy:
             self._busy.discard(conn)
             self.machine.input_received(ClientGone(conn), now)
@@ -190,9 +217,21 @@ class HttpSharingCore:
         return out
 
     def get_timer(self, now: float) -> float | None:
-        return self.machine.get_timer(now)
+        ds = [d for d in (self.machine.get_timer(now), self.slots.deadline()) if d is not None]
+        return min(ds) if ds else None
 
     def handle_timer(self, now: float) -> None:
+        for conn, why in self.slots.expired(now):
+            if conn not in self.conns:
+                continue
+            if why is None:  # idle between requests: closed quietly
+                self._forget(conn)
+                self._out.append(Close(conn))
+            else:
+                self.stats.refused[why] += 1
+                self._drop_pending(conn)
+                self._bad(conn, 408)
+                self.slots.closed(conn)
         self.machine.handle_timer(now)
         self._pump(now)
 
@@ -217,6 +256,7 @@ class HttpSharingCore:
             return
         if not isinstance(ev, h11.Request):
             return  # NEED_DATA, or EndOfMessage of a request already answered
+        self.slots.head_in(conn, now)
         headers = tuple((k.lower(), v) for k, v in ev.headers)
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
@@ -260,6 +300,7 @@ class HttpSharingCore:
             self._drop_pending(conn)
             return self._bad(conn)
         del self._reading[conn]
+        self.slots.busy(conn, now)
         req = Request(conn, p.method, p.uri, p.headers, bytes(p.body))
         self.machine.input_received(req, now)
         self._pump(now)
@@ -425,6 +466,7 @@ class HttpSharingCore:
         self._end_of_request(c)
         if c.our_state is h11.DONE and c.their_state is h11.DONE:
             c.start_next_cycle()
+            self.slots.kept(conn, now)
             self._next_request(conn, now)
         elif c.our_state is h11.MUST_CLOSE or c.their_state is h11.MUST_CLOSE:
             self.conns.pop(conn, None)
