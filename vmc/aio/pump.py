@@ -130,6 +130,7 @@ class CorePump:
         status_allow: list[str] | None = None,
         max_request_body: int = 1 << 20,
         slots: SlotLimits | None = None,
+        max_header_bytes: int = 16384,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -146,6 +147,7 @@ class CorePump:
                 status_allow=status_allow or ["127.0.0.0/8", "::1/128"],
                 max_request_body=max_request_body,
                 slots=slots,
+                max_header_bytes=max_header_bytes,
             )
         self.core: StreamCore = core
         self.on_output = on_output
@@ -348,9 +350,8 @@ async def serve_core(
     """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): the upstream cap and pool, 1xx, multipart answers, the refusals of
-    malformed heads beyond h11's (505, 431, smuggling, duplicate Host), transparent mode,
-    workers."""
+    (docs/vmc.md): the upstream cap and pool, resume backoff, 1xx, multipart answers,
+    transparent mode, workers."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
@@ -358,7 +359,8 @@ async def serve_core(
     pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
                     disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
                     status_path=cfg.status_path, status_allow=list(cfg.status_allow),
-                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg))
+                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
+                    max_header_bytes=cfg.max_header_bytes)
     if isinstance(pump.core, HttpSharingCore):
         pump.core.retry_after = cfg.retry_after
     await pump.start()

@@ -98,6 +98,8 @@ _REASONS = {
     100: b"Continue",
     400: b"Bad Request",
     408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    505: b"HTTP Version Not Supported",
     413: b"Content Too Large",
     403: b"Forbidden",
     416: b"Range Not Satisfiable",
@@ -119,6 +121,7 @@ class HttpSharingCore:
         status_allow: Iterable[str] = ("127.0.0.0/8", "::1/128"),
         max_request_body: int = 1 << 20,
         slots: SlotLimits | None = None,
+        max_header_bytes: int = 16384,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
@@ -138,6 +141,8 @@ class HttpSharingCore:
         self.peers: dict[Hashable, str] = {}
         #: Retry-After of the 503 for a full set of connection slots (the proxy's).
         self.retry_after = 2
+        #: Bytes of request head accepted (431 past it).
+        self.max_header_bytes = max_header_bytes
         #: Bytes of request body accepted (the proxy's ``max_request_body``; 413 past it).
         self.max_request_body = max_request_body
         self._reading: dict[Hashable, _Pending] = {}
@@ -168,7 +173,9 @@ class HttpSharingCore:
                                    % (len(body), self.retry_after, body)))
             self._out.append(Close(conn))
             return
-        self.conns[conn] = h11.Connection(h11.SERVER)
+        self.conns[conn] = h11.Connection(
+            h11.SERVER, max_incomplete_event_size=self.max_header_bytes
+        )
 
     def _forget(self, conn: Hashable) -> None:
         self.conns.pop(conn, None)
@@ -188,8 +195,8 @@ class HttpSharingCore:
             self.slots.bytes_in(conn, now)
         try:
             c.receive_data(data)
-        except h11.RemoteProtocolError:
-            return self._bad(conn)
+        except h11.RemoteProtocolError as exc:
+            return self._malformed(conn, exc)
         self._next_request(conn, now)
 
     def writable(self, conn: Hashable, n: int, now: float) -> None:
@@ -249,14 +256,18 @@ class HttpSharingCore:
             ev = c.next_event()
             while isinstance(ev, h11.Data):  # a body: not shared (the machine passes it through)
                 ev = c.next_event()
-        except h11.RemoteProtocolError:
-            return self._bad(conn)
+        except h11.RemoteProtocolError as exc:
+            return self._malformed(conn, exc)
         if isinstance(ev, h11.ConnectionClosed):
             self._out.append(Close(conn))
             return
         if not isinstance(ev, h11.Request):
             return  # NEED_DATA, or EndOfMessage of a request already answered
         self.slots.head_in(conn, now)
+        refused = self._refusal(ev)
+        if refused is not None:
+            self.stats.refused[refused[1]] += 1
+            return self._bad(conn, refused[0])
         headers = tuple((k.lower(), v) for k, v in ev.headers)
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
@@ -304,6 +315,26 @@ class HttpSharingCore:
         req = Request(conn, p.method, p.uri, p.headers, bytes(p.body))
         self.machine.input_received(req, now)
         self._pump(now)
+
+    def _refusal(self, ev: h11.Request) -> tuple[int, Refused] | None:
+        """What must not be forwarded (as vmc/aio/downstream.py refuses it), or None."""
+        if not ev.http_version.startswith(b"1."):  # RFC 9110 sec. 2.5: HTTP/1.x only here
+            return 505, Refused.HTTP_VERSION
+        # h11 bounds only an incomplete head; a whole one read at once is bounded here.
+        if len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers) > self.max_header_bytes:
+            return 431, Refused.HEADER_TOO_LARGE
+        names = [k.lower() for k, _ in ev.headers]
+        if b"transfer-encoding" in names and b"content-length" in names:
+            return 400, Refused.SMUGGLING  # RFC 9112 sec. 6.3 rule 3, sec. 11.2
+        if names.count(b"host") > 1:
+            return 400, Refused.DUPLICATE_HOST
+        return None
+
+    def _malformed(self, conn: Hashable, exc: h11.RemoteProtocolError) -> None:
+        status = exc.error_status_hint or 400
+        self.stats.refused[Refused.HEADER_TOO_LARGE if status == 431 else Refused.MALFORMED] += 1
+        self._drop_pending(conn)
+        self._bad(conn, status)
 
     def _drop_pending(self, conn: Hashable) -> None:
         self._reading.pop(conn, None)
