@@ -323,6 +323,7 @@ def machine_config(cfg: ProxyConfig, epoch: float = 0.0) -> MachineConfig:
         send_window=cfg.write_high_water,
         stall_timeout=cfg.stall_timeout,
         client_write_timeout=cfg.client_write_timeout,
+        resume_backoff=cfg.resume_backoff,
         epoch=epoch,
     )
 

@@ -146,6 +146,8 @@ class MachineConfig:
     stall_timeout: float = 0.0
     #: A client that takes no byte of a full send window for this long is aborted (0 = never).
     client_write_timeout: float = 0.0
+    #: The n-th resume of a broken stream waits ``resume_backoff * n`` s (0: asked at once).
+    resume_backoff: float = 0.0
     #: Unix time at ``now == 0`` (for the origin's Date and Expires).
     epoch: float = 0.0
 
@@ -177,6 +179,8 @@ class SharingMachine:
         self.flights: dict[int, Flight] = {}
         self.subs: dict[SharedObject, dict[Hashable, Reader]] = {}
         self.resumes: dict[SharedObject, int] = {}
+        #: Sessions waiting for their resume's backoff, and when it is asked.
+        self.resume_at: dict[SharedObject, float] = {}
         self._next_fetch = 0
         self._actions: list[Action] = []
         self._events: deque[Event] = deque()
@@ -211,6 +215,7 @@ class SharingMachine:
         """The earliest deadline: the join_wait of a request parked on a PENDING head, a sharer's
         ``stall_timeout``, a client's ``client_write_timeout``; or None."""
         deadlines = [d for r in self.readers.values() if (d := self._deadline(r)) is not None]
+        deadlines += self.resume_at.values()
         return min(deadlines) if deadlines else None
 
     def _deadline(self, r: Reader) -> float | None:
@@ -225,6 +230,11 @@ class SharingMachine:
         """Parked requests whose wait ran out are admitted as things stand; a sharer starved of
         the live stream, or a client that took nothing, past its timeout is aborted."""
         cfg = self.cfg
+        for s, at in list(self.resume_at.items()):
+            if at <= now:
+                del self.resume_at[s]
+                if s.state == STREAMING:
+                    self._resume(s)
         for r in list(self.readers.values()):
             if self.readers.get(r.client) is not r:
                 continue  # ended by an earlier one's abort
@@ -632,19 +642,27 @@ class SharingMachine:
             self.resumes[s] = tries + 1
             s.resumes = tries + 1
             self.stats.stream_retries += 1
-            self.stats.origin_requests += 1
-            self._fetch(
-                Flight(0, Kind.STREAM, None, s),
-                s.uri,
-                first=s.buffer.received,
-                if_range=s.validators.if_range(),
-                headers=tuple(s.upstream_headers[1:]),
-            )
+            if self.cfg.resume_backoff > 0:  # the n-th resume waits backoff * n (the proxy's)
+                self.resume_at[s] = now + self.cfg.resume_backoff * (tries + 1)
+            else:
+                self._resume(s)
             return
         self.stats.stream_failures += 1
         self._stream_over(s, FAILED, f"{why} (after {tries} resume attempts)", now)
 
+    def _resume(self, s: SharedObject) -> None:
+        """Ask the origin for the rest of ``s`` from its live edge, by Range + If-Range."""
+        self.stats.origin_requests += 1
+        self._fetch(
+            Flight(0, Kind.STREAM, None, s),
+            s.uri,
+            first=s.buffer.received,
+            if_range=s.validators.if_range(),
+            headers=tuple(s.upstream_headers[1:]),
+        )
+
     def _stream_over(self, s: SharedObject, state: SessionState, why: str, now: float) -> None:
+        self.resume_at.pop(s, None)
         for f in [f for f in self.flights.values() if f.kind is Kind.STREAM and f.session is s]:
             if state is DONE:  # every byte is in: let the fetch end by itself, unheard
                 self.flights.pop(f.id, None)
