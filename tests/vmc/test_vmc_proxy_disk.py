@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_vmc_proxy_sharing import curl, finish, wait_live
+from vmc_support import engine_args
 
 from deliverykit.testing import require_root
 from vmc.aio.origin import expected
@@ -110,7 +111,7 @@ def test_proxy_process_leaves_nothing_after_sigterm(tmp_path: Path) -> None:
     origin = subprocess.Popen([sys.executable, "-m", "vmc", "origin", "--listen", "127.0.0.1:0", "--rate", "500000",
                                "--loop", "asyncio"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     o_addr = origin.stdout.readline().split("http://", 1)[1].split("/", 1)[0]
-    px = subprocess.Popen([sys.executable, "-m", "vmc", "proxy", "--listen", "127.0.0.1:0", "--default", o_addr,
+    px = subprocess.Popen([sys.executable, "-m", "vmc", "proxy", *engine_args(), "--listen", "127.0.0.1:0", "--default", o_addr,
                            "--window", "64KiB", "--disk-dir", str(tmp_path), "--loop", "asyncio"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import Origin, expected
-from vmc.aio.proxy import Proxy, ProxyConfig
+from vmc.aio.config import ProxyConfig
+from vmc_support import new_proxy
 from vmc.client import fetch
 
 CLIENT = st.tuples(
@@ -43,7 +44,7 @@ async def _slow(addr: tuple[str, int], target: bytes, host: bytes) -> bytes:
 
 async def _scenario(window: int, queue: int, size: int, clients) -> None:
     origin = await Origin(rate=2_000_000).start()
-    proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=queue,
+    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=queue,
                                     write_high_water=16 << 10)).start()
     px = "%s:%d" % proxy.address
     path = f"/prop.bin?size={size}"
@@ -91,7 +92,7 @@ async def _failing(window: int, size: int, fail_frac: float, once: bool, clients
     from vmc.client import FetchError
 
     origin = await Origin(rate=2_000_000).start()
-    proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=64 << 10,
+    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=64 << 10,
                                     write_high_water=16 << 10)).start()
     px = "%s:%d" % proxy.address
     fail_at = max(1, int(size * fail_frac))

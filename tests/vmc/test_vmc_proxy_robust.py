@@ -241,11 +241,12 @@ def test_ipv6_loopback(tmp_path: Path) -> None:
     import asyncio as aio
 
     from vmc.aio.origin import Origin
-    from vmc.aio.proxy import Proxy, ProxyConfig
+    from vmc.aio.config import ProxyConfig
+    from vmc_support import new_proxy
 
     async def main():
         o = await Origin(host="::1").start()
-        p = await Proxy(ProxyConfig(host="::1", upstreams=[o.authority])).start()
+        p = await new_proxy(ProxyConfig(host="::1", upstreams=[o.authority])).start()
         try:
             px = "[%s]:%d" % p.address[:2]
             r = await fetch(f"http://{o.authority}/v6?size=1000", proxy=px)

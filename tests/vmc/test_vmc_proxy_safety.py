@@ -16,9 +16,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from vmc_support import new_proxy
 
+from vmc.aio.config import ProxyConfig
 from vmc.aio.origin import Origin
-from vmc.aio.proxy import Proxy, ProxyConfig
+from vmc.aio.proxy import Proxy
+from vmc.aio.pump import CorePump
 from vmc.conformance.harness import CLOSE, CraftedOrigin, fetch, response, start_fetch
 
 
@@ -29,14 +32,14 @@ class Loop:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.proxies: list[Proxy] = []
+        self.proxies: list[Proxy | CorePump] = []
         self.origins: list[Origin] = []
 
     def call(self, coro, timeout: float = 30.0):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def proxy(self, upstream: str, **cfg) -> Proxy:
-        p = self.call(Proxy(ProxyConfig(upstreams=[upstream], default_upstream=upstream, **cfg)).start())
+    def proxy(self, upstream: str, **cfg) -> Proxy | CorePump:
+        p = self.call(new_proxy(ProxyConfig(upstreams=[upstream], default_upstream=upstream, **cfg)).start())
         self.proxies.append(p)
         return p
 
@@ -45,7 +48,7 @@ class Loop:
         self.origins.append(o)
         return o
 
-    def snapshot(self, p: Proxy) -> dict:
+    def snapshot(self, p: Proxy | CorePump) -> dict:
         async def snap() -> dict:
             return json.loads(json.dumps(p.snapshot(0), default=str))
         return self.call(snap())

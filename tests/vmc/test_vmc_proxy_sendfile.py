@@ -76,13 +76,15 @@ def test_a_client_that_stops_reading_in_a_sendfile_is_cut_off(make_stack, tmp_pa
 def test_on_uvloop_a_large_body_on_disk_goes_by_reads_and_arrives_whole() -> None:
     """uvloop (the CLI's default loop) has no loop.sendfile: the proxy must not try it there."""
     uvloop = pytest.importorskip("uvloop")
+    from vmc_support import new_proxy
+
+    from vmc.aio.config import ProxyConfig
     from vmc.aio.origin import Origin
-    from vmc.aio.proxy import Proxy, ProxyConfig
     from vmc.client import fetch
 
     async def run() -> tuple[bytes, bytes, dict]:
         origin = await Origin().start()
-        proxy = await Proxy(ProxyConfig(upstreams=[origin.authority], window=1 * MiB)).start()
+        proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=1 * MiB)).start()
         try:
             url = f"http://{origin.authority}/uv.bin?size={10 * MiB}"
             addr = "{}:{}".format(*proxy.address)

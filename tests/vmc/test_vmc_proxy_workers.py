@@ -11,6 +11,8 @@ import socket
 import struct
 import urllib.request
 
+from vmc_support import engine_args
+
 #: struct tcp_info (linux/tcp.h): tcpi_data_segs_in is the u32 at byte 156 (Linux >= 4.6).
 _DATA_SEGS_IN = 156
 
@@ -83,7 +85,8 @@ def test_workers_share_one_address_and_sum_their_counters() -> None:
         assert origin.stdout is not None
         o = re.search(r"http://([0-9.]+:\d+)/", origin.stdout.readline())
         assert o, "origin did not start"
-        proxy = subprocess.Popen(py + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o.group(1),
+        proxy = subprocess.Popen(py + ["proxy", *engine_args(), "--listen", "127.0.0.1:0",
+                                       "--upstream", o.group(1),
                                        "--default", o.group(1), "--workers", "2"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proxy.stdout is not None

@@ -188,6 +188,10 @@ class CorePump:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def snapshot(self, recent: int = 100) -> dict[str, object]:
+        """The status JSON (as :meth:`vmc.aio.proxy.Proxy.snapshot`), for the sharing core."""
+        return snapshot(self, recent)
+
     # ------------------------------------------------------------------ the pump
     def feed(self, conn: int | None, method: Callable[..., None], *args: object) -> None:
         """One input to the core (with the time), then :meth:`flush`; an input the core raises
@@ -345,6 +349,21 @@ def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
     return snap
 
 
+def build_core_pump(cfg: ProxyConfig) -> CorePump:
+    """A :class:`CorePump` over the sharing core with every proxy setting the core has
+    (not started): what ``vmc proxy --engine core`` runs and the vmc tests' launcher
+    starts under ``VMC_ENGINE=core``."""
+    mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
+    pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
+                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
+                    status_path=cfg.status_path, status_allow=list(cfg.status_allow),
+                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
+                    max_header_bytes=cfg.max_header_bytes)
+    if isinstance(pump.core, HttpSharingCore):
+        pump.core.retry_after = cfg.retry_after
+    return pump
+
+
 async def serve_core(
     cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0
 ) -> int:
@@ -356,15 +375,7 @@ async def serve_core(
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
-    mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
-    pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
-                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
-                    status_path=cfg.status_path, status_allow=list(cfg.status_allow),
-                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
-                    max_header_bytes=cfg.max_header_bytes)
-    if isinstance(pump.core, HttpSharingCore):
-        pump.core.retry_after = cfg.retry_after
-    await pump.start()
+    pump = await build_core_pump(cfg).start()
     host, port = pump.address
     host = f"[{host}]" if ":" in host else host
     print(f"vmc proxy on http://{host}:{port}/ (engine core); upstreams "
