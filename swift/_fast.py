@@ -215,7 +215,8 @@ def py_recv_batch_ts(sock, max_count: int, size: int) -> list:
     flags = socket.MSG_DONTWAIT
     while len(out) < max_count:
         try:
-            data, anc, _, addr = sock.recvmsg(size, socket.CMSG_SPACE(16) + socket.CMSG_SPACE(64), flags)
+            data, anc, _, addr = sock.recvmsg(
+                size, socket.CMSG_SPACE(16) + socket.CMSG_SPACE(64), flags)
         except (BlockingIOError, InterruptedError):
             break
         t = -1.0

@@ -19,7 +19,7 @@ section 4.2).
 from __future__ import annotations
 
 from array import array
-from typing import Iterator
+from collections.abc import Iterator
 
 from swift._fast import binmap_find, binmap_set1
 from swift.core import bins as B
@@ -309,7 +309,8 @@ class Binmap:
         span = 32 << self.root_layer
         if hi > span:
             hi = span
-        return lo < hi and binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, True) >= 0
+        return lo < hi and binmap_find(
+            self._h, self._deep, self.root, self.root_layer, lo, hi, True) >= 0
 
     def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""
@@ -320,7 +321,8 @@ class Binmap:
             return None
         if lo >= self.span:
             return lo
-        r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, min(hi, self.span), False)
+        r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo,
+                        min(hi, self.span), False)
         if r >= 0:
             return r
         if unbounded or hi > self.span:

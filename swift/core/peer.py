@@ -42,8 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deliverykit.errors import LocalProtocolError
-from swift.core import bins as B
-from swift.core import events as ev
+from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
@@ -56,8 +55,8 @@ from swift.core.live import LiveContent
 from swift.core.pex import Pex
 from swift.core.picker import Availability, Picker
 from swift.core.receive import Verifier
-from swift.core.specs import ChunkSpecs
 from swift.core.requests import RequestScheduler
+from swift.core.specs import ChunkSpecs
 from swift.core.tunein import TuneIn
 from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
@@ -106,7 +105,8 @@ class Peer:
             self.sig_alg, sig_size = ltree.signer.alg, ltree.signer.sig_size
         else:
             self.swarm_id = content.tree.root_hash
-        self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size, cfg.chunk_size)
+        self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size,
+                                 cfg.chunk_size)
         #: chunk ranges <-> wire chunk specifications (the swarm's addressing)
         self.chunk_specs = ChunkSpecs(cfg, content, self.ctx)
         self._to_chunks = self.chunk_specs.to_chunks
@@ -415,7 +415,8 @@ class Peer:
             self._refused(addr, why)
             if hs.options.legacy and hs.options.swarm_id == self.swarm_id:
                 self.stats["legacy"] = self.stats.get("legacy", 0) + 1
-                self._pending_close.append((hs.channel.to_bytes(4, "big") + b"\x00" + bytes(4), addr))
+                close = hs.channel.to_bytes(4, "big") + b"\x00" + bytes(4)
+                self._pending_close.append((close, addr))
             return
         mine = self.channels.get(hs.channel)
         if mine is not None and mine.state is _INIT and mine.addr == addr:

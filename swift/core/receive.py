@@ -25,15 +25,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from swift.core import bins as B
-from swift.core import events as ev
+from swift.core import bins as B, events as ev
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import Dialect, PeerConfig
 from swift.core.content import Content
 from swift.core.live import LiveContent
-from swift.core.requests import RequestScheduler
-from swift.core.requests import chunk_runs as _runs
+from swift.core.requests import RequestScheduler, chunk_runs as _runs
 
 _EST = ChannelState.EST
 
@@ -156,7 +154,8 @@ class Verifier:
             return
         self.download.inflight.discard(i)
         n_before = self.content.n_chunks
-        ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order, ch.pending_sigs, now)
+        ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order,
+                                                      ch.pending_sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()

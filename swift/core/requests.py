@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from swift.core import bins as B
+from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
-from swift.core.binmap import Binmap
 from swift.core.config import PeerConfig
 from swift.core.content import Content
 from swift.core.live import LiveContent
