@@ -24,12 +24,16 @@ libswift reference implementation does (docs/swift-libswift-compat.md): no
 Chunk Size or Supported Messages options (libswift rejects the first and
 mis-parses the second), SHA-1, single-chunk ACKs.
 
-Split by concern: :mod:`swift.core.config` (``PeerConfig``),
-:mod:`swift.core.requests` (what to request, ranking, deadlines, PEX) and
-:mod:`swift.core.upload` (what DATA to send, WFQ, LEDBAT accounting) and
-:mod:`swift.core.receive` (received DATA: verify, store, ACK, duplicates)
-are mixins or data this module combines; this module keeps channels, the
-handshake, message dispatch, HAVE/ACK composition and timers.
+Split by state ownership (docs/swift-peer-state.md): the Peer composes
+:class:`~swift.core.requests.RequestScheduler` (what to ask whom: picker,
+chunks in flight, fast set, deadlines), :class:`~swift.core.upload.UploadScheduler`
+(what DATA to send whom: WFQ, LEDBAT, pacing, loss repair),
+:class:`~swift.core.receive.Verifier` (received DATA: verify, store, ACK),
+:class:`~swift.core.announce.Announcer` (the HAVE log, HAVE and ACK
+messages), :class:`~swift.core.pex.Pex`, :class:`~swift.core.tunein.TuneIn`
+and :class:`~swift.core.specs.ChunkSpecs`, each owning its state and handed
+its collaborators through its constructor; this module keeps the channels,
+the handshake, message dispatch and timers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Upload side of :class:`swift.core.peer.Peer`: what DATA to send, to whom, when.
 
 Split from peer.py (one concern per module).  Requests that peers sent us
-wait in each channel's :class:`~swift.core.channel.RangeQueue`; this mixin
+wait in each channel's :class:`~swift.core.channel.RangeQueue`; this object
 picks the next channel by WFQ with weight = outstanding requests (paper
 III-B), honours the channel's LEDBAT window (RFC 6817 2.4.2) and the
 optional token-bucket upload cap, builds each DATA datagram with the
