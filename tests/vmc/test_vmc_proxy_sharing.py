@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from vmc_support import sessions
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import expected
@@ -25,7 +26,7 @@ def wait_live(st, path_prefix: str, min_bytes: int, timeout: float = 20.0) -> in
     """Block until a live session for a URI containing ``path_prefix`` has >= min_bytes; its edge."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for s in list(st.proxy.sessions.values()):
+        for s in sessions(st.proxy):
             if path_prefix in s.uri and s.live and s.buffer.received >= min_bytes:
                 return s.buffer.received
         time.sleep(0.01)

@@ -11,10 +11,12 @@ proxy. docs/vmc.md lists the tests that do not pass on the core yet.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from vmc.aio.config import ProxyConfig
 from vmc.aio.proxy import Proxy
 from vmc.aio.pump import CorePump, build_core_pump
+from vmc.core.http import HttpSharingCore
 
 #: ``core`` or ``legacy`` (the default until the core carries every proxy test).
 ENGINE = os.environ.get("VMC_ENGINE", "legacy")
@@ -32,3 +34,12 @@ def new_proxy(cfg: ProxyConfig) -> Proxy | CorePump:
 def engine_args() -> list[str]:
     """Arguments for a ``vmc proxy`` subprocess to run the engine the run asked for."""
     return ["--engine", "core"] if ENGINE == "core" else []
+
+
+def sessions(proxy: Proxy | CorePump) -> list[Any]:
+    """The proxy's sharing sessions (each with ``uri``, ``live`` and ``buffer.received``)."""
+    if isinstance(proxy, CorePump):
+        core = proxy.core
+        assert isinstance(core, HttpSharingCore)
+        return list(core.machine.sharing.sessions.values())
+    return list(proxy.sessions.values())

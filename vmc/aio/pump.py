@@ -35,6 +35,7 @@ from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
 from vmc.aio.config import ProxyConfig
 from vmc.aio.spill import DiskStore
+from vmc.core.fetchgate import FetchGate
 from vmc.core.http import HttpSharingCore
 from vmc.core.key import split_authority
 from vmc.core.machine import (
@@ -131,6 +132,7 @@ class CorePump:
         max_request_body: int = 1 << 20,
         slots: SlotLimits | None = None,
         max_header_bytes: int = 16384,
+        gate: FetchGate | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -148,6 +150,7 @@ class CorePump:
                 max_request_body=max_request_body,
                 slots=slots,
                 max_header_bytes=max_header_bytes,
+                gate=gate,
             )
         self.core: StreamCore = core
         self.on_output = on_output
@@ -358,7 +361,9 @@ def build_core_pump(cfg: ProxyConfig) -> CorePump:
                     disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
                     status_path=cfg.status_path, status_allow=list(cfg.status_allow),
                     max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
-                    max_header_bytes=cfg.max_header_bytes)
+                    max_header_bytes=cfg.max_header_bytes,
+                    gate=FetchGate(cfg.max_upstream, cfg.upstream_queue_wait,
+                                   cfg.upstream_queue_max))
     if isinstance(pump.core, HttpSharingCore):
         pump.core.retry_after = cfg.retry_after
     return pump

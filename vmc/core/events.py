@@ -92,6 +92,8 @@ class OriginError:
     """Which :class:`Fetch`."""
     why: str
     """What went wrong."""
+    busy: bool = False
+    """Never sent: the upstream cap's queue wait ran out (the reader gets 503 + Retry-After)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ import h11
 
 from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.errors import URIError
+from vmc.core.fetchgate import FetchGate
 from vmc.core.key import format_authority, normalise_uri, split_authority
 from vmc.core.machine import (
     Abort,
@@ -104,6 +105,7 @@ _REASONS = {
     403: b"Forbidden",
     416: b"Range Not Satisfiable",
     502: b"Bad Gateway",
+    503: b"Service Unavailable",
 }
 
 
@@ -122,12 +124,15 @@ class HttpSharingCore:
         max_request_body: int = 1 << 20,
         slots: SlotLimits | None = None,
         max_header_bytes: int = 16384,
+        gate: FetchGate | None = None,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
         absolute URI, origin-form by its Host (the simulator's and the tests' use).
         ``status_path``: answer the status JSON there to peers in ``status_allow`` (the driver
-        names a connection's peer with :meth:`peer_known`); None: no status endpoint."""
+        names a connection's peer with :meth:`peer_known`); None: no status endpoint.
+        ``gate``: the upstream cap (at most so many fetches out, the rest wait, then 503 +
+        Retry-After); None: no cap."""
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
@@ -151,6 +156,8 @@ class HttpSharingCore:
         self.conns: dict[Hashable, h11.Connection] = {}
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
+        #: The upstream cap (no cap by default).
+        self.gate = gate or FetchGate()
 
     @property
     def stats(self) -> Stats:
@@ -216,6 +223,8 @@ class HttpSharingCore:
         self, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
     ) -> None:
         self.machine.input_received(inp, now)
+        if isinstance(inp, (OriginEnd, OriginError)):
+            self._out.extend(self.gate.ended(inp.fetch))
         self._pump(now)
 
     # ------------------------------------------------------------------ the protocol's shape
@@ -224,7 +233,11 @@ class HttpSharingCore:
         return out
 
     def get_timer(self, now: float) -> float | None:
-        ds = [d for d in (self.machine.get_timer(now), self.slots.deadline()) if d is not None]
+        ds = [
+            d
+            for d in (self.machine.get_timer(now), self.slots.deadline(), self.gate.deadline())
+            if d is not None
+        ]
         return min(ds) if ds else None
 
     def handle_timer(self, now: float) -> None:
@@ -239,6 +252,7 @@ class HttpSharingCore:
                 self._drop_pending(conn)
                 self._bad(conn, 408)
                 self.slots.closed(conn)
+        self._busy_fetches(self.gate.expired(now), now)
         self.machine.handle_timer(now)
         self._pump(now)
 
@@ -382,6 +396,8 @@ class HttpSharingCore:
         snap["window"] = m.cfg.window
         snap["buffer_budget"] = m.cfg.buffer_budget
         snap["queue_limit"] = m.cfg.queue_limit
+        if self.gate.limit > 0:
+            snap["upstream_limit"] = self.gate.snapshot()
         return snap
 
     def _status(self, conn: Hashable, target: str, now: float) -> None:
@@ -428,10 +444,34 @@ class HttpSharingCore:
         self._send(conn, h11.Data(data=body))
         self._finish(conn, now)
 
+    def _busy_fetches(self, fetches: list[Fetch], now: float) -> None:
+        """Fetches the cap refused: their readers get 503 + Retry-After (never sent)."""
+        for f in fetches:
+            self.stats.refused[Refused.UPSTREAM_BUSY] += 1
+            why = f"upstream busy: {len(self.gate.out)} fetches out (limit {self.gate.limit})"
+            self.machine.input_received(OriginError(f.fetch, why, busy=True), now)
+
     def _pump(self, now: float) -> None:
+        for _ in range(1000):  # a refused fetch's answer may ask for another fetch: bounded
+            refused = self._pump_once(now)
+            if not refused:
+                return
+            self._busy_fetches(refused, now)
+
+    def _pump_once(self, now: float) -> list[Fetch]:
+        refused: list[Fetch] = []
         for a in self.machine.actions_to_send(now):
-            if isinstance(a, (Fetch, CancelFetch)):
-                self._out.append(a)
+            if isinstance(a, Fetch):
+                go = self.gate.offer(a, now)
+                if isinstance(go, Fetch):
+                    self._out.append(go)
+                elif go is False:
+                    refused.append(a)
+            elif isinstance(a, CancelFetch):
+                was_out, go_now = self.gate.cancelled(a.fetch)
+                if was_out:
+                    self._out.append(a)
+                self._out.extend(go_now)
             elif isinstance(a, Respond):
                 self._respond(a)
             elif isinstance(a, Send):
@@ -442,6 +482,7 @@ class HttpSharingCore:
                 self._busy.discard(a.client)
                 self.conns.pop(a.client, None)
                 self._out.append(Close(a.client, abort=True))
+        return refused
 
     def _respond(self, a: Respond) -> None:
         hdrs = [(k, v) for k, v in a.headers if k not in _OURS]
@@ -457,6 +498,8 @@ class HttpSharingCore:
             )
         if a.status == 416:
             hdrs.append((b"content-range", b"bytes */%d" % a.total))
+        if a.status == 503:  # the upstream cap said no
+            hdrs.append((b"retry-after", b"%d" % self.retry_after))
         hdrs.append((VMC_HEADER, b"sim-core"))
         self._send(
             a.client,

@@ -494,6 +494,11 @@ class SharingMachine:
         elif isinstance(inp, OriginEnd):
             self.flights.pop(f.id, None)
             self._finish(r, now)
+        elif inp.busy and not r.responded:  # never sent: the upstream cap said no
+            self.flights.pop(f.id, None)
+            r.rec.mode, r.rec.error = "error", inp.why
+            self._respond(r, 503, 0)
+            self._finish(r, now)
         else:
             self.flights.pop(f.id, None)
             self._end(r, now, inp.why, abort=True)
@@ -569,7 +574,7 @@ class SharingMachine:
                 r = self.readers.get(f.client)
                 if r is not None:
                     r.rec.mode, r.rec.error = "error", inp.why
-                    self._respond(r, 502, 0)
+                    self._respond(r, 503 if inp.busy else 502, 0)
                     self._finish(r, now)
                 self._admit_parked(s.key, now)
 
