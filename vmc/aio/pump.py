@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+import h11
+
 from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
 from vmc.aio.config import ProxyConfig
@@ -46,6 +48,7 @@ from vmc.core.machine import (
     OriginEnd,
     OriginError,
     OriginHead,
+    OriginInterim,
 )
 from vmc.core.ranges import format_range
 from vmc.core.slots import SlotLimits
@@ -67,9 +70,11 @@ class OriginSink(Protocol):
     """A stream core whose ``Fetch`` outputs the pump carries out: it takes the answers."""
 
     def origin_received(
-        self, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
+        self,
+        inp: OriginHead | OriginInterim | OriginData | OriginEnd | OriginError,
+        now: float,
     ) -> None:
-        """The origin's head, a body chunk, the end, or the failure of one fetch."""
+        """The origin's 1xx, head, a body chunk, the end, or the failure of one fetch."""
 
 
 class _Client(asyncio.Protocol):
@@ -284,6 +289,11 @@ class CorePump:
         core = self.core
         assert isinstance(core, OriginSink), "a core that asks for fetches takes their answers"
         take = core.origin_received
+
+        async def interim(ev: h11.InformationalResponse) -> None:
+            hdrs = tuple((k.lower(), v) for k, v in ev.headers)
+            self.feed(None, take, OriginInterim(f.fetch, ev.status_code, hdrs))
+
         try:
             resp = await up.request(
                 host,
@@ -293,6 +303,7 @@ class CorePump:
                 hdrs,
                 f.body,
                 timeout=self.upstream_timeout,
+                on_interim=interim,
             )
             self.feed(None, take, OriginHead(f.fetch, resp.status, tuple(resp.headers)))
             async for chunk in resp.chunks():

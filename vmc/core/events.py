@@ -25,10 +25,12 @@ __all__ = [
     "Finish",
     "Finished",
     "Input",
+    "Interim",
     "OriginData",
     "OriginEnd",
     "OriginError",
     "OriginHead",
+    "OriginInterim",
     "Patched",
     "Request",
     "Respond",
@@ -64,6 +66,18 @@ class OriginHead:
     """Status code."""
     headers: tuple[tuple[bytes, bytes], ...]
     """Response fields, lower-case names."""
+
+
+@dataclass(frozen=True, slots=True)
+class OriginInterim:
+    """A 1xx response (not 100 or 101) before fetch ``fetch``'s final head (RFC 9110 sec. 15.2)."""
+
+    fetch: int
+    """Which :class:`Fetch`."""
+    status: int
+    """102, 103, ..."""
+    headers: tuple[tuple[bytes, bytes], ...]
+    """Its fields, names lower-case."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +128,16 @@ class ClientGone:
     """The client."""
 
 
-Input = Request | OriginHead | OriginData | OriginEnd | OriginError | Drained | ClientGone
+Input = (
+    Request
+    | OriginHead
+    | OriginInterim
+    | OriginData
+    | OriginEnd
+    | OriginError
+    | Drained
+    | ClientGone
+)
 
 # ---------------------------------------------------------------------- actions
 
@@ -173,6 +196,18 @@ class Respond:
 
 
 @dataclass(frozen=True, slots=True)
+class Interim:
+    """Forward a 1xx response to ``client`` before its final answer (its first fetch's)."""
+
+    client: Hashable
+    """To whom."""
+    status: int
+    """The origin's 1xx status."""
+    headers: tuple[tuple[bytes, bytes], ...]
+    """The origin's fields (the driver keeps the end-to-end ones)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     """Body bytes for ``client``."""
 
@@ -200,7 +235,7 @@ class Abort:
     """Why."""
 
 
-Action = Fetch | CancelFetch | Respond | Send | Finish | Abort
+Action = Fetch | CancelFetch | Respond | Interim | Send | Finish | Abort
 
 # ---------------------------------------------------------------------- events
 

@@ -41,17 +41,20 @@ from vmc.core.machine import (
     Event,
     Fetch,
     Finish,
+    Interim,
     MachineConfig,
     OriginData,
     OriginEnd,
     OriginError,
     OriginHead,
+    OriginInterim,
     Request,
     Respond,
     Send,
     SharingMachine,
 )
 from vmc.core.plan import VMC_HEADER
+from vmc.core.policy import end_to_end
 from vmc.core.ranges import format_content_range
 from vmc.core.reasons import Refused
 from vmc.core.slots import ConnectionSlots, SlotLimits
@@ -107,6 +110,8 @@ _REASONS = {
     502: b"Bad Gateway",
     503: b"Service Unavailable",
 }
+
+_INTERIM_REASONS = {102: b"Processing", 103: b"Early Hints"}
 
 
 class HttpSharingCore:
@@ -220,7 +225,7 @@ class HttpSharingCore:
 
     # ------------------------------------------------------------------ the origin side
     def origin_received(
-        self, inp: OriginHead | OriginData | OriginEnd | OriginError, now: float
+        self, inp: OriginHead | OriginInterim | OriginData | OriginEnd | OriginError, now: float
     ) -> None:
         self.machine.input_received(inp, now)
         if isinstance(inp, (OriginEnd, OriginError)):
@@ -474,6 +479,8 @@ class HttpSharingCore:
                 self._out.extend(go_now)
             elif isinstance(a, Respond):
                 self._respond(a)
+            elif isinstance(a, Interim):
+                self._interim(a)
             elif isinstance(a, Send):
                 self._send(a.client, h11.Data(data=a.data))
             elif isinstance(a, Finish):
@@ -505,6 +512,19 @@ class HttpSharingCore:
             a.client,
             h11.Response(status_code=a.status, headers=hdrs, reason=_REASONS.get(a.status, b"")),
         )
+
+    def _interim(self, a: Interim) -> None:
+        """The origin's 1xx, hop-by-hop fields dropped (RFC 9110 sec. 15.2); never to an
+        HTTP/1.0 client (it does not expect them)."""
+        c = self.conns.get(a.client)
+        if c is None or c.their_http_version in (None, b"1.0"):
+            return
+        ev = h11.InformationalResponse(
+            status_code=a.status,
+            headers=end_to_end(list(a.headers)),
+            reason=_INTERIM_REASONS.get(a.status, b""),
+        )
+        self._send(a.client, ev)
 
     def _send(self, conn: Hashable, ev: h11.Event) -> None:
         c = self.conns.get(conn)

@@ -53,10 +53,12 @@ from vmc.core.events import (
     Finish,
     Finished,
     Input,
+    Interim,
     OriginData,
     OriginEnd,
     OriginError,
     OriginHead,
+    OriginInterim,
     Patched,
     Request,
     Respond,
@@ -201,6 +203,11 @@ class SharingMachine:
             r = self.readers.get(inp.client)
             if r is not None:
                 self._end(r, now, "client gone", abort=False)
+        elif isinstance(inp, OriginInterim):  # to the reader the fetch is for, before its head
+            f = self.flights.get(inp.fetch)
+            r = self.readers.get(f.client) if f is not None and f.client is not None else None
+            if r is not None and not r.responded:
+                self._actions.append(Interim(r.client, inp.status, inp.headers))
         else:
             f = self.flights.get(inp.fetch)
             if f is not None:
@@ -742,6 +749,8 @@ __all__ = [
     "OriginEnd",
     "OriginError",
     "OriginHead",
+    "OriginInterim",
+    "Interim",
     "Patched",
     "Request",
     "Respond",
