@@ -137,9 +137,10 @@ def savings(res: SimResult) -> dict[str, float]:
 
 
 def summary_rows(res: SimResult, s: float, cost: dict[str, float],
-                 seconds: float, itr: ItrPlacement = ItrPlacement.SEPARATE
-                 ) -> list[tuple[str, Any, Any, Any]]:
-    """(quantity, ours, model, paper) rows of ``multidomain.csv``."""
+                 seconds: float, itr: ItrPlacement = ItrPlacement.SEPARATE,
+                 commit: str | None = None) -> list[tuple[str, Any, Any, Any]]:
+    """(quantity, ours, model, paper) rows of ``multidomain.csv``; ``commit``: the code
+    the run imported (read it before the run: a long run outlives HEAD)."""
     sm = res.summary()
     rows: list[tuple[str, Any, Any, Any]] = [
         ("ases", sm["ases"], "", "1,000 (issue 18)"),
@@ -161,7 +162,8 @@ def summary_rows(res: SimResult, s: float, cost: dict[str, float],
              ("cpu_us_per_client_chunk", round(cost["cpu_us_per_client_chunk"], 1), "", ""),
              ("load_1min_start", round(cost["load_start"], 1), "", ""),
              ("load_1min_end", round(cost["load_end"], 1), "", ""),
-             ("maxrss_mb", round(cost["maxrss_mb"], 1), "", ""), ("commit", _commit(), "", "")]
+             ("maxrss_mb", round(cost["maxrss_mb"], 1), "", ""),
+             ("commit", _commit() if commit is None else commit, "", "")]
     return rows
 
 
@@ -219,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         for r in cost_rows:
             print(",".join(map(str, r)))
         return 0 if all(r[-1] for r in cost_rows) else 1
+    commit = _commit()
     try:
         res, s, cost = run_shape(Shape(a.ases, a.clients), a.seconds, a.seed, progress, itr)
     except ValueError as e:
         ap.error(str(e))
-    rows = summary_rows(res, s, cost, a.seconds, itr)
+    rows = summary_rows(res, s, cost, a.seconds, itr, commit)
     _write_csv(os.path.join(a.out, "multidomain-as.csv"),
                ("as", "clients", "transit_bytes", "local_bytes", "unicast_transit_bytes",
                 "saving"),

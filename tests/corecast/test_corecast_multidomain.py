@@ -53,3 +53,13 @@ def test_bad_itr_placement_is_one_line(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "--itr" in p.stderr.strip().splitlines()[-1]
     assert os.listdir(tmp_path) == []
+
+
+def test_the_commit_row_names_the_code_read_before_the_run():
+    """A long run outlives HEAD (other commits land meanwhile): the row carries the
+    commit read when the run started, not when it wrote its CSV."""
+    from corecast.experiments.multidomain import Shape, run_shape, summary_rows
+
+    res, s, cost = run_shape(Shape(10, 20), 0.1)
+    rows = {q: ours for q, ours, _m, _p in summary_rows(res, s, cost, 0.1, commit="0123abc")}
+    assert rows["commit"] == "0123abc"
