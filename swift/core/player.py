@@ -9,7 +9,24 @@ takes ``now`` and the binmap of verified chunks.
 
 from __future__ import annotations
 
+from enum import Enum
+
 from swift.core.binmap import Binmap
+
+
+class PlayerState(str, Enum):
+    """Where playback is; the values are the strings callers compared with.
+
+    buffering --buffer filled--> playing --end of content--> done
+    playing --buffer ran dry (a stall)--> buffering
+    """
+
+    BUFFERING = "buffering"
+    PLAYING = "playing"
+    DONE = "done"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Player:
@@ -23,7 +40,7 @@ class Player:
         self.start = start
         self.prebuffer = prebuffer
         self.pos = 0.0  # bytes played
-        self.state = "buffering"
+        self.state = PlayerState.BUFFERING
         self.startup: float | None = None
         self.stalls = 0
         self.stall_time = 0.0
@@ -37,7 +54,7 @@ class Player:
 
     @property
     def done(self) -> bool:
-        return self.state == "done"
+        return self.state is PlayerState.DONE
 
     def _contiguous_end(self, have: Binmap) -> int:
         e = have.find_empty(self.chunk)
@@ -46,27 +63,27 @@ class Player:
 
     def tick(self, now: float, have: Binmap) -> int:
         """Advance to ``now``; returns the playback chunk."""
-        if self.state == "done":
+        if self.state is PlayerState.DONE:
             return self.chunk
         avail = self._contiguous_end(have)
-        if self.state == "buffering":
+        if self.state is PlayerState.BUFFERING:
             need = min(self.size - self.pos, self.prebuffer * self.bitrate)
             if avail - self.pos >= need:
                 if self.startup is None:
                     self.startup = now - self.start
                 else:
                     self.stall_time += now - self._since
-                self.state = "playing"
+                self.state = PlayerState.PLAYING
                 self._last = now
-        elif self.state == "playing":
+        elif self.state is PlayerState.PLAYING:
             new = self.pos + self.bitrate * (now - self._last)
             self._last = now
             if new >= self.size and avail >= self.size:
                 self.pos = float(self.size)
-                self.state = "done"
+                self.state = PlayerState.DONE
             elif new > avail:
                 self.pos = float(avail)
-                self.state = "buffering"
+                self.state = PlayerState.BUFFERING
                 self.stalls += 1
                 self._since = now
             else:
