@@ -138,6 +138,7 @@ class CorePump:
         slots: SlotLimits | None = None,
         max_header_bytes: int = 16384,
         gate: FetchGate | None = None,
+        pool: up.Pool | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -158,6 +159,10 @@ class CorePump:
                 gate=gate,
             )
         self.core: StreamCore = core
+        #: Idle keep-alive origin connections (``upstream_keepalive``); None: one per fetch.
+        self.pool = pool
+        if isinstance(core, HttpSharingCore) and core.status_extra is None:
+            core.status_extra = lambda: driver_status(self)
         self.on_output = on_output
         self.stats = {"core_errors": 0, "unhandled_outputs": 0}
         self.host, self.port = host, port
@@ -193,6 +198,8 @@ class CorePump:
             self._timer.cancel()
         if self.store is not None:
             self.store.close()
+        if self.pool is not None:
+            self.pool.close()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -289,6 +296,11 @@ class CorePump:
         core = self.core
         assert isinstance(core, OriginSink), "a core that asks for fetches takes their answers"
         take = core.origin_received
+        gate = core.gate if isinstance(core, HttpSharingCore) else None
+        if self.pool is not None and gate is not None and gate.limit > 0:
+            # the cap is on connections: idle ones count until closed
+            while self.pool.idle + len(self.fetches) > gate.limit and self.pool.evict_idle():
+                pass
 
         async def interim(ev: h11.InformationalResponse) -> None:
             hdrs = tuple((k.lower(), v) for k, v in ev.headers)
@@ -303,6 +315,7 @@ class CorePump:
                 hdrs,
                 f.body,
                 timeout=self.upstream_timeout,
+                pool=self.pool,
                 on_interim=interim,
             )
             self.feed(None, take, OriginHead(f.fetch, resp.status, tuple(resp.headers)))
@@ -311,8 +324,13 @@ class CorePump:
                     return
                 self.feed(None, take, OriginData(f.fetch, chunk))
             if f.fetch in self.fetches:
+                # the connection goes before the core hears the end: the upstream cap's slot
+                # passes on only once its socket is closed (the cap is on connections)
+                resp.close()
                 self.feed(None, take, OriginEnd(f.fetch))
         except up.UpstreamError as exc:
+            if resp is not None:
+                resp.close()
             if f.fetch in self.fetches:
                 self.feed(None, take, OriginError(f.fetch, str(exc)))
         finally:
@@ -355,11 +373,21 @@ def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
     """The status JSON of a pump running the sharing core (the proxy's format, where it has it)."""
     core = pump.core
     assert isinstance(core, HttpSharingCore)
-    snap = core.status(recent)
-    snap["connections"] = len(pump.clients)
-    snap["pid"] = os.getpid()
-    snap["core_errors"] = pump.stats["core_errors"]
-    snap["disk"] = pump.store.snapshot() if pump.store is not None else None
+    return core.status(recent)
+
+
+def driver_status(pump: CorePump) -> dict[str, object]:
+    """The pump's own figures in the status JSON: connections, disk store, origin pool."""
+    snap: dict[str, object] = {
+        "connections": len(pump.clients),
+        "pid": os.getpid(),
+        "core_errors": pump.stats["core_errors"],
+        "disk": pump.store.snapshot() if pump.store is not None else None,
+    }
+    if pump.pool is not None:
+        snap["upstream_connections_opened"] = pump.pool.opened
+        snap["upstream_connections_reused"] = pump.pool.reused
+        snap["upstream_connections_dirty"] = pump.pool.dirty
     return snap
 
 
@@ -374,7 +402,8 @@ def build_core_pump(cfg: ProxyConfig) -> CorePump:
                     max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
                     max_header_bytes=cfg.max_header_bytes,
                     gate=FetchGate(cfg.max_upstream, cfg.upstream_queue_wait,
-                                   cfg.upstream_queue_max))
+                                   cfg.upstream_queue_max),
+                    pool=up.Pool() if cfg.upstream_keepalive else None)
     if isinstance(pump.core, HttpSharingCore):
         pump.core.retry_after = cfg.retry_after
     return pump

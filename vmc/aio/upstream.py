@@ -318,6 +318,11 @@ class Pool:
             return
         stack.append((time.monotonic(), reader, writer, conn, slot))
 
+    @property
+    def idle(self) -> int:
+        """Idle connections held, every upstream together."""
+        return sum(len(stack) for stack in self._idle.values())
+
     def evict_idle(self) -> bool:
         """Close the oldest idle connection (any upstream), releasing its slot; False if none."""
         oldest: list[_Idle] | None = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 import h11
@@ -163,6 +163,9 @@ class HttpSharingCore:
         self._out: list[Output] = []
         #: The upstream cap (no cap by default).
         self.gate = gate or FetchGate()
+        #: The driver's own figures for the status JSON (its disk store, connection pool,
+        #: open connections), merged in when set.
+        self.status_extra: Callable[[], dict[str, object]] | None = None
 
     @property
     def stats(self) -> Stats:
@@ -403,6 +406,8 @@ class HttpSharingCore:
         snap["queue_limit"] = m.cfg.queue_limit
         if self.gate.limit > 0:
             snap["upstream_limit"] = self.gate.snapshot()
+        if self.status_extra is not None:
+            snap.update(self.status_extra())
         return snap
 
     def _status(self, conn: Hashable, target: str, now: float) -> None:
