@@ -501,7 +501,8 @@ class HttpSharingCore:
         hdrs += [(b"via", b"1.1 vmc"), (b"accept-ranges", b"bytes")]
         if a.length is not None:
             hdrs.append((b"content-length", b"%d" % a.length))
-        if a.status == 206:
+        multipart = any(k == b"content-type" and v.startswith(b"multipart/") for k, v in hdrs)
+        if a.status == 206 and not multipart:  # a multipart answer's parts have their own
             hdrs.append(
                 (
                     b"content-range",

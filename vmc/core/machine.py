@@ -66,7 +66,7 @@ from vmc.core.events import (
 )
 from vmc.core.key import request_key, split_authority
 from vmc.core.memdisk import DiskStore, MemoryCopy, MemoryDisk, Readable
-from vmc.core.plan import VMC_HEADER
+from vmc.core.plan import VMC_HEADER, multipart_layout
 from vmc.core.queue import ClientQueue
 from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
 from vmc.core.sharing import Admit, Sharing, Step, answer_continues, feed, may_resume, next_step
@@ -74,6 +74,8 @@ from vmc.core.states import SessionState
 from vmc.core.stats import RequestRecord, Stats
 
 CHUNK = 64 << 10
+Spans = tuple[tuple[int, int], ...]
+Fields = tuple[tuple[bytes, bytes], ...]
 #: Request fields never sent on (the driver sets Host; Range/If-Range are the machine's own).
 _NOT_FORWARDED = (b"host", VMC_HEADER, b"expect")
 _NOT_FORWARDED_SHARED = (b"host", b"range", b"if-range", VMC_HEADER, b"expect")
@@ -127,6 +129,9 @@ class Reader:
     responded: bool = False
     #: Counted in ``session.readers``.
     counted: bool = False
+    #: A multipart/byteranges answer: the parts still to send (head, first, end), the tail.
+    parts: list[tuple[bytes, int, int]] | None = None
+    tail: bytes = b""
 
 
 @dataclass
@@ -311,6 +316,8 @@ class SharingMachine:
                 return
             age = s.freshness.age(now - s.received_at)  # a reuse: RFC 9111 sec. 4, 5.1
             hdrs = tuple((k, v) for k, v in s.headers if k != b"age") + ((b"age", b"%d" % age),)
+            if p.parts:  # disjoint ranges: 206 multipart/byteranges (RFC 9110 sec. 14.6)
+                return self._multipart(r, s, p.parts, hdrs, now)
             self._respond(r, p.status, p.end - p.first, p.first, s.length, hdrs)
             if r.req.method == b"HEAD":
                 self._finish(r, now)
@@ -328,6 +335,25 @@ class SharingMachine:
                 headers=tuple(fields),
                 body=r.req.body,
             )
+
+    def _multipart(self, r: Reader, s: SharedObject, parts: Spans, hdrs: Fields, t: float) -> None:
+        """One part per range, each with its head, from the same sources as any span."""
+        boundary = b"vmc-byteranges-%d-%d" % (r.rec.id, s.buffer.received)
+        ctype = policy.get(s.headers, b"content-type") or b""
+        layout, r.tail, total = multipart_layout(parts, s.length, ctype, boundary)
+        hdrs = tuple((k, v) for k, v in hdrs if k != b"content-type")
+        hdrs += ((b"content-type", b"multipart/byteranges; boundary=" + boundary),)
+        self._respond(r, 206, total, 0, s.length, hdrs)
+        if r.req.method == b"HEAD":
+            return self._finish(r, t)
+        r.parts, r.end = layout, 0
+        self._advance(r, t)
+
+    def _frame(self, r: Reader, data: bytes, now: float) -> None:
+        """Bytes of a multipart answer's framing (not of the representation)."""
+        self._actions.append(Send(r.client, data))
+        r.inflight += len(data)
+        self.stats.client(r.rec, len(data), now)
 
     def _admit_parked(self, key: str, now: float) -> None:
         for r in [r for r in self.readers.values() if r.parked_until is not None and r.key == key]:
@@ -384,7 +410,7 @@ class SharingMachine:
             or not r.responded
         ):
             return
-        while r.pos < r.end and r.inflight < self.cfg.send_window:
+        while self._next_part(r, now) and r.inflight < self.cfg.send_window:
             if r.patch is not None:
                 return  # the origin's Range answer drives this reader now
             if r.queue is not None:
@@ -423,6 +449,19 @@ class SharingMachine:
             self._finish(r, now)
         elif r.blocked_since is None and (r.pos >= r.end or r.inflight >= self.cfg.send_window):
             r.blocked_since = now  # what is awaited now is the client taking its bytes
+
+    def _next_part(self, r: Reader, now: float) -> bool:
+        """Whether ``r`` has bytes left to send; a multipart answer moves to its next part here."""
+        while r.parts is not None and r.pos >= r.end:
+            if not r.parts:
+                self._frame(r, r.tail, now)
+                r.parts = None
+                break
+            head, r.pos, r.end = r.parts.pop(0)
+            if r.queue is not None:
+                self._unsubscribe(r)
+            self._frame(r, head, now)
+        return r.pos < r.end
 
     def _subscribe(self, r: Reader, offset: int, limit: int) -> None:
         assert r.session is not None and r.session.live
