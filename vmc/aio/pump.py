@@ -98,6 +98,12 @@ class _Client(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.pump.feed(self.conn, self.pump.core.data_received, self.conn, data)
 
+    def eof_received(self) -> bool:
+        """A client that half-closes after its request still gets its answer (h11 sees the
+        end; the core closes once it has answered); False would close the transport now."""
+        self.pump.feed(self.conn, self.pump.core.data_received, self.conn, b"")
+        return True
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.pump.clients.pop(self.conn, None)
         self.pump.feed(None, self.pump.core.connection_lost, self.conn)
