@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_vmc_proxy_sharing import curl, finish, wait_live
-from vmc_support import engine_args
+from vmc_support import engine_args, finished
 
 from deliverykit.testing import require_root
 from vmc.aio.origin import expected
@@ -48,7 +48,7 @@ def test_finished_object_is_served_from_disk_while_fresh(make_stack, tmp_path: P
     size, path = 300_000, "/disk-done.bin?size=300000&cc=max-age%3D60"
     assert finish(curl(st, path, tmp_path / "a.bin")) == (0, 200, size)
     deadline = time.monotonic() + 20
-    while not st.proxy.finished and time.monotonic() < deadline:
+    while not finished(st.proxy) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert finish(curl(st, path, tmp_path / "b.bin")) == (0, 200, size)
     assert (tmp_path / "b.bin").read_bytes() == expected("/disk-done.bin", size)
@@ -64,7 +64,7 @@ def test_budget_is_enforced_and_finished_objects_are_evicted(make_stack, tmp_pat
         p = f"/disk-lru{i}.bin?size=300000&cc=max-age%3D60"
         assert finish(curl(st, p, tmp_path / f"{i}.bin")) == (0, 200, 300_000)
         deadline = time.monotonic() + 20
-        while st.proxy.store.reserved and not st.proxy.finished and time.monotonic() < deadline:
+        while st.proxy.store.reserved and not finished(st.proxy) and time.monotonic() < deadline:
             time.sleep(0.01)
     disk = st.status()["disk"]
     assert disk["peak_reserved"] <= 500_000 and disk["evicted"] == 2 and disk["finished"] == 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
+from vmc_support import connections, sessions, upstream_open, upstream_waiting
 
 from vmc.aio.origin import expected
 from vmc.client import fetch
@@ -49,14 +50,14 @@ def test_client_reset_before_origin_head_leaks_nothing(make_stack) -> None:
     path = f"/slowhead.bin?size={size}&head_delay=0.6"
     s = socket.create_connection(st.proxy.address)
     s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\n\r\n")
-    assert _until(lambda: len(st.proxy.sessions) == 1, 5)
+    assert _until(lambda: len(sessions(st.proxy)) == 1, 5)
     _rst(s)
     assert _until(lambda: st.origin.stats.requests >= 1, 5)
-    assert _until(lambda: not st.proxy.sessions and st.proxy.limiter.open == 0, 10), (
-        st.proxy.sessions, st.proxy.limiter.open)
+    assert _until(lambda: not sessions(st.proxy) and upstream_open(st.proxy) == 0, 10), (
+        sessions(st.proxy), upstream_open(st.proxy))
     r = asyncio.run(fetch(st.url(path), proxy=st.proxy_addr, timeout=15))
     assert r.status == 200 and r.body == expected("/slowhead.bin", size)
-    assert _until(lambda: not st.proxy.sessions, 5)
+    assert _until(lambda: not sessions(st.proxy), 5)
 
 @pytest.mark.tool("curl")
 def test_sharer_waiting_on_a_stalled_stream_gives_up(make_stack, tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def test_sharer_waiting_on_a_stalled_stream_gives_up(make_stack, tmp_path: Path)
     assert (tmp_path / "a").read_bytes() == expected("/stall2.bin", size)[:n]
     recs = [r for r in st.status()["recent"] if "/stall2.bin" in r["uri"]]
     assert "stalled" in recs[0]["error"]
-    assert _until(lambda: not st.proxy.sessions, 5)
+    assert _until(lambda: not sessions(st.proxy), 5)
 
 # ---------------------------------------------------------------- 2. resume keeps its slot
 @pytest.mark.tool("curl")
@@ -90,8 +91,8 @@ def test_resume_keeps_its_upstream_slot(make_stack, tmp_path: Path) -> None:
     wait_live(st, "/inv.bin", 50_000)
     other = 600_000  # 3 s at 200 kB/s: longer than the queue wait, so a handed-over slot starves the resume
     b = curl(st, f"/other.bin?size={other}&rate=200000", tmp_path / "b")
-    assert _until(lambda: st.proxy.limiter.waiting == 1, 5)
-    edge = max((x.buffer.received for x in list(st.proxy.sessions.values())), default=fail)
+    assert _until(lambda: upstream_waiting(st.proxy) == 1, 5)
+    edge = max((x.buffer.received for x in sessions(st.proxy)), default=fail)
     assert edge < fail, "the fault came before the second request queued: test not meaningful"
     assert finish(a) == (0, 200, size)
     assert (tmp_path / "a").read_bytes() == expected("/inv.bin", size)
@@ -100,7 +101,7 @@ def test_resume_keeps_its_upstream_slot(make_stack, tmp_path: Path) -> None:
     assert st.origin.stats.range_requests == 1
     snap = st.status()
     assert (snap["stream_retries"], snap["stream_resumed"], snap["stream_failures"]) == (1, 1, 0)
-    assert _until(lambda: st.proxy.limiter.open <= 1 and not st.proxy.sessions, 5)
+    assert _until(lambda: upstream_open(st.proxy) <= 1 and not sessions(st.proxy), 5)
 
 # ---------------------------------------------------------------- 6. a client that never reads
 @pytest.mark.parametrize("query", ["cc=no-store", "x=1"], ids=["passthrough", "shared"])
@@ -117,8 +118,8 @@ def test_client_that_never_reads_is_cut_off(make_stack, query: str) -> None:
     try:
         s.sendall(f"GET /stall.bin?size={size}&{query} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
         assert _until(lambda: st.origin.stats.requests >= 1, 5)
-        assert _until(lambda: st.proxy.connections == 0 and st.proxy.limiter.open == 0
-                      and not st.proxy.sessions, 15), (st.proxy.connections, st.proxy.limiter.open)
+        assert _until(lambda: connections(st.proxy) == 0 and upstream_open(st.proxy) == 0
+                      and not sessions(st.proxy), 15), (connections(st.proxy), upstream_open(st.proxy))
         assert st.origin.stats.body_bytes < size
         recs = [r for r in st.status()["recent"] if "/stall.bin" in r["uri"]]
         assert recs and "stalled" in recs[0]["error"]
@@ -141,7 +142,7 @@ def test_global_buffer_budget_passes_new_sessions_through(make_stack, tmp_path: 
     snap = st.status()
     assert snap["not_shared"].get("buffer-budget") == 1
     assert snap["buffer_budget"] == 400_000
-    assert _until(lambda: not st.proxy.sessions, 5)
+    assert _until(lambda: not sessions(st.proxy), 5)
     # With the budget free again, a new URI is shared as usual.
     c = curl(st, f"/b3.bin?size={size}", tmp_path / "c")
     wait_live(st, "/b3.bin", 50_000)

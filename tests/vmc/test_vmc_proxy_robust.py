@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_vmc_proxy_sharing import curl, finish, records, wait_live  # noqa: E402  (same directory)
 
+from vmc_support import connections, sessions
 from vmc.aio.origin import expected
 from vmc.client import FetchError, fetch
 
@@ -121,9 +122,9 @@ def test_client_disconnect_abandons_unread_session(make_stack) -> None:
     assert got.startswith(b"HTTP/1.1 200")
     s.close()
     deadline = time.monotonic() + 10
-    while st.proxy.sessions and time.monotonic() < deadline:
+    while sessions(st.proxy) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not st.proxy.sessions  # no reader left: the origin fetch was dropped
+    assert not sessions(st.proxy)  # no reader left: the origin fetch was dropped
     time.sleep(0.2)
     assert st.origin.stats.per_path["/gone.bin"] < size
     rec = records(st, "/gone.bin")[0]
@@ -169,7 +170,7 @@ def test_connection_limit(make_stack) -> None:
     idle = [socket.create_connection(st.proxy.address) for _ in range(2)]
     try:
         deadline = time.monotonic() + 5
-        while st.proxy.connections < 2 and time.monotonic() < deadline:
+        while connections(st.proxy) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         out = st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
         assert out.startswith(b"HTTP/1.1 200 OK\r\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_vmc_proxy_sharing import curl, finish
+from vmc_support import connections, requests_seen
 
 from vmc.aio.origin import expected
 
@@ -65,8 +66,8 @@ def test_a_client_that_stops_reading_in_a_sendfile_is_cut_off(make_stack, tmp_pa
     s.connect(st.proxy.address)
     try:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
-        assert _until(lambda: st.proxy.stats._next_id == 2)  # its request is in
-        assert _until(lambda: st.proxy.connections == 0, 20), st.proxy.connections
+        assert _until(lambda: requests_seen(st.proxy) == 2)  # its request is in
+        assert _until(lambda: connections(st.proxy) == 0, 20), connections(st.proxy)
         recs = [r for r in st.status()["recent"] if "/big2.bin" in r["uri"]]
         assert len(recs) == 2 and "stalled" in recs[1]["error"]
     finally:

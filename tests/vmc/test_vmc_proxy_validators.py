@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
+from vmc_support import sessions
 from vmc.aio.origin import expected
 from vmc.client import _retry_after
 from vmc.core import policy
@@ -106,7 +107,7 @@ def test_client_if_range_date_evaluated_as_strong_only(make_stack, tmp_path: Pat
     path = f"/ir.bin?size={size}&{query}"
     a = curl(st, path, tmp_path / "a")
     wait_live(st, "/ir.bin", 50_000)
-    lm = next(iter(st.proxy.sessions.values())).validators.last_modified
+    lm = sessions(st.proxy)[0].validators.last_modified
     assert lm
     out = st.raw(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\nRange: bytes=100-199\r\nIf-Range: "
                  + lm + b"\r\nConnection: close\r\n\r\n", timeout=10)

@@ -43,3 +43,43 @@ def sessions(proxy: Proxy | CorePump) -> list[Any]:
         assert isinstance(core, HttpSharingCore)
         return list(core.machine.sharing.sessions.values())
     return list(proxy.sessions.values())
+
+
+def _core(proxy: CorePump) -> HttpSharingCore:
+    core = proxy.core
+    assert isinstance(core, HttpSharingCore)
+    return core
+
+
+def finished(proxy: Proxy | CorePump) -> dict[str, Any]:
+    """Finished objects kept whole on disk, by key."""
+    if isinstance(proxy, CorePump):
+        return dict(_core(proxy).machine.sharing.finished)
+    return dict(proxy.finished)
+
+
+def connections(proxy: Proxy | CorePump) -> int:
+    """Client connections open."""
+    return len(proxy.clients) if isinstance(proxy, CorePump) else proxy.connections
+
+
+def upstream_open(proxy: Proxy | CorePump) -> int:
+    """Origin connections (legacy) or fetches (core) holding a slot of the upstream cap."""
+    if isinstance(proxy, CorePump):
+        return len(_core(proxy).gate.out)
+    assert proxy.limiter is not None
+    return proxy.limiter.open
+
+
+def upstream_waiting(proxy: Proxy | CorePump) -> int:
+    """Requests waiting for a slot of the upstream cap."""
+    if isinstance(proxy, CorePump):
+        return len(_core(proxy).gate.waiting)
+    assert proxy.limiter is not None
+    return proxy.limiter.waiting
+
+
+def requests_seen(proxy: Proxy | CorePump) -> int:
+    """Requests the proxy has logged (each gets the next id)."""
+    stats = _core(proxy).stats if isinstance(proxy, CorePump) else proxy.stats
+    return stats._next_id

@@ -513,7 +513,8 @@ class HttpSharingCore:
             hdrs.append((b"content-range", b"bytes */%d" % a.total))
         if a.status == 503:  # the upstream cap said no
             hdrs.append((b"retry-after", b"%d" % self.retry_after))
-        hdrs.append((VMC_HEADER, b"sim-core"))
+        how = [v for k, v in a.headers if k == VMC_HEADER]  # the machine's, on shared answers
+        hdrs.append((VMC_HEADER, how[0] if how else b"sim-core"))
         self._send(
             a.client,
             h11.Response(status_code=a.status, headers=hdrs, reason=_REASONS.get(a.status, b"")),

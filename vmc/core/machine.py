@@ -77,6 +77,8 @@ CHUNK = 64 << 10
 Spans = tuple[tuple[int, int], ...]
 Fields = tuple[tuple[bytes, bytes], ...]
 #: Request fields never sent on (the driver sets Host; Range/If-Range are the machine's own).
+#: The VMC answer field's word per plan mode (the proxy's).
+_HOW = {"range": b"range", "joined-vmc": b"joined", "joined": b"patched"}
 _NOT_FORWARDED = (b"host", VMC_HEADER, b"expect")
 _NOT_FORWARDED_SHARED = (b"host", b"range", b"if-range", VMC_HEADER, b"expect")
 
@@ -316,6 +318,8 @@ class SharingMachine:
                 return
             age = s.freshness.age(now - s.received_at)  # a reuse: RFC 9111 sec. 4, 5.1
             hdrs = tuple((k, v) for k, v in s.headers if k != b"age") + ((b"age", b"%d" % age),)
+            how = _HOW.get(p.mode, b"range") + b"; offset=%d" % s.buffer.received
+            hdrs += ((VMC_HEADER, how),)
             if p.parts:  # disjoint ranges: 206 multipart/byteranges (RFC 9110 sec. 14.6)
                 return self._multipart(r, s, p.parts, hdrs, now)
             self._respond(r, p.status, p.end - p.first, p.first, s.length, hdrs)
@@ -658,7 +662,8 @@ class SharingMachine:
             r.counted = True
             r.rec.mode, r.rec.status, r.end = "origin", 200, s.length
             self._events.append(Admitted(r.client, r.key, "origin", 0))
-            self._respond(r, 200, s.length, 0, s.length, tuple(s.headers))
+            hdrs = (*s.headers, (VMC_HEADER, b"first; offset=0"))
+            self._respond(r, 200, s.length, 0, s.length, hdrs)
             self._advance(r, now)
         self._admit_parked(s.key, now)
         if s.readers <= 0:
