@@ -51,6 +51,7 @@ from vmc.core.machine import (
     OriginInterim,
 )
 from vmc.core.ranges import format_range
+from vmc.core.reasons import Refused
 from vmc.core.slots import SlotLimits
 
 #: Rounds of outputs handled per input before yielding (bounds a runaway loop).
@@ -338,12 +339,26 @@ class CorePump:
             if resp is not None:
                 resp.close()
             if f.fetch in self.fetches:
-                self.feed(None, take, OriginError(f.fetch, str(exc)))
+                status, why = failure(exc)
+                self.feed(None, take, OriginError(f.fetch, str(exc), refusal=why, status=status))
         finally:
             self.fetches.pop(f.fetch, None)
             if resp is not None:
                 resp.close()
             self.flush()
+
+
+def failure(exc: up.UpstreamError) -> tuple[int, Refused]:
+    """The answer and counter for an origin failure (the proxy's ``UPSTREAM_FAILURES``)."""
+    for cls, status, why in (
+        (up.UpstreamUnreachable, 502, Refused.UPSTREAM_UNREACHABLE),
+        (up.UpstreamClosed, 502, Refused.UPSTREAM_CLOSED),
+        (up.UpstreamTimeout, 504, Refused.UPSTREAM_TIMEOUT),
+        (up.UpstreamBadResponse, 502, Refused.UPSTREAM_BAD_RESPONSE),
+    ):
+        if isinstance(exc, cls):
+            return status, why
+    return 502, Refused.UPSTREAM_ERROR
 
 
 # ---------------------------------------------------------------------- vmc proxy --engine core

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from vmc.core.reasons import Refused
+
 __all__ = [
     "Abort",
     "Action",
@@ -108,6 +110,10 @@ class OriginError:
     """What went wrong."""
     busy: bool = False
     """Never sent: the upstream cap's queue wait ran out (the reader gets 503 + Retry-After)."""
+    refusal: Refused = Refused.UPSTREAM_ERROR
+    """What went wrong, as the answer's body and the counter name it (unreachable, closed...)."""
+    status: int = 502
+    """The answer to a reader that got no head yet (504 for a timeout)."""
 
 
 @dataclass(frozen=True, slots=True)

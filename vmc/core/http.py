@@ -109,6 +109,7 @@ _REASONS = {
     416: b"Range Not Satisfiable",
     502: b"Bad Gateway",
     503: b"Service Unavailable",
+    504: b"Gateway Timeout",
 }
 
 _INTERIM_REASONS = {102: b"Processing", 103: b"Early Hints"}

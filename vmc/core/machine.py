@@ -68,6 +68,7 @@ from vmc.core.key import request_key, split_authority
 from vmc.core.memdisk import DiskStore, MemoryCopy, MemoryDisk, Readable
 from vmc.core.plan import VMC_HEADER, multipart_layout
 from vmc.core.queue import ClientQueue
+from vmc.core.reasons import Refused
 from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
 from vmc.core.sharing import Admit, Sharing, Step, answer_continues, feed, may_resume, next_step
 from vmc.core.states import SessionState
@@ -544,11 +545,9 @@ class SharingMachine:
         elif isinstance(inp, OriginEnd):
             self.flights.pop(f.id, None)
             self._finish(r, now)
-        elif inp.busy and not r.responded:  # never sent: the upstream cap said no
+        elif not r.responded:  # no head yet: the client hears what went wrong
             self.flights.pop(f.id, None)
-            r.rec.mode, r.rec.error = "error", inp.why
-            self._respond(r, 503, 0)
-            self._finish(r, now)
+            self._failed(r, inp, now)
         else:
             self.flights.pop(f.id, None)
             self._end(r, now, inp.why, abort=True)
@@ -623,10 +622,20 @@ class SharingMachine:
                 self.sharing.drop(s)
                 r = self.readers.get(f.client)
                 if r is not None:
-                    r.rec.mode, r.rec.error = "error", inp.why
-                    self._respond(r, 503 if inp.busy else 502, 0)
-                    self._finish(r, now)
+                    self._failed(r, inp, now)
                 self._admit_parked(s.key, now)
+
+    def _failed(self, r: Reader, inp: OriginError, now: float) -> None:
+        """502/504 naming the upstream failure (503 when the cap said no), counted as refused."""
+        status = 503 if inp.busy else inp.status
+        why = Refused.UPSTREAM_BUSY if inp.busy else inp.refusal
+        if not inp.busy:  # the cap's refusals are counted where the cap is
+            self.stats.refused[why] += 1
+        body = b"%d %s\n" % (status, why.value.encode())
+        r.rec.mode, r.rec.error, r.rec.status = "error", inp.why, status
+        self._respond(r, status, len(body))
+        self._frame(r, body, now)
+        self._finish(r, now)
 
     def _head(self, f: Flight, s: SharedObject, inp: OriginHead, now: float) -> None:
         r = self.readers.get(f.client)
