@@ -393,8 +393,7 @@ class Proxy(Downstream):
         self.stats.joins += 1
         s.readers += 1
         if s.state == DONE and s.spill is not None and self.store is not None:
-            self.store.stats.hits += 1  # served whole from disk, no origin request
-            self.store.touch(s.spill)
+            self.store.touch(s.spill)  # served whole from disk, no origin request: a hit
         try:
             rec.mode = p.mode
             rec.offset = s.buffer.received

@@ -209,7 +209,8 @@ class DiskStore:
             self._finished.move_to_end(f)
 
     def touch(self, f: SpillFile) -> None:
-        """``f`` was just used: evict it last."""
+        """``f`` was just served whole from disk (a hit, no origin request): evict it last."""
+        self.stats.hits += 1
         if f in self._finished:
             self._finished.move_to_end(f)
 
