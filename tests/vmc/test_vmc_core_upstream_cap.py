@@ -7,7 +7,7 @@ bytes and a clock, nothing else."""
 from __future__ import annotations
 
 from deliverykit.protocol import StreamWrite
-from vmc.core.events import Fetch, OriginData, OriginEnd, OriginHead
+from vmc.core.events import Fetch, OriginData, OriginEnd, OriginError, OriginHead
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import HttpSharingCore
 from vmc.core.machine import MachineConfig
@@ -78,3 +78,25 @@ def test_a_joiner_needs_no_slot() -> None:
     assert _fetches(joiner) == [] and _written(joiner, 2).startswith(b"HTTP/1.1 200 ")
     assert _fetches(_get(core, 3, "/other", 0.3)) == []  # a new object waits for the slot
     assert list(core.gate.waiting) != [] and core.gate.out == {a.fetch}
+
+
+def test_a_broken_streams_resume_keeps_its_slot() -> None:
+    """The resume by Range + If-Range continues the same transfer: the broken fetch's slot is
+    the resume's, never the waiter's (the waiter would hold it for a whole other transfer and
+    starve the shared stream); a stream that will not resume passes its slot on."""
+    cfg = MachineConfig(resume_backoff=0.5, resume_attempts=1)
+    core = HttpSharingCore(cfg, gate=FetchGate(1, wait=30.0))
+    (a,) = _fetches(_get(core, 1, "/a", 0.0))
+    core.origin_received(OriginHead(a.fetch, 200, ((b"content-length", b"1000"),
+                                                   (b"etag", b'"e"'))), 0.1)
+    core.origin_received(OriginData(a.fetch, bytes(100)), 0.1)
+    assert _fetches(_get(core, 2, "/b", 0.2)) == []  # waits for the one slot
+    core.origin_received(OriginError(a.fetch, "reset"), 0.3)
+    assert _fetches(core.to_send(0.3)) == []  # the resume waits its backoff, holding the slot
+    core.handle_timer(0.8)
+    (resume,) = _fetches(core.to_send(0.8))
+    assert resume.uri == "http://o/a" and resume.first == 100 and resume.if_range == b'"e"'
+    assert core.gate.out == {resume.fetch} and len(core.gate.waiting) == 1
+    core.origin_received(OriginError(resume.fetch, "reset again"), 0.9)  # no attempt left
+    (b,) = _fetches(core.to_send(0.9))
+    assert b.uri == "http://o/b" and core.gate.out == {b.fetch}

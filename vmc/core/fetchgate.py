@@ -74,6 +74,13 @@ class FetchGate:
             go.append(f)
         return go
 
+    def hand_over(self, old: int, new: int) -> None:
+        """Fetch ``new`` takes ``old``'s slot (a broken stream's resume: it continues the same
+        transfer and must not queue behind the waiters)."""
+        if old in self.out:
+            self.out.discard(old)
+            self.out.add(new)
+
     def deadline(self) -> float | None:
         """The oldest waiter's give-up time (FIFO with one ``wait``: the earliest)."""
         if not self.waiting:

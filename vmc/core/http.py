@@ -42,6 +42,7 @@ from vmc.core.machine import (
     Fetch,
     Finish,
     Interim,
+    Kind,
     MachineConfig,
     OriginData,
     OriginEnd,
@@ -164,6 +165,8 @@ class HttpSharingCore:
         self._out: list[Output] = []
         #: The upstream cap (no cap by default).
         self.gate = gate or FetchGate()
+        #: Broken streams holding their cap slot for their resume: session -> the broken fetch.
+        self._held: dict[object, int] = {}
         #: The driver's own figures for the status JSON (its disk store, connection pool,
         #: open connections), merged in when set.
         self.status_extra: Callable[[], dict[str, object]] | None = None
@@ -231,8 +234,12 @@ class HttpSharingCore:
     def origin_received(
         self, inp: OriginHead | OriginInterim | OriginData | OriginEnd | OriginError, now: float
     ) -> None:
+        flight = self.machine.flights.get(inp.fetch)
         self.machine.input_received(inp, now)
-        if isinstance(inp, (OriginEnd, OriginError)):
+        if isinstance(inp, OriginError) and flight is not None and flight.kind is Kind.STREAM:
+            # a broken stream keeps its slot for its resume (asked now or after the backoff)
+            self._held[flight.session] = inp.fetch
+        elif isinstance(inp, (OriginEnd, OriginError)):
             self._out.extend(self.gate.ended(inp.fetch))
         self._pump(now)
 
@@ -472,7 +479,13 @@ class HttpSharingCore:
     def _pump_once(self, now: float) -> list[Fetch]:
         refused: list[Fetch] = []
         for a in self.machine.actions_to_send(now):
-            if isinstance(a, Fetch):
+            flight = self.machine.flights.get(a.fetch) if isinstance(a, Fetch) else None
+            resume = flight is not None and flight.kind is Kind.STREAM
+            held = self._held.pop(flight.session, None) if resume and flight else None
+            if isinstance(a, Fetch) and held is not None:
+                self.gate.hand_over(held, a.fetch)
+                self._out.append(a)
+            elif isinstance(a, Fetch):
                 go = self.gate.offer(a, now)
                 if isinstance(go, Fetch):
                     self._out.append(go)
@@ -495,6 +508,11 @@ class HttpSharingCore:
                 self._busy.discard(a.client)
                 self.conns.pop(a.client, None)
                 self._out.append(Close(a.client, abort=True))
+        m = self.machine
+        for s, fetch in list(self._held.items()):  # no resume coming: the slot goes on
+            if s not in m.resume_at:
+                del self._held[s]
+                self._out.extend(self.gate.ended(fetch))
         return refused
 
     def _respond(self, a: Respond) -> None:
