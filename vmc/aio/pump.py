@@ -28,7 +28,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import h11
@@ -76,6 +76,32 @@ class OriginSink(Protocol):
         now: float,
     ) -> None:
         """The origin's 1xx, head, a body chunk, the end, or the failure of one fetch."""
+
+
+def _coalesced(outs: Sequence[object]) -> list[object]:
+    """Consecutive writes to one connection as one (a small answer's head and body leave in
+    one send(): one system call, one wake-up of the client)."""
+    merged: list[object] = []
+    run: list[StreamWrite] = []
+
+    def end_run() -> None:
+        if len(run) == 1:
+            merged.append(run[0])
+        elif run:
+            merged.append(StreamWrite(run[0].conn, b"".join(w.data for w in run)))
+        run.clear()
+
+    for out in outs:
+        if isinstance(out, StreamWrite) and (not run or run[0].conn == out.conn):
+            run.append(out)
+            continue
+        end_run()
+        if isinstance(out, StreamWrite):
+            run.append(out)
+        else:
+            merged.append(out)
+    end_run()
+    return merged
 
 
 class _Client(asyncio.Protocol):
@@ -232,7 +258,7 @@ class CorePump:
         core = self.core
         for _ in range(MAX_ROUNDS):
             outs = core.to_send(self.clock())
-            for out in outs:
+            for out in _coalesced(outs):
                 self._carry_out(out)
             taken = [
                 (c.conn, c.unreported)
