@@ -23,6 +23,7 @@ EXPERIMENTS = {
     "tables": "vmc.experiments.tables",
     "testbed": "vmc.experiments.testbed",
     "squidlog": "vmc.experiments.squidlog",
+    "simvalidate": "vmc.experiments.simvalidate",
 }
 
 _UNITS = {
