@@ -28,6 +28,7 @@ _CAMS = {"chunk32": ChunkAddressing.CHUNK32, "chunk64": ChunkAddressing.CHUNK64,
 EXPERIMENTS = {
     "vod-swarm": "swift.experiments.vod_swarm",
     "flashcrowd": "swift.experiments.flashcrowd",
+    "beyond": "swift.experiments.beyond",
     "tcp-share": "swift.experiments.tcp_share",
 }
 NO_DATA_HINT_S = 10.0  # say so when nothing has arrived from any peer after this long

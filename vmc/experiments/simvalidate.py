@@ -125,11 +125,13 @@ def table(metrics: list[dict[str, Any]]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m vmc.experiments.simvalidate",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--scenario", default="high-high", choices=sorted(SCENARIOS))
+    ap.add_argument("--scenario", default="high-high", choices=sorted(SCENARIOS),
+                    help="the workload's overlap structure (default high-high)")
     ap.add_argument("-n", type=cliutil.positive_int, default=120, help="requests (default 120)")
     ap.add_argument("--link-mbit", type=cliutil.positive_float, default=20.0, metavar="MBIT",
                     help="the origin link's tbf rate (default 20)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1,
+                    help="the workload's seed: both backends replay the same requests (default 1)")
     ap.add_argument("--out", type=Path, metavar="DIR", help="write simvalidate.json here")
     return ap
 
