@@ -149,7 +149,9 @@ def _in_memory(n: int, cs: int) -> dict:
         if step % 100 == 0:
             s.handle_timer(now)
             leech.handle_timer(now)
-    ok = leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
+    got = leech.content
+    assert isinstance(got, Content) and isinstance(got.storage, MemoryStorage)
+    ok = got.complete and bytes(got.storage.buf[:len(data)]) == data
     return {"ok": ok, "seeder_us": ts / n * 1e6, "leecher_us": tl / n * 1e6}
 
 

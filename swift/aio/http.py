@@ -17,6 +17,7 @@ import re
 import h11
 
 from swift.aio.node import SwiftNode
+from swift.core.merkle import MerkleTree
 
 
 class HttpStream:
@@ -53,6 +54,8 @@ class HttpStream:
 
     async def _wait_size(self) -> int:
         tree = self.node.peer.content.tree
+        if not isinstance(tree, MerkleTree):  # a live stream has no size: no byte ranges
+            raise TypeError("HTTP byte ranges need static content, not a live stream")
         while tree.size is None:
             n = tree.n_chunks
             if n is not None:  # size known once the last chunk is verified: fetch it first
