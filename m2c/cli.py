@@ -56,6 +56,8 @@ EXPERIMENTS = {
     "hetero": "m2c.experiments.hetero",
     "fig5": "m2c.experiments.fig5",
     "dupsim": "m2c.experiments.dupsim",
+    "many": "m2c.experiments.many",
+    "fairness": "m2c.experiments.fairness",
 }
 
 
