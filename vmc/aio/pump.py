@@ -29,7 +29,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import h11
 
@@ -113,8 +113,9 @@ class _Client(asyncio.Protocol):
         self.unreported = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport, but uvloop's (the CLI's default loop) is no asyncio.Transport
+        # subclass: an isinstance check refused every client there
+        self.transport = cast(asyncio.Transport, transport)
         self.pump.clients[self.conn] = self
         self.pump.feed(self.conn, self.pump.core.connection_made, self.conn)
         peer = transport.get_extra_info("peername")
