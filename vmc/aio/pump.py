@@ -14,10 +14,10 @@ Back-pressure: bytes written to a client count as taken (``writable``) at once
 unless its transport asked us to pause (write buffer past its high-water mark);
 then they count when it resumes.
 
-This pump is the path to the proxy as a pump (docs/vmc-sim.md, "What is left"):
-it serves GET/HEAD sharing with window, the on-disk store, Range patches,
-detach and resume, and passes the rest through; :class:`vmc.aio.proxy.Proxy`
-remains the full proxy (limits, upstream cap, status endpoint, 1xx, multipart).
+``vmc proxy --engine core`` is this pump (:func:`build_core_pump`); what it still lacks
+beside :class:`vmc.aio.proxy.Proxy` (sendfile, ``--workers``, transparent mode) is listed
+in docs/vmc.md, checked by running the proxy tests with ``VMC_ENGINE=core``. The sockets
+are the pump's: the origin connection pool, coalesced writes, a client's half-close.
 """
 
 from __future__ import annotations
@@ -463,8 +463,7 @@ async def serve_core(
     """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): the upstream cap and pool, resume backoff, 1xx, multipart answers,
-    transparent mode, workers."""
+    (docs/vmc.md): sendfile from the disk store, transparent mode, workers."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 

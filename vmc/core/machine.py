@@ -25,10 +25,10 @@ to a client's bounded :class:`~vmc.core.queue.ClientQueue` and never waits for
 it: a client that falls ``queue_limit`` behind is detached and continues on its
 own (window, disk, origin by Range), as in the proxy.
 
-Not modelled here (the asyncio proxy has them): the upstream connection cap, the
-stall timeout, the resume backoff (a resume is asked at once), 1xx, multipart
-answers (a joiner's several ranges are served as one span from the first to
-the last byte), Age and header rewriting (the driver builds the head).
+Here too since the proxy moved onto the core (docs/vmc.md): the stall and client-write
+timeouts, the resume backoff, 1xx (``OriginInterim`` in, ``Interim`` out) and
+multipart answers. The upstream cap is :mod:`vmc.core.fetchgate` in the HTTP core;
+header rewriting is the driver's (it builds the head).
 """
 
 from __future__ import annotations
