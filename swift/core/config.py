@@ -56,6 +56,11 @@ class PeerConfig:
     #: "auto" (the dialect per channel, see :data:`PROFILES`)
     profile: str = "rfc"
     picker: str = "linear"
+    #: the linear picker starts each block of 256 chunks at a per-peer offset
+    #: (picker.LinearPicker), so a loss-free flash crowd's leechers share.
+    #: Off until the tests that pin plain order are updated (docs/ledbat.md,
+    #: "The default TARGET"); on, TARGET 25 ms can be every channel's default
+    picker_twist: bool = False
     #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
     high_window: int = 64
     mid_window: int = 256

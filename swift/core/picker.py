@@ -1,6 +1,7 @@
 """Chunk pickers (RFC 7574 section 9.1) and the paper's download algorithm.
 
-* ``linear``: in order from the playback position (paper IV-A baseline).
+* ``linear``: in order from the playback position (paper IV-A baseline);
+  optionally each block of 256 chunks rotated by a per-peer twist.
 * ``rarest``: rarest first over the whole content.
 * ``std-vod``: high-priority window in order, mid and low sets rarest first,
   requests to any peer (paper IV-A baseline).
@@ -195,16 +196,66 @@ class Picker(ABC):
         ``fast``: that peer is in the fast set (or every peer is asked)."""
 
 
+#: chunks per block of the linear picker's twist (:class:`LinearPicker`)
+TWIST_BLOCK = 256
+
+
+def twisted(st: PickState, peer: Binmap, lo: int, hi: int, want: int, twist: int,
+            keep: int) -> list[int]:
+    """Up to ``want`` wanted chunks of ``[lo, hi)``, in order block by block
+    (aligned blocks of :data:`TWIST_BLOCK` chunks), each block rotated to start
+    at ``twist`` modulo its length; chunks below ``keep`` stay in plain order."""
+    out: list[int] = []
+    pos = lo
+    while len(out) < want:
+        c = next_wanted(st, peer, pos, hi)
+        if c is None:
+            break
+        b = c - c % TWIST_BLOCK
+        e = min(hi, b + TWIST_BLOCK)
+        if c < keep:  # the playback position's block: no twist before it
+            part = in_order(st, peer, c, min(e, keep), want - len(out))
+        else:
+            mid = max(c, b + twist % (e - b))
+            part = in_order(st, peer, mid, e, want - len(out))
+            if len(out) + len(part) < want:
+                part += in_order(st, peer, c, mid, want - len(out) - len(part))
+        out.extend(part)
+        pos = min(e, keep) if c < keep else e
+    return out
+
+
 class LinearPicker(Picker):
-    """In order from the playback position, then from the start."""
+    """In order from the playback position, then from the start.
+
+    With ``twist`` (``PeerConfig.picker_twist``; the idea of libswift's
+    sequential picker): each aligned block of :data:`TWIST_BLOCK` chunks is
+    taken from a per-peer offset and then wraps, so a flash crowd's leechers,
+    all starting together, ask the seeder for different chunks and have
+    something to give one another, even when nothing is lost (docs/ledbat.md,
+    "The default TARGET").  Order across blocks stays linear, and a player's
+    block (playback position > 0) is taken in plain order from it."""
 
     name = "linear"
     empty_means_none_wanted = True
 
+    def __init__(self, twist: bool = False) -> None:
+        #: this peer's offset in each block: 0 without the twist; with it, drawn
+        #: at the first pick that finds something (an empty pick draws nothing
+        #: from ``rng``)
+        self.twist: int | None = None if twist else 0
+
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
-        out = in_order(st, peer, st.playpos, st.n_chunks, want)
-        if len(out) < want and st.playpos:
-            out += in_order(st, peer, 0, st.playpos, want - len(out))
+        n, p = st.n_chunks, st.playpos
+        if next_wanted(st, peer, p, n) is None and (
+                not p or next_wanted(st, peer, 0, p) is None):
+            return []
+        if self.twist is None:
+            self.twist = st.rng.randrange(TWIST_BLOCK)
+        keep = p - p % TWIST_BLOCK + TWIST_BLOCK if p else 0
+        out = twisted(st, peer, p, n, want, self.twist, keep)
+        if len(out) < want and p:
+            out += twisted(st, peer, 0, p, want - len(out), self.twist, 0)
         return out
 
 

@@ -24,6 +24,7 @@ from swift.core.content import Content
 from swift.core.live import LiveContent
 from swift.core.picker import (
     Availability,
+    LinearPicker,
     PickState,
     expected_bandwidth,
     fast_set,
@@ -93,6 +94,8 @@ class RequestScheduler:
         self.stats = stats
         self._specs = specs
         self.picker = make_picker(cfg.picker, cfg.high_window, cfg.mid_window)
+        if cfg.picker_twist and isinstance(self.picker, LinearPicker):
+            self.picker.twist = None  # drawn from ``rng`` at the first pick
         #: chunks requested from some peer and not yet here
         self.inflight = Binmap()
         #: chunk -> why its request was last taken from a peer ("lost",
