@@ -19,12 +19,14 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
-from swift.core.livesig import LiveSigner
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc, IntegrityMethod, SigAlg
+
+if TYPE_CHECKING:
+    from swift.core.livesig import LiveSigner
 
 #: what goes before a DATA: ("h", bin, hash) or ("s", bin, timestamp, signature)
 IntegrityItem = tuple[str, int, bytes] | tuple[str, int, int, bytes]
@@ -76,11 +78,19 @@ def _chunk32_spec(lo: int, hi: int) -> bytes:
     return lo.to_bytes(4, "big") + (hi - 1).to_bytes(4, "big")
 
 
+def _signer() -> type[LiveSigner]:
+    """:class:`~swift.core.livesig.LiveSigner`, imported at the first live swarm:
+    it loads ``cryptography`` (~10 MB RSS), which a static transfer never needs
+    (issue 17)."""
+    from swift.core.livesig import LiveSigner
+    return LiveSigner
+
+
 def key_from_swarm_id(sid: bytes) -> Any:
     """The injector's public key in a live swarm ID (6.1), any algorithm of
     7.7 (ValueError if malformed): the parser of
     :meth:`~swift.core.livesig.LiveSigner.from_swarm_id`, one path."""
-    return LiveSigner.from_swarm_id(sid).pub
+    return _signer().from_swarm_id(sid).pub
 
 
 def munro_of(chunk: int, per_sig: int) -> int:
@@ -101,8 +111,8 @@ class LiveTree:
         if per_sig < 2 or per_sig & (per_sig - 1):
             raise ValueError("NCHUNKS_PER_SIG must be a power of 2 >= 2 (6.1.2.1)")
         if signer is None:
-            signer = (LiveSigner.from_key(private_key) if private_key is not None
-                      else LiveSigner.from_swarm_id(swarm_id))
+            signer = (_signer().from_key(private_key) if private_key is not None
+                      else _signer().from_swarm_id(swarm_id))
         self.signer = signer
         self.swarm_id = swarm_id
         self.pub = signer.pub
@@ -137,8 +147,8 @@ class LiveTree:
                key: object = None, alg: SigAlg | None = None, **kw: Any) -> LiveTree:
         """A new injector with a fresh (or given) key, any algorithm of 7.7
         (default ECDSAP256SHA256; with ``key``, ``alg`` must fit it)."""
-        signer = (LiveSigner.from_key(key, alg) if key is not None
-                  else LiveSigner.generate(alg or SigAlg.ECDSAP256SHA256))
+        signer = (_signer().from_key(key, alg) if key is not None
+                  else _signer().generate(alg or SigAlg.ECDSAP256SHA256))
         return cls(signer.swarm_id, per_sig, chunk_size, func, signer=signer, **kw)
 
     def sign_group(self, first: int, chunks: list[bytes], unix_now: float) -> int:
@@ -259,7 +269,7 @@ class SignAllTree:
     def __init__(self, swarm_id: bytes, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256,
                  spec_bytes: Callable[[int, int], bytes] | None = None,
                  signer: LiveSigner | None = None) -> None:
-        self.signer = signer or LiveSigner.from_swarm_id(swarm_id)
+        self.signer = signer or _signer().from_swarm_id(swarm_id)
         self.swarm_id = swarm_id
         self.key = self.signer.key
         self.chunk_size = chunk_size
@@ -279,8 +289,8 @@ class SignAllTree:
     @classmethod
     def source(cls, chunk_size: int = 1024, func: HashFunc = HashFunc.SHA256, key: object = None,
                alg: SigAlg | None = None, **kw: Any) -> SignAllTree:
-        signer = (LiveSigner.from_key(key, alg) if key is not None
-                  else LiveSigner.generate(alg or SigAlg.ECDSAP256SHA256))
+        signer = (_signer().from_key(key, alg) if key is not None
+                  else _signer().generate(alg or SigAlg.ECDSAP256SHA256))
         return cls(signer.swarm_id, chunk_size, func, signer=signer, **kw)
 
     def _text(self, i: int, ts: int, data: bytes) -> bytes:
