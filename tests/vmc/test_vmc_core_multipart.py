@@ -48,3 +48,36 @@ def test_disjoint_ranges_get_one_part_each() -> None:
         assert b"content-range: bytes %d-%d/1024" % (a, b) in part_head.lower()
         assert b"content-type: text/x" in part_head.lower()
         assert payload.removesuffix(b"\r\n") == BODY[a : b + 1]
+
+
+def _boundary(seed: int) -> bytes:
+    core = HttpSharingCore(MachineConfig(seed=seed))
+    core.connection_made(1, 0.0)
+    core.data_received(1, b"GET http://o/x HTTP/1.1\r\nhost: o\r\n\r\n", 0.0)
+    (f,) = [o for o in core.to_send(0.0) if isinstance(o, Fetch)]
+    core.origin_received(OriginHead(f.fetch, 200, HEAD), 0.1)
+    core.origin_received(OriginData(f.fetch, BODY), 0.1)
+    core.to_send(0.1)
+    core.connection_made(2, 0.2)
+    core.data_received(2, b"GET http://o/x HTTP/1.1\r\nhost: o\r\nrange: bytes=0-1,9-9\r\n\r\n",
+                       0.2)
+    head = _out(core, 2, 0.2).partition(b"\r\n\r\n")[0].lower()
+    return head.split(b"boundary=", 1)[1].split(b"\r\n", 1)[0]
+
+
+def test_the_boundary_comes_from_the_seed_not_from_the_request() -> None:
+    """RFC 2046 5.1.1: the boundary must not occur in the body, so an origin must not be able to
+    predict it from the request (it was the reader's id and the bytes received): the same
+    request gets another boundary under another seed, and the same one under the same seed
+    (the simulator's runs stay reproducible)."""
+    assert _boundary(1) == _boundary(1)
+    assert _boundary(1) != _boundary(2)
+    assert len(_boundary(3)) >= 24
+
+
+def test_the_proxy_settings_give_each_pump_a_secret_seed() -> None:
+    from vmc.aio.config import ProxyConfig
+    from vmc.aio.pump import machine_config
+
+    seeds = {machine_config(ProxyConfig()).seed for _ in range(4)}
+    assert len(seeds) == 4

@@ -26,6 +26,7 @@ import asyncio
 import itertools
 import json
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -409,6 +410,7 @@ def machine_config(cfg: ProxyConfig, epoch: float = 0.0) -> MachineConfig:
         client_write_timeout=cfg.client_write_timeout,
         resume_backoff=cfg.resume_backoff,
         epoch=epoch,
+        seed=secrets.randbits(64),
     )
 
 

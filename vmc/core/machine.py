@@ -33,6 +33,7 @@ header rewriting is the driver's (it builds the head).
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -160,6 +161,10 @@ class MachineConfig:
     resume_backoff: float = 0.0
     #: Unix time at ``now == 0`` (for the origin's Date and Expires).
     epoch: float = 0.0
+    #: Seeds the multipart boundaries (RFC 2046 5.1.1: a boundary must not occur in the
+    #: body, so it may not be predictable from the request): the pump passes a secret random
+    #: seed, the simulator a fixed one, since a core reads no random source of its own.
+    seed: int = 0
 
 
 class SharingMachine:
@@ -192,6 +197,7 @@ class SharingMachine:
         #: Sessions waiting for their resume's backoff, and when it is asked.
         self.resume_at: dict[SharedObject, float] = {}
         self._next_fetch = 0
+        self._boundaries = random.Random(self.cfg.seed)
         self._actions: list[Action] = []
         self._events: deque[Event] = deque()
 
@@ -343,7 +349,7 @@ class SharingMachine:
 
     def _multipart(self, r: Reader, s: SharedObject, parts: Spans, hdrs: Fields, t: float) -> None:
         """One part per range, each with its head, from the same sources as any span."""
-        boundary = b"vmc-byteranges-%d-%d" % (r.rec.id, s.buffer.received)
+        boundary = b"vmc-%024x" % self._boundaries.getrandbits(96)
         ctype = policy.get(s.headers, b"content-type") or b""
         layout, r.tail, total = multipart_layout(parts, s.length, ctype, boundary)
         hdrs = tuple((k, v) for k, v in hdrs if k != b"content-type")
