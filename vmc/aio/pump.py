@@ -174,6 +174,7 @@ class CorePump:
         max_header_bytes: int = 16384,
         gate: FetchGate | None = None,
         pool: up.Pool | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -201,6 +202,8 @@ class CorePump:
         self.on_output = on_output
         self.stats = {"core_errors": 0, "unhandled_outputs": 0}
         self.host, self.port = host, port
+        #: SO_REUSEPORT on the listening socket (``vmc proxy --workers N``: one per process).
+        self.reuse_port = reuse_port
         self.upstream_timeout = upstream_timeout
         self.clock = clock
         self.clients: dict[int, _Client] = {}
@@ -211,7 +214,8 @@ class CorePump:
 
     async def start(self) -> CorePump:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Client(self), self.host, self.port)
+        self._server = await loop.create_server(lambda: _Client(self), self.host, self.port,
+                                                reuse_port=self.reuse_port or None)
         return self
 
     @property
@@ -453,7 +457,8 @@ def build_core_pump(cfg: ProxyConfig) -> CorePump:
                     max_header_bytes=cfg.max_header_bytes,
                     gate=FetchGate(cfg.max_upstream, cfg.upstream_queue_wait,
                                    cfg.upstream_queue_max),
-                    pool=up.Pool() if cfg.upstream_keepalive else None)
+                    pool=up.Pool() if cfg.upstream_keepalive else None,
+                    reuse_port=cfg.reuse_port)
     if isinstance(pump.core, HttpSharingCore):
         pump.core.retry_after = cfg.retry_after
     return pump
@@ -465,7 +470,8 @@ async def serve_core(
     """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
     or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
     the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): sendfile from the disk store, transparent mode, workers."""
+    (docs/vmc.md): transparent mode. ``--workers N`` runs N of these
+    (:func:`vmc.aio.workers.serve_workers` with ``server=serve_core``)."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 

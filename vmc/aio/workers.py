@@ -29,6 +29,10 @@ from typing import Any
 from vmc.aio.config import ProxyConfig
 
 Run = Callable[[Coroutine[Any, Any, int]], int]
+#: One worker's whole proxy: ``server(cfg, stats_out, stats_every)`` (``vmc.aio.proxy.serve``
+#: or, for ``--engine core``, ``vmc.aio.pump.serve_core``); it prints one "vmc proxy on" line,
+#: then its final counters as one JSON line when stopped.
+Server = Callable[[ProxyConfig, str | None, float], Coroutine[Any, Any, int]]
 
 
 def merge(snaps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -60,10 +64,12 @@ def _hold(cfg: ProxyConfig) -> socket.socket:
 
 
 def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: float,
-                  run: Run) -> int:
-    """Run ``n`` proxies on one address until SIGINT or SIGTERM; returns the exit code."""
-    from vmc.aio.proxy import serve
-
+                  run: Run, server: Server | None = None) -> int:
+    """Run ``n`` proxies (``server``, by default the coroutine proxy's ``serve``) on one
+    address until SIGINT or SIGTERM; returns the exit code."""
+    if server is None:
+        from vmc.aio.proxy import serve as server
+    assert server is not None
     hold = _hold(cfg)
     wcfg = dataclasses.replace(cfg, port=hold.getsockname()[1], reuse_port=True)
     sys.stdout.flush()
@@ -81,7 +87,7 @@ def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: 
                 os.close(w)
                 sys.stdout = os.fdopen(1, "w", buffering=1)
                 out = f"{stats_out}.w{i}" if stats_out else None
-                code = run(serve(wcfg, out, stats_every))
+                code = run(server(wcfg, out, stats_every))
             finally:
                 sys.stdout.flush()
                 os._exit(code)
