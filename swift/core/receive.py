@@ -7,7 +7,8 @@ that came ahead of it, then stored, acknowledged with its one-way delay
 (8.7) and announced; end-game copies still requested elsewhere are
 CANCELled (3.8).  Also here: requests served out of order are taken back as
 lost, a chunk we hold already is ACKed again (and counted as a duplicate by
-the rule that moved its request), unsolicited DATA is ignored, and a peer
+the rule that moved its request), DATA arriving after its request was taken
+back is still verified, kept and ACKed, other unsolicited DATA is ignored, and a peer
 whose chunks fail is choked and, after ``max_bad_chunks``, dropped and
 blacklisted (12.7).
 
@@ -132,12 +133,19 @@ class Verifier:
                 if sent_at is None:
                     ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
             return
+        # DATA for a chunk we still lack whose request was taken back (stale,
+        # lost, timed out: ``moved``): verified below and, if good, kept and
+        # ACKed, so the sender's LEDBAT gets its sample rather than a false
+        # loss; if not, ignored without blame.  DATA never asked of anyone is not
+        late = (sent_at is None and hi == lo + 1 and not self.config.push
+                and self.static_content is not None and ch.state is _EST
+                and i in self.download.moved)
         if sent_at is None and hi == lo + 1 and self.config.push and not self.live:
             # push mode (RFC 7574 3.7): DATA nobody asked for is taken,
             # verified like any other below
             self.download.pushed_at[ch.local_id] = now
             self.stats["pushed"] = self.stats.get("pushed", 0) + 1
-        elif sent_at is None or hi != lo + 1:
+        elif (sent_at is None or hi != lo + 1) and not late:
             self.stats["unsolicited"] += 1  # not requested from this peer: ignore
             if sent_at is not None:
                 # asked for, but the spec is not that one chunk (malformed):
@@ -152,7 +160,8 @@ class Verifier:
             if hi == lo + 1 and len(ch.cancels) < 256:
                 ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
-        self.download.inflight.discard(i)
+        if not late:  # a late chunk may be in flight elsewhere: kept so until verified
+            self.download.inflight.discard(i)
         n_before = self.content.n_chunks
         ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order,
                                                       ch.pending_sigs, now)
@@ -161,6 +170,12 @@ class Verifier:
         ch.pending_hashes.clear()
         ch.hash_order.clear()
         ch.pending_sigs.clear()
+        if late:
+            if not ok:
+                self.stats["unsolicited"] += 1
+                return
+            self.download.inflight.discard(i)
+            self.stats["late"] = self.stats.get("late", 0) + 1
         ch.last_progress = now
         if not ok:
             lc = self.live_content
