@@ -15,7 +15,7 @@ unless its transport asked us to pause (write buffer past its high-water mark);
 then they count when it resumes.
 
 ``vmc proxy --engine core`` is this pump (:func:`build_core_pump`); what it still lacks
-beside :class:`vmc.aio.proxy.Proxy` (sendfile, ``--workers``, transparent mode) is listed
+beside :class:`vmc.aio.proxy.Proxy` (transparent mode) is listed
 in docs/vmc.md, checked by running the proxy tests with ``VMC_ENGINE=core``. The sockets
 are the pump's: the origin connection pool, coalesced writes, a client's half-close.
 """
@@ -39,7 +39,7 @@ from vmc.aio import upstream as up
 from vmc.aio.config import ProxyConfig
 from vmc.aio.spill import DiskStore
 from vmc.core.fetchgate import FetchGate
-from vmc.core.http import HttpSharingCore
+from vmc.core.http import FileWrite, HttpSharingCore
 from vmc.core.key import split_authority
 from vmc.core.machine import (
     CancelFetch,
@@ -57,6 +57,17 @@ from vmc.core.slots import SlotLimits
 
 #: Rounds of outputs handled per input before yielding (bounds a runaway loop).
 MAX_ROUNDS = 10_000
+
+#: Disk spans of at least this many bytes leave by sendfile, at most ``SENDFILE_SPAN`` per call
+#: (the old proxy's rule: each span must be taken within ``client_write_timeout``).
+SENDFILE_MIN = 1 << 20
+SENDFILE_SPAN = 4 << 20
+
+
+def sendfile_supported() -> bool:
+    """Does the running loop have ``loop.sendfile``? asyncio's loops do (zero copy on a plain
+    socket, else their fallback); uvloop's raises NotImplementedError, so bodies go by reads."""
+    return isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
 
 
 @runtime_checkable
@@ -112,6 +123,8 @@ class _Client(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.paused = False
         self.unreported = 0
+        #: While a sendfile runs on this connection: the outputs for it that wait their turn.
+        self.held: list[object] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport, but uvloop's (the CLI's default loop) is no asyncio.Transport
@@ -211,9 +224,12 @@ class CorePump:
         self._ids = itertools.count(1)
         self._server: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._files: set[asyncio.Task[None]] = set()
 
     async def start(self) -> CorePump:
         loop = asyncio.get_running_loop()
+        if isinstance(self.core, HttpSharingCore) and not sendfile_supported():
+            self.core.machine.cfg.sendfile_min = 0  # uvloop: disk spans go by reads
         self._server = await loop.create_server(lambda: _Client(self), self.host, self.port,
                                                 reuse_port=self.reuse_port or None)
         return self
@@ -230,9 +246,9 @@ class CorePump:
         for c in list(self.clients.values()):
             if c.transport is not None:
                 c.transport.close()
-        for t in list(self.fetches.values()):
+        for t in [*self.fetches.values(), *self._files]:
             t.cancel()
-        await asyncio.gather(*self.fetches.values(), return_exceptions=True)
+        await asyncio.gather(*self.fetches.values(), *self._files, return_exceptions=True)
         if self._timer is not None:
             self._timer.cancel()
         if self.store is not None:
@@ -282,7 +298,21 @@ class CorePump:
         self._arm()
 
     def _carry_out(self, out: object) -> None:
-        if isinstance(out, StreamWrite):
+        if isinstance(out, StreamWrite | FileWrite | StreamClose):
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            if c is not None and c.held is not None and not (
+                isinstance(out, StreamClose) and out.abort
+            ):
+                c.held.append(out)  # after the sendfile running on this connection
+                return
+        if isinstance(out, FileWrite):
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            if c is not None and c.transport is not None and not c.transport.is_closing():
+                c.held = []
+                sending = asyncio.get_running_loop().create_task(self._send_file(c, out))
+                self._files.add(sending)
+                sending.add_done_callback(self._files.discard)
+        elif isinstance(out, StreamWrite):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 c.transport.write(out.data)
@@ -304,6 +334,35 @@ class CorePump:
             self.on_output(out)
         else:
             self.stats["unhandled_outputs"] += 1
+
+    async def _send_file(self, c: _Client, out: FileWrite) -> None:
+        """A disk span to a client by ``loop.sendfile`` (zero copy on a plain socket); the
+        span counts as taken when the call returns, then the held outputs go out in order. A
+        connection that breaks meanwhile is aborted (its end reaches the core as usual); one
+        that stops taking bytes is the core's to cut off (``client_write_timeout``)."""
+        assert c.transport is not None
+        copy = out.copy
+        fd = getattr(copy, "fd", None)
+        try:
+            if fd is None:
+                raise OSError("the disk copy is gone")
+            with os.fdopen(os.dup(fd), "rb") as f:
+                await asyncio.get_running_loop().sendfile(c.transport, f, out.first, out.count,
+                                                          fallback=True)
+        except (OSError, RuntimeError):
+            c.held = None
+            c.transport.abort()
+            return
+        if self.store is not None:
+            self.store.stats.sendfile_bytes += out.count
+        c.unreported += out.count
+        held, c.held = c.held or [], None
+        for i, o in enumerate(held):
+            self._carry_out(o)
+            if c.held is not None:  # another sendfile: the rest waits for it
+                c.held.extend(held[i + 1:])
+                break
+        self.flush()
 
     def _arm(self) -> None:
         deadline = self.core.get_timer(self.clock())
@@ -450,6 +509,7 @@ def build_core_pump(cfg: ProxyConfig) -> CorePump:
     (not started): what ``vmc proxy --engine core`` runs and the vmc tests' launcher
     starts under ``VMC_ENGINE=core``."""
     mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
+    mcfg.sendfile_min, mcfg.sendfile_span = SENDFILE_MIN, SENDFILE_SPAN  # off again on uvloop
     pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
                     disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
                     status_path=cfg.status_path, status_allow=list(cfg.status_allow),

@@ -37,6 +37,7 @@ __all__ = [
     "Request",
     "Respond",
     "Send",
+    "SendSpan",
 ]
 
 # ---------------------------------------------------------------------- inputs
@@ -241,7 +242,22 @@ class Abort:
     """Why."""
 
 
-Action = Fetch | CancelFetch | Respond | Interim | Send | Finish | Abort
+@dataclass(frozen=True, slots=True)
+class SendSpan:
+    """Body bytes for ``client`` straight from a disk copy (the driver's zero-copy path:
+    sendfile); only with ``MachineConfig.sendfile_min`` set."""
+
+    client: Hashable
+    """The client."""
+    copy: object
+    """The disk copy (its store's object: the pump's ``SpillFile``, with ``fd`` and ``read``)."""
+    first: int
+    """Offset of the first byte in the body (and in the copy)."""
+    count: int
+    """How many bytes (all on the copy already)."""
+
+
+Action = Fetch | CancelFetch | Respond | Interim | Send | SendSpan | Finish | Abort
 
 # ---------------------------------------------------------------------- events
 

@@ -25,6 +25,7 @@ import ipaddress
 import json
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import h11
 
@@ -52,6 +53,7 @@ from vmc.core.machine import (
     Request,
     Respond,
     Send,
+    SendSpan,
     SharingMachine,
 )
 from vmc.core.plan import VMC_HEADER
@@ -66,7 +68,36 @@ Write = StreamWrite
 #: Close a client connection.
 Close = StreamClose
 
-Output = Write | Close | Fetch | CancelFetch
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite:
+    """Body bytes for a client connection straight from a disk copy (the pump sends them by
+    sendfile, or reads them where its loop has none), in order with the connection's writes."""
+
+    conn: Hashable
+    """The client connection."""
+    copy: object
+    """The disk copy (the pump's ``SpillFile``)."""
+    first: int
+    """Offset in the copy."""
+    count: int
+    """How many bytes."""
+
+
+class _Span:
+    """``count`` bytes h11 frames without seeing them (its data pass-through)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+
+Output = Write | FileWrite | Close | Fetch | CancelFetch
 
 
 @dataclass(slots=True)
@@ -502,6 +533,8 @@ class HttpSharingCore:
                 self._interim(a)
             elif isinstance(a, Send):
                 self._send(a.client, h11.Data(data=a.data))
+            elif isinstance(a, SendSpan):
+                self._send_span(a)
             elif isinstance(a, Finish):
                 self._finish(a.client, now)
             elif isinstance(a, Abort):  # reset: a close would wait for bytes nobody takes
@@ -564,6 +597,24 @@ class HttpSharingCore:
             return
         if data:
             self._out.append(Write(conn, data))
+
+    def _send_span(self, a: SendSpan) -> None:
+        """A disk span framed by h11 (which only takes its length) and left to the driver."""
+        c = self.conns.get(a.client)
+        if c is None:
+            return
+        span = _Span(a.count)
+        try:  # h11's stubs say bytes; it passes the object through (its sendfile recipe)
+            pieces = c.send_with_data_passthrough(h11.Data(data=span))  # type: ignore[arg-type]
+        except h11.LocalProtocolError:
+            self.conns.pop(a.client, None)
+            self._out.append(Close(a.client))
+            return
+        for piece in cast(list[object], pieces or []):
+            if piece is span:
+                self._out.append(FileWrite(a.client, a.copy, a.first, a.count))
+            elif piece:
+                self._out.append(Write(a.client, bytes(cast(bytes, piece))))
 
     @staticmethod
     def _end_of_request(c: h11.Connection) -> None:

@@ -64,6 +64,7 @@ from vmc.core.events import (
     Request,
     Respond,
     Send,
+    SendSpan,
 )
 from vmc.core.key import request_key, split_authority
 from vmc.core.memdisk import DiskStore, MemoryCopy, MemoryDisk, Readable
@@ -165,6 +166,11 @@ class MachineConfig:
     #: body, so it may not be predictable from the request): the pump passes a secret random
     #: seed, the simulator a fixed one, since a core reads no random source of its own.
     seed: int = 0
+    #: Disk spans of at least this many bytes leave as :class:`SendSpan` (at most
+    #: ``sendfile_span`` each; the pump sends them by sendfile) instead of bytes read here;
+    #: 0: never (the simulator's).
+    sendfile_min: int = 0
+    sendfile_span: int = 4 << 20
 
 
 class SharingMachine:
@@ -411,6 +417,16 @@ class SharingMachine:
                 r.blocked_since = now
             self.stats.client(r.rec, len(data), now)
 
+    def _send_span(self, r: Reader, copy: Readable, n: int, now: float) -> None:
+        """``n`` bytes from the disk copy, without reading them (the driver's sendfile)."""
+        self._actions.append(SendSpan(r.client, copy, r.pos, n))
+        r.inflight += n
+        r.pos += n
+        r.waiting_since = None
+        if r.inflight >= self.cfg.send_window and r.blocked_since is None:
+            r.blocked_since = now
+        self.stats.client(r.rec, n, now)
+
     def _advance(self, r: Reader, now: float) -> None:
         """Send what ``r`` can take now, asking :func:`next_step` before every step."""
         s = r.session
@@ -444,7 +460,11 @@ class SharingMachine:
                 self._send(r, s.buffer.read(r.pos, min(r.end, r.pos + CHUNK)), now)
             elif step is Step.DISK:
                 spill: Readable = s.spill  # type: ignore[assignment]  # the machine's own store made it
-                self._send(r, spill.read(r.pos, min(r.end, r.pos + CHUNK)), now)
+                on_disk = min(r.end, spill.written) - r.pos
+                if self.cfg.sendfile_min and on_disk >= self.cfg.sendfile_min:
+                    self._send_span(r, spill, min(on_disk, self.cfg.sendfile_span), now)
+                else:
+                    self._send(r, spill.read(r.pos, min(r.end, r.pos + CHUNK)), now)
             elif step is Step.PATCH_AND_FOLLOW:
                 edge = s.buffer.received
                 self._subscribe(r, edge, self.cfg.patch_budget)
@@ -814,5 +834,6 @@ __all__ = [
     "Request",
     "Respond",
     "Send",
+    "SendSpan",
     "SharingMachine",
 ]

@@ -19,6 +19,10 @@ __all__ = ["DiskStore", "MemoryCopy", "MemoryDisk", "Readable"]
 class Readable(DiskCopy, Protocol):
     """A disk copy the machine reads back (:class:`MemoryCopy`; the proxy's ``SpillFile``)."""
 
+    @property
+    def written(self) -> int:
+        """Bytes ``[0, written)`` are on the copy."""
+
     def read(self, first: int, end: int) -> bytes:
         """Bytes ``[first, min(end, written))``."""
 
@@ -71,6 +75,10 @@ class MemoryCopy:
 
     def holds(self, first: int) -> bool:
         return not self.closed and 0 <= first < len(self.data)
+
+    @property
+    def written(self) -> int:
+        return len(self.data)
 
     def write(self, offset: int, chunk: bytes) -> bool:
         if self.closed or offset != len(self.data):
