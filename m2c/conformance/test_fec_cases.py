@@ -20,6 +20,9 @@ from m2c.fec import ldpc, rs
 LDPC_ENC = "RFC 5170 sec. 5.7, 6.2, 6.3"
 LDPC_DEC = "RFC 5170 sec. 6.4, App. A"
 RS_SEC = "RFC 5510 sec. 8 (zfec generator)"
+NO_CORPUS = (
+    "no FEC vector corpus found: pass --conformance-vectors DIR (or set DELIVERYKIT_VECTORS)"
+)
 
 _VECTORS = load_all()
 
@@ -49,7 +52,8 @@ def test_ldpc_repair_symbols_bit_identical(impl, k, n, n1, seed, e):
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
     assert len(cp.stdout) == len(want), f"expected {(n - k)} repair symbols of {e} bytes"
     got = _symbols(b"", cp.stdout, e)
-    bad = [k + i for i, (a, b) in enumerate(zip(got, _symbols(b"", want, e), strict=True)) if a != b]
+    expected = _symbols(b"", want, e)
+    bad = [k + i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
     assert not bad, f"repair symbols differ at ESI {bad[:10]}"
 
 
@@ -59,7 +63,7 @@ def test_ldpc_stored_vectors(impl, name):
     """The stored LDPC-Staircase vectors (tests/vectors/fec/*.vec) are reproduced."""
     vecs = dict(_VECTORS)
     if name not in vecs:
-        pytest.skip("no FEC vector corpus found: pass --conformance-vectors DIR (or set DELIVERYKIT_VECTORS)")
+        pytest.skip(NO_CORPUS)
     v = vecs[name]
     cp = impl.run("encode", "ldpc", v["k"], v["n"], v["n1"], v["seed"], v["E"], input=v["source"])
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
@@ -89,7 +93,8 @@ def test_ldpc_decode_random_erasures(impl, record_property, k, n, n1, seed, e):
     ml_only_gave_up = 0
     outcomes = {"peel": 0, "ml": 0, "none": 0}
     for trial in range(8):
-        size = rng.randint(k + (n - k) // 4, n) if trial % 2 == 0 else rng.randint(k, k + (n - k) // 4)
+        quarter = k + (n - k) // 4
+        size = rng.randint(quarter, n) if trial % 2 == 0 else rng.randint(k, quarter)
         esis = rng.sample(range(n), size)
         kind, gave_up = _check_subset(impl, p, src, syms, esis, rng)
         outcomes[kind] += 1
@@ -98,9 +103,11 @@ def test_ldpc_decode_random_erasures(impl, record_property, k, n, n1, seed, e):
     record_property("ml_only_subsets_given_up", ml_only_gave_up)
 
 
-def _check_subset(impl, p, src: bytes, syms: list[bytes], esis: list[int], rng: random.Random) -> tuple[str, int]:
-    """Decode the symbols ``esis`` with the implementation and judge it against what the symbols determine:
-    (kind of subset: peel / ml / none, 1 if an ML-only subset was given up)."""
+def _check_subset(
+    impl, p, src: bytes, syms: list[bytes], esis: list[int], rng: random.Random
+) -> tuple[str, int]:
+    """Decode the symbols ``esis`` with the implementation and judge it against what the
+    symbols determine: (kind of subset: peel / ml / none, 1 if an ML-only subset was given up)."""
     pairs = [(i, syms[i]) for i in esis]
     peel = ldpc.decode(p, pairs, ml=False) is not None
     ml = peel or ldpc.decode(p, pairs, ml=True) is not None
@@ -112,7 +119,9 @@ def _check_subset(impl, p, src: bytes, syms: list[bytes], esis: list[int], rng: 
         return kind, 0
     assert cp.stdout == b"", "exit 1 but wrote data"
     if kind == "peel":
-        pytest.fail(f"gave up on {len(esis)} symbols that iterative decoding (RFC 5170 App. A) solves")
+        pytest.fail(
+            f"gave up on {len(esis)} symbols that iterative decoding (RFC 5170 App. A) solves"
+        )
     return kind, int(kind == "ml")
 
 
@@ -134,7 +143,9 @@ def test_ldpc_too_few_symbols_fails_cleanly(impl):
     assert deficient is not None
     for pairs in (few, deficient, []):
         cp = _decode(impl, "ldpc", [k, n, n1, seed, e], pairs, rng, dup=False)
-        assert cp.returncode == 1, f"{len(pairs)} symbols: exit {cp.returncode}, want 1 (undecodable)"
+        assert cp.returncode == 1, (
+            f"{len(pairs)} symbols: exit {cp.returncode}, want 1 (undecodable)"
+        )
         assert cp.stdout == b""
 
 
@@ -165,16 +176,19 @@ G_SEC = "RFC 5170 sec. 5.6, 5.7"
 
 
 @pytest.mark.conformance(protocol="fec", section=G_SEC, role="encoder")
-@pytest.mark.parametrize("k,n,n1,seed,g", G_SETS, ids=[f"k{k}-n{n}-N1_{n1}-seed{s}-G{g}" for k, n, n1, s, g in G_SETS])
+@pytest.mark.parametrize(
+    "k,n,n1,seed,g", G_SETS, ids=[f"k{k}-n{n}-N1_{n1}-seed{s}-G{g}" for k, n, n1, s, g in G_SETS]
+)
 def test_ldpc_symbol_groups_match_ours(impl, k, n, n1, seed, g):
-    """With G symbols per packet, the symbols of each packet (the txseqToID / IDtoTxseq tables, their PRNG
-    continuing after the matrix) equal ours: a receiver must know which ESIs a packet's payload holds.
-    Optional command (``groups``): exit 127 makes it unsupported."""
+    """With G symbols per packet, the symbols of each packet (the txseqToID / IDtoTxseq
+    tables, their PRNG continuing after the matrix) equal ours: a receiver must know which
+    ESIs a packet's payload holds. Optional command (``groups``): exit 127 makes it unsupported."""
     from m2c.conformance.adapter import groups
 
     cp = impl.run("groups", "ldpc", k, n, n1, seed, g)
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
-    got = [[int(x) for x in line.split()] for line in cp.stdout.decode().splitlines() if line.strip()]
+    lines = [line for line in cp.stdout.decode().splitlines() if line.strip()]
+    got = [[int(x) for x in line.split()] for line in lines]
     want = groups(k, n, n1, seed, g)
     assert len(got) == len(want), f"{len(got)} packets, want {n // g}"
     bad = [i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]
@@ -184,9 +198,10 @@ def test_ldpc_symbol_groups_match_ours(impl, k, n, n1, seed, g):
 @pytest.mark.conformance(protocol="fec", section="RFC 5170 sec. 5.6, 6.4, App. A", role="decoder")
 @pytest.mark.parametrize("g", [4, 8])
 def test_ldpc_decode_lost_packets_of_g_symbols(impl, record_property, g):
-    """Packets of G symbols (source packets of consecutive ESIs, repair packets in the sec. 5.6 order) are
-    lost whole, 10-35 % of them: the surviving symbols, shuffled, must decode wherever iterative decoding
-    can, never when they do not determine the block, exactly when they do."""
+    """Packets of G symbols (source packets of consecutive ESIs, repair packets in the
+    sec. 5.6 order) are lost whole, 10-35 % of them: the surviving symbols, shuffled, must
+    decode wherever iterative decoding can, never when they do not determine the block,
+    exactly when they do."""
     from m2c.conformance.adapter import groups
 
     k, n, n1, seed, e = 256, 384, 3, 777, 8
@@ -205,8 +220,8 @@ def test_ldpc_decode_lost_packets_of_g_symbols(impl, record_property, g):
 
 @pytest.mark.conformance(protocol="fec", section=LDPC_DEC, role="decoder")
 def test_ldpc_decode_arbitrary_subsets_at_large_k(impl, record_property):
-    """k = 5000, n = 7500: random subsets from k+5 % up, and a subset missing a run of 1000 consecutive
-    ESIs (a burst), judged as in the random erasure case."""
+    """k = 5000, n = 7500: random subsets from k+5 % up, and a subset missing a run of 1000
+    consecutive ESIs (a burst), judged as in the random erasure case."""
     k, n, n1, seed, e = 5000, 7500, 3, 31337, 4
     p = ldpc.LDPCParams(k=k, n=n, symbol_size=e, n1=n1, seed=seed)
     rng = random.Random("large-k")
@@ -241,7 +256,7 @@ def test_rs_repair_matches_zfec(impl, k, n, e):
 def test_rs_stored_vectors(impl, name):
     vecs = dict(_VECTORS)
     if name not in vecs:
-        pytest.skip("no FEC vector corpus found: pass --conformance-vectors DIR (or set DELIVERYKIT_VECTORS)")
+        pytest.skip(NO_CORPUS)
     v = vecs[name]
     cp = impl.run("encode", "rs", v["k"], v["n"], v["E"], input=v["source"])
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
@@ -260,5 +275,6 @@ def test_rs_any_k_symbols_decode(impl, k, n, e):
         cp = _decode(impl, "rs", [k, n, e], [(i, syms[i]) for i in esis], rng)
         assert cp.returncode == 0, cp.stderr.decode(errors="replace")
         assert cp.stdout == src, f"wrong block from ESIs {sorted(esis)[:8]}..."
-    cp = _decode(impl, "rs", [k, n, e], [(i, syms[i]) for i in rng.sample(range(n), k - 1)], rng, dup=False)
+    too_few = [(i, syms[i]) for i in rng.sample(range(n), k - 1)]
+    cp = _decode(impl, "rs", [k, n, e], too_few, rng, dup=False)
     assert cp.returncode == 1 and cp.stdout == b""

@@ -51,8 +51,10 @@ def rs_name(k: int, n: int, e: int) -> str:
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, cwd=Path(__file__).parent, timeout=5,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -73,16 +75,23 @@ def ours() -> list[dict]:
         name = rs_name(k, n, e)
         src = source_block(name, k * e)
         rep = rs.encode(rs.RSParams(k, n, e), src)
-        out.append({"name": name, "code": "rs", "k": k, "n": n, "E": e, "source": src, "repair": rep})
+        out.append(
+            {"name": name, "code": "rs", "k": k, "n": n, "E": e, "source": src, "repair": rep}
+        )
     return out
 
 
 def format_vector(v: dict, source_note: str) -> str:
     lines = [f"# {v['name']}", f"# source: {source_note}"]
     if v["code"] == "ldpc":
-        lines.append("# RFC 5170 LDPC-Staircase: repair = ESI k..n-1 (sec. 6.2 matrix, 5.7 PRNG, 6.3 encoding)")
+        lines.append(
+            "# RFC 5170 LDPC-Staircase: repair = ESI k..n-1"
+            " (sec. 6.2 matrix, 5.7 PRNG, 6.3 encoding)"
+        )
     else:
-        lines.append("# zfec-compatible RS over GF(2^8): repair = zfec.Encoder(k, n).encode(src, [k..n-1])")
+        lines.append(
+            "# zfec-compatible RS over GF(2^8): repair = zfec.Encoder(k, n).encode(src, [k..n-1])"
+        )
     for key in ("code", "k", "n", "n1", "seed", "E"):
         if key in v:
             lines.append(f"{key} {v[key]}")
@@ -95,7 +104,8 @@ def export(directory: str | Path) -> list[Path]:
     """Write our vectors to ``directory`` (one ``.vec`` file each); returns the paths."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    note = f"m2c.fec (this toolkit, commit {_commit()}), `python -m m2c.conformance.adapter export-vectors`"
+    command = "`python -m m2c.conformance.adapter export-vectors`"
+    note = f"m2c.fec (this toolkit, commit {_commit()}), {command}"
     paths = []
     for v in ours():
         p = d / f"{v['name']}.vec"

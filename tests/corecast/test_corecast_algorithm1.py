@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from corecast.core.etr import Etr
 from corecast.core.itr import Itr
@@ -80,7 +79,7 @@ def test_itr_matches_algorithm1_reference(evs, extra):
     got = []
     delivered = []
     for ev in evs:
-        for data, (host, port) in itr.handle_inner(packet(*ev), 0.0):
+        for data, (host, _port) in itr.handle_inner(packet(*ev), 0.0):
             ip = c.decode_ip(data[8:])
             pdu = c.decode_cc(ip.payload)
             if isinstance(pdu, c.CCPayload):

@@ -9,8 +9,7 @@ import ipaddress
 import socket
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from corecast import _fast
 from corecast.core.itr import Itr

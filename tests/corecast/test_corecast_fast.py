@@ -5,8 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from corecast import _fast
 from corecast.core.maptrie import PrefixTrie

@@ -14,8 +14,8 @@ from corecast.aio.http import request
 from corecast.aio.nodes import ClientNode, SourceNode
 from corecast.core.client import Client
 from corecast.core.source import Source
-from corecast.deploy import check, fig2
 from corecast.demo import run
+from corecast.deploy import check, fig2
 
 
 async def test_fig2_every_chunk_intact_and_bytes_equal_eq3_eq5():

@@ -7,8 +7,7 @@ import hmac
 import ipaddress
 import struct
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from corecast.core.mapcache import MapCache
 from corecast.core.mapserver import MapServer, Site

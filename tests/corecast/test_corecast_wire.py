@@ -5,14 +5,12 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.packet import raw
-
-from corecast.wire import codec as c
-from corecast.wire import layers as L
 from strategies_corecast import cc_header, cc_payload, map_register, map_reply, map_request
+
+from corecast.wire import codec as c, layers as L
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -18,9 +18,7 @@ def test_hierarchy_separates_remote_from_local_faults() -> None:
 
 
 def test_package_decode_errors_join_the_hierarchy() -> None:
-    from corecast.wire import codec as cc_codec
-    from corecast.wire import ip as cc_ip
-    from corecast.wire import lispctl
+    from corecast.wire import codec as cc_codec, ip as cc_ip, lispctl
     from m2c.fec import DecodeError as FecDecodeError
     from m2c.fec.errors import DecodeError as M2cDecodeError
     from m2c.wire.codec import DecodeError as M2cWireDecodeError

@@ -17,8 +17,7 @@ import random
 import socket
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Raw

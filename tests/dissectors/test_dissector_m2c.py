@@ -20,8 +20,7 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from wslua_support import (
     UdpPair,
     as_list,

@@ -42,8 +42,7 @@ import pytest
 
 from swift.aio.node import SwiftNode, downloader, seeder
 from swift.core.peer import PeerConfig
-from swift.wire import codec as C
-from swift.wire import layers as L
+from swift.wire import codec as C, layers as L
 from swift.wire.constants import MsgType
 
 from .conftest import Mutator, Target, bounded, fuzz_udp

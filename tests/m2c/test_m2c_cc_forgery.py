@@ -7,8 +7,7 @@ loss estimate that drives LOSSP/REQN (RFC 3738 3.2.2.1)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.core.groups import WaveSchedule
 from m2c.core.receiver_cc import LossTracker, ReceiverCC

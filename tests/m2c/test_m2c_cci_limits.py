@@ -17,11 +17,10 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.aio.driver import make_session
-from m2c.core.filetx import SessionDescription, RateLadder, default_fec
+from m2c.core.filetx import RateLadder, SessionDescription, default_fec
 from m2c.core.groups import make_schedule
 from m2c.wire import codec
 from m2c.wire.constants import CCI_MAX_CHANNEL

@@ -13,8 +13,7 @@ import random
 from array import array
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.fastpath import speedups
 from m2c import _fast

@@ -14,8 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.experiments import fig5
 from m2c.experiments.stats import mean_ci, summarise, t_cdf, t_quantile

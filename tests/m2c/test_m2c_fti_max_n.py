@@ -11,12 +11,10 @@ session creation refuses anything larger; for FEC Encoding ID 129 (RFC 5445
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.core.filetx import (
     LDPC_MAX_BLOCKS,

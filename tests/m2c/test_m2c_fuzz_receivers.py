@@ -8,10 +8,9 @@ from __future__ import annotations
 import hashlib
 import random
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
+from m2c.core.filetx import FileReceiver, FileSender, RateLadder, SessionDescription, default_fec
 from m2c.core.groups import WaveSchedule
 from m2c.core.sequencer import SequencerReceiver
 from m2c.wire import codec

@@ -6,8 +6,7 @@ import hashlib
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.fec.errors import FECError
 from m2c.fec.ldpc import (

@@ -7,8 +7,7 @@ import heapq
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from m2c.core.events import Join, Leave
 from m2c.core.groups import WaveSchedule, make_schedule

@@ -8,8 +8,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.aio.driver import MulticastReceiver, make_session
 from m2c.core.filetx import (

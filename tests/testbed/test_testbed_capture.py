@@ -6,8 +6,7 @@ import socket
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.testbed import Testbed, TestbedError, read_pcap
 

@@ -57,11 +57,13 @@ class Fetched:
 
 
 def fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | None = None,
-          timeout: float = 30.0, progress: threading.Event | None = None, into: Fetched | None = None) -> Fetched:
+          timeout: float = 30.0, progress: threading.Event | None = None,
+          into: Fetched | None = None) -> Fetched:
     """GET ``target`` from ``addr``; never raises for network trouble (see ``error``)."""
     r = into if into is not None else Fetched()
     conn = h11.Connection(h11.CLIENT)
-    hdrs = [("host", f"{addr[0]}:{addr[1]}"), ("user-agent", "deliverykit-conformance"), *(headers or [])]
+    hdrs = [("host", f"{addr[0]}:{addr[1]}"), ("user-agent", "deliverykit-conformance"),
+            *(headers or [])]
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
     try:
@@ -108,7 +110,8 @@ def fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | N
 
 def start_fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str]] | None = None,
                 timeout: float = 30.0) -> tuple[threading.Thread, Fetched, threading.Event]:
-    """``fetch`` in a thread: (thread, result filled on completion, event set at the first body byte)."""
+    """``fetch`` in a thread: (thread, result filled on completion, event set at the first
+    body byte)."""
     res, ev = Fetched(), threading.Event()
     th = threading.Thread(target=fetch, args=(addr, target, headers, timeout, ev, res), daemon=True)
     th.start()
@@ -116,7 +119,8 @@ def start_fetch(addr: tuple[str, int], target: str, headers: list[tuple[str, str
 
 
 def multipart_parts(r: Fetched) -> list[tuple[int, int, int, bytes]]:
-    """(first, last, complete, bytes) of each part of a multipart/byteranges body (RFC 9110 sec. 14.6)."""
+    """(first, last, complete, bytes) of each part of a multipart/byteranges body
+    (RFC 9110 sec. 14.6)."""
     ctype = r.headers.get("content-type", "")
     boundary = ctype.split("boundary=", 1)[1].strip().strip('"').encode()
     parts = []
@@ -182,8 +186,9 @@ def origin(rate: float = 0.0) -> Iterator[Origin]:
 def describe_body(path: str, size: int, body: bytes, probe: int = 64) -> str:
     """Where ``body`` came from, as runs of the representation of ``path``: for a failure message.
 
-    E.g. ``1000000 bytes: [0,3096)=repr[1000,4096) [3096,1000000)=repr[3096,1000000)``, or ``?`` for
-    bytes found nowhere. Offsets are the smallest that match (the pattern repeats every 65521 bytes).
+    E.g. ``1000000 bytes: [0,3096)=repr[1000,4096) [3096,1000000)=repr[3096,1000000)``, or
+    ``?`` for bytes found nowhere. Offsets are the smallest that match (the pattern repeats
+    every 65521 bytes).
     """
     full = expected(path, size)
     runs: list[str] = []
@@ -204,7 +209,8 @@ def describe_body(path: str, size: int, body: bytes, probe: int = 64) -> str:
 
 
 class RecordingUpstream:
-    """A loopback HTTP/1.1 upstream that records every request a proxy forwards and answers ``200 ok``.
+    """A loopback HTTP/1.1 upstream that records every request a proxy forwards and answers
+    ``200 ok``.
 
     Each connection is read with h11 (RFC 9112 framing; Transfer-Encoding
     beats Content-Length, as sec. 6.3 says), so ``requests`` holds what the
@@ -282,9 +288,10 @@ class RecordingUpstream:
                         return
                 elif isinstance(ev, h11.Request):
                     req, body = ev, bytearray()
-                    with self._lock:  # recorded at its head: what was forwarded, even if the body never comes
-                        self.requests.append((req.target.decode("latin-1"),
-                                              [(k.decode(), v.decode("latin-1")) for k, v in req.headers], body))
+                    fields = [(k.decode(), v.decode("latin-1")) for k, v in req.headers]
+                    # recorded at its head: what was forwarded, even if the body never comes
+                    with self._lock:
+                        self.requests.append((req.target.decode("latin-1"), fields, body))
                 elif isinstance(ev, h11.Data):
                     body += ev.data
                 elif isinstance(ev, h11.EndOfMessage) and req is not None:
@@ -302,7 +309,8 @@ class RecordingUpstream:
 
 
 def raw_exchange(addr: tuple[str, int], data: bytes, timeout: float = 4.0) -> tuple[bytes, bool]:
-    """Send ``data`` as is, read until the peer closes or ``timeout`` passes: (bytes, closed by peer)."""
+    """Send ``data`` as is, read until the peer closes or ``timeout`` passes:
+    (bytes, closed by peer)."""
     out = b""
     deadline = time.monotonic() + timeout
     with socket.create_connection(addr, timeout=timeout) as s:
@@ -342,7 +350,8 @@ def response(status: int = 200, headers: Sequence[tuple[str, str]] = (), body: b
 
 
 class CraftedOrigin:
-    """A loopback origin that misbehaves on purpose: ``handler(target, header fields)`` gives the steps.
+    """A loopback origin that misbehaves on purpose: ``handler(target, header fields)`` gives
+    the steps.
 
     Requests are read with a minimal parser of its own (head up to the blank line, a Content-Length
     body skipped), not h11, so nothing the origin sends can confuse its side. Every request is
@@ -414,7 +423,8 @@ class CraftedOrigin:
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split()
         hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
-        n = int(hdrs.get("content-length", "0") or 0) if hdrs.get("content-length", "0").isdigit() else 0
+        length = hdrs.get("content-length", "0")
+        n = int(length) if length.isdigit() else 0
         while len(rest) < n and not self._stop.is_set():
             try:
                 more = c.recv(65536)

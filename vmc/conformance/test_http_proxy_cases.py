@@ -51,11 +51,14 @@ def rig(impl) -> Iterator[Rig]:
             yield Rig(o, ("127.0.0.1", port))
 
 
-def curl(url: str, out: Path, *args: str, timeout: float = 30) -> tuple[int, int | None, dict[str, str]]:
+def curl(
+    url: str, out: Path, *args: str, timeout: float = 30
+) -> tuple[int, int | None, dict[str, str]]:
     """(curl exit status, final status code, response header fields) for a GET to ``url``."""
     require_tool("curl")
-    cp = subprocess.run(["curl", "-s", "--noproxy", "*", "-D", "-", "-o", str(out), "--max-time", str(timeout),
-                         *args, url], capture_output=True, timeout=timeout + 10)
+    cp = subprocess.run(["curl", "-s", "--noproxy", "*", "-D", "-", "-o", str(out),
+                         "--max-time", str(timeout), *args, url],
+                        capture_output=True, timeout=timeout + 10)
     status: int | None = None
     headers: dict[str, str] = {}
     for line in cp.stdout.decode("latin-1").splitlines():
@@ -90,7 +93,8 @@ def _two_concurrent(rig, path, target, first, second, label=""):
     th1.join(60)
     th2.join(60)
     for who, r in ((name_a, a), (name_b, b)):
-        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{label}{who}: {r.status} {r.error}"
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), (
+            f"{label}{who}: {r.status} {r.error}")
     return _full_requests(rig.origin.stats()) - _full_requests(before)
 
 
@@ -115,7 +119,8 @@ RANGES = [("1000-1999", 1000, 1999), ("0-0", 0, 0), ("-100", SIZE - 100, SIZE - 
           (f"990000-{SIZE + 500}", 990000, SIZE - 1)]
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.4, 15.3.7", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.4, 15.3.7",
+                         role="proxy")
 @pytest.mark.tool("curl")
 def test_range_on_an_in_flight_object(impl, rig, tmp_path, record_property):
     """Range requests while the object is still streaming to a first client.
@@ -160,7 +165,8 @@ def _range_problem(path: str, spec: str, a: int, b: int, rc: int, status: int | 
     if status != 206:
         return f"bytes={spec}: status {status}"
     if hdrs.get("content-range") != f"bytes {a}-{b}/{SIZE}":
-        return f"bytes={spec}: Content-Range {hdrs.get('content-range')!r}, want 'bytes {a}-{b}/{SIZE}'"
+        return (f"bytes={spec}: Content-Range {hdrs.get('content-range')!r},"
+                f" want 'bytes {a}-{b}/{SIZE}'")
     if "content-length" in hdrs and int(hdrs["content-length"]) != b - a + 1:
         return f"bytes={spec}: Content-Length {hdrs['content-length']}, want {b - a + 1}"
     if body != body_slice(path, a, b + 1):
@@ -188,7 +194,8 @@ def test_unsatisfiable_range_on_an_in_flight_object(impl, rig, record_property):
     assert first.complete and first.body == expected(path, SIZE)
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.6, 15.3.7", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 14.2, 14.6, 15.3.7",
+                         role="proxy")
 def test_multiple_ranges_on_an_in_flight_object(impl, rig, record_property):
     """``bytes=0-9,5000-5099`` while the object streams: a 206 multipart/byteranges whose parts are
     exact, a single 206 covering both, or the whole 200 (sec. 14.2 lets a server ignore Range)."""
@@ -204,9 +211,10 @@ def test_multiple_ranges_on_an_in_flight_object(impl, rig, record_property):
         record_property("multiple_ranges", "ignored (200)")
     else:
         record_property("multiple_ranges", f"status {r.status}")
-        assert r.status != 416, ("416 for two valid, disjoint, ascending ranges: 416 is for ranges that are"
-                                 " all unsatisfiable or excessive (sec. 15.5.17); a server that will not do"
-                                 " multipart may ignore Range and send 200 (sec. 14.2)")
+        assert r.status != 416, (
+            "416 for two valid, disjoint, ascending ranges: 416 is for ranges that are"
+            " all unsatisfiable or excessive (sec. 15.5.17); a server that will not do"
+            " multipart may ignore Range and send 200 (sec. 14.2)")
         assert r.status == 206, f"status {r.status}"
         if r.headers.get("content-type", "").startswith("multipart/byteranges"):
             parts = multipart_parts(r)
@@ -225,8 +233,8 @@ def test_multiple_ranges_on_an_in_flight_object(impl, rig, record_property):
 
 @pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 13.1.5, 14.2", role="proxy")
 def test_if_range_on_an_in_flight_object(impl, rig, record_property):
-    """If-Range with the object's current ETag may give 206 (or the whole 200); with another entity-tag
-    the Range MUST be ignored: the whole representation, 200."""
+    """If-Range with the object's current ETag may give 206 (or the whole 200); with another
+    entity-tag the Range MUST be ignored: the whole representation, 200."""
     path = "/range/ifrange.bin"
     target = f"{path}?size={SIZE}&rate={RATE}"
     th, first, ev = start_fetch(rig.proxy, target, timeout=60)
@@ -238,14 +246,19 @@ def test_if_range_on_an_in_flight_object(impl, rig, record_property):
     record_property("if_range_match", str(r.status))
     if r.status == 206:
         assert r.headers.get("content-range") == f"bytes 100-199/{SIZE}"
-        assert r.body == body_slice(path, 100, 200), f"206 with the wrong bytes: {describe_body(path, SIZE, r.body)}"
+        assert r.body == body_slice(path, 100, 200), (
+            f"206 with the wrong bytes: {describe_body(path, SIZE, r.body)}")
     else:
         assert r.body == expected(path, SIZE), (
-            f"If-Range matched: a 200 that is not the complete representation: {describe_body(path, SIZE, r.body)}")
-    r = fetch(rig.proxy, target, [("range", "bytes=100-199"), ("if-range", '"not-the-etag"')], timeout=30)
-    assert r.complete and r.status == 200, f"If-Range mismatch gave {r.status}: the Range must be ignored"
+            "If-Range matched: a 200 that is not the complete representation: "
+            f"{describe_body(path, SIZE, r.body)}")
+    mismatch = [("range", "bytes=100-199"), ("if-range", '"not-the-etag"')]
+    r = fetch(rig.proxy, target, mismatch, timeout=30)
+    assert r.complete and r.status == 200, (
+        f"If-Range mismatch gave {r.status}: the Range must be ignored")
     assert r.body == expected(path, SIZE), (
-        f"If-Range mismatch: a 200 that is not the complete representation: {describe_body(path, SIZE, r.body)}")
+        "If-Range mismatch: a 200 that is not the complete representation: "
+        f"{describe_body(path, SIZE, r.body)}")
     th.join(60)
     assert first.complete and first.body == expected(path, SIZE)
 
@@ -259,8 +272,8 @@ def _check_not_presented_complete(r, path: str, who: str) -> str:
     if r.complete:
         if r.status == 200:
             assert r.body == expected(path, SIZE), (
-                f"{who}: a 200 whose framing says complete but carries {len(r.body)} of {SIZE} bytes"
-                " (truncated response presented as complete)")
+                f"{who}: a 200 whose framing says complete but carries {len(r.body)} of {SIZE}"
+                " bytes (truncated response presented as complete)")
             return "completed (recovered)"
         assert r.status >= 500 or r.status == 206, f"{who}: status {r.status}"
         if r.status == 206:
@@ -270,11 +283,13 @@ def _check_not_presented_complete(r, path: str, who: str) -> str:
     cl = r.content_length
     assert cl is None or len(r.body) < cl
     # what did arrive must still be the right bytes
-    assert r.body == body_slice(path, 0, len(r.body)) or r.status == 206, f"{who}: wrong bytes before the cut"
+    assert r.body == body_slice(path, 0, len(r.body)) or r.status == 206, (
+        f"{who}: wrong bytes before the cut")
     return f"cut at {len(r.body)} bytes (status {r.status})"
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6",
+                         role="proxy")
 def test_origin_death_is_never_a_complete_200(impl, rig, record_property):
     """The origin aborts mid-body; every client (first and joiner) sees an incomplete message.
 
@@ -294,10 +309,12 @@ def test_origin_death_is_never_a_complete_200(impl, rig, record_property):
     record_property("ends", "; ".join(ends))
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3; RFC 9110 sec. 8.6",
+                         role="proxy")
 @pytest.mark.tool("curl")
 def test_origin_death_seen_by_curl(impl, rig, tmp_path):
-    """curl must report a failed transfer (e.g. exit 18 partial file), never exit 0 with a short file."""
+    """curl must report a failed transfer (e.g. exit 18 partial file), never exit 0 with a
+    short file."""
     path = "/die/curl.bin"
     target = f"{path}?size={SIZE}&rate={RATE}&fail_at={SIZE // 2}"
     rc, status, _ = curl(rig.url(target), tmp_path / "c")
@@ -331,13 +348,16 @@ def test_authorization_requests_each_reach_the_origin(impl, rig):
     for th in (th1, th2, th3):
         th.join(60)
     for who, r in (("alice", a), ("bob", b), ("anonymous", c)):
-        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), (
+            f"{who}: {r.status} {r.error}")
     after = rig.origin.stats()
     full = _full_requests(after) - _full_requests(before)
-    assert full >= 3, f"only {full} full origin request(s) for 3 requests with different credentials"
+    assert full >= 3, (
+        f"only {full} full origin request(s) for 3 requests with different credentials")
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 5.2.2.5, 5.2.2.7", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 5.2.2.5, 5.2.2.7",
+                         role="proxy")
 @pytest.mark.parametrize("cc", ["private", "no-store"])
 def test_private_and_no_store_responses_are_not_shared(impl, rig, cc):
     """Responses marked private / no-store (with Set-Cookie) are never given to another request.
@@ -354,8 +374,8 @@ def test_private_and_no_store_responses_are_not_shared(impl, rig, cc):
 
 @pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4.1", role="proxy")
 def test_vary_mismatch_is_not_shared(impl, rig):
-    """``Vary: Accept-Language``: a client asking in French is not given the stream fetched for English;
-    both requests reach the origin."""
+    """``Vary: Accept-Language``: a client asking in French is not given the stream fetched for
+    English; both requests reach the origin."""
     path = "/vary/object.bin"
     target = f"{path}?size={SIZE}&rate={RATE}&vary=Accept-Language"
     full = _two_concurrent(rig, path, target, ("en", [("accept-language", "en")]),
@@ -363,11 +383,13 @@ def test_vary_mismatch_is_not_shared(impl, rig):
     assert full >= 2, "a response that varies on Accept-Language was shared across languages"
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 3, 3.5 (finding)", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 3, 3.5 (finding)",
+                         role="proxy")
 def test_cookie_sharing_finding(impl, rig, record_property):
-    """Two users with different Cookie headers, concurrently, on a response without Cache-Control, then on
-    one that sets a cookie: both bodies must be exact; whether the proxy shared is a finding (RFC 9111
-    does not forbid storing either; sharing them is a privacy risk)."""
+    """Two users with different Cookie headers, concurrently, on a response without
+    Cache-Control, then on one that sets a cookie: both bodies must be exact; whether the proxy
+    shared is a finding (RFC 9111 does not forbid storing either; sharing them is a privacy
+    risk)."""
     found = {}
     for name, q in (("cookie_request", ""), ("set_cookie_response", "&cookie=1")):
         path = f"/cookie-finding/{name}.bin"
@@ -411,7 +433,8 @@ def test_late_joiner_semantics_finding(impl, rig, record_property):
     th1.join(60)
     th2.join(60)
     for who, r in (("first", a), ("late", b)):
-        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), f"{who}: {r.status} {r.error}"
+        assert r.complete and r.status == 200 and r.body == expected(path, SIZE), (
+            f"{who}: {r.status} {r.error}")
     after = rig.origin.stats()
     finding = _classify(a, b, _full_requests(after) - _full_requests(before),
                         after["range_requests"] - before["range_requests"])

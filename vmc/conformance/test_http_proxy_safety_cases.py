@@ -1,4 +1,5 @@
-"""HTTP proxy safety cases: a proxy in front of an origin that misbehaves on purpose (issue 13 items 5-8, 17).
+"""HTTP proxy safety cases: a proxy in front of an origin that misbehaves on purpose (issue 13
+items 5-8, 17).
 
 The origin is :class:`~vmc.conformance.harness.CraftedOrigin`, a socket server
 that sends exactly the bytes a case gives it (extra bytes past Content-Length,
@@ -58,7 +59,7 @@ def paced(body: bytes, headers: list[tuple[str, str]], pieces: int = 20, pause: 
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 
 
-# ------------------------------------------------------------ item 5: one client, another's response
+# ----------------------------------------------------------- item 5: one client, another's response
 
 INJECTED = response(200, [("cache-control", "no-store")], b"INJECTED")
 
@@ -71,17 +72,19 @@ def _desync(target: str, hdrs: dict):
         yield response(200, [("cache-control", "no-store")], f"for {path}".encode())
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3, 9.3; RFC 9110 sec. 7.6", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 6.3, 9.3; RFC 9110 sec. 7.6",
+                         role="proxy")
 def test_bytes_past_content_length_never_reach_another_client(impl, record_property):
-    """The origin sends more than its Content-Length on a kept-alive connection. The extra bytes are no
-    response to anything: the next clients, asking for other URLs, get their own responses (or a 5xx),
-    never the injected one."""
+    """The origin sends more than its Content-Length on a kept-alive connection. The extra bytes
+    are no response to anything: the next clients, asking for other URLs, get their own
+    responses (or a 5xx), never the injected one."""
     with crafted_rig(impl, _desync) as rig:
         first = fetch(rig.proxy, "/desync/a", timeout=15)
         assert first.status == 200 and first.body == b"AAAAA", (first.status, first.body[:40])
         for path in ("/desync/b", "/desync/c"):
             r = fetch(rig.proxy, path, timeout=15)
-            assert r.body != b"INJECTED", f"{path}: answered with the bytes past /desync/a's Content-Length"
+            assert r.body != b"INJECTED", (
+                f"{path}: answered with the bytes past /desync/a's Content-Length")
             assert r.status is not None and (r.status >= 500 or r.body == f"for {path}".encode()), (
                 f"{path}: {r.status} {r.body[:60]!r}")
         record_property("origin_gets_of_b", str(rig.origin.count("/desync/b")))
@@ -92,7 +95,8 @@ def _garbage(target: str, hdrs: dict):
     yield CLOSE
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 4; RFC 9110 sec. 15.6.3", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 4; RFC 9110 sec. 15.6.3",
+                         role="proxy")
 def test_garbage_status_line_is_a_clean_error(impl, record_property):
     """An origin answering with something that is not an HTTP/1.1 status line: the client gets a
     complete 5xx (502), not a 200 and not the garbage."""
@@ -103,9 +107,11 @@ def test_garbage_status_line_is_a_clean_error(impl, record_property):
         record_property("garbage_answer", f"{r.status} {r.reason.decode('latin-1')}")
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 15.6.3 (finding)", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 15.6.3 (finding)",
+                         role="proxy")
 def test_origin_closing_without_a_response(impl, record_property):
-    """The origin accepts and closes without a byte: a 5xx; which one, and what it says, is a finding."""
+    """The origin accepts and closes without a byte: a 5xx; which one, and what it says, is a
+    finding."""
     with crafted_rig(impl, lambda t, h: iter([CLOSE])) as rig:
         r = fetch(rig.proxy, "/silent", timeout=30)
         assert r.status is not None and 500 <= r.status < 600, f"status {r.status} {r.error}"
@@ -119,11 +125,13 @@ STALE_AT_ONCE = [
     ("max-age=0", [("cache-control", "max-age=0")]),
     ("max-age=0-must-revalidate", [("cache-control", "max-age=0, must-revalidate")]),
     ("s-maxage=0", [("cache-control", "s-maxage=0, max-age=60")]),
-    ("expires-past", [("date", "Thu, 01 Jan 2026 00:00:10 GMT"), ("expires", "Thu, 01 Jan 2026 00:00:00 GMT")]),
+    ("expires-past", [("date", "Thu, 01 Jan 2026 00:00:10 GMT"),
+                      ("expires", "Thu, 01 Jan 2026 00:00:00 GMT")]),
 ]
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4.2.4, 5.2.2.4, 5.3", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4.2.4, 5.2.2.4, 5.3",
+                         role="proxy")
 @pytest.mark.parametrize("name,fields", STALE_AT_ONCE, ids=[n for n, _ in STALE_AT_ONCE])
 def test_response_that_must_be_revalidated_is_not_shared(impl, name, fields):
     """A response stale on arrival (or ``no-cache``) may not satisfy another request without
@@ -135,7 +143,9 @@ def test_response_that_must_be_revalidated_is_not_shared(impl, name, fields):
         th.join(30)
         assert a.body == BODY and b.body == BODY, (a.status, b.status, a.error, b.error)
         n = rig.origin.count("/stale")
-        assert n >= 2, f"{name}: one origin request served two clients (a response that must be revalidated)"
+        assert n >= 2, (
+            f"{name}: one origin request served two clients"
+            " (a response that must be revalidated)")
 
 
 @pytest.mark.conformance(protocol="http-proxy", section="RFC 9111 sec. 4, 5.1", role="proxy")
@@ -167,7 +177,8 @@ def _hints(target: str, hdrs: dict):
     yield response(200, [("cache-control", "no-store")], b"final")
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 15.2; RFC 8297", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 15.2; RFC 8297",
+                         role="proxy")
 def test_interim_103_is_forwarded(impl):
     """``103 Early Hints`` before the final response: "A proxy MUST forward 1xx responses unless the
     proxy itself requested the generation of the 1xx response" (RFC 9110 sec. 15.2)."""
@@ -183,11 +194,13 @@ def test_interim_103_is_forwarded(impl):
 LORIS = 600  # more than our default max_connections (512)
 
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 9.5, 11 (availability)", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 9.5, 11 (availability)",
+                         role="proxy")
 def test_slow_loris_does_not_shut_out_new_clients(impl, record_property):
     """600 connections that each send part of a request head and then one header line every second:
     while they trickle, new clients are still served (each of 5 gets its 200)."""
-    with crafted_rig(impl, lambda t, h: iter([response(200, [("cache-control", "no-store")], b"served")])) as rig:
+    served_reply = response(200, [("cache-control", "no-store")], b"served")
+    with crafted_rig(impl, lambda t, h: iter([served_reply])) as rig:
         socks: list[socket.socket] = []
         stop = threading.Event()
 
@@ -222,12 +235,15 @@ def test_slow_loris_does_not_shut_out_new_clients(impl, record_property):
         record_property("loris_connections_open", str(len(socks)))
         served = sum(1 for r in got if r.status == 200 and r.body == b"served")
         record_property("served_during_flood", f"{served}/5")
-        assert served == 5, f"{served} of 5 new clients served during the flood: {[(r.status, r.error) for r in got]}"
+        assert served == 5, (
+            f"{served} of 5 new clients served during the flood:"
+            f" {[(r.status, r.error) for r in got]}")
 
 
 # ------------------------------------------------------------ item 17: version, reason phrase
 
-@pytest.mark.conformance(protocol="http-proxy", section="RFC 9110 sec. 6.2, 15.6.6; RFC 9112 sec. 2.3", role="proxy")
+@pytest.mark.conformance(protocol="http-proxy",
+                         section="RFC 9110 sec. 6.2, 15.6.6; RFC 9112 sec. 2.3", role="proxy")
 def test_unsupported_major_version_is_refused(impl, record_property):
     """``GET / HTTP/9.9``: a major version the proxy does not speak. 505 (or 400), and nothing is
     forwarded to the origin."""
@@ -247,14 +263,16 @@ def test_unsupported_major_version_is_refused(impl, record_property):
         record_property("http_9_9", line.decode("latin-1") or "closed")
         assert rig.origin.count("/v99") == 0, "an HTTP/9.9 request was forwarded to the origin"
         parts = line.split(b" ", 2)
-        assert not line or (len(parts) >= 2 and parts[1] in (b"505", b"400")), f"status line {line!r}"
+        assert not line or (len(parts) >= 2 and parts[1] in (b"505", b"400")), (
+            f"status line {line!r}")
 
 
 @pytest.mark.conformance(protocol="http-proxy", section="RFC 9112 sec. 4 (finding)", role="proxy")
 def test_status_line_reason_phrase(impl, record_property):
     """The origin sends ``HTTP/1.1 200 \\r\\n`` (an empty reason, which RFC 9112 allows): the status
     line the proxy writes must still be well formed; whether it carries a phrase is a finding."""
-    with crafted_rig(impl, lambda t, h: iter([b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok"])) as rig:
+    empty_reason = b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok"
+    with crafted_rig(impl, lambda t, h: iter([empty_reason])) as rig:
         r = fetch(rig.proxy, "/empty-reason", timeout=15)
         assert r.status == 200 and r.body == b"ok", (r.status, r.error)
         record_property("reason_phrase", r.reason.decode("latin-1") or "empty")

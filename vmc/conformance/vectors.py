@@ -1,4 +1,5 @@
-"""HTTP vectors: Range and Content-Range field values, a multipart/byteranges body, smuggling attempts.
+"""HTTP vectors: Range and Content-Range field values, a multipart/byteranges body, smuggling
+attempts.
 
 A vector file (``tests/vectors/http/<set>.vec``) is text: ``#`` comment
 lines, then one ``vector {json}`` line per vector. Every vector names its
@@ -21,8 +22,8 @@ Sets:
                    by a request for ``/smuggled/...``, and what a proxy must do: a list
                    of allowed statuses (``[400]`` where the cited section says so;
                    ``[400, 501]`` where two sections allow either), or ``close``
-                   (answer, then close the connection). Drives ``test_smuggling_vector``: the smuggled request
-                   must never reach the upstream, nor a message with both
+                   (answer, then close the connection). Drives ``test_smuggling_vector``:
+                   the smuggled request must never reach the upstream, nor a message with both
                    Content-Length and Transfer-Encoding.
 """
 
@@ -45,14 +46,18 @@ RANGES: list[dict] = [
     {"name": "second-500", "range": "bytes=500-999", "expect": [[500, 999]], "source": _EX},
     {"name": "final-500-suffix", "range": "bytes=-500", "expect": [[9500, 9999]], "source": _EX},
     {"name": "final-500-open", "range": "bytes=9500-", "expect": [[9500, 9999]], "source": _EX},
-    {"name": "first-and-last", "range": "bytes=0-0,-1", "expect": [[0, 0], [9999, 9999]], "source": _EX},
-    {"name": "adjacent", "range": "bytes=500-600,601-999", "expect": [[500, 600], [601, 999]], "source": _EX},
-    {"name": "overlapping", "range": "bytes=500-700,601-999", "expect": [[500, 700], [601, 999]], "source": _EX},
+    {"name": "first-and-last", "range": "bytes=0-0,-1", "expect": [[0, 0], [9999, 9999]],
+     "source": _EX},
+    {"name": "adjacent", "range": "bytes=500-600,601-999", "expect": [[500, 600], [601, 999]],
+     "source": _EX},
+    {"name": "overlapping", "range": "bytes=500-700,601-999", "expect": [[500, 700], [601, 999]],
+     "source": _EX},
     {"name": "last-past-end", "range": "bytes=9000-20000", "expect": [[9000, 9999]],
      "source": "RFC 9110 sec. 14.1.2: last-pos >= length means the remainder"},
     {"name": "suffix-longer-than-representation", "range": "bytes=-20000", "expect": [[0, 9999]],
      "source": "RFC 9110 sec. 14.1.2: a longer suffix-length selects the whole representation"},
-    {"name": "whole-open", "range": "bytes=0-", "expect": [[0, 9999]], "source": "RFC 9110 sec. 14.1.2"},
+    {"name": "whole-open", "range": "bytes=0-", "expect": [[0, 9999]],
+     "source": "RFC 9110 sec. 14.1.2"},
     {"name": "ows-in-list", "range": "bytes=0-0, -1", "expect": [[0, 0], [9999, 9999]],
      "source": "RFC 9110 sec. 5.6.1 (OWS around list commas), 14.1.1"},
     {"name": "unit-case-insensitive", "range": "Bytes=10-19", "expect": [[10, 19]],
@@ -63,24 +68,30 @@ RANGES: list[dict] = [
      "source": "RFC 9110 sec. 14.1.1: only a non-zero suffix-length is satisfiable"},
     {"name": "last-before-first", "range": "bytes=500-100", "expect": "invalid",
      "source": "RFC 9110 sec. 14.1.1: last-pos < first-pos makes the ranges-specifier invalid"},
-    {"name": "not-a-number", "range": "bytes=a-b", "expect": "invalid", "source": "RFC 9110 sec. 14.1.1 (ABNF)"},
+    {"name": "not-a-number", "range": "bytes=a-b", "expect": "invalid",
+     "source": "RFC 9110 sec. 14.1.1 (ABNF)"},
     {"name": "other-unit", "range": "items=0-1", "expect": "other-unit",
      "source": "RFC 9110 sec. 14.2: an origin MUST ignore a range unit it does not understand"},
 ]
 
 _CR = "RFC 9110 sec. 14.4"
 CONTENT_RANGES: list[dict] = [
-    {"name": "first-byte-pos", "value": "bytes 42-1233/1234", "expect": [42, 1233, 1234], "source": f"{_CR} (example)"},
-    {"name": "unknown-length", "value": "bytes 42-1233/*", "expect": [42, 1233, None], "source": f"{_CR} (example)"},
-    {"name": "unsatisfied", "value": "bytes */1234", "expect": [None, None, 1234], "source": f"{_CR} (example)"},
+    {"name": "first-byte-pos", "value": "bytes 42-1233/1234", "expect": [42, 1233, 1234],
+     "source": f"{_CR} (example)"},
+    {"name": "unknown-length", "value": "bytes 42-1233/*", "expect": [42, 1233, None],
+     "source": f"{_CR} (example)"},
+    {"name": "unsatisfied", "value": "bytes */1234", "expect": [None, None, 1234],
+     "source": f"{_CR} (example)"},
     {"name": "single-part-206", "value": "bytes 21010-47021/47022", "expect": [21010, 47021, 47022],
      "source": "RFC 9110 sec. 15.3.7.1 (example)"},
     {"name": "last-before-first", "value": "bytes 1233-42/1234", "expect": "invalid",
      "source": f"{_CR}: invalid if last-pos < first-pos"},
     {"name": "length-not-past-last", "value": "bytes 42-1233/1233", "expect": "invalid",
      "source": f"{_CR}: invalid if complete-length <= last-pos"},
-    {"name": "star-star", "value": "bytes */*", "expect": "invalid", "source": f"{_CR} (ABNF: unsatisfied-range)"},
-    {"name": "missing-unit", "value": "42-1233/1234", "expect": "invalid", "source": f"{_CR} (ABNF)"},
+    {"name": "star-star", "value": "bytes */*", "expect": "invalid",
+     "source": f"{_CR} (ABNF: unsatisfied-range)"},
+    {"name": "missing-unit", "value": "42-1233/1234", "expect": "invalid",
+     "source": f"{_CR} (ABNF)"},
 ]
 
 # RFC 9110 sec. 14.6 / 15.3.7.2 example: parts 500-999 and 7000-7999 of 8000 bytes; the RFC
@@ -91,13 +102,15 @@ _BOUNDARY = "THIS_STRING_SEPARATES"
 def _multipart_body() -> str:
     parts = []
     for first, last, fill in ((500, 999, "a"), (7000, 7999, "b")):
+        data = fill * (last - first + 1)
         parts.append(f"--{_BOUNDARY}\r\nContent-Type: application/pdf\r\n"
-                     f"Content-Range: bytes {first}-{last}/8000\r\n\r\n{fill * (last - first + 1)}\r\n")
+                     f"Content-Range: bytes {first}-{last}/8000\r\n\r\n{data}\r\n")
     return "".join(parts) + f"--{_BOUNDARY}--\r\n"
 
 
 MULTIPART: list[dict] = [
-    {"name": "two-parts", "source": "RFC 9110 sec. 14.6, 15.3.7.2 (example; part data filled to length)",
+    {"name": "two-parts",
+     "source": "RFC 9110 sec. 14.6, 15.3.7.2 (example; part data filled to length)",
      "content_type": f"multipart/byteranges; boundary={_BOUNDARY}", "body": _multipart_body(),
      "expect": [[500, 999, 8000], [7000, 7999, 8000]]},
 ]
@@ -118,12 +131,15 @@ def _smuggling() -> list[dict]:
     inner = then("te-cl")
     size = f"{len(inner):x}"
     out.append({"name": "te-cl", "expect": "close",
-                "source": "RFC 9112 sec. 6.1, 6.3 item 3 (an intermediary MUST remove Content-Length), 11.2",
+                "source": "RFC 9112 sec. 6.1, 6.3 item 3"
+                          " (an intermediary MUST remove Content-Length), 11.2",
                 "request": f"POST /sm/te-cl HTTP/1.1\r\n{host}Content-Length: {len(size) + 2}\r\n"
                            f"Transfer-Encoding: chunked\r\n\r\n{size}\r\n{inner}\r\n0\r\n\r\n"})
     out.append({"name": "cl-cl-differ", "expect": [400],
-                "source": "RFC 9112 sec. 6.3 item 5 (invalid Content-Length: 400 and close); RFC 9110 sec. 8.6",
-                "request": f"POST /sm/cl-cl HTTP/1.1\r\n{host}Content-Length: 6\r\nContent-Length: 60\r\n\r\n"
+                "source": "RFC 9112 sec. 6.3 item 5 (invalid Content-Length: 400 and close);"
+                          " RFC 9110 sec. 8.6",
+                "request": f"POST /sm/cl-cl HTTP/1.1\r\n{host}"
+                           "Content-Length: 6\r\nContent-Length: 60\r\n\r\n"
                            f"abcdef{then('cl-cl-differ')}"})
     out.append({"name": "cl-not-a-number", "expect": [400],
                 "source": "RFC 9112 sec. 6.3 item 5 (invalid Content-Length: 400 and close)",
@@ -136,7 +152,8 @@ def _smuggling() -> list[dict]:
                            f"Transfer-Encoding : chunked\r\n\r\n{body}"})
     body = "0\r\n\r\n" + then("chunked-not-final")
     out.append({"name": "chunked-not-final", "expect": [400, 501],
-                "source": "RFC 9112 sec. 6.3 item 4 (chunked not the final coding of a request: 400 and close);"
+                "source": "RFC 9112 sec. 6.3 item 4"
+                          " (chunked not the final coding of a request: 400 and close);"
                           " 6.1 (SHOULD 501 for a coding the server does not understand)",
                 "request": f"POST /sm/nf HTTP/1.1\r\n{host}Content-Length: {len(body)}\r\n"
                            f"Transfer-Encoding: chunked, gzip\r\n\r\n{body}"})
@@ -146,7 +163,8 @@ def _smuggling() -> list[dict]:
                 "request": f"POST /sm/fold HTTP/1.1\r\n{host}Content-Length: {len(body)}\r\n"
                            f"Transfer-Encoding:\r\n chunked\r\n\r\n{body}"})
     out.append({"name": "bad-chunk-size", "expect": [400],
-                "source": "RFC 9112 sec. 7.1 (chunk-size is 1*HEXDIG); 2.2 (octets that do not match the"
+                "source": "RFC 9112 sec. 7.1 (chunk-size is 1*HEXDIG);"
+                          " 2.2 (octets that do not match the"
                           " grammar: a server SHOULD respond 400 and close)",
                 "request": f"POST /sm/chunk HTTP/1.1\r\n{host}Transfer-Encoding: chunked\r\n\r\n"
                            f"zz\r\nabc\r\n0\r\n\r\n{then('bad-chunk-size')}"})
@@ -154,12 +172,18 @@ def _smuggling() -> list[dict]:
 
 
 SMUGGLING: list[dict] = _smuggling()
-TABLES = {"ranges": RANGES, "content-range": CONTENT_RANGES, "multipart": MULTIPART, "smuggling": SMUGGLING}
+TABLES = {
+    "ranges": RANGES,
+    "content-range": CONTENT_RANGES,
+    "multipart": MULTIPART,
+    "smuggling": SMUGGLING,
+}
 HEADERS = {
     "ranges": f"Range field values for a {LENGTH}-byte representation (RFC 9110 sec. 14.1, 14.2)",
     "content-range": "Content-Range field values (RFC 9110 sec. 14.4)",
     "multipart": "multipart/byteranges responses (RFC 9110 sec. 14.6)",
-    "smuggling": "requests with ambiguous or invalid framing, each followed by a smuggled request (RFC 9112)",
+    "smuggling": "requests with ambiguous or invalid framing, each followed by a smuggled request"
+                 " (RFC 9112)",
 }
 
 
@@ -170,7 +194,8 @@ def export(directory: str | Path) -> list[Path]:
     out: list[Path] = []
     for name, table in TABLES.items():
         lines = [f"# http {name}: {HEADERS[name]}",
-                 "# each vector names its source; written by `python -m vmc.conformance.vectors export DIR`"]
+                 "# each vector names its source;"
+                 " written by `python -m vmc.conformance.vectors export DIR`"]
         lines += ["vector " + json.dumps(v, sort_keys=True) for v in table]
         p = d / f"{name}.vec"
         p.write_text("\n".join(lines) + "\n")
