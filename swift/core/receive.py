@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from swift.core import bins as B, events as ev
@@ -35,6 +36,27 @@ from swift.core.live import LiveContent
 from swift.core.requests import RequestScheduler, chunk_runs as _runs
 
 _EST = ChannelState.EST
+#: DATA that failed only for lost uncle hashes is kept this long (s, about an
+#: RTT, at least :data:`HOLD_MIN`) in case the hashes come with other DATA
+HOLD_MIN = 0.05
+#: at most this many such chunks held
+HOLD_MAX = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A chunk whose DATA lacked uncle hashes (lost with an earlier datagram, 5.3)."""
+
+    #: the channel it came on (its local ID)
+    channel: int
+    #: the chunk's bytes
+    payload: bytes
+    #: the DATA's timestamp, for the ACK's one-way delay (8.7)
+    timestamp: int
+    #: when the datagram arrived
+    arrived: float
+    #: dropped after this time
+    until: float
 
 
 class Verifier:
@@ -64,6 +86,10 @@ class Verifier:
         self.log_have = log_have
         #: a peer sent ``max_bad_chunks`` corrupt chunks: close, blacklist, drop
         self.drop_corrupt = drop_corrupt
+        #: chunk -> DATA that could not be verified only for lost uncle hashes;
+        #: verified and ACKed once other DATA brings those hashes (bounded).
+        #: Its request goes back to the picker as before: nothing waits on it
+        self.held: dict[int, Held] = {}
 
     def on_data(self, ch: Channel, lo: int, hi: int, timestamp: int, payload: bytes,
                 now: float, arrived: float) -> None:
@@ -191,8 +217,12 @@ class Verifier:
                 return
             if self.static_content is not None and self.static_content.tree.last_missing:
                 # hashes lost with an earlier datagram (5.3): not the peer's
-                # fault; ask again, the sender then resends the full uncles
+                # fault; ask again, the sender then resends the full uncles.
+                # Held meanwhile: a sibling's resend may bring them first
                 self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
+                if len(self.held) < HOLD_MAX:
+                    self.held[i] = Held(ch.local_id, payload, timestamp, arrived,
+                                        now + max(HOLD_MIN, ch.rtt))
                 return
             self.stats["rejected"] += 1
             self.events.append(ev.ChunkRejected(i, ch.addr))
@@ -205,6 +235,14 @@ class Verifier:
             if ch.bad >= self.config.max_bad_chunks:
                 self.drop_corrupt(ch)
             return
+        self.held.pop(i, None)
+        self._store(ch, i, payload, timestamp, arrived, now, sent_at)
+        if self.held:
+            self._retry_held(now)
+
+    def _store(self, ch: Channel, i: int, payload: bytes, timestamp: int, arrived: float,
+               now: float, sent_at: float | None) -> None:
+        """Chunk ``i`` verified: store, announce, CANCEL copies asked elsewhere, ACK."""
         self.content.store_chunk(i, payload)
         self.log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
@@ -221,3 +259,23 @@ class Verifier:
             size = 0 if self.static_content is None else self.static_content.tree.size
             self.events.append(ev.DownloadComplete(size or 0))
             self.download.download_complete()  # stop asking anyone
+
+    def _retry_held(self, now: float) -> None:
+        """Verify held chunks against the hashes trusted since; store and ACK
+        those that pass, forget expired ones and ones that arrived meanwhile."""
+        have = self.content.have
+        for i, h in list(self.held.items()):
+            ch = self.channels.get(h.channel)
+            if now > h.until or have.has(i) or ch is None or ch.state is not _EST:
+                del self.held[i]
+                continue
+            if not self.content.verify(i, h.payload, [], {}, now):
+                continue
+            del self.held[i]
+            self.stats["held_verified"] = self.stats.get("held_verified", 0) + 1
+            if i in ch.requests:  # asked again meanwhile: the copy on its way is not needed
+                del ch.requests[i]
+                ch.req_seq.pop(i, None)
+                ch.cancels.append((i, i + 1))
+            self.download.inflight.discard(i)
+            self._store(ch, i, h.payload, h.timestamp, h.arrived, now, None)
