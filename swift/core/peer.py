@@ -176,15 +176,8 @@ class Peer:
         return self.events.popleft() if self.events else None
 
     def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
-        """Playback position for the VoD pickers (paper III-C); ``buffering``
-        tells whether the player is filling its buffer (then every peer, not
-        only the fast set, is asked for the high-priority window).
-
-        The player's state drives x of eq. 2 (paper III-A: "a dynamic factor
-        that varies based on the experienced playback behaviour, e.g., the
-        number of playback stalls"): buffering again after playback started
-        is a stall (:meth:`note_stall`); ``fast_relax_s`` seconds of video
-        played since x last changed take one step back."""
+        """The player's position and state, for the VoD pickers and x of eq. 2:
+        :meth:`RequestScheduler.set_playpos <swift.core.requests.RequestScheduler.set_playpos>`."""
         self.download.set_playpos(chunk, buffering)
 
     def close(self, now: float) -> list[tuple[bytes, Any]]:
