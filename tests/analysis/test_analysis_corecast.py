@@ -14,8 +14,7 @@ import subprocess
 
 import pytest
 from analysis_support import PY, analyse, tcpdump
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from corecast.analysis import Analyser
 from deliverykit.pcap import Frame
@@ -53,7 +52,8 @@ def test_deploy_capture(tmp_path, transport):
         assert links[etr]["header_packets"] == CHUNKS * n
     (ch,) = [c for c in res["corecast_channels"] if c["channel"] == lay["channel"]]
     k = dep["clients"]
-    assert ch["distinct_payloads"] == CHUNKS and ch["seq_first"] == 0 and ch["seq_last"] == CHUNKS - 1
+    assert ch["distinct_payloads"] == CHUNKS
+    assert ch["seq_first"] == 0 and ch["seq_last"] == CHUNKS - 1
     # headers: k per chunk from the source to the ITR, and k per chunk on the ITR->ETR links
     assert ch["header_packets"] == 2 * k * CHUNKS and ch["headers_without_known_payload"] == 0
     sizes = dep["sizes"]
@@ -72,7 +72,8 @@ def test_deploy_capture(tmp_path, transport):
             CHUNKS * len(clients) * (sizes["h_l"] + sizes["h_i"] + d)
     assert sum(ases[201 + i]["local_corecast_delivery_bytes"] for i in range(len(lay["etrs"]))) \
         == dep["local_bytes"] == dep["eq5_bytes"]
-    # "unmapped": loopback traffic of anything else running on this host (another deploy, another test)
+    # "unmapped": loopback traffic of anything else running on this host
+    # (another deploy, another test)
     assert sum(a["transit_in_corecast_bytes"] for asn, a in ases.items() if asn != "unmapped") \
         == dep["transit_bytes"]
     assert ases[100]["local_bytes"] > 0  # source -> ITR inside the source's AS

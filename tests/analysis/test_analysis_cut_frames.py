@@ -40,7 +40,8 @@ def snapped(src: Path, dst: Path, snap: int, pick) -> int:
         keep = data[:snap] if pick(i, data) and len(data) > snap else data
         cut += len(keep) < len(data)
         us = int(ts * 1e6)
-        out += _block(6, struct.pack("<IIIII", 0, us >> 32, us & 0xFFFFFFFF, len(keep), orig) + keep)
+        record = struct.pack("<IIIII", 0, us >> 32, us & 0xFFFFFFFF, len(keep), orig)
+        out += _block(6, record + keep)
     dst.write_bytes(out)
     return cut
 
@@ -132,7 +133,8 @@ def test_cli_text_marks(tmp_path):
                         "--only", "ppspp", "--only", "flows"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "UNRELIABLE)" in r.stdout and "WARNING:" in r.stdout and "capture with tcpdump -s 0" in r.stdout
+    assert "UNRELIABLE)" in r.stdout and "WARNING:" in r.stdout
+    assert "capture with tcpdump -s 0" in r.stdout
     assert "flows: flows (2 rows)" in r.stdout  # wire lengths: not marked
 
 

@@ -45,8 +45,10 @@ def _mixed(tmp_path: Path) -> bytes:
     c, s = ("10.0.0.2", 40000), ("10.0.0.3", 8080)
     pk += [Ether() / IP(src=c[0], dst=s[0]) / TCP(sport=c[1], dport=s[1], flags="S", seq=99),
            Ether() / IP(src=s[0], dst=c[0]) / TCP(sport=s[1], dport=c[1], flags="SA", seq=499),
-           Ether() / IP(src=c[0], dst=s[0]) / TCP(sport=c[1], dport=s[1], flags="PA", seq=100) / req,
-           Ether() / IP(src=s[0], dst=c[0]) / TCP(sport=s[1], dport=c[1], flags="PA", seq=500) / resp,
+           Ether() / IP(src=c[0], dst=s[0])
+           / TCP(sport=c[1], dport=s[1], flags="PA", seq=100) / req,
+           Ether() / IP(src=s[0], dst=c[0])
+           / TCP(sport=s[1], dport=c[1], flags="PA", seq=500) / resp,
            Ether() / IP(src=s[0], dst=c[0]) / TCP(sport=s[1], dport=c[1], flags="FA",
                                                  seq=500 + len(resp))]
     path = tmp_path / "mixed.pcap"

@@ -16,8 +16,7 @@ import time
 
 import pytest
 from analysis_support import PY, analyse, tcpdump
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.pcap import Frame, Reader
 from m2c.analysis import Analyser
@@ -135,7 +134,8 @@ _frames = st.builds(
     dst=st.sampled_from(["239.1.1.1", "10.0.0.2", "224.0.0.22"]),
     proto=st.sampled_from([17, 2, 58]),
     sport=st.just(5000), dport=st.just(47000),
-    payload=st.one_of(st.binary(max_size=120), st.binary(max_size=100).map(lambda b: b"\x10\xa0" + b),
+    payload=st.one_of(st.binary(max_size=120),
+                      st.binary(max_size=100).map(lambda b: b"\x10\xa0" + b),
                       st.binary(max_size=60).map(lambda b: b"\x22\0\0\0\0\0\0\3" + b),
                       st.binary(max_size=90).map(lambda b: b"\x8f\0\0\0\0\0\0\3" + b)),
     length=st.integers(0, 2000))

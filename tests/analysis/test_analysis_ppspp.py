@@ -17,8 +17,7 @@ import subprocess
 
 import pytest
 from analysis_support import PY, analyse, free_udp_port, tcpdump
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.pcap import Frame, Reader
 from swift.analysis import Analyser
@@ -59,7 +58,8 @@ def test_seed_download_capture(tmp_path, procs, addressing):
         seed.wait(5)
     assert out.read_bytes() == src.read_bytes()
 
-    res = analyse(cap, tmp_path, "--only", "ppspp", "--opt", f"ppspp-port={port}")["results"]["ppspp"]
+    out = analyse(cap, tmp_path, "--only", "ppspp", "--opt", f"ppspp-port={port}")
+    res = out["results"]["ppspp"]
     seeder = f"127.0.0.1:{port}"
     convs = res["ppspp_conversations"]
     assert len(convs) == 1 and convs[0]["addressing"] == addressing
@@ -168,8 +168,15 @@ def test_fuzz_feed_never_raises(frames, addressing):
 @st.composite
 def _conversation(draw):
     """A handshake with real options, then messages under that context, some damaged."""
-    from swift.wire.codec import (Data, Handshake, HandshakeOptions, Integrity, Request,
-                                  WireContext, encode_datagram)
+    from swift.wire.codec import (
+        Data,
+        Handshake,
+        HandshakeOptions,
+        Integrity,
+        Request,
+        WireContext,
+        encode_datagram,
+    )
     from swift.wire.constants import ChunkAddressing, HashFunc
     cam = draw(st.sampled_from(list(ChunkAddressing)))
     hf = draw(st.sampled_from([HashFunc.SHA1, HashFunc.SHA256]))
@@ -210,8 +217,14 @@ def test_fuzz_conversations_never_raise(frames):
 
 def test_bounded_state():
     """Peers over max-peers and pending state over max-state are dropped and counted."""
-    from swift.wire.codec import (Data, Handshake, HandshakeOptions, Request, WireContext,
-                                  encode_datagram)
+    from swift.wire.codec import (
+        Data,
+        Handshake,
+        HandshakeOptions,
+        Request,
+        WireContext,
+        encode_datagram,
+    )
     ctx = WireContext()
     a = Analyser({"max-peers": "4", "max-state": "100"})
     for i in range(20):

@@ -93,8 +93,8 @@ def test_vmc_capture_with_snaplen_65535_marks_what_the_cut_frames_affect(tmp_pat
 @pytest.mark.tool("tcpdump", "curl")
 def test_origin_transfer_with_snaplen_65535(tmp_path, procs):
     """Unpaced 4 MB responses straight from the origin to a slower reader: the kernel
-    coalesces its 16 KiB writes into frames over 65535 bytes. Figures those frames fed are marked; the ones
-    not marked (the request counts) are right."""
+    coalesces its 16 KiB writes into frames over 65535 bytes. Figures those frames fed are
+    marked; the ones not marked (the request counts) are right."""
     op = free_tcp_port()
     cap = tmp_path / "o.pcap"
     with tcpdump(cap, f"tcp and port {op}", snaplen=65535):

@@ -15,8 +15,7 @@ import time
 
 import pytest
 from analysis_support import PY, analyse, free_tcp_port, tcpdump
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.pcap import Frame
 from vmc.analysis import Analyser
@@ -108,10 +107,12 @@ def _check(tmp_path, cap, infer: str, opts: list[str], op: int, pp: int, status:
 _tcp = st.builds(
     lambda hdr, flags, seq, body: (hdr + seq.to_bytes(4, "big") + b"\0\0\0\0" + bytes([0x50, flags])
                                    + b"\xff\xff\0\0\0\0" + body),
-    st.sampled_from([b"\x1f\x90\xc0\x00", b"\xc0\x00\x1f\x90"]), st.sampled_from([0x02, 0x12, 0x10, 0x18, 0x11, 0x04]),
+    st.sampled_from([b"\x1f\x90\xc0\x00", b"\xc0\x00\x1f\x90"]),
+    st.sampled_from([0x02, 0x12, 0x10, 0x18, 0x11, 0x04]),
     st.integers(0, 2**32 - 1),
     st.one_of(st.binary(max_size=80), st.just(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-              st.just(b"HTTP/1.1 206 OK\r\nContent-Length: 3\r\nContent-Range: bytes 0-2/9\r\n\r\nabc")))
+              st.just(b"HTTP/1.1 206 OK\r\nContent-Length: 3\r\n"
+                      b"Content-Range: bytes 0-2/9\r\n\r\nabc")))
 
 
 @settings(max_examples=300, deadline=None)
@@ -137,7 +138,8 @@ def _feed(frames, opts) -> dict:
 @pytest.mark.root
 @pytest.mark.tool("tcpdump", "curl")
 def test_reassembly_survives_reordering_and_retransmission(tmp_path, procs):
-    """The same capture, with segments swapped pairwise and some sent twice, gives the same bytes."""
+    """The same capture, with segments swapped pairwise and some sent twice, gives the same
+    bytes."""
     import random
 
     from deliverykit.pcap import Reader
@@ -169,7 +171,8 @@ def test_reassembly_survives_reordering_and_retransmission(tmp_path, procs):
     assert sorted(rows) == sorted((r["target"], r["status"], r["body_bytes"])
                                   for r in again["vmc_requests"])
     assert sorted(rows) == sorted([("/x?size=1000", 200, 1000), ("/y?size=1000", 200, 1000),
-                                   ("/x?size=200000", 200, 200_000), ("/y?size=200000", 200, 200_000),
+                                   ("/x?size=200000", 200, 200_000),
+                                   ("/y?size=200000", 200, 200_000),
                                    ("/x?size=5000", 206, 1000)])
     (patch,) = again["vmc_patches"]
     assert patch["content_range"] == "bytes 100-1099/5000" and patch["side"] == "origin"
@@ -211,9 +214,11 @@ def test_keepalive_head_chunked_and_pipelining():
     pipelined requests on one keep-alive connection are paired with their answers in order."""
     a = Analyser({"origin": "80"})
     reqs = (b"HEAD /h HTTP/1.1\r\nHost: o\r\n\r\n"
-            b"GET /c HTTP/1.1\r\nHost: o\r\n\r\nGET /r HTTP/1.1\r\nHost: o\r\nRange: bytes=2-5\r\n\r\n")
+            b"GET /c HTTP/1.1\r\nHost: o\r\n\r\n"
+            b"GET /r HTTP/1.1\r\nHost: o\r\nRange: bytes=2-5\r\n\r\n")
     resps = (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"
-             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"
+             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"
              b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 2-5/10\r\nContent-Length: 4\r\n"
              b"\r\n2345")
     frames = [("10.0.0.2", "10.0.0.1", _seg(40000, 80, 100, 0x02)),

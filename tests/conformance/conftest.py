@@ -66,7 +66,8 @@ def _http_params() -> list:
     for name in SETS:
         p = VECTORS / "http" / f"{name}.vec"
         if p.exists():
-            out += [pytest.param((name, v), id=f"{name}-{v['name']}") for v in parse(p.read_text())["vectors"]]
+            vectors = parse(p.read_text())["vectors"]
+            out += [pytest.param((name, v), id=f"{name}-{v['name']}") for v in vectors]
     return out
 
 

@@ -9,12 +9,14 @@ from vmc.conformance.harness import body_slice, expected, fetch, multipart_parts
 
 @pytest.mark.tool("nginx")
 def test_multipart_byteranges_parser_on_nginx(tmp_path):
-    """nginx answers two ranges of a static file with multipart/byteranges: every part parses exactly."""
+    """nginx answers two ranges of a static file with multipart/byteranges: every part parses
+    exactly."""
     from vmc.nginx import Nginx, write_object
 
     write_object(tmp_path, "obj.bin", 200_000)
     with Nginx.origin(tmp_path) as ng:
-        r = fetch(("127.0.0.1", ng.port), "/obj.bin", [("range", "bytes=0-9,5000-5099,-7")], timeout=10)
+        r = fetch(("127.0.0.1", ng.port), "/obj.bin", [("range", "bytes=0-9,5000-5099,-7")],
+                  timeout=10)
     assert r.status == 206 and r.headers["content-type"].startswith("multipart/byteranges")
     parts = multipart_parts(r)
     assert [(a, b) for a, b, _, _ in parts] == [(0, 9), (5000, 5099), (199_993, 199_999)]

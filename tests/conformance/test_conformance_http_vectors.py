@@ -1,5 +1,5 @@
-"""HTTP vectors: our Range / Content-Range parsers and multipart reader agree with every stored vector,
-each vector names its source, and the exporter reproduces the corpus."""
+"""HTTP vectors: our Range / Content-Range parsers and multipart reader agree with every stored
+vector, each vector names its source, and the exporter reproduces the corpus."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from vmc.conformance import vectors as V
 from vmc.conformance.harness import Fetched, multipart_parts
@@ -35,7 +34,8 @@ def test_our_parsers_agree(http_vector):
             with pytest.raises(UnsatisfiableRange):
                 ranges.resolve(ranges.parse_range(v["range"]), V.LENGTH)
         else:
-            assert ranges.resolve(ranges.parse_range(v["range"]), V.LENGTH) == [tuple(r) for r in want]
+            resolved = ranges.resolve(ranges.parse_range(v["range"]), V.LENGTH)
+            assert resolved == [tuple(r) for r in want]
     elif v["set"] == "content-range":
         if want == "invalid":
             with pytest.raises(RangeError):
@@ -44,14 +44,16 @@ def test_our_parsers_agree(http_vector):
             cr = ranges.parse_content_range(v["value"])
             assert [cr.first, cr.last, cr.length] == want
     elif v["set"] == "multipart":
-        r = Fetched(status=206, headers={"content-type": v["content_type"]}, body=v["body"].encode(), complete=True)
+        r = Fetched(status=206, headers={"content-type": v["content_type"]},
+                    body=v["body"].encode(), complete=True)
         parts = multipart_parts(r)
         assert [[a, b, c] for a, b, c, _ in parts] == want
         assert all(len(body) == b - a + 1 for a, b, _, body in parts)
     else:
         raw = v["request"].encode("latin-1")
         head_end = raw.index(b"\r\n\r\n")
-        assert b"/smuggled/" + v["name"].encode() in raw[head_end:], "the smuggled request follows the first head"
+        assert b"/smuggled/" + v["name"].encode() in raw[head_end:], (
+            "the smuggled request follows the first head")
         assert v["expect"] == "close" or set(v["expect"]) <= {400, 501}
 
 
@@ -83,10 +85,12 @@ def test_vector_file_parser_fuzz(text):
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300) | st.lists(st.sampled_from([
-    b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 400 Bad\r\n", b"Content-Length: 2\r\n", b"content-length: 99999\r\n",
+    b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 400 Bad\r\n", b"Content-Length: 2\r\n",
+    b"content-length: 99999\r\n",
     b"\r\n", b"ok", b"HTTP/1.1 100 Continue\r\n"]), max_size=12).map(b"".join))
 def test_response_counter_fuzz(reply):
-    """The smuggling case's response counter takes any bytes and returns status codes, never raises."""
+    """The smuggling case's response counter takes any bytes and returns status codes, never
+    raises."""
     from vmc.conformance.test_http_vector_cases import _statuses
 
     out = _statuses(reply)

@@ -1,4 +1,5 @@
-"""LISP / CoreCast wire vectors: codec round trip, scapy layers rebuild them, signed messages verify."""
+"""LISP / CoreCast wire vectors: codec round trip, scapy layers rebuild them, signed messages
+verify."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ from scapy.packet import Padding, Raw
 from corecast.conformance.vectors import export, parse
 from corecast.wire import layers as L
 from corecast.wire.codec import (
-    Ecm, MapRegister, decode_cc, decode_control, decode_lisp_data, ecm_unwrap, encode_cc, encode_control,
-    encode_lisp_data, verify_auth,
+    Ecm,
+    MapRegister,
+    decode_cc,
+    decode_control,
+    decode_lisp_data,
+    ecm_unwrap,
+    encode_cc,
+    encode_control,
+    encode_lisp_data,
+    verify_auth,
 )
 
 
@@ -41,7 +50,8 @@ def test_signed_messages_verify_only_with_their_key(lisp_vector):
 
 
 def test_scapy_layers_rebuild(lisp_vector):
-    cls = {"control": L.LISPControl, "data": L.LISPData, "corecast": L.CoreCast}[lisp_vector["kind"]]
+    layers = {"control": L.LISPControl, "data": L.LISPData, "corecast": L.CoreCast}
+    cls = layers[lisp_vector["kind"]]
     p = cls(lisp_vector["bytes"])
     assert Raw not in p and Padding not in p, p.summary()
     p.clear_cache()

@@ -1,17 +1,20 @@
-"""A reply the suite cannot decode is reported as a decode failure, never as the refusal a case expects.
+"""A reply the suite cannot decode is reported as a decode failure, never as the refusal a case
+expects.
 
 Found with PyPPSPP (an RFC 7574 research peer): it answers a HANDSHAKE with one carrying an
 unassigned option 10, which our codec cannot parse past; the refusal case counted that as "not
 accepted" and passed, although the peer had in fact accepted a random swarm ID and SHA-512.
 
 An accepting HANDSHAKE is recognised by the fixed fields that precede its options (destination
-channel, type 0, a non-zero channel ID), so an accepting reply with undecodable options is reported as
-an acceptance (naming what could not be decoded); any other undecodable reply as a decode failure.
+channel, type 0, a non-zero channel ID), so an accepting reply with undecodable options is
+reported as an acceptance (naming what could not be decoded); any other undecodable reply as a
+decode failure.
 
-Here the implementation under test is a real UDP peer written below, run through the conformance
-plugin like any other: it answers every HANDSHAKE with an *accepting* HANDSHAKE that carries option 10
-(``option10``), with bytes that are no PPSPP at all after the channel ID (``garbage``), or not at all
-(``silent``, the control: a true refusal by silence still passes).
+Here the implementation under test is a real UDP peer written below, run through the
+conformance plugin like any other: it answers every HANDSHAKE with an *accepting* HANDSHAKE
+that carries option 10 (``option10``), with bytes that are no PPSPP at all after the channel
+ID (``garbage``), or not at all (``silent``, the control: a true refusal by silence still
+passes).
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ PEER = textwrap.dedent('''
         if mode == "garbage":
             s.sendto(theirs + bytes([0xEE]) + os.urandom(20), addr)
         else:  # accept: our channel, version 1, then the unassigned option 10 (as PyPPSPP sends it)
-            s.sendto(theirs + bytes([0]) + struct.pack(">I", 0x5EED) + bytes([0, 1, 1, 1, 10, 0, 0xFF]), addr)
+            ours = struct.pack(">I", 0x5EED)
+            s.sendto(theirs + bytes([0]) + ours + bytes([0, 1, 1, 1, 10, 0, 0xFF]), addr)
 ''')
 
 
@@ -75,5 +79,6 @@ def test_undecodable_replies_are_decode_failures_not_refusals(tmp_path):
             assert row["result"] == "fail", f"{name}: {row['result']} ({cp.stdout[-2000:]})"
             assert words in row["message"], row["message"]
     # the accepting HANDSHAKE is recognised by its fixed head; the undecodable rest is named
-    assert "unknown option 10" in rows["test_refuses_unknown_swarm_and_mismatched_options[option10]"]["message"]
-    assert rows["test_refuses_unknown_swarm_and_mismatched_options[silent]"]["result"] == "pass", cp.stdout[-2000:]
+    case = "test_refuses_unknown_swarm_and_mismatched_options"
+    assert "unknown option 10" in rows[f"{case}[option10]"]["message"]
+    assert rows[f"{case}[silent]"]["result"] == "pass", cp.stdout[-2000:]

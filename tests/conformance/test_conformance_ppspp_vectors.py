@@ -1,15 +1,16 @@
-"""PPSPP wire vectors: our codec and our scapy layers both read and rebuild every stored datagram."""
+"""PPSPP wire vectors: our codec and our scapy layers both read and rebuild every stored
+datagram."""
 
 from __future__ import annotations
 
 from swift.conformance.vectors import ADDRESSINGS, datagrams, export, parse
-from swift.wire import codec as C
-from swift.wire import layers as L
+from swift.wire import codec as C, layers as L
 from swift.wire.constants import HashFunc, SigAlg
 
 
 def _ctx(addressing: str) -> C.WireContext:
-    return C.WireContext.make(ADDRESSINGS[addressing], HashFunc.SHA256, SigAlg.ECDSAP256SHA256, 1024)
+    return C.WireContext.make(ADDRESSINGS[addressing], HashFunc.SHA256,
+                              SigAlg.ECDSAP256SHA256, 1024)
 
 
 def test_vector_names_its_source(ppspp_vector):
@@ -45,5 +46,6 @@ def test_exporter_reproduces_the_corpus(tmp_path, ppspp_vector):
 
 def test_corpus_covers_every_message_type():
     names = {n for n, _ in datagrams("chunk32")}
-    assert {"data", "ack", "have", "integrity", "signed-integrity", "request", "cancel", "choke", "unchoke",
-            "pex-req", "pex-res-v4", "pex-res-v6", "pex-res-cert", "handshake-initiation", "keepalive"} <= names
+    assert {"data", "ack", "have", "integrity", "signed-integrity", "request", "cancel", "choke",
+            "unchoke", "pex-req", "pex-res-v4", "pex-res-v6", "pex-res-cert",
+            "handshake-initiation", "keepalive"} <= names

@@ -1,5 +1,5 @@
-"""The example proxy wrappers (nginx, Varnish, Squid): a request goes through to the upstream, and on
-SIGTERM the proxy's processes are reaped and its temporary directory is removed."""
+"""The example proxy wrappers (nginx, Varnish, Squid): a request goes through to the upstream,
+and on SIGTERM the proxy's processes are reaped and its temporary directory is removed."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ import pytest
 from deliverykit.conformance import load_registry
 from vmc.conformance.harness import RecordingUpstream, fetch, free_port
 
-WRAPPERS = [pytest.param(name, prefix, id=name, marks=pytest.mark.tool(tool)) for name, tool, prefix in (
-    ("nginx-plain", "nginx", "conformance-nginx-"), ("nginx-cache-lock", "nginx", "conformance-nginx-"),
-    ("varnish", "varnishd", "conformance-varnish-"), ("squid-collapsed", "squid", "conformance-squid-"))]
+_WRAPPER_TOOLS = (
+    ("nginx-plain", "nginx", "conformance-nginx-"),
+    ("nginx-cache-lock", "nginx", "conformance-nginx-"),
+    ("varnish", "varnishd", "conformance-varnish-"),
+    ("squid-collapsed", "squid", "conformance-squid-"),
+)
+WRAPPERS = [pytest.param(name, prefix, id=name, marks=pytest.mark.tool(tool))
+            for name, tool, prefix in _WRAPPER_TOOLS]
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -47,4 +52,5 @@ def test_wrapper_proxies_then_cleans_up(name, prefix):
             assert _processes_mentioning(workdir), f"{name}: no process runs from {workdir}"
         assert proc.returncode is not None
     assert not os.path.exists(workdir), f"{name}: {workdir} left behind"
-    assert not _processes_mentioning(workdir), f"{name}: still running: {_processes_mentioning(workdir)}"
+    left = _processes_mentioning(workdir)
+    assert not left, f"{name}: still running: {left}"

@@ -1,4 +1,5 @@
-"""The vector corpus: each file names its source, our codecs reproduce it, the exporter rewrites it."""
+"""The vector corpus: each file names its source, our codecs reproduce it, the exporter
+rewrites it."""
 
 from __future__ import annotations
 

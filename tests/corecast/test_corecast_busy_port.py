@@ -1,4 +1,5 @@
-"""A UDP role whose port is taken is one error line and exit 1, never a silent share (issue 13 item 3)."""
+"""A UDP role whose port is taken is one error line and exit 1, never a silent share
+(issue 13 item 3)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def test_second_mapserver_on_the_same_address_fails_with_one_line():
 
 def test_second_etr_on_the_same_rloc_fails_instead_of_registering():
     b = random.randint(1, 250)
-    etr = ["etr", "--rloc", f"127.82.{b}.1", "--prefix", "10.1.0.0/16", "--cc-range", "10.255.0.0/16",
-           "--trust-rloc", "127.82.0.2", "--duration", "20"]
+    etr = ["etr", "--rloc", f"127.82.{b}.1", "--prefix", "10.1.0.0/16",
+           "--cc-range", "10.255.0.0/16", "--trust-rloc", "127.82.0.2", "--duration", "20"]
     first = subprocess.Popen(PY + etr, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _ready(first)

@@ -203,7 +203,8 @@ def test_two_xtrs_as_processes_echo_nonces_both_ways(tmp_path):
                         "--cc-range", "10.255.0.0/16",
                         "--map-cache", str(tmp_path / mc), "--control-port", "0",
                         "--data-port", str(data_port), "--echo-nonce", "--instance-id", "7",
-                        "--prefix", f"{eid.rsplit('.', 1)[0]}.0/24", "--trust-rloc", f"127.{b}.0.0/24",
+                        "--prefix", f"{eid.rsplit('.', 1)[0]}.0/24",
+                        "--trust-rloc", f"127.{b}.0.0/24",
                         "--duration", "120"])
             procs.append(p)
             assert _first_json(p)["xtr"]

@@ -21,16 +21,18 @@ def _role(b: int, role: str) -> list[str]:
     pre = f"127.89.{b}"
     return {
         "mapserver": ["mapserver", "--addr", f"{pre}.3", "--site", "as1:10.1.0.0/16:1:k"],
-        "etr": ["etr", "--rloc", f"{pre}.1", "--prefix", "10.1.0.0/16", "--cc-range", "10.255.0.0/16",
-                "--trust-rloc", f"{pre}.2"],
-        "itr": ["itr", "--rloc", f"{pre}.2", "--inside", f"{pre}.2:9341", "--cc-range", "10.255.0.0/16"],
-        "source": ["source", "--eid", f"{pre}.4", "--channel", "10.255.0.1", "--itr", f"{pre}.2:9341",
-                   "--wait-subscribers", "1"],
+        "etr": ["etr", "--rloc", f"{pre}.1", "--prefix", "10.1.0.0/16",
+                "--cc-range", "10.255.0.0/16", "--trust-rloc", f"{pre}.2"],
+        "itr": ["itr", "--rloc", f"{pre}.2", "--inside", f"{pre}.2:9341",
+                "--cc-range", "10.255.0.0/16"],
+        "source": ["source", "--eid", f"{pre}.4", "--channel", "10.255.0.1",
+                   "--itr", f"{pre}.2:9341", "--wait-subscribers", "1"],
         "client": ["client", "--eid", f"{pre}.11", "--etr", f"{pre}.1"],
     }[role]
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["INT", "TERM"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["INT", "TERM"])
 @pytest.mark.parametrize("role", ["mapserver", "etr", "itr", "source", "client"])
 def test_signal_stops_a_role_with_its_counters(role, sig, code):
     p = subprocess.Popen(PY + _role(random.randint(1, 250), role), stdout=subprocess.PIPE,

@@ -21,7 +21,8 @@ ITR = ("itr", "--rloc", "127.0.0.1", "--cc-range", "10.255.0.0/16", "--duration"
     (("mapserver", "--addr", "127.0.0.1", "--site", "a:10.0.0.0/8:1:k", "--port", "70000"),
      "port 70000 is outside"),
     (("mapserver", "--addr", "127.0.0.1", "--site", "bogus"), "expected NAME:PREFIX"),
-    (("mapserver", "--addr", "127.0.0.1", "--site", "a:notaprefix:1:k"), "not an IPv4 or IPv6 prefix"),
+    (("mapserver", "--addr", "127.0.0.1", "--site", "a:notaprefix:1:k"),
+     "not an IPv4 or IPv6 prefix"),
     ((*ITR, "--inside", "127.0.0.1:9", "--map-cache", "/nonexistent"), "no such file"),
     (("plan", "--k", "0"), "positive integer"),
     (("plan", "--D", "0"), "positive integer"),
@@ -31,7 +32,8 @@ ITR = ("itr", "--rloc", "127.0.0.1", "--cc-range", "10.255.0.0/16", "--duration"
     # RFC 9302 sec. 5: 0 is the Null Map-Version; 4096 would wrap to it
     ((*ITR, "--inside", "127.0.0.1:9", "--data-port", "0", "--map-version", "4096"),
      "outside 1..4095"),
-    ((*ITR, "--inside", "127.0.0.1:9", "--data-port", "0", "--map-version", "0"), "outside 1..4095"),
+    ((*ITR, "--inside", "127.0.0.1:9", "--data-port", "0", "--map-version", "0"),
+     "outside 1..4095"),
     (("etr", "--rloc", "127.0.0.1", "--cc-range", "10.255.0.0/16", "--map-version", "5000"),
      "outside 1..4095"),
 ])

@@ -38,17 +38,18 @@ def test_garbage_from_a_stranger_is_rejected_and_the_stream_is_intact():
     pre = f"127.85.{b}"
     http = _free_tcp_port(f"{pre}.1")
     src = subprocess.Popen(PY + ["source", "--eid", f"{pre}.1", "--channel", f"{pre}.255",
-                                 "--itr", f"{pre}.2:9341", "--http-port", str(http), "--chunks", "40",
-                                 "--bitrate", "800000", "--wait-subscribers", "1", "--duration", "60"],
+                                 "--itr", f"{pre}.2:9341", "--http-port", str(http),
+                                 "--chunks", "40", "--bitrate", "800000",
+                                 "--wait-subscribers", "1", "--duration", "60"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     stop = threading.Event()
     sent = [0]
     try:
         _line(src, " ready ")
-        client = subprocess.Popen(PY + ["client", "--eid", f"{pre}.11", "--join", f"{pre}.1:{http}",
-                                        "--channel", f"{pre}.255", "--no-corecast", "--chunks", "40",
-                                        "--duration", "60"],
+        client = subprocess.Popen(PY + ["client", "--eid", f"{pre}.11",
+                                        "--join", f"{pre}.1:{http}", "--channel", f"{pre}.255",
+                                        "--no-corecast", "--chunks", "40", "--duration", "60"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         port = json.loads(_line(client, " ready ").partition(" ready ")[2])["port"]
 
@@ -147,9 +148,9 @@ def test_a_stream_that_never_comes_is_said_once():
     b = random.randint(1, 250)
     pre = f"127.92.{b}"
     http = _free_tcp_port(f"{pre}.1")
-    src = subprocess.Popen(PY + ["source", "--eid", f"{pre}.1", "--channel", f"{pre}.255", "--itr",
-                                 f"{pre}.2:9341", "--http-port", str(http), "--wait-subscribers", "2",
-                                 "--duration", "30"],
+    src = subprocess.Popen(PY + ["source", "--eid", f"{pre}.1", "--channel", f"{pre}.255",
+                                 "--itr", f"{pre}.2:9341", "--http-port", str(http),
+                                 "--wait-subscribers", "2", "--duration", "30"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     try:

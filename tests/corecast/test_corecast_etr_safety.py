@@ -129,8 +129,9 @@ def test_live_etr_is_not_an_open_relay():
 
 
 def test_etr_requires_a_trust_choice():
-    r = subprocess.run(PY + ["etr", "--rloc", "127.0.0.1", "--prefix", "10.1.0.0/16", "--cc-range",
-                             "10.255.0.0/16", "--duration", "1"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(PY + ["etr", "--rloc", "127.0.0.1", "--prefix", "10.1.0.0/16",
+                             "--cc-range", "10.255.0.0/16", "--duration", "1"],
+                       capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--trust-rloc" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -141,8 +142,8 @@ def test_failed_registration_is_one_error_line_and_exit_1(with_mapserver):
     procs = []
     try:
         if with_mapserver:
-            ms = subprocess.Popen(PY + ["mapserver", "--addr", ms_addr, "--site", "as1:10.1.0.0/16:1:right",
-                                        "--duration", "30"],
+            ms = subprocess.Popen(PY + ["mapserver", "--addr", ms_addr,
+                                        "--site", "as1:10.1.0.0/16:1:right", "--duration", "30"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             procs.append(ms)
             assert " ready " in _stderr_line(ms)
@@ -157,7 +158,8 @@ def test_failed_registration_is_one_error_line_and_exit_1(with_mapserver):
         assert lines[0].startswith("corecast: error: etr: no Map-Notify from " + ms_addr)
         assert "wrong --psk or --key-id" in lines[0] and "unreachable" in lines[0]
         final = json.loads(r.stdout)
-        assert final["registered"] is False and final["registrar"]["sent"] >= 2  # the first try and its retry; a loaded machine may fit one more before the give-up
+        # the first try and its retry; a loaded machine may fit one more before the give-up
+        assert final["registered"] is False and final["registrar"]["sent"] >= 2
     finally:
         for p in procs:
             p.terminate()
@@ -206,7 +208,8 @@ def test_itr_installs_only_reply_records_covering_the_eid_it_asked_for():
     _ip, _sp, _dp, req = c.ecm_unwrap(c.decode_control(ecm))
     nonce = c.decode_control(req).nonce
     good = c.EidRecord(ipaddress.ip_network("10.2.0.0/16"), (c.LocatorRecord(A("192.0.2.2")),), 10)
-    evil = c.EidRecord(ipaddress.ip_network("198.51.100.0/24"), (c.LocatorRecord(A("203.0.113.66")),), 10)
+    evil = c.EidRecord(ipaddress.ip_network("198.51.100.0/24"),
+                       (c.LocatorRecord(A("203.0.113.66")),), 10)
     out = itr.handle_control(c.encode_map_reply(c.MapReply(nonce, (evil, good))), 0.1)
     assert [dst for _, dst in out] == [("192.0.2.2", 4341)]  # the queued packet, to the right RLOC
     assert itr.counters["reply_records_refused"] == 1
@@ -217,15 +220,17 @@ def test_itr_installs_only_reply_records_covering_the_eid_it_asked_for():
 def test_itr_says_once_when_its_map_resolver_never_answers():
     b = random.randint(1, 250)
     pre = f"127.91.{b}"
-    itr = subprocess.Popen(PY + ["itr", "--rloc", f"{pre}.2", "--inside", f"{pre}.2:9341", "--cc-range",
-                                 "10.255.0.0/16", "--map-resolver", f"{pre}.3", "--duration", "30"],
+    itr = subprocess.Popen(PY + ["itr", "--rloc", f"{pre}.2", "--inside", f"{pre}.2:9341",
+                                 "--cc-range", "10.255.0.0/16", "--map-resolver", f"{pre}.3",
+                                 "--duration", "30"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert " ready " in _stderr_line(itr)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
             tx.sendto(plain("10.2.0.9")[8:], (f"{pre}.2", 9341))
         warning = _stderr_line(itr)
-        assert warning.startswith("corecast itr: warning: 3 Map-Requests to ") and "no Map-Reply" in warning
+        assert warning.startswith("corecast itr: warning: 3 Map-Requests to ")
+        assert "no Map-Reply" in warning
         itr.send_signal(signal.SIGTERM)
         out, err = itr.communicate(timeout=15)
         assert itr.returncode == 143 and err == ""  # said once
@@ -237,7 +242,8 @@ def test_itr_says_once_when_its_map_resolver_never_answers():
 
 
 def test_send_failures_show_in_the_role_counters():
-    """A datagram the kernel refuses is counted in the role's JSON ("sockets"), not lost silently."""
+    """A datagram the kernel refuses is counted in the role's JSON ("sockets"), not lost
+    silently."""
     import asyncio
 
     from corecast.aio.nodes import Node, bind
@@ -261,9 +267,11 @@ def test_a_lost_registration_is_said():
     b = random.randint(1, 250)
     ms_addr = f"127.95.{b}.3"
     ms = subprocess.Popen(PY + ["mapserver", "--addr", ms_addr, "--site", "as1:10.1.0.0/16:1:k",
-                                "--duration", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    etr = subprocess.Popen(PY + ["etr", "--rloc", f"127.95.{b}.1", "--prefix", "10.1.0.0/16", "--cc-range",
-                                 "10.255.0.0/16", "--trust-rloc", f"127.95.{b}.2", "--map-server", ms_addr,
+                                "--duration", "30"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    etr = subprocess.Popen(PY + ["etr", "--rloc", f"127.95.{b}.1", "--prefix", "10.1.0.0/16",
+                                 "--cc-range", "10.255.0.0/16", "--trust-rloc", f"127.95.{b}.2",
+                                 "--map-server", ms_addr,
                                  "--key-id", "1", "--psk", "k", "--register-interval", "0.2",
                                  "--register-retries", "1", "--duration", "40"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -137,9 +137,10 @@ def _first_register(name: str) -> tuple[bytes, Frame]:
 @needs_captures
 @pytest.mark.parametrize(("capture", "key_id"), [("a-key1.pcap", 1), ("a-key0.pcap", 0)])
 def test_mapserver_answers_oor_register(capture, key_id):
-    """OOR writes ``key-type = 1`` as the 16-bit Key ID of RFC 6833 (bytes 00 01: RFC 9301's Key ID 0,
-    Algorithm 1) and a 20-byte HMAC-SHA-1. A site configured the natural way (Key ID 1) and one
-    configured with Key ID 0 both accept it and answer with a Map-Notify OOR verifies."""
+    """OOR writes ``key-type = 1`` as the 16-bit Key ID of RFC 6833 (bytes 00 01: RFC 9301's
+    Key ID 0, Algorithm 1) and a 20-byte HMAC-SHA-1. A site configured the natural way
+    (Key ID 1) and one configured with Key ID 0 both accept it and answer with a Map-Notify
+    OOR verifies."""
     data, f = _first_register(capture)
     assert data[12:14] == b"\x00\x01" and data[14:16] == b"\x00\x14"
     ms = MapServer([Site("oor", {key_id: OOR_KEY}, (OOR_PREFIX,))])

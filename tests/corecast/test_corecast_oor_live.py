@@ -175,12 +175,14 @@ def test_oor_registers_with_our_map_server_and_data_flows_both_ways(testbed, tmp
                       "--site", "oor:192.0.2.0/24:1:testkey",
                       "--site", "ours:198.51.100.0/24:1:testkey", "--duration", "30"], **pipes)
     time.sleep(1.0)
-    etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.201.0.3", "--prefix", "198.51.100.0/24",
-                       "--map-server", "10.201.0.2", "--key-id", "1", "--psk", "testkey",
+    etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.201.0.3",
+                       "--prefix", "198.51.100.0/24", "--map-server", "10.201.0.2",
+                       "--key-id", "1", "--psk", "testkey",
                        "--cc-range", "232.0.0.0/8", "--trust-rloc", "10.201.0.1/32",
                        "--duration", "27"], **pipes)
-    itr = tb.popen(b, [PY, "-m", "corecast", "itr", "--rloc", "10.201.0.3", "--inside", "10.201.0.3:7000",
-                       "--map-resolver", "10.201.0.2", "--control-port", "4344",
+    itr = tb.popen(b, [PY, "-m", "corecast", "itr", "--rloc", "10.201.0.3",
+                       "--inside", "10.201.0.3:7000", "--map-resolver", "10.201.0.2",
+                       "--control-port", "4344",
                        "--cc-range", "232.0.0.0/8", "--duration", "27"], **pipes)
     oor = tb.popen(a, [OOR_BIN, "-f", str(tmp_path / "oor.conf")], cwd=tmp_path,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -248,8 +250,9 @@ def test_our_etr_registers_with_oor_map_server(testbed, tmp_path):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
-        etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.202.0.2", "--prefix", "198.51.100.0/24",
-                           "--map-server", "10.202.0.1", "--profile", "oor", "--psk", "testkey",
+        etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.202.0.2",
+                           "--prefix", "198.51.100.0/24", "--map-server", "10.202.0.1",
+                           "--profile", "oor", "--psk", "testkey",
                            "--cc-range", "232.0.0.0/8", "--trust-rloc", "10.202.0.1/32",
                            "--register-retries", "5", "--duration", "8"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -274,8 +277,9 @@ def test_rfc9301_default_is_refused_by_oor_map_server(testbed, tmp_path):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
-        etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.202.0.2", "--prefix", "198.51.100.0/24",
-                           "--map-server", "10.202.0.1", "--key-id", "1", "--algorithm-id", "1",
+        etr = tb.popen(b, [PY, "-m", "corecast", "etr", "--rloc", "10.202.0.2",
+                           "--prefix", "198.51.100.0/24", "--map-server", "10.202.0.1",
+                           "--key-id", "1", "--algorithm-id", "1",
                            "--psk", "testkey", "--cc-range", "232.0.0.0/8",
                            "--trust-rloc", "10.202.0.1/32", "--register-retries", "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

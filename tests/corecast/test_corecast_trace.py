@@ -33,7 +33,8 @@ def test_matrix_invariants_and_corecast_per_as():
     n = vol / 100
     as1 = next(r for r in out["per_as"] if r["asn"] == 1)
     assert as1["clients"] == 2
-    assert as1["cc_transit_ours"] == pytest.approx(n * ((s.h_l + s.p_cc(100)) + (s.h_l + s.h_cc) * 2))
+    per_chunk = (s.h_l + s.p_cc(100)) + (s.h_l + s.h_cc) * 2
+    assert as1["cc_transit_ours"] == pytest.approx(n * per_chunk)
     assert as1["cc_local_ours"] == pytest.approx(n * (s.h_i + 100) * 2)
     assert sum(r["cc_transit_paper"] for r in out["per_as"]) == pytest.approx(
         n * plan.eq3_transit(plan.PAPER, 100, 3, 4))

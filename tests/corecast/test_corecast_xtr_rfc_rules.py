@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from corecast.core.etr import Etr
-from corecast.core.events import EchoNonceVerified, RlocUnreachable
+from corecast.core.events import RlocUnreachable
 from corecast.core.itr import Itr
 from corecast.core.mapcache import MapCache
 from corecast.core.xtr import Xtr
@@ -467,7 +467,8 @@ async def test_xtr_node_sends_source_version_map_requests_from_its_control_socke
     try:
         inner = c.build_ip(A(HOST_A).packed, A(client.getsockname()[0]).packed, 17,
                            c.build_udp(1000, client.getsockname()[1], b"v4"))
-        tx.sendto(lisp(inner, map_versions=(4, 10)), (rloc, node.t_data.get_extra_info("sockname")[1]))
+        data_port = node.t_data.get_extra_info("sockname")[1]
+        tx.sendto(lisp(inner, map_versions=(4, 10)), (rloc, data_port))
         got = delivered = None
         for _ in range(250):
             await asyncio.sleep(0.02)

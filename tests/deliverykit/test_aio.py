@@ -31,7 +31,10 @@ async def test_echo_many_datagrams_in_batches(host):
     async with open_udp((host, 0), echo) as server, open_udp((host, 0), collect) as client:
         n = 2000
         client.send_many((i.to_bytes(4, "big"), server.local_addr[:2]) for i in range(n))
-        await _wait_for(lambda: len(got) + client.stats["tx_dropped"] + server.stats["tx_dropped"] >= n)
+        def accounted() -> int:
+            return len(got) + client.stats["tx_dropped"] + server.stats["tx_dropped"]
+
+        await _wait_for(lambda: accounted() >= n)
     # Loopback UDP with 4 MiB buffers loses nothing at this volume; every
     # datagram is accounted for either way (received or counted as dropped).
     assert len(got) + client.stats["tx_dropped"] + server.stats["tx_dropped"] == n
@@ -49,7 +52,8 @@ async def test_handler_exception_is_counted_not_fatal():
                 raise ValueError("malformed")
             seen.append(d)
 
-    async with open_udp(("127.0.0.1", 0), fragile) as rx, open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
+    async with open_udp(("127.0.0.1", 0), fragile) as rx, \
+            open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
         tx.sendto(b"bad", rx.local_addr)
         await _wait_for(lambda: rx.stats["handler_errors"] == 1)
         tx.sendto(b"good", rx.local_addr)
@@ -66,7 +70,9 @@ async def test_send_after_close_raises_and_close_is_idempotent():
 
 
 async def test_kernel_timestamps_arrive_on_the_loops_clock():
-    from swift._fast import recv_batch_ts  # the extension's recvmmsg with SO_TIMESTAMPNS (or its twin)
+    from swift._fast import (
+        recv_batch_ts,  # the extension's recvmmsg with SO_TIMESTAMPNS (or its twin)
+    )
 
     got: list[tuple] = []
     nows: list[float] = []
@@ -76,7 +82,8 @@ async def test_kernel_timestamps_arrive_on_the_loops_clock():
         nows.append(now)
 
     loop = asyncio.get_running_loop()
-    async with open_udp(("127.0.0.1", 0), keep) as rx, open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
+    async with open_udp(("127.0.0.1", 0), keep) as rx, \
+            open_udp(("127.0.0.1", 0), lambda b, t: None) as tx:
         assert not rx.timestamps
         rx.enable_timestamps(recv_batch_ts)
         assert rx.timestamps

@@ -18,7 +18,8 @@ def test_build_without_compiler_warns_and_uses_twins(tmp_path):
     src = tmp_path / "src"
     # A clean copy of the sources (no built extension lying around).
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "build", "*.so", "*.egg-info", "__pycache__", ".hypothesis", "bench", "tests"))
+        ".venv", ".git", "build", "*.so", "*.egg-info", "__pycache__", ".hypothesis", "bench",
+        "tests"))
     target = tmp_path / "site"
     env = {**os.environ, "CC": "/bin/false", "LDSHARED": "/bin/false"}
     build = subprocess.run(

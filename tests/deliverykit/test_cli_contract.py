@@ -134,7 +134,8 @@ def test_second_signal_cuts_a_stuck_cleanup_short():
 
 def test_closed_stdout_ends_quietly_like_cat():
     r = subprocess.run(f"{sys.executable} -c '{CHATTY}' | head -n 2; echo \"${{PIPESTATUS[0]}}\"",
-                       shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60)
+                       shell=True, executable="/bin/bash", capture_output=True, text=True,
+                       timeout=60)
     lines = r.stdout.splitlines()
     assert lines[:2] == ["line 0", "line 1"]
     assert lines[-1] == "141"
@@ -175,4 +176,5 @@ def test_forked_children_start_with_sigterm_at_its_default():
     cli_main's or a Stopper's handler never died, and `m2c experiment fig5` hung."""
     r = subprocess.run([sys.executable, "-c", FORKS], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["cli_main", str(int(signal.SIGTERM)), "stopper", str(int(signal.SIGTERM))]
+    term = str(int(signal.SIGTERM))
+    assert r.stdout.split() == ["cli_main", term, "stopper", term]

@@ -8,8 +8,7 @@ import os
 import socket
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from deliverykit import cliutil
 
@@ -46,8 +45,10 @@ def test_port_range(n):
 @pytest.mark.parametrize("fn, bad", [(cliutil.positive_int, "0"), (cliutil.positive_int, "-3"),
                                      (cliutil.positive_int, "x"), (cliutil.nonnegative_int, "-1"),
                                      (cliutil.positive_float, "0"), (cliutil.positive_float, "inf"),
-                                     (cliutil.nonnegative_float, "-0.5"), (cliutil.nonnegative_float, "inf"),
-                                     (cliutil.positive_float, "nan"), (cliutil.ip_address, "999.1.1.1"),
+                                     (cliutil.nonnegative_float, "-0.5"),
+                                     (cliutil.nonnegative_float, "inf"),
+                                     (cliutil.positive_float, "nan"),
+                                     (cliutil.ip_address, "999.1.1.1"),
                                      (cliutil.ip_network, "notaprefix")])
 def test_numbers_and_addresses_refused(fn, bad):
     with pytest.raises(argparse.ArgumentTypeError):
@@ -119,6 +120,7 @@ def test_cli_main_turns_expected_failures_into_one_line(tmp_path, capsys):
 def test_int_in_names_the_value_and_range():
     parse = cliutil.int_in(1, 4095, "Map-Version")
     assert parse("1") == 1 and parse("4095") == 4095
-    for bad, msg in (("0", "Map-Version 0 is outside 1..4095"), ("4096", "outside"), ("x", "not a number")):
+    for bad, msg in (("0", "Map-Version 0 is outside 1..4095"), ("4096", "outside"),
+                     ("x", "not a number")):
         with pytest.raises(argparse.ArgumentTypeError, match=msg):
             parse(bad)

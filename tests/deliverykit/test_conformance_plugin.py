@@ -86,12 +86,14 @@ def test_pass_fail_unsupported_and_reports(pytester, toy):
     res.stdout.fnmatch_lines(["*conformance results*", "*test_reverse*TOY sec. 3*toy1*UNSUPPORTED*",
                               "conformance: 2 pass, 1 fail, 3 unsupported, 0 skip"])
     rows = json.loads((pytester.path / "out.json").read_text())["results"]
-    assert [r.get("properties") for r in rows if "test_serve" in r["case"]] == [{"finding": "serves"}]
+    serve = [r.get("properties") for r in rows if "test_serve" in r["case"]]
+    assert serve == [{"finding": "serves"}]
     assert {r["case"].split("::")[1].split("[")[0]: r["result"] for r in rows} == {
         "test_upper": "pass", "test_lower": "fail", "test_reverse": "unsupported",
         "test_serve": "pass", "test_role_not_claimed": "unsupported",
         "test_unsupported_in_a_fixture": "unsupported"}
-    props = {(p.get("name"), p.get("value")) for p in ET.parse(pytester.path / "junit.xml").iter("property")}
+    junit = ET.parse(pytester.path / "junit.xml")
+    props = {(p.get("name"), p.get("value")) for p in junit.iter("property")}
     assert ("section", "TOY sec. 1") in props and ("implementation", "toy1") in props
 
 
@@ -99,8 +101,8 @@ def test_registry_by_name_and_no_implementation_skips(pytester, toy):
     reg = pytester.path / "reg.json"
     reg.write_text(json.dumps({"implementations": [
         {"name": "toyreg", "protocol": "toy", "command": toy, "roles": []}]}))
-    res = pytester.runpytest_subprocess("--impl-registry", str(reg), "--impl", "toyreg", "-k", "upper",
-                                        "-p", "no:cacheprovider")
+    res = pytester.runpytest_subprocess("--impl-registry", str(reg), "--impl", "toyreg",
+                                        "-k", "upper", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1, deselected=5)
     res = pytester.runpytest_subprocess("-k", "upper", "-rs", "-p", "no:cacheprovider")
     res.assert_outcomes(skipped=1, deselected=5)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit import fastpath
 
@@ -119,8 +118,10 @@ def test_load_honours_pure_env(monkeypatch):
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-c", "from deliverykit import fastpath; print(fastpath.have_c(), fastpath.xor_into.__name__)"],
-        env={"DELIVERYKIT_PURE": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True,
+        [sys.executable, "-c",
+         "from deliverykit import fastpath; print(fastpath.have_c(), fastpath.xor_into.__name__)"],
+        env={"DELIVERYKIT_PURE": "1", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
     )
     assert out.stdout.split() == ["False", "py_xor_into"]
     assert importlib.import_module("deliverykit.fastpath").load("nope", len) is len

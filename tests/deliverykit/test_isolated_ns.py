@@ -1,4 +1,5 @@
-"""IsolatedNamespace: a namespace with no route out, and the refusal to start a forwarding role elsewhere."""
+"""IsolatedNamespace: a namespace with no route out, and the refusal to start a forwarding role
+elsewhere."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ SEND_OUT = (
 
 
 def _netns_names() -> set[str]:
-    out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ip", "-j", "netns", "list"],
+                         capture_output=True, text=True, check=True).stdout
     return {entry["name"] for entry in json.loads(out or "[]")}
 
 
@@ -49,12 +51,14 @@ def _sendto_public() -> str:
 def test_fresh_namespace_has_only_loopback_and_no_route_out() -> None:
     with IsolatedNamespace(prefix="isot") as ns:
         ns.assert_no_route_out()
-        routes = json.loads(ns.run(["ip", "-j", "route", "show", "table", "all"], check=True).stdout)
+        shown = ns.run(["ip", "-j", "route", "show", "table", "all"], check=True)
+        routes = json.loads(shown.stdout)
         assert routes and all(r["dev"] == "lo" for r in routes)
         links = json.loads(ns.run(["ip", "-j", "link"], check=True).stdout)
-        assert [l["ifname"] for l in links if "UP" in l["flags"]] == ["lo"]
+        assert [link["ifname"] for link in links if "UP" in link["flags"]] == ["lo"]
         before = ns.ip_counters()["OutNoRoutes"]
-        proc = start_forwarding_role(ns, [sys.executable, "-c", SEND_OUT], stdout=subprocess.PIPE, text=True)
+        proc = start_forwarding_role(ns, [sys.executable, "-c", SEND_OUT],
+                                     stdout=subprocess.PIPE, text=True)
         out, _ = proc.communicate(timeout=30)
         assert out.strip() == "ENETUNREACH"
         assert spawn_forwarding_role(ns, _sendto_public).result(timeout=30) == "ENETUNREACH"
@@ -87,7 +91,8 @@ def test_namespace_with_veth_and_default_route_is_refused() -> None:
 
 def test_down_extra_interface_or_catch_all_route_is_refused() -> None:
     with IsolatedNamespace(prefix="isot") as ns:
-        ns.run(["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"], check=True)  # down, no address
+        # down, no address
+        ns.run(["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"], check=True)
         with pytest.raises(NotIsolatedError, match="interface d0"):
             ns.assert_no_route_out()
     with IsolatedNamespace(prefix="isot") as ns:

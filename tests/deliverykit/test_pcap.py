@@ -13,8 +13,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt
 from scapy.layers.l2 import CookedLinux, Dot1Q, Ether
@@ -34,7 +33,8 @@ def _scapy_udp(path):
 
 
 def _ours_udp(path):
-    return [(f.src, f.dst, f.sport, f.dport, f.payload) for f in Reader(path) if f.sport is not None]
+    return [(f.src, f.dst, f.sport, f.dport, f.payload)
+            for f in Reader(path) if f.sport is not None]
 
 
 def _packets():
@@ -42,10 +42,14 @@ def _packets():
     pk = []
     for i in range(30):
         data = rng.randbytes(rng.randrange(0, 1400))
-        pk.append(Ether() / IP(src=f"10.0.0.{i % 250 + 1}", dst="239.1.2.3") / UDP(sport=1000 + i, dport=4341) / data)
-        pk.append(Ether() / Dot1Q(vlan=5) / IP(src="10.9.9.9", dst="10.0.0.1") / UDP(sport=5, dport=6) / data)
-        pk.append(Ether() / IPv6(src="2001:db8::1", dst="ff0e::1") / IPv6ExtHdrDestOpt() / UDP(sport=7, dport=8) / data)
-        pk.append(CookedLinux() / IP(src="127.0.0.1", dst="127.0.0.2") / UDP(sport=9, dport=10) / data)
+        pk.append(Ether() / IP(src=f"10.0.0.{i % 250 + 1}", dst="239.1.2.3")
+                  / UDP(sport=1000 + i, dport=4341) / data)
+        pk.append(Ether() / Dot1Q(vlan=5) / IP(src="10.9.9.9", dst="10.0.0.1")
+                  / UDP(sport=5, dport=6) / data)
+        pk.append(Ether() / IPv6(src="2001:db8::1", dst="ff0e::1") / IPv6ExtHdrDestOpt()
+                  / UDP(sport=7, dport=8) / data)
+        pk.append(CookedLinux() / IP(src="127.0.0.1", dst="127.0.0.2")
+                  / UDP(sport=9, dport=10) / data)
     return pk
 
 
@@ -101,9 +105,12 @@ def test_truncated_files_never_raise_beyond_pcaperror(tmp_path):
             assert r.stats["file_truncated"] == 1 or len(frames) < 32
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prefix=st.sampled_from([b"", bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"),
-                               bytes.fromhex("0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000")]),
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=st.sampled_from([
+           b"",
+           bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"),
+           bytes.fromhex("0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000")]),
        body=st.binary(max_size=600))
 def test_fuzzed_captures_give_frames_or_pcaperror(tmp_path, prefix, body):
     p = tmp_path / "fuzz.cap"
@@ -134,7 +141,8 @@ def test_real_loopback_capture(tmp_path, tool):
         ready = "File:"  # "Capturing on" comes before dumpcap really captures
     else:
         iface = "lo" if tool == "tcpdump-lo" else "any"
-        argv = ["tcpdump", "-U", "--immediate-mode", "-Z", "root", "-i", iface, "-w", str(path), f"udp port {port}"]
+        argv = ["tcpdump", "-U", "--immediate-mode", "-Z", "root", "-i", iface, "-w", str(path),
+                f"udp port {port}"]
         ready = "listening on"
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:

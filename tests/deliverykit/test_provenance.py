@@ -20,7 +20,8 @@ def test_commit_of_the_source_tree_from_any_directory(tmp_path):
         pytest.skip("not running from a git checkout")
     want = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
-    code = "import json, deliverykit.provenance as p, vmc; print(json.dumps(p.run_metadata('vmc', n=3)))"
+    code = ("import json, deliverykit.provenance as p, vmc; "
+            "print(json.dumps(p.run_metadata('vmc', n=3)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
     meta = json.loads(out)

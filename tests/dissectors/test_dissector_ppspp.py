@@ -16,8 +16,7 @@ import random
 import socket
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from scapy.layers.inet import UDP
 from scapy.packet import Raw
 from scapy.utils import wrpcap
@@ -30,8 +29,8 @@ from wslua_support import (
     jbytes,
     jint,
     malformed,
-    tshark_json,
     scratch,
+    tshark_json,
     tshark_text,
     wait_packets,
 )
@@ -332,7 +331,8 @@ def test_every_method_hash_and_signature_deterministic():
                                 swarm_id=b"" if empty else b"swarm%d" % k, integrity=1,
                                 hash_func=hf, sig_alg=list(SigAlg)[k % 4], addressing=cam,
                                 discard_window=k,
-                                supported=codec.supported_bitmap(set() if empty else set(range(14))),
+                                supported=codec.supported_bitmap(
+                                    set() if empty else set(range(14))),
                                 chunk_size=sizes[k % 4])
         ctx = context_of(opts)
         dgrams = [(True, 0, [Handshake(k + 1, opts)]),

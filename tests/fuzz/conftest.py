@@ -2,7 +2,8 @@
 
 Every package's ``tests/fuzz/test_fuzz_<pkg>.py`` may import these::
 
-    from .conftest import Mutator, bounded, fuzz_udp, emitted_udp   # in tests/fuzz/test_fuzz_<pkg>.py
+    # in tests/fuzz/test_fuzz_<pkg>.py
+    from .conftest import Mutator, bounded, fuzz_udp, emitted_udp
     # or, inside a fuzz test module, as fixtures: fuzz_seconds, fuzz_rng
 
 * :class:`Mutator` turns seed packets (bytes or scapy packets) into an endless stream of
@@ -154,9 +155,11 @@ def no_name_lookups() -> Iterator[None]:
 
     def numeric(host: Any) -> None:
         try:
-            ipaddress.ip_address(host.decode() if isinstance(host, bytes) else str(host).split("%")[0])
+            text = host.decode() if isinstance(host, bytes) else str(host).split("%")[0]
+            ipaddress.ip_address(text)
         except ValueError:
-            raise socket.gaierror(socket.EAI_NONAME, f"name lookups are off while fuzzing: {host!r}")
+            message = f"name lookups are off while fuzzing: {host!r}"
+            raise socket.gaierror(socket.EAI_NONAME, message) from None
 
     def getaddrinfo(host: Any, *a: Any, **kw: Any) -> Any:
         if host is not None:
@@ -225,7 +228,8 @@ class Mutator:
     seeds: Sequence[Any]
     rng: random.Random
     weights: dict[str, float] = field(default_factory=lambda: {
-        "bits": 3, "truncate": 2, "extend": 1, "random": 1, "set_bytes": 2, "splice": 1, "fields": 4})
+        "bits": 3, "truncate": 2, "extend": 1, "random": 1, "set_bytes": 2, "splice": 1,
+        "fields": 4})
 
     def __post_init__(self) -> None:
         self._raw = [s if isinstance(s, bytes) else bytes(s) for s in self.seeds]
@@ -311,4 +315,5 @@ def emitted_udp(pcap: str | os.PathLike[str], senders: Iterable[str]) -> list[tu
     from deliverykit.pcap import Reader
 
     hosts = set(senders)
-    return [(f.src, f.dst, f.dport or 0) for f in Reader(Path(pcap)) if f.proto == 17 and f.src in hosts]
+    return [(f.src, f.dst, f.dport or 0)
+            for f in Reader(Path(pcap)) if f.proto == 17 and f.src in hosts]

@@ -76,7 +76,8 @@ def _inner_seeds() -> list[bytes]:
            c.build_ip(src, chan, 253, c.encode_cc_payload(7, media))]
     for eid in ("127.90.11.50", "127.90.11.51"):
         hdr = c.encode_cc_header(7, h, A(eid).packed, 6000)
-        out += [c.build_ip(src, chan, 17, c.build_udp(54341, 54341, hdr)), c.build_ip(src, chan, 253, hdr)]
+        out += [c.build_ip(src, chan, 17, c.build_udp(54341, 54341, hdr)),
+                c.build_ip(src, chan, 253, hdr)]
     out.append(c.build_ip(src, A("127.90.11.60").packed, 17, c.build_udp(4000, 6001, b"plain")))
     return out
 
@@ -99,7 +100,8 @@ def _control_seeds() -> list:
         98, (A("8.8.8.8"), A(STRANGER)), (ipaddress.ip_network("127.90.11.0/24"),)))
     rec = c.EidRecord(ipaddress.ip_network(SITE), (c.LocatorRecord(A(ETR)),), 10)
     reply = c.encode_map_reply(c.MapReply(12345, (rec,)))
-    reg = c.sign(c.MapRegister(5, (rec,), 1, 2, want_map_notify=True, proxy_reply=True), b"not-the-key")
+    register = c.MapRegister(5, (rec,), 1, 2, want_map_notify=True, proxy_reply=True)
+    reg = c.sign(register, b"not-the-key")
     ecm = c.ecm_wrap(req, A(ITR).packed, A("127.90.11.5").packed, 4342)
     raw = [req, req_stranger, reply, reg, ecm]
     return raw + [LISPControl(r) for r in raw]
@@ -118,7 +120,8 @@ def _http_garbage(seconds: float, seed: int) -> int:
     """Mutated HTTP requests to the source's subscription service; returns connections made."""
     from .conftest import Mutator
 
-    body = json.dumps({"channel": CHAN, "eid": "127.90.11.99", "port": 9, "corecast": False}).encode()
+    join = {"channel": CHAN, "eid": "127.90.11.99", "port": 9, "corecast": False}
+    body = json.dumps(join).encode()
     good = (b"POST /join HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body)
     m = Mutator([good, b"GET /channels HTTP/1.1\r\nhost: x\r\n\r\n"], random.Random(seed))
@@ -180,14 +183,17 @@ async def _verified_client(chunks: int, timeout: float) -> dict:
         await node.close()
     expect = pattern_media(CHAN)
     bad = [s for s in range(chunks) if not got.get(s) or got[s] != expect(s, len(got[s]))]
-    return {"stats": node.client.stats(), "bad": bad, "extra": sorted(set(got) - set(range(chunks)))}
+    extra = sorted(set(got) - set(range(chunks)))
+    return {"stats": node.client.stats(), "bad": bad, "extra": extra}
 
 
 # ------------------------------------------------------------------ the test
 
 
 @pytest.mark.parametrize("mode", ["itr", "source-as-itr"])
-def test_fuzz_every_corecast_role_while_a_transfer_completes(mode, tmp_path: Path, fuzz_seconds, fuzz_rng):
+def test_fuzz_every_corecast_role_while_a_transfer_completes(
+    mode, tmp_path: Path, fuzz_seconds, fuzz_rng
+):
     as_itr = mode == "source-as-itr"
     seconds = max(1.0, fuzz_seconds) * 2  # every target shares the rounds: ~ FUZZ_SECONDS each
     chunks = max(40, int(seconds / 0.02) + 20)  # streams for longer than the fuzzing
@@ -207,7 +213,8 @@ def test_fuzz_every_corecast_role_while_a_transfer_completes(mode, tmp_path: Pat
 
             popen("mapserver", ["mapserver", "--addr", MS, "--site", f"as1:{SITE}:1:secret"], False)
             popen("etr", ["etr", "--rloc", ETR, "--prefix", SITE, "--cc-range", CC_RANGE,
-                          "--trust-rloc", trusted, "--map-server", MS, "--key-id", "1", "--psk", "secret"],
+                          "--trust-rloc", trusted, "--map-server", MS,
+                          "--key-id", "1", "--psk", "secret"],
                   True)
             src_argv = ["source", "--eid", SRC, "--channel", CHAN, "--chunks", str(chunks),
                         "--bitrate", str(1200 * 8 / 0.02), "--http-port", str(HTTP_PORT),
@@ -216,8 +223,8 @@ def test_fuzz_every_corecast_role_while_a_transfer_completes(mode, tmp_path: Pat
                 popen("source", src_argv + ["--as-itr", "--cc-range", CC_RANGE, "--map-cache",
                                             str(mapcache)], True)
             else:
-                popen("itr", ["itr", "--rloc", ITR, "--inside", f"{ITR}:{INSIDE_PORT}", "--cc-range",
-                              CC_RANGE, "--map-resolver", MS], True)
+                popen("itr", ["itr", "--rloc", ITR, "--inside", f"{ITR}:{INSIDE_PORT}",
+                              "--cc-range", CC_RANGE, "--map-resolver", MS], True)
                 popen("source", src_argv + ["--itr", f"{ITR}:{INSIDE_PORT}"], False)
             base = ns.ip_counters()["OutNoRoutes"]
 
@@ -231,7 +238,8 @@ def test_fuzz_every_corecast_role_while_a_transfer_completes(mode, tmp_path: Pat
             if as_itr:
                 targets.append(Target("source-control", (SRC, 4342), ctl, [STRANGER, MS]))
             else:
-                targets += [Target("itr-inside", (ITR, INSIDE_PORT), _inner_seeds(), [STRANGER, SRC]),
+                targets += [Target("itr-inside", (ITR, INSIDE_PORT), _inner_seeds(),
+                                   [STRANGER, SRC]),
                             Target("itr-control", (ITR, 4342), ctl, [STRANGER, MS])]
             only = os.environ.get("FUZZ_TARGETS")  # e.g. "etr-data,itr-inside" to narrow a finding
             if only:
@@ -276,14 +284,16 @@ def test_fuzz_every_corecast_role_while_a_transfer_completes(mode, tmp_path: Pat
         assert reg["bad_notify"] + reg["requests_refused"] + reg["requests_not_ours"] > 0, reg
     ms = finals["mapserver"]["counters"]
     if "mapserver" in fuzzed:
-        assert ms["malformed"] + ms["unexpected"] + ms["refused_auth"] + ms["refused_itr_rloc"] > 0, ms
+        refused = ms["refused_auth"] + ms["refused_itr_rloc"]
+        assert ms["malformed"] + ms["unexpected"] + refused > 0, ms
     assert finals["source"]["counters"]["chunks"] == chunks
     if as_itr and "source-control" in fuzzed:
         assert finals["source"]["itr"]["drop_malformed"] > 0, finals["source"]["itr"]
     if not as_itr and {"itr-inside", "itr-control"} & fuzzed:
         assert sum(finals["itr"]["drops"].values()) > 0, finals["itr"]
     # nothing emitted outside the configured addresses
-    assert no_routes == 0, f"{no_routes} sends to addresses outside the namespace: {json.dumps(finals)}"
+    assert no_routes == 0, (
+        f"{no_routes} sends to addresses outside the namespace: {json.dumps(finals)}")
     roles = {MS, ETR, SRC, CLIENT} | ({ITR} if not as_itr else set())
     site = ipaddress.ip_network(SITE)
     allowed = roles | {STRANGER, ITR, MS, ETR, SRC}

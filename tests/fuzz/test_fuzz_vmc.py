@@ -47,9 +47,10 @@ MAX_REQUESTS = 3000
 SIDE_PATH, SIDE_SIZE, SIDE_RATE = "/good/side.bin", 3_000_000, 1_000_000
 MARK = re.compile(rb"<(\d+)>")
 
-MODES = ("good", "extra", "short-close", "short-hang", "bad-chunk", "chunk-no-end", "garbage-status",
-         "no-answer", "interim-flood", "early-hints", "cl-and-te", "two-lengths", "no-colon",
-         "close-delimited", "huge-header", "negative-length", "pipeline-garbage")
+MODES = ("good", "extra", "short-close", "short-hang", "bad-chunk", "chunk-no-end",
+         "garbage-status", "no-answer", "interim-flood", "early-hints", "cl-and-te",
+         "two-lengths", "no-colon", "close-delimited", "huge-header", "negative-length",
+         "pipeline-garbage")
 # Not fuzzed: an origin that sends a whole unsolicited response some time *after* a complete one. If
 # the proxy has sent the next request on that connection by then, the unsolicited bytes are, on the
 # wire, that request's answer, and the connection stays one response behind from then on: no
@@ -63,7 +64,8 @@ def _marked(ident: int, n: int) -> bytes:
 
 
 def _side(target: str):
-    """The transfer beside the fuzzer: a correct, paced response (the proxy may share and pool it)."""
+    """The transfer beside the fuzzer: a correct, paced response (the proxy may share and pool
+    it)."""
     path = target.partition("?")[0]
     first, end = 0, SIDE_SIZE
     yield response(200, [("etag", '"side"'), ("last-modified", "Sat, 01 Jan 2000 00:00:00 GMT"),
@@ -77,7 +79,8 @@ def _side(target: str):
 
 
 def misbehave(target: str, hdrs: dict):
-    """The crafted origin: ``/f/<id>?m=<mode>`` commits misbehaviour ``mode``; ``/good/...`` is correct."""
+    """The crafted origin: ``/f/<id>?m=<mode>`` commits misbehaviour ``mode``; ``/good/...`` is
+    correct."""
     if target.startswith("/good/"):
         yield from _side(target)
         return
@@ -99,10 +102,12 @@ def misbehave(target: str, hdrs: dict):
         yield 1.0
         yield CLOSE
     elif mode == "bad-chunk":
-        yield response(200, [("transfer-encoding", "chunked")], b"10\r\n" + body[:16] + b"\r\nzz\r\n", length=-1)
+        yield response(200, [("transfer-encoding", "chunked")],
+                       b"10\r\n" + body[:16] + b"\r\nzz\r\n", length=-1)
         yield CLOSE
     elif mode == "chunk-no-end":
-        yield response(200, [("transfer-encoding", "chunked")], b"20\r\n" + body[:32] + b"\r\n", length=-1)
+        yield response(200, [("transfer-encoding", "chunked")],
+                       b"20\r\n" + body[:32] + b"\r\n", length=-1)
         yield CLOSE
     elif mode == "garbage-status":
         yield b"HTTP/1.1 2x0 Nope\r\n\r\n" + body[:100]
@@ -112,15 +117,18 @@ def misbehave(target: str, hdrs: dict):
     elif mode == "interim-flood":
         yield b"HTTP/1.1 102 Processing\r\n\r\n" * 40 + response(200, [], body)
     elif mode == "early-hints":
-        yield b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n" + response(200, [], body)
+        hints = b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n"
+        yield hints + response(200, [], body)
     elif mode == "cl-and-te":
-        yield response(200, [("transfer-encoding", "chunked")], b"5\r\n" + body[:5] + b"\r\n0\r\n\r\n" + body[:40])
+        yield response(200, [("transfer-encoding", "chunked")],
+                       b"5\r\n" + body[:5] + b"\r\n0\r\n\r\n" + body[:40])
         yield CLOSE
     elif mode == "two-lengths":
         yield response(200, [("content-length", "10")], body[:40])
         yield CLOSE
     elif mode == "no-colon":
-        yield b"HTTP/1.1 200 OK\r\nthis header has no colon\r\ncontent-length: 10\r\n\r\n" + body[:10]
+        yield (b"HTTP/1.1 200 OK\r\nthis header has no colon\r\ncontent-length: 10\r\n\r\n"
+               + body[:10])
     elif mode == "close-delimited":
         yield response(200, [], body, length=-1)
         yield CLOSE
@@ -136,18 +144,20 @@ def misbehave(target: str, hdrs: dict):
 
 
 def request_seeds(target: str) -> list[bytes]:
-    """A valid request for ``target`` and its HTTP-shaped variants (version, framing, folding, bare LF,
-    pipelining): the seeds the shared :class:`Mutator` flips, cuts, extends and splices."""
+    """A valid request for ``target`` and its HTTP-shaped variants (version, framing, folding,
+    bare LF, pipelining): the seeds the shared :class:`Mutator` flips, cuts, extends and splices."""
     base = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{ORIGIN_PORT}\r\n\r\n".encode()
     end = b"\r\n\r\n"
+    versions = (b"HTTP/9.9", b"HTTP/1.0", b"HTTP/0.9", b"HTTP/2", b"HTTX/1.1")
+    head_ends = (b"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello",
+                 b"\r\nContent-Length: -1\r\n\r\n",
+                 b"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                 b"\r\nHost: other\r\n\r\n",
+                 b"\r\nX-A: b\r\n \tfolded\r\n\r\n",
+                 b"\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")
     return [base,
-            *(base.replace(b"HTTP/1.1", v) for v in (b"HTTP/9.9", b"HTTP/1.0", b"HTTP/0.9", b"HTTP/2", b"HTTX/1.1")),
-            *(base.replace(end, v, 1) for v in (b"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello",
-                                                b"\r\nContent-Length: -1\r\n\r\n",
-                                                b"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-                                                b"\r\nHost: other\r\n\r\n",
-                                                b"\r\nX-A: b\r\n \tfolded\r\n\r\n",
-                                                b"\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")),
+            *(base.replace(b"HTTP/1.1", v) for v in versions),
+            *(base.replace(end, v, 1) for v in head_ends),
             base.replace(b"\r\n", b"\n"),
             base + b"GET /f/0?m=good HTTP/1.1\r\nHost: x\r\n\r\n"]
 
@@ -218,16 +228,22 @@ def drive(seed: int, seconds: float) -> dict:
                         key = str(r.status)
                         report["statuses"][key] += 1
                 # A mutated request may name another id (a flipped digit): that one is its own.
-                asked = {ident, 0} | ({int(x) for x in re.findall(rb"/f/(\d+)", data)} if body is not r_body else set())
+                raw = body is not r_body
+                named = {int(x) for x in re.findall(rb"/f/(\d+)", data)} if raw else set()
+                asked = {ident, 0} | named
                 others = {int(x) for x in MARK.findall(body)} - asked
                 if others:
+                    seen = [(o, modes.get(o)) for o in sorted(others)[:5]]
+                    detail = (
+                        "" if raw else f" status {r.status} interim {len(r.interim)} {r.headers}"
+                    )
                     with lock:
-                        report["mixups"].append(f"{target} ({'raw' if body is not r_body else 'h11'}) got bytes of "
-                                                f"{[(o, modes.get(o)) for o in sorted(others)[:5]]}: {body[:200]!r}"
-                                                + (f" status {r.status} interim {len(r.interim)} {r.headers}"
-                                                   if body is r_body else ""))
+                        report["mixups"].append(
+                            f"{target} ({'raw' if raw else 'h11'}) got bytes of {seen}: "
+                            f"{body[:200]!r}{detail}")
 
-        workers = [threading.Thread(target=worker, args=(seed * 100 + i,), daemon=True) for i in range(4)]
+        workers = [threading.Thread(target=worker, args=(seed * 100 + i,), daemon=True)
+                   for i in range(4)]
         for w in workers:
             w.start()
         for w in workers:
@@ -236,7 +252,8 @@ def drive(seed: int, seconds: float) -> dict:
         report["side"] = side
         report["origin_requests"] = len(origin.requests)
         st = fetch(proxy, "/_vmc/status?recent=0", timeout=10)
-        report["status"] = json.loads(st.body) if st.status == 200 else {"error": f"{st.status} {st.error}"}
+        failed = {"error": f"{st.status} {st.error}"}
+        report["status"] = json.loads(st.body) if st.status == 200 else failed
     return report
 
 
@@ -246,9 +263,10 @@ def test_fuzz_live_proxy_in_an_isolated_namespace(tmp_path):
     seed, seconds = fuzz_seed(), max(5.0, fuzz_seconds())
     with IsolatedNamespace(prefix="fzvmc") as ns:
         with open(tmp_path / "proxy.err", "wb") as err, open(os.devnull, "wb") as out:
-            proxy = start_forwarding_role(ns, [sys.executable, "-m", "vmc.conformance.adapter", "proxy",
-                                               "--listen", f"127.0.0.1:{PROXY_PORT}",
-                                               "--upstream", f"127.0.0.1:{ORIGIN_PORT}"], stdout=out, stderr=err)
+            argv = [sys.executable, "-m", "vmc.conformance.adapter", "proxy",
+                    "--listen", f"127.0.0.1:{PROXY_PORT}",
+                    "--upstream", f"127.0.0.1:{ORIGIN_PORT}"]
+            proxy = start_forwarding_role(ns, argv, stdout=out, stderr=err)
             base = ns.ip_counters()["OutNoRoutes"]  # after the isolation probe, which counts one
             try:
                 report = ns.spawn(drive, seed, seconds).result(timeout=seconds + 180)
@@ -258,15 +276,20 @@ def test_fuzz_live_proxy_in_an_isolated_namespace(tmp_path):
                 proxy.wait(10)
         assert ns.ip_counters()["OutNoRoutes"] == base, "something tried to leave the namespace"
     stderr = (tmp_path / "proxy.err").read_text(errors="replace")
-    print(f"seed {seed}: {report['requests']} requests ({report['raw']} raw), statuses {report['statuses']}, "
-          f"origin saw {report['origin_requests']}; refused {report['status'].get('refused')}")
+    print(f"seed {seed}: {report['requests']} requests ({report['raw']} raw), "
+          f"statuses {report['statuses']}, origin saw {report['origin_requests']}; "
+          f"refused {report['status'].get('refused')}")
     assert alive, f"seed {seed}: the proxy died: {stderr[-2000:]}"
     assert "Traceback" not in stderr, f"seed {seed}: {stderr[-2000:]}"
-    assert not report["mixups"], f"seed {seed}: one client got another's response: {report['mixups'][:5]}"
+    assert not report["mixups"], (
+        f"seed {seed}: one client got another's response: {report['mixups'][:5]}")
     assert report["side"].get("ok"), f"seed {seed}: the side transfer: {report['side']}"
     st = report["status"]
     refused = st["refused"]
-    assert refused.get("malformed", 0) > 0, refused          # mutated requests are counted as such
-    assert sum(v for k, v in refused.items() if k.startswith("upstream-")) > 0, refused  # so are bad origins
-    assert st.get("upstream_connections_dirty", 0) > 0, st   # and connections never reused after extra bytes
+    # mutated requests are counted as such
+    assert refused.get("malformed", 0) > 0, refused
+    # so are bad origins
+    assert sum(v for k, v in refused.items() if k.startswith("upstream-")) > 0, refused
+    # and connections never reused after extra bytes
+    assert st.get("upstream_connections_dirty", 0) > 0, st
     assert report["statuses"].get("200", 0) > 0

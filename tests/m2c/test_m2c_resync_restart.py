@@ -71,7 +71,8 @@ def test_reanchor_window_is_half_the_slot_watch_at_most():
         # plausible packet: the re-sync still comes first, with room to spare
         assert tsd + rx.reanchor_after < watch
     assert ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=1.0, k=2)).reanchor_after == 4.0
-    assert ReceiverCC(WaveSchedule(10.0, 1000.0, tsd=6.0, k=2), slot_timeout=8.0).reanchor_after == 1.0
+    long_tsd = WaveSchedule(10.0, 1000.0, tsd=6.0, k=2)
+    assert ReceiverCC(long_tsd, slot_timeout=8.0).reanchor_after == 1.0
 
 
 def test_one_forged_far_packet_still_does_not_resync():

@@ -1,7 +1,8 @@
 """Experiment front ends (review 2, finding 7; fig5 help): the heterogeneous run
 sizes its symbol for the FEC scheme it uses, prints null for metrics a failed
-receiver did not produce (JSON rows: the README promises null), and both experiments offer every rate controller of
-``CONTROLLERS`` (``webrc-rfc`` included) with help texts that carry units."""
+receiver did not produce (JSON rows: the README promises null), and both experiments
+offer every rate controller of ``CONTROLLERS`` (``webrc-rfc`` included) with help
+texts that carry units."""
 
 from __future__ import annotations
 

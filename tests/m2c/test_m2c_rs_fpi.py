@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from m2c.fec import payload_id as fpi
-from m2c.fec import rs
+from m2c.fec import payload_id as fpi, rs
 from m2c.fec.errors import DecodeError, FECError
 from m2c.fec.partition import n_for_block, partition
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 64), st.integers(0, 64), st.integers(1, 40), st.randoms(use_true_random=False))
+@given(st.integers(1, 64), st.integers(0, 64), st.integers(1, 40),
+       st.randoms(use_true_random=False))
 def test_rs_decodes_from_any_k(k, extra, E, rnd):
     p = rs.RSParams(k, min(256, k + extra), E)
     src = rnd.randbytes(k * E)

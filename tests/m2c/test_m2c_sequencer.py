@@ -6,8 +6,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from m2c.core.groups import StepSchedule, WaveSchedule, make_schedule
 from m2c.core.scheduler import (
@@ -56,7 +55,8 @@ def test_levels_shift_down_by_k_each_slot_and_base_never_quiescent(cls):
             else:
                 assert s.level_of_channel(ch, t + 2.0) is None  # quiescent: leave by waiting
         # new waves start at the K highest levels
-        started = {s.channel_of_level(lvl, t + 2.0) for lvl in range(s.levels - s.k + 1, s.levels + 1)}
+        top_k = range(s.levels - s.k + 1, s.levels + 1)
+        started = {s.channel_of_level(lvl, t + 2.0) for lvl in top_k}
         assert all(s.level_of_channel(c, t) is None for c in started)
 
 
@@ -223,7 +223,13 @@ def test_windowed_carousel_bounds_memory_and_still_completes(drop):
     over several carousel turns (paper 8: the memory limit)."""
     import hashlib
 
-    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
+    from m2c.core.filetx import (
+        FileReceiver,
+        FileSender,
+        RateLadder,
+        SessionDescription,
+        default_fec,
+    )
     from m2c.wire import codec
 
     data = random.Random(5).randbytes(300_000)
@@ -276,7 +282,13 @@ def test_bursty_loss_duplicates_and_reordering(scheme):
     duplicates are not counted as losses and the loss estimate is close."""
     import hashlib
 
-    from m2c.core.filetx import FileReceiver, FileSender, SessionDescription, RateLadder, default_fec
+    from m2c.core.filetx import (
+        FileReceiver,
+        FileSender,
+        RateLadder,
+        SessionDescription,
+        default_fec,
+    )
     from m2c.core.receiver_cc import LossTracker
     from m2c.wire import codec
 

@@ -11,10 +11,16 @@ import json
 import os
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from m2c.core.filetx import FileReceiver, FileSender, FecScheme, RateLadder, SessionDescription, default_fec
+from m2c.core.filetx import (
+    FecScheme,
+    FileReceiver,
+    FileSender,
+    RateLadder,
+    SessionDescription,
+    default_fec,
+)
 from m2c.core.groups import WaveSchedule
 from m2c.fec.payload_id import ZFEC_INSTANCE_ID
 from m2c.wire import codec
@@ -124,7 +130,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
 
 
 @settings(max_examples=300, deadline=None)
-@given(source=JSON | st.ip_addresses(v=4).map(str), instance=JSON, scheme=st.sampled_from(["ldpc", "rs"]))
+@given(source=JSON | st.ip_addresses(v=4).map(str), instance=JSON,
+       scheme=st.sampled_from(["ldpc", "rs"]))
 def test_new_session_fields_fuzzed(source, instance, scheme):
     """Any JSON in ``source`` or ``fec.instance_id``: a description or ValueError."""
     d = json.loads(sd_for(b"x" * 500, scheme).to_json())
