@@ -21,11 +21,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_suite(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict, ET.ElementTree]:
+def run_suite(
+    tmp_path: Path, *args: str, timeout: float = 600
+) -> tuple[subprocess.CompletedProcess, dict, ET.ElementTree]:
     out, junit = tmp_path / "results.json", tmp_path / "junit.xml"
     cp = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "--conformance-json", str(out), "--junitxml", str(junit),
-         "-p", "no:cacheprovider", "-q", "-rfEs"],
+        [sys.executable, "-m", "pytest", *args, "--conformance-json", str(out),
+         "--junitxml", str(junit), "-p", "no:cacheprovider", "-q", "-rfEs"],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert out.exists(), cp.stdout[-3000:] + cp.stderr[-3000:]
     return cp, json.loads(out.read_text()), ET.parse(junit)
@@ -72,9 +74,10 @@ MUTANT = textwrap.dedent('''
 def test_fec_suite_catches_a_broken_implementation(tmp_path):
     script = tmp_path / "mutant.py"
     script.write_text(MUTANT)
-    cp, res, junit = run_suite(tmp_path, "--conformance", "fec", "--impl-cmd", f"{sys.executable} {script}",
-                               "--impl-protocol", "fec", "--impl-name", "mutant",
-                               "-k", "repair_symbols_bit_identical or too_few or rs_any or rs_repair or symbol_groups")
+    cases = "repair_symbols_bit_identical or too_few or rs_any or rs_repair or symbol_groups"
+    cp, res, junit = run_suite(tmp_path, "--conformance", "fec",
+                               "--impl-cmd", f"{sys.executable} {script}",
+                               "--impl-protocol", "fec", "--impl-name", "mutant", "-k", cases)
     by = {}
     for r in res["results"]:
         by.setdefault(r["case"].split("::")[1].split("[")[0], set()).add(r["result"])
@@ -107,12 +110,13 @@ def test_http_proxy_suite_passes_on_ours(tmp_path):
     # VMC is a sharing proxy: the late joiner is served from the live stream (a finding, recorded)
     assert _findings(junit, "late_joiner")["ours-http-proxy"].startswith("shares")
     assert _findings(junit, "cookie_request")["ours-http-proxy"] == "not shared"  # vmc.core.policy
-    # the safety cases (issue 13 items 5-8, 17): ours shares the fresh response and says how old it is,
-    # names a silent origin as such, and writes reason phrases of its own
+    # the safety cases (issue 13 items 5-8, 17): ours shares the fresh response and says how old
+    # it is, names a silent origin as such, and writes reason phrases of its own
     assert int(_findings(junit, "age")["ours-http-proxy"]) >= 8
     assert _findings(junit, "silent_origin")["ours-http-proxy"] == "502 502 upstream-closed"
     assert _findings(junit, "reason_phrase")["ours-http-proxy"] == "OK"
-    assert _findings(junit, "http_9_9")["ours-http-proxy"].startswith("HTTP/1.1 505 HTTP Version Not Supported")
+    assert _findings(junit, "http_9_9")["ours-http-proxy"].startswith(
+        "HTTP/1.1 505 HTTP Version Not Supported")
 
 
 @pytest.mark.slow
@@ -127,16 +131,18 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     """
     cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy",
                                "--impl", "nginx-plain", "--impl", "nginx-cache-lock",
-                               # the vector sets once, on nginx-plain (CI time); the slow-loris flood
-                               # outgrows the wrapper's worker_connections (256), so how nginx fares
-                               # depends on timing there: measured by hand (docs/security/vmc-proxy.md)
+                               # the vector sets once, on nginx-plain (CI time); the slow-loris
+                               # flood outgrows the wrapper's worker_connections (256), so how
+                               # nginx fares depends on timing there: measured by hand
+                               # (docs/security/vmc-proxy.md)
                                "-k", "not (_vector and cache) and not slow_loris")
     failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"])
               for r in res["results"] if r["result"] != "pass"}
     assert failed == {
         ("test_authorization_requests_each_reach_the_origin", "nginx-cache-lock"),
-        # the safety cases: nginx relays a garbage status line as an HTTP/0.9 body, takes a 103 for the
-        # final response, and its cache serves a shared answer without Age (RFC 9111 sec. 4)
+        # the safety cases: nginx relays a garbage status line as an HTTP/0.9 body, takes a 103
+        # for the final response, and its cache serves a shared answer without Age
+        # (RFC 9111 sec. 4)
         ("test_garbage_status_line_is_a_clean_error", "nginx-plain"),
         ("test_garbage_status_line_is_a_clean_error", "nginx-cache-lock"),
         ("test_interim_103_is_forwarded", "nginx-plain"),
@@ -146,28 +152,33 @@ def test_http_proxy_suite_against_nginx(tmp_path):
     late = _findings(junit, "late_joiner")
     assert late["nginx-plain"].startswith("refetches")
     assert late["nginx-cache-lock"].startswith("waits")
-    assert _findings(junit, "cookie_request") == {"nginx-plain": "not shared", "nginx-cache-lock": "shared"}
+    assert _findings(junit, "cookie_request") == {"nginx-plain": "not shared",
+                                                  "nginx-cache-lock": "shared"}
 
 
 @pytest.mark.slow
 @pytest.mark.tool("curl", "varnishd", "squid")
 def test_http_proxy_findings_on_varnish_and_squid(tmp_path):
-    """Two cases against Varnish and Squid through the registry's example wrappers (the in-flight range
-    case and the late-joiner finding): whatever the
+    """Two cases against Varnish and Squid through the registry's example wrappers (the in-flight
+    range case and the late-joiner finding): whatever the
     verdict (a proxy failing a case is a finding, see docs/conformance.md), the JSON report holds
     one row per case and proxy, the findings the cases recorded, and why a failure failed."""
-    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl", "varnish", "--impl", "squid-collapsed",
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy",
+                           "--impl", "varnish", "--impl", "squid-collapsed",
                            "-k", "test_range_on_an_in_flight_object or late_joiner")
-    rows = {(r["case"].split("::")[1].split("[")[0], r["implementation"]): r for r in res["results"]}
+    rows = {(r["case"].split("::")[1].split("[")[0], r["implementation"]): r
+            for r in res["results"]}
     cases = ("test_range_on_an_in_flight_object", "test_late_joiner_semantics_finding")
-    assert set(rows) == {(c, i) for c in cases for i in ("varnish", "squid-collapsed")}, cp.stdout[-3000:]
+    assert set(rows) == {(c, i) for c in cases for i in ("varnish", "squid-collapsed")}, (
+        cp.stdout[-3000:])
     for (case, name), row in rows.items():
         assert row["result"] in ("pass", "fail"), f"{case} on {name} did not run: {row}"
         props = row.get("properties", {})
         if case == "test_range_on_an_in_flight_object":
             assert "ranges_ignored" in props, row  # recorded before the verdict
             if row["result"] == "fail":
-                assert props.get("range_problems") and row["message"].startswith("AssertionError: bytes="), row
+                assert props.get("range_problems"), row
+                assert row["message"].startswith("AssertionError: bytes="), row
         elif row["result"] == "pass":
             assert props["late_joiner"].startswith(("waits", "shares", "refetches")), row
         else:
@@ -178,17 +189,20 @@ def test_http_proxy_findings_on_varnish_and_squid(tmp_path):
 @pytest.mark.slow
 @pytest.mark.tool("varnishd", "squid")
 def test_http_proxy_safety_cases_on_varnish_and_squid(tmp_path):
-    """The safety cases (issue 13 items 5-8, 17) on Varnish and Squid: neither hands one client another's
-    response, shares a response that must be revalidated, or lets a slow-loris flood shut new clients
-    out. Varnish answers an origin's 103 with 503 (it does not forward 1xx); Squid relays a garbage
-    status line as an HTTP/0.9 body. Exactly those fail."""
+    """The safety cases (issue 13 items 5-8, 17) on Varnish and Squid: neither hands one client
+    another's response, shares a response that must be revalidated, or lets a slow-loris flood
+    shut new clients out. Varnish answers an origin's 103 with 503 (it does not forward 1xx);
+    Squid relays a garbage status line as an HTTP/0.9 body. Exactly those fail."""
     cp, res, junit = run_suite(tmp_path, "--conformance", "http-proxy", "--impl", "varnish",
                                "--impl", "squid-collapsed", "-k", "safety")
     results = res["results"]
-    assert len(results) == 2 * 13 and {r["result"] for r in results} <= {"pass", "fail"}, cp.stdout[-3000:]
-    failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"]) for r in results if r["result"] == "fail"}
+    assert len(results) == 2 * 13, cp.stdout[-3000:]
+    assert {r["result"] for r in results} <= {"pass", "fail"}, cp.stdout[-3000:]
+    failed = {(r["case"].split("::")[1].split("[")[0], r["implementation"])
+              for r in results if r["result"] == "fail"}
     assert failed == {("test_interim_103_is_forwarded", "varnish"),
-                      ("test_garbage_status_line_is_a_clean_error", "squid-collapsed")}, cp.stdout[-3000:]
+                      ("test_garbage_status_line_is_a_clean_error", "squid-collapsed")}, (
+        cp.stdout[-3000:])
     assert _findings(junit, "age")["varnish"] != "none"
 
 
@@ -198,7 +212,8 @@ UNSAFE_PROXY = textwrap.dedent('''
     from vmc.aio import proxy, upstream
     from vmc.core import policy
 
-    upstream._buffered = lambda reader, conn: 0        # item 5: reuse a connection with bytes left behind
+    # item 5: reuse a connection with bytes left behind
+    upstream._buffered = lambda reader, conn: 0
     _verdict = policy.response_verdict
     def lax(status, headers, now=None):                # item 6: share what must be revalidated
         v = _verdict(status, headers, now)
@@ -216,13 +231,15 @@ UNSAFE_PROXY = textwrap.dedent('''
 
 @pytest.mark.slow
 def test_http_proxy_safety_cases_catch_an_unsafe_proxy(tmp_path):
-    """The safety cases fail on our proxy with the desync, the must-revalidate sharing and the 1xx drop
-    put back, for exactly those cases, and pass the rest."""
+    """The safety cases fail on our proxy with the desync, the must-revalidate sharing and the
+    1xx drop put back, for exactly those cases, and pass the rest."""
     script = tmp_path / "unsafe.py"
     script.write_text(UNSAFE_PROXY)
-    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl-cmd", f"{sys.executable} {script}",
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy",
+                           "--impl-cmd", f"{sys.executable} {script}",
                            "--impl-protocol", "http-proxy", "--impl-name", "unsafe", "-k", "safety")
-    failed = {r["case"].split("::")[1].split("[")[0] for r in res["results"] if r["result"] == "fail"}
+    failed = {r["case"].split("::")[1].split("[")[0]
+              for r in res["results"] if r["result"] == "fail"}
     assert failed == {"test_bytes_past_content_length_never_reach_another_client",
                       "test_response_that_must_be_revalidated_is_not_shared",
                       "test_interim_103_is_forwarded"}, cp.stdout[-3000:]
@@ -247,7 +264,8 @@ TRUNCATING_PROXY = textwrap.dedent('''
                     return
                 data += more
             head = data.split(b"\\r\\n\\r\\n", 1)[0].split(b"\\r\\n")
-            lines = [head[0]] + [h for h in head[1:] if not h.lower().startswith((b"connection:", b"host:"))]
+            hop = (b"connection:", b"host:")
+            lines = [head[0]] + [h for h in head[1:] if not h.lower().startswith(hop)]
             lines += [b"Host: " + up[0].encode() + b":" + up[1].encode(), b"Connection: close"]
             with socket.create_connection((up[0], int(up[1]))) as u:
                 u.sendall(b"\\r\\n".join(lines) + b"\\r\\n\\r\\n")
@@ -259,9 +277,11 @@ TRUNCATING_PROXY = textwrap.dedent('''
                     resp += more
                 rhead, rest = resp.split(b"\\r\\n\\r\\n", 1)
                 rl = rhead.split(b"\\r\\n")
-                keep = [rl[0]] + [h for h in rl[1:] if not h.lower().startswith((b"content-length:", b"connection:"))]
+                framing = (b"content-length:", b"connection:")
+                keep = [rl[0]] + [h for h in rl[1:] if not h.lower().startswith(framing)]
                 c.sendall(b"\\r\\n".join(keep + [b"Connection: close"]) + b"\\r\\n\\r\\n" + rest)
-                cl = [int(h.split(b":")[1]) for h in rl[1:] if h.lower().startswith(b"content-length:")]
+                cl = [int(h.split(b":")[1])
+                      for h in rl[1:] if h.lower().startswith(b"content-length:")]
                 left = (cl[0] if cl else 1 << 62) - len(rest)
                 while left > 0:
                     try:
@@ -287,11 +307,12 @@ TRUNCATING_PROXY = textwrap.dedent('''
 @pytest.mark.slow
 @pytest.mark.tool("curl")
 def test_http_proxy_suite_catches_a_truncating_proxy(tmp_path):
-    """A proxy that turns a cut response into a close-delimited "complete" 200 fails both death cases;
-    one that forwards request heads as they are fails the CL.TE smuggling vector."""
+    """A proxy that turns a cut response into a close-delimited "complete" 200 fails both death
+    cases; one that forwards request heads as they are fails the CL.TE smuggling vector."""
     script = tmp_path / "truncating_proxy.py"
     script.write_text(TRUNCATING_PROXY)
-    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy", "--impl-cmd", f"{sys.executable} {script}",
+    cp, res, _ = run_suite(tmp_path, "--conformance", "http-proxy",
+                           "--impl-cmd", f"{sys.executable} {script}",
                            "--impl-protocol", "http-proxy", "--impl-name", "truncating",
                            "-k", "origin_death or forwards or smuggling_vector and cl-te")
     by = {r["case"].split("::")[1].split("[")[0]: r["result"] for r in res["results"]}
@@ -299,7 +320,8 @@ def test_http_proxy_suite_catches_a_truncating_proxy(tmp_path):
                   "test_origin_death_is_never_a_complete_200": "fail",
                   "test_origin_death_seen_by_curl": "fail",
                   "test_smuggling_vector": "fail"}, cp.stdout[-3000:]
-    # it passes Content-Length and Transfer-Encoding on together: the request smuggling vector catches it
+    # it passes Content-Length and Transfer-Encoding on together: the request smuggling vector
+    # catches it
     smuggling = next(r for r in res["results"] if "smuggling_vector" in r["case"])
     assert "both Content-Length and Transfer-Encoding" in smuggling["message"], smuggling
 
@@ -309,8 +331,9 @@ def test_ppspp_suite_passes_on_ours(tmp_path):
     cp, res, junit = run_suite(tmp_path, "--conformance", "ppspp", "--impl", "ours-ppspp")
     _assert_all_pass(cp, res)
     cases = {r["case"].split("::")[1].split("[")[0] for r in res["results"]}
-    assert {"test_download_from_our_seeder", "test_seed_to_our_leecher", "test_refuses_unsupported_versions",
-            "test_corrupt_chunks_are_rejected_and_refetched", "test_wrong_uncle_hashes_are_not_trusted",
+    assert {"test_download_from_our_seeder", "test_seed_to_our_leecher",
+            "test_refuses_unsupported_versions", "test_corrupt_chunks_are_rejected_and_refetched",
+            "test_wrong_uncle_hashes_are_not_trusted",
             "test_choke_stops_requests_until_unchoke"} <= cases
     assert "ours-ppspp" in _findings(junit, "after_cancel")
 
@@ -325,12 +348,14 @@ def test_lisp_suite_passes_on_ours(tmp_path):
 
 @pytest.mark.slow
 def test_unclaimed_roles_are_unsupported(tmp_path):
-    """A registry entry claiming only some roles: the other roles' cases are unsupported, not failures."""
+    """A registry entry claiming only some roles: the other roles' cases are unsupported, not
+    failures."""
     reg = tmp_path / "reg.json"
     reg.write_text(json.dumps({"implementations": [
         {"name": "ms-only", "protocol": "lisp", "roles": ["mapserver"],
          "command": "{python} -m corecast.conformance.adapter"}]}))
-    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp", "--impl-registry", str(reg), "--impl", "ms-only")
+    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp", "--impl-registry", str(reg),
+                           "--impl", "ms-only")
     by = {r["case"].split("::")[1].split("[")[0]: r["result"] for r in res["results"]}
     assert by["test_etr_map_register_is_authenticated"] == "unsupported"
     assert by["test_authenticated_register_then_map_reply"] == "pass"
@@ -364,11 +389,14 @@ LAX_MAPSERVER = textwrap.dedent('''
 def test_ppspp_suite_catches_a_peer_that_does_not_verify(tmp_path):
     script = tmp_path / "no_verify.py"
     script.write_text(NO_VERIFY_PEER)
-    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp", "--impl-cmd", f"{sys.executable} {script}",
-                           "--impl-protocol", "ppspp", "--impl-roles", "leecher", "--impl-name", "no-verify",
+    cp, res, _ = run_suite(tmp_path, "--conformance", "ppspp",
+                           "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "ppspp", "--impl-roles", "leecher",
+                           "--impl-name", "no-verify",
                            "-k", "corrupt or uncle or download_from_our_seeder and chunk32")
     by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
-    assert by["test_corrupt_chunks_are_rejected_and_refetched[no-verify]"] == "fail", cp.stdout[-3000:]
+    assert by["test_corrupt_chunks_are_rejected_and_refetched[no-verify]"] == "fail", (
+        cp.stdout[-3000:])
     assert by["test_always_corrupt_peer_never_gives_a_complete_file[no-verify]"] == "fail"
     assert by["test_wrong_uncle_hashes_are_not_trusted[no-verify]"] == "fail"
     assert by["test_download_from_our_seeder[no-verify-chunk32]"] == "pass"
@@ -413,7 +441,8 @@ BROKEN_LIVE_PEER = textwrap.dedent('''
 
 @pytest.mark.slow
 def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
-    """The live and PEX cases fail on a peer with exactly the faults they are about, for that reason."""
+    """The live and PEX cases fail on a peer with exactly the faults they are about, for that
+    reason."""
     script = tmp_path / "broken_live.py"
     script.write_text(BROKEN_LIVE_PEER)
     roles = ["seeder", "leecher", "live-source", "live-viewer"]
@@ -421,12 +450,14 @@ def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
     reg.write_text(json.dumps({"implementations": [
         {"name": n, "protocol": "ppspp", "roles": roles, "command": f"{sys.executable} {script}",
          "env": {"MUTANT": n}} for n in ("lax", "badsig")]}))
-    # each fault against the cases about it (the passing baseline is test_ppspp_suite_passes_on_ours)
+    # each fault against the cases about it
+    # (the passing baseline is test_ppspp_suite_passes_on_ours)
     by, msg = {}, {}
-    for name, cases in (("lax", "no_pex_res or live_signed or live_viewer"), ("badsig", "live_stream or live_signed")):
+    for name, cases in (("lax", "no_pex_res or live_signed or live_viewer"),
+                        ("badsig", "live_stream or live_signed")):
         (tmp_path / name).mkdir()
-        cp, res, _ = run_suite(tmp_path / name, "--conformance", "ppspp", "--impl-registry", str(reg),
-                               "--impl", name, "-k", cases)
+        cp, res, _ = run_suite(tmp_path / name, "--conformance", "ppspp",
+                               "--impl-registry", str(reg), "--impl", name, "-k", cases)
         by.update({r["case"].split("::")[1]: r["result"] for r in res["results"]})
         msg.update({r["case"].split("::")[1]: r.get("message", "") for r in res["results"]})
     assert by == {
@@ -443,7 +474,8 @@ def test_ppspp_live_and_pex_cases_catch_broken_peers(tmp_path):
 
 
 FAKE_LIBSWIFT = textwrap.dedent('''
-    """A stand-in for the libswift binary: its command line and output (Root hash: line, ./ROOT), our peer behind it."""
+    """A stand-in for the libswift binary: its command line and output (Root hash: line,
+    ./ROOT), our peer behind it."""
     import signal, subprocess, sys
     a = sys.argv[1:]
     opt = {a[i]: a[i + 1] for i in range(0, len(a) - 1, 2)}
@@ -451,28 +483,33 @@ FAKE_LIBSWIFT = textwrap.dedent('''
     tail = ["--chunk-size", opt["-z"], "--profile", "libswift"]
     if "-f" in opt:
         host, port = opt["-l"].rsplit(":", 1)
-        child = subprocess.Popen(py + ["seed", opt["-f"], "--host", host, "--port", port] + tail, stdout=subprocess.PIPE)
+        child = subprocess.Popen(py + ["seed", opt["-f"], "--host", host, "--port", port] + tail,
+                                 stdout=subprocess.PIPE)
         signal.signal(signal.SIGTERM, lambda *_: child.terminate())
         print("Root hash: " + child.stdout.readline().decode().strip(), flush=True)
         sys.exit(child.wait())
     root = opt["-h"]  # libswift saves ./ROOT in its working directory
-    sys.exit(subprocess.run(py + ["download", root, "--peer", opt["-t"], "-o", root, "--host", "127.0.0.1",
-                                  "--timeout", "20", "-q"] + tail).returncode)
+    cp = subprocess.run(py + ["download", root, "--peer", opt["-t"], "-o", root,
+                              "--host", "127.0.0.1", "--timeout", "20", "-q"] + tail)
+    sys.exit(cp.returncode)
 ''')
 
 
 @pytest.mark.slow
 def test_ppspp_cases_in_the_libswift_dialect(tmp_path, monkeypatch):
-    """The ``libswift`` registry entry (its wrapper, its command templates, PPSPP_PROFILE=libswift): with no
-    binary every case is unsupported; with a stand-in binary that runs our peer in its libswift profile
-    (draft-10, SHA-1 trees) behind libswift's command line, the chunk32 cases pass and the other
-    addressing methods are unsupported. libswift itself is not built here (see docs/conformance.md)."""
-    # (the stand-in is a shell script in front of a Python file: the wrapper finds it as $LIBSWIFT_BIN)
+    """The ``libswift`` registry entry (its wrapper, its command templates,
+    PPSPP_PROFILE=libswift): with no binary every case is unsupported; with a stand-in binary
+    that runs our peer in its libswift profile (draft-10, SHA-1 trees) behind libswift's
+    command line, the chunk32 cases pass and the other addressing methods are unsupported.
+    libswift itself is not built here (see docs/conformance.md)."""
+    # (the stand-in is a shell script in front of a Python file: the wrapper finds it as
+    # $LIBSWIFT_BIN)
     from deliverykit.conformance import Unsupported, load_registry
 
     monkeypatch.setenv("LIBSWIFT_BIN", str(tmp_path / "no-such-swift"))
     with pytest.raises(Unsupported):  # what the plugin reports as unsupported
-        load_registry()["libswift"].run("leech", "00" * 20, "127.0.0.1:9", "-o", str(tmp_path / "x"), timeout=30)
+        load_registry()["libswift"].run("leech", "00" * 20, "127.0.0.1:9",
+                                        "-o", str(tmp_path / "x"), timeout=30)
     fake = tmp_path / "swift"
     fake.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'fake_libswift.py'} \"$@\"\n")
     fake.chmod(0o755)
@@ -491,11 +528,13 @@ def test_ppspp_cases_in_the_libswift_dialect(tmp_path, monkeypatch):
 def test_lisp_suite_catches_a_map_server_that_skips_authentication(tmp_path):
     script = tmp_path / "lax.py"
     script.write_text(LAX_MAPSERVER)
-    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp", "--impl-cmd", f"{sys.executable} {script}",
-                           "--impl-protocol", "lisp", "--impl-roles", "mapserver", "--impl-name", "lax",
-                           "-k", "register")
+    cp, res, _ = run_suite(tmp_path, "--conformance", "lisp",
+                           "--impl-cmd", f"{sys.executable} {script}",
+                           "--impl-protocol", "lisp", "--impl-roles", "mapserver",
+                           "--impl-name", "lax", "-k", "register")
     by = {r["case"].split("::")[1]: r["result"] for r in res["results"]}
     for how in ("bad-hmac", "wrong-psk"):
-        assert by[f"test_unauthenticated_register_is_refused[lax-{how}]"] == "fail", cp.stdout[-3000:]
+        assert by[f"test_unauthenticated_register_is_refused[lax-{how}]"] == "fail", (
+            cp.stdout[-3000:])
     assert by["test_authenticated_register_then_map_reply[lax]"] == "pass"
     assert by["test_unauthenticated_register_is_refused[lax-outside-site]"] == "pass"
