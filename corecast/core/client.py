@@ -4,6 +4,13 @@ Chunks are RTP packets (RFC 3550 section 5.1).  Loss follows RFC 3550
 appendix A.3 (expected = highest extended sequence - first + 1); jitter is the
 interarrival jitter estimator of section 6.4.1 / appendix A.8, in RTP clock
 units and milliseconds.
+
+Which chunks arrived is kept in a sliding window over the last ``window``
+extended sequence numbers (the client's buffer, in chunks): a bitmap whose
+bit k says the newest number minus k arrived.  Duplicates and reordering inside
+the window are counted exactly as a set of every number would count them; a
+chunk older than the window is dropped and counted (``too_old``).  The state is
+the same size whatever the stream's length (a set grew ~129 B per chunk).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from corecast.core.source import RTP_CLOCK, RTP_HEADER_LEN
 
 #: rejected senders reported by a :class:`SenderRejected` event (later ones only counted)
 MAX_REJECT_EVENTS = 16
+#: the default sliding window: sequence numbers the client remembers (its buffer, in chunks)
+WINDOW = 4096
 
 
 class ChunkError(ValueError):
@@ -40,11 +49,16 @@ class Client(Outbox):
     reordered: int = 0
     malformed: int = 0
     rejected: int = 0  # datagrams from a sender the client did not join through (not accounted)
+    too_old: int = 0  # chunks from before the window: dropped, not accounted
     first_seq: int | None = None
     max_ext: int = -1
     jitter: float = 0.0
     _last_transit: float | None = None
-    seen: set[int] = field(default_factory=set)
+    #: sequence numbers remembered for duplicate detection (the client's buffer, in chunks)
+    window: int = WINDOW
+    #: bit k set: extended sequence number ``max_ext - k`` arrived (k < window)
+    _seen_bits: int = 0
+    _window_mask: int = field(default=0, repr=False)
     digests: dict[int, builtins.bytes] = field(default_factory=dict)
     first_at: float | None = None
     last_at: float | None = None
@@ -53,6 +67,9 @@ class Client(Outbox):
     _rejected_hosts: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError("the client's window must hold at least one chunk")
+        self._window_mask = (1 << self.window) - 1
         self._init_outbox()
 
     def datagram_received(self, data: builtins.bytes, addr: Address, now: float) -> None:
@@ -98,10 +115,8 @@ class Client(Outbox):
             self.malformed += 1
             return None
         ext = self._extend(seq16)
-        if ext in self.seen:
-            self.duplicates += 1
+        if not self._mark(ext):
             return ext
-        self.seen.add(ext)
         self.received += 1
         self.bytes += len(data)
         if self.first_seq is None or ext < self.first_seq:
@@ -122,6 +137,24 @@ class Client(Outbox):
         self.last_at = now
         return ext
 
+    def _mark(self, ext: int) -> bool:
+        """Record ``ext`` in the window; False (and counted) for a duplicate or a
+        number from before the window."""
+        if self.max_ext < 0 or ext > self.max_ext:
+            shift = ext - self.max_ext if self.max_ext >= 0 else self.window
+            bits = self._seen_bits << shift if shift < self.window else 0
+            self._seen_bits = (bits | 1) & self._window_mask
+            return True
+        k = self.max_ext - ext
+        if k >= self.window:
+            self.too_old += 1
+            return False
+        if self._seen_bits >> k & 1:
+            self.duplicates += 1
+            return False
+        self._seen_bits |= 1 << k
+        return True
+
     def stats(self) -> dict:
         expected = 0 if self.first_seq is None else self.max_ext - self.first_seq + 1
         return {
@@ -133,6 +166,7 @@ class Client(Outbox):
             "reordered": self.reordered,
             "malformed": self.malformed,
             "rejected": self.rejected,
+            "too_old": self.too_old,
             "jitter_ms": round(self.jitter / self.clock * 1000.0, 3),
             "first_seq": self.first_seq,
             "last_seq": None if self.max_ext < 0 else self.max_ext,
