@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from deliverykit.protocol import StreamClose, StreamWrite
+from deliverykit.protocol import StreamWrite
 from vmc.core.events import Fetch
 from vmc.core.http import HttpSharingCore
+from vmc.core.linger import HalfClose
 from vmc.core.reasons import by_name
 
 
@@ -33,5 +34,5 @@ def test_refused_requests_are_answered_counted_and_not_forwarded(
     out = core.to_send(0.0)
     data = b"".join(o.data for o in out if isinstance(o, StreamWrite))
     assert data.startswith(b"HTTP/1.1 %d " % status), data[:60]
-    assert StreamClose(1) in out and not [o for o in out if isinstance(o, Fetch)]
+    assert HalfClose(1) in out and not [o for o in out if isinstance(o, Fetch)]
     assert by_name(core.stats.refused) == {why: 1}

@@ -10,6 +10,7 @@ from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.events import Fetch
 from vmc.core.http import HttpSharingCore
 from vmc.core.key import normalise_uri
+from vmc.core.linger import HalfClose
 from vmc.core.reasons import by_name
 
 
@@ -61,7 +62,7 @@ def test_origin_form_with_no_allowed_host_and_no_default_is_refused_with_403() -
 def test_a_target_that_is_no_uri_gets_400_and_a_close() -> None:
     core = HttpSharingCore(upstreams=["a:81"])
     out = _ask(core, b"http://user@a:81/x")
-    assert _status(out) == 400 and StreamClose(1) in out
+    assert _status(out) == 400 and HalfClose(1) in out
     assert by_name(core.stats.refused).get("bad-target") == 1
 
 

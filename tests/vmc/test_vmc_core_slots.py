@@ -8,6 +8,7 @@ from __future__ import annotations
 from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.events import Fetch
 from vmc.core.http import HttpSharingCore
+from vmc.core.linger import HalfClose
 from vmc.core.reasons import by_name
 from vmc.core.slots import SlotLimits
 
@@ -40,7 +41,7 @@ def test_when_every_slot_is_answering_a_newcomer_gets_503() -> None:
     core.to_send(0.0)
     core.connection_made(2, 0.1)
     out = core.to_send(0.1)
-    assert _writes(out, 2).startswith(b"HTTP/1.1 503 ") and StreamClose(2) in out
+    assert _writes(out, 2).startswith(b"HTTP/1.1 503 ") and HalfClose(2) in out
     assert by_name(core.stats.refused) == {"connection-limit": 1}
 
 
@@ -51,7 +52,7 @@ def test_a_head_that_does_not_complete_gets_408() -> None:
     assert core.get_timer(1.0) == 3.0
     core.handle_timer(3.0)
     out = core.to_send(3.0)
-    assert _writes(out, 1).startswith(b"HTTP/1.1 408 ") and StreamClose(1) in out
+    assert _writes(out, 1).startswith(b"HTTP/1.1 408 ") and HalfClose(1) in out
     assert by_name(core.stats.refused) == {"head-timeout": 1}
 
 

@@ -423,6 +423,40 @@ def test_over_the_limit_is_refused_as_such(aloop):
         assert snap["refused"] == {"connection-limit": 1}, snap["refused"]
 
 
+def _slow_request(addr, pieces: list[bytes], pause: float, timeout: float = 10.0) -> bytes:
+    """Connect, then send ``pieces`` ``pause`` s apart (the first after a pause too), then read
+    until the proxy closes: what a client whose request leaves slowly after connect sees. A reset
+    or broken pipe is raised, never swallowed."""
+    with socket.create_connection(addr, timeout=timeout) as s:
+        for piece in pieces:
+            time.sleep(pause)
+            s.sendall(piece)
+        got = b""
+        while more := s.recv(65536):
+            got += more
+        return got
+
+
+def test_a_refused_client_still_sending_reads_its_503(aloop):
+    """The 503 for a full set of slots is written at connect; a client whose request is still
+    leaving must read it whole, not a reset or a broken pipe (a lingering close: the proxy ends
+    its side, reads and discards the request for a bounded time, then closes)."""
+    def h(target, hdrs):
+        yield from paced(BODY, [("cache-control", "no-store")], pieces=10, pause=0.2)
+
+    with CraftedOrigin(h) as o:
+        p = aloop.proxy(o.authority, max_connections=1)
+        busy = start_fetch(p.address, "/busy", timeout=20)
+        assert busy[2].wait(10)
+        head = b"GET /late HTTP/1.1\r\nhost: x\r\n"
+        got = _slow_request(p.address, [head, b"user-agent: slow\r\n", b"\r\n"], pause=0.3)
+        busy[0].join(20)
+        assert got.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), got[:80]
+        assert got.endswith(b"503 connection-limit\n"), got[-80:]
+        assert busy[1].body == BODY
+        assert aloop.snapshot(p)["refused"] == {"connection-limit": 1}
+
+
 # ------------------------------------------------------------------ item 9: buffer budget
 
 def test_pending_small_objects_do_not_commit_the_buffer_budget(aloop):

@@ -41,6 +41,7 @@ from vmc.aio.spill import DiskStore
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import FileWrite, HttpSharingCore
 from vmc.core.key import split_authority
+from vmc.core.linger import HalfClose
 from vmc.core.machine import (
     CancelFetch,
     Fetch,
@@ -298,7 +299,7 @@ class CorePump:
         self._arm()
 
     def _carry_out(self, out: object) -> None:
-        if isinstance(out, StreamWrite | FileWrite | StreamClose):
+        if isinstance(out, StreamWrite | FileWrite | HalfClose | StreamClose):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.held is not None and not (
                 isinstance(out, StreamClose) and out.abort
@@ -317,6 +318,11 @@ class CorePump:
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 c.transport.write(out.data)
                 c.unreported += len(out.data)
+        elif isinstance(out, HalfClose):
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            if c is not None and c.transport is not None and not c.transport.is_closing():
+                if c.transport.can_write_eof():
+                    c.transport.write_eof()  # FIN once the answer has left; we keep reading
         elif isinstance(out, StreamClose):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.transport is not None:

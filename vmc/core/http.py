@@ -33,6 +33,7 @@ from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.errors import URIError
 from vmc.core.fetchgate import FetchGate
 from vmc.core.key import format_authority, normalise_uri, split_authority
+from vmc.core.linger import HalfClose, Lingering, LingerLimits
 from vmc.core.machine import (
     Abort,
     CancelFetch,
@@ -97,7 +98,7 @@ class _Span:
         return self.count
 
 
-Output = Write | FileWrite | Close | Fetch | CancelFetch
+Output = Write | FileWrite | HalfClose | Close | Fetch | CancelFetch
 
 
 @dataclass(slots=True)
@@ -163,6 +164,7 @@ class HttpSharingCore:
         slots: SlotLimits | None = None,
         max_header_bytes: int = 16384,
         gate: FetchGate | None = None,
+        linger: LingerLimits | None = None,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
@@ -170,7 +172,8 @@ class HttpSharingCore:
         ``status_path``: answer the status JSON there to peers in ``status_allow`` (the driver
         names a connection's peer with :meth:`peer_known`); None: no status endpoint.
         ``gate``: the upstream cap (at most so many fetches out, the rest wait, then 503 +
-        Retry-After); None: no cap."""
+        Retry-After); None: no cap. ``linger``: how long a connection we answered with an
+        error and ended is still read (:mod:`vmc.core.linger`)."""
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
@@ -198,6 +201,8 @@ class HttpSharingCore:
         self.gate = gate or FetchGate()
         #: Broken streams holding their cap slot for their resume: session -> the broken fetch.
         self._held: dict[object, int] = {}
+        #: Connections answered with an error and ended by us, still read until the client ends.
+        self.lingering = Lingering(linger)
         #: The driver's own figures for the status JSON (its disk store, connection pool,
         #: open connections), merged in when set.
         self.status_extra: Callable[[], dict[str, object]] | None = None
@@ -221,7 +226,7 @@ class HttpSharingCore:
                                    b"text/plain\r\ncontent-length: %d\r\nretry-after: %d\r\n"
                                    b"connection: close\r\n\r\n%s"
                                    % (len(body), self.retry_after, body)))
-            self._out.append(Close(conn))
+            self._linger(conn, now)
             return
         self.conns[conn] = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self.max_header_bytes
@@ -238,6 +243,10 @@ class HttpSharingCore:
         self.peers[conn] = host
 
     def data_received(self, conn: Hashable, data: bytes, now: float) -> None:
+        if conn in self.lingering:
+            if self.lingering.received(conn, len(data), now):
+                self._out.append(Close(conn))
+            return
         c = self.conns.get(conn)
         if c is None:
             return
@@ -246,7 +255,7 @@ class HttpSharingCore:
         try:
             c.receive_data(data)
         except h11.RemoteProtocolError as exc:
-            return self._malformed(conn, exc)
+            return self._malformed(conn, exc, now)
         self._next_request(conn, now)
 
     def writable(self, conn: Hashable, n: int, now: float) -> None:
@@ -256,6 +265,7 @@ class HttpSharingCore:
 
     def connection_lost(self, conn: Hashable, now: float) -> None:
         self._forget(conn)
+        self.lingering.forget(conn)
         if conn in self._busy:
             self._busy.discard(conn)
             self.machine.input_received(ClientGone(conn), now)
@@ -282,12 +292,19 @@ class HttpSharingCore:
     def get_timer(self, now: float) -> float | None:
         ds = [
             d
-            for d in (self.machine.get_timer(now), self.slots.deadline(), self.gate.deadline())
+            for d in (
+                self.machine.get_timer(now),
+                self.slots.deadline(),
+                self.gate.deadline(),
+                self.lingering.deadline(),
+            )
             if d is not None
         ]
         return min(ds) if ds else None
 
     def handle_timer(self, now: float) -> None:
+        for conn in self.lingering.expired(now):
+            self._out.append(Close(conn))
         for conn, why in self.slots.expired(now):
             if conn not in self.conns:
                 continue
@@ -297,7 +314,7 @@ class HttpSharingCore:
             else:
                 self.stats.refused[why] += 1
                 self._drop_pending(conn)
-                self._bad(conn, 408)
+                self._bad(conn, 408, now)
                 self.slots.closed(conn)
         self._busy_fetches(self.gate.expired(now), now)
         self.machine.handle_timer(now)
@@ -318,7 +335,7 @@ class HttpSharingCore:
             while isinstance(ev, h11.Data):  # a body: not shared (the machine passes it through)
                 ev = c.next_event()
         except h11.RemoteProtocolError as exc:
-            return self._malformed(conn, exc)
+            return self._malformed(conn, exc, now)
         if isinstance(ev, h11.ConnectionClosed):
             self._out.append(Close(conn))
             return
@@ -328,7 +345,7 @@ class HttpSharingCore:
         refused = self._refusal(ev)
         if refused is not None:
             self.stats.refused[refused[1]] += 1
-            return self._bad(conn, refused[0])
+            return self._bad(conn, refused[0], now)
         headers = tuple((k.lower(), v) for k, v in ev.headers)
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
@@ -337,7 +354,7 @@ class HttpSharingCore:
         uri = self._route(target, None if host is None else host.decode("ascii", "surrogateescape"))
         if uri is Refused.BAD_TARGET:
             self.stats.refused[uri] += 1
-            return self._bad(conn)
+            return self._bad(conn, 400, now)
         if isinstance(uri, Refused):
             return self._refuse(conn, 403, uri, now)
         self._busy.add(conn)
@@ -367,10 +384,10 @@ class HttpSharingCore:
                 if len(p.body) > self.max_request_body:
                     self._drop_pending(conn)
                     self.stats.refused[Refused.BODY_TOO_LARGE] += 1
-                    return self._bad(conn, 413)
+                    return self._bad(conn, 413, now)
         except h11.RemoteProtocolError:
             self._drop_pending(conn)
-            return self._bad(conn)
+            return self._bad(conn, 400, now)
         del self._reading[conn]
         self.slots.busy(conn, now)
         req = Request(conn, p.method, p.uri, p.headers, bytes(p.body))
@@ -391,11 +408,11 @@ class HttpSharingCore:
             return 400, Refused.DUPLICATE_HOST
         return None
 
-    def _malformed(self, conn: Hashable, exc: h11.RemoteProtocolError) -> None:
+    def _malformed(self, conn: Hashable, exc: h11.RemoteProtocolError, now: float) -> None:
         status = exc.error_status_hint or 400
         self.stats.refused[Refused.HEADER_TOO_LARGE if status == 431 else Refused.MALFORMED] += 1
         self._drop_pending(conn)
-        self._bad(conn, status)
+        self._bad(conn, status, now)
 
     def _drop_pending(self, conn: Hashable) -> None:
         self._reading.pop(conn, None)
@@ -643,8 +660,15 @@ class HttpSharingCore:
             self.conns.pop(conn, None)
             self._out.append(Close(conn))
 
-    def _bad(self, conn: Hashable, status: int = 400) -> None:
-        """Answer ``status`` (400: not HTTP or not routable; 501: a request body) and close."""
+    def _linger(self, conn: Hashable, now: float) -> None:
+        """Our answer is written: end our side and read what still comes, then close (a client
+        still sending its request must read the answer, not a reset: :mod:`vmc.core.linger`)."""
+        self._out.append(HalfClose(conn))
+        self.lingering.start(conn, now)
+
+    def _bad(self, conn: Hashable, status: int, now: float) -> None:
+        """Answer ``status`` (400: not HTTP or not routable; 413, 408, 431, 505) and close, by a
+        lingering close (:meth:`_linger`)."""
         c = self.conns.pop(conn, None)
         if c is not None and c.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             try:
@@ -659,4 +683,4 @@ class HttpSharingCore:
                 self._out.append(Write(conn, data))
             except h11.LocalProtocolError:
                 pass
-        self._out.append(Close(conn))
+        self._linger(conn, now)
