@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import ipaddress
 import logging
@@ -37,7 +36,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
@@ -133,11 +132,6 @@ class ReceiveResult:
     """per epoch: (t, level, cumulative rate, target rate, lost, received, ARTT, loss
     events); the last TRACE_LEN epochs"""
 
-    def as_dict(self) -> dict[str, Any]:
-        """The fields by name, ``metrics`` still a :class:`Metrics` (what ``run`` returned
-        before it was typed; ``dataclasses.asdict`` gives plain dicts all the way down)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
                  interface: str = "127.0.0.1", min_rate: float = 20.0,
@@ -225,12 +219,6 @@ class MulticastSender:
                 continue
             self._close_sent += 1
             self._close_bytes += len(wire)
-
-    async def run(self, duration: float | None = None,
-                  stop: asyncio.Event | None = None) -> dict[str, Any]:
-        """:meth:`send`'s result as a dict, for callers written before it was typed
-        (tests/dissectors/test_dissector_m2c.py, m2c/experiments)."""
-        return dataclasses.asdict(await self.send(duration, stop))
 
     async def send(self, duration: float | None = None,
                    stop: asyncio.Event | None = None) -> SendResult:
@@ -386,7 +374,7 @@ class MulticastReceiver:
                 self._join(ev.channel)
             except OSError as exc:
                 if not self._running:
-                    raise  # the base group at the start: run() raises it
+                    raise  # the base group at the start: receive() raises it
                 if self.end is None:
                     self.end = str(exc)
                 self._done.set()
@@ -448,12 +436,6 @@ class MulticastReceiver:
             self.stopped = True
             return False
         raise asyncio.TimeoutError
-
-    async def run(self, timeout: float = 60.0,
-                  stop: asyncio.Event | None = None) -> dict[str, Any]:
-        """:meth:`receive`'s result as a dict (:meth:`ReceiveResult.as_dict`), for callers
-        written before it was typed (m2c/experiments/fig5.py and hetero.py)."""
-        return (await self.receive(timeout, stop)).as_dict()
 
     async def receive(self, timeout: float = 60.0,
                       stop: asyncio.Event | None = None) -> ReceiveResult:

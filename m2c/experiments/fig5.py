@@ -49,11 +49,12 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.outputs import replace_when_done
+from m2c.aio.driver import ReceiveResult
+from m2c.experiments import roles
 from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
 from m2c.wire import codec
@@ -126,25 +127,15 @@ async def _bg_clients(host: str, port: int, duration: float, seed: int) -> int:
     return flows
 
 
-def _m2c_receiver(sd_json: str, out: str, iface: str, timeout: float,
-                  controller: str = "m2c") -> dict:
-    from m2c.aio.driver import MulticastReceiver
-    from m2c.core.filetx import SessionDescription
-
-    sd = SessionDescription.from_json(sd_json)
-    res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
-                      .run(timeout=timeout))
-    res["metrics"] = asdict(res["metrics"])
-    res["trace"] = compact_trace(res["trace"])
-    return res
-
-
-def _m2c_sender(sd_json: str, path: str, duration: float) -> dict:
-    from m2c.aio.driver import MulticastSender
-    from m2c.core.filetx import SessionDescription
-
-    return asyncio.run(MulticastSender(SessionDescription.from_json(sd_json), path)
-                       .run(duration=duration))
+def m2c_rows(results: list[ReceiveResult], controller: str) -> list[dict[str, Any]]:
+    """One M2C_ft row per receiver (1, 2, ...) from the receivers' typed results."""
+    rows = []
+    for i, r in enumerate(results):
+        m = r.metrics
+        rows.append({"flow": "M2C_ft", "controller": controller, "receiver": i + 1,
+                     "ok": r.ok, **{k: getattr(m, k) for k in METRICS},
+                     "loss_events": r.loss_events, "trace": compact_trace(r.trace)})
+    return rows
 
 
 def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
@@ -220,20 +211,14 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                               min_rate=256_000 / 8 / pkt, max_rate=8_000_000 / 8 / pkt,
                               tsd=2.0, k=2, symbol_size=symbol)
             sdj = sd.to_json()
-            snd = tb.spawn(s, _m2c_sender, sdj, src, timeout + 10)
+            snd = tb.spawn(s, roles.send, sdj, src, timeout + 10)
             time.sleep(0.3)
-            tasks = [tb.spawn(h, _m2c_receiver, sdj, os.path.join(d, f"out{i}"), p.a.ip, timeout,
+            tasks = [tb.spawn(h, roles.receive, sdj, os.path.join(d, f"out{i}"), p.a.ip, timeout,
                               controller)
                      for i, (h, p) in enumerate(rs)]
             res = [t.result(timeout=timeout + 20) for t in tasks]
             snd.kill()
-            for i, r in enumerate(res):
-                m = r["metrics"]
-                rows.append({"flow": "M2C_ft", "controller": controller, "receiver": i + 1,
-                             "ok": r["ok"], **{
-                    k: m[k] for k in ("time", "gput", "tput", "loss", "net", "dup", "sym",
-                                      "comp")}, "loss_events": r["loss_events"],
-                    "trace": r["trace"]})
+            rows.extend(m2c_rows(res, controller))
         after = [tb.counters(h, p.a) for h, p in rs]
         # The counters span the whole window (lead-in, joins, competing traffic), which is
         # longer than a receiver's transfer time: divide by the window, not by row["time"].

@@ -24,9 +24,12 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from collections.abc import Sequence
+from typing import Any
 
 from deliverykit import cliutil
+from m2c.aio.driver import ReceiveResult, TraceEntry
+from m2c.experiments import roles
 
 # issue 5's anchors for a 4 MiB file (ideal 8.4 s and 33.6 s)
 ANCHORS = {"UFTP+TFMCC": (33.8, 38.6), "UFTP fixed rate": (8.8, 35.3), "TCP": (8.75, 35.0)}
@@ -46,7 +49,7 @@ def symbol_for(fec: str, pkt: int = 1500) -> int:
     return pkt - packet_overhead(fec)
 
 
-def compact_trace(trace: list) -> list:
+def compact_trace(trace: Sequence[TraceEntry]) -> list[TraceEntry]:
     """The receiver's per-epoch trace, times from its first entry, rounded:
     (t, level, cumulative rate, target rate, lost, received, ARTT, loss events)."""
     t0 = trace[0][0] if trace else 0.0
@@ -54,28 +57,28 @@ def compact_trace(trace: list) -> list:
              ev) for t, lvl, c, tr, lo, rx, artt, ev in trace]
 
 
-def _receiver(sd_json: str, out: str, iface: str, controller: str, timeout: float) -> dict:
-    import asyncio
-
-    from m2c.aio.driver import MulticastReceiver
-    from m2c.core.filetx import SessionDescription
-
-    sd = SessionDescription.from_json(sd_json)
-    res = asyncio.run(MulticastReceiver(sd, out, controller=controller, interface=iface)
-                      .run(timeout=timeout))
-    res["metrics"] = asdict(res["metrics"])
-    res["trace"] = compact_trace(res["trace"])
-    return res
-
-
-def _sender(sd_json: str, path: str, duration: float) -> dict:
-    import asyncio
-
-    from m2c.aio.driver import MulticastSender
-    from m2c.core.filetx import SessionDescription
-
-    return asyncio.run(MulticastSender(SessionDescription.from_json(sd_json), path)
-                       .run(duration=duration))
+def receiver_row(i: int, r: ReceiveResult, bps: int, ide: float, controller: str, pkt: int,
+                 symbol: int) -> dict[str, Any]:
+    """Receiver ``i``'s row: its time against the link-ideal ``ide`` s of its ``bps`` link,
+    the section 7.2 metrics and its trace, from its typed result."""
+    m = r.metrics
+    return {
+        "receiver": f"r{i + 1} behind {bps // 1_000_000} Mb/s", "controller": controller,
+        "ok": r.ok, "time_s": _r(m.time, 2), "ideal_s": round(ide, 2),
+        "time/ideal": _r(m.time / ide, 3),
+        # the issue's ideal (and its anchors) count file bytes only; with our
+        # 1500-byte IP packets carrying `symbol`-byte symbols the wire needs this
+        # long even with no loss, no extra symbol and no climb
+        "ideal_with_headers_s": round(ide * pkt / symbol, 2), "symbol_bytes": symbol,
+        "gput_kbps": _r(m.gput), "tput_kbps": _r(m.tput), "loss_pct": _r(m.loss, 2),
+        "dup_pct": _r(m.dup, 2),
+        # dup's parts: symbols received twice, symbols of already decoded blocks
+        "repeats": m.raw["repeats"], "after_done": m.raw["after_done"],
+        "eliminations": m.raw["eliminations"], "sym_pct": _r(m.sym, 2),
+        "net_pct": _r(m.net, 2), "comp_pct": _r(m.comp, 2),
+        "anchors_4MiB_s": {k: v[i] for k, v in ANCHORS.items()},
+        "trace": compact_trace(r.trace),
+    }
 
 
 def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
@@ -107,32 +110,16 @@ def run(quick: bool = True, controller: str = "m2c", size: int | None = None,
         sdj = sd.to_json()
         ideal = [size * 8 / bps for bps in LINKS_BPS]
         budget = 3 * ideal[1] + 30
-        sender = tb.spawn(s, _sender, sdj, src, budget + 5)
+        sender = tb.spawn(s, roles.send, sdj, src, budget + 5)
         time.sleep(0.5)
-        t1 = tb.spawn(r1, _receiver, sdj, os.path.join(d, "out1"), "10.0.3.11", controller, budget)
-        t2 = tb.spawn(r2, _receiver, sdj, os.path.join(d, "out2"), "10.0.3.12", controller, budget)
+        t1 = tb.spawn(r1, roles.receive, sdj, os.path.join(d, "out1"), "10.0.3.11", budget,
+                      controller)
+        t2 = tb.spawn(r2, roles.receive, sdj, os.path.join(d, "out2"), "10.0.3.12", budget,
+                      controller)
         res = [t1.result(timeout=budget + 20), t2.result(timeout=budget + 20)]
         sender.kill()
         for i, (r, bps, ide) in enumerate(zip(res, LINKS_BPS, ideal, strict=False)):
-            m = r["metrics"]
-            rows.append({
-                "receiver": f"r{i + 1} behind {bps // 1_000_000} Mb/s", "controller": controller,
-                "ok": r["ok"], "time_s": _r(m["time"], 2), "ideal_s": round(ide, 2),
-                "time/ideal": _r(None if m["time"] is None else m["time"] / ide, 3),
-                # the issue's ideal (and its anchors) count file bytes only; with our
-                # 1500-byte IP packets carrying `symbol`-byte symbols the wire needs this
-                # long even with no loss, no extra symbol and no climb
-                "ideal_with_headers_s": round(ide * pkt / symbol, 2), "symbol_bytes": symbol,
-                "gput_kbps": _r(m["gput"]),
-                "tput_kbps": _r(m["tput"]), "loss_pct": _r(m["loss"], 2),
-                "dup_pct": _r(m["dup"], 2),
-                # dup's parts: symbols received twice, symbols of already decoded blocks
-                "repeats": m["raw"].get("repeats"), "after_done": m["raw"].get("after_done"),
-                "eliminations": m["raw"].get("eliminations"), "sym_pct": _r(m["sym"], 2),
-                "net_pct": _r(m["net"], 2), "comp_pct": _r(m["comp"], 2),
-                "anchors_4MiB_s": {k: v[i] for k, v in ANCHORS.items()},
-                "trace": r["trace"],
-            })
+            rows.append(receiver_row(i, r, bps, ide, controller, pkt, symbol))
     return rows
 
 

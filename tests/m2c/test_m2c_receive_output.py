@@ -16,7 +16,6 @@ Real sender and receiver processes on loopback multicast.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import secrets
@@ -196,21 +195,6 @@ async def test_no_packet_at_all_is_named(tmp_path):
     res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0).receive(timeout=20)
     assert not res.ok and res.packets == 0
     assert "no packet of this session arrived in 1 s" in res.end
-
-async def test_run_gives_the_typed_results_as_the_dicts_older_callers_read(tmp_path):
-    """m2c/experiments (fig5, hetero) and tests/dissectors read ``run()``'s dicts until
-    they move to ``receive()`` / ``send()`` (typed: ReceiveResult, SendResult)."""
-    from m2c.aio.driver import ReceiveResult, SendResult
-    from m2c.core.filetx import Metrics
-
-    src, sd = _session(tmp_path)
-    res = await MulticastReceiver(sd, str(tmp_path / "out"), idle_timeout=1.0).run(timeout=20)
-    assert list(res) == [f.name for f in dataclasses.fields(ReceiveResult)]
-    assert isinstance(res["metrics"], Metrics) and not res["ok"] and "no packet" in res["end"]
-    sent = await MulticastSender(sd, src).run(duration=0.3)
-    assert list(sent) == [f.name for f in dataclasses.fields(SendResult)]
-    assert sent["packets"] > 0 and sent["closed"] is True
-
 
 async def test_timeout_names_blocks_and_packets(tmp_path):
     import asyncio

@@ -133,10 +133,10 @@ def test_idle_timeout_covers_a_slow_base_group(tmp_path):
     assert MulticastReceiver(usual, str(tmp_path / "o")).idle_timeout == 10.0
 
 
-async def _send_closing_data(sd, src: str, out: str) -> dict:
+async def _send_closing_data(sd, src: str, out: str) -> ReceiveResult:
     """Every base-group data packet carries A = 1, sent at its due time."""
     rx = MulticastReceiver(sd, out, idle_timeout=3.0)
-    t = asyncio.create_task(rx.run(timeout=15))
+    t = asyncio.create_task(rx.receive(timeout=15))
     await asyncio.sleep(0.2)
     core = FileSender(sd, lambda off, n: open(src, "rb").read()[off:off + n])
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -167,8 +167,8 @@ def test_data_packets_with_close_flag_are_decoded(tmp_path):
     group, port = net()
     sd = make_session(str(src), group=group, port=int(port), min_rate=400, max_rate=1200, k=1)
     res = asyncio.run(_send_closing_data(sd, str(src), str(tmp_path / "o")))
-    assert res["closed"]
-    assert res["ok"], res["end"]
+    assert res.closed
+    assert res.ok, res.end
     assert (tmp_path / "o").read_bytes() == src.read_bytes()
 
 

@@ -46,7 +46,7 @@ def test_bursty_loss_duplicates_reordering_on_the_wire(tmp_path):
 
     from deliverykit.testbed import Netem, Testbed
     from m2c.aio.driver import make_session
-    from m2c.experiments.hetero import _receiver, _sender
+    from m2c.experiments import roles
 
     src = tmp_path / "f.bin"
     src.write_bytes(os.urandom(600_000))
@@ -64,13 +64,12 @@ def test_bursty_loss_duplicates_reordering_on_the_wire(tmp_path):
         sd = make_session(str(src), group="239.198.1.1", port=44000, interface="10.0.7.1",
                           min_rate=30.0, max_rate=600.0, tsd=1.0, k=2, symbol_size=1000)
         sdj = sd.to_json()
-        snd = tb.spawn(s, _sender, sdj, str(src), 60)
+        snd = tb.spawn(s, roles.send, sdj, str(src), 60)
         time.sleep(0.3)
-        res = tb.run(r, _receiver, sdj, str(tmp_path / "out"), "10.0.7.2", "m2c", 50,
+        res = tb.run(r, roles.receive, sdj, str(tmp_path / "out"), "10.0.7.2", 50, "m2c",
                      timeout=70)
         snd.kill()
-    assert res["ok"] and (tmp_path / "out").read_bytes() == src.read_bytes()
-    m = res["metrics"]
-    assert 2.0 < m["loss"] < 25.0
-    assert res["rejected"] == 0 and res["wrong_group"] == 0
-    assert res["duplicates"] > 0  # netem duplicates were seen and ignored
+    assert res.ok and (tmp_path / "out").read_bytes() == src.read_bytes()
+    assert 2.0 < res.metrics.loss < 25.0
+    assert res.rejected == 0 and res.wrong_group == 0
+    assert res.duplicates > 0  # netem duplicates were seen and ignored
