@@ -23,17 +23,18 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from deliverykit import cliutil
 from deliverykit.outputs import replacing, write_when_done
 from vmc.experiments.progress import RequestProgress
 from vmc.workload.replay import compare
+from vmc.workload.squid import LogEntry
 from vmc.workload.synth import PAPER_TABLE1, PAPER_TABLE2, SCENARIOS, calculated_saving, generate
 
 
-def _scaled(entries, target_seconds: float):
+def _scaled(entries: Sequence[LogEntry], target_seconds: float) -> float:
     """Time compression (or stretch, < 1) so the replay lasts about ``target_seconds``.
 
     Stretching matters for the busiest logs: 250 requests/s through one Python
@@ -43,8 +44,9 @@ def _scaled(entries, target_seconds: float):
     return span / target_seconds
 
 
-def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list[str] | None = None,
-        on_done: Callable[[], None] | None = None, on_scenario: Callable[[str], None] | None = None) -> dict:
+def run(quick: bool = True, n: int | None = None, seed: int = 1,
+        scenarios: list[str] | None = None, on_done: Callable[[], None] | None = None,
+        on_scenario: Callable[[str], None] | None = None) -> dict:
     """Both tables as row dicts (ours beside the paper's), plus the raw latencies per scenario.
 
     ``on_done()`` is called as each replayed request ends (3 arms x ``n`` per scenario),
@@ -57,7 +59,8 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list
         entries = generate(sc, n, seed=seed)
         calc = calculated_saving(entries)
         p1 = PAPER_TABLE1[name]
-        t1.append({"load": sc.load, "overlap": sc.overlap, "files/hour": round(calc.files_per_hour, 2),
+        t1.append({"load": sc.load, "overlap": sc.overlap,
+                   "files/hour": round(calc.files_per_hour, 2),
                    "calc. latency saving %": round(calc.latency_saving, 2),
                    "paper files/hour": p1[0], "paper calc. %": p1[1]})
         speed = _scaled(entries, target)
@@ -73,9 +76,10 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1, scenarios: list
                    "latency % vs proxy-only": round(row["latency_saving_vs_proxy_%"], 2),
                    "calc. latency %": round(row["calculated_latency_saving_%"], 2),
                    "paper Normal MB": p2[0], "paper VMC MB": p2[1], "paper bandwidth %": p2[2],
-                   "paper latency %": p2[3], "failed": row["failed"], "link MB/s": round(link / 1e6, 2),
-                   "speed": round(speed, 2)})
-        raw[name] = {"normal": row["normal_latencies"], "proxy": row["proxy_latencies"], "vmc": row["vmc_latencies"]}
+                   "paper latency %": p2[3], "failed": row["failed"],
+                   "link MB/s": round(link / 1e6, 2), "speed": round(speed, 2)})
+        raw[name] = {"normal": row["normal_latencies"], "proxy": row["proxy_latencies"],
+                     "vmc": row["vmc_latencies"]}
         if on_scenario is not None:
             on_scenario(name)
     return {"table1": t1, "table2": t2, "latencies": raw, "n": n, "seed": seed, "quick": quick}
@@ -100,7 +104,9 @@ def plot(result: dict, out: Path) -> list[Path]:
     paths = []
     for name, lat in result["latencies"].items():
         fig, ax = plt.subplots(figsize=(5, 3.2))
-        for label, xs in (("normal", lat["normal"]), ("proxy, no sharing", lat["proxy"]), ("VMC", lat["vmc"])):
+        arms = (("normal", lat["normal"]), ("proxy, no sharing", lat["proxy"]),
+                ("VMC", lat["vmc"]))
+        for label, xs in arms:
             acc, ys = 0.0, []
             for x in xs:
                 acc += x or 0.0
@@ -122,15 +128,18 @@ def plot(result: dict, out: Path) -> list[Path]:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vmc experiment tables", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="120 requests per scenario, each arm compressed into ~2.5 s (default 1000 into ~30 s)")
+                    help="120 requests per scenario, each arm compressed into ~2.5 s "
+                    "(default 1000 into ~30 s)")
     ap.add_argument("-n", type=cliutil.positive_int, default=None, help="requests per scenario")
-    ap.add_argument("--seed", type=int, default=1, help="seed of the synthetic workload generator (default 1)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="seed of the synthetic workload generator (default 1)")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
                     help="run only this scenario (repeatable; default all six)")
     ap.add_argument("--out", type=Path, default=None,
                     help="directory for results.json, metadata.json and (with --plot) the PNGs")
     ap.add_argument("--plot", action="store_true",
-                    help="with --out: cumulative-latency plots, one PNG per scenario (Figs. 2-6 (b))")
+                    help="with --out: cumulative-latency plots, one PNG per scenario "
+                    "(Figs. 2-6 (b))")
     ap.add_argument("--backend", choices=("loopback", "sim"), default="loopback",
                     help="loopback (default: real proxy and origin, 120-1,000 requests) or sim "
                     "(simulated time, the paper's scale: vmc/experiments/simtables.py)")
@@ -155,13 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         a.out.mkdir(parents=True, exist_ok=True)
     with RequestProgress("vmc experiment tables", 3 * n * len(names)) as progress:
         res = run(a.quick, n, a.seed, names, on_done=progress.done, on_scenario=progress.stage)
-    print("Table 1: scenarios (ours: synthetic logs; paper: Wits Squid logs)\n" + _md(res["table1"]))
-    print("\nTable 2: measured savings (ours: loopback, emulated origin link)\n" + _md(res["table2"]))
+    print("Table 1: scenarios (ours: synthetic logs; paper: Wits Squid logs)\n"
+          + _md(res["table1"]))
+    print("\nTable 2: measured savings (ours: loopback, emulated origin link)\n"
+          + _md(res["table2"]))
     if a.out:
         write_when_done(a.out / "results.json", json.dumps(res, indent=1) + "\n")
         from deliverykit.provenance import run_metadata
 
-        meta = run_metadata("vmc", **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()})
+        params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
+        meta = run_metadata("vmc", **params)
         write_when_done(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
         print(f"wrote {a.out / 'results.json'}, {a.out / 'metadata.json'}", file=sys.stderr)
         if a.plot:

@@ -106,13 +106,16 @@ def saved_per_request(status: dict) -> list[int]:
 
 
 def _probe(tb, host, url: str) -> bool:
-    cp = tb.exec(host, ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", url], timeout=5)
+    argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", url]
+    cp = tb.exec(host, argv, timeout=5)
     return cp.stdout.strip() not in ("", "000")
 
 
-def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, link_mbit: float = 20.0,
-        window: int = 8 << 20, seed: int = 1, queue_ms: float | None = None) -> dict:
-    """One Normal arm and one VMC arm on a fresh testbed; ``queue_ms`` is the tbf queue (default 50 ms)."""
+def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
+        link_mbit: float = 20.0, window: int = 8 << 20, seed: int = 1,
+        queue_ms: float | None = None) -> dict:
+    """One Normal arm and one VMC arm on a fresh testbed; ``queue_ms`` is the tbf queue (default
+    50 ms)."""
     from deliverykit.testbed import Tbf, Testbed
 
     n = n or (120 if quick else 1000)
@@ -129,8 +132,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         if name not in seen:
             seen.add(name)
             write_object(root, name, e.bytes)
-    out: dict = {"scenario": scenario, "requests": n, "link_mbit": link_mbit, "speed": round(speed, 3),
-                 "seed": seed, "queue_ms": queue_ms,
+    out: dict = {"scenario": scenario, "requests": n, "link_mbit": link_mbit,
+                 "speed": round(speed, 3), "seed": seed, "queue_ms": queue_ms,
                  "replay_s": round(span / speed, 1)}
     with Testbed(prefix="vmc") as tb:
         c, r, o = tb.host("c"), tb.host("r", forwarding=True), tb.host("o")
@@ -141,18 +144,22 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         # origin -> router: the shared upstream link
         tb.shape(l2.b, tbf=Tbf(rate_bps=int(link_bps), latency_ms=queue_ms))
         ng = Nginx.origin(root, listen=f"{O_IP}:80")
-        ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw), probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
+        ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw),
+                 probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
         running: list[subprocess.Popen] = []  # proxies still to stop, whatever happens
         try:
             for arm in ARMS:
                 proxy = None
                 if arm != "normal":
-                    proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                                         "--upstream", f"{O_IP}:80", "--window", str(window),
-                                         "--disk-budget", "0",  # the paper's router: a buffer, no disk
-                                         "--transparent", "--status-allow", "10.61.0.0/16"]
-                                     + (["--no-share"] if arm == "proxy" else []),
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    argv = [sys.executable, "-m", "vmc", "proxy",
+                            "--listen", f"0.0.0.0:{PROXY_PORT}",
+                            "--upstream", f"{O_IP}:80", "--window", str(window),
+                            "--disk-budget", "0",  # the paper's router: a buffer, no disk
+                            "--transparent", "--status-allow", "10.61.0.0/16"]
+                    if arm == "proxy":
+                        argv.append("--no-share")
+                    proxy = tb.popen(r, argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
                     running.append(proxy)
                     assert proxy.stdout is not None
                     proxy.stdout.readline()  # listening
@@ -173,8 +180,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                 lat = [x[0] for x in res if x[0] is not None]
                 status = None
                 if arm != "normal":
-                    cp = tb.exec(c, ["curl", "-s", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=2000"],
-                                 timeout=10)
+                    url = f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status?recent=2000"
+                    cp = tb.exec(c, ["curl", "-s", url], timeout=10)
                     try:
                         status = json.loads(cp.stdout)
                     except ValueError:
@@ -194,12 +201,13 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
                     "saved_bytes": saved_per_request(status) if status else [],
                     # SYNs retransmitted by the clients (c) and the proxy's upstream side (r); data
                     # segments the origin (o) retransmitted; packets the tbf queue dropped.
-                    "syn_retrans": tcp["c"]["TcpExt.TCPSynRetrans"] + tcp["r"]["TcpExt.TCPSynRetrans"],
+                    "syn_retrans": (tcp["c"]["TcpExt.TCPSynRetrans"]
+                                    + tcp["r"]["TcpExt.TCPSynRetrans"]),
                     "origin_retrans_segs": tcp["o"]["Tcp.RetransSegs"],
                     "rto_timeouts": sum(t["TcpExt.TCPTimeouts"] for t in tcp.values()),
                     "tbf_drops": drops,
-                    "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached", "not_shared",
-                                                       "transparent")}
+                    "proxy": {k: status[k] for k in ("joins", "sharing_ratio", "detached",
+                                                       "not_shared", "transparent")}
                     if status else None,
                 }
         finally:
@@ -216,7 +224,8 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None, l
         "Normal MB": round(nm["origin_body_MB"], 2), "VMC MB": round(vm["origin_body_MB"], 2),
         "bandwidth %": round(100 * (1 - vm["origin_link_MB"] / nm["origin_link_MB"]), 2)
         if nm["origin_link_MB"] else None,
-        "latency %": round(100 * (1 - vm["latency_sum_s"] / nm["latency_sum_s"]), 2) if nm["latency_sum_s"] else None,
+        "latency %": round(100 * (1 - vm["latency_sum_s"] / nm["latency_sum_s"]), 2)
+        if nm["latency_sum_s"] else None,
         "latency % vs proxy-only": round(100 * (1 - vm["latency_sum_s"] / pm["latency_sum_s"]), 2)
         if pm["latency_sum_s"] else None,
         "calc. latency %": round(calc.latency_saving, 2),
@@ -230,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vmc experiment testbed", description=__doc__.split("\n")[0],
         epilog="Prints one JSON object per line on stdout (the Table 2 row, then one per arm); "
                "progress goes to stderr.")
-    ap.add_argument("--quick", action="store_true", help="a short workload per scenario (CI runs this)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a short workload per scenario (CI runs this)")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
                     help="scenario to run (repeatable; default high-high)")
     ap.add_argument("-n", type=cliutil.positive_int, default=None, help="requests per scenario")
@@ -255,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(res)
             print(json.dumps({"scenario": sc, "seed": seed} | res["table2"]), flush=True)
             for arm in ARMS:
-                print(json.dumps({"scenario": sc, "seed": seed, "arm": arm} | {
-                    k: v for k, v in res[arm].items() if k not in ("latencies", "saved_bytes")}), flush=True)
+                figures = {k: v for k, v in res[arm].items()
+                           if k not in ("latencies", "saved_bytes")}
+                print(json.dumps({"scenario": sc, "seed": seed, "arm": arm} | figures), flush=True)
             print(f"vmc experiment testbed: {sc} seed {seed} done", file=sys.stderr, flush=True)
         if a.repeat > 1:
             print(json.dumps(summarise(runs)), flush=True)

@@ -1,1 +1,2 @@
-"""Workloads: Squid native access.log replay and the synthetic scenario generator (paper sec. 3.3)."""
+"""Workloads: Squid native access.log replay and the synthetic scenario generator (paper
+sec. 3.3)."""

@@ -72,8 +72,8 @@ async def replay(
         async with sem:
             started = time.monotonic() - t0
             try:
-                r = await fetch(f"http://{origin}{e.object_path()}", proxy=proxy, vmc=vmc, timeout=timeout,
-                                discard=True)
+                r = await fetch(f"http://{origin}{e.object_path()}", proxy=proxy, vmc=vmc,
+                                timeout=timeout, discard=True)
                 return Replayed(i, started, e.bytes, r.ttfb, r.elapsed)
             except FetchError as exc:
                 return Replayed(i, started, e.bytes, None, None, str(exc))
@@ -81,15 +81,17 @@ async def replay(
     return list(await asyncio.gather(*(one(i, e) for i, e in enumerate(entries))))
 
 
-async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_rate: float, window: int,
-               conn_rate: float, sharing: bool = True, on_done: Callable[[], None] | None = None) -> dict:
+async def _arm(entries: list[LogEntry], through_proxy: bool, speed: float, link_rate: float,
+               window: int, conn_rate: float, sharing: bool = True,
+               on_done: Callable[[], None] | None = None) -> dict:
     origin = await Origin(rate=conn_rate, link_rate=link_rate, digest_limit=0).start()
     proxy = None
     try:
         if through_proxy:
-            # The paper's VMC router: in-flight sharing with a buffer, no disk store (which would also
-            # serve finished objects, i.e. act as a cache, and change Table 2's comparison).
-            cfg = ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing, disk_budget=0)
+            # The paper's VMC router: in-flight sharing with a buffer, no disk store (which would
+            # also serve finished objects, i.e. act as a cache, and change Table 2's comparison).
+            cfg = ProxyConfig(upstreams=[origin.authority], window=window, sharing=sharing,
+                              disk_budget=0)
             proxy = await Proxy(cfg).start()
         px = f"{proxy.address[0]}:{proxy.address[1]}" if proxy else None
         t0 = time.monotonic()
@@ -120,10 +122,12 @@ async def compare(entries: list[LogEntry], speed: float = 1.0, link_rate: float 
     as each of the 3 x ``len(entries)`` requests ends.
     """
     normal = await _arm(entries, False, speed, link_rate, window, conn_rate, on_done=on_done)
-    proxy_only = await _arm(entries, True, speed, link_rate, window, conn_rate, sharing=False, on_done=on_done)
+    proxy_only = await _arm(entries, True, speed, link_rate, window, conn_rate, sharing=False,
+                            on_done=on_done)
     vmc = await _arm(entries, True, speed, link_rate, window, conn_rate, on_done=on_done)
     calc = calculated_saving(entries, window)
-    bw = 100.0 * (1 - vmc["origin_bytes"] / normal["origin_bytes"]) if normal["origin_bytes"] else 0.0
+    bw = (100.0 * (1 - vmc["origin_bytes"] / normal["origin_bytes"])
+          if normal["origin_bytes"] else 0.0)
     lat = 100.0 * (1 - vmc["latency_sum"] / normal["latency_sum"]) if normal["latency_sum"] else 0.0
     return {
         "requests": len(entries),

@@ -4,7 +4,9 @@ Format (Squid ``logformat squid``), whitespace-separated::
 
     time.ms elapsed client code/status bytes method URL ident hierarchy/peer type
 
-e.g. ``1066036250.123    245 10.0.0.1 TCP_MISS/200 4512 GET http://a.example/x - DIRECT/1.2.3.4 text/html``.
+e.g.::
+
+    1066036250.123 245 10.0.0.1 TCP_MISS/200 4512 GET http://a.example/x - DIRECT/1.2.3.4 text/html
 
 :func:`parse_line` raises :class:`LogError` on a malformed line. The paper
 "clean[ed] the log files ... requests which did not result in data being
@@ -73,8 +75,9 @@ class LogEntry:
     def format(self) -> str:
         """The native log line."""
         return (
-            f"{self.time:.3f} {self.elapsed_ms:6d} {self.client} {self.code}/{self.status:03d} {self.bytes} "
-            f"{self.method} {self.url} {self.ident} {self.hierarchy}/{self.peer} {self.type}"
+            f"{self.time:.3f} {self.elapsed_ms:6d} {self.client} {self.code}/{self.status:03d} "
+            f"{self.bytes} {self.method} {self.url} {self.ident} {self.hierarchy}/{self.peer} "
+            f"{self.type}"
         )
 
 
@@ -94,8 +97,8 @@ def parse_line(line: str) -> LogEntry:
     if elapsed < 0 or nbytes < 0 or t < 0:
         raise LogError(f"negative field in {line[:80]!r}")
     hier, _, peer = (f[8] if len(f) > 8 else "DIRECT/-").partition("/")
-    return LogEntry(t, elapsed, f[2], code, st, nbytes, f[5], f[6], f[7] if len(f) > 7 else "-", hier,
-                    peer or "-", f[9] if len(f) > 9 else "-")
+    return LogEntry(t, elapsed, f[2], code, st, nbytes, f[5], f[6], f[7] if len(f) > 7 else "-",
+                    hier, peer or "-", f[9] if len(f) > 9 else "-")
 
 
 def read_log(lines: Iterable[str], strict: bool = False) -> Iterator[LogEntry]:
@@ -114,7 +117,8 @@ def clean(entries: Iterable[LogEntry]) -> list[LogEntry]:
     """The paper's cleaning: GET, 2xx, bytes > 0, URL well-formed (http); sorted by start."""
     out = [
         e for e in entries
-        if e.method == "GET" and 200 <= e.status < 300 and e.bytes > 0 and e.url.startswith("http://")
+        if e.method == "GET" and 200 <= e.status < 300 and e.bytes > 0
+        and e.url.startswith("http://")
     ]
     out.sort(key=lambda e: e.start)
     return out

@@ -185,8 +185,9 @@ def generate(sc: Scenario, n: int, seed: int = 1, t0: float = 1_000_000_000.0,
                 sizes[rank] = surge_size(rng, max_size)
             size = sizes[rank]
         elapsed = int(1000 * (0.02 + size / sc.link_rate))
-        out.append(LogEntry(round(t + elapsed / 1000.0, 3), elapsed, f"10.0.{i % 250}.{i % 199 + 1}", "TCP_MISS",
-                            200, size, "GET", url, "-", "DIRECT", "192.0.2.1", "application/octet-stream"))
+        out.append(LogEntry(round(t + elapsed / 1000.0, 3), elapsed,
+                            f"10.0.{i % 250}.{i % 199 + 1}", "TCP_MISS", 200, size, "GET", url,
+                            "-", "DIRECT", "192.0.2.1", "application/octet-stream"))
     out.sort(key=lambda e: e.start)
     return out
 
