@@ -16,14 +16,16 @@ producer:
    with ``--backend sim`` Normal vs VMC in simulated time (:func:`vmc.sim.compare_log`: the same
    sharing core, counting mode, the paper's 5,000-file batches), which carries a log of the
    paper's size (25,000-420,000 requests) in minutes of CPU. ``--log FILE`` replays an existing
-   Squid access.log (a real one) instead of producing one.
+   Squid access.log (a real one) instead of producing one. ``--figures --out DIR``: the paper's
+   (a)/(b) curves of that replay, one row per request of the log (every request, not the 2,000 the
+   proxy's status log keeps in detail), as ``vmc experiment tables --backend sim --figures``.
 
 Squid logs the bytes it sent to the client *including the response head*
 (about 300-400 bytes here), so the replayed objects are that much larger than
 the generated ones; that is a property of the format, kept as logged.
 
 Run: ``python -m vmc.experiments.squidlog --quick [--scenario high-vhigh] [--log-out FILE]``;
-``vmc experiment squidlog --backend sim [-n 25000 | --log FILE]``.
+``vmc experiment squidlog --backend sim [-n 25000 | --log FILE] [--figures --out DIR]``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 
 from deliverykit import cliutil
 from deliverykit.outputs import write_when_done
+from deliverykit.provenance import run_metadata
 from vmc.aio.origin import Origin
 from vmc.caches import Squid
 from vmc.sim import compare_log
@@ -48,7 +51,8 @@ from vmc.workload.synth import SCENARIOS, generate
 
 async def produce(entries: list[LogEntry], speed: float, link_rate: float = 0.0,
                   settle: float = 20.0) -> tuple[list[str], dict]:
-    """Issue ``entries`` through a real Squid to our origin; Squid's access.log lines and a summary.
+    """Issue ``entries`` through a real Squid to our origin; Squid's access.log lines and a
+    summary.
 
     ``link_rate`` (bytes/s) emulates the origin's shared access link, as in the replay, so the
     elapsed times Squid logs (and hence the overlaps in its log) reflect a loaded link.
@@ -86,20 +90,23 @@ class Backend(Enum):
 
 
 def replay_sim(entries: list[LogEntry], link_rate: float, seed: int = 1,
-               batch: int = 5000) -> dict:
+               batch: int = 5000, curves: bool = False) -> dict:
     """Step 4 in simulated time: Normal vs VMC over ``entries`` at their logged times, the origin's
     link shared at ``link_rate`` bytes/s, counting mode, ``batch`` requests a run; ``failed``:
-    requests without their whole body (a batch cut by its event bound counts all its missing)."""
-    row = compare_log(entries, link_rate=link_rate, seed=seed, batch=batch, counting=True)
+    requests without their whole body (a batch cut by its event bound counts all its missing).
+    ``curves``: also every request's latency and origin bytes in both arms (the figures)."""
+    row = compare_log(entries, link_rate=link_rate, seed=seed, batch=batch, counting=True,
+                      latencies=curves)
     row["failed"] = row["requests"] - row["right_bodies"]
     return row
 
 
 def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, seed: int = 1,
         log_out: str | Path | None = None, backend: Backend = Backend.LOOPBACK,
-        log_in: Path | None = None, batch: int = 5000) -> dict:
+        log_in: Path | None = None, batch: int = 5000, figures: Path | None = None) -> dict:
     """Generate, produce a real Squid log (or read ``log_in``), read it back, replay it through our
-    proxy (``backend``)."""
+    proxy (``backend``); ``figures`` (``Backend.SIM``): the directory for the (a)/(b) curves (CSV
+    and PNG, :func:`vmc.experiments.simtables.figures`)."""
     sc = SCENARIOS[scenario]
     made: dict = {}
     generated: list[LogEntry] | None = None
@@ -121,8 +128,13 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
     span2 = max(entries[-1].start - entries[0].start, 1e-3) if entries else 1.0
     offered = sum(e.bytes for e in entries) / span2
     row: dict = {}
+    drawn: list[Path] = []
     if entries and backend is Backend.SIM:
-        row = replay_sim(entries, offered / sc.utilisation, seed, batch)
+        row = replay_sim(entries, offered / sc.utilisation, seed, batch, curves=figures is not None)
+        if figures is not None:
+            from vmc.experiments.simtables import figures as draw
+
+            drawn = draw([dict(row, scenario=scenario)], figures)
     elif entries:
         row = asyncio.run(compare(entries, speed=1.0, link_rate=offered / sc.utilisation))
     out = {
@@ -136,8 +148,10 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
         "cleaned": len(entries),
         "result_codes": dict(Counter(f"{e.code}/{e.status}" for e in parsed)),
         "replay": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
-                   if not k.endswith("latencies")},
+                   if not isinstance(v, list)},  # the per-request curves went to ``figures``
     }
+    if figures is not None:
+        out["figures"] = [str(p) for p in drawn]
     if generated is not None:
         asked = Counter(e.object_path() for e in generated)
         logged = Counter("/" + e.url.split("/", 3)[-1] for e in entries)
@@ -149,13 +163,17 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="vmc experiment squidlog", description=__doc__.split("\n\n")[0],
-                                 epilog="Prints the result as one JSON document on stdout (needs squid).")
-    ap.add_argument("--quick", action="store_true", help="40 requests in ~3 s (default 300 in ~30 s)")
+    ap = argparse.ArgumentParser(
+        prog="vmc experiment squidlog", description=__doc__.split("\n\n")[0],
+        epilog="Prints the result as one JSON document on stdout (needs squid, unless --log).")
+    ap.add_argument("--quick", action="store_true",
+                    help="40 requests in ~3 s (default 300 in ~30 s)")
     ap.add_argument("--scenario", default="high-vhigh", choices=sorted(SCENARIOS),
                     help="load-overlap scenario of the paper (default high-vhigh)")
-    ap.add_argument("-n", type=cliutil.nonnegative_int, default=0, help="number of requests (0: by --quick)")
-    ap.add_argument("--seed", type=int, default=1, help="seed of the synthetic workload (default 1)")
+    ap.add_argument("-n", type=cliutil.nonnegative_int, default=0,
+                    help="number of requests (0: by --quick)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="seed of the synthetic workload (default 1)")
     ap.add_argument("--log-out", type=cliutil.output_path, metavar="FILE",
                     help="also write Squid's access.log here (then: vmc replay FILE)")
     ap.add_argument("--backend", choices=[b.value for b in Backend], default="loopback",
@@ -165,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replay this Squid access.log instead of producing one (no squid needed)")
     ap.add_argument("--batch", type=cliutil.nonnegative_int, default=5000,
                     help="--backend sim: requests per run (the paper's 5,000; 0: one run)")
+    ap.add_argument("--figures", action="store_true",
+                    help="--backend sim, with --out: the (a)/(b) curves of the replay, every "
+                    "request of the log (vmc_sim_<scenario>.csv and .png)")
+    ap.add_argument("--out", type=Path, metavar="DIR", default=None,
+                    help="also write the JSON document (squidlog.json), metadata.json and, with "
+                    "--figures, the curves into this directory")
     return ap
 
 
@@ -175,12 +199,26 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--log replays an existing log: --log-out has nothing to write")
     if a.log is not None and not a.log.is_file():
         ap.error(f"--log {a.log}: no such file")
+    if a.figures and a.out is None:
+        ap.error("--figures needs --out DIR (where the curves go)")
+    if a.figures and a.backend != Backend.SIM.value:
+        ap.error("--figures: with --backend sim (the loopback replay draws no (a) curve)")
+    if a.out is not None and a.out.exists() and not a.out.is_dir():
+        ap.error(f"--out {a.out}: not a directory")
+    if a.out is not None:
+        a.out.mkdir(parents=True, exist_ok=True)
     try:
         res = run(a.quick, a.scenario, a.n or None, a.seed, a.log_out, Backend(a.backend),
-                  a.log, a.batch)
+                  a.log, a.batch, a.out if a.figures else None)
     except LogError as e:  # a malformed log line (strict parse): one line, no traceback
         ap.error(f"--log {a.log}: {e}" if a.log else str(e))
-    print(json.dumps(res, indent=1))
+    doc = json.dumps(res, indent=1)
+    print(doc)
+    if a.out is not None:
+        write_when_done(a.out / "squidlog.json", doc + "\n")
+        params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
+        meta = run_metadata("vmc", **params)
+        write_when_done(a.out / "metadata.json", json.dumps(meta, indent=1) + "\n")
     complete = res["generated"] is None or res["cleaned"] == res["generated"]
     ok = complete and res["cleaned"] > 0 and res["replay"].get("failed", 1) == 0
     return 0 if ok else 1
