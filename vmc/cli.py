@@ -113,9 +113,6 @@ def _proxy(a: argparse.Namespace) -> int:
     if a.engine == "core":  # the thin pump over the sans-IO sharing core (docs/vmc.md)
         from vmc.aio.pump import serve_core
 
-        if a.transparent:
-            print("vmc proxy: --engine core has no transparent mode yet", file=sys.stderr)
-            return 2
         if a.workers > 1:  # N pumps on one SO_REUSEPORT address, as below
             from vmc.aio.workers import serve_workers
 

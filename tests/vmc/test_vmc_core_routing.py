@@ -70,3 +70,47 @@ def test_without_upstreams_the_core_routes_as_before() -> None:
     """The simulator's and the tests' use: any absolute URI, origin-form by Host."""
     (f,) = [o for o in _ask(HttpSharingCore(), b"http://any:1/x") if isinstance(o, Fetch)]
     assert f.uri == "http://any:1/x"
+
+
+# ------------------------------------------------------------------ transparent mode
+
+def _redirected(core: HttpSharingCore, conn: int, dst: tuple[str, int], target: bytes,
+                host: bytes, now: float = 0.0) -> list[object]:
+    """A connection the driver says was redirected on its way to ``dst`` (SO_ORIGINAL_DST)."""
+    core.connection_made(conn, now)
+    core.original_destination(conn, dst, now)
+    core.data_received(conn, b"GET " + target + b" HTTP/1.1\r\nhost: " + host + b"\r\n\r\n", now)
+    return list(core.to_send(now))
+
+
+def test_transparent_a_redirected_request_goes_to_its_original_destination_under_its_host() -> None:
+    core = HttpSharingCore(upstreams=["10.0.0.2:80", "10.0.0.3:80"])
+    (f,) = [o for o in _redirected(core, 1, ("10.0.0.2", 80), b"/x", b"www.example")
+            if isinstance(o, Fetch)]
+    # the key and the upstream request keep the client's Host; the connection goes to 10.0.0.2
+    assert f.uri == "http://www.example/x" and f.origin == ("10.0.0.2", 80)
+    assert core.stats.transparent == 1
+
+
+def test_transparent_host_cannot_steer_to_another_destination() -> None:
+    """Aimed at a destination not allowed, with an allowed Host: 403, nothing fetched."""
+    core = HttpSharingCore(upstreams=["10.0.0.2:80"])
+    out = _redirected(core, 1, ("10.0.0.9", 80), b"/x", b"10.0.0.2")
+    assert _status(out) == 403 and not [o for o in out if isinstance(o, Fetch)]
+    assert by_name(core.stats.refused) == {"upstream-not-allowed": 1}
+
+
+def test_transparent_the_same_uri_at_two_origin_addresses_is_never_shared() -> None:
+    core = HttpSharingCore(upstreams=["10.0.0.2:80", "10.0.0.3:80"])
+    fa = [o for o in _redirected(core, 1, ("10.0.0.2", 80), b"/x", b"www") if isinstance(o, Fetch)]
+    fb = [o for o in _redirected(core, 2, ("10.0.0.3", 80), b"/x", b"www", 0.1)
+          if isinstance(o, Fetch)]
+    assert [f.origin for f in fa + fb] == [("10.0.0.2", 80), ("10.0.0.3", 80)]
+    assert core.stats.joins == 0
+
+
+def test_transparent_an_absolute_uri_on_a_redirected_connection_routes_as_a_forward_proxy() -> None:
+    core = HttpSharingCore(upstreams=["10.0.0.2:80"])
+    out = _redirected(core, 1, ("10.0.0.9", 80), b"http://10.0.0.2/x", b"10.0.0.2")
+    (f,) = [o for o in out if isinstance(o, Fetch)]
+    assert f.uri == "http://10.0.0.2/x" and f.origin is None and core.stats.transparent == 0

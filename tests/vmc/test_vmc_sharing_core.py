@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from deliverykit.protocol import DatagramCore
 from vmc.core.http import Close, HttpSharingCore, Write
+from vmc.core.linger import HalfClose
 from vmc.core.machine import (
     Admitted,
     Detached,
@@ -204,7 +205,9 @@ def test_http_core_answers_garbage_with_400_and_a_close() -> None:
     core.data_received("c", b"NOT HTTP AT ALL\r\n\r\n", 0.0)
     out = core.to_send(0.0)
     assert isinstance(out[0], Write) and out[0].data.startswith(b"HTTP/1.1 400 ")
-    assert out[-1] == Close("c")
+    assert out[-1] == HalfClose("c")  # a lingering close (vmc/core/linger.py)
+    core.data_received("c", b"", 0.1)  # the client's end
+    assert core.to_send(0.1) == [Close("c")]
 
 
 def test_http_core_passes_a_request_body_on_never_drops_it() -> None:

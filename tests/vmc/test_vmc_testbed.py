@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from vmc_support import engine_args
 
 
 @pytest.mark.root
@@ -58,11 +59,13 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
                            stdout=subprocess.PIPE, text=True)
         assert "vmc origin" in origin6.stdout.readline()
         proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                             "--upstream", f"{O_IP}:80", "--transparent", "--status-allow", "10.61.0.0/16"],
+                             "--upstream", f"{O_IP}:80", "--transparent", "--status-allow", "10.61.0.0/16",
+                             *engine_args()],
                          stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy.stdout.readline()
         proxy6 = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"[::]:{PROXY_PORT}",
-                              "--upstream", f"[{O6}]:80", "--transparent", "--status-allow", "fd61::/16"],
+                              "--upstream", f"[{O6}]:80", "--transparent", "--status-allow", "fd61::/16",
+                              *engine_args()],
                           stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy6.stdout.readline()
         assert tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES).returncode == 0

@@ -36,7 +36,7 @@ import h11
 
 from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
-from vmc.aio.config import ProxyConfig
+from vmc.aio.config import ProxyConfig, original_dst
 from vmc.aio.spill import DiskStore
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import FileWrite, HttpSharingCore
@@ -77,6 +77,15 @@ class PeerAware(Protocol):
 
     def peer_known(self, conn: int, host: str, now: float) -> None:
         """``conn``'s peer is ``host``."""
+
+
+@runtime_checkable
+class Redirectable(Protocol):
+    """A stream core that serves redirected connections (transparent mode): it takes each
+    one's original destination."""
+
+    def original_destination(self, conn: int, addr: tuple[str, int], now: float) -> None:
+        """``conn`` was on its way to ``addr`` when it was redirected to us."""
 
 
 @runtime_checkable
@@ -137,6 +146,10 @@ class _Client(asyncio.Protocol):
         core = self.pump.core
         if peer and isinstance(core, PeerAware):
             self.pump.feed(self.conn, core.peer_known, self.conn, str(peer[0]))
+        if self.pump.transparent and isinstance(core, Redirectable):
+            dst = original_dst(transport.get_extra_info("socket"))
+            if dst is not None:  # None: not redirected (a client that came to our address)
+                self.pump.feed(self.conn, core.original_destination, self.conn, dst)
 
     def data_received(self, data: bytes) -> None:
         self.pump.feed(self.conn, self.pump.core.data_received, self.conn, data)
@@ -189,6 +202,7 @@ class CorePump:
         gate: FetchGate | None = None,
         pool: up.Pool | None = None,
         reuse_port: bool = False,
+        transparent: bool = False,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -218,6 +232,9 @@ class CorePump:
         self.host, self.port = host, port
         #: SO_REUSEPORT on the listening socket (``vmc proxy --workers N``: one per process).
         self.reuse_port = reuse_port
+        #: Transparent mode: read each connection's original destination (SO_ORIGINAL_DST)
+        #: for the core, which routes its origin-form requests there.
+        self.transparent = transparent
         self.upstream_timeout = upstream_timeout
         self.clock = clock
         self.clients: dict[int, _Client] = {}
@@ -387,7 +404,7 @@ class CorePump:
         """One origin request for the core: its head, body and end (or failure) as inputs."""
         rest = f.uri.split("://", 1)[1]
         authority, _, path = rest.partition("/")
-        host, port = split_authority(authority)
+        host, port = f.origin if f.origin is not None else split_authority(authority)
         hdrs = [(b"host", authority.encode("ascii", "surrogateescape")), *f.headers]
         hdrs.append((b"via", b"1.1 vmc"))
         if f.ranged:
@@ -524,7 +541,7 @@ def build_core_pump(cfg: ProxyConfig) -> CorePump:
                     gate=FetchGate(cfg.max_upstream, cfg.upstream_queue_wait,
                                    cfg.upstream_queue_max),
                     pool=up.Pool() if cfg.upstream_keepalive else None,
-                    reuse_port=cfg.reuse_port)
+                    reuse_port=cfg.reuse_port, transparent=cfg.transparent)
     if isinstance(pump.core, HttpSharingCore):
         pump.core.retry_after = cfg.retry_after
     return pump

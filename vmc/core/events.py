@@ -57,6 +57,9 @@ class Request:
     """Request fields, lower-case names (h11's)."""
     body: bytes = b""
     """The request's body, whole (a pass-through sends it on; sharing needs none)."""
+    origin: tuple[str, int] | None = None
+    """Where its origin is (transparent mode: the connection's original destination, the URI
+    keeping the client's Host); None: the URI's authority."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,8 @@ class Fetch:
     """End-to-end request fields to send (the driver adds Host, Via, Range and If-Range)."""
     body: bytes = b""
     """Request body (a pass-through's)."""
+    origin: tuple[str, int] | None = None
+    """The address to connect to when it is not the URI's authority (transparent mode)."""
 
     @property
     def ranged(self) -> bool:

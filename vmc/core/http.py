@@ -108,6 +108,7 @@ class _Pending:
     method: bytes
     uri: str
     headers: tuple[tuple[bytes, bytes], ...]
+    origin: tuple[str, int] | None = None
     body: bytearray = field(default_factory=bytearray)
 
 #: Fields the adapter sets itself or that are hop-by-hop (RFC 9110 sec. 7.6.1): never copied.
@@ -185,6 +186,9 @@ class HttpSharingCore:
         self.status_path = status_path
         self.status_allow = [ipaddress.ip_network(n, strict=False) for n in status_allow]
         self.peers: dict[Hashable, str] = {}
+        #: Transparent mode: each redirected connection's original destination (the driver's
+        #: ``SO_ORIGINAL_DST``, :meth:`original_destination`); origin-form requests go there.
+        self.original: dict[Hashable, tuple[str, int]] = {}
         #: Retry-After of the 503 for a full set of connection slots (the proxy's).
         self.retry_after = 2
         #: Bytes of request head accepted (431 past it).
@@ -235,12 +239,18 @@ class HttpSharingCore:
     def _forget(self, conn: Hashable) -> None:
         self.conns.pop(conn, None)
         self.peers.pop(conn, None)
+        self.original.pop(conn, None)
         self._reading.pop(conn, None)
         self.slots.closed(conn)
 
     def peer_known(self, conn: Hashable, host: str, now: float) -> None:
         """The driver names the address of ``conn``'s peer (for ``status_allow``)."""
         self.peers[conn] = host
+
+    def original_destination(self, conn: Hashable, addr: tuple[str, int], now: float) -> None:
+        """Transparent mode: ``conn`` was redirected to us on its way to ``addr`` (the driver
+        reads it from the socket); its origin-form requests go there and nowhere else."""
+        self.original[conn] = addr
 
     def data_received(self, conn: Hashable, data: bytes, now: float) -> None:
         if conn in self.lingering:
@@ -351,14 +361,17 @@ class HttpSharingCore:
         host = next((v for k, v in headers if k == b"host"), None)
         if self.status_path is not None and target.split("?", 1)[0] == self.status_path:
             return self._status(conn, target, now)
-        uri = self._route(target, None if host is None else host.decode("ascii", "surrogateescape"))
+        original = None if target.lower().startswith(("http://", "https://")) else (
+            self.original.get(conn))
+        hostname = None if host is None else host.decode("ascii", "surrogateescape")
+        uri = self._route(target, hostname, original)
         if uri is Refused.BAD_TARGET:
             self.stats.refused[uri] += 1
             return self._bad(conn, 400, now)
         if isinstance(uri, Refused):
             return self._refuse(conn, 403, uri, now)
         self._busy.add(conn)
-        self._reading[conn] = _Pending(ev.method, uri, headers)
+        self._reading[conn] = _Pending(ev.method, uri, headers, original)
         if c.they_are_waiting_for_100_continue:
             self._send(conn, h11.InformationalResponse(status_code=100, headers=[]))
         self._read_body(conn, now)
@@ -390,7 +403,7 @@ class HttpSharingCore:
             return self._bad(conn, 400, now)
         del self._reading[conn]
         self.slots.busy(conn, now)
-        req = Request(conn, p.method, p.uri, p.headers, bytes(p.body))
+        req = Request(conn, p.method, p.uri, p.headers, bytes(p.body), p.origin)
         self.machine.input_received(req, now)
         self._pump(now)
 
@@ -418,10 +431,20 @@ class HttpSharingCore:
         self._reading.pop(conn, None)
         self._busy.discard(conn)
 
-    def _route(self, target: str, host: str | None) -> str | Refused:
-        """The normalised absolute URI a request goes to, or why not (as the proxy routes)."""
+    def _route(
+        self, target: str, host: str | None, original: tuple[str, int] | None = None
+    ) -> str | Refused:
+        """The normalised absolute URI a request goes to, or why not (as the proxy routes).
+        ``original``: an origin-form request on a redirected connection (transparent mode)
+        goes to that address, which must be allowed; its Host names the URI (the key and the
+        upstream request) but cannot steer the connection elsewhere."""
         low = target.lower()
         try:
+            if original is not None and target.startswith("/"):
+                self.stats.transparent += 1
+                if self.allowed is not None and original not in self.allowed:
+                    return Refused.UPSTREAM_NOT_ALLOWED
+                return normalise_uri(target, host or format_authority(*original))
             if low.startswith("https://"):
                 return Refused.UPSTREAM_NOT_ALLOWED  # never tunnelled: no TLS here
             if low.startswith("http://"):

@@ -291,7 +291,8 @@ class SharingMachine:
         rec = self.stats.new_request(req.method.decode("ascii", "replace"), req.uri, now)
         r = Reader(req.client, req, key, rec)
         self.readers[req.client] = r
-        if self.sharing.pending(key) is not None:
+        waiting = self.sharing.pending(key)
+        if waiting is not None and waiting.upstream == self._upstream_of(req):
             r.parked_until = now + self.cfg.join_wait  # admitted when the head arrives (or then)
             return
         self._admit(r, now)
@@ -300,8 +301,15 @@ class SharingMachine:
         auth = uri.split("://", 1)[1].split("/", 1)[0]
         return split_authority(auth), auth.encode("ascii", "surrogateescape")
 
+    def _upstream_of(self, req: Request) -> tuple[str, int]:
+        """Where ``req``'s origin is: the URI's authority, or in transparent mode the
+        connection's original destination (never Host: the same URI at another address is
+        another object, never joined)."""
+        return req.origin if req.origin is not None else self._origin_of(req.uri)[0]
+
     def _admit(self, r: Reader, now: float) -> None:
-        upstream, host = self._origin_of(r.req.uri)
+        host = self._origin_of(r.req.uri)[1]
+        upstream = self._upstream_of(r.req)
         headers = list(r.req.headers)
         adm = self.sharing.admit(r.req.method, headers, r.key, upstream, host, now)
         if adm.kind is Admit.START:
@@ -351,6 +359,7 @@ class SharingMachine:
                 method=r.req.method,
                 headers=tuple(fields),
                 body=r.req.body,
+                origin=r.req.origin,
             )
 
     def _multipart(self, r: Reader, s: SharedObject, parts: Spans, hdrs: Fields, t: float) -> None:
@@ -387,11 +396,18 @@ class SharingMachine:
         if_range: bytes | None = None,
         headers: tuple[tuple[bytes, bytes], ...] = (),
         body: bytes = b"",
+        origin: tuple[str, int] | None = None,
     ) -> Flight:
         self._next_fetch += 1
         f.id = self._next_fetch
         self.flights[f.id] = f
-        self._actions.append(Fetch(f.id, uri, method, first, end, if_range, headers, body))
+        if f.session is not None:
+            origin = f.session.upstream
+        if origin == self._origin_of(uri)[0]:
+            origin = None  # the URI's authority: the usual case (and always the simulator's)
+        self._actions.append(
+            Fetch(f.id, uri, method, first, end, if_range, headers, body, origin)
+        )
         return f
 
     def _respond(
