@@ -75,3 +75,38 @@ class SwiftProcess:
         self.p.wait(10)
         self.p.stdout.close()
         self.p.stderr.close()
+
+
+SEED_ADDR, LEECH_ADDR = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
+
+
+def started_pair(chunks: int) -> tuple[Peer, Peer, float]:
+    """A seeder of ``chunks`` random 1 KiB chunks and a leecher part-way through: it has
+    verified one chunk (so the size is known) and others are still missing.  Sans-IO, two
+    cores in memory at SEED_ADDR and LEECH_ADDR; returns (seeder, leecher, now)."""
+    import os
+
+    s = seeder(os.urandom(chunks * 1024), PeerConfig(seed=1))
+    lp = leecher(s.swarm_id, PeerConfig(seed=2))
+    lp.connect(SEED_ADDR, 100.0)
+    now = pump({SEED_ADDR: s, LEECH_ADDR: lp}, t0=100.0,
+               until=lambda: lp.stats["verified"] >= 1)
+    assert not lp.content.complete
+    return s, lp, now
+
+
+def seeder_data(s: Peer, i: int, sent: float, uncles: int | None = None,
+                payload: bytes | None = None) -> bytes:
+    """The seeder's DATA datagram for chunk ``i`` sent at ``sent``, with its first
+    ``uncles`` uncle hashes (all: None) and its own bytes unless ``payload`` is given."""
+    from swift.core import bins as B
+    from swift.wire import codec as C
+
+    sch = next(iter(s.channels.values()))
+    msgs: list = []
+    for b, h in s.content.tree.uncles(i)[:uncles]:
+        lo, hi = B.base_range(b)
+        msgs.append(C.Integrity(lo, hi - 1, h))
+    body = payload if payload is not None else s.content.chunk_bytes(i)
+    msgs.append(C.Data(i, i, int(sent * 1e6), body))
+    return C.encode_datagram(s.ctx, sch.remote_id, msgs)

@@ -6,25 +6,16 @@ hashes it is dropped as before (its request went back to the picker).  Sans-IO."
 
 from __future__ import annotations
 
-import os
+from swift_support import LEECH_ADDR as LEECH, SEED_ADDR as SEED, pump, seeder_data, started_pair
 
-from swift_support import leecher, pump, seeder
-
-from swift.core import bins as B
-from swift.core.peer import PeerConfig
 from swift.core.receive import HOLD_MIN
 from swift.wire import codec as C
 
-SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
 N = 64
 
 
 def _started():
-    data = os.urandom(N * 1024)
-    s = seeder(data, PeerConfig(seed=1))
-    lp = leecher(s.swarm_id, PeerConfig(seed=2))
-    lp.connect(SEED, 100.0)
-    now = pump({SEED: s, LEECH: lp}, t0=100.0, until=lambda: lp.stats["verified"] >= 1)
+    s, lp, now = started_pair(N)
     a, b = N - 2, N - 1
     assert not lp.content.have.has(a) and not lp.content.have.has(b)
     lch = next(iter(lp.channels.values()))
@@ -37,14 +28,7 @@ def _started():
     return s, lp, now, a, b
 
 
-def _data(s, i: int, sent: float, uncles: int | None = None) -> bytes:
-    """The seeder's DATA for chunk ``i`` with its first ``uncles`` hashes (all: None)."""
-    sch = next(iter(s.channels.values()))
-    hs = s.content.tree.uncles(i)
-    msgs = [C.Integrity(lo, hi - 1, h) for b, h in hs[:uncles] if (r := B.base_range(b))
-            for lo, hi in [r]]
-    msgs.append(C.Data(i, i, int(sent * 1e6), s.content.chunk_bytes(i)))
-    return C.encode_datagram(s.ctx, sch.remote_id, msgs)
+_data = seeder_data
 
 
 def _acks(lp, now: float) -> dict[int, int]:

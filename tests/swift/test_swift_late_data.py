@@ -5,37 +5,22 @@ counting a loss, and the chunk is not fetched twice.  Sans-IO: two cores in memo
 
 from __future__ import annotations
 
-import os
-
-from swift_support import leecher, pump, seeder
+from swift_support import LEECH_ADDR as LEECH, SEED_ADDR as SEED, pump, seeder_data, started_pair
 
 from swift.core import bins as B
-from swift.core.peer import PeerConfig
 from swift.wire import codec as C
 
-SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
 N = 64
 
 
 def _started():
     """A leecher part-way through: the size is known, chunks are still missing."""
-    data = os.urandom(N * 1024)
-    s = seeder(data, PeerConfig(seed=1))
-    lp = leecher(s.swarm_id, PeerConfig(seed=2))
-    lp.connect(SEED, 100.0)
-    now = pump({SEED: s, LEECH: lp}, t0=100.0, until=lambda: lp.stats["verified"] >= 1)
-    assert not lp.content.complete
-    return s, lp, now
+    return started_pair(N)
 
 
 def _data(s, i: int, sent: float, payload: bytes | None = None) -> bytes:
     """The seeder's DATA datagram for chunk ``i`` (with its uncle hashes), sent at ``sent``."""
-    sch = next(iter(s.channels.values()))
-    msgs = [C.Integrity(*B.base_range(b), h) for b, h in s.content.tree.uncles(i)]
-    msgs = [C.Integrity(m.start, m.end - 1, m.hash) for m in msgs]
-    msgs.append(C.Data(i, i, int(sent * 1e6),
-                       payload if payload is not None else s.content.chunk_bytes(i)))
-    return C.encode_datagram(s.ctx, sch.remote_id, msgs)
+    return seeder_data(s, i, sent, payload=payload)
 
 
 def _acked(lp, now: float) -> list[tuple[int, int]]:
