@@ -78,7 +78,8 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
                   tsd: float = 2.0, k: int = 2, join_latency: float = 0.01,
                   leave_latency: float = 0.05, controller: str = "m2c", seed: int = 0,
                   duration: float = 600.0, core_bps: float | None = None,
-                  decoding: str = "ml") -> Scenario:
+                  decoding: str = "ml", memory: int = 256 << 20,
+                  block_length: int | None = None) -> Scenario:
     """One sender, ``receivers`` receivers of a ``size``-byte file, as data.
 
     ``down_bps``, ``loss`` (a fraction, Bernoulli), ``delay`` (s): one value for
@@ -89,7 +90,10 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
     queue 1,000 packets).  Rates of the schedule in bit/s of 1,500-byte packets.
     ``decoding``: "ml" (iterative, then Gaussian elimination) or "iterative"
     (no elimination, as the paper's LDPC-Triangle receivers).  The file's bytes
-    come from ``params["content_seed"]`` (fixed across run seeds)."""
+    come from ``params["content_seed"]`` (fixed across run seeds).  ``memory``: the
+    receivers' memory bound (bytes) and ``block_length``: the LDPC block length (the
+    default's 3,000 symbols when None), as :func:`m2c.core.session.describe_session`
+    takes them: together they say whether the file is carouselled by windows."""
     if receivers < 1 or size < 1:
         raise ValueError("need at least one receiver and one byte")
     downs = down_bps if isinstance(down_bps, list) else [down_bps] * receivers
@@ -103,7 +107,9 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
         "size": size, "content_seed": 0, "min_rate": min_rate_bps / 8 / PACKET,
         "max_rate": max_rate_bps / 8 / PACKET, "tsd": tsd, "k": k,
         "symbol_size": PACKET - codec.packet_overhead(), "controller": controller,
-        "decoding": decoding}
+        "decoding": decoding, "memory": memory}
+    if block_length is not None:
+        params["block_length"] = block_length
     sched = make_schedule("wave", min_rate=params["min_rate"], max_rate=params["max_rate"],
                           tsd=tsd, k=k)
     a, b, c, d = (int(x) for x in GROUP.split("."))
@@ -206,7 +212,9 @@ class M2CApp:
             fec_seed=1 + derive_seed(seed, "m2c/fec") % 0x7FFFFFFD,
             group=g0.ip, port=g0.port, interface=src_ip, min_rate=float(p["min_rate"]),
             max_rate=float(p["max_rate"]), tsd=float(p["tsd"]), k=int(p["k"]),
-            symbol_size=int(p["symbol_size"]))
+            symbol_size=int(p["symbol_size"]), memory=int(p.get("memory", 256 << 20)),
+            max_block_length=(int(p["block_length"]) if p.get("block_length") is not None
+                              else None))
         if len(self.sd.groups) != len(scenario.multicast):
             raise ValueError(f"the schedule has {len(self.sd.groups)} channels, the scenario "
                              f"{len(scenario.multicast)} multicast groups")

@@ -97,27 +97,40 @@ class FileSender:
         self.buffer_time = m / self.schedule.min_rate
         self.next_buffer = 0
         self.packets = 0
-        # window of source blocks carouselled together (whole file unless the
-        # session bounds it): memory holds only the window's encoded blocks
-        self.window = sd.window_blocks or max(1, self.pt.blocks)
-        self.n_windows = max(1, -(-self.pt.blocks // self.window))
+        # windows of source blocks carouselled in turn (the whole file unless the
+        # session bounds it): memory holds only the current window's encoded blocks.
+        # The windows are of even sizes (at most ``window_blocks``): 24 blocks by 20 were
+        # a window of 20 then one of 4, and a receiver holding 20 partial blocks of the
+        # first dropped the second's symbols while it was sent
+        blocks = max(1, self.pt.blocks)
+        self.n_windows = max(1, -(-blocks // (sd.window_blocks or blocks)))
+        self.window = -(-blocks // self.n_windows)
+        step, extra = divmod(self.pt.blocks, self.n_windows)
+        self._bounds = [w * step + min(w, extra) for w in range(self.n_windows + 1)]
+        # where each window's application scheduler stopped: a visit resumes there, so a
+        # receiver below the top rate gets new symbols on every visit (paper 6.1's
+        # property); until session 7 each visit began at buffer 0 and repeated them
+        self._resume = [0] * self.n_windows
         self._win = -1
         self._win_buffer = 0
         self._win_buffers = 0
+        self._visit = 0
         self._enter_window(0)
 
     def _enter_window(self, w: int) -> None:
         if w == self._win:
             return
+        if self._win >= 0:
+            self._resume[self._win] = self._win_buffer
         self._win = w
-        first = w * self.window
-        blocks = range(first, min(self.pt.blocks, first + self.window))
+        blocks = range(self._bounds[w], self._bounds[w + 1])
         self._blocks = {b: v for b, v in self._blocks.items() if b in blocks}
         self.order = _order(self.pt, self.sd, blocks)
         B = max(1, len(self.order))
         self.levels = min(self.max_levels, B)
         self.app = AppScheduler(B, self.levels)
-        self._win_buffer = 0
+        self._win_buffer = self._resume[w]
+        self._visit = 0
         # one pass of the application scheduler at the top rate per visit
         self._win_buffers = -(-B // self.levels)
 
@@ -147,10 +160,11 @@ class FileSender:
 
     def next_pdus(self) -> list[tuple[Pdu, AlcPacket]]:
         """Sequence the next application buffer; returns (PDU, packet) by due time."""
-        if self.n_windows > 1 and self._win_buffer >= self._win_buffers:
+        if self.n_windows > 1 and self._visit >= self._win_buffers:
             self._enter_window((self._win + 1) % self.n_windows)
         b = self._win_buffer if self.n_windows > 1 else self.next_buffer
         self._win_buffer += 1
+        self._visit += 1
         self.next_buffer += 1
         if not self.pt.blocks:  # empty file: keep the clock moving, send nothing
             self.seq.send(b"", self.buffer_time)

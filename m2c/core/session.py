@@ -38,7 +38,8 @@ from m2c.fec.errors import DecodeError, FECError
 from m2c.wire import codec
 
 __all__ = ["BYTES_PER_SYMBOL_HELD", "CLOSE_GRACE", "CLOSE_PACKETS", "MAX_ACTIVE",
-           "PROGRESS_INTERVAL", "TRACE_LEN", "Decoded", "EndReason", "ReceiveProgress",
+           "PROGRESS_INTERVAL", "TRACE_LEN", "TRANSIENT_BYTES_PER_SYMBOL", "Decoded",
+           "EndReason", "ReceiveProgress",
            "ReceiverCore", "Recovered", "SenderCore", "SessionEnded",
            "describe_session"]
 
@@ -53,8 +54,12 @@ TRACE_LEN = 1 << 14
 
 MAX_ACTIVE = 64
 """partially received source blocks a receiver holds at most (default)"""
-BYTES_PER_SYMBOL_HELD = 3
-"""a partial LDPC block costs a receiver ~3*k*E bytes (see describe_session)"""
+BYTES_PER_SYMBOL_HELD = 2
+"""a partial LDPC block costs a receiver ~2*k*E bytes: its k source values and its
+n - k = k equations' partial sums (1.95*k*E measured at k = 3,000, E = 1,428)"""
+TRANSIENT_BYTES_PER_SYMBOL = 3
+"""one block at a time costs up to ~1.6*k*E more while it is eliminated or handed out
+decoded (measured); ``describe_session`` keeps 3*B*E for it"""
 
 Address = Any
 Outgoing = tuple[bytes, Address]
@@ -71,12 +76,16 @@ def describe_session(name: str, size: int, sha256: str, *, session: int, fec_see
     """The session description of an object of ``size`` bytes (rates in packets/s).
 
     Each channel has its own group address (``group`` + channel) and port
-    (``port`` + channel).  Memory bound: a receiver holds up to ~3*k*E bytes per
-    partially received LDPC block (symbols, decoder rows, the elimination's work
-    space), so objects of more than ``window = min(MAX_ACTIVE, memory // (3*B*E))``
-    source blocks are carouselled by windows of that many blocks, and receivers
-    hold at most ``window`` partial blocks: 3*B*E*window <= ``memory`` at each
-    receiver (the sender holds 2*B*E per block of the window).
+    (``port`` + channel).  Memory bound: a receiver holds ~2*k*E bytes per
+    partially received LDPC block (the source values and the equations' partial
+    sums), and one block at a time needs up to 3*B*E more (the elimination's work
+    space, the decoded block's copies), so objects of more than ``window =
+    min(MAX_ACTIVE, (memory - 3*B*E) // (2*B*E))`` source blocks are carouselled by
+    windows of at most that many blocks (of even sizes: FileSender), and receivers
+    hold at most ``window`` partial blocks: 2*B*E*window + 3*B*E <= ``memory`` at
+    each receiver (the sender holds 2*B*E per block of the window).  Until session 7
+    every partial block was counted 3*B*E: a 99 MB file (24 blocks of 3,000 symbols)
+    was cut into windows of 20 and 4 blocks at 256 MiB.
     """
     sched = make_schedule(schedule, min_rate=min_rate, max_rate=max_rate, tsd=tsd, k=k)
     a, b, c, d = (int(x) for x in group.split("."))
@@ -91,12 +100,13 @@ def describe_session(name: str, size: int, sha256: str, *, session: int, fec_see
     sd = SessionDescription(session, 0, name, size, sha256, fp, RateLadder.of(sched), groups,
                             interface, source=interface)
     per_block = BYTES_PER_SYMBOL_HELD * fp.max_block_length * symbol_size
-    fit = memory // per_block
+    transient = TRANSIENT_BYTES_PER_SYMBOL * fp.max_block_length * symbol_size
+    fit = max(0, memory - transient) // per_block
     if fit < 1:
-        raise FECError(f"a receiver needs ~{per_block} bytes for one source block of "
-                       f"{fp.max_block_length} symbols of {symbol_size} bytes, more than "
-                       f"the memory bound of {memory} bytes: use a smaller block length "
-                       f"(m2c send --block-length) or symbol size (--symbol-size)")
+        raise FECError(f"a receiver needs ~{per_block + transient} bytes for one source "
+                       f"block of {fp.max_block_length} symbols of {symbol_size} bytes, "
+                       f"more than the memory bound of {memory} bytes: use a smaller block "
+                       f"length (m2c send --block-length) or symbol size (--symbol-size)")
     window = min(MAX_ACTIVE, fit)
     if sd.partition().blocks > window:
         sd.window_blocks = window
