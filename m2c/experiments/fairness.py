@@ -1,4 +1,4 @@
-"""Paper section 7.3, M2C against M2C: two sessions share one bottleneck (simulator).
+"""Paper section 7.3, M2C against M2C: two sessions share one bottleneck (simulator or testbed).
 
 Two M2C senders, each with its own file, session (TSI) and multicast groups,
 and one receiver each; both sessions' packets cross one shared link of
@@ -17,10 +17,12 @@ receiver has the whole file): its share of the two and Jain's fairness index (1
 K = 2, 1,500-byte packets).
 
     m2c experiment fairness [--quick] [--bottleneck 4e6] [--size BYTES] [--offset S]
-        [--seeds N] [--out DIR]
+        [--seeds N] [--backend sim|netns] [--out DIR]
 
-The testbed twin is not built: fig5.py's topology has one M2C sender; a second
-sender (its own session and groups behind the same tbf) is the missing piece.
+``--backend netns`` (root) runs the same scenario on the namespace testbed with
+real sockets, ``--seeds N`` runs of it (:mod:`m2c.experiments.fairness_testbed`:
+fig5.py's topology with two senders, the rates from a capture of the shared
+link's output).
 """
 
 from __future__ import annotations
@@ -217,17 +219,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offset", type=cliutil.nonnegative_float, default=0.0, metavar="S",
                     help="session B starts this many seconds after A (default 0)")
     ap.add_argument("--seeds", type=cliutil.positive_int, help="runs (default 5)")
-    ap.add_argument("--out", type=_out_dir, metavar="DIR", help="fairness.json here")
+    ap.add_argument("--backend", choices=["sim", "netns"], default="sim",
+                    help="sim: the packet-level simulator (default); netns: the namespace "
+                    "testbed, real sockets and time (root)")
+    ap.add_argument("--out", type=_out_dir, metavar="DIR",
+                    help="fairness.json (sim) or fairness-netns.json (netns) here")
     a = ap.parse_args(argv)
     size = a.size or (1_000_000 if a.quick else 8_000_000)
     seeds = a.seeds or (2 if a.quick else 5)
     t0 = time.monotonic()
-    rows = [run_one(a.bottleneck, size, a.offset, seed) for seed in range(seeds)]
+    if a.backend == "netns":
+        from deliverykit.testbed import TestbedError
+        from m2c.experiments import fairness_testbed
+
+        try:
+            rows = [fairness_testbed.run_one(a.bottleneck, size, a.offset, seed)
+                    for seed in range(seeds)]
+        except TestbedError as e:
+            print(f"m2c experiment fairness: error: {e}", file=sys.stderr)
+            return 1
+    else:
+        rows = [run_one(a.bottleneck, size, a.offset, seed) for seed in range(seeds)]
     wall = time.monotonic() - t0
     summ = summarise(rows)
     bad = [r for r in rows if not (r["a_verified"] and r["b_verified"])]
-    print(f"two M2C sessions, {a.bottleneck / 1e6:g} Mb/s shared, {size} B each, B starts "
-          f"{a.offset:g} s after A, {seeds} seeds (mean +- 95 % CI):")
+    print(f"two M2C sessions ({a.backend}), {a.bottleneck / 1e6:g} Mb/s shared, {size} B each, "
+          f"B starts {a.offset:g} s after A, {seeds} seeds (mean +- 95 % CI):")
     for k, (m, h) in summ.items():
         print(f"  {k:9s} {m:10.3f}" + ("" if h != h else f" +- {h:.3f}"))
     print(f"wall {wall:.1f} s; {len(bad)} run(s) with a receiver not verified")
@@ -235,9 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         from deliverykit.provenance import run_metadata
 
         os.makedirs(a.out, exist_ok=True)
-        p = os.path.join(a.out, "fairness.json")
+        name = "fairness.json" if a.backend == "sim" else "fairness-netns.json"
+        p = os.path.join(a.out, name)
         with replace_when_done(p) as f:
-            json.dump({"meta": {**run_metadata("m2c"), "wall_s": wall}, "rows": rows,
+            json.dump({"meta": {**run_metadata("m2c"), "wall_s": wall, "backend": a.backend,
+                                "argv": sys.argv[1:] if argv is None else argv},
+                       "rows": rows,
                        "summary": summ}, f, indent=1)
         print("wrote", p)
     return 1 if bad else 0
