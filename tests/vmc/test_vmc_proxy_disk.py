@@ -80,14 +80,19 @@ def test_full_disk_falls_back_to_the_origin_and_stays_correct(make_stack, tmp_pa
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
     try:
         st = make_stack(rate=1_000_000, window=WINDOW, disk_dir=str(mnt))
-        size, path = 1_000_000, "/disk-full.bin?size=1000000"
+        # 3 s of stream, the late client 0.5 s in: it joins even when curl starts slowly under
+        # load (with 1 MB, 0.5 s of stream was left; a late client arriving after the end
+        # started its own fetch and filled the disk again: disk-full counted 2, on both engines)
+        size, path = 3_000_000, "/disk-full.bin?size=3000000"
         first = curl(st, path, tmp_path / "a.bin")
         wait_live(st, "/disk-full", 500_000)  # the 256 KiB disk filled up long ago
         late = curl(st, path, tmp_path / "b.bin")
         assert finish(first) == (0, 200, size) and finish(late) == (0, 200, size)
         want = expected("/disk-full.bin", size)
         assert (tmp_path / "a.bin").read_bytes() == want and (tmp_path / "b.bin").read_bytes() == want
-        disk = st.status()["disk"]
+        snap = st.status()
+        assert snap["joins"] == 1, "the late client came after the stream's end: not this test"
+        disk = snap["disk"]
         assert disk["refused"] == {"disk-full": 1} and disk["objects"] == 0
         assert _origin_counts(st)[1] >= 1  # the prefix came from the origin by Range, as before
         assert not os.listdir(mnt)
