@@ -26,8 +26,9 @@ import time
 from typing import Any
 
 from deliverykit import cliutil
+from vmc.aio.config import ProxyConfig
 from vmc.aio.origin import Origin
-from vmc.aio.proxy import Proxy, ProxyConfig
+from vmc.aio.proxy import Proxy
 from vmc.sim import Arrival, log_arrivals, replay_arm, saving
 from vmc.workload.replay import Replayed, replay
 from vmc.workload.squid import LogEntry

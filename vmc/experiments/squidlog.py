@@ -37,6 +37,7 @@ import sys
 from collections import Counter
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.outputs import write_when_done
@@ -50,7 +51,7 @@ from vmc.workload.synth import SCENARIOS, generate
 
 
 async def produce(entries: list[LogEntry], speed: float, link_rate: float = 0.0,
-                  settle: float = 20.0) -> tuple[list[str], dict]:
+                  settle: float = 20.0) -> tuple[list[str], dict[str, Any]]:
     """Issue ``entries`` through a real Squid to our origin; Squid's access.log lines and a
     summary.
 
@@ -90,7 +91,7 @@ class Backend(Enum):
 
 
 def replay_sim(entries: list[LogEntry], link_rate: float, seed: int = 1,
-               batch: int = 5000, curves: bool = False) -> dict:
+               batch: int = 5000, curves: bool = False) -> dict[str, Any]:
     """Step 4 in simulated time: Normal vs VMC over ``entries`` at their logged times, the origin's
     link shared at ``link_rate`` bytes/s, counting mode, ``batch`` requests a run; ``failed``:
     requests without their whole body (a batch cut by its event bound counts all its missing).
@@ -103,12 +104,13 @@ def replay_sim(entries: list[LogEntry], link_rate: float, seed: int = 1,
 
 def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, seed: int = 1,
         log_out: str | Path | None = None, backend: Backend = Backend.LOOPBACK,
-        log_in: Path | None = None, batch: int = 5000, figures: Path | None = None) -> dict:
+        log_in: Path | None = None, batch: int = 5000,
+        figures: Path | None = None) -> dict[str, Any]:
     """Generate, produce a real Squid log (or read ``log_in``), read it back, replay it through our
     proxy (``backend``); ``figures`` (``Backend.SIM``): the directory for the (a)/(b) curves (CSV
     and PNG, :func:`vmc.experiments.simtables.figures`)."""
     sc = SCENARIOS[scenario]
-    made: dict = {}
+    made: dict[str, Any] = {}
     generated: list[LogEntry] | None = None
     if log_in is None:
         n = n or (40 if quick else 300)
@@ -127,7 +129,7 @@ def run(quick: bool = True, scenario: str = "high-vhigh", n: int | None = None, 
     entries = clean(parsed)
     span2 = max(entries[-1].start - entries[0].start, 1e-3) if entries else 1.0
     offered = sum(e.bytes for e in entries) / span2
-    row: dict = {}
+    row: dict[str, Any] = {}
     drawn: list[Path] = []
     if entries and backend is Backend.SIM:
         row = replay_sim(entries, offered / sc.utilisation, seed, batch, curves=figures is not None)

@@ -25,6 +25,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.outputs import replacing, write_when_done
@@ -46,7 +47,7 @@ def _scaled(entries: Sequence[LogEntry], target_seconds: float) -> float:
 
 def run(quick: bool = True, n: int | None = None, seed: int = 1,
         scenarios: list[str] | None = None, on_done: Callable[[], None] | None = None,
-        on_scenario: Callable[[str], None] | None = None) -> dict:
+        on_scenario: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Both tables as row dicts (ours beside the paper's), plus the raw latencies per scenario.
 
     ``on_done()`` is called as each replayed request ends (3 arms x ``n`` per scenario),
@@ -85,7 +86,7 @@ def run(quick: bool = True, n: int | None = None, seed: int = 1,
     return {"table1": t1, "table2": t2, "latencies": raw, "n": n, "seed": seed, "quick": quick}
 
 
-def _md(rows: list[dict]) -> str:
+def _md(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     keys = list(rows[0])
@@ -94,7 +95,7 @@ def _md(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def plot(result: dict, out: Path) -> list[Path]:
+def plot(result: dict[str, Any], out: Path) -> list[Path]:
     """Cumulative latency, Normal vs VMC, one PNG per scenario (Figs. 2-6 (b))."""
     import matplotlib
 

@@ -29,12 +29,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deliverykit import cliutil
 from deliverykit.outputs import replacing, write_when_done
 from vmc.nginx import Nginx, write_object
+from vmc.workload.squid import LogEntry
 from vmc.workload.synth import PAPER_TABLE2, SCENARIOS, calculated_saving, generate
+
+if TYPE_CHECKING:  # the testbed (pyroute2) is imported by run() alone
+    from deliverykit.testbed import Host, Testbed
 
 C_IP, R_C_IP, R_O_IP, O_IP = "10.61.1.1", "10.61.1.2", "10.61.2.1", "10.61.2.2"
 PROXY_PORT = 3128
@@ -51,7 +57,8 @@ table ip vmc {{
 """
 
 
-def _replay_in_host(entries, origin: str, speed: float) -> list:
+def _replay_in_host(entries: list[LogEntry], origin: str, speed: float,
+                    ) -> list[tuple[float | None, float | None, str | None]]:
     """Runs inside host c (forked): replay straight at the origin's address."""
     import asyncio
 
@@ -79,7 +86,7 @@ def _tcp_counters() -> dict[str, int]:
     return {k: got.get(k, 0) for k in TCP_KEYS}
 
 
-def _tbf_drops(tb, host, ifname: str) -> int:
+def _tbf_drops(tb: Testbed, host: Host, ifname: str) -> int:
     """Packets the tbf queue on ``ifname`` dropped so far (``tc -s qdisc``)."""
     cp = tb.exec(host, ["tc", "-s", "qdisc", "show", "dev", ifname], timeout=10)
     total = 0
@@ -90,7 +97,7 @@ def _tbf_drops(tb, host, ifname: str) -> int:
     return total
 
 
-def saved_per_request(status: dict) -> list[int]:
+def saved_per_request(status: dict[str, Any]) -> list[int]:
     """Origin bytes each request did not cost, in arrival order, from the proxy's request log.
 
     A request that started a session or was passed through cost its own bytes; a
@@ -105,7 +112,7 @@ def saved_per_request(status: dict) -> list[int]:
     return out
 
 
-def _probe(tb, host, url: str) -> bool:
+def _probe(tb: Testbed, host: Host, url: str) -> bool:
     argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", url]
     cp = tb.exec(host, argv, timeout=5)
     return cp.stdout.strip() not in ("", "000")
@@ -113,7 +120,7 @@ def _probe(tb, host, url: str) -> bool:
 
 def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
         link_mbit: float = 20.0, window: int = 8 << 20, seed: int = 1,
-        queue_ms: float | None = None) -> dict:
+        queue_ms: float | None = None) -> dict[str, Any]:
     """One Normal arm and one VMC arm on a fresh testbed; ``queue_ms`` is the tbf queue (default
     50 ms)."""
     from deliverykit.testbed import Tbf, Testbed
@@ -132,7 +139,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
         if name not in seen:
             seen.add(name)
             write_object(root, name, e.bytes)
-    out: dict = {"scenario": scenario, "requests": n, "link_mbit": link_mbit,
+    out: dict[str, Any] = {"scenario": scenario, "requests": n, "link_mbit": link_mbit,
                  "speed": round(speed, 3), "seed": seed, "queue_ms": queue_ms,
                  "replay_s": round(span / speed, 1)}
     with Testbed(prefix="vmc") as tb:
@@ -146,7 +153,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
         ng = Nginx.origin(root, listen=f"{O_IP}:80")
         ng.start(popen=lambda argv, **kw: tb.popen(o, argv, **kw),
                  probe=lambda: _probe(tb, c, f"http://{O_IP}/"))
-        running: list[subprocess.Popen] = []  # proxies still to stop, whatever happens
+        running: list[subprocess.Popen[str]] = []  # proxies still to stop, whatever happens
         try:
             for arm in ARMS:
                 proxy = None
@@ -279,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarise(runs: list[dict]) -> dict:
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and min..max of the savings over repeated runs of one scenario."""
-    out: dict = {"scenario": runs[0]["scenario"], "runs": len(runs)}
+    out: dict[str, Any] = {"scenario": runs[0]["scenario"], "runs": len(runs)}
     for key in ("bandwidth %", "latency %", "latency % vs proxy-only"):
         xs = [r["table2"][key] for r in runs if r["table2"][key] is not None]
         if xs:
@@ -289,14 +296,14 @@ def summarise(runs: list[dict]) -> dict:
     return out
 
 
-def plot(results: list[dict], out: Path) -> list[Path]:
+def plot(results: list[dict[str, Any]], out: Path) -> list[Path]:
     """Per scenario, Figs. 2-6 style: (a) cumulative bandwidth saved, (b) cumulative latency."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def cum(xs):
+    def cum(xs: Iterable[float | None]) -> list[float]:
         acc, ys = 0.0, []
         for x in xs:
             acc += x or 0.0
