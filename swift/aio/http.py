@@ -3,9 +3,11 @@
 ``GET /`` (with optional ``Range: bytes=a-b``, RFC 9110 section 14) returns the
 content as it is verified: each response waits for the next chunk, moving the
 peer's playback position there so the VoD picker fetches it first (paper
-III-C).  Built on h11; one request per connection.  Other methods get 405
-with ``Allow: GET, HEAD`` (RFC 9110 15.5.6); closing the endpoint ends the
-responses still waiting for chunks.
+III-C); opening the endpoint attaches it as an in-order reader, so the
+linear picker takes every block in plain order (no twist).  Built on h11;
+one request per connection.  Other methods get 405 with ``Allow: GET, HEAD``
+(RFC 9110 15.5.6); closing the endpoint ends the responses still waiting
+for chunks.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ class HttpStream:
         self._clients: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> HttpStream:
+        # a player reads in order from the start: the linear picker keeps
+        # position order from now on (no twist; docs/ledbat.md)
+        self.node.peer.download.picker.attach_reader()
         self.server = await asyncio.start_server(self._client, self.host, self.port)
         self.port = self.server.sockets[0].getsockname()[1]
         return self

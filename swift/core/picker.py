@@ -1,7 +1,8 @@
 """Chunk pickers (RFC 7574 section 9.1) and the paper's download algorithm.
 
 * ``linear``: in order from the playback position (paper IV-A baseline);
-  optionally each block of 256 chunks rotated by a per-peer twist.
+  each block of 256 chunks rotated by a per-peer twist while no in-order
+  consumer is attached.
 * ``rarest``: rarest first over the whole content.
 * ``std-vod``: high-priority window in order, mid and low sets rarest first,
   requests to any peer (paper IV-A baseline).
@@ -195,6 +196,13 @@ class Picker(ABC):
         """Up to ``want`` chunks to request from the peer holding ``peer``;
         ``fast``: that peer is in the fast set (or every peer is asked)."""
 
+    def attach_reader(self) -> None:
+        """An in-order consumer reads the content from the playback position
+        (the HTTP gateway, ``InOrderReader``, a player): from now on the
+        picker keeps position order, even at position 0.  The built-in
+        pickers other than ``linear`` always do."""
+        return None
+
 
 #: chunks per block of the linear picker's twist (:class:`LinearPicker`)
 TWIST_BLOCK = 256
@@ -228,13 +236,19 @@ def twisted(st: PickState, peer: Binmap, lo: int, hi: int, want: int, twist: int
 class LinearPicker(Picker):
     """In order from the playback position, then from the start.
 
-    With ``twist`` (``PeerConfig.picker_twist``; the idea of libswift's
-    sequential picker): each aligned block of :data:`TWIST_BLOCK` chunks is
-    taken from a per-peer offset and then wraps, so a flash crowd's leechers,
-    all starting together, ask the seeder for different chunks and have
-    something to give one another, even when nothing is lost (docs/ledbat.md,
-    "The default TARGET").  Order across blocks stays linear, and a player's
-    block (playback position > 0) is taken in plain order from it."""
+    With ``twist`` (``PeerConfig.picker_twist``, on by default; the idea of
+    libswift's sequential picker): each aligned block of :data:`TWIST_BLOCK`
+    chunks is taken from a per-peer offset and then wraps, so a flash crowd's
+    leechers, all starting together, ask the seeder for different chunks and
+    have something to give one another, even when nothing is lost
+    (docs/ledbat.md, "The default TARGET").  Order across blocks stays
+    linear, and a player's block (playback position > 0) is taken in plain
+    order from it.
+
+    The twist applies only while no in-order consumer is attached
+    (:meth:`attach_reader`): a reader playing from position 0 waits for the
+    first chunks in order, which the twist would fetch last in their block
+    (docs/ledbat.md, "What the twist costs an in-order consumer")."""
 
     name = "linear"
     empty_means_none_wanted = True
@@ -244,12 +258,22 @@ class LinearPicker(Picker):
         #: at the first pick that finds something (an empty pick draws nothing
         #: from ``rng``)
         self.twist: int | None = None if twist else 0
+        #: an in-order consumer is attached (:meth:`attach_reader`): plain order
+        self.reader = False
+
+    def attach_reader(self) -> None:
+        self.reader = True
 
     def pick(self, st: PickState, peer: Binmap, want: int, fast: bool) -> list[int]:
         n, p = st.n_chunks, st.playpos
         if next_wanted(st, peer, p, n) is None and (
                 not p or next_wanted(st, peer, 0, p) is None):
             return []
+        if self.reader:
+            out = in_order(st, peer, p, n, want)
+            if len(out) < want and p:
+                out += in_order(st, peer, 0, p, want - len(out))
+            return out
         if self.twist is None:
             self.twist = st.rng.randrange(TWIST_BLOCK)
         keep = p - p % TWIST_BLOCK + TWIST_BLOCK if p else 0
