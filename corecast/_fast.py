@@ -24,12 +24,9 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deliverykit.fastpath import load
-
-if TYPE_CHECKING:
-    from corecast.core.maptrie import PrefixTrie
 
 _HASH_LEN = {1: 20, 2: 32}
 _CC_PORT = 54341
@@ -147,9 +144,9 @@ cc_parse = load("cc_parse", py_cc_parse)
 cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
 
 
-# ---------------------------------------------------------------- ITR batch
+# ---------------------------------------------------------------- ITR table
 
-#: ``ctr`` slots of :func:`py_cc_itr_batch` (and the C version), by name
+#: ``ctr`` slots of :meth:`PyItrTable.batch` (and the C version), by name
 CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
              "extra_payload_copies", "drop_unknown_hash", "mapcache_hits", "l2_to_self", "l2_ip",
              "cc_payloads", "drop_bad_hash")
@@ -159,58 +156,234 @@ class Lookup(enum.Enum):
     """How the batch path finds a client EID's map-cache entry (paper section 6.2's
     explanation of its +52 %: a linear EID-to-RLOC search, where routers use tries)."""
 
-    #: longest-prefix walk over the map-cache's binary trie (the default)
+    #: longest-prefix match over the table's prefixes (a binary trie in C)
     TRIE = "trie"
     #: a scan over every prefix, longest first, stopping at the first that covers it
     LINEAR = "linear"
 
 
-@dataclass(frozen=True, slots=True)
-class LinearTable:
-    """The map-cache's prefixes as flat arrays for :attr:`Lookup.LINEAR`, longest
-    prefix first: ``packed4`` holds ``net + mask`` (8 bytes) per IPv4 prefix,
-    ``packed6`` 32 bytes per IPv6 prefix; ``entries4/6[i]`` is prefix i's entry.
-    Built from one trie version (:attr:`PrefixTrie.version`)."""
+#: one map-cache entry as ``ItrTable.entries()`` gives it:
+#: (network, prefix length, locators, their text, expiry, own LISP header, fast-path hits)
+EntryRow = tuple[bytes, int, tuple[bytes, ...], tuple[str, ...], float, "bytes | None", int]
+#: one channel as ``ItrTable.channel()`` gives it: (hash, seq, payload packet, servedRLOC)
+ChannelRow = tuple[bytes, int, bytes, "dict[bytes, int] | None"]
 
-    packed4: bytes
-    entries4: list[Any]
-    packed6: bytes
-    entries6: list[Any]
 
-    @classmethod
-    def of(cls, trie: PrefixTrie[Any]) -> LinearTable:
-        rows: dict[int, list[tuple[int, bytes, Any]]] = {4: [], 16: []}
-        for net, plen, value in trie.items():
-            rows[len(net)].append((plen, net, value))
-        packed: dict[int, bytes] = {}
-        entries: dict[int, list[Any]] = {}
-        for nb, rs in rows.items():
-            rs.sort(key=lambda r: -r[0])  # stable: longest first, the trie's order after
-            bits = nb * 8
-            packed[nb] = b"".join(
-                net + (((1 << plen) - 1) << (bits - plen) if plen else 0).to_bytes(nb, "big")
-                for plen, net, _ in rs)
-            entries[nb] = [v for _, _, v in rs]
-        return cls(packed[4], entries[4], packed[16], entries[16])
+def _masked(net: bytes, plen: int) -> int:
+    bits = len(net) * 8
+    return int.from_bytes(net, "big") & ((((1 << plen) - 1) << (bits - plen)) if plen else 0)
 
-    def ctx(self) -> tuple[bytes, list[Any], bytes, list[Any]]:
-        return (self.packed4, self.entries4, self.packed6, self.entries6)
+
+@dataclass(slots=True)
+class _Row:
+    """One map-cache entry of :class:`PyItrTable` (a row of the C table)."""
+
+    net: int
+    nb: int
+    plen: int
+    rlocs: tuple[bytes, ...]
+    rloc_strs: tuple[str, ...]
+    expires: float
+    header: bytes | None
+    hits: int = 0
+
+    @property
+    def fast(self) -> bool:
+        """Exactly one usable locator: the batch path may forward with it."""
+        return len(self.rlocs) == 1
+
+    def covers(self, key: int, nb: int) -> bool:
+        return nb == self.nb and (key >> (nb * 8 - self.plen) if self.plen else 0) == (
+            self.net >> (nb * 8 - self.plen) if self.plen else 0)
+
+    def as_tuple(self) -> EntryRow:
+        return (self.net.to_bytes(self.nb, "big"), self.plen, self.rlocs, self.rloc_strs,
+                self.expires, self.header, self.hits)
+
+
+@dataclass(slots=True)
+class _Channel:
+    """One payloadBuffer entry of :class:`PyItrTable` (paper Fig. 3)."""
+
+    eid: bytes
+    hash: bytes = b""
+    seq: int = -1
+    packet: bytes = b""
+    served: dict[bytes, int] | None = None
+
+
+class PyItrTable:
+    """The pure twin of the C ``ItrTable`` (``deliverykit._speedups.cc_itr_table()``):
+    the ITR's data-path state, owned in one place.  The map-cache's entries
+    (:class:`corecast.core.mapcache.MapCache` keeps them here through
+    :meth:`set_entry` and :meth:`remove_entry`) and the payloadBuffer
+    (:class:`corecast.core.itr.Itr`: :meth:`add_channel`, :meth:`set_payload`);
+    :meth:`batch` is the data path over them.  Same methods, results and state as C."""
+
+    def __init__(self) -> None:
+        #: (nb, plen, masked network) -> row
+        self._rows: dict[tuple[int, int, int], _Row] = {}
+        #: per family, the prefix lengths present, longest first
+        self._lengths: dict[int, list[int]] = {4: [], 16: []}
+        #: rows longest prefix first (the linear search), rebuilt after a change
+        self._order: list[_Row] | None = None
+        self._channels: dict[bytes, _Channel] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    # -- map-cache entries -----------------------------------------------------------
+
+    @staticmethod
+    def _check(prefix: bytes, plen: int) -> None:
+        if len(prefix) not in (4, 16):
+            raise ValueError("ItrTable: an address is 4 or 16 bytes")
+        if not 0 <= plen <= len(prefix) * 8:
+            raise ValueError("ItrTable: bad prefix length")
+
+    def set_entry(self, prefix: bytes, plen: int, rlocs: tuple[bytes, ...],
+                  rloc_strs: tuple[str, ...], expires: float, header: bytes | None) -> None:
+        """Add or replace the entry of ``prefix/plen``."""
+        self._check(prefix, plen)
+        if len(rlocs) != len(rloc_strs) or not (header is None or isinstance(header, bytes)):
+            raise TypeError("set_entry: rlocs and rloc_strs of one length; header bytes or None")
+        nb = len(prefix)
+        key = (nb, plen, _masked(prefix, plen))
+        old = self._rows.get(key)
+        self._rows[key] = _Row(key[2], nb, plen, tuple(rlocs), tuple(rloc_strs), float(expires),
+                               header, old.hits if old is not None else 0)
+        if old is None:
+            self._lengths[nb] = sorted({plen, *self._lengths[nb]}, reverse=True)
+            self._order = None
+
+    def remove_entry(self, prefix: bytes, plen: int) -> bool:
+        """Remove the entry of ``prefix/plen``; True if there was one."""
+        self._check(prefix, plen)
+        nb = len(prefix)
+        if self._rows.pop((nb, plen, _masked(prefix, plen)), None) is None:
+            return False
+        self._lengths[nb] = sorted({k[1] for k in self._rows if k[0] == nb}, reverse=True)
+        self._order = None
+        return True
+
+    def entries(self) -> list[EntryRow]:
+        """Every entry, sorted (as C gives them)."""
+        return sorted(r.as_tuple() for r in self._rows.values())
+
+    def longest_match(self, eid: bytes) -> _Row | None:
+        """The entry of the longest prefix covering ``eid``."""
+        nb = len(eid)
+        for plen in self._lengths[nb]:
+            row = self._rows.get((nb, plen, _masked(eid, plen)))
+            if row is not None:
+                return row
+        return None
+
+    def linear_match(self, eid: bytes) -> _Row | None:
+        """The section 6 ablation: every entry scanned, longest prefix first."""
+        if self._order is None:
+            self._order = sorted(self._rows.values(), key=lambda r: -r.plen)
+        key, nb = int.from_bytes(eid, "big"), len(eid)
+        for row in self._order:
+            if row.covers(key, nb):
+                return row
+        return None
+
+    # -- the payloadBuffer -------------------------------------------------------------
+
+    def add_channel(self, eid: bytes) -> bool:
+        """A payloadBuffer entry with no payload yet; False if there is one."""
+        if eid in self._channels:
+            return False
+        self._channels[eid] = _Channel(eid)
+        return True
+
+    def set_payload(self, eid: bytes, hash: bytes, seq: int, packet: bytes) -> None:
+        """A channel's new payload, with a fresh, empty servedRLOC."""
+        ch = self._channels.get(eid)
+        if ch is None:
+            raise KeyError("set_payload: not a channel of this table")
+        ch.hash, ch.seq, ch.packet, ch.served = hash, seq, packet, {}
+
+    def channel(self, eid: bytes) -> ChannelRow | None:
+        """(hash, seq, packet, servedRLOC) of a channel; the servedRLOC is the table's."""
+        ch = self._channels.get(eid)
+        return None if ch is None else (ch.hash, ch.seq, ch.packet, ch.served)
+
+    def channels(self) -> list[bytes]:
+        return list(self._channels)
+
+    # -- the data path -------------------------------------------------------------------
+
+    def batch(self, frames: list[Any], start: int, l2: int, ctx: tuple[Any, ...], now: float,
+              out: list[Any], ctr: list[int]) -> int:
+        """The ITR data path for a batch (paper section 3.4 Algorithm 1, header step;
+        plain LISP encapsulation, RFC 9300 section 5).
+
+        ``frames``: inner IP packets (``l2 == 0``) or Ethernet frames from AF_PACKET
+        (``l2 == 14``; non-IP frames skipped, frames to ``own`` addresses or multicast
+        counted in ``l2_to_self`` and skipped), each bytes or a ``(bytes, addr)`` pair.
+        ``ctx`` is :meth:`ItrPath.ctx`: ``(ranges, lisp_header, data_port,
+        extra_every, max_served, own, headers_by_rloc, digest, linear, check_hash)``.
+        An entry's own header (map-versioning, RFC 9302) replaces the default for
+        its EIDs; a per-RLOC header (echo-nonce, RFC 9300 10.1) wins over both.
+
+        Handles, in order from ``start``: payload PDUs of a known channel (hash checked
+        with ``digest(hash_id, payload)``; a match is the channel's new payload with a
+        fresh servedRLOC, a mismatch a counted drop), plain packets and CoreCast
+        header PDUs whose EID hits a live single-locator entry (appending ``(lisp_header
+        + packet, (rloc, port))`` to ``out``, with the channel's payload first when the
+        RLOC is not yet in servedRLOC), and header PDUs with an unknown hash (dropped,
+        counted).  Returns the index of the first packet it leaves to the Python core
+        (the first payload of a new channel, misses, expired/negative/multi-locator
+        entries, unknown channels, a full servedRLOC, malformed packets), or
+        ``len(frames)``.  ``ctr`` (11 ints, :data:`CTR_NAMES`) is incremented."""
+        (ranges, lisp_header, port, extra, max_served, own, hdrs, digest, linear,
+         check_hash) = ctx
+        if len(ctr) != len(CTR_NAMES):  # the checks in the C function's order
+            raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
+        if l2 not in (0, 14):
+            raise ValueError("cc_itr_batch: l2 must be 0 or 14")
+        if len(ranges) > MAX_RANGES:
+            raise ValueError("cc_itr_batch: at most 16 reserved ranges")
+        loop = _BatchLoop(self, _int_ranges(ranges), lisp_header, port, extra, max_served,
+                          own, hdrs, digest, bool(linear), bool(check_hash), now, out)
+        frames = frames[:]  # our own references, as C (digest may change the list)
+        i = max(start, 0)
+        while i < len(frames):
+            item = frames[i]
+            p = item[0] if type(item) is tuple and item else item
+            if not isinstance(p, bytes):  # as the C function: bytes or (bytes, addr) only
+                raise TypeError("cc_itr_batch: frames are bytes or (bytes, addr)")
+            if l2:
+                p = loop.inner_of_frame(p)
+                if p is None:  # not IP, or not for forwarding: skipped
+                    i += 1
+                    continue
+            if not loop.forward(p):
+                break  # the Python core takes this packet
+            i += 1
+        for k, name in enumerate(CTR_NAMES):
+            ctr[k] += loop.counts[name]
+        return i
+
+
+def py_cc_itr_table() -> PyItrTable:
+    return PyItrTable()
 
 
 @dataclass(slots=True)
 class ItrPath:
     """Everything the ITR's batch data path reads and writes: the one owner of this
     state (:class:`corecast.core.itr.Itr` reads and sets it through properties).
-    :meth:`ctx` lays it out as ``cc_itr_batch`` (C and twin) takes it; nothing else
-    knows the order."""
+    The map-cache entries and the payloadBuffer are in :attr:`table` (C or twin);
+    :meth:`ctx` lays the rest out as ``table.batch`` takes it; nothing else knows
+    the order."""
 
     #: reserved CoreCast ranges, ``(network, mask)`` byte pairs (at most MAX_RANGES)
     ranges: tuple[tuple[bytes, bytes], ...]
-    #: the map-cache trie's IPv4 and IPv6 roots (``PrefixTrie.root``)
-    root4: list[Any]
-    root6: list[Any]
-    #: channel EID -> its payloadBuffer entry (``ChannelBuffer``)
-    buffers: dict[bytes, Any]
+    #: the map-cache entries and the payloadBuffer (``ItrTable`` or :class:`PyItrTable`)
+    table: Any
     #: the default LISP data header
     lisp_header: bytes
     #: the remote ETRs' LISP data port
@@ -225,142 +398,70 @@ class ItrPath:
     headers_by_rloc: dict[bytes, bytes]
     #: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
     digest: Callable[[int, Any], bytes]
-    #: the map-cache trie (the linear table is rebuilt from it when its version moves)
-    trie: PrefixTrie[Any] | None = None
     #: the EID-to-RLOC lookup (section 6 ablation)
     lookup: Lookup = Lookup.TRIE
     #: Algorithm 1's per-client hash check: each header's hash against the buffered
     #: payload's (False: the section 6 ablation; a header goes out with whatever
     #: payload the channel holds)
     check_hash: bool = True
-    _linear: LinearTable | None = None
-    _linear_version: int = -1
-
-    def linear_table(self) -> LinearTable | None:
-        """The linear lookup table for the trie's current version (None with TRIE)."""
-        if self.lookup is not Lookup.LINEAR:
-            return None
-        if self.trie is None:
-            raise ValueError("a linear lookup needs the map-cache trie")
-        if self._linear is None or self._linear_version != self.trie.version:
-            self._linear = LinearTable.of(self.trie)
-            self._linear_version = self.trie.version
-        return self._linear
 
     def ctx(self) -> tuple[Any, ...]:
-        """The ``ctx`` argument of ``cc_itr_batch``."""
-        lin = self.linear_table()
-        return (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header,
-                self.data_port, self.extra_payload_every, self.max_served, self.own,
-                self.headers_by_rloc, self.digest, None if lin is None else lin.ctx(),
-                self.check_hash)
+        """The ``ctx`` argument of ``table.batch``."""
+        return (self.ranges, self.lisp_header, self.data_port, self.extra_payload_every,
+                self.max_served, self.own, self.headers_by_rloc, self.digest,
+                self.lookup is Lookup.LINEAR, self.check_hash)
 
 
 @dataclass(frozen=True, slots=True)
 class BatchImpl:
-    """Which implementation an ITR runs: the C functions or their twins, chosen once."""
+    """Which implementation an ITR runs: the C parser and table or their twins,
+    chosen once."""
 
     parse: Callable[[bytes, tuple[tuple[bytes, bytes], ...]], tuple[Any, ...]]
-    batch: Callable[..., int]
+    table: Callable[[], Any]
 
     @classmethod
     def choose(cls, fast: bool | None) -> BatchImpl:
         """None: whatever deliverykit.fastpath picked; True: C (RuntimeError when it
         is not built); False: the pure twins."""
         if fast is None:
-            return cls(cc_parse, cc_itr_batch)
+            return cls(cc_parse, cc_itr_table)
         if not fast:
-            return cls(py_cc_parse, py_cc_itr_batch)
+            return cls(py_cc_parse, py_cc_itr_table)
         from deliverykit.fastpath import speedups
 
-        if speedups is None or not hasattr(speedups, "cc_itr_batch"):
+        if speedups is None or not hasattr(speedups, "cc_itr_table"):
             raise RuntimeError("the C fast path is not built")
-        return cls(speedups.cc_parse, speedups.cc_itr_batch)
-
-
-def py_cc_itr_batch(frames: list, start: int, l2: int, ctx: tuple, now: float, out: list,
-                    ctr: list) -> int:
-    """The ITR data path for a batch (paper section 3.4 Algorithm 1, header step;
-    plain LISP encapsulation, RFC 9300 section 5).
-
-    ``frames``: inner IP packets (``l2 == 0``) or Ethernet frames from AF_PACKET
-    (``l2 == 14``; non-IP frames skipped, frames to ``own`` addresses or multicast
-    counted in ``l2_to_self`` and skipped), each bytes or a ``(bytes, addr)`` pair.
-    ``ctx = (ranges, root4, root6, buffers, lisp_header, data_port, extra_every,
-    max_served, own, headers_by_rloc, digest[, linear, check_hash])``: the reserved
-    ranges as for cc_parse, the
-    map-cache trie roots, ``{channel EID: ChannelBuffer}``, the default LISP
-    header, the port, Algorithm 1's options, the ITR's own addresses and per-RLOC
-    LISP headers that replace the default (echo-nonce, RFC 9300 10.1); optionally
-    ``linear`` (:meth:`LinearTable.ctx`: look EIDs up by a linear scan instead of the
-    trie; None: the trie) and ``check_hash`` (False: headers skip Algorithm 1's
-    hash comparison; a channel with no payload yet still drops them).  A
-    map-cache entry's own ``lisp_header`` (map-versioning, RFC 9302), when it
-    is bytes, replaces the default for its EIDs; a per-RLOC header wins over it.
-
-    Handles, in order from ``start``: payload PDUs of a known channel (hash checked
-    with ``digest(hash_id, payload)``; a match overwrites the channel's
-    ``ChannelBuffer`` with a fresh servedRLOC, a mismatch is a counted drop),
-    plain packets and CoreCast header PDUs whose
-    EID hits a live single-locator map-cache entry (appending ``(lisp_header +
-    packet, (rloc, port))`` to ``out``, with the channel's payload first when the
-    RLOC is not yet in ``servedRLOC``), and header PDUs with an unknown hash
-    (dropped, counted).  Returns the index of the first packet it leaves to the
-    Python core (the first payload of a new channel, misses,
-    expired/negative/multi-locator entries, unknown channels, a full servedRLOC,
-    malformed packets), or ``len(frames)``.
-    ``ctr`` (11 ints, :data:`CTR_NAMES`) is incremented.
-    """
-    if len(ctr) != len(CTR_NAMES):  # the checks in the C function's order
-        raise ValueError("cc_itr_batch: ctr must be a list of 11 ints")
-    if l2 not in (0, 14):
-        raise ValueError("cc_itr_batch: l2 must be 0 or 14")
-    if len(ctx[0]) > MAX_RANGES:
-        raise ValueError("cc_itr_batch: at most 16 reserved ranges")
-    loop = _BatchLoop(ctx, now, out)
-    frames = frames[:]  # our own references, as the C function (digest may change the list)
-    i = max(start, 0)
-    while i < len(frames):
-        item = frames[i]
-        p = item[0] if type(item) is tuple and item else item
-        if not isinstance(p, bytes):  # as the C function: bytes or (bytes, addr) only
-            raise TypeError("cc_itr_batch: frames are bytes or (bytes, addr)")
-        if l2:
-            p = loop.inner_of_frame(p)
-            if p is None:  # not IP, or not for forwarding: skipped
-                i += 1
-                continue
-        if not loop.forward(p):
-            break  # the Python core takes this packet
-        i += 1
-    for k, name in enumerate(CTR_NAMES):
-        ctr[k] += loop.counts[name]
-    return i
+        return cls(speedups.cc_parse, speedups.cc_itr_table)
 
 
 class _BatchLoop:
-    """One call of :func:`py_cc_itr_batch`: the path's state (``ctx``, as
-    :meth:`ItrPath.ctx` lays it out), the output list and the counts by name.
-    Every ``forward`` step returns False where the C function stops (the packet
-    is left to the Python core, untouched and uncounted)."""
+    """One call of :meth:`PyItrTable.batch`: the table, the call's options, the
+    output list and the counts by name.  Every ``forward`` step returns False where
+    the C function stops (the packet is left to the Python core, untouched and
+    uncounted)."""
 
-    def __init__(self, ctx: tuple, now: float, out: list) -> None:
-        (self.ranges, self.root4, self.root6, self.buffers, self.lisp_header, self.port,
-         self.extra, self.max_served, self.own, self.hdrs, self.digest) = ctx[:11]
-        self.linear = _linear_ints(ctx[11]) if len(ctx) > 11 and ctx[11] is not None else None
-        self.check_hash = bool(ctx[12]) if len(ctx) > 12 else True
-        self.int_ranges = _int_ranges(self.ranges)
+    def __init__(self, table: PyItrTable, int_ranges: tuple[tuple[int, int, int], ...],
+                 lisp_header: bytes, port: int, extra: int, max_served: int,
+                 own: tuple[bytes, ...], hdrs: dict[bytes, bytes],
+                 digest: Callable[[int, Any], bytes], linear: bool, check_hash: bool,
+                 now: float, out: list[Any]) -> None:
+        self.table = table
+        self.int_ranges = int_ranges
+        self.lisp_header = lisp_header
+        self.port = port
+        self.extra = extra
+        self.max_served = max_served
+        self.own = own
+        self.hdrs = hdrs
+        self.digest = digest
+        self.linear = linear
+        self.check_hash = check_hash
         self.now = now
         self.out = out
         self.counts = dict.fromkeys(CTR_NAMES, 0)
-        #: the locator of the last route (the servedRLOC key)
-        self.rloc = b""
-        # nothing in one call replaces a map-cache entry or changes the reserved ranges:
-        # the last destination's class and the last entry's route are remembered
         self._last_dst = b""
         self._last_reserved = False
-        self._last_entry: object = None
-        self._last_route: tuple[bytes, tuple[str, int]] | None = None
 
     # -- frames (AF_PACKET, l2 = 14) ---------------------------------------------------
 
@@ -424,11 +525,11 @@ class _BatchLoop:
 
     def plain(self, p: bytes, dst: bytes) -> bool:
         """Not in the reserved range: LISP-encapsulated to the EID's one locator."""
-        route = self.route(dst)
-        if route is None:
+        row = self.route(dst)
+        if row is None:
             return False
-        hdr, dest = route
-        self.out.append((hdr + p, dest))
+        self.out.append((self.header_for(row) + p, (row.rloc_strs[0], self.port)))
+        row.hits += 1
         self.counts["plain_encap"] += 1
         self.counts["in_packets"] += 1
         self.counts["mapcache_hits"] += 1
@@ -441,18 +542,16 @@ class _BatchLoop:
         h0 = off + 12
         if _HASH_LEN.get(hid) != hlen or h0 + hlen + (p[off + 8] << 8 | p[off + 9]) != n:
             return False
-        buf = self.buffers.get(chan)
-        if buf is None:
+        if self.table.channel(chan) is None:
             return False  # a new channel: the Python core applies its bounds
+        good = self.digest(hid, p[h0 + hlen:]) == p[h0:h0 + hlen]
         self.counts["in_packets"] += 1
         self.counts["cc_payloads"] += 1
-        if self.digest(hid, p[h0 + hlen:]) != p[h0:h0 + hlen]:
+        if not good:
             self.counts["drop_bad_hash"] += 1
-            return True
-        buf.hash = p[h0:h0 + hlen]
-        buf.seq = int.from_bytes(p[off + 4:off + 8], "big")
-        buf.packet = p
-        buf.served = {}
+        elif self.table.channel(chan) is not None:  # digest() may have changed the table
+            self.table.set_payload(chan, p[h0:h0 + hlen], int.from_bytes(p[off + 4:off + 8],
+                                                                         "big"), p)
         return True
 
     def header(self, p: bytes, chan: bytes, off: int) -> bool:
@@ -470,23 +569,20 @@ class _BatchLoop:
         h0 = off + 12
         if not elen or h0 + hlen + elen != n:
             return False
-        buf = self.buffers.get(chan)
-        if buf is None or type(buf.hash) is not bytes:
-            return False
+        ch = self.table.channel(chan)
+        if ch is None:
+            return False  # an unknown channel: the Python core decides and counts
+        buf_hash, _seq, packet, served = ch
         # Algorithm 1: an unknown hash is dropped (without the per-client check, only
         # a header of a channel that holds no payload yet)
-        if not buf.hash or (self.check_hash and buf.hash != p[h0:h0 + hlen]):
+        if not buf_hash or (self.check_hash and buf_hash != p[h0:h0 + hlen]):
             self.counts["in_packets"] += 1
             self.counts["drop_unknown_hash"] += 1
             return True
-        route = self.route(p[h0 + hlen:])
-        if route is None:
+        row = self.route(p[h0 + hlen:])
+        if row is None or served is None:
             return False
-        served = buf.served
-        if type(served) is not dict:
-            return False
-        hdr, dest = route
-        rloc = self.rloc
+        rloc = row.rlocs[0]
         count = served.get(rloc)
         copy = None
         if count is None:
@@ -497,100 +593,34 @@ class _BatchLoop:
             copy = "extra_payload_copies"
         elif self.extra:
             served[rloc] = count + 1
+        hdr, dest = self.header_for(row), (row.rloc_strs[0], self.port)
         if copy is not None:
             served[rloc] = 1
-            self.out.append((hdr + buf.packet, dest))
+            self.out.append((hdr + packet, dest))
             self.counts[copy] += 1
         self.out.append((hdr + p, dest))
+        row.hits += 1
         self.counts["header_copies"] += 1
         self.counts["in_packets"] += 1
         self.counts["mapcache_hits"] += 1
         return True
 
-    def route(self, eid: bytes) -> tuple[bytes, tuple[str, int]] | None:
-        """(LISP header, (locator, port)) of a live single-locator map-cache entry for
-        ``eid`` (its locator left in ``self.rloc``), or None: a miss, an expired,
-        negative or multi-locator entry (the Python core's cases).  The header: the
-        locator's own (echo-nonce) over the entry's own (map-versioning) over the
-        default."""
-        nb = len(eid)
-        if self.linear is not None:
-            entry = _scan(self.linear[nb], int.from_bytes(eid, "big"))
-        else:
-            root = self.root4 if nb == 4 else self.root6
-            memo = root[4] if len(root) > 4 else {}
-            entry = memo.get(eid, _MISS)
-            if entry is _MISS:
-                entry = _walk(root, int.from_bytes(eid, "big"), nb)
-        if entry is self._last_entry and entry is not None:
-            return self._last_route
-        if entry is None or entry.expires <= self.now or len(entry.rlocs) != 1:
+    def route(self, eid: bytes) -> _Row | None:
+        """The live single-locator entry for ``eid``, or None: a miss, an expired,
+        negative or multi-locator entry (the Python core's cases)."""
+        t = self.table
+        row = t.linear_match(eid) if self.linear else t.longest_match(eid)
+        if row is None or not row.fast or row.expires <= self.now:
             return None
-        self.rloc = entry.rlocs[0]
-        hdr = entry.lisp_header if type(entry.lisp_header) is bytes else self.lisp_header
+        return row
+
+    def header_for(self, row: _Row) -> bytes:
+        """The locator's own header (echo-nonce) over the entry's own (map-versioning)
+        over the default."""
+        hdr = row.header if row.header is not None else self.lisp_header
         if self.hdrs:
-            hdr = self.hdrs.get(self.rloc, hdr)
-        self._last_entry, self._last_route = entry, (hdr, (entry.rloc_strs[0], self.port))
-        return self._last_route
-
-
-_MISS = object()
-_MEMO_MAX = 1 << 16
-
-
-def _walk(root: list, key: int, nbytes: int):
-    """Longest-prefix walk returning only the value (None on a miss).
-
-    A trie root made by :class:`corecast.core.maptrie.PrefixTrie` has a memo
-    dict in slot 4 (cleared on every insert/remove): a hit costs one dict lookup
-    instead of up to 32/128 Python steps."""
-    memo = root[4] if len(root) > 4 else None
-    node = root
-    best = node[2] if node[3] else None
-    shift = nbytes * 8 - 1
-    while shift >= 0:
-        node = node[(key >> shift) & 1]
-        if node is None:
-            break
-        if node[3]:
-            best = node[2]
-        shift -= 1
-    if memo is not None:
-        if len(memo) >= _MEMO_MAX:
-            memo.clear()
-        memo[key.to_bytes(nbytes, "big")] = best
-    return best
-
-
-_LINEAR: dict[bytes, tuple[tuple[int, int, Any], ...]] = {}
-
-
-def _linear_ints(lin: tuple[bytes, list[Any], bytes, list[Any]]
-                 ) -> dict[int, tuple[tuple[int, int, Any], ...]]:
-    """``{4: ((net, mask, entry), ...), 16: ...}`` from :meth:`LinearTable.ctx`, longest
-    prefix first (the integer rows memoised per packed table)."""
-    out = {}
-    for nb, packed, entries in ((4, lin[0], lin[1]), (16, lin[2], lin[3])):
-        if len(packed) != 2 * nb * len(entries):
-            raise ValueError("cc_itr_batch: linear table and entries disagree")
-        rows = _LINEAR.get(packed)
-        if rows is None or len(rows) != len(entries):
-            rows = tuple((int.from_bytes(packed[k:k + nb], "big"),
-                          int.from_bytes(packed[k + nb:k + 2 * nb], "big"), None)
-                         for k in range(0, len(packed), 2 * nb))
-            if len(_LINEAR) >= 8:
-                _LINEAR.clear()
-            _LINEAR[packed] = rows
-        out[nb] = tuple((net, mask, e) for (net, mask, _), e in zip(rows, entries))
-    return out
-
-
-def _scan(rows: tuple[tuple[int, int, Any], ...], key: int) -> Any:
-    """The linear EID-to-RLOC search: the first (longest) prefix covering ``key``."""
-    for net, mask, entry in rows:
-        if key & mask == net:
-            return entry
-    return None
+            hdr = self.hdrs.get(row.rlocs[0], hdr)
+        return hdr
 
 
 def py_cc_blast(sock, items: list, count: int, seconds: float) -> int:
@@ -623,7 +653,7 @@ def py_cc_blast(sock, items: list, count: int, seconds: float) -> int:
     return sent
 
 
-cc_itr_batch = load("cc_itr_batch", py_cc_itr_batch)
+cc_itr_table = load("cc_itr_table", py_cc_itr_table)
 cc_blast = load("cc_blast", py_cc_blast)
 
 

@@ -45,20 +45,54 @@ def cc_parse(pkt: ReadableBuffer, ranges: tuple[Any, ...], /) -> _CcParsed:
 def cc_trie_lookup(root: list[Any], addr: ReadableBuffer, /) -> tuple[int, Any] | None:
     """Longest-prefix walk of a map-cache trie: (prefix length, value) or None."""
 
-def cc_itr_batch(
-    frames: list[Any],
-    start: int,
-    l2: int,
-    ctx: tuple[Any, ...],
-    now: float,
-    out: list[Any],
-    ctr: list[int],
-    /,
-) -> int:
-    """The ITR data path for a batch; the index of the first frame left to the Python core.
+class ItrTable:
+    """The CoreCast ITR's data-path state (twin: ``corecast._fast.PyItrTable``): the
+    map-cache's entries as a compact table under a binary trie per family, and the
+    payloadBuffer.  Changed only through these methods; ``batch`` reads it with no
+    Python attribute lookup.  Made by :func:`cc_itr_table`."""
 
-    ``ctx`` is ``corecast._fast.ItrPath.ctx()``: 11 items, then optionally the linear
-    lookup table (``LinearTable.ctx()`` or None) and the per-client hash check flag."""
+    def __len__(self) -> int: ...
+    def set_entry(
+        self,
+        prefix: bytes,
+        plen: int,
+        rlocs: tuple[bytes, ...],
+        rloc_strs: tuple[str, ...],
+        expires: float,
+        header: bytes | None,
+        /,
+    ) -> None:
+        """Add or replace the entry of ``prefix/plen`` (host bits masked)."""
+    def remove_entry(self, prefix: bytes, plen: int, /) -> bool:
+        """Remove the entry of exactly ``prefix/plen``; True if there was one."""
+    def entries(
+        self,
+    ) -> list[tuple[bytes, int, tuple[bytes, ...], tuple[str, ...], float, bytes | None, int]]:
+        """Every entry, sorted: (network, plen, rlocs, rloc_strs, expires, header, hits)."""
+    def add_channel(self, eid: bytes, /) -> bool:
+        """A payloadBuffer entry with no payload yet; False if there is one."""
+    def set_payload(self, eid: bytes, hash: bytes, seq: int, packet: bytes, /) -> None:
+        """A channel's new payload with a fresh servedRLOC (KeyError: no such channel)."""
+    def channel(self, eid: bytes, /) -> tuple[bytes, int, bytes, dict[bytes, int] | None] | None:
+        """(hash, seq, packet, servedRLOC) of a channel; the dict is the table's own."""
+    def channels(self) -> list[bytes]:
+        """The channels, in the order they were added."""
+    def batch(
+        self,
+        frames: list[Any],
+        start: int,
+        l2: int,
+        ctx: tuple[Any, ...],
+        now: float,
+        out: list[Any],
+        ctr: list[int],
+        /,
+    ) -> int:
+        """The ITR data path for a batch; the index of the first frame left to the
+        Python core.  ``ctx`` is ``corecast._fast.ItrPath.ctx()`` (10 items)."""
+
+def cc_itr_table() -> ItrTable:
+    """A new, empty :class:`ItrTable`."""
 
 def cc_ring_read(
     ring: WriteableBuffer, frame_size: int, frame_nr: int, start: int, max_frames: int, /

@@ -42,11 +42,9 @@ pending packets) and :meth:`Itr.state_size` reports it.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,15 +75,16 @@ DROP_REASONS = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ChannelBuffer:
-    """One ``payloadBuffer`` entry (paper Fig. 3)."""
+    """One ``payloadBuffer`` entry (paper Fig. 3), as :attr:`Itr.buffers` shows it
+    (the state itself is in the ITR's table, ``Itr.path.table``)."""
 
     eid: bytes
     hash: bytes = b""
     seq: int = -1
     packet: bytes = b""  #: the payload packet as received, sent on to each ETR
-    #: servedRLOC: rloc -> headers sent since its payload copy
+    #: servedRLOC: rloc -> headers sent since its payload copy (None: no payload yet)
     served: dict[bytes, int] | None = None
 
 
@@ -146,14 +145,16 @@ class Itr(Outbox):
             raise ValueError(f"at most {_fast.MAX_RANGES} reserved CoreCast ranges")
         #: C fast path or pure twin, chosen once (fast=None: what deliverykit.fastpath picked)
         self.impl = _fast.BatchImpl.choose(fast)
-        trie = self.mapcache.trie
-        #: the data path's state, owned here once: buffers, headers, port, options, own
-        #: addresses (the attributes of the same names read and set it)
+        table = self.impl.table()
+        self.mapcache.attach(table)  # the map-cache keeps the table's entries in step
+        #: the data path's state, owned here once: the table (map-cache entries and
+        #: payloadBuffer), headers, port, options, own addresses (the attributes of
+        #: the same names read and set it)
         self.path = _fast.ItrPath(
-            tuple(ranges), trie.root(4), trie.root(16), {},
+            tuple(ranges), table,
             # the I-bit only for a non-zero instance (no I-bit means instance 0; the Xtr agrees)
             encode_lisp_data(make_lisp_data(instance_id=self.instance_id or None)),
-            data_port, extra_payload_every, max_served, (self.rloc,), {}, digest, trie,
+            data_port, extra_payload_every, max_served, (self.rloc,), {}, digest,
             _fast.Lookup(lookup), check_hash)
         #: AF_PACKET frames seen by :meth:`handle_batch` with ``l2=14``
         self.frame_counters = {"ip": 0, "to_self": 0}
@@ -185,18 +186,11 @@ class Itr(Outbox):
         return self.path.ranges
 
     @property
-    def _batch(self) -> Callable[..., int]:
-        """The batch function in use (tests swap it to compare C and twin on one ITR)."""
-        return self.impl.batch
-
-    @_batch.setter
-    def _batch(self, fn: Callable[..., int]) -> None:
-        self.impl = dataclasses.replace(self.impl, batch=fn)
-
-    @property
     def buffers(self) -> dict[bytes, ChannelBuffer]:
-        """``payloadBuffer``: channel EID -> its entry."""
-        return self.path.buffers
+        """``payloadBuffer``: channel EID -> its entry (a copy; the servedRLOC dicts
+        are the table's own)."""
+        t = self.path.table
+        return {ch: ChannelBuffer(ch, *t.channel(ch)) for ch in t.channels()}
 
     @property
     def lisp_header(self) -> bytes:
@@ -320,7 +314,7 @@ class Itr(Outbox):
         out: list[Datagram] = []
         ctr = [0] * len(_fast.CTR_NAMES)
         n = len(frames)
-        batch = self.impl.batch
+        batch = self.path.table.batch
         i = batch(frames, 0, l2, ctx, now, out, ctr)
         while i < n:
             item = frames[i]
@@ -364,27 +358,25 @@ class Itr(Outbox):
     def _cc_payload(self, pkt: bytes, chan: bytes, hash_id: int, h: bytes, p0: int,
                     seq: int) -> list[Datagram]:
         self.counters["cc_payloads"] += 1
-        buf = self.buffers.get(chan)
-        if buf is None:
+        table = self.path.table
+        if table.channel(chan) is None:
             if (self.allowed is not None and chan not in self.allowed) or len(
-                    self.buffers) >= self.max_channels:
+                    table.channels()) >= self.max_channels:
                 return self._drop("unknown_channel")
-            buf = self.buffers[chan] = ChannelBuffer(chan)
+            table.add_channel(chan)
         if digest(hash_id, memoryview(pkt)[p0:]) != h:
             return self._drop("bad_hash")
-        buf.hash = h
-        buf.seq = seq
-        buf.packet = pkt
-        buf.served = {}  # a fresh servedRLOC for every new payload
+        table.set_payload(chan, h, seq, pkt)  # with a fresh servedRLOC for every new payload
         return []
 
     def _cc_header(self, pkt: bytes, chan: bytes, h: bytes, eid: bytes, now: float
                    ) -> list[Datagram]:
-        buf = self.buffers.get(chan)
-        if buf is None or not buf.hash or (self.path.check_hash and buf.hash != h):
+        buf = self.path.table.channel(chan)
+        if buf is None or not buf[0] or (self.path.check_hash and buf[0] != h):
             if buf is None and self.allowed is not None and chan not in self.allowed:
                 return self._drop("unknown_channel")
             return self._drop("unknown_hash")
+        _hash, _seq, payload, served = buf
         entry = self.mapcache.lookup(eid, now)
         if entry is None:
             out: list[Datagram] = []
@@ -393,7 +385,6 @@ class Itr(Outbox):
         if not entry.rlocs:
             return self._drop("negative_mapping")
         rloc, rs = entry.select(eid)
-        served = buf.served
         if served is None:  # no payload buffered (a set hash always comes with its servedRLOC)
             return self._drop("unknown_hash")
         c = self.counters
@@ -416,7 +407,7 @@ class Itr(Outbox):
         served[rloc] = 1
         c["header_copies"] += 1
         dest = (rs, self.data_port)
-        return [(lh + buf.packet, dest), (lh + pkt, dest)]
+        return [(lh + payload, dest), (lh + pkt, dest)]
 
     # ----------------------------------------------------------------- control
 
@@ -529,8 +520,9 @@ class Itr(Outbox):
     def state_size(self) -> dict[str, int]:
         """Bytes of CoreCast state, counted as the paper's section 3.5 model does:
         per channel the payload and its hash, plus one RLOC per servedRLOC entry."""
-        payload_bytes = sum(len(b.packet) + len(b.hash) for b in self.buffers.values())
-        served = sum(len(b.served or ()) for b in self.buffers.values())
+        bufs = self.buffers.values()
+        payload_bytes = sum(len(b.packet) + len(b.hash) for b in bufs)
+        served = sum(len(b.served or ()) for b in bufs)
         rloc_len = len(self.rloc)
         return {
             "channels": len(self.buffers),

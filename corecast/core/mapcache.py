@@ -17,6 +17,10 @@
   ITR core, per instance, so equal EID prefixes of different instances never
   meet).  Map-Reply records of another instance are not installed (counted in
   ``other_instance``).
+* The entries an ITR's batch data path reads are kept, as a compact copy, in
+  each table :meth:`MapCache.attach` was given (``ItrTable`` in C or
+  ``corecast._fast.PyItrTable``): every change goes through :meth:`MapCache.add`,
+  :meth:`MapCache.update` and :meth:`MapCache.remove`, which keep them in step.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import ipaddress
 import socket
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from corecast.core.driven import just_after
 from corecast.core.events import MappingInstalled
@@ -101,6 +106,16 @@ class MapEntry:
         return self.rlocs[cand[-1]], self.rloc_strs[cand[-1]]  # pragma: no cover
 
 
+class EntryTable(Protocol):
+    """What the map-cache keeps in step: an ITR's data-path table (C ``ItrTable`` or
+    its twin ``corecast._fast.PyItrTable``)."""
+
+    def set_entry(self, prefix: bytes, plen: int, rlocs: tuple[bytes, ...],
+                  rloc_strs: tuple[str, ...], expires: float, header: bytes | None) -> None: ...
+
+    def remove_entry(self, prefix: bytes, plen: int) -> bool: ...
+
+
 @dataclass(slots=True)
 class _Pending:
     packets: deque[bytes] = field(default_factory=deque)
@@ -131,6 +146,8 @@ class MapCache:
         self.max_retries = max_retries
         self.holddown = holddown
         self.pending: dict[bytes, _Pending] = {}
+        #: the data-path tables kept in step with the entries (:meth:`attach`)
+        self.tables: list[EntryTable] = []
         # next_request_at, kept up to date in O(1) for the common changes (a new
         # pending EID, a request sent) and recomputed after removals
         self._due: float | None = None
@@ -144,6 +161,34 @@ class MapCache:
             "drop_cache_full": 0, "map_requests": 0, "other_instance": 0,
         }
 
+    # ---------------------------------------------------------------- the entries
+
+    def attach(self, table: EntryTable) -> None:
+        """Keep ``table`` in step with the entries from now on (it gets every entry
+        there is)."""
+        for _net, _plen, entry in self.trie.items():
+            self._sync(table, entry)
+        self.tables.append(table)
+
+    @staticmethod
+    def _sync(table: EntryTable, e: MapEntry) -> None:
+        table.set_entry(e.prefix, e.plen, e.rlocs, e.rloc_strs, e.expires, e.lisp_header)
+
+    def update(self, entry: MapEntry, **changes: Any) -> None:
+        """Change fields of an installed entry (its ``lisp_header``, ``down``...):
+        the one way to, so the data-path tables see the change."""
+        for name, value in changes.items():
+            setattr(entry, name, value)
+        if self.trie.get(entry.prefix, entry.plen) is entry:
+            for t in self.tables:
+                self._sync(t, entry)
+
+    def remove(self, prefix: bytes, plen: int) -> bool:
+        """Remove the entry of exactly ``prefix/plen``; True if there was one."""
+        for t in self.tables:
+            t.remove_entry(prefix, plen)
+        return self.trie.remove(prefix, plen)
+
     # ---------------------------------------------------------------- lookup
 
     def lookup(self, eid: bytes, now: float) -> MapEntry | None:
@@ -153,7 +198,7 @@ class MapCache:
             return None
         entry = hit[1]
         while entry.expires <= now:  # drop expired entries, fall back to shorter prefixes
-            self.trie.remove(entry.prefix, entry.plen)
+            self.remove(entry.prefix, entry.plen)
             self.counters["expired"] += 1
             hit = self.trie.lookup(eid)
             if hit is None:
@@ -193,6 +238,8 @@ class MapCache:
         if self.header_for is not None:
             entry.lisp_header = self.header_for(entry)
         self.trie.insert(prefix, plen, entry)
+        for t in self.tables:
+            self._sync(t, entry)
         self.counters["installed"] += 1
         return entry
 
@@ -207,7 +254,7 @@ class MapCache:
                 self.counters["other_instance"] += 1
                 continue
             if rec.ttl == 0:
-                self.trie.remove(rec.prefix.network_address.packed, rec.prefix.prefixlen)
+                self.remove(rec.prefix.network_address.packed, rec.prefix.prefixlen)
                 continue
             ttl = FOREVER if rec.ttl == 0xFFFFFFFF else rec.ttl * 60.0
             locs = [(loc.locator.packed, loc.priority, loc.weight) for loc in rec.locators]

@@ -188,8 +188,8 @@ class Xtr(Outbox):
         if map_versioning:
             mc = itr.mapcache
             mc.header_for = self._entry_header
-            for _a, _l, entry in mc.trie.items():
-                entry.lisp_header = self._entry_header(entry)
+            for _a, _l, entry in list(mc.trie.items()):
+                mc.update(entry, lisp_header=self._entry_header(entry))
 
     # ----------------------------------------------------------------- headers
 
@@ -369,9 +369,10 @@ class Xtr(Outbox):
 
     def _mark_down(self, rloc: bytes, now: float) -> None:
         self.echo_down[rloc] = now + self.echo_holddown
-        for _a, _l, entry in self.itr.mapcache.trie.items():
+        mc = self.itr.mapcache
+        for _a, _l, entry in list(mc.trie.items()):
             if rloc in entry.rlocs and len(entry.rlocs) > 1:
-                entry.down = entry.down | {rloc}
+                mc.update(entry, down=entry.down | {rloc})
 
     def _clear_down(self, rloc: bytes) -> None:
         """Hold-down over (or the path verified): the RLOC is used again, so
@@ -379,9 +380,10 @@ class Xtr(Outbox):
         if self.echo_down.pop(rloc, None) is None:
             return
         self.counters["echo_down_cleared"] += 1
-        for _a, _l, entry in self.itr.mapcache.trie.items():
+        mc = self.itr.mapcache
+        for _a, _l, entry in list(mc.trie.items()):
             if rloc in entry.down:
-                entry.down = entry.down - {rloc}
+                mc.update(entry, down=entry.down - {rloc})
 
     # ----------------------------------------------------------------- ETR side
 
@@ -547,7 +549,7 @@ class Xtr(Outbox):
         if self.echo_down and len(entry.rlocs) > 1:
             down |= frozenset(r for r in entry.rlocs if r in self.echo_down)
         if down != entry.down:
-            entry.down = down
+            self.itr.mapcache.update(entry, down=down)
             self.counters["lsb_changes"] += 1
             self.events.append(LocatorStatusChanged(
                 f"{ipaddress.ip_address(entry.prefix)}/{entry.plen}",

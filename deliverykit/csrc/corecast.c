@@ -30,6 +30,7 @@
 #include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -191,42 +192,450 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------ ITR batch */
+/* ------------------------------------------------------------------ ITR table */
+
+/* The ITR's data-path state, owned here (issue 16 item 2): the map-cache's
+ * entries as a compact table (locator, flags, expiry, own header, hit counter)
+ * under a binary trie per address family, and the payloadBuffer (one entry per
+ * channel: hash, sequence number, payload packet, servedRLOC).  Python code
+ * changes it only through the methods below (corecast.core.mapcache.MapCache,
+ * corecast.core.itr.Itr); `batch` reads it with no attribute lookup.  The pure
+ * twin is corecast._fast.PyItrTable (same methods, same results). */
 
 #define CC_MAX_RANGES 16
-
+#define CC_NCTR 11
 /* Py_XSETREF is not in the limited API: replace *dst by src (a new reference) */
 #define CC_XSETREF(dst, src) do { PyObject *_cc_old = (dst); (dst) = (src); Py_XDECREF(_cc_old); } while (0)
-#define CC_NCTR 11
+
+enum { ROW_USED = 1, ROW_FAST = 2 }; /* FAST: exactly one usable locator */
+
+typedef struct {
+    int32_t child[2];
+    int32_t row; /* -1: no prefix ends here */
+} cc_node;
+
+typedef struct {
+    unsigned char net[16];
+    uint8_t nb, plen, flags;
+    double expires;
+    PyObject *rlocs, *rloc_strs; /* tuples, as given */
+    PyObject *rloc, *rloc_str;   /* the one locator (ROW_FAST), borrowed from the tuples */
+    PyObject *header;            /* bytes, or NULL: the ITR's default */
+    unsigned long long hits;
+} cc_row;
+
+typedef struct {
+    PyObject *chan, *hash, *packet, *served; /* served: dict or NULL (no payload yet) */
+    long long seq;
+} cc_chan;
+
+typedef struct {
+    PyObject_HEAD
+    cc_node *nodes;
+    Py_ssize_t n_nodes, cap_nodes;
+    int32_t free_node;
+    cc_row *rows;
+    Py_ssize_t n_rows, cap_rows, count;
+    int32_t free_row;
+    int32_t *order; /* linear search: used rows, longest prefix first */
+    Py_ssize_t n_order;
+    int order_dirty;
+    PyObject *chan_index; /* dict: channel EID -> index into chans */
+    cc_chan *chans;
+    Py_ssize_t n_chans, cap_chans;
+} ItrTable;
+
+static PyTypeObject *ItrTable_Type;
+
+static int
+grow(void **arr, Py_ssize_t *cap, Py_ssize_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need)
+        nc *= 2;
+    void *p = PyMem_Realloc(*arr, (size_t)nc * size);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int32_t
+new_node(ItrTable *t)
+{
+    int32_t n;
+    if (t->free_node >= 0) {
+        n = t->free_node;
+        t->free_node = t->nodes[n].child[0];
+    } else {
+        if (grow((void **)&t->nodes, &t->cap_nodes, t->n_nodes + 1, sizeof(cc_node)) < 0)
+            return -1;
+        n = (int32_t)t->n_nodes++;
+    }
+    t->nodes[n].child[0] = t->nodes[n].child[1] = t->nodes[n].row = -1;
+    return n;
+}
+
+static int
+prefix_args(PyObject *prefix, int plen, const unsigned char **net, Py_ssize_t *nb)
+{
+    *nb = PyBytes_Size(prefix);
+    if (*nb != 4 && *nb != 16) {
+        PyErr_SetString(PyExc_ValueError, "ItrTable: an address is 4 or 16 bytes");
+        return -1;
+    }
+    if (plen < 0 || plen > *nb * 8) {
+        PyErr_SetString(PyExc_ValueError, "ItrTable: bad prefix length");
+        return -1;
+    }
+    *net = (const unsigned char *)PyBytes_AsString(prefix);
+    return 0;
+}
+
+#define BIT(a, i) (((a)[(i) >> 3] >> (7 - ((i) & 7))) & 1)
+
+static void
+clear_row(cc_row *r)
+{
+    Py_CLEAR(r->rlocs);
+    Py_CLEAR(r->rloc_strs);
+    Py_CLEAR(r->header);
+    r->rloc = r->rloc_str = NULL;
+    r->flags = 0;
+}
+
+static PyObject *
+ItrTable_set_entry(ItrTable *t, PyObject *args)
+{
+    PyObject *prefix, *rlocs, *strs, *header;
+    int plen;
+    double expires;
+    if (!PyArg_ParseTuple(args, "SiO!O!dO:set_entry", &prefix, &plen, &PyTuple_Type, &rlocs,
+                          &PyTuple_Type, &strs, &expires, &header))
+        return NULL;
+    const unsigned char *net;
+    Py_ssize_t nb;
+    if (prefix_args(prefix, plen, &net, &nb) < 0)
+        return NULL;
+    Py_ssize_t nl = PyTuple_Size(rlocs);
+    if (PyTuple_Size(strs) != nl || (header != Py_None && !PyBytes_Check(header))) {
+        PyErr_SetString(PyExc_TypeError, "set_entry: rlocs and rloc_strs of one length; "
+                                         "header bytes or None");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < nl; k++)
+        if (!PyBytes_Check(PyTuple_GetItem(rlocs, k)) || !PyUnicode_Check(PyTuple_GetItem(strs, k))) {
+            PyErr_SetString(PyExc_TypeError, "set_entry: rlocs are bytes, rloc_strs str");
+            return NULL;
+        }
+    int32_t n = nb == 4 ? 0 : 1;
+    for (int i = 0; i < plen; i++) {
+        int b = BIT(net, i);
+        if (t->nodes[n].child[b] < 0) {
+            int32_t c = new_node(t);
+            if (c < 0)
+                return NULL;
+            t->nodes[n].child[b] = c;
+        }
+        n = t->nodes[n].child[b];
+    }
+    int32_t r = t->nodes[n].row;
+    if (r < 0) {
+        if (t->free_row >= 0) {
+            r = t->free_row;
+            t->free_row = (int32_t)t->rows[r].hits; /* the free list runs through hits */
+        } else {
+            if (grow((void **)&t->rows, &t->cap_rows, t->n_rows + 1, sizeof(cc_row)) < 0)
+                return NULL;
+            r = (int32_t)t->n_rows++;
+        }
+        memset(&t->rows[r], 0, sizeof(cc_row));
+        t->nodes[n].row = r;
+        t->count++;
+        t->order_dirty = 1;
+    }
+    cc_row *row = &t->rows[r];
+    clear_row(row);
+    memset(row->net, 0, sizeof row->net);
+    for (int i = 0; i < plen; i++)
+        row->net[i >> 3] |= (unsigned char)(BIT(net, i) << (7 - (i & 7)));
+    row->nb = (uint8_t)nb;
+    row->plen = (uint8_t)plen;
+    row->expires = expires;
+    Py_INCREF(rlocs);
+    row->rlocs = rlocs;
+    Py_INCREF(strs);
+    row->rloc_strs = strs;
+    if (header != Py_None) {
+        Py_INCREF(header);
+        row->header = header;
+    }
+    row->flags = ROW_USED;
+    if (nl == 1) {
+        row->flags |= ROW_FAST;
+        row->rloc = PyTuple_GetItem(rlocs, 0);
+        row->rloc_str = PyTuple_GetItem(strs, 0);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+ItrTable_remove_entry(ItrTable *t, PyObject *args)
+{
+    PyObject *prefix;
+    int plen;
+    if (!PyArg_ParseTuple(args, "Si:remove_entry", &prefix, &plen))
+        return NULL;
+    const unsigned char *net;
+    Py_ssize_t nb;
+    if (prefix_args(prefix, plen, &net, &nb) < 0)
+        return NULL;
+    int32_t path[129];
+    int32_t n = nb == 4 ? 0 : 1;
+    path[0] = n;
+    for (int i = 0; i < plen; i++) {
+        n = t->nodes[n].child[BIT(net, i)];
+        if (n < 0)
+            Py_RETURN_FALSE;
+        path[i + 1] = n;
+    }
+    int32_t r = t->nodes[n].row;
+    if (r < 0)
+        Py_RETURN_FALSE;
+    clear_row(&t->rows[r]);
+    t->rows[r].hits = (unsigned long long)(uint32_t)t->free_row;
+    t->free_row = r;
+    t->nodes[n].row = -1;
+    t->count--;
+    t->order_dirty = 1;
+    /* prune the branch that leads nowhere now */
+    for (int i = plen; i > 0; i--) {
+        cc_node *c = &t->nodes[path[i]];
+        if (c->row >= 0 || c->child[0] >= 0 || c->child[1] >= 0)
+            break;
+        t->nodes[path[i - 1]].child[BIT(net, i - 1)] = -1;
+        c->child[0] = t->free_node;
+        t->free_node = path[i];
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+row_tuple(const cc_row *r)
+{
+    return Py_BuildValue("(y#iOOdOK)", (const char *)r->net, (Py_ssize_t)r->nb, (int)r->plen,
+                         r->rlocs, r->rloc_strs, r->expires, r->header ? r->header : Py_None,
+                         r->hits);
+}
+
+/* entries() -> [(net, plen, rlocs, rloc_strs, expires, header, hits)], by prefix */
+static PyObject *
+ItrTable_entries(ItrTable *t, PyObject *noargs)
+{
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t r = 0; r < t->n_rows; r++) {
+        if (!(t->rows[r].flags & ROW_USED))
+            continue;
+        PyObject *it = row_tuple(&t->rows[r]);
+        if (!it || PyList_Append(out, it) < 0) {
+            Py_XDECREF(it);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(it);
+    }
+    if (PyList_Sort(out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static int32_t
+lpm(const ItrTable *t, const unsigned char *a, Py_ssize_t nb)
+{
+    int32_t n = nb == 4 ? 0 : 1, best = t->nodes[n].row;
+    for (Py_ssize_t i = 0; i < nb * 8; i++) {
+        n = t->nodes[n].child[BIT(a, i)];
+        if (n < 0)
+            break;
+        if (t->nodes[n].row >= 0)
+            best = t->nodes[n].row;
+    }
+    return best;
+}
+
+static cc_row *qrows; /* for the comparator; set only while sorting (the GIL is held) */
+
+static int
+cmp_rows(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    int pa = qrows[a].plen, pb = qrows[b].plen;
+    return pa != pb ? pb - pa : a - b;
+}
+
+/* the section 6 ablation's linear EID-to-RLOC search: used rows scanned longest
+ * prefix first; the first whose prefix covers the address wins */
+static int32_t
+scan(ItrTable *t, const unsigned char *a, Py_ssize_t nb)
+{
+    if (t->order_dirty) {
+        Py_ssize_t cap = 0;
+        int32_t *o = PyMem_Malloc((size_t)(t->count ? t->count : 1) * sizeof(int32_t));
+        if (!o) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        for (Py_ssize_t r = 0; r < t->n_rows; r++)
+            if (t->rows[r].flags & ROW_USED)
+                o[cap++] = (int32_t)r;
+        qrows = t->rows;
+        qsort(o, (size_t)cap, sizeof(int32_t), cmp_rows);
+        PyMem_Free(t->order);
+        t->order = o;
+        t->n_order = cap;
+        t->order_dirty = 0;
+    }
+    for (Py_ssize_t k = 0; k < t->n_order; k++) {
+        const cc_row *r = &t->rows[t->order[k]];
+        if (r->nb != nb)
+            continue;
+        int full = r->plen >> 3, rest = r->plen & 7;
+        if (memcmp(r->net, a, (size_t)full) != 0)
+            continue;
+        if (rest && ((a[full] ^ r->net[full]) & (0xFF << (8 - rest)) & 0xFF))
+            continue;
+        return t->order[k];
+    }
+    return -1;
+}
+
+/* ---- channels (payloadBuffer) */
+
+static Py_ssize_t
+chan_find(ItrTable *t, const unsigned char *eid, Py_ssize_t len)
+{
+    PyObject *k = PyBytes_FromStringAndSize((const char *)eid, len);
+    if (!k)
+        return -2;
+    PyObject *v = PyDict_GetItem(t->chan_index, k); /* borrowed */
+    Py_DECREF(k);
+    return v ? PyLong_AsSsize_t(v) : -1;
+}
+
+static PyObject *
+ItrTable_add_channel(ItrTable *t, PyObject *args)
+{
+    PyObject *chan;
+    if (!PyArg_ParseTuple(args, "S:add_channel", &chan))
+        return NULL;
+    if (PyDict_GetItem(t->chan_index, chan))
+        Py_RETURN_FALSE;
+    if (grow((void **)&t->chans, &t->cap_chans, t->n_chans + 1, sizeof(cc_chan)) < 0)
+        return NULL;
+    PyObject *ix = PyLong_FromSsize_t(t->n_chans);
+    if (!ix || PyDict_SetItem(t->chan_index, chan, ix) < 0) {
+        Py_XDECREF(ix);
+        return NULL;
+    }
+    Py_DECREF(ix);
+    cc_chan *c = &t->chans[t->n_chans++];
+    Py_INCREF(chan);
+    c->chan = chan;
+    c->hash = PyBytes_FromStringAndSize(NULL, 0);
+    c->packet = PyBytes_FromStringAndSize(NULL, 0);
+    c->served = NULL;
+    c->seq = -1;
+    if (!c->hash || !c->packet)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* a new payload: hash, sequence number, packet and a fresh, empty servedRLOC */
+static int
+chan_set(cc_chan *c, PyObject *hash, long long seq, PyObject *packet)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return -1;
+    Py_INCREF(hash);
+    CC_XSETREF(c->hash, hash);
+    Py_INCREF(packet);
+    CC_XSETREF(c->packet, packet);
+    CC_XSETREF(c->served, d);
+    c->seq = seq;
+    return 0;
+}
+
+static PyObject *
+ItrTable_set_payload(ItrTable *t, PyObject *args)
+{
+    PyObject *chan, *hash, *packet;
+    long long seq;
+    if (!PyArg_ParseTuple(args, "SSLS:set_payload", &chan, &hash, &seq, &packet))
+        return NULL;
+    Py_ssize_t ci = chan_find(t, (const unsigned char *)PyBytes_AsString(chan), PyBytes_Size(chan));
+    if (ci == -2 || (ci == -1 && PyErr_Occurred()))
+        return NULL;
+    if (ci < 0) {
+        PyErr_SetString(PyExc_KeyError, "set_payload: not a channel of this table");
+        return NULL;
+    }
+    if (chan_set(&t->chans[ci], hash, seq, packet) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* channel(eid) -> (hash, seq, packet, served dict or None) | None; served is the
+ * table's own dict (the Python core adds to it as the C loop does) */
+static PyObject *
+ItrTable_channel(ItrTable *t, PyObject *args)
+{
+    PyObject *chan;
+    if (!PyArg_ParseTuple(args, "S:channel", &chan))
+        return NULL;
+    Py_ssize_t ci = chan_find(t, (const unsigned char *)PyBytes_AsString(chan), PyBytes_Size(chan));
+    if (ci == -2 || (ci == -1 && PyErr_Occurred()))
+        return NULL;
+    if (ci < 0)
+        Py_RETURN_NONE;
+    cc_chan *c = &t->chans[ci];
+    return Py_BuildValue("(OLOO)", c->hash, c->seq, c->packet, c->served ? c->served : Py_None);
+}
+
+static PyObject *
+ItrTable_channels(ItrTable *t, PyObject *noargs)
+{
+    PyObject *out = PyList_New(t->n_chans);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t k = 0; k < t->n_chans; k++) {
+        Py_INCREF(t->chans[k].chan);
+        PyList_SetItem(out, k, t->chans[k].chan);
+    }
+    return out;
+}
+
+static Py_ssize_t
+ItrTable_len(ItrTable *t)
+{
+    return t->count;
+}
+
+/* ---- the batch loop */
 
 struct cc_range {
     Py_ssize_t len;
     unsigned char net[16], mask[16];
 };
-
-static PyObject *s_hash, *s_packet, *s_served, *s_rlocs, *s_rloc_strs, *s_expires, *s_lisp_header,
-    *s_seq;
-
-static int
-intern_names(void)
-{
-    if (s_hash)
-        return 0;
-    s_hash = PyUnicode_InternFromString("hash");
-    s_packet = PyUnicode_InternFromString("packet");
-    s_served = PyUnicode_InternFromString("served");
-    s_rlocs = PyUnicode_InternFromString("rlocs");
-    s_rloc_strs = PyUnicode_InternFromString("rloc_strs");
-    s_expires = PyUnicode_InternFromString("expires");
-    s_lisp_header = PyUnicode_InternFromString("lisp_header");
-    s_seq = PyUnicode_InternFromString("seq");
-    if (!s_hash || !s_packet || !s_served || !s_rlocs || !s_rloc_strs || !s_expires
-        || !s_lisp_header || !s_seq) {
-        s_hash = NULL;
-        return -1;
-    }
-    return 0;
-}
 
 static int
 load_ranges(PyObject *ranges, struct cc_range *r, int *nr)
@@ -257,133 +666,6 @@ load_ranges(PyObject *ranges, struct cc_range *r, int *nr)
     return 0;
 }
 
-/* Longest-prefix walk; returns the value (borrowed) or NULL with no error set
- * when nothing matches; NULL with an error set on a malformed trie. */
-static PyObject *
-walk(PyObject *root, const unsigned char *a, Py_ssize_t nbytes)
-{
-    PyObject *node = root, *best = NULL;
-    if (!PyList_Check(node) || PyList_Size(node) < 4) {
-        PyErr_SetString(PyExc_TypeError, "trie node must be a list [c0, c1, value, has]");
-        return NULL;
-    }
-    if (PyList_GetItem(node, 3) == Py_True)
-        best = PyList_GetItem(node, 2);
-    for (Py_ssize_t i = 0; i < nbytes * 8; i++) {
-        PyObject *child = PyList_GetItem(node, (a[i >> 3] >> (7 - (i & 7))) & 1);
-        if (child == Py_None)
-            break;
-        if (!PyList_Check(child) || PyList_Size(child) < 4) {
-            PyErr_SetString(PyExc_TypeError, "trie node must be a list [c0, c1, value, has]");
-            return NULL;
-        }
-        node = child;
-        if (PyList_GetItem(node, 3) == Py_True)
-            best = PyList_GetItem(node, 2);
-    }
-    return best;
-}
-
-/* The section 6 ablation's linear EID-to-RLOC search: one family's prefixes as
- * (net, mask) pairs packed back to back, longest first; the first that covers the
- * address wins. */
-struct cc_linear {
-    const unsigned char *packed;
-    Py_ssize_t n, nb;
-    PyObject *entries; /* list, borrowed from ctx (a tuple: alive for the call) */
-};
-
-static int
-load_linear(PyObject *t, struct cc_linear *lin)
-{
-    if (!PyTuple_Check(t) || PyTuple_Size(t) != 4) {
-        PyErr_SetString(PyExc_TypeError,
-                        "cc_itr_batch: linear is (packed4, entries4, packed6, entries6)");
-        return -1;
-    }
-    for (int f = 0; f < 2; f++) {
-        PyObject *pk = PyTuple_GetItem(t, 2 * f), *en = PyTuple_GetItem(t, 2 * f + 1);
-        Py_ssize_t nb = f ? 16 : 4;
-        if (!PyBytes_Check(pk) || !PyList_Check(en)) {
-            PyErr_SetString(PyExc_TypeError,
-                            "cc_itr_batch: linear is (packed4, entries4, packed6, entries6)");
-            return -1;
-        }
-        if (PyBytes_Size(pk) != 2 * nb * PyList_Size(en)) {
-            PyErr_SetString(PyExc_ValueError, "cc_itr_batch: linear table and entries disagree");
-            return -1;
-        }
-        lin[f].packed = (const unsigned char *)PyBytes_AsString(pk);
-        lin[f].n = PyList_Size(en);
-        lin[f].nb = nb;
-        lin[f].entries = en;
-    }
-    return 0;
-}
-
-/* the entry (borrowed) of the first prefix covering a, or NULL (no error) */
-static PyObject *
-scan(const struct cc_linear *lin, const unsigned char *a)
-{
-    Py_ssize_t nb = lin->nb;
-    if (nb == 4) {
-        uint32_t k;
-        memcpy(&k, a, 4);
-        for (Py_ssize_t i = 0; i < lin->n; i++) {
-            uint32_t net, mask;
-            memcpy(&net, lin->packed + 8 * i, 4);
-            memcpy(&mask, lin->packed + 8 * i + 4, 4);
-            if ((k & mask) == net)
-                return PyList_GetItem(lin->entries, i);
-        }
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < lin->n; i++) {
-        const unsigned char *net = lin->packed + 2 * nb * i, *mask = net + nb;
-        Py_ssize_t j = 0;
-        while (j < nb && (a[j] & mask[j]) == net[j])
-            j++;
-        if (j == nb)
-            return PyList_GetItem(lin->entries, i);
-    }
-    return NULL;
-}
-
-/* (rloc bytes, rloc str) of a usable single-locator, unexpired entry (borrowed
- * through rloc and rs, references held by the entry's tuples); 0 = not for the fast path,
- * -1 = error. */
-static int
-entry_rloc(PyObject *entry, double now, PyObject **rloc, PyObject **rs)
-{
-    PyObject *exp = PyObject_GetAttr(entry, s_expires);
-    if (!exp)
-        return -1;
-    double e = PyFloat_AsDouble(exp);
-    Py_DECREF(exp);
-    if (e == -1.0 && PyErr_Occurred())
-        return -1;
-    if (e <= now)
-        return 0;
-    PyObject *rl = PyObject_GetAttr(entry, s_rlocs);
-    if (!rl)
-        return -1;
-    PyObject *st = PyObject_GetAttr(entry, s_rloc_strs);
-    if (!st) {
-        Py_DECREF(rl);
-        return -1;
-    }
-    int ok = PyTuple_Check(rl) && PyTuple_Size(rl) == 1 && PyTuple_Check(st)
-             && PyTuple_Size(st) == 1 && PyBytes_Check(PyTuple_GetItem(rl, 0));
-    if (ok) {
-        *rloc = PyTuple_GetItem(rl, 0);
-        *rs = PyTuple_GetItem(st, 0);
-    }
-    /* the entry keeps both tuples alive while we use them (it is in the trie) */
-    Py_DECREF(rl);
-    Py_DECREF(st);
-    return ok;
-}
-
 /* append (hdr + body, (rs, port)) to out */
 static int
 emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
@@ -410,29 +692,25 @@ emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
 enum { C_IN, C_PLAIN, C_HDR, C_PAYLOAD, C_EXTRA, C_UNKNOWN_HASH, C_HITS, C_L2_SKIP, C_L2_IP,
        C_CC_PAYLOADS, C_BAD_HASH };
 
+/* batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left
+ * to the Python core; ctx = corecast._fast.ItrPath.ctx():
+ * (ranges, lisp_header, port, extra_every, max_served, own, headers_by_rloc,
+ *  digest, linear, check_hash) */
 static PyObject *
-cc_itr_batch(PyObject *self, PyObject *args)
+ItrTable_batch(ItrTable *t, PyObject *args)
 {
     PyObject *frames, *ctx, *out, *ctr;
     Py_ssize_t start, l2;
     double now;
-    if (!PyArg_ParseTuple(args, "O!nnO!dO!O!:cc_itr_batch", &PyList_Type, &frames, &start, &l2,
+    if (!PyArg_ParseTuple(args, "O!nnO!dO!O!:batch", &PyList_Type, &frames, &start, &l2,
                           &PyTuple_Type, &ctx, &now, &PyList_Type, &out, &PyList_Type, &ctr))
         return NULL;
-    if (intern_names() < 0)
-        return NULL;
-    PyObject *ranges, *root4, *root6, *buffers, *lh, *port, *own, *hdrs, *digest;
-    PyObject *linear = Py_None;
-    int check_hash = 1;
+    PyObject *ranges, *lh, *port, *own, *hdrs, *digest;
+    int use_linear, check_hash;
     Py_ssize_t extra, max_served;
-    if (!PyArg_ParseTuple(ctx, "O!OOO!SOnnO!O!O|Op:cc_itr_batch ctx", &PyTuple_Type, &ranges,
-                          &root4, &root6, &PyDict_Type, &buffers, &lh, &port, &extra,
-                          &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs, &digest,
-                          &linear, &check_hash))
-        return NULL;
-    struct cc_linear lin[2];
-    int use_linear = linear != Py_None;
-    if (use_linear && load_linear(linear, lin) < 0)
+    if (!PyArg_ParseTuple(ctx, "O!SOnnO!O!Opp:batch ctx", &PyTuple_Type, &ranges, &lh, &port,
+                          &extra, &max_served, &PyTuple_Type, &own, &PyDict_Type, &hdrs, &digest,
+                          &use_linear, &check_hash))
         return NULL;
     if (PyList_Size(ctr) != CC_NCTR) {
         PyErr_SetString(PyExc_ValueError, "cc_itr_batch: ctr must be a list of 11 ints");
@@ -454,18 +732,14 @@ cc_itr_batch(PyObject *self, PyObject *args)
     PyObject *fr = PyList_GetSlice(frames, base, nf);
     if (!fr)
         return NULL;
+    Py_INCREF((PyObject *)t); /* digest() could drop the last other reference */
     int has_hdrs = PyDict_Size(hdrs) > 0, failed = 0;
-    /* Within one call nothing but this loop touches the ITR's state, and this
-     * loop never replaces a payloadBuffer entry or a map-cache entry: remember
-     * the last channel (its buffer, hash and servedRLOC) and the last map-cache
-     * entry (its locator) instead of looking them up again for every packet. */
+    /* The last channel and map-cache row, remembered by index: only digest()
+     * (Python code, in the payload step) can change the table during the loop, and
+     * both are forgotten after it runs. */
     unsigned char last_chan[16];
-    Py_ssize_t last_chan_len = 0;
-    PyObject *last_buf = NULL, *last_served = NULL;
-    const unsigned char *last_hash = NULL;
-    Py_ssize_t last_hlen = -1;
-    PyObject *last_hash_obj = NULL;
-    PyObject *last_entry = NULL, *last_rloc = NULL, *last_rs = NULL, *last_ehdr = NULL;
+    Py_ssize_t last_chan_len = 0, ci = -1;
+    int32_t last_row = -1;
 
     for (; i < nf; i++) {
         PyObject *item = PyList_GetItem(fr, i - base), *data = item;
@@ -536,9 +810,7 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 k++;
             in = k == ld;
         }
-        const unsigned char *key = dst, *h = NULL;
-        Py_ssize_t hlen = 0;
-        PyObject *buf = NULL;
+        const unsigned char *key = dst;
         if (in) {
             Py_ssize_t off;
             if (proto == CC_PROTO)
@@ -553,190 +825,131 @@ cc_itr_batch(PyObject *self, PyObject *args)
                 Py_ssize_t ph = p[off + 2], plen = (p[off + 8] << 8) | p[off + 9];
                 if (hash_len(p[off + 1]) != (int)ph || off + 12 + ph + plen != n)
                     break; /* malformed: the Python core counts it */
-                PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, ld);
-                if (!chan) { failed = 1; break; }
-                PyObject *pb = PyDict_GetItem(buffers, chan); /* borrowed */
-                Py_DECREF(chan);
-                if (pb == NULL)
+                Py_ssize_t pc = chan_find(t, dst, ld);
+                if (pc == -2 || (pc == -1 && PyErr_Occurred())) { failed = 1; break; }
+                if (pc < 0)
                     break; /* a new channel: the Python core applies its bounds */
-                Py_INCREF(pb); /* digest() runs Python code: hold the entry */
                 PyObject *d = PyObject_CallFunction(digest, "iy#", (int)p[off + 1],
                                                     (const char *)p + off + 12 + ph, plen);
-                if (!d) { Py_DECREF(pb); failed = 1; break; }
+                /* digest() is Python code: whatever was remembered may be stale */
+                last_chan_len = 0;
+                last_row = -1;
+                if (!d) { failed = 1; break; }
                 int good = PyBytes_Check(d) && PyBytes_Size(d) == ph
                            && memcmp(PyBytes_AsString(d), p + off + 12, (size_t)ph) == 0;
                 Py_DECREF(d);
                 c[C_IN]++;
                 c[C_CC_PAYLOADS]++;
-                if (!good) { Py_DECREF(pb); c[C_BAD_HASH]++; continue; }
-                unsigned long sq = ((unsigned long)p[off + 4] << 24) | ((unsigned long)p[off + 5] << 16)
-                                   | ((unsigned long)p[off + 6] << 8) | p[off + 7];
+                if (!good) { c[C_BAD_HASH]++; continue; }
+                pc = chan_find(t, dst, ld); /* again: digest() may have changed the table */
+                if (pc == -2 || (pc == -1 && PyErr_Occurred())) { failed = 1; break; }
+                if (pc < 0)
+                    continue; /* the channel went away meanwhile: the payload has no entry */
+                long long sq = ((long long)p[off + 4] << 24) | ((long long)p[off + 5] << 16)
+                               | ((long long)p[off + 6] << 8) | p[off + 7];
                 PyObject *nh = PyBytes_FromStringAndSize((const char *)p + off + 12, ph);
-                PyObject *ns = PyLong_FromUnsignedLong(sq);
                 PyObject *np;
                 if (l2 == 0) { np = data; Py_INCREF(np); }
                 else np = PyBytes_FromStringAndSize((const char *)p, n);
-                PyObject *nd = PyDict_New();
-                int bad = !nh || !ns || !np || !nd || PyObject_SetAttr(pb, s_hash, nh) < 0
-                          || PyObject_SetAttr(pb, s_seq, ns) < 0
-                          || PyObject_SetAttr(pb, s_packet, np) < 0
-                          || PyObject_SetAttr(pb, s_served, nd) < 0;
-                Py_XDECREF(nh); Py_XDECREF(ns); Py_XDECREF(np); Py_XDECREF(nd);
-                Py_DECREF(pb);
+                int bad = !nh || !np || chan_set(&t->chans[pc], nh, sq, np) < 0;
+                Py_XDECREF(nh);
+                Py_XDECREF(np);
                 if (bad) { failed = 1; break; }
-                /* the remembered map-cache entry may be stale after Python code ran */
-                Py_CLEAR(last_entry); Py_CLEAR(last_rloc); Py_CLEAR(last_rs); Py_CLEAR(last_ehdr);
-                /* the remembered channel state is stale now */
-                Py_CLEAR(last_buf); Py_CLEAR(last_served); Py_CLEAR(last_hash_obj);
-                last_chan_len = 0;
                 continue;
             }
             if (n < off + 12 || (p[off] >> 4) != 1 || (p[off] & 0x0F) != 2)
                 break; /* malformed: the Python core */
-            hlen = p[off + 2];
+            Py_ssize_t hlen = p[off + 2];
             if (hash_len(p[off + 1]) != (int)hlen)
                 break;
             unsigned afi = (p[off + 10] << 8) | p[off + 11];
             Py_ssize_t elen = afi == 1 ? 4 : afi == 2 ? 16 : 0;
             if (!elen || off + 12 + hlen + elen != n)
                 break;
-            h = p + off + 12;
+            const unsigned char *h = p + off + 12;
             key = h + hlen;
-            Py_ssize_t cl = ld;
-            ld = elen;
-            if (!(last_buf && last_chan_len == cl && memcmp(last_chan, dst, (size_t)cl) == 0)) {
-                PyObject *chan = PyBytes_FromStringAndSize((const char *)dst, cl);
-                if (!chan) { failed = 1; break; }
-                buf = PyDict_GetItem(buffers, chan); /* borrowed */
-                Py_DECREF(chan);
-                if (buf == NULL)
+            if (!(last_chan_len == ld && memcmp(last_chan, dst, (size_t)ld) == 0)) {
+                ci = chan_find(t, dst, ld);
+                if (ci == -2 || (ci == -1 && PyErr_Occurred())) { failed = 1; break; }
+                if (ci < 0)
                     break; /* unknown channel: the Python core decides and counts */
-                PyObject *bh = PyObject_GetAttr(buf, s_hash);
-                if (!bh) { failed = 1; break; }
-                PyObject *sv = PyObject_GetAttr(buf, s_served);
-                if (!sv) { Py_DECREF(bh); failed = 1; break; }
-                if (!PyBytes_Check(bh)) {
-                    Py_DECREF(bh); Py_DECREF(sv);
-                    break;
-                }
-                Py_XDECREF(last_buf); Py_XDECREF(last_served); Py_XDECREF(last_hash_obj);
-                Py_INCREF(buf);
-                last_buf = buf;
-                last_served = sv;
-                last_hash_obj = bh;
-                last_hash = (const unsigned char *)PyBytes_AsString(bh);
-                last_hlen = PyBytes_Size(bh);
-                memcpy(last_chan, dst, (size_t)cl);
-                last_chan_len = cl;
+                memcpy(last_chan, dst, (size_t)ld);
+                last_chan_len = ld;
             }
-            buf = last_buf;
+            ld = elen;
+            const cc_chan *ch = &t->chans[ci];
+            Py_ssize_t bl = PyBytes_Size(ch->hash);
             /* Algorithm 1: a header whose hash is unknown is dropped; without the
              * per-client check (the section 6 ablation) only one of a channel with
              * no payload yet */
-            int same = last_hlen > 0 && (!check_hash || (last_hlen == hlen
-                                         && memcmp(last_hash, h, (size_t)hlen) == 0));
+            int same = bl > 0 && (!check_hash || (bl == hlen
+                                  && memcmp(PyBytes_AsString(ch->hash), h, (size_t)hlen) == 0));
             if (!same) {
                 c[C_IN]++;
                 c[C_UNKNOWN_HASH]++;
                 continue;
             }
         }
-        PyObject *entry = use_linear ? scan(&lin[ld == 4 ? 0 : 1], key)
-                                     : walk(ld == 4 ? root4 : root6, key, ld);
-        if (!entry) {
-            if (PyErr_Occurred())
-                failed = 1;
+        int32_t r = use_linear ? scan(t, key, ld) : lpm(t, key, ld);
+        if (r == -2) { failed = 1; break; }
+        if (r < 0)
             break; /* miss: the Python core queues and resolves */
-        }
-        PyObject *rloc = NULL, *rs = NULL;
-        if (entry == last_entry) {
-            rloc = last_rloc;
-            rs = last_rs;
-        } else {
-            int ok = entry_rloc(entry, now, &rloc, &rs);
-            if (ok < 0) { failed = 1; break; }
-            if (!ok)
+        cc_row *row = &t->rows[r];
+        if (r != last_row) {
+            if (!(row->flags & ROW_FAST) || row->expires <= now)
                 break; /* expired, negative or several locators: the Python core */
-            /* the entry's own LISP header (map-versioning, RFC 9302), if it has one */
-            PyObject *eh = PyObject_GetAttr(entry, s_lisp_header);
-            if (!eh)
-                PyErr_Clear();
-            else if (!PyBytes_Check(eh))
-                Py_CLEAR(eh);
-            /* our own references: Python code (digest) may run before the next use */
-            CC_XSETREF(last_ehdr, eh);
-            Py_INCREF(entry);
-            CC_XSETREF(last_entry, entry);
-            Py_INCREF(rloc);
-            CC_XSETREF(last_rloc, rloc);
-            Py_INCREF(rs);
-            CC_XSETREF(last_rs, rs);
+            last_row = r;
         }
-        PyObject *hdr = last_ehdr ? last_ehdr : lh;
+        PyObject *hdr = row->header ? row->header : lh;
         if (has_hdrs) {
-            PyObject *o = PyDict_GetItem(hdrs, rloc);
+            PyObject *o = PyDict_GetItem(hdrs, row->rloc);
             if (o && PyBytes_Check(o))
                 hdr = o;
         }
         if (!in) {
-            if (emit(out, hdr, p, n, rs, port) < 0) { failed = 1; break; }
+            if (emit(out, hdr, p, n, row->rloc_str, port) < 0) { failed = 1; break; }
+            row->hits++;
             c[C_IN]++; c[C_HITS]++; c[C_PLAIN]++;
             continue;
         }
-        PyObject *served = last_served;
-        if (!PyDict_Check(served))
+        const cc_chan *ch = &t->chans[ci];
+        PyObject *served = ch->served;
+        if (served == NULL)
             break; /* no servedRLOC (cannot happen with a valid hash): the Python core */
-        Py_INCREF(served);
-        PyObject *cnt = PyDict_GetItem(served, rloc);
+        PyObject *cnt = PyDict_GetItem(served, row->rloc);
         int send_payload = 1, extra_copy = 0;
         if (cnt) {
             long count = PyLong_AsLong(cnt);
-            if (count == -1 && PyErr_Occurred()) { Py_DECREF(served); failed = 1; break; }
+            if (count == -1 && PyErr_Occurred()) { failed = 1; break; }
             if (!extra || count < extra) {
                 send_payload = 0;
                 if (extra) {
                     PyObject *nc = PyLong_FromLong(count + 1);
-                    if (!nc || PyDict_SetItem(served, rloc, nc) < 0) {
-                        Py_XDECREF(nc); Py_DECREF(served); failed = 1; break;
+                    if (!nc || PyDict_SetItem(served, row->rloc, nc) < 0) {
+                        Py_XDECREF(nc); failed = 1; break;
                     }
                     Py_DECREF(nc);
                 }
             } else
                 extra_copy = 1;
-        } else if (PyDict_Size(served) >= max_served) {
-            Py_DECREF(served);
+        } else if (PyDict_Size(served) >= max_served)
             break; /* served_limit: the Python core drops and counts */
-        }
         if (send_payload) {
-            PyObject *pk = PyObject_GetAttr(buf, s_packet);
-            PyObject *one = pk ? PyLong_FromLong(1) : NULL;
-            int bad = !pk || !one || !PyBytes_Check(pk) || PyDict_SetItem(served, rloc, one) < 0
-                      || emit(out, hdr, (const unsigned char *)PyBytes_AsString(pk),
-                              PyBytes_Size(pk), rs, port) < 0;
-            Py_XDECREF(pk);
+            PyObject *one = PyLong_FromLong(1);
+            int bad = !one || PyDict_SetItem(served, row->rloc, one) < 0
+                      || emit(out, hdr, (const unsigned char *)PyBytes_AsString(ch->packet),
+                              PyBytes_Size(ch->packet), row->rloc_str, port) < 0;
             Py_XDECREF(one);
-            if (bad) {
-                Py_DECREF(served);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "cc_itr_batch: bad payloadBuffer entry");
-                failed = 1;
-                break;
-            }
+            if (bad) { failed = 1; break; }
             c[extra_copy ? C_EXTRA : C_PAYLOAD]++;
         }
-        Py_DECREF(served);
-        if (emit(out, hdr, p, n, rs, port) < 0) { failed = 1; break; }
+        if (emit(out, hdr, p, n, row->rloc_str, port) < 0) { failed = 1; break; }
+        row->hits++;
         c[C_IN]++; c[C_HITS]++; c[C_HDR]++;
     }
     /* with l2, the frame we stop at was counted as IP above; the Python core takes it */
-    Py_XDECREF(last_buf);
-    Py_XDECREF(last_served);
-    Py_XDECREF(last_hash_obj);
-    Py_XDECREF(last_entry);
-    Py_XDECREF(last_rloc);
-    Py_XDECREF(last_rs);
-    Py_XDECREF(last_ehdr);
     Py_DECREF(fr);
+    Py_DECREF((PyObject *)t);
     if (failed) /* as the twin: counters are left alone when it raises */
         return NULL;
     for (int k = 0; k < CC_NCTR; k++) {
@@ -753,6 +966,94 @@ cc_itr_batch(PyObject *self, PyObject *args)
             return NULL;
     }
     return PyLong_FromSsize_t(i);
+}
+
+static void
+ItrTable_dealloc(ItrTable *t)
+{
+    for (Py_ssize_t r = 0; r < t->n_rows; r++)
+        clear_row(&t->rows[r]);
+    for (Py_ssize_t k = 0; k < t->n_chans; k++) {
+        Py_XDECREF(t->chans[k].chan);
+        Py_XDECREF(t->chans[k].hash);
+        Py_XDECREF(t->chans[k].packet);
+        Py_XDECREF(t->chans[k].served);
+    }
+    PyMem_Free(t->nodes);
+    PyMem_Free(t->rows);
+    PyMem_Free(t->order);
+    PyMem_Free(t->chans);
+    Py_XDECREF(t->chan_index);
+    PyTypeObject *tp = Py_TYPE((PyObject *)t);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(t);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+ItrTable_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if (!PyArg_ParseTuple(args, ":ItrTable"))
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    ItrTable *t = (ItrTable *)alloc(type, 0);
+    if (!t)
+        return NULL;
+    t->free_node = t->free_row = -1;
+    t->chan_index = PyDict_New();
+    if (!t->chan_index || new_node(t) != 0 || new_node(t) != 1) { /* the v4 and v6 roots */
+        Py_DECREF((PyObject *)t);
+        return NULL;
+    }
+    return (PyObject *)t;
+}
+
+static PyMethodDef ItrTable_methods[] = {
+    {"set_entry", (PyCFunction)ItrTable_set_entry, METH_VARARGS,
+     "set_entry(prefix, plen, rlocs, rloc_strs, expires, header): add or replace an entry."},
+    {"remove_entry", (PyCFunction)ItrTable_remove_entry, METH_VARARGS,
+     "remove_entry(prefix, plen) -> bool: remove an entry."},
+    {"entries", (PyCFunction)ItrTable_entries, METH_NOARGS,
+     "entries() -> [(net, plen, rlocs, rloc_strs, expires, header, hits)], sorted."},
+    {"add_channel", (PyCFunction)ItrTable_add_channel, METH_VARARGS,
+     "add_channel(eid) -> bool: a payloadBuffer entry with no payload yet."},
+    {"set_payload", (PyCFunction)ItrTable_set_payload, METH_VARARGS,
+     "set_payload(eid, hash, seq, packet): a channel's new payload, with a fresh servedRLOC."},
+    {"channel", (PyCFunction)ItrTable_channel, METH_VARARGS,
+     "channel(eid) -> (hash, seq, packet, served) | None."},
+    {"channels", (PyCFunction)ItrTable_channels, METH_NOARGS,
+     "channels() -> [eid]: the channels, in the order they were added."},
+    {"batch", (PyCFunction)ItrTable_batch, METH_VARARGS,
+     "batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left to "
+     "the Python core."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot ItrTable_slots[] = {
+    {Py_tp_new, ItrTable_new},
+    {Py_tp_dealloc, ItrTable_dealloc},
+    {Py_tp_methods, ItrTable_methods},
+    {Py_sq_length, ItrTable_len},
+    {Py_mp_length, ItrTable_len},
+    {Py_tp_doc, "The CoreCast ITR's data-path state: map-cache rows and payloadBuffer."},
+    {0, NULL},
+};
+
+static PyType_Spec ItrTable_spec = {
+    "deliverykit._speedups.ItrTable", sizeof(ItrTable), 0, Py_TPFLAGS_DEFAULT, ItrTable_slots,
+};
+
+/* cc_itr_table() -> a new, empty ItrTable (the type is made on first use, so the
+ * module's init, shared with the other packages, needs no change) */
+static PyObject *
+cc_itr_table(PyObject *self, PyObject *noargs)
+{
+    if (ItrTable_Type == NULL) {
+        ItrTable_Type = (PyTypeObject *)PyType_FromSpec(&ItrTable_spec);
+        if (ItrTable_Type == NULL)
+            return NULL;
+    }
+    return PyObject_CallObject((PyObject *)ItrTable_Type, NULL);
 }
 
 /* ------------------------------------------------------------------ sender */
@@ -923,9 +1224,8 @@ PyMethodDef dk_corecast_methods[] = {
      "cc_parse(pkt, ranges) -> tuple: classify an inner packet at the CoreCast ITR."},
     {"cc_trie_lookup", cc_trie_lookup, METH_VARARGS,
      "cc_trie_lookup(root, addr) -> (prefix_len, value) | None: longest-prefix walk."},
-    {"cc_itr_batch", cc_itr_batch, METH_VARARGS,
-     "cc_itr_batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left "
-     "to the Python core."},
+    {"cc_itr_table", cc_itr_table, METH_NOARGS,
+     "cc_itr_table() -> ItrTable: the ITR's data-path state, with its batch loop."},
     {"cc_ring_read", cc_ring_read, METH_VARARGS,
      "cc_ring_read(ring, frame_size, frame_nr, start, max) -> (frames, next, truncated)."},
     {"cc_blast", cc_blast, METH_VARARGS,

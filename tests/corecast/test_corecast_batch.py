@@ -1,10 +1,9 @@
-"""The ITR's batch data path (cc_itr_batch in deliverykit/csrc/corecast.c and its twin
-corecast._fast.py_cc_itr_batch): same datagrams, same state and the same counters as
-Algorithm 1 run packet by packet (paper section 3.4; RFC 9300 section 5)."""
+"""The ITR's batch data path (``ItrTable.batch`` in deliverykit/csrc/corecast.c and its
+twin ``corecast._fast.PyItrTable.batch``): same datagrams, same state and the same
+counters as Algorithm 1 run packet by packet (paper section 3.4; RFC 9300 section 5)."""
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import socket
 
@@ -18,7 +17,7 @@ from corecast.core.maptrie import parse_prefix
 from corecast.wire import codec as c
 from deliverykit.fastpath import speedups
 
-C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_batch"),
+C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_table"),
                        reason="deliverykit._speedups not built (setup.py build_ext --inplace)")
 A = ipaddress.ip_address
 CC = [parse_prefix("10.255.0.0/16"), parse_prefix("fd00:cc::/32")]
@@ -142,45 +141,94 @@ def test_batch_on_ethernet_frames(pkts):
     assert a.frame_counters == b.frame_counters
 
 
+def _copy_of(itr: Itr, make_table) -> object:
+    """A new table (C or twin) holding what ``itr``'s table holds, through the
+    table's methods only: the map-cache attaches it, channels are added and given
+    their payload, the servedRLOC entries copied into the table's own dicts."""
+    t = make_table()
+    itr.mapcache.attach(t)
+    for ch, b in itr.buffers.items():
+        t.add_channel(ch)
+        if b.served is not None:
+            t.set_payload(ch, b.hash, b.seq, b.packet)
+            t.channel(ch)[3].update(b.served)
+    return t
+
+
+def _table_state(t) -> tuple:
+    return t.entries(), {ch: t.channel(ch)[:3] + (dict(t.channel(ch)[3] or {}),)
+                         for ch in t.channels()}
+
+
 @C
 @settings(max_examples=200, deadline=None)
 @given(st.lists(packets(), max_size=30), st.integers(0, 30))
-def test_cc_itr_batch_c_equals_twin_directly(pkts, start):
-    """The two functions on identical copies of one ITR's state, from any start."""
+def test_table_batch_c_equals_twin_directly(pkts, start):
+    """The two tables holding identical copies of one ITR's state, from any start."""
     warm = make(False)
     for p in pkts[: len(pkts) // 2]:
         warm.handle_inner(p, 0.0)
-    trie = warm.mapcache.trie
+    mc = warm.mapcache
     # one mapping with its own header (map-versioning, RFC 9302): it replaces the default
-    trie.lookup(A("10.2.0.1").packed)[1].lisp_header = c.encode_lisp_data(
-        c.make_lisp_data(map_versions=(3, 9)))
+    mc.update(mc.trie.lookup(A("10.2.0.1").packed)[1], lisp_header=c.encode_lisp_data(
+        c.make_lisp_data(map_versions=(3, 9))))
     results = []
-    for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
-        buffers = copy.deepcopy(warm.buffers)
-        ctx = (warm._ranges, trie._roots[4], trie._roots[16], buffers, warm.lisp_header, 4341,
-               0, 65536, (OWN,), {A("192.0.2.1").packed: b"\x80" + b"\x00" * 7}, c.digest)
+    for make_table in (speedups.cc_itr_table, _fast.py_cc_itr_table):
+        t = _copy_of(warm, make_table)
+        ctx = (warm._ranges, warm.lisp_header, 4341, 0, 65536, (OWN,),
+               {A("192.0.2.1").packed: b"\x80" + b"\x00" * 7}, c.digest, False, True)
         out, ctr = [], [0] * 11
-        i = fn(pkts, start, 0, ctx, 0.0, out, ctr)
-        results.append((i, out, ctr, {k: (v.hash, v.seq, v.packet, dict(v.served or {}))
-                                      for k, v in buffers.items()}))
+        i = t.batch(pkts, start, 0, ctx, 0.0, out, ctr)
+        results.append((i, out, ctr, _table_state(t)))
     assert results[0] == results[1]
 
 
 @C
-def test_cc_itr_batch_rejects_bad_arguments():
+def test_table_batch_rejects_bad_arguments():
     itr = make(True)
-    trie = itr.mapcache.trie
-    ctx = (itr._ranges, trie._roots[4], trie._roots[16], {}, b"\x00" * 8, 4341, 0, 10, (), {},
-           c.digest)
-    for fn in (speedups.cc_itr_batch, _fast.py_cc_itr_batch):
+    ctx = (itr._ranges, b"\x00" * 8, 4341, 0, 10, (), {}, c.digest, False, True)
+    for make_table in (speedups.cc_itr_table, _fast.py_cc_itr_table):
+        t = make_table()
         with pytest.raises(ValueError):
-            fn([], 0, 3, ctx, 0.0, [], [0] * 11)
+            t.batch([], 0, 3, ctx, 0.0, [], [0] * 11)
         with pytest.raises(ValueError):
-            fn([], 0, 0, ctx, 0.0, [], [0] * 3)
+            t.batch([], 0, 0, ctx, 0.0, [], [0] * 3)
+        with pytest.raises(ValueError):
+            t.set_entry(b"\x01\x02\x03", 8, (), (), 1.0, None)
+        with pytest.raises(ValueError):
+            t.remove_entry(b"\x01\x02\x03\x04", 33)
+        with pytest.raises(TypeError):
+            t.set_entry(b"\x01\x02\x03\x04", 8, (b"\x01\x01\x01\x01",), (), 1.0, None)
+        with pytest.raises(KeyError):
+            t.set_payload(b"\x0a\xff\x00\x09", b"h", 1, b"p")
+    t = speedups.cc_itr_table()
     with pytest.raises(TypeError):
-        speedups.cc_itr_batch(["text"], 0, 0, ctx, 0.0, [], [0] * 11)
+        t.batch(["text"], 0, 0, ctx, 0.0, [], [0] * 11)
     with pytest.raises(TypeError):
-        speedups.cc_itr_batch([], 0, 0, ctx[:5], 0.0, [], [0] * 11)
+        t.batch([], 0, 0, ctx[:5], 0.0, [], [0] * 11)
+
+
+@pytest.mark.parametrize("fast", [False] + ([True] if speedups is not None else []))
+def test_table_entries_follow_add_update_and_remove(fast):
+    """The map-cache is the only writer of the table's entries: every add, update
+    (an own header, a locator marked down) and removal (explicit, a TTL-0 record, an
+    expired entry) reaches the table; the table masks host bits as the trie does."""
+    itr = make(fast)
+    mc, t = itr.mapcache, itr.path.table
+    rows = {(net, plen): tuple(rest) for net, plen, *rest in t.entries()}
+    assert len(rows) == 6 and rows[(A("10.4.0.0").packed, 16)][:2] == (
+        (A("192.0.2.4").packed, A("192.0.2.5").packed), ("192.0.2.4", "192.0.2.5"))
+    assert rows[(A("10.5.0.0").packed, 16)][:2] == ((), ())  # negative
+    e = mc.add(A("10.6.1.1").packed, 16, [(A("192.0.2.6").packed, 1, 100)], 50.0)
+    assert (A("10.6.0.0").packed, 16, (A("192.0.2.6").packed,), ("192.0.2.6",), 50.0, None,
+            0) in t.entries()
+    mc.update(e, lisp_header=b"\x88" + bytes(7))
+    assert [r[5] for r in t.entries() if r[0] == A("10.6.0.0").packed] == [b"\x88" + bytes(7)]
+    assert mc.remove(A("10.6.0.0").packed, 16) and len(t) == 6
+    assert mc.lookup(A("10.3.0.1").packed, 10.0) is None  # expired (5 s TTL): removed
+    assert len(t) == 5 == len(mc.trie)
+    assert mc.trie.get(A("10.3.0.0").packed, 24) is None
+    assert all(r[0] != A("10.3.0.0").packed for r in t.entries())
 
 
 @C
@@ -286,66 +334,68 @@ def test_batch_twin_on_ethernet_frames(pkts):
     assert b.handle_batch(frames, 1.0, l2=14) == ref_out and b.counters == ref.counters
 
 
-def _fns():
-    fns = [("pure", _fast.py_cc_itr_batch)]
-    if speedups is not None and hasattr(speedups, "cc_itr_batch"):
-        fns.append(("C", speedups.cc_itr_batch))
-    return fns
+def _tables():
+    tables = [("pure", _fast.py_cc_itr_table)]
+    if speedups is not None and hasattr(speedups, "cc_itr_table"):
+        tables.append(("C", speedups.cc_itr_table))
+    return tables
 
 
 @pytest.mark.parametrize("bad", ["text", memoryview(b"\x45" + b"\x00" * 30), (), ("text", 1),
                                  bytearray(b"\x45" + b"\x00" * 30)])
-def test_cc_itr_batch_edge_frames_same_in_c_and_twin(bad):
+def test_table_batch_edge_frames_same_in_c_and_twin(bad):
     """C and twin agree on what a frame may be (bytes or (bytes, addr)): anything
     else is a TypeError, raised before any counter or output changes, after the
     good frames before it were handled."""
     itr = make(False)
-    trie = itr.mapcache.trie
     good = _ip(SRC4, A("10.1.0.1").packed, 17, c.build_udp(1, 2, b"x"))
     results = []
-    for _name, fn in _fns():
-        ctx = (itr._ranges, trie._roots[4], trie._roots[16], {}, b"\x00" * 8, 4341, 0, 10, (),
-               {}, c.digest)
+    for _name, make_table in _tables():
+        t = make_table()
+        itr.mapcache.attach(t)
+        ctx = (itr._ranges, b"\x00" * 8, 4341, 0, 10, (), {}, c.digest, False, True)
         out, ctr = [], [0] * 11
         with pytest.raises(TypeError):
-            fn([good, bad, good], 0, 0, ctx, 0.0, out, ctr)
+            t.batch([good, bad, good], 0, 0, ctx, 0.0, out, ctr)
         results.append((out, ctr))
     assert all(r == results[0] for r in results)
     assert len(results[0][0]) == 1 and results[0][1] == [0] * 11
 
 
 def test_digest_that_mutates_its_inputs_is_safe():
-    """A digest callable that empties the frames list, the payloadBuffer dict and the
-    map-cache while the batch runs: no crash (the C function holds its own
-    references), and C and twin give the same results."""
-    itr = make(False)
+    """A digest callable that empties the frames list, removes the mapping in use,
+    installs 300 more (the C table's arrays move) and adds 100 channels while the
+    batch runs: no crash (the C loop holds its own references and re-reads the table
+    after digest), and C and twin give the same results and state."""
     chan = CHANS[0]
     pay = _ip(SRC4, chan, 253, c.encode_cc_payload(1, b"data", 1))
     hdr_pkt = _ip(SRC4, chan, 253, c.encode_cc_header(1, c.digest(1, b"data"), A("10.1.0.1").packed,
                                                       5000, 1))
-    itr.handle_inner(pay, 0.0)
     results = []
-    for _name, fn in _fns():
+    for _name, make_table in _tables():
         mc = MapCache()
         mc.load_static(STATIC)
         w = Itr("192.0.2.100", CC, mc, fast=False)
         w.handle_inner(pay, 0.0)
+        t = _copy_of(w, make_table)
         frames = [hdr_pkt, pay, hdr_pkt, pay, hdr_pkt]
-        buffers = w.buffers
-        trie = w.mapcache.trie
 
-        def evil(hid, data, frames=frames, buffers=buffers, trie=trie):
+        def evil(hid, data, frames=frames, mc=mc, t=t):
             frames.clear()
-            buffers.clear()
-            trie.remove(A("10.1.0.0").packed, 16)
+            mc.remove(A("10.1.0.0").packed, 16)
+            for k in range(300):
+                mc.add(bytes([10, 7, k // 256, k % 256]), 32, [(A("192.0.2.7").packed, 1, 1)],
+                       1e9)
+            for k in range(100):
+                t.add_channel(bytes([10, 255, 1, k]))
             return c.digest(hid, data)
 
-        ctx = (w._ranges, trie._roots[4], trie._roots[16], buffers, w.lisp_header, 4341, 0,
-               65536, (OWN,), {}, evil)
+        ctx = (w._ranges, w.lisp_header, 4341, 0, 65536, (OWN,), {}, evil, False, True)
         out, ctr = [], [0] * 11
-        i = fn(frames, 0, 0, ctx, 0.0, out, ctr)
-        results.append((i, out, ctr))
+        i = t.batch(frames, 0, 0, ctx, 0.0, out, ctr)
+        results.append((i, out, ctr, _table_state(t)))
     assert all(r == results[0] for r in results)
+    assert results[0][0] == 2 and results[0][2][9] == 1  # stopped at the miss it caused
 
 
 def test_cc_ring_read_rejects_overflowing_sizes():
@@ -362,14 +412,13 @@ def test_cc_ring_read_rejects_overflowing_sizes():
             fn(ring, 1 << 32, sys.maxsize // (1 << 31), 0, 1)
 
 
-@pytest.mark.parametrize("fn", [name for name, _f in _fns()])
+@pytest.mark.parametrize("fn", [name for name, _f in _tables()])
 def test_ethernet_padding_is_trimmed(fn):
     """AF_PACKET frames shorter than 60 bytes come padded (IEEE 802.3 minimum frame):
     the IP total length (IPv4) / payload length (IPv6) says where the packet ends,
     so the encapsulated inner packet (RFC 9300 sec. 5.1) carries no padding, on the
     fast path and the slow path alike."""
-    itr = make(False)
-    itr._batch = dict(_fns())[fn]
+    itr = make(fn == "C")
     small = _ip(SRC4, A("10.1.0.1").packed, 17, c.build_udp(1, 2, b"x"))  # 29 bytes
     miss = _ip(SRC4, A("10.9.0.1").packed, 17, c.build_udp(1, 2, b"y"))  # no mapping: slow
     small6 = _ip(SRC6, A("fd00:2::1").packed, 17, c.build_udp(1, 2, b"z"))

@@ -1,9 +1,10 @@
 """One ITR data path (issue 16 item 2): its state has one owner, a typed
-:class:`corecast._fast.ItrPath` that the Itr reads and sets through its attributes
-and that the batch loop (C ``cc_itr_batch`` or its twin) receives laid out by
-``ItrPath.ctx()``; the implementation is chosen once (no run-time patching); and
-C and twin give the same bytes, destinations, counters and state on the same
-packets, for every option of Algorithm 1 and both framings."""
+:class:`corecast._fast.ItrPath` that the Itr reads and sets through its attributes;
+the map-cache entries and the payloadBuffer live in its table (C ``ItrTable`` or the
+twin ``PyItrTable``), changed only through the table's methods, whose ``batch`` loop
+receives the rest laid out by ``ItrPath.ctx()``; the implementation is chosen once
+(no run-time patching); and C and twin give the same bytes, destinations, counters
+and state on the same packets, for every option of Algorithm 1 and both framings."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from corecast.core.xtr import Xtr
 from corecast.wire import codec as c
 from deliverykit.fastpath import speedups
 
-C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_batch"),
+C = pytest.mark.skipif(speedups is None or not hasattr(speedups, "cc_itr_table"),
                        reason="deliverykit._speedups not built (setup.py build_ext --inplace)")
 A = ipaddress.ip_address
 CC = [parse_prefix("10.255.0.0/16"), parse_prefix("fd00:cc::/32")]
@@ -79,7 +80,8 @@ def frame(pkt: bytes) -> bytes:
 
 def state(itr: Itr) -> tuple:
     return (itr.counters, itr.frame_counters, itr.mapcache.counters,
-            {k: (b.hash, b.seq, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()})
+            {k: (b.hash, b.seq, b.packet, dict(b.served or {})) for k, b in itr.buffers.items()},
+            itr.path.table.entries())
 
 
 def test_the_itr_state_has_one_owner():
@@ -89,13 +91,13 @@ def test_the_itr_state_has_one_owner():
     itr.own = (OWN, A("10.0.0.2").packed)
     itr.extra_payload_every = 3
     itr.data_port = 4999
-    assert itr.path.ctx()[4:9] == (b"\x80" + bytes(7), 4999, 3, 65536,
+    assert itr.path.ctx()[1:6] == (b"\x80" + bytes(7), 4999, 3, 65536,
                                    (OWN, A("10.0.0.2").packed))
     itr.headers_by_rloc[A("192.0.2.1").packed] = b"\x88" + bytes(7)
     assert itr.path.headers_by_rloc is itr.headers_by_rloc
-    # the map-cache's trie roots, through the trie's public accessor, not its _roots
-    assert itr.path.root4 is itr.mapcache.trie.root(4)
-    assert itr.path.root6 is itr.mapcache.trie.root(16)
+    # the map-cache's entries are in the ITR's table, kept in step by the map-cache
+    assert itr.mapcache.tables == [itr.path.table]
+    assert len(itr.path.table) == len(itr.mapcache.trie) == 6
     # an xTR's echo-nonce/LSB header reaches the batch path (it sets itr.lisp_header)
     x = Xtr(make(False, 0, 65536), Etr([]), local_rlocs=("192.0.2.100",))
     assert x.itr.path.lisp_header == x.itr.lisp_header != make(False, 0, 65536).lisp_header
@@ -107,9 +109,13 @@ def test_choosing_the_implementation_patches_nothing(fast):
     walk = mc.trie.walk
     itr = Itr("192.0.2.100", CC, mc, fast=fast)
     assert mc.trie.walk is walk  # the map-cache's own walk, whatever the ITR runs
-    want = {False: _fast.py_cc_itr_batch, None: _fast.cc_itr_batch,
-            True: getattr(speedups, "cc_itr_batch", None)}[fast]
-    assert itr.impl.batch is want
+    want = {False: _fast.py_cc_itr_table, None: _fast.cc_itr_table,
+            True: getattr(speedups, "cc_itr_table", None)}[fast]
+    assert itr.impl.table is want
+    c_table = type(speedups.cc_itr_table()) if speedups is not None else None
+    assert isinstance(itr.path.table, _fast.PyItrTable if fast is False else
+                      c_table if fast or _fast.cc_itr_table is not _fast.py_cc_itr_table
+                      else _fast.PyItrTable)
 
 
 @C
@@ -162,18 +168,16 @@ def _chunk(data: bytes, eids: list[str]) -> list[bytes]:
 
 @pytest.mark.parametrize("fast", [False] + ([True] if speedups is not None else []))
 def test_the_linear_table_follows_the_map_cache(fast):
-    """The linear search is rebuilt from the trie whenever an insert or remove changed
-    it (the trie's version), so a more specific mapping installed between batches is
-    used at once, as the trie would."""
+    """The linear search follows every change of the map-cache: a more specific
+    mapping installed between batches is used at once, as the trie would, and one
+    removed is no longer used."""
     itr = make(fast, 0, 65536, "linear")
     plain = c.build_ip(A("10.0.0.1").packed, A("10.1.0.9").packed, 17, c.build_udp(1, 2, b"x"))
     assert itr.handle_batch([plain], 1.0)[0][1] == ("192.0.2.1", itr.data_port)
-    v = itr.mapcache.trie.version
     itr.mapcache.load_static("10.1.0.0/24 192.0.2.9\n")
-    assert itr.mapcache.trie.version > v
     assert itr.handle_batch([plain], 1.0)[0][1] == ("192.0.2.9", itr.data_port)
-    assert itr.path.linear_table() is itr.path.linear_table()  # rebuilt only on a change
-    assert make(fast, 0, 65536).path.linear_table() is None
+    assert itr.mapcache.remove(A("10.1.0.0").packed, 24)
+    assert itr.handle_batch([plain], 1.0)[0][1] == ("192.0.2.1", itr.data_port)
 
 
 @pytest.mark.parametrize("fast", [False] + ([True] if speedups is not None else []))

@@ -312,9 +312,9 @@ def test_itr_checks_reserved_range_count_at_construction():
     from corecast import _fast
 
     itr = Itr(RA, ranges[:16], fast=False)
-    ctx = ((itr._ranges + itr._ranges[:1]),) + (None,) * 10
+    ctx = ((itr._ranges + itr._ranges[:1]),) + (None,) * 9
     with pytest.raises(ValueError):
-        _fast.py_cc_itr_batch([b""], 0, 0, ctx, 0.0, [], [0] * 11)
+        _fast.PyItrTable().batch([b""], 0, 0, ctx, 0.0, [], [0] * 11)
 
 
 def test_map_cache_fails_over_to_backup_priority_weighted():
