@@ -228,6 +228,8 @@ class PyItrTable:
         #: rows longest prefix first (the linear search), rebuilt after a change
         self._order: list[_Row] | None = None
         self._channels: dict[bytes, _Channel] = {}
+        #: EID -> its longest match, cleared by every change (bounded)
+        self._memo: dict[bytes, _Row | None] = {}
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -252,6 +254,7 @@ class PyItrTable:
         old = self._rows.get(key)
         self._rows[key] = _Row(key[2], nb, plen, tuple(rlocs), tuple(rloc_strs), float(expires),
                                header, old.hits if old is not None else 0)
+        self._memo.clear()
         if old is None:
             self._lengths[nb] = sorted({plen, *self._lengths[nb]}, reverse=True)
             self._order = None
@@ -262,6 +265,7 @@ class PyItrTable:
         nb = len(prefix)
         if self._rows.pop((nb, plen, _masked(prefix, plen)), None) is None:
             return False
+        self._memo.clear()
         self._lengths[nb] = sorted({k[1] for k in self._rows if k[0] == nb}, reverse=True)
         self._order = None
         return True
@@ -272,12 +276,18 @@ class PyItrTable:
 
     def longest_match(self, eid: bytes) -> _Row | None:
         """The entry of the longest prefix covering ``eid``."""
+        if eid in self._memo:
+            return self._memo[eid]
         nb = len(eid)
+        found = None
         for plen in self._lengths[nb]:
-            row = self._rows.get((nb, plen, _masked(eid, plen)))
-            if row is not None:
-                return row
-        return None
+            found = self._rows.get((nb, plen, _masked(eid, plen)))
+            if found is not None:
+                break
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[eid] = found
+        return found
 
     def linear_match(self, eid: bytes) -> _Row | None:
         """The section 6 ablation: every entry scanned, longest prefix first."""
@@ -366,6 +376,9 @@ class PyItrTable:
         for k, name in enumerate(CTR_NAMES):
             ctr[k] += loop.counts[name]
         return i
+
+
+_MEMO_MAX = 1 << 16
 
 
 def py_cc_itr_table() -> PyItrTable:
