@@ -57,10 +57,10 @@ class PeerConfig:
     profile: str = "rfc"
     picker: str = "linear"
     #: the linear picker starts each block of 256 chunks at a per-peer offset
-    #: (picker.LinearPicker), so a loss-free flash crowd's leechers share.
-    #: Off until the tests that pin plain order are updated (docs/ledbat.md,
-    #: "The default TARGET"); on, TARGET 25 ms can be every channel's default
-    picker_twist: bool = False
+    #: (picker.LinearPicker), so a loss-free flash crowd's leechers share at
+    #: LEDBAT's 25 ms TARGET; not while an in-order consumer is attached (the
+    #: HTTP gateway; ``-o -`` runs the VoD picker): docs/ledbat.md
+    picker_twist: bool = True
     #: VoD windows in chunks (paper III-C) and video bit rate in bytes/s (eq. 2)
     high_window: int = 64
     mid_window: int = 256
@@ -112,10 +112,10 @@ class PeerConfig:
     delay_from_kernel: bool = False
     slow_start: bool = True
     #: LEDBAT's TARGET queuing delay in ms (RFC 6817 3.2.2: at most 100).  None:
-    #: 25 ms toward a libswift-dialect channel (libswift's own LEDBAT_TARGET),
-    #: 100 ms otherwise.  25 ms leaves a competing TCP flow >= 90 % of the link
-    #: where 100 ms does not, but costs seeder-limited swarms their sharing in
-    #: the simulator (docs/ledbat.md, "The default TARGET")
+    #: 25 ms toward every peer (libswift's own LEDBAT_TARGET), which leaves a
+    #: competing TCP flow >= 90 % of the link where 100 ms does not; the
+    #: picker's twist keeps seeder-limited swarms sharing (docs/ledbat.md,
+    #: "The default TARGET")
     ledbat_target_ms: float | None = None
     pex_connect: bool = False
     #: tracker: keep channels and answer PEX_REQ only, never request data

@@ -26,12 +26,12 @@ class Ledbat:
     MAX_TARGET = 0.100
     #: libswift's TARGET (its LEDBAT_TARGET, 25 ms)
     LIBSWIFT_TARGET = 0.025
-    #: s, the default toward RFC 7574 peers (the Peer gives libswift-dialect channels
-    #: LIBSWIFT_TARGET).  25 ms would leave a competing cubic flow 89-97 % of a
-    #: 10 Mbit/s link where 100 ms leaves 77-92 %, but in the simulator's
-    #: seeder-limited flash crowds it stopped leechers sharing (37-54 % slower):
-    #: docs/ledbat.md, "The default TARGET"
-    TARGET = MAX_TARGET
+    #: s, every channel's default (RFC 7574 peers and libswift alike; the RFC
+    #: allows any TARGET up to 100 ms).  25 ms leaves a competing cubic flow
+    #: 89-97 % of a 10 Mbit/s link where 100 ms left 56-95 %; with the linear
+    #: picker's twist (PeerConfig.picker_twist, on by default) the simulator's
+    #: seeder-limited flash crowds still share (docs/ledbat.md, "The default TARGET")
+    TARGET = LIBSWIFT_TARGET
     GAIN = 1.0
     #: LEDBAT++'s multiplicative-decrease constant C (draft-irtf-iccrg-ledbat-plus-plus
     #: 4.3 recommends 1): above TARGET, W shrinks by C * W * (delay/TARGET - 1) per RTT

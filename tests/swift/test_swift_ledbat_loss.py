@@ -52,6 +52,7 @@ class Link:
         self.s = Peer(Content.seeded(tree, MemoryStorage(data)), cfg)
         leech = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, cs),
                              MemoryStorage()), PeerConfig.libswift(chunk_size=cs, seed=2))
+        leech.download.picker.twist = 0  # plain order: it asks 0, 1, 2, ... first
         self.now = 100.0
         leech.connect(SEED, self.now)
         for _ in range(3):  # handshake through a real leecher core
@@ -195,7 +196,7 @@ def test_target_is_configurable_within_the_rfc_limit() -> None:
     assert Ledbat.LIBSWIFT_TARGET == 0.025
     ch = Channel(1, LEECH, False, 0.0, 1088, 1000, False, ledbat_target=0.025)
     assert ch.ledbat.TARGET == 0.025
-    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.100  # default
+    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.025  # default
     assert Ledbat(target=0.100).TARGET == 0.100
     for bad in (0.0, -0.01, 0.101):
         with pytest.raises(ValueError, match="TARGET"):

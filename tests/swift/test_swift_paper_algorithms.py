@@ -170,10 +170,13 @@ def _wfq_share(a: int, b: int) -> tuple[float, int]:
     """One seeder capped at 200 KB/s (its uplink is not the limit), two
     leechers keeping ``a`` and ``b`` requests outstanding (not exchanging with
     each other, 2 MiB so neither completes): the second leecher's share of
-    the chunks verified from 0.5 s to 4.5 s (after start-up), and how many."""
+    the chunks verified from 0.5 s to 4.5 s (after start-up), and how many.
+    Their linear pickers keep plain order (no twist), so they ask for the same
+    chunks and the seeder's weighted fair queueing alone decides the shares."""
     sc = flash_crowd(2, 2048 * CS, seeder_up=100e6, leecher_up=100e6, delay=0.001, seed=1)
     app = SwiftApp(sc, PeerConfig(upload_rate=200_000.0), PeerConfig(), node_configs={
-        "l000": PeerConfig(max_outstanding=a), "l001": PeerConfig(max_outstanding=b)})
+        "l000": PeerConfig(max_outstanding=a, picker_twist=False),
+        "l001": PeerConfig(max_outstanding=b, picker_twist=False)})
     sim = Simulation(sc, app, seed=1)
 
     def verified() -> list[int]:
