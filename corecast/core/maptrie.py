@@ -17,42 +17,27 @@ from corecast import _fast
 
 V = TypeVar("V")
 
-_CHILD0, _CHILD1, _VALUE, _HAS, _MEMO = 0, 1, 2, 3, 4
+_CHILD0, _CHILD1, _VALUE, _HAS = 0, 1, 2, 3
 
 
 def _new() -> list[Any]:
     return [None, None, None, False]
 
 
-def _new_root() -> list[Any]:
-    """A root node carries a fifth slot: a memo {packed address: value} that the pure
-    batch walk (corecast._fast.py_cc_itr_batch) fills and every insert/remove
-    clears, so it never outlives a change of the trie.  The C walk ignores it."""
-    return [None, None, None, False, {}]
-
-
 class PrefixTrie(Generic[V]):
     """Binary trie mapping prefixes to values, with longest-prefix lookup."""
 
-    __slots__ = ("_roots", "_count", "walk", "version")
+    __slots__ = ("_roots", "_count", "walk")
 
     def __init__(self, walk: Callable[[list[Any], bytes], tuple[int, Any] | None] | None = None
                  ) -> None:
-        self._roots: dict[int, list[Any]] = {4: _new_root(), 16: _new_root()}
+        self._roots: dict[int, list[Any]] = {4: _new(), 16: _new()}
         self._count = 0
-        #: bumped by every insert and remove: a copy of the trie's contents (the ITR's
-        #: linear lookup table, corecast._fast.LinearTable) is stale when it differs
-        self.version = 0
         #: the longest-prefix walk: C fast path or its pure twin (corecast._fast)
         self.walk = walk or _fast.cc_trie_lookup
 
     def __len__(self) -> int:
         return self._count
-
-    def root(self, nbytes: int) -> list[Any]:
-        """The root node for ``nbytes``-byte keys (4 or 16), for the batch walk
-        (``cc_itr_batch``); the same list for the trie's whole life."""
-        return self._roots[nbytes]
 
     @staticmethod
     def _check(addr: bytes, plen: int) -> None:
@@ -64,8 +49,6 @@ class PrefixTrie(Generic[V]):
     def insert(self, addr: bytes, plen: int, value: V) -> None:
         self._check(addr, plen)
         node = self._roots[len(addr)]
-        node[_MEMO].clear()
-        self.version += 1
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         for i in range(plen):
@@ -83,8 +66,6 @@ class PrefixTrie(Generic[V]):
         """Remove an exact prefix; True if it was present.  Prunes empty branches."""
         self._check(addr, plen)
         node = self._roots[len(addr)]
-        node[_MEMO].clear()
-        self.version += 1
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         path = []
