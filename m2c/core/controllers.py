@@ -36,6 +36,10 @@ class RateController(ABC):
     """join by RFC 3738 3.2.3.6's rules only (one join at a time, start-up exits)"""
     short_startup: ClassVar[bool] = False
     """start-up epochs are ``ReceiverCC.STARTUP_EPOCH`` of an epoch (else whole epochs)"""
+    random_loss: ClassVar[bool] = False
+    """losses seen with no queue at the bottleneck are loss on the link, not congestion:
+    they are not passed on (``ReceiverCC.RANDOM_LOSS_PKTS``); WEBRC's equation takes
+    every loss, as RFC 3738 defines it"""
     mrr: float
     """the maximum reception rate (MRR_P)"""
 
@@ -247,6 +251,7 @@ class M2CWindowController(RateController):
 
     name = "m2c"
     short_startup = True
+    random_loss = True
 
     def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
                  p: float = 0.75) -> None:
