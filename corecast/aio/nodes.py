@@ -228,7 +228,7 @@ class ItrNode(Node):
     async def start(self) -> None:
         self.driver = self.drive(self.itr, self._route)
         # the inside interface: a recvmmsg batch goes through Algorithm 1 in one
-        # cc_itr_batch call (C fast path or its twin)
+        # ItrTable.batch call (C fast path or its twin)
         self.t_inside = open_endpoint(self.inside, self._on_inside)
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
         self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)

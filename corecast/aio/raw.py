@@ -55,7 +55,7 @@ class RawInside:
         except (OSError, ValueError):
             self.frame_size = 65535
         #: hand whole recv_batch results (Ethernet frames) to ``cb`` unfiltered: the
-        #: ITR's batch path (cc_itr_batch with l2=14) filters them itself
+        #: ITR's batch path (ItrTable.batch with l2=14) filters them itself
         self.frames = frames
         #: frames mode reads a TPACKET_V2 RX ring (packet(7)) when the kernel gives
         #: one: the kernel writes frames straight into shared memory, no recv copies
@@ -231,7 +231,7 @@ class RawItrNode(ItrNode):
         self.started()
 
     def _on_frames(self, frames: list) -> None:
-        """recvmmsg batch -> one cc_itr_batch call (C or twin) -> the core's driver,
+        """recvmmsg batch -> one ItrTable.batch call (C or twin) -> the core's driver,
         whose transport sends a batch all bound for LISP data in one sendmmsg."""
         self.itr.receive_batch(frames, self.now(), l2=14)
         if self.raw is not None:

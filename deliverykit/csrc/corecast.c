@@ -7,15 +7,18 @@
  *   cc_trie_lookup(root, addr) -> (prefix_len, value) | None
  *       Longest-prefix walk over corecast.core.maptrie node lists
  *       [child0, child1, value, has_value].
- *   cc_itr_batch(frames, start, l2, ctx, now, out, ctr) -> next index
- *       The ITR's data path for a batch (paper section 3.4, Algorithm 1's
- *       header step, and plain LISP encapsulation, RFC 9300 section 5); stops
- *       at the first packet that needs the Python core (see corecast/_fast.py).
+ *   cc_itr_table() -> ItrTable
+ *       The ITR's data-path state (twin: corecast._fast.PyItrTable): the
+ *       map-cache's entries as compact rows under a binary trie, and the
+ *       payloadBuffer, changed through set_entry/remove_entry and
+ *       add_channel/set_payload.  ItrTable.batch(frames, start, l2, ctx, now,
+ *       out, ctr) -> next index is the data path for a batch (paper section
+ *       3.4, Algorithm 1's header step, and plain LISP encapsulation, RFC 9300
+ *       section 5); it stops at the first packet that needs the Python core.
  *       `ctx` is corecast._fast.ItrPath.ctx() (the state's one owner lays it
- *       out; nothing else builds it); `ctr` is indexed as _fast.CTR_NAMES (the
- *       enum below, same order).  Two optional ctx items are the section 6
- *       ablations: a linear lookup table (_fast.LinearTable.ctx(), None: the
- *       trie) and the per-client hash check (default on).
+ *       out; nothing else builds it), its last two items the section 6
+ *       ablations (linear search, per-client hash check); `ctr` is indexed as
+ *       _fast.CTR_NAMES (the enum below, same order).
  *   cc_blast(sock, items, count, seconds) -> sent
  *       A benchmark sender: sendmmsg of prebuilt (data, (host, port)) items,
  *       cycling, until `count` are sent or `seconds` have passed.
