@@ -19,6 +19,7 @@ import builtins
 import hashlib
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.events import SenderRejected
@@ -155,7 +156,7 @@ class Client(Outbox):
         self._seen_bits |= 1 << k
         return True
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         expected = 0 if self.first_seq is None else self.max_ext - self.first_seq + 1
         return {
             "received": self.received,

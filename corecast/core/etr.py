@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.mapcache import ntop
-from corecast.wire.codec import CCHeader, decode_cc
+from corecast.wire.codec import CCHeader, CCPdu, decode_cc
 from corecast.wire.constants import CORECAST_UDP_PORT, IPPROTO_CORECAST
 from corecast.wire.ip import DecodeError, decode_ip, decode_udp
 
@@ -157,7 +157,8 @@ class Etr(Outbox):
         iid = int.from_bytes(data[4:7], "big") if data[0] & 0x08 else 0
         return iid == self.instance_id & 0xFFFFFF
 
-    def handle_data(self, data: bytes, now: float = 0.0, src: bytes | None = None) -> list[Datagram]:
+    def handle_data(self, data: bytes, now: float = 0.0, src: bytes | None = None
+                    ) -> list[Datagram]:
         """A LISP-encapsulated packet (UDP/4341 payload) from packed outer source RLOC ``src``."""
         self.counters["in_packets"] += 1
         if not self.trusts(src):
@@ -203,7 +204,7 @@ class Etr(Outbox):
         self.counters["plain_delivered"] += 1
         return [(bytes(body), (ntop(ip.dst), dport))]
 
-    def _corecast(self, chan: bytes, pdu) -> list[Datagram]:
+    def _corecast(self, chan: bytes, pdu: CCPdu) -> list[Datagram]:
         if not isinstance(pdu, CCHeader):
             self.counters["cc_payloads"] += 1
             if chan not in self.buffers and (

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -212,7 +213,7 @@ class MapCache:
 
     #: called with every new entry, returns its ``lisp_header`` (or None): how an
     #: xTR doing map-versioning gives each mapping its header
-    header_for = None
+    header_for: Callable[[MapEntry], bytes | None] | None = None
 
     def add(self, prefix: bytes, plen: int, rlocs: list[tuple[bytes, int, int]], expires: float,
             action: int = 0, map_version: int = 0, echo: bool = False) -> MapEntry | None:

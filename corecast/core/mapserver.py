@@ -104,14 +104,14 @@ class MapServer(Outbox):
     max_nonce_keys: int = 100_000
     regs: PrefixTrie[Registration] = field(default_factory=PrefixTrie)  #: instance 0
     #: registrations of non-zero Instance IDs, one trie per instance
-    iid_regs: dict[int, PrefixTrie] = field(default_factory=dict)
+    iid_regs: dict[int, PrefixTrie[Registration]] = field(default_factory=dict)
     max_instances: int = 4096
     #: answer a Map-Request only at an ITR-RLOC that is the request's own source address:
     #: the ITR-RLOC field is written by the sender, so without this check anyone could aim
     #: our Map-Replies at any address (refused ones count in ``refused_itr_rloc``)
     reply_to_source_only: bool = True
-    last_nonce: dict[tuple, int] = field(default_factory=dict)
-    events: list = field(default_factory=list)
+    last_nonce: dict[tuple[object, ...], int] = field(default_factory=dict)
+    events: list[object] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
         "registers": 0, "accepted": 0, "refused_auth": 0, "refused_no_site": 0,
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
@@ -196,7 +196,7 @@ class MapServer(Outbox):
         if psk is None or not verify_auth(msg, psk):
             return self._refuse("auth", src)
         if msg.xtr_id is not None:
-            key: tuple = ("xtr", msg.xtr_id, msg.site_id, site.name, msg.key_id)
+            key: tuple[object, ...] = ("xtr", msg.xtr_id, msg.site_id, site.name, msg.key_id)
             last = self.last_nonce.get(key)
             if last is not None and msg.nonce <= last:
                 return self._refuse("replay", src)
@@ -227,8 +227,8 @@ class MapServer(Outbox):
                         Registration(rec, site.name, now + life, src[0], msg.proxy_reply))
         self.counters["accepted"] += 1
         rlocs = tuple(sorted({str(loc.locator) for r in msg.records for loc in r.locators}))
-        self.events.append(RegistrationAccepted(site.name, tuple(str(r.prefix) for r in msg.records),
-                                                rlocs, src[0]))
+        prefixes = tuple(str(r.prefix) for r in msg.records)
+        self.events.append(RegistrationAccepted(site.name, prefixes, rlocs, src[0]))
         if not msg.want_map_notify:
             return []
         notify = MapRegister(msg.nonce, msg.records, msg.key_id, msg.algorithm_id, b"",
@@ -262,7 +262,7 @@ class MapServer(Outbox):
 
     # ------------------------------------------------------------------ resolve
 
-    def _older_version(self, msg, now: float) -> bool:
+    def _older_version(self, msg: MapRegister, now: float) -> bool:
         """Does a record carry a Map-Version older than the live registration of its
         prefix (both non-null; RFC 9302 sec. 5, 6)?"""
         from corecast.core.xtr import newer
@@ -280,7 +280,7 @@ class MapServer(Outbox):
                 return True
         return False
 
-    def _trie(self, iid: int, create: bool = False) -> PrefixTrie | None:
+    def _trie(self, iid: int, create: bool = False) -> PrefixTrie[Registration] | None:
         if not iid:
             return self.regs
         t = self.iid_regs.get(iid)
@@ -309,7 +309,7 @@ class MapServer(Outbox):
                 if len(a) == len(eid.network_address.packed)]
         for plen in range(eid.max_prefixlen + 1):
             cand = eid.supernet(new_prefix=plen) if plen < eid.prefixlen else eid
-            if not any(cand.overlaps(r) for r in regs):  # type: ignore[arg-type]
+            if not any(cand.overlaps(r) for r in regs):
                 return cand
         return eid
 
@@ -368,7 +368,7 @@ class MapServer(Outbox):
             out.append((reply, (str(itr), sport)))
         return out
 
-    def registrations(self, now: float) -> list[dict]:
+    def registrations(self, now: float) -> list[dict[str, object]]:
         tries = [self.regs] + list(self.iid_regs.values())
         return [{"prefix": str(r.record.prefix), "site": r.site, "source": r.source,
                  "rlocs": [str(loc.locator) for loc in r.record.locators],

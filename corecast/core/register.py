@@ -126,7 +126,8 @@ class Registrar(Outbox):
                      for r in cfg.rlocs)
         if cfg.mac_length is not None and not auth_len(cfg.algorithm_id) <= cfg.mac_length <= \
                 _full_len(cfg.algorithm_id):
-            raise ValueError(f"MAC length {cfg.mac_length} does not fit algorithm {cfg.algorithm_id}")
+            raise ValueError(
+                f"MAC length {cfg.mac_length} does not fit algorithm {cfg.algorithm_id}")
         if not 0 <= cfg.map_version <= 4095:
             raise ValueError("Map-Version must be 0 (null) or 1..4095 (RFC 9302 sec. 5)")
         self.records = tuple(EidRecord(ipaddress.ip_network(p), locs, cfg.ttl_minutes,

@@ -29,6 +29,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from corecast.core.driven import Address, Outbox, earliest, just_after
 from corecast.core.events import ChannelFinished, ClientJoined, ClientLeft
@@ -42,6 +43,9 @@ from corecast.wire.constants import (
     HashId,
 )
 from corecast.wire.ip import build_ip, build_udp
+
+if TYPE_CHECKING:
+    from corecast.core.itr import Itr
 
 Datagram = tuple[bytes, tuple[str, int]]
 Media = Callable[[int, int], "bytes | None"]
@@ -112,7 +116,7 @@ class Source(Outbox):
         itr_inside: tuple[str, int] | None = None,
         transport: str = "udp",
         hash_id: int = HashId.SHA1,
-        itr=None,
+        itr: Itr | None = None,
         heartbeat_timeout: float = 300.0,
         mtu: int = 1500,
         keep_digests: int = 100_000,
@@ -130,7 +134,7 @@ class Source(Outbox):
         self.mtu = mtu
         self.keep_digests = keep_digests
         self.channels: dict[bytes, Channel] = {}
-        self.events: list = []
+        self.events: list[object] = []
         self.counters = {"chunks": 0, "payload_packets": 0, "header_packets": 0,
                          "unicast_packets": 0, "bytes_to_itr": 0, "bytes_unicast": 0}
         #: datagrams received that this source has no use for (no ITR of its own)
@@ -212,7 +216,8 @@ class Source(Outbox):
 
     def _inner(self, ch: Channel, pdu: bytes) -> bytes:
         if self.transport == "udp":
-            return build_ip(self.eid, ch.eid, 17, build_udp(CORECAST_UDP_PORT, CORECAST_UDP_PORT, pdu))
+            udp = build_udp(CORECAST_UDP_PORT, CORECAST_UDP_PORT, pdu)
+            return build_ip(self.eid, ch.eid, 17, udp)
         return build_ip(self.eid, ch.eid, IPPROTO_CORECAST, pdu)
 
     def _to_itr(self, pkt: bytes, now: float, out: list[Datagram]) -> None:
@@ -241,7 +246,8 @@ class Source(Outbox):
         out: list[Datagram] = []
         cc_subs = [s for s in ch.dst.values() if s.corecast]
         if cc_subs:
-            self._to_itr(self._inner(ch, encode_cc_payload(ch.seq, chunk, self.hash_id, h)), now, out)
+            payload = encode_cc_payload(ch.seq, chunk, self.hash_id, h)
+            self._to_itr(self._inner(ch, payload), now, out)
             self.counters["payload_packets"] += 1
             for s in cc_subs:
                 self._to_itr(self._inner(ch, encode_cc_header(ch.seq, h, s.eid, s.port,

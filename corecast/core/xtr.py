@@ -69,6 +69,7 @@ from corecast.core.driven import Address, Outbox, earliest, host_port, just_afte
 from corecast.core.etr import Etr
 from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
 from corecast.core.itr import Itr
+from corecast.core.mapcache import MapEntry
 from corecast.wire.codec import (
     FLAG_E,
     FLAG_I,
@@ -158,7 +159,7 @@ class Xtr(Outbox):
         #: RLOCs echo-nonce declared unreachable -> when they are tried again
         self.echo_down: dict[bytes, float] = {}
         #: bounded: remote peers drive it (LSB flips, echoes); the oldest are dropped
-        self.events: deque = deque(maxlen=max_events)
+        self.events: deque[object] = deque(maxlen=max_events)
         self.counters = {"echo_requests_started": 0, "echo_requests_received": 0,
                          "echoes_sent": 0, "echoes_verified": 0, "echo_mismatch": 0,
                          "unreachable": 0, "lsb_changes": 0, "dropped_peers": 0,
@@ -182,7 +183,7 @@ class Xtr(Outbox):
         self.smr_per_second = smr_per_second
         self.recent_tx = recent_tx
         self._tx: OrderedDict[bytes, float] = OrderedDict()  #: RLOC -> last data sent
-        self._smr_state: OrderedDict[bytes, list] = OrderedDict()  #: RLOC -> [last, count]
+        self._smr_state: OrderedDict[bytes, list[float]] = OrderedDict()  #: RLOC -> [last, count]
         self._smr_tokens = smr_per_second
         self._smr_tokens_at = float("-inf")
         if map_versioning:
@@ -197,7 +198,7 @@ class Xtr(Outbox):
         return encode_lisp_data(make_lisp_data(
             nonce=nonce, echo=echo, instance_id=self.iid or None, lsb=self.lsb))
 
-    def _entry_header(self, entry) -> bytes | None:
+    def _entry_header(self, entry: MapEntry) -> bytes | None:
         """RFC 9302 section 4: V-bit, Source Map-Version (ours) and Dest Map-Version
         (the cached mapping's); none for a Null Map-Version mapping (section 6.1)."""
         if not entry.map_version:
@@ -270,7 +271,7 @@ class Xtr(Outbox):
     def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
         return self._sent(self.itr.handle_inner(pkt, now), now)
 
-    def handle_batch(self, frames: list, now: float, l2: int = 0) -> list[Datagram]:
+    def handle_batch(self, frames: list[Any], now: float, l2: int = 0) -> list[Datagram]:
         return self._sent(self.itr.handle_batch(frames, now, l2), now)
 
     def handle_control(self, data: bytes, now: float) -> list[Datagram]:
