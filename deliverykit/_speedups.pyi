@@ -227,6 +227,22 @@ def binmap_find(
 ) -> int:
     """The first chunk in [lo, hi] whose bit is ``val``, or -1."""
 
+def uncle_stop(
+    chunk: int,
+    top: int,
+    halves_a: ReadableBuffer,
+    deep_a: ReadableBuffer,
+    root_a: int,
+    layer_a: int,
+    halves_b: ReadableBuffer,
+    deep_b: ReadableBuffer,
+    root_b: int,
+    layer_b: int,
+    /,
+) -> int:
+    """The layer where MerkleTree.uncles stops: the lowest m in [1, top] whose block of
+    2**m chunks around ``chunk`` has a filled chunk in binmap a or b, else ``top``."""
+
 def binmap_set1(
     halves: WriteableBuffer,
     deep: WriteableBuffer,

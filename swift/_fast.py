@@ -195,7 +195,51 @@ def py_decode_msgs(data: bytes, pos: int, addressing: int, hash_size: int, sig_s
     return out, pos, error
 
 
+def py_uncle_stop(chunk: int, top: int, halves_a, deep_a, root_a: int, layer_a: int,
+                  halves_b, deep_b, root_b: int, layer_b: int) -> int:
+    """The lowest layer m in ``[1, top]`` whose aligned block of ``2**m``
+    chunks around ``chunk`` holds a filled chunk of binmap a or b (each given
+    as :func:`py_binmap_find` takes it), or ``top`` if none: where
+    ``MerkleTree.uncles`` stops (5.3).  Monotone in m: gallop, then bisect."""
+    for h, d, r, lay in ((halves_a, deep_a, root_a, layer_a), (halves_b, deep_b, root_b, layer_b)):
+        nh = len(memoryview(h).cast("B")) // 4
+        if lay < 0 or lay > 57 or r < 0 or 2 * r + 1 >= nh or len(d) < nh:
+            raise ValueError("uncle_stop: bad arguments")
+    if chunk < 0 or not 0 <= top <= 62 or (top and chunk >> 62):
+        raise ValueError("uncle_stop: bad arguments")
+
+    def any_in(m: int) -> bool:
+        a = (chunk >> m) << m
+        e = a + (1 << m)
+        for h, d, r, lay in ((halves_a, deep_a, root_a, layer_a),
+                             (halves_b, deep_b, root_b, layer_b)):
+            span = 32 << lay
+            if a < span and py_binmap_find(h, d, r, lay, a, min(e, span), True) >= 0:
+                return True
+        return False
+
+    stop = top
+    if top:
+        prev, mid = 0, 1
+        while True:
+            if any_in(mid):
+                lo_m, hi_m = prev + 1, mid - 1
+                stop = mid
+                while lo_m <= hi_m:
+                    m = (lo_m + hi_m) >> 1
+                    if any_in(m):
+                        stop, hi_m = m, m - 1
+                    else:
+                        lo_m = m + 1
+                break
+            if mid == top:
+                break
+            prev, mid = mid, min(top, 2 * mid)
+    return stop
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
+uncle_stop = load("uncle_stop", py_uncle_stop)
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
 

@@ -17,28 +17,16 @@
 #include <sys/socket.h>
 #include <time.h>
 
-static PyObject *
-binmap_find(PyObject *self, PyObject *args)
+/* First chunk in [lo, hi) whose bit equals val, -1 if none, -2 on a corrupt
+ * tree (the caller raises).  The buffers' sizes are checked by the caller. */
+static long long
+bm_find(const uint32_t *h, Py_ssize_t nh, const unsigned char *deep, long long root,
+        long long root_layer, long long lo, long long hi, int val)
 {
-    Py_buffer hb, db;
-    long long root, root_layer, lo, hi;
-    int val;
-    if (!PyArg_ParseTuple(args, "y*y*LLLLp", &hb, &db, &root, &root_layer, &lo, &hi, &val))
-        return NULL;
-    PyObject *res = NULL;
-    const uint32_t *h = (const uint32_t *)hb.buf;
-    const unsigned char *deep = (const unsigned char *)db.buf;
-    Py_ssize_t nh = hb.len / 4;
-    if (hb.len % 4 || db.len < nh || root_layer < 0 || root_layer > 57 || root < 0
-            || 2 * root + 1 >= nh) {
-        PyErr_SetString(PyExc_ValueError, "binmap_find: bad binmap buffers");
-        goto done;
-    }
     /* explicit DFS stack of (cell, layer, start, next side) */
     long long sc[128], sl[128], ss[128];
     int sside[128];
     int top = 0;
-    long long found = -1;
     sc[0] = root; sl[0] = root_layer; ss[0] = 0; sside[0] = 0;
     while (top >= 0) {
         if (sside[top] > 1) { top--; continue; }
@@ -49,12 +37,11 @@ binmap_find(PyObject *self, PyObject *args)
         long long a = lo > hs ? lo : hs, b = hi < he ? hi : he;
         if (a >= b) continue;
         Py_ssize_t k = (Py_ssize_t)(2 * c + side);
-        if (k >= nh) { PyErr_SetString(PyExc_ValueError, "binmap_find: index"); goto done; }
+        if (k >= nh)
+            return -2;
         if (deep[k]) {
-            if (top + 1 >= 128 || lay == 0 || (Py_ssize_t)h[k] * 2 + 1 >= nh) {
-                PyErr_SetString(PyExc_ValueError, "binmap_find: corrupt tree");
-                goto done;
-            }
+            if (top + 1 >= 128 || lay == 0 || (Py_ssize_t)h[k] * 2 + 1 >= nh)
+                return -2;
             top++;
             sc[top] = h[k]; sl[top] = lay - 1; ss[top] = hs; sside[top] = 0;
             continue;
@@ -66,12 +53,112 @@ binmap_find(PyObject *self, PyObject *args)
         if (x) {
             int bit = __builtin_ctz(x);
             long long pos = hs + ((long long)bit << lay);
-            found = pos > a ? pos : a;
-            break;
+            return pos > a ? pos : a;
         }
     }
-    res = PyLong_FromLongLong(found);
+    return -1;
+}
+
+static int
+bm_ok(const Py_buffer *hb, const Py_buffer *db, long long root, long long root_layer)
+{
+    Py_ssize_t nh = hb->len / 4;
+    return !(hb->len % 4 || db->len < nh || root_layer < 0 || root_layer > 57 || root < 0
+             || 2 * root + 1 >= nh);
+}
+
+static PyObject *
+binmap_find(PyObject *self, PyObject *args)
+{
+    Py_buffer hb, db;
+    long long root, root_layer, lo, hi;
+    int val;
+    if (!PyArg_ParseTuple(args, "y*y*LLLLp", &hb, &db, &root, &root_layer, &lo, &hi, &val))
+        return NULL;
+    PyObject *res = NULL;
+    if (!bm_ok(&hb, &db, root, root_layer)) {
+        PyErr_SetString(PyExc_ValueError, "binmap_find: bad binmap buffers");
+        goto done;
+    }
+    long long found = bm_find((const uint32_t *)hb.buf, hb.len / 4,
+                              (const unsigned char *)db.buf, root, root_layer, lo, hi, val);
+    if (found == -2)
+        PyErr_SetString(PyExc_ValueError, "binmap_find: corrupt tree");
+    else
+        res = PyLong_FromLongLong(found);
 done:
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&db);
+    return res;
+}
+
+/* uncle_stop(chunk, top, halves_a, deep_a, root_a, layer_a, halves_b, deep_b,
+ *            root_b, layer_b) -> layer
+ * The lowest layer m in [1, top] whose aligned block of 2**m chunks around
+ * `chunk` holds a filled chunk of binmap a or of binmap b, or top if none:
+ * where MerkleTree.uncles stops (RFC 7574 5.3: the receiver verified, or
+ * has on its way, a chunk under that node, so it holds the node's hash).
+ * The test is monotone in m: gallop up from layer 1, then bisect the last
+ * step, as the Python it replaces did.  Twin: swift/_fast.py. */
+static PyObject *
+uncle_stop(PyObject *self, PyObject *args)
+{
+    Py_buffer ha, da, hb, db;
+    long long chunk, top, ra, la, rb, lb;
+    if (!PyArg_ParseTuple(args, "LLy*y*LLy*y*LL:uncle_stop", &chunk, &top, &ha, &da, &ra, &la,
+                          &hb, &db, &rb, &lb))
+        return NULL;
+    PyObject *res = NULL;
+    if (!bm_ok(&ha, &da, ra, la) || !bm_ok(&hb, &db, rb, lb) || chunk < 0 || top < 0
+            || top > 62 || (top && chunk >> 62)) {
+        PyErr_SetString(PyExc_ValueError, "uncle_stop: bad arguments");
+        goto done;
+    }
+    const uint32_t *h1 = (const uint32_t *)ha.buf, *h2 = (const uint32_t *)hb.buf;
+    const unsigned char *d1 = (const unsigned char *)da.buf, *d2 = (const unsigned char *)db.buf;
+    Py_ssize_t n1 = ha.len / 4, n2 = hb.len / 4;
+    long long span1 = 32LL << la, span2 = 32LL << lb;
+    long long stop = top;
+    if (top) {
+        long long prev = 0, mid = 1;
+        for (;;) {
+            /* any chunk of [a, a + 2**m) filled in either binmap (spans clamp hi) */
+#define ANY(m, out) do { \
+                long long a_ = (chunk >> (m)) << (m), e_ = a_ + (1LL << (m)); \
+                long long r1 = a_ < span1 ? bm_find(h1, n1, d1, ra, la, a_, \
+                                                    e_ < span1 ? e_ : span1, 1) : -1; \
+                long long r2 = r1 == -1 && a_ < span2 ? bm_find(h2, n2, d2, rb, lb, a_, \
+                                                    e_ < span2 ? e_ : span2, 1) : -1; \
+                if (r1 == -2 || r2 == -2) goto corrupt; \
+                (out) = r1 >= 0 || r2 >= 0; \
+            } while (0)
+            int hit;
+            ANY(mid, hit);
+            if (hit) {
+                long long lo_m = prev + 1, hi_m = mid - 1;
+                stop = mid;
+                while (lo_m <= hi_m) {
+                    long long m = (lo_m + hi_m) >> 1;
+                    ANY(m, hit);
+                    if (hit) { stop = m; hi_m = m - 1; }
+                    else lo_m = m + 1;
+                }
+                break;
+            }
+            if (mid == top)
+                break;
+            prev = mid;
+            mid = 2 * mid < top ? 2 * mid : top;
+#undef ANY
+        }
+    }
+    res = PyLong_FromLongLong(stop);
+    goto done;
+corrupt:
+    PyErr_SetString(PyExc_ValueError, "uncle_stop: corrupt tree");
+done:
+    PyBuffer_Release(&ha);
+    PyBuffer_Release(&da);
     PyBuffer_Release(&hb);
     PyBuffer_Release(&db);
     return res;
@@ -340,6 +427,9 @@ PyMethodDef dk_swift_methods[] = {
      "decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size) -> (messages, pos, error)"},
     {"binmap_find", binmap_find, METH_VARARGS,
      "binmap_find(halves, deep, root, root_layer, lo, hi, val) -> first chunk or -1"},
+    {"uncle_stop", uncle_stop, METH_VARARGS,
+     "uncle_stop(chunk, top, halves_a, deep_a, root_a, layer_a, halves_b, deep_b, root_b, "
+     "layer_b) -> the layer where MerkleTree.uncles stops"},
     {"binmap_set1", binmap_set1, METH_VARARGS,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},

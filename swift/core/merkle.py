@@ -22,8 +22,23 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
+from swift._fast import uncle_stop
 from swift.core import bins as B
+from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
+
+
+def _binmaps(known: Any) -> tuple[Binmap, Binmap] | None:
+    """``known`` as two binmaps whose union it is (a :class:`Binmap` alone,
+    or a union view with binmaps ``a`` and ``b``, as ``swift.core.content``'s
+    of a peer's acknowledged and in-flight chunks), else None."""
+    if type(known) is Binmap:
+        return known, known
+    a = getattr(known, "a", None)
+    b = getattr(known, "b", None)
+    if type(a) is Binmap and type(b) is Binmap:
+        return a, b
+    return None
 
 
 class IntegrityError(ValueError):
@@ -279,7 +294,12 @@ class MerkleTree:
             raise IndexError("chunk past the end of the content")
         top = (hi - lo).bit_length() - 1
         stop = top  # first layer whose node the peer already covers
-        if peer_has is not None and top:
+        pair = _binmaps(peer_has) if top else None
+        if pair is not None:  # the search below, in one C call (twin in swift/_fast.py)
+            m1, m2 = pair
+            stop = uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
+                              m2._h, m2._deep, m2.root, m2.root_layer)
+        elif peer_has is not None and top:
             # "peer has a chunk under the ancestor at layer m" is monotone in
             # m: gallop up from layer 1 (a sequential download stops within
             # a layer or two of the leaf), then bisect the last step

@@ -154,3 +154,62 @@ def test_recv_batch_ts_rejects_bad_arguments() -> None:
     finally:
         for s in (a, b, tx):
             s.close()
+
+
+c_stop = getattr(fastpath.speedups, "uncle_stop", None)
+
+
+def _binmap(ops) -> Binmap:
+    m = Binmap()
+    for v, a, n in ops:
+        (m.set_range if v else m.reset_range)(a, a + n)
+    return m
+
+
+def _ref_stop(chunk: int, top: int, a: Binmap, b: Binmap) -> int:
+    """By definition: the lowest layer in [1, top] whose block around chunk
+    has a filled chunk in a or b, else top (a linear scan, no galloping)."""
+    for m in range(1, top + 1):
+        lo = (chunk >> m) << m
+        if a.any_in(lo, lo + (1 << m)) or b.any_in(lo, lo + (1 << m)):
+            return m
+    return top
+
+
+_ops = st.lists(st.tuples(st.booleans(), st.integers(0, 5000), st.integers(0, 300)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops, _ops, st.integers(0, 6000), st.integers(0, 14))
+def test_uncle_stop_twin_is_the_definition(ops_a, ops_b, chunk, top) -> None:
+    from swift._fast import py_uncle_stop
+    a, b = _binmap(ops_a), _binmap(ops_b)
+    args = (chunk, top, a._h, a._deep, a.root, a.root_layer, b._h, b._deep, b.root, b.root_layer)
+    assert py_uncle_stop(*args) == _ref_stop(chunk, top, a, b)
+
+
+@pytest.mark.skipif(c_stop is None, reason="C speedups not built")
+@settings(max_examples=300, deadline=None)
+@given(_ops, _ops, st.integers(0, 6000), st.integers(0, 14))
+def test_uncle_stop_c_equals_python(ops_a, ops_b, chunk, top) -> None:
+    from swift._fast import py_uncle_stop
+    a, b = _binmap(ops_a), _binmap(ops_b)
+    args = (chunk, top, a._h, a._deep, a.root, a.root_layer, b._h, b._deep, b.root, b.root_layer)
+    assert c_stop(*args) == py_uncle_stop(*args)
+
+
+@pytest.mark.skipif(c_stop is None, reason="C speedups not built")
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64), st.binary(max_size=20), st.integers(-2, 20), st.integers(-1, 70),
+       st.integers(-1, 5000), st.integers(-1, 70))
+def test_uncle_stop_garbage_same_outcome(h, d, root, lay, chunk, top) -> None:
+    from swift._fast import py_uncle_stop
+    ok = Binmap()
+    ok.set_range(3, 40)
+
+    def outcome(f):
+        try:
+            return f(chunk, top, h, d, root, lay, ok._h, ok._deep, ok.root, ok.root_layer)
+        except ValueError:
+            return "ValueError"
+    assert outcome(c_stop) == outcome(py_uncle_stop)
