@@ -110,15 +110,6 @@ def _proxy(a: argparse.Namespace) -> int:
             "vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr
         )
         return 2
-    if a.engine == "core":  # the thin pump over the sans-IO sharing core (docs/vmc.md)
-        from vmc.aio.pump import serve_core
-
-        if a.workers > 1:  # N pumps on one SO_REUSEPORT address, as below
-            from vmc.aio.workers import serve_workers
-
-            return serve_workers(cfg, a.workers, a.stats_out, a.stats_every,
-                                 lambda coro: int(_run(coro, a.loop) or 0), server=serve_core)
-        return int(_run(serve_core(cfg, a.stats_out, a.stats_every), a.loop) or 0)
     if a.workers > 1:  # N processes on one SO_REUSEPORT address; joins happen within a worker
         from vmc.aio.workers import serve_workers
 
@@ -478,10 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="N proxy processes sharing the listening address (SO_REUSEPORT); each "
                    "keeps its own sharing state, so a late client joins a stream only on the "
                    "worker that holds it (default 1)")
-    p.add_argument("--engine", choices=["proxy", "core"], default="proxy",
-                   help="proxy: the coroutine proxy (default); core: the thin pump over the "
-                   "sans-IO sharing core that the simulator drives (no --transparent yet; "
-                   "docs/vmc.md)")
+    p.add_argument("--engine", choices=["core"], default="core",
+                   help="core (the only engine: the pump over the sans-IO sharing core that "
+                   "the simulator drives; the option stays so command lines naming it still "
+                   "work; docs/vmc.md)")
     p.set_defaults(fn=_proxy)
 
     p = _sub(

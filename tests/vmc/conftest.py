@@ -18,7 +18,6 @@ from vmc_support import new_proxy
 
 from vmc.aio.origin import Origin
 from vmc.aio.proxy import Proxy, ProxyConfig
-from vmc.aio.pump import CorePump
 
 
 class Stack:
@@ -32,7 +31,7 @@ class Stack:
         cfg.setdefault("upstreams", [self.origin.authority])
         cfg.setdefault("default_upstream", self.origin.authority)
         self.cfg = ProxyConfig(**cfg)
-        self.proxy: Proxy | CorePump = self.call(new_proxy(self.cfg).start())
+        self.proxy: Proxy = self.call(new_proxy(self.cfg).start())
 
     def call(self, coro, timeout: float = 30.0):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)

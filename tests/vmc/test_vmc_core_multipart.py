@@ -77,7 +77,7 @@ def test_the_boundary_comes_from_the_seed_not_from_the_request() -> None:
 
 def test_the_proxy_settings_give_each_pump_a_secret_seed() -> None:
     from vmc.aio.config import ProxyConfig
-    from vmc.aio.pump import machine_config
+    from vmc.aio.proxy import machine_config
 
     seeds = {machine_config(ProxyConfig()).seed for _ in range(4)}
     assert len(seeds) == 4

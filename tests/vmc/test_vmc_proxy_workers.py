@@ -11,7 +11,7 @@ import socket
 import struct
 import urllib.request
 
-from vmc_support import ENGINE, engine_args
+from vmc_support import engine_args
 
 #: struct tcp_info (linux/tcp.h): tcpi_data_segs_in is the u32 at byte 156 (Linux >= 4.6).
 _DATA_SEGS_IN = 156
@@ -56,9 +56,8 @@ def test_small_response_is_one_write(make_stack, monkeypatch) -> None:
     with urllib.request.urlopen(st.reverse_url(path), timeout=10) as r:
         assert len(r.read()) == 1024
     writes: list[int] = []
-    # the legacy proxy writes through StreamWriter, the pump (a Protocol) to its transport
-    cls = (asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
-           if ENGINE == "core" else asyncio.StreamWriter)
+    # the pump (a Protocol) writes to its transport
+    cls = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
     real = cls.write
 
     def counted(self: object, data: bytes | bytearray | memoryview) -> None:

@@ -1,8 +1,7 @@
 """A client that half-closes after its request (``shutdown(SHUT_WR)``, as ``nc -N`` and the
 proxy tests' raw helper do) still gets its answer from the pump: asyncio closes a transport
-whose protocol does not take the EOF, which cut every such answer off under
-``VMC_ENGINE=core`` (test_vmc_proxy_robust.py::test_http10_and_pipelined_requests and three
-more)."""
+whose protocol does not take the EOF, which once cut every such answer off
+(test_vmc_proxy_robust.py::test_http10_and_pipelined_requests and three more)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import socket
 
 from vmc.aio.config import ProxyConfig
 from vmc.aio.origin import Origin, expected
-from vmc.aio.pump import build_core_pump
+from vmc.aio.proxy import Proxy
 
 
 def _half_closed_get(addr: tuple[str, int], raw: bytes) -> bytes:
@@ -27,8 +26,8 @@ def _half_closed_get(addr: tuple[str, int], raw: bytes) -> bytes:
 def test_a_half_closed_client_gets_its_answer_and_the_close() -> None:
     async def run() -> bytes:
         origin = await Origin().start()
-        pump = await build_core_pump(ProxyConfig(upstreams=[origin.authority],
-                                                 default_upstream=origin.authority)).start()
+        pump = await Proxy(ProxyConfig(upstreams=[origin.authority],
+                                       default_upstream=origin.authority)).start()
         try:
             raw = b"GET /hc?size=500 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
             return await asyncio.to_thread(_half_closed_get, pump.address, raw)

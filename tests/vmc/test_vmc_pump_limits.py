@@ -10,7 +10,8 @@ import socket
 
 from vmc.aio.config import ProxyConfig
 from vmc.aio.origin import Origin
-from vmc.aio.pump import CorePump, machine_config
+from vmc.aio.proxy import machine_config
+from vmc.aio.pump import CorePump
 
 
 async def _until(cond, timeout: float = 15.0) -> bool:

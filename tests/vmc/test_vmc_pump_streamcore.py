@@ -97,7 +97,7 @@ async def test_the_pump_drives_another_stream_core_with_its_timer() -> None:
         assert isinstance(core.next_event(), Idle)
         assert notes == [Note("hello"), Note("world")]
         assert core.taken == len(b"HELLO\nWORLD\n")
-        assert pump.stats == {"core_errors": 0, "unhandled_outputs": 0}
+        assert pump.counters == {"core_errors": 0, "unhandled_outputs": 0}
         w.close()
     finally:
         await pump.close()
@@ -113,8 +113,8 @@ async def test_a_core_that_raises_costs_one_connection_not_the_pump() -> None:
         assert await asyncio.wait_for(r1.read(), 10) == b""  # that connection is closed
         w2.write(b"still\n")
         assert await _line(r2) == b"STILL\n"  # the other one is served on
-        assert pump.stats["core_errors"] == 1
-        assert pump.stats["unhandled_outputs"] == 1
+        assert pump.counters["core_errors"] == 1
+        assert pump.counters["unhandled_outputs"] == 1
         w1.close()
         w2.close()
     finally:

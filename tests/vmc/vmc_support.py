@@ -1,11 +1,9 @@
-"""The vmc tests' proxy launcher: the same tests against either engine.
+"""The vmc tests' proxy helpers: the proxy (:class:`vmc.aio.proxy.Proxy`, the pump over the
+sans-IO sharing core) and what tests read from it.
 
-``VMC_ENGINE=core`` runs every proxy the tests start (the ``make_stack`` fixture, the
-tests that start a :class:`~vmc.aio.proxy.Proxy` themselves, and ``vmc proxy``
-subprocesses through :func:`engine_args`) as :class:`vmc.aio.pump.CorePump` over the
-sans-IO sharing core, built from the same :class:`~vmc.aio.config.ProxyConfig` by
-:func:`vmc.aio.pump.build_core_pump`; unset (or ``legacy``) runs the coroutine-per-request
-proxy. docs/vmc.md lists the tests that do not pass on the core yet.
+There is one engine since the coroutine-per-request proxy was removed; ``VMC_ENGINE`` is
+still read so that old command lines (``VMC_ENGINE=core``) run the same tests, and
+:func:`engine_args` gives ``vmc proxy`` subprocesses nothing extra.
 """
 
 from __future__ import annotations
@@ -15,71 +13,48 @@ from typing import Any
 
 from vmc.aio.config import ProxyConfig
 from vmc.aio.proxy import Proxy
-from vmc.aio.pump import CorePump, build_core_pump
-from vmc.core.http import HttpSharingCore
 
-#: ``core`` or ``legacy`` (the default until the core carries every proxy test).
-ENGINE = os.environ.get("VMC_ENGINE", "legacy")
-if ENGINE not in ("core", "legacy"):
-    raise SystemExit(f"VMC_ENGINE must be core or legacy, not {ENGINE!r}")
+#: ``core``, the only engine (``legacy`` is gone).
+ENGINE = os.environ.get("VMC_ENGINE", "core")
+if ENGINE != "core":
+    raise SystemExit(f"VMC_ENGINE: the only engine is core, not {ENGINE!r}")
 
 
-def new_proxy(cfg: ProxyConfig) -> Proxy | CorePump:
-    """A proxy (not started) with ``cfg`` on the engine the run asked for."""
-    if ENGINE == "core":
-        return build_core_pump(cfg)
+def new_proxy(cfg: ProxyConfig) -> Proxy:
+    """A proxy (not started) with ``cfg``."""
     return Proxy(cfg)
 
 
 def engine_args() -> list[str]:
-    """Arguments for a ``vmc proxy`` subprocess to run the engine the run asked for."""
-    return ["--engine", "core"] if ENGINE == "core" else []
+    """Arguments for a ``vmc proxy`` subprocess (none: the default engine is the only one)."""
+    return []
 
 
-def sessions(proxy: Proxy | CorePump) -> list[Any]:
+def sessions(proxy: Proxy) -> list[Any]:
     """The proxy's sharing sessions (each with ``uri``, ``live`` and ``buffer.received``)."""
-    if isinstance(proxy, CorePump):
-        core = proxy.core
-        assert isinstance(core, HttpSharingCore)
-        return list(core.machine.sharing.sessions.values())
     return list(proxy.sessions.values())
 
 
-def _core(proxy: CorePump) -> HttpSharingCore:
-    core = proxy.core
-    assert isinstance(core, HttpSharingCore)
-    return core
-
-
-def finished(proxy: Proxy | CorePump) -> dict[str, Any]:
+def finished(proxy: Proxy) -> dict[str, Any]:
     """Finished objects kept whole on disk, by key."""
-    if isinstance(proxy, CorePump):
-        return dict(_core(proxy).machine.sharing.finished)
-    return dict(proxy.finished)
+    return proxy.finished
 
 
-def connections(proxy: Proxy | CorePump) -> int:
+def connections(proxy: Proxy) -> int:
     """Client connections open."""
-    return len(proxy.clients) if isinstance(proxy, CorePump) else proxy.connections
+    return proxy.connections
 
 
-def upstream_open(proxy: Proxy | CorePump) -> int:
-    """Origin connections (legacy) or fetches (core) holding a slot of the upstream cap."""
-    if isinstance(proxy, CorePump):
-        return len(_core(proxy).gate.out)
-    assert proxy.limiter is not None
-    return proxy.limiter.open
+def upstream_open(proxy: Proxy) -> int:
+    """Fetches holding a slot of the upstream cap."""
+    return len(proxy.http.gate.out)
 
 
-def upstream_waiting(proxy: Proxy | CorePump) -> int:
+def upstream_waiting(proxy: Proxy) -> int:
     """Requests waiting for a slot of the upstream cap."""
-    if isinstance(proxy, CorePump):
-        return len(_core(proxy).gate.waiting)
-    assert proxy.limiter is not None
-    return proxy.limiter.waiting
+    return len(proxy.http.gate.waiting)
 
 
-def requests_seen(proxy: Proxy | CorePump) -> int:
+def requests_seen(proxy: Proxy) -> int:
     """Requests the proxy has logged (each gets the next id)."""
-    stats = _core(proxy).stats if isinstance(proxy, CorePump) else proxy.stats
-    return stats._next_id
+    return proxy.stats._next_id

@@ -9,7 +9,7 @@ decisions: method, target, headers, body framing, and the same refusals. h11 sta
 reference (``h11_head``); tests/vmc/test_vmc_http_parsers_agree.py checks they agree on
 generated well-formed and malformed heads.
 
-Not yet on the proxy's data path: downstream.py still frames with h11 (see docs/vmc.md,
+Not yet on the proxy's data path: vmc/core/http.py still frames with h11 (see docs/vmc.md,
 "Performance", for the plan and what stands in the way).
 """
 

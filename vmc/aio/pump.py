@@ -14,29 +14,26 @@ Back-pressure: bytes written to a client count as taken (``writable``) at once
 unless its transport asked us to pause (write buffer past its high-water mark);
 then they count when it resumes.
 
-``vmc proxy --engine core`` is this pump (:func:`build_core_pump`); what it still lacks
-beside :class:`vmc.aio.proxy.Proxy` (transparent mode) is listed
-in docs/vmc.md, checked by running the proxy tests with ``VMC_ENGINE=core``. The sockets
-are the pump's: the origin connection pool, coalesced writes, a client's half-close.
+``vmc proxy`` is this pump over the sharing core (:class:`vmc.aio.proxy.Proxy` builds it
+from the proxy's settings). The sockets are the pump's: the origin connection pool, coalesced
+writes, a client's half-close, sendfile, the original destination of a redirected
+connection (transparent mode), the FIN of a lingering close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
-import secrets
-import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
 import h11
 
 from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
-from vmc.aio.config import ProxyConfig, original_dst
+from vmc.aio.config import original_dst
 from vmc.aio.spill import DiskStore
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import FileWrite, HttpSharingCore
@@ -172,14 +169,17 @@ class _Client(asyncio.Protocol):
         self.pump.flush()
 
 
+_Pump = TypeVar("_Pump", bound="CorePump")
+
+
 class CorePump:
     """``await CorePump(cfg, default_authority=...).start()``; ``.address``; ``await .close()``.
 
     With ``core``, that :class:`~deliverykit.protocol.StreamCore` is driven instead of a new
     sharing core (``cfg``, ``default_authority`` and ``disk_dir`` are then unused); outputs
     other than writes, closes and the sharing core's fetches go to ``on_output`` (counted in
-    ``stats["unhandled_outputs"]`` without one). A core that raises on an input or a timer
-    is counted (``stats["core_errors"]``) and that connection closed; the pump goes on.
+    ``counters["unhandled_outputs"]`` without one). A core that raises on an input or a timer
+    is counted (``counters["core_errors"]``) and that connection closed; the pump goes on.
     """
 
     def __init__(
@@ -228,7 +228,8 @@ class CorePump:
         if isinstance(core, HttpSharingCore) and core.status_extra is None:
             core.status_extra = lambda: driver_status(self)
         self.on_output = on_output
-        self.stats = {"core_errors": 0, "unhandled_outputs": 0}
+        #: The pump's own counters: inputs or timers the core raised on, outputs nobody took.
+        self.counters = {"core_errors": 0, "unhandled_outputs": 0}
         self.host, self.port = host, port
         #: SO_REUSEPORT on the listening socket (``vmc proxy --workers N``: one per process).
         self.reuse_port = reuse_port
@@ -244,7 +245,7 @@ class CorePump:
         self._timer: asyncio.TimerHandle | None = None
         self._files: set[asyncio.Task[None]] = set()
 
-    async def start(self) -> CorePump:
+    async def start(self: _Pump) -> _Pump:
         loop = asyncio.get_running_loop()
         if isinstance(self.core, HttpSharingCore) and not sendfile_supported():
             self.core.machine.cfg.sendfile_min = 0  # uvloop: disk spans go by reads
@@ -277,7 +278,7 @@ class CorePump:
             await self._server.wait_closed()
 
     def snapshot(self, recent: int = 100) -> dict[str, object]:
-        """The status JSON (as :meth:`vmc.aio.proxy.Proxy.snapshot`), for the sharing core."""
+        """The status JSON (``/_vmc/status``), for the sharing core."""
         return snapshot(self, recent)
 
     # ------------------------------------------------------------------ the pump
@@ -287,7 +288,7 @@ class CorePump:
         try:
             method(*args, self.clock())
         except Exception:
-            self.stats["core_errors"] += 1
+            self.counters["core_errors"] += 1
             c = self.clients.get(conn) if conn is not None else None
             if c is not None and c.transport is not None:
                 c.transport.abort()
@@ -310,7 +311,7 @@ class CorePump:
                 try:
                     core.writable(conn, n, self.clock())
                 except Exception:
-                    self.stats["core_errors"] += 1
+                    self.counters["core_errors"] += 1
             if not outs and not taken:
                 break
         self._arm()
@@ -356,7 +357,7 @@ class CorePump:
         elif self.on_output is not None:
             self.on_output(out)
         else:
-            self.stats["unhandled_outputs"] += 1
+            self.counters["unhandled_outputs"] += 1
 
     async def _send_file(self, c: _Client, out: FileWrite) -> None:
         """A disk span to a client by ``loop.sendfile`` (zero copy on a plain socket); the
@@ -475,36 +476,6 @@ def failure(exc: up.UpstreamError) -> tuple[int, Refused]:
     return 502, Refused.UPSTREAM_ERROR
 
 
-# ---------------------------------------------------------------------- vmc proxy --engine core
-
-
-def machine_config(cfg: ProxyConfig, epoch: float = 0.0) -> MachineConfig:
-    """The sharing core's settings from the proxy's (the same names, the same defaults);
-    ``epoch``: Unix time at the pump clock's zero (for Date, Expires and Age)."""
-    return MachineConfig(
-        window=cfg.window,
-        queue_limit=cfg.queue_limit,
-        buffer_budget=cfg.buffer_budget,
-        patch_budget=cfg.patch_budget,
-        disk_budget=cfg.disk_budget,
-        join_wait=cfg.join_wait,
-        resume_attempts=cfg.resume_attempts,
-        retry_by_range=cfg.retry_by_range,
-        sharing=cfg.sharing,
-        send_window=cfg.write_high_water,
-        stall_timeout=cfg.stall_timeout,
-        client_write_timeout=cfg.client_write_timeout,
-        resume_backoff=cfg.resume_backoff,
-        epoch=epoch,
-        seed=secrets.randbits(64),
-    )
-
-
-def slot_limits(cfg: ProxyConfig) -> SlotLimits:
-    """The core's connection slots and request deadlines from the proxy's settings."""
-    return SlotLimits(cfg.max_connections, cfg.idle_timeout, cfg.head_timeout, cfg.body_timeout)
-
-
 def snapshot(pump: CorePump, recent: int = 100) -> dict[str, object]:
     """The status JSON of a pump running the sharing core (the proxy's format, where it has it)."""
     core = pump.core
@@ -517,7 +488,7 @@ def driver_status(pump: CorePump) -> dict[str, object]:
     snap: dict[str, object] = {
         "connections": len(pump.clients),
         "pid": os.getpid(),
-        "core_errors": pump.stats["core_errors"],
+        "core_errors": pump.counters["core_errors"],
         "disk": pump.store.snapshot() if pump.store is not None else None,
     }
     if pump.pool is not None:
@@ -525,63 +496,3 @@ def driver_status(pump: CorePump) -> dict[str, object]:
         snap["upstream_connections_reused"] = pump.pool.reused
         snap["upstream_connections_dirty"] = pump.pool.dirty
     return snap
-
-
-def build_core_pump(cfg: ProxyConfig) -> CorePump:
-    """A :class:`CorePump` over the sharing core with every proxy setting the core has
-    (not started): what ``vmc proxy --engine core`` runs and the vmc tests' launcher
-    starts under ``VMC_ENGINE=core``."""
-    mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
-    mcfg.sendfile_min, mcfg.sendfile_span = SENDFILE_MIN, SENDFILE_SPAN  # off again on uvloop
-    pump = CorePump(mcfg, cfg.host, cfg.port, cfg.default_upstream, cfg.upstream_timeout,
-                    disk_dir=cfg.disk_dir, upstreams=list(cfg.upstreams),
-                    status_path=cfg.status_path, status_allow=list(cfg.status_allow),
-                    max_request_body=cfg.max_request_body, slots=slot_limits(cfg),
-                    max_header_bytes=cfg.max_header_bytes,
-                    gate=FetchGate(cfg.max_upstream, cfg.upstream_queue_wait,
-                                   cfg.upstream_queue_max),
-                    pool=up.Pool() if cfg.upstream_keepalive else None,
-                    reuse_port=cfg.reuse_port, transparent=cfg.transparent)
-    if isinstance(pump.core, HttpSharingCore):
-        pump.core.retry_after = cfg.retry_after
-    return pump
-
-
-async def serve_core(
-    cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0
-) -> int:
-    """``vmc proxy --engine core``: :class:`CorePump` over the sans-IO sharing core until SIGINT
-    or SIGTERM; the CLI contract of :func:`vmc.aio.proxy.serve` (one summary line on stderr,
-    the final counters as JSON on stdout, 130 / 143). What the core does not have yet
-    (docs/vmc.md): transparent mode. ``--workers N`` runs N of these
-    (:func:`vmc.aio.workers.serve_workers` with ``server=serve_core``)."""
-    from deliverykit.cliutil import Stopper
-    from deliverykit.outputs import write_when_done
-
-    pump = await build_core_pump(cfg).start()
-    host, port = pump.address
-    host = f"[{host}]" if ":" in host else host
-    print(f"vmc proxy on http://{host}:{port}/ (engine core); upstreams "
-          f"{sorted(cfg.upstreams + ([cfg.default_upstream] if cfg.default_upstream else []))}",
-          flush=True)
-    stopper = Stopper().install()
-
-    def dump() -> None:
-        if stats_out:
-            write_when_done(stats_out, json.dumps(snapshot(pump, 2000), indent=1, default=str))
-
-    try:
-        while not stopper.stopped:
-            if not await stopper.wait(stats_every if stats_every > 0 else None):
-                dump()
-    finally:
-        stopper.remove()
-        dump()
-        await pump.close()
-        snap = snapshot(pump, 0)
-        print(f"vmc proxy {stopper.describe() or 'stopped'}: {snap['requests']} requests, "
-              f"{snap['sessions']} sessions, {snap['joins']} joins, {snap['origin_bytes']} origin "
-              f"bytes, {snap['client_bytes']} client bytes, refused {snap['refused']}",
-              file=sys.stderr, flush=True)
-        print(json.dumps(snap, default=str), flush=True)
-    return stopper.exit_code()

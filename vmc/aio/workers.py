@@ -30,7 +30,7 @@ from vmc.aio.config import ProxyConfig
 
 Run = Callable[[Coroutine[Any, Any, int]], int]
 #: One worker's whole proxy: ``server(cfg, stats_out, stats_every)`` (``vmc.aio.proxy.serve``
-#: or, for ``--engine core``, ``vmc.aio.pump.serve_core``); it prints one "vmc proxy on" line,
+#: by default); it prints one "vmc proxy on" line,
 #: then its final counters as one JSON line when stopped.
 Server = Callable[[ProxyConfig, str | None, float], Coroutine[Any, Any, int]]
 
@@ -65,7 +65,7 @@ def _hold(cfg: ProxyConfig) -> socket.socket:
 
 def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: float,
                   run: Run, server: Server | None = None) -> int:
-    """Run ``n`` proxies (``server``, by default the coroutine proxy's ``serve``) on one
+    """Run ``n`` proxies (``server``, by default :func:`vmc.aio.proxy.serve`) on one
     address until SIGINT or SIGTERM; returns the exit code."""
     if server is None:
         from vmc.aio.proxy import serve as server

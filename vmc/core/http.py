@@ -408,7 +408,7 @@ class HttpSharingCore:
         self._pump(now)
 
     def _refusal(self, ev: h11.Request) -> tuple[int, Refused] | None:
-        """What must not be forwarded (as vmc/aio/downstream.py refuses it), or None."""
+        """What must not be forwarded (and why), or None."""
         if not ev.http_version.startswith(b"1."):  # RFC 9110 sec. 2.5: HTTP/1.x only here
             return 505, Refused.HTTP_VERSION
         # h11 bounds only an incomplete head; a whole one read at once is bounded here.

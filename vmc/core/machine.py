@@ -2,9 +2,10 @@
 
 :class:`SharingMachine` runs the decisions of :mod:`vmc.core.sharing` (the same
 :class:`~vmc.core.sharing.Sharing` registry, :meth:`~vmc.core.sharing.Sharing.admit`
-and :func:`~vmc.core.sharing.next_step` the asyncio proxy asks) as an event-driven
-state machine, so a driver that owns no coroutines per request (the simulator,
-:mod:`vmc.sim`) can run them. Its shape is the one core protocol's
+and :func:`~vmc.core.sharing.next_step`) as an event-driven state machine, so a
+driver that owns no coroutines per request runs them: ``vmc proxy``
+(:mod:`vmc.aio.proxy`, behind :class:`vmc.core.http.HttpSharingCore`) and the
+simulator (:mod:`vmc.sim`). Its shape is the one core protocol's
 (:mod:`deliverykit.protocol`), with typed stream inputs instead of datagrams::
 
     machine.input_received(Request(...), now)      # every input, with the time
@@ -25,8 +26,8 @@ to a client's bounded :class:`~vmc.core.queue.ClientQueue` and never waits for
 it: a client that falls ``queue_limit`` behind is detached and continues on its
 own (window, disk, origin by Range), as in the proxy.
 
-Here too since the proxy moved onto the core (docs/vmc.md): the stall and client-write
-timeouts, the resume backoff, 1xx (``OriginInterim`` in, ``Interim`` out) and
+Here too since the proxy moved onto the core (docs/vmc.md, "The proxy engine"): the
+stall and client-write timeouts, the resume backoff, 1xx (``OriginInterim`` in, ``Interim`` out) and
 multipart answers. The upstream cap is :mod:`vmc.core.fetchgate` in the HTTP core;
 header rewriting is the driver's (it builds the head).
 """

@@ -1,9 +1,8 @@
 """One shared origin fetch as the sharing decisions see it (sans-IO; :mod:`vmc.core.sharing`).
 
 Its states and their one table of transitions are :mod:`vmc.core.states`; the
-state changes only in :meth:`SharedObject.move`. The asyncio driver's
-:class:`vmc.aio.session.Session` extends it with the pump task and wake-up
-events; the simulated driver (:mod:`vmc.core.machine`) uses it as it is.
+state changes only in :meth:`SharedObject.move`. :mod:`vmc.core.machine` uses it as
+it is, on sockets and in simulated time alike.
 """
 
 from __future__ import annotations
@@ -14,11 +13,13 @@ from vmc.core import policy
 from vmc.core.buffer import SessionBuffer
 from vmc.core.states import ACTIVE, SessionState, check_transition
 
-PENDING, STREAMING, DONE, FAILED = SessionState.PENDING, SessionState.STREAMING, SessionState.DONE, SessionState.FAILED
+PENDING, STREAMING = SessionState.PENDING, SessionState.STREAMING
+DONE, FAILED = SessionState.DONE, SessionState.FAILED
 
 
 class DiskCopy(Protocol):
-    """What the decisions need to know of an object's body on disk (:class:`vmc.aio.spill.SpillFile`)."""
+    """What the decisions need to know of an object's body on disk
+    (:class:`vmc.aio.spill.SpillFile`)."""
 
     @property
     def complete(self) -> bool:
@@ -96,7 +97,8 @@ class SharedObject:
 
     def take_head(self, status: int, headers: policy.Headers, request_headers: policy.Headers,
                   verdict: policy.Verdict, wall: float, now: float) -> None:
-        """The origin's shareable head arrived at ``now`` (``wall``: Unix time, for Date/Expires)."""
+        """The origin's shareable head arrived at ``now`` (``wall``: Unix time, for
+        Date/Expires)."""
         self.received_at = now
         self.status = status
         self.validators = policy.validators_of(status, headers)

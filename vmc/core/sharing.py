@@ -3,14 +3,11 @@
 Which stream a request joins, what it is answered, where each of its bytes comes
 from (the in-memory window, the disk store, the origin by Range, or the live
 stream), when a slow sharer is detached, and when a fetch is refused sharing:
-all of it is decided here, on plain state, with the time passed in. Two drivers
-use these very objects and functions:
-
-- :mod:`vmc.aio.proxy` (sockets, h11, the origin over TCP): its
-  :class:`~vmc.aio.session.Session` is a :class:`SharedObject` plus the asyncio
-  parts (the pump task, wake-up events, the spill file);
-- :mod:`vmc.core.machine` (typed inputs in, typed actions out, driven by
-  :mod:`vmc.sim` in simulated time).
+all of it is decided here, on plain state, with the time passed in.
+:mod:`vmc.core.machine` asks these very objects and functions (typed inputs in,
+typed actions out), and both drivers run that machine: ``vmc proxy``
+(:mod:`vmc.aio.proxy`, sockets through :mod:`vmc.aio.pump`) and :mod:`vmc.sim`
+(simulated time).
 
 Nothing here reads a clock, touches a socket or a file: the disk copy is seen
 through :class:`DiskCopy` (``holds``, ``complete``, ``close``).
@@ -41,8 +38,8 @@ from vmc.core.reasons import NotShared
 from vmc.core.session import DONE, PENDING, STREAMING, DiskCopy, SharedObject
 from vmc.core.stats import Stats
 
-__all__ = ["Admission", "Admit", "DiskCopy", "SharedObject", "Sharing", "Step", "answer_continues", "feed",
-           "may_resume", "next_step"]
+__all__ = ["Admission", "Admit", "DiskCopy", "SharedObject", "Sharing", "Step",
+           "answer_continues", "feed", "may_resume", "next_step"]
 
 
 class Step(Enum):
@@ -225,7 +222,8 @@ class Sharing:
                 return self._unshared(NotShared.PREFIX_UNPATCHABLE)
             return Admission(Admit.JOIN, session=s, plan=p)
         if method == b"HEAD" or policy.get(headers, b"range") is not None:
-            return Admission(Admit.PASSTHROUGH, NotShared.SHAREABLE)  # nothing to share: not counted
+            # nothing to share: not counted
+            return Admission(Admit.PASSTHROUGH, NotShared.SHAREABLE)
         if not self.budget_allows(1):
             # The live sessions already hold the whole global budget: fetch unshared (no buffer).
             return self._unshared(NotShared.BUFFER_BUDGET)
@@ -235,9 +233,10 @@ class Sharing:
         self.stats.not_shared[reason] += 1
         return Admission(Admit.PASSTHROUGH, reason)
 
-    def joinable(self, s: SharedObject, headers: policy.Headers, upstream: tuple[str, int], host: bytes,
-                 now: float) -> bool:
-        """May a request (``headers``, for ``upstream`` under ``host``) be served from ``s`` at ``now``?"""
+    def joinable(self, s: SharedObject, headers: policy.Headers, upstream: tuple[str, int],
+                 host: bytes, now: float) -> bool:
+        """May a request (``headers``, for ``upstream`` under ``host``) be served from ``s`` at
+        ``now``?"""
         if s.state == DONE:  # a finished object, whole on disk
             if self.finished.get(s.key) is not s or s.spill is None or not s.spill.complete:
                 return False
@@ -250,7 +249,8 @@ class Sharing:
             return False
         resident = now - s.received_at
         if not s.freshness.fresh(resident):
-            self.stats.not_shared[NotShared.STALE] += 1  # RFC 9111 sec. 4.2: no reuse without validation
+            # RFC 9111 sec. 4.2: no reuse without validation
+            self.stats.not_shared[NotShared.STALE] += 1
             return False
         limit = policy.request_max_age(headers)
         if limit is not None and s.freshness.age(resident) > limit:
@@ -258,7 +258,9 @@ class Sharing:
             return False
         return True
 
-    def head_verdict(self, status: int, headers: Sequence[tuple[bytes, bytes]], wall: float) -> policy.Verdict:
+    def head_verdict(
+        self, status: int, headers: Sequence[tuple[bytes, bytes]], wall: float
+    ) -> policy.Verdict:
         """May the origin's response to a START be shared (policy, then the buffer budget)?"""
         verdict = policy.response_verdict(status, headers, wall)
         if verdict:
@@ -311,6 +313,8 @@ class Sharing:
         if s.readers <= 0 and s.state != STREAMING:
             s.buffer.clear()
             self.buffered.discard(s)
-            if s.spill is not None and self.finished.get(s.key) is not s and self.sessions.get(s.key) is not s:
-                s.spill.close()  # neither kept as finished nor awaiting the fetch's end (drop decides)
+            kept = self.finished.get(s.key) is s or self.sessions.get(s.key) is s
+            if s.spill is not None and not kept:
+                # neither kept as finished nor awaiting the fetch's end (drop decides)
+                s.spill.close()
         return s.readers <= 0 and s.state == STREAMING

@@ -1,5 +1,5 @@
-"""Client connection slots and request deadlines, sans-IO (what ``vmc/aio/downstream.py`` does
-on sockets, for :class:`vmc.core.http.HttpSharingCore`).
+"""Client connection slots and request deadlines, sans-IO (for
+:class:`vmc.core.http.HttpSharingCore`).
 
 At most ``max_connections`` connections hold a slot (:class:`~vmc.core.admission.Admission`:
 at the limit a newcomer takes the slot of the connection that has waited longest without a

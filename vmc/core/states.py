@@ -1,6 +1,6 @@
 """Session states and the one table of transitions between them (the model: h11's ``_state.py``).
 
-Theory of operation. A :class:`~vmc.aio.session.Session` is created PENDING
+Theory of operation. A :class:`~vmc.core.session.SharedObject` is created PENDING
 when the first request for a key goes to the origin. When the origin's head
 arrives and is shareable, the session becomes STREAMING (joiners may attach);
 when it is not shareable, or the origin could not be reached, it becomes FAILED
