@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import math
 from bisect import bisect_left
 from collections import deque
 from typing import Any
@@ -302,6 +304,10 @@ class Channel:
         #: when we last sent PEX_REQ: PEX_RES* is taken only shortly after (3.10)
         self.pex_asked: float | None = None
         self.next_pex = 0.0
+        #: the flush's bookkeeping (:class:`DirtySet`): this channel's place
+        #: in the Peer's channel order, and the wake-up it is filed under
+        self.order = 0
+        self.wake_at = math.inf
 
     @property
     def established(self) -> bool:
@@ -334,3 +340,61 @@ class Channel:
     def loss_ratio(self) -> float:
         """Lost / received packets (paper III-A, L_r)."""
         return self.lost / max(1, self.received)
+
+
+class DirtySet:
+    """Which channels the Peer's next flush visits (docs/sim.md, "Hot spots" 4).
+
+    ``Peer.datagrams_to_send`` used to visit every channel on every call;
+    most had nothing to say.  A channel is visited when an event may have
+    given it something to send (:meth:`mark`: a datagram from its peer, a
+    new channel, a handshake to repeat), when its own deadline passed
+    (:meth:`wake`: handshake back-off, the next PEX_REQ), or on a flush that
+    visits every channel (:meth:`mark_all`: a chunk verified, a timer, a
+    channel closed, chunks freed from flight, a late request somewhere).
+    A channel that sent something stays marked: it may have more.
+    """
+
+    __slots__ = ("all", "marked", "_heap", "_seq")
+
+    def __init__(self) -> None:
+        #: the next flush visits every channel
+        self.all = True
+        self.marked: set[Channel] = set()
+        #: (time, push count, channel) wake-ups; an entry whose time is no
+        #: longer its channel's ``wake_at`` is stale and skipped
+        self._heap: list[tuple[float, int, Channel]] = []
+        self._seq = 0
+
+    def mark(self, ch: Channel) -> None:
+        self.marked.add(ch)
+
+    def mark_all(self) -> None:
+        self.all = True
+
+    def wake(self, ch: Channel, at: float) -> None:
+        """Visit ``ch`` at the first flush at or after ``at``."""
+        if at != ch.wake_at:
+            ch.wake_at = at
+            self._seq += 1
+            heapq.heappush(self._heap, (at, self._seq, ch))
+
+    def take(self, now: float) -> list[Channel] | None:
+        """The channels the flush at ``now`` visits, in channel order (None:
+        every channel), and start over."""
+        heap = self._heap
+        marked = self.marked
+        while heap and heap[0][0] <= now:
+            at, _, ch = heapq.heappop(heap)
+            if ch.wake_at == at:
+                ch.wake_at = math.inf
+                marked.add(ch)
+        self.marked = set()
+        if self.all:
+            self.all = False
+            return None
+        return sorted(marked, key=_order)
+
+
+def _order(ch: Channel) -> int:
+    return ch.order

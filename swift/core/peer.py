@@ -39,6 +39,7 @@ the handshake, message dispatch and timers.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import struct
 from collections import deque
@@ -50,7 +51,7 @@ from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
-from swift.core.channel import Channel
+from swift.core.channel import Channel, DirtySet
 from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
 from swift.core.content import Content
@@ -86,6 +87,11 @@ _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 
 class Peer:
     """One swarm's protocol engine; see the module docstring."""
+
+    #: visit only the channels the :class:`DirtySet` names on a flush; False
+    #: (or the request memos off, ``RequestScheduler._memos``): every channel
+    #: on every flush (the tests' reference)
+    DIRTY_SET = True
 
     def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
         self.config = cfg = config or PeerConfig()
@@ -162,6 +168,11 @@ class Peer:
                                       self._wire_spec, self.tunein.munro_push)
         #: set by get_timer when the wake-up it returned is a pacing one only
         self._pace_wake = False
+        #: the channels the next flush visits, and the channel order
+        self._dirty = DirtySet()
+        self._orders = itertools.count()
+        #: ``announcer.version`` at the last flush: a change concerns every channel
+        self._have_seen = self.announcer.version
 
     # -- public API -----------------------------------------------------------------
 
@@ -295,6 +306,8 @@ class Peer:
                      self.config.queue_limit, self.config.slow_start,
                      ledbat_target=self._ledbat_target(self._default_dialect()))
         self.channels[cid] = ch
+        ch.order = next(self._orders)
+        self._dirty.mark(ch)
         return ch
 
     def _ledbat_target(self, dialect: Dialect) -> float:
@@ -312,6 +325,7 @@ class Peer:
         if ch.state is _CLOSED:
             return
         ch.handle(ChannelEvent.CLOSE)
+        self._dirty.mark_all()  # requests freed, room for a channel (PEX_REQ)
         self.download.forget(ch)
         for lo, hi in ch.peer_have.ranges():
             self.availability.add_range(lo, hi, -1)
@@ -431,6 +445,7 @@ class Peer:
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
             old.need_hs = True  # duplicate: answer again (8.2)
+            self._dirty.mark(old)
             if old.state is _REPLY:  # our reply was lost, and the HAVEs it carried
                 old.announced = Binmap()
                 old.have_pos = old.have_version = -1
@@ -487,6 +502,7 @@ class Peer:
             self._check_chunk_size(data, msgs, error)
         ch.last_recv = now
         ch.sent_since_recv = 0
+        self._dirty.mark(ch)
         if ch.state is _INIT:
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
                 if error and len(data) > 4 and data[4] == MsgType.HANDSHAKE:
@@ -640,6 +656,7 @@ class Peer:
         ph = ch.peer_have
         if lo >= hi or ph.find_empty(lo, hi) is None:
             return  # nothing new: libswift's HAVE repeats what its ACK announced
+        self._dirty.mark(ch)  # something new to ask this peer for
         pos = lo
         while pos < hi:  # count only newly announced chunks (availability tree)
             a = ph.find_empty(pos, hi)
@@ -694,74 +711,115 @@ class Peer:
         The driver calls this after every batch of received datagrams, so it
         first has the content storage write the chunks the batch verified
         (one gathered write instead of one per chunk; an OSError from the
-        disk surfaces here)."""
+        disk surfaces here).  Only the channels the :class:`DirtySet` names
+        are visited, unless something may concern them all (docs/sim.md,
+        "Hot spots" 4): the same datagrams as visiting every channel."""
         self.content.flush()
-        self.download.new_flush()  # the end game's memo (requests.py)
+        down = self.download
+        down.new_flush()  # the end game's memo (requests.py)
         out: list[tuple[bytes, Any]] = list(self._pending_close)
         self._pending_close.clear()
         cfg = self.config
-        live = self.live
-        announcer = self.announcer
-        for ch in list(self.channels.values()):
+        visit = self._dirty.take(now)
+        if self.announcer.version != self._have_seen:  # a chunk to announce to everyone
+            self._have_seen = self.announcer.version
+            visit = None
+        if down.freed() or not (self.DIRTY_SET and down._memos) or cfg.push or self.live:
+            visit = None  # chunks left flight / the references / push and live: not tracked
+        elif visit is not None and (self.content.n_chunks is None or not down.nothing_late(now)):
+            visit = None  # size unknown, or a request is late: the end game may concern anyone
+        if visit is None:
+            visit = list(self.channels.values())
+            every = True
+        else:
+            every = False
+        infl = down.inflight
+        i = 0
+        while i < len(visit):
+            ch = visit[i]
+            i += 1
             if ch.state is _CLOSED:
                 continue
-            msgs: list[C.Message] = []
-            dest = ch.remote_id
-            if ch.need_hs and (ch.state is not _INIT or now - ch.hs_sent >= self._hs_backoff(ch)):
-                if ch.state is _INIT and self.config.profile == "auto":
-                    # unanswered: every other try without the options libswift
-                    # rejects (it drops a handshake with option 9 unanswered)
-                    self._set_dialect(ch, Dialect.LIBSWIFT if ch.hs_tries % 2 else Dialect.RFC)
-                msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
-                                                                       self.dialect(ch))))
-                ch.need_hs = ch.state is _INIT
-                ch.hs_sent = now
-                ch.hs_tries += 1
-                if ch.state is _INIT:
-                    dest = 0
+            v = infl.version
+            self._flush_channel(ch, now, out)
+            if not every and infl.version != v and (down.freed() or not down.nothing_late(now)):
+                # this channel freed a chunk or made a late request count
+                # again (requests.py): every later channel may take it
+                every = True
+                visit = visit[:i] + [c for c in self.channels.values() if c.order > ch.order]
+        out += self.upload.upload_data(now, budget)
+        return out
+
+    def _flush_channel(self, ch: Channel, now: float, out: list[tuple[bytes, Any]]) -> None:
+        """What ``ch`` has to send now, onto ``out``; marks it for the next
+        flush when it sent something (it may have more) and files its next
+        deadline (:class:`DirtySet`)."""
+        msgs: list[C.Message] = []
+        dest = ch.remote_id
+        announcer = self.announcer
+        dirty = self._dirty
+        if ch.need_hs and (ch.state is not _INIT or now - ch.hs_sent >= self._hs_backoff(ch)):
+            if ch.state is _INIT and self.config.profile == "auto":
+                # unanswered: every other try without the options libswift
+                # rejects (it drops a handshake with option 9 unanswered)
+                self._set_dialect(ch, Dialect.LIBSWIFT if ch.hs_tries % 2 else Dialect.RFC)
+            msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
+                                                                   self.dialect(ch))))
+            ch.need_hs = ch.state is _INIT
+            ch.hs_sent = now
+            ch.hs_tries += 1
+            if ch.state is _INIT:
+                dest = 0
+            msgs += announcer.have_msgs(ch, 60)
+        elif ch.state is _INIT:
+            # the handshake's back-off (a hair early: float rounding)
+            dirty.wake(ch, ch.hs_sent + self._hs_backoff(ch) - 1e-9)
+            return
+        push: list[C.Message] = []
+        if ch.state is _EST:
+            cfg = self.config
+            if ch.send_choke is not None:
+                msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
+                ch.send_choke = None
+            # (each part tested for something to say first)
+            if ch.acks:
+                msgs += announcer.ack_msgs(ch)  # before HAVE: the delay sample must count
+            if ch.extra_have:
+                for c in ch.extra_have[:64]:
+                    msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
+                ch.extra_have.clear()
+            if ch.have_version != announcer.version:
                 msgs += announcer.have_msgs(ch, 60)
-            elif ch.state is _INIT:
-                continue
-            if ch.state is _EST:
-                if ch.send_choke is not None:
-                    msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
-                    ch.send_choke = None
-                # (each part tested for something to say first: this runs
-                # for every channel on every flush, docs/sim.md "Hot spots")
-                if ch.acks:
-                    msgs += announcer.ack_msgs(ch)  # before HAVE: the delay sample must count
-                if ch.extra_have:
-                    for c in ch.extra_have[:64]:
-                        msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
-                    ch.extra_have.clear()
-                if ch.have_version != announcer.version:
-                    msgs += announcer.have_msgs(ch, 60)
-                if ch.cancels:
-                    if self._takes(ch, MsgType.CANCEL):
-                        for lo, hi in ch.cancels:
-                            msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
-                    ch.cancels.clear()
-                msgs += self.download.request_msgs(ch, now)
-                if cfg.push and self.download.complete and not live:
-                    self.upload.push_fill(ch)
-                if ch.pex_requested:
-                    msgs += self.pex.answer(ch, now)
-                if (cfg.pex_connect and not self.download.complete
-                        and now >= ch.next_pex and len(self.channels) < cfg.max_channels):
+            if ch.cancels:
+                if self._takes(ch, MsgType.CANCEL):
+                    for lo, hi in ch.cancels:
+                        msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
+                ch.cancels.clear()
+            infl = self.download.inflight
+            v = infl.version
+            msgs += self.download.request_msgs(ch, now)
+            if infl.version != v or len(ch.missed) > 4096:
+                dirty.mark(ch)  # picked (maybe all dropped again) / the missed bound pending
+            if cfg.push and self.download.complete and not self.live:
+                self.upload.push_fill(ch)
+            if ch.pex_requested:
+                msgs += self.pex.answer(ch, now)
+            if cfg.pex_connect and not self.download.complete:
+                if now >= ch.next_pex and len(self.channels) < cfg.max_channels:
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
                     ch.next_pex = now + 5.0
                     ch.pex_asked = now
-                # live tune-in (6.1.2.4)
-                push = self.tunein.munro_push(ch, now, alone=not msgs) if live else []
-            else:
-                push = []
-            if msgs or push:
-                for d in self._pack(ch, dest, msgs, push):
-                    out.append((d, ch.addr))
-                ch.last_send = now
-                ch.sent_since_recv += 1
-        out += self.upload.upload_data(now, budget)
-        return out
+                if ch.next_pex > now:  # (else: when a channel closes, mark_all)
+                    dirty.wake(ch, ch.next_pex)
+            # live tune-in (6.1.2.4)
+            if self.live:
+                push = self.tunein.munro_push(ch, now, alone=not msgs)
+        if msgs or push:
+            for d in self._pack(ch, dest, msgs, push):
+                out.append((d, ch.addr))
+            ch.last_send = now
+            ch.sent_since_recv += 1
+            dirty.mark(ch)
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -782,6 +840,7 @@ class Peer:
         if self._pace_wake and self._next_tick is not None and now < self._next_tick:
             self._pace_wake = False
             return  # a pacing wake-up: only DATA is due (datagrams_to_send)
+        self._dirty.mark_all()  # requests given back, ranking, deadlines: anyone
         busy = any(c.requests or len(c.upload) or c.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)

@@ -137,10 +137,39 @@ class RequestScheduler:
         self._endgame_none: tuple[int, int] | None = None
         #: channels whose ``requests`` may be out of request order (see :meth:`_unordered`)
         self._unordered_set: set[Channel] = set()
+        #: the end game's walk (:meth:`_late`) for (flush, ``inflight.version``,
+        #: now): every channel's visit in a flush reads it, not a walk each
+        self._late_key: tuple[int, int, float] | None = None
+        self._late_list: list[tuple[int, Channel]] = []
+        #: ``inflight.version`` after the chunks this object marked in flight
+        #: itself; any other change may have freed chunks (:meth:`freed`)
+        self._infl_seen = self.inflight.version
 
     def new_flush(self) -> None:
         """A new ``datagrams_to_send`` call: the end game's memo is per flush."""
         self._flush_no = (self._flush_no or 0) + 1
+
+    def freed(self) -> bool:
+        """True when ``inflight`` changed other than by chunks this object
+        marked in flight since the last call (a request given back, DATA
+        that failed, a test): a channel whose picker found nothing may find
+        something now.  Resynchronises, so each change is reported once."""
+        v = self.inflight.version
+        if v == self._infl_seen:
+            return False
+        self._infl_seen = v
+        return True
+
+    def nothing_late(self, now: float) -> bool:
+        """True when no channel has a late request that another channel could
+        take over (the end game's "nothing late anywhere", memoised for this
+        flush and ``inflight`` version as :meth:`_endgame` does): then a
+        channel whose picker found nothing sends no request."""
+        if self._endgame_none == (self._flush_no, self.inflight.version):
+            return True
+        n = self.content.n_chunks
+        holders = [c for c in self.channels.values() if c.requests]
+        return n is None or not holders or not self._late(None, n, now, holders)[0]
 
     def forget(self, ch: Channel) -> None:
         """``ch`` closed: its requests leave ``inflight`` (unless asked
@@ -405,12 +434,15 @@ class RequestScheduler:
                         memo.clear()
                     memo[ch.local_id] = (have.version, infl.version, ph.version, n)
                 break
+            synced = infl.version == self._infl_seen
             lo = prev = got[0]  # mark in flight run by run, not chunk by chunk
             for c in got[1:] + [-1]:
                 if c != prev + 1:
                     infl.set_range(lo, prev + 1)
                     lo = c
                 prev = c
+            if synced:  # only added: nothing was freed (:meth:`freed`)
+                self._infl_seen = infl.version
             picks.extend(got)
         return picks
 
@@ -473,12 +505,67 @@ class RequestScheduler:
         n = content.n_chunks
         if n is None:
             return []  # the size is known before anything is asked of two peers
+        _, cands = self._late(ch, n, now, holders)
         have = content.have
+        if not cands:
+            return []
+        cands.sort()
+        out = cands[:min(want, 32)]
+        first = have.find_empty(0, n)
+        if first is not None and out[-1] - first >= 256:
+            last = _nth_missing(have, first, n, 255)  # the walk looked no further
+            out = [c for c in out if last is None or c <= last]
+        self.note_moved(out, "endgame")
+        return out
+
+    def _late(self, ch: Channel | None, n: int, now: float,
+              holders: list[Channel]) -> tuple[bool, list[int]]:
+        """The end game's walk over the channels with requests (``holders``,
+        in channel order): whether any has a late request below ``n`` that
+        another channel could take, and which of them ``ch`` could take
+        (none for ``ch`` None).  Memoises "nothing late anywhere" for this
+        flush and ``inflight`` version."""
+        flush = self._flush_no if self._memos else None
+        infl = self.inflight
+        key = None if flush is None else (flush, infl.version, now)
+        if key is None or key != self._late_key:
+            late = self._walk_late(n, now, holders)
+            if key is not None:
+                self._late_key, self._late_list = key, late
+        else:
+            late = self._late_list
         moved = self.moved
-        mine = ch.requests
-        unordered = self._prune_unordered()
+        mine = ch.requests if ch is not None else {}
         cands: list[int] = []
         late_anywhere = False
+        for pos, h in late:
+            if moved.get(pos) == "endgame":
+                continue  # asked again once already (this flush, maybe)
+            late_anywhere = True
+            if ch is not None and h is not ch and pos not in mine and ch.peer_have.has(pos):
+                cands.append(pos)
+        if not late_anywhere and flush is not None:
+            # no channel has a late request any other channel could take;
+            # within one flush (one ``now``, no DATA in between) that only
+            # changes when something is marked in flight (a new request is
+            # never late): skip the search until then
+            self._endgame_none = (flush, infl.version)
+        return late_anywhere, cands
+
+    def _walk_late(self, n: int, now: float,
+                   holders: list[Channel]) -> list[tuple[int, Channel]]:
+        """(chunk, channel) for each request that is late where it was asked
+        (outstanding for more than 1.5 x that channel's request->DATA time)
+        for a chunk below ``n`` we lack and hold in flight, judged at the
+        first channel (in channel order) that asked for it.  Within one
+        flush this changes only with ``inflight`` (the end game's own
+        requests are marked "endgame" in ``moved``, which the caller checks):
+        each channel's requests are in request order (but for a re-asked
+        chunk, see ``_unordered``), so the late ones are a prefix."""
+        have = self.content.have
+        infl = self.inflight
+        unordered = self._prune_unordered()
+        out: list[tuple[int, Channel]] = []
         for i, h in enumerate(holders):
             earlier = holders[:i]
             limit = 1.5 * h.rtt
@@ -490,26 +577,8 @@ class RequestScheduler:
                     continue
                 if earlier and any(pos in e.requests for e in earlier):
                     continue  # judged at the first channel that asked for it
-                if (pos < n and moved.get(pos) != "endgame"
-                        and not have.has(pos) and infl.has(pos)):
-                    late_anywhere = True
-                    if h is not ch and pos not in mine and ch.peer_have.has(pos):
-                        cands.append(pos)
-        if not late_anywhere and flush is not None:
-            # no channel has a late request any other channel could take;
-            # within one flush (one ``now``, no DATA in between) that only
-            # changes when something is marked in flight (a new request is
-            # never late): skip the search until then
-            self._endgame_none = (flush, infl.version)
-        if not cands:
-            return []
-        cands.sort()
-        out = cands[:min(want, 32)]
-        first = have.find_empty(0, n)
-        if first is not None and out[-1] - first >= 256:
-            last = _nth_missing(have, first, n, 255)  # the walk looked no further
-            out = [c for c in out if last is None or c <= last]
-        self.note_moved(out, "endgame")
+                if pos < n and not have.has(pos) and infl.has(pos):
+                    out.append((pos, h))
         return out
 
     @property
