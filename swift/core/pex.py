@@ -11,6 +11,7 @@ handed in through the constructor.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections import deque
 from collections.abc import Callable
@@ -26,12 +27,22 @@ from swift.wire import codec as C
 _EST = ChannelState.EST
 
 
-def _is_private(host: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _host_kind(host: Any) -> tuple[int, bool] | None:
+    """(IP version, private) of a literal address, None for anything else.
+    Cached (bounded, least recently used out): a swarm's PEX answers name
+    the same peers again and again, and parsing each address per entry was
+    a hot spot at swarm scale (docs/sim.md, "Profile ...")."""
     try:
         a = ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
+        return None
+    return a.version, a.is_private or a.is_link_local or a.is_multicast or a.is_loopback
+
+
+def _is_private(host: str) -> bool:
+    kind = _host_kind(host)
+    return kind is not None and kind[1]
 
 
 class Pex:
@@ -67,11 +78,10 @@ class Pex:
                 continue
             seen.add(c.addr)
             host, port = c.addr[0], c.addr[1]
-            if _is_private(host) and not private_ok:
+            kind = _host_kind(host)
+            if kind is not None and kind[1] and not private_ok:
                 continue  # 8.13: no private addresses to public peers
-            try:
-                v = ipaddress.ip_address(host)
-            except ValueError:
+            if kind is None:
                 continue
             if cfg.pex_ca is not None:  # certified PEX only (8.13, 12.2.2)
                 # never relay an expired certificate (None once notAfter passed)
@@ -89,7 +99,7 @@ class Pex:
                     if len(out) >= 8:
                         break
                 continue
-            out.append(C.PexResV4(host, port) if v.version == 4 else C.PexResV6(host, port))
+            out.append(C.PexResV4(host, port) if kind[0] == 4 else C.PexResV6(host, port))
             if len(out) >= 8:
                 break
         return out
