@@ -1,4 +1,5 @@
-"""Proxy settings and the transparent-interception helper (issue 6; used by :mod:`vmc.aio.proxy`)."""
+"""Proxy settings and the transparent-interception helper (issue 6; used by
+:mod:`vmc.aio.proxy` and :mod:`vmc.aio.pump`)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class ProxyConfig:
     retry_after: int = 2
     max_header_bytes: int = 16384
     max_request_body: int = 1 << 20
-    #: Idle time allowed while waiting for the first byte of a request (new or kept-alive connection).
+    #: Idle time allowed while waiting for the first byte of a request (new or kept-alive
+    #: connection).
     idle_timeout: float = 30.0
     #: Total time allowed for a request head from its first byte (not per read: a head trickled a
     #: line at a time still ends here, with 408).

@@ -98,7 +98,9 @@ def digest(path: str, size: int) -> bytes:
     return b"sha-256=:" + base64.b64encode(h.digest()) + b":"
 
 
-_RFC9110_PHRASES = {413: b"Content Too Large", 416: b"Range Not Satisfiable", 422: b"Unprocessable Content"}
+_RFC9110_PHRASES = {
+    413: b"Content Too Large", 416: b"Range Not Satisfiable", 422: b"Unprocessable Content"
+}
 """Where RFC 9110 renamed a status and Python 3.11's HTTPStatus still has the old phrase."""
 
 
@@ -144,10 +146,12 @@ class OriginStats:
 class Origin:
     """``await Origin(rate=...).start()``; ``.address``; ``await .close()``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, rate: float = 0.0, chunk: int = 16384,
-                 digest_limit: int = 64 << 20, link_rate: float = 0.0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, rate: float = 0.0,
+                 chunk: int = 16384, digest_limit: int = 64 << 20,
+                 link_rate: float = 0.0) -> None:
         self.host, self.port, self.rate, self.chunk = host, port, rate, chunk
-        #: Aggregate bytes/s of the origin's (emulated) access link, shared by all responses (0 = none).
+        #: Aggregate bytes/s of the origin's (emulated) access link, shared by all responses
+        #: (0 = none).
         self.link_rate = link_rate
         self._link_free = 0.0
         self.digest_limit = digest_limit
@@ -209,8 +213,9 @@ class Origin:
             self.stats.bad_requests += 1
             with contextlib.suppress(h11.ProtocolError, OSError, asyncio.TimeoutError):
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await within(self._answer(conn, writer, exc.error_status_hint or 400,
-                                                        f"malformed request: {exc}", close=True), 10)
+                    answer = self._answer(conn, writer, exc.error_status_hint or 400,
+                                          f"malformed request: {exc}", close=True)
+                    await within(answer, 10)
         except (h11.ProtocolError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
             pass
         finally:
@@ -218,14 +223,17 @@ class Origin:
             if not writer.is_closing():
                 writer.close()
 
-    async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, ev: h11.Event) -> None:
+    async def _send(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, ev: h11.Event
+    ) -> None:
         data = conn.send(ev)
         if data:
             writer.write(data)
             await writer.drain()
 
-    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str,
-                      headers: list[tuple[bytes, bytes]] | None = None, close: bool = False) -> None:
+    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
+                      text: str, headers: list[tuple[bytes, bytes]] | None = None,
+                      close: bool = False) -> None:
         """A complete short response: ``status`` with its reason phrase and ``text`` as the body."""
         body = (text + "\n").encode("utf-8", "replace") if text else b""
         hdrs = list(headers or [])
@@ -234,12 +242,15 @@ class Origin:
         hdrs.append((b"content-length", str(len(body)).encode()))
         if close:
             hdrs.append((b"connection", b"close"))
-        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs, reason=_reason(status)))
+        head = h11.Response(status_code=status, headers=hdrs, reason=_reason(status))
+        await self._send(conn, writer, head)
         if body:
             await self._send(conn, writer, h11.Data(data=body))
         await self._send(conn, writer, h11.EndOfMessage())
 
-    async def _respond(self, conn: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request) -> bool:
+    async def _respond(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request
+    ) -> bool:
         target = req.target.decode("ascii", "surrogateescape")
         path, _, query = target.partition("?")
         q = {k: v[-1] for k, v in parse_qs(query).items()}
@@ -247,14 +258,18 @@ class Origin:
         self.stats.requests += 1
         if path == "/_origin/stats":
             body = json.dumps(self.stats.__dict__).encode()
-            await self._send(conn, writer, h11.Response(status_code=200, reason=_reason(200), headers=[
-                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]))
+            fields = [(b"content-type", b"application/json"),
+                      (b"content-length", str(len(body)).encode())]
+            await self._send(conn, writer,
+                             h11.Response(status_code=200, reason=_reason(200), headers=fields))
             await self._send(conn, writer, h11.Data(data=body))
             await self._send(conn, writer, h11.EndOfMessage())
             return True
         if req.method not in (b"GET", b"HEAD"):
-            await self._answer(conn, writer, 405, f"the test origin serves GET and HEAD, not "
-                               f"{req.method.decode('ascii', 'replace')}", [(b"allow", b"GET, HEAD")])
+            method = req.method.decode("ascii", "replace")
+            await self._answer(conn, writer, 405,
+                               f"the test origin serves GET and HEAD, not {method}",
+                               [(b"allow", b"GET, HEAD")])
             return True
         try:
             size = _number(q, "size", int, 1 << 20)
@@ -270,17 +285,21 @@ class Origin:
         if head_delay > 0:
             await asyncio.sleep(min(head_delay, 60.0))
         date = formatdate(usegmt=True).encode()
-        etag_core = q.get("etag") or hashlib.md5(f"{path}:{size}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        named = f"{path}:{size}".encode("utf-8", "surrogateescape")
+        etag_core = q.get("etag") or hashlib.md5(named).hexdigest()[:16]
         changed = bool(q.get("change")) and path in self._failed
         if changed:
             etag_core += "-v2"
-        etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace") + b'"'
+        etag = (b"W/" if q.get("weak") else b"") + b'"' + etag_core.encode("ascii", "replace")
+        etag += b'"'
         lm = date if q.get("lmnow") else LAST_MODIFIED_2 if changed else LAST_MODIFIED
-        # Our own Date goes in: a date If-Range is evaluated as RFC 9110 sec. 13.1.5 says (false when
-        # Last-Modified is not at least 1 s older than Date, as with ``lmnow``).
-        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm, size, date)
+        # Our own Date goes in: a date If-Range is evaluated as RFC 9110 sec. 13.1.5 says (false
+        # when Last-Modified is not at least 1 s older than Date, as with ``lmnow``).
+        v = policy.Validators(None if q.get("noetag") else etag, None if q.get("nolm") else lm,
+                              size, date)
         hdrs: list[tuple[bytes, bytes]] = [
-            (b"date", date), (b"content-type", b"application/octet-stream"), (b"accept-ranges", b"bytes")]
+            (b"date", date), (b"content-type", b"application/octet-stream"),
+            (b"accept-ranges", b"bytes")]
         if v.etag:
             hdrs.append((b"etag", v.etag))
         lm_at = len(hdrs)
@@ -297,15 +316,18 @@ class Origin:
         first, end, status = 0, size, 200
         rng = policy.get(headers, b"range")
         if_range = policy.get(headers, b"if-range")
-        if rng is not None and req.method == b"GET" and (if_range is None or policy.if_range_matches(if_range, v)):
+        validated = if_range is None or policy.if_range_matches(if_range, v)
+        if rng is not None and req.method == b"GET" and validated:
             try:
                 specs = ranges.parse_range(rng)
                 spans = ranges.coalesce(ranges.resolve(specs, size)) if specs is not None else []
             except RangeError:
                 spans = []
             except UnsatisfiableRange:
-                await self._send(conn, writer, h11.Response(status_code=416, reason=_reason(416), headers=hdrs + [
-                    (b"content-range", ranges.format_unsatisfied(size).encode()), (b"content-length", b"0")]))
+                unsatisfied = [(b"content-range", ranges.format_unsatisfied(size).encode()),
+                               (b"content-length", b"0")]
+                await self._send(conn, writer, h11.Response(
+                    status_code=416, reason=_reason(416), headers=hdrs + unsatisfied))
                 await self._send(conn, writer, h11.EndOfMessage())
                 return True
             if len(spans) == 1:
@@ -313,10 +335,12 @@ class Origin:
                 if q.get("nolm206") and v.last_modified:
                     del hdrs[lm_at]
                 self.stats.range_requests += 1
-                hdrs.append((b"content-range", ranges.format_content_range(first, end - 1, size).encode()))
+                field = ranges.format_content_range(first, end - 1, size).encode()
+                hdrs.append((b"content-range", field))
         if not q.get("chunked"):
             hdrs.append((b"content-length", str(end - first).encode()))
-        await self._send(conn, writer, h11.Response(status_code=status, headers=hdrs, reason=_reason(status)))
+        head = h11.Response(status_code=status, headers=hdrs, reason=_reason(status))
+        await self._send(conn, writer, head)
         if req.method == b"HEAD":
             await self._send(conn, writer, h11.EndOfMessage())
             return True
@@ -333,7 +357,8 @@ class Origin:
                 writer.transport.abort()
                 return False
             if self.link_rate > 0:
-                # One shared link: each chunk books n/link_rate seconds of it, first come first served.
+                # One shared link: each chunk books n/link_rate seconds of it, first come first
+                # served.
                 now = time.monotonic()
                 self._link_free = max(self._link_free, now) + n / self.link_rate
                 if self._link_free - now > 0.001:
@@ -353,8 +378,11 @@ class Origin:
         self.stats.per_path[path] += n
 
 
-async def serve(host: str, port: int, rate: float, stop: asyncio.Event | None = None) -> OriginStats:
-    """Run an origin until ``stop`` is set (or the task is cancelled); returns its counters (CLI entry)."""
+async def serve(
+    host: str, port: int, rate: float, stop: asyncio.Event | None = None
+) -> OriginStats:
+    """Run an origin until ``stop`` is set (or the task is cancelled); returns its counters (CLI
+    entry)."""
     origin = await Origin(host, port, rate).start()
     print(f"vmc origin on http://{origin.authority}/ (rate {rate or 'unpaced'} B/s)", flush=True)
     try:

@@ -67,7 +67,8 @@ class DiskStats:
 
 
 def default_directory() -> str:
-    """``/var/tmp`` (disk by convention; ``/tmp`` is often RAM) when writable, else the temporary directory."""
+    """``/var/tmp`` (disk by convention; ``/tmp`` is often RAM) when writable, else the temporary
+    directory."""
     if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK | os.X_OK):
         return "/var/tmp"
     return tempfile.gettempdir()
@@ -106,7 +107,8 @@ class SpillFile:
         return not self.failed and self.fd is not None and self.written == self.length
 
     def write(self, offset: int, data: bytes) -> bool:
-        """Append ``data`` at ``offset`` (== ``written``); False (and the file retired) on failure."""
+        """Append ``data`` at ``offset`` (== ``written``); False (and the file retired) on
+        failure."""
         if self.failed or self.fd is None or offset != self.written:
             return False
         try:
@@ -159,7 +161,9 @@ class SpillFile:
 class DiskStore:
     """Anonymous spill files under ``directory``, ``budget`` bytes reserved at most."""
 
-    def __init__(self, budget: int, directory: str | None = None, max_objects: int = 10_000) -> None:
+    def __init__(
+        self, budget: int, directory: str | None = None, max_objects: int = 10_000
+    ) -> None:
         self.budget = budget
         self.directory = directory or default_directory()
         #: Files open at once at most (finished objects are evicted past it, as for the budget).
@@ -233,6 +237,8 @@ class DiskStore:
     def snapshot(self) -> dict:
         st = self.stats
         return {"budget": self.budget, "reserved": self.reserved, "objects": self.objects,
-                "finished": len(self._finished), "files": st.files, "spilled_bytes": st.spilled_bytes,
-                "read_bytes": st.read_bytes, "sendfile_bytes": st.sendfile_bytes, "hits": st.hits, "evicted": st.evicted, "peak_reserved": st.peak_reserved,
+                "finished": len(self._finished), "files": st.files,
+                "spilled_bytes": st.spilled_bytes, "read_bytes": st.read_bytes,
+                "sendfile_bytes": st.sendfile_bytes, "hits": st.hits, "evicted": st.evicted,
+                "peak_reserved": st.peak_reserved,
                 "refused": {k.value: n for k, n in st.refused.items()}}

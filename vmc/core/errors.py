@@ -8,11 +8,13 @@ class VMCError(Exception):
 
 
 class RangeError(VMCError):
-    """A Range or Content-Range field value is syntactically invalid (RFC 9110 sec. 14.1.1, 14.4)."""
+    """A Range or Content-Range field value is syntactically invalid (RFC 9110 sec. 14.1.1,
+    14.4)."""
 
 
 class UnsatisfiableRange(VMCError):
-    """A valid byte-range set has no satisfiable range for this length (RFC 9110 sec. 14.1.2 -> 416)."""
+    """A valid byte-range set has no satisfiable range for this length (RFC 9110 sec. 14.1.2:
+    416)."""
 
     def __init__(self, length: int) -> None:
         super().__init__(f"no satisfiable range for a representation of {length} bytes")

@@ -22,7 +22,9 @@ from vmc.core.errors import URIError
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
-_AUTHORITY = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]@/?#]+))(?::(?P<port>\d{0,5}))?$")
+_AUTHORITY = re.compile(
+    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]@/?#]+))(?::(?P<port>\d{0,5}))?$"
+)
 
 
 def _pct_normalise(s: str) -> str:
@@ -89,4 +91,5 @@ def normalise_uri(target: str, host: str | None = None, scheme: str = "http") ->
 
 def request_key(target: str, host: str | None = None, scheme: str = "http") -> str:
     """Hex MD5 of :func:`normalise_uri` (paper sec. 3.2)."""
-    return hashlib.md5(normalise_uri(target, host, scheme).encode("utf-8", "surrogateescape")).hexdigest()
+    uri = normalise_uri(target, host, scheme)
+    return hashlib.md5(uri.encode("utf-8", "surrogateescape")).hexdigest()

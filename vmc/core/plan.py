@@ -1,4 +1,5 @@
-"""What to answer a request that joins a live session (paper sec. 3.2; RFC 9110 sec. 13.1.5, 14, 15.3.7).
+"""What to answer a request that joins a live session (paper sec. 3.2; RFC 9110 sec. 13.1.5,
+14, 15.3.7).
 
 Pure decision, no I/O: given the request (method, headers), the
 representation's length and validators, and the live edge (bytes received so
@@ -45,7 +46,8 @@ class Plan:
 
 
 def content_range(plan: Plan, length: int) -> str | None:
-    """The Content-Range field value the plan needs, if any (none for multipart: each part has one)."""
+    """The Content-Range field value the plan needs, if any (none for multipart: each part has
+    one)."""
     if plan.status == 206 and plan.parts:
         return None
     if plan.status == 206:
@@ -61,15 +63,20 @@ def is_vmc_aware(headers: policy.Headers) -> bool:
     return v is not None and v.strip() not in (b"", b"0")
 
 
-def plan_join(method: bytes, headers: policy.Headers, length: int, edge: int, v: policy.Validators) -> Plan:
-    """Decide the answer for a request joining a session of ``length`` bytes whose live edge is ``edge``."""
+def plan_join(
+    method: bytes, headers: policy.Headers, length: int, edge: int, v: policy.Validators
+) -> Plan:
+    """Decide the answer for a request joining a session of ``length`` bytes whose live edge is
+    ``edge``."""
     rng = policy.get(headers, b"range")
     if rng is not None and method == b"GET":
         if_range = policy.get(headers, b"if-range")
         if if_range is None or policy.if_range_matches(if_range, v):
             try:
                 specs = ranges.parse_range(rng)
-                spans = ranges.coalesce(ranges.resolve(specs, length)) if specs is not None else None
+                spans = None
+                if specs is not None:
+                    spans = ranges.coalesce(ranges.resolve(specs, length))
             except RangeError:
                 spans = None
             except UnsatisfiableRange:
@@ -99,7 +106,8 @@ def multipart_layout(parts: tuple[tuple[int, int], ...], length: int, content_ty
         head = (b"" if i == 0 else b"\r\n") + b"--" + boundary + b"\r\n"
         if content_type:
             head += b"Content-Type: " + content_type + b"\r\n"
-        head += b"Content-Range: " + ranges.format_content_range(a, e - 1, length).encode() + b"\r\n\r\n"
+        field = ranges.format_content_range(a, e - 1, length).encode()
+        head += b"Content-Range: " + field + b"\r\n\r\n"
         out.append((head, a, e))
         total += len(head) + (e - a)
     tail = b"\r\n--" + boundary + b"--\r\n"

@@ -1,4 +1,5 @@
-"""When is sharing a stream safe? (RFC 9110 sec. 8.8, 12.5.5, 13; RFC 9111 sec. 5.2; RFC 9112 sec. 6.3)
+"""When is sharing a stream safe? (RFC 9110 sec. 8.8, 12.5.5, 13; RFC 9111 sec. 5.2;
+RFC 9112 sec. 6.3)
 
 The paper's router shares any two requests with the same URI hash. A real
 proxy must not hand one user's response to another unless it would be the
@@ -70,7 +71,8 @@ HOP_BY_HOP = frozenset(
 
 
 def end_to_end(headers: Headers, drop: Sequence[bytes] = ()) -> list[tuple[bytes, bytes]]:
-    """Fields minus hop-by-hop ones, those named in Connection, and ``drop`` (RFC 9110 sec. 7.6.1)."""
+    """Fields minus hop-by-hop ones, those named in Connection, and ``drop`` (RFC 9110
+    sec. 7.6.1)."""
     named = {
         e.strip().lower()
         for k, v in headers
@@ -190,8 +192,9 @@ def freshness(headers: Headers, now: float | None = None) -> Freshness:
 
 
 def request_max_age(headers: Headers) -> int | None:
-    """A request's ``Cache-Control: max-age`` (RFC 9111 sec. 5.2.1.1): the oldest answer, in seconds,
-    the client accepts without validation (an invalid value counts as 0); None when absent."""
+    """A request's ``Cache-Control: max-age`` (RFC 9111 sec. 5.2.1.1): the oldest answer, in
+    seconds, the client accepts without validation (an invalid value counts as 0); None when
+    absent."""
     cc = directive_values(headers)
     if b"max-age" not in cc:
         return None
@@ -202,7 +205,8 @@ def request_max_age(headers: Headers) -> int | None:
 def response_verdict(status: int, headers: Headers, now: float | None = None) -> Verdict:
     """May this origin response be shared with later requests for the same URI?
 
-    ``now`` (Unix seconds) is when its head arrived (for ``Date``/``Expires``; see :func:`freshness`).
+    ``now`` (Unix seconds) is when its head arrived (for ``Date``/``Expires``; see
+    :func:`freshness`).
     """
     if status != 200:
         return Verdict(False, NotShared.STATUS_NOT_200)
@@ -226,7 +230,8 @@ def response_verdict(status: int, headers: Headers, now: float | None = None) ->
 
 
 def http_date(value: bytes | None) -> float | None:
-    """Seconds since the epoch of an HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110 sec. 5.6.7)."""
+    """Seconds since the epoch of an HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110
+    sec. 5.6.7)."""
     if not value:
         return None
     try:
@@ -292,7 +297,8 @@ def validators_of(status: int, headers: Headers) -> Validators:
     else:
         cl = get(headers, b"content-length")
         length = int(cl) if cl is not None and cl.isdigit() else None
-    return Validators(get(headers, b"etag"), get(headers, b"last-modified"), length, get(headers, b"date"))
+    etag, last_modified = get(headers, b"etag"), get(headers, b"last-modified")
+    return Validators(etag, last_modified, length, get(headers, b"date"))
 
 
 def same_representation(a: Validators, b: Validators) -> bool:
@@ -315,7 +321,8 @@ def same_representation(a: Validators, b: Validators) -> bool:
             return False
     elif b.etag is not None:
         return False
-    if a.last_modified is not None and b.last_modified is not None and a.last_modified != b.last_modified:
+    both = a.last_modified is not None and b.last_modified is not None
+    if both and a.last_modified != b.last_modified:
         return False
     return True
 

@@ -144,7 +144,8 @@ _CR = re.compile(r"^bytes[ ]+(?:(\d+)-(\d+)|\*)/(\d+|\*)$", re.IGNORECASE)
 
 
 def parse_content_range(value: str | bytes) -> ContentRange:
-    """Parse a bytes Content-Range; RangeError if invalid (including last < first, length <= last)."""
+    """Parse a bytes Content-Range; RangeError if invalid (including last < first,
+    length <= last)."""
     if isinstance(value, bytes):
         try:
             value = value.decode("ascii")

@@ -34,7 +34,8 @@ class RequestRecord:
     started: float
     """``now`` when the request head was parsed."""
     mode: str = "pending"
-    """How it was served: origin (started a session), joined, joined-vmc, range, passthrough, local, error."""
+    """How it was served: origin (started a session), joined, joined-vmc, range, passthrough,
+    local, error."""
     status: int = 0
     """Status code sent."""
     offset: int = 0
@@ -54,8 +55,8 @@ class RequestRecord:
 
 
 #: Upper bounds (seconds) of the time histograms' buckets; one more bucket takes the rest.
-TIME_BOUNDS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
-                                  10.0, 20.0, 50.0, 100.0)
+TIME_BOUNDS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+                                  2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 
 
 @dataclass
@@ -115,7 +116,8 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "modes": dict(sorted(self.modes.items())),
-                "statuses": {str(k): n for k, n in sorted(self.statuses.items())}, "errors": self.errors,
+                "statuses": {str(k): n for k, n in sorted(self.statuses.items())},
+                "errors": self.errors,
                 "detached": self.detached, "client_bytes": self.client_bytes,
                 "ttfb": self.ttfb.to_json(), "completion": self.completion.to_json()}
 
@@ -132,7 +134,8 @@ class Stats:
     joins: int = 0
     detached: int = 0
     transparent: int = 0
-    #: Shared streams that broke off and were resumed by Range (attempts, successes, final failures).
+    #: Shared streams that broke off and were resumed by Range (attempts, successes, final
+    #: failures).
     stream_retries: int = 0
     stream_resumed: int = 0
     stream_failures: int = 0
@@ -195,7 +198,8 @@ class Stats:
                       self.past.errors, self.past.detached, self.past.client_bytes,
                       Histogram(counts=list(self.past.ttfb.counts), count=self.past.ttfb.count,
                                 total=self.past.ttfb.total, max=self.past.ttfb.max),
-                      Histogram(counts=list(self.past.completion.counts), count=self.past.completion.count,
+                      Histogram(counts=list(self.past.completion.counts),
+                                count=self.past.completion.count,
                                 total=self.past.completion.total, max=self.past.completion.max))
         for r in self.records:
             out.add(r)
