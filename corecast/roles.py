@@ -141,11 +141,13 @@ async def _registered(reg: Any, node: Any, stopper: cliutil.Stopper, retries: in
             ms = f"{reg.cfg.map_server[0]}:{reg.cfg.map_server[1]}"
             sent = reg.counters["sent"]
             if node.t_ctl.stats["socket_errors"]:
-                cause = f"the map-server is unreachable (nothing listens on {ms}: ICMP port unreachable)"
+                cause = (f"the map-server is unreachable (nothing listens on {ms}: "
+                         "ICMP port unreachable)")
             else:
-                cause = ("a wrong --psk or --key-id for the site, a --prefix the site does not cover, "
-                         f"or the map-server is unreachable (is it running on {ms}?)")
-            return (f"etr: no Map-Notify from {ms} after {sent} Map-Register{'s' if sent != 1 else ''}: "
+                cause = ("a wrong --psk or --key-id for the site, a --prefix the site does not "
+                         f"cover, or the map-server is unreachable (is it running on {ms}?)")
+            plural = "s" if sent != 1 else ""
+            return (f"etr: no Map-Notify from {ms} after {sent} Map-Register{plural}: "
                     f"likely {cause}")
         await asyncio.sleep(0.02)
     return None
@@ -234,9 +236,9 @@ async def _watch_resolver(role: str, itr: Any, after: int = 3) -> None:
         sent = itr.counters["map_requests_sent"]
         if sent >= after and itr.counters["map_replies"] == 0:
             host, port = itr.map_resolver
-            _say(role, f"warning: {sent} Map-Requests to {host}:{port} and no Map-Reply: is the "
-                       "map-resolver running there (corecast mapserver --addr)? Packets to unmapped "
-                       "EIDs wait, then are dropped (drops.pending)")
+            _say(role, f"warning: {sent} Map-Requests to {host}:{port} and no Map-Reply: is "
+                       "the map-resolver running there (corecast mapserver --addr)? Packets to "
+                       "unmapped EIDs wait, then are dropped (drops.pending)")
             return
 
 
@@ -297,7 +299,7 @@ async def _source(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
 
             base = pattern_media(eid)
 
-            def media(seq: int, n: int, base=base):  # type: ignore[misc]
+            def media(seq: int, n: int, base=base):
                 return base(seq, n) if seq < limit else None
         src.add_channel(eid, a.bitrate, a.chunk_size, media)
     node = SourceNode(src, a.eid, a.http_port)
@@ -369,7 +371,8 @@ async def _join(node: Any, source: tuple[str, int], a: argparse.Namespace,
         if wait <= 0:
             host, port = source
             return (f"client: cannot join via {host}:{port} after {tries} tries in "
-                    f"{a.join_timeout:g} s ({last}): is the source running with --http-port {port}?")
+                    f"{a.join_timeout:g} s ({last}): is the source running with "
+                    f"--http-port {port}?")
         if await stopper.wait(wait):
             return ""
         delay = min(delay * 2, 2.0)
@@ -381,9 +384,9 @@ async def _watch_stream(node: Any, after: float, etrs: list[str]) -> None:
     c = node.client
     if c.received == 0 and c.malformed == 0:
         via = f"from the ETR {', '.join(etrs)}" if etrs else "from the source"
-        _say("client", f"warning: nothing received {after:g} s after joining: is the source streaming "
-                       f"(its --wait-subscribers), and is the stream coming {via} (the ETR registered, "
-                       f"its --trust-rloc naming the ITR)?"
+        _say("client", f"warning: nothing received {after:g} s after joining: is the source "
+                       f"streaming (its --wait-subscribers), and is the stream coming {via} (the "
+                       f"ETR registered, its --trust-rloc naming the ITR)?"
                        + (f" {c.rejected} datagrams came from other senders" if c.rejected else ""))
 
 

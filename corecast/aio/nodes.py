@@ -3,9 +3,9 @@ or touches a socket).  Each node pumps its sans-IO core, a
 :class:`deliverykit.protocol.DatagramCore`, through :class:`deliverykit.aio.CoreDriver`
 (datagrams in, datagrams out, one timer at the core's own deadline); the
 core's outputs are routed to the node's sockets by destination (LISP data 4341
-vs control 4342, multicast, the other address family).  Per-destination counters record what went on each link, in
-bytes on the wire (UDP payload + IPv4/UDP headers), for the paper's
-equations 3 and 5.
+vs control 4342, multicast, the other address family).  Per-destination counters
+record what went on each link, in bytes on the wire (UDP payload + IPv4/UDP
+headers), for the paper's equations 3 and 5.
 
 No root needed: the ITR's inside interface is a UDP socket that receives whole
 inner IP packets as datagram payloads (a TUN device in spirit); LISP data and
@@ -406,10 +406,10 @@ class MapServerNode(Node):
         if not isinstance(ev, OldStyleKeyId) or (ev.site, ev.source) in self._old_style_noted:
             return
         self._old_style_noted.add((ev.site, ev.source))
+        key = ev.old_key_id if ev.old_key_id in self._site_keys(ev.site) else "(its only key)"
         print(f"mapserver: {ev.source} (site {ev.site}) writes RFC 6833's 16-bit Key ID "
               f"{ev.old_key_id} (Key ID 0, Algorithm {ev.old_key_id}); accepted with the site's "
-              f"key {ev.old_key_id if ev.old_key_id in self._site_keys(ev.site) else '(its only key)'}"
-              f" (counter auth_old_style_key_id)", file=sys.stderr, flush=True)
+              f"key {key} (counter auth_old_style_key_id)", file=sys.stderr, flush=True)
 
     def _site_keys(self, name: str) -> dict[int, bytes]:
         return next((s.keys for s in self.ms.sites if s.name == name), {})

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import mmap
 import socket
 from collections.abc import Callable
 
@@ -59,7 +60,7 @@ class RawInside:
         self.frames = frames
         #: frames mode reads a TPACKET_V2 RX ring (packet(7)) when the kernel gives
         #: one: the kernel writes frames straight into shared memory, no recv copies
-        self.ring = None
+        self.ring: mmap.mmap | None = None
         if frames and ring:
             try:
                 self._ring_setup()
@@ -91,7 +92,6 @@ class RawInside:
         return sock
 
     def _ring_setup(self, total: int = 16 << 20) -> None:
-        import mmap
         import struct
 
         fs = 2048
