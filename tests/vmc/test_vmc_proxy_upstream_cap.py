@@ -14,11 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as hst
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
 
-from vmc.aio import upstream as up
 from vmc.aio.origin import expected
 from vmc.client import BusyError, fetch
 
@@ -91,109 +88,6 @@ def test_full_cap_gives_503_with_retry_after_but_joiners_still_share(make_stack,
     # Once the stream is done the slot is free again (the idle connection is reused or evicted).
     again = curl(st, "/other.bin?size=1000", tmp_path / "o2")
     assert finish(again) == (0, 200, 1000)
-
-
-async def test_limiter_fifo_handoff_and_cancellation() -> None:
-    lim = up.Limiter(1, wait=5)
-    a = await lim.acquire()
-    order: list[str] = []
-
-    async def want(name: str) -> up.Slot:
-        s = await lim.acquire()
-        order.append(name)
-        return s
-
-    tb = asyncio.create_task(want("b"))
-    tc = asyncio.create_task(want("c"))
-    td = asyncio.create_task(want("d"))
-    await asyncio.sleep(0.01)
-    assert lim.waiting == 3
-    tc.cancel()  # a waiter that gives up never takes a slot
-    await asyncio.sleep(0.01)
-    a.release()
-    b = await tb
-    a.release()  # releasing twice is harmless
-    assert lim.open == 1
-    b.release()
-    d = await td
-    assert order == ["b", "d"] and lim.open == 1 and lim.peak == 1
-    d.release()
-    assert lim.open == 0 and lim.queued == 3
-
-
-async def test_limiter_times_out_with_upstream_busy() -> None:
-    lim = up.Limiter(1, wait=0.05)
-    s = await lim.acquire()
-    with pytest.raises(up.UpstreamBusy):
-        await lim.acquire()
-    assert lim.refused == 1 and lim.open == 1
-    s.release()
-    (await lim.acquire()).release()
-    assert lim.open == 0
-
-
-async def test_limiter_queue_is_bounded_and_forgets_leavers() -> None:
-    """Review finding: waiters that time out or are cancelled leave the queue at once (no growth
-    without releases), and past ``max_waiting`` queued requests one more is refused at once."""
-    lim = up.Limiter(1, wait=0.01, max_waiting=2)
-    s = await lim.acquire()
-    for _ in range(20):
-        with pytest.raises(up.UpstreamBusy):
-            await lim.acquire()
-    assert lim.waiting == 0 and len(lim._waiters) == 0 and lim.refused == 20
-    lim.wait = 30
-    t1 = asyncio.create_task(lim.acquire())
-    t2 = asyncio.create_task(lim.acquire())
-    await asyncio.sleep(0.01)
-    assert lim.waiting == 2
-    with pytest.raises(up.UpstreamBusy, match="queued"):
-        await lim.acquire()  # refused without waiting
-    t2.cancel()
-    await asyncio.sleep(0.01)
-    assert lim.waiting == 1
-    s.release()
-    (await t1).release()
-    assert lim.open == 0 and lim.waiting == 0
-
-
-@settings(max_examples=60, deadline=None)
-@given(hst.integers(1, 4), hst.lists(hst.sampled_from(["acquire", "release", "cancel", "tick"]), max_size=40))
-def test_limiter_never_over_the_cap_and_never_leaks(limit: int, ops: list[str]) -> None:
-    """Any interleaving of acquires, releases and cancelled waiters: open <= limit, open equals
-    the slots actually held, and everything returns to zero."""
-
-    async def main() -> None:
-        lim = up.Limiter(limit, wait=30)
-        held: list[up.Slot] = []
-        waiting: list[asyncio.Task] = []
-
-        def check() -> None:
-            for t in [t for t in waiting if t.done()]:
-                waiting.remove(t)
-                if not t.cancelled():
-                    held.append(t.result())
-            assert lim.open <= limit and lim.open == len(held)
-
-        for op in ops:
-            if op == "acquire":
-                waiting.append(asyncio.create_task(lim.acquire()))
-            elif op == "release" and held:
-                held.pop(0).release()
-            elif op == "cancel" and waiting:
-                waiting[-1].cancel()
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-            check()
-        while waiting or held:
-            for s in held:
-                s.release()
-            held.clear()
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-            check()
-        assert lim.open == 0 and lim.waiting == 0
-
-    asyncio.run(main())
 
 
 @pytest.mark.tool("curl")

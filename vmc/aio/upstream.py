@@ -21,23 +21,21 @@ after a timeout or a malformed answer.
 1xx responses before the final one are handed to ``on_interim`` as they arrive
 (RFC 9110 sec. 15.2: a proxy forwards them), at most ``MAX_INTERIM`` of them.
 
-A :class:`Limiter` caps the upstream connections open at once (in use or idle
-in the pool): a request that needs a new connection at the cap first closes an
-idle pooled one, else queues (FIFO) for a slot up to the limiter's ``wait``,
-then fails with :class:`UpstreamBusy` (the proxy answers 503 + Retry-After).
+The upstream cap is the core's (:class:`vmc.core.fetchgate.FetchGate`): the pump opens
+a fetch only when the core lets it, and evicts idle pooled connections
+(:meth:`Pool.evict_idle`) to stay within it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import h11
 
 from vmc.aio.deadline import within
-from vmc.core.policy import HOP_BY_HOP, end_to_end  # noqa: F401 - re-exported (the proxy uses up.end_to_end)
+from vmc.core.policy import HOP_BY_HOP, end_to_end  # noqa: F401 - re-exported (up.end_to_end)
 
 READ_SIZE = 65536
 #: 1xx responses accepted before the final one (an origin streaming 1xx forever is cut off).
@@ -47,10 +45,6 @@ MAX_INTERIM = 32
 
 class UpstreamError(Exception):
     """Connecting to, or reading from, an upstream failed, or its response was malformed."""
-
-
-class UpstreamBusy(UpstreamError):
-    """No upstream connection slot became free within the limiter's wait (the cap is reached)."""
 
 
 class UpstreamUnreachable(UpstreamError):
@@ -75,98 +69,9 @@ OnInterim = Callable[[h11.InformationalResponse], Awaitable[None]]
 
 def _buffered(reader: asyncio.StreamReader, conn: h11.Connection) -> int:
     """Bytes received on a connection and not consumed by a response: h11's leftovers plus the
-    stream reader's (asyncio keeps no public accessor for the latter; ``_buffer`` is a bytearray)."""
+    stream reader's (asyncio keeps no public accessor for the latter; ``_buffer`` is a
+    bytearray)."""
     return len(conn.trailing_data[0]) + len(getattr(reader, "_buffer", b""))
-
-
-class Slot:
-    """The right to hold one upstream connection open; :meth:`release` exactly once (idempotent)."""
-
-    __slots__ = ("_lim",)
-
-    def __init__(self, lim: Limiter | None) -> None:
-        self._lim = lim
-
-    def release(self) -> None:
-        lim, self._lim = self._lim, None
-        if lim is not None:
-            lim._release()
-
-
-NO_SLOT = Slot(None)
-
-
-class Limiter:
-    """At most ``limit`` upstream connections open at once; waiters queue FIFO up to ``wait`` s.
-
-    At most ``max_waiting`` requests queue at once; one more is refused at once (UpstreamBusy).
-    A waiter that times out or is cancelled leaves the queue immediately.
-    """
-
-    def __init__(self, limit: int, wait: float = 10.0, max_waiting: int = 1024) -> None:
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
-        self.limit = limit
-        self.wait = wait
-        self.max_waiting = max_waiting
-        self.open = 0
-        self.peak = 0
-        #: Requests that had to queue for a slot, and those that gave up (UpstreamBusy).
-        self.queued = 0
-        self.refused = 0
-        self._waiters: deque[asyncio.Future] = deque()
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiters)
-
-    def _forget(self, fut: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def _take(self) -> Slot:
-        self.open += 1
-        self.peak = max(self.peak, self.open)
-        return Slot(self)
-
-    def _release(self) -> None:
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)  # the slot passes to the oldest waiter: open is unchanged
-                return
-        self.open -= 1
-
-    async def acquire(self, pool: Pool | None = None) -> Slot:
-        """A slot for a new connection: free, freed by closing an idle pooled one, or waited for."""
-        if self.open >= self.limit and pool is not None:
-            pool.evict_idle()
-        if self.open < self.limit and not self.waiting:
-            return self._take()
-        if len(self._waiters) >= self.max_waiting:
-            self.refused += 1
-            raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}) and "
-                               f"{len(self._waiters)} requests queued (limit {self.max_waiting})")
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        self.queued += 1
-        try:
-            await asyncio.wait({fut}, timeout=self.wait)
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                Slot(self).release()  # handed to us just now: pass it on
-            else:
-                fut.cancel()
-                self._forget(fut)
-            raise
-        if fut.done() and not fut.cancelled():
-            return Slot(self)
-        fut.cancel()
-        self._forget(fut)
-        self.refused += 1
-        raise UpstreamBusy(f"{self.open} upstream connections open (limit {self.limit}); waited {self.wait} s")
 
 
 class UpstreamResponse:
@@ -191,7 +96,6 @@ class UpstreamResponse:
         self.complete = False
         self._pool: Pool | None = None
         self._key: tuple[str, int] = ("", 0)
-        self._slot: Slot = NO_SLOT
         self._closed = False
 
     def header(self, name: bytes) -> bytes | None:
@@ -235,17 +139,9 @@ class UpstreamResponse:
             parts.append(c)
         return b"".join(parts)
 
-    def detach_slot(self) -> Slot:
-        """Take over this response's limiter slot: :meth:`close` will no longer release it.
-
-        A session resuming a broken stream keeps the slot for its Range request, so the cap
-        never hands it to a queued request in between (the resume would starve behind it).
-        """
-        slot, self._slot = self._slot, NO_SLOT
-        return slot
-
     def close(self) -> None:
-        """Release the connection: back to the pool when reusable, else closed (aborted if unfinished).
+        """Release the connection: back to the pool when reusable, else closed (aborted if
+        unfinished).
 
         Idempotent: a second call does nothing (the connection may be pooled and in use again).
         """
@@ -253,26 +149,23 @@ class UpstreamResponse:
             return
         self._closed = True
         if self._writer.is_closing():
-            self._slot.release()
             return
-        clean = (self.complete and self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE
-                 and not _buffered(self._reader, self._conn))
+        done = self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE
+        clean = self.complete and done and not _buffered(self._reader, self._conn)
         if self.complete and not clean and self._pool is not None:
             self._pool.dirty += 1
         if clean and self._pool is not None:
             self._conn.start_next_cycle()
-            self._pool.put(self._key, self._reader, self._writer, self._conn, self._slot)
+            self._pool.put(self._key, self._reader, self._writer, self._conn)
             self._pool = None
-            self._slot = NO_SLOT
             return
         if self.complete:
             self._writer.close()
         else:
             self._writer.transport.abort()
-        self._slot.release()
 
 
-_Idle = tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection, Slot]
+_Idle = tuple[float, asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]
 
 
 class Pool:
@@ -283,40 +176,38 @@ class Pool:
     use and the request retried once on a fresh connection (GET/HEAD only).
     """
 
-    def __init__(self, per_host: int = 16, idle_timeout: float = 20.0, limiter: Limiter | None = None) -> None:
+    def __init__(self, per_host: int = 16, idle_timeout: float = 20.0) -> None:
         self.per_host = per_host
-        #: When set, idle connections hold their slot; none is pooled while requests wait for one.
-        self.limiter = limiter
         self.idle_timeout = idle_timeout
         self._idle: dict[tuple[str, int], list[_Idle]] = {}
         self.reused = 0
         self.opened = 0
-        #: Connections not reused because bytes were left over past a response or arrived while idle.
+        #: Connections not reused because bytes were left over past a response or arrived while
+        #: idle.
         self.dirty = 0
 
     def get(
         self, key: tuple[str, int]
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection, Slot] | None:
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection] | None:
         now = time.monotonic()
         stack = self._idle.get(key, [])
         while stack:
-            t, reader, writer, conn, slot = stack.pop()
+            t, reader, writer, conn = stack.pop()
             if _buffered(reader, conn):
-                self.dirty += 1  # the upstream sent something nobody asked for: never read it as a response
+                # the upstream sent something nobody asked for: never read it as a response
+                self.dirty += 1
             elif now - t < self.idle_timeout and not writer.is_closing() and not reader.at_eof():
-                return reader, writer, conn, slot
+                return reader, writer, conn
             writer.transport.abort()
-            slot.release()
         return None
 
     def put(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-            conn: h11.Connection, slot: Slot = NO_SLOT) -> None:
+            conn: h11.Connection) -> None:
         stack = self._idle.setdefault(key, [])
-        if len(stack) >= self.per_host or (self.limiter is not None and self.limiter.waiting):
+        if len(stack) >= self.per_host:
             writer.close()
-            slot.release()
             return
-        stack.append((time.monotonic(), reader, writer, conn, slot))
+        stack.append((time.monotonic(), reader, writer, conn))
 
     @property
     def idle(self) -> int:
@@ -324,23 +215,21 @@ class Pool:
         return sum(len(stack) for stack in self._idle.values())
 
     def evict_idle(self) -> bool:
-        """Close the oldest idle connection (any upstream), releasing its slot; False if none."""
+        """Close the oldest idle connection (any upstream); False if none."""
         oldest: list[_Idle] | None = None
         for stack in self._idle.values():
             if stack and (oldest is None or stack[0][0] < oldest[0][0]):
                 oldest = stack
         if oldest is None:
             return False
-        _, _, writer, _, slot = oldest.pop(0)
+        _, _, writer, _ = oldest.pop(0)
         writer.transport.abort()
-        slot.release()
         return True
 
     def close(self) -> None:
         for stack in self._idle.values():
-            for _, _, writer, _, slot in stack:
+            for _, _, writer, _ in stack:
                 writer.transport.abort()
-                slot.release()
         self._idle.clear()
 
 
@@ -353,48 +242,34 @@ async def request(
     body: bytes = b"",
     timeout: float = 30.0,
     pool: Pool | None = None,
-    limiter: Limiter | None = None,
-    slot: Slot | None = None,
     on_interim: OnInterim | None = None,
 ) -> UpstreamResponse:
     """Send one request and return once the response head is in. UpstreamError on failure.
 
     ``headers`` must include Host; Content-Length is set for ``body``. Without a
     ``pool`` the request says ``Connection: close``; with one, a kept-alive
-    connection is reused when available. With a ``limiter``, a new connection
-    needs a slot (UpstreamBusy when none frees up in time). A caller that already holds a
-    ``slot`` passes it: a fresh connection is opened on it (no pool, no queue); on success the
-    response owns it, on failure the caller still does. ``on_interim`` gets each 1xx response.
+    connection is reused when available. ``on_interim`` gets each 1xx response.
     """
     key = (host, port)
-    own = slot is None
-    if own and pool is not None:
+    if pool is not None:
         pooled = pool.get(key)
         if pooled is not None:
             pool.reused += 1
             try:
-                return await _exchange(*pooled[:3], method, target, headers, body, timeout, pool, key, pooled[3],
+                return await _exchange(*pooled, method, target, headers, body, timeout, pool, key,
                                        on_interim=on_interim)
             except UpstreamClosed:
                 if method not in (b"GET", b"HEAD"):
                     raise
                 # Closed before one byte of a response (the keep-alive race): retry once, fresh.
-    if slot is None:
-        slot = await limiter.acquire(pool) if limiter is not None else NO_SLOT
     try:
         reader, writer = await within(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
-        if own:
-            slot.release()
         raise UpstreamUnreachable(f"cannot connect to {host}:{port}: {exc!r}") from exc
-    except BaseException:
-        if own:
-            slot.release()
-        raise
     if pool is not None:
         pool.opened += 1
-    return await _exchange(reader, writer, h11.Connection(h11.CLIENT), method, target, headers, body, timeout,
-                           pool, key, slot, release_on_error=own, on_interim=on_interim)
+    return await _exchange(reader, writer, h11.Connection(h11.CLIENT), method, target, headers,
+                           body, timeout, pool, key, on_interim=on_interim)
 
 
 async def _exchange(
@@ -408,11 +283,10 @@ async def _exchange(
     timeout: float,
     pool: Pool | None,
     key: tuple[str, int],
-    slot: Slot = NO_SLOT,
-    release_on_error: bool = True,
     on_interim: OnInterim | None = None,
 ) -> UpstreamResponse:
-    hdrs = [(k, v) for k, v in headers if k.lower() not in (b"connection", b"content-length", b"transfer-encoding")]
+    ours = (b"connection", b"content-length", b"transfer-encoding")
+    hdrs = [(k, v) for k, v in headers if k.lower() not in ours]
     if pool is None:
         hdrs.append((b"connection", b"close"))
     if body or method not in (b"GET", b"HEAD"):
@@ -436,7 +310,8 @@ async def _exchange(
                 conn.receive_data(data)
                 continue
             if isinstance(ev, h11.InformationalResponse):
-                interim += 1  # RFC 9110 sec. 15.2: any number may precede the final response; we cap it
+                # RFC 9110 sec. 15.2: any number may precede the final response; we cap it
+                interim += 1
                 if interim > MAX_INTERIM:
                     raise UpstreamBadResponse(f"more than {MAX_INTERIM} 1xx responses")
                 if on_interim is not None and ev.status_code not in (100, 101):
@@ -444,13 +319,11 @@ async def _exchange(
                 continue
             if isinstance(ev, h11.Response):
                 resp = UpstreamResponse(conn, reader, writer, ev, timeout)
-                resp._pool, resp._key, resp._slot = pool, key, slot
+                resp._pool, resp._key = pool, key
                 return resp
             raise UpstreamBadResponse(f"unexpected event before response: {type(ev).__name__}")
     except BaseException as exc:
         writer.transport.abort()
-        if release_on_error:
-            slot.release()
         if isinstance(exc, asyncio.TimeoutError):
             raise UpstreamTimeout(f"no response from the upstream within {timeout:g} s") from exc
         if isinstance(exc, OSError):
