@@ -174,13 +174,40 @@ def write_series_csv(r: dict[str, Any], path: Path) -> None:
     write_when_done(path, buf.getvalue())
 
 
+def draw(r: dict[str, Any], series: list[dict[str, Any]]) -> Any:
+    """One scenario's (a)/(b) figure (a matplotlib Figure; the caller saves and closes it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    paper = PAPER_TABLE2[r["scenario"]]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    xs = [row["files"] for row in series]
+    a.plot(xs, [row["saved_MB"] for row in series])
+    a.set_ylabel("origin MB saved by VMC")
+    a.set_title(f"(a) {r['scenario']}: ours {r['bandwidth_saving_%']:.2f}%, "
+                f"paper {paper[2]}%", fontsize=9)
+    for label, key in (("normal", "normal_latency_s"), ("VMC", "vmc_latency_s")):
+        b.plot(xs, [row[key] for row in series], label=label)
+    b.set_ylabel("cumulative latency (s)")
+    b.set_title(f"(b) {r['scenario']} (sim): ours {r['latency_saving_%']:.2f}%, "
+                f"paper {paper[3]}%", fontsize=9)
+    b.legend()
+    # thousands as "50k": at the paper's sizes (up to 420,000) full numbers run into each other
+    thousands = FuncFormatter(lambda x, _pos: f"{x / 1000:g}k" if abs(x) >= 1000 else f"{x:g}")
+    for ax in (a, b):
+        ax.set_xlabel("files downloaded")
+        ax.xaxis.set_major_formatter(thousands)
+    fig.tight_layout()
+    return fig
+
+
 def figures(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     """Per scenario, as the paper's Figs. 2-6: (a) cumulative origin bytes saved by VMC and (b)
     cumulative latency, Normal vs VMC, against files downloaded; the curves also as CSV
     (``vmc_sim_<scenario>.csv``), the paper's end figures (Table 2) in the titles."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths = []
@@ -191,22 +218,7 @@ def figures(rows: list[dict[str, Any]], out: Path) -> list[Path]:
             continue
         series = figure_series(r)
         write_series_csv(r, out / f"vmc_sim_{r['scenario']}.csv")
-        paper = PAPER_TABLE2[r["scenario"]]
-        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-        xs = [row["files"] for row in series]
-        a.plot(xs, [row["saved_MB"] for row in series])
-        a.set_xlabel("files downloaded")
-        a.set_ylabel("origin MB saved by VMC")
-        a.set_title(f"(a) {r['scenario']}: ours {r['bandwidth_saving_%']:.2f}%, "
-                    f"paper {paper[2]}%", fontsize=9)
-        for label, key in (("normal", "normal_latency_s"), ("VMC", "vmc_latency_s")):
-            b.plot(xs, [row[key] for row in series], label=label)
-        b.set_xlabel("files downloaded")
-        b.set_ylabel("cumulative latency (s)")
-        b.set_title(f"(b) {r['scenario']} (sim): ours {r['latency_saving_%']:.2f}%, "
-                    f"paper {paper[3]}%", fontsize=9)
-        b.legend()
-        fig.tight_layout()
+        fig = draw(r, series)
         p = out / f"vmc_sim_{r['scenario']}.png"
         with replacing(p) as tmp:  # never a half-written PNG under the final name
             fig.savefig(tmp, dpi=100, format="png")
