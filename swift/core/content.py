@@ -7,10 +7,12 @@ file-backed one that never buffers the whole content in RAM.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
+from swift.core.live import LiveContent
 from swift.core.merkle import MerkleTree
 
 
@@ -166,3 +168,32 @@ class Content:
             if not peaks or not t.offer_peaks(peaks):
                 return False
         return t.verify(i, data, dict(hashes))
+
+
+@dataclass(frozen=True, slots=True)
+class ContentView:
+    """A swarm's content seen as the one kind it is: static (a Merkle tree
+    over a fixed size, :class:`Content`) or live (:class:`LiveContent`).
+
+    The Peer and its components (``RequestScheduler``, ``UploadScheduler``,
+    ``Verifier``) each branch on that kind; they read it here instead of
+    each testing the content's class in its constructor, and nothing probes
+    a content for attributes only one kind has."""
+
+    #: the content, whichever kind
+    content: Content | LiveContent
+    #: the content as live content (None: static)
+    live: LiveContent | None
+    #: the content as static content (None: live)
+    static: Content | None
+    #: ``live is not None``
+    is_live: bool
+
+    @classmethod
+    def of(cls, content: Content | LiveContent | ContentView) -> ContentView:
+        """The view of ``content`` (itself, if it is one already)."""
+        if isinstance(content, ContentView):
+            return content
+        live = content if isinstance(content, LiveContent) else None
+        static = content if isinstance(content, Content) else None
+        return cls(content, live, static, live is not None)

@@ -54,7 +54,7 @@ from swift.core.certcache import CertCache
 from swift.core.channel import Channel, DirtySet
 from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
-from swift.core.content import Content
+from swift.core.content import Content, ContentView
 from swift.core.ledbat import Ledbat
 from swift.core.live import LiveContent
 from swift.core.pex import Pex
@@ -98,23 +98,26 @@ class Peer:
         self.content = content
         if content.tree.chunk_size != cfg.chunk_size or content.tree.func != cfg.hash_func:
             raise ValueError("content tree does not match the swarm metadata")
-        #: the content as its live type (None: static content); the one
-        #: place live and static content differ, so nothing probes for
-        #: attributes one of them lacks
-        self.live_content = content if isinstance(content, LiveContent) else None
-        self.live = self.live_content is not None
+        #: the content as the one kind it is (:class:`ContentView`), handed
+        #: to the components; ``live_content`` is its live side (None for
+        #: static content), so nothing probes for attributes one kind lacks
+        self.view = view = ContentView.of(content)
+        self.live_content = view.live
+        self.live = view.is_live
         #: live: integrity method (6.1.1 Sign All or 6.1.2 Unified Merkle Tree)
         #: and signature algorithm (7.7), both fixed by the source's key
         self.live_method = IntegrityMethod.UNIFIED_MERKLE
         self.sig_alg = SigAlg.ECDSAP256SHA256
         sig_size = 64
-        if isinstance(content, LiveContent):
-            ltree = content.tree
+        if view.live is not None:
+            ltree = view.live.tree
             self.swarm_id = ltree.swarm_id
             self.live_method = ltree.method
             self.sig_alg, sig_size = ltree.signer.alg, ltree.signer.sig_size
+        elif view.static is not None:
+            self.swarm_id = view.static.tree.root_hash
         else:
-            self.swarm_id = content.tree.root_hash
+            raise TypeError(f"content must be Content or LiveContent, not {type(content).__name__}")
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size,
                                  cfg.chunk_size)
         #: chunk ranges <-> wire chunk specifications (the swarm's addressing)
@@ -153,7 +156,7 @@ class Peer:
         #: what we announce: the HAVE log, HAVE and ACK messages
         self.announcer = Announcer(content.have, self._specs, self._single_acks)
         #: what to ask whom: picker, chunks in flight, fast set, deadlines
-        self.download = RequestScheduler(cfg, content, self.channels, self.availability,
+        self.download = RequestScheduler(cfg, view, self.channels, self.availability,
                                          self.rng, self.stats, self._specs)
         #: peer exchange and the membership certificates
         self.pex = Pex(cfg, self.swarm_id, self.channels, self.stats, self.events,
@@ -161,10 +164,10 @@ class Peer:
         #: live tune-in: the signed munro pushed to new channels
         self.tunein = TuneIn(self.live_content, self.live_method, self._specs)
         #: received DATA: verify, store, ACK, duplicates, rejected chunks
-        self.verifier = Verifier(cfg, content, self.channels, self.download, self.stats,
+        self.verifier = Verifier(cfg, view, self.channels, self.download, self.stats,
                                  self.events, self.dialect, self.announcer.log, self._drop_corrupt)
         #: the sender: WFQ, LEDBAT windows, pacing, loss repair, upload cap
-        self.upload = UploadScheduler(cfg, content, self.channels, self.stats, self.ctx,
+        self.upload = UploadScheduler(cfg, view, self.channels, self.stats, self.ctx,
                                       self._wire_spec, self.tunein.munro_push)
         #: set by get_timer when the wake-up it returned is a pacing one only
         self._pace_wake = False

@@ -31,7 +31,7 @@ from swift.core import bins as B, events as ev
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import Dialect, PeerConfig
-from swift.core.content import Content
+from swift.core.content import Content, ContentView
 from swift.core.live import LiveContent
 from swift.core.requests import RequestScheduler, chunk_runs as _runs
 
@@ -62,18 +62,16 @@ class Held:
 class Verifier:
     """Received DATA: integrity check, store, ACK, duplicates, rejected chunks."""
 
-    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+    def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], download: RequestScheduler,
                  stats: dict[str, int], events: deque[Any],
                  dialect: Callable[[Channel], Dialect],
                  log_have: Callable[[list[int]], None],
                  drop_corrupt: Callable[[Channel], None]) -> None:
         self.config = config
-        self.content = content
-        #: the content as its live or static type (exactly one is not None)
-        self.live_content = content if isinstance(content, LiveContent) else None
-        self.static_content = content if isinstance(content, Content) else None
-        self.live = self.live_content is not None
+        #: the content as the one kind it is (live or static)
+        self.view = ContentView.of(content)
+        self.content = self.view.content
         #: the Peer's channels, counters and events (owned there)
         self.channels = channels
         self.stats = stats
@@ -140,8 +138,8 @@ class Verifier:
             else:
                 self.download.inflight.discard(i)
                 ch.last_progress = now
-            if self.live_content is not None and ch.pending_sigs:
-                self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
+            if self.view.live is not None and ch.pending_sigs:
+                self.view.live.learn(ch.hash_order, ch.pending_sigs, now)
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
@@ -164,9 +162,9 @@ class Verifier:
         # ACKed, so the sender's LEDBAT gets its sample rather than a false
         # loss; if not, ignored without blame.  DATA never asked of anyone is not
         late = (sent_at is None and hi == lo + 1 and not self.config.push
-                and self.static_content is not None and ch.state is _EST
+                and self.view.static is not None and ch.state is _EST
                 and i in self.download.moved)
-        if sent_at is None and hi == lo + 1 and self.config.push and not self.live:
+        if sent_at is None and hi == lo + 1 and self.config.push and not self.view.is_live:
             # push mode (RFC 7574 3.7): DATA nobody asked for is taken,
             # verified like any other below
             self.download.pushed_at[ch.local_id] = now
@@ -178,8 +176,8 @@ class Verifier:
                 # its request is gone, so it must not stay marked in flight,
                 # or with one peer (no end game) nothing asks for it again
                 self.download.inflight.discard(i)
-            if self.live_content is not None and ch.pending_sigs:
-                self.live_content.learn(ch.hash_order, ch.pending_sigs, now)
+            if self.view.live is not None and ch.pending_sigs:
+                self.view.live.learn(ch.hash_order, ch.pending_sigs, now)
             ch.pending_hashes.clear()
             ch.hash_order.clear()
             ch.pending_sigs.clear()
@@ -191,7 +189,7 @@ class Verifier:
         n_before = self.content.n_chunks
         ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order,
                                                       ch.pending_sigs, now)
-        if n_before is None and self.content.n_chunks is not None and not self.live:
+        if n_before is None and self.content.n_chunks is not None and not self.view.is_live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
         ch.pending_hashes.clear()
         ch.hash_order.clear()
@@ -204,7 +202,7 @@ class Verifier:
             self.stats["late"] = self.stats.get("late", 0) + 1
         ch.last_progress = now
         if not ok:
-            lc = self.live_content
+            lc = self.view.live
             if lc is not None and lc.tree.last_stale:
                 # live: genuine but older than the tune-in age (6.1.2.4):
                 # discard it, but it is not corrupt.  Before we trust any
@@ -215,7 +213,7 @@ class Verifier:
                 elif self.download.live_start is not None:
                     self.download.skip_stale(i)
                 return
-            if self.static_content is not None and self.static_content.tree.last_missing:
+            if self.view.static is not None and self.view.static.tree.last_missing:
                 # hashes lost with an earlier datagram (5.3): not the peer's
                 # fault; ask again, the sender then resends the full uncles.
                 # Held meanwhile: a sibling's resend may bring them first
@@ -256,7 +254,7 @@ class Verifier:
         ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self.download.complete and self.content.complete:
-            size = 0 if self.static_content is None else self.static_content.tree.size
+            size = 0 if self.view.static is None else self.view.static.tree.size
             self.events.append(ev.DownloadComplete(size or 0))
             self.download.download_complete()  # stop asking anyone
 

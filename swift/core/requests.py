@@ -20,7 +20,7 @@ from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import PeerConfig
-from swift.core.content import Content
+from swift.core.content import Content, ContentView
 from swift.core.live import LiveContent
 from swift.core.picker import (
     Availability,
@@ -75,14 +75,13 @@ class RequestScheduler:
     #: late anywhere" per flush (:meth:`_endgame`); False: the reference
     _memos = True
 
-    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+    def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], availability: Availability,
                  rng: random.Random, stats: dict[str, int], specs: Specs) -> None:
         self.config = cfg = config
-        self.content = content
-        #: the content as its live type (None: static content)
-        self.live_content = content if isinstance(content, LiveContent) else None
-        self.live = self.live_content is not None
+        #: the content as the one kind it is (live or static)
+        self.view = ContentView.of(content)
+        self.content = self.view.content
         #: the Peer's channels (owned there; their request logs are read and
         #: updated here)
         self.channels = channels
@@ -124,7 +123,7 @@ class RequestScheduler:
         #: DATA came (it pushes to us)
         self.pushed_at: dict[int, float] = {}
         #: every chunk is here: nothing more is asked of anyone
-        self.complete = content.complete
+        self.complete = self.content.complete
         #: the latest time the driver passed in (``no_longer_asked``)
         self.last_now = 0.0
         #: channel -> (have, inflight, peer_have versions, n) at which the
@@ -315,9 +314,9 @@ class RequestScheduler:
         if ch.distrusted and ch.requests:
             return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
-        if cfg.push and not self.live and self._awaits_push(ch, n, now):
+        if cfg.push and not self.view.is_live and self._awaits_push(ch, n, now):
             return []
-        if self.live:
+        if self.view.is_live:
             return self._live_requests(ch, now)
         if n is None:
             # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
@@ -461,7 +460,7 @@ class RequestScheduler:
                 self.content.n_chunks):
             return False
         if ch.choked or self.complete or self.config.tracker or (
-                ch.distrusted and ch.requests) or self.config.push or self.live:
+                ch.distrusted and ch.requests) or self.config.push or self.view.is_live:
             return False  # an earlier return of _request_msgs (or its push rule) decides
         if len(ch.missed) > 4096:
             ch.missed.clear()
@@ -598,7 +597,7 @@ class RequestScheduler:
 
     def _live_requests(self, ch: Channel, now: float) -> list[C.Message]:
         """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
-        lc = self.live_content
+        lc = self.view.live
         if lc is None or lc.is_source or not ch.peer_max:
             return []
         if self.live_start is None:
@@ -648,9 +647,10 @@ class RequestScheduler:
         so everything before it and before the oldest trusted munro is stale
         too: move the start past them and CANCEL what is still asked (3.8),
         so the sender does not spend its window on data we must discard."""
-        if self.live_content is None:
+        lc = self.view.live
+        if lc is None:
             return
-        tree = self.live_content.tree
+        tree = lc.tree
         fresh = [B.base_range(m)[0] if tree.per_sig > 1 else m for m in tree.signed]
         start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
         self.live_start = max(self.live_start or 0, start)

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import MTU_PAYLOAD, PeerConfig
-from swift.core.content import Content
+from swift.core.content import Content, ContentView
 from swift.core.live import LiveContent
 from swift.wire import codec as C
 
@@ -69,15 +69,13 @@ class UploadScheduler:
     #: serve a lone channel without a WFQ pick per DATA (upload_data)
     FAST_UPLOAD = True
 
-    def __init__(self, config: PeerConfig, content: Content | LiveContent,
+    def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], stats: dict[str, int], ctx: C.WireContext,
                  wire_spec: WireSpec, munro_push: MunroPush) -> None:
         self.config = config
-        self.content = content
-        #: the content as its live or static type (exactly one is not None)
-        self.live_content = content if isinstance(content, LiveContent) else None
-        self.static_content = content if isinstance(content, Content) else None
-        self.live = self.live_content is not None
+        #: the content as the one kind it is (live or static)
+        self.view = ContentView.of(content)
+        self.content = self.view.content
         #: the Peer's channels (owned there; read and served here)
         self.channels = channels
         #: the Peer's counters (owned there; this adds to them)
@@ -375,7 +373,7 @@ class UploadScheduler:
         parts = [ch.remote_id.to_bytes(4, "big")]
         if ts is None:
             ts = _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
-        static = self.static_content
+        static = self.view.static
         if self.FAST_UPLOAD and static is not None and ch.peer_any:
             # static content, a peer that announced something (the usual
             # DATA): what Content.integrity_for does for a warm peer, without
@@ -402,7 +400,7 @@ class UploadScheduler:
                 parts.append(b"\x07" + spec(lo, lo + (1 << lay)) + item[2].to_bytes(8, "big")
                              + item[3])
         parts.append(b"\x01" + spec(i, i + 1, True) + ts + self.content.chunk_bytes(i))
-        lc = self.live_content
+        lc = self.view.live
         if lc is not None and not ch.munro_done:
             # live tune-in (6.1.2.4): the rightmost signed munro rides in
             # DATA datagrams too, unless it is this chunk's own munro (then
@@ -455,7 +453,7 @@ class UploadScheduler:
                 self._detect_losses(c, now)
         need = cfg.chunk_size
         alone = self.FAST_UPLOAD and len(self.channels) == 1
-        full = not self.live and self.content.complete  # then every chunk is here
+        full = not self.view.is_live and self.content.complete  # then every chunk is here
         ts = _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
         stats = self.stats
         ch: Channel | None = None
