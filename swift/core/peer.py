@@ -67,7 +67,6 @@ from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
-    VARIABLE_CHUNK_SIZE,
     IntegrityMethod,
     MsgType,
     SigAlg,
@@ -502,7 +501,7 @@ class Peer:
             self.stats["malformed"] += 1
         if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state is _EST
                 and not self.content.complete):
-            self._check_chunk_size(data, msgs, error)
+            self.chunk_size_seen = self.chunk_specs.size_seen(data, msgs, error)
         ch.last_recv = now
         ch.sent_since_recv = 0
         self._dirty.mark(ch)
@@ -539,32 +538,6 @@ class Peer:
             ch.handle(ChannelEvent.PEER_DATAGRAM)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
         self._dispatch(ch, msgs, now)
-
-    def _check_chunk_size(self, data: bytes, msgs: list[C.RawMessage],
-                          error: str | None) -> None:
-        """Until a chunk verifies: a DATA longer than our chunk size (its tail
-        then misreads as more messages) or shorter for a chunk that is not the
-        last one is another swarm's chunking; remember its size (a power of
-        two, RFC 7574 8.1 leaves it to the swarm metadata)."""
-        cs = self.config.chunk_size
-        n = self.content.n_chunks
-        sizes = []
-        if error:
-            try:
-                _, whole, _ = C.decode_raw(data, dataclasses.replace(
-                    self.ctx, chunk_size=VARIABLE_CHUNK_SIZE))
-            except C.DecodeError:
-                return
-            sizes = [len(m[4]) for m in whole if m[0] == MsgType.DATA and len(m[4]) > cs]
-        for m in msgs:
-            if (m[0] == MsgType.DATA and len(m[4]) < cs and self.chunk_specs.chunk32
-                    and n is not None
-                    and m[2] + 1 < n):
-                sizes.append(len(m[4]))
-        for size in sizes:
-            if size >= 64 and not size & (size - 1):
-                self.chunk_size_seen = size
-                return
 
     def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`

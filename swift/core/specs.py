@@ -8,6 +8,7 @@ content, whose size ends a byte range.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 from swift.core import bins as B
@@ -16,7 +17,7 @@ from swift.core.content import Content
 from swift.core.live import LiveContent
 from swift.core.merkle import MerkleTree
 from swift.wire import codec as C
-from swift.wire.constants import ChunkAddressing
+from swift.wire.constants import VARIABLE_CHUNK_SIZE, ChunkAddressing, MsgType
 
 _PACK_II = struct.Struct(">II").pack
 
@@ -64,6 +65,30 @@ class ChunkSpecs:
                 end = min(end, size)
             return [(lo * cs, end - 1)]
         return [(lo, hi - 1)]
+
+    def size_seen(self, data: bytes, msgs: list[C.RawMessage], error: str | None) -> int | None:
+        """Until a chunk verifies: a DATA longer than our chunk size (its tail
+        then misreads as more messages) or shorter for a chunk that is not the
+        last one is another swarm's chunking; its size (a power of two, RFC
+        7574 8.1 leaves it to the swarm metadata), or None."""
+        cs = self.config.chunk_size
+        n = self.content.n_chunks
+        sizes = []
+        if error:
+            try:
+                _, whole, _ = C.decode_raw(data, dataclasses.replace(
+                    self.ctx, chunk_size=VARIABLE_CHUNK_SIZE))
+            except C.DecodeError:
+                return None
+            sizes = [len(m[4]) for m in whole if m[0] == MsgType.DATA and len(m[4]) > cs]
+        for m in msgs:
+            if (m[0] == MsgType.DATA and len(m[4]) < cs and self.chunk32 and n is not None
+                    and m[2] + 1 < n):
+                sizes.append(len(m[4]))
+        for size in sizes:
+            if size >= 64 and not size & (size - 1):
+                return size
+        return None
 
     def wire(self, lo: int, hi: int, clip: bool = False) -> bytes:
         """On-the-wire chunk specification of the aligned range [lo, hi)
