@@ -228,18 +228,27 @@ def main(argv: list[str] | None = None) -> int:
     size = a.size or (1_000_000 if a.quick else 8_000_000)
     seeds = a.seeds or (2 if a.quick else 5)
     t0 = time.monotonic()
+    one = run_one
+    refused: tuple[type[Exception], ...] = ()  # what ends the runs with one line
     if a.backend == "netns":
         from deliverykit.testbed import TestbedError
         from m2c.experiments import fairness_testbed
 
+        one, refused = fairness_testbed.run_one, (TestbedError,)
+    rows = []
+    tty = sys.stderr.isatty()
+    for seed in range(seeds):
+        if tty:  # progress: one updating line, only on a terminal
+            print(f"\rrun {seed + 1} of {seeds} ({a.backend}), {time.monotonic() - t0:.0f} s",
+                  end="", file=sys.stderr, flush=True)
         try:
-            rows = [fairness_testbed.run_one(a.bottleneck, size, a.offset, seed)
-                    for seed in range(seeds)]
-        except TestbedError as e:
-            print(f"m2c experiment fairness: error: {e}", file=sys.stderr)
+            rows.append(one(a.bottleneck, size, a.offset, seed))
+        except refused as e:  # no root, a tool missing, a child that failed
+            nl = "\n" if tty else ""
+            print(f"{nl}m2c experiment fairness: error: {e}", file=sys.stderr)
             return 1
-    else:
-        rows = [run_one(a.bottleneck, size, a.offset, seed) for seed in range(seeds)]
+    if tty:
+        print(file=sys.stderr)
     wall = time.monotonic() - t0
     summ = summarise(rows)
     bad = [r for r in rows if not (r["a_verified"] and r["b_verified"])]

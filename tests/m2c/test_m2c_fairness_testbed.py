@@ -59,3 +59,23 @@ def test_two_sessions_share_the_bottleneck_on_the_testbed():
     # what crossed the shared link fits in it (IP bytes of 1,514-byte frames at tbf's rate)
     assert 0.2 < row["link_use"] <= 1.02
     assert row["capture_dropped"] == 0
+
+
+@pytest.mark.root
+@pytest.mark.tool("tcpdump")
+@pytest.mark.slow
+def test_the_command_runs_on_the_testbed_and_writes_its_rows(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "m2c", "experiment", "fairness", "--backend",
+                        "netns", "--size", "400000", "--seeds", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "two M2C sessions (netns)" in r.stdout and "jain" in r.stdout
+    doc = json.loads((tmp_path / "fairness-netns.json").read_text())
+    assert doc["meta"]["backend"] == "netns"
+    (row,) = doc["rows"]
+    assert row["backend"] == "netns" and row["a_verified"] and row["b_verified"]
+    assert doc["summary"]["jain"][0] == pytest.approx(row["jain"])
