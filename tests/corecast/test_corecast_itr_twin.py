@@ -196,3 +196,70 @@ def test_without_the_per_client_hash_check_headers_go_out_with_the_buffered_payl
     assert [d for d, _ in out[1:]] == [off.lisp_header + pkts[1], off.lisp_header + stale]
     assert off.counters["drop_unknown_hash"] == 1
     assert off.handle_inner(stale, 1.0) == [(off.lisp_header + stale, out[0][1])]
+
+
+PREFIXES = [("10.1.0.0", 16), ("10.1.0.0", 24), ("10.1.0.1", 32), ("10.2.0.0", 16),
+            ("0.0.0.0", 0), ("fd00:2::", 48), ("fd00::", 8), ("10.1.0.77", 20)]
+RLOCS = [A("192.0.2.1").packed, A("192.0.2.2").packed, A("2001:db8::1").packed]
+
+
+@st.composite
+def table_op(draw):
+    """One random operation on an ITR table: an entry set or removed, a channel added,
+    a payload set, or a batch of packets."""
+    kind = draw(st.sampled_from(["set", "set", "remove", "channel", "payload", "batch",
+                                 "batch"]))
+    if kind in ("set", "remove"):
+        net, plen = draw(st.sampled_from(PREFIXES))
+        if kind == "remove":
+            return ("remove", A(net).packed, plen)
+        rl = tuple(draw(st.lists(st.sampled_from(RLOCS), max_size=2, unique=True)))
+        return ("set", A(net).packed, plen, rl, tuple(str(A(r)) for r in rl),
+                draw(st.sampled_from([0.5, 2.0, float("inf")])),
+                draw(st.sampled_from([None, b"\x80" + bytes(7), b"\x88" + bytes(7)])))
+    if kind == "channel":
+        return ("channel", draw(st.sampled_from(CHANS)))
+    if kind == "payload":
+        data = draw(st.sampled_from(DATA))
+        return ("payload", draw(st.sampled_from(CHANS)), c.digest(1, data), draw(
+            st.integers(0, 5)), c.build_ip(A("10.0.0.1").packed, CHANS[0], 253,
+                                           c.encode_cc_payload(0, data, 1)))
+    return ("batch", draw(st.lists(packet(), max_size=12)), draw(st.booleans()),
+            draw(st.sampled_from([0, 2])), draw(st.booleans()))
+
+
+@C
+@settings(max_examples=200, deadline=None)
+@given(st.lists(table_op(), min_size=1, max_size=25))
+def test_c_and_twin_tables_agree_after_random_operations(ops):
+    """The C table and its twin, given the same random sequence of operations
+    (entries set, replaced and removed, channels added, payloads set, batches run
+    with either lookup and any option), give the same datagrams, counters, stop
+    index and errors, and hold the same entries (with hit counters) and channels."""
+    tables = [speedups.cc_itr_table(), _fast.PyItrTable()]
+    ranges = tuple(Itr("192.0.2.100", CC, fast=False).path.ranges)
+    for op in ops:
+        results = []
+        for t in tables:
+            try:
+                if op[0] == "set":
+                    r: object = t.set_entry(*op[1:])
+                elif op[0] == "remove":
+                    r = t.remove_entry(*op[1:])
+                elif op[0] == "channel":
+                    r = t.add_channel(op[1])
+                elif op[0] == "payload":
+                    r = t.set_payload(*op[1:])
+                else:
+                    pkts, linear, extra, check = op[1:]
+                    ctx = (ranges, b"\x00" * 8, 4341, extra, 2, (OWN,),
+                           {RLOCS[1]: b"\x08" + bytes(7)}, c.digest, linear, check)
+                    out: list = []
+                    ctr = [0] * 11
+                    i = t.batch(pkts, 0, 0, ctx, 1.0, out, ctr)
+                    r = (i, out, ctr)
+            except KeyError as e:
+                r = ("KeyError", type(e))
+            results.append((r, t.entries(), len(t), {
+                ch: t.channel(ch)[:3] + (dict(t.channel(ch)[3] or {}),) for ch in t.channels()}))
+        assert results[0] == results[1], op
