@@ -205,6 +205,9 @@ class Respond:
     headers: tuple[tuple[bytes, bytes], ...] = ()
     """The origin's fields (framing and hop-by-hop ones are the driver's to drop), with ``age``
     for an answer reused from a session."""
+    content_range: bytes | None = None
+    """The origin's Content-Range, relayed as it is (a pass-through's 206 or 416); None: the
+    driver makes it from ``first``, ``length`` and ``total``."""
 
 
 @dataclass(frozen=True, slots=True)

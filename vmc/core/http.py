@@ -594,14 +594,16 @@ class HttpSharingCore:
         if a.length is not None:
             hdrs.append((b"content-length", b"%d" % a.length))
         multipart = any(k == b"content-type" and v.startswith(b"multipart/") for k, v in hdrs)
-        if a.status == 206 and not multipart:  # a multipart answer's parts have their own
+        if a.content_range is not None:  # a pass-through: the origin's, as it is
+            hdrs.append((b"content-range", a.content_range))
+        elif a.status == 206 and not multipart:  # a multipart answer's parts have their own
             hdrs.append(
                 (
                     b"content-range",
                     format_content_range(a.first, a.first + (a.length or 0) - 1, a.total).encode(),
                 )
             )
-        if a.status == 416:
+        elif a.status == 416:
             hdrs.append((b"content-range", b"bytes */%d" % a.total))
         if a.status == 503:  # the upstream cap said no
             hdrs.append((b"retry-after", b"%d" % self.retry_after))

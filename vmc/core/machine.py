@@ -419,9 +419,12 @@ class SharingMachine:
         first: int = 0,
         total: int = 0,
         headers: tuple[tuple[bytes, bytes], ...] = (),
+        content_range: bytes | None = None,
     ) -> None:
         r.responded = True
-        self._actions.append(Respond(r.client, status, length, first, total, headers))
+        self._actions.append(
+            Respond(r.client, status, length, first, total, headers, content_range)
+        )
 
     # ------------------------------------------------------------------ serving a span
     def _send(self, r: Reader, data: bytes, now: float) -> None:
@@ -581,6 +584,7 @@ class SharingMachine:
                 0,
                 0,
                 inp.headers,
+                content_range=policy.get(inp.headers, b"content-range"),
             )
         elif isinstance(inp, OriginData):
             self.stats.origin(len(inp.data), r.rec)
