@@ -243,6 +243,22 @@ def uncle_stop(
     """The layer where MerkleTree.uncles stops: the lowest m in [1, top] whose block of
     2**m chunks around ``chunk`` has a filled chunk in binmap a or b, else ``top``."""
 
+def merkle_walk(
+    hashes: WriteableBuffer,
+    known: WriteableBuffer,
+    hash_size: int,
+    n_chunks: int,
+    root: int,
+    chunk: int,
+    leaf: ReadableBuffer,
+    offered: dict[int, bytes],
+    hasher: Any,  # a hashlib constructor
+    zero: ReadableBuffer,
+    /,
+) -> int:
+    """MerkleTree.verify's walk from ``chunk``'s leaf digest to the first trusted node:
+    1 verified (the path written into ``hashes``/``known``), 0 not, -1 a hash missing."""
+
 def binmap_set1(
     halves: WriteableBuffer,
     deep: WriteableBuffer,

@@ -238,7 +238,60 @@ def py_uncle_stop(chunk: int, top: int, halves_a, deep_a, root_a: int, layer_a: 
     return stop
 
 
+def py_merkle_walk(hashes, known, hash_size: int, n: int, root: int, chunk: int, leaf,
+                   offered: dict, hasher, zero) -> int:
+    """The walk of ``MerkleTree.verify`` (5.2) from ``chunk``'s leaf digest up
+    to the first trusted node: 1 when the path checks out (its hashes are
+    then written into ``hashes`` and marked in ``known``), 0 when it does not,
+    -1 when a sibling is neither trusted nor ``offered`` (lost with an
+    earlier datagram, 5.3).  Nothing changes unless 1."""
+    hs = hash_size
+    hb, kn = hashes, known
+    nk = len(kn)
+    if not 1 <= hs <= 64 or len(memoryview(hb).cast("B")) != nk * hs or len(leaf) != hs \
+            or len(zero) != hs or n < 1 or not 0 <= chunk < n or chunk >= 1 << 61 \
+            or not 0 <= root < nk or not isinstance(offered, dict):
+        raise ValueError("merkle_walk: bad arguments")
+    d = bytes(leaf)
+    path: list[tuple[int, bytes]] = []
+    lay = 0
+    o = chunk
+    b = chunk << 1
+    while not (b < nk and kn[b] == 1):
+        s = b ^ (1 << (lay + 1))
+        if ((o ^ 1) << lay) >= n:
+            sd = bytes(zero)
+        elif s < nk and kn[s] == 1:
+            sd = bytes(hb[s * hs:(s + 1) * hs])
+        else:
+            got = offered.get(s)
+            if got is None:
+                return -1
+            if type(got) is not bytes or len(got) != hs or s >= nk or len(path) >= 126:
+                return 0
+            sd = got
+            path.append((s, sd))
+        if len(path) >= 127:
+            return 0
+        path.append((b, d))
+        d = hasher(sd + d).digest() if o & 1 else hasher(d + sd).digest()
+        if type(d) is not bytes or len(d) != hs:
+            raise ValueError("merkle_walk: hasher gives another digest size")
+        b = (b & ~(1 << (lay + 1))) | (1 << lay)
+        lay += 1
+        o >>= 1
+        if lay > 62 or (b == root and not (b < nk and kn[b] == 1)):
+            return 0
+    if bytes(hb[b * hs:(b + 1) * hs]) != d:
+        return 0
+    for pb, pd in path:
+        hb[pb * hs:(pb + 1) * hs] = pd
+        kn[pb] = 1
+    return 1
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
+merkle_walk = load("merkle_walk", py_merkle_walk)
 uncle_stop = load("uncle_stop", py_uncle_stop)
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)

@@ -420,6 +420,135 @@ done:
     return res;
 }
 
+/* merkle_walk(hashes, known, hash_size, n_chunks, root, chunk, leaf, offered,
+ *             hasher, zero) -> 1 verified / 0 does not check out / -1 a hash missing
+ * The walk of MerkleTree.verify (RFC 7574 5.2) from chunk's leaf digest up to
+ * the first trusted node: each sibling from the tree (trusted), the zero hash
+ * (past the content) or `offered` (a dict bin -> hash from INTEGRITY
+ * messages); each parent hashed with `hasher` (a hashlib constructor).  On
+ * success every hash on the path is written into `hashes` and marked in
+ * `known`; otherwise nothing changes.  Layout as swift.core.merkle: hash of
+ * bin b at hashes[b*hash_size:(b+1)*hash_size], known[b] == 1 when trusted.
+ * Twin: swift/_fast.py py_merkle_walk. */
+#define MW_MAX 64
+
+static PyObject *
+merkle_walk(PyObject *self, PyObject *args)
+{
+    Py_buffer hb, kb, lb, zb;
+    Py_ssize_t hs;
+    long long n, root, chunk;
+    PyObject *offered, *hasher;
+    if (!PyArg_ParseTuple(args, "w*w*nLLLy*OOy*:merkle_walk", &hb, &kb, &hs, &n, &root, &chunk,
+                          &lb, &offered, &hasher, &zb))
+        return NULL;
+    PyObject *res = NULL, *d = NULL;
+    PyObject *pobj[2 * MW_MAX];
+    long long pbin[2 * MW_MAX];
+    int np = 0;
+    unsigned char *h = (unsigned char *)hb.buf, *kn = (unsigned char *)kb.buf;
+    Py_ssize_t nk = kb.len;
+    if (hs < 1 || hs > 64 || hb.len != nk * hs || lb.len != hs || zb.len != hs || n < 1
+            || chunk < 0 || chunk >= n || chunk >= (1LL << 61) || root < 0 || root >= nk
+            || !PyDict_Check(offered)) {
+        PyErr_SetString(PyExc_ValueError, "merkle_walk: bad arguments");
+        goto done;
+    }
+    d = PyBytes_FromStringAndSize((const char *)lb.buf, hs);
+    if (!d)
+        goto done;
+    long long b = chunk << 1, o = chunk;
+    int lay = 0;
+    long result = 1;
+    unsigned char cat[128];
+    while (!(b < nk && kn[b] == 1)) {
+        long long s = b ^ (1LL << (lay + 1));
+        const unsigned char *sd;
+        if (((o ^ 1) << lay) >= n) {
+            sd = (const unsigned char *)zb.buf;
+        } else if (s < nk && kn[s] == 1) {
+            sd = h + s * hs;
+        } else {
+            PyObject *key = PyLong_FromLongLong(s);
+            if (!key)
+                goto fail;
+            PyObject *got = PyDict_GetItemWithError(offered, key);  /* borrowed */
+            Py_DECREF(key);
+            if (!got) {
+                if (PyErr_Occurred())
+                    goto fail;
+                result = -1;  /* missing: lost with an earlier datagram (5.3) */
+                goto out;
+            }
+            if (!PyBytes_Check(got) || PyBytes_Size(got) != hs) {
+                result = 0;
+                goto out;
+            }
+            if (np >= 2 * MW_MAX - 2 || s >= nk) {
+                result = 0;
+                goto out;
+            }
+            Py_INCREF(got);
+            pbin[np] = s; pobj[np++] = got;
+            sd = (const unsigned char *)PyBytes_AsString(got);
+        }
+        if (np >= 2 * MW_MAX - 1) {
+            result = 0;
+            goto out;
+        }
+        Py_INCREF(d);
+        pbin[np] = b; pobj[np++] = d;
+        const unsigned char *dd = (const unsigned char *)PyBytes_AsString(d);
+        if (o & 1) { memcpy(cat, sd, hs); memcpy(cat + hs, dd, hs); }
+        else { memcpy(cat, dd, hs); memcpy(cat + hs, sd, hs); }
+        PyObject *buf = PyBytes_FromStringAndSize((const char *)cat, 2 * hs);
+        if (!buf)
+            goto fail;
+        PyObject *hobj = PyObject_CallFunctionObjArgs(hasher, buf, NULL);
+        Py_DECREF(buf);
+        if (!hobj)
+            goto fail;
+        PyObject *nd = PyObject_CallMethod(hobj, "digest", NULL);
+        Py_DECREF(hobj);
+        if (!nd)
+            goto fail;
+        if (!PyBytes_Check(nd) || PyBytes_Size(nd) != hs) {
+            Py_DECREF(nd);
+            PyErr_SetString(PyExc_ValueError, "merkle_walk: hasher gives another digest size");
+            goto fail;
+        }
+        Py_DECREF(d);
+        d = nd;
+        b = (b & ~(1LL << (lay + 1))) | (1LL << lay);
+        lay++;
+        o >>= 1;
+        if (lay > 62 || (b == root && !(b < nk && kn[b] == 1))) {
+            result = 0;
+            goto out;
+        }
+    }
+    if (memcmp(h + b * hs, PyBytes_AsString(d), hs) != 0) {
+        result = 0;
+        goto out;
+    }
+    for (int i = 0; i < np; i++) {
+        memcpy(h + pbin[i] * hs, PyBytes_AsString(pobj[i]), hs);
+        kn[pbin[i]] = 1;
+    }
+out:
+    res = PyLong_FromLong(result);
+fail:
+    for (int i = 0; i < np; i++)
+        Py_DECREF(pobj[i]);
+    Py_XDECREF(d);
+done:
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&zb);
+    return res;
+}
+
 PyMethodDef dk_swift_methods[] = {
     {"recv_batch_ts", recv_batch_ts, METH_VARARGS,
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
@@ -430,6 +559,9 @@ PyMethodDef dk_swift_methods[] = {
     {"uncle_stop", uncle_stop, METH_VARARGS,
      "uncle_stop(chunk, top, halves_a, deep_a, root_a, layer_a, halves_b, deep_b, root_b, "
      "layer_b) -> the layer where MerkleTree.uncles stops"},
+    {"merkle_walk", merkle_walk, METH_VARARGS,
+     "merkle_walk(hashes, known, hash_size, n_chunks, root, chunk, leaf, offered, hasher, zero) "
+     "-> 1 verified, 0 not, -1 a hash missing"},
     {"binmap_set1", binmap_set1, METH_VARARGS,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-from swift._fast import uncle_stop
+from swift._fast import merkle_walk, uncle_stop
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
@@ -344,9 +344,10 @@ class MerkleTree:
         changes.
         """
         n = self.n_chunks
+        root = self.root_bin  # set with n_chunks
         #: True when the last failed verify lacked a hash (not a mismatch)
         self.last_missing = False
-        if n is None or not 0 <= chunk < n:
+        if n is None or root is None or not 0 <= chunk < n:
             self.last_missing = n is None
             return False
         cs = self.chunk_size
@@ -354,45 +355,13 @@ class MerkleTree:
             return False
         if chunk == n - 1 and not 0 < len(data) <= cs:
             return False
-        # the walk up inlines the bin arithmetic of swift.core.bins (4.2):
-        # at layer ``lay`` node ``b`` = make(lay, o) with o = chunk >> lay
-        h = self._h
-        d = h(data).digest()
-        hs = self.hash_size
-        hb = self._hashes
-        kn = self._known
-        nk = len(kn)
-        root = self.root_bin
-        offered = offered or {}
-        path: list[tuple[int, bytes]] = []
-        lay = 0
-        o = chunk
-        b = chunk << 1
-        while not (b < nk and kn[b] == 1):
-            s = b ^ (1 << (lay + 1))
-            sd: bytes | None
-            if ((o ^ 1) << lay) >= n:
-                sd = self.zero
-            elif s < nk and kn[s] == 1:
-                sd = bytes(hb[s * hs:(s + 1) * hs])
-            else:
-                sd = offered.get(s)
-                if sd is None or len(sd) != hs:
-                    self.last_missing = sd is None
-                    return False
-                path.append((s, sd))
-            path.append((b, d))
-            d = h(sd + d).digest() if o & 1 else h(d + sd).digest()
-            b = (b & ~(1 << (lay + 1))) | (1 << lay)
-            lay += 1
-            o >>= 1
-            if b == root and not (b < nk and kn[b] == 1):
-                return False
-        if bytes(hb[b * hs:(b + 1) * hs]) != d:
+        # the walk up to the first trusted node, in C (twin: swift/_fast.py);
+        # the bin arithmetic of swift.core.bins (4.2) is inlined there
+        got = merkle_walk(self._hashes, self._known, self.hash_size, n, root, chunk,
+                          self._h(data).digest(), offered or {}, self._h, self.zero)
+        if got != 1:
+            self.last_missing = got < 0
             return False
-        for pb, pd in path:
-            hb[pb * hs:(pb + 1) * hs] = pd
-            kn[pb] = 1
         if chunk == n - 1:
             self.size = (n - 1) * cs + len(data)
         return True

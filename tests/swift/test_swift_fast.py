@@ -213,3 +213,66 @@ def test_uncle_stop_garbage_same_outcome(h, d, root, lay, chunk, top) -> None:
         except ValueError:
             return "ValueError"
     assert outcome(c_stop) == outcome(py_uncle_stop)
+
+
+c_walk = getattr(fastpath.speedups, "merkle_walk", None)
+
+
+def _walk_case(rng, n: int):
+    """A seeded tree, a leecher's tree part-verified, one chunk and the
+    INTEGRITY hashes offered for it: uncles, sometimes dropped or damaged."""
+    import hashlib
+
+    from swift.core.merkle import MerkleTree
+    from swift.wire.constants import HashFunc
+    data = [rng.randbytes(8) for _ in range(n)]
+    t = MerkleTree.build(data, HashFunc.SHA1, 8)
+    lt = MerkleTree.for_root(t.root_hash, HashFunc.SHA1, 8)
+    assert lt.offer_peaks(t.peaks())
+    for i in rng.sample(range(n), rng.randrange(0, n)):
+        lt.verify(i, data[i], dict(t.uncles(i)))
+    i = rng.randrange(n)
+    offered = dict(t.uncles(i))
+    if offered and rng.random() < 0.3:
+        del offered[rng.choice(list(offered))]
+    if offered and rng.random() < 0.2:
+        offered[rng.choice(list(offered))] = rng.randbytes(20)
+    chunk = data[i] if rng.random() < 0.8 else rng.randbytes(8)
+    return lt, i, hashlib.sha1(chunk).digest(), offered
+
+
+@pytest.mark.skipif(c_walk is None, reason="C speedups not built")
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 70))
+def test_merkle_walk_c_equals_python(seed, n) -> None:
+    import hashlib
+    import random
+
+    from swift._fast import py_merkle_walk
+    lt, i, leaf, offered = _walk_case(random.Random(seed), n)
+    h1, k1 = bytearray(lt._hashes), bytearray(lt._known)
+    h2, k2 = bytearray(lt._hashes), bytearray(lt._known)
+    assert lt.root_bin is not None
+    args = (20, n, lt.root_bin, i, leaf, offered, hashlib.sha1, bytes(20))
+    assert c_walk(h1, k1, *args) == py_merkle_walk(h2, k2, *args)
+    assert h1 == h2 and k1 == k2
+
+
+@pytest.mark.skipif(c_walk is None, reason="C speedups not built")
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80), st.binary(max_size=8), st.integers(-1, 70), st.integers(-1, 9),
+       st.integers(-1, 9), st.integers(-1, 9), st.binary(max_size=21),
+       st.dictionaries(st.integers(-1, 20), st.binary(max_size=21), max_size=4))
+def test_merkle_walk_garbage_same_outcome(h, k, hs, n, root, chunk, leaf, offered) -> None:
+    import hashlib
+
+    from swift._fast import py_merkle_walk
+
+    def outcome(f):
+        hb, kb = bytearray(h), bytearray(k)
+        try:
+            r = f(hb, kb, hs, n, root, chunk, leaf, offered, hashlib.sha1, bytes(max(hs, 0)))
+        except ValueError:
+            return "ValueError"
+        return r, hb, kb
+    assert outcome(c_walk) == outcome(py_merkle_walk)
