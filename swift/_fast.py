@@ -248,7 +248,7 @@ def py_merkle_walk(hashes, known, hash_size: int, n: int, root: int, chunk: int,
     hs = hash_size
     hb, kn = hashes, known
     nk = len(kn)
-    if not 1 <= hs <= 64 or len(memoryview(hb).cast("B")) != nk * hs or len(leaf) != hs \
+    if not 1 <= hs <= 64 or len(hb) != nk * hs or len(leaf) != hs \
             or len(zero) != hs or n < 1 or not 0 <= chunk < n or chunk >= 1 << 61 \
             or not 0 <= root < nk or not isinstance(offered, dict):
         raise ValueError("merkle_walk: bad arguments")
