@@ -136,6 +136,51 @@ def _cold(k: int, seed: int) -> dict[str, float]:
     return {"create ms": t_create * 1e3, "create+decode MB/s": k * E / t_total / 1e6}
 
 
+def like_openfec(k: int, repeats: int, seed: int = 1, batch: int = 0) -> list[float]:
+    """Iterative decoding MB/s in CPU time, as OpenFEC's C harness times it (issue 17;
+    docs/m2c-fec.md, "Like for like"): n = 1.5k, E = 1,024, N1 = 3; per repeat a new random
+    order of the n symbols, a decoder created after the previous one is released (creation
+    not timed), then ``time.process_time`` around feeding symbols until the block decodes:
+    one ``add`` per symbol, or ``add_many`` of ``batch`` symbols when ``batch`` > 0.
+    ``python -c "from bench.bench_m2c_fec import like_openfec; print(like_openfec(1000, 11))"``
+    """
+    from m2c.fec import ldpc
+
+    E = 1024
+    p = ldpc.LDPCParams(k, k * 3 // 2, E, n1=3, seed=seed)
+    rng = random.Random(k)
+    src = rng.randbytes(k * E)
+    rep = ldpc.encode(p, src)
+    syms = [src[i * E:(i + 1) * E] for i in range(k)] + [
+        rep[i * E:(i + 1) * E] for i in range(p.m)]
+    out = []
+    d: ldpc.LDPCDecoder | None = None
+    for _ in range(repeats):
+        order = list(range(p.n))
+        rng.shuffle(order)
+        d = None  # released first, as OpenFEC's harness releases its decoder
+        d = ldpc.LDPCDecoder(p)
+        if batch:
+            chunks = [[(e, syms[e]) for e in order[i:i + batch]]
+                      for i in range(0, len(order), batch)]
+            t = time.process_time()
+            for c in chunks:
+                if d.add_many(c):
+                    break
+        else:
+            items = [(e, syms[e]) for e in order]
+            t = time.process_time()
+            add = d.add
+            for e, s in items:
+                if add(e, s):
+                    break
+        t = time.process_time() - t
+        if d.source_block() != src:
+            raise RuntimeError(f"LDPC k={k}: decoded block differs from the source")
+        out.append(k * E / max(t, 1e-9) / 1e6)
+    return out
+
+
 def _openfec_cold(binary: str, k: int, seed: int) -> dict[str, float]:
     """eperftool's decoding_time: its decoder is created on the first symbol, inside it."""
     cmd = [binary, "-codec=3", f"-k={k}", f"-r={k // 2}", "-ldpc_N1=3", "-symb_sz=1024",

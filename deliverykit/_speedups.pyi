@@ -144,8 +144,17 @@ def m2c_ldpc_add(
     """One iterative decoding step; how many source symbols became known."""
 
 class _LDPCPeeler:
+    received: int
+    duplicates: int
+    source_known: int
     def add(self, esi: int, symbol: ReadableBuffer, /) -> int: ...
-    def receive(self, esi: int, symbol: ReadableBuffer, complete: object, /) -> int: ...
+    def take(self, esi: int, symbol: ReadableBuffer, /) -> bool: ...
+    def take_many(self, items: Any, /) -> bool: ...  # an iterable of (esi, symbol)
+    def take_at(
+        self, esis: ReadableBuffer, offsets: ReadableBuffer, buf: ReadableBuffer, /
+    ) -> bool: ...
+    def source_block(self) -> bytes: ...
+    def source(self, i: int, /) -> bytes | None: ...
 
 def m2c_ldpc_peeler(
     k: int,
@@ -159,10 +168,12 @@ def m2c_ldpc_peeler(
     values: WriteableBuffer,
     known: WriteableBuffer,
     got: WriteableBuffer,
+    error: type[Exception] = ...,
     /,
 ) -> _LDPCPeeler:
-    """``m2c_ldpc_add``'s state held: ``.add(esi, symbol)`` per symbol; ``.receive(esi,
-    symbol, complete)`` with the duplicate check (-1)."""
+    """``m2c_ldpc_add``'s state held: ``.add(esi, symbol)`` per symbol; ``.take(esi,
+    symbol)`` is LDPCDecoder.add (``error`` raised for a bad ESI or length; a bytes source
+    symbol held, not copied); ``.take_many(items)``, ``.take_at(esis, offsets, buf)``."""
 
 def m2c_ldpc_add_many(
     k: int,

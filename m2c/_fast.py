@@ -17,8 +17,10 @@ hypothesis.
   repair symbols (RFC 5170 Section 6.3) of the ``k`` source symbols
   concatenated in ``src``.
 - ``m2c_ldpc_add(...)`` / ``m2c_ldpc_add_many(...)``: the iterative decoder;
-  ``m2c_ldpc_peeler(...)`` holds the state so that ``.add(esi, symbol)`` is one
-  cheap call per symbol.
+  ``m2c_ldpc_peeler(...)`` holds the state so that ``.add(esi, symbol)`` and
+  ``.take(esi, symbol)`` (LDPCDecoder.add: checks, duplicates, counters) are one
+  cheap call per symbol, ``.take_many(items)`` / ``.take_at(esis, offsets, buf)``
+  one per batch; a ``bytes`` source symbol is held, not copied.
 - ``m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)``:
   the maximum-likelihood step (Gaussian elimination with inactivation) over
   the equations the iterative decoder left unsolved; returns
@@ -249,6 +251,15 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
     Variables are marked known when pushed, so each is processed once; returns how
     many source symbols (ESI < k) became known.
     """
+    return _ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
+                     esi, symbol, False)
+
+
+def _ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
+              unknown: Buf, partial: Buf, values: Buf, known: Buf, esi: int,
+              symbol: Buf, hold: bool) -> int:
+    """m2c_ldpc_add; with ``hold`` (peel_one's in the C) a source symbol is not copied
+    into ``values``: its value is read from ``symbol``, as a repair symbol's is."""
     k, E, esi = operator.index(k), operator.index(E), operator.index(esi)  # "nn...n" in C
     EP, EV, VP, VE, U, P, V, K, m, n, nev, nve, _, S = _ldpc_state(
         k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
@@ -262,10 +273,10 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
         newly += 1
     # where each stacked variable's value is: _FROM_V, _FROM_SYMBOL or its equation
     stack: list[tuple[int, int]] = []
-    if esi < k or all_values:
+    if not hold and (esi < k or all_values):
         V[esi * E:(esi + 1) * E] = S
         stack.append((esi, _FROM_V))
-    else:
+    else:  # a repair symbol, or a source whose caller's bytes the peeler holds
         stack.append((esi, _FROM_SYMBOL))
     while stack:
         v, src = stack.pop()
@@ -311,12 +322,23 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
 
 
 class _Peeler:
-    """What m2c_ldpc_peeler returns: ``add(esi, symbol)`` is m2c_ldpc_add on the held state."""
+    """What m2c_ldpc_peeler returns (see the C): ``add`` is m2c_ldpc_add on the held state;
+    ``take``, ``take_many``, ``take_at`` are LDPCDecoder.add with its counters; a source
+    symbol taken as ``bytes`` is held, not copied into ``values``."""
 
     def __init__(self, k: int, E: int, state: tuple[Buf, ...], n: int, got: memoryview,
-                 known: memoryview) -> None:
+                 known: memoryview, values: memoryview, error: type[Exception]) -> None:
         self._k, self._E, self._state, self._n = k, E, state, n
-        self._got, self._known = got, known
+        self._got, self._known, self._values, self._error = got, known, values, error
+        self._ref: dict[int, tuple[bytes, int]] = {}
+        """held sources: the bytes holding the value, and where in it"""
+        self._all_values = len(values) == n * E
+        self.received = 0
+        """distinct symbols taken (decoded ones taken later count too)"""
+        self.duplicates = 0
+        """symbols taken more than once"""
+        self.source_known = 0
+        """source symbols known"""
 
     def add(self, esi: int, symbol: Buf) -> int:
         esi = operator.index(esi)
@@ -324,36 +346,95 @@ class _Peeler:
         if len(S) != self._E or not 0 <= esi < self._n:
             raise ValueError("m2c_ldpc_add: inconsistent decoder state")
         ep, ev, vp, ve, u, p, v, kn = self._state
-        return m2c_ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S)
+        r = m2c_ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S)
+        self.source_known += r
+        return r
 
-    def receive(self, esi: int, symbol: Buf, complete: object) -> int:
-        """-1 for a duplicate; else marks ``esi`` received and, unless ``complete`` or
-        ``esi`` is known, adds it (how many sources became known)."""
-        esi = operator.index(esi)
+    def _take(self, esi: int, symbol: Buf, owner: bytes | None = None, at: int = 0) -> None:
+        if not 0 <= esi < self._n:
+            raise self._error(f"ESI {esi} out of range for n={self._n}")
+        if owner is None and type(symbol) is bytes:
+            owner = symbol
         S = _view(symbol)
-        if len(S) != self._E or not 0 <= esi < self._n:
-            raise ValueError("m2c_ldpc_add: inconsistent decoder state")
+        if len(S) != self._E:
+            raise self._error(f"symbol of {len(S)} bytes, expected {self._E}")
         if self._got[esi]:
-            return -1
+            self.duplicates += 1
+            return
         self._got[esi] = 1
-        if complete or self._known[esi]:
-            return 0
-        return self.add(esi, S)
+        self.received += 1
+        if self.source_known == self._k or self._known[esi]:
+            return
+        hold = owner is not None and esi < self._k and not self._all_values
+        ep, ev, vp, ve, u, p, v, kn = self._state
+        self.source_known += _ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S,
+                                       hold)
+        if hold:
+            assert owner is not None
+            self._ref[esi] = (owner, at)
+
+    def take(self, esi: int, symbol: Buf) -> bool:
+        """LDPCDecoder.add: True once every source symbol is known."""
+        self._take(operator.index(esi), symbol)
+        return self.source_known == self._k
+
+    def take_many(self, items: Any) -> bool:
+        """take for each (esi, symbol) of ``items``."""
+        for item in items:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError("take_many: items must be (esi, symbol) pairs")
+            self._take(operator.index(item[0]), item[1])
+        return self.source_known == self._k
+
+    def take_at(self, esis: Buf, offsets: Buf, buf: Buf) -> bool:
+        """take for each uint32 ESI with its symbol at the uint32 offset in ``buf``."""
+        es, off = _u32(esis), _u32(offsets)
+        b = _view(buf)
+        if len(es) != len(off):
+            raise ValueError("take_at: as many offsets as ESIs")
+        owner = buf if type(buf) is bytes else None
+        for esi, at in zip(es, off, strict=True):
+            self._take(esi, b[at:at + self._E], owner, at)
+        return self.source_known == self._k
+
+    def source(self, i: int) -> bytes | None:
+        """Source ``i`` if known."""
+        i = operator.index(i)
+        if not 0 <= i < self._k:
+            raise IndexError("source: ESI not a source symbol")
+        if not self._known[i]:
+            return None
+        if i in self._ref:
+            b, at = self._ref[i]
+            return b[at:at + self._E]
+        return bytes(self._values[i * self._E:(i + 1) * self._E])
+
+    def source_block(self) -> bytes:
+        """The k source values concatenated."""
+        E = self._E
+        out = bytearray(self._values[:self._k * E])
+        for i, (b, at) in self._ref.items():
+            out[i * E:(i + 1) * E] = b[at:at + E]
+        return bytes(out)
 
 
 def m2c_ldpc_peeler(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
-                    unknown: Buf, partial: Buf, values: Buf, known: Buf, got: Buf) -> _Peeler:
+                    unknown: Buf, partial: Buf, values: Buf, known: Buf, got: Buf,
+                    error: type[Exception] = ValueError) -> _Peeler:
     """``m2c_ldpc_add``'s state checked once and held: the result's ``add(esi, symbol)``
     is ``m2c_ldpc_add(k, E, <that state>, esi, symbol)`` (one cheap C call per symbol);
-    ``receive(esi, symbol, complete)`` adds the duplicate check on ``got`` (n bytes)."""
+    ``take(esi, symbol)`` adds the checks (``error`` raised), the duplicate check on ``got``
+    (n bytes) and the counters; ``take_many``, ``take_at`` take batches."""
     k, E = operator.index(k), operator.index(E)
+    if not (isinstance(error, type) and issubclass(error, Exception)):
+        raise TypeError("m2c_ldpc_peeler: error must be an exception class")
     st = _ldpc_state(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
                      held=True)
     G = _view(got, True)
     if len(G) != st.n:
         raise ValueError("m2c_ldpc_add: inconsistent decoder state")
     return _Peeler(k, E, (eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known),
-                   st.n, G, st.K)
+                   st.n, G, st.K, st.V, error)
 
 
 def m2c_ldpc_add_many(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,

@@ -24,9 +24,11 @@
  *       The same for a batch: esis is a uint32 array, symbols their
  *       concatenation (one call per received batch instead of per symbol).
  *   m2c_ldpc_peeler(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
- *                   values, known, got) -> peeler with add(esi, symbol) -> int
- *                   and receive(esi, symbol, complete) -> int
- *       m2c_ldpc_add with the state checked and held once (per-symbol calls).
+ *                   values, known, got[, error]) -> peeler
+ *       m2c_ldpc_add with the state checked and held once: add(esi, symbol),
+ *       take(esi, symbol) (LDPCDecoder.add), take_many(items) and
+ *       take_at(esis, offsets, buf) (a batch in one call), source_block(),
+ *       source(i); a bytes source symbol is held, not copied (see below).
  *   m2c_ldpc_eliminate(k, E, eq_ptr, eq_vars, unknown, partial, known, values)
  *       -> (deficit, determined, esis, symbols)
  *       The maximum-likelihood step: Gaussian elimination with inactivation
@@ -34,7 +36,9 @@
  *       m2c/fec/ldpc.py and the twin in m2c/_fast.py).
  */
 #include "speedups.h"
+#include <structmember.h>
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,7 +404,7 @@ typedef struct {
  * that equation's partial is cleared last, so partial and unknown end as
  * with n*E values. */
 static long
-peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
+peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol, int hold)
 {
     Py_ssize_t k = d->k, E = d->E, m = d->m, n = d->n;
     const uint32_t *EP = d->EP, *EV = d->EV, *VP = d->VP, *VE = d->VE;
@@ -427,10 +431,10 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol)
     K[esi] = 1;
     if (esi < k)
         newly++;
-    if (esi < k || d->all_values) {
+    if (!hold && (esi < k || d->all_values)) {
         memcpy(V + esi * E, symbol, (size_t)E);
         from[top] = FROM_V;
-    } else {
+    } else { /* a repair symbol, or a source whose caller's bytes the peeler holds */
         from[top] = FROM_SYMBOL;
     }
     stack[top++] = (uint32_t)esi;
@@ -556,7 +560,7 @@ ldpc_add_impl(PyObject *args, int many)
             PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
             goto done;
         }
-        long r = peel_one(&d, e_i, S + i * E);
+        long r = peel_one(&d, e_i, S + i * E, 0);
         if (r < 0)
             goto done;
         total += r;
@@ -585,19 +589,39 @@ m2c_ldpc_add_many(PyObject *self, PyObject *args)
 /* ---- a peeler: m2c_ldpc_add's state held once, one cheap call per symbol --
  *
  * m2c_ldpc_peeler(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial,
- * values, known, got) checks the state as m2c_ldpc_add does (got: n bytes)
- * and keeps a view of each buffer; its add(esi, symbol) is m2c_ldpc_add(<that
- * state>, esi, symbol) without parsing twelve arguments and taking ten buffer
- * views per symbol (~1.8 us of the ~2 us a call cost at k = 1,000), and
- * receive(esi, symbol, complete) also does the duplicate bookkeeping of
- * LDPCDecoder.add. */
+ * values, known, got[, error]) checks the state as m2c_ldpc_add does (got: n
+ * bytes) and keeps a view of each buffer, so a symbol costs one METH_FASTCALL
+ * instead of parsing twelve arguments and taking ten buffer views (~1.8 us of
+ * the ~2 us a call cost at k = 1,000):
+ *   add(esi, symbol) -> int      m2c_ldpc_add on that state (source_known += it)
+ *   take(esi, symbol) -> bool    LDPCDecoder.add: range and length checks
+ *                                (``error`` raised, default ValueError), the
+ *                                duplicate check on got, the counters, the
+ *                                iterative step; True once every source is known
+ *   take_many(items) -> bool     take for each (esi, symbol) of an iterable: one
+ *                                call per received batch
+ *   take_at(esis, offsets, buf)  take for each uint32 ESI with its symbol at
+ *                                uint32 offset in buf (datagrams as one buffer)
+ *   source_block() -> bytes, source(i) -> bytes | None
+ * and the counters received, duplicates, source_known as attributes.
+ *
+ * Zero copy: a source symbol given to take* as a bytes object (immutable: what
+ * the ALC codec hands the receiver) is not copied into values; the peeler keeps
+ * a reference and its value is read from there (as a repair symbol's is: its
+ * value is XORed into the equations from where it is).  values then has holes
+ * at those ESIs, which source_block and source fill from the references.  Any
+ * other buffer (bytearray, memoryview: its owner may reuse it) is copied. */
 
 typedef struct {
     PyObject_HEAD
     peel_t d;
     Py_buffer views[9];
     int held;
-    uint8_t *G; /* got: one byte per ESI, set on its first receive */
+    uint8_t *G;      /* got: one byte per ESI, set on its first receive */
+    PyObject *err;   /* the exception class take* raise for a bad ESI or symbol length */
+    PyObject **ref;  /* k entries once a source is held: the bytes holding its value */
+    const uint8_t **at; /* k entries with ref: where in that bytes the value is */
+    Py_ssize_t received, duplicates, source_known;
 } peeler_t;
 
 static void
@@ -606,6 +630,13 @@ peeler_dealloc(PyObject *o)
     peeler_t *p = (peeler_t *)o;
     for (int i = 0; i < p->held; i++)
         PyBuffer_Release(&p->views[i]);
+    if (p->ref) {
+        for (Py_ssize_t i = 0; i < p->d.k; i++)
+            Py_XDECREF(p->ref[i]);
+        PyMem_Free(p->ref);
+        PyMem_Free(p->at);
+    }
+    Py_XDECREF(p->err);
     PyTypeObject *tp = Py_TYPE(o);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(o);
@@ -631,63 +662,269 @@ peeler_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
         r = -1;
     } else {
-        r = peel_one(&p->d, esi, sym.buf);
+        r = peel_one(&p->d, esi, sym.buf, 0);
+        if (r > 0)
+            p->source_known += r;
     }
     PyBuffer_Release(&sym);
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* receive(esi, symbol, complete) -> int: -1 when esi was received before (a
- * duplicate); else marks it received and, unless complete (every source known)
- * or esi is known, adds it: how many source symbols became known.
- * LDPCDecoder.add in one call. */
+/* One symbol as LDPCDecoder.add takes it; buf/len given when the caller has them
+ * (take_at), else read from sym_o.  0 on success, -1 with an exception set. */
+static int
+take_one(peeler_t *p, PyObject *esi_o, Py_ssize_t esi, PyObject *sym_o, const uint8_t *buf,
+         Py_ssize_t len)
+{
+    peel_t *d = &p->d;
+    Py_buffer view;
+    int viewed = 0, hold = 0;
+    if (esi_o) {
+        esi = PyNumber_AsSsize_t(esi_o, NULL); /* clipped: any out-of-range int is refused */
+        if (esi == -1 && PyErr_Occurred())
+            return -1;
+    }
+    if (esi < 0 || esi >= d->n) {
+        PyObject *ix = esi_o ? PyNumber_Index(esi_o) : PyLong_FromSsize_t(esi);
+        if (ix) {
+            PyErr_Format(p->err, "ESI %S out of range for n=%zd", ix, d->n);
+            Py_DECREF(ix);
+        }
+        return -1;
+    }
+    if (!buf) {
+        if (PyBytes_CheckExact(sym_o)) {
+            buf = (const uint8_t *)PyBytes_AsString(sym_o);
+            len = PyBytes_Size(sym_o);
+            hold = 1;
+        } else {
+            if (PyObject_GetBuffer(sym_o, &view, PyBUF_C_CONTIGUOUS) < 0)
+                return -1;
+            viewed = 1;
+            buf = view.buf;
+            len = view.len;
+        }
+    } else if (sym_o) {
+        hold = 1; /* take_at: sym_o is the bytes holding buf */
+    }
+    int rc = 0;
+    if (len != d->E) {
+        PyErr_Format(p->err, "symbol of %zd bytes, expected %zd", len, d->E);
+        rc = -1;
+    } else if (p->G[esi]) {
+        p->duplicates++;
+    } else {
+        p->G[esi] = 1;
+        p->received++;
+        if (p->source_known != d->k && !d->K[esi]) {
+            hold = hold && esi < d->k && !d->all_values;
+            if (hold && !p->ref && (!(p->at = PyMem_Calloc((size_t)d->k, sizeof *p->at))
+                                    || !(p->ref = PyMem_Calloc((size_t)d->k, sizeof *p->ref)))) {
+                PyMem_Free(p->at);
+                p->at = NULL;
+                PyErr_NoMemory();
+                rc = -1;
+            } else {
+                long r = peel_one(d, esi, buf, hold);
+                if (r < 0) {
+                    rc = -1;
+                } else {
+                    if (hold) {
+                        Py_INCREF(sym_o);
+                        p->ref[esi] = sym_o;
+                        p->at[esi] = buf;
+                    }
+                    p->source_known += r;
+                }
+            }
+        }
+    }
+    if (viewed)
+        PyBuffer_Release(&view);
+    return rc;
+}
+
 static PyObject *
-peeler_receive(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
+peeler_result(peeler_t *p)
+{
+    return PyBool_FromLong(p->source_known == p->d.k);
+}
+
+static PyObject *
+peeler_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
+{
+    peeler_t *p = (peeler_t *)o;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "take(esi, symbol) takes 2 arguments");
+        return NULL;
+    }
+    if (take_one(p, args[0], 0, args[1], NULL, 0) < 0)
+        return NULL;
+    return peeler_result(p);
+}
+
+/* take for each item; items taken before a bad one stay taken (as with single takes) */
+static int
+take_item(peeler_t *p, PyObject *item)
+{
+    if (PyTuple_Check(item) && PyTuple_Size(item) == 2)
+        return take_one(p, PyTuple_GetItem(item, 0), 0, PyTuple_GetItem(item, 1), NULL, 0);
+    PyObject *e = NULL, *s = NULL;
+    int rc = -1;
+    if (PySequence_Check(item) && PySequence_Size(item) == 2 && (e = PySequence_GetItem(item, 0))
+        && (s = PySequence_GetItem(item, 1)))
+        rc = take_one(p, e, 0, s, NULL, 0);
+    else if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "take_many: items must be (esi, symbol) pairs");
+    Py_XDECREF(e);
+    Py_XDECREF(s);
+    return rc;
+}
+
+static PyObject *
+peeler_take_many(PyObject *o, PyObject *items)
+{
+    peeler_t *p = (peeler_t *)o;
+    if (PyList_CheckExact(items)) {
+        for (Py_ssize_t i = 0; i < PyList_Size(items); i++)
+            if (take_item(p, PyList_GetItem(items, i)) < 0)
+                return NULL;
+        return peeler_result(p);
+    }
+    PyObject *it = PyObject_GetIter(items), *item;
+    if (!it)
+        return NULL;
+    while ((item = PyIter_Next(it))) {
+        int rc = take_item(p, item);
+        Py_DECREF(item);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return NULL;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    return peeler_result(p);
+}
+
+/* take_at(esis, offsets, buf): the i-th uint32 ESI with its symbol at the i-th uint32
+ * offset of buf (held when buf is bytes); offsets past the end refuse that symbol. */
+static PyObject *
+peeler_take_at(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
 {
     peeler_t *p = (peeler_t *)o;
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "receive(esi, symbol, complete) takes 3 arguments");
+        PyErr_SetString(PyExc_TypeError, "take_at(esis, offsets, buf) takes 3 arguments");
         return NULL;
     }
-    Py_ssize_t esi = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
-    if (esi == -1 && PyErr_Occurred())
-        return NULL;
-    int complete = PyObject_IsTrue(args[2]);
-    if (complete < 0)
-        return NULL;
-    Py_buffer sym;
-    if (PyObject_GetBuffer(args[1], &sym, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    long r = 0;
-    if (sym.len != p->d.E || esi < 0 || esi >= p->d.n) {
-        PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
-        r = -2;
-    } else if (p->G[esi]) {
-        r = -1;
-    } else {
-        p->G[esi] = 1;
-        if (!complete && !p->d.K[esi]) {
-            r = peel_one(&p->d, esi, sym.buf);
-            if (r < 0)
-                r = -2;
-        }
+    buf_t es = {0}, off = {0};
+    Py_buffer b;
+    int have_b = 0;
+    PyObject *ret = NULL;
+    if (get_u32(args[0], &es, 0, 0) < 0 || get_u32(args[1], &off, 0, 0) < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[2], &b, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    have_b = 1;
+    if (es.b.len != off.b.len) {
+        PyErr_SetString(PyExc_ValueError, "take_at: as many offsets as ESIs");
+        goto done;
     }
-    PyBuffer_Release(&sym);
-    return r == -2 ? NULL : PyLong_FromLong(r);
+    PyObject *owner = PyBytes_CheckExact(args[2]) ? args[2] : NULL;
+    const uint32_t *E_ = es.b.buf, *O = off.b.buf;
+    for (Py_ssize_t i = 0; i < es.b.len / 4; i++) {
+        Py_ssize_t at = O[i], len = at <= b.len ? b.len - at : 0;
+        if (len > p->d.E)
+            len = p->d.E; /* the symbol is E bytes from its offset, if buf has them */
+        if (take_one(p, NULL, E_[i], owner, (const uint8_t *)b.buf + (at <= b.len ? at : 0),
+                     len) < 0)
+            goto done;
+    }
+    ret = peeler_result(p);
+done:
+    if (have_b)
+        PyBuffer_Release(&b);
+    if (es.held)
+        PyBuffer_Release(&es.b);
+    if (off.held)
+        PyBuffer_Release(&off.b);
+    return ret;
+}
+
+static const uint8_t *
+source_at(peeler_t *p, Py_ssize_t i)
+{
+    if (p->ref && p->ref[i])
+        return p->at[i];
+    return p->d.V + i * p->d.E;
+}
+
+static PyObject *
+peeler_source_block(PyObject *o, PyObject *unused)
+{
+    peeler_t *p = (peeler_t *)o;
+    Py_ssize_t k = p->d.k, E = p->d.E;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, k * E);
+    if (!out)
+        return NULL;
+    uint8_t *dst = (uint8_t *)PyBytes_AsString(out);
+    if (!p->ref) {
+        memcpy(dst, p->d.V, (size_t)(k * E));
+        return out;
+    }
+    for (Py_ssize_t i = 0; i < k; i++)
+        memcpy(dst + i * E, source_at(p, i), (size_t)E);
+    return out;
+}
+
+static PyObject *
+peeler_source(PyObject *o, PyObject *arg)
+{
+    peeler_t *p = (peeler_t *)o;
+    Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || i >= p->d.k) {
+        PyErr_SetString(PyExc_IndexError, "source: ESI not a source symbol");
+        return NULL;
+    }
+    if (!p->d.K[i])
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)source_at(p, i), p->d.E);
 }
 
 static PyMethodDef peeler_methods[] = {
     {"add", (PyCFunction)(void (*)(void))peeler_add, METH_FASTCALL,
      "add(esi, symbol) -> int: m2c_ldpc_add on the state given at creation."},
-    {"receive", (PyCFunction)(void (*)(void))peeler_receive, METH_FASTCALL,
-     "receive(esi, symbol, complete) -> int: -1 for a duplicate, else marked received and "
-     "added unless complete or esi is known: how many sources became known."},
+    {"take", (PyCFunction)(void (*)(void))peeler_take, METH_FASTCALL,
+     "take(esi, symbol) -> bool: checks, duplicate check, counters, iterative step; True "
+     "once every source is known (a bytes source symbol is held, not copied)."},
+    {"take_many", peeler_take_many, METH_O,
+     "take_many(items) -> bool: take for each (esi, symbol) of an iterable."},
+    {"take_at", (PyCFunction)(void (*)(void))peeler_take_at, METH_FASTCALL,
+     "take_at(esis, offsets, buf) -> bool: take for each uint32 ESI with its symbol at the "
+     "uint32 offset in buf."},
+    {"source_block", peeler_source_block, METH_NOARGS,
+     "source_block() -> bytes: the k source values concatenated."},
+    {"source", peeler_source, METH_O, "source(i) -> bytes | None: source i if known."},
     {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef peeler_members[] = {
+    {"received", T_PYSSIZET, offsetof(peeler_t, received), 0,
+     "distinct symbols taken (decoded ones taken later count too)"},
+    {"duplicates", T_PYSSIZET, offsetof(peeler_t, duplicates), 0,
+     "symbols taken more than once"},
+    {"source_known", T_PYSSIZET, offsetof(peeler_t, source_known), 0,
+     "source symbols known"},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot peeler_slots[] = {
     {Py_tp_dealloc, peeler_dealloc},
     {Py_tp_methods, peeler_methods},
+    {Py_tp_members, peeler_members},
     {Py_tp_doc, "m2c_ldpc_add's state, held: see m2c_ldpc_peeler."},
     {0, NULL},
 };
@@ -702,10 +939,15 @@ static PyObject *
 m2c_ldpc_peeler(PyObject *self, PyObject *args)
 {
     Py_ssize_t k, E;
-    PyObject *o[9];
-    if (!PyArg_ParseTuple(args, "nnOOOOOOOOO:m2c_ldpc_peeler", &k, &E, &o[0], &o[1], &o[2],
-                          &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
+    PyObject *o[9], *err = PyExc_ValueError;
+    if (!PyArg_ParseTuple(args, "nnOOOOOOOOO|O:m2c_ldpc_peeler", &k, &E, &o[0], &o[1], &o[2],
+                          &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &err))
         return NULL;
+    if (!PyType_Check(err) || !PyType_IsSubtype((PyTypeObject *)err,
+                                                (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetString(PyExc_TypeError, "m2c_ldpc_peeler: error must be an exception class");
+        return NULL;
+    }
     if (!peeler_type && !(peeler_type = PyType_FromSpec(&peeler_spec)))
         return NULL;
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)peeler_type, Py_tp_alloc);
@@ -713,6 +955,12 @@ m2c_ldpc_peeler(PyObject *self, PyObject *args)
     if (!p)
         return NULL;
     p->held = 0;
+    p->ref = NULL;
+    p->at = NULL;
+    p->received = p->duplicates = p->source_known = 0;
+    Py_INCREF(err);
+    p->err = err;
+    p->d.k = 0; /* dealloc reads it before the checks below set it */
     /* as ldpc_add_impl: four read-only uint32 tables, unknown (uint32, writable), then
      * partial, values and known (writable bytes); then got (writable, n bytes) */
     for (int i = 0; i < 9; i++) {

@@ -67,8 +67,11 @@ def as_old(dec: ldpc.LDPCDecoder, cls: type) -> ldpc.LDPCDecoder:
     old: ldpc.LDPCDecoder = cls(dec.params)
     for a in ("_unknown", "_partial", "_values", "_known", "_got"):
         setattr(old, a, bytearray(getattr(dec, a)))
-    old.source_known = dec.source_known
-    old.received = dec.received
+    E = dec.params.symbol_size
+    for i, b in dec.known_source().items():  # sources the decoder holds are not in _values
+        old._values[i * E:(i + 1) * E] = b
+    # old revisions (the all-Python elimination) keep these counters as plain attributes
+    old.__dict__.update(source_known=dec.source_known, received=dec.received)
     return old
 
 

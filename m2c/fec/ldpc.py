@@ -42,12 +42,13 @@ import contextvars
 import enum
 import functools
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from deliverykit.fastpath import load
 from m2c import _fast
+from m2c._fast import Buf
 from m2c.fec.errors import FECError
 
 __all__ = [
@@ -268,10 +269,13 @@ ldpc_eliminate = load("m2c_ldpc_eliminate", _fast.m2c_ldpc_eliminate)
 class LDPCDecoder:
     """Iterative decoder (RFC 5170 Appendix A) with an ML fallback.
 
-    Feed symbols with :meth:`add`; it returns True once every source symbol is
-    known.  The iterative step runs in C (``m2c_ldpc_add``) on state held here
-    in bytearrays.  When it stalls, :meth:`solve` runs Gaussian elimination
-    (with inactivation) over what is left and feeds what it finds back in.
+    Feed symbols with :attr:`add` (or a batch with :attr:`add_many`, :attr:`add_at`);
+    it returns True once every source symbol is known.  Each is one C call on a
+    peeler (``m2c_ldpc_peeler``, twin in m2c/_fast.py) that holds the state kept
+    here in bytearrays; a source symbol given as ``bytes`` is held, not copied
+    (:meth:`source_block` gathers the block).  When peeling stalls, :meth:`solve`
+    runs Gaussian elimination (with inactivation) over what is left and feeds what
+    it finds back in.
     """
 
     def __init__(self, params: LDPCParams, mode: Decoding | None = None) -> None:
@@ -293,65 +297,60 @@ class LDPCDecoder:
         self._got = bytearray(n)
         self._state = (k, E, g.eq_ptr, g.eq_vars, g.var_ptr, g.var_eqs, self._unknown,
                        self._partial, self._values, self._known)
-        peeler = ldpc_peeler(*self._state, self._got)  # the state held, for per-symbol calls
-        self._peel = peeler.add
-        self._receive = peeler.receive
-        self.source_known = 0
-        self.received = 0
-        """distinct symbols received (decoded ones received later count too)"""
-        self.duplicates = 0
-        """symbols received more than once"""
+        # the state held, checked once: adding a symbol is one C call (the peeler's take)
+        peeler = ldpc_peeler(*self._state, self._got, FECError)
+        self._peeler = peeler
+        self.add: Callable[[int, bytes | bytearray | memoryview], bool] = peeler.take
+        """add(esi, symbol): add encoding symbol ``esi``; True when the block is decoded.
+        One C call: range and length checks (FECError), duplicates, the iterative step.
+        A source symbol given as ``bytes`` (immutable) is held, not copied; any other
+        buffer is copied, so its owner may reuse it."""
+        self.add_many: Callable[[Iterable[tuple[int, bytes | bytearray | memoryview]]], bool] = (
+            peeler.take_many)
+        """add_many(items): :attr:`add` for each (ESI, symbol), in one C call"""
+        self.add_at: Callable[[Buf, Buf, Buf], bool] = peeler.take_at
+        """add_at(esis, offsets, buf): :attr:`add` for each uint32 ESI of ``esis`` with its
+        symbol at the uint32 offset of ``offsets`` in ``buf`` (datagrams received into one
+        buffer), in one C call; held without a copy when ``buf`` is ``bytes``"""
+        self._learn = peeler.add
         self.ml_deficit = 0
         """after a failed :meth:`solve`: rank deficiency of the remaining system, i.e. at
         least this many more distinct symbols are needed (each adds one equation)"""
 
     @property
+    def source_known(self) -> int:
+        """source symbols known"""
+        return self._peeler.source_known
+
+    @property
+    def received(self) -> int:
+        """distinct symbols received (decoded ones received later count too)"""
+        return self._peeler.received
+
+    @property
+    def duplicates(self) -> int:
+        """symbols received more than once"""
+        return self._peeler.duplicates
+
+    @property
     def complete(self) -> bool:
-        return self.source_known == self._k
+        return self._peeler.source_known == self._k
 
     def has(self, esi: int) -> bool:
         return bool(self._known[esi])
 
-    def add(self, esi: int, symbol: bytes | bytearray | memoryview) -> bool:
-        """Add encoding symbol ``esi``; True when the block is decoded."""
-        try:  # one C call: range and length checks, duplicates, the iterative step
-            r = self._receive(esi, symbol, self.source_known == self._k)
-        except (ValueError, OverflowError):
-            if not 0 <= esi < self._n:
-                raise FECError(f"ESI {esi} out of range for n={self._n}") from None
-            raise FECError(f"symbol of {len(symbol)} bytes, expected {self._E}") from None
-        if r < 0:
-            self.duplicates += 1
-        else:
-            self.received += 1
-            self.source_known += r
-        return self.source_known == self._k
-
-    def add_many(self, items: Iterable[tuple[int, bytes | bytearray | memoryview]]) -> bool:
-        """Add a batch of (ESI, symbol) in one C call; True when the block is decoded."""
-        p = self.params
-        esis = array("I")
-        parts: list[bytes | bytearray | memoryview] = []
-        got = self._got
-        for esi, symbol in items:
-            if not 0 <= esi < p.n:
-                raise FECError(f"ESI {esi} out of range for n={p.n}")
-            if len(symbol) != p.symbol_size:
-                raise FECError(f"symbol of {len(symbol)} bytes, expected {p.symbol_size}")
-            if got[esi]:
-                self.duplicates += 1
-                continue
-            got[esi] = 1
-            self.received += 1
-            if not self._known[esi]:
-                esis.append(esi)
-                parts.append(symbol)
-        if esis and not self.complete:
-            self.source_known += ldpc_add_many(*self._state, esis.tobytes(), b"".join(parts))
-        return self.complete
-
-    def _learn(self, esi: int, symbol: bytes | bytearray | memoryview) -> None:
-        self.source_known += self._peel(esi, symbol)
+    def __deepcopy__(self, memo: dict[int, object]) -> LDPCDecoder:
+        """A decoder in the same state with its own buffers (held sources copied)."""
+        new = LDPCDecoder(self.params, self.mode)
+        for name in ("_unknown", "_partial", "_known", "_got"):
+            getattr(new, name)[:] = getattr(self, name)
+        E = self._E
+        for i, b in self.known_source().items():
+            new._values[i * E:(i + 1) * E] = b
+        p, q = new._peeler, self._peeler
+        p.received, p.duplicates, p.source_known = q.received, q.duplicates, q.source_known
+        new.ml_deficit = self.ml_deficit
+        return new
 
     def solve(self, partial: bool = True) -> bool:
         """Maximum-likelihood step: Gaussian elimination with inactivation.
@@ -396,20 +395,19 @@ class LDPCDecoder:
         for i, v in enumerate(found):
             if self.complete:
                 break
-            self._learn(v, mv[i * E:(i + 1) * E])
+            self._learn(v, mv[i * E:(i + 1) * E])  # copied: mv is the elimination's buffer
         return self.complete
 
     def source_block(self) -> bytes:
         """The k source symbols concatenated (only once complete)."""
         if not self.complete:
             raise FECError("block not decoded yet")
-        return bytes(self._values[: self.params.k * self.params.symbol_size])
+        return self._peeler.source_block()  # held sources from their bytes, others from values
 
     def known_source(self) -> dict[int, bytes]:
         """Source symbols known so far, by ESI."""
-        E = self.params.symbol_size
-        v = self._values
-        return {i: bytes(v[i * E:(i + 1) * E]) for i in range(self.params.k) if self._known[i]}
+        src = self._peeler.source
+        return {i: b for i in range(self.params.k) if (b := src(i)) is not None}
 
 
 def decode(params: LDPCParams, symbols: Mapping[int, bytes] | Iterable[tuple[int, bytes]],

@@ -236,10 +236,11 @@ def test_peeler_refuses_an_inconsistent_state(mod):
 
 @settings(max_examples=60, deadline=None)
 @given(k=st.integers(2, 30), E=st.integers(1, 6), seed=st.integers(1, 10**6), data=st.data())
-def test_receive_is_the_decoders_add(k, E, seed, data):
-    """peeler.receive(esi, symbol, complete): -1 for a duplicate, else the symbol is marked
-    received and added unless complete or known; C and twin agree with each other and with
-    m2c_ldpc_add plus the duplicate check done in Python"""
+def test_take_is_the_decoders_add(k, E, seed, data):
+    """peeler.take(esi, symbol): a duplicate only counts; else the symbol is marked received
+    and added unless the block is complete or it is known; C and twin agree with each other
+    and with m2c_ldpc_add plus the duplicate check and counters done in Python (symbols
+    copied, as bytearrays: nothing held)"""
     need_c()
     n = 2 * k + 3
     g = ldpc._graph(k, n, 3, seed)
@@ -248,22 +249,22 @@ def test_receive_is_the_decoders_add(k, E, seed, data):
     ref, c_st, py_st = (state(g, n, k, E, k) + [bytearray(n)] for _ in range(3))
     c_peel = speedups.m2c_ldpc_peeler(*head, *c_st)
     py_peel = _fast.m2c_ldpc_peeler(*head, *py_st)
-    known_sources = 0
+    known_sources = received = dups = 0
     for esi in data.draw(st.lists(st.integers(-1, n), max_size=3 * n)):
-        sym = rnd.randbytes(E)
-        complete = known_sources == k
+        sym = bytearray(rnd.randbytes(E))
         if not 0 <= esi < n:
             want = ("ValueError", None)
         elif ref[4][esi]:
-            want = ("ok", -1)
+            dups += 1
+            want = ("ok", known_sources == k)
         else:
             ref[4][esi] = 1
-            r = 0
-            if not complete and not ref[3][esi]:
-                r = speedups.m2c_ldpc_add(*head, *ref[:4], esi, sym)
-            want = ("ok", r)
-        got = [outcome(p.receive, esi, sym, complete) for p in (c_peel, py_peel)]
+            received += 1
+            if known_sources != k and not ref[3][esi]:
+                known_sources += speedups.m2c_ldpc_add(*head, *ref[:4], esi, sym)
+            want = ("ok", known_sources == k)
+        got = [outcome(p.take, esi, sym) for p in (c_peel, py_peel)]
         assert got[0] == got[1] == want
-        if want[0] == "ok" and want[1] > 0:
-            known_sources += want[1]
         assert ref == c_st == py_st
+        for p in (c_peel, py_peel):
+            assert (p.source_known, p.received, p.duplicates) == (known_sources, received, dups)
