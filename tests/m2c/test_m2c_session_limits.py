@@ -17,11 +17,13 @@ from m2c.core.filetx import (
     FecScheme,
     FileReceiver,
     FileSender,
+    Group,
     RateLadder,
     SessionDescription,
     default_fec,
 )
 from m2c.core.groups import WaveSchedule
+from m2c.core.session import MAX_ACTIVE, ReceiverCore, describe_session
 from m2c.fec.errors import FECError
 from m2c.wire import codec
 
@@ -30,7 +32,8 @@ SCHED = WaveSchedule(20.0, 2000.0, tsd=0.5, k=2)
 
 def sd_for(size: int, fec: FecParams, data: bytes = b"") -> SessionDescription:
     return SessionDescription(7, 1, "f", size, hashlib.sha256(data).hexdigest(), fec,
-                              RateLadder.of(SCHED), [["239.1.1.1", 4000]] * (SCHED.channels + 1))
+                              RateLadder.of(SCHED),
+                              [Group("239.1.1.1", 4000)] * (SCHED.channels + 1))
 
 
 def test_more_than_4096_ldpc_blocks_is_refused_at_session_creation():
@@ -87,18 +90,52 @@ def test_tiny_ldpc_file_decodes_with_the_rfc_n():
     assert rcv.complete and bytes(out) == data
 
 
-def test_window_fits_the_memory_bound(tmp_path):
+def held(B: int, E: int, window: int) -> int:
+    """A receiver's memory at ``window`` partial blocks (docs/m2c.md, "Memory bound."):
+    2*B*E per partial block (source values and the equations' partial sums) plus 3*B*E
+    once for the one block being eliminated or handed out decoded."""
+    return 2 * B * E * window + 3 * B * E
+
+
+@pytest.mark.parametrize("memory, B, E", [
+    (1 << 20, 100, 1000), (256 << 20, 10, 100), (256 << 20, 2000, 1400),
+    (256 << 20, 3000, 1428), (64 << 20, 3000, 1428), (7 * 3000 * 1428, 3000, 1428)])
+def test_window_fits_the_memory_bound(memory, B, E):
+    # a file of more blocks than any window: the window is the bound's, neither less nor more
+    sd = describe_session("f", 200 * B * E, "0" * 64, session=7, fec_seed=1, symbol_size=E,
+                          max_block_length=B, memory=memory)
+    assert sd.partition().blocks == 200
+    window = sd.window_blocks
+    assert 1 <= window <= MAX_ACTIVE
+    assert held(B, E, window) <= memory  # the window fits
+    assert window == MAX_ACTIVE or held(B, E, window + 1) > memory  # one more block would not
+    active = ReceiverCore(sd).file.max_active
+    assert active == window and held(B, E, active) <= memory
+
+
+def test_99_mb_is_one_carousel_window_at_256_mib():
+    """Fig. 5(c)'s 99 MB (24 blocks of 3,000 symbols of 1,428 bytes): 29 partial blocks fit
+    in 256 MiB, so the whole file is one window (3*B*E per block gave 20: windows of 20 and
+    4 blocks, dup 171 %)."""
+    kw = dict(session=7, fec_seed=1, symbol_size=1428, max_block_length=3000)
+    sd = describe_session("f", 99_000_000, "0" * 64, **kw)
+    assert sd.partition().blocks == 24 and sd.window_blocks == 0
+    sd = describe_session("f", 200_000_000, "0" * 64, **kw)
+    assert sd.window_blocks == 29 and ReceiverCore(sd).file.max_active == 29
+
+
+def test_make_session_and_the_receiver_keep_the_memory_bound(tmp_path):
     src = tmp_path / "f.bin"
-    src.write_bytes(bytes(range(256)) * 4000)  # 1,024,000 bytes
-    for memory, B, E in ((1 << 20, 100, 1000), (256 << 20, 10, 100), (256 << 20, 2000, 1400)):
-        sd = make_session(str(src), symbol_size=E, max_block_length=B, memory=memory)
-        blocks = sd.partition().blocks
-        window = sd.window_blocks or blocks
-        rx = MulticastReceiver(sd, str(tmp_path / "out"))
-        assert window <= 64 and 3 * B * E * window <= memory
-        assert rx.file.max_active <= window and 3 * B * E * rx.file.max_active <= memory
-    with pytest.raises(FECError, match="memory"):
+    src.write_bytes(bytes(range(256)) * 4000)  # 1,024,000 bytes: 11 blocks of 100 symbols
+    sd = make_session(str(src), symbol_size=1000, max_block_length=100, memory=1 << 20)
+    assert sd.partition().blocks == 11 and sd.window_blocks == 3
+    rx = MulticastReceiver(sd, str(tmp_path / "out"))
+    assert rx.file.max_active == 3 and held(100, 1000, 3) <= 1 << 20 < held(100, 1000, 4)
+    with pytest.raises(FECError, match="memory"):  # one block of 2,000 x 1,400 needs 14 MB
         make_session(str(src), symbol_size=1400, max_block_length=2000, memory=1 << 20)
+    with pytest.raises(FECError, match="memory"):  # 2*B*E + 3*B*E: 4*B*E is not enough
+        describe_session("f", 10**6, "0" * 64, session=7, fec_seed=1, symbol_size=1000,
+                         max_block_length=100, memory=4 * 100 * 1000)
 
 
 def test_out_of_range_esi_allocates_no_decoder():
