@@ -379,8 +379,15 @@ class _Peeler:
         return self.source_known == self._k
 
     def take_many(self, items: Any) -> bool:
-        """take for each (esi, symbol) of ``items``."""
+        """take for each (esi, symbol), or (esi, datagram, offset): the E bytes from
+        ``offset`` in ``datagram`` (held when it is bytes), of ``items``."""
         for item in items:
+            if isinstance(item, tuple) and len(item) == 3:  # (esi, datagram, offset)
+                esi, dgram, at = operator.index(item[0]), item[1], operator.index(item[2])
+                b = _view(dgram)
+                at = at if 0 <= at <= len(b) else len(b)
+                self._take(esi, b[at:at + self._E], dgram if type(dgram) is bytes else None, at)
+                continue
             if not isinstance(item, tuple | list) or len(item) != 2:
                 raise TypeError("take_many: items must be (esi, symbol) pairs")
             self._take(operator.index(item[0]), item[1])

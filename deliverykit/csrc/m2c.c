@@ -598,8 +598,9 @@ m2c_ldpc_add_many(PyObject *self, PyObject *args)
  *                                (``error`` raised, default ValueError), the
  *                                duplicate check on got, the counters, the
  *                                iterative step; True once every source is known
- *   take_many(items) -> bool     take for each (esi, symbol) of an iterable: one
- *                                call per received batch
+ *   take_many(items) -> bool     take for each (esi, symbol) of an iterable, or
+ *                                (esi, datagram, offset): the E bytes from offset
+ *                                (no slice made): one call per received batch
  *   take_at(esis, offsets, buf)  take for each uint32 ESI with its symbol at
  *                                uint32 offset in buf (datagrams as one buffer)
  *   source_block() -> bytes, source(i) -> bytes | None
@@ -705,7 +706,7 @@ take_one(peeler_t *p, PyObject *esi_o, Py_ssize_t esi, PyObject *sym_o, const ui
             len = view.len;
         }
     } else if (sym_o) {
-        hold = 1; /* take_at: sym_o is the bytes holding buf */
+        hold = 1; /* take_at, take_in: sym_o is the bytes holding buf */
     }
     int rc = 0;
     if (len != d->E) {
@@ -763,12 +764,36 @@ peeler_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
     return peeler_result(p);
 }
 
+/* (esi, datagram, offset): the symbol is at offset in datagram (held when it is bytes) */
+static int
+take_in(peeler_t *p, PyObject *esi_o, PyObject *dgram, PyObject *off_o)
+{
+    Py_ssize_t at = PyNumber_AsSsize_t(off_o, NULL);
+    if (at == -1 && PyErr_Occurred())
+        return -1;
+    Py_buffer b;
+    if (PyObject_GetBuffer(dgram, &b, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (at < 0 || at > b.len)
+        at = b.len; /* no bytes there: refused as a symbol of the wrong length */
+    Py_ssize_t len = b.len - at < p->d.E ? b.len - at : p->d.E;
+    /* take_one's length check refuses a short one; a longer datagram is not an error:
+     * the symbol is the E bytes from the offset, as the receive path slices it */
+    int rc = take_one(p, esi_o, 0, PyBytes_CheckExact(dgram) ? dgram : NULL,
+                      (const uint8_t *)b.buf + at, len);
+    PyBuffer_Release(&b);
+    return rc;
+}
+
 /* take for each item; items taken before a bad one stay taken (as with single takes) */
 static int
 take_item(peeler_t *p, PyObject *item)
 {
     if (PyTuple_Check(item) && PyTuple_Size(item) == 2)
         return take_one(p, PyTuple_GetItem(item, 0), 0, PyTuple_GetItem(item, 1), NULL, 0);
+    if (PyTuple_Check(item) && PyTuple_Size(item) == 3)
+        return take_in(p, PyTuple_GetItem(item, 0), PyTuple_GetItem(item, 1),
+                       PyTuple_GetItem(item, 2));
     PyObject *e = NULL, *s = NULL;
     int rc = -1;
     if (PySequence_Check(item) && PySequence_Size(item) == 2 && (e = PySequence_GetItem(item, 0))
@@ -901,7 +926,8 @@ static PyMethodDef peeler_methods[] = {
      "take(esi, symbol) -> bool: checks, duplicate check, counters, iterative step; True "
      "once every source is known (a bytes source symbol is held, not copied)."},
     {"take_many", peeler_take_many, METH_O,
-     "take_many(items) -> bool: take for each (esi, symbol) of an iterable."},
+     "take_many(items) -> bool: take for each (esi, symbol) or (esi, datagram, offset) of an "
+     "iterable (the symbol: E bytes from offset)."},
     {"take_at", (PyCFunction)(void (*)(void))peeler_take_at, METH_FASTCALL,
      "take_at(esis, offsets, buf) -> bool: take for each uint32 ESI with its symbol at the "
      "uint32 offset in buf."},

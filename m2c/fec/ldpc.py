@@ -305,9 +305,11 @@ class LDPCDecoder:
         One C call: range and length checks (FECError), duplicates, the iterative step.
         A source symbol given as ``bytes`` (immutable) is held, not copied; any other
         buffer is copied, so its owner may reuse it."""
-        self.add_many: Callable[[Iterable[tuple[int, bytes | bytearray | memoryview]]], bool] = (
+        self.add_many: Callable[[Iterable[tuple[int, Buf] | tuple[int, Buf, int]]], bool] = (
             peeler.take_many)
-        """add_many(items): :attr:`add` for each (ESI, symbol), in one C call"""
+        """add_many(items): :attr:`add` for each (ESI, symbol), or (ESI, datagram, offset):
+        the symbol read in place, E bytes from ``offset`` (a bytes datagram is held, so a
+        receiver can hand over what recvmmsg gave it without slicing), in one C call"""
         self.add_at: Callable[[Buf, Buf, Buf], bool] = peeler.take_at
         """add_at(esis, offsets, buf): :attr:`add` for each uint32 ESI of ``esis`` with its
         symbol at the uint32 offset of ``offsets`` in ``buf`` (datagrams received into one

@@ -92,6 +92,22 @@ def test_add_many_and_add_at_decode_like_add():
     assert (many.duplicates, many.source_known) == (at.duplicates, at.source_known)
 
 
+def test_add_many_takes_datagrams_with_the_symbols_offset():
+    """(esi, datagram, offset) items: the symbol is read in place, E bytes from the offset
+    (a longer datagram is fine), the datagram held when it is bytes"""
+    need_c()
+    p, src, syms = block(60, 90, 8, 6)
+    order = list(range(p.n))
+    random.Random(6).shuffle(order)
+    dgrams = {e: b"LCT-HEADER" + syms[e] + b"tail" for e in order}
+    probe = dgrams[next(e for e in order if e < p.k)]
+    before = sys.getrefcount(probe)
+    dec = ldpc.LDPCDecoder(p)
+    assert dec.add_many([(e, dgrams[e], 10) for e in order]) or dec.solve()
+    assert dec.source_block() == src
+    assert sys.getrefcount(probe) == before + 1
+
+
 def test_batch_errors_are_fec_errors_and_keep_what_came_before():
     p, _src, syms = block(20, 30, 8, 1)
     for call in (lambda d: d.add_many([(0, syms[0]), (30, syms[1])]),
@@ -102,7 +118,7 @@ def test_batch_errors_are_fec_errors_and_keep_what_came_before():
             call(dec)
         assert dec.received == 1 and dec.has(0)
     with pytest.raises(TypeError):
-        ldpc.LDPCDecoder(p).add_many([(0, syms[0], 1)])
+        ldpc.LDPCDecoder(p).add_many([(0, syms[0], 1, 2)])
 
 
 def run(peel, ops):
@@ -139,8 +155,15 @@ def test_take_take_many_take_at_c_equal_twin(k, extra, E, seed, data):
         if kind == "take":
             ops.append(("take", (data.draw(esi), sym())))
         elif kind == "many":
-            ops.append(("take_many", ([(data.draw(esi), sym())
-                                       for _ in range(data.draw(st.integers(0, 5)))],)))
+            items: list[tuple] = []
+            for _ in range(data.draw(st.integers(0, 5))):
+                if rnd.random() < 0.5:
+                    items.append((data.draw(esi), sym()))
+                else:  # (esi, datagram, offset): the symbol E bytes from the offset
+                    dgram = rnd.randbytes(rnd.randrange(E + 6))
+                    items.append((data.draw(esi), rnd.choice([bytes, bytearray])(dgram),
+                                  rnd.randrange(-1, len(dgram) + 2)))
+            ops.append(("take_many", (items,)))
         else:
             es = data.draw(st.lists(st.integers(0, n), max_size=5))
             buf = rnd.randbytes(len(es) * (E + 2) + rnd.randrange(3))
