@@ -252,14 +252,17 @@ def m2c_ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eq
     many source symbols (ESI < k) became known.
     """
     return _ldpc_add(k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
-                     esi, symbol, False)
+                     esi, symbol, False, None)
 
 
 def _ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: Buf,
               unknown: Buf, partial: Buf, values: Buf, known: Buf, esi: int,
-              symbol: Buf, hold: bool) -> int:
+              symbol: Buf, hold: bool, at: dict[int, int] | None) -> int:
     """m2c_ldpc_add; with ``hold`` (peel_one's in the C) a source symbol is not copied
-    into ``values``: its value is read from ``symbol``, as a repair symbol's is."""
+    into ``values``: its value is read from ``symbol``, as a repair symbol's is.  With
+    ``at`` ("pointing", k*E values only) a source solved by equation e is not copied
+    either: ``at[source] = e`` (its value is e's partial) and solved equations' partials
+    are not cleared (nothing reads them once their unknown count is 0)."""
     k, E, esi = operator.index(k), operator.index(E), operator.index(esi)  # "nn...n" in C
     EP, EV, VP, VE, U, P, V, K, m, n, nev, nve, _, S = _ldpc_state(
         k, E, eq_ptr, eq_vars, var_ptr, var_eqs, unknown, partial, values, known,
@@ -309,14 +312,18 @@ def _ldpc_add(k: int, E: int, eq_ptr: Buf, eq_vars: Buf, var_ptr: Buf, var_eqs: 
                         K[u] = 1
                         if u < k:
                             newly += 1
-                        if u < k or all_values:
+                        if at is not None and u < k:  # pointing: the value stays in P[e]
+                            at[u] = e
+                            stack.append((u, e))
+                        elif u < k or all_values:
                             V[u * E:(u + 1) * E] = P[e * E:(e + 1) * E]
                             stack.append((u, _FROM_V))
                         else:
                             stack.append((u, e))
                         break
         if src >= 0 and U[src] != 0:  # its equation: partial ^ value = 0, no unknown left
-            P[src * E:(src + 1) * E] = bytes(E)
+            if at is None:  # pointing: left as it is (never read again)
+                P[src * E:(src + 1) * E] = bytes(E)
             U[src] -= 1
     return newly
 
@@ -332,6 +339,9 @@ class _Peeler:
         self._got, self._known, self._values, self._error = got, known, values, error
         self._ref: dict[int, tuple[bytes, int]] = {}
         """held sources: the bytes holding the value, and where in it"""
+        self._at: dict[int, int] = {}
+        """pointed sources: the equation whose partial holds the value"""
+        self._partial = _view(state[5])
         self._all_values = len(values) == n * E
         self.received = 0
         """distinct symbols taken (decoded ones taken later count too)"""
@@ -368,7 +378,7 @@ class _Peeler:
         hold = owner is not None and esi < self._k and not self._all_values
         ep, ev, vp, ve, u, p, v, kn = self._state
         self.source_known += _ldpc_add(self._k, self._E, ep, ev, vp, ve, u, p, v, kn, esi, S,
-                                       hold)
+                                       hold, None if self._all_values else self._at)
         if hold:
             assert owner is not None
             self._ref[esi] = (owner, at)
@@ -414,6 +424,9 @@ class _Peeler:
         if i in self._ref:
             b, at = self._ref[i]
             return b[at:at + self._E]
+        if i in self._at:
+            e = self._at[i]
+            return bytes(self._partial[e * self._E:(e + 1) * self._E])
         return bytes(self._values[i * self._E:(i + 1) * self._E])
 
     def source_block(self) -> bytes:
@@ -422,6 +435,8 @@ class _Peeler:
         out = bytearray(self._values[:self._k * E])
         for i, (b, at) in self._ref.items():
             out[i * E:(i + 1) * E] = b[at:at + E]
+        for i, e in self._at.items():
+            out[i * E:(i + 1) * E] = self._partial[e * E:(e + 1) * E]
         return bytes(out)
 
 

@@ -402,9 +402,14 @@ typedef struct {
  * repair symbol is never copied: its value is XORed from where it is (the
  * symbol added, or the partial sum of the equation that solved it), and
  * that equation's partial is cleared last, so partial and unknown end as
- * with n*E values. */
+ * with n*E values.  hold: the source symbol is not copied into values (the
+ * caller keeps a reference to its bytes).  at (k entries, k*E values only):
+ * "pointing", as OpenFEC does: a source solved by equation e is not copied
+ * into values either, at[source] = e's partial, and solved equations'
+ * partials are not cleared (nothing reads a partial once its unknown count
+ * is 0: neither this step nor the elimination). */
 static long
-peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol, int hold)
+peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol, int hold, const uint8_t **at)
 {
     Py_ssize_t k = d->k, E = d->E, m = d->m, n = d->n;
     const uint32_t *EP = d->EP, *EV = d->EV, *VP = d->VP, *VE = d->VE;
@@ -466,7 +471,12 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol, int hold)
                         K[u] = 1;
                         if ((Py_ssize_t)u < k)
                             newly++;
-                        if ((Py_ssize_t)u < k || d->all_values) {
+                        if (at && (Py_ssize_t)u < k) {
+                            /* pointing: the source's value stays in e's partial, which
+                             * nothing writes once e is solved */
+                            at[u] = P + (Py_ssize_t)e * E;
+                            from[top] = (int32_t)e;
+                        } else if ((Py_ssize_t)u < k || d->all_values) {
                             memcpy(V + (Py_ssize_t)u * E, P + (Py_ssize_t)e * E, (size_t)E);
                             from[top] = FROM_V;
                         } else {
@@ -479,7 +489,8 @@ peel_one(peel_t *d, Py_ssize_t esi, const uint8_t *symbol, int hold)
             }
         }
         if (src >= 0 && U[src] != 0) { /* its equation: partial ^ value = 0, no unknown left */
-            memset(P + (Py_ssize_t)src * E, 0, (size_t)E);
+            if (!at) /* pointing: left as it is (a solved equation's partial is never read) */
+                memset(P + (Py_ssize_t)src * E, 0, (size_t)E);
             U[src]--;
         }
     }
@@ -560,7 +571,7 @@ ldpc_add_impl(PyObject *args, int many)
             PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
             goto done;
         }
-        long r = peel_one(&d, e_i, S + i * E, 0);
+        long r = peel_one(&d, e_i, S + i * E, 0, NULL);
         if (r < 0)
             goto done;
         total += r;
@@ -663,7 +674,7 @@ peeler_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "m2c_ldpc_add: inconsistent decoder state");
         r = -1;
     } else {
-        r = peel_one(&p->d, esi, sym.buf, 0);
+        r = peel_one(&p->d, esi, sym.buf, 0, NULL);
         if (r > 0)
             p->source_known += r;
     }
@@ -719,14 +730,15 @@ take_one(peeler_t *p, PyObject *esi_o, Py_ssize_t esi, PyObject *sym_o, const ui
         p->received++;
         if (p->source_known != d->k && !d->K[esi]) {
             hold = hold && esi < d->k && !d->all_values;
-            if (hold && !p->ref && (!(p->at = PyMem_Calloc((size_t)d->k, sizeof *p->at))
-                                    || !(p->ref = PyMem_Calloc((size_t)d->k, sizeof *p->ref)))) {
+            if (!d->all_values && !p->ref
+                && (!(p->at = PyMem_Calloc((size_t)d->k + 1, sizeof *p->at))
+                    || !(p->ref = PyMem_Calloc((size_t)d->k + 1, sizeof *p->ref)))) {
                 PyMem_Free(p->at);
                 p->at = NULL;
                 PyErr_NoMemory();
                 rc = -1;
             } else {
-                long r = peel_one(d, esi, buf, hold);
+                long r = peel_one(d, esi, buf, hold, p->ref ? p->at : NULL);
                 if (r < 0) {
                     rc = -1;
                 } else {
@@ -880,7 +892,7 @@ done:
 static const uint8_t *
 source_at(peeler_t *p, Py_ssize_t i)
 {
-    if (p->ref && p->ref[i])
+    if (p->at && p->at[i]) /* held bytes, or the partial of the equation that solved it */
         return p->at[i];
     return p->d.V + i * p->d.E;
 }

@@ -265,6 +265,15 @@ def test_take_is_the_decoders_add(k, E, seed, data):
             want = ("ok", known_sources == k)
         got = [outcome(p.take, esi, sym) for p in (c_peel, py_peel)]
         assert got[0] == got[1] == want
-        assert ref == c_st == py_st
+        assert c_st == py_st
+        # take points at a solved equation's partial instead of copying the source out of
+        # it (and leaves solved partials as they are): the same unknown counts, known and
+        # got bytes, the same partials where an unknown is left, the same source values
+        assert c_st[0] == ref[0] and c_st[3:] == ref[3:]
+        U = array("I", bytes(ref[0]))
+        assert [c_st[1][e * E:(e + 1) * E] for e in range(len(U)) if U[e]] == [
+            ref[1][e * E:(e + 1) * E] for e in range(len(U)) if U[e]]
         for p in (c_peel, py_peel):
             assert (p.source_known, p.received, p.duplicates) == (known_sources, received, dups)
+            assert [p.source(i) for i in range(k)] == [
+                bytes(ref[2][i * E:(i + 1) * E]) if ref[3][i] else None for i in range(k)]
