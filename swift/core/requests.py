@@ -12,7 +12,7 @@ the counters and the chunk-specification function, through the constructor.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Protocol
 
 from swift.core import bins as B
@@ -234,12 +234,14 @@ class RequestScheduler:
         if self._ranked:
             self.fast = set(fast_set(self._ranked, self.config.bitrate, self.fast_factor))
 
-    def no_longer_asked(self, ch: Channel, chunks: Iterable[int]) -> list[int]:
+    def no_longer_asked(self, ch: Channel, chunks: Collection[int]) -> list[int]:
         """``ch`` no longer asks for ``chunks`` (stale, timed out, past its
         deadline, channel closed): each leaves ``inflight`` unless another
         channel asks for it too (re-asked there by the end game or after a
         missed deadline) and that request is not late itself, so the picker
         does not hand it to a third peer.  Returns the chunks that left."""
+        if not chunks:
+            return []  # (called per channel by every timer: no scan for nothing)
         others = [o for o in self.channels.values() if o is not ch and o.requests]
         now = self.last_now
         out: list[int] = []
@@ -418,9 +420,12 @@ class RequestScheduler:
         memo_on = self._memos and self.picker.empty_means_none_wanted
         if memo_on and memo.get(ch.local_id) == (have.version, infl.version, ph.version, n):
             return []
+        chans = self.channels
+        # the fast peers' availability (only asked "does any have it"): from
+        # the fast set, not a scan of every channel per pick
         st = PickState(have, infl, self.availability, n, self.playpos, self.rng,
-                       [c.peer_have for c in self.channels.values()
-                        if c.local_id in self.fast and c is not ch])
+                       [f.peer_have for i in self.fast
+                        if (f := chans.get(i)) is not None and f is not ch])
         picks: list[int] = []
         # while the player fills its start-up buffer, the urgent window is asked
         # of every peer ("requested ... in an aggressive way", paper IV-A)
