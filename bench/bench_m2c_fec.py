@@ -182,15 +182,15 @@ def like_openfec(k: int, repeats: int, seed: int = 1, batch: int = 0) -> list[fl
 
 
 #: OpenFEC's iterative decoding in CPU time from its C harness (docs/m2c-fec.md, "Like for
-#: like"), median of 11 decoders, n = 1.5k, E = 1,024, N1 = 3, 2-core machine at load ~21
+#: like"), median of 11 decoders, n = 1.5k, E = 1,024, N1 = 3, 2-core machine at load 16-19
 _LIKE = ("OpenFEC 1.4.2 of_decode_with_new_symbol one symbol at a time until complete, CPU "
          "time, median of 11 decoders (n = 1.5k, E = 1,024, N1 = 3), timed by a C harness "
-         "against libopenfec on the 2-core machine of issue 17 at load ~21 (2026-11-27); "
+         "against libopenfec on the 2-core machine of issue 17 at load 16-19 (2026-11-27); "
          "medians of 5 interleaved runs")
 OPENFEC_DECODE_CPU = {
-    100: Reference(2108.0, "MB/s", _LIKE + ": 1,650-2,370"),
-    1000: Reference(1117.0, "MB/s", _LIKE + ": 940-1,460"),
-    10000: Reference(492.0, "MB/s", _LIKE + ": 370-600"),
+    100: Reference(2333.0, "MB/s", _LIKE + ": 2,150-2,450"),
+    1000: Reference(1661.0, "MB/s", _LIKE + ": 1,090-1,880"),
+    10000: Reference(568.0, "MB/s", _LIKE + ": 400-660"),
 }
 
 
