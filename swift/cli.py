@@ -159,7 +159,7 @@ def _common(p: argparse.ArgumentParser, pex: bool = True) -> None:
                         "C++ peer speaks it (docs/swift-libswift-compat.md)")
     p.add_argument("--ledbat-target-ms", type=_ledbat_target, default=None, metavar="MS",
                    help="LEDBAT's TARGET queuing delay, at most 100 ms (RFC 6817 3.2.2; default: "
-                        "25 toward libswift-dialect peers, as libswift, else 100; docs/ledbat.md)")
+                        "25, as libswift's; docs/ledbat.md)")
     if pex:
         p.add_argument("--pex-ca", metavar="FILE", default=None, type=_file,
                        help="certified PEX (PEX_REScert, RFC 7574 section 8.13): accept only "
