@@ -166,6 +166,8 @@ class _Client(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.unreported and self not in self.pump._owed:
+            self.pump._owed.append(self)
         self.pump.flush()
 
 
@@ -243,6 +245,11 @@ class CorePump:
         self._ids = itertools.count(1)
         self._server: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
+        #: The core deadline the loop timer is armed for (it may fire before the core's
+        #: current one, never after).
+        self._armed_at: float | None = None
+        #: Clients written to whose bytes the core has not yet been told were taken.
+        self._owed: list[_Client] = []
         self._files: set[asyncio.Task[None]] = set()
 
     async def start(self: _Pump) -> _Pump:
@@ -299,17 +306,17 @@ class CorePump:
         core = self.core
         for _ in range(MAX_ROUNDS):
             outs = core.to_send(self.clock())
-            for out in _coalesced(outs):
+            for out in _coalesced(outs) if len(outs) > 1 else outs:
                 self._carry_out(out)
-            taken = [
-                (c.conn, c.unreported)
-                for c in self.clients.values()
-                if c.unreported and not c.paused
-            ]
-            for conn, n in taken:
-                self.clients[conn].unreported = 0
+            # only the clients written to since the last round (not a walk over every client)
+            taken = [c for c in self._owed if c.unreported and not c.paused]
+            self._owed = [c for c in self._owed if c.unreported and c.paused]
+            for c in taken:
+                n, c.unreported = c.unreported, 0
+                if self.clients.get(c.conn) is not c:
+                    continue  # gone meanwhile: the core heard connection_lost
                 try:
-                    core.writable(conn, n, self.clock())
+                    core.writable(c.conn, n, self.clock())
                 except Exception:
                     self.counters["core_errors"] += 1
             if not outs and not taken:
@@ -335,7 +342,7 @@ class CorePump:
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 c.transport.write(out.data)
-                c.unreported += len(out.data)
+                self._owe(c, len(out.data))
         elif isinstance(out, HalfClose):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]
             if c is not None and c.transport is not None and not c.transport.is_closing():
@@ -379,7 +386,7 @@ class CorePump:
             return
         if self.store is not None:
             self.store.stats.sendfile_bytes += out.count
-        c.unreported += out.count
+        self._owe(c, out.count)
         held, c.held = c.held or [], None
         for i, o in enumerate(held):
             self._carry_out(o)
@@ -388,17 +395,39 @@ class CorePump:
                 break
         self.flush()
 
+    def _owe(self, c: _Client, n: int) -> None:
+        """``n`` bytes went to ``c``'s transport: reported to the core as taken (``writable``)
+        at the end of this round, or when the transport resumes."""
+        if not c.unreported:
+            self._owed.append(c)
+        c.unreported += n
+
     def _arm(self) -> None:
-        deadline = self.core.get_timer(self.clock())
+        """Keep one loop timer at or before the core's deadline. A deadline that moved later
+        keeps the armed timer (an idle deadline moves on every request: no new TimerHandle per
+        input); when it fires early, :meth:`_on_timer` asks the core again and re-arms, so
+        ``handle_timer`` is only ever called once the core's deadline has passed."""
+        now = self.clock()
+        deadline = self.core.get_timer(now)
+        if deadline is None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer, self._armed_at = None, None
+            return
+        if self._timer is not None and self._armed_at is not None and self._armed_at <= deadline:
+            return
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
-        if deadline is not None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max(0.0, deadline - self.clock()), self._on_timer)
+        self._armed_at = deadline
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(0.0, deadline - now), self._on_timer)
 
     def _on_timer(self) -> None:
-        self._timer = None
+        self._timer, self._armed_at = None, None
+        deadline = self.core.get_timer(self.clock())
+        if deadline is not None and deadline > self.clock():
+            self._arm()  # armed for an earlier deadline that has since moved on
+            return
         self.feed(None, self.core.handle_timer)
 
     async def _fetch(self, f: Fetch) -> None:
