@@ -270,6 +270,19 @@ def merkle_walk(
     """MerkleTree.verify's walk from ``chunk``'s leaf digest to the first trusted node:
     1 verified (the path written into ``hashes``/``known``), 0 not, -1 a hash missing."""
 
+def merkle_uncles(
+    hashes: ReadableBuffer,
+    known: ReadableBuffer,
+    hash_size: int,
+    n_chunks: int,
+    chunk: int,
+    stop: int,
+    zero: ReadableBuffer,
+    /,
+) -> list[tuple[int, bytes]]:
+    """The uncle hashes of ``chunk`` below layer ``stop``, height descending (zero hash
+    past the content); KeyError for one not known."""
+
 def binmap_set1(
     halves: WriteableBuffer,
     deep: WriteableBuffer,

@@ -290,7 +290,32 @@ def py_merkle_walk(hashes, known, hash_size: int, n: int, root: int, chunk: int,
     return 1
 
 
+def py_merkle_uncles(hashes, known, hash_size: int, n: int, chunk: int, stop: int,
+                     zero) -> list[tuple[int, bytes]]:
+    """The uncle hashes of ``chunk`` below layer ``stop`` (see
+    :func:`py_uncle_stop`), tree height descending (5.4): the sibling at each
+    layer, the zero hash past the content; KeyError for an unknown one."""
+    hs = hash_size
+    hb, kn = hashes, known
+    nk = len(kn)
+    if not 1 <= hs <= 64 or len(hb) != nk * hs or len(zero) != hs or n < 0 \
+            or not 0 <= chunk < 1 << 61 or not 0 <= stop <= 62:
+        raise ValueError("merkle_uncles: bad arguments")
+    out = []
+    for lay in range(stop - 1, -1, -1):  # top down: the sibling at each layer
+        sib = (chunk >> lay) ^ 1
+        s = (sib << (lay + 1)) | ((1 << lay) - 1)
+        if (sib << lay) >= n:
+            out.append((s, bytes(zero)))
+        elif s < nk and kn[s] == 1:
+            out.append((s, bytes(hb[s * hs:(s + 1) * hs])))
+        else:
+            raise KeyError(f"hash of bin {s} is not known")
+    return out
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
+merkle_uncles = load("merkle_uncles", py_merkle_uncles)
 merkle_walk = load("merkle_walk", py_merkle_walk)
 uncle_stop = load("uncle_stop", py_uncle_stop)
 binmap_find = load("binmap_find", py_binmap_find)

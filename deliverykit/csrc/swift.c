@@ -549,6 +549,64 @@ done:
     return res;
 }
 
+/* merkle_uncles(hashes, known, hash_size, n_chunks, chunk, stop, zero)
+ *   -> [(bin, hash)]
+ * The uncle hashes of `chunk` below layer `stop` (where uncle_stop ends the
+ * search), tree height descending (RFC 7574 5.4): the sibling at each layer,
+ * the zero hash where the sibling lies past the content; KeyError when a
+ * sibling's hash is not known.  Layout as merkle_walk.  Twin: swift/_fast.py. */
+static PyObject *
+merkle_uncles(PyObject *self, PyObject *args)
+{
+    Py_buffer hb, kb, zb;
+    Py_ssize_t hs;
+    long long n, chunk, stop;
+    if (!PyArg_ParseTuple(args, "y*y*nLLLy*:merkle_uncles", &hb, &kb, &hs, &n, &chunk, &stop,
+                          &zb))
+        return NULL;
+    PyObject *out = NULL;
+    const unsigned char *h = (const unsigned char *)hb.buf, *kn = (const unsigned char *)kb.buf;
+    Py_ssize_t nk = kb.len;
+    if (hs < 1 || hs > 64 || hb.len != nk * hs || zb.len != hs || n < 0 || chunk < 0
+            || chunk >= (1LL << 61) || stop < 0 || stop > 62) {
+        PyErr_SetString(PyExc_ValueError, "merkle_uncles: bad arguments");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (!out)
+        goto done;
+    for (long long lay = stop - 1; lay >= 0; lay--) {
+        long long sib = (chunk >> lay) ^ 1;
+        long long s = (sib << (lay + 1)) | ((1LL << lay) - 1);
+        const char *src;
+        if ((sib << lay) >= n) {
+            src = (const char *)zb.buf;
+        } else if (s < nk && kn[s] == 1) {
+            src = (const char *)h + s * hs;
+        } else {
+            PyErr_Format(PyExc_KeyError, "hash of bin %lld is not known", s);
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyObject *b = PyLong_FromLongLong(s), *d = PyBytes_FromStringAndSize(src, hs), *t = NULL;
+        if (b && d)
+            t = PyTuple_Pack(2, b, d);
+        Py_XDECREF(b);
+        Py_XDECREF(d);
+        if (!t || PyList_Append(out, t) < 0) {
+            Py_XDECREF(t);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(t);
+    }
+done:
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&zb);
+    return out;
+}
+
 PyMethodDef dk_swift_methods[] = {
     {"recv_batch_ts", recv_batch_ts, METH_VARARGS,
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
@@ -562,6 +620,8 @@ PyMethodDef dk_swift_methods[] = {
     {"merkle_walk", merkle_walk, METH_VARARGS,
      "merkle_walk(hashes, known, hash_size, n_chunks, root, chunk, leaf, offered, hasher, zero) "
      "-> 1 verified, 0 not, -1 a hash missing"},
+    {"merkle_uncles", merkle_uncles, METH_VARARGS,
+     "merkle_uncles(hashes, known, hash_size, n_chunks, chunk, stop, zero) -> [(bin, hash)]"},
     {"binmap_set1", binmap_set1, METH_VARARGS,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-from swift._fast import merkle_walk, uncle_stop
+from swift._fast import merkle_uncles, merkle_walk, uncle_stop
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
@@ -321,20 +321,9 @@ class MerkleTree:
                 if mid == top:
                     break
                 prev, mid = mid, min(top, 2 * mid)
-        hs = self.hash_size
-        hb = self._hashes
-        kn = self._known
-        n = self.n_chunks or 0
-        out = []
-        for lay in range(stop - 1, -1, -1):  # top down: the sibling at each layer
-            s = (((chunk >> lay) ^ 1) << (lay + 1)) | ((1 << lay) - 1)
-            if (((chunk >> lay) ^ 1) << lay) >= n:
-                out.append((s, self.zero))
-            elif s < len(kn) and kn[s] == 1:
-                out.append((s, bytes(hb[s * hs:(s + 1) * hs])))
-            else:
-                raise KeyError(f"hash of bin {s} is not known")
-        return out
+        # the sibling at each layer below ``stop``, top down (C; twin in swift/_fast.py)
+        return merkle_uncles(self._hashes, self._known, self.hash_size, self.n_chunks or 0,
+                             chunk, stop, self.zero)
 
     def verify(self, chunk: int, data: bytes, offered: dict[int, bytes] | None = None) -> bool:
         """Check ``data`` as chunk ``chunk`` against trusted hashes (5.2).

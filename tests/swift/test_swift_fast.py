@@ -276,3 +276,41 @@ def test_merkle_walk_garbage_same_outcome(h, k, hs, n, root, chunk, leaf, offere
             return "ValueError"
         return r, hb, kb
     assert outcome(c_walk) == outcome(py_merkle_walk)
+
+
+c_uncles = getattr(fastpath.speedups, "merkle_uncles", None)
+
+
+@pytest.mark.skipif(c_uncles is None, reason="C speedups not built")
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 70), st.integers(0, 8))
+def test_merkle_uncles_c_equals_python(seed, n, stop) -> None:
+    """Same hashes, or the same KeyError (a sibling not known yet), from a
+    part-verified leecher's tree and a seeder's."""
+    import random
+
+    from swift._fast import py_merkle_uncles
+    rng = random.Random(seed)
+    lt, i, _, _ = _walk_case(rng, n)
+
+    def outcome(f, t):
+        try:
+            return f(t._hashes, t._known, 20, t.n_chunks or 0, i, stop, t.zero)
+        except KeyError as e:
+            return ("KeyError", str(e))
+    assert outcome(c_uncles, lt) == outcome(py_merkle_uncles, lt)
+
+
+@pytest.mark.skipif(c_uncles is None, reason="C speedups not built")
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80), st.binary(max_size=8), st.integers(-1, 70), st.integers(-1, 9),
+       st.integers(-1, 9), st.integers(-1, 70), st.binary(max_size=21))
+def test_merkle_uncles_garbage_same_outcome(h, k, hs, n, chunk, stop, zero) -> None:
+    from swift._fast import py_merkle_uncles
+
+    def outcome(f):
+        try:
+            return f(h, k, hs, n, chunk, stop, zero)
+        except (ValueError, KeyError) as e:
+            return type(e).__name__
+    assert outcome(c_uncles) == outcome(py_merkle_uncles)
