@@ -11,6 +11,8 @@ from its first byte and ``body_timeout`` for the body once the head is in (408 b
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import cast
@@ -39,6 +41,11 @@ class ConnectionSlots:
         self.admission = Admission(limits.max_connections) if limits.max_connections > 0 else None
         #: conn -> (deadline, what passing it means: None = idle, close quietly; else the 408's)
         self._due: dict[Hashable, tuple[float, Refused | None]] = {}
+        #: The same deadlines as a heap (deadline, tie, conn) for :meth:`deadline` and
+        #: :meth:`expired` without a walk over every connection (called after every input);
+        #: an entry whose deadline ``_due`` no longer holds is stale and skipped.
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._tie = itertools.count()
         self._phase: dict[Hashable, Phase] = {}
 
     def opened(self, conn: Hashable, now: float) -> Decision:
@@ -89,13 +96,22 @@ class ConnectionSlots:
             self.admission.leave(cast(int, conn))
 
     def deadline(self) -> float | None:
-        return min((t for t, _ in self._due.values()), default=None)
+        heap = self._heap
+        while heap:
+            t, _, conn = heap[0]
+            due = self._due.get(conn)
+            if due is not None and due[0] == t:
+                return t
+            heapq.heappop(heap)  # stale: re-armed, disarmed or closed since
+        return None
 
     def expired(self, now: float) -> list[tuple[Hashable, Refused | None]]:
-        """Connections whose deadline passed (dropped from the deadlines), with why."""
-        out = [(c, why) for c, (t, why) in self._due.items() if t <= now]
-        for c, _ in out:
-            del self._due[c]
+        """Connections whose deadline passed (dropped from the deadlines), with why, earliest
+        first."""
+        out: list[tuple[Hashable, Refused | None]] = []
+        while (t := self.deadline()) is not None and t <= now:
+            _, _, conn = heapq.heappop(self._heap)
+            out.append((conn, self._due.pop(conn)[1]))
         return out
 
     def _move(self, conn: Hashable, phase: Phase, now: float) -> None:
@@ -107,5 +123,9 @@ class ConnectionSlots:
     def _arm(self, conn: Hashable, now: float, timeout: float, why: Refused | None) -> None:
         if timeout > 0:
             self._due[conn] = (now + timeout, why)
+            heapq.heappush(self._heap, (now + timeout, next(self._tie), conn))
+            if len(self._heap) > 2 * len(self._due) + 64:  # stale entries: bounded
+                self._heap = [(t, next(self._tie), c) for c, (t, _) in self._due.items()]
+                heapq.heapify(self._heap)
         else:
             self._due.pop(conn, None)
