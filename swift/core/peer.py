@@ -702,13 +702,13 @@ class Peer:
             visit = None
         if down.freed() or not (self.DIRTY_SET and down._memos) or cfg.push or self.live:
             visit = None  # chunks left flight / the references / push and live: not tracked
-        elif visit is not None and (self.content.n_chunks is None or not down.nothing_late(now)):
-            visit = None  # size unknown, or a request is late: the end game may concern anyone
+        elif visit is not None and self.content.n_chunks is None:
+            visit = None  # size unknown: the first request may go to anyone
+        every = visit is None
         if visit is None:
             visit = list(self.channels.values())
-            every = True
-        else:
-            every = False
+        elif not down.nothing_late(now):  # the end game: also who could take a late request
+            visit = self._late_takers(visit, -1)
         infl = down.inflight
         i = 0
         while i < len(visit):
@@ -718,13 +718,22 @@ class Peer:
                 continue
             v = infl.version
             self._flush_channel(ch, now, out)
-            if not every and infl.version != v and (down.freed() or not down.nothing_late(now)):
-                # this channel freed a chunk or made a late request count
-                # again (requests.py): every later channel may take it
-                every = True
-                visit = visit[:i] + [c for c in self.channels.values() if c.order > ch.order]
+            if not every and infl.version != v:
+                if down.freed():  # this channel freed a chunk: any later one may take it
+                    every = True
+                    visit = visit[:i] + [c for c in self.channels.values() if c.order > ch.order]
+                elif not down.nothing_late(now):  # a late request counts again (requests.py)
+                    visit = visit[:i] + self._late_takers(visit[i:], ch.order)
         out += self.upload.upload_data(now, budget)
         return out
+
+    def _late_takers(self, marked: list[Channel], after: int) -> list[Channel]:
+        """The channels after ``after`` in channel order that are ``marked``
+        or could take over a late request elsewhere (the end game)."""
+        m = set(marked)
+        rest = [c for c in self.channels.values() if c.order > after]
+        takers = set(self.download.late_takers([c for c in rest if c not in m]))
+        return [c for c in rest if c in m or c in takers]
 
     def _flush_channel(self, ch: Channel, now: float, out: list[tuple[bytes, Any]]) -> None:
         """What ``ch`` has to send now, onto ``out``; marks it for the next

@@ -170,6 +170,16 @@ class RequestScheduler:
         holders = [c for c in self.channels.values() if c.requests]
         return n is None or not holders or not self._late(None, n, now, holders)[0]
 
+    def late_takers(self, chans: list[Channel]) -> list[Channel]:
+        """Those of ``chans`` that could take over a late request (the end
+        game's candidates for them are not empty), by the walk
+        :meth:`nothing_late` made for this flush: an idle channel that
+        cannot sends nothing however late the requests elsewhere are."""
+        moved = self.moved
+        late = [(pos, h) for pos, h in self._late_list if moved.get(pos) != "endgame"]
+        return [c for c in chans if any(h is not c and pos not in c.requests
+                                        and c.peer_have.has(pos) for pos, h in late)]
+
     def forget(self, ch: Channel) -> None:
         """``ch`` closed: its requests leave ``inflight`` (unless asked
         elsewhere) and what this holds for it goes."""
