@@ -5,9 +5,9 @@ puts on sockets, run unchanged in virtual time: a seeder and N leechers with
 in-memory content (:class:`swift.core.content.MemoryStorage`).  The flash
 crowd mirrors ``swift/experiments/flashcrowd.py`` on the namespace testbed:
 the seeder's uplink 20 Mb/s, leechers' uplinks capped (queues as tbf's
-default: its bucket plus 50 ms at the rate), downlinks unshaped, leechers learn of each other through
-the seeder's PEX (``pex_connect``) and leave once complete.  Every leecher's
-content is compared byte for byte with the seeder's.
+default: its bucket plus 50 ms at the rate), downlinks unshaped, leechers
+learn of each other through the seeder's PEX (``pex_connect``) and leave once
+complete.  Every leecher's content is compared byte for byte with the seeder's.
 
     python -m swift.sim --leechers 16 --size-kib 1024 [--arrivals poisson] [--seed N] [--json]
 """
@@ -38,9 +38,10 @@ from deliverykit.sim import (
 )
 from deliverykit.testbed.shaping import Tbf
 from swift.core import events as ev
+from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
-from swift.core.peer import Peer, PeerConfig
+from swift.core.peer import Peer
 from swift.core.player import Player
 
 __all__ = [
@@ -269,7 +270,8 @@ class SwiftApp:
         seed = derive_seed(sim.seed, f"peer/{node.name}")
         if node.role == SEEDER:
             self.seeder_addr = addr
-            cfg = dataclasses.replace(self.node_configs.get(node.name, self.seeder_config), seed=seed)
+            base = self.node_configs.get(node.name, self.seeder_config)
+            cfg = dataclasses.replace(base, seed=seed)
             return Peer(Content.seeded(self.tree, MemoryStorage(self.data)), cfg)
         if node.role != LEECHER:
             raise ValueError(f"node {node.name}: unknown swift role {node.role!r}")
@@ -393,7 +395,9 @@ class SwiftApp:
 
     def verified(self, host: Host) -> bool:
         peer: Peer = host.core  # type: ignore[assignment]
-        storage = peer.content.storage
+        content = peer.content
+        assert isinstance(content, Content), "the flash crowd shares static content"
+        storage = content.storage
         assert isinstance(storage, MemoryStorage)
         return peer.content.complete and bytes(storage.buf[:self.size]) == self.data
 

@@ -13,7 +13,8 @@ favours libtorrent).  libtorrent runs with DHT, LSD, UPnP and NAT-PMP off,
 ut_pex on, TCP only, and learns about other leechers through the seeder's
 PEX like our peer.
 
-    python -m swift.experiments.flashcrowd --quick [--arrivals poisson] [--out DIR] [--backend netns|sim]
+    python -m swift.experiments.flashcrowd --quick [--arrivals poisson] [--out DIR] \
+        [--backend netns|sim]
     python -m swift.experiments.flashcrowd --backend sim --sweep leechers=32,64 --seeds 3 \
         [--workers N | --scheduler ADDRESS]
 
@@ -42,7 +43,7 @@ from typing import Any
 
 from deliverykit import cliutil
 from deliverykit.sweep import SweepFailed
-from swift.core.peer import PeerConfig
+from swift.core.config import PeerConfig
 from swift.experiments import swarm, sweeps
 from swift.experiments.swarm import Backend
 
@@ -96,7 +97,8 @@ def _summary(xs: list) -> dict:
     v = sorted(x for x in xs if x is not None)
     if not v:
         return {"n": 0}
-    return {"n": len(v), "mean": round(statistics.mean(v), 2), "median": round(statistics.median(v), 2),
+    return {"n": len(v), "mean": round(statistics.mean(v), 2),
+            "median": round(statistics.median(v), 2),
             "p90": round(v[min(len(v) - 1, int(0.9 * len(v)))], 2), "cdf": [round(x, 2) for x in v]}
 
 
@@ -200,7 +202,8 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
             "completion s": _summary([r["completion_s"] for r in res]),
             "start-up s": _summary([r["startup_s"] for r in res]),
             "mean leecher upload Mb/s": round(statistics.mean(
-                [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None] or [0]), 2),
+                [x["upload_mbps"] for x in per_leecher[-n:] if x["upload_mbps"] is not None]
+                or [0]), 2),
         })
     if out:
         params = {"leechers": n, "size_bytes": size, "arrivals": arrivals, "rate": rate,
@@ -210,8 +213,8 @@ def run(quick: bool = True, leechers: int | None = None, arrivals: str = "flash"
                   "quick": quick, "chunk_size": 1024, "libtorrent_piece_size": 256 * 1024,
                   "backend": backend.value, "push": push, "scenario": sc.to_dict()}
         suffix = "-sim" if backend is Backend.SIM else ""
-        _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB{suffix}", params, rows, per_leecher,
-               started, load0)
+        _write(out, f"flashcrowd-{arrivals}-{n}x{size / 2**20:g}MiB{suffix}", params, rows,
+               per_leecher, started, load0)
     return rows
 
 
@@ -298,8 +301,8 @@ def _rates(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment flashcrowd", description=__doc__.splitlines()[0],
-        epilog="--backend netns needs root (network namespaces) and libtorrent for that system. Prints one JSON "
-               "object per system, then a summary beside the paper's numbers.")
+        epilog="--backend netns needs root (network namespaces) and libtorrent for that system. "
+               "Prints one JSON object per system, then a summary beside the paper's numbers.")
     ap.add_argument("--quick", action="store_true",
                     help="4 leechers and a 4 MiB file instead of 10 and 24 MiB (what CI runs)")
     ap.add_argument("--leechers", type=cliutil.positive_int, metavar="N",
@@ -324,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="directory for the CSV, JSON and PNG files (default: %(default)s)")
     ap.add_argument("--backend", choices=[b.value for b in Backend], default="netns",
                     help="netns: the namespace testbed in real time (root); sim: the same "
-                         "scenario in the packet-level simulator, swift only (default: %(default)s)")
+                         "scenario in the packet-level simulator, swift only "
+                         "(default: %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals and the run")
     ap.add_argument("--push", action="store_true",
                     help="swift as a push protocol, as the paper ran it (PeerConfig.push)")
@@ -378,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     print("ours vs paper:")
     for r in rows:
         c, s = r["completion s"], r["start-up s"]
-        print(f"  {r['system']:<10} completion mean {c.get('mean')} s (max {max(c.get('cdf') or [0])}), "
+        print(f"  {r['system']:<10} completion mean {c.get('mean')} s "
+              f"(max {max(c.get('cdf') or [0])}), "
               f"start-up mean {s.get('mean')} s (max {max(s.get('cdf') or [0])})")
     print("  " + PAPER)
     print(f"files in {a.out}/", file=sys.stderr)

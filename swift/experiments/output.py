@@ -32,10 +32,11 @@ def git_commit() -> str | None:
 
 def metadata(name: str, params: dict, load_before: tuple[float, ...], started: float) -> dict:
     """What a reader needs to redo or judge a run."""
+    started_utc = dt.datetime.fromtimestamp(started, dt.timezone.utc)
     return {
         "experiment": name,
         "parameters": params,
-        "date_utc": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": started_utc.isoformat(timespec="seconds"),
         "duration_s": round(dt.datetime.now().timestamp() - started, 1),
         "git_commit": git_commit(),
         "host": socket.gethostname(),

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.sim import LinkSpec, LossKind, NodeSpec, RunStats, Scenario
-from swift.core.peer import PeerConfig
+from swift.core.config import PeerConfig
 from swift.sim import LEECHER, SEEDER, LeecherResult, uplink, upload_diag
 
 __all__ = ["GROUPS", "TESTBED_DELAY", "Backend", "SwarmRun", "crowd_scenario", "run",
@@ -84,8 +84,8 @@ def vod_scenario(leechers: int, video_s: float, bitrate_bps: float = 1e6,
     for i in range(leechers):
         g = "ABCD"[i % 4]
         dl, loss = GROUPS[g]
-        nodes.append(NodeSpec(f"l{i:03d}", role=LEECHER, group=g, down=_down(),
-                              up=uplink(VOD_LEECHER_UP, TESTBED_DELAY + dl / 1000, loss=loss / 100)))
+        up = uplink(VOD_LEECHER_UP, TESTBED_DELAY + dl / 1000, loss=loss / 100)
+        nodes.append(NodeSpec(f"l{i:03d}", role=LEECHER, group=g, down=_down(), up=up))
     return Scenario(f"vod-{leechers}x{video_s:g}s", tuple(nodes), seed=seed,
                     duration=video_s * 3 + 20, overhead=42,
                     params={"size": size, "content_seed": 0, "linger": 0.0,
@@ -105,8 +105,9 @@ def crowd_scenario(leechers: int, size: int, arrivals: str = "flash",
     uplinks of the leechers of that group, groups assigned round robin (validation
     scenarios)."""
     from swift.sim import flash_crowd
-    sc = flash_crowd(leechers, size, seeder_up=seeder_bps, leecher_up=leecher_up_bps, delay=TESTBED_DELAY,
-                     arrivals=arrivals, rate=rate, seed=seed, duration=limit)
+    sc = flash_crowd(leechers, size, seeder_up=seeder_bps, leecher_up=leecher_up_bps,
+                     delay=TESTBED_DELAY, arrivals=arrivals, rate=rate, seed=seed,
+                     duration=limit)
     groups = sorted(delays) if delays else []
     nodes = []
     for k, n in enumerate(sc.nodes):
@@ -253,7 +254,8 @@ def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: Pe
         path = os.path.join(d, "content.bin")
         with open(path, "wb") as f:
             f.write(data)
-        root = tree_for_file(path, seeder_config.hash_func, seeder_config.chunk_size).root_hash.hex()
+        root = tree_for_file(path, seeder_config.hash_func,
+                             seeder_config.chunk_size).root_hash.hex()
         with Testbed(prefix=prefix) as tb:
             lan = tb.bridge("lan", snooping=False, querier=False)
             sh = tb.host("seed")
