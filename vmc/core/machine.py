@@ -78,6 +78,8 @@ from vmc.core.states import SessionState
 from vmc.core.stats import RequestRecord, Stats
 
 CHUNK = 64 << 10
+#: URIs whose key and origin the machine remembers (:meth:`SharingMachine._facts`).
+_FACTS = 4096
 Spans = tuple[tuple[int, int], ...]
 Fields = tuple[tuple[bytes, bytes], ...]
 #: Request fields never sent on (the driver sets Host; Range/If-Range are the machine's own).
@@ -204,6 +206,7 @@ class SharingMachine:
         #: Sessions waiting for their resume's backoff, and when it is asked.
         self.resume_at: dict[SharedObject, float] = {}
         self._next_fetch = 0
+        self._uri_facts: dict[str, tuple[str, tuple[str, int], bytes]] = {}
         self._boundaries = random.Random(self.cfg.seed)
         self._actions: list[Action] = []
         self._events: deque[Event] = deque()
@@ -288,7 +291,7 @@ class SharingMachine:
 
     # ------------------------------------------------------------------ requests
     def _request(self, req: Request, now: float) -> None:
-        key = request_key(req.uri)
+        key = self._facts(req.uri)[0]
         rec = self.stats.new_request(req.method.decode("ascii", "replace"), req.uri, now)
         r = Reader(req.client, req, key, rec)
         self.readers[req.client] = r
@@ -298,9 +301,22 @@ class SharingMachine:
             return
         self._admit(r, now)
 
+    def _facts(self, uri: str) -> tuple[str, tuple[str, int], bytes]:
+        """``uri``'s key, origin address and authority, remembered per URI (a hot object's
+        requests all ask; at most ``_FACTS`` URIs, forgotten together past that)."""
+        facts = self._uri_facts.get(uri)
+        if facts is None:
+            if len(self._uri_facts) >= _FACTS:
+                self._uri_facts.clear()
+            auth = uri.split("://", 1)[1].split("/", 1)[0]
+            facts = (request_key(uri), split_authority(auth),
+                     auth.encode("ascii", "surrogateescape"))
+            self._uri_facts[uri] = facts
+        return facts
+
     def _origin_of(self, uri: str) -> tuple[tuple[str, int], bytes]:
-        auth = uri.split("://", 1)[1].split("/", 1)[0]
-        return split_authority(auth), auth.encode("ascii", "surrogateescape")
+        _, upstream, auth = self._facts(uri)
+        return upstream, auth
 
     def _upstream_of(self, req: Request) -> tuple[str, int]:
         """Where ``req``'s origin is: the URI's authority, or in transparent mode the
