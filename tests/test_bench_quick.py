@@ -79,8 +79,7 @@ def assert_reporting_rules(name: str, result: dict, stdout: str) -> None:
 # (issue 16 item 10, issue 17): measured anchors and reference figures never share a
 # column, repeats are interleaved, a figure that swings > 20% is a range, the load is said.
 
-from bench.harness import (Figure, Reference, interleaved, markdown, measured,  # noqa: E402
-                           referenced)
+from bench.harness import Figure, Reference, interleaved, markdown, measured, referenced  # noqa: E402
 
 
 def test_figure_is_the_median_when_repeats_agree_and_a_range_when_they_swing():

@@ -28,7 +28,8 @@ def test_swift_peer_is_a_datagram_core() -> None:
                 if q != "self"]
         have = inspect.signature(getattr(p, name)).parameters
         assert list(have)[:len(want)] == want, name
-        assert all(v.default is not inspect.Parameter.empty for v in list(have.values())[len(want):])
+        extra = list(have.values())[len(want):]
+        assert all(v.default is not inspect.Parameter.empty for v in extra)
 
 
 def test_driving_a_peer_through_the_protocol_only() -> None:
