@@ -146,6 +146,9 @@ _REASONS = {
     504: b"Gateway Timeout",
 }
 
+#: Host field values whose split the core remembers (:meth:`HttpSharingCore._host_upstream`).
+_HOSTS = 1024
+
 _INTERIM_REASONS = {102: b"Processing", 103: b"Early Hints"}
 
 
@@ -178,11 +181,15 @@ class HttpSharingCore:
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
+        #: ``default_authority`` split once, with ``upstreams`` (origin-form falls back to it).
+        self._default: tuple[str, int] | None = None
+        self._hosts: dict[str, tuple[str, int] | None] = {}
         self.allowed: set[tuple[str, int]] | None = None
         if upstreams is not None:
             self.allowed = {split_authority(u) for u in upstreams}
             if default_authority is not None:
-                self.allowed.add(split_authority(default_authority))
+                self._default = split_authority(default_authority)
+                self.allowed.add(self._default)
         self.status_path = status_path
         self.status_allow = [ipaddress.ip_network(n, strict=False) for n in status_allow]
         self.peers: dict[Hashable, str] = {}
@@ -458,19 +465,28 @@ class HttpSharingCore:
             if self.allowed is None:
                 named = host or self.default_authority
                 return Refused.BAD_TARGET if named is None else normalise_uri(target, named)
-            upstream = None
-            if host:
-                try:
-                    upstream = split_authority(host)
-                except URIError:
-                    pass
+            upstream = self._host_upstream(host) if host else None
             if upstream not in self.allowed:
-                if self.default_authority is None:
+                if self._default is None:
                     return Refused.UPSTREAM_NOT_ALLOWED
-                upstream = split_authority(self.default_authority)
+                upstream = self._default
             return normalise_uri(target, format_authority(*upstream))
         except URIError:
             return Refused.BAD_TARGET
+
+    def _host_upstream(self, host: str) -> tuple[str, int] | None:
+        """A Host field's (host, port), None if it names none; remembered per value (every
+        request of a reverse-proxy client sends the same one; at most ``_HOSTS`` values)."""
+        if host in self._hosts:
+            return self._hosts[host]
+        if len(self._hosts) >= _HOSTS:
+            self._hosts.clear()
+        try:
+            upstream: tuple[str, int] | None = split_authority(host)
+        except URIError:
+            upstream = None
+        self._hosts[host] = upstream
+        return upstream
 
     def status(self, recent: int = 100) -> dict[str, object]:
         """The status JSON (the proxy's format where the core has the figure)."""
