@@ -520,6 +520,7 @@ class InOrderReader:
     def __init__(self, node: SwiftNode, start_chunk: int = 0) -> None:
         self.node = node
         self.cursor = start_chunk
+        node.peer.set_playpos(start_chunk)  # the picker keeps order from here
 
     def ready(self) -> list[bytes]:
         """Chunks from the cursor that are verified and stored, in order."""

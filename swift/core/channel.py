@@ -253,7 +253,7 @@ class Channel:
         #: hashes it holds or has on the way, for the uncles of new DATA
         #: (5.3); one view per channel, not one per DATA
         self.known = _Either(self.peer_have, self.sent)
-        #: ``ledbat_target``: LEDBAT's TARGET in s (None: Ledbat.TARGET, 100 ms)
+        #: ``ledbat_target``: LEDBAT's TARGET in s (None: Ledbat.TARGET, 25 ms)
         self.ledbat = Ledbat(mss=mss, target=ledbat_target, slow_start=slow_start,
                              init_cwnd=4 if slow_start else None)
         self.served = 0.0  # WFQ: bytes served

@@ -210,6 +210,7 @@ class RequestScheduler:
         number of playback stalls"): buffering again after playback started
         is a stall (:meth:`note_stall`); ``fast_relax_s`` seconds of video
         played since x last changed take one step back."""
+        self.picker.attach_reader()  # a playback position means an in-order reader
         self.playpos = max(0, chunk)
         if buffering is None:
             return

@@ -66,6 +66,16 @@ def test_without_a_reader_the_twist_starts_elsewhere_at_position_0() -> None:
     assert any(f != 0 for f in firsts)
 
 
+def test_a_playback_position_attaches_a_reader() -> None:
+    """``set_playpos`` (the simulator's player, ``InOrderReader``) means an in-order
+    reader: the linear picker keeps order from then on, at position 0 too."""
+    tree = MerkleTree.for_root(bytes(32), PeerConfig().hash_func, 1024)
+    peer = Peer(Content(tree, MemoryStorage()), PeerConfig(picker_twist=True, seed=3))
+    assert isinstance(peer.picker, LinearPicker) and not peer.picker.reader
+    peer.set_playpos(0)
+    assert peer.picker.reader
+
+
 def test_the_vod_pickers_never_twist() -> None:
     """What ``ppspp download -o -`` runs (cli.py: linear becomes vod for a stream)."""
     for name in ("vod", "std-vod"):
