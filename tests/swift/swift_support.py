@@ -23,7 +23,8 @@ def seeder(data: bytes, cfg: PeerConfig) -> Peer:
 
 
 def leecher(root: bytes, cfg: PeerConfig) -> Peer:
-    return Peer(Content(MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size), MemoryStorage()), cfg)
+    tree = MerkleTree.for_root(root, cfg.hash_func, cfg.chunk_size)
+    return Peer(Content(tree, MemoryStorage()), cfg)
 
 
 def pump(nodes: dict, steps: int = 4000, until: Callable[[], bool] | None = None, t0: float = 0.0,
@@ -49,8 +50,10 @@ def pump(nodes: dict, steps: int = 4000, until: Callable[[], bool] | None = None
     return now
 
 
-def live_feeder(src_peer: Peer, feed: bool, make: Callable[[], bytes]) -> Callable[[int, float], None] | None:
-    """A ``tick`` that appends ``make()`` to a live source every other step (None when not feeding)."""
+def live_feeder(src_peer: Peer, feed: bool,
+                make: Callable[[], bytes]) -> Callable[[int, float], None] | None:
+    """A ``tick`` that appends ``make()`` to a live source every other step (None when
+    not feeding)."""
     if not feed:
         return None
     return lambda step, now: src_peer.live_append(make(), now) if step % 2 == 0 else None

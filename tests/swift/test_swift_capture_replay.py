@@ -34,7 +34,8 @@ ROOT_1K = bytes.fromhex("e3eb2f6f11d5a63feef47a775ba7c9ce89794d79")
 
 @pytest.fixture
 def _captures() -> None:
-    require_data(bool(CAPTURES), f"the libswift captures in {SHARED} (shared/ beside the repository)")
+    require_data(bool(CAPTURES),
+                 f"the libswift captures in {SHARED} (shared/ beside the repository)")
 
 
 needs_captures = pytest.mark.usefixtures("_captures")
@@ -82,7 +83,8 @@ def test_legacy_handshake_decodes_as_version_0() -> None:
 
 def _content_tree(cs: int) -> tuple[bytes, MerkleTree]:
     data = (SHARED / "content-1M.bin").read_bytes()
-    return data, MerkleTree.build((data[i:i + cs] for i in range(0, len(data), cs)), HashFunc.SHA1, cs)
+    return data, MerkleTree.build((data[i:i + cs] for i in range(0, len(data), cs)),
+                                  HashFunc.SHA1, cs)
 
 
 #: what libswift's option parser (StaticOnHandshake) takes: anything else,
@@ -146,7 +148,8 @@ def test_our_seeder_answers_libswift_leecher(path: Path) -> None:
     for f in theirs:
         now = f.ts
         d = f.payload
-        if ours is not None and captured_ours is not None and d[:4] == captured_ours.to_bytes(4, "big"):
+        if (ours is not None and captured_ours is not None
+                and d[:4] == captured_ours.to_bytes(4, "big")):
             d = ours.to_bytes(4, "big") + d[4:]
         got = C.decode_datagram(d, ctx)
         assert got.error is None, got.error

@@ -214,7 +214,8 @@ def test_http_endpoint_status_lines_and_quiet_timeout(tmp_path, silent_peer, see
         c = http.client.HTTPConnection("127.0.0.1", hport, timeout=20)
         c.request("POST", "/", body=b"x")
         r = c.getresponse()
-        assert (r.status, r.reason, r.getheader("allow")) == (405, "Method Not Allowed", "GET, HEAD")
+        assert ((r.status, r.reason, r.getheader("allow"))
+                == (405, "Method Not Allowed", "GET, HEAD"))
         c.close()
         waiting = http.client.HTTPConnection("127.0.0.1", hport, timeout=20)
         waiting.request("GET", "/")  # waits for a size that never comes

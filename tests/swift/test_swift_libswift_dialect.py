@@ -63,8 +63,8 @@ def test_unparsable_reply_names_the_unknown_option() -> None:
     ours = peer.connect(S, 0.0)
     peer.datagrams_to_send(0.0)
     # version 1, then option 10 (unassigned): our decoder stops there
-    peer.datagram_received(ours.to_bytes(4, "big") + bytes.fromhex("00000012340001") + b"\x0a\x00\xff",
-                           S, 0.1)
+    peer.datagram_received(
+        ours.to_bytes(4, "big") + bytes.fromhex("00000012340001") + b"\x0a\x00\xff", S, 0.1)
     got = [e.reason for e in iter(peer.next_event, None) if isinstance(e, ev.HandshakeRefused)]
     assert got and "unknown option 10" in got[0]
 

@@ -26,7 +26,8 @@ import pytest
 
 LIBSWIFT = os.environ.get("LIBSWIFT_BIN", "")
 pytestmark = [
-    pytest.mark.live_peer("LIBSWIFT_BIN"),  # opt-in: deselected without $LIBSWIFT_BIN (tests/conftest.py)
+    # opt-in: deselected without $LIBSWIFT_BIN (tests/conftest.py)
+    pytest.mark.live_peer("LIBSWIFT_BIN"),
     pytest.mark.slow,
 ]
 PPSPP = [sys.executable, "-m", "swift"]
@@ -51,13 +52,15 @@ def _content(tmp_path: Path) -> tuple[Path, str]:
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen) -> re.Match:
     end = time.monotonic() + WAIT
     while time.monotonic() < end:
-        m = re.search(pattern, path.read_text(errors="replace"), re.MULTILINE) if path.exists() else None
+        m = (re.search(pattern, path.read_text(errors="replace"), re.MULTILINE)
+             if path.exists() else None)
         if m:
             return m
         if proc.poll() is not None:
             break
         time.sleep(0.1)
-    raise AssertionError(f"{pattern!r} never appeared in {path}: {path.read_text(errors='replace')}")
+    raise AssertionError(
+        f"{pattern!r} never appeared in {path}: {path.read_text(errors='replace')}")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -76,8 +79,9 @@ def test_libswift_seeds_we_download(tmp_path: Path, cs: int) -> None:
     port = _free_port()
     log = tmp_path / "libswift-seed.log"
     with log.open("w") as fh:
-        seed = subprocess.Popen([LIBSWIFT, "-f", src.name, "-l", f"127.0.0.1:{port}", "-z", str(cs)],
-                                cwd=src.parent, stdout=fh, stderr=subprocess.STDOUT)
+        seed = subprocess.Popen(
+            [LIBSWIFT, "-f", src.name, "-l", f"127.0.0.1:{port}", "-z", str(cs)],
+            cwd=src.parent, stdout=fh, stderr=subprocess.STDOUT)
     try:
         root = _wait_for(log, r"Root hash: ([0-9a-f]{40})", seed).group(1)
         out = tmp_path / "out.bin"

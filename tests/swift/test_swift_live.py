@@ -2,11 +2,11 @@
 
 import os
 
-from swift.core import bins as B
-from swift.core import events as ev
+from swift_support import live_feeder, pump
+
+from swift.core import bins as B, events as ev
 from swift.core.live import LiveContent, LiveTree, key_from_swarm_id, munro_of, ntp64, ntp_to_unix
 from swift.core.peer import Peer, PeerConfig
-from swift_support import live_feeder, pump
 
 SRC, V1, V2 = ("10.1.0.1", 1), ("10.1.0.2", 2), ("10.1.0.3", 3)
 
@@ -109,8 +109,7 @@ def test_key_from_swarm_id_is_the_signer_path_for_all_four_algorithms() -> None:
 
 def test_key_from_swarm_id_fuzz() -> None:
     """Arbitrary bytes: a public key or ValueError, nothing else."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
 
     @settings(max_examples=300, deadline=None)
     @given(st.sampled_from([5, 8, 13, 14, 7, 0]), st.binary(max_size=200))

@@ -5,8 +5,8 @@ import asyncio
 import os
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from swift_support import live_feeder, pump
 
 from swift.aio.node import InOrderReader, live_source, live_viewer
 from swift.core.live import LiveContent, LiveTree, SignAllTree
@@ -14,7 +14,6 @@ from swift.core.livesig import LiveSigner
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
 from swift.wire.constants import IntegrityMethod, MsgType, SigAlg
-from swift_support import live_feeder, pump
 
 SRC, V1, V2 = ("10.1.0.1", 1), ("10.1.0.2", 2), ("10.1.0.3", 3)
 _RSA = LiveSigner.generate(SigAlg.RSASHA256, rsa_bits=1024)  # small key: fast tests

@@ -41,7 +41,8 @@ def _run(steps: int = 400, feed: bool = False, cap: float | None = None):
         for d, _a in v.datagrams_to_send(t):
             source.datagram_received(d, V1, t)
         ch = next(iter(source.channels.values()), None)
-        known = (ch.peer_max, set(c for a, b in ch.peer_have.ranges() for c in range(a, b))) if ch else (0, set())
+        known = ((ch.peer_max, set(c for a, b in ch.peer_have.ranges() for c in range(a, b)))
+                 if ch else (0, set()))
         right = B.base_range(max(src_tree.signed, key=lambda b: B.base_range(b)[1]))
         for d, _a in source.datagrams_to_send(t):
             sent.append(([m for m in C.decode_datagram(d, source.ctx).messages], known, right))
@@ -78,7 +79,8 @@ def test_rightmost_munro_in_every_datagram_until_the_viewer_shows_it() -> None:
     assert len(phase) >= 10 and after
     for msgs, right in phase:  # control and DATA datagrams alike
         assert right in _signed(msgs), [m.type for m in msgs]
-    assert not any(_signed(msgs) for msgs, _ in after if not any(m.type == MsgType.DATA for m in msgs))
+    assert not any(_signed(msgs) for msgs, _ in after
+                   if not any(m.type == MsgType.DATA for m in msgs))
 
 
 def test_no_push_to_a_peer_that_already_shows_the_munro() -> None:
@@ -89,7 +91,8 @@ def test_no_push_to_a_peer_that_already_shows_the_munro() -> None:
     assert (lo, hi) == (96, 100)
     assert (96, 99) in _signed(sent[1][0])  # 4th datagram of the exchange
     later = [msgs for msgs, (pm, _), _r in sent if pm > lo]
-    assert later and not any(_signed(msgs) for msgs in later if not any(m.type == MsgType.DATA for m in msgs))
+    assert later and not any(_signed(msgs) for msgs in later
+                             if not any(m.type == MsgType.DATA for m in msgs))
 
 
 def test_munro_before_every_data_until_acked() -> None:
@@ -105,6 +108,7 @@ def test_munro_before_every_data_until_acked() -> None:
                 continue  # the viewer showed a chunk under this munro: may be left out
             before = msgs[:k]
             assert (mlo, mlo + 3) in _signed(before), m.start
-            ints = [x for x in before if x.type == MsgType.INTEGRITY and (x.start, x.end) == (mlo, mlo + 3)]
+            ints = [x for x in before
+                    if x.type == MsgType.INTEGRITY and (x.start, x.end) == (mlo, mlo + 3)]
             assert ints, m.start
     assert n_data >= 16

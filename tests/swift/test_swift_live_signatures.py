@@ -9,13 +9,13 @@ import os
 import struct
 
 import pytest
+from swift_support import live_feeder, pump
 
 from swift.core import bins as B
 from swift.core.live import LiveContent, LiveTree, SignAllTree, Trust
 from swift.core.livesig import LiveSigner
 from swift.core.peer import Peer, PeerConfig
 from swift.wire.constants import ChunkAddressing, SigAlg
-from swift_support import live_feeder, pump
 
 SRC, V1 = ("10.2.0.1", 1), ("10.2.0.2", 2)
 
@@ -242,7 +242,8 @@ def test_umt_pushes_rightmost_signed_munro_for_tune_in() -> None:
     v.datagram_received = spy  # type: ignore[method-assign]
     v.connect(SRC, t)
     t = _pump({SRC: source, V1: v}, source, t, 6, feed=False)
-    push = [k for k, x in enumerate(seen) if MsgType.SIGNED_INTEGRITY in x and MsgType.DATA not in x]
+    push = [k for k, x in enumerate(seen)
+            if MsgType.SIGNED_INTEGRITY in x and MsgType.DATA not in x]
     data = [k for k, x in enumerate(seen) if MsgType.DATA in x]
     assert push and (not data or push[0] < data[0])  # before any DATA
     assert seen[push[0]][-2:] == [MsgType.INTEGRITY, MsgType.SIGNED_INTEGRITY]

@@ -14,11 +14,11 @@ import socket
 import struct
 
 import pytest
+from swift_support import leecher, pump, seeder as mem_seeder
 
 from swift.aio.node import downloader, seeder
 from swift.core.peer import PeerConfig
 from swift.wire import codec as C
-from swift_support import leecher, pump, seeder as mem_seeder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,22 +28,22 @@ SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
 @pytest.mark.parametrize("span", [1, -1, 5])
 def test_bad_spec_data_does_not_stall_one_seeder(span: int) -> None:
     s = mem_seeder(os.urandom(200 * 1024), PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    nodes = {SEED: s, LEECH: l}
-    now = pump(nodes, until=lambda: bool(l.content.n_chunks)
-               and any(ch.requests for ch in l.channels.values()))
-    lch = next(iter(l.channels.values()))
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    nodes = {SEED: s, LEECH: leech}
+    now = pump(nodes, until=lambda: bool(leech.content.n_chunks)
+               and any(ch.requests for ch in leech.channels.values()))
+    lch = next(iter(leech.channels.values()))
     i = max(lch.requests)
     # chunk32 spec (i, i + span): not one chunk; the payload is garbage
-    bad = C.encode_datagram(l.ctx, lch.local_id, [C.Data(i, i + span, 0, bytes(1024))])
-    l.datagram_received(bad, SEED, now)
-    assert l.stats["unsolicited"] >= 1
+    bad = C.encode_datagram(leech.ctx, lch.local_id, [C.Data(i, i + span, 0, bytes(1024))])
+    leech.datagram_received(bad, SEED, now)
+    assert leech.stats["unsolicited"] >= 1
     if i not in lch.requests:
-        assert not l.inflight.has(i)  # free to be asked again
-    pump(nodes, steps=30000, t0=now, until=lambda: l.content.complete)
-    missing = [c for c in range(l.content.n_chunks) if not l.content.have.has(c)]
-    assert l.content.complete, missing
+        assert not leech.inflight.has(i)  # free to be asked again
+    pump(nodes, steps=30000, t0=now, until=lambda: leech.content.complete)
+    missing = [c for c in range(leech.content.n_chunks) if not leech.content.have.has(c)]
+    assert leech.content.complete, missing
 
 
 async def test_bad_spec_data_over_udp_relay(tmp_path) -> None:

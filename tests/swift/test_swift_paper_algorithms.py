@@ -86,7 +86,8 @@ def test_eq3_request_size(w: int, h: int, f: int, want: int) -> None:
 def _leecher(cfg: PeerConfig, n_chunks: int = 64) -> Peer:
     data = random.Random(1).randbytes(n_chunks * CS)
     tree = MerkleTree.build([data[i:i + CS] for i in range(0, len(data), CS)], cfg.hash_func, CS)
-    return Peer(Content(MerkleTree.for_root(tree.root_hash, cfg.hash_func, CS), MemoryStorage()), cfg)
+    return Peer(Content(MerkleTree.for_root(tree.root_hash, cfg.hash_func, CS), MemoryStorage()),
+                cfg)
 
 
 def _ranked_peer(bitrate: float) -> tuple[Peer, list[int]]:

@@ -4,14 +4,13 @@ import os
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from swift_support import leecher, make_tree, pump, seeder
 
 from swift.core import events as ev
 from swift.core.content import Content, MemoryStorage
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
-from swift_support import leecher, make_tree, pump, seeder
 from swift.wire.constants import ChunkAddressing, HashFunc
 
 SEED, LEECH, EVIL = ("10.0.0.1", 6778), ("10.0.0.2", 6778), ("10.0.0.3", 6778)
@@ -38,14 +37,14 @@ def test_transfer_every_addressing(cam, hf) -> None:
     data = os.urandom(150_000 + cam)
     cfg = PeerConfig(addressing=cam, hash_func=hf, seed=1)
     s = seeder(data, cfg)
-    l = leecher(s.swarm_id, PeerConfig(addressing=cam, hash_func=hf, seed=2))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
-    assert l.content.complete and l.content.tree.size == len(data)
-    assert bytes(l.content.storage.buf[:len(data)]) == data
-    kinds = {type(e) for e in events(l)}
+    leech = leecher(s.swarm_id, PeerConfig(addressing=cam, hash_func=hf, seed=2))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, until=lambda: leech.content.complete)
+    assert leech.content.complete and leech.content.tree.size == len(data)
+    assert bytes(leech.content.storage.buf[:len(data)]) == data
+    kinds = {type(e) for e in events(leech)}
     assert {ev.ChannelOpened, ev.SizeKnown, ev.ChunkVerified, ev.DownloadComplete} <= kinds
-    assert l.stats["rejected"] == 0 and s.stats["malformed"] == 0
+    assert leech.stats["rejected"] == 0 and s.stats["malformed"] == 0
 
 
 def _first_dgram(p: Peer) -> bytes:
@@ -90,9 +89,9 @@ def test_libswift_profile_handshake_bytes() -> None:
     data = os.urandom(3000)
     cfg = PeerConfig.libswift(seed=3)
     root = make_tree(data, cfg).root_hash
-    l = leecher(root, cfg)
-    l.connect(SEED, 0.0)
-    d = _first_dgram(l)
+    leech = leecher(root, cfg)
+    leech.connect(SEED, 0.0)
+    d = _first_dgram(leech)
     cid = d[5:9].hex()
     assert d.hex() == ("00000000" "00" + cid + "0001" "0101" "020014" + root.hex()
                        + "0301" "0400" "0602" "ff")
@@ -104,28 +103,28 @@ def test_corrupt_seeder_is_choked_then_dropped_and_good_one_completes() -> None:
     good = seeder(data, cfg)
     tree = make_tree(data, cfg)
     evil = Peer(Content.seeded(tree, CorruptStorage(data)), PeerConfig(seed=4))
-    l = leecher(good.swarm_id, PeerConfig(seed=2, max_bad_chunks=3))
-    l.connect(EVIL, 0.0)
-    pump({EVIL: evil, LEECH: l}, steps=300)
-    assert l.stats["rejected"] >= 1 and l.content.have.count() == 0
-    evs = events(l)
+    leech = leecher(good.swarm_id, PeerConfig(seed=2, max_bad_chunks=3))
+    leech.connect(EVIL, 0.0)
+    pump({EVIL: evil, LEECH: leech}, steps=300)
+    assert leech.stats["rejected"] >= 1 and leech.content.have.count() == 0
+    evs = events(leech)
     assert any(isinstance(e, ev.ChunkRejected) for e in evs)
     # the evil peer was told CHOKE and then the channel closed
     closed = [e for e in evs if isinstance(e, ev.ChannelClosed)]
     assert closed and closed[0].reason == "corrupt data"
-    assert EVIL in l.blacklist
+    assert EVIL in leech.blacklist
     # a blacklisted peer cannot come back
-    l.connect(SEED, 1.0)
-    pump({SEED: good, LEECH: l, EVIL: evil}, until=lambda: l.content.complete)
-    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
-    assert not any(c.addr == EVIL for c in l.channels.values())
+    leech.connect(SEED, 1.0)
+    pump({SEED: good, LEECH: leech, EVIL: evil}, until=lambda: leech.content.complete)
+    assert leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
+    assert not any(c.addr == EVIL for c in leech.channels.values())
 
 
 def test_corrupt_peer_gets_choke_message() -> None:
     data = os.urandom(16 * 1024)
     tree = make_tree(data, PeerConfig())
     evil = Peer(Content.seeded(tree, CorruptStorage(data)), PeerConfig(seed=4))
-    l = leecher(tree.root_hash, PeerConfig(seed=2, max_bad_chunks=1000))
+    leech = leecher(tree.root_hash, PeerConfig(seed=2, max_bad_chunks=1000))
     seen = []
     orig = evil.datagram_received
 
@@ -137,20 +136,20 @@ def test_corrupt_peer_gets_choke_message() -> None:
         orig(d, a, now)
 
     evil.datagram_received = spy  # type: ignore[method-assign]
-    l.connect(EVIL, 0.0)
-    pump({EVIL: evil, LEECH: l}, steps=200)
+    leech.connect(EVIL, 0.0)
+    pump({EVIL: evil, LEECH: leech}, steps=200)
     assert 10 in seen  # CHOKE (8.12)
-    assert l.content.have.count() == 0
+    assert leech.content.have.count() == 0
 
 
 def test_unsolicited_data_is_ignored() -> None:
     data = os.urandom(20 * 1024)
     cfg = PeerConfig(seed=1)
     s = seeder(data, cfg)
-    l = leecher(s.swarm_id, PeerConfig(seed=2, picker="linear"))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=3)
-    ch = next(iter(l.channels.values()))
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, picker="linear"))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=3)
+    ch = next(iter(leech.channels.values()))
     assert ch.established
     # chunk 19 with correct hashes, but never requested from this peer
     tree = s.content.tree
@@ -159,40 +158,40 @@ def test_unsolicited_data_is_ignored() -> None:
     msgs.append(C.Data(19, 19, 0, data[19 * 1024:20 * 1024]))
     for c in list(ch.requests):  # pretend nothing is outstanding
         ch.requests.pop(c)
-    l.datagram_received(C.encode_datagram(l.ctx, ch.local_id, msgs), SEED, 0.01)
-    assert 19 not in l.content.have and l.stats["unsolicited"] >= 1
+    leech.datagram_received(C.encode_datagram(leech.ctx, ch.local_id, msgs), SEED, 0.01)
+    assert 19 not in leech.content.have and leech.stats["unsolicited"] >= 1
 
 
 def test_cancel_and_choke() -> None:
     data = os.urandom(40 * 1024)
     s = seeder(data, PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=2)
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=2)
     sch = next(iter(s.channels.values()))
-    lch = next(iter(l.channels.values()))
+    lch = next(iter(leech.channels.values()))
     sch.upload.push(0, 40)
     s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Cancel(0, 39)]), LEECH, 0.1)
     assert len(sch.upload) == 0
-    l.datagram_received(C.encode_datagram(l.ctx, lch.local_id, [C.Choke()]), SEED, 0.1)
+    leech.datagram_received(C.encode_datagram(leech.ctx, lch.local_id, [C.Choke()]), SEED, 0.1)
     assert lch.choked and not lch.requests
-    assert all(m.type != 8 for d, _ in l.datagrams_to_send(0.2)
-               for m in C.decode_datagram(d, l.ctx).messages)  # no REQUEST while choked
-    l.datagram_received(C.encode_datagram(l.ctx, lch.local_id, [C.Unchoke()]), SEED, 0.3)
-    pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
-    assert l.content.complete
+    assert all(m.type != 8 for d, _ in leech.datagrams_to_send(0.2)
+               for m in C.decode_datagram(d, leech.ctx).messages)  # no REQUEST while choked
+    leech.datagram_received(C.encode_datagram(leech.ctx, lch.local_id, [C.Unchoke()]), SEED, 0.3)
+    pump({SEED: s, LEECH: leech}, until=lambda: leech.content.complete)
+    assert leech.content.complete
 
 
 def test_closing_handshake_and_spoofed_channel() -> None:
     s = seeder(os.urandom(5000), PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=3)
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=3)
     sch = next(iter(s.channels.values()))
     # right channel, wrong source address: discarded (3.1.1 step 7)
     s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Handshake(0)]), EVIL, 1.0)
     assert sch.state == "est"
-    for d, _ in l.close(1.0):
+    for d, _ in leech.close(1.0):
         s.datagram_received(d, LEECH, 1.0)
     assert not s.channels
     assert any(isinstance(e, ev.ChannelClosed) and e.reason == "closed by peer" for e in events(s))
@@ -202,10 +201,10 @@ def test_closing_handshake_and_spoofed_channel() -> None:
 @given(st.binary(max_size=300), st.integers(0, 2))
 def test_no_datagram_crashes_the_peer(raw, where) -> None:
     s = seeder(b"x" * 5000, PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=2)
-    target = [s, l][where % 2]
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=2)
+    target = [s, leech][where % 2]
     if where == 2 and target.channels:
         raw = next(iter(target.channels)).to_bytes(4, "big") + raw
     target.datagram_received(raw, LEECH if target is s else SEED, 0.5)
@@ -216,14 +215,14 @@ def test_no_datagram_crashes_the_peer(raw, where) -> None:
 def test_vod_picker_prefers_playback_window() -> None:
     data = os.urandom(300 * 1024)
     s = seeder(data, PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod", high_window=16, mid_window=32))
-    assert l.picker.windows is not None
-    assert (l.picker.windows.high, l.picker.windows.mid) == (16, 32)
-    l.set_playpos(100)
-    l.connect(SEED, 0.0)
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod", high_window=16, mid_window=32))
+    assert leech.picker.windows is not None
+    assert (leech.picker.windows.high, leech.picker.windows.mid) == (16, 32)
+    leech.set_playpos(100)
+    leech.connect(SEED, 0.0)
     order = []
-    pump({SEED: s, LEECH: l}, steps=40)
-    for e in events(l):
+    pump({SEED: s, LEECH: leech}, steps=40)
+    for e in events(leech):
         if isinstance(e, ev.ChunkVerified):
             order.append(e.index)
     # after the size is known, the first chunks come from [100, 116) in order
@@ -269,9 +268,9 @@ def test_pex_introduces_leechers() -> None:
 def test_state_per_peer_is_bounded() -> None:
     data = os.urandom(64 * 1024)
     s = seeder(data, PeerConfig(seed=1, queue_limit=100, max_channels=4))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=2)
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=2)
     sch = next(iter(s.channels.values()))
     for _ in range(50):
         s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Request(0, 0xFFFFFFF0)] * 20),
@@ -284,7 +283,8 @@ def test_state_per_peer_is_bounded() -> None:
     # handshakes from many addresses: channels capped; a new one takes the place of the
     # oldest half-open channel (never of an established one: test_swift_half_open.py)
     for i in range(20):
-        hs = C.Handshake(1000 + i, C.HandshakeOptions(version=1, min_version=1, swarm_id=s.swarm_id))
+        hs = C.Handshake(1000 + i,
+                         C.HandshakeOptions(version=1, min_version=1, swarm_id=s.swarm_id))
         s.datagram_received(C.encode_datagram(s.ctx, 0, [hs]), ("10.9.9.9", 1000 + i), 0.2)
     assert len(s.channels) <= 4 and sch.local_id in s.channels
     assert s.stats["half_open_evicted"] >= 16
@@ -302,21 +302,22 @@ def test_tracker_peer_introduces_seeder() -> None:
     data = os.urandom(20 * 1024)
     s = seeder(data, PeerConfig(seed=1, pex_connect=True))
     trk = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True))
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True))
     TRK = ("10.0.0.9", 6778)
     s.connect(TRK, 0.0)  # the seeder registers with the tracker
     pump({SEED: s, TRK: trk}, steps=20, dt=0.01)
-    l.connect(TRK, 0.3)  # the leecher only knows the tracker
-    pump({SEED: s, TRK: trk, LEECH: l}, steps=3000, dt=0.01, until=lambda: l.content.complete)
-    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+    leech.connect(TRK, 0.3)  # the leecher only knows the tracker
+    pump({SEED: s, TRK: trk, LEECH: leech}, steps=3000, dt=0.01,
+         until=lambda: leech.content.complete)
+    assert leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
     assert trk.content.have.count() == 0 and trk.stats["verified"] == 0
 
 
 def test_keepalive_and_dead_peer() -> None:
     s = seeder(os.urandom(4096), PeerConfig(seed=1, keepalive=5.0, dead_after=30.0))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, keepalive=5.0, dead_after=30.0))
-    l.connect(SEED, 0.0)
-    now = pump({SEED: s, LEECH: l}, until=lambda: l.content.complete)
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, keepalive=5.0, dead_after=30.0))
+    leech.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: leech}, until=lambda: leech.content.complete)
     sch = next(iter(s.channels.values()))
     # idle: after the keep-alive interval a bare channel ID goes out (8.14)
     s.handle_timer(now + 6)
@@ -337,8 +338,8 @@ def test_silent_seeder_requests_time_out_and_go_elsewhere() -> None:
     cfg = PeerConfig(seed=1)
     good = seeder(data, cfg)
     mute = seeder(data, PeerConfig(seed=7))
-    l = leecher(good.swarm_id, PeerConfig(seed=2, picker="linear"))
-    l.connect(EVIL, 0.0)
+    leech = leecher(good.swarm_id, PeerConfig(seed=2, picker="linear"))
+    leech.connect(EVIL, 0.0)
 
     class Drop:
         """Deliver the mute seeder's handshakes and HAVEs, never its DATA."""
@@ -356,19 +357,21 @@ def test_silent_seeder_requests_time_out_and_go_elsewhere() -> None:
         def handle_timer(self, now):
             self.p.handle_timer(now)
 
-    pump({EVIL: Drop(mute), LEECH: l}, steps=300, dt=0.01)  # 3 s of silence
-    assert l.stats["timeouts"] >= 1 and l.content.have.count() == 0
-    l.connect(SEED, 0.0)
-    pump({SEED: good, EVIL: Drop(mute), LEECH: l}, until=lambda: l.content.complete, dt=0.01)
-    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
+    pump({EVIL: Drop(mute), LEECH: leech}, steps=300, dt=0.01)  # 3 s of silence
+    assert leech.stats["timeouts"] >= 1 and leech.content.have.count() == 0
+    leech.connect(SEED, 0.0)
+    pump({SEED: good, EVIL: Drop(mute), LEECH: leech}, until=lambda: leech.content.complete,
+         dt=0.01)
+    assert leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
 
 
 def test_missed_deadline_goes_to_another_peer() -> None:
     data = os.urandom(2048 * 1024)  # big enough that the end game does not start
     good = seeder(data, PeerConfig(seed=1))
     mute = seeder(data, PeerConfig(seed=7))
-    l = leecher(good.swarm_id, PeerConfig(seed=2, picker="vod", high_window=32, bitrate=16 * 1024,
-                                          deadline_margin=2.0, request_timeout=30.0))
+    leech = leecher(good.swarm_id, PeerConfig(seed=2, picker="vod", high_window=32,
+                                              bitrate=16 * 1024, deadline_margin=2.0,
+                                              request_timeout=30.0))
 
     class NoData:
         def __init__(self, p):
@@ -380,19 +383,20 @@ def test_missed_deadline_goes_to_another_peer() -> None:
         def datagrams_to_send(self, now):
             return [(d, a) for d, a in self.p.datagrams_to_send(now)
                     if not any(m.type == 1 for m in C.decode_datagram(d, self.p.ctx).messages)
-                    or 0 in [m.start for m in C.decode_datagram(d, self.p.ctx).messages if m.type == 1]]
+                    or 0 in [m.start for m in C.decode_datagram(d, self.p.ctx).messages
+                             if m.type == 1]]
 
         def handle_timer(self, now):
             self.p.handle_timer(now)
 
-    l.connect(EVIL, 0.0)  # the mute peer delivers chunk 0 (size), then nothing
-    pump({EVIL: NoData(mute), LEECH: l}, steps=50, dt=0.01)
-    l.set_playpos(1, buffering=False)  # playing: deadlines apply
-    l.connect(SEED, 0.5)
-    pump({SEED: good, EVIL: NoData(mute), LEECH: l}, steps=400, dt=0.01,
-         until=lambda: l.content.have.is_filled_range(1, 33))
-    assert l.content.have.is_filled_range(1, 33)
-    assert l.stats.get("deadline_missed", 0) >= 1
+    leech.connect(EVIL, 0.0)  # the mute peer delivers chunk 0 (size), then nothing
+    pump({EVIL: NoData(mute), LEECH: leech}, steps=50, dt=0.01)
+    leech.set_playpos(1, buffering=False)  # playing: deadlines apply
+    leech.connect(SEED, 0.5)
+    pump({SEED: good, EVIL: NoData(mute), LEECH: leech}, steps=400, dt=0.01,
+         until=lambda: leech.content.have.is_filled_range(1, 33))
+    assert leech.content.have.is_filled_range(1, 33)
+    assert leech.stats.get("deadline_missed", 0) >= 1
 
 
 def test_simultaneous_connects_keep_one_channel() -> None:

@@ -8,13 +8,12 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from swift_support import leecher, pump, seeder
 
 from swift.core.peer import PeerConfig
 from swift.core.pexcert import CertError, ca_public_bytes, check, issue, new_ca_key
 from swift.wire import codec as C
-from swift_support import leecher, pump, seeder
 
 SEED, LEECH, TRK = ("10.0.0.1", 6778), ("10.0.0.2", 6778), ("10.0.0.9", 6778)
 SWARM = bytes(range(32))
@@ -36,7 +35,8 @@ def test_certificate_round_trip_and_format() -> None:
     assert san.value.get_values_for_type(x509.UniformResourceIdentifier) == [
         "file://192.0.2.7:6778/" + SWARM.hex()]
     assert cert.not_valid_before_utc.timestamp() == NOW  # notBefore = T
-    assert check(issue(CA, SWARM, "2001:db8::1", 7000, NOW), CA_PUB, SWARM, NOW) == ("2001:db8::1", 7000)
+    assert (check(issue(CA, SWARM, "2001:db8::1", 7000, NOW), CA_PUB, SWARM, NOW)
+            == ("2001:db8::1", 7000))
 
 
 def _custom(critical: bool = True, uri: str | None = None, key=CA) -> bytes:
@@ -86,18 +86,19 @@ def test_tracker_certifies_and_leecher_joins_through_certified_pex() -> None:
     data = os.urandom(20 * 1024)
     s = seeder(data, PeerConfig(seed=1, pex_ca=CA_PUB))
     trk = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=CA))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
     s.connect(TRK, NOW)  # the seeder registers with the tracker (handshake = routability)
     _pump({SEED: s, TRK: trk}, 20, t0=NOW)
-    l.connect(TRK, NOW + 0.3)
-    _pump({SEED: s, TRK: trk, LEECH: l}, 3000, until=lambda: l.content.complete, t0=NOW + 0.3)
-    assert l.content.complete and bytes(l.content.storage.buf[:len(data)]) == data
-    assert l.stats.get("good_cert", 0) >= 1 and l.stats.get("bad_cert", 0) == 0
-    assert check(l.certs[SEED], CA_PUB, s.swarm_id, NOW + 1) == SEED
+    leech.connect(TRK, NOW + 0.3)
+    _pump({SEED: s, TRK: trk, LEECH: leech}, 3000, until=lambda: leech.content.complete,
+          t0=NOW + 0.3)
+    assert leech.content.complete and bytes(leech.content.storage.buf[:len(data)]) == data
+    assert leech.stats.get("good_cert", 0) >= 1 and leech.stats.get("bad_cert", 0) == 0
+    assert check(leech.certs[SEED], CA_PUB, s.swarm_id, NOW + 1) == SEED
     # the leecher passes the certificate on (gossip) in its own PEX answers
-    lch = next(c for c in l.channels.values() if c.addr == TRK)
+    lch = next(c for c in leech.channels.values() if c.addr == TRK)
     lch.pex_requested = True
-    out = l._pex_msgs(lch, NOW + 2)
+    out = leech._pex_msgs(lch, NOW + 2)
     assert out and all(isinstance(m, C.PexResCert) for m in out)
 
 
@@ -109,17 +110,17 @@ def test_invalid_certificates_never_contacted() -> None:
     s = seeder(data, PeerConfig(seed=1))
     rogue = leecher(s.swarm_id, PeerConfig(seed=5, tracker=True, pex_ca_key=new_ca_key()))
     plain = leecher(s.swarm_id, PeerConfig(seed=6, tracker=True))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, pex_connect=True, pex_ca=CA_PUB))
     PLAIN = ("10.0.0.8", 6778)
     s.connect(TRK, NOW)
     s.connect(PLAIN, NOW)
     nodes = {SEED: s, TRK: rogue, PLAIN: plain}
     _pump(nodes, 20, t0=NOW)
-    l.connect(TRK, NOW + 0.3)
-    l.connect(PLAIN, NOW + 0.3)
-    nodes[LEECH] = l
+    leech.connect(TRK, NOW + 0.3)
+    leech.connect(PLAIN, NOW + 0.3)
+    nodes[LEECH] = leech
     _pump(nodes, 800, t0=NOW + 0.3)  # > 5 s: several PEX rounds
-    assert l.stats.get("bad_cert", 0) >= 1 and l.stats.get("good_cert", 0) == 0
-    assert l.stats.get("pex_uncertified", 0) >= 1
-    assert all(c.addr != SEED for c in l.channels.values())
-    assert SEED not in l.certs and l.content.have.count() == 0
+    assert leech.stats.get("bad_cert", 0) >= 1 and leech.stats.get("good_cert", 0) == 0
+    assert leech.stats.get("pex_uncertified", 0) >= 1
+    assert all(c.addr != SEED for c in leech.channels.values())
+    assert SEED not in leech.certs and leech.content.have.count() == 0

@@ -217,8 +217,9 @@ def test_memoised_picks_equal_the_unmemoised_ones(picker: str) -> None:
         now = 0.0
         calls = {"memo": 0, "ref": 0}
         for key, p in (("memo", memo), ("ref", ref)):
-            def counted(*a: Any, _o: Any = p.picker.pick, _k: str = key) -> Any:
-                calls[_k] += 1
+            def counted(*a: Any, _o: Any = p.picker.pick, _k: str = key,
+                        _calls: dict[str, int] = calls) -> Any:
+                _calls[_k] += 1
                 return _o(*a)
             p.picker.pick = counted
         flushes = 0

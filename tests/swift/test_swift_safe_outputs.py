@@ -19,8 +19,7 @@ import time
 import pytest
 from swift_support import SwiftProcess
 
-from swift.aio import files as F
-from swift.aio import node as N
+from swift.aio import files as F, node as N
 from swift.aio.node import downloader, seeder, tree_for_file
 from swift.core.peer import PeerConfig
 
@@ -71,7 +70,8 @@ def test_an_interrupted_download_keeps_a_part_file_and_says_how_to_resume(tmp_pa
         # SIGINT at its default even when pytest runs as a background job (it would be ignored)
         dl = subprocess.Popen([sys.executable, "-m", "swift", *argv], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                              preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                               signal.default_int_handler))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (not part.exists() or part.stat().st_size < 200_000):
             assert not out.exists(), "the final name appeared before the download completed"
@@ -196,7 +196,8 @@ def test_a_copy_with_its_cache_on_another_inode(tmp_path):
     st = os.stat(d / "v.bin")
     os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
     subprocess.run(["cp", "-p", str(other), str(d / "v.bin")], check=True)
-    assert tree_for_file(str(d / "v.bin")).root_hash == tree_for_file(str(other), cache=False).root_hash
+    assert (tree_for_file(str(d / "v.bin")).root_hash
+            == tree_for_file(str(other), cache=False).root_hash)
 
 
 def test_seed_says_when_it_rehashes(tmp_path):

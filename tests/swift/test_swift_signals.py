@@ -22,7 +22,8 @@ COUNTERS = ("verified ", "rejected ", "sent_data ", "malformed ", "refused ", "u
 def _start(argv: list[str], marker: str = " on ", **kw) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-m", "swift", *argv], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                          signal.default_int_handler),
                          **kw)
     deadline = time.monotonic() + 30
     line = ""
@@ -123,8 +124,9 @@ def test_live_view_stops_on_a_signal(tmp_path, content, sig, code, word):
     src = SwiftProcess(["live-source", "--input", str(content), "--host", "127.0.0.1", "--port",
                         "0", "--rate", "50000", "--linger", "30"], marker="live source on")
     try:
-        p = subprocess.Popen([sys.executable, "-m", "swift", "live-view", src.id, "--peer", src.peer,
-                              "-o", str(tmp_path / "v.out")], stdout=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-m", "swift", "live-view", src.id,
+                              "--peer", src.peer, "-o", str(tmp_path / "v.out")],
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT,
                                                               signal.default_int_handler))
@@ -224,7 +226,8 @@ def test_seed_stops_while_it_hashes_a_large_file(tmp_path, sig, code):
     p = subprocess.Popen([sys.executable, "-m", "swift", "seed", str(big), "--chunk-size",
                           str(1 << 20), "--host", "127.0.0.1", "--port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                         preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                          signal.default_int_handler))
     time.sleep(1.5)
     out, err = _stop(p, sig)
     assert p.returncode == code, err

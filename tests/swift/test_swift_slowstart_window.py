@@ -11,29 +11,30 @@ the channel's liveness rule (3.12) would otherwise close it first.
 
 import os
 
+from swift_support import leecher, pump, seeder
+
 from swift.core import bins as B
 from swift.core.peer import PeerConfig
-from swift_support import leecher, pump, seeder
 
 SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
 
 
 def test_window_does_not_jump_after_rate_decays_to_zero() -> None:
     s = seeder(os.urandom(3000 * 1024), PeerConfig(seed=1))
-    l = leecher(s.swarm_id, PeerConfig(seed=2))
-    l.connect(SEED, 0.0)
-    now = pump({SEED: s, LEECH: l}, steps=100000,
-               until=lambda: any(c.received >= 400 for c in l.channels.values()))
-    ch = next(iter(l.channels.values()))
-    assert ch.received >= 400 and not l.content.complete
+    leech = leecher(s.swarm_id, PeerConfig(seed=2))
+    leech.connect(SEED, 0.0)
+    now = pump({SEED: s, LEECH: leech}, steps=100000,
+               until=lambda: any(c.received >= 400 for c in leech.channels.values()))
+    ch = next(iter(leech.channels.values()))
+    assert ch.received >= 400 and not leech.content.complete
     for _ in range(1200):  # ten silent minutes: the average halves each time
         now += 0.5
-        l._rank(now)
+        leech._rank(now)
     assert ch.rate == 0.0
     for c in list(ch.requests):  # as the request timeout does
-        l.inflight.reset(B.chunk(c))
+        leech.inflight.reset(B.chunk(c))
     ch.requests.clear()
     ch.req_seq.clear()
-    l._request_msgs(ch, now)
+    leech._request_msgs(ch, now)
     # the window from the (fallback) rate, not slow start's 2 x received
     assert 0 < len(ch.requests) < 100, len(ch.requests)

@@ -4,8 +4,7 @@ uses: the request queue's CANCEL/HAVE removal, single-chunk binmap updates
 
 import os
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from swift.core.binmap import Binmap
 from swift.core.channel import RangeQueue

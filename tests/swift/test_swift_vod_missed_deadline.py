@@ -8,18 +8,19 @@ only takes chunks in flight), so the download stopped for good.
 
 import os
 
-from swift.core.peer import PeerConfig
 from swift_support import leecher, pump, seeder
+
+from swift.core.peer import PeerConfig
 
 SEED, LEECH = ("10.0.0.1", 1), ("10.0.0.2", 2)
 
 
 def test_vod_one_slow_seeder_completes_after_missed_deadlines() -> None:
     s = seeder(os.urandom(300 * 1024), PeerConfig(seed=1, upload_rate=100_000))
-    l = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod"))
-    l.set_playpos(0, buffering=False)
-    l.connect(SEED, 0.0)
-    pump({SEED: s, LEECH: l}, steps=30000, until=lambda: l.content.complete)
-    assert l.stats.get("deadline_missed", 0) > 0  # the rule did fire
-    n = l.content.n_chunks
-    assert l.content.complete, [c for c in range(n) if not l.content.have.has(c)][:10]
+    leech = leecher(s.swarm_id, PeerConfig(seed=2, picker="vod"))
+    leech.set_playpos(0, buffering=False)
+    leech.connect(SEED, 0.0)
+    pump({SEED: s, LEECH: leech}, steps=30000, until=lambda: leech.content.complete)
+    assert leech.stats.get("deadline_missed", 0) > 0  # the rule did fire
+    n = leech.content.n_chunks
+    assert leech.content.complete, [c for c in range(n) if not leech.content.have.has(c)][:10]
