@@ -367,6 +367,14 @@ def test_the_sims_machine_on_sockets_makes_the_same_decisions(disk_budget: int) 
         assert abs(real_patch - sim_patch) <= 0.10 * sim_patch, (real_patch, sim_patch)
 
 
+def _handles_sigterm(pid: int) -> bool:
+    """cli_main has installed its SIGTERM handler in ``pid`` (Linux: SigCgt in /proc/PID/status);
+    from then on SIGINT and SIGTERM reach its clean exits, before it they kill the interpreter."""
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(line for line in fh if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_long_replay_stops_on_a_signal_without_a_traceback(sig: int, code: int) -> None:
     cmd = [
@@ -382,7 +390,13 @@ def test_a_long_replay_stops_on_a_signal_without_a_traceback(sig: int, code: int
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # started and replaying (16,000 requests take far longer)
+        # wait for the command's own handler, not a fixed time: at load 15-19 on 2 cores the
+        # interpreter took over 1.5 s to reach it and the signal killed it (-2) before cli_main ran
+        deadline = time.monotonic() + 60  # a safety bound only
+        while proc.poll() is None and not _handles_sigterm(proc.pid):
+            assert time.monotonic() < deadline, "vmc.sim never installed its signal handler"
+            time.sleep(0.02)
+        time.sleep(0.2)  # into the replay (16,000 requests take far longer than the test)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
