@@ -50,7 +50,8 @@ class Stack:
         return f"http://{self.proxy_addr}{path}"
 
     def status(self) -> dict:
-        with urllib.request.urlopen(f"http://{self.proxy_addr}/_vmc/status?recent=2000", timeout=10) as r:
+        url = f"http://{self.proxy_addr}/_vmc/status?recent=2000"
+        with urllib.request.urlopen(url, timeout=10) as r:
             return json.loads(r.read())
 
     def raw(self, data: bytes, timeout: float = 5.0) -> bytes:

@@ -34,7 +34,8 @@ def origin():
 
 
 def _curl(url: str, out: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(["curl", "-sS", "-o", str(out), "-w", "%{http_code} %{size_download}", *extra, url],
+    return subprocess.Popen(["curl", "-sS", "-o", str(out), "-w", "%{http_code} %{size_download}",
+                             *extra, url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -49,7 +50,8 @@ def _done(p: subprocess.Popen) -> tuple[int, str]:
                                   pytest.param("squid", marks=pytest.mark.tool("squid"))])
 def test_cache_shares_one_in_flight_fetch(origin, tmp_path: Path, kind: str) -> None:
     size = 2_000_000
-    cache = Varnish.accelerator(origin.authority) if kind == "varnish" else Squid.accelerator(origin.authority)
+    cache = (Varnish.accelerator(origin.authority) if kind == "varnish"
+             else Squid.accelerator(origin.authority))
     with cache:
         before = origin.stats.body_bytes
         url = f"http://{cache.authority}/anchor.bin?size={size}"
@@ -62,7 +64,8 @@ def test_cache_shares_one_in_flight_fetch(origin, tmp_path: Path, kind: str) -> 
         procs.append(_curl(url, tmp_path / "c2"))
         results = [_done(p) for p in procs]
         rng_rc, rng_out = _done(rng)
-        # It really caches the object: once the fetch is over, a new request costs the origin nothing.
+        # It really caches the object: once the fetch is over, a new request costs the
+        # origin nothing.
         fetched = origin.stats.body_bytes
         assert _done(_curl(url, tmp_path / "c3")) == (0, f"200 {size}")
         assert origin.stats.body_bytes == fetched
@@ -79,12 +82,14 @@ def test_cache_shares_one_in_flight_fetch(origin, tmp_path: Path, kind: str) -> 
         # Squid 5.7 answers a Range on an object still being fetched with a 200 of the whole
         # length whose body starts at the range's first byte (a corrupt 200: the bench and
         # docs/vmc.md report it). Either of the correct answers would do too: a 206 with exactly
-        # the range, or a 200 with exactly the whole body (RFC 9110 sec. 14.2: Range may be ignored).
+        # the range, or a 200 with exactly the whole body (RFC 9110 sec. 14.2: Range may be
+        # ignored).
         got = (tmp_path / "r").read_bytes()
         if rng_out == "206 1000":
             assert got == body[1000:2000]
         else:
             assert rng_out == f"200 {size}" and len(got) == size
-            assert got == body or (got[:1000] == body[1000:2000] and got != body), "neither correct nor the known defect"
+            assert got == body or (got[:1000] == body[1000:2000] and got != body), \
+                "neither correct nor the known defect"
     assert pid is not None and not os.path.exists(f"/proc/{pid}")  # stopped and reaped
     assert not cache.dir.exists()

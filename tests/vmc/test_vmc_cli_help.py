@@ -31,7 +31,8 @@ def _undocumented(ap: argparse.ArgumentParser) -> list[str]:
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
     top = build_parser()
-    out = {"vmc": top} | {f"vmc {name}": p for name, p in _subparsers(top).items() if name != "experiment"}
+    out = {"vmc": top} | {f"vmc {name}": p for name, p in _subparsers(top).items()
+                          if name != "experiment"}
     for name, module in EXPERIMENTS.items():
         out[f"vmc experiment {name}"] = importlib.import_module(module).build_parser()
     return out

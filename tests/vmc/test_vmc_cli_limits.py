@@ -53,7 +53,8 @@ def test_flags_reach_the_config() -> None:
     d = proxy_config(build_parser().parse_args(["proxy", "--default", "127.0.0.1:9"]))
     assert (d.head_timeout, d.body_timeout, d.upstream_keepalive) == (10.0, 60.0, True)
     assert (d.disk_budget, d.disk_dir) == (1 << 30, None)
-    a = build_parser().parse_args(["proxy", "--default", "127.0.0.1:9", "--disk-budget", "0", "--disk-dir", "/"])
+    a = build_parser().parse_args(["proxy", "--default", "127.0.0.1:9", "--disk-budget", "0",
+                                   "--disk-dir", "/"])
     assert (proxy_config(a).disk_budget, proxy_config(a).disk_dir) == (0, "/")
 
 
@@ -72,11 +73,12 @@ def test_bad_timeouts_are_usage_errors(flag: str) -> None:
 
 @pytest.mark.parametrize("flag, data", [
     ("--head-timeout", b"GET /x HTTP/1.1\r\nHost: a\r\n"),  # the head never ends
-    ("--body-timeout", b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc"),  # short body
+    # a short body
+    ("--body-timeout", b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc"),
 ])
 def test_timeout_flags_answer_408(flag: str, data: bytes) -> None:
-    p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", "127.0.0.1:9", "--loop", "asyncio",
-                      flag, "0.3"])
+    p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", "127.0.0.1:9",
+                      "--loop", "asyncio", flag, "0.3"])
     try:
         with socket.create_connection(_hostport(addr), timeout=30) as s:
             s.sendall(data)  # then silence, connection kept open: only the flag's deadline ends it
@@ -93,8 +95,8 @@ def test_no_upstream_keepalive_opens_a_connection_per_request() -> None:
     counts = {}
     try:
         for flags in ([], ["--no-upstream-keepalive"]):
-            p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", origin, "--loop", "asyncio",
-                              *flags])
+            p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", origin,
+                              "--loop", "asyncio", *flags])
             try:
                 for i in range(3):
                     urllib.request.urlopen(f"http://{addr}/k{i}?size=1000", timeout=10).read()
@@ -105,5 +107,6 @@ def test_no_upstream_keepalive_opens_a_connection_per_request() -> None:
         o.send_signal(signal.SIGTERM)
         o.communicate(timeout=20)
     assert counts[False]["upstream_connections_reused"] >= 2
-    assert "upstream_connections_opened" not in counts[True]  # no pool: each request its own connection
+    # no pool: each request its own connection
+    assert "upstream_connections_opened" not in counts[True]
     assert counts[True]["origin_requests"] == 3

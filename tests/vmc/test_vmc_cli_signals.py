@@ -56,7 +56,8 @@ def test_origin_stops_with_counters(sig: int, code: int, word: str) -> None:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_proxy_exit_code_follows_the_signal(sig: int, code: int) -> None:
-    p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", "127.0.0.1:9", "--loop", "asyncio"])
+    p, addr = _start(["proxy", "--listen", "127.0.0.1:0", "--default", "127.0.0.1:9",
+                      "--loop", "asyncio"])
     # once it answers, its loop (and its Stopper) runs
     urllib.request.urlopen(f"http://{addr}/_vmc/status", timeout=10).read()
     rc, err = _stop(p, sig)

@@ -18,18 +18,21 @@ ETAG = b'"r1"'
 
 
 def test_retry_after_both_forms() -> None:
-    """RFC 9110 sec. 10.2.3: Retry-After = HTTP-date / delay-seconds (HTTP-date in any sec. 5.6.7 form)."""
+    """RFC 9110 sec. 10.2.3: Retry-After = HTTP-date / delay-seconds (HTTP-date in any
+    sec. 5.6.7 form)."""
     assert _retry_after(b"3") == 3.0 and _retry_after(b" 0 ") == 0.0
     now = 1_000_000_000.0  # Sun, 09 Sep 2001 01:46:40 GMT
     assert _retry_after(formatdate(now + 7, usegmt=True).encode(), now=now) == 7.0
     assert _retry_after(b"Sunday, 09-Sep-01 01:46:45 GMT", now=now) == 5.0
     assert _retry_after(b"Sun Sep  9 01:46:50 2001", now=now) == 10.0
     assert _retry_after(formatdate(now - 60, usegmt=True).encode(), now=now) == 0.0  # past: now
-    assert _retry_after(b"soon") is None and _retry_after(None) is None and _retry_after(b"-1") is None
+    assert _retry_after(b"soon") is None and _retry_after(None) is None
+    assert _retry_after(b"-1") is None
 
 
 class _BusyOnce:
-    """Whole GET -> 206 of the tail (a join at 6000); first Range -> 503 + Retry-After; then 206s."""
+    """Whole GET -> 206 of the tail (a join at 6000); first Range -> 503 + Retry-After;
+    then 206s."""
 
     def __init__(self, retry_after: bytes) -> None:
         self.retry_after = retry_after
@@ -57,8 +60,9 @@ class _BusyOnce:
                     first, last = 6000, len(BODY) - 1
                 elif not self.busy_sent:
                     self.busy_sent += 1
-                    writer.write(conn.send(h11.Response(status_code=503, reason=b"Service Unavailable", headers=[
-                        (b"retry-after", self.retry_after), (b"content-length", b"0")])))
+                    writer.write(conn.send(h11.Response(
+                        status_code=503, reason=b"Service Unavailable",
+                        headers=[(b"retry-after", self.retry_after), (b"content-length", b"0")])))
                     writer.write(conn.send(h11.EndOfMessage()))
                     await writer.drain()
                     conn.start_next_cycle()
@@ -68,7 +72,8 @@ class _BusyOnce:
                     first, last = int(a), int(b)
                 hdrs = [(b"etag", ETAG), (b"content-length", str(last + 1 - first).encode()),
                         (b"content-range", f"bytes {first}-{last}/{len(BODY)}".encode())]
-                writer.write(conn.send(h11.Response(status_code=206, reason=b"Partial Content", headers=hdrs)))
+                writer.write(conn.send(h11.Response(status_code=206, reason=b"Partial Content",
+                                                    headers=hdrs)))
                 writer.write(conn.send(h11.Data(data=BODY[first:last + 1])))
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
@@ -84,7 +89,8 @@ async def _run(retry_after: bytes, busy_retries: int):
     server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
     host, port = server.sockets[0].getsockname()[:2]
     try:
-        return srv, await fetch(f"http://{host}:{port}/o.bin", vmc=True, timeout=10, busy_retries=busy_retries)
+        return srv, await fetch(f"http://{host}:{port}/o.bin", vmc=True, timeout=10,
+                                busy_retries=busy_retries)
     finally:
         server.close()
         await server.wait_closed()

@@ -105,8 +105,8 @@ def test_signal_keeps_part_and_the_same_command_resumes(origin, tmp_path: Path, 
     o = origin(rate="2e6")
     url = f"http://127.0.0.1:{o.port}/sig.bin?size={SIZE}"
     out = tmp_path / "sig.bin"
-    p = subprocess.Popen(PY + ["get", url, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=_as_foreground)
+    p = subprocess.Popen(PY + ["get", url, "-o", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_as_foreground)
     try:
         _wait_for_bytes(o, "/sig.bin", 200_000, p)
         p.send_signal(sig)
@@ -136,8 +136,8 @@ def test_origin_killed_mid_body_keeps_part_then_resumes(origin, tmp_path: Path) 
     o = origin(rate="2e6")
     url = f"http://127.0.0.1:{o.port}/dead.bin?size={SIZE}"
     out = tmp_path / "dead.bin"
-    p = subprocess.Popen(PY + ["get", url, "-o", str(out), "--timeout", "20"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(PY + ["get", url, "-o", str(out), "--timeout", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_bytes(o, "/dead.bin", 300_000, p)
         o.kill()
@@ -182,7 +182,8 @@ def test_failed_get_leaves_an_existing_file_alone(origin, tmp_path: Path) -> Non
     o = origin()
     out = tmp_path / "keep.bin"
     out.write_bytes(b"old contents")
-    r = _get(f"http://127.0.0.1:{o.port}/keep.bin?size={SIZE}&fail_at=500000&noetag=1&nolm=1", "-o", str(out))
+    r = _get(f"http://127.0.0.1:{o.port}/keep.bin?size={SIZE}&fail_at=500000&noetag=1&nolm=1",
+             "-o", str(out))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert out.read_bytes() == b"old contents"
     # no strong validator: a part could not be resumed safely, so none is kept
@@ -279,12 +280,14 @@ def test_progress_bar_only_on_a_terminal(origin, tmp_path: Path) -> None:
     assert p.returncode == 0
     json.loads(out)  # the bar never reaches stdout
     text = seen.decode("utf-8", "replace")
-    assert re.search(r"\d+(\.\d+)?/1\.5 MB", text), text[-500:]  # bytes done / total: a bar was drawn
+    # bytes done / total: a bar was drawn
+    assert re.search(r"\d+(\.\d+)?/1\.5 MB", text), text[-500:]
     assert "1500000 bytes" in text
 
 
 async def test_digest_mismatch_keeps_nothing(tmp_path: Path) -> None:
-    """Bytes that fail the offered Repr-Digest are never kept: no FILE, no FILE.part to resume from."""
+    """Bytes that fail the offered Repr-Digest are never kept: no FILE, no FILE.part to resume
+    from."""
     import asyncio
     import base64
     import hashlib
@@ -296,7 +299,8 @@ async def test_digest_mismatch_keeps_nothing(tmp_path: Path) -> None:
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"v1\"\r\nRepr-Digest: sha-256=:%s:\r\n"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"v1\"\r\n"
+                     b"Repr-Digest: sha-256=:%s:\r\n"
                      b"Connection: close\r\n\r\n" % (len(body), wrong) + body)
         await writer.drain()
         writer.close()
@@ -332,8 +336,8 @@ def test_second_download_to_the_same_file_is_refused(origin, tmp_path: Path) -> 
     o = origin(rate="2e6")
     url = f"http://127.0.0.1:{o.port}/two.bin?size={SIZE}"
     out = tmp_path / "two.bin"
-    first = subprocess.Popen(PY + ["get", url, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    first = subprocess.Popen(PY + ["get", url, "-o", str(out)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_bytes(o, "/two.bin", 100_000, first)
         second = _get(url, "-o", str(out))
@@ -342,7 +346,8 @@ def test_second_download_to_the_same_file_is_refused(origin, tmp_path: Path) -> 
         if first.poll() is None:
             first.kill()
             first.wait(10)
-    assert second.returncode == 1 and "being written by another download" in second.stderr, second.stderr
+    assert second.returncode == 1, second.stderr
+    assert "being written by another download" in second.stderr, second.stderr
     assert second.stderr.count("\n") == 1
     assert first.returncode == 0, err
     assert out.read_bytes() == expected("/two.bin", SIZE)

@@ -25,9 +25,11 @@ def test_nginx_origin_through_vmc(make_stack, tmp_path: Path) -> None:
     with Nginx.origin(root, rate="1m") as ng:
         st = make_stack(upstreams=[ng.authority], default_upstream=ng.authority)
         url = f"http://{ng.authority}/big.bin"
-        first = subprocess.Popen(["curl", "-sS", "-o", str(tmp_path / "a"), "-x", f"http://{st.proxy_addr}", url])
+        first = subprocess.Popen(["curl", "-sS", "-o", str(tmp_path / "a"),
+                                  "-x", f"http://{st.proxy_addr}", url])
         wait_live(st, "/big.bin", 1_200_000)  # past nginx's first-second burst
-        plain = subprocess.Popen(["curl", "-sS", "-o", str(tmp_path / "b"), st.reverse_url("/big.bin")])
+        plain = subprocess.Popen(["curl", "-sS", "-o", str(tmp_path / "b"),
+                                  st.reverse_url("/big.bin")])
         res = asyncio.run(fetch(url, proxy=st.proxy_addr))  # VMC-aware: 206 + prefix by Range
         assert first.wait(60) == 0 and plain.wait(60) == 0
         assert (tmp_path / "a").read_bytes() == want == (tmp_path / "b").read_bytes()
@@ -42,8 +44,8 @@ def test_nginx_origin_through_vmc(make_stack, tmp_path: Path) -> None:
 
 @pytest.mark.tool("nginx")
 def test_nginx_origin_serves_range_patches(make_stack, tmp_path: Path) -> None:
-    """With a tiny window and no disk store the prefix comes from nginx by Range + If-Range (its ETag
-    is strong)."""
+    """With a tiny window and no disk store the prefix comes from nginx by Range + If-Range
+    (its ETag is strong)."""
     size = 2_000_000
     root = tmp_path / "www"
     write_object(root, "p.bin", size)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from vmc.aio import upstream as up
 from vmc.aio.origin import Origin, digest, expected
@@ -17,7 +18,8 @@ from vmc.core import ranges
 
 async def _get(o: Origin, target: str, headers=()) -> tuple[up.UpstreamResponse, bytes]:
     h, p = o.address
-    resp = await up.request(h, p, b"GET", target.encode(), [(b"host", o.authority.encode()), *headers])
+    resp = await up.request(h, p, b"GET", target.encode(),
+                            [(b"host", o.authority.encode()), *headers])
     try:
         return resp, await resp.read_all()
     finally:
@@ -34,10 +36,12 @@ async def test_origin_ranges_and_validators() -> None:
         assert etag.startswith(b'"') and lm
         r, b = await _get(o, "/a?size=100000", [(b"range", b"bytes=70000-70009")])
         assert r.status == 206 and b == body[70000:70010]
-        assert ranges.parse_content_range(r.header(b"content-range")) == ranges.ContentRange(70000, 70009, 100000)
+        assert (ranges.parse_content_range(r.header(b"content-range"))
+                == ranges.ContentRange(70000, 70009, 100000))
         r, b = await _get(o, "/a?size=100000", [(b"range", b"bytes=5-9"), (b"if-range", etag)])
         assert r.status == 206 and b == body[5:10]
-        r, b = await _get(o, "/a?size=100000", [(b"range", b"bytes=5-9"), (b"if-range", b'"other"')])
+        r, b = await _get(o, "/a?size=100000",
+                          [(b"range", b"bytes=5-9"), (b"if-range", b'"other"')])
         assert r.status == 200 and b == body  # If-Range false: the whole representation
         r, b = await _get(o, "/a?size=100000", [(b"range", b"bytes=5-9"), (b"if-range", lm)])
         assert r.status == 206
@@ -80,7 +84,8 @@ async def test_client_direct_and_discard(tmp_path: Path) -> None:
     try:
         url = f"http://{o.authority}/c?size=200000"
         r = await fetch(url, out=tmp_path / "c")
-        assert r.status == 200 and r.digest_ok is True and (tmp_path / "c").read_bytes() == expected("/c", 200000)
+        assert r.status == 200 and r.digest_ok is True
+        assert (tmp_path / "c").read_bytes() == expected("/c", 200000)
         r = await fetch(url, discard=True)
         assert r.length == 200000 and r.body is None and r.digest_ok is None
         with pytest.raises(FetchError):
@@ -105,18 +110,16 @@ def test_post_passes_through_unshared_with_expect_100(make_stack, tmp_path: Path
     st = make_stack()
     data = tmp_path / "d"
     data.write_bytes(b"z" * 5000)
-    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Expect: 100-continue",
+    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                        "-H", "Expect: 100-continue",
                         "--data-binary", f"@{data}", st.reverse_url("/p?size=10")],
                        capture_output=True, text=True, timeout=30)
     assert r.stdout == "405"  # the origin's answer, relayed
     assert st.status()["not_shared"].get("method") == 1
 
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-
-@given(st.lists(st.tuples(st.sampled_from([b"repr-digest", b"digest", b"x"]), st.binary(max_size=60)), max_size=4))
+@given(st.lists(st.tuples(st.sampled_from([b"repr-digest", b"digest", b"x"]),
+                          st.binary(max_size=60)), max_size=4))
 def test_fuzz_offered_digest(headers) -> None:
     """Any digest header values: a 32-byte-or-other bytes value or None, never an exception."""
     out = _offered_sha256(headers)

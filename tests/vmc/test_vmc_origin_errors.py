@@ -25,7 +25,8 @@ async def _raw(o: Origin, request: bytes) -> bytes:
             data += chunk
             if b"\r\n\r\n" in data and b"connection: close" not in data.lower():
                 head, _, body = data.partition(b"\r\n\r\n")
-                n = [int(ln.split(b":")[1]) for ln in head.lower().split(b"\r\n") if ln.startswith(b"content-length:")]
+                n = [int(ln.split(b":")[1]) for ln in head.lower().split(b"\r\n")
+                     if ln.startswith(b"content-length:")]
                 if n and len(body) >= n[0]:
                     break
         return data

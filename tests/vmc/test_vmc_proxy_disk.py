@@ -89,7 +89,8 @@ def test_full_disk_falls_back_to_the_origin_and_stays_correct(make_stack, tmp_pa
         late = curl(st, path, tmp_path / "b.bin")
         assert finish(first) == (0, 200, size) and finish(late) == (0, 200, size)
         want = expected("/disk-full.bin", size)
-        assert (tmp_path / "a.bin").read_bytes() == want and (tmp_path / "b.bin").read_bytes() == want
+        assert (tmp_path / "a.bin").read_bytes() == want
+        assert (tmp_path / "b.bin").read_bytes() == want
         snap = st.status()
         assert snap["joins"] == 1, "the late client came after the stream's end: not this test"
         disk = snap["disk"]
@@ -113,10 +114,12 @@ def test_close_releases_every_file(make_stack, tmp_path: Path) -> None:
 
 
 def test_proxy_process_leaves_nothing_after_sigterm(tmp_path: Path) -> None:
-    origin = subprocess.Popen([sys.executable, "-m", "vmc", "origin", "--listen", "127.0.0.1:0", "--rate", "500000",
-                               "--loop", "asyncio"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    origin = subprocess.Popen([sys.executable, "-m", "vmc", "origin", "--listen", "127.0.0.1:0",
+                               "--rate", "500000", "--loop", "asyncio"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     o_addr = origin.stdout.readline().split("http://", 1)[1].split("/", 1)[0]
-    px = subprocess.Popen([sys.executable, "-m", "vmc", "proxy", *engine_args(), "--listen", "127.0.0.1:0", "--default", o_addr,
+    px = subprocess.Popen([sys.executable, "-m", "vmc", "proxy", *engine_args(),
+                           "--listen", "127.0.0.1:0", "--default", o_addr,
                            "--window", "64KiB", "--disk-dir", str(tmp_path), "--loop", "asyncio"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -126,7 +129,8 @@ def test_proxy_process_leaves_nothing_after_sigterm(tmp_path: Path) -> None:
         spill = []
         while not spill and time.monotonic() < deadline:
             time.sleep(0.05)
-            spill = [os.readlink(f"/proc/{px.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{px.pid}/fd")]
+            spill = [os.readlink(f"/proc/{px.pid}/fd/{fd}")
+                     for fd in os.listdir(f"/proc/{px.pid}/fd")]
             spill = [t for t in spill if t.startswith(str(tmp_path))]
         assert spill and all(t.endswith("(deleted)") for t in spill), spill
         px.send_signal(signal.SIGTERM)

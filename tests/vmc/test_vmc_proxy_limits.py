@@ -61,9 +61,11 @@ def test_client_reset_before_origin_head_leaks_nothing(make_stack) -> None:
 
 @pytest.mark.tool("curl")
 def test_sharer_waiting_on_a_stalled_stream_gives_up(make_stack, tmp_path: Path) -> None:
-    """RFC 9112 sec. 6.3 rule 6 / 9.5: a sharer waiting for live bytes is bounded (``stall_timeout``):
-    it gets a clean error (connection closed short) instead of waiting forever."""
-    st = make_stack(rate=2000, stall_timeout=0.5, upstream_timeout=20)  # 16 KiB, then ~8 s of silence
+    """RFC 9112 sec. 6.3 rule 6 / 9.5: a sharer waiting for live bytes is bounded
+    (``stall_timeout``): it gets a clean error (connection closed short) instead of waiting
+    forever."""
+    # 16 KiB, then ~8 s of silence
+    st = make_stack(rate=2000, stall_timeout=0.5, upstream_timeout=20)
     size = 100_000
     a = curl(st, f"/stall2.bin?size={size}", tmp_path / "a")
     rc, code, n = finish(a)
@@ -89,7 +91,8 @@ def test_resume_keeps_its_upstream_slot(make_stack, tmp_path: Path) -> None:
     size, fail = 600_000, 500_000
     a = curl(st, f"/inv.bin?size={size}&fail_at={fail}&fail_once=1", tmp_path / "a")
     wait_live(st, "/inv.bin", 50_000)
-    other = 600_000  # 3 s at 200 kB/s: longer than the queue wait, so a handed-over slot starves the resume
+    # 3 s at 200 kB/s: longer than the queue wait, so a handed-over slot starves the resume
+    other = 600_000
     b = curl(st, f"/other.bin?size={other}&rate=200000", tmp_path / "b")
     assert _until(lambda: upstream_waiting(st.proxy) == 1, 5)
     edge = max((x.buffer.received for x in sessions(st.proxy)), default=fail)
@@ -109,8 +112,9 @@ def test_client_that_never_reads_is_cut_off(make_stack, query: str) -> None:
     """RFC 9112 sec. 9.5 (timeouts): a client that stops reading must not hold an upstream
     connection (or a session) forever: after ``client_write_timeout`` s without write progress the
     proxy aborts it and releases the slot."""
-    st = make_stack(rate=4_000_000, max_upstream=2, client_write_timeout=1.0, write_high_water=16384,
-                    window=1 << 20, upstream_keepalive=False)  # no pool: an open slot is a busy connection
+    # no pool: an open slot is a busy connection
+    st = make_stack(rate=4_000_000, max_upstream=2, client_write_timeout=1.0,
+                    write_high_water=16384, window=1 << 20, upstream_keepalive=False)
     size = 40_000_000
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -119,7 +123,8 @@ def test_client_that_never_reads_is_cut_off(make_stack, query: str) -> None:
         s.sendall(f"GET /stall.bin?size={size}&{query} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
         assert _until(lambda: st.origin.stats.requests >= 1, 5)
         assert _until(lambda: connections(st.proxy) == 0 and upstream_open(st.proxy) == 0
-                      and not sessions(st.proxy), 15), (connections(st.proxy), upstream_open(st.proxy))
+                      and not sessions(st.proxy), 15), \
+            (connections(st.proxy), upstream_open(st.proxy))
         assert st.origin.stats.body_bytes < size
         recs = [r for r in st.status()["recent"] if "/stall.bin" in r["uri"]]
         assert recs and "stalled" in recs[0]["error"]

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from vmc_support import new_proxy
 
 from vmc.aio import upstream as up
-from vmc.aio.origin import Origin, expected
 from vmc.aio.config import ProxyConfig
-from vmc_support import new_proxy
+from vmc.aio.origin import Origin, expected
 from vmc.client import fetch
 
 CLIENT = st.tuples(
@@ -26,9 +25,11 @@ CLIENT = st.tuples(
 
 
 async def _slow(addr: tuple[str, int], target: bytes, host: bytes) -> bytes:
-    """A client that reads its response in small sips with pauses (gets detached when the queue is small)."""
+    """A client that reads its response in small sips with pauses (gets detached when the
+    queue is small)."""
     reader, writer = await asyncio.open_connection(*addr)
-    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n")
+    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: " + host
+                 + b"\r\nConnection: close\r\n\r\n")
     await writer.drain()
     data = b""
     while True:
@@ -44,9 +45,10 @@ async def _slow(addr: tuple[str, int], target: bytes, host: bytes) -> bytes:
 
 async def _scenario(window: int, queue: int, size: int, clients) -> None:
     origin = await Origin(rate=2_000_000).start()
-    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=queue,
-                                    write_high_water=16 << 10)).start()
-    px = "%s:%d" % proxy.address
+    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window,
+                                        queue_limit=queue, write_high_water=16 << 10)).start()
+    host, port = proxy.address
+    px = f"{host}:{port:d}"
     path = f"/prop.bin?size={size}"
     url = f"http://{origin.authority}{path}"
     body = expected("/prop.bin", size)
@@ -61,7 +63,8 @@ async def _scenario(window: int, queue: int, size: int, clients) -> None:
             b = min(size - 1, a + n - 1)
             h, p = proxy.address
             resp = await up.request(h, p, b"GET", url.encode(),
-                                    [(b"host", origin.authority.encode()), (b"range", b"bytes=%d-%d" % (a, b))])
+                                    [(b"host", origin.authority.encode()),
+                                     (b"range", b"bytes=%d-%d" % (a, b))])
             got = await resp.read_all()
             resp.close()
             assert resp.status == 206 and got == body[a : b + 1], (resp.status, a, b, len(got))
@@ -92,9 +95,10 @@ async def _failing(window: int, size: int, fail_frac: float, once: bool, clients
     from vmc.client import FetchError
 
     origin = await Origin(rate=2_000_000).start()
-    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window, queue_limit=64 << 10,
-                                    write_high_water=16 << 10)).start()
-    px = "%s:%d" % proxy.address
+    proxy = await new_proxy(ProxyConfig(upstreams=[origin.authority], window=window,
+                                        queue_limit=64 << 10, write_high_water=16 << 10)).start()
+    host, port = proxy.address
+    px = f"{host}:{port:d}"
     fail_at = max(1, int(size * fail_frac))
     path = f"/pf.bin?size={size}&fail_at={fail_at}" + ("&fail_once=1" if once else "")
     url = f"http://{origin.authority}{path}"
@@ -114,7 +118,8 @@ async def _failing(window: int, size: int, fail_frac: float, once: bool, clients
             h, p = proxy.address
             try:
                 resp = await up.request(h, p, b"GET", url.encode(),
-                                        [(b"host", origin.authority.encode()), (b"range", b"bytes=%d-%d" % (a, b))])
+                                        [(b"host", origin.authority.encode()),
+                                         (b"range", b"bytes=%d-%d" % (a, b))])
                 got = b""
                 async for c in resp.chunks():
                     got += c
@@ -130,8 +135,10 @@ async def _failing(window: int, size: int, fail_frac: float, once: bool, clients
             if not head.startswith(b"HTTP/1.1 200"):
                 assert head.startswith(b"HTTP/1.1 502") or not head
                 return
-            cl = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
-            assert cl == size and got == body[: len(got)]  # a short body is a visible failure, never wrong bytes
+            cl = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                      if ln.lower().startswith(b"content-length")][0])
+            # a short body is a visible failure, never wrong bytes
+            assert cl == size and got == body[: len(got)]
 
     try:
         await asyncio.wait_for(asyncio.gather(*(one(*c) for c in clients)), 60)
@@ -148,5 +155,6 @@ async def _failing(window: int, size: int, fail_frac: float, once: bool, clients
     st.booleans(),
     st.lists(CLIENT, min_size=2, max_size=5),
 )
-def test_origin_failure_never_gives_wrong_bytes(window: int, size: int, frac: float, once: bool, clients) -> None:
+def test_origin_failure_never_gives_wrong_bytes(window: int, size: int, frac: float, once: bool,
+                                                clients) -> None:
     asyncio.run(_failing(window, size, frac, once, clients))

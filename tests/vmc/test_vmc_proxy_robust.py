@@ -1,4 +1,5 @@
-"""Reliability of the proxy: origin failure, slow and vanishing clients, smuggling, limits, fuzzing."""
+"""Reliability of the proxy: origin failure, slow and vanishing clients, smuggling, limits,
+fuzzing."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_vmc_proxy_sharing import curl, finish, records, wait_live  # noqa: E402  (same directory)
-
 from vmc_support import connections, sessions
+
 from vmc.aio.origin import expected
 from vmc.client import FetchError, fetch
 
@@ -42,7 +42,8 @@ def test_origin_failure_mid_stream_is_never_a_complete_200(make_stack, tmp_path:
     recs = records(st, "/fail.bin")
     assert all(r["completion"] is None and r["error"] for r in recs)
     # The proxy is still healthy.
-    rc = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", st.reverse_url("/ok?size=1000")],
+    rc = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                         st.reverse_url("/ok?size=1000")],
                         capture_output=True, text=True, timeout=30)
     assert rc.stdout == "200"
 
@@ -76,7 +77,8 @@ def _read_response(s: socket.socket, timeout: float = 60.0) -> tuple[bytes, byte
     while b"\r\n\r\n" not in data:
         data += s.recv(65536)
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+    length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                  if ln.lower().startswith(b"content-length")][0])
     while len(body) < length:
         chunk = s.recv(1 << 20)
         if not chunk:
@@ -87,8 +89,8 @@ def _read_response(s: socket.socket, timeout: float = 60.0) -> tuple[bytes, byte
 
 @pytest.mark.tool("curl")
 def test_slow_client_detached_without_stalling_others(make_stack, tmp_path: Path) -> None:
-    st = make_stack(rate=4_000_000, window=256 << 10, queue_limit=64 << 10, patch_budget=64 << 10, disk_budget=0,
-                    write_high_water=16 << 10)
+    st = make_stack(rate=4_000_000, window=256 << 10, queue_limit=64 << 10, patch_budget=64 << 10,
+                    disk_budget=0, write_high_water=16 << 10)
     size = 6_000_000
     path = f"/slow.bin?size={size}"
     fast1 = curl(st, path, tmp_path / "f1")
@@ -116,7 +118,8 @@ def test_slow_client_detached_without_stalling_others(make_stack, tmp_path: Path
 def test_client_disconnect_abandons_unread_session(make_stack) -> None:
     st = make_stack(rate=1_000_000)
     size = 2_000_000
-    s = _slow_reader(st.proxy.address, f"/gone.bin?size={size}".encode(), st.origin.authority.encode())
+    s = _slow_reader(st.proxy.address, f"/gone.bin?size={size}".encode(),
+                     st.origin.authority.encode())
     s.settimeout(10)
     got = s.recv(65536)
     assert got.startswith(b"HTTP/1.1 200")
@@ -132,10 +135,14 @@ def test_client_disconnect_abandons_unread_session(make_stack) -> None:
 
 
 BAD_REQUESTS = [
-    ("cl-te", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
-    ("te-cl", b"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400),
-    ("cl-cl", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400),
-    ("te-gzip", b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
+    ("cl-te", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("te-cl", b"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+              b"Content-Length: 3\r\n\r\n0\r\n\r\n", 400),
+    ("cl-cl", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n"
+              b"\r\nhello!", 400),
+    ("te-gzip", b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n"
+                b"\r\n0\r\n\r\n", 501),
     ("bad-cl", b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400),
     ("no-host", b"GET /x HTTP/1.1\r\n\r\n", 400),
     ("two-hosts", b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
@@ -155,17 +162,19 @@ def test_malformed_and_smuggling_refused(make_stack, name: str, raw: bytes, stat
 
 def test_not_an_open_proxy(make_stack) -> None:
     st = make_stack(default_upstream=None)
-    out = st.raw(b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: 127.0.0.1:9\r\nConnection: close\r\n\r\n")
+    out = st.raw(b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+                 b"Connection: close\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 403")
     out = st.raw(b"GET /x HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 403")
-    out = st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: " + st.origin.authority.encode() + b"\r\nConnection: close\r\n\r\n")
+    out = st.raw(b"GET /x?size=10 HTTP/1.1\r\nHost: " + st.origin.authority.encode()
+                 + b"\r\nConnection: close\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 200")
 
 
 def test_connection_limit(make_stack) -> None:
-    """At the limit, a silent connection (no request yet) gives its slot to a newcomer (issue 13 item 8);
-    the 503 for a proxy whose every slot is answering is test_vmc_proxy_safety's."""
+    """At the limit, a silent connection (no request yet) gives its slot to a newcomer (issue 13
+    item 8); the 503 for a proxy whose every slot is answering is test_vmc_proxy_safety's."""
     st = make_stack(max_connections=2)
     idle = [socket.create_connection(st.proxy.address) for _ in range(2)]
     try:
@@ -185,14 +194,16 @@ def test_connection_limit(make_stack) -> None:
 _fuzz_stack = {}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(
         st.binary(max_size=300),
         st.builds(
             lambda m, t, hs, tail: m + b" " + t + b" HTTP/1.1\r\n" + b"".join(hs) + b"\r\n" + tail,
             st.sampled_from([b"GET", b"HEAD", b"POST", b"G\x00T", b""]),
-            st.sampled_from([b"/x?size=10", b"http://127.0.0.1:1/", b"*", b"/_vmc/status", b"//", b"/\xff"]),
+            st.sampled_from([b"/x?size=10", b"http://127.0.0.1:1/", b"*", b"/_vmc/status", b"//",
+                             b"/\xff"]),
             st.lists(st.binary(max_size=40).map(lambda b: b + b"\r\n"), max_size=5),
             st.binary(max_size=40),
         ),
@@ -214,7 +225,7 @@ def test_upstream_keepalive_reuse_and_origin_restart(make_stack) -> None:
     st = make_stack()
     get = b"GET /ka%d?size=3000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
     for i in range(3):
-        assert st.raw(get % i).endswith(expected("/ka%d" % i, 3000))
+        assert st.raw(get % i).endswith(expected(f"/ka{i:d}", 3000))
     snap = st.status()
     assert snap["upstream_connections_opened"] == 1 and snap["upstream_connections_reused"] == 2
     # The origin goes away and comes back on the same port: the dead pooled connection is not used.
@@ -241,15 +252,17 @@ def test_http10_and_pipelined_requests(make_stack) -> None:
 def test_ipv6_loopback(tmp_path: Path) -> None:
     import asyncio as aio
 
-    from vmc.aio.origin import Origin
-    from vmc.aio.config import ProxyConfig
     from vmc_support import new_proxy
+
+    from vmc.aio.config import ProxyConfig
+    from vmc.aio.origin import Origin
 
     async def main():
         o = await Origin(host="::1").start()
         p = await new_proxy(ProxyConfig(host="::1", upstreams=[o.authority])).start()
         try:
-            px = "[%s]:%d" % p.address[:2]
+            host, port = p.address[:2]
+            px = f"[{host}]:{port:d}"
             r = await fetch(f"http://{o.authority}/v6?size=1000", proxy=px)
             c = await aio.create_subprocess_exec(
                 "curl", "-sS", "-g", "-o", str(tmp_path / "v6"), "-x", f"http://{px}",

@@ -1,4 +1,5 @@
-"""Proxy safety (issue 13 items 5-9, 17): misbehaving origins and clients, with real sockets on loopback.
+"""Proxy safety (issue 13 items 5-9, 17): misbehaving origins and clients, with real sockets
+on loopback.
 
 Origins here are :class:`vmc.conformance.harness.CraftedOrigin` (a socket server that says exactly
 what a test tells it to); clients are the harness's strict h11 client or raw sockets. The same
@@ -38,7 +39,8 @@ class Loop:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def proxy(self, upstream: str, **cfg) -> Proxy:
-        p = self.call(new_proxy(ProxyConfig(upstreams=[upstream], default_upstream=upstream, **cfg)).start())
+        config = ProxyConfig(upstreams=[upstream], default_upstream=upstream, **cfg)
+        p = self.call(new_proxy(config).start())
         self.proxies.append(p)
         return p
 
@@ -72,7 +74,8 @@ def aloop() -> Iterator[Loop]:
 
 
 def paced(body: bytes, headers: list[tuple[str, str]], pieces: int = 20, pause: float = 0.05):
-    """A 200 whose body comes in ``pieces`` parts ``pause`` s apart (so a second client can join)."""
+    """A 200 whose body comes in ``pieces`` parts ``pause`` s apart (so a second client can
+    join)."""
     yield response(200, headers, length=len(body))
     step = len(body) // pieces
     for i in range(pieces):
@@ -104,7 +107,8 @@ def test_bytes_past_content_length_never_reach_another_client(aloop, query):
         for path in ("/desync/b", "/desync/c"):
             r = fetch(p.address, path, timeout=10)
             assert r.status == 200 and r.complete, (path, r.status, r.error)
-            assert r.body == f"for {path}".encode(), f"{path} got another response's bytes: {r.body!r}"
+            assert r.body == f"for {path}".encode(), \
+                f"{path} got another response's bytes: {r.body!r}"
             assert o.count(path) == 1, f"the origin saw GET {path} {o.count(path)} times"
 
 
@@ -117,7 +121,8 @@ def _garbage_origin(target: str, hdrs: dict):
 
 
 def test_a_garbage_answer_on_a_reused_connection_is_not_retried(aloop):
-    """A pooled connection whose answer is garbage: a clean 502 to that client, and no silent second GET."""
+    """A pooled connection whose answer is garbage: a clean 502 to that client, and no silent
+    second GET."""
     with CraftedOrigin(_garbage_origin) as o:
         p = aloop.proxy(o.authority)
         assert fetch(p.address, "/g/ok", timeout=10).body == b"fine"  # leaves a pooled connection
@@ -169,7 +174,8 @@ def test_unsupported_http_version_gets_505_and_is_not_forwarded(aloop):
 
 
 def test_status_lines_carry_reason_phrases(aloop):
-    """An origin with an empty reason, and the proxy's own answers: never ``HTTP/1.1 200 \\r\\n``."""
+    """An origin with an empty reason, and the proxy's own answers: never
+    ``HTTP/1.1 200 \\r\\n``."""
     def h(target, hdrs):
         yield b"HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok"
 
@@ -194,7 +200,8 @@ def _hints_origin(target: str, hdrs: dict):
 
 @pytest.mark.parametrize("target", ["/hints", "/hints?no-store", "/processing"])
 def test_interim_responses_are_forwarded(aloop, target):
-    """RFC 9110 sec. 15.2: a proxy MUST forward 1xx responses (shared first fetch and pass-through)."""
+    """RFC 9110 sec. 15.2: a proxy MUST forward 1xx responses (shared first fetch and
+    pass-through)."""
     with CraftedOrigin(_hints_origin) as o:
         p = aloop.proxy(o.authority)
         r = fetch(p.address, target, timeout=10)
@@ -240,7 +247,8 @@ def test_responses_that_must_be_revalidated_are_not_shared(aloop, fields):
 
 
 def test_shared_answers_carry_age(aloop):
-    """RFC 9111 sec. 4, 5.1: the joiner's answer carries Age (origin's Age plus its time in flight)."""
+    """RFC 9111 sec. 4, 5.1: the joiner's answer carries Age (origin's Age plus its time in
+    flight)."""
     fields = [("cache-control", "max-age=60"), ("age", "7")]
     with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=20, pause=0.1)) as o:
         p = aloop.proxy(o.authority)
@@ -257,7 +265,8 @@ def test_shared_answers_carry_age(aloop):
 # ------------------------------------------------------------------ item 8: slow-loris
 
 class Loris:
-    """Sockets that each send a partial request head, then one more header line every ``every`` s."""
+    """Sockets that each send a partial request head, then one more header line every
+    ``every`` s."""
 
     def __init__(self, addr, n: int, every: float = 0.2) -> None:
         self.socks = []
@@ -354,7 +363,8 @@ def _evicted_then_eof_on_the_core(aloop: Loop, authority: str) -> None:
 
 
 def test_request_head_has_a_total_deadline(aloop):
-    """A head trickled one line at a time is cut off after ``head_timeout``, not kept alive by each read."""
+    """A head trickled one line at a time is cut off after ``head_timeout``, not kept alive by
+    each read."""
     with CraftedOrigin(lambda t, h: iter([response(200, [], b"x")])) as o:
         p = aloop.proxy(o.authority, head_timeout=1.0)
         s = socket.create_connection(p.address, timeout=5)
@@ -384,7 +394,8 @@ def test_request_head_has_a_total_deadline(aloop):
 
 
 def test_over_the_limit_is_refused_as_such(aloop):
-    """With every slot busy serving (nothing to evict), a new client gets 503 counted as connection-limit."""
+    """With every slot busy serving (nothing to evict), a new client gets 503 counted as
+    connection-limit."""
     def h(target, hdrs):
         yield from paced(BODY, [("cache-control", "no-store")], pieces=10, pause=0.2)
 
@@ -439,10 +450,12 @@ def test_a_refused_client_still_sending_reads_its_503(aloop):
 # ------------------------------------------------------------------ item 9: buffer budget
 
 def test_pending_small_objects_do_not_commit_the_buffer_budget(aloop):
-    """Issue 13 item 9: sessions waiting for a head are charged nothing; a small object its length."""
+    """Issue 13 item 9: sessions waiting for a head are charged nothing; a small object its
+    length."""
     o = aloop.origin()
     p = aloop.proxy(o.authority, window=1 << 20, buffer_budget=2 << 20)
-    small = [start_fetch(p.address, f"/small{i}?size=1000&head_delay=3", timeout=20) for i in range(4)]
+    small = [start_fetch(p.address, f"/small{i}?size=1000&head_delay=3", timeout=20)
+             for i in range(4)]
     deadline = time.monotonic() + 10
     while o.stats.requests < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -459,8 +472,9 @@ def test_pending_small_objects_do_not_commit_the_buffer_budget(aloop):
 
 
 def test_bytes_arriving_while_idle_are_never_read_as_a_response(aloop):
-    """An origin sends an unsolicited response after a complete one, while the connection idles in the
-    pool: the connection is dropped on reuse (counted), and the next request gets its own answer."""
+    """An origin sends an unsolicited response after a complete one, while the connection idles
+    in the pool: the connection is dropped on reuse (counted), and the next request gets its own
+    answer."""
     def h(target, hdrs):
         yield response(200, [], f"for {target}".encode())
         if target == "/idle/a":
@@ -478,7 +492,8 @@ def test_bytes_arriving_while_idle_are_never_read_as_a_response(aloop):
 
 
 def test_a_joiner_arriving_after_the_response_went_stale_is_not_shared(aloop):
-    """RFC 9111 sec. 4.2: ``max-age=1`` is shareable on arrival, but not with a client arriving 1.5 s later."""
+    """RFC 9111 sec. 4.2: ``max-age=1`` is shareable on arrival, but not with a client arriving
+    1.5 s later."""
     fields = [("cache-control", "max-age=1")]
     with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=40, pause=0.1)) as o:
         p = aloop.proxy(o.authority)
@@ -495,8 +510,9 @@ def test_a_joiner_arriving_after_the_response_went_stale_is_not_shared(aloop):
 
 @pytest.mark.parametrize("cc, shared", [("max-age=0", False), ("max-age=3600", True)])
 def test_a_request_max_age_bounds_the_age_of_a_shared_answer(aloop, cc, shared):
-    """RFC 9111 sec. 5.2.1.1: a client sending ``Cache-Control: max-age=0`` (a browser reload) does not
-    accept an answer older than that: it is not joined to a stream that has been in flight for 1 s."""
+    """RFC 9111 sec. 5.2.1.1: a client sending ``Cache-Control: max-age=0`` (a browser reload)
+    does not accept an answer older than that: it is not joined to a stream that has been in
+    flight for 1 s."""
     fields = [("cache-control", "max-age=600")]
     with CraftedOrigin(lambda t, h: paced(BODY, fields, pieces=30, pause=0.1)) as o:
         p = aloop.proxy(o.authority)
@@ -537,14 +553,17 @@ def test_admission_evicts_incomplete_first_then_kept_alive_never_busy():
 
 @pytest.mark.parametrize("fields, now, lifetime, age", [
     ([(b"cache-control", b"max-age=60")], None, 60.0, 0.0),
-    ([(b"cache-control", b"max-age=60, s-maxage=5")], None, 5.0, 0.0),      # s-maxage wins for a shared cache
-    ([(b"cache-control", b"max-age=60"), (b"cache-control", b"max-age=0")], None, 60.0, 0.0),  # first wins
+    # s-maxage wins for a shared cache
+    ([(b"cache-control", b"max-age=60, s-maxage=5")], None, 5.0, 0.0),
+    # the first wins
+    ([(b"cache-control", b"max-age=60"), (b"cache-control", b"max-age=0")], None, 60.0, 0.0),
     ([(b"cache-control", b"max-age=soon")], None, 0.0, 0.0),               # invalid: stale
     ([(b"expires", b"Thu, 01 Jan 2026 00:01:00 GMT"), (b"date", b"Thu, 01 Jan 2026 00:00:00 GMT")],
      None, 60.0, 0.0),
     ([(b"expires", b"0")], None, 0.0, 0.0),                                  # RFC 9111 sec. 5.3
     ([(b"cache-control", b"max-age=60"), (b"age", b"7")], None, 60.0, 7.0),
-    ([(b"date", b"Thu, 01 Jan 2026 00:00:00 GMT")], 1767225610.0, None, 10.0),  # apparent age from Date
+    # the apparent age from Date
+    ([(b"date", b"Thu, 01 Jan 2026 00:00:00 GMT")], 1767225610.0, None, 10.0),
     ([], None, None, 0.0),
 ])
 def test_freshness(fields, now, lifetime, age):

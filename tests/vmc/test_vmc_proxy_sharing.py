@@ -23,7 +23,8 @@ CURL_TIMEOUT = 60
 
 
 def wait_live(st, path_prefix: str, min_bytes: int, timeout: float = 20.0) -> int:
-    """Block until a live session for a URI containing ``path_prefix`` has >= min_bytes; its edge."""
+    """Block until a live session for a URI containing ``path_prefix`` has >= min_bytes; its
+    edge."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for s in sessions(st.proxy):
@@ -33,7 +34,8 @@ def wait_live(st, path_prefix: str, min_bytes: int, timeout: float = 20.0) -> in
     raise AssertionError(f"no live session for {path_prefix} reached {min_bytes} bytes")
 
 
-def curl(st, path: str, out: Path, *extra: str, via_proxy_option: bool = False, headers: Path | None = None):
+def curl(st, path: str, out: Path, *extra: str, via_proxy_option: bool = False,
+         headers: Path | None = None):
     """Start curl for ``path`` through the proxy (reverse-proxy form, or -x absolute form)."""
     argv = ["curl", "-sS", "-o", str(out), "-w", "%{http_code} %{size_download}", *extra]
     if headers is not None:
@@ -102,7 +104,8 @@ def test_vmc_client_gets_206_from_live_edge_and_patches_prefix(make_stack, tmp_p
     first = curl(st, path, tmp_path / "first")
     wait_live(st, "/vmc.bin", 150_000)
     # What a VMC-aware client sees on the wire: 206 for a request without Range.
-    resp, part = asyncio.run(_raw_get(st.proxy_addr, path.encode(), st.origin.authority.encode(), [(b"vmc", b"1")], 100_000))
+    resp, part = asyncio.run(_raw_get(st.proxy_addr, path.encode(), st.origin.authority.encode(),
+                                      [(b"vmc", b"1")], 100_000))
     assert resp.status == 206
     cr = ranges.parse_content_range(resp.header(b"content-range"))
     assert cr.length == size and cr.last == size - 1 and 150_000 <= cr.first < size
@@ -113,7 +116,8 @@ def test_vmc_client_gets_206_from_live_edge_and_patches_prefix(make_stack, tmp_p
     wait_live(st, "/vmc.bin", 400_000)
     res = asyncio.run(fetch(st.url(path), proxy=st.proxy_addr))
     assert res.status == 206 and res.body == body and res.digest_ok is True
-    assert res.parts[0][2] == 206 and res.parts[0][0] > 0 and res.parts[1][:2] == (0, res.parts[0][0])
+    assert res.parts[0][2] == 206 and res.parts[0][0] > 0
+    assert res.parts[1][:2] == (0, res.parts[0][0])
     assert finish(first) == (0, 200, size)
     assert st.origin.stats.per_path["/vmc.bin"] == size  # the window held the prefix
     modes = [r["mode"] for r in records(st, "/vmc.bin")]
@@ -132,8 +136,10 @@ def test_range_requests_on_inflight_object(make_stack, tmp_path: Path) -> None:
     wait_live(st, "/rng.bin", 300_000)
     cases = [
         ("100-199", 206, body[100:200], f"bytes 100-199/{size}"),  # from the buffer
-        ("250000-800099", 206, body[250_000:800_100], f"bytes 250000-800099/{size}"),  # buffer, then live
-        ("-50", 206, body[-50:], f"bytes {size - 50}-{size - 1}/{size}"),  # suffix, from the live stream
+        # from the buffer, then live
+        ("250000-800099", 206, body[250_000:800_100], f"bytes 250000-800099/{size}"),
+        # a suffix, from the live stream
+        ("-50", 206, body[-50:], f"bytes {size - 50}-{size - 1}/{size}"),
         ("10-19,20-29", 206, body[10:30], f"bytes 10-29/{size}"),  # adjacent: coalesced
         ("0-0,500-500", 206, None, None),  # two ranges: multipart/byteranges (checked below)
         (f"{size}-", 416, b"", f"bytes */{size}"),
@@ -190,7 +196,8 @@ NEVER_SHARED = [
     ("private", "&cc=private,max-age=60", [[], []]),
     ("unknown-length", "&chunked=1", [[], []]),
     ("set-cookie", "&cookie=1", [[], []]),
-    ("vary", "&vary=Accept-Language", [["-H", "Accept-Language: en"], ["-H", "Accept-Language: fr"]]),
+    ("vary", "&vary=Accept-Language",
+     [["-H", "Accept-Language: en"], ["-H", "Accept-Language: fr"]]),
 ]
 
 
@@ -202,7 +209,8 @@ def test_never_shared(make_stack, tmp_path: Path, name: str, query: str, extras)
     path = f"/ns-{name}.bin?size={size}{query}"
     first = curl(st, path, tmp_path / "a", *extras[0])
     deadline = time.monotonic() + 20
-    while st.origin.stats.per_path.get(f"/ns-{name}.bin", 0) < 50_000 and time.monotonic() < deadline:
+    while (st.origin.stats.per_path.get(f"/ns-{name}.bin", 0) < 50_000
+           and time.monotonic() < deadline):
         time.sleep(0.01)  # the first response is flowing (it lasts ~0.4 s in all)
     second = curl(st, path, tmp_path / "b", *extras[1])
     assert finish(first) == (0, 200, size)
@@ -233,12 +241,14 @@ def test_head_and_keepalive(make_stack, tmp_path: Path) -> None:
     path = f"/ka.bin?size={size}"
     first = curl(st, path, tmp_path / "a")
     wait_live(st, "/ka.bin", 50_000)
-    head = subprocess.run(["curl", "-sS", "-I", st.reverse_url(path)], capture_output=True, timeout=30)
+    head = subprocess.run(["curl", "-sS", "-I", st.reverse_url(path)], capture_output=True,
+                          timeout=30)
     assert head.returncode == 0 and f"content-length: {size}".encode() in head.stdout.lower()
     assert finish(first) == (0, 200, size)
     # Two requests on one connection (keep-alive), both served.
     two = subprocess.run(
-        ["curl", "-sS", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
+        ["curl", "-sS", "-o", "/dev/null", "-o", "/dev/null",
+         "-w", "%{http_code} %{num_connects}\n",
          st.reverse_url("/k1?size=1000"), st.reverse_url("/k2?size=2000")],
         capture_output=True, timeout=30, text=True,
     )
@@ -285,4 +295,5 @@ def test_prefix_patch_modes(make_stack, tmp_path: Path, budget: int) -> None:
         assert joiner["origin_bytes"] <= edge + 200_000  # about the prefix
         assert st.status()["peak_queue_bytes"] <= budget + 65536
     else:
-        assert joiner["origin_bytes"] > edge + (size - edge) // 2  # the chase ran far past the join point
+        # the chase ran far past the join point
+        assert joiner["origin_bytes"] > edge + (size - edge) // 2

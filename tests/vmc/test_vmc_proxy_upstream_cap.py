@@ -1,4 +1,5 @@
-"""A cap on upstream connections (issue 6, "limits on ... connections"): queue, then 503 + Retry-After.
+"""A cap on upstream connections (issue 6, "limits on ... connections"): queue, then 503 +
+Retry-After.
 
 The cap is checked from outside the proxy too: a sampler counts established TCP
 connections to the origin's port in /proc/net/tcp while curl clients run.
@@ -35,7 +36,8 @@ class _ConnSampler:
             next(fh)
             for line in fh:
                 f = line.split()
-                if f[3] == "01" and f[2].endswith(":" + self.port):  # remote = origin, state ESTABLISHED
+                # remote = origin, state ESTABLISHED
+                if f[3] == "01" and f[2].endswith(":" + self.port):
                     n += 1
         return n
 
@@ -70,13 +72,15 @@ def test_requests_past_the_cap_queue_and_complete(make_stack, tmp_path: Path) ->
 
 
 @pytest.mark.tool("curl")
-def test_full_cap_gives_503_with_retry_after_but_joiners_still_share(make_stack, tmp_path: Path) -> None:
+def test_full_cap_gives_503_with_retry_after_but_joiners_still_share(make_stack,
+                                                                     tmp_path: Path) -> None:
     st = make_stack(rate=500_000, max_upstream=1, upstream_queue_wait=0.3, retry_after=7)
     size = 1_000_000
     first = curl(st, f"/big.bin?size={size}", tmp_path / "a")
     wait_live(st, "/big.bin", 100_000)
     other = curl(st, "/other.bin?size=1000", tmp_path / "o", headers=tmp_path / "o.h")
-    joiner = curl(st, f"/big.bin?size={size}", tmp_path / "j")  # shares the live stream: no slot needed
+    # shares the live stream: no slot needed
+    joiner = curl(st, f"/big.bin?size={size}", tmp_path / "j")
     assert finish(other)[:2] == (0, 503)
     head = (tmp_path / "o.h").read_text().lower()
     assert "retry-after: 7" in head
@@ -102,8 +106,8 @@ def test_client_waits_out_retry_after(make_stack, tmp_path: Path) -> None:
     first = curl(st, f"/hold.bin?size={size}", tmp_path / "a")
     try:
         wait_live(st, "/hold.bin", 50_000)
-        cmd = [sys.executable, "-m", "vmc", "get", st.url("/later.bin?size=5000"), "--proxy", st.proxy_addr,
-               "-o", str(tmp_path / "l"), "--busy-retries", "0"]
+        cmd = [sys.executable, "-m", "vmc", "get", st.url("/later.bin?size=5000"),
+               "--proxy", st.proxy_addr, "-o", str(tmp_path / "l"), "--busy-retries", "0"]
         busy = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         assert busy.returncode == 1 and "503" in busy.stderr
         assert st.status()["refused"]["upstream-busy"] == 1

@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as hst
+from hypothesis import given, settings, strategies as hst
 from test_vmc_proxy_sharing import curl, finish, wait_live  # noqa: E402  (same directory)
-
 from vmc_support import sessions
+
 from vmc.aio.origin import expected
 from vmc.client import _retry_after
 from vmc.core import policy
@@ -47,7 +46,8 @@ def test_if_range_rules() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(hst.one_of(hst.binary(max_size=60),
-                  hst.from_regex(rb"\A(Sun|Mon), [0-9]{1,2} [A-Za-z]{3} [0-9]{2,4} [0-9:]{5,8} (GMT|UTC|[+-][0-9]{4})\Z")))
+                  hst.from_regex(rb"\A(Sun|Mon), [0-9]{1,2} [A-Za-z]{3} [0-9]{2,4} [0-9:]{5,8} "
+                                 rb"(GMT|UTC|[+-][0-9]{4})\Z")))
 def test_http_date_and_retry_after_never_raise(value: bytes) -> None:
     """Any field value: an HTTP-date parses to a number or None (RFC 9110 sec. 5.6.7), never an
     exception; so do the validators built on it and Retry-After."""
@@ -59,8 +59,10 @@ def test_http_date_and_retry_after_never_raise(value: bytes) -> None:
     assert r is None or r >= 0
 
 @pytest.mark.tool("curl")
-@pytest.mark.parametrize("query", ["weak=1", "noetag=1&lmnow=1"], ids=["weak-etag+lm", "lm-equals-date"])
-def test_weak_validators_prefix_out_of_window_passes_through(make_stack, tmp_path: Path, query: str) -> None:
+@pytest.mark.parametrize("query", ["weak=1", "noetag=1&lmnow=1"],
+                         ids=["weak-etag+lm", "lm-equals-date"])
+def test_weak_validators_prefix_out_of_window_passes_through(make_stack, tmp_path: Path,
+                                                            query: str) -> None:
     """RFC 9110 sec. 13.1.5 and 8.8.2.2: a weak ETag (even with Last-Modified), or a Last-Modified
     not 1 s older than Date, cannot guard a Range patch: a late joiner whose prefix left the window
     is served on its own (never a 200 head followed by a failed patch)."""
@@ -109,8 +111,8 @@ def test_client_if_range_date_evaluated_as_strong_only(make_stack, tmp_path: Pat
     wait_live(st, "/ir.bin", 50_000)
     lm = sessions(st.proxy)[0].validators.last_modified
     assert lm
-    out = st.raw(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\nRange: bytes=100-199\r\nIf-Range: "
-                 + lm + b"\r\nConnection: close\r\n\r\n", timeout=10)
+    out = st.raw(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\nRange: bytes=100-199\r\n"
+                 b"If-Range: " + lm + b"\r\nConnection: close\r\n\r\n", timeout=10)
     head, _, got = out.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 %d" % status), head[:60]
     body = expected("/ir.bin", size)
@@ -125,13 +127,15 @@ def test_same_representation_on_a_206() -> None:
     full = policy.Validators(b'"x"', LM, 10, date)
     assert policy.same_representation(full, policy.Validators(b'"x"', None, 10))
     assert policy.same_representation(full, policy.Validators(b'"x"', LM, 10))
-    assert not policy.same_representation(full, policy.Validators(b'"x"', b"Sun, 02 Jan 2000 00:00:00 GMT", 10))
+    assert not policy.same_representation(
+        full, policy.Validators(b'"x"', b"Sun, 02 Jan 2000 00:00:00 GMT", 10))
     assert not policy.same_representation(full, policy.Validators(b'"y"', None, 10))
     assert not policy.same_representation(full, policy.Validators(None, LM, 10))
     assert not policy.same_representation(full, policy.Validators(b'"x"', None, 11))
     lm_only = policy.Validators(None, LM, 10, date)
     assert policy.same_representation(lm_only, policy.Validators(None, LM, 10))
-    assert not policy.same_representation(lm_only, policy.Validators(None, b"Sun, 02 Jan 2000 00:00:00 GMT", 10))
+    assert not policy.same_representation(
+        lm_only, policy.Validators(None, b"Sun, 02 Jan 2000 00:00:00 GMT", 10))
     assert not policy.same_representation(policy.Validators(b'W/"x"', LM, 10, date),
                                           policy.Validators(b'W/"x"', LM, 10))
 
@@ -150,7 +154,8 @@ def test_resume_accepts_206_without_last_modified(make_stack, tmp_path: Path) ->
 
 @pytest.mark.tool("curl")
 def test_prefix_patch_accepts_206_without_last_modified(make_stack, tmp_path: Path) -> None:
-    """RFC 9110 sec. 15.3.7: the same for a late joiner's prefix patched from the origin by Range."""
+    """RFC 9110 sec. 15.3.7: the same for a late joiner's prefix patched from the origin by
+    Range."""
     st = make_stack(rate=1_000_000, window=100_000, disk_budget=0)
     size = 600_000
     path = f"/np.bin?size={size}&nolm206=1"

@@ -1,4 +1,5 @@
-"""The replay reads what a real Squid writes: generate, log through squid, parse strictly, replay."""
+"""The replay reads what a real Squid writes: generate, log through squid, parse strictly,
+replay."""
 
 from __future__ import annotations
 

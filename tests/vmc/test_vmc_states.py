@@ -51,7 +51,8 @@ def test_session_moves_through_the_table_only() -> None:
 
 def test_state_is_assigned_in_one_place_only() -> None:
     root = Path(__file__).resolve().parents[2] / "vmc"
-    hits = [f"{p.name}:{n}" for p in root.rglob("*.py") for n, line in enumerate(p.read_text().splitlines(), 1)
+    hits = [f"{p.name}:{n}" for p in root.rglob("*.py")
+            for n, line in enumerate(p.read_text().splitlines(), 1)
             if re.search(r"\.state\s*(:[^=]*)?=[^=]", line)]
     # SharedObject.__init__ (PENDING) and SharedObject.move: nowhere else
     assert len(hits) == 2 and all(h.startswith("session.py:") for h in hits), hits

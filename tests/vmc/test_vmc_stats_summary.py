@@ -35,6 +35,7 @@ def test_histogram_buckets() -> None:
     for x in (0.0005, 0.003, 0.003, 7.0, 1e6):
         h.add(x)
     j = h.to_json()
-    assert j["count"] == 5 and sum(j["counts"]) == 5 and j["counts"][-1] == 1  # 1e6 s: the overflow bucket
+    # 1e6 s: the overflow bucket
+    assert j["count"] == 5 and sum(j["counts"]) == 5 and j["counts"][-1] == 1
     assert j["bounds"][0] == 0.001 and j["counts"][0] == 1
     assert j["max"] == 1e6

@@ -1,4 +1,5 @@
-"""The paper's Fig. 1 in namespaces: unmodified clients, nftables REDIRECT to the proxy, tbf-shaped origin link."""
+"""The paper's Fig. 1 in namespaces: unmodified clients, nftables REDIRECT to the proxy,
+tbf-shaped origin link."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_transparent_vmc_router_saves_origin_bytes() -> None:
 @pytest.mark.tool("nft")
 @pytest.mark.tool("curl")
 def test_transparent_mode_goes_only_to_the_original_destination() -> None:
-    """A REDIRECTed connection is served from its original destination; Host cannot steer it elsewhere."""
+    """A REDIRECTed connection is served from its original destination; Host cannot steer it
+    elsewhere."""
     import subprocess
     import sys
 
@@ -58,30 +60,32 @@ def test_transparent_mode_goes_only_to_the_original_destination() -> None:
         origin6 = tb.popen(o, [sys.executable, "-m", "vmc", "origin", "--listen", f"[{O6}]:80"],
                            stdout=subprocess.PIPE, text=True)
         assert "vmc origin" in origin6.stdout.readline()
-        proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"0.0.0.0:{PROXY_PORT}",
-                             "--upstream", f"{O_IP}:80", "--transparent", "--status-allow", "10.61.0.0/16",
-                             *engine_args()],
+        proxy = tb.popen(r, [sys.executable, "-m", "vmc", "proxy",
+                             "--listen", f"0.0.0.0:{PROXY_PORT}", "--upstream", f"{O_IP}:80",
+                             "--transparent", "--status-allow", "10.61.0.0/16", *engine_args()],
                          stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy.stdout.readline()
-        proxy6 = tb.popen(r, [sys.executable, "-m", "vmc", "proxy", "--listen", f"[::]:{PROXY_PORT}",
-                              "--upstream", f"[{O6}]:80", "--transparent", "--status-allow", "fd61::/16",
-                              *engine_args()],
+        proxy6 = tb.popen(r, [sys.executable, "-m", "vmc", "proxy",
+                              "--listen", f"[::]:{PROXY_PORT}", "--upstream", f"[{O6}]:80",
+                              "--transparent", "--status-allow", "fd61::/16", *engine_args()],
                           stdout=subprocess.PIPE, text=True)
         assert "vmc proxy" in proxy6.stdout.readline()
         assert tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES).returncode == 0
         ok = tb.exec(c, ["curl", "-sS", "-D", "-", "-o", "/dev/null", f"http://{O_IP}/t.bin?size=5000"])
-        assert ok.returncode == 0 and ok.stdout.startswith("HTTP/1.1 200") and "1.1 vmc" in ok.stdout.lower()
+        assert ok.returncode == 0 and ok.stdout.startswith("HTTP/1.1 200")
+        assert "1.1 vmc" in ok.stdout.lower()
         body = subprocess.run(["ip", "netns", "exec", c.ns, "curl", "-sS", f"http://{O_IP}/t.bin?size=5000"],
                               capture_output=True, timeout=30).stdout
         assert body == expected("/t.bin", 5000)
         # Aimed at the router itself (port 80, redirected too) with an allowed Host: refused.
-        bad = tb.exec(c, ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {O_IP}",
-                          f"http://{R_C_IP}/t.bin?size=5000"])
+        bad = tb.exec(c, ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                          "-H", f"Host: {O_IP}", f"http://{R_C_IP}/t.bin?size=5000"])
         assert bad.stdout == "403"
         st = tb.exec(c, ["curl", "-sS", f"http://{R_C_IP}:{PROXY_PORT}/_vmc/status"])
         assert '"transparent": 3' in st.stdout
         # The same over IPv6 (IP6T_SO_ORIGINAL_DST): an ip6 nat table and v6 addresses.
-        ok6 = tb.exec(r, ["nft", "-f", "-"], input=NFT_RULES.replace("table ip vmc", "table ip6 vmc6"))
+        ok6 = tb.exec(r, ["nft", "-f", "-"],
+                      input=NFT_RULES.replace("table ip vmc", "table ip6 vmc6"))
         assert ok6.returncode == 0, ok6.stderr
         v6 = tb.exec(c, ["curl", "-sS", "-g", "-o", "/dev/null", "-w", "%{http_code}",
                          f"http://[{O6}]/t6.bin?size=700"])

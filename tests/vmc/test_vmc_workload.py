@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from vmc.workload.squid import LogEntry, LogError, clean, parse_line, read_log
 from vmc.workload.synth import SCENARIOS, Zipf, calculated_saving, generate
 
-LINE = "1066036250.123    245 10.0.0.1 TCP_MISS/200 4512 GET http://a.example/x - DIRECT/192.0.2.1 text/html"
+LINE = ("1066036250.123    245 10.0.0.1 TCP_MISS/200 4512 GET http://a.example/x - "
+        "DIRECT/192.0.2.1 text/html")
 
 
 def test_parse_native_line() -> None:
     e = parse_line(LINE)
-    assert (e.time, e.elapsed_ms, e.client, e.code, e.status, e.bytes) == (1066036250.123, 245, "10.0.0.1",
-                                                                           "TCP_MISS", 200, 4512)
-    assert (e.method, e.url, e.hierarchy, e.peer, e.type) == ("GET", "http://a.example/x", "DIRECT", "192.0.2.1",
-                                                              "text/html")
+    assert ((e.time, e.elapsed_ms, e.client, e.code, e.status, e.bytes)
+            == (1066036250.123, 245, "10.0.0.1", "TCP_MISS", 200, 4512))
+    assert ((e.method, e.url, e.hierarchy, e.peer, e.type)
+            == ("GET", "http://a.example/x", "DIRECT", "192.0.2.1", "text/html"))
     assert e.start == pytest.approx(1066036250.123 - 0.245)
     assert parse_line(e.format()) == e
 
@@ -73,10 +73,13 @@ def test_calculated_saving_by_hand() -> None:
     def e(start: float, url: str, n: int, ms: int) -> LogEntry:
         return LogEntry(start + ms / 1000, ms, "c", "TCP_MISS", 200, n, "GET", url)
 
-    log = [e(0.0, "http://h/a", 1000, 1000), e(0.5, "http://h/a", 1000, 1000), e(2.0, "http://h/a", 1000, 1000)]
+    log = [e(0.0, "http://h/a", 1000, 1000), e(0.5, "http://h/a", 1000, 1000),
+           e(2.0, "http://h/a", 1000, 1000)]
     c = calculated_saving(log)
-    assert c.overlaps == 1 and c.shared_bytes == 1000 and c.bandwidth_saving == pytest.approx(100 / 3)
-    w = calculated_saving(log, window=100)  # joiner at offset 500: 400 bytes of prefix from the origin
+    assert c.overlaps == 1 and c.shared_bytes == 1000
+    assert c.bandwidth_saving == pytest.approx(100 / 3)
+    # joiner at offset 500: 400 bytes of prefix from the origin
+    w = calculated_saving(log, window=100)
     assert w.shared_bytes == 600
 
 
@@ -103,8 +106,9 @@ def test_testbed_helpers() -> None:
         {"mode": "passthrough", "client_bytes": 50, "origin_bytes": 50},
     ]}
     assert saved_per_request(status) == [0, 70, 10, 0]
-    runs = [{"scenario": "x", "table2": {"bandwidth %": b, "latency %": l, "latency % vs proxy-only": None}}
-            for b, l in ((1.0, -5.0), (3.0, 15.0))]
+    runs = [{"scenario": "x",
+             "table2": {"bandwidth %": bw, "latency %": lat, "latency % vs proxy-only": None}}
+            for bw, lat in ((1.0, -5.0), (3.0, 15.0))]
     s = summarise(runs)
     assert s["runs"] == 2 and s["bandwidth %"] == {"mean": 2.0, "min": 1.0, "max": 3.0}
     assert s["latency %"]["mean"] == 5.0 and "latency % vs proxy-only" not in s
