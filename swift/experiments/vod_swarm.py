@@ -50,7 +50,7 @@ from typing import Any
 from deliverykit import cliutil
 from deliverykit.sim import Scenario
 from deliverykit.sweep import SweepFailed
-from swift.core.peer import PeerConfig
+from swift.core.config import PeerConfig
 from swift.experiments import swarm, sweeps
 from swift.experiments.swarm import GROUPS, Backend
 
@@ -122,7 +122,8 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
         })
     if out:
         params = {"leechers": n, "video_s": secs, "bitrate_bps": bitrate_bps, "size_bytes": size,
-                  "chunk_size": chunk_size, "algorithms": list(algorithms), "backend": backend.value,
+                  "chunk_size": chunk_size, "algorithms": list(algorithms),
+                  "backend": backend.value,
                   "seed": seed, "seeder_up_bps": seed_bps,
                   "seeder_supply_ratio": round(seed_bps / (n * bitrate_bps), 3),
                   "leecher_up_bps": swarm.VOD_LEECHER_UP, "groups_delay_ms_loss_pct": GROUPS,
@@ -176,7 +177,8 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
     w = 0.8 / max(1, len(algos))
     for k, algo in enumerate(algos):
         mine = [r for r in per_leecher if r["algorithm"] == algo]
-        by_g = [statistics.mean([r["stalls"] for r in mine if r["group"] == g] or [0]) for g in "ABCD"]
+        by_g = [statistics.mean([r["stalls"] for r in mine if r["group"] == g] or [0])
+                for g in "ABCD"]
         a1.bar([x + k * w for x in range(4)], by_g, w, label=algo)
         a2.bar([k], [statistics.mean(r["stall_s"] for r in mine)], 0.6, label=algo)
     a1.set_xticks([x + w * (len(algos) - 1) / 2 for x in range(4)],
@@ -186,7 +188,8 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
     a2.set_xticks(range(len(algos)), algos)
     a2.set_ylabel("mean stall time per peer (s)")
     fig.suptitle(f"Fig. 6 at our scale: {params['leechers']} leechers, seeder "
-                 f"{params['seeder_up_bps'] / 1e6:.1f} Mb/s (supply {params['seeder_supply_ratio']} x demand)",
+                 f"{params['seeder_up_bps'] / 1e6:.1f} Mb/s "
+                 f"(supply {params['seeder_supply_ratio']} x demand)",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, base + "-fig6.png"), dpi=110)
@@ -197,7 +200,8 @@ def _write(out: str, base: str, params: dict, rows: list, per_leecher: list, sta
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="ppspp experiment vod-swarm", description=__doc__.splitlines()[0],
-        epilog="--backend netns needs root (network namespaces). Prints one JSON object per algorithm, then a "
+        epilog="--backend netns needs root (network namespaces). Prints one JSON object per "
+               "algorithm, then a "
                "summary beside the paper's numbers.")
     ap.add_argument("--quick", action="store_true",
                     help="4 leechers and a 15 s video instead of 12 and 60 s (what CI runs)")
@@ -244,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
           "the paper's supply ratio, not its 20 Mb/s):")
     for r in rows:
         print(f"  {r['what'].rsplit(', ', 1)[1]:<8} mean stalls {r['mean stalls']}, stall time "
-              f"{r['mean stall s']} s, start-up {r['mean start-up s']} s, completed {r['completed']}")
+              f"{r['mean stall s']} s, start-up {r['mean start-up s']} s, "
+              f"completed {r['completed']}")
     print("  " + PAPER)
     print(f"files in {a.out}/", file=sys.stderr)
     return 0
