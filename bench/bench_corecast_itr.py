@@ -12,7 +12,7 @@ one map-cache lookup per client per chunk.
 Two measurements:
 
 * **sans-IO** (no root): the ITR core's data path as the drivers call it, one
-  ``Itr.handle_batch`` per 256 packets (``cc_itr_batch``: C, or its pure
+  ``Itr.handle_batch`` per 256 packets (``ItrTable.batch``: C, or its pure
   twin), input packets per CPU-second of this process.
 * **end to end** (root): namespaces ``s -- x -- cap``.  A saturating load
   generator in ``s`` offers the traffic to ``x`` (issue 17): the kernel's
@@ -23,7 +23,7 @@ Two measurements:
   they go for a fixed time; on veth the kernel forwards in the sender's
   softirq, so several senders also give the kernel several CPUs to forward on).
   In ``x`` either the kernel forwards (ip_forward=1, routes to ``cap``) or our
-  ITR process runs (forwarding off; AF_PACKET recvmmsg -> one cc_itr_batch
+  ITR process runs (forwarding off; AF_PACKET recvmmsg -> one ItrTable.batch
   call -> sendmmsg of LISP/UDP to the RLOCs, routed to ``cap``).  Packets/s
   = packets arriving on ``cap``'s interface (rx counter) over the sender's
   own sending time, the same counter for every subject; the sender's rate is
@@ -53,7 +53,7 @@ from deliverykit.fastpath import speedups
 
 CHANNEL = "10.255.0.1"
 S_ADDR, X_IN, X_OUT, CAP = "172.16.0.1", "172.16.0.2", "100.127.255.1", "100.127.255.254"
-HAVE_C = speedups is not None and hasattr(speedups, "cc_itr_batch")
+HAVE_C = speedups is not None and hasattr(speedups, "cc_itr_table")
 
 
 def _traffic(scale: int, chunks: int, src_addr: str = S_ADDR):

@@ -36,7 +36,7 @@ TWINS = {
     "send_batch": ("deliverykit.fastpath", "py_send_batch"),
     "cc_parse": ("corecast._fast", "py_cc_parse"),
     "cc_trie_lookup": ("corecast._fast", "py_cc_trie_lookup"),
-    "cc_itr_batch": ("corecast._fast", "py_cc_itr_batch"),
+    "cc_itr_table": ("corecast._fast", "py_cc_itr_table"),
     "cc_ring_read": ("corecast._fast", "py_cc_ring_read"),
     "cc_blast": ("corecast._fast", "py_cc_blast"),
     "m2c_ldpc_matrix": ("m2c._fast", "m2c_ldpc_matrix"),
@@ -51,6 +51,9 @@ TWINS = {
     "decode_msgs": ("swift._fast", "py_decode_msgs"),
     "binmap_find": ("swift._fast", "py_binmap_find"),
     "binmap_set1": ("swift._fast", "py_binmap_set1"),
+    "uncle_stop": ("swift._fast", "py_uncle_stop"),
+    "merkle_walk": ("swift._fast", "py_merkle_walk"),
+    "merkle_uncles": ("swift._fast", "py_merkle_uncles"),
 }
 
 
@@ -84,14 +87,18 @@ def test_stub_takes_the_twins_arguments_positionally(name):
     fn = stub_functions().get(name)
     assert fn is not None, f"{name} missing in the .pyi"
     args = fn.args
-    # METH_VARARGS: positional only, no defaults, nothing else.
+    # METH_VARARGS: positional only, nothing else; optional trailing arguments
+    # (PyArg_ParseTuple's "|") exactly where the twin has defaults.
     assert args.args == [] and args.kwonlyargs == [] and args.vararg is None
-    assert args.kwarg is None and args.defaults == []
+    assert args.kwarg is None
     stub_params = [a.arg for a in args.posonlyargs]
     module, attr = TWINS[name]
     twin = getattr(importlib.import_module(module), attr)
-    twin_params = list(inspect.signature(twin).parameters)
+    params = inspect.signature(twin).parameters.values()
+    twin_params = [p.name for p in params]
     assert len(stub_params) == len(twin_params), (stub_params, twin_params)
+    optional = sum(p.default is not inspect.Parameter.empty for p in params)
+    assert len(args.defaults) == optional, (name, len(args.defaults), optional)
 
 
 def test_stub_is_shipped_and_the_packages_are_marked_typed():
