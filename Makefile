@@ -16,7 +16,7 @@ LINT_TOOLS := mypy==2.4.1 ruff==0.17.6
 # The ratchet (pyproject.toml, "# ratchet:" lines) only shrinks: these are its
 # sizes today; lower them when a module comes off, never raise them.
 RATCHET_MYPY := 0
-RATCHET_RUFF := 14
+RATCHET_RUFF := 0
 SOURCES := pyproject.toml setup.py $(wildcard deliverykit/csrc/*.c deliverykit/csrc/*.h)
 # setuptools warns on every editable install about same-named folders in the
 # working directory; here the working directory is the source tree, by design.

@@ -1,7 +1,6 @@
 """Binmap (Binmaps report) against a plain set model, and bin arithmetic (RFC 7574 4.2)."""
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap

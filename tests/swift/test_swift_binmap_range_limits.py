@@ -12,8 +12,8 @@ import os
 from array import array
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from swift_support import live_feeder, pump
 
 from deliverykit import fastpath
 from swift._fast import py_binmap_find, py_binmap_set1
@@ -22,7 +22,6 @@ from swift.core.live import LiveContent, LiveTree
 from swift.core.peer import Peer, PeerConfig
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing
-from swift_support import live_feeder, pump
 
 SRC, V1 = ("10.2.0.1", 1), ("10.2.0.2", 2)
 

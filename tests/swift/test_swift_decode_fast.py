@@ -2,8 +2,7 @@
 Python twin (swift/_fast.py ``py_decode_msgs``), and decode_raw built on either."""
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit import fastpath
 from swift._fast import py_decode_msgs
@@ -35,8 +34,9 @@ def test_decode_msgs_garbage_same_outcome(data, pos, addressing, hs, sigs, cs) -
 
 def _ctx(addressing: int, sha1: bool, sig: int, cs: int) -> C.WireContext:
     sig_alg = (SigAlg.ECDSAP256SHA256, SigAlg.ECDSAP384SHA384, SigAlg.RSASHA256)[sig]
-    return C.WireContext.make(ChunkAddressing(addressing), HashFunc.SHA1 if sha1 else HashFunc.SHA256,
-                              sig_alg, cs)
+    return C.WireContext.make(
+        ChunkAddressing(addressing), HashFunc.SHA1 if sha1 else HashFunc.SHA256, sig_alg, cs
+    )
 
 
 def _spec(ctx: C.WireContext, draw) -> tuple[int, int]:
@@ -64,7 +64,14 @@ def _datagram(draw):
                 s, e = _spec(ctx, draw)
                 n = ctx.chunk_size if ctx.chunk_size != 0xFFFFFFFF else draw(st.integers(0, 50))
                 n = min(n, 64)
-                msgs.append(C.Data(s, e, draw(st.integers(0, (1 << 64) - 1)), draw(st.binary(min_size=n, max_size=n))))
+                msgs.append(
+                    C.Data(
+                        s,
+                        e,
+                        draw(st.integers(0, (1 << 64) - 1)),
+                        draw(st.binary(min_size=n, max_size=n)),
+                    )
+                )
                 if ctx.chunk_size != n:
                     break  # a short or variable-size chunk takes the rest of the datagram
         elif k == "ack":

@@ -1,8 +1,7 @@
 """C fast paths (deliverykit/csrc/swift.c) against their Python twins."""
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit import fastpath
 from swift._fast import py_binmap_find

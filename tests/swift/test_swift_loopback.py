@@ -33,9 +33,9 @@ async def test_seed_and_download(tmp_path, cs, profile) -> None:
     out = str(tmp_path / "out.bin")
     mk = PeerConfig.libswift if profile == "libswift" else PeerConfig
     async with seeder(src, mk(chunk_size=cs)) as s:
-        async with downloader(s.peer.swarm_id, out, mk(chunk_size=cs)) as l:
-            l.connect(s.addr)
-            assert await l.wait_complete(40)
+        async with downloader(s.peer.swarm_id, out, mk(chunk_size=cs)) as leech:
+            leech.connect(s.addr)
+            assert await leech.wait_complete(40)
     assert _sha(out) == _sha(src)
     assert os.path.getsize(out) == os.path.getsize(src)
 
@@ -55,21 +55,21 @@ async def test_corrupt_peer_rejected_over_udp(tmp_path) -> None:
     evil = SwiftNode(Peer(Content.seeded(tree, _Corrupt(src)), PeerConfig(seed=9)))
     out = str(tmp_path / "out.bin")
     async with evil, seeder(src, PeerConfig(upload_rate=2e6)) as good:
-        async with downloader(tree.root_hash, out, PeerConfig(max_bad_chunks=2)) as l:
+        async with downloader(tree.root_hash, out, PeerConfig(max_bad_chunks=2)) as leech:
             # The corrupt peer alone first: once the good seeder is there too the
             # download can finish before the corrupt peer's second bad chunk (after
             # the first it is on probation, one request at a time), which left it
             # off the blacklist in 2 of 6 runs once TARGET became 25 ms.
-            l.connect(evil.addr)
+            leech.connect(evil.addr)
             for _ in range(200):  # bounded: 10 s
-                if evil.addr in l.peer.blacklist:
+                if evil.addr in leech.peer.blacklist:
                     break
                 await asyncio.sleep(0.05)
-            assert evil.addr in l.peer.blacklist
-            assert l.peer.stats["rejected"] >= 2
-            assert "corrupt data" in l.closed_reasons
-            l.connect(good.addr)
-            assert await l.wait_complete(30)
+            assert evil.addr in leech.peer.blacklist
+            assert leech.peer.stats["rejected"] >= 2
+            assert "corrupt data" in leech.closed_reasons
+            leech.connect(good.addr)
+            assert await leech.wait_complete(30)
     assert _sha(out) == _sha(src)
 
 
@@ -78,14 +78,14 @@ async def test_restart_resumes_from_verified_chunks(tmp_path) -> None:
     out = str(tmp_path / "out.bin")
     # seeder capped at 400 KB/s: stop the leecher part-way
     async with seeder(src, PeerConfig(upload_rate=400e3)) as s:
-        l = downloader(s.peer.swarm_id, out, PeerConfig())
-        async with l:
-            l.connect(s.addr)
+        leech = downloader(s.peer.swarm_id, out, PeerConfig())
+        async with leech:
+            leech.connect(s.addr)
             for _ in range(100):
                 await asyncio.sleep(0.05)
-                if l.progress[0] > 200:
+                if leech.progress[0] > 200:
                     break
-        first = l.progress[0]
+        first = leech.progress[0]
         assert 0 < first < 1024
         l2 = downloader(s.peer.swarm_id, out, PeerConfig())
         resumed = l2.progress[0]
@@ -176,8 +176,8 @@ def test_cli_live_source_and_viewer(tmp_path, extra) -> None:
     out = tmp_path / "view.bin"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     src = subprocess.Popen([sys.executable, "-m", "swift", "live-source", "--input", str(inp),
-                            "--rate", "150000", "--host", "127.0.0.1", "--port", "0", "--linger", "4",
-                            *extra],
+                            "--rate", "150000", "--host", "127.0.0.1", "--port", "0",
+                            "--linger", "4", *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         sid = src.stdout.readline().strip()
@@ -209,15 +209,19 @@ async def test_http_endpoint_plays_while_downloading(tmp_path) -> None:
     src = _file(tmp_path, 600 * 1024 + 3)
     data = open(src, "rb").read()
     async with seeder(src, PeerConfig(upload_rate=500e3)) as s:
-        async with downloader(s.peer.swarm_id, str(tmp_path / "o.bin"), PeerConfig(picker="vod")) as l:
-            async with HttpStream(l) as http:
-                l.connect(s.addr)
+        async with downloader(
+            s.peer.swarm_id, str(tmp_path / "o.bin"), PeerConfig(picker="vod")
+        ) as leech:
+            async with HttpStream(leech) as http:
+                leech.connect(s.addr)
                 url = f"http://127.0.0.1:{http.port}/"
                 p = await asyncio.create_subprocess_exec(
                     "curl", "-s", "-r", "1000-300999", url, stdout=asyncio.subprocess.PIPE)
                 part, _ = await asyncio.wait_for(p.communicate(), 30)
                 assert part == data[1000:301000]
-                p = await asyncio.create_subprocess_exec("curl", "-s", url, stdout=asyncio.subprocess.PIPE)
+                p = await asyncio.create_subprocess_exec(
+                    "curl", "-s", url, stdout=asyncio.subprocess.PIPE
+                )
                 whole, _ = await asyncio.wait_for(p.communicate(), 30)
                 assert whole == data
 
@@ -235,14 +239,15 @@ def test_cli_tracker(tmp_path, certified) -> None:
     extra = ["--pex-ca", ca + ".pub"] if certified else []
     procs = []
     try:
-        trk = subprocess.Popen([sys.executable, "-m", "swift", "tracker", root, "--host", "127.0.0.1",
-                                "--port", "0", "--duration", "40", *trk_extra],
+        trk = subprocess.Popen([sys.executable, "-m", "swift", "tracker", root,
+                                "--host", "127.0.0.1", "--port", "0", "--duration", "40",
+                                *trk_extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(trk)
         tport = int(trk.stderr.readline().strip().rsplit(":", 1)[1])
-        seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src, "--host", "127.0.0.1",
-                                 "--port", "0", "--duration", "40", "--tracker", f"127.0.0.1:{tport}",
-                                 *extra],
+        seed = subprocess.Popen([sys.executable, "-m", "swift", "seed", src,
+                                 "--host", "127.0.0.1", "--port", "0", "--duration", "40",
+                                 "--tracker", f"127.0.0.1:{tport}", *extra],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(seed)
         assert seed.stdout.readline().strip() == root
@@ -271,9 +276,9 @@ async def test_two_swarms_share_one_udp_port(tmp_path) -> None:
         outs = []
         for src, root in ((a, node.peer.swarm_id), (b, tb.root_hash)):
             out = str(tmp_path / (os.path.basename(src) + ".out"))
-            async with downloader(root, out, PeerConfig()) as l:
-                l.connect(node.addr)  # same host:port for both swarms
-                assert await l.wait_complete(20)
+            async with downloader(root, out, PeerConfig()) as leech:
+                leech.connect(node.addr)  # same host:port for both swarms
+                assert await leech.wait_complete(20)
             outs.append((src, out))
     for src, out in outs:
         assert _sha(src) == _sha(out)

@@ -4,8 +4,7 @@ import hashlib
 import os
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
@@ -40,8 +39,12 @@ def _chunks(data: bytes, cs: int) -> list[bytes]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 5000), st.sampled_from([(HashFunc.SHA1, "sha1"), (HashFunc.SHA256, "sha256")]),
-       st.sampled_from([64, 100, 1024]), st.randoms())
+@given(
+    st.integers(1, 5000),
+    st.sampled_from([(HashFunc.SHA1, "sha1"), (HashFunc.SHA256, "sha256")]),
+    st.sampled_from([64, 100, 1024]),
+    st.randoms(),
+)
 def test_build_matches_naive_and_every_chunk_verifies(size, hf, cs, rnd) -> None:
     data = rnd.randbytes(size)
     chunks = _chunks(data, cs)

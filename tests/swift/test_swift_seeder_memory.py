@@ -9,8 +9,7 @@ import io
 import os
 import tracemalloc
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from swift.core import bins as B
 from swift.core.merkle import MerkleTree

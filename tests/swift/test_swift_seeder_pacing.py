@@ -44,15 +44,15 @@ async def test_tiny_receive_buffer_no_drop_storm_no_stall(tmp_path, cs: int, pro
     out = str(tmp_path / "out.bin")
     mk = PeerConfig.libswift if profile == "libswift" else PeerConfig
     async with seeder(src, mk(chunk_size=cs)) as s:
-        async with downloader(s.peer.swarm_id, out, mk(chunk_size=cs)) as l:
-            assert l.sock is not None
+        async with downloader(s.peer.swarm_id, out, mk(chunk_size=cs)) as leech:
+            assert leech.sock is not None
             # about 8 datagrams of 8 KiB (the kernel doubles the value)
-            l.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 36 * 1024)
-            before = _udp_drops(l.port)
-            l.connect(s.addr)
-            assert await l.wait_complete(90)
-            drops = _udp_drops(l.port) - before
-            timeouts = l.peer.stats["timeouts"]
+            leech.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 36 * 1024)
+            before = _udp_drops(leech.port)
+            leech.connect(s.addr)
+            assert await leech.wait_complete(90)
+            drops = _udp_drops(leech.port) - before
+            timeouts = leech.peer.stats["timeouts"]
     assert _sha(out) == _sha(src)
     # a burst of the whole window used to drop 598 (8 KiB) and 959 (1 KiB)
     # of the 1,200; paced, what is left is scheduling noise (40-70 on a

@@ -7,11 +7,11 @@ executed lines of swift/core/channel.py (a deterministic measure, no clock)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import swift.core.binmap as binmap_mod
 import swift.core.channel as channel_mod

@@ -19,7 +19,8 @@ import asyncio, sys
 from swift.aio.node import seeder
 from swift.core.peer import PeerConfig
 async def main():
-    async with seeder(sys.argv[1], PeerConfig(upload_rate=400_000), "127.0.0.1", int(sys.argv[2])) as n:
+    cfg = PeerConfig(upload_rate=400_000)
+    async with seeder(sys.argv[1], cfg, "127.0.0.1", int(sys.argv[2])) as n:
         print(n.peer.swarm_id.hex(), flush=True)
         await asyncio.sleep(120)
 asyncio.run(main())
@@ -65,7 +66,9 @@ def test_download_survives_a_seeder_restart(tmp_path):
         _, err = dl.communicate(timeout=90)
         assert dl.returncode == 0, err
         assert "verified" in err
-        assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(src.read_bytes()).digest()
+        assert (
+            hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(src.read_bytes()).digest()
+        )
     finally:
         for p in (seed, dl):
             if p is not None and p.poll() is None:
@@ -89,10 +92,10 @@ def test_a_silent_but_live_seeder_closes_the_old_channel():
     for step in range(20000):
         now += 0.002
         mute = 1.0 <= now < 7.0  # the seeder's datagrams vanish
-        for data, dst in s.datagrams_to_send(now):
+        for data, _dst in s.datagrams_to_send(now):
             if not mute:
                 d.datagram_received(data, S, now)
-        for data, dst in d.datagrams_to_send(now):
+        for data, _dst in d.datagrams_to_send(now):
             s.datagram_received(data, L, now)
         if step % 10 == 0:
             s.handle_timer(now)

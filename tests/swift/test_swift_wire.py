@@ -3,11 +3,9 @@
 import socket
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from swift.wire import codec as C
-from swift.wire import layers as L
+from swift.wire import codec as C, layers as L
 from swift.wire.constants import ChunkAddressing
 
 CTXS = [C.WireContext(a, h, 64, cs) for a in ChunkAddressing for h in (20, 32)
@@ -19,28 +17,42 @@ def _msgs(ctx: C.WireContext):
 
     def spec(cls, *extra):
         if ctx.is_bin:
-            return st.integers(0, mx).flatmap(lambda b: st.tuples(*extra).map(lambda e: cls(b, b, *e)))
+            return st.integers(0, mx).flatmap(
+                lambda b: st.tuples(*extra).map(lambda e: cls(b, b, *e))
+            )
         return st.tuples(st.integers(0, mx), st.integers(0, mx), *extra).map(lambda t: cls(*t))
 
     u64 = st.integers(0, (1 << 64) - 1)
     opts = st.builds(
         C.HandshakeOptions,
-        version=st.none() | st.integers(0, 255), min_version=st.none() | st.integers(0, 255),
-        swarm_id=st.none() | st.binary(max_size=80), integrity=st.none() | st.integers(0, 255),
-        hash_func=st.none() | st.integers(0, 255), sig_alg=st.none() | st.integers(0, 255),
+        version=st.none() | st.integers(0, 255),
+        min_version=st.none() | st.integers(0, 255),
+        swarm_id=st.none() | st.binary(max_size=80),
+        integrity=st.none() | st.integers(0, 255),
+        hash_func=st.none() | st.integers(0, 255),
+        sig_alg=st.none() | st.integers(0, 255),
         addressing=st.none() | st.sampled_from([int(a) for a in ChunkAddressing]),
         discard_window=st.none() | st.integers(0, (1 << 32) - 1),
-        supported=st.none() | st.binary(max_size=32), chunk_size=st.none() | st.integers(0, (1 << 32) - 1),
+        supported=st.none() | st.binary(max_size=32),
+        chunk_size=st.none() | st.integers(0, (1 << 32) - 1),
     )
     small = st.one_of(
         st.builds(C.Handshake, st.integers(0, (1 << 32) - 1), opts),
-        spec(C.Ack, u64), spec(C.Have), spec(C.Request), spec(C.Cancel),
+        spec(C.Ack, u64),
+        spec(C.Have),
+        spec(C.Request),
+        spec(C.Cancel),
         spec(C.Integrity, st.binary(min_size=ctx.hash_size, max_size=ctx.hash_size)),
         spec(C.SignedIntegrity, u64, st.binary(min_size=64, max_size=64)),
-        st.just(C.Choke()), st.just(C.Unchoke()), st.just(C.PexReq()),
+        st.just(C.Choke()),
+        st.just(C.Unchoke()),
+        st.just(C.PexReq()),
         st.builds(C.PexResV4, st.ip_addresses(v=4).map(str), st.integers(0, 65535)),
-        st.builds(C.PexResV6, st.ip_addresses(v=6).map(lambda a: socket.inet_ntop(socket.AF_INET6, a.packed)),
-                  st.integers(0, 65535)),
+        st.builds(
+            C.PexResV6,
+            st.ip_addresses(v=6).map(lambda a: socket.inet_ntop(socket.AF_INET6, a.packed)),
+            st.integers(0, 65535),
+        ),
         st.builds(C.PexResCert, st.binary(max_size=300)),
     )
     if ctx.addressing == ChunkAddressing.BYTE64:
@@ -57,7 +69,9 @@ def _fix_data(ctx, msgs):
     return msgs
 
 
-@pytest.mark.parametrize("ctx", CTXS, ids=lambda c: f"{c.addressing.name}-{c.hash_size}-{c.chunk_size}")
+@pytest.mark.parametrize(
+    "ctx", CTXS, ids=lambda c: f"{c.addressing.name}-{c.hash_size}-{c.chunk_size}"
+)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_codec_and_layers_agree(ctx, data) -> None:
@@ -115,7 +129,9 @@ def test_rfc_examples() -> None:
     assert C.encode_message(ctx, C.Have(1, 1)).hex() == "0300000001"
     # section 8.16: the closing handshake to channel 8
     ctx = C.WireContext()
-    assert C.encode_datagram(ctx, 8, [C.Handshake(0)]).hex() == "00000008" + "00" + "00000000" + "ff"
+    assert (
+        C.encode_datagram(ctx, 8, [C.Handshake(0)]).hex() == "00000008" + "00" + "00000000" + "ff"
+    )
     # section 8.16: DATA with 32-bit chunk range 0,0 and "Hello world!"
     raw = bytes.fromhex("00000001" "01" "00000000" "00000000" "0004e94180b7db44") + b"Hello world!"
     dec = C.decode_datagram(raw, ctx)

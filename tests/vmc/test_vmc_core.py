@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from vmc.core import policy, ranges
 from vmc.core.buffer import SessionBuffer
@@ -52,7 +51,9 @@ def test_different_resources_differ(a, b) -> None:
     assert request_key(*a) != request_key(*b)
 
 
-@pytest.mark.parametrize("target, host", [("/x", None), ("x", "h"), ("http://u@h/", None), ("/x", "h:99999"), ("/", "")])
+@pytest.mark.parametrize(
+    "target, host", [("/x", None), ("x", "h"), ("http://u@h/", None), ("/x", "h:99999"), ("/", "")]
+)
 def test_bad_targets(target, host) -> None:
     with pytest.raises(URIError):
         normalise_uri(target, host)
@@ -90,7 +91,19 @@ def test_rfc9110_examples(value, length, want) -> None:
     assert ranges.resolve(ranges.parse_range(value), length) == want
 
 
-@pytest.mark.parametrize("value", ["bytes=5-4", "bytes=", "bytes=a-b", "bytes=1", "bytes=--1", "bytes 0-1", "=0-1", "bytes=1-2-3"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "bytes=5-4",
+        "bytes=",
+        "bytes=a-b",
+        "bytes=1",
+        "bytes=--1",
+        "bytes 0-1",
+        "=0-1",
+        "bytes=1-2-3",
+    ],
+)
 def test_invalid_range(value) -> None:
     with pytest.raises(RangeError):
         ranges.parse_range(value)
@@ -100,7 +113,9 @@ def test_other_unit_is_ignored() -> None:
     assert ranges.parse_range("items=0-5") is None
 
 
-@pytest.mark.parametrize("value, length", [("bytes=10-", 10), ("bytes=-0", 10), ("bytes=0-5", 0), ("bytes=99-", 10)])
+@pytest.mark.parametrize(
+    "value, length", [("bytes=10-", 10), ("bytes=-0", 10), ("bytes=0-5", 0), ("bytes=99-", 10)]
+)
 def test_unsatisfiable(value, length) -> None:
     with pytest.raises(UnsatisfiableRange) as ei:
         ranges.resolve(ranges.parse_range(value), length)
@@ -125,7 +140,9 @@ def test_content_range(value, want) -> None:
     assert ranges.parse_content_range(value) == want
 
 
-@pytest.mark.parametrize("value", ["bytes 5-4/10", "bytes 0-10/10", "bytes */*", "bytes 1-2", "items 1-2/3", ""])
+@pytest.mark.parametrize(
+    "value", ["bytes 5-4/10", "bytes 0-10/10", "bytes */*", "bytes 1-2", "items 1-2/3", ""]
+)
 def test_invalid_content_range(value) -> None:
     with pytest.raises(RangeError):
         ranges.parse_content_range(value)
@@ -156,13 +173,13 @@ def test_fuzz_range_parsers(data: bytes) -> None:
 def test_range_roundtrip(a: int, n: int, length: int) -> None:
     spec = ranges.parse_range(ranges.format_range(a, a + n))
     try:
-        [(f, l)] = ranges.resolve(spec, length)
+        [(f, last)] = ranges.resolve(spec, length)
     except UnsatisfiableRange:
         assert a >= length
         return
-    assert (f, l) == (a, min(a + n, length - 1))
-    cr = ranges.parse_content_range(ranges.format_content_range(f, l, length))
-    assert (cr.first, cr.last, cr.length) == (f, l, length)
+    assert (f, last) == (a, min(a + n, length - 1))
+    cr = ranges.parse_content_range(ranges.format_content_range(f, last, length))
+    assert (cr.first, cr.last, cr.length) == (f, last, length)
 
 
 # ---------------------------------------------------------------- sharing policy
@@ -206,8 +223,12 @@ def test_response_policy() -> None:
 
 
 def test_validators_and_same_representation() -> None:
-    a = policy.validators_of(200, [(b"content-length", b"10"), (b"etag", b'"e1"'), (b"last-modified", b"T")])
-    b = policy.validators_of(206, [(b"content-range", b"bytes 0-4/10"), (b"etag", b'"e1"'), (b"last-modified", b"T")])
+    a = policy.validators_of(
+        200, [(b"content-length", b"10"), (b"etag", b'"e1"'), (b"last-modified", b"T")]
+    )
+    b = policy.validators_of(
+        206, [(b"content-range", b"bytes 0-4/10"), (b"etag", b'"e1"'), (b"last-modified", b"T")]
+    )
     assert a == b and policy.same_representation(a, b)
     assert a.if_range() == b'"e1"'
     assert not policy.same_representation(a, policy.Validators(b'"e2"', b"T", 10))
@@ -218,14 +239,16 @@ def test_validators_and_same_representation() -> None:
     weak = policy.Validators(b'W/"e1"', None, 10)
     assert not weak.can_patch_from_origin() and not policy.same_representation(weak, weak)
     lm, date = b"Sat, 01 Jan 2000 00:00:00 GMT", b"Sat, 01 Jan 2000 00:00:01 GMT"
-    lm_only = policy.Validators(None, lm, 10, date)  # strong: Date >= Last-Modified + 1 s (sec. 8.8.2.2)
+    # strong: Date >= Last-Modified + 1 s (sec. 8.8.2.2)
+    lm_only = policy.Validators(None, lm, 10, date)
     assert lm_only.can_patch_from_origin() and lm_only.if_range() == lm
     assert not policy.Validators(None, lm, 10).can_patch_from_origin()  # no Date: weak
     assert not policy.Validators(None, None, 10).can_patch_from_origin()
 
 
 def test_if_range() -> None:
-    """RFC 9110 sec. 13.1.5: strong ETag comparison; a date only if strong (sec. 8.8.2.2), then exact."""
+    """RFC 9110 sec. 13.1.5: strong ETag comparison; a date only if strong
+    (sec. 8.8.2.2), then exact."""
     lm, lm2 = b"Sat, 01 Jan 2000 00:00:00 GMT", b"Sun, 02 Jan 2000 00:00:00 GMT"
     v = policy.Validators(b'"e1"', lm, 10, b"Sat, 01 Jan 2000 00:00:01 GMT")
     assert policy.if_range_matches(b'"e1"', v)
@@ -312,7 +335,10 @@ def test_queue_accepts_one_oversized_chunk_when_empty_and_trims_overlap() -> Non
         q.push(100, b"x")
 
 
-@given(st.integers(1, 50), st.lists(st.tuples(st.binary(min_size=1, max_size=20), st.booleans()), max_size=40))
+@given(
+    st.integers(1, 50),
+    st.lists(st.tuples(st.binary(min_size=1, max_size=20), st.booleans()), max_size=40),
+)
 def test_queue_delivers_the_stream_in_order(limit: int, ops) -> None:
     q = ClientQueue(0, limit)
     stream, got, off, biggest = b"", b"", 0, 0
@@ -373,16 +399,30 @@ V = policy.Validators(b'"e"', b"T", 1000)
         (b"GET", [(b"vmc", b"1")], 0, Plan(200, 0, 1000, "joined")),  # nothing missed yet
         (b"HEAD", [(b"vmc", b"1")], 400, Plan(200, 0, 1000, "joined")),
         (b"GET", [(b"range", b"bytes=10-19")], 400, Plan(206, 10, 20, "range")),
-        (b"GET", [(b"range", b"bytes=900-")], 400, Plan(206, 900, 1000, "range")),  # past the edge: waits
+        (
+            b"GET",
+            [(b"range", b"bytes=900-")],
+            400,
+            Plan(206, 900, 1000, "range"),
+        ),  # past the edge: waits
         (b"GET", [(b"range", b"bytes=-10"), (b"vmc", b"1")], 400, Plan(206, 990, 1000, "range")),
         (b"GET", [(b"range", b"bytes=1000-")], 400, Plan(416, 0, 0, "range")),
         (b"GET", [(b"range", b"bytes=0-1,5-6")], 400, Plan(206, 0, 7, "range", ((0, 2), (5, 7)))),
-        (b"GET", [(b"range", b"bytes=" + b",".join(b"%d-%d" % (i, i) for i in range(0, 40, 2)))], 400,
-         Plan(200, 0, 1000, "joined")),  # 20 disjoint ranges: ignored
+        (
+            b"GET",
+            [(b"range", b"bytes=" + b",".join(b"%d-%d" % (i, i) for i in range(0, 40, 2)))],
+            400,
+            Plan(200, 0, 1000, "joined"),
+        ),  # 20 disjoint ranges: ignored
         (b"GET", [(b"range", b"bytes=9-1")], 400, Plan(200, 0, 1000, "joined")),  # invalid: ignored
         (b"GET", [(b"range", b"items=0-1")], 400, Plan(200, 0, 1000, "joined")),
         (b"GET", [(b"range", b"bytes=0-9"), (b"if-range", b'"e"')], 400, Plan(206, 0, 10, "range")),
-        (b"GET", [(b"range", b"bytes=0-9"), (b"if-range", b'"x"')], 400, Plan(200, 0, 1000, "joined")),
+        (
+            b"GET",
+            [(b"range", b"bytes=0-9"), (b"if-range", b'"x"')],
+            400,
+            Plan(200, 0, 1000, "joined"),
+        ),
         (b"HEAD", [(b"range", b"bytes=0-9")], 400, Plan(200, 0, 1000, "joined")),
     ],
 )
@@ -397,7 +437,9 @@ def test_plan_content_range() -> None:
 
 
 @given(st.binary(max_size=40), st.booleans(), st.integers(0, 2000), st.integers(0, 2000))
-def test_plan_is_always_within_the_representation(rng: bytes, aware: bool, length: int, edge: int) -> None:
+def test_plan_is_always_within_the_representation(
+    rng: bytes, aware: bool, length: int, edge: int
+) -> None:
     edge = min(edge, length)
     hdrs = [(b"range", rng)] + ([(b"vmc", b"1")] if aware else [])
     p = plan_join(b"GET", hdrs, length, edge, policy.Validators(b'"e"', None, length))
@@ -407,7 +449,9 @@ def test_plan_is_always_within_the_representation(rng: bytes, aware: bool, lengt
         assert (p.first, p.end) == (0, length)
     if p.status == 206 and p.parts:
         assert content_range(p, length) is None and 1 < len(p.parts)
-        assert all(a < e for a, e in p.parts) and all(e1 < a2 for (_, e1), (a2, _) in zip(p.parts, p.parts[1:]))
+        assert all(a < e for a, e in p.parts) and all(
+            e1 < a2 for (_, e1), (a2, _) in zip(p.parts, p.parts[1:])
+        )
         assert (p.first, p.end) == (p.parts[0][0], p.parts[-1][1])
     elif p.status == 206:
         assert p.first < p.end
@@ -417,7 +461,9 @@ def test_plan_is_always_within_the_representation(rng: bytes, aware: bool, lengt
 
 def test_multipart_layout_frames_the_parts() -> None:
     data = bytes(range(256)) * 4
-    parts, tail, total = multipart_layout(((0, 3), (10, 12), (1000, 1024)), len(data), b"application/x", b"XYZ")
+    parts, tail, total = multipart_layout(
+        ((0, 3), (10, 12), (1000, 1024)), len(data), b"application/x", b"XYZ"
+    )
     body = b"".join(h + data[a:e] for h, a, e in parts) + tail
     assert len(body) == total and body.endswith(b"\r\n--XYZ--\r\n")
     chunks = body.split(b"--XYZ")
