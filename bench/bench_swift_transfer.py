@@ -166,8 +166,8 @@ def _libtorrent(src: str, workdir: str, utp: bool) -> dict:
             "allow_multiple_connections_per_ip": True,
             "enable_outgoing_utp": utp, "enable_incoming_utp": utp,
             "enable_outgoing_tcp": not utp, "enable_incoming_tcp": not utp}
-    seed = lt.session(base)  # type: ignore[call-overload]
-    leech = lt.session(base)  # type: ignore[call-overload]
+    seed = lt.session(base)  # type: ignore[call-overload]  # libtorrent's stubs lack dict settings
+    leech = lt.session(base)  # type: ignore[call-overload]  # libtorrent's stubs lack dict settings
     seed.add_torrent({"ti": ti, "save_path": os.path.dirname(src),
                       "flags": lt.torrent_flags.seed_mode})
     dst = tempfile.mkdtemp(dir=workdir, prefix="lt-utp-" if utp else "lt-tcp-")  # fresh each repeat

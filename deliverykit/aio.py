@@ -379,7 +379,8 @@ class CoreDriver:
                 if len(item) == 2:
                     core.datagram_received(item[0], item[1], now)
                 else:
-                    core.datagram_received(item[0], item[1], now, item[2])  # type: ignore[call-arg]
+                    recv = core.datagram_received
+                    recv(item[0], item[1], now, item[2])  # type: ignore[call-arg]  # takes ECN
             except Exception as exc:  # noqa: BLE001 - one bad datagram must not stop the rest
                 self._count_error(exc, f"a datagram from {item[1]}")
         self._pump(now)

@@ -285,7 +285,7 @@ class SwiftApp:
         if host.spec.role == LEECHER:
             if self.seeder_addr is None:
                 raise ValueError(f"{host.name} arrived before the seeder")
-            peer: Peer = host.core  # type: ignore[assignment]
+            peer: Peer = host.core  # type: ignore[assignment]  # a swift host's core is a Peer
             now = host.sim.now
             seeder = host.sim.hosts.get(self.seeder_name)
             if seeder is not None and seeder.present:
@@ -320,7 +320,7 @@ class SwiftApp:
             if not h.present:
                 continue
             present += 1
-            content = h.core.content  # type: ignore[attr-defined]
+            content = h.core.content  # type: ignore[attr-defined]  # a swift host's core is a Peer
             seeds += content.complete
             for lo, hi in content.have.ranges():
                 if lo < self.chunks:
@@ -340,7 +340,7 @@ class SwiftApp:
             return
         sim, name = host.sim, host.name
         now = sim.now
-        peer: Peer = host.core  # type: ignore[assignment]
+        peer: Peer = host.core  # type: ignore[assignment]  # a swift host's core is a Peer
         have = peer.content.have
         player = self.players.get(name)
         if player is not None:
@@ -383,7 +383,7 @@ class SwiftApp:
     def on_stop(self, host: Host) -> None:
         self.left.add(host.name)
         self.left_at[host.name] = host.sim.now
-        peer: Peer = host.core  # type: ignore[assignment]
+        peer: Peer = host.core  # type: ignore[assignment]  # a swift host's core is a Peer
         host.send(peer.close(host.sim.now))  # closing handshakes (RFC 7574 3.1.1 step 8)
 
     def done(self, sim: Simulation) -> bool:
@@ -394,7 +394,7 @@ class SwiftApp:
                 and len(self.left & self.leaving) == len(self.leaving))
 
     def verified(self, host: Host) -> bool:
-        peer: Peer = host.core  # type: ignore[assignment]
+        peer: Peer = host.core  # type: ignore[assignment]  # a swift host's core is a Peer
         content = peer.content
         assert isinstance(content, Content), "the flash crowd shares static content"
         storage = content.storage
@@ -423,7 +423,8 @@ def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
     out = []
     for name in app.leecher_names:
         host = sim.hosts.get(name)
-        peer: Peer | None = host.core if host is not None else None  # type: ignore[assignment]
+        core = host.core if host is not None else None
+        peer: Peer | None = core  # type: ignore[assignment]  # a swift host's core is a Peer
         player = app.players.get(name)
         out.append(LeecherResult(
             name, host.spec.arrive if host is not None else float("nan"),

@@ -509,7 +509,7 @@ def load_simgrid() -> Any | None:
     import sys
 
     try:
-        import simgrid  # type: ignore[import-not-found]
+        import simgrid  # type: ignore[import-not-found]  # optional, no stubs
 
         return simgrid
     except ImportError:

@@ -157,7 +157,8 @@ class Node:
               on_event: Callable[[object], None] | None = None) -> CoreDriver:
         """A :class:`CoreDriver` for ``core`` whose datagrams go to ``route``
         (closed with the node); :meth:`started` drains it and arms its timer."""
-        driver = CoreDriver(core, Router(route), on_event=on_event)  # type: ignore[arg-type]
+        router = Router(route)
+        driver = CoreDriver(core, router, on_event=on_event)  # type: ignore[arg-type]  # any core
         self.drivers.append(driver)
         return driver
 

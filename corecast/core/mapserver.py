@@ -83,7 +83,8 @@ class Site:
 
     def covers(self, prefix: Network, iid: int = 0) -> bool:
         return iid in self.iids and any(
-            prefix.version == p.version and prefix.subnet_of(p)  # type: ignore[arg-type]
+            prefix.version == p.version
+            and prefix.subnet_of(p)  # type: ignore[arg-type]  # versions equal
             for p in self.prefixes)
 
 

@@ -229,7 +229,7 @@ class Registrar(Outbox):
         for i, eid in enumerate(msg.eid_prefixes):  # record by record (RFC 9301 5.2)
             iid = msg.eid_iids[i] if msg.eid_iids else 0
             mine = [r for r in self.records if r.prefix.version == eid.version and r.iid == iid
-                    and eid.subnet_of(r.prefix)]  # type: ignore[arg-type]
+                    and eid.subnet_of(r.prefix)]  # type: ignore[arg-type]  # versions equal
             if mine:
                 r = max(mine, key=lambda x: x.prefix.prefixlen)
                 recs.append(EidRecord(r.prefix, r.locators, r.ttl, 0, True, r.map_version,

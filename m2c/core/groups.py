@@ -306,4 +306,4 @@ def make_schedule(name: str = "wave", **kw: float) -> RateSchedule:
         cls = SCHEDULES[name]
     except KeyError:
         raise FECError(f"unknown rate schedule {name!r}; have {sorted(SCHEDULES)}") from None
-    return cls(**kw)  # type: ignore[arg-type]
+    return cls(**kw)  # type: ignore[arg-type]  # each schedule takes its own floats

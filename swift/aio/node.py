@@ -191,7 +191,7 @@ class SwiftNode:
     @_send.setter
     def _send(self, fn: Callable[[list[tuple[bytes, Any]]], None]) -> None:
         assert self.endpoint is not None, "the node is not started"
-        self.endpoint.send_many = fn  # type: ignore[method-assign,assignment]
+        self.endpoint.send_many = fn  # type: ignore[method-assign,assignment]  # tests swap it
 
     def add_swarm(self, peer: Peer) -> None:
         """Serve one more swarm on the same UDP port (RFC 7574 figure 1):

@@ -268,7 +268,7 @@ class Binmap:
     def clear(self) -> None:
         """Empty the binmap."""
         v = self.version
-        self.__init__()  # type: ignore[misc]
+        self.__init__()  # type: ignore[misc]  # reset in place
         self.version = v + 1
 
     # -- queries ----------------------------------------------------------------

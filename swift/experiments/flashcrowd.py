@@ -63,8 +63,9 @@ def _lt_settings(lt):
 def _lt_seed(torrent: bytes, save: str, ready, duration: float) -> None:
     import libtorrent as lt
     s = lt.session(_lt_settings(lt))
-    s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save,  # type: ignore[call-overload,arg-type]
-                   "flags": lt.torrent_flags.seed_mode})
+    info = lt.torrent_info(lt.bdecode(torrent))  # type: ignore[arg-type]  # a dict entry
+    params = {"ti": info, "save_path": save, "flags": lt.torrent_flags.seed_mode}
+    s.add_torrent(params)  # type: ignore[call-overload]  # the stubs lack the dict form
     ready.set()
     time.sleep(duration)
 
@@ -74,7 +75,8 @@ def _lt_leech(torrent: bytes, seed_ip: str, delay: float, startup_bytes: int, li
     import libtorrent as lt
     time.sleep(delay)
     s = lt.session(_lt_settings(lt))
-    h = s.add_torrent({"ti": lt.torrent_info(lt.bdecode(torrent)), "save_path": save})  # type: ignore[call-overload,arg-type]
+    info = lt.torrent_info(lt.bdecode(torrent))  # type: ignore[arg-type]  # a dict entry
+    h = s.add_torrent({"ti": info, "save_path": save})
     t0 = time.time()
     h.connect_peer((seed_ip, PORT))
     startup = done = None

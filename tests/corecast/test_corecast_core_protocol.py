@@ -60,18 +60,18 @@ def drive(nodes: dict[tuple[str, int], object], until: float, max_steps: int = 1
     wire: deque[tuple[bytes, tuple[str, int], tuple[str, int]]] = deque()
     for _ in range(max_steps):
         for core in nodes.values():
-            while out := core.datagrams_to_send(now):  # type: ignore[attr-defined]
+            while out := core.datagrams_to_send(now):  # type: ignore[attr-defined]  # any core
                 wire.extend((d, addr_of[id(core)], dst) for d, dst in out)
-            while (e := core.next_event()) is not None:  # type: ignore[attr-defined]
+            while (e := core.next_event()) is not None:  # type: ignore[attr-defined]  # any core
                 events.append((now, e))
         if wire:
             data, src, dst = wire.popleft()
             core = nodes.get(dst) or by_host.get(dst[0])
             if core is not None:
-                core.datagram_received(data, src, now)  # type: ignore[attr-defined]
+                core.datagram_received(data, src, now)  # type: ignore[attr-defined]  # any core
             continue
         due = [(t, core) for core in nodes.values()
-               if (t := core.get_timer(now)) is not None]  # type: ignore[attr-defined]
+               if (t := core.get_timer(now)) is not None]  # type: ignore[attr-defined]  # any core
         if not due:
             return events, now
         t = min(d for d, _ in due)
@@ -80,7 +80,7 @@ def drive(nodes: dict[tuple[str, int], object], until: float, max_steps: int = 1
         now = max(now, t)
         for d, core in due:
             if d <= now:
-                core.handle_timer(now)  # type: ignore[attr-defined]
+                core.handle_timer(now)  # type: ignore[attr-defined]  # any core
     raise AssertionError("the cores did not settle (a timer that never moves on?)")
 
 

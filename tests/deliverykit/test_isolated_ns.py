@@ -104,4 +104,4 @@ def test_down_extra_interface_or_catch_all_route_is_refused() -> None:
 
 def test_refuses_anything_but_an_isolated_namespace() -> None:
     with pytest.raises(NotIsolatedError):
-        start_forwarding_role("some-netns", ["true"])  # type: ignore[arg-type]
+        start_forwarding_role("some-netns", ["true"])  # type: ignore[arg-type]  # wrong on purpose

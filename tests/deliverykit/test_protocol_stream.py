@@ -74,7 +74,7 @@ def test_a_stream_core_is_recognised_and_a_datagram_core_is_not_one() -> None:
 
 def test_a_core_missing_one_method_is_not_a_stream_core() -> None:
     class NoBackPressure(Echo):
-        writable = None  # type: ignore[assignment]
+        writable = None  # type: ignore[assignment]  # breaks the Protocol on purpose
 
     assert is_stream_core(Echo())
     assert not is_stream_core(NoBackPressure())
@@ -87,4 +87,4 @@ def test_outputs_are_frozen_values() -> None:
     assert core.to_send(0.5) == [StreamWrite(1, b"bye"), StreamClose(1)]
     assert core.to_send(0.5) == []
     with pytest.raises(dataclasses.FrozenInstanceError):
-        StreamWrite(1, b"x").data = b"y"  # type: ignore[misc]
+        StreamWrite(1, b"x").data = b"y"  # type: ignore[misc]  # frozen: must raise

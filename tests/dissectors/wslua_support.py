@@ -35,7 +35,7 @@ def capture(path: Path, bpf: str, iface: str = "lo") -> Iterator[None]:
         deadline = time.monotonic() + 15
         line = ""
         while "listening on" not in line:
-            line = proc.stderr.readline()  # type: ignore[union-attr]
+            line = proc.stderr.readline()  # type: ignore[union-attr]  # stderr=PIPE
             if (not line and proc.poll() is not None) or time.monotonic() > deadline:
                 raise RuntimeError(f"tcpdump did not start: rc={proc.poll()} {line!r}")
         yield

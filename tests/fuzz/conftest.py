@@ -174,12 +174,13 @@ def no_name_lookups() -> Iterator[None]:
         numeric(host)
         return saved[2](host)
 
-    socket.getaddrinfo, socket.gethostbyname, socket.gethostbyname_ex = (  # type: ignore[assignment]
-        getaddrinfo, gethostbyname, gethostbyname_ex)
+    (socket.getaddrinfo,  # type: ignore[assignment]  # numeric hosts only
+     socket.gethostbyname, socket.gethostbyname_ex) = (getaddrinfo, gethostbyname, gethostbyname_ex)
     try:
         yield
     finally:
-        socket.getaddrinfo, socket.gethostbyname, socket.gethostbyname_ex = saved  # type: ignore[assignment]
+        (socket.getaddrinfo,  # type: ignore[assignment]  # restore DNS
+         socket.gethostbyname, socket.gethostbyname_ex) = saved
 
 
 def mutate_fields(pkt: Any, rng: random.Random, n: int = 1) -> bytes:

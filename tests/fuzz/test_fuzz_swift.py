@@ -85,7 +85,7 @@ def _record_sends(node: SwiftNode) -> Sent:
         sent.record(items)
         real(items)
 
-    node._send = send  # type: ignore[method-assign]
+    node._send = send  # type: ignore[method-assign]  # spy on the send path
     return sent
 
 

@@ -52,4 +52,4 @@ def test_a_peer_refuses_content_of_neither_kind() -> None:
         tree = make_tree(bytes(1024), PeerConfig())
 
     with pytest.raises(TypeError, match="Content or LiveContent"):
-        Peer(Other(), PeerConfig())  # type: ignore[arg-type]
+        Peer(Other(), PeerConfig())  # type: ignore[arg-type]  # wrong type on purpose

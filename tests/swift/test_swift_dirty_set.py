@@ -70,7 +70,7 @@ def _counting(peer: Peer) -> list[int]:
         visits[0] += 1
         inner(ch, now, out)
 
-    peer._flush_channel = counted  # type: ignore[method-assign]
+    peer._flush_channel = counted  # type: ignore[method-assign]  # count calls
     return visits
 
 

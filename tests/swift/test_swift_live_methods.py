@@ -120,7 +120,7 @@ def test_sign_all_puts_signed_integrity_before_every_data() -> None:
             seen.append([m.type for m in C.decode_datagram(d, v1.ctx).messages])
         orig(d, addr, now)
 
-    v1.datagram_received = spy  # type: ignore[method-assign]
+    v1.datagram_received = spy  # type: ignore[method-assign]  # spy
     _pump({SRC: source, V1: v1}, source, 100, feed=True)
     with_data = [t for t in seen if MsgType.DATA in t]
     assert with_data

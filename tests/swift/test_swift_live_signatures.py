@@ -239,7 +239,7 @@ def test_umt_pushes_rightmost_signed_munro_for_tune_in() -> None:
             seen.append([m.type for m in C.decode_datagram(d, v.ctx).messages])
         orig(d, addr, now)
 
-    v.datagram_received = spy  # type: ignore[method-assign]
+    v.datagram_received = spy  # type: ignore[method-assign]  # spy
     v.connect(SRC, t)
     t = _pump({SRC: source, V1: v}, source, t, 6, feed=False)
     push = [k for k, x in enumerate(seen)

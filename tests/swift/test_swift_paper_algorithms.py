@@ -181,7 +181,8 @@ def _wfq_share(a: int, b: int) -> tuple[float, int]:
     sim = Simulation(sc, app, seed=1)
 
     def verified() -> list[int]:
-        return [sim.hosts[n].core.stats["verified"] for n in ("l000", "l001")]  # type: ignore[attr-defined]
+        hosts = [sim.hosts[n] for n in ("l000", "l001")]
+        return [h.core.stats["verified"] for h in hosts]  # type: ignore[attr-defined]  # a Peer
 
     sim.run(until=0.5)
     v0 = verified()
@@ -227,7 +228,7 @@ def _push_run(push: bool) -> tuple[SwiftApp, Simulation, int]:
             requests += sum(m[0] == MsgType.REQUEST for m in msgs)
         send(name, data, dst)
 
-    sim.network.send = tap  # type: ignore[method-assign,assignment]
+    sim.network.send = tap  # type: ignore[method-assign,assignment]  # tap the network
     sim.run(until=30.0)
     return app, sim, requests
 
@@ -237,11 +238,13 @@ def test_push_mode_delivers_the_whole_content_without_a_request() -> None:
     host = sim.hosts["l000"]
     assert "l000" in app.completed
     peer = host.core
-    stored = bytes(peer.content.storage.buf[:app.size])  # type: ignore[attr-defined]
+    stored = bytes(peer.content.storage.buf[:app.size])  # type: ignore[attr-defined]  # a Peer
     assert hashlib.sha256(stored).digest() == hashlib.sha256(app.data).digest()
-    assert peer.content.tree.root_hash == app.tree.root_hash  # type: ignore[attr-defined]
+    root_hash = peer.content.tree.root_hash  # type: ignore[attr-defined]  # a Peer
+    assert root_hash == app.tree.root_hash
     assert requests == 0
-    assert peer.stats["pushed"] == peer.stats["verified"] == 129  # type: ignore[attr-defined]
+    stats = peer.stats  # type: ignore[attr-defined]  # a Peer
+    assert stats["pushed"] == stats["verified"] == 129
 
 
 def test_pull_mode_is_still_the_default_and_asks() -> None:

@@ -135,7 +135,7 @@ def test_corrupt_peer_gets_choke_message() -> None:
             pass
         orig(d, a, now)
 
-    evil.datagram_received = spy  # type: ignore[method-assign]
+    evil.datagram_received = spy  # type: ignore[method-assign]  # spy
     leech.connect(EVIL, 0.0)
     pump({EVIL: evil, LEECH: leech}, steps=200)
     assert 10 in seen  # CHOKE (8.12)

@@ -63,7 +63,7 @@ class LibswiftLikeLeecher:
     def __init__(self, data: bytes, cs: int = 1024, ahead: int = 400,
                  fast: bool = True) -> None:
         self.s, leech = _seeder(data, cs)
-        self.s.FAST_UPLOAD = fast  # type: ignore[attr-defined]
+        self.s.FAST_UPLOAD = fast  # type: ignore[attr-defined]  # module flag
         self.data = data
         self.n = n = -(-len(data) // cs)
         #: every datagram the seeder sent after the handshake, in order

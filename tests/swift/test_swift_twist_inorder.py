@@ -115,7 +115,7 @@ class ReaderApp(SwiftApp):
         if host.name in self.readers:
             self.cursor[host.name] = 0
             if self.attach:
-                host.core.download.picker.attach_reader()  # type: ignore[attr-defined]
+                host.core.download.picker.attach_reader()  # type: ignore[attr-defined]  # a Peer
         super().on_start(host)
 
     def on_event(self, host: Host, event: object) -> None:
@@ -123,10 +123,10 @@ class ReaderApp(SwiftApp):
         name = host.name
         if not isinstance(event, ev.ChunkVerified) or name not in self.cursor:
             return
-        peer: Peer = host.core  # type: ignore[assignment]
+        peer: Peer = host.core  # type: ignore[assignment]  # a swift host's core is a Peer
         if name == self.readers[0]:
             self.order.append(event.index)
-            self.twist = peer.download.picker.twist  # type: ignore[attr-defined]
+            self.twist = peer.download.picker.twist  # type: ignore[attr-defined]  # the vod picker
         cur = self.cursor[name]
         while peer.content.have.has(cur):
             cur += 1
@@ -160,7 +160,7 @@ def measure(leechers: int, size_kib: int, seed: int, twist: bool, readers: str =
         out[f"t{mark}_mean"], out[f"t{mark}_max"] = sum(ts) / len(ts), max(ts)
     done = [app.completed[n] for n in names]
     out["done_mean"], out["done_max"] = sum(done) / len(done), max(done)
-    out["shared"] = sum(sim.hosts[n].core.stats["sent_data"]  # type: ignore[attr-defined]
+    out["shared"] = sum(sim.hosts[n].core.stats["sent_data"]  # type: ignore[attr-defined]  # a Peer
                         for n in names)
     return out
 

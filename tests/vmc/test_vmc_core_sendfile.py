@@ -49,7 +49,8 @@ def _drain(core: HttpSharingCore, conn: int, out: list[object]) -> tuple[bytes, 
                 core.writable(conn, len(o.data), 1.0)
             elif isinstance(o, FileWrite) and o.conn == conn:
                 spans.append(o)
-                got += o.copy.read(o.first, o.first + o.count)  # type: ignore[attr-defined]
+                end = o.first + o.count
+                got += o.copy.read(o.first, end)  # type: ignore[attr-defined]  # a file copy
                 core.writable(conn, o.count, 1.0)
         out = list(core.to_send(1.0))
         if not out:

@@ -344,7 +344,8 @@ def _evicted_then_eof_on_the_core(aloop: Loop, authority: str) -> None:
             real_abort()
 
         async def race() -> None:
-            client.transport.abort = abort_then_eof  # type: ignore[method-assign,union-attr]
+            transport = client.transport
+            transport.abort = abort_then_eof  # type: ignore[method-assign,union-attr]  # inject it
 
         aloop.call(race())
         got = b""

@@ -57,7 +57,7 @@ def test_small_response_is_one_write(make_stack, monkeypatch) -> None:
         assert len(r.read()) == 1024
     writes: list[int] = []
     # the pump (a Protocol) writes to its transport
-    cls = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+    cls = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]  # private
     real = cls.write
 
     def counted(self: object, data: bytes | bytearray | memoryview) -> None:

@@ -46,7 +46,7 @@ async def test_a_client_that_never_reads_is_reset_and_its_origin_fetch_abandoned
         await asyncio.sleep(0.3)
         assert origin.stats.body_bytes - sent <= 2 * 16384  # it stopped (a chunk in flight at most)
         core = pump.core
-        rec = core.stats.snapshot(10)["recent"][0]  # type: ignore[attr-defined]
+        rec = core.stats.snapshot(10)["recent"][0]  # type: ignore[attr-defined]  # typed counters
         assert "write stalled" in rec["error"]
     finally:
         s.close()

@@ -46,12 +46,12 @@ async def test_a_later_deadline_keeps_the_armed_timer_and_never_fires_early() ->
     armed = 0
     call_later = loop.call_later
 
-    def counting(delay: float, cb, *args):  # type: ignore[no-untyped-def]
+    def counting(delay: float, cb, *args):  # type: ignore[no-untyped-def]  # same as call_later
         nonlocal armed
         armed += cb == pump._on_timer  # the pump's own timer (wait_for arms others)
         return call_later(delay, cb, *args)
 
-    loop.call_later = counting  # type: ignore[method-assign]
+    loop.call_later = counting  # type: ignore[method-assign]  # count timers
     try:
         r, w = await asyncio.open_connection(*pump.address)
         for i in range(200):  # each line moves the idle deadline later
@@ -65,7 +65,7 @@ async def test_a_later_deadline_keeps_the_armed_timer_and_never_fires_early() ->
         assert armed < 50, armed
         w.close()
     finally:
-        loop.call_later = call_later  # type: ignore[method-assign]
+        loop.call_later = call_later  # type: ignore[method-assign]  # restore
         await pump.close()
 
 

@@ -325,31 +325,31 @@ class CorePump:
 
     def _carry_out(self, out: object) -> None:
         if isinstance(out, StreamWrite | FileWrite | HalfClose | StreamClose):
-            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.held is not None and not (
                 isinstance(out, StreamClose) and out.abort
             ):
                 c.held.append(out)  # after the sendfile running on this connection
                 return
         if isinstance(out, FileWrite):
-            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 c.held = []
                 sending = asyncio.get_running_loop().create_task(self._send_file(c, out))
                 self._files.add(sending)
                 sending.add_done_callback(self._files.discard)
         elif isinstance(out, StreamWrite):
-            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 c.transport.write(out.data)
                 self._owe(c, len(out.data))
         elif isinstance(out, HalfClose):
-            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.transport is not None and not c.transport.is_closing():
                 if c.transport.can_write_eof():
                     c.transport.write_eof()  # FIN once the answer has left; we keep reading
         elif isinstance(out, StreamClose):
-            c = self.clients.get(out.conn)  # type: ignore[call-overload]
+            c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.transport is not None:
                 if out.abort:
                     c.transport.abort()

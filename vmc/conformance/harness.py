@@ -457,6 +457,6 @@ class CraftedOrigin:
                             if self._stop.wait(step):
                                 return
                         else:
-                            c.sendall(step)  # type: ignore[arg-type]
+                            c.sendall(step)  # type: ignore[arg-type]  # not a delay: bytes
                 except OSError:
                     return

@@ -663,7 +663,8 @@ class HttpSharingCore:
             return
         span = _Span(a.count)
         try:  # h11's stubs say bytes; it passes the object through (its sendfile recipe)
-            pieces = c.send_with_data_passthrough(h11.Data(data=span))  # type: ignore[arg-type]
+            ev = h11.Data(data=span)  # type: ignore[arg-type]  # a _Span, not bytes
+            pieces = c.send_with_data_passthrough(ev)
         except h11.LocalProtocolError:
             self.conns.pop(a.client, None)
             self._out.append(Close(a.client))
