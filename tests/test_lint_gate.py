@@ -189,7 +189,7 @@ _SAYS_WHY = re.compile(re.escape(_IGNORE) + r"(\[[^\]]*\])?\s*#\s*\S")
 
 
 def bare_type_ignores(root: Path) -> list[str]:
-    """file:line of each ``type: ignore`` comment under ``root``'s packages,
+    """file:line of each type-ignore comment under ``root``'s packages,
     tests/ and bench/ with no ``# reason`` after it on its line."""
     found: list[str] = []
     for top in (*PACKAGES, "tests", "bench"):
@@ -204,6 +204,6 @@ def bare_type_ignores(root: Path) -> list[str]:
 
 
 def test_every_type_ignore_says_why():
-    """Issue 16: a ``# type: ignore[code]`` carries its reason after a second
+    """Issue 16: a type-ignore comment (``[code]`` given) carries its reason after a second
     ``#`` on the same line (docs/typing.md)."""
     assert bare_type_ignores(ROOT) == [], "give each its reason: `# type: ignore[code]  # why`"
