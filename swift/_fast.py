@@ -202,8 +202,9 @@ def py_uncle_stop(chunk: int, top: int, halves_a, deep_a, root_a: int, layer_a: 
     as :func:`py_binmap_find` takes it), or ``top`` if none: where
     ``MerkleTree.uncles`` stops (5.3).  Monotone in m: gallop, then bisect."""
     for h, d, r, lay in ((halves_a, deep_a, root_a, layer_a), (halves_b, deep_b, root_b, layer_b)):
-        nh = len(memoryview(h).cast("B")) // 4
-        if lay < 0 or lay > 57 or r < 0 or 2 * r + 1 >= nh or len(d) < nh:
+        nb = len(memoryview(h).cast("B"))
+        nh = nb // 4
+        if nb % 4 or lay < 0 or lay > 57 or r < 0 or 2 * r + 1 >= nh or len(d) < nh:
             raise ValueError("uncle_stop: bad arguments")
     if chunk < 0 or not 0 <= top <= 62 or (top and chunk >> 62):
         raise ValueError("uncle_stop: bad arguments")

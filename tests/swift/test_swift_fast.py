@@ -1,7 +1,7 @@
 """C fast paths (deliverykit/csrc/swift.c) against their Python twins."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from deliverykit import fastpath
 from swift._fast import py_binmap_find
@@ -201,6 +201,7 @@ def test_uncle_stop_c_equals_python(ops_a, ops_b, chunk, top) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=64), st.binary(max_size=20), st.integers(-2, 20), st.integers(-1, 70),
        st.integers(-1, 5000), st.integers(-1, 70))
+@example(b"\0" * 13, b"\0" * 3, 0, 0, 0, 0)  # halves not whole uint32s: both refuse
 def test_uncle_stop_garbage_same_outcome(h, d, root, lay, chunk, top) -> None:
     from swift._fast import py_uncle_stop
     ok = Binmap()
