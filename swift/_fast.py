@@ -6,6 +6,8 @@ tests/swift/test_swift_fast.py proves both agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from deliverykit.fastpath import load
 
 
@@ -219,16 +221,24 @@ def py_uncle_stop(chunk: int, top: int, halves_a, deep_a, root_a: int, layer_a: 
                 return True
         return False
 
+    return lowest_hit(top, any_in)
+
+
+def lowest_hit(top: int, hit: Callable[[int], bool]) -> int:
+    """The lowest m in ``[1, top]`` with ``hit(m)``, or ``top`` if none, for a ``hit``
+    monotone in m: gallop up from 1 (a sequential download stops within a layer or
+    two of the leaf), then bisect the last step.  ``uncle_stop``'s search, and
+    ``MerkleTree.uncles``' for a ``peer_has`` that is no pair of binmaps."""
     stop = top
     if top:
         prev, mid = 0, 1
         while True:
-            if any_in(mid):
+            if hit(mid):
                 lo_m, hi_m = prev + 1, mid - 1
                 stop = mid
                 while lo_m <= hi_m:
                     m = (lo_m + hi_m) >> 1
-                    if any_in(m):
+                    if hit(m):
                         stop, hi_m = m, m - 1
                     else:
                         lo_m = m + 1

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-from swift._fast import merkle_uncles, merkle_walk, uncle_stop
+from swift._fast import lowest_hit, merkle_uncles, merkle_walk, uncle_stop
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
@@ -300,27 +300,14 @@ class MerkleTree:
             stop = uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
                               m2._h, m2._deep, m2.root, m2.root_layer)
         elif peer_has is not None and top:
-            # "peer has a chunk under the ancestor at layer m" is monotone in
-            # m: gallop up from layer 1 (a sequential download stops within
-            # a layer or two of the leaf), then bisect the last step
+            # "peer has a chunk under the ancestor at layer m" is monotone in m
             any_in = peer_has.any_in
-            prev, mid = 0, 1
-            while True:
-                a = (chunk >> mid) << mid
-                if any_in(a, a + (1 << mid)):
-                    lo_m, hi_m = prev + 1, mid - 1
-                    stop = mid
-                    while lo_m <= hi_m:
-                        m = (lo_m + hi_m) >> 1
-                        a = (chunk >> m) << m
-                        if any_in(a, a + (1 << m)):
-                            stop, hi_m = m, m - 1
-                        else:
-                            lo_m = m + 1
-                    break
-                if mid == top:
-                    break
-                prev, mid = mid, min(top, 2 * mid)
+
+            def hit(m: int) -> bool:
+                a = (chunk >> m) << m
+                return bool(any_in(a, a + (1 << m)))
+
+            stop = lowest_hit(top, hit)
         # the sibling at each layer below ``stop``, top down (C; twin in swift/_fast.py)
         return merkle_uncles(self._hashes, self._known, self.hash_size, self.n_chunks or 0,
                              chunk, stop, self.zero)
