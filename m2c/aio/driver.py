@@ -143,12 +143,12 @@ def make_session(path: str, *, group: str = "239.192.77.1", port: int = 47000,
     """Session description for sending ``path`` (rates in packets per second);
     see :func:`m2c.core.session.describe_session`.
 
-    Memory bound: a receiver holds up to ~3*k*E bytes per partially received
-    LDPC block (symbols, decoder rows, the elimination's work space), so files
-    of more than ``window = min(MAX_ACTIVE, memory // (3*B*E))`` source blocks
-    are carouselled by windows of that many blocks, and receivers hold at most
-    ``window`` partial blocks: 3*B*E*window <= ``memory`` at each receiver
-    (the sender holds 2*B*E per block of the window).
+    Memory bound (see :func:`m2c.core.session.describe_session`): a receiver
+    holds ~2*B*E bytes per partially received LDPC block plus 3*B*E once (the
+    block being eliminated or handed out), so files of more than ``window =
+    min(MAX_ACTIVE, (memory - 3*B*E) // (2*B*E))`` source blocks are
+    carouselled by even windows of at most that many blocks:
+    2*B*E*window + 3*B*E <= ``memory`` at each receiver.
     """
     if ipaddress.IPv4Address(interface).is_unspecified:
         raise ValueError(f"interface {interface}: a sender needs the address of one interface "
