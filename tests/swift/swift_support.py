@@ -4,13 +4,16 @@ and ``SwiftProcess``, a real ``python -m swift`` seeder or live source for the C
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from collections.abc import Callable
 
+from swift.core.binmap import Binmap
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
+from swift.core.picker import Availability, PickState
 
 
 def make_tree(data: bytes, cfg: PeerConfig) -> MerkleTree:
@@ -113,3 +116,15 @@ def seeder_data(s: Peer, i: int, sent: float, uncles: int | None = None,
     body = payload if payload is not None else s.content.chunk_bytes(i)
     msgs.append(C.Data(i, i, int(sent * 1e6), body))
     return C.encode_datagram(s.ctx, sch.remote_id, msgs)
+
+
+def pick_state(n: int, seed: int, playpos: int = 0) -> PickState:
+    """A picker's view of an empty download of ``n`` chunks at ``playpos``, its own rng."""
+    return PickState(Binmap(), Binmap(), Availability(), n, playpos, random.Random(seed))
+
+
+def full_binmap(n: int) -> Binmap:
+    """A peer that has every one of ``n`` chunks."""
+    b = Binmap()
+    b.set_range(0, n)
+    return b

@@ -8,13 +8,11 @@ sends a chunk to another."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
+from swift_support import full_binmap, pick_state
 
-from swift.core.binmap import Binmap
 from swift.core.config import PeerConfig
-from swift.core.picker import TWIST_BLOCK, Availability, LinearPicker, PickState
+from swift.core.picker import TWIST_BLOCK, LinearPicker
 from swift.sim import FlashCrowdResult, flash_crowd, run
 
 
@@ -39,26 +37,16 @@ def test_a_loss_free_flash_crowd_shares_only_with_the_twist(twist: bool) -> None
         assert shared == 0
 
 
-def _state(n: int, seed: int, playpos: int = 0) -> PickState:
-    return PickState(Binmap(), Binmap(), Availability(), n, playpos, random.Random(seed))
-
-
-def _full(n: int) -> Binmap:
-    b = Binmap()
-    b.set_range(0, n)
-    return b
-
-
 def test_peers_start_their_blocks_at_different_offsets() -> None:
     n = 4 * TWIST_BLOCK
-    firsts = {LinearPicker(twist=True).pick(_state(n, seed), _full(n), 4, True)[0]
+    firsts = {LinearPicker(twist=True).pick(pick_state(n, seed), full_binmap(n), 4, True)[0]
               for seed in range(8)}
     assert len(firsts) > 1
 
 
 def test_the_twist_keeps_blocks_in_order_and_covers_everything() -> None:
     n = 3 * TWIST_BLOCK + 10
-    st, peer, pk = _state(n, 5), _full(n), LinearPicker(twist=True)
+    st, peer, pk = pick_state(n, 5), full_binmap(n), LinearPicker(twist=True)
     order: list[int] = []
     while True:
         got = pk.pick(st, peer, 7, True)
@@ -75,23 +63,23 @@ def test_the_playback_positions_block_is_taken_in_order_from_it() -> None:
     n = 4 * TWIST_BLOCK
     playpos = TWIST_BLOCK + 3
     for seed in range(8):
-        got = LinearPicker(twist=True).pick(_state(n, seed, playpos), _full(n), 5, True)
+        got = LinearPicker(twist=True).pick(pick_state(n, seed, playpos), full_binmap(n), 5, True)
         assert got == list(range(playpos, playpos + 5))
 
 
 def test_nothing_wanted_draws_nothing() -> None:
     n = 2 * TWIST_BLOCK
-    st = _state(n, 1)
+    st = pick_state(n, 1)
     st.have.set_range(0, n)
     before = st.rng.getstate()
-    assert LinearPicker(twist=True).pick(st, _full(n), 4, True) == []
+    assert LinearPicker(twist=True).pick(st, full_binmap(n), 4, True) == []
     assert st.rng.getstate() == before
 
 
 def test_without_the_twist_the_order_is_plain() -> None:
     n = 2 * TWIST_BLOCK
     for seed in range(4):
-        st = _state(n, seed)
+        st = pick_state(n, seed)
         before = st.rng.getstate()
-        assert LinearPicker().pick(st, _full(n), 5, True) == [0, 1, 2, 3, 4]
+        assert LinearPicker().pick(st, full_binmap(n), 5, True) == [0, 1, 2, 3, 4]
         assert st.rng.getstate() == before  # the RNG stream as before the twist existed

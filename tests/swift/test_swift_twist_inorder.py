@@ -11,25 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from typing import Any
 
 import pytest
+from swift_support import full_binmap, pick_state
 
 from deliverykit.sim import Host, Scenario, Simulation
 from swift.aio.http import HttpStream
 from swift.aio.node import downloader, seeder
 from swift.core import events as ev
-from swift.core.binmap import Binmap
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer
 from swift.core.picker import (
     TWIST_BLOCK,
-    Availability,
     LinearPicker,
-    PickState,
     VodPicker,
 )
 from swift.sim import SwiftApp, flash_crowd
@@ -38,30 +35,20 @@ from swift.sim import SwiftApp, flash_crowd
 FIRST = 32
 
 
-def _state(n: int, seed: int) -> PickState:
-    return PickState(Binmap(), Binmap(), Availability(), n, 0, random.Random(seed))
-
-
-def _full(n: int) -> Binmap:
-    b = Binmap()
-    b.set_range(0, n)
-    return b
-
-
 def test_a_reader_at_position_0_gets_plain_order_even_with_the_twist() -> None:
     n = 4 * TWIST_BLOCK
     for seed in range(8):
-        st = _state(n, seed)
+        st = pick_state(n, seed)
         before = st.rng.getstate()
         pk = LinearPicker(twist=True)
         pk.attach_reader()
-        assert pk.pick(st, _full(n), 5, True) == [0, 1, 2, 3, 4]
+        assert pk.pick(st, full_binmap(n), 5, True) == [0, 1, 2, 3, 4]
         assert st.rng.getstate() == before  # no twist drawn: the stream of a plain picker
 
 
 def test_without_a_reader_the_twist_starts_elsewhere_at_position_0() -> None:
     n = 4 * TWIST_BLOCK
-    firsts = [LinearPicker(twist=True).pick(_state(n, seed), _full(n), 5, True)[0]
+    firsts = [LinearPicker(twist=True).pick(pick_state(n, seed), full_binmap(n), 5, True)[0]
               for seed in range(8)]
     assert any(f != 0 for f in firsts)
 
@@ -84,7 +71,7 @@ def test_the_vod_pickers_never_twist() -> None:
                                                               seed=3))
         assert isinstance(peer.picker, VodPicker)
         n = 4 * TWIST_BLOCK
-        assert peer.picker.pick(_state(n, 3), _full(n), 5, True) == [0, 1, 2, 3, 4]
+        assert peer.picker.pick(pick_state(n, 3), full_binmap(n), 5, True) == [0, 1, 2, 3, 4]
 
 
 CS = 1024
