@@ -49,15 +49,14 @@ import random
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deliverykit import cliutil
 from deliverykit.outputs import replace_when_done
-from m2c.aio.driver import ReceiveResult
-from m2c.experiments import roles
-from m2c.experiments.hetero import compact_trace
 from m2c.experiments.tcpflows import download, serve
-from m2c.wire import codec
+
+if TYPE_CHECKING:  # the M2C modules load only for M2C_ft: TCP_ft runs without m2c.core
+    from m2c.aio.driver import ReceiveResult
 
 # What the paper prints: Fig. 5(c) (48 MB, 5 receivers, background traffic), mean of
 # its runs and the 95 % interval, as (mean, +-); 5(a) and 5(b) are plots, their text in "text"
@@ -129,6 +128,8 @@ async def _bg_clients(host: str, port: int, duration: float, seed: int) -> int:
 
 def m2c_rows(results: list[ReceiveResult], controller: str) -> list[dict[str, Any]]:
     """One M2C_ft row per receiver (1, 2, ...) from the receivers' typed results."""
+    from m2c.experiments.hetero import compact_trace
+
     rows = []
     for i, r in enumerate(results):
         m = r.metrics
@@ -139,16 +140,28 @@ def m2c_rows(results: list[ReceiveResult], controller: str) -> list[dict[str, An
 
 
 def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
-            timeout: float, controller: str = "m2c") -> list[dict]:
-    """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver."""
-    from deliverykit.testbed import Tbf, Testbed
-    from m2c.aio.driver import make_session
+            timeout: float, controller: str = "m2c", *, prefix: str = "m2cf5", seed: int = 0,
+            deadline: float | None = None) -> list[dict]:
+    """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver (``testbed``: the run's
+    namespace stem, ``<prefix>-<pid>-<4 hex>``).  ``seed`` draws the background
+    traffic (receiver ``i`` uses ``7 + i + 1000 * seed``); ``deadline`` (``time.time()``
+    epoch): the transfer is given up then (``TestbedTimeout``), its namespaces removed."""
+    from deliverykit.testbed import Tbf, Testbed, TestbedTimeout
+
+    def left(wanted: float) -> float:
+        if deadline is None:
+            return wanted
+        rest = deadline - time.time()
+        if rest <= 0:
+            raise TestbedTimeout("stopped at the deadline before the transfer ended")
+        return min(wanted, rest)
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="m2c-f5-") as d, Testbed(prefix="m2cf5") as tb:
+    with tempfile.TemporaryDirectory(prefix="m2c-f5-") as d, Testbed(prefix=prefix) as tb:
         src = os.path.join(d, "file.bin")
-        with open(src, "wb") as f:
-            f.write(os.urandom(size))
+        if kind != "TCP_ft":  # TCP_ft's server sends a pattern: no file to write
+            with open(src, "wb") as f:
+                f.write(os.urandom(size))
         # the sender's bridge prunes with IGMP snooping; the shaped link toward the
         # receivers' bridge is the shared bottleneck (like the paper's router)
         core = tb.bridge("core")
@@ -179,7 +192,8 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             comp.append(tb.spawn(s, _bg_server, "10.0.5.1", BG_PORT, ev))
             ev.wait(10)
             for i, (h, _p) in enumerate(rs):
-                comp.append(tb.spawn(h, _bg_clients, "10.0.5.1", BG_PORT, timeout + 30, 7 + i))
+                comp.append(tb.spawn(h, _bg_clients, "10.0.5.1", BG_PORT, timeout + 30,
+                                     7 + i + 1000 * seed))
         time.sleep(2.0)  # let the competing traffic settle
         before = [tb.counters(h, p.a) for h, p in rs]
         t_before = time.monotonic()
@@ -189,8 +203,8 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             srv = tb.spawn(s, serve, "10.0.5.1", FT_PORT, size, ev2, stats, receivers)
             ev2.wait(10)
             tasks = [tb.spawn(h, download, "10.0.5.1", FT_PORT, size) for h, _p in rs]
-            res = [t.result(timeout=timeout) for t in tasks]
-            flows = srv.result(timeout=30).get("flows", [])
+            res = [t.result(timeout=left(timeout)) for t in tasks]
+            flows = srv.result(timeout=left(30)).get("flows", [])
             for i, r in enumerate(res):
                 fl = flows[i] if i < len(flows) else {}
                 mss_pkts = max(1, size // 1448)
@@ -205,6 +219,10 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
                              / max(1, fl.get("segs_out", 1)),
                              "net": (link / size - 1) * 100 if ok else None})
         else:
+            from m2c.aio.driver import make_session
+            from m2c.experiments import roles
+            from m2c.wire import codec
+
             pkt = 1500  # IP packets of 1500 bytes, as in the heterogeneous experiment
             symbol = pkt - codec.packet_overhead()  # LDPC, the default FEC
             sd = make_session(src, group="239.196.1.1", port=45000, interface="10.0.5.1",
@@ -229,7 +247,7 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             t.kill()
     for r in rows:
         r.update(bottleneck_mbps=bottleneck / 1e6, size=size, receivers=receivers,
-                 competing=competing)
+                 competing=competing, testbed=tb.run_id)
     return rows
 
 
@@ -394,6 +412,100 @@ def sweep_table(csv_path: str) -> str:
     return "\n".join(out)
 
 
+TCPFT_PREFIX = "m2cft"
+"""namespace prefix of the concurrent TCP_ft repetitions (``m2cft-<pid>-<4 hex>-<host>``)"""
+TCPFT_METRICS = ("time", "gput", "tput", "loss", "net")
+
+
+def tcpft_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One TCP_ft repetition on the testbed for :func:`deliverykit.sweep.run_sweep`
+    (``seed``: the repetition, which also draws the background traffic): its own
+    namespaces and tbf, so repetitions run at once without meeting.  ``point``:
+    ``bottleneck`` (bit/s), ``size`` (bytes), ``receivers``, ``competing``, and
+    ``deadline`` (epoch s or None).  Metrics: the receivers' means, their slowest
+    time, and the namespace stem and wall-clock span of the run."""
+    bn, size = float(point["bottleneck"]), int(point["size"])
+    started = time.time()
+    rows = one_run("TCP_ft", bn, size, int(point["receivers"]), str(point["competing"]),
+                   10 * size * 8 / bn + 60, prefix=TCPFT_PREFIX, seed=seed,
+                   deadline=point.get("deadline"))
+    bad = [r for r in rows if not r["ok"]]
+    if bad:
+        raise ValueError(f"{len(bad)} of {len(rows)} download(s) incomplete: "
+                         f"{bad[0]['bytes']} of {size} bytes")
+    out: dict[str, Any] = {m: sum(r[m] for r in rows) / len(rows) for m in TCPFT_METRICS}
+    out.update(time_max=max(r["time"] for r in rows), testbed=rows[0]["testbed"],
+               started_utc=_utc(started), finished_utc=_utc(time.time()))
+    return out
+
+
+def _utc(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(
+        timespec="seconds")
+
+
+def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
+    """TCP_ft only, ``a.repeats`` repetitions per bottleneck x size, ``a.workers`` at
+    once (Dask, one process each); the namespaces of a worker that died are removed
+    afterwards (:func:`deliverykit.testbed.cleanup_stale`)."""
+    from deliverykit.sweep import run_sweep
+    from deliverykit.testbed import cleanup_stale
+
+    size = a.size or 4_000_000
+    points = [{"bottleneck": bn, "size": size, "receivers": n, "competing": c,
+               "deadline": a.deadline}
+              for bn in a.bottleneck for n in a.receivers for c in a.competing]
+    os.makedirs(out_dir, exist_ok=True)
+    name = (f"fig5-tcpft-{size / 1e6:g}MB-{'-'.join(f'{bn / 1e6:g}' for bn in a.bottleneck)}"
+            f"Mbps-w{a.workers or len(points) * a.repeats}.csv")
+    try:
+        return run_sweep(tcpft_task, points, list(range(a.repeats)), os.path.join(out_dir, name),
+                         scenario="m2c-fig5-TCP_ft", scheduler=a.scheduler,
+                         workers=a.workers or len(points) * a.repeats,
+                         progress=True if a.progress else None)
+    finally:
+        left = cleanup_stale(TCPFT_PREFIX)
+        if left:
+            print(f"m2c experiment fig5: removed {len(left)} namespace(s) of stopped "
+                  "repetitions", file=sys.stderr)
+
+
+def tcpft_table(csv_path: str) -> str:
+    """Markdown: per bottleneck and size, TCP_ft mean +- 95 % CI over the repetitions
+    (n), and the paper's Fig. 5(c) TCP_ft row (48 MB, background traffic) beside."""
+    import csv
+
+    from deliverykit.sweep import ci95
+
+    with open(csv_path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("scenario") == "m2c-fig5-TCP_ft"]
+    if not rows:
+        raise ValueError("no m2c-fig5-TCP_ft rows")
+    groups: dict[tuple[float, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((float(r["bottleneck"]), int(r["size"])), []).append(r)
+    head = ["configuration", "n", *TCPFT_METRICS]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cell(mh: tuple[float, float | None], m: str) -> str:
+        mean, half = mh
+        nd = 0 if m in ("time", "gput", "tput") else 2
+        return (f"{mean:,.{nd}f}" if half is None or math.isnan(half)
+                else f"{mean:,.{nd}f} +- {half:,.{nd}f}")
+
+    for bn in sorted({k[0] for k in groups}):
+        for key in sorted(k for k in groups if k[0] == bn):
+            rs = groups[key]
+            cells = [cell(ci95([float(r[m]) for r in rs]), m) for m in TCPFT_METRICS]
+            out.append(f"| {bn / 1e6:g} Mb/s, testbed, {key[1] / 1e6:g} MB | {len(rs)} | "
+                       + " | ".join(cells) + " |")
+        p = PAPER.get(f"5(c) {bn / 1e6:g} Mb/s", {}).get("TCP_ft")
+        if p:
+            out.append(f"| {bn / 1e6:g} Mb/s, paper 5(c), 48 MB | 20 | "
+                       + " | ".join(cell(p[m], m) for m in TCPFT_METRICS) + " |")
+    return "\n".join(out)
+
+
 def paper_for(row: dict) -> dict | None:
     """The paper's Fig. 5(c) figures when ``row`` is that configuration (background
     traffic, 5 receivers; the paper's file is 48 MB); also beside the simulator's
@@ -471,6 +583,19 @@ def _meta(argv: list[str] | None, a: argparse.Namespace) -> dict:
             "load_average": prov["load_average"], "cpus": prov["cpus"]}
 
 
+def _deadline(text: str) -> float:
+    """``HH:MM`` UTC (today, or tomorrow when that has passed) -> epoch seconds."""
+    try:
+        hh, mm = (int(x) for x in text.split(":"))
+        now = datetime.datetime.now(datetime.timezone.utc)
+        t = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--deadline takes HH:MM (UTC), not {text!r}") from None
+    if t <= now:
+        t += datetime.timedelta(days=1)
+    return t.timestamp()
+
+
 def _out_dir(text: str) -> str:
     """A directory to write into: it exists, or its nearest existing ancestor is a
     writable directory (checked while parsing, not after the run)."""
@@ -521,7 +646,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["netns", "sim"], default="netns",
                     help="netns: the namespace testbed, real time (root); sim: M2C_ft in "
                     "the packet-level simulator (TCP_ft and competing TCP only on netns)")
-    g = ap.add_argument_group("sweeps (--backend sim only; Dask distributed)")
+    ap.add_argument("--flows", choices=["both", "TCP_ft"], default="both",
+                    help="TCP_ft: only the TCP download, --repeats repetitions as Dask tasks, "
+                    "--workers at once (default: all), each in its own namespaces and tbf; "
+                    "CSV <out>/fig5-tcpft-<size>MB-<bottlenecks>Mbps-w<workers>.csv "
+                    "(default: both, one after the other)")
+    ap.add_argument("--deadline", type=_deadline, metavar="HH:MM",
+                    help="with --flows TCP_ft: a repetition still running at this UTC time "
+                    "is stopped (its namespaces removed) and counted as failed")
+    g = ap.add_argument_group("sweeps (--backend sim, or --flows TCP_ft; Dask distributed)")
     g.add_argument("--sweep", type=_parse_sweep, metavar="NAME=V1,V2,...",
                    help=f"run every value x seed as one task; NAME: {', '.join(SWEEPABLE)}")
     g.add_argument("--seeds", type=cliutil.positive_int, metavar="N",
@@ -543,13 +676,34 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.table:
         try:
-            table = sweep_table(str(a.table))
+            with open(a.table, newline="") as f:
+                first = f.readline() + f.readline()
+            table = (tcpft_table if "m2c-fig5-TCP_ft" in first else sweep_table)(str(a.table))
         except (KeyError, ValueError, UnicodeDecodeError) as e:
             ap.error(f"--table {a.table}: not a fig5 sweep CSV ({e!r})")
         print(table)
         return 0
-    if a.sweep is None and (a.seeds or a.workers or a.scheduler):
-        ap.error("--seeds, --workers and --scheduler go with --sweep")
+    tcpft = a.flows == "TCP_ft"
+    if tcpft and a.backend != "netns":
+        ap.error("--flows TCP_ft runs on the testbed (--backend netns): the simulator has no TCP")
+    if a.deadline is not None and not tcpft:
+        ap.error("--deadline goes with --flows TCP_ft")
+    if a.sweep is None and (a.seeds or ((a.workers or a.scheduler) and not tcpft)):
+        ap.error("--seeds goes with --sweep; --workers and --scheduler with --sweep or "
+                 "--flows TCP_ft")
+    if tcpft:
+        from deliverykit.sweep import SweepFailed
+
+        t0 = time.monotonic()
+        try:
+            res = tcpft_sweep(a, a.out or "fig5-tcpft")
+        except SweepFailed as e:
+            print(f"m2c experiment fig5: {e}", file=sys.stderr)
+            return 1
+        print(tcpft_table(str(res.csv)))
+        print(f"wall time {time.monotonic() - t0:.0f} s; wrote {res.csv}, {res.summary_csv}, "
+              f"{res.meta}")
+        return 1 if res.failures else 0
     if a.sweep is not None and a.backend != "sim":
         ap.error("--sweep runs on the simulator: add --backend sim")
     if a.backend == "sim":
