@@ -6,9 +6,13 @@ tests/swift/test_swift_fast.py proves both agree.
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Callable
 
 from deliverykit.fastpath import load
+
+_PACK_II = struct.Struct(">II").pack
 
 
 def py_binmap_find(halves, deep, root: int, root_layer: int, lo: int, hi: int, val: bool) -> int:
@@ -325,12 +329,59 @@ def py_merkle_uncles(hashes, known, hash_size: int, n: int, chunk: int, stop: in
     return out
 
 
+def py_data_datagram(channel: int, hashes, known, hash_size: int, n: int, chunk: int, stop: int,
+                     zero, ts, src, offset: int, length: int) -> bytes:
+    """One whole DATA datagram in chunk32 addressing (8.3, 8.4, 8.6, 8.8): the
+    channel ID, INTEGRITY (04 start end hash) for each uncle of ``chunk`` below
+    layer ``stop`` as :func:`py_merkle_uncles` finds them, then DATA (01 chunk
+    chunk, the timestamp ``ts``, the payload).  The payload is ``length`` bytes
+    at ``offset`` of ``src``: a file descriptor (pread until that many or end
+    of file) or a buffer (sliced)."""
+    hs = hash_size
+    kn = known
+    nk = len(kn)
+    if not 0 <= channel <= 0xFFFFFFFF or not 1 <= hs <= 64 or len(hashes) != nk * hs \
+            or len(zero) != hs or len(ts) != 8 or n < 0 or not 0 <= chunk <= 0xFFFFFFFF \
+            or not 0 <= stop <= 32 or offset < 0 or not 0 <= length <= 1 << 24:
+        raise ValueError("data_datagram: bad arguments")
+    parts = [channel.to_bytes(4, "big")]
+    for lay in range(stop - 1, -1, -1):  # top down: the sibling at each layer
+        sib = (chunk >> lay) ^ 1
+        s = (sib << (lay + 1)) | ((1 << lay) - 1)
+        lo = sib << lay
+        hi = lo + (1 << lay)
+        if lo >= n:
+            d = bytes(zero)
+        elif s < nk and kn[s] == 1:
+            d = bytes(hashes[s * hs:(s + 1) * hs])
+        else:
+            raise KeyError(f"hash of bin {s} is not known")
+        parts.append(b"\x04" + _PACK_II(lo, hi - 1) + d)
+    if isinstance(src, int):
+        if not -(1 << 63) <= src < 1 << 63:
+            raise OverflowError("data_datagram: file descriptor out of range")
+        if not 0 <= src <= 0x7FFFFFFF:
+            raise ValueError("data_datagram: bad file descriptor")
+        got = bytearray()
+        while len(got) < length:
+            r = os.pread(src, length - len(got), offset + len(got))
+            if not r:
+                break  # end of file: a short payload
+            got += r
+        payload = bytes(got)
+    else:
+        payload = bytes(memoryview(src).cast("B")[offset:offset + length])
+    parts.append(b"\x01" + _PACK_II(chunk, chunk) + bytes(ts) + payload)
+    return b"".join(parts)
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
 merkle_uncles = load("merkle_uncles", py_merkle_uncles)
 merkle_walk = load("merkle_walk", py_merkle_walk)
 uncle_stop = load("uncle_stop", py_uncle_stop)
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
+data_datagram = load("data_datagram", py_data_datagram)
 
 
 #: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)

@@ -30,6 +30,14 @@ class FileStorage:
             self.flush()
         return os.pread(self.fd, n, offset)
 
+    def payload_source(self) -> int:
+        """The file descriptor for ``MerkleTree.data_datagram`` to pread a
+        chunk from straight into its datagram (no bytes object per chunk),
+        after writing what :meth:`write` gathered, as :meth:`read` does."""
+        if self._buf:
+            self.flush()
+        return self.fd
+
     def write(self, offset: int, data: bytes) -> None:
         buf = self._buf
         if buf and offset == self._off + len(buf) and len(buf) < self.GATHER:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-from swift._fast import lowest_hit, merkle_uncles, merkle_walk, uncle_stop
+from swift._fast import data_datagram, lowest_hit, merkle_uncles, merkle_walk, uncle_stop
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.wire.constants import HASH_NAMES, HASH_SIZES, HashFunc
@@ -287,19 +287,40 @@ class MerkleTree:
         which ``peer_has`` (its acknowledgements; anything with ``any_in(lo,
         hi)``, e.g. a :class:`Binmap`) shows a chunk (5.3).
         """
+        # the sibling at each layer below the stop, top down (C; twin in swift/_fast.py)
+        return merkle_uncles(self._hashes, self._known, self.hash_size, self.n_chunks or 0,
+                             chunk, self._uncle_stop(chunk, peer_has), self.zero)
+
+    def data_datagram(self, channel: int, chunk: int, peer_has: Any, ts: bytes,
+                      src: int | bytes | bytearray | memoryview, offset: int,
+                      length: int) -> bytes:
+        """One whole DATA datagram for ``chunk`` in chunk32 addressing (RFC
+        7574 8.3-8.8): ``channel`` (the receiver's channel ID), an INTEGRITY
+        message for each of :meth:`uncles` (``peer_has`` as there), then DATA
+        with the packed timestamp ``ts`` and ``length`` payload bytes at
+        ``offset`` of ``src`` (a file descriptor to pread, or a buffer).  The
+        same bytes as building the messages one by one, in one C call (twin
+        in swift/_fast.py); KeyError for an uncle hash not known, ValueError
+        for a chunk number past 32 bits."""
+        return data_datagram(channel, self._hashes, self._known, self.hash_size,
+                             self.n_chunks or 0, chunk, self._uncle_stop(chunk, peer_has),
+                             self.zero, ts, src, offset, length)
+
+    def _uncle_stop(self, chunk: int, peer_has: Any) -> int:
+        """The layer below which :meth:`uncles` sends siblings: the chunk's
+        peak's, or the lowest whose node covers a chunk ``peer_has`` shows."""
         for lo, hi, _peak in self._peak_ranges:
             if lo <= chunk < hi:
                 break
         else:
             raise IndexError("chunk past the end of the content")
         top = (hi - lo).bit_length() - 1
-        stop = top  # first layer whose node the peer already covers
         pair = _binmaps(peer_has) if top else None
         if pair is not None:  # the search below, in one C call (twin in swift/_fast.py)
             m1, m2 = pair
-            stop = uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
+            return uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
                               m2._h, m2._deep, m2.root, m2.root_layer)
-        elif peer_has is not None and top:
+        if peer_has is not None and top:
             # "peer has a chunk under the ancestor at layer m" is monotone in m
             any_in = peer_has.any_in
 
@@ -307,10 +328,8 @@ class MerkleTree:
                 a = (chunk >> m) << m
                 return bool(any_in(a, a + (1 << m)))
 
-            stop = lowest_hit(top, hit)
-        # the sibling at each layer below ``stop``, top down (C; twin in swift/_fast.py)
-        return merkle_uncles(self._hashes, self._known, self.hash_size, self.n_chunks or 0,
-                             chunk, stop, self.zero)
+            return lowest_hit(top, hit)
+        return top
 
     def verify(self, chunk: int, data: bytes, offered: dict[int, bytes] | None = None) -> bool:
         """Check ``data`` as chunk ``chunk`` against trusted hashes (5.2).
