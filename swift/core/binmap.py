@@ -241,6 +241,20 @@ class Binmap:
         """Mark chunk ``i`` filled (the C single-chunk descent)."""
         self._one(i, True)
 
+    def add_new(self, i: int) -> bool:
+        """Mark chunk ``i`` filled; True when it was empty.  One C descent
+        that tests and sets, for the per-chunk HAVE/ACK of a libswift
+        leecher, instead of a search for an empty chunk and then a set."""
+        if i < 0:
+            raise ValueError("negative chunk index")
+        self.version += 1
+        if i >= 32 << self.root_layer:
+            self._grow(i + 1)
+        if self._st[0] <= self.root_layer:
+            self._reserve(self.root_layer + 1)
+        return bool(binmap_set1(self._h, self._deep, self._free, self._st, self.root,
+                                self.root_layer, i, True))
+
     def discard(self, i: int) -> None:
         """Mark chunk ``i`` empty (the C single-chunk descent)."""
         self._one(i, False)
