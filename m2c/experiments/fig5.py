@@ -203,8 +203,14 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             srv = tb.spawn(s, serve, "10.0.5.1", FT_PORT, size, ev2, stats, receivers)
             ev2.wait(10)
             tasks = [tb.spawn(h, download, "10.0.5.1", FT_PORT, size) for h, _p in rs]
-            res = [t.result(timeout=left(timeout)) for t in tasks]
-            flows = srv.result(timeout=left(30)).get("flows", [])
+            try:
+                res = [t.result(timeout=left(timeout)) for t in tasks]
+                flows = srv.result(timeout=left(30)).get("flows", [])
+            except TestbedTimeout:
+                if deadline is not None and time.time() >= deadline - 1:
+                    raise TestbedTimeout("stopped at the deadline before the transfer "
+                                         "ended") from None
+                raise
             for i, r in enumerate(res):
                 fl = flows[i] if i < len(flows) else {}
                 mss_pkts = max(1, size // 1448)
