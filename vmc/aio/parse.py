@@ -9,8 +9,8 @@ decisions: method, target, headers, body framing, and the same refusals. h11 sta
 reference (``h11_head``); tests/vmc/test_vmc_http_parsers_agree.py checks they agree on
 generated well-formed and malformed heads.
 
-Not yet on the proxy's data path: vmc/core/http.py still frames with h11 (see docs/vmc.md,
-"Performance", for the plan and what stands in the way).
+The proxy's data path uses vmc.core.h1.ServerConnection (llhttp for the common request, h11 for
+the rest, tests/vmc/test_vmc_parse_agree.py); this module stays the head-level pair.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTTP/1.1 client connections around :class:`~vmc.core.machine.SharingMachine` (sans-IO, h11).
+"""HTTP/1.1 client connections around :class:`~vmc.core.machine.SharingMachine` (sans-IO).
 
 A :class:`deliverykit.protocol.StreamCore` (the one core protocol's stream shape):
 client connections come in as bytes, go out as bytes, with their opening, closing
@@ -13,10 +13,13 @@ driver's HTTP client or the simulator's origin. The shape::
     for out in core.to_send(now): ... # Write(conn, data), Close(conn), Fetch, CancelFetch
     core.get_timer(now) / core.handle_timer(now) / core.next_event()
 
-One request at a time per connection (a pipelined next request waits in h11
-until the answer ends); a request the adapter cannot route (not absolute-form
-``http://`` and no Host) gets 400, malformed bytes get 400 and a close: a
-clear answer, never a traceback.
+Each connection's framing is a :class:`vmc.core.h1.ServerConnection`: llhttp and
+response heads built as bytes for the common case, h11 for everything else (and
+from the first byte with ``reference_parser=True``, the readable reference the
+agreement test compares against). One request at a time per connection (a
+pipelined next request waits until the answer ends); a request the adapter
+cannot route (not absolute-form ``http://`` and no Host) gets 400, malformed bytes
+get 400 and a close: a clear answer, never a traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import h11
 from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.errors import URIError
 from vmc.core.fetchgate import FetchGate
+from vmc.core.h1 import Request as RequestHead, ServerConnection
 from vmc.core.key import format_authority, normalise_uri, split_authority
 from vmc.core.linger import HalfClose, Lingering, LingerLimits
 from vmc.core.machine import (
@@ -169,6 +173,7 @@ class HttpSharingCore:
         max_header_bytes: int = 16384,
         gate: FetchGate | None = None,
         linger: LingerLimits | None = None,
+        reference_parser: bool = False,
     ) -> None:
         """``upstreams`` ("host:port"): the only origins reached (absolute-form must name one,
         an origin-form Host that names one is used, else ``default_authority``); None: any
@@ -177,7 +182,8 @@ class HttpSharingCore:
         names a connection's peer with :meth:`peer_known`); None: no status endpoint.
         ``gate``: the upstream cap (at most so many fetches out, the rest wait, then 503 +
         Retry-After); None: no cap. ``linger``: how long a connection we answered with an
-        error and ended is still read (:mod:`vmc.core.linger`)."""
+        error and ended is still read (:mod:`vmc.core.linger`). ``reference_parser``: every
+        connection framed by h11 alone (the reference the fast path is tested against)."""
         self.machine = SharingMachine(cfg, disk=disk)
         #: Authority for origin-form requests without a Host (reverse-proxy use).
         self.default_authority = default_authority
@@ -205,7 +211,8 @@ class HttpSharingCore:
         self._reading: dict[Hashable, _Pending] = {}
         #: Connection slots and request deadlines (``slots``; none by default).
         self.slots = ConnectionSlots(slots or SlotLimits())
-        self.conns: dict[Hashable, h11.Connection] = {}
+        self.conns: dict[Hashable, ServerConnection] = {}
+        self.reference_parser = reference_parser
         self._busy: set[Hashable] = set()
         self._out: list[Output] = []
         #: The upstream cap (no cap by default).
@@ -239,9 +246,7 @@ class HttpSharingCore:
                                    % (len(body), self.retry_after, body)))
             self._linger(conn, now)
             return
-        self.conns[conn] = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=self.max_header_bytes
-        )
+        self.conns[conn] = ServerConnection(self.max_header_bytes, self.reference_parser)
 
     def _forget(self, conn: Hashable) -> None:
         self.conns.pop(conn, None)
@@ -356,14 +361,14 @@ class HttpSharingCore:
         if isinstance(ev, h11.ConnectionClosed):
             self._out.append(Close(conn))
             return
-        if not isinstance(ev, h11.Request):
+        if not isinstance(ev, RequestHead):
             return  # NEED_DATA, or EndOfMessage of a request already answered
         self.slots.head_in(conn, now)
         refused = self._refusal(ev)
         if refused is not None:
             self.stats.refused[refused[1]] += 1
             return self._bad(conn, refused[0], now)
-        headers = tuple((k.lower(), v) for k, v in ev.headers)
+        headers = ev.headers
         target = ev.target.decode("ascii", "surrogateescape")
         host = next((v for k, v in headers if k == b"host"), None)
         if self.status_path is not None and target.split("?", 1)[0] == self.status_path:
@@ -380,7 +385,7 @@ class HttpSharingCore:
         self._busy.add(conn)
         self._reading[conn] = _Pending(ev.method, uri, headers, original)
         if c.they_are_waiting_for_100_continue:
-            self._send(conn, h11.InformationalResponse(status_code=100, headers=[]))
+            self._emit(conn, c.send_interim, 100, [], b"")
         self._read_body(conn, now)
 
     def _read_body(self, conn: Hashable, now: float) -> None:
@@ -414,14 +419,14 @@ class HttpSharingCore:
         self.machine.input_received(req, now)
         self._pump(now)
 
-    def _refusal(self, ev: h11.Request) -> tuple[int, Refused] | None:
+    def _refusal(self, ev: RequestHead) -> tuple[int, Refused] | None:
         """What must not be forwarded (and why), or None."""
         if not ev.http_version.startswith(b"1."):  # RFC 9110 sec. 2.5: HTTP/1.x only here
             return 505, Refused.HTTP_VERSION
         # h11 bounds only an incomplete head; a whole one read at once is bounded here.
         if len(ev.target) + sum(len(k) + len(v) + 4 for k, v in ev.headers) > self.max_header_bytes:
             return 431, Refused.HEADER_TOO_LARGE
-        names = [k.lower() for k, _ in ev.headers]
+        names = [k for k, _ in ev.headers]
         if b"transfer-encoding" in names and b"content-length" in names:
             return 400, Refused.SMUGGLING  # RFC 9112 sec. 6.3 rule 3, sec. 11.2
         if names.count(b"host") > 1:
@@ -545,8 +550,8 @@ class HttpSharingCore:
         if c is None:
             return
         self._end_of_request(c)
-        self._send(conn, h11.Response(status_code=status, headers=hdrs, reason=_REASONS[status]))
-        self._send(conn, h11.Data(data=body))
+        if self._emit(conn, c.send_response, status, hdrs, _REASONS[status]):
+            self._emit(conn, c.send_data, body)
         self._finish(conn, now)
 
     def _busy_fetches(self, fetches: list[Fetch], now: float) -> None:
@@ -588,7 +593,9 @@ class HttpSharingCore:
             elif isinstance(a, Interim):
                 self._interim(a)
             elif isinstance(a, Send):
-                self._send(a.client, h11.Data(data=a.data))
+                c = self.conns.get(a.client)
+                if c is not None:
+                    self._emit(a.client, c.send_data, a.data)
             elif isinstance(a, SendSpan):
                 self._send_span(a)
             elif isinstance(a, Finish):
@@ -625,10 +632,9 @@ class HttpSharingCore:
             hdrs.append((b"retry-after", b"%d" % self.retry_after))
         how = [v for k, v in a.headers if k == VMC_HEADER]  # the machine's, on shared answers
         hdrs.append((VMC_HEADER, how[0] if how else b"sim-core"))
-        self._send(
-            a.client,
-            h11.Response(status_code=a.status, headers=hdrs, reason=_REASONS.get(a.status, b"")),
-        )
+        c = self.conns.get(a.client)
+        if c is not None:
+            self._emit(a.client, c.send_response, a.status, hdrs, _REASONS.get(a.status, b""))
 
     def _interim(self, a: Interim) -> None:
         """The origin's 1xx, hop-by-hop fields dropped (RFC 9110 sec. 15.2); never to an
@@ -636,25 +642,21 @@ class HttpSharingCore:
         c = self.conns.get(a.client)
         if c is None or c.their_http_version in (None, b"1.0"):
             return
-        ev = h11.InformationalResponse(
-            status_code=a.status,
-            headers=end_to_end(list(a.headers)),
-            reason=_INTERIM_REASONS.get(a.status, b""),
-        )
-        self._send(a.client, ev)
+        self._emit(a.client, c.send_interim, a.status, end_to_end(list(a.headers)),
+                   _INTERIM_REASONS.get(a.status, b""))
 
-    def _send(self, conn: Hashable, ev: h11.Event) -> None:
-        c = self.conns.get(conn)
-        if c is None:
-            return
+    def _emit(self, conn: Hashable, send: Callable[..., bytes], *args: object) -> bool:
+        """``send(*args)``'s bytes to the client; what the framing refuses closes the
+        connection (False)."""
         try:
-            data = c.send(ev)
+            data = send(*args)
         except h11.LocalProtocolError:
             self.conns.pop(conn, None)
             self._out.append(Close(conn))
-            return
+            return False
         if data:
             self._out.append(Write(conn, data))
+        return True
 
     def _send_span(self, a: SendSpan) -> None:
         """A disk span framed by h11 (which only takes its length) and left to the driver."""
@@ -662,21 +664,20 @@ class HttpSharingCore:
         if c is None:
             return
         span = _Span(a.count)
-        try:  # h11's stubs say bytes; it passes the object through (its sendfile recipe)
-            ev = h11.Data(data=span)  # type: ignore[arg-type]  # a _Span, not bytes
-            pieces = c.send_with_data_passthrough(ev)
+        try:
+            pieces = c.send_span(span, a.count)
         except h11.LocalProtocolError:
             self.conns.pop(a.client, None)
             self._out.append(Close(a.client))
             return
-        for piece in cast(list[object], pieces or []):
+        for piece in pieces:
             if piece is span:
                 self._out.append(FileWrite(a.client, a.copy, a.first, a.count))
             elif piece:
                 self._out.append(Write(a.client, bytes(cast(bytes, piece))))
 
     @staticmethod
-    def _end_of_request(c: h11.Connection) -> None:
+    def _end_of_request(c: ServerConnection) -> None:
         """Take the request's body (ignored: the machine shares bodiless requests) and its end,
         as far as they have arrived."""
         try:
@@ -689,9 +690,10 @@ class HttpSharingCore:
 
     def _finish(self, conn: Hashable, now: float) -> None:
         self._busy.discard(conn)
-        self._send(conn, h11.EndOfMessage())
         c = self.conns.get(conn)
         if c is None:
+            return
+        if not self._emit(conn, c.send_end):
             return
         self._end_of_request(c)
         if c.our_state is h11.DONE and c.their_state is h11.DONE:
@@ -714,14 +716,11 @@ class HttpSharingCore:
         c = self.conns.pop(conn, None)
         if c is not None and c.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             try:
-                data = c.send(
-                    h11.Response(
-                        status_code=status,
-                        headers=[(b"content-length", b"0"), (b"connection", b"close")],
-                        reason=_REASONS.get(status, b""),
-                    )
+                data = c.send_response(
+                    status, [(b"content-length", b"0"), (b"connection", b"close")],
+                    _REASONS.get(status, b""),
                 )
-                data += c.send(h11.EndOfMessage()) or b""
+                data += c.send_end()
                 self._out.append(Write(conn, data))
             except h11.LocalProtocolError:
                 pass
