@@ -11,8 +11,7 @@ from collections.abc import Hashable
 
 import h11
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.events import Fetch, OriginData, OriginEnd, OriginError, OriginHead
