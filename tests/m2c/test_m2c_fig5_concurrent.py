@@ -1,0 +1,64 @@
+"""fig5 --flows TCP_ft (issue 18): TCP_ft repetitions run at once as Dask tasks, each in
+its own namespaces and tbf, and leave nothing behind (root, real Linux TCP)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import time
+
+import pytest
+
+from deliverykit.testing import require_root, require_tool
+from m2c.experiments import fig5
+
+
+def _netns() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_two_repetitions_at_once_complete_in_distinct_namespaces_and_leave_none(
+        tmp_path, capsys) -> None:
+    require_root()
+    require_tool("ip", "tc")
+    rc = fig5.main(["--flows", "TCP_ft", "--size", "1000000", "--bottleneck", "4e6",
+                    "--receivers", "5", "--competing", "background", "--repeats", "2",
+                    "--workers", "2", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    (path,) = tmp_path.glob("fig5-tcpft-1MB-4Mbps-w2.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(int(r["seed"]) for r in rows) == [0, 1]  # both repetitions finished
+    for r in rows:
+        assert r["scenario"] == "m2c-fig5-TCP_ft" and r["commit"]
+        assert float(r["bottleneck"]) == 4e6 and int(r["size"]) == 1_000_000
+        # all five 1 MB downloads shared 4 Mb/s: no faster than the link allows
+        assert float(r["time_max"]) >= 5 * 1_000_000 * 8 / 4e6 * 0.9
+    stems = {r["testbed"] for r in rows}
+    assert len(stems) == 2 and all(s.startswith(fig5.TCPFT_PREFIX + "-") for s in stems)
+    # the two ran at the same time: each started before the other ended
+    a, b = rows
+    assert a["started_utc"] <= b["finished_utc"] and b["started_utc"] <= a["finished_utc"]
+    left = [n for n in _netns() if any(n.startswith(s + "-") for s in stems)]
+    assert left == []
+    assert "| 4 Mb/s, testbed, 1 MB | 2 |" in out and "| 4 Mb/s, paper 5(c), 48 MB | 20 |" in out
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_repetition_past_the_deadline_stops_and_removes_its_namespaces() -> None:
+    from deliverykit.testbed import TestbedTimeout
+
+    require_root()
+    require_tool("ip", "tc")
+    mine = f"{fig5.TCPFT_PREFIX}-{os.getpid()}-"
+    point = {"bottleneck": 1e6, "size": 1_000_000, "receivers": 5, "competing": "background",
+             "deadline": time.time() + 8}  # five 1 MB downloads at 1 Mb/s take ~40 s
+    with pytest.raises(TestbedTimeout, match="deadline"):
+        fig5.tcpft_task(point, 0)
+    assert [n for n in _netns() if n.startswith(mine)] == []
