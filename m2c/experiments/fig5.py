@@ -463,9 +463,11 @@ def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
               for bn in a.bottleneck for n in a.receivers for c in a.competing]
     os.makedirs(out_dir, exist_ok=True)
     name = (f"fig5-tcpft-{size / 1e6:g}MB-{'-'.join(f'{bn / 1e6:g}' for bn in a.bottleneck)}"
-            f"Mbps-w{a.workers or len(points) * a.repeats}.csv")
+            f"Mbps-w{a.workers or len(points) * a.repeats}"
+            + (f"-from{a.first_repeat}" if a.first_repeat else "") + ".csv")
     try:
-        return run_sweep(tcpft_task, points, list(range(a.repeats)), os.path.join(out_dir, name),
+        reps = list(range(a.first_repeat, a.first_repeat + a.repeats))
+        return run_sweep(tcpft_task, points, reps, os.path.join(out_dir, name),
                          scenario="m2c-fig5-TCP_ft", scheduler=a.scheduler,
                          workers=a.workers or len(points) * a.repeats,
                          progress=True if a.progress else None)
@@ -657,6 +659,10 @@ def main(argv: list[str] | None = None) -> int:
                     "--workers at once (default: all), each in its own namespaces and tbf; "
                     "CSV <out>/fig5-tcpft-<size>MB-<bottlenecks>Mbps-w<workers>.csv "
                     "(default: both, one after the other)")
+    ap.add_argument("--first-repeat", type=int, default=0, metavar="K",
+                    help="with --flows TCP_ft: number the repetitions (and draw their "
+                    "background traffic) from K, e.g. to add repetitions to a CSV's "
+                    "(default: 0)")
     ap.add_argument("--deadline", type=_deadline, metavar="HH:MM",
                     help="with --flows TCP_ft: a repetition still running at this UTC time "
                     "is stopped (its namespaces removed) and counted as failed")
@@ -692,8 +698,10 @@ def main(argv: list[str] | None = None) -> int:
     tcpft = a.flows == "TCP_ft"
     if tcpft and a.backend != "netns":
         ap.error("--flows TCP_ft runs on the testbed (--backend netns): the simulator has no TCP")
-    if a.deadline is not None and not tcpft:
-        ap.error("--deadline goes with --flows TCP_ft")
+    if (a.deadline is not None or a.first_repeat) and not tcpft:
+        ap.error("--deadline and --first-repeat go with --flows TCP_ft")
+    if a.first_repeat < 0:
+        ap.error("--first-repeat takes a number >= 0")
     if a.sweep is None and (a.seeds or ((a.workers or a.scheduler) and not tcpft)):
         ap.error("--seeds goes with --sweep; --workers and --scheduler with --sweep or "
                  "--flows TCP_ft")

@@ -27,13 +27,13 @@ def test_two_repetitions_at_once_complete_in_distinct_namespaces_and_leave_none(
     require_tool("ip", "tc")
     rc = fig5.main(["--flows", "TCP_ft", "--size", "1000000", "--bottleneck", "4e6",
                     "--receivers", "5", "--competing", "background", "--repeats", "2",
-                    "--workers", "2", "--out", str(tmp_path)])
+                    "--workers", "2", "--first-repeat", "3", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0
-    (path,) = tmp_path.glob("fig5-tcpft-1MB-4Mbps-w2.csv")
+    (path,) = tmp_path.glob("fig5-tcpft-1MB-4Mbps-w2-from3.csv")
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert sorted(int(r["seed"]) for r in rows) == [0, 1]  # both repetitions finished
+    assert sorted(int(r["seed"]) for r in rows) == [3, 4]  # both repetitions finished
     for r in rows:
         assert r["scenario"] == "m2c-fig5-TCP_ft" and r["commit"]
         assert float(r["bottleneck"]) == 4e6 and int(r["size"]) == 1_000_000
