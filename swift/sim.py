@@ -79,9 +79,9 @@ def upload_diag(peer: Peer) -> dict[str, int]:
     """Where uploads went unused, over the channels still open (docs/swift.md,
     flash crowd): DATA LEDBAT counted lost, its timeouts, requests given up."""
     chans = list(peer.channels.values())
-    return {"up_losses": sum(c.ledbat.losses for c in chans),
-            "up_timeouts": sum(c.ledbat.timeouts for c in chans),
-            "requests_lost": sum(c.lost for c in chans)}
+    return {"up_losses": sum(c.send.ledbat.losses for c in chans),
+            "up_timeouts": sum(c.send.ledbat.timeouts for c in chans),
+            "requests_lost": sum(c.path.lost for c in chans)}
 
 
 class Arrivals(enum.Enum):

@@ -2,7 +2,7 @@
 
 :class:`Announcer` owns the log of chunks verified (or, live, signed) since
 the start: each channel announces only what is new since its last HAVE
-(``Channel.have_pos``, ``have_version``, ``announced``) instead of
+(``Channel.ann``: :class:`~swift.core.channel.AnnounceState`) instead of
 rescanning the whole binmap, which with rarest-first holes cost O(runs) per
 verified chunk.  It also turns a channel's pending ACKs into messages.
 """
@@ -52,14 +52,15 @@ class Announcer:
         merged into runs: O(new chunks) per call, so HAVEs go out with every
         flush without costing more as the content fills up.
         """
-        if ch.have_version == self.version:
+        st = ch.ann
+        if st.version == self.version:
             return []
         end = self.log_base + len(self.log_)
-        ann = ch.announced
-        if ch.have_pos >= self.log_base:
-            new = self.log_[ch.have_pos - self.log_base:]
-            ch.have_pos = end
-            ch.have_version = self.version
+        ann = st.announced
+        if st.pos >= self.log_base:
+            new = self.log_[st.pos - self.log_base:]
+            st.pos = end
+            st.version = self.version
             out: list[C.Message] = []
             for lo, hi in _runs(c for c in new if not ann.has(c)):
                 for s, t in self._specs(lo, hi):
@@ -90,27 +91,18 @@ class Announcer:
             pos = e
         else:
             return out
-        ch.have_version = self.version
-        ch.have_pos = end
+        st.version = self.version
+        st.pos = end
         return out
 
     def ack_msgs(self, ch: Channel) -> list[C.Message]:
         """ACKs for the chunks received from ``ch`` since the last ones
-        (8.7), merged into ranges unless its peer takes single chunks."""
-        if not ch.acks:
+        (8.7), merged into ranges unless its peer takes single chunks
+        (:meth:`AnnounceState.take_acks <swift.core.channel.AnnounceState.take_acks>`)."""
+        if not ch.ann.acks:
             return []
         out: list[C.Message] = []
-        lib = self.single_acks(ch)
-        acks = sorted(ch.acks)
-        ch.acks.clear()
-        lo, d = acks[0]
-        hi = lo + 1
-        for c, dl in acks[1:] + [(-1, 0)]:
-            if c == hi and not lib:
-                hi += 1
-                d = dl
-                continue
+        for lo, hi, d in ch.ann.take_acks(self.single_acks(ch)):
             for s, t in self._specs(lo, hi):
                 out.append(C.Ack(s, t, d))
-            lo, hi, d = c, c + 1, dl
         return out

@@ -1,291 +1,297 @@
-"""Per-channel state (RFC 7574 section 3.11): one remote peer in one swarm."""
+"""Per-channel state (RFC 7574 section 3.11): one remote peer in one swarm.
+
+A :class:`Channel` is the identity of a channel (IDs, address, who
+initiated, its life-cycle state) and one part per owner of the rest
+(docs/swift-peer-state.md), as aioquic keeps recovery and congestion control
+out of the connection: each part owns its fields and the logic that only
+touches them, and is tested alone (tests/swift/test_swift_channel_parts.py).
+
+===================  ==========================  ==========================
+part (attribute)     class                       owner
+===================  ==========================  ==========================
+``hs``               :class:`HandshakeState`      Peer (handshake)
+``liveness``         :class:`Liveness`            Peer (timers, 3.12)
+``remote``           :class:`RemoteHave`          Peer (HAVE and ACK in)
+``ann``              :class:`AnnounceState`       Announcer (HAVE, ACK out)
+``down``             :class:`DownloadSide`        RequestScheduler
+``path``             :class:`PathEstimate`        RequestScheduler (ranking)
+``verify``           :class:`VerifyState`         Verifier (INTEGRITY in)
+``send``             :class:`~swift.core.sendside.SendSide`  UploadScheduler
+``pex``              :class:`PexState`            Pex
+``tunein``           :class:`TuneInState`         TuneIn
+===================  ==========================  ==========================
+"""
 
 from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
-from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
+from deliverykit.protocol import Address
+from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.chanstate import ChannelEvent, ChannelState, next_state
-from swift.core.content import _Either
-from swift.core.ledbat import Ledbat
-from swift.wire.codec import HandshakeOptions
+from swift.core.picker import Availability
+from swift.core.sendside import SendSide
+from swift.wire.codec import HandshakeOptions, supported_set
+from swift.wire.constants import MsgType
+
+#: profile "auto": seconds from our first (RFC 7574) handshake to the one in
+#: the libswift dialect, which libswift answers (it drops the first unanswered)
+AUTO_SECOND_TRY = 0.5
 
 
-class RangeQueue:
-    """FIFO of chunk ranges ``[lo, hi)`` (REQUESTs received, section 3.7).
+@dataclass(slots=True)
+class HandshakeState:
+    """Our HANDSHAKE to the peer and the peer's options (3.1, 7)."""
 
-    Kept as ranges so a REQUEST for a whole file costs one entry; bounded in
-    chunks so a peer cannot make us hold unbounded state (section 12.6.6).
-    A chunk requested twice is queued (and served) twice, in request order.
+    #: when the channel was opened
+    opened_at: float
+    #: a HANDSHAKE is due (the initiator's until answered; the reply once)
+    need: bool = True
+    #: when our last HANDSHAKE went out (-1: never)
+    sent_at: float = -1.0
+    #: HANDSHAKEs sent
+    tries: int = 0
+    #: the options of the peer's HANDSHAKE (None until it came)
+    options: HandshakeOptions | None = None
 
-    Every operation is O(log n) per chunk it adds, serves or drops, however
-    long the queue (libswift asks in thousands of single-chunk REQUESTs and
-    sends a HAVE per chunk; scanning the queue per HAVE made our seeder
-    CPU-bound, docs/swift.md "Seeder toward a libswift leecher"):
+    def backoff(self, auto: bool) -> float:
+        """Seconds before our unanswered handshake goes out again: 2, 4, 8, 8...;
+        under profile "auto" (``auto``) the second one, in the libswift
+        dialect, is another handshake rather than a retransmission and
+        follows after ``AUTO_SECOND_TRY``."""
+        if self.tries == 1 and auto:
+            return AUTO_SECOND_TRY
+        return min(8.0, 2.0 ** self.tries)
 
-    * ``queued`` is a :class:`Binmap` of the chunks with at least one live
-      copy queued and ``extra`` counts further copies of chunks requested
-      again while queued; the usual HAVE, for a chunk already sent, is one
-      lookup there.
-    * Entries are ``[lo, hi, stamp]``.  Dropping a queued chunk (CANCEL, a
-      HAVE) records ``dropped[chunk] = stamp`` instead of cutting it out of
-      the entries; ``pop`` skips a copy whose entry is not newer than its
-      chunk's drop.  ``dropped`` is folded into the entries (``_compact``)
-      once it outgrows the queue, so it stays bounded by the queue limit.
-    """
+    def sent(self, now: float, again: bool) -> None:
+        """A HANDSHAKE went out now; ``again``: another is due until answered."""
+        self.need = again
+        self.sent_at = now
+        self.tries += 1
 
-    __slots__ = ("q", "size", "limit", "queued", "extra", "dropped", "stamp")
+    def takes(self, t: MsgType) -> bool:
+        """Whether the peer takes message type ``t``: its Supported Messages
+        option (7.10) lists it, or it sent none (then it takes every one)."""
+        o = self.options
+        sup = None if o is None else o.supported
+        return sup is None or t in supported_set(sup)
 
-    #: ``dropped`` entries tolerated beyond twice the queue before _compact
-    COMPACT_AT = 1024
+    @property
+    def discard_window(self) -> int | None:
+        """The peer's live discard window in chunks (7.9), None: not given."""
+        o = self.options
+        return None if o is None else o.discard_window
 
-    def __init__(self, limit: int) -> None:
-        self.q: deque[list[int]] = deque()
-        self.size = 0
-        self.limit = limit
-        self.queued = Binmap()
-        #: chunk -> live copies beyond the first (repeated REQUESTs)
-        self.extra: dict[int, int] = {}
-        #: chunk -> stamp of its last drop: copies in older entries are dead
-        self.dropped: dict[int, int] = {}
-        self.stamp = 0
 
-    def _add_copies(self, lo: int, hi: int) -> None:
-        qd = self.queued
-        if hi - lo == 1:
-            if qd.has(lo):
-                self.extra[lo] = self.extra.get(lo, 0) + 1
-            else:
-                qd.add(lo)
-            return
+@dataclass(slots=True)
+class Liveness:
+    """When the peer was last heard and spoken to (3.12)."""
+
+    last_recv: float
+    last_send: float
+    #: datagrams sent since the peer was last heard
+    sent_since_recv: int = 0
+
+    def heard(self, now: float) -> None:
+        self.last_recv = now
+        self.sent_since_recv = 0
+
+    def spoke(self, now: float) -> None:
+        self.last_send = now
+        self.sent_since_recv += 1
+
+    def dead(self, now: float, dead_after: float) -> bool:
+        """Silent for ``dead_after`` s while we sent three datagrams (3.12)."""
+        return now - self.last_recv > dead_after and self.sent_since_recv >= 3
+
+
+class RemoteHave:
+    """What the peer announced it has (HAVE and ACK, 3.2, 4.3)."""
+
+    __slots__ = ("have", "some", "top")
+
+    def __init__(self) -> None:
+        #: the chunks the peer announced
+        self.have = Binmap()
+        #: it announced anything at all
+        self.some = False
+        #: one past the highest chunk it announced
+        self.top = 0
+
+    def add(self, lo: int, hi: int, availability: Availability,
+            window: int | None = None) -> bool:
+        """The peer has ``[lo, hi)``: count the newly announced chunks in
+        ``availability`` (who has what, over every channel) and, live, keep
+        only the last ``window`` chunks below the top (its discard window,
+        6.2).  True when something was new."""
+        if hi > Binmap.MAX_CHUNKS:  # 64-bit addressing (live): beyond any binmap
+            hi = Binmap.MAX_CHUNKS
+        ph = self.have
+        if lo >= hi or ph.find_empty(lo, hi) is None:
+            return False  # nothing new: libswift's HAVE repeats what its ACK announced
         pos = lo
-        while pos < hi:  # copies of chunks already queued: count them once more
-            a = qd.find_filled(pos, hi)
+        while pos < hi:  # count only newly announced chunks (availability tree)
+            a = ph.find_empty(pos, hi)
             if a is None:
                 break
-            b = qd.find_empty(a, hi)
+            b = ph.find_filled(a, hi)
             b = hi if b is None else b
-            for c in range(a, b):
-                self.extra[c] = self.extra.get(c, 0) + 1
+            availability.add_range(a, b, 1)
             pos = b
-        qd.set_range(lo, hi)
+        ph.set_range(lo, hi)
+        self.some = True
+        if hi > self.top:
+            self.top = hi
+            if window is not None and window < B.NONE32 and hi > window:
+                ph.reset_range(0, hi - window)  # sliding discard window (6.2)
+        return True
 
-    def push(self, lo: int, hi: int) -> None:
-        hi = min(hi, lo + max(0, self.limit - self.size))
-        if lo >= hi:
-            return
-        if hi - lo == 1 and not self.queued.has(lo):  # libswift's REQUEST
-            self.queued.add(lo)
-        else:
-            self._add_copies(lo, hi)
-        self.stamp += 1
-        self.q.append([lo, hi, self.stamp])
-        self.size += hi - lo
-
-    def push_front(self, chunks: list[int]) -> None:
-        """Queue ``chunks`` (in this order) ahead of everything else: DATA the
-        peer requested and lost, sent again before newer chunks."""
-        for c in reversed(chunks[:max(0, self.limit - self.size)]):
-            self._add_copies(c, c + 1)
-            self.stamp += 1
-            self.q.appendleft([c, c + 1, self.stamp])
-            self.size += 1
-
-    def pop(self) -> int | None:
-        q = self.q
-        dropped = self.dropped
-        while q:
-            r = q[0]
-            if r[0] >= r[1]:
-                q.popleft()
-                continue
-            c = r[0]
-            r[0] += 1
-            if r[0] >= r[1]:
-                q.popleft()
-            if dropped and dropped.get(c, -1) >= r[2]:
-                continue  # this copy was dropped (CANCEL / HAVE)
-            self.size -= 1
-            n = self.extra.get(c)
-            if n is None:
-                self.queued.discard(c)
-            elif n > 1:
-                self.extra[c] = n - 1
-            else:
-                del self.extra[c]
-            return c
-        return None
-
-    def remove(self, lo: int, hi: int) -> None:
-        """Drop chunks ``[lo, hi)`` (CANCEL, or HAVE as implicit cancel, 3.8)."""
-        if not self.size:
-            return
-        hi = min(hi, Binmap.MAX_CHUNKS)
-        qd = self.queued
-        if lo >= hi or not qd.any_in(lo, hi):
-            return  # nothing queued in [lo, hi): the usual HAVE at a seeder
-        self.stamp += 1
-        pos = lo
-        while (c := qd.find_filled(pos, hi)) is not None:
-            self.size -= 1 + self.extra.pop(c, 0)
-            qd.discard(c)
-            self.dropped[c] = self.stamp
-            pos = c + 1
-        if not self.size:
-            self.q.clear()
-            self.dropped.clear()
-        elif len(self.dropped) > self.COMPACT_AT + 2 * self.size:
-            self._compact()
-
-    def _compact(self) -> None:
-        """Cut the dropped copies out of the entries; ``dropped`` empties.
-        O(entries + dropped log dropped), run once ``dropped`` outgrows the
-        queue, so amortised O(log n) per drop."""
-        dropped = self.dropped
-        keys = sorted(dropped)
-        out: deque[list[int]] = deque()
-        for lo, hi, st in self.q:
-            i = bisect_left(keys, lo)
-            pos = lo
-            while i < len(keys) and keys[i] < hi:
-                c = keys[i]
-                if dropped[c] >= st:  # a dead copy: split the entry around it
-                    if pos < c:
-                        out.append([pos, c, st])
-                    pos = c + 1
-                i += 1
-            if pos < hi:
-                out.append([pos, hi, st])
-        self.q = out
-        dropped.clear()
-
-    def clear(self) -> None:
-        self.q.clear()
-        self.size = 0
-        self.queued.clear()
-        self.extra.clear()
-        self.dropped.clear()
-
-    def __len__(self) -> int:
-        return self.size
+    def withdraw(self, availability: Availability) -> None:
+        """The channel closed: its chunks leave ``availability``."""
+        for lo, hi in self.have.ranges():
+            availability.add_range(lo, hi, -1)
 
 
-class Channel:
-    """State of one channel; the Peer drives it."""
+class AnnounceState:
+    """What we announced to the peer, and the ACKs and HAVEs queued for it."""
 
-    def __init__(self, local_id: int, addr: Any, initiator: bool, now: float,
-                 mss: int, queue_limit: int, slow_start: bool,
-                 ledbat_target: float | None = None) -> None:
-        self.local_id = local_id
-        self.remote_id = 0
-        self.addr = addr
-        self.initiator = initiator
-        #: where the channel is in its life cycle (:mod:`swift.core.chanstate`);
-        #: changed only by :meth:`handle`
-        self.state = ChannelState.INIT if initiator else ChannelState.REPLY
-        self.opened_at = now
-        self.need_hs = True
-        self.hs_sent = -1.0
-        self.hs_tries = 0
-        #: the options of the peer's HANDSHAKE (None until it came)
-        self.peer_options: HandshakeOptions | None = None
-        # remote availability (HAVE and ACK), section 3.2 / 4.3
-        self.peer_have = Binmap()
-        self.peer_any = False
-        self.peer_max = 0
-        #: live UMT secure tune-in (6.1.2.4): first chunk of the first signed
-        #: munro we pushed to this peer and when we last pushed one; the
-        #: push ends (``munro_done``) once its HAVE/ACK shows a chunk there
-        #: or later
-        self.pushed_munro: tuple[int, float] | None = None
-        self.munro_done = False
-        self.pending_sigs: dict[int, tuple[int, bytes]] = {}
+    __slots__ = ("announced", "version", "pos", "acks", "extra_have")
+
+    def __init__(self) -> None:
         #: what we announced to this peer with HAVE
         self.announced = Binmap()
-        self.have_version = -1
-        #: position in the peer's have log up to which HAVEs were sent; -1:
-        #: not yet scanned (the first HAVEs come from the whole binmap)
-        self.have_pos = -1
-        # upload side
-        self.upload = RangeQueue(queue_limit)
-        self.choking = False  # we choke them
-        self.send_choke: bool | None = None
-        #: chunk -> (send time, bytes, send order) of the DATA in flight
-        self.data_out: dict[int, tuple[float, int, int]] = {}
-        #: (chunk, send time, send order) of the DATA in ``data_out``, oldest
-        #: first (entries whose chunk was acknowledged since are skipped lazily)
-        self.send_log: deque[tuple[int, float, int]] = deque()
-        #: DATA sent so far (the send order of the last one)
-        self.send_seq = 0
-        #: send time and order of the newest DATA acknowledged, and its RTT:
-        #: DATA sent before it and unacknowledged for longer than that RTT
-        #: plus the reordering window was lost (RACK, RFC 8985 6.2)
-        self.acked_sent = -1.0
-        self.acked_seq = -1
-        self.acked_rtt = 0.0
-        #: chunks sent again while a copy was in flight: their ACK gives no
-        #: RTT and does not move RACK (Karn's rule; RFC 8985 6.2 step 2)
-        self.ambiguous: set[int] = set()
-        #: pacing: the earliest time the next DATA may leave (upload.py)
-        self.pace_at = 0.0
-        #: DATA sent again because the receiver lost it (not by its request)
-        self.resent = 0
-        #: chunks in flight that loss repair already sent again: lost once
-        #: more, they wait for the peer to ask again (it may not want them)
-        self.retried: set[int] = set()
-        #: RACK reordering window in quarter RTTs (RFC 8985 6.2 reo_wnd_mult):
-        #: doubles when a chunk taken for lost was acknowledged after all
-        #: (upload.py ``_spurious``), halves after 16 clean recoveries
-        self.reo_mult = 1
-        self.reo_clean = 0
-        #: tail loss probes (RFC 8985 7) sent since the last ACK, and when
-        self.probes = 0
-        self.probe_at = 0.0
-        #: the probe may be one new DATA beyond the window (RFC 8985 7.3)
-        self.probe_credit = False
-        #: chunks sent to this peer (their hashes need not be repeated, 5.3)
-        self.sent = Binmap()
-        #: what the peer has or was sent (``peer_have`` or ``sent``): the
-        #: hashes it holds or has on the way, for the uncles of new DATA
-        #: (5.3); one view per channel, not one per DATA
-        self.known = _Either(self.peer_have, self.sent)
-        #: ``ledbat_target``: LEDBAT's TARGET in s (None: Ledbat.TARGET, 25 ms)
-        self.ledbat = Ledbat(mss=mss, target=ledbat_target, slow_start=slow_start,
-                             init_cwnd=4 if slow_start else None)
-        self.served = 0.0  # WFQ: bytes served
-        # download side
-        self.choked = False  # they choke us
+        #: the Announcer's version at the last HAVEs (-1: none yet)
+        self.version = -1
+        #: position in our HAVE log up to which HAVEs were sent; -1: not yet
+        #: scanned (the first HAVEs come from the whole binmap)
+        self.pos = -1
+        #: (chunk, one-way delay in us) of the DATA to acknowledge (8.7)
+        self.acks: list[tuple[int, int]] = []
+        #: chunks to announce by HAVE outside the log (libswift's dialect)
+        self.extra_have: list[int] = []
+
+    def restart(self) -> None:
+        """Our reply was lost, and the HAVEs it carried: announce everything again."""
+        self.announced = Binmap()
+        self.pos = self.version = -1
+
+    def take_acks(self, single: bool) -> list[tuple[int, int, int]]:
+        """The queued ACKs as ``(lo, hi, delay)`` ranges in chunk order, each
+        with the delay of its last chunk (``single``: one chunk each, as
+        libswift takes them); the queue empties."""
+        acks = sorted(self.acks)
+        self.acks.clear()
+        out: list[tuple[int, int, int]] = []
+        if not acks:
+            return out
+        lo, d = acks[0]
+        hi = lo + 1
+        for c, dl in acks[1:] + [(-1, 0)]:
+            if c == hi and not single:
+                hi += 1
+                d = dl
+                continue
+            out.append((lo, hi, d))
+            lo, hi, d = c, c + 1, dl
+        return out
+
+
+class DownloadSide:
+    """Our requests to the peer (3.7, 3.8) and its choke."""
+
+    __slots__ = ("choked", "requests", "req_pops", "req_seq", "next_seq", "last_progress",
+                 "missed", "cancels")
+
+    def __init__(self, now: float) -> None:
+        #: the peer chokes us
+        self.choked = False
+        #: chunk -> when we asked for it, in request order (a dict as a FIFO)
         self.requests: dict[int, float] = {}
-        #: requests answered since ``requests`` was last compacted (peer.py)
+        #: requests answered since ``requests`` was last compacted
         self.req_pops = 0
         #: order in which requests were sent (served in that order, 3.7)
         self.req_seq: dict[int, int] = {}
         self.next_seq = 0
+        #: when the peer last delivered (or requests were first made)
         self.last_progress = now
-        self.pending_hashes: dict[int, bytes] = {}
-        self.hash_order: list[tuple[int, bytes]] = []
-        self.acks: list[tuple[int, int]] = []
-        self.cancels: list[tuple[int, int]] = []
-        self.extra_have: list[int] = []
         #: chunks whose deadline this peer missed: asked elsewhere (bounded)
         self.missed: set[int] = set()
-        self.bad = 0
-        self.distrusted = False
-        # measurements for ranking (paper III-A)
+        #: ``[lo, hi)`` ranges to CANCEL
+        self.cancels: list[tuple[int, int]] = []
+
+    def ask(self, c: int, now: float) -> None:
+        """Chunk ``c`` is requested now (its slot keeps its place if re-asked)."""
+        self.requests[c] = now
+        self.req_seq[c] = self.next_seq
+        self.next_seq += 1
+
+    def drop(self, c: int) -> None:
+        """Chunk ``c`` is no longer asked of this peer (it must be asked)."""
+        del self.requests[c]
+        self.req_seq.pop(c, None)
+
+    def clear(self) -> None:
+        self.requests.clear()
+        self.req_seq.clear()
+
+    def skipped(self, i: int) -> list[int]:
+        """DATA for chunk ``i`` came: requests are served in order, so ones
+        asked for before it (beyond a reordering margin of one) were lost or
+        skipped; they are dropped and returned."""
+        seq_i = self.req_seq.pop(i, None)
+        reqs = self.requests
+        if seq_i is None or i not in reqs or next(iter(reqs)) == i:
+            return []
+        seq = self.req_seq
+        older = []
+        for c in reqs:
+            if c == i:
+                break
+            if seq_i - seq.get(c, seq_i) > 1:
+                older.append(c)
+        for c in older:
+            del reqs[c]
+            seq.pop(c, None)
+        return older
+
+    def answered(self, i: int) -> float | None:
+        """Chunk ``i`` came: its request leaves; when it was asked (None: not)."""
+        sent_at = self.requests.pop(i, None)
+        if sent_at is not None:
+            # ``requests`` is a FIFO in a dict: every pop from the front leaves
+            # a dummy slot that next(iter()) in skipped must skip (CPython
+            # dicts do not shrink on delete); a copy now and then keeps that O(1)
+            self.req_pops += 1
+            if self.req_pops >= 512:
+                self.req_pops = 0
+                self.requests = dict(self.requests)
+        return sent_at
+
+
+class PathEstimate:
+    """Measurements of the path from the peer for ranking (paper III-A, eq. 1)."""
+
+    __slots__ = ("rtt", "min_rtt", "rtt_var", "dip", "dip_var", "last_data_in", "received",
+                 "lost", "k", "rate", "rate_mark", "rate_samples")
+
+    def __init__(self, now: float) -> None:
+        #: request->DATA time, smoothed
         self.rtt = 0.5
         #: smallest request->DATA time seen: the path RTT without our own
         #: requests queued at the sender (like LEDBAT's base delay)
         self.min_rtt = 0.5
         self.rtt_var = 0.0
+        #: DATA inter-arrival time, smoothed
         self.dip = 0.1
         self.dip_var = 0.0
         self.last_data_in: float | None = None
+        #: chunks verified from this peer, and requests it lost
         self.received = 0
         self.lost = 0
+        #: eq. 1's k: grows for unstable links
         self.k = 1.0
         #: chunks/s received from this peer (EWMA, updated once a second)
         self.rate = 0.0
@@ -294,30 +300,6 @@ class Channel:
         #: requests.py); ``rate`` itself decays to exactly 0.0 on a silent
         #: channel
         self.rate_samples = 0
-        # liveness (section 3.12)
-        self.last_recv = now
-        self.last_send = now
-        self.sent_since_recv = 0
-        self.pex_requested = False
-        #: defective PEX_REScert certificates received (then the rest are ignored)
-        self.bad_certs = 0
-        #: when we last sent PEX_REQ: PEX_RES* is taken only shortly after (3.10)
-        self.pex_asked: float | None = None
-        self.next_pex = 0.0
-        #: the flush's bookkeeping (:class:`DirtySet`): this channel's place
-        #: in the Peer's channel order, and the wake-up it is filed under
-        self.order = 0
-        self.wake_at = math.inf
-
-    @property
-    def established(self) -> bool:
-        return self.state is ChannelState.EST
-
-    def handle(self, event: ChannelEvent) -> ChannelState:
-        """Move by the transition table (:data:`swift.core.chanstate.TRANSITIONS`);
-        an event the table has no entry for raises ``LocalProtocolError``."""
-        self.state = next_state(self.state, event)
-        return self.state
 
     def note_data(self, now: float, rtt: float | None) -> None:
         """Update DIP and RTT averages on a DATA arrival (eq. 1 inputs)."""
@@ -336,10 +318,185 @@ class Channel:
         unstable = self.rtt_var > self.rtt or self.dip_var > 2 * self.dip
         self.k = min(8.0, self.k + 0.01) if unstable else max(1.0, self.k - 0.01)
 
+    def sample_rate(self, now: float) -> None:
+        """The rate sample since the last one (EWMA over halves)."""
+        t0, n0 = self.rate_mark
+        if now > t0:
+            r = (self.received - n0) / (now - t0)
+            self.rate = r if self.rate == 0 else 0.5 * self.rate + 0.5 * r
+            if self.received > n0:
+                # a sample that saw data ends the start-up window growth;
+                # the one taken right after connect never does
+                self.rate_samples += 1
+        self.rate_mark = (now, self.received)
+
+    def window(self, max_outstanding: int) -> int:
+        """Requests to keep outstanding: what the peer delivers in max(0.5 s,
+        4 RTT), as libswift's HINT planning, from the rate measurement.
+        The plan horizon: 4 x the path RTT without queueing (min RTT), or the
+        smoothed RTT (which includes data queued on the path) capped at 1 s:
+        the smoothed RTT also counts our own requests waiting at the sender,
+        so uncapped it would grow that queue without bound."""
+        plan = max(0.25, 4 * self.min_rtt, min(1.0, self.rtt))
+        rate = self.rate if self.rate > 0 else 32 / plan
+        window = int(min(max_outstanding, max(8, plan * rate * 1.5)))
+        if not self.rate_samples:
+            # no rate sample yet (the first 0.5 s): grow like slow start, one
+            # more request per chunk delivered, so a fast peer is not held
+            # at the initial guess for the whole first period
+            window = min(max_outstanding, max(window, 2 * self.received))
+        return window
+
     @property
     def loss_ratio(self) -> float:
         """Lost / received packets (paper III-A, L_r)."""
         return self.lost / max(1, self.received)
+
+
+class VerifyState:
+    """The hashes and signatures that came ahead of the peer's DATA (5.3,
+    6.1), and its record of chunks that failed (12.7)."""
+
+    __slots__ = ("hashes", "hash_order", "sigs", "bad", "distrusted")
+
+    #: INTEGRITY messages kept per datagram at most
+    MAX_HASHES = 4096
+    #: SIGNED_INTEGRITY messages kept at most
+    MAX_SIGS = 64
+
+    def __init__(self) -> None:
+        #: bin -> hash of the INTEGRITY messages since the last DATA
+        self.hashes: dict[int, bytes] = {}
+        #: (bin, hash) in arrival order
+        self.hash_order: list[tuple[int, bytes]] = []
+        #: bin -> (timestamp, signature) of SIGNED_INTEGRITY messages
+        self.sigs: dict[int, tuple[int, bytes]] = {}
+        #: chunks from this peer that failed verification
+        self.bad = 0
+        #: a chunk failed: on probation, one request at a time
+        self.distrusted = False
+
+    def add_hash(self, lo: int, hi: int, h: bytes) -> None:
+        """INTEGRITY for chunks ``[lo, hi)``; ignored unless they form a bin.
+        The cap is on ``hash_order``, which grows with every message
+        (``hashes`` is keyed by bin, so it is never longer): a peer repeating
+        one bin without DATA must not grow it forever."""
+        w = hi - lo
+        if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(self.hash_order) < self.MAX_HASHES:
+            b = B.make(w.bit_length() - 1, lo // w)
+            self.hashes[b] = h
+            self.hash_order.append((b, h))
+
+    def add_sig(self, lo: int, hi: int, ts: int, sig: bytes) -> None:
+        """SIGNED_INTEGRITY for ``[lo, hi)`` (a bin, else ignored); bounded,
+        oldest out: the signature sent right before a DATA (6.1.1, 6.1.2.3)
+        must never be the one dropped."""
+        w = hi - lo
+        if w > 0 and not (w & (w - 1)) and lo % w == 0:
+            key = B.make(w.bit_length() - 1, lo // w)
+            sigs = self.sigs
+            if key not in sigs and len(sigs) >= self.MAX_SIGS:
+                del sigs[next(iter(sigs))]
+            sigs[key] = (ts, sig)
+
+    def clear(self) -> None:
+        """The DATA they came for was judged: they go."""
+        self.hashes.clear()
+        self.hash_order.clear()
+        self.sigs.clear()
+
+    def blame(self) -> int:
+        """A chunk from the peer failed: distrusted; the number failed so far."""
+        self.bad += 1
+        self.distrusted = True
+        return self.bad
+
+
+@dataclass(slots=True)
+class PexState:
+    """Peer exchange with the peer (3.10)."""
+
+    #: the peer asked for peers (PEX_REQ): answer at the next flush
+    requested: bool = False
+    #: when we last sent PEX_REQ: PEX_RES* is taken only shortly after (3.10)
+    asked: float | None = None
+    #: when we ask it for peers next
+    next_req: float = 0.0
+    #: defective PEX_REScert certificates received (then the rest are ignored)
+    bad_certs: int = 0
+
+    def answer_expected(self, now: float, window: float) -> bool:
+        """A PEX_RES* now answers our PEX_REQ (sent at most ``window`` s ago)."""
+        return self.asked is not None and now - self.asked <= window
+
+
+@dataclass(slots=True)
+class TuneInState:
+    """Live UMT secure tune-in (6.1.2.4): first chunk of the first signed
+    munro we pushed to this peer and when we last pushed one; the push ends
+    (``done``) once its HAVE/ACK shows a chunk there or later."""
+
+    pushed: tuple[int, float] | None = None
+    done: bool = False
+
+    def due(self, lo: int, peer_top: int, now: float, alone: bool) -> bool:
+        """Whether a datagram to the peer carries the munro whose first chunk
+        is ``lo`` now (then it is noted as pushed).  Over once the peer's
+        announcements reach ``peer_top`` past the first munro pushed;
+        ``alone`` (the datagram carries nothing else): only the first push,
+        or a repeat after 1 s of silence."""
+        first = lo if self.pushed is None else self.pushed[0]
+        if peer_top > first:
+            self.done = True  # the peer knows this munro or a later one
+            return False
+        if alone and self.pushed is not None and now - self.pushed[1] < 1.0:
+            return False
+        self.pushed = (first, now)
+        return True
+
+
+class Channel:
+    """One channel: its identity and one part per owner (module docstring);
+    the Peer drives it."""
+
+    __slots__ = ("local_id", "remote_id", "addr", "initiator", "state", "hs", "liveness",
+                 "remote", "ann", "down", "path", "verify", "send", "pex", "tunein",
+                 "order", "wake_at")
+
+    def __init__(self, local_id: int, addr: Address, initiator: bool, now: float,
+                 mss: int, queue_limit: int, slow_start: bool,
+                 ledbat_target: float | None = None) -> None:
+        self.local_id = local_id
+        self.remote_id = 0
+        self.addr = addr
+        self.initiator = initiator
+        #: where the channel is in its life cycle (:mod:`swift.core.chanstate`);
+        #: changed only by :meth:`handle`
+        self.state = ChannelState.INIT if initiator else ChannelState.REPLY
+        self.hs = HandshakeState(now)
+        self.liveness = Liveness(now, now)
+        self.remote = RemoteHave()
+        self.ann = AnnounceState()
+        self.down = DownloadSide(now)
+        self.path = PathEstimate(now)
+        self.verify = VerifyState()
+        self.send = SendSide(queue_limit, mss, slow_start, self.remote.have, ledbat_target)
+        self.pex = PexState()
+        self.tunein = TuneInState()
+        #: the flush's bookkeeping (:class:`DirtySet`): this channel's place
+        #: in the Peer's channel order, and the wake-up it is filed under
+        self.order = 0
+        self.wake_at = math.inf
+
+    @property
+    def established(self) -> bool:
+        return self.state is ChannelState.EST
+
+    def handle(self, event: ChannelEvent) -> ChannelState:
+        """Move by the transition table (:data:`swift.core.chanstate.TRANSITIONS`);
+        an event the table has no entry for raises ``LocalProtocolError``."""
+        self.state = next_state(self.state, event)
+        return self.state
 
 
 class DirtySet:

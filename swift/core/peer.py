@@ -76,9 +76,6 @@ from swift.wire.constants import (
 _PACK_II = struct.Struct(">II").pack
 #: seconds after our PEX_REQ during which PEX_RES* answers are accepted
 PEX_ANSWER_WINDOW = 5.0
-#: profile "auto": seconds from our first (RFC 7574) handshake to the one in
-#: the libswift dialect, which libswift answers (it drops the first unanswered)
-AUTO_SECOND_TRY = 0.5
 
 _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
@@ -321,7 +318,7 @@ class Peer:
     def _set_dialect(self, ch: Channel, dialect: Dialect) -> None:
         """Profile "auto" settled (or is trying) ``ch``'s dialect; LEDBAT's TARGET follows it."""
         self.dialects[ch.local_id] = dialect
-        ch.ledbat.TARGET = self._ledbat_target(dialect)
+        ch.send.ledbat.TARGET = self._ledbat_target(dialect)
 
     def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
         if ch.state is _CLOSED:
@@ -329,8 +326,7 @@ class Peer:
         ch.handle(ChannelEvent.CLOSE)
         self._dirty.mark_all()  # requests freed, room for a channel (PEX_REQ)
         self.download.forget(ch)
-        for lo, hi in ch.peer_have.ranges():
-            self.availability.add_range(lo, hi, -1)
+        ch.remote.withdraw(self.availability)
         self.channels.pop(ch.local_id, None)
         self.dialects.pop(ch.local_id, None)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
@@ -384,12 +380,9 @@ class Peer:
                        self.live_method if self.live else None, self.sig_alg)
 
     def _hs_backoff(self, ch: Channel) -> float:
-        """Seconds before our unanswered handshake goes out again: 2, 4, 8, 8...;
-        under "auto" the second one, in the libswift dialect, is another
-        handshake rather than a retransmission and follows after 0.5 s."""
-        if ch.hs_tries == 1 and self.config.profile == "auto":
-            return AUTO_SECOND_TRY
-        return min(8.0, 2.0 ** ch.hs_tries)
+        """Seconds before our unanswered handshake goes out again
+        (:meth:`HandshakeState.backoff <swift.core.channel.HandshakeState.backoff>`)."""
+        return ch.hs.backoff(self.config.profile == "auto")
 
     def _single_acks(self, ch: Channel) -> bool:
         """libswift takes one ACK per chunk (docs/swift-libswift-compat.md)."""
@@ -402,7 +395,7 @@ class Peer:
     def _takes(ch: Channel, t: MsgType) -> bool:
         """Whether the peer takes message type ``t``: its Supported Messages
         option (7.10) lists it, or it sent none (then it takes every one)."""
-        o = ch.peer_options
+        o = ch.hs.options
         sup = None if o is None else o.supported
         return sup is None or t in C.supported_set(sup)
 
@@ -446,11 +439,10 @@ class Peer:
                 self._drop(c, "duplicate", notify=False)
         old = self.by_remote.get((addr, hs.channel))
         if old is not None:
-            old.need_hs = True  # duplicate: answer again (8.2)
+            old.hs.need = True  # duplicate: answer again (8.2)
             self._dirty.mark(old)
             if old.state is _REPLY:  # our reply was lost, and the HAVEs it carried
-                old.announced = Binmap()
-                old.have_pos = old.have_version = -1
+                old.ann.restart()
             return
         if len(self.channels) >= self.config.max_channels and not self._evict_half_open():
             self.stats["refused"] += 1
@@ -459,9 +451,9 @@ class Peer:
         if dialect is not None:
             self._set_dialect(ch, dialect)
         ch.remote_id = hs.channel
-        ch.peer_options = hs.options
+        ch.hs.options = hs.options
         self.by_remote[(addr, ch.remote_id)] = ch
-        ch.last_recv = now
+        ch.liveness.heard(now)
         self._dispatch(ch, msgs[1:], now)
 
     def _evict_half_open(self) -> bool:
@@ -470,7 +462,7 @@ class Peer:
         half = [c for c in self.channels.values() if c.state is _REPLY]
         if not half:
             return False
-        self._drop(min(half, key=lambda c: c.last_recv), "half-open", notify=False)
+        self._drop(min(half, key=lambda c: c.liveness.last_recv), "half-open", notify=False)
         self.stats["half_open_evicted"] = self.stats.get("half_open_evicted", 0) + 1
         return True
 
@@ -502,8 +494,9 @@ class Peer:
         if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state is _EST
                 and not self.content.complete):
             self.chunk_size_seen = self.chunk_specs.size_seen(data, msgs, error)
-        ch.last_recv = now
-        ch.sent_since_recv = 0
+        lv = ch.liveness  # (Liveness.heard, inline: every datagram)
+        lv.last_recv = now
+        lv.sent_since_recv = 0
         self._dirty.mark(ch)
         if ch.state is _INIT:
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
@@ -529,7 +522,7 @@ class Peer:
                 self._drop(ch, "refused")
                 return
             ch.remote_id = hs.channel
-            ch.peer_options = hs.options
+            ch.hs.options = hs.options
             self.by_remote[(addr, ch.remote_id)] = ch
             ch.handle(ChannelEvent.HANDSHAKE_REPLY)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
@@ -546,6 +539,10 @@ class Peer:
         to_chunks = self._to_chunks
         on_data = self.verifier.on_data
         arrived = self._arrived
+        live = self.live
+        send, remote, avail = ch.send, ch.remote, self.availability
+        # the peer's discard window (live): what its HAVEs keep (6.2)
+        win = ch.hs.discard_window if live else None
         for m in msgs:
             if ch.state is _CLOSED:
                 return
@@ -554,57 +551,44 @@ class Peer:
                 lo, hi = to_chunks(s, e)
                 on_data(ch, lo, hi, x, y, now, arrived)
             elif t == 4:  # INTEGRITY
-                lo, hi = to_chunks(s, e)
-                w = hi - lo
-                # the cap is on hash_order, which grows with every message
-                # (pending_hashes is keyed by bin, so it is never longer): a
-                # peer repeating one bin without DATA must not grow it forever
-                if w > 0 and not (w & (w - 1)) and lo % w == 0 and len(ch.hash_order) < 4096:
-                    b = B.make(w.bit_length() - 1, lo // w)
-                    ch.pending_hashes[b] = x
-                    ch.hash_order.append((b, x))
+                ch.verify.add_hash(*to_chunks(s, e), x)
             elif t == 2:  # ACK
                 lo, hi = to_chunks(s, e)
-                self._peer_has(ch, lo, min(hi, limit))
-                self.upload.on_ack(ch, lo, hi, x, now)
+                if remote.add(lo, min(hi, limit), avail, win):
+                    self._dirty.mark(ch)  # something new to ask this peer for
+                if spurious := send.on_ack(lo, hi, x, now):
+                    self.upload.note_spurious(spurious)
             elif t == 3:  # HAVE
                 lo, hi = to_chunks(s, e)
-                self._peer_has(ch, lo, hi if self.live else min(hi, limit))
-                ch.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
-                if ch.data_out:  # delivered even if its ACK was lost
-                    self.upload.delivered_by_have(ch, lo, hi, now)
+                if remote.add(lo, hi if live else min(hi, limit), avail, win):
+                    self._dirty.mark(ch)
+                send.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
+                if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
+                    # delivered even if its ACK was lost
+                    self.upload.note_spurious(spurious)
             elif t == MsgType.SIGNED_INTEGRITY:
-                lo, hi = to_chunks(s, e)
-                w = hi - lo
-                if w > 0 and not (w & (w - 1)) and lo % w == 0:
-                    key = B.make(w.bit_length() - 1, lo // w)
-                    sigs = ch.pending_sigs
-                    if key not in sigs and len(sigs) >= 64:
-                        # bounded, oldest out: the signature sent right before
-                        # a DATA (6.1.1, 6.1.2.3) must never be the one dropped
-                        del sigs[next(iter(sigs))]
-                    sigs[key] = (x, y)
+                ch.verify.add_sig(*to_chunks(s, e), x, y)
             elif t == MsgType.REQUEST:
-                if not ch.choking:
+                if not send.choking:
                     lo, hi = to_chunks(s, e)
                     n = self.content.n_chunks
                     if n is not None:
-                        ch.upload.push(max(0, lo), min(hi, n))
+                        send.upload.push(max(0, lo), min(hi, n))
             elif t == MsgType.CANCEL:
-                ch.upload.remove(*to_chunks(s, e))
+                send.upload.remove(*to_chunks(s, e))
             elif t == MsgType.CHOKE:
-                ch.choked = True
+                ch.down.choked = True
                 self.download.release(ch, lost=False)
             elif t == MsgType.UNCHOKE:
-                ch.choked = False
+                ch.down.choked = False
             elif t == MsgType.HANDSHAKE:
                 if s == 0:  # the closing handshake (8.4)
                     self._drop(ch, "closed by peer")
                     return
             elif t == MsgType.PEX_REQ:
-                ch.pex_requested = True
+                ch.pex.requested = True
             elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6, MsgType.PEX_REScert) and (
-                    ch.pex_asked is None or now - ch.pex_asked > PEX_ANSWER_WINDOW):
+                    not ch.pex.answer_expected(now, PEX_ANSWER_WINDOW)):
                 # PEX_RES answers our PEX_REQ (3.10.1): unsolicited ones are
                 # dropped before any parse or signature check
                 self.stats["pex_unsolicited"] = self.stats.get("pex_unsolicited", 0) + 1
@@ -616,41 +600,20 @@ class Peer:
             elif t == MsgType.PEX_REScert:
                 self.pex.on_cert(ch, x, now)
         lc = self.live_content
-        if lc is not None and ch.pending_sigs and ch.state is not _CLOSED:
+        if lc is not None and ch.verify.sigs and ch.state is not _CLOSED:
             # signed munros with no DATA after them: a tune-in push (6.1.2.4).
             # Learn the rightmost one only (one signature check per datagram)
             # and forget the rest: INTEGRITY for a DATA shares its datagram
-            top = max(ch.pending_sigs, key=lambda b: B.base_range(b)[1])
-            lc.learn(ch.hash_order, {top: ch.pending_sigs[top]}, now)
-            ch.pending_sigs.clear()
-            ch.pending_hashes.clear()
-            ch.hash_order.clear()
+            top = max(ch.verify.sigs, key=lambda b: B.base_range(b)[1])
+            lc.learn(ch.verify.hash_order, {top: ch.verify.sigs[top]}, now)
+            ch.verify.clear()
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
-        if hi > Binmap.MAX_CHUNKS:  # 64-bit addressing (live): beyond any binmap
-            hi = Binmap.MAX_CHUNKS
-        ph = ch.peer_have
-        if lo >= hi or ph.find_empty(lo, hi) is None:
-            return  # nothing new: libswift's HAVE repeats what its ACK announced
-        self._dirty.mark(ch)  # something new to ask this peer for
-        pos = lo
-        while pos < hi:  # count only newly announced chunks (availability tree)
-            a = ph.find_empty(pos, hi)
-            if a is None:
-                break
-            b = ph.find_filled(a, hi)
-            b = hi if b is None else b
-            self.availability.add_range(a, b, 1)
-            pos = b
-        ph.set_range(lo, hi)
-        if lo < hi:
-            ch.peer_any = True
-            if hi > ch.peer_max:
-                ch.peer_max = hi
-                o = ch.peer_options
-                win = None if o is None else o.discard_window
-                if self.live and win is not None and win < B.NONE32 and hi > win:
-                    ph.reset_range(0, hi - win)  # sliding discard window (6.2)
+        """The peer announced ``[lo, hi)`` (HAVE, ACK): :meth:`RemoteHave.add
+        <swift.core.channel.RemoteHave.add>`; something new marks the channel."""
+        if ch.remote.add(lo, hi, self.availability,
+                         ch.hs.discard_window if self.live else None):
+            self._dirty.mark(ch)  # something new to ask this peer for
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -743,67 +706,67 @@ class Peer:
         dest = ch.remote_id
         announcer = self.announcer
         dirty = self._dirty
-        if ch.need_hs and (ch.state is not _INIT or now - ch.hs_sent >= self._hs_backoff(ch)):
+        hs = ch.hs
+        if hs.need and (ch.state is not _INIT or now - hs.sent_at >= self._hs_backoff(ch)):
             if ch.state is _INIT and self.config.profile == "auto":
                 # unanswered: every other try without the options libswift
                 # rejects (it drops a handshake with option 9 unanswered)
-                self._set_dialect(ch, Dialect.LIBSWIFT if ch.hs_tries % 2 else Dialect.RFC)
+                self._set_dialect(ch, Dialect.LIBSWIFT if hs.tries % 2 else Dialect.RFC)
             msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
                                                                    self.dialect(ch))))
-            ch.need_hs = ch.state is _INIT
-            ch.hs_sent = now
-            ch.hs_tries += 1
+            hs.sent(now, again=ch.state is _INIT)
             if ch.state is _INIT:
                 dest = 0
             msgs += announcer.have_msgs(ch, 60)
         elif ch.state is _INIT:
             # the handshake's back-off (a hair early: float rounding)
-            dirty.wake(ch, ch.hs_sent + self._hs_backoff(ch) - 1e-9)
+            dirty.wake(ch, hs.sent_at + self._hs_backoff(ch) - 1e-9)
             return
         push: list[C.Message] = []
         if ch.state is _EST:
             cfg = self.config
-            if ch.send_choke is not None:
-                msgs.append(C.Choke() if ch.send_choke else C.Unchoke())
-                ch.send_choke = None
+            send = ch.send
+            if send.send_choke is not None:
+                msgs.append(C.Choke() if send.send_choke else C.Unchoke())
+                send.send_choke = None
             # (each part tested for something to say first)
-            if ch.acks:
+            ann = ch.ann
+            if ann.acks:
                 msgs += announcer.ack_msgs(ch)  # before HAVE: the delay sample must count
-            if ch.extra_have:
-                for c in ch.extra_have[:64]:
+            if ann.extra_have:
+                for c in ann.extra_have[:64]:
                     msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
-                ch.extra_have.clear()
-            if ch.have_version != announcer.version:
+                ann.extra_have.clear()
+            if ann.version != announcer.version:
                 msgs += announcer.have_msgs(ch, 60)
-            if ch.cancels:
-                if self._takes(ch, MsgType.CANCEL):
-                    for lo, hi in ch.cancels:
+            if ch.down.cancels:
+                if hs.takes(MsgType.CANCEL):
+                    for lo, hi in ch.down.cancels:
                         msgs += [C.Cancel(s, t) for s, t in self._specs(lo, hi)]
-                ch.cancels.clear()
+                ch.down.cancels.clear()
             infl = self.download.inflight
             v = infl.version
             msgs += self.download.request_msgs(ch, now)
-            if infl.version != v or len(ch.missed) > 4096:
+            if infl.version != v or len(ch.down.missed) > 4096:
                 dirty.mark(ch)  # picked (maybe all dropped again) / the missed bound pending
             if cfg.push and self.download.complete and not self.live:
                 self.upload.push_fill(ch)
-            if ch.pex_requested:
+            if ch.pex.requested:
                 msgs += self.pex.answer(ch, now)
             if cfg.pex_connect and not self.download.complete:
-                if now >= ch.next_pex and len(self.channels) < cfg.max_channels:
+                if now >= ch.pex.next_req and len(self.channels) < cfg.max_channels:
                     msgs.append(C.PexReq())  # ask for more peers (3.10.1)
-                    ch.next_pex = now + 5.0
-                    ch.pex_asked = now
-                if ch.next_pex > now:  # (else: when a channel closes, mark_all)
-                    dirty.wake(ch, ch.next_pex)
+                    ch.pex.next_req = now + 5.0
+                    ch.pex.asked = now
+                if ch.pex.next_req > now:  # (else: when a channel closes, mark_all)
+                    dirty.wake(ch, ch.pex.next_req)
             # live tune-in (6.1.2.4)
             if self.live:
                 push = self.tunein.munro_push(ch, now, alone=not msgs)
         if msgs or push:
             for d in self._pack(ch, dest, msgs, push):
                 out.append((d, ch.addr))
-            ch.last_send = now
-            ch.sent_since_recv += 1
+            ch.liveness.spoke(now)
             dirty.mark(ch)
 
     # -- timers -----------------------------------------------------------------------------
@@ -813,7 +776,7 @@ class Peer:
         pushed back by traffic, so housekeeping runs while busy)."""
         if self._next_tick is None:
             self._next_tick = now
-        elif self._next_tick > now + 0.05 and any(c.data_out for c in self.channels.values()):
+        elif self._next_tick > now + 0.05 and any(c.send.data_out for c in self.channels.values()):
             self._next_tick = now + 0.05  # DATA in flight: its losses are due soon (upload.py)
         pace = self.upload.pace_due(now)  # DATA held back by pacing (upload.py)
         self._pace_wake = pace is not None and pace < self._next_tick
@@ -826,24 +789,24 @@ class Peer:
             self._pace_wake = False
             return  # a pacing wake-up: only DATA is due (datagrams_to_send)
         self._dirty.mark_all()  # requests given back, ranking, deadlines: anyone
-        busy = any(c.requests or len(c.upload) or c.data_out or c.state is _INIT
+        busy = any(c.down.requests or len(c.send.upload) or c.send.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)
         cfg = self.config
         for ch in list(self.channels.values()):
             if ch.state is _INIT:
-                if ch.hs_tries >= 6 and now - ch.hs_sent > 8:
+                if ch.hs.tries >= 6 and now - ch.hs.sent_at > 8:
                     self._drop(ch, "no reply")
                 continue
-            if ch.state is _REPLY and now - ch.last_recv > cfg.half_open_timeout:
+            if ch.state is _REPLY and now - ch.liveness.last_recv > cfg.half_open_timeout:
                 self._drop(ch, "half-open", notify=False)  # answered, never heard again
                 self.stats["half_open_expired"] = self.stats.get("half_open_expired", 0) + 1
                 continue
-            if now - ch.last_recv > cfg.dead_after and ch.sent_since_recv >= 3:
+            if ch.liveness.dead(now, cfg.dead_after):
                 self._drop(ch, "dead")
                 continue
-            if (ch.initiator and ch.requests and ch.sent_since_recv >= 3
-                    and now - ch.last_recv > max(cfg.rehandshake_after, 8 * ch.rtt)):
+            if (ch.initiator and ch.down.requests and ch.liveness.sent_since_recv >= 3
+                    and now - ch.liveness.last_recv > max(cfg.rehandshake_after, 8 * ch.path.rtt)):
                 # silent while we ask for chunks: a restarted peer discards
                 # our datagrams as an unknown channel (3.1.1 step 7) and will
                 # never answer them; hand the requests back and handshake
@@ -856,10 +819,9 @@ class Peer:
                 self._drop(ch, "silent")
                 self.connect(addr, now)
                 continue
-            if ch.state is _EST and now - ch.last_send > cfg.keepalive:
+            if ch.state is _EST and now - ch.liveness.last_send > cfg.keepalive:
                 self._pending_close.append((ch.remote_id.to_bytes(4, "big"), ch.addr))
-                ch.last_send = now
-                ch.sent_since_recv += 1
+                ch.liveness.spoke(now)
             self.download.request_timeouts(ch, now)  # lost requests, no progress
             self.upload.sender_timeouts(ch, now)  # DATA never acknowledged: lost (LEDBAT)
         down = self.download

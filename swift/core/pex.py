@@ -6,7 +6,8 @@ CA, issuing them when we are the CA), and takes the PEX_RES* we asked for:
 a new address becomes a ``PeerDiscovered`` event and, with
 ``pex_connect``, a channel.  It owns the membership certificates
 (``certs``); channels, counters, events and the blacklist are the Peer's,
-handed in through the constructor.
+handed in through the constructor; each channel's PEX state is its
+``Channel.pex`` (:class:`~swift.core.channel.PexState`).
 """
 
 from __future__ import annotations
@@ -65,15 +66,15 @@ class Pex:
         self.certs = CertCache(256)
 
     def answer(self, ch: Channel, now: float) -> list[C.Message]:
-        if not ch.pex_requested:
+        if not ch.pex.requested:
             return []
-        ch.pex_requested = False
+        ch.pex.requested = False
         cfg = self.config
         out: list[C.Message] = []
         private_ok = _is_private(str(ch.addr[0])) if isinstance(ch.addr, tuple) else True
         seen = {ch.addr}
         for c in self.channels.values():
-            if (c.addr in seen or c.state is not _EST or now - c.last_recv > 60
+            if (c.addr in seen or c.state is not _EST or now - c.liveness.last_recv > 60
                     or not isinstance(c.addr, tuple)):
                 continue
             seen.add(c.addr)
@@ -117,7 +118,7 @@ class Pex:
         a sender of defective certificates gets the rest of its ignored
         ("check a few ... and discard the rest if they are defective")."""
         from swift.core.pexcert import CertError, CertExpired, check_cert
-        if self.config.pex_ca is None or ch.bad_certs >= 2:
+        if self.config.pex_ca is None or ch.pex.bad_certs >= 2:
             self.stats["pex_cert_ignored"] = self.stats.get("pex_cert_ignored", 0) + 1
             return
         if self.certs.known(der, now) is not None:
@@ -131,7 +132,7 @@ class Pex:
             self.stats["expired_cert"] = self.stats.get("expired_cert", 0) + 1
             return
         except CertError:
-            ch.bad_certs += 1
+            ch.pex.bad_certs += 1
             self.stats["bad_cert"] = self.stats.get("bad_cert", 0) + 1
             return
         self.stats["good_cert"] = self.stats.get("good_cert", 0) + 1

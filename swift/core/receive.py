@@ -94,38 +94,24 @@ class Verifier:
         """DATA for chunks ``[lo, hi)`` (3.3, 8.6): verify, store, ACK.
         ``arrived``: when the datagram arrived, for the ACK's one-way delay (8.7)."""
         i = lo
-        seq_i = ch.req_seq.pop(i, None)
-        if seq_i is not None and i in ch.requests and next(iter(ch.requests)) != i:
+        down = ch.down
+        verify = ch.verify
+        older = down.skipped(i)
+        if older:
             # requests are served in order: ones asked for before this chunk
             # (beyond a reordering margin of one) were lost or skipped; ask
             # again (as libswift drops "likely snubbed" hints)
-            older = []
-            for c in ch.requests:
-                if c == i:
-                    break
-                if seq_i - ch.req_seq.get(c, seq_i) > 1:
-                    older.append(c)
             for c in older:
-                del ch.requests[c]
-                ch.req_seq.pop(c, None)
                 # back to the picker at once, even if another channel asks for
                 # it too (unlike the timers' give-backs, _no_longer_asked):
                 # kept in flight there, the flash crowd's slowest leecher
                 # waited for that channel's request timeout (docs/sim.md)
                 self.download.inflight.reset(B.chunk(c))
-                ch.lost += 1
+            ch.path.lost += len(older)
             self.download.note_moved(older, "lost")
             # if they were only delayed, the sender must not send them later
-            ch.cancels.extend(_runs(older))
-        sent_at = ch.requests.pop(i, None)
-        if sent_at is not None:
-            # ``requests`` is a FIFO in a dict: every pop from the front leaves
-            # a dummy slot that next(iter()) above must skip (CPython dicts do
-            # not shrink on delete); a copy now and then keeps that O(1)
-            ch.req_pops += 1
-            if ch.req_pops >= 512:
-                ch.req_pops = 0
-                ch.requests = dict(ch.requests)
+            down.cancels.extend(_runs(older))
+        sent_at = down.answered(i)
         if hi == lo + 1 and self.content.have.has(i):
             # a chunk we hold already (the end-game copy we CANCELled, a
             # retransmission whose first copy was only late): not stored
@@ -137,25 +123,23 @@ class Verifier:
                 self.stats["unsolicited"] += 1
             else:
                 self.download.inflight.discard(i)
-                ch.last_progress = now
-            if self.view.live is not None and ch.pending_sigs:
-                self.view.live.learn(ch.hash_order, ch.pending_sigs, now)
-            ch.pending_hashes.clear()
-            ch.hash_order.clear()
-            ch.pending_sigs.clear()
+                ch.down.last_progress = now
+            if self.view.live is not None and verify.sigs:
+                self.view.live.learn(verify.hash_order, verify.sigs, now)
+            verify.clear()
             if ch.state is _EST and self.content.holds(i, payload):
                 self.stats["dup"] += 1
                 key = "dup_" + self.download.moved.get(i, "other")
                 self.stats[key] = self.stats.get(key, 0) + 1
                 if self.dialect(ch) is Dialect.LIBSWIFT:  # per channel: --profile auto mixes them
-                    ch.extra_have.append(i)  # libswift turns this ACK into a HAVE
+                    ch.ann.extra_have.append(i)  # libswift turns this ACK into a HAVE
                 else:
                     delay = int(arrived * 1e6) - timestamp
-                    ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+                    ch.ann.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
             else:
                 self.stats["dup_mismatch"] = self.stats.get("dup_mismatch", 0) + 1
                 if sent_at is None:
-                    ch.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
+                    ch.ann.extra_have.append(i)  # as libswift: a HAVE retires it at the sender
             return
         # DATA for a chunk we still lack whose request was taken back (stale,
         # lost, timed out: ``moved``): verified below and, if good, kept and
@@ -176,31 +160,27 @@ class Verifier:
                 # its request is gone, so it must not stay marked in flight,
                 # or with one peer (no end game) nothing asks for it again
                 self.download.inflight.discard(i)
-            if self.view.live is not None and ch.pending_sigs:
-                self.view.live.learn(ch.hash_order, ch.pending_sigs, now)
-            ch.pending_hashes.clear()
-            ch.hash_order.clear()
-            ch.pending_sigs.clear()
-            if hi == lo + 1 and len(ch.cancels) < 256:
-                ch.cancels.append((i, i + 1))  # stale at the sender: purge its queue
+            if self.view.live is not None and verify.sigs:
+                self.view.live.learn(verify.hash_order, verify.sigs, now)
+            verify.clear()
+            if hi == lo + 1 and len(ch.down.cancels) < 256:
+                ch.down.cancels.append((i, i + 1))  # stale at the sender: purge its queue
             return
         if not late:  # a late chunk may be in flight elsewhere: kept so until verified
             self.download.inflight.discard(i)
         n_before = self.content.n_chunks
-        ok = ch.state is _EST and self.content.verify(i, payload, ch.hash_order,
-                                                      ch.pending_sigs, now)
+        ok = ch.state is _EST and self.content.verify(i, payload, verify.hash_order,
+                                                      verify.sigs, now)
         if n_before is None and self.content.n_chunks is not None and not self.view.is_live:
             self.events.append(ev.SizeKnown(self.content.n_chunks))
-        ch.pending_hashes.clear()
-        ch.hash_order.clear()
-        ch.pending_sigs.clear()
+        verify.clear()
         if late:
             if not ok:
                 self.stats["unsolicited"] += 1
                 return
             self.download.inflight.discard(i)
             self.stats["late"] = self.stats.get("late", 0) + 1
-        ch.last_progress = now
+        down.last_progress = now
         if not ok:
             lc = self.view.live
             if lc is not None and lc.tree.last_stale:
@@ -220,17 +200,12 @@ class Verifier:
                 self.stats["unverifiable"] = self.stats.get("unverifiable", 0) + 1
                 if len(self.held) < HOLD_MAX:
                     self.held[i] = Held(ch.local_id, payload, timestamp, arrived,
-                                        now + max(HOLD_MIN, ch.rtt))
+                                        now + max(HOLD_MIN, ch.path.rtt))
                 return
             self.stats["rejected"] += 1
             self.events.append(ev.ChunkRejected(i, ch.addr))
-            ch.bad += 1
-            ch.distrusted = True
-            if not ch.choking:
-                ch.choking = True
-                ch.send_choke = True
-                ch.upload.clear()
-            if ch.bad >= self.config.max_bad_chunks:
+            ch.send.choke()
+            if verify.blame() >= self.config.max_bad_chunks:
                 self.drop_corrupt(ch)
             return
         self.held.pop(i, None)
@@ -244,14 +219,14 @@ class Verifier:
         self.content.store_chunk(i, payload)
         self.log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
-            if other is not ch and i in other.requests:
-                del other.requests[i]
-                other.req_seq.pop(i, None)
-                other.cancels.append((i, i + 1))
+            od = other.down
+            if other is not ch and i in od.requests:
+                od.drop(i)
+                od.cancels.append((i, i + 1))
         self.stats["verified"] += 1
-        ch.note_data(now, None if sent_at is None else now - sent_at)
+        ch.path.note_data(now, None if sent_at is None else now - sent_at)
         delay = int(arrived * 1e6) - timestamp
-        ch.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
+        ch.ann.acks.append((i, delay & 0xFFFFFFFFFFFFFFFF))
         self.events.append(ev.ChunkVerified(i, ch.addr))
         if not self.download.complete and self.content.complete:
             size = 0 if self.view.static is None else self.view.static.tree.size
@@ -271,9 +246,8 @@ class Verifier:
                 continue
             del self.held[i]
             self.stats["held_verified"] = self.stats.get("held_verified", 0) + 1
-            if i in ch.requests:  # asked again meanwhile: the copy on its way is not needed
-                del ch.requests[i]
-                ch.req_seq.pop(i, None)
-                ch.cancels.append((i, i + 1))
+            if i in ch.down.requests:  # asked again meanwhile: the copy on its way is not needed
+                ch.down.drop(i)
+                ch.down.cancels.append((i, i + 1))
             self.download.inflight.discard(i)
             self._store(ch, i, h.payload, h.timestamp, h.arrived, now, None)

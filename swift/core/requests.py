@@ -4,9 +4,11 @@
 the chunks in flight, why requests moved, the playback position and the
 fast set (paper III-A eq. 1 and 2), request sizes (eq. 3), deadlines
 (III-C), the end game, request timeouts and live tune-in requests
-(RFC 7574 3.7, 6.1.2.4).  The per-channel request log (``Channel.requests``)
-lives on each channel; the Peer owns the channels and hands them in, with
-the counters and the chunk-specification function, through the constructor.
+(RFC 7574 3.7, 6.1.2.4).  The per-channel request log (``Channel.down``:
+:class:`~swift.core.channel.DownloadSide`) and path measurements
+(``Channel.path``: :class:`~swift.core.channel.PathEstimate`) live on each
+channel; the Peer owns the channels and hands them in, with the counters and
+the chunk-specification function, through the constructor.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ class RequestScheduler:
         if self._endgame_none == (self._flush_no, self.inflight.version):
             return True
         n = self.content.n_chunks
-        holders = [c for c in self.channels.values() if c.requests]
+        holders = [c for c in self.channels.values() if c.down.requests]
         return n is None or not holders or not self._late(None, n, now, holders)[0]
 
     def late_takers(self, chans: list[Channel]) -> list[Channel]:
@@ -177,15 +179,14 @@ class RequestScheduler:
         cannot sends nothing however late the requests elsewhere are."""
         moved = self.moved
         late = [(pos, h) for pos, h in self._late_list if moved.get(pos) != "endgame"]
-        return [c for c in chans if any(h is not c and pos not in c.requests
-                                        and c.peer_have.has(pos) for pos, h in late)]
+        return [c for c in chans if any(h is not c and pos not in c.down.requests
+                                        and c.remote.have.has(pos) for pos, h in late)]
 
     def forget(self, ch: Channel) -> None:
         """``ch`` closed: its requests leave ``inflight`` (unless asked
         elsewhere) and what this holds for it goes."""
-        self.no_longer_asked(ch, ch.requests)
-        ch.requests.clear()
-        ch.req_seq.clear()
+        self.no_longer_asked(ch, ch.down.requests)
+        ch.down.clear()
         self.fast.discard(ch.local_id)
         self.pushed_at.pop(ch.local_id, None)
         self._nothing_to_pick.pop(ch.local_id, None)
@@ -253,13 +254,13 @@ class RequestScheduler:
         does not hand it to a third peer.  Returns the chunks that left."""
         if not chunks:
             return []  # (called per channel by every timer: no scan for nothing)
-        others = [o for o in self.channels.values() if o is not ch and o.requests]
+        others = [o for o in self.channels.values() if o is not ch and o.down.requests]
         now = self.last_now
         out: list[int] = []
         for c in chunks:
             # only a request there that is not late itself (the end game's
             # rule: 1.5 x that channel's request->DATA time) keeps it
-            if not any(now - o.requests.get(c, -1e18) <= 1.5 * o.rtt for o in others):
+            if not any(now - o.down.requests.get(c, -1e18) <= 1.5 * o.path.rtt for o in others):
                 self.inflight.discard(c)
                 out.append(c)
         return out
@@ -273,11 +274,10 @@ class RequestScheduler:
             m[c] = why
 
     def release(self, ch: Channel, lost: bool) -> None:
-        self.no_longer_asked(ch, ch.requests)
+        self.no_longer_asked(ch, ch.down.requests)
         if lost:
-            ch.lost += len(ch.requests)
-        ch.requests.clear()
-        ch.req_seq.clear()
+            ch.path.lost += len(ch.down.requests)
+        ch.down.clear()
 
     def request_timeouts(self, ch: Channel, now: float) -> None:
         """The housekeeping tick for ``ch``'s requests: lost single requests
@@ -285,36 +285,35 @@ class RequestScheduler:
         cfg = self.config
         # single requests far older than the smoothed request->DATA time
         # were lost even if others keep arriving: re-pick them
-        if ch.requests:
-            limit = now - max(4 * ch.rtt, cfg.request_timeout)
+        if ch.down.requests:
+            limit = now - max(4 * ch.path.rtt, cfg.request_timeout)
             stale = []
             # insertion order is oldest first, unless a chunk was asked
             # again on this channel (a newer time in its old slot): then
             # every request is looked at, not only up to the first young one
             unordered = ch in self._prune_unordered()
-            for c, t in ch.requests.items():
+            for c, t in ch.down.requests.items():
                 if t >= limit:
                     if unordered:
                         continue
                     break
                 stale.append(c)
-            if stale and len(stale) < len(ch.requests):
+            if stale and len(stale) < len(ch.down.requests):
                 for c in stale:
-                    del ch.requests[c]
-                    ch.req_seq.pop(c, None)
-                ch.lost += len(stale)
-                ch.cancels.extend(chunk_runs(stale))
+                    ch.down.drop(c)
+                ch.path.lost += len(stale)
+                ch.down.cancels.extend(chunk_runs(stale))
                 # one asked again elsewhere (end game, deadline) stays in
                 # flight there, and keeps why it moved
                 self.note_moved(self.no_longer_asked(ch, stale), "stale")
         # requests: no progress for a while -> give them back, CANCEL, re-pick
-        tmo = max(cfg.request_timeout, 3 * ch.rtt)
-        if ch.requests and now - ch.last_progress > tmo:
+        tmo = max(cfg.request_timeout, 3 * ch.path.rtt)
+        if ch.down.requests and now - ch.down.last_progress > tmo:
             self.stats["timeouts"] += 1
-            ch.cancels.extend(chunk_runs(ch.requests))  # exactly what we drop
-            self.note_moved(ch.requests, "timeout")
+            ch.down.cancels.extend(chunk_runs(ch.down.requests))  # exactly what we drop
+            self.note_moved(ch.down.requests, "timeout")
             self.release(ch, lost=True)
-            ch.last_progress = now
+            ch.down.last_progress = now
 
     def request_msgs(self, ch: Channel, now: float) -> list[C.Message]:
         if (self._endgame_none is not None and self._endgame_none[0] == self._flush_no
@@ -322,9 +321,9 @@ class RequestScheduler:
             return []
         cfg = self.config
         content = self.content
-        if ch.choked or self.complete or cfg.tracker:
+        if ch.down.choked or self.complete or cfg.tracker:
             return []
-        if ch.distrusted and ch.requests:
+        if ch.verify.distrusted and ch.down.requests:
             return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
         if cfg.push and not self.view.is_live and self._awaits_push(ch, n, now):
@@ -333,36 +332,22 @@ class RequestScheduler:
             return self._live_requests(ch, now)
         if n is None:
             # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
-            if ch.peer_have.find_filled(0, 1) is None or any(
-                    c.requests for c in self.channels.values()):
+            if ch.remote.have.find_filled(0, 1) is None or any(
+                    c.down.requests for c in self.channels.values()):
                 return []
             # the peer with the fewest failed requests (a silent one is skipped)
             cands = [c for c in self.channels.values()
-                     if c.state is _EST and not c.choked and c.peer_have.has(0)]
-            if min(cands, key=lambda c: (c.lost, c.local_id)) is not ch:
+                     if c.state is _EST and not c.down.choked and c.remote.have.has(0)]
+            if min(cands, key=lambda c: (c.path.lost, c.local_id)) is not ch:
                 return []
-            ch.requests[0] = now
-            ch.req_seq[0] = ch.next_seq
-            ch.next_seq += 1
+            ch.down.ask(0, now)
             self.inflight.set(0)
             return [C.Request(s, t) for s, t in self._specs(0, 1)]
-        # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT), as
-        # libswift's HINT planning, from a once-a-second rate measurement
-        # the plan horizon: 4 x the path RTT without queueing (min RTT), or the
-        # smoothed RTT (which includes data queued on the path) capped at 1 s:
-        # the smoothed RTT also counts our own requests waiting at the sender,
-        # so uncapped it would grow that queue without bound
-        plan = max(0.25, 4 * ch.min_rtt, min(1.0, ch.rtt))
-        rate = ch.rate if ch.rate > 0 else 32 / plan
-        window = int(min(cfg.max_outstanding, max(8, plan * rate * 1.5)))
-        if not ch.rate_samples:
-            # no rate sample yet (the first 0.5 s): grow like slow start, one
-            # more request per chunk delivered, so a fast peer is not held
-            # at the initial guess for the whole first period
-            window = min(cfg.max_outstanding, max(window, 2 * ch.received))
-        if ch.distrusted:
+        # outstanding requests: what the peer delivers in max(0.5 s, 4 RTT)
+        window = ch.path.window(cfg.max_outstanding)
+        if ch.verify.distrusted:
             window = 1
-        want = window - len(ch.requests)
+        want = window - len(ch.down.requests)
         if want < max(1, min(16, window // 4)):
             return []
         wins = self.picker.windows
@@ -372,24 +357,24 @@ class RequestScheduler:
             # min(W_ledbat / 2, H / F) chunks at a time (W: this peer's window)
             want = min(want, request_size(window, high, max(1, len(self.fast))))
         picks = self._pick(ch, n, want)
-        if ch.missed:
+        if ch.down.missed:
             # a chunk this peer was too late for goes to another peer that
             # has it (III-C); with none, it is asked here again, or nothing
             # would ever ask for it (the end game only takes chunks in flight)
-            others = [c.peer_have for c in self.channels.values()
-                      if c is not ch and c.state is _EST and not c.choked]
+            others = [c.remote.have for c in self.channels.values()
+                      if c is not ch and c.state is _EST and not c.down.choked]
             keep = []
             for c in picks:
-                if c not in ch.missed:
+                if c not in ch.down.missed:
                     keep.append(c)
                 elif any(h.has(c) for h in others):
                     self.inflight.reset(B.chunk(c))  # leave it to another peer
                 else:
-                    ch.missed.discard(c)
+                    ch.down.missed.discard(c)
                     keep.append(c)
             picks = keep
-            if len(ch.missed) > 4096:
-                ch.missed.clear()
+            if len(ch.down.missed) > 4096:
+                ch.down.missed.clear()
         if not picks:
             picks = self._endgame(ch, want, now)
             if not picks:
@@ -406,14 +391,12 @@ class RequestScheduler:
                 out.append(C.Request(s, t))
             lo, hi = c, c + 1
         for c in picks:
-            if c in ch.requests:
+            if c in ch.down.requests:
                 # re-asked: its slot keeps its place with a newer time, so
                 # this channel's requests may be out of request order now
                 self._unordered.add(ch)
-            ch.requests[c] = now
-            ch.req_seq[c] = ch.next_seq
-            ch.next_seq += 1
-        ch.last_progress = min(ch.last_progress, now) if ch.requests else now
+            ch.down.ask(c, now)
+        ch.down.last_progress = min(ch.down.last_progress, now) if ch.down.requests else now
         return out
 
     def _pick(self, ch: Channel, n: int, want: int) -> list[int]:
@@ -426,7 +409,7 @@ class RequestScheduler:
         is skipped until one of them changes (their version counters).
         ``_memos = False`` runs the picker every time (the tests'
         reference)."""
-        have, infl, ph = self.content.have, self.inflight, ch.peer_have
+        have, infl, ph = self.content.have, self.inflight, ch.remote.have
         memo = self._nothing_to_pick
         memo_on = self._memos and self.picker.empty_means_none_wanted
         if memo_on and memo.get(ch.local_id) == (have.version, infl.version, ph.version, n):
@@ -435,7 +418,7 @@ class RequestScheduler:
         # the fast peers' availability (only asked "does any have it"): from
         # the fast set, not a scan of every channel per pick
         st = PickState(have, infl, self.availability, n, self.playpos, self.rng,
-                       [f.peer_have for i in self.fast
+                       [f.remote.have for i in self.fast
                         if (f := chans.get(i)) is not None and f is not ch])
         picks: list[int] = []
         # while the player fills its start-up buffer, the urgent window is asked
@@ -472,14 +455,14 @@ class RequestScheduler:
         if not self._memos or self._endgame_none != (self._flush_no, self.inflight.version):
             return False
         if self._nothing_to_pick.get(ch.local_id) != (
-                self.content.have.version, self.inflight.version, ch.peer_have.version,
+                self.content.have.version, self.inflight.version, ch.remote.have.version,
                 self.content.n_chunks):
             return False
-        if ch.choked or self.complete or self.config.tracker or (
-                ch.distrusted and ch.requests) or self.config.push or self.view.is_live:
+        if ch.down.choked or self.complete or self.config.tracker or (
+                ch.verify.distrusted and ch.down.requests) or self.config.push or self.view.is_live:
             return False  # an earlier return of _request_msgs (or its push rule) decides
-        if len(ch.missed) > 4096:
-            ch.missed.clear()
+        if len(ch.down.missed) > 4096:
+            ch.down.missed.clear()
         return True
 
     def _awaits_push(self, ch: Channel, n: int | None, now: float) -> bool:
@@ -487,10 +470,10 @@ class RequestScheduler:
         size unknown, chunk 0) and pushes: its DATA came within
         ``push_fallback`` seconds (or the channel is that young).  After
         that, what the push lost is asked for as in pull mode."""
-        ph = ch.peer_have
+        ph = ch.remote.have
         if not (ph.is_filled_range(0, n) if n is not None else ph.has(0)):
             return False  # a leecher: leechers pull from each other
-        last = self.pushed_at.get(ch.local_id, ch.opened_at)
+        last = self.pushed_at.get(ch.local_id, ch.hs.opened_at)
         return now - last < self.config.push_fallback
 
     def _endgame(self, ch: Channel, want: int, now: float) -> list[int]:
@@ -513,7 +496,7 @@ class RequestScheduler:
         infl = self.inflight
         if flush is not None and self._endgame_none == (flush, infl.version):
             return []  # nothing late anywhere, found earlier in this flush
-        holders = [c for c in self.channels.values() if c.requests]
+        holders = [c for c in self.channels.values() if c.down.requests]
         if not holders or (len(holders) == 1 and holders[0] is ch):
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
@@ -550,14 +533,14 @@ class RequestScheduler:
         else:
             late = self._late_list
         moved = self.moved
-        mine = ch.requests if ch is not None else {}
+        mine = ch.down.requests if ch is not None else {}
         cands: list[int] = []
         late_anywhere = False
         for pos, h in late:
             if moved.get(pos) == "endgame":
                 continue  # asked again once already (this flush, maybe)
             late_anywhere = True
-            if ch is not None and h is not ch and pos not in mine and ch.peer_have.has(pos):
+            if ch is not None and h is not ch and pos not in mine and ch.remote.have.has(pos):
                 cands.append(pos)
         if not late_anywhere and flush is not None:
             # no channel has a late request any other channel could take;
@@ -583,14 +566,14 @@ class RequestScheduler:
         out: list[tuple[int, Channel]] = []
         for i, h in enumerate(holders):
             earlier = holders[:i]
-            limit = 1.5 * h.rtt
+            limit = 1.5 * h.path.rtt
             ordered = h not in unordered
-            for pos, t in h.requests.items():  # oldest first, unless re-asked
+            for pos, t in h.down.requests.items():  # oldest first, unless re-asked
                 if not now - t > limit:
                     if ordered:
                         break  # the rest of this channel's requests are younger
                     continue
-                if earlier and any(pos in e.requests for e in earlier):
+                if earlier and any(pos in e.down.requests for e in earlier):
                     continue  # judged at the first channel that asked for it
                 if pos < n and not have.has(pos) and infl.has(pos):
                     out.append((pos, h))
@@ -606,7 +589,7 @@ class RequestScheduler:
     def _prune_unordered(self) -> set[Channel]:
         u = self._unordered
         if u:
-            for c in [c for c in u if not c.requests
+            for c in [c for c in u if not c.down.requests
                       or self.channels.get(c.local_id) is not c]:
                 u.discard(c)
         return u
@@ -614,7 +597,7 @@ class RequestScheduler:
     def _live_requests(self, ch: Channel, now: float) -> list[C.Message]:
         """Live: in order from the tune-in point up to what the peer offers (6.1.2.4)."""
         lc = self.view.live
-        if lc is None or lc.is_source or not ch.peer_max:
+        if lc is None or lc.is_source or not ch.remote.top:
             return []
         if self.live_start is None:
             top = lc.tree.frontier  # end of the newest trusted munro
@@ -623,24 +606,22 @@ class RequestScheduler:
             # 6.1.2.4: tune in from the rightmost *signed* munro, not from
             # a HAVE, which anyone can send
             self.live_start = max(0, top - self.config.live_prebuffer)
-        want = 64 - len(ch.requests)
+        want = 64 - len(ch.down.requests)
         if want < 8:
             return []
-        st = PickState(self.content.have, self.inflight, self.availability, ch.peer_max,
+        st = PickState(self.content.have, self.inflight, self.availability, ch.remote.top,
                        self.live_start, self.rng)
-        lo = max(self.live_start, ch.peer_max - lc.window)
-        picks = in_order(st, ch.peer_have, lo, ch.peer_max, want)
+        lo = max(self.live_start, ch.remote.top - lc.window)
+        picks = in_order(st, ch.remote.have, lo, ch.remote.top, want)
         out: list[C.Message] = []
         for c in picks:
             self.inflight.set(B.chunk(c))
-            ch.requests[c] = now
-            ch.req_seq[c] = ch.next_seq
-            ch.next_seq += 1
+            ch.down.ask(c, now)
         if picks:
             for s, t in self._specs(picks[0], picks[-1] + 1):
                 out.append(C.Request(s, t))
-            if len(ch.requests) == len(picks):
-                ch.last_progress = now
+            if len(ch.down.requests) == len(picks):
+                ch.down.last_progress = now
         return out
 
     def _tune_in_probe(self, ch: Channel, now: float) -> list[C.Message]:
@@ -648,14 +629,12 @@ class RequestScheduler:
         announced: its DATA comes with the signed munro (or, Sign All, the
         chunk's signature) that fixes the tune-in point (6.1.2.4).  A peer
         whose HAVE was a lie never delivers and so never moves it."""
-        c = ch.peer_max - 1
-        if ch.requests or self.content.have.has(c):
+        c = ch.remote.top - 1
+        if ch.down.requests or self.content.have.has(c):
             return []
         self.inflight.set(B.chunk(c))
-        ch.requests[c] = now
-        ch.req_seq[c] = ch.next_seq
-        ch.next_seq += 1
-        ch.last_progress = now
+        ch.down.ask(c, now)
+        ch.down.last_progress = now
         return [C.Request(s, t) for s, t in self._specs(c, c + 1)]
 
     def skip_stale(self, i: int) -> None:
@@ -671,13 +650,12 @@ class RequestScheduler:
         start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
         self.live_start = max(self.live_start or 0, start)
         for ch in self.channels.values():
-            old = [c for c in ch.requests if c < self.live_start]
+            old = [c for c in ch.down.requests if c < self.live_start]
             for c in old:
-                del ch.requests[c]
-                ch.req_seq.pop(c, None)
+                ch.down.drop(c)
                 self.inflight.reset(B.chunk(c))
             if old:
-                ch.cancels.extend(chunk_runs(old))
+                ch.down.cancels.extend(chunk_runs(old))
 
     def deadlines(self, now: float) -> None:
         """Paper III-C: high-priority requests have a deadline (the playback
@@ -687,17 +665,16 @@ class RequestScheduler:
         p, cs = self.playpos, cfg.chunk_size
         h_end = p + cfg.high_window
         for ch in self.channels.values():
-            late = [c for c, t in ch.requests.items()
+            late = [c for c, t in ch.down.requests.items()
                     if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
-                    and now - t > max(0.2, 2 * ch.min_rtt)]
+                    and now - t > max(0.2, 2 * ch.path.min_rtt)]
             for c in late:
-                del ch.requests[c]
-                ch.req_seq.pop(c, None)
+                ch.down.drop(c)
             gone = self.no_longer_asked(ch, late)  # in flight still where asked again
             for c in late:
-                ch.cancels.append((c, c + 1))
-                ch.missed.add(c)
-                ch.lost += 1
+                ch.down.cancels.append((c, c + 1))
+                ch.down.missed.add(c)
+                ch.path.lost += 1
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
             self.note_moved(gone, "deadline")
 
@@ -705,23 +682,17 @@ class RequestScheduler:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
         self.next_rank = now + 0.5
         for ch in self.channels.values():
-            t0, n0 = ch.rate_mark
-            if now > t0:
-                r = (ch.received - n0) / (now - t0)
-                ch.rate = r if ch.rate == 0 else 0.5 * ch.rate + 0.5 * r
-                if ch.received > n0:
-                    # a sample that saw data ends the start-up window growth;
-                    # the one taken right after connect never does
-                    ch.rate_samples += 1
-            ch.rate_mark = (now, ch.received)
+            ch.path.sample_rate(now)
         ranked = []
         for ch in self.established:
-            if ch.received < 2 or ch.distrusted:
+            path = ch.path
+            if path.received < 2 or ch.verify.distrusted:
                 continue
             # DIP: mean inter-arrival over the last rate sample (the EWMA of
             # single gaps underestimates it for bursty senders)
-            dip = 1.0 / ch.rate if ch.rate > 0 else ch.dip
-            r = expected_bandwidth(self.config.chunk_size, ch.min_rtt, dip, ch.loss_ratio, ch.k)
+            dip = 1.0 / path.rate if path.rate > 0 else path.dip
+            r = expected_bandwidth(self.config.chunk_size, path.min_rtt, dip, path.loss_ratio,
+                                   path.k)
             ranked.append((r, ch.local_id))
         self._ranked = ranked
         self.fast = set(fast_set(ranked, self.config.bitrate, self.fast_factor))

@@ -3,8 +3,8 @@
 With the Unified Merkle Tree a live peer pushes its rightmost signed munro
 to each new channel until the peer shows it knows that munro or a later
 one; :class:`TuneIn` decides what each datagram to a channel carries.  The
-per-channel progress (``pushed_munro``, ``munro_done``) lives on the
-channel.
+per-channel progress lives on the channel (``Channel.tunein``:
+:class:`~swift.core.channel.TuneInState`).
 """
 
 from __future__ import annotations
@@ -39,19 +39,14 @@ class TuneIn:
         is sent only as the first push or as a repeat after 1 s of silence,
         in case the datagrams that carried it were lost."""
         content = self.content
-        if ch.munro_done or content is None or self.method != IntegrityMethod.UNIFIED_MERKLE:
+        if ch.tunein.done or content is None or self.method != IntegrityMethod.UNIFIED_MERKLE:
             return []
         m = content.rightmost_munro()
         if m is None:
             return []
         lo, hi = B.base_range(m)
-        first = lo if ch.pushed_munro is None else ch.pushed_munro[0]
-        if ch.peer_max > first:
-            ch.munro_done = True  # the peer knows this munro or a later one
+        if not ch.tunein.due(lo, ch.remote.top, now, alone):
             return []
-        if alone and ch.pushed_munro is not None and now - ch.pushed_munro[1] < 1.0:
-            return []
-        ch.pushed_munro = (first, now)
         h, ts, sig = content.tree.signed[m]
         s, t = self._specs(lo, hi, clip=False)[0]
         return [C.Integrity(s, t, h), C.SignedIntegrity(s, t, ts, sig)]

@@ -209,7 +209,7 @@ def ledbat_sample(peer: Any, t: float) -> LedbatSample | None:
     chans = list(peer.channels.values())
     if not chans:
         return None
-    led = max(chans, key=lambda c: c.ledbat.flightsize).ledbat
+    led = max(chans, key=lambda c: c.send.ledbat.flightsize).send.ledbat
     base = led.base_delay
     return LedbatSample(
         round(t, 3), led.cwnd, led.flightsize, base if base != float("inf") else -1.0,

@@ -126,5 +126,5 @@ def test_live_have_beyond_2_pow_62_is_clipped(addressing) -> None:
     else:
         have = C.Have((1 << 63) - 1, 0)  # bin 2**63 - 1: chunks [0, 2**63)
     v.datagram_received(C.encode_datagram(v.ctx, vch.local_id, [have]), SRC, t)
-    assert vch.peer_have.has(TOP - 1) and not vch.peer_have.has(TOP)
-    assert vch.peer_max == TOP
+    assert vch.remote.have.has(TOP - 1) and not vch.remote.have.has(TOP)
+    assert vch.remote.top == TOP

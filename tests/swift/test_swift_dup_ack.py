@@ -56,9 +56,9 @@ def test_duplicate_data_is_acked_with_a_delay_sample() -> None:
     data, s, leech, now = _setup()
     dgram, sch = _dup(s, 7, now - 0.030)
     # the seeder believes it sent chunk 7 again 30 ms ago
-    sch.data_out[7] = (now - 0.030, len(dgram))
-    sch.ledbat.on_send(len(dgram), now - 0.030)
-    acks_before = sch.ledbat.acks
+    sch.send.data_out[7] = (now - 0.030, len(dgram))
+    sch.send.ledbat.on_send(len(dgram), now - 0.030)
+    acks_before = sch.send.ledbat.acks
     leech.datagram_received(dgram, SEED, now)
     acks = _acks(leech, now)
     assert [(a.start, a.end) for a in acks] == [(7, 7)]
@@ -66,7 +66,7 @@ def test_duplicate_data_is_acked_with_a_delay_sample() -> None:
     assert leech.stats["dup"] == 1
     for d, _a in [(C.encode_datagram(leech.ctx, sch.local_id, acks), LEECH)]:
         s.datagram_received(d, LEECH, now + 0.001)
-    assert 7 not in sch.data_out and sch.ledbat.acks == acks_before + 1
+    assert 7 not in sch.send.data_out and sch.send.ledbat.acks == acks_before + 1
 
 
 def test_unrequested_duplicate_is_acked_too() -> None:
@@ -74,7 +74,7 @@ def test_unrequested_duplicate_is_acked_too() -> None:
     still not stored again, but acknowledged rather than announced by HAVE."""
     data, s, leech, now = _setup()
     lch = next(iter(leech.channels.values()))
-    assert 3 not in lch.requests
+    assert 3 not in lch.down.requests
     dgram, _ = _dup(s, 3, now)
     leech.datagram_received(dgram, SEED, now)
     assert [(a.start, a.end) for a in _acks(leech, now)] == [(3, 3)]

@@ -20,8 +20,8 @@ def _started():
     assert not lp.content.have.has(a) and not lp.content.have.has(b)
     lch = next(iter(lp.channels.values()))
     for c in (a, b):  # both asked of the seeder 10 ms ago
-        lch.requests[c] = now - 0.010
-        lch.req_seq.pop(c, None)
+        lch.down.requests[c] = now - 0.010
+        lch.down.req_seq.pop(c, None)
         lp.download.inflight.add(c)
     for _d in lp.datagrams_to_send(now):
         pass
@@ -58,7 +58,7 @@ def test_data_missing_only_its_uncles_is_acked_once_a_sibling_brings_them() -> N
 def test_a_held_chunk_expires_after_about_an_rtt() -> None:
     s, lp, now, a, b = _started()
     lp.datagram_received(_data(s, b, now, uncles=1), SEED, now)
-    later = now + HOLD_MIN + max(HOLD_MIN, next(iter(lp.channels.values())).rtt)
+    later = now + HOLD_MIN + max(HOLD_MIN, next(iter(lp.channels.values())).path.rtt)
     lp.datagram_received(_data(s, a, later), SEED, later)
     assert lp.content.have.has(a) and not lp.content.have.has(b)
     assert b not in _acks(lp, later) and lp.stats.get("held_verified", 0) == 0

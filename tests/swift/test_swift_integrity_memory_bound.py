@@ -30,8 +30,8 @@ def test_repeated_integrity_is_bounded_and_download_completes() -> None:
     for _ in range(300):  # 11,100 messages each
         leech.datagram_received(one_bin, SEED, now)
         leech.datagram_received(many, SEED, now)
-    assert len(lch.hash_order) <= 4096
-    assert len(lch.pending_hashes) <= 4096
+    assert len(lch.verify.hash_order) <= 4096
+    assert len(lch.verify.hashes) <= 4096
     # the garbage hashes are dropped with the next DATA; the download goes on
     pump(nodes, steps=20000, t0=now, until=lambda: leech.content.complete)
     assert leech.content.complete

@@ -34,8 +34,8 @@ def _drop_request(lp, i: int) -> None:
     """What the stale check does to a request (requests.py): gone from the channel,
     back to the picker."""
     lch = next(iter(lp.channels.values()))
-    lch.requests.pop(i, None)
-    lch.req_seq.pop(i, None)
+    lch.down.requests.pop(i, None)
+    lch.down.req_seq.pop(i, None)
     lp.download.inflight.reset(B.chunk(i))
     lp.download.note_moved([i], "stale")
 
@@ -62,7 +62,7 @@ def test_late_data_that_fails_to_verify_is_dropped_without_blame() -> None:
     assert (i, i) not in _acked(lp, now)
     assert lp.stats["rejected"] == 0 and lp.stats["unsolicited"] >= 1
     lch = next(iter(lp.channels.values()))
-    assert not lch.distrusted and not lp.download.inflight.has(i)
+    assert not lch.verify.distrusted and not lp.download.inflight.has(i)
     # the download still completes
     pump({SEED: s, LEECH: lp}, t0=now, until=lambda: lp.content.complete)
     assert lp.content.complete

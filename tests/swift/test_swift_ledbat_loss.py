@@ -62,9 +62,9 @@ class Link:
                 leech.datagram_received(d, SEED, self.now)
         self.ch = next(iter(self.s.channels.values()))
         self.rid = struct.pack(">I", self.ch.local_id)
-        self.ch.upload.clear()
+        self.ch.send.upload.clear()
         self.n, self.ahead, self.drop = n, ahead, drop
-        self.got: set[int] = {c for c in range(n) if self.ch.sent.has(c)}
+        self.got: set[int] = {c for c in range(n) if self.ch.send.sent.has(c)}
         self.asked = max(self.got, default=-1) + 1
         self.acks: list[tuple[float, int]] = [(self.now + RTT, c) for c in sorted(self.got)]
         #: (send time, chunk) of every DATA dropped on the way
@@ -128,7 +128,7 @@ def test_a_gap_in_the_acks_halves_cwnd_once_within_one_rtt_not_twice() -> None:
         return False
 
     ln = Link(6000, drop, ahead=200)  # at most 200 chunks per RTT: a 0.3 s transfer
-    led = ln.ch.ledbat
+    led = ln.ch.send.ledbat
     ln.run_until(100.1)  # warm up: the window grows, the RTT is learnt
     assert led.srtt == pytest.approx(RTT, rel=0.2)
     assert led.losses == 0
@@ -164,7 +164,7 @@ def test_random_loss_every_drop_found_within_about_one_rtt() -> None:
     halved then or was halved within the RTT before."""
     rng = random.Random(7)
     ln = Link(8000, lambda c, t: t > 100.05 and rng.random() < 0.01, ahead=200)
-    ch, led = ln.ch, ln.ch.ledbat
+    ch, led = ln.ch, ln.ch.send.ledbat
     found: dict[int, float] = {}
     halved_at: list[float] = []
     late = []
@@ -174,7 +174,7 @@ def test_random_loss_every_drop_found_within_about_one_rtt() -> None:
         if led.cwnd < before - 1e-9:
             halved_at.append(ln.now)
         for t, c in ln.dropped:
-            if c not in found and (c in ch.retried or ln.sends.get(c, 0) > 1):
+            if c not in found and (c in ch.send.retried or ln.sends.get(c, 0) > 1):
                 found[c] = ln.now
                 if not any(ln.now - RTT - 2 * STEP <= h <= ln.now + 1e-9 for h in halved_at):
                     late.append((c, t, ln.now))
@@ -195,8 +195,8 @@ def test_target_is_configurable_within_the_rfc_limit() -> None:
     at most 100 ms): queuing delay over it shrinks the window."""
     assert Ledbat.LIBSWIFT_TARGET == 0.025
     ch = Channel(1, LEECH, False, 0.0, 1088, 1000, False, ledbat_target=0.025)
-    assert ch.ledbat.TARGET == 0.025
-    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).ledbat.TARGET == 0.025  # default
+    assert ch.send.ledbat.TARGET == 0.025
+    assert Channel(2, LEECH, False, 0.0, 1088, 1000, False).send.ledbat.TARGET == 0.025  # default
     assert Ledbat(target=0.100).TARGET == 0.100
     for bad in (0.0, -0.01, 0.101):
         with pytest.raises(ValueError, match="TARGET"):

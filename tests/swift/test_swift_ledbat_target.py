@@ -38,7 +38,7 @@ def _pair(seeder_cfg: PeerConfig, leecher_cfg: PeerConfig) -> tuple[Peer, Peer]:
 
 def _target(peer: Peer) -> float:
     (ch,) = peer.channels.values()
-    return ch.ledbat.TARGET
+    return ch.send.ledbat.TARGET
 
 
 @pytest.mark.parametrize("bad", [0, -5, 100.5, 1000])
@@ -62,7 +62,7 @@ def test_auto_profile_takes_the_libswift_target_when_the_peer_speaks_libswift() 
     s, _ = _pair(PeerConfig(chunk_size=CS, profile="auto", hash_func=HashFunc.SHA1),
                  PeerConfig.libswift(chunk_size=CS))
     (ch,) = s.channels.values()
-    assert s.dialect(ch) is Dialect.LIBSWIFT and ch.ledbat.TARGET == 0.025
+    assert s.dialect(ch) is Dialect.LIBSWIFT and ch.send.ledbat.TARGET == 0.025
 
 
 def test_a_configured_target_holds_whatever_the_dialect() -> None:

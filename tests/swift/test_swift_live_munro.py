@@ -41,7 +41,7 @@ def _run(steps: int = 400, feed: bool = False, cap: float | None = None):
         for d, _a in v.datagrams_to_send(t):
             source.datagram_received(d, V1, t)
         ch = next(iter(source.channels.values()), None)
-        known = ((ch.peer_max, set(c for a, b in ch.peer_have.ranges() for c in range(a, b)))
+        known = ((ch.remote.top, set(c for a, b in ch.remote.have.ranges() for c in range(a, b)))
                  if ch else (0, set()))
         right = B.base_range(max(src_tree.signed, key=lambda b: B.base_range(b)[1]))
         for d, _a in source.datagrams_to_send(t):

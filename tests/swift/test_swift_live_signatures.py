@@ -85,7 +85,7 @@ def test_late_viewer_does_not_blacklist_honest_source(method) -> None:
     assert v.stats.get("stale", 0) >= 1
     assert v.stats["rejected"] == 0 and SRC not in v.blacklist
     ch = next(iter(v.channels.values()))
-    assert ch.bad == 0 and not ch.distrusted and ch.addr == SRC
+    assert ch.verify.bad == 0 and not ch.verify.distrusted and ch.addr == SRC
     assert v.content.have.count() == 0  # MUST discard too old (6.1.2.4)
     # (the stale DATA went unacknowledged: the source waits out its LEDBAT CTO)
     _pump({SRC: source, V1: v}, source, t, 1000, feed=True)  # the stream resumes
@@ -152,7 +152,7 @@ def test_signed_integrity_cache_cannot_block_honest_chunks(junk) -> None:
         if junk == "bare-signatures":
             d = d[:4] + d[4:4 + 1 + 8 + 8 + 64]  # SIGNED_INTEGRITY only (chunk32 spec)
         v.datagram_received(d, SRC, t)
-    assert len(vch.pending_sigs) <= 64
+    assert len(vch.verify.sigs) <= 64
     _pump({SRC: source, V1: v}, source, t, 200, feed=True)
     assert v.stats["rejected"] == 0 and v.content.have.count() > 20 and SRC not in v.blacklist
 
@@ -192,7 +192,7 @@ def test_tune_in_from_signed_munro_not_from_have() -> None:
     sch = next(iter(source.channels.values()))
     lie = source._pack(sch, sch.remote_id, [C.Have(1_000_000, 1_000_000)])  # chunk32 spec
     v.datagram_received(lie[0], SRC, t)
-    assert vch.peer_max == 1_000_001
+    assert vch.remote.top == 1_000_001
     _pump({SRC: source, V1: v}, source, t, 100, feed=False)
     assert v.live_start is None or v.live_start < 200  # never near the unsigned HAVE
     # an honest HAVE: tune in behind the newest signed munro (chunk 99's munro ends at 100)

@@ -32,14 +32,14 @@ def test_bad_spec_data_does_not_stall_one_seeder(span: int) -> None:
     leech.connect(SEED, 0.0)
     nodes = {SEED: s, LEECH: leech}
     now = pump(nodes, until=lambda: bool(leech.content.n_chunks)
-               and any(ch.requests for ch in leech.channels.values()))
+               and any(ch.down.requests for ch in leech.channels.values()))
     lch = next(iter(leech.channels.values()))
-    i = max(lch.requests)
+    i = max(lch.down.requests)
     # chunk32 spec (i, i + span): not one chunk; the payload is garbage
     bad = C.encode_datagram(leech.ctx, lch.local_id, [C.Data(i, i + span, 0, bytes(1024))])
     leech.datagram_received(bad, SEED, now)
     assert leech.stats["unsolicited"] >= 1
-    if i not in lch.requests:
+    if i not in lch.down.requests:
         assert not leech.inflight.has(i)  # free to be asked again
     pump(nodes, steps=30000, t0=now, until=lambda: leech.content.complete)
     missing = [c for c in range(leech.content.n_chunks) if not leech.content.have.has(c)]

@@ -98,8 +98,8 @@ def _ranked_peer(bitrate: float) -> tuple[Peer, list[int]]:
     for i, rate in enumerate((50.0, 40.0, 30.0, 20.0, 10.0)):
         ch = p._new_channel(("127.0.0.1", 9000 + i), True, 0.0)
         ch.handle(ChannelEvent.HANDSHAKE_REPLY)
-        ch.received, ch.lost, ch.min_rtt, ch.rate = 100, 0, 0.1, rate
-        ch.rate_mark = (1.0, ch.received)  # no new rate sample at t = 1
+        ch.path.received, ch.path.lost, ch.path.min_rtt, ch.path.rate = 100, 0, 0.1, rate
+        ch.path.rate_mark = (1.0, ch.path.received)  # no new rate sample at t = 1
         ids.append(ch.local_id)
     p._rank(1.0)
     return p, ids

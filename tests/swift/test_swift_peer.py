@@ -156,8 +156,8 @@ def test_unsolicited_data_is_ignored() -> None:
     msgs = [C.Integrity(b_lo, b_hi - 1, h) for b, h in tree.uncles(19)
             for b_lo, b_hi in [__import__("swift.core.bins", fromlist=["x"]).base_range(b)]]
     msgs.append(C.Data(19, 19, 0, data[19 * 1024:20 * 1024]))
-    for c in list(ch.requests):  # pretend nothing is outstanding
-        ch.requests.pop(c)
+    for c in list(ch.down.requests):  # pretend nothing is outstanding
+        ch.down.requests.pop(c)
     leech.datagram_received(C.encode_datagram(leech.ctx, ch.local_id, msgs), SEED, 0.01)
     assert 19 not in leech.content.have and leech.stats["unsolicited"] >= 1
 
@@ -170,11 +170,11 @@ def test_cancel_and_choke() -> None:
     pump({SEED: s, LEECH: leech}, steps=2)
     sch = next(iter(s.channels.values()))
     lch = next(iter(leech.channels.values()))
-    sch.upload.push(0, 40)
+    sch.send.upload.push(0, 40)
     s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Cancel(0, 39)]), LEECH, 0.1)
-    assert len(sch.upload) == 0
+    assert len(sch.send.upload) == 0
     leech.datagram_received(C.encode_datagram(leech.ctx, lch.local_id, [C.Choke()]), SEED, 0.1)
-    assert lch.choked and not lch.requests
+    assert lch.down.choked and not lch.down.requests
     assert all(m.type != 8 for d, _ in leech.datagrams_to_send(0.2)
                for m in C.decode_datagram(d, leech.ctx).messages)  # no REQUEST while choked
     leech.datagram_received(C.encode_datagram(leech.ctx, lch.local_id, [C.Unchoke()]), SEED, 0.3)
@@ -275,11 +275,11 @@ def test_state_per_peer_is_bounded() -> None:
     for _ in range(50):
         s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, [C.Request(0, 0xFFFFFFF0)] * 20),
                             LEECH, 0.1)
-    assert len(sch.upload) <= 100
+    assert len(sch.send.upload) <= 100
     for k in range(160):  # 5920 INTEGRITY messages without a DATA
         msgs = [C.Integrity(2 * i, 2 * i + 1, bytes(32)) for i in range(k * 37, (k + 1) * 37)]
         s.datagram_received(C.encode_datagram(s.ctx, sch.local_id, msgs), LEECH, 0.1)
-    assert len(sch.pending_hashes) <= 4096 and len(sch.hash_order) <= 4096
+    assert len(sch.verify.hashes) <= 4096 and len(sch.verify.hash_order) <= 4096
     # handshakes from many addresses: channels capped; a new one takes the place of the
     # oldest half-open channel (never of an established one: test_swift_half_open.py)
     for i in range(20):

@@ -97,7 +97,7 @@ def test_tracker_certifies_and_leecher_joins_through_certified_pex() -> None:
     assert check(leech.certs[SEED], CA_PUB, s.swarm_id, NOW + 1) == SEED
     # the leecher passes the certificate on (gossip) in its own PEX answers
     lch = next(c for c in leech.channels.values() if c.addr == TRK)
-    lch.pex_requested = True
+    lch.pex.requested = True
     out = leech._pex_msgs(lch, NOW + 2)
     assert out and all(isinstance(m, C.PexResCert) for m in out)
 

@@ -79,7 +79,7 @@ def _pump(nodes: dict, steps: int, until=None, t0: float = 0.0, dt_: float = 0.0
 def _asker(now: float) -> Channel:
     """A channel (not in any peer) that sent PEX_REQ, for calling _pex_msgs."""
     ch = Channel(99, ("10.3.0.50", 1), False, now, 1088, 64, True)
-    ch.pex_requested = True
+    ch.pex.requested = True
     return ch
 
 
@@ -113,7 +113,7 @@ def test_cert_cache_bounded_purged_and_expired_not_relayed() -> None:
     t = _pump({SEED: s, LEECH: leech}, 20, t0=NOW)
     ch = next(iter(leech.channels.values()))
     assert ch.state == "est"
-    ch.pex_asked = t
+    ch.pex.asked = t
     for k in range(300):
         leech._on_cert(ch, issue(CA, s.swarm_id, f"10.9.{k // 200}.{k % 200 + 1}", 7000, t, 60), t)
     assert leech.stats["good_cert"] == 300 and len(leech.certs) == 256  # bounded
@@ -121,7 +121,7 @@ def test_cert_cache_bounded_purged_and_expired_not_relayed() -> None:
     leech._on_cert(ch, issue(CA, s.swarm_id, SEED[0], SEED[1], t, 5), t)
     assert SEED in leech.certs
     assert [check(m.cert, CA_PUB, s.swarm_id, t) for m in leech._pex_msgs(_asker(t), t)] == [SEED]
-    ch.last_recv = t + 10
+    ch.liveness.last_recv = t + 10
     assert leech._pex_msgs(_asker(t + 10), t + 10) == []  # expired: not relayed
     # purged when the channel to that address closes
     leech.close(t)
@@ -144,7 +144,7 @@ def test_replayed_certificate_checked_once_and_unsolicited_res_dropped() -> None
     assert leech.stats.get("pex_unsolicited", 0) == 2 and leech.stats.get("good_cert", 0) == 0
     assert ("10.3.0.77", 6778) not in leech.certs
     # after our PEX_REQ: accepted once, replays hit the cache
-    next(iter(leech.channels.values())).pex_asked = t
+    next(iter(leech.channels.values())).pex.asked = t
     for _ in range(20):
         for d in s._pack(sch, sch.remote_id, [C.PexResCert(cert)]):
             leech.datagram_received(d, SEED, t + 0.5)
@@ -166,11 +166,11 @@ def test_expired_certificates_do_not_make_the_sender_ignored() -> None:
     leech.connect(SEED, NOW)
     t = _pump({SEED: s, LEECH: leech}, 20, t0=NOW)
     ch = next(iter(leech.channels.values()))
-    ch.pex_asked = t
+    ch.pex.asked = t
     for k in range(3):
         leech._on_cert(ch, issue(CA, s.swarm_id, f"10.8.0.{k + 1}", 7000, t - 100, 10), t)
-    assert leech.stats["expired_cert"] == 3 and ch.bad_certs == 0
+    assert leech.stats["expired_cert"] == 3 and ch.pex.bad_certs == 0
     leech._on_cert(ch, issue(CA, s.swarm_id, "10.8.0.9", 7000, t, 60), t)
     assert ("10.8.0.9", 7000) in leech.certs
     leech._on_cert(ch, issue(new_ca_key(), s.swarm_id, "10.8.0.10", 7000, t, 60), t)
-    assert ch.bad_certs == 1
+    assert ch.pex.bad_certs == 1

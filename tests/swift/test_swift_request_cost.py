@@ -41,7 +41,7 @@ def _Planner(n: int) -> RequestScheduler:  # noqa: N802  (it was a class)
 
 def _old_endgame(self: RequestScheduler, ch: Channel, want: int, now: float) -> list[int]:
     """The walk as it was before the fix (reference, verbatim)."""
-    holders = [c for c in self.channels.values() if c is not ch and c.requests]
+    holders = [c for c in self.channels.values() if c is not ch and c.down.requests]
     if not holders:
         return []
     content = self.content
@@ -53,12 +53,12 @@ def _old_endgame(self: RequestScheduler, ch: Channel, want: int, now: float) -> 
     budget = 256
     while pos is not None and pos < n and len(out) < min(want, 32) and budget:
         budget -= 1
-        if (self.inflight.has(pos) and pos not in ch.requests and ch.peer_have.has(pos)
+        if (self.inflight.has(pos) and pos not in ch.down.requests and ch.remote.have.has(pos)
                 and moved.get(pos) != "endgame"):
             for h in holders:
-                t = h.requests.get(pos)
+                t = h.down.requests.get(pos)
                 if t is not None:
-                    if now - t > 1.5 * h.rtt:
+                    if now - t > 1.5 * h.path.rtt:
                         out.append(pos)
                     break
         pos = have.find_empty(pos + 1, n)
@@ -76,26 +76,26 @@ def _random_state(rng: random.Random) -> tuple[RequestScheduler, Channel, int, f
     now = 100.0
     for i in range(rng.randint(1, 8)):
         ch = Channel(i + 1, ("127.0.0.1", 7000 + i), True, 0.0, 1400, 64, True)
-        ch.rtt = rng.choice([0.01, 0.1, 0.5, 2.0])
+        ch.path.rtt = rng.choice([0.01, 0.1, 0.5, 2.0])
         for c in range(n):
             if rng.random() < rng.choice([0.2, 0.9]):
-                ch.peer_have.add(c)
+                ch.remote.have.add(c)
         # requests in request order (times never decrease), as _request_msgs makes them
         k = rng.randint(0, min(n, 400))
         chunks = rng.sample(range(n), k)
-        times = sorted(now - rng.uniform(0, 4 * ch.rtt) for _ in chunks)
+        times = sorted(now - rng.uniform(0, 4 * ch.path.rtt) for _ in chunks)
         for c, t in zip(chunks, times):
-            ch.requests[c] = t
+            ch.down.requests[c] = t
             if rng.random() < 0.95:
                 p.inflight.add(c)
         if k and rng.random() < 0.2:
             # some chunks re-asked (as _request_msgs does when one comes back
             # to the picker): newer times in old slots, so out of order
             for c in rng.sample(chunks, max(1, k // 10)):
-                ch.requests[c] = now - rng.uniform(0, ch.rtt)
+                ch.down.requests[c] = now - rng.uniform(0, ch.path.rtt)
             p._unordered.add(ch)
         if rng.random() < 0.1:
-            ch.requests.clear()
+            ch.down.requests.clear()
         p.channels[i + 1] = ch
     for c in rng.sample(range(n), n // 10):
         p.moved[c] = rng.choice(["endgame", "timeout", "stale"])
@@ -139,25 +139,25 @@ def test_endgame_cost_follows_late_requests_not_missing_chunks() -> None:
     p.inflight = _CountingBinmap()
     other = Channel(1, ("127.0.0.1", 7001), True, 0.0, 1400, 64, True)
     ch = Channel(2, ("127.0.0.1", 7002), True, 0.0, 1400, 64, True)
-    ch.peer_have.set_range(0, n)
+    ch.remote.have.set_range(0, n)
     now = 10.0
     for c in range(n):
-        other.requests[c] = now - 0.1  # rtt 0.5: late only after 0.75 s
+        other.down.requests[c] = now - 0.1  # rtt 0.5: late only after 0.75 s
         p.inflight.add(c)
     p.channels = {1: other, 2: ch}
     _CountingBinmap.calls = 0
     assert p._endgame(ch, 32, now) == []
     assert _CountingBinmap.calls == 0
     # one late request: found with a handful of look-ups
-    del other.requests[100]
-    other.requests = {100: now - 1.0, **other.requests}
+    del other.down.requests[100]
+    other.down.requests = {100: now - 1.0, **other.down.requests}
     _CountingBinmap.calls = 0
     assert p._endgame(ch, 32, now) == [100]
     assert _CountingBinmap.calls < 10
     # beyond the first 256 missing chunks the old walk never looked: still not asked
     p.moved.clear()
-    del other.requests[700]
-    other.requests = {700: now - 1.0, **other.requests}
+    del other.down.requests[700]
+    other.down.requests = {700: now - 1.0, **other.down.requests}
     assert p._endgame(ch, 32, now) == [100]
     p.moved.clear()
     assert _old_endgame(p, ch, 32, now) == [100]
@@ -196,9 +196,9 @@ def _twin_leechers(picker: str, n: int, k: int, seed: int) -> tuple[Any, Any]:
         p.download._memos = memos
         for i in range(k):
             ch = p._new_channel(("127.0.0.1", 7000 + i), True, 0.0)
-            ch.remote_id, ch.last_recv = 1000 + i, 0.0
+            ch.remote_id, ch.liveness.last_recv = 1000 + i, 0.0
             ch.handle(ChannelEvent.HANDSHAKE_REPLY)
-            ch.rtt = ch.min_rtt = 0.05 * (i + 1)
+            ch.path.rtt = ch.path.min_rtt = 0.05 * (i + 1)
         out.append(p)
     return out[0], out[1]
 
@@ -233,12 +233,12 @@ def test_memoised_picks_equal_the_unmemoised_ones(picker: str) -> None:
                 for p in (memo, ref):
                     p._peer_has(p.channels[i], lo, hi)
             elif r < 0.45:  # chunks arrive: no longer in flight, now held
-                asked = sorted({c for ch in memo.channels.values() for c in ch.requests})
+                asked = sorted({c for ch in memo.channels.values() for c in ch.down.requests})
                 for c in ops.sample(asked, min(len(asked), ops.randint(0, 8))):
                     for p in (memo, ref):
                         for ch in p.channels.values():
-                            ch.requests.pop(c, None)
-                            ch.req_seq.pop(c, None)
+                            ch.down.requests.pop(c, None)
+                            ch.down.req_seq.pop(c, None)
                         p.inflight.discard(c)
                         p.content.have.add(c)
             elif r < 0.5:
@@ -285,17 +285,17 @@ def test_stale_request_asked_again_elsewhere_stays_in_flight(b_late: bool) -> No
     itself (older than 1.5 x B's request->DATA time), then it goes back too."""
     p, (a, b, c) = _leecher_with(3)
     for ch in (a, b, c):
-        ch.last_recv = ch.last_progress = 1.0
-        ch.peer_have.set_range(0, 64)
-    a.rtt = c.rtt = 0.05
-    b.rtt = 0.05 if b_late else 0.2  # 0.1 s after asking: late only at 0.05
-    a.requests.update({3: 0.0, 4: 0.0, 9: 0.99})
-    b.requests[3] = 0.9
+        ch.liveness.last_recv = ch.down.last_progress = 1.0
+        ch.remote.have.set_range(0, 64)
+    a.path.rtt = c.path.rtt = 0.05
+    b.path.rtt = 0.05 if b_late else 0.2  # 0.1 s after asking: late only at 0.05
+    a.down.requests.update({3: 0.0, 4: 0.0, 9: 0.99})
+    b.down.requests[3] = 0.9
     p.inflight.set_range(3, 5)
     p.inflight.add(9)
     p.moved[3] = "endgame"
     p.handle_timer(1.0)
-    assert 3 not in a.requests and 4 not in a.requests and 9 in a.requests
+    assert 3 not in a.down.requests and 4 not in a.down.requests and 9 in a.down.requests
     assert not p.inflight.has(4) and p.moved[4] == "stale"
     if b_late:
         assert not p.inflight.has(3) and p.moved[3] == "stale"
@@ -311,15 +311,15 @@ def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
     behind it that are old are still found stale."""
     p, (a, b) = _leecher_with(2)
     for ch in (a, b):
-        ch.last_recv = ch.last_progress = 1.0
-        ch.rtt = 0.05
-    a.requests.update({2: 0.0, 5: 0.0, 6: 0.99})
-    a.requests[2] = 0.95  # asked again: newer time, first slot
+        ch.liveness.last_recv = ch.down.last_progress = 1.0
+        ch.path.rtt = 0.05
+    a.down.requests.update({2: 0.0, 5: 0.0, 6: 0.99})
+    a.down.requests[2] = 0.95  # asked again: newer time, first slot
     p.download._unordered.add(a)
     p.inflight.set_range(2, 7)
     p.handle_timer(1.0)
-    assert 5 not in a.requests and not p.inflight.has(5)
-    assert 2 in a.requests and 6 in a.requests
+    assert 5 not in a.down.requests and not p.inflight.has(5)
+    assert 2 in a.down.requests and 6 in a.down.requests
 
 
 def test_request_timeout_keeps_chunks_asked_elsewhere_in_flight() -> None:
@@ -327,13 +327,13 @@ def test_request_timeout_keeps_chunks_asked_elsewhere_in_flight() -> None:
     request back, but one also asked of another peer stays in flight."""
     p, (a, b) = _leecher_with(2)
     for ch in (a, b):
-        ch.last_recv = 1.0
-    a.rtt, b.rtt = 0.05, 0.2
-    a.last_progress = 0.0
-    b.last_progress = 1.0
-    a.requests.update({7: 0.0, 8: 0.0})
-    b.requests[8] = 0.9
+        ch.liveness.last_recv = 1.0
+    a.path.rtt, b.path.rtt = 0.05, 0.2
+    a.down.last_progress = 0.0
+    b.down.last_progress = 1.0
+    a.down.requests.update({7: 0.0, 8: 0.0})
+    b.down.requests[8] = 0.9
     p.inflight.set_range(7, 9)
     p.handle_timer(1.0)
-    assert not a.requests and p.stats["timeouts"] == 1
+    assert not a.down.requests and p.stats["timeouts"] == 1
     assert not p.inflight.has(7) and p.inflight.has(8)

@@ -82,9 +82,9 @@ class LibswiftLikeLeecher:
         self.got: dict[int, bytes] = {}
         self.have: set[int] = set()
         self.asked = 0
-        self.ch.upload.clear()  # what the handshake leecher asked: forgotten,
+        self.ch.send.upload.clear()  # what the handshake leecher asked: forgotten,
         self.early = {c for c in range(n)  # or sent already and acknowledged here
-                      if self.ch.sent.has(c) or self.ch.peer_have.has(c)}
+                      if self.ch.send.sent.has(c) or self.ch.remote.have.has(c)}
         self.now += 0.0003  # (acknowledged one loopback RTT later)
         for c in sorted(self.early):
             self._ack(c)
@@ -189,9 +189,9 @@ def test_every_libswift_ack_gives_ledbat_a_delay_sample() -> None:
     once) every later ACK was lost to LEDBAT and the RTT never recovered
     (2 samples for 300 chunks before)."""
     lk = LibswiftLikeLeecher(_data(300))
-    assert lk.ch.ledbat.srtt is not None and lk.ch.ledbat.srtt < 0.0002  # underestimated
+    assert lk.ch.send.ledbat.srtt is not None and lk.ch.send.ledbat.srtt < 0.0002  # underestimated
     lk.run()
-    led = lk.ch.ledbat
+    led = lk.ch.send.ledbat
     assert led.acks >= 290
     assert led.srtt is not None and 0.0002 < led.srtt < 0.0004  # the driver's 0.3 ms
 
@@ -210,13 +210,13 @@ def test_have_still_retires_data_whose_ack_was_lost_before_a_later_ack() -> None
         lk.asked += 1
         sent += [c for d, _ in s.datagrams_to_send(lk.now) if (c := _data_chunk(d)) is not None]
     a, b = sent
-    flight = ch.ledbat.flightsize
+    flight = ch.send.ledbat.flightsize
     lk.now += 0.0003
     # the ACK of a is lost; b's datagram: HAVE [a, b] + ACK b
     s.datagram_received(lk.rid + b"\x02" + _II.pack(b, b) + struct.pack(">Q", 400), LEECH, lk.now)
     s.datagram_received(lk.rid + b"\x03" + _II.pack(min(a, b), max(a, b)), LEECH, lk.now)
-    assert a not in ch.data_out and b not in ch.data_out
-    assert ch.ledbat.flightsize < flight
+    assert a not in ch.send.data_out and b not in ch.send.data_out
+    assert ch.send.ledbat.flightsize < flight
 
 
 class ThinningLeecher(LibswiftLikeLeecher):
@@ -268,7 +268,7 @@ def test_data_announced_by_have_is_not_taken_for_lost() -> None:
     lk.run()
     assert lk.have == set(range(lk.n))
     assert lk.s.stats.get("resent", 0) == 0
-    assert lk.ch.ledbat.losses == 0
+    assert lk.ch.send.ledbat.losses == 0
 
 
 def test_acks_thinned_by_a_busy_libswift_are_not_taken_for_losses() -> None:
@@ -281,9 +281,9 @@ def test_acks_thinned_by_a_busy_libswift_are_not_taken_for_losses() -> None:
     while len(lk.have) < 800:
         assert lk.step() or lk.step(), "stalled"
     assert s.stats.get("spurious", 0) >= 1  # it was seen ...
-    assert ch.reo_mult > 1
-    resent, losses = s.stats.get("resent", 0), ch.ledbat.losses
+    assert ch.send.reo_mult > 1
+    resent, losses = s.stats.get("resent", 0), ch.send.ledbat.losses
     lk.run()
     assert lk.have == set(range(lk.n))
     assert s.stats.get("resent", 0) == resent  # ... and learnt from
-    assert ch.ledbat.losses == losses
+    assert ch.send.ledbat.losses == losses

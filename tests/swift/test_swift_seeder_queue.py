@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import swift.core.binmap as binmap_mod
 import swift.core.channel as channel_mod
 from swift.core.binmap import Binmap
-from swift.core.channel import RangeQueue
+from swift.core.sendside import RangeQueue
 
 _FILE = channel_mod.__file__
 

@@ -1,7 +1,7 @@
 """The slow-start request window applies only before the first rate sample
 (review 2, finding 5).
 
-"No sample yet" was tested as ``ch.rate <= 0``; a channel that stops
+"No sample yet" was tested as ``ch.path.rate <= 0``; a channel that stops
 delivering halves its rate average every 0.5 s and reaches exactly 0.0
 after some nine minutes, which made the window jump to ``2 * received``
 (up to max_outstanding) long after start-up.  Sans-IO: the planner's rate
@@ -24,17 +24,17 @@ def test_window_does_not_jump_after_rate_decays_to_zero() -> None:
     leech = leecher(s.swarm_id, PeerConfig(seed=2))
     leech.connect(SEED, 0.0)
     now = pump({SEED: s, LEECH: leech}, steps=100000,
-               until=lambda: any(c.received >= 400 for c in leech.channels.values()))
+               until=lambda: any(c.path.received >= 400 for c in leech.channels.values()))
     ch = next(iter(leech.channels.values()))
-    assert ch.received >= 400 and not leech.content.complete
+    assert ch.path.received >= 400 and not leech.content.complete
     for _ in range(1200):  # ten silent minutes: the average halves each time
         now += 0.5
         leech._rank(now)
-    assert ch.rate == 0.0
-    for c in list(ch.requests):  # as the request timeout does
+    assert ch.path.rate == 0.0
+    for c in list(ch.down.requests):  # as the request timeout does
         leech.inflight.reset(B.chunk(c))
-    ch.requests.clear()
-    ch.req_seq.clear()
+    ch.down.requests.clear()
+    ch.down.req_seq.clear()
     leech._request_msgs(ch, now)
     # the window from the (fallback) rate, not slow start's 2 x received
-    assert 0 < len(ch.requests) < 100, len(ch.requests)
+    assert 0 < len(ch.down.requests) < 100, len(ch.down.requests)

@@ -24,9 +24,9 @@ def test_window_grows_in_the_first_half_second() -> None:
 
     def watch(step: int, now: float) -> None:
         for c in leech.channels.values():
-            most[0] = max(most[0], len(c.requests))
+            most[0] = max(most[0], len(c.down.requests))
 
     pump({SEED: s, LEECH: leech}, steps=200, dt=0.002, tick=watch)  # 0.4 s: before the 2nd sample
     ch = next(iter(leech.channels.values()))
-    assert ch.received > 100
+    assert ch.path.received > 100
     assert most[0] > 48, most[0]  # past the initial guess: slow-start growth

@@ -68,7 +68,7 @@ def _deadline_run(picker: str) -> dict[str, int]:
     # (paper III-C) if, and only if, the picker has a window
     now = pump({SEED: s, LEECH: lee}, timer_every=1000,
                until=lambda: lee.content.n_chunks is not None and any(
-                   len(c.requests) > 1 for c in lee.channels.values()))
+                   len(c.down.requests) > 1 for c in lee.channels.values()))
     assert lee.content.n_chunks == 64
     for _ in range(4):
         now += 0.1

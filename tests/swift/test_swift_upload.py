@@ -7,10 +7,10 @@ import os
 from hypothesis import given, settings, strategies as st
 
 from swift.core.binmap import Binmap
-from swift.core.channel import RangeQueue
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
+from swift.core.sendside import RangeQueue
 from swift.wire import codec as C
 
 SEED, LEECH = ("10.0.0.1", 6778), ("10.0.0.2", 6778)
@@ -88,21 +88,21 @@ def test_have_retires_data_whose_ack_was_lost() -> None:
     for _ in range(3):
         now += 0.01
         _exchange(s, lp, now, lose_replies=True)
-    assert ch.data_out
-    flight, acks = ch.ledbat.flightsize, ch.ledbat.acks
-    got = [c for c in ch.data_out if lp.content.have.has(c)]
+    assert ch.send.data_out
+    flight, acks = ch.send.ledbat.flightsize, ch.send.ledbat.acks
+    got = [c for c in ch.send.data_out if lp.content.have.has(c)]
     assert got
-    retired = sum(ch.data_out[c][1] for c in got)
+    retired = sum(ch.send.data_out[c][1] for c in got)
     # ... until a HAVE covers it: what is older than 1.5 smoothed RTTs
     # leaves flight without a delay sample; the rest stays
     lch = next(iter(lp.channels.values()))
     now += 2.0
-    young = max(ch.data_out) + 1
-    ch.data_out[young] = (now, 1100)  # "sent just now": not retired
-    ch.ledbat.flightsize += 1100
+    young = max(ch.send.data_out) + 1
+    ch.send.data_out[young] = (now, 1100)  # "sent just now": not retired
+    ch.send.ledbat.flightsize += 1100
     msgs = [C.Have(x, y) for c in got + [young] for x, y in lp._specs(c, c + 1)]
     s.datagram_received(C.encode_datagram(lp.ctx, lch.remote_id, msgs), LEECH, now)
-    assert ch.ledbat.acks == acks
-    assert ch.ledbat.flightsize == flight + 1100 - retired
-    assert not any(c in ch.data_out for c in got)
-    assert young in ch.data_out
+    assert ch.send.ledbat.acks == acks
+    assert ch.send.ledbat.flightsize == flight + 1100 - retired
+    assert not any(c in ch.send.data_out for c in got)
+    assert young in ch.send.data_out
