@@ -24,9 +24,13 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from deliverykit.fastpath import load
+from deliverykit.protocol import SockAddr
+
+if TYPE_CHECKING:
+    from deliverykit._speedups import ItrTable
 
 _HASH_LEN = {1: 20, 2: 32}
 _CC_PORT = 54341
@@ -145,6 +149,23 @@ cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
 
 
 # ---------------------------------------------------------------- ITR table
+
+#: one item of a batch of the ITR's inside interface, as :meth:`PyItrTable.batch` (and
+#: C) takes them, a list of one kind: inner IP packets or AF_PACKET Ethernet frames as
+#: the RX ring gives them (bytes), or datagrams as ``deliverykit.fastpath.recv_batch``
+#: gives them (``(bytes, addr)``)
+Frame = TypeVar("Frame", bytes, tuple[bytes, SockAddr])
+#: a datagram the batch path sends: the LISP-encapsulated packet to ``(rloc, port)``
+OutDatagram: TypeAlias = tuple[bytes, tuple[str, int]]
+#: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
+Digest: TypeAlias = Callable[[int, "bytes | memoryview"], bytes]
+#: the ``ctx`` argument of ``batch``, laid out by :meth:`ItrPath.ctx`: (ranges,
+#: lisp_header, data_port, extra_every, max_served, own, headers_by_rloc, digest,
+#: linear, check_hash)
+BatchCtx: TypeAlias = tuple[
+    tuple[tuple[bytes, bytes], ...], bytes, int, int, int, tuple[bytes, ...],
+    dict[bytes, bytes], Digest, bool, bool,
+]
 
 #: ``ctr`` slots of :meth:`PyItrTable.batch` (and the C version), by name
 CTR_NAMES = ("in_packets", "plain_encap", "header_copies", "payload_copies",
@@ -325,8 +346,8 @@ class PyItrTable:
 
     # -- the data path -------------------------------------------------------------------
 
-    def batch(self, frames: list[Any], start: int, l2: int, ctx: tuple[Any, ...], now: float,
-              out: list[Any], ctr: list[int]) -> int:
+    def batch(self, frames: list[Frame], start: int, l2: int, ctx: BatchCtx, now: float,
+              out: list[OutDatagram], ctr: list[int]) -> int:
         """The ITR data path for a batch (paper section 3.4 Algorithm 1, header step;
         plain LISP encapsulation, RFC 9300 section 5).
 
@@ -360,6 +381,7 @@ class PyItrTable:
                           own, hdrs, digest, bool(linear), bool(check_hash), now, out)
         frames = frames[:]  # our own references, as C (digest may change the list)
         i = max(start, 0)
+        p: object  # bytes, once checked as C checks it
         while i < len(frames):
             item = frames[i]
             p = item[0] if type(item) is tuple and item else item
@@ -396,7 +418,7 @@ class ItrPath:
     #: reserved CoreCast ranges, ``(network, mask)`` byte pairs (at most MAX_RANGES)
     ranges: tuple[tuple[bytes, bytes], ...]
     #: the map-cache entries and the payloadBuffer (``ItrTable`` or :class:`PyItrTable`)
-    table: Any
+    table: ItrTable | PyItrTable
     #: the default LISP data header
     lisp_header: bytes
     #: the remote ETRs' LISP data port
@@ -410,7 +432,7 @@ class ItrPath:
     #: LISP data headers that replace the default toward one RLOC (echo-nonce)
     headers_by_rloc: dict[bytes, bytes]
     #: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
-    digest: Callable[[int, Any], bytes]
+    digest: Digest
     #: the EID-to-RLOC lookup (section 6 ablation)
     lookup: Lookup = Lookup.TRIE
     #: Algorithm 1's per-client hash check: each header's hash against the buffered
@@ -418,7 +440,7 @@ class ItrPath:
     #: payload the channel holds)
     check_hash: bool = True
 
-    def ctx(self) -> tuple[Any, ...]:
+    def ctx(self) -> BatchCtx:
         """The ``ctx`` argument of ``table.batch``."""
         return (self.ranges, self.lisp_header, self.data_port, self.extra_payload_every,
                 self.max_served, self.own, self.headers_by_rloc, self.digest,
@@ -431,7 +453,7 @@ class BatchImpl:
     chosen once."""
 
     parse: Callable[[bytes, tuple[tuple[bytes, bytes], ...]], tuple[Any, ...]]
-    table: Callable[[], Any]
+    table: Callable[[], ItrTable | PyItrTable]
 
     @classmethod
     def choose(cls, fast: bool | None) -> BatchImpl:
@@ -457,8 +479,8 @@ class _BatchLoop:
     def __init__(self, table: PyItrTable, int_ranges: tuple[tuple[int, int, int], ...],
                  lisp_header: bytes, port: int, extra: int, max_served: int,
                  own: tuple[bytes, ...], hdrs: dict[bytes, bytes],
-                 digest: Callable[[int, Any], bytes], linear: bool, check_hash: bool,
-                 now: float, out: list[Any]) -> None:
+                 digest: Digest, linear: bool, check_hash: bool,
+                 now: float, out: list[OutDatagram]) -> None:
         self.table = table
         self.int_ranges = int_ranges
         self.lisp_header = lisp_header

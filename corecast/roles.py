@@ -436,10 +436,8 @@ async def _client(a: argparse.Namespace, stopper: cliutil.Stopper) -> Outcome:
         await node.close()
         if a.progress or (a.progress is None and sys.stderr.isatty()):
             sys.stderr.write("\n")
-    st = node.client.stats()
-    st["role"] = "client"
-    st["eid"] = a.eid
-    st["sockets"] = node.socket_stats()
+    st: dict[str, object] = {**node.client.stats(), "role": "client", "eid": a.eid,
+                             "sockets": node.socket_stats()}
     return Outcome(st, stopper.exit_code(code))
 
 

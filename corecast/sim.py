@@ -42,7 +42,7 @@ from corecast.core.maptrie import parse_prefix
 from corecast.core.source import Source, pattern_media
 from corecast.plan import eq3_transit, eq5_local, our_sizes
 from deliverykit.cliutil import cli_main
-from deliverykit.protocol import DatagramCore
+from deliverykit.protocol import DatagramCore, SimAddr
 from deliverykit.sim import (
     Host,
     LinkSpec,
@@ -180,7 +180,7 @@ class CoreCastApp:
         a = sim.network.address(name)
         return (str(a[0]), int(a[1]))
 
-    def make_core(self, node: NodeSpec, addr: Any, sim: Simulation) -> DatagramCore:
+    def make_core(self, node: NodeSpec, addr: SimAddr, sim: Simulation) -> DatagramCore:
         makers: dict[Role, Callable[[NodeSpec, Simulation], DatagramCore]] = {
             Role.SOURCE: self._source, Role.ITR: self._itr, Role.ETR: self._etr,
             Role.CLIENT: self._client}

@@ -7,7 +7,8 @@ checks that this stub names exactly what the built extension exports and that
 each function takes as many arguments as its twin.
 """
 
-from typing import Any, Literal, TypeAlias
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from _typeshed import FileDescriptorLike, ReadableBuffer, WriteableBuffer
 
@@ -39,10 +40,34 @@ _CcParsed: TypeAlias = (
     | tuple[Literal[2], bytes, bytes, bytes]
 )
 
-def cc_parse(pkt: ReadableBuffer, ranges: tuple[Any, ...], /) -> _CcParsed:
+# a map-cache trie node as cc_trie_lookup walks it: [child for bit 0, child for bit 1,
+# value, has_value] (corecast.core.maptrie.TrieNode)
+_V = TypeVar("_V")
+_TrieNode: TypeAlias = list[_TrieNode[_V] | _V | bool | None]
+# one item of the ITR's inside batches (corecast._fast.Frame), a list of one kind: bytes
+# (RX ring, raw packets) or (bytes, addr) as recv_batch gives them; ItrTable.batch
+# appends (packet, (rloc, port)) to ``out``
+_CcFrame = TypeVar("_CcFrame", bytes, tuple[bytes, tuple[str, int] | tuple[str, int, int, int]])
+_CcOut: TypeAlias = tuple[bytes, tuple[str, int]]
+# ItrTable.batch's ctx (corecast._fast.BatchCtx): (ranges, lisp_header, data_port,
+# extra_every, max_served, own, headers_by_rloc, digest, linear, check_hash)
+_CcCtx: TypeAlias = tuple[
+    tuple[tuple[bytes, bytes], ...],
+    bytes,
+    int,
+    int,
+    int,
+    tuple[bytes, ...],
+    dict[bytes, bytes],
+    Callable[[int, bytes | memoryview], bytes],
+    bool,
+    bool,
+]
+
+def cc_parse(pkt: ReadableBuffer, ranges: tuple[tuple[bytes, bytes], ...], /) -> _CcParsed:
     """Classify an inner packet at the CoreCast ITR (``ranges``: the reserved ranges)."""
 
-def cc_trie_lookup(root: list[Any], addr: ReadableBuffer, /) -> tuple[int, Any] | None:
+def cc_trie_lookup(root: _TrieNode[_V], addr: ReadableBuffer, /) -> tuple[int, _V] | None:
     """Longest-prefix walk of a map-cache trie: (prefix length, value) or None."""
 
 class ItrTable:
@@ -79,12 +104,12 @@ class ItrTable:
         """The channels, in the order they were added."""
     def batch(
         self,
-        frames: list[Any],
+        frames: list[_CcFrame],
         start: int,
         l2: int,
-        ctx: tuple[Any, ...],
+        ctx: _CcCtx,
         now: float,
-        out: list[Any],
+        out: list[_CcOut],
         ctr: list[int],
         /,
     ) -> int:

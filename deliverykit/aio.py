@@ -36,19 +36,28 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from deliverykit.errors import RemoteProtocolError
 from deliverykit.fastpath import recv_batch, send_batch
-from deliverykit.protocol import DatagramCore
+from deliverykit.protocol import DatagramCore, SockAddr
 
 log = logging.getLogger(__name__)
 
-Datagram = tuple[bytes, Any]
-BatchHandler = Callable[[list[Datagram], float], None]
+#: one datagram and the socket address it came from or goes to
+Datagram: TypeAlias = tuple[bytes, SockAddr]
+#: a datagram with its kernel arrival time on the loop's clock (None: the kernel gave
+#: none), as an endpoint with :meth:`BatchedUDPEndpoint.enable_timestamps` hands it on
+TimestampedDatagram: TypeAlias = tuple[bytes, SockAddr, float | None]
+#: what an endpoint hands its handler per wake-up: plain datagrams, or timestamped
+#: ones once :meth:`BatchedUDPEndpoint.enable_timestamps` was called
+Batch: TypeAlias = list[Datagram] | list[TimestampedDatagram]
+BatchHandler: TypeAlias = Callable[[Batch, float], None]
 #: a recvmmsg that also returns each datagram's kernel arrival time:
 #: ``recv_ts(sock, max_count, size) -> [(data, addr, unix time or -1.0)]``
-TimestampedRecv = Callable[[socket.socket, int, int], list[tuple[bytes, Any, float]]]
+TimestampedRecv: TypeAlias = Callable[
+    [socket.socket, int, int], list[tuple[bytes, SockAddr, float]]
+]
 #: SO_TIMESTAMPNS on Linux (the socket module has no name for it)
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
@@ -126,8 +135,9 @@ class BatchedUDPEndpoint:
         self.loop.add_reader(sock.fileno(), self._on_readable)
 
     @property
-    def local_addr(self) -> Any:
-        return self.sock.getsockname()
+    def local_addr(self) -> SockAddr:
+        addr: SockAddr = self.sock.getsockname()
+        return addr
 
     def enable_timestamps(self, recv_ts: TimestampedRecv) -> None:
         """Hand each datagram on as ``(data, addr, arrived)``: its kernel arrival time
@@ -159,6 +169,7 @@ class BatchedUDPEndpoint:
     def _on_readable(self) -> None:
         # Bounded work per wake-up so a flood cannot starve timers.
         for _ in range(8):
+            got: Batch
             try:
                 if self._recv_ts is not None:
                     got = self._recv_timestamped()
@@ -182,17 +193,17 @@ class BatchedUDPEndpoint:
             if not self._reading:  # the handler paused us
                 return
 
-    def _recv_timestamped(self) -> list[Any]:
+    def _recv_timestamped(self) -> list[TimestampedDatagram]:
         assert self._recv_ts is not None
         got = self._recv_ts(self.sock, self.batch, self.max_size)
         if not got:
-            return got
+            return []
         # kernel times are the wall clock's; the loop's clock is monotonic
         shift = time.time() - self.loop.time()
         return [(d, a, t - shift if t > 0 else None) for d, a, t in got]
 
     # --- send ----------------------------------------------------------
-    def sendto(self, data: bytes, addr: Any) -> None:
+    def sendto(self, data: bytes, addr: SockAddr) -> None:
         self.send_many(((data, addr),))
 
     def send_many(self, items: Iterable[Datagram]) -> None:
@@ -307,6 +318,14 @@ class Transport(Protocol):
     def send_many(self, items: Iterable[Datagram]) -> None: ...
 
 
+@runtime_checkable
+class Drains(Protocol):
+    """A transport that tells when its send backlog has gone out (a
+    :class:`BatchedUDPEndpoint`): :class:`CoreDriver` sets ``on_drain``."""
+
+    on_drain: Callable[[], None] | None
+
+
 #: datagrams_to_send rounds per input, as the simulator's pump bounds its flush
 MAX_FLUSH_ROUNDS = 64
 #: timer runs in a row that leave the deadline at or before the time they ran with;
@@ -340,7 +359,7 @@ class CoreDriver:
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.core = core
-        self.transport: Any = None
+        self.transport: Transport | None = None
         self.on_event = on_event
         self.loop = loop or asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
@@ -364,11 +383,11 @@ class CoreDriver:
     def attach(self, transport: Transport) -> None:
         """Send through ``transport`` from now on (and resume when its backlog drains)."""
         self.transport = transport
-        if hasattr(transport, "on_drain"):
+        if isinstance(transport, Drains):
             transport.on_drain = self.kick
 
     # --- input ---------------------------------------------------------
-    def on_batch(self, batch: Sequence[tuple[Any, ...]], now: float) -> None:
+    def on_batch(self, batch: Sequence[Datagram | TimestampedDatagram], now: float) -> None:
         """Feed a batch of datagrams that arrived by ``now``, then drain the core."""
         if self._closed:
             return
@@ -391,7 +410,7 @@ class CoreDriver:
         if not self._closed:
             self._pump(self.loop.time())
 
-    def _count_error(self, exc: Exception, where: Any) -> None:
+    def _count_error(self, exc: Exception, where: str) -> None:
         self.stats["core_errors"] += 1
         stats = getattr(self.transport, "stats", None)
         if isinstance(stats, dict):
@@ -476,8 +495,9 @@ class CoreDriver:
             self._timer.cancel()
             self._timer = None
         self._deadline = None
-        if getattr(self.transport, "on_drain", None) == self.kick:
-            self.transport.on_drain = None
+        transport = self.transport
+        if isinstance(transport, Drains) and transport.on_drain == self.kick:
+            transport.on_drain = None
 
     @property
     def closed(self) -> bool:
@@ -491,6 +511,7 @@ class _OpenCore:
                  on_event: Callable[[object], None] | None, kw: dict[str, Any]) -> None:
         self._args = (core, local_addr, on_event, kw)
         self.driver: CoreDriver | None = None
+        self.endpoint: BatchedUDPEndpoint | None = None
 
     async def __aenter__(self) -> CoreDriver:
         core, local_addr, on_event, kw = self._args
@@ -498,15 +519,15 @@ class _OpenCore:
         driver = CoreDriver(core, on_event=on_event, loop=loop)
         ep = open_udp(local_addr, driver.on_batch, **kw)
         driver.attach(ep)
-        self.driver = driver
+        self.driver, self.endpoint = driver, ep
         driver.kick()
         return driver
 
     async def __aexit__(self, *exc: object) -> None:
         if self.driver is not None:
             self.driver.close()
-            if self.driver.transport is not None:
-                self.driver.transport.close()
+        if self.endpoint is not None:
+            self.endpoint.close()
 
 
 def open_core(

@@ -18,10 +18,10 @@ import ipaddress
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeAlias, TypeVar
 
 __all__ = [
     "port",
@@ -190,6 +190,11 @@ def _default_signals_in_forked_child() -> None:
 os.register_at_fork(after_in_child=_default_signals_in_forked_child)
 
 
+#: what ``signal.getsignal`` returns: a Python handler, SIG_DFL/SIG_IGN, or None (a
+#: handler not installed from Python)
+SignalHandler: TypeAlias = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
 class Stopper:
     """The one way a long-running role waits to be stopped: SIGINT and SIGTERM set :attr:`event`
     and record which arrived, so the role leaves its loop, prints the same counters either way,
@@ -208,7 +213,7 @@ class Stopper:
         self.event = asyncio.Event()
         self.signum: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, SignalHandler] = {}
 
     def install(self, loop: asyncio.AbstractEventLoop | None = None) -> Stopper:
         loop = loop or asyncio.get_running_loop()
@@ -246,7 +251,7 @@ class Stopper:
         self._previous.clear()
 
     @contextlib.contextmanager
-    def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+    def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Iterator[Stopper]:
         self.install(loop)
         try:
             yield self

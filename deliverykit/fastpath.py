@@ -17,7 +17,12 @@ import socket
 import warnings
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from deliverykit.protocol import SockAddr
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,11 +81,13 @@ def py_xor_into(dst: bytearray | memoryview, src: bytes | bytearray | memoryview
     dst[:] = x.to_bytes(n, "little")
 
 
-def py_recv_batch(sock: socket.socket, max_count: int, size: int) -> list[tuple[bytes, Any]]:
-    """Up to ``max_count`` datagrams of at most ``size`` bytes; never blocks."""
+def py_recv_batch(sock: socket.socket, max_count: int, size: int) -> list[tuple[bytes, SockAddr]]:
+    """Up to ``max_count`` datagrams of at most ``size`` bytes; never blocks.  The
+    addresses are the socket module's for an AF_INET/AF_INET6 socket, the only
+    kind the toolkit reads (the C version gives None for another family)."""
     if not (1 <= max_count <= 1024 and 1 <= size <= 65536):
         raise ValueError("recv_batch: 1 <= max_count <= 1024, 1 <= size <= 65536")
-    out: list[tuple[bytes, Any]] = []
+    out: list[tuple[bytes, SockAddr]] = []
     recvfrom = sock.recvfrom
     flags = socket.MSG_DONTWAIT
     try:
@@ -94,7 +101,9 @@ def py_recv_batch(sock: socket.socket, max_count: int, size: int) -> list[tuple[
     return out
 
 
-def py_send_batch(sock: socket.socket, items: Iterable[tuple[Any, Any]]) -> int:
+def py_send_batch(
+    sock: socket.socket, items: Iterable[tuple[ReadableBuffer, SockAddr | None]]
+) -> int:
     """Send (data, address-or-None) pairs; returns how many went.
 
     Stops early on a full socket buffer once something was sent; raises

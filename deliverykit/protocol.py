@@ -16,8 +16,10 @@ the clock and the transport and does exactly this::
 The shape is aioquic's ``QuicConnection`` (docs: ../shared/design/house-style.md),
 which :class:`swift.core.peer.Peer` already has.  Because the simulated core is
 the same object that runs on sockets, no protocol logic is duplicated for
-simulation.  ``addr`` is whatever the transport names a remote by: an
-``(ip, port)`` tuple on UDP, the same tuple in the simulator.
+simulation.  ``addr`` is how the transport names a remote (:data:`Address`): the
+socket module's tuple on UDP (:data:`SockAddr`: ``(ip, port)``, or ``(ip, port,
+flowinfo, scope_id)`` on IPv6), an ``(ip, port)`` tuple in the simulator
+(:data:`SimAddr`).
 
 One optional extension: a core that measures one-way delay may take the
 datagram's kernel arrival time as ``datagram_received(data, addr, now,
@@ -43,13 +45,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 __all__ = [
     "Address",
     "ConnId",
     "DatagramCore",
     "Outgoing",
+    "SimAddr",
+    "SockAddr",
     "StreamClose",
     "StreamCore",
     "StreamWrite",
@@ -57,10 +61,17 @@ __all__ = [
     "is_stream_core",
 ]
 
-#: a transport address: ``(ip, port)`` on UDP and in the simulator; hashable
-Address = Hashable
+#: a UDP socket address as the socket module gives and takes it: ``(host, port)``
+#: on IPv4, ``(host, port, flowinfo, scope_id)`` on IPv6
+SockAddr: TypeAlias = tuple[str, int] | tuple[str, int, int, int]
+#: the simulator's address of a node or a multicast group: ``(dotted IPv4, port)``
+#: (deliverykit.sim.network.node_address), the shape of an IPv4 SockAddr
+SimAddr: TypeAlias = tuple[str, int]
+#: how a driver names a remote, on any transport: what ``datagram_received`` gets and
+#: ``datagrams_to_send`` names (a core may accept wider, never return narrower)
+Address: TypeAlias = SockAddr | SimAddr
 #: one datagram to send and where to
-Outgoing = tuple[bytes, Address]
+Outgoing: TypeAlias = tuple[bytes, Address]
 
 
 @runtime_checkable

@@ -35,10 +35,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deliverykit import cliutil
 from deliverykit.provenance import git_commit, run_metadata
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 __all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "run_sweep", "t95"]
 
@@ -116,7 +119,8 @@ class _Progress:
 
     def __init__(self, total: int, show: bool | None) -> None:
         self.total = total
-        self.bar: Any = None
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
         if show is None:
             show = sys.stderr.isatty()
         if show:
@@ -127,7 +131,7 @@ class _Progress:
             self.task = self.bar.add_task("sweep", total=total)
 
     def advance(self) -> None:
-        if self.bar is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
 
     def close(self) -> None:
@@ -180,7 +184,7 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
                 f = client.submit(_call, fn, p, s, pure=False)
                 futures[f] = (p, s)
         with open(part, "w", newline="") as fh:
-            writer: Any = None
+            writer: csv.DictWriter[str] | None = None
             for f in as_completed(list(futures)):
                 p, s = futures[f]
                 try:
@@ -199,6 +203,7 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
                     print(f"sweep: task {_key(p)} seed {s} failed: {fail.error}", file=sys.stderr)
                 else:
                     row = {"commit": commit, "scenario": scenario, "seed": s, **p, **metrics}
+                    assert writer is not None  # made with the first task's metrics
                     writer.writerow(row)
                     fh.flush()
                     result.rows += 1

@@ -14,12 +14,14 @@ simulator uses the same tuples (docs/corecast.md, "One core protocol").
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 
+# how a driver names a remote: a socket address on UDP, ``(host, port)`` in the
+# simulator (the roles read ``(host, port)`` of it with host_port)
+from deliverykit.protocol import Address as Address
+
+#: a datagram a role sends: always to ``(host, port)``
 Datagram = tuple[bytes, tuple[str, int]]
-
-#: how a driver names a remote (deliverykit.protocol.Address): ``(host, port)`` here
-Address = Hashable
 
 #: events kept for the application before the oldest are dropped (remote peers drive them)
 MAX_PENDING_EVENTS = 4096

@@ -46,9 +46,9 @@ import ipaddress
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from corecast import _fast
+from corecast._fast import Frame
 from corecast.core.driven import Address, Outbox
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
@@ -190,7 +190,8 @@ class Itr(Outbox):
         """``payloadBuffer``: channel EID -> its entry (a copy; the servedRLOC dicts
         are the table's own)."""
         t = self.path.table
-        return {ch: ChannelBuffer(ch, *t.channel(ch)) for ch in t.channels()}
+        return {ch: ChannelBuffer(ch, *row) for ch in t.channels()
+                if (row := t.channel(ch)) is not None}  # every channel has its row
 
     @property
     def lisp_header(self) -> bytes:
@@ -302,7 +303,7 @@ class Itr(Outbox):
             return self._cc_payload(pkt, r[1], r[2], r[3], r[4], r[5])
         return self._drop("malformed" if r[1] == 1 else "not_corecast")
 
-    def handle_batch(self, frames: list[Any], now: float, l2: int = 0) -> list[Datagram]:
+    def handle_batch(self, frames: list[Frame], now: float, l2: int = 0) -> list[Datagram]:
         """A batch of inner IP packets (``l2=0``) or AF_PACKET Ethernet frames
         (``l2=14``), each bytes or a ``(bytes, addr)`` pair as recv_batch returns
         them -> datagrams to send, in order.  Same results and counters as
@@ -318,7 +319,7 @@ class Itr(Outbox):
         i = batch(frames, 0, l2, ctx, now, out, ctr)
         while i < n:
             item = frames[i]
-            p = item[0] if type(item) is tuple else item
+            p = item[0] if isinstance(item, tuple) else item
             out += self.handle_inner(_fast.l2_inner(p) if l2 else p, now)
             i = batch(frames, i + 1, l2, ctx, now, out, ctr)
         for name, v in zip(_fast.CTR_NAMES, ctr):
@@ -502,7 +503,7 @@ class Itr(Outbox):
         else:
             self._queue(self.handle_control(data, now))
 
-    def receive_batch(self, frames: list[Any], now: float, l2: int = 0) -> None:
+    def receive_batch(self, frames: list[Frame], now: float, l2: int = 0) -> None:
         """A batch from the inside interface (:meth:`handle_batch`), sent on by
         :meth:`datagrams_to_send`."""
         self._queue(self.handle_batch(frames, now, l2))

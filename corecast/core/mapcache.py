@@ -30,12 +30,15 @@ import socket
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from corecast.core.driven import just_after
 from corecast.core.events import MappingInstalled
 from corecast.core.maptrie import PrefixTrie, parse_prefix
 from corecast.wire.lispctl import EidRecord
+
+if TYPE_CHECKING:  # typing's own from Python 3.11 (the package supports 3.10)
+    from typing_extensions import Unpack
 
 FOREVER = float("inf")
 
@@ -107,6 +110,23 @@ class MapEntry:
         return self.rlocs[cand[-1]], self.rloc_strs[cand[-1]]  # pragma: no cover
 
 
+class EntryChanges(TypedDict, total=False):
+    """The fields :meth:`MapCache.update` may change (every one but the key,
+    ``prefix``/``plen``), with :class:`MapEntry`'s types."""
+
+    rlocs: tuple[bytes, ...]
+    rloc_strs: tuple[str, ...]
+    weights: tuple[int, ...]
+    expires: float
+    action: int
+    ordinals: tuple[bytes, ...]
+    down: frozenset[bytes]
+    map_version: int
+    lisp_header: bytes | None
+    priorities: tuple[int, ...]
+    echo: bool
+
+
 class EntryTable(Protocol):
     """What the map-cache keeps in step: an ITR's data-path table (C ``ItrTable`` or
     its twin ``corecast._fast.PyItrTable``)."""
@@ -175,7 +195,7 @@ class MapCache:
     def _sync(table: EntryTable, e: MapEntry) -> None:
         table.set_entry(e.prefix, e.plen, e.rlocs, e.rloc_strs, e.expires, e.lisp_header)
 
-    def update(self, entry: MapEntry, **changes: Any) -> None:
+    def update(self, entry: MapEntry, **changes: Unpack[EntryChanges]) -> None:
         """Change fields of an installed entry (its ``lisp_header``, ``down``...):
         the one way to, so the data-path tables see the change."""
         for name, value in changes.items():

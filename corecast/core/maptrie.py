@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from corecast import _fast
 
@@ -19,9 +19,21 @@ V = TypeVar("V")
 
 _CHILD0, _CHILD1, _VALUE, _HAS = 0, 1, 2, 3
 
+#: one trie node: ``[child for bit 0, child for bit 1, value, has_value]``, a list
+#: because the C walk (``cc_trie_lookup``) indexes it with no attribute lookup; read
+#: its slots through :func:`_child` and :meth:`PrefixTrie._value`, which know the layout
+TrieNode: TypeAlias = "list[TrieNode[V] | V | bool | None]"
+#: the longest-prefix walk: ``walk(root, packed address) -> (prefix length, value)``
+Walk: TypeAlias = "Callable[[TrieNode[V], bytes], tuple[int, V] | None]"
 
-def _new() -> list[Any]:
+
+def _new() -> TrieNode[V]:
     return [None, None, None, False]
+
+
+def _child(node: TrieNode[V], bit: int) -> TrieNode[V] | None:
+    """The child of ``node`` for ``bit`` (slot 0 or 1), or None."""
+    return node[bit]  # type: ignore[return-value]  # slots 0 and 1 hold children
 
 
 class PrefixTrie(Generic[V]):
@@ -29,15 +41,20 @@ class PrefixTrie(Generic[V]):
 
     __slots__ = ("_roots", "_count", "walk")
 
-    def __init__(self, walk: Callable[[list[Any], bytes], tuple[int, Any] | None] | None = None
-                 ) -> None:
-        self._roots: dict[int, list[Any]] = {4: _new(), 16: _new()}
+    def __init__(self, walk: Walk[V] | None = None) -> None:
+        self._roots: dict[int, TrieNode[V]] = {4: _new(), 16: _new()}
         self._count = 0
         #: the longest-prefix walk: C fast path or its pure twin (corecast._fast)
         self.walk = walk or _fast.cc_trie_lookup
 
     def __len__(self) -> int:
         return self._count
+
+    @staticmethod
+    def _value(node: TrieNode[V]) -> V:
+        """The value of a node whose has_value slot is set (a method: ``V`` is the
+        trie's, which a free function could not infer from the recursive alias)."""
+        return node[_VALUE]  # type: ignore[return-value]  # slot 2 holds the value
 
     @staticmethod
     def _check(addr: bytes, plen: int) -> None:
@@ -53,9 +70,10 @@ class PrefixTrie(Generic[V]):
         top = len(addr) * 8 - 1
         for i in range(plen):
             b = (key >> (top - i)) & 1
-            nxt = node[b]
+            nxt = _child(node, b)
             if nxt is None:
-                nxt = node[b] = _new()
+                nxt = _new()
+                node[b] = nxt
             node = nxt
         if not node[_HAS]:
             self._count += 1
@@ -68,10 +86,10 @@ class PrefixTrie(Generic[V]):
         node = self._roots[len(addr)]
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
-        path = []
+        path: list[tuple[TrieNode[V], int]] = []
         for i in range(plen):
             b = (key >> (top - i)) & 1
-            nxt = node[b]
+            nxt = _child(node, b)
             if nxt is None:
                 return False
             path.append((node, b))
@@ -82,8 +100,8 @@ class PrefixTrie(Generic[V]):
         node[_HAS] = False
         self._count -= 1
         for parent, b in reversed(path):
-            child = parent[b]
-            if child[_HAS] or child[0] is not None or child[1] is not None:
+            child = _child(parent, b)
+            if child is None or child[_HAS] or child[0] is not None or child[1] is not None:
                 break
             parent[b] = None
         return True
@@ -102,10 +120,11 @@ class PrefixTrie(Generic[V]):
         key = int.from_bytes(addr, "big")
         top = len(addr) * 8 - 1
         for i in range(plen):
-            node = node[(key >> (top - i)) & 1]
-            if node is None:
+            nxt = _child(node, (key >> (top - i)) & 1)
+            if nxt is None:
                 return None
-        return node[_VALUE] if node[_HAS] else None
+            node = nxt
+        return self._value(node) if node[_HAS] else None
 
     def items(self) -> Iterator[tuple[bytes, int, V]]:
         """(packed network, prefix length, value) for every stored prefix."""
@@ -114,10 +133,11 @@ class PrefixTrie(Generic[V]):
             while stack:
                 node, key, depth = stack.pop()
                 if node[_HAS]:
-                    yield (key << (n * 8 - depth)).to_bytes(n, "big"), depth, node[_VALUE]
+                    yield (key << (n * 8 - depth)).to_bytes(n, "big"), depth, self._value(node)
                 for b in (1, 0):
-                    if node[b] is not None:
-                        stack.append((node[b], key << 1 | b, depth + 1))
+                    child = _child(node, b)
+                    if child is not None:
+                        stack.append((child, key << 1 | b, depth + 1))
 
 
 def parse_prefix(text: str) -> tuple[bytes, int]:

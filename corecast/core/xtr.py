@@ -63,8 +63,8 @@ import ipaddress
 import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any
 
+from corecast._fast import Frame
 from corecast.core.driven import Address, Outbox, earliest, host_port, just_after
 from corecast.core.etr import Etr
 from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
@@ -271,7 +271,7 @@ class Xtr(Outbox):
     def handle_inner(self, pkt: bytes, now: float) -> list[Datagram]:
         return self._sent(self.itr.handle_inner(pkt, now), now)
 
-    def handle_batch(self, frames: list[Any], now: float, l2: int = 0) -> list[Datagram]:
+    def handle_batch(self, frames: list[Frame], now: float, l2: int = 0) -> list[Datagram]:
         return self._sent(self.itr.handle_batch(frames, now, l2), now)
 
     def handle_control(self, data: bytes, now: float) -> list[Datagram]:
@@ -335,7 +335,7 @@ class Xtr(Outbox):
         """A datagram on the LISP data port (:meth:`handle_data`)."""
         self._queue(self.handle_data(data, host_port(addr), now))
 
-    def receive_batch(self, frames: list[Any], now: float, l2: int = 0) -> None:
+    def receive_batch(self, frames: list[Frame], now: float, l2: int = 0) -> None:
         """A batch from the inside interface (:meth:`handle_batch`)."""
         self._queue(self.handle_batch(frames, now, l2))
 

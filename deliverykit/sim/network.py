@@ -32,8 +32,8 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from deliverykit.protocol import Address, SimAddr
 from deliverykit.sim.scenario import (
     LinkSpec,
     LossKind,
@@ -44,11 +44,10 @@ from deliverykit.sim.scenario import (
 )
 from deliverykit.sim.scheduler import Scheduler
 
-__all__ = ["Fate", "Link", "Network", "node_address"]
+__all__ = ["Address", "Fate", "Link", "Network", "SimAddr", "node_address"]
 
-Address = tuple[str, int]
 #: ``deliver(node_name, data, source_address)`` at the current virtual time
-Deliver = Callable[[str, bytes, Address], None]
+Deliver = Callable[[str, bytes, SimAddr], None]
 
 
 class Fate(enum.IntEnum):
@@ -69,7 +68,7 @@ class Fate(enum.IntEnum):
 EPSILON = 1e-9
 
 
-def node_address(index: int, port: int) -> Address:
+def node_address(index: int, port: int) -> SimAddr:
     """Address of the ``index``-th node: 10.x.y.z (never .0 or .255), ``port``."""
     n = index + 1
     return (f"10.{n // 64516 % 256}.{n // 254 % 254}.{n % 254 + 1}", port)
@@ -179,7 +178,7 @@ class _Node:
     name: str
     index: int
     group: str
-    addr: Address
+    addr: SimAddr
     up: Link
     down: Link
     present: bool = False
@@ -202,6 +201,8 @@ class Network:
         self.deliver = deliver
         self.overhead = scenario.overhead
         self.nodes: dict[str, _Node] = {}
+        #: keyed by any Address a core may name (only SimAddr keys exist: another
+        #: address is no route)
         self.by_addr: dict[Address, _Node] = {}
         for i, spec in enumerate(scenario.nodes):
             addr = node_address(i, scenario.port)
@@ -238,10 +239,10 @@ class Network:
         """A node arrives (True) or leaves (False); datagrams to an absent node are dropped."""
         self.nodes[name].present = present
 
-    def address(self, name: str) -> Address:
+    def address(self, name: str) -> SimAddr:
         return self.nodes[name].addr
 
-    def join(self, name: str, group: Address) -> None:
+    def join(self, name: str, group: SimAddr) -> None:
         """``name`` asks to join multicast ``group`` now (effective after the join latency)."""
         g = self.groups[group]
         now = self.sched.now
@@ -250,7 +251,7 @@ class Network:
             return  # already a member
         g.members[name] = (now + g.spec.join_latency, None)
 
-    def leave(self, name: str, group: Address) -> None:
+    def leave(self, name: str, group: SimAddr) -> None:
         """``name`` leaves ``group`` now (traffic still arrives for the leave latency)."""
         g = self.groups[group]
         cur = g.members.get(name)
@@ -272,7 +273,7 @@ class Network:
             raise ValueError("this network was built without trace=True")
         return self._trace.hexdigest()
 
-    def send(self, src_name: str, data: bytes, dst: Any) -> None:
+    def send(self, src_name: str, data: bytes, dst: Address) -> None:
         """``src_name`` sends ``data`` to address ``dst`` now."""
         src = self.nodes[src_name]
         size = len(data) + self.overhead

@@ -14,12 +14,12 @@ leecher connects to the seeder) and reads the events.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from deliverykit.protocol import DatagramCore
-from deliverykit.sim.network import Address, Network
+from deliverykit.protocol import DatagramCore, Outgoing, SimAddr
+from deliverykit.sim.network import Network
 from deliverykit.sim.scenario import NodeSpec, Scenario
 from deliverykit.sim.scheduler import Scheduler
 
@@ -38,7 +38,7 @@ class StuckCore(RuntimeError):
 class Application(Protocol):
     """What a protocol adapter gives the simulator."""
 
-    def make_core(self, node: NodeSpec, addr: Address, sim: Simulation) -> DatagramCore:
+    def make_core(self, node: NodeSpec, addr: SimAddr, sim: Simulation) -> DatagramCore:
         """The core of ``node``, made when it arrives."""
 
     def on_start(self, host: Host) -> None:
@@ -88,7 +88,7 @@ class Host:
         self._last_fire = -1.0
         self._same_fires = 0
 
-    def deliver(self, data: bytes, src: Address) -> None:
+    def deliver(self, data: bytes, src: SimAddr) -> None:
         """A datagram arrives now."""
         self.received += 1
         self.core.datagram_received(data, src, self.sim.sched.now)
@@ -114,7 +114,7 @@ class Host:
             app.on_event(self, e)
         self._arm(now)
 
-    def send(self, items: list[tuple[bytes, Any]]) -> None:
+    def send(self, items: Iterable[Outgoing]) -> None:
         """Send datagrams the adapter got from the core outside datagrams_to_send."""
         for data, dst in items:
             self.sent += 1
@@ -190,7 +190,7 @@ class Simulation:
     def now(self) -> float:
         return self.sched.now
 
-    def _deliver(self, name: str, data: bytes, src: Address) -> None:
+    def _deliver(self, name: str, data: bytes, src: SimAddr) -> None:
         host = self.hosts.get(name)
         if host is not None and host.present:
             host.deliver(data, src)

@@ -17,7 +17,10 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:  # typing's own from Python 3.11 (the package supports 3.10)
+    from typing_extensions import Unpack
 
 __all__ = [
     "BottleneckSpec",
@@ -260,6 +263,21 @@ class LinkClass:
             raise ValueError(f"link class {self.name}: share {self.share} must be positive")
 
 
+class ScenarioChanges(TypedDict, total=False):
+    """The fields :meth:`Scenario.replace` may change, with :class:`Scenario`'s types."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...]
+    pair_delays: tuple[PairDelay, ...]
+    bottlenecks: tuple[BottleneckSpec, ...]
+    multicast: tuple[MulticastGroupSpec, ...]
+    seed: int
+    duration: float
+    overhead: int
+    port: int
+    params: dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """Everything about a run except the protocol's own code."""
@@ -296,7 +314,7 @@ class Scenario:
         if len(set(addrs)) != len(addrs):
             raise ValueError("multicast group addresses must be unique")
 
-    def replace(self, **changes: Any) -> Scenario:
+    def replace(self, **changes: Unpack[ScenarioChanges]) -> Scenario:
         return dataclasses.replace(self, **changes)
 
     # -- JSON ----------------------------------------------------------------------------

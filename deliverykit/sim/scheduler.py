@@ -14,7 +14,12 @@ import hashlib
 import heapq
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typing's own from Python 3.11 (the package supports 3.10)
+    from typing_extensions import TypeVarTuple, Unpack
+
+    Ts = TypeVarTuple("Ts")
 
 __all__ = ["Scheduler", "derive_seed"]
 
@@ -31,7 +36,9 @@ class Scheduler:
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.now = 0.0
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        #: (time, seq, callback, args): each callback was checked against its args in
+        #: :meth:`at`; the heap holds callbacks of every signature
+        self._heap: list[tuple[float, int, Callable[..., None], tuple[object, ...]]] = []
         self._seq = 0
         #: events run so far
         self.executed = 0
@@ -40,13 +47,14 @@ class Scheduler:
         """The random sub-stream ``name`` of this run."""
         return random.Random(derive_seed(self.seed, name))
 
-    def at(self, when: float, callback: Callable[..., None], *args: Any) -> None:
+    def at(self, when: float, callback: Callable[[Unpack[Ts]], None], *args: Unpack[Ts]) -> None:
         """Run ``callback(*args)`` at virtual time ``when`` (not before ``now``)."""
         when = max(when, self.now)
         self._seq += 1
         heapq.heappush(self._heap, (when, self._seq, callback, args))
 
-    def after(self, delay: float, callback: Callable[..., None], *args: Any) -> None:
+    def after(self, delay: float, callback: Callable[[Unpack[Ts]], None],
+              *args: Unpack[Ts]) -> None:
         """Run ``callback(*args)`` ``delay`` seconds from now."""
         self.at(self.now + delay, callback, *args)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from deliverykit import cliutil
+from deliverykit.sim.scenario import Scenario
 
 __all__ = ["METRICS", "BACKENDS", "Case", "RunResult", "Comparison", "cases", "compare", "main"]
 
@@ -71,7 +72,7 @@ class Case:
     name: str
     about: str
     #: (size in bytes, seed) -> the scenario (for inspection and tests)
-    build: Callable[[int, int], Any]
+    build: Callable[[int, int], Scenario]
     #: (size in bytes, seed, backend name) -> the run's metrics and record
     run: Callable[[int, int, str], RunResult]
 

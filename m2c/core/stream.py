@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
 
+from deliverykit.protocol import Address
 from m2c.core.events import Join, Leave
 from m2c.core.groups import RateSchedule
 from m2c.core.receiver_cc import ReceiverCC
@@ -32,7 +32,8 @@ from m2c.wire.constants import CCI_MAX_CHANNEL, Codepoint
 
 __all__ = ["StreamReceiverCore", "StreamSenderCore"]
 
-Outgoing = tuple[bytes, Any]
+#: a PDU to send and the multicast group ``(ip, port)`` it goes to
+Outgoing = tuple[bytes, tuple[str, int]]
 
 
 class StreamSenderCore:
@@ -88,7 +89,7 @@ class StreamSenderCore:
         return self.t0 + self.seq.next_start
 
     # DatagramCore
-    def datagram_received(self, data: bytes, addr: Any, now: float) -> None:
+    def datagram_received(self, data: bytes, addr: Address, now: float) -> None:
         """A sender takes no input."""
 
     def datagrams_to_send(self, now: float) -> list[Outgoing]:
@@ -163,7 +164,7 @@ class StreamReceiverCore:
             self._events.append(ev)
 
     # DatagramCore
-    def datagram_received(self, data: bytes, addr: Any, now: float,
+    def datagram_received(self, data: bytes, addr: Address, now: float,
                           channel: int | None = None) -> None:
         if not self.started:
             return
