@@ -152,6 +152,8 @@ _REASONS = {
 
 #: Host field values whose split the core remembers (:meth:`HttpSharingCore._host_upstream`).
 _HOSTS = 1024
+#: (target, Host) pairs whose route the core remembers (:meth:`HttpSharingCore._route`).
+_ROUTES = 4096
 
 _INTERIM_REASONS = {102: b"Processing", 103: b"Early Hints"}
 
@@ -190,6 +192,7 @@ class HttpSharingCore:
         #: ``default_authority`` split once, with ``upstreams`` (origin-form falls back to it).
         self._default: tuple[str, int] | None = None
         self._hosts: dict[str, tuple[str, int] | None] = {}
+        self._routes: dict[tuple[str, str | None], str | Refused] = {}
         self.allowed: set[tuple[str, int]] | None = None
         if upstreams is not None:
             self.allowed = {split_authority(u) for u in upstreams}
@@ -449,7 +452,21 @@ class HttpSharingCore:
         """The normalised absolute URI a request goes to, or why not (as the proxy routes).
         ``original``: an origin-form request on a redirected connection (transparent mode)
         goes to that address, which must be allowed; its Host names the URI (the key and the
-        upstream request) but cannot steer the connection elsewhere."""
+        upstream request) but cannot steer the connection elsewhere. Routes of
+        non-transparent requests are remembered per (target, Host) (at most ``_ROUTES``): they
+        depend on nothing else."""
+        if original is None:
+            known = self._routes.get((target, host))
+            if known is None:
+                if len(self._routes) >= _ROUTES:
+                    self._routes.clear()
+                known = self._routes[(target, host)] = self._find_route(target, host, None)
+            return known
+        return self._find_route(target, host, original)
+
+    def _find_route(
+        self, target: str, host: str | None, original: tuple[str, int] | None
+    ) -> str | Refused:
         low = target.lower()
         try:
             if original is not None and target.startswith("/"):
