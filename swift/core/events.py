@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
+
+from deliverykit.protocol import Address
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,7 +13,7 @@ class ChannelOpened:
     """Three-way handshake complete (RFC 7574 section 3.1.1)."""
 
     #: remote transport address
-    addr: Any
+    addr: Address
     #: our channel ID
     channel: int
 
@@ -21,7 +23,7 @@ class ChannelClosed:
     """A channel ended."""
 
     #: remote transport address
-    addr: Any
+    addr: Address
     #: our channel ID
     channel: int
     #: "closed by peer", "dead", "corrupt data", "refused", "local"
@@ -35,7 +37,7 @@ class ChunkVerified:
     #: chunk index
     index: int
     #: address of the peer that sent it
-    addr: Any
+    addr: Address
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ class ChunkRejected:
     #: chunk index
     index: int
     #: address of the peer that sent it
-    addr: Any
+    addr: Address
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class PeerDiscovered:
     """A PEX_RES address (section 3.10)."""
 
     #: (host, port)
-    addr: Any
+    addr: tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,13 @@ class HandshakeRefused:
     this swarm uses 1" (the download's hint repeats it)."""
 
     #: remote transport address
-    addr: Any
+    addr: Address
     #: one line: what was refused and why
     reason: str
+
+
+#: every event a :class:`swift.core.peer.Peer` reports (``Peer.next_event``)
+SwiftEvent: TypeAlias = (
+    ChannelOpened | ChannelClosed | ChunkVerified | ChunkRejected | SizeKnown
+    | DownloadComplete | PeerDiscovered | HandshakeRefused
+)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
+from deliverykit.protocol import Address, Outgoing
+from swift.core.events import SwiftEvent
 from swift.core.peer import Peer
 from swift.wire import codec as C
 
@@ -26,7 +27,7 @@ class SwarmEvent:
     #: the swarm's index in ``SwarmMux.peers`` (0: the node's own swarm)
     swarm: int
     #: the Peer's event (a :mod:`swift.core.events` dataclass)
-    event: object
+    event: SwiftEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ class SwarmMux:
         self.failed: OSError | None = None
         #: datagrams dropped because the mux had stopped
         self.dropped = 0
-        self._events: deque[object] = deque()
+        self._events: deque[StorageFailed] = deque()
 
     def add(self, peer: Peer) -> None:
         self.peers.append(peer)
@@ -99,7 +100,7 @@ class SwarmMux:
             self._events.append(StorageFailed(error))
 
     # --- DatagramCore ---------------------------------------------------------------
-    def datagram_received(self, data: bytes, addr: Any, now: float,
+    def datagram_received(self, data: bytes, addr: Address, now: float,
                           arrived: float | None = None) -> None:
         if self.failed is not None:
             self.dropped += 1
@@ -107,7 +108,9 @@ class SwarmMux:
         peer = self.route(data)
         epoch = self.epoch
         try:
-            peer.datagram_received(data, addr[:2], now + epoch,
+            # (host, port): an IPv6 socket address's flowinfo and scope_id go
+            peer.datagram_received(data, addr[:2] if isinstance(addr, tuple) else addr,
+                                   now + epoch,
                                    None if arrived is None else arrived + epoch)
         except OSError as e:  # our storage (disk full, I/O error): stop
             self.stop(e)
@@ -115,11 +118,11 @@ class SwarmMux:
             peer.stats["internal_error"] = peer.stats.get("internal_error", 0) + 1
             raise
 
-    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Any]]:
+    def datagrams_to_send(self, now: float) -> list[Outgoing]:
         if self.failed is not None:
             return []
         t = now + self.epoch
-        out: list[tuple[bytes, Any]] = []
+        out: list[Outgoing] = []
         try:
             for peer in self.peers:
                 out += peer.datagrams_to_send(t, budget=self.BUDGET)
@@ -144,7 +147,7 @@ class SwarmMux:
         except OSError as e:
             self.stop(e)
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> SwarmEvent | StorageFailed | None:
         if self._events:
             return self._events.popleft()
         peers = self.peers

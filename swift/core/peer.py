@@ -44,9 +44,9 @@ import random
 import struct
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
 
 from deliverykit.errors import LocalProtocolError
+from deliverykit.protocol import Address, Outgoing
 from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
@@ -132,11 +132,11 @@ class Peer:
         #: default (profile "auto", docs/swift-libswift-compat.md)
         self.dialects: dict[int, Dialect] = {}
         self.channels: dict[int, Channel] = {}
-        self.by_remote: dict[tuple[Any, int], Channel] = {}
-        self.blacklist: set[Any] = set()
-        self.events: deque[Any] = deque()
+        self.by_remote: dict[tuple[Address, int], Channel] = {}
+        self.blacklist: set[Address] = set()
+        self.events: deque[ev.SwiftEvent] = deque()
         self.availability = Availability()
-        self._pending_close: list[tuple[bytes, Any]] = []
+        self._pending_close: list[Outgoing] = []
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
         #: the download's hint names it, the CLI restarts with it
@@ -175,13 +175,13 @@ class Peer:
 
     # -- public API -----------------------------------------------------------------
 
-    def connect(self, addr: Any, now: float) -> int:
+    def connect(self, addr: Address, now: float) -> int:
         """Open a channel to ``addr`` (we initiate the handshake)."""
         ch = self._new_channel(addr, True, now)
         self._next_tick = now
         return ch.local_id
 
-    def next_event(self) -> Any:
+    def next_event(self) -> ev.SwiftEvent | None:
         """Oldest pending event or None."""
         return self.events.popleft() if self.events else None
 
@@ -190,7 +190,7 @@ class Peer:
         :meth:`RequestScheduler.set_playpos <swift.core.requests.RequestScheduler.set_playpos>`."""
         self.download.set_playpos(chunk, buffering)
 
-    def close(self, now: float) -> list[tuple[bytes, Any]]:
+    def close(self, now: float) -> list[Outgoing]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
         out = []
         for ch in list(self.channels.values()):
@@ -296,7 +296,7 @@ class Peer:
 
     # -- channel management -----------------------------------------------------------
 
-    def _new_channel(self, addr: Any, initiator: bool, now: float) -> Channel:
+    def _new_channel(self, addr: Address, initiator: bool, now: float) -> Channel:
         while True:
             cid = self.rng.getrandbits(32)
             if cid and cid not in self.channels:
@@ -352,7 +352,7 @@ class Peer:
         got = self.dialects.get(ch.local_id)
         return got if got is not None else self._default_dialect()
 
-    def _refused(self, addr: Any, reason: str) -> None:
+    def _refused(self, addr: Address, reason: str) -> None:
         """Count a refused handshake and say why (``HandshakeRefused``)."""
         self.stats["refused"] += 1
         self.events.append(ev.HandshakeRefused(addr, reason))
@@ -399,7 +399,7 @@ class Peer:
         sup = None if o is None else o.supported
         return sup is None or t in C.supported_set(sup)
 
-    def _on_initiation(self, data: bytes, addr: Any, now: float) -> None:
+    def _on_initiation(self, data: bytes, addr: Address, now: float) -> None:
         try:
             _, msgs, error = C.decode_raw(data, self.ctx)
         except C.DecodeError:
@@ -468,7 +468,7 @@ class Peer:
 
     # -- receiving ------------------------------------------------------------------------
 
-    def datagram_received(self, data: bytes, addr: Any, now: float,
+    def datagram_received(self, data: bytes, addr: Address, now: float,
                           arrived: float | None = None) -> None:
         """Process one UDP datagram from ``addr``.  ``arrived``: when the
         kernel received it (SO_TIMESTAMPNS); with ``delay_from_kernel`` the
@@ -644,7 +644,7 @@ class Peer:
             out.append(bytes(cur + tail))
         return out
 
-    def datagrams_to_send(self, now: float, budget: int = 256) -> list[tuple[bytes, Any]]:
+    def datagrams_to_send(self, now: float, budget: int = 256) -> list[Outgoing]:
         """Datagrams due now (at most ``budget`` DATA datagrams).
 
         The driver calls this after every batch of received datagrams, so it
@@ -656,7 +656,7 @@ class Peer:
         self.content.flush()
         down = self.download
         down.new_flush()  # the end game's memo (requests.py)
-        out: list[tuple[bytes, Any]] = list(self._pending_close)
+        out: list[Outgoing] = list(self._pending_close)
         self._pending_close.clear()
         cfg = self.config
         visit = self._dirty.take(now)
@@ -698,7 +698,7 @@ class Peer:
         takers = set(self.download.late_takers([c for c in rest if c not in m]))
         return [c for c in rest if c in m or c in takers]
 
-    def _flush_channel(self, ch: Channel, now: float, out: list[tuple[bytes, Any]]) -> None:
+    def _flush_channel(self, ch: Channel, now: float, out: list[Outgoing]) -> None:
         """What ``ch`` has to send now, onto ``out``; marks it for the next
         flush when it sent something (it may have more) and files its next
         deadline (:class:`DirtySet`)."""

@@ -16,8 +16,8 @@ import functools
 import ipaddress
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
+from deliverykit.protocol import Address
 from swift.core import events as ev
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel
@@ -29,7 +29,7 @@ _EST = ChannelState.EST
 
 
 @functools.lru_cache(maxsize=4096)
-def _host_kind(host: Any) -> tuple[int, bool] | None:
+def _host_kind(host: str) -> tuple[int, bool] | None:
     """(IP version, private) of a literal address, None for anything else.
     Cached (bounded, least recently used out): a swarm's PEX answers name
     the same peers again and again, and parsing each address per entry was
@@ -50,8 +50,8 @@ class Pex:
     """PEX answers and discovered peers, with their certificates."""
 
     def __init__(self, config: PeerConfig, swarm_id: bytes, channels: dict[int, Channel],
-                 stats: dict[str, int], events: deque[Any], blacklist: set[Any],
-                 connect: Callable[[Any, float], int]) -> None:
+                 stats: dict[str, int], events: deque[ev.SwiftEvent],
+                 blacklist: set[Address], connect: Callable[[Address, float], int]) -> None:
         self.config = config
         self.swarm_id = swarm_id
         #: the Peer's channels, counters, events and blacklist (owned there)
@@ -105,7 +105,7 @@ class Pex:
                 break
         return out
 
-    def discovered(self, ch: Channel, addr: Any, now: float) -> None:
+    def discovered(self, ch: Channel, addr: tuple[str, int], now: float) -> None:
         self.events.append(ev.PeerDiscovered(addr))
         if self.config.pex_connect and addr not in self.blacklist and not any(
                 c.addr == addr for c in self.channels.values()):

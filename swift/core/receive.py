@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from swift.core import bins as B, events as ev
 from swift.core.channel import Channel
@@ -64,7 +63,7 @@ class Verifier:
 
     def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], download: RequestScheduler,
-                 stats: dict[str, int], events: deque[Any],
+                 stats: dict[str, int], events: deque[ev.SwiftEvent],
                  dialect: Callable[[Channel], Dialect],
                  log_have: Callable[[list[int]], None],
                  drop_corrupt: Callable[[Channel], None]) -> None:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from deliverykit.protocol import Outgoing
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import MTU_PAYLOAD, PeerConfig
@@ -53,7 +54,7 @@ class WireSpec(Protocol):
 
 #: live tune-in: the signed munro messages a datagram to a channel carries
 #: (``TuneIn.munro_push``)
-MunroPush = Callable[[Channel, float], list[Any]]
+MunroPush = Callable[[Channel, float], list[C.Message]]
 
 _EST = ChannelState.EST
 
@@ -202,14 +203,14 @@ class UploadScheduler:
             parts.append(b"\x01" + spec(i, i + 1, True) + ts + payload)
             return b"".join(parts)
         cold = not remote.some and remote.have.find_filled(0) is None
-        items: list[Any] = self.content.integrity_for(i, remote.have, cold, ch.send.sent)
+        items = self.content.integrity_for(i, remote.have, cold, ch.send.sent)
         for item in items:
             b = item[1]
             lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
             lo = (b >> (lay + 1)) << lay
-            if item[0] == "h":  # INTEGRITY (8.8)
+            if len(item) == 3:  # ("h", bin, hash): INTEGRITY (8.8)
                 parts.append(b"\x04" + spec(lo, lo + (1 << lay)) + item[2])
-            else:  # SIGNED_INTEGRITY (8.9)
+            else:  # ("s", bin, timestamp, signature): SIGNED_INTEGRITY (8.9)
                 parts.append(b"\x07" + spec(lo, lo + (1 << lay)) + item[2].to_bytes(8, "big")
                              + item[3])
         parts.append(b"\x01" + spec(i, i + 1, True) + ts + self.content.chunk_bytes(i))
@@ -244,7 +245,7 @@ class UploadScheduler:
                 best, best_v = ch, v
         return best
 
-    def upload_data(self, now: float, budget: int) -> list[tuple[bytes, Any]]:
+    def upload_data(self, now: float, budget: int) -> list[Outgoing]:
         """Up to ``budget`` DATA datagrams that WFQ, LEDBAT and the upload cap allow now.
 
         With one channel (a seeder serving one leecher, the libswift case)
@@ -252,7 +253,7 @@ class UploadScheduler:
         window and pacing allow (``FAST_UPLOAD``): the same checks as
         :meth:`_next_upload`, without a call and a scan per DATA.  Same
         datagrams in the same order (test_swift_seeder_fastpath.py)."""
-        out: list[tuple[bytes, Any]] = []
+        out: list[Outgoing] = []
         cfg = self.config
         cap = cfg.upload_rate
         if cap is not None:
