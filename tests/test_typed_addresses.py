@@ -22,6 +22,7 @@ from deliverykit.testing import in_ci
 ROOT = Path(__file__).resolve().parent.parent
 
 GOOD = """
+from corecast.core.client import Client
 from corecast.core.itr import Itr
 from corecast.core.mapcache import MapCache, MapEntry
 from corecast.core.maptrie import PrefixTrie
@@ -35,7 +36,7 @@ from m2c.core.stream import StreamReceiverCore
 
 def good(ep: BatchedUDPEndpoint, drv: CoreDriver, net: Network, sched: Scheduler,
          itr: Itr, rx: StreamReceiverCore, mc: MapCache, entry: MapEntry,
-         sc: Scenario) -> None:
+         sc: Scenario, cl: Client) -> None:
     v6: SockAddr = ("::1", 4341, 0, 0)
     ep.sendto(b"x", ("127.0.0.1", 4341))
     ep.sendto(b"x", v6)
@@ -52,6 +53,8 @@ def good(ep: BatchedUDPEndpoint, drv: CoreDriver, net: Network, sched: Scheduler
     plen_value: tuple[int, int] | None = hit
     mc.update(entry, down=frozenset({b"\\x0a\\x00\\x00\\x01"}), lisp_header=None)
     sc = sc.replace(duration=60.0, name="short")
+    lost: int = cl.stats()["lost"]
+    jitter: float = cl.stats()["jitter_ms"]
 """
 
 #: (a line that must be refused, what mypy's message says about it)
@@ -68,6 +71,8 @@ BAD = [
     ('mc.update(entry, down={b"\\x0a\\x00\\x00\\x01"})', "update"),
     ('mc.update(entry, lisp_hdr=b"")', "lisp_hdr"),
     ('sc.replace(duration="60")', "replace"),
+    ('name: str = cl.stats()["lost"]', "assignment"),
+    ('cl.stats()["lots"]', "lots"),
 ]
 
 

@@ -19,7 +19,7 @@ import builtins
 import hashlib
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from corecast.core.driven import Address, Outbox, host_port
 from corecast.core.events import SenderRejected
@@ -29,6 +29,25 @@ from corecast.core.source import RTP_CLOCK, RTP_HEADER_LEN
 MAX_REJECT_EVENTS = 16
 #: the default sliding window: sequence numbers the client remembers (its buffer, in chunks)
 WINDOW = 4096
+
+
+class ClientStats(TypedDict):
+    """:meth:`Client.stats`: a receiver's counters as the roles print them (JSON)."""
+
+    received: int
+    bytes: int
+    #: highest extended sequence number - first + 1 (RFC 3550 A.3)
+    expected: int
+    lost: int
+    duplicates: int
+    reordered: int
+    malformed: int
+    rejected: int
+    too_old: int
+    #: interarrival jitter (RFC 3550 6.4.1) in milliseconds
+    jitter_ms: float
+    first_seq: int | None
+    last_seq: int | None
 
 
 class ChunkError(ValueError):
@@ -156,7 +175,7 @@ class Client(Outbox):
         self._seen_bits |= 1 << k
         return True
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ClientStats:
         expected = 0 if self.first_seq is None else self.max_ext - self.first_seq + 1
         return {
             "received": self.received,
