@@ -40,6 +40,9 @@ class RateController(ABC):
     """losses seen with no queue at the bottleneck are loss on the link, not congestion:
     they are not passed on (``ReceiverCC.RANDOM_LOSS_PKTS``); WEBRC's equation takes
     every loss, as RFC 3738 defines it"""
+    pair_probe: ClassVar[bool] = False
+    """start-up joins at once up to the packet-pair bottleneck estimate and stay below
+    it until the first loss or lag (:meth:`on_capacity`)"""
     mrr: float
     """the maximum reception rate (MRR_P)"""
 
@@ -78,6 +81,10 @@ class RateController(ABC):
 
     def on_max_rate(self, now: float, artt: float) -> None:
         """RFC 3738 3.2.2.6: the next join would pass the maximum rate (strict controllers)."""
+        return None
+
+    def on_capacity(self, now: float, rate: float, artt: float) -> None:
+        """The packet-pair estimate of the bottleneck (``pair_probe`` controllers)."""
         return None
 
 
@@ -252,6 +259,7 @@ class M2CWindowController(RateController):
     name = "m2c"
     short_startup = True
     random_loss = True
+    pair_probe = True
 
     def __init__(self, schedule: RateSchedule, epoch: float, max_rate: float = math.inf,
                  p: float = 0.75) -> None:
@@ -318,6 +326,14 @@ class M2CWindowController(RateController):
         """The path is full before any loss: end slow start at what is received."""
         if self.cwnd is None or self.cwnd < self.ssthresh:
             self.cwnd = max(2.0, rr * artt)
+            self.ssthresh = self.cwnd
+            self.phase = WindowPhase.CONGESTION_AVOIDANCE
+
+    def on_capacity(self, now: float, rate: float, artt: float) -> None:
+        """Start-up ends at the bottleneck estimate: the window is what it carries in one
+        RTT, and grows in congestion avoidance from there (a loss still halves it)."""
+        if self.cwnd is None or self.cwnd < self.ssthresh:
+            self.cwnd = max(2.0, self.cwnd or 0.0, rate * artt)
             self.ssthresh = self.cwnd
             self.phase = WindowPhase.CONGESTION_AVOIDANCE
 

@@ -245,6 +245,23 @@ class ReceiverCC:
     """ours: likewise no join before the first loss after an epoch that brought less
     than this share of what the confirmed joined groups sent in it (8 packets or more)"""
 
+    PAIR_SAMPLES = 3
+    """ours (packet-pair probing, PLM: Legout and Biersack, SIGMETRICS 2000): the
+    bottleneck estimate is the median of the first this many base-group pairs (the
+    sender emits its base packets in back-to-back pairs, ``SenderCore.pairs``)"""
+    PAIR_SHARE = 1.0
+    """start-up joins go at once up to this share of the estimate, and no higher
+    until the first loss or lag (then the window governs, as before)"""
+    PAIR_LOAD = 0.5
+    """the receiver joins at once up to the estimate only if its joined rate stayed at
+    most this share of the estimate while the samples were taken: a token bucket (the
+    testbed's tbf) lets a pair through unspread when it holds tokens for both (then
+    ``PAIR_MAX`` drops it), and only partly spread, too fast, when it is nearly empty.
+    Otherwise the estimate only caps the start-up batches (``STARTUP_JOINS``)"""
+    PAIR_MAX = 2.0
+    """pairs spaced as a link faster than this many times the session's top rate show
+    no bottleneck (a token bucket's burst, or a link the session cannot fill): ignored"""
+
     PLAUSIBLE_TSD = 3.0
     """ours: a packet is plausible when its due time is within this many TSD of the
     sender-time estimate (queueing and path delay stay far below it)"""
@@ -263,8 +280,11 @@ class ReceiverCC:
 
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
                  max_rate: float = math.inf, rtt_floor: float = 0.01,
-                 slot_timeout: float | None = None) -> None:
+                 slot_timeout: float | None = None, pairs: bool = False) -> None:
         self.schedule = schedule
+        self.pairs = pairs
+        """the sender sends its base packets in pairs (``SenderCore.pairs``): an even
+        base PSN leaves with its odd successor, at that one's due time"""
         if slot_timeout is None:
             slot_timeout = max(self.SLOT_TIMEOUT_S, 2 * schedule.tsd)
         self.reanchor_after = min(self.REANCHOR_TSD * schedule.tsd, slot_timeout / 2,
@@ -321,6 +341,18 @@ class ReceiverCC:
         self.random_losses = 0
         """losses seen with no queue at the bottleneck (see ``RANDOM_LOSS_PKTS``)"""
         self._rr_last = 0.0
+        self.pair_probe = self.ctl.pair_probe and pairs
+        """the controller speeds its start-up from the packet-pair estimate"""
+        self.pair_samples: list[float] = []
+        """bottleneck samples (packets/s) from base-group pairs, the first PAIR_SAMPLES"""
+        self.capacity: float | None = None
+        """the bottleneck estimate (packets/s) once the samples are in, else None"""
+        self._capacity_used = False
+        """the one jump to the estimate was made (or is not to be made)"""
+        self._pair_load = 0.0
+        """the highest joined rate while the samples were taken"""
+        self._last_rx: tuple[float, int, int] | None = None
+        """(arrival, channel, PSN) of the last plausible packet"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -350,8 +382,12 @@ class ReceiverCC:
         """A packet of this session (checksum and TSI verified) arrived on ``channel``."""
         if channel not in self.joined:
             return []
+        if self.pairs and channel == 0 and psn % 2 == 0:
+            psn_due = psn + 1  # held by the sender for its pair partner
+        else:
+            psn_due = psn
         try:
-            due = self.schedule.time_of(channel, psn)
+            due = self.schedule.time_of(channel, psn_due)
         except (ArithmeticError, ValueError):
             due = math.nan
         off = now - due
@@ -406,6 +442,9 @@ class ReceiverCC:
                 self._rfc_first_wave_packet(now, now - pend[0], wait, ts)
         if channel == 0:
             self.base_seen = True
+            if self.pair_probe and len(self.pair_samples) < self.PAIR_SAMPLES:
+                self._pair_sample(now, psn)
+        self._last_rx = (now, channel, psn)
         lost = self.loss.on_packet(channel, psn)
         if lost and self.ctl.random_loss and self._queue_empty():
             self.random_losses += lost
@@ -423,6 +462,27 @@ class ReceiverCC:
             return []
         self.ctl.on_packet_events(1, lost)
         return []
+
+    def _pair_sample(self, now: float, psn: int) -> None:
+        """The odd packet of a base pair arrived right after its even partner: their
+        spacing is one packet's time at the bottleneck (both left the sender
+        together).  A pair whose first packet was lost, or with any other packet
+        between them, gives nothing; nor does one after a loss or lag."""
+        last = self._last_rx
+        if (psn % 2 == 0 or last is None or last[1] != 0 or last[2] != psn - 1
+                or self.loss_events or self.lag_holds or self.offset is None):
+            return
+        gap = now - last[0]
+        sched = self.schedule
+        if gap <= 0 or 1.0 / gap > self.PAIR_MAX * sched.max_rate:
+            return
+        ts = now - self.offset
+        self._pair_load = max(self._pair_load, sched.cum_rate(self.level(ts), ts))
+        self.pair_samples.append(1.0 / gap)
+        if len(self.pair_samples) == self.PAIR_SAMPLES:
+            self.capacity = sorted(self.pair_samples)[self.PAIR_SAMPLES // 2]
+            # join at once only if the link was lightly loaded by us while sampling
+            self._capacity_used = self._pair_load > self.PAIR_LOAD * self.capacity
 
     def _queue_empty(self) -> bool:
         """The packets around a loss queued less than RANDOM_LOSS_PKTS packet times at
@@ -589,10 +649,28 @@ class ReceiverCC:
                         self.pending[ch] = (start_local, (t_next - ts)
                                             + max(10 * self.rtt.rtt, 4 * el, 4 / r))
                         out.append(Join(ch))
+        elif (startup and not lagging and self.capacity is not None
+              and not self._capacity_used and now >= self.loss_event_until):
+            # the packet-pair estimate is in: join at once up to it (PLM's fast
+            # convergence) and let the window go on from there
+            self._capacity_used = True
+            cap = self.PAIR_SHARE * self.capacity
+            self.ctl.on_capacity(now, cap, self.rtt.rtt)
+            out += self._join_up_to(now, ts, lvl, min(cap, self.target_rate()), sched.levels,
+                                     reach=True)
         elif not recent and now >= self.loss_event_until:
             # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
-            n_max = self.STARTUP_JOINS if self.loss_events == 0 and not self.lag_holds else 1
+            n_max = self.STARTUP_JOINS if startup else 1
             target = self.target_rate()
+            if self.loss_events == 0 and self.capacity is not None:
+                cap = min(self.PAIR_SHARE * self.capacity, target)
+                if sched.cum_rate(lvl, ts) < cap:
+                    # below the packet-pair estimate (the joined groups decay): join up
+                    # to the first level that reaches it, queue or not (the holds below
+                    # guess a bottleneck that is known now)
+                    return out + self._join_up_to(now, ts, lvl, cap, sched.levels,
+                                                  reach=True)
+                n_max = 1  # above it one level per epoch, as the window and holds allow
             if self.loss_events == 0 and rr > 0 and (
                     (len(self._qrecent) == self.HOLD_PKTS
                      and min(self._qrecent) > max(self.HOLD_QDELAY, 1 / rr))
@@ -600,15 +678,25 @@ class ReceiverCC:
                 # a queue is building, or the last epoch brought less than the joined
                 # groups sent: wait until the joins made have shown their effect
                 n_max = 0
-            for _ in range(n_max):
-                if lvl >= sched.levels or sched.cum_rate(lvl + 1, ts) > target:
-                    break
-                ch = sched.channel_of_level(lvl + 1, ts)
-                r = sched.rate(ch, ts)
-                # long enough for a slow group's first packet
-                limit = max(10 * self.rtt.rtt, 4 * el, 4 / r if r > 0 else 1.0)
-                self.joined.add(ch)
-                self.pending[ch] = (now, limit)
-                out.append(Join(ch))
-                lvl += 1
+            out += self._join_up_to(now, ts, lvl, target, n_max)
+        return out
+
+    def _join_up_to(self, now: float, ts: float, lvl: int, target: float,
+                    n_max: int, reach: bool = False) -> list[Join | Leave]:
+        """Join up to ``n_max`` levels above ``lvl`` while the cumulative rate stays
+        within ``target`` (``reach``: until it reaches ``target``, the last join up to
+        one level's rate above it: the link stays full while the groups decay)."""
+        sched, out = self.schedule, list[Join | Leave]()
+        for _ in range(n_max):
+            if lvl >= sched.levels or (sched.cum_rate(lvl, ts) >= target if reach
+                                       else sched.cum_rate(lvl + 1, ts) > target):
+                break
+            ch = sched.channel_of_level(lvl + 1, ts)
+            r = sched.rate(ch, ts)
+            # long enough for a slow group's first packet
+            limit = max(10 * self.rtt.rtt, 4 * self.epoch, 4 / r if r > 0 else 1.0)
+            self.joined.add(ch)
+            self.pending[ch] = (now, limit)
+            out.append(Join(ch))
+            lvl += 1
         return out

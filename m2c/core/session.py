@@ -23,6 +23,7 @@ do: :class:`~m2c.core.events.Join` / :class:`~m2c.core.events.Leave` a group
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -174,20 +175,30 @@ class SenderCore:
     ``quantum``: least wait between two timer runs while packets are pending (the
     asyncio driver batches packets due within 0.5 ms into one sendmmsg; 0 in the
     simulator: every packet at its exact due time).
+
+    ``pairs`` (default): the base group's packets leave in back-to-back pairs, the
+    even PSN held until its odd successor is due (at most one base packet interval,
+    ~50 ms), so that a receiver can measure its bottleneck from the pair's spacing
+    at arrival (packet-pair probing as PLM, Legout and Biersack 2000: see
+    :class:`~m2c.core.receiver_cc.ReceiverCC`).  The PSNs and their due times are
+    unchanged: a receiver sees the held packet as queued, never early.
     """
 
     LOOKAHEAD = 0.2
     """s of schedule sequenced ahead of the clock"""
 
     def __init__(self, sd: SessionDescription, read: Callable[[int, int], bytes],
-                 quantum: float = 0.0005) -> None:
+                 quantum: float = 0.0005, pairs: bool = True) -> None:
         self.sd = sd
         self.file = FileSender(sd, read)
         self.addrs: list[tuple[str, int]] = [(str(g), int(p)) for g, p in sd.groups]
         self.quantum = quantum
+        self.pairs = pairs
+        self._schedule = self.file.seq.schedule
         self.t0: float | None = None
-        self._queue: deque[tuple[float, bytes, int, int, int]] = deque()
-        """(due, wire, channel, slot, psn), due on the sender clock"""
+        self._queue: list[tuple[float, int, bytes, int, int, int]] = []
+        """heap of (send time, order, wire, channel, slot, psn), on the sender clock"""
+        self._order = 0
         self._horizon = 0.0
         self.sent = 0
         self.bytes = 0
@@ -229,7 +240,7 @@ class SenderCore:
         out: list[Outgoing] = []
         addrs = self.addrs
         while q and t0 + q[0][0] <= now:  # get_timer's own expression (float sums)
-            _, wire, g, slot, psn = q.popleft()
+            _, _, wire, g, slot, psn = heapq.heappop(q)
             out.append((wire, addrs[g]))
             self.bytes += len(wire)
             if g == 0:
@@ -253,8 +264,14 @@ class SenderCore:
         control back between buffers, as a slow sender must still see a stop)."""
         if self.stopped or not self._needs_buffer(now):
             return
+        q, sched = self._queue, self._schedule
         for pdu, pkt in self.file.next_pdus():
-            self._queue.append((pdu.due, codec.encode(pkt), pdu.g, pkt.slot, pkt.psn))
+            at = pdu.due
+            if self.pairs and pdu.g == 0 and pdu.index % 2 == 0:
+                # held for its odd successor: the two leave back to back, this one first
+                at = sched.time_of(0, pdu.index + 1)
+            heapq.heappush(q, (at, self._order, codec.encode(pkt), pdu.g, pkt.slot, pkt.psn))
+            self._order += 1
         self._horizon = self.file.seq.next_start
 
     def next_event(self) -> object | None:
@@ -303,7 +320,8 @@ class ReceiverCore:
                                   max(20.0, 2 * tsd))
         self.source = source
         self.where = where
-        self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate)
+        self.cc = ReceiverCC(self.schedule, controller=controller, max_rate=max_rate,
+                             pairs=True)
         # the session's window is what fits in the sender's memory bound: hold no more
         window = sd.window_blocks or max(1, sd.partition().blocks)
         self.file = FileReceiver(sd, max_active=min(max_active, window))

@@ -78,6 +78,9 @@ def test_m2c_core_reads_no_clock_and_touches_no_socket():
 
 
 def test_sender_emits_each_packet_at_its_due_time_to_its_group():
+    """Every packet leaves at its due time, but an even base-group PSN, which leaves
+    with its odd successor at that one's due time (back-to-back pairs, so a receiver
+    can measure its bottleneck), the even one first."""
     sd, data = _session()
     snd = _sender(sd, data, quantum=0.0)
     assert snd.get_timer(0.0) is None  # not started: no timer, nothing to send
@@ -85,7 +88,7 @@ def test_sender_emits_each_packet_at_its_due_time_to_its_group():
     snd.start(t0)
     groups = {(g, int(p)): ch for ch, (g, p) in enumerate(sd.groups)}
     sched = sd.schedule()
-    now, got = t0, 0
+    now, got, pairs = t0, 0, 0
     for _ in range(100_000):  # a safety bound
         if now >= t0 + 2.0:
             break
@@ -93,13 +96,21 @@ def test_sender_emits_each_packet_at_its_due_time_to_its_group():
         assert deadline is not None and deadline >= now
         now = deadline
         snd.handle_timer(now)
+        base = []
         for wire, addr in snd.datagrams_to_send(now):
             pkt = codec.decode(wire, session=sd.session)
             assert groups[addr] == pkt.group  # (group_ip, port) of the packet's channel
-            due = t0 + sched.time_of(pkt.group, pkt.psn)
+            held = pkt.group == 0 and pkt.psn % 2 == 0
+            due = t0 + sched.time_of(pkt.group, pkt.psn + held)
             assert due <= now + 1e-9 and (snd.quantum > 0 or due >= now - 1e-9)
+            if pkt.group == 0:
+                base.append(pkt.psn)
             got += 1
+        if len(base) == 2:
+            assert base[1] == base[0] + 1 and base[0] % 2 == 0  # a pair, even first
+            pairs += 1
     assert got == snd.sent > 0
+    assert pairs >= 20  # the base group's ~21-38 packets/s for 2 s, in pairs
     # the close-session packets continue the base group's PSNs
     close = [codec.decode(w, session=sd.session) for w, _ in snd.close_packets()]
     assert all(p.close_session and p.data_less and p.group == 0 for p in close)
