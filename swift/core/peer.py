@@ -30,10 +30,13 @@ chunks in flight, fast set, deadlines), :class:`~swift.core.upload.UploadSchedul
 (what DATA to send whom: WFQ, LEDBAT, pacing, loss repair),
 :class:`~swift.core.receive.Verifier` (received DATA: verify, store, ACK),
 :class:`~swift.core.announce.Announcer` (the HAVE log, HAVE and ACK
-messages), :class:`~swift.core.pex.Pex`, :class:`~swift.core.tunein.TuneIn`
-and :class:`~swift.core.specs.ChunkSpecs`, each owning its state and handed
-its collaborators through its constructor; this module keeps the channels,
-the handshake, message dispatch and timers.
+messages), :class:`~swift.core.handshake.Negotiator` (HANDSHAKE options and
+each channel's dialect), :class:`~swift.core.pex.Pex`,
+:class:`~swift.core.tunein.TuneIn` and :class:`~swift.core.specs.ChunkSpecs`,
+each owning its state and handed its collaborators through its constructor;
+this module keeps the channels, the handshake's flow, message dispatch and
+timers.  Each :class:`~swift.core.channel.Channel` is split the same way:
+one part per owner (``ch.send``, ``ch.down``, ``ch.path``, ...).
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
 from swift.core.channel import Channel, DirtySet
 from swift.core.chanstate import ChannelEvent, ChannelState
-from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of, refusal
+from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of
 from swift.core.content import Content, ContentView
-from swift.core.ledbat import Ledbat
+from swift.core.handshake import Negotiator
 from swift.core.live import LiveContent
 from swift.core.pex import Pex
 from swift.core.picker import Availability, Picker
@@ -70,7 +73,6 @@ from swift.wire.constants import (
     IntegrityMethod,
     MsgType,
     SigAlg,
-    Version,
 )
 
 _PACK_II = struct.Struct(">II").pack
@@ -128,9 +130,6 @@ class Peer:
             # bin32, 16 for byte64, ...
             lc.tree.spec_bytes = self._wire_spec
         self.rng = random.Random(cfg.seed)
-        #: local channel ID -> its dialect when it differs from the profile's
-        #: default (profile "auto", docs/swift-libswift-compat.md)
-        self.dialects: dict[int, Dialect] = {}
         self.channels: dict[int, Channel] = {}
         self.by_remote: dict[tuple[Address, int], Channel] = {}
         self.blacklist: set[Address] = set()
@@ -150,7 +149,13 @@ class Peer:
             from swift.core.pexcert import ca_public_bytes
             self.config = cfg = dataclasses.replace(cfg, pex_ca=ca_public_bytes(cfg.pex_ca_key))
         #: what we announce: the HAVE log, HAVE and ACK messages
-        self.announcer = Announcer(content.have, self._specs, self._single_acks)
+        #: our HANDSHAKE options, the check of the peer's, each channel's dialect
+        self.negotiator = neg = Negotiator(cfg, self.swarm_id, self.live_content,
+                                           self.live_method, self.sig_alg)
+        #: (the negotiator's, under the names they had on the Peer)
+        self.dialect = neg.dialect
+        self._our_options = neg.our_options
+        self.announcer = Announcer(content.have, self._specs, neg.single_acks)
         #: what to ask whom: picker, chunks in flight, fast set, deadlines
         self.download = RequestScheduler(cfg, view, self.channels, self.availability,
                                          self.rng, self.stats, self._specs)
@@ -303,22 +308,11 @@ class Peer:
                 break
         ch = Channel(cid, addr, initiator, now, self.config.chunk_size + 64,
                      self.config.queue_limit, self.config.slow_start,
-                     ledbat_target=self._ledbat_target(self._default_dialect()))
+                     ledbat_target=self.negotiator.ledbat_target(self.negotiator.default))
         self.channels[cid] = ch
         ch.order = next(self._orders)
         self._dirty.mark(ch)
         return ch
-
-    def _ledbat_target(self, dialect: Dialect) -> float:
-        """LEDBAT's TARGET in s for a channel speaking ``dialect`` (PeerConfig.ledbat_target_ms)."""
-        if self.config.ledbat_target_ms is not None:
-            return self.config.ledbat_target_ms / 1000
-        return Ledbat.LIBSWIFT_TARGET if dialect is Dialect.LIBSWIFT else Ledbat.TARGET
-
-    def _set_dialect(self, ch: Channel, dialect: Dialect) -> None:
-        """Profile "auto" settled (or is trying) ``ch``'s dialect; LEDBAT's TARGET follows it."""
-        self.dialects[ch.local_id] = dialect
-        ch.send.ledbat.TARGET = self._ledbat_target(dialect)
 
     def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
         if ch.state is _CLOSED:
@@ -328,7 +322,7 @@ class Peer:
         self.download.forget(ch)
         ch.remote.withdraw(self.availability)
         self.channels.pop(ch.local_id, None)
-        self.dialects.pop(ch.local_id, None)
+        self.negotiator.forget(ch)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
         self.upload.forget(ch)
         self.pex.certs.pop(ch.addr)
@@ -347,57 +341,15 @@ class Peer:
 
     # -- handshake (sections 3.1, 7, 8.4) -----------------------------------------------
 
-    def dialect(self, ch: Channel) -> Dialect:
-        """What ``ch`` speaks: the profile's, or what "auto" settled on."""
-        got = self.dialects.get(ch.local_id)
-        return got if got is not None else self._default_dialect()
-
     def _refused(self, addr: Address, reason: str) -> None:
         """Count a refused handshake and say why (``HandshakeRefused``)."""
         self.stats["refused"] += 1
         self.events.append(ev.HandshakeRefused(addr, reason))
 
-    def _our_options(self, initiator: bool, dialect: Dialect = Dialect.RFC) -> C.HandshakeOptions:
-        cfg = self.config
-        lib = dialect is Dialect.LIBSWIFT
-        live = self.live
-        return C.HandshakeOptions(
-            version=Version.V1, min_version=Version.V1,
-            swarm_id=self.swarm_id if initiator else None,
-            integrity=self.live_method if live else IntegrityMethod.MERKLE,
-            hash_func=cfg.hash_func,
-            sig_alg=self.sig_alg if live else None,
-            addressing=cfg.addressing,
-            discard_window=self.live_content.window if self.live_content is not None else None,
-            chunk_size=None if lib else cfg.chunk_size,
-        )
-
-    def _options_ok(self, o: C.HandshakeOptions, initiator_side: bool,
-                    dialect: Dialect = Dialect.RFC) -> str | None:
-        """Check a peer's options against our swarm metadata: None when they
-        match, else why not (one line, for ``HandshakeRefused``)."""
-        return refusal(o, self.config, self.swarm_id, initiator_side, dialect,
-                       self.live_method if self.live else None, self.sig_alg)
-
     def _hs_backoff(self, ch: Channel) -> float:
         """Seconds before our unanswered handshake goes out again
         (:meth:`HandshakeState.backoff <swift.core.channel.HandshakeState.backoff>`)."""
         return ch.hs.backoff(self.config.profile == "auto")
-
-    def _single_acks(self, ch: Channel) -> bool:
-        """libswift takes one ACK per chunk (docs/swift-libswift-compat.md)."""
-        return self.dialect(ch) is Dialect.LIBSWIFT
-
-    def _default_dialect(self) -> Dialect:
-        return Dialect.LIBSWIFT if self.config.profile == "libswift" else Dialect.RFC
-
-    @staticmethod
-    def _takes(ch: Channel, t: MsgType) -> bool:
-        """Whether the peer takes message type ``t``: its Supported Messages
-        option (7.10) lists it, or it sent none (then it takes every one)."""
-        o = ch.hs.options
-        sup = None if o is None else o.supported
-        return sup is None or t in C.supported_set(sup)
 
     def _on_initiation(self, data: bytes, addr: Address, now: float) -> None:
         try:
@@ -411,9 +363,10 @@ class Peer:
             self.stats["refused"] += 1
             return
         hs = C.Handshake(msgs[0][1], msgs[0][3])
+        neg = self.negotiator
         dialect = dialect_of(hs.options) if self.config.profile == "auto" else None
         why = ("address blacklisted" if addr in self.blacklist else
-               self._options_ok(hs.options, True, dialect or self._default_dialect()))
+               neg.options_ok(hs.options, True, dialect or neg.default))
         if why is not None:
             # no reply: it may be spoofed (3.1.1 step 2); a legacy swift
             # handshake for this swarm gets libswift's closing reply (9 bytes
@@ -449,7 +402,7 @@ class Peer:
             return
         ch = self._new_channel(addr, False, now)
         if dialect is not None:
-            self._set_dialect(ch, dialect)
+            neg.set_dialect(ch, dialect)
         ch.remote_id = hs.channel
         ch.hs.options = hs.options
         self.by_remote[(addr, ch.remote_id)] = ch
@@ -506,14 +459,14 @@ class Peer:
                 return
             hs = C.Handshake(msgs[0][1], msgs[0][3])
             if self.config.profile == "auto":
-                self._set_dialect(ch, dialect_of(hs.options))
+                self.negotiator.set_dialect(ch, dialect_of(hs.options))
             why = ("closing handshake" if hs.channel == 0 else
-                   self._options_ok(hs.options, False, self.dialect(ch)))
+                   self.negotiator.options_ok(hs.options, False, self.dialect(ch)))
             if why is not None:
                 o = hs.options
                 if (o.chunk_size not in (None, self.config.chunk_size) and not self.live
-                        and self._options_ok(dataclasses.replace(o, chunk_size=None), False,
-                                             self.dialect(ch)) is None):
+                        and self.negotiator.options_ok(dataclasses.replace(o, chunk_size=None),
+                                                       False, self.dialect(ch)) is None):
                     self.chunk_size_seen = o.chunk_size  # only the chunk size differs
                 self._refused(addr, f"handshake reply refused: {why}")
                 if hs.channel:
@@ -711,7 +664,8 @@ class Peer:
             if ch.state is _INIT and self.config.profile == "auto":
                 # unanswered: every other try without the options libswift
                 # rejects (it drops a handshake with option 9 unanswered)
-                self._set_dialect(ch, Dialect.LIBSWIFT if hs.tries % 2 else Dialect.RFC)
+                self.negotiator.set_dialect(ch, Dialect.LIBSWIFT if hs.tries % 2
+                                            else Dialect.RFC)
             msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
                                                                    self.dialect(ch))))
             hs.sent(now, again=ch.state is _INIT)
