@@ -67,15 +67,27 @@ def test_twin_is_the_messages_one_by_one(seed, n, last, channel) -> None:
     rng = random.Random(seed)
     data = _content(rng, n, last)
     t = MerkleTree.build([data[k:k + CS] for k in range(0, len(data), CS)], HashFunc.SHA1, CS)
-    known = _Either(_binmap(rng, n), _binmap(rng, n))
     ts = rng.getrandbits(64)
     tsb = struct.pack(">Q", ts)
-    for i in range(n):
-        want = _by_messages(t, channel, i, known, ts, data[i * CS:(i + 1) * CS])
-        assert t.data_datagram(channel, i, known, tsb, data, i * CS, CS) == want
-        stop = t._uncle_stop(i, known)
-        assert py_data_datagram(channel, t._hashes, t._known, t.hash_size, n, i, stop, t.zero,
-                                tsb, data, i * CS, CS) == want
+    # two binmaps (the upload path), one, none, and a view that is neither
+    both = _Either(_binmap(rng, n), _binmap(rng, n))
+    for known in (both, _binmap(rng, n), None, _AnyIn(both)):
+        for i in range(n):
+            want = _by_messages(t, channel, i, known, ts, data[i * CS:(i + 1) * CS])
+            assert t.data_datagram(channel, i, known, tsb, data, i * CS, CS) == want
+            stop = t._uncle_stop(i, known)
+            assert py_data_datagram(channel, t._hashes, t._known, t.hash_size, n, i, stop,
+                                    t.zero, tsb, data, i * CS, CS) == want
+
+
+class _AnyIn:
+    """A peer view with only ``any_in`` (MerkleTree.uncles' generic search)."""
+
+    def __init__(self, inner: _Either) -> None:
+        self.inner = inner
+
+    def any_in(self, lo: int, hi: int) -> bool:
+        return self.inner.any_in(lo, hi)
 
 
 def test_a_leecher_verifies_what_it_is_sent(tmp_path) -> None:
