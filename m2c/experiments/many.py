@@ -27,10 +27,13 @@ m2c.experiments.hetero counts it on the testbed: payload only, no headers).
 Outputs (``--out DIR``, each written whole): ``many-receivers.csv`` (one row per
 receiver: link, time, ideal, ratio, joins, leaves), ``many-cdf.csv`` (ratio,
 fraction of receivers at or below it), ``many-cdf.png``, ``many.json``
-(percentiles, the goal's verdict, membership load, run metadata).  Prints the
+(percentiles, the goal's verdict, membership load, run metadata), and with
+``--trace r042,r091`` ``many-trace.csv`` (those receivers' per-epoch level,
+joined rate, target, losses, ARTT: where their start-up time goes).  Prints the
 percentiles and ``goal every receiver <= 1.10x: PASS`` or ``FAIL``.
 
     m2c experiment many [--quick] [--receivers 1000] [--size BYTES] [--seed S] --out DIR
+        [--trace r042,r091]
 """
 
 from __future__ import annotations
@@ -101,9 +104,16 @@ def membership_load(times: list[float] | tuple[float, ...]) -> dict[str, float]:
             "peak_per_s": float(max(bins.values()))}
 
 
+TRACE_FIELDS = ("receiver", "t_s", "level", "joined_pps", "target_pps", "lost", "received",
+                "artt_s", "loss_events")
+"""``many-trace.csv``: one row per epoch of each receiver asked for with ``--trace``"""
+
+
 def run(receivers: int = 1000, size: int = 2 << 20, seed: int = 0, min_mbps: float = 0.5,
-        max_mbps: float = 6.0, progress: bool = False) -> dict[str, Any]:
-    """Run the scenario; returns rows, percentiles, verdict and membership load."""
+        max_mbps: float = 6.0, progress: bool = False,
+        trace: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the scenario; returns rows, percentiles, verdict and membership load (and the
+    per-epoch join trace of the receivers named in ``trace``: level, joined rate, ...)."""
     from m2c import sim
 
     links = draw_links(receivers, seed, min_mbps, max_mbps)
@@ -114,6 +124,7 @@ def run(receivers: int = 1000, size: int = 2 << 20, seed: int = 0, min_mbps: flo
                            duration=10 * size * 8 / slowest + 60)
     res = sim.run(sc, progress=progress)
     rows: list[dict[str, Any]] = []
+    traced = [(r.name, *e) for r in res.receivers if r.name in trace for e in r.trace]
     for i, r in enumerate(res.receivers):
         ideal = ideal_s(size, links.rate_bps[i], links.delay_s[i], links.loss[i])
         t = r.completion_s
@@ -132,7 +143,7 @@ def run(receivers: int = 1000, size: int = 2 << 20, seed: int = 0, min_mbps: flo
             "within_goal": within, "goal": GOAL,
             "passed": failed == 0 and within == len(rows),
             "membership": membership_load(res.membership_s),
-            "summary": res.summary(), "links": {
+            "summary": res.summary(), "trace": traced, "links": {
                 "rate": f"log-uniform [{min_mbps:g}, {max_mbps:g}] Mb/s",
                 "delay": "uniform [5, 50] ms", "loss": "0 for half; uniform [0, 2] % else",
                 "backbone_mbps": BACKBONE_BPS / 1e6}}
@@ -179,12 +190,26 @@ def write_outputs(out_dir: str, result: dict[str, Any], meta: dict[str, Any]) ->
             fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths.append(p)
+    if result.get("trace"):
+        p = os.path.join(out_dir, "many-trace.csv")
+        with replace_when_done(p, newline="") as f:
+            w3 = csv.writer(f)
+            w3.writerow(TRACE_FIELDS)
+            w3.writerows(result["trace"])
+        paths.append(p)
     p = os.path.join(out_dir, "many.json")
     with replace_when_done(p) as f:
-        json.dump({"meta": meta, **{k: v for k, v in result.items() if k != "ratios"}}, f,
-                  indent=1)
+        json.dump({"meta": meta, **{k: v for k, v in result.items()
+                                    if k not in ("ratios", "trace")}}, f, indent=1)
     paths.append(p)
     return paths
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give receiver names, e.g. r042,r091")
+    return names
 
 
 def _out_dir(text: str) -> str:
@@ -209,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="fastest downlink of the log-uniform draw, Mb/s (default %(default)s)")
     ap.add_argument("--out", type=_out_dir, metavar="DIR",
                     help="directory for the CSVs, the CDF plot and many.json")
+    ap.add_argument("--trace", type=_names, default=(), metavar="r001,r002",
+                    help="receivers whose per-epoch join trace goes to many-trace.csv")
     ap.add_argument("--progress", action="store_true",
                     help="progress line on stderr even when it is not a terminal")
     a = ap.parse_args(argv)
@@ -218,8 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     size = a.size or ((256 << 10) if a.quick else (2 << 20))
     meta = dict(**_provenance(), receivers=receivers, size=size, seed=a.seed)
     t0, c0 = time.monotonic(), time.process_time()
+    names = {f"r{i + 1:03d}" for i in range(receivers)}  # as m2c.sim names them
+    unknown = [n for n in a.trace if n not in names]
+    if unknown:
+        ap.error(f"--trace: no receiver {unknown[0]!r} (r001 to r{receivers:03d})")
+    if a.trace and not a.out:
+        ap.error("--trace needs --out DIR (the trace goes to many-trace.csv)")
     res = run(receivers, size, a.seed, a.min_mbps, a.max_mbps,
-              progress=a.progress or sys.stderr.isatty())
+              progress=a.progress or sys.stderr.isatty(), trace=a.trace)
     meta.update(wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0)
     pct = res["percentiles"]
     print(f"{receivers} receivers, {size} B, seed {a.seed}: completion / link-ideal "

@@ -90,3 +90,30 @@ def test_many_bad_input_is_one_line_exit_2(capsys) -> None:
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_many_trace_writes_the_named_receivers_epochs(tmp_path) -> None:
+    """``--trace``: the per-epoch join trace of the named receivers (issue 18's profile
+    of a fast and a slow receiver), one row per epoch, levels and times in order."""
+    assert many.main(["--quick", "--receivers", "3", "--out", str(tmp_path),
+                      "--trace", "r001,r003"]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "many-trace.csv")))
+    assert {r["receiver"] for r in rows} == {"r001", "r003"}
+    assert list(rows[0]) == list(many.TRACE_FIELDS)
+    for name in ("r001", "r003"):
+        ts = [float(r["t_s"]) for r in rows if r["receiver"] == name]
+        assert len(ts) > 5 and ts == sorted(ts)
+        assert max(int(r["level"]) for r in rows if r["receiver"] == name) > 0
+    assert "trace" not in json.load(open(tmp_path / "many.json"))
+
+
+@pytest.mark.parametrize("argv", [["--receivers", "3", "--trace", "r004", "--out", "."],
+                                  ["--receivers", "3", "--trace", "r1", "--out", "."],
+                                  ["--receivers", "3", "--trace", "r001"],
+                                  ["--trace", ","]])
+def test_many_trace_bad_names_are_one_line_exit_2(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        many.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "Traceback" not in err
