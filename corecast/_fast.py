@@ -24,7 +24,7 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 from deliverykit.fastpath import load
 from deliverykit.protocol import SockAddr
@@ -38,7 +38,20 @@ _CC_PORT_BYTES = _CC_PORT.to_bytes(2, "big")
 _PROTO = 253
 
 
-_RANGES: dict[tuple, tuple] = {}
+#: the reserved CoreCast ranges, ``(network, mask)`` byte pairs
+Ranges: TypeAlias = tuple[tuple[bytes, bytes], ...]
+#: (length, mask, network) integers of each range
+IntRanges: TypeAlias = tuple[tuple[int, int, int], ...]
+#: what cc_parse says of an inner packet (the module docstring): ``(-1, error)``,
+#: ``(0, dst)``, ``(1, chan, hash_id, hash, payload_off, seq)``, ``(2, chan, hash, eid)``
+CcParsed: TypeAlias = (
+    tuple[Literal[-1], int]
+    | tuple[Literal[0], bytes]
+    | tuple[Literal[1], bytes, int, bytes, int, int]
+    | tuple[Literal[2], bytes, bytes, bytes]
+)
+
+_RANGES: dict[Ranges, IntRanges] = {}
 
 
 def l2_inner(frame: bytes) -> bytes:
@@ -63,7 +76,7 @@ def l2_inner(frame: bytes) -> bytes:
 MAX_RANGES = 16
 
 
-def _int_ranges(ranges: tuple) -> tuple:
+def _int_ranges(ranges: Ranges) -> IntRanges:
     """(length, mask, net) integers for a ranges tuple, memoised."""
     r = _RANGES.get(ranges)
     if r is None:
@@ -73,7 +86,7 @@ def _int_ranges(ranges: tuple) -> tuple:
     return r
 
 
-def py_cc_parse(pkt: bytes, ranges: tuple) -> tuple:
+def py_cc_parse(pkt: bytes, ranges: Ranges) -> CcParsed:
     n = len(pkt)
     if n < 20:
         return (-1, 1)
@@ -452,7 +465,7 @@ class BatchImpl:
     """Which implementation an ITR runs: the C parser and table or their twins,
     chosen once."""
 
-    parse: Callable[[bytes, tuple[tuple[bytes, bytes], ...]], tuple[Any, ...]]
+    parse: Callable[[bytes, Ranges], CcParsed]
     table: Callable[[], ItrTable | PyItrTable]
 
     @classmethod

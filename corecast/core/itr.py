@@ -294,12 +294,11 @@ class Itr(Outbox):
         """One inner IP packet from the inside interface -> datagrams to send."""
         self.counters["in_packets"] += 1
         r = self.impl.parse(pkt, self.path.ranges)
-        kind = r[0]
-        if kind == 2:
+        if r[0] == 2:
             return self._cc_header(pkt, r[1], r[2], r[3], now)
-        if kind == 0:
+        if r[0] == 0:
             return self._plain(pkt, r[1], now)
-        if kind == 1:
+        if r[0] == 1:
             return self._cc_payload(pkt, r[1], r[2], r[3], r[4], r[5])
         return self._drop("malformed" if r[1] == 1 else "not_corecast")
 
