@@ -310,12 +310,13 @@ def open_udp(
 
 class Transport(Protocol):
     """What :class:`CoreDriver` sends through: a :class:`BatchedUDPEndpoint`, a
-    raw-socket endpoint, anything with ``send_many``.  Optional attributes the
+    raw-socket endpoint, anything with ``send_many`` (handed what the core's
+    ``datagrams_to_send`` returned).  Optional attributes the
     driver uses when present: ``backlogged`` (bool: stop draining the core),
     ``on_drain`` (set by the driver: resume when the backlog has gone out) and
     ``stats`` (a dict: core errors are added to ``stats["handler_errors"]``)."""
 
-    def send_many(self, items: Iterable[Datagram]) -> None: ...
+    def send_many(self, items: Sequence[Datagram]) -> None: ...
 
 
 @runtime_checkable

@@ -22,7 +22,7 @@ import ipaddress
 import socket
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from corecast.aio.http import request, serve
 from corecast.core.client import Client
@@ -32,8 +32,11 @@ from corecast.core.mapserver import MapServer
 from corecast.core.register import Registrar
 from corecast.core.source import Source
 from deliverykit.aio import CoreDriver
+from deliverykit.protocol import DatagramCore, SockAddr
 
-Datagram = tuple[bytes, tuple[str, int]]
+#: a datagram a core hands its driver, to a socket address (deliverykit.protocol.Outgoing;
+#: ``(host, port)`` from every role)
+Datagram = tuple[bytes, SockAddr]
 
 
 def wire_overhead(host: str) -> int:
@@ -81,7 +84,7 @@ class Endpoint:
     def __init__(self, ep) -> None:
         self.ep = ep
 
-    def sendto(self, data: bytes, addr: tuple[str, int]) -> None:
+    def sendto(self, data: bytes, addr: SockAddr) -> None:
         self.ep.sendto(data, addr)
 
     def close(self) -> None:
@@ -111,10 +114,10 @@ class Router:
 
     __slots__ = ("route",)
 
-    def __init__(self, route: Callable[[list[Datagram]], None]) -> None:
+    def __init__(self, route: Callable[[Sequence[Datagram]], None]) -> None:
         self.route = route
 
-    def send_many(self, items: list[Datagram]) -> None:
+    def send_many(self, items: Sequence[Datagram]) -> None:
         self.route(items)
 
 
@@ -153,12 +156,12 @@ class Node:
     def now(self) -> float:
         return asyncio.get_running_loop().time()
 
-    def drive(self, core: object, route: Callable[[list[Datagram]], None],
+    def drive(self, core: DatagramCore, route: Callable[[Sequence[Datagram]], None],
               on_event: Callable[[object], None] | None = None) -> CoreDriver:
         """A :class:`CoreDriver` for ``core`` whose datagrams go to ``route``
         (closed with the node); :meth:`started` drains it and arms its timer."""
         router = Router(route)
-        driver = CoreDriver(core, router, on_event=on_event)  # type: ignore[arg-type]  # any core
+        driver = CoreDriver(core, router, on_event=on_event)
         self.drivers.append(driver)
         return driver
 
@@ -194,7 +197,7 @@ class Node:
             return dict(self._closed_sockets) or out
         return out
 
-    def _sendto(self, tr: Endpoint, data: bytes, dst: tuple[str, int],
+    def _sendto(self, tr: Endpoint, data: bytes, dst: SockAddr,
                 count: bool) -> None:
         stats = tr.stats
         dropped = stats["tx_dropped"]
@@ -241,7 +244,7 @@ class ItrNode(Node):
         self.itr.receive_batch(items, now)
         self.driver.kick()
 
-    def _route(self, out: list[Datagram]) -> None:
+    def _route(self, out: Sequence[Datagram]) -> None:
         dp = self.itr.data_port
         for data, dst in out:
             if dst[1] == dp:
@@ -361,7 +364,7 @@ class EtrNode(Node):
     def _trusted_host(self, host: str) -> bool:
         return self.etr.trusts(ipaddress.ip_address(host).packed)
 
-    def _route_control(self, out: list[Datagram]) -> None:
+    def _route_control(self, out: Sequence[Datagram]) -> None:
         for data, dst in out:
             self._sendto(self.t_ctl, data, dst, False)
 
@@ -370,7 +373,7 @@ class EtrNode(Node):
             self.received.add(addr[0], len(data))
         self.driver.on_batch(items, now)
 
-    def _route(self, out: list[Datagram]) -> None:
+    def _route(self, out: Sequence[Datagram]) -> None:
         for payload, dst in out:
             a = ipaddress.ip_address(dst[0])
             if self.t_mc is not None and a.is_multicast:
@@ -396,7 +399,7 @@ class MapServerNode(Node):
         self.transports.append(self.t)
         self.started()
 
-    def _route(self, out: list[Datagram]) -> None:
+    def _route(self, out: Sequence[Datagram]) -> None:
         for data, dst in out:
             self._sendto(self.t, data, dst, False)
 
@@ -471,7 +474,7 @@ class SourceNode(Node):
         if isinstance(ev, ChannelFinished) and self.source.next_deadline() is None:
             self.running.set()
 
-    def _route(self, out: list[Datagram]) -> None:
+    def _route(self, out: Sequence[Datagram]) -> None:
         itr = self.source.itr
         for data, dst in out:
             if itr is not None and itr.map_resolver is not None and dst == itr.map_resolver:

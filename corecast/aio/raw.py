@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import mmap
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from corecast.aio.nodes import ItrNode, SourceNode
+from corecast.aio.nodes import Datagram, ItrNode, SourceNode
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -240,7 +240,7 @@ class RawItrNode(ItrNode):
             self.raw.counters["to_self"] = fc["to_self"]
         self.driver.kick()
 
-    def _route(self, out: list) -> None:
+    def _route(self, out: Sequence[Datagram]) -> None:
         dp = self.itr.data_port
         if all(d[1][1] == dp for d in out):
             self.t_data.ep.send_many(out)
