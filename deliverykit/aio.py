@@ -63,7 +63,7 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 def make_udp_socket(
-    local_addr: tuple[str, int],
+    local_addr: SockAddr,
     *,
     reuse_port: bool = False,
     reuse_addr: bool | None = None,
@@ -300,7 +300,7 @@ class BatchedUDPEndpoint:
 
 
 def open_udp(
-    local_addr: tuple[str, int], on_batch: BatchHandler, **kw: Any
+    local_addr: SockAddr, on_batch: BatchHandler, **kw: Any
 ) -> BatchedUDPEndpoint:
     """Bind a UDP socket and pump it; use as ``async with open_udp(...) as ep``."""
     sock_kw = {k: kw.pop(k) for k in ("reuse_port", "reuse_addr", "rcvbuf", "sndbuf", "family")
@@ -508,7 +508,7 @@ class CoreDriver:
 class _OpenCore:
     """``open_core``'s async context manager: endpoint + driver, both closed on exit."""
 
-    def __init__(self, core: DatagramCore, local_addr: tuple[str, int],
+    def __init__(self, core: DatagramCore, local_addr: SockAddr,
                  on_event: Callable[[object], None] | None, kw: dict[str, Any]) -> None:
         self._args = (core, local_addr, on_event, kw)
         self.driver: CoreDriver | None = None
@@ -533,7 +533,7 @@ class _OpenCore:
 
 def open_core(
     core: DatagramCore,
-    local_addr: tuple[str, int],
+    local_addr: SockAddr,
     *,
     on_event: Callable[[object], None] | None = None,
     **kw: Any,
