@@ -65,12 +65,13 @@ class Proxy(CorePump):
     The pump over a new sharing core with every setting of ``cfg``: routing to the configured
     upstreams (transparent mode: each redirected connection's original destination), the
     status endpoint, connection slots and request deadlines, the upstream cap and keep-alive
-    pool, the disk store, sendfile (asyncio's loop; reads on uvloop), ``--workers``' shared
+    pool, the disk store, sendfile (``loop.sendfile`` on asyncio's loop; ``os.sendfile`` from the
+    pump on uvloop), ``--workers``' shared
     port (``cfg.reuse_port``)."""
 
     def __init__(self, cfg: ProxyConfig) -> None:
         mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
-        mcfg.sendfile_min, mcfg.sendfile_span = SENDFILE_MIN, SENDFILE_SPAN  # off on uvloop
+        mcfg.sendfile_min, mcfg.sendfile_span = SENDFILE_MIN, SENDFILE_SPAN  # uvloop: the pump's
         super().__init__(
             mcfg,
             cfg.host,

@@ -60,11 +60,17 @@ MAX_ROUNDS = 10_000
 #: (the old proxy's rule: each span must be taken within ``client_write_timeout``).
 SENDFILE_MIN = 1 << 20
 SENDFILE_SPAN = 4 << 20
+#: On a loop without ``loop.sendfile`` (uvloop) the pump sends a span itself, at once, by
+#: ``os.sendfile`` while the transport holds nothing, the rest by a read into the transport:
+#: spans of at least this many bytes, at most ``DIRECT_SPAN`` each (what a read may then buffer).
+DIRECT_MIN = 32 << 10
+DIRECT_SPAN = 256 << 10
 
 
 def sendfile_supported() -> bool:
     """Does the running loop have ``loop.sendfile``? asyncio's loops do (zero copy on a plain
-    socket, else their fallback); uvloop's raises NotImplementedError, so bodies go by reads."""
+    socket, else their fallback); uvloop's raises NotImplementedError, so there the pump sends
+    spans itself (:meth:`CorePump._send_span_now`)."""
     return isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
 
 
@@ -251,11 +257,16 @@ class CorePump:
         #: Clients written to whose bytes the core has not yet been told were taken.
         self._owed: list[_Client] = []
         self._files: set[asyncio.Task[None]] = set()
+        #: Disk spans sent at once by os.sendfile (no ``loop.sendfile``: uvloop).
+        self._direct = False
 
     async def start(self: _Pump) -> _Pump:
         loop = asyncio.get_running_loop()
         if isinstance(self.core, HttpSharingCore) and not sendfile_supported():
-            self.core.machine.cfg.sendfile_min = 0  # uvloop: disk spans go by reads
+            mcfg = self.core.machine.cfg  # uvloop: spans sent at once (_send_span_now)
+            if mcfg.sendfile_min > 0:
+                mcfg.sendfile_min, mcfg.sendfile_span = DIRECT_MIN, DIRECT_SPAN
+            self._direct = True
         self._server = await loop.create_server(lambda: _Client(self), self.host, self.port,
                                                 reuse_port=self.reuse_port or None)
         return self
@@ -334,6 +345,9 @@ class CorePump:
         if isinstance(out, FileWrite):
             c = self.clients.get(out.conn)  # type: ignore[call-overload]  # conn ids are ints
             if c is not None and c.transport is not None and not c.transport.is_closing():
+                if self._direct:
+                    self._send_span_now(c, out)
+                    return
                 c.held = []
                 sending = asyncio.get_running_loop().create_task(self._send_file(c, out))
                 self._files.add(sending)
@@ -394,6 +408,35 @@ class CorePump:
                 c.held.extend(held[i + 1:])
                 break
         self.flush()
+
+    def _send_span_now(self, c: _Client, out: FileWrite) -> None:
+        """A disk span on a loop without ``loop.sendfile``: ``os.sendfile`` to the socket while
+        the transport holds nothing (so the bytes stay in order), the rest read into the
+        transport (which buffers it and pauses past its high-water mark, as for any write)."""
+        assert c.transport is not None
+        fd = getattr(out.copy, "fd", None)
+        sock = c.transport.get_extra_info("socket")
+        sent = 0
+        try:
+            if fd is None:
+                raise OSError("the disk copy is gone")
+            if sock is not None and c.transport.get_write_buffer_size() == 0:
+                try:
+                    sent = os.sendfile(sock.fileno(), fd, out.first, out.count)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+            if sent < out.count:
+                rest = os.pread(fd, out.count - sent, out.first + sent)
+                if len(rest) != out.count - sent:
+                    raise OSError("the disk copy is short")
+                c.transport.write(rest)
+        except OSError:
+            c.transport.abort()
+            return
+        if self.store is not None:
+            self.store.stats.direct_bytes += sent
+            self.store.stats.read_bytes += out.count - sent
+        self._owe(c, out.count)
 
     def _owe(self, c: _Client, n: int) -> None:
         """``n`` bytes went to ``c``'s transport: reported to the core as taken (``writable``)

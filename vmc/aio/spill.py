@@ -57,6 +57,9 @@ class DiskStats:
     """Body bytes read back for clients."""
     sendfile_bytes: int = 0
     """Body bytes sent to clients straight from the file by sendfile (no copy through Python)."""
+    direct_bytes: int = 0
+    """The same by ``os.sendfile`` from the pump itself, on a loop without ``loop.sendfile``
+    (uvloop; :meth:`vmc.aio.pump.CorePump._send_span_now`)."""
     hits: int = 0
     """Requests served from a finished object on disk (no origin request)."""
     evicted: int = 0
@@ -239,6 +242,7 @@ class DiskStore:
         return {"budget": self.budget, "reserved": self.reserved, "objects": self.objects,
                 "finished": len(self._finished), "files": st.files,
                 "spilled_bytes": st.spilled_bytes, "read_bytes": st.read_bytes,
-                "sendfile_bytes": st.sendfile_bytes, "hits": st.hits, "evicted": st.evicted,
+                "sendfile_bytes": st.sendfile_bytes, "direct_bytes": st.direct_bytes,
+                "hits": st.hits, "evicted": st.evicted,
                 "peak_reserved": st.peak_reserved,
                 "refused": {k.value: n for k, n in st.refused.items()}}
