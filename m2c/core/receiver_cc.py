@@ -30,6 +30,14 @@ Rate controllers (:mod:`m2c.core.controllers`, registered by name):
            fairness constants, its RTT filter (we use WEBRC's) and any join
            timing rule beyond "one join per epoch, none during a loss event or
            a pending join".
+           *Packet pairs* (ours, after PLM: Legout and Biersack, SIGMETRICS
+           2000): the file sender sends its base packets in back-to-back pairs;
+           the spacing of a pair at arrival is one packet's time at the
+           bottleneck.  The median of the first ``PAIR_SAMPLES`` gives the
+           estimate; the receiver joins at once up to it (if its own traffic
+           loaded the link lightly while sampling, ``PAIR_LOAD``) and, until the
+           first loss, joins back up to it whenever its groups have decayed
+           below it, one level per epoch above it.  Loss still halves the window.
 
 Sender clock: PSNs are the sender's schedule indices, so every packet tells
 the sender time at which it was due (``schedule.time_of``); the receiver keeps
