@@ -588,6 +588,17 @@ class HttpSharingCore:
     def _pump_once(self, now: float) -> list[Fetch]:
         refused: list[Fetch] = []
         for a in self.machine.actions_to_send(now):
+            if type(a) is Send:  # the data path's actions first, by their exact type
+                c = self.conns.get(a.client)
+                if c is not None:
+                    self._emit(a.client, c.send_data, a.data)
+                continue
+            if type(a) is Respond:
+                self._respond(a)
+                continue
+            if type(a) is Finish:
+                self._finish(a.client, now)
+                continue
             flight = self.machine.flights.get(a.fetch) if isinstance(a, Fetch) else None
             resume = flight is not None and flight.kind is Kind.STREAM
             held = self._held.pop(flight.session, None) if resume and flight else None
@@ -622,7 +633,7 @@ class HttpSharingCore:
                 self.conns.pop(a.client, None)
                 self._out.append(Close(a.client, abort=True))
         m = self.machine
-        for s, fetch in list(self._held.items()):  # no resume coming: the slot goes on
+        for s, fetch in list(self._held.items()) if self._held else ():  # no resume: slot goes on
             if s not in m.resume_at:
                 del self._held[s]
                 self._out.extend(self.gate.ended(fetch))
