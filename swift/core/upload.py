@@ -264,7 +264,8 @@ class UploadScheduler:
         sent = 0
         have = self.content.have
         for c in self.channels.values():
-            if c.send.rack_pending():
+            cs = c.send  # (SendSide.rack_pending, inline: every channel on every flush)
+            if cs.send_log and cs.acked_sent >= cs.send_log[0][1]:
                 self._detect_losses(c, now)
         need = cfg.chunk_size
         alone = self.FAST_UPLOAD and len(self.channels) == 1
