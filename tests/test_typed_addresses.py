@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 GOOD = """
 from corecast.core.client import Client
+from corecast.core.events import CorecastEvent
 from corecast.core.itr import Itr
 from corecast.core.mapcache import MapCache, MapEntry
 from corecast.core.maptrie import PrefixTrie
@@ -55,6 +56,7 @@ def good(ep: BatchedUDPEndpoint, drv: CoreDriver, net: Network, sched: Scheduler
     sc = sc.replace(duration=60.0, name="short")
     lost: int = cl.stats()["lost"]
     jitter: float = cl.stats()["jitter_ms"]
+    event: CorecastEvent | None = itr.next_event()
 """
 
 #: (a line that must be refused, what mypy's message says about it)

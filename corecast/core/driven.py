@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 # how a driver names a remote: a socket address on UDP, ``(host, port)`` in the
 # simulator (the roles read ``(host, port)`` of it with host_port)
+from corecast.core.events import CorecastEvent
 from deliverykit.protocol import Address as Address
 
 #: a datagram a role sends: always to ``(host, port)``
@@ -33,7 +34,7 @@ class Outbox:
     __slots__ = ("_ev", "_out")
 
     _out: list[Datagram]
-    _ev: deque[object]
+    _ev: deque[CorecastEvent]
 
     def _init_outbox(self) -> None:
         self._out = []
@@ -43,7 +44,7 @@ class Outbox:
         """Datagrams a protocol method produced, for the next :meth:`datagrams_to_send`."""
         self._out.extend(items)
 
-    def _event(self, event: object) -> None:
+    def _event(self, event: CorecastEvent) -> None:
         self._ev.append(event)
 
     def datagrams_to_send(self, now: float) -> list[Datagram]:
@@ -54,7 +55,7 @@ class Outbox:
         self._out = []
         return out
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> CorecastEvent | None:
         """The oldest event not yet handed out, or None."""
         return self._ev.popleft() if self._ev else None
 

@@ -110,3 +110,20 @@ class LocatorStatusChanged:
 
     prefix: str  #: the map-cache entry of the inner source EID
     down: tuple[str, ...]  #: its locators now marked down
+
+
+#: every event a corecast core hands its driver (``next_event()``)
+CorecastEvent = (
+    MappingInstalled
+    | RegistrationAccepted
+    | RegistrationRefused
+    | OldStyleKeyId
+    | Registered
+    | ClientJoined
+    | ChannelFinished
+    | SenderRejected
+    | ClientLeft
+    | EchoNonceVerified
+    | RlocUnreachable
+    | LocatorStatusChanged
+)

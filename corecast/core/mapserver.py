@@ -37,7 +37,12 @@ import ipaddress
 from dataclasses import dataclass, field, replace
 
 from corecast.core.driven import Address, Outbox, host_port
-from corecast.core.events import OldStyleKeyId, RegistrationAccepted, RegistrationRefused
+from corecast.core.events import (
+    CorecastEvent,
+    OldStyleKeyId,
+    RegistrationAccepted,
+    RegistrationRefused,
+)
 from corecast.core.maptrie import PrefixTrie
 from corecast.wire.constants import (
     LISP_CONTROL_PORT,
@@ -112,7 +117,7 @@ class MapServer(Outbox):
     #: our Map-Replies at any address (refused ones count in ``refused_itr_rloc``)
     reply_to_source_only: bool = True
     last_nonce: dict[tuple[object, ...], int] = field(default_factory=dict)
-    events: list[object] = field(default_factory=list)
+    events: list[CorecastEvent] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
         "registers": 0, "accepted": 0, "refused_auth": 0, "refused_no_site": 0,
         "refused_replay": 0, "refused_algorithm": 0, "malformed": 0, "notifies": 0,
@@ -138,11 +143,11 @@ class MapServer(Outbox):
     def handle_timer(self, now: float) -> None:
         pass
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> CorecastEvent | None:
         """The oldest of :attr:`events` not yet handed out."""
         if self._ev_read >= len(self.events):
             return None
-        ev: object = self.events[self._ev_read]
+        ev = self.events[self._ev_read]
         self._ev_read += 1
         return ev
 

@@ -176,11 +176,11 @@ class Registrar(Outbox):
     def handle_timer(self, now: float) -> None:
         self._queue(self.tick(now))
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> Registered | None:
         """The oldest of :attr:`events` not yet handed out."""
         if self._ev_read >= len(self.events):
             return None
-        ev: object = self.events[self._ev_read]
+        ev = self.events[self._ev_read]
         self._ev_read += 1
         return ev
 

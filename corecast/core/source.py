@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from corecast.core.driven import Address, Outbox, earliest, just_after
-from corecast.core.events import ChannelFinished, ClientJoined, ClientLeft
+from corecast.core.events import ChannelFinished, ClientJoined, ClientLeft, CorecastEvent
 from corecast.core.mapcache import ntop
 from corecast.wire.codec import cc_payload_overhead, digest, encode_cc_header, encode_cc_payload
 from corecast.wire.constants import (
@@ -316,9 +316,8 @@ class Source(Outbox):
         if self.itr is not None:
             self._queue(self.itr.tick(now))
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> CorecastEvent | None:
         ev = super().next_event()
         if ev is None and self.itr is not None:
-            itr_ev: object | None = self.itr.next_event()
-            return itr_ev
+            return self.itr.next_event()
         return ev

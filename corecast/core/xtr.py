@@ -67,7 +67,12 @@ from dataclasses import dataclass
 from corecast._fast import Frame
 from corecast.core.driven import Address, Outbox, earliest, host_port, just_after
 from corecast.core.etr import Etr
-from corecast.core.events import EchoNonceVerified, LocatorStatusChanged, RlocUnreachable
+from corecast.core.events import (
+    CorecastEvent,
+    EchoNonceVerified,
+    LocatorStatusChanged,
+    RlocUnreachable,
+)
 from corecast.core.itr import Itr
 from corecast.core.mapcache import MapEntry
 from corecast.wire.codec import (
@@ -364,7 +369,7 @@ class Xtr(Outbox):
     def handle_timer(self, now: float) -> None:
         self._queue(self.tick(now))
 
-    def next_event(self) -> object | None:
+    def next_event(self) -> CorecastEvent | None:
         ev = super().next_event()
         return ev if ev is not None else self.itr.next_event()
 
