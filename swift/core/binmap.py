@@ -312,7 +312,9 @@ class Binmap:
 
     def find_filled(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First filled chunk in ``[lo, hi)``, or None."""
-        hi = self.span if hi is None else min(hi, self.span)
+        span = 32 << self.root_layer  # self.span, inline: called per HAVE/ACK
+        if hi is None or hi > span:
+            hi = span
         if lo >= hi:
             return None
         r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, True)
@@ -328,19 +330,20 @@ class Binmap:
 
     def find_empty(self, lo: int = 0, hi: int | None = None) -> int | None:
         """First empty chunk in ``[lo, hi)`` (hi defaults to the span), or None."""
+        span = 32 << self.root_layer  # self.span, inline: called per HAVE/ACK
         unbounded = hi is None
         if hi is None:
-            hi = max(self.span, lo + 1)
+            hi = span if span > lo else lo + 1
         if lo >= hi:
             return None
-        if lo >= self.span:
+        if lo >= span:
             return lo
         r = binmap_find(self._h, self._deep, self.root, self.root_layer, lo,
-                        min(hi, self.span), False)
+                        hi if hi < span else span, False)
         if r >= 0:
             return r
-        if unbounded or hi > self.span:
-            return self.span  # everything past the span is empty
+        if unbounded or hi > span:
+            return span  # everything past the span is empty
         return None
 
     def is_filled_range(self, lo: int, hi: int) -> bool:

@@ -32,3 +32,23 @@ def test_add_new_says_whether_the_chunk_was_empty(ranges, chunks) -> None:
 def test_add_new_refuses_a_negative_chunk() -> None:
     with pytest.raises(ValueError):
         Binmap().add_new(-1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 70)), max_size=10),
+       st.integers(0, 5000), st.one_of(st.none(), st.integers(0, 5000)))
+def test_find_empty_and_filled_match_the_set(ranges, lo, hi) -> None:
+    """Both searches against a plain set, with and without an upper bound and
+    from past the span (the span read inline now: it is the per-HAVE path)."""
+    m, model = Binmap(), set[int]()
+    for a, w in ranges:
+        m.set_range(a, a + w)
+        model.update(range(a, a + w))
+    span = m.span
+    top = max(span, lo + 1) if hi is None else hi
+    empty = next((i for i in range(lo, top) if i not in model), None)
+    if hi is None and empty is None:
+        empty = span  # unbounded: everything past the span is empty
+    assert m.find_empty(lo, hi) == empty
+    end = span if hi is None else min(hi, span)
+    assert m.find_filled(lo, hi) == next((i for i in range(lo, end) if i in model), None)
