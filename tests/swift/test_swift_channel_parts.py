@@ -155,6 +155,9 @@ def test_path_estimate_smooths_rtt_and_dip_and_keeps_the_minimum() -> None:
     assert p.dip == pytest.approx(0.75 * 0.1 + 0.25 * 0.3)
     p.lost = 1
     assert p.loss_ratio == 0.5
+    assert p.k == 1.0  # a stable link keeps k at its floor
+    p.note_data(1.4, 5.0)  # the RTT jumps: its variation exceeds it, k grows (paper III-A)
+    assert p.rtt_var > p.rtt and p.k == pytest.approx(1.01)
 
 
 def test_path_window_grows_like_slow_start_until_a_rate_sample_saw_data() -> None:
