@@ -289,7 +289,7 @@ class MerkleTree:
         """
         # the sibling at each layer below the stop, top down (C; twin in swift/_fast.py)
         return merkle_uncles(self._hashes, self._known, self.hash_size, self.n_chunks or 0,
-                             chunk, self._uncle_stop(chunk, peer_has), self.zero)
+                             chunk, self._stop_of(chunk, peer_has), self.zero)
 
     def data_datagram(self, channel: int, chunk: int, peer_has: Any, ts: bytes,
                       src: int | bytes | bytearray | memoryview, offset: int,
@@ -302,7 +302,13 @@ class MerkleTree:
         same bytes as building the messages one by one, in one C call (twin
         in swift/_fast.py); KeyError for an uncle hash not known, ValueError
         for a chunk number past 32 bits."""
-        # _uncle_stop inline for the usual two binmaps (once per DATA sent)
+        return data_datagram(channel, self._hashes, self._known, self.hash_size,
+                             self.n_chunks or 0, chunk, self._stop_of(chunk, peer_has),
+                             self.zero, ts, src, offset, length)
+
+    def _stop_of(self, chunk: int, peer_has: Any) -> int:
+        """:meth:`_uncle_stop` for the usual two binmaps (a peer's acknowledged
+        and in-flight chunks: once per DATA sent) in one C call, else that."""
         for lo, hi, _peak in self._peak_ranges:
             if lo <= chunk < hi:
                 break
@@ -312,13 +318,9 @@ class MerkleTree:
         m1 = getattr(peer_has, "a", peer_has)
         m2 = getattr(peer_has, "b", peer_has)
         if top and type(m1) is Binmap and type(m2) is Binmap:
-            stop = uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
+            return uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
                               m2._h, m2._deep, m2.root, m2.root_layer)
-        else:
-            stop = self._uncle_stop(chunk, peer_has)
-        return data_datagram(channel, self._hashes, self._known, self.hash_size,
-                             self.n_chunks or 0, chunk, stop, self.zero, ts, src, offset,
-                             length)
+        return self._uncle_stop(chunk, peer_has)
 
     def _uncle_stop(self, chunk: int, peer_has: Any) -> int:
         """The layer below which :meth:`uncles` sends siblings: the chunk's
