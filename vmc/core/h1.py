@@ -44,6 +44,10 @@ _FAST_HEAD = re.compile(
 #: Response field lines the fast path writes as they are: lower-case names, h11's values.
 _FAST_FIELDS = re.compile(rb"(?:[-!#$%&'*+.^_`|~0-9a-z]+: " + _VALUE + rb"\r\n)*")
 _LENGTH = re.compile(rb"[0-9]{1,20}")
+#: Field blocks that matched ``_FAST_FIELDS`` (a pure function of the bytes), at most
+#: ``_VALID_MAX``, forgotten together past that.
+_VALID_FIELDS: set[bytes] = set()
+_VALID_MAX = 1024
 
 #: Request fields that send a request to h11 (a body, an expectation, a protocol switch).
 _HAND_OVER_REQUEST = frozenset({b"content-length", b"transfer-encoding", b"expect", b"upgrade"})
@@ -338,8 +342,12 @@ class ServerConnection:
         if names.count(b"content-length") != 1 or not _HAND_OVER_RESPONSE.isdisjoint(names):
             return None
         fields = b"".join([b"%s: %s\r\n" % kv for kv in headers])
-        if _FAST_FIELDS.fullmatch(fields) is None:
-            return None
+        if fields not in _VALID_FIELDS:  # a hot object's head repeats: checked once
+            if _FAST_FIELDS.fullmatch(fields) is None:
+                return None
+            if len(_VALID_FIELDS) >= _VALID_MAX:
+                _VALID_FIELDS.clear()
+            _VALID_FIELDS.add(fields)
         length = headers[names.index(b"content-length")][1]
         if _LENGTH.fullmatch(length) is None:
             return None

@@ -644,10 +644,10 @@ class HttpSharingCore:
         hdrs += [(b"via", b"1.1 vmc"), (b"accept-ranges", b"bytes")]
         if a.length is not None:
             hdrs.append((b"content-length", b"%d" % a.length))
-        multipart = any(k == b"content-type" and v.startswith(b"multipart/") for k, v in hdrs)
         if a.content_range is not None:  # a pass-through: the origin's, as it is
             hdrs.append((b"content-range", a.content_range))
-        elif a.status == 206 and not multipart:  # a multipart answer's parts have their own
+        elif a.status == 206 and not any(  # a multipart answer's parts have their own
+                k == b"content-type" and v.startswith(b"multipart/") for k, v in hdrs):
             hdrs.append(
                 (
                     b"content-range",
