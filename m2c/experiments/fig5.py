@@ -182,6 +182,9 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
         if setup_lock is not None:
             fd = held.enter_context(open(setup_lock, "a"))  # noqa: SIM115 -- held till the transfer
             fcntl.flock(fd, fcntl.LOCK_EX)
+            # the processes the run forks inherit the file: closing ours would not free
+            # the lock while they live; unlocking frees it for all of them
+            held.callback(fcntl.flock, fd, fcntl.LOCK_UN)
         marks["setup"] = time.time()
         return _one_run(kind, bottleneck, size, receivers, competing, timeout, controller,
                         prefix, seed, left, held, marks)

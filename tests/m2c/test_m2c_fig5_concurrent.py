@@ -67,3 +67,42 @@ def test_a_repetition_past_the_deadline_stops_and_removes_its_namespaces() -> No
     with pytest.raises(TestbedTimeout, match="deadline"):
         fig5.tcpft_task(point, 0)
     assert [n for n in _netns() if n.startswith(mine)] == []
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_setup_lock_is_free_while_the_transfer_runs(tmp_path) -> None:
+    """The processes a repetition forks inherit the lock's file; the lock must still be
+    released when the transfer starts, or the next repetition waits for the whole run."""
+    import fcntl
+    import threading
+
+    require_root()
+    require_tool("ip", "tc")
+    lock = str(tmp_path / "setup.lock")
+    marks: dict[str, float] = {}
+    out: list[object] = []
+
+    def one() -> None:  # five 1 MB downloads at 1 Mb/s: ~40 s of transfer
+        try:
+            out.append(fig5.one_run("TCP_ft", 1e6, 1_000_000, 5, "background", 300,
+                                    prefix=fig5.TCPFT_PREFIX, setup_lock=lock, marks=marks))
+        except BaseException as e:  # noqa: BLE001 -- the test thread reports it below
+            out.append(e)
+
+    t = threading.Thread(target=one)
+    t.start()
+    try:
+        for _ in range(3000):  # the testbed build: a safety bound, not a timed assertion
+            if "transfer" in marks or out:
+                break
+            time.sleep(0.1)
+        assert "transfer" in marks, out
+        with open(lock, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if still held
+            fcntl.flock(f, fcntl.LOCK_UN)
+        assert not out  # checked while the transfer was still running
+    finally:
+        t.join(600)
+    (rows,) = out
+    assert isinstance(rows, list) and all(r["ok"] for r in rows)
