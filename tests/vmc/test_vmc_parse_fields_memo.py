@@ -61,3 +61,31 @@ def test_the_memory_is_bounded(counted: _Counting) -> None:
     for i in range(3 * h1._VALID_MAX):
         _answer([(b"x-n", b"%d" % i), (b"content-length", b"0")])
     assert 0 < len(h1._VALID_FIELDS) <= h1._VALID_MAX
+
+
+class _CountingHead(_Counting):
+    pass
+
+
+def test_a_repeated_request_head_is_checked_once_and_parsed_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for request heads (wrk's, a browser's for one URL): the grammar check once, the
+    parse by llhttp every time (its fields are the request's)."""
+    c = _CountingHead(h1._FAST_HEAD)
+    monkeypatch.setattr(h1, "_FAST_HEAD", c)
+    monkeypatch.setattr(h1, "_VALID_HEADS", set())
+    conn = ServerConnection()
+    for i in range(4):
+        conn.receive_data(b"GET /a HTTP/1.1\r\nHost: o\r\n\r\n")
+        ev = conn.next_event()
+        assert isinstance(ev, h1.Request) and ev.headers == ((b"host", b"o"),)
+        conn.next_event()
+        conn.send_response(200, [(b"content-length", b"1")], b"OK")
+        conn.send_data(b"%d" % i)
+        conn.send_end()
+        conn.start_next_cycle()
+    assert c.calls == 1 and conn.handed_over is None
+    bad = ServerConnection()
+    for _ in range(2):
+        bad.receive_data(b"GET /a HTTP/1.1\r\nHost: o\r\nx: \x00\r\n\r\n")
+    assert not any(b"\x00" in h for h in h1._VALID_HEADS)

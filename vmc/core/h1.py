@@ -44,8 +44,9 @@ _FAST_HEAD = re.compile(
 #: Response field lines the fast path writes as they are: lower-case names, h11's values.
 _FAST_FIELDS = re.compile(rb"(?:[-!#$%&'*+.^_`|~0-9a-z]+: " + _VALUE + rb"\r\n)*")
 _LENGTH = re.compile(rb"[0-9]{1,20}")
-#: Field blocks that matched ``_FAST_FIELDS`` (a pure function of the bytes), at most
-#: ``_VALID_MAX``, forgotten together past that.
+#: Request heads that matched ``_FAST_HEAD`` and field blocks that matched ``_FAST_FIELDS``
+#: (pure functions of the bytes), at most ``_VALID_MAX`` each, forgotten together past that.
+_VALID_HEADS: set[bytes] = set()
 _VALID_FIELDS: set[bytes] = set()
 _VALID_MAX = 1024
 
@@ -305,8 +306,12 @@ class ServerConnection:
 
     def _parse(self, head: bytes) -> Request | None:
         """``head`` parsed by llhttp, or None if this request goes to h11."""
-        if _FAST_HEAD.fullmatch(head) is None:
-            return None
+        if head not in _VALID_HEADS:  # a client's heads repeat: the grammar checked once
+            if _FAST_HEAD.fullmatch(head) is None:
+                return None
+            if len(_VALID_HEADS) >= _VALID_MAX:
+                _VALID_HEADS.clear()
+            _VALID_HEADS.add(head)
         got = self._got
         got.url, got.done = b"", False
         got.headers = []
