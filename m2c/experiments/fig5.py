@@ -158,7 +158,7 @@ def m2c_rows(results: list[ReceiveResult], controller: str) -> list[dict[str, An
 def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
             timeout: float, controller: str = "m2c", *, prefix: str = "m2cf5", seed: int = 0,
             deadline: float | None = None, setup_lock: str | None = None,
-            marks: dict[str, float] | None = None) -> list[dict]:
+            marks: dict[str, float] | None = None, needs: float = 0.0) -> list[dict]:
     """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver (``testbed``: the run's
     namespace stem, ``<prefix>-<pid>-<4 hex>``).  ``seed`` draws the background
     traffic (receiver ``i`` uses ``7 + i + 1000 * seed``); ``deadline`` (``time.time()``
@@ -166,7 +166,9 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
     ``setup_lock``: a file whose lock (flock) is held from the first namespace until the
     transfer starts, so that runs started at once build their testbeds one at a time
     (building is CPU work under the testbed's 30 s timeouts; the transfer is waiting).
-    ``marks`` gets ``setup`` and ``transfer`` (``time.time()`` when each began)."""
+    ``marks`` gets ``setup`` and ``transfer`` (``time.time()`` when each began).
+    ``needs``: seconds the transfer needs at least; a run that would not end before
+    the deadline does not start (``TestbedTimeout``), leaving the lock to shorter ones."""
     from deliverykit.testbed import TestbedTimeout
 
     def left(wanted: float) -> float:
@@ -185,6 +187,9 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
             # the processes the run forks inherit the file: closing ours would not free
             # the lock while they live; unlocking frees it for all of them
             held.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+        if deadline is not None and time.time() + needs > deadline:
+            raise TestbedTimeout(f"not started: it needs {needs:.0f} s and would not end "
+                                 "before the deadline")
         marks["setup"] = time.time()
         return _one_run(kind, bottleneck, size, receivers, competing, timeout, controller,
                         prefix, seed, left, held, marks)
@@ -491,7 +496,10 @@ def tcpft_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
         try:
             rows = one_run("TCP_ft", bn, size, int(point["receivers"]), str(point["competing"]),
                            10 * size * 8 / bn + 60, prefix=TCPFT_PREFIX, seed=seed,
-                           deadline=point.get("deadline"), setup_lock=SETUP_LOCK, marks=marks)
+                           deadline=point.get("deadline"),
+                           setup_lock=point.get("setup_lock") or SETUP_LOCK, marks=marks,
+                           # the receivers share the link: their files' bits over its rate
+                           needs=int(point["receivers"]) * size * 8 / bn)
             break
         except TimeoutError as e:  # TestbedTimeout is one
             # a testbed not built in time on a loaded machine is no measurement: build
@@ -526,7 +534,7 @@ def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
 
     size = a.size or 4_000_000
     points = [{"bottleneck": bn, "size": size, "receivers": n, "competing": c,
-               "deadline": a.deadline}
+               "deadline": a.deadline, "setup_lock": a.setup_lock}
               for bn in a.bottleneck for n in a.receivers for c in a.competing]
     os.makedirs(out_dir, exist_ok=True)
     name = (f"fig5-tcpft-{size / 1e6:g}MB-{'-'.join(f'{bn / 1e6:g}' for bn in a.bottleneck)}"
@@ -726,6 +734,10 @@ def main(argv: list[str] | None = None) -> int:
                     "--workers at once (default: all), each in its own namespaces and tbf; "
                     "CSV <out>/fig5-tcpft-<size>MB-<bottlenecks>Mbps-w<workers>.csv "
                     "(default: both, one after the other)")
+    ap.add_argument("--setup-lock", metavar="FILE",
+                    help="with --flows TCP_ft: the lock file that lets one repetition at a "
+                    f"time build its testbed (default: {SETUP_LOCK}); commands given "
+                    "different files build at the same time")
     ap.add_argument("--first-repeat", type=int, default=0, metavar="K",
                     help="with --flows TCP_ft: number the repetitions (and draw their "
                     "background traffic) from K, e.g. to add repetitions to a CSV's "
@@ -765,8 +777,8 @@ def main(argv: list[str] | None = None) -> int:
     tcpft = a.flows == "TCP_ft"
     if tcpft and a.backend != "netns":
         ap.error("--flows TCP_ft runs on the testbed (--backend netns): the simulator has no TCP")
-    if (a.deadline is not None or a.first_repeat) and not tcpft:
-        ap.error("--deadline and --first-repeat go with --flows TCP_ft")
+    if (a.deadline is not None or a.first_repeat or a.setup_lock) and not tcpft:
+        ap.error("--deadline, --first-repeat and --setup-lock go with --flows TCP_ft")
     if a.first_repeat < 0:
         ap.error("--first-repeat takes a number >= 0")
     if a.sweep is None and (a.seeds or ((a.workers or a.scheduler) and not tcpft)):

@@ -106,3 +106,15 @@ def test_the_setup_lock_is_free_while_the_transfer_runs(tmp_path) -> None:
         t.join(600)
     (rows,) = out
     assert isinstance(rows, list) and all(r["ok"] for r in rows)
+
+
+def test_a_repetition_that_cannot_end_before_the_deadline_does_not_start(tmp_path) -> None:
+    from deliverykit.testbed import TestbedTimeout
+
+    mine = f"{fig5.TCPFT_PREFIX}-{os.getpid()}-"
+    # five 4 MB downloads through 1 Mb/s need 160 s at least; the deadline is in 60 s
+    point = {"bottleneck": 1e6, "size": 4_000_000, "receivers": 5, "competing": "background",
+             "deadline": time.time() + 60, "setup_lock": str(tmp_path / "lock")}
+    with pytest.raises(TestbedTimeout, match="not started: it needs 160 s"):
+        fig5.tcpft_task(point, 0)
+    assert [n for n in _netns() if n.startswith(mine)] == []
