@@ -55,6 +55,7 @@ TWINS = {
     "uncle_stop": ("swift._fast", "py_uncle_stop"),
     "merkle_walk": ("swift._fast", "py_merkle_walk"),
     "merkle_uncles": ("swift._fast", "py_merkle_uncles"),
+    "data_datagram": ("swift._fast", "py_data_datagram"),
 }
 
 

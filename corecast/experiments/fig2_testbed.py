@@ -149,7 +149,7 @@ async def _client_main(eid: str, port: int, chunks: int, ready, timeout: float) 
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.1)
     await node.close()
-    st = node.client.stats()
+    st: dict[str, object] = {**node.client.stats()}
     st["digests"] = {k: v.hex() for k, v in node.client.digests.items()}
     st["warmup"] = node.client.malformed
     return st
@@ -187,7 +187,7 @@ async def _mc_client_main(eid: str, group: str, port: int, chunks: int, ready,
     await asyncio.sleep(0.1)
     loop.remove_reader(sock.fileno())
     sock.close()
-    st = cl.stats()
+    st: dict[str, object] = {**cl.stats()}
     st["digests"] = {k: v.hex() for k, v in cl.digests.items()}
     return st
 
