@@ -37,9 +37,9 @@ class UvStack:
         self.origin = self.call(Origin().start())
         cfg.setdefault("upstreams", [self.origin.authority])
         cfg.setdefault("default_upstream", self.origin.authority)
-        self.proxy = self.call(new_proxy(ProxyConfig(**cfg)).start())  # type: ignore[arg-type]
+        self.proxy = self.call(new_proxy(ProxyConfig(**cfg)).start())  # type: ignore[arg-type]  # cfg is a dict of mixed option types
 
-    def call(self, coro, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    def call(self, coro, timeout: float = 30.0):  # type: ignore[no-untyped-def]  # a test helper over any coroutine
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def get(self, path: str, rcvbuf: int = 0) -> tuple[bytes, bytes]:
@@ -64,11 +64,11 @@ class UvStack:
     def snapshot(self, recent: int = 100) -> dict:
         """The proxy's status, read on its loop (after the callback that sent the bytes)."""
         async def read() -> dict:
-            return self.proxy.snapshot(recent)  # type: ignore[no-any-return]
-        return self.call(read())  # type: ignore[no-any-return]
+            return self.proxy.snapshot(recent)  # type: ignore[no-any-return]  # the snapshot is JSON-shaped
+        return self.call(read())  # type: ignore[no-any-return]  # the snapshot is JSON-shaped
 
     def disk(self) -> dict:
-        return self.snapshot()["disk"]  # type: ignore[no-any-return]
+        return self.snapshot()["disk"]  # type: ignore[no-any-return]  # the snapshot is JSON-shaped
 
     def close(self) -> None:
         try:

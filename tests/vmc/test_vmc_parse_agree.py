@@ -96,7 +96,7 @@ def _step(c: ServerConnection | h11.Connection, what: str, *args: object) -> obj
     if isinstance(r, h11.Request):
         r = Request(r.method, r.target, tuple(r.headers), r.http_version)
     if isinstance(r, list):
-        r = b"".join(bytes(x) for x in r)  # type: ignore[arg-type]
+        r = b"".join(bytes(x) for x in r)  # type: ignore[arg-type]  # the pieces are bytes-like spans
     return r
 
 
@@ -155,7 +155,7 @@ def test_one_connection_decides_as_h11(calls: list[tuple[str, tuple[object, ...]
         if not _fits(ref, what, args):
             continue  # the core never makes this call in this state
         if what == "send_span":
-            a, b = _step(ours, what, args[0], len(args[0])), _step(ref, what, *args)  # type: ignore[arg-type]
+            a, b = _step(ours, what, args[0], len(args[0])), _step(ref, what, *args)  # type: ignore[arg-type]  # the generated args hold bytes here
         else:
             a, b = _step(ours, what, *args), _step(ref, what, *args)
         assert a == b, f"call {i} {what}{args!r}: ours {a!r}, h11 {b!r}"
@@ -168,7 +168,7 @@ def _fits(c: h11.Connection, what: str, args: tuple[object, ...]) -> bool:
     """Whether HttpSharingCore makes this call in this state (a response only to a request
     read, or an error answer before one; the body only after the head)."""
     if what in ("send_response", "send_interim"):
-        early = what == "send_response" and (b"connection", b"close") in args[1]  # type: ignore[operator]
+        early = what == "send_response" and (b"connection", b"close") in args[1]  # type: ignore[operator]  # the generated args hold header pairs here
         return c.our_state is h11.SEND_RESPONSE or (early and c.our_state is h11.IDLE)
     if what in ("send_data", "send_span", "send_end"):
         return c.our_state is h11.SEND_BODY

@@ -233,7 +233,7 @@ class ServerConnection:
         to send in order, ``span`` among them (h11's data pass-through)."""
         if self._h is not None:
             # h11's stubs say bytes; it passes the object through (its sendfile recipe)
-            ev = h11.Data(data=span)  # type: ignore[arg-type]
+            ev = h11.Data(data=span)  # type: ignore[arg-type]  # h11 passes the span through
             return list(self._h.send_with_data_passthrough(ev) or [])
         self._body(count)
         return [span]
