@@ -28,8 +28,8 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from deliverykit.protocol import Address
 from m2c.core.description import FecScheme, Group, RateLadder, SessionDescription, default_fec
 from m2c.core.events import Join, Leave
 from m2c.core.filetx import DecodedBlock, FileReceiver, FileSender, Metrics, SymbolProgress
@@ -62,7 +62,6 @@ TRANSIENT_BYTES_PER_SYMBOL = 3
 """one block at a time costs up to ~1.6*k*E more while it is eliminated or handed out
 decoded (measured); ``describe_session`` keeps 3*B*E for it"""
 
-Address = Any
 Outgoing = tuple[bytes, Address]
 
 
