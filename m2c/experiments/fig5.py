@@ -48,6 +48,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -158,7 +159,8 @@ def m2c_rows(results: list[ReceiveResult], controller: str) -> list[dict[str, An
 def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
             timeout: float, controller: str = "m2c", *, prefix: str = "m2cf5", seed: int = 0,
             deadline: float | None = None, setup_lock: str | None = None,
-            marks: dict[str, float] | None = None, needs: float = 0.0) -> list[dict]:
+            marks: dict[str, float] | None = None, needs: float = 0.0,
+            together: tuple[str, int] | None = None) -> list[dict]:
     """kind: 'TCP_ft' or 'M2C_ft'; returns one row per receiver (``testbed``: the run's
     namespace stem, ``<prefix>-<pid>-<4 hex>``).  ``seed`` draws the background
     traffic (receiver ``i`` uses ``7 + i + 1000 * seed``); ``deadline`` (``time.time()``
@@ -168,7 +170,9 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
     (building is CPU work under the testbed's 30 s timeouts; the transfer is waiting).
     ``marks`` gets ``setup`` and ``transfer`` (``time.time()`` when each began).
     ``needs``: seconds the transfer needs at least; a run that would not end before
-    the deadline does not start (``TestbedTimeout``), leaving the lock to shorter ones."""
+    the deadline does not start (``TestbedTimeout``), leaving the lock to shorter ones.
+    ``together`` = (directory, n): once built, wait (bounded) until n runs have built
+    theirs, so that their transfers start at the same time (``marks["waited"]``)."""
     from deliverykit.testbed import TestbedTimeout
 
     def left(wanted: float) -> float:
@@ -181,6 +185,13 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
 
     marks = {} if marks is None else marks
     with contextlib.ExitStack() as held:
+        if together is not None:  # runs last, when the build lock is free again
+
+            def built(exc_type: Any, *_: Any) -> None:
+                if exc_type is None:  # a build that failed is not waited for
+                    _barrier(together[0], together[1], left, marks)
+
+            held.push(built)
         if setup_lock is not None:
             fd = held.enter_context(open(setup_lock, "a"))  # noqa: SIM115 -- held till the transfer
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -193,6 +204,19 @@ def one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: 
         marks["setup"] = time.time()
         return _one_run(kind, bottleneck, size, receivers, competing, timeout, controller,
                         prefix, seed, left, held, marks)
+
+
+def _barrier(directory: str, n: int, left: Callable[[float], float],
+             marks: dict[str, float]) -> None:
+    """Say this run is built (a file in ``directory``), then wait until ``n`` runs have
+    said so; given up after 30 min or at the deadline (``marks["waited"]`` = seconds)."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"{os.getpid()}-{time.monotonic_ns()}"), "w"):
+        pass
+    t0 = time.monotonic()
+    while len(os.listdir(directory)) < n and time.monotonic() - t0 < left(1800):
+        time.sleep(0.5)
+    marks["waited"] = time.monotonic() - t0
 
 
 def _one_run(kind: str, bottleneck: float, size: int, receivers: int, competing: str,
@@ -247,6 +271,7 @@ def _one_run(kind: str, bottleneck: float, size: int, receivers: int, competing:
                 comp.append(spawn(h, _bg_clients, "10.0.5.1", BG_PORT, timeout + 30,
                                   7 + i + 1000 * seed))
         time.sleep(2.0)  # let the competing traffic settle
+        marks["built"] = time.time()
         held.close()  # the setup lock: the next run may build its testbed
         before = [tb.counters(h, p.a) for h, p in rs]
         t_before = time.monotonic()
@@ -499,7 +524,9 @@ def tcpft_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
                            deadline=point.get("deadline"),
                            setup_lock=point.get("setup_lock") or SETUP_LOCK, marks=marks,
                            # the receivers share the link: their files' bits over its rate
-                           needs=int(point["receivers"]) * size * 8 / bn)
+                           needs=int(point["receivers"]) * size * 8 / bn,
+                           together=(point["together"], int(point["together_n"]))
+                           if point.get("together") else None)
             break
         except TimeoutError as e:  # TestbedTimeout is one
             # a testbed not built in time on a loaded machine is no measurement: build
@@ -515,8 +542,9 @@ def tcpft_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {m: sum(r[m] for r in rows) / len(rows) for m in TCPFT_METRICS}
     out.update(time_max=max(r["time"] for r in rows), testbed=rows[0]["testbed"],
                started_utc=_utc(started), finished_utc=_utc(time.time()),
-               setup_started=marks["setup"], transfer_started=marks["transfer"],
-               setup_attempts=attempt)
+               setup_started=marks["setup"], built=marks["built"],
+               transfer_started=marks["transfer"],
+               setup_attempts=attempt, waited=marks.get("waited"))
     return out
 
 
@@ -534,7 +562,9 @@ def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
 
     size = a.size or 4_000_000
     points = [{"bottleneck": bn, "size": size, "receivers": n, "competing": c,
-               "deadline": a.deadline, "setup_lock": a.setup_lock}
+               "deadline": a.deadline, "setup_lock": a.setup_lock,
+               "together": tempfile.mkdtemp(prefix="m2c-fig5-together-")
+               if a.together else None, "together_n": a.repeats}
               for bn in a.bottleneck for n in a.receivers for c in a.competing]
     os.makedirs(out_dir, exist_ok=True)
     name = (f"fig5-tcpft-{size / 1e6:g}MB-{'-'.join(f'{bn / 1e6:g}' for bn in a.bottleneck)}"
@@ -547,6 +577,9 @@ def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
                          workers=a.workers or len(points) * a.repeats,
                          progress=True if a.progress else None)
     finally:
+        for p in points:
+            if p["together"]:
+                shutil.rmtree(p["together"], ignore_errors=True)
         left = cleanup_stale(TCPFT_PREFIX)
         if left:
             print(f"m2c experiment fig5: removed {len(left)} namespace(s) of stopped "
@@ -738,6 +771,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --flows TCP_ft: the lock file that lets one repetition at a "
                     f"time build its testbed (default: {SETUP_LOCK}); commands given "
                     "different files build at the same time")
+    ap.add_argument("--together", action="store_true",
+                    help="with --flows TCP_ft: the repetitions of a configuration start "
+                    "their transfers at the same time, once all are built (use with "
+                    "--workers = --repeats)")
     ap.add_argument("--first-repeat", type=int, default=0, metavar="K",
                     help="with --flows TCP_ft: number the repetitions (and draw their "
                     "background traffic) from K, e.g. to add repetitions to a CSV's "
