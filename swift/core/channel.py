@@ -121,7 +121,7 @@ class RemoteHave:
         #: one past the highest chunk it announced
         self.top = 0
 
-    def add(self, lo: int, hi: int, availability: Availability,
+    def add(self, lo: int, hi: int, availability: Availability | None,
             window: int | None = None) -> bool:
         """The peer has ``[lo, hi)``: count the newly announced chunks in
         ``availability`` (who has what, over every channel) and, live, keep
@@ -130,18 +130,24 @@ class RemoteHave:
         if hi > Binmap.MAX_CHUNKS:  # 64-bit addressing (live): beyond any binmap
             hi = Binmap.MAX_CHUNKS
         ph = self.have
-        if lo >= hi or ph.find_empty(lo, hi) is None:
-            return False  # nothing new: libswift's HAVE repeats what its ACK announced
-        pos = lo
-        while pos < hi:  # count only newly announced chunks (availability tree)
-            a = ph.find_empty(pos, hi)
-            if a is None:
-                break
-            b = ph.find_filled(a, hi)
-            b = hi if b is None else b
-            availability.add_range(a, b, 1)
-            pos = b
-        ph.set_range(lo, hi)
+        if hi - lo == 1:  # one chunk (libswift's HAVE i, ACK i): test-and-set
+            if not ph.add_new(lo):
+                return False  # nothing new: libswift's ACK repeats what its HAVE announced
+            if availability is not None:
+                availability.add_range(lo, hi, 1)
+        else:
+            if lo >= hi or ph.find_empty(lo, hi) is None:
+                return False  # nothing new: libswift's HAVE repeats what its ACK announced
+            pos = lo
+            while pos < hi and availability is not None:  # newly announced chunks only
+                a = ph.find_empty(pos, hi)
+                if a is None:
+                    break
+                b = ph.find_filled(a, hi)
+                b = hi if b is None else b
+                availability.add_range(a, b, 1)
+                pos = b
+            ph.set_range(lo, hi)
         self.some = True
         if hi > self.top:
             self.top = hi
@@ -149,8 +155,10 @@ class RemoteHave:
                 ph.reset_range(0, hi - window)  # sliding discard window (6.2)
         return True
 
-    def withdraw(self, availability: Availability) -> None:
+    def withdraw(self, availability: Availability | None) -> None:
         """The channel closed: its chunks leave ``availability``."""
+        if availability is None:
+            return
         for lo, hi in self.have.ranges():
             availability.add_range(lo, hi, -1)
 

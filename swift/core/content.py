@@ -8,7 +8,7 @@ file-backed one that never buffers the whole content in RAM.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast, runtime_checkable
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
@@ -24,6 +24,20 @@ class Storage(Protocol):
     def write(self, offset: int, data: bytes) -> None: ...
 
 
+#: where a chunk's bytes can be read from straight into a datagram: a file
+#: descriptor to pread, or a buffer
+PayloadSource = int | bytes | bytearray | memoryview
+
+
+@runtime_checkable
+class DirectSource(Protocol):
+    """A :class:`Storage` that also lends its bytes to the DATA builder
+    (:meth:`MerkleTree.data_datagram`), so no bytes object is made per chunk:
+    :class:`MemoryStorage` and :class:`swift.aio.storage.FileStorage`."""
+
+    def payload_source(self) -> PayloadSource: ...
+
+
 class MemoryStorage:
     """Storage in a bytearray (tests and small demos)."""
 
@@ -32,6 +46,9 @@ class MemoryStorage:
 
     def read(self, offset: int, n: int) -> bytes:
         return bytes(self.buf[offset:offset + n])
+
+    def payload_source(self) -> PayloadSource:
+        return self.buf
 
     def write(self, offset: int, data: bytes) -> None:
         end = offset + len(data)
@@ -68,6 +85,8 @@ class Content:
     def __init__(self, tree: MerkleTree, storage: Storage) -> None:
         self.tree = tree
         self.storage = storage
+        #: the storage lends its bytes to the DATA builder (decided once here)
+        self._direct = isinstance(storage, DirectSource)
         self.chunk_size = tree.chunk_size
         #: verified chunks on storage (local availability, section 3.2)
         self.have = Binmap()
@@ -93,6 +112,11 @@ class Content:
     def read_chunk(self, i: int) -> bytes:
         """Chunk ``i`` from storage."""
         return self.storage.read(i * self.chunk_size, self.chunk_size)
+
+    def payload_source(self) -> PayloadSource | None:
+        """What :meth:`MerkleTree.data_datagram` reads chunks from, or None
+        when the storage offers only :meth:`Storage.read`."""
+        return cast(DirectSource, self.storage).payload_source() if self._direct else None
 
     def store_chunk(self, i: int, data: bytes) -> None:
         """Write a verified chunk and mark it present."""

@@ -135,6 +135,10 @@ class Peer:
         self.blacklist: set[Address] = set()
         self.events: deque[ev.SwiftEvent] = deque()
         self.availability = Availability()
+        #: a static swarm complete from the start never picks: no availability
+        #: counts (None in their place), no chunk-size detection per datagram
+        self._seeder = not self.live and bool(self.content.complete)
+        self._avail: Availability | None = None if self._seeder else self.availability
         self._pending_close: list[Outgoing] = []
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
@@ -320,7 +324,7 @@ class Peer:
         ch.handle(ChannelEvent.CLOSE)
         self._dirty.mark_all()  # requests freed, room for a channel (PEX_REQ)
         self.download.forget(ch)
-        ch.remote.withdraw(self.availability)
+        ch.remote.withdraw(self._avail)
         self.channels.pop(ch.local_id, None)
         self.negotiator.forget(ch)
         self.by_remote.pop((ch.addr, ch.remote_id), None)
@@ -444,8 +448,8 @@ class Peer:
         _, msgs, error = C.decode_raw(data, self.ctx)
         if error:
             self.stats["malformed"] += 1
-        if (self.chunk_size_seen is None and not self.stats["verified"] and ch.state is _EST
-                and not self.content.complete):
+        if (self.chunk_size_seen is None and not self._seeder and not self.stats["verified"]
+                and ch.state is _EST and not self.content.complete):
             self.chunk_size_seen = self.chunk_specs.size_seen(data, msgs, error)
         lv = ch.liveness  # (Liveness.heard, inline: every datagram)
         lv.last_recv = now
@@ -493,7 +497,7 @@ class Peer:
         on_data = self.verifier.on_data
         arrived = self._arrived
         live = self.live
-        send, remote, avail = ch.send, ch.remote, self.availability
+        send, remote, avail = ch.send, ch.remote, self._avail
         # the peer's discard window (live): what its HAVEs keep (6.2)
         win = ch.hs.discard_window if live else None
         for m in msgs:
@@ -564,7 +568,7 @@ class Peer:
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
         """The peer announced ``[lo, hi)`` (HAVE, ACK): :meth:`RemoteHave.add
         <swift.core.channel.RemoteHave.add>`; something new marks the channel."""
-        if ch.remote.add(lo, hi, self.availability,
+        if ch.remote.add(lo, hi, self._avail,
                          ch.hs.discard_window if self.live else None):
             self._dirty.mark(ch)  # something new to ask this peer for
 

@@ -38,6 +38,7 @@ from swift.core.content import Content, ContentView
 from swift.core.live import LiveContent
 from swift.core.sendside import SendSide
 from swift.wire import codec as C
+from swift.wire.constants import ChunkAddressing
 
 _PACK_Q = struct.Struct(">Q").pack
 
@@ -79,6 +80,8 @@ class UploadScheduler:
         self.stats = stats
         self.ctx = ctx
         self._wire_spec = wire_spec
+        #: chunk32 addressing: DATA datagrams built whole by MerkleTree.data_datagram
+        self.chunk32 = ctx.addressing == ChunkAddressing.CHUNK32
         self._munro_push = munro_push
         #: the upload cap's token bucket (``PeerConfig.upload_rate``)
         self.tokens = 0.0
@@ -193,11 +196,18 @@ class UploadScheduler:
             # its per-chunk view object and item tuples
             s = ch.send
             known = remote.have if s.sent.has(i) else s.known
+            cs = static.chunk_size
+            if self.chunk32 and i + 1 < (static.n_chunks or 0):
+                # the whole datagram in one C call, the chunk pread into it (not
+                # the last chunk, which may be short: chunk_bytes below)
+                src = static.payload_source()
+                if src is not None:
+                    return static.tree.data_datagram(ch.remote_id, i, known, ts, src, i * cs,
+                                                     cs)
             for b, h in static.tree.uncles(i, known):
                 lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
                 lo = (b >> (lay + 1)) << lay
                 parts.append(b"\x04" + spec(lo, lo + (1 << lay)) + h)  # INTEGRITY (8.8)
-            cs = static.chunk_size
             payload = (static.storage.read(i * cs, cs) if i + 1 < (static.n_chunks or 0)
                        else static.chunk_bytes(i))  # the last chunk may be short
             parts.append(b"\x01" + spec(i, i + 1, True) + ts + payload)
