@@ -38,6 +38,14 @@ class DirectSource(Protocol):
     def payload_source(self) -> PayloadSource: ...
 
 
+@runtime_checkable
+class Gathers(Protocol):
+    """A :class:`Storage` that gathers writes and must be told to write them
+    (:class:`swift.aio.storage.FileStorage`: consecutive chunks, one pwrite)."""
+
+    def flush(self) -> None: ...
+
+
 class MemoryStorage:
     """Storage in a bytearray (tests and small demos)."""
 
@@ -87,6 +95,7 @@ class Content:
         self.storage = storage
         #: the storage lends its bytes to the DATA builder (decided once here)
         self._direct = isinstance(storage, DirectSource)
+        self._gathers = isinstance(storage, Gathers)
         self.chunk_size = tree.chunk_size
         #: verified chunks on storage (local availability, section 3.2)
         self.have = Binmap()
@@ -126,9 +135,8 @@ class Content:
     def flush(self) -> None:
         """Let the storage write what it gathered (``FileStorage`` gathers
         consecutive chunk writes into one pwrite)."""
-        f = getattr(self.storage, "flush", None)
-        if f is not None:
-            f()
+        if self._gathers:
+            cast(Gathers, self.storage).flush()
 
     def holds(self, i: int, data: bytes) -> bool:
         """True when ``data`` is chunk ``i`` as we hold it (its trusted leaf
