@@ -67,7 +67,7 @@ from vmc.core.events import (
 )
 from vmc.core.key import request_key, split_authority
 from vmc.core.machine_state import Flight, Kind, MachineConfig, Reader
-from vmc.core.memdisk import DiskStore, MemoryCopy, MemoryDisk, Readable
+from vmc.core.memdisk import DiskStore, Evictable, MemoryCopy, MemoryDisk, Readable
 from vmc.core.plan import VMC_HEADER, multipart_layout
 from vmc.core.queue import ClientQueue
 from vmc.core.reasons import Refused
@@ -639,7 +639,7 @@ class SharingMachine:
         self.sharing.streaming(s)
         if self.disk is not None:
             copy: Any = self.disk.open(s.length)
-            if copy is not None and hasattr(copy, "can_evict"):  # a store that evicts
+            if isinstance(copy, Evictable):  # a store that evicts
                 copy.can_evict = lambda: s.readers <= 0
                 copy.on_evict = lambda: self.sharing.forget(s)
             s.spill = copy

@@ -8,12 +8,13 @@ for the simulator); a copy is read back through :class:`Readable`. Re-exported b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from vmc.core.session import DiskCopy
 
-__all__ = ["DiskStore", "MemoryCopy", "MemoryDisk", "Readable"]
+__all__ = ["DiskStore", "Evictable", "MemoryCopy", "MemoryDisk", "Readable"]
 
 
 class Readable(DiskCopy, Protocol):
@@ -25,6 +26,15 @@ class Readable(DiskCopy, Protocol):
 
     def read(self, first: int, end: int) -> bytes:
         """Bytes ``[first, min(end, written))``."""
+
+
+@runtime_checkable
+class Evictable(Protocol):
+    """A copy its store may evict under pressure (the proxy's ``SpillFile``): the machine
+    says when it may (no reader left) and hears when it was (the object is forgotten)."""
+
+    can_evict: Callable[[], bool]
+    on_evict: Callable[[], None]
 
 
 class DiskStore(Protocol):
