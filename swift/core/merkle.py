@@ -306,15 +306,18 @@ class MerkleTree:
                              self.n_chunks or 0, chunk, self._stop_of(chunk, peer_has),
                              self.zero, ts, src, offset, length)
 
+    def _peak_top(self, chunk: int) -> int:
+        """The layer of the peak whose range holds ``chunk`` (IndexError past
+        the end of the content)."""
+        for lo, hi, _peak in self._peak_ranges:
+            if lo <= chunk < hi:
+                return (hi - lo).bit_length() - 1
+        raise IndexError("chunk past the end of the content")
+
     def _stop_of(self, chunk: int, peer_has: Any) -> int:
         """:meth:`_uncle_stop` for the usual two binmaps (a peer's acknowledged
         and in-flight chunks: once per DATA sent) in one C call, else that."""
-        for lo, hi, _peak in self._peak_ranges:
-            if lo <= chunk < hi:
-                break
-        else:
-            raise IndexError("chunk past the end of the content")
-        top = (hi - lo).bit_length() - 1
+        top = self._peak_top(chunk)
         m1 = getattr(peer_has, "a", peer_has)
         m2 = getattr(peer_has, "b", peer_has)
         if top and type(m1) is Binmap and type(m2) is Binmap:
@@ -325,12 +328,7 @@ class MerkleTree:
     def _uncle_stop(self, chunk: int, peer_has: Any) -> int:
         """The layer below which :meth:`uncles` sends siblings: the chunk's
         peak's, or the lowest whose node covers a chunk ``peer_has`` shows."""
-        for lo, hi, _peak in self._peak_ranges:
-            if lo <= chunk < hi:
-                break
-        else:
-            raise IndexError("chunk past the end of the content")
-        top = (hi - lo).bit_length() - 1
+        top = self._peak_top(chunk)
         pair = _binmaps(peer_has) if top else None
         if pair is not None:  # the search below, in one C call (twin in swift/_fast.py)
             m1, m2 = pair
