@@ -411,8 +411,8 @@ def run_rate(quick: bool) -> dict:
     front of one nginx origin serving static files, 1 KiB, 100 KiB and 10 MiB objects (the
     last also as throughput, MB/s), 50 connections, interleaved repeats. At 10 MiB a proxy on
     asyncio's loop is measured too: there bodies on the disk store leave by loop.sendfile (on
-    uvloop, the CLI's default, the pump calls os.sendfile itself). Each arm's wrk run states the 1-minute load at
-    its start."""
+    uvloop, the CLI's default, the pump calls os.sendfile itself). Each arm's wrk run states the
+    1-minute load at its start."""
     conns, seconds = 50, (2.0 if quick else 8.0)
     repeats = 2 if quick else 3
     sizes = {"1 KiB": 1024, "100 KiB": 100 * 1024, "10 MiB": 10 << 20}
