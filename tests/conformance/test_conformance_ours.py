@@ -425,7 +425,7 @@ BROKEN_LIVE_PEER = textwrap.dedent('''
         live.LiveContent.__init__ = lambda self, tree, window=4096: _init(self, tree, 1 << 30)
         # every channel counts as having asked for peers, on every flush
         from swift.core import channel
-        channel.Channel.pex_requested = property(lambda self: True, lambda self, value: None)
+        channel.PexState.requested = property(lambda self: True, lambda self, value: None)
     else:
         _sign = live.LiveTree.sign_group
         def bad_sign(self, first, chunks, unix_now):
