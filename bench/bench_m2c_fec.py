@@ -40,6 +40,11 @@ COLD_KS = (100, 1000, 10000)
 _HARNESS = ("OpenFEC 1.4.2 of_create_codec_instance + of_set_fec_parameters (LDPC-Staircase "
             "decoder, n = 1.5k, E = 1,024, N1 = 3), fastest of 11, timed by a C harness against "
             "libopenfec on the 2-core machine of issue 17 at load ~7 (2026-11-26)")
+#: decoder creations per sample of "create ms (fastest of 11)", as _HARNESS timed OpenFEC's
+FASTEST_OF = 11
+#: the ks whose reference is the fastest of FASTEST_OF (compared with ours timed alike); the
+#: other reference is a typical figure, compared with one cold creation
+FASTEST_REF_KS = (100, 1000)
 OPENFEC_CREATE_MS = {
     100: Reference(0.011, "ms", _HARNESS),
     1000: Reference(0.149, "ms", _HARNESS),
@@ -122,6 +127,15 @@ def _cold(k: int, seed: int) -> dict[str, float]:
         rep[i * E:(i + 1) * E] for i in range(p.m)]
     order = list(range(p.n))
     random.Random(seed * 7919 + k).shuffle(order)
+    # the fastest of FASTEST_OF creations, each from cleared caches and with the previous
+    # decoder released: how the reference figures for OpenFEC were timed (_HARNESS)
+    best = float("inf")
+    for _ in range(FASTEST_OF):
+        ldpc.staircase_matrix.cache_clear()
+        ldpc._graph.cache_clear()
+        t = time.perf_counter()
+        ldpc.LDPCDecoder(p)
+        best = min(best, time.perf_counter() - t)
     ldpc.staircase_matrix.cache_clear()
     ldpc._graph.cache_clear()
     t = time.perf_counter()
@@ -133,7 +147,8 @@ def _cold(k: int, seed: int) -> dict[str, float]:
     t_total = time.perf_counter() - t
     if d.source_block() != src:
         raise RuntimeError(f"LDPC k={k}: decoded block differs from the source")
-    return {"create ms": t_create * 1e3, "create+decode MB/s": k * E / t_total / 1e6}
+    return {"create ms": t_create * 1e3, f"create ms (fastest of {FASTEST_OF})": best * 1e3,
+            "create+decode MB/s": k * E / t_total / 1e6}
 
 
 def like_openfec(k: int, repeats: int, seed: int = 1, batch: int = 0) -> list[float]:
@@ -271,8 +286,11 @@ def _cold_comparisons(openfec_bin: str, repeats: int) -> tuple[list[dict], list]
         ours = samples[f"ours k={k}"]
         rows.append({"subject": "LDPC-Staircase decoder from a cold start (ours)", "k": k,
                      "n": k * 3 // 2, "E": 1024, **_figures(ours)})
-        comps.append(referenced(f"LDPC decoder creation k={k} / OpenFEC (time)",
-                                [s["create ms"] for s in ours], OPENFEC_CREATE_MS[k],
+        fastest = k in FASTEST_REF_KS
+        how = f"fastest of {FASTEST_OF}" if fastest else "one creation"
+        comps.append(referenced(f"LDPC decoder creation k={k} / OpenFEC (time, {how})",
+                                [s[f"create ms (fastest of {FASTEST_OF})" if fastest
+                                   else "create ms"] for s in ours], OPENFEC_CREATE_MS[k],
                                 anchor="OpenFEC", target="<= 2.0"))
         if openfec_bin:
             of = samples[f"OpenFEC k={k}"]
@@ -440,7 +458,10 @@ def run(quick: bool) -> dict:
             "raptorq's time includes its Python wrapper (one call per packet), like ours.",
             "decoder from a cold start (issue 17), n = 1.5k, E = 1,024, N1 = 3, k = 100, 1,000, "
             "10,000: create ms is LDPCDecoder() with the matrix and graph caches cleared (the "
-            "previous decoder released); create+decode MB/s adds feeding one random order one "
+            "previous decoder released), once per repeat, and 'fastest of 11' the fastest of "
+            "11 such creations in a row, as the reference for OpenFEC at k = 100 and 1,000 was "
+            "timed (compared with it; k = 10,000's reference is a typical figure, compared with "
+            "one creation); create+decode MB/s adds feeding one random order one "
             "symbol at a time, like eperftool's decoding_time, which creates its decoder on the "
             "first symbol. OpenFEC's creation alone is a reference (eperftool does not time it "
             "apart).",
