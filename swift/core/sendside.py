@@ -24,6 +24,15 @@ PACE_BURST = 65536
 #: RACK's reordering window grows to at most this many quarter RTTs: libswift
 #: announces the DATA it did not acknowledge up to several RTTs later
 REO_MULT_MAX = 64
+#: s after a chunk's first loss during which loss repair keeps sending it
+#: again, however often the copies are lost too.  A libswift leecher asks
+#: again only when its request expires, 2 x max(1 s, 4 RTT) after it asked
+#: (its HINT_TIME), and counts the chunk as outstanding until then: a chunk
+#: given up after one lost copy stalled its file for up to 2 s (measured,
+#: docs/swift-perf.md "The stall of a libswift leecher").  Bounded, since a
+#: peer may have stopped wanting it (a live viewer past its window, a peer
+#: that left); our own leecher asks again after its 0.5 s request timeout
+REPAIR_FOR = 1.0
 
 
 class RangeQueue:
@@ -192,8 +201,8 @@ class SendSide:
 
     __slots__ = ("upload", "choking", "send_choke", "data_out", "send_log", "send_seq",
                  "acked_sent", "acked_seq", "acked_rtt", "ambiguous", "pace_at", "resent",
-                 "retried", "reo_mult", "reo_clean", "probes", "probe_at", "probe_credit",
-                 "sent", "known", "ledbat", "served")
+                 "retried", "lost_at", "reo_mult", "reo_clean", "probes", "probe_at",
+                 "probe_credit", "sent", "known", "ledbat", "served")
 
     def __init__(self, queue_limit: int, mss: int, slow_start: bool, peer_have: Binmap,
                  ledbat_target: float | None = None) -> None:
@@ -223,9 +232,12 @@ class SendSide:
         self.pace_at = 0.0
         #: DATA sent again because the receiver lost it (not by its request)
         self.resent = 0
-        #: chunks in flight that loss repair already sent again: lost once
-        #: more, they wait for the peer to ask again (it may not want them)
+        #: chunks in flight that loss repair sent again (an ACK for one may be
+        #: the original's: Karn, :meth:`spurious`)
         self.retried: set[int] = set()
+        #: chunk -> when loss repair first found it lost: sent again while
+        #: younger than ``REPAIR_FOR``, then left to the peer (:meth:`requeue`)
+        self.lost_at: dict[int, float] = {}
         #: RACK reordering window in quarter RTTs (RFC 8985 6.2 reo_wnd_mult):
         #: doubles when a chunk taken for lost was acknowledged after all
         #: (:meth:`spurious`), halves after 16 clean recoveries
@@ -268,6 +280,8 @@ class SendSide:
             if len(self.ambiguous) > 4096:  # bound: normally emptied by the ACKs
                 self.ambiguous.clear()
             self.ambiguous.add(i)
+        elif self.lost_at:
+            self.lost_at.pop(i, None)  # asked for again since: a loss repair starts afresh
         seq = self.send_seq = self.send_seq + 1
         self.data_out[i] = (now, size, seq)
         self.send_log.append((i, now, seq))
@@ -355,6 +369,8 @@ class SendSide:
         if not hits:
             return 0
         retried.difference_update(hits)
+        for c in hits:
+            self.lost_at.pop(c, None)  # arrived: repair done
         spurious = sum(1 for c in hits if (x := do.get(c)) is None or x[0] > young)
         if spurious:
             self.reo_mult = min(2 * self.reo_mult, REO_MULT_MAX)
@@ -434,13 +450,18 @@ class SendSide:
                 self.ledbat.on_loss(self.data_out.pop(c)[1], now)
             self.forget_hashes(old)
 
-    def congestion_timeout(self, now: float) -> None:
+    def congestion_timeout(self, now: float) -> list[int]:
         """LEDBAT's congestion timeout: the peer stopped acknowledging, so
-        everything in flight is lost."""
-        if self.ledbat.check_timeout(now):
-            self.forget_hashes(self.in_flight())
-            self.data_out.clear()
-            self.send_log.clear()
+        everything in flight is lost.  Returns those chunks, in send order,
+        for :meth:`requeue` (a tail whose probes were lost too has no later
+        ACK to show RACK the loss)."""
+        if not self.ledbat.check_timeout(now):
+            return []
+        lost = self.in_flight()
+        self.forget_hashes(lost)
+        self.data_out.clear()
+        self.send_log.clear()
+        return lost
 
     def tail_probe(self, now: float) -> bool:
         """Tail loss probe (RFC 8985 7): no ACK for two RTTs with DATA in
@@ -465,15 +486,17 @@ class SendSide:
 
     def probe_chunk(self) -> int | None:
         """The probe :meth:`tail_probe` found due: with chunks queued, credit
-        for one beyond the window (None); else the newest DATA in flight not
-        sent again already, taken out of flight to be sent again."""
+        for one beyond the window (None); else the newest DATA in flight,
+        taken out of flight to be sent again (through :meth:`requeue`, which
+        gives a repair copy up after ``REPAIR_FOR``).  A lost repair copy
+        at the tail is probed like any DATA: no later ACK shows its loss."""
         if len(self.upload):
             self.probe_credit = True
             return None
         do = self.data_out
         for c, t, _ in reversed(self.send_log):
             x = do.get(c)
-            if x is not None and x[0] == t and c not in self.retried:
+            if x is not None and x[0] == t:
                 del do[c]
                 led = self.ledbat
                 led.flightsize = max(0, led.flightsize - x[1])  # the probe takes its place
@@ -492,22 +515,32 @@ class SendSide:
         for c in chunks:
             self.sent.discard(c)
 
-    def requeue(self, chunks: list[int], have: Binmap, peer_have: Binmap) -> int:
+    def requeue(self, chunks: list[int], have: Binmap, peer_have: Binmap, now: float) -> int:
         """Queue lost DATA again, first in line (the peer asked for it):
-        chunks we ``have`` and the peer does not.  Once per chunk: lost
-        again, the peer may no longer want it (its own request timeout gave
-        up on it) and asks again if it does.  Returns how many were queued."""
+        chunks we ``have`` and the peer does not, as often as they are lost
+        while their first loss is younger than ``REPAIR_FOR``; older, the
+        peer may no longer want them and asks again if it does (each copy
+        is found lost by RACK or the tail loss probe, about an RTT after it
+        left, and LEDBAT halves at most once per RTT: no storm).  Returns how
+        many were queued."""
         if self.choking or not chunks:
             return 0
         retried = self.retried
+        lost_at = self.lost_at
         again = []
         for c in chunks:
-            if c in retried:
-                retried.discard(c)
+            retried.discard(c)
+            first = lost_at.setdefault(c, now)
+            if now - first > REPAIR_FOR:
+                del lost_at[c]  # given up: the peer's re-request starts afresh
             elif have.has(c) and not peer_have.has(c):
                 again.append(c)
+            else:
+                del lost_at[c]
         if len(retried) > 4096:  # bound: lost retries are normally removed above
             retried.clear()
+        if len(lost_at) > 4096:  # bound: normally emptied by the ACKs (spurious)
+            lost_at.clear()
         retried.update(again)
         if again:
             self.upload.push_front(again)

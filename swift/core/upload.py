@@ -124,11 +124,14 @@ class UploadScheduler:
         self.stats["spurious"] = self.stats.get("spurious", 0) + n
 
     def sender_timeouts(self, ch: Channel, now: float) -> None:
-        """DATA never acknowledged counts as lost; LEDBAT congestion timeout.
-        Not sent again: a peer that acknowledged nothing for this long may
-        not want it (a live viewer discards stale chunks unacknowledged);
-        RACK and the tail loss probe repair the losses of a peer that
-        acknowledges (see the module docstring)."""
+        """DATA never acknowledged for max(1 s, 2 CTO) counts as lost, not
+        sent again (a peer that acknowledged nothing for this long may not
+        want it: a live viewer discards stale chunks unacknowledged); RACK
+        and the tail loss probe repair the losses of a peer that
+        acknowledges (see the module docstring), and at LEDBAT's congestion
+        timeout what was in flight is queued again like RACK's losses
+        (``SendSide.requeue``: only within ``REPAIR_FOR`` of a chunk's first
+        loss)."""
         s = ch.send
         if s.rack_pending():
             self._detect_losses(ch, now)  # RACK's overdue DATA with no batch since
@@ -137,8 +140,10 @@ class UploadScheduler:
             self.stats["probes"] = self.stats.get("probes", 0) + 1
             c = s.probe_chunk()
             if c is not None:
-                self._resend(ch, [c])
-        s.congestion_timeout(now)
+                self._resend(ch, [c], now)
+        lost = s.congestion_timeout(now)
+        if lost:
+            self._resend(ch, lost, now)
 
     def _detect_losses(self, ch: Channel, now: float) -> None:
         """RACK (:meth:`SendSide.detect_losses
@@ -148,15 +153,15 @@ class UploadScheduler:
         tick."""
         lost = ch.send.detect_losses(now, ch.remote.have)
         if lost:
-            self._resend(ch, lost)
+            self._resend(ch, lost, now)
 
-    def _resend(self, ch: Channel, chunks: list[int]) -> None:
+    def _resend(self, ch: Channel, chunks: list[int], now: float) -> None:
         """Queue lost DATA again, first in line (the peer asked for it), on
         an established channel (:meth:`SendSide.requeue
         <swift.core.sendside.SendSide.requeue>`)."""
         if ch.state is not _EST:
             return
-        n = ch.send.requeue(chunks, self.content.have, ch.remote.have)
+        n = ch.send.requeue(chunks, self.content.have, ch.remote.have, now)
         if n:
             self.stats["resent"] = self.stats.get("resent", 0) + n
 
