@@ -151,8 +151,11 @@ class ReceiverResult:
     end: str | None = None
     #: per-epoch (t, level, cumulative rate, target, lost, received, ARTT, loss events)
     trace: tuple[tuple[float, int, float, float, int, int, float, int], ...] = ()
-    #: losses the controller took for loss on the link, not congestion (no queue)
+    #: losses the controller took for loss on the link, not congestion (no queue, or a
+    #: hole in a busy link's departures)
     random_losses: int = 0
+    #: of those, the ones found by the hole rule (``ReceiverCC.HOLE_SLACK``)
+    link_losses: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +340,7 @@ def run(scenario: Scenario, seed: int | None = None, progress: bool = False,
             core.cc.loss_events, max((e[1] for e in core.trace), default=0),
             app.ended.get(name) or (None if name in app.recovered else "not complete "
                                     f"after {stats.virtual_s:g} virtual s"),
-            tuple(core.trace), core.cc.random_losses))
+            tuple(core.trace), core.cc.random_losses, core.cc.link_losses))
     snd = app.sender
     sender = {"packets": snd.sent, "bytes": snd.bytes, "buffers": snd.buffers} if snd else {}
     return TransferResult(scenario.name, seed, tuple(out), stats, sender,

@@ -38,6 +38,10 @@ Rate controllers (:mod:`m2c.core.controllers`, registered by name):
            loaded the link lightly while sampling, ``PAIR_LOAD``) and, until the
            first loss, joins back up to it whenever its groups have decayed
            below it, one level per epoch above it.  Loss still halves the window.
+           *Random loss* (ours): a loss seen with no queue (``RANDOM_LOSS_PKTS``), or
+           one that left a hole in a busy link's back-to-back departures while our
+           packets fill that link (``HOLE_SLACK``, after Biaz's inter-arrival rule),
+           is loss on the link, not congestion: it starts no loss event.
 
 Sender clock: PSNs are the sender's schedule indices, so every packet tells
 the sender time at which it was due (``schedule.time_of``); the receiver keeps
@@ -108,6 +112,9 @@ class LossTracker:
         self._lost_recent: dict[int, set[int]] = {}
         self._run: dict[int, tuple[int, int, int]] = {}
         """channel -> (first, last, count) of the current run of far packets"""
+        self.last_lost: list[int] = []
+        """the PSNs the last :meth:`on_packet` that returned a loss declared lost (empty
+        for a resync's gap, whose PSNs were never tracked); stale after a call returning 0"""
 
     def reset(self, ch: int) -> None:
         """Forget a channel (after a leave)."""
@@ -137,6 +144,7 @@ class LossTracker:
         self.expected[ch] = last + 1
         gap = max(0, first - exp) + (last - first + 1 - count)
         self.lost += gap
+        self.last_lost = []
         return gap
 
     def on_packet(self, ch: int, psn: int) -> int:
@@ -169,6 +177,7 @@ class LossTracker:
         self.expected[ch] = psn + 1
         newly = [m for m in pend if psn - m >= REORDER]
         if newly:
+            self.last_lost = newly
             gone = self._lost_recent.setdefault(ch, set())
             for m in newly:
                 pend.discard(m)
@@ -232,6 +241,32 @@ class ReceiverCC:
     is counted in ``random_losses`` and starts no loss event.  One such loss early in
     start-up ended it at a tenth of a 5 Mb/s link (2.05x its link-ideal time)"""
     RANDOM_LOSS_QDELAY = 0.005
+
+    HOLE_SLACK = 0.5
+    """ours, after Biaz's inter-arrival rule (Biaz and Vaidya 1998; mBiaz in Cen, Cosman
+    and Voelker, IEEE/ACM ToN 2003) for a loss seen with a queue: random loss strikes
+    after the bottleneck's queue (the lost packet used the link), a drop-tail overflow
+    before it.  On a busy link (the packet after the gap was already queued when the one
+    before it had left) packets leave back to back, one packet time T apart, so a lost
+    packet that used the link leaves a hole: the two around it arrive at least
+    (n + 1 + HOLE_SLACK) T apart, n the packets received between them.  Such a loss is
+    counted in ``random_losses`` (and ``link_losses``) and starts no loss event"""
+    HOLE_SHARE = 0.95
+    """the hole rule holds only while our own packets fill the busy link: over the last
+    ``HOLE_SAMPLES`` back-to-back spacings, count x T (their 10th percentile) >= this
+    share of their sum.  Another flow on the bottleneck (another session, TCP) opens holes of
+    its own, and then every loss stays congestion, as before"""
+    HOLE_OVER = 1.25
+    """and only while the joined groups send at most this many times what the busy link
+    carries (1/T): about one level above it, as the jump to the packet-pair estimate
+    leaves it.  Further above, the queue overflows whatever this packet died of, and
+    every loss stays congestion (without this, a 1.1 Mb/s link with 1.2 % random loss
+    whose random losses no longer halved the window joined 2.1x its rate and lost 19 %
+    of its packets to overflow, where it lost 11 % before)"""
+    HOLE_SAMPLES = 64
+    HOLE_HISTORY = 256
+    """arrivals kept to find a lost packet's neighbours (a loss is declared 3 PSNs of its
+    channel later: up to ~150 packets at the top rate when the channel is the base)"""
 
     STARTUP_EPOCH = 0.5
     """ours: start-up epochs are half as long for the m2c controller (the climb from the
@@ -361,6 +396,15 @@ class ReceiverCC:
         """the highest joined rate while the samples were taken"""
         self._last_rx: tuple[float, int, int] | None = None
         """(arrival, channel, PSN) of the last plausible packet"""
+        self._arrivals: deque[tuple[float, float, float]] = deque(maxlen=self.HOLE_HISTORY)
+        """(arrival, due, queueing delay) of the last plausible packets, in arrival order
+        (the sender's due order: FIFO paths), for the hole rule (``HOLE_SLACK``)"""
+        self._spacings: deque[float] = deque(maxlen=self.HOLE_SAMPLES)
+        """arrival spacings of packets that queued at least that long (back to back)"""
+        self._holes_used: dict[float, int] = {}
+        """gap (the arrival before it) -> holes already taken for losses in it"""
+        self.link_losses = 0
+        """random losses found by the hole rule (a queue, a hole in the departures)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -409,6 +453,11 @@ class ReceiverCC:
             if q < self._qmin:
                 self._qmin = q
             self._qrecent.append(q)
+            if self.ctl.random_loss:
+                arr = self._arrivals
+                if arr and 0 < now - arr[-1][0] <= q:
+                    self._spacings.append(now - arr[-1][0])
+                arr.append((now, due, q))
             return self._accept(now, channel, psn)
         self._boot.append((now, channel, psn, off))
         if self.offset is not None and now - self._last_plausible < self.reanchor_after:
@@ -454,9 +503,10 @@ class ReceiverCC:
                 self._pair_sample(now, psn)
         self._last_rx = (now, channel, psn)
         lost = self.loss.on_packet(channel, psn)
-        if lost and self.ctl.random_loss and self._queue_empty():
-            self.random_losses += lost
-            lost = 0
+        if lost and self.ctl.random_loss:
+            on_link = lost if self._queue_empty() else self._link_holes(channel)
+            self.random_losses += on_link
+            lost -= on_link
         self._rx += 1
         self._ev += 1 + lost
         if lost and now >= self.loss_event_until:
@@ -499,6 +549,48 @@ class ReceiverCC:
             return False
         return max(self._qrecent) < max(self.RANDOM_LOSS_QDELAY,
                                         self.RANDOM_LOSS_PKTS / self._rr_last)
+
+    def _link_holes(self, channel: int) -> int:
+        """How many of the packets just declared lost on ``channel`` left a hole in a
+        busy link's departures (``HOLE_SLACK``, ``HOLE_SHARE``): loss on the link."""
+        sp = self._spacings
+        if len(sp) < self.HOLE_SAMPLES:
+            return 0
+        # one packet time at the bottleneck: a low quantile (others' packets, and our
+        # own lost on the link, only lengthen spacings; the median of spacings
+        # interleaved with another session's is two packet times)
+        t = sorted(sp)[len(sp) // 10]
+        if len(sp) * t < self.HOLE_SHARE * sum(sp):
+            return 0  # others' packets share the busy link: their holes are not ours
+        arr, sched, found = self._arrivals, self.schedule, 0
+        ts = arr[-1][0] - self.offset if self.offset is not None else None
+        if ts is None or sched.cum_rate(self.level(ts), ts) * t > self.HOLE_OVER:
+            return 0  # joined well above the link: overflow comes whatever this was
+        n = len(arr)
+        for m in self.loss.last_lost:
+            held = self.pairs and channel == 0 and m % 2 == 0
+            due = sched.time_of(channel, m + 1 if held else m)
+            j = n - 1  # the last arrival due before it, then the first due after it
+            while j >= 0 and arr[j][1] >= due:
+                j -= 1
+            k = j + 1
+            while k < n and arr[k][1] <= due:
+                k += 1
+            if j < 0 or k >= n:
+                continue  # a neighbour is no longer kept: congestion, as before
+            (t_prev, _, _), (t_next, _, q_next) = arr[j], arr[k]
+            gap = t_next - t_prev
+            if q_next < gap - (1 + self.HOLE_SLACK) * t:
+                continue  # the packet after it found the link idle: no back-to-back
+            used = self._holes_used.get(t_prev, 0)
+            if gap >= (k - j + used + self.HOLE_SLACK) * t:
+                self._holes_used[t_prev] = used + 1
+                found += 1
+        if len(self._holes_used) > self.HOLE_HISTORY:
+            oldest = arr[0][0]
+            self._holes_used = {g: u for g, u in self._holes_used.items() if g >= oldest}
+        self.link_losses += found
+        return found
 
     def _rfc_first_wave_packet(self, now: float, latency: float, wait: float,
                                ts: float) -> None:
