@@ -24,7 +24,7 @@ from swift.core.channel import (
     VerifyState,
 )
 from swift.core.picker import Availability
-from swift.core.sendside import PACE_BURST, REO_MULT_MAX, SendSide
+from swift.core.sendside import PACE_BURST, REO_MULT_MAX, REPAIR_FOR, SendSide
 from swift.wire.codec import HandshakeOptions, supported_bitmap
 from swift.wire.constants import MsgType
 
@@ -241,10 +241,12 @@ def test_a_chunk_resent_and_acknowledged_young_doubles_the_reordering_window() -
     s, peer_have = _sender()
     have = Binmap()
     have.set_range(0, 10)
-    assert s.requeue([4, 5], have, peer_have) == 2
+    assert s.requeue([4, 5], have, peer_have, 1.0) == 2
     assert s.upload.pop() == 4 and s.resent == 2
-    assert s.requeue([4], have, peer_have) == 0  # once per chunk
-    assert s.retried == {5}
+    assert s.requeue([4], have, peer_have, 1.5) == 1  # lost again: repaired again ...
+    assert s.upload.pop() == 4
+    assert s.requeue([4], have, peer_have, 1.0 + REPAIR_FOR + 0.01) == 0  # ... for REPAIR_FOR
+    assert s.retried == {5} and 4 not in s.lost_at
     s.retried.add(4)
     assert s.spurious(4, 5, 1.0) == 1 and s.reo_mult == 2 and s.reo_clean == 0
     s.reo_mult = REO_MULT_MAX
