@@ -43,6 +43,16 @@ class Ledbat:
     INIT_CWND = 2
     MIN_CWND = 2
     ALLOWED_INCREASE = 1
+    #: bytes the window never grows past.  PPSPP has no receive window, and
+    #: everything waiting in the receiver's socket is in our flight: a
+    #: libswift leecher's socket (SO_RCVBUF 1 MiB, i.e. 2 MiB of kernel
+    #: memory) holds ~1 MB of datagrams (measured on loopback: 126 of 8 KiB,
+    #: 910 of 1 KiB), so a flight below that never overruns it, however
+    #: long libswift is descheduled.  Slow start had reached a 1 MB window
+    #: within 30 ms toward it and overran its socket (docs/swift-perf.md,
+    #: "The stall of a libswift leecher").  768 KiB in flight is 0.77 GB/s
+    #: at a 1 ms loopback RTT, 7.7 MB/s per channel at 100 ms
+    MAX_CWND = 768 * 1024
 
     def __init__(self, mss: int = 1024, target: float | None = None,
                  slow_start: bool = False, init_cwnd: int | None = None) -> None:
@@ -186,7 +196,7 @@ class Ledbat:
             self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
         else:
             self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
-        self.cwnd = max(self.cwnd, float(self.MIN_CWND * self.mss))
+        self.cwnd = max(min(self.cwnd, float(self.MAX_CWND)), float(self.MIN_CWND * self.mss))
         self.flightsize = max(0, flight - bytes_acked)
         if rtt is not None:
             if self.srtt is None:
