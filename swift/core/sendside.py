@@ -201,7 +201,7 @@ class SendSide:
 
     __slots__ = ("upload", "choking", "send_choke", "data_out", "send_log", "send_seq",
                  "acked_sent", "acked_seq", "acked_rtt", "ambiguous", "pace_at", "resent",
-                 "retried", "lost_at", "reo_mult", "reo_clean", "probes", "probe_at",
+                 "retried", "lost_at", "given_up", "reo_mult", "reo_clean", "probes", "probe_at",
                  "probe_credit", "sent", "known", "ledbat", "served")
 
     def __init__(self, queue_limit: int, mss: int, slow_start: bool, peer_have: Binmap,
@@ -238,6 +238,8 @@ class SendSide:
         #: chunk -> when loss repair first found it lost: sent again while
         #: younger than ``REPAIR_FOR``, then left to the peer (:meth:`requeue`)
         self.lost_at: dict[int, float] = {}
+        #: chunks whose repair stopped at ``REPAIR_FOR`` (left to the peer)
+        self.given_up = 0
         #: RACK reordering window in quarter RTTs (RFC 8985 6.2 reo_wnd_mult):
         #: doubles when a chunk taken for lost was acknowledged after all
         #: (:meth:`spurious`), halves after 16 clean recoveries
@@ -533,6 +535,7 @@ class SendSide:
             first = lost_at.setdefault(c, now)
             if now - first > REPAIR_FOR:
                 del lost_at[c]  # given up: the peer's re-request starts afresh
+                self.given_up += 1
             elif have.has(c) and not peer_have.has(c):
                 again.append(c)
             else:

@@ -161,9 +161,14 @@ class UploadScheduler:
         <swift.core.sendside.SendSide.requeue>`)."""
         if ch.state is not _EST:
             return
-        n = ch.send.requeue(chunks, self.content.have, ch.remote.have, now)
+        s = ch.send
+        gave_up = s.given_up
+        n = s.requeue(chunks, self.content.have, ch.remote.have, now)
         if n:
             self.stats["resent"] = self.stats.get("resent", 0) + n
+        if s.given_up != gave_up:  # repair stopped: the peer must ask again (a stall)
+            self.stats["repair_given_up"] = (self.stats.get("repair_given_up", 0)
+                                             + s.given_up - gave_up)
 
     def pace_due(self, now: float) -> float | None:
         """The earliest time pacing lets a channel with queued requests and

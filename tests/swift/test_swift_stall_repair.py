@@ -120,6 +120,7 @@ def test_a_chunk_lost_twice_is_sent_a_third_time_without_a_new_request() -> None
     rx.run(2000)
     assert rx.got == set(range(rx.n)), sorted(set(range(rx.n)) - rx.got)
     assert rx.asked == rx.n  # nothing was asked twice
+    assert "repair_given_up" not in rx.s.stats
     for c in (40, 41):
         first, *_, last = rx.sends[c]
         assert len(rx.sends[c]) == 3, rx.sends[c]
@@ -153,3 +154,4 @@ def test_a_chunk_that_never_arrives_is_given_up_after_the_repair_horizon() -> No
     rx.run(steps)  # long after the horizon: no more copies
     assert len(rx.sends[70]) == copies
     assert not rx.ch.send.lost_at  # nothing kept for it
+    assert rx.s.stats["repair_given_up"] == 1  # counted: the peer has to ask again
