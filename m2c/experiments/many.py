@@ -25,7 +25,8 @@ delivers, ``size * 8 / (rate * (1 - p))``, plus its one-way delay (as
 m2c.experiments.hetero counts it on the testbed: payload only, no headers).
 
 Outputs (``--out DIR``, each written whole): ``many-receivers.csv`` (one row per
-receiver: link, time, ideal, ratio, joins, leaves), ``many-cdf.csv`` (ratio,
+receiver: link, time, ideal, ratio, joins, leaves, loss events, losses taken for loss
+on the link and, of those, the ones found by the hole rule), ``many-cdf.csv`` (ratio,
 fraction of receivers at or below it), ``many-cdf.png``, ``many.json``
 (percentiles, the goal's verdict, membership load, run metadata), and with
 ``--trace r042,r091`` ``many-trace.csv`` (those receivers' per-epoch level,
@@ -134,6 +135,7 @@ def run(receivers: int = 1000, size: int = 2 << 20, seed: int = 0, min_mbps: flo
                      "ratio": None if t is None or not r.verified else t / ideal,
                      "verified": r.verified, "joins": r.joins, "leaves": r.leaves,
                      "max_level": r.max_level, "loss_events": r.loss_events,
+                     "random_losses": r.random_losses, "link_losses": r.link_losses,
                      **{m: r.metrics.get(m) for m in ("loss", "dup", "sym")}})
     ratios: list[float] = sorted(float(x["ratio"]) for x in rows if x["ratio"] is not None)
     failed = len(rows) - len(ratios)
