@@ -405,6 +405,9 @@ class ReceiverCC:
         """gap (the arrival before it) -> holes already taken for losses in it"""
         self.link_losses = 0
         """random losses found by the hole rule (a queue, a hole in the departures)"""
+        self._left: dict[int, float] = {}
+        """channel -> when we left it: its packets still queued (or forwarded until the
+        leave takes effect) use the link, but the session core drops them unseen"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -566,7 +569,11 @@ class ReceiverCC:
         ts = arr[-1][0] - self.offset if self.offset is not None else None
         if ts is None or sched.cum_rate(self.level(ts), ts) * t > self.HOLE_OVER:
             return 0  # joined well above the link: overflow comes whatever this was
-        n = len(arr)
+        n, now = len(arr), arr[-1][0]
+        # groups left within a TSD (their last packets may still be queued, or forwarded
+        # until the leave takes effect) and not joined again
+        self._left = {c: tl for c, tl in self._left.items() if now - tl <= sched.tsd}
+        left = [c for c in self._left if c not in self.joined]
         for m in self.loss.last_lost:
             held = self.pairs and channel == 0 and m % 2 == 0
             due = sched.time_of(channel, m + 1 if held else m)
@@ -578,12 +585,16 @@ class ReceiverCC:
                 k += 1
             if j < 0 or k >= n:
                 continue  # a neighbour is no longer kept: congestion, as before
-            (t_prev, _, _), (t_next, _, q_next) = arr[j], arr[k]
+            (t_prev, d_prev, _), (t_next, d_next, q_next) = arr[j], arr[k]
             gap = t_next - t_prev
             if q_next < gap - (1 + self.HOLE_SLACK) * t:
                 continue  # the packet after it found the link idle: no back-to-back
-            used = self._holes_used.get(t_prev, 0)
+            # packets of groups we left that were due between the two may have used the
+            # link unseen (counted as received, whether they came or not)
+            unseen = sum(sched.index(c, d_next) - sched.index(c, d_prev - 1e-9) for c in left)
+            used = self._holes_used.get(t_prev, 0) + unseen
             if gap >= (k - j + used + self.HOLE_SLACK) * t:
+                used -= unseen
                 self._holes_used[t_prev] = used + 1
                 found += 1
         if len(self._holes_used) > self.HOLE_HISTORY:
@@ -698,12 +709,14 @@ class ReceiverCC:
                 self.joined.discard(ch)
                 self.loss.reset(ch)
                 self.pending.pop(ch, None)
+                self._left[ch] = now
                 out.append(Leave(ch))
         for ch, (t_join, limit) in list(self.pending.items()):
             if ch and now - t_join > limit:
                 # join timeout (RFC 3738 3.2.3.7): nothing ever came, cancel the join
                 del self.pending[ch]
                 self.joined.discard(ch)
+                self._left[ch] = now
                 out.append(Leave(ch))
         lvl = self.level(ts)
         self.ctl.on_joined_rate(sched.cum_rate(lvl, ts))

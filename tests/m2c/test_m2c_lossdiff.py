@@ -96,3 +96,17 @@ def test_another_session_on_the_bottleneck_keeps_losses_congestion():
     assert len(cores) == 2 and all(isinstance(c, ReceiverCore) for c in cores)
     assert sum(c.cc.loss_events for c in cores) > 0
     assert [c.cc.link_losses for c in cores] == [0, 0]
+
+
+def test_packets_of_a_left_group_still_queued_are_no_hole():
+    """r757 of the 1,000-receiver draw (0.55 Mb/s, lossless, a 25-packet queue holds
+    0.55 s): a group left by waiting still had a packet in the queue, which the session
+    core drops as unjoined and congestion control never sees; the gap it filled looked
+    like a packet lost on the link (one overflow taken for random loss)."""
+    links = draw_links(1000, 0)
+    i = 756
+    assert links.loss[i] == 0.0 and links.rate_bps[i] < 0.6e6
+    res = _named("r757", links.rate_bps[i], links.delay_s[i], 0.0, up_delay=links.delay_s[0])
+    r = res.receivers[0]
+    assert res.run.fates["queue_drop"] > 0
+    assert r.random_losses == 0 and r.link_losses == 0
