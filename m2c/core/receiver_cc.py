@@ -243,7 +243,7 @@ class ReceiverCC:
     RANDOM_LOSS_QDELAY = 0.005
 
     HOLE_SLACK = 0.5
-    """ours, after Biaz's inter-arrival rule (Biaz and Vaidya 1998; mBiaz in Cen, Cosman
+    """ours, after Biaz's inter-arrival rule (Biaz and Vaidya, ASSET 1999; mBiaz in Cen, Cosman
     and Voelker, IEEE/ACM ToN 2003) for a loss seen with a queue: random loss strikes
     after the bottleneck's queue (the lost packet used the link), a drop-tail overflow
     before it.  On a busy link (the packet after the gap was already queued when the one
@@ -257,12 +257,10 @@ class ReceiverCC:
     share of their sum.  Another flow on the bottleneck (another session, TCP) opens holes of
     its own, and then every loss stays congestion, as before"""
     HOLE_OVER = 1.25
-    """and only while the joined groups send at most this many times what the busy link
-    carries (1/T): about one level above it, as the jump to the packet-pair estimate
-    leaves it.  Further above, the queue overflows whatever this packet died of, and
-    every loss stays congestion (without this, a 1.1 Mb/s link with 1.2 % random loss
-    whose random losses no longer halved the window joined 2.1x its rate and lost 19 %
-    of its packets to overflow, where it lost 11 % before)"""
+    """and only while the joined groups send at most this many times what the link
+    carries (1/T, about one level above it); further above, the queue overflows whatever
+    this packet died of (without it a 1.1 Mb/s link with 1.2 % random loss joined 2.1x
+    its rate and lost 19 % of its packets, 11 % before)"""
     HOLE_SAMPLES = 64
     HOLE_HISTORY = 256
     """arrivals kept to find a lost packet's neighbours (a loss is declared 3 PSNs of its
@@ -406,8 +404,7 @@ class ReceiverCC:
         self.link_losses = 0
         """random losses found by the hole rule (a queue, a hole in the departures)"""
         self._left: dict[int, float] = {}
-        """channel -> when we left it: its packets still queued (or forwarded until the
-        leave takes effect) use the link, but the session core drops them unseen"""
+        """channel -> when we left it (its packets still queued are dropped unseen)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -559,9 +556,8 @@ class ReceiverCC:
         sp = self._spacings
         if len(sp) < self.HOLE_SAMPLES:
             return 0
-        # one packet time at the bottleneck: a low quantile (others' packets, and our
-        # own lost on the link, only lengthen spacings; the median of spacings
-        # interleaved with another session's is two packet times)
+        # one packet time at the bottleneck: a low quantile (others' packets and our
+        # own lost on the link only lengthen spacings)
         t = sorted(sp)[len(sp) // 10]
         if len(sp) * t < self.HOLE_SHARE * sum(sp):
             return 0  # others' packets share the busy link: their holes are not ours
@@ -570,8 +566,7 @@ class ReceiverCC:
         if ts is None or sched.cum_rate(self.level(ts), ts) * t > self.HOLE_OVER:
             return 0  # joined well above the link: overflow comes whatever this was
         n, now = len(arr), arr[-1][0]
-        # groups left within a TSD (their last packets may still be queued, or forwarded
-        # until the leave takes effect) and not joined again
+        # groups left within a TSD (last packets still queued) and not joined again
         self._left = {c: tl for c, tl in self._left.items() if now - tl <= sched.tsd}
         left = [c for c in self._left if c not in self.joined]
         for m in self.loss.last_lost:
@@ -589,8 +584,7 @@ class ReceiverCC:
             gap = t_next - t_prev
             if q_next < gap - (1 + self.HOLE_SLACK) * t:
                 continue  # the packet after it found the link idle: no back-to-back
-            # packets of groups we left that were due between the two may have used the
-            # link unseen (counted as received, whether they came or not)
+            # packets of groups we left due between the two may have crossed unseen
             unseen = sum(sched.index(c, d_next) - sched.index(c, d_prev - 1e-9) for c in left)
             used = self._holes_used.get(t_prev, 0) + unseen
             if gap >= (k - j + used + self.HOLE_SLACK) * t:
