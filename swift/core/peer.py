@@ -70,6 +70,7 @@ from swift.core.upload import UploadScheduler
 from swift.wire import codec as C
 from swift.wire.constants import (
     HASH_SIZES,
+    HashFunc,
     IntegrityMethod,
     MsgType,
     SigAlg,
@@ -667,8 +668,11 @@ class Peer:
         if hs.need and (ch.state is not _INIT or now - hs.sent_at >= self._hs_backoff(ch)):
             if ch.state is _INIT and self.config.profile == "auto":
                 # unanswered: every other try without the options libswift
-                # rejects (it drops a handshake with option 9 unanswered)
-                self.negotiator.set_dialect(ch, Dialect.LIBSWIFT if hs.tries % 2
+                # rejects (it drops a handshake with option 9 unanswered); a
+                # SHA-1 swarm (a 40-hex root: in practice libswift's) tries
+                # libswift's dialect first, the RFC one 0.5 s later
+                first = 1 if self.config.hash_func is HashFunc.SHA1 else 0
+                self.negotiator.set_dialect(ch, Dialect.LIBSWIFT if (hs.tries + first) % 2
                                             else Dialect.RFC)
             msgs.append(C.Handshake(ch.local_id, self._our_options(ch.initiator,
                                                                    self.dialect(ch))))

@@ -292,15 +292,34 @@ def test_default_seeder_still_counts_handshakes_for_no_swarm_of_its(tmp_path: Pa
     assert stats["refused"] >= 1 and stats["unknown_channel"] >= 1, stats
 
 
-def test_auto_tries_the_libswift_dialect_half_a_second_after_rfc() -> None:
-    """The first handshake is RFC 7574; libswift drops it unanswered, so the one without
-    option 9 follows after 0.5 s (virtual time), not after the 2-s retransmission backoff."""
+def test_auto_tries_the_libswift_dialect_first_for_a_sha1_swarm() -> None:
+    """A SHA-1 swarm (a 40-hex root: in practice libswift's) opens in libswift's
+    dialect, without option 9; a peer that drops it unanswered gets the RFC 7574
+    handshake after 0.5 s (virtual time), not after the 2-s retransmission backoff."""
     peer, _ = _leecher(os.urandom(5000))
     peer.connect(S, 0.0)
     first = [m for m in _sent(peer, 0.0) if m.type == MsgType.HANDSHAKE]
-    assert first and first[0].options.chunk_size == 1024
+    assert first and first[0].options.chunk_size is None
     peer.handle_timer(0.3)
     assert not [m for m in _sent(peer, 0.3) if m.type == MsgType.HANDSHAKE]
     peer.handle_timer(0.55)
     second = [m for m in _sent(peer, 0.55) if m.type == MsgType.HANDSHAKE]
-    assert second and second[0].options.chunk_size is None
+    assert second and second[0].options.chunk_size == 1024
+
+
+def test_auto_opens_in_rfc_7574_for_a_sha256_swarm() -> None:
+    """Any other swarm opens in RFC 7574 (with option 9), libswift's dialect second."""
+    data = os.urandom(5000)
+    cfg = PeerConfig(hash_func=HashFunc.SHA256, profile="auto")
+    tree = make_tree(data, cfg)
+    peer = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA256, 1024,
+                                            size=len(data)), MemoryStorage()), cfg)
+    ctx = C.WireContext.make(ChunkAddressing.CHUNK32, HashFunc.SHA256)
+    peer.connect(S, 0.0)
+    sent = [m for d, _ in peer.datagrams_to_send(0.0)
+            for m in C.decode_datagram(d, ctx).messages if m.type == MsgType.HANDSHAKE]
+    assert sent and sent[0].options.chunk_size == 1024
+    peer.handle_timer(0.55)
+    again = [m for d, _ in peer.datagrams_to_send(0.55)
+             for m in C.decode_datagram(d, ctx).messages if m.type == MsgType.HANDSHAKE]
+    assert again and again[0].options.chunk_size is None
