@@ -131,7 +131,9 @@ class UploadScheduler:
         acknowledges (see the module docstring), and at LEDBAT's congestion
         timeout what was in flight is queued again like RACK's losses
         (``SendSide.requeue``: only within ``REPAIR_FOR`` of a chunk's first
-        loss)."""
+        loss), except in a live swarm, where a viewer that acknowledged
+        nothing discarded what it got as too old (6.1.2.4): sending it again
+        only delays the chunks it does want."""
         s = ch.send
         if s.rack_pending():
             self._detect_losses(ch, now)  # RACK's overdue DATA with no batch since
@@ -142,7 +144,7 @@ class UploadScheduler:
             if c is not None:
                 self._resend(ch, [c], now)
         lost = s.congestion_timeout(now)
-        if lost:
+        if lost and not self.view.is_live:  # a live viewer discarded them as stale
             self._resend(ch, lost, now)
 
     def _detect_losses(self, ch: Channel, now: float) -> None:
