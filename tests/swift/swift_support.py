@@ -128,3 +128,18 @@ def full_binmap(n: int) -> Binmap:
     b = Binmap()
     b.set_range(0, n)
     return b
+
+
+def udp_drops(port: int, missing: int | None = None) -> int:
+    """The kernel's drop counter of the IPv4 UDP socket bound to ``port``
+    (``/proc/net/udp``); ``missing`` when no socket is bound there (None: an
+    AssertionError)."""
+    with open("/proc/net/udp") as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            if int(cols[1].split(":")[1], 16) == port:
+                return int(cols[12])
+    if missing is None:
+        raise AssertionError(f"no UDP socket on port {port}")
+    return missing

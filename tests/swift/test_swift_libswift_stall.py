@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from swift_support import udp_drops
 
 LIBSWIFT = os.environ.get("LIBSWIFT_BIN", "")
 pytestmark = [pytest.mark.live_peer("LIBSWIFT_BIN"), pytest.mark.slow, pytest.mark.timeout(600)]
@@ -38,16 +39,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _udp_drops(port: int) -> int:
-    with open("/proc/net/udp") as f:
-        next(f)
-        for line in f:
-            cols = line.split()
-            if int(cols[1].split(":")[1], 16) == port:
-                return int(cols[12])
-    return -1
 
 
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen) -> re.Match:
@@ -102,7 +93,7 @@ def test_libswift_stopped_mid_transfer_loses_nothing_and_waits_for_no_request(
         drops = 0
         while leech.poll() is None:  # its socket's counter, until it exits (complete)
             assert time.monotonic() < end, "safety bound"
-            drops = max(drops, _udp_drops(lport))
+            drops = max(drops, udp_drops(lport, missing=-1))
             time.sleep(0.02)
         rc = leech.wait()
     finally:

@@ -13,22 +13,12 @@ import os
 import socket
 
 import pytest
+from swift_support import udp_drops
 
 from swift.aio.node import downloader, seeder
 from swift.core.peer import PeerConfig
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _udp_drops(port: int) -> int:
-    """The kernel's drop counter of the IPv4 UDP socket bound to ``port``."""
-    with open("/proc/net/udp") as f:
-        next(f)
-        for line in f:
-            cols = line.split()
-            if int(cols[1].split(":")[1], 16) == port:
-                return int(cols[12])
-    raise AssertionError(f"no UDP socket on port {port}")
 
 
 def _sha(path: str) -> str:
@@ -48,10 +38,10 @@ async def test_tiny_receive_buffer_no_drop_storm_no_stall(tmp_path, cs: int, pro
             assert leech.sock is not None
             # about 8 datagrams of 8 KiB (the kernel doubles the value)
             leech.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 36 * 1024)
-            before = _udp_drops(leech.port)
+            before = udp_drops(leech.port)
             leech.connect(s.addr)
             assert await leech.wait_complete(90)
-            drops = _udp_drops(leech.port) - before
+            drops = udp_drops(leech.port) - before
             timeouts = leech.peer.stats["timeouts"]
     assert _sha(out) == _sha(src)
     # a burst of the whole window used to drop 598 (8 KiB) and 959 (1 KiB)

@@ -23,6 +23,7 @@ import threading
 import time
 
 import pytest
+from swift_support import udp_drops
 
 from swift.aio.node import downloader, seeder
 from swift.core.config import PeerConfig
@@ -31,16 +32,6 @@ pytestmark = pytest.mark.timeout(180)
 
 CS = 8192
 N = 4096  # 32 MiB
-
-
-def _udp_drops(port: int) -> int:
-    with open("/proc/net/udp") as f:
-        next(f)
-        for line in f:
-            cols = line.split()
-            if int(cols[1].split(":")[1], 16) == port:
-                return int(cols[12])
-    raise AssertionError(f"no UDP socket on port {port}")
 
 
 def _serve(src: str, ready: list, stop: threading.Event) -> None:
@@ -72,7 +63,7 @@ async def test_a_receiver_that_stops_reading_loses_nothing_at_its_socket(tmp_pat
         async with downloader(s.peer.swarm_id, out, PeerConfig.libswift(chunk_size=CS)) as leech:
             assert leech.sock is not None
             leech.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # libswift's
-            before = _udp_drops(leech.port)
+            before = udp_drops(leech.port)
             leech.connect(s.addr)
             pauses = [N // 4, N // 2, 3 * N // 4]
             while pauses:
@@ -82,7 +73,7 @@ async def test_a_receiver_that_stops_reading_loses_nothing_at_its_socket(tmp_pat
                 await asyncio.sleep(0.002)
                 assert leech.progress[0] < N or not pauses, "complete before the pauses"
             assert await leech.wait_complete(120)
-            drops = _udp_drops(leech.port) - before
+            drops = udp_drops(leech.port) - before
     finally:
         stop.set()
         t.join(30)
