@@ -78,6 +78,17 @@ def test_vod_scenario_is_what_the_testbed_shapes() -> None:
     assert sc.params["size"] == 10 * 1_000_000 // 8 and sc.params["bitrate"] == 125_000
 
 
+def test_vod_scenario_lasts_long_enough_for_the_seeder_alone() -> None:
+    """The run's bound leaves time for the seeder alone to send every leecher the
+    video: at 128 leechers of an 8 s, 1 Mb/s video behind the paper's 20 Mb/s seeder,
+    3 x 8 + 20 s ended the run with 18-54 leechers still downloading (their
+    sweep tasks failed as unverified)."""
+    from swift.experiments.swarm import vod_scenario
+    for n, secs, seeder in ((128, 8.0, 20e6), (208, 8.0, 20e6), (4, 15.0, 2e6)):
+        sc = vod_scenario(n, secs, seeder_bps=seeder)
+        assert sc.duration >= secs * 3 + 20 + n * sc.params["size"] * 8 / seeder
+
+
 @pytest.mark.timeout(300)
 def test_vod_swarm_on_the_simulator(tmp_path) -> None:
     from swift.experiments.vod_swarm import run
