@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from swift.core.binmap import Binmap
+from swift.core.channel import Channel
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
@@ -143,3 +144,19 @@ def udp_drops(port: int, missing: int | None = None) -> int:
     if missing is None:
         raise AssertionError(f"no UDP socket on port {port}")
     return missing
+
+
+def take_over_channel(seeder: Peer, leech: Peer, now: float, seed_addr: tuple[str, int],
+                      leech_addr: tuple[str, int]) -> Channel:
+    """Run the handshake of ``leech`` (a real leecher core, connecting to ``seed_addr``)
+    with ``seeder``, then hand the seeder's channel to the test, which plays the leecher
+    from here: what the handshake leecher asked is forgotten (the upload queue cleared)."""
+    leech.connect(seed_addr, now)
+    for _ in range(3):
+        for d, _ in leech.datagrams_to_send(now):
+            seeder.datagram_received(d, leech_addr, now)
+        for d, _ in seeder.datagrams_to_send(now):
+            leech.datagram_received(d, seed_addr, now)
+    ch = next(iter(seeder.channels.values()))
+    ch.send.upload.clear()
+    return ch

@@ -16,6 +16,7 @@ import random
 import struct
 
 import pytest
+from swift_support import take_over_channel
 
 from swift.core.channel import Channel
 from swift.core.content import Content, MemoryStorage
@@ -54,15 +55,8 @@ class Link:
                              MemoryStorage()), PeerConfig.libswift(chunk_size=cs, seed=2))
         leech.download.picker.twist = 0  # plain order: it asks 0, 1, 2, ... first
         self.now = 100.0
-        leech.connect(SEED, self.now)
-        for _ in range(3):  # handshake through a real leecher core
-            for d, _ in leech.datagrams_to_send(self.now):
-                self.s.datagram_received(d, LEECH, self.now)
-            for d, _ in self.s.datagrams_to_send(self.now):
-                leech.datagram_received(d, SEED, self.now)
-        self.ch = next(iter(self.s.channels.values()))
+        self.ch = take_over_channel(self.s, leech, self.now, SEED, LEECH)
         self.rid = struct.pack(">I", self.ch.local_id)
-        self.ch.send.upload.clear()
         self.n, self.ahead, self.drop = n, ahead, drop
         self.got: set[int] = {c for c in range(n) if self.ch.send.sent.has(c)}
         self.asked = max(self.got, default=-1) + 1

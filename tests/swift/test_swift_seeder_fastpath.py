@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 import pytest
+from swift_support import take_over_channel
 
 import swift.core.peer
 from swift.core.content import Content, MemoryStorage
@@ -70,20 +71,14 @@ class LibswiftLikeLeecher:
         self.log: list[bytes] = []
         self.ahead = ahead
         self.now = 1000.0
-        # handshake through a real leecher core, then we take its channel over
-        leech.connect(SEED, self.now)
-        for _ in range(3):
-            for d, _ in leech.datagrams_to_send(self.now):
-                self.s.datagram_received(d, LEECH, self.now)
-            for d, _ in self.s.datagrams_to_send(self.now):
-                leech.datagram_received(d, SEED, self.now)
-        self.ch = next(iter(self.s.channels.values()))
+        # handshake through a real leecher core, then we take its channel over (what the
+        # handshake leecher asked is forgotten, or sent already and acknowledged here)
+        self.ch = take_over_channel(self.s, leech, self.now, SEED, LEECH)
         self.rid = struct.pack(">I", self.ch.local_id)
         self.got: dict[int, bytes] = {}
         self.have: set[int] = set()
         self.asked = 0
-        self.ch.send.upload.clear()  # what the handshake leecher asked: forgotten,
-        self.early = {c for c in range(n)  # or sent already and acknowledged here
+        self.early = {c for c in range(n)
                       if self.ch.send.sent.has(c) or self.ch.remote.have.has(c)}
         self.now += 0.0003  # (acknowledged one loopback RTT later)
         for c in sorted(self.early):

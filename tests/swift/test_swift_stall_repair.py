@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import struct
 
+from swift_support import take_over_channel
+
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
@@ -55,15 +57,8 @@ class Receiver:
         leech = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, chunk_size=cs),
                              MemoryStorage()), PeerConfig.libswift(chunk_size=cs, seed=2))
         self.now = 100.0
-        leech.connect(SEED, self.now)
-        for _ in range(3):  # the handshake through a real leecher core
-            for d, _ in leech.datagrams_to_send(self.now):
-                self.s.datagram_received(d, LEECH, self.now)
-            for d, _ in self.s.datagrams_to_send(self.now):
-                leech.datagram_received(d, SEED, self.now)
-        self.ch = next(iter(self.s.channels.values()))
+        self.ch = take_over_channel(self.s, leech, self.now, SEED, LEECH)
         self.rid = struct.pack(">I", self.ch.local_id)
-        self.ch.send.upload.clear()  # what the handshake leecher asked: forgotten
         self.n, self.ahead, self.drops = n, ahead, dict(drops)
         #: sent during the handshake (to the real leecher core): it has them
         self.got: set[int] = {c for c in range(n) if self.ch.send.sent.has(c)
