@@ -5,14 +5,24 @@ the start: each channel announces only what is new since its last HAVE
 (``Channel.ann``: :class:`~swift.core.channel.AnnounceState`) instead of
 rescanning the whole binmap, which with rarest-first holes cost O(runs) per
 verified chunk.  It also turns a channel's pending ACKs into messages.
+
+When HAVEs go out (:meth:`Announcer.due`): they ride on whatever a channel
+sends anyway; a HAVE that would go alone waits until ``have_interval`` has
+passed since the channel's last one, as libswift's channels add their HAVEs
+to what they send on their own schedule (docs/sim-fig6.md, "HAVEs on the
+channel's schedule").  The channels up to date are kept in a set, so a new
+chunk visits each of them once (:meth:`Announcer.new_round`) and a channel
+waiting for its interval is woken by the :class:`~swift.core.channel.DirtySet`.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable
 
 from swift.core.binmap import Binmap
-from swift.core.channel import Channel
+from swift.core.channel import Channel, DirtySet
 from swift.core.requests import Specs, chunk_runs as _runs
 from swift.wire import codec as C
 
@@ -21,7 +31,8 @@ class Announcer:
     """The HAVE log and the HAVE/ACK messages for each channel."""
 
     def __init__(self, have: Binmap, specs: Specs,
-                 single_acks: Callable[[Channel], bool]) -> None:
+                 single_acks: Callable[[Channel], bool], dirty: DirtySet,
+                 interval: float = 0.0) -> None:
         #: our verified chunks (``Content.have``)
         self.have = have
         self._specs = specs
@@ -34,6 +45,75 @@ class Announcer:
         #: global index of its first entry)
         self.log_: list[int] = []
         self.log_base = 0
+        #: seconds a HAVE alone waits after the channel's last one (config.py)
+        self.interval = interval
+        self._dirty = dirty
+        #: established channels told every chunk logged so far: a new one
+        #: is theirs to announce (at once, or after their interval)
+        self.idle: set[Channel] = set()
+        #: deadlines of HAVEs waiting for their interval (``AnnounceState.have_due``),
+        #: for the Peer's timer; an entry no channel waits for any more is harmless
+        self._heap: list[float] = []
+
+    # -- when (the channel's schedule) ----------------------------------------------
+
+    def new_round(self, now: float) -> None:
+        """Chunks were logged: every channel that was up to date has HAVEs
+        due; visit those whose interval has passed, wake the others at its
+        end (the channels already waiting keep their wake-up)."""
+        dirty = self._dirty
+        wait = self.interval
+        for ch in self.idle:
+            due = ch.ann.have_at + wait
+            if due <= now:
+                dirty.mark(ch)
+            else:
+                self._later(ch, due)
+        self.idle.clear()
+
+    def _later(self, ch: Channel, due: float) -> None:
+        ann = ch.ann
+        if ann.have_due != due:
+            ann.have_due = due
+            heapq.heappush(self._heap, due)
+        if due < ch.wake_at:
+            self._dirty.wake(ch, due)
+
+    def due(self, ch: Channel, now: float, wait: float,
+            riding: bool) -> tuple[list[C.Message], float]:
+        """(the HAVEs to send ``ch`` now, when they are due otherwise: inf
+        when none wait).  ``riding``: the channel sends something else now,
+        so they go with it; alone they go once ``wait`` s have passed since
+        its last HAVE (or at once while its first scan of the binmap is not
+        done)."""
+        ann = ch.ann
+        out: list[C.Message] = []
+        later = math.inf
+        if ann.version != self.version:
+            due = ann.have_at + wait
+            if riding or due <= now or ann.pos < self.log_base:
+                out = self.have_msgs(ch, 60)
+                if out:
+                    ann.have_at = now
+                ann.have_due = math.inf
+            else:
+                self._later(ch, due)
+                later = due
+        if ann.version == self.version:
+            self.idle.add(ch)
+        return out, later
+
+    def next_due(self) -> float | None:
+        """The earliest deadline of HAVEs waiting for their interval."""
+        return self._heap[0] if self._heap else None
+
+    def expire(self, now: float) -> None:
+        """Deadlines up to ``now`` passed (their channels' wake-ups are due)."""
+        heap = self._heap
+        while heap and heap[0] <= now:
+            heapq.heappop(heap)
+
+    # -- what ------------------------------------------------------------------------
 
     def log(self, chunks: list[int]) -> None:
         """``chunks`` are ours now: announce them to every channel."""

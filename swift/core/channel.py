@@ -166,7 +166,7 @@ class RemoteHave:
 class AnnounceState:
     """What we announced to the peer, and the ACKs and HAVEs queued for it."""
 
-    __slots__ = ("announced", "version", "pos", "acks", "extra_have")
+    __slots__ = ("announced", "version", "pos", "acks", "extra_have", "have_at", "have_due")
 
     def __init__(self) -> None:
         #: what we announced to this peer with HAVE
@@ -180,6 +180,11 @@ class AnnounceState:
         self.acks: list[tuple[int, int]] = []
         #: chunks to announce by HAVE outside the log (libswift's dialect)
         self.extra_have: list[int] = []
+        #: when our last HAVE went to this peer (-inf: never); a HAVE that
+        #: would go alone waits until ``have_at + have_interval`` (config.py)
+        self.have_at = -math.inf
+        #: when HAVEs waiting for that interval are due (inf: none waiting)
+        self.have_due = math.inf
 
     def restart(self) -> None:
         """Our reply was lost, and the HAVEs it carried: announce everything again."""

@@ -95,6 +95,13 @@ class PeerConfig:
     max_outstanding: int = 4096
     max_bad_chunks: int = 3
     keepalive: float = 20.0
+    #: seconds a HAVE that would go alone in a datagram waits after the
+    #: channel's last HAVE: HAVEs ride on whatever the channel sends anyway
+    #: (ACK, REQUEST, ...), and on a quiet channel at most one HAVE-only
+    #: datagram goes out per interval (libswift's schedule: about one RTT;
+    #: docs/sim-fig6.md, "HAVEs on the channel's schedule").  The completing
+    #: chunk and live chunks are announced at once; 0: every chunk at once
+    have_interval: float = 0.05
     dead_after: float = 180.0
     #: seconds of silence, while our requests are outstanding, after which
     #: the initiator re-handshakes (a restarted peer drops the old channel)
@@ -141,6 +148,8 @@ class PeerConfig:
         if self.ledbat_target_ms is not None and not 0 < self.ledbat_target_ms <= 100:
             raise ValueError(f"LEDBAT target must be in (0, 100] ms (RFC 6817 3.2.2), "
                              f"not {self.ledbat_target_ms!r}")
+        if not 0 <= self.have_interval <= 10:
+            raise ValueError(f"HAVE interval must be in [0, 10] s, not {self.have_interval!r}")
 
     @staticmethod
     def libswift(**kw: Any) -> PeerConfig:

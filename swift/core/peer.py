@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 import struct
 from collections import deque
@@ -160,7 +161,11 @@ class Peer:
         #: (the negotiator's, under the names they had on the Peer)
         self.dialect = neg.dialect
         self._our_options = neg.our_options
-        self.announcer = Announcer(content.have, self._specs, neg.single_acks)
+        #: the channels the next flush visits, and the channel order
+        self._dirty = DirtySet()
+        self._orders = itertools.count()
+        self.announcer = Announcer(content.have, self._specs, neg.single_acks, self._dirty,
+                                   cfg.have_interval)
         #: what to ask whom: picker, chunks in flight, fast set, deadlines
         self.download = RequestScheduler(cfg, view, self.channels, self.availability,
                                          self.rng, self.stats, self._specs)
@@ -175,12 +180,11 @@ class Peer:
         #: the sender: WFQ, LEDBAT windows, pacing, loss repair, upload cap
         self.upload = UploadScheduler(cfg, view, self.channels, self.stats, self.ctx,
                                       self._wire_spec, self.tunein.munro_push)
-        #: set by get_timer when the wake-up it returned is a pacing one only
-        self._pace_wake = False
-        #: the channels the next flush visits, and the channel order
-        self._dirty = DirtySet()
-        self._orders = itertools.count()
-        #: ``announcer.version`` at the last flush: a change concerns every channel
+        #: set by get_timer when the wake-up it returned is a pacing or HAVE
+        #: one only (not the housekeeping tick)
+        self._early_wake = False
+        #: ``announcer.version`` at the last flush: a change concerns the
+        #: channels up to date (``Announcer.idle``)
         self._have_seen = self.announcer.version
 
     # -- public API -----------------------------------------------------------------
@@ -324,6 +328,7 @@ class Peer:
             return
         ch.handle(ChannelEvent.CLOSE)
         self._dirty.mark_all()  # requests freed, room for a channel (PEX_REQ)
+        self.announcer.idle.discard(ch)
         self.download.forget(ch)
         ch.remote.withdraw(self._avail)
         self.channels.pop(ch.local_id, None)
@@ -617,9 +622,15 @@ class Peer:
         out: list[Outgoing] = list(self._pending_close)
         self._pending_close.clear()
         cfg = self.config
-        visit = self._dirty.take(now)
+        every_have = False
         if self.announcer.version != self._have_seen:  # a chunk to announce to everyone
             self._have_seen = self.announcer.version
+            if self._have_wait() > 0:
+                self.announcer.new_round(now)
+            else:  # at once: live, the completing chunk, or no interval
+                every_have = True
+        visit = self._dirty.take(now)
+        if every_have:
             visit = None
         if down.freed() or not (self.DIRTY_SET and down._memos) or cfg.push or self.live:
             visit = None  # chunks left flight / the references / push and live: not tracked
@@ -647,6 +658,11 @@ class Peer:
                     visit = visit[:i] + self._late_takers(visit[i:], ch.order)
         out += self.upload.upload_data(now, budget)
         return out
+
+    def _have_wait(self) -> float:
+        """Seconds a HAVE alone waits after the channel's last (``have_interval``);
+        live and once complete none (the last HAVEs go out at once)."""
+        return 0.0 if self.live or self.content.complete else self.config.have_interval
 
     def _late_takers(self, marked: list[Channel], after: int) -> list[Channel]:
         """The channels after ``after`` in channel order that are ``marked``
@@ -679,13 +695,14 @@ class Peer:
             hs.sent(now, again=ch.state is _INIT)
             if ch.state is _INIT:
                 dest = 0
-            msgs += announcer.have_msgs(ch, 60)
+            msgs += announcer.due(ch, now, 0.0, True)[0]
         elif ch.state is _INIT:
             # the handshake's back-off (a hair early: float rounding)
             dirty.wake(ch, hs.sent_at + self._hs_backoff(ch) - 1e-9)
             return
         push: list[C.Message] = []
         if ch.state is _EST:
+            wake = math.inf
             cfg = self.config
             send = ch.send
             if send.send_choke is not None:
@@ -699,8 +716,7 @@ class Peer:
                 for c in ann.extra_have[:64]:
                     msgs += [C.Have(x, y) for x, y in self._specs(c, c + 1)]
                 ann.extra_have.clear()
-            if ann.version != announcer.version:
-                msgs += announcer.have_msgs(ch, 60)
+            have_pos = len(msgs)  # the HAVEs go here, once we know whether they go alone
             if ch.down.cancels:
                 if hs.takes(MsgType.CANCEL):
                     for lo, hi in ch.down.cancels:
@@ -721,10 +737,17 @@ class Peer:
                     ch.pex.next_req = now + 5.0
                     ch.pex.asked = now
                 if ch.pex.next_req > now:  # (else: when a channel closes, mark_all)
-                    dirty.wake(ch, ch.pex.next_req)
+                    wake = ch.pex.next_req
+            # HAVEs ride on anything else; alone they wait for the interval
+            haves, later = announcer.due(ch, now, self._have_wait(), bool(msgs))
+            if haves:
+                msgs[have_pos:have_pos] = haves
+            wake = min(wake, later)
             # live tune-in (6.1.2.4)
             if self.live:
                 push = self.tunein.munro_push(ch, now, alone=not msgs)
+            if wake < math.inf:
+                dirty.wake(ch, wake)
         if msgs or push:
             for d in self._pack(ch, dest, msgs, push):
                 out.append((d, ch.addr))
@@ -740,16 +763,19 @@ class Peer:
             self._next_tick = now
         elif self._next_tick > now + 0.05 and any(c.send.data_out for c in self.channels.values()):
             self._next_tick = now + 0.05  # DATA in flight: its losses are due soon (upload.py)
-        pace = self.upload.pace_due(now)  # DATA held back by pacing (upload.py)
-        self._pace_wake = pace is not None and pace < self._next_tick
-        return pace if pace is not None and self._pace_wake else self._next_tick
+        # DATA held back by pacing (upload.py), HAVEs waiting for their interval
+        due = min(t for t in (self._next_tick, self.upload.pace_due(now),
+                              self.announcer.next_due()) if t is not None)
+        self._early_wake = due < self._next_tick
+        return due
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
         self.download.last_now = now
-        if self._pace_wake and self._next_tick is not None and now < self._next_tick:
-            self._pace_wake = False
-            return  # a pacing wake-up: only DATA is due (datagrams_to_send)
+        self.announcer.expire(now)
+        if self._early_wake and self._next_tick is not None and now < self._next_tick:
+            self._early_wake = False
+            return  # a pacing or HAVE wake-up: only DATA or HAVEs are due (datagrams_to_send)
         self._dirty.mark_all()  # requests given back, ranking, deadlines: anyone
         busy = any(c.down.requests or len(c.send.upload) or c.send.data_out or c.state is _INIT
                    for c in self.channels.values())
