@@ -21,6 +21,15 @@ same chain of shared bottlenecks get one copy through it (a multicast router
 forwards a packet once per link, whatever the number of receivers behind it),
 copied to each of them only at its end, the edge: a datagram to R members
 costs O(R) events, and a shared bottleneck queues it once.
+
+A scenario whose nodes never leave may set :attr:`Network.direct_downlinks`: a
+unicast datagram to a node whose downlink has no rate and no loss (nothing can
+queue or drop it there) then takes one event, at its arrival, instead of one
+when it reaches the downlink and one when it arrives.  The arrival time (the
+same float sum), the fates and the order of events are those of the two-event
+path; the downlink counts the datagram when it arrives rather than when it
+enters, which differs only in a run stopped at ``until`` with datagrams less
+than one downlink delay from their destination.
 """
 
 from __future__ import annotations
@@ -173,6 +182,10 @@ class Link:
         return max(0.0, self.busy_until - now)
 
 
+#: ``receiver(data, source_address)``: a present node's host takes a datagram now
+Receiver = Callable[[bytes, SimAddr], None]
+
+
 @dataclass(slots=True)
 class _Node:
     name: str
@@ -182,6 +195,9 @@ class _Node:
     up: Link
     down: Link
     present: bool = False
+    #: set while the node is present by a driver that takes its datagrams directly
+    #: (:class:`deliverykit.sim.Simulation`); None: :attr:`Network.deliver` by name
+    receiver: Receiver | None = None
 
 
 @dataclass(slots=True)
@@ -230,14 +246,23 @@ class Network:
                     self._bneck.setdefault((gb, ga), []).append(rev)
         self._path: dict[tuple[int, int], tuple[float, tuple[Link, ...]]] = {}
         self.fates = [0] * len(Fate)
+        #: one event per datagram to a node with a plain downlink (module docstring);
+        #: nodes may then not leave
+        self.direct_downlinks = False
         self._trace = hashlib.sha256() if trace else None
         self._pack = struct.Struct("<dHHIB").pack
 
     # -- membership -----------------------------------------------------------------
 
-    def set_present(self, name: str, present: bool) -> None:
-        """A node arrives (True) or leaves (False); datagrams to an absent node are dropped."""
-        self.nodes[name].present = present
+    def set_present(self, name: str, present: bool, receiver: Receiver | None = None) -> None:
+        """A node arrives (True) or leaves (False); datagrams to an absent node are dropped.
+        ``receiver``: what takes the node's datagrams while it is present (default:
+        :attr:`deliver` with its name)."""
+        node = self.nodes[name]
+        if not present and self.direct_downlinks:
+            raise ValueError(f"{name} leaves, but direct_downlinks needs nodes that stay")
+        node.present = present
+        node.receiver = receiver if present else None
 
     def address(self, name: str) -> SimAddr:
         return self.nodes[name].addr
@@ -287,7 +312,18 @@ class Network:
             self._record(Fate(int(-t)), src, 0xFFFF if target is None else target.index, size)
             return
         if target is not None:
-            self._route(src, target, data, size, t)
+            p = self._path.get((src.index, target.index)) or self._path_of(src, target)
+            if p[1]:
+                self._route(src, target, data, size, t)
+                return
+            # _route without bottlenecks (the same event, the same time)
+            down = target.down
+            if self.direct_downlinks and down.rate is None and down.loss is None and \
+                    target.present:
+                self.sched.at(t + p[0] + down.delay, self._arrive_direct, src, target, data,
+                              size)
+            else:
+                self.sched.at(t + p[0], self._downlink, src, target, data, size)
         else:
             assert group is not None
             self.sched.at(t, self._fan_out, src, group, data, size)
@@ -368,7 +404,26 @@ class Network:
             self._record(Fate.ABSENT, src, dst.index, size)
             return
         self._record(Fate.DELIVERED, src, dst.index, size)
-        self.deliver(dst.name, data, src.addr)
+        if dst.receiver is not None:
+            dst.receiver(data, src.addr)
+        else:
+            self.deliver(dst.name, data, src.addr)
+
+    def _arrive_direct(self, src: _Node, dst: _Node, data: bytes, size: int) -> None:
+        """:meth:`_downlink` and :meth:`_arrive` in one event, for a downlink with no
+        rate and no loss to a node that was present when the datagram was sent and
+        cannot have left since (:attr:`direct_downlinks`)."""
+        down = dst.down
+        down.sent += 1
+        down.bytes += size
+        self.fates[Fate.DELIVERED] += 1
+        if self._trace is not None:
+            self._trace.update(self._pack(self.sched.now, src.index, dst.index & 0xFFFF, size,
+                                          Fate.DELIVERED))
+        if dst.receiver is not None:
+            dst.receiver(data, src.addr)
+        else:
+            self.deliver(dst.name, data, src.addr)
 
     # -- statistics -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ leecher connects to the seeder) and reads the events.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -100,19 +101,35 @@ class Host:
             return
         sim = self.sim
         now = sim.sched.now
-        send = sim.network.send
         core = self.core
-        for _ in range(MAX_FLUSH_ROUNDS):
-            out = core.datagrams_to_send(now)
-            if not out:
-                break
-            self.sent += len(out)
-            for data, dst in out:
-                send(self.name, data, dst)
-        app = sim.app
-        while (e := core.next_event()) is not None:
-            app.on_event(self, e)
-        self._arm(now)
+        out = core.datagrams_to_send(now)
+        if out:
+            send = sim.network.send
+            name = self.name
+            rounds = 1
+            while True:  # at most MAX_FLUSH_ROUNDS calls that return datagrams
+                self.sent += len(out)
+                for data, dst in out:
+                    send(name, data, dst)
+                if rounds >= MAX_FLUSH_ROUNDS:
+                    break
+                out = core.datagrams_to_send(now)
+                if not out:
+                    break
+                rounds += 1
+        e = core.next_event()
+        if e is not None:
+            app = sim.app
+            while e is not None:
+                app.on_event(self, e)
+                e = core.next_event()
+        # _arm, inline: this runs after every datagram a host receives
+        deadline = core.get_timer(now)
+        if deadline != self._deadline:
+            self._deadline = deadline
+            self._gen += 1
+            if deadline is not None:
+                sim.sched.at(deadline, self._fire, self._gen)
 
     def send(self, items: Iterable[Outgoing]) -> None:
         """Send datagrams the adapter got from the core outside datagrams_to_send."""
@@ -198,7 +215,9 @@ class Simulation:
     def _arrive(self, spec: NodeSpec) -> None:
         core = self.app.make_core(spec, self.network.address(spec.name), self)
         host = self.hosts[spec.name] = Host(self, spec, core)
-        self.network.set_present(spec.name, True)
+        # the network hands the host its datagrams directly while it is present (what
+        # _deliver would do by name)
+        self.network.set_present(spec.name, True, host.deliver)
         self.app.on_start(host)
         host.flush()
 
@@ -224,8 +243,8 @@ class Simulation:
         ev0 = self.sched.executed
         app = self.app
 
-        def stop() -> bool:  # after every event: the run ends at the moment it is done
-            return app.done(self)
+        # after every event: the run ends at the moment it is done
+        stop = functools.partial(app.done, self)
 
         step = 1.0
         t = self.sched.now

@@ -7,6 +7,8 @@ same virtual end time."""
 
 from __future__ import annotations
 
+import pytest
+
 from corecast.sim import CoreCastApp, ItrPlacement, run, scenario
 from corecast.workload import rank_size
 from deliverykit.sim import Simulation
@@ -77,3 +79,56 @@ def test_roles_as_configured_at_scale():
     assert all(not c.digests for c in app.clients.values())
     # each AS's clients are consecutive addresses: a handful of prefixes each
     assert len(app.itrs[0].mapcache.trie) <= 3 * 2 * 8
+
+
+
+#: trace hashes (every datagram's fate, time, endpoints and size, in order), recorded
+#: with the code of ac146d8, before session 10's cuts (the ETR's and the client's fast
+#: paths, one event per datagram to a client): (scenario keywords, trace hash)
+TRACES_AC146D8 = [
+    ({"seconds": 0.5, "seed": 0, "sizes": rank_size(10, 60)[0]},
+     "2e3440ed3a5435030b9072977d376778d86841627fffe51febc823ce64794546"),
+    ({"seconds": 0.5, "seed": 0, "sizes": rank_size(10, 60)[0], "itr": ItrPlacement.SOURCE},
+     "215107b21fbaa55a06c91cbe38eed13f9bbc4487dbf0fb2d3f33773aaaa4d71d"),
+    ({"seconds": 0.5, "seed": 0, "sizes": rank_size(10, 60)[0], "loss": 0.05},
+     "f5261ee1ac94bab03edd41e7e0892b8f93cace60b3867215ee019e170099bdc5"),
+    ({"ases": 3, "clients": 3, "seconds": 1.0, "seed": 7, "loss": 0.05,
+      "itr": ItrPlacement.SOURCE},
+     "b249b3c8030bff30dd38e37c3dcf708b0a22d29dd8203274559f2e48074d9ed0"),
+]
+
+
+def test_same_seed_same_trace_as_before_session_10():
+    """Every datagram's fate, time, endpoints and size, in the order they happened, as
+    recorded before the cuts: with the ITR on its own node (where the source's packets
+    reach the ITR at the very instant they leave, so any change in the order of equal
+    times would show) and inside the source, with and without transit loss."""
+    for kw, want in TRACES_AC146D8:
+        assert run(scenario(**kw), trace=True).trace == want, kw
+
+
+def test_one_event_per_datagram_to_a_client_changes_no_trace():
+    """``Network.direct_downlinks`` (one event per datagram to a node whose downlink
+    has only a delay) gives the trace of the two-event path, in fewer events."""
+    sizes, _ = rank_size(10, 60)
+    for itr in ItrPlacement:
+        sc = scenario(seconds=0.5, seed=0, sizes=sizes, loss=0.05, itr=itr)
+        traces, events = [], []
+        for direct in (False, True):
+            sim = Simulation(sc, CoreCastApp(sc), trace=True)
+            sim.network.direct_downlinks = direct
+            events.append(sim.run().events)
+            traces.append(sim.network.trace_hash())
+        assert traces[0] == traces[1]
+        assert events[1] < 0.8 * events[0]
+
+
+def test_direct_downlinks_refuse_a_node_that_leaves():
+    """One event per datagram is exact only while nodes stay: a departure is refused
+    (a datagram already on its way would be counted as delivered)."""
+    sc = scenario(ases=1, clients=2, seconds=0.1, seed=1)
+    sim = Simulation(sc, CoreCastApp(sc))
+    sim.network.direct_downlinks = True
+    sim.depart("c0.1", at=0.05)
+    with pytest.raises(ValueError, match="direct_downlinks"):
+        sim.run()
