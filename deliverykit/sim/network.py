@@ -130,7 +130,8 @@ class Link:
         "spec",
     )
 
-    def __init__(self, name: str, spec: LinkSpec, rng: random.Random) -> None:
+    def __init__(self, name: str, spec: LinkSpec, rng: random.Random | None) -> None:
+        """``rng``: the link's random sub-stream, needed only by a link with loss."""
         self.name = name
         self.spec = spec
         #: bytes per second (None: no serialisation)
@@ -138,7 +139,11 @@ class Link:
         self.delay = spec.delay
         self.limit = spec.queue
         self.count_packets = spec.queue_unit is QueueUnit.PACKETS
-        self.loss = _Loss(spec.loss, rng) if spec.loss.kind is not LossKind.NONE else None
+        self.loss: _Loss | None = None
+        if spec.loss.kind is not LossKind.NONE:
+            if rng is None:
+                raise ValueError(f"link {name} has loss and needs its random stream")
+            self.loss = _Loss(spec.loss, rng)
         self.busy_until = 0.0
         #: (time the packet's last bit leaves, its size in queue units)
         self._queue: deque[tuple[float, int]] = deque()
@@ -164,12 +169,14 @@ class Link:
             if self.limit is not None and self.backlog + units > self.limit:
                 self.queue_drops += 1
                 return -float(Fate.QUEUE_DROP)
-            start = max(now, self.busy_until)
+            busy = self.busy_until
+            start = busy if busy > now else now  # max(now, busy), without the call
             done = start + size / rate
             self.busy_until = done
             q.append((done, units))
-            self.backlog += units
-            self.max_backlog = max(self.max_backlog, self.backlog)
+            backlog = self.backlog = self.backlog + units
+            if backlog > self.max_backlog:
+                self.max_backlog = backlog
         self.sent += 1
         self.bytes += size
         if self.loss is not None and self.loss.lost():
@@ -223,8 +230,8 @@ class Network:
         for i, spec in enumerate(scenario.nodes):
             addr = node_address(i, scenario.port)
             n = _Node(spec.name, i, spec.group, addr,
-                      Link(f"{spec.name}.up", spec.up, sched.stream(f"link/{spec.name}.up")),
-                      Link(f"{spec.name}.down", spec.down, sched.stream(f"link/{spec.name}.down")))
+                      self._link(f"{spec.name}.up", spec.up, f"link/{spec.name}.up"),
+                      self._link(f"{spec.name}.down", spec.down, f"link/{spec.name}.down"))
             self.nodes[spec.name] = n
             self.by_addr[addr] = n
         self.groups: dict[Address, _Group] = {g.addr: _Group(g) for g in scenario.multicast}
@@ -251,6 +258,13 @@ class Network:
         self.direct_downlinks = False
         self._trace = hashlib.sha256() if trace else None
         self._pack = struct.Struct("<dHHIB").pack
+
+    def _link(self, name: str, spec: LinkSpec, stream: str) -> Link:
+        """A node's access link; its random sub-stream only when it has loss (deriving
+        one is a SHA-256 and a Mersenne Twister seeding per link, and a stream depends
+        on the seed and its name alone, so skipping one changes no other link's numbers)."""
+        rng = self.sched.stream(stream) if spec.loss.kind is not LossKind.NONE else None
+        return Link(name, spec, rng)
 
     # -- membership -----------------------------------------------------------------
 

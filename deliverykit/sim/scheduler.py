@@ -49,9 +49,11 @@ class Scheduler:
 
     def at(self, when: float, callback: Callable[[Unpack[Ts]], None], *args: Unpack[Ts]) -> None:
         """Run ``callback(*args)`` at virtual time ``when`` (not before ``now``)."""
-        when = max(when, self.now)
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, callback, args))
+        now = self.now
+        if now > when:  # max(when, now), without the call
+            when = now
+        seq = self._seq = self._seq + 1
+        heapq.heappush(self._heap, (when, seq, callback, args))
 
     def after(self, delay: float, callback: Callable[[Unpack[Ts]], None],
               *args: Unpack[Ts]) -> None:

@@ -7,6 +7,8 @@ same virtual end time."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from corecast.sim import CoreCastApp, ItrPlacement, run, scenario
@@ -132,3 +134,26 @@ def test_direct_downlinks_refuse_a_node_that_leaves():
     sim.depart("c0.1", at=0.05)
     with pytest.raises(ValueError, match="direct_downlinks"):
         sim.run()
+
+
+
+def test_only_links_with_loss_derive_a_random_stream():
+    """Deriving a link's stream (SHA-256 of seed and name, then seeding a Mersenne
+    Twister) was set-up work for every link, thrown away unless the link has loss;
+    the streams are derived from the seed and the link's name alone, so the links
+    with loss draw the same numbers (the pinned rows with loss above)."""
+    from deliverykit.sim import Scheduler
+    from deliverykit.sim.network import Network
+
+    class Counting(Scheduler):
+        asked: list[str] = []
+
+        def stream(self, name: str) -> random.Random:
+            self.asked.append(name)
+            return super().stream(name)
+
+    sc = scenario(sizes=[100, 50, 1], seconds=0.1, seed=2, loss=0.05)
+    sched = Counting(2)
+    net = Network(sched, sc, lambda *a: None)
+    assert sorted(sched.asked) == [f"link/etr{a}.down" for a in range(3)]
+    assert all(n.down.loss is not None for n in net.nodes.values() if n.name.startswith("etr"))
