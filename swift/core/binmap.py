@@ -198,14 +198,24 @@ class Binmap:
         if hi - lo == 1:  # one chunk (an ACK, most HAVEs): the C descent
             self._one(lo, True)
             return
-        span = 32 << self.root_layer
-        if hi <= span and binmap_find(self._h, self._deep, self.root, self.root_layer,
-                                      lo, hi, False) < 0:
-            return  # already filled: a HAVE after the ACK for the same chunks
-        if hi - lo <= 8:  # a few chunks: C descents beat the Python recursion
-            for i in range(lo, hi):
-                self._one(i, True)
-            return
+        if hi <= 32 << self.root_layer:
+            # the empty runs one by one (C searches), the usual case being one
+            # short run: libswift's HAVE of the bin its newest chunk completed,
+            # whose other chunks were announced before
+            for _ in range(8):
+                a = binmap_find(self._h, self._deep, self.root, self.root_layer, lo, hi, False)
+                if a < 0:
+                    return  # (already filled: a HAVE after the ACK for the same chunks)
+                b = binmap_find(self._h, self._deep, self.root, self.root_layer, a, hi, True)
+                b = hi if b < 0 else b
+                if b - a > 8:  # a long run: the recursion
+                    self._set(self.root, self.root_layer, 0, a, b, True)
+                else:  # a few chunks: C descents beat the Python recursion
+                    for i in range(a, b):
+                        self._one(i, True)
+                if b >= hi:
+                    return
+                lo = b
         self._grow(hi)
         self._set(self.root, self.root_layer, 0, lo, hi, True)
 
@@ -238,8 +248,14 @@ class Binmap:
         binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, val)
 
     def add(self, i: int) -> None:
-        """Mark chunk ``i`` filled (the C single-chunk descent)."""
-        self._one(i, True)
+        """Mark chunk ``i`` filled (the C single-chunk descent; :meth:`_one`
+        inline: per DATA sent and per single-chunk REQUEST at a seeder)."""
+        self.version += 1
+        if i >= 32 << self.root_layer:
+            self._grow(i + 1)
+        if self._st[0] <= self.root_layer:
+            self._reserve(self.root_layer + 1)
+        binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, True)
 
     def add_new(self, i: int) -> bool:
         """Mark chunk ``i`` filled; True when it was empty.  One C descent

@@ -93,6 +93,11 @@ class Ledbat:
         #: trip, which the one-way delay does not see when it is the sender's
         #: own (ACKs waiting in its socket while it is short of CPU)
         self.min_rtt = math.inf
+        #: MIN(base_delays), kept by :meth:`on_ack` (the only writer of base_delays)
+        self._base = math.inf
+        #: :attr:`gain` and the (min_rtt, TARGET) it was computed for
+        self._gain = self.GAIN
+        self._gain_key: tuple[float, float] = (math.nan, math.nan)
 
     # -- helpers ----------------------------------------------------------------
 
@@ -143,26 +148,41 @@ class Ledbat:
             self.peak_time = now
 
     def on_ack(self, delay: float, bytes_acked: int, now: float, rtt: float | None = None) -> None:
-        """Section 2.4.2 "on acknowledgement" with one delay sample."""
+        """Section 2.4.2 "on acknowledgement" with one delay sample.
+
+        Once per ACK: at 1 KiB chunks toward a libswift leecher (an ACK per
+        chunk) this is a tenth of the seeder's CPU, so attributes are read
+        once and MIN(base_delays) and the path's GAIN are kept, not
+        recomputed (:meth:`_base_min`, :meth:`_gain_now`); the arithmetic is
+        the section's, in the same order (test_swift_ledbat_fast.py)."""
         self.acks += 1
-        # base delay per minute (2.4.2 update_base_delay) and queuing_delay,
-        # inline: once per ACK, at 1 KiB chunks the seeder's per-chunk path
+        # base delay per minute (2.4.2 update_base_delay) and queuing_delay
         bd = self.base_delays
         lr = self.last_rollover
         if lr == -math.inf or int(now // 60) != int(lr // 60):
             self.last_rollover = now
             bd.append(delay)
-        elif delay < bd[-1]:
-            bd[-1] = delay
+            base = self._base = min(bd)
+        else:
+            base = self._base
+            if delay < bd[-1]:
+                bd[-1] = delay
+                if delay < base:
+                    base = self._base = delay
         cur = self.current_delays
         cur.append(delay)
-        qd = min(cur) - min(bd)
-        off_target = (self.TARGET - qd) / self.TARGET
+        target = self.TARGET
+        qd = min(cur) - base
+        off_target = (target - qd) / target
         flight = self.flightsize
-        if now - self.peak_time > (self.srtt or 1.0):
+        srtt = self.srtt
+        if now - self.peak_time > (srtt or 1.0):
             self.peak_flight = flight
             self.peak_time = now
-        cap_flight = max(flight, self.peak_flight)
+        peak = self.peak_flight
+        cap_flight = flight if flight > peak else peak
+        mss = self.mss
+        cwnd = self.cwnd
         if rtt is not None and rtt < self.min_rtt:
             self.min_rtt = rtt
         # round-trip queue: growth (slow start, then any) stops while it passes
@@ -170,44 +190,52 @@ class Ledbat:
         # cwnd: a slow ACK path alone never does).  A seeder short of CPU
         # otherwise grew its window for ever, its ACKs queued for up to 1 s in
         # its own socket, and the backlog's drops looked like losses.
-        rq = self.srtt - self.min_rtt if self.srtt is not None and rtt is not None else 0.0
-        calm = qd < self.TARGET / 2 and rq < self.TARGET / 2
-        recovering = not self.slow_start and self.cwnd < self.ssthresh and calm
+        rq = srtt - self.min_rtt if srtt is not None and rtt is not None else 0.0
+        calm = qd < target / 2 and rq < target / 2
+        slow = self.slow_start
+        recovering = not slow and cwnd < self.ssthresh and calm
         if recovering:
-            self.cwnd = min(self.ssthresh, self.cwnd + bytes_acked)
-        elif self.slow_start and calm:
-            self.cwnd += bytes_acked
+            cwnd = min(self.ssthresh, cwnd + bytes_acked)
+        elif slow and calm:
+            cwnd += bytes_acked
         else:
-            if self.slow_start:  # leaving slow start: undo its last doubling
-                self.cwnd = max(self.cwnd / 2, float(self.MIN_CWND * self.mss))
-            self.slow_start = False
+            if slow:  # leaving slow start: undo its last doubling
+                cwnd = max(cwnd / 2, float(self.MIN_CWND * mss))
+            self.slow_start = slow = False
             if off_target < 0:
                 # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
                 # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
                 # (spread over the ACKs of a window), instead of the RFC's linear
                 # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
                 # kept at 2.5 x TARGET (docs/ledbat.md)
-                w = self.cwnd / self.mss
-                per_rtt = max(self.gain + self.DECREASE * w * off_target, -w / 2)
-                self.cwnd += per_rtt * bytes_acked * self.mss / self.cwnd
-            elif rq <= self.TARGET:  # below: RFC 6817's increase, LEDBAT++'s GAIN
-                self.cwnd += self.gain * off_target * bytes_acked * self.mss / self.cwnd
-        if self.slow_start or recovering:  # slow start may double the window per RTT
-            self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
+                w = cwnd / mss
+                per_rtt = max(self._gain_now() + self.DECREASE * w * off_target, -w / 2)
+                cwnd += per_rtt * bytes_acked * mss / cwnd
+            elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
+                cwnd += self._gain_now() * off_target * bytes_acked * mss / cwnd
+        if slow or recovering:  # slow start may double the window per RTT
+            cwnd = min(cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * mss)
         else:
-            self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
-        self.cwnd = max(min(self.cwnd, float(self.MAX_CWND)), float(self.MIN_CWND * self.mss))
+            cwnd = min(cwnd, cap_flight + self.ALLOWED_INCREASE * mss)
+        self.cwnd = max(min(cwnd, float(self.MAX_CWND)), float(self.MIN_CWND * mss))
         self.flightsize = max(0, flight - bytes_acked)
         if rtt is not None:
-            if self.srtt is None:
+            if srtt is None:
                 self._update_cto(rtt)
             else:  # RFC 6298 section 2, as _update_cto
-                self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-                self.srtt = 0.875 * self.srtt + 0.125 * rtt
-                self.cto = max(0.2, self.srtt + 4 * self.rttvar)
-        elif self.srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
-            self.cto = max(0.2, self.srtt + 4 * self.rttvar)
+                var = self.rttvar = 0.75 * self.rttvar + 0.25 * abs(srtt - rtt)
+                srtt = self.srtt = 0.875 * srtt + 0.125 * rtt
+                self.cto = max(0.2, srtt + 4 * var)
+        elif srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
+            self.cto = max(0.2, srtt + 4 * self.rttvar)
         self.last_ack = now
+
+    def _gain_now(self) -> float:
+        """:attr:`gain`, recomputed only when the minimum RTT or TARGET changed."""
+        if self._gain_key != (self.min_rtt, self.TARGET):
+            self._gain_key = (self.min_rtt, self.TARGET)
+            self._gain = self.gain
+        return self._gain
 
     def on_delivered(self, nbytes: int, now: float) -> None:
         """Data known delivered without a delay sample (a HAVE covering it,

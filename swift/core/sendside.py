@@ -288,7 +288,13 @@ class SendSide:
         self.data_out[i] = (now, size, seq)
         self.send_log.append((i, now, seq))
         self.probe_credit = False
-        led.on_send(size, now)
+        # (Ledbat.on_send, inline: every DATA)
+        if led.flightsize == 0:
+            led.last_ack = now  # the congestion timer starts with data in flight
+        f = led.flightsize = led.flightsize + size
+        if f >= led.peak_flight:
+            led.peak_flight = f
+            led.peak_time = now
         if led.srtt:  # pacing: the window over one RTT, PACE_BURST at once
             per_byte = led.srtt / led.cwnd
             self.pace_at = max(self.pace_at, now - PACE_BURST * per_byte) + size * per_byte
@@ -336,19 +342,25 @@ class SendSide:
         (test_swift_seeder_fastpath.py)."""
         do = self.data_out
         spurious = self.spurious(lo, hi, now) if self.retried else 0
-        if hi - lo == 1 and lo not in do:
+        if not do or (hi - lo == 1 and lo not in do):
             return spurious  # libswift's HAVE right after the ACK for the same chunk
         led = self.ledbat
         old = now - max(1.5 * (led.srtt or 0.5), led.cto)
         newest, nseq = self.acked_sent, self.acked_seq
-        cands = range(lo, hi) if hi - lo <= len(do) else list(do)
-        for c in cands:
-            x = do.get(c)
-            if x is not None and lo <= c < hi and (
-                    x[0] < newest or x[0] < old
-                    or (x[0] == newest and (x[2] if len(x) > 2 else 0) < nseq)):
-                del do[c]
-                led.on_delivered(x[1], now)
+        # data_out is in send order ((time, seq) ascending: on_sent puts a chunk
+        # sent again at the end), so what a HAVE may retire is a prefix of it,
+        # empty while every DATA before the newest acknowledged was acknowledged
+        # too: no walk over the HAVE's range (a libswift HAVE names a whole bin)
+        hits = []
+        for c, x in do.items():
+            t = x[0]
+            if not (t < newest or t < old
+                    or (t == newest and (x[2] if len(x) > 2 else 0) < nseq)):
+                break
+            if lo <= c < hi:
+                hits.append(c)
+        for c in hits:
+            led.on_delivered(do.pop(c)[1], now)
         return spurious
 
     def spurious(self, lo: int, hi: int, now: float) -> int:

@@ -35,9 +35,9 @@ class ChunkSpecs:
 
     def to_chunks(self, start: int, end: int) -> tuple[int, int]:
         """Wire chunk spec (``start``, ``end`` as decoded) -> chunks ``[lo, hi)``."""
-        a = self.config.addressing
-        if a == ChunkAddressing.CHUNK32:
+        if self.chunk32:  # the default (twice per libswift HAVE i, ACK i datagram)
             return start, end + 1
+        a = self.config.addressing
         if a in (ChunkAddressing.BIN32, ChunkAddressing.BIN64):
             if start in (B.NONE32, B.NONE64):
                 return 0, 0

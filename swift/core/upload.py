@@ -296,6 +296,15 @@ class UploadScheduler:
         stats = self.stats
         ch: Channel | None = None
         s: SendSide | None = None
+        # static content in chunk32 addressing (the usual seeder): every chunk
+        # but the last (which may be short) as _data_dgram's fast path builds it
+        static = self.view.static
+        src = None
+        if self.FAST_UPLOAD and self.chunk32 and static is not None:
+            tree = static.tree
+            last = (tree.n_chunks or 0) - 1
+            csz = static.chunk_size
+            src = static.payload_source()
         while sent < budget:
             if cap is not None and self.tokens < need:
                 break
@@ -311,12 +320,23 @@ class UploadScheduler:
                             and not s.probe_credit)):
                     break
             i = s.upload.pop()
-            if i is None or (not full and not have.has(i)) or ch.remote.have.has(i):
+            if i is None or (not full and not have.has(i)):
                 continue
-            d = self._data_dgram(ch, i, now, ts)
+            remote = ch.remote
+            if remote.have.has(i):
+                continue
+            if src is not None and i < last and remote.some:
+                # _data_dgram's static fast path, its per-flush lookups hoisted:
+                # the whole datagram in one C call, the chunk pread into it
+                d = tree.data_datagram(ch.remote_id, i, remote.have if s.sent.has(i) else s.known,
+                                       ts, src, i * csz, csz)
+            else:
+                d = self._data_dgram(ch, i, now, ts)
             out.append((d, ch.addr))
             s.on_sent(i, len(d), now)
-            ch.liveness.spoke(now)
+            lv = ch.liveness  # (Liveness.spoke, inline: every DATA)
+            lv.last_send = now
+            lv.sent_since_recv += 1
             stats["sent_data"] += 1
             if cap is not None:
                 self.tokens -= len(d)
