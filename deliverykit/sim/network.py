@@ -316,7 +316,7 @@ class Network:
         """``src_name`` sends ``data`` to address ``dst`` now."""
         src = self.nodes[src_name]
         size = len(data) + self.overhead
-        group = self.groups.get(dst)
+        group = self.groups.get(dst) if self.groups else None
         target = self.by_addr.get(dst) if group is None else None
         if group is None and target is None:
             self._record(Fate.NO_ROUTE, src, 0xFFFF, size)
