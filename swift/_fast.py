@@ -6,9 +6,11 @@ tests/swift/test_swift_fast.py proves both agree.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Callable
+from typing import Any
 
 from deliverykit.fastpath import load
 
@@ -375,6 +377,90 @@ def py_data_datagram(channel: int, hashes, known, hash_size: int, n: int, chunk:
     return b"".join(parts)
 
 
+def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
+                     rtt: float | None) -> None:
+    """Ledbat.on_ack (RFC 6817 section 2.4.2 "on acknowledgement", one delay sample).
+
+    ``led`` is the :class:`~swift.core.ledbat.Ledbat`; MIN(base_delays) is
+    kept in ``led._base`` and the path's GAIN by ``led._gain_now()``.  The C
+    version reads and writes the same attributes with the same arithmetic in
+    the same order (tests/swift/test_swift_ledbat_fast.py)."""
+    led.acks += 1
+    # base delay per minute (2.4.2 update_base_delay) and queuing_delay
+    bd = led.base_delays
+    lr = led.last_rollover
+    if lr == -math.inf or int(now // 60) != int(lr // 60):
+        led.last_rollover = now
+        bd.append(delay)
+        base = led._base = min(bd)
+    else:
+        base = led._base
+        if delay < bd[-1]:
+            bd[-1] = delay
+            if delay < base:
+                base = led._base = delay
+    cur = led.current_delays
+    cur.append(delay)
+    target = led.TARGET
+    qd = min(cur) - base
+    off_target = (target - qd) / target
+    flight = led.flightsize
+    srtt = led.srtt
+    if now - led.peak_time > (srtt or 1.0):
+        led.peak_flight = flight
+        led.peak_time = now
+    peak = led.peak_flight
+    cap_flight = flight if flight > peak else peak
+    mss = led.mss
+    cwnd = led.cwnd
+    if rtt is not None and rtt < led.min_rtt:
+        led.min_rtt = rtt
+    # round-trip queue: growth (slow start, then any) stops while it passes
+    # TARGET/2, TARGET (the RFC's one-way rule stays the one that shrinks
+    # cwnd: a slow ACK path alone never does).  A seeder short of CPU
+    # otherwise grew its window for ever, its ACKs queued for up to 1 s in
+    # its own socket, and the backlog's drops looked like losses.
+    rq = srtt - led.min_rtt if srtt is not None and rtt is not None else 0.0
+    calm = qd < target / 2 and rq < target / 2
+    slow = led.slow_start
+    recovering = not slow and cwnd < led.ssthresh and calm
+    if recovering:
+        cwnd = min(led.ssthresh, cwnd + bytes_acked)
+    elif slow and calm:
+        cwnd += bytes_acked
+    else:
+        if slow:  # leaving slow start: undo its last doubling
+            cwnd = max(cwnd / 2, float(led.MIN_CWND * mss))
+        led.slow_start = slow = False
+        if off_target < 0:
+            # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
+            # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
+            # (spread over the ACKs of a window), instead of the RFC's linear
+            # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
+            # kept at 2.5 x TARGET (docs/ledbat.md)
+            w = cwnd / mss
+            per_rtt = max(led._gain_now() + led.DECREASE * w * off_target, -w / 2)
+            cwnd += per_rtt * bytes_acked * mss / cwnd
+        elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
+            cwnd += led._gain_now() * off_target * bytes_acked * mss / cwnd
+    if slow or recovering:  # slow start may double the window per RTT
+        cwnd = min(cwnd, 2 * cap_flight + led.ALLOWED_INCREASE * mss)
+    else:
+        cwnd = min(cwnd, cap_flight + led.ALLOWED_INCREASE * mss)
+    led.cwnd = max(min(cwnd, float(led.MAX_CWND)), float(led.MIN_CWND * mss))
+    led.flightsize = max(0, flight - bytes_acked)
+    if rtt is not None:
+        if srtt is None:
+            led._update_cto(rtt)
+        else:  # RFC 6298 section 2, as _update_cto
+            var = led.rttvar = 0.75 * led.rttvar + 0.25 * abs(srtt - rtt)
+            srtt = led.srtt = 0.875 * srtt + 0.125 * rtt
+            led.cto = max(0.2, srtt + 4 * var)
+    elif srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
+        led.cto = max(0.2, srtt + 4 * led.rttvar)
+    led.last_ack = now
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
 merkle_uncles = load("merkle_uncles", py_merkle_uncles)
 merkle_walk = load("merkle_walk", py_merkle_walk)
@@ -382,6 +468,7 @@ uncle_stop = load("uncle_stop", py_uncle_stop)
 binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
 data_datagram = load("data_datagram", py_data_datagram)
+ledbat_on_ack = load("ledbat_on_ack", py_ledbat_on_ack)
 
 
 #: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)

@@ -11,6 +11,7 @@
 #include "speedups.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
@@ -742,6 +743,318 @@ done:
     return out;
 }
 
+
+/* ---- ledbat_on_ack: Ledbat.on_ack (swift/core/ledbat.py, RFC 6817 2.4.2) ----
+ * Once per ACK; at 1 KiB chunks toward a libswift leecher (an ACK per chunk)
+ * the Python version was ~12 % of the seeder's instructions.  It reads and
+ * writes the Ledbat object's own attributes, with the twin's arithmetic in the
+ * same order (tests/swift/test_swift_fast_ledbat.py runs both side by side). */
+
+static PyObject *LA_names[32];
+enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA_TARGET,
+       LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
+       LA_ssthresh, LA_slow_start, LA_MIN_CWND, LA_DECREASE, LA_ALLOWED_INCREASE, LA_MAX_CWND,
+       LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_N };
+static const char *const LA_strs[LA_N] = {
+    "acks", "base_delays", "last_rollover", "_base", "current_delays", "TARGET",
+    "flightsize", "srtt", "peak_time", "peak_flight", "mss", "cwnd", "min_rtt",
+    "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
+    "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append"};
+
+static int
+la_init(void)
+{
+    if (LA_names[0] != NULL)
+        return 0;
+    for (int i = 0; i < LA_N; i++)
+        if ((LA_names[i] = PyUnicode_InternFromString(LA_strs[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* a float (or int) attribute; -1 with an exception set */
+static int
+la_double(PyObject *o, int name, double *out)
+{
+    PyObject *v = PyObject_GetAttr(o, LA_names[name]);
+    if (v == NULL)
+        return -1;
+    *out = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+la_ll(PyObject *o, int name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, LA_names[name]);
+    if (v == NULL)
+        return -1;
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "ledbat_on_ack: %s must be an int", LA_strs[name]);
+        Py_DECREF(v);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+la_set_double(PyObject *o, int name, double x)
+{
+    PyObject *v = PyFloat_FromDouble(x);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_SetAttr(o, LA_names[name], v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int
+la_set_ll(PyObject *o, int name, long long x)
+{
+    PyObject *v = PyLong_FromLongLong(x);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_SetAttr(o, LA_names[name], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* min() of an iterable of floats; -1 with an exception set */
+static int
+la_min(PyObject *seq, double *out)
+{
+    PyObject *it = PyObject_GetIter(seq), *x;
+    if (it == NULL)
+        return -1;
+    int first = 1;
+    double m = 0.0;
+    while ((x = PyIter_Next(it)) != NULL) {
+        double v = PyFloat_AsDouble(x);
+        Py_DECREF(x);
+        if (v == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(it);
+            return -1;
+        }
+        if (first || v < m)
+            m = v;
+        first = 0;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    if (first) {
+        PyErr_SetString(PyExc_ValueError, "ledbat_on_ack: min() of an empty delay list");
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+/* Python's float // (floatobject.c _float_div_mod), for the minute of the base delay */
+static double
+la_floordiv(double vx, double wx)
+{
+    double mod = fmod(vx, wx), div = (vx - mod) / wx, fl;
+    if (mod) {
+        if ((wx < 0) != (mod < 0))
+            div -= 1.0;
+    }
+    if (div) {
+        fl = floor(div);
+        if (div - fl > 0.5)
+            fl += 1.0;
+    } else {
+        fl = copysign(0.0, vx / wx);
+    }
+    return fl;
+}
+
+static int
+la_append(PyObject *dq, double x)
+{
+    PyObject *v = PyFloat_FromDouble(x);
+    if (v == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(dq, LA_names[LA_append], v, NULL);
+    Py_DECREF(v);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+#define LA_TRY(x) do { if ((x) < 0) goto fail; } while (0)
+
+static PyObject *
+ledbat_on_ack(PyObject *self, PyObject *args)
+{
+    PyObject *led, *rtt_o, *bd = NULL, *cur = NULL, *srtt_o = NULL, *slow_o = NULL;
+    double delay, now;
+    long long bytes_acked;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OdLdO:ledbat_on_ack", &led, &delay, &bytes_acked, &now, &rtt_o))
+        return NULL;
+    if (la_init() < 0)
+        return NULL;
+    int has_rtt = rtt_o != Py_None;
+    double rtt = 0.0;
+    if (has_rtt && (rtt = PyFloat_AsDouble(rtt_o)) == -1.0 && PyErr_Occurred())
+        return NULL;
+    long long acks, flight, peak_flight, mss, min_cwnd, allowed, max_cwnd;
+    double lr, base, target, peak_time, cwnd, min_rtt, ssthresh, decrease, gain_c, gdm;
+    LA_TRY(la_ll(led, LA_acks, &acks));
+    LA_TRY(la_set_ll(led, LA_acks, acks + 1));
+    /* base delay per minute (update_base_delay) */
+    if ((bd = PyObject_GetAttr(led, LA_names[LA_base_delays])) == NULL)
+        goto fail;
+    LA_TRY(la_double(led, LA_last_rollover, &lr));
+    if (lr == -Py_HUGE_VAL || la_floordiv(now, 60.0) != la_floordiv(lr, 60.0)) {
+        LA_TRY(la_set_double(led, LA_last_rollover, now));
+        LA_TRY(la_append(bd, delay));
+        LA_TRY(la_min(bd, &base));
+        LA_TRY(la_set_double(led, LA_base, base));
+    } else {
+        LA_TRY(la_double(led, LA_base, &base));
+        PyObject *last = PySequence_GetItem(bd, -1);
+        if (last == NULL)
+            goto fail;
+        double l = PyFloat_AsDouble(last);
+        Py_DECREF(last);
+        if (l == -1.0 && PyErr_Occurred())
+            goto fail;
+        if (delay < l) {
+            PyObject *v = PyFloat_FromDouble(delay);
+            if (v == NULL)
+                goto fail;
+            int r = PySequence_SetItem(bd, -1, v);
+            Py_DECREF(v);
+            LA_TRY(r);
+            if (delay < base) {
+                base = delay;
+                LA_TRY(la_set_double(led, LA_base, base));
+            }
+        }
+    }
+    if ((cur = PyObject_GetAttr(led, LA_names[LA_current_delays])) == NULL)
+        goto fail;
+    LA_TRY(la_append(cur, delay));
+    double cmin;
+    LA_TRY(la_min(cur, &cmin));
+    LA_TRY(la_double(led, LA_TARGET, &target));
+    double qd = cmin - base;
+    double off_target = (target - qd) / target;
+    LA_TRY(la_ll(led, LA_flightsize, &flight));
+    if ((srtt_o = PyObject_GetAttr(led, LA_names[LA_srtt])) == NULL)
+        goto fail;
+    int has_srtt = srtt_o != Py_None;
+    double srtt = 0.0;
+    if (has_srtt && (srtt = PyFloat_AsDouble(srtt_o)) == -1.0 && PyErr_Occurred())
+        goto fail;
+    LA_TRY(la_double(led, LA_peak_time, &peak_time));
+    if (now - peak_time > ((has_srtt && srtt != 0.0) ? srtt : 1.0)) {
+        LA_TRY(la_set_ll(led, LA_peak_flight, flight));
+        LA_TRY(la_set_double(led, LA_peak_time, now));
+    }
+    LA_TRY(la_ll(led, LA_peak_flight, &peak_flight));
+    long long cap_flight = flight > peak_flight ? flight : peak_flight;
+    LA_TRY(la_ll(led, LA_mss, &mss));
+    LA_TRY(la_double(led, LA_cwnd, &cwnd));
+    LA_TRY(la_double(led, LA_min_rtt, &min_rtt));
+    if (has_rtt && rtt < min_rtt) {
+        min_rtt = rtt;
+        if (PyObject_SetAttr(led, LA_names[LA_min_rtt], rtt_o) < 0)
+            goto fail;
+    }
+    double rq = (has_srtt && has_rtt) ? srtt - min_rtt : 0.0;
+    int calm = qd < target / 2 && rq < target / 2;
+    if ((slow_o = PyObject_GetAttr(led, LA_names[LA_slow_start])) == NULL)
+        goto fail;
+    int slow = PyObject_IsTrue(slow_o);
+    LA_TRY(slow);
+    LA_TRY(la_double(led, LA_ssthresh, &ssthresh));
+    LA_TRY(la_ll(led, LA_MIN_CWND, &min_cwnd));
+    int recovering = !slow && cwnd < ssthresh && calm;
+    if (recovering) {
+        double c = cwnd + (double)bytes_acked;
+        cwnd = c < ssthresh ? c : ssthresh;  /* min(ssthresh, c) */
+    } else if (slow && calm) {
+        cwnd += (double)bytes_acked;
+    } else {
+        if (slow) {
+            double h = cwnd / 2, m = (double)(min_cwnd * mss);
+            cwnd = m > h ? m : h;
+        }
+        slow = 0;
+        LA_TRY(PyObject_SetAttr(led, LA_names[LA_slow_start], Py_False));
+        if (off_target < 0 || rq <= target) {
+            double gain;
+            LA_TRY(la_double(led, LA_GAIN, &gain_c));
+            if (0 < min_rtt && min_rtt < Py_HUGE_VAL) {
+                LA_TRY(la_double(led, LA_GAIN_DIVISOR_MAX, &gdm));
+                double c = ceil(2 * target / min_rtt);
+                gain = gain_c / (c < gdm ? c : gdm);
+            } else {
+                gain = gain_c;
+            }
+            if (off_target < 0) {
+                LA_TRY(la_double(led, LA_DECREASE, &decrease));
+                double w = cwnd / (double)mss;
+                double a = gain + decrease * w * off_target, b = -w / 2;
+                double per_rtt = b > a ? b : a;
+                cwnd += per_rtt * (double)bytes_acked * (double)mss / cwnd;
+            } else {
+                cwnd += gain * off_target * (double)bytes_acked * (double)mss / cwnd;
+            }
+        }
+    }
+    LA_TRY(la_ll(led, LA_ALLOWED_INCREASE, &allowed));
+    LA_TRY(la_ll(led, LA_MAX_CWND, &max_cwnd));
+    double lim = (double)((slow || recovering ? 2 * cap_flight : cap_flight) + allowed * mss);
+    if (lim < cwnd)
+        cwnd = lim;
+    if ((double)max_cwnd < cwnd)
+        cwnd = (double)max_cwnd;
+    if ((double)(min_cwnd * mss) > cwnd)
+        cwnd = (double)(min_cwnd * mss);
+    LA_TRY(la_set_double(led, LA_cwnd, cwnd));
+    LA_TRY(la_set_ll(led, LA_flightsize, flight - bytes_acked > 0 ? flight - bytes_acked : 0));
+    if (has_rtt) {
+        double var, cto;
+        if (!has_srtt) {
+            srtt = rtt;
+            var = rtt / 2;
+        } else {
+            LA_TRY(la_double(led, LA_rttvar, &var));
+            var = 0.75 * var + 0.25 * fabs(srtt - rtt);
+            srtt = 0.875 * srtt + 0.125 * rtt;
+        }
+        cto = srtt + 4 * var;
+        LA_TRY(la_set_double(led, LA_srtt, srtt));
+        LA_TRY(la_set_double(led, LA_rttvar, var));
+        LA_TRY(la_set_double(led, LA_cto, cto > 0.2 ? cto : 0.2));
+    } else if (has_srtt) {
+        double var;
+        LA_TRY(la_double(led, LA_rttvar, &var));
+        double cto = srtt + 4 * var;
+        LA_TRY(la_set_double(led, LA_cto, cto > 0.2 ? cto : 0.2));
+    }
+    LA_TRY(la_set_double(led, LA_last_ack, now));
+    Py_DECREF(bd);
+    Py_DECREF(cur);
+    Py_DECREF(srtt_o);
+    Py_DECREF(slow_o);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(bd);
+    Py_XDECREF(cur);
+    Py_XDECREF(srtt_o);
+    Py_XDECREF(slow_o);
+    return NULL;
+}
+
 PyMethodDef dk_swift_methods[] = {
     {"recv_batch_ts", recv_batch_ts, METH_VARARGS,
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
@@ -760,6 +1073,8 @@ PyMethodDef dk_swift_methods[] = {
     {"data_datagram", data_datagram, METH_VARARGS,
      "data_datagram(channel, hashes, known, hash_size, n_chunks, chunk, stop, zero, ts, src, "
      "offset, length) -> one DATA datagram with its INTEGRITY uncles (chunk32)"},
+    {"ledbat_on_ack", ledbat_on_ack, METH_VARARGS,
+     "ledbat_on_ack(ledbat, delay, bytes_acked, now, rtt) -> None (Ledbat.on_ack)"},
     {"binmap_set1", binmap_set1, METH_VARARGS,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},

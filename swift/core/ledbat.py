@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from swift._fast import ledbat_on_ack
+
 
 class Ledbat:
     """Sender-side LEDBAT state for one channel."""
@@ -148,87 +150,10 @@ class Ledbat:
             self.peak_time = now
 
     def on_ack(self, delay: float, bytes_acked: int, now: float, rtt: float | None = None) -> None:
-        """Section 2.4.2 "on acknowledgement" with one delay sample.
-
-        Once per ACK: at 1 KiB chunks toward a libswift leecher (an ACK per
-        chunk) this is a tenth of the seeder's CPU, so attributes are read
-        once and MIN(base_delays) and the path's GAIN are kept, not
-        recomputed (:meth:`_base_min`, :meth:`_gain_now`); the arithmetic is
-        the section's, in the same order (test_swift_ledbat_fast.py)."""
-        self.acks += 1
-        # base delay per minute (2.4.2 update_base_delay) and queuing_delay
-        bd = self.base_delays
-        lr = self.last_rollover
-        if lr == -math.inf or int(now // 60) != int(lr // 60):
-            self.last_rollover = now
-            bd.append(delay)
-            base = self._base = min(bd)
-        else:
-            base = self._base
-            if delay < bd[-1]:
-                bd[-1] = delay
-                if delay < base:
-                    base = self._base = delay
-        cur = self.current_delays
-        cur.append(delay)
-        target = self.TARGET
-        qd = min(cur) - base
-        off_target = (target - qd) / target
-        flight = self.flightsize
-        srtt = self.srtt
-        if now - self.peak_time > (srtt or 1.0):
-            self.peak_flight = flight
-            self.peak_time = now
-        peak = self.peak_flight
-        cap_flight = flight if flight > peak else peak
-        mss = self.mss
-        cwnd = self.cwnd
-        if rtt is not None and rtt < self.min_rtt:
-            self.min_rtt = rtt
-        # round-trip queue: growth (slow start, then any) stops while it passes
-        # TARGET/2, TARGET (the RFC's one-way rule stays the one that shrinks
-        # cwnd: a slow ACK path alone never does).  A seeder short of CPU
-        # otherwise grew its window for ever, its ACKs queued for up to 1 s in
-        # its own socket, and the backlog's drops looked like losses.
-        rq = srtt - self.min_rtt if srtt is not None and rtt is not None else 0.0
-        calm = qd < target / 2 and rq < target / 2
-        slow = self.slow_start
-        recovering = not slow and cwnd < self.ssthresh and calm
-        if recovering:
-            cwnd = min(self.ssthresh, cwnd + bytes_acked)
-        elif slow and calm:
-            cwnd += bytes_acked
-        else:
-            if slow:  # leaving slow start: undo its last doubling
-                cwnd = max(cwnd / 2, float(self.MIN_CWND * mss))
-            self.slow_start = slow = False
-            if off_target < 0:
-                # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
-                # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
-                # (spread over the ACKs of a window), instead of the RFC's linear
-                # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
-                # kept at 2.5 x TARGET (docs/ledbat.md)
-                w = cwnd / mss
-                per_rtt = max(self._gain_now() + self.DECREASE * w * off_target, -w / 2)
-                cwnd += per_rtt * bytes_acked * mss / cwnd
-            elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
-                cwnd += self._gain_now() * off_target * bytes_acked * mss / cwnd
-        if slow or recovering:  # slow start may double the window per RTT
-            cwnd = min(cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * mss)
-        else:
-            cwnd = min(cwnd, cap_flight + self.ALLOWED_INCREASE * mss)
-        self.cwnd = max(min(cwnd, float(self.MAX_CWND)), float(self.MIN_CWND * mss))
-        self.flightsize = max(0, flight - bytes_acked)
-        if rtt is not None:
-            if srtt is None:
-                self._update_cto(rtt)
-            else:  # RFC 6298 section 2, as _update_cto
-                var = self.rttvar = 0.75 * self.rttvar + 0.25 * abs(srtt - rtt)
-                srtt = self.srtt = 0.875 * srtt + 0.125 * rtt
-                self.cto = max(0.2, srtt + 4 * var)
-        elif srtt is not None:  # an ACK ends a timeout backoff (RFC 6298 5.7)
-            self.cto = max(0.2, srtt + 4 * self.rttvar)
-        self.last_ack = now
+        """Section 2.4.2 "on acknowledgement" with one delay sample: in C
+        (deliverykit/csrc/swift.c ``ledbat_on_ack``; the twin, with the
+        section's arithmetic step by step, is swift._fast.py_ledbat_on_ack)."""
+        ledbat_on_ack(self, delay, bytes_acked, now, rtt)
 
     def _gain_now(self) -> float:
         """:attr:`gain`, recomputed only when the minimum RTT or TARGET changed."""

@@ -13,8 +13,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
+from deliverykit.fastpath import have_c
+from swift._fast import ledbat_on_ack, py_ledbat_on_ack
 from swift.core.binmap import Binmap
 from swift.core.ledbat import Ledbat
 from swift.core.sendside import SendSide
@@ -85,9 +88,7 @@ events = st.lists(st.tuples(st.floats(0, 30), st.integers(0, 3), st.floats(0, 20
                             st.booleans()), min_size=1, max_size=300)
 
 
-@settings(max_examples=150, deadline=None)
-@given(events, st.booleans(), st.sampled_from([0.025, 0.1]), st.integers(0, 2**32))
-def test_on_ack_equals_the_plain_arithmetic(evs, slow_start, target, seed) -> None:
+def _run_side_by_side(on_ack, evs, slow_start, target, seed) -> None:
     """Same window, flight, RTT estimate and delay history after every event,
     through slow start, loss, timeouts, a TARGET changed after the handshake
     (handshake.py does that) and minute rollovers of the base delay."""
@@ -106,7 +107,7 @@ def test_on_ack_equals_the_plain_arithmetic(evs, slow_start, target, seed) -> No
         elif kind == 1:
             n = rnd.choice((1024, 2048, 0, 8192))
             rtt = delay_ms / 500 if with_rtt else None
-            fast.on_ack(delay_ms / 1000, n, now, rtt)
+            on_ack(fast, delay_ms / 1000, n, now, rtt)
             _reference_on_ack(ref, delay_ms / 1000, n, now, rtt)
         elif kind == 2:
             fast.on_loss(1024, now)
@@ -114,6 +115,31 @@ def test_on_ack_equals_the_plain_arithmetic(evs, slow_start, target, seed) -> No
         else:
             assert fast.check_timeout(now) == ref.check_timeout(now)
         assert _state(fast) == _state(ref)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events, st.booleans(), st.sampled_from([0.025, 0.1]), st.integers(0, 2**32))
+def test_python_twin_equals_the_plain_arithmetic(evs, slow_start, target, seed) -> None:
+    _run_side_by_side(py_ledbat_on_ack, evs, slow_start, target, seed)
+
+
+@pytest.mark.skipif(not have_c(), reason="the C extension is not built")
+@settings(max_examples=300, deadline=None)
+@given(events, st.booleans(), st.sampled_from([0.025, 0.1]), st.integers(0, 2**32))
+def test_c_ledbat_on_ack_equals_the_plain_arithmetic(evs, slow_start, target, seed) -> None:
+    """The C version (what Ledbat.on_ack runs) against the same reference."""
+    assert ledbat_on_ack is not py_ledbat_on_ack
+    _run_side_by_side(ledbat_on_ack, evs, slow_start, target, seed)
+
+
+def test_c_ledbat_on_ack_refuses_a_broken_ledbat() -> None:
+    """A flight size that is not an int, or a missing attribute: an error, no crash."""
+    led = Ledbat(mss=1024)
+    led.flightsize = "x"  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        ledbat_on_ack(led, 0.001, 1024, 1.0, 0.01)
+    with pytest.raises((AttributeError, TypeError)):
+        ledbat_on_ack(object(), 0.001, 1024, 1.0, 0.01)
 
 
 def _reference_delivered_by_have(s: SendSide, lo: int, hi: int, now: float) -> None:
