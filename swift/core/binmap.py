@@ -272,8 +272,15 @@ class Binmap:
                                 self.root_layer, i, True))
 
     def discard(self, i: int) -> None:
-        """Mark chunk ``i`` empty (the C single-chunk descent)."""
-        self._one(i, False)
+        """Mark chunk ``i`` empty (the C single-chunk descent; :meth:`_one`
+        inline: per DATA sent at a seeder, the request queue's)."""
+        self.version += 1
+        if i >= 32 << self.root_layer:
+            return
+        if self._st[0] <= self.root_layer:
+            self._reserve(self.root_layer + 1)
+        binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i,
+                    False)
 
     def set(self, b: int) -> None:
         """Mark every chunk of bin ``b`` filled."""
