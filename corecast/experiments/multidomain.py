@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corecast.sim import ItrPlacement, SimResult, run, scenario
+from corecast.sim import ItrPlacement, SimResult, gc_paused, run, scenario
 from corecast.workload import PAPER_TOP3_SHARE, rank_size
 from deliverykit.cliutil import cli_main
 
@@ -111,7 +111,8 @@ def run_shape(shape: Shape, seconds: float, seed: int = 0, progress: bool = Fals
     sizes, s = shape.sizes()
     load0 = _load()
     t0, c0 = time.monotonic(), time.process_time()
-    res = run(scenario(seconds=seconds, seed=seed, sizes=sizes, itr=itr), progress=progress)
+    with gc_paused():  # the scenario of 100,000 nodes too (run pauses it for the run)
+        res = run(scenario(seconds=seconds, seed=seed, sizes=sizes, itr=itr), progress=progress)
     cpu = time.process_time() - c0
     cost = {"cpu_s": cpu, "wall_s": time.monotonic() - t0,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

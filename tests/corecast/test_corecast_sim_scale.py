@@ -157,3 +157,30 @@ def test_only_links_with_loss_derive_a_random_stream():
     net = Network(sched, sc, lambda *a: None)
     assert sorted(sched.asked) == [f"link/etr{a}.down" for a in range(3)]
     assert all(n.down.loss is not None for n in net.nodes.values() if n.name.startswith("etr"))
+
+
+def test_the_collector_is_paused_for_the_run_and_the_run_leaves_no_cycles(monkeypatch):
+    """corecast.sim.run pauses the cyclic garbage collector (~40 % of a 10,000-client
+    run's CPU was the collector traversing the live nodes and datagrams in flight):
+    safe only because a run makes no reference cycles, which is checked here, with
+    transit loss and with either ITR placement."""
+    import gc
+
+    import corecast.sim as cs
+
+    seen = []
+
+    class Watching(cs.Simulation):
+        def run(self, *a, **kw):  # type: ignore[no-untyped-def]
+            seen.append(gc.isenabled())
+            return super().run(*a, **kw)
+
+    monkeypatch.setattr(cs, "Simulation", Watching)
+    sizes, _ = rank_size(10, 60)
+    assert gc.isenabled()
+    for itr in ItrPlacement:
+        gc.collect()
+        res = run(scenario(seconds=0.5, seed=0, sizes=sizes, loss=0.05, itr=itr))
+        assert res.received > 0 and gc.isenabled()
+        assert gc.collect() == 0
+    assert seen == [False, False]
