@@ -1,6 +1,7 @@
 """HAVE announcements from the log of newly verified chunks (RFC 7574 3.2,
-4.3.1): a relaying leecher announces every chunk exactly once, in runs, as
-soon as it is verified, whatever order the picker verified them in."""
+4.3.1): a relaying leecher announces every chunk exactly once, in runs,
+whatever order the picker verified them in (when: on the channel's schedule,
+tests/swift/test_swift_have_coalesce.py)."""
 
 import os
 
