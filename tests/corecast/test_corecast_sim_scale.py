@@ -171,7 +171,7 @@ def test_the_collector_is_paused_for_the_run_and_the_run_leaves_no_cycles(monkey
     seen = []
 
     class Watching(cs.Simulation):
-        def run(self, *a, **kw):  # type: ignore[no-untyped-def]
+        def run(self, *a, **kw):
             seen.append(gc.isenabled())
             return super().run(*a, **kw)
 
