@@ -443,7 +443,9 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
             cwnd += per_rtt * bytes_acked * mss / cwnd
         elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
             cwnd += led._gain_now() * off_target * bytes_acked * mss / cwnd
-    if slow or recovering:  # slow start may double the window per RTT
+    if not led.app_limited:
+        pass  # the window was in use: nothing to cap (led.app_limited)
+    elif slow or recovering:  # slow start may double the window per RTT
         cwnd = min(cwnd, 2 * cap_flight + led.ALLOWED_INCREASE * mss)
     else:
         cwnd = min(cwnd, cap_flight + led.ALLOWED_INCREASE * mss)

@@ -754,12 +754,13 @@ static PyObject *LA_names[32];
 enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA_TARGET,
        LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
        LA_ssthresh, LA_slow_start, LA_MIN_CWND, LA_DECREASE, LA_ALLOWED_INCREASE, LA_MAX_CWND,
-       LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_N };
+       LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_app_limited,
+       LA_N };
 static const char *const LA_strs[LA_N] = {
     "acks", "base_delays", "last_rollover", "_base", "current_delays", "TARGET",
     "flightsize", "srtt", "peak_time", "peak_flight", "mss", "cwnd", "min_rtt",
     "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
-    "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append"};
+    "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "app_limited"};
 
 static int
 la_init(void)
@@ -1012,9 +1013,17 @@ ledbat_on_ack(PyObject *self, PyObject *args)
     }
     LA_TRY(la_ll(led, LA_ALLOWED_INCREASE, &allowed));
     LA_TRY(la_ll(led, LA_MAX_CWND, &max_cwnd));
-    double lim = (double)((slow || recovering ? 2 * cap_flight : cap_flight) + allowed * mss);
-    if (lim < cwnd)
-        cwnd = lim;
+    PyObject *al_o = PyObject_GetAttr(led, LA_names[LA_app_limited]);
+    if (al_o == NULL)
+        goto fail;
+    int app_limited = PyObject_IsTrue(al_o);
+    Py_DECREF(al_o);
+    LA_TRY(app_limited);
+    if (app_limited) {  /* RFC 6817's cap only when the window was not in use */
+        double lim = (double)((slow || recovering ? 2 * cap_flight : cap_flight) + allowed * mss);
+        if (lim < cwnd)
+            cwnd = lim;
+    }
     if ((double)max_cwnd < cwnd)
         cwnd = (double)max_cwnd;
     if ((double)(min_cwnd * mss) > cwnd)

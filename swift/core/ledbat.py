@@ -100,6 +100,15 @@ class Ledbat:
         #: :attr:`gain` and the (min_rtt, TARGET) it was computed for
         self._gain = self.GAIN
         self._gain_key: tuple[float, float] = (math.nan, math.nan)
+        #: the sender had nothing to send at its last flush (its queue of
+        #: requested chunks empty): only then does RFC 6817's cap apply (cwnd
+        #: <= flightsize + ALLOWED_INCREASE MSS, RFC 7661's "not cwnd-limited").
+        #: The sender sets it after each flush (upload.py).  A window-limited
+        #: sender on a path whose RTT is shorter than its own flush cycle (our
+        #: seeder toward libswift on loopback: 0.1-1 ms) sees its flight drain
+        #: between two flushes, and the cap had cut its window to what was left
+        #: in flight, 35 KiB to 3 KiB within 80 ms (docs/swift-perf.md, session 10)
+        self.app_limited = True
 
     # -- helpers ----------------------------------------------------------------
 
