@@ -406,7 +406,10 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     off_target = (target - qd) / target
     flight = led.flightsize
     srtt = led.srtt
-    if now - led.peak_time > (srtt or 1.0):
+    hold = srtt or 1.0
+    if hold < led.PEAK_HOLD:  # (Ledbat.PEAK_HOLD: the sender's own flush cycle)
+        hold = led.PEAK_HOLD
+    if now - led.peak_time > hold:
         led.peak_flight = flight
         led.peak_time = now
     peak = led.peak_flight
@@ -443,9 +446,7 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
             cwnd += per_rtt * bytes_acked * mss / cwnd
         elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
             cwnd += led._gain_now() * off_target * bytes_acked * mss / cwnd
-    if not led.app_limited:
-        pass  # the window was in use: nothing to cap (led.app_limited)
-    elif slow or recovering:  # slow start may double the window per RTT
+    if slow or recovering:  # slow start may double the window per RTT
         cwnd = min(cwnd, 2 * cap_flight + led.ALLOWED_INCREASE * mss)
     else:
         cwnd = min(cwnd, cap_flight + led.ALLOWED_INCREASE * mss)

@@ -754,13 +754,13 @@ static PyObject *LA_names[32];
 enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA_TARGET,
        LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
        LA_ssthresh, LA_slow_start, LA_MIN_CWND, LA_DECREASE, LA_ALLOWED_INCREASE, LA_MAX_CWND,
-       LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_app_limited,
+       LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_PEAK_HOLD,
        LA_N };
 static const char *const LA_strs[LA_N] = {
     "acks", "base_delays", "last_rollover", "_base", "current_delays", "TARGET",
     "flightsize", "srtt", "peak_time", "peak_flight", "mss", "cwnd", "min_rtt",
     "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
-    "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "app_limited"};
+    "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "PEAK_HOLD"};
 
 static int
 la_init(void)
@@ -955,7 +955,11 @@ ledbat_on_ack(PyObject *self, PyObject *args)
     if (has_srtt && (srtt = PyFloat_AsDouble(srtt_o)) == -1.0 && PyErr_Occurred())
         goto fail;
     LA_TRY(la_double(led, LA_peak_time, &peak_time));
-    if (now - peak_time > ((has_srtt && srtt != 0.0) ? srtt : 1.0)) {
+    double hold = (has_srtt && srtt != 0.0) ? srtt : 1.0, peak_hold;
+    LA_TRY(la_double(led, LA_PEAK_HOLD, &peak_hold));
+    if (hold < peak_hold)  /* Ledbat.PEAK_HOLD: the sender's own flush cycle */
+        hold = peak_hold;
+    if (now - peak_time > hold) {
         LA_TRY(la_set_ll(led, LA_peak_flight, flight));
         LA_TRY(la_set_double(led, LA_peak_time, now));
     }
@@ -1013,17 +1017,9 @@ ledbat_on_ack(PyObject *self, PyObject *args)
     }
     LA_TRY(la_ll(led, LA_ALLOWED_INCREASE, &allowed));
     LA_TRY(la_ll(led, LA_MAX_CWND, &max_cwnd));
-    PyObject *al_o = PyObject_GetAttr(led, LA_names[LA_app_limited]);
-    if (al_o == NULL)
-        goto fail;
-    int app_limited = PyObject_IsTrue(al_o);
-    Py_DECREF(al_o);
-    LA_TRY(app_limited);
-    if (app_limited) {  /* RFC 6817's cap only when the window was not in use */
-        double lim = (double)((slow || recovering ? 2 * cap_flight : cap_flight) + allowed * mss);
-        if (lim < cwnd)
-            cwnd = lim;
-    }
+    double lim = (double)((slow || recovering ? 2 * cap_flight : cap_flight) + allowed * mss);
+    if (lim < cwnd)
+        cwnd = lim;
     if ((double)max_cwnd < cwnd)
         cwnd = (double)max_cwnd;
     if ((double)(min_cwnd * mss) > cwnd)

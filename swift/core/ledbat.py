@@ -55,6 +55,16 @@ class Ledbat:
     #: "The stall of a libswift leecher").  768 KiB in flight is 0.77 GB/s
     #: at a 1 ms loopback RTT, 7.7 MB/s per channel at 100 ms
     MAX_CWND = 768 * 1024
+    #: s, the shortest time the largest flight is remembered for RFC 6817's cap
+    #: (cwnd <= flightsize + ALLOWED_INCREASE MSS, flightsize taken as the
+    #: largest of the last RTT): a sender's own cycle of reading a batch of ACKs
+    #: and refilling its window (measured up to ~5 ms on this 2-core machine
+    #: under load) must not look like a window it did not use.  Toward libswift
+    #: on loopback (RTT 0.1-1 ms) each batch found the flight drained by the one
+    #: before, and the cap cut a full window to what was left: 35 KiB to 3 KiB in
+    #: 80 ms, 2 DATA per flush (docs/swift-perf.md, session 10).  On paths whose
+    #: RTT is longer than this the RTT holds it, as before
+    PEAK_HOLD = 0.020
 
     def __init__(self, mss: int = 1024, target: float | None = None,
                  slow_start: bool = False, init_cwnd: int | None = None) -> None:
@@ -100,15 +110,6 @@ class Ledbat:
         #: :attr:`gain` and the (min_rtt, TARGET) it was computed for
         self._gain = self.GAIN
         self._gain_key: tuple[float, float] = (math.nan, math.nan)
-        #: the sender had nothing to send at its last flush (its queue of
-        #: requested chunks empty): only then does RFC 6817's cap apply (cwnd
-        #: <= flightsize + ALLOWED_INCREASE MSS, RFC 7661's "not cwnd-limited").
-        #: The sender sets it after each flush (upload.py).  A window-limited
-        #: sender on a path whose RTT is shorter than its own flush cycle (our
-        #: seeder toward libswift on loopback: 0.1-1 ms) sees its flight drain
-        #: between two flushes, and the cap had cut its window to what was left
-        #: in flight, 35 KiB to 3 KiB within 80 ms (docs/swift-perf.md, session 10)
-        self.app_limited = True
 
     # -- helpers ----------------------------------------------------------------
 

