@@ -326,6 +326,16 @@ def data_datagram(
     """One DATA datagram (chunk32): channel ID, INTEGRITY for each uncle below ``stop``,
     DATA with ``ts`` and ``length`` bytes at ``offset`` of ``src`` (fd to pread, or buffer)."""
 
+def ledbat_on_ack(
+    ledbat: Any,
+    delay: float,
+    bytes_acked: int,
+    now: float,
+    rtt: float | None,
+    /,
+) -> None:
+    """Ledbat.on_ack (RFC 6817 2.4.2) on the Ledbat object's own attributes."""
+
 def binmap_set1(
     halves: WriteableBuffer,
     deep: WriteableBuffer,

@@ -79,8 +79,8 @@ def _mutate(rnd: random.Random, pkt: bytes) -> bytes:
 
 
 def _pair(**kw: object) -> tuple[Etr, Etr]:
-    fast = Etr(CC, eids=SITE, trusted_rlocs=[parse_prefix("192.0.2.100/32")], **kw)  # type: ignore[arg-type]
-    slow = Etr(CC, eids=SITE, trusted_rlocs=[parse_prefix("192.0.2.100/32")], **kw)  # type: ignore[arg-type]
+    fast = Etr(CC, eids=SITE, trusted_rlocs=[parse_prefix("192.0.2.100/32")], **kw)  # type: ignore[arg-type]  # kw: the options the test varies
+    slow = Etr(CC, eids=SITE, trusted_rlocs=[parse_prefix("192.0.2.100/32")], **kw)  # type: ignore[arg-type]  # kw: the options the test varies
     slow.fast_headers = False
     return fast, slow
 

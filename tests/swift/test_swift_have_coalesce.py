@@ -193,7 +193,7 @@ async def _relay_over_udp(tmp_path, tag: str, interval: float) -> tuple[int, int
                     counts["have_only"] += k == {MsgType.HAVE}
                 return got
 
-            p1.datagrams_to_send = counted  # type: ignore[method-assign]
+            p1.datagrams_to_send = counted  # type: ignore[method-assign]  # count what the peer sends
             l1.connect(s.addr)
             l2.connect(s.addr)
             l2.connect(l1.addr)

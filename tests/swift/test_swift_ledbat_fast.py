@@ -135,7 +135,7 @@ def test_c_ledbat_on_ack_equals_the_plain_arithmetic(evs, slow_start, target, se
 def test_c_ledbat_on_ack_refuses_a_broken_ledbat() -> None:
     """A flight size that is not an int, or a missing attribute: an error, no crash."""
     led = Ledbat(mss=1024)
-    led.flightsize = "x"  # type: ignore[assignment]
+    led.flightsize = "x"  # type: ignore[assignment]  # the broken state under test
     with pytest.raises(TypeError):
         ledbat_on_ack(led, 0.001, 1024, 1.0, 0.01)
     with pytest.raises((AttributeError, TypeError)):
