@@ -15,11 +15,14 @@ complete.  Every leecher's content is compared byte for byte with the seeder's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
+import gc
 import json
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -402,6 +405,23 @@ class SwiftApp:
         return peer.content.complete and bytes(storage.buf[:self.size]) == self.data
 
 
+@contextlib.contextmanager
+def setup_frozen() -> Iterator[None]:
+    """The objects alive before the block (the nodes, their cores, hash trees and
+    content) out of the cyclic collector's sight for the block (``gc.freeze``),
+    then back.  A run allocates a few objects per datagram and keeps the set-up
+    alive throughout, so the collector's full passes kept traversing it: a
+    quarter of an 8-leecher VoD task's CPU (docs/sim-fig6.md, session 10).
+    Unlike turning the collector off, cycles made during the run are still
+    collected; the results do not change (tests/swift/test_swift_sim_gc.py)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
         progress: bool = False, seeder_config: PeerConfig | None = None,
         leecher_config: PeerConfig | None = None,
@@ -417,7 +437,8 @@ def run(scenario: Scenario, seed: int | None = None, trace: bool = False,
         print(f"\rvirtual {now:7.1f} s, {len(app.completed)}/{len(app.leecher_names)} complete",
               end="", file=sys.stderr, flush=True)
 
-    stats = sim.run(progress=show if progress else None)
+    with setup_frozen():
+        stats = sim.run(progress=show if progress else None)
     if progress:
         print(file=sys.stderr)
     out = []
