@@ -148,16 +148,7 @@ class Client(Outbox):
                 ext = self.max_ext = last + 1
                 bits = self._seen_bits << 1 if self.window > 1 else 0
                 self._seen_bits = (bits | 1) & self._window_mask
-                self.received += 1
-                self.bytes += len(data)
-                if self.keep_digests:
-                    self.digests[ext] = hashlib.sha1(data).digest()
-                transit = now * self.clock - ts
-                if self._last_transit is not None:
-                    d = abs(transit - self._last_transit)
-                    self.jitter += (d - self.jitter) / 16.0
-                self._last_transit = transit
-                self.last_at = now
+                self._accept(data, ext, ts, now)
                 return ext
         try:
             seq16, ts, _ssrc, _media = self.parse(data)
@@ -167,14 +158,22 @@ class Client(Outbox):
         ext = self._extend(seq16)
         if not self._mark(ext):
             return ext
-        self.received += 1
-        self.bytes += len(data)
         if self.first_seq is None or ext < self.first_seq:
             self.first_seq = ext
         if ext < self.max_ext:
             self.reordered += 1
         else:
             self.max_ext = ext
+        if self.first_at is None:
+            self.first_at = now
+        self._accept(data, ext, ts, now)
+        return ext
+
+    def _accept(self, data: builtins.bytes, ext: int, ts: int, now: float) -> None:
+        """Count a new chunk: bytes, its digest (if kept), the interarrival
+        jitter (RFC 3550 A.8) and when it came."""
+        self.received += 1
+        self.bytes += len(data)
         if self.keep_digests:
             self.digests[ext] = hashlib.sha1(data).digest()
         transit = now * self.clock - ts
@@ -182,10 +181,7 @@ class Client(Outbox):
             d = abs(transit - self._last_transit)
             self.jitter += (d - self.jitter) / 16.0
         self._last_transit = transit
-        if self.first_at is None:
-            self.first_at = now
         self.last_at = now
-        return ext
 
     def _mark(self, ext: int) -> bool:
         """Record ``ext`` in the window; False (and counted) for a duplicate or a

@@ -801,10 +801,10 @@ la_ll(PyObject *o, int name, long long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
 static int
-la_set_double(PyObject *o, int name, double x)
+la_set(PyObject *o, int name, PyObject *v)
 {
-    PyObject *v = PyFloat_FromDouble(x);
     if (v == NULL)
         return -1;
     int r = PyObject_SetAttr(o, LA_names[name], v);
@@ -812,16 +812,8 @@ la_set_double(PyObject *o, int name, double x)
     return r;
 }
 
-static int
-la_set_ll(PyObject *o, int name, long long x)
-{
-    PyObject *v = PyLong_FromLongLong(x);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_SetAttr(o, LA_names[name], v);
-    Py_DECREF(v);
-    return r;
-}
+#define la_set_double(o, name, x) la_set((o), (name), PyFloat_FromDouble(x))
+#define la_set_ll(o, name, x) la_set((o), (name), PyLong_FromLongLong(x))
 
 /* min() of an iterable of floats; -1 with an exception set */
 static int
