@@ -382,7 +382,7 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     """Ledbat.on_ack (RFC 6817 section 2.4.2 "on acknowledgement", one delay sample).
 
     ``led`` is the :class:`~swift.core.ledbat.Ledbat`; MIN(base_delays) is
-    kept in ``led._base`` and the path's GAIN by ``led._gain_now()``.  The C
+    kept in ``led._base`` and the path's GAIN by ``led.gain``.  The C
     version reads and writes the same attributes with the same arithmetic in
     the same order (tests/swift/test_swift_ledbat_fast.py)."""
     led.acks += 1
@@ -442,10 +442,10 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
             # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
             # kept at 2.5 x TARGET (docs/ledbat.md)
             w = cwnd / mss
-            per_rtt = max(led._gain_now() + led.DECREASE * w * off_target, -w / 2)
+            per_rtt = max(led.gain + led.DECREASE * w * off_target, -w / 2)
             cwnd += per_rtt * bytes_acked * mss / cwnd
         elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
-            cwnd += led._gain_now() * off_target * bytes_acked * mss / cwnd
+            cwnd += led.gain * off_target * bytes_acked * mss / cwnd
     if slow or recovering:  # slow start may double the window per RTT
         cwnd = min(cwnd, 2 * cap_flight + led.ALLOWED_INCREASE * mss)
     else:

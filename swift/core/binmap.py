@@ -231,25 +231,19 @@ class Binmap:
         self._set(self.root, self.root_layer, 0, lo, hi, False)
 
     def _one(self, i: int, val: bool) -> None:
-        """Set or clear one chunk: descend (splitting leaves), flip, fold back up.
+        """Set (:meth:`add`) or clear (:meth:`discard`) one chunk."""
+        if val:
+            self.add(i)
+        else:
+            self.discard(i)
+
+    def add(self, i: int) -> None:
+        """Mark chunk ``i`` filled: descend (splitting leaves), flip, fold back up.
 
         ``binmap_set1`` (C, or its twin in swift/_fast.py) does the work in the
         buffers; it allocates from the free stack, so enough cells are
-        reserved first (at most one split per layer).  Called once per ACK
-        and HAVE, so the checks are inline.
-        """
-        self.version += 1
-        if i >= 32 << self.root_layer:
-            if not val:
-                return
-            self._grow(i + 1)
-        if self._st[0] <= self.root_layer:
-            self._reserve(self.root_layer + 1)
-        binmap_set1(self._h, self._deep, self._free, self._st, self.root, self.root_layer, i, val)
-
-    def add(self, i: int) -> None:
-        """Mark chunk ``i`` filled (the C single-chunk descent; :meth:`_one`
-        inline: per DATA sent and per single-chunk REQUEST at a seeder)."""
+        reserved first (at most one split per layer).  Called per ACK, HAVE,
+        DATA sent and single-chunk REQUEST, so the checks are inline."""
         self.version += 1
         if i >= 32 << self.root_layer:
             self._grow(i + 1)
@@ -272,8 +266,7 @@ class Binmap:
                                 self.root_layer, i, True))
 
     def discard(self, i: int) -> None:
-        """Mark chunk ``i`` empty (the C single-chunk descent; :meth:`_one`
-        inline: per DATA sent at a seeder, the request queue's)."""
+        """Mark chunk ``i`` empty (as :meth:`add`; nothing past the span)."""
         self.version += 1
         if i >= 32 << self.root_layer:
             return

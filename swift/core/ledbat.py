@@ -109,9 +109,6 @@ class Ledbat:
         self.min_rtt = math.inf
         #: MIN(base_delays), kept by :meth:`on_ack` (the only writer of base_delays)
         self._base = math.inf
-        #: :attr:`gain` and the (min_rtt, TARGET) it was computed for
-        self._gain = self.GAIN
-        self._gain_key: tuple[float, float] = (math.nan, math.nan)
 
     # -- helpers ----------------------------------------------------------------
 
@@ -166,13 +163,6 @@ class Ledbat:
         (deliverykit/csrc/swift.c ``ledbat_on_ack``; the twin, with the
         section's arithmetic step by step, is swift._fast.py_ledbat_on_ack)."""
         ledbat_on_ack(self, delay, bytes_acked, now, rtt)
-
-    def _gain_now(self) -> float:
-        """:attr:`gain`, recomputed only when the minimum RTT or TARGET changed."""
-        if self._gain_key != (self.min_rtt, self.TARGET):
-            self._gain_key = (self.min_rtt, self.TARGET)
-            self._gain = self.gain
-        return self._gain
 
     def on_delivered(self, nbytes: int, now: float) -> None:
         """Data known delivered without a delay sample (a HAVE covering it,

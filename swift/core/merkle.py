@@ -302,22 +302,9 @@ class MerkleTree:
         same bytes as building the messages one by one, in one C call (twin
         in swift/_fast.py); KeyError for an uncle hash not known, ValueError
         for a chunk number past 32 bits."""
-        # (_stop_of, inline: once per DATA sent)
-        for lo, hi, _peak in self._peak_ranges:
-            if lo <= chunk < hi:
-                top = (hi - lo).bit_length() - 1
-                break
-        else:
-            raise IndexError("chunk past the end of the content")
-        m1 = getattr(peer_has, "a", peer_has)
-        m2 = getattr(peer_has, "b", peer_has)
-        if top and type(m1) is Binmap and type(m2) is Binmap:
-            stop = uncle_stop(chunk, top, m1._h, m1._deep, m1.root, m1.root_layer,
-                              m2._h, m2._deep, m2.root, m2.root_layer)
-        else:
-            stop = self._uncle_stop(chunk, peer_has)
         return data_datagram(channel, self._hashes, self._known, self.hash_size,
-                             self.n_chunks or 0, chunk, stop, self.zero, ts, src, offset, length)
+                             self.n_chunks or 0, chunk, self._stop_of(chunk, peer_has),
+                             self.zero, ts, src, offset, length)
 
     def _peak_top(self, chunk: int) -> int:
         """The layer of the peak whose range holds ``chunk`` (IndexError past

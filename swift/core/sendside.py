@@ -288,13 +288,7 @@ class SendSide:
         self.data_out[i] = (now, size, seq)
         self.send_log.append((i, now, seq))
         self.probe_credit = False
-        # (Ledbat.on_send, inline: every DATA)
-        if led.flightsize == 0:
-            led.last_ack = now  # the congestion timer starts with data in flight
-        f = led.flightsize = led.flightsize + size
-        if f >= led.peak_flight:
-            led.peak_flight = f
-            led.peak_time = now
+        led.on_send(size, now)
         if led.srtt:  # pacing: the window over one RTT, PACE_BURST at once
             per_byte = led.srtt / led.cwnd
             self.pace_at = max(self.pace_at, now - PACE_BURST * per_byte) + size * per_byte

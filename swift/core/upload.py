@@ -34,8 +34,9 @@ from deliverykit.protocol import Outgoing
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import MTU_PAYLOAD, PeerConfig
-from swift.core.content import Content, ContentView
+from swift.core.content import Content, ContentView, PayloadSource
 from swift.core.live import LiveContent
+from swift.core.merkle import MerkleTree
 from swift.core.sendside import SendSide
 from swift.wire import codec as C
 from swift.wire.constants import ChunkAddressing
@@ -58,6 +59,10 @@ class WireSpec(Protocol):
 MunroPush = Callable[[Channel, float], list[C.Message]]
 
 _EST = ChannelState.EST
+
+
+#: :meth:`UploadScheduler._static_fast`: tree, last chunk, chunk size, payload source
+_StaticFast = tuple[MerkleTree, int, int, PayloadSource]
 
 
 class UploadScheduler:
@@ -192,10 +197,25 @@ class UploadScheduler:
                 due = max(r, now)
         return due
 
-    def _data_dgram(self, ch: Channel, i: int, now: float, ts: bytes | None = None) -> bytes:
+    def _static_fast(self) -> _StaticFast | None:
+        """What the static fast path of :meth:`_data_dgram` looks up (chunk32,
+        static content :meth:`MerkleTree.data_datagram` can read): the tree,
+        the last chunk (which may be short: the general path), the chunk size
+        and the payload source; None when it does not apply.  Once per flush."""
+        static = self.view.static
+        if not (self.FAST_UPLOAD and self.chunk32 and static is not None):
+            return None
+        src = static.payload_source()
+        if src is None:
+            return None
+        return static.tree, (static.tree.n_chunks or 0) - 1, static.chunk_size, src
+
+    def _data_dgram(self, ch: Channel, i: int, now: float, ts: bytes | None = None,
+                    fast: _StaticFast | None = None) -> bytes:
         """One DATA datagram for chunk ``i``, preceded by the hashes (and
         live signatures) the receiver needs to verify it (5.3, 6.1).
-        ``ts``: the DATA timestamp of ``now``, packed (once per batch)."""
+        ``ts``: the DATA timestamp of ``now``, packed (once per batch);
+        ``fast``: :meth:`_static_fast`, when the caller looked it up already."""
         spec = self._wire_spec
         parts = [ch.remote_id.to_bytes(4, "big")]
         if ts is None:
@@ -208,14 +228,12 @@ class UploadScheduler:
             # its per-chunk view object and item tuples
             s = ch.send
             known = remote.have if s.sent.has(i) else s.known
+            fast = fast or self._static_fast()
+            if fast is not None and i < fast[1]:
+                # the whole datagram in one C call, the chunk pread into it
+                tree, _last, csz, src = fast
+                return tree.data_datagram(ch.remote_id, i, known, ts, src, i * csz, csz)
             cs = static.chunk_size
-            if self.chunk32 and i + 1 < (static.n_chunks or 0):
-                # the whole datagram in one C call, the chunk pread into it (not
-                # the last chunk, which may be short: chunk_bytes below)
-                src = static.payload_source()
-                if src is not None:
-                    return static.tree.data_datagram(ch.remote_id, i, known, ts, src, i * cs,
-                                                     cs)
             for b, h in static.tree.uncles(i, known):
                 lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
                 lo = (b >> (lay + 1)) << lay
@@ -296,15 +314,7 @@ class UploadScheduler:
         stats = self.stats
         ch: Channel | None = None
         s: SendSide | None = None
-        # static content in chunk32 addressing (the usual seeder): every chunk
-        # but the last (which may be short) as _data_dgram's fast path builds it
-        static = self.view.static
-        src = None
-        if self.FAST_UPLOAD and self.chunk32 and static is not None:
-            tree = static.tree
-            last = (tree.n_chunks or 0) - 1
-            csz = static.chunk_size
-            src = static.payload_source()
+        fast = self._static_fast()  # (its lookups once per flush, not per DATA)
         while sent < budget:
             if cap is not None and self.tokens < need:
                 break
@@ -322,16 +332,9 @@ class UploadScheduler:
             i = s.upload.pop()
             if i is None or (not full and not have.has(i)):
                 continue
-            remote = ch.remote
-            if remote.have.has(i):
+            if ch.remote.have.has(i):
                 continue
-            if src is not None and i < last and remote.some:
-                # _data_dgram's static fast path, its per-flush lookups hoisted:
-                # the whole datagram in one C call, the chunk pread into it
-                d = tree.data_datagram(ch.remote_id, i, remote.have if s.sent.has(i) else s.known,
-                                       ts, src, i * csz, csz)
-            else:
-                d = self._data_dgram(ch, i, now, ts)
+            d = self._data_dgram(ch, i, now, ts, fast)
             out.append((d, ch.addr))
             s.on_sent(i, len(d), now)
             lv = ch.liveness  # (Liveness.spoke, inline: every DATA)
