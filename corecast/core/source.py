@@ -40,6 +40,7 @@ from corecast.wire.constants import (
     IPPROTO_CORECAST,
     LISP_DATA_HEADER_LEN,
     UDP_HEADER_LEN,
+    Afi,
     HashId,
 )
 from corecast.wire.ip import build_ip, build_udp
@@ -76,12 +77,22 @@ def max_chunk_size(mtu: int = 1500, transport: str = "udp", ipv6_outer: bool = F
     return mtu - outer - inner - cc_payload_overhead(hash_id)
 
 
+#: a header PDU's port and AFI fields (codec._CC_HEADER's last two)
+_PORT_AFI = struct.Struct("!HH")
+
+
 @dataclass(slots=True)
 class Subscriber:
     eid: bytes
     port: int
     corecast: bool
     last_seen: float
+    #: this subscriber's port and AFI as its header PDUs carry them (between the
+    #: chunk's sequence number and its hash)
+    port_afi: bytes = field(init=False, repr=False, default=b"")
+
+    def __post_init__(self) -> None:
+        self.port_afi = _PORT_AFI.pack(self.port, Afi.IPV4 if len(self.eid) == 4 else Afi.IPV6)
 
 
 @dataclass(slots=True)
@@ -142,6 +153,11 @@ class Source(Outbox):
         #: channels are paced by the timer (:meth:`get_timer`); False holds them until
         #: :meth:`start_streaming`
         self.streaming = True
+        #: no subscriber was last seen before this (a lower bound, exact while
+        #: :attr:`_floor_exact`): :meth:`expire` and :meth:`next_expiry` visit the
+        #: subscribers only when one may have expired or the bound is stale
+        self._seen_floor = math.inf
+        self._floor_exact = True
         self._init_outbox()
 
     # ------------------------------------------------------------- channels
@@ -177,7 +193,13 @@ class Source(Outbox):
             raise ValueError("client EID family differs from the channel's")
         if not 0 < port < 65536:
             raise ValueError("bad port")
-        ch.dst[(a.packed, port)] = Subscriber(a.packed, port, corecast, now)
+        key = (a.packed, port)
+        old = ch.dst.get(key)
+        if old is not None and old.last_seen <= self._seen_floor:
+            self._floor_exact = False
+        ch.dst[key] = Subscriber(a.packed, port, corecast, now)
+        if now < self._seen_floor:
+            self._seen_floor = now
         ev = ClientJoined(ntop(ch.eid), str(a), port, corecast)
         self.events.append(ev)
         self._event(ev)
@@ -188,6 +210,8 @@ class Source(Outbox):
         sub = ch.dst.get((ipaddress.ip_address(eid).packed, port))
         if sub is None:
             return False
+        if sub.last_seen <= self._seen_floor:
+            self._floor_exact = False  # it may have been the earliest
         sub.last_seen = now
         return True
 
@@ -195,18 +219,32 @@ class Source(Outbox):
         ch = self._chan(channel)
         sub = ch.dst.pop((ipaddress.ip_address(eid).packed, port), None)
         if sub is not None:
+            if sub.last_seen <= self._seen_floor:
+                self._floor_exact = False
             ev = ClientLeft(ntop(ch.eid), eid, port, "leave")
             self.events.append(ev)
             self._event(ev)
         return sub is not None
 
     def expire(self, now: float) -> list[ClientLeft]:
+        """Remove the subscribers whose heartbeats stopped (``now - last_seen`` over the
+        timeout).  Every subscriber was last seen at or after :attr:`_seen_floor`, so
+        while ``now - floor`` is within the timeout nothing can expire and no
+        subscriber is visited (the simulator's sources, with an infinite timeout, never
+        visit one)."""
+        timeout = self.heartbeat_timeout
+        if now - self._seen_floor <= timeout:
+            return []
         out = []
+        floor = math.inf
         for ch in self.channels.values():
             for key, sub in list(ch.dst.items()):
-                if now - sub.last_seen > self.heartbeat_timeout:
+                if now - sub.last_seen > timeout:
                     del ch.dst[key]
                     out.append(ClientLeft(ntop(ch.eid), ntop(sub.eid), sub.port, "timeout"))
+                elif sub.last_seen < floor:
+                    floor = sub.last_seen
+        self._seen_floor, self._floor_exact = floor, True
         self.events.extend(out)
         for ev in out:
             self._event(ev)
@@ -219,6 +257,20 @@ class Source(Outbox):
             udp = build_udp(CORECAST_UDP_PORT, CORECAST_UDP_PORT, pdu)
             return build_ip(self.eid, ch.eid, 17, udp)
         return build_ip(self.eid, ch.eid, IPPROTO_CORECAST, pdu)
+
+    def _header_packets(self, ch: Channel, h: bytes, subs: list[Subscriber]) -> list[bytes]:
+        """The chunk's inner header packets, one per subscriber in ``subs``: for each,
+        ``_inner(ch, encode_cc_header(ch.seq, h, eid, port, hash_id))``.  The subscribers
+        of a channel have EIDs of one family, so every packet has the same length and
+        the same IP and UDP headers (checksum included) and the same header PDU up to
+        its sequence number: the first packet is built in full and the others from its
+        head, each subscriber's port and AFI, the hash and its EID."""
+        s0 = subs[0]
+        first = self._inner(ch, encode_cc_header(ch.seq, h, s0.eid, s0.port, self.hash_id))
+        head = first[: len(first) - len(s0.port_afi) - len(h) - len(s0.eid)]
+        pkts = [first]
+        pkts += [head + s.port_afi + h + s.eid for s in subs[1:]]
+        return pkts
 
     def _to_itr(self, pkt: bytes, now: float, out: list[Datagram]) -> None:
         self.counters["bytes_to_itr"] += len(pkt)
@@ -246,13 +298,21 @@ class Source(Outbox):
         out: list[Datagram] = []
         cc_subs = [s for s in ch.dst.values() if s.corecast]
         if cc_subs:
-            payload = encode_cc_payload(ch.seq, chunk, self.hash_id, h)
-            self._to_itr(self._inner(ch, payload), now, out)
+            payload = self._inner(ch, encode_cc_payload(ch.seq, chunk, self.hash_id, h))
+            headers = self._header_packets(ch, h, cc_subs)
             self.counters["payload_packets"] += 1
-            for s in cc_subs:
-                self._to_itr(self._inner(ch, encode_cc_header(ch.seq, h, s.eid, s.port,
-                                                              self.hash_id)), now, out)
             self.counters["header_packets"] += len(cc_subs)
+            if self.itr is not None:
+                # source-as-ITR: the ITR's inside interface takes the chunk as one batch
+                # (Itr.handle_batch: Algorithm 1 on the C path where it is built, the
+                # very path the socket drivers feed; per packet what handle_inner does)
+                headers.insert(0, payload)
+                self.counters["bytes_to_itr"] += sum(map(len, headers))
+                out += self.itr.handle_batch(headers, now)
+            else:
+                self._to_itr(payload, now, out)
+                for pkt in headers:
+                    self._to_itr(pkt, now, out)
         for s in ch.dst.values():
             if not s.corecast:
                 out.append((chunk, (ntop(s.eid), s.port)))
@@ -289,11 +349,15 @@ class Source(Outbox):
         """When the next subscriber has missed its heartbeats: just after
         ``last_seen + heartbeat_timeout`` (:meth:`expire` removes it once
         ``now - last_seen`` exceeds the timeout)."""
-        last = min((s.last_seen for ch in self.channels.values() for s in ch.dst.values()),
-                   default=None)
-        if last is None or math.isinf(self.heartbeat_timeout):
+        if math.isinf(self.heartbeat_timeout):
             return None
-        return just_after(last + self.heartbeat_timeout)
+        if not self._floor_exact:
+            self._seen_floor = min((s.last_seen for ch in self.channels.values()
+                                    for s in ch.dst.values()), default=math.inf)
+            self._floor_exact = True
+        if not any(ch.dst for ch in self.channels.values()):
+            return None
+        return just_after(self._seen_floor + self.heartbeat_timeout)
 
     # ------------------------------------------------------------- DatagramCore
 
