@@ -90,6 +90,9 @@ class Client(Outbox):
     #: the next chunk in order is accounted without the general path's calls (False:
     #: always the general path; the counters are the same)
     fast_path: bool = True
+    #: events queued so far (a client sends nothing and has no timer): a driver may skip
+    #: its flush after a datagram that queued none (deliverykit.sim.pump.QUIET_COUNTER)
+    outputs_queued: int = 0
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -108,6 +111,7 @@ class Client(Outbox):
             if len(self._rejected_hosts) < MAX_REJECT_EVENTS and host not in self._rejected_hosts:
                 self._rejected_hosts.add(host)
                 self._event(SenderRejected(host))
+                self.outputs_queued += 1
             return
         self.handle(data, now)
 

@@ -206,6 +206,10 @@ class Etr(Outbox):
         self._rlocs: dict[Address, bytes] = {}
         #: packed client EID -> its text, for the unicast copy's address (bounded)
         self._eid_text: dict[bytes, str] = {}
+        #: datagrams queued for :meth:`datagrams_to_send` so far (the ETR has no timer and
+        #: no events): a driver may skip its flush after a datagram that queued nothing
+        #: (deliverykit.sim.pump.QUIET_COUNTER)
+        self.outputs_queued = 0
         self._init_outbox()
 
     # ------------------------------------------------------------- DatagramCore
@@ -219,7 +223,10 @@ class Etr(Outbox):
             if len(rlocs) >= MEMO_MAX:
                 rlocs.clear()
             rlocs[addr] = src
-        self._out.extend(self.handle_data(data, now, src))
+        out = self.handle_data(data, now, src)
+        if out:
+            self._out += out
+            self.outputs_queued += len(out)
 
     def get_timer(self, now: float) -> float | None:
         return None

@@ -17,19 +17,32 @@ import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from deliverykit.protocol import DatagramCore, Outgoing, SimAddr
 from deliverykit.sim.network import Network
 from deliverykit.sim.scenario import NodeSpec, Scenario
 from deliverykit.sim.scheduler import Scheduler
 
-__all__ = ["Application", "Host", "RunStats", "Simulation", "StuckCore"]
+__all__ = ["QUIET_COUNTER", "Application", "Host", "QuietCore", "RunStats", "Simulation",
+           "StuckCore"]
 
 #: datagrams_to_send rounds per input, as the asyncio driver bounds its flush loop
 MAX_FLUSH_ROUNDS = 64
 #: timer runs of one core at one virtual instant before the run is stopped as stuck
 MAX_SAME_TIME_TIMERS = 1000
+#: a core may say "I queued nothing": an ``int`` attribute of this name that grows
+#: whenever it queues a datagram or an event, on a core whose timer a received datagram
+#: never moves (corecast's ETR and clients).  :meth:`Host.deliver` then flushes only
+#: when a datagram made it grow (what a flush would do otherwise is nothing: no
+#: datagram, no event, the same timer); an optional shortcut, the run is the same
+QUIET_COUNTER = "outputs_queued"
+
+
+class QuietCore(DatagramCore, Protocol):
+    """A core with the counter :data:`QUIET_COUNTER` names."""
+
+    outputs_queued: int
 
 
 class StuckCore(RuntimeError):
@@ -62,6 +75,7 @@ class Host:
         "_deadline",
         "_gen",
         "_last_fire",
+        "_quiet",
         "_same_fires",
         "addr",
         "core",
@@ -88,10 +102,25 @@ class Host:
         self.timers = 0
         self._last_fire = -1.0
         self._same_fires = 0
+        #: the core, when it counts what it queues (:data:`QUIET_COUNTER`)
+        self._quiet: QuietCore | None = (
+            cast(QuietCore, core) if type(getattr(core, QUIET_COUNTER, None)) is int else None)
+
+    @property
+    def quiet(self) -> bool:
+        """Does the core say when a datagram queued nothing (:data:`QUIET_COUNTER`)?"""
+        return self._quiet is not None
 
     def deliver(self, data: bytes, src: SimAddr) -> None:
         """A datagram arrives now."""
         self.received += 1
+        quiet = self._quiet
+        if quiet is not None:
+            before = quiet.outputs_queued
+            quiet.datagram_received(data, src, self.sim.sched.now)
+            if quiet.outputs_queued != before:
+                self.flush()
+            return
         self.core.datagram_received(data, src, self.sim.sched.now)
         self.flush()
 
