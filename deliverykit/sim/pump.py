@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -31,11 +31,13 @@ __all__ = ["QUIET_COUNTER", "Application", "Host", "QuietCore", "RunStats", "Sim
 MAX_FLUSH_ROUNDS = 64
 #: timer runs of one core at one virtual instant before the run is stopped as stuck
 MAX_SAME_TIME_TIMERS = 1000
-#: a core may say "I queued nothing": an ``int`` attribute of this name that grows
-#: whenever it queues a datagram or an event, on a core whose timer a received datagram
-#: never moves (corecast's ETR and clients).  :meth:`Host.deliver` then flushes only
-#: when a datagram made it grow (what a flush would do otherwise is nothing: no
-#: datagram, no event, the same timer); an optional shortcut, the run is the same
+#: a core may say what it queued: an ``int`` attribute of this name that grows by one
+#: for every datagram and every event it queues, on a core whose timer a received
+#: datagram never moves (corecast's ETR and clients).  After a datagram that queued
+#: nothing :meth:`Host.deliver` does not flush (a flush would send nothing, hand no
+#: event and keep the timer), and after one that queued only datagrams it sends them
+#: without asking again for datagrams, events or the timer; an optional shortcut, the
+#: run is the same
 QUIET_COUNTER = "outputs_queued"
 
 
@@ -115,23 +117,39 @@ class Host:
         """A datagram arrives now."""
         self.received += 1
         quiet = self._quiet
-        if quiet is not None:
-            before = quiet.outputs_queued
-            quiet.datagram_received(data, src, self.sim.sched.now)
-            if quiet.outputs_queued != before:
-                self.flush()
+        if quiet is None:
+            self.core.datagram_received(data, src, self.sim.sched.now)
+            self.flush()
             return
-        self.core.datagram_received(data, src, self.sim.sched.now)
-        self.flush()
+        before = quiet.outputs_queued
+        now = self.sim.sched.now
+        quiet.datagram_received(data, src, now)
+        queued = quiet.outputs_queued - before
+        if not queued or not self.present:
+            return  # a flush would do nothing (or, absent, is not done)
+        out = quiet.datagrams_to_send(now)
+        if len(out) == queued:
+            # everything it queued is datagrams, and it has them all: the flush's next
+            # datagrams_to_send would be empty, next_event None and the timer the same
+            self.sent += queued
+            send = self.sim.network.send
+            name = self.name
+            for d, dst in out:
+                send(name, d, dst)
+            return
+        self._drain(out, now)
 
     def flush(self) -> None:
         """Send what the core has due, hand its events on, re-arm its timer."""
         if not self.present:
             return
+        now = self.sim.sched.now
+        self._drain(self.core.datagrams_to_send(now), now)
+
+    def _drain(self, out: Sequence[Outgoing], now: float) -> None:
+        """:meth:`flush` from the first ``datagrams_to_send``'s answer ``out`` on."""
         sim = self.sim
-        now = sim.sched.now
         core = self.core
-        out = core.datagrams_to_send(now)
         if out:
             send = sim.network.send
             name = self.name

@@ -34,6 +34,9 @@ class Echo:
         if self.n % 3 == 0:
             self.out.append((b"re:" + data[:4], addr))
             queued += 1
+        if self.n % 7 == 0:
+            self.out += [(b"twice:" + data[:4], addr)] * 2
+            queued += 2
         if self.n % 5 == 0:
             self.events.append(("got", self.n, now))
             queued += 1
@@ -87,9 +90,13 @@ def test_a_counting_core_gives_the_same_run_with_fewer_calls():
     assert (stats1.datagrams, stats1.fates, stats1.events, stats1.virtual_s) == (
         stats0.datagrams, stats0.fates, stats0.events, stats0.virtual_s)
     # a flush after each of the 60 datagrams (3+ calls each) without the counter; with
-    # it, only after the 28 that queued something (20 replies, 12 events, 4 both)
+    # it: one datagrams_to_send after the 21 that queued only datagrams (n % 3 or
+    # n % 7 == 0, not n % 5); after the 12 that queued an event (n % 5) that call and
+    # the rest of a flush (5 that also queued datagrams: datagrams_to_send again, two
+    # next_event, get_timer; 7 without: two next_event, get_timer); nothing after the
+    # other 27; and the flush on arrival (three calls)
     assert echo0.calls >= 3 * 60
-    assert echo1.calls < echo0.calls - 3 * 30
+    assert echo1.calls == 3 + 21 + 5 * 5 + 7 * 4
 
 
 def test_the_counter_must_be_an_int():
