@@ -21,6 +21,17 @@ from swift.core.ledbat import Ledbat
 
 #: bytes a channel may send back to back before pacing spaces its DATA
 PACE_BURST = 65536
+#: s of its own lag a channel's pacing makes up at the pacing rate when that is
+#: more than ``PACE_BURST``: the sender wakes up on ACK batches and on a timer
+#: asyncio rounds up to 1 ms, and a loaded machine deschedules it for
+#: milliseconds.  With the credit capped at 64 KiB (8 DATA of 8 KiB) each
+#: late wake-up let out one burst, the flight never passed it, and RFC 6817's
+#: cap held the window at one burst plus 1 MSS (72.7 KiB toward a libswift
+#: leecher on loopback, ~50 MB/s: docs/swift-perf.md, "At 8 KiB").  The same
+#: figure as ``Ledbat.PEAK_HOLD`` (the sender's own cycle, 1-5 ms on this
+#: 2-core machine, loaded); on the 10 Mbit/s testbed 5 ms at the pacing rate
+#: is a few KiB, so ``PACE_BURST`` stays the bound there
+PACE_LAG = Ledbat.PEAK_HOLD
 #: RACK's reordering window grows to at most this many quarter RTTs: libswift
 #: announces the DATA it did not acknowledge up to several RTTs later
 REO_MULT_MAX = 64
@@ -202,7 +213,7 @@ class SendSide:
     __slots__ = ("upload", "choking", "send_choke", "data_out", "send_log", "send_seq",
                  "acked_sent", "acked_seq", "acked_rtt", "ambiguous", "pace_at", "resent",
                  "retried", "lost_at", "given_up", "reo_mult", "reo_clean", "probes", "probe_at",
-                 "probe_credit", "sent", "known", "ledbat", "served")
+                 "probe_credit", "sent", "known", "ledbat", "served", "pace_rtt")
 
     def __init__(self, queue_limit: int, mss: int, slow_start: bool, peer_have: Binmap,
                  ledbat_target: float | None = None) -> None:
@@ -230,6 +241,12 @@ class SendSide:
         self.ambiguous: set[int] = set()
         #: pacing: the earliest time the next DATA may leave
         self.pace_at = 0.0
+        #: pacing's RTT (s; 0: no sample yet, LEDBAT's srtt is used): smoothed
+        #: as RFC 6298's srtt, from each ACK's arrival time (the kernel's, when
+        #: the driver passes it), so the time ACKs waited in our socket while
+        #: we were busy does not slow our own pacing (LEDBAT's srtt keeps it:
+        #: its round-trip-queue rule, the congestion timeout and RACK want it)
+        self.pace_rtt = 0.0
         #: DATA sent again because the receiver lost it (not by its request)
         self.resent = 0
         #: chunks in flight that loss repair sent again (an ACK for one may be
@@ -271,8 +288,9 @@ class SendSide:
 
     def on_sent(self, i: int, size: int, now: float) -> None:
         """DATA for chunk ``i`` (``size`` bytes) left now: in flight, RACK's
-        log, LEDBAT, pacing (``PACE_BURST`` at once, then the window over one
-        RTT) and WFQ's bytes served."""
+        log, LEDBAT, pacing (the window over one RTT, ``pace_rtt``; up to
+        ``PACE_BURST`` or ``PACE_LAG`` of the rate at once, whichever is
+        more) and WFQ's bytes served."""
         self.sent.add(i)
         led = self.ledbat
         old = self.data_out.pop(i, None)
@@ -289,19 +307,27 @@ class SendSide:
         self.send_log.append((i, now, seq))
         self.probe_credit = False
         led.on_send(size, now)
-        if led.srtt:  # pacing: the window over one RTT, PACE_BURST at once
-            per_byte = led.srtt / led.cwnd
-            self.pace_at = max(self.pace_at, now - PACE_BURST * per_byte) + size * per_byte
+        rtt = self.pace_rtt or led.srtt
+        if rtt:  # pacing: the window over one RTT; the credit: PACE_BURST or PACE_LAG
+            per_byte = rtt / led.cwnd
+            credit = PACE_BURST * per_byte
+            if credit < PACE_LAG:
+                credit = PACE_LAG
+            self.pace_at = max(self.pace_at, now - credit) + size * per_byte
         self.served += size
 
-    def on_ack(self, lo: int, hi: int, delay_us: int, now: float) -> int:
+    def on_ack(self, lo: int, hi: int, delay_us: int, now: float,
+               arrived: float | None = None) -> int:
         """ACK (8.7): retire acknowledged DATA, one LEDBAT delay sample.
+        ``arrived``: when the datagram carrying it arrived (the kernel's
+        time; None or later than ``now``: ``now``), for pacing's RTT.
         Returns how many of the chunks loss repair sent again had arrived
         after all (:meth:`spurious`)."""
         if delay_us >= 1 << 63:
             delay_us -= 1 << 64  # libswift clocks may run behind: signed sample
         acked = 0
         rtt = None
+        sent_at = 0.0
         do = self.data_out
         newest, nseq = self.acked_sent, self.acked_seq
         amb = self.ambiguous
@@ -313,12 +339,18 @@ class SendSide:
                 if amb and c in amb:  # sent twice: whose ACK is this? (Karn)
                     amb.discard(c)
                     continue
-                rtt = now - x[0]
+                sent_at = x[0]
+                rtt = now - sent_at
                 q = x[2] if len(x) > 2 else 0
                 if x[0] > newest or (x[0] == newest and q > nseq):
                     newest, nseq = x[0], q  # RACK.segment (RFC 8985 6.2 step 2)
                     self.acked_rtt = rtt
         self.acked_sent, self.acked_seq = newest, nseq
+        if rtt is not None:
+            prt = (arrived - sent_at if arrived is not None and sent_at <= arrived <= now
+                   else rtt)
+            p = self.pace_rtt
+            self.pace_rtt = prt if not p else 0.875 * p + 0.125 * prt
         if acked:
             self.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
         return spurious
