@@ -348,3 +348,22 @@ def binmap_set1(
     /,
 ) -> int:
     """Set (``val``) or clear chunk ``i``; 1 if it changed."""
+
+# --- sim.c; twin in deliverykit/sim/scheduler.py (py_sim_heap, PyEventHeap) -----
+
+class EventHeap:
+    """The simulator's event heap (twin: ``deliverykit.sim.scheduler.PyEventHeap``):
+    entries ``(when, seq, callback, args)`` leave in ``(when, seq)`` order, the keys
+    kept inline.  Made by :func:`sim_heap`."""
+
+    def push(
+        self, when: float, seq: int, callback: Callable[..., None], args: tuple[Any, ...], /
+    ) -> None: ...
+    def pop_until(
+        self, until: float, /
+    ) -> tuple[float, Callable[..., None], tuple[Any, ...]] | None: ...
+    def peek(self) -> float | None: ...
+    def __len__(self) -> int: ...
+
+def sim_heap() -> EventHeap:
+    """A new, empty event heap for ``deliverykit.sim.Scheduler``."""

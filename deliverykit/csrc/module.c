@@ -2,7 +2,7 @@
 #include "speedups.h"
 
 static PyMethodDef *const tables[] = {
-    dk_core_methods, dk_corecast_methods, dk_m2c_methods, dk_swift_methods,
+    dk_core_methods, dk_corecast_methods, dk_m2c_methods, dk_swift_methods, dk_sim_methods,
 };
 
 static PyMethodDef merged[256];

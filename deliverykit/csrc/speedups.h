@@ -16,6 +16,7 @@ extern PyMethodDef dk_core_methods[];      /* core.c: xor, recvmmsg/sendmmsg */
 extern PyMethodDef dk_corecast_methods[];  /* corecast.c */
 extern PyMethodDef dk_m2c_methods[];       /* m2c.c */
 extern PyMethodDef dk_swift_methods[];     /* swift.c */
+extern PyMethodDef dk_sim_methods[];       /* sim.c: the simulator's event heap */
 
 /* core.c: a socket address as the tuple the socket module gives
  * ((host, port) or (host, port, flowinfo, scope_id)); None for other families. */
