@@ -57,6 +57,7 @@ TWINS = {
     "merkle_uncles": ("swift._fast", "py_merkle_uncles"),
     "data_datagram": ("swift._fast", "py_data_datagram"),
     "ledbat_on_ack": ("swift._fast", "py_ledbat_on_ack"),
+    "sim_heap": ("deliverykit.sim.scheduler", "py_sim_heap"),
 }
 
 
