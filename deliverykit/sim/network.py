@@ -256,6 +256,11 @@ class Network:
         #: one event per datagram to a node with a plain downlink (module docstring);
         #: nodes may then not leave
         self.direct_downlinks = False
+        #: (sender, destination address) -> (sender node, target node, path delay,
+        #: downlink delay) of a route :meth:`send` found to take the one-event path; used
+        #: only while :attr:`direct_downlinks` (nothing it depends on changes then: the
+        #: scenario's links, groups and delays are fixed and nodes may not leave)
+        self._direct_routes: dict[tuple[str, Address], tuple[_Node, _Node, float, float]] = {}
         self._trace = hashlib.sha256() if trace else None
         self._pack = struct.Struct("<dHHIB").pack
 
@@ -314,6 +319,18 @@ class Network:
 
     def send(self, src_name: str, data: bytes, dst: Address) -> None:
         """``src_name`` sends ``data`` to address ``dst`` now."""
+        if self.direct_downlinks:
+            route = self._direct_routes.get((src_name, dst))
+            if route is not None:  # what the lines below decide for it, remembered
+                frm, to, pair, down_delay = route
+                size = len(data) + self.overhead
+                t = frm.up.transmit(self.sched.now, size)
+                if t < 0:
+                    self._record(Fate(int(-t)), frm, to.index, size)
+                else:
+                    self.sched.at(t + pair + down_delay, self._arrive_direct, frm, to, data,
+                                  size)
+                return
         src = self.nodes[src_name]
         size = len(data) + self.overhead
         group = self.groups.get(dst) if self.groups else None
@@ -334,6 +351,7 @@ class Network:
             down = target.down
             if self.direct_downlinks and down.rate is None and down.loss is None and \
                     target.present:
+                self._direct_routes[(src_name, dst)] = (src, target, p[0], down.delay)
                 self.sched.at(t + p[0] + down.delay, self._arrive_direct, src, target, data,
                               size)
             else:
