@@ -117,7 +117,7 @@ class _Watched(Subscriber):
 
     reads = 0
 
-    @property  # type: ignore[override]
+    @property  # type: ignore[override]  # a read-counting property over the field
     def last_seen(self) -> float:
         _Watched.reads += 1
         return self._seen
