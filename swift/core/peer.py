@@ -150,6 +150,9 @@ class Peer:
                       "rejected": 0, "verified": 0, "dup": 0, "sent_data": 0, "timeouts": 0}
         self._next_tick: float | None = None
         self._arrived = 0.0
+        #: the kernel arrival time of the datagram being handled (None: not
+        #: known): the end of the RTT sample pacing uses (SendSide.on_ack)
+        self._ack_arrived: float | None = None
         if cfg.pex_ca_key is not None and cfg.pex_ca is None:
             # our own copy: the caller's PeerConfig may be shared by other peers
             from swift.core.pexcert import ca_public_bytes
@@ -439,6 +442,7 @@ class Peer:
         time the datagram waited for our event loop."""
         self._arrived = (arrived if self.config.delay_from_kernel and arrived is not None
                          and 0 < arrived <= now else now)
+        self._ack_arrived = arrived
         self.download.last_now = now
         if len(data) < 4:
             self.stats["malformed"] += 1
@@ -519,7 +523,7 @@ class Peer:
                 lo, hi = to_chunks(s, e)
                 if remote.add(lo, min(hi, limit), avail, win):
                     self._dirty.mark(ch)  # something new to ask this peer for
-                if spurious := send.on_ack(lo, hi, x, now):
+                if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
                     self.upload.note_spurious(spurious)
             elif t == 3:  # HAVE
                 lo, hi = to_chunks(s, e)
