@@ -149,13 +149,18 @@ EventHeap_traverse(EventHeap *h, visitproc visit, void *arg)
 static int
 EventHeap_clear(EventHeap *h)
 {
+    /* the entries leave the heap before their references go: a destructor may
+     * push onto this heap (and make it grow) while the old array is released */
+    Entry *e = h->e;
     Py_ssize_t n = h->n;
-    h->n = 0; /* before the references go: a destructor may look at the heap */
+    h->e = NULL;
+    h->n = h->cap = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_DECREF(h->e[i].when);
-        Py_DECREF(h->e[i].cb);
-        Py_DECREF(h->e[i].args);
+        Py_DECREF(e[i].when);
+        Py_DECREF(e[i].cb);
+        Py_DECREF(e[i].args);
     }
+    free(e);
     return 0;
 }
 
@@ -165,7 +170,7 @@ EventHeap_dealloc(EventHeap *h)
     PyTypeObject *tp = Py_TYPE((PyObject *)h);
     PyObject_GC_UnTrack((PyObject *)h);
     EventHeap_clear(h);
-    free(h->e);
+    free(h->e); /* what a destructor pushed while the entries were released */
     h->e = NULL;
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(h);
