@@ -68,9 +68,11 @@ def sample(sim: Simulation, app: ssim.SwiftApp, every: float) -> None:
                 chans_queued += 1
                 cwnds.append(c.send.ledbat.cwnd / c.send.ledbat.mss)
     ups = [sim.network.nodes[h.name].up for h in hosts]
+    cores: list[Any] = [h.core for h in hosts]  # a swift host's core is a Peer
+    seed_core: Any = seeder.core
     row = {"t": round(sim.now, 2), "started": len(app.startup),
-           "seeder_data": seeder.core.stats.get("sent_data", 0),  # type: ignore[attr-defined]
-           "leecher_data": sum(h.core.stats.get("sent_data", 0) for h in hosts),  # type: ignore[attr-defined]
+           "seeder_data": seed_core.stats.get("sent_data", 0),
+           "leecher_data": sum(c.stats.get("sent_data", 0) for c in cores),
            "prefix_median": statistics.median(prefix), "held_median": statistics.median(held),
            "upload_queued": queued, "channels_queued": chans_queued,
            "cwnd_median_mss": round(statistics.median(cwnds), 1) if cwnds else 0,
