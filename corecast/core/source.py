@@ -355,7 +355,7 @@ class Source(Outbox):
             self._seen_floor = min((s.last_seen for ch in self.channels.values()
                                     for s in ch.dst.values()), default=math.inf)
             self._floor_exact = True
-        if not any(ch.dst for ch in self.channels.values()):
+        if math.isinf(self._seen_floor):  # exact here: infinite only with no subscriber
             return None
         return just_after(self._seen_floor + self.heartbeat_timeout)
 

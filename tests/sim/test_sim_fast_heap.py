@@ -116,9 +116,11 @@ class _Token:
 def test_a_destructor_pushing_while_the_heap_is_collected():
     """The collector clears a C heap whose entry's destructor pushes onto that very
     heap, more than its array holds (so it grows while the old entries are released):
-    nothing is read from the released array, and what the destructor pushed is
-    released too.  (The twin is a Python object whose attributes the collector clears
-    first, so a push from such a destructor fails there and is ignored.)"""
+    the run does not crash and what the destructor pushed is released too.  (Whether
+    the old array is read after it moved is not visible from Python: the clear takes
+    the entries out of the heap first so that it cannot be.  The twin is a Python
+    object whose attributes the collector clears first, so a push from such a
+    destructor fails there and is ignored.)"""
     make = getattr(fastpath.speedups, "sim_heap", None) if fastpath.speedups else None
     if make is None:
         if in_ci():
