@@ -14,6 +14,14 @@ reported on stderr and in the result, and the others go on.  Progress (tasks
 finished) goes to stderr: a bar on a terminal or when asked, and a final
 summary line always.
 
+A sweep that was stopped (Ctrl-C, SIGTERM, a batch job's wall time) leaves
+its finished rows in ``<out>.part``; ``resume=True`` (``--resume``) keeps
+them and runs only the (point, seed) pairs missing, appending to the same
+file.  It refuses a ``.part`` written by another commit or scenario, or
+holding a row of another point or seed (two codes' results never mix in one
+CSV), and without ``resume`` an existing ``.part`` is an error, never
+overwritten.
+
     python -m deliverykit.sweep swift.sim:sweep_task --points points.json --seeds 0 1 2 \
         --out results/crowd.csv [--workers 2 | --scheduler tcp://host:8786]
 
@@ -44,6 +52,9 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 __all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "run_sweep", "t95"]
+
+#: the provenance columns every row starts with (then the point's, then the metrics)
+_LEAD_COLS = ("commit", "scenario", "seed")
 
 Point = dict[str, Any]
 TaskFn = Callable[[Point, int], dict[str, Any]]
@@ -93,6 +104,8 @@ class SweepResult:
     summary_csv: Path
     meta: Path
     rows: int = 0
+    #: rows taken over from a stopped sweep's ``.part`` (``resume=True``); in ``rows`` too
+    resumed: int = 0
     failures: list[Failure] = field(default_factory=list)
     #: one dict per point: its parameters, ``n`` and ``<metric>_mean`` / ``<metric>_ci95``
     summary: list[dict[str, Any]] = field(default_factory=list)
@@ -107,6 +120,68 @@ def _call(fn: TaskFn, point: Point, seed: int) -> dict[str, Any]:
 
 def _key(point: Point) -> str:
     return json.dumps(point, sort_keys=True, default=str)
+
+
+def _cell(text: str) -> Any:
+    """A metric read back from the CSV as the task returned it: csv writes
+    ``str(value)``, ``None`` as an empty cell."""
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+@dataclass(slots=True)
+class _Resumed:
+    """What a stopped sweep's ``.part`` holds for this sweep."""
+
+    metric_cols: list[str] | None = None
+    #: (point key, seed) -> metrics
+    done: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+
+def _read_part(part: Path, points: Sequence[Point], seeds: Sequence[int], param_cols: list[str],
+               commit: str | None, scenario: str) -> _Resumed:
+    """The rows of ``part`` that this sweep can keep; ValueError, saying what
+    differs, for a file another code or another sweep wrote."""
+    res = _Resumed()
+    with open(part, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        if not head:
+            return res  # stopped before its first row: nothing to keep
+        lead = [*_LEAD_COLS, *param_cols]
+        if head[:len(lead)] != lead:
+            raise ValueError(f"{part}: its columns {head[:len(lead)]} are not this sweep's "
+                             f"{lead}; move it away to start afresh")
+        res.metric_cols = head[len(lead):]
+        by_cells = {tuple(str(p.get(c, "")) for c in param_cols): p for p in points}
+        want_seeds = {str(s): s for s in seeds}
+        for n, row in enumerate(reader, start=2):
+            if None in row.values() or None in row:
+                raise ValueError(f"{part} line {n}: not a whole row (cut short?); remove it "
+                                 f"and resume again")
+            if row["commit"] != (commit or "") or row["scenario"] != scenario:
+                raise ValueError(
+                    f"{part} line {n}: written by commit {row['commit'] or '?'} scenario "
+                    f"{row['scenario']!r}, this sweep is commit {commit or '?'} scenario "
+                    f"{scenario!r}: resuming would mix two codes' results in one CSV; resume "
+                    f"from a checkout of that commit, or move the .part away")
+            p = by_cells.get(tuple(row[c] for c in param_cols))
+            seed = want_seeds.get(row["seed"])
+            if p is None or seed is None:
+                raise ValueError(f"{part} line {n}: point "
+                                 f"{ {c: row[c] for c in param_cols} } seed {row['seed']} is "
+                                 f"not in this sweep; resume with the same points and seeds")
+            res.done.setdefault((_key(p), seed),
+                                {m: _cell(row[m]) for m in res.metric_cols})
+    return res
 
 
 def _one_line(exc: BaseException) -> str:
@@ -156,8 +231,9 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
 
 def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: str | Path,
               scenario: str = "", scheduler: str | None = None, workers: int | None = None,
-              progress: bool | None = None) -> SweepResult:
-    """Run ``fn(point, seed)`` for every point and seed (see the module docstring)."""
+              progress: bool | None = None, resume: bool = False) -> SweepResult:
+    """Run ``fn(point, seed)`` for every point and seed (see the module docstring);
+    with ``resume``, only those a stopped sweep's ``<out>.part`` does not hold."""
     from distributed import as_completed
 
     if not points or not seeds:
@@ -172,27 +248,38 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
     out.parent.mkdir(parents=True, exist_ok=True)
     samples: dict[str, list[dict[str, Any]]] = {}
     metric_cols: list[str] | None = None
+    prior = _Resumed()
+    if part.exists():
+        if not resume:
+            raise ValueError(f"{part} exists (a stopped sweep's rows): resume it (--resume) "
+                             f"or move it away; it is never overwritten")
+        prior = _read_part(part, points, seeds, param_cols, commit, scenario)
+        metric_cols = prior.metric_cols
+        for (k, _seed), metrics in prior.done.items():
+            samples.setdefault(k, []).append(metrics)
+        result.rows = result.resumed = len(prior.done)
     started = time.monotonic()
+    todo = [(p, s) for s in seeds for p in points if (_key(p), s) not in prior.done]
     client, cluster = _client(scheduler, workers)
-    bar = _Progress(len(points) * len(seeds), progress)
+    bar = _Progress(len(todo), progress)
     try:
         futures = {}
         # seed-major: a sweep cut short (stopped, or a cluster's wall time) has
         # every point at the first seeds rather than the first points at every seed
-        for s in seeds:
-            for p in points:
-                f = client.submit(_call, fn, p, s, pure=False)
-                futures[f] = (p, s)
-        with open(part, "w", newline="") as fh:
+        for p, s in todo:
+            f = client.submit(_call, fn, p, s, pure=False)
+            futures[f] = (p, s)
+        with open(part, "a" if prior.metric_cols is not None else "w", newline="") as fh:
             writer: csv.DictWriter[str] | None = None
+            if metric_cols is not None:
+                writer = csv.DictWriter(fh, [*_LEAD_COLS, *param_cols, *metric_cols])
             for f in as_completed(list(futures)):
                 p, s = futures[f]
                 try:
                     metrics = f.result()
                     if metric_cols is None:
                         metric_cols = sorted(metrics)
-                        writer = csv.DictWriter(fh, ["commit", "scenario", "seed", *param_cols,
-                                                     *metric_cols])
+                        writer = csv.DictWriter(fh, [*_LEAD_COLS, *param_cols, *metric_cols])
                         writer.writeheader()
                     elif sorted(metrics) != metric_cols:
                         raise ValueError(f"metrics {sorted(metrics)} differ from the first "
@@ -221,16 +308,20 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
             cluster.close()
     if metric_cols is None:
         part.unlink()
+        if not result.failures:
+            raise SweepFailed("the sweep's .part held no finished row and no task ran")
         raise SweepFailed(f"every task of the sweep failed; first: {result.failures[0].error}")
     os.replace(part, out)
     _summarise(result, points, param_cols, metric_cols, samples)
     meta = run_metadata(getattr(fn, "__module__", "deliverykit"), scenario=scenario,
                         points=list(points), seeds=list(seeds), function=_name(fn),
-                        failures=[vars_of(f) for f in result.failures])
+                        failures=[vars_of(f) for f in result.failures],
+                        resumed_rows=result.resumed)
     tmp = Path(f"{result.meta}.tmp")
     tmp.write_text(json.dumps(meta, indent=2, default=str))
     os.replace(tmp, result.meta)
-    print(f"sweep: {result.rows} of {len(points) * len(seeds)} tasks done, "
+    kept = f" ({result.resumed} kept from {part.name})" if result.resumed else ""
+    print(f"sweep: {result.rows} of {len(points) * len(seeds)} tasks done{kept}, "
           f"{len(result.failures)} failed, {time.monotonic() - started:.1f} s -> {out}",
           file=sys.stderr)
     return result
@@ -295,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     where.add_argument("--scheduler", help="address of a running Dask scheduler")
     ap.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of a stopped sweep's OUT.part and run only the rest")
     args = ap.parse_args(argv)
     fn = _load_fn(args.task)
     try:
@@ -305,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"{args.points}: must be a JSON list of objects")
     res = run_sweep(fn, points, args.seeds, args.out, scenario=args.scenario,
                     scheduler=args.scheduler, workers=args.workers,
-                    progress=True if args.progress else None)
+                    progress=True if args.progress else None, resume=args.resume)
     return 1 if res.failures else 0
 
 

@@ -446,7 +446,7 @@ def sweep(a: argparse.Namespace, out_dir: str) -> Any:
     return run_sweep(sim_task, points, list(range(a.seeds or 3)),
                      os.path.join(out_dir, "fig5-sim-sweep.csv"), scenario="m2c-fig5-M2C_ft",
                      scheduler=a.scheduler, workers=a.workers,
-                     progress=True if a.progress else None)
+                     progress=True if a.progress else None, resume=a.resume)
 
 
 SWEEP_METRICS = ("time", "gput", "tput", "loss", "net", "dup", "sym", "head", "comp")
@@ -575,7 +575,7 @@ def tcpft_sweep(a: argparse.Namespace, out_dir: str) -> Any:
         return run_sweep(tcpft_task, points, reps, os.path.join(out_dir, name),
                          scenario="m2c-fig5-TCP_ft", scheduler=a.scheduler,
                          workers=a.workers or len(points) * a.repeats,
-                         progress=True if a.progress else None)
+                         progress=True if a.progress else None, resume=a.resume)
     finally:
         for p in points:
             if p["together"]:
@@ -794,6 +794,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="a running Dask scheduler, e.g. tcp://head:8786")
     g.add_argument("--progress", action="store_true",
                    help="progress bar on stderr even when it is not a terminal")
+    g.add_argument("--resume", action="store_true",
+                   help="keep a stopped sweep's finished rows (its CSV's .part, same commit) "
+                   "and run only the missing tasks")
     g.add_argument("--decoding", choices=["ml", "iterative"], default="ml",
                    help="the receivers' LDPC decoding: iterative then Gaussian elimination "
                    "(ml), or iterative only, as the paper's LDPC-Triangle receivers "
@@ -818,9 +821,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--deadline, --first-repeat and --setup-lock go with --flows TCP_ft")
     if a.first_repeat < 0:
         ap.error("--first-repeat takes a number >= 0")
-    if a.sweep is None and (a.seeds or ((a.workers or a.scheduler) and not tcpft)):
-        ap.error("--seeds goes with --sweep; --workers and --scheduler with --sweep or "
-                 "--flows TCP_ft")
+    if a.sweep is None and (a.seeds or ((a.workers or a.scheduler or a.resume) and not tcpft)):
+        ap.error("--seeds goes with --sweep; --workers, --scheduler and --resume with --sweep "
+                 "or --flows TCP_ft")
     if tcpft:
         from deliverykit.sweep import SweepFailed
 

@@ -55,13 +55,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                        help="a running Dask scheduler, e.g. tcp://head:8786")
     g.add_argument("--progress", action="store_true",
                    help="progress bar on stderr even when it is not a terminal")
+    g.add_argument("--resume", action="store_true",
+                   help="keep a stopped sweep's finished rows (its CSV's .part, same commit) "
+                   "and run only the missing point x seed tasks")
 
 
 def check(ap: argparse.ArgumentParser, a: argparse.Namespace, allowed: Sequence[str]) -> None:
     """Refuse sweep options that do not fit (a usage error, exit 2)."""
     if a.sweep is None:
-        if a.seeds or a.workers or a.scheduler:
-            ap.error("--seeds, --workers and --scheduler go with --sweep")
+        if a.seeds or a.workers or a.scheduler or a.resume:
+            ap.error("--seeds, --workers, --scheduler and --resume go with --sweep")
         return
     if a.backend != "sim":
         ap.error("--sweep runs on the simulator: add --backend sim")
@@ -79,7 +82,7 @@ def sweep(task: Callable[[dict[str, Any], int], dict[str, Any]], base: dict[str,
     return run_sweep(task, points, list(range(a.seeds or 3)),
                      os.path.join(out_dir, f"{name}-sweep.csv"), scenario=scenario,
                      scheduler=a.scheduler, workers=a.workers,
-                     progress=True if a.progress else None)
+                     progress=True if a.progress else None, resume=a.resume)
 
 
 def plot(res: SweepResult, x: str, series: str, metrics: Sequence[tuple[str, str]],
