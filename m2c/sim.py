@@ -151,11 +151,13 @@ class ReceiverResult:
     end: str | None = None
     #: per-epoch (t, level, cumulative rate, target, lost, received, ARTT, loss events)
     trace: tuple[tuple[float, int, float, float, int, int, float, int], ...] = ()
-    #: losses the controller took for loss on the link, not congestion (no queue, or a
-    #: hole in a busy link's departures)
+    #: losses the controller took for loss on the link, not congestion (no queue, a
+    #: hole in a busy link's departures, or a queue well below the fullest seen)
     random_losses: int = 0
     #: of those, the ones found by the hole rule (``ReceiverCC.HOLE_SLACK``)
     link_losses: int = 0
+    #: of those, the ones found by the drain rule (``ReceiverCC.DRAIN_OVER``)
+    drain_losses: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +342,8 @@ def run(scenario: Scenario, seed: int | None = None, progress: bool = False,
             core.cc.loss_events, max((e[1] for e in core.trace), default=0),
             app.ended.get(name) or (None if name in app.recovered else "not complete "
                                     f"after {stats.virtual_s:g} virtual s"),
-            tuple(core.trace), core.cc.random_losses, core.cc.link_losses))
+            tuple(core.trace), core.cc.random_losses, core.cc.link_losses,
+            core.cc.drain_losses))
     snd = app.sender
     sender = {"packets": snd.sent, "bytes": snd.bytes, "buffers": snd.buffers} if snd else {}
     return TransferResult(scenario.name, seed, tuple(out), stats, sender,

@@ -41,7 +41,10 @@ Rate controllers (:mod:`m2c.core.controllers`, registered by name):
            *Random loss* (ours): a loss seen with no queue (``RANDOM_LOSS_PKTS``), or
            one that left a hole in a busy link's back-to-back departures while our
            packets fill that link (``HOLE_SLACK``, after Biaz's inter-arrival rule),
-           is loss on the link, not congestion: it starts no loss event.
+           or one seen while our packets alone fill a link we send below and both
+           packets around it queued well below the fullest queue seen
+           (``DRAIN_OVER``, after Spike), is loss on the link, not congestion: it
+           starts no loss event.
 
 Sender clock: PSNs are the sender's schedule indices, so every packet tells
 the sender time at which it was due (``schedule.time_of``); the receiver keeps
@@ -261,6 +264,20 @@ class ReceiverCC:
     carries (1/T, about one level above it); further above, the queue overflows whatever
     this packet died of (without it a 1.1 Mb/s link with 1.2 % random loss joined 2.1x
     its rate and lost 19 % of its packets, 11 % before)"""
+    DRAIN_OVER = 0.97
+    """ours, after Spike (Tobe et al., "Achieving moderate fairness for UDP flows by
+    path-status classification", LCN 2000; in Cen, Cosman and Voelker, IEEE/ACM ToN
+    2003) for a loss seen with a queue that left no hole: while our packets alone fill
+    the link (``HOLE_SHARE``) and the joined groups send at most this share of what the
+    link carries (1/T), a drop-tail queue fed by us drains; it overflows only when full.
+    Such a loss is on the link when both packets around it queued clearly less than the
+    fullest queue seen (``DRAIN_PKTS``, ``DRAIN_SHARE``): a queue still full, draining,
+    stays congestion.  Counted in ``random_losses`` and ``drain_losses``"""
+    DRAIN_PKTS = 4.0
+    DRAIN_SHARE = 0.2
+    """the margin below the fullest queueing delay seen: the larger of this many packet
+    times T and this share of that delay (an overflow's neighbours queue within about
+    two packet times of a full queue, which is at least the fullest seen so far)"""
     HOLE_SAMPLES = 64
     HOLE_HISTORY = 256
     """arrivals kept to find a lost packet's neighbours (a loss is declared 3 PSNs of its
@@ -405,6 +422,12 @@ class ReceiverCC:
         """random losses found by the hole rule (a queue, a hole in the departures)"""
         self._left: dict[int, float] = {}
         """channel -> when we left it (its packets still queued are dropped unseen)"""
+        self._off_max = -math.inf
+        """the largest one-way delay (arrival less due time) of a packet that came in
+        order on its channel: the fullest queue seen, for ``DRAIN_OVER``"""
+        self.drain_losses = 0
+        """random losses found by the drain rule (``DRAIN_OVER``: no hole, the queue
+        well below the fullest seen while our joined rate is below the link)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -458,6 +481,12 @@ class ReceiverCC:
                 if arr and 0 < now - arr[-1][0] <= q:
                     self._spacings.append(now - arr[-1][0])
                 arr.append((now, due, q))
+                exp = self.loss.expected.get(channel)
+                if exp is not None and exp <= psn < exp + self.HOLE_SAMPLES and (
+                        off > self._off_max):
+                    # in order on its channel only: a forged or duplicated old PSN
+                    # (a large offset) must not raise the fullest queue seen
+                    self._off_max = off
             return self._accept(now, channel, psn)
         self._boot.append((now, channel, psn, off))
         if self.offset is not None and now - self._last_plausible < self.reanchor_after:
@@ -477,6 +506,7 @@ class ReceiverCC:
         self.anchors += 1
         self._boot.clear()
         self._mins.clear()
+        self._off_max = -math.inf
         for t, _, _, o in cluster:
             self._note_offset(t, o)
         self._last_plausible = now
@@ -561,10 +591,17 @@ class ReceiverCC:
         t = sorted(sp)[len(sp) // 10]
         if len(sp) * t < self.HOLE_SHARE * sum(sp):
             return 0  # others' packets share the busy link: their holes are not ours
-        arr, sched, found = self._arrivals, self.schedule, 0
+        arr, sched, found, drained = self._arrivals, self.schedule, 0, 0
         ts = arr[-1][0] - self.offset if self.offset is not None else None
-        if ts is None or sched.cum_rate(self.level(ts), ts) * t > self.HOLE_OVER:
+        load = sched.cum_rate(self.level(ts), ts) * t if ts is not None else math.inf
+        if load > self.HOLE_OVER:
             return 0  # joined well above the link: overflow comes whatever this was
+        # the drain rule (DRAIN_OVER): below the link our queue drains; a loss well
+        # below the fullest queue seen is no overflow
+        drain = -math.inf
+        if load <= self.DRAIN_OVER and self.offset is not None:
+            full = self._off_max - self.offset
+            drain = self._off_max - max(self.DRAIN_PKTS * t, self.DRAIN_SHARE * full)
         n, now = len(arr), arr[-1][0]
         # groups left within a TSD (last packets still queued) and not joined again
         self._left = {c: tl for c, tl in self._left.items() if now - tl <= sched.tsd}
@@ -581,6 +618,9 @@ class ReceiverCC:
             if j < 0 or k >= n:
                 continue  # a neighbour is no longer kept: congestion, as before
             (t_prev, d_prev, _), (t_next, d_next, q_next) = arr[j], arr[k]
+            if max(t_prev - d_prev, t_next - d_next) < drain:
+                drained += 1  # both neighbours queued well below the fullest queue
+                continue
             gap = t_next - t_prev
             if q_next < gap - (1 + self.HOLE_SLACK) * t:
                 continue  # the packet after it found the link idle: no back-to-back
@@ -595,7 +635,8 @@ class ReceiverCC:
             oldest = arr[0][0]
             self._holes_used = {g: u for g, u in self._holes_used.items() if g >= oldest}
         self.link_losses += found
-        return found
+        self.drain_losses += drained
+        return found + drained
 
     def _rfc_first_wave_packet(self, now: float, latency: float, wait: float,
                                ts: float) -> None:

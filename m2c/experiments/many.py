@@ -26,8 +26,8 @@ m2c.experiments.hetero counts it on the testbed: payload only, no headers).
 
 Outputs (``--out DIR``, each written whole): ``many-receivers.csv`` (one row per
 receiver: link, time, ideal, ratio, joins, leaves, loss events, losses taken for loss
-on the link and, of those, the ones found by the hole rule), ``many-cdf.csv`` (ratio,
-fraction of receivers at or below it), ``many-cdf.png``, ``many.json``
+on the link and, of those, the ones found by the hole rule and by the drain rule),
+``many-cdf.csv`` (ratio, fraction of receivers at or below it), ``many-cdf.png``, ``many.json``
 (percentiles, the goal's verdict, membership load, run metadata), and with
 ``--trace r042,r091`` ``many-trace.csv`` (those receivers' per-epoch level,
 joined rate, target, losses, ARTT: where their start-up time goes).  Prints the
@@ -136,6 +136,7 @@ def run(receivers: int = 1000, size: int = 2 << 20, seed: int = 0, min_mbps: flo
                      "verified": r.verified, "joins": r.joins, "leaves": r.leaves,
                      "max_level": r.max_level, "loss_events": r.loss_events,
                      "random_losses": r.random_losses, "link_losses": r.link_losses,
+                     "drain_losses": r.drain_losses,
                      **{m: r.metrics.get(m) for m in ("loss", "dup", "sym")}})
     ratios: list[float] = sorted(float(x["ratio"]) for x in rows if x["ratio"] is not None)
     failed = len(rows) - len(ratios)
