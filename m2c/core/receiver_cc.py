@@ -307,6 +307,11 @@ class ReceiverCC:
     """ours (packet-pair probing, PLM: Legout and Biersack, SIGMETRICS 2000): the
     bottleneck estimate is the median of the first this many base-group pairs (the
     sender emits its base packets in back-to-back pairs, ``SenderCore.pairs``)"""
+    PAIR_AGREE = 0.1
+    """the estimate is in after two samples when they agree within this share (the
+    smaller is taken; the third, when it comes, gives the median, which lies between
+    them); else after ``PAIR_SAMPLES``.  A 4.4-5.9 Mb/s lossless receiver of 4 MB
+    reached its link ~0.1 s sooner (1.113-1.132x -> 1.101-1.113x alone)"""
     PAIR_SHARE = 1.0
     """start-up joins go at once up to this share of the estimate, and no higher
     until the first loss or lag (then the window governs, as before)"""
@@ -566,9 +571,16 @@ class ReceiverCC:
             return
         ts = now - self.offset
         self._pair_load = max(self._pair_load, sched.cum_rate(self.level(ts), ts))
-        self.pair_samples.append(1.0 / gap)
-        if len(self.pair_samples) == self.PAIR_SAMPLES:
-            self.capacity = sorted(self.pair_samples)[self.PAIR_SAMPLES // 2]
+        samples = self.pair_samples
+        samples.append(1.0 / gap)
+        early = self.capacity is not None  # set from two agreeing samples
+        if len(samples) == self.PAIR_SAMPLES:
+            self.capacity = sorted(samples)[self.PAIR_SAMPLES // 2]
+        elif len(samples) == 2 and max(samples) <= (1 + self.PAIR_AGREE) * min(samples):
+            self.capacity = min(samples)
+        else:
+            return
+        if not early:
             # join at once only if the link was lightly loaded by us while sampling
             self._capacity_used = self._pair_load > self.PAIR_LOAD * self.capacity
 
