@@ -131,7 +131,8 @@ class Ledbat:
         faster per second than one whose RTT is 2 x TARGET; GAIN until an RTT is known."""
         if not 0 < self.min_rtt < math.inf:
             return self.GAIN
-        return self.GAIN / min(self.GAIN_DIVISOR_MAX, math.ceil(2 * self.TARGET / self.min_rtt))
+        q = 2 * self.TARGET / self.min_rtt  # inf for a subnormal min_rtt: the cap, as in C
+        return self.GAIN / (self.GAIN_DIVISOR_MAX if q >= self.GAIN_DIVISOR_MAX else math.ceil(q))
 
     def _update_cto(self, rtt: float) -> None:
         # RFC 6298 section 2
