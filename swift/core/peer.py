@@ -510,6 +510,7 @@ class Peer:
         send, remote, avail = ch.send, ch.remote, self._avail
         # the peer's discard window (live): what its HAVEs keep (6.2)
         win = ch.hs.discard_window if live else None
+        have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
         for m in msgs:
             if ch.state is _CLOSED:
                 return
@@ -521,7 +522,9 @@ class Peer:
                 ch.verify.add_hash(*to_chunks(s, e), x)
             elif t == 2:  # ACK
                 lo, hi = to_chunks(s, e)
-                if remote.add(lo, min(hi, limit), avail, win):
+                # libswift's HAVE i, ACK i: the HAVE just added the same chunks
+                # (same range, same clamp when static), so nothing can be new
+                if (s != have_s or e != have_e) and remote.add(lo, min(hi, limit), avail, win):
                     self._dirty.mark(ch)  # something new to ask this peer for
                 if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
                     self.upload.note_spurious(spurious)
@@ -529,6 +532,8 @@ class Peer:
                 lo, hi = to_chunks(s, e)
                 if remote.add(lo, hi if live else min(hi, limit), avail, win):
                     self._dirty.mark(ch)
+                if not live:
+                    have_s, have_e = s, e
                 send.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
                 if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
                     # delivered even if its ACK was lost
