@@ -309,10 +309,13 @@ class MerkleTree:
     def _peak_top(self, chunk: int) -> int:
         """The layer of the peak whose range holds ``chunk`` (IndexError past
         the end of the content)."""
-        for lo, hi, _peak in self._peak_ranges:
-            if lo <= chunk < hi:
-                return (hi - lo).bit_length() - 1
-        raise IndexError("chunk past the end of the content")
+        # the peaks are the set bits of n (largest first), so the chunk's
+        # peak is at the highest bit where the chunk and n differ; a walk
+        # over ``_peak_ranges`` (the old way) gives the same layer
+        n = self.n_chunks or 0
+        if not 0 <= chunk < n:
+            raise IndexError("chunk past the end of the content")
+        return (chunk ^ n).bit_length() - 1
 
     def _stop_of(self, chunk: int, peer_has: Any) -> int:
         """:meth:`_uncle_stop` for the usual two binmaps (a peer's acknowledged

@@ -15,6 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
+from swift._fast import ledbat_on_ack
 from swift.core.binmap import Binmap
 from swift.core.content import _Either
 from swift.core.ledbat import Ledbat
@@ -351,8 +352,8 @@ class SendSide:
                    else rtt)
             p = self.pace_rtt
             self.pace_rtt = prt if not p else 0.875 * p + 0.125 * prt
-        if acked:
-            self.ledbat.on_ack(delay_us / 1e6, acked, now, rtt)
+        if acked:  # Ledbat.on_ack without its frame (once per ACK; the C function it calls)
+            ledbat_on_ack(self.ledbat, delay_us / 1e6, acked, now, rtt)
         return spurious
 
     def delivered_by_have(self, lo: int, hi: int, now: float) -> int:
