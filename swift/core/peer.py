@@ -51,6 +51,7 @@ from collections.abc import Sequence
 
 from deliverykit.errors import LocalProtocolError
 from deliverykit.protocol import Address, Outgoing
+from swift._fast import decode_msgs
 from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
@@ -120,6 +121,9 @@ class Peer:
             raise TypeError(f"content must be Content or LiveContent, not {type(content).__name__}")
         self.ctx = C.WireContext(cfg.addressing, HASH_SIZES[cfg.hash_func], sig_size,
                                  cfg.chunk_size)
+        #: ``decode_msgs``'s arguments after the buffer and position (as decode_raw passes them)
+        self._msg_args = (int(self.ctx.addressing), self.ctx.hash_size, self.ctx.sig_size,
+                          self.ctx.chunk_size)
         #: chunk ranges <-> wire chunk specifications (the swarm's addressing)
         self.chunk_specs = ChunkSpecs(cfg, content, self.ctx)
         self._to_chunks = self.chunk_specs.to_chunks
@@ -440,7 +444,7 @@ class Peer:
         kernel received it (SO_TIMESTAMPNS); with ``delay_from_kernel`` the
         one-way delay in ACK (8.7) is measured from it, leaving out the
         time the datagram waited for our event loop."""
-        self._arrived = (arrived if self.config.delay_from_kernel and arrived is not None
+        self._arrived = (arrived if arrived is not None and self.config.delay_from_kernel
                          and 0 < arrived <= now else now)
         self._ack_arrived = arrived
         self.download.last_now = now
@@ -455,7 +459,11 @@ class Peer:
         if ch is None or ch.addr != addr:
             self.stats["unknown_channel"] += 1  # 3.1.1 steps 3 and 7
             return
-        _, msgs, error = C.decode_raw(data, self.ctx)
+        # decode_raw's loop, whose first C call takes every message of the usual
+        # datagram (HAVE, ACK, DATA, INTEGRITY, REQUEST): without its frame
+        msgs, pos, error = decode_msgs(data, 4, *self._msg_args)
+        if error is None and pos < len(data):  # a HANDSHAKE, PEX_RES or unknown type in it
+            _, msgs, error = C.decode_raw(data, self.ctx)
         if error:
             self.stats["malformed"] += 1
         if (self.chunk_size_seen is None and not self._seeder and not self.stats["verified"]
@@ -504,8 +512,6 @@ class Peer:
         5-tuples (no message objects on the receive path), most frequent first."""
         limit = self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
-        on_data = self.verifier.on_data
-        arrived = self._arrived
         live = self.live
         send, remote, avail = ch.send, ch.remote, self._avail
         # the peer's discard window (live): what its HAVEs keep (6.2)
@@ -517,7 +523,7 @@ class Peer:
             t, s, e, x, y = m
             if t == 1:  # DATA
                 lo, hi = to_chunks(s, e)
-                on_data(ch, lo, hi, x, y, now, arrived)
+                self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
             elif t == 4:  # INTEGRITY
                 ch.verify.add_hash(*to_chunks(s, e), x)
             elif t == 2:  # ACK
