@@ -377,6 +377,23 @@ def py_data_datagram(channel: int, hashes, known, hash_size: int, n: int, chunk:
     return b"".join(parts)
 
 
+def py_seed_datagram(channel: int, tree: Any, chunk: int, binmap_a: Any, binmap_b: Any, ts,
+                     src, offset: int, length: int) -> bytes:
+    """``MerkleTree.data_datagram(channel, chunk, view, ...)`` for a view of two
+    :class:`~swift.core.binmap.Binmap` (the peer's acknowledged chunks and ours
+    sent; the same one twice when only it counts), the upload path's DATA in
+    one call: the chunk's peak layer (the highest bit where ``chunk`` and the
+    tree's ``n_chunks`` differ; IndexError past the end), :func:`py_uncle_stop`
+    over both binmaps, then :func:`py_data_datagram`."""
+    n = tree.n_chunks or 0
+    if not 0 <= chunk < n:
+        raise IndexError("chunk past the end of the content")
+    a, b = binmap_a, binmap_b
+    stop = py_uncle_stop(chunk, (chunk ^ n).bit_length() - 1, a._h, a._deep, a.root,
+                         a.root_layer, b._h, b._deep, b.root, b.root_layer)
+    return py_data_datagram(channel, tree._hashes, tree._known, tree.hash_size, n, chunk, stop,
+                            tree.zero, ts, src, offset, length)
+
 def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
                      rtt: float | None) -> None:
     """Ledbat.on_ack (RFC 6817 section 2.4.2 "on acknowledgement", one delay sample).
@@ -472,6 +489,7 @@ binmap_find = load("binmap_find", py_binmap_find)
 binmap_set1 = load("binmap_set1", py_binmap_set1)
 data_datagram = load("data_datagram", py_data_datagram)
 ledbat_on_ack = load("ledbat_on_ack", py_ledbat_on_ack)
+seed_datagram = load("seed_datagram", py_seed_datagram)
 
 
 #: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)

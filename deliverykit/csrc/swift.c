@@ -102,23 +102,20 @@ done:
  * has on its way, a chunk under that node, so it holds the node's hash).
  * The test is monotone in m: gallop up from layer 1, then bisect the last
  * step, as the Python it replaces did.  Twin: swift/_fast.py. */
-static PyObject *
-uncle_stop(PyObject *self, PyObject *args)
+/* uncle_stop's work on parsed arguments: 0 with *out set, -1 with an exception */
+static int
+us_core(long long chunk, long long top, const Py_buffer *pa, const Py_buffer *qa, long long ra,
+        long long la, const Py_buffer *pb, const Py_buffer *qb, long long rb, long long lb,
+        long long *out)
 {
-    Py_buffer ha, da, hb, db;
-    long long chunk, top, ra, la, rb, lb;
-    if (!PyArg_ParseTuple(args, "LLy*y*LLy*y*LL:uncle_stop", &chunk, &top, &ha, &da, &ra, &la,
-                          &hb, &db, &rb, &lb))
-        return NULL;
-    PyObject *res = NULL;
-    if (!bm_ok(&ha, &da, ra, la) || !bm_ok(&hb, &db, rb, lb) || chunk < 0 || top < 0
+    if (!bm_ok(pa, qa, ra, la) || !bm_ok(pb, qb, rb, lb) || chunk < 0 || top < 0
             || top > 62 || (top && chunk >> 62)) {
         PyErr_SetString(PyExc_ValueError, "uncle_stop: bad arguments");
-        goto done;
+        return -1;
     }
-    const uint32_t *h1 = (const uint32_t *)ha.buf, *h2 = (const uint32_t *)hb.buf;
-    const unsigned char *d1 = (const unsigned char *)da.buf, *d2 = (const unsigned char *)db.buf;
-    Py_ssize_t n1 = ha.len / 4, n2 = hb.len / 4;
+    const uint32_t *h1 = (const uint32_t *)pa->buf, *h2 = (const uint32_t *)pb->buf;
+    const unsigned char *d1 = (const unsigned char *)qa->buf, *d2 = (const unsigned char *)qb->buf;
+    Py_ssize_t n1 = pa->len / 4, n2 = pb->len / 4;
     long long span1 = 32LL << la, span2 = 32LL << lb;
     long long stop = top;
     if (top) {
@@ -154,11 +151,24 @@ uncle_stop(PyObject *self, PyObject *args)
 #undef ANY
         }
     }
-    res = PyLong_FromLongLong(stop);
-    goto done;
+    *out = stop;
+    return 0;
 corrupt:
     PyErr_SetString(PyExc_ValueError, "uncle_stop: corrupt tree");
-done:
+    return -1;
+}
+
+static PyObject *
+uncle_stop(PyObject *self, PyObject *args)
+{
+    Py_buffer ha, da, hb, db;
+    long long chunk, top, ra, la, rb, lb, stop;
+    if (!PyArg_ParseTuple(args, "LLy*y*LLy*y*LL:uncle_stop", &chunk, &top, &ha, &da, &ra, &la,
+                          &hb, &db, &rb, &lb))
+        return NULL;
+    PyObject *res = NULL;
+    if (us_core(chunk, top, &ha, &da, ra, la, &hb, &db, rb, lb, &stop) == 0)
+        res = PyLong_FromLongLong(stop);
     PyBuffer_Release(&ha);
     PyBuffer_Release(&da);
     PyBuffer_Release(&hb);
@@ -627,21 +637,17 @@ put32(unsigned char *p, uint32_t v)
     p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
 }
 
+/* data_datagram's work on parsed arguments (the caller releases the buffers) */
 static PyObject *
-data_datagram(PyObject *self, PyObject *args)
+dd_core(long long channel, const Py_buffer *hbp, const Py_buffer *kbp, Py_ssize_t hs, long long n,
+        long long chunk, long long stop, const Py_buffer *zbp, const Py_buffer *tbp, PyObject *src,
+        long long offset, long long length)
 {
-    Py_buffer hb, kb, zb, tb;
-    Py_ssize_t hs;
-    long long channel, n, chunk, stop, offset, length;
-    PyObject *src;
-    if (!PyArg_ParseTuple(args, "Ly*y*nLLLy*y*OLL:data_datagram", &channel, &hb, &kb, &hs, &n,
-                          &chunk, &stop, &zb, &tb, &src, &offset, &length))
-        return NULL;
     PyObject *out = NULL;
-    const unsigned char *h = (const unsigned char *)hb.buf, *kn = (const unsigned char *)kb.buf;
-    Py_ssize_t nk = kb.len;
-    if (channel < 0 || channel > 0xFFFFFFFFLL || hs < 1 || hs > 64 || hb.len != nk * hs
-            || zb.len != hs || tb.len != 8 || n < 0 || chunk < 0 || chunk > 0xFFFFFFFFLL
+    const unsigned char *h = (const unsigned char *)hbp->buf, *kn = (const unsigned char *)kbp->buf;
+    Py_ssize_t nk = kbp->len;
+    if (channel < 0 || channel > 0xFFFFFFFFLL || hs < 1 || hs > 64 || hbp->len != nk * hs
+            || zbp->len != hs || tbp->len != 8 || n < 0 || chunk < 0 || chunk > 0xFFFFFFFFLL
             || stop < 0 || stop > 32 || offset < 0 || length < 0 || length > (1 << 24)) {
         PyErr_SetString(PyExc_ValueError, "data_datagram: bad arguments");
         goto done;
@@ -656,7 +662,7 @@ data_datagram(PyObject *self, PyObject *args)
         long long s = (sib << (lay + 1)) | ((1LL << lay) - 1);
         long long lo = sib << lay, hi = lo + (1LL << lay);
         if (lo >= n) {
-            srcs[nu] = (const unsigned char *)zb.buf;
+            srcs[nu] = (const unsigned char *)zbp->buf;
         } else if (s < nk && kn[s] == 1) {
             srcs[nu] = h + s * hs;
         } else {
@@ -706,7 +712,7 @@ data_datagram(PyObject *self, PyObject *args)
     *p++ = 1;
     put32(p, (uint32_t)chunk);
     put32(p + 4, (uint32_t)chunk);
-    memcpy(p + 8, tb.buf, 8);
+    memcpy(p + 8, tbp->buf, 8);
     p += 16;
     if (have_sb) {
         if (plen)
@@ -736,6 +742,20 @@ release:
     if (have_sb)
         PyBuffer_Release(&sb);
 done:
+    return out;
+}
+
+static PyObject *
+data_datagram(PyObject *self, PyObject *args)
+{
+    Py_buffer hb, kb, zb, tb;
+    Py_ssize_t hs;
+    long long channel, n, chunk, stop, offset, length;
+    PyObject *src;
+    if (!PyArg_ParseTuple(args, "Ly*y*nLLLy*y*OLL:data_datagram", &channel, &hb, &kb, &hs, &n,
+                          &chunk, &stop, &zb, &tb, &src, &offset, &length))
+        return NULL;
+    PyObject *out = dd_core(channel, &hb, &kb, hs, n, chunk, stop, &zb, &tb, src, offset, length);
     PyBuffer_Release(&hb);
     PyBuffer_Release(&kb);
     PyBuffer_Release(&zb);
@@ -743,6 +763,110 @@ done:
     return out;
 }
 
+
+/* seed_datagram(channel, tree, chunk, binmap_a, binmap_b, ts, src, offset, length) -> bytes
+ * MerkleTree.data_datagram for the upload path's two binmaps (the peer's
+ * acknowledged and our sent chunks: the same Binmap twice when only one
+ * counts) in one call: the chunk's peak layer from the tree's n_chunks (the
+ * highest bit where chunk and n differ; IndexError past the end), uncle_stop
+ * over the binmaps' buffers (their _h, _deep, root, root_layer), then
+ * data_datagram with the tree's _hashes, _known, hash_size and zero.  Per DATA
+ * a seeder sends; it replaces three Python frames (data_datagram, _stop_of,
+ * _peak_top).  Twin: swift/_fast.py py_seed_datagram. */
+static PyObject *SD_names[9];
+enum { SD_n, SD_h, SD_deep, SD_root, SD_layer, SD_hashes, SD_known, SD_hs, SD_zero, SD_N };
+static const char *const SD_strs[SD_N] = {
+    "n_chunks", "_h", "_deep", "root", "root_layer", "_hashes", "_known", "hash_size", "zero"};
+
+static int
+sd_init(void)
+{
+    if (SD_names[SD_N - 1] != NULL)
+        return 0;
+    for (int i = 0; i < SD_N; i++)
+        if (SD_names[i] == NULL && (SD_names[i] = PyUnicode_InternFromString(SD_strs[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* an int attribute; -1 with an exception set */
+static int
+sd_ll(PyObject *o, int name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, SD_names[name]);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* a buffer attribute (the caller releases it); -1 with an exception set */
+static int
+sd_buf(PyObject *o, int name, Py_buffer *b)
+{
+    PyObject *v = PyObject_GetAttr(o, SD_names[name]);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_GetBuffer(v, b, PyBUF_SIMPLE);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *
+seed_datagram(PyObject *self, PyObject *args)
+{
+    PyObject *tree, *ma, *mb, *src;
+    long long channel, chunk, offset, length;
+    Py_buffer tb;
+    if (!PyArg_ParseTuple(args, "LOLOOy*OLL:seed_datagram", &channel, &tree, &chunk, &ma, &mb,
+                          &tb, &src, &offset, &length))
+        return NULL;
+    PyObject *res = NULL;
+    Py_buffer bufs[7];
+    int nb = 0;
+    long long n = 0, ra, la, rb, lb, hs, stop;
+    if (sd_init() < 0)
+        goto done;
+    PyObject *nobj = PyObject_GetAttr(tree, SD_names[SD_n]);
+    if (nobj == NULL)
+        goto done;
+    if (nobj != Py_None)
+        n = PyLong_AsLongLong(nobj);
+    Py_DECREF(nobj);
+    if (n == -1 && PyErr_Occurred())
+        goto done;
+    if (chunk < 0 || chunk >= n) {
+        PyErr_SetString(PyExc_IndexError, "chunk past the end of the content");
+        goto done;
+    }
+    long long top = 63 - __builtin_clzll((unsigned long long)(chunk ^ n));
+    if (sd_buf(ma, SD_h, &bufs[nb]) < 0 || (++nb, sd_buf(ma, SD_deep, &bufs[nb]) < 0))
+        goto done;
+    nb++;
+    if (sd_ll(ma, SD_root, &ra) < 0 || sd_ll(ma, SD_layer, &la) < 0)
+        goto done;
+    if (sd_buf(mb, SD_h, &bufs[nb]) < 0 || (++nb, sd_buf(mb, SD_deep, &bufs[nb]) < 0))
+        goto done;
+    nb++;
+    if (sd_ll(mb, SD_root, &rb) < 0 || sd_ll(mb, SD_layer, &lb) < 0)
+        goto done;
+    if (us_core(chunk, top, &bufs[0], &bufs[1], ra, la, &bufs[2], &bufs[3], rb, lb, &stop) < 0)
+        goto done;
+    if (sd_buf(tree, SD_hashes, &bufs[nb]) < 0 || (++nb, sd_buf(tree, SD_known, &bufs[nb]) < 0))
+        goto done;
+    nb++;
+    if (sd_ll(tree, SD_hs, &hs) < 0 || sd_buf(tree, SD_zero, &bufs[nb]) < 0)
+        goto done;
+    nb++;
+    res = dd_core(channel, &bufs[4], &bufs[5], (Py_ssize_t)hs, n, chunk, stop, &bufs[6], &tb, src,
+                  offset, length);
+done:
+    for (int i = 0; i < nb; i++)
+        PyBuffer_Release(&bufs[i]);
+    PyBuffer_Release(&tb);
+    return res;
+}
 
 /* ---- ledbat_on_ack: Ledbat.on_ack (swift/core/ledbat.py, RFC 6817 2.4.2) ----
  * Once per ACK; at 1 KiB chunks toward a libswift leecher (an ACK per chunk)
@@ -1070,6 +1194,9 @@ PyMethodDef dk_swift_methods[] = {
     {"data_datagram", data_datagram, METH_VARARGS,
      "data_datagram(channel, hashes, known, hash_size, n_chunks, chunk, stop, zero, ts, src, "
      "offset, length) -> one DATA datagram with its INTEGRITY uncles (chunk32)"},
+    {"seed_datagram", seed_datagram, METH_VARARGS,
+     "seed_datagram(channel, tree, chunk, binmap_a, binmap_b, ts, src, offset, length) -> "
+     "MerkleTree.data_datagram over the two binmaps, in one call"},
     {"ledbat_on_ack", ledbat_on_ack, METH_VARARGS,
      "ledbat_on_ack(ledbat, delay, bytes_acked, now, rtt) -> None (Ledbat.on_ack)"},
     {"binmap_set1", binmap_set1, METH_VARARGS,

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from deliverykit.protocol import Outgoing
+from swift._fast import seed_datagram
+from swift.core.binmap import Binmap
 from swift.core.channel import Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import MTU_PAYLOAD, PeerConfig
@@ -227,11 +229,18 @@ class UploadScheduler:
             # DATA): what Content.integrity_for does for a warm peer, without
             # its per-chunk view object and item tuples
             s = ch.send
-            known = remote.have if s.sent.has(i) else s.known
+            sent_i = s.sent.has(i)
+            known = remote.have if sent_i else s.known
             fast = fast or self._static_fast()
             if fast is not None and i < fast[1]:
-                # the whole datagram in one C call, the chunk pread into it
+                # the whole datagram in one C call, the chunk pread into it:
+                # tree.data_datagram(ch.remote_id, i, known, ...) over known's
+                # binmaps (the peer's alone when this chunk went out before)
                 tree, _last, csz, src = fast
+                ma = remote.have if sent_i else s.known.a
+                mb = ma if sent_i else s.known.b
+                if type(ma) is Binmap and type(mb) is Binmap:
+                    return seed_datagram(ch.remote_id, tree, i, ma, mb, ts, src, i * csz, csz)
                 return tree.data_datagram(ch.remote_id, i, known, ts, src, i * csz, csz)
             cs = static.chunk_size
             for b, h in static.tree.uncles(i, known):
