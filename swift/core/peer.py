@@ -145,6 +145,9 @@ class Peer:
         #: counts (None in their place), no chunk-size detection per datagram
         self._seeder = not self.live and bool(self.content.complete)
         self._avail: Availability | None = None if self._seeder else self.availability
+        #: a seeder's chunk count (fixed: its content was complete from the
+        #: start), read per datagram without Content.n_chunks; 0 otherwise
+        self._seed_n = (self.content.n_chunks or 0) if self._seeder else 0
         self._pending_close: list[Outgoing] = []
         #: the peer's chunk size when its DATA shows one other than ours
         #: before any chunk verified (libswift sends no Chunk Size option):
@@ -510,7 +513,7 @@ class Peer:
     def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
         5-tuples (no message objects on the receive path), most frequent first."""
-        limit = self.content.n_chunks or (1 << 40)
+        limit = self._seed_n or self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
         live = self.live
         send, remote, avail = ch.send, ch.remote, self._avail
