@@ -326,6 +326,22 @@ def data_datagram(
     """One DATA datagram (chunk32): channel ID, INTEGRITY for each uncle below ``stop``,
     DATA with ``ts`` and ``length`` bytes at ``offset`` of ``src`` (fd to pread, or buffer)."""
 
+def seed_datagram(
+    channel: int,
+    tree: Any,
+    chunk: int,
+    binmap_a: Any,
+    binmap_b: Any,
+    ts: ReadableBuffer,
+    src: int | ReadableBuffer,
+    offset: int,
+    length: int,
+    /,
+) -> bytes:
+    """``MerkleTree.data_datagram`` for the upload path in one call: the chunk's peak
+    layer, ``uncle_stop`` over the two Binmaps, then ``data_datagram`` (IndexError
+    for a chunk past the end)."""
+
 def ledbat_on_ack(
     ledbat: Any,
     delay: float,

@@ -56,6 +56,7 @@ TWINS = {
     "merkle_walk": ("swift._fast", "py_merkle_walk"),
     "merkle_uncles": ("swift._fast", "py_merkle_uncles"),
     "data_datagram": ("swift._fast", "py_data_datagram"),
+    "seed_datagram": ("swift._fast", "py_seed_datagram"),
     "ledbat_on_ack": ("swift._fast", "py_ledbat_on_ack"),
     "sim_heap": ("deliverykit.sim.scheduler", "py_sim_heap"),
 }
