@@ -321,6 +321,11 @@ class ReceiverCC:
     testbed's tbf) lets a pair through unspread when it holds tokens for both (then
     ``PAIR_MAX`` drops it), and only partly spread, too fast, when it is nearly empty.
     Otherwise the estimate only caps the start-up batches (``STARTUP_JOINS``)"""
+    PAIR_AT_ONCE = True
+    """ours: the jump to the estimate is made on the packet that completes it, not at
+    the next start-up epoch (25 ms later on average, 50 ms at most).  Measured (session
+    12, second part): a lossless 5.8 Mb/s receiver of 4 MB left its link idle 0.15 s
+    between its first packet and a full link, 30 ms of it this wait"""
     PAIR_MAX = 2.0
     """pairs spaced as a link faster than this many times the session's top rate show
     no bottleneck (a token bucket's burst, or a link the session cannot fill): ignored"""
@@ -532,10 +537,13 @@ class ReceiverCC:
             self.rtt.on_first_packet(pend[0], now, wait, channel == 0)
             if self.strict and channel:
                 self._rfc_first_wave_packet(now, now - pend[0], wait, ts)
+        jump: list[Join | Leave] = []
         if channel == 0:
             self.base_seen = True
             if self.pair_probe and len(self.pair_samples) < self.PAIR_SAMPLES:
                 self._pair_sample(now, psn)
+                if self.PAIR_AT_ONCE:
+                    jump = self._pair_jump(now)
         self._last_rx = (now, channel, psn)
         lost = self.loss.on_packet(channel, psn)
         if lost and self.ctl.random_loss:
@@ -552,9 +560,24 @@ class ReceiverCC:
             self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
             self.ctl.on_packet_events(1, lost)
-            return []
+            return jump
         self.ctl.on_packet_events(1, lost)
-        return []
+        return jump
+
+    def _pair_jump(self, now: float) -> list[Join | Leave]:
+        """The packet-pair estimate is in and the link was lightly loaded while it was
+        sampled: join up to it now (``PAIR_AT_ONCE``), not at the next epoch.  The
+        conditions are the epoch's (no loss, no lag, no loss event pending)."""
+        if (self.capacity is None or self._capacity_used or self.loss_events
+                or self.lag_holds or now < self.loss_event_until or self.offset is None):
+            return []
+        self._capacity_used = True
+        now = max(now, self._last_plausible)  # a packet replayed at anchoring: its join is now
+        ts = now - self.offset
+        cap = self.PAIR_SHARE * self.capacity
+        self.ctl.on_capacity(now, cap, self.rtt.rtt)
+        return self._join_up_to(now, ts, self.level(ts), min(cap, self.target_rate()),
+                                self.schedule.levels, reach=True)
 
     def _pair_sample(self, now: float, psn: int) -> None:
         """The odd packet of a base pair arrived right after its even partner: their

@@ -31,14 +31,15 @@ def _schedule():
 
 def _feed(cc: ReceiverCC, gaps: list[float], delay: float = 0.02) -> list[object]:
     """Base pairs as a pairing sender sends them, the odd packet ``gaps[m]`` after the
-    even one; returns the events of the epoch timers run between the pairs."""
+    even one; returns the events of the packets and of the epoch timers run between
+    the pairs."""
     sched, out = cc.schedule, list[object]()
     cc.start(0.0)
     for m, gap in enumerate(gaps):
         t = sched.time_of(0, 2 * m + 1) + delay
         out += cc.on_timer(t - 1e-3)
-        cc.on_packet(t, 0, 2 * m)
-        cc.on_packet(t + gap, 0, 2 * m + 1)
+        out += cc.on_packet(t, 0, 2 * m)
+        out += cc.on_packet(t + gap, 0, 2 * m + 1)
     return out
 
 
@@ -68,8 +69,9 @@ def test_two_pairs_that_disagree_wait_for_the_third():
 
 
 def test_the_jump_follows_two_agreeing_samples():
-    """The jump to the estimate (many levels at once) comes at the first epoch after
-    two agreeing samples, before the third pair; the third still refines it."""
+    """The jump to the estimate (many levels at once) comes after two agreeing samples
+    (on the packet that completes the estimate since ``PAIR_AT_ONCE``; at the next
+    epoch before), before the third pair; the third still refines it."""
     cc = ReceiverCC(_schedule(), pairs=True)
     rate = 4e6 / PACKET_BITS
     events = _feed(cc, [1 / rate] * 2)
