@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from deliverykit.sim.network import Fate
 from m2c import sim
 from m2c.experiments import many
 
@@ -25,7 +26,11 @@ def test_per_receiver_delays_and_a_backbone_crossed_once_per_datagram() -> None:
     # every datagram the sender sent crossed the backbone at most once, though
     # three receivers took most of them
     assert app.sender is not None and core.sent <= app.sender.sent
-    assert s.network.fates[0] > core.sent  # delivered copies outnumber backbone packets
+    # the copies made past the backbone (delivered, or dropped at an access link, or to
+    # a receiver already done) outnumber backbone packets; delivered copies alone need
+    # not, when a 64 KiB file's fast receivers are done within 0.3-0.5 s
+    fanned = sum(s.network.fates) - s.network.fates[Fate.NO_ROUTE]
+    assert fanned > core.sent
 
 
 def test_iterative_only_decoding_costs_more_symbols_than_elimination() -> None:
