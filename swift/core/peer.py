@@ -84,6 +84,7 @@ PEX_ANSWER_WINDOW = 5.0
 
 _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
+_MAX_CHUNKS = Binmap.MAX_CHUNKS
 
 
 class Peer:
@@ -539,11 +540,27 @@ class Peer:
                     self.upload.note_spurious(spurious)
             elif t == 3:  # HAVE
                 lo, hi = to_chunks(s, e)
-                if remote.add(lo, hi if live else min(hi, limit), avail, win):
-                    self._dirty.mark(ch)
-                if not live:
+                if live:
+                    if remote.add(lo, hi, avail, win):
+                        self._dirty.mark(ch)
+                elif hi - lo == 1 and hi <= limit and hi <= _MAX_CHUNKS:
+                    # one chunk of static content (libswift's HAVE i): RemoteHave.add's
+                    # test-and-set without its frame (no window: not live)
                     have_s, have_e = s, e
-                send.upload.remove(lo, hi)  # HAVE is an implicit CANCEL (3.8)
+                    if remote.have.add_new(lo):
+                        if avail is not None:
+                            avail.add_range(lo, hi, 1)
+                        remote.some = True
+                        if hi > remote.top:
+                            remote.top = hi
+                        self._dirty.mark(ch)
+                else:
+                    have_s, have_e = s, e
+                    if remote.add(lo, min(hi, limit), avail, win):
+                        self._dirty.mark(ch)
+                up = send.upload  # HAVE is an implicit CANCEL (3.8); at a seeder
+                if up.size and up.queued.any_in(lo, hi):  # usually nothing queued there
+                    up.remove(lo, hi)
                 if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
                     # delivered even if its ACK was lost
                     self.upload.note_spurious(spurious)
