@@ -17,10 +17,11 @@ summary line always.
 A sweep that was stopped (Ctrl-C, SIGTERM, a batch job's wall time) leaves
 its finished rows in ``<out>.part``; ``resume=True`` (``--resume``) keeps
 them and runs only the (point, seed) pairs missing, appending to the same
-file.  It refuses a ``.part`` written by another commit or scenario, or
-holding a row of another point or seed (two codes' results never mix in one
-CSV), and without ``resume`` an existing ``.part`` is an error, never
-overwritten.
+file.  With no ``.part`` but a finished ``out``, ``resume`` starts from a copy
+of ``out`` (to add seeds or points to a finished sweep).  It refuses a
+``.part`` written by another commit or scenario, or holding a row of another
+point or seed (two codes' results never mix in one CSV), and without
+``resume`` an existing ``.part`` is an error, never overwritten.
 
     python -m deliverykit.sweep swift.sim:sweep_task --points points.json --seeds 0 1 2 \
         --out results/crowd.csv [--workers 2 | --scheduler tcp://host:8786]
@@ -37,6 +38,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -249,11 +251,19 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
     samples: dict[str, list[dict[str, Any]]] = {}
     metric_cols: list[str] | None = None
     prior = _Resumed()
+    if resume and not part.exists() and out.exists():
+        # more seeds or points for a finished sweep: its CSV is the starting point,
+        # copied (the finished file stays as it is until the new one is complete)
+        shutil.copyfile(out, part)
     if part.exists():
         if not resume:
             raise ValueError(f"{part} exists (a stopped sweep's rows): resume it (--resume) "
                              f"or move it away; it is never overwritten")
         prior = _read_part(part, points, seeds, param_cols, commit, scenario)
+        if prior.done and (commit or "").endswith("+dirty"):
+            print(f"sweep: resuming {part.name} in a tree with uncommitted changes: its rows "
+                  f"and the new ones carry the same commit, but whether the code is the same "
+                  f"cannot be checked", file=sys.stderr)
         metric_cols = prior.metric_cols
         for (k, _seed), metrics in prior.done.items():
             samples.setdefault(k, []).append(metrics)

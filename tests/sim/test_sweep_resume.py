@@ -159,3 +159,18 @@ def test_experiment_sweep_resumes_its_part(tmp_path: Path,
     assert main([*args, "--resume"]) == 0
     assert "2 of 2 tasks done (1 kept from vod_swarm-sweep.csv.part)" in capsys.readouterr().err
     assert out.read_text().splitlines(keepends=True)[:2] == first[:2]
+
+
+def test_resume_extends_a_finished_sweep_by_more_seeds(full: Path, tmp_path: Path) -> None:
+    """No .part, a finished CSV of seed 0: ``resume`` with seeds 0 and 1 keeps seed
+    0's rows (copied; the finished file is only replaced once the new one is whole)
+    and runs seed 1 only."""
+    out = tmp_path / "crowd.csv"
+    lines = full.read_text().splitlines(keepends=True)
+    seed0 = [ln for ln in lines[1:] if ln.split(",")[2] == "0"]
+    out.write_text(lines[0] + "".join(seed0))
+    res = run_sweep(sweep_task, POINTS, SEEDS, out, scenario="flash-crowd", workers=1,
+                    progress=False, resume=True)
+    assert res.rows == 4 and res.resumed == 2 and not res.failures
+    assert _results(out) == _results(full)
+    assert not Path(f"{out}.part").exists()
