@@ -534,7 +534,17 @@ class Peer:
                 lo, hi = to_chunks(s, e)
                 # libswift's HAVE i, ACK i: the HAVE just added the same chunks
                 # (same range, same clamp when static), so nothing can be new
-                if (s != have_s or e != have_e) and remote.add(lo, min(hi, limit), avail, win):
+                if s == have_s and e == have_e:
+                    pass
+                elif not live and hi - lo == 1 and hi <= limit and hi <= _MAX_CHUNKS:
+                    if remote.have.add_new(lo):  # as the one-chunk HAVE below
+                        if avail is not None:
+                            avail.add_range(lo, hi, 1)
+                        remote.some = True
+                        if hi > remote.top:
+                            remote.top = hi
+                        self._dirty.mark(ch)
+                elif remote.add(lo, min(hi, limit), avail, win):
                     self._dirty.mark(ch)  # something new to ask this peer for
                 if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
                     self.upload.note_spurious(spurious)

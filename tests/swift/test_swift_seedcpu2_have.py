@@ -1,10 +1,10 @@
 """A seeder's HAVE handling in ``Peer._dispatch`` (issue 15): the single-chunk
-HAVE of static content (libswift's ``HAVE i``) sets the peer's binmap
+HAVE (and ACK) of static content (libswift's ``HAVE i``) sets the peer's binmap
 inline instead of through :meth:`RemoteHave.add`, and the implicit CANCEL
 calls :meth:`RangeQueue.remove` only when something is queued in the
 HAVE's range.  Both must leave exactly the state the methods leave:
 checked against a second seeder driven through those methods, for random
-sequences of REQUESTs and HAVEs (one chunk, runs, beyond the content's
+sequences of REQUESTs, HAVEs and ACKs (one chunk, runs, beyond the content's
 end, repeats)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _state(p: Peer, ch: Channel) -> tuple[object, ...]:
             ch in p._dirty.marked, queued)
 
 
-ops = st.lists(st.tuples(st.sampled_from(["req", "have", "have1"]),
+ops = st.lists(st.tuples(st.sampled_from(["req", "have", "have1", "ack", "ack1"]),
                          st.integers(0, N + 20), st.integers(1, 9)), max_size=40)
 
 
@@ -64,12 +64,20 @@ def test_dispatch_have_matches_remote_add(seq: list[tuple[str, int, int]], seedi
     n_chunks = a.content.n_chunks
     limit = a._seed_n or n_chunks or (1 << 40)
     for kind, lo, n in seq:
-        hi = lo + (1 if kind == "have1" else n)
+        hi = lo + (1 if kind in ("have1", "ack1") else n)
         specs = a.chunk_specs.specs(lo, hi, clip=False)
         if kind == "req":
             a._dispatch(cha, [(int(MsgType.REQUEST), s, e, None, None) for s, e in specs], 1000.0)
             if n_chunks is not None:
                 chb.send.upload.push(max(0, lo), min(hi, n_chunks))
+            continue
+        if kind in ("ack", "ack1"):  # one datagram per spec: no HAVE of it before
+            for s, e in specs:
+                a._dispatch(cha, [(2, s, e, 5000, None)], 1000.0)
+                clo, chi = b.chunk_specs.to_chunks(s, e)
+                if chb.remote.add(clo, min(chi, limit), b._avail, None):
+                    b._dirty.mark(chb)
+                chb.send.on_ack(clo, chi, 5000, 1000.0, b._ack_arrived)
             continue
         a._dispatch(cha, [(3, s, e, None, None) for s, e in specs], 1000.0)
         for s, e in specs:
