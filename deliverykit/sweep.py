@@ -53,7 +53,8 @@ from deliverykit.provenance import git_commit, run_metadata
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-__all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "run_sweep", "t95"]
+__all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "number_or_text", "run_sweep",
+           "t95"]
 
 #: the provenance columns every row starts with (then the point's, then the metrics)
 _LEAD_COLS = ("commit", "scenario", "seed")
@@ -124,6 +125,17 @@ def _key(point: Point) -> str:
     return json.dumps(point, sort_keys=True, default=str)
 
 
+def number_or_text(text: str) -> int | float | str:
+    """``text`` as an int, else a float, else itself (a swept value on the command
+    line, a number read back from a sweep's CSV)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _cell(text: str) -> Any:
     """A metric read back from the CSV as the task returned it: csv writes
     ``str(value)``, ``None`` as an empty cell."""
@@ -131,12 +143,7 @@ def _cell(text: str) -> Any:
         return None
     if text in ("True", "False"):
         return text == "True"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    return number_or_text(text)
 
 
 @dataclass(slots=True)

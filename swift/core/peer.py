@@ -530,50 +530,34 @@ class Peer:
                 self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
             elif t == 4:  # INTEGRITY
                 ch.verify.add_hash(*to_chunks(s, e), x)
-            elif t == 2:  # ACK
+            elif t == 2 or t == 3:  # ACK or HAVE: the peer has these chunks
                 lo, hi = to_chunks(s, e)
-                # libswift's HAVE i, ACK i: the HAVE just added the same chunks
-                # (same range, same clamp when static), so nothing can be new
-                if s == have_s and e == have_e:
-                    pass
+                if t == 2 and s == have_s and e == have_e:
+                    pass  # libswift's HAVE i, ACK i: the HAVE just added the same chunks
                 elif not live and hi - lo == 1 and hi <= limit and hi <= _MAX_CHUNKS:
-                    if remote.have.add_new(lo):  # as the one-chunk HAVE below
-                        if avail is not None:
-                            avail.add_range(lo, hi, 1)
-                        remote.some = True
-                        if hi > remote.top:
-                            remote.top = hi
-                        self._dirty.mark(ch)
-                elif remote.add(lo, min(hi, limit), avail, win):
-                    self._dirty.mark(ch)  # something new to ask this peer for
-                if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
-                    self.upload.note_spurious(spurious)
-            elif t == 3:  # HAVE
-                lo, hi = to_chunks(s, e)
-                if live:
-                    if remote.add(lo, hi, avail, win):
-                        self._dirty.mark(ch)
-                elif hi - lo == 1 and hi <= limit and hi <= _MAX_CHUNKS:
-                    # one chunk of static content (libswift's HAVE i): RemoteHave.add's
-                    # test-and-set without its frame (no window: not live)
-                    have_s, have_e = s, e
+                    # one chunk of static content (libswift's HAVE i, ACK i):
+                    # RemoteHave.add's test-and-set without its frame (no window)
                     if remote.have.add_new(lo):
                         if avail is not None:
                             avail.add_range(lo, hi, 1)
                         remote.some = True
                         if hi > remote.top:
                             remote.top = hi
-                        self._dirty.mark(ch)
+                        self._dirty.mark(ch)  # something new to ask this peer for
+                elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
+                    self._dirty.mark(ch)
+                if t == 2:
+                    if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
+                        self.upload.note_spurious(spurious)
                 else:
-                    have_s, have_e = s, e
-                    if remote.add(lo, min(hi, limit), avail, win):
-                        self._dirty.mark(ch)
-                up = send.upload  # HAVE is an implicit CANCEL (3.8); at a seeder
-                if up.size and up.queued.any_in(lo, hi):  # usually nothing queued there
-                    up.remove(lo, hi)
-                if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
-                    # delivered even if its ACK was lost
-                    self.upload.note_spurious(spurious)
+                    if not live:
+                        have_s, have_e = s, e
+                    up = send.upload  # HAVE is an implicit CANCEL (3.8); at a seeder
+                    if up.size and up.queued.any_in(lo, hi):  # usually nothing queued
+                        up.remove(lo, hi)
+                    if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
+                        # delivered even if its ACK was lost
+                        self.upload.note_spurious(spurious)
             elif t == MsgType.SIGNED_INTEGRITY:
                 ch.verify.add_sig(*to_chunks(s, e), x, y)
             elif t == MsgType.REQUEST:

@@ -17,18 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deliverykit import cliutil
-from deliverykit.sweep import SweepResult, run_sweep
+from deliverykit.sweep import SweepResult, number_or_text, run_sweep
 
 __all__ = ["add_arguments", "parse_sweep", "plot", "sweep"]
-
-
-def _value(text: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def parse_sweep(text: str) -> tuple[str, list[int | float | str]]:
@@ -38,7 +29,7 @@ def parse_sweep(text: str) -> tuple[str, list[int | float | str]]:
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not name.isidentifier() or not vals:
         raise argparse.ArgumentTypeError(f"--sweep takes NAME=v1,v2,... , not {text!r}")
-    return name, [_value(v) for v in vals]
+    return name, [number_or_text(v) for v in vals]
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
