@@ -142,6 +142,12 @@ def _hostport_text(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+#: Node.close: how many times a task still running is cancelled, and how long
+#: each round waits for it (s)
+CLOSE_CANCEL_ROUNDS = 5
+CLOSE_ROUND_S = 1.0
+
+
 class Node:
     """Base: owned transports and core drivers, tasks, clean close."""
 
@@ -174,16 +180,30 @@ class Node:
         for d in self.drivers:
             d.close()
         self.drivers.clear()
-        for t in self.tasks:
-            t.cancel()
-        for t in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
-        for tr in self.transports:
-            tr.close()
-        self._closed_sockets = self.socket_stats()
-        self.tasks.clear()
-        self.transports.clear()
+        pending = {t for t in self.tasks if not t.done()}
+        # Python 3.11's asyncio.wait_for can swallow a cancellation that lands as its
+        # inner await completes (gh-86296; the heartbeat loop awaits one per beat): a
+        # task that goes on after cancel() is asked again, a bounded number of times
+        try:
+            for _ in range(CLOSE_CANCEL_ROUNDS):
+                if not pending:
+                    break
+                for t in pending:
+                    t.cancel()
+                _, pending = await asyncio.wait(pending, timeout=CLOSE_ROUND_S)
+            for t in self.tasks:
+                if t.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t  # a task's own failure surfaces here
+            if pending:
+                raise RuntimeError(f"{len(pending)} task(s) of {type(self).__name__} did not "
+                                   f"stop after {CLOSE_CANCEL_ROUNDS} cancellations")
+        finally:  # the sockets are closed whatever the tasks did
+            for tr in self.transports:
+                tr.close()
+            self._closed_sockets = self.socket_stats()
+            self.tasks.clear()
+            self.transports.clear()
 
     def socket_stats(self) -> dict[str, int]:
         """Summed socket counters of every transport (kept after close): datagrams the
