@@ -13,17 +13,15 @@ the jump was made: it is now made at once.  The conditions are the epoch's
 
 from __future__ import annotations
 
-import dataclasses
-
+import crowd
 import pytest
 
-from deliverykit.sim import LinkSpec
 from m2c import sim
 from m2c.core.events import Join
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.experiments import fairness
-from m2c.experiments.many import draw_links, ideal_s
+from m2c.experiments.many import draw_links
 
 SIZE = 4_000_000
 LINKS = draw_links(1000, 0)
@@ -105,21 +103,8 @@ def test_no_jump_after_a_loss_event():
 def _crowd(name: str) -> tuple[sim.TransferResult, float]:
     """Receiver ``name`` of the 1,000-receiver draw (seed 0) alone, as in the crowd
     (its name and the crowd's sender uplink delay: session 9); and its ratio."""
-    i = int(name[1:]) - 1
-    rate, delay, loss = LINKS.rate_bps[i], LINKS.delay_s[i], LINKS.loss[i]
-    sc = sim.file_transfer(1, SIZE, down_bps=rate, delay=delay, loss=loss,
-                           core_bps=100e6, seed=0, duration=300)
-    nodes = []
-    for n in sc.nodes:
-        if n.name == "r001":
-            n = dataclasses.replace(n, name=name)
-        elif n.name == sim.SENDER:
-            n = dataclasses.replace(n, up=LinkSpec(delay=LINKS.delay_s[0]))
-        nodes.append(n)
-    res = sim.run(sc.replace(nodes=tuple(nodes)))
-    r = res.receivers[0]
-    assert r.verified and r.completion_s is not None, r.end
-    return res, r.completion_s / ideal_s(SIZE, rate, delay, loss)
+    res = crowd.replay(name, SIZE)
+    return res, crowd.ratio(res, name, SIZE)
 
 
 @pytest.mark.parametrize("name", ["r978", "r394"])

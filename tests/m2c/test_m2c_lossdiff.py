@@ -16,9 +16,9 @@ receiver "r095" replays the crowd's loss draws for it.
 
 from __future__ import annotations
 
-import dataclasses
+import crowd
 
-from deliverykit.sim import LinkSpec, Simulation
+from deliverykit.sim import Simulation
 from m2c import sim
 from m2c.core.session import ReceiverCore
 from m2c.experiments import fairness
@@ -32,18 +32,8 @@ def _named(name: str, rate: float, delay: float, loss: float, size: int = SIZE,
            seed: int = 0, up_delay: float | None = None) -> sim.TransferResult:
     """One receiver, named as in the crowd (its link's random draws follow the name);
     ``up_delay``: the sender's uplink delay (the crowd's is its first receiver's)."""
-    sc = sim.file_transfer(1, size, down_bps=rate, delay=delay, loss=loss, core_bps=100e6,
-                           seed=seed, duration=200)
-    nodes = []
-    for n in sc.nodes:
-        if n.name == "r001":
-            n = dataclasses.replace(n, name=name)
-        elif up_delay is not None and n.name == sim.SENDER:
-            n = dataclasses.replace(n, up=LinkSpec(delay=up_delay))
-        nodes.append(n)
-    res = sim.run(sc.replace(nodes=tuple(nodes)))
-    assert res.receivers[0].verified, res.receivers[0].end
-    return res
+    return crowd.alone(name, rate, delay, loss, size, seed=seed, up_delay=up_delay,
+                       duration=200)
 
 
 def test_r095_random_losses_on_its_full_link_do_not_halve_the_window():

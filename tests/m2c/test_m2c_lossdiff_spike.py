@@ -17,46 +17,26 @@ Each run is the simulator (m2c.sim, the `many` experiment's 100 Mb/s backbone,
 
 from __future__ import annotations
 
-import dataclasses
-
+import crowd
 import pytest
 
-from deliverykit.sim import LinkSpec, Simulation
+from deliverykit.sim import Simulation
 from m2c import sim
 from m2c.core.receiver_cc import ReceiverCC
 from m2c.core.session import ReceiverCore
 from m2c.experiments import fairness
-from m2c.experiments.many import draw_links, ideal_s
 from m2c.fec import ldpc
 
 SIZE = 4_000_000
-LINKS = draw_links(1000, 0)
 
 
 def _crowd(name: str, loss: float | None = None) -> sim.TransferResult:
     """Receiver ``name`` of the 1,000-receiver draw (seed 0) alone, as in the crowd."""
-    i = int(name[1:]) - 1
-    rate, delay = LINKS.rate_bps[i], LINKS.delay_s[i]
-    sc = sim.file_transfer(1, SIZE, down_bps=rate, delay=delay,
-                           loss=LINKS.loss[i] if loss is None else loss,
-                           core_bps=100e6, seed=0, duration=300)
-    nodes = []
-    for n in sc.nodes:
-        if n.name == "r001":
-            n = dataclasses.replace(n, name=name)
-        elif n.name == sim.SENDER:
-            n = dataclasses.replace(n, up=LinkSpec(delay=LINKS.delay_s[0]))
-        nodes.append(n)
-    res = sim.run(sc.replace(nodes=tuple(nodes)))
-    assert res.receivers[0].verified, res.receivers[0].end
-    return res
+    return crowd.replay(name, SIZE, loss=loss)
 
 
 def _ratio(res: sim.TransferResult, name: str) -> float:
-    i = int(name[1:]) - 1
-    t = res.receivers[0].completion_s
-    assert t is not None
-    return t / ideal_s(SIZE, LINKS.rate_bps[i], LINKS.delay_s[i], LINKS.loss[i])
+    return crowd.ratio(res, name, SIZE)
 
 
 def test_r113_random_losses_below_the_link_do_not_halve_the_window():
