@@ -132,8 +132,9 @@ def _fast_head(data: bytes) -> RequestHead:
             raise Malformed("bad header value")
         headers.append((name.lower(), value))
     version = parser.get_http_version().encode()
-    if version == b"1.1" and sum(1 for k, _ in headers if k == b"host") != 1:
-        raise Malformed("HTTP/1.1 request needs exactly one Host")
+    hosts = sum(1 for k, _ in headers if k == b"host")
+    if hosts > 1 or (version == b"1.1" and hosts == 0):  # RFC 9112 3.2, as h11 at any version
+        raise Malformed("a request has at most one Host, and HTTP/1.1 exactly one")
     framing, length = _framing(headers)
     return RequestHead(parser.get_method(), parts[1], version, tuple(headers), framing, length)
 
