@@ -39,6 +39,7 @@ from corecast.core.maptrie import parse_prefix
 from corecast.core.register import Registrar, RegistrarConfig
 from corecast.core.source import Source
 from corecast.wire.codec import build_ip, build_udp
+from deliverykit.deadline import within
 
 FIG2_CLIENTS = (2, 3, 2)  # clients per AS in the paper's Fig. 2
 ITR_INSIDE_PORT = 9341
@@ -141,7 +142,7 @@ async def fig2(chunks: int = 40, bitrate: float = 384_000, chunk_size: int = 120
 
         t0 = time.monotonic()
         srcn.start_streaming()
-        await asyncio.wait_for(srcn.running.wait(), chunks * 8 * chunk_size / bitrate + 10)
+        await within(srcn.running.wait(), chunks * 8 * chunk_size / bitrate + 10)
         await _wait(lambda: all(cn.client.received >= chunks for cn in clients), 5,
                     "every chunk at every client")
         elapsed = time.monotonic() - t0

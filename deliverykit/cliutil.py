@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeAlias, TypeVar
 
+from deliverykit.deadline import within
+
 __all__ = [
     "port",
     "hostport",
@@ -278,7 +280,7 @@ class Stopper:
         if self.event.is_set():
             return True
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout)
+            await within(self.event.wait(), timeout)
         return self.event.is_set()
 
 

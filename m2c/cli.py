@@ -29,6 +29,7 @@ from dataclasses import asdict
 from typing import Any
 
 from deliverykit import cliutil
+from deliverykit.deadline import within
 from deliverykit.experiments import dispatch
 from deliverykit.outputs import write_when_done
 from m2c.aio.delivery import sha256_file
@@ -133,7 +134,7 @@ async def _serve_sdp(text: str, host: str, port: int) -> asyncio.AbstractServer:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
-                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                await within(reader.readuntil(b"\r\n\r\n"), 5)
             except asyncio.LimitOverrunError:  # a request head of more than 64 KiB
                 writer.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
                              b"Content-Length: 0\r\nConnection: close\r\n\r\n")

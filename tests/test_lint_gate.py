@@ -211,3 +211,31 @@ def test_every_type_ignore_says_why():
     """Issue 16: a type-ignore comment (``[code]`` given) carries its reason after a second
     ``#`` on the same line (docs/typing.md)."""
     assert bare_type_ignores(ROOT) == [], "give each its reason: `# type: ignore[code]  # why`"
+
+
+def wait_for_calls(root: Path, tops: tuple[str, ...] = (*PACKAGES, "bench")) -> list[str]:
+    """file:line of each ``asyncio.wait_for`` under ``root``'s packages and bench/."""
+    found: list[str] = []
+    for top in tops:
+        for path in sorted((root / top).rglob("*.py")):
+            tree = ast.parse(path.read_bytes(), str(path))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and node.attr == "wait_for"
+                        and isinstance(node.value, ast.Name) and node.value.id == "asyncio"):
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_timed_awaits_never_lose_a_cancellation():
+    """Python 3.11's ``asyncio.wait_for`` can swallow a cancellation that lands as its inner
+    await completes (CPython gh-86296): a cancelled loop then runs on, and a CI run hung 300 s
+    on one (corecast's heartbeat, session 12). The packages' timed awaits go through
+    ``deliverykit.deadline.within``, where a cancel always wins."""
+    assert wait_for_calls(ROOT) == [], "use deliverykit.deadline.within"
+
+
+def test_the_wait_for_search_finds_one(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "import asyncio\n\nasync def f(aw):\n    return await asyncio.wait_for(aw, 1)\n")
+    assert wait_for_calls(tmp_path, ("pkg",)) == ["pkg/m.py:4"]

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 
 import h11
 
+from deliverykit.deadline import within
+
 MAX_BODY = 64 * 1024
 #: ``handler(method, path, json_body, peer_host) -> (status, json_body)``; ``peer_host`` is
 #: the TCP peer's address (a completed handshake: not spoofable like a UDP source)
@@ -30,7 +32,7 @@ async def _read_message(conn: h11.Connection, reader: asyncio.StreamReader, time
     while True:
         ev = conn.next_event()
         if ev is h11.NEED_DATA:
-            data = await asyncio.wait_for(reader.read(65536), timeout)
+            data = await within(reader.read(65536), timeout)
             conn.receive_data(data)
             continue
         if isinstance(ev, (h11.Request, h11.Response)):
@@ -93,7 +95,7 @@ async def request(host: str, port: int, method: str, path: str, obj: dict | None
                   timeout: float = 5.0, local_host: str | None = None) -> tuple[int, dict]:
     """One JSON request (from ``local_host`` when given); returns (status, JSON body)."""
     local = (local_host, 0) if local_host else None
-    reader, writer = await asyncio.wait_for(
+    reader, writer = await within(
         asyncio.open_connection(host, port, local_addr=local), timeout)
     try:
         conn = h11.Connection(h11.CLIENT)

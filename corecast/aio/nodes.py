@@ -182,8 +182,9 @@ class Node:
         self.drivers.clear()
         pending = {t for t in self.tasks if not t.done()}
         # Python 3.11's asyncio.wait_for can swallow a cancellation that lands as its
-        # inner await completes (gh-86296; the heartbeat loop awaits one per beat): a
-        # task that goes on after cancel() is asked again, a bounded number of times
+        # inner await completes (gh-86296): the heartbeat loop's timed request once ran on
+        # after cancel(). Timed awaits now go through deliverykit.deadline.within, and a
+        # task that still goes on after cancel() is asked again, a bounded number of times
         try:
             for _ in range(CLOSE_CANCEL_ROUNDS):
                 if not pending:

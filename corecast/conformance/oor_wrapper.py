@@ -40,6 +40,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from deliverykit.deadline import within
+
 UNSUPPORTED = 127
 OOR_START = 3.5  # s: OOR ignores tunnel traffic for ~3.4 s after it starts
 _IP_FREEBIND = 15  # linux/in.h
@@ -195,7 +197,7 @@ async def _run(conf: str, inside: tuple[str, int] | None) -> int:
         if proc is not None and proc.returncode is None:
             proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 10)
+                await within(proc.wait(), 10)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()

@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from corecast import plan
+from deliverykit.deadline import within
 
 CHANNEL = "10.255.0.1"
 CHANNEL6 = "fd00:cc::1"
@@ -220,7 +221,7 @@ async def _source_main(clients: list[tuple[str, int]], chunks: int, transport: s
     await asyncio.sleep(0.5)
     go.wait(10)  # the parent snapshots its counters, then lets us stream
     await node.start(stream=True)
-    await asyncio.wait_for(node.running.wait(), chunks * 0.025 + 10)
+    await within(node.running.wait(), chunks * 0.025 + 10)
     await asyncio.sleep(0.3)
     await node.close()
     ch = next(iter(src.channels.values()))

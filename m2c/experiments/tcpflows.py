@@ -8,6 +8,8 @@ import socket
 import struct
 import time
 
+from deliverykit.deadline import within
+
 CHUNK = 64 * 1024
 
 
@@ -79,7 +81,7 @@ async def download(host: str, port: int, size: int | None, duration: float | Non
             if duration is not None and time.monotonic() - t0 >= duration:
                 break
             try:
-                b = await asyncio.wait_for(reader.read(CHUNK), 1.0)
+                b = await within(reader.read(CHUNK), 1.0)
             except asyncio.TimeoutError:
                 continue
             if not b:

@@ -18,6 +18,7 @@ import re
 
 import h11
 
+from deliverykit.deadline import within
 from swift.aio.node import SwiftNode
 from swift.core.merkle import MerkleTree
 
@@ -100,7 +101,7 @@ class HttpStream:
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
                 return
-            size = await asyncio.wait_for(self._wait_size(), 60)
+            size = await within(self._wait_size(), 60)
             lo, hi = 0, size - 1
             status = 200
             for k, v in req.headers:

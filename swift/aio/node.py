@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 from deliverykit.aio import BatchedUDPEndpoint, CoreDriver, make_udp_socket
+from deliverykit.deadline import within
 from swift._fast import recv_batch_ts
 from swift.aio.files import (  # noqa: F401  (the API's names)
     CacheStatus,
@@ -251,7 +252,7 @@ class SwiftNode:
         """Wait until every chunk is verified and stored; raises the OSError
         that stopped the node (e.g. disk full) instead of waiting on."""
         try:
-            await asyncio.wait_for(self._complete.wait(), timeout)
+            await within(self._complete.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         if self.error is not None:

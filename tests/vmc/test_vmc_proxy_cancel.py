@@ -6,7 +6,7 @@ when both land in one loop iteration (CPython gh-86296, fixed in 3.12). A shared
 pump reads the origin through it; under load a read of the paced origin is nearly always ready,
 so the proxy's ``pump_task.cancel()`` for a session whose last reader was cut off could be lost:
 the session then read the whole 40 MB body, holding its upstream slot, instead of stopping.
-Every read with a deadline in vmc/aio now goes through :func:`vmc.aio.deadline.within`.
+Every read with a deadline in vmc/aio now goes through :func:`deliverykit.deadline.within`.
 
 Real loopback sockets; the bytes that complete the read are fed into the connection's real
 StreamReader in the same iteration as the cancel, which is the race made deterministic.
@@ -18,8 +18,8 @@ import asyncio
 
 import pytest
 
+from deliverykit.deadline import within
 from vmc.aio import upstream as up
-from vmc.aio.deadline import within
 
 
 async def test_a_cancel_meeting_a_completed_origin_read_ends_the_reader() -> None:

@@ -53,7 +53,7 @@ from urllib.parse import parse_qs
 
 import h11
 
-from vmc.aio.deadline import within
+from deliverykit.deadline import within
 from vmc.core import policy, ranges
 from vmc.core.errors import RangeError, UnsatisfiableRange
 

@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import h11
 
-from vmc.aio.deadline import within
+from deliverykit.deadline import within
 from vmc.core.policy import HOP_BY_HOP, end_to_end  # noqa: F401 - re-exported (up.end_to_end)
 
 READ_SIZE = 65536

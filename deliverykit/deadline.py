@@ -1,4 +1,4 @@
-"""Awaiting with a deadline without ever losing a cancellation (every timed await in vmc/aio).
+"""Awaiting with a deadline without ever losing a cancellation (every timed await in the drivers).
 
 Python 3.11's ``asyncio.wait_for`` returns the inner result and swallows the cancellation
 when the awaited operation completes in the same loop iteration as the cancel (CPython
@@ -42,5 +42,5 @@ else:  # pragma: no cover - the venv and CI run 3.11+
         if not done:
             inner.cancel()
             await asyncio.gather(inner, return_exceptions=True)
-            raise TimeoutError
+            raise asyncio.TimeoutError  # TimeoutError itself from 3.11 on
         return inner.result()
