@@ -128,6 +128,8 @@ class Peer:
         #: chunk ranges <-> wire chunk specifications (the swarm's addressing)
         self.chunk_specs = ChunkSpecs(cfg, content, self.ctx)
         self._to_chunks = self.chunk_specs.to_chunks
+        #: chunk32 addressing (the default): to_chunks is (start, end + 1), inline in _dispatch
+        self._chunk32 = self.chunk_specs.chunk32
         self._specs = self.chunk_specs.specs
         self._wire_spec = self.chunk_specs.wire
         lc = self.live_content
@@ -516,6 +518,7 @@ class Peer:
         5-tuples (no message objects on the receive path), most frequent first."""
         limit = self._seed_n or self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
+        c32 = self._chunk32
         live = self.live
         send, remote, avail = ch.send, ch.remote, self._avail
         # the peer's discard window (live): what its HAVEs keep (6.2)
@@ -526,12 +529,12 @@ class Peer:
                 return
             t, s, e, x, y = m
             if t == 1:  # DATA
-                lo, hi = to_chunks(s, e)
+                lo, hi = (s, e + 1) if c32 else to_chunks(s, e)
                 self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
             elif t == 4:  # INTEGRITY
                 ch.verify.add_hash(*to_chunks(s, e), x)
             elif t == 2 or t == 3:  # ACK or HAVE: the peer has these chunks
-                lo, hi = to_chunks(s, e)
+                lo, hi = (s, e + 1) if c32 else to_chunks(s, e)  # (ChunkSpecs.to_chunks)
                 if t == 2 and s == have_s and e == have_e:
                     pass  # libswift's HAVE i, ACK i: the HAVE just added the same chunks
                 elif not live and hi - lo == 1 and hi <= limit and hi <= _MAX_CHUNKS:
