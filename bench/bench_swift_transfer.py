@@ -58,6 +58,7 @@ import re
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,7 @@ _OURS_LS = "our seeder (ppspp seed) -> libswift leecher, {}"
 _LS_OURS = "libswift seeder -> our leecher (ppspp download), {}"
 _OURS_OURS = "ours -> ours (ppspp seed / ppspp download), {}"
 _PROFILE = "ours -> ours, --profile libswift --hash sha1, {}"
+_FLOOR = "idle seeder of a 1 KiB file (the process floor), {}"
 #: what BENCH_SWIFT_ARMS may name
 ARMS = {"ours", "libswift", "profile", "libtorrent", "memory"}
 
@@ -225,6 +227,8 @@ class Impl(enum.Enum):
     LIBSWIFT = "libswift"
     OURS = "ours"
 
+
+_IMPL_NAME = {Impl.OURS: "ppspp seed", Impl.LIBSWIFT: "libswift"}
 
 @dataclass(frozen=True)
 class Pair:
@@ -452,6 +456,34 @@ def _cli_pair(pair: Pair, libswift: str, src: str, want_sha1: str, work: str, cs
             "seeder_rss": s.rss_mb, "leecher_rss": lch.rss_mb}
 
 
+def _idle_floor(impl: Impl, libswift: str, work: str) -> dict:
+    """Peak RSS (MB) of a seeder of a one-chunk file once it is ready: the process's
+    floor (interpreter and imports for ours, the binary and its libraries for libswift),
+    which no per-transfer state is in. Measured beside the transfers so the peak RSS
+    of a 100 MiB transfer can be read as floor + what the transfer holds."""
+    d = Path(tempfile.mkdtemp(prefix="floor-", dir=work))
+    (d / "one.bin").write_bytes(os.urandom(1024))
+    port = _free_port()
+    if impl is Impl.LIBSWIFT:
+        cmd, ready = [libswift, "-f", "one.bin", "-l", f"127.0.0.1:{port}"], _LS_READY
+    else:
+        cmd = [sys.executable, "-m", "swift", "seed", "one.bin", "--host", "127.0.0.1",
+               "--port", str(port), "--duration", "60"]
+        ready = _OUR_READY
+    log = d / "seed.log"
+    with log.open("w") as fh:
+        c = Child(subprocess.Popen(cmd, cwd=d, stdout=fh, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL))
+    try:
+        _wait_ready(c.proc, log, ready, f"idle {impl.value} seeder")
+        time.sleep(0.3)  # its first timers have run
+        c.poll_rss()
+    finally:
+        _reap(c, grace=0.0)
+        shutil.rmtree(d, ignore_errors=True)
+    return {"rss": c.rss_mb}
+
+
 def run(quick: bool) -> dict:
     try:
         size = int(os.environ.get("BENCH_SWIFT_MB") or (4 if quick else 200)) * 1024 * 1024
@@ -484,6 +516,10 @@ def run(quick: bool) -> dict:
                 subjects[_OURS.format(k)] = partial(_ours_fresh, src, work, cs)
             for name, pair in pairs.items():
                 subjects[name.format(k)] = partial(_cli_pair, pair, libswift, src, want, work, cs)
+        if libswift and "libswift" in arms:  # the processes' floors, in the same rounds
+            for impl in (Impl.OURS, Impl.LIBSWIFT):
+                subjects[_FLOOR.format(_IMPL_NAME[impl])] = partial(_idle_floor, impl, libswift,
+                                                                    work)
         if "libtorrent" in arms:
             try:
                 import libtorrent  # noqa: F401
@@ -499,6 +535,10 @@ def run(quick: bool) -> dict:
     mbps: dict[str, list[float]] = {}
     got: dict[str, list[dict]] = {}
     for name, ss in samples.items():
+        if name.startswith(_FLOOR.format("")):
+            got[name] = ss
+            rows.append({"subject": name, "peak RSS MB": Figure.of(s["rss"] for s in ss)})
+            continue
         mbps[name] = [mb / s["s"] for s in ss]
         got[name] = ss
         row = {"subject": name, "MB": round(mb, 1), "ok": all(s["ok"] for s in ss),
@@ -548,6 +588,16 @@ def run(quick: bool) -> dict:
                         [s[f"{end}_rss"] for s in got[of.format(k)]],
                         [s[f"{end}_rss"] for s in got[ls]], anchor=ls, unit="MB",
                         target="<= 2 (issue 17)"))
+            fo, fl = _FLOOR.format(_IMPL_NAME[Impl.OURS]), _FLOOR.format(_IMPL_NAME[Impl.LIBSWIFT])
+            if fo in got and fl in got and _OURS_OURS.format(k) in got:
+                # what the transfer itself holds: each repeat's peak over the median floor
+                our0 = statistics.median(s["rss"] for s in got[fo])
+                ls0 = statistics.median(s["rss"] for s in got[fl])
+                for end in ("seeder", "leecher"):
+                    comps.append(measured(
+                        f"peak RSS above the idle floor, our {end} / libswift's ({k})",
+                        [s[f"{end}_rss"] - our0 for s in got[_OURS_OURS.format(k)]],
+                        [s[f"{end}_rss"] - ls0 for s in got[ls]], anchor=ls, unit="MB"))
             if _OURS_LS.format(k) in got:
                 key = f"max stall of the libswift leecher fed by our seeder, {k} (s)"
                 ratios[key] = Figure.of(s["stall"] for s in got[_OURS_LS.format(k)])

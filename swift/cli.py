@@ -590,15 +590,35 @@ async def _download_to(a: argparse.Namespace, node, stream: bool, state: dict,
     return 0
 
 
+class _NoProgress:
+    """The progress bar when none is drawn: rich is not even imported (its ~4 MB were
+    most of a non-interactive leecher's memory above an idle seeder's, bench_swift_transfer)."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        return 0
+
+    def update(self, task: int, completed: float | None = None,
+               total: float | None = None) -> None:
+        return None
+
+
 def _progress_bar(a: argparse.Namespace):
     """A rich progress bar on stderr, drawn only when stderr is a terminal or
     --progress asks for it (never on stdout: that is the content with -o -)."""
+    show = not a.quiet and (a.progress or sys.stderr.isatty())
+    if not show:
+        return _NoProgress()
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-    show = not a.quiet and (a.progress or sys.stderr.isatty())
     console = Console(file=sys.stderr, force_terminal=True if a.progress else None)
     return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                    TransferSpeedColumn(), console=console, transient=not show, disable=not show)
+                    TransferSpeedColumn(), console=console)
 
 
 async def _progress_loop(a: argparse.Namespace, node, stream: bool, state: dict,

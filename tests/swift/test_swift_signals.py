@@ -192,6 +192,26 @@ def test_download_draws_its_bar_on_a_terminal_stderr_only(tmp_path, content):
     assert "━" not in plain.stderr and "100000 bytes verified" in plain.stderr
 
 
+def test_download_without_a_bar_does_not_load_rich(tmp_path, content):
+    """No bar to draw (stderr not a terminal, no --progress): rich is never imported. Its
+    ~4 MB were most of a non-interactive leecher's peak RSS above an idle seeder's
+    (bench_swift_transfer, issue 17); -X importtime lists every module the process loads."""
+    seed = SwiftProcess(["seed", str(content), "--host", "127.0.0.1", "--port", "0"])
+    try:
+        runs = [subprocess.run([sys.executable, "-X", "importtime", "-m", "swift", "download",
+                                seed.id, "--peer", seed.peer, "-o", str(tmp_path / f"{i}.bin"),
+                                "--timeout", "30", *extra],
+                               capture_output=True, text=True, timeout=60)
+                for i, extra in enumerate(([], ["--progress"]))]
+    finally:
+        seed.stop()
+    loaded = [{line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines()
+               if line.startswith("import time:")} for r in runs]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-500:]
+    assert not any(m.split(".")[0] == "rich" for m in loaded[0])
+    assert "rich.progress" in loaded[1]  # the search sees rich when a bar is drawn
+
+
 HELP_CMDS = [[], ["seed"], ["download"], ["tracker"], ["hash"], ["live-source"], ["live-view"],
              ["demo"], ["experiment", "vod-swarm"], ["experiment", "flashcrowd"]]
 
