@@ -481,6 +481,26 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     led.last_ack = now
 
 
+def py_sendside_recv(send: Any, lo: int, hi: int, delay_us: int | None, now: float,
+                     arrived: float | None) -> int:
+    """The send side of one ACK or HAVE of chunks ``[lo, hi)``: with ``delay_us``
+    (the ACK's one-way delay sample, an int) :meth:`SendSide.on_ack
+    <swift.core.sendside.SendSide.on_ack>`, with None :meth:`SendSide.delivered_by_have
+    <swift.core.sendside.SendSide.delivered_by_have>`.  Returns 0, or -1 with
+    nothing done while loss repair has chunks in flight (``send.retried``: the
+    methods' :meth:`~swift.core.sendside.SendSide.spurious`) or for a delay
+    that is not an int; the caller then runs the method.  The C version
+    (deliverykit/csrc/swift.c) does the methods' work in one call, Ledbat.on_ack
+    included (tests/swift/test_swift_seedcpu3_recv.py runs both side by side)."""
+    if send.retried or (delay_us is not None and not isinstance(delay_us, int)):
+        return -1
+    if delay_us is None:
+        send.delivered_by_have(lo, hi, now)
+    else:
+        send.on_ack(lo, hi, delay_us, now, arrived)
+    return 0
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
 merkle_uncles = load("merkle_uncles", py_merkle_uncles)
 merkle_walk = load("merkle_walk", py_merkle_walk)
@@ -490,6 +510,7 @@ binmap_set1 = load("binmap_set1", py_binmap_set1)
 data_datagram = load("data_datagram", py_data_datagram)
 ledbat_on_ack = load("ledbat_on_ack", py_ledbat_on_ack)
 seed_datagram = load("seed_datagram", py_seed_datagram)
+sendside_recv = load("sendside_recv", py_sendside_recv)
 
 
 #: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)

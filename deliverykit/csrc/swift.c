@@ -1005,21 +1005,17 @@ la_append(PyObject *dq, double x)
 
 #define LA_TRY(x) do { if ((x) < 0) goto fail; } while (0)
 
-static PyObject *
-ledbat_on_ack(PyObject *self, PyObject *args)
+/* Ledbat.on_ack's work (rtt_o: a float or None): 0, or -1 with an exception set */
+static int
+lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObject *rtt_o)
 {
-    PyObject *led, *rtt_o, *bd = NULL, *cur = NULL, *srtt_o = NULL, *slow_o = NULL;
-    double delay, now;
-    long long bytes_acked;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OdLdO:ledbat_on_ack", &led, &delay, &bytes_acked, &now, &rtt_o))
-        return NULL;
+    PyObject *bd = NULL, *cur = NULL, *srtt_o = NULL, *slow_o = NULL;
     if (la_init() < 0)
-        return NULL;
+        return -1;
     int has_rtt = rtt_o != Py_None;
     double rtt = 0.0;
     if (has_rtt && (rtt = PyFloat_AsDouble(rtt_o)) == -1.0 && PyErr_Occurred())
-        return NULL;
+        return -1;
     long long acks, flight, peak_flight, mss, min_cwnd, allowed, max_cwnd;
     double lr, base, target, peak_time, cwnd, min_rtt, ssthresh, decrease, gain_c, gdm;
     LA_TRY(la_ll(led, LA_acks, &acks));
@@ -1167,13 +1163,407 @@ ledbat_on_ack(PyObject *self, PyObject *args)
     Py_DECREF(cur);
     Py_DECREF(srtt_o);
     Py_DECREF(slow_o);
-    Py_RETURN_NONE;
+    return 0;
 fail:
     Py_XDECREF(bd);
     Py_XDECREF(cur);
     Py_XDECREF(srtt_o);
     Py_XDECREF(slow_o);
-    return NULL;
+    return -1;
+}
+
+static PyObject *
+ledbat_on_ack(PyObject *self, PyObject *args)
+{
+    PyObject *led, *rtt_o;
+    double delay, now;
+    long long bytes_acked;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OdLdO:ledbat_on_ack", &led, &delay, &bytes_acked, &now, &rtt_o))
+        return NULL;
+    if (lb_on_ack(led, delay, bytes_acked, now, rtt_o) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- sendside_recv: the send side of one ACK or HAVE (swift/core/sendside.py) ----
+ * sendside_recv(send, lo, hi, delay_us, now, arrived) -> 0 done, -1 not done
+ * delay_us an int: SendSide.on_ack(lo, hi, delay_us, now, arrived) (retire the
+ * acknowledged DATA, RACK's newest, pacing's RTT, then Ledbat.on_ack through
+ * lb_on_ack); delay_us None: SendSide.delivered_by_have(lo, hi, now).  Per
+ * libswift datagram (HAVE i, ACK i) a seeder receives; it replaces the two
+ * methods' frames and ledbat_on_ack's call.  -1, with nothing changed, while
+ * loss repair has chunks in flight (send.retried not empty: SendSide.spurious
+ * is the methods' alone) or for a delay that is not an int: the caller then
+ * runs the method.  Attributes read and written as the methods do, with their
+ * arithmetic in the same order.  Twin: swift/_fast.py py_sendside_recv. */
+
+static PyObject *SR_names[16];
+enum { SR_data_out, SR_ambiguous, SR_retried, SR_acked_sent, SR_acked_seq, SR_acked_rtt,
+       SR_pace_rtt, SR_ledbat, SR_srtt, SR_cto, SR_on_delivered, SR_N };
+static const char *const SR_strs[SR_N] = {
+    "data_out", "ambiguous", "retried", "acked_sent", "acked_seq", "acked_rtt", "pace_rtt",
+    "ledbat", "srtt", "cto", "on_delivered"};
+
+static int
+sr_init(void)
+{
+    if (SR_names[SR_N - 1] != NULL)
+        return 0;
+    for (int i = 0; i < SR_N; i++)
+        if (SR_names[i] == NULL && (SR_names[i] = PyUnicode_InternFromString(SR_strs[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* a float (or int) attribute; -1 with an exception set */
+static int
+sr_double(PyObject *o, int name, double *out)
+{
+    PyObject *v = PyObject_GetAttr(o, SR_names[name]);
+    if (v == NULL)
+        return -1;
+    *out = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+sr_ll(PyObject *o, int name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, SR_names[name]);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
+static int
+sr_set(PyObject *o, int name, PyObject *v)
+{
+    if (v == NULL)
+        return -1;
+    int r = PyObject_SetAttr(o, SR_names[name], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* x = (send time, bytes, send order) of a DATA in flight: its fields (order 0
+ * when the tuple has two); -1 with an exception set */
+static int
+sr_entry(PyObject *x, double *t, long long *bytes, long long *q)
+{
+    Py_ssize_t n = PyTuple_Size(x);
+    if (n < 2) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "sendside_recv: a data_out entry is not "
+                            "(time, bytes, order)");
+        return -1;
+    }
+    *t = PyFloat_AsDouble(PyTuple_GetItem(x, 0));
+    if (*t == -1.0 && PyErr_Occurred())
+        return -1;
+    if (bytes != NULL) {
+        *bytes = PyLong_AsLongLong(PyTuple_GetItem(x, 1));
+        if (*bytes == -1 && PyErr_Occurred())
+            return -1;
+    }
+    *q = 0;
+    if (n > 2) {
+        *q = PyLong_AsLongLong(PyTuple_GetItem(x, 2));
+        if (*q == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* SendSide.on_ack with send.retried empty: 0, or -1 with an exception set */
+static int
+sr_ack(PyObject *send, PyObject *do_, long long lo, long long hi, long long delay_us, double now,
+       PyObject *arrived_o)
+{
+    int rc = -1;
+    PyObject *amb = NULL, *newest_o = NULL, *keys = NULL, *key = NULL, *x = NULL;
+    PyObject *rtt_o = NULL;
+    long long nseq, acked = 0, nseq0;
+    double newest, sent_at = 0.0, rtt = 0.0, acked_rtt = 0.0;
+    int has_rtt = 0, moved = 0, rtt_moved = 0;
+    if ((amb = PyObject_GetAttr(send, SR_names[SR_ambiguous])) == NULL)
+        goto done;
+    if ((newest_o = PyObject_GetAttr(send, SR_names[SR_acked_sent])) == NULL)
+        goto done;
+    newest = PyFloat_AsDouble(newest_o);
+    if (newest == -1.0 && PyErr_Occurred())
+        goto done;
+    if (sr_ll(send, SR_acked_seq, &nseq) < 0)
+        goto done;
+    nseq0 = nseq;
+    Py_ssize_t n_do = PyDict_Size(do_);
+    Py_ssize_t nk;
+    if (hi - lo <= (long long)n_do) {
+        nk = hi > lo ? (Py_ssize_t)(hi - lo) : 0;
+    } else {  /* the chunks in flight within [lo, hi), in data_out's order */
+        if ((keys = PyList_New(0)) == NULL)
+            goto done;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(do_, &pos, &k, &v)) {
+            int ov = 0;
+            long long c = PyLong_AsLongLongAndOverflow(k, &ov);
+            if (c == -1 && PyErr_Occurred())
+                goto done;
+            if (!ov && lo <= c && c < hi && PyList_Append(keys, k) < 0)
+                goto done;
+        }
+        nk = PyList_Size(keys);
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        if (keys != NULL) {
+            key = PyList_GetItem(keys, i);
+            Py_INCREF(key);
+        } else if ((key = PyLong_FromLongLong(lo + i)) == NULL) {
+            goto done;
+        }
+        x = PyDict_GetItemWithError(do_, key);  /* do.pop(c, None) */
+        if (x == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            Py_CLEAR(key);
+            continue;
+        }
+        Py_INCREF(x);
+        if (PyDict_DelItem(do_, key) < 0)
+            goto done;
+        double t;
+        long long bytes, q;
+        if (sr_entry(x, &t, &bytes, &q) < 0)
+            goto done;
+        acked += bytes;
+        Py_ssize_t na = PySet_Size(amb);
+        if (na < 0)
+            goto done;
+        if (na) {
+            int in = PySet_Contains(amb, key);
+            if (in < 0)
+                goto done;
+            if (in) {  /* sent twice: whose ACK is this? (Karn) */
+                if (PySet_Discard(amb, key) < 0)
+                    goto done;
+                Py_CLEAR(key);
+                Py_CLEAR(x);
+                continue;
+            }
+        }
+        sent_at = t;
+        rtt = now - sent_at;
+        has_rtt = 1;
+        if (t > newest || (t == newest && q > nseq)) {  /* RACK.segment (RFC 8985 6.2 step 2) */
+            PyObject *t_o = PyTuple_GetItem(x, 0);
+            Py_INCREF(t_o);
+            Py_DECREF(newest_o);
+            newest_o = t_o;
+            newest = t;
+            nseq = q;
+            moved = 1;
+            acked_rtt = rtt;
+            rtt_moved = 1;
+        }
+        Py_CLEAR(key);
+        Py_CLEAR(x);
+    }
+    if (moved) {  /* (the method stores both always: the same objects when unmoved) */
+        Py_INCREF(newest_o);
+        if (sr_set(send, SR_acked_sent, newest_o) < 0)
+            goto done;
+        if (nseq != nseq0 && sr_set(send, SR_acked_seq, PyLong_FromLongLong(nseq)) < 0)
+            goto done;
+    }
+    if (rtt_moved && sr_set(send, SR_acked_rtt, PyFloat_FromDouble(acked_rtt)) < 0)
+        goto done;
+    if (has_rtt) {
+        double prt = rtt, p;
+        if (arrived_o != Py_None) {
+            double arrived = PyFloat_AsDouble(arrived_o);
+            if (arrived == -1.0 && PyErr_Occurred())
+                goto done;
+            if (sent_at <= arrived && arrived <= now)
+                prt = arrived - sent_at;
+        }
+        if (sr_double(send, SR_pace_rtt, &p) < 0)
+            goto done;
+        if (sr_set(send, SR_pace_rtt, PyFloat_FromDouble(p == 0.0 ? prt : 0.875 * p + 0.125 * prt)) < 0)
+            goto done;
+    }
+    if (acked) {  /* Ledbat.on_ack, without ledbat_on_ack's call */
+        PyObject *led = PyObject_GetAttr(send, SR_names[SR_ledbat]);
+        if (led == NULL)
+            goto done;
+        if (has_rtt) {
+            if ((rtt_o = PyFloat_FromDouble(rtt)) == NULL) {
+                Py_DECREF(led);
+                goto done;
+            }
+        } else {
+            rtt_o = Py_None;
+            Py_INCREF(rtt_o);
+        }
+        int r = lb_on_ack(led, (double)delay_us / 1e6, acked, now, rtt_o);
+        Py_DECREF(led);
+        if (r < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(amb);
+    Py_XDECREF(newest_o);
+    Py_XDECREF(keys);
+    Py_XDECREF(key);
+    Py_XDECREF(x);
+    Py_XDECREF(rtt_o);
+    return rc;
+}
+
+/* SendSide.delivered_by_have with send.retried empty: 0, or -1 with an exception set */
+static int
+sr_have(PyObject *send, PyObject *do_, long long lo, long long hi, double now)
+{
+    int rc = -1;
+    PyObject *led = NULL, *hits = NULL, *srtt_o = NULL, *now_o = NULL;
+    if (PyDict_Size(do_) == 0)
+        return 0;
+    if (hi - lo == 1) {  /* libswift's HAVE right after the ACK for the same chunk */
+        PyObject *k = PyLong_FromLongLong(lo);
+        if (k == NULL)
+            return -1;
+        PyObject *v = PyDict_GetItemWithError(do_, k);
+        Py_DECREF(k);
+        if (v == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+    }
+    if ((led = PyObject_GetAttr(send, SR_names[SR_ledbat])) == NULL)
+        goto done;
+    if ((srtt_o = PyObject_GetAttr(led, SR_names[SR_srtt])) == NULL)
+        goto done;
+    double srtt = 0.0, cto, newest;
+    long long nseq;
+    if (srtt_o != Py_None && (srtt = PyFloat_AsDouble(srtt_o)) == -1.0 && PyErr_Occurred())
+        goto done;
+    if (sr_double(led, SR_cto, &cto) < 0)
+        goto done;
+    double m = 1.5 * (srtt != 0.0 ? srtt : 0.5);  /* max(1.5 * (srtt or 0.5), cto) */
+    double old = now - (cto > m ? cto : m);
+    if (sr_double(send, SR_acked_sent, &newest) < 0 || sr_ll(send, SR_acked_seq, &nseq) < 0)
+        goto done;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(do_, &pos, &k, &v)) {  /* a prefix of data_out (send order) */
+        double t;
+        long long q;
+        if (sr_entry(v, &t, NULL, &q) < 0)
+            goto done;
+        if (!(t < newest || t < old || (t == newest && q < nseq)))
+            break;
+        int ov = 0;
+        long long c = PyLong_AsLongLongAndOverflow(k, &ov);
+        if (c == -1 && PyErr_Occurred())
+            goto done;
+        if (!ov && lo <= c && c < hi) {
+            if (hits == NULL && (hits = PyList_New(0)) == NULL)
+                goto done;
+            if (PyList_Append(hits, k) < 0)
+                goto done;
+        }
+    }
+    if (hits != NULL) {
+        if ((now_o = PyFloat_FromDouble(now)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < PyList_Size(hits); i++) {
+            PyObject *c = PyList_GetItem(hits, i);
+            PyObject *x = PyDict_GetItemWithError(do_, c);  /* do.pop(c) */
+            if (x == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, c);
+                goto done;
+            }
+            Py_INCREF(x);
+            if (PyDict_DelItem(do_, c) < 0) {
+                Py_DECREF(x);
+                goto done;
+            }
+            PyObject *b = PyTuple_GetItem(x, 1);
+            PyObject *r = b == NULL ? NULL : PyObject_CallMethodObjArgs(
+                led, SR_names[SR_on_delivered], b, now_o, NULL);
+            Py_DECREF(x);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(led);
+    Py_XDECREF(hits);
+    Py_XDECREF(srtt_o);
+    Py_XDECREF(now_o);
+    return rc;
+}
+
+static PyObject *
+sendside_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sendside_recv(send, lo, hi, delay_us, now, arrived) takes 6 arguments");
+        return NULL;
+    }
+    PyObject *send = args[0], *delay_o = args[3], *arrived_o = args[5];
+    long long lo = PyLong_AsLongLong(args[1]);
+    if (lo == -1 && PyErr_Occurred())
+        return NULL;
+    long long hi = PyLong_AsLongLong(args[2]);
+    if (hi == -1 && PyErr_Occurred())
+        return NULL;
+    double now = PyFloat_AsDouble(args[4]);
+    if (now == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (sr_init() < 0)
+        return NULL;
+    int is_ack = delay_o != Py_None;
+    long long delay_us = 0;
+    if (is_ack) {
+        if (!PyLong_Check(delay_o))
+            return PyLong_FromLong(-1);
+        /* a libswift clock may run behind: the 64-bit sample read as signed */
+        delay_us = (long long)PyLong_AsUnsignedLongLongMask(delay_o);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *retried = PyObject_GetAttr(send, SR_names[SR_retried]);
+    if (retried == NULL)
+        return NULL;
+    int busy = PyObject_IsTrue(retried);
+    Py_DECREF(retried);
+    if (busy < 0)
+        return NULL;
+    if (busy)
+        return PyLong_FromLong(-1);
+    PyObject *do_ = PyObject_GetAttr(send, SR_names[SR_data_out]);
+    if (do_ == NULL)
+        return NULL;
+    if (!PyDict_Check(do_)) {
+        Py_DECREF(do_);
+        PyErr_SetString(PyExc_TypeError, "sendside_recv: data_out must be a dict");
+        return NULL;
+    }
+    int r = is_ack ? sr_ack(send, do_, lo, hi, delay_us, now, arrived_o)
+                   : sr_have(send, do_, lo, hi, now);
+    Py_DECREF(do_);
+    if (r < 0)
+        return NULL;
+    return PyLong_FromLong(0);
 }
 
 PyMethodDef dk_swift_methods[] = {
@@ -1199,6 +1589,9 @@ PyMethodDef dk_swift_methods[] = {
      "MerkleTree.data_datagram over the two binmaps, in one call"},
     {"ledbat_on_ack", ledbat_on_ack, METH_VARARGS,
      "ledbat_on_ack(ledbat, delay, bytes_acked, now, rtt) -> None (Ledbat.on_ack)"},
+    {"sendside_recv", (PyCFunction)(void (*)(void))sendside_recv, METH_FASTCALL,
+     "sendside_recv(send, lo, hi, delay_us, now, arrived) -> 0, or -1 not done "
+     "(SendSide.on_ack; delay_us None: SendSide.delivered_by_have)"},
     {"binmap_set1", binmap_set1, METH_VARARGS,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {NULL, NULL, 0, NULL},

@@ -51,7 +51,7 @@ from collections.abc import Sequence
 
 from deliverykit.errors import LocalProtocolError
 from deliverykit.protocol import Address, Outgoing
-from swift._fast import decode_msgs
+from swift._fast import decode_msgs, sendside_recv
 from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
@@ -550,7 +550,9 @@ class Peer:
                 elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
                     self._dirty.mark(ch)
                 if t == 2:
-                    if spurious := send.on_ack(lo, hi, x, now, self._ack_arrived):
+                    # SendSide.on_ack in one C call (-1: loss repair under way, the method)
+                    if sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0 and (
+                            spurious := send.on_ack(lo, hi, x, now, self._ack_arrived)):
                         self.upload.note_spurious(spurious)
                 else:
                     if not live:
@@ -558,8 +560,10 @@ class Peer:
                     up = send.upload  # HAVE is an implicit CANCEL (3.8); at a seeder
                     if up.size and up.queued.any_in(lo, hi):  # usually nothing queued
                         up.remove(lo, hi)
-                    if send.data_out and (spurious := send.delivered_by_have(lo, hi, now)):
-                        # delivered even if its ACK was lost
+                    # delivered even if its ACK was lost (SendSide.delivered_by_have,
+                    # in C as above)
+                    if send.data_out and sendside_recv(send, lo, hi, None, now, None) < 0 and (
+                            spurious := send.delivered_by_have(lo, hi, now)):
                         self.upload.note_spurious(spurious)
             elif t == MsgType.SIGNED_INTEGRITY:
                 ch.verify.add_sig(*to_chunks(s, e), x, y)
