@@ -326,6 +326,24 @@ class ReceiverCC:
     the next start-up epoch (25 ms later on average, 50 ms at most).  Measured (session
     12, second part): a lossless 5.8 Mb/s receiver of 4 MB left its link idle 0.15 s
     between its first packet and a full link, 30 ms of it this wait"""
+    RTT_CHECK = True
+    """ours: a first packet measures its join's latency (RFC 3738's MRTT) only if the
+    join brought it.  Not when it was due before the join was sent (``rtt_stale``:
+    forwarded for an earlier membership and still queued after a leave; the join
+    stays pending for its own first packet), nor when the packet before it on its
+    group was due after the first packet to arrive of the batch of joins it was made
+    with (``rtt_lost_first``: that packet was forwarded, so lost; the batch's earlier
+    samples measured the join).  Session 13: r033 of the 100-receiver draw (seed 1,
+    4.67 Mb/s, 1.8 % loss) joined 19 groups at once; the first packet of a 4 pkt/s
+    group came 0.49 s after the join, its previous packet lost, and the ARTT went
+    0.078 -> 0.146 s on that sample (the target cwnd / ARTT halved).  Relies on: joins
+    sent at one instant over one path take effect together (one last-hop router; not
+    when some groups already flow nearer the receiver than others), one sender's
+    packets reach the branch point in due order, and the sender clock offset is at
+    most the least one-way delay (the windowed minimum).  A longer path, up or down,
+    or a queue still raise the samples the batch's other groups and later joins give.
+    While the first packet is awaited, the join timeout counts the queueing delay our
+    last packet saw (a joined group's packets queue behind ours)"""
     PAIR_MAX = 2.0
     """pairs spaced as a link faster than this many times the session's top rate show
     no bottleneck (a token bucket's burst, or a link the session cannot fill): ignored"""
@@ -438,6 +456,12 @@ class ReceiverCC:
         self.drain_losses = 0
         """random losses found by the drain rule (``DRAIN_OVER``: no hole, the queue
         well below the fullest seen while our joined rate is below the link)"""
+        self.rtt_stale = 0
+        """first packets of a pending join due before it was sent (``RTT_CHECK``)"""
+        self.rtt_lost_first = 0
+        """join-latency samples not taken: earlier packets of the group lost (``RTT_CHECK``)"""
+        self._batches: dict[float, float] = {}
+        """join time of a batch of joins -> due time of its first packet to arrive"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -517,6 +541,7 @@ class ReceiverCC:
         self._boot.clear()
         self._mins.clear()
         self._off_max = -math.inf
+        self._batches.clear()
         for t, _, _, o in cluster:
             self._note_offset(t, o)
         self._last_plausible = now
@@ -530,6 +555,17 @@ class ReceiverCC:
         sched, offset = self.schedule, self.offset
         assert offset is not None, "packets are accepted only once the clock is anchored"
         pend = self.pending.pop(channel, None)
+        if pend is not None and channel and self.RTT_CHECK:
+            due = sched.time_of(channel, psn)
+            if due + offset < pend[0]:
+                # due before the join was sent: forwarded for an earlier membership
+                # (still queued after a leave), not brought by this join
+                self.pending[channel] = pend
+                pend = None
+                self.rtt_stale += 1
+            elif self._lost_first(channel, psn, pend[0], due):
+                pend = None
+                self.rtt_lost_first += 1
         if pend is not None:
             ts = now - offset
             r = sched.rate(channel, ts)
@@ -563,6 +599,20 @@ class ReceiverCC:
             return jump
         self.ctl.on_packet_events(1, lost)
         return jump
+
+    def _lost_first(self, channel: int, psn: int, join: float, due: float) -> bool:
+        """This first packet of a group joined in a batch (``RTT_CHECK``) came after
+        earlier packets of the group that were lost: the packet before it was due after
+        the batch's first packet to arrive, by which time the joins were in effect."""
+        first = self._batches.get(join)
+        if first is None:
+            live = {t for t, _ in self.pending.values()}
+            self._batches = {t: d for t, d in self._batches.items() if t in live}
+            self._batches[join] = due
+            return False
+        if psn <= 0:
+            return False
+        return self.schedule.time_of(channel, psn - 1) > first
 
     def _pair_jump(self, now: float) -> list[Join | Leave]:
         """The packet-pair estimate is in and the link was lightly loaded while it was
@@ -781,8 +831,11 @@ class ReceiverCC:
                 self.pending.pop(ch, None)
                 self._left[ch] = now
                 out.append(Leave(ch))
+        # a joined group's packets queue behind ours: its first packet comes no sooner
+        # than the queueing delay our last packet saw (``RTT_CHECK``)
+        queued = self._qrecent[-1] if self._qrecent and self.RTT_CHECK else 0.0
         for ch, (t_join, limit) in list(self.pending.items()):
-            if ch and now - t_join > limit:
+            if ch and now - t_join > limit + queued:
                 # join timeout (RFC 3738 3.2.3.7): nothing ever came, cancel the join
                 del self.pending[ch]
                 self.joined.discard(ch)
