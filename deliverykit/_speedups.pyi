@@ -352,6 +352,20 @@ def ledbat_on_ack(
 ) -> None:
     """Ledbat.on_ack (RFC 6817 2.4.2) on the Ledbat object's own attributes."""
 
+def sendside_recv(
+    send: Any,
+    lo: int,
+    hi: int,
+    delay_us: int | None,
+    now: float,
+    arrived: float | None,
+    /,
+) -> int:
+    """The send side of one ACK (``delay_us`` given: SendSide.on_ack, Ledbat.on_ack
+    included) or HAVE (None: SendSide.delivered_by_have) of chunks ``[lo, hi)``; 0, or
+    -1 with nothing done (loss repair in flight, a delay not an int): the caller then
+    runs the method."""
+
 def binmap_set1(
     halves: WriteableBuffer,
     deep: WriteableBuffer,

@@ -58,6 +58,7 @@ TWINS = {
     "data_datagram": ("swift._fast", "py_data_datagram"),
     "seed_datagram": ("swift._fast", "py_seed_datagram"),
     "ledbat_on_ack": ("swift._fast", "py_ledbat_on_ack"),
+    "sendside_recv": ("swift._fast", "py_sendside_recv"),
     "sim_heap": ("deliverykit.sim.scheduler", "py_sim_heap"),
 }
 
