@@ -478,7 +478,7 @@ class Peer:
         lv = ch.liveness  # (Liveness.heard, inline: every datagram)
         lv.last_recv = now
         lv.sent_since_recv = 0
-        self._dirty.mark(ch)
+        self._dirty.marked.add(ch)  # (DirtySet.mark, inline: every datagram)
         if ch.state is _INIT:
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
                 if error and len(data) > 4 and data[4] == MsgType.HANDSHAKE:
@@ -546,9 +546,9 @@ class Peer:
                         remote.some = True
                         if hi > remote.top:
                             remote.top = hi
-                        self._dirty.mark(ch)  # something new to ask this peer for
+                        self._dirty.marked.add(ch)  # something new to ask this peer for (mark)
                 elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
-                    self._dirty.mark(ch)
+                    self._dirty.marked.add(ch)
                 if t == 2:
                     # SendSide.on_ack in one C call (-1: loss repair under way, the method)
                     if sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0 and (
