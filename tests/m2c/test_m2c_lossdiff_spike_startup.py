@@ -11,14 +11,12 @@ crowd's r711 alone (its name and the crowd's sender uplink delay, as session 9 d
 
 from __future__ import annotations
 
-import dataclasses
+import crowd
 
-from deliverykit.sim import LinkSpec
-from m2c import sim
 from m2c.core.events import Join
 from m2c.core.groups import make_schedule
 from m2c.core.receiver_cc import ReceiverCC
-from m2c.experiments.many import draw_links, ideal_s
+from m2c.experiments.many import draw_links
 
 PACKET_BITS = 1500 * 8
 
@@ -90,20 +88,7 @@ def test_the_jump_follows_two_agreeing_samples():
 def test_r711_reaches_its_link_sooner():
     """r711 of the 1,000-receiver draw (5.83 Mb/s, 44 ms, lossless), alone as in the
     crowd, 4 MB: 1.126x its link-ideal time with three samples, 1.112x with two."""
-    links = draw_links(1000, 0)
-    i = 710
-    rate, delay = links.rate_bps[i], links.delay_s[i]
-    assert links.loss[i] == 0.0 and rate > 5.5e6
-    sc = sim.file_transfer(1, 4_000_000, down_bps=rate, delay=delay, core_bps=100e6,
-                           seed=0, duration=300)
-    nodes = []
-    for n in sc.nodes:
-        if n.name == "r001":
-            n = dataclasses.replace(n, name="r711")
-        elif n.name == sim.SENDER:
-            n = dataclasses.replace(n, up=LinkSpec(delay=links.delay_s[0]))
-        nodes.append(n)
-    res = sim.run(sc.replace(nodes=tuple(nodes)))
-    r = res.receivers[0]
-    assert r.verified and r.completion_s is not None
-    assert r.completion_s / ideal_s(4_000_000, rate, delay, 0.0) < 1.12
+    rate, _, loss = crowd.link("r711", draw_links(1000, 0))
+    assert loss == 0.0 and rate > 5.5e6
+    res = crowd.replay("r711", 4_000_000)
+    assert crowd.ratio(res, "r711", 4_000_000) < 1.12
