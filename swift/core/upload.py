@@ -218,8 +218,6 @@ class UploadScheduler:
         live signatures) the receiver needs to verify it (5.3, 6.1).
         ``ts``: the DATA timestamp of ``now``, packed (once per batch);
         ``fast``: :meth:`_static_fast`, when the caller looked it up already."""
-        spec = self._wire_spec
-        parts = [ch.remote_id.to_bytes(4, "big")]
         if ts is None:
             ts = _PACK_Q(int(now * 1e6) & 0xFFFFFFFFFFFFFFFF)
         static = self.view.static
@@ -230,7 +228,6 @@ class UploadScheduler:
             # its per-chunk view object and item tuples
             s = ch.send
             sent_i = s.sent.has(i)
-            known = remote.have if sent_i else s.known
             fast = fast or self._static_fast()
             if fast is not None and i < fast[1]:
                 # the whole datagram in one C call, the chunk pread into it:
@@ -241,7 +238,11 @@ class UploadScheduler:
                 mb = ma if sent_i else s.known.b
                 if type(ma) is Binmap and type(mb) is Binmap:
                     return seed_datagram(ch.remote_id, tree, i, ma, mb, ts, src, i * csz, csz)
-                return tree.data_datagram(ch.remote_id, i, known, ts, src, i * csz, csz)
+                return tree.data_datagram(ch.remote_id, i, remote.have if sent_i else s.known,
+                                          ts, src, i * csz, csz)
+            known = remote.have if sent_i else s.known
+            spec = self._wire_spec
+            parts = [ch.remote_id.to_bytes(4, "big")]
             cs = static.chunk_size
             for b, h in static.tree.uncles(i, known):
                 lay = ((b + 1) & ~b).bit_length() - 1  # bins.base_range, inline
@@ -251,6 +252,8 @@ class UploadScheduler:
                        else static.chunk_bytes(i))  # the last chunk may be short
             parts.append(b"\x01" + spec(i, i + 1, True) + ts + payload)
             return b"".join(parts)
+        spec = self._wire_spec
+        parts = [ch.remote_id.to_bytes(4, "big")]
         cold = not remote.some and remote.have.find_filled(0) is None
         items = self.content.integrity_for(i, remote.have, cold, ch.send.sent)
         for item in items:
