@@ -488,11 +488,15 @@ def py_sendside_recv(send: Any, lo: int, hi: int, delay_us: int | None, now: flo
     <swift.core.sendside.SendSide.on_ack>`, with None :meth:`SendSide.delivered_by_have
     <swift.core.sendside.SendSide.delivered_by_have>`.  Returns 0, or -1 with
     nothing done while loss repair has chunks in flight (``send.retried``: the
-    methods' :meth:`~swift.core.sendside.SendSide.spurious`) or for a delay
-    that is not an int; the caller then runs the method.  The C version
+    methods' :meth:`~swift.core.sendside.SendSide.spurious`), for chunks not
+    within ``0 <= lo <= hi < 2**63`` (a bin64 or byte64 spec may name more) or
+    a delay that is not an int in ``[0, 2**64)``; the caller then runs the
+    method.  The C version
     (deliverykit/csrc/swift.c) does the methods' work in one call, Ledbat.on_ack
     included (tests/swift/test_swift_seedcpu3_recv.py runs both side by side)."""
-    if send.retried or (delay_us is not None and not isinstance(delay_us, int)):
+    if send.retried or not (isinstance(lo, int) and isinstance(hi, int)
+                            and 0 <= lo <= hi < 1 << 63) or (
+            delay_us is not None and not (isinstance(delay_us, int) and 0 <= delay_us < 1 << 64)):
         return -1
     if delay_us is None:
         send.delivered_by_have(lo, hi, now)

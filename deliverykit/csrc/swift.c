@@ -1194,8 +1194,8 @@ ledbat_on_ack(PyObject *self, PyObject *args)
  * libswift datagram (HAVE i, ACK i) a seeder receives; it replaces the two
  * methods' frames and ledbat_on_ack's call.  -1, with nothing changed, while
  * loss repair has chunks in flight (send.retried not empty: SendSide.spurious
- * is the methods' alone) or for a delay that is not an int: the caller then
- * runs the method.  Attributes read and written as the methods do, with their
+ * is the methods' alone), for chunks not within 0 <= lo <= hi < 2**63 or a
+ * delay that is not an int in [0, 2**64): the caller then runs the method.  Attributes read and written as the methods do, with their
  * arithmetic in the same order.  Twin: swift/_fast.py py_sendside_recv. */
 
 static PyObject *SR_names[16];
@@ -1520,12 +1520,20 @@ sendside_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *send = args[0], *delay_o = args[3], *arrived_o = args[5];
-    long long lo = PyLong_AsLongLong(args[1]);
+    /* chunks 0 <= lo <= hi < 2**63 (a bin64 or byte64 spec may name more: a
+     * peer's datagram, so the method takes it) and a delay sample in
+     * [0, 2**64) (as decoded), else not done */
+    if (!PyLong_Check(args[1]) || !PyLong_Check(args[2]))
+        return PyLong_FromLong(-1);
+    int ov_lo = 0, ov_hi = 0;
+    long long lo = PyLong_AsLongLongAndOverflow(args[1], &ov_lo);
     if (lo == -1 && PyErr_Occurred())
         return NULL;
-    long long hi = PyLong_AsLongLong(args[2]);
+    long long hi = PyLong_AsLongLongAndOverflow(args[2], &ov_hi);
     if (hi == -1 && PyErr_Occurred())
         return NULL;
+    if (ov_lo || ov_hi || lo < 0 || hi < lo)
+        return PyLong_FromLong(-1);
     double now = PyFloat_AsDouble(args[4]);
     if (now == -1.0 && PyErr_Occurred())
         return NULL;
@@ -1536,10 +1544,15 @@ sendside_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (is_ack) {
         if (!PyLong_Check(delay_o))
             return PyLong_FromLong(-1);
+        unsigned long long u = PyLong_AsUnsignedLongLong(delay_o);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                return NULL;
+            PyErr_Clear();  /* negative or from 2**64 on */
+            return PyLong_FromLong(-1);
+        }
         /* a libswift clock may run behind: the 64-bit sample read as signed */
-        delay_us = (long long)PyLong_AsUnsignedLongLongMask(delay_o);
-        if (PyErr_Occurred())
-            return NULL;
+        delay_us = (long long)u;
     }
     PyObject *retried = PyObject_GetAttr(send, SR_names[SR_retried]);
     if (retried == NULL)

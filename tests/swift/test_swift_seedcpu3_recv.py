@@ -149,12 +149,29 @@ def test_twin_is_the_methods(seq, slow_start) -> None:
 
 
 @pytest.mark.parametrize("fn", [pytest.param(sendside_recv, marks=needs_c), py_sendside_recv])
-def test_declines_a_delay_that_is_not_an_int(fn) -> None:
-    s = _side(True)
-    s.on_sent(1, 1024, 1.0)
+@pytest.mark.parametrize("lo, hi, delay", [
+    (1, 2, 4000.0),  # a delay that is not an int
+    (1, 2, -1), (1, 2, 1 << 64),  # one outside what a 64-bit field decodes to
+    (0, 1 << 63, 5), (1 << 63, (1 << 63) + 1, 5), (0, 1 << 64, None),  # bin64 / byte64 reach
+    (-1, 2, 5), (-1, 2, None), (3, 1, 5), (3, 1, None),  # negative, reversed
+    (1.0, 2, 5)])  # not ints
+def test_declines_what_it_does_not_cover(fn, lo, hi, delay) -> None:
+    """-1 and nothing changed; the method then takes it (a peer's HAVE or ACK
+    of a 64-bit bin must not raise where the method would not)."""
+    s, ref = _side(True), _side(True)
+    for side in (s, ref):
+        side.on_sent(1, 1024, 1.0)
+        side.on_sent(2, 1024, 1.0)
     before = _state(s)
-    assert fn(s, 1, 2, 4000.0, 1.1, None) == -1
+    assert fn(s, lo, hi, delay, 1.1, None) == -1
     assert _state(s) == before
+    if isinstance(lo, int) and isinstance(delay, int | None):
+        for side in (s, ref):
+            if delay is None:
+                side.delivered_by_have(lo, hi, 1.1)
+            else:
+                side.on_ack(lo, hi, delay, 1.1)
+        assert _state(s) == _state(ref)
 
 
 def test_retires_old_data_by_have_through_on_delivered() -> None:
@@ -186,6 +203,40 @@ def test_c_refuses_broken_state() -> None:
     with pytest.raises(TypeError):
         sendside_recv(s, 1, 2, 5)  # type: ignore[call-arg]  # arity checked
     assert math.isfinite(s.ledbat.cwnd)
+
+
+def test_peer_takes_an_ack_of_a_64_bit_bin() -> None:
+    """With bin64 addressing an ACK or HAVE may name chunks up to 2**63 (bin
+    2**63 - 1): Peer._dispatch must take it as the methods do (sendside_recv
+    declines it; at 2a18f16 the C raised OverflowError from the datagram)."""
+    import dataclasses
+
+    from swift_support import take_over_channel
+
+    from swift.core.content import Content, MemoryStorage
+    from swift.core.merkle import MerkleTree
+    from swift.core.peer import Peer, PeerConfig
+    from swift.wire.constants import ChunkAddressing, HashFunc
+
+    cs = 1024
+    data = bytes(range(256)) * 40
+    tree = MerkleTree.build([data[i:i + cs] for i in range(0, len(data), cs)], HashFunc.SHA1,
+                            chunk_size=cs)
+
+    def cfg(seed: int) -> PeerConfig:
+        return dataclasses.replace(PeerConfig.libswift(chunk_size=cs, seed=seed),
+                                   addressing=ChunkAddressing.BIN64)
+
+    seeder = Peer(Content.seeded(tree, MemoryStorage(data)), cfg(1))
+    leech = Peer(Content(MerkleTree.for_root(tree.root_hash, HashFunc.SHA1, chunk_size=cs),
+                         MemoryStorage()), cfg(2))
+    ch = take_over_channel(seeder, leech, 1000.0, ("10.0.0.1", 20000), ("10.0.0.2", 20001))
+    ch.send.on_sent(3, cs, 999.9)
+    top = (1 << 63) - 1
+    assert seeder.chunk_specs.to_chunks(top, top) == (0, 1 << 63)
+    seeder._dispatch(ch, [(3, top, top, None, None), (2, top, top, 5000, None)], 1000.0)
+    assert not ch.send.data_out  # retired by the method
+    assert ch.remote.have.is_filled_range(0, 10)
 
 
 class _Watched(Ledbat):
