@@ -363,8 +363,8 @@ def sendside_recv(
 ) -> int:
     """The send side of one ACK (``delay_us`` given: SendSide.on_ack, Ledbat.on_ack
     included) or HAVE (None: SendSide.delivered_by_have) of chunks ``[lo, hi)``; 0, or
-    -1 with nothing done (loss repair in flight, a delay not an int): the caller then
-    runs the method."""
+    -1 with nothing done (loss repair in flight; chunks outside 0 <= lo <= hi < 2**63; a
+    delay not an int in [0, 2**64)): the caller then runs the method."""
 
 def binmap_set1(
     halves: WriteableBuffer,

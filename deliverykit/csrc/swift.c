@@ -874,6 +874,45 @@ done:
  * writes the Ledbat object's own attributes, with the twin's arithmetic in the
  * same order (tests/swift/test_swift_fast_ledbat.py runs both side by side). */
 
+/* Attribute access shared by the C functions that work on a Python object's own
+ * attributes (ledbat_on_ack, sendside_recv): each keeps its names interned in a
+ * table indexed by an enum. */
+
+/* intern strs[i] into names[i], once (names[n - 1] set: done); -1 with an exception set */
+static int
+intern_names(PyObject **names, const char *const *strs, int n)
+{
+    if (names[n - 1] != NULL)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(strs[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* a float (or int) attribute; -1 with an exception set */
+static int
+attr_double(PyObject *o, PyObject *name, double *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    *out = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
+static int
+attr_set(PyObject *o, PyObject *name, PyObject *v)
+{
+    if (v == NULL)
+        return -1;
+    int r = PyObject_SetAttr(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
 static PyObject *LA_names[32];
 enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA_TARGET,
        LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
@@ -886,28 +925,8 @@ static const char *const LA_strs[LA_N] = {
     "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
     "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "PEAK_HOLD"};
 
-static int
-la_init(void)
-{
-    if (LA_names[0] != NULL)
-        return 0;
-    for (int i = 0; i < LA_N; i++)
-        if ((LA_names[i] = PyUnicode_InternFromString(LA_strs[i])) == NULL)
-            return -1;
-    return 0;
-}
-
-/* a float (or int) attribute; -1 with an exception set */
-static int
-la_double(PyObject *o, int name, double *out)
-{
-    PyObject *v = PyObject_GetAttr(o, LA_names[name]);
-    if (v == NULL)
-        return -1;
-    *out = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
-}
+#define la_init() intern_names(LA_names, LA_strs, LA_N)
+#define la_double(o, name, out) attr_double((o), LA_names[name], (out))
 
 static int
 la_ll(PyObject *o, int name, long long *out)
@@ -925,16 +944,7 @@ la_ll(PyObject *o, int name, long long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
-static int
-la_set(PyObject *o, int name, PyObject *v)
-{
-    if (v == NULL)
-        return -1;
-    int r = PyObject_SetAttr(o, LA_names[name], v);
-    Py_DECREF(v);
-    return r;
-}
+#define la_set(o, name, v) attr_set((o), LA_names[name], (v))
 
 #define la_set_double(o, name, x) la_set((o), (name), PyFloat_FromDouble(x))
 #define la_set_ll(o, name, x) la_set((o), (name), PyLong_FromLongLong(x))
@@ -1205,28 +1215,8 @@ static const char *const SR_strs[SR_N] = {
     "data_out", "ambiguous", "retried", "acked_sent", "acked_seq", "acked_rtt", "pace_rtt",
     "ledbat", "srtt", "cto", "on_delivered"};
 
-static int
-sr_init(void)
-{
-    if (SR_names[SR_N - 1] != NULL)
-        return 0;
-    for (int i = 0; i < SR_N; i++)
-        if (SR_names[i] == NULL && (SR_names[i] = PyUnicode_InternFromString(SR_strs[i])) == NULL)
-            return -1;
-    return 0;
-}
-
-/* a float (or int) attribute; -1 with an exception set */
-static int
-sr_double(PyObject *o, int name, double *out)
-{
-    PyObject *v = PyObject_GetAttr(o, SR_names[name]);
-    if (v == NULL)
-        return -1;
-    *out = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
-}
+#define sr_init() intern_names(SR_names, SR_strs, SR_N)
+#define sr_double(o, name, out) attr_double((o), SR_names[name], (out))
 
 static int
 sr_ll(PyObject *o, int name, long long *out)
@@ -1239,16 +1229,7 @@ sr_ll(PyObject *o, int name, long long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
-static int
-sr_set(PyObject *o, int name, PyObject *v)
-{
-    if (v == NULL)
-        return -1;
-    int r = PyObject_SetAttr(o, SR_names[name], v);
-    Py_DECREF(v);
-    return r;
-}
+#define sr_set(o, name, v) attr_set((o), SR_names[name], (v))
 
 /* x = (send time, bytes, send order) of a DATA in flight: its fields (order 0
  * when the tuple has two); -1 with an exception set */
