@@ -872,7 +872,7 @@ done:
  * Once per ACK; at 1 KiB chunks toward a libswift leecher (an ACK per chunk)
  * the Python version was ~12 % of the seeder's instructions.  It reads and
  * writes the Ledbat object's own attributes, with the twin's arithmetic in the
- * same order (tests/swift/test_swift_fast_ledbat.py runs both side by side). */
+ * same order (tests/swift/test_swift_ledbat_fast.py runs both side by side). */
 
 /* Attribute access shared by the C functions that work on a Python object's own
  * attributes (ledbat_on_ack, sendside_recv): each keeps its names interned in a
@@ -902,6 +902,24 @@ attr_double(PyObject *o, PyObject *name, double *out)
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* an int attribute; with ``strict`` (the caller's name for the error) only an int
+ * object, else anything PyLong_AsLongLong takes; -1 with an exception set */
+static int
+attr_ll(PyObject *o, PyObject *name, const char *strict, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    if (strict != NULL && !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s: %U must be an int", strict, name);
+        Py_DECREF(v);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
 /* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
 static int
 attr_set(PyObject *o, PyObject *name, PyObject *v)
@@ -928,21 +946,7 @@ static const char *const LA_strs[LA_N] = {
 #define la_init() intern_names(LA_names, LA_strs, LA_N)
 #define la_double(o, name, out) attr_double((o), LA_names[name], (out))
 
-static int
-la_ll(PyObject *o, int name, long long *out)
-{
-    PyObject *v = PyObject_GetAttr(o, LA_names[name]);
-    if (v == NULL)
-        return -1;
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "ledbat_on_ack: %s must be an int", LA_strs[name]);
-        Py_DECREF(v);
-        return -1;
-    }
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
+#define la_ll(o, name, out) attr_ll((o), LA_names[name], "ledbat_on_ack", (out))
 
 #define la_set(o, name, v) attr_set((o), LA_names[name], (v))
 
@@ -1218,16 +1222,7 @@ static const char *const SR_strs[SR_N] = {
 #define sr_init() intern_names(SR_names, SR_strs, SR_N)
 #define sr_double(o, name, out) attr_double((o), SR_names[name], (out))
 
-static int
-sr_ll(PyObject *o, int name, long long *out)
-{
-    PyObject *v = PyObject_GetAttr(o, SR_names[name]);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
+#define sr_ll(o, name, out) attr_ll((o), SR_names[name], NULL, (out))
 
 #define sr_set(o, name, v) attr_set((o), SR_names[name], (v))
 
