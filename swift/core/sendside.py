@@ -307,14 +307,7 @@ class SendSide:
         self.data_out[i] = (now, size, seq)
         self.send_log.append((i, now, seq))
         self.probe_credit = False
-        # Ledbat.on_send without its frame (once per DATA)
-        f = led.flightsize
-        if f == 0:
-            led.last_ack = now  # the congestion timer starts with data in flight
-        f = led.flightsize = f + size
-        if f >= led.peak_flight:
-            led.peak_flight = f
-            led.peak_time = now
+        led.on_send(size, now)
         rtt = self.pace_rtt or led.srtt
         if rtt:  # pacing: the window over one RTT; the credit: PACE_BURST or PACE_LAG
             per_byte = rtt / led.cwnd
