@@ -399,7 +399,7 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     """Ledbat.on_ack (RFC 6817 section 2.4.2 "on acknowledgement", one delay sample).
 
     ``led`` is the :class:`~swift.core.ledbat.Ledbat`; MIN(base_delays) is
-    kept in ``led._base`` and the path's GAIN by ``led.gain``.  The C
+    kept in ``led._base`` and the path's GAIN by ``led.young_gain``.  The C
     version reads and writes the same attributes with the same arithmetic in
     the same order (tests/swift/test_swift_ledbat_fast.py)."""
     led.acks += 1
@@ -407,6 +407,8 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     bd = led.base_delays
     lr = led.last_rollover
     if lr == -math.inf or int(now // 60) != int(lr // 60):
+        if lr == -math.inf:  # the first sample: the base delay's age starts (YOUNG_BASE)
+            led.history_start = now
         led.last_rollover = now
         bd.append(delay)
         base = led._base = min(bd)
@@ -452,17 +454,19 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
         if slow:  # leaving slow start: undo its last doubling
             cwnd = max(cwnd / 2, float(led.MIN_CWND * mss))
         led.slow_start = slow = False
-        if off_target < 0:
-            # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
-            # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
-            # (spread over the ACKs of a window), instead of the RFC's linear
-            # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
-            # kept at 2.5 x TARGET (docs/ledbat.md)
-            w = cwnd / mss
-            per_rtt = max(led.gain + led.DECREASE * w * off_target, -w / 2)
-            cwnd += per_rtt * bytes_acked * mss / cwnd
-        elif rq <= target:  # below: RFC 6817's increase, LEDBAT++'s GAIN
-            cwnd += led.gain * off_target * bytes_acked * mss / cwnd
+        if off_target < 0 or rq <= target:
+            gain = led.young_gain(now)  # the path's GAIN, less while the base is young
+            if off_target < 0:
+                # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
+                # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT
+                # (spread over the ACKs of a window), instead of the RFC's linear
+                # GAIN * off_target MSS: that took 7-15 s to leave a queue cubic TCP
+                # kept at 2.5 x TARGET (docs/ledbat.md)
+                w = cwnd / mss
+                per_rtt = max(gain + led.DECREASE * w * off_target, -w / 2)
+                cwnd += per_rtt * bytes_acked * mss / cwnd
+            else:  # below: RFC 6817's increase, LEDBAT++'s GAIN
+                cwnd += gain * off_target * bytes_acked * mss / cwnd
     if slow or recovering:  # slow start may double the window per RTT
         cwnd = min(cwnd, 2 * cap_flight + led.ALLOWED_INCREASE * mss)
     else:

@@ -951,6 +951,8 @@ def main(argv: list[str] | None = None) -> int:
     params = {"backend": backend.value, "quick": a.quick, "rate_bps": rate,
               "ledbat_target_s": (a.ledbat_target_ms / 1000 if a.ledbat_target_ms is not None
                                   else Ledbat.TARGET),
+              # the young-base rule (docs/ledbat.md): the class's switch as our forked peers had it
+              "ledbat_young_base": Ledbat.YOUNG_BASE, "ledbat_young_s": Ledbat.YOUNG_S,
               "rtt_ms": cs[0].rtt_ms if cs else None, "libswift_bin": libswift,
               "cases": [{**dataclasses.asdict(c), "order": c.order.value, "arm": c.arm.value}
                         for c in cs]}
