@@ -409,6 +409,7 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     if lr == -math.inf or int(now // 60) != int(lr // 60):
         if lr == -math.inf:  # the first sample: the base delay's age starts (YOUNG_BASE)
             led.history_start = now
+            led.first_delay = delay
         led.last_rollover = now
         bd.append(delay)
         base = led._base = min(bd)
@@ -455,7 +456,7 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
             cwnd = max(cwnd / 2, float(led.MIN_CWND * mss))
         led.slow_start = slow = False
         if off_target < 0 or rq <= target:
-            gain = led.young_gain(now)  # the path's GAIN, less while the base is young
+            gain = led.young_gain(now)  # the path's GAIN, less while a fallen base is young
             if off_target < 0:
                 # above TARGET: draft-irtf-iccrg-ledbat-plus-plus 4.3's multiplicative
                 # decrease, W += max(GAIN - C * W * (delay/TARGET - 1), -W/2) per RTT

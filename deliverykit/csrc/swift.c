@@ -936,13 +936,13 @@ enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA
        LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
        LA_ssthresh, LA_slow_start, LA_MIN_CWND, LA_DECREASE, LA_ALLOWED_INCREASE, LA_MAX_CWND,
        LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_PEAK_HOLD,
-       LA_YOUNG_BASE, LA_YOUNG_S, LA_history_start, LA_N };
+       LA_YOUNG_BASE, LA_YOUNG_S, LA_history_start, LA_first_delay, LA_YOUNG_REVISION, LA_N };
 static const char *const LA_strs[LA_N] = {
     "acks", "base_delays", "last_rollover", "_base", "current_delays", "TARGET",
     "flightsize", "srtt", "peak_time", "peak_flight", "mss", "cwnd", "min_rtt",
     "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
     "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "PEAK_HOLD",
-    "YOUNG_BASE", "YOUNG_S", "history_start"};
+    "YOUNG_BASE", "YOUNG_S", "history_start", "first_delay", "YOUNG_REVISION"};
 
 #define la_init() intern_names(LA_names, LA_strs, LA_N)
 #define la_double(o, name, out) attr_double((o), LA_names[name], (out))
@@ -1040,8 +1040,10 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
         goto fail;
     LA_TRY(la_double(led, LA_last_rollover, &lr));
     if (lr == -Py_HUGE_VAL || la_floordiv(now, 60.0) != la_floordiv(lr, 60.0)) {
-        if (lr == -Py_HUGE_VAL)  /* the first sample: the base delay's age starts */
+        if (lr == -Py_HUGE_VAL) {  /* the first sample: the base delay's age starts */
             LA_TRY(la_set_double(led, LA_history_start, now));
+            LA_TRY(la_set_double(led, LA_first_delay, delay));
+        }
         LA_TRY(la_set_double(led, LA_last_rollover, now));
         LA_TRY(la_append(bd, delay));
         LA_TRY(la_min(bd, &base));
@@ -1133,7 +1135,8 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
             } else {
                 gain = gain_c;
             }
-            /* Ledbat.young_gain: GAIN x age / YOUNG_S while the base delay is young */
+            /* Ledbat.young_gain: GAIN x age / YOUNG_S while a base delay that has fallen
+             * more than YOUNG_REVISION x TARGET below the first sample is young */
             PyObject *yb = PyObject_GetAttr(led, LA_names[LA_YOUNG_BASE]);
             if (yb == NULL)
                 goto fail;
@@ -1141,12 +1144,17 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
             Py_DECREF(yb);
             LA_TRY(young);
             if (young) {
-                double hs, ys;
-                LA_TRY(la_double(led, LA_history_start, &hs));
-                LA_TRY(la_double(led, LA_YOUNG_S, &ys));
-                double age = now - hs;
-                if (age < ys)
-                    gain = age > 0 ? gain * age / ys : 0.0;
+                double fd, yr;
+                LA_TRY(la_double(led, LA_first_delay, &fd));
+                LA_TRY(la_double(led, LA_YOUNG_REVISION, &yr));
+                if (fd - base > yr * target) {
+                    double hs, ys;
+                    LA_TRY(la_double(led, LA_history_start, &hs));
+                    LA_TRY(la_double(led, LA_YOUNG_S, &ys));
+                    double age = now - hs;
+                    if (age < ys)
+                        gain = age > 0 ? gain * age / ys : 0.0;
+                }
             }
             if (off_target < 0) {
                 LA_TRY(la_double(led, LA_DECREASE, &decrease));

@@ -67,20 +67,26 @@ class Ledbat:
     #: sender refills at once) a loss-free 6-leecher crowd on short paths then
     #: took 3 queue drops (test_swift_picker_twist.py)
     PEAK_HOLD = 0.005
-    #: the increase scaled down while the base delay is young: GAIN x age / YOUNG_S,
-    #: age the seconds since the first delay sample (docs/ledbat.md, "A base delay
-    #: learnt in a standing queue").  A flow that joins a queue another flow keeps
-    #: standing (cubic TCP's, never emptied) learns that queue as its base delay and
-    #: reads only the queue's swing above it; its share is built by the increase
-    #: below TARGET, and what it holds props up the troughs it learns its base from.
-    #: A flow that starts on an empty path is not slowed where it matters: its slow
-    #: start leaves at TARGET/2 of queue, the link already full.  Off by default
-    #: while it is measured (as m2c's ``ReceiverCC.RTT_CHECK`` was)
+    #: the increase scaled down while the base delay is young and has been shown
+    #: polluted: GAIN x age / YOUNG_S, age the seconds since the first delay sample,
+    #: once the base has fallen more than YOUNG_REVISION x TARGET below that first
+    #: sample (docs/ledbat.md, "A base delay learnt in a standing queue").  A flow
+    #: that joins a queue another flow keeps standing (cubic TCP's, never emptied)
+    #: learns that queue as its base and reads only the queue's swing above it; its
+    #: share is built by the increase below TARGET, and what it holds props up the
+    #: troughs it learns its base from.  Such a base shows itself by falling, by
+    #: 5-20 ms within 0.1-4 s on the testbed, where a flow that starts on an empty
+    #: path revises its base by under 1 ms and is left alone.  Off by default while
+    #: it is measured (as m2c's ``ReceiverCC.RTT_CHECK`` was)
     YOUNG_BASE = False
     #: s, how long the base delay counts as young: one of RFC 6817's base-history
     #: buckets (2.4.2: one minimum per minute), the shortest span the RFC keeps a
     #: minimum over
     YOUNG_S = 60.0
+    #: the fall of the base below the first delay sample, as a fraction of TARGET, that
+    #: shows the first samples carried a queue: one that moved the reading by a fifth of
+    #: TARGET or more
+    YOUNG_REVISION = 0.2
 
     def __init__(self, mss: int = 1024, target: float | None = None,
                  slow_start: bool = False, init_cwnd: int | None = None) -> None:
@@ -123,8 +129,10 @@ class Ledbat:
         self.min_rtt = math.inf
         #: MIN(base_delays), kept by :meth:`on_ack` (the only writer of base_delays)
         self._base = math.inf
-        #: time of the first delay sample (-inf before it): the base delay's age (YOUNG_BASE)
+        #: time of the first delay sample (-inf before it): the base delay's age, and that
+        #: sample (inf before it): how far the base has fallen since (YOUNG_BASE)
         self.history_start = -math.inf
+        self.first_delay = math.inf
 
     # -- helpers ----------------------------------------------------------------
 
@@ -151,10 +159,11 @@ class Ledbat:
         return self.GAIN / (self.GAIN_DIVISOR_MAX if q >= self.GAIN_DIVISOR_MAX else math.ceil(q))
 
     def young_gain(self, now: float) -> float:
-        """:attr:`gain` as the increase uses it at ``now``: scaled by age / YOUNG_S while
-        the base delay is younger than YOUNG_S (with YOUNG_BASE; else :attr:`gain`)."""
+        """:attr:`gain` as the increase uses it at ``now``: with YOUNG_BASE, scaled by
+        age / YOUNG_S while the base delay is younger than YOUNG_S and has fallen more
+        than YOUNG_REVISION x TARGET below the first delay sample; else :attr:`gain`."""
         g = self.gain
-        if self.YOUNG_BASE:
+        if self.YOUNG_BASE and self.first_delay - self._base > self.YOUNG_REVISION * self.TARGET:
             age = now - self.history_start
             if age < self.YOUNG_S:
                 g = g * age / self.YOUNG_S if age > 0 else 0.0
