@@ -142,6 +142,9 @@ class RequestScheduler:
         #: now): every channel's visit in a flush reads it, not a walk each
         self._late_key: tuple[int, int, float] | None = None
         self._late_list: list[tuple[int, Channel]] = []
+        #: (channel, chunk, request time) of late requests no other peer
+        #: could take, left where they are (:meth:`_forwardable`; bounded)
+        self._late_kept: set[tuple[int, int, float]] = set()
         #: ``inflight.version`` after the chunks this object marked in flight
         #: itself; any other change may have freed chunks (:meth:`freed`)
         self._infl_seen = self.inflight.version
@@ -359,15 +362,15 @@ class RequestScheduler:
         picks = self._pick(ch, n, want)
         if ch.down.missed:
             # a chunk this peer was too late for goes to another peer that
-            # has it (III-C); with none, it is asked here again, or nothing
-            # would ever ask for it (the end game only takes chunks in flight)
-            others = [c.remote.have for c in self.channels.values()
-                      if c is not ch and c.state is _EST and not c.down.choked]
+            # has it (III-C) and was not too late for it itself; with none,
+            # it is asked here again, or nothing would ever ask for it (the
+            # end game only takes chunks in flight; two peers that had both
+            # missed it left it to each other for good: session 14)
             keep = []
             for c in picks:
                 if c not in ch.down.missed:
                     keep.append(c)
-                elif any(h.has(c) for h in others):
+                elif self._holder_for(c, ch):
                     self.inflight.reset(B.chunk(c))  # leave it to another peer
                 else:
                     ch.down.missed.discard(c)
@@ -668,6 +671,8 @@ class RequestScheduler:
             late = [c for c, t in ch.down.requests.items()
                     if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
                     and now - t > max(0.2, 2 * ch.path.min_rtt)]
+            if late:
+                late = self._forwardable(ch, late)
             for c in late:
                 ch.down.drop(c)
             gone = self.no_longer_asked(ch, late)  # in flight still where asked again
@@ -677,6 +682,37 @@ class RequestScheduler:
                 ch.path.lost += 1
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
             self.note_moved(gone, "deadline")
+
+    def _holder_for(self, c: int, ch: Channel) -> bool:
+        """Whether a peer other than ``ch``'s, on an established channel that
+        does not choke us, holds chunk ``c`` and has not missed its deadline
+        for it: a request ``ch`` was too late for can go there."""
+        return any(o is not ch and o.state is _EST and not o.down.choked
+                   and c not in o.down.missed and o.remote.have.has(c)
+                   for o in self.channels.values())
+
+    def _forwardable(self, ch: Channel, late: list[int]) -> list[int]:
+        """Those of ``late`` (requests on ``ch`` past their deadline) that
+        another peer could take (:meth:`_holder_for`): the paper forwards a late request "to a
+        different peer" (III-C).  One that no other peer holds stays asked
+        where it is (counted once as missed): a CANCEL and a new REQUEST to
+        the same peer only moved it to the back of that peer's queue, again
+        every 0.2 s while playback ran into it (docs/sim-fig6.md, session
+        14)."""
+        out: list[int] = []
+        kept = self._late_kept
+        if len(kept) > 4096:
+            kept.clear()
+        for c in late:
+            if self._holder_for(c, ch):
+                out.append(c)
+                continue
+            key = (ch.local_id, c, ch.down.requests[c])
+            if key not in kept:  # this request, once
+                kept.add(key)
+                self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1
+                self.stats["deadline_kept"] = self.stats.get("deadline_kept", 0) + 1
+        return out
 
     def rank(self, now: float) -> None:
         """Fast peers by eq. 1 and eq. 2 (paper III-A), once a second."""
