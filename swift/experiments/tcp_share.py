@@ -198,6 +198,9 @@ class LedbatSample:
     #: the Peer's counters: DATA acknowledged after loss repair sent it again, tail probes
     spurious: int = 0
     probes: int = 0
+    #: LEDBAT's first delay sample (seconds, -1 before it): how far the base has fallen
+    #: below it opens Ledbat.YOUNG_BASE's gate (docs/ledbat.md)
+    first_delay: float = -1.0
 
 
 #: seconds between two LedbatSamples
@@ -215,7 +218,8 @@ def ledbat_sample(peer: Any, t: float) -> LedbatSample | None:
         round(t, 3), led.cwnd, led.flightsize, base if base != float("inf") else -1.0,
         led.queuing_delay if base != float("inf") else 0.0, led.srtt or 0.0,
         led.min_rtt if led.min_rtt != float("inf") else 0.0, led.losses, led.timeouts,
-        led.loss_events, int(peer.stats.get("spurious", 0)), int(peer.stats.get("probes", 0)))
+        led.loss_events, int(peer.stats.get("spurious", 0)), int(peer.stats.get("probes", 0)),
+        led.first_delay if led.first_delay != float("inf") else -1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -863,7 +867,9 @@ def write(out_dir: str, results: Sequence[CaseResult], params: dict[str, Any],
                    "srtt_ms": round(x.srtt * 1000, 2), "min_rtt_ms": round(x.min_rtt * 1000, 2),
                    "losses": x.losses, "loss_events": x.loss_events, "timeouts": x.timeouts,
                    "spurious": x.spurious,
-                   "probes": x.probes}
+                   "probes": x.probes,
+                   "first_delay_ms": (round(x.first_delay * 1000, 2) if x.first_delay >= 0
+                                      else -1)}
                   for r in results for x in r.trace]
     if trace_rows:
         with outputs.replacing(os.path.join(out_dir, base + "-ledbat.csv")) as tmp:
@@ -953,6 +959,7 @@ def main(argv: list[str] | None = None) -> int:
                                   else Ledbat.TARGET),
               # the young-base rule (docs/ledbat.md): the class's switch as our forked peers had it
               "ledbat_young_base": Ledbat.YOUNG_BASE, "ledbat_young_s": Ledbat.YOUNG_S,
+              "ledbat_young_revision": Ledbat.YOUNG_REVISION,
               "rtt_ms": cs[0].rtt_ms if cs else None, "libswift_bin": libswift,
               "cases": [{**dataclasses.asdict(c), "order": c.order.value, "arm": c.arm.value}
                         for c in cs]}
