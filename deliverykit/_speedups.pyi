@@ -342,6 +342,10 @@ def seed_datagram(
     layer, ``uncle_stop`` over the two Binmaps, then ``data_datagram`` (IndexError
     for a chunk past the end)."""
 
+def picker_next_wanted(have: Any, inflight: Any, peer: Any, pos: int, hi: int, /) -> int:
+    """The first chunk in ``[pos, hi)`` that the Binmaps ``have`` and ``inflight`` lack
+    and ``peer`` holds, or -1 (``swift.core.picker.next_wanted`` in one call)."""
+
 def ledbat_on_ack(
     ledbat: Any,
     delay: float,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import random
 import sys
 from dataclasses import asdict, dataclass, field
@@ -79,15 +80,18 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
                   leave_latency: float = 0.05, controller: str = "m2c", seed: int = 0,
                   duration: float = 600.0, core_bps: float | None = None,
                   decoding: str = "ml", memory: int = 256 << 20,
-                  block_length: int | None = None) -> Scenario:
+                  block_length: int | None = None,
+                  sender_delay: float | None = None) -> Scenario:
     """One sender, ``receivers`` receivers of a ``size``-byte file, as data.
 
     ``down_bps``, ``loss`` (a fraction, Bernoulli), ``delay`` (s): one value for
     every receiver or one per receiver; each receiver's downlink queues
     ``queue_pkts`` packets and adds its delay; the sender's (unshaped) uplink adds
-    the first receiver's.  ``core_bps``: a shared link of that rate between the
-    sender and every receiver (a backbone, crossed once per multicast datagram;
-    queue 1,000 packets).  Rates of the schedule in bit/s of 1,500-byte packets.
+    ``sender_delay`` (s; None: the first receiver's delay, the testbed pair's shape,
+    where every path is one delay longer than its receiver's own).  ``core_bps``: a
+    shared link of that rate between the sender and every receiver (a backbone,
+    crossed once per multicast datagram; queue 1,000 packets).  Rates of the
+    schedule in bit/s of 1,500-byte packets.
     ``decoding``: "ml" (iterative, then Gaussian elimination) or "iterative"
     (no elimination, as the paper's LDPC-Triangle receivers).  The file's bytes
     come from ``params["content_seed"]`` (fixed across run seeds).  ``memory``: the
@@ -120,7 +124,10 @@ def file_transfer(receivers: int = 3, size: int = 256 << 10, *,
         groups.append(MulticastGroupSpec(
             f"{g >> 24 & 255}.{g >> 16 & 255}.{g >> 8 & 255}.{g & 255}", PORT + ch,
             join_latency, leave_latency))
-    nodes = [NodeSpec(SENDER, role=SENDER, group=SENDER, up=LinkSpec(delay=delays[0]))]
+    if sender_delay is not None and not 0 <= sender_delay < math.inf:
+        raise ValueError(f"sender_delay: a delay in seconds >= 0, not {sender_delay!r}")
+    up_delay = delays[0] if sender_delay is None else sender_delay
+    nodes = [NodeSpec(SENDER, role=SENDER, group=SENDER, up=LinkSpec(delay=up_delay))]
     for i in range(receivers):
         lossy = LossSpec(LossKind.BERNOULLI, p=losses[i]) if losses[i] > 0 else LossSpec()
         nodes.append(NodeSpec(f"r{i + 1:03d}", role=RECEIVER, group=RECEIVER, down=LinkSpec(

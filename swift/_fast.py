@@ -510,6 +510,32 @@ def py_sendside_recv(send: Any, lo: int, hi: int, delay_us: int | None, now: flo
     return 0
 
 
+def py_next_wanted(have: Any, inflight: Any, peer: Any, pos: int, hi: int) -> int:
+    """The first chunk in ``[pos, hi)`` that the Binmaps ``have`` and ``inflight``
+    lack and ``peer`` holds, or -1 (``swift.core.picker.next_wanted``; the C
+    ``picker_next_wanted`` checks the three binmaps first and takes int64 only)."""
+    if not (-1 << 63 <= pos < 1 << 63 and -1 << 63 <= hi < 1 << 63):
+        raise OverflowError("picker_next_wanted: pos and hi must fit in 64 bits")
+    while pos < hi:
+        c = have.find_empty(pos, hi)
+        if c is None:
+            return -1
+        d = inflight.find_empty(c, hi)
+        if d is None:
+            return -1
+        if d != c:
+            pos = d
+            continue
+        e = peer.find_filled(c, hi)
+        if e is None:
+            return -1
+        if e != c:
+            pos = e
+            continue
+        return c
+    return -1
+
+
 decode_msgs = load("decode_msgs", py_decode_msgs)
 merkle_uncles = load("merkle_uncles", py_merkle_uncles)
 merkle_walk = load("merkle_walk", py_merkle_walk)
@@ -520,6 +546,7 @@ data_datagram = load("data_datagram", py_data_datagram)
 ledbat_on_ack = load("ledbat_on_ack", py_ledbat_on_ack)
 seed_datagram = load("seed_datagram", py_seed_datagram)
 sendside_recv = load("sendside_recv", py_sendside_recv)
+next_wanted = load("picker_next_wanted", py_next_wanted)
 
 
 #: SO_TIMESTAMPNS / SCM_TIMESTAMPNS on Linux (the socket module has no name for it)

@@ -59,6 +59,7 @@ TWINS = {
     "seed_datagram": ("swift._fast", "py_seed_datagram"),
     "ledbat_on_ack": ("swift._fast", "py_ledbat_on_ack"),
     "sendside_recv": ("swift._fast", "py_sendside_recv"),
+    "picker_next_wanted": ("swift._fast", "py_next_wanted"),
     "sim_heap": ("deliverykit.sim.scheduler", "py_sim_heap"),
 }
 

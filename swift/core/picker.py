@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from swift._fast import next_wanted as _next_wanted
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 
@@ -86,26 +87,10 @@ class PickState:
 
 
 def next_wanted(st: PickState, peer: Binmap, pos: int, hi: int) -> int | None:
-    """First chunk in ``[pos, hi)`` we lack, not in flight, that ``peer`` has."""
-    have, infl = st.have, st.inflight
-    while pos < hi:
-        c = have.find_empty(pos, hi)
-        if c is None:
-            return None
-        d = infl.find_empty(c, hi)
-        if d is None:
-            return None
-        if d != c:
-            pos = d
-            continue
-        e = peer.find_filled(c, hi)
-        if e is None:
-            return None
-        if e != c:
-            pos = e
-            continue
-        return c
-    return None
+    """First chunk in ``[pos, hi)`` we lack, not in flight, that ``peer`` has
+    (one C call, ``picker_next_wanted``; twin ``swift._fast.py_next_wanted``)."""
+    c = _next_wanted(st.have, st.inflight, peer, pos, hi)
+    return None if c < 0 else c
 
 
 def in_order(st: PickState, peer: Binmap, lo: int, hi: int, want: int) -> list[int]:

@@ -1,9 +1,9 @@
 """One receiver of the `many` experiment's crowd replayed alone (session 9's method).
 
 A receiver's random draws (its link's Bernoulli losses) follow its link's name, and
-the crowd's sender uplink carries the first receiver's delay (``m2c.sim.file_transfer``
-puts it there), so a receiver named as in the crowd, behind a sender uplink with
-r001's delay, replays its run in the crowd (to the digit, sessions 9-12).
+the crowd's sender uplink adds no delay (``m2c.experiments.many``; r001's delay
+until session 14), so a receiver named as in the crowd, behind the same sender
+uplink, replays its run in the crowd (to the digit for most: sessions 9-14).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def alone(name: str, rate: float, delay: float, loss: float, size: int, *, seed:
           up_delay: float | None = None, duration: float = 300) -> sim.TransferResult:
     """One receiver named ``name`` on a link of ``rate`` b/s, ``delay`` s and Bernoulli
     ``loss``, the `many` experiment's 100 Mb/s backbone; ``up_delay``: the sender's
-    uplink delay (the crowd's is its first receiver's), unchanged if None."""
+    uplink delay (the crowd's is 0), ``file_transfer``'s default (the receiver's own
+    delay) if None."""
     sc = sim.file_transfer(1, size, down_bps=rate, delay=delay, loss=loss, core_bps=100e6,
                            seed=seed, duration=duration)
     nodes = []
@@ -43,13 +44,16 @@ def link(name: str, links: Links) -> tuple[float, float, float]:
 
 
 def replay(name: str, size: int, *, receivers: int = 1000, seed: int = 0,
-           loss: float | None = None, duration: float = 300) -> sim.TransferResult:
+           loss: float | None = None, duration: float = 300,
+           before_s14: bool = False) -> sim.TransferResult:
     """Receiver ``name`` of the ``receivers``-receiver draw of ``seed`` alone, as in the
-    crowd; ``loss`` replaces its link's loss if given."""
+    crowd; ``loss`` replaces its link's loss if given.  ``before_s14``: behind the
+    crowd's sender uplink as it was until session 14 (the first receiver's delay on
+    every path), where the tests of sessions 9-13 traced their receivers."""
     links = draw_links(receivers, seed)
     rate, delay, own_loss = link(name, links)
     return alone(name, rate, delay, own_loss if loss is None else loss, size, seed=seed,
-                 up_delay=links.delay_s[0], duration=duration)
+                 up_delay=links.delay_s[0] if before_s14 else 0.0, duration=duration)
 
 
 def ratio(res: sim.TransferResult, name: str, size: int, *, receivers: int = 1000,

@@ -31,7 +31,8 @@ SIZE = 2 << 20
 def _named(name: str, rate: float, delay: float, loss: float, size: int = SIZE,
            seed: int = 0, up_delay: float | None = None) -> sim.TransferResult:
     """One receiver, named as in the crowd (its link's random draws follow the name);
-    ``up_delay``: the sender's uplink delay (the crowd's is its first receiver's)."""
+    ``up_delay``: the sender's uplink delay (the crowd's was its first receiver's until
+    session 14; these traces keep that shape)."""
     return crowd.alone(name, rate, delay, loss, size, seed=seed, up_delay=up_delay,
                        duration=200)
 

@@ -32,7 +32,7 @@ SIZE = 4_000_000
 
 def _crowd(name: str, loss: float | None = None) -> sim.TransferResult:
     """Receiver ``name`` of the 1,000-receiver draw (seed 0) alone, as in the crowd."""
-    return crowd.replay(name, SIZE, loss=loss)
+    return crowd.replay(name, SIZE, loss=loss, before_s14=True)
 
 
 def _ratio(res: sim.TransferResult, name: str) -> float:
