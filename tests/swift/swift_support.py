@@ -160,3 +160,44 @@ def take_over_channel(seeder: Peer, leech: Peer, now: float, seed_addr: tuple[st
     ch = next(iter(seeder.channels.values()))
     ch.send.upload.clear()
     return ch
+
+
+def ledbat_state(led, young: bool = True) -> tuple:
+    """Everything a Ledbat keeps between calls (the window, flight, RTT estimate,
+    delay histories and, with ``young``, the base delay's age and first sample, which
+    only YOUNG_BASE reads), to compare two of them."""
+    state = (led.cwnd, led.flightsize, led.srtt, led.rttvar, led.cto, led.min_rtt,
+             led.slow_start, led.peak_flight, led.peak_time, list(led.base_delays),
+             list(led.current_delays), led.acks, led.last_ack)
+    return state + (led.history_start, led.first_delay) if young else state
+
+
+def ledbat_side_by_side(a, b, ack_a: Callable, ack_b: Callable,
+                        evs: list[tuple[float, int, float, bool]], seed: int,
+                        at_half: Callable[[], None] | None = None, young: bool = True) -> None:
+    """Feed Ledbats ``a`` and ``b`` the same events, ACKs through ``ack_a`` and
+    ``ack_b`` (``ledbat_on_ack``'s signature): each event (seconds since the last, or
+    ms when <= 5; kind 0 send / 1 ack / 2 loss / 3 timeout check; delay ms; with an RTT
+    sample); ``at_half`` runs once halfway.  Asserts the same state after each
+    (:func:`ledbat_state` with ``young``)."""
+    rnd = random.Random(seed)
+    now = 1000.0
+    for i, (dt, kind, delay_ms, with_rtt) in enumerate(evs):
+        now += dt if dt > 5 else dt / 1000  # mostly ms apart, some seconds to minutes
+        if at_half is not None and i == len(evs) // 2:
+            at_half()
+        if kind == 0:
+            n = rnd.choice((1024, 8192, 300))
+            a.on_send(n, now)
+            b.on_send(n, now)
+        elif kind == 1:
+            n = rnd.choice((1024, 2048, 0, 8192))
+            rtt = delay_ms / 500 if with_rtt else None
+            ack_a(a, delay_ms / 1000, n, now, rtt)
+            ack_b(b, delay_ms / 1000, n, now, rtt)
+        elif kind == 2:
+            a.on_loss(1024, now)
+            b.on_loss(1024, now)
+        else:
+            assert a.check_timeout(now) == b.check_timeout(now)
+        assert ledbat_state(a, young) == ledbat_state(b, young)

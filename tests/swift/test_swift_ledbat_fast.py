@@ -15,6 +15,7 @@ import random
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from swift_support import ledbat_side_by_side, ledbat_state
 
 from deliverykit.fastpath import have_c
 from swift._fast import ledbat_on_ack, py_ledbat_on_ack
@@ -76,12 +77,6 @@ def _reference_on_ack(self: Ledbat, delay: float, bytes_acked: int, now: float,
     self.last_ack = now
 
 
-def _state(led: Ledbat) -> tuple:
-    return (led.cwnd, led.flightsize, led.srtt, led.rttvar, led.cto, led.min_rtt,
-            led.slow_start, led.peak_flight, led.peak_time, list(led.base_delays),
-            list(led.current_delays), led.acks, led.last_ack)
-
-
 #: one event: (seconds since the last, kind 0 send / 1 ack / 2 loss / 3 timeout check,
 #: delay ms, with an RTT sample)
 events = st.lists(st.tuples(st.floats(0, 30), st.integers(0, 3), st.floats(0, 200),
@@ -94,27 +89,13 @@ def _run_side_by_side(on_ack, evs, slow_start, target, seed) -> None:
     (handshake.py does that) and minute rollovers of the base delay."""
     fast = Ledbat(mss=1024, slow_start=slow_start)
     ref = Ledbat(mss=1024, slow_start=slow_start)
-    rnd = random.Random(seed)
-    now = 1000.0
-    for i, (dt, kind, delay_ms, with_rtt) in enumerate(evs):
-        now += dt if dt > 5 else dt / 1000  # mostly ms apart, some minutes
-        if i == len(evs) // 2:
-            fast.TARGET = ref.TARGET = target
-        if kind == 0:
-            n = rnd.choice((1024, 8192, 300))
-            fast.on_send(n, now)
-            ref.on_send(n, now)
-        elif kind == 1:
-            n = rnd.choice((1024, 2048, 0, 8192))
-            rtt = delay_ms / 500 if with_rtt else None
-            on_ack(fast, delay_ms / 1000, n, now, rtt)
-            _reference_on_ack(ref, delay_ms / 1000, n, now, rtt)
-        elif kind == 2:
-            fast.on_loss(1024, now)
-            ref.on_loss(1024, now)
-        else:
-            assert fast.check_timeout(now) == ref.check_timeout(now)
-        assert _state(fast) == _state(ref)
+
+    def set_target() -> None:
+        fast.TARGET = ref.TARGET = target
+
+    # (the reference predates YOUNG_BASE's state: tests/swift/test_swift_ledbat_young.py)
+    ledbat_side_by_side(fast, ref, on_ack, _reference_on_ack, evs, seed, set_target,
+                        young=False)
 
 
 @settings(max_examples=150, deadline=None)
@@ -188,4 +169,4 @@ def test_delivered_by_have_retires_what_the_range_walk_retired(seed, n) -> None:
         a, b = sides
         assert list(a.data_out.items()) == list(b.data_out.items())
         assert (a.acked_sent, a.acked_seq) == (b.acked_sent, b.acked_seq)
-        assert _state(a.ledbat) == _state(b.ledbat)
+        assert ledbat_state(a.ledbat) == ledbat_state(b.ledbat)

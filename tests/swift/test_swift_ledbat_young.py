@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from swift_support import ledbat_side_by_side
 
 from deliverykit.fastpath import have_c
 from swift._fast import ledbat_on_ack, py_ledbat_on_ack
@@ -149,13 +150,6 @@ events = st.lists(st.tuples(st.floats(0, 30), st.integers(0, 3), st.floats(0, 20
                             st.booleans()), min_size=1, max_size=300)
 
 
-def _state(led: Ledbat) -> tuple:
-    return (led.cwnd, led.flightsize, led.srtt, led.rttvar, led.cto, led.min_rtt,
-            led.slow_start, led.peak_flight, led.peak_time, list(led.base_delays),
-            list(led.current_delays), led.acks, led.last_ack, led.history_start,
-            led.first_delay)
-
-
 @pytest.mark.skipif(not have_c(), reason="the C extension is not built")
 @settings(max_examples=300, deadline=None)
 @given(events, st.booleans(), st.sampled_from([0.5, 10.0, 60.0]), st.integers(0, 2**32))
@@ -167,25 +161,7 @@ def test_c_and_python_agree_with_the_switch_on(evs, slow_start, young_s, seed) -
     fast, twin = _ledbat(True, slow_start), _ledbat(True, slow_start)
     for led in (fast, twin):
         led.YOUNG_S = young_s
-    rnd = random.Random(seed)
-    now = 1000.0
-    for dt, kind, delay_ms, with_rtt in evs:
-        now += dt if dt > 5 else dt / 1000  # mostly ms apart, some seconds to minutes
-        if kind == 0:
-            n = rnd.choice((1024, 8192, 300))
-            fast.on_send(n, now)
-            twin.on_send(n, now)
-        elif kind == 1:
-            n = rnd.choice((1024, 2048, 0, 8192))
-            rtt = delay_ms / 500 if with_rtt else None
-            ledbat_on_ack(fast, delay_ms / 1000, n, now, rtt)
-            py_ledbat_on_ack(twin, delay_ms / 1000, n, now, rtt)
-        elif kind == 2:
-            fast.on_loss(1024, now)
-            twin.on_loss(1024, now)
-        else:
-            assert fast.check_timeout(now) == twin.check_timeout(now)
-        assert _state(fast) == _state(twin)
+    ledbat_side_by_side(fast, twin, ledbat_on_ack, py_ledbat_on_ack, evs, seed)
 
 
 def test_the_twin_scales_gain_by_the_base_delays_age_once_it_has_fallen() -> None:
