@@ -62,10 +62,19 @@ PAPER = ("paper Fig. 6 (32-208 leechers, seeder 20 Mb/s, leecher upload 1.2 Mb/s
 
 
 def configs(chunk_size: int, bitrate: float, picker: str) -> tuple[PeerConfig, PeerConfig]:
-    """(seeder, leecher) peer configurations of the VoD swarm (``bitrate`` in bytes/s)."""
+    """(seeder, leecher) peer configurations of the VoD swarm (``bitrate`` in bytes/s).
+
+    The leechers' linear picker has no twist (``picker_twist``): a leecher
+    plays from chunk 0, an in-order consumer from its first request, and the
+    paper's linear "retrieves data in order".  The twist is off only once
+    the player's first poll attaches it, and the first requests, sent before
+    that poll (groups A and B), were rotated in their block: linear started
+    1.35 s later than std-vod and stalled less for it (docs/sim-fig6.md,
+    "Why linear stalls least", session 14)."""
     return (PeerConfig(chunk_size=chunk_size),
             PeerConfig(chunk_size=chunk_size, picker=picker, pex_connect=True, bitrate=bitrate,
-                       high_window=max(8, int(10 * bitrate) // chunk_size)))
+                       high_window=max(8, int(10 * bitrate) // chunk_size),
+                       picker_twist=False))
 
 
 def seeder_rate(leechers: int, bitrate_bps: float, seeder_bps: float | None) -> int:
