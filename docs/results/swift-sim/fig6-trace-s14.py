@@ -20,7 +20,9 @@ the sans-IO cores' methods (nothing in the package changes):
         [SEED] [OUT.json|-] [VARIANT]
 
 VARIANT (one input changed, to test a reading; default ``base``):
-``nodeadline`` (``deadline_margin`` 0: no missed-deadline re-request).
+``nodeadline`` (``deadline_margin`` 0: no missed-deadline re-request);
+``notwist`` (``picker_twist`` off: the linear picker's first requests, made
+before the player's first poll, in plain order too).
 
 One JSON object per stall on stdout as it ends, then the run's summary (one
 JSON object); with OUT.json both go to that file too.  The last line, on
@@ -51,6 +53,8 @@ P = sc.params
 seed_cfg, leech_cfg = vod_swarm.configs(int(P["chunk_size"]), float(P["bitrate"]), ALGO)
 if VARIANT == "nodeadline":
     leech_cfg = dataclasses.replace(leech_cfg, deadline_margin=0.0)
+elif VARIANT == "notwist":
+    leech_cfg = dataclasses.replace(leech_cfg, picker_twist=False)
 elif VARIANT != "base":
     raise SystemExit(f"unknown variant {VARIANT!r}")
 HIGH, MID = leech_cfg.high_window, leech_cfg.mid_window
