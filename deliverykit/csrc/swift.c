@@ -1033,6 +1033,18 @@ attr_ll(PyObject *o, PyObject *name, const char *strict, long long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* an attribute's truth (1 or 0); -1 with an exception set */
+static int
+attr_true(PyObject *o, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
 /* set an attribute to v (a new reference, stolen; NULL: the error of making it) */
 static int
 attr_set(PyObject *o, PyObject *name, PyObject *v)
@@ -1137,7 +1149,7 @@ la_append(PyObject *dq, double x)
 static int
 lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObject *rtt_o)
 {
-    PyObject *bd = NULL, *cur = NULL, *srtt_o = NULL, *slow_o = NULL;
+    PyObject *bd = NULL, *cur = NULL, *srtt_o = NULL;
     if (la_init() < 0)
         return -1;
     int has_rtt = rtt_o != Py_None;
@@ -1219,9 +1231,7 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
     }
     double rq = (has_srtt && has_rtt) ? srtt - min_rtt : 0.0;
     int calm = qd < target / 2 && rq < target / 2;
-    if ((slow_o = PyObject_GetAttr(led, LA_names[LA_slow_start])) == NULL)
-        goto fail;
-    int slow = PyObject_IsTrue(slow_o);
+    int slow = attr_true(led, LA_names[LA_slow_start]);
     LA_TRY(slow);
     LA_TRY(la_double(led, LA_ssthresh, &ssthresh));
     LA_TRY(la_ll(led, LA_MIN_CWND, &min_cwnd));
@@ -1250,11 +1260,7 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
             }
             /* Ledbat.young_gain: GAIN x age / YOUNG_S while a base delay that has fallen
              * more than YOUNG_REVISION x TARGET below the first sample is young */
-            PyObject *yb = PyObject_GetAttr(led, LA_names[LA_YOUNG_BASE]);
-            if (yb == NULL)
-                goto fail;
-            int young = PyObject_IsTrue(yb);
-            Py_DECREF(yb);
+            int young = attr_true(led, LA_names[LA_YOUNG_BASE]);
             LA_TRY(young);
             if (young) {
                 double fd, yr;
@@ -1315,13 +1321,11 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
     Py_DECREF(bd);
     Py_DECREF(cur);
     Py_DECREF(srtt_o);
-    Py_DECREF(slow_o);
     return 0;
 fail:
     Py_XDECREF(bd);
     Py_XDECREF(cur);
     Py_XDECREF(srtt_o);
-    Py_XDECREF(slow_o);
     return -1;
 }
 
@@ -1669,11 +1673,7 @@ sendside_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* a libswift clock may run behind: the 64-bit sample read as signed */
         delay_us = (long long)u;
     }
-    PyObject *retried = PyObject_GetAttr(send, SR_names[SR_retried]);
-    if (retried == NULL)
-        return NULL;
-    int busy = PyObject_IsTrue(retried);
-    Py_DECREF(retried);
+    int busy = attr_true(send, SR_names[SR_retried]);
     if (busy < 0)
         return NULL;
     if (busy)
