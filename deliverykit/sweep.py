@@ -53,8 +53,8 @@ from deliverykit.provenance import git_commit, run_metadata
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-__all__ = ["Failure", "SweepFailed", "SweepResult", "ci95", "number_or_text", "run_sweep",
-           "t95"]
+__all__ = ["Failure", "SweepFailed", "SweepResult", "add_run_arguments", "ci95",
+           "number_or_text", "run_sweep", "t95"]
 
 #: the provenance columns every row starts with (then the point's, then the metrics)
 _LEAD_COLS = ("commit", "scenario", "seed")
@@ -387,6 +387,23 @@ def _load_fn(spec: str) -> TaskFn:
     return fn
 
 
+def add_run_arguments(g: argparse._ActionsContainer) -> None:
+    """Where and how a sweep runs: ``--workers N`` or ``--scheduler ADDRESS``,
+    ``--progress``, ``--resume``, the same in every command that sweeps (their
+    values are :func:`run_sweep`'s ``workers``, ``scheduler``, ``progress`` and
+    ``resume``).  ``g`` is a parser or one of its argument groups."""
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=cliutil.positive_int, metavar="N",
+                       help="local Dask workers (default: one per core)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler, e.g. tcp://head:8786")
+    g.add_argument("--progress", action="store_true",
+                   help="progress bar on stderr even when it is not a terminal")
+    g.add_argument("--resume", action="store_true",
+                   help="keep a stopped sweep's finished rows (its CSV's .part, same commit) "
+                   "and run only the missing point x seed tasks")
+
+
 @cliutil.cli_main("python -m deliverykit.sweep", expected=(SweepFailed,))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m deliverykit.sweep",
@@ -397,14 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", type=cliutil.output_path, required=True, help="results CSV")
     ap.add_argument("--scenario", default="", help="scenario name written in every row")
-    where = ap.add_mutually_exclusive_group()
-    where.add_argument(
-        "--workers", type=cliutil.positive_int, help="local workers (default: cores)"
-    )
-    where.add_argument("--scheduler", help="address of a running Dask scheduler")
-    ap.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the rows of a stopped sweep's OUT.part and run only the rest")
+    add_run_arguments(ap)
     args = ap.parse_args(argv)
     fn = _load_fn(args.task)
     try:

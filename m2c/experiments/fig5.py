@@ -730,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
     # the docstring's first two paragraphs (the summary line and the setup), plain text
     import textwrap
 
+    from deliverykit.sweep import add_run_arguments
+
     desc = "\n\n".join(textwrap.fill(" ".join(p.split()), 79)
                         for p in __doc__.split("\n\n")[:2])
     ap = argparse.ArgumentParser(description=desc,
@@ -787,16 +789,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"run every value x seed as one task; NAME: {', '.join(SWEEPABLE)}")
     g.add_argument("--seeds", type=cliutil.positive_int, metavar="N",
                    help="seeds 0..N-1 per point (default 3 with --sweep)")
-    where = g.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=cliutil.positive_int, metavar="N",
-                       help="local Dask workers (default: one per core)")
-    where.add_argument("--scheduler", metavar="ADDRESS",
-                       help="a running Dask scheduler, e.g. tcp://head:8786")
-    g.add_argument("--progress", action="store_true",
-                   help="progress bar on stderr even when it is not a terminal")
-    g.add_argument("--resume", action="store_true",
-                   help="keep a stopped sweep's finished rows (its CSV's .part, same commit) "
-                   "and run only the missing tasks")
+    add_run_arguments(g)
     g.add_argument("--decoding", choices=["ml", "iterative"], default="ml",
                    help="the receivers' LDPC decoding: iterative then Gaussian elimination "
                    "(ml), or iterative only, as the paper's LDPC-Triangle receivers "

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deliverykit import cliutil
-from deliverykit.sweep import SweepResult, number_or_text, run_sweep
+from deliverykit.sweep import SweepResult, add_run_arguments, number_or_text, run_sweep
 
 __all__ = ["add_arguments", "parse_sweep", "plot", "sweep"]
 
@@ -39,16 +39,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                    help="run every value x seed as one Dask task (e.g. leechers=32,64,128)")
     g.add_argument("--seeds", type=cliutil.positive_int, default=None, metavar="N",
                    help="seeds 0..N-1 per point (default 3 with --sweep)")
-    where = g.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=cliutil.positive_int, metavar="N",
-                       help="local Dask workers (default: one per core)")
-    where.add_argument("--scheduler", metavar="ADDRESS",
-                       help="a running Dask scheduler, e.g. tcp://head:8786")
-    g.add_argument("--progress", action="store_true",
-                   help="progress bar on stderr even when it is not a terminal")
-    g.add_argument("--resume", action="store_true",
-                   help="keep a stopped sweep's finished rows (its CSV's .part, same commit) "
-                   "and run only the missing point x seed tasks")
+    add_run_arguments(g)
 
 
 def check(ap: argparse.ArgumentParser, a: argparse.Namespace, allowed: Sequence[str]) -> None:
