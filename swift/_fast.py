@@ -409,16 +409,19 @@ def py_ledbat_on_ack(led: Any, delay: float, bytes_acked: int, now: float,
     if lr == -math.inf or int(now // 60) != int(lr // 60):
         if lr == -math.inf:  # the first sample: the base delay's age starts (YOUNG_BASE)
             led.history_start = now
-            led.first_delay = delay
         led.last_rollover = now
         bd.append(delay)
         base = led._base = min(bd)
+        if led.acks <= led.CURRENT_FILTER:  # YOUNG_BASE's reference: the base after
+            led.first_delay = base          # the first CURRENT_FILTER samples
     else:
         base = led._base
         if delay < bd[-1]:
             bd[-1] = delay
             if delay < base:
                 base = led._base = delay
+                if led.acks <= led.CURRENT_FILTER:
+                    led.first_delay = base
     cur = led.current_delays
     cur.append(delay)
     target = led.TARGET

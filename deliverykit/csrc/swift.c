@@ -1056,18 +1056,20 @@ attr_set(PyObject *o, PyObject *name, PyObject *v)
     return r;
 }
 
-static PyObject *LA_names[32];
+static PyObject *LA_names[40];
 enum { LA_acks, LA_base_delays, LA_last_rollover, LA_base, LA_current_delays, LA_TARGET,
        LA_flightsize, LA_srtt, LA_peak_time, LA_peak_flight, LA_mss, LA_cwnd, LA_min_rtt,
        LA_ssthresh, LA_slow_start, LA_MIN_CWND, LA_DECREASE, LA_ALLOWED_INCREASE, LA_MAX_CWND,
        LA_rttvar, LA_GAIN, LA_GAIN_DIVISOR_MAX, LA_cto, LA_last_ack, LA_append, LA_PEAK_HOLD,
-       LA_YOUNG_BASE, LA_YOUNG_S, LA_history_start, LA_first_delay, LA_YOUNG_REVISION, LA_N };
+       LA_YOUNG_BASE, LA_YOUNG_S, LA_history_start, LA_first_delay, LA_YOUNG_REVISION,
+       LA_CURRENT_FILTER, LA_N };
 static const char *const LA_strs[LA_N] = {
     "acks", "base_delays", "last_rollover", "_base", "current_delays", "TARGET",
     "flightsize", "srtt", "peak_time", "peak_flight", "mss", "cwnd", "min_rtt",
     "ssthresh", "slow_start", "MIN_CWND", "DECREASE", "ALLOWED_INCREASE", "MAX_CWND",
     "rttvar", "GAIN", "GAIN_DIVISOR_MAX", "cto", "last_ack", "append", "PEAK_HOLD",
-    "YOUNG_BASE", "YOUNG_S", "history_start", "first_delay", "YOUNG_REVISION"};
+    "YOUNG_BASE", "YOUNG_S", "history_start", "first_delay", "YOUNG_REVISION",
+    "CURRENT_FILTER"};
 
 #define la_init() intern_names(LA_names, LA_strs, LA_N)
 #define la_double(o, name, out) attr_double((o), LA_names[name], (out))
@@ -1145,6 +1147,18 @@ la_append(PyObject *dq, double x)
 
 #define LA_TRY(x) do { if ((x) < 0) goto fail; } while (0)
 
+/* YOUNG_BASE's reference (first_delay): the base delay after each of the first
+ * CURRENT_FILTER samples, where ``n`` is this sample's number; 0, or -1 with an
+ * exception set.  Called only where the base was set, as the twin does. */
+static int
+la_first_base(PyObject *led, long long n, double base)
+{
+    long long filter;
+    if (la_ll(led, LA_CURRENT_FILTER, &filter) < 0)
+        return -1;
+    return n <= filter ? la_set_double(led, LA_first_delay, base) : 0;
+}
+
 /* Ledbat.on_ack's work (rtt_o: a float or None): 0, or -1 with an exception set */
 static int
 lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObject *rtt_o)
@@ -1165,14 +1179,13 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
         goto fail;
     LA_TRY(la_double(led, LA_last_rollover, &lr));
     if (lr == -Py_HUGE_VAL || la_floordiv(now, 60.0) != la_floordiv(lr, 60.0)) {
-        if (lr == -Py_HUGE_VAL) {  /* the first sample: the base delay's age starts */
+        if (lr == -Py_HUGE_VAL)  /* the first sample: the base delay's age starts */
             LA_TRY(la_set_double(led, LA_history_start, now));
-            LA_TRY(la_set_double(led, LA_first_delay, delay));
-        }
         LA_TRY(la_set_double(led, LA_last_rollover, now));
         LA_TRY(la_append(bd, delay));
         LA_TRY(la_min(bd, &base));
         LA_TRY(la_set_double(led, LA_base, base));
+        LA_TRY(la_first_base(led, acks + 1, base));
     } else {
         LA_TRY(la_double(led, LA_base, &base));
         PyObject *last = PySequence_GetItem(bd, -1);
@@ -1192,6 +1205,7 @@ lb_on_ack(PyObject *led, double delay, long long bytes_acked, double now, PyObje
             if (delay < base) {
                 base = delay;
                 LA_TRY(la_set_double(led, LA_base, base));
+                LA_TRY(la_first_base(led, acks + 1, base));
             }
         }
     }

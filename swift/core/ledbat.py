@@ -69,16 +69,20 @@ class Ledbat:
     PEAK_HOLD = 0.005
     #: the increase scaled down while the base delay is young and has been shown
     #: polluted: GAIN x age / YOUNG_S, age the seconds since the first delay sample,
-    #: once the base has fallen more than YOUNG_REVISION x TARGET below that first
-    #: sample (docs/ledbat.md, "A base delay learnt in a standing queue").  A flow
+    #: once the base has fallen more than YOUNG_REVISION x TARGET below the base of
+    #: the first CURRENT_FILTER samples (``first_delay``; docs/ledbat.md, "A base
+    #: delay learnt in a standing queue" and "A gate that a clean path does not open").  A flow
     #: that joins a queue another flow keeps standing (cubic TCP's, never emptied)
     #: learns that queue as its base and reads only the queue's swing above it; its
     #: share is built by the increase below TARGET, and what it holds props up the
     #: troughs it learns its base from.  Such a base shows itself by falling, by
     #: more than 5 ms within 0.1-4.5 s in 28 of 30 testbed joins, where a flow that
     #: starts on an empty path fell 0.4-3.2 ms below its first sample and is left
-    #: alone.  Off by default while it is measured (as m2c's
-    #: ``ReceiverCC.RTT_CHECK`` was)
+    #: alone.  The reference is RFC 6817's own noise filter (the minimum of
+    #: CURRENT_FILTER samples), not the first sample alone: a start-up sample
+    #: read late by a busy receiver (5-7 ms spikes among 1 ms samples on the
+    #: testbed) had opened the gate on a clean path.  Off by default while it is
+    #: measured (as m2c's ``ReceiverCC.RTT_CHECK`` was)
     YOUNG_BASE = False
     #: s, how long the base delay counts as young: one of RFC 6817's base-history
     #: buckets (2.4.2: one minimum per minute), the shortest span the RFC keeps a
@@ -130,8 +134,9 @@ class Ledbat:
         self.min_rtt = math.inf
         #: MIN(base_delays), kept by :meth:`on_ack` (the only writer of base_delays)
         self._base = math.inf
-        #: time of the first delay sample (-inf before it): the base delay's age, and that
-        #: sample (inf before it): how far the base has fallen since (YOUNG_BASE)
+        #: time of the first delay sample (-inf before it): the base delay's age, and the
+        #: base delay after the first CURRENT_FILTER samples (inf before them; RFC 6817's
+        #: FILTER over the first samples): how far the base has fallen since (YOUNG_BASE)
         self.history_start = -math.inf
         self.first_delay = math.inf
 
@@ -162,7 +167,8 @@ class Ledbat:
     def young_gain(self, now: float) -> float:
         """:attr:`gain` as the increase uses it at ``now``: with YOUNG_BASE, scaled by
         age / YOUNG_S while the base delay is younger than YOUNG_S and has fallen more
-        than YOUNG_REVISION x TARGET below the first delay sample; else :attr:`gain`."""
+        than YOUNG_REVISION x TARGET below the base of the first CURRENT_FILTER delay
+        samples (``first_delay``); else :attr:`gain`."""
         g = self.gain
         if self.YOUNG_BASE and self.first_delay - self._base > self.YOUNG_REVISION * self.TARGET:
             age = now - self.history_start

@@ -198,8 +198,9 @@ class LedbatSample:
     #: the Peer's counters: DATA acknowledged after loss repair sent it again, tail probes
     spurious: int = 0
     probes: int = 0
-    #: LEDBAT's first delay sample (seconds, -1 before it): how far the base has fallen
-    #: below it opens Ledbat.YOUNG_BASE's gate (docs/ledbat.md)
+    #: Ledbat.first_delay (seconds, -1 before the first sample): the base delay of the
+    #: first CURRENT_FILTER delay samples; how far the base has fallen below it opens
+    #: Ledbat.YOUNG_BASE's gate (docs/ledbat.md; the first sample alone before session 15)
     first_delay: float = -1.0
 
 

@@ -4,9 +4,10 @@ A flow that joins a queue cubic TCP keeps standing learns that queue as its
 base delay, reads only the queue's swing above it as queuing delay, and builds
 its share with the increase below TARGET (docs/ledbat.md, "A base delay learnt
 in a standing queue").  With the switch on, once the base has fallen more than
-YOUNG_REVISION x TARGET below the first delay sample (the sign that the first
-samples carried a queue), the increase is GAIN x age / YOUNG_S for the first
-YOUNG_S seconds after that sample.  These tests drive a Ledbat with synthetic
+YOUNG_REVISION x TARGET below the base of the first CURRENT_FILTER delay samples
+(the sign that the first samples carried a queue; one sample alone may be a
+receiver's start-up lag), the increase is GAIN x age / YOUNG_S for the first
+YOUNG_S seconds after the first sample.  These tests drive a Ledbat with synthetic
 delay sequences: a polluted base grows less; a flow alone on an empty path,
 whose base does not fall, is not touched; after YOUNG_S nothing changes.  The C
 version (``ledbat_on_ack``) and its Python twin must agree with the switch on.
@@ -35,6 +36,13 @@ def _ledbat(young: bool, slow_start: bool = True) -> Ledbat:
     led = Ledbat(mss=MSS, slow_start=slow_start, init_cwnd=4 if slow_start else None)
     led.YOUNG_BASE = young  # the switch, on this instance only
     return led
+
+
+def _first_samples(led: Ledbat, delay: float, now: float, rtt: float) -> None:
+    """The gate's reference: CURRENT_FILTER samples of ``delay``, 1 ms apart."""
+    for i in range(Ledbat.CURRENT_FILTER):
+        led.on_send(MSS, now + i / 1000)
+        led.on_ack(delay, MSS, now + i / 1000, rtt)
 
 
 def _drive(led: Ledbat, start: float, seconds: float,
@@ -88,9 +96,8 @@ def test_after_young_s_the_rule_does_not_act() -> None:
     a, b = _ledbat(False), _ledbat(True)
     rnd = random.Random(7)
     qs = [rnd.choice((0.0, 0.005, 0.020, 0.040)) for _ in range(200)]
-    for led in (a, b):  # the first sample (40 ms) starts the base delay's age
-        led.on_send(MSS, 100.0)
-        led.on_ack(0.040, MSS, 100.0, PROP_RTT + 0.040)
+    for led in (a, b):  # the first samples (40 ms) start the base delay's age
+        _first_samples(led, 0.040, 100.0, PROP_RTT + 0.040)
         led.cwnd = 20.0 * MSS
     start = 100.0 + Ledbat.YOUNG_S
     w_a = _drive(a, start, 20.0, lambda t, _: qs[int(t) % 200])
@@ -103,8 +110,9 @@ def test_after_young_s_the_rule_does_not_act() -> None:
 def test_the_decrease_above_target_acts_while_young() -> None:
     """The rule slows growth only: a queue above TARGET still shrinks the window."""
     led = _ledbat(True, slow_start=False)
-    led.on_send(MSS, 100.0)
-    led.on_ack(0.020, MSS, 100.0, PROP_RTT + 0.020)  # a first sample 20 ms over the base
+    _first_samples(led, 0.060, 100.0, PROP_RTT + 0.060)  # first samples 60 ms over the base
+    led.on_ack(0.0, 0, 100.01, PROP_RTT)  # the base falls: the gate opens
+    assert led.young_gain(100.5) < led.gain
     led.cwnd = 40.0 * MSS
     w = _drive(led, 100.0, 1.0, lambda t, _: 2 * Ledbat.TARGET)
     assert w[-1] < 20 * MSS
@@ -128,20 +136,50 @@ def test_a_flow_alone_on_an_empty_path_is_left_alone() -> None:
     assert w_on == w_off
 
 
-def test_a_first_sample_taken_in_a_queue_turns_the_rule_on_for_a_flow_alone() -> None:
-    """The same flow alone, its first delay sample taken while a burst of someone
-    else's 10 ms (> YOUNG_REVISION x TARGET) sat in the queue: its base then falls,
-    and its climb back to the BDP after slow start is slowed, as a latecomer's is."""
+def test_one_start_up_sample_read_late_does_not_open_the_gate() -> None:
+    """The same flow alone, its first delay sample 10 ms high (> YOUNG_REVISION x
+    TARGET; on the testbed a just-started receiver read some start-up DATA 5-7 ms
+    late): the gate's reference is the base of the first CURRENT_FILTER samples,
+    so the windows are the switch-off windows, ACK by ACK.  With the first sample
+    alone as the reference (session 14) the gate opened and the climb to the BDP
+    after slow start was slowed."""
     off, on = _ledbat(False), _ledbat(True)
     for led in (off, on):
         led.on_send(MSS, 99.9)
         led.on_ack(0.010, MSS, 99.9, PROP_RTT + 0.010)
     w_off = _drive(off, 100.0, 30.0, _alone)
     w_on = _drive(on, 100.0, 30.0, _alone)
+    assert on.first_delay == on.base_delay < 0.001
+    assert w_on == w_off
+
+
+def test_first_samples_all_taken_in_a_queue_turn_the_rule_on_for_a_flow_alone() -> None:
+    """The same flow alone, its first CURRENT_FILTER samples all taken while a burst
+    of someone else's 10 ms sat in the queue: its base then falls, and its climb
+    back to the BDP after slow start is slowed, as a latecomer's is."""
+    off, on = _ledbat(False), _ledbat(True)
+    for led in (off, on):
+        _first_samples(led, 0.010, 99.9, PROP_RTT + 0.010)
+    w_off = _drive(off, 100.0, 30.0, _alone)
+    w_on = _drive(on, 100.0, 30.0, _alone)
     assert on.first_delay - on.base_delay > Ledbat.YOUNG_REVISION * Ledbat.TARGET
     assert max(w_on[1000:]) < max(w_off[1000:])  # after slow start
     # fewer ACKs in 30 s (2 % on this model): the cost where it misjudges a clean path
     assert 0.95 * len(w_off) < len(w_on) < len(w_off)
+
+
+@pytest.mark.parametrize("ack", [ledbat_on_ack, py_ledbat_on_ack], ids=["c", "twin"])
+def test_the_reference_is_the_base_of_the_first_current_filter_samples(ack) -> None:
+    """first_delay follows the base over the first CURRENT_FILTER samples (a minute
+    rollover among them included) and stays put after them, in C and in the twin."""
+    led = _ledbat(True)
+    seen = []
+    for i, d in enumerate((0.012, 0.003, 0.007, 0.002, 0.001, 0.0005)):
+        led.on_send(MSS, 100.0 + i)
+        ack(led, d, MSS, 100.0 + (i if i < 2 else 60 + i), PROP_RTT)
+        seen.append(led.first_delay)
+    assert seen == [0.012, 0.003, 0.003, 0.002, 0.002, 0.002]
+    assert led.base_delay == 0.0005
 
 
 #: one event: (seconds since the last, kind 0 send / 1 ack / 2 loss / 3 timeout check,
@@ -169,8 +207,7 @@ def test_the_twin_scales_gain_by_the_base_delays_age_once_it_has_fallen() -> Non
     the first sample; then GAIN x age / YOUNG_S, GAIN from YOUNG_S on; GAIN throughout
     with the switch off."""
     led = _ledbat(True)
-    led.on_send(MSS, 100.0)
-    led.on_ack(0.050, MSS, 100.0, 0.1)  # min RTT 100 ms: the path's GAIN is 1
+    _first_samples(led, 0.050, 100.0, 0.1)  # min RTT 100 ms: the path's GAIN is 1
     assert led.gain == 1.0
     assert led.young_gain(115.0) == 1.0  # the base has not fallen
     led.on_ack(0.050 - 0.9 * Ledbat.YOUNG_REVISION * Ledbat.TARGET, 0, 100.0, 0.1)
