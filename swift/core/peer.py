@@ -215,7 +215,22 @@ class Peer:
     def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
         """The player's position and state, for the VoD pickers and x of eq. 2:
         :meth:`RequestScheduler.set_playpos <swift.core.requests.RequestScheduler.set_playpos>`."""
-        self.download.set_playpos(chunk, buffering)
+        down = self.download
+        before = (down.buffering, down.fast_factor)
+        down.set_playpos(chunk, buffering)
+        if (down.buffering, down.fast_factor) != before:
+            self._dirty.mark_all()  # the fast set or who is asked for the high window
+        else:
+            self._eq3_lifted()
+
+    def _eq3_lifted(self) -> None:
+        """Visit every channel at the next flush when eq. 3 limited requests
+        since the last such visit and limits none now (the channels' visits
+        read it; nothing else marks them for it)."""
+        down = self.download
+        if down.eq3_limited and not down.eq3_limits():
+            down.eq3_limited = False
+            self._dirty.mark_all()
 
     def close(self, now: float) -> list[Outgoing]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
@@ -478,7 +493,11 @@ class Peer:
         lv = ch.liveness  # (Liveness.heard, inline: every datagram)
         lv.last_recv = now
         lv.sent_since_recv = 0
-        self._dirty.marked.add(ch)  # (DirtySet.mark, inline: every datagram)
+        if error or ch.state is not _EST:
+            # (DirtySet.mark, inline): a handshake's answer, a state change, or
+            # what the peer sent is not understood; an established channel is
+            # marked by what its messages give it to say (_dispatch)
+            self._dirty.marked.add(ch)
         if ch.state is _INIT:
             if not msgs or msgs[0][0] != MsgType.HANDSHAKE:
                 if error and len(data) > 4 and data[4] == MsgType.HANDSHAKE:
@@ -511,7 +530,41 @@ class Peer:
         elif ch.state is _REPLY:
             ch.handle(ChannelEvent.PEER_DATAGRAM)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
+        down = self.download
+        infl = down.inflight
+        v0 = infl.version
+        # one DATA that verifies takes its chunk out of flight: not a chunk
+        # freed for the pickers (it is ours now), so the flush need not
+        # visit every channel for it (docs/sim.md, "Fewer flushes per
+        # datagram"); known before the messages are handled
+        got = self._verified_only(msgs) if v0 == down._infl_seen else -1
         self._dispatch(ch, msgs, now)
+        if (got >= 0 and infl.version == v0 + 1 and not infl.has(got)
+                and self.content.have.has(got) and ch.state is _EST):
+            down._infl_seen = infl.version  # (RequestScheduler.freed: seen)
+            dirty = self._dirty
+            for c in self.channels.values():
+                if c.down.cancels:  # the end game's copies of it, CANCELled (receive.py)
+                    dirty.marked.add(c)
+            self._eq3_lifted()
+
+    def _verified_only(self, msgs: list[C.RawMessage]) -> int:
+        """The chunk of the one DATA of a datagram of DATA, INTEGRITY, ACK and
+        HAVE messages when it is in flight (then the datagram changes
+        ``inflight`` by taking that chunk out, if at all); else -1."""
+        got = -1
+        for m in msgs:
+            t = m[0]
+            if t == 1:
+                if got >= 0:
+                    return -1
+                lo, hi = (m[1], m[2] + 1) if self._chunk32 else self._to_chunks(m[1], m[2])
+                if hi != lo + 1 or not self.download.inflight.has(lo):
+                    return -1
+                got = lo
+            elif not 2 <= t <= 4:
+                return -1
+        return got
 
     def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
@@ -524,10 +577,17 @@ class Peer:
         # the peer's discard window (live): what its HAVEs keep (6.2)
         win = ch.hs.discard_window if live else None
         have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
+        ours = self.content.have
+        marked = self._dirty.marked
         for m in msgs:
             if ch.state is _CLOSED:
                 return
             t, s, e, x, y = m
+            if t != 2 and t != 3:
+                # anything but ACK and HAVE may give the channel something to
+                # say (an ACK for DATA, an answer); ACK and HAVE mark it below
+                # when they offer a chunk we lack
+                marked.add(ch)  # (DirtySet.mark, inline)
             if t == 1:  # DATA
                 lo, hi = (s, e + 1) if c32 else to_chunks(s, e)
                 self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
@@ -546,7 +606,8 @@ class Peer:
                         remote.some = True
                         if hi > remote.top:
                             remote.top = hi
-                        self._dirty.marked.add(ch)  # something new to ask this peer for (mark)
+                        if not ours.has(lo):
+                            marked.add(ch)  # something new to ask this peer for (mark)
                 elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
                     self._dirty.marked.add(ch)
                 if t == 2:
@@ -760,9 +821,12 @@ class Peer:
                 ch.down.cancels.clear()
             infl = self.download.inflight
             v = infl.version
-            msgs += self.download.request_msgs(ch, now)
-            if infl.version != v or len(ch.down.missed) > 4096:
-                dirty.mark(ch)  # picked (maybe all dropped again) / the missed bound pending
+            reqs = self.download.request_msgs(ch, now)
+            msgs += reqs
+            if reqs or infl.version != v or len(ch.down.missed) > 4096:
+                # asked (the end game may have more) / picked (maybe all dropped
+                # again) / the missed bound pending: visited again next flush
+                dirty.mark(ch)
             if cfg.push and self.download.complete and not self.live:
                 self.upload.push_fill(ch)
             if ch.pex.requested:
@@ -788,7 +852,13 @@ class Peer:
             for d in self._pack(ch, dest, msgs, push):
                 out.append((d, ch.addr))
             ch.liveness.spoke(now)
-            dirty.mark(ch)
+            if hs.need or ch.ann.version != announcer.version or push:
+                # more to say next flush: the handshake's back-off to file,
+                # HAVEs beyond this datagram's room, the live munro.  What
+                # else a flush sends (ACKs, CANCELs, PEX, CHOKE) it sends
+                # whole; requests are marked above (docs/sim.md, "Fewer
+                # flushes per datagram")
+                dirty.mark(ch)
 
     # -- timers -----------------------------------------------------------------------------
 

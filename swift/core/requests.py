@@ -148,6 +148,9 @@ class RequestScheduler:
         #: ``inflight.version`` after the chunks this object marked in flight
         #: itself; any other change may have freed chunks (:meth:`freed`)
         self._infl_seen = self.inflight.version
+        #: eq. 3 limited a channel's requests since the Peer last cleared this
+        #: (then visited every channel): once the limit lifts, any may ask more
+        self.eq3_limited = False
 
     def new_flush(self) -> None:
         """A new ``datagrams_to_send`` call: the end game's memo is per flush."""
@@ -354,11 +357,11 @@ class RequestScheduler:
         if want < max(1, min(16, window // 4)):
             return []
         wins = self.picker.windows
-        high = wins.high if wins is not None and wins.fast_only_high else 0
-        if high and not content.have.is_filled_range(self.playpos, min(n, self.playpos + high)):
+        if wins is not None and self.eq3_limits():
             # eq. 3: while the high-priority window is open, ask at most
             # min(W_ledbat / 2, H / F) chunks at a time (W: this peer's window)
-            want = min(want, request_size(window, high, max(1, len(self.fast))))
+            want = min(want, request_size(window, wins.high, max(1, len(self.fast))))
+            self.eq3_limited = True
         picks = self._pick(ch, n, want)
         if ch.down.missed:
             # a chunk this peer was too late for goes to another peer that
@@ -401,6 +404,17 @@ class RequestScheduler:
             ch.down.ask(c, now)
         ch.down.last_progress = min(ch.down.last_progress, now) if ch.down.requests else now
         return out
+
+    def eq3_limits(self) -> bool:
+        """Whether eq. 3 limits the requests of a pick now: the paper's vod
+        picker (``fast_only_high``) while its high-priority window from the
+        playback position holds a chunk we lack."""
+        wins = self.picker.windows
+        n = self.content.n_chunks
+        if wins is None or not wins.fast_only_high or not wins.high or n is None:
+            return False
+        return not self.content.have.is_filled_range(self.playpos,
+                                                     min(n, self.playpos + wins.high))
 
     def _pick(self, ch: Channel, n: int, want: int) -> list[int]:
         """Up to ``want`` chunks from the picker for ``ch``, marked in flight.
