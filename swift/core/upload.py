@@ -315,10 +315,15 @@ class UploadScheduler:
             self.last_tokens = now
         sent = 0
         have = self.content.have
+        queued = False
         for c in self.channels.values():
             cs = c.send  # (SendSide.rack_pending, inline: every channel on every flush)
             if cs.send_log and cs.acked_sent >= cs.send_log[0][1]:
-                self._detect_losses(c, now)
+                self._detect_losses(c, now)  # (requeues on this channel only)
+            if cs.upload.size:
+                queued = True
+        if not queued:
+            return out  # no channel has DATA queued: _next_upload would find none
         need = cfg.chunk_size
         alone = self.FAST_UPLOAD and len(self.channels) == 1
         full = not self.view.is_live and self.content.complete  # then every chunk is here
