@@ -84,6 +84,10 @@ PEX_ANSWER_WINDOW = 5.0
 
 _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
+#: messages that give their channel nothing to say by themselves (no mark): an
+#: ACK or HAVE marks it only when it offers a chunk we lack; a REQUEST or
+#: CANCEL only queues or unqueues DATA, which ``upload_data`` sends on every flush
+_NO_MARK = frozenset((MsgType.ACK, MsgType.HAVE, MsgType.REQUEST, MsgType.CANCEL))
 _MAX_CHUNKS = Binmap.MAX_CHUNKS
 
 
@@ -583,10 +587,9 @@ class Peer:
             if ch.state is _CLOSED:
                 return
             t, s, e, x, y = m
-            if t != 2 and t != 3:
-                # anything but ACK and HAVE may give the channel something to
-                # say (an ACK for DATA, an answer); ACK and HAVE mark it below
-                # when they offer a chunk we lack
+            if t not in _NO_MARK:
+                # may give the channel something to say (an ACK for DATA, an
+                # answer to PEX_REQ, a state to act on): visited next flush
                 marked.add(ch)  # (DirtySet.mark, inline)
             if t == 1:  # DATA
                 lo, hi = (s, e + 1) if c32 else to_chunks(s, e)
