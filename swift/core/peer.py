@@ -85,8 +85,9 @@ PEX_ANSWER_WINDOW = 5.0
 _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 #: messages that give their channel nothing to say by themselves (no mark): an
-#: ACK or HAVE marks it only when it offers a chunk we lack; a REQUEST or
-#: CANCEL only queues or unqueues DATA, which ``upload_data`` sends on every flush
+#: ACK or HAVE marks it only when it offers a chunk the peer did not announce
+#: before; a REQUEST or CANCEL only queues or unqueues DATA, which
+#: ``upload_data`` sends on every flush
 _NO_MARK = frozenset((MsgType.ACK, MsgType.HAVE, MsgType.REQUEST, MsgType.CANCEL))
 _MAX_CHUNKS = Binmap.MAX_CHUNKS
 
@@ -581,7 +582,6 @@ class Peer:
         # the peer's discard window (live): what its HAVEs keep (6.2)
         win = ch.hs.discard_window if live else None
         have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
-        ours = self.content.have
         marked = self._dirty.marked
         for m in msgs:
             if ch.state is _CLOSED:
@@ -609,8 +609,7 @@ class Peer:
                         remote.some = True
                         if hi > remote.top:
                             remote.top = hi
-                        if not ours.has(lo):
-                            marked.add(ch)  # something new to ask this peer for (mark)
+                        marked.add(ch)  # something new to ask this peer for (mark)
                 elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
                     self._dirty.marked.add(ch)
                 if t == 2:

@@ -2,12 +2,13 @@
 flushes per datagram (session 15)").
 
 A flush visits a channel only when something may have given it something to
-say.  Since session 15 three events no longer do it on their own: an ACK or
-HAVE for a chunk we hold (only a chunk we lack can be asked for), the one
-DATA that verifies its chunk (the chunk leaves flight into ``have``: nothing
-freed for the pickers; the end game's CANCELs elsewhere mark their
-channels), and a channel's own datagram (only unfinished HAVEs, a handshake
-still wanted or requests keep it marked).  These tests drive real ``Peer``
+say.  Since session 15 three events no longer do it on their own: a datagram
+of ACKs, HAVEs, REQUESTs and CANCELs that tells nothing new (a REQUEST only
+queues DATA, which every flush sends), the one DATA that verifies its chunk
+(the chunk leaves flight into ``have``: nothing freed for the pickers; the
+end game's CANCELs elsewhere mark their channels), and a channel's own
+datagram (only unfinished HAVEs, a handshake still wanted or requests keep
+it marked).  These tests drive real ``Peer``
 objects with the bytes they send each other (sans-IO, in memory), and whole
 simulated swarms against the reference that visits every channel on every
 flush (``Peer.DIRTY_SET = False``): the same datagrams, byte for byte.
@@ -69,18 +70,22 @@ def _dgram(sender: Peer, to: Any, msgs: list[Any]) -> bytes:
     return d
 
 
-def test_ack_and_have_for_a_chunk_we_hold_visit_no_channel() -> None:
-    """An ACK or HAVE offering a chunk the leecher holds gives its channel
-    nothing to ask: the next flush visits no channel (before session 15,
-    every datagram marked its channel).  A HAVE of the chunk it lacks still
-    marks the channel, and that flush REQUESTs it."""
+def test_old_news_and_requests_visit_no_channel() -> None:
+    """An ACK or HAVE of chunks the peer announced before gives its channel
+    nothing to ask, and a REQUEST only queues DATA (for upload_data, which
+    every flush runs): the next flush visits no channel (before session 15,
+    every datagram marked its channel).  A HAVE of the chunk the leecher
+    lacks still marks the channel, and that flush REQUESTs it."""
     _, nodes, now = _idle_swarm()
     leecher, peer = nodes[ME], nodes[OTHERS[0]]
     visits = _counting(leecher)
-    held = [C.Have(s, t) for s, t in peer._specs(0, 1)]
-    held += [C.Ack(s, t, 5) for s, t in peer._specs(1, 2)]
-    leecher.datagram_received(_dgram(peer, ME, held), OTHERS[0], now)
+    old = [C.Have(s, t) for s, t in peer._specs(0, 1)]
+    old += [C.Ack(s, t, 5) for s, t in peer._specs(1, 2)]
+    leecher.datagram_received(_dgram(peer, ME, old), OTHERS[0], now)
     assert leecher.datagrams_to_send(now) == [] and visits[0] == 0
+    ask = [C.Request(s, t) for s, t in peer._specs(2, 3)]
+    leecher.datagram_received(_dgram(peer, ME, ask), OTHERS[0], now)
+    assert leecher.datagrams_to_send(now) == [] and visits[0] == 0  # (the peer holds chunk 2)
 
     peer.content.store_chunk(MISSING, bytes(CS))  # (its bytes do not matter here)
     lacked = [C.Have(s, t) for s, t in peer._specs(MISSING, MISSING + 1)]
