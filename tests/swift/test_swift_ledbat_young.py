@@ -1,4 +1,5 @@
-"""LEDBAT's increase while the base delay is young (``Ledbat.YOUNG_BASE``, off by default).
+"""LEDBAT's increase while the base delay is young (``Ledbat.YOUNG_BASE``, on by default
+since session 15).
 
 A flow that joins a queue cubic TCP keeps standing learns that queue as its
 base delay, reads only the queue's swing above it as queuing delay, and builds
