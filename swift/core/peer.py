@@ -538,42 +538,29 @@ class Peer:
         down = self.download
         infl = down.inflight
         v0 = infl.version
-        # one DATA that verifies takes its chunk out of flight: not a chunk
-        # freed for the pickers (it is ours now), so the flush need not
-        # visit every channel for it (docs/sim.md, "Fewer flushes per
-        # datagram"); known before the messages are handled
-        got = self._verified_only(msgs) if v0 == down._infl_seen else -1
-        self._dispatch(ch, msgs, now)
-        if (got >= 0 and infl.version == v0 + 1 and not infl.has(got)
-                and self.content.have.has(got) and ch.state is _EST):
+        got = self._dispatch(ch, msgs, now)
+        # one DATA that verified its chunk took it out of flight: not a chunk
+        # freed for the pickers (it is ours now), so the flush need not visit
+        # every channel for it (docs/sim.md, "Fewer flushes per datagram").
+        # Told by one change of ``inflight`` that took the chunk out, and its
+        # ACK queued last (receive.py queues one only for a chunk we hold)
+        if (got >= 0 and v0 == down._infl_seen and infl.version == v0 + 1
+                and ch.state is _EST and (acks := ch.ann.acks) and acks[-1][0] == got
+                and not infl.has(got)):
             down._infl_seen = infl.version  # (RequestScheduler.freed: seen)
-            dirty = self._dirty
+            marked = self._dirty.marked
             for c in self.channels.values():
                 if c.down.cancels:  # the end game's copies of it, CANCELled (receive.py)
-                    dirty.marked.add(c)
-            self._eq3_lifted()
+                    marked.add(c)
+            if down.eq3_limited:
+                self._eq3_lifted()
 
-    def _verified_only(self, msgs: list[C.RawMessage]) -> int:
-        """The chunk of the one DATA of a datagram of DATA, INTEGRITY, ACK and
-        HAVE messages when it is in flight (then the datagram changes
-        ``inflight`` by taking that chunk out, if at all); else -1."""
-        got = -1
-        for m in msgs:
-            t = m[0]
-            if t == 1:
-                if got >= 0:
-                    return -1
-                lo, hi = (m[1], m[2] + 1) if self._chunk32 else self._to_chunks(m[1], m[2])
-                if hi != lo + 1 or not self.download.inflight.has(lo):
-                    return -1
-                got = lo
-            elif not 2 <= t <= 4:
-                return -1
-        return got
-
-    def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> None:
+    def _dispatch(self, ch: Channel, msgs: list[C.RawMessage], now: float) -> int:
         """Handle the messages of one datagram, as :func:`swift.wire.codec.decode_raw`
-        5-tuples (no message objects on the receive path), most frequent first."""
+        5-tuples (no message objects on the receive path), most frequent first.
+        Returns the chunk of its one DATA when the other messages are
+        INTEGRITY, ACK, HAVE, REQUEST and CANCEL (none of which changes
+        ``inflight``), else a negative number."""
         limit = self._seed_n or self.content.n_chunks or (1 << 40)
         to_chunks = self._to_chunks
         c32 = self._chunk32
@@ -583,16 +570,20 @@ class Peer:
         win = ch.hs.discard_window if live else None
         have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
         marked = self._dirty.marked
+        got = -1
         for m in msgs:
             if ch.state is _CLOSED:
-                return
+                return -2
             t, s, e, x, y = m
             if t not in _NO_MARK:
                 # may give the channel something to say (an ACK for DATA, an
                 # answer to PEX_REQ, a state to act on): visited next flush
                 marked.add(ch)  # (DirtySet.mark, inline)
+                if t != 1 and t != 4:
+                    got = -2
             if t == 1:  # DATA
                 lo, hi = (s, e + 1) if c32 else to_chunks(s, e)
+                got = lo if got == -1 and hi == lo + 1 else -2
                 self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
             elif t == 4:  # INTEGRITY
                 ch.verify.add_hash(*to_chunks(s, e), x)
@@ -646,7 +637,7 @@ class Peer:
             elif t == MsgType.HANDSHAKE:
                 if s == 0:  # the closing handshake (8.4)
                     self._drop(ch, "closed by peer")
-                    return
+                    return -2
             elif t == MsgType.PEX_REQ:
                 ch.pex.requested = True
             elif t in (MsgType.PEX_RESv4, MsgType.PEX_RESv6, MsgType.PEX_REScert) and (
@@ -669,6 +660,7 @@ class Peer:
             top = max(ch.verify.sigs, key=lambda b: B.base_range(b)[1])
             lc.learn(ch.verify.hash_order, {top: ch.verify.sigs[top]}, now)
             ch.verify.clear()
+        return got
 
     def _peer_has(self, ch: Channel, lo: int, hi: int) -> None:
         """The peer announced ``[lo, hi)`` (HAVE, ACK): :meth:`RemoteHave.add
