@@ -602,7 +602,7 @@ class Peer:
                             remote.top = hi
                         marked.add(ch)  # something new to ask this peer for (mark)
                 elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
-                    self._dirty.marked.add(ch)
+                    marked.add(ch)
                 if t == 2:
                     # SendSide.on_ack in one C call (-1: loss repair under way, the method)
                     if sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0 and (
