@@ -330,6 +330,19 @@ class ReceiverCC:
     testbed's tbf) lets a pair through unspread when it holds tokens for both (then
     ``PAIR_MAX`` drops it), and only partly spread, too fast, when it is nearly empty.
     Otherwise the estimate only caps the start-up batches (``STARTUP_JOINS``)"""
+    PAIR_ONE = False
+    """ours (session 16, off by default): the estimate is in on the first base pair, and
+    that pair anchors the sender clock (two agreeing packets that are a base pair, where
+    ``AGREE`` asks for three: the first pair and half the second).  The jump to the
+    estimate then comes on the first pair, one pair interval (70-94 ms, the base
+    group's packet clock) sooner.  One pair's spacing is checked against no other: on
+    a FIFO path a pair that left back to back arrives at least one bottleneck packet
+    time apart (another flow's packets between the two spread it: an estimate too low),
+    and ``PAIR_MAX`` drops the unspread pairs of a token bucket holding tokens for both;
+    a bucket nearly empty spreads a pair partly, too fast, which a second pair could
+    have shown (``PAIR_AGREE``).  Later pairs still refine the estimate that caps the
+    joins back up to it.  A forger now needs two packets (a base pair) to anchor the
+    clock, not three"""
     PAIR_AT_ONCE = True
     """ours: the jump to the estimate is made on the packet that completes it, not at
     the next start-up epoch (25 ms later on average, 50 ms at most).  Measured (session
@@ -542,7 +555,7 @@ class ReceiverCC:
             self.implausible += 1
             return []
         cluster = [b for b in self._boot if abs(b[3] - off) <= self.plausible]
-        if len(cluster) < self.AGREE:
+        if len(cluster) < self.AGREE and not (self.PAIR_ONE and self._boot_pair()):
             if self.offset is not None:
                 self.implausible += 1
             return []
@@ -617,6 +630,16 @@ class ReceiverCC:
         self.ctl.on_packet_events(1, lost)
         return jump
 
+    def _boot_pair(self) -> bool:
+        """``PAIR_ONE``: the last two packets kept for anchoring are a base pair (an even
+        base PSN and its odd successor, nothing between them) that agree on the offset."""
+        boot = self._boot
+        if not self.pair_probe or len(boot) < 2:
+            return False
+        (_, ch0, p0, o0), (_, ch1, p1, o1) = boot[-2], boot[-1]
+        return (ch0 == 0 and ch1 == 0 and p0 % 2 == 0 and p1 == p0 + 1
+                and abs(o1 - o0) <= self.plausible)
+
     def _lost_first(self, channel: int, psn: int, join: float, due: float) -> bool:
         """This first packet of a group joined in a batch (``RTT_CHECK``) came after
         earlier packets of the group that were lost: the packet before it was due after
@@ -666,6 +689,8 @@ class ReceiverCC:
         early = self.capacity is not None  # set from two agreeing samples
         if len(samples) == self.PAIR_SAMPLES:
             self.capacity = sorted(samples)[self.PAIR_SAMPLES // 2]
+        elif self.PAIR_ONE and len(samples) == 1:
+            self.capacity = samples[0]
         elif len(samples) == 2 and max(samples) <= (1 + self.PAIR_AGREE) * min(samples):
             self.capacity = min(samples)
         else:
