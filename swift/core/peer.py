@@ -86,7 +86,7 @@ _INIT, _REPLY = ChannelState.INIT, ChannelState.REPLY
 _EST, _CLOSED = ChannelState.EST, ChannelState.CLOSED
 #: messages that give their channel nothing to say by themselves (no mark): an
 #: ACK or HAVE marks it only when it offers a chunk the peer did not announce
-#: before; a REQUEST or CANCEL only queues or unqueues DATA, which
+#: before and we lack; a REQUEST or CANCEL only queues or unqueues DATA, which
 #: ``upload_data`` sends on every flush
 _NO_MARK = frozenset((MsgType.ACK, MsgType.HAVE, MsgType.REQUEST, MsgType.CANCEL))
 _MAX_CHUNKS = Binmap.MAX_CHUNKS
@@ -570,6 +570,8 @@ class Peer:
         win = ch.hs.discard_window if live else None
         have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
         marked = self._dirty.marked
+        # news of chunks we hold gives nothing to ask (a seeder holds them all)
+        ours = None if self._seeder else self.content.have
         got = -1
         for m in msgs:
             if ch.state is _CLOSED:
@@ -600,9 +602,12 @@ class Peer:
                         remote.some = True
                         if hi > remote.top:
                             remote.top = hi
-                        marked.add(ch)  # something new to ask this peer for (mark)
-                elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win):
-                    marked.add(ch)
+                        if ours is not None and not ours.has(lo):
+                            marked.add(ch)  # something new to ask this peer for (mark)
+                elif remote.add(lo, hi if live and t == 3 else min(hi, limit), avail, win) and (
+                        live or ours is not None
+                        and ours.find_empty(lo, min(hi, limit)) is not None):
+                    marked.add(ch)  # (live: every flush visits every channel)
                 if t == 2:
                     # SendSide.on_ack in one C call (-1: loss repair under way, the method)
                     if sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0 and (

@@ -51,6 +51,15 @@ def _state(p: Peer, ch: Channel) -> tuple[object, ...]:
             ch in p._dirty.marked, queued)
 
 
+def _news(p: Peer, ch: Channel, lo: int, hi: int) -> None:
+    """The peer announced ``[lo, hi)``: :meth:`RemoteHave.add`, and the mark
+    the flush reads: news of a chunk we lack (a seeder lacks none; news of
+    a chunk we hold gives the channel nothing to ask, docs/sim.md session 16)."""
+    if ch.remote.add(lo, hi, p._avail, None) and (
+            not p._seeder and p.content.have.find_empty(lo, hi) is not None):
+        p._dirty.mark(ch)
+
+
 ops = st.lists(st.tuples(st.sampled_from(["req", "have", "have1", "ack", "ack1"]),
                          st.integers(0, N + 20), st.integers(1, 9)), max_size=40)
 
@@ -75,15 +84,13 @@ def test_dispatch_have_matches_remote_add(seq: list[tuple[str, int, int]], seedi
             for s, e in specs:
                 a._dispatch(cha, [(2, s, e, 5000, None)], 1000.0)
                 clo, chi = b.chunk_specs.to_chunks(s, e)
-                if chb.remote.add(clo, min(chi, limit), b._avail, None):
-                    b._dirty.mark(chb)
+                _news(b, chb, clo, min(chi, limit))
                 chb.send.on_ack(clo, chi, 5000, 1000.0, b._ack_arrived)
             continue
         a._dispatch(cha, [(3, s, e, None, None) for s, e in specs], 1000.0)
         for s, e in specs:
             clo, chi = b.chunk_specs.to_chunks(s, e)
-            if chb.remote.add(clo, min(chi, limit), b._avail, None):
-                b._dirty.mark(chb)
+            _news(b, chb, clo, min(chi, limit))
             chb.send.upload.remove(clo, chi)
     assert _state(a, cha) == _state(b, chb)
 
@@ -136,12 +143,10 @@ def test_dispatch_have_retires_as_delivered_by_have(seq: list[tuple[str, int, fl
         elif kind == "ack":
             a._dispatch(cha, [(2, c, c, 5000, None)], now)
             chb.send.on_ack(c, c + 1, 5000, now, None)
-            if chb.remote.add(c, min(c + 1, N + 1), b._avail, None):
-                b._dirty.mark(chb)
+            _news(b, chb, c, min(c + 1, N + 1))
         else:
             a._dispatch(cha, [(3, c, c, None, None)], now)
-            if chb.remote.add(c, c + 1, b._avail, None):
-                b._dirty.mark(chb)
+            _news(b, chb, c, c + 1)
             chb.send.upload.remove(c, c + 1)
             if chb.send.data_out:
                 chb.send.delivered_by_have(c, c + 1, now)
