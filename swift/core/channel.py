@@ -235,18 +235,26 @@ class DownloadSide:
         #: ``[lo, hi)`` ranges to CANCEL
         self.cancels: list[tuple[int, int]] = []
 
+    #: bumped by every change of any channel's ``requests`` (in this
+    #: process): the end game's walk is memoised while it stays the same
+    #: (``RequestScheduler._late``)
+    changes = 0
+
     def ask(self, c: int, now: float) -> None:
         """Chunk ``c`` is requested now (its slot keeps its place if re-asked)."""
+        DownloadSide.changes += 1
         self.requests[c] = now
         self.req_seq[c] = self.next_seq
         self.next_seq += 1
 
     def drop(self, c: int) -> None:
         """Chunk ``c`` is no longer asked of this peer (it must be asked)."""
+        DownloadSide.changes += 1
         del self.requests[c]
         self.req_seq.pop(c, None)
 
     def clear(self) -> None:
+        DownloadSide.changes += 1
         self.requests.clear()
         self.req_seq.clear()
 
@@ -265,6 +273,8 @@ class DownloadSide:
                 break
             if seq_i - seq.get(c, seq_i) > 1:
                 older.append(c)
+        if older:
+            DownloadSide.changes += 1
         for c in older:
             del reqs[c]
             seq.pop(c, None)
@@ -274,6 +284,7 @@ class DownloadSide:
         """Chunk ``i`` came: its request leaves; when it was asked (None: not)."""
         sent_at = self.requests.pop(i, None)
         if sent_at is not None:
+            DownloadSide.changes += 1
             # ``requests`` is a FIFO in a dict: every pop from the front leaves
             # a dummy slot that next(iter()) in skipped must skip (CPython
             # dicts do not shrink on delete); a copy now and then keeps that O(1)

@@ -354,12 +354,14 @@ class Peer:
         self.channels[cid] = ch
         ch.order = next(self._orders)
         self._dirty.mark(ch)
+        self.download.inputs += 1
         return ch
 
     def _drop(self, ch: Channel, reason: str, notify: bool = True) -> None:
         if ch.state is _CLOSED:
             return
         ch.handle(ChannelEvent.CLOSE)
+        self.download.inputs += 1
         self._dirty.mark_all()  # requests freed, room for a channel (PEX_REQ)
         self.announcer.idle.discard(ch)
         self.download.forget(ch)
@@ -473,7 +475,9 @@ class Peer:
         self._arrived = (arrived if arrived is not None and self.config.delay_from_kernel
                          and 0 < arrived <= now else now)
         self._ack_arrived = arrived
-        self.download.last_now = now
+        down = self.download
+        down.last_now = now
+        down.inputs += 1  # (the end game's walk memo, RequestScheduler._late)
         if len(data) < 4:
             self.stats["malformed"] += 1
             return
@@ -535,7 +539,6 @@ class Peer:
         elif ch.state is _REPLY:
             ch.handle(ChannelEvent.PEER_DATAGRAM)
             self.events.append(ev.ChannelOpened(addr, ch.local_id))
-        down = self.download
         infl = down.inflight
         v0 = infl.version
         got = self._dispatch(ch, msgs, now)
@@ -877,6 +880,7 @@ class Peer:
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
         self.download.last_now = now
+        self.download.inputs += 1
         self.announcer.expire(now)
         if self._early_wake and self._next_tick is not None and now < self._next_tick:
             self._early_wake = False

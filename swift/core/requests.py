@@ -19,7 +19,7 @@ from typing import Protocol
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
-from swift.core.channel import Channel
+from swift.core.channel import Channel, DownloadSide
 from swift.core.chanstate import ChannelState
 from swift.core.config import PeerConfig
 from swift.core.content import Content, ContentView
@@ -76,6 +76,11 @@ class RequestScheduler:
     #: memoise "nothing to pick" per channel (:meth:`_pick`) and "nothing
     #: late anywhere" per flush (:meth:`_endgame`); False: the reference
     _memos = True
+    #: the end game's walk (:meth:`_late`) memoised across flushes at one
+    #: instant while nothing it reads changed (no input to the Peer, no
+    #: request, ``inflight`` and ``have`` the same); False: per flush (the
+    #: tests' reference, docs/sim.md session 16)
+    WALK_ACROSS = True
 
     def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], availability: Availability,
@@ -141,6 +146,14 @@ class RequestScheduler:
         #: the end game's walk (:meth:`_late`) for (flush, ``inflight.version``,
         #: now): every channel's visit in a flush reads it, not a walk each
         self._late_key: tuple[int, int, float] | None = None
+        #: and for (inputs, request changes, ``inflight.version``,
+        #: ``have.version``, now): everything the walk reads, so a later
+        #: flush at the same instant with none of it changed reads it too
+        self._late_state: tuple[int, int, int, int, float] | None = None
+        #: bumped by the Peer on every input (a datagram, a timer, a channel
+        #: opened or closed): what the walk reads besides requests, ``inflight``
+        #: and ``have`` (round-trip times, the channels) changes only then
+        self.inputs = 0
         self._late_list: list[tuple[int, Channel]] = []
         #: (channel, chunk, request time) of late requests no other peer
         #: could take, left where they are (:meth:`_forwardable`; bounded)
@@ -543,11 +556,18 @@ class RequestScheduler:
         flush = self._flush_no if self._memos else None
         infl = self.inflight
         key = None if flush is None else (flush, infl.version, now)
-        if key is None or key != self._late_key:
+        if key is None:
             late = self._walk_late(n, now, holders)
-            if key is not None:
-                self._late_key, self._late_list = key, late
+        elif key == self._late_key:
+            late = self._late_list
         else:
+            state = (self.inputs, DownloadSide.changes, infl.version,
+                     self.content.have.version, now)
+            if not (self.WALK_ACROSS and state == self._late_state):
+                self._late_list = self._walk_late(n, now, holders)
+                self._late_state = state
+            # (a walk now would find the same: nothing it reads changed)
+            self._late_key = key
             late = self._late_list
         moved = self.moved
         mine = ch.down.requests if ch is not None else {}
