@@ -56,7 +56,7 @@ from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
-from swift.core.channel import Channel, DirtySet
+from swift.core.channel import Channel, DirtySet, DownloadSide
 from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of
 from swift.core.content import Content, ContentView
@@ -99,6 +99,10 @@ class Peer:
     #: (or the request memos off, ``RequestScheduler._memos``): every channel
     #: on every flush (the tests' reference)
     DIRTY_SET = True
+    #: the housekeeping tick visits every channel only when it changed what
+    #: a visit reads (requests, ranking, a channel closed); False: every
+    #: tick (the tests' reference, docs/sim.md session 16)
+    TICK_MARKS = True
 
     def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
         self.config = cfg = config or PeerConfig()
@@ -885,7 +889,14 @@ class Peer:
         if self._early_wake and self._next_tick is not None and now < self._next_tick:
             self._early_wake = False
             return  # a pacing or HAVE wake-up: only DATA or HAVEs are due (datagrams_to_send)
-        self._dirty.mark_all()  # requests given back, ranking, deadlines: anyone
+        # what the tick changes that a channel's visit reads: requests given
+        # back or moved (lost, stale, no progress, past a deadline: they
+        # change DownloadSide.changes), the ranking's rates and fast set, a
+        # channel closed (_drop): then every channel is visited.  Otherwise
+        # none for the tick (docs/sim.md, session 16): what time alone makes
+        # due has its own wake-up (handshake, PEX_REQ, HAVE interval) or is
+        # found by the flush (late requests, DATA to send)
+        changes = DownloadSide.changes
         busy = any(c.down.requests or len(c.send.upload) or c.send.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)
@@ -924,5 +935,18 @@ class Peer:
         down = self.download
         if not down.buffering and down.picker.windows is not None:
             down.deadlines(now)
+        dirty = self._dirty
+        if DownloadSide.changes != changes or not self.TICK_MARKS:
+            dirty.mark_all()  # requests given back or moved: anyone may ask
         if now >= down.next_rank:
+            # new rates: a channel whose request window changed is visited,
+            # every channel when the fast set (eq. 2) changed
+            fast, most = down.fast, cfg.max_outstanding
+            windows = [(c, c.path.window(most)) for c in self.channels.values()]
             down.rank(now)
+            if down.fast != fast:
+                dirty.mark_all()
+            else:
+                for c, w in windows:
+                    if c.path.window(most) != w:
+                        dirty.marked.add(c)
