@@ -220,7 +220,7 @@ def _seed(a: argparse.Namespace) -> int:
     task, which a synchronous hash of a large file would not see until done."""
     import dataclasses
 
-    from swift.aio.files import load_or_build_tree
+    from swift.aio.files import deferred_tree, load_or_build_tree
     from swift.aio.storage import FileStorage
     from swift.core.content import Content
     from swift.core.peer import Peer
@@ -232,16 +232,19 @@ def _seed(a: argparse.Namespace) -> int:
     storages = []
     a.sha1_roots = []
     for path in a.file:  # more swarms on the same port (RFC 7574 figure 1)
+        sha1 = None
+        if sha1_too:  # first, and then its hashes dropped until a SHA-1 peer asks:
+            # never held beside the other tree (docs/swift-perf.md, "Peak memory")
+            sha1 = deferred_tree(path, HashFunc.SHA1, cfg.chunk_size).tree
         got = load_or_build_tree(path, cfg.hash_func, cfg.chunk_size)
         if got.message:
             print(f"ppspp seed: {got.message}", file=sys.stderr, flush=True)
         storages.append(FileStorage(path))
         peers.append(Peer(Content.seeded(got.tree, storages[-1]), _config(a)))
-        if sha1_too:
-            got1 = load_or_build_tree(path, HashFunc.SHA1, cfg.chunk_size)
-            peers.append(Peer(Content.seeded(got1.tree, storages[-1]),
+        if sha1 is not None:
+            peers.append(Peer(Content.seeded(sha1, storages[-1]),
                               dataclasses.replace(_config(a), hash_func=HashFunc.SHA1)))
-            a.sha1_roots.append(got1.tree.root_hash.hex())
+            a.sha1_roots.append(sha1.root_hash.hex())
     return asyncio.run(_serve(a, peers, storages))
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from deliverykit.outputs import fsync_parent
 from swift.core import bins as B
-from swift.core.merkle import MerkleTree
+from swift.core.merkle import DeferredTree, MerkleTree
 from swift.wire.constants import HashFunc
 
 #: files up to this size are checked whole against a cached tree; larger ones by sample
@@ -208,3 +208,22 @@ def load_or_build_tree(path: str, hash_func: HashFunc = HashFunc.SHA256,
         except OSError:
             pass
     return TreeLoad(t, got.status, got.message)
+
+
+def deferred_tree(path: str, hash_func: HashFunc = HashFunc.SHA256,
+                  chunk_size: int = 1024) -> TreeLoad:
+    """:func:`load_or_build_tree`, giving a tree that holds no hashes until a
+    peer first needs them (:class:`swift.core.merkle.DeferredTree`): they are
+    then loaded the same way, from the cache when it is still current, else
+    hashed again (a tree of another root then raises IntegrityError: the file
+    changed under the seeder).  When the cache could not be written the tree
+    is given whole, as built."""
+    got = load_or_build_tree(path, hash_func, chunk_size)
+    if not os.path.exists(mhash_path(path, hash_func, chunk_size) + ".stamp"):
+        return got
+
+    def load() -> MerkleTree:
+        again = load_or_build_tree(path, hash_func, chunk_size)
+        return again.tree
+
+    return TreeLoad(DeferredTree(got.tree, load), got.status, got.message)

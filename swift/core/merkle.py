@@ -109,20 +109,35 @@ class MerkleTree:
         node (a 100 MiB file at 1 KiB made 200,000 of them and doubled the
         seeder's peak memory; docs/swift.md).  Nodes past the content hash
         from the all-zero hash (5.1, 5.5.1)."""
-        h = hasher(func)
         hs = HASH_SIZES[HashFunc(func)]
         n = len(leaves) // hs
         if not n:
             raise ValueError("empty content has no Merkle tree")
-        zero = bytes(hs)
-        root_bin = B.covering(n)
-        hb = bytearray(2 * B.width(root_bin) * hs)
-        kn = bytearray(2 * B.width(root_bin))
+        hb, kn = cls._buffers(n, hs)
         mv = memoryview(leaves)
         for i in range(n):  # leaf i is bin 2i
             hb[2 * i * hs:(2 * i + 1) * hs] = mv[i * hs:(i + 1) * hs]
-            kn[2 * i] = 1
         mv.release()
+        return cls._above_leaves(hb, kn, n, func, chunk_size, size)
+
+    @staticmethod
+    def _buffers(n: int, hs: int) -> tuple[bytearray, bytearray]:
+        """The flat hash buffer and known flags of an ``n``-chunk tree (leaves
+        flagged known: the caller writes their digests)."""
+        nbins = 2 * B.width(B.covering(n))
+        kn = bytearray(nbins)
+        kn[0:2 * n:2] = b"\x01" * n
+        return bytearray(nbins * hs), kn
+
+    @classmethod
+    def _above_leaves(cls, hb: bytearray, kn: bytearray, n: int, func: HashFunc,
+                      chunk_size: int, size: int | None) -> MerkleTree:
+        """The tree whose ``n`` leaf digests are in place in ``hb`` (leaf i at
+        bin 2i): every node above them, in the same buffer."""
+        h = hasher(func)
+        hs = HASH_SIZES[HashFunc(func)]
+        zero = bytes(hs)
+        root_bin = B.covering(n)
         m = n  # nodes at the layer below
         for lay in range(1, B.layer(root_bin) + 1):
             half = 1 << (lay - 1)
@@ -146,8 +161,34 @@ class MerkleTree:
     @classmethod
     def from_file(cls, f: BinaryIO, func: HashFunc = HashFunc.SHA256,
                   chunk_size: int = 1024) -> MerkleTree:
-        """Build from an open file, reading one chunk at a time."""
+        """Build from an open file, reading one chunk at a time.
+
+        A file whose length ``fstat`` gives has each leaf digest written
+        straight into its place in the tree's buffer: collecting the digests
+        in a buffer of their own first held another n x hash size bytes at the
+        build's peak (3.3 MB for 100 MiB at 1 KiB, SHA-256), the seeder's
+        highest memory mark (docs/swift-perf.md, "Peak memory (session 16)")."""
         h = hasher(func)
+        try:
+            known_size = os.fstat(f.fileno()).st_size
+        except (AttributeError, OSError, ValueError):
+            known_size = 0  # not a file with a descriptor (a pipe's size is 0 too)
+        if known_size > 0:
+            hs = HASH_SIZES[HashFunc(func)]
+            n = -(-known_size // chunk_size)
+            hb, kn = cls._buffers(n, hs)
+            size = i = 0
+            while i < n:
+                c = f.read(chunk_size)
+                if not c:
+                    break
+                hb[2 * i * hs:(2 * i + 1) * hs] = h(c).digest()
+                size += len(c)
+                i += 1
+            if i == n and not f.read(1):
+                return cls._above_leaves(hb, kn, n, func, chunk_size, size)
+            del hb, kn  # its length changed while we read it: hash it as it is now
+            f.seek(0)
         leaves = bytearray()
         size = 0
         while True:
@@ -452,3 +493,43 @@ class MerkleTree:
         if t.hash(t.root_bin) != t.root_hash:  # type: ignore[arg-type]  # loaded: root_bin set
             raise IntegrityError("hash file root mismatch")
         return t
+
+
+class DeferredTree(MerkleTree):
+    """A complete tree whose hashes are not held until first used.
+
+    It knows its root, size and shape at once; the first access to the hashes
+    calls ``load`` (a complete tree of the same root, e.g. read back from the
+    cached hash file) and keeps what it gives.  ``ppspp seed`` serves each
+    file as a SHA-1 swarm for libswift leechers besides the SHA-256 one
+    (docs/swift-libswift-compat.md); the SHA-1 tree was held from the start,
+    5.5 MB at 100 MiB and 1 KiB, for a swarm most runs never see a peer of
+    (docs/swift-perf.md, "Peak memory (session 16)")."""
+
+    def __init__(self, tree: MerkleTree, load: Callable[[], MerkleTree]) -> None:
+        super().__init__(tree.root_hash, tree.func, tree.chunk_size)
+        if tree.n_chunks is None:
+            raise ValueError("a deferred tree needs a complete tree's shape")
+        self.n_chunks, self.root_bin, self.size = tree.n_chunks, tree.root_bin, tree.size
+        self._peak_ranges = list(tree._peak_ranges)
+        del self._hashes, self._known  # looked up (and loaded) by __getattr__
+        self._load: Callable[[], MerkleTree] | None = load
+
+    @property
+    def loaded(self) -> bool:
+        """True once the hashes are held."""
+        return "_hashes" in self.__dict__
+
+    def __getattr__(self, name: str) -> bytearray:
+        """Only reached for an attribute the instance lacks: the hashes before
+        their first use (afterwards they are plain instance attributes)."""
+        load = self.__dict__.get("_load")
+        if name not in ("_hashes", "_known") or load is None:
+            raise AttributeError(name)
+        full = load()
+        if (full.root_hash != self.root_hash or full.func != self.func
+                or full.n_chunks != self.n_chunks or full.chunk_size != self.chunk_size):
+            raise IntegrityError("the reloaded hash tree is not this swarm's (the file changed?)")
+        self._hashes, self._known = full._hashes, full._known
+        self._load = None
+        return self._hashes if name == "_hashes" else self._known
