@@ -16,6 +16,7 @@ the paper's "0.5% of the content size" (section V-C).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -43,6 +44,30 @@ def _binmaps(known: Any) -> tuple[Binmap, Binmap] | None:
 
 class IntegrityError(ValueError):
     """Hashes or data that do not check out against the trusted root."""
+
+
+#: known flags (0 or 1 a bin) as the digits of a base-2 number, and back
+_FLAG_DIGITS = b"0" + b"1" * 255
+_DIGIT_FLAGS = bytes(ord("1")) + b"\x01" + bytes(255 - ord("1"))
+
+
+def _pack_flags(kn: bytearray) -> str:
+    """The known flags of a tree, 8 a byte, in base64 (resume state's JSON).
+
+    One hex byte per flag was 2 bytes of text per bin, made in the saving
+    thread every ``SwiftNode.SAVE_EVERY`` s: 1.6 MB of transient memory for
+    100 MiB at 1 KiB, a part of the leecher's peak (docs/swift-perf.md,
+    "Peak memory (session 16)"); packed it is a quarter of that."""
+    bits = int(kn.translate(_FLAG_DIGITS), 2)  # base 2: no digit limit, linear
+    return base64.b64encode(bits.to_bytes((len(kn) + 7) // 8, "big")).decode()
+
+
+def _unpack_flags(text: str, n: int) -> bytes:
+    """:func:`_pack_flags` back to ``n`` flags."""
+    bits = int.from_bytes(base64.b64decode(text), "big")
+    if bits >> n:
+        raise IntegrityError("hash file's known flags have the wrong size")
+    return format(bits, f"0{n}b").encode().translate(_DIGIT_FLAGS)
 
 
 def hasher(func: HashFunc) -> Callable[[bytes], hashlib._Hash]:
@@ -444,9 +469,12 @@ class MerkleTree:
         half-written, but the file's flags call them unknown and
         :meth:`load` ignores them.  The buffer is never resized once
         allocated (:meth:`_alloc` replaces it instead)."""
+        kn = self._known
         meta = {"version": 1, "root_hash": self.root_hash.hex(), "hash_func": int(self.func),
                 "chunk_size": self.chunk_size, "n_chunks": self.n_chunks, "size": self.size,
-                "known": bytes(self._known).hex() if not all(self._known) else None}
+                "known": None}
+        if kn.find(0) >= 0:
+            meta["known_bits"] = _pack_flags(kn)
         return self._hashes, meta
 
     @staticmethod
@@ -485,7 +513,15 @@ class MerkleTree:
             view.release()
         if got != len(t._hashes):
             raise IntegrityError("hash file has the wrong size")
-        t._known[:] = bytes.fromhex(meta["known"]) if meta["known"] else b"\x01" * len(t._known)
+        if meta.get("known_bits") is not None:
+            flags = _unpack_flags(meta["known_bits"], len(t._known))
+        elif meta["known"]:  # written before session 16: one hex byte per flag
+            flags = bytes.fromhex(meta["known"])
+        else:
+            flags = b"\x01" * len(t._known)
+        if len(flags) != len(t._known):
+            raise IntegrityError("hash file's known flags have the wrong size")
+        t._known[:] = flags
         t.size = meta["size"]
         pk = t.peaks_known()
         if pk is None or t.root_from_peaks(pk) != t.root_hash:

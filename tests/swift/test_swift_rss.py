@@ -188,3 +188,27 @@ def test_sha256_peers_never_load_the_sha1_tree(tmp_path: Path) -> None:
     for name in ("a.bin", "b.bin"):
         assert hashlib.sha256((tmp_path / name).read_bytes()).digest() == \
             hashlib.sha256(data).digest()
+
+
+def test_resume_state_packs_the_known_flags(tmp_path: Path) -> None:
+    """A part-verified tree's state: flags 8 a byte in base64 (a quarter of the
+    old hex text; the saving thread's transient memory with it), loaded back
+    exactly; a state written in the old hex form still loads."""
+    import json
+
+    data = os.urandom(40 * 1024 + 5)
+    full = MerkleTree.build([data[i:i + 1024] for i in range(0, len(data), 1024)],
+                            HashFunc.SHA256, 1024)
+    t = MerkleTree.for_root(full.root_hash, HashFunc.SHA256, 1024, size=len(data))
+    assert t.offer_peaks(full.peaks())
+    for c in (0, 3, 17, 40):
+        assert t.verify(c, data[c * 1024:(c + 1) * 1024], dict(full.uncles(c)))
+    path = str(tmp_path / "s.mhash")
+    t.save(path)
+    meta = json.loads(Path(path + ".json").read_text())
+    assert meta["known"] is None and len(meta["known_bits"]) <= len(t._known) // 6 + 4
+    back = MerkleTree.load(path)
+    assert back._known == t._known and back._hashes == t._hashes
+    meta["known"], meta["known_bits"] = bytes(t._known).hex(), None  # the old form
+    Path(path + ".json").write_text(json.dumps(meta))
+    assert MerkleTree.load(path)._known == t._known
