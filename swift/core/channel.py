@@ -212,6 +212,23 @@ class AnnounceState:
         return out
 
 
+class ChangeCount:
+    """A count read and bumped by several modules (an instance attribute:
+    a class attribute changed per request would invalidate the
+    interpreter's caches of every ``DownloadSide`` attribute)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+#: bumped by every change of any channel's ``requests`` (in this process):
+#: the end game's walk is memoised while it stays the same
+#: (``RequestScheduler._late``), a tick that changes it visits every channel
+REQUEST_CHANGES = ChangeCount()
+
+
 class DownloadSide:
     """Our requests to the peer (3.7, 3.8) and its choke."""
 
@@ -235,26 +252,21 @@ class DownloadSide:
         #: ``[lo, hi)`` ranges to CANCEL
         self.cancels: list[tuple[int, int]] = []
 
-    #: bumped by every change of any channel's ``requests`` (in this
-    #: process): the end game's walk is memoised while it stays the same
-    #: (``RequestScheduler._late``)
-    changes = 0
-
     def ask(self, c: int, now: float) -> None:
         """Chunk ``c`` is requested now (its slot keeps its place if re-asked)."""
-        DownloadSide.changes += 1
+        REQUEST_CHANGES.n += 1
         self.requests[c] = now
         self.req_seq[c] = self.next_seq
         self.next_seq += 1
 
     def drop(self, c: int) -> None:
         """Chunk ``c`` is no longer asked of this peer (it must be asked)."""
-        DownloadSide.changes += 1
+        REQUEST_CHANGES.n += 1
         del self.requests[c]
         self.req_seq.pop(c, None)
 
     def clear(self) -> None:
-        DownloadSide.changes += 1
+        REQUEST_CHANGES.n += 1
         self.requests.clear()
         self.req_seq.clear()
 
@@ -274,7 +286,7 @@ class DownloadSide:
             if seq_i - seq.get(c, seq_i) > 1:
                 older.append(c)
         if older:
-            DownloadSide.changes += 1
+            REQUEST_CHANGES.n += 1
         for c in older:
             del reqs[c]
             seq.pop(c, None)
@@ -284,7 +296,7 @@ class DownloadSide:
         """Chunk ``i`` came: its request leaves; when it was asked (None: not)."""
         sent_at = self.requests.pop(i, None)
         if sent_at is not None:
-            DownloadSide.changes += 1
+            REQUEST_CHANGES.n += 1
             # ``requests`` is a FIFO in a dict: every pop from the front leaves
             # a dummy slot that next(iter()) in skipped must skip (CPython
             # dicts do not shrink on delete); a copy now and then keeps that O(1)

@@ -56,7 +56,7 @@ from swift.core import bins as B, events as ev
 from swift.core.announce import Announcer
 from swift.core.binmap import Binmap
 from swift.core.certcache import CertCache
-from swift.core.channel import Channel, DirtySet, DownloadSide
+from swift.core.channel import REQUEST_CHANGES, Channel, DirtySet
 from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of
 from swift.core.content import Content, ContentView
@@ -891,12 +891,12 @@ class Peer:
             return  # a pacing or HAVE wake-up: only DATA or HAVEs are due (datagrams_to_send)
         # what the tick changes that a channel's visit reads: requests given
         # back or moved (lost, stale, no progress, past a deadline: they
-        # change DownloadSide.changes), the ranking's rates and fast set, a
+        # change REQUEST_CHANGES.n), the ranking's rates and fast set, a
         # channel closed (_drop): then every channel is visited.  Otherwise
         # none for the tick (docs/sim.md, session 16): what time alone makes
         # due has its own wake-up (handshake, PEX_REQ, HAVE interval) or is
         # found by the flush (late requests, DATA to send)
-        changes = DownloadSide.changes
+        changes = REQUEST_CHANGES.n
         busy = any(c.down.requests or len(c.send.upload) or c.send.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)
@@ -936,7 +936,7 @@ class Peer:
         if not down.buffering and down.picker.windows is not None:
             down.deadlines(now)
         dirty = self._dirty
-        if DownloadSide.changes != changes or not self.TICK_MARKS:
+        if REQUEST_CHANGES.n != changes or not self.TICK_MARKS:
             dirty.mark_all()  # requests given back or moved: anyone may ask
         if now >= down.next_rank:
             # new rates: a channel whose request window changed is visited,

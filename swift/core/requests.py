@@ -19,7 +19,7 @@ from typing import Protocol
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
-from swift.core.channel import Channel, DownloadSide
+from swift.core.channel import REQUEST_CHANGES, Channel
 from swift.core.chanstate import ChannelState
 from swift.core.config import PeerConfig
 from swift.core.content import Content, ContentView
@@ -561,7 +561,7 @@ class RequestScheduler:
         elif key == self._late_key:
             late = self._late_list
         else:
-            state = (self.inputs, DownloadSide.changes, infl.version,
+            state = (self.inputs, REQUEST_CHANGES.n, infl.version,
                      self.content.have.version, now)
             if not (self.WALK_ACROSS and state == self._late_state):
                 self._late_list = self._walk_late(n, now, holders)
