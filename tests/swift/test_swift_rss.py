@@ -212,3 +212,51 @@ def test_resume_state_packs_the_known_flags(tmp_path: Path) -> None:
     meta["known"], meta["known_bits"] = bytes(t._known).hex(), None  # the old form
     Path(path + ".json").write_text(json.dumps(meta))
     assert MerkleTree.load(path)._known == t._known
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 64, 65, 100, 1023, 1025])
+def test_tree_buffer_ends_at_the_last_node_over_the_content(n: int) -> None:
+    """The flat buffer holds every bin up to the highest node of the root's
+    tree whose range starts inside the content, and no more (it was sized to
+    the covering power of two: 22 % more bins for 102,400 chunks)."""
+    from swift.core import bins as B
+    from swift.core.merkle import _nbins
+
+    data = os.urandom(n * 16 - 3)
+    t = MerkleTree.from_file(io.BytesIO(data), HashFunc.SHA1, 16)
+    root_layer = B.layer(B.covering(n))
+    need = [b for b in range(4 * n) if B.base_range(b)[0] < n and B.layer(b) <= root_layer]
+    assert len(t._known) == _nbins(n) == max(need) + 1
+    assert all(t.known(b) for b in need)  # every node over the content is in it
+    ref = MerkleTree.build([data[i:i + 16] for i in range(0, len(data), 16)], HashFunc.SHA1, 16)
+    assert t.root_hash == ref.root_hash and t.peaks() == ref.peaks()
+
+
+def test_hash_files_of_the_old_layout_still_load(tmp_path: Path) -> None:
+    """Files saved with the buffer sized to the covering power of two (a
+    seeder's cache, a download's resume state) load: the prefix is the tree."""
+    import json
+
+    from swift.core.merkle import _old_nbins
+
+    data = os.urandom(100 * 1024 + 9)
+    full = MerkleTree.build([data[i:i + 1024] for i in range(0, len(data), 1024)],
+                            HashFunc.SHA256, 1024)
+    t = MerkleTree.for_root(full.root_hash, HashFunc.SHA256, 1024, size=len(data))
+    assert t.offer_peaks(full.peaks())
+    for c in (1, 50, 100):
+        assert t.verify(c, data[c * 1024:(c + 1) * 1024], dict(full.uncles(c)))
+    old = _old_nbins(101)
+    assert old > len(t._known)
+    for tree, known in ((full, None), (t, bytes(t._known) + bytes(old - len(t._known)))):
+        path = str(tmp_path / f"{id(tree)}.mhash")
+        raw = bytes(tree._hashes) + bytes((old - len(tree._known)) * 32)
+        Path(path).write_bytes(raw)
+        meta = {"version": 1, "root_hash": tree.root_hash.hex(), "hash_func": int(HashFunc.SHA256),
+                "chunk_size": 1024, "n_chunks": 101, "size": tree.size,
+                "known": known.hex() if known else None}
+        Path(path + ".json").write_text(json.dumps(meta))
+        back = MerkleTree.load(path)
+        assert back._hashes == tree._hashes and back.peaks() == tree.peaks()
+        if known:  # a complete tree's file says "all known" (bins past the content too)
+            assert back._known == tree._known
