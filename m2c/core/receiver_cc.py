@@ -343,6 +343,16 @@ class ReceiverCC:
     have shown (``PAIR_AGREE``).  Later pairs still refine the estimate that caps the
     joins back up to it.  A forger now needs two packets (a base pair) to anchor the
     clock, not three"""
+    PAIR_ONE_GUARD = False
+    """ours (session 16, second step, off by default; only with ``PAIR_ONE``): after
+    the jump to the estimate, no start-up join above it until a whole start-up epoch
+    has been counted with every group of the jump flowing (each one's first packet in
+    before the epoch began).  The hold rules (``HOLD_QDELAY``, ``HOLD_RATIO``) then
+    judge an epoch that carried the jump's full rate.  Without it the epoch right
+    after a jump on the first pair joined one level above the estimate on 8 packets,
+    before the jump's queue could show (r319 of the 1,000-receiver draw, seed 0: 208
+    packets/s on a 158 packets/s link at 0.15 s).  A rule on the ARTT does not hold
+    it: the jump's own first packets bring the ARTT down to ~0.027 s"""
     PAIR_AT_ONCE = True
     """ours: the jump to the estimate is made on the packet that completes it, not at
     the next start-up epoch (25 ms later on average, 50 ms at most).  Measured (session
@@ -489,6 +499,12 @@ class ReceiverCC:
         """join-latency samples not taken: earlier packets of the group lost (``RTT_CHECK``)"""
         self._batches: dict[float, float] = {}
         """join time of a batch of joins -> due time of its first packet to arrive"""
+        self._jump_wait: set[int] | None = None
+        """``PAIR_ONE_GUARD``: the jump's groups still awaiting their first packet
+        (None before the jump, or when the guard is off)"""
+        self._jump_live = math.inf
+        """``PAIR_ONE_GUARD``: when the last of the jump's groups delivered its first
+        packet (or its join was cancelled)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -594,6 +610,8 @@ class ReceiverCC:
             elif self._lost_first(channel, psn, pend[0], due):
                 pend = None
                 self.rtt_lost_first += 1
+        if self._jump_wait and channel not in self.pending:
+            self._jump_arrived(now, channel)
         if pend is not None:
             ts = now - offset
             r = sched.rate(channel, ts)
@@ -666,8 +684,30 @@ class ReceiverCC:
         ts = now - self.offset
         cap = self.PAIR_SHARE * self.capacity
         self.ctl.on_capacity(now, cap, self.rtt.rtt)
-        return self._join_up_to(now, ts, self.level(ts), min(cap, self.target_rate()),
-                                self.schedule.levels, reach=True)
+        return self._note_jump(now, self._join_up_to(
+            now, ts, self.level(ts), min(cap, self.target_rate()), self.schedule.levels,
+            reach=True))
+
+    def _note_jump(self, now: float, joins: list[Join | Leave]) -> list[Join | Leave]:
+        """``PAIR_ONE_GUARD``: remember the jump's groups until each has flowed."""
+        if self.PAIR_ONE and self.PAIR_ONE_GUARD:
+            self._jump_wait = {j.channel for j in joins if isinstance(j, Join)}
+            self._jump_live = math.inf if self._jump_wait else now
+        return joins
+
+    def _jump_arrived(self, now: float, channel: int) -> None:
+        """A group of the jump delivered its first packet, or its join was cancelled."""
+        wait = self._jump_wait
+        if wait is not None and channel in wait:
+            wait.discard(channel)
+            if not wait:
+                self._jump_live = now
+
+    def _jump_guard(self, epoch_start: float) -> bool:
+        """``PAIR_ONE_GUARD``: the epoch just ended did not carry the jump's full rate
+        from its start (a group of the jump had not flowed yet)."""
+        return self._jump_wait is not None and (
+            bool(self._jump_wait) or epoch_start < self._jump_live)
 
     def _pair_sample(self, now: float, psn: int) -> None:
         """The odd packet of a base pair arrived right after its even partner: their
@@ -867,6 +907,7 @@ class ReceiverCC:
         if self.next_epoch is None or now < self.next_epoch:
             return out
         el = self.epoch
+        ep_start = self._epoch_start if self._epoch_start is not None else now - el
         span = max(now - self._epoch_start, 1e-3) if self._epoch_start is not None else el
         self._epoch_start = now
         rr = self._rx / span
@@ -894,6 +935,7 @@ class ReceiverCC:
                 self.pending.pop(ch, None)
                 self._left[ch] = now
                 out.append(Leave(ch))
+                self._jump_arrived(now, ch)  # quiescent: it will bring nothing
         # a joined group's packets queue behind ours: its first packet comes no sooner
         # than the queueing delay our last packet saw (``RTT_CHECK``)
         queued = self._qrecent[-1] if self._qrecent and self.RTT_CHECK else 0.0
@@ -904,6 +946,7 @@ class ReceiverCC:
                 self.joined.discard(ch)
                 self._left[ch] = now
                 out.append(Leave(ch))
+                self._jump_arrived(now, ch)
         lvl = self.level(ts)
         self.ctl.on_joined_rate(sched.cum_rate(lvl, ts))
         # received rate versus the rate of the joined levels (RFC 3738 3.2.2.6: TRR
@@ -955,8 +998,8 @@ class ReceiverCC:
             self._capacity_used = True
             cap = self.PAIR_SHARE * self.capacity
             self.ctl.on_capacity(now, cap, self.rtt.rtt)
-            out += self._join_up_to(now, ts, lvl, min(cap, self.target_rate()), sched.levels,
-                                     reach=True)
+            out += self._note_jump(now, self._join_up_to(
+                now, ts, lvl, min(cap, self.target_rate()), sched.levels, reach=True))
         elif not recent and now >= self.loss_event_until:
             # start-up (no loss, no lag yet): up to STARTUP_JOINS levels per epoch
             n_max = self.STARTUP_JOINS if startup else 1
@@ -970,6 +1013,8 @@ class ReceiverCC:
                     return out + self._join_up_to(now, ts, lvl, cap, sched.levels,
                                                   reach=True)
                 n_max = 1  # above it one level per epoch, as the window and holds allow
+                if self._jump_guard(ep_start):
+                    n_max = 0  # the jump's rate has not been through a whole epoch yet
             if self.loss_events == 0 and rr > 0 and (
                     (len(self._qrecent) == self.HOLD_PKTS
                      and min(self._qrecent) > max(self.HOLD_QDELAY, 1 / rr))
