@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Callable
 
 from swift.core.binmap import Binmap
@@ -43,7 +44,7 @@ class Announcer:
         self.version = 0
         #: chunks verified since the start, in order (``log_base`` is the
         #: global index of its first entry)
-        self.log_: list[int] = []
+        self.log_: array[int] = array("q")  # 8 B a chunk, no int object each
         self.log_base = 0
         #: seconds a HAVE alone waits after the channel's last one (config.py)
         self.interval = interval
@@ -122,7 +123,7 @@ class Announcer:
         log.extend(chunks)
         if len(log) > 1 << 16:  # bounded: channels behind fall back to one full scan
             self.log_base += len(log)
-            log.clear()
+            del log[:]
 
     def have_msgs(self, ch: Channel, room: int) -> list[C.Message]:
         """HAVEs for verified chunks not yet announced to ``ch`` (3.2, 4.3.1).

@@ -46,6 +46,7 @@ import itertools
 import math
 import random
 import struct
+from array import array
 from collections import deque
 from collections.abc import Sequence
 
@@ -316,7 +317,7 @@ class Peer:
         return self.announcer.version
 
     @property
-    def have_log(self) -> list[int]:
+    def have_log(self) -> array[int]:
         return self.announcer.log_
 
     @property
