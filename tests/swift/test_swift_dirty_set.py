@@ -12,19 +12,17 @@ the same datagrams, byte for byte, with the dirty set and without it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any
 
 import pytest
 
-from deliverykit.sim import network as simnet
 from swift import sim as S
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.peer import Peer
-from swift.experiments import swarm, vod_swarm
 from swift.wire import codec as C
 from swift.wire.constants import MsgType
+from tests.swift.swarm_digest import digest, lossy_flash, vod
 from tests.swift.swift_support import make_tree
 
 CS = 1024
@@ -144,50 +142,14 @@ def test_deadlines_fire_without_an_event_before_them() -> None:
 
 def _digest_run(run: Any, dirty: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, int]:
     """(hash of every datagram's bytes and endpoints, hash of the results, channel visits)."""
-    monkeypatch.setattr(Peer, "DIRTY_SET", dirty)
-    h = hashlib.sha256()
-    send = simnet.Network.send
-
-    def hashed(self: Any, src: str, data: bytes, dst: Any) -> None:
-        h.update(f"{src}>{dst}:{len(data)}:".encode() + data)
-        send(self, src, data, dst)
-
-    visits = [0]
-    visit = Peer._flush_channel
-
-    def counted(self: Peer, ch: Any, now: float, out: list[tuple[bytes, Any]]) -> None:
-        visits[0] += 1
-        visit(self, ch, now, out)
-
-    monkeypatch.setattr(simnet.Network, "send", hashed)
-    monkeypatch.setattr(Peer, "_flush_channel", counted)
-    res = run()
-    monkeypatch.undo()
-    per = [(r.name, r.completion_s, r.verified, r.sent_chunks, r.startup_s, r.stalls,
-            sorted(r.stats.items())) for r in res.leechers]
-    assert all(r.verified for r in res.leechers)
-    return h.hexdigest(), hashlib.sha256(repr(per).encode()).hexdigest(), visits[0]
-
-
-def _vod(algorithm: str) -> Any:
-    sc = swarm.vod_scenario(6, 3.0, 1e6, CS, vod_swarm.seeder_rate(6, 1e6, None), seed=2)
-    r = vod_swarm.run_one(sc, algorithm, "sim")
-    assert r.stats is not None
-    return S.FlashCrowdResult(sc.name, 2, tuple(r.leechers), r.stats)
-
-
-def _lossy() -> Any:
-    sc = S.flash_crowd(8, 48 * CS, arrivals="uniform", spread=0.3, seed=5)
-    nodes = tuple(dataclasses.replace(n, up=S.uplink(4e6, loss=0.03)) if n.role == S.LEECHER
-                  else n for n in sc.nodes)
-    return S.run(dataclasses.replace(sc, nodes=nodes), seed=5)
+    return digest(run, monkeypatch, (Peer, "DIRTY_SET", dirty), (Peer, "_flush_channel"))
 
 
 @pytest.mark.parametrize("name,run", [
     ("flash crowd", lambda: S.run(S.flash_crowd(10, 48 * CS, seed=1), seed=1)),
-    ("uniform arrivals, 3 % loss", _lossy),
-    ("VoD, vod picker", lambda: _vod("vod")),
-    ("VoD, std-vod picker", lambda: _vod("std-vod")),
+    ("uniform arrivals, 3 % loss", lambda: lossy_flash(8, 48 * CS, 0.03, 5, "uniform")),
+    ("VoD, vod picker", lambda: vod("vod", 6, 3.0, 2)),
+    ("VoD, std-vod picker", lambda: vod("std-vod", 6, 3.0, 2)),
 ])
 def test_swarms_send_the_same_bytes_with_and_without_the_dirty_set(
         name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,18 +16,16 @@ flush (``Peer.DIRTY_SET = False``): the same datagrams, byte for byte.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
-from swift import sim as S
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.peer import Peer
-from swift.experiments import swarm, vod_swarm
 from swift.wire import codec as C
 from swift.wire.constants import MsgType
+from tests.swift.swarm_digest import lossy_flash, vod
 from tests.swift.swift_support import make_tree
 from tests.swift.test_swift_dirty_set import CS, MISSING, N, _counting, _digest_run, _exchange
 
@@ -126,25 +124,10 @@ def test_a_verified_chunk_frees_nothing_and_its_ack_goes_once() -> None:
     assert leecher.datagrams_to_send(now) == [] and visits[0] == 1  # not visited again
 
 
-def _vod(algorithm: str, leechers: int, video_s: float, seed: int) -> Any:
-    sc = swarm.vod_scenario(leechers, video_s, 1e6, CS,
-                            vod_swarm.seeder_rate(leechers, 1e6, None), seed=seed)
-    r = vod_swarm.run_one(sc, algorithm, "sim")
-    assert r.stats is not None
-    return S.FlashCrowdResult(sc.name, seed, tuple(r.leechers), r.stats)
-
-
-def _lossy_flash() -> Any:
-    sc = S.flash_crowd(12, 64 * CS, seed=3)
-    nodes = tuple(dataclasses.replace(n, up=S.uplink(4e6, loss=0.05)) if n.role == S.LEECHER
-                  else n for n in sc.nodes)
-    return S.run(dataclasses.replace(sc, nodes=nodes), seed=3)
-
-
 @pytest.mark.parametrize("name,run", [
-    ("VoD, vod picker, eq. 3", lambda: _vod("vod", 4, 6.0, 0)),
-    ("VoD, linear picker", lambda: _vod("linear", 5, 4.0, 1)),
-    ("flash crowd, 5 % loss: end game", _lossy_flash),
+    ("VoD, vod picker, eq. 3", lambda: vod("vod", 4, 6.0, 0)),
+    ("VoD, linear picker", lambda: vod("linear", 5, 4.0, 1)),
+    ("flash crowd, 5 % loss: end game", lambda: lossy_flash(12, 64 * CS, 0.05, 3)),
 ])
 def test_more_swarms_send_the_same_bytes_with_fewer_visits(
         name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:

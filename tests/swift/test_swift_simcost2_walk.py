@@ -12,66 +12,26 @@ in every flush.  Whole simulated swarms are compared datagram by datagram.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from typing import Any
 
 import pytest
 
-from deliverykit.sim import network as simnet
-from swift import sim as S
 from swift.core.requests import RequestScheduler
-from swift.experiments import swarm, vod_swarm
+from tests.swift.swarm_digest import digest, lossy_flash, vod
 from tests.swift.test_swift_dirty_set import CS, _digest_run
 
 
 def _swarm_digest(run: Any, across: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, int]:
     """(hash of every datagram, hash of the results, end-game walks)."""
-    monkeypatch.setattr(RequestScheduler, "WALK_ACROSS", across)
-    h = hashlib.sha256()
-    send = simnet.Network.send
-
-    def hashed(self: Any, src: str, data: bytes, dst: Any) -> None:
-        h.update(f"{src}>{dst}:{len(data)}:".encode() + data)
-        send(self, src, data, dst)
-
-    walks = [0]
-    walk = RequestScheduler._walk_late
-
-    def counted(self: RequestScheduler, *args: Any) -> Any:
-        walks[0] += 1
-        return walk(self, *args)
-
-    monkeypatch.setattr(simnet.Network, "send", hashed)
-    monkeypatch.setattr(RequestScheduler, "_walk_late", counted)
-    res = run()
-    monkeypatch.undo()
-    per = [(r.name, r.completion_s, r.verified, r.sent_chunks, r.startup_s, r.stalls,
-            sorted(r.stats.items())) for r in res.leechers]
-    assert all(r.verified for r in res.leechers)
-    return h.hexdigest(), hashlib.sha256(repr(per).encode()).hexdigest(), walks[0]
-
-
-def _vod(algorithm: str, leechers: int, video_s: float, seed: int) -> Any:
-    sc = swarm.vod_scenario(leechers, video_s, 1e6, CS,
-                            vod_swarm.seeder_rate(leechers, 1e6, None), seed=seed)
-    r = vod_swarm.run_one(sc, algorithm, "sim")
-    assert r.stats is not None
-    return S.FlashCrowdResult(sc.name, seed, tuple(r.leechers), r.stats)
-
-
-def _lossy_flash(leechers: int, loss: float, seed: int, arrivals: str = "flash") -> Any:
-    sc = S.flash_crowd(leechers, 64 * CS, arrivals=arrivals, spread=0.3, seed=seed)
-    nodes = tuple(dataclasses.replace(n, up=S.uplink(4e6, loss=loss)) if n.role == S.LEECHER
-                  else n for n in sc.nodes)
-    return S.run(dataclasses.replace(sc, nodes=nodes), seed=seed)
+    return digest(run, monkeypatch, (RequestScheduler, "WALK_ACROSS", across),
+                  (RequestScheduler, "_walk_late"))
 
 
 @pytest.mark.parametrize("name,run", [
-    ("VoD, vod picker", lambda: _vod("vod", 4, 6.0, 0)),
-    ("VoD, std-vod picker", lambda: _vod("std-vod", 5, 4.0, 3)),
-    ("flash crowd, 5 % loss: end game", lambda: _lossy_flash(12, 0.05, 3)),
-    ("uniform arrivals, 3 % loss", lambda: _lossy_flash(8, 0.03, 5, "uniform")),
+    ("VoD, vod picker", lambda: vod("vod", 4, 6.0, 0)),
+    ("VoD, std-vod picker", lambda: vod("std-vod", 5, 4.0, 3)),
+    ("flash crowd, 5 % loss: end game", lambda: lossy_flash(12, 64 * CS, 0.05, 3)),
+    ("uniform arrivals, 3 % loss", lambda: lossy_flash(8, 64 * CS, 0.03, 5, "uniform")),
 ])
 def test_the_walk_read_across_flushes_sends_the_same_bytes(
         name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,8 +46,8 @@ def test_the_walk_read_across_flushes_sends_the_same_bytes(
 
 
 @pytest.mark.parametrize("name,run", [
-    ("VoD, vod picker", lambda: _vod("vod", 4, 6.0, 0)),
-    ("flash crowd, 5 % loss: end game", lambda: _lossy_flash(12, 0.05, 3)),
+    ("VoD, vod picker", lambda: vod("vod", 4, 6.0, 0)),
+    ("flash crowd, 5 % loss: end game", lambda: lossy_flash(12, 64 * CS, 0.05, 3)),
 ])
 def test_both_cuts_against_visiting_every_channel(
         name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
