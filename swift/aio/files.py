@@ -221,9 +221,5 @@ def deferred_tree(path: str, hash_func: HashFunc = HashFunc.SHA256,
     got = load_or_build_tree(path, hash_func, chunk_size)
     if not os.path.exists(mhash_path(path, hash_func, chunk_size) + ".stamp"):
         return got
-
-    def load() -> MerkleTree:
-        again = load_or_build_tree(path, hash_func, chunk_size)
-        return again.tree
-
-    return TreeLoad(DeferredTree(got.tree, load), got.status, got.message)
+    return TreeLoad(DeferredTree(got.tree, lambda: load_or_build_tree(
+        path, hash_func, chunk_size).tree), got.status, got.message)

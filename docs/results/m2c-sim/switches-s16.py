@@ -1,5 +1,5 @@
-"""Run an m2c experiment with ``ReceiverCC`` class switches on (session 16: ``PAIR_ONE``
-and ``HOLE_OWN``; docs/m2c-results.md, session 16).
+"""Run an m2c experiment with ``ReceiverCC`` class switches on (session 16: ``PAIR_ONE``,
+``PAIR_ONE_GUARD`` and ``HOLE_OWN``; docs/m2c-results.md, session 16 and its second step).
 
     python docs/results/m2c-sim/switches-s16.py PAIR_ONE,HOLE_OWN many --receivers N \\
         --size 4000000 --seed S --out DIR
@@ -18,7 +18,7 @@ import sys
 from m2c.core.receiver_cc import ReceiverCC
 
 MODULES = {"many": "m2c.experiments.many", "sim": "m2c.sim"}
-SWITCHES = ("PAIR_ONE", "HOLE_OWN")
+SWITCHES = ("PAIR_ONE", "PAIR_ONE_GUARD", "HOLE_OWN")
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[2] not in MODULES:
