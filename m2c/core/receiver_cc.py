@@ -330,6 +330,25 @@ class ReceiverCC:
     testbed's tbf) lets a pair through unspread when it holds tokens for both (then
     ``PAIR_MAX`` drops it), and only partly spread, too fast, when it is nearly empty.
     Otherwise the estimate only caps the start-up batches (``STARTUP_JOINS``)"""
+    LOSS_EVENTS = False
+    """ours (session 17, off by default): loss events as a TCP flow sharing the queue
+    sees them, one per congestion episode.  A TCP sender's next loss event comes when
+    the queue overflows again after a reduction drained it (its own, or another
+    flow's); our smooth packets instead find a drop-tail queue that TCP keeps full
+    many times per TCP cycle (the lock-out: 16-17 % of our packets lost where TCP
+    loses 1.8 % at 1 Mb/s), and one loss event per ARTT halved our window ~0.8 times
+    a second.  With this switch a loss starts a new loss event only once a drain of
+    the queue began after the last one began: a packet of ours queued at least
+    ``EVENT_DRAIN`` of the peak (and ``EVENT_DRAIN_MIN``) below the fullest queueing
+    delay since the queue last refilled (``_queue_swing``).  A queue that never drains
+    still gives one loss event per span: the longer of one sub_TSI (the span the
+    controller already answers with one reduction) and the time a TCP window of our
+    target rate takes to grow back from its halving (half the window in ARTTs), at
+    most ``EVENT_SPAN_MAX`` sub_TSIs"""
+    EVENT_DRAIN = 0.2
+    EVENT_DRAIN_MIN = 0.005
+    EVENT_SPAN_MAX = 4.0
+
     PAIR_ONE = False
     """ours (session 16, off by default): the estimate is in on the first base pair, and
     that pair anchors the sender clock (two agreeing packets that are a base pair, where
@@ -395,6 +414,7 @@ class ReceiverCC:
     """the offset is the minimum over this many slots of local time (8 buckets), so
     one early outlier does not bias the sender clock for ever"""
     _BUCKETS = 8
+    LOSS_LOG = 4096
 
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
                  max_rate: float = math.inf, rtt_floor: float = 0.01,
@@ -505,6 +525,29 @@ class ReceiverCC:
         self._jump_live = math.inf
         """``PAIR_ONE_GUARD``: when the last of the jump's groups delivered its first
         packet (or its join was cancelled)"""
+        self._ev_at = -math.inf
+        """``LOSS_EVENTS``: when the last loss event began"""
+        self._ev_drains = 0
+        """``LOSS_EVENTS``: ``queue_drains`` when it began"""
+        self.queue_drains = 0
+        """``LOSS_EVENTS``: drains of the queue seen (``EVENT_DRAIN``)"""
+        self._q_peak = 0.0
+        """``LOSS_EVENTS``: the fullest queueing delay since the last refill"""
+        self._q_low: float | None = None
+        """``LOSS_EVENTS``: while the queue is drained, the lowest queueing delay since
+        the drain began (None while it is not drained)"""
+        self.episode_losses = 0
+        """``LOSS_EVENTS``: congestion losses after one ARTT that started no loss event
+        (the queue had not drained since the last one)"""
+        self.epoch_log: deque[tuple[float, float, float, float, float]] = deque(
+            maxlen=self.LOSS_LOG)
+        """per epoch, the last ``LOSS_LOG``: (time, least queueing delay in it, received
+        rate, target rate, RTT) (a trace for the experiments)"""
+        self.loss_log: deque[tuple[float, int, int, float, bool, float]] = deque(
+            maxlen=self.LOSS_LOG)
+        """a trace of congestion losses (after the random-loss rules), the last
+        ``LOSS_LOG``: (time, channel, packets lost, queueing delay of the packet that
+        showed them, a loss event started, the target rate after it)"""
 
     def sender_time(self, now: float) -> float | None:
         return None if self.offset is None else now - self.offset
@@ -553,6 +596,8 @@ class ReceiverCC:
             if q < self._qmin:
                 self._qmin = q
             self._qrecent.append(q)
+            if self.LOSS_EVENTS:
+                self._queue_swing(q)
             if self.ctl.random_loss:
                 arr = self._arrivals
                 if arr and 0 < now - arr[-1][0] <= q:
@@ -636,17 +681,61 @@ class ReceiverCC:
             lost -= on_link
         self._rx += 1
         self._ev += 1 + lost
-        if lost and now >= self.loss_event_until:
+        if lost and now >= self.loss_event_until and self._new_episode(now):
             # the loss event starts before the packet events are counted (3.2.3.4)
             self.loss_events += 1
             self.loss_event_until = now + self.rtt.rtt
+            if self.LOSS_EVENTS:
+                self._ev_at, self._ev_drains = now, self.queue_drains
             ts = now - offset
             self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
             self.ctl.on_packet_events(1, lost)
+            self._log_loss(now, channel, lost, True)
             return jump
         self.ctl.on_packet_events(1, lost)
+        if lost:
+            self._log_loss(now, channel, lost, False)
         return jump
+
+    def _new_episode(self, now: float) -> bool:
+        """``LOSS_EVENTS``: a loss may start a loss event (the first one, once the queue
+        drained since the last one began, or ``EVENT_SPAN`` after it)."""
+        if (not self.LOSS_EVENTS or self.queue_drains > self._ev_drains
+                or self._ev_at == -math.inf):
+            return True
+        sub_tsi = self.schedule.tsd / self.schedule.k
+        rtt = self.rtt.rtt
+        span = max(sub_tsi, min(0.5 * self.target_rate() * rtt * rtt,
+                                self.EVENT_SPAN_MAX * sub_tsi))
+        if now - self._ev_at >= span:
+            return True
+        self.episode_losses += 1
+        return False
+
+    def _queue_swing(self, q: float) -> None:
+        """``LOSS_EVENTS``: follow the queue's swings (with hysteresis): a drain begins
+        when a packet queued ``EVENT_DRAIN`` of the peak (and ``EVENT_DRAIN_MIN``) below
+        the fullest queue since the last refill, and the queue has refilled when one
+        queued as much above the lowest of the drain.  A drain that began before a
+        loss event is no new episode after it."""
+        if self._q_low is None:
+            if q > self._q_peak:
+                self._q_peak = q
+            elif q < self._q_peak - self._drain_margin(self._q_peak):
+                self.queue_drains += 1
+                self._q_low = q
+        elif q < self._q_low:
+            self._q_low = q
+        elif q > self._q_low + self._drain_margin(self._q_peak):
+            self._q_low, self._q_peak = None, q
+
+    def _drain_margin(self, peak: float) -> float:
+        return max(self.EVENT_DRAIN * peak, self.EVENT_DRAIN_MIN)
+
+    def _log_loss(self, now: float, channel: int, lost: int, event: bool) -> None:
+        q = self._qrecent[-1] if self._qrecent else math.nan
+        self.loss_log.append((now, channel, lost, q, event, self.target_rate()))
 
     def _boot_pair(self) -> bool:
         """``PAIR_ONE``: the last two packets kept for anchoring are a base pair (an even
@@ -916,6 +1005,7 @@ class ReceiverCC:
             self._rr_last = rr
         self._rx = self._ev = 0
         qmin, self._qmin = self._qmin, math.inf
+        self.epoch_log.append((now, qmin, rr, self.target_rate(), self.rtt.rtt))
         startup = self.loss_events == 0 and not self.lag_holds
         self.next_epoch = max(self.next_epoch + (el * self.startup_epoch if startup else el), now)
         self.ctl.on_epoch(now, rr, irr, self.rtt.rtt)

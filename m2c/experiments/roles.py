@@ -9,9 +9,15 @@ for a receiver (fig5.py, hetero.py, fairness.py build their rows from its fields
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, ReceiveResult, SendResult
 from m2c.core.description import SessionDescription
+
+CC_TRACE_ENV = "M2C_CC_TRACE"
+"""a file: each receiver role appends its controller's loss and epoch logs to it"""
+TRACED_SWITCHES = ("PAIR_ONE", "PAIR_ONE_GUARD", "HOLE_OWN", "LOSS_EVENTS")
 
 
 def receive(sd_json: str, out: str, iface: str, timeout: float,
@@ -20,7 +26,17 @@ def receive(sd_json: str, out: str, iface: str, timeout: float,
     ``timeout`` s."""
     sd = SessionDescription.from_json(sd_json)
     rx = MulticastReceiver(sd, out, controller=controller, interface=iface)
-    return asyncio.run(rx.receive(timeout=timeout))
+    res = asyncio.run(rx.receive(timeout=timeout))
+    trace_to = os.environ.get(CC_TRACE_ENV)
+    if trace_to:  # a trace hook: the controller's loss and epoch logs, one JSON line
+        cc = rx.cc
+        with open(trace_to, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "iface": iface, "ok": res.ok,
+                                "time": res.metrics.time,
+                                "switches": {k: getattr(cc, k) for k in TRACED_SWITCHES},
+                                "losses": list(cc.loss_log), "epochs": list(cc.epoch_log)},
+                               allow_nan=True) + "\n")
+    return res
 
 
 def send(sd_json: str, path: str, duration: float) -> SendResult:
