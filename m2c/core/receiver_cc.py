@@ -414,7 +414,9 @@ class ReceiverCC:
     """the offset is the minimum over this many slots of local time (8 buckets), so
     one early outlier does not bias the sender clock for ever"""
     _BUCKETS = 8
-    LOSS_LOG = 4096
+    LOSS_LOG = 0
+    """entries kept in ``loss_log`` and ``epoch_log`` (a trace: 0, none, by default;
+    ``m2c.experiments.roles`` sets it when asked for a trace)"""
 
     def __init__(self, schedule: RateSchedule, controller: str = "m2c", epoch: float | None = None,
                  max_rate: float = math.inf, rtt_floor: float = 0.01,
@@ -530,7 +532,8 @@ class ReceiverCC:
         self._ev_drains = 0
         """``LOSS_EVENTS``: ``queue_drains`` when it began"""
         self.queue_drains = 0
-        """``LOSS_EVENTS``: drains of the queue seen (``EVENT_DRAIN``)"""
+        """``LOSS_EVENTS`` (or a trace, ``LOSS_LOG``): drains of the queue seen
+        (``EVENT_DRAIN``)"""
         self._q_peak = 0.0
         """``LOSS_EVENTS``: the fullest queueing delay since the last refill"""
         self._q_low: float | None = None
@@ -539,6 +542,7 @@ class ReceiverCC:
         self.episode_losses = 0
         """``LOSS_EVENTS``: congestion losses after one ARTT that started no loss event
         (the queue had not drained since the last one)"""
+        self._tracing = self.LOSS_LOG > 0
         self.epoch_log: deque[tuple[float, float, float, float, float]] = deque(
             maxlen=self.LOSS_LOG)
         """per epoch, the last ``LOSS_LOG``: (time, least queueing delay in it, received
@@ -596,7 +600,7 @@ class ReceiverCC:
             if q < self._qmin:
                 self._qmin = q
             self._qrecent.append(q)
-            if self.LOSS_EVENTS:
+            if self.LOSS_EVENTS or self._tracing:
                 self._queue_swing(q)
             if self.ctl.random_loss:
                 arr = self._arrivals

@@ -14,9 +14,12 @@ import os
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, ReceiveResult, SendResult
 from m2c.core.description import SessionDescription
+from m2c.core.receiver_cc import ReceiverCC
 
 CC_TRACE_ENV = "M2C_CC_TRACE"
 """a file: each receiver role appends its controller's loss and epoch logs to it"""
+TRACE_LEN = 8192
+"""loss and epoch log entries kept per receiver when tracing"""
 TRACED_SWITCHES = ("PAIR_ONE", "PAIR_ONE_GUARD", "HOLE_OWN", "LOSS_EVENTS")
 
 
@@ -25,15 +28,26 @@ def receive(sd_json: str, out: str, iface: str, timeout: float,
     """Join the session on ``iface`` and receive into ``out`` (verified), for at most
     ``timeout`` s."""
     sd = SessionDescription.from_json(sd_json)
-    rx = MulticastReceiver(sd, out, controller=controller, interface=iface)
-    res = asyncio.run(rx.receive(timeout=timeout))
     trace_to = os.environ.get(CC_TRACE_ENV)
+    kept = ReceiverCC.LOSS_LOG
+    if trace_to:
+        ReceiverCC.LOSS_LOG = TRACE_LEN
+    try:
+        rx = MulticastReceiver(sd, out, controller=controller, interface=iface)
+    finally:
+        ReceiverCC.LOSS_LOG = kept
+    res = asyncio.run(rx.receive(timeout=timeout))
     if trace_to:  # a trace hook: the controller's loss and epoch logs, one JSON line
         cc = rx.cc
         with open(trace_to, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "iface": iface, "ok": res.ok,
                                 "time": res.metrics.time,
                                 "switches": {k: getattr(cc, k) for k in TRACED_SWITCHES},
+                                "loss_events": cc.loss_events,
+                                "episode_losses": cc.episode_losses,
+                                "queue_drains": cc.queue_drains,
+                                "reductions": getattr(cc.ctl, "reductions", None),
+                                "ignored_events": getattr(cc.ctl, "ignored_events", None),
                                 "losses": list(cc.loss_log), "epochs": list(cc.epoch_log)},
                                allow_nan=True) + "\n")
     return res
