@@ -596,7 +596,19 @@ class Peer:
                 got = lo if got == -1 and hi == lo + 1 else -2
                 self.verifier.on_data(ch, lo, hi, x, y, now, self._arrived)
             elif t == 4:  # INTEGRITY
-                ch.verify.add_hash(*to_chunks(s, e), x)
+                if c32:
+                    # (VerifyState.add_hash, inline: two per DATA) chunk32's
+                    # [s, e] names a bin when it is aligned; that bin is
+                    # B.make(layer, s // w) = (s << 1) | (w - 1)
+                    vf = ch.verify
+                    w = e + 1 - s
+                    if w > 0 and not (w & (w - 1)) and s % w == 0 and (
+                            len(vf.hash_order) < vf.MAX_HASHES):
+                        b = (s << 1) | (w - 1)
+                        vf.hashes[b] = x
+                        vf.hash_order.append((b, x))
+                else:
+                    ch.verify.add_hash(*to_chunks(s, e), x)
             elif t == 2 or t == 3:  # ACK or HAVE: the peer has these chunks
                 lo, hi = (s, e + 1) if c32 else to_chunks(s, e)  # (ChunkSpecs.to_chunks)
                 if t == 2 and s == have_s and e == have_e:

@@ -61,6 +61,11 @@ class Held:
 class Verifier:
     """Received DATA: integrity check, store, ACK, duplicates, rejected chunks."""
 
+    #: static content of known size: ``MerkleTree.verify`` called directly with
+    #: the INTEGRITY hashes as they are kept (False: through ``Content.verify``,
+    #: the reference the tests compare it with; docs/swift-perf.md, session 17)
+    TREE_DIRECT = True
+
     def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], download: RequestScheduler,
                  stats: dict[str, int], events: deque[ev.SwiftEvent],
@@ -167,12 +172,21 @@ class Verifier:
             return
         if not late:  # a late chunk may be in flight elsewhere: kept so until verified
             self.download.inflight.discard(i)
-        n_before = self.content.n_chunks
-        ok = ch.state is _EST and self.content.verify(i, payload, verify.hash_order,
-                                                      verify.sigs, now)
-        if n_before is None and self.content.n_chunks is not None and not self.view.is_live:
-            self.events.append(ev.SizeKnown(self.content.n_chunks))
-        verify.clear()
+        static = self.view.static
+        tree = None if static is None else static.tree
+        if tree is not None and tree.n_chunks is not None and self.TREE_DIRECT:
+            # Content.verify without its frame and its dict: the size is known
+            # (no peak hashes to learn), and ``hashes`` is ``dict(hash_order)``
+            ok = ch.state is _EST and tree.verify(i, payload, verify.hashes)
+        else:
+            n_before = self.content.n_chunks
+            ok = ch.state is _EST and self.content.verify(i, payload, verify.hash_order,
+                                                          verify.sigs, now)
+            if n_before is None and self.content.n_chunks is not None and not self.view.is_live:
+                self.events.append(ev.SizeKnown(self.content.n_chunks))
+        verify.hashes.clear()  # (VerifyState.clear, inline)
+        verify.hash_order.clear()
+        verify.sigs.clear()
         if late:
             if not ok:
                 self.stats["unsolicited"] += 1
