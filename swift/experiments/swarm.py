@@ -32,6 +32,7 @@ import os
 import random
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,10 @@ VOD_LEECHER_UP = 1_200_000
 PORT = 6778
 #: seconds between two polls of a leecher's player / start-up / completion (both backends)
 POLL_S = 0.05
+#: seconds a testbed leecher may take to build its node, and to wait for the start
+GO_TIMEOUT_S = 60.0
+#: warn when the testbed's leechers' clocks started further apart than this (s)
+START_SPREAD_WARN_S = 0.010
 
 
 class Backend(enum.Enum):
@@ -200,19 +205,31 @@ async def _seed(path: str, cfg: PeerConfig, ready: Any, duration: float) -> None
 
 async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
                  params: dict[str, Any], limit: float, out: str,
-                 stay: float | None = None) -> dict[str, Any]:
-    """The testbed twin of swift.sim.SwiftApp's leecher: poll every POLL_S."""
+                 stay: float | None = None, prepared: Any = None,
+                 go: Any = None) -> dict[str, Any]:
+    """The testbed twin of swift.sim.SwiftApp's leecher: poll every POLL_S.
+
+    With ``prepared``/``go`` (testbed events) the node is built and its socket
+    bound first; then ``prepared`` is set and the arrival clock starts when the
+    parent sets ``go``, the same instant for every leecher (see _run_netns)."""
     from swift.aio.node import downloader
     from swift.core.player import Player
-    await asyncio.sleep(arrive)
     size, cs = int(params["size"]), cfg.chunk_size
     bitrate, startup_bytes = float(params.get("bitrate", 0.0)), int(params.get("startup_bytes", 0))
     node = downloader(bytes.fromhex(root_hex), out, cfg, host="0.0.0.0", port=PORT)
-    t0 = time.time()
-    player = Player(bitrate, cs, size, t0, float(params.get("prebuffer", 5.0))) if bitrate else None
     startup: float | None = None
     done: float | None = None
     async with node:
+        woke = time.time()
+        if prepared is not None and go is not None:
+            prepared.set()
+            if not await asyncio.to_thread(go.wait, GO_TIMEOUT_S):
+                raise RuntimeError(f"the testbed's start signal did not come in {GO_TIMEOUT_S} s")
+            woke = time.time()
+        await asyncio.sleep(max(0.0, woke + arrive - time.time()))
+        t0 = time.time()
+        player = (Player(bitrate, cs, size, t0, float(params.get("prebuffer", 5.0)))
+                  if bitrate else None)
         node.connect((seeder_ip, PORT))
         peer = node.peer
         have = peer.content.have
@@ -238,7 +255,7 @@ async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
         stats = {**peer.stats, **upload_diag(peer)}
     return {"startup_s": startup, "completion_s": done, "stats": stats,
             "stalls": player.stalls if player else 0,
-            "stall_s": player.stall_time if player else 0.0}
+            "stall_s": player.stall_time if player else 0.0, "started_at": t0 - arrive}
 
 
 def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: PeerConfig,
@@ -284,10 +301,32 @@ def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: Pe
             if not ready.wait(30):
                 raise RuntimeError("the testbed seeder did not start within 30 s")
             outs = [os.path.join(d, f"{n.name}.bin") for n in leechers]
+            # every leecher builds its node first; then one signal starts all their
+            # arrival clocks at once, as the simulator's (spawning them one by one
+            # staggered a flash crowd by ~25 ms a leecher, and the swarm with it)
+            go = tb.event()
+            preps = [tb.event() for _ in leechers]
             tasks = [tb.spawn(h, _leech, root, "10.79.0.1", n.arrive, leecher_config, dict(p),
-                              limit, out, n.stay) for h, n, out in zip(hosts, leechers, outs)]
+                              limit, out, n.stay, prep, go)
+                     for h, n, out, prep in zip(hosts, leechers, outs, preps)]
+            ready_by = time.monotonic() + GO_TIMEOUT_S
+            for prep, t in zip(preps, tasks):
+                while not prep.wait(0.2):
+                    if not t.alive:
+                        t.result(timeout=5)  # raises the leecher's own error
+                        raise RuntimeError("a testbed leecher ended before it was ready")
+                    if time.monotonic() > ready_by:
+                        raise RuntimeError(f"a testbed leecher did not get ready in "
+                                           f"{GO_TIMEOUT_S} s")
+            go.set()
             res = [t.result(timeout=limit + last + 60) for t in tasks]
             st.kill()
+            starts = [r["started_at"] for r in res]
+            spread = max(starts) - min(starts) if starts else 0.0
+            if spread > START_SPREAD_WARN_S:
+                warnings.warn(f"the testbed's leechers started {spread * 1000:.0f} ms apart "
+                              f"(simultaneous in the scenario): the host was busy",
+                              RuntimeWarning, stacklevel=2)
         out = []
         for n, r, o in zip(leechers, res, outs):
             got = b""
