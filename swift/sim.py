@@ -70,12 +70,14 @@ POLL_S = 0.05
 
 
 def uplink(bps: float, delay: float = 0.001, queue_s: float = 0.05, loss: float = 0.0) -> LinkSpec:
-    """An access uplink as the testbed shapes it: tbf at ``bps`` (its queue: the
-    bucket plus ``queue_s`` at the rate, bytes), netem ``delay`` and Bernoulli
-    ``loss`` (a fraction) on every outgoing packet."""
+    """An access uplink as the testbed shapes it: tbf at ``bps`` with tbf's bucket
+    (``Tbf.burst``: 10 ms at the rate, at least 3,000 bytes; its queue: the bucket
+    plus ``queue_s`` at the rate, bytes), netem ``delay`` and Bernoulli ``loss``
+    (a fraction) on every outgoing packet."""
     tbf = Tbf(int(bps), latency_ms=queue_s * 1000)
     return LinkSpec(rate=bps, delay=delay, queue=tbf.limit_bytes, queue_unit=QueueUnit.BYTES,
-                    loss=LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec())
+                    loss=LossSpec(LossKind.BERNOULLI, p=loss) if loss > 0 else LossSpec(),
+                    burst=tbf.burst)
 
 
 def upload_diag(peer: Peer) -> dict[str, int]:

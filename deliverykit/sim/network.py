@@ -10,7 +10,11 @@ what it is still sending, drops the tail when the queue (bytes or packets, the
 packet in service included, as tbf counts) would exceed its limit, then adds
 its propagation delay; random loss (Bernoulli or Gilbert-Elliott) strikes
 after the queue, so a lost packet used the link.  Hence LEDBAT sees queueing
-delay and loss-based control sees drop-tail loss, as on the testbed.
+delay and loss-based control sees drop-tail loss, as on the testbed.  A link
+with a ``burst`` is a token bucket instead, as tc-tbf: a packet leaves once the
+bucket (refilled at the rate, at most ``burst`` bytes, full at the start) holds
+its size, so after an idle spell up to ``burst`` bytes leave at once; over time
+the rate is the same.
 
 Every hop is entered by an event at the time the packet reaches it, so a
 shared queue serves packets in their true arrival order.  A multicast datagram
@@ -115,6 +119,7 @@ class Link:
     __slots__ = (
         "_queue",
         "backlog",
+        "burst",
         "busy_until",
         "bytes",
         "count_packets",
@@ -128,6 +133,7 @@ class Link:
         "rate",
         "sent",
         "spec",
+        "tokens",
     )
 
     def __init__(self, name: str, spec: LinkSpec, rng: random.Random | None) -> None:
@@ -144,6 +150,10 @@ class Link:
             if rng is None:
                 raise ValueError(f"link {name} has loss and needs its random stream")
             self.loss = _Loss(spec.loss, rng)
+        #: token bucket depth in bytes (None: a pure serialiser), and the tokens
+        #: left at ``busy_until`` (the bucket starts full, as tbf's)
+        self.burst = float(spec.burst) if spec.burst is not None else None
+        self.tokens = self.burst or 0.0
         self.busy_until = 0.0
         #: (time the packet's last bit leaves, its size in queue units)
         self._queue: deque[tuple[float, int]] = deque()
@@ -171,7 +181,20 @@ class Link:
                 return -float(Fate.QUEUE_DROP)
             busy = self.busy_until
             start = busy if busy > now else now  # max(now, busy), without the call
-            done = start + size / rate
+            burst = self.burst
+            if burst is None:
+                done = start + size / rate
+            else:  # tbf: leave once the bucket holds the packet (a packet over the
+                # bucket waits for its size, where tbf would drop it: the scenario's error)
+                tokens = self.tokens + (start - busy) * rate
+                if tokens > burst:
+                    tokens = burst
+                if tokens >= size:
+                    done = start
+                    self.tokens = tokens - size
+                else:
+                    done = start + (size - tokens) / rate
+                    self.tokens = 0.0
             self.busy_until = done
             q.append((done, units))
             backlog = self.backlog = self.backlog + units

@@ -94,7 +94,8 @@ class LossSpec:
 
 @dataclass(frozen=True, slots=True)
 class LinkSpec:
-    """One direction of a link: serialisation at ``rate``, a drop-tail queue, delay, loss."""
+    """One direction of a link: serialisation at ``rate`` (or a token bucket of
+    ``burst`` bytes at that rate, as tc-tbf), a drop-tail queue, delay, loss."""
 
     #: bits per second; None = infinitely fast (no serialisation, no queue)
     rate: float | None = None
@@ -104,10 +105,17 @@ class LinkSpec:
     queue: int | None = None
     queue_unit: QueueUnit = QueueUnit.BYTES
     loss: LossSpec = LossSpec()
+    #: token bucket depth in bytes (tc-tbf's ``burst``): a packet leaves as soon as
+    #: the bucket, refilled at ``rate`` up to ``burst``, holds its size; None = a
+    #: pure serialiser (each packet takes size / rate after the one before)
+    burst: int | None = None
 
     def __post_init__(self) -> None:
         if self.rate is not None and self.rate <= 0:
             raise ValueError(f"link rate {self.rate} must be positive (or null: unlimited)")
+        if self.burst is not None and (self.rate is None or self.burst <= 0):
+            raise ValueError(f"link burst {self.burst} needs a rate and must be positive "
+                             "(or null: a pure serialiser)")
         if self.delay < 0:
             raise ValueError(f"link delay {self.delay} is negative")
         if self.queue is not None and self.queue <= 0:

@@ -95,10 +95,12 @@ def churn_scenario(leechers: int, size: int, stay: Distribution | None, seed: in
 
 
 def hetero_scenario(leechers: int, size: int, seed: int = 1,
-                    mix: tuple[tuple[str, float, float, float], ...] = MIX) -> Scenario:
+                    mix: tuple[tuple[str, float, float, float], ...] = MIX,
+                    seeder_bps: float = 20e6) -> Scenario:
     """A flash crowd whose leechers' access links follow ``mix`` (class, share, up,
     down bit/s; queues as tbf's, 1 ms each way), interleaved in proportion."""
-    sc = swarm.crowd_scenario(leechers, size, "flash", 4e6, STARTUP_BYTES, seed)
+    sc = swarm.crowd_scenario(leechers, size, "flash", 4e6, STARTUP_BYTES, seed,
+                              seeder_bps=seeder_bps)
     classes = tuple(LinkClass(name, share, uplink(up, TESTBED_DELAY), uplink(down, TESTBED_DELAY))
                     for name, share, up, down in mix)
     return assign_classes(sc, classes, LEECHER).replace(name=f"hetero-{leechers}x{size}")

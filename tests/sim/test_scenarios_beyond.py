@@ -108,17 +108,23 @@ def test_churned_leechers_leave_their_stay_after_completing() -> None:
 
 
 def test_heterogeneous_access_orders_completion_by_class() -> None:
-    sc = hetero_scenario(5, 64 * 1024, seed=1)
+    # a seeder fast enough that each class's downlink is what binds (at the default
+    # 20 Mb/s the seeder's share, ~4 Mb/s a leecher, binds them all alike)
+    size = 256 * 1024
+    sc = hetero_scenario(5, size, seed=1, seeder_bps=200e6)
     res = _sim(sc)
     assert res.all_verified
-    by = {n.name: n.group for n in sc.nodes}
-    done = {g: [x.completion_s or 0.0 for x in res.leechers if by[x.name] == g] for g in
-            ("adsl", "cable", "fibre")}
+    by = {n.name: n for n in sc.nodes}
+    done = {g: [x.completion_s or 0.0 for x in res.leechers if by[x.name].group == g]
+            for g in ("adsl", "cable", "fibre")}
     assert all(x.completion_s is not None for x in res.leechers)
     assert all(done.values())
-    # an 8 Mb/s downlink cannot take 64 KiB as fast as a 100 Mb/s one
-    assert min(done["adsl"]) > max(done["fibre"])
-    assert min(done["adsl"]) >= 64 * 1024 * 8 / 8e6
+    # an 8 Mb/s downlink cannot take 256 KiB as fast as a 30 or 100 Mb/s one
+    assert min(done["adsl"]) > max(done["cable"]) > min(done["fibre"])
+    for x in res.leechers:  # nor faster than its downlink's rate, less the bucket
+        down = by[x.name].down
+        assert down.rate is not None and down.burst is not None
+        assert (x.completion_s or 0.0) >= (size - down.burst) * 8 / down.rate
 
 
 def test_availability_when_the_seeder_leaves() -> None:

@@ -58,6 +58,49 @@ def test_serialisation_delay_is_size_times_8_over_rate() -> None:
     assert all(src == addr(0) for _, _, src in app.cores["b"].got)
 
 
+def test_token_bucket_sends_its_burst_at_once_then_paces_at_the_rate() -> None:
+    # tbf at 1 MB/s with a 2,500-byte bucket, full at the start: two 1,000-byte
+    # packets leave at once; the third waits for the 500 bytes it lacks (0.5 ms),
+    # every later one for a whole packet's tokens (1 ms)
+    rate = 8_000_000
+    nodes = [NodeSpec("a", up=LinkSpec(rate=rate, delay=0.010, burst=2500)), NodeSpec("b")]
+    _sim, app = run(nodes, {"a": lambda: Sender(addr(1), 5, SIZE), "b": Recorder})
+    times = [t for t, _, _ in app.cores["b"].got]
+    assert times == pytest.approx([0.010, 0.010, 0.0105, 0.0115, 0.0125])
+
+
+def test_token_bucket_refills_at_the_rate_up_to_its_depth() -> None:
+    link = Link("l", LinkSpec(rate=8_000_000, burst=2500), None)
+    assert [link.transmit(0.0, 1000) for _ in range(3)] == pytest.approx([0.0, 0.0, 0.0005])
+    # 10 ms idle refills far more than the bucket holds: again only 2,500 bytes at once
+    assert [link.transmit(0.1, 1000) for _ in range(3)] == pytest.approx([0.1, 0.1, 0.1005])
+    # 1.5 ms after that the bucket holds 1,500 bytes: one packet at once, the next 0.5 ms later
+    assert [link.transmit(0.102, 1000) for _ in range(2)] == pytest.approx([0.102, 0.1025])
+
+
+def test_token_bucket_queue_counts_packets_waiting_for_tokens() -> None:
+    # a 2-packet queue behind a 1-packet bucket: the 1st leaves, the 2nd and 3rd wait
+    # for tokens, the 4th finds the queue full, as tbf's limit counts its backlog
+    link = Link("l", LinkSpec(rate=8_000_000, burst=1000, queue=2,
+                              queue_unit=QueueUnit.PACKETS), None)
+    out = [link.transmit(0.0, 1000) for _ in range(4)]
+    assert out[:3] == pytest.approx([0.0, 0.001, 0.002])
+    assert out[3] < 0 and link.queue_drops == 1
+
+
+def test_token_bucket_long_run_rate_is_the_link_rate() -> None:
+    link = Link("l", LinkSpec(rate=8_000_000, burst=25_000), None)
+    last = max(link.transmit(0.0, 1000) for _ in range(1025))
+    assert last == pytest.approx((1025 * 1000 - 25_000) / 1e6)
+
+
+def test_burst_needs_a_rate_and_a_positive_depth() -> None:
+    with pytest.raises(ValueError, match="burst"):
+        LinkSpec(burst=3000)
+    with pytest.raises(ValueError, match="burst"):
+        LinkSpec(rate=1e6, burst=0)
+
+
 def test_downlink_queues_behind_a_faster_uplink() -> None:
     nodes = [NodeSpec("a"), NodeSpec("b", down=LinkSpec(rate=800_000))]  # 10 ms per packet
     _sim, app = run(nodes, {"a": lambda: Sender(addr(1), 3, SIZE), "b": Recorder})
