@@ -337,8 +337,10 @@ class ReceiverCC:
     flow's); our smooth packets instead find a drop-tail queue that TCP keeps full
     many times per TCP cycle (the lock-out: 16-17 % of our packets lost where TCP
     loses 1.8 % at 1 Mb/s), and one loss event per ARTT halved our window ~0.8 times
-    a second.  With this switch a loss starts a new loss event only once a drain of
-    the queue began after the last one began: a packet of ours queued at least
+    a second.  With this switch a loss starts a new loss event only if a drain of the
+    queue began between the last event's lost packets and this loss's (by their due
+    times: a loss is declared three packets late, and packets dropped while the queue
+    stayed full are often declared as it drains): a packet of ours queued at least
     ``EVENT_DRAIN`` of the peak (and ``EVENT_DRAIN_MIN``) below the fullest queueing
     delay since the queue last refilled (``_queue_swing``).  A queue that never drains
     still gives one loss event per span: the longer of one sub_TSI (the span the
@@ -529,8 +531,10 @@ class ReceiverCC:
         packet (or its join was cancelled)"""
         self._ev_at = -math.inf
         """``LOSS_EVENTS``: when the last loss event began"""
-        self._ev_drains = 0
-        """``LOSS_EVENTS``: ``queue_drains`` when it began"""
+        self._ev_due = -math.inf
+        """``LOSS_EVENTS``: sender time at which the first packet lost in it was due"""
+        self._drain_due: deque[float] = deque(maxlen=8)
+        """``LOSS_EVENTS``: the due times of the packets that showed the last drains"""
         self.queue_drains = 0
         """``LOSS_EVENTS`` (or a trace, ``LOSS_LOG``): drains of the queue seen
         (``EVENT_DRAIN``)"""
@@ -601,7 +605,7 @@ class ReceiverCC:
                 self._qmin = q
             self._qrecent.append(q)
             if self.LOSS_EVENTS or self._tracing:
-                self._queue_swing(q)
+                self._queue_swing(q, due)
             if self.ctl.random_loss:
                 arr = self._arrivals
                 if arr and 0 < now - arr[-1][0] <= q:
@@ -685,12 +689,12 @@ class ReceiverCC:
             lost -= on_link
         self._rx += 1
         self._ev += 1 + lost
-        if lost and now >= self.loss_event_until and self._new_episode(now):
+        if lost and now >= self.loss_event_until and self._new_episode(now, channel):
             # the loss event starts before the packet events are counted (3.2.3.4)
             self.loss_events += 1
             self.loss_event_until = now + self.rtt.rtt
             if self.LOSS_EVENTS:
-                self._ev_at, self._ev_drains = now, self.queue_drains
+                self._ev_at, self._ev_due = now, self._lost_due(channel)
             ts = now - offset
             self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
@@ -702,11 +706,23 @@ class ReceiverCC:
             self._log_loss(now, channel, lost, False)
         return jump
 
-    def _new_episode(self, now: float) -> bool:
-        """``LOSS_EVENTS``: a loss may start a loss event (the first one, once the queue
-        drained since the last one began, or ``EVENT_SPAN`` after it)."""
-        if (not self.LOSS_EVENTS or self.queue_drains > self._ev_drains
-                or self._ev_at == -math.inf):
+    def _lost_due(self, channel: int) -> float:
+        """Sender time at which the first of the packets just declared lost on ``channel``
+        was due: about when it met the queue (a loss is declared 3 PSNs later)."""
+        sched = self.schedule
+        return min((sched.time_of(channel, m + 1 if (self.pairs and channel == 0
+                                                     and m % 2 == 0) else m)
+                    for m in self.loss.last_lost), default=math.inf)
+
+    def _new_episode(self, now: float, channel: int) -> bool:
+        """``LOSS_EVENTS``: a loss may start a loss event: the first one; one whose packets
+        met the queue after a drain began that began after the last event's packets met
+        it (a loss declared after a drain began but dropped before it belongs to the
+        episode already answered); or any loss a span after the last event began."""
+        if not self.LOSS_EVENTS or self._ev_at == -math.inf:
+            return True
+        lost_due = self._lost_due(channel)
+        if any(self._ev_due < d <= lost_due for d in self._drain_due):
             return True
         sub_tsi = self.schedule.tsd / self.schedule.k
         rtt = self.rtt.rtt
@@ -717,7 +733,7 @@ class ReceiverCC:
         self.episode_losses += 1
         return False
 
-    def _queue_swing(self, q: float) -> None:
+    def _queue_swing(self, q: float, due: float) -> None:
         """``LOSS_EVENTS``: follow the queue's swings (with hysteresis): a drain begins
         when a packet queued ``EVENT_DRAIN`` of the peak (and ``EVENT_DRAIN_MIN``) below
         the fullest queue since the last refill, and the queue has refilled when one
@@ -728,6 +744,7 @@ class ReceiverCC:
                 self._q_peak = q
             elif q < self._q_peak - self._drain_margin(self._q_peak):
                 self.queue_drains += 1
+                self._drain_due.append(due)
                 self._q_low = q
         elif q < self._q_low:
             self._q_low = q

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import pytest
 
-from m2c.core.groups import make_schedule
+from m2c.core.groups import RateSchedule, make_schedule
 from m2c.core.receiver_cc import ReceiverCC
 
 PACKET_BITS = 1500 * 8
@@ -40,12 +40,29 @@ END = 14.0
 minimum"""
 
 
+def _schedule() -> RateSchedule:
+    return make_schedule("wave", min_rate=256e3 / PACKET_BITS, max_rate=8e6 / PACKET_BITS,
+                         tsd=TSD, k=2)
+
+
+def _first_due_after(t: float) -> int:
+    """The first base PSN due at ``t`` or later."""
+    sched, psn = _schedule(), 0
+    while sched.time_of(0, psn) < t:
+        psn += 1
+    return psn
+
+
 def _run(queue: Callable[[float], float], on: bool, end: float = END,
-         lose_from: float = 1.6) -> tuple[ReceiverCC, list[float]]:
-    """Feed base packets with queueing delay ``queue(due)``; returns the receiver and
-    the times at which loss events began."""
-    sched = make_schedule("wave", min_rate=256e3 / PACKET_BITS,
-                          max_rate=8e6 / PACKET_BITS, tsd=TSD, k=2)
+         lose_from: float = 1.6, lose: Callable[[float, int], bool] | None = None,
+         min_lost: int = 20) -> tuple[ReceiverCC, list[float]]:
+    """Feed base packets with queueing delay ``queue(due)``, every ``LOSS_EVERY``-th
+    from ``lose_from`` lost (or those ``lose(due, psn)`` names); returns the receiver
+    and the times at which loss events began."""
+    if lose is None:
+        def lose(due: float, psn: int) -> bool:
+            return due >= lose_from and psn % LOSS_EVERY == 0
+    sched = _schedule()
     cc = ReceiverCC(sched)
     cc.LOSS_EVENTS = on
     cc.start(0.0)
@@ -61,14 +78,14 @@ def _run(queue: Callable[[float], float], on: bool, end: float = END,
         t = due + 0.010 + queue(due) + JITTER[psn % len(JITTER)]
         assert t > last, "the scripted arrivals keep their order (a FIFO path)"
         last = t
-        if not (due >= lose_from and psn % LOSS_EVERY == 0):
+        if not lose(due, psn):
             before = cc.loss_events
             cc.on_packet(t, 0, psn)
             if cc.loss_events > before:
                 events.append(t)
         psn += 1
     assert cc.offset is not None and cc.random_losses == 0
-    assert cc.loss.lost >= (end - lose_from) * 2
+    assert cc.loss.lost >= min(min_lost, (end - lose_from) * 2)
     return cc, events
 
 
@@ -136,6 +153,25 @@ def test_on_one_event_per_drain() -> None:
     for d, e in zip(drains, events[1:], strict=False):
         # after the drain; within two loss intervals (~0.94 s) of it
         assert d <= e <= d + 2 * LOSS_EVERY / (256e3 / PACKET_BITS) + 0.1, (d, e)
+
+
+def test_on_loss_dropped_before_the_drain_is_the_old_episode() -> None:
+    """A packet lost at the full queue just before a drain began is declared lost three
+    packets later, after the drain showed: it belongs to the episode already answered
+    (the trace's case: packets lost while the queue stayed full, declared as it
+    drained).  The first loss met by the drained-and-refilled queue starts the next."""
+    # the first loss event; a loss 0.1 s before the first drain shows; one after it
+    lost = {_first_due_after(t) for t in (1.6, _drains()[0] - 0.1, 4.6)}
+
+    def lose(due: float, psn: int) -> bool:
+        return psn in lost
+
+    cc, events = _run(_sawtooth(), on=True, lose=lose, min_lost=3)
+    assert cc.loss.lost == 3
+    assert len(events) == 2 and events[1] > 4.6, events
+    assert cc.episode_losses == 1
+    _, off = _run(_sawtooth(), on=False, lose=lose, min_lost=3)
+    assert len(off) == 3  # off, each of the three starts one
 
 
 def test_on_shallow_dip_is_no_drain() -> None:
