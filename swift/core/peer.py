@@ -49,6 +49,7 @@ import struct
 from array import array
 from collections import deque
 from collections.abc import Sequence
+from typing import cast
 
 from deliverykit.errors import LocalProtocolError
 from deliverykit.protocol import Address, Outgoing
@@ -80,6 +81,11 @@ from swift.wire.constants import (
 )
 
 _PACK_II = struct.Struct(">II").pack
+#: chunk32 ACK (type, start, end, delay) and HAVE / REQUEST / CANCEL (type,
+#: start, end): ``codec.encode_message``'s bytes for them, in one call (_pack)
+_PACK_ACK32 = struct.Struct(">BIIQ").pack
+_PACK_SPEC32 = struct.Struct(">BII").pack
+_ACK, _SPEC_ONLY = C.Ack, (C.Have, C.Request, C.Cancel)
 #: seconds after our PEX_REQ during which PEX_RES* answers are accepted
 PEX_ANSWER_WINDOW = 5.0
 
@@ -713,8 +719,24 @@ class Peer:
         room = MAX_DGRAM - len(tail)
         out = []
         cur = bytearray(dest.to_bytes(4, "big"))
+        enc, ctx, c32 = C.encode_message, self.ctx, self._chunk32
         for m in msgs:
-            e = C.encode_message(self.ctx, m)
+            tm = type(m)
+            if c32 and (tm is _ACK or tm in _SPEC_ONLY):
+                # chunk32's ACK, HAVE, REQUEST, CANCEL (one per chunk to a
+                # libswift peer) without encode_message's match and
+                # encode_spec; what does not fit goes there for its error
+                try:
+                    if tm is _ACK:
+                        a = cast(C.Ack, m)
+                        e = _PACK_ACK32(2, a.start, a.end, a.delay)
+                    else:  # Have, Request, Cancel: type, start, end alike
+                        h = cast(C.Have, m)
+                        e = _PACK_SPEC32(h.type, h.start, h.end)
+                except struct.error:
+                    e = enc(ctx, m)
+            else:
+                e = enc(ctx, m)
             if len(cur) + len(e) > room and len(cur) > 4:
                 out.append(bytes(cur + tail))
                 cur = bytearray(dest.to_bytes(4, "big"))

@@ -25,6 +25,7 @@ from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
 from swift.core.receive import Verifier
+from swift.wire import codec as C
 from swift.wire.constants import HashFunc, MsgType
 from tests.swift.swarm_digest import CS, digest, lossy_flash
 
@@ -144,4 +145,30 @@ def test_lossy_swarm_the_same(switch: str, monkeypatch: pytest.MonkeyPatch) -> N
     off = digest(run, monkeypatch, off_switch, counted)
     assert on == off
     assert on[2] >= 6 * 48  # every leecher verified its chunks through the tree
+
+
+def _wire(p: Peer, msgs: list[Any]) -> Any:
+    """``_pack``'s datagrams, or the type of what it raised."""
+    try:
+        return p._pack(next(iter(p.channels.values())), 0x1234, msgs)
+    except Exception as exc:  # noqa: BLE001  (the reference's error is the answer)
+        return type(exc)
+
+
+u = st.one_of(st.integers(0, 300), st.integers(0, (1 << 32) + 5), st.integers(-2, 0),
+              st.just((1 << 64) + 1))
+msg = st.one_of(st.builds(C.Ack, u, u, st.one_of(u, st.integers(0, (1 << 64) - 1))),
+                st.builds(C.Have, u, u), st.builds(C.Request, u, u), st.builds(C.Cancel, u, u),
+                st.builds(C.Integrity, u, u, st.just(bytes(32))), st.builds(C.Choke))
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgs=st.lists(msg, max_size=200))
+def test_pack_writes_what_encode_message_writes(msgs: list[Any]) -> None:
+    """chunk32 ACK/HAVE/REQUEST/CANCEL packed at once: the same datagrams
+    (split at the same places) or the same error as through encode_message."""
+    p = _leecher(PeerConfig(chunk_size=CS, seed=3))
+    new = _wire(p, msgs)
+    p._chunk32 = False
+    assert new == _wire(p, msgs)
 
