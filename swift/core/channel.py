@@ -259,6 +259,23 @@ class DownloadSide:
         self.req_seq[c] = self.next_seq
         self.next_seq += 1
 
+    def ask_all(self, chunks: list[int], now: float) -> bool:
+        """:meth:`ask` for each of ``chunks`` in order (one frame per flush,
+        not per chunk); True when one of them was asked already (re-asked:
+        its slot keeps its place, so the requests may be out of order now)."""
+        reqs, seq = self.requests, self.req_seq
+        k = self.next_seq
+        again = False
+        for c in chunks:
+            if c in reqs:
+                again = True
+            reqs[c] = now
+            seq[c] = k
+            k += 1
+        self.next_seq = k
+        REQUEST_CHANGES.n += len(chunks)
+        return again
+
     def drop(self, c: int) -> None:
         """Chunk ``c`` is no longer asked of this peer (it must be asked)."""
         REQUEST_CHANGES.n += 1

@@ -409,12 +409,10 @@ class RequestScheduler:
             for s, t in self._specs(lo, hi):
                 out.append(C.Request(s, t))
             lo, hi = c, c + 1
-        for c in picks:
-            if c in ch.down.requests:
-                # re-asked: its slot keeps its place with a newer time, so
-                # this channel's requests may be out of request order now
-                self._unordered.add(ch)
-            ch.down.ask(c, now)
+        if ch.down.ask_all(picks, now):
+            # re-asked: its slot keeps its place with a newer time, so
+            # this channel's requests may be out of request order now
+            self._unordered.add(ch)
         ch.down.last_progress = min(ch.down.last_progress, now) if ch.down.requests else now
         return out
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from swift_support import take_over_channel
 
-from swift.core.channel import VerifyState
+from swift.core.channel import REQUEST_CHANGES, VerifyState
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer, PeerConfig
@@ -172,3 +172,37 @@ def test_pack_writes_what_encode_message_writes(msgs: list[Any]) -> None:
     p._chunk32 = False
     assert new == _wire(p, msgs)
 
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.lists(st.integers(0, 40), max_size=30), picks=st.lists(st.integers(0, 40),
+                                                                         max_size=30),
+       drops=st.lists(st.integers(0, 40), max_size=10))
+def test_ask_all_is_ask_in_a_loop(before: list[int], picks: list[int], drops: list[int]) -> None:
+    """``DownloadSide.ask_all`` (request_msgs' one call per flush) leaves what
+    ``ask`` per chunk leaves: the requests in the same dict order with the
+    same times and sequence numbers, the same change count; True exactly
+    when a chunk was asked already (before, or twice in ``picks``)."""
+    sides = []
+    for _ in range(2):
+        p = _leecher(PeerConfig(chunk_size=CS, seed=3))
+        down = next(iter(p.channels.values())).down
+        down.clear()
+        for k, c in enumerate(before):
+            down.ask(c, 5.0 + k)
+        for c in drops:
+            if c in down.requests:
+                down.drop(c)
+        sides.append(down)
+    a, b = sides
+    n0 = REQUEST_CHANGES.n
+    again = a.ask_all(picks, 9.0)
+    n1 = REQUEST_CHANGES.n
+    ref = False
+    for c in picks:
+        ref = ref or c in b.requests
+        b.ask(c, 9.0)
+    assert again == ref
+    assert n1 - n0 == REQUEST_CHANGES.n - n1
+    assert list(a.requests.items()) == list(b.requests.items())
+    assert list(a.req_seq.items()) == list(b.req_seq.items())
+    assert a.next_seq == b.next_seq
