@@ -14,6 +14,8 @@ off/on testbed runs.
         --repeats 3 --out OUT.jsonl
     # mean +- 95 % Student-t half-width per arm
     python docs/results/m2c-testbed/switches-s17.py table OUT.jsonl
+    # per receiver: loss events, reductions, queue drains, queueing delay, RTT
+    python docs/results/m2c-testbed/switches-s17.py trace TRACE.jsonl
 
 The receivers are forked children of this process (``Testbed.spawn``), so a switch set
 here holds in them.  ``--trace`` appends each receiver's loss and epoch logs
@@ -138,9 +140,39 @@ def table(path: str) -> None:
                         for v in vals))
 
 
+def trace_summary(path: str) -> None:
+    """One receiver per line of a ``--trace`` file: loss events, reductions, ignored
+    events, queue drains, and the epochs' least queueing delay, target and RTT."""
+    def pct(xs: list[float]) -> list[float]:
+        xs = sorted(xs)
+        return [round(xs[int(len(xs) * q)], 3) for q in (0.1, 0.5, 0.9)] if xs else []
+
+    import gzip
+
+    opened = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    with opened as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        d = json.loads(line)
+        ep, lo = d["epochs"], d["losses"]
+        span = ep[-1][0] - ep[0][0] if len(ep) > 1 else 1.0
+        ev = [x[0] for x in lo if x[4]]
+        print(f"LOSS_EVENTS={d['switches']['LOSS_EVENTS']} time {d['time']:.1f} s: "
+              f"events {d['loss_events']} ({d['loss_events'] / span:.2f}/s), reductions "
+              f"{d['reductions']}, ignored {d['ignored_events']}, drains {d['queue_drains']} "
+              f"({d['queue_drains'] / span:.2f}/s); lost {sum(x[2] for x in lo)} "
+              f"(base {sum(x[2] for x in lo if x[1] == 0)})")
+        print(f"  p10/50/90: epoch least qdelay {pct([e[1] for e in ep if e[1] < 1e9])}, "
+              f"target {pct([e[3] for e in ep])}, RTT {pct([e[4] for e in ep])}, "
+              f"event gaps {pct([b - a for a, b in zip(ev, ev[1:], strict=False)])}")
+
+
 def main() -> None:
     if len(sys.argv) >= 3 and sys.argv[1] == "table":
         table(sys.argv[2])
+        return
+    if len(sys.argv) >= 3 and sys.argv[1] == "trace":
+        trace_summary(sys.argv[2])
         return
     if len(sys.argv) >= 3 and sys.argv[1] in ("ab-fig5", "ab-hetero"):
         ap = argparse.ArgumentParser(prog=f"{sys.argv[0]} {sys.argv[1]}")
