@@ -335,18 +335,21 @@ class ReceiverCC:
     sees them, one per congestion episode.  A TCP sender's next loss event comes when
     the queue overflows again after a reduction drained it (its own, or another
     flow's); our smooth packets instead find a drop-tail queue that TCP keeps full
-    many times per TCP cycle (the lock-out: 16-17 % of our packets lost where TCP
-    loses 1.8 % at 1 Mb/s), and one loss event per ARTT halved our window ~0.8 times
-    a second.  With this switch a loss starts a new loss event only if a drain of the
-    queue began between the last event's lost packets and this loss's (by their due
-    times: a loss is declared three packets late, and packets dropped while the queue
-    stayed full are often declared as it drains): a packet of ours queued at least
+    many times per TCP cycle (the lock-out: 16-23 % of our packets lost where TCP
+    loses 1.8 % at 1 Mb/s), and loss events came ~0.8 times a second.  With this switch
+    a loss starts a new loss event only if a drain of the queue began between the last
+    event's lost packets and this loss's (by their due times: a loss is declared three
+    packets late, and packets dropped while the queue stayed full are often declared as
+    it drains): a packet of ours queued at least
     ``EVENT_DRAIN`` of the peak (and ``EVENT_DRAIN_MIN``) below the fullest queueing
     delay since the queue last refilled (``_queue_swing``).  A queue that never drains
     still gives one loss event per span: the longer of one sub_TSI (the span the
     controller already answers with one reduction) and the time a TCP window of our
     target rate takes to grow back from its halving (half the window in ARTTs), at
-    most ``EVENT_SPAN_MAX`` sub_TSIs"""
+    most ``EVENT_SPAN_MAX`` sub_TSIs.  Measured (docs/m2c-results.md, session 17): the
+    events fall by 40 % at 1 Mb/s but the window's halvings do not (the controller
+    already ignores the events it drops), so the share is unchanged; alone on a link
+    (the heterogeneous pair) halvings fall to a quarter or half and the loss rises"""
     EVENT_DRAIN = 0.2
     EVENT_DRAIN_MIN = 0.005
     EVENT_SPAN_MAX = 4.0
@@ -699,10 +702,11 @@ class ReceiverCC:
             self.ctl.on_joined_rate(sched.cum_rate(self.level(ts), ts))
             self.ctl.on_loss_event(now, self.rtt.rtt)
             self.ctl.on_packet_events(1, lost)
-            self._log_loss(now, channel, lost, True)
+            if self._tracing:
+                self._log_loss(now, channel, lost, True)
             return jump
         self.ctl.on_packet_events(1, lost)
-        if lost:
+        if lost and self._tracing:
             self._log_loss(now, channel, lost, False)
         return jump
 
@@ -1026,7 +1030,8 @@ class ReceiverCC:
             self._rr_last = rr
         self._rx = self._ev = 0
         qmin, self._qmin = self._qmin, math.inf
-        self.epoch_log.append((now, qmin, rr, self.target_rate(), self.rtt.rtt))
+        if self._tracing:
+            self.epoch_log.append((now, qmin, rr, self.target_rate(), self.rtt.rtt))
         startup = self.loss_events == 0 and not self.lag_holds
         self.next_epoch = max(self.next_epoch + (el * self.startup_epoch if startup else el), now)
         self.ctl.on_epoch(now, rr, irr, self.rtt.rtt)
