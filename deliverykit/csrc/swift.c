@@ -69,15 +69,55 @@ bm_ok(const Py_buffer *hb, const Py_buffer *db, long long root, long long root_l
              || 2 * root + 1 >= nh);
 }
 
-static PyObject *
-binmap_find(PyObject *self, PyObject *args)
+/* A C long long from an int (or __index__), as PyArg_ParseTuple's "L" */
+static int
+ll_arg(PyObject *o, long long *out)
 {
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A buffer argument as PyArg_ParseTuple's "y*" (flags PyBUF_SIMPLE: the
+ * exporter's error stands) or "w*" (PyBUF_WRITABLE: any failure a TypeError) */
+static int
+buf_arg(PyObject *o, Py_buffer *b, int flags, const char *what)
+{
+    if (PyObject_GetBuffer(o, b, flags) == 0)
+        return 0;
+    if (flags & PyBUF_WRITABLE) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: a read-write bytes-like object is required", what);
+    }
+    return -1;
+}
+
+/* binmap_find and binmap_set1 take their arguments as METH_FASTCALL (no
+ * argument tuple, no format string to interpret: PyArg_ParseTuple was ~1.1k
+ * instructions of each call, and a leecher makes ~6 per chunk; docs/swift-perf.md,
+ * session 17), converted left to right as the "y*"/"w*", "L" and "p" formats
+ * did, with the same exception types. */
+static PyObject *
+binmap_find(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
     Py_buffer hb, db;
     long long root, root_layer, lo, hi;
     int val;
-    if (!PyArg_ParseTuple(args, "y*y*LLLLp", &hb, &db, &root, &root_layer, &lo, &hi, &val))
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "binmap_find(halves, deep, root, root_layer, lo, hi, val) takes 7 arguments");
         return NULL;
+    }
+    if (buf_arg(args[0], &hb, PyBUF_SIMPLE, "binmap_find") < 0)
+        return NULL;
+    if (buf_arg(args[1], &db, PyBUF_SIMPLE, "binmap_find") < 0) {
+        PyBuffer_Release(&hb);
+        return NULL;
+    }
     PyObject *res = NULL;
+    if (ll_arg(args[2], &root) < 0 || ll_arg(args[3], &root_layer) < 0 || ll_arg(args[4], &lo) < 0
+            || ll_arg(args[5], &hi) < 0 || (val = PyObject_IsTrue(args[6])) < 0)
+        goto done;
     if (!bm_ok(&hb, &db, root, root_layer)) {
         PyErr_SetString(PyExc_ValueError, "binmap_find: bad binmap buffers");
         goto done;
@@ -199,14 +239,25 @@ static uint32_t squeeze32(uint32_t x)
  * the free stack free[0:st[0]], flip the bit, fold uniform cells back up
  * pushing freed cells.  All buffers are modified in place. */
 static PyObject *
-binmap_set1(PyObject *self, PyObject *args)
+binmap_set1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    (void)self;
     Py_buffer hb, db, fb, sb;
+    Py_buffer *bufs[4] = {&hb, &db, &fb, &sb};
     long long root, root_layer, i;
-    int val;
-    if (!PyArg_ParseTuple(args, "w*w*w*w*LLLp", &hb, &db, &fb, &sb, &root, &root_layer, &i, &val))
-        return NULL;
+    int val, nb = 0;
     PyObject *res = NULL;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "binmap_set1(halves, deep, free, st, root, root_layer, "
+                        "i, val) takes 8 arguments");
+        return NULL;
+    }
+    for (; nb < 4; nb++)
+        if (buf_arg(args[nb], bufs[nb], PyBUF_WRITABLE, "binmap_set1") < 0)
+            goto done;
+    if (ll_arg(args[4], &root) < 0 || ll_arg(args[5], &root_layer) < 0 || ll_arg(args[6], &i) < 0
+            || (val = PyObject_IsTrue(args[7])) < 0)
+        goto done;
     uint32_t *h = (uint32_t *)hb.buf;
     unsigned char *deep = (unsigned char *)db.buf;
     uint32_t *fr = (uint32_t *)fb.buf;
@@ -278,10 +329,8 @@ binmap_set1(PyObject *self, PyObject *args)
     }
     res = PyLong_FromLong(1);
 done:
-    PyBuffer_Release(&hb);
-    PyBuffer_Release(&db);
-    PyBuffer_Release(&fb);
-    PyBuffer_Release(&sb);
+    for (int j = 0; j < nb; j++)
+        PyBuffer_Release(bufs[j]);
     return res;
 }
 
@@ -444,16 +493,48 @@ done:
  * Twin: swift/_fast.py py_merkle_walk. */
 #define MW_MAX 64
 
-static PyObject *
-merkle_walk(PyObject *self, PyObject *args)
+/* A Py_ssize_t from an int (or __index__), as PyArg_ParseTuple's "n" */
+static int
+ss_arg(PyObject *o, Py_ssize_t *out)
 {
+    PyObject *i = PyNumber_Index(o);
+    if (!i)
+        return -1;
+    *out = PyLong_AsSsize_t(i);
+    Py_DECREF(i);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* METH_FASTCALL, its arguments converted as "w*w*nLLLy*OOy*" did (once per
+ * verified chunk; see binmap_find) */
+static PyObject *
+merkle_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
     Py_buffer hb, kb, lb, zb;
     Py_ssize_t hs;
     long long n, root, chunk;
     PyObject *offered, *hasher;
-    if (!PyArg_ParseTuple(args, "w*w*nLLLy*OOy*:merkle_walk", &hb, &kb, &hs, &n, &root, &chunk,
-                          &lb, &offered, &hasher, &zb))
+    int taken = 0;  /* of hb, kb, lb, zb, in that order */
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "merkle_walk(hashes, known, hash_size, n_chunks, root, "
+                        "chunk, leaf, offered, hasher, zero) takes 10 arguments");
         return NULL;
+    }
+    if (buf_arg(args[0], &hb, PyBUF_WRITABLE, "merkle_walk") < 0)
+        goto early;
+    taken = 1;
+    if (buf_arg(args[1], &kb, PyBUF_WRITABLE, "merkle_walk") < 0)
+        goto early;
+    taken = 2;
+    if (ss_arg(args[2], &hs) < 0 || ll_arg(args[3], &n) < 0 || ll_arg(args[4], &root) < 0
+            || ll_arg(args[5], &chunk) < 0 || buf_arg(args[6], &lb, PyBUF_SIMPLE, "merkle_walk") < 0)
+        goto early;
+    taken = 3;
+    offered = args[7];
+    hasher = args[8];
+    if (buf_arg(args[9], &zb, PyBUF_SIMPLE, "merkle_walk") < 0)
+        goto early;
     PyObject *res = NULL, *d = NULL;
     PyObject *pobj[2 * MW_MAX];
     long long pbin[2 * MW_MAX];
@@ -559,6 +640,14 @@ done:
     PyBuffer_Release(&lb);
     PyBuffer_Release(&zb);
     return res;
+early:  /* an argument not taken: release what was */
+    if (taken > 0)
+        PyBuffer_Release(&hb);
+    if (taken > 1)
+        PyBuffer_Release(&kb);
+    if (taken > 2)
+        PyBuffer_Release(&lb);
+    return NULL;
 }
 
 /* merkle_uncles(hashes, known, hash_size, n_chunks, chunk, stop, zero)
@@ -1713,12 +1802,12 @@ PyMethodDef dk_swift_methods[] = {
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
     {"decode_msgs", decode_msgs, METH_VARARGS,
      "decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size) -> (messages, pos, error)"},
-    {"binmap_find", binmap_find, METH_VARARGS,
+    {"binmap_find", (PyCFunction)(void (*)(void))binmap_find, METH_FASTCALL,
      "binmap_find(halves, deep, root, root_layer, lo, hi, val) -> first chunk or -1"},
     {"uncle_stop", uncle_stop, METH_VARARGS,
      "uncle_stop(chunk, top, halves_a, deep_a, root_a, layer_a, halves_b, deep_b, root_b, "
      "layer_b) -> the layer where MerkleTree.uncles stops"},
-    {"merkle_walk", merkle_walk, METH_VARARGS,
+    {"merkle_walk", (PyCFunction)(void (*)(void))merkle_walk, METH_FASTCALL,
      "merkle_walk(hashes, known, hash_size, n_chunks, root, chunk, leaf, offered, hasher, zero) "
      "-> 1 verified, 0 not, -1 a hash missing"},
     {"merkle_uncles", merkle_uncles, METH_VARARGS,
@@ -1734,7 +1823,7 @@ PyMethodDef dk_swift_methods[] = {
     {"sendside_recv", (PyCFunction)(void (*)(void))sendside_recv, METH_FASTCALL,
      "sendside_recv(send, lo, hi, delay_us, now, arrived) -> 0, or -1 not done "
      "(SendSide.on_ack; delay_us None: SendSide.delivered_by_have)"},
-    {"binmap_set1", binmap_set1, METH_VARARGS,
+    {"binmap_set1", (PyCFunction)(void (*)(void))binmap_set1, METH_FASTCALL,
      "binmap_set1(halves, deep, free, st, root, root_layer, i, val) -> 1 if changed"},
     {"picker_next_wanted", (PyCFunction)(void (*)(void))picker_next_wanted, METH_FASTCALL,
      "picker_next_wanted(have, inflight, peer, pos, hi) -> the first chunk in [pos, hi) "
