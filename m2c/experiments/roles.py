@@ -13,6 +13,7 @@ import json
 import os
 
 from m2c.aio.driver import MulticastReceiver, MulticastSender, ReceiveResult, SendResult
+from m2c.core.controllers import M2CWindowController
 from m2c.core.description import SessionDescription
 from m2c.core.receiver_cc import ReceiverCC
 
@@ -39,6 +40,7 @@ def receive(sd_json: str, out: str, iface: str, timeout: float,
     res = asyncio.run(rx.receive(timeout=timeout))
     if trace_to:  # a trace hook: the controller's loss and epoch logs, one JSON line
         cc = rx.cc
+        win = cc.ctl if isinstance(cc.ctl, M2CWindowController) else None
         with open(trace_to, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "iface": iface, "ok": res.ok,
                                 "time": res.metrics.time,
@@ -46,8 +48,8 @@ def receive(sd_json: str, out: str, iface: str, timeout: float,
                                 "loss_events": cc.loss_events,
                                 "episode_losses": cc.episode_losses,
                                 "queue_drains": cc.queue_drains,
-                                "reductions": getattr(cc.ctl, "reductions", None),
-                                "ignored_events": getattr(cc.ctl, "ignored_events", None),
+                                "reductions": win.reductions if win else None,
+                                "ignored_events": win.ignored_events if win else None,
                                 "losses": list(cc.loss_log), "epochs": list(cc.epoch_log)},
                                allow_nan=True) + "\n")
     return res

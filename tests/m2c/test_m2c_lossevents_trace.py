@@ -36,6 +36,7 @@ def test_receive_appends_its_controller_logs_when_asked(tmp_path, monkeypatch):
     tr = json.loads(line)
     assert tr["ok"] is True and tr["switches"]["LOSS_EVENTS"] is False
     assert tr["loss_events"] == res.loss_events
+    assert tr["reductions"] is not None and tr["ignored_events"] is not None  # m2c window
     assert len(tr["epochs"]) >= 5  # (time, least queueing delay, rx rate, target, RTT)
     times = [e[0] for e in tr["epochs"]]
     assert all(len(e) == 5 for e in tr["epochs"]) and times == sorted(times)
