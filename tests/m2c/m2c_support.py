@@ -66,3 +66,28 @@ def start_sender(src, sdp, octet: int, *extra: str, duration: float = 40):
         reap(p)
         raise
     return p
+
+
+def roles_transfer(tmp_path, octet: int, size: int = 150_000):
+    """The testbed experiments' sender and receiver roles (m2c/experiments/roles.py)
+    on loopback: a sender thread for 4 s and a receiver into ``tmp_path/"out"``.
+    Returns (source path, the receiver's ReceiveResult, the sender's results)."""
+    import os
+    import threading
+
+    from m2c.aio.driver import SendResult, make_session
+    from m2c.experiments import roles
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(size))
+    sd = make_session(str(src), group=f"239.{octet}.{1 + secrets.randbelow(250)}.1",
+                      port=30000 + 100 * secrets.randbelow(300), interface="127.0.0.1",
+                      min_rate=100.0, max_rate=2000.0, tsd=0.5, k=2)
+    sdj = sd.to_json()
+    sent: list[SendResult] = []
+    snd = threading.Thread(target=lambda: sent.append(roles.send(sdj, str(src), 4.0)))
+    snd.start()
+    try:
+        res = roles.receive(sdj, str(tmp_path / "out"), "127.0.0.1", 30.0, "m2c")
+    finally:
+        snd.join(30)
+    return src, res, sent

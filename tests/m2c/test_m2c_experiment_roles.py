@@ -6,35 +6,21 @@ Run on loopback (no root): the very functions the experiments spawn in namespace
 
 from __future__ import annotations
 
-import os
 import pickle
-import secrets
-import threading
+
+from m2c_support import roles_transfer
 
 from m2c.aio.driver import (
     MulticastReceiver,
     MulticastSender,
     ReceiveResult,
     SendResult,
-    make_session,
 )
-from m2c.experiments import fig5, hetero, roles
+from m2c.experiments import fig5, hetero
 
 
 def test_roles_give_typed_results_and_the_experiments_rows_come_from_their_fields(tmp_path):
-    src = tmp_path / "src.bin"
-    src.write_bytes(os.urandom(150_000))
-    sd = make_session(str(src), group=f"239.199.{1 + secrets.randbelow(250)}.1",
-                      port=30000 + 100 * secrets.randbelow(300), interface="127.0.0.1",
-                      min_rate=100.0, max_rate=2000.0, tsd=0.5, k=2)
-    sdj = sd.to_json()
-    sent: list[SendResult] = []
-    snd = threading.Thread(target=lambda: sent.append(roles.send(sdj, str(src), 4.0)))
-    snd.start()
-    try:
-        res = roles.receive(sdj, str(tmp_path / "out"), "127.0.0.1", 30.0, "m2c")
-    finally:
-        snd.join(30)
+    src, res, sent = roles_transfer(tmp_path, 199)
     assert isinstance(res, ReceiveResult) and res.ok, res.end
     assert (tmp_path / "out").read_bytes() == src.read_bytes()
     assert pickle.loads(pickle.dumps(res)) == res  # what Testbed.spawn hands back
