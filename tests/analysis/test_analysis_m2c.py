@@ -60,8 +60,14 @@ def test_send_receive_capture(tmp_path, procs):
     rates = [r for r in res["m2c_rates"] if r["group"] in {g["group"] for g in groups}]
     assert sum(r["ip_bytes"] for r in rates) == sum(g["ip_bytes"] for g in groups)
     ours = [j for j in res["m2c_joins"] if j["group"].startswith(net + ".")]
-    assert sum(j["change"] == "join" for j in ours) == got["joins"]
-    assert sum(j["change"] == "leave" for j in ours) == got["leaves"]
+    # every change the wire shows is one the receiver made; a leave and the next join of
+    # the same group inside one tick of the kernel's IGMPv3 state-change report cancel
+    # out on the wire (igmpv3_del_delrec), one join and one leave each time (CI saw 23 of
+    # 25 joins once), so what the wire lacks it lacks in pairs
+    wire_joins = sum(j["change"] == "join" for j in ours)
+    wire_leaves = sum(j["change"] == "leave" for j in ours)
+    assert 0 < wire_joins <= got["joins"] and wire_leaves <= got["leaves"]
+    assert got["joins"] - wire_joins == got["leaves"] - wire_leaves
     (recv,) = {j["receiver"] for j in ours}
     (row,) = [r for r in res["m2c_receivers"] if r["receiver"] == recv]
     # what was sent to its groups while it was a member, recomputed here from the join/leave
