@@ -255,7 +255,7 @@ async def _leech(root_hex: str, seeder_ip: str, arrive: float, cfg: PeerConfig,
         stats = {**peer.stats, **upload_diag(peer)}
     return {"startup_s": startup, "completion_s": done, "stats": stats,
             "stalls": player.stalls if player else 0,
-            "stall_s": player.stall_time if player else 0.0, "started_at": t0 - arrive}
+            "stall_s": player.stall_time if player else 0.0, "started_at": woke}
 
 
 def _run_netns(scenario: Scenario, seeder_config: PeerConfig, leecher_config: PeerConfig,
