@@ -11,9 +11,11 @@
 #include "speedups.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -88,6 +90,110 @@ buf_arg(PyObject *o, Py_buffer *b, int flags, const char *what)
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: a read-write bytes-like object is required", what);
     }
+    return -1;
+}
+
+/* A Py_ssize_t from an int (or __index__), as PyArg_ParseTuple's "n" */
+static int
+ss_arg(PyObject *o, Py_ssize_t *out)
+{
+    PyObject *i = PyNumber_Index(o);
+    if (!i)
+        return -1;
+    *out = PyLong_AsSsize_t(i);
+    Py_DECREF(i);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* fc_args(fname, fmt, args, nargs, ...): METH_FASTCALL arguments converted as
+ * PyArg_ParseTuple's formats did, for the codes these functions used: "L"
+ * (long long), "n" (Py_ssize_t through __index__), "i" (int, getargs'
+ * OverflowErrors), "d" (PyFloat_AsDouble), "O" (borrowed) and "y*"
+ * (PyBUF_SIMPLE: the exporter's error stands).  Left to right, stopping at
+ * the first failure, whose exception is the conversion's own (getargs keeps
+ * it too); a wrong count raises getargs' TypeError and message.  On failure
+ * every buffer taken is released; on success the caller releases them.
+ * PyArg_ParseTuple interpreted its format and built an argument tuple, ~1k
+ * instructions per call (docs/swift-perf.md, sessions 17 and 18); this is a
+ * switch per argument. */
+#define FC_MAX_BUFS 8
+static int
+fc_args(const char *fname, const char *fmt, PyObject *const *args, Py_ssize_t nargs, ...)
+{
+    int want = 0;
+    for (const char *f = fmt; *f; f++)
+        want += *f != '*';
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%.150s() takes exactly %d argument%s (%zd given)", fname,
+                     want, want == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    Py_buffer *taken[FC_MAX_BUFS];
+    int nt = 0;
+    va_list va;
+    va_start(va, nargs);
+    Py_ssize_t i = 0;
+    for (const char *f = fmt; *f; f++, i++) {
+        PyObject *o = args[i];
+        switch (*f) {
+        case 'L':
+            if (ll_arg(o, va_arg(va, long long *)) < 0)
+                goto fail;
+            break;
+        case 'n':
+            if (ss_arg(o, va_arg(va, Py_ssize_t *)) < 0)
+                goto fail;
+            break;
+        case 'i': {
+            int *p = va_arg(va, int *);
+            long v = PyLong_AsLong(o);
+            if (v == -1 && PyErr_Occurred())
+                goto fail;
+            if (v > INT_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                goto fail;
+            }
+            if (v < INT_MIN) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is less than minimum");
+                goto fail;
+            }
+            *p = (int)v;
+            break;
+        }
+        case 'd': {
+            double *p = va_arg(va, double *);
+            double v = PyFloat_AsDouble(o);
+            if (v == -1.0 && PyErr_Occurred())
+                goto fail;
+            *p = v;
+            break;
+        }
+        case 'O':
+            *va_arg(va, PyObject **) = o;
+            break;
+        case 'y': {
+            Py_buffer *b = va_arg(va, Py_buffer *);
+            f++;  /* its '*' */
+            if (nt == FC_MAX_BUFS) {
+                PyErr_SetString(PyExc_SystemError, "fc_args: too many buffers");
+                goto fail;
+            }
+            if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) < 0)
+                goto fail;
+            taken[nt++] = b;
+            break;
+        }
+        default:
+            PyErr_SetString(PyExc_SystemError, "fc_args: bad format");
+            goto fail;
+        }
+    }
+    va_end(va);
+    return 0;
+fail:
+    va_end(va);
+    while (nt > 0)
+        PyBuffer_Release(taken[--nt]);
     return -1;
 }
 
@@ -199,12 +305,12 @@ corrupt:
 }
 
 static PyObject *
-uncle_stop(PyObject *self, PyObject *args)
+uncle_stop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer ha, da, hb, db;
     long long chunk, top, ra, la, rb, lb, stop;
-    if (!PyArg_ParseTuple(args, "LLy*y*LLy*y*LL:uncle_stop", &chunk, &top, &ha, &da, &ra, &la,
-                          &hb, &db, &rb, &lb))
+    if (fc_args("uncle_stop", "LLy*y*LLy*y*LL", args, nargs, &chunk, &top, &ha, &da, &ra, &la,
+                &hb, &db, &rb, &lb) < 0)
         return NULL;
     PyObject *res = NULL;
     if (us_core(chunk, top, &ha, &da, ra, la, &hb, &db, rb, lb, &stop) == 0)
@@ -343,11 +449,11 @@ done:
 #define SW_MAX_BATCH 256
 
 static PyObject *
-recv_batch_ts(PyObject *self, PyObject *args)
+recv_batch_ts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *sock;
     Py_ssize_t max_count, size;
-    if (!PyArg_ParseTuple(args, "Onn:recv_batch_ts", &sock, &max_count, &size))
+    if (fc_args("recv_batch_ts", "Onn", args, nargs, &sock, &max_count, &size) < 0)
         return NULL;
     if (max_count < 1 || max_count > SW_MAX_BATCH || size < 1 || size > 65536) {
         PyErr_SetString(PyExc_ValueError, "recv_batch_ts: 1 <= max_count <= 256, 1 <= size <= 65536");
@@ -377,13 +483,13 @@ static uint64_t be(const unsigned char *p, int w)
 }
 
 static PyObject *
-decode_msgs(PyObject *self, PyObject *args)
+decode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer db;
     Py_ssize_t pos, hs, sigs;
     int a;
     PyObject *cs_obj;
-    if (!PyArg_ParseTuple(args, "y*ninnO:decode_msgs", &db, &pos, &a, &hs, &sigs, &cs_obj))
+    if (fc_args("decode_msgs", "y*ninnO", args, nargs, &db, &pos, &a, &hs, &sigs, &cs_obj) < 0)
         return NULL;
     unsigned long long cs = PyLong_AsUnsignedLongLong(cs_obj);  /* OverflowError if < 0 */
     if (cs == (unsigned long long)-1 && PyErr_Occurred()) {
@@ -492,18 +598,6 @@ done:
  * bin b at hashes[b*hash_size:(b+1)*hash_size], known[b] == 1 when trusted.
  * Twin: swift/_fast.py py_merkle_walk. */
 #define MW_MAX 64
-
-/* A Py_ssize_t from an int (or __index__), as PyArg_ParseTuple's "n" */
-static int
-ss_arg(PyObject *o, Py_ssize_t *out)
-{
-    PyObject *i = PyNumber_Index(o);
-    if (!i)
-        return -1;
-    *out = PyLong_AsSsize_t(i);
-    Py_DECREF(i);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
 
 /* METH_FASTCALL, its arguments converted as "w*w*nLLLy*OOy*" did (once per
  * verified chunk; see binmap_find) */
@@ -657,13 +751,13 @@ early:  /* an argument not taken: release what was */
  * the zero hash where the sibling lies past the content; KeyError when a
  * sibling's hash is not known.  Layout as merkle_walk.  Twin: swift/_fast.py. */
 static PyObject *
-merkle_uncles(PyObject *self, PyObject *args)
+merkle_uncles(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer hb, kb, zb;
     Py_ssize_t hs;
     long long n, chunk, stop;
-    if (!PyArg_ParseTuple(args, "y*y*nLLLy*:merkle_uncles", &hb, &kb, &hs, &n, &chunk, &stop,
-                          &zb))
+    if (fc_args("merkle_uncles", "y*y*nLLLy*", args, nargs, &hb, &kb, &hs, &n, &chunk, &stop,
+                &zb) < 0)
         return NULL;
     PyObject *out = NULL;
     const unsigned char *h = (const unsigned char *)hb.buf, *kn = (const unsigned char *)kb.buf;
@@ -835,14 +929,14 @@ done:
 }
 
 static PyObject *
-data_datagram(PyObject *self, PyObject *args)
+data_datagram(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer hb, kb, zb, tb;
     Py_ssize_t hs;
     long long channel, n, chunk, stop, offset, length;
     PyObject *src;
-    if (!PyArg_ParseTuple(args, "Ly*y*nLLLy*y*OLL:data_datagram", &channel, &hb, &kb, &hs, &n,
-                          &chunk, &stop, &zb, &tb, &src, &offset, &length))
+    if (fc_args("data_datagram", "Ly*y*nLLLy*y*OLL", args, nargs, &channel, &hb, &kb, &hs, &n,
+                &chunk, &stop, &zb, &tb, &src, &offset, &length) < 0)
         return NULL;
     PyObject *out = dd_core(channel, &hb, &kb, hs, n, chunk, stop, &zb, &tb, src, offset, length);
     PyBuffer_Release(&hb);
@@ -903,13 +997,13 @@ sd_buf(PyObject *o, int name, Py_buffer *b)
 }
 
 static PyObject *
-seed_datagram(PyObject *self, PyObject *args)
+seed_datagram(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *tree, *ma, *mb, *src;
     long long channel, chunk, offset, length;
     Py_buffer tb;
-    if (!PyArg_ParseTuple(args, "LOLOOy*OLL:seed_datagram", &channel, &tree, &chunk, &ma, &mb,
-                          &tb, &src, &offset, &length))
+    if (fc_args("seed_datagram", "LOLOOy*OLL", args, nargs, &channel, &tree, &chunk, &ma, &mb,
+                &tb, &src, &offset, &length) < 0)
         return NULL;
     PyObject *res = NULL;
     Py_buffer bufs[7];
@@ -1433,13 +1527,14 @@ fail:
 }
 
 static PyObject *
-ledbat_on_ack(PyObject *self, PyObject *args)
+ledbat_on_ack(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *led, *rtt_o;
     double delay, now;
     long long bytes_acked;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OdLdO:ledbat_on_ack", &led, &delay, &bytes_acked, &now, &rtt_o))
+    if (fc_args("ledbat_on_ack", "OdLdO", args, nargs, &led, &delay, &bytes_acked, &now,
+                &rtt_o) < 0)
         return NULL;
     if (lb_on_ack(led, delay, bytes_acked, now, rtt_o) < 0)
         return NULL;
@@ -1798,27 +1893,27 @@ sendside_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyMethodDef dk_swift_methods[] = {
-    {"recv_batch_ts", recv_batch_ts, METH_VARARGS,
+    {"recv_batch_ts", (PyCFunction)(void (*)(void))recv_batch_ts, METH_FASTCALL,
      "recv_batch_ts(sock, max_count, size) -> [(data, addr, kernel arrival time or -1.0)]"},
-    {"decode_msgs", decode_msgs, METH_VARARGS,
+    {"decode_msgs", (PyCFunction)(void (*)(void))decode_msgs, METH_FASTCALL,
      "decode_msgs(data, pos, addressing, hash_size, sig_size, chunk_size) -> (messages, pos, error)"},
     {"binmap_find", (PyCFunction)(void (*)(void))binmap_find, METH_FASTCALL,
      "binmap_find(halves, deep, root, root_layer, lo, hi, val) -> first chunk or -1"},
-    {"uncle_stop", uncle_stop, METH_VARARGS,
+    {"uncle_stop", (PyCFunction)(void (*)(void))uncle_stop, METH_FASTCALL,
      "uncle_stop(chunk, top, halves_a, deep_a, root_a, layer_a, halves_b, deep_b, root_b, "
      "layer_b) -> the layer where MerkleTree.uncles stops"},
     {"merkle_walk", (PyCFunction)(void (*)(void))merkle_walk, METH_FASTCALL,
      "merkle_walk(hashes, known, hash_size, n_chunks, root, chunk, leaf, offered, hasher, zero) "
      "-> 1 verified, 0 not, -1 a hash missing"},
-    {"merkle_uncles", merkle_uncles, METH_VARARGS,
+    {"merkle_uncles", (PyCFunction)(void (*)(void))merkle_uncles, METH_FASTCALL,
      "merkle_uncles(hashes, known, hash_size, n_chunks, chunk, stop, zero) -> [(bin, hash)]"},
-    {"data_datagram", data_datagram, METH_VARARGS,
+    {"data_datagram", (PyCFunction)(void (*)(void))data_datagram, METH_FASTCALL,
      "data_datagram(channel, hashes, known, hash_size, n_chunks, chunk, stop, zero, ts, src, "
      "offset, length) -> one DATA datagram with its INTEGRITY uncles (chunk32)"},
-    {"seed_datagram", seed_datagram, METH_VARARGS,
+    {"seed_datagram", (PyCFunction)(void (*)(void))seed_datagram, METH_FASTCALL,
      "seed_datagram(channel, tree, chunk, binmap_a, binmap_b, ts, src, offset, length) -> "
      "MerkleTree.data_datagram over the two binmaps, in one call"},
-    {"ledbat_on_ack", ledbat_on_ack, METH_VARARGS,
+    {"ledbat_on_ack", (PyCFunction)(void (*)(void))ledbat_on_ack, METH_FASTCALL,
      "ledbat_on_ack(ledbat, delay, bytes_acked, now, rtt) -> None (Ledbat.on_ack)"},
     {"sendside_recv", (PyCFunction)(void (*)(void))sendside_recv, METH_FASTCALL,
      "sendside_recv(send, lo, hi, delay_us, now, arrived) -> 0, or -1 not done "
