@@ -4,15 +4,21 @@ and in the simulator, per metric side by side with the relative difference
 are in docs/sim.md).
 
 The scenarios come from the protocol packages through the entry-point group
-``deliverykit.sim_validations`` (deliverykit never imports a protocol package);
-today swift's three swarms (:mod:`swift.experiments.validation`), each one
-:class:`deliverykit.sim.Scenario` both backends read:
+``deliverykit.sim_validations`` (deliverykit never imports a protocol package),
+each one :class:`deliverykit.sim.Scenario` both backends read.  A case may carry
+its own metric table (``Case.metrics``) and the word for its nodes
+(``Case.nodes``); without them it has :data:`METRICS` and "leechers".  swift's
+three swarms (:mod:`swift.experiments.validation`):
 
 - ``crowd6``: a 6-leecher flash crowd with the paper's link parameters
   (seeder 20 Mb/s, leecher upload 1.2 Mb/s);
 - ``lossy2``: 4 leechers, 2 % loss on every packet every peer sends;
 - ``hetero-delay``: 4 leechers in the Fig. 5 groups' delays (10, 25, 50,
   100 ms one way on what they send), no loss.
+
+M2C's cases (:mod:`m2c.experiments.validation`): the heterogeneous pair and
+Fig. 5's M2C_ft alone behind one shared bottleneck, with per-receiver time
+against the link-ideal, loss, duplicates and the shaped queues' drops.
 
 Each runs ``repeats`` times per backend (seeds 1..repeats); the table shows
 the means.  ``--quick`` (what CI runs): 256 KiB of content and one repeat.
@@ -27,8 +33,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +43,8 @@ from deliverykit.sim.scenario import Scenario
 
 __all__ = ["METRICS", "BACKENDS", "Case", "RunResult", "Comparison", "cases", "compare", "main"]
 
-#: metric -> what it is (the table's order)
-METRICS = {
+#: metric -> what it is (the table's order): a case's table unless it has its own
+METRICS: Mapping[str, str] = {
     "mean_completion_s": "mean completion time, s from arrival",
     "min_completion_s": "first leecher complete, s",
     "max_completion_s": "last leecher complete, s",
@@ -75,6 +81,10 @@ class Case:
     build: Callable[[int, int], Scenario]
     #: (size in bytes, seed, backend name) -> the run's metrics and record
     run: Callable[[int, int, str], RunResult]
+    #: metric -> what it is, in the table's order (the runs' ``metrics`` keys)
+    metrics: Mapping[str, str] = field(default_factory=lambda: METRICS)
+    #: what the verified / total counts count ("leechers", "receivers", ...)
+    nodes: str = "leechers"
 
 
 def cases() -> list[Case]:
@@ -111,20 +121,23 @@ def _mean(xs: list[float | None]) -> float | None:
 
 def compare(quick: bool = True, repeats: int | None = None, size: int | None = None,
             only: list[str] | None = None,
-            log: Callable[[str], None] = lambda s: None) -> tuple[list[Comparison], dict[str, Any]]:
-    """Run every case on both backends; the comparisons and a record of the runs
-    (wall time per backend, leechers verified / complete)."""
+            log: Callable[[str], None] = lambda s: None,
+            given: Sequence[Case] | None = None) -> tuple[list[Comparison], dict[str, Any]]:
+    """Run every case (``given``, else the entry points') on both backends; the
+    comparisons and a record of the runs (wall time per backend, nodes verified /
+    complete / total, under the case's word for its nodes)."""
     size = size or (256 * 1024 if quick else 1024 * 1024)
     repeats = repeats or (1 if quick else 3)
     out: list[Comparison] = []
     record: dict[str, Any] = {"size": size, "repeats": repeats, "cases": {}}
-    chosen = [c for c in cases() if not only or c.name in only]
+    chosen = [c for c in (cases() if given is None else given) if not only or c.name in only]
     per: dict[tuple[str, str], list[dict[str, float | None]]] = {}
     # every testbed run first, then the simulator: the testbed's netlink helper
     # forks, better from a process that has not grown by a simulation yet
     for backend in BACKENDS:
         for case in chosen:
-            rec = record["cases"].setdefault(case.name, {"about": case.about})
+            rec = record["cases"].setdefault(case.name, {"about": case.about,
+                                                         "nodes": case.nodes})
             wall, verified, complete, total = 0.0, 0, 0, 0
             for seed in range(1, repeats + 1):
                 r = case.run(size, seed, backend)
@@ -135,9 +148,9 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
                 per.setdefault((case.name, backend), []).append(r.metrics)
                 log(f"{case.name}: {backend} seed {seed} done in {r.wall_s:.1f} s")
             rec[backend] = {"wall_s": round(wall, 1), "verified": verified,
-                            "complete": complete, "leechers": total}
+                            "complete": complete, case.nodes: total}
     for case in chosen:
-        for m in METRICS:
+        for m in case.metrics:
             out.append(Comparison(case.name, m,
                                   _mean([x[m] for x in per[(case.name, "netns")]]),
                                   _mean([x[m] for x in per[(case.name, "sim")]])))
@@ -194,13 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     rows, record = compare(a.quick, a.repeats, a.size_kib * 1024 if a.size_kib else None, only,
                            log=lambda s: print(s, file=sys.stderr))
     print(table(rows))
-    bad = []
+    bad: dict[str, list[str]] = {}  # the cases' word for their nodes -> case/backend
     for name, rec in record["cases"].items():
         for b in ("netns", "sim"):
             r = rec[b]
-            print(f"{name}: {b} {r['verified']}/{r['leechers']} verified, {r['wall_s']} s wall")
-            if r["verified"] != r["leechers"]:
-                bad.append(f"{name}/{b}")
+            total = r[rec["nodes"]]
+            print(f"{name}: {b} {r['verified']}/{total} verified, {r['wall_s']} s wall")
+            if r["verified"] != total:
+                bad.setdefault(rec["nodes"], []).append(f"{name}/{b}")
     record["wall_s"] = round(time.monotonic() - t0, 1)
     if a.out:
         _write_csv(a.out, rows)
@@ -210,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         os.replace(tmp, meta)
     print(f"validate: {len(rows)} comparisons, * = over 10 % apart, {record['wall_s']} s",
           file=sys.stderr)
+    for word, where in bad.items():
+        print(f"validate: {word} not verified in {', '.join(where)}", file=sys.stderr)
     if bad:
-        print(f"validate: leechers not verified in {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
