@@ -22,16 +22,18 @@ receiver is done (its packets stop crossing, as the simulated router prunes).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import resource
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from deliverykit.pcap import Reader
-from deliverykit.sim import QueueUnit
+from deliverykit.sim import LinkSpec, QueueUnit, Scenario
 from m2c.aio.driver import ReceiveResult, make_session
 from m2c.experiments import roles
 from m2c.experiments.fairness import SESSIONS, _view, jain, scenario
@@ -85,6 +87,93 @@ class Plan:
     """s each receiver may take at most (the scenario's duration)"""
 
 
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """What :func:`build` made of a simulator scenario on a testbed."""
+
+    core: Any
+    """the bridge of the nodes in front of the shared link (all nodes when there is none)"""
+    edge: Any
+    """the bridge behind the shared link (None without one)"""
+    hosts: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    """node name -> (its testbed host, its address)"""
+    shaped: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """shaped link (the bottleneck's name, or the node whose downlink it is) -> (the
+    testbed host holding the shaped end, that end): tc's counters are read there"""
+
+
+def _tbf(link: LinkSpec) -> Any:
+    from deliverykit.testbed import Tbf
+
+    if link.rate is None or link.queue is None or link.queue_unit is not QueueUnit.PACKETS:
+        raise ValueError("a shaped link needs a rate and a queue in packets (tbf limit)")
+    # tbf's own bucket (Tbf's default burst), whatever the scenario's link models:
+    # the testbed has no pure serialiser
+    return Tbf(rate_bps=int(link.rate), limit_pkts=link.queue)
+
+
+def build(tb: Any, sc: Scenario, subnet: str, host_name: Callable[[str], str]) -> Topology:
+    """Build ``sc``'s topology on the testbed ``tb``: a bridge with IGMP snooping and a
+    querier ("core") holding every node in front of the scenario's one shared link,
+    and, with a shared link, a second bridge ("edge") behind it holding the nodes of
+    its far side; the core's port toward the edge is tbf at the link's rate and queue
+    (packets), with fast leave. A node's downlink with a rate is tbf on its bridge
+    port. Addresses ``subnet``.1 up on the core, ``subnet``.11 up on the edge, in node
+    order; ``host_name`` gives a node's testbed host name (short: interface names are
+    built from it). Not built: delays, loss, uplink rates (refused)."""
+    if len(sc.bottlenecks) > 1:
+        raise ValueError("the testbed twin builds at most one shared link")
+    core = tb.bridge("core")
+    edge: Any = None
+    lk: Any = None
+    tbf: Any = None
+    behind: tuple[str, ...] = ()
+    if sc.bottlenecks:
+        bn = sc.bottlenecks[0]
+        tbf = _tbf(bn.link)  # refused before anything is built
+        behind = bn.b
+        edge = tb.bridge("edge", snooping=False, querier=False)
+        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
+        tb.exec(core.host, ["ip", "link", "set", "to-edge", "master", core.ifname], check=True)
+        tb.exec(edge.host, ["ip", "link", "set", "to-core", "master", edge.ifname], check=True)
+        tb.exec(core.host, ["ip", "link", "set", "dev", "to-edge", "type", "bridge_slave",
+                            "fastleave", "on"], check=True)
+    topo = Topology(core, edge)
+    counts = {"core": 0, "edge": 0}
+    for n in sc.nodes:
+        if n.up.rate is not None:
+            raise ValueError(f"node {n.name}: the testbed twin does not shape uplinks")
+        side = "edge" if edge is not None and n.group in behind else "core"
+        br: Any = edge if side == "edge" else core
+        counts[side] += 1
+        ip = f"{subnet}.{counts[side] + (10 if side == 'edge' else 0)}"
+        h = tb.host(host_name(n.name))
+        port = tb.attach(h, br, f"{ip}/24")
+        tb.mroute(h, port.a)
+        topo.hosts[n.name] = (h, ip)
+        if n.down.rate is not None:
+            tb.shape(port.b, tbf=_tbf(n.down))
+            topo.shaped[n.name] = (br.host, port.b)
+    if lk is not None:
+        tb.shape(lk.a, tbf=tbf)
+        topo.shaped[sc.bottlenecks[0].name] = (core.host, lk.a)
+    tb.settle(core)
+    return topo
+
+
+def qdisc_stats(tb: Any, topo: Topology) -> dict[str, dict[str, int]]:
+    """tc's counters of each shaped link's tbf (``tc -s qdisc`` in its namespace):
+    sent packets, dropped, overlimits (a packet had to wait for tokens), requeues."""
+    out = {}
+    for name, (host, end) in topo.shaped.items():
+        r = tb.exec(host, ["tc", "-s", "-j", "qdisc", "show", "dev", end.ifname], check=True)
+        for q in json.loads(r.stdout):
+            if q.get("kind") == "tbf":
+                out[name] = {k: int(q.get(k, 0)) for k in ("packets", "drops", "overlimits",
+                                                           "requeues", "bytes")}
+    return out
+
+
 def plan(bottleneck_bps: float, size: int, offset: float, seed: int) -> Plan:
     """The testbed's shape from :func:`m2c.experiments.fairness.scenario`; a scenario
     the testbed cannot build (no shared link, or a queue not in packets) is refused."""
@@ -122,40 +211,30 @@ def run_one(bottleneck_bps: float, size: int, offset: float, seed: int,
             controller: str = "m2c") -> dict[str, Any]:
     """One run on the testbed: the row :func:`m2c.experiments.fairness.run_one` gives,
     from real sockets and a capture (``backend`` "netns")."""
-    from deliverykit.testbed import Tbf, Testbed
+    from deliverykit.testbed import Testbed
 
     p = plan(bottleneck_bps, size, offset, seed)
+    sc = scenario(bottleneck_bps, size, offset, seed)
     cpu0, wall0 = _cpu(), time.monotonic()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="m2c-fair-") as d, Testbed(prefix="m2cfair") as tb:
-        core = tb.bridge("core")
-        edge = tb.bridge("edge", snooping=False, querier=False)
-        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
-        tb.exec(core.host, ["ip", "link", "set", "to-edge", "master", core.ifname], check=True)
-        tb.exec(edge.host, ["ip", "link", "set", "to-core", "master", edge.ifname], check=True)
-        tb.exec(core.host, ["ip", "link", "set", "dev", "to-edge", "type", "bridge_slave",
-                            "fastleave", "on"], check=True)
+        # hosts "as" / "ar" (session a's sender, receiver) ...; the shared link shaped
+        topo = build(tb, sc, SUBNET, lambda n: n[0] + ("s" if n.endswith("sender") else "r"))
+        edge: Any = topo.edge
         senders, receivers, sds, srcs = [], [], [], []
         for i, s in enumerate(SESSIONS):
-            hs, hr = tb.host(f"{s}s"), tb.host(f"{s}r")
-            ps = tb.attach(hs, core, f"{SUBNET}.{1 + i}/24")
-            pr = tb.attach(hr, edge, f"{SUBNET}.{11 + i}/24")
-            tb.mroute(hs, ps.a)
-            tb.mroute(hr, pr.a)
-            senders.append((hs, ps.a.ip))
-            receivers.append((hr, pr.a.ip))
+            senders.append(topo.hosts[f"{s}-sender"])
+            receivers.append(topo.hosts[f"{s}-r1"])
             src = os.path.join(d, f"{s}.bin")
             with open(src, "wb") as f:
                 f.write(rng.randbytes(p.size))
             group, port = p.groups[i]
-            sds.append(make_session(src, group=group, port=port, interface=str(ps.a.ip),
+            sds.append(make_session(src, group=group, port=port, interface=senders[i][1],
                                     min_rate=p.params["min_rate"], max_rate=p.params["max_rate"],
                                     tsd=p.params["tsd"], k=p.params["k"],
                                     symbol_size=p.params["symbol_size"],
                                     memory=p.params["memory"]))
             srcs.append(src)
-        tb.shape(lk.a, tbf=Tbf(rate_bps=int(p.rate_bps), limit_pkts=p.queue_pkts))
-        tb.settle(core)
         owner = {g: s for s, sd in zip(SESSIONS, sds, strict=True) for g, _port in sd.groups}
         pcap = os.path.join(d, "bottleneck.pcap")
         with tb.capture(edge.host, "to-core", pcap, filter="udp and dst net 239.0.0.0/8",

@@ -1,0 +1,217 @@
+"""M2C's scenarios for ``deliverykit sim validate`` (entry point
+``deliverykit.sim_validations``, issues 14 and 18): each one
+:class:`deliverykit.sim.Scenario` that the simulator (:func:`m2c.sim.run`) and the
+namespace testbed (:func:`m2c.experiments.fairness_testbed.build`, real sockets,
+tbf) both read.
+
+- ``m2c-pair``: the heterogeneous pair: one sender, r1 behind 4 Mb/s and r2
+  behind 1 Mb/s, 25-packet queues (:mod:`m2c.experiments.hetero`);
+- ``m2c-fig5``: M2C_ft alone, 3 receivers behind one shared 4 Mb/s bottleneck
+  with a 25-packet queue (Fig. 5's topology, no TCP).
+
+The session is Fig. 5's (256 kb/s-8 Mb/s, TSD 2 s, K = 2, 1,500-byte
+packets). Metrics (:data:`METRICS`): each receiver's time against its
+link-ideal (file bits / the rate of the slowest link on its path, payload only,
+as hetero's), its loss, duplicate and network-overhead percentages (section
+7.2, as the receivers report them), and the packets the shaped queues dropped
+(the simulator's queue drops; the testbed's from tc's counters). The scenarios
+model the paper's links (serialisers); :func:`with_tbf_bucket` gives a
+scenario's shaped links the bucket tbf has on the testbed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from deliverykit.sim import BottleneckSpec, LinkSpec, QueueUnit, Scenario
+from deliverykit.sim.validate import Case, RunResult
+from m2c import sim
+from m2c.experiments import fairness_testbed, roles
+
+QUEUE_PKTS = 25
+PAIR_BPS = [4e6, 1e6]
+FIG5_BPS = 4e6
+FIG5_RECEIVERS = 3
+SUBNET = "10.0.7"
+SENDER_LEAD = 0.3
+"""s between the sender's start and its receivers' (as fairness_testbed)"""
+
+#: metric -> what it is (the validation table's order)
+METRICS = {
+    "time_ideal_mean": "receivers' mean time / link-ideal (file bits / path rate)",
+    "time_ideal_max": "the slowest receiver's time / link-ideal",
+    "loss_pct_mean": "receivers' mean loss %, packets lost / sent to them",
+    "loss_pct_max": "the highest receiver loss %",
+    "dup_pct_mean": "receivers' mean duplicate % (symbols beyond those needed)",
+    "net_pct_mean": "receivers' mean network overhead %",
+    "queue_drops": "packets the shaped queues dropped (sim: queue drops; netns: tc)",
+}
+
+
+def pair_scenario(size: int, seed: int) -> Scenario:
+    """The heterogeneous pair: each receiver's own shaped downlink."""
+    return sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
+                             seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60)
+
+
+def fig5_scenario(size: int, seed: int) -> Scenario:
+    """Fig. 5's M2C_ft alone: the receivers behind one shared link (crossed once by a
+    multicast packet), their own downlinks unshaped."""
+    sc = sim.file_transfer(FIG5_RECEIVERS, size, seed=seed,
+                           duration=3 * size * 8 / FIG5_BPS + 60)
+    nodes = tuple(n if n.role != sim.RECEIVER else
+                  dataclasses.replace(n, down=LinkSpec(delay=n.down.delay)) for n in sc.nodes)
+    bn = BottleneckSpec("bottleneck", LinkSpec(rate=FIG5_BPS, queue=QUEUE_PKTS,
+                                               queue_unit=QueueUnit.PACKETS),
+                        (sim.SENDER,), (sim.RECEIVER,))
+    return dataclasses.replace(sc, name=f"m2c-fig5-{FIG5_RECEIVERS}x{size}", nodes=nodes,
+                               bottlenecks=(bn,))
+
+
+def tbf_burst(rate_bps: float) -> int:
+    """The bucket tbf has on the testbed at this rate (deliverykit.testbed.Tbf's default)."""
+    from deliverykit.testbed import Tbf
+
+    return Tbf(rate_bps=int(rate_bps)).burst
+
+
+def with_tbf_bucket(sc: Scenario) -> Scenario:
+    """``sc`` with every shaped link (downlinks and shared links with a rate) given the
+    bucket tbf has on the testbed (``LinkSpec.burst``)."""
+    def bucket(link: LinkSpec) -> LinkSpec:
+        if link.rate is None:
+            return link
+        return dataclasses.replace(link, burst=tbf_burst(link.rate))
+
+    nodes = tuple(dataclasses.replace(n, down=bucket(n.down)) for n in sc.nodes)
+    bns = tuple(dataclasses.replace(b, link=bucket(b.link)) for b in sc.bottlenecks)
+    return dataclasses.replace(sc, nodes=nodes, bottlenecks=bns)
+
+
+def path_rates(sc: Scenario) -> dict[str, float]:
+    """Each receiver's link-ideal rate: the slowest rate on its path from the sender."""
+    shared = [b.link.rate for b in sc.bottlenecks
+              if b.link.rate is not None and sim.RECEIVER in b.b]
+    out = {}
+    for n in sc.nodes:
+        if n.role == sim.RECEIVER:
+            rates = [r for r in [n.down.rate, *shared] if r is not None]
+            if not rates:
+                raise ValueError(f"receiver {n.name} has no shaped link: no link-ideal")
+            out[n.name] = min(rates)
+    return out
+
+
+def metrics(sc: Scenario, per: dict[str, dict[str, Any]],
+            drops: int | None) -> dict[str, float | None]:
+    """The table's metrics from each receiver's section 7.2 metrics (``time``, ``loss``,
+    ``dup``, ``net``; ``time`` None when it did not recover the file)."""
+    size = int(sc.params["size"])
+    rates = path_rates(sc)
+    ratios = [m["time"] * rates[name] / (size * 8) for name, m in per.items()
+              if m.get("time") is not None]
+
+    def vals(k: str) -> list[float]:
+        return [float(m[k]) for m in per.values() if m.get(k) is not None]
+
+    def mean(xs: list[float]) -> float | None:
+        return statistics.fmean(xs) if xs else None
+
+    return {"time_ideal_mean": mean(ratios), "time_ideal_max": max(ratios, default=None),
+            "loss_pct_mean": mean(vals("loss")), "loss_pct_max": max(vals("loss"), default=None),
+            "dup_pct_mean": mean(vals("dup")), "net_pct_mean": mean(vals("net")),
+            "queue_drops": None if drops is None else float(drops)}
+
+
+def run_sim(sc: Scenario) -> tuple[RunResult, dict[str, Any]]:
+    """One run in the simulator: the validation's result and a record (per receiver)."""
+    t0 = time.monotonic()
+    res = sim.run(sc)
+    per: dict[str, dict[str, Any]] = {}
+    for r in res.receivers:
+        m = dict(r.metrics)
+        m["time"] = r.completion_s
+        per[r.name] = m
+    drops = res.run.fates.get("queue_drop", 0)
+    out = RunResult(metrics(sc, per, drops), time.monotonic() - t0,
+                    sum(r.verified for r in res.receivers),
+                    sum(r.completion_s is not None for r in res.receivers), len(res.receivers))
+    return out, {"receivers": per, "queue_drops": drops, "cpu_s": res.run.cpu_s}
+
+
+def _host_name(node: str) -> str:
+    """Short testbed host names: "s" for the sender, "r1".. for r001.."""
+    return "s" if node == sim.SENDER else f"r{int(node[1:])}"
+
+
+def run_netns(sc: Scenario) -> tuple[RunResult, dict[str, Any]]:
+    """One run on the namespace testbed (root): the scenario's topology
+    (:func:`m2c.experiments.fairness_testbed.build`), the session its parameters give,
+    real sockets; the drops from tc's counters of the shaped links."""
+    from deliverykit.testbed import Testbed
+    from m2c.aio.driver import make_session
+
+    t0 = time.monotonic()
+    p = sc.params
+    receivers = [n.name for n in sc.nodes if n.role == sim.RECEIVER]
+    budget = sc.duration
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="m2c-val-") as d, Testbed(prefix="m2cval") as tb:
+        topo = fairness_testbed.build(tb, sc, SUBNET, _host_name)
+        src = os.path.join(d, "file.bin")
+        with open(src, "wb") as f:
+            f.write(sim.M2CApp(sc, sc.seed).data)
+        shost, sip = topo.hosts[sim.SENDER]
+        g0 = sc.multicast[0]
+        sdj = make_session(src, group=g0.ip, port=g0.port, interface=sip,
+                           min_rate=p["min_rate"], max_rate=p["max_rate"], tsd=p["tsd"],
+                           k=p["k"], symbol_size=p["symbol_size"],
+                           memory=p["memory"]).to_json()
+        sender = tb.spawn(shost, roles.send, sdj, src, budget + 10)
+        time.sleep(SENDER_LEAD)
+        tasks = []
+        for name in receivers:
+            h, ip = topo.hosts[name]
+            tasks.append(tb.spawn(h, roles.receive, sdj, os.path.join(d, f"out-{name}"), ip,
+                                  budget, str(p.get("controller", "m2c"))))
+        results = [t.result(timeout=budget + 20) for t in tasks]
+        sender.kill()
+        qd = fairness_testbed.qdisc_stats(tb, topo)
+    per: dict[str, dict[str, Any]] = {}
+    for name, r in zip(receivers, results, strict=True):
+        m = dataclasses.asdict(r.metrics)
+        m["time"] = r.metrics.time if r.ok else None
+        per[name] = {k: v for k, v in m.items() if k != "raw"} | {"ok": r.ok, "end": r.end}
+    drops = sum(q["drops"] for q in qd.values())
+    ok = [bool(per[n]["ok"]) for n in receivers]
+    out = RunResult(metrics(sc, per, drops), time.monotonic() - t0, sum(ok), sum(ok),
+                    len(receivers))
+    return out, {"receivers": per, "qdisc": qd, "queue_drops": drops, "load1": load}
+
+
+def _runner(build: Callable[[int, int], Scenario]) -> Callable[[int, int, str], RunResult]:
+    def run_case(size: int, seed: int, backend: str) -> RunResult:
+        sc = build(size, seed)
+        if backend == "sim":
+            return run_sim(sc)[0]
+        if backend == "netns":
+            return run_netns(sc)[0]
+        raise ValueError(f"unknown backend {backend!r}")
+    return run_case
+
+
+def cases() -> list[Case]:
+    specs = [
+        ("m2c-pair", "one M2C sender; r1 behind 4 Mb/s, r2 behind 1 Mb/s, 25-packet queues",
+         pair_scenario),
+        ("m2c-fig5", "M2C_ft alone: 3 receivers behind one 4 Mb/s link, 25-packet queue",
+         fig5_scenario),
+    ]
+    return [Case(name, about, build, _runner(build), METRICS, "receivers")
+            for name, about, build in specs]
