@@ -99,6 +99,14 @@ class Content:
         self.chunk_size = tree.chunk_size
         #: verified chunks on storage (local availability, section 3.2)
         self.have = Binmap()
+        # :attr:`complete` without a binmap search per verified chunk: how
+        # many chunks of [0, _cn) binmap _cm held at its version _cv.
+        # store_chunk keeps the count while nothing else touched the binmap;
+        # any other change (another version, binmap or n_chunks) recounts
+        self._cm: Binmap | None = None
+        self._cv = -1
+        self._cn = -1
+        self._filled = 0
 
     @classmethod
     def seeded(cls, tree: MerkleTree, storage: Storage) -> Content:
@@ -114,9 +122,24 @@ class Content:
 
     @property
     def complete(self) -> bool:
-        """True when every chunk is verified and stored."""
+        """True when every chunk is verified and stored (``have`` holds all
+        of ``[0, n_chunks)``: the count kept by :meth:`store_chunk`, recounted
+        when the binmap changed otherwise)."""
         n = self.tree.n_chunks
-        return n is not None and self.have.is_filled_range(0, n)
+        if n is None:
+            return False
+        have = self.have
+        if have is not self._cm or have.version != self._cv or n != self._cn:
+            self._recount(have, n)
+        return self._filled >= n
+
+    def _recount(self, have: Binmap, n: int) -> None:
+        filled = 0
+        for lo, hi in have.ranges():
+            if lo >= n:
+                break
+            filled += min(hi, n) - lo
+        self._cm, self._cv, self._cn, self._filled = have, have.version, n, filled
 
     def read_chunk(self, i: int) -> bytes:
         """Chunk ``i`` from storage."""
@@ -130,7 +153,14 @@ class Content:
     def store_chunk(self, i: int, data: bytes) -> None:
         """Write a verified chunk and mark it present."""
         self.storage.write(i * self.chunk_size, data)
-        self.have.add(i)
+        have = self.have
+        if have is self._cm and have.version == self._cv and i >= 0:
+            # the count is current: keep it so (add_new: True when i was empty)
+            if have.add_new(i) and i < self._cn:
+                self._filled += 1
+            self._cv = have.version
+        else:
+            have.add(i)
 
     def flush(self) -> None:
         """Let the storage write what it gathered (``FileStorage`` gathers

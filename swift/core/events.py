@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias, cast
 
 from deliverykit.protocol import Address
 
@@ -30,14 +31,28 @@ class ChannelClosed:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ChunkVerified:
-    """A chunk passed the Merkle check (section 5.2) and was stored."""
+    """A chunk passed the Merkle check (section 5.2) and was stored.
+
+    Frozen like the others, but one is made per verified chunk: its
+    ``__init__`` sets the slots through their descriptors (what frozen's
+    generated ``__init__`` does through ``object.__setattr__``, at about
+    half the cost; docs/swift-perf.md, session 18)."""
 
     #: chunk index
     index: int
     #: address of the peer that sent it
     addr: Address
+
+    def __init__(self, index: int, addr: Address) -> None:
+        _cv_index(self, index)
+        _cv_addr(self, addr)
+
+
+# the slot descriptors' setters (a frozen class's own __setattr__ raises)
+_cv_index: Callable[[ChunkVerified, int], None] = cast(Any, ChunkVerified).index.__set__
+_cv_addr: Callable[[ChunkVerified, Address], None] = cast(Any, ChunkVerified).addr.__set__
 
 
 @dataclass(frozen=True, slots=True)
