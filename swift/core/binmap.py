@@ -295,6 +295,16 @@ class Binmap:
             return False
         return binmap_find(self._h, self._deep, self.root, self.root_layer, i, i + 1, True) >= 0
 
+    def lacking(self, chunks: list[int]) -> list[int]:
+        """The chunks of ``chunks`` not filled, in their order: ``[c for c in
+        chunks if not self.has(c)]`` without a :meth:`has` frame per chunk
+        (the announcer's filter of the chunks verified since its last HAVEs,
+        one per chunk a leecher stores)."""
+        h, d, r, lay = self._h, self._deep, self.root, self.root_layer
+        span = 32 << lay
+        return [c for c in chunks
+                if c >= span or c < 0 or binmap_find(h, d, r, lay, c, c + 1, True) < 0]
+
     def clear(self) -> None:
         """Empty the binmap."""
         v = self.version

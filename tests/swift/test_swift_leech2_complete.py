@@ -129,3 +129,20 @@ def test_chunk_verified_is_the_frozen_dataclass_it_was() -> None:
             assert (i, addr) == (3, a)
         case _:
             raise AssertionError("no match")
+
+
+@settings(max_examples=300, deadline=None)
+@given(ranges=st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 200)), max_size=12),
+       holes=st.lists(st.integers(0, 3000), max_size=12),
+       chunks=st.lists(st.integers(-3, 5000), max_size=60))
+def test_lacking_is_the_has_filter(ranges: list[tuple[int, int]], holes: list[int],
+                                   chunks: list[int]) -> None:
+    """``Binmap.lacking`` (the announcer's filter, proposed for announce.py)
+    against ``has`` chunk by chunk, past the span and negative included."""
+    m = Binmap()
+    for lo, w in ranges:
+        m.set_range(lo, lo + w)
+    for c in holes:
+        m.discard(c)
+    assert m.lacking(chunks) == [c for c in chunks if not m.has(c)]
+    assert m.lacking([]) == []
