@@ -61,8 +61,9 @@ class TimedReceive:
         return self.started + self.result.metrics.time if self.result.ok else None
 
 
-def _receive(sd_json: str, out: str, iface: str, timeout: float,
-             controller: str) -> TimedReceive:
+def timed_receive(sd_json: str, out: str, iface: str, timeout: float,
+                  controller: str) -> TimedReceive:
+    """:func:`m2c.experiments.roles.receive`, with when it started (time.time())."""
     started = time.time()
     return TimedReceive(started, roles.receive(sd_json, out, iface, timeout, controller))
 
@@ -248,7 +249,7 @@ def run_one(bottleneck_bps: float, size: int, offset: float, seed: int,
             for at, is_rx, i in starts:
                 time.sleep(max(0.0, t_begin + at - time.monotonic()))
                 if is_rx:
-                    rx[i] = tb.spawn(receivers[i][0], _receive, sds[i].to_json(),
+                    rx[i] = tb.spawn(receivers[i][0], timed_receive, sds[i].to_json(),
                                      os.path.join(d, f"out-{SESSIONS[i]}"),
                                      str(receivers[i][1]), p.timeout, controller)
                 else:

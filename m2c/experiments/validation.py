@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from deliverykit.sim import BottleneckSpec, LinkSpec, QueueUnit, Scenario
+from deliverykit.sim import BottleneckSpec, LinkSpec, QueueUnit, Scenario, derive_seed
 from deliverykit.sim.validate import Case, RunResult
 from m2c import sim
 from m2c.experiments import fairness_testbed, roles
@@ -41,6 +42,10 @@ FIG5_RECEIVERS = 3
 SUBNET = "10.0.7"
 SENDER_LEAD = 0.3
 """s between the sender's start and its receivers' (as fairness_testbed)"""
+START_JITTER = 0.1
+"""s: each receiver starts up to this much late (uniform, drawn from the seed), as
+the fairness scenario's sessions; without it the simulator's receivers run in
+lockstep, which real receivers never do"""
 
 #: metric -> what it is (the validation table's order)
 METRICS = {
@@ -54,17 +59,28 @@ METRICS = {
 }
 
 
-def pair_scenario(size: int, seed: int) -> Scenario:
+def jittered(sc: Scenario, jitter: float) -> Scenario:
+    """``sc`` with each receiver arriving up to ``jitter`` s late (uniform, from the seed)."""
+    if jitter <= 0:
+        return sc
+    rng = random.Random(derive_seed(sc.seed, "m2c/validation/start"))
+    return dataclasses.replace(sc, nodes=tuple(
+        dataclasses.replace(n, arrive=n.arrive + rng.uniform(0.0, jitter))
+        if n.role == sim.RECEIVER else n for n in sc.nodes))
+
+
+def pair_scenario(size: int, seed: int, jitter: float = START_JITTER) -> Scenario:
     """The heterogeneous pair: each receiver's own shaped downlink."""
-    return sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
-                             seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60)
+    return jittered(sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
+                                      seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60),
+                    jitter)
 
 
-def fig5_scenario(size: int, seed: int) -> Scenario:
+def fig5_scenario(size: int, seed: int, jitter: float = START_JITTER) -> Scenario:
     """Fig. 5's M2C_ft alone: the receivers behind one shared link (crossed once by a
     multicast packet), their own downlinks unshaped."""
-    sc = sim.file_transfer(FIG5_RECEIVERS, size, seed=seed,
-                           duration=3 * size * 8 / FIG5_BPS + 60)
+    sc = jittered(sim.file_transfer(FIG5_RECEIVERS, size, seed=seed,
+                                    duration=3 * size * 8 / FIG5_BPS + 60), jitter)
     nodes = tuple(n if n.role != sim.RECEIVER else
                   dataclasses.replace(n, down=LinkSpec(delay=n.down.delay)) for n in sc.nodes)
     bn = BottleneckSpec("bottleneck", LinkSpec(rate=FIG5_BPS, queue=QUEUE_PKTS,
@@ -153,13 +169,15 @@ def _host_name(node: str) -> str:
 def run_netns(sc: Scenario) -> tuple[RunResult, dict[str, Any]]:
     """One run on the namespace testbed (root): the scenario's topology
     (:func:`m2c.experiments.fairness_testbed.build`), the session its parameters give,
-    real sockets; the drops from tc's counters of the shaped links."""
+    real sockets; each receiver starts its node's ``arrive`` s after the first could
+    (the sender :data:`SENDER_LEAD` s before); the drops from tc's counters of the
+    shaped links. The record has each receiver's measured start, s after the first's."""
     from deliverykit.testbed import Testbed
     from m2c.aio.driver import make_session
 
     t0 = time.monotonic()
     p = sc.params
-    receivers = [n.name for n in sc.nodes if n.role == sim.RECEIVER]
+    receivers = sorted((n.arrive, n.name) for n in sc.nodes if n.role == sim.RECEIVER)
     budget = sc.duration
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="m2c-val-") as d, Testbed(prefix="m2cval") as tb:
@@ -176,20 +194,26 @@ def run_netns(sc: Scenario) -> tuple[RunResult, dict[str, Any]]:
         sender = tb.spawn(shost, roles.send, sdj, src, budget + 10)
         time.sleep(SENDER_LEAD)
         tasks = []
-        for name in receivers:
+        t_begin = time.monotonic()
+        for at, name in receivers:
+            time.sleep(max(0.0, t_begin + at - time.monotonic()))
             h, ip = topo.hosts[name]
-            tasks.append(tb.spawn(h, roles.receive, sdj, os.path.join(d, f"out-{name}"), ip,
-                                  budget, str(p.get("controller", "m2c"))))
-        results = [t.result(timeout=budget + 20) for t in tasks]
+            tasks.append(tb.spawn(h, fairness_testbed.timed_receive, sdj,
+                                  os.path.join(d, f"out-{name}"), ip, budget,
+                                  str(p.get("controller", "m2c"))))
+        timed = [t.result(timeout=budget + 20) for t in tasks]
         sender.kill()
         qd = fairness_testbed.qdisc_stats(tb, topo)
     per: dict[str, dict[str, Any]] = {}
-    for name, r in zip(receivers, results, strict=True):
+    first = min(t.started for t in timed)
+    for (_at, name), t in zip(receivers, timed, strict=True):
+        r = t.result
         m = dataclasses.asdict(r.metrics)
         m["time"] = r.metrics.time if r.ok else None
-        per[name] = {k: v for k, v in m.items() if k != "raw"} | {"ok": r.ok, "end": r.end}
+        per[name] = {k: v for k, v in m.items() if k != "raw"} | {
+            "ok": r.ok, "end": r.end, "started_s": t.started - first}
     drops = sum(q["drops"] for q in qd.values())
-    ok = [bool(per[n]["ok"]) for n in receivers]
+    ok = [bool(per[n]["ok"]) for _at, n in receivers]
     out = RunResult(metrics(sc, per, drops), time.monotonic() - t0, sum(ok), sum(ok),
                     len(receivers))
     return out, {"receivers": per, "qdisc": qd, "queue_drops": drops, "load1": load}
