@@ -14,9 +14,11 @@ packets). Metrics (:data:`METRICS`): each receiver's time against its
 link-ideal (file bits / the rate of the slowest link on its path, payload only,
 as hetero's), its loss, duplicate and network-overhead percentages (section
 7.2, as the receivers report them), and the packets the shaped queues dropped
-(the simulator's queue drops; the testbed's from tc's counters). The scenarios
-model the paper's links (serialisers); :func:`with_tbf_bucket` gives a
-scenario's shaped links the bucket tbf has on the testbed.
+(the simulator's queue drops; the testbed's from tc's counters). The cases'
+scenarios give the shaped links the bucket tbf has on the testbed
+(:func:`with_tbf_bucket`; ``bucket=False`` for the paper's serialisers) and start
+each receiver up to :data:`START_JITTER` late: docs/m2c-results.md, session 18,
+has the numbers behind both.
 """
 
 from __future__ import annotations
@@ -30,10 +32,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from deliverykit.sim import BottleneckSpec, LinkSpec, QueueUnit, Scenario, derive_seed
+from deliverykit.sim import (
+    BottleneckSpec,
+    LinkSpec,
+    QueueUnit,
+    Scenario,
+    Simulation,
+    derive_seed,
+)
 from deliverykit.sim.validate import Case, RunResult
 from m2c import sim
+from m2c.core.session import ReceiverCore
 from m2c.experiments import fairness_testbed, roles
+from m2c.fec import ldpc
 
 QUEUE_PKTS = 25
 PAIR_BPS = [4e6, 1e6]
@@ -55,7 +66,7 @@ METRICS = {
     "loss_pct_max": "the highest receiver loss %",
     "dup_pct_mean": "receivers' mean duplicate % (symbols beyond those needed)",
     "net_pct_mean": "receivers' mean network overhead %",
-    "queue_drops": "packets the shaped queues dropped (sim: queue drops; netns: tc)",
+    "queue_drops": "packets the shaped links' queues dropped (tc's drops on the testbed)",
 }
 
 
@@ -69,16 +80,21 @@ def jittered(sc: Scenario, jitter: float) -> Scenario:
         if n.role == sim.RECEIVER else n for n in sc.nodes))
 
 
-def pair_scenario(size: int, seed: int, jitter: float = START_JITTER) -> Scenario:
-    """The heterogeneous pair: each receiver's own shaped downlink."""
-    return jittered(sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
-                                      seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60),
-                    jitter)
+def pair_scenario(size: int, seed: int, jitter: float = START_JITTER,
+                  bucket: bool = True) -> Scenario:
+    """The heterogeneous pair: each receiver's own shaped downlink; ``bucket``: the
+    links are tbf's token buckets, as on the testbed (else serialisers, as the paper's
+    links and m2c's figure scenarios)."""
+    sc = jittered(sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
+                                    seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60),
+                  jitter)
+    return with_tbf_bucket(sc) if bucket else sc
 
 
-def fig5_scenario(size: int, seed: int, jitter: float = START_JITTER) -> Scenario:
+def fig5_scenario(size: int, seed: int, jitter: float = START_JITTER,
+                  bucket: bool = True) -> Scenario:
     """Fig. 5's M2C_ft alone: the receivers behind one shared link (crossed once by a
-    multicast packet), their own downlinks unshaped."""
+    multicast packet), their own downlinks unshaped; ``bucket`` as :func:`pair_scenario`."""
     sc = jittered(sim.file_transfer(FIG5_RECEIVERS, size, seed=seed,
                                     duration=3 * size * 8 / FIG5_BPS + 60), jitter)
     nodes = tuple(n if n.role != sim.RECEIVER else
@@ -86,8 +102,9 @@ def fig5_scenario(size: int, seed: int, jitter: float = START_JITTER) -> Scenari
     bn = BottleneckSpec("bottleneck", LinkSpec(rate=FIG5_BPS, queue=QUEUE_PKTS,
                                                queue_unit=QueueUnit.PACKETS),
                         (sim.SENDER,), (sim.RECEIVER,))
-    return dataclasses.replace(sc, name=f"m2c-fig5-{FIG5_RECEIVERS}x{size}", nodes=nodes,
-                               bottlenecks=(bn,))
+    sc = dataclasses.replace(sc, name=f"m2c-fig5-{FIG5_RECEIVERS}x{size}", nodes=nodes,
+                             bottlenecks=(bn,))
+    return with_tbf_bucket(sc) if bucket else sc
 
 
 def tbf_burst(rate_bps: float) -> int:
@@ -146,19 +163,36 @@ def metrics(sc: Scenario, per: dict[str, dict[str, Any]],
 
 
 def run_sim(sc: Scenario) -> tuple[RunResult, dict[str, Any]]:
-    """One run in the simulator: the validation's result and a record (per receiver)."""
+    """One run in the simulator (:class:`m2c.sim.M2CApp`, as :func:`m2c.sim.run`): the
+    validation's result and a record (per receiver, and each shaped link's drops:
+    packets its queue dropped, as tc counts them, not the copies the receivers
+    behind it missed)."""
     t0 = time.monotonic()
-    res = sim.run(sc)
+    app = sim.M2CApp(sc, sc.seed)
+    s = Simulation(sc, app, seed=sc.seed)
+    with ldpc.decoding(str(sc.params.get("decoding", "ml"))):
+        stats = s.run()
     per: dict[str, dict[str, Any]] = {}
-    for r in res.receivers:
-        m = dict(r.metrics)
-        m["time"] = r.completion_s
-        per[r.name] = m
-    drops = res.run.fates.get("queue_drop", 0)
-    out = RunResult(metrics(sc, per, drops), time.monotonic() - t0,
-                    sum(r.verified for r in res.receivers),
-                    sum(r.completion_s is not None for r in res.receivers), len(res.receivers))
-    return out, {"receivers": per, "queue_drops": drops, "cpu_s": res.run.cpu_s}
+    verified = 0
+    for name in app.receiver_names:
+        host = s.hosts.get(name)
+        core = host.core if host is not None else None
+        done = app.recovered.get(name)
+        if not isinstance(core, ReceiverCore):
+            per[name] = {"time": None}
+            continue
+        m = dataclasses.asdict(core.metrics(core.t0 + (done if done is not None
+                                                        else stats.virtual_s - core.t0)))
+        per[name] = {k: v for k, v in m.items() if k != "raw"} | {"time": done}
+        verified += app.verified(name)
+    # a link's name is its node's ("r001.down") or the shared link's ("bottleneck.ab")
+    links = {ln.name.split(".")[0]: ln.queue_drops for ln in s.network.links()
+             if ln.rate is not None and ln.sent + ln.queue_drops > 0}
+    drops = sum(links.values())
+    out = RunResult(metrics(sc, per, drops), time.monotonic() - t0, verified,
+                    sum(p["time"] is not None for p in per.values()), len(per))
+    return out, {"receivers": per, "link_drops": links, "queue_drops": drops,
+                 "cpu_s": stats.cpu_s}
 
 
 def _host_name(node: str) -> str:

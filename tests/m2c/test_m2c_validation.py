@@ -26,10 +26,17 @@ def test_the_two_scenarios_and_their_links():
     rx = [n for n in pair.nodes if n.role == "receiver"]
     assert [n.down.rate for n in rx] == [4e6, 1e6] and not pair.bottlenecks
     assert all(n.down.queue == 25 and n.down.queue_unit is QueueUnit.PACKETS for n in rx)
-    assert all(n.down.burst is None for n in rx)  # the paper's links: serialisers
+    assert all(n.down.burst is None for n in v.pair_scenario(QUICK, 1, bucket=False).nodes)
+    assert [n.down.burst for n in rx] == [5000, 3000]  # tbf's bucket, as on the testbed
     fig5 = v.fig5_scenario(QUICK, 1)
     (bn,) = fig5.bottlenecks
-    assert (bn.link.rate, bn.link.queue, bn.link.burst) == (4e6, 25, None)
+    assert (bn.link.rate, bn.link.queue, bn.link.burst) == (4e6, 25, 5000)
+    assert v.fig5_scenario(QUICK, 1, bucket=False).bottlenecks[0].link.burst is None
+    # receivers start up to START_JITTER late, from the seed; the sender at once
+    arrive = [n.arrive for n in fig5.nodes]
+    assert arrive[0] == 0 and all(0 <= a <= v.START_JITTER for a in arrive)
+    assert arrive == [n.arrive for n in v.fig5_scenario(QUICK, 1).nodes]
+    assert arrive != [n.arrive for n in v.fig5_scenario(QUICK, 2).nodes]
     rx5 = [n for n in fig5.nodes if n.role == "receiver"]
     assert len(rx5) == 3 and all(n.down.rate is None for n in rx5)
     assert v.path_rates(pair) == {"r001": 4e6, "r002": 1e6}
@@ -37,11 +44,11 @@ def test_the_two_scenarios_and_their_links():
 
 
 def test_the_bucket_is_tbfs_default():
-    b = v.with_tbf_bucket(v.pair_scenario(QUICK, 1))
+    b = v.with_tbf_bucket(v.pair_scenario(QUICK, 1, bucket=False))
     bursts = [n.down.burst for n in b.nodes if n.role == "receiver"]
     assert bursts == [Tbf(rate_bps=4_000_000).burst, Tbf(rate_bps=1_000_000).burst]
     assert bursts == [5000, 3000]  # 10 ms of tokens, at least 3,000 bytes
-    f = v.with_tbf_bucket(v.fig5_scenario(QUICK, 1))
+    f = v.with_tbf_bucket(v.fig5_scenario(QUICK, 1, bucket=False))
     assert f.bottlenecks[0].link.burst == 5000
     assert all(n.down.burst is None for n in f.nodes)  # unshaped links stay so
 
@@ -61,12 +68,27 @@ def test_quick_case_in_the_simulator(name):
     assert (m["queue_drops"] > 0) == (m["loss_pct_max"] > 0)
 
 
+def test_the_simulators_drops_are_the_links_not_the_copies():
+    """Behind the shared link one dropped packet is a copy missed by every receiver
+    joined to its group: queue_drops counts it once, as tc does."""
+    from m2c import sim
+
+    sc = v.fig5_scenario(QUICK, 1)
+    r, rec = v.run_sim(sc)
+    assert set(rec["link_drops"]) == {"bottleneck"}
+    copies = sim.run(sc).run.fates["queue_drop"]
+    assert 0 < r.metrics["queue_drops"] == rec["link_drops"]["bottleneck"] < copies
+    psc = v.pair_scenario(QUICK, 1)
+    pair, prec = v.run_sim(psc)
+    assert set(prec["link_drops"]) == {"r001", "r002"}  # own links: a drop is one copy
+    assert pair.metrics["queue_drops"] == sim.run(psc).run.fates["queue_drop"]
+
+
 def test_a_cases_own_metrics_reach_the_table():
     """The pair compared with itself under two link models (serialiser as "sim", tbf's
     bucket as "netns"): the rows are the case's metrics, not swift's."""
     def run(size: int, seed: int, backend: str):
-        sc = v.pair_scenario(size, seed)
-        return v.run_sim(v.with_tbf_bucket(sc) if backend == "netns" else sc)[0]
+        return v.run_sim(v.pair_scenario(size, seed, bucket=backend == "netns"))[0]
 
     case = Case("m2c-self", "the pair, bucket against serialiser", v.pair_scenario, run,
                 v.METRICS, "receivers")
