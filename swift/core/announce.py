@@ -143,7 +143,7 @@ class Announcer:
             st.pos = end
             st.version = self.version
             out: list[C.Message] = []
-            for lo, hi in _runs(c for c in new if not ann.has(c)):
+            for lo, hi in _runs(ann.lacking(new)):
                 for s, t in self._specs(lo, hi):
                     out.append(C.Have(s, t))
                 ann.set_range(lo, hi)
