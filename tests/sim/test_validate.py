@@ -23,7 +23,8 @@ def test_relative_difference_and_table() -> None:
 
 
 def test_the_three_scenarios() -> None:
-    built = {c.name: c.build(64 * 1024, 1) for c in cases()}
+    # swift's cases (the ones with the default table; m2c's have their own tests)
+    built = {c.name: c.build(64 * 1024, 1) for c in cases() if c.metrics is METRICS}
     assert list(built) == ["crowd6", "lossy2", "hetero-delay"]
     leechers = {k: [n for n in sc.nodes if n.role == "leecher"] for k, sc in built.items()}
     assert len(leechers["crowd6"]) == 6 and {n.up.rate for n in leechers["crowd6"]} == {1.2e6}
@@ -39,7 +40,9 @@ def test_validate_quick(tmp_path, capsys) -> None:
     require_root()
     from deliverykit.cli import main
     out = tmp_path / "validate.csv"
-    assert main(["sim", "validate", "--quick", "--out", str(out)]) == 0
+    # swift's three (other packages' cases, m2c's, have their own tests)
+    assert main(["sim", "validate", "--quick", "--only", "crowd6,lossy2,hetero-delay",
+                 "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for name in ("crowd6", "lossy2", "hetero-delay"):
         assert f"{name}: netns 6/6 verified" in printed or f"{name}: netns 4/4 verified" in printed
