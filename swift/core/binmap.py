@@ -19,7 +19,7 @@ section 4.2).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from swift._fast import binmap_find, binmap_set1
 from swift.core import bins as B
@@ -295,7 +295,7 @@ class Binmap:
             return False
         return binmap_find(self._h, self._deep, self.root, self.root_layer, i, i + 1, True) >= 0
 
-    def lacking(self, chunks: list[int]) -> list[int]:
+    def lacking(self, chunks: Iterable[int]) -> list[int]:
         """The chunks of ``chunks`` not filled, in their order: ``[c for c in
         chunks if not self.has(c)]`` without a :meth:`has` frame per chunk
         (the announcer's filter of the chunks verified since its last HAVEs,
