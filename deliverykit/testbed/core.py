@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -445,6 +446,18 @@ class Testbed:
             return subprocess.run(self._argv(host, argv), timeout=timeout, check=check, **kwargs)
         except subprocess.TimeoutExpired as exc:
             raise TestbedTimeout(f"{argv!r} in host {host.name} ran over {timeout} s") from exc
+
+    def tbf_counters(self, host: Host, dev: Dev) -> dict[str, int]:
+        """tc's counters of the tbf qdisc on ``dev`` in ``host`` (``tc -s -j qdisc``):
+        packets and bytes sent, drops, overlimits (a packet waited for tokens),
+        requeues, backlog; a :class:`TestbedError` if ``dev`` has no tbf."""
+        ifname = dev.ifname if isinstance(dev, End) else dev
+        cp = self.exec(host, ["tc", "-s", "-j", "qdisc", "show", "dev", ifname], check=True)
+        for q in json.loads(cp.stdout):
+            if q.get("kind") == "tbf":
+                return {k: int(q.get(k, 0)) for k in
+                        ("packets", "bytes", "drops", "overlimits", "requeues", "backlog")}
+        raise TestbedError(f"no tbf qdisc on {ifname} in host {host.name}")
 
     @contextmanager
     def capture(self, host: Host, dev: Dev, path: str | os.PathLike[str], filter: str | None = None,

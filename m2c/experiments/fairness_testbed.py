@@ -22,7 +22,6 @@ receiver is done (its packets stop crossing, as the simulated router prunes).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import resource
@@ -165,14 +164,7 @@ def build(tb: Any, sc: Scenario, subnet: str, host_name: Callable[[str], str]) -
 def qdisc_stats(tb: Any, topo: Topology) -> dict[str, dict[str, int]]:
     """tc's counters of each shaped link's tbf (``tc -s qdisc`` in its namespace):
     sent packets, dropped, overlimits (a packet had to wait for tokens), requeues."""
-    out = {}
-    for name, (host, end) in topo.shaped.items():
-        r = tb.exec(host, ["tc", "-s", "-j", "qdisc", "show", "dev", end.ifname], check=True)
-        for q in json.loads(r.stdout):
-            if q.get("kind") == "tbf":
-                out[name] = {k: int(q.get(k, 0)) for k in ("packets", "drops", "overlimits",
-                                                           "requeues", "bytes")}
-    return out
+    return {name: tb.tbf_counters(host, end) for name, (host, end) in topo.shaped.items()}
 
 
 def plan(bottleneck_bps: float, size: int, offset: float, seed: int) -> Plan:

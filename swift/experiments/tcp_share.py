@@ -365,11 +365,7 @@ def _counters(tb: Any, host: Any) -> dict[str, tuple[int, int]]:
 
 def _qdisc(tb: Any, host: Any, dev: str) -> dict[str, int]:
     """The tbf's totals and backlog on ``dev``."""
-    cp = tb.exec(host, ["tc", "-s", "-j", "qdisc", "show", "dev", dev], check=True)
-    for q in json.loads(cp.stdout):
-        if q.get("kind") == "tbf":
-            return {k: int(q.get(k, 0)) for k in ("packets", "drops", "backlog", "overlimits")}
-    raise RuntimeError(f"no tbf on {dev}")
+    return tb.tbf_counters(host, dev)
 
 
 def _udp_counters(tb: Any, host: Any) -> dict[str, int]:

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from deliverykit.testbed import Netem, Tbf, Testbed
+from deliverykit.testbed.errors import TestbedError
 from deliverykit.testbed.impair import GilbertElliott, Impairer
 
 PORT = 7100
@@ -142,7 +143,13 @@ def test_tbf_caps_udp_flood() -> None:
         # offer twice the rate for 2 s
         offered_interval = (size + 42) * 8 / (2 * rate)
         got = measure(tb, a, b, "10.0.1.2", int(2.0 / offered_interval), offered_interval, size)
+        counters = tb.tbf_counters(a, link.a)
+        with pytest.raises(TestbedError, match="no tbf"):
+            tb.tbf_counters(b, link.b)  # the other end is not shaped
     assert got, "nothing arrived"
+    # tc's counters: what arrived left the tbf, and twice the rate into a 25-packet
+    # queue overflows it
+    assert counters["packets"] >= len(got) and counters["drops"] > 0, counters
     # rate over the arrivals after the first 0.3 s of sending (past the initial burst)
     measured = steady_rate([t for _, _, t in got], size)
     print(f"tbf {rate} bit/s: measured {measured:.0f}")
