@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import enum
+import json
 import os
 import statistics
 import sys
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corecast._fast import Lookup
-from deliverykit.cliutil import cli_main
+from deliverykit.cliutil import cli_main, existing_file
 
 ORDER = (1, 7, 2, 6, 3, 5, 4)
 S_ADDR, X_IN, X_OUT, CAP = "172.16.0.1", "172.16.0.2", "100.127.255.1", "100.127.255.254"
@@ -298,27 +299,288 @@ def _measure(bed: Bed, subject: Subject, scale: int, rate: float, pkts: list[byt
     return row
 
 
+# ------------------------------------------------------------------ the part file (sittings)
+
+#: one JSON object a line, one line per measured run, appended and fsynced as it is measured
+PART = "overhead.part.jsonl"
+#: the summary's ``sys`` figure keeps only runs whose idle window (just before the send)
+#: had the whole machine busier than this share of all cores, in percent, excluded
+QUIET_BELOW = 10.0
+
+#: (repetition, scale, rate, subject label): one measurement
+Key = tuple[int, int, float, str]
+
+
+def configuration(scales: tuple[int, ...], rates: tuple[float, ...], seconds: float | None,
+                  chunks: int, pad: int, lookups: tuple[Lookup, ...], hashes: tuple[bool, ...],
+                  kernel: bool, idle_s: float) -> dict[str, Any]:
+    """What every row of one part file shares: the options that change what a run measures
+    (``--reps`` is not one: more repetitions are more rows of the same configuration), and
+    whether the ITR ran the C path or the pure twins."""
+    from deliverykit.fastpath import have_c
+
+    return {"scales": list(scales), "rates": [float(r) for r in rates], "seconds": seconds,
+            "chunks": chunks, "pad": pad, "lookups": [lk.value for lk in lookups],
+            "hashes": ["on" if h else "off" for h in hashes], "kernel": kernel,
+            "idle_s": idle_s, "c_path": have_c()}
+
+
+def options(config: dict[str, Any]) -> str:
+    """The command-line options that give ``config`` (to resume a part file with)."""
+    out = ["--quick"] if config.get("seconds") is None else [f"--seconds {config['seconds']:g}"]
+    out += [f"--scales {','.join(str(s) for s in config['scales'])}",
+            f"--rate {','.join(f'{r:g}' for r in config['rates'])}",
+            f"--chunks {config['chunks']}", f"--lookup {','.join(config['lookups'])}",
+            f"--hash {','.join(config['hashes'])}", f"--pad {config['pad']}"]
+    if not config["kernel"]:
+        out.append("--no-kernel")
+    env = "" if config.get("c_path", True) else "DELIVERYKIT_PURE=1 "
+    return env + " ".join(out)
+
+
+def plan(reps: int, scales: tuple[int, ...], rates: tuple[float, ...],
+         subs: list[Subject]) -> list[Key]:
+    """Every measurement of a run, in the order it runs them: repetition, then scale (the
+    interleaved 1, 7, 2, 6, 3, 5, 4 by default), then rate, then subject."""
+    return [(rep, scale, float(r), sub.label) for rep in range(reps) for scale in scales
+            for r in rates for sub in subs]
+
+
+def row_key(row: dict[str, Any]) -> Key:
+    return (int(row["rep"]), int(row["scale"]), float(row["rate"]), str(row["subject"]))
+
+
+@dataclass(slots=True)
+class PartFile:
+    """The whole rows of a part file, and whether a cut-short line follows them."""
+
+    path: str
+    rows: list[dict[str, Any]]
+    #: bytes of whole lines: a run killed mid-write leaves a cut-short line after them
+    whole: int
+    torn: bool
+
+
+_ROW_FIELDS = ("rep", "scale", "rate", "subject", "config", "commit", "idle_busy_pct")
+
+
+def read_part(path: str) -> PartFile:
+    """Every whole row of ``path``; ValueError, naming the line, for one that is not a row."""
+    with open(path, "rb") as f:
+        data = f.read()
+    whole = data.rfind(b"\n") + 1
+    rows = []
+    for n, line in enumerate(data[:whole].split(b"\n")[:-1], start=1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict) or any(k not in row for k in _ROW_FIELDS):
+            raise ValueError(f"{path} line {n}: not a row of the overhead experiment (edited by "
+                             f"hand?); remove that line, or move the file away")
+        rows.append(row)
+    return PartFile(path, rows, whole, whole < len(data))
+
+
+def _differences(theirs: Any, ours: dict[str, Any]) -> str:
+    if not isinstance(theirs, dict):
+        return "it has no configuration"
+    return "; ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} here"
+                     for k in dict.fromkeys([*ours, *theirs]) if theirs.get(k) != ours.get(k))
+
+
+def check_part(part: PartFile, config: dict[str, Any], reps: int) -> dict[Key, dict[str, Any]]:
+    """The rows of ``part`` this run keeps, by key; ValueError, saying what differs, for a
+    row of another configuration, a repetition beyond ``reps`` or a key measured twice."""
+    done: dict[Key, dict[str, Any]] = {}
+    for n, row in enumerate(part.rows, start=1):
+        if row["config"] != config:
+            hint = (f"resume with its options ({options(row['config'])}) or use another --out"
+                    if isinstance(row["config"], dict) else "use another --out")
+            raise ValueError(f"{part.path} line {n}: another configuration "
+                             f"({_differences(row['config'], config)}): resuming would mix two "
+                             f"configurations in one result; {hint}")
+        key = row_key(row)
+        if key[0] >= reps:
+            raise ValueError(f"{part.path} line {n}: repetition {key[0] + 1}, this run has "
+                             f"--reps {reps}: resume with --reps {key[0] + 1} or more")
+        if key in done:
+            raise ValueError(f"{part.path} line {n}: repetition {key[0] + 1}, scale {key[1]}, "
+                             f"{key[2]:g} pkt/s, {key[3]} measured twice (edited by hand?); "
+                             f"remove one of them")
+        done[key] = row
+    return done
+
+
+class _Appender:
+    """Appends one row a line to the part file: one write, then fsync (and the directory's
+    on the first), so a stop at any moment loses at most the measurement in flight."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def append(self, row: dict[str, Any]) -> None:
+        from deliverykit.outputs import fsync_parent
+
+        data = (json.dumps(row, separators=(",", ":")) + "\n").encode()
+        first = self.fd is None
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        os.fsync(self.fd)
+        if first:
+            fsync_parent(self.path)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _provenance() -> dict[str, Any]:
+    """Where every row of this sitting comes from: the commit of the corecast tree (with
+    ``+dirty``, as :func:`deliverykit.provenance.run_metadata` names it), the host and
+    the C extension's build (a digest of the loaded file; None on the twins)."""
+    import hashlib
+    import platform
+
+    import corecast
+    from deliverykit import fastpath
+    from deliverykit.provenance import git_commit
+
+    so = getattr(fastpath.speedups, "__file__", None)
+    digest = None
+    if so:
+        with open(so, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    return {"commit": git_commit(os.path.dirname(corecast.__file__ or ".")),
+            "host": platform.node(), "speedups": digest}
+
+
+def sources(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW) -> dict[str, Any]:
+    """Which commits and hosts contributed rows (how many each), and how many runs the
+    ``sys`` figure left out for a busy idle window."""
+    def count(field: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in rows:
+            out[str(r.get(field))] = out.get(str(r.get(field)), 0) + 1
+        return out
+    return {"rows": len(rows), "commits": count("commit"), "hosts": count("host"),
+            "quiet_below_pct": quiet_below,
+            "sys_excluded": sum(1 for r in rows if not _quiet(r, quiet_below))}
+
+
+def _quiet(row: dict[str, Any], quiet_below: float) -> bool:
+    return float(row["idle_busy_pct"]) < quiet_below
+
+
+# ------------------------------------------------------------------ the run
+
+
 def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | None = None,
         chunks: int | None = None, out_dir: str | None = None, rate: float = 12_000.0,
         seconds: float | None = None, lookups: tuple[Lookup, ...] = (Lookup.TRIE,),
         hashes: tuple[bool, ...] = (True,), kernel: bool = False,
         rates: tuple[float, ...] | None = None, idle_s: float | None = None,
-        progress: bool = False, pad: int = 0) -> dict[str, Any]:
+        progress: bool = False, pad: int = 0, resume: bool = False,
+        quiet_below: float = QUIET_BELOW) -> dict[str, Any]:
     """Every repetition runs every scale x rate x subject, interleaved; ``seconds`` None
     sends each packet list once (the quick form); ``pad`` adds that many mappings no
-    client uses to the map-cache (:func:`padding`)."""
-    from corecast.workload import skewed
-    from deliverykit.testbed import Testbed
+    client uses to the map-cache (:func:`padding`).
 
+    With ``out_dir`` every run is appended to ``out_dir/overhead.part.jsonl`` as soon as
+    it is measured; an existing part file is an error unless ``resume``, which keeps its
+    rows (same configuration only) and runs the missing ones in the same order.
+    ``overhead.json`` and ``overhead.png`` appear when every run is in; the part file
+    stays beside them."""
     scales = scales or ((1, 2) if quick else ORDER)
     reps = reps or (1 if quick else 3)
     chunks = chunks or (2 if quick else 3)
     rates = rates or (rate,)
     idle_s = idle_s if idle_s is not None else (0.5 if seconds is None else 3.0)
     subs = subjects(lookups, hashes, kernel)
-    rows = []
-    todo = reps * len(scales) * len(rates) * len(subs)
+    config = configuration(scales, rates, seconds, chunks, pad, lookups, hashes, kernel, idle_s)
+    keys = plan(reps, scales, rates, subs)
+    done: dict[Key, dict[str, Any]] = {}
+    part = os.path.join(out_dir, PART) if out_dir else None
+    if resume and part is None:
+        raise ValueError("--resume needs --out (the directory holding overhead.part.jsonl)")
+    prov = _provenance()
+    if part is not None and os.path.exists(part):
+        if not resume:
+            raise ValueError(f"{part} exists (a stopped run's rows): resume it (--resume) or "
+                             f"move it away; it is never overwritten")
+        pf = read_part(part)
+        done = check_part(pf, config, reps)
+        if pf.torn:  # the measurement in flight when a crash cut its line short
+            os.truncate(part, pf.whole)
+            sys.stderr.write(f"overhead: {part} ended in a cut-short line (the run in flight "
+                             f"when it stopped): dropped\n")
+        others = sorted({str(r["commit"]) for r in done.values()} - {str(prov["commit"])})
+        if others:
+            sys.stderr.write(f"overhead: resuming rows of commit(s) {', '.join(others)} at "
+                             f"commit {prov['commit']}: every row keeps its commit and the "
+                             f"summary lists them; whether the ITR's code changed between "
+                             f"them is not checked\n")
+        sys.stderr.write(f"overhead: {len(done)} of {len(keys)} runs already in {part}, "
+                         f"{len(keys) - len(done)} to go\n")
+    todo = [k for k in keys if k not in done]
     t_start = time.monotonic()
+    new = 0
+    if todo:
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+        out = _Appender(part) if part is not None else None
+        try:
+            new = _run_missing(todo, done, len(keys), subs, scales, rates, chunks, seconds,
+                               idle_s, pad, config, prov, out, progress, t_start)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cliutil): what was measured is kept
+            if progress:
+                sys.stderr.write("\n")
+            if part is not None:
+                kept = len(read_part(part).rows) if os.path.exists(part) else 0
+                sys.stderr.write(f"overhead: stopped; {kept} of {len(keys)} runs in {part} "
+                                 f"({kept - (len(keys) - len(todo))} this sitting); resume "
+                                 f"with the same options and --resume\n")
+            raise
+        finally:
+            if out is not None:
+                out.close()
+        if progress:
+            sys.stderr.write("\n")
+    rows = [done[k] for k in keys]
+    result: dict[str, Any] = {"rows": rows, "summary": _summarise(rows, quiet_below),
+                              "sources": sources(rows, quiet_below), "new_rows": new}
+    if out_dir:
+        from deliverykit.outputs import write_when_done
+        from deliverykit.provenance import run_metadata
+
+        os.makedirs(out_dir, exist_ok=True)
+        result["metadata"] = run_metadata(
+            "corecast", quick=quick, scales=scales, reps=reps, chunks=chunks, rates=rates,
+            seconds=seconds, lookups=[lk.value for lk in lookups], hashes=list(hashes),
+            kernel=kernel, pad=pad, configuration=config, resumed_rows=len(keys) - new)
+        write_when_done(os.path.join(out_dir, "overhead.json"), json.dumps(result, indent=2))
+        _plot(result["summary"], os.path.join(out_dir, "overhead.png"))
+    return result
+
+
+def _run_missing(todo: list[Key], done: dict[Key, dict[str, Any]], total: int,
+                 subs: list[Subject], scales: tuple[int, ...], rates: tuple[float, ...],
+                 chunks: int, seconds: float | None, idle_s: float, pad: int,
+                 config: dict[str, Any], prov: dict[str, Any], out: _Appender | None,
+                 progress: bool, t_start: float) -> int:
+    """Measure the ``todo`` keys in order, each row into ``done`` and ``out`` at once."""
+    import datetime as dt
+
+    from corecast.workload import skewed
+    from deliverykit.testbed import Testbed
+
+    wanted = set(todo)
+    new = 0
     with Testbed(prefix="ccovh") as tb:
         s, itr, cap = tb.host("s"), tb.host("itr"), tb.host("cap")
         tb.link(s, itr, f"{S_ADDR}/24", f"{X_IN}/24")
@@ -329,44 +591,41 @@ def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | N
         for h in (s, itr, cap):
             tb.sysctl(h, "net.ipv6.conf.all.disable_ipv6", "1")
         bed = Bed(tb, s, itr, cap, l2.b)
-        for _rep in range(reps):
+        for rep in sorted({k[0] for k in todo}):
             for scale in scales:
+                mine = [sub for r in rates for sub in subs
+                        if (rep, scale, float(r), sub.label) in wanted]
+                if not mine:
+                    continue
                 pop = skewed(scale=scale)
                 mcache = padding(pad) + pop.map_cache_text()
                 traffic = {m: _packets(scale, chunks, m) for m in (False, True)}
                 core = {sub: _core_us_per_pkt(sub, traffic[sub.mode is Mode.CORECAST], mcache)
-                        for sub in subs}
+                        for sub in dict.fromkeys(mine)}
                 for r in rates:
                     for sub in subs:
-                        rows.append(_measure(bed, sub, scale, r,
-                                             traffic[sub.mode is Mode.CORECAST], mcache,
-                                             len(pop.clients), seconds, idle_s))
-                        rows[-1]["mappings"] = pad + len(pop.sizes())
-                        rows[-1]["core_us_per_pkt"] = core[sub]
+                        key = (rep, scale, float(r), sub.label)
+                        if key not in wanted:
+                            continue
+                        m = _measure(bed, sub, scale, r, traffic[sub.mode is Mode.CORECAST],
+                                     mcache, len(pop.clients), seconds, idle_s)
+                        row = {"rep": rep, **m, "mappings": pad + len(pop.sizes()),
+                               "core_us_per_pkt": core[sub], **prov,
+                               "utc": dt.datetime.now(dt.timezone.utc).isoformat(
+                                   timespec="seconds"),
+                               "config": config}
+                        if out is not None:
+                            out.append(row)
+                        done[key] = row
+                        new += 1
                         if progress:
-                            _progress(len(rows), todo, t_start, rows[-1])
-    if progress:
-        sys.stderr.write("\n")
-    result: dict[str, Any] = {"rows": rows, "summary": _summarise(rows)}
-    if out_dir:
-        import json
-
-        from deliverykit.outputs import write_when_done
-        from deliverykit.provenance import run_metadata
-
-        os.makedirs(out_dir, exist_ok=True)
-        result["metadata"] = run_metadata(
-            "corecast", quick=quick, scales=scales, reps=reps, chunks=chunks, rates=rates,
-            seconds=seconds, lookups=[lk.value for lk in lookups], hashes=list(hashes),
-            kernel=kernel, pad=pad)
-        write_when_done(os.path.join(out_dir, "overhead.json"), json.dumps(result, indent=2))
-        _plot(result["summary"], os.path.join(out_dir, "overhead.png"))
-    return result
+                            _progress(len(done), total, t_start, row)
+    return new
 
 
 def _progress(done: int, todo: int, t0: float, row: dict[str, Any]) -> None:
-    sys.stderr.write(f"\r[{done}/{todo}] {time.monotonic() - t0:6.0f} s  scale {row['scale']} "
-                     f"{row['rate']:,.0f} pkt/s {row['subject']:<24}")
+    sys.stderr.write(f"\r[{done}/{todo}] {time.monotonic() - t0:6.0f} s  rep {row['rep'] + 1} "
+                     f"scale {row['scale']} {row['rate']:,.0f} pkt/s {row['subject']:<24}")
     sys.stderr.flush()
 
 
@@ -374,10 +633,14 @@ def _median(xs: list[float]) -> float:
     return round(statistics.median(xs), 3) if xs else float("nan")
 
 
-def _summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (scale, rate): each subject's medians over the repetitions (and ranges), then
-    the ratios the paper reports: CoreCast over plain (our ITR's CPU per packet) and
-    every subject over kernel forwarding (the machine's CPU per packet)."""
+def _summarise(rows: list[dict[str, Any]],
+               quiet_below: float = QUIET_BELOW) -> list[dict[str, Any]]:
+    """Per (scale, rate): each subject's medians over the repetitions present (``reps``:
+    how many) and ranges, then the ratios the paper reports: CoreCast over plain (our
+    ITR's CPU per packet) and every subject over kernel forwarding (the machine's CPU per
+    packet).  The machine's figure (``sys``) is taken only over runs whose idle window
+    was under ``quiet_below`` % busy (``sys_n`` of them, ``sys_excluded`` left out); with
+    none, it is None rather than a 0 that other load made."""
     out = []
     for scale, rate in sorted({(r["scale"], r["rate"]) for r in rows}):
         rs = [r for r in rows if r["scale"] == scale and r["rate"] == rate]
@@ -385,13 +648,15 @@ def _summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for label in dict.fromkeys(r["subject"] for r in rs):
             mine = [r for r in rs if r["subject"] == label]
             itr = [r["cpu_us_per_pkt"] for r in mine if r["cpu_us_per_pkt"] is not None]
-            sysu = [r["sys_us_per_pkt"] for r in mine]
+            sysu = [r["sys_us_per_pkt"] for r in mine if _quiet(r, quiet_below)]
             core = [r["core_us_per_pkt"] for r in mine if r.get("core_us_per_pkt") is not None]
             per[label] = {"reps": len(mine), "itr_us_per_pkt": _median(itr) if itr else None,
                           "itr_us_range": [min(itr), max(itr)] if itr else None,
                           "core_us_per_pkt": _median(core) if core else None,
-                          "sys_us_per_pkt": _median(sysu),
-                          "sys_us_range": [min(sysu), max(sysu)],
+                          "sys_us_per_pkt": _median(sysu) if sysu else None,
+                          "sys_us_range": [min(sysu), max(sysu)] if sysu else None,
+                          "sys_n": len(sysu), "sys_excluded": len(mine) - len(sysu),
+                          "idle_busy_pct_max": max(r["idle_busy_pct"] for r in mine),
                           "loss_pct_max": max(r["loss_pct"] for r in mine),
                           "load_avg": _median([r["load_avg"] for r in mine])}
         base = per.get("plain/trie") or next((v for k, v in per.items()
@@ -405,7 +670,7 @@ def _summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if base and base["core_us_per_pkt"] and v["core_us_per_pkt"] is not None:
                 v["core_over_plain_trie"] = round(v["core_us_per_pkt"]
                                                   / base["core_us_per_pkt"], 3)
-            if kern and kern["sys_us_per_pkt"] > 0:
+            if kern and kern["sys_us_per_pkt"] and v["sys_us_per_pkt"] is not None:
                 v["sys_over_kernel"] = round(v["sys_us_per_pkt"] / kern["sys_us_per_pkt"], 3)
         row: dict[str, Any] = {"scale": scale, "rate": rate,
                                "clients": rs[0]["clients"], "subjects": per}
@@ -416,6 +681,41 @@ def _summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                                  3))
         out.append(row)
     return out
+
+
+def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
+                planned: int | None = None) -> None:
+    """The summary on stdout: medians per cell with their ``n``, and where the rows came
+    from (commits, hosts, runs the ``sys`` figure left out)."""
+    if not rows:
+        print("no runs yet")
+        return
+    src = sources(rows, quiet_below)
+    of = f" of {planned}" if planned is not None else ""
+    worst = max(row["loss_pct"] for row in rows)
+    print(f"{len(rows)}{of} runs; {rows[0]['mappings']} mappings; worst loss {worst}%; "
+          f"load average now {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+    print("commits: " + ", ".join(f"{c} ({n})" for c, n in src["commits"].items())
+          + "; hosts: " + ", ".join(f"{h} ({n})" for h, n in src["hosts"].items()))
+    print(f"{'scale':>5} {'pkt/s':>8} {'subject':<24} {'n':>3} {'core us':>8} {'/plain':>7} "
+          f"{'ITR us':>7} {'/plain':>7} {'sys us':>7} {'sys n':>5} {'/kernel':>8} "
+          f"{'loss %':>7}")
+    for s in _summarise(rows, quiet_below):
+        for label, v in s["subjects"].items():
+            core = "-" if v["core_us_per_pkt"] is None else f"{v['core_us_per_pkt']:.3f}"
+            itr = "-" if v["itr_us_per_pkt"] is None else f"{v['itr_us_per_pkt']:.3f}"
+            sysu = "busy" if v["sys_us_per_pkt"] is None else f"{v['sys_us_per_pkt']:.3f}"
+            print(f"{s['scale']:>5} {s['rate']:>8,.0f} {label:<24} {v['reps']:>3} {core:>8} "
+                  f"{v.get('core_over_plain_trie', '-'):>7} {itr:>7} "
+                  f"{v.get('itr_over_plain_trie', '-'):>7} {sysu:>7} {v['sys_n']:>5} "
+                  f"{v.get('sys_over_kernel', '-'):>8} {v['loss_pct_max']:>7}")
+    print("n: repetitions present (medians over them); core us: the ITR core's batch path per "
+          "packet (no sockets); ITR us: the ITR process (getrusage) per packet it took in; "
+          "sys us: the whole machine (/proc/stat) per offered packet above its idle share just "
+          f"before, over the runs whose idle window was under {quiet_below:g}% busy (sys n; "
+          f"'busy': none was): {src['sys_excluded']} of {len(rows)} runs left out")
+    print("paper: CoreCast +52% CPU over unicast forwarding (ratio ~1.52), blamed on a linear "
+          "EID-to-RLOC search")
 
 
 def _plot(summary: list[dict[str, Any]], path: str) -> None:
@@ -499,12 +799,55 @@ def _scales(text: str) -> tuple[int, ...]:
     return vals
 
 
+def _percent(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 < v <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: a share of all cores in percent, (0, 100]")
+    return v
+
+
+def _table(path: str, quiet_below: float) -> int:
+    """``--table PART``: the summary of a part file, whole or partial."""
+    pf = read_part(path)
+    for n, row in enumerate(pf.rows[1:], start=2):
+        if row["config"] != pf.rows[0]["config"]:
+            raise ValueError(f"{path} line {n}: another configuration than line 1's "
+                             f"({_differences(row['config'], pf.rows[0]['config'])})")
+    if pf.torn:
+        sys.stderr.write(f"overhead: {path} ends in a cut-short line (the run in flight when "
+                         f"it stopped): not counted\n")
+    if pf.rows and isinstance(pf.rows[0]["config"], dict):
+        config = pf.rows[0]["config"]
+        reps = 1 + max(int(r["rep"]) for r in pf.rows)
+        per_rep = len(plan(1, tuple(config["scales"]), tuple(config["rates"]),
+                           subjects(tuple(Lookup(v) for v in config["lookups"]),
+                                    tuple(h == "on" for h in config["hashes"]),
+                                    config["kernel"])))
+        print(f"configuration: {options(config)} ({per_rep} runs per repetition; "
+              f"repetitions seen: {reps})")
+    print_table(pf.rows, quiet_below)
+    return 0
+
+
 @cli_main("corecast experiment overhead")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="scales 1,2, one repetition, each packet list sent once")
-    ap.add_argument("--out", default=None, help="directory for overhead.json and overhead.png")
+    ap.add_argument("--out", default=None,
+                    help="directory for overhead.part.jsonl (every run as it is measured), "
+                         "then overhead.json and overhead.png")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs of OUT/overhead.part.jsonl (same configuration) and "
+                         "measure only the missing ones")
+    ap.add_argument("--table", metavar="PART", type=existing_file, default=None,
+                    help="print the summary of a part file, partial or whole, and exit")
+    ap.add_argument("--quiet-below", type=_percent, metavar="PCT", default=QUIET_BELOW,
+                    help="the sys figure only over runs whose idle window was under PCT %% "
+                         f"busy (default {QUIET_BELOW:g})")
     ap.add_argument("--rate", type=_rates, default=(12_000.0,),
                     help="offered packets/s, comma-separated for several (default 12000)")
     ap.add_argument("--seconds", type=_positive(float), default=None,
@@ -525,29 +868,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-kernel", action="store_true",
                     help="leave out the kernel-forwarding baseline")
     a = ap.parse_args(argv)
+    if a.table is not None:
+        return _table(str(a.table), a.quiet_below)
+    if a.resume and a.out is None:
+        ap.error("--resume needs --out (the directory holding overhead.part.jsonl)")
     seconds = a.seconds if a.seconds is not None else (None if a.quick else 30.0)
     r = run(a.quick, scales=a.scales, reps=a.reps, chunks=a.chunks, out_dir=a.out,
             seconds=seconds, lookups=a.lookup, hashes=a.hash, kernel=not a.no_kernel,
-            rates=a.rate, progress=sys.stderr.isatty(), pad=a.pad)
-    worst = max(row["loss_pct"] for row in r["rows"])
-    print(f"{r['rows'][0]['mappings']} mappings; worst loss {worst}%; load average "
-          f"{os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
-    print(f"{'scale':>5} {'pkt/s':>8} {'subject':<24} {'core us':>8} {'/plain':>7} "
-          f"{'ITR us':>7} {'/plain':>7} {'sys us':>7} {'/kernel':>8} {'loss %':>7}")
-    for s in r["summary"]:
-        for label, v in s["subjects"].items():
-            core = "-" if v["core_us_per_pkt"] is None else f"{v['core_us_per_pkt']:.3f}"
-            itr = "-" if v["itr_us_per_pkt"] is None else f"{v['itr_us_per_pkt']:.3f}"
-            print(f"{s['scale']:>5} {s['rate']:>8,.0f} {label:<24} {core:>8} "
-                  f"{v.get('core_over_plain_trie', '-'):>7} {itr:>7} "
-                  f"{v.get('itr_over_plain_trie', '-'):>7} {v['sys_us_per_pkt']:>7.3f} "
-                  f"{v.get('sys_over_kernel', '-'):>8} {v['loss_pct_max']:>7}")
-    print("core us: the ITR core's batch path per packet (no sockets); ITR us: the ITR "
-          "process (getrusage) per packet it took in; sys us: the whole machine (/proc/stat) "
-          "per offered packet above its idle share just before")
-    print("paper: CoreCast +52% CPU over unicast forwarding (ratio ~1.52), blamed on a linear "
-          "EID-to-RLOC search")
-    sys.stderr.write(f"overhead: {len(r['rows'])} runs\n")
+            rates=a.rate, progress=sys.stderr.isatty(), pad=a.pad, resume=a.resume,
+            quiet_below=a.quiet_below)
+    print_table(r["rows"], a.quiet_below)
+    kept = len(r["rows"]) - r["new_rows"]
+    sys.stderr.write(f"overhead: {len(r['rows'])} runs ({r['new_rows']} this sitting"
+                     f"{f', {kept} from the part file' if kept else ''})"
+                     f"{f' -> {a.out}' if a.out else ''}\n")
     return 0
 
 

@@ -5,6 +5,7 @@ on and off, and the whole machine's CPU from /proc/stat beside getrusage."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import subprocess
 import sys
 
@@ -65,7 +66,8 @@ def test_core_cost_is_measured_for_the_itr_subjects_only():
 
 
 @pytest.mark.parametrize("args", [["--lookup", "bogus"], ["--hash", "maybe"], ["--pad", "9000"],
-                                  ["--rate", "0"], ["--scales", "9"], ["--reps", "-1"]])
+                                  ["--rate", "0"], ["--scales", "9"], ["--reps", "-1"],
+                                  ["--quiet-below", "0"], ["--resume"]])
 def test_bad_options_are_one_line_errors(args):
     r = subprocess.run([sys.executable, "-m", "corecast", "experiment", "overhead", *args],
                        capture_output=True, text=True, timeout=120)
@@ -97,3 +99,11 @@ def test_ablations_and_the_kernel_baseline_in_namespaces(tmp_path):
     assert per["plain/trie"]["core_over_plain_trie"] == 1.0
     assert (tmp_path / "overhead.json").stat().st_size > 0
     assert (tmp_path / "overhead.png").stat().st_size > 0
+    # every run is in the part file too, as measured, with its provenance
+    part = [json.loads(ln) for ln in (tmp_path / ov.PART).read_text().splitlines()]
+    assert part == r["rows"] and [p["rep"] for p in part] == [0] * len(subs)
+    assert part[0]["config"] == {"scales": [1], "rates": [12_000.0], "seconds": None,
+                                 "chunks": 1, "pad": 100, "lookups": ["trie", "linear"],
+                                 "hashes": ["on", "off"], "kernel": True, "idle_s": 0.2,
+                                 "c_path": part[0]["speedups"] is not None}
+    assert all(p["commit"] for p in part) and r["sources"]["rows"] == len(subs)
