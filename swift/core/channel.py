@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from deliverykit.protocol import Address
@@ -230,20 +232,42 @@ REQUEST_CHANGES = ChangeCount()
 
 
 class DownloadSide:
-    """Our requests to the peer (3.7, 3.8) and its choke."""
+    """Our requests to the peer (3.7, 3.8) and its choke.
 
-    __slots__ = ("choked", "requests", "req_pops", "req_seq", "next_seq", "last_progress",
+    The requests are a FIFO in buffers (docs/swift-perf.md, session 19), in
+    request order but for a re-asked chunk, which keeps its slot with a newer
+    time and sequence number: slot ``k`` in ``[ends[0], ends[1])`` holds chunk
+    ``chunk[k]`` (``FREE``: answered, dropped or skipped since), asked at
+    ``sent[k]`` with sequence number ``seq[k]`` (``NOSEQ``: taken by
+    :meth:`skipped`); ``slot`` maps each chunk asked to its slot and is the
+    only dict (``c in slot``, ``len(slot)``: what is asked).  The head is
+    always a live slot (or ``ends`` is ``[0, 0]``); slots past the tail are
+    unused.  When the tail reaches the end of the buffers the live slots move
+    to the front in order, and the buffers double when more than half of them
+    is live.  Chunks are >= 0.  ``requests`` and ``req_seq`` are read-only
+    views in the shape of the two dicts this replaced."""
+
+    __slots__ = ("choked", "slot", "chunk", "sent", "seq", "ends", "next_seq", "last_progress",
                  "missed", "cancels")
+
+    #: ``chunk[k]`` of a slot no longer asked; ``seq[k]`` taken by :meth:`skipped`
+    FREE = -1
+    NOSEQ = -1
+    #: slots of the first buffers (they double as needed)
+    FIRST = 16
 
     def __init__(self, now: float) -> None:
         #: the peer chokes us
         self.choked = False
-        #: chunk -> when we asked for it, in request order (a dict as a FIFO)
-        self.requests: dict[int, float] = {}
-        #: requests answered since ``requests`` was last compacted
-        self.req_pops = 0
-        #: order in which requests were sent (served in that order, 3.7)
-        self.req_seq: dict[int, int] = {}
+        #: chunk -> its slot in the buffers below, for every chunk asked
+        self.slot: dict[int, int] = {}
+        #: per slot: the chunk, when it was asked, its sequence number (the
+        #: order in which requests were sent: served in that order, 3.7)
+        self.chunk = array("q")
+        self.sent = array("d")
+        self.seq = array("q")
+        #: [head, tail): the slots in use, oldest first
+        self.ends = array("q", (0, 0))
         self.next_seq = 0
         #: when the peer last delivered (or requests were first made)
         self.last_progress = now
@@ -252,76 +276,234 @@ class DownloadSide:
         #: ``[lo, hi)`` ranges to CANCEL
         self.cancels: list[tuple[int, int]] = []
 
+    # -- readers ----------------------------------------------------------------
+
+    @property
+    def requests(self) -> Mapping[int, float]:
+        """chunk -> when it was asked, oldest slot first (read-only view)."""
+        return RequestsView(self)
+
+    @property
+    def req_seq(self) -> Mapping[int, int]:
+        """chunk -> its request's sequence number, for those :meth:`skipped`
+        has not taken, oldest slot first (read-only view)."""
+        return SeqView(self)
+
+    def chunks(self) -> list[int]:
+        """The chunks asked, oldest slot first."""
+        chunk = self.chunk
+        h, t = self.ends
+        return [c for k in range(h, t) if (c := chunk[k]) >= 0]
+
+    def items(self) -> list[tuple[int, float]]:
+        """(chunk, when asked) of each request, oldest slot first."""
+        chunk, sent = self.chunk, self.sent
+        h, t = self.ends
+        return [(c, sent[k]) for k in range(h, t) if (c := chunk[k]) >= 0]
+
+    def sent_at(self, c: int) -> float | None:
+        """When chunk ``c`` was asked (None: it is not)."""
+        k = self.slot.get(c)
+        return None if k is None else self.sent[k]
+
+    # -- writers ----------------------------------------------------------------
+
+    def _room(self) -> int:
+        """The tail is at the end of the buffers: move the live slots to the
+        front (in order) and double the buffers when more than half of them
+        is live.  Returns the new tail."""
+        chunk, sent, seq, slot, ends = self.chunk, self.sent, self.seq, self.slot, self.ends
+        n = 0
+        for k in range(ends[0], ends[1]):
+            c = chunk[k]
+            if c >= 0:
+                if k != n:
+                    chunk[n] = c
+                    sent[n] = sent[k]
+                    seq[n] = seq[k]
+                    slot[c] = n
+                n += 1
+        cap = len(chunk)
+        if 2 * n >= cap:
+            more = bytes(8 * max(cap, self.FIRST))
+            chunk.frombytes(more)
+            sent.frombytes(more)
+            seq.frombytes(more)
+        ends[0] = 0
+        ends[1] = n
+        return n
+
+    def _advance(self) -> None:
+        """The head slot was freed: move the head to the next live slot
+        (none left: the buffers start again from slot 0)."""
+        chunk, ends = self.chunk, self.ends
+        h, t = ends
+        while h < t and chunk[h] < 0:
+            h += 1
+        if h == t:
+            ends[0] = ends[1] = 0
+        else:
+            ends[0] = h
+
     def ask(self, c: int, now: float) -> None:
         """Chunk ``c`` is requested now (its slot keeps its place if re-asked)."""
         REQUEST_CHANGES.n += 1
-        self.requests[c] = now
-        self.req_seq[c] = self.next_seq
+        k = self.slot.get(c)
+        if k is None:
+            ends = self.ends
+            k = ends[1]
+            if k == len(self.chunk):
+                k = self._room()
+            ends[1] = k + 1
+            self.chunk[k] = c
+            self.slot[c] = k
+        self.sent[k] = now
+        self.seq[k] = self.next_seq
         self.next_seq += 1
 
     def ask_all(self, chunks: list[int], now: float) -> bool:
         """:meth:`ask` for each of ``chunks`` in order (one frame per flush,
         not per chunk); True when one of them was asked already (re-asked:
         its slot keeps its place, so the requests may be out of order now)."""
-        reqs, seq = self.requests, self.req_seq
-        k = self.next_seq
+        slot, chunk, sent, seq, ends = self.slot, self.chunk, self.sent, self.seq, self.ends
+        q = self.next_seq
+        t = ends[1]
+        cap = len(chunk)
         again = False
         for c in chunks:
-            if c in reqs:
+            k = slot.get(c)
+            if k is None:
+                if t == cap:
+                    ends[1] = t
+                    t = self._room()
+                    cap = len(chunk)
+                k = t
+                t += 1
+                chunk[k] = c
+                slot[c] = k
+            else:
                 again = True
-            reqs[c] = now
-            seq[c] = k
-            k += 1
-        self.next_seq = k
+            sent[k] = now
+            seq[k] = q
+            q += 1
+        ends[1] = t
+        self.next_seq = q
         REQUEST_CHANGES.n += len(chunks)
         return again
 
     def drop(self, c: int) -> None:
         """Chunk ``c`` is no longer asked of this peer (it must be asked)."""
         REQUEST_CHANGES.n += 1
-        del self.requests[c]
-        self.req_seq.pop(c, None)
+        k = self.slot.pop(c)
+        self.chunk[k] = -1
+        if k == self.ends[0]:
+            self._advance()
 
     def clear(self) -> None:
         REQUEST_CHANGES.n += 1
-        self.requests.clear()
-        self.req_seq.clear()
+        self.slot.clear()
+        ends = self.ends
+        ends[0] = ends[1] = 0
 
     def skipped(self, i: int) -> list[int]:
         """DATA for chunk ``i`` came: requests are served in order, so ones
         asked for before it (beyond a reordering margin of one) were lost or
-        skipped; they are dropped and returned."""
-        seq_i = self.req_seq.pop(i, None)
-        reqs = self.requests
-        if seq_i is None or i not in reqs or next(iter(reqs)) == i:
+        skipped; they are dropped and returned.  Takes ``i``'s sequence
+        number (a second call for it finds nothing)."""
+        s = self.slot.get(i)
+        if s is None:
             return []
-        seq = self.req_seq
+        seq = self.seq
+        seq_i = seq[s]
+        seq[s] = -1
+        h = self.ends[0]
+        if seq_i < 0 or s == h:
+            return []
+        chunk = self.chunk
+        gone = [k for k in range(h, s)
+                if chunk[k] >= 0 and (q := seq[k]) >= 0 and seq_i - q > 1]
+        if not gone:
+            return []
+        REQUEST_CHANGES.n += 1
+        slot = self.slot
         older = []
-        for c in reqs:
-            if c == i:
-                break
-            if seq_i - seq.get(c, seq_i) > 1:
-                older.append(c)
-        if older:
-            REQUEST_CHANGES.n += 1
-        for c in older:
-            del reqs[c]
-            seq.pop(c, None)
+        for k in gone:
+            c = chunk[k]
+            older.append(c)
+            del slot[c]
+            chunk[k] = -1
+        if gone[0] == h:
+            self._advance()
         return older
 
     def answered(self, i: int) -> float | None:
         """Chunk ``i`` came: its request leaves; when it was asked (None: not)."""
-        sent_at = self.requests.pop(i, None)
-        if sent_at is not None:
-            REQUEST_CHANGES.n += 1
-            # ``requests`` is a FIFO in a dict: every pop from the front leaves
-            # a dummy slot that next(iter()) in skipped must skip (CPython
-            # dicts do not shrink on delete); a copy now and then keeps that O(1)
-            self.req_pops += 1
-            if self.req_pops >= 512:
-                self.req_pops = 0
-                self.requests = dict(self.requests)
-        return sent_at
+        k = self.slot.pop(i, None)
+        if k is None:
+            return None
+        REQUEST_CHANGES.n += 1
+        chunk = self.chunk
+        chunk[k] = -1
+        ends = self.ends
+        if k == ends[0]:
+            h, t = k + 1, ends[1]
+            while h < t and chunk[h] < 0:
+                h += 1
+            if h == t:
+                ends[0] = ends[1] = 0
+            else:
+                ends[0] = h
+        return self.sent[k]
+
+
+class RequestsView(Mapping[int, float]):
+    """``DownloadSide.requests``: chunk -> when asked, oldest slot first
+    (read-only; for tests and readers not yet moved to the buffers)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: DownloadSide) -> None:
+        self._d = d
+
+    def __getitem__(self, c: int) -> float:
+        return self._d.sent[self._d.slot[c]]
+
+    def __contains__(self, c: object) -> bool:
+        return c in self._d.slot
+
+    def __len__(self) -> int:
+        return len(self._d.slot)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._d.chunks())
+
+    def __repr__(self) -> str:
+        return f"RequestsView({dict(self._d.items())!r})"
+
+
+class SeqView(Mapping[int, int]):
+    """``DownloadSide.req_seq``: chunk -> sequence number for the requests
+    whose number :meth:`DownloadSide.skipped` has not taken (read-only)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: DownloadSide) -> None:
+        self._d = d
+
+    def __getitem__(self, c: int) -> int:
+        q = self._d.seq[self._d.slot[c]]
+        if q < 0:
+            raise KeyError(c)
+        return q
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __iter__(self) -> Iterator[int]:
+        d = self._d
+        seq, chunk = d.seq, d.chunk
+        h, t = d.ends
+        return iter([c for k in range(h, t) if (c := chunk[k]) >= 0 and seq[k] >= 0])
 
 
 class PathEstimate:

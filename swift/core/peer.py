@@ -932,7 +932,7 @@ class Peer:
         # due has its own wake-up (handshake, PEX_REQ, HAVE interval) or is
         # found by the flush (late requests, DATA to send)
         changes = REQUEST_CHANGES.n
-        busy = any(c.down.requests or len(c.send.upload) or c.send.data_out or c.state is _INIT
+        busy = any(c.down.slot or len(c.send.upload) or c.send.data_out or c.state is _INIT
                    for c in self.channels.values())
         self._next_tick = now + (0.05 if busy else 0.5)
         cfg = self.config
@@ -948,7 +948,7 @@ class Peer:
             if ch.liveness.dead(now, cfg.dead_after):
                 self._drop(ch, "dead")
                 continue
-            if (ch.initiator and ch.down.requests and ch.liveness.sent_since_recv >= 3
+            if (ch.initiator and ch.down.slot and ch.liveness.sent_since_recv >= 3
                     and now - ch.liveness.last_recv > max(cfg.rehandshake_after, 8 * ch.path.rtt)):
                 # silent while we ask for chunks: a restarted peer discards
                 # our datagrams as an unknown channel (3.1.1 step 7) and will

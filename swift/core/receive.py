@@ -233,7 +233,7 @@ class Verifier:
         self.log_have([i])
         for other in self.channels.values():  # end game duplicates: CANCEL (3.8)
             od = other.down
-            if other is not ch and i in od.requests:
+            if other is not ch and i in od.slot:
                 od.drop(i)
                 od.cancels.append((i, i + 1))
         self.stats["verified"] += 1
@@ -259,7 +259,7 @@ class Verifier:
                 continue
             del self.held[i]
             self.stats["held_verified"] = self.stats.get("held_verified", 0) + 1
-            if i in ch.down.requests:  # asked again meanwhile: the copy on its way is not needed
+            if i in ch.down.slot:  # asked again meanwhile: the copy on its way is not needed
                 ch.down.drop(i)
                 ch.down.cancels.append((i, i + 1))
             self.download.inflight.discard(i)

@@ -188,7 +188,7 @@ class RequestScheduler:
         if self._endgame_none == (self._flush_no, self.inflight.version):
             return True
         n = self.content.n_chunks
-        holders = [c for c in self.channels.values() if c.down.requests]
+        holders = [c for c in self.channels.values() if c.down.slot]
         return n is None or not holders or not self._late(None, n, now, holders)[0]
 
     def late_takers(self, chans: list[Channel]) -> list[Channel]:
@@ -198,13 +198,13 @@ class RequestScheduler:
         cannot sends nothing however late the requests elsewhere are."""
         moved = self.moved
         late = [(pos, h) for pos, h in self._late_list if moved.get(pos) != "endgame"]
-        return [c for c in chans if any(h is not c and pos not in c.down.requests
+        return [c for c in chans if any(h is not c and pos not in c.down.slot
                                         and c.remote.have.has(pos) for pos, h in late)]
 
     def forget(self, ch: Channel) -> None:
         """``ch`` closed: its requests leave ``inflight`` (unless asked
         elsewhere) and what this holds for it goes."""
-        self.no_longer_asked(ch, ch.down.requests)
+        self.no_longer_asked(ch, ch.down.chunks())
         ch.down.clear()
         self.fast.discard(ch.local_id)
         self.pushed_at.pop(ch.local_id, None)
@@ -273,13 +273,15 @@ class RequestScheduler:
         does not hand it to a third peer.  Returns the chunks that left."""
         if not chunks:
             return []  # (called per channel by every timer: no scan for nothing)
-        others = [o for o in self.channels.values() if o is not ch and o.down.requests]
+        others = [(o.down, 1.5 * o.path.rtt) for o in self.channels.values()
+                  if o is not ch and o.down.slot]
         now = self.last_now
         out: list[int] = []
         for c in chunks:
             # only a request there that is not late itself (the end game's
             # rule: 1.5 x that channel's request->DATA time) keeps it
-            if not any(now - o.down.requests.get(c, -1e18) <= 1.5 * o.path.rtt for o in others):
+            if not any((k := d.slot.get(c)) is not None and now - d.sent[k] <= lim
+                       for d, lim in others):
                 self.inflight.discard(c)
                 out.append(c)
         return out
@@ -293,9 +295,9 @@ class RequestScheduler:
             m[c] = why
 
     def release(self, ch: Channel, lost: bool) -> None:
-        self.no_longer_asked(ch, ch.down.requests)
+        self.no_longer_asked(ch, ch.down.chunks())
         if lost:
-            ch.path.lost += len(ch.down.requests)
+            ch.path.lost += len(ch.down.slot)
         ch.down.clear()
 
     def request_timeouts(self, ch: Channel, now: float) -> None:
@@ -304,20 +306,25 @@ class RequestScheduler:
         cfg = self.config
         # single requests far older than the smoothed request->DATA time
         # were lost even if others keep arriving: re-pick them
-        if ch.down.requests:
+        down = ch.down
+        if down.slot:
             limit = now - max(4 * ch.path.rtt, cfg.request_timeout)
             stale = []
             # insertion order is oldest first, unless a chunk was asked
             # again on this channel (a newer time in its old slot): then
             # every request is looked at, not only up to the first young one
             unordered = ch in self._prune_unordered()
-            for c, t in ch.down.requests.items():
-                if t >= limit:
+            chunk, sent = down.chunk, down.sent
+            for k in range(down.ends[0], down.ends[1]):
+                c = chunk[k]
+                if c < 0:
+                    continue  # a free slot
+                if sent[k] >= limit:
                     if unordered:
                         continue
                     break
                 stale.append(c)
-            if stale and len(stale) < len(ch.down.requests):
+            if stale and len(stale) < len(down.slot):
                 for c in stale:
                     ch.down.drop(c)
                 ch.path.lost += len(stale)
@@ -327,10 +334,11 @@ class RequestScheduler:
                 self.note_moved(self.no_longer_asked(ch, stale), "stale")
         # requests: no progress for a while -> give them back, CANCEL, re-pick
         tmo = max(cfg.request_timeout, 3 * ch.path.rtt)
-        if ch.down.requests and now - ch.down.last_progress > tmo:
+        if down.slot and now - down.last_progress > tmo:
             self.stats["timeouts"] += 1
-            ch.down.cancels.extend(chunk_runs(ch.down.requests))  # exactly what we drop
-            self.note_moved(ch.down.requests, "timeout")
+            asked = down.chunks()
+            down.cancels.extend(chunk_runs(asked))  # exactly what we drop
+            self.note_moved(asked, "timeout")
             self.release(ch, lost=True)
             ch.down.last_progress = now
 
@@ -342,7 +350,7 @@ class RequestScheduler:
         content = self.content
         if ch.down.choked or self.complete or cfg.tracker:
             return []
-        if ch.verify.distrusted and ch.down.requests:
+        if ch.verify.distrusted and ch.down.slot:
             return []  # probation: one request at a time until max_bad_chunks
         n = content.n_chunks
         if cfg.push and not self.view.is_live and self._awaits_push(ch, n, now):
@@ -352,7 +360,7 @@ class RequestScheduler:
         if n is None:
             # size unknown: ask one peer for chunk 0 to get the peaks (5.6.2)
             if ch.remote.have.find_filled(0, 1) is None or any(
-                    c.down.requests for c in self.channels.values()):
+                    c.down.slot for c in self.channels.values()):
                 return []
             # the peer with the fewest failed requests (a silent one is skipped)
             cands = [c for c in self.channels.values()
@@ -366,7 +374,7 @@ class RequestScheduler:
         window = ch.path.window(cfg.max_outstanding)
         if ch.verify.distrusted:
             window = 1
-        want = window - len(ch.down.requests)
+        want = window - len(ch.down.slot)
         if want < max(1, min(16, window // 4)):
             return []
         wins = self.picker.windows
@@ -413,7 +421,7 @@ class RequestScheduler:
             # re-asked: its slot keeps its place with a newer time, so
             # this channel's requests may be out of request order now
             self._unordered.add(ch)
-        ch.down.last_progress = min(ch.down.last_progress, now) if ch.down.requests else now
+        ch.down.last_progress = min(ch.down.last_progress, now) if ch.down.slot else now
         return out
 
     def eq3_limits(self) -> bool:
@@ -487,7 +495,7 @@ class RequestScheduler:
                 self.content.n_chunks):
             return False
         if ch.down.choked or self.complete or self.config.tracker or (
-                ch.verify.distrusted and ch.down.requests) or self.config.push or self.view.is_live:
+                ch.verify.distrusted and ch.down.slot) or self.config.push or self.view.is_live:
             return False  # an earlier return of _request_msgs (or its push rule) decides
         if len(ch.down.missed) > 4096:
             ch.down.missed.clear()
@@ -524,7 +532,7 @@ class RequestScheduler:
         infl = self.inflight
         if flush is not None and self._endgame_none == (flush, infl.version):
             return []  # nothing late anywhere, found earlier in this flush
-        holders = [c for c in self.channels.values() if c.down.requests]
+        holders = [c for c in self.channels.values() if c.down.slot]
         if not holders or (len(holders) == 1 and holders[0] is ch):
             return []  # nothing is in flight elsewhere (one seeder: the last window)
         content = self.content
@@ -568,7 +576,7 @@ class RequestScheduler:
             self._late_key = key
             late = self._late_list
         moved = self.moved
-        mine = ch.down.requests if ch is not None else {}
+        mine = ch.down.slot if ch is not None else {}
         cands: list[int] = []
         late_anywhere = False
         for pos, h in late:
@@ -603,12 +611,17 @@ class RequestScheduler:
             earlier = holders[:i]
             limit = 1.5 * h.path.rtt
             ordered = h not in unordered
-            for pos, t in h.down.requests.items():  # oldest first, unless re-asked
-                if not now - t > limit:
+            d = h.down
+            chunk, sent = d.chunk, d.sent
+            for k in range(d.ends[0], d.ends[1]):  # oldest first, unless re-asked
+                pos = chunk[k]
+                if pos < 0:
+                    continue  # a free slot
+                if not now - sent[k] > limit:
                     if ordered:
                         break  # the rest of this channel's requests are younger
                     continue
-                if earlier and any(pos in e.down.requests for e in earlier):
+                if earlier and any(pos in e.down.slot for e in earlier):
                     continue  # judged at the first channel that asked for it
                 if pos < n and not have.has(pos) and infl.has(pos):
                     out.append((pos, h))
@@ -624,7 +637,7 @@ class RequestScheduler:
     def _prune_unordered(self) -> set[Channel]:
         u = self._unordered
         if u:
-            for c in [c for c in u if not c.down.requests
+            for c in [c for c in u if not c.down.slot
                       or self.channels.get(c.local_id) is not c]:
                 u.discard(c)
         return u
@@ -641,7 +654,7 @@ class RequestScheduler:
             # 6.1.2.4: tune in from the rightmost *signed* munro, not from
             # a HAVE, which anyone can send
             self.live_start = max(0, top - self.config.live_prebuffer)
-        want = 64 - len(ch.down.requests)
+        want = 64 - len(ch.down.slot)
         if want < 8:
             return []
         st = PickState(self.content.have, self.inflight, self.availability, ch.remote.top,
@@ -655,7 +668,7 @@ class RequestScheduler:
         if picks:
             for s, t in self._specs(picks[0], picks[-1] + 1):
                 out.append(C.Request(s, t))
-            if len(ch.down.requests) == len(picks):
+            if len(ch.down.slot) == len(picks):
                 ch.down.last_progress = now
         return out
 
@@ -665,7 +678,7 @@ class RequestScheduler:
         chunk's signature) that fixes the tune-in point (6.1.2.4).  A peer
         whose HAVE was a lie never delivers and so never moves it."""
         c = ch.remote.top - 1
-        if ch.down.requests or self.content.have.has(c):
+        if ch.down.slot or self.content.have.has(c):
             return []
         self.inflight.set(B.chunk(c))
         ch.down.ask(c, now)
@@ -685,7 +698,7 @@ class RequestScheduler:
         start = max(i + 1, min((c for c in fresh if c > i), default=i + 1))
         self.live_start = max(self.live_start or 0, start)
         for ch in self.channels.values():
-            old = [c for c in ch.down.requests if c < self.live_start]
+            old = [c for c in ch.down.chunks() if c < self.live_start]
             for c in old:
                 ch.down.drop(c)
                 self.inflight.reset(B.chunk(c))
@@ -700,7 +713,7 @@ class RequestScheduler:
         p, cs = self.playpos, cfg.chunk_size
         h_end = p + cfg.high_window
         for ch in self.channels.values():
-            late = [c for c, t in ch.down.requests.items()
+            late = [c for c, t in ch.down.items()
                     if p <= c < h_end and (c - p) * cs / cfg.bitrate < cfg.deadline_margin
                     and now - t > max(0.2, 2 * ch.path.min_rtt)]
             if late:
@@ -739,7 +752,7 @@ class RequestScheduler:
             if self._holder_for(c, ch):
                 out.append(c)
                 continue
-            key = (ch.local_id, c, ch.down.requests[c])
+            key = (ch.local_id, c, ch.down.sent[ch.down.slot[c]])
             if key not in kept:  # this request, once
                 kept.add(key)
                 self.stats["deadline_missed"] = self.stats.get("deadline_missed", 0) + 1

@@ -131,16 +131,21 @@ def test_data_takes_back_requests_asked_more_than_one_before_it() -> None:
     assert not d.requests and not d.req_seq
 
 
-def test_answered_requests_compact_the_fifo_every_512() -> None:
+def test_answered_requests_move_the_head_and_the_buffers_are_reused() -> None:
     d = DownloadSide(0.0)
     for c in range(600):
         d.ask(c, float(c))
-    for c in range(511):
+    for c in range(512):
         d.answered(c)
-    before = d.requests
-    d.answered(511)
-    assert d.requests is not before and d.req_pops == 0
+    assert list(d.ends) == [512, 600]
     assert next(iter(d.requests)) == 512 and len(d.requests) == 88
+    cap = len(d.chunk)
+    for c in range(600, cap):  # asked and answered: free slots up to the end
+        d.ask(c, float(c))
+        d.answered(c)
+    d.ask(cap, 1.0)  # past the end: the 88 move to the front, the buffers keep their size
+    assert len(d.chunk) == cap and list(d.ends) == [0, 89]
+    assert list(d.requests) == [*range(512, 600), cap]
 
 
 # -- PathEstimate -----------------------------------------------------------------

@@ -20,8 +20,7 @@ def _started():
     assert not lp.content.have.has(a) and not lp.content.have.has(b)
     lch = next(iter(lp.channels.values()))
     for c in (a, b):  # both asked of the seeder 10 ms ago
-        lch.down.requests[c] = now - 0.010
-        lch.down.req_seq.pop(c, None)
+        lch.down.ask(c, now - 0.010)
         lp.download.inflight.add(c)
     for _d in lp.datagrams_to_send(now):
         pass

@@ -34,8 +34,8 @@ def _drop_request(lp, i: int) -> None:
     """What the stale check does to a request (requests.py): gone from the channel,
     back to the picker."""
     lch = next(iter(lp.channels.values()))
-    lch.down.requests.pop(i, None)
-    lch.down.req_seq.pop(i, None)
+    if i in lch.down.slot:
+        lch.down.drop(i)
     lp.download.inflight.reset(B.chunk(i))
     lp.download.note_moved([i], "stale")
 

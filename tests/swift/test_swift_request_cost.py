@@ -15,7 +15,7 @@ import pytest
 
 from swift.core import bins as B
 from swift.core.binmap import Binmap
-from swift.core.channel import Channel
+from swift.core.channel import Channel, DownloadSide
 from swift.core.chanstate import ChannelEvent
 from swift.core.config import PeerConfig
 from swift.core.picker import Availability
@@ -85,17 +85,17 @@ def _random_state(rng: random.Random) -> tuple[RequestScheduler, Channel, int, f
         chunks = rng.sample(range(n), k)
         times = sorted(now - rng.uniform(0, 4 * ch.path.rtt) for _ in chunks)
         for c, t in zip(chunks, times):
-            ch.down.requests[c] = t
+            ch.down.ask(c, t)
             if rng.random() < 0.95:
                 p.inflight.add(c)
         if k and rng.random() < 0.2:
             # some chunks re-asked (as _request_msgs does when one comes back
             # to the picker): newer times in old slots, so out of order
             for c in rng.sample(chunks, max(1, k // 10)):
-                ch.down.requests[c] = now - rng.uniform(0, ch.path.rtt)
+                ch.down.ask(c, now - rng.uniform(0, ch.path.rtt))
             p._unordered.add(ch)
         if rng.random() < 0.1:
-            ch.down.requests.clear()
+            ch.down.clear()
         p.channels[i + 1] = ch
     for c in rng.sample(range(n), n // 10):
         p.moved[c] = rng.choice(["endgame", "timeout", "stale"])
@@ -130,6 +130,14 @@ class _CountingBinmap(Binmap):
         return super().has(i)
 
 
+def _to_front(d: DownloadSide, c: int, t: float) -> None:
+    """Chunk ``c`` asked at ``t`` before every other request of ``d``."""
+    rest = [(x, s) for x, s in d.items() if x != c]
+    d.clear()
+    for x, s in [(c, t), *rest]:
+        d.ask(x, s)
+
+
 def test_endgame_cost_follows_late_requests_not_missing_chunks() -> None:
     """1000 missing chunks all in flight elsewhere, none late yet: nothing
     to ask, and the search looks at no chunk (the old walk did 256)."""
@@ -142,22 +150,20 @@ def test_endgame_cost_follows_late_requests_not_missing_chunks() -> None:
     ch.remote.have.set_range(0, n)
     now = 10.0
     for c in range(n):
-        other.down.requests[c] = now - 0.1  # rtt 0.5: late only after 0.75 s
+        other.down.ask(c, now - 0.1)  # rtt 0.5: late only after 0.75 s
         p.inflight.add(c)
     p.channels = {1: other, 2: ch}
     _CountingBinmap.calls = 0
     assert p._endgame(ch, 32, now) == []
     assert _CountingBinmap.calls == 0
     # one late request: found with a handful of look-ups
-    del other.down.requests[100]
-    other.down.requests = {100: now - 1.0, **other.down.requests}
+    _to_front(other.down, 100, now - 1.0)
     _CountingBinmap.calls = 0
     assert p._endgame(ch, 32, now) == [100]
     assert _CountingBinmap.calls < 10
     # beyond the first 256 missing chunks the old walk never looked: still not asked
     p.moved.clear()
-    del other.down.requests[700]
-    other.down.requests = {700: now - 1.0, **other.down.requests}
+    _to_front(other.down, 700, now - 1.0)
     assert p._endgame(ch, 32, now) == [100]
     p.moved.clear()
     assert _old_endgame(p, ch, 32, now) == [100]
@@ -237,8 +243,8 @@ def test_memoised_picks_equal_the_unmemoised_ones(picker: str) -> None:
                 for c in ops.sample(asked, min(len(asked), ops.randint(0, 8))):
                     for p in (memo, ref):
                         for ch in p.channels.values():
-                            ch.down.requests.pop(c, None)
-                            ch.down.req_seq.pop(c, None)
+                            if c in ch.down.slot:
+                                ch.down.drop(c)
                         p.inflight.discard(c)
                         p.content.have.add(c)
             elif r < 0.5:
@@ -289,8 +295,9 @@ def test_stale_request_asked_again_elsewhere_stays_in_flight(b_late: bool) -> No
         ch.remote.have.set_range(0, 64)
     a.path.rtt = c.path.rtt = 0.05
     b.path.rtt = 0.05 if b_late else 0.2  # 0.1 s after asking: late only at 0.05
-    a.down.requests.update({3: 0.0, 4: 0.0, 9: 0.99})
-    b.down.requests[3] = 0.9
+    for x, t in {3: 0.0, 4: 0.0, 9: 0.99}.items():
+        a.down.ask(x, t)
+    b.down.ask(3, 0.9)
     p.inflight.set_range(3, 5)
     p.inflight.add(9)
     p.moved[3] = "endgame"
@@ -313,8 +320,9 @@ def test_stale_check_sees_old_requests_behind_a_re_asked_one() -> None:
     for ch in (a, b):
         ch.liveness.last_recv = ch.down.last_progress = 1.0
         ch.path.rtt = 0.05
-    a.down.requests.update({2: 0.0, 5: 0.0, 6: 0.99})
-    a.down.requests[2] = 0.95  # asked again: newer time, first slot
+    for x, t in {2: 0.0, 5: 0.0, 6: 0.99}.items():
+        a.down.ask(x, t)
+    a.down.ask(2, 0.95)  # asked again: newer time, first slot
     p.download._unordered.add(a)
     p.inflight.set_range(2, 7)
     p.handle_timer(1.0)
@@ -331,8 +339,9 @@ def test_request_timeout_keeps_chunks_asked_elsewhere_in_flight() -> None:
     a.path.rtt, b.path.rtt = 0.05, 0.2
     a.down.last_progress = 0.0
     b.down.last_progress = 1.0
-    a.down.requests.update({7: 0.0, 8: 0.0})
-    b.down.requests[8] = 0.9
+    for x, t in {7: 0.0, 8: 0.0}.items():
+        a.down.ask(x, t)
+    b.down.ask(8, 0.9)
     p.inflight.set_range(7, 9)
     p.handle_timer(1.0)
     assert not a.down.requests and p.stats["timeouts"] == 1

@@ -33,8 +33,7 @@ def test_window_does_not_jump_after_rate_decays_to_zero() -> None:
     assert ch.path.rate == 0.0
     for c in list(ch.down.requests):  # as the request timeout does
         leech.inflight.reset(B.chunk(c))
-    ch.down.requests.clear()
-    ch.down.req_seq.clear()
+    ch.down.clear()
     leech._request_msgs(ch, now)
     # the window from the (fallback) rate, not slow start's 2 x received
     assert 0 < len(ch.down.requests) < 100, len(ch.down.requests)
