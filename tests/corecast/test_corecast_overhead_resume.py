@@ -165,12 +165,15 @@ def test_table_reads_a_partial_part_file(tmp_path):
 # ------------------------------------------------------------------ real runs, real signals
 
 
-def _stop_after(out: Path, rows: int, sig: int, *extra: str) -> subprocess.CompletedProcess[str]:
-    """Start the experiment, send ``sig`` once its part file holds ``rows`` rows."""
+def _stop_after(out: Path, rows: int, sig: int, *extra: str,
+                group: bool = False) -> subprocess.CompletedProcess[str]:
+    """Start the experiment, send ``sig`` once its part file holds ``rows`` rows: to the
+    command alone (``kill PID``), or with ``group`` to its whole process group, the ITR and
+    namespace helpers it forked included, as Ctrl-C at a terminal does."""
     part = out / ov.PART
     p = subprocess.Popen([sys.executable, "-m", "corecast", "experiment", "overhead", *ARGS,
                           "--out", str(out), *extra], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
                          # a foreground Ctrl-C target has SIGINT at its default
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     try:
@@ -180,12 +183,18 @@ def _stop_after(out: Path, rows: int, sig: int, *extra: str) -> subprocess.Compl
                 break
             time.sleep(0.05)
         assert p.poll() is None, p.communicate()[1]
-        p.send_signal(sig)
+        if group:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
         o, e = p.communicate(timeout=180)
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
+    leftover = [ns for ns in os.listdir("/run/netns") if ns.startswith(f"ccovh-{p.pid}-")] \
+        if os.path.isdir("/run/netns") else []
+    assert not leftover, f"the stopped run left its namespaces: {leftover}"
     return subprocess.CompletedProcess(p.args, p.returncode, o, e)
 
 
@@ -194,7 +203,7 @@ def _stop_after(out: Path, rows: int, sig: int, *extra: str) -> subprocess.Compl
 def test_stopped_twice_then_resumed_gives_the_rows_of_one_whole_run(tmp_path):
     out = tmp_path / "sittings"
     part = out / ov.PART
-    first = _stop_after(out, 3, signal.SIGINT)
+    first = _stop_after(out, 3, signal.SIGINT, group=True)
     assert first.returncode == 130 and "Traceback" not in first.stderr, first.stderr
     kept = part.read_bytes().count(b"\n")
     assert 3 <= kept < 8 and f"stopped; {kept} of 8 runs in" in first.stderr
@@ -225,4 +234,3 @@ def test_stopped_twice_then_resumed_gives_the_rows_of_one_whole_run(tmp_path):
         assert r["config"] == whole["rows"][0]["config"] and r["commit"] == lines[0]["commit"]
         assert r["itr_in"] > 0 and r["loss_pct"] <= 100
     assert result["sources"]["rows"] == 8 and sum(result["sources"]["commits"].values()) == 8
-    assert os.path.getsize(part) > 0
