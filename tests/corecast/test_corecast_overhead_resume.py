@@ -162,6 +162,25 @@ def test_table_reads_a_partial_part_file(tmp_path):
     assert _cli("--table", str(tmp_path / "nope")).returncode == 2
 
 
+def test_resume_drops_a_cut_short_line_and_finishes_a_complete_file(tmp_path):
+    """Every run of the configuration in the part file, then a line a crash cut short:
+    ``--resume`` drops that line, measures nothing, and writes overhead.json."""
+    part = tmp_path / ov.PART
+    rows = [_row(rep, scale, subject, _config()) for rep, scale, _, subject
+            in ov.plan(2, (1, 2), (12_000.0,), ov.subjects())]
+    _write(part, rows, tail='{"rep": 1, "scale": 2')
+    r = _cli(*ARGS, "--out", str(tmp_path), "--resume")
+    assert r.returncode == 0, r.stderr
+    assert "ended in a cut-short line" in r.stderr and "8 of 8 runs already in" in r.stderr
+    assert "(0 this sitting, 8 from the part file)" in r.stderr
+    assert [json.loads(ln) for ln in part.read_text().splitlines()] == rows
+    assert part.read_text().endswith("\n")
+    result = json.loads((tmp_path / "overhead.json").read_text())
+    assert result["rows"] == rows and result["new_rows"] == 0
+    assert result["sources"]["commits"] == {"abc": 8}
+    assert (tmp_path / "overhead.png").stat().st_size > 0
+
+
 # ------------------------------------------------------------------ real runs, real signals
 
 
