@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -234,7 +233,9 @@ REQUEST_CHANGES = ChangeCount()
 class DownloadSide:
     """Our requests to the peer (3.7, 3.8) and its choke.
 
-    The requests are a FIFO in buffers (docs/swift-perf.md, session 19), in
+    The requests are a FIFO in three parallel lists (docs/swift-perf.md,
+    session 19: lists, not ``array``s, whose item stores parse their
+    argument: those cost ~5k instructions per chunk more than the dicts), in
     request order but for a re-asked chunk, which keeps its slot with a newer
     time and sequence number: slot ``k`` in ``[ends[0], ends[1])`` holds chunk
     ``chunk[k]`` (``FREE``: answered, dropped or skipped since), asked at
@@ -242,8 +243,8 @@ class DownloadSide:
     :meth:`skipped`); ``slot`` maps each chunk asked to its slot and is the
     only dict (``c in slot``, ``len(slot)``: what is asked).  The head is
     always a live slot (or ``ends`` is ``[0, 0]``); slots past the tail are
-    unused.  When the tail reaches the end of the buffers the live slots move
-    to the front in order, and the buffers double when more than half of them
+    unused.  When the tail reaches the end of the lists the live slots move
+    to the front in order, and the lists double when more than half of them
     is live.  Chunks are >= 0.  ``requests`` and ``req_seq`` are read-only
     views in the shape of the two dicts this replaced."""
 
@@ -253,21 +254,21 @@ class DownloadSide:
     #: ``chunk[k]`` of a slot no longer asked; ``seq[k]`` taken by :meth:`skipped`
     FREE = -1
     NOSEQ = -1
-    #: slots of the first buffers (they double as needed)
+    #: slots of the first lists (they double as needed)
     FIRST = 16
 
     def __init__(self, now: float) -> None:
         #: the peer chokes us
         self.choked = False
-        #: chunk -> its slot in the buffers below, for every chunk asked
+        #: chunk -> its slot in the lists below, for every chunk asked
         self.slot: dict[int, int] = {}
         #: per slot: the chunk, when it was asked, its sequence number (the
         #: order in which requests were sent: served in that order, 3.7)
-        self.chunk = array("q")
-        self.sent = array("d")
-        self.seq = array("q")
+        self.chunk: list[int] = []
+        self.sent: list[float] = []
+        self.seq: list[int] = []
         #: [head, tail): the slots in use, oldest first
-        self.ends = array("q", (0, 0))
+        self.ends = [0, 0]
         self.next_seq = 0
         #: when the peer last delivered (or requests were first made)
         self.last_progress = now
@@ -309,8 +310,8 @@ class DownloadSide:
     # -- writers ----------------------------------------------------------------
 
     def _room(self) -> int:
-        """The tail is at the end of the buffers: move the live slots to the
-        front (in order) and double the buffers when more than half of them
+        """The tail is at the end of the lists: move the live slots to the
+        front (in order) and double the lists when more than half of them
         is live.  Returns the new tail."""
         chunk, sent, seq, slot, ends = self.chunk, self.sent, self.seq, self.slot, self.ends
         n = 0
@@ -325,17 +326,17 @@ class DownloadSide:
                 n += 1
         cap = len(chunk)
         if 2 * n >= cap:
-            more = bytes(8 * max(cap, self.FIRST))
-            chunk.frombytes(more)
-            sent.frombytes(more)
-            seq.frombytes(more)
+            more = max(cap, self.FIRST)
+            chunk.extend([-1] * more)
+            sent.extend([0.0] * more)
+            seq.extend([-1] * more)
         ends[0] = 0
         ends[1] = n
         return n
 
     def _advance(self) -> None:
         """The head slot was freed: move the head to the next live slot
-        (none left: the buffers start again from slot 0)."""
+        (none left: the lists start again from slot 0)."""
         chunk, ends = self.chunk, self.ends
         h, t = ends
         while h < t and chunk[h] < 0:
@@ -458,7 +459,7 @@ class DownloadSide:
 
 class RequestsView(Mapping[int, float]):
     """``DownloadSide.requests``: chunk -> when asked, oldest slot first
-    (read-only; for tests and readers not yet moved to the buffers)."""
+    (read-only; for tests and readers not yet moved to the lists)."""
 
     __slots__ = ("_d",)
 

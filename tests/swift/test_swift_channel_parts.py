@@ -131,7 +131,7 @@ def test_data_takes_back_requests_asked_more_than_one_before_it() -> None:
     assert not d.requests and not d.req_seq
 
 
-def test_answered_requests_move_the_head_and_the_buffers_are_reused() -> None:
+def test_answered_requests_move_the_head_and_the_lists_are_reused() -> None:
     d = DownloadSide(0.0)
     for c in range(600):
         d.ask(c, float(c))
@@ -143,7 +143,7 @@ def test_answered_requests_move_the_head_and_the_buffers_are_reused() -> None:
     for c in range(600, cap):  # asked and answered: free slots up to the end
         d.ask(c, float(c))
         d.answered(c)
-    d.ask(cap, 1.0)  # past the end: the 88 move to the front, the buffers keep their size
+    d.ask(cap, 1.0)  # past the end: the 88 move to the front, the lists keep their size
     assert len(d.chunk) == cap and list(d.ends) == [0, 89]
     assert list(d.requests) == [*range(512, 600), cap]
 

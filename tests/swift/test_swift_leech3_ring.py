@@ -1,6 +1,6 @@
 """The per-channel request state in buffers (docs/swift-perf.md, "Session 19:
 the request state in buffers"): ``DownloadSide`` keeps its requests in three
-arrays (chunk, time asked, sequence number) with a chunk -> slot dict, where
+parallel lists (chunk, time asked, sequence number) with a chunk -> slot dict, where
 it kept two dicts (``requests``, chunk -> time asked, used as a FIFO, and
 ``req_seq``, chunk -> sequence number).
 
@@ -8,7 +8,7 @@ Hypothesis: random sequences of ask (one chunk, or a flush's picks at once),
 DATA (the receive path's ``skipped`` then ``answered``), a bare ``skipped``
 or ``answered``, a stale check and a timeout (as ``request_timeouts`` drops
 them), a CANCEL of one chunk and a clear, over few chunks (so chunks are
-re-asked while in flight) and long enough to grow the buffers past their
+re-asked while in flight) and long enough to grow the lists past their
 first size, against the two dicts as they were (``_DictPair``, verbatim but
 for the compaction every 512 answers, which changed no content): the same
 returns, the same requests in the same order with the same times and
@@ -108,7 +108,7 @@ def _same(a: DownloadSide, b: _DictPair) -> None:
     assert list(a.req_seq) == [c for c in b.requests if c in b.req_seq]
     assert a.next_seq == b.next_seq
     assert len(a.slot) == len(b.requests) and bool(a.slot) == bool(b.requests)
-    # the buffers: the head is a live slot (or the buffers are empty), every
+    # the lists: the head is a live slot (or the lists are empty), every
     # chunk asked sits in its slot within [head, tail), no other slot is live
     h, t = a.ends
     assert 0 <= h <= t <= len(a.chunk) == len(a.sent) == len(a.seq)
@@ -151,7 +151,7 @@ def _run(ops: list[tuple[Any, ...]]) -> int:
             ra = a.ask_all(list(op[1]), now)
             n1 = REQUEST_CHANGES.n
             assert ra == b.ask_all(list(op[1]), now)
-        elif kind == "grow":  # a window of fresh chunks, past the first buffers
+        elif kind == "grow":  # a window of fresh chunks, past the first lists
             picks = list(range(1000 + op[1], 1000 + op[1] + 40))
             ra = a.ask_all(picks, now)
             n1 = REQUEST_CHANGES.n
@@ -200,13 +200,13 @@ def _run(ops: list[tuple[Any, ...]]) -> int:
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_op, max_size=120))
-def test_the_buffers_behave_as_the_two_dicts(ops: list[tuple[Any, ...]]) -> None:
+def test_the_lists_behave_as_the_two_dicts(ops: list[tuple[Any, ...]]) -> None:
     _run(ops)
 
 
-def test_the_buffers_grow_and_compact_as_the_two_dicts() -> None:
+def test_the_lists_grow_and_compact_as_the_two_dicts() -> None:
     """A long fixed run: windows of 40 asked, most answered in order, some
-    skipped or re-asked, until the buffers grew past their first size and
+    skipped or re-asked, until the lists grew past their first size and
     compacted many times."""
     ops: list[tuple[Any, ...]] = []
     for r in range(60):
