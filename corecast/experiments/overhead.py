@@ -33,6 +33,13 @@ the ITR process's CPU (getrusage) per input packet; the whole machine's CPU
 the same share over an idle window just before it (the machine is shared, so
 the difference is what the run added), as CPU-microseconds per offered packet;
 CAP's interface counter (packets out) and the loss at the ITR.
+
+Over several sittings (docs/corecast.md, section 6): with ``--out``, every run is
+appended and fsynced to ``OUT/overhead.part.jsonl`` as it is measured, with its commit,
+configuration and idle-window busy share; ``--resume`` measures only the missing runs,
+in the same order, and refuses a part file of another configuration; ``--table PART``
+summarises a part file, partial or whole.  ``overhead.json`` and the plot appear when
+every run is in.
 """
 
 from __future__ import annotations
