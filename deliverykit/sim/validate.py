@@ -56,6 +56,18 @@ METRICS: Mapping[str, str] = {
 
 #: the two backends, by the names the packages' runners take
 BACKENDS = ("netns", "sim")
+
+#: What the namespace testbed adds to a path, as the validation scenarios model it
+#: (measured on a quiet host; ``python -m deliverykit.testbed latency`` measures both
+#: again).  One unshaped access link's one-way delay, s: a UDP ping-pong between two
+#: namespaces on one bridge took 0.28 ms median round trip, four link crossings
+#: (docs/sim.md, session 17).
+TESTBED_ACCESS_DELAY = 0.00007
+#: An IGMPv3 join's or leave's latency through the testbed's snooping bridge with fast
+#: leave, s: the kernel sends the state-change report two to three timer ticks (4 ms at
+#: HZ 250) after the call; joins and leaves both took 9-15 ms, median ~13-14
+#: (docs/m2c-results.md, session 19).
+TESTBED_IGMP_LATENCY = 0.013
 #: entry-point group: each entry is a ``() -> list[Case]`` of a protocol package
 GROUP = "deliverykit.sim_validations"
 

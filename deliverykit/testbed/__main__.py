@@ -1,4 +1,7 @@
-"""``python -m deliverykit.testbed {list,cleanup} [--prefix P]``: leftover namespaces.
+"""``python -m deliverykit.testbed {list,cleanup} [--prefix P]``: leftover namespaces;
+``python -m deliverykit.testbed latency [--pings N] [--reps N]``: what the testbed
+adds to a path (round trip, IGMP join and leave), beside what the simulator's
+validation scenarios model of it (:mod:`deliverykit.testbed.latency`; root).
 
 A testbed removes its namespaces on exit, Ctrl-C and SIGTERM; only a SIGKILL
 (or a crash of the interpreter) leaves them behind. ``cleanup`` removes the
@@ -20,15 +23,33 @@ from .errors import TestbedError
 from .lifecycle import cleanup_stale
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"a whole number >= 1, not {text!r}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m deliverykit.testbed", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("list", "cleanup"))
+    p.add_argument("command", choices=("list", "cleanup", "latency"))
     p.add_argument("--prefix", default=None,
                    help="only runs with this run-id prefix (default: every testbed run)")
+    p.add_argument("--pings", type=_positive, default=300,
+                   help="latency: UDP ping-pongs (default 300, 10 ms apart)")
+    p.add_argument("--reps", type=_positive, default=12,
+                   help="latency: IGMP joins and leaves (default 12)")
     a = p.parse_args(argv)
     try:
-        if a.command == "list":
+        if a.command == "latency":
+            from .latency import measure, report
+
+            print(report(measure(a.pings, a.reps)))
+        elif a.command == "list":
             who = re.escape(a.prefix) if a.prefix else "[a-z][a-z0-9]{0,7}"
             pattern = re.compile(rf"^{who}-\d+-[0-9a-f]{{4}}-")
             for name in sorted(netns.listnetns()):

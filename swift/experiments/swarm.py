@@ -37,19 +37,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from deliverykit.sim import LinkSpec, LossKind, NodeSpec, RunStats, Scenario
+from deliverykit.sim.validate import TESTBED_ACCESS_DELAY
 from swift.core.config import PeerConfig
 from swift.sim import LEECHER, SEEDER, LeecherResult, uplink, upload_diag
 
 __all__ = ["GROUPS", "TESTBED_DELAY", "Backend", "SwarmRun", "crowd_scenario", "run",
            "vod_scenario"]
 
-#: one-way delay of an unshaped testbed access link, as the scenarios model it:
+#: one-way delay of an unshaped testbed access link, as the scenarios model it
+#: (:data:`deliverykit.sim.validate.TESTBED_ACCESS_DELAY`, shared with M2C's cases):
 #: measured, a UDP ping-pong between two asyncio processes in two namespaces on the
 #: testbed's bridge took 0.28 ms median round trip on a quiet host (p10 0.22, p90
-#: 0.43), four access-link crossings (docs/sim.md, session 17).  1 ms until
-#: session 18, which put the simulator's hetero-delay swarm in a start-up phase the
-#: testbed reaches in 2 runs of 10 (docs/sim.md, session 18)
-TESTBED_DELAY = 0.00007
+#: 0.43), four access-link crossings (docs/sim.md, session 17; ``python -m
+#: deliverykit.testbed latency`` measures it again).  1 ms until session 18, which put
+#: the simulator's hetero-delay swarm in a start-up phase the testbed reaches in 2
+#: runs of 10 (docs/sim.md, session 18)
+TESTBED_DELAY = TESTBED_ACCESS_DELAY
 #: Fig. 5 groups: one-way delay ms and loss % on every packet a leecher sends
 #: (assumed values: the figure is not available as text; see vod_swarm's docstring)
 GROUPS = {"A": (10, 0.0), "B": (25, 0.5), "C": (50, 1.0), "D": (100, 2.0)}
