@@ -16,9 +16,11 @@ as hetero's), its loss, duplicate and network-overhead percentages (section
 7.2, as the receivers report them), and the packets the shaped queues dropped
 (the simulator's queue drops; the testbed's from tc's counters). The cases'
 scenarios give the shaped links the bucket tbf has on the testbed
-(:func:`with_tbf_bucket`; ``bucket=False`` for the paper's serialisers) and start
-each receiver up to :data:`START_JITTER` late: docs/m2c-results.md, session 18,
-has the numbers behind both.
+(:func:`with_tbf_bucket`; ``bucket=False`` for the paper's serialisers), the
+testbed's measured link delay and IGMP join and leave latency instead of the
+figure scenarios' 5 ms links and 10/50 ms (``path=FIGURE_PATH`` for those), and
+start each receiver up to :data:`START_JITTER` late: docs/m2c-results.md, sessions
+18 and 19, has the numbers behind all three.
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ from deliverykit.sim import (
     Simulation,
     derive_seed,
 )
-from deliverykit.sim.validate import Case, RunResult
+from deliverykit.sim.validate import (
+    TESTBED_ACCESS_DELAY,
+    TESTBED_IGMP_LATENCY,
+    Case,
+    RunResult,
+)
 from m2c import sim
 from m2c.core.session import ReceiverCore
 from m2c.experiments import fairness_testbed, roles
@@ -80,23 +87,45 @@ def jittered(sc: Scenario, jitter: float) -> Scenario:
         if n.role == sim.RECEIVER else n for n in sc.nodes))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PathModel:
+    """The links' one-way delay and the groups' join and leave latency, s."""
+
+    delay: float
+    join: float
+    leave: float
+
+
+#: the testbed's, measured (deliverykit.sim.validate's constants)
+TESTBED_PATH = PathModel(TESTBED_ACCESS_DELAY, TESTBED_IGMP_LATENCY, TESTBED_IGMP_LATENCY)
+#: the figure scenarios' (m2c.sim.file_transfer's defaults)
+FIGURE_PATH = PathModel(0.005, 0.01, 0.05)
+
+
 def pair_scenario(size: int, seed: int, jitter: float = START_JITTER,
-                  bucket: bool = True) -> Scenario:
+                  bucket: bool = True, path: PathModel = TESTBED_PATH) -> Scenario:
     """The heterogeneous pair: each receiver's own shaped downlink; ``bucket``: the
     links are tbf's token buckets, as on the testbed (else serialisers, as the paper's
-    links and m2c's figure scenarios)."""
+    links and m2c's figure scenarios); ``path``: the links' delay and the groups' join
+    and leave latency, the testbed's measured ones (:data:`TESTBED_PATH`) or the
+    figure scenarios' (:data:`FIGURE_PATH`)."""
     sc = jittered(sim.file_transfer(2, size, down_bps=list(PAIR_BPS), queue_pkts=QUEUE_PKTS,
-                                    seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60),
+                                    seed=seed, duration=3 * size * 8 / min(PAIR_BPS) + 60,
+                                    delay=path.delay, join_latency=path.join,
+                                    leave_latency=path.leave),
                   jitter)
     return with_tbf_bucket(sc) if bucket else sc
 
 
 def fig5_scenario(size: int, seed: int, jitter: float = START_JITTER,
-                  bucket: bool = True) -> Scenario:
+                  bucket: bool = True, path: PathModel = TESTBED_PATH) -> Scenario:
     """Fig. 5's M2C_ft alone: the receivers behind one shared link (crossed once by a
-    multicast packet), their own downlinks unshaped; ``bucket`` as :func:`pair_scenario`."""
+    multicast packet), their own downlinks unshaped; ``bucket`` and ``path`` as
+    :func:`pair_scenario`."""
     sc = jittered(sim.file_transfer(FIG5_RECEIVERS, size, seed=seed,
-                                    duration=3 * size * 8 / FIG5_BPS + 60), jitter)
+                                    duration=3 * size * 8 / FIG5_BPS + 60, delay=path.delay,
+                                    join_latency=path.join, leave_latency=path.leave),
+                  jitter)
     nodes = tuple(n if n.role != sim.RECEIVER else
                   dataclasses.replace(n, down=LinkSpec(delay=n.down.delay)) for n in sc.nodes)
     bn = BottleneckSpec("bottleneck", LinkSpec(rate=FIG5_BPS, queue=QUEUE_PKTS,

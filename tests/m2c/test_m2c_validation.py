@@ -8,9 +8,17 @@ from importlib.metadata import entry_points
 import pytest
 
 from deliverykit.sim import QueueUnit
-from deliverykit.sim.validate import METRICS as SWIFT_METRICS, Case, compare, table
+from deliverykit.sim.validate import (
+    METRICS as SWIFT_METRICS,
+    TESTBED_ACCESS_DELAY,
+    TESTBED_IGMP_LATENCY,
+    Case,
+    compare,
+    table,
+)
 from deliverykit.testbed import Tbf
 from deliverykit.testing import require_root, require_tool
+from m2c import sim as m2c_sim
 from m2c.experiments import validation as v
 
 QUICK = 256 * 1024
@@ -51,6 +59,25 @@ def test_the_bucket_is_tbfs_default():
     f = v.with_tbf_bucket(v.fig5_scenario(QUICK, 1, bucket=False))
     assert f.bottlenecks[0].link.burst == 5000
     assert all(n.down.burst is None for n in f.nodes)  # unshaped links stay so
+
+
+@pytest.mark.parametrize("make", [v.pair_scenario, v.fig5_scenario])
+def test_the_cases_model_the_testbeds_path(make):
+    """The validation cases take the testbed's measured link delay and IGMP join and
+    leave latency (deliverykit.sim.validate's constants, ``python -m deliverykit.testbed
+    latency``); FIGURE_PATH gives the figure scenarios' 5 ms links and 10/50 ms."""
+    tb, fig = make(QUICK, 1), make(QUICK, 1, path=v.FIGURE_PATH)
+    for sc, p in ((tb, v.TESTBED_PATH), (fig, v.FIGURE_PATH)):
+        sender = next(n for n in sc.nodes if n.role == "sender")
+        assert sender.up.delay == p.delay
+        assert all(n.down.delay == p.delay for n in sc.nodes if n.role == "receiver")
+        assert sc.multicast and all((g.join_latency, g.leave_latency) == (p.join, p.leave)
+                                    for g in sc.multicast)
+    assert v.TESTBED_PATH == v.PathModel(TESTBED_ACCESS_DELAY, TESTBED_IGMP_LATENCY,
+                                         TESTBED_IGMP_LATENCY)
+    fixed = m2c_sim.file_transfer(2)  # the figure scenarios' defaults, unchanged
+    assert (fixed.multicast[0].join_latency, fixed.multicast[0].leave_latency) == (0.01, 0.05)
+    assert next(n for n in fixed.nodes if n.role == "sender").up.delay == v.FIGURE_PATH.delay
 
 
 @pytest.mark.parametrize("name", ["m2c-pair", "m2c-fig5"])
