@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from deliverykit import cliutil
+from deliverykit.provenance import run_metadata
 from deliverykit.sim.scenario import Scenario
 
 __all__ = ["METRICS", "BACKENDS", "Case", "RunResult", "Comparison", "cases", "compare", "main"]
@@ -151,6 +152,7 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
             rec = record["cases"].setdefault(case.name, {"about": case.about,
                                                          "nodes": case.nodes})
             wall, verified, complete, total = 0.0, 0, 0, 0
+            runs: list[dict[str, Any]] = []
             for seed in range(1, repeats + 1):
                 r = case.run(size, seed, backend)
                 wall += r.wall_s
@@ -158,9 +160,10 @@ def compare(quick: bool = True, repeats: int | None = None, size: int | None = N
                 complete += r.complete
                 total += r.total
                 per.setdefault((case.name, backend), []).append(r.metrics)
+                runs.append({"seed": seed, "wall_s": round(r.wall_s, 1), **r.metrics})
                 log(f"{case.name}: {backend} seed {seed} done in {r.wall_s:.1f} s")
             rec[backend] = {"wall_s": round(wall, 1), "verified": verified,
-                            "complete": complete, case.nodes: total}
+                            "complete": complete, case.nodes: total, "runs": runs}
     for case in chosen:
         for m in case.metrics:
             out.append(Comparison(case.name, m,
@@ -228,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             if r["verified"] != total:
                 bad.setdefault(rec["nodes"], []).append(f"{name}/{b}")
     record["wall_s"] = round(time.monotonic() - t0, 1)
+    record["metadata"] = run_metadata("deliverykit", quick=a.quick, repeats=a.repeats,
+                                      size_kib=a.size_kib, only=sorted(only) if only else None)
     if a.out:
         _write_csv(a.out, rows)
         meta = Path(a.out).with_suffix(".json")

@@ -55,4 +55,10 @@ def test_validate_quick(tmp_path, capsys) -> None:
     assert all(r["netns"] and r["sim"] for r in rows if r["metric"] != "mean_startup_s")
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["repeats"] == 1 and set(record["cases"]) == {"crowd6", "lossy2", "hetero-delay"}
+    # each run's own metrics (the spread behind the means) and where they came from
+    for rec in record["cases"].values():
+        for b in ("netns", "sim"):
+            (run,) = rec[b]["runs"]
+            assert run["seed"] == 1 and set(METRICS) <= set(run)
+    assert record["metadata"]["commit"] and record["metadata"]["params"]["quick"] is True
     assert not list(tmp_path.glob("*.tmp"))
