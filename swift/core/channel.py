@@ -244,7 +244,7 @@ class DownloadSide:
     only dict (``c in slot``, ``len(slot)``: what is asked).  The head is
     always a live slot (or ``ends`` is ``[0, 0]``); slots past the tail are
     unused.  When the tail reaches the end of the lists the live slots move
-    to the front in order, and the lists double when more than half of them
+    to the front in order, and the lists double when at least half of them
     is live.  Chunks are >= 0.  ``requests`` and ``req_seq`` are read-only
     views in the shape of the two dicts this replaced."""
 
@@ -311,7 +311,7 @@ class DownloadSide:
 
     def _room(self) -> int:
         """The tail is at the end of the lists: move the live slots to the
-        front (in order) and double the lists when more than half of them
+        front (in order) and double the lists when at least half of them
         is live.  Returns the new tail."""
         chunk, sent, seq, slot, ends = self.chunk, self.sent, self.seq, self.slot, self.ends
         n = 0
