@@ -312,6 +312,21 @@ class Testbed:
             self.address(host, name, addr)
         return Link(End(host, name, addr), End(br.host, port, None))
 
+    def trunk(self, a: Bridge, b: Bridge, *, fastleave: bool = False) -> Link:
+        """A veth between two bridges, each end a port of its bridge (``to-<b>`` in a's
+        host, ``to-<a>`` in b's); ``fastleave`` on a's port: a v3 leave prunes it at once
+        (the bridge tracks each host behind it, so one host's leave keeps the others')."""
+        self._check_open()
+        lk = self.link(a.host, b.host)
+        for br, end in ((a, lk.a), (b, lk.b)):
+            ipr = self._ipr[br.host.ns]
+            ipr.link("set", index=self._index(br.host, end.ifname),
+                     master=self._index(br.host, br.ifname))
+        if fastleave:
+            self._ipr[a.host.ns].brport("set", index=self._index(a.host, lk.a.ifname),
+                                        fast_leave=1)
+        return lk
+
     def route(self, host: Host, dst: str, via: str | None = None, dev: Dev | None = None) -> None:
         """Add a unicast route (``dst`` a CIDR or "default") through ``via`` and/or ``dev``."""
         if via is None and dev is None:

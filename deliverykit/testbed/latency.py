@@ -240,11 +240,7 @@ def measure(pings: int = 300, reps: int = 12, window: float = 1.0) -> Latency:
     with Testbed(prefix="dklat") as tb:
         core = tb.bridge("core")
         edge = tb.bridge("edge", snooping=False, querier=False)
-        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
-        tb.exec(core.host, ["ip", "link", "set", lk.a.ifname, "master", core.ifname], check=True)
-        tb.exec(edge.host, ["ip", "link", "set", lk.b.ifname, "master", edge.ifname], check=True)
-        tb.exec(core.host, ["ip", "link", "set", "dev", lk.a.ifname, "type", "bridge_slave",
-                            "fastleave", "on"], check=True)
+        tb.trunk(core, edge, fastleave=True)
         a, c, b = tb.host("a"), tb.host("c"), tb.host("b")
         pa = tb.attach(a, core, "10.0.77.1/24")
         tb.attach(c, core, "10.0.77.2/24")

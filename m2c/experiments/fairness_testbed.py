@@ -133,11 +133,7 @@ def build(tb: Any, sc: Scenario, subnet: str, host_name: Callable[[str], str]) -
         tbf = _tbf(bn.link)  # refused before anything is built
         behind = bn.b
         edge = tb.bridge("edge", snooping=False, querier=False)
-        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
-        tb.exec(core.host, ["ip", "link", "set", "to-edge", "master", core.ifname], check=True)
-        tb.exec(edge.host, ["ip", "link", "set", "to-core", "master", edge.ifname], check=True)
-        tb.exec(core.host, ["ip", "link", "set", "dev", "to-edge", "type", "bridge_slave",
-                            "fastleave", "on"], check=True)
+        lk = tb.trunk(core, edge, fastleave=True)
     topo = Topology(core, edge)
     counts = {"core": 0, "edge": 0}
     for n in sc.nodes:

@@ -235,9 +235,7 @@ def _one_run(kind: str, bottleneck: float, size: int, receivers: int, competing:
         # receivers' bridge is the shared bottleneck (like the paper's router)
         core = tb.bridge("core")
         edge = tb.bridge("edge", snooping=False, querier=False)
-        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
-        tb.exec(core.host, ["ip", "link", "set", "to-edge", "master", core.ifname], check=True)
-        tb.exec(edge.host, ["ip", "link", "set", "to-core", "master", edge.ifname], check=True)
+        lk = tb.trunk(core, edge)
         s = tb.host("s")
         ps = tb.attach(s, core, "10.0.5.1/24")
         rs = []

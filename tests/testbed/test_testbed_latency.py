@@ -76,11 +76,7 @@ def test_one_leave_behind_a_fast_leave_port_keeps_the_others() -> None:
     with Testbed(prefix="dklat") as tb:
         core = tb.bridge("core")
         edge = tb.bridge("edge", snooping=False, querier=False)
-        lk = tb.link(core.host, edge.host, ifname_a="to-edge", ifname_b="to-core")
-        tb.exec(core.host, ["ip", "link", "set", lk.a.ifname, "master", core.ifname], check=True)
-        tb.exec(edge.host, ["ip", "link", "set", lk.b.ifname, "master", edge.ifname], check=True)
-        tb.exec(core.host, ["ip", "link", "set", "dev", lk.a.ifname, "type", "bridge_slave",
-                            "fastleave", "on"], check=True)
+        tb.trunk(core, edge, fastleave=True)
         s = tb.host("s")
         tb.mroute(s, tb.attach(s, core, "10.0.78.1/24").a)
         members = []
