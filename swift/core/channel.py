@@ -446,7 +446,7 @@ class DownloadSide:
         chunk = self.chunk
         chunk[k] = -1
         ends = self.ends
-        if k == ends[0]:
+        if k == ends[0]:  # _advance inlined: this runs once per chunk received
             h, t = k + 1, ends[1]
             while h < t and chunk[h] < 0:
                 h += 1
