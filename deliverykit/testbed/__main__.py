@@ -19,18 +19,10 @@ import sys
 
 from pyroute2 import netns
 
+from deliverykit.cliutil import positive_int
+
 from .errors import TestbedError
 from .lifecycle import cleanup_stale
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"a whole number >= 1, not {text!r}")
-    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=("list", "cleanup", "latency"))
     p.add_argument("--prefix", default=None,
                    help="only runs with this run-id prefix (default: every testbed run)")
-    p.add_argument("--pings", type=_positive, default=300,
+    p.add_argument("--pings", type=positive_int, default=300,
                    help="latency: UDP ping-pongs (default 300, 10 ms apart)")
-    p.add_argument("--reps", type=_positive, default=12,
+    p.add_argument("--reps", type=positive_int, default=12,
                    help="latency: IGMP joins and leaves (default 12)")
     a = p.parse_args(argv)
     try:
