@@ -772,6 +772,12 @@ class DirtySet:
             self._seq += 1
             heapq.heappush(self._heap, (at, self._seq, ch))
 
+    def idle(self, now: float) -> bool:
+        """True when a flush at ``now`` would visit no channel: none marked,
+        not every channel, no wake-up due."""
+        heap = self._heap
+        return not self.marked and not self.all and not (heap and heap[0][0] <= now)
+
     def take(self, now: float) -> list[Channel] | None:
         """The channels the flush at ``now`` visits, in channel order (None:
         every channel), and start over."""

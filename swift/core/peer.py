@@ -110,6 +110,13 @@ class Peer:
     #: a visit reads (requests, ranking, a channel closed); False: every
     #: tick (the tests' reference, docs/sim.md session 16)
     TICK_MARKS = True
+    #: a flush at the same instant as the last one, with no input to the Peer
+    #: since and nothing that one left to do (no channel marked or due, no
+    #: chunk freed, DATA stopped for want of window or pacing, not of budget),
+    #: returns nothing at once: the driver's call that confirms a flush is
+    #: over.  False: it runs the whole flush (the tests' reference,
+    #: docs/sim-fig6.md session 20)
+    QUIET_REPEAT = True
 
     def __init__(self, content: Content | LiveContent, config: PeerConfig | None = None) -> None:
         self.config = cfg = config or PeerConfig()
@@ -215,11 +222,15 @@ class Peer:
         #: ``announcer.version`` at the last flush: a change concerns the
         #: channels up to date (``Announcer.idle``)
         self._have_seen = self.announcer.version
+        #: set by a flush that left nothing to do (``QUIET_REPEAT``): its time
+        #: and what it read (:meth:`_quiet_state`); cleared by every input
+        self._quiet: tuple[float, int, int, int, int, int] | None = None
 
     # -- public API -----------------------------------------------------------------
 
     def connect(self, addr: Address, now: float) -> int:
         """Open a channel to ``addr`` (we initiate the handshake)."""
+        self._quiet = None
         ch = self._new_channel(addr, True, now)
         self._next_tick = now
         return ch.local_id
@@ -231,6 +242,7 @@ class Peer:
     def set_playpos(self, chunk: int, buffering: bool | None = None) -> None:
         """The player's position and state, for the VoD pickers and x of eq. 2:
         :meth:`RequestScheduler.set_playpos <swift.core.requests.RequestScheduler.set_playpos>`."""
+        self._quiet = None
         down = self.download
         before = (down.buffering, down.fast_factor)
         down.set_playpos(chunk, buffering)
@@ -250,6 +262,7 @@ class Peer:
 
     def close(self, now: float) -> list[Outgoing]:
         """Closing HANDSHAKEs for every channel (section 3.1.1 step 8)."""
+        self._quiet = None
         out = []
         for ch in list(self.channels.values()):
             if ch.state is not _CLOSED and ch.remote_id:
@@ -486,6 +499,7 @@ class Peer:
         self._arrived = (arrived if arrived is not None and self.config.delay_from_kernel
                          and 0 < arrived <= now else now)
         self._ack_arrived = arrived
+        self._quiet = None
         down = self.download
         down.last_now = now
         down.inputs += 1  # (the end game's walk memo, RequestScheduler._late)
@@ -706,6 +720,7 @@ class Peer:
         """Live source: add stream bytes; signed chunks get announced with HAVE."""
         if self.live_content is None:
             raise LocalProtocolError("live_append on a static swarm")
+        self._quiet = None
         got = self.live_content.append(payload, now)
         if got:
             self.announcer.log(got)
@@ -754,6 +769,12 @@ class Peer:
         disk surfaces here).  Only the channels the :class:`DirtySet` names
         are visited, unless something may concern them all (docs/sim.md,
         "Hot spots" 4): the same datagrams as visiting every channel."""
+        quiet = self._quiet
+        if quiet is not None:
+            if (quiet == self._quiet_state(now) and not self._pending_close
+                    and self._dirty.idle(now) and self.QUIET_REPEAT):
+                return []  # the last flush left nothing to do (QUIET_REPEAT)
+            self._quiet = None
         self.content.flush()
         down = self.download
         down.new_flush()  # the end game's memo (requests.py)
@@ -794,8 +815,29 @@ class Peer:
                     visit = visit[:i] + [c for c in self.channels.values() if c.order > ch.order]
                 elif not down.nothing_late(now):  # a late request counts again (requests.py)
                     visit = visit[:i] + self._late_takers(visit[i:], ch.order)
-        out += self.upload.upload_data(now, budget)
+        data = self.upload.upload_data(now, budget)
+        out += data
+        if (self.QUIET_REPEAT and len(data) < budget and self._dirty.idle(now)
+                and not (cfg.push or self.live or self.content.n_chunks is None)
+                and self.DIRTY_SET and down._memos):
+            # nothing marked or due and no DATA held back by the budget: a
+            # flush at this instant before any input would find nothing to
+            # visit, no chunk freed, nothing to announce, the same late
+            # requests for the same takers (none asked now, or it would be
+            # marked) and the same channels unable to send DATA
+            self._quiet = self._quiet_state(now)
         return out
+
+    def _quiet_state(self, now: float) -> tuple[float, int, int, int, int, int]:
+        """What a flush's result depends on besides the dirty set and the
+        inputs that clear ``_quiet`` (``QUIET_REPEAT``): the time, the inputs
+        counted, ``inflight`` (and whether a change was not seen as freed),
+        ``have``, the HAVE log and every channel's requests."""
+        down = self.download
+        v = down.inflight.version
+        return (now, down.inputs, v if v == down._infl_seen else -1,
+                self.content.have.version, self.announcer.version
+                if self.announcer.version == self._have_seen else -1, REQUEST_CHANGES.n)
 
     def _have_wait(self) -> float:
         """Seconds a HAVE alone waits after the channel's last (``have_interval``);
@@ -918,6 +960,7 @@ class Peer:
 
     def handle_timer(self, now: float) -> None:
         """Timeouts: requests, LEDBAT CTO, lost DATA, dead peers, ranking."""
+        self._quiet = None
         self.download.last_now = now
         self.download.inputs += 1
         self.announcer.expire(now)

@@ -27,7 +27,7 @@ leecher").
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from deliverykit.protocol import Outgoing
@@ -73,6 +73,10 @@ class UploadScheduler:
 
     #: serve a lone channel without a WFQ pick per DATA (upload_data)
     FAST_UPLOAD = True
+    #: WFQ's pick (:meth:`_next_upload`) looks only at the channels with DATA
+    #: queued when :meth:`upload_data` began; False: at every channel per
+    #: DATA (the tests' reference, docs/sim-fig6.md session 20)
+    WFQ_QUEUED = True
 
     def __init__(self, config: PeerConfig, content: Content | LiveContent | ContentView,
                  channels: dict[int, Channel], stats: dict[str, int], ctx: C.WireContext,
@@ -191,12 +195,13 @@ class UploadScheduler:
         for ch in self.channels.values():
             s = ch.send
             t = s.pace_at
-            if (t > now and (due is None or t < due) and len(s.upload)
+            if (t > now and (due is None or t < due) and s.upload.size
                     and ch.state is _EST and not s.choking and s.ledbat.can_send(need)):
                 due = t
-            r = s.rack_due()
-            if r is not None and (due is None or r < due):
-                due = max(r, now)
+            if s.send_log:  # (rack_due is None without a send log: no call per idle channel)
+                r = s.rack_due()
+                if r is not None and (due is None or r < due):
+                    due = max(r, now)
         return due
 
     def _static_fast(self) -> _StaticFast | None:
@@ -281,12 +286,15 @@ class UploadScheduler:
                     parts.insert(1, extra)
         return b"".join(parts)
 
-    def _next_upload(self, now: float) -> Channel | None:
+    def _next_upload(self, now: float,
+                     chans: Iterable[Channel] | None = None) -> Channel | None:
         """WFQ (paper III-B): weight = the requester's outstanding requests, which are those
-        still queued here and those whose DATA is in flight; least served per weight."""
+        still queued here and those whose DATA is in flight; least served per weight.
+        ``chans``: the channels to look at, in channel order (default: every channel);
+        :meth:`upload_data` passes those with DATA queued."""
         best = None
         best_v = 0.0
-        for ch in self.channels.values():
+        for ch in self.channels.values() if chans is None else chans:
             s = ch.send
             if ch.state is not _EST or s.choking or not len(s.upload) or s.pace_at > now:
                 continue
@@ -315,15 +323,18 @@ class UploadScheduler:
             self.last_tokens = now
         sent = 0
         have = self.content.have
-        queued = False
+        # the channels with DATA queued, in channel order: the only ones WFQ can
+        # pick in this call (nothing below queues DATA on another channel)
+        queued: list[Channel] = []
         for c in self.channels.values():
             cs = c.send  # (SendSide.rack_pending, inline: every channel on every flush)
             if cs.send_log and cs.acked_sent >= cs.send_log[0][1]:
                 self._detect_losses(c, now)  # (requeues on this channel only)
             if cs.upload.size:
-                queued = True
+                queued.append(c)
         if not queued:
             return out  # no channel has DATA queued: _next_upload would find none
+        chans = queued if self.WFQ_QUEUED else None
         need = cfg.chunk_size
         alone = self.FAST_UPLOAD and len(self.channels) == 1
         full = not self.view.is_live and self.content.complete  # then every chunk is here
@@ -336,7 +347,7 @@ class UploadScheduler:
             if cap is not None and self.tokens < need:
                 break
             if ch is None or s is None or not alone:
-                ch = self._next_upload(now)
+                ch = self._next_upload(now, chans)
                 if ch is None:
                     break
                 s = ch.send
