@@ -31,6 +31,14 @@ from swift.wire import codec as C
 class Announcer:
     """The HAVE log and the HAVE/ACK messages for each channel."""
 
+    #: a HAVE that waits for its interval is due at the next multiple of the
+    #: interval (a grid shared by every channel of the peer), not at its own
+    #: channel's ``have_at + interval``: the channels waiting are then woken
+    #: by one timer per interval rather than one each.  A change of behaviour
+    #: (a HAVE waits up to one interval longer), so off by default: measured
+    #: in docs/sim-fig6.md, session 20
+    GRID = False
+
     def __init__(self, have: Binmap, specs: Specs,
                  single_acks: Callable[[Channel], bool], dirty: DirtySet,
                  interval: float = 0.0) -> None:
@@ -64,8 +72,11 @@ class Announcer:
         end (the channels already waiting keep their wake-up)."""
         dirty = self._dirty
         wait = self.interval
+        grid = self.GRID and wait > 0
         for ch in self.idle:
             due = ch.ann.have_at + wait
+            if grid and due > now:
+                due = _on_grid(due, wait)
             if due <= now:
                 dirty.mark(ch)
             else:
@@ -92,6 +103,8 @@ class Announcer:
         later = math.inf
         if ann.version != self.version:
             due = ann.have_at + wait
+            if self.GRID and wait > 0 and due > now:
+                due = _on_grid(due, wait)
             if riding or due <= now or ann.pos < self.log_base:
                 out = self.have_msgs(ch, 60)
                 if out:
@@ -187,3 +200,8 @@ class Announcer:
             for s, t in self._specs(lo, hi):
                 out.append(C.Ack(s, t, d))
         return out
+
+
+def _on_grid(t: float, step: float) -> float:
+    """The first multiple of ``step`` at or after ``t`` (``Announcer.GRID``)."""
+    return math.ceil(t / step) * step

@@ -9,6 +9,10 @@ datagram by datagram on whole simulated swarms (tests/swift/swarm_digest.py):
   left nothing to do; False runs the whole flush again.
 * ``UploadScheduler.WFQ_QUEUED``: WFQ's pick looks at the channels with DATA
   queued, not at every channel per DATA.
+
+And one change of behaviour, off by default: ``Announcer.GRID`` puts the HAVEs
+that wait for their interval on one grid per peer, so one timer wakes every
+channel due instead of one timer each.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import Any
 
 import pytest
 
+from deliverykit.sim import pump
 from swift import sim as S
+from swift.core.announce import Announcer
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
@@ -119,3 +125,20 @@ def test_a_repeat_after_a_flush_cut_short_by_the_budget_runs_in_full() -> None:
         assert calls[0] == done + 3  # the reference runs every call
     finally:
         Peer.QUIET_REPEAT = True
+
+
+def test_the_have_grid_is_off_by_default() -> None:
+    """The grid changes when HAVEs go: not the default."""
+    assert Announcer.GRID is False
+    assert Peer.QUIET_REPEAT is True and UploadScheduler.WFQ_QUEUED is True
+
+
+@pytest.mark.parametrize("name,run", SWARMS[:2])
+def test_the_have_grid_wakes_less(name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``Announcer.GRID`` the swarm still verifies every leecher (the
+    digest asserts it) with fewer timer runs: the channels waiting for their
+    HAVE interval share wake-ups.  Other datagrams: a change of behaviour."""
+    on = digest(run, monkeypatch, (Announcer, "GRID", True), (pump.Host, "_fire"))
+    off = digest(run, monkeypatch, (Announcer, "GRID", False), (pump.Host, "_fire"))
+    assert on[0] != off[0], name
+    assert on[2] < 0.8 * off[2], (on[2], off[2])
