@@ -401,7 +401,14 @@ def test_a_long_replay_stops_on_a_signal_without_a_traceback(sig: int, code: int
         "--size",
         "200000",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A pytest started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and an ignored signal stays ignored across exec: the child would never see Ctrl-C. A
+    # handler of ours is reset to the default at exec, so the child starts as from a terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         # wait for the command's own handler, not a fixed time: at load 15-19 on 2 cores the
         # interpreter took over 1.5 s to reach it and the signal killed it (-2) before cli_main ran
