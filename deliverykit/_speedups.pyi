@@ -29,6 +29,12 @@ def recv_batch(
 def send_batch(sock: FileDescriptorLike, items: Any, /) -> int:
     """Send an iterable of (data, address or None) with sendmmsg; returns how many went."""
 
+def send_gso(sock: FileDescriptorLike, items: Any, max_segs: int, /) -> int:
+    """send_batch with same-address, same-length runs as UDP GSO messages; items sent."""
+
+def group_by_destination(items: Any, /) -> list[Any]:
+    """(data, address) items grouped by address, stable (first appearance order)."""
+
 # --- corecast.c; twins in corecast/_fast.py (py_cc_*) ------------------------
 
 # (-1, error code) | (0, dst) | (1, dst, hash_id, hash, payload_offset, seq)

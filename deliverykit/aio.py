@@ -30,6 +30,7 @@ such an endpoint: the real-time twin of the simulator's pump
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import socket
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from deliverykit.errors import RemoteProtocolError
-from deliverykit.fastpath import recv_batch, send_batch
+from deliverykit.fastpath import group_by_destination, recv_batch, send_batch, send_gso
 from deliverykit.protocol import DatagramCore, SockAddr
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,12 @@ def make_udp_socket(
     return sock
 
 
+#: udp(7) UDP_SEGMENT (not in the socket module)
+_UDP_SEGMENT = 103
+#: errno values with which the kernel refuses a UDP GSO message itself
+_GSO_REFUSED = frozenset({errno.EIO, errno.EINVAL, errno.ENOPROTOOPT, errno.EOPNOTSUPP})
+
+
 class BatchedUDPEndpoint:
     """A UDP socket pumped by ``add_reader`` + ``recvmmsg`` and ``sendmmsg``."""
 
@@ -128,8 +135,10 @@ class BatchedUDPEndpoint:
         self.on_drain: Callable[[], None] | None = None
         self.stats = {
             "rx_packets": 0, "rx_batches": 0, "tx_packets": 0, "tx_dropped": 0,
-            "handler_errors": 0, "socket_errors": 0,
+            "handler_errors": 0, "socket_errors": 0, "gso_fallbacks": 0,
         }
+        #: UDP GSO segments per message at most, 0 when off (:meth:`enable_gso`)
+        self.gso_segments = 0
         self._recv_ts: TimestampedRecv | None = None
         self._reading = True
         self.loop.add_reader(sock.fileno(), self._on_readable)
@@ -206,6 +215,30 @@ class BatchedUDPEndpoint:
     def sendto(self, data: bytes, addr: SockAddr) -> None:
         self.send_many(((data, addr),))
 
+    def enable_gso(self, max_segments: int = 64) -> bool:
+        """Send with UDP GSO from now on (udp(7), ``UDP_SEGMENT``); True when the
+        kernel has it.
+
+        Each :meth:`send_many` batch is grouped by destination (stable: the
+        order towards one address is kept; datagrams to different addresses
+        have no order on the wire anyway), and each run of same-size datagrams
+        to one address crosses the stack as one message that the kernel cuts at
+        the device (:func:`deliverykit.fastpath.send_gso`).  Every datagram
+        still leaves as its own datagram.  When the kernel refuses a GSO
+        message (EIO: no checksum offload on the route's device; EINVAL: a
+        segment above the path MTU) the endpoint counts it in
+        ``stats["gso_fallbacks"]``, turns GSO off and sends the same datagrams
+        with sendmmsg.  ``max_segments``: the kernel's UDP_MAX_SEGMENTS is 64
+        (128 since Linux 6.9)."""
+        if not 1 <= max_segments <= 128:
+            raise ValueError("enable_gso: 1 <= max_segments <= 128")
+        try:  # the option exists on kernels with UDP GSO (4.18+)
+            self.sock.getsockopt(socket.SOL_UDP, _UDP_SEGMENT)
+        except OSError:
+            return False
+        self.gso_segments = max_segments
+        return True
+
     def send_many(self, items: Iterable[Datagram]) -> None:
         """Queue datagrams; sent at once with sendmmsg, the rest when writable.
 
@@ -215,29 +248,45 @@ class BatchedUDPEndpoint:
         """
         if self._closed:
             raise ConnectionError("endpoint is closed")
+        batch = group_by_destination(items) if self.gso_segments else list(items)
         if self._backlog:
-            self._enqueue(items)
+            self._enqueue(batch)
             return
-        items = list(items)
-        sent = self._send_now(items)
-        if sent < len(items):
-            self._enqueue(items[sent:])
+        sent = self._send_now(batch)
+        if sent < len(batch):
+            self._enqueue(batch[sent:])
 
     def _send_now(self, items: list[Datagram]) -> int:
-        if not items:
-            return 0
-        try:
-            n = send_batch(self.sock, items)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            # An unreachable destination must not stop the others: skip one.
-            self.stats["socket_errors"] += 1
-            self.stats["tx_dropped"] += 1
-            log.debug("send error to %s: %s", items[0][1], exc)
-            return 1 + self._send_now(items[1:])
-        self.stats["tx_packets"] += n
-        return n
+        """Send what the socket takes now; returns how many items are done with
+        (sent, or dropped and counted for an error of their own)."""
+        done, n = 0, len(items)
+        while done < n:
+            rest = items[done:] if done else items
+            try:
+                if self.gso_segments:
+                    got = send_gso(self.sock, rest, self.gso_segments)
+                else:
+                    got = send_batch(self.sock, rest)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if self.gso_segments and exc.errno in _GSO_REFUSED:
+                    self.gso_segments = 0  # the same datagrams again, one by one
+                    self.stats["gso_fallbacks"] += 1
+                    log.info("UDP GSO refused on %s (%s): sendmmsg from now on",
+                             self.local_addr, exc)
+                    continue
+                # An unreachable destination must not stop the others: skip one.
+                self.stats["socket_errors"] += 1
+                self.stats["tx_dropped"] += 1
+                log.debug("send error to %s: %s", rest[0][1], exc)
+                done += 1
+                continue
+            if got == 0:
+                break
+            self.stats["tx_packets"] += got
+            done += got
+        return done
 
     def _enqueue(self, items: Iterable[Datagram]) -> None:
         for item in items:

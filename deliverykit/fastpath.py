@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: a (data, address) pair, whatever the data's and the address's types
+_Pair = TypeVar("_Pair", bound=tuple[Any, Any])
 
 PURE_ENV = "DELIVERYKIT_PURE"
 
@@ -106,8 +109,10 @@ def py_send_batch(
 ) -> int:
     """Send (data, address-or-None) pairs; returns how many went.
 
-    Stops early on a full socket buffer once something was sent; raises
-    BlockingIOError if nothing could be sent, like the C version.
+    Once something went, any error ends the call with the count (the caller's
+    next call starts at the item that failed and meets its error then); raises
+    (BlockingIOError on a full buffer) only when nothing could be sent, like
+    the C version.
     """
     sent = 0
     for data, addr in items:
@@ -116,23 +121,100 @@ def py_send_batch(
                 sock.send(data)
             else:
                 sock.sendto(data, addr)
-        except (BlockingIOError, InterruptedError) as exc:
+        except OSError:
             if sent:
-                return sent
-            raise exc
-        except OSError as exc:
-            if exc.errno == 105 and sent:  # ENOBUFS
                 return sent
             raise
         sent += 1
     return sent
 
 
+#: the largest UDP payload of one GSO message (IPv4: 65,535 - 20 - 8)
+GSO_MAX_BYTES = 65507
+#: udp(7): the cmsg level and type that set a message's GSO segment size
+SOL_UDP, UDP_SEGMENT = 17, 103
+
+
+def gso_runs(
+    items: Sequence[tuple[ReadableBuffer, SockAddr]], max_segs: int
+) -> list[tuple[int, int]]:
+    """(first, count) of each run ``send_gso`` sends as one message: consecutive
+    items with the same address and length (the run's last may be shorter), at
+    most ``max_segs`` items and GSO_MAX_BYTES bytes; an empty datagram is a run of
+    its own (as a GSO segment it would vanish)."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    seg = total = 0
+    open_ = False
+    for i, (data, addr) in enumerate(items):
+        n = len(memoryview(data))
+        if (open_ and 0 < n <= seg and i - start < max_segs and total + n <= GSO_MAX_BYTES
+                and addr == items[start][1]):
+            total += n
+            open_ = n == seg
+            continue
+        if i:
+            runs.append((start, i - start))
+        start, seg, total, open_ = i, n, n, n > 0
+    if items:
+        runs.append((start, len(items) - start))
+    return runs
+
+
+def py_send_gso(
+    sock: socket.socket, items: Iterable[tuple[ReadableBuffer, SockAddr]], max_segs: int
+) -> int:
+    """send_batch with each run (:func:`gso_runs`) as one UDP GSO message
+    (``UDP_SEGMENT`` = the run's first length); returns how many items went,
+    always a prefix.  Errors as in send_batch.  Twin of the C ``send_gso``."""
+    if not 1 <= max_segs <= 128:
+        raise ValueError("send_gso: 1 <= max_segs <= 128")
+    seq = list(items)
+    if any(addr is None for _, addr in seq):
+        raise TypeError("send_gso: every item needs an address")
+    sent = 0
+    for first, count in gso_runs(seq, max_segs):
+        run = seq[first:first + count]
+        try:
+            if count == 1:
+                sock.sendto(run[0][0], run[0][1])
+            else:
+                seg = len(memoryview(run[0][0])).to_bytes(2, sys.byteorder)
+                sock.sendmsg([d for d, _ in run], [(SOL_UDP, UDP_SEGMENT, seg)], 0, run[0][1])
+        except OSError:
+            if sent:
+                return sent
+            raise
+        sent += count
+    return sent
+
+
+def py_group_by_destination(items: Iterable[_Pair]) -> list[_Pair]:
+    """The (data, address) items grouped by address, groups in the order their
+    address first appears, each in its own order (a stable sort by first
+    appearance: what :func:`py_send_gso` needs for long runs)."""
+    groups: dict[Any, list[_Pair]] = {}
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError("group_by_destination: items are (data, address) pairs")
+        g = groups.get(item[1])
+        if g is None:
+            groups[item[1]] = [item]
+        else:
+            g.append(item)
+    if len(groups) <= 1:
+        return next(iter(groups.values()), [])
+    return [item for g in groups.values() for item in g]
+
+
 xor_into = load("xor_into", py_xor_into)
 recv_batch = load("recv_batch", py_recv_batch)
 send_batch = load("send_batch", py_send_batch)
+send_gso = load("send_gso", py_send_gso)
+group_by_destination = load("group_by_destination", py_group_by_destination)
 
 __all__ = [
-    "have_c", "load", "speedups", "xor_into", "recv_batch", "send_batch",
-    "py_xor_into", "py_recv_batch", "py_send_batch",
+    "have_c", "load", "speedups", "xor_into", "recv_batch", "send_batch", "send_gso",
+    "group_by_destination", "gso_runs", "py_xor_into", "py_recv_batch", "py_send_batch",
+    "py_send_gso", "py_group_by_destination",
 ]

@@ -35,6 +35,8 @@ TWINS = {
     "xor_into": ("deliverykit.fastpath", "py_xor_into"),
     "recv_batch": ("deliverykit.fastpath", "py_recv_batch"),
     "send_batch": ("deliverykit.fastpath", "py_send_batch"),
+    "send_gso": ("deliverykit.fastpath", "py_send_gso"),
+    "group_by_destination": ("deliverykit.fastpath", "py_group_by_destination"),
     "cc_parse": ("corecast._fast", "py_cc_parse"),
     "cc_trie_lookup": ("corecast._fast", "py_cc_trie_lookup"),
     "cc_itr_table": ("corecast._fast", "py_cc_itr_table"),

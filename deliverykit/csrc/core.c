@@ -3,6 +3,8 @@
  *   xor_into(dst, src)                 dst[i] ^= src[i]            (twin: fastpath.py)
  *   recv_batch(sock, max_count, size)  recvmmsg, non-blocking      (twin: fastpath.py)
  *   send_batch(sock, items)            sendmmsg of (data, addr)    (twin: fastpath.py)
+ *   send_gso(sock, items, max_segs)    the same, runs as UDP GSO   (twin: fastpath.py)
+ *   group_by_destination(items)        stable grouping by address  (twin: fastpath.py)
  *
  * Written against the limited API (3.11+) so one wheel serves later Pythons.
  */
@@ -12,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -296,8 +299,13 @@ dk_send_batch(PyObject *self, PyObject *args)
                         err = 1;
                     continue;
                 }
-                if ((errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) && done + sent_total > 0)
-                    break; /* report how many went; caller decides */
+                /* Once something went, any error (a full buffer, an unreachable
+                 * destination) ends the call with the count: the caller's next call
+                 * starts at the item that failed and sees its error then.  Raising
+                 * here would lose the count and make the caller send again what
+                 * already went. */
+                if (done + sent_total > 0)
+                    break;
                 PyErr_SetFromErrno(PyExc_OSError);
                 err = 1;
                 break;
@@ -322,11 +330,252 @@ out:
     return result;
 }
 
+/* The largest UDP payload of one GSO message (IPv4: 65,535 - 20 - 8). */
+#define DK_GSO_MAX_BYTES 65507
+#define DK_GSO_CTL CMSG_SPACE(sizeof(uint16_t))
+
+/* send_gso(sock, items, max_segs) -> items sent.
+ *
+ * Like send_batch, but a run of consecutive items with the same address and
+ * the same length (the run's last item may be shorter) goes as one UDP GSO
+ * message (udp(7) UDP_SEGMENT = that length): the kernel builds one large
+ * datagram and cuts it into the run's datagrams at the device, so the stack
+ * is crossed once per run instead of once per datagram.  A run holds at most
+ * max_segs items (the kernel's UDP_MAX_SEGMENTS is 64, 128 since Linux 6.9)
+ * and DK_GSO_MAX_BYTES bytes, and no empty datagram (a zero-length segment
+ * would vanish); a run of one is a plain datagram.  The items go
+ * out in order, and what went is always a prefix of them: the return value
+ * counts items, not messages.  Errors as in send_batch: raised only when
+ * nothing went; the kernel's refusal of GSO itself (EIO without checksum
+ * offload, EINVAL for a segment above the path MTU) is the caller's cue to
+ * fall back to send_batch.  Callers group their items by destination first
+ * (deliverykit.aio) so that runs are long. */
+static PyObject *
+dk_send_gso(PyObject *self, PyObject *args)
+{
+    PyObject *sock, *items;
+    int max_segs;
+    if (!PyArg_ParseTuple(args, "OOi:send_gso", &sock, &items, &max_segs))
+        return NULL;
+    if (max_segs < 1 || max_segs > 128) {
+        PyErr_SetString(PyExc_ValueError, "send_gso: 1 <= max_segs <= 128");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(sock);
+    if (fd < 0)
+        return NULL;
+    PyObject *seq = PySequence_List(items);
+    if (!seq)
+        return NULL;
+    Py_ssize_t total = PyList_Size(seq), sent_total = 0;
+    int family = sock_family(fd);
+    struct mmsghdr *msgs = PyMem_Calloc(DK_MAX_BATCH, sizeof *msgs);
+    struct iovec *iov = PyMem_Calloc(DK_MAX_BATCH, sizeof *iov);
+    struct sockaddr_storage *addrs = PyMem_Calloc(DK_MAX_BATCH, sizeof *addrs);
+    Py_buffer *bufs = PyMem_Calloc(DK_MAX_BATCH, sizeof *bufs);
+    Py_ssize_t *first = PyMem_Calloc(DK_MAX_BATCH + 1, sizeof *first);
+    char *ctl = PyMem_Calloc(DK_MAX_BATCH, DK_GSO_CTL);
+    PyObject *result = NULL;
+    if (!msgs || !iov || !addrs || !bufs || !first || !ctl) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t base = 0; base < total; base += DK_MAX_BATCH) {
+        Py_ssize_t n = total - base < DK_MAX_BATCH ? total - base : DK_MAX_BATCH;
+        Py_ssize_t held = 0;
+        int err = 0, nmsg = 0;
+        PyObject *run_addr = NULL;   /* the open run's address object (borrowed) */
+        size_t seg = 0, run_bytes = 0;
+        int run_len = 0, run_open = 0;
+        for (Py_ssize_t i = 0; i < n && !err; i++) {
+            PyObject *item = PyList_GetItem(seq, base + i); /* borrowed */
+            if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
+                PyErr_SetString(PyExc_TypeError, "send_gso: items are (data, address) pairs");
+                err = 1;
+                break;
+            }
+            PyObject *data = PyTuple_GetItem(item, 0), *addr = PyTuple_GetItem(item, 1);
+            if (addr == Py_None) {
+                PyErr_SetString(PyExc_TypeError, "send_gso: every item needs an address");
+                err = 1;
+                break;
+            }
+            if (PyObject_GetBuffer(data, &bufs[i], PyBUF_C_CONTIGUOUS) < 0) {
+                err = 1;
+                break;
+            }
+            held = i + 1;
+            iov[i].iov_base = bufs[i].buf;
+            iov[i].iov_len = (size_t)bufs[i].len;
+            size_t len = (size_t)bufs[i].len;
+            int same = 0;
+            /* an empty datagram never joins a run: as a GSO segment it would vanish */
+            if (run_open && len > 0 && len <= seg && run_len < max_segs &&
+                run_bytes + len <= DK_GSO_MAX_BYTES) {
+                if (addr == run_addr)
+                    same = 1;
+                else {
+                    int eq = PyObject_RichCompareBool(addr, run_addr, Py_EQ);
+                    if (eq < 0) {
+                        err = 1;
+                        break;
+                    }
+                    same = eq;
+                }
+            }
+            if (same) {
+                run_len++;
+                run_bytes += len;
+                if (len < seg)
+                    run_open = 0;   /* a shorter datagram ends its run */
+            } else {
+                struct mmsghdr *m = &msgs[nmsg];
+                socklen_t alen;
+                memset(m, 0, sizeof *m);
+                if (tuple_to_addr(addr, family, &addrs[nmsg], &alen) < 0) {
+                    err = 1;
+                    break;
+                }
+                m->msg_hdr.msg_name = &addrs[nmsg];
+                m->msg_hdr.msg_namelen = alen;
+                m->msg_hdr.msg_iov = &iov[i];
+                first[nmsg] = i;
+                nmsg++;
+                run_addr = addr;
+                seg = len;
+                run_bytes = len;
+                run_len = 1;
+                run_open = len > 0;
+            }
+            msgs[nmsg - 1].msg_hdr.msg_iovlen = (size_t)run_len;
+        }
+        first[nmsg] = err ? 0 : n;
+        if (!err) {
+            /* one control message per run of two or more: UDP_SEGMENT = its first length */
+            for (int k = 0; k < nmsg; k++) {
+                struct msghdr *h = &msgs[k].msg_hdr;
+                if (h->msg_iovlen < 2)
+                    continue;
+                char *c = ctl + (size_t)k * DK_GSO_CTL;
+                memset(c, 0, DK_GSO_CTL);
+                h->msg_control = c;
+                h->msg_controllen = DK_GSO_CTL;
+                struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+                cm->cmsg_level = SOL_UDP;
+                cm->cmsg_type = UDP_SEGMENT;
+                cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                uint16_t gs = (uint16_t)h->msg_iov[0].iov_len;
+                memcpy(CMSG_DATA(cm), &gs, sizeof gs);
+            }
+        }
+        int done = 0;
+        while (!err && done < nmsg) {
+            int rc;
+            Py_BEGIN_ALLOW_THREADS
+            rc = sendmmsg(fd, msgs + done, (unsigned int)(nmsg - done), 0);
+            Py_END_ALLOW_THREADS
+            if (rc < 0) {
+                if (errno == EINTR) {
+                    if (PyErr_CheckSignals() < 0)
+                        err = 1;
+                    continue;
+                }
+                if (done + sent_total > 0)
+                    break; /* the count so far; the caller's next call meets the error */
+                PyErr_SetFromErrno(PyExc_OSError);
+                err = 1;
+                break;
+            }
+            done += rc;
+        }
+        for (Py_ssize_t i = 0; i < held; i++)
+            PyBuffer_Release(&bufs[i]);
+        if (err)
+            goto out;
+        sent_total += first[done];
+        if (done < nmsg)
+            break;
+    }
+    result = PyLong_FromSsize_t(sent_total);
+out:
+    Py_DECREF(seq);
+    PyMem_Free(msgs);
+    PyMem_Free(iov);
+    PyMem_Free(addrs);
+    PyMem_Free(bufs);
+    PyMem_Free(first);
+    PyMem_Free(ctl);
+    return result;
+}
+
+/* group_by_destination(items) -> list: the (data, address) items grouped by
+ * address, groups in the order their address first appears, each in its own
+ * order (what send_gso needs for long runs; the order towards one address is
+ * kept).  One dict of address -> group list, then one flattening pass. */
+static PyObject *
+dk_group_by_destination(PyObject *self, PyObject *items)
+{
+    PyObject *seq = PySequence_List(items);
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyList_Size(seq);
+    PyObject *groups = PyDict_New(), *order = PyList_New(0), *out = NULL;
+    if (!groups || !order)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(seq, i); /* borrowed */
+        if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "group_by_destination: items are (data, address) pairs");
+            goto done;
+        }
+        PyObject *addr = PyTuple_GetItem(item, 1);
+        PyObject *g = PyDict_GetItemWithError(groups, addr); /* borrowed */
+        if (!g) {
+            if (PyErr_Occurred())
+                goto done;
+            g = PyList_New(0);
+            if (!g || PyDict_SetItem(groups, addr, g) < 0 || PyList_Append(order, g) < 0) {
+                Py_XDECREF(g);
+                goto done;
+            }
+            Py_DECREF(g); /* the dict and order hold it */
+        }
+        if (PyList_Append(g, item) < 0)
+            goto done;
+    }
+    if (PyList_Size(order) <= 1) {
+        out = seq; /* one address (or none): already grouped */
+        Py_INCREF(out);
+        goto done;
+    }
+    out = PyList_New(n);
+    if (!out)
+        goto done;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < PyList_Size(order); j++) {
+        PyObject *g = PyList_GetItem(order, j);
+        for (Py_ssize_t i = 0; i < PyList_Size(g); i++) {
+            PyObject *item = PyList_GetItem(g, i);
+            Py_INCREF(item);
+            PyList_SetItem(out, k++, item); /* steals */
+        }
+    }
+done:
+    Py_DECREF(seq);
+    Py_XDECREF(groups);
+    Py_XDECREF(order);
+    return out;
+}
+
 PyMethodDef dk_core_methods[] = {
     {"xor_into", dk_xor_into, METH_VARARGS, "xor_into(dst, src): dst[i] ^= src[i] in place."},
     {"recv_batch", dk_recv_batch, METH_VARARGS,
      "recv_batch(sock, max_count, size) -> [(data, address)]: up to max_count datagrams, never blocks."},
     {"send_batch", dk_send_batch, METH_VARARGS,
      "send_batch(sock, [(data, address|None)]) -> count sent with sendmmsg."},
+    {"send_gso", dk_send_gso, METH_VARARGS,
+     "send_gso(sock, [(data, address)], max_segs) -> count sent; same-address, same-size runs as UDP GSO."},
+    {"group_by_destination", dk_group_by_destination, METH_O,
+     "group_by_destination([(data, address)]) -> list grouped by address, stable."},
     {NULL, NULL, 0, NULL},
 };

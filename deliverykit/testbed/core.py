@@ -31,7 +31,7 @@ from .capture import Capture
 from .errors import TestbedError, TestbedNeedsRoot, TestbedTimeout
 from .lifecycle import NETNS_DIR, PREFIX, have_root, remove_netns, stop_process
 from .netlink import IPRouteProxy, NetlinkWorker
-from .nsexec import Event, Task, spawn_in_netns, write_sysctls
+from .nsexec import Event, Task, ethtool_features, spawn_in_netns, write_sysctls
 from .objects import Bridge, End, Host, Link
 from .shaping import Netem, Tbf
 
@@ -399,6 +399,16 @@ class Testbed:
         """Write sysctls inside ``host``: ``sysctl(h, "net.ipv4.ip_forward", 1)`` or a dict."""
         settings = key if isinstance(key, dict) else {key: str(value)}
         self.run(host, write_sysctls, settings, timeout=30)
+
+    def features(self, host: Host, dev: Dev, **changes: bool) -> dict[str, bool]:
+        """Set device features inside ``host`` as ``ethtool -K`` does, with the
+        names' dashes as underscores (``features(x, end, tx_udp_segmentation=False)``:
+        the kernel then cuts UDP GSO messages into datagrams in ``host`` instead of
+        handing them whole to the veth peer), and return every feature's state."""
+        ifname = dev.ifname if isinstance(dev, End) else str(dev)
+        named = {k.replace("_", "-"): v for k, v in changes.items()}
+        result: dict[str, bool] = self.run(host, ethtool_features, ifname, named, timeout=30)
+        return result
 
     # -- running code --------------------------------------------------------------------
 

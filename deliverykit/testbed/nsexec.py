@@ -191,6 +191,29 @@ def write_sysctls(settings: dict[str, str]) -> None:
             fh.write(str(value))
 
 
+def ethtool_features(ifname: str, changes: dict[str, bool]) -> dict[str, bool]:
+    """Set ``ethtool -K``-style features of ``ifname`` (e.g. ``tx-udp-segmentation``)
+    and return every feature's state after (call inside the namespace).  A name
+    the device does not have is a KeyError naming the ones it has."""
+    from pyroute2.ethtool import Ethtool
+
+    eth = Ethtool()
+    try:
+        feats = eth.get_features(ifname)
+        if changes:
+            unknown = sorted(set(changes) - set(feats.features))
+            if unknown:
+                raise KeyError(f"{ifname} has no feature {', '.join(unknown)} "
+                               f"(it has: {', '.join(sorted(feats.features))})")
+            for name, on in changes.items():
+                feats.features[name].enable = on
+            eth.set_features(ifname, feats)
+            feats = eth.get_features(ifname)
+        return {name: bool(f.enable) for name, f in feats.features.items()}
+    finally:
+        eth.close()
+
+
 class Event:
     """A one-shot flag that forked children can set and the parent (or other children) wait on.
 
