@@ -209,8 +209,12 @@ class RawItrNode(ItrNode):
     """ITR whose inside interface is an AF_PACKET socket on ``ifname``."""
 
     def __init__(self, itr, ifname: str, own: list[str], tick: float = 0.25,
-                 count_links: bool = True) -> None:
+                 count_links: bool = True, gso: bool = True) -> None:
         super().__init__(itr, ("0.0.0.0", 0), tick)
+        #: send LISP data with UDP GSO (BatchedUDPEndpoint.enable_gso): a batch's
+        #: same-size datagrams to one RLOC cross the stack as one message; every
+        #: datagram still leaves as its own (the kernel cuts them at the device)
+        self.gso = gso
         self.ifname = ifname
         self.own = {socket.inet_pton(socket.AF_INET6 if ":" in a else socket.AF_INET, a)
                     for a in own}
@@ -224,6 +228,8 @@ class RawItrNode(ItrNode):
 
         self.driver = self.drive(self.itr, self._route)
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
+        if self.gso:
+            self.gso = self.t_data.ep.enable_gso()
         self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)
         self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
         self.transports += [self.t_data, self.t_ctl]
@@ -232,7 +238,8 @@ class RawItrNode(ItrNode):
 
     def _on_frames(self, frames: list) -> None:
         """recvmmsg batch -> one ItrTable.batch call (C or twin) -> the core's driver,
-        whose transport sends a batch all bound for LISP data in one sendmmsg."""
+        whose transport sends a batch all bound for LISP data in one sendmmsg (with
+        GSO: grouped by RLOC, one message per run of same-size datagrams)."""
         self.itr.receive_batch(frames, self.now(), l2=14)
         if self.raw is not None:
             fc = self.itr.frame_counters

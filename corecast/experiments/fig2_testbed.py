@@ -315,6 +315,10 @@ def _run_once(quick: bool, chunks: int | None, transport: str, multicast: bool, 
             tb.route(itr, "::/0", via="fd01::fe")
         else:
             l_itr = tb.link(itr, core, "100.64.0.1/24", "100.64.0.254/24")
+        # the ITR sends LISP data with UDP GSO: its egress cuts each message into
+        # datagrams as a wire would carry them, so that the capture there (and the
+        # core's forwarding) sees and counts each datagram, not one per message
+        tb.features(itr, l_itr.a, tx_udp_segmentation=False)
         tb.route(s, "default", via="10.0.0.2")
         if not rloc6:
             tb.route(itr, "default", via="100.64.0.254")
