@@ -163,9 +163,10 @@ def _blast(items: list, seconds: float) -> dict:
 
 
 async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop,
-                    gso: bool = False) -> dict:
+                    gso: bool = False, direct: bool = False) -> dict:
     """In ``x``: our ITR (AF_PACKET inside, batch path; LISP data out with sendmmsg, or
-    with UDP GSO), until ``stop``."""
+    with UDP GSO; as (bytes, address) pairs through the core's queue, or ``direct``
+    from a TxBatch), until ``stop``."""
     import asyncio
     import resource
     import struct
@@ -173,7 +174,7 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop,
     from corecast.aio.raw import RawItrNode
 
     itr = _itr(map_cache, corecast, fast)
-    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], count_links=False, gso=gso)
+    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], count_links=False, gso=gso, direct=direct)
     await node.start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     ready.set()
@@ -198,10 +199,11 @@ async def _itr_proc(map_cache: str, corecast: bool, fast: bool, ready, stop,
 
 
 def _end_to_end(cc_pkts: list[bytes], uc_pkts: list[bytes], map_cache: str, seconds: float,
-                reps: int, labels: list[tuple[str, bool, bool]]
-                ) -> tuple[list[dict], dict[str, list[float]]] | None:
+                reps: int, labels: list[tuple[str, bool, bool, bool]]
+                ) -> tuple[list[dict], dict[str, list[float]], dict[str, list[float]]] | None:
     """One row per subject (all ``reps`` interleaved, numeric fields as figures: median or
-    range) and the kpps samples per subject; None without root."""
+    range), the kpps samples per subject and our ITRs' packets per CPU-second samples;
+    None without root."""
     import socket
 
     try:
@@ -212,9 +214,9 @@ def _end_to_end(cc_pkts: list[bytes], uc_pkts: list[bytes], map_cache: str, seco
         return None
     items = {"plain": [(p, (socket.inet_ntoa(p[16:20]), 0)) for p in uc_pkts],
              "corecast": [(p, (socket.inet_ntoa(p[16:20]), 0)) for p in cc_pkts]}
-    subjects = [("Linux kernel forwarding", "plain", None, False)] + [
-        (f"our ITR {mode} ({label})", mode, fast, gso) for label, fast, gso in labels
-        for mode in ("plain", "corecast")]
+    subjects = [("Linux kernel forwarding", "plain", None, (False, False))] + [
+        (f"our ITR {mode} ({label})", mode, fast, (gso, direct))
+        for label, fast, gso, direct in labels for mode in ("plain", "corecast")]
     from corecast.experiments.overhead import CpuSample
 
     senders = _senders()
@@ -249,14 +251,14 @@ def _end_to_end(cc_pkts: list[bytes], uc_pkts: list[bytes], map_cache: str, seco
         tb.run(s, _blast, items["plain"][:4], 0.01)
         tb.sysctl(x, "net.ipv4.ip_forward", "0")
         for _ in range(reps):
-            for name, mode, fast, gso in subjects:
+            for name, mode, fast, (gso, direct) in subjects:
                 task = None
                 if fast is None:
                     tb.sysctl(x, "net.ipv4.ip_forward", "1")
                 else:
                     ready, stop = tb.event(), tb.event()
                     task = tb.spawn(x, _itr_proc, map_cache, mode == "corecast", fast, ready,
-                                    stop, gso)
+                                    stop, gso, direct)
                     if not ready.wait(30):
                         raise RuntimeError("ITR did not start")
                 c0 = tb.counters(cap, l2.b)
@@ -298,7 +300,9 @@ def _end_to_end(cc_pkts: list[bytes], uc_pkts: list[bytes], map_cache: str, seco
                      for k, v in rs[0].items()})
     if sink_note:
         rows[0]["note"] = sink_note
-    return rows, {n + " (namespaces)": [r["kpps"] for r in runs[n]] for n, _, _, _ in subjects}
+    return (rows, {n + " (namespaces)": [r["kpps"] for r in runs[n]] for n, _, _, _ in subjects},
+            {n + " (namespaces)": [r["ITR kpps per CPU-s"] for r in runs[n]]
+             for n, _, fast, _ in subjects if fast is not None})
 
 
 #: the paper's figure (section 6): CoreCast cost 1.52x the CPU of plain LISP forwarding
@@ -344,9 +348,12 @@ def run(quick: bool) -> dict:
                                   pps[("pure", mode)], anchor=subject("pure", mode),
                                   unit="pkt/CPU-s"))
     # end to end, the C ITR also sends with UDP GSO (one message per run of same-size
-    # datagrams to one RLOC, cut into datagrams at x's device)
-    e2e_labels = [(label, fast, False) for label, fast in labels] + (
-        [("C, GSO", True, True)] if HAVE_C else [])
+    # datagrams to one RLOC, cut into datagrams at x's device), and from a TxBatch (the
+    # batch loop appends each datagram as references to its header and body, sent from
+    # there: no Python object per datagram)
+    e2e_labels = [(label, fast, False, False) for label, fast in labels] + (
+        [("C, GSO", True, True, False), ("C, TxBatch, GSO", True, True, True)]
+        if HAVE_C else [])
     e2e = _end_to_end(cc_pkts, uc_pkts, map_cache, e2e_seconds, e2e_reps, e2e_labels)
     if e2e is None:
         note_e2e = "end to end vs the kernel: needs root (namespace testbed); not measured"
@@ -354,7 +361,7 @@ def run(quick: bool) -> dict:
         rows += e2e[0]
         kpps = e2e[1]
         kern = "Linux kernel forwarding (namespaces)"
-        for label, _, _ in e2e_labels:
+        for label, _, _, _ in e2e_labels:
             for mode in ("plain", "corecast"):
                 comps.append(measured(f"ITR {mode} ({label}) / kernel, end to end",
                                       kpps[f"our ITR {mode} ({label}) (namespaces)"], kpps[kern],
@@ -370,6 +377,14 @@ def run(quick: bool) -> dict:
                 comps.append(measured(f"ITR {mode} (C): UDP GSO / sendmmsg, end to end",
                                       kpps[f"our ITR {mode} (C, GSO) (namespaces)"], kpps[base],
                                       anchor=base, unit="kpps"))
+                comps.append(measured(f"ITR {mode} (C): TxBatch and GSO / sendmmsg, end to end",
+                                      kpps[f"our ITR {mode} (C, TxBatch, GSO) (namespaces)"],
+                                      kpps[base], anchor=base, unit="kpps"))
+                for variant in ("C, GSO", "C, TxBatch, GSO"):
+                    comps.append(measured(
+                        f"ITR {mode} ({variant}) / (C), packets per ITR CPU-second",
+                        e2e[2][f"our ITR {mode} ({variant}) (namespaces)"], e2e[2][base],
+                        anchor=base, unit="kpkt/CPU-s"))
         pg = pktgen_status()
         note_e2e = (
             f"end to end: {_senders()} senders at once (cc_blast, {'C' if HAVE_C else 'pure'} "

@@ -24,7 +24,7 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, TypeVar
 
 from deliverykit.fastpath import load
 from deliverykit.protocol import SockAddr
@@ -170,6 +170,15 @@ cc_trie_lookup = load("cc_trie_lookup", py_cc_trie_lookup)
 Frame = TypeVar("Frame", bytes, tuple[bytes, SockAddr])
 #: a datagram the batch path sends: the LISP-encapsulated packet to ``(rloc, port)``
 OutDatagram: TypeAlias = tuple[bytes, tuple[str, int]]
+
+
+class TxSink(Protocol):
+    """Where the batch path appends what it sends: a list, or a
+    ``deliverykit.fastpath.tx_batch()`` (the C batch loop then appends without a
+    Python object per datagram)."""
+
+    def append(self, item: OutDatagram, /) -> None: ...
+
 #: ``digest(hash_id, data) -> bytes`` (corecast.wire.codec.digest)
 Digest: TypeAlias = Callable[[int, "bytes | memoryview"], bytes]
 #: the ``ctx`` argument of ``batch``, laid out by :meth:`ItrPath.ctx`: (ranges,
@@ -360,7 +369,7 @@ class PyItrTable:
     # -- the data path -------------------------------------------------------------------
 
     def batch(self, frames: list[Frame], start: int, l2: int, ctx: BatchCtx, now: float,
-              out: list[OutDatagram], ctr: list[int]) -> int:
+              out: TxSink, ctr: list[int]) -> int:
         """The ITR data path for a batch (paper section 3.4 Algorithm 1, header step;
         plain LISP encapsulation, RFC 9300 section 5).
 
@@ -493,7 +502,7 @@ class _BatchLoop:
                  lisp_header: bytes, port: int, extra: int, max_served: int,
                  own: tuple[bytes, ...], hdrs: dict[bytes, bytes],
                  digest: Digest, linear: bool, check_hash: bool,
-                 now: float, out: list[OutDatagram]) -> None:
+                 now: float, out: TxSink) -> None:
         self.table = table
         self.int_ranges = int_ranges
         self.lisp_header = lisp_header

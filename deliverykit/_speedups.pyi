@@ -8,7 +8,7 @@ each function takes as many arguments as its twin.
 """
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 from _typeshed import FileDescriptorLike, ReadableBuffer, WriteableBuffer
 
@@ -31,6 +31,21 @@ def send_batch(sock: FileDescriptorLike, items: Any, /) -> int:
 
 def send_gso(sock: FileDescriptorLike, items: Any, max_segs: int, /) -> int:
     """send_batch with same-address, same-length runs as UDP GSO messages; items sent."""
+
+class TxBatch:
+    """Datagrams to send without a Python object each; send() uses UDP GSO."""
+
+    last_errno: int
+    def append(self, item: tuple[bytes, tuple[str, int]], /) -> None: ...
+    def send(self, sock: FileDescriptorLike, max_segs: int, /) -> int: ...
+    def take_rest(self) -> list[tuple[bytes, tuple[str, int]]]: ...
+    def items(self) -> list[tuple[bytes, tuple[str, int]]]: ...
+    def counts(self) -> dict[str, tuple[int, int]]: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+
+def tx_batch() -> TxBatch:
+    """A new, empty TxBatch."""
 
 def group_by_destination(items: Any, /) -> list[Any]:
     """(data, address) items grouped by address, stable (first appearance order)."""
@@ -55,6 +70,11 @@ _TrieNode: TypeAlias = list[_TrieNode[_V] | _V | bool | None]
 # appends (packet, (rloc, port)) to ``out``
 _CcFrame = TypeVar("_CcFrame", bytes, tuple[bytes, tuple[str, int] | tuple[str, int, int, int]])
 _CcOut: TypeAlias = tuple[bytes, tuple[str, int]]
+
+class _CcSink(Protocol):
+    # a list, a TxBatch, or anything with append (corecast._fast.TxSink)
+    def append(self, item: _CcOut, /) -> None: ...
+
 # ItrTable.batch's ctx (corecast._fast.BatchCtx): (ranges, lisp_header, data_port,
 # extra_every, max_served, own, headers_by_rloc, digest, linear, check_hash)
 _CcCtx: TypeAlias = tuple[
@@ -115,7 +135,7 @@ class ItrTable:
         l2: int,
         ctx: _CcCtx,
         now: float,
-        out: list[_CcOut],
+        out: _CcSink,
         ctr: list[int],
         /,
     ) -> int:

@@ -207,14 +207,111 @@ def py_group_by_destination(items: Iterable[_Pair]) -> list[_Pair]:
     return [item for g in groups.values() for item in g]
 
 
+class PyTxBatch:
+    """Datagrams to send (twin of the C ``TxBatch``, ``tx_batch()``): appended as
+    ``(data, (host, port))`` pairs, sent by :meth:`send` grouped by destination
+    with each run of same-size datagrams to one address as one UDP GSO message
+    (as :func:`py_send_gso`).  The C type holds each datagram as references to
+    its header and body, without a Python object per datagram; this twin holds
+    the pairs."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[bytes, tuple[str, int]]] = []
+        self._sent: set[int] = set()
+        #: the errno at which the last send() stopped, or 0
+        self.last_errno = 0
+
+    def append(self, item: tuple[bytes, tuple[str, int]]) -> None:
+        if (not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], bytes)
+                or not isinstance(item[1], tuple) or len(item[1]) < 2):
+            raise TypeError("TxBatch.append: a (bytes, (host, port)) pair")
+        host, port = item[1][0], item[1][1]
+        if not isinstance(host, str):
+            raise TypeError("TxBatch.append: the host is a str")
+        try:
+            socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+            ok = 0 <= port <= 65535
+        except OSError:
+            ok = False
+        if not ok:
+            raise ValueError(f"TxBatch.append: not an address and port: {host}")
+        self._items.append((item[0], (host, port)))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self) -> list[tuple[bytes, tuple[str, int]]]:
+        """Every datagram, in the order appended."""
+        return list(self._items)
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """{host: (datagrams, bytes)} over every datagram."""
+        out: dict[str, tuple[int, int]] = {}
+        for data, (host, _port) in self._items:
+            pk, by = out.get(host, (0, 0))
+            out[host] = (pk + 1, by + len(data))
+        return out
+
+    def _grouped(self) -> list[int]:
+        """Indices of the datagrams grouped by destination (stable)."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, (_data, addr) in enumerate(self._items):
+            groups.setdefault(addr, []).append(i)
+        return [i for g in groups.values() for i in g]
+
+    def send(self, sock: socket.socket, max_segs: int) -> int:
+        """Send, grouped by destination (runs as GSO messages when max_segs > 1);
+        returns how many went.  Never raises for the socket's errors: stops at
+        the first the kernel refuses, keeps its errno in ``last_errno`` and leaves
+        the rest to :meth:`take_rest`."""
+        if not 1 <= max_segs <= 128:
+            raise ValueError("TxBatch.send: 1 <= max_segs <= 128")
+        self.last_errno = 0
+        order = self._grouped()
+        items = [self._items[i] for i in order]
+        sent = 0
+        for first, count in gso_runs(items, max_segs):
+            run = items[first:first + count]
+            try:
+                if count == 1:
+                    sock.sendto(run[0][0], run[0][1])
+                else:
+                    seg = len(run[0][0]).to_bytes(2, sys.byteorder)
+                    sock.sendmsg([d for d, _ in run], [(SOL_UDP, UDP_SEGMENT, seg)], 0,
+                                 run[0][1])
+            except OSError as exc:
+                self.last_errno = exc.errno or 0
+                break
+            sent += count
+        self._sent.update(order[:sent])
+        return sent
+
+    def take_rest(self) -> list[tuple[bytes, tuple[str, int]]]:
+        """The datagrams :meth:`send` did not send, grouped as it orders them;
+        empties the batch."""
+        rest = [self._items[i] for i in self._grouped() if i not in self._sent]
+        self.clear()
+        return rest
+
+    def clear(self) -> None:
+        self._items = []
+        self._sent = set()
+
+
+def py_tx_batch() -> PyTxBatch:
+    """A new, empty batch of datagrams to send (twin of the C ``tx_batch``)."""
+    return PyTxBatch()
+
+
 xor_into = load("xor_into", py_xor_into)
 recv_batch = load("recv_batch", py_recv_batch)
 send_batch = load("send_batch", py_send_batch)
 send_gso = load("send_gso", py_send_gso)
 group_by_destination = load("group_by_destination", py_group_by_destination)
+tx_batch = load("tx_batch", py_tx_batch)
 
 __all__ = [
     "have_c", "load", "speedups", "xor_into", "recv_batch", "send_batch", "send_gso",
     "group_by_destination", "gso_runs", "py_xor_into", "py_recv_batch", "py_send_batch",
-    "py_send_gso", "py_group_by_destination",
+    "py_send_gso", "py_group_by_destination", "tx_batch", "py_tx_batch", "PyTxBatch",
 ]

@@ -37,6 +37,7 @@ TWINS = {
     "send_batch": ("deliverykit.fastpath", "py_send_batch"),
     "send_gso": ("deliverykit.fastpath", "py_send_gso"),
     "group_by_destination": ("deliverykit.fastpath", "py_group_by_destination"),
+    "tx_batch": ("deliverykit.fastpath", "py_tx_batch"),
     "cc_parse": ("corecast._fast", "py_cc_parse"),
     "cc_trie_lookup": ("corecast._fast", "py_cc_trie_lookup"),
     "cc_itr_table": ("corecast._fast", "py_cc_itr_table"),

@@ -63,6 +63,10 @@ class LinkCounters:
         self.max_hosts = max_hosts
 
     def add(self, host: str, payload_len: int) -> None:
+        self.add_many(host, 1, payload_len)
+
+    def add_many(self, host: str, packets: int, payload_bytes: int) -> None:
+        """``packets`` datagrams to ``host`` carrying ``payload_bytes`` in all."""
         oh = self._overhead.get(host)
         if oh is None:
             oh = wire_overhead(host)
@@ -70,8 +74,8 @@ class LinkCounters:
                 self._overhead[host] = oh
             else:
                 host = "other"
-        self.packets[host] += 1
-        self.bytes[host] += payload_len + oh
+        self.packets[host] += packets
+        self.bytes[host] += payload_bytes + packets * oh
 
     def snapshot(self) -> dict[str, tuple[int, int]]:
         return {h: (self.packets[h], self.bytes[h]) for h in self.packets}

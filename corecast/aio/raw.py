@@ -18,6 +18,7 @@ import asyncio
 import mmap
 import socket
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from corecast.aio.nodes import Datagram, ItrNode, SourceNode
 
@@ -209,12 +210,18 @@ class RawItrNode(ItrNode):
     """ITR whose inside interface is an AF_PACKET socket on ``ifname``."""
 
     def __init__(self, itr, ifname: str, own: list[str], tick: float = 0.25,
-                 count_links: bool = True, gso: bool = True) -> None:
+                 count_links: bool = True, gso: bool = True, direct: bool = True) -> None:
         super().__init__(itr, ("0.0.0.0", 0), tick)
         #: send LISP data with UDP GSO (BatchedUDPEndpoint.enable_gso): a batch's
         #: same-size datagrams to one RLOC cross the stack as one message; every
         #: datagram still leaves as its own (the kernel cuts them at the device)
         self.gso = gso
+        #: the batch path appends LISP data to a TxBatch (deliverykit.fastpath.tx_batch:
+        #: in C, references to each datagram's header and body, no Python object
+        #: per datagram) sent from it in one sendmmsg; else through the core's
+        #: queue as (bytes, address) pairs
+        self.direct = direct
+        self.tx: Any = None
         self.ifname = ifname
         self.own = {socket.inet_pton(socket.AF_INET6 if ":" in a else socket.AF_INET, a)
                     for a in own}
@@ -230,6 +237,10 @@ class RawItrNode(ItrNode):
         self.t_data = await bind(self.rloc, 0, lambda d, a: None)
         if self.gso:
             self.gso = self.t_data.ep.enable_gso()
+        if self.direct:
+            from deliverykit.fastpath import tx_batch
+
+            self.tx = tx_batch()
         self.t_ctl = open_endpoint((self.rloc, self.itr.control_port), self.driver.on_batch)
         self.itr.control_port = self.t_ctl.get_extra_info("sockname")[1]
         self.transports += [self.t_data, self.t_ctl]
@@ -240,12 +251,37 @@ class RawItrNode(ItrNode):
         """recvmmsg batch -> one ItrTable.batch call (C or twin) -> the core's driver,
         whose transport sends a batch all bound for LISP data in one sendmmsg (with
         GSO: grouped by RLOC, one message per run of same-size datagrams)."""
-        self.itr.receive_batch(frames, self.now(), l2=14)
+        tx = self.tx
+        if tx is None:
+            self.itr.receive_batch(frames, self.now(), l2=14)
+        else:
+            self.driver.kick()  # anything the core queued before goes first
+            other = self.itr.handle_batch_into(frames, self.now(), tx, l2=14)
+            if len(tx):
+                self._send_tx(tx)
+            if other:
+                self._route(other)
         if self.raw is not None:
             fc = self.itr.frame_counters
             self.raw.counters["ip"] = fc["ip"]
             self.raw.counters["to_self"] = fc["to_self"]
         self.driver.kick()
+
+    def _send_tx(self, tx: Any) -> None:
+        """The batch's LISP data out of the data socket: sent straight from the
+        TxBatch; what the kernel did not take (a full buffer, an error, a refusal
+        of GSO) goes to the endpoint as pairs, whose rules queue, count or fall
+        back, so nothing is lost unnoticed."""
+        ep = self.t_data.ep
+        if self.count_links:
+            add = self.links.add_many
+            for host, (packets, nbytes) in tx.counts().items():
+                add(host, packets, nbytes)
+        if not ep.backlogged:
+            ep.stats["tx_packets"] += tx.send(ep.sock, ep.gso_segments or 1)
+        rest = tx.take_rest()
+        if rest:
+            ep.send_many(rest)
 
     def _route(self, out: Sequence[Datagram]) -> None:
         dp = self.itr.data_port

@@ -48,7 +48,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from corecast import _fast
-from corecast._fast import Frame
+from corecast._fast import Frame, TxSink
 from corecast.core.driven import Address, Outbox
 from corecast.core.events import MappingInstalled
 from corecast.core.mapcache import MapCache, ntop
@@ -310,22 +310,41 @@ class Itr(Outbox):
         twin) takes payload PDUs of known channels, plain packets and header PDUs
         that hit the map-cache, and hands every other packet (a new channel's
         first payload, misses, most drops) to :meth:`handle_inner`."""
-        ctx = self.path.ctx()
         out: list[Datagram] = []
+        self._batch(frames, now, l2, out, out)
+        return out
+
+    def handle_batch_into(self, frames: list[Frame], now: float, data: TxSink,
+                          l2: int = 0) -> list[Datagram]:
+        """:meth:`handle_batch`, its LISP data datagrams appended to ``data`` (a
+        ``TxBatch``: the C batch loop appends without a Python object per
+        datagram) in the order :meth:`handle_batch` returns them; returns the
+        others (Map-Requests, for the control socket), in order."""
+        other: list[Datagram] = []
+        self._batch(frames, now, l2, data, other)
+        return other
+
+    def _batch(self, frames: list[Frame], now: float, l2: int, data: TxSink,
+               other: list[Datagram]) -> None:
+        """The batch loop: the fast path appends to ``data``; what the Python core
+        makes for a packet it takes goes to ``data`` when bound for LISP data and to
+        ``other`` otherwise (the same list when both are one)."""
+        ctx = self.path.ctx()
         ctr = [0] * len(_fast.CTR_NAMES)
         n = len(frames)
         batch = self.path.table.batch
-        i = batch(frames, 0, l2, ctx, now, out, ctr)
+        dp = self.data_port
+        i = batch(frames, 0, l2, ctx, now, data, ctr)
         while i < n:
             item = frames[i]
             p = item[0] if isinstance(item, tuple) else item
-            out += self.handle_inner(_fast.l2_inner(p) if l2 else p, now)
-            i = batch(frames, i + 1, l2, ctx, now, out, ctr)
+            for d in self.handle_inner(_fast.l2_inner(p) if l2 else p, now):
+                (data if d[1][1] == dp else other).append(d)
+            i = batch(frames, i + 1, l2, ctx, now, data, ctr)
         for name, v in zip(_fast.CTR_NAMES, ctr):
             if v:
                 counters, key = self._ctr_target[name]
                 counters[key] += v
-        return out
 
     @property
     def _ctr_target(self) -> dict[str, tuple[dict[str, int], str]]:

@@ -136,9 +136,10 @@ async def _itr_main(map_cache: str, corecast: bool, ready: Any, stop: Any, fast:
     mc.load_static(map_cache)
     itr = Itr(X_OUT, [parse_prefix("10.255.0.0/16")] if corecast else [], mc, fast=fast,
               lookup=lookup, check_hash=check_hash)
-    # without UDP GSO: the 20-repetition series began (session 19) with one sendmmsg
-    # datagram per packet, and its sittings accumulate into one result
-    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], gso=False)
+    # without UDP GSO and the TxBatch: the 20-repetition series began (session 19)
+    # with the core's (bytes, address) pairs, one sendmmsg datagram per packet, and
+    # its sittings accumulate into one result
+    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], gso=False, direct=False)
     await node.start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     ready.set()

@@ -5,6 +5,7 @@
  *   send_batch(sock, items)            sendmmsg of (data, addr)    (twin: fastpath.py)
  *   send_gso(sock, items, max_segs)    the same, runs as UDP GSO   (twin: fastpath.py)
  *   group_by_destination(items)        stable grouping by address  (twin: fastpath.py)
+ *   tx_batch() -> TxBatch              datagrams without objects   (twin: fastpath.PyTxBatch)
  *
  * Written against the limited API (3.11+) so one wheel serves later Pythons.
  */
@@ -567,6 +568,537 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ TxBatch */
+
+/* A batch of datagrams to send, held without a Python object per datagram:
+ * each entry is an optional header (bytes) and a body (a slice of a bytes
+ * object the entry holds a reference to) to one IPv4/IPv6 address and port.
+ * The CoreCast ITR's C batch loop appends to it directly (dk_txbatch_push:
+ * no bytes copy, no tuple); Python code appends (data, (host, port)) pairs.
+ * send() groups the entries by destination (stable) and sends them in one
+ * sendmmsg, each run of same-size datagrams to one address as a UDP GSO
+ * message (as send_gso) whose iovecs point at the headers and bodies, so the
+ * only copy of a datagram is the kernel's.  Twin: fastpath.PyTxBatch. */
+
+typedef struct {
+    PyObject *hdr;      /* bytes, or NULL */
+    PyObject *owner;    /* the bytes object the body lies in */
+    Py_ssize_t off, len;
+    PyObject *host;     /* str */
+    int port;
+    socklen_t salen;
+    union {
+        struct sockaddr_in v4;
+        struct sockaddr_in6 v6;
+    } sa;
+    uint8_t sent;
+} dk_txent;
+
+typedef struct {
+    PyObject_HEAD
+    dk_txent *ent;
+    Py_ssize_t n, cap;
+    int last_errno;
+} TxBatch;
+
+static PyTypeObject *TxBatch_Type;
+
+int
+dk_txbatch_check(PyObject *o)
+{
+    return TxBatch_Type != NULL && Py_TYPE(o) == TxBatch_Type;
+}
+
+static dk_txent *
+txb_new_entry(TxBatch *b)
+{
+    if (b->n == b->cap) {
+        Py_ssize_t nc = b->cap ? b->cap * 2 : 256;
+        dk_txent *e = PyMem_Realloc(b->ent, (size_t)nc * sizeof *e);
+        if (!e) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        b->ent = e;
+        b->cap = nc;
+    }
+    dk_txent *e = &b->ent[b->n];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+/* Append hdr (bytes or NULL) + body[0:len] (inside the bytes object owner) to
+ * host:port, whose packed address (4 or 16 bytes) is addr.  The C twin of
+ * appending (hdr + body, (host, port)). */
+int
+dk_txbatch_push(PyObject *batch, PyObject *hdr, PyObject *owner, const unsigned char *body,
+                Py_ssize_t len, PyObject *host, const unsigned char *addr, Py_ssize_t alen,
+                int port)
+{
+    TxBatch *b = (TxBatch *)batch;
+    if (alen != 4 && alen != 16) {
+        PyErr_SetString(PyExc_ValueError, "TxBatch: an address is 4 or 16 bytes");
+        return -1;
+    }
+    dk_txent *e = txb_new_entry(b);
+    if (!e)
+        return -1;
+    if (hdr) {
+        Py_INCREF(hdr);
+        e->hdr = hdr;
+    }
+    Py_INCREF(owner);
+    e->owner = owner;
+    e->off = (Py_ssize_t)(body - (const unsigned char *)PyBytes_AsString(owner));
+    e->len = len;
+    Py_INCREF(host);
+    e->host = host;
+    e->port = port;
+    if (alen == 4) {
+        e->sa.v4.sin_family = AF_INET;
+        e->sa.v4.sin_port = htons((uint16_t)port);
+        memcpy(&e->sa.v4.sin_addr, addr, 4);
+        e->salen = sizeof e->sa.v4;
+    } else {
+        e->sa.v6.sin6_family = AF_INET6;
+        e->sa.v6.sin6_port = htons((uint16_t)port);
+        memcpy(&e->sa.v6.sin6_addr, addr, 16);
+        e->salen = sizeof e->sa.v6;
+    }
+    b->n++;
+    return 0;
+}
+
+static void
+txb_clear(TxBatch *b)
+{
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        Py_XDECREF(b->ent[i].hdr);
+        Py_XDECREF(b->ent[i].owner);
+        Py_XDECREF(b->ent[i].host);
+    }
+    b->n = 0;
+}
+
+/* append((data, (host, port))): data bytes, host an IPv4 or IPv6 literal */
+static PyObject *
+TxBatch_append(TxBatch *b, PyObject *item)
+{
+    PyObject *data, *host;
+    int port;
+    if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
+        PyErr_SetString(PyExc_TypeError, "TxBatch.append: a (data, (host, port)) pair");
+        return NULL;
+    }
+    data = PyTuple_GetItem(item, 0);
+    PyObject *addr = PyTuple_GetItem(item, 1);
+    if (!PyBytes_Check(data) || !PyTuple_Check(addr) || PyTuple_Size(addr) < 2) {
+        PyErr_SetString(PyExc_TypeError, "TxBatch.append: a (bytes, (host, port)) pair");
+        return NULL;
+    }
+    host = PyTuple_GetItem(addr, 0);
+    port = (int)PyLong_AsLong(PyTuple_GetItem(addr, 1));
+    if (port == -1 && PyErr_Occurred())
+        return NULL;
+    const char *h = PyUnicode_Check(host) ? PyUnicode_AsUTF8AndSize(host, NULL) : NULL;
+    if (!h) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "TxBatch.append: the host is a str");
+        return NULL;
+    }
+    unsigned char packed[16];
+    Py_ssize_t alen = strchr(h, ':') ? 16 : 4;
+    if (port < 0 || port > 65535
+        || inet_pton(alen == 16 ? AF_INET6 : AF_INET, h, packed) != 1) {
+        PyErr_Format(PyExc_ValueError, "TxBatch.append: not an address and port: %s", h);
+        return NULL;
+    }
+    if (dk_txbatch_push((PyObject *)b, NULL, data, (const unsigned char *)PyBytes_AsString(data),
+                        PyBytes_Size(data), host, packed, alen, port) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+txb_entry_item(const dk_txent *e)
+{
+    Py_ssize_t hl = e->hdr ? PyBytes_Size(e->hdr) : 0;
+    PyObject *data = PyBytes_FromStringAndSize(NULL, hl + e->len);
+    if (!data)
+        return NULL;
+    char *d = PyBytes_AsString(data);
+    if (hl)
+        memcpy(d, PyBytes_AsString(e->hdr), (size_t)hl);
+    memcpy(d + hl, PyBytes_AsString(e->owner) + e->off, (size_t)e->len);
+    PyObject *item = Py_BuildValue("(N(Oi))", data, e->host, e->port);
+    return item;
+}
+
+/* items() -> [(data, (host, port))] in the order they were appended */
+static PyObject *
+TxBatch_items(TxBatch *b, PyObject *noargs)
+{
+    PyObject *out = PyList_New(b->n);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *it = txb_entry_item(&b->ent[i]);
+        if (!it) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SetItem(out, i, it);
+    }
+    return out;
+}
+
+static Py_ssize_t
+txb_size(const dk_txent *e)
+{
+    return (e->hdr ? PyBytes_Size(e->hdr) : 0) + e->len;
+}
+
+static int
+txb_same_dest(const dk_txent *a, const dk_txent *b)
+{
+    return a->salen == b->salen && memcmp(&a->sa, &b->sa, a->salen) == 0;
+}
+
+static uint64_t
+txb_hash(const dk_txent *e)
+{
+    const unsigned char *p = (const unsigned char *)&e->sa;
+    uint64_t h = 1469598103934665603ULL;
+    for (socklen_t i = 0; i < e->salen; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* order[] <- entry indices grouped by destination, groups in order of first
+ * appearance, each in its own order (an open-addressing table of groups) */
+static int
+txb_group(TxBatch *b, Py_ssize_t *order)
+{
+    Py_ssize_t n = b->n, size = 64;
+    while (size < 2 * n)
+        size *= 2;
+    Py_ssize_t *slot = PyMem_Malloc((size_t)size * sizeof *slot);   /* -> group */
+    Py_ssize_t *gfirst = PyMem_Malloc((size_t)n * sizeof *gfirst);  /* group -> entry */
+    Py_ssize_t *glast = PyMem_Malloc((size_t)n * sizeof *glast);
+    Py_ssize_t *next = PyMem_Malloc((size_t)n * sizeof *next);
+    int rc = -1;
+    if (!slot || !gfirst || !glast || !next) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t s = 0; s < size; s++)
+        slot[s] = -1;
+    Py_ssize_t ng = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        next[i] = -1;
+        Py_ssize_t s = (Py_ssize_t)(txb_hash(&b->ent[i]) & (uint64_t)(size - 1));
+        while (slot[s] >= 0 && !txb_same_dest(&b->ent[gfirst[slot[s]]], &b->ent[i]))
+            s = (s + 1) & (size - 1);
+        if (slot[s] < 0) {
+            slot[s] = ng;
+            gfirst[ng] = glast[ng] = i;
+            ng++;
+        } else {
+            Py_ssize_t g = slot[s];
+            next[glast[g]] = i;
+            glast[g] = i;
+        }
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t g = 0; g < ng; g++)
+        for (Py_ssize_t i = gfirst[g]; i >= 0; i = next[i])
+            order[k++] = i;
+    rc = 0;
+out:
+    PyMem_Free(slot);
+    PyMem_Free(gfirst);
+    PyMem_Free(glast);
+    PyMem_Free(next);
+    return rc;
+}
+
+/* send(sock, max_segs) -> entries sent.  Grouped by destination; a run of
+ * same-size datagrams to one address (the last may be shorter; no empty ones;
+ * at most max_segs and DK_GSO_MAX_BYTES) goes as one UDP GSO message when
+ * max_segs > 1.  Never raises for the socket's errors: it stops at the first
+ * message the kernel does not take, keeps its errno in last_errno, and leaves
+ * the rest to take_rest() (the caller hands them to an endpoint, which knows
+ * what each error means). */
+static PyObject *
+TxBatch_send(TxBatch *b, PyObject *args)
+{
+    PyObject *sock;
+    int max_segs;
+    if (!PyArg_ParseTuple(args, "Oi:send", &sock, &max_segs))
+        return NULL;
+    if (max_segs < 1 || max_segs > 128) {
+        PyErr_SetString(PyExc_ValueError, "TxBatch.send: 1 <= max_segs <= 128");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(sock);
+    if (fd < 0)
+        return NULL;
+    b->last_errno = 0;
+    Py_ssize_t n = b->n, sent = 0;
+    if (n == 0)
+        return PyLong_FromLong(0);
+    Py_ssize_t *order = PyMem_Malloc((size_t)n * sizeof *order);
+    Py_ssize_t *mfirst = PyMem_Malloc((size_t)(n + 1) * sizeof *mfirst); /* into order */
+    struct mmsghdr *msgs = PyMem_Calloc((size_t)n, sizeof *msgs);
+    struct iovec *iov = PyMem_Malloc((size_t)(2 * n) * sizeof *iov);
+    char *ctl = PyMem_Calloc((size_t)n, DK_GSO_CTL);
+    PyObject *result = NULL;
+    if (!order || !mfirst || !msgs || !iov || !ctl) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (txb_group(b, order) < 0)
+        goto out;
+    Py_ssize_t nmsg = 0, niov = 0;
+    Py_ssize_t seg = 0, run_bytes = 0;
+    int run_len = 0, run_open = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        dk_txent *e = &b->ent[order[k]];
+        Py_ssize_t len = txb_size(e);
+        int join = run_open && max_segs > 1 && len > 0 && len <= seg && run_len < max_segs
+                   && run_bytes + len <= DK_GSO_MAX_BYTES
+                   && txb_same_dest(e, &b->ent[order[mfirst[nmsg - 1]]]);
+        if (join) {
+            run_len++;
+            run_bytes += len;
+            if (len < seg)
+                run_open = 0;
+        } else {
+            struct msghdr *h = &msgs[nmsg].msg_hdr;
+            h->msg_name = &e->sa;
+            h->msg_namelen = e->salen;
+            h->msg_iov = &iov[niov];
+            h->msg_iovlen = 0;
+            mfirst[nmsg++] = k;
+            seg = run_bytes = len;
+            run_len = 1;
+            run_open = len > 0;
+        }
+        struct msghdr *h = &msgs[nmsg - 1].msg_hdr;
+        if (e->hdr && PyBytes_Size(e->hdr) > 0) {
+            iov[niov].iov_base = PyBytes_AsString(e->hdr);
+            iov[niov].iov_len = (size_t)PyBytes_Size(e->hdr);
+            niov++;
+            h->msg_iovlen++;
+        }
+        iov[niov].iov_base = PyBytes_AsString(e->owner) + e->off;
+        iov[niov].iov_len = (size_t)e->len;
+        niov++;
+        h->msg_iovlen++;
+        if (run_len == 2) { /* a GSO message: its segment size in a control message */
+            char *c = ctl + (size_t)(nmsg - 1) * DK_GSO_CTL;
+            h->msg_control = c;
+            h->msg_controllen = DK_GSO_CTL;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t gs = (uint16_t)seg;
+            memcpy(CMSG_DATA(cm), &gs, sizeof gs);
+        }
+    }
+    mfirst[nmsg] = n;
+    Py_ssize_t done = 0;
+    while (done < nmsg) {
+        int rc;
+        unsigned int want = (unsigned int)(nmsg - done < 1024 ? nmsg - done : 1024);
+        Py_BEGIN_ALLOW_THREADS
+        rc = sendmmsg(fd, msgs + done, want, 0);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0)
+                    break; /* raised below, with what went marked as sent */
+                continue;
+            }
+            b->last_errno = errno;
+            break;
+        }
+        done += rc;
+    }
+    for (Py_ssize_t k = 0; k < mfirst[done]; k++)
+        b->ent[order[k]].sent = 1;
+    sent = mfirst[done];
+    if (!PyErr_Occurred())
+        result = PyLong_FromSsize_t(sent);
+out:
+    PyMem_Free(order);
+    PyMem_Free(mfirst);
+    PyMem_Free(msgs);
+    PyMem_Free(iov);
+    PyMem_Free(ctl);
+    return result;
+}
+
+/* take_rest() -> [(data, (host, port))]: the entries send() did not send, grouped
+ * as send() ordered them; the batch is empty after */
+static PyObject *
+TxBatch_take_rest(TxBatch *b, PyObject *noargs)
+{
+    PyObject *out = PyList_New(0);
+    Py_ssize_t *order = b->n ? PyMem_Malloc((size_t)b->n * sizeof *order) : NULL;
+    if (!out || (b->n && !order)) {
+        Py_XDECREF(out);
+        PyMem_Free(order);
+        return b->n ? PyErr_NoMemory() : NULL;
+    }
+    if (b->n && txb_group(b, order) < 0) {
+        Py_DECREF(out);
+        PyMem_Free(order);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < b->n; k++) {
+        const dk_txent *e = &b->ent[order[k]];
+        if (e->sent)
+            continue;
+        PyObject *it = txb_entry_item(e);
+        if (!it || PyList_Append(out, it) < 0) {
+            Py_XDECREF(it);
+            Py_DECREF(out);
+            PyMem_Free(order);
+            return NULL;
+        }
+        Py_DECREF(it);
+    }
+    PyMem_Free(order);
+    txb_clear(b);
+    return out;
+}
+
+/* counts() -> {host: (datagrams, bytes)} over every entry */
+static PyObject *
+TxBatch_counts(TxBatch *b, PyObject *noargs)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        const dk_txent *e = &b->ent[i];
+        PyObject *old = PyDict_GetItemWithError(d, e->host);
+        long long pk = 0, by = 0;
+        if (old) {
+            pk = PyLong_AsLongLong(PyTuple_GetItem(old, 0));
+            by = PyLong_AsLongLong(PyTuple_GetItem(old, 1));
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(d);
+            return NULL;
+        }
+        PyObject *v = Py_BuildValue("(LL)", pk + 1, by + (long long)txb_size(e));
+        if (!v || PyDict_SetItem(d, e->host, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *
+TxBatch_clear(TxBatch *b, PyObject *noargs)
+{
+    txb_clear(b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+TxBatch_get_last_errno(TxBatch *b, void *closure)
+{
+    return PyLong_FromLong(b->last_errno);
+}
+
+static Py_ssize_t
+TxBatch_len(TxBatch *b)
+{
+    return b->n;
+}
+
+static void
+TxBatch_dealloc(TxBatch *b)
+{
+    txb_clear(b);
+    PyMem_Free(b->ent);
+    PyTypeObject *tp = Py_TYPE((PyObject *)b);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(b);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+TxBatch_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if (!PyArg_ParseTuple(args, ":TxBatch"))
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    TxBatch *b = (TxBatch *)alloc(type, 0);
+    if (!b)
+        return NULL;
+    b->ent = NULL;
+    b->n = b->cap = 0;
+    b->last_errno = 0;
+    return (PyObject *)b;
+}
+
+static PyMethodDef TxBatch_methods[] = {
+    {"append", (PyCFunction)TxBatch_append, METH_O,
+     "append((data, (host, port))): one more datagram."},
+    {"send", (PyCFunction)TxBatch_send, METH_VARARGS,
+     "send(sock, max_segs) -> sent: grouped by destination, runs as UDP GSO messages."},
+    {"take_rest", (PyCFunction)TxBatch_take_rest, METH_NOARGS,
+     "take_rest() -> [(data, (host, port))] not sent; empties the batch."},
+    {"items", (PyCFunction)TxBatch_items, METH_NOARGS,
+     "items() -> [(data, (host, port))] in the order appended."},
+    {"counts", (PyCFunction)TxBatch_counts, METH_NOARGS,
+     "counts() -> {host: (datagrams, bytes)}."},
+    {"clear", (PyCFunction)TxBatch_clear, METH_NOARGS, "clear(): empty the batch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef TxBatch_getset[] = {
+    {"last_errno", (getter)TxBatch_get_last_errno, NULL,
+     "the errno at which the last send() stopped, or 0", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot TxBatch_slots[] = {
+    {Py_tp_new, TxBatch_new},
+    {Py_tp_dealloc, TxBatch_dealloc},
+    {Py_tp_methods, TxBatch_methods},
+    {Py_tp_getset, TxBatch_getset},
+    {Py_sq_length, TxBatch_len},
+    {Py_mp_length, TxBatch_len},
+    {Py_tp_doc, "Datagrams to send, without a Python object each; send() uses UDP GSO."},
+    {0, NULL},
+};
+
+static PyType_Spec TxBatch_spec = {
+    "deliverykit._speedups.TxBatch", sizeof(TxBatch), 0, Py_TPFLAGS_DEFAULT, TxBatch_slots,
+};
+
+/* tx_batch() -> a new, empty TxBatch (the type is made on first use) */
+static PyObject *
+dk_tx_batch(PyObject *self, PyObject *noargs)
+{
+    if (TxBatch_Type == NULL) {
+        TxBatch_Type = (PyTypeObject *)PyType_FromSpec(&TxBatch_spec);
+        if (TxBatch_Type == NULL)
+            return NULL;
+    }
+    return PyObject_CallObject((PyObject *)TxBatch_Type, NULL);
+}
+
 PyMethodDef dk_core_methods[] = {
     {"xor_into", dk_xor_into, METH_VARARGS, "xor_into(dst, src): dst[i] ^= src[i] in place."},
     {"recv_batch", dk_recv_batch, METH_VARARGS,
@@ -575,6 +1107,8 @@ PyMethodDef dk_core_methods[] = {
      "send_batch(sock, [(data, address|None)]) -> count sent with sendmmsg."},
     {"send_gso", dk_send_gso, METH_VARARGS,
      "send_gso(sock, [(data, address)], max_segs) -> count sent; same-address, same-size runs as UDP GSO."},
+    {"tx_batch", dk_tx_batch, METH_NOARGS,
+     "tx_batch() -> TxBatch: datagrams to send without a Python object each (UDP GSO)."},
     {"group_by_destination", dk_group_by_destination, METH_O,
      "group_by_destination([(data, address)]) -> list grouped by address, stable."},
     {NULL, NULL, 0, NULL},

@@ -669,11 +669,18 @@ load_ranges(PyObject *ranges, struct cc_range *r, int *nr)
     return 0;
 }
 
-/* append (hdr + body, (rs, port)) to out */
+/* append (hdr + body, (rs, port)) to out: a list, or another object's append
+ * (a new bytes and tuple), or a TxBatch (deliverykit core.c: references to hdr
+ * and to owner, the bytes object body lies in, and the packed locator; nothing
+ * copied) */
 static int
-emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
-     PyObject *rs, PyObject *port)
+emit(PyObject *out, int tx, PyObject *hdr, PyObject *owner, const unsigned char *body,
+     Py_ssize_t blen, const cc_row *row, PyObject *port, int port_i)
 {
+    if (tx == 1)
+        return dk_txbatch_push(out, hdr, owner, body, blen, row->rloc_str,
+                               (const unsigned char *)PyBytes_AsString(row->rloc),
+                               PyBytes_Size(row->rloc), port_i);
     Py_ssize_t hl = PyBytes_Size(hdr);
     PyObject *data = PyBytes_FromStringAndSize(NULL, hl + blen);
     if (!data)
@@ -681,13 +688,20 @@ emit(PyObject *out, PyObject *hdr, const unsigned char *body, Py_ssize_t blen,
     char *d = PyBytes_AsString(data);
     memcpy(d, PyBytes_AsString(hdr), (size_t)hl);
     memcpy(d + hl, body, (size_t)blen);
-    PyObject *dest = PyTuple_Pack(2, rs, port);
+    PyObject *dest = PyTuple_Pack(2, row->rloc_str, port);
     PyObject *item = dest ? PyTuple_Pack(2, data, dest) : NULL;
     Py_DECREF(data);
     Py_XDECREF(dest);
     if (!item)
         return -1;
-    int rc = PyList_Append(out, item);
+    int rc;
+    if (tx == 0)
+        rc = PyList_Append(out, item);
+    else {
+        PyObject *r = PyObject_CallMethod(out, "append", "(O)", item); /* one tuple argument */
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
     Py_DECREF(item);
     return rc;
 }
@@ -705,9 +719,16 @@ ItrTable_batch(ItrTable *t, PyObject *args)
     PyObject *frames, *ctx, *out, *ctr;
     Py_ssize_t start, l2;
     double now;
-    if (!PyArg_ParseTuple(args, "O!nnO!dO!O!:batch", &PyList_Type, &frames, &start, &l2,
-                          &PyTuple_Type, &ctx, &now, &PyList_Type, &out, &PyList_Type, &ctr))
+    if (!PyArg_ParseTuple(args, "O!nnO!dOO!:batch", &PyList_Type, &frames, &start, &l2,
+                          &PyTuple_Type, &ctx, &now, &out, &PyList_Type, &ctr))
         return NULL;
+    /* 0: a list; 1: a TxBatch (references, no objects); 2: anything else with an
+     * append method (the twin's PyTxBatch) */
+    int tx = dk_txbatch_check(out) ? 1 : PyList_Check(out) ? 0 : 2;
+    if (tx == 2 && !PyObject_HasAttrString(out, "append")) {
+        PyErr_SetString(PyExc_TypeError, "cc_itr_batch: out is a list, a TxBatch or has append");
+        return NULL;
+    }
     PyObject *ranges, *lh, *port, *own, *hdrs, *digest;
     int use_linear, check_hash;
     Py_ssize_t extra, max_served;
@@ -723,6 +744,9 @@ ItrTable_batch(ItrTable *t, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "cc_itr_batch: l2 must be 0 or 14");
         return NULL;
     }
+    int port_i = (int)PyLong_AsLong(port);
+    if (port_i == -1 && PyErr_Occurred())
+        return NULL;
     struct cc_range rg[CC_MAX_RANGES];
     int nr = 0;
     if (load_ranges(ranges, rg, &nr) < 0)
@@ -910,7 +934,7 @@ ItrTable_batch(ItrTable *t, PyObject *args)
                 hdr = o;
         }
         if (!in) {
-            if (emit(out, hdr, p, n, row->rloc_str, port) < 0) { failed = 1; break; }
+            if (emit(out, tx, hdr, data, p, n, row, port, port_i) < 0) { failed = 1; break; }
             row->hits++;
             c[C_IN]++; c[C_HITS]++; c[C_PLAIN]++;
             continue;
@@ -940,13 +964,14 @@ ItrTable_batch(ItrTable *t, PyObject *args)
         if (send_payload) {
             PyObject *one = PyLong_FromLong(1);
             int bad = !one || PyDict_SetItem(served, row->rloc, one) < 0
-                      || emit(out, hdr, (const unsigned char *)PyBytes_AsString(ch->packet),
-                              PyBytes_Size(ch->packet), row->rloc_str, port) < 0;
+                      || emit(out, tx, hdr, ch->packet,
+                              (const unsigned char *)PyBytes_AsString(ch->packet),
+                              PyBytes_Size(ch->packet), row, port, port_i) < 0;
             Py_XDECREF(one);
             if (bad) { failed = 1; break; }
             c[extra_copy ? C_EXTRA : C_PAYLOAD]++;
         }
-        if (emit(out, hdr, p, n, row->rloc_str, port) < 0) { failed = 1; break; }
+        if (emit(out, tx, hdr, data, p, n, row, port, port_i) < 0) { failed = 1; break; }
         row->hits++;
         c[C_IN]++; c[C_HITS]++; c[C_HDR]++;
     }
@@ -1028,7 +1053,7 @@ static PyMethodDef ItrTable_methods[] = {
      "channels() -> [eid]: the channels, in the order they were added."},
     {"batch", (PyCFunction)ItrTable_batch, METH_VARARGS,
      "batch(frames, start, l2, ctx, now, out, ctr) -> index of the first packet left to "
-     "the Python core."},
+     "the Python core; out a list or a TxBatch."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,4 +29,12 @@ PyObject *dk_addr_to_tuple(const struct sockaddr_storage *ss);
 #define DK_HAVE_RECVMMSG 1
 PyObject *dk_recvmmsg(PyObject *sock, Py_ssize_t max_count, Py_ssize_t size, int with_ts);
 
+/* core.c: the TxBatch type (tx_batch()); the CoreCast ITR's batch loop appends
+ * hdr (bytes or NULL) + body[0:len] (inside the bytes object owner) to
+ * host:port, addr its packed form (4 or 16 bytes), without a Python object. */
+int dk_txbatch_check(PyObject *o);
+int dk_txbatch_push(PyObject *batch, PyObject *hdr, PyObject *owner, const unsigned char *body,
+                    Py_ssize_t len, PyObject *host, const unsigned char *addr, Py_ssize_t alen,
+                    int port);
+
 #endif

@@ -263,3 +263,43 @@ def test_c_and_twin_tables_agree_after_random_operations(ops):
             results.append((r, t.entries(), len(t), {
                 ch: t.channel(ch)[:3] + (dict(t.channel(ch)[3] or {}),) for ch in t.channels()}))
         assert results[0] == results[1], op
+
+
+@C
+@settings(max_examples=100, deadline=None)
+@given(st.lists(packet(), min_size=1, max_size=40), st.sampled_from([0, 2]),
+       st.sampled_from([1, 65536]), st.booleans(), st.integers(1, 8), st.booleans())
+def test_the_batch_path_into_a_txbatch_gives_the_same_datagrams(pkts, extra, max_served, l2,
+                                                                chunk, echo):
+    """handle_batch_into a TxBatch (C, or the twin) appends handle_batch's LISP data
+    datagrams in its order and returns the others; same counters and state, for the C
+    table (which appends references, no bytes) and the twin table (which appends pairs)."""
+    from deliverykit.fastpath import py_tx_batch
+
+    frames = [frame(p) if l2 else p for p in pkts]
+
+    def fresh(fast: bool) -> Itr:
+        itr = make(fast, extra, max_served)
+        if echo:
+            itr.headers_by_rloc[A("192.0.2.1").packed] = c.encode_lisp_data(
+                c.make_lisp_data(nonce=0xABCDEF, echo=True))
+        return itr
+
+    ref = fresh(True)
+    want: list = []
+    for i in range(0, len(frames), chunk):
+        want += ref.handle_batch(frames[i:i + chunk], 1.0, l2=14 if l2 else 0)
+    for fast in (True, False):
+        for make_tx in (speedups.tx_batch, py_tx_batch):
+            itr = fresh(fast)
+            data: list = []
+            other: list = []
+            for i in range(0, len(frames), chunk):
+                tx = make_tx()
+                other += itr.handle_batch_into(frames[i:i + chunk], 1.0, tx,
+                                               l2=14 if l2 else 0)
+                data += tx.items()
+                assert sum(p for p, _ in tx.counts().values()) == len(tx)
+            assert data == [d for d in want if d[1][1] == itr.data_port]
+            assert other == [d for d in want if d[1][1] != itr.data_port]
+            assert state(itr) == state(ref)
