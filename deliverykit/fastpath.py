@@ -174,19 +174,24 @@ def py_send_gso(
         raise TypeError("send_gso: every item needs an address")
     sent = 0
     for first, count in gso_runs(seq, max_segs):
-        run = seq[first:first + count]
         try:
-            if count == 1:
-                sock.sendto(run[0][0], run[0][1])
-            else:
-                seg = len(memoryview(run[0][0])).to_bytes(2, sys.byteorder)
-                sock.sendmsg([d for d, _ in run], [(SOL_UDP, UDP_SEGMENT, seg)], 0, run[0][1])
+            _send_run(sock, seq[first:first + count])
         except OSError:
             if sent:
                 return sent
             raise
         sent += count
     return sent
+
+
+def _send_run(sock: socket.socket, run: Sequence[tuple[ReadableBuffer, SockAddr]]) -> None:
+    """One run of :func:`gso_runs` (same address; one datagram, or one UDP GSO
+    message whose segment size is the first datagram's length)."""
+    if len(run) == 1:
+        sock.sendto(run[0][0], run[0][1])
+    else:
+        seg = len(memoryview(run[0][0])).to_bytes(2, sys.byteorder)
+        sock.sendmsg([d for d, _ in run], [(SOL_UDP, UDP_SEGMENT, seg)], 0, run[0][1])
 
 
 def py_group_by_destination(items: Iterable[_Pair]) -> list[_Pair]:
@@ -271,14 +276,8 @@ class PyTxBatch:
         items = [self._items[i] for i in order]
         sent = 0
         for first, count in gso_runs(items, max_segs):
-            run = items[first:first + count]
             try:
-                if count == 1:
-                    sock.sendto(run[0][0], run[0][1])
-                else:
-                    seg = len(run[0][0]).to_bytes(2, sys.byteorder)
-                    sock.sendmsg([d for d, _ in run], [(SOL_UDP, UDP_SEGMENT, seg)], 0,
-                                 run[0][1])
+                _send_run(sock, items[first:first + count])
             except OSError as exc:
                 self.last_errno = exc.errno or 0
                 break

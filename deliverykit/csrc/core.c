@@ -335,6 +335,22 @@ out:
 #define DK_GSO_MAX_BYTES 65507
 #define DK_GSO_CTL CMSG_SPACE(sizeof(uint16_t))
 
+/* Make h a UDP GSO message: one control message (in ctl, DK_GSO_CTL bytes,
+ * zeroed by the caller's calloc or here) setting its segment size. */
+static void
+set_gso_size(struct msghdr *h, char *ctl, size_t seg)
+{
+    memset(ctl, 0, DK_GSO_CTL);
+    h->msg_control = ctl;
+    h->msg_controllen = DK_GSO_CTL;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+    cm->cmsg_level = SOL_UDP;
+    cm->cmsg_type = UDP_SEGMENT;
+    cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gs = (uint16_t)seg;
+    memcpy(CMSG_DATA(cm), &gs, sizeof gs);
+}
+
 /* send_gso(sock, items, max_segs) -> items sent.
  *
  * Like send_batch, but a run of consecutive items with the same address and
@@ -455,18 +471,8 @@ dk_send_gso(PyObject *self, PyObject *args)
             /* one control message per run of two or more: UDP_SEGMENT = its first length */
             for (int k = 0; k < nmsg; k++) {
                 struct msghdr *h = &msgs[k].msg_hdr;
-                if (h->msg_iovlen < 2)
-                    continue;
-                char *c = ctl + (size_t)k * DK_GSO_CTL;
-                memset(c, 0, DK_GSO_CTL);
-                h->msg_control = c;
-                h->msg_controllen = DK_GSO_CTL;
-                struct cmsghdr *cm = CMSG_FIRSTHDR(h);
-                cm->cmsg_level = SOL_UDP;
-                cm->cmsg_type = UDP_SEGMENT;
-                cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-                uint16_t gs = (uint16_t)h->msg_iov[0].iov_len;
-                memcpy(CMSG_DATA(cm), &gs, sizeof gs);
+                if (h->msg_iovlen >= 2)
+                    set_gso_size(h, ctl + (size_t)k * DK_GSO_CTL, h->msg_iov[0].iov_len);
             }
         }
         int done = 0;
@@ -897,17 +903,8 @@ TxBatch_send(TxBatch *b, PyObject *args)
         iov[niov].iov_len = (size_t)e->len;
         niov++;
         h->msg_iovlen++;
-        if (run_len == 2) { /* a GSO message: its segment size in a control message */
-            char *c = ctl + (size_t)(nmsg - 1) * DK_GSO_CTL;
-            h->msg_control = c;
-            h->msg_controllen = DK_GSO_CTL;
-            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
-            cm->cmsg_level = SOL_UDP;
-            cm->cmsg_type = UDP_SEGMENT;
-            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t gs = (uint16_t)seg;
-            memcpy(CMSG_DATA(cm), &gs, sizeof gs);
-        }
+        if (run_len == 2) /* a GSO message: its segment size in a control message */
+            set_gso_size(h, ctl + (size_t)(nmsg - 1) * DK_GSO_CTL, (size_t)seg);
     }
     mfirst[nmsg] = n;
     Py_ssize_t done = 0;
