@@ -40,7 +40,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from deliverykit.errors import RemoteProtocolError
-from deliverykit.fastpath import group_by_destination, recv_batch, send_batch, send_gso
+from deliverykit.fastpath import (
+    UDP_SEGMENT,
+    group_by_destination,
+    recv_batch,
+    send_batch,
+    send_gso,
+)
 from deliverykit.protocol import DatagramCore, SockAddr
 
 log = logging.getLogger(__name__)
@@ -103,8 +109,6 @@ def make_udp_socket(
     return sock
 
 
-#: udp(7) UDP_SEGMENT (not in the socket module)
-_UDP_SEGMENT = 103
 #: errno values with which the kernel refuses a UDP GSO message itself
 _GSO_REFUSED = frozenset({errno.EIO, errno.EINVAL, errno.ENOPROTOOPT, errno.EOPNOTSUPP})
 
@@ -233,7 +237,7 @@ class BatchedUDPEndpoint:
         if not 1 <= max_segments <= 128:
             raise ValueError("enable_gso: 1 <= max_segments <= 128")
         try:  # the option exists on kernels with UDP GSO (4.18+)
-            self.sock.getsockopt(socket.SOL_UDP, _UDP_SEGMENT)
+            self.sock.getsockopt(socket.SOL_UDP, UDP_SEGMENT)
         except OSError:
             return False
         self.gso_segments = max_segments
