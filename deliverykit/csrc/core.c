@@ -231,106 +231,6 @@ dk_recv_batch(PyObject *self, PyObject *args)
     return dk_recvmmsg(sock, max_count, size, 0);
 }
 
-static PyObject *
-dk_send_batch(PyObject *self, PyObject *args)
-{
-    PyObject *sock, *items;
-    if (!PyArg_ParseTuple(args, "OO:send_batch", &sock, &items))
-        return NULL;
-    int fd = PyObject_AsFileDescriptor(sock);
-    if (fd < 0)
-        return NULL;
-    PyObject *seq = PySequence_List(items);
-    if (!seq)
-        return NULL;
-    Py_ssize_t total = PyList_Size(seq), sent_total = 0;
-    int family = sock_family(fd);
-    struct mmsghdr *msgs = PyMem_Calloc(DK_MAX_BATCH, sizeof *msgs);
-    struct iovec *iov = PyMem_Calloc(DK_MAX_BATCH, sizeof *iov);
-    struct sockaddr_storage *addrs = PyMem_Calloc(DK_MAX_BATCH, sizeof *addrs);
-    Py_buffer *bufs = PyMem_Calloc(DK_MAX_BATCH, sizeof *bufs);
-    PyObject *result = NULL;
-    if (!msgs || !iov || !addrs || !bufs) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t base = 0; base < total; base += DK_MAX_BATCH) {
-        Py_ssize_t n = total - base < DK_MAX_BATCH ? total - base : DK_MAX_BATCH;
-        Py_ssize_t held = 0;
-        int err = 0;
-        for (Py_ssize_t i = 0; i < n && !err; i++) {
-            PyObject *item = PyList_GetItem(seq, base + i); /* borrowed */
-            PyObject *data = NULL, *addr = NULL;
-            if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
-                PyErr_SetString(PyExc_TypeError, "send_batch: items are (data, address) pairs");
-                err = 1;
-                break;
-            }
-            data = PyTuple_GetItem(item, 0);
-            addr = PyTuple_GetItem(item, 1);
-            if (PyObject_GetBuffer(data, &bufs[i], PyBUF_C_CONTIGUOUS) < 0) {
-                err = 1;
-                break;
-            }
-            held = i + 1;
-            memset(&msgs[i], 0, sizeof msgs[i]);
-            iov[i].iov_base = bufs[i].buf;
-            iov[i].iov_len = (size_t)bufs[i].len;
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            if (addr != Py_None) {
-                socklen_t alen;
-                if (tuple_to_addr(addr, family, &addrs[i], &alen) < 0) {
-                    err = 1;
-                    break;
-                }
-                msgs[i].msg_hdr.msg_name = &addrs[i];
-                msgs[i].msg_hdr.msg_namelen = alen;
-            }
-        }
-        int done = 0;
-        while (!err && done < n) {
-            int rc;
-            Py_BEGIN_ALLOW_THREADS
-            rc = sendmmsg(fd, msgs + done, (unsigned int)(n - done), 0);
-            Py_END_ALLOW_THREADS
-            if (rc < 0) {
-                if (errno == EINTR) {
-                    if (PyErr_CheckSignals() < 0)
-                        err = 1;
-                    continue;
-                }
-                /* Once something went, any error (a full buffer, an unreachable
-                 * destination) ends the call with the count: the caller's next call
-                 * starts at the item that failed and sees its error then.  Raising
-                 * here would lose the count and make the caller send again what
-                 * already went. */
-                if (done + sent_total > 0)
-                    break;
-                PyErr_SetFromErrno(PyExc_OSError);
-                err = 1;
-                break;
-            }
-            done += rc;
-        }
-        for (Py_ssize_t i = 0; i < held; i++)
-            PyBuffer_Release(&bufs[i]);
-        if (err)
-            goto out;
-        sent_total += done;
-        if (done < n)
-            break;
-    }
-    result = PyLong_FromSsize_t(sent_total);
-out:
-    Py_DECREF(seq);
-    PyMem_Free(msgs);
-    PyMem_Free(iov);
-    PyMem_Free(addrs);
-    PyMem_Free(bufs);
-    return result;
-}
-
 /* The largest UDP payload of one GSO message (IPv4: 65,535 - 20 - 8). */
 #define DK_GSO_MAX_BYTES 65507
 #define DK_GSO_CTL CMSG_SPACE(sizeof(uint16_t))
@@ -351,6 +251,38 @@ set_gso_size(struct msghdr *h, char *ctl, size_t seg)
     memcpy(CMSG_DATA(cm), &gs, sizeof gs);
 }
 
+/* sendmmsg(2) of msgs[0:n], repeated until every message went or the kernel
+ * refused one (EINTR is retried after the signal handlers ran): returns how
+ * many went.  *err_no is the refusal's errno, 0 when none, -1 when a signal
+ * handler raised (the Python error is set).  Shared by send_batch, send_gso
+ * and TxBatch.send, which each decide what a refusal means for them. */
+static Py_ssize_t
+sendmmsg_all(int fd, struct mmsghdr *msgs, Py_ssize_t n, int *err_no)
+{
+    Py_ssize_t done = 0;
+    *err_no = 0;
+    while (done < n) {
+        int rc;
+        unsigned int want = (unsigned int)(n - done < DK_MAX_BATCH ? n - done : DK_MAX_BATCH);
+        Py_BEGIN_ALLOW_THREADS
+        rc = sendmmsg(fd, msgs + done, want, 0);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) {
+                    *err_no = -1;
+                    break;
+                }
+                continue;
+            }
+            *err_no = errno;
+            break;
+        }
+        done += rc;
+    }
+    return done;
+}
+
 /* send_gso(sock, items, max_segs) -> items sent.
  *
  * Like send_batch, but a run of consecutive items with the same address and
@@ -366,18 +298,13 @@ set_gso_size(struct msghdr *h, char *ctl, size_t seg)
  * nothing went; the kernel's refusal of GSO itself (EIO without checksum
  * offload, EINVAL for a segment above the path MTU) is the caller's cue to
  * fall back to send_batch.  Callers group their items by destination first
- * (deliverykit.aio) so that runs are long. */
+ * (deliverykit.aio) so that runs are long.
+ *
+ * send_batch is this loop with max_segs 1 (every item its own message) and
+ * None allowed as an address (a connected socket's). */
 static PyObject *
-dk_send_gso(PyObject *self, PyObject *args)
+send_items(PyObject *sock, PyObject *items, int max_segs, const char *name, int need_addr)
 {
-    PyObject *sock, *items;
-    int max_segs;
-    if (!PyArg_ParseTuple(args, "OOi:send_gso", &sock, &items, &max_segs))
-        return NULL;
-    if (max_segs < 1 || max_segs > 128) {
-        PyErr_SetString(PyExc_ValueError, "send_gso: 1 <= max_segs <= 128");
-        return NULL;
-    }
     int fd = PyObject_AsFileDescriptor(sock);
     if (fd < 0)
         return NULL;
@@ -407,13 +334,13 @@ dk_send_gso(PyObject *self, PyObject *args)
         for (Py_ssize_t i = 0; i < n && !err; i++) {
             PyObject *item = PyList_GetItem(seq, base + i); /* borrowed */
             if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
-                PyErr_SetString(PyExc_TypeError, "send_gso: items are (data, address) pairs");
+                PyErr_Format(PyExc_TypeError, "%s: items are (data, address) pairs", name);
                 err = 1;
                 break;
             }
             PyObject *data = PyTuple_GetItem(item, 0), *addr = PyTuple_GetItem(item, 1);
-            if (addr == Py_None) {
-                PyErr_SetString(PyExc_TypeError, "send_gso: every item needs an address");
+            if (need_addr && addr == Py_None) {
+                PyErr_Format(PyExc_TypeError, "%s: every item needs an address", name);
                 err = 1;
                 break;
             }
@@ -447,14 +374,16 @@ dk_send_gso(PyObject *self, PyObject *args)
                     run_open = 0;   /* a shorter datagram ends its run */
             } else {
                 struct mmsghdr *m = &msgs[nmsg];
-                socklen_t alen;
                 memset(m, 0, sizeof *m);
-                if (tuple_to_addr(addr, family, &addrs[nmsg], &alen) < 0) {
-                    err = 1;
-                    break;
+                if (addr != Py_None) {
+                    socklen_t alen;
+                    if (tuple_to_addr(addr, family, &addrs[nmsg], &alen) < 0) {
+                        err = 1;
+                        break;
+                    }
+                    m->msg_hdr.msg_name = &addrs[nmsg];
+                    m->msg_hdr.msg_namelen = alen;
                 }
-                m->msg_hdr.msg_name = &addrs[nmsg];
-                m->msg_hdr.msg_namelen = alen;
                 m->msg_hdr.msg_iov = &iov[i];
                 first[nmsg] = i;
                 nmsg++;
@@ -475,25 +404,21 @@ dk_send_gso(PyObject *self, PyObject *args)
                     set_gso_size(h, ctl + (size_t)k * DK_GSO_CTL, h->msg_iov[0].iov_len);
             }
         }
-        int done = 0;
-        while (!err && done < nmsg) {
-            int rc;
-            Py_BEGIN_ALLOW_THREADS
-            rc = sendmmsg(fd, msgs + done, (unsigned int)(nmsg - done), 0);
-            Py_END_ALLOW_THREADS
-            if (rc < 0) {
-                if (errno == EINTR) {
-                    if (PyErr_CheckSignals() < 0)
-                        err = 1;
-                    continue;
-                }
-                if (done + sent_total > 0)
-                    break; /* the count so far; the caller's next call meets the error */
+        Py_ssize_t done = 0;
+        if (!err) {
+            int eno;
+            done = sendmmsg_all(fd, msgs, nmsg, &eno);
+            if (eno < 0) {
+                err = 1;
+            } else if (eno > 0 && done + sent_total == 0) {
+                /* once something went, any error (a full buffer, an unreachable
+                 * destination) ends the call with the count: the caller's next call
+                 * starts at the item that failed and meets its error then.  Raising
+                 * would lose the count and make the caller send again what went. */
+                errno = eno;
                 PyErr_SetFromErrno(PyExc_OSError);
                 err = 1;
-                break;
             }
-            done += rc;
         }
         for (Py_ssize_t i = 0; i < held; i++)
             PyBuffer_Release(&bufs[i]);
@@ -513,6 +438,29 @@ out:
     PyMem_Free(first);
     PyMem_Free(ctl);
     return result;
+}
+
+static PyObject *
+dk_send_batch(PyObject *self, PyObject *args)
+{
+    PyObject *sock, *items;
+    if (!PyArg_ParseTuple(args, "OO:send_batch", &sock, &items))
+        return NULL;
+    return send_items(sock, items, 1, "send_batch", 0);
+}
+
+static PyObject *
+dk_send_gso(PyObject *self, PyObject *args)
+{
+    PyObject *sock, *items;
+    int max_segs;
+    if (!PyArg_ParseTuple(args, "OOi:send_gso", &sock, &items, &max_segs))
+        return NULL;
+    if (max_segs < 1 || max_segs > 128) {
+        PyErr_SetString(PyExc_ValueError, "send_gso: 1 <= max_segs <= 128");
+        return NULL;
+    }
+    return send_items(sock, items, max_segs, "send_gso", 1);
 }
 
 /* group_by_destination(items) -> list: the (data, address) items grouped by
@@ -907,24 +855,11 @@ TxBatch_send(TxBatch *b, PyObject *args)
             set_gso_size(h, ctl + (size_t)(nmsg - 1) * DK_GSO_CTL, (size_t)seg);
     }
     mfirst[nmsg] = n;
-    Py_ssize_t done = 0;
-    while (done < nmsg) {
-        int rc;
-        unsigned int want = (unsigned int)(nmsg - done < 1024 ? nmsg - done : 1024);
-        Py_BEGIN_ALLOW_THREADS
-        rc = sendmmsg(fd, msgs + done, want, 0);
-        Py_END_ALLOW_THREADS
-        if (rc < 0) {
-            if (errno == EINTR) {
-                if (PyErr_CheckSignals() < 0)
-                    break; /* raised below, with what went marked as sent */
-                continue;
-            }
-            b->last_errno = errno;
-            break;
-        }
-        done += rc;
-    }
+    int eno;
+    /* a signal handler that raised (eno -1) is raised below, with what went marked sent */
+    Py_ssize_t done = sendmmsg_all(fd, msgs, nmsg, &eno);
+    if (eno > 0)
+        b->last_errno = eno;
     for (Py_ssize_t k = 0; k < mfirst[done]; k++)
         b->ent[order[k]].sent = 1;
     sent = mfirst[done];
