@@ -299,6 +299,13 @@ def run(quick: bool = True, chunks: int | None = None, transport: str = "raw",
 
 def _run_once(quick: bool, chunks: int | None, transport: str, multicast: bool, ipv6: bool,
               rloc6: bool) -> dict:
+    # the captures are read after the testbed is gone; the folder goes when they are read
+    with tempfile.TemporaryDirectory(prefix="corecast-fig2-") as tmp:
+        return _run_in(tmp, quick, chunks, transport, multicast, ipv6, rloc6)
+
+
+def _run_in(tmp: str, quick: bool, chunks: int | None, transport: str, multicast: bool,
+            ipv6: bool, rloc6: bool) -> dict:
     from deliverykit.testbed import Testbed, read_pcap
 
     chunks = chunks or (40 if quick else 400)
@@ -380,7 +387,7 @@ def _run_once(quick: bool, chunks: int | None, transport: str, multicast: bool, 
         for lan in lans:
             tb.settle(lan)
         go = tb.event()
-        pcap = os.path.join(tempfile.mkdtemp(prefix="corecast-fig2-"), "transit.pcap")
+        pcap = os.path.join(tmp, "transit.pcap")
         src_t = tb.spawn(s, _source_main, [(e, p) for _, e, p in clients], chunks, transport, go,
                          ipv6)
         time.sleep(1.0)  # warm-up packets resolved through Map-Request/Map-Reply

@@ -132,7 +132,10 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
     link_bps = link_mbit * 1e6
     offered = sum(e.bytes for e in entries) / span  # bytes/s at the logged pace
     speed = max(0.05, sc.utilisation * link_bps / 8 / offered)
-    root = Path(tempfile.mkdtemp(prefix="vmc-www-"))
+    # the origin's objects; removed when nginx has stopped (or, on an early error, when
+    # the TemporaryDirectory is collected)
+    www = tempfile.TemporaryDirectory(prefix="vmc-www-")
+    root = Path(www.name)
     seen = set()
     for e in entries:
         name = e.object_path().split("?", 1)[0].lstrip("/")
@@ -223,6 +226,7 @@ def run(quick: bool = True, scenario: str = "high-high", n: int | None = None,
                     proc.kill()
                     proc.wait(5)
             ng.stop()
+            www.cleanup()
     nm, pm, vm = out["normal"], out["proxy"], out["vmc"]
     calc = calculated_saving(entries, window)
     p = PAPER_TABLE2[scenario]
