@@ -8,10 +8,15 @@ import pytest
 @pytest.mark.root
 @pytest.mark.tool("tcpdump")
 @pytest.mark.slow
-def test_fig2_in_namespaces_raw_sockets_bytes_equal_eq3_eq5():
+def test_fig2_in_namespaces_raw_sockets_bytes_equal_eq3_eq5(tmp_path, monkeypatch):
+    import tempfile
+
     from corecast.experiments.fig2_testbed import run
 
+    # the run's temporary files in a folder of this test's own, to see that it cleans up
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     r = run(quick=True, chunks=20)
+    assert not list(tmp_path.glob("corecast-fig2-*")), "the run left its captures behind"
     assert r["intact"] and r["received"] == [20] * 7
     assert r["capture"]["dropped"] == 0 and r["capture"]["local_dropped"] == 0
     assert r["transit_bytes"] == r["eq3_bytes"]

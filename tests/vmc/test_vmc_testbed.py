@@ -3,6 +3,8 @@ tbf-shaped origin link."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from vmc_support import engine_args
 
@@ -12,10 +14,16 @@ from vmc_support import engine_args
 @pytest.mark.tool("nft")
 @pytest.mark.tool("curl")
 @pytest.mark.slow
-def test_transparent_vmc_router_saves_origin_bytes() -> None:
+def test_transparent_vmc_router_saves_origin_bytes(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
     from vmc.experiments.testbed import run
 
+    # the run's temporary files in a folder of this test's own, to see that it cleans up
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     res = run(quick=True, scenario="high-vhigh", n=40, link_mbit=40.0)
+    assert not list(tmp_path.glob("vmc-www-*")), "the run left the origin's files behind"
     normal, vmc = res["normal"], res["vmc"]
     assert normal["failed"] == 0 and vmc["failed"] == 0
     # Every request reached nginx directly in the Normal arm; the VMC arm went through the proxy
