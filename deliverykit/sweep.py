@@ -199,10 +199,14 @@ def _one_line(exc: BaseException) -> str:
 
 
 class _Progress:
-    """Tasks finished, on stderr: a rich bar on a terminal (or when asked)."""
+    """Tasks finished, on stderr: a rich bar on a terminal (or when asked); elsewhere
+    (a log file, a batch job's output) one plain line per finished task, so that a
+    long sweep run under nohup or a scheduler still says how far it is."""
 
     def __init__(self, total: int, show: bool | None) -> None:
         self.total = total
+        self.done = 0
+        self.started = time.monotonic()
         self.bar: Progress | None = None
         self.task: TaskID | None = None
         if show is None:
@@ -214,9 +218,16 @@ class _Progress:
             self.bar.start()
             self.task = self.bar.add_task("sweep", total=total)
 
-    def advance(self) -> None:
+    def advance(self, what: str = "") -> None:
+        self.done += 1
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
+            return
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        print(f"sweep: {self.done}/{self.total} tasks finished{f' ({what})' if what else ''}, "
+              f"{elapsed / 60:.1f} min so far, ~{left / 60:.0f} min left at this pace",
+              file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -312,7 +323,7 @@ def run_sweep(fn: TaskFn, points: Sequence[Point], seeds: Sequence[int], out: st
                     fh.flush()
                     result.rows += 1
                     samples.setdefault(_key(p), []).append(metrics)
-                bar.advance()
+                bar.advance(" ".join(f"{k}={v}" for k, v in sorted(p.items())) + f" seed={s}")
                 f.release()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cliutil): keep what finished, say where
         bar.close()

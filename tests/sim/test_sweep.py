@@ -39,6 +39,10 @@ def test_two_worker_sweep_with_a_failing_task(tmp_path, capsys) -> None:
     assert {f.seed for f in res.failures} == {1, 2} and all(f.point == BAD for f in res.failures)
     assert all(f.error.startswith("ValueError: need at least one leecher") for f in res.failures)
     assert err.count("failed: ValueError") == 2 and "4 of 6 tasks done, 2 failed" in err
+    # no terminal: one plain line per finished task (failed ones too), naming it
+    lines = [x for x in err.splitlines() if " tasks finished " in x]
+    assert [x.split()[1] for x in lines] == [f"{i}/6" for i in range(1, 7)]
+    assert sum("(leechers=0 size_kib=16 seed=" in x for x in lines) == 2
     assert not (tmp_path / "crowd.csv.part").exists()
 
     rows = list(csv.DictReader(out.open()))
