@@ -28,6 +28,14 @@ def test_roles_by_hand_as_written(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        # what each role said: the backgrounded roles' stderr is in their log files
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}"
+                          for p in sorted(tmp_path.glob("*.log")))
+        raise AssertionError(f"the sequence did not end in 150 s\nstdout: {out[-1500:]}\n"
+                             f"client stderr: {err[-1500:]}\n{logs}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
