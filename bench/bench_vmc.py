@@ -379,7 +379,11 @@ _WRK_TOTAL = re.compile(r"(\d+) requests in ")
 
 
 def _who(nw: int) -> str:
-    """An arm's proxy: 1 process, N workers, or (0) one process on asyncio's loop (sendfile)."""
+    """An arm's proxy: 1 process, N workers (each connection steered to the worker that owns
+    its object), -N: N workers serving connections where they land (``--no-steer``), or (0)
+    one process on asyncio's loop (sendfile)."""
+    if nw < 0:
+        return f"vmc --workers {-nw} --no-steer"
     return {0: "vmc --loop asyncio", 1: "vmc"}.get(nw, f"vmc --workers {nw}")
 
 
@@ -430,9 +434,13 @@ def run_rate(quick: bool) -> dict:
         pxs: dict[int, _Proc] = {}
         varnish = _VarnishPass(o)
         try:
-            for nw in sorted({1, workers}):  # one process, and one per core (SO_REUSEPORT)
+            # one process, one per core (SO_REUSEPORT; steered: one worker per object, so one
+            # object's requests end on one core) and one per core unsteered (each worker keeps
+            # its own copy of the object, up to one origin copy per worker)
+            for nw in sorted({1, workers}) + ([-workers] if workers > 1 else []):
                 pxs[nw] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
-                                      "--default", o, "--workers", str(nw)])
+                                      "--default", o, "--workers", str(abs(nw))]
+                                + (["--no-steer"] if nw < 0 else []))
             # the sendfile path (asyncio's loop; key 0 is not a worker count)
             pxs[0] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
                                  "--default", o, "--loop", "asyncio"])
@@ -484,7 +492,9 @@ def run_rate(quick: bool) -> dict:
                  "'origin GETs / request' counts the origin's access-log lines: our proxy "
                  "reuses a finished stream (0 origin GETs once the object is in) while "
                  "Varnish with ttl=0 fetches every request, so the vmc rows are not the "
-                 "issue's like-for-like premise.")
+                 "issue's like-for-like premise. With --workers each object has one worker "
+                 "(connections are handed to it), so one object's requests use one core; "
+                 "--no-steer spreads them over every core at up to one origin copy per worker.")
     return {"title": "VMC proxy request rate under wrk vs Varnish keeping nothing",
             "rows": rows, "comparisons": comps, "ratios": {}, "targets": {},
             "repeats": repeats, "notes": notes}

@@ -12,7 +12,10 @@ each repeat with a fresh proxy/cache and a new object:
   (late joiners past the window fetch their prefix from the origin by Range);
 - Varnish with file storage (``-s file``): the storage file's blocks on disk
   are its disk use;
-- Squid (``collapsed_forwarding``, memory cache: no ``cache_dir``, no disk).
+- Squid (``collapsed_forwarding``, memory cache: no ``cache_dir``, no disk);
+- on a machine with several cores, ``vmc --workers N`` (one per core: each connection is
+  handed to the worker that owns its object) and ``vmc --workers N --no-steer`` (served where
+  the kernel put it: a late client on another worker cannot join, and fetches again).
 
 Per arm: origin copies (origin body bytes / object size), origin GETs and Range
 GETs, completion and first byte, the process family's peak RSS and its growth,
@@ -77,10 +80,11 @@ def _arm_vmc(origin: str, n: int, stagger: float, size: int, extra: list[str], p
             )
         finally:
             px.stop()  # SIGTERM: the proxy writes its status file and closes the store
-        snap = json.loads(stats.read_text()) if stats.exists() else {}
-        disk = snap.get("disk") or {}
-        row["disk MB"] = round(disk.get("peak_reserved", 0) / 1e6, 2)
-        row["disk read MB"] = round(disk.get("read_bytes", 0) / 1e6, 2)
+        # one status file, or with --workers one per worker (STATS.w0, STATS.w1, ...)
+        files = [stats] if stats.exists() else sorted(Path(d).glob("status.json.w*"))
+        disks = [json.loads(f.read_text()).get("disk") or {} for f in files]
+        row["disk MB"] = round(sum(k.get("peak_reserved", 0) for k in disks) / 1e6, 2)
+        row["disk read MB"] = round(sum(k.get("read_bytes", 0) for k in disks) / 1e6, 2)
         row["files left after exit"] = len(os.listdir(spill))
         return row
 
@@ -151,6 +155,13 @@ def run(quick: bool) -> dict:
                 _arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]
             ),
         }
+        cores = os.cpu_count() or 1
+        if cores > 1:
+            arms[f"vmc --workers {cores}"] = partial(
+                _arm_vmc, o, n, stagger, size, [*window_args, "--workers", str(cores)])
+            arms[f"vmc --workers {cores} --no-steer"] = partial(
+                _arm_vmc, o, n, stagger, size,
+                [*window_args, "--workers", str(cores), "--no-steer"])
         if shutil.which("varnishd") and cache_usable(
             "varnish", partial(Varnish.accelerator, o), notes
         ):
@@ -178,6 +189,14 @@ def run(quick: bool) -> dict:
     if all(r["proxy RSS growth MB"] is not None for r in ours):
         ratios["vmc defaults: RSS growth / window"] = Figure.of(
             r["proxy RSS growth MB"] / (window / 1e6) for r in ours)
+    cores = os.cpu_count() or 1
+    if cores > 1:  # the workers against one process: steering keeps one origin copy
+        for arm, target in ((f"vmc --workers {cores}", "= 1 (one worker per object)"),
+                            (f"vmc --workers {cores} --no-steer", "up to the workers (no target)")):
+            comps.append(measured(f"{arm}/vmc defaults origin copies",
+                                  [r["copies"] for r in samples[arm]],
+                                  [r["copies"] for r in ours], anchor="vmc defaults",
+                                  unit="copies", target=target))
     for anchor, target in (("varnish (file storage)", "1.00 +- 0.02 (issue 19: equal within 2%)"),
                            ("squid collapsed_forwarding", "about 1"),
                            ("vmc, no disk store", "< 1 (the store saves origin copies)")):

@@ -85,6 +85,7 @@ def proxy_config(a: argparse.Namespace):
         max_header_bytes=a.max_header,
         sharing=not a.no_share,
         transparent=a.transparent,
+        steer=a.steer,
         max_upstream=a.max_upstream,
         upstream_queue_wait=a.upstream_queue_wait,
         resume_attempts=a.resume_attempts,
@@ -110,7 +111,7 @@ def _proxy(a: argparse.Namespace) -> int:
             "vmc proxy: give --upstream and/or --default (it is not an open proxy)", file=sys.stderr
         )
         return 2
-    if a.workers > 1:  # N processes on one SO_REUSEPORT address; joins happen within a worker
+    if a.workers > 1:  # N processes on one SO_REUSEPORT address, connections steered by object
         from vmc.aio.workers import serve_workers
 
         return serve_workers(cfg, a.workers, a.stats_out, a.stats_every,
@@ -467,8 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="REDIRECTed connections go to their original destination (SO_ORIGINAL_DST)")
     p.add_argument("--workers", type=cliutil.positive_int, default=1, metavar="N",
                    help="N proxy processes sharing the listening address (SO_REUSEPORT); each "
-                   "keeps its own sharing state, so a late client joins a stream only on the "
-                   "worker that holds it (default 1)")
+                   "object has one worker, and a connection goes to the worker that owns its "
+                   "first request's object, so clients still share one origin copy (default 1)")
+    p.add_argument("--no-steer", dest="steer", action="store_false",
+                   help="with --workers: serve each connection on the worker the kernel gave "
+                   "it (no hand-off; up to N origin copies of an object)")
     p.add_argument("--engine", choices=["core"], default="core",
                    help="core (the only engine: the pump over the sans-IO sharing core that "
                    "the simulator drives; the option stays so command lines naming it still "

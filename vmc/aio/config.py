@@ -17,6 +17,10 @@ class ProxyConfig:
     #: Bind the listening socket with SO_REUSEPORT (``vmc proxy --workers N``: N processes
     #: share the address, the kernel spreads connections by their 4-tuple).
     reuse_port: bool = False
+    #: With ``--workers N``: send each connection to the worker that owns its first request's
+    #: object, so an object has one session and one origin copy (:mod:`vmc.aio.steer`); False:
+    #: served where the kernel put it (up to N origin copies of one object).
+    steer: bool = True
     #: Upstreams that may be contacted, as "host:port" (absolute-form or Host must name one).
     upstreams: list[str] = field(default_factory=list)
     #: Upstream for origin-form requests whose Host is not an allowed upstream (reverse-proxy mode).

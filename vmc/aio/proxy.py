@@ -23,6 +23,7 @@ from typing import Any
 from vmc.aio import upstream as up  # noqa: F401 - ``proxy.up``: the conformance suite patches it
 from vmc.aio.config import SO_ORIGINAL_DST, ProxyConfig, original_dst  # noqa: F401 - re-exported
 from vmc.aio.pump import SENDFILE_MIN, SENDFILE_SPAN, CorePump, snapshot
+from vmc.aio.steer import Steering
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import HttpSharingCore
 from vmc.core.machine import MachineConfig
@@ -67,9 +68,10 @@ class Proxy(CorePump):
     status endpoint, connection slots and request deadlines, the upstream cap and keep-alive
     pool, the disk store, sendfile (``loop.sendfile`` on asyncio's loop; ``os.sendfile`` from the
     pump on uvloop), ``--workers``' shared
-    port (``cfg.reuse_port``)."""
+    port (``cfg.reuse_port``) and, with ``steering``, each connection sent to the worker that
+    owns its object (:mod:`vmc.aio.steer`)."""
 
-    def __init__(self, cfg: ProxyConfig) -> None:
+    def __init__(self, cfg: ProxyConfig, steering: Steering | None = None) -> None:
         mcfg = machine_config(cfg, epoch=time.time() - time.monotonic())
         mcfg.sendfile_min, mcfg.sendfile_span = SENDFILE_MIN, SENDFILE_SPAN  # uvloop: the pump's
         super().__init__(
@@ -89,6 +91,7 @@ class Proxy(CorePump):
             pool=up.Pool() if cfg.upstream_keepalive else None,
             reuse_port=cfg.reuse_port,
             transparent=cfg.transparent,
+            steering=steering,
         )
         #: The settings this proxy was built from.
         self.cfg = cfg
@@ -125,17 +128,19 @@ class Proxy(CorePump):
         return len(self.clients)
 
 
-async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0) -> int:
+async def serve(cfg: ProxyConfig, stats_out: str | None = None, stats_every: float = 0.0,
+                steering: Steering | None = None) -> int:
     """``vmc proxy``: a :class:`Proxy` until SIGINT or SIGTERM; the exit code (130 / 143).
 
     ``stats_out``: the status JSON written there every ``stats_every`` s (if > 0) and on exit,
     under its final name only when whole (:func:`deliverykit.outputs.write_when_done`). The
     final counters go to stdout as JSON, a summary line to stderr, whichever signal stopped
-    us. ``--workers N`` runs N of these (:func:`vmc.aio.workers.serve_workers`)."""
+    us. ``--workers N`` runs N of these (:func:`vmc.aio.workers.serve_workers`), each with its
+    ``steering`` end (:mod:`vmc.aio.steer`)."""
     from deliverykit.cliutil import Stopper
     from deliverykit.outputs import write_when_done
 
-    proxy = await Proxy(cfg).start()
+    proxy = await Proxy(cfg, steering).start()
     host, port = proxy.address
     host = f"[{host}]" if ":" in host else host
     allowed = sorted(cfg.upstreams + ([cfg.default_upstream] if cfg.default_upstream else []))

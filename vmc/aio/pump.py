@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, cast, runtime_checkable
@@ -35,6 +36,7 @@ from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
 from vmc.aio.config import original_dst
 from vmc.aio.spill import DiskStore
+from vmc.aio.steer import Steering, first_head
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import FileWrite, HttpSharingCore
 from vmc.core.key import split_authority
@@ -130,7 +132,7 @@ def _coalesced(outs: Sequence[object]) -> list[object]:
 
 
 class _Client(asyncio.Protocol):
-    def __init__(self, pump: CorePump) -> None:
+    def __init__(self, pump: CorePump, first: bytes | None = None) -> None:
         self.pump = pump
         self.conn = next(pump._ids)
         self.transport: asyncio.Transport | None = None
@@ -138,6 +140,12 @@ class _Client(asyncio.Protocol):
         self.unreported = 0
         #: While a sendfile runs on this connection: the outputs for it that wait their turn.
         self.held: list[object] | None = None
+        #: A connection another worker handed us: the bytes it had read (fed first).
+        self.first = first
+        #: Its first read is still to be looked at for its object's worker (``--workers``).
+        self.steer = pump.steering is not None and first is None
+        #: Handed to another worker: this process no longer serves it.
+        self.handed_off = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport, but uvloop's (the CLI's default loop) is no asyncio.Transport
@@ -153,8 +161,15 @@ class _Client(asyncio.Protocol):
             dst = original_dst(transport.get_extra_info("socket"))
             if dst is not None:  # None: not redirected (a client that came to our address)
                 self.pump.feed(self.conn, core.original_destination, self.conn, dst)
+        if self.first is not None:  # read by the worker that handed it to us
+            first, self.first = self.first, None
+            self.pump.feed(self.conn, core.data_received, self.conn, first)
 
     def data_received(self, data: bytes) -> None:
+        if self.steer:
+            self.steer = False
+            if self.pump.hand_off(self, data):
+                return
         self.pump.feed(self.conn, self.pump.core.data_received, self.conn, data)
 
     def eof_received(self) -> bool:
@@ -164,6 +179,8 @@ class _Client(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.handed_off:
+            return  # the core forgot it at the hand-off
         self.pump.clients.pop(self.conn, None)
         self.pump.feed(None, self.pump.core.connection_lost, self.conn)
 
@@ -211,6 +228,7 @@ class CorePump:
         pool: up.Pool | None = None,
         reuse_port: bool = False,
         transparent: bool = False,
+        steering: Steering | None = None,
     ) -> None:
         self.store: DiskStore | None = None
         if core is None:
@@ -244,6 +262,9 @@ class CorePump:
         #: Transparent mode: read each connection's original destination (SO_ORIGINAL_DST)
         #: for the core, which routes its origin-form requests there.
         self.transparent = transparent
+        #: ``--workers N``: each connection goes to the worker that owns its first request's
+        #: object (:mod:`vmc.aio.steer`); None: served where it landed.
+        self.steering = steering
         self.upstream_timeout = upstream_timeout
         self.clock = clock
         self.clients: dict[int, _Client] = {}
@@ -269,6 +290,8 @@ class CorePump:
             self._direct = True
         self._server = await loop.create_server(lambda: _Client(self), self.host, self.port,
                                                 reuse_port=self.reuse_port or None)
+        if self.steering is not None:
+            loop.add_reader(self.steering.rx.fileno(), self._take_over)
         return self
 
     @property
@@ -280,6 +303,8 @@ class CorePump:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self.steering is not None:
+            asyncio.get_running_loop().remove_reader(self.steering.rx.fileno())
         for c in list(self.clients.values()):
             if c.transport is not None:
                 c.transport.close()
@@ -298,6 +323,47 @@ class CorePump:
     def snapshot(self, recent: int = 100) -> dict[str, object]:
         """The status JSON (``/_vmc/status``), for the sharing core."""
         return snapshot(self, recent)
+
+    # ------------------------------------------------------------------ --workers' steering
+    def hand_off(self, client: _Client, data: bytes) -> bool:
+        """``client``'s first read ``data``: if its request is for an object another worker owns,
+        pass the connection and ``data`` to that worker (:mod:`vmc.aio.steer`) and forget it
+        here; False: it is served here."""
+        st, core = self.steering, self.core
+        if st is None or client.transport is None or not isinstance(core, HttpSharingCore):
+            return False
+        if client.conn not in core.conns:  # refused at once (connection limit): answered here
+            return False
+        head = first_head(data)
+        uri = None if head is None else core.request_uri(client.conn, *head)
+        if uri is None or (dest := st.owner(uri)) == st.index:
+            return False
+        sock = client.transport.get_extra_info("socket")
+        if sock is None or not st.send(dest, data, sock.fileno()):
+            return False
+        # The owner holds the connection now (its own descriptor); ours closes without a FIN,
+        # since closing a descriptor is not a shutdown while another refers to the socket.
+        client.handed_off = True
+        self.clients.pop(client.conn, None)
+        self.feed(None, core.connection_lost, client.conn)
+        client.transport.close()
+        return True
+
+    def _take_over(self) -> None:
+        """Connections other workers handed us: served from the bytes they read."""
+        assert self.steering is not None
+        loop = asyncio.get_running_loop()
+        for sock, first in self.steering.receive():
+            task = loop.create_task(self._adopt(sock, first))
+            self._files.add(task)
+            task.add_done_callback(self._files.discard)
+
+    async def _adopt(self, sock: socket.socket, first: bytes) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _Client(self, first), sock)
+        except OSError:  # gone before we could take it (counted as taken over, then closed)
+            sock.close()
 
     # ------------------------------------------------------------------ the pump
     def feed(self, conn: int | None, method: Callable[..., None], *args: object) -> None:
@@ -561,6 +627,7 @@ def driver_status(pump: CorePump) -> dict[str, object]:
         "connections": len(pump.clients),
         "pid": os.getpid(),
         "core_errors": pump.counters["core_errors"],
+        **(pump.steering.counters if pump.steering is not None else {}),
         "disk": pump.store.snapshot() if pump.store is not None else None,
     }
     if pump.pool is not None:

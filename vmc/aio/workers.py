@@ -2,10 +2,12 @@
 
 Each worker is a whole proxy (``serve``) with its own socket bound with SO_REUSEPORT to the
 same address; the kernel spreads connections over them by their 4-tuple. The sharing state
-(sessions, window, disk store) stays in the worker that holds it: a late client joins a stream
-in flight only when its connection lands on the same worker, so an object fetched by clients
-on k workers at once costs up to k origin copies (docs/vmc.md, "Performance", for the plan to
-steer by object key). The default stays 1 worker.
+(sessions, window, disk store) stays in the worker that holds it, and each object has one
+worker: a connection whose first request is for another worker's object goes there with the
+bytes read from it (:mod:`vmc.aio.steer`), so a late client joins the stream in flight and an
+object costs one origin copy, as with one process. ``ProxyConfig.steer = False``
+(``--no-steer``) serves each connection where it landed (up to N origin copies of an object).
+The default stays 1 worker.
 
 The parent binds first (so that port 0 becomes one concrete port for all), forks the workers,
 prints one "vmc proxy on" line, and on SIGINT/SIGTERM passes the signal on, waits for the
@@ -26,13 +28,15 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from vmc.aio import steer
 from vmc.aio.config import ProxyConfig
+from vmc.aio.steer import Steering
 
 Run = Callable[[Coroutine[Any, Any, int]], int]
 #: One worker's whole proxy: ``server(cfg, stats_out, stats_every)`` (``vmc.aio.proxy.serve``
 #: by default); it prints one "vmc proxy on" line,
 #: then its final counters as one JSON line when stopped.
-Server = Callable[[ProxyConfig, str | None, float], Coroutine[Any, Any, int]]
+Server = Callable[[ProxyConfig, str | None, float, Steering | None], Coroutine[Any, Any, int]]
 
 
 def merge(snaps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -66,7 +70,8 @@ def _hold(cfg: ProxyConfig) -> socket.socket:
 def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: float,
                   run: Run, server: Server | None = None) -> int:
     """Run ``n`` proxies (``server``, by default :func:`vmc.aio.proxy.serve`) on one
-    address until SIGINT or SIGTERM; returns the exit code."""
+    address until SIGINT or SIGTERM, each with its end of the steering sockets (when
+    ``cfg.steer``); returns the exit code."""
     if server is None:
         from vmc.aio.proxy import serve as server
     assert server is not None
@@ -74,6 +79,7 @@ def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: 
     wcfg = dataclasses.replace(cfg, port=hold.getsockname()[1], reuse_port=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    made = steer.pairs(n) if cfg.steer and n > 1 else []
     kids: list[tuple[int, Any]] = []
     for i in range(n):
         r, w = os.pipe()
@@ -87,12 +93,16 @@ def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: 
                 os.close(w)
                 sys.stdout = os.fdopen(1, "w", buffering=1)
                 out = f"{stats_out}.w{i}" if stats_out else None
-                code = run(server(wcfg, out, stats_every))
+                code = run(server(wcfg, out, stats_every,
+                                  steer.for_worker(i, made) if made else None))
             finally:
                 sys.stdout.flush()
                 os._exit(code)
         os.close(w)
         kids.append((pid, os.fdopen(r)))
+    for pair in made:  # the workers hold them now
+        for end in pair:
+            end.close()
     try:
         firsts = [f.readline() for _, f in kids]
         if not all(line.startswith("vmc proxy on") for line in firsts):

@@ -462,7 +462,23 @@ class HttpSharingCore:
                     self._routes.clear()
                 known = self._routes[(target, host)] = self._find_route(target, host, None)
             return known
+        if target.startswith("/"):
+            self.stats.transparent += 1
         return self._find_route(target, host, original)
+
+    def request_uri(self, conn: Hashable, target: bytes, host: bytes | None) -> str | None:
+        """The URI a request for ``target`` with this Host on ``conn`` is keyed by (as
+        :meth:`_route` routes it), or None when the core refuses it or answers it itself (the
+        status path). Counts nothing. ``vmc proxy --workers`` sends a connection to the worker
+        that owns its first request's object by it (:mod:`vmc.aio.steer`)."""
+        t = target.decode("ascii", "surrogateescape")
+        if self.status_path is not None and t.split("?", 1)[0] == self.status_path:
+            return None
+        original = None if t.lower().startswith(("http://", "https://")) else (
+            self.original.get(conn))
+        h = None if host is None else host.decode("ascii", "surrogateescape")
+        uri = self._route(t, h, None) if original is None else self._find_route(t, h, original)
+        return None if isinstance(uri, Refused) else uri
 
     def _find_route(
         self, target: str, host: str | None, original: tuple[str, int] | None
@@ -470,7 +486,6 @@ class HttpSharingCore:
         low = target.lower()
         try:
             if original is not None and target.startswith("/"):
-                self.stats.transparent += 1
                 if self.allowed is not None and original not in self.allowed:
                     return Refused.UPSTREAM_NOT_ALLOWED
                 return normalise_uri(target, host or format_authority(*original))
