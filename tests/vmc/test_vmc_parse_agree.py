@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deliverykit.protocol import StreamClose, StreamWrite
-from vmc.core.events import Fetch, OriginData, OriginEnd, OriginError, OriginHead
+from vmc.core.events import Fetch, Kept, OriginData, OriginEnd, OriginError, OriginHead
 from vmc.core.h1 import Request, ServerConnection
 from vmc.core.http import FileWrite, HttpSharingCore
 from vmc.core.linger import HalfClose
@@ -291,6 +291,8 @@ def _comparable(trace: list[object]) -> list[object]:
         if isinstance(o, (StreamWrite, StreamClose, HalfClose, Fetch, FileWrite)) or isinstance(
                 o, list):
             out.append(o)
+        elif isinstance(o, Kept):  # its facts (its disk copy is each core's own object)
+            out.append(("kept", o.copy))
         else:
             out.append(repr(o))
     return out

@@ -238,3 +238,43 @@ def test_http_core_serves_a_get_through_the_machine() -> None:
     assert data.startswith(b"HTTP/1.1 200 ") and b"content-length: 100000" in data.lower()
     assert b'etag: "abc"' in data.lower()  # the origin's fields go along (its validator above all)
     assert data.endswith(bytes(1000)) and len(data.split(b"\r\n\r\n", 1)[1]) == SIZE
+
+
+def test_a_kept_object_is_served_by_another_machine_from_its_copy() -> None:
+    """``vmc proxy --workers``: the machine that fetched an object says it kept it (``Kept``),
+    another machine adopts that copy and answers from it with no origin request; a machine
+    fetching the key itself refuses the copy."""
+    from vmc.core.machine import Finish, Kept, OriginEnd
+
+    body = bytes(i % 251 for i in range(SIZE))
+    cached = HEAD + ((b"cache-control", b"max-age=60"),)
+    a = SharingMachine(MachineConfig())
+    a.input_received(Request("a", b"GET", URI), 0.0)
+    (fetch,), _ = _drain(a)
+    a.input_received(OriginHead(fetch.fetch, 200, cached), 0.01)
+    for off in range(0, SIZE, 10_000):
+        a.input_received(OriginData(fetch.fetch, body[off:off + 10_000]), 0.02)
+        a.input_received(Drained("a", 10_000), 0.02)
+    a.input_received(OriginEnd(fetch.fetch), 0.03)
+    kept = [x for x in _drain(a, 0.03)[0] if isinstance(x, Kept)]
+    assert len(kept) == 1 and kept[0].copy.key in a.sharing.finished
+    assert kept[0].copy.length == SIZE and kept[0].disk.complete
+
+    b = SharingMachine(MachineConfig())
+    assert b.adopt_finished(kept[0].copy, kept[0].disk)
+    b.input_received(Request("c", b"GET", URI), 0.5)
+    actions, _ = _drain(b, 0.5)
+    assert not [x for x in actions if isinstance(x, Fetch)]  # nothing from the origin
+    (head,) = [x for x in actions if isinstance(x, Respond)]
+    assert (head.status, head.length) == (200, SIZE)
+    sent = b"".join(x.data for x in actions if isinstance(x, Send))
+    while not any(isinstance(x, Finish) for x in actions):
+        b.input_received(Drained("c", len(sent)), 0.5)
+        actions, _ = _drain(b, 0.5)
+        sent += b"".join(x.data for x in actions if isinstance(x, Send))
+    assert sent == body
+
+    c = SharingMachine(MachineConfig())  # fetching it itself: keeps its own session
+    c.input_received(Request("d", b"GET", URI), 0.0)
+    _drain(c)
+    assert not c.adopt_finished(kept[0].copy, kept[0].disk)

@@ -36,7 +36,7 @@ from deliverykit.protocol import StreamClose, StreamCore, StreamWrite
 from vmc.aio import upstream as up
 from vmc.aio.config import original_dst
 from vmc.aio.spill import DiskStore
-from vmc.aio.steer import Steering, first_head
+from vmc.aio.steer import Handed, Steering, first_head
 from vmc.core.fetchgate import FetchGate
 from vmc.core.http import FileWrite, HttpSharingCore
 from vmc.core.key import split_authority
@@ -44,6 +44,7 @@ from vmc.core.linger import HalfClose
 from vmc.core.machine import (
     CancelFetch,
     Fetch,
+    Kept,
     MachineConfig,
     OriginData,
     OriginEnd,
@@ -338,6 +339,8 @@ class CorePump:
         uri = None if head is None else core.request_uri(client.conn, *head)
         if uri is None or (dest := st.owner(uri)) == st.index:
             return False
+        if core.holds_fresh(uri, self.clock()):  # the owner offered it finished: served here
+            return False
         sock = client.transport.get_extra_info("socket")
         if sock is None or not st.send(dest, data, sock.fileno()):
             return False
@@ -350,13 +353,23 @@ class CorePump:
         return True
 
     def _take_over(self) -> None:
-        """Connections other workers handed us: served from the bytes they read."""
+        """What other workers sent: connections (served from the bytes they read) and finished
+        objects (kept in our store on their file, when the core takes them)."""
         assert self.steering is not None
         loop = asyncio.get_running_loop()
-        for sock, first in self.steering.receive():
-            task = loop.create_task(self._adopt(sock, first))
-            self._files.add(task)
-            task.add_done_callback(self._files.discard)
+        for item in self.steering.receive():
+            if isinstance(item, Handed):
+                task = loop.create_task(self._adopt(item.sock, item.data))
+                self._files.add(task)
+                task.add_done_callback(self._files.discard)
+                continue
+            core = self.core
+            if self.store is None or not isinstance(core, HttpSharingCore):
+                os.close(item.fd)
+                continue
+            copy = self.store.adopt(item.fd, item.copy.length)
+            if copy is not None:
+                self.feed(None, core.adopt_finished, item.copy, copy)
 
     async def _adopt(self, sock: socket.socket, first: bytes) -> None:
         try:
@@ -441,6 +454,10 @@ class CorePump:
             task = self.fetches.pop(out.fetch, None)
             if task is not None:
                 task.cancel()
+        elif isinstance(out, Kept):  # with --workers, the other workers serve it too
+            fd = getattr(out.disk, "fd", None)
+            if self.steering is not None and fd is not None:
+                self.steering.offer(out.copy, fd)
         elif self.on_output is not None:
             self.on_output(out)
         else:

@@ -66,6 +66,8 @@ class DiskStats:
     """Finished objects evicted to make room."""
     peak_reserved: int = 0
     """Largest number of bytes reserved at once."""
+    adopted: int = 0
+    """Finished objects another worker kept, taken in on its file (``vmc proxy --workers``)."""
     refused: Counter[DiskRefusal] = field(default_factory=Counter)
 
 
@@ -197,6 +199,30 @@ class DiskStore:
         self.stats.peak_reserved = max(self.stats.peak_reserved, self.reserved)
         return f
 
+    def adopt(self, fd: int, length: int) -> SpillFile | None:
+        """Another worker's finished file of ``length`` bytes (``fd``, ours to close): a whole
+        copy in this store, its reservation charged here too, or None (``fd`` closed, counted)
+        when it does not fit or is shorter than ``length``."""
+        try:
+            whole = length > 0 and os.fstat(fd).st_size >= length
+        except OSError:
+            whole = False
+        if not whole:
+            os.close(fd)
+            self.stats.refused[DiskRefusal.ERROR] += 1
+            return None
+        if not self._make_room(length):
+            os.close(fd)
+            self.stats.refused[DiskRefusal.BUDGET] += 1
+            return None
+        f = SpillFile(self, fd, length)
+        f.written = length
+        self._open.add(f)
+        self.reserved += length
+        self.stats.adopted += 1
+        self.stats.peak_reserved = max(self.stats.peak_reserved, self.reserved)
+        return f
+
     def _make_room(self, length: int) -> bool:
         if length > self.budget:
             return False
@@ -243,6 +269,6 @@ class DiskStore:
                 "finished": len(self._finished), "files": st.files,
                 "spilled_bytes": st.spilled_bytes, "read_bytes": st.read_bytes,
                 "sendfile_bytes": st.sendfile_bytes, "direct_bytes": st.direct_bytes,
-                "hits": st.hits, "evicted": st.evicted,
+                "hits": st.hits, "evicted": st.evicted, "adopted": st.adopted,
                 "peak_reserved": st.peak_reserved,
                 "refused": {k.value: n for k, n in st.refused.items()}}

@@ -11,6 +11,15 @@ over a Unix socket (SCM_RIGHTS, unix(7)); the owner serves the connection from t
 as if it had accepted it. So each object has one session, in one process, as with one worker,
 for one sendmsg per handed-off connection.
 
+Once the owner has an object whole on disk (its session ended DONE and was kept: the machine's
+``Kept`` action), it offers that file to every other worker: the facts the sharing decisions
+read (:class:`vmc.core.session.FinishedCopy`, pickled: the socket is only ever between this
+proxy's workers) with a descriptor of the file. Each takes it into its own store
+(:meth:`vmc.aio.spill.DiskStore.adopt`) and core (``adopt_finished``), and from then on serves a
+request for it where it lands, while it is fresh: a hot finished object is served by every
+core, from one origin copy. A live stream is still steered to its owner (that is where the
+joins are).
+
 What is steered, and what is served where it landed:
 
 * A connection is steered by its first request only (a later request on a kept-alive connection
@@ -32,11 +41,14 @@ first end of pair ``i`` and writes to the second end of every pair.
 from __future__ import annotations
 
 import array
+import os
+import pickle
 import socket
 import zlib
 from dataclasses import dataclass, field
 
 from vmc.aio.parse import Malformed, parse_head
+from vmc.core.session import FinishedCopy
 
 #: Bytes of a first read that may be handed off with its socket (a head is at most
 #: ``max_header_bytes``, 16 KiB by default; a first read may hold a pipelined request too).
@@ -44,6 +56,25 @@ MAX_HANDOFF = 64 << 10
 #: Methods whose requests are steered (the ones a session serves).
 STEERED = (b"GET", b"HEAD")
 _INT = array.array("i").itemsize
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A connection another worker handed us, with the bytes it had read from it."""
+
+    sock: socket.socket
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A finished object another worker kept, with a descriptor of its file (ours to close)."""
+
+    copy: FinishedCopy
+    fd: int
+
+
+_CONN, _KEPT = b"C", b"F"
 
 
 @dataclass
@@ -57,9 +88,10 @@ class Steering:
     #: The sending end towards each worker, by index (this worker's own is never used).
     peers: list[socket.socket]
     #: Connections handed to another worker, taken over from one, and hand-offs that failed
-    #: (the connection then stayed here).
-    counters: dict[str, int] = field(
-        default_factory=lambda: {"handed_off": 0, "taken_over": 0, "handoff_failed": 0})
+    #: (the connection then stayed here); finished objects offered to the other workers (one
+    #: count per worker) and records that could not be sent or read.
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("handed_off", "taken_over", "handoff_failed", "offered", "offer_failed"), 0))
 
     @property
     def n(self) -> int:
@@ -69,30 +101,42 @@ class Steering:
         """The worker that owns the object ``uri`` names (the same in every worker)."""
         return zlib.crc32(uri.encode("utf-8", "surrogateescape")) % self.n
 
+    def _send(self, dest: int, record: bytes, fd: int) -> bool:
+        try:  # (socket.send_fds drops its flags before Python 3.12: sendmsg as it does)
+            sent = self.peers[dest].sendmsg(
+                [record], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))],
+                socket.MSG_DONTWAIT)
+        except OSError:
+            return False
+        return sent == len(record)  # SOCK_SEQPACKET sends a record whole or not at all
+
     def send(self, dest: int, data: bytes, fd: int) -> bool:
         """Hand the connection ``fd`` and the bytes read from it to worker ``dest``; False (and
         counted) when the kernel refuses, so the caller serves it."""
-        try:  # (socket.send_fds drops its flags before Python 3.12: sendmsg as it does)
-            sent = self.peers[dest].sendmsg(
-                [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))],
-                socket.MSG_DONTWAIT)
-        except OSError:
-            self.counters["handoff_failed"] += 1
-            return False
-        if sent != len(data):  # SOCK_SEQPACKET sends a record whole or not at all
+        if len(data) > MAX_HANDOFF or not self._send(dest, _CONN + data, fd):
             self.counters["handoff_failed"] += 1
             return False
         self.counters["handed_off"] += 1
         return True
 
-    def receive(self) -> list[tuple[socket.socket, bytes]]:
-        """The connections handed to this worker that are waiting (each as a non-blocking
-        socket with the bytes already read from it); empty when none is."""
-        got: list[tuple[socket.socket, bytes]] = []
+    def offer(self, copy: FinishedCopy, fd: int) -> None:
+        """Offer a finished object kept on the file ``fd`` to every other worker: each then
+        serves requests for it that land there, from the same file, while it is fresh."""
+        record = _KEPT + pickle.dumps(copy, protocol=5)
+        for dest in range(self.n):
+            if dest == self.index:
+                continue
+            ok = len(record) <= MAX_HANDOFF and self._send(dest, record, fd)
+            self.counters["offered" if ok else "offer_failed"] += 1
+
+    def receive(self) -> list[Handed | Offered]:
+        """What other workers sent that is waiting (connections, finished objects); empty when
+        nothing is."""
+        got: list[Handed | Offered] = []
         while True:
             try:
                 data, anc, flags, _ = self.rx.recvmsg(
-                    MAX_HANDOFF, socket.CMSG_SPACE(4 * _INT),
+                    MAX_HANDOFF + 1, socket.CMSG_SPACE(4 * _INT),
                     socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC)
             except (BlockingIOError, InterruptedError):
                 return got
@@ -102,15 +146,30 @@ class Steering:
                     fds.frombytes(payload[: len(payload) - len(payload) % _INT])
             if not data and not fds:
                 return got  # every sender closed (the workers are stopping)
-            socks = [socket.socket(fileno=fd) for fd in fds]
-            if len(socks) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                for s in socks:  # not a hand-off of ours: never serve half of one
-                    s.close()
+            item = self._parse(data, list(fds), flags)
+            if item is None:
+                for fd in fds:  # not a whole record of ours: never serve half of one
+                    os.close(fd)
                 self.counters["handoff_failed"] += 1
-                continue
-            socks[0].setblocking(False)
+            else:
+                got.append(item)
+
+    def _parse(self, data: bytes, fds: list[int], flags: int) -> Handed | Offered | None:
+        if len(fds) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            return None
+        kind, body = data[:1], data[1:]
+        if kind == _CONN and body:
+            sock = socket.socket(fileno=fds[0])
+            sock.setblocking(False)
             self.counters["taken_over"] += 1
-            got.append((socks[0], data))
+            return Handed(sock, body)
+        if kind == _KEPT:
+            try:  # from a socket only this proxy's workers hold (made before the fork)
+                copy = pickle.loads(body)
+            except Exception:
+                return None
+            return Offered(copy, fds[0]) if isinstance(copy, FinishedCopy) else None
+        return None
 
     def close(self) -> None:
         self.rx.close()

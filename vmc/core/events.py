@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vmc.core.reasons import Refused
+
+if TYPE_CHECKING:
+    from vmc.core.session import FinishedCopy
 
 __all__ = [
     "Abort",
@@ -27,6 +31,7 @@ __all__ = [
     "Finish",
     "Finished",
     "Input",
+    "Kept",
     "Interim",
     "OriginData",
     "OriginEnd",
@@ -265,7 +270,19 @@ class SendSpan:
     """How many bytes (all on the copy already)."""
 
 
-Action = Fetch | CancelFetch | Respond | Interim | Send | SendSpan | Finish | Abort
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A finished object is kept whole on disk for later requests: a driver with several
+    processes may offer it to the others (``vmc proxy --workers``: :mod:`vmc.aio.steer`);
+    others ignore it."""
+
+    copy: FinishedCopy
+    """Its facts."""
+    disk: object
+    """Its disk copy (the proxy's ``SpillFile``)."""
+
+
+Action = Fetch | CancelFetch | Respond | Interim | Send | SendSpan | Finish | Abort | Kept
 
 # ---------------------------------------------------------------------- events
 

@@ -36,7 +36,7 @@ from deliverykit.protocol import StreamClose, StreamWrite
 from vmc.core.errors import URIError
 from vmc.core.fetchgate import FetchGate
 from vmc.core.h1 import Request as RequestHead, ServerConnection
-from vmc.core.key import format_authority, normalise_uri, split_authority
+from vmc.core.key import format_authority, normalise_uri, request_key, split_authority
 from vmc.core.linger import HalfClose, Lingering, LingerLimits
 from vmc.core.machine import (
     Abort,
@@ -48,6 +48,7 @@ from vmc.core.machine import (
     Fetch,
     Finish,
     Interim,
+    Kept,
     Kind,
     MachineConfig,
     OriginData,
@@ -65,6 +66,7 @@ from vmc.core.plan import VMC_HEADER
 from vmc.core.policy import end_to_end
 from vmc.core.ranges import format_content_range
 from vmc.core.reasons import Refused
+from vmc.core.session import FinishedCopy
 from vmc.core.slots import ConnectionSlots, SlotLimits
 from vmc.core.stats import Stats
 
@@ -102,7 +104,7 @@ class _Span:
         return self.count
 
 
-Output = Write | FileWrite | HalfClose | Close | Fetch | CancelFetch
+Output = Write | FileWrite | HalfClose | Close | Fetch | CancelFetch | Kept
 
 
 @dataclass(slots=True)
@@ -466,6 +468,18 @@ class HttpSharingCore:
             self.stats.transparent += 1
         return self._find_route(target, host, original)
 
+    def holds_fresh(self, uri: str, now: float) -> bool:
+        """A finished object for ``uri`` is whole on disk here and still fresh at ``now``:
+        ``vmc proxy --workers`` serves such a request where it landed (:mod:`vmc.aio.steer`)."""
+        s = self.machine.sharing.finished.get(request_key(uri))
+        return (s is not None and s.spill is not None and s.spill.complete
+                and s.freshness.fresh(now - s.received_at))
+
+    def adopt_finished(self, copy: FinishedCopy, disk: object, now: float) -> None:
+        """A finished object another worker kept, on a copy of its file in our store
+        (:meth:`vmc.core.machine.SharingMachine.adopt_finished`; refused, it closes ``disk``)."""
+        self.machine.adopt_finished(copy, disk)
+
     def request_uri(self, conn: Hashable, target: bytes, host: bytes | None) -> str | None:
         """The URI a request for ``target`` with this Host on ``conn`` is keyed by (as
         :meth:`_route` routes it), or None when the core refuses it or answers it itself (the
@@ -647,6 +661,8 @@ class HttpSharingCore:
                 self._busy.discard(a.client)
                 self.conns.pop(a.client, None)
                 self._out.append(Close(a.client, abort=True))
+            elif isinstance(a, Kept):  # the driver's to offer to its other processes, if any
+                self._out.append(a)
         m = self.machine
         for s, fetch in list(self._held.items()) if self._held else ():  # no resume: slot goes on
             if s not in m.resume_at:

@@ -54,6 +54,7 @@ from vmc.core.events import (
     Finished,
     Input,
     Interim,
+    Kept,
     OriginData,
     OriginEnd,
     OriginError,
@@ -71,7 +72,7 @@ from vmc.core.memdisk import DiskStore, Evictable, MemoryCopy, MemoryDisk, Reada
 from vmc.core.plan import VMC_HEADER, multipart_layout
 from vmc.core.queue import ClientQueue
 from vmc.core.reasons import Refused
-from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, SharedObject
+from vmc.core.session import DONE, FAILED, STREAMING, DiskCopy, FinishedCopy, SharedObject
 from vmc.core.sharing import Admit, Sharing, Step, answer_continues, feed, may_resume, next_step
 from vmc.core.states import SessionState
 from vmc.core.stats import Stats
@@ -717,9 +718,32 @@ class SharingMachine:
                 r.queue.close()
         if self.sharing.drop(s) and self.disk is not None and s.spill is not None:
             self.disk.finished(s.spill)  # kept whole for later requests
+            self._actions.append(Kept(FinishedCopy.of(s), s.spill))
         self.resumes.pop(s, None)
         for r in list(subs.values()):
             self._advance(r, now)
+
+    def adopt_finished(self, copy: FinishedCopy, disk: Any) -> bool:
+        """A finished object another process of this proxy kept (:class:`Kept`), on ``disk``: a
+        whole copy of its body in this process's store. It is served from there while fresh, as
+        if this process had fetched it (``vmc proxy --workers``); it replaces an older finished
+        copy of the same key, never a live session. False (and ``disk`` closed) when this
+        machine keeps no finished objects or is fetching the key itself."""
+        if (self.disk is None or not self.sharing.disk or not getattr(disk, "complete", False)
+                or copy.key in self.sharing.sessions):
+            disk.close()
+            return False
+        s = copy.session(self.cfg.window)
+        s.spill = disk
+        if isinstance(disk, Evictable):
+            disk.can_evict = lambda: s.readers <= 0
+            disk.on_evict = lambda: self.sharing.forget(s)
+        old = self.sharing.finished.get(s.key)
+        if old is not None:
+            self.sharing.forget(old)
+        self.sharing.finished[s.key] = s
+        self.disk.finished(disk)
+        return True
 
     def _abandon(self, s: SharedObject, now: float) -> None:
         if s.state == STREAMING:
@@ -774,6 +798,8 @@ __all__ = [
     "Finished",
     "Flight",
     "Input",
+    "Kept",
+    "FinishedCopy",
     "MachineConfig",
     "MemoryDisk",
     "OriginData",

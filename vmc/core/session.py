@@ -7,6 +7,7 @@ it is, on sockets and in simulated time alike.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from vmc.core import policy
@@ -108,3 +109,45 @@ class SharedObject:
         self.freshness = policy.freshness(headers, wall)
         self.verdict = verdict
         self.move(STREAMING)
+
+
+@dataclass(frozen=True)
+class FinishedCopy:
+    """A finished object as another process of the same proxy needs it to serve the object
+    from the same disk file (``vmc proxy --workers``, :mod:`vmc.aio.steer`): everything the
+    sharing decisions read of a DONE :class:`SharedObject`, without its buffer or its file."""
+
+    key: str
+    uri: str
+    upstream: tuple[str, int]
+    target: bytes
+    upstream_headers: tuple[tuple[bytes, bytes], ...]
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    validators: policy.Validators
+    length: int
+    vary_fields: tuple[bytes, ...]
+    vary_sig: tuple[bytes | None, ...]
+    freshness: policy.Freshness
+    #: When its head arrived, on the monotonic clock every process of the machine shares.
+    received_at: float
+    verdict: policy.Verdict | None
+
+    @classmethod
+    def of(cls, s: SharedObject) -> FinishedCopy:
+        return cls(s.key, s.uri, s.upstream, s.target, tuple(s.upstream_headers), s.status,
+                   tuple(s.headers), s.validators, s.length, s.vary_fields, s.vary_sig,
+                   s.freshness, s.received_at, s.verdict)
+
+    def session(self, window: int) -> SharedObject:
+        """A DONE :class:`SharedObject` with these facts (its ``spill`` is the caller's)."""
+        s = SharedObject(self.key, self.uri, self.upstream, self.target,
+                         list(self.upstream_headers), window)
+        s.status, s.headers, s.validators = self.status, list(self.headers), self.validators
+        s.length, s.vary_fields, s.vary_sig = self.length, self.vary_fields, self.vary_sig
+        s.freshness, s.received_at, s.verdict = self.freshness, self.received_at, self.verdict
+        # every byte came (on disk) and none is held in memory: a finished session's buffer
+        s.buffer.received = s.buffer.base = self.length
+        s.move(STREAMING)
+        s.move(DONE)
+        return s
