@@ -434,8 +434,8 @@ def run_rate(quick: bool) -> dict:
         pxs: dict[int, _Proc] = {}
         varnish = _VarnishPass(o)
         try:
-            # one process, one per core (SO_REUSEPORT; steered: one worker per object, so one
-            # object's requests end on one core) and one per core unsteered (each worker keeps
+            # one process, one per core (SO_REUSEPORT; steered: one worker per object, which
+            # offers it finished to the others) and one per core unsteered (each worker keeps
             # its own copy of the object, up to one origin copy per worker)
             for nw in sorted({1, workers}) + ([-workers] if workers > 1 else []):
                 pxs[nw] = _Proc(PY + ["proxy", "--listen", "127.0.0.1:0", "--upstream", o,
@@ -492,9 +492,11 @@ def run_rate(quick: bool) -> dict:
                  "'origin GETs / request' counts the origin's access-log lines: our proxy "
                  "reuses a finished stream (0 origin GETs once the object is in) while "
                  "Varnish with ttl=0 fetches every request, so the vmc rows are not the "
-                 "issue's like-for-like premise. With --workers each object has one worker "
-                 "(connections are handed to it), so one object's requests use one core; "
-                 "--no-steer spreads them over every core at up to one origin copy per worker.")
+                 "issue's like-for-like premise. With --workers each object has one worker: "
+                 "a connection for an object not yet whole on disk is handed to it, and a "
+                 "finished object is offered to every worker, which then serves it where the "
+                 "connection landed (one origin copy); --no-steer serves every connection "
+                 "where it landed at up to one origin copy per worker.")
     return {"title": "VMC proxy request rate under wrk vs Varnish keeping nothing",
             "rows": rows, "comparisons": comps, "ratios": {}, "targets": {},
             "repeats": repeats, "notes": notes}
