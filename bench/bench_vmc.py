@@ -457,9 +457,15 @@ def run_rate(quick: bool) -> dict:
                 arms[f"varnish ttl=0 {label}"] = partial(
                     _wrk, f"http://{varnish.authority}{path}", conns, seconds, origin_log,
                     size=size)
-            for url in [f"http://{px.authority}/obj-1024.bin" for px in pxs.values()] + [
-                    f"http://{varnish.authority}/obj-1024.bin"]:
-                urllib.request.urlopen(url, timeout=30).close()  # every arm up before timing
+            # every arm up, and every object in, before timing (with steered workers, a
+            # connection whose first request finds its object not yet whole on disk stays on
+            # the object's owner for the whole keep-alive run)
+            for size in sizes.values():
+                for url in [f"http://{px.authority}/obj-{size}.bin" for px in pxs.values()] + [
+                        f"http://{varnish.authority}/obj-{size}.bin"]:
+                    with urllib.request.urlopen(url, timeout=60) as r:
+                        r.read()
+            time.sleep(0.5)  # the owners' offers of the finished objects reach the others
             samples = interleaved(arms, repeats)
         finally:
             for px in pxs.values():
