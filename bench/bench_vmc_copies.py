@@ -142,6 +142,7 @@ def run(quick: bool) -> dict:
     stagger = 0.2 if quick else 0.5
     repeats = 2 if quick else 3
     rate = 5e6
+    cores = os.cpu_count() or 1  # with several: the --workers arms
     window_args = ["--window", "1MiB"] if quick else []
     window = (1 << 20) if quick else DEFAULT_WINDOW
     notes: list[str] = []
@@ -155,7 +156,6 @@ def run(quick: bool) -> dict:
                 _arm_vmc, o, n, stagger, size, [*window_args, "--disk-budget", "0"]
             ),
         }
-        cores = os.cpu_count() or 1
         if cores > 1:
             arms[f"vmc --workers {cores}"] = partial(
                 _arm_vmc, o, n, stagger, size, [*window_args, "--workers", str(cores)])
@@ -189,7 +189,6 @@ def run(quick: bool) -> dict:
     if all(r["proxy RSS growth MB"] is not None for r in ours):
         ratios["vmc defaults: RSS growth / window"] = Figure.of(
             r["proxy RSS growth MB"] / (window / 1e6) for r in ours)
-    cores = os.cpu_count() or 1
     if cores > 1:  # the workers against one process: steering keeps one origin copy
         for arm, target in ((f"vmc --workers {cores}", "= 1 (one worker per object)"),
                             (f"vmc --workers {cores} --no-steer", "up to the workers (no target)")):

@@ -192,12 +192,8 @@ class DiskStore:
             self.stats.refused[DiskRefusal.FULL if exc.errno in (errno.ENOSPC, errno.EDQUOT)
                                else DiskRefusal.ERROR] += 1
             return None
-        f = SpillFile(self, fd, length)
-        self._open.add(f)
-        self.reserved += length
         self.stats.files += 1
-        self.stats.peak_reserved = max(self.stats.peak_reserved, self.reserved)
-        return f
+        return self._register(SpillFile(self, fd, length))
 
     def adopt(self, fd: int, length: int) -> SpillFile | None:
         """Another worker's finished file of ``length`` bytes (``fd``, ours to close): a whole
@@ -217,9 +213,13 @@ class DiskStore:
             return None
         f = SpillFile(self, fd, length)
         f.written = length
-        self._open.add(f)
-        self.reserved += length
         self.stats.adopted += 1
+        return self._register(f)
+
+    def _register(self, f: SpillFile) -> SpillFile:
+        """``f`` is open in this store, its length reserved."""
+        self._open.add(f)
+        self.reserved += f.length
         self.stats.peak_reserved = max(self.stats.peak_reserved, self.reserved)
         return f
 

@@ -640,10 +640,7 @@ class SharingMachine:
         self.sharing.streaming(s)
         if self.disk is not None:
             copy: Any = self.disk.open(s.length)
-            if isinstance(copy, Evictable):  # a store that evicts
-                copy.can_evict = lambda: s.readers <= 0
-                copy.on_evict = lambda: self.sharing.forget(s)
-            s.spill = copy
+            self._on_disk(s, copy)
         if r is not None:
             s.readers += 1
             r.counted = True
@@ -734,16 +731,17 @@ class SharingMachine:
             disk.close()
             return False
         s = copy.session(self.cfg.window)
-        s.spill = disk
-        if isinstance(disk, Evictable):
-            disk.can_evict = lambda: s.readers <= 0
-            disk.on_evict = lambda: self.sharing.forget(s)
-        old = self.sharing.finished.get(s.key)
-        if old is not None:
-            self.sharing.forget(old)
-        self.sharing.finished[s.key] = s
+        self._on_disk(s, disk)
+        self.sharing.keep(s)
         self.disk.finished(disk)
         return True
+
+    def _on_disk(self, s: SharedObject, copy: Any) -> None:
+        """``copy`` holds ``s``'s body; a store that evicts may take it once nobody reads it."""
+        if isinstance(copy, Evictable):
+            copy.can_evict = lambda: s.readers <= 0
+            copy.on_evict = lambda: self.sharing.forget(s)
+        s.spill = copy
 
     def _abandon(self, s: SharedObject, now: float) -> None:
         if s.state == STREAMING:

@@ -287,10 +287,7 @@ class Sharing:
             del self.sessions[s.key]
         kept = False
         if s.state == DONE and s.spill is not None and s.spill.complete and self.disk:
-            old = self.finished.get(s.key)
-            if old is not None and old is not s:
-                self.forget(old)
-            self.finished[s.key] = s  # kept whole on disk for later requests while fresh
+            self.keep(s)
             kept = True
         if s.readers <= 0:
             s.buffer.clear()
@@ -298,6 +295,14 @@ class Sharing:
             if self.finished.get(s.key) is not s and s.spill is not None:
                 s.spill.close()
         return kept
+
+    def keep(self, s: SharedObject) -> None:
+        """``s`` (DONE, whole on disk) is the finished object of its key from now on, kept for
+        later requests while fresh; an older one of that key is forgotten."""
+        old = self.finished.get(s.key)
+        if old is not None and old is not s:
+            self.forget(old)
+        self.finished[s.key] = s
 
     def forget(self, s: SharedObject) -> None:
         """A finished object leaves the store (evicted or replaced); its copy closes once unread."""
