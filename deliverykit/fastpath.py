@@ -198,18 +198,21 @@ def py_group_by_destination(items: Iterable[_Pair]) -> list[_Pair]:
     """The (data, address) items grouped by address, groups in the order their
     address first appears, each in its own order (a stable sort by first
     appearance: what :func:`py_send_gso` needs for long runs)."""
-    groups: dict[Any, list[_Pair]] = {}
-    for item in items:
+    seq = list(items)
+    for item in seq:
         if not isinstance(item, tuple) or len(item) != 2:
             raise TypeError("group_by_destination: items are (data, address) pairs")
-        g = groups.get(item[1])
-        if g is None:
-            groups[item[1]] = [item]
-        else:
-            g.append(item)
-    if len(groups) <= 1:
-        return next(iter(groups.values()), [])
-    return [item for g in groups.values() for item in g]
+    return [seq[i] for i in _grouped_order([addr for _, addr in seq])]
+
+
+def _grouped_order(addrs: Sequence[Any]) -> list[int]:
+    """Indices of ``addrs`` grouped by value: groups in the order their value
+    first appears, each in its own order (the grouping of
+    :func:`py_group_by_destination` and :meth:`PyTxBatch.send`)."""
+    groups: dict[Any, list[int]] = {}
+    for i, addr in enumerate(addrs):
+        groups.setdefault(addr, []).append(i)
+    return [i for g in groups.values() for i in g]
 
 
 class PyTxBatch:
@@ -259,10 +262,7 @@ class PyTxBatch:
 
     def _grouped(self) -> list[int]:
         """Indices of the datagrams grouped by destination (stable)."""
-        groups: dict[tuple[str, int], list[int]] = {}
-        for i, (_data, addr) in enumerate(self._items):
-            groups.setdefault(addr, []).append(i)
-        return [i for g in groups.values() for i in g]
+        return _grouped_order([addr for _data, addr in self._items])
 
     def send(self, sock: socket.socket, max_segs: int) -> int:
         """Send, grouped by destination (runs as GSO messages when max_segs > 1);
