@@ -31,17 +31,9 @@ from swift.wire import codec as C
 class Announcer:
     """The HAVE log and the HAVE/ACK messages for each channel."""
 
-    #: a HAVE that waits for its interval is due at the next multiple of the
-    #: interval (a grid shared by every channel of the peer), not at its own
-    #: channel's ``have_at + interval``: the channels waiting are then woken
-    #: by one timer per interval rather than one each.  A change of behaviour
-    #: (a HAVE waits up to one interval longer), so off by default: measured
-    #: in docs/sim-fig6.md, session 20
-    GRID = False
-
     def __init__(self, have: Binmap, specs: Specs,
                  single_acks: Callable[[Channel], bool], dirty: DirtySet,
-                 interval: float = 0.0) -> None:
+                 interval: float = 0.0, grid: bool = False) -> None:
         #: our verified chunks (``Content.have``)
         self.have = have
         self._specs = specs
@@ -56,6 +48,8 @@ class Announcer:
         self.log_base = 0
         #: seconds a HAVE alone waits after the channel's last one (config.py)
         self.interval = interval
+        #: HAVEs that wait are due on one grid of ``interval`` (``PeerConfig.have_grid``)
+        self.grid = grid
         self._dirty = dirty
         #: established channels told every chunk logged so far: a new one
         #: is theirs to announce (at once, or after their interval)
@@ -72,7 +66,7 @@ class Announcer:
         end (the channels already waiting keep their wake-up)."""
         dirty = self._dirty
         wait = self.interval
-        grid = self.GRID and wait > 0
+        grid = self.grid and wait > 0
         for ch in self.idle:
             due = ch.ann.have_at + wait
             if grid and due > now:
@@ -103,7 +97,7 @@ class Announcer:
         later = math.inf
         if ann.version != self.version:
             due = ann.have_at + wait
-            if self.GRID and wait > 0 and due > now:
+            if self.grid and wait > 0 and due > now:
                 due = _on_grid(due, wait)
             if riding or due <= now or ann.pos < self.log_base:
                 out = self.have_msgs(ch, 60)
@@ -203,5 +197,5 @@ class Announcer:
 
 
 def _on_grid(t: float, step: float) -> float:
-    """The first multiple of ``step`` at or after ``t`` (``Announcer.GRID``)."""
+    """The first multiple of ``step`` at or after ``t`` (``PeerConfig.have_grid``)."""
     return math.ceil(t / step) * step

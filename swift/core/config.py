@@ -102,6 +102,14 @@ class PeerConfig:
     #: docs/sim-fig6.md, "HAVEs on the channel's schedule").  The completing
     #: chunk and live chunks are announced at once; 0: every chunk at once
     have_interval: float = 0.05
+    #: a HAVE waiting for its interval is due at the next multiple of
+    #: ``have_interval`` (one grid for every channel of the peer) rather than
+    #: at its channel's last HAVE + the interval: the channels waiting share
+    #: one wake-up per interval instead of one each.  A HAVE alone may wait up
+    #: to one interval longer.  Off by default; 19-35 % less CPU in simulated
+    #: VoD swarms, and no change beyond run-to-run spread in the 8-leecher
+    #: VoD twin on either backend (docs/sim-fig6.md, sessions 20 and 24)
+    have_grid: bool = False
     dead_after: float = 180.0
     #: seconds of silence, while our requests are outstanding, after which
     #: the initiator re-handshakes (a restarted peer drops the old channel)

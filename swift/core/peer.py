@@ -201,7 +201,7 @@ class Peer:
         self._dirty = DirtySet()
         self._orders = itertools.count()
         self.announcer = Announcer(content.have, self._specs, neg.single_acks, self._dirty,
-                                   cfg.have_interval)
+                                   cfg.have_interval, cfg.have_grid)
         #: what to ask whom: picker, chunks in flight, fast set, deadlines
         self.download = RequestScheduler(cfg, view, self.channels, self.availability,
                                          self.rng, self.stats, self._specs)

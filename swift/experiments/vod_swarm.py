@@ -40,6 +40,7 @@ group, the paper's Fig. 6 at our swarm size).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -82,17 +83,21 @@ def seeder_rate(leechers: int, bitrate_bps: float, seeder_bps: float | None) -> 
     return int(seeder_bps or max(2 * bitrate_bps, SUPPLY * leechers * bitrate_bps))
 
 
-def run_one(scenario: Scenario, algorithm: str, backend: Backend | str) -> swarm.SwarmRun:
-    """One algorithm on one scenario (:func:`swarm.vod_scenario`) on one backend."""
+def run_one(scenario: Scenario, algorithm: str, backend: Backend | str,
+            have_grid: bool = False) -> swarm.SwarmRun:
+    """One algorithm on one scenario (:func:`swarm.vod_scenario`) on one backend;
+    ``have_grid``: every peer's HAVEs that wait go on one grid (``PeerConfig.have_grid``)."""
     p = scenario.params
-    seed_cfg, leech_cfg = configs(int(p["chunk_size"]), float(p["bitrate"]), algorithm)
+    seed_cfg, leech_cfg = (dataclasses.replace(c, have_grid=have_grid) for c in
+                           configs(int(p["chunk_size"]), float(p["bitrate"]), algorithm))
     return swarm.run(scenario, backend, seed_cfg, leech_cfg, prefix="swvod")
 
 
 def run(quick: bool = True, leechers: int | None = None, video_s: float | None = None,
         algorithms: tuple[str, ...] = ("linear", "std-vod", "vod"), bitrate_bps: float = 1e6,
         chunk_size: int = 1024, seeder_bps: float | None = None, out: str | None = None,
-        backend: Backend | str = Backend.NETNS, seed: int = 0) -> list[dict]:
+        backend: Backend | str = Backend.NETNS, seed: int = 0,
+        have_grid: bool = False) -> list[dict]:
     """One flash-crowd run per algorithm; rows with stalls and start-up times.
     With ``out`` also the per-leecher CSV, JSON metadata and the Fig. 6 plot."""
     backend = Backend(backend)
@@ -105,7 +110,7 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
     rows = []
     per_leecher: list[dict] = []
     for algo in algorithms:
-        r = run_one(sc, algo, backend)
+        r = run_one(sc, algo, backend, have_grid)
         res = [(r.group(x.name), x) for x in r.leechers]
         for i, (g, x) in enumerate(res):
             per_leecher.append({"algorithm": algo, "leecher": i, "group": g,
@@ -133,7 +138,7 @@ def run(quick: bool = True, leechers: int | None = None, video_s: float | None =
         params = {"leechers": n, "video_s": secs, "bitrate_bps": bitrate_bps, "size_bytes": size,
                   "chunk_size": chunk_size, "algorithms": list(algorithms),
                   "backend": backend.value,
-                  "seed": seed, "seeder_up_bps": seed_bps,
+                  "seed": seed, "seeder_up_bps": seed_bps, "have_grid": have_grid,
                   "seeder_supply_ratio": round(seed_bps / (n * bitrate_bps), 3),
                   "leecher_up_bps": swarm.VOD_LEECHER_UP, "groups_delay_ms_loss_pct": GROUPS,
                   "quick": quick, "scenario": sc.to_dict()}
@@ -150,13 +155,13 @@ SWEEP_METRICS = ("mean_stalls", "mean_stall_s", "mean_startup_s", "mean_completi
 def sweep_task(point: dict[str, Any], seed: int) -> dict[str, Any]:
     """One simulated VoD swarm for :func:`deliverykit.sweep.run_sweep`: ``point`` holds
     ``leechers``, ``algorithm`` and optionally ``video_s``, ``bitrate_bps``,
-    ``seeder_bps``, ``chunk_size``."""
+    ``seeder_bps``, ``chunk_size``, ``have_grid``."""
     n = int(point["leechers"])
     bitrate_bps = float(point.get("bitrate_bps", 1e6))
     sc = swarm.vod_scenario(n, float(point.get("video_s", 60.0)), bitrate_bps,
                             int(point.get("chunk_size", 1024)),
                             seeder_rate(n, bitrate_bps, point.get("seeder_bps")), seed=seed)
-    r = run_one(sc, str(point["algorithm"]), Backend.SIM)
+    r = run_one(sc, str(point["algorithm"]), Backend.SIM, bool(point.get("have_grid", False)))
     ls = r.leechers
     if not all(x.verified for x in ls):
         raise ValueError(f"{sum(not x.verified for x in ls)} leecher(s) not verified")
@@ -229,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="netns: the namespace testbed in real time (root); sim: the same "
                          "scenario in the packet-level simulator (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="run seed (simulator)")
+    ap.add_argument("--have-grid", action="store_true",
+                    help="every peer's HAVEs that wait for their interval go on one grid "
+                         "(PeerConfig.have_grid): less CPU in the simulator; recorded in the "
+                         "sweep's point (docs/sim-fig6.md, session 24)")
     sweeps.add_arguments(ap)
     a = ap.parse_args(argv)
     sweeps.check(ap, a, ("leechers", "video_s", "seeder_bps", "bitrate_bps"))
@@ -240,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             base["leechers"] = a.leechers
         if seeder_bps:
             base["seeder_bps"] = seeder_bps
+        if a.have_grid:  # only when set: part files of sweeps without it still resume
+            base["have_grid"] = True
         res = sweeps.sweep(sweep_task, base, [{"algorithm": x} for x in algos], a, a.out,
                            "vod_swarm", "vod_swarm (paper IV-A, Fig. 6)")
         png = sweeps.plot(res, a.sweep[0], "algorithm",
@@ -250,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"files: {res.csv}, {res.summary_csv}, {png}", file=sys.stderr)
         return 1 if res.failures else 0
     rows = run(a.quick, a.leechers, a.video_s, algos, seeder_bps=seeder_bps, out=a.out,
-               backend=a.backend, seed=a.seed)
+               backend=a.backend, seed=a.seed, have_grid=a.have_grid)
     for r in rows:
         print(json.dumps(r))
     print(f"ours (seeder {rows[0]['seeder Mb/s']} Mb/s for {rows[0]['what'].split()[2]} leechers; "

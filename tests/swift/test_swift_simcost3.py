@@ -10,25 +10,27 @@ datagram by datagram on whole simulated swarms (tests/swift/swarm_digest.py):
 * ``UploadScheduler.WFQ_QUEUED``: WFQ's pick looks at the channels with DATA
   queued, not at every channel per DATA.
 
-And one change of behaviour, off by default: ``Announcer.GRID`` puts the HAVEs
-that wait for their interval on one grid per peer, so one timer wakes every
-channel due instead of one timer each.
+And one change of behaviour, off by default: ``PeerConfig.have_grid`` puts the
+HAVEs that wait for their interval on one grid per peer, so one timer wakes
+every channel due instead of one timer each.
 """
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from typing import Any
 
 import pytest
 
 from deliverykit.sim import pump
 from swift import sim as S
-from swift.core.announce import Announcer
 from swift.core.config import PeerConfig
 from swift.core.content import Content, MemoryStorage
 from swift.core.merkle import MerkleTree
 from swift.core.peer import Peer
 from swift.core.upload import UploadScheduler
+from swift.experiments import swarm, vod_swarm
 from tests.swift.swarm_digest import CS, digest, lossy_flash, vod
 
 SWARMS = [
@@ -132,16 +134,48 @@ def test_a_repeat_after_a_flush_cut_short_by_the_budget_runs_in_full() -> None:
 
 def test_the_have_grid_is_off_by_default() -> None:
     """The grid changes when HAVEs go: not the default."""
-    assert Announcer.GRID is False
+    assert PeerConfig().have_grid is False
     assert Peer.QUIET_REPEAT is True and UploadScheduler.WFQ_QUEUED is True
+
+
+_RUN_ONE = vod_swarm.run_one
 
 
 @pytest.mark.parametrize("name,run", SWARMS[:2])
 def test_the_have_grid_wakes_less(name: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With ``Announcer.GRID`` the swarm still verifies every leecher (the
+    """With ``PeerConfig.have_grid`` the swarm still verifies every leecher (the
     digest asserts it) with fewer timer runs: the channels waiting for their
     HAVE interval share wake-ups.  Other datagrams: a change of behaviour."""
-    on = digest(run, monkeypatch, (Announcer, "GRID", True), (pump.Host, "_fire"))
-    off = digest(run, monkeypatch, (Announcer, "GRID", False), (pump.Host, "_fire"))
+    on = digest(run, monkeypatch, (vod_swarm, "run_one", partial(_RUN_ONE, have_grid=True)),
+                (pump.Host, "_fire"))
+    off = digest(run, monkeypatch, (vod_swarm, "run_one", _RUN_ONE), (pump.Host, "_fire"))
     assert on[0] != off[0], name
     assert on[2] < 0.8 * off[2], (on[2], off[2])
+
+
+def test_the_have_grid_reaches_every_peer_from_the_cli_and_the_sweep_point(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--have-grid`` and a sweep point's ``have_grid`` set it on the seeder's
+    and the leechers' configurations (the sweep records the point); without
+    either it stays off.  Real simulated swarms, their peers' configurations
+    read on the way in."""
+    seen: list[tuple[bool, bool]] = []
+    real = swarm.run
+
+    def spy(scenario: Any, backend: Any, seeder: PeerConfig, leecher: PeerConfig,
+            prefix: str = "swsw") -> Any:
+        seen.append((seeder.have_grid, leecher.have_grid))
+        return real(scenario, backend, seeder, leecher, prefix)
+
+    monkeypatch.setattr(swarm, "run", spy)
+    point = {"leechers": 3, "algorithm": "vod", "video_s": 2.0}
+    off = vod_swarm.sweep_task(point, 1)
+    on = vod_swarm.sweep_task({**point, "have_grid": True}, 1)
+    assert seen == [(False, False), (True, True)]
+    assert off["verified"] == on["verified"] == 3
+    argv = ["--backend", "sim", "--leechers", "3", "--video-s", "2", "--algorithms", "vod",
+            "--out", str(tmp_path)]
+    assert vod_swarm.main(argv + ["--have-grid"]) == 0
+    assert seen[-1] == (True, True)
+    meta = json.loads((tmp_path / "vod_swarm-3-sim.json").read_text())
+    assert meta["parameters"]["have_grid"] is True
