@@ -106,9 +106,10 @@ class PeerConfig:
     #: ``have_interval`` (one grid for every channel of the peer) rather than
     #: at its channel's last HAVE + the interval: the channels waiting share
     #: one wake-up per interval instead of one each.  A HAVE alone may wait up
-    #: to one interval longer.  Off by default; 19-35 % less CPU in simulated
-    #: VoD swarms, and no change beyond run-to-run spread in the 8-leecher
-    #: VoD twin on either backend (docs/sim-fig6.md, sessions 20 and 24)
+    #: to one interval longer.  Off by default: 19-35 % less CPU in simulated
+    #: VoD swarms, but it changes them (32 leechers: start-up 1.3 s and
+    #: completion 0.7 s sooner, a few more stalls; docs/sim-fig6.md, sessions
+    #: 20 and 24)
     have_grid: bool = False
     dead_after: float = 180.0
     #: seconds of silence, while our requests are outstanding, after which
