@@ -18,6 +18,7 @@ import ipaddress
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -178,15 +179,74 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 _OURS: set[object] = {_raise_terminated}  # handlers this module installed (Stopper adds asyncio's)
 
 
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+#: thread ident -> the signal mask that thread had before :func:`stop_signals_held`
+#: (or :func:`hold_stop_signals_in_this_thread`) blocked the stop signals; a child that
+#: thread forks finds its own entry here (the ident survives the fork) and restores it
+_HELD: dict[int, set[signal.Signals | int]] = {}
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM off the calling thread while it forks and records the child.
+
+    Ctrl-C at a terminal signals the whole process group. Without the hold, a child forked at
+    that moment met the signal inside an at-fork hook (logging's lock reset): Python printed
+    "Exception ignored ... Traceback" and the child carried on. With it, the parent takes the
+    signal when the block ends, after its caller has recorded the child for clean-up; the
+    child (see :func:`_default_signals_in_forked_child`) dies of a signal that arrived during
+    the fork, as a new process would, and otherwise starts with the caller's mask. Nests."""
+    me = threading.get_ident()
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    outermost = me not in _HELD
+    if outermost:
+        _HELD[me] = saved
+    try:
+        yield
+    finally:
+        if outermost:
+            del _HELD[me]
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved)
+
+
+def hold_stop_signals_in_this_thread() -> None:
+    """Block SIGINT and SIGTERM in a helper thread for good (a ThreadPoolExecutor
+    ``initializer``): the kernel then hands them to the main thread, which acts on them, and a
+    child the helper forks (pyroute2's netns helpers) starts as :func:`stop_signals_held`
+    says."""
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    _HELD.setdefault(threading.get_ident(), saved)
+
+
+def _release_hold_in_child() -> None:
+    saved = _HELD.get(threading.get_ident())
+    _HELD.clear()  # the parent's other threads do not exist here
+    if saved is None:
+        return
+    wanted = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS - saved}
+    for sig, handler in wanted.items():
+        if handler is not signal.SIG_IGN:
+            # one that arrived during the fork, or arrives now, ends the child without a
+            # Python handler running inside this hook
+            signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, saved)
+    for sig, handler in wanted.items():
+        if handler is not None and handler is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
 def _default_signals_in_forked_child() -> None:
     """A forked child (pyroute2's netns helper, a multiprocessing worker) starts with SIGTERM
     and SIGINT as a new process has them, not with the handlers of the CLI it was forked from:
     pyroute2 stops its helper with SIGTERM and waits, and a helper that raised Terminated
-    instead of exiting, or only poked the parent's event loop, hung the experiment for ever."""
+    instead of exiting, or only poked the parent's event loop, hung the experiment for ever.
+    Then, if the forking thread held the stop signals, the child lets them in again."""
     if signal.getsignal(signal.SIGTERM) in _OURS:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if signal.getsignal(signal.SIGINT) in _OURS:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _release_hold_in_child()
 
 
 os.register_at_fork(after_in_child=_default_signals_in_forked_child)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from deliverykit.cliutil import stop_signals_held
+
 from . import shaping
 from .capture import Capture
 from .errors import TestbedError, TestbedNeedsRoot, TestbedTimeout
@@ -415,9 +417,10 @@ class Testbed:
     def spawn(self, host: Host, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Task:
         """Start ``fn(*args, **kwargs)`` in a forked child inside ``host``; see ``Task``."""
         self._check_open()
-        task = spawn_in_netns(self._own(host).ns, fn, args, kwargs,
-                              label=f"{getattr(fn, '__qualname__', fn)} in host {host.name}")
-        self._tasks.append(task)
+        with stop_signals_held():  # a Ctrl-C now arrives after the child is on the list
+            task = spawn_in_netns(self._own(host).ns, fn, args, kwargs,
+                                  label=f"{getattr(fn, '__qualname__', fn)} in host {host.name}")
+            self._tasks.append(task)
         return task
 
     def event(self) -> Event:

@@ -13,12 +13,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from deliverykit.cliutil import hold_stop_signals_in_this_thread
+
 
 class NetlinkWorker:
     """One thread that owns every pyroute2 object of a testbed."""
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dk-testbed-netlink")
+        # Ctrl-C goes to the main thread; pyroute2's forked helpers start as cliutil says
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dk-testbed-netlink",
+                                        initializer=hold_stop_signals_in_this_thread)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return self._pool.submit(fn, *args, **kwargs).result()

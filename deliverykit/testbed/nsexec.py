@@ -23,6 +23,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from deliverykit.cliutil import stop_signals_held
+
 from .errors import RemoteError, RemoteTraceback, TestbedError, TestbedTimeout
 
 _PENDING = object()
@@ -176,12 +178,13 @@ def spawn_in_netns(
         except Exception:  # noqa: BLE001
             pass
     rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(rfd)
-        _child_main(ns, fn, args, kwargs or {}, wfd)
-    os.close(wfd)
-    return Task(pid, rfd, label or f"{getattr(fn, '__qualname__', fn)!s} in netns {ns}")
+    with stop_signals_held():  # a Ctrl-C now reaches the parent once it has the Task
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(rfd)
+            _child_main(ns, fn, args, kwargs or {}, wfd)
+        os.close(wfd)
+        return Task(pid, rfd, label or f"{getattr(fn, '__qualname__', fn)!s} in netns {ns}")
 
 
 def write_sysctls(settings: dict[str, str]) -> None:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from deliverykit.cliutil import stop_signals_held
 from vmc.aio import steer
 from vmc.aio.config import ProxyConfig
 from vmc.aio.steer import Steering
@@ -81,29 +82,32 @@ def serve_workers(cfg: ProxyConfig, n: int, stats_out: str | None, stats_every: 
     sys.stderr.flush()
     made = steer.pairs(n) if cfg.steer and n > 1 else []
     kids: list[tuple[int, Any]] = []
-    for i in range(n):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # a worker: its stdout goes to the parent
-            code = 1
-            try:
-                hold.close()
-                os.close(r)
-                os.dup2(w, 1)
-                os.close(w)
-                sys.stdout = os.fdopen(1, "w", buffering=1)
-                out = f"{stats_out}.w{i}" if stats_out else None
-                code = run(server(wcfg, out, stats_every,
-                                  steer.for_worker(i, made) if made else None))
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        os.close(w)
-        kids.append((pid, os.fdopen(r)))
-    for pair in made:  # the workers hold them now
-        for end in pair:
-            end.close()
     try:
+        for i in range(n):
+            r, w = os.pipe()
+            # a Ctrl-C during the forks reaches this process once the worker is in ``kids``,
+            # so the ``finally`` below stops every worker started
+            with stop_signals_held():
+                pid = os.fork()
+                if pid == 0:  # a worker: its stdout goes to the parent
+                    code = 1
+                    try:
+                        hold.close()
+                        os.close(r)
+                        os.dup2(w, 1)
+                        os.close(w)
+                        sys.stdout = os.fdopen(1, "w", buffering=1)
+                        out = f"{stats_out}.w{i}" if stats_out else None
+                        code = run(server(wcfg, out, stats_every,
+                                          steer.for_worker(i, made) if made else None))
+                    finally:
+                        sys.stdout.flush()
+                        os._exit(code)
+                os.close(w)
+                kids.append((pid, os.fdopen(r)))
+        for pair in made:  # the workers hold them now
+            for end in pair:
+                end.close()
         firsts = [f.readline() for _, f in kids]
         if not all(line.startswith("vmc proxy on") for line in firsts):
             print("vmc proxy: a worker did not start", file=sys.stderr, flush=True)
