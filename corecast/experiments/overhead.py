@@ -27,7 +27,15 @@ per-client hash comparison, or none).  Both are options of the ITR's batch
 path (C and its twin, :class:`corecast._fast.ItrPath`).
 
 S sends for ``--seconds`` (30 in the paper; default 30, ``--quick``: the
-packet list once) at each ``--rate`` packets/s, cycling the chunks.  Measured:
+packet list once) at each ``--rate`` packets/s, cycling the chunks, or with
+``--pace-ms 25`` at the paper's real-time pace: one chunk's packets (the payload
+and one header a client) every 25 ms, so the offered rate grows with the scale,
+40 x (clients + 1) packets/s, 57k at x1 to 400k at x7 (the paper's Fig. 8; the
+unicast stream of the other subjects is offered at the same rate).  The ITR sends
+LISP data as the core's (bytes, address) pairs, one sendmmsg datagram each
+(``--itr-send pairs``, the series since session 19), or from a TxBatch with UDP
+GSO (``batch``, what :class:`corecast.aio.raw.RawItrNode` does by default).
+Measured:
 the ITR process's CPU (getrusage) per input packet; the whole machine's CPU
 (sar-like, from /proc/stat: busy share of all cores) during the send, beside
 the same share over an idle window just before it (the machine is shared, so
@@ -60,6 +68,17 @@ from deliverykit.cliutil import cli_main, existing_file
 
 ORDER = (1, 7, 2, 6, 3, 5, 4)
 S_ADDR, X_IN, X_OUT, CAP = "172.16.0.1", "172.16.0.2", "100.127.255.1", "100.127.255.254"
+
+
+class ItrSend(enum.Enum):
+    """How the ITR process hands its LISP data to the kernel."""
+
+    PAIRS = "pairs"  #: the core's (bytes, address) pairs, one sendmmsg datagram each
+    BATCH = "batch"  #: a TxBatch (no Python object per datagram) sent with UDP GSO
+
+
+#: the paper's chunk period: a 1,200-byte payload every 25 ms is its 384 kb/s stream
+PAPER_PACE_MS = 25.0
 
 
 class Mode(enum.Enum):
@@ -124,7 +143,8 @@ class CpuSample:
 
 
 async def _itr_main(map_cache: str, corecast: bool, ready: Any, stop: Any, fast: bool | None,
-                    lookup: str = "trie", check_hash: bool = True) -> dict[str, Any]:
+                    lookup: str = "trie", check_hash: bool = True,
+                    send: str = ItrSend.PAIRS.value) -> dict[str, Any]:
     import resource
 
     from corecast.aio.raw import RawItrNode
@@ -136,10 +156,10 @@ async def _itr_main(map_cache: str, corecast: bool, ready: Any, stop: Any, fast:
     mc.load_static(map_cache)
     itr = Itr(X_OUT, [parse_prefix("10.255.0.0/16")] if corecast else [], mc, fast=fast,
               lookup=lookup, check_hash=check_hash)
-    # without UDP GSO and the TxBatch: the 20-repetition series began (session 19)
-    # with the core's (bytes, address) pairs, one sendmmsg datagram per packet, and
-    # its sittings accumulate into one result
-    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], gso=False, direct=False)
+    # pairs: without UDP GSO and the TxBatch, as the 20-repetition series began
+    # (session 19), so its sittings accumulate into one result; batch: both
+    batch = ItrSend(send) is ItrSend.BATCH
+    node = RawItrNode(itr, "to-s", [X_IN, X_OUT], gso=batch, direct=batch)
     await node.start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     ready.set()
@@ -257,7 +277,8 @@ class Bed:
 
 
 def _measure(bed: Bed, subject: Subject, scale: int, rate: float, pkts: list[bytes],
-             map_cache: str, clients: int, seconds: float | None, idle_s: float) -> dict[str, Any]:
+             map_cache: str, clients: int, seconds: float | None, idle_s: float,
+             send: ItrSend = ItrSend.PAIRS) -> dict[str, Any]:
     tb = bed.tb
     task = None
     if subject.mode is Mode.KERNEL:
@@ -265,7 +286,7 @@ def _measure(bed: Bed, subject: Subject, scale: int, rate: float, pkts: list[byt
     else:
         ready, stop = tb.event(), tb.event()
         task = tb.spawn(bed.itr, _itr_main, map_cache, subject.mode is Mode.CORECAST, ready,
-                        stop, None, subject.lookup.value, subject.check_hash)
+                        stop, None, subject.lookup.value, subject.check_hash, send.value)
         if not ready.wait(30):
             raise RuntimeError("the ITR did not start within 30 s")
     try:
@@ -323,25 +344,51 @@ Key = tuple[int, int, float, str]
 
 def configuration(scales: tuple[int, ...], rates: tuple[float, ...], seconds: float | None,
                   chunks: int, pad: int, lookups: tuple[Lookup, ...], hashes: tuple[bool, ...],
-                  kernel: bool, idle_s: float) -> dict[str, Any]:
+                  kernel: bool, idle_s: float, send: ItrSend = ItrSend.PAIRS,
+                  pace_ms: float | None = None) -> dict[str, Any]:
     """What every row of one part file shares: the options that change what a run measures
     (``--reps`` is not one: more repetitions are more rows of the same configuration), and
-    whether the ITR ran the C path or the pure twins."""
+    whether the ITR ran the C path or the pure twins.  ``itr_send`` and ``pace_ms`` appear
+    only when not the default (pairs, fixed rates), so the part files of the series before
+    them still resume; with ``pace_ms``, ``rates`` is empty (the rate follows the scale)."""
     from deliverykit.fastpath import have_c
 
-    return {"scales": list(scales), "rates": [float(r) for r in rates], "seconds": seconds,
-            "chunks": chunks, "pad": pad, "lookups": [lk.value for lk in lookups],
-            "hashes": ["on" if h else "off" for h in hashes], "kernel": kernel,
-            "idle_s": idle_s, "c_path": have_c()}
+    config = {"scales": list(scales),
+              "rates": [] if pace_ms is not None else [float(r) for r in rates],
+              "seconds": seconds, "chunks": chunks, "pad": pad,
+              "lookups": [lk.value for lk in lookups],
+              "hashes": ["on" if h else "off" for h in hashes], "kernel": kernel,
+              "idle_s": idle_s, "c_path": have_c()}
+    if send is not ItrSend.PAIRS:
+        config["itr_send"] = send.value
+    if pace_ms is not None:
+        config["pace_ms"] = float(pace_ms)
+    return config
+
+
+def paced_rate(scale: int, pace_ms: float) -> float:
+    """Packets/s of the CoreCast stream at ``scale`` when each chunk (its payload, then one
+    header a client) takes ``pace_ms``: 40 x (clients + 1) at the paper's 25 ms."""
+    from corecast.workload import skewed
+
+    return float(round((len(skewed(scale=scale).clients) + 1) * 1000.0 / pace_ms))
+
+
+def rates_at(scale: int, rates: tuple[float, ...], pace_ms: float | None) -> tuple[float, ...]:
+    """The rates measured at ``scale``: the fixed ``rates``, or the paced one."""
+    return (paced_rate(scale, pace_ms),) if pace_ms is not None else tuple(map(float, rates))
 
 
 def options(config: dict[str, Any]) -> str:
     """The command-line options that give ``config`` (to resume a part file with)."""
     out = ["--quick"] if config.get("seconds") is None else [f"--seconds {config['seconds']:g}"]
     out += [f"--scales {','.join(str(s) for s in config['scales'])}",
-            f"--rate {','.join(f'{r:g}' for r in config['rates'])}",
+            f"--pace-ms {config['pace_ms']:g}" if config.get("pace_ms") is not None
+            else f"--rate {','.join(f'{r:g}' for r in config['rates'])}",
             f"--chunks {config['chunks']}", f"--lookup {','.join(config['lookups'])}",
             f"--hash {','.join(config['hashes'])}", f"--pad {config['pad']}"]
+    if config.get("itr_send", ItrSend.PAIRS.value) != ItrSend.PAIRS.value:
+        out.append(f"--itr-send {config['itr_send']}")
     if not config["kernel"]:
         out.append("--no-kernel")
     env = "" if config.get("c_path", True) else "DELIVERYKIT_PURE=1 "
@@ -349,11 +396,13 @@ def options(config: dict[str, Any]) -> str:
 
 
 def plan(reps: int, scales: tuple[int, ...], rates: tuple[float, ...],
-         subs: list[Subject]) -> list[Key]:
+         subs: list[Subject], pace_ms: float | None = None) -> list[Key]:
     """Every measurement of a run, in the order it runs them: repetition, then scale (the
-    interleaved 1, 7, 2, 6, 3, 5, 4 by default), then rate, then subject."""
-    return [(rep, scale, float(r), sub.label) for rep in range(reps) for scale in scales
-            for r in rates for sub in subs]
+    interleaved 1, 7, 2, 6, 3, 5, 4 by default), then rate (:func:`rates_at`), then
+    subject."""
+    per_scale = {scale: rates_at(scale, rates, pace_ms) for scale in scales}
+    return [(rep, scale, r, sub.label) for rep in range(reps) for scale in scales
+            for r in per_scale[scale] for sub in subs]
 
 
 def row_key(row: dict[str, Any]) -> Key:
@@ -496,10 +545,12 @@ def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | N
         hashes: tuple[bool, ...] = (True,), kernel: bool = False,
         rates: tuple[float, ...] | None = None, idle_s: float | None = None,
         progress: bool = False, pad: int = 0, resume: bool = False,
-        quiet_below: float = QUIET_BELOW) -> dict[str, Any]:
+        quiet_below: float = QUIET_BELOW, send: ItrSend = ItrSend.PAIRS,
+        pace_ms: float | None = None) -> dict[str, Any]:
     """Every repetition runs every scale x rate x subject, interleaved; ``seconds`` None
     sends each packet list once (the quick form); ``pad`` adds that many mappings no
-    client uses to the map-cache (:func:`padding`).
+    client uses to the map-cache (:func:`padding`); ``pace_ms`` replaces the rates by
+    the chunk period's (:func:`paced_rate`); ``send`` is the ITR's send path.
 
     With ``out_dir`` every run is appended to ``out_dir/overhead.part.jsonl`` as soon as
     it is measured; an existing part file is an error unless ``resume``, which keeps its
@@ -512,8 +563,9 @@ def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | N
     rates = rates or (rate,)
     idle_s = idle_s if idle_s is not None else (0.5 if seconds is None else 3.0)
     subs = subjects(lookups, hashes, kernel)
-    config = configuration(scales, rates, seconds, chunks, pad, lookups, hashes, kernel, idle_s)
-    keys = plan(reps, scales, rates, subs)
+    config = configuration(scales, rates, seconds, chunks, pad, lookups, hashes, kernel, idle_s,
+                           send, pace_ms)
+    keys = plan(reps, scales, rates, subs, pace_ms)
     done: dict[Key, dict[str, Any]] = {}
     part = os.path.join(out_dir, PART) if out_dir else None
     if resume and part is None:
@@ -546,7 +598,8 @@ def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | N
         out = _Appender(part) if part is not None else None
         try:
             new = _run_missing(todo, done, len(keys), subs, scales, rates, chunks, seconds,
-                               idle_s, pad, config, prov, out, progress, t_start)
+                               idle_s, pad, config, prov, out, progress, t_start, send,
+                               pace_ms)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cliutil): what was measured is kept
             if progress:
                 sys.stderr.write("\n")
@@ -572,9 +625,10 @@ def run(quick: bool = True, scales: tuple[int, ...] | None = None, reps: int | N
         result["metadata"] = run_metadata(
             "corecast", quick=quick, scales=scales, reps=reps, chunks=chunks, rates=rates,
             seconds=seconds, lookups=[lk.value for lk in lookups], hashes=list(hashes),
-            kernel=kernel, pad=pad, configuration=config, resumed_rows=len(keys) - new)
+            kernel=kernel, pad=pad, itr_send=send.value, pace_ms=pace_ms,
+            configuration=config, resumed_rows=len(keys) - new)
         write_when_done(os.path.join(out_dir, "overhead.json"), json.dumps(result, indent=2))
-        _plot(result["summary"], os.path.join(out_dir, "overhead.png"))
+        _plot(result["summary"], os.path.join(out_dir, "overhead.png"), pace_ms)
     return result
 
 
@@ -582,7 +636,8 @@ def _run_missing(todo: list[Key], done: dict[Key, dict[str, Any]], total: int,
                  subs: list[Subject], scales: tuple[int, ...], rates: tuple[float, ...],
                  chunks: int, seconds: float | None, idle_s: float, pad: int,
                  config: dict[str, Any], prov: dict[str, Any], out: _Appender | None,
-                 progress: bool, t_start: float) -> int:
+                 progress: bool, t_start: float, send: ItrSend = ItrSend.PAIRS,
+                 pace_ms: float | None = None) -> int:
     """Measure the ``todo`` keys in order, each row into ``done`` and ``out`` at once."""
     import datetime as dt
 
@@ -600,11 +655,17 @@ def _run_missing(todo: list[Key], done: dict[Key, dict[str, Any]], total: int,
         tb.route(itr, "10.0.0.0/8", via=CAP)  # the kernel baseline's unicast stream
         for h in (s, itr, cap):
             tb.sysctl(h, "net.ipv6.conf.all.disable_ipv6", "1")
+        if send is ItrSend.BATCH:
+            # a UDP GSO message is cut into its datagrams on the ITR's way out, as by a NIC
+            # without UDP segmentation offload: whole, CAP's counter would count it once
+            if tb.features(itr, l2.a, tx_udp_segmentation=False).get("tx-udp-segmentation",
+                                                                     True):
+                raise RuntimeError("could not turn tx-udp-segmentation off on the ITR's egress")
         bed = Bed(tb, s, itr, cap, l2.b)
         for rep in sorted({k[0] for k in todo}):
             for scale in scales:
-                mine = [sub for r in rates for sub in subs
-                        if (rep, scale, float(r), sub.label) in wanted]
+                here = rates_at(scale, rates, pace_ms)
+                mine = [sub for r in here for sub in subs if (rep, scale, r, sub.label) in wanted]
                 if not mine:
                     continue
                 pop = skewed(scale=scale)
@@ -612,13 +673,13 @@ def _run_missing(todo: list[Key], done: dict[Key, dict[str, Any]], total: int,
                 traffic = {m: _packets(scale, chunks, m) for m in (False, True)}
                 core = {sub: _core_us_per_pkt(sub, traffic[sub.mode is Mode.CORECAST], mcache)
                         for sub in dict.fromkeys(mine)}
-                for r in rates:
+                for r in here:
                     for sub in subs:
-                        key = (rep, scale, float(r), sub.label)
+                        key = (rep, scale, r, sub.label)
                         if key not in wanted:
                             continue
                         m = _measure(bed, sub, scale, r, traffic[sub.mode is Mode.CORECAST],
-                                     mcache, len(pop.clients), seconds, idle_s)
+                                     mcache, len(pop.clients), seconds, idle_s, send)
                         row = {"rep": rep, **m, "mappings": pad + len(pop.sizes()),
                                "core_us_per_pkt": core[sub], **prov,
                                "utc": dt.datetime.now(dt.timezone.utc).isoformat(
@@ -668,6 +729,7 @@ def _summarise(rows: list[dict[str, Any]],
                           "sys_n": len(sysu), "sys_excluded": len(mine) - len(sysu),
                           "idle_busy_pct_max": max(r["idle_busy_pct"] for r in mine),
                           "loss_pct_max": max(r["loss_pct"] for r in mine),
+                          "send_pps": _median([r["send_pps"] for r in mine]),
                           "load_avg": _median([r["load_avg"] for r in mine])}
         base = per.get("plain/trie") or next((v for k, v in per.items()
                                              if k.startswith("plain")), None)
@@ -709,7 +771,7 @@ def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
           + "; hosts: " + ", ".join(f"{h} ({n})" for h, n in src["hosts"].items()))
     print(f"{'scale':>5} {'pkt/s':>8} {'subject':<24} {'n':>3} {'core us':>8} {'/plain':>7} "
           f"{'ITR us':>7} {'/plain':>7} {'sys us':>7} {'sys n':>5} {'/kernel':>8} "
-          f"{'loss %':>7}")
+          f"{'loss %':>7} {'S pkt/s':>8}")
     for s in _summarise(rows, quiet_below):
         for label, v in s["subjects"].items():
             core = "-" if v["core_us_per_pkt"] is None else f"{v['core_us_per_pkt']:.3f}"
@@ -718,17 +780,19 @@ def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
             print(f"{s['scale']:>5} {s['rate']:>8,.0f} {label:<24} {v['reps']:>3} {core:>8} "
                   f"{v.get('core_over_plain_trie', '-'):>7} {itr:>7} "
                   f"{v.get('itr_over_plain_trie', '-'):>7} {sysu:>7} {v['sys_n']:>5} "
-                  f"{v.get('sys_over_kernel', '-'):>8} {v['loss_pct_max']:>7}")
+                  f"{v.get('sys_over_kernel', '-'):>8} {v['loss_pct_max']:>7} "
+                  f"{v['send_pps']:>8,.0f}")
     print("n: repetitions present (medians over them); core us: the ITR core's batch path per "
           "packet (no sockets); ITR us: the ITR process (getrusage) per packet it took in; "
           "sys us: the whole machine (/proc/stat) per offered packet above its idle share just "
           f"before, over the runs whose idle window was under {quiet_below:g}% busy (sys n; "
-          f"'busy': none was): {src['sys_excluded']} of {len(rows)} runs left out")
+          f"'busy': none was): {src['sys_excluded']} of {len(rows)} runs left out; loss %: "
+          f"the worst run's; S pkt/s: the rate the sender achieved (median)")
     print("paper: CoreCast +52% CPU over unicast forwarding (ratio ~1.52), blamed on a linear "
           "EID-to-RLOC search")
 
 
-def _plot(summary: list[dict[str, Any]], path: str) -> None:
+def _plot(summary: list[dict[str, Any]], path: str, pace_ms: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -739,13 +803,15 @@ def _plot(summary: list[dict[str, Any]], path: str) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     labels = dict.fromkeys(k for s in summary for k, v in s["subjects"].items()
                            if v["itr_us_per_pkt"] is not None)
-    for rate in sorted({s["rate"] for s in summary}):
-        ss = [s for s in summary if s["rate"] == rate]
+    # paced, the rate follows the scale: one line per subject
+    series = ([(f"{pace_ms:g} ms chunks", summary)] if pace_ms is not None else
+              [(f"{rate / 1e3:g}k/s", [s for s in summary if s["rate"] == rate])
+               for rate in sorted({s["rate"] for s in summary})])
+    for name, ss in series:
         for label in labels:
             pts = [(s["scale"], s["subjects"][label]["itr_us_per_pkt"]) for s in ss
                    if label in s["subjects"]]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
-                    label=f"{label} @ {rate / 1e3:g}k/s")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{label} @ {name}")
     ax.set_xlabel("scaling factor (x 1,429 clients)")
     ax.set_ylabel("ITR CPU per packet [us]")
     ax.legend(fontsize=6)
@@ -835,7 +901,7 @@ def _table(path: str, quiet_below: float) -> int:
         per_rep = len(plan(1, tuple(config["scales"]), tuple(config["rates"]),
                            subjects(tuple(Lookup(v) for v in config["lookups"]),
                                     tuple(h == "on" for h in config["hashes"]),
-                                    config["kernel"])))
+                                    config["kernel"]), config.get("pace_ms")))
         print(f"configuration: {options(config)} ({per_rep} runs per repetition; "
               f"repetitions seen: {reps})")
     print_table(pf.rows, quiet_below)
@@ -858,8 +924,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-below", type=_percent, metavar="PCT", default=QUIET_BELOW,
                     help="the sys figure only over runs whose idle window was under PCT %% "
                          f"busy (default {QUIET_BELOW:g})")
-    ap.add_argument("--rate", type=_rates, default=(12_000.0,),
+    ap.add_argument("--rate", type=_rates, default=None,
                     help="offered packets/s, comma-separated for several (default 12000)")
+    ap.add_argument("--pace-ms", type=_positive(float), metavar="MS", default=None,
+                    help=f"instead of --rate, the paper's real-time pace: one chunk (payload, "
+                         f"then a header a client) every MS ms, so the rate grows with the "
+                         f"scale (the paper: {PAPER_PACE_MS:g}, 57k to 400k packets/s)")
+    ap.add_argument("--itr-send", type=ItrSend, choices=list(ItrSend), default=ItrSend.PAIRS,
+                    metavar="{pairs,batch}",
+                    help="the ITR's send path: the core's (bytes, address) pairs, one "
+                         "datagram each (default, the series since session 19), or a TxBatch "
+                         "with UDP GSO (batch)")
     ap.add_argument("--seconds", type=_positive(float), default=None,
                     help="seconds per run (the paper: 30; default 30, --quick: the list once)")
     ap.add_argument("--reps", type=_positive(int), default=None,
@@ -882,11 +957,13 @@ def main(argv: list[str] | None = None) -> int:
         return _table(str(a.table), a.quiet_below)
     if a.resume and a.out is None:
         ap.error("--resume needs --out (the directory holding overhead.part.jsonl)")
+    if a.pace_ms is not None and a.rate is not None:
+        ap.error("--pace-ms sets the rate of every scale: give it or --rate, not both")
     seconds = a.seconds if a.seconds is not None else (None if a.quick else 30.0)
     r = run(a.quick, scales=a.scales, reps=a.reps, chunks=a.chunks, out_dir=a.out,
             seconds=seconds, lookups=a.lookup, hashes=a.hash, kernel=not a.no_kernel,
-            rates=a.rate, progress=sys.stderr.isatty(), pad=a.pad, resume=a.resume,
-            quiet_below=a.quiet_below)
+            rates=a.rate or (12_000.0,), progress=sys.stderr.isatty(), pad=a.pad,
+            resume=a.resume, quiet_below=a.quiet_below, send=a.itr_send, pace_ms=a.pace_ms)
     print_table(r["rows"], a.quiet_below)
     kept = len(r["rows"]) - r["new_rows"]
     sys.stderr.write(f"overhead: {len(r['rows'])} runs ({r['new_rows']} this sitting"

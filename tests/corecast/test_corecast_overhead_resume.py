@@ -34,7 +34,8 @@ def _row(rep: int, scale: int, subject: str, config: dict[str, Any], idle: float
     """A row with the fields a measured run writes (values made up)."""
     return {"rep": rep, "scale": scale, "clients": 1429 * scale, "rate": 12_000.0,
             "subject": subject, "mode": subject.split("/")[0], "sent": 1429, "cap_rx": 1429,
-            "sys_busy_pct": 30.0, "idle_busy_pct": idle, "sys_us_per_pkt": sys_us,
+            "send_pps": 12_000, "sys_busy_pct": 30.0, "idle_busy_pct": idle,
+            "sys_us_per_pkt": sys_us,
             "load_avg": 0.5, "cpu_us_per_pkt": itr_us, "loss_pct": 0.0, "mappings": 200,
             "core_us_per_pkt": None if itr_us is None else 0.5, "commit": "abc", "host": "h",
             "speedups": None, "utc": "2026-11-28T00:00:00+00:00", "config": config}
