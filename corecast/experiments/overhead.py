@@ -700,6 +700,14 @@ def _progress(done: int, todo: int, t0: float, row: dict[str, Any]) -> None:
     sys.stderr.flush()
 
 
+def _itr_cpu_pct(row: dict[str, Any]) -> float:
+    """The ITR process's CPU over the send, in percent of one core (the paper's Fig. 9 is
+    the ITR machine's CPU usage): its CPU seconds, which also hold the idle window before
+    the send and the half second after, over the sender's time."""
+    send_s = row["sent"] / max(1.0, float(row["send_pps"]))
+    return 100.0 * float(row["itr_cpu_s"]) / max(1e-9, send_s)
+
+
 def _median(xs: list[float]) -> float:
     return round(statistics.median(xs), 3) if xs else float("nan")
 
@@ -730,6 +738,9 @@ def _summarise(rows: list[dict[str, Any]],
                           "idle_busy_pct_max": max(r["idle_busy_pct"] for r in mine),
                           "loss_pct_max": max(r["loss_pct"] for r in mine),
                           "send_pps": _median([r["send_pps"] for r in mine]),
+                          "itr_cpu_pct": _median(util) if (util := [
+                              _itr_cpu_pct(r) for r in mine
+                              if r.get("itr_cpu_s") is not None]) else None,
                           "load_avg": _median([r["load_avg"] for r in mine])}
         base = per.get("plain/trie") or next((v for k, v in per.items()
                                              if k.startswith("plain")), None)
@@ -771,7 +782,7 @@ def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
           + "; hosts: " + ", ".join(f"{h} ({n})" for h, n in src["hosts"].items()))
     print(f"{'scale':>5} {'pkt/s':>8} {'subject':<24} {'n':>3} {'core us':>8} {'/plain':>7} "
           f"{'ITR us':>7} {'/plain':>7} {'sys us':>7} {'sys n':>5} {'/kernel':>8} "
-          f"{'loss %':>7} {'S pkt/s':>8}")
+          f"{'loss %':>7} {'S pkt/s':>8} {'ITR %':>6}")
     for s in _summarise(rows, quiet_below):
         for label, v in s["subjects"].items():
             core = "-" if v["core_us_per_pkt"] is None else f"{v['core_us_per_pkt']:.3f}"
@@ -781,13 +792,15 @@ def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
                   f"{v.get('core_over_plain_trie', '-'):>7} {itr:>7} "
                   f"{v.get('itr_over_plain_trie', '-'):>7} {sysu:>7} {v['sys_n']:>5} "
                   f"{v.get('sys_over_kernel', '-'):>8} {v['loss_pct_max']:>7} "
-                  f"{v['send_pps']:>8,.0f}")
+                  f"{v['send_pps']:>8,.0f} "
+                  f"{'-' if v['itr_cpu_pct'] is None else format(v['itr_cpu_pct'], '.0f'):>6}")
     print("n: repetitions present (medians over them); core us: the ITR core's batch path per "
           "packet (no sockets); ITR us: the ITR process (getrusage) per packet it took in; "
           "sys us: the whole machine (/proc/stat) per offered packet above its idle share just "
           f"before, over the runs whose idle window was under {quiet_below:g}% busy (sys n; "
           f"'busy': none was): {src['sys_excluded']} of {len(rows)} runs left out; loss %: "
-          f"the worst run's; S pkt/s: the rate the sender achieved (median)")
+          f"the worst run's; S pkt/s: the rate the sender achieved; ITR %: the ITR process's "
+          f"CPU over the send, in % of one core (medians)")
     print("paper: CoreCast +52% CPU over unicast forwarding (ratio ~1.52), blamed on a linear "
           "EID-to-RLOC search")
 

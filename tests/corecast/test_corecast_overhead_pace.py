@@ -54,6 +54,21 @@ def test_defaults_keep_the_configuration_of_the_series_before_them():
         first["config"]["pad"], (ov.Lookup.TRIE,), (True,), True, first["config"]["idle_s"])
 
 
+def test_the_itr_share_of_a_core_agrees_with_its_cost_per_packet():
+    """ITR % (CPU seconds over the send's seconds) and ITR us (CPU per packet taken in) are
+    two readings of the same getrusage figure: at 12k/s, % ~ us x 1.2 (idle windows add a
+    little to both)."""
+    part = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
+    rows = [json.loads(ln) for ln in part.read_text().splitlines()]
+    for cell in ov._summarise(rows):
+        for label, v in cell["subjects"].items():
+            if label == "kernel":
+                assert v["itr_cpu_pct"] is None
+                continue
+            expect = v["itr_us_per_pkt"] * cell["rate"] / 1e4
+            assert abs(v["itr_cpu_pct"] - expect) < 0.1 * expect, (cell["scale"], label)
+
+
 def test_pace_and_rate_together_are_refused():
     r = _cli("--quick", "--pace-ms", "25", "--rate", "12000")
     assert r.returncode == 2 and "give it or --rate, not both" in r.stderr
