@@ -766,6 +766,55 @@ def _summarise(rows: list[dict[str, Any]],
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """One ratio over the runs of one repetition and scale (which run back to back): the
+    mean over those pairs and the half-width of its 95 % confidence interval (NaN for one)."""
+
+    what: str
+    mean: float
+    half: float
+    n: int
+
+
+def paired(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW) -> list[Paired]:
+    """The section's ratios paired by repetition and scale (rate too, with several rates):
+    CoreCast (trie, hash on) over plain LISP (trie) in the ITR process, the whole machine
+    (both idle windows quiet) and the core's batch path; each over the kernel's forwarding,
+    whole machine (all three quiet).  The medians of the table compare cells; these compare
+    the runs that shared the machine's state."""
+    from deliverykit.sweep import ci95
+
+    cells: dict[tuple[int, int, float], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((int(r["rep"]), int(r["scale"]), float(r["rate"])), {})[
+            str(r["subject"])] = r
+    ratios: dict[str, list[float]] = {}
+
+    def add(what: str, num: Any, den: Any) -> None:
+        if num is not None and den:
+            ratios.setdefault(what, []).append(float(num) / float(den))
+
+    for d in cells.values():
+        p, c, k = d.get("plain/trie"), d.get("corecast/trie/hash on"), d.get("kernel")
+        if p and c:
+            add("CoreCast / plain, ITR process", c["cpu_us_per_pkt"], p["cpu_us_per_pkt"])
+            if _quiet(p, quiet_below) and _quiet(c, quiet_below):
+                add("CoreCast / plain, whole machine", c["sys_us_per_pkt"], p["sys_us_per_pkt"])
+            add("CoreCast / plain, core batch path", c.get("core_us_per_pkt"),
+                p.get("core_us_per_pkt"))
+        if k and _quiet(k, quiet_below):
+            for label, sub in (("plain", p), ("CoreCast", c)):
+                if sub and _quiet(sub, quiet_below):
+                    add(f"{label} / kernel, whole machine", sub["sys_us_per_pkt"],
+                        k["sys_us_per_pkt"])
+    order = ("CoreCast / plain, ITR process", "CoreCast / plain, whole machine",
+             "CoreCast / plain, core batch path", "plain / kernel, whole machine",
+             "CoreCast / kernel, whole machine")
+    return [Paired(what, *ci95(ratios[what]), len(ratios[what])) for what in order
+            if what in ratios]
+
+
 def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
                 planned: int | None = None) -> None:
     """The summary on stdout: medians per cell with their ``n``, and where the rows came
@@ -801,6 +850,10 @@ def print_table(rows: list[dict[str, Any]], quiet_below: float = QUIET_BELOW,
           f"'busy': none was): {src['sys_excluded']} of {len(rows)} runs left out; loss %: "
           f"the worst run's; S pkt/s: the rate the sender achieved; ITR %: the ITR process's "
           f"CPU over the send, in % of one core (medians)")
+    pairs = paired(rows, quiet_below)
+    if pairs:
+        print("paired by repetition and scale, mean +- 95 % CI half-width (n pairs): " + "; ".join(
+            f"{x.what} {x.mean:.3f} +- {x.half:.3f} ({x.n})" for x in pairs))
     print("paper: CoreCast +52% CPU over unicast forwarding (ratio ~1.52), blamed on a linear "
           "EID-to-RLOC search")
 

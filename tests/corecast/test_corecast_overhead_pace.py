@@ -69,6 +69,22 @@ def test_the_itr_share_of_a_core_agrees_with_its_cost_per_packet():
             assert abs(v["itr_cpu_pct"] - expect) < 0.1 * expect, (cell["scale"], label)
 
 
+def test_paired_ratios_are_the_ones_docs_corecast_reports_for_the_main_series():
+    """docs/corecast.md, "The third sitting": computed there by a script over the part file,
+    now by ``paired`` (and printed under ``--table``)."""
+    part = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
+    rows = [json.loads(ln) for ln in part.read_text().splitlines()]
+    got = {p.what: (round(p.mean, 3), round(p.half, 3), p.n) for p in ov.paired(rows)}
+    assert got["CoreCast / plain, ITR process"] == (0.995, 0.010, 140)
+    assert got["CoreCast / plain, whole machine"] == (0.982, 0.021, 134)
+    assert got["CoreCast / plain, core batch path"] == (0.697, 0.030, 140)
+    assert got["CoreCast / kernel, whole machine"] == (3.277, 0.093, 131)
+    assert list(got)[0] == "CoreCast / plain, ITR process"
+    # one repetition alone: a mean, no interval
+    one = ov.paired([r for r in rows if r["rep"] == 0 and r["scale"] == 1])
+    assert all(p.n == 1 and p.half != p.half for p in one)
+
+
 def test_pace_and_rate_together_are_refused():
     r = _cli("--quick", "--pace-ms", "25", "--rate", "12000")
     assert r.returncode == 2 and "give it or --rate, not both" in r.stderr
