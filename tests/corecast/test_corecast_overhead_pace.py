@@ -14,6 +14,12 @@ import pytest
 from corecast.experiments import overhead as ov
 
 REPO = Path(__file__).resolve().parents[2]
+#: session 24's 420 runs at 12k/s, the committed series the checks below read back
+MAIN_SERIES = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
+
+
+def _main_series() -> list[dict]:
+    return [json.loads(ln) for ln in MAIN_SERIES.read_text().splitlines()]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,8 +53,7 @@ def test_defaults_keep_the_configuration_of_the_series_before_them():
     assert "--pace-ms 25" in opts and "--itr-send batch" in opts and "--rate" not in opts
     assert "--itr-send" not in ov.options(base) and "--rate 12000" in ov.options(base)
     # the committed main series reads back under today's defaults
-    part = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
-    first = json.loads(part.read_text().splitlines()[0])
+    first = _main_series()[0]
     assert first["config"] == ov.configuration(
         tuple(first["config"]["scales"]), (12_000.0,), 30.0, first["config"]["chunks"],
         first["config"]["pad"], (ov.Lookup.TRIE,), (True,), True, first["config"]["idle_s"])
@@ -58,8 +63,7 @@ def test_the_itr_share_of_a_core_agrees_with_its_cost_per_packet():
     """ITR % (CPU seconds over the send's seconds) and ITR us (CPU per packet taken in) are
     two readings of the same getrusage figure: at 12k/s, % ~ us x 1.2 (idle windows add a
     little to both)."""
-    part = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
-    rows = [json.loads(ln) for ln in part.read_text().splitlines()]
+    rows = _main_series()
     for cell in ov._summarise(rows):
         for label, v in cell["subjects"].items():
             if label == "kernel":
@@ -72,8 +76,7 @@ def test_the_itr_share_of_a_core_agrees_with_its_cost_per_packet():
 def test_paired_ratios_are_the_ones_docs_corecast_reports_for_the_main_series():
     """docs/corecast.md, "The third sitting": computed there by a script over the part file,
     now by ``paired`` (and printed under ``--table``)."""
-    part = REPO / "docs/results/corecast/overhead-main-s24.part.jsonl"
-    rows = [json.loads(ln) for ln in part.read_text().splitlines()]
+    rows = _main_series()
     got = {p.what: (round(p.mean, 3), round(p.half, 3), p.n) for p in ov.paired(rows)}
     assert got["CoreCast / plain, ITR process"] == (0.995, 0.010, 140)
     assert got["CoreCast / plain, whole machine"] == (0.982, 0.021, 134)
