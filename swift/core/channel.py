@@ -33,6 +33,7 @@ from deliverykit.protocol import Address
 from swift.core import bins as B
 from swift.core.binmap import Binmap
 from swift.core.chanstate import ChannelEvent, ChannelState, next_state
+from swift.core.ledbat import OwnQueue
 from swift.core.picker import Availability
 from swift.core.sendside import SendSide
 from swift.wire.codec import HandshakeOptions, supported_set
@@ -701,7 +702,7 @@ class Channel:
 
     def __init__(self, local_id: int, addr: Address, initiator: bool, now: float,
                  mss: int, queue_limit: int, slow_start: bool,
-                 ledbat_target: float | None = None) -> None:
+                 ledbat_target: float | None = None, own: OwnQueue | None = None) -> None:
         self.local_id = local_id
         self.remote_id = 0
         self.addr = addr
@@ -716,7 +717,7 @@ class Channel:
         self.down = DownloadSide(now)
         self.path = PathEstimate(now)
         self.verify = VerifyState()
-        self.send = SendSide(queue_limit, mss, slow_start, self.remote.have, ledbat_target)
+        self.send = SendSide(queue_limit, mss, slow_start, self.remote.have, ledbat_target, own)
         self.pex = PexState()
         self.tunein = TuneInState()
         #: the flush's bookkeeping (:class:`DirtySet`): this channel's place

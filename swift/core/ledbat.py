@@ -245,3 +245,87 @@ class Ledbat:
             self.flightsize = 0
             return True
         return False
+
+
+class OwnQueue:
+    """A peer's view of the queue on its own uplink, from what its channels' delay
+    samples read: one per peer, shared by its channels' :class:`Ledbat`.
+
+    Every channel sends through the same uplink, so DATA sent at one instant waits
+    in the same queue there whichever channel it is for.  A channel past its first
+    CURRENT_FILTER samples notes, per delay sample, when that DATA was sent and how
+    far the sample lies above its own base delay (:meth:`note`).  A channel taking
+    its first samples asks how much of each was our own uplink's queue
+    (:meth:`at`), from the other channels' readings of DATA sent at about the same
+    time, and YOUNG_BASE's reference (``Ledbat.first_delay``) leaves it out.
+
+    Why: the young-base gate is for a flow that joins a queue someone else keeps
+    standing; a seeder's new channel whose first samples sat in the queue its own
+    other channels had just filled (slow start toward a short-RTT leecher) saw the
+    base fall once that queue drained, and had its increase scaled down for a
+    minute as if it had joined a standing queue (docs/sim.md, "Session 18:
+    hetero-delay's last leecher is a slow-start race at the seeder").  A peer with
+    one channel has no other readings, so its channel's reference is RFC 6817's as
+    before.  The estimate errs low, never high, where it can: per other channel the
+    reading sent nearest in time (within SPAN), then the least of them, and a
+    channel's reading is only its own base delay's view (a base learnt in a queue
+    reads low); a reading too high (another channel's receiver's own downlink
+    queue, read by every sibling at once) can only keep the gate shut, which is
+    RFC 6817's behaviour."""
+
+    __slots__ = ("readings", "young", "_next_expiry")
+
+    #: on by default: the peer gives its channels a view (Peer), None without
+    ENABLED = True
+    #: s, how far apart in send time another channel's reading may be
+    SPAN = 0.005
+    #: readings kept (the newest): a few RTTs of the other channels' ACKs
+    KEEP = 1024
+    #: s after its first DATA that a channel waits for its first samples as a
+    #: young one (a receiver that never acknowledges must not keep the others
+    #: noting for ever)
+    WAIT = 2.0
+
+    def __init__(self) -> None:
+        #: (send time, queueing delay read, who read it), in ACK order
+        self.readings: deque[tuple[float, float, object]] = deque(maxlen=self.KEEP)
+        #: the channels taking their first samples -> until when they count as such.
+        #: Readings are noted only while one is: the peer sends its ACKs through
+        #: SendSide.on_ack then, and through the C sendside_recv otherwise
+        self.young: dict[object, float] = {}
+        self._next_expiry = math.inf
+
+    def start(self, who: object, now: float) -> None:
+        """``who`` sent its first DATA at ``now``: young until its first samples."""
+        until = self.young[who] = now + self.WAIT
+        if until < self._next_expiry:
+            self._next_expiry = until
+
+    def done(self, who: object) -> None:
+        """``who`` has taken its first samples (or left)."""
+        self.young.pop(who, None)
+
+    def note(self, sent_at: float, queueing: float, who: object, now: float) -> None:
+        """One delay sample of an established channel, at ``now``: DATA sent at
+        ``sent_at`` read ``queueing`` seconds above ``who``'s base delay."""
+        self.readings.append((sent_at, queueing, who))
+        if now >= self._next_expiry:
+            young = self.young = {w: t for w, t in self.young.items() if t > now}
+            self._next_expiry = min(young.values(), default=math.inf)
+
+    def at(self, sent_at: float, who: object) -> float:
+        """The queue our uplink held for DATA sent at ``sent_at``, as the channels
+        other than ``who`` read it (0 when none read DATA sent within SPAN of it)."""
+        nearest: dict[object, tuple[float, float]] = {}
+        span = self.SPAN
+        for t, q, w in self.readings:
+            d = abs(t - sent_at)
+            if w is who or d > span:
+                continue
+            best = nearest.get(w)
+            if best is None or d < best[0]:
+                nearest[w] = (d, q)
+        if not nearest:
+            return 0.0
+        least = min(q for _, q in nearest.values())
+        return least if least > 0.0 else 0.0

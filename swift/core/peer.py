@@ -63,6 +63,7 @@ from swift.core.chanstate import ChannelEvent, ChannelState
 from swift.core.config import MAX_DGRAM, Dialect, PeerConfig, dialect_of
 from swift.core.content import Content, ContentView
 from swift.core.handshake import Negotiator
+from swift.core.ledbat import OwnQueue
 from swift.core.live import LiveContent
 from swift.core.pex import Pex
 from swift.core.picker import Availability, Picker
@@ -194,6 +195,9 @@ class Peer:
         #: our HANDSHAKE options, the check of the peer's, each channel's dialect
         self.negotiator = neg = Negotiator(cfg, self.swarm_id, self.live_content,
                                            self.live_method, self.sig_alg)
+        #: our uplink's queue as our channels' delay samples read it, shared by them
+        #: (LEDBAT's young-base reference leaves it out: OwnQueue); None when off
+        self._own_queue = OwnQueue() if OwnQueue.ENABLED else None
         #: (the negotiator's, under the names they had on the Peer)
         self.dialect = neg.dialect
         self._our_options = neg.our_options
@@ -374,7 +378,8 @@ class Peer:
                 break
         ch = Channel(cid, addr, initiator, now, self.config.chunk_size + 64,
                      self.config.queue_limit, self.config.slow_start,
-                     ledbat_target=self.negotiator.ledbat_target(self.negotiator.default))
+                     ledbat_target=self.negotiator.ledbat_target(self.negotiator.default),
+                     own=self._own_queue)
         self.channels[cid] = ch
         ch.order = next(self._orders)
         self._dirty.mark(ch)
@@ -594,6 +599,7 @@ class Peer:
         c32 = self._chunk32
         live = self.live
         send, remote, avail = ch.send, ch.remote, self._avail
+        own = self._own_queue
         # the peer's discard window (live): what its HAVEs keep (6.2)
         win = ch.hs.discard_window if live else None
         have_s = have_e = -1  # the spec of this datagram's last HAVE (static content)
@@ -650,7 +656,10 @@ class Peer:
                     marked.add(ch)  # (live: every flush visits every channel)
                 if t == 2:
                     # SendSide.on_ack in one C call (-1: loss repair under way, the method)
-                    if sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0 and (
+                    # (while a channel takes its first delay samples: the method, which
+                    # keeps the peer's view of its uplink, OwnQueue)
+                    if ((own is not None and own.young)
+                            or sendside_recv(send, lo, hi, x, now, self._ack_arrived) < 0) and (
                             spurious := send.on_ack(lo, hi, x, now, self._ack_arrived)):
                         self.upload.note_spurious(spurious)
                 else:

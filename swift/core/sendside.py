@@ -12,13 +12,14 @@ which channel sends and counts what happened.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections import deque
 
 from swift._fast import ledbat_on_ack
 from swift.core.binmap import Binmap
 from swift.core.content import _Either
-from swift.core.ledbat import Ledbat
+from swift.core.ledbat import Ledbat, OwnQueue
 
 #: bytes a channel may send back to back before pacing spaces its DATA
 PACE_BURST = 65536
@@ -214,10 +215,11 @@ class SendSide:
     __slots__ = ("upload", "choking", "send_choke", "data_out", "send_log", "send_seq",
                  "acked_sent", "acked_seq", "acked_rtt", "ambiguous", "pace_at", "resent",
                  "retried", "lost_at", "given_up", "reo_mult", "reo_clean", "probes", "probe_at",
-                 "probe_credit", "sent", "known", "ledbat", "served", "pace_rtt")
+                 "probe_credit", "sent", "known", "ledbat", "served", "pace_rtt", "own",
+                 "first_own")
 
     def __init__(self, queue_limit: int, mss: int, slow_start: bool, peer_have: Binmap,
-                 ledbat_target: float | None = None) -> None:
+                 ledbat_target: float | None = None, own: OwnQueue | None = None) -> None:
         #: the chunks the peer asked for (REQUESTs received, section 3.7)
         self.upload = RangeQueue(queue_limit)
         #: we choke the peer
@@ -248,6 +250,12 @@ class SendSide:
         #: we were busy does not slow our own pacing (LEDBAT's srtt keeps it:
         #: its round-trip-queue rule, the congestion timeout and RACK want it)
         self.pace_rtt = 0.0
+        #: the peer's view of its uplink's queue, shared by its channels (None: this
+        #: channel's LEDBAT alone, as RFC 6817 has it); and the least of this
+        #: channel's first delay samples less what the view read for each, which
+        #: becomes ``Ledbat.first_delay`` (YOUNG_BASE's reference) when lower
+        self.own = own
+        self.first_own = math.inf
         #: DATA sent again because the receiver lost it (not by its request)
         self.resent = 0
         #: chunks in flight that loss repair sent again (an ACK for one may be
@@ -304,6 +312,8 @@ class SendSide:
         elif self.lost_at:
             self.lost_at.pop(i, None)  # asked for again since: a loss repair starts afresh
         seq = self.send_seq = self.send_seq + 1
+        if seq == 1 and self.own is not None:
+            self.own.start(self, now)  # young until its first delay samples (OwnQueue)
         self.data_out[i] = (now, size, seq)
         self.send_log.append((i, now, seq))
         self.probe_credit = False
@@ -353,7 +363,22 @@ class SendSide:
             p = self.pace_rtt
             self.pace_rtt = prt if not p else 0.875 * p + 0.125 * prt
         if acked:  # Ledbat.on_ack without its frame (once per ACK; the C function it calls)
-            ledbat_on_ack(self.ledbat, delay_us / 1e6, acked, now, rtt)
+            led = self.ledbat
+            delay = delay_us / 1e6
+            ledbat_on_ack(led, delay, acked, now, rtt)
+            own = self.own
+            if own is not None and own.young:  # the peer's view of its uplink (OwnQueue)
+                if led.acks > led.CURRENT_FILTER:
+                    if rtt is not None:
+                        own.note(sent_at, delay - led._base, self, now)
+                elif self in own.young:  # YOUNG_BASE's reference less our own queue
+                    adj = delay - own.at(sent_at, self) if rtt is not None else delay
+                    if adj < self.first_own:
+                        self.first_own = adj
+                    if self.first_own < led.first_delay:
+                        led.first_delay = self.first_own
+                    if led.acks == led.CURRENT_FILTER:
+                        own.done(self)
         return spurious
 
     def delivered_by_have(self, lo: int, hi: int, now: float) -> int:
