@@ -259,12 +259,13 @@ class OwnQueue:
     (:meth:`at`), from the other channels' readings of DATA sent at about the same
     time, and YOUNG_BASE's reference (``Ledbat.first_delay``) leaves it out.
 
-    Why: the young-base gate is for a flow that joins a queue someone else keeps
-    standing; a seeder's new channel whose first samples sat in the queue its own
-    other channels had just filled (slow start toward a short-RTT leecher) saw the
-    base fall once that queue drained, and had its increase scaled down for a
-    minute as if it had joined a standing queue (docs/sim.md, "Session 18:
-    hetero-delay's last leecher is a slow-start race at the seeder").  A peer with
+    Why: a seeder's new channel whose first samples sat in the burst its own other
+    channels had just queued (slow start toward a short-RTT leecher) saw the base
+    fall once that burst drained, and had its increase scaled down for a minute as
+    if it had joined a standing queue (docs/sim.md, "Session 18: hetero-delay's
+    last leecher is a slow-start race at the seeder").  The view cannot tell such
+    a burst from a queue the siblings keep standing, where the gate's restraint is
+    what RFC 6817 4.4's latecomer needs, so it is off by default.  A peer with
     one channel has no other readings, so its channel's reference is RFC 6817's as
     before.  The estimate errs low, never high, where it can: per other channel the
     reading sent nearest in time (within SPAN), then the least of them, and a
@@ -275,8 +276,11 @@ class OwnQueue:
 
     __slots__ = ("readings", "young", "_next_expiry")
 
-    #: on by default: the peer gives its channels a view (Peer), None without
-    ENABLED = True
+    #: whether a Peer gives its channels a view (off by default: in the simulated
+    #: VoD swarm the gate this view keeps shut was holding back channels that join
+    #: a queue their siblings keep standing, and the swarm stalled again without
+    #: it; docs/ledbat.md, "The peer's own queue")
+    ENABLED = False
     #: s, how far apart in send time another channel's reading may be
     SPAN = 0.005
     #: readings kept (the newest): a few RTTs of the other channels' ACKs

@@ -196,7 +196,8 @@ class Peer:
         self.negotiator = neg = Negotiator(cfg, self.swarm_id, self.live_content,
                                            self.live_method, self.sig_alg)
         #: our uplink's queue as our channels' delay samples read it, shared by them
-        #: (LEDBAT's young-base reference leaves it out: OwnQueue); None when off
+        #: (LEDBAT's young-base reference leaves it out: OwnQueue); None when off,
+        #: as by default
         self._own_queue = OwnQueue() if OwnQueue.ENABLED else None
         #: (the negotiator's, under the names they had on the Peer)
         self.dialect = neg.dialect

@@ -8,6 +8,9 @@ queue drained, and its increase was scaled down for a minute (docs/sim.md).  Wit
 the view the gate stays shut there; without it (the switch off) it opens, so this
 test is the view's doing.  A swarm whose peers each have one channel sends the same
 datagrams with the view on and off: nothing changes for them by construction.
+The view is off by default (docs/ledbat.md, "The peer's own queue": in the VoD
+swarm the same gate holds back channels that join a queue their siblings keep
+standing); these tests switch it on and off themselves.
 """
 
 from __future__ import annotations
